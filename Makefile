@@ -1,0 +1,45 @@
+# CIFAR Lab. The README's two commands:
+#   make run    install everything into .venv and start the app (streamlit run app.py)
+#   make test   install everything (test tools too) and run the whole test suite
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+# The offline copy of CIFAR-10 beside the checkout, when it is there; else torchvision's download.
+ARCHIVE := $(abspath ../shared/data/cifar10-jpeg.tar.gz)
+ifneq ($(wildcard $(ARCHIVE)),)
+export CIFARLAB_DATA ?= $(ARCHIVE)
+endif
+PORT ?= 8501
+
+.PHONY: run test test-fast browser-deps bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.app-installed: requirements.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	touch $@
+
+$(VENV)/.dev-installed: requirements.txt requirements-dev.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	touch $@ $(VENV)/.app-installed
+
+run: $(VENV)/.app-installed
+	$(BIN)/python -m streamlit run app.py --server.port $(PORT)
+
+browser-deps:
+	@bash scripts/ensure-chromium.sh
+
+test: $(VENV)/.dev-installed browser-deps
+	$(BIN)/python -m pytest
+
+# Everything but the real-browser tests (quicker while developing).
+test-fast: $(VENV)/.dev-installed
+	$(BIN)/python -m pytest -m "not browser"
+
+bench: $(VENV)/.app-installed
+	$(BIN)/python bench/bench_tutorial.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache test-artifacts

@@ -1,0 +1,29 @@
+"""CIFAR Lab: the entry point. ``streamlit run app.py``.
+
+Builds the navigation over the files in pages/ (titles translated), the language switch in the
+sidebar (also ``?lang=es|pt|en`` in the URL), and the facts about this machine and its data.
+"""
+import streamlit as st
+
+from cifarlab import i18n
+from pages import common
+
+st.set_page_config(page_title="CIFAR Lab", page_icon=":material/school:", layout="wide")
+st.session_state["_app_frame"] = True  # pages check it: see common.ensure_app_frame
+
+lang = common.lang()
+t = i18n.translator(lang)
+
+with st.sidebar:
+    codes = list(i18n.LANGUAGES)
+    chosen = st.selectbox(t("sidebar.language"), codes, index=codes.index(lang),
+                          format_func=lambda code: i18n.LANGUAGES[code], key="lang_select")
+    if chosen != lang:
+        st.session_state["lang"] = chosen
+        st.query_params["lang"] = chosen
+        st.rerun()
+
+common.keep_url_state()
+pages = [st.Page(path, title=t(f"nav.{pid}"), icon=icon, url_path=pid, default=(pid == "home"))
+         for pid, path, icon in common.PAGES]
+st.navigation(pages).run()

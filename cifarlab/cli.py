@@ -1,0 +1,221 @@
+"""``python -m cifarlab``: train, evaluate, trace shapes and prepare data from the terminal.
+
+    python -m cifarlab train                       # the tutorial as written
+    python -m cifarlab train --pipeline fast --epochs 2 --json
+    python -m cifarlab eval cifar_net.pth --json
+    python -m cifarlab shapes --kernels 5,5 --channels 6,16
+    python -m cifarlab data                        # decode once into the cache, print facts
+
+Bad input exits with status 2 and one line saying what was wrong.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .config import CIFAR10_CLASSES, TUTORIAL_SHORT_NAMES, ModelSpec, TrainConfig
+from .errors import CifarLabError, ConfigError
+
+EXIT_BAD_INPUT = 2
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in text.replace(" ", "").split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got '{text}'")
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("network (defaults: the tutorial's Net)")
+    g.add_argument("--channels", type=_ints, help="conv1,conv2 output channels (6,16)")
+    g.add_argument("--kernels", type=_ints, help="conv1,conv2 kernel sizes (5,5)")
+    g.add_argument("--paddings", type=_ints, help="conv1,conv2 paddings (0,0)")
+    g.add_argument("--strides", type=_ints, help="conv1,conv2 strides (1,1)")
+    g.add_argument("--pool", type=int, help="max-pool size and stride (2)")
+    g.add_argument("--hidden", type=_ints, help="fc1,fc2 sizes (120,84)")
+    g.add_argument("--width", type=int, help="width multiplier for channels and hidden sizes (1)")
+
+
+def _model_spec(args) -> ModelSpec:
+    values = {k: getattr(args, k) for k in ("channels", "kernels", "paddings", "strides", "pool",
+                                            "hidden", "width") if getattr(args, k) is not None}
+    return ModelSpec(**values)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    d = TrainConfig()
+    parser = argparse.ArgumentParser(prog="python -m cifarlab", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    t = sub.add_parser("train", help="train the network (defaults: the tutorial as written)")
+    t.add_argument("--epochs", type=int, default=d.epochs)
+    t.add_argument("--lr", type=float, default=d.lr, help="learning rate")
+    t.add_argument("--momentum", type=float, default=d.momentum)
+    t.add_argument("--batch-size", type=int, default=d.batch_size)
+    t.add_argument("--num-workers", type=int, default=d.num_workers)
+    t.add_argument("--device", default=d.device, help="auto, cpu, cuda:N or mps")
+    t.add_argument("--pipeline", default=d.pipeline, help="tutorial (DataLoader) or fast")
+    t.add_argument("--seed", type=int, default=d.seed)
+    t.add_argument("--train-subset", type=int, default=None, help="train on this many images")
+    t.add_argument("--log-every", type=int, default=d.log_every,
+                   help="print the running loss every N mini-batches (2000)")
+    t.add_argument("--data", default=None, help="image folder, .tar.gz, or 'download'")
+    t.add_argument("--out", default="cifar_net.pth", help="checkpoint path (cifar_net.pth)")
+    t.add_argument("--json", action="store_true", help="print one JSON object instead")
+    _add_model_args(t)
+
+    e = sub.add_parser("eval", help="evaluate a checkpoint on the test set")
+    e.add_argument("checkpoint")
+    e.add_argument("--data", default=None)
+    e.add_argument("--device", default="auto")
+    e.add_argument("--json", action="store_true")
+
+    s = sub.add_parser("shapes", help="trace a layer stack: output shapes, parameters, formulas")
+    s.add_argument("--layers", default=None,
+                   help='JSON list, e.g. \'[{"type": "conv", "out_channels": 6, "kernel_size": 5}]\'')
+    s.add_argument("--input", type=_ints, default=(3, 32, 32), help="C,H,W (3,32,32)")
+    s.add_argument("--json", action="store_true")
+    _add_model_args(s)
+
+    da = sub.add_parser("data", help="decode the data set once into the cache and describe it")
+    da.add_argument("--data", default=None)
+    da.add_argument("--json", action="store_true")
+
+    from .timing import register_cli  # `bench`: cheap to import (torch loads when it runs)
+
+    register_cli(sub)
+    return parser
+
+
+def _class_label(name: str) -> str:
+    if name in CIFAR10_CLASSES:
+        return TUTORIAL_SHORT_NAMES[CIFAR10_CLASSES.index(name)]
+    return name
+
+
+def print_accuracy_lines(per_class: dict[str, float], accuracy: float, total: int) -> None:
+    print("Accuracy of the network on the %d test images: %d %%" % (total, 100 * accuracy))
+    for name, acc in per_class.items():
+        print("Accuracy of %5s : %2d %%" % (_class_label(name), 100 * acc))
+
+
+def cmd_train(args) -> int:
+    from . import data as data_mod
+    from .train import train
+
+    config = TrainConfig(epochs=args.epochs, lr=args.lr, momentum=args.momentum,
+                         batch_size=args.batch_size, num_workers=args.num_workers,
+                         device=args.device, pipeline=args.pipeline, seed=args.seed,
+                         train_subset=args.train_subset, log_every=args.log_every,
+                         model=_model_spec(args))
+    config.check_runtime()  # the device, before spending time on the data
+    data = data_mod.load(args.data)
+
+    def on_event(event) -> None:
+        if args.json:
+            return
+        if event.kind == "running_loss":
+            d = event.data
+            print("[%d, %5d] loss: %.3f" % (d["epoch"], d["i"], d["loss"]), flush=True)
+
+    result = train(config, data, on_event=on_event, checkpoint_path=args.out)
+    if args.json:
+        out = result.summary()
+        out["test_accuracy"] = result.eval.accuracy
+        print(json.dumps(out))
+        return 0
+    print("Finished Training")
+    ev = result.eval
+    print_accuracy_lines(ev.per_class_accuracy, ev.accuracy, ev.total)
+    print(f"steps={result.steps} train_s={result.train_seconds:.2f} "
+          f"steps_per_s={result.steps_per_second:.1f} images_per_s={result.images_per_second:.0f} "
+          f"eval_s={ev.seconds:.2f} checkpoint={result.checkpoint}")
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from . import checkpoint as ckpt
+    from . import data as data_mod
+    from .devices import resolve_device
+    from .evaluate import evaluate
+
+    device = resolve_device(args.device)
+    cp = ckpt.load(args.checkpoint, map_location="cpu")
+    data = data_mod.load(args.data)
+    if tuple(cp.classes) != tuple(data.classes):
+        raise CifarLabError(
+            f"The checkpoint was trained on classes {list(cp.classes)}, but this data set has "
+            f"{list(data.classes)}.")
+    result = evaluate(cp.model(), data, device)
+    if args.json:
+        out = result.summary()
+        out.update(test_accuracy=result.accuracy, checkpoint=args.checkpoint,
+                   config=cp.config.to_dict(), device=str(device))
+        print(json.dumps(out))
+        return 0
+    print_accuracy_lines(result.per_class_accuracy, result.accuracy, result.total)
+    return 0
+
+
+def cmd_shapes(args) -> int:
+    from .shapes import total_params, trace, trace_spec, trace_table
+
+    if args.layers:
+        try:
+            layers = json.loads(args.layers)
+        except json.JSONDecodeError as err:
+            raise CifarLabError(f"--layers is not valid JSON: {err.msg} (column {err.colno}).")
+        if not isinstance(layers, list):
+            raise CifarLabError("--layers must be a JSON list of layers.")
+        traces = trace(layers, tuple(args.input))
+    else:
+        traces = trace_spec(_model_spec(args), tuple(args.input))
+    rows = trace_table(traces)
+    if args.json:
+        print(json.dumps({"layers": rows, "total_params": total_params(traces)}))
+        return 0
+    cols = ["layer", "kind", "input", "output", "params", "formula"]
+    widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in cols}
+    print("  ".join(c.ljust(widths[c]) for c in cols))
+    for r in rows:
+        print("  ".join(str(r.get(c, "")).ljust(widths[c]) for c in cols))
+    print(f"total parameters: {total_params(traces):,}")
+    return 0
+
+
+def cmd_data(args) -> int:
+    from . import data as data_mod
+
+    data = data_mod.load(args.data, on_progress=None if args.json else
+                         (lambda msg: print(msg, file=sys.stderr, flush=True)))
+    facts = {"source": data.source, "key": data.key, "classes": list(data.classes),
+             "train": int(len(data.train_y)), "test": int(len(data.test_y)),
+             "notes": list(data.notes)}
+    if args.json:
+        print(json.dumps(facts))
+    else:
+        for k, v in facts.items():
+            print(f"{k}: {v}")
+    return 0
+
+
+COMMANDS = {"train": cmd_train, "eval": cmd_eval, "shapes": cmd_shapes, "data": cmd_data}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None) or COMMANDS[args.command]
+    try:
+        return handler(args)
+    except ConfigError as err:
+        print("error: " + " ".join(f"{k}: {v}" for k, v in err.errors.items()), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except CifarLabError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

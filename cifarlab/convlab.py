@@ -1,0 +1,352 @@
+"""The Network page's engine: convolution and max pooling worked by hand, checked against PyTorch.
+
+    named_kernels()                                  # {"edge": 3×3, "blur": 3×3, ...}
+    image = to_input(data.image("test", 7), "gray") # 1×32×32 float, or "rgb": 3×32×32 normalised
+    fmap = apply_kernel(image, kernels["edge"])      # the feature map, by hand (numpy)
+    conv_step(image, kernel, bias, row, col)         # one output value: window, products, sum
+    maxpool_windows(fmap, kernel=2, stride=2)        # every window, its argmax, the pooled map
+    calculator("conv", 32, 5, padding=0, stride=1)   # the substituted formula and the result
+    analyze_stack(ModelSpec(kernels=(5, 3)))         # table rows, fc1's input, the shape error
+    hardcoded_view_error(spec)                       # what the tutorial's forward would say
+
+Everything is computed with plain numpy sums (what the students read), and every function that
+computes a convolution or pooling also reports PyTorch's own answer (``F.conv2d``,
+``F.max_pool2d``) so a page can show the two side by side. Never imports streamlit.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from . import shapes
+from .config import ModelSpec
+from .errors import CifarLabError, ShapeError
+
+__all__ = [
+    "named_kernels", "KERNEL_NAMES", "to_input", "net_conv1", "apply_kernel", "conv_step",
+    "torch_conv", "maxpool_windows", "calculator", "StackReport", "analyze_stack",
+    "hardcoded_view_error", "activation_sizes",
+]
+
+# -----------------------------------------------------------------------------------------
+# kernels and inputs
+
+KERNEL_NAMES = ("edge", "vertical", "horizontal", "blur", "sharpen", "identity")
+
+
+def named_kernels() -> dict[str, np.ndarray]:
+    """Classic hand-made 3×3 kernels (float32): edges, blur, sharpen and the identity."""
+    k = {
+        "edge": [[-1, -1, -1], [-1, 8, -1], [-1, -1, -1]],          # Laplacian-like: all edges
+        "vertical": [[-1, 0, 1], [-2, 0, 2], [-1, 0, 1]],           # Sobel x: vertical edges
+        "horizontal": [[-1, -2, -1], [0, 0, 0], [1, 2, 1]],         # Sobel y: horizontal edges
+        "blur": [[1 / 9] * 3] * 3,                                  # box blur: the mean
+        "sharpen": [[0, -1, 0], [-1, 5, -1], [0, -1, 0]],
+        "identity": [[0, 0, 0], [0, 1, 0], [0, 0, 0]],
+    }
+    return {name: np.asarray(k[name], dtype=np.float32) for name in KERNEL_NAMES}
+
+
+def to_input(image_hwc: np.ndarray, mode: str = "gray") -> np.ndarray:
+    """A 32×32×3 uint8 image as a C×H×W float32 array.
+
+    ``"gray"``: one channel, the mean of R, G and B scaled to [0, 1] (for the hand-made kernels);
+    ``"rgb"``: three channels, the tutorial's ``ToTensor()`` + ``Normalize(0.5, 0.5)`` (what the
+    network's conv1 sees), values in [−1, 1].
+    """
+    img = np.asarray(image_hwc)
+    if img.ndim != 3 or img.shape[2] != 3:
+        raise ShapeError(f"Expected an H×W×3 image, got shape {img.shape}.", layer="image")
+    x = img.astype(np.float32).transpose(2, 0, 1) / np.float32(255)
+    if mode == "gray":
+        return x.mean(axis=0, keepdims=True, dtype=np.float32)
+    if mode == "rgb":
+        return (x - np.float32(0.5)) / np.float32(0.5)
+    raise ValueError(f"mode must be 'gray' or 'rgb', not {mode!r}")
+
+
+def net_conv1(seed: int = 0, state_dict: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """conv1's weights (6×3×5×5) and biases (6) of the tutorial's ``Net``.
+
+    From ``state_dict`` (a trained checkpoint's weights) when given, else of a ``Net`` freshly
+    initialised with ``seed`` (the global RNG is left as it was).
+    """
+    if state_dict is not None:
+        try:
+            w, b = state_dict["conv1.weight"], state_dict["conv1.bias"]
+        except KeyError as err:
+            raise CifarLabError("These weights have no conv1 layer (conv1.weight, conv1.bias).") from err
+        return (w.detach().cpu().float().numpy().copy(), b.detach().cpu().float().numpy().copy())
+    from .model import Net
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        net = Net()
+    return (net.conv1.weight.detach().numpy().copy(), net.conv1.bias.detach().numpy().copy())
+
+
+def _chw(image: np.ndarray) -> np.ndarray:
+    x = np.asarray(image, dtype=np.float32)
+    if x.ndim == 2:
+        x = x[None]
+    if x.ndim != 3:
+        raise ShapeError(f"The image must be H×W or C×H×W, got shape {x.shape}.", layer="image")
+    return x
+
+
+def _ckk(kernel: np.ndarray, channels: int) -> np.ndarray:
+    k = np.asarray(kernel, dtype=np.float32)
+    if k.ndim == 2:
+        k = np.broadcast_to(k, (channels, *k.shape))
+    if k.ndim != 3 or k.shape[0] != channels:
+        raise ShapeError(f"The kernel has shape {k.shape} but the image has {channels} channel(s); "
+                         f"give a k×k kernel or a {channels}×k×k one.", layer="kernel")
+    return np.ascontiguousarray(k)
+
+
+def _pad(x: np.ndarray, padding: int) -> np.ndarray:
+    return np.pad(x, ((0, 0), (padding, padding), (padding, padding))) if padding else x
+
+
+def _conv_size(x: np.ndarray, k: np.ndarray, stride: int, padding: int) -> tuple[int, int]:
+    h = shapes.conv2d_output_size((x.shape[1], x.shape[2]), (k.shape[1], k.shape[2]),
+                                  stride, padding)
+    return h
+
+
+# -----------------------------------------------------------------------------------------
+# convolution by hand
+
+def apply_kernel(image: np.ndarray, kernel: np.ndarray, bias: float = 0.0, stride: int = 1,
+                 padding: int = 0) -> np.ndarray:
+    """The feature map (H'×W', float32) of one kernel over an image, computed by hand.
+
+    ``image``: H×W or C×H×W; ``kernel``: k×k (used on every channel) or C×k×k. The same as
+    ``F.conv2d(image[None], kernel[None], bias, stride, padding)[0, 0]``: for every output
+    position, the sum over the window of pixel × weight, plus the bias (cross-correlation, as
+    PyTorch does it: the kernel is not flipped).
+    """
+    x = _chw(image)
+    k = _ckk(kernel, x.shape[0])
+    oh, ow = _conv_size(x, k, stride, padding)
+    xp = _pad(x, padding)
+    kh, kw = k.shape[1:]
+    windows = np.lib.stride_tricks.sliding_window_view(xp, (kh, kw), axis=(1, 2))
+    windows = windows[:, ::stride, ::stride][:, :oh, :ow]          # C×H'×W'×kh×kw
+    out = np.einsum("chwij,cij->hw", windows.astype(np.float64), k.astype(np.float64))
+    return (out + float(bias)).astype(np.float32)
+
+
+def torch_conv(image: np.ndarray, kernel: np.ndarray, bias: float = 0.0, stride: int = 1,
+               padding: int = 0) -> np.ndarray:
+    """PyTorch's answer for ``apply_kernel``: ``F.conv2d`` on the same numbers."""
+    x = _chw(image)
+    k = _ckk(kernel, x.shape[0])
+    out = F.conv2d(torch.from_numpy(x.copy())[None], torch.from_numpy(k.copy())[None],
+                   torch.tensor([float(bias)], dtype=torch.float32), stride=stride, padding=padding)
+    return out[0, 0].numpy()
+
+
+def conv_step(image: np.ndarray, kernel: np.ndarray, bias: float, row: int, col: int,
+              stride: int = 1, padding: int = 0) -> dict:
+    """One output value of a convolution, worked out: what the kernel sees at (row, col).
+
+    Returns ``window`` (C×k×k pixels under the kernel), ``kernel`` (C×k×k), ``products``
+    (window × kernel, elementwise), ``sum`` (of the products), ``bias``, ``output`` (sum + bias),
+    ``torch_output`` (the same position of ``F.conv2d``), ``match`` (the two agree),
+    ``top``/``left`` (the window's corner in the padded image), ``out_shape`` (H', W').
+    """
+    x = _chw(image)
+    k = _ckk(kernel, x.shape[0])
+    oh, ow = _conv_size(x, k, stride, padding)
+    if not (0 <= row < oh and 0 <= col < ow):
+        raise ShapeError(f"The output is {oh}×{ow}: row must be 0…{oh - 1} and column 0…{ow - 1}, "
+                         f"got ({row}, {col}).", layer="position")
+    xp = _pad(x, padding)
+    kh, kw = k.shape[1:]
+    top, left = row * stride, col * stride
+    window = xp[:, top:top + kh, left:left + kw]
+    products = (window.astype(np.float64) * k.astype(np.float64))
+    total = float(products.sum())
+    output = total + float(bias)
+    torch_output = float(torch_conv(x, k, bias, stride, padding)[row, col])
+    return {
+        "window": window.astype(np.float32), "kernel": k, "products": products.astype(np.float32),
+        "sum": total, "bias": float(bias), "output": output, "torch_output": torch_output,
+        "match": math.isclose(output, torch_output, rel_tol=1e-4, abs_tol=1e-4),
+        "top": top, "left": left, "out_shape": (oh, ow),
+    }
+
+
+# -----------------------------------------------------------------------------------------
+# max pooling by hand
+
+def maxpool_windows(fmap: np.ndarray, kernel: int = 2, stride: int | None = None) -> dict:
+    """Max pooling worked out window by window on an H×W feature map.
+
+    Returns ``windows``: one dict per output cell, in row-major order, with ``row``/``col`` (the
+    output cell), ``top``/``left`` (the window's corner in the input), ``values`` (k×k),
+    ``argmax`` (the (r, c) of the largest value, in input coordinates; the first one on a tie)
+    and ``max``; ``output`` (H'×W', the pooled map), ``torch_output`` (``F.max_pool2d``),
+    ``match``, ``in_shape`` and ``out_shape``. The stride defaults to the kernel, as in
+    ``nn.MaxPool2d``. A kernel larger than the map raises ``ShapeError``.
+    """
+    x = np.asarray(fmap, dtype=np.float32)
+    if x.ndim != 2:
+        raise ShapeError(f"The feature map must be H×W, got shape {x.shape}.", layer="pool")
+    stride = kernel if stride is None else stride
+    oh, ow = shapes.pool2d_output_size(x.shape, kernel, stride)
+    out = np.empty((oh, ow), dtype=np.float32)
+    windows = []
+    for r in range(oh):
+        for c in range(ow):
+            top, left = r * stride, c * stride
+            values = x[top:top + kernel, left:left + kernel]
+            i, j = np.unravel_index(int(np.argmax(values)), values.shape)
+            out[r, c] = values[i, j]
+            windows.append({"row": r, "col": c, "top": top, "left": left,
+                            "values": values.copy(), "argmax": (top + int(i), left + int(j)),
+                            "max": float(values[i, j])})
+    tout = F.max_pool2d(torch.from_numpy(x.copy())[None, None], kernel, stride)[0, 0].numpy()
+    return {"windows": windows, "output": out, "torch_output": tout,
+            "match": bool(np.array_equal(out, tout)), "in_shape": x.shape, "out_shape": (oh, ow),
+            "kernel": kernel, "stride": stride}
+
+
+# -----------------------------------------------------------------------------------------
+# the output-size calculator
+
+def calculator(kind: str, size: int, kernel: int, padding: int = 0, stride: int = 1,
+               dilation: int = 1) -> dict:
+    """One dimension of a conv (``kind="conv"``) or max-pool (``"pool"``) layer.
+
+    Returns ``formula`` (numbers substituted), ``output`` (may be < 1), ``exact`` (the division
+    had no remainder), ``ok`` (output ≥ 1), ``remainder`` and ``error`` (a ShapeError's message
+    for arguments PyTorch refuses outright, e.g. a pool padding above half the kernel; else None).
+    """
+    fn = shapes.conv2d_formula if kind == "conv" else shapes.pool2d_formula
+    try:
+        formula, out, exact = fn(size, kernel, stride, padding, dilation)
+    except ShapeError as err:
+        return {"formula": "", "output": None, "exact": True, "ok": False, "remainder": 0,
+                "error": str(err)}
+    numerator = size + 2 * padding - dilation * (kernel - 1) - 1
+    return {"formula": formula, "output": out, "exact": exact, "ok": out >= 1,
+            "remainder": numerator % stride, "error": None}
+
+
+# -----------------------------------------------------------------------------------------
+# an edited layer stack
+
+@dataclass
+class StackReport:
+    """What a ModelSpec does to a 3×32×32 image, or why it can't."""
+
+    spec: ModelSpec
+    rows: list[dict] = field(default_factory=list)   # shapes.trace_table rows
+    flat: int | None = None                          # fc1's input size (400 for the tutorial)
+    flat_shape: tuple[int, int, int] | None = None   # (C, H, W) before the flatten
+    total_params: int | None = None
+    error: str | None = None                         # the ShapeError's message, naming the layer
+    error_layer: str | None = None
+    view_error: str | None = None                    # PyTorch's message with x.view(-1, 400)
+    flatten_error: str | None = None                 # ... with torch.flatten(x, 1) + Linear(400)
+    view_error_kind: str | None = None               # the exception's class: "RuntimeError", ...
+    flatten_error_kind: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def analyze_stack(spec: ModelSpec, batch_size: int = 4) -> StackReport:
+    """The shape table of ``spec``, fc1's real input size, and what the tutorial's hard-coded
+    ``16 * 5 * 5`` would make PyTorch say about it (``None`` when it happens to work)."""
+    report = StackReport(spec)
+    try:
+        traces = shapes.trace_spec(spec)
+    except ShapeError as err:
+        report.error, report.error_layer = str(err), err.layer
+    else:
+        report.rows = shapes.trace_table(traces)
+        flat = next(t for t in traces if t.kind == "flatten")
+        report.flat, report.flat_shape = flat.out_shape[0], tuple(flat.in_shape)
+        report.total_params = shapes.total_params(traces)
+    report.view_error_kind, report.view_error = _run_tutorial(spec, batch_size, "view")
+    report.flatten_error_kind, report.flatten_error = _run_tutorial(spec, batch_size, "flatten")
+    return report
+
+
+TUTORIAL_FLAT = 16 * 5 * 5
+
+
+class _TutorialNet(nn.Module):
+    """The tutorial's ``Net`` with the spec's conv layers but fc1 hard-coded to 16 * 5 * 5."""
+
+    def __init__(self, spec: ModelSpec, flatten: str):
+        super().__init__()
+        (c1, c2), (h1, h2) = spec.scaled_channels(), spec.scaled_hidden()
+        self.flatten = flatten
+        self.conv1 = nn.Conv2d(3, c1, spec.kernels[0], stride=spec.strides[0],
+                               padding=spec.paddings[0])
+        self.pool = nn.MaxPool2d(spec.pool, spec.pool)
+        self.conv2 = nn.Conv2d(c1, c2, spec.kernels[1], stride=spec.strides[1],
+                               padding=spec.paddings[1])
+        self.fc1 = nn.Linear(TUTORIAL_FLAT, h1)
+        self.fc2 = nn.Linear(h1, h2)
+        self.fc3 = nn.Linear(h2, 10)
+
+    def forward(self, x):
+        x = self.pool(F.relu(self.conv1(x)))
+        x = self.pool(F.relu(self.conv2(x)))
+        if self.flatten == "view":
+            x = x.view(-1, 16 * 5 * 5)
+        else:
+            x = torch.flatten(x, 1)
+        x = F.relu(self.fc1(x))
+        x = F.relu(self.fc2(x))
+        return self.fc3(x)
+
+
+def hardcoded_view_error(spec: ModelSpec, batch_size: int = 4, flatten: str = "view") -> str | None:
+    """PyTorch's own error message for the tutorial's forward with fc1 fixed at 16 * 5 * 5 inputs.
+
+    Really runs it: the spec's conv1/pool/conv2/pool, then ``x.view(-1, 16 * 5 * 5)``
+    (``flatten="view"``, the tutorial's line) or ``torch.flatten(x, 1)`` (``"flatten"``), then
+    fc1 = ``nn.Linear(400, …)``, fc2, fc3 and ``nn.CrossEntropyLoss`` against a batch of
+    ``batch_size`` labels, on zeros. Returns the first line of the error PyTorch raises, e.g.
+    "mat1 and mat2 shapes cannot be multiplied (4x576 and 400x120)", or None when it runs.
+    (With ``view``, a size that is a multiple of 400 gets through the view with too many rows,
+    and the loss is what complains.)
+    """
+    return _run_tutorial(spec, batch_size, flatten)[1]
+
+
+def _run_tutorial(spec: ModelSpec, batch_size: int, flatten: str) -> tuple[str | None, str | None]:
+    """(exception class name, first line of its message), or (None, None) when it runs."""
+    if flatten not in ("view", "flatten"):
+        raise ValueError("flatten must be 'view' or 'flatten'")
+    if max(spec.scaled_channels()) > 4096 or max(spec.scaled_hidden()) > 65536:
+        raise ShapeError("This network is too big to try out here.", layer="width")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        net = _TutorialNet(spec, flatten)
+    x = torch.zeros(batch_size, 3, 32, 32)
+    labels = torch.zeros(batch_size, dtype=torch.long)
+    try:
+        with torch.no_grad():
+            nn.CrossEntropyLoss()(net(x), labels)
+    except (RuntimeError, ValueError) as err:
+        return type(err).__name__, str(err).strip().splitlines()[0]
+    return None, None
+
+
+def activation_sizes(rows: list[dict]) -> list[tuple[str, int]]:
+    """(layer, number of values in its output) for each row of a trace table."""
+    return [(r["layer"], math.prod(int(v) for v in str(r["output"]).split("×")))
+            for r in rows]

@@ -1,0 +1,102 @@
+"""Evaluation: overall and per-class accuracy, confusion matrix, per-image predictions.
+
+The tutorial counts correct predictions over the 10,000 test images, overall and per class.
+Here one pass gives all of that plus the confusion matrix, each image's probabilities and the
+indices of the misclassified images (for the Results page).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from .data import normalize
+
+
+@dataclass
+class EvalResult:
+    accuracy: float                          # 0..1
+    per_class_accuracy: dict[str, float]     # class name -> 0..1
+    confusion: list[list[int]]               # rows: true class, columns: predicted class
+    classes: tuple[str, ...]
+    predictions: np.ndarray = field(repr=False)    # int64, N
+    probabilities: np.ndarray = field(repr=False)  # float32, N x classes
+    labels: np.ndarray = field(repr=False)         # int64, N
+    seconds: float = 0.0
+
+    @property
+    def misclassified(self) -> np.ndarray:
+        return np.flatnonzero(self.predictions != self.labels)
+
+    @property
+    def correct(self) -> int:
+        return int((self.predictions == self.labels).sum())
+
+    @property
+    def total(self) -> int:
+        return int(self.labels.shape[0])
+
+    def summary(self) -> dict:
+        """JSON-friendly figures (no per-image arrays): what the store and checkpoints keep."""
+        return {
+            "accuracy": self.accuracy,
+            "per_class_accuracy": dict(self.per_class_accuracy),
+            "confusion": [list(map(int, row)) for row in self.confusion],
+            "classes": list(self.classes),
+            "correct": self.correct,
+            "total": self.total,
+            "eval_seconds": self.seconds,
+        }
+
+
+@torch.inference_mode()
+def predict(model: nn.Module, images_uint8: np.ndarray | torch.Tensor, device="cpu",
+            batch_size: int = 1000) -> np.ndarray:
+    """Class probabilities (float32, N x classes) for uint8 N×3×32×32 images."""
+    dev = torch.device(device)
+    model = model.to(dev).eval()
+    out = []
+    for start in range(0, len(images_uint8), batch_size):
+        chunk = images_uint8[start:start + batch_size]
+        if isinstance(chunk, np.ndarray):  # a (read-only) memmap slice: copy this batch only
+            chunk = torch.from_numpy(np.array(chunk))
+        x = normalize(chunk.to(dev, non_blocking=True))
+        out.append(torch.softmax(model(x).float(), dim=1).cpu())
+    if not out:
+        return np.zeros((0, 10), dtype=np.float32)
+    return torch.cat(out).numpy()
+
+
+def evaluate(model: nn.Module, data, device="cpu", batch_size: int = 1000,
+             split: str = "test") -> EvalResult:
+    """Evaluate on ``data.test_x``/``test_y`` (or the train split) in batches of ``batch_size``."""
+    import time
+
+    from .devices import synchronize
+
+    x = data.test_x if split == "test" else data.train_x
+    y = np.asarray(data.test_y if split == "test" else data.train_y, dtype=np.int64)
+    classes = tuple(data.classes)
+    was_training = model.training
+    t0 = time.perf_counter()
+    probs = predict(model, x, device, batch_size)
+    synchronize(device)
+    seconds = time.perf_counter() - t0
+    model.train(was_training)
+    return result_from_probabilities(probs, y, classes, seconds)
+
+
+def result_from_probabilities(probs: np.ndarray, labels: np.ndarray, classes, seconds=0.0
+                              ) -> EvalResult:
+    k = len(classes)
+    preds = probs.argmax(axis=1).astype(np.int64) if len(probs) else np.zeros(0, np.int64)
+    confusion = np.zeros((k, k), dtype=np.int64)
+    np.add.at(confusion, (labels, preds), 1)
+    totals = confusion.sum(axis=1)
+    per_class = {c: (float(confusion[i, i] / totals[i]) if totals[i] else 0.0)
+                 for i, c in enumerate(classes)}
+    accuracy = float(np.trace(confusion) / max(1, len(labels)))
+    return EvalResult(accuracy, per_class, confusion.tolist(), tuple(classes), preds,
+                      probs.astype(np.float32, copy=False), labels, seconds)

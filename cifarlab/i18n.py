@@ -1,0 +1,345 @@
+"""Translations: UI strings and lesson texts in English, Spanish and Portuguese.
+
+Layout (English is the source; every other language mirrors it)::
+
+    cifarlab/locales/en.toml                  UI strings, flat dotted keys grouped in tables
+    cifarlab/locales/es.toml, pt.toml
+    cifarlab/locales/<lang>/lessons/<name>.md lesson texts (Markdown), one file per lesson
+    cifarlab/locales/code/<name>.py           the tutorial's lines a lesson explains (shared)
+
+Use::
+
+    from cifarlab import i18n
+    lang = i18n.normalize_lang("pt_BR")            # -> "pt"
+    i18n.t("nav.home", lang)                       # -> "Início"
+    i18n.t("status.queued", lang, n=3)             # str.format placeholders
+    t = i18n.translator(lang); t("train.start")    # the same, with the language bound
+    i18n.lesson("network", lang)                   # Markdown
+    i18n.code_snippet("network")                   # Python source, language-independent
+
+Catalog values are ``str.format`` templates: a literal brace is written ``{{`` or ``}}``.
+
+Missing translations. At runtime a key (or lesson) missing in Spanish or Portuguese falls back to
+English and logs one warning; a key missing in English too logs an error and shows the key
+itself, so a page never crashes over a string. In *strict* mode every miss raises ``KeyError``
+instead. Strict mode is on while pytest runs (``PYTEST_CURRENT_TEST`` is set) or when
+``CIFARLAB_I18N_STRICT=1``; ``CIFARLAB_I18N_STRICT=0`` turns it off, and ``set_strict(True |
+False | None)`` overrides both (``None``: back to the environment). ``missing_keys()``,
+``extra_keys()`` and ``problems()`` report what a translator still has to do.
+
+This module uses only the standard library and never imports streamlit.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import string
+import tomllib
+import unicodedata
+from pathlib import Path
+from typing import Any, Callable
+
+__all__ = [
+    "LANGUAGES", "DEFAULT", "LOCALES_DIR", "LESSON_ORDER", "LESSON_ALIASES",
+    "normalize_lang", "t", "translator", "lesson", "lesson_names", "code_snippet", "catalog",
+    "placeholders", "missing_keys", "extra_keys", "problems", "is_strict", "set_strict",
+    "clear_cache",
+]
+
+log = logging.getLogger(__name__)
+
+LANGUAGES: dict[str, str] = {"en": "English", "es": "Español", "pt": "Português"}
+DEFAULT = "en"
+LOCALES_DIR = Path(__file__).resolve().parent / "locales"
+
+# The order the lessons are taught in (the navigation's order). Lessons found on disk but not
+# listed here come after these, alphabetically.
+LESSON_ORDER: tuple[str, ...] = (
+    "home", "tensors", "data", "network", "loss", "training", "results", "runs", "gpu",
+)
+# Page ids that name a lesson differently (the Train page's lesson is "training").
+LESSON_ALIASES: dict[str, str] = {"train": "training"}
+
+# Names and codes people type or browsers send, accents stripped and lower-cased.
+_ALIASES: dict[str, str] = {
+    "en": "en", "eng": "en", "english": "en", "ingles": "en",
+    "es": "es", "spa": "es", "esp": "es", "spanish": "es", "espanol": "es", "castellano": "es",
+    "espanhol": "es",
+    "pt": "pt", "por": "pt", "portuguese": "pt", "portugues": "pt",
+}
+
+_strict_override: bool | None = None
+_warned: set[tuple[str, str]] = set()
+
+
+# ----------------------------------------------------------------------------------- languages
+
+def _fold(text: str) -> str:
+    """Lower-case, strip accents and surrounding blanks: "Português " -> "portugues"."""
+    decomposed = unicodedata.normalize("NFKD", text.strip().lower())
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+@functools.lru_cache(maxsize=256)
+def _normalize_str(value: str) -> str:
+    # An Accept-Language header ("es-AR,es;q=0.9,en;q=0.8") or a single tag/name.
+    for candidate in value.split(","):
+        tag = _fold(candidate.split(";", 1)[0]).replace("_", "-")
+        if not tag:
+            continue
+        if tag in _ALIASES:
+            return _ALIASES[tag]
+        primary = tag.split("-", 1)[0].strip()
+        if primary in _ALIASES:
+            return _ALIASES[primary]
+    return DEFAULT
+
+
+def normalize_lang(value: Any) -> str:
+    """The language code ("en", "es" or "pt") for a code, locale, header or language name.
+
+    Accepts "es", "ES", "es-AR", "pt_BR", "português", "Spanish", an Accept-Language header…
+    Anything unknown (or not a string) gives ``DEFAULT`` ("en").
+    """
+    if not isinstance(value, str):
+        return DEFAULT
+    return _normalize_str(value)
+
+
+# --------------------------------------------------------------------------------- strictness
+
+def is_strict() -> bool:
+    """True when a missing key or lesson must raise ``KeyError`` instead of falling back."""
+    if _strict_override is not None:
+        return _strict_override
+    env = os.environ.get("CIFARLAB_I18N_STRICT", "").strip().lower()
+    if env in ("1", "true", "yes", "on"):
+        return True
+    if env in ("0", "false", "no", "off"):
+        return False
+    return "PYTEST_CURRENT_TEST" in os.environ
+
+
+def set_strict(value: bool | None) -> None:
+    """Force strict mode on (True) or off (False); None goes back to the environment."""
+    global _strict_override
+    _strict_override = value
+
+
+def _warn_once(lang: str, what: str, message: str, *args: Any, level: int = logging.WARNING) -> None:
+    if (lang, what) not in _warned:
+        _warned.add((lang, what))
+        log.log(level, message, *args)
+
+
+# ----------------------------------------------------------------------------------- catalogs
+
+def _flatten(table: dict[str, Any], prefix: str, out: dict[str, str], source: Path) -> None:
+    for name, value in table.items():
+        key = f"{prefix}{name}"
+        if isinstance(value, dict):
+            _flatten(value, f"{key}.", out, source)
+        elif isinstance(value, str):
+            out[key] = value
+        else:
+            raise ValueError(f"{source}: the value of {key!r} must be a string, "
+                             f"not {type(value).__name__}.")
+
+
+@functools.lru_cache(maxsize=None)
+def _load_catalog(lang: str) -> dict[str, str]:
+    path = LOCALES_DIR / f"{lang}.toml"
+    if not path.is_file():
+        return {}
+    with path.open("rb") as fh:
+        data = tomllib.load(fh)
+    flat: dict[str, str] = {}
+    _flatten(data, "", flat, path)
+    return flat
+
+
+def catalog(lang: str = DEFAULT) -> dict[str, str]:
+    """Every UI string of a language, as a flat ``{"group.key": text}`` dict (a copy)."""
+    return dict(_load_catalog(normalize_lang(lang)))
+
+
+def _format(template: str, key: str, lang: str, kwargs: dict[str, Any]) -> str:
+    try:
+        return template.format(**kwargs)
+    except (KeyError, IndexError, ValueError) as exc:
+        if is_strict():
+            raise KeyError(f"i18n: cannot fill {key!r} ({lang}): {exc!r}; "
+                           f"given {sorted(kwargs)}") from exc
+        _warn_once(lang, f"format:{key}", "i18n: cannot fill %r (%s): %r", key, lang, exc)
+        return template
+
+
+def t(key: str, /, lang: str = DEFAULT, **kwargs: Any) -> str:
+    """The UI string ``key`` in ``lang``, with ``{placeholders}`` filled from ``kwargs``.
+
+    Strict mode (tests): a key missing in ``lang`` raises ``KeyError``. Otherwise a key missing
+    in es/pt falls back to English with a logged warning, and a key missing everywhere returns
+    the key itself with a logged error.
+    """
+    code = normalize_lang(lang)
+    texts = _load_catalog(code)
+    if key in texts:
+        return _format(texts[key], key, code, kwargs)
+    if is_strict():
+        raise KeyError(f"i18n: no string {key!r} in the {LANGUAGES[code]} catalog "
+                       f"(locales/{code}.toml).")
+    if code != DEFAULT:
+        english = _load_catalog(DEFAULT)
+        if key in english:
+            _warn_once(code, key, "i18n: %r is missing in %s; showing English.", key, code)
+            return _format(english[key], key, DEFAULT, kwargs)
+    _warn_once(code, key, "i18n: unknown string key %r.", key, level=logging.ERROR)
+    return key
+
+
+def translator(lang: str) -> Callable[..., str]:
+    """``t`` with the language bound: ``t = translator(lang); t("nav.home")``.
+
+    Name it ``t`` in pages so the catalog test can find the keys they use.
+    """
+    code = normalize_lang(lang)
+
+    def bound(key: str, /, **kwargs: Any) -> str:
+        return t(key, code, **kwargs)
+
+    bound.lang = code  # type: ignore[attr-defined]
+    return bound
+
+
+def placeholders(text: str) -> set[str]:
+    """The ``str.format`` field names in ``text``: "{n} of {total:,}" -> {"n", "total"}."""
+    names: set[str] = set()
+    for _, field, _, _ in string.Formatter().parse(text):
+        if field is not None:
+            names.add(field.split(".", 1)[0].split("[", 1)[0])
+    return names
+
+
+# ------------------------------------------------------------------------------------ lessons
+
+def _lesson_path(name: str, lang: str) -> Path:
+    return LOCALES_DIR / lang / "lessons" / f"{name}.md"
+
+
+def _check_name(name: str) -> str:
+    if not isinstance(name, str) or not name or not all(ch.isalnum() or ch in "_-" for ch in name):
+        raise KeyError(f"i18n: {name!r} is not a lesson name.")
+    return LESSON_ALIASES.get(name, name)
+
+
+@functools.lru_cache(maxsize=None)
+def _read_lesson(name: str, lang: str) -> str | None:
+    path = _lesson_path(name, lang)
+    return path.read_text(encoding="utf-8") if path.is_file() else None
+
+
+@functools.lru_cache(maxsize=None)
+def _lesson_names() -> tuple[str, ...]:
+    folder = LOCALES_DIR / DEFAULT / "lessons"
+    found = {p.stem for p in folder.glob("*.md")} if folder.is_dir() else set()
+    ordered = [name for name in LESSON_ORDER if name in found]
+    return tuple(ordered + sorted(found - set(ordered)))
+
+
+def lesson_names() -> list[str]:
+    """The lessons, in teaching order (those that exist in English, the source)."""
+    return list(_lesson_names())
+
+
+def lesson(name: str, lang: str = DEFAULT) -> str:
+    """The Markdown text of lesson ``name`` in ``lang`` (English where a translation is missing,
+    except in strict mode, which raises ``KeyError``). An unknown lesson raises ``KeyError``.
+    A page id listed in ``LESSON_ALIASES`` ("train") is accepted for its lesson ("training")."""
+    name = _check_name(name)
+    code = normalize_lang(lang)
+    text = _read_lesson(name, code)
+    if text is not None:
+        return text
+    if is_strict():
+        raise KeyError(f"i18n: no lesson {name!r} in {LANGUAGES[code]} "
+                       f"(locales/{code}/lessons/{name}.md).")
+    english = _read_lesson(name, DEFAULT) if code != DEFAULT else None
+    if english is None:
+        raise KeyError(f"i18n: there is no lesson called {name!r}.")
+    _warn_once(code, f"lesson:{name}", "i18n: lesson %r is missing in %s; showing English.",
+               name, code)
+    return english
+
+
+@functools.lru_cache(maxsize=None)
+def code_snippet(name: str) -> str:
+    """The tutorial's code that lesson ``name`` explains (``locales/code/<name>.py``)."""
+    name = _check_name(name)
+    path = LOCALES_DIR / "code" / f"{name}.py"
+    if not path.is_file():
+        raise KeyError(f"i18n: no code snippet for lesson {name!r} (locales/code/{name}.py).")
+    return path.read_text(encoding="utf-8").strip("\n") + "\n"
+
+
+# ------------------------------------------------------------------------- translator's checks
+
+def _others(lang: str | None) -> list[str]:
+    return [normalize_lang(lang)] if lang else [c for c in LANGUAGES if c != DEFAULT]
+
+
+def missing_keys(lang: str | None = None) -> dict[str, list[str]]:
+    """Keys present in English but missing in ``lang`` (or every other language)."""
+    source = _load_catalog(DEFAULT)
+    return {code: sorted(set(source) - set(_load_catalog(code))) for code in _others(lang)}
+
+
+def extra_keys(lang: str | None = None) -> dict[str, list[str]]:
+    """Keys present in ``lang`` (or every other language) but not in English."""
+    source = _load_catalog(DEFAULT)
+    return {code: sorted(set(_load_catalog(code)) - set(source)) for code in _others(lang)}
+
+
+def problems() -> list[str]:
+    """Everything a translator still has to fix, one readable line each; [] when all is well."""
+    out: list[str] = []
+    source = _load_catalog(DEFAULT)
+    if not source:
+        out.append(f"en: the English catalog {LOCALES_DIR / 'en.toml'} is missing or empty.")
+    for code in LANGUAGES:
+        texts = _load_catalog(code)
+        if code != DEFAULT:
+            out += [f"{code}: missing key {k!r}" for k in sorted(set(source) - set(texts))]
+            out += [f"{code}: key {k!r} is not in English" for k in sorted(set(texts) - set(source))]
+        for key, text in sorted(texts.items()):
+            if not text.strip():
+                out.append(f"{code}: {key!r} is empty")
+            try:
+                names = placeholders(text)
+            except ValueError as exc:
+                out.append(f"{code}: {key!r} is not a valid format string ({exc})")
+                continue
+            if code != DEFAULT and key in source:
+                try:
+                    wanted = placeholders(source[key])
+                except ValueError:
+                    continue
+                if names != wanted:
+                    out.append(f"{code}: {key!r} has placeholders {sorted(names)}, "
+                               f"English has {sorted(wanted)}")
+        for name in _lesson_names():
+            text = _read_lesson(name, code)
+            if text is None:
+                out.append(f"{code}: missing lesson {name!r}")
+            elif not text.strip():
+                out.append(f"{code}: lesson {name!r} is empty")
+    return out
+
+
+def clear_cache() -> None:
+    """Forget loaded catalogs, lessons and snippets (after editing files or moving LOCALES_DIR)."""
+    _load_catalog.cache_clear()
+    _read_lesson.cache_clear()
+    _lesson_names.cache_clear()
+    code_snippet.cache_clear()
+    _warned.clear()

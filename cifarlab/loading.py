@@ -1,0 +1,301 @@
+"""The Data page's engine: browse CIFAR-10, what ``ToTensor`` and ``Normalize`` do to the
+numbers, a batch as the tutorial's ``DataLoader`` delivers it, and how fast each pipeline can
+deliver batches.
+
+    class_counts_table(data)                    -> DataFrame(class, split, count)
+    class_sample(data, class_index, n, seed)    -> (indices, HWC uint8 images)
+    transform_stats(images, bins)               -> raw / ToTensor / Normalize ranges + histograms
+    ranges_table(stats)                         -> DataFrame, one row per stage
+    loader_batch(data, batch_size, seed)        -> one batch from tutorial_loader, shown as imshow
+    loader_throughput(data, pipeline, batch_size, num_workers, max_batches, max_seconds)
+    sweep_loaders(data, batch_size, workers, pipelines, ...) -> DataFrame
+
+Everything reads the real data set through ``cifarlab.data`` (the real tutorial transform and
+``tutorial_loader``, the real ``FastLoader``). Measurements are bounded by a batch count and a
+time budget. This module never imports streamlit.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+import torchvision
+import torchvision.transforms as transforms
+from PIL import Image
+
+from .errors import CifarLabError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .data import CifarData
+
+__all__ = ["LoadingError", "PIPELINES", "STAGES", "class_counts_table", "class_sample",
+           "transform_stats", "ranges_table", "unnormalize", "loader_batch", "upscale",
+           "loader_throughput", "sweep_loaders", "MAX_BATCH_SIZE", "MAX_WORKERS"]
+
+PIPELINES = ("tutorial", "fast")
+STAGES = ("raw", "to_tensor", "normalize")
+MAX_BATCH_SIZE = 256
+MAX_WORKERS = 8
+MAX_SAMPLE = 100
+
+
+class LoadingError(CifarLabError):
+    """A Data page request out of range (batch size, workers, class…)."""
+
+
+def _whole(name: str, value, low: int, high: int, field: str | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise LoadingError(f"{name} must be a whole number, not {value!r}.", field=field or name)
+    if not low <= int(value) <= high:
+        raise LoadingError(f"{name} must be between {low} and {high}, got {value}.",
+                           field=field or name)
+    return int(value)
+
+
+# ----------------------------------------------------------------------------------- browse
+
+def class_counts_table(data: "CifarData") -> pd.DataFrame:
+    """Images per class in each split, long form: columns ``class``, ``label``, ``split``
+    ("train" | "test"), ``count``."""
+    rows = []
+    for split in ("train", "test"):
+        for label, (cls, count) in enumerate(data.class_counts(split).items()):
+            rows.append({"class": cls, "label": label, "split": split, "count": count})
+    return pd.DataFrame(rows)
+
+
+def class_sample(data: "CifarData", class_index: int, n: int = 24, split: str = "train",
+                 seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` random images of one class: (their indices in the split, in draw order; the
+    images as n×32×32×3 uint8). The same (class, n, seed) always gives the same images."""
+    class_index = _whole("class_index", class_index, 0, data.num_classes - 1, "class")
+    n = _whole("n", n, 1, MAX_SAMPLE)
+    x, y = data.split(split)
+    members = np.flatnonzero(np.asarray(y) == class_index)
+    if members.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros((0, 32, 32, 3), dtype=np.uint8)
+    rng = np.random.default_rng([int(seed), class_index])
+    chosen = rng.choice(members, size=min(n, members.size), replace=False).astype(np.int64)
+    images = np.ascontiguousarray(np.asarray(x[chosen]).transpose(0, 2, 3, 1))
+    return chosen, images
+
+
+# -------------------------------------------------------------------------- ToTensor, Normalize
+
+def _as_hwc_batch(images) -> np.ndarray:
+    arr = np.asarray(images)
+    if arr.dtype != np.uint8:
+        raise LoadingError("transform_stats needs uint8 pictures (0…255), as stored on disk.")
+    if arr.ndim == 3:
+        arr = arr[None]
+    if arr.ndim != 4 or arr.shape[-1] != 3:
+        raise LoadingError(f"Expected H×W×3 pictures, got shape {tuple(arr.shape)}.")
+    return arr
+
+
+def transform_stats(images, bins: int = 32) -> dict:
+    """What the tutorial's transform does to the numbers of one picture (H×W×3 uint8) or
+    several (N×H×W×3): the real ``ToTensor()`` then the real ``Normalize((0.5,)*3, (0.5,)*3)``,
+    applied picture by picture as the data set does.
+
+    Returns ``{stage: {...}}`` for the stages ``"raw"`` (uint8 pixels), ``"to_tensor"`` and
+    ``"normalize"``, each with ``dtype``, ``shape`` (of one picture), ``min``, ``max``,
+    ``mean`` and ``std`` (per channel, lists of 3), ``low`` and ``high`` (the stage's
+    theoretical range), ``edges`` (``bins + 1`` bin edges spanning that range) and ``counts``
+    (3×bins histogram of each channel's values).
+    """
+    bins = _whole("bins", bins, 2, 256)
+    pics = _as_hwc_batch(images)
+    to_tensor = transforms.ToTensor()
+    norm = transforms.Normalize((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
+    t1 = torch.stack([to_tensor(Image.fromarray(p)) for p in pics])         # N×3×H×W, 0…1
+    t2 = torch.stack([norm(t) for t in t1])                                 # −1…1
+    chw_raw = pics.transpose(0, 3, 1, 2)
+    stages = {
+        "raw": (chw_raw.astype(np.float64), str(pics.dtype), tuple(pics.shape[1:]), 0.0, 255.0),
+        "to_tensor": (t1.numpy().astype(np.float64), str(t1.dtype), tuple(t1.shape[1:]),
+                      0.0, 1.0),
+        "normalize": (t2.numpy().astype(np.float64), str(t2.dtype), tuple(t2.shape[1:]),
+                      -1.0, 1.0),
+    }
+    out = {}
+    for stage, (values, dtype, shape, low, high) in stages.items():
+        edges = np.linspace(low, high, bins + 1)
+        counts = np.stack([np.histogram(values[:, c], bins=edges)[0] for c in range(3)])
+        per_c = values.transpose(1, 0, 2, 3).reshape(3, -1)
+        out[stage] = {
+            "dtype": dtype.replace("torch.", ""), "shape": shape,
+            "min": float(values.min()), "max": float(values.max()),
+            "mean": per_c.mean(axis=1).tolist(), "std": per_c.std(axis=1).tolist(),
+            "low": low, "high": high, "edges": edges, "counts": counts,
+        }
+    return out
+
+
+def ranges_table(stats: dict) -> pd.DataFrame:
+    """One row per stage of ``transform_stats``: stage, dtype, shape, min, max, mean."""
+    return pd.DataFrame([{
+        "stage": stage, "dtype": s["dtype"], "shape": " × ".join(map(str, s["shape"])),
+        "min": round(s["min"], 4), "max": round(s["max"], 4),
+        "mean": round(float(np.mean(s["mean"])), 4),
+    } for stage, s in stats.items()])
+
+
+# ------------------------------------------------------------------------------------ a batch
+
+def unnormalize(images: torch.Tensor) -> np.ndarray:
+    """The tutorial's ``imshow``: ``img / 2 + 0.5`` (undo Normalize), channels last, as
+    float32 in 0…1. Accepts 3×H×W or B×3×H×W; returns H×W×3 or B×H×W×3."""
+    x = images.detach().to("cpu", torch.float32) / 2 + 0.5
+    x = x.clamp_(0.0, 1.0)
+    return (x.permute(1, 2, 0) if x.dim() == 3 else x.permute(0, 2, 3, 1)).numpy()
+
+
+def loader_batch(data: "CifarData", batch_size: int = 4, seed: int = 0,
+                 split: str = "train") -> dict:
+    """The first batch of an epoch from the tutorial's own ``DataLoader``
+    (``tutorial_loader(data, split, batch_size, num_workers=0, shuffle=True, seed)``):
+    ``images_shape`` / ``labels_shape`` (``torch.Size``), ``shape_text`` ("torch.Size([4, 3, 32,
+    32])"), ``dtype``, ``labels`` (ints), ``label_names``, ``min``/``max`` of the images, and
+    ``pictures``: the images as the tutorial's ``imshow`` shows them (B×32×32×3 float 0…1),
+    and ``grid``: ``imshow(torchvision.utils.make_grid(images))``'s picture (H×W×3, 0…1)."""
+    from .data import tutorial_loader
+
+    batch_size = _whole("batch_size", batch_size, 1, MAX_BATCH_SIZE)
+    loader = tutorial_loader(data, split, batch_size=batch_size, num_workers=0, shuffle=True,
+                             seed=int(seed))
+    images, labels = next(iter(loader))
+    return {
+        "images_shape": images.shape, "labels_shape": labels.shape,
+        "shape_text": str(images.shape), "labels_text": str(labels.shape),
+        "dtype": str(images.dtype), "labels_dtype": str(labels.dtype),
+        "labels": [int(v) for v in labels], "label_names": [data.classes[int(v)] for v in labels],
+        "min": float(images.min()), "max": float(images.max()),
+        "pictures": unnormalize(images),
+        "grid": unnormalize(torchvision.utils.make_grid(images, nrow=min(8, batch_size))),
+        "batches_per_epoch": len(loader),
+    }
+
+
+def upscale(images: np.ndarray, factor: int = 3) -> np.ndarray:
+    """Pictures (…×H×W×C) made ``factor`` times larger by repeating pixels (no smoothing), so a
+    32×32 image stays sharp on screen."""
+    factor = _whole("factor", factor, 1, 16)
+    return np.repeat(np.repeat(np.asarray(images), factor, axis=-3), factor, axis=-2)
+
+
+# ------------------------------------------------------------------------------- throughput
+
+def _make_loader(data, pipeline: str, batch_size: int, num_workers: int, split: str,
+                 seed: int, subset, device: str):
+    from .data import FastLoader, tutorial_loader
+
+    if pipeline == "tutorial":
+        return tutorial_loader(data, split, batch_size=batch_size, num_workers=num_workers,
+                               shuffle=True, seed=seed, subset=subset, persistent_workers=False)
+    return FastLoader(data, split, batch_size=batch_size, device=device, shuffle=True,
+                      seed=seed, subset=subset)
+
+
+def _shutdown(iterator) -> None:
+    stop = getattr(iterator, "_shutdown_workers", None)
+    if callable(stop):
+        try:
+            stop()
+        except Exception:  # noqa: BLE001 - best effort: the workers are going away anyway
+            pass
+
+
+def loader_throughput(data: "CifarData", pipeline: str = "tutorial", batch_size: int = 4,
+                      num_workers: int = 0, max_batches: int = 500, max_seconds: float = 1.0,
+                      split: str = "train", seed: int = 0, subset: int | None = None,
+                      device: str = "cpu") -> dict:
+    """How many images per second a pipeline delivers, with no training in between.
+
+    ``startup_seconds``: building the loader and waiting for its first batch from every worker
+    (starting the workers), or for the fast pipeline's one-off copy of the images. Then batches
+    are pulled until ``max_batches`` more have arrived or ``max_seconds`` have passed (at least
+    one);
+    ``images_per_second`` = images / ``seconds`` over those. The fast pipeline has no workers:
+    ``num_workers`` is ignored for it (and reported as 0).
+
+    Returns ``{"pipeline", "batch_size", "num_workers", "images_per_second", "batches",
+    "images", "seconds", "startup_seconds"}``.
+    """
+    if pipeline not in PIPELINES:
+        raise LoadingError(f"pipeline must be one of {', '.join(PIPELINES)}, not {pipeline!r}.",
+                           field="pipeline")
+    batch_size = _whole("batch_size", batch_size, 1, MAX_BATCH_SIZE)
+    num_workers = _whole("num_workers", num_workers, 0, MAX_WORKERS)
+    max_batches = _whole("max_batches", max_batches, 1, 1_000_000)
+    if not (isinstance(max_seconds, (int, float)) and 0 < max_seconds <= 600):
+        raise LoadingError("max_seconds must be above 0 and at most 600.", field="max_seconds")
+    if pipeline == "fast":
+        num_workers = 0
+    from .devices import Stopwatch
+
+    sw = Stopwatch(device)
+    sw.start()
+    with warnings.catch_warnings():   # "suggested max number of worker": the page says so
+        warnings.filterwarnings("ignore", message=".*worker processes in total.*")
+        loader = _make_loader(data, pipeline, batch_size, num_workers, split, seed, subset,
+                              device)
+        iterator = iter(loader)
+    try:
+        # every worker's first batch belongs to the start-up (batch i comes from worker
+        # i % num_workers): until then the clock would time processes starting, not loading
+        first = None
+        for _ in range(max(1, num_workers)):
+            got = next(iterator, None)
+            if got is None:
+                break
+            first = first or got
+        startup = sw.stop()
+        if first is None:
+            raise LoadingError("The loader delivered no batch at all.")
+        images = batches = 0
+        sw.start()
+        deadline = time.perf_counter() + max_seconds
+        for xb, yb in iterator:
+            images += int(yb.shape[0])
+            batches += 1
+            if batches >= max_batches or time.perf_counter() >= deadline:
+                break
+        seconds = sw.stop()
+        if batches == 0:            # the epoch held a single batch: time that one instead
+            images, batches, seconds = int(first[1].shape[0]), 1, startup
+    finally:
+        _shutdown(iterator)
+        del iterator
+    seconds = max(seconds, 1e-9)
+    return {"pipeline": pipeline, "batch_size": batch_size, "num_workers": num_workers,
+            "images_per_second": images / seconds, "batches": batches, "images": images,
+            "seconds": seconds, "startup_seconds": startup}
+
+
+def sweep_loaders(data: "CifarData", batch_size: int = 4,
+                  workers: Sequence[int] = (0, 1, 2, 4),
+                  pipelines: Iterable[str] = PIPELINES, max_batches: int = 500,
+                  max_seconds: float = 0.4, split: str = "train", seed: int = 0,
+                  subset: int | None = None, device: str = "cpu",
+                  on_result: Callable[[dict], None] | None = None) -> pd.DataFrame:
+    """``loader_throughput`` for each pipeline and each ``num_workers`` in ``workers`` (the fast
+    pipeline, which has no workers, is measured once). One row per measurement, columns as
+    ``loader_throughput``'s keys; ``on_result(row)`` is called after each."""
+    rows = []
+    for pipeline in pipelines:
+        counts = list(workers) if pipeline == "tutorial" else [0]
+        for w in counts:
+            row = loader_throughput(data, pipeline, batch_size, int(w), max_batches,
+                                    max_seconds, split=split, seed=seed, subset=subset,
+                                    device=device)
+            rows.append(row)
+            if on_result is not None:
+                on_result(row)
+    return pd.DataFrame(rows, columns=["pipeline", "batch_size", "num_workers",
+                                       "images_per_second", "batches", "images", "seconds",
+                                       "startup_seconds"])

@@ -1,0 +1,210 @@
+"""The Loss & Optimizer page's engine: cross-entropy by hand, and SGD paths on a 2-D surface.
+
+    logits = net_logits(data.test_x[0], seed=0)         # the tutorial Net's 10 scores
+    cross_entropy_by_hand(logits, label=3)              # softmax, p(true), −log p, vs PyTorch
+    surf = loss_surface("bowl", grid=101)               # X, Y, Z for a contour plot
+    path = sgd_path("bowl", start=(-4, 1.5), lr=0.05, momentum=0.9, steps=60)
+    path.points, path.losses, path.diverged, path.diverged_at
+
+The paths are made by ``torch.optim.SGD`` itself on a 2-parameter tensor, so the update rule the
+students see is PyTorch's: ``v ← momentum·v + grad`` (``v = grad`` at the first step), then
+``p ← p − lr·v``. Never imports streamlit.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from .errors import CifarLabError
+
+__all__ = [
+    "net_logits", "cross_entropy_by_hand", "SURFACES", "Surface", "loss_surface", "SGDPath",
+    "sgd_path", "EXPLODE_FACTOR",
+]
+
+
+# -----------------------------------------------------------------------------------------
+# cross-entropy on one image
+
+def net_logits(image_chw_uint8: np.ndarray, seed: int = 0, state_dict: dict | None = None) -> np.ndarray:
+    """The 10 logits of the tutorial's ``Net`` for one 3×32×32 uint8 image (normalised as the
+    tutorial does): a ``Net`` freshly initialised with ``seed``, or one holding ``state_dict``."""
+    from .data import normalize
+    from .model import Net
+
+    x = np.asarray(image_chw_uint8)
+    if x.shape != (3, 32, 32):
+        raise CifarLabError(f"Expected a 3×32×32 image, got shape {x.shape}.", field="image")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        net = Net()
+    if state_dict is not None:
+        net.load_state_dict(state_dict)
+    net.eval()
+    with torch.no_grad():
+        out = net(normalize(torch.from_numpy(np.array(x, dtype=np.uint8))[None]))
+    return out[0].numpy().astype(np.float64)
+
+
+def cross_entropy_by_hand(logits, label: int) -> dict:
+    """``nn.CrossEntropyLoss`` for one example, step by step.
+
+    Returns ``logits``, ``shift`` (the largest logit, subtracted before eᶻ so nothing overflows;
+    it cancels out), ``exps`` (e^(z − shift)), ``sum_exp``, ``probs`` (softmax), ``p_true``
+    (the probability of ``label``), ``loss`` (−log p_true, computed as log Σe^z − z_label so it
+    stays exact even when p_true is tiny), ``torch_loss`` (``nn.CrossEntropyLoss()`` on the same
+    logits), ``match`` and ``prediction`` (the class with the largest logit).
+    """
+    z = np.asarray(logits, dtype=np.float64).reshape(-1)
+    if z.size < 2 or not np.all(np.isfinite(z)):
+        raise CifarLabError("Give at least two finite logits.", field="logits")
+    if not 0 <= int(label) < z.size:
+        raise CifarLabError(f"The label must be 0…{z.size - 1}, got {label}.", field="label")
+    label = int(label)
+    shift = float(z.max())
+    exps = np.exp(z - shift)
+    sum_exp = float(exps.sum())
+    probs = exps / sum_exp
+    loss = float(math.log(sum_exp) + shift - z[label])
+    torch_loss = float(nn.CrossEntropyLoss()(torch.tensor(z[None], dtype=torch.float64),
+                                             torch.tensor([label])))
+    return {"logits": z, "shift": shift, "exps": exps, "sum_exp": sum_exp, "probs": probs,
+            "p_true": float(probs[label]), "loss": loss, "torch_loss": torch_loss,
+            "match": math.isclose(loss, torch_loss, rel_tol=1e-9, abs_tol=1e-9),
+            "prediction": int(np.argmax(z)), "label": label}
+
+
+# -----------------------------------------------------------------------------------------
+# loss surfaces
+
+@dataclass(frozen=True)
+class Surface:
+    name: str
+    fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # f(x, y), works on tensors
+    x_range: tuple[float, float]
+    y_range: tuple[float, float]
+    start: tuple[float, float]      # a good starting point for the demo
+    minimum: tuple[float, float]    # where the loss is smallest
+    formula: str
+
+
+def _bowl(x, y):
+    return 0.5 * (x ** 2 + 10.0 * y ** 2)
+
+
+def _valley(x, y):
+    return (1.0 - x) ** 2 + 5.0 * (y - x ** 2) ** 2
+
+
+SURFACES: dict[str, Surface] = {
+    # An elongated quadratic bowl: steep across (curvature 10), gentle along (curvature 1).
+    # Plain SGD diverges for lr > 2/10 = 0.2; with momentum β for lr > 2(1 + β)/10.
+    "bowl": Surface("bowl", _bowl, (-5.0, 5.0), (-2.5, 2.5), (-4.5, 2.0), (0.0, 0.0),
+                    "f(x, y) = ½ (x² + 10 y²)"),
+    # A Rosenbrock-like curved valley with its minimum at (1, 1).
+    "valley": Surface("valley", _valley, (-2.0, 2.0), (-1.0, 3.0), (-1.5, 2.5), (1.0, 1.0),
+                      "f(x, y) = (1 − x)² + 5 (y − x²)²"),
+}
+
+
+def _surface(surface: "str | Surface") -> Surface:
+    if isinstance(surface, Surface):
+        return surface
+    try:
+        return SURFACES[surface]
+    except KeyError:
+        raise CifarLabError(f"Unknown loss surface {surface!r}; choose one of "
+                            f"{', '.join(SURFACES)}.", field="surface") from None
+
+
+def loss_surface(name: "str | Surface", grid=101) -> dict:
+    """The loss over a grid, for a contour plot: ``{"x": xs, "y": ys, "z": Z (len(ys)×len(xs)),
+    "start", "minimum", "formula"}``. ``grid``: points per axis over the surface's range, or an
+    ``(xs, ys)`` pair of 1-D arrays."""
+    s = _surface(name)
+    if isinstance(grid, int):
+        xs = np.linspace(*s.x_range, grid)
+        ys = np.linspace(*s.y_range, grid)
+    else:
+        xs, ys = (np.asarray(g, dtype=np.float64) for g in grid)
+    X, Y = np.meshgrid(xs, ys)
+    Z = s.fn(torch.from_numpy(X), torch.from_numpy(Y)).numpy()
+    return {"x": xs, "y": ys, "z": Z, "start": s.start, "minimum": s.minimum,
+            "formula": s.formula, "x_range": s.x_range, "y_range": s.y_range}
+
+
+# -----------------------------------------------------------------------------------------
+# SGD paths, by torch.optim.SGD itself
+
+EXPLODE_FACTOR = 1e6     # a loss this many times the starting loss (or inf/nan) has exploded
+MAX_STEPS = 10_000
+
+
+@dataclass
+class SGDPath:
+    points: np.ndarray            # (n + 1)×2: the start, then the point after each step
+    losses: np.ndarray            # n + 1 losses, at those points
+    diverged: bool                # the loss exploded (or became inf/nan): stopped there
+    diverged_at: int | None       # the step after which it had exploded
+    lr: float
+    momentum: float
+
+    @property
+    def steps(self) -> int:
+        return len(self.points) - 1
+
+    @property
+    def final_loss(self) -> float:
+        return float(self.losses[-1])
+
+    def converged(self, tol: float = 1e-3) -> bool:
+        """Ended (without diverging) with a loss within ``tol`` of the surface's minimum (0)."""
+        return not self.diverged and bool(np.isfinite(self.losses[-1])) and self.losses[-1] < tol
+
+
+def sgd_path(surface: "str | Surface", start=None, lr: float = 0.05, momentum: float = 0.0,
+             steps: int = 50) -> SGDPath:
+    """Where ``torch.optim.SGD(lr, momentum)`` takes a 2-parameter tensor on ``surface``.
+
+    Each step is the tutorial's loop: ``zero_grad()``, loss, ``backward()``, ``step()``. Stops
+    early when the loss explodes (above ``EXPLODE_FACTOR`` × the starting loss, or inf/nan):
+    ``diverged`` is then True and ``diverged_at`` the step count.
+    """
+    s = _surface(surface)
+    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+        raise CifarLabError("The learning rate must be a number greater than 0.", field="lr")
+    if not (isinstance(momentum, (int, float)) and 0 <= momentum < 1):
+        raise CifarLabError("The momentum must be at least 0 and below 1.", field="momentum")
+    if not (isinstance(steps, int) and 0 <= steps <= MAX_STEPS):
+        raise CifarLabError(f"The number of steps must be 0…{MAX_STEPS}.", field="steps")
+    start = s.start if start is None else tuple(float(v) for v in start)
+    p = torch.tensor(start, dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.SGD([p], lr=float(lr), momentum=float(momentum))
+
+    def f() -> torch.Tensor:
+        return s.fn(p[0], p[1])
+
+    with torch.no_grad():
+        first = float(f())
+    limit = max(abs(first), 1.0) * EXPLODE_FACTOR
+    points, losses = [list(start)], [first]
+    diverged_at = None
+    for i in range(1, steps + 1):
+        opt.zero_grad()
+        loss = f()
+        loss.backward()
+        opt.step()
+        with torch.no_grad():
+            value = float(f())
+        points.append(p.detach().tolist())
+        losses.append(value)
+        if not math.isfinite(value) or value > limit:
+            diverged_at = i
+            break
+    return SGDPath(np.asarray(points, dtype=np.float64), np.asarray(losses, dtype=np.float64),
+                   diverged_at is not None, diverged_at, float(lr), float(momentum))

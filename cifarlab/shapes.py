@@ -1,0 +1,436 @@
+"""Output shapes of conv and pooling layers: PyTorch's arithmetic, with the formulas shown.
+
+    conv2d_output_size(32, 5)                     # -> 28, as nn.Conv2d(…, 5) on a 32×32 image
+    pool2d_output_size((28, 28), 2)               # -> (14, 14), as nn.MaxPool2d(2)
+    conv2d_formula(32, 5, 1, 0, 1)                # -> ("⌊(32 + 2·0 − 1·(5 − 1) − 1) / 1⌋ + 1 = 28", 28, True)
+    trace_spec(ModelSpec())                       # one LayerTrace per layer of the tutorial's Net
+    trace(net)                                    # the same for any nn.Module, by a real forward pass
+
+The numbers follow PyTorch exactly (aten/src/ATen/native/Pool.h, ConvUtils.h): conv output
+is ⌊(n + 2p − d(k − 1) − 1) / s⌋ + 1; max-pool output is the same with ⌈⌉ in ceil mode, where
+the last window must still start inside the input or the left padding, the stride defaults to
+the kernel, and the padding may be at most half the kernel. Anything PyTorch refuses raises
+``ShapeError`` with a message a student can act on. This module never imports streamlit, and
+imports torch only to trace a real ``nn.Module``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .config import ModelSpec
+from .errors import ShapeError
+
+
+@dataclass(frozen=True)
+class LayerTrace:
+    """One layer call: its name, kind, shapes (batch dimension left out), params and formula."""
+
+    name: str                    # "conv1", "pool", "conv2", "flatten", "fc1", ...
+    kind: str                    # "input" | "conv" | "pool" | "relu" | "flatten" | "linear" | other
+    in_shape: tuple[int, ...]    # (C, H, W) or (F,)
+    out_shape: tuple[int, ...]
+    params: int                  # learnable parameters (0 at a module's second call)
+    formula: str                 # H formula (and W formula if it differs); "" where none
+    exact: bool                  # False when a division in the formula had a remainder
+
+
+# -----------------------------------------------------------------------------
+# one dimension: the formulas
+
+def _num(n: int) -> str:
+    return f"−{-n}" if n < 0 else str(n)
+
+
+def _numerator(size: int, kernel: int, padding: int, dilation: int) -> int:
+    return size + 2 * padding - dilation * (kernel - 1) - 1
+
+
+def _inner(size: int, kernel: int, stride: int, padding: int, dilation: int) -> str:
+    return f"({size} + 2·{padding} − {dilation}·({kernel} − 1) − 1) / {stride}"
+
+
+def conv2d_formula(size: int, kernel: int, stride: int = 1, padding: int = 0,
+                   dilation: int = 1) -> tuple[str, int, bool]:
+    """One dimension of nn.Conv2d: (formula with the numbers in, output size, division exact?).
+
+    Does not raise when the output is below 1 (a calculator can show why); the output may then
+    be 0 or negative. Arguments that PyTorch refuses outright (kernel 0, ...) raise ShapeError.
+    """
+    _check_args("conv", size, kernel, stride, padding, dilation)
+    n = _numerator(size, kernel, padding, dilation)
+    out = n // stride + 1
+    formula = f"⌊{_inner(size, kernel, stride, padding, dilation)}⌋ + 1 = {_num(out)}"
+    return formula, out, n % stride == 0
+
+
+def pool2d_formula(size: int, kernel: int, stride: int | None = None, padding: int = 0,
+                   dilation: int = 1, ceil_mode: bool = False) -> tuple[str, int, bool]:
+    """One dimension of nn.MaxPool2d: (formula with the numbers in, output size, exact?).
+
+    In ceil mode the formula uses ⌈⌉, and PyTorch drops the last window if it would start in the
+    right padding; the formula then says so. Like conv2d_formula it does not raise for an
+    output below 1, but does for a padding above half the kernel (PyTorch refuses that always).
+    """
+    stride = kernel if stride is None else stride
+    _check_args("max-pool", size, kernel, stride, padding, dilation)
+    _check_pool_padding(kernel, padding)
+    n = _numerator(size, kernel, padding, dilation)
+    inner = _inner(size, kernel, stride, padding, dilation)
+    if not ceil_mode:
+        out = n // stride + 1
+        return f"⌊{inner}⌋ + 1 = {_num(out)}", out, n % stride == 0
+    raw = -(-n // stride) + 1  # ⌈n / s⌉ + 1, also for negative n
+    formula = f"⌈{inner}⌉ + 1 = {_num(raw)}"
+    out = raw
+    if (raw - 1) * stride >= size + padding:  # last window would start in the right padding
+        out = raw - 1
+        formula += f" − 1 = {_num(out)} (the last window would start in the padding, so it is dropped)"
+    return formula, out, n % stride == 0
+
+
+# -----------------------------------------------------------------------------
+# two dimensions: ints or (h, w) pairs
+
+def conv2d_output_size(size, kernel_size, stride=1, padding=0, dilation=1):
+    """Output size of nn.Conv2d. Ints give an int; any (h, w) pair gives an (h, w) pair."""
+    args = (size, kernel_size, stride, padding, dilation)
+    dims = [conv2d_formula(*a)[1] for a in _per_dim(args)]
+    if min(dims) < 1:
+        raise ShapeError(_too_small("conv", args, dims))
+    return _result(args, dims)
+
+
+def pool2d_output_size(size, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    """Output size of nn.MaxPool2d (stride defaults to kernel_size). Ints in, int out; pair, pair."""
+    stride = kernel_size if stride is None else stride
+    args = (size, kernel_size, stride, padding, dilation)
+    dims = [pool2d_formula(*a, ceil_mode=bool(ceil_mode))[1] for a in _per_dim(args)]
+    if min(dims) < 1:
+        raise ShapeError(_too_small("max-pool", args, dims))
+    return _result(args, dims)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _pair(v: Any, what: str) -> tuple[int, int]:
+    if _is_int(v):
+        return (v, v)
+    if isinstance(v, (tuple, list)) and len(v) == 2 and all(_is_int(x) for x in v):
+        return (v[0], v[1])
+    raise ShapeError(f"The {what} must be a whole number or a pair (height, width), got {v!r}.",
+                     layer=what)
+
+
+def _per_dim(args: tuple) -> list[tuple[int, ...]]:
+    """(size, kernel, stride, padding, dilation), each int or pair -> [H args, W args]."""
+    names = ("input size", "kernel size", "stride", "padding", "dilation")
+    pairs = [_pair(a, n) for a, n in zip(args, names)]
+    return [tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)]
+
+
+def _result(args: tuple, dims: list[int]):
+    return dims[0] if all(_is_int(a) for a in args) else (dims[0], dims[1])
+
+
+def _fmt(v: Any) -> str:
+    """3 -> "3"; (3, 4) -> "3×4"; (3, 3) -> "3×3"."""
+    return "×".join(_num(x) for x in v) if isinstance(v, (tuple, list)) else _num(v)
+
+
+def _check_args(what: str, size: int, kernel: int, stride: int, padding: int,
+                dilation: int) -> None:
+    for name, v, lo in (("input size", size, 1), ("kernel size", kernel, 1),
+                        ("stride", stride, 1), ("padding", padding, 0), ("dilation", dilation, 1)):
+        if not _is_int(v) or v < lo:
+            raise ShapeError(f"The {what} {name} must be a whole number of at least {lo}, "
+                             f"got {v!r}.", layer=name)
+
+
+def _check_pool_padding(kernel: int, padding: int) -> None:
+    if padding > kernel // 2:
+        raise ShapeError(
+            f"The max-pool padding is {padding} but the kernel is {kernel}; PyTorch allows a "
+            f"padding of at most half the kernel ({kernel // 2} here). Use padding ≤ "
+            f"{kernel // 2} or a kernel of at least {2 * padding}.", layer="padding")
+
+
+def _too_small(what: str, args: tuple, dims: list[int]) -> str:
+    h, w = _per_dim(args)
+    # the window (d·(k − 1) + 1 pixels) must fit in the padded input (n + 2p pixels)
+    kmax = [(n + 2 * p - 1) // d + 1 for n, k, s, p, d in (h, w)]
+    if all(_is_int(a) for a in args):
+        size, kernel, stride, padding, dilation = (f"{h[0]} pixels", *map(str, h[1:]))
+        out, fit = _num(dims[0]), str(kmax[0])
+    else:
+        size, kernel = _fmt((h[0], w[0])), _fmt((h[1], w[1]))
+        stride, padding, dilation = (str(a) if a == b else f"({a}, {b})" for a, b in zip(h[2:], w[2:]))
+        out, fit = _fmt(dims), _fmt(kmax)
+    return (f"The input is {size} but the {what} kernel is {kernel} (stride {stride}, padding "
+            f"{padding}, dilation {dilation}), so the output would be {out}; it must be at "
+            f"least 1. Use a kernel of at most {fit}, more padding or less dilation, or a "
+            f"larger input (less shrinking in the layers before).")
+
+
+# -----------------------------------------------------------------------------
+# tracing a layer list
+
+_KEYS = {
+    "conv": {"out_channels", "kernel_size", "stride", "padding", "dilation", "bias"},
+    "pool": {"kernel_size", "stride", "padding", "dilation", "ceil_mode"},
+    "relu": set(),
+    "flatten": set(),
+    "linear": {"out_features", "bias"},
+}
+_PREFIX = {"conv": "conv", "pool": "pool", "relu": "relu", "flatten": "flatten", "linear": "fc"}
+
+
+def _positive(layer: dict, key: str) -> int:
+    v = layer.get(key)
+    if not _is_int(v) or v < 1:
+        raise ShapeError(f"'{key}' must be a whole number of at least 1, got {v!r}.")
+    return v
+
+
+def _image(shape: tuple[int, ...], kind: str) -> tuple[int, int, int]:
+    if len(shape) != 3:
+        raise ShapeError(f"a {kind} layer needs a C×H×W input but gets a flat vector of "
+                         f"{shape[0]} features; put conv and pool layers before the flatten.")
+    return shape
+
+
+def _formula(fn, h_args: tuple, w_args: tuple, **kw) -> tuple[str, bool]:
+    """H formula, plus the W formula when it differs; exact only if both divisions are."""
+    fh, _, eh = fn(*h_args, **kw)
+    fw, _, ew = fn(*w_args, **kw)
+    return (fh if fh == fw else f"H: {fh}; W: {fw}"), eh and ew
+
+
+def _conv(layer: dict, shape: tuple[int, ...]):
+    c, h, w = _image(shape, "conv")
+    oc = _positive(layer, "out_channels")
+    args = ((h, w), layer.get("kernel_size"), layer.get("stride", 1),
+            layer.get("padding", 0), layer.get("dilation", 1))
+    oh, ow = conv2d_output_size(*args)
+    hargs, wargs = _per_dim(args)
+    formula, exact = _formula(conv2d_formula, hargs, wargs)
+    kh, kw = hargs[1], wargs[1]
+    params = oc * c * kh * kw + (oc if layer.get("bias", True) else 0)
+    return (oc, oh, ow), params, formula, exact
+
+
+def _pool(layer: dict, shape: tuple[int, ...]):
+    c, h, w = _image(shape, "pool")
+    kernel = layer.get("kernel_size")
+    stride = layer.get("stride")
+    args = ((h, w), kernel, kernel if stride is None else stride,
+            layer.get("padding", 0), layer.get("dilation", 1))
+    ceil_mode = bool(layer.get("ceil_mode", False))
+    oh, ow = pool2d_output_size(*args, ceil_mode=ceil_mode)
+    formula, exact = _formula(pool2d_formula, *_per_dim(args), ceil_mode=ceil_mode)
+    return (c, oh, ow), 0, formula, exact
+
+
+def _relu(layer: dict, shape: tuple[int, ...]):
+    return shape, 0, "", True
+
+
+def _flatten(layer: dict, shape: tuple[int, ...]):
+    return (math.prod(shape),), 0, "", True
+
+
+def _linear(layer: dict, shape: tuple[int, ...]):
+    if len(shape) != 1:
+        raise ShapeError(f"a linear layer needs a flat input but gets {_fmt(shape)}; add "
+                         f"{{'type': 'flatten'}} before it.")
+    out = _positive(layer, "out_features")
+    return (out,), shape[0] * out + (out if layer.get("bias", True) else 0), "", True
+
+
+_STEPS = {"conv": _conv, "pool": _pool, "relu": _relu, "flatten": _flatten, "linear": _linear}
+
+
+def _input_shape(input_shape) -> tuple[int, ...]:
+    shape = tuple(input_shape) if isinstance(input_shape, (tuple, list)) else None
+    if not shape or len(shape) not in (1, 3) or not all(_is_int(x) and x >= 1 for x in shape):
+        raise ShapeError(f"The input shape must be (channels, height, width) or (features,) with "
+                         f"whole numbers of at least 1, got {input_shape!r}.", layer="input")
+    return shape
+
+
+def _trace_list(layers: list[dict], shape: tuple[int, ...]) -> list[LayerTrace]:
+    traces = [LayerTrace("input", "input", shape, shape, 0, "", True)]
+    counts: dict[str, int] = {}
+    for i, layer in enumerate(layers):
+        kind = layer.get("type") if isinstance(layer, dict) else None
+        if kind not in _STEPS:
+            raise ShapeError(f"Layer {i + 1}: unknown layer {layer!r}; use a dict with 'type' "
+                             f"one of {', '.join(_STEPS)}.", layer=f"layer {i + 1}")
+        counts[kind] = counts.get(kind, 0) + 1
+        n = counts[kind]
+        name = layer.get("name") or (
+            "flatten" if kind == "flatten" and n == 1 else f"{_PREFIX[kind]}{n}")
+        try:
+            unknown = set(layer) - _KEYS[kind] - {"type", "name"}
+            if unknown:
+                raise ShapeError(f"unknown setting(s) {', '.join(sorted(unknown))} for a {kind} "
+                                 f"layer; known: {', '.join(sorted(_KEYS[kind])) or 'none'}.")
+            out, params, formula, exact = _STEPS[kind](layer, shape)
+        except ShapeError as err:
+            msg = err.message[:1].lower() + err.message[1:]
+            raise ShapeError(f"{name}: {msg}", layer=name) from None
+        traces.append(LayerTrace(name, kind, shape, tuple(out), params, formula, exact))
+        shape = tuple(out)
+    return traces
+
+
+# -----------------------------------------------------------------------------
+# tracing a real nn.Module
+
+def _module_kind(m) -> str:
+    import torch.nn as nn
+    for cls, kind in ((nn.Conv2d, "conv"), (nn.MaxPool2d, "pool"), (nn.AvgPool2d, "pool"),
+                      (nn.ReLU, "relu"), (nn.Flatten, "flatten"), (nn.Linear, "linear")):
+        if isinstance(m, cls):
+            return kind
+    return type(m).__name__.lower()
+
+
+def _module_layer(m, kind: str) -> dict | None:
+    """A layer dict with this module's settings, when our arithmetic covers it (else None)."""
+    import torch.nn as nn
+    if kind == "conv" and not isinstance(m.padding, str):
+        return {"type": "conv", "out_channels": m.out_channels, "kernel_size": m.kernel_size,
+                "stride": m.stride, "padding": m.padding, "dilation": m.dilation}
+    if kind == "pool":
+        stride = m.stride if m.stride else None  # an empty stride means "= kernel"
+        dilation = m.dilation if isinstance(m, nn.MaxPool2d) else 1
+        return {"type": "pool", "kernel_size": _pair(m.kernel_size, "kernel size"),
+                "stride": None if stride is None else _pair(stride, "stride"),
+                "padding": _pair(m.padding, "padding"), "dilation": _pair(dilation, "dilation"),
+                "ceil_mode": m.ceil_mode}
+    return None
+
+
+def _shape(x) -> tuple[int, ...]:
+    while isinstance(x, (tuple, list)) and x:
+        x = x[0]
+    return tuple(x.shape[1:]) if hasattr(x, "shape") else ()
+
+
+def _trace_module(module, shape: tuple[int, ...]) -> list[LayerTrace]:
+    """Run a zero batch of one through the module; record every leaf module call in order."""
+    import torch
+    calls = []       # (name, module, in_shape, out_shape)
+    current = []     # name and module of the leaf being called, for error messages
+    names = {m: n or type(m).__name__.lower() for n, m in module.named_modules()
+             if not any(True for _ in m.children())}
+
+    def pre_hook(m, inputs):
+        current.append((names[m], m, _shape(inputs)))
+
+    def hook(m, inputs, output):
+        calls.append((names[m], m, _shape(inputs), _shape(output)))
+        current.pop()
+
+    handles = [m.register_forward_pre_hook(pre_hook) for m in names]
+    handles += [m.register_forward_hook(hook) for m in names]
+    param = next(module.parameters(), None)
+    x = torch.zeros((1, *shape), device=param.device if param is not None else "cpu",
+                    dtype=param.dtype if param is not None and param.is_floating_point() else None)
+    modes = {m: m.training for m in module.modules()}
+    try:
+        module.eval()  # no batch-norm statistics updated, no dropout
+        with torch.no_grad():
+            module(x)
+    except Exception as err:
+        if not current:
+            raise ShapeError(f"The model fails on a {_fmt(shape)} input: "
+                             f"{str(err).splitlines()[0]}", layer="input") from err
+        name, m, in_shape = current[-1]
+        kind = _module_kind(m)
+        layer = _module_layer(m, kind)
+        if layer is not None and len(in_shape) == 3:
+            _trace_list([{**layer, "name": name}], in_shape)  # raises our plain message
+        raise ShapeError(f"{name}: PyTorch says: {str(err).splitlines()[0]}", layer=name) from err
+    finally:
+        for m, mode in modes.items():
+            m.training = mode
+        for h in handles:
+            h.remove()
+
+    traces = [LayerTrace("input", "input", shape, shape, 0, "", True)]
+    seen = set()
+    for name, m, in_shape, out_shape in calls:
+        prev = traces[-1].out_shape
+        if len(prev) == 3 and len(in_shape) == 1:  # a torch.flatten in forward
+            traces.append(LayerTrace("flatten", "flatten", prev, in_shape, 0, "", True))
+        params = 0 if m in seen else sum(p.numel() for p in m.parameters())
+        seen.add(m)
+        kind = _module_kind(m)
+        formula, exact = "", True
+        layer = _module_layer(m, kind)
+        if layer is not None and len(in_shape) == 3:
+            t = _trace_list([layer], in_shape)[-1]
+            formula, exact = t.formula, t.exact
+        traces.append(LayerTrace(name, kind, in_shape, out_shape, params, formula, exact))
+    return traces
+
+
+# -----------------------------------------------------------------------------
+# public entry points
+
+def trace(layers, input_shape=(3, 32, 32)) -> list[LayerTrace]:
+    """Shapes through a layer list (dicts) or a real nn.Module; the first entry is the input.
+
+    A layer that would produce a size below 1 raises ShapeError naming it ("conv2: ...").
+    """
+    shape = _input_shape(input_shape)
+    if isinstance(layers, (list, tuple)):
+        return _trace_list(list(layers), shape)
+    import torch.nn as nn
+    if not isinstance(layers, nn.Module):
+        raise ShapeError(f"Cannot trace {type(layers).__name__}: give a list of layer dicts or "
+                         f"a torch.nn.Module.", layer="layers")
+    return _trace_module(layers, shape)
+
+
+def spec_layers(spec: ModelSpec) -> list[dict]:
+    """The layer list of the model a ModelSpec builds (the tutorial's Net for the default)."""
+    (c1, c2), (h1, h2) = spec.scaled_channels(), spec.scaled_hidden()
+    pool = {"type": "pool", "kernel_size": spec.pool, "stride": spec.pool}
+
+    def conv(i: int, out: int) -> dict:
+        return {"type": "conv", "out_channels": out, "kernel_size": spec.kernels[i],
+                "stride": spec.strides[i], "padding": spec.paddings[i], "dilation": 1}
+
+    return [conv(0, c1), {"type": "relu"}, pool, conv(1, c2), {"type": "relu"}, pool,
+            {"type": "flatten"},
+            {"type": "linear", "out_features": h1}, {"type": "relu"},
+            {"type": "linear", "out_features": h2}, {"type": "relu"},
+            {"type": "linear", "out_features": 10}]
+
+
+def trace_spec(spec: ModelSpec, input_shape=(3, 32, 32)) -> list[LayerTrace]:
+    """trace() of the model a ModelSpec builds: conv1, relu1, pool1, conv2, ..., fc3."""
+    return trace(spec_layers(spec), input_shape)
+
+
+def flat_features(spec: ModelSpec, input_shape=(3, 32, 32)) -> int:
+    """fc1's input size: the length of the flattened conv output (400 for the tutorial)."""
+    return next(t for t in trace_spec(spec, input_shape) if t.kind == "flatten").out_shape[0]
+
+
+def total_params(traces: list[LayerTrace]) -> int:
+    """Learnable parameters of a traced model (62006 for the tutorial's Net)."""
+    return sum(t.params for t in traces)
+
+
+def trace_table(traces: list[LayerTrace]) -> list[dict]:
+    """Rows for a table: layer, kind, input, output ("6×28×28"), params, formula."""
+    return [{"layer": t.name, "kind": t.kind, "input": _fmt(t.in_shape),
+             "output": _fmt(t.out_shape), "params": t.params, "formula": t.formula}
+            for t in traces]

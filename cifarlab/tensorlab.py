@@ -1,0 +1,271 @@
+"""The Tensors page's engine: ranks 0–4 cut from a real CIFAR-10 image, the facts of a tensor
+(device, dtype, bytes), and two live measurements of what moving data between devices costs.
+
+    rank_examples(data, index=0, batch=4)        -> [RankExample(rank=0..4, ...)]
+    tensor_facts(tensor)                         -> {"shape", "dtype", "device", "numel", ...}
+    transfer_costs(device, total_mb, chunks, repeats) -> DataFrame (one big vs many small copies)
+    item_sync_cost(device, steps)                -> {"with_item_s", "without_item_s", ...}
+
+Every timer synchronises the device before reading the clock (``devices.Stopwatch``): a CUDA
+copy or kernel returns before the work is done, so an unsynchronised clock would time how fast
+Python queued it. The CUDA paths (pinned host memory, host→device copies) only run when
+``torch.cuda`` is available; on a CPU-only machine the same measurement copies within the CPU's
+memory, which shows the fixed cost per copy without a bus in between.
+
+This module never imports streamlit.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .devices import Stopwatch, resolve_device, synchronize
+from .errors import CifarLabError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .data import CifarData
+
+__all__ = ["RankExample", "TensorLabError", "rank_examples", "tensor_facts", "transfer_costs",
+           "item_sync_cost", "MAX_TRANSFER_MB", "MAX_CHUNKS", "MAX_ITEM_STEPS"]
+
+MAX_TRANSFER_MB = 256      # the page never asks for more; a bound for hosted use
+MAX_CHUNKS = 16384
+MAX_ITEM_STEPS = 20000
+
+
+class TensorLabError(CifarLabError):
+    """A measurement asked for something out of range."""
+
+
+# ------------------------------------------------------------------------------------ ranks
+
+@dataclass(frozen=True)
+class RankExample:
+    """One tensor of a given rank, cut from real CIFAR-10 images (after ToTensor+Normalize)."""
+
+    rank: int                    # 0..4
+    kind: str                    # "scalar" | "vector" | "matrix" | "image" | "batch"
+    shape: tuple[int, ...]       # torch shape, e.g. (3, 32, 32)
+    values: np.ndarray           # float32 values, that shape
+    pixels: np.ndarray | None    # for images/batches: the same pictures as HWC uint8, to show
+    labels: tuple[int, ...] = field(default=())   # class index of each image involved
+    indices: tuple[int, ...] = field(default=())  # training-set indices of those images
+    code: str = ""               # how the tensor is taken from the batch in PyTorch
+
+    @property
+    def numel(self) -> int:
+        return int(np.prod(self.shape)) if self.shape else 1
+
+
+def rank_examples(data: "CifarData", index: int = 0, batch: int = 4,
+                  split: str = "train") -> list[RankExample]:
+    """Ranks 0–4 from real images: the batch ``images`` (``batch`` images starting at
+    ``index``), ``images[0]`` (one image), ``images[0, 0]`` (its red channel), ``images[0, 0,
+    0]`` (the channel's top row) and ``images[0, 0, 0, 0]`` (one value). Values are as the
+    network sees them (ToTensor + Normalize, −1…1)."""
+    from .data import normalize
+
+    x, y = data.split(split)
+    n = len(y)
+    if n == 0:
+        raise TensorLabError("The data set has no images.")
+    batch = int(max(1, min(int(batch), 64, n)))
+    start = int(index) % n
+    idx = [(start + i) % n for i in range(batch)]
+    raw = torch.from_numpy(np.ascontiguousarray(x[idx]))           # uint8 B×3×32×32
+    images = normalize(raw)                                        # float32, −1…1
+    hwc = raw.permute(0, 2, 3, 1).numpy()
+    labels = tuple(int(y[i]) for i in idx)
+    out = []
+    for rank, kind, t, code in (
+            (0, "scalar", images[0, 0, 0, 0], "images[0, 0, 0, 0]"),
+            (1, "vector", images[0, 0, 0], "images[0, 0, 0]"),
+            (2, "matrix", images[0, 0], "images[0, 0]"),
+            (3, "image", images[0], "images[0]"),
+            (4, "batch", images, "images")):
+        first = rank < 4
+        out.append(RankExample(
+            rank=rank, kind=kind, shape=tuple(t.shape), values=t.numpy().copy(),
+            pixels=(hwc[:1] if first else hwc).copy() if rank >= 3 else None,
+            labels=labels[:1] if first else labels,
+            indices=tuple(idx[:1]) if first else tuple(idx), code=code))
+    return out
+
+
+def tensor_facts(tensor: torch.Tensor) -> dict:
+    """What ``x.shape``, ``x.dtype``, ``x.device`` and the memory of ``x`` are."""
+    return {
+        "shape": tuple(tensor.shape),
+        "shape_text": str(tensor.shape),                 # "torch.Size([4, 3, 32, 32])"
+        "rank": tensor.dim(),
+        "dtype": str(tensor.dtype),                      # "torch.float32"
+        "device": str(tensor.device),                    # "cpu", "cuda:0"
+        "numel": int(tensor.numel()),
+        "element_size": int(tensor.element_size()),
+        "bytes": int(tensor.numel() * tensor.element_size()),
+    }
+
+
+# -------------------------------------------------------------------------- copy measurement
+
+def _check_positive(name: str, value, upper) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TensorLabError(f"{name} must be a number, not {value!r}.")
+    if not (value > 0) or value > upper:
+        raise TensorLabError(f"{name} must be above 0 and at most {upper}, got {value}.")
+    return value
+
+
+def _time_copies(dst_pieces, src_pieces, device: torch.device, repeats: int,
+                 max_seconds: float) -> tuple[float, int]:
+    """Best wall time (s) of copying every src piece into its dst piece, over ``repeats``
+    (at least one; fewer when ``max_seconds`` runs out). Warm-up copy first, untimed."""
+    non_blocking = False  # a synchronous copy: what x.to(device) does for pageable memory
+    for d, s in zip(dst_pieces[:4], src_pieces[:4]):
+        d.copy_(s, non_blocking=non_blocking)
+    synchronize(device)
+    best = math.inf
+    done = 0
+    budget_end = time.perf_counter() + max_seconds
+    sw = Stopwatch(device)
+    for _ in range(repeats):
+        sw.start()
+        for d, s in zip(dst_pieces, src_pieces):
+            d.copy_(s, non_blocking=non_blocking)
+        best = min(best, sw.stop())
+        done += 1
+        if time.perf_counter() > budget_end:
+            break
+    return best, done
+
+
+def transfer_costs(device: "str | torch.device" = "auto", total_mb: float = 32,
+                   chunks: int = 1024, repeats: int = 3,
+                   max_seconds: float = 2.0) -> pd.DataFrame:
+    """Copy ``total_mb`` MB as one big copy and as ``chunks`` small copies of the same total,
+    and time both (the best of ``repeats``; each copy goes into memory allocated beforehand,
+    so only the copy is timed).
+
+    On a CUDA device the copy goes host → device, from ordinary (pageable) host memory and from
+    pinned (page-locked) host memory; on the CPU (or Apple's MPS) it is a copy within memory,
+    which shows the fixed cost of starting a copy without a bus in between.
+
+    Returns one row per (path, memory, method): ``path`` ("cpu → cuda:0"), ``memory``
+    ("pageable" | "pinned" | "ram"), ``method`` ("one_big" | "many_small"), ``copies``,
+    ``bytes_per_copy``, ``total_bytes``, ``seconds``, ``ms``, ``us_per_copy``, ``gb_per_s``,
+    ``repeats`` (how many timed repeats ran), ``device``.
+    """
+    dev = resolve_device(device)
+    total_mb = float(_check_positive("total_mb", total_mb, MAX_TRANSFER_MB))
+    chunks = int(_check_positive("chunks", chunks, MAX_CHUNKS))
+    repeats = int(_check_positive("repeats", repeats, 1000))
+    max_seconds = float(_check_positive("max_seconds", max_seconds, 600))
+    total = max(int(total_mb * 1e6) // chunks * chunks, chunks)    # a whole number per chunk
+    per = total // chunks
+
+    src = torch.ones(total, dtype=torch.uint8)
+    if dev.type == "cpu":
+        variants = [("ram", src, torch.empty_like(src))]
+        path = "cpu → cpu"
+    else:
+        dst = torch.empty(total, dtype=torch.uint8, device=dev)
+        variants = [("pageable", src, dst)]
+        if dev.type == "cuda":
+            variants.append(("pinned", src.pin_memory(), dst))
+        path = f"cpu → {dev}"
+
+    # four timings share the budget
+    share = max_seconds / (2 * len(variants))
+    rows = []
+    for memory, s, d in variants:
+        for method, n in (("one_big", 1), ("many_small", chunks)):
+            src_pieces = list(s.split(total // n))
+            dst_pieces = list(d.split(total // n))
+            seconds, done = _time_copies(dst_pieces, src_pieces, dev, repeats, share)
+            seconds = max(seconds, 1e-9)
+            rows.append({
+                "path": path, "memory": memory, "method": method, "copies": n,
+                "bytes_per_copy": total // n, "total_bytes": total, "seconds": seconds,
+                "ms": seconds * 1e3, "us_per_copy": seconds * 1e6 / n,
+                "gb_per_s": total / seconds / 1e9, "repeats": done, "device": str(dev),
+            })
+    del variants
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------- .item() measurement
+
+def item_sync_cost(device: "str | torch.device" = "auto", steps: int = 200, size: int = 4096,
+                   repeats: int = 3, max_seconds: float = 2.0) -> dict:
+    """Time the same loop two ways on ``device``: one that calls ``.item()`` on every step
+    (like the tutorial's ``running_loss += loss.item()``) and one that adds the step's value up
+    on the device and reads it once at the end.
+
+    Each step multiplies two vectors of ``size`` values and takes the mean (a stand-in for a
+    training step's work, small enough to run on one CPU thread, so the CPU timing is not
+    thread noise). On a GPU the ``.item()`` loop waits for the GPU every step; the other loop
+    keeps queuing work. On the CPU there is nothing to wait for, so both take about as long.
+
+    Returns ``{"device", "steps", "with_item_s", "without_item_s", "with_item_ms_per_step",
+    "without_item_ms_per_step", "ratio", "item_calls_with", "item_calls_without",
+    "total_with", "total_without", "repeats"}``: the two totals are the same sum computed both
+    ways; each time is the best of ``repeats`` (fewer when ``max_seconds`` runs out).
+    """
+    dev = resolve_device(device)
+    steps = int(_check_positive("steps", steps, MAX_ITEM_STEPS))
+    size = int(_check_positive("size", size, 1 << 24))
+    repeats = int(_check_positive("repeats", repeats, 100))
+    max_seconds = float(_check_positive("max_seconds", max_seconds, 600))
+    gen = torch.Generator().manual_seed(0)
+    a = torch.rand(size, generator=gen).to(dev)
+    b = torch.rand(size, generator=gen).to(dev)
+
+    def with_item() -> tuple[float, int]:
+        total, calls = 0.0, 0
+        for _ in range(steps):
+            loss = (a * b).mean()
+            total += loss.item()          # waits for the device, copies one number back
+            calls += 1
+        return total, calls
+
+    def without_item() -> tuple[float, int]:
+        acc = torch.zeros((), device=dev)
+        for _ in range(steps):
+            acc += (a * b).mean()        # stays on the device: nothing waits
+        return acc.item(), 1              # one wait, one copy, at the end
+
+    # warm up (kernels, allocator), untimed
+    _ = (a * b).mean().item()
+    synchronize(dev)
+
+    best = {"with": math.inf, "without": math.inf}
+    result = {}
+    sw = Stopwatch(dev)
+    budget_end = time.perf_counter() + max_seconds
+    done = 0
+    for _ in range(repeats):
+        for name, fn in (("with", with_item), ("without", without_item)):
+            sw.start()
+            total, calls = fn()
+            best[name] = min(best[name], max(sw.stop(), 1e-9))
+            result[name] = (total, calls)
+        done += 1
+        if time.perf_counter() > budget_end:
+            break
+    return {
+        "device": str(dev), "steps": steps, "size": size,
+        "with_item_s": best["with"], "without_item_s": best["without"],
+        "with_item_ms_per_step": best["with"] * 1e3 / steps,
+        "without_item_ms_per_step": best["without"] * 1e3 / steps,
+        "ratio": best["with"] / best["without"],
+        "item_calls_with": result["with"][1], "item_calls_without": result["without"][1],
+        "total_with": float(result["with"][0]), "total_without": float(result["without"][0]),
+        "repeats": done,
+    }
+

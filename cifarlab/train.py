@@ -1,0 +1,282 @@
+"""Training: the tutorial's loop, instrumented.
+
+    result = train(TrainConfig(), data, on_event=print, should_stop=lambda: False)
+
+The loop is the tutorial's (zero_grad, forward, loss, backward, step, the running loss every
+2,000 mini-batches) with what a dashboard needs around it:
+- events (step losses in batches, the tutorial's running-loss lines, progress with ETA, epoch
+  summaries with images/s and the time spent waiting for data vs computing);
+- cancellation between steps, keeping what was learned as a partial result;
+- honest timing: accelerators are synchronised before the clock is read, and step losses are
+  read back in batches, not with a ``.item()`` per step (which would stall the GPU every step);
+- reproducibility on the CPU for a fixed seed.
+It never needs Streamlit: the job workers, the CLI and the tests all call ``train``.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+import torch.nn as nn
+import torch.optim as optim
+
+from . import data as data_mod
+from .config import TrainConfig
+from .devices import device_name, environment, resolve_device, synchronize
+from .evaluate import EvalResult, evaluate
+from .model import Net
+
+FLUSH_SECONDS = 0.25      # how often step losses are read back and sent as an event
+FLUSH_MAX_STEPS = 4096    # ... or after this many steps, whichever comes first
+
+
+@dataclass
+class Event:
+    kind: str   # start | losses | running_loss | progress | epoch | eval | done
+    data: dict
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "data": self.data}
+
+
+@dataclass
+class TrainResult:
+    config: TrainConfig
+    steps: int
+    epochs_done: float
+    train_seconds: float
+    images: int
+    data_wait_seconds: float
+    losses: list[float] = field(repr=False)
+    running_losses: list[dict] = field(repr=False)
+    epochs: list[dict] = field(repr=False)
+    eval: EvalResult | None = None
+    cancelled: bool = False
+    device: str = "cpu"
+    device_name: str = ""
+    env: dict = field(default_factory=dict, repr=False)
+    checkpoint: str | None = None
+    model: nn.Module | None = field(default=None, repr=False)
+
+    @property
+    def images_per_second(self) -> float:
+        return self.images / self.train_seconds if self.train_seconds > 0 else 0.0
+
+    @property
+    def steps_per_second(self) -> float:
+        return self.steps / self.train_seconds if self.train_seconds > 0 else 0.0
+
+    @property
+    def compute_seconds(self) -> float:
+        return max(0.0, self.train_seconds - self.data_wait_seconds)
+
+    def summary(self) -> dict:
+        """JSON-friendly: what the CLI prints with --json and the run store keeps."""
+        out = {
+            "test_accuracy": self.eval.accuracy if self.eval else None,
+            "per_class_accuracy": dict(self.eval.per_class_accuracy) if self.eval else {},
+            "confusion": self.eval.confusion if self.eval else None,
+            "classes": list(self.eval.classes) if self.eval else None,
+            "steps": self.steps,
+            "epochs_done": self.epochs_done,
+            "images": self.images,
+            "train_seconds": self.train_seconds,
+            "images_per_second": self.images_per_second,
+            "steps_per_second": self.steps_per_second,
+            "data_wait_seconds": self.data_wait_seconds,
+            "compute_seconds": self.compute_seconds,
+            "eval_seconds": self.eval.seconds if self.eval else None,
+            "final_loss": _mean(self.losses[-min(len(self.losses), 200):]) if self.losses else None,
+            "epochs": self.epochs,
+            "running_losses": self.running_losses,
+            "cancelled": self.cancelled,
+            "device": self.device,
+            "device_name": self.device_name,
+            "checkpoint": self.checkpoint,
+            "config": self.config.to_dict(),
+            "env": self.env,
+        }
+        return out
+
+
+def make_loader(config: TrainConfig, data, device: torch.device):
+    """The input pipeline the config asks for, over the training split."""
+    if config.pipeline == "fast":
+        return data_mod.FastLoader(data, "train", config.batch_size, device=device,
+                                   shuffle=config.shuffle, seed=config.seed,
+                                   subset=config.train_subset, resident=True)
+    return data_mod.tutorial_loader(data, "train", config.batch_size, config.num_workers,
+                                    config.shuffle, config.seed, subset=config.train_subset,
+                                    pin_memory=device.type == "cuda")
+
+
+def make_optimizer(config: TrainConfig, model: nn.Module,
+                   device: torch.device | None = None) -> optim.Optimizer:
+    """The tutorial's SGD. The ``fast`` pipeline uses its fused kernel (the same update rule,
+    one kernel instead of one per parameter) where PyTorch has one: the CPU and CUDA."""
+    fused = config.pipeline == "fast" and device is not None and device.type in ("cpu", "cuda")
+    return optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum,
+                     **({"fused": True} if fused else {}))
+
+
+def train(config: TrainConfig | None = None, data=None,
+          on_event: Callable[[Event], None] | None = None,
+          should_stop: Callable[[], bool] | None = None,
+          checkpoint_path=None, evaluate_after: bool = True,
+          eval_each_epoch: bool = False) -> TrainResult:
+    """Train the config's network on ``data`` (loaded from the default source when None)."""
+    config = config or TrainConfig()
+    data = data if data is not None else data_mod.load()
+    emit = on_event or (lambda event: None)
+    stop = should_stop or (lambda: False)
+    n_train = int(len(data.train_y))
+    config.check_runtime(n_train)
+    device = resolve_device(config.device)
+
+    torch.manual_seed(config.seed)
+    model = Net(config.model, num_classes=len(data.classes)).to(device)
+    criterion = nn.CrossEntropyLoss()
+    optimizer = make_optimizer(config, model, device)
+    loader = make_loader(config, data, device)
+    steps_per_epoch = len(loader)
+    total_steps = steps_per_epoch * config.epochs
+    n_used = min(n_train, config.train_subset) if config.train_subset else n_train
+    dev_name = device_name(device)
+    emit(Event("start", {"total_steps": total_steps, "steps_per_epoch": steps_per_epoch,
+                         "n_train": n_used, "n_test": int(len(data.test_y)),
+                         "device": str(device), "device_name": dev_name,
+                         "config": config.to_dict()}))
+
+    losses: list[float] = []
+    running: list[dict] = []
+    epochs: list[dict] = []
+    buf = torch.zeros(FLUSH_MAX_STEPS, device=device)  # step losses stay on the device
+    n_buf = 0
+    flushed_to = 0
+    step = images = 0
+    wait = 0.0
+    cancelled = False
+    eval_result: EvalResult | None = None
+
+    def flush(now: float) -> None:
+        nonlocal n_buf, flushed_to
+        if n_buf:
+            losses.extend(buf[:n_buf].tolist())  # one device->host copy (synchronises)
+            n_buf = 0
+        if len(losses) > flushed_to:
+            emit(Event("losses", {"steps": list(range(flushed_to + 1, len(losses) + 1)),
+                                  "losses": losses[flushed_to:]}))
+            flushed_to = len(losses)
+        elapsed = now - t_start
+        rate = step / elapsed if elapsed > 0 else 0.0
+        emit(Event("progress", {"step": step, "total_steps": total_steps, "elapsed_s": elapsed,
+                                "eta_s": (total_steps - step) / rate if rate > 0 else None,
+                                "images_per_second": images / elapsed if elapsed > 0 else 0.0,
+                                "data_wait_s": wait}))
+
+    model.train()
+    synchronize(device)
+    t_start = time.perf_counter()
+    eval_seconds = 0.0  # per-epoch evaluations are not training time
+    last_flush = t_start
+    for epoch in range(config.epochs):
+        epoch_start = time.perf_counter()
+        wait_before = wait
+        epoch_first, epoch_first_images = step, images
+        it = iter(loader)
+        for i in range(steps_per_epoch):
+            t0 = time.perf_counter()
+            inputs, labels = next(it)
+            if inputs.device != device:
+                inputs = inputs.to(device, non_blocking=True)
+                labels = labels.to(device, non_blocking=True)
+            t1 = time.perf_counter()
+            wait += t1 - t0
+
+            optimizer.zero_grad()
+            outputs = model(inputs)
+            loss = criterion(outputs, labels)
+            loss.backward()
+            optimizer.step()
+
+            buf[n_buf] = loss.detach()
+            n_buf += 1
+            step += 1
+            images += labels.shape[0]
+            if (i + 1) % config.log_every == 0:  # the tutorial's "[epoch, i] loss: x" line
+                flush(time.perf_counter())
+                last_flush = time.perf_counter()
+                value = _mean(losses[-config.log_every:])
+                running.append({"epoch": epoch + 1, "i": i + 1, "loss": value})
+                emit(Event("running_loss", {"epoch": epoch + 1, "i": i + 1, "loss": value}))
+            elif n_buf == FLUSH_MAX_STEPS or t1 - last_flush >= FLUSH_SECONDS:
+                flush(t1)
+                last_flush = time.perf_counter()
+            if stop():
+                cancelled = True
+                break
+        del it
+        flush(time.perf_counter())  # synchronises the device before the epoch's clock is read
+        now = time.perf_counter()
+        last_flush = now
+        epoch_wait = wait - wait_before
+        seconds = now - epoch_start
+        epoch_steps = step - epoch_first
+        epoch_images = images - epoch_first_images
+        summary = {"epoch": epoch + 1, "steps": epoch_steps,
+                   "mean_loss": _mean(losses[epoch_first:]) if epoch_steps else None,
+                   "seconds": seconds,
+                   "images_per_second": epoch_images / seconds if seconds > 0 else 0.0,
+                   "data_wait_s": epoch_wait, "compute_s": max(0.0, seconds - epoch_wait),
+                   "complete": not cancelled}
+        if eval_each_epoch and not cancelled:
+            t_eval = time.perf_counter()
+            eval_result = evaluate(model, data, device)
+            eval_seconds += time.perf_counter() - t_eval
+            summary["accuracy"] = eval_result.accuracy
+            summary["per_class_accuracy"] = eval_result.per_class_accuracy
+            model.train()
+        epochs.append(summary)
+        emit(Event("epoch", summary))
+        t_start += (time.perf_counter() - now)  # keep the per-epoch evaluation off the clock
+        if cancelled:
+            break
+    synchronize(device)
+    train_seconds = time.perf_counter() - t_start
+
+    if evaluate_after and (eval_result is None or cancelled):
+        eval_result = evaluate(model, data, device)
+    if eval_result is not None:
+        emit(Event("eval", eval_result.summary()))
+
+    model_cpu = model.to("cpu").eval()
+    result = TrainResult(
+        config=config, steps=step, epochs_done=step / steps_per_epoch if steps_per_epoch else 0,
+        train_seconds=train_seconds, images=images, data_wait_seconds=wait, losses=losses,
+        running_losses=running, epochs=epochs, eval=eval_result, cancelled=cancelled,
+        device=str(device), device_name=dev_name, env=environment(device), model=model_cpu)
+    if checkpoint_path is not None:
+        from .checkpoint import save
+
+        result.checkpoint = str(save(checkpoint_path, model_cpu, config, data.classes,
+                                     _checkpoint_results(result)))
+    emit(Event("done", {"cancelled": cancelled, "steps": step, "train_seconds": train_seconds,
+                        "images_per_second": result.images_per_second,
+                        "accuracy": eval_result.accuracy if eval_result else None,
+                        "checkpoint": result.checkpoint}))
+    return result
+
+
+def _checkpoint_results(result: TrainResult) -> dict:
+    s = result.summary()
+    for key in ("config", "env", "running_losses"):
+        s.pop(key, None)
+    return s
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return math.fsum(values) / len(values) if values else float("nan")

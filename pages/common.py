@@ -1,0 +1,133 @@
+"""What every page shares: the language, translations, the cached data set, the session id.
+
+Streamlit lives here and in the page files, never in ``cifarlab``. Pages stay thin: widgets,
+one call into ``cifarlab``, a plotly figure or a pandas table.
+
+    from pages.common import lang, t, get_data, lesson, show_error
+    t = translator()            # in a page: t("nav.home")
+"""
+from __future__ import annotations
+
+import re
+import secrets
+
+import streamlit as st
+
+from cifarlab import i18n
+from cifarlab.errors import CifarLabError
+
+SESSION_RE = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
+
+# Page id -> file, in teaching order. The id is the URL path (the same in every language).
+PAGES = [
+    ("home", "pages/home.py", ":material/school:"),
+    ("tensors", "pages/tensors.py", ":material/view_in_ar:"),
+    ("data", "pages/data.py", ":material/photo_library:"),
+    ("network", "pages/network.py", ":material/hub:"),
+    ("loss", "pages/loss.py", ":material/trending_down:"),
+    ("train", "pages/train.py", ":material/model_training:"),
+    ("results", "pages/results.py", ":material/insights:"),
+    ("runs", "pages/runs.py", ":material/compare_arrows:"),
+    ("gpu", "pages/gpu.py", ":material/speed:"),
+]
+
+
+def ensure_app_frame() -> None:
+    """Make sure this run came through app.py's navigation.
+
+    While a folder called ``pages/`` exists, a fresh server's first script run uses Streamlit's
+    legacy folder-based multipage mode (until ``st.navigation`` is first called). A first visit
+    straight to a page's URL would then run that page alone: no language switch, file names in
+    the sidebar. A page reached that way turns the legacy mode off and reruns through app.py.
+    """
+    if not st.session_state.get("_app_frame"):
+        from streamlit.runtime.pages_manager import PagesManager
+
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
+def lang() -> str:
+    """The current language: the sidebar choice, first taken from ``?lang=`` in the URL."""
+    if "lang" not in st.session_state:
+        st.session_state["lang"] = i18n.normalize_lang(st.query_params.get("lang", i18n.DEFAULT))
+    return st.session_state["lang"]
+
+
+def translator():
+    """``t(key, **kwargs)`` in the current language. Name it ``t`` in pages (the catalog test
+    scans pages for ``t("...")`` keys). Every page starts with it, so it also checks that the
+    page runs inside the app's frame."""
+    ensure_app_frame()
+    return i18n.translator(lang())
+
+
+def t(key: str, /, **kwargs) -> str:
+    return i18n.t(key, lang(), **kwargs)
+
+
+def session_id() -> str:
+    """A stable id for this browser's runs. It rides in the URL (``?sid=``), so a reload, a
+    page switch or a second tab with the same link finds the same runs."""
+    if "sid" not in st.session_state:
+        sid = st.query_params.get("sid", "")
+        st.session_state["sid"] = sid if SESSION_RE.match(sid or "") else secrets.token_urlsafe(12)
+    return st.session_state["sid"]
+
+
+def keep_url_state() -> None:
+    """Write the language and session id back into the URL (page switches clear it)."""
+    want = {"lang": lang(), "sid": session_id()}
+    for key, value in want.items():
+        if st.query_params.get(key) != value:
+            st.query_params[key] = value
+
+
+@st.cache_resource(show_spinner=False)
+def _load_data():
+    from cifarlab import data
+
+    return data.load()
+
+
+def get_data():
+    """The decoded data set, loaded once per server process and shared read-only by every
+    session (memory-mapped). On failure: a clear message on the page, and the page stops."""
+    try:
+        with st.spinner(t("common.loading_data")):
+            return _load_data()
+    except CifarLabError as err:
+        st.error(t("errors.data_unavailable", reason=str(err)))
+        st.stop()
+
+
+def queue():
+    """The server's job queue (one per process; it starts the scheduler on first use). A bad
+    hosting setting (environment variable or cifarlab.toml) is shown as its message."""
+    from cifarlab import jobs
+
+    try:
+        return jobs.get_queue()
+    except CifarLabError as err:
+        st.error(str(err))
+        st.stop()
+
+
+def show_error(err: Exception) -> None:
+    """A CifarLabError's message as it is; anything else as one line, never a traceback."""
+    if isinstance(err, CifarLabError):
+        st.error(str(err))
+    else:
+        st.error(t("errors.unexpected", kind=type(err).__name__, message=str(err)[:300]))
+
+
+def lesson(name: str, with_code: bool = True) -> None:
+    """A lesson's text in the current language, with the tutorial's lines it explains."""
+    st.markdown(i18n.lesson(name, lang()))
+    if with_code:
+        try:
+            code = i18n.code_snippet(name)
+        except KeyError:
+            return
+        with st.expander(t("lesson.code_title"), expanded=False):
+            st.code(code, language="python")

@@ -1,0 +1,95 @@
+"""Home: what the lab is, the route through the lessons, and the facts of this machine and data."""
+import platform
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+import torch
+import torchvision
+
+from cifarlab import data as cdata
+from cifarlab import devices
+from cifarlab.loading import upscale
+from pages.common import PAGES, get_data, lang, lesson, session_id, translator
+
+t = translator()
+
+
+@st.cache_data(show_spinner=False, ttl=60, max_entries=2)
+def _source_text() -> str:
+    return cdata.describe_source()
+
+
+@st.cache_data(show_spinner=False, ttl=300, max_entries=1)
+def _device_rows() -> list[dict]:
+    return [d.to_dict() for d in devices.list_devices()]
+
+
+def _class_name(name: str) -> str:
+    return t(f"classes.{name}") if name in cdata.CIFAR10_CLASSES else name
+
+
+def _gb(n) -> str:
+    return "—" if n is None else f"{n / 2**30:.1f} GB"
+
+
+st.title(t("app.title"))
+st.caption(t("app.tagline"))
+st.info(t("home.start_here"))
+
+lesson("home")
+
+# ----------------------------------------------------------------------- the route, as links
+st.subheader(t("home.route_title"))
+for number, (pid, path, icon) in enumerate(PAGES[1:], start=1):
+    left, right = st.columns([1, 3], vertical_alignment="center")
+    with left:
+        st.page_link(path, label=f"{number}. {t(f'nav.{pid}')}", icon=icon,
+                     query_params={"lang": lang(), "sid": session_id()})
+    with right:
+        st.caption(t(f"home.route_{pid}"))
+
+# ------------------------------------------------------------------------- the machine, the data
+st.subheader(t("home.facts_title"))
+rows = _device_rows()
+gpus = [r for r in rows if r["kind"] != "cpu"]
+cpu = rows[0]
+c1, c2, c3 = st.columns(3)
+c1.metric(t("home.metric_cores"), devices.cpu_count())
+c2.metric(t("home.metric_gpus"), len(gpus))
+c3.metric(t("home.metric_torch"), torch.__version__.split("+")[0])
+st.markdown("- " + t("home.fact_machine", cpus=devices.cpu_count(),
+                     memory=_gb(cpu["memory_bytes"])))
+if gpus:
+    for g in gpus:
+        st.markdown("- " + t("home.fact_gpu", name=f"{g['id']}: {g['name']}",
+                             memory=_gb(g["memory_bytes"])))
+else:
+    st.markdown("- " + t("home.fact_no_gpu"))
+st.markdown("- " + t("home.fact_torch", torch=torch.__version__,
+                     torchvision=torchvision.__version__)
+            + " · " + t("home.fact_python", python=platform.python_version()))
+
+st.markdown("**" + t("home.devices_title") + "**")
+st.dataframe(pd.DataFrame([{
+    t("home.device_id_col"): r["id"], t("home.device_kind_col"): r["kind"],
+    t("home.device_name_col"): r["name"], t("home.device_memory_col"): _gb(r["memory_bytes"]),
+} for r in rows]), hide_index=True, width="stretch")
+
+st.markdown("**" + t("home.data_title") + "**")
+st.code(_source_text(), language=None, wrap_lines=True)
+
+# Last: loading the images may take a moment the first time (and stops the page if it fails,
+# after the facts above are already shown).
+data = get_data()
+st.markdown("- " + t("home.fact_images", n_train=f"{data.n_train:,}", n_test=f"{data.n_test:,}"))
+for note in data.notes:
+    st.caption(note)
+st.subheader(t("home.sample_title"))
+# the first image of each class (the labels are in any order: take the first of each)
+_, first = np.unique(np.asarray(data.train_y), return_index=True)
+idx = sorted(int(i) for i in first)[:12]
+pics = upscale(data.train_x[idx].transpose(0, 2, 3, 1), 3)
+st.image(list(pics), width=88,
+         caption=[_class_name(data.classes[int(data.train_y[i])]) for i in idx])
+st.caption(t("app.footer"))

@@ -1,0 +1,141 @@
+"""Loss & Optimizer: cross-entropy worked through on one real image, and SGD with and without
+momentum rolling down a 2-D loss surface (paths made by torch.optim.SGD itself)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from cifarlab import optimlab
+from cifarlab.errors import CifarLabError
+from pages.common import get_data, lesson, show_error, translator
+
+t = translator()
+
+st.title(t("nav.loss"))
+tab_lesson, tab_ce, tab_opt = st.tabs([t("lesson.title"), t("loss.logits_title"),
+                                       t("loss.optimizer_title")])
+
+with tab_lesson:
+    lesson("loss")
+
+# ------------------------------------------------------------------------ (a) cross-entropy
+with tab_ce:
+    data = get_data()
+    st.markdown(t("loss.ce_intro"))
+    cols = st.columns([1, 1, 2])
+    index = int(cols[0].number_input(t("loss.image_index", n=data.n_test - 1), 0,
+                                     data.n_test - 1, 3, key="loss_index"))
+    seed = int(cols[1].number_input(t("common.seed"), 0, 10_000, 0, key="loss_seed",
+                                    help=t("loss.seed_help")))
+    label = int(data.test_y[index])
+    names = [t(f"classes.{c}") for c in data.classes]
+    boost = cols[2].slider(t("loss.boost", name=names[label]), -5.0, 10.0, 0.0, 0.5,
+                           key="loss_boost", help=t("loss.boost_help"))
+    logits = optimlab.net_logits(np.asarray(data.test_x[index]), seed=seed)
+    logits[label] += boost
+    ce = optimlab.cross_entropy_by_hand(logits, label)
+
+    left, right = st.columns([1, 3])
+    left.image(data.image("test", index), width=160)
+    left.markdown(f"{t('loss.true_class')}: **{names[label]}**")
+    left.markdown(f"{t('loss.predicted')}: **{names[ce['prediction']]}**")
+    colors = ["#ff4b4b" if i == label else "#7f9fbf" for i in range(len(names))]
+    fig = go.Figure(go.Bar(x=names, y=ce["probs"], marker_color=colors,
+                           text=[f"{p:.3f}" for p in ce["probs"]], textposition="outside"))
+    fig.update_layout(title=t("loss.softmax"), yaxis_title=t("loss.probability"),
+                      yaxis_range=[0, max(0.2, float(ce["probs"].max()) * 1.2)], height=340,
+                      margin=dict(l=10, r=10, t=40, b=10))
+    right.plotly_chart(fig, width="stretch", key="loss_probs")
+
+    table = pd.DataFrame({
+        t("common.class"): names,
+        t("loss.logit_col"): np.round(ce["logits"], 4),
+        t("loss.exp_col"): np.round(ce["exps"], 4),
+        t("loss.probability"): np.round(ce["probs"], 4),
+    })
+    st.dataframe(table, hide_index=True, width="stretch", key="loss_table")
+    st.markdown(t("loss.steps_by_hand", shift=f"{ce['shift']:.4f}", total=f"{ce['sum_exp']:.4f}",
+                  name=names[label], p=f"{ce['p_true']:.4f}"))
+    st.markdown(t("loss.loss_value", p=f"{ce['p_true']:.4f}", loss=f"{ce['loss']:.4f}"))
+    m1, m2 = st.columns(2)
+    m1.metric(t("loss.by_hand"), f"{ce['loss']:.6f}")
+    m2.metric(t("loss.pytorch"), f"{ce['torch_loss']:.6f}")
+    if ce["match"]:
+        st.success(t("loss.agree"))
+    else:
+        st.error(t("loss.disagree"))
+    st.caption(t("loss.chance_loss"))
+
+# --------------------------------------------------------------------------- (b) optimizer
+LRS = [0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5]
+
+with tab_opt:
+    st.markdown(t("loss.opt_intro"))
+    cols = st.columns(4)
+    surface = cols[0].selectbox(t("loss.surface"), list(optimlab.SURFACES), key="opt_surface",
+                                format_func=lambda s: t(f"loss.surface_{s}"))
+    lr = cols[1].select_slider(t("common.lr"), LRS, value=0.05, key="opt_lr",
+                               help=t("common.lr_help"))
+    momentum = cols[2].slider(t("common.momentum"), 0.0, 0.99, 0.9, 0.01, key="opt_momentum",
+                              help=t("common.momentum_help"))
+    steps = cols[3].slider(t("loss.steps"), 1, 300, 100, key="opt_steps")
+    try:
+        surf = optimlab.loss_surface(surface, grid=121)
+        paths = {"plain": optimlab.sgd_path(surface, None, lr, 0.0, steps),
+                 "momentum": optimlab.sgd_path(surface, None, lr, momentum, steps)}
+    except CifarLabError as err:
+        show_error(err)
+        st.stop()
+
+    labels = {"plain": t("loss.plain_sgd"),
+              "momentum": t("loss.sgd_momentum_value", m=f"{momentum:g}")}
+    colors = {"plain": "#ff4b4b", "momentum": "#1f77b4"}
+    fig = go.Figure(go.Contour(x=surf["x"], y=surf["y"], z=np.log1p(surf["z"]),
+                               colorscale="Greys", showscale=False, ncontours=25,
+                               contours=dict(coloring="lines")))
+    for key, path in paths.items():
+        fig.add_trace(go.Scatter(x=path.points[:, 0], y=path.points[:, 1], mode="lines+markers",
+                                 name=labels[key], line=dict(color=colors[key]),
+                                 marker=dict(size=4)))
+    fig.add_trace(go.Scatter(x=[surf["start"][0]], y=[surf["start"][1]], mode="markers+text",
+                             text=[t("loss.start_point")], textposition="top center",
+                             marker=dict(size=12, color="black", symbol="x"), showlegend=False))
+    fig.add_trace(go.Scatter(x=[surf["minimum"][0]], y=[surf["minimum"][1]], mode="markers+text",
+                             text=[t("loss.minimum")], textposition="bottom center",
+                             marker=dict(size=14, color="#2ca02c", symbol="star"),
+                             showlegend=False))
+    fig.update_layout(title=surf["formula"], height=480, margin=dict(l=10, r=10, t=40, b=10),
+                      xaxis=dict(range=list(surf["x_range"]), title="x"),
+                      yaxis=dict(range=list(surf["y_range"]), title="y"),
+                      legend=dict(orientation="h", y=-0.12))
+    left, right = st.columns([3, 2])
+    left.plotly_chart(fig, width="stretch", key="opt_contour")
+
+    lfig = go.Figure()
+    for key, path in paths.items():
+        lfig.add_trace(go.Scatter(y=np.maximum(path.losses, 1e-12), mode="lines",
+                                  name=labels[key], line=dict(color=colors[key])))
+    lfig.update_layout(title=t("loss.loss_curve"), xaxis_title=t("loss.steps"),
+                       yaxis_title=t("common.loss"), yaxis=dict(type="log", dtick=1, exponentformat="power"),
+                       height=480,
+                       margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.2))
+    right.plotly_chart(lfig, width="stretch", key="opt_losses")
+
+    for key, path in paths.items():
+        if path.diverged:
+            st.error(f"**{labels[key]}**: " + t("loss.exploded", n=path.diverged_at))
+        elif path.converged():
+            st.success(f"**{labels[key]}**: " + t("loss.converges") + " "
+                       + t("loss.final_loss", loss=f"{path.final_loss:.2e}", n=path.steps))
+        else:
+            st.info(f"**{labels[key]}**: " + t("loss.too_slow") + " "
+                    + t("loss.final_loss", loss=f"{path.final_loss:.3g}", n=path.steps))
+    st.markdown(t("loss.update_rule"))
+    st.code("optimizer = torch.optim.SGD([p], lr=lr, momentum=momentum)\n"
+            "for step in range(steps):\n"
+            "    optimizer.zero_grad()\n"
+            "    loss = f(p[0], p[1])\n"
+            "    loss.backward()\n"
+            "    optimizer.step()   # v = momentum * v + p.grad;  p = p - lr * v", language="python")

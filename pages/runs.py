@@ -1,0 +1,243 @@
+"""Runs: this session's training runs side by side: loss curves overlaid, a sortable table of
+configs, results and times with the knobs that differ highlighted, downloads (CIFAR Lab
+checkpoint, the tutorial's cifar_net.pth, a script that repeats the run) and delete."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import plotly.express as px
+import streamlit as st
+
+from cifarlab import jobs
+from cifarlab import results as R
+from cifarlab.checkpoint import load as load_checkpoint
+from cifarlab.errors import CifarLabError
+from cifarlab.store import validate_run_id
+from pages.common import lesson, session_id, show_error, translator
+
+t = translator()
+K = "runs_"
+MAX_POINTS = 1000     # loss points per run drawn (the store downsamples)
+DEFAULT_COMPARE = 3
+
+COLUMN_KEYS = {
+    "run": "runs.run_col", "name": "runs.name_col", "status": "status.status",
+    "started": "runs.created", "accuracy": "runs.accuracy_col", "final_loss": "runs.loss_col",
+    "images_per_second": "common.images_per_second", "train_seconds": "runs.train_time_col",
+    "steps": "common.step", "device": "common.device", "pipeline": "common.pipeline",
+    "epochs": "common.epochs", "batch_size": "common.batch_size", "lr": "common.lr",
+    "momentum": "common.momentum", "train_subset": "common.train_subset", "seed": "common.seed",
+    "shuffle": "common.shuffle", "num_workers": "common.num_workers", "model": "runs.model_col",
+}
+HIGHLIGHT = "background-color: rgba(255, 200, 0, 0.35)"
+
+
+def col_name(col: str) -> str:
+    return t(COLUMN_KEYS[col])
+
+
+def status_text(queue, run) -> str:
+    if run.status == "queued":
+        return t("status.queued", n=queue.queue_position(run.id) or 1)
+    return t(f"status.{run.status}")
+
+
+def short(run) -> str:
+    return run.name or t("runs.run_name", id=run.id[:8])
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _losses(run_id: str, finished_at: float | None) -> tuple[list[int], list[float]]:
+    return jobs.get_queue().store.losses(validate_run_id(run_id), max_points=MAX_POINTS)
+
+
+@st.cache_data(max_entries=4, show_spinner=False)
+def _plain_state_dict(run_id: str, mtime: float) -> bytes:
+    ckpt = load_checkpoint(jobs.get_queue().store.checkpoint_path(run_id))
+    return R.state_dict_bytes(ckpt)
+
+
+def _checkpoint_reader(path):
+    return lambda: path.read_bytes()
+
+
+# ---------------------------------------------------------------------------------- sections
+
+def table_section(queue, runs, selected: list[str]) -> None:
+    df = R.runs_table(runs)
+    chosen = df[df["run"].isin(selected)]
+    differ = R.differing_columns(chosen)
+    st.subheader(t("runs.table_title"))
+    if len(chosen) >= 2:
+        if differ:
+            st.markdown(t("runs.differences", knobs=", ".join(f"**{col_name(c)}**"
+                                                              for c in differ)))
+        else:
+            st.markdown(t("runs.no_differences"))
+    shown = df.copy()
+    shown["run"] = shown["run"].str[:8]
+    shown["status"] = [status_text(queue, r) for r in runs]
+    shown["train_subset"] = shown["train_subset"].map(
+        lambda v: t("runs.all_images") if v is None or (isinstance(v, float) and math.isnan(v))
+        else f"{int(v):,}")
+    shown["shuffle"] = shown["shuffle"].map(lambda v: t("common.yes") if v else t("common.no"))
+    # the knobs that differ come right after the accuracy, where nobody has to scroll for them
+    first = ["run", "name", "status", "started", "accuracy"]
+    shown = shown[first + differ + [c for c in shown.columns if c not in first + differ]]
+    names = {c: col_name(c) for c in shown.columns}
+    style = shown.rename(columns=names).style.apply(
+        lambda col: [HIGHLIGHT if (col.name in {names[d] for d in differ}
+                                   and rid in set(selected)) else ""
+                     for rid in df["run"]], axis=0)
+    style = style.format({names["accuracy"]: "{:.1f}", names["final_loss"]: "{:.3f}",
+                          names["images_per_second"]: "{:,.0f}",
+                          names["train_seconds"]: "{:,.1f}", names["steps"]: "{:,.0f}",
+                          names["lr"]: "{:g}", names["momentum"]: "{:g}",
+                          names["started"]: lambda d: d.strftime("%d/%m %H:%M")}, na_rep="–")
+    st.dataframe(style, hide_index=True, key=K + "table")
+    st.caption(t("runs.table_caption"))
+
+
+def curves_section(runs, selected: list[str]) -> None:
+    st.subheader(t("runs.loss_curves"))
+    by_id = {r.id: r for r in runs}
+    picked = [by_id[i] for i in selected if i in by_id]
+    if not picked:
+        st.info(t("runs.pick_some"))
+        return
+    x_axis = st.radio(t("runs.x_axis"), ["step", "epoch"], horizontal=True, key=K + "x",
+                      format_func=lambda v: t(f"runs.x_{v}"))
+    curves = {short(r): _losses(r.id, r.finished_at) for r in picked}
+    per_epoch = {short(r): R.steps_per_epoch(r) for r in picked}
+    df = R.loss_curves(curves, per_epoch, x=x_axis)
+    if df.empty:
+        st.info(t("runs.no_losses"))
+        return
+    fig = px.line(df, x="x", y="loss", color="run",
+                  labels={"x": t(f"runs.x_{x_axis}"), "loss": t("common.loss"),
+                          "run": t("runs.run_col")})
+    fig.update_layout(height=380, margin=dict(l=10, r=10, t=20, b=10),
+                      legend=dict(orientation="h", y=-0.25))
+    st.plotly_chart(fig, width="stretch", key=K + "loss_chart")
+    st.caption(t("runs.loss_caption"))
+
+
+def actions_section(queue, runs, sid: str) -> None:
+    st.subheader(t("runs.actions_title"))
+    by_id = {r.id: r for r in runs}
+    if st.session_state.get(K + "run") not in by_id:
+        st.session_state.pop(K + "run", None)
+    run_id = st.selectbox(t("runs.choose_run"), list(by_id), key=K + "run",
+                          format_func=lambda rid: f"{short(by_id[rid])} · "
+                                                  f"{status_text(queue, by_id[rid])}")
+    run = by_id[run_id]
+    path = queue.store.checkpoint_path(run.id)   # the store's validated path, never the browser's
+    c1, c2, c3 = st.columns(3)
+    has_ckpt = path.is_file()
+    with c1:
+        st.download_button(t("runs.download_checkpoint"),
+                           _checkpoint_reader(path) if has_ckpt else b"",
+                           file_name=f"cifarlab_{run.id[:8]}.pth",
+                           mime="application/octet-stream", key=K + "dl_ckpt",
+                           disabled=not has_ckpt, icon=":material/download:")
+        st.caption(t("runs.checkpoint_caption"))
+    with c2:
+        plain = b""
+        if has_ckpt:
+            try:
+                plain = _plain_state_dict(run.id, path.stat().st_mtime)
+            except (CifarLabError, OSError) as err:
+                st.error(t("errors.checkpoint_bad", message=str(err)))
+        st.download_button(t("runs.download_state_dict"), plain, file_name="cifar_net.pth",
+                           mime="application/octet-stream", key=K + "dl_plain",
+                           disabled=not plain, icon=":material/download:")
+        cfg = R.config_of(run)
+        st.caption(t("runs.state_dict_caption") if cfg is None or cfg.model.is_tutorial
+                   else t("runs.state_dict_caption_custom"))
+    with c3:
+        script = ""
+        cfg = R.config_of(run)
+        if cfg is not None:
+            try:
+                from cifarlab.export import export_script
+
+                acc = (run.result or {}).get("test_accuracy")
+                note = f"CIFAR Lab run {run.id}" + (f", test accuracy {100 * acc:.1f} %"
+                                                    if isinstance(acc, (int, float)) else "")
+                script = export_script(cfg, source_note=note)
+            except (ImportError, CifarLabError) as err:
+                st.caption(t("runs.script_unavailable", reason=str(err)[:200]))
+        st.download_button(t("runs.download_script"), script, file_name=f"cifar_run_{run.id[:8]}.py",
+                           mime="text/x-python", key=K + "dl_script", disabled=not script,
+                           icon=":material/code:")
+        st.caption(t("runs.script_caption"))
+    if not has_ckpt:
+        st.caption(t("runs.no_checkpoint"))
+    if run.error:
+        st.warning(t("runs.run_error", error=run.error))
+
+    own = queue.can_control(sid, run)
+    if not own:
+        st.caption(t("runs.not_yours"))
+        return
+    if run.active:
+        st.caption(t("runs.active_no_delete"))
+    if st.button(t("runs.delete"), key=K + "delete", disabled=run.active,
+                 icon=":material/delete:"):
+        st.session_state[K + "confirm"] = run.id
+    if st.session_state.get(K + "confirm") == run.id:
+        st.warning(t("runs.delete_confirm", name=short(run)))
+        y, n = st.columns(2)
+        if y.button(t("runs.delete_yes"), key=K + "delete_yes", type="primary"):
+            st.session_state.pop(K + "confirm", None)
+            try:
+                queue.delete(sid, run.id)
+            except CifarLabError as err:
+                show_error(err)
+                return
+            st.session_state[K + "flash"] = t("runs.deleted")
+            st.session_state.pop(K + "run", None)
+            st.rerun()
+        if n.button(t("common.cancel"), key=K + "delete_no"):
+            st.session_state.pop(K + "confirm", None)
+            st.rerun()
+
+
+# ------------------------------------------------------------------------------------ page
+
+st.title(t("nav.runs"))
+tab_lesson, tab_runs = st.tabs([t("lesson.title"), t("runs.title")], default=t("runs.title"))
+with tab_lesson:
+    lesson("runs")
+
+with tab_runs:
+    sid = session_id()
+    if K + "flash" in st.session_state:
+        st.success(st.session_state.pop(K + "flash"), icon=":material/check:")
+    queue = jobs.get_queue()
+    try:
+        all_runs = [r for r in queue.runs(sid) if r.kind == "train"]
+    except CifarLabError as err:
+        show_error(err)
+        all_runs = None
+    if all_runs is not None and not all_runs:
+        st.info(t("runs.no_runs"), icon=":material/info:")
+        st.page_link("pages/train.py", label=t("runs.go_train"), icon=":material/model_training:")
+    elif all_runs:
+        if queue.settings.shared_view:
+            st.caption(t("runs.shared_view"))
+        ids = [r.id for r in all_runs]
+        by_id = {r.id: r for r in all_runs}
+        if K + "compare" not in st.session_state:
+            finished = [r.id for r in all_runs if r.finished and r.status != "failed"]
+            st.session_state[K + "compare"] = finished[:DEFAULT_COMPARE]
+        st.session_state[K + "compare"] = [i for i in st.session_state[K + "compare"]
+                                           if i in by_id]
+        selected = st.multiselect(t("runs.select_runs"), ids, key=K + "compare",
+                                  help=t("runs.compare_help"),
+                                  format_func=lambda rid: short(by_id[rid]))
+        curves_section(all_runs, selected)
+        table_section(queue, all_runs, selected)
+        st.divider()
+        actions_section(queue, all_runs, sid)

@@ -1,0 +1,64 @@
+"""Shared fixtures: the offline CIFAR-10 archive, its decoded data, a tiny image-folder data set."""
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+# ../shared/data beside the checkout (see ../shared/data/README.md); never committed here.
+ARCHIVE = Path(__file__).resolve().parents[1].parent / "shared/data/cifar10-jpeg.tar.gz"
+
+
+@pytest.fixture(scope="session")
+def cifar_archive() -> Path:
+    """The offline CIFAR-10 (50,000 + 10,000 JPEGs in train/<class>/, test/<class>/)."""
+    if not ARCHIVE.is_file():
+        reason = (f"the offline CIFAR-10 archive {ARCHIVE} is missing (it lives in "
+                  "../shared/data beside the checkout)")
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return ARCHIVE
+
+
+@pytest.fixture(scope="session")
+def cifar_cache_dir(tmp_path_factory) -> Path:
+    """$CIFARLAB_CACHE when set (decode once per machine), else a fresh folder per session."""
+    env = os.environ.get("CIFARLAB_CACHE", "").strip()
+    return Path(env) if env else tmp_path_factory.mktemp("cifarlab-cache")
+
+
+@pytest.fixture(scope="session")
+def cifar_data(cifar_archive, cifar_cache_dir):
+    """The archive decoded (once per cache) by ``cifarlab.data.load``."""
+    from cifarlab.data import load
+
+    return load(str(cifar_archive), cache_dir=cifar_cache_dir)
+
+
+@pytest.fixture
+def tiny_folder(tmp_path) -> Path:
+    """A small image-folder data set: 3 classes, 4 train + 2 test images each, PNG and JPEG.
+
+    Three images are not 32×32 RGB: train/cat/c_big.png is 40×30 RGB, train/dog/d_gray.png is
+    grayscale and test/frog/f_rgba.png is RGBA. Pixels differ per class (cat dark, frog bright).
+    """
+    from PIL import Image
+
+    root = tmp_path / "tiny"
+    rng = np.random.default_rng(1234)
+    for split, per_class in (("train", 4), ("test", 2)):
+        for c, cls in enumerate(("cat", "dog", "frog")):
+            folder = root / split / cls
+            folder.mkdir(parents=True)
+            for i in range(per_class):
+                pixels = rng.integers(0, 120, (32, 32, 3), dtype=np.uint8) + np.uint8(60 * c)
+                ext = "jpg" if i == 1 else "png"
+                Image.fromarray(pixels).save(folder / f"{cls[0]}{i}.{ext}")
+    big = rng.integers(0, 255, (30, 40, 3), dtype=np.uint8)          # H=30, W=40
+    Image.fromarray(big).save(root / "train/cat/c_big.png")
+    gray = rng.integers(0, 255, (32, 32), dtype=np.uint8)
+    Image.fromarray(gray).save(root / "train/dog/d_gray.png")
+    rgba = rng.integers(0, 255, (32, 32, 4), dtype=np.uint8)
+    Image.fromarray(rgba).save(root / "test/frog/f_rgba.png")
+    return root

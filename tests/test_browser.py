@@ -1,0 +1,132 @@
+"""Real browser: `streamlit run app.py` driven by the system Chromium through Playwright.
+
+Every page in every language, no exception shown, screenshots kept in test-artifacts/; the
+translated navigation; the conv calculator; page-switch times (printed, and written to
+test-artifacts/page-switch.json for docs/benchmarks.md).
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+
+import pytest
+
+from browser_support import (ARTIFACTS, StreamlitServer, chromium_path, page_problems,
+                             screenshot, wait_idle)
+from cifarlab import i18n
+from pages.common import PAGES
+
+pytestmark = pytest.mark.browser
+PAGE_IDS = [pid for pid, _, _ in PAGES]
+
+
+def page_url(server, pid: str, lang: str) -> str:
+    return f"{server.url}/{'' if pid == 'home' else pid}?lang={lang}"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    path = chromium_path()
+    if not path:
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is missing: CI must run the browser tests (apt-get install chromium)")
+        pytest.skip("no Chromium here (apt-get install chromium, or set CIFARLAB_CHROMIUM)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=path,
+                              args=["--no-sandbox", "--disable-dev-shm-usage"])
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, cifar_archive):
+    home = tmp_path_factory.mktemp("browser-home")
+    srv = StreamlitServer(home, env={"CIFARLAB_DATA": str(cifar_archive)}).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.mark.parametrize("lang", list(i18n.LANGUAGES))
+def test_every_page_renders_in_every_language(server, browser, lang):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    problems = {}
+    try:
+        for pid in PAGE_IDS:
+            page.goto(page_url(server, pid, lang))
+            wait_idle(page)
+            shown = page_problems(page)
+            if shown:
+                problems[pid] = shown
+            screenshot(page, f"{lang}-{pid}")
+        nav = page.locator('[data-testid="stSidebarNav"]').inner_text()
+        for pid in PAGE_IDS:
+            assert i18n.t(f"nav.{pid}", lang) in nav, f"{pid} title not translated in {lang}"
+    finally:
+        page.close()
+    assert not problems, f"exceptions shown on pages: {problems}"
+
+
+def test_language_switch_in_the_sidebar_keeps_the_page(server, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        page.goto(page_url(server, "network", "en"))
+        wait_idle(page)
+        page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first.click()
+        page.get_by_role("option", name=i18n.LANGUAGES["pt"]).click()
+        page.wait_for_url("**/network?*lang=pt*", timeout=30_000)
+        wait_idle(page)
+        nav = page.locator('[data-testid="stSidebarNav"]').inner_text()
+        assert i18n.t("nav.loss", "pt") in nav
+        assert not page_problems(page)
+    finally:
+        page.close()
+
+
+def test_page_switch_after_first_load_is_fast(server, browser):
+    """Measured in the browser: click a sidebar link, wait for the page to finish rendering."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    timings = {}
+    try:
+        page.goto(page_url(server, "home", "en"))
+        wait_idle(page)
+        for pid in PAGE_IDS[1:] + PAGE_IDS[1:]:  # first visit warms each page; second is timed
+            link = page.locator(f'[data-testid="stSidebarNav"] a[href*="/{pid}"]').first
+            t0 = time.perf_counter()
+            link.click()
+            page.wait_for_url(f"**/{pid}*", timeout=30_000)
+            wait_idle(page)
+            timings.setdefault(pid, []).append(time.perf_counter() - t0)
+            assert not page_problems(page), pid
+    finally:
+        page.close()
+    second = {pid: round(v[-1], 3) for pid, v in timings.items()}
+    median = statistics.median(second.values())
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS.parent / "page-switch.json").write_text(json.dumps(
+        {"seconds_per_page": second, "median_s": median, "max_s": max(second.values())}, indent=1))
+    print(f"\npage switch after first load: median {median:.2f} s, max "
+          f"{max(second.values()):.2f} s: {second}")
+    assert len(second) == len(PAGE_IDS) - 1
+
+
+def test_first_visit_straight_to_a_page_gets_the_app_frame(browser, tmp_path, cifar_archive):
+    """A fresh server whose very first request is a page URL (a link handed out in class)."""
+    srv = StreamlitServer(tmp_path, env={"CIFARLAB_DATA": str(cifar_archive)}).start()
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        page.goto(page_url(srv, "network", "es"))
+        wait_idle(page)
+        nav = page.locator('[data-testid="stSidebarNav"]').inner_text()
+        for pid in PAGE_IDS:  # the app's translated navigation, not file names
+            assert i18n.t(f"nav.{pid}", "es") in nav
+        assert "common" not in nav.lower()
+        assert page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').count() >= 1
+        assert not page_problems(page)
+        screenshot(page, "first-visit-network-es")
+    finally:
+        page.close()
+        srv.stop()

@@ -1,0 +1,290 @@
+"""The CPU vs GPU page (pages/gpu.py) through the real entry point, in en, es and pt.
+
+No GPU is needed: the "no GPU" branch is forced by hiding any accelerator, a result "recorded
+elsewhere" is a tiny CPU sweep relabelled as another machine with a fake cuda:0, and the end to
+end test runs a tiny timing job through the real job queue (its own CIFARLAB_HOME).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from cifarlab import devices, i18n, jobs, timing
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = "pages/gpu.py"
+OTHER_HOST = "gpu-box-7"
+OTHER_DATE = "2025-06-01T12:00:00+00:00"
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def _cpu_only():
+    return [d for d in _real_list_devices() if d.kind == "cpu"]
+
+
+_real_list_devices = devices.list_devices
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    """A CPU-only view of this machine, an empty docs/gpu-results and a fresh job queue home."""
+    monkeypatch.setattr(devices, "list_devices", _cpu_only)
+    recorded = tmp_path / "gpu-results"
+    recorded.mkdir()
+    monkeypatch.setattr(timing, "RESULTS_DIR", recorded)
+    monkeypatch.setenv("CIFARLAB_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CIFARLAB_SPARE_WORKERS", "0")
+    monkeypatch.setenv("CIFARLAB_DATA", str(tmp_path / "no-data-needed"))  # synthetic images
+    _close_queue()
+    yield recorded
+    _close_queue()
+
+
+def _close_queue():
+    queue = getattr(jobs, "_QUEUE", None)
+    if queue is not None and not queue.closed:
+        queue.shutdown(timeout=5)
+
+
+def open_page(lang: str = "en") -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["lang"] = lang
+    at.run()
+    at.switch_page(PAGE)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def texts(at: AppTest, kind: str) -> list[str]:
+    return [e.value for e in getattr(at, kind)]
+
+
+def all_text(at: AppTest) -> str:
+    return "\n".join(texts(at, "markdown") + texts(at, "info") + texts(at, "warning")
+                     + texts(at, "success") + texts(at, "error") + texts(at, "caption"))
+
+
+def charts(at: AppTest) -> set[str]:
+    return {e.key for e in at.get("plotly_chart")}
+
+
+def frame_with(at: AppTest, column: str):
+    """The first table on the page with this column (st.dataframe keys are not in AppTest)."""
+    for df in at.dataframe:
+        if column in df.value.columns:
+            return df.value
+    raise AssertionError(f"no table with a column {column!r}")
+
+
+def tiny_result() -> timing.SweepResult:
+    cfg = timing.SweepConfig(devices=("cpu",), batch_sizes=(4, 16), widths=(1,),
+                             pipelines=("fast",), steps=2, warmup=1, repeats=1,
+                             max_seconds=0.5, num_workers=0, breakdown=True)
+    return timing.run_sweep(cfg)
+
+
+def as_other_machine(res: timing.SweepResult) -> timing.SweepResult:
+    """The result relabelled as recorded on another machine, with a fake cuda:0 that loses to
+    the cpu at batch 4 and wins from batch 16 (so the curves cross)."""
+    d = copy.deepcopy(res.to_dict())
+    d["host"], d["recorded_at"] = OTHER_HOST, OTHER_DATE
+    d["environment"]["devices"].append({"id": "cuda:0", "kind": "cuda", "name": H100,
+                                        "memory_bytes": 80 * 2**30})
+    gpu_rows = []
+    for row in d["rows"]:
+        g = dict(row, device="cuda:0", device_kind="cuda", device_name=H100,
+                 device_memory_bytes=80 * 2**30)
+        factor = 0.5 if row["batch_size"] == 4 else 3.0
+        for k in ("images_per_s", "images_per_s_min", "images_per_s_max"):
+            g[k] = row[k] * factor
+        for k in ("step_ms", "step_ms_min", "step_ms_q1", "step_ms_q3", "step_ms_max", "epoch_s"):
+            g[k] = row[k] / factor
+        gpu_rows.append(g)
+    d["rows"] += gpu_rows
+    for row in d["rows"]:
+        row["host"], row["recorded_at"] = OTHER_HOST, OTHER_DATE
+    return timing.SweepResult.from_dict(d, source="recorded")
+
+
+@pytest.fixture(scope="module")
+def other_machine() -> timing.SweepResult:
+    return as_other_machine(tiny_result())
+
+
+# ------------------------------------------------------------------------------------ tests
+
+@pytest.mark.parametrize("lang", ["en", "es", "pt"])
+def test_renders_without_a_gpu_in_every_language(env, lang):
+    at = open_page(lang)
+    t = i18n.translator(lang)
+    assert t("gpu.title") in [e.value for e in at.title]
+    assert at.button(key="gpu_run").label == t("gpu.run")
+    text = all_text(at)
+    assert t("gpu.no_gpu") in text                    # the note, in this language
+    assert t("gpu.no_gpu_body") in text
+    assert t("gpu.no_gpu_none_recorded") in text      # docs/gpu-results is empty
+    assert t("gpu.no_result") in text
+    assert at.pills(key="gpu_devices").value == ["cpu"]
+    assert 4 in at.pills(key="gpu_batches").value
+    # an empty choice is refused next to the widgets, and the button is disabled
+    at.pills(key="gpu_widths").set_value([]).run()
+    assert not at.exception
+    assert t("gpu.pick_something") in texts(at, "warning")
+    assert at.button(key="gpu_run").disabled
+
+
+def test_recorded_elsewhere_shows_the_label_and_the_speedup(env, other_machine):
+    other_machine.to_json(env / "nvidia-h100-2025-06-01.json")
+    (env / "broken.json").write_text("{not json")     # skipped, never an exception
+    at = open_page("en")
+    t = i18n.translator("en")
+    text = all_text(at)
+    assert t("gpu.no_gpu_recorded") in text
+    label = t("gpu.recorded_elsewhere", machine=f"{OTHER_HOST} ({H100})", date="2025-06-01")
+    assert any(label in w for w in texts(at, "warning")), texts(at, "warning")
+    assert {"gpu_throughput_chart", "gpu_speedup_chart", "gpu_breakdown_chart"} <= charts(at)
+    # the crossover, in words: loses at 4, wins from 16 (3x), curves cross in between
+    assert "faster than the CPU from batch 16 (3.00×)" in text
+    assert "the curves cross near batch" in text
+    # the tutorial point's explanation, with the figures of this result
+    assert t("gpu.tutorial_title") in text
+    assert t("gpu.tut_why", params="62,006") in text
+    assert ("On **cuda:0**: 0.50× the CPU at the tutorial's point, against up to 3.00× at batch "
+            "16, width 1 (fast).") in [m.value.removeprefix("- ") for m in at.markdown]
+    hardware = at.table[0].value.to_string()
+    assert H100 in hardware and "80 GiB" in hardware and OTHER_HOST in hardware
+    # the phase breakdown: one device at a time, in ms or as shares of the step
+    assert at.radio(key="gpu_breakdown_device").value == "cpu"
+    at.radio(key="gpu_breakdown_scale").set_value("share").run()
+    assert not at.exception and "gpu_breakdown_chart" in charts(at)
+    # the same page in Spanish: labelled too
+    at2 = open_page("es")
+    es = i18n.translator("es")
+    assert any(es("gpu.recorded_elsewhere", machine=f"{OTHER_HOST} ({H100})", date="2025-06-01")
+               in w for w in texts(at2, "warning"))
+    assert "gpu_speedup_chart" in charts(at2)
+
+
+def test_uploads_good_and_bad(env, other_machine):
+    at = open_page("en")
+    t = i18n.translator("en")
+    up = at.file_uploader(key="gpu_upload")
+
+    up.set_value(("notes.txt", b"hello", "text/plain")).run()
+    assert not at.exception
+    assert t("gpu.upload_bad_type", name="notes.txt") in texts(at, "error")
+
+    at.file_uploader(key="gpu_upload").set_value(
+        ("wrong.csv", b"a,b,c\n1,2,3\n", "text/csv")).run()
+    errors = texts(at, "error")
+    assert any("wrong.csv" in e and "no device, batch_size and width columns" in e
+               for e in errors), errors
+
+    at.file_uploader(key="gpu_upload").set_value(
+        ("bad.json", json.dumps({"format": "something-else"}).encode(), "application/json")).run()
+    assert any("bad.json" in e and "not a CIFAR Lab timing result" in e for e in texts(at, "error"))
+
+    broken = copy.deepcopy(other_machine.to_dict())
+    broken["rows"][0]["images_per_s"] = None           # a point with no figure and no error
+    at.file_uploader(key="gpu_upload").set_value(
+        ("holes.json", json.dumps(broken).encode(), "application/json")).run()
+    assert any("holes.json" in e and "row 1" in e for e in texts(at, "error"))
+    assert not at.exception
+
+    at.file_uploader(key="gpu_upload").set_value(
+        ("h100.csv", other_machine.to_csv().encode(), "text/csv")).run()
+    assert not at.exception
+    assert not texts(at, "error")
+    assert at.selectbox(key="gpu_source").value == "upload"
+    label = t("gpu.recorded_elsewhere", machine=f"{OTHER_HOST} ({H100})", date="2025-06-01")
+    assert any(label in w for w in texts(at, "warning"))
+    assert "gpu_speedup_chart" in charts(at)
+    # the charts follow the pipeline chosen
+    assert at.radio(key="gpu_chart_pipeline").value == "fast"
+    assert set(at.radio(key="gpu_chart_pipeline").options) == {t("gpu.pipeline_fast"),
+                                                                t("gpu.pipeline_tutorial")}
+    at.radio(key="gpu_chart_pipeline").set_value("tutorial").run()
+    assert not at.exception and "gpu_throughput_chart" in charts(at)
+
+
+def test_timing_job_end_to_end_shows_rows(env):
+    at = open_page("en")
+    t = i18n.translator("en")
+    at.pills(key="gpu_batches").set_value([4, 16])
+    at.pills(key="gpu_widths").set_value([1])
+    at.pills(key="gpu_pipelines").set_value(["fast"])
+    at.number_input(key="gpu_repeats").set_value(1)
+    at.number_input(key="gpu_steps").set_value(3)
+    at.number_input(key="gpu_warmup").set_value(1)
+    at.number_input(key="gpu_max_seconds").set_value(0.5)
+    at.number_input(key="gpu_num_workers").set_value(0)
+    at.checkbox(key="gpu_breakdown").uncheck()
+    at.run()
+    plan = t("gpu.plan", points=3, devices="cpu", budget="0.5")
+    assert plan in texts(at, "caption")               # the tutorial's point + batch 4 and 16
+    at.button(key="gpu_run").click().run()
+    assert not at.exception, at.exception
+    run_id = at.session_state["gpu_run_id"]
+    queue = jobs.get_queue()
+    run = queue.store.get(run_id)
+    assert run.kind == "timing" and run.exclusive and run.device == "cpu"
+
+    live = set()
+    deadline = time.monotonic() + 150   # ~20 s on an idle 2-core machine
+    while time.monotonic() < deadline:
+        run = queue.store.get(run_id)
+        if run.finished:
+            break
+        text = all_text(at)
+        for key in ("gpu.starting", "gpu.live_title"):
+            if t(key) in text:
+                live.add(key)
+        if any(t("gpu.running", devices="cpu", done=n, total=3) in text for n in range(4)):
+            live.add("running")
+        time.sleep(0.3)
+        at.run()
+        assert not at.exception, at.exception
+    assert run.status == "done", (run.status, run.error, run.waited_s,
+                                  [(e.kind, round(e.t - run.created_at, 1))
+                                   for e in queue.store.events(run_id)])
+    assert live, "the live panel never showed"
+    events = queue.store.events(run_id, kinds=["timing_row"])
+    assert [(e.data["pipeline"], e.data["batch_size"]) for e in events] == [
+        ("tutorial", 4), ("fast", 4), ("fast", 16)]
+
+    at.run()
+    assert not at.exception
+    assert at.selectbox(key="gpu_source").value == "run"
+    assert any(t("gpu.this_machine", machine=timing._hostname(), date="")[:20] in s
+               for s in texts(at, "success"))
+    table = frame_with(at, t("gpu.note_col"))
+    assert sorted(table[t("gpu.batch_col")].tolist()) == [4, 4, 16]
+    assert (table[t("gpu.ips_col")] > 0).all()
+    assert "gpu_throughput_chart" in charts(at)
+    assert t("gpu.no_speedup") in texts(at, "info")   # cpu only: no speed-up chart
+    assert at.get("download_button")
+
+
+def test_the_recordings_in_docs_render(env, monkeypatch):
+    """The GPU results committed in docs/gpu-results load and show as recorded elsewhere."""
+    real = ROOT / "docs" / "gpu-results"
+    files = sorted(real.glob("*.json")) if real.is_dir() else []
+    if not files:
+        pytest.skip("no recorded GPU results in docs/gpu-results yet")
+    monkeypatch.setattr(timing, "RESULTS_DIR", real)
+    at = open_page("pt")
+    t = i18n.translator("pt")
+    assert len(at.selectbox(key="gpu_source").options) == len(files)
+    for path in files:
+        at.selectbox(key="gpu_source").set_value(f"rec:{path.name}").run()
+        assert at.selectbox(key="gpu_source").value == f"rec:{path.name}"
+        assert not at.exception, at.exception
+        assert any(w.startswith(f"**{t('gpu.recorded_elsewhere', machine='', date='')[:15]}")
+                   for w in texts(at, "warning")), texts(at, "warning")
+        assert "gpu_throughput_chart" in charts(at)

@@ -1,0 +1,136 @@
+"""The Network and Loss & Optimizer pages through the real entry point (app.py): they render in
+every language, and their calculator, layer-stack editor and optimizer demo react to input."""
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from cifarlab import i18n
+
+APP = "../app.py"
+
+
+@pytest.fixture
+def open_page(monkeypatch, cifar_archive):
+    monkeypatch.setenv("CIFARLAB_DATA", str(cifar_archive))
+
+    def open_(page: str, lang: str = "en") -> AppTest:
+        at = AppTest.from_file(APP, default_timeout=120)
+        at.query_params["lang"] = lang
+        at.run()
+        at.switch_page(f"pages/{page}.py")
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        return at
+
+    return open_
+
+
+def texts(at: AppTest, kind: str) -> list[str]:
+    return [e.value for e in getattr(at, kind)]
+
+
+def everything(at: AppTest) -> str:
+    parts = []
+    for kind in ("markdown", "success", "info", "warning", "error", "caption", "code"):
+        parts += texts(at, kind)
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("lang", ["en", "es", "pt"])
+def test_both_pages_render_in_every_language(open_page, lang):
+    t = i18n.translator(lang)
+    at = open_page("network", lang)
+    assert not at.error, texts(at, "error")
+    assert at.title[0].value == t("nav.network")
+    assert [m.value for m in at.metric] == ["28"]                 # the calculator: 32, k=5
+    body = everything(at)
+    assert t("network.fc1_inputs", n=400, c=16, h=5, w=5) in body
+    assert t("network.total_params", n="62,006") in body
+    assert t("network.torch_agrees", value="").split("{")[0][:10] in body
+    assert t("network.pool_torch_agrees") in body
+    table = at.dataframe[0].value
+    assert list(table[t("network.out_shape_col")])[:7] == [
+        "3×32×32", "6×28×28", "6×28×28", "6×14×14", "16×10×10", "16×10×10", "16×5×5"]
+
+    at = open_page("loss", lang)
+    assert not at.error, texts(at, "error")
+    assert at.title[0].value == t("nav.loss")
+    by_hand, torch_ = (m.value for m in at.metric)
+    assert by_hand == torch_ and 1.5 < float(by_hand) < 3.5      # untrained: about ln 10
+    assert t("loss.agree") in everything(at)
+
+
+def test_calculator_reacts_and_warns(open_page):
+    at = open_page("network")
+    assert at.metric[0].value == "28"
+    at.number_input(key="calc_kernel_conv").set_value(3).run()
+    assert at.metric[0].value == "30"
+    assert "⌊(32 + 2·0 − 1·(3 − 1) − 1) / 1⌋ + 1 = 30" in texts(at, "code")
+    assert not at.warning
+    at.number_input(key="calc_kernel_conv").set_value(4).run()
+    at.number_input(key="calc_stride_conv").set_value(3).run()
+    assert at.metric[0].value == "10"
+    assert any(i18n.t("network.not_exact") in w for w in texts(at, "warning"))
+    at.number_input(key="calc_kernel_conv").set_value(40).run()
+    assert not at.exception
+    assert i18n.t("network.too_small") in texts(at, "error")
+    # max pooling: padding above half the kernel is refused with a message, not an exception
+    at.radio(key="calc_kind").set_value("pool").run()
+    assert at.metric[0].value == "16"                            # 32, k=2, s=2
+    at.number_input(key="calc_padding").set_value(3).run()
+    assert not at.exception and any("half the kernel" in e for e in texts(at, "error"))
+
+
+def test_edited_stack_recomputes_fc1_and_shows_pytorchs_error(open_page):
+    at = open_page("network")
+    at.number_input(key="edit_k2").set_value(3).run()
+    assert not at.exception
+    body = everything(at)
+    assert i18n.t("network.fc1_inputs", n=576, c=16, h=6, w=6) in body
+    assert "RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x576 and 400x120)" in body
+    assert "RuntimeError: shape '[-1, 400]' is invalid for input of size 2304" in body
+    assert "nn.Linear(16 * 6 * 6, 120)" in body
+    edited = at.dataframe[1].value
+    assert "16×6×6" in list(edited[i18n.t("network.out_shape_col")])
+    assert 576 * 120 + 120 in list(edited[i18n.t("network.params_col")])
+
+
+def test_a_bad_stack_gives_the_message_not_an_exception(open_page):
+    at = open_page("network")
+    at.number_input(key="edit_k2").set_value(15).run()
+    assert not at.exception
+    errors = texts(at, "error")
+    assert any(i18n.t("network.shape_error_title") in e and "conv2" in e for e in errors), errors
+    assert "Kernel size can't be greater than actual input size" in everything(at)
+
+
+def test_convolution_and_pooling_visualizers_react(open_page):
+    at = open_page("network")
+    at.selectbox(key="conv_kernel").set_value("net0").run()
+    at.slider(key="conv_row").set_value(0).run()
+    at.slider(key="conv_col").set_value(27).run()
+    assert not at.exception and not at.error
+    assert any("75" in m for m in texts(at, "markdown"))         # 3×5×5 products
+    at.radio(key="pool_kernel").set_value(3).run()
+    at.radio(key="pool_stride").set_value(1).run()
+    assert not at.exception and not at.error
+    assert i18n.t("network.pool_torch_agrees") in texts(at, "success")
+
+
+def test_loss_page_says_when_the_loss_explodes(open_page):
+    at = open_page("loss")
+    assert not any("exploded" in e for e in texts(at, "error"))   # lr 0.05 is fine
+    at.select_slider(key="opt_lr").set_value(0.5).run()
+    assert not at.exception
+    errors = texts(at, "error")
+    assert len(errors) == 2, errors                                # both paths blow up
+    assert all("the loss exploded after" in e for e in errors)
+    at.select_slider(key="opt_lr").set_value(0.3).run()            # only plain SGD blows up
+    errors = texts(at, "error")
+    assert len(errors) == 1 and i18n.t("loss.plain_sgd") in errors[0]
+    # moving the true class's score changes the loss, and both sides still agree
+    before = at.metric[0].value
+    at.slider(key="loss_boost").set_value(5.0).run()
+    after = at.metric[0].value
+    assert float(after) < float(before) and at.metric[0].value == at.metric[1].value

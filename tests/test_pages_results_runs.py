@@ -1,0 +1,279 @@
+"""The Results and Runs pages through the real entry point (app.py), in en, es and pt: the empty
+state, a finished run seeded into a temporary run store (a real short training, a real
+checkpoint), the per-class chart and confusion matrix, a true/predicted pair's images, uploads
+(checkpoint, picture), downloads, delete, and another session not seeing the run."""
+from __future__ import annotations
+
+import base64
+import io
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from streamlit.testing.v1 import AppTest
+
+from cifarlab import i18n, jobs
+from cifarlab.config import TrainConfig
+from cifarlab.settings import load_settings
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+SID = "results-owner-0001"
+OTHER = "someone-else-0002"
+EMPTY = "nobody-runs-0003"
+LANGS = list(i18n.LANGUAGES)
+CONFIG = TrainConfig(epochs=2, batch_size=32, lr=0.02, pipeline="fast", device="cpu",
+                     train_subset=640, seed=1, log_every=10**6)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory, cifar_archive, cifar_cache_dir):
+    """A fresh CIFARLAB_HOME whose store holds one finished run of SID, made by a real short
+    ``train()`` with its events, losses, result and checkpoint recorded as the worker would."""
+    from cifarlab.data import load
+    from cifarlab.train import train
+
+    home = tmp_path_factory.mktemp("lab-home")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("CIFARLAB_HOME", str(home))
+    mp.setenv("CIFARLAB_DATA", str(cifar_archive))
+    mp.setenv("CIFARLAB_CACHE", str(cifar_cache_dir))
+    mp.setenv("CIFARLAB_SPARE_WORKERS", "0")
+    mp.setenv("CIFARLAB_SHARED_VIEW", "0")
+    queue = jobs.get_queue()
+    if queue.settings.home != load_settings().home:   # another test module's queue
+        queue.shutdown()
+        queue = jobs.get_queue()
+    assert queue.settings.home == home.resolve()
+    store = queue.store
+
+    data = load(str(cifar_archive), cache_dir=cifar_cache_dir)
+    run_id = store.create_run(SID, "train", CONFIG.to_dict(), "cpu")
+    store.set_status(run_id, "running")
+    steps, losses, events = [], [], []
+
+    def on_event(e):
+        if e.kind == "losses":
+            steps.extend(e.data["steps"])
+            losses.extend(e.data["losses"])
+        elif e.kind not in ("progress",):
+            events.append((e.kind, e.data))
+
+    result = train(CONFIG, data, on_event=on_event, eval_each_epoch=True,
+                   checkpoint_path=store.checkpoint_path(run_id))
+    store.record(run_id, steps=steps, losses=losses, events=events)
+    store.set_status(run_id, "done", only_from=["running"], result=result.summary(),
+                     env=result.env)
+    yield {"queue": queue, "store": store, "run_id": run_id, "home": home, "data": data,
+           "result": result}
+    queue.shutdown()
+    mp.undo()
+
+
+def page(name: str, sid: str, lang: str = "en") -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.query_params["lang"] = lang
+    at.query_params["sid"] = sid
+    at.switch_page(f"pages/{name}.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def texts(at: AppTest) -> str:
+    parts = []
+    for kind in ("markdown", "caption", "info", "error", "warning", "success", "subheader"):
+        parts += [el.value for el in getattr(at, kind)]
+    return "\n".join(str(p) for p in parts)
+
+
+def charts(at: AppTest) -> list[dict]:
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def arr(value) -> np.ndarray:
+    """A plotly array from a figure's JSON: a list, or plotly 6's typed {dtype, bdata, shape}."""
+    if isinstance(value, dict) and "bdata" in value:
+        a = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        shape = value.get("shape")
+        return a.reshape([int(n) for n in str(shape).split(",")]) if shape else a
+    return np.asarray(value)
+
+
+def images(at: AppTest) -> int:
+    return sum(len(el.proto.imgs) for el in at.get("image"))
+
+
+def tr(key: str, lang: str, **kw) -> str:
+    return i18n.t(key, lang, **kw)
+
+
+# ------------------------------------------------------------------------------ empty state
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_empty_state_points_to_the_train_page(lab, lang):
+    for name in ("results", "runs"):
+        at = page(name, EMPTY, lang)
+        assert tr(f"{name}.no_runs", lang) in [el.value for el in at.info]
+        assert not at.get("plotly_chart")
+        links = [el.proto.page for el in at.get("page_link")]
+        assert any("train" in link for link in links), links
+
+
+# --------------------------------------------------------------------------------- results
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_results_page_shows_the_run(lab, lang):
+    at = page("results", SID, lang)
+    assert at.selectbox(key="results_run").value == lab["run_id"]
+    specs = charts(at)
+    types = [[tr_["type"] for tr_ in s["data"]] for s in specs]
+    # per-class bars with the tutorial's ranges, and the confusion matrix heatmap
+    per_class = [s for s in specs if any(d.get("name") == tr("results.tutorial_range", lang)
+                                         for d in s["data"])]
+    assert per_class and len(per_class[0]["data"][0]["x"]) == 10
+    assert tr("classes.bird", lang) in per_class[0]["data"][0]["x"]
+    assert ["heatmap", "scatter"] in types
+    heat = next(s for s in specs if s["data"][0]["type"] == "heatmap")
+    assert arr(heat["data"][0]["text"]).sum() == 10000
+    # per-class accuracy per epoch: one line per class over epochs 1 and 2
+    lines = [s for s in specs if len(s["data"]) == 10 and s["data"][0]["type"] == "scatter"]
+    assert lines and sorted(set(arr(lines[0]["data"][0]["x"]).tolist())) == [1, 2]
+    acc = lab["result"].eval.accuracy
+    assert f"{100 * acc:.1f} %" in [m.value for m in at.metric]
+    assert images(at) >= 16     # the sample grid at least
+    assert tr("results.per_class_swings", lang) in texts(at)
+
+
+def test_choosing_a_pair_shows_those_images(lab):
+    at = page("results", SID)
+    ev = lab["result"].eval
+    conf = np.array(ev.confusion)
+    off = conf.copy()
+    np.fill_diagonal(off, 0)
+    t_i, p_i = np.unravel_index(off.argmax(), off.shape)          # preselected: most confused
+    assert at.selectbox(key="results_true").value == t_i
+    assert at.selectbox(key="results_pred").value == p_i
+    # choose a pair with a known count, different from the first
+    np.fill_diagonal(off, -1)
+    off[t_i, p_i] = -1
+    a, b = np.unravel_index(off.argmax(), off.shape)
+    n = int(conf[a, b])
+    before = images(at)
+    at.selectbox(key="results_true").set_value(int(a))
+    at.selectbox(key="results_pred").set_value(int(b)).run()
+    assert not at.exception
+    names = [i18n.t(f"classes.{c}", "en") for c in ev.classes]
+    expected = i18n.t("results.pair_count", "en", n=f"{n:,}", true=names[a],
+                      predicted=names[b], shown=min(n, 24))
+    assert expected in [m.value for m in at.markdown]
+    assert images(at) == before - min(int(conf[t_i, p_i]), 24) + min(n, 24)
+    # the diagonal: correct answers
+    at.selectbox(key="results_pred").set_value(int(a)).run()
+    assert any(m.value.startswith(f"**{int(conf[a, a]):,}**") for m in at.markdown)
+
+
+def test_classify_your_own_image(lab):
+    at = page("results", SID)
+    data = lab["data"]
+    buf = io.BytesIO()
+    Image.fromarray(np.kron(data.image("test", 0), np.ones((4, 4, 1), np.uint8))).save(buf, "PNG")
+    at.file_uploader(key="results_image").set_value(("ship.png", buf.getvalue(), "image/png"))
+    at.run()
+    assert not at.exception
+    said = [m.value for m in at.markdown if m.value.startswith("#### ")]
+    assert said and "The network says:" in said[0]
+    assert i18n.t("results.note_resized", "en", width=128, height=128, size=32) in texts(at)
+    # a text file: a clear message, no exception
+    at.file_uploader(key="results_image").set_value(("notes.png", b"not a picture", "image/png"))
+    at.run()
+    assert not at.exception
+    assert i18n.t("results.image_not_image", "en") in [e.value for e in at.error]
+
+
+def test_upload_a_checkpoint(lab):
+    at = page("results", OTHER)      # no runs of its own: uploading still works
+    at.radio(key="results_source").set_value("upload").run()
+    assert not at.exception and not at.get("plotly_chart")
+    at.file_uploader(key="results_ckpt").set_value(("evil.pth", b"\x80\x04K\x01.", "application/octet-stream"))
+    at.run()
+    assert not at.exception
+    assert any("evil.pth" in e.value for e in at.error)
+    blob = lab["store"].checkpoint_path(lab["run_id"]).read_bytes()
+    at.file_uploader(key="results_ckpt").set_value(("mine.pth", blob, "application/octet-stream"))
+    at.run()
+    assert not at.exception and not at.error
+    assert any(s["data"][0]["type"] == "heatmap" for s in charts(at))
+
+
+def test_another_session_does_not_see_the_run(lab):
+    at = page("results", OTHER)
+    assert i18n.t("results.no_runs", "en") in [el.value for el in at.info]
+    at = page("runs", OTHER)
+    assert i18n.t("runs.no_runs", "en") in [el.value for el in at.info]
+    assert not at.dataframe
+
+
+# ------------------------------------------------------------------------------------ runs
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_runs_page_compares_and_offers_downloads(lab, lang):
+    at = page("runs", SID, lang)
+    assert at.multiselect(key="runs_compare").value == [lab["run_id"]]
+    (table,) = at.dataframe
+    df = table.value
+    assert len(df) == 1
+    assert df[tr("runs.run_col", lang)].iloc[0] == lab["run_id"][:8]
+    assert df[tr("common.batch_size", lang)].iloc[0] == 32
+    loss = [s for s in charts(at) if s["data"] and s["data"][0]["type"] == "scatter"]
+    assert loss and len(arr(loss[0]["data"][0]["x"])) > 10
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert labels == [tr("runs.download_checkpoint", lang), tr("runs.download_state_dict", lang),
+                      tr("runs.download_script", lang)]
+    assert all(not b.proto.disabled for b in at.get("download_button"))
+
+
+def test_runs_table_highlights_the_knob_that_differs(lab):
+    store = lab["store"]
+    twin = store.create_run(SID, "train", CONFIG.replace(lr=0.05).to_dict(), "cpu")
+    store.set_status(twin, "running")
+    store.set_status(twin, "failed", error="The worker process was killed.")
+    try:
+        at = page("runs", SID)
+        at.multiselect(key="runs_compare").set_value([lab["run_id"], twin]).run()
+        assert not at.exception
+        lr = i18n.t("common.lr", "en")
+        assert i18n.t("runs.differences", "en", knobs=f"**{lr}**") in [m.value for m in at.markdown]
+        assert len(at.dataframe[0].value) == 2
+    finally:
+        store.delete_run(twin)
+
+
+def test_delete_asks_first_and_removes_only_your_run(lab):
+    store = lab["store"]
+    # a copy of the seeded run, so the other tests keep theirs
+    run = store.get(lab["run_id"])
+    copy = store.create_run(SID, "train", run.config, "cpu", name="to delete")
+    shutil.copy(store.checkpoint_path(run.id), store.checkpoint_path(copy))
+    store.set_status(copy, "running")
+    store.set_status(copy, "done", result=run.result)
+    assert store.get(copy).checkpoint
+
+    # someone else cannot delete it: the button is not even offered
+    at = page("runs", OTHER)
+    assert not at.get("button") or all(b.key != "runs_delete" for b in at.button)
+
+    at = page("runs", SID)
+    at.selectbox(key="runs_run").set_value(copy).run()
+    at.button(key="runs_delete").click().run()
+    assert not at.exception
+    assert store.get(copy) is not None            # not yet: it asks first
+    assert i18n.t("runs.delete_confirm", "en", name="to delete") in [w.value for w in at.warning]
+    at.button(key="runs_delete_yes").click().run()
+    assert not at.exception
+    assert store.get(copy) is None
+    assert not store.checkpoint_path(copy).exists()
+    assert store.get(lab["run_id"]) is not None
+    assert i18n.t("runs.deleted", "en") in [s.value for s in at.success]

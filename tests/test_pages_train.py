@@ -1,0 +1,205 @@
+"""The Train page through the real entry point (app.py): renders in three languages, shows bad
+values next to their widgets without submitting, trains a tiny run in a real worker process and
+shows its accuracy, keeps runs private to their session, finds a run again from a second tab,
+says "you already have N runs" instead of hanging, and cancels a run keeping a partial result.
+
+Each test gets its own CIFARLAB_HOME (a fresh run store); the decoded data set is shared through
+CIFARLAB_CACHE, so the worker processes only memory-map it.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from cifarlab import i18n, jobs
+from cifarlab.store import RunStore
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+QUICK = {"train_train_subset": 256, "train_batch_size": 32, "train_epochs": 1}
+
+
+def _stop_queue() -> None:
+    if jobs._QUEUE is not None:
+        jobs._QUEUE.shutdown(timeout=5)
+        jobs._QUEUE = None
+
+
+@pytest.fixture
+def lab(tmp_path, monkeypatch, cifar_archive, cifar_data, cifar_cache_dir):
+    """A fresh home for the run store; the page's queue singleton is rebuilt from this env."""
+    from pages import common
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("CIFARLAB_HOME", str(home))
+    monkeypatch.setenv("CIFARLAB_DATA", str(cifar_archive))
+    monkeypatch.setenv("CIFARLAB_CACHE", str(cifar_cache_dir))
+    monkeypatch.setenv("CIFARLAB_SPARE_WORKERS", "0")
+    monkeypatch.delenv("CIFARLAB_CONFIG", raising=False)
+    # While other pages are still being written, navigate only over those that exist.
+    monkeypatch.setattr(common, "PAGES", [p for p in common.PAGES if (ROOT / p[1]).is_file()])
+    _stop_queue()  # the page's cached queue sees it closed and takes a new one
+    yield home
+    _stop_queue()
+
+
+def open_train(sid: str, lang: str = "en") -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["lang"] = lang
+    at.query_params["sid"] = sid
+    at.run()
+    at.switch_page("pages/train.py")
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def store(home: Path) -> RunStore:
+    return RunStore(home / "runs.db", home / "checkpoints")
+
+
+def texts(at: AppTest, kind: str) -> list[str]:
+    return [e.value for e in getattr(at, kind)]
+
+
+def set_knobs(at: AppTest, **values) -> AppTest:
+    for key, value in values.items():
+        if key == "train_pipeline":
+            at.radio(key=key).set_value(value)
+        else:
+            at.number_input(key=key).set_value(value)
+    return at.run()
+
+
+def wait_for(predicate, timeout=60.0, poll=0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(poll)
+    raise AssertionError(f"timed out after {timeout} s")
+
+
+@pytest.mark.parametrize("lang", ["en", "es", "pt"])
+def test_renders_in_each_language(lab, lang):
+    t = i18n.translator(lang)
+    at = open_train(f"render-{lang}-session", lang)
+    assert at.title[0].value == t("nav.train")
+    assert at.button(key="train_start").label == t("train.start")
+    assert at.number_input(key="train_epochs").label == t("common.epochs")
+    # the tutorial as written, with the server's limit as the epochs widget's max
+    assert at.selectbox(key="train_preset").value == "tutorial"
+    assert at.number_input(key="train_epochs").value == 2
+    assert at.number_input(key="train_batch_size").value == 4
+    assert at.number_input(key="train_epochs").max == 20
+    assert t("train.no_run") in texts(at, "info")
+    assert not at.error
+    # a preset fills the knobs in
+    at.selectbox(key="train_preset").set_value("quick").run()
+    assert at.number_input(key="train_train_subset").value == 5000
+    assert at.number_input(key="train_epochs").value == 1
+    # changing a knob makes it "custom"
+    at.number_input(key="train_lr").set_value(0.05).run()
+    assert at.selectbox(key="train_preset").value == "custom"
+    assert not at.exception
+
+
+def test_bad_values_show_their_message_and_submit_nothing(lab):
+    t = i18n.translator("en")
+    at = open_train("bad-values-session")
+    set_knobs(at, train_train_subset=32, train_batch_size=64)
+    want = t("train.err_batch_subset", batch=64, n="32")
+    assert want in texts(at, "error")
+    at.number_input(key="train_lr").set_value(0.0)
+    at.number_input(key="train_momentum").set_value(1.0).run()
+    errors = texts(at, "error")
+    assert t("train.err_lr") in errors and t("train.err_momentum") in errors
+    at.button(key="train_start").click().run()
+    assert not at.exception
+    assert t("train.config_errors") in texts(at, "error")
+    assert store(lab).list_runs() == []
+    # fixed: the messages go away
+    set_knobs(at, train_batch_size=8, train_lr=0.001, train_momentum=0.9)
+    assert not at.error
+
+
+def test_train_a_quick_run_to_the_end(lab):
+    t = i18n.translator("en")
+    at = open_train("alice-session-1")
+    set_knobs(at, train_pipeline="fast", **QUICK)
+    at.button(key="train_start").click().run()
+    assert not at.exception
+    assert t("train.started") in texts(at, "success")
+    runs = store(lab).list_runs(session="alice-session-1")
+    assert len(runs) == 1 and runs[0].config["train_subset"] == 256
+    assert runs[0].config["pipeline"] == "fast"
+    run_id = runs[0].id
+    assert at.selectbox(key="train_run_select").value == run_id
+
+    done = wait_for(lambda: (r := store(lab).get(run_id)).finished and r, timeout=60)
+    assert done.status == "done", done.error
+    at.run()
+    assert not at.exception
+    assert t("train.finished") in texts(at, "success")
+    accuracy = [m for m in at.metric if m.label == t("train.accuracy_final")]
+    assert accuracy and accuracy[0].value.endswith("%")
+    assert f"{100 * done.result['test_accuracy']:.1f}" in accuracy[0].value
+
+    # a second tab with the same ?sid= finds it; another session does not see it
+    again = open_train("alice-session-1")
+    assert again.selectbox(key="train_run_select").value == run_id
+    assert [m for m in again.metric if m.label == t("train.accuracy_final")]
+    other = open_train("bob-session-22")
+    assert t("train.no_run") in texts(other, "info")
+    assert not [s for s in other.selectbox if s.key == "train_run_select"]
+
+
+def test_cancel_keeps_a_partial_result_and_limits_are_messages(lab, monkeypatch):
+    monkeypatch.setenv("CIFARLAB_MAX_PER_SESSION", "1")
+    monkeypatch.setenv("CIFARLAB_CPU_SLOTS", "1")
+    t = i18n.translator("en")
+    at = open_train("carol-session-3")
+    set_knobs(at, train_pipeline="fast", train_train_subset=20000, train_batch_size=4,
+              train_epochs=1)
+    at.button(key="train_start").click().run()
+    run_id = store(lab).list_runs(session="carol-session-3")[0].id
+    # a second run is refused with a message, not a hang
+    at.button(key="train_start").click().run()
+    assert t("train.too_many_runs", n=1) in texts(at, "error")
+    assert len(store(lab).list_runs(session="carol-session-3")) == 1
+
+    # someone else waits behind it and sees their place in the queue; cancelling a queued run
+    # is immediate
+    wait_for(lambda: store(lab).get(run_id).status == "running", timeout=10)
+    dave = open_train("dave-session-4")
+    set_knobs(dave, train_pipeline="fast", **QUICK)
+    dave.button(key="train_start").click().run()
+    dave_run = store(lab).list_runs(session="dave-session-4")[0]
+    assert dave_run.status == "queued"  # carol's run holds the only CPU slot
+    assert any(t("train.queue_position", n=1) in i for i in texts(dave, "info"))
+    dave.button(key="train_cancel").click().run()
+    assert store(lab).get(dave_run.id).status == "cancelled"
+    dave.run()
+    assert t("train.cancelled_queued") in texts(dave, "warning")
+
+    wait_for(lambda: store(lab).loss_count(run_id) > 0, timeout=60)
+    at.run()
+    assert at.button(key="train_cancel").label == t("train.cancel")
+    at.button(key="train_cancel").click().run()
+    assert not at.exception
+    asked = time.monotonic()
+    wait_for(lambda: store(lab).get(run_id).status not in ("queued", "running"), timeout=30,
+             poll=0.05)
+    run = store(lab).get(run_id)
+    assert run.status == "cancelled"
+    assert run.result["steps"] < 5000 and run.result["test_accuracy"] is not None
+    # stopped (and tested what it learned) well within a few seconds of the click
+    assert time.monotonic() - asked < 10
+    at.run()
+    assert not at.exception
+    assert any(w.startswith("Stopped after") for w in texts(at, "warning"))
+    assert [m for m in at.metric if m.label == t("train.accuracy_partial")]

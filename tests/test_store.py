@@ -1,0 +1,284 @@
+"""cifarlab.store: schema, WAL, a writer process beside a reader, downsampling, id checks,
+queue positions, deletes, restarts."""
+import math
+import multiprocessing
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from cifarlab.errors import JobError
+from cifarlab.store import SCHEMA_VERSION, RunStore, pid_alive, validate_run_id
+
+SESSION = "session-aaaa"
+OTHER = "session-bbbb"
+
+
+@pytest.fixture
+def store(tmp_path):
+    return RunStore(tmp_path / "home" / "runs.db")
+
+
+def test_schema_is_versioned_and_in_wal_mode(store, tmp_path):
+    assert store.journal_mode() == "wal"
+    assert store.schema_version() == SCHEMA_VERSION == 1
+    conn = sqlite3.connect(store.path)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"runs", "losses", "events"} <= tables
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+    assert {"id", "session", "kind", "name", "status", "device", "config", "created_at",
+            "started_at", "finished_at", "error", "result", "env", "checkpoint",
+            "cancel_requested", "worker_pid", "heartbeat", "progress", "waited_s"} <= columns
+    indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    assert any("losses" in i for i in indexes) or conn.execute(
+        "SELECT sql FROM sqlite_master WHERE name='losses'").fetchone()[0].count("PRIMARY KEY")
+    # a second store over the same file sees the same runs and does not re-create anything
+    run_id = store.create_run(SESSION, "train", {"epochs": 1}, "cpu")
+    again = RunStore(store.path)
+    assert again.get(run_id).config == {"epochs": 1}
+    # a file from a newer CIFAR Lab is refused, in words
+    conn.execute("PRAGMA user_version = 99")
+    conn.commit()
+    conn.close()
+    with pytest.raises(JobError, match="newer CIFAR Lab"):
+        RunStore(store.path)
+
+
+def test_run_fields_timestamps_and_guarded_status_changes(store):
+    run_id = store.create_run(SESSION, "train", {"lr": 0.01, "model": {"channels": [6, 16]}},
+                              "cpu", name="  my   first\nrun ")
+    run = store.get(run_id)
+    assert len(run_id) == 32 and run.status == "queued" and run.active
+    assert run.config == {"lr": 0.01, "model": {"channels": [6, 16]}}
+    assert run.name == "my first run" and run.started_at is None and run.seconds() is None
+    time.sleep(0.05)
+    assert store.set_status(run_id, "running", only_from=["queued"], worker_pid=1234)
+    run = store.get(run_id)
+    assert run.status == "running" and run.worker_pid == 1234
+    assert run.waited_s >= 0.05 and run.started_at >= run.created_at and run.heartbeat
+    store.record(run_id, progress={"step": 3, "total_steps": 10})
+    assert store.get(run_id).progress == {"step": 3, "total_steps": 10}
+    assert store.set_status(run_id, "done", only_from=["running"], result={"acc": 0.5},
+                            env={"torch": "x"})
+    # a late writer (a worker that was already given up on) cannot overwrite the outcome
+    assert not store.set_status(run_id, "failed", only_from=["running"], error="late")
+    run = store.get(run_id)
+    assert run.status == "done" and run.finished and run.result == {"acc": 0.5}
+    assert run.env == {"torch": "x"} and run.error is None and run.finished_at >= run.started_at
+    assert run.checkpoint is None  # no file was written
+    with pytest.raises(ValueError):
+        store.set_status(run_id, "exploded")
+    with pytest.raises(TypeError):
+        store.set_status(run_id, "done", checkpoint="/etc/passwd")  # paths are the store's
+
+
+def test_sessions_and_counts(store):
+    a = store.create_run(SESSION, "train", {}, "cpu")
+    b = store.create_run(OTHER, "train", {}, "cpu")
+    c = store.create_run(SESSION, "timing", {}, "cpu")
+    store.set_status(c, "running")
+    assert [r.id for r in store.list_runs(SESSION)] == [c, a]  # newest first
+    assert [r.id for r in store.list_runs(OTHER)] == [b]
+    assert {r.id for r in store.list_runs()} == {a, b, c}
+    assert [r.id for r in store.list_runs(statuses=["running"])] == [c]
+    assert store.counts()["queued"] == 2 and store.counts()["running"] == 1
+    assert store.counts(SESSION) == {"queued": 1, "running": 1, "done": 0, "failed": 0,
+                                     "cancelled": 0, "interrupted": 0}
+    with pytest.raises(JobError):
+        store.list_runs("x")  # not a session id
+    with pytest.raises(JobError):
+        store.create_run("../../bad", "train", {}, "cpu")
+
+
+def _writer(path, run_id, n, batch):
+    """In another process: append n step losses in batches, and an event per batch."""
+    s = RunStore(path)
+    for start in range(1, n + 1, batch):
+        steps = list(range(start, min(n, start + batch - 1) + 1))
+        s.record(run_id, steps=steps, losses=[1.0 / k for k in steps],
+                 events=[("progress_note", {"upto": steps[-1]})],
+                 progress={"step": steps[-1], "total_steps": n})
+        time.sleep(0.002)
+
+
+def test_writer_process_and_readers_at_the_same_time(store):
+    run_id = store.create_run(SESSION, "train", {}, "cpu")
+    n = 3000
+    proc = multiprocessing.get_context("spawn").Process(target=_writer,
+                                                         args=(store.path, run_id, n, 25))
+    proc.start()
+    errors, seen = [], []
+
+    def reader():
+        mine = RunStore(store.path)  # its own connection, as a page's thread has
+        last = 0
+        try:
+            while proc.is_alive() or last < n:
+                steps, losses = mine.losses(run_id)
+                # always a consistent prefix: 1..k with nothing missing or repeated
+                if steps != list(range(1, len(steps) + 1)):
+                    errors.append(f"not a prefix: {steps[:5]}...")
+                    return
+                if len(steps) < last:
+                    errors.append("went backwards")
+                    return
+                last = len(steps)
+                seen.append(last)
+                mine.get(run_id)
+                mine.events(run_id, since_seq=max(0, last // 25 - 3))
+                if not proc.is_alive() and last < n:
+                    break
+        except Exception as err:  # e.g. "database is locked"
+            errors.append(repr(err))
+
+    threads = [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    # the serving process writes too (a cancel flag, a heartbeat) while the worker writes
+    for _ in range(20):
+        store.request_cancel(run_id)
+        store.heartbeat(run_id)
+        time.sleep(0.01)
+    proc.join(60)
+    for t in threads:
+        t.join(60)
+    assert proc.exitcode == 0
+    assert errors == []
+    assert len(set(seen)) > 3, "the readers should have seen the losses grow"
+    steps, losses = store.losses(run_id)
+    assert steps == list(range(1, n + 1)) and losses[-1] == pytest.approx(1.0 / n)
+    assert len(store.events(run_id)) == n // 25
+    assert store.get(run_id).progress == {"step": n, "total_steps": n}
+
+
+def test_losses_downsampled_for_charts(store):
+    run_id = store.create_run(SESSION, "train", {}, "cpu")
+    store.append_losses(run_id, list(range(1, 1001)), [float(i) for i in range(1, 1001)])
+    steps, losses = store.losses(run_id)
+    assert len(steps) == 1000 and steps == [int(v) for v in losses]
+    for m in (2, 3, 10, 100, 333, 999):
+        steps, _ = store.losses(run_id, max_points=m)
+        assert 2 <= len(steps) <= m
+        assert steps[0] == 1 and steps[-1] == 1000  # the first and always the last
+        gaps = {b - a for a, b in zip(steps[:-2], steps[1:-1])}
+        assert len(gaps) == (1 if len(steps) > 2 else 0)  # every k-th point, then the last
+    steps, _ = store.losses(run_id, max_points=1)
+    assert steps == [1000]
+    steps, _ = store.losses(run_id, max_points=5000)
+    assert len(steps) == 1000
+    # incremental reads for a live chart, downsampled too
+    steps, losses = store.losses(run_id, since_step=990)
+    assert steps == list(range(991, 1001)) and losses[0] == 991.0
+    steps, _ = store.losses(run_id, since_step=500, max_points=50)
+    assert steps[0] == 501 and steps[-1] == 1000 and len(steps) <= 50
+    # an exploded loss (NaN) comes back as NaN, infinity as infinity
+    store.append_losses(run_id, [1001, 1002], [float("nan"), float("inf")])
+    _, losses = store.losses(run_id, since_step=1000)
+    assert math.isnan(losses[0]) and losses[1] == math.inf
+    with pytest.raises(ValueError):
+        store.append_losses(run_id, [1, 2], [0.5])
+
+
+def test_events_in_order_filtered_and_incremental(store):
+    run_id = store.create_run(SESSION, "train", {}, "cpu")
+    store.add_event(run_id, "start", {"total_steps": 10})
+    store.record(run_id, events=[("epoch", {"epoch": 1}), ("eval", {"accuracy": 0.3})])
+    store.add_event(run_id, "done", {"cancelled": False})
+    events = store.events(run_id)
+    assert [(e.seq, e.kind) for e in events] == [(1, "start"), (2, "epoch"), (3, "eval"),
+                                                 (4, "done")]
+    assert events[2].data == {"accuracy": 0.3} and events[0].t > 0
+    assert [e.kind for e in store.events(run_id, kinds=["epoch", "done"])] == ["epoch", "done"]
+    assert [e.seq for e in store.events(run_id, since_seq=2)] == [3, 4]
+
+
+BAD_IDS = ["../etc", "../../etc/passwd", "0" * 31, "0" * 33, "A" * 32, "g" * 32,
+           "0" * 32 + "\n", "/" + "0" * 31, "", None, 12345, "0" * 30 + "/.", "..%2f" + "0" * 27]
+
+
+@pytest.mark.parametrize("bad", BAD_IDS)
+def test_run_ids_are_validated_before_any_use(store, bad):
+    with pytest.raises(JobError, match="not a run id"):
+        validate_run_id(bad)
+    for call in (store.get, store.checkpoint_path, store.delete_run, store.request_cancel,
+                 store.cancel_requested, store.losses, store.events, store.queue_position):
+        with pytest.raises(JobError):
+            call(bad)
+
+
+def test_checkpoint_paths_are_computed_by_the_store(store):
+    run_id = store.create_run(SESSION, "train", {}, "cpu")
+    path = store.checkpoint_path(run_id)
+    assert path == store.path.parent / "checkpoints" / f"{run_id}.pth"
+    assert path.resolve().parent == store.checkpoint_dir
+
+
+def test_queue_positions_are_fifo_per_device(store):
+    ids = []
+    for device in ("cpu", "cuda:0", "cpu", "cpu", "cuda:0"):
+        ids.append(store.create_run(SESSION, "train", {}, device))
+    c1, g1, c2, c3, g2 = ids
+    assert [store.queue_position(i) for i in ids] == [1, 1, 2, 3, 2]
+    assert [r.id for r in store.queued()] == ids
+    store.set_status(c1, "running")
+    store.set_status(c2, "cancelled", only_from=["queued"])
+    assert store.queue_position(c1) is None and store.queue_position(c2) is None
+    assert store.queue_position(c3) == 1 and store.queue_position(g2) == 2
+    assert store.running_by_device() == {"cpu": (1, False)}
+
+
+def test_delete_removes_rows_and_the_checkpoint(store):
+    run_id = store.create_run(SESSION, "train", {}, "cpu")
+    keep = store.create_run(SESSION, "train", {}, "cpu")
+    store.append_losses(run_id, [1, 2], [2.3, 2.2])
+    store.append_losses(keep, [1], [2.3])
+    store.add_event(run_id, "start", {})
+    store.set_status(run_id, "running")
+    path = store.checkpoint_path(run_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"weights")
+    with pytest.raises(JobError, match="cancel it first"):
+        store.delete_run(run_id)
+    store.set_status(run_id, "done")
+    assert store.get(run_id).checkpoint == str(path)  # recorded when the run finished
+    assert store.delete_run(run_id)
+    assert not path.exists() and store.get(run_id) is None
+    assert store.losses(run_id) == ([], []) and store.events(run_id) == []
+    assert store.losses(keep) == ([1], [2.3])
+    assert not store.delete_run(run_id)
+
+
+def test_restart_interrupts_orphaned_runs_and_keeps_the_queue(store):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    assert not pid_alive(dead.pid) and pid_alive(os.getpid())
+    orphan = store.create_run(SESSION, "train", {}, "cpu")
+    store.set_status(orphan, "running", worker_pid=dead.pid)
+    store.record(orphan, progress={"step": 40, "total_steps": 100})
+    alive = store.create_run(OTHER, "train", {}, "cpu")
+    store.set_status(alive, "running", worker_pid=os.getpid())
+    waiting = store.create_run(SESSION, "train", {}, "cpu")
+    assert store.mark_interrupted_on_start() == [orphan]
+    run = store.get(orphan)
+    assert run.status == "interrupted" and "restarted" in run.error and "step 40 of 100" in run.error
+    assert store.get(alive).status == "running"
+    assert store.get(waiting).status == "queued" and store.queue_position(waiting) == 1
+    # a live process whose heartbeat is stale counts as gone when asked to
+    assert store.mark_interrupted_on_start(stale_after=0.0) == [alive]
+
+
+def test_store_travels_to_threads_and_processes(store):
+    import pickle
+
+    copy = pickle.loads(pickle.dumps(store))
+    assert copy.path == store.path and copy.checkpoint_dir == store.checkpoint_dir
+    run_id = copy.create_run(SESSION, "train", {}, "cpu")
+    out = []
+    t = threading.Thread(target=lambda: out.append(store.get(run_id).status))
+    t.start()
+    t.join()
+    assert out == ["queued"]

@@ -1,0 +1,149 @@
+"""cifarlab.tensorlab: rank examples cut from real images, tensor facts, and real (tiny) copy and
+.item() measurements; the CUDA paths are checked for what they ask of torch without a GPU."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from cifarlab import tensorlab
+from cifarlab.data import normalize
+from cifarlab.errors import CifarLabError
+
+
+def test_rank_examples_shapes_and_values(cifar_data):
+    examples = tensorlab.rank_examples(cifar_data, index=10, batch=5)
+    assert [e.rank for e in examples] == [0, 1, 2, 3, 4]
+    assert [e.shape for e in examples] == [(), (32,), (32, 32), (3, 32, 32), (5, 3, 32, 32)]
+    assert [e.kind for e in examples] == ["scalar", "vector", "matrix", "image", "batch"]
+    for e in examples:
+        assert e.values.shape == e.shape and e.values.dtype == np.float32
+        assert e.numel == int(np.prod(e.shape)) if e.shape else e.numel == 1
+    batch = examples[4]
+    expected = normalize(torch.from_numpy(np.array(cifar_data.train_x[10:15]))).numpy()
+    np.testing.assert_array_equal(batch.values, expected)
+    assert batch.values.min() >= -1 and batch.values.max() <= 1
+    # every lower rank is a slice of the batch, as its code says
+    assert examples[3].values.tolist() == batch.values[0].tolist()
+    assert examples[2].values.tolist() == batch.values[0, 0].tolist()
+    assert examples[1].values.tolist() == batch.values[0, 0, 0].tolist()
+    assert float(examples[0].values) == float(batch.values[0, 0, 0, 0])
+    assert [e.code for e in examples] == ["images[0, 0, 0, 0]", "images[0, 0, 0]",
+                                          "images[0, 0]", "images[0]", "images"]
+    assert batch.labels == tuple(int(v) for v in cifar_data.train_y[10:15])
+    assert batch.pixels.shape == (5, 32, 32, 3) and batch.pixels.dtype == np.uint8
+    np.testing.assert_array_equal(batch.pixels[1], cifar_data.image("train", 11))
+    assert examples[3].pixels.shape == (1, 32, 32, 3) and examples[2].pixels is None
+
+
+def test_rank_examples_wrap_around_and_clamp(cifar_data):
+    n = cifar_data.n_train
+    batch = tensorlab.rank_examples(cifar_data, index=n - 1, batch=3)[4]
+    assert batch.indices == (n - 1, 0, 1)
+    assert tensorlab.rank_examples(cifar_data, batch=1000)[4].shape[0] == 64
+
+
+def test_tensor_facts():
+    x = torch.zeros(4, 3, 32, 32)
+    facts = tensorlab.tensor_facts(x)
+    assert facts["shape_text"] == "torch.Size([4, 3, 32, 32])"
+    assert facts["dtype"] == "torch.float32" and facts["device"] == "cpu"
+    assert facts["numel"] == 12288 and facts["bytes"] == 49152 and facts["rank"] == 4
+    assert tensorlab.tensor_facts(torch.zeros(10, dtype=torch.uint8))["bytes"] == 10
+
+
+def test_transfer_costs_on_the_cpu_measures_both_ways():
+    df = tensorlab.transfer_costs("cpu", total_mb=1, chunks=64, repeats=2, max_seconds=1)
+    assert list(df["method"]) == ["one_big", "many_small"]
+    assert list(df["copies"]) == [1, 64]
+    assert (df["seconds"] > 0).all() and (df["gb_per_s"] > 0).all()
+    assert (df["total_bytes"] == df["copies"] * df["bytes_per_copy"]).all()
+    assert df["total_bytes"].nunique() == 1 and abs(df["total_bytes"].iloc[0] - 1e6) < 64
+    assert set(df["path"]) == {"cpu → cpu"} and set(df["memory"]) == {"ram"}
+    assert (df["repeats"] >= 1).all() and (df["repeats"] <= 2).all()
+    np.testing.assert_allclose(df["us_per_copy"] * df["copies"], df["seconds"] * 1e6)
+
+
+def test_many_tiny_copies_cost_more_than_one_big_copy():
+    # 1 MB in 16,384 pieces of 61 bytes: the fixed cost per copy dominates, even on the CPU
+    df = tensorlab.transfer_costs("cpu", total_mb=1, chunks=16384, repeats=3, max_seconds=2)
+    big, small = df.set_index("method")["seconds"][["one_big", "many_small"]]
+    assert small > big
+
+
+def test_transfer_costs_copies_the_bytes(monkeypatch):
+    """The timed copies really fill the destination (checked through a spy on copy_)."""
+    seen = []
+    real = torch.Tensor.copy_
+
+    def spy(self, src, non_blocking=False):
+        seen.append(src.numel())
+        return real(self, src, non_blocking=non_blocking)
+
+    monkeypatch.setattr(torch.Tensor, "copy_", spy)
+    df = tensorlab.transfer_costs("cpu", total_mb=0.01, chunks=10, repeats=1, max_seconds=1)
+    total = int(df["total_bytes"].iloc[0])
+    # warm-up (≤4 copies each) + one timed repeat of 1 and of 10 copies
+    assert sum(1 for n in seen if n == total) >= 2
+    assert sum(1 for n in seen if n == total // 10) >= 10
+
+
+@pytest.mark.parametrize("bad", [dict(total_mb=0), dict(total_mb=10_000), dict(chunks=0),
+                                 dict(chunks=10**7), dict(repeats=0), dict(total_mb="x")])
+def test_transfer_costs_rejects_bad_sizes(bad):
+    with pytest.raises(CifarLabError):
+        tensorlab.transfer_costs("cpu", **{"total_mb": 1, "chunks": 4, **bad})
+
+
+def test_transfer_costs_names_a_missing_device():
+    with pytest.raises(CifarLabError, match="cuda:7"):
+        tensorlab.transfer_costs("cuda:7", total_mb=1, chunks=4)
+
+
+def test_item_sync_cost_counts_calls_and_agrees():
+    res = tensorlab.item_sync_cost("cpu", steps=25, size=16, repeats=2, max_seconds=2)
+    assert res["steps"] == 25 and res["device"] == "cpu"
+    assert res["item_calls_with"] == 25 and res["item_calls_without"] == 1
+    assert res["with_item_s"] > 0 and res["without_item_s"] > 0
+    assert res["ratio"] == pytest.approx(res["with_item_s"] / res["without_item_s"])
+    assert res["with_item_ms_per_step"] == pytest.approx(res["with_item_s"] * 1e3 / 25)
+    # the same sum computed two ways (float64 in Python vs float32 on the device)
+    assert res["total_with"] == pytest.approx(res["total_without"], rel=1e-5)
+    assert 1 <= res["repeats"] <= 2
+
+
+def test_item_sync_cost_is_bounded_by_max_seconds():
+    res = tensorlab.item_sync_cost("cpu", steps=10, size=8, repeats=100, max_seconds=0.01)
+    assert res["repeats"] < 100
+
+
+def test_cuda_path_synchronises_and_pins_without_a_gpu(monkeypatch):
+    """The CUDA branch as far as it can run on a CPU-only machine: it resolves the device, pins
+    the host memory and synchronises through devices.synchronize. Here cuda:0 is faked by
+    routing the 'device' tensors to the CPU."""
+    import cifarlab.tensorlab as tl
+
+    synced = []
+    pinned = []
+    monkeypatch.setattr(tl, "resolve_device", lambda d: torch.device("cuda:0"))
+    monkeypatch.setattr(tl, "synchronize", lambda d: synced.append(str(d)))
+    monkeypatch.setattr("cifarlab.devices.synchronize", lambda d: synced.append(str(d)))
+    real_empty = torch.empty
+
+    def empty(*args, device=None, **kw):
+        return real_empty(*args, **kw)
+
+    def pin(self):
+        pinned.append(self.numel())
+        return self.clone()
+
+    monkeypatch.setattr(tl.torch, "empty", empty)
+    monkeypatch.setattr(torch.Tensor, "pin_memory", pin)
+    df = tl.transfer_costs("cuda:0", total_mb=0.1, chunks=8, repeats=1, max_seconds=1)
+    assert list(zip(df["memory"], df["method"])) == [
+        ("pageable", "one_big"), ("pageable", "many_small"),
+        ("pinned", "one_big"), ("pinned", "many_small")]
+    assert set(df["path"]) == {"cpu → cuda:0"}
+    assert pinned == [int(df["total_bytes"].iloc[0])]
+    # a synchronise before each clock read: start and stop of every timing, plus warm-ups
+    assert synced.count("cuda:0") >= 4 * 2

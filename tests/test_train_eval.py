@@ -1,0 +1,272 @@
+"""Real short training runs on the real data: events, reproducibility, cancel, evaluation,
+checkpoints (round trip into the tutorial's own Net, torn files, malicious pickles) and the CLI."""
+import json
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from cifarlab import checkpoint as ckpt
+from cifarlab.cli import main as cli_main
+from cifarlab.config import TrainConfig
+from cifarlab.errors import CheckpointError
+from cifarlab.evaluate import evaluate, result_from_probabilities
+from cifarlab.model import Net
+from cifarlab.train import train
+from tutorial_net import Net as TutorialNet
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICK = dict(epochs=1, train_subset=4000, batch_size=8, num_workers=0, pipeline="fast", lr=0.01)
+
+
+@pytest.fixture(scope="module")
+def quick_run(cifar_data, tmp_path_factory):
+    events = []
+    path = tmp_path_factory.mktemp("ckpt") / "run.pth"
+    result = train(TrainConfig(**QUICK, log_every=50), cifar_data, on_event=events.append,
+                   checkpoint_path=path)
+    return result, events, path
+
+
+def test_short_run_learns_and_reports_every_event(quick_run):
+    result, events, _ = quick_run
+    kinds = [e.kind for e in events]
+    assert kinds[0] == "start" and kinds[-1] == "done"
+    for kind in ("losses", "running_loss", "progress", "epoch", "eval"):
+        assert kind in kinds
+    start = events[0].data
+    assert start["steps_per_epoch"] == 500 and start["total_steps"] == 500
+    # every step's loss arrives exactly once, in order
+    steps = [s for e in events if e.kind == "losses" for s in e.data["steps"]]
+    assert steps == list(range(1, 501))
+    assert len(result.losses) == result.steps == 500
+    # the tutorial's running-loss line is the mean of the last log_every step losses
+    first = next(e.data for e in events if e.kind == "running_loss")
+    assert first["i"] == 50
+    assert first["loss"] == pytest.approx(np.mean(result.losses[:50]))
+    # it learned something: the loss fell and accuracy beats chance (10 %)
+    assert np.mean(result.losses[-50:]) < np.mean(result.losses[:50]) - 0.1
+    assert result.eval.accuracy > 0.2
+    epoch = next(e.data for e in events if e.kind == "epoch")
+    assert epoch["images_per_second"] > 0
+    assert epoch["data_wait_s"] >= 0 and epoch["compute_s"] > 0
+    progress = [e.data for e in events if e.kind == "progress"]
+    waits = [p["data_wait_s"] for p in progress]
+    assert waits == sorted(waits) and waits[-1] == pytest.approx(epoch["data_wait_s"])
+    assert start["n_test"] == 10_000
+    assert result.images == 4000 and result.images_per_second > 0
+
+
+def test_same_seed_same_losses_on_cpu(cifar_data):
+    cfg = TrainConfig(epochs=1, train_subset=320, batch_size=32, num_workers=0, pipeline="fast",
+                      seed=7, device="cpu")
+    a = train(cfg, cifar_data, evaluate_after=False)
+    b = train(cfg, cifar_data, evaluate_after=False)
+    c = train(cfg.replace(seed=8), cifar_data, evaluate_after=False)
+    assert a.losses == b.losses
+    assert a.losses != c.losses
+
+
+def test_tutorial_pipeline_with_workers_is_reproducible(cifar_data):
+    cfg = TrainConfig(epochs=1, train_subset=256, batch_size=32, num_workers=2, seed=3,
+                      device="cpu")
+    a = train(cfg, cifar_data, evaluate_after=False)
+    b = train(cfg, cifar_data, evaluate_after=False)
+    assert a.steps == 8 and a.losses == b.losses
+
+
+def test_cancel_between_steps_keeps_a_partial_result(cifar_data):
+    seen = []
+
+    def stop():
+        return len(seen) >= 1
+
+    result = train(TrainConfig(epochs=3, train_subset=3200, batch_size=32, num_workers=0,
+                               pipeline="fast"), cifar_data,
+                   on_event=lambda e: seen.append(e) if e.kind == "losses" else None,
+                   should_stop=stop)
+    assert result.cancelled
+    assert 0 < result.steps < 300
+    assert result.eval is not None and 0 <= result.eval.accuracy <= 1
+    assert result.epochs[-1]["complete"] is False
+
+
+def test_evaluation_matches_a_hand_count(cifar_data):
+    torch.manual_seed(0)
+    net = Net()
+    res = evaluate(net, cifar_data)
+    assert res.total == 10_000 and sum(map(sum, res.confusion)) == 10_000
+    labels = np.asarray(cifar_data.test_y)
+    assert res.correct == int((res.predictions == labels).sum())
+    assert res.accuracy == pytest.approx(res.correct / 10_000)
+    assert np.allclose(res.probabilities.sum(axis=1), 1, atol=1e-4)
+    assert set(res.misclassified.tolist()) == set(np.flatnonzero(res.predictions != labels).tolist())
+    # per-class accuracy from the confusion matrix, counted by hand for one class
+    k = 3
+    mask = labels == k
+    assert res.per_class_accuracy[cifar_data.classes[k]] == pytest.approx(
+        (res.predictions[mask] == k).mean())
+
+
+def test_per_class_and_confusion_on_a_hand_made_case():
+    probs = np.array([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4], [0.3, 0.7]], dtype=np.float32)
+    labels = np.array([0, 1, 1, 1])
+    r = result_from_probabilities(probs, labels, ("a", "b"))
+    assert r.confusion == [[1, 0], [1, 2]]
+    assert r.per_class_accuracy == {"a": 1.0, "b": pytest.approx(2 / 3)}
+    assert r.accuracy == 0.75 and r.misclassified.tolist() == [2]
+
+
+def test_checkpoint_round_trip_into_the_tutorials_own_net(quick_run, cifar_data):
+    result, _, path = quick_run
+    cp = ckpt.load(path)
+    assert cp.config == result.config and cp.classes == tuple(cifar_data.classes)
+    assert cp.results["test_accuracy"] == pytest.approx(result.eval.accuracy)
+    tutorial = TutorialNet()
+    tutorial.load_state_dict(cp.state_dict)  # the tutorial's class takes our weights
+    x = torch.randn(4, 3, 32, 32)
+    torch.testing.assert_close(tutorial(x), result.model(x))
+    # and back: the tutorial's own torch.save(net.state_dict(), PATH) loads here
+    plain = path.with_name("cifar_net.pth")
+    torch.save(tutorial.state_dict(), plain)
+    back = ckpt.load(plain)
+    assert back.plain and back.config == TrainConfig()
+    torch.testing.assert_close(back.model()(x), tutorial(x))
+
+
+def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
+    path = tmp_path / "run.pth"
+    ckpt.save(path, Net(), TrainConfig(), ("a",) * 10, {})
+    before = path.read_bytes()
+
+    def boom(obj, f):
+        f.write(b"partial")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(ckpt.torch, "save", boom)
+    with pytest.raises(OSError):
+        ckpt.save(path, Net(), TrainConfig(lr=0.5), ("a",) * 10, {})
+    assert path.read_bytes() == before  # the old file is intact, no torn file
+    assert [p.name for p in tmp_path.iterdir()] == ["run.pth"]  # no temp file left behind
+
+
+def test_torn_or_foreign_files_are_refused(tmp_path):
+    good = tmp_path / "good.pth"
+    ckpt.save(good, Net(), TrainConfig(), ("x",) * 10, {})
+    torn = tmp_path / "torn.pth"
+    torn.write_bytes(good.read_bytes()[: len(good.read_bytes()) // 2])
+    with pytest.raises(CheckpointError, match="not a readable"):
+        ckpt.load(torn)
+    text = tmp_path / "notes.pth"
+    text.write_text("hello")
+    with pytest.raises(CheckpointError):
+        ckpt.load(text)
+    with pytest.raises(CheckpointError, match="No checkpoint"):
+        ckpt.load(tmp_path / "missing.pth")
+    other = tmp_path / "other.pth"
+    torch.save({"a": 1}, other)
+    with pytest.raises(CheckpointError, match="not a CIFAR Lab checkpoint"):
+        ckpt.load(other)
+
+
+class _Exploit:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_malicious_pickle_is_refused_and_never_runs(tmp_path):
+    marker = tmp_path / "pwned"
+    evil = tmp_path / "evil.pth"
+    with open(evil, "wb") as f:
+        torch.save({"state_dict": _Exploit(marker)}, f)
+    with pytest.raises(CheckpointError, match="not a safe checkpoint"):
+        ckpt.load(evil)
+    raw = tmp_path / "raw.pkl"
+    raw.write_bytes(pickle.dumps(_Exploit(marker)))
+    with pytest.raises(CheckpointError):
+        ckpt.load(raw)
+    assert not marker.exists()
+
+
+def test_cli_train_json_and_eval(cifar_archive, tmp_path, capsys):
+    out = tmp_path / "c.pth"
+    code = cli_main(["train", "--epochs", "1", "--train-subset", "640", "--batch-size", "32",
+                     "--num-workers", "0", "--pipeline", "fast", "--data", str(cifar_archive),
+                     "--out", str(out), "--json"])
+    assert code == 0
+    doc = json.loads(capsys.readouterr().out)
+    for key in ("test_accuracy", "per_class_accuracy", "steps", "train_seconds",
+                "images_per_second", "checkpoint", "config"):
+        assert key in doc
+    assert doc["steps"] == 20 and 0 <= doc["test_accuracy"] <= 1
+    assert len(doc["per_class_accuracy"]) == 10 and Path(doc["checkpoint"]) == out
+    assert doc["config"]["batch_size"] == 32
+    assert cli_main(["eval", str(out), "--data", str(cifar_archive), "--json"]) == 0
+    ev = json.loads(capsys.readouterr().out)
+    assert ev["test_accuracy"] == pytest.approx(doc["test_accuracy"])
+
+
+def test_cli_prints_the_tutorials_lines(cifar_archive, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "cifarlab", "train", "--epochs", "1", "--train-subset", "400",
+         "--batch-size", "4", "--num-workers", "0", "--log-every", "50", "--data",
+         str(cifar_archive), "--out", str(tmp_path / "t.pth")],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "[1,    50] loss: " + lines[0].split("loss: ")[1]
+    assert "Finished Training" in lines
+    assert any(l.startswith("Accuracy of the network on the 10000 test images: ") for l in lines)
+    assert any(l.startswith("Accuracy of plane : ") for l in lines)
+
+
+@pytest.mark.parametrize("args,words", [
+    (["train", "--lr", "-1"], "learning rate"),
+    (["train", "--batch-size", "0"], "batch size"),
+    (["train", "--device", "cuda:9"], "cuda:9"),
+    (["train", "--data", "/nonexistent/cifar"], "/nonexistent/cifar"),
+    (["eval", "/nonexistent.pth"], "No checkpoint"),
+    (["shapes", "--kernels", "5,15"], "conv2"),
+    (["shapes", "--layers", "[not json"], "not valid JSON"),
+])
+def test_cli_bad_input_exits_2_with_one_line(args, words, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "cifarlab", *args], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 2
+    err = proc.stderr.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert words in err
+
+
+def test_cli_shapes_table(capsys):
+    assert cli_main(["shapes", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["total_params"] == 62006
+
+
+def test_fast_pipelines_fused_sgd_makes_the_tutorials_update():
+    from cifarlab.train import make_optimizer
+
+    torch.manual_seed(0)
+    a, b = Net(), Net()
+    b.load_state_dict(a.state_dict())
+    opt_a = make_optimizer(TrainConfig(pipeline="tutorial"), a, torch.device("cpu"))
+    opt_b = make_optimizer(TrainConfig(pipeline="fast"), b, torch.device("cpu"))
+    assert opt_b.defaults.get("fused") and not opt_a.defaults.get("fused")
+    x, y = torch.randn(4, 3, 32, 32), torch.randint(0, 10, (4,))
+    for _ in range(5):  # momentum buffers build up over several steps
+        for net, opt in ((a, opt_a), (b, opt_b)):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(net(x), y).backward()
+            opt.step()
+    for (name, pa), pb in zip(a.named_parameters(), b.parameters()):
+        torch.testing.assert_close(pa, pb, atol=1e-6, rtol=1e-5, msg=name)
