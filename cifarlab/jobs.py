@@ -213,6 +213,13 @@ def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
     scheduler never takes a slow start for a dead worker.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C on the server: the server decides
+    if hasattr(os, "setpgrp"):
+        # A process group of its own: a forced stop (_kill) then takes the DataLoader
+        # processes the run started along with it, instead of leaving them orphaned.
+        try:
+            os.setpgrp()
+        except OSError:
+            pass
     beat = _Heartbeat(store)
     waiter = None
     got: dict[str, Any] = {}
@@ -376,6 +383,23 @@ def _start_process(process) -> None:
         finally:
             if main is not None:
                 sys.modules["__main__"] = main
+
+
+def _kill(process) -> None:
+    """Stop a worker by force, with the processes it started (its DataLoader workers): the
+    worker leads a process group of its own (see ``_worker_main``). Falls back to the worker
+    alone while it has not made its group yet."""
+    if process.exitcode is not None:
+        return
+    pid = process.pid
+    if pid and hasattr(os, "killpg"):
+        try:
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, signal.SIGKILL)
+                return
+        except (ProcessLookupError, PermissionError):
+            pass
+    process.kill()
 
 
 def _death_reason(exitcode: int, forced: str | None) -> tuple[str, str]:
@@ -638,7 +662,7 @@ class JobQueue:
                     w.cancel_seen = now
                 elif now - w.cancel_seen > CANCEL_GRACE_S:
                     w.forced = "cancel"
-                    w.process.kill()
+                    _kill(w.process)
         if now - self._last_health < 1.0:
             return
         self._last_health = now
@@ -650,7 +674,7 @@ class JobQueue:
             if w is not None:
                 if stale and w.process.is_alive() and not w.forced:
                     w.forced = "heartbeat"
-                    w.process.kill()
+                    _kill(w.process)
             elif stale or not pid_alive(run.worker_pid):  # not ours: an earlier server's
                 reason = ("Its worker process is gone (the server restarted or the worker was "
                           "stopped), so this run was stopped.")
@@ -768,11 +792,11 @@ class JobQueue:
                 spare.conn.close()
             except OSError:
                 pass
-            spare.process.kill()
+            _kill(spare.process)
         for w in self._workers.values():
             if w.process.exitcode is None:
                 w.forced = "shutdown"
-                w.process.kill()
+                _kill(w.process)
         deadline = time.monotonic() + timeout
         for p in [s.process for s in self._spares] + [w.process for w in self._workers.values()]:
             p.join(max(0.0, deadline - time.monotonic()))

@@ -8,6 +8,7 @@ one call into ``cifarlab``, a plotly figure or a pandas table.
 """
 from __future__ import annotations
 
+import os
 import re
 import secrets
 
@@ -83,11 +84,18 @@ def keep_url_state() -> None:
             st.query_params[key] = value
 
 
-@st.cache_resource(show_spinner=False)
-def _load_data():
+@st.cache_resource(show_spinner=False, max_entries=2)
+def _load_data(source: str | None, cache: str | None):
+    """Keyed by the data setting, so a changed CIFARLAB_DATA/CIFARLAB_CACHE is never served
+    the images of the old one."""
     from cifarlab import data
 
     return data.load()
+
+
+def data_setting() -> tuple[str | None, str | None]:
+    """The environment that chooses the data set and its cache (the key of every data cache)."""
+    return os.environ.get("CIFARLAB_DATA"), os.environ.get("CIFARLAB_CACHE")
 
 
 def get_data():
@@ -95,7 +103,7 @@ def get_data():
     session (memory-mapped). On failure: a clear message on the page, and the page stops."""
     try:
         with st.spinner(t("common.loading_data")):
-            return _load_data()
+            return _load_data(*data_setting())
     except CifarLabError as err:
         st.error(t("errors.data_unavailable", reason=str(err)))
         st.stop()

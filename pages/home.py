@@ -10,13 +10,13 @@ import torchvision
 from cifarlab import data as cdata
 from cifarlab import devices
 from cifarlab.loading import upscale
-from pages.common import PAGES, get_data, lang, lesson, session_id, translator
+from pages.common import PAGES, data_setting, get_data, lang, lesson, session_id, translator
 
 t = translator()
 
 
 @st.cache_data(show_spinner=False, ttl=60, max_entries=2)
-def _source_text() -> str:
+def _source_text(source: str | None, cache: str | None) -> str:
     return cdata.describe_source()
 
 
@@ -77,7 +77,7 @@ st.dataframe(pd.DataFrame([{
 } for r in rows]), hide_index=True, width="stretch")
 
 st.markdown("**" + t("home.data_title") + "**")
-st.code(_source_text(), language=None, wrap_lines=True)
+st.code(_source_text(*data_setting()), language=None, wrap_lines=True)
 
 # Last: loading the images may take a moment the first time (and stops the page if it fails,
 # after the facts above are already shown).

@@ -51,6 +51,28 @@ def sleepy_job(payload, ctx):
 register_kind("sleepy", f"{__name__}:sleepy_job")
 
 
+def stubborn_job(payload, ctx):
+    """A test job kind that starts a child process (as a DataLoader does) and ignores cancels."""
+    import subprocess
+
+    child = subprocess.Popen(["sleep", "300"])
+    ctx.emit("child", {"pid": child.pid})
+    time.sleep(300)
+    return {}
+
+
+register_kind("stubborn", f"{__name__}:stubborn_job")
+
+
+def process_alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting for its reaper counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 @pytest.fixture
 def make_queue(tmp_path, cifar_data, cifar_archive, cifar_cache_dir, monkeypatch):
     """JobQueue(settings with these overrides) over a fresh home; all shut down afterwards."""
@@ -226,6 +248,34 @@ def test_killed_worker_fails_with_a_reason_and_the_queue_goes_on(make_queue):
     # the server is fine and serves the next run
     nxt = queue.submit(ALICE, QUICK)
     assert queue.wait(nxt, timeout=90).status == "done"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+def test_forced_stop_takes_the_workers_children_along(make_queue, monkeypatch):
+    """A run that ignores its cancel is killed after the grace period, and so are the
+    processes it started (no orphaned DataLoader workers); on shutdown likewise."""
+    from cifarlab import jobs
+
+    monkeypatch.setattr(jobs, "CANCEL_GRACE_S", 1.0)
+    queue = make_queue()
+
+    def child_of(run_id):
+        events = [e for e in queue.store.events(run_id) if e.kind == "child"]
+        return events[0].data["pid"] if events else None
+
+    first = queue.submit_job(ALICE, "stubborn", {}, "cpu")
+    pid = wait_for(lambda: child_of(first), timeout=90)
+    assert process_alive(pid)
+    assert queue.cancel(ALICE, first) == "cancelling"
+    run = queue.wait(first, timeout=30)
+    assert run.status == "cancelled" and "stopped by force" in run.error
+    wait_for(lambda: not process_alive(pid), timeout=10)
+
+    second = queue.submit_job(BOB, "stubborn", {}, "cpu")
+    pid = wait_for(lambda: child_of(second), timeout=90)
+    queue.shutdown()
+    assert queue.store.get(second).status == "interrupted"
+    wait_for(lambda: not process_alive(pid), timeout=10)
 
 
 def test_restart_marks_leftovers_interrupted_and_runs_the_queue(make_queue, tmp_path):
