@@ -130,3 +130,99 @@ def test_first_visit_straight_to_a_page_gets_the_app_frame(browser, tmp_path, ci
     finally:
         page.close()
         srv.stop()
+
+
+def active_panel(page):
+    """The tab panel that is showing (Streamlit keeps the others in the page, hidden)."""
+    return page.locator('[role="tabpanel"]:not([hidden])')
+
+
+def set_number(scope, label: str, value) -> None:
+    box = scope.get_by_label(label, exact=True)
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def test_conv_calculator_in_the_browser(server, browser):
+    t = i18n.translator("en")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        page.goto(page_url(server, "network", "en"))
+        wait_idle(page)
+        page.get_by_role("tab", name=t("network.calc_title")).click()
+        panel = active_panel(page)
+        result = panel.locator('[data-testid="stMetricValue"]')
+        assert result.inner_text().strip() == "28"          # 32 → conv 5×5 → 28, the tutorial's
+        set_number(panel, t("network.stride"), 2)
+        page.wait_for_function(
+            """() => [...document.querySelectorAll('[role="tabpanel"]:not([hidden]) '
+                   + '[data-testid="stMetricValue"]')].some(e => e.innerText.trim() === '14')""",
+            timeout=30_000)
+        wait_idle(page)
+        assert t("network.not_exact") in panel.inner_text()      # (32 − 5) / 2 is not whole
+        assert "⌊(32 + 2·0 − 1·(5 − 1) − 1) / 2⌋ + 1 = 14" in panel.inner_text()  # numbers in
+        assert not page_problems(page)
+        screenshot(page, "en-network-calculator")
+    finally:
+        page.close()
+
+
+LOSS_CHART_LAST_STEP = """(lossTitle) => {
+    for (const el of document.querySelectorAll('.js-plotly-plot')) {
+        const title = el.layout && el.layout.yaxis && el.layout.yaxis.title;
+        const text = title && (title.text || title);
+        if (text === lossTitle && el.data && el.data.length && el.data[0].x.length)
+            return Math.max(...el.data[0].x);
+    }
+    return 0;
+}"""
+
+
+def test_train_watch_the_loss_cancel_and_read_the_results(server, browser):
+    """A short run from the Train page: the loss chart gains points while it runs, it finishes
+    with an accuracy, the Results page reads it; a second run is cancelled from the page."""
+    t = i18n.translator("en")
+    page = browser.new_page(viewport={"width": 1400, "height": 1100})
+    train_url = page_url(server, "train", "en") + "&sid=browser-student-01"
+    try:
+        page.goto(train_url)
+        wait_idle(page)
+        set_number(page, t("common.epochs"), 1)
+        wait_idle(page)
+        set_number(page, t("common.train_subset"), 12000)
+        wait_idle(page)
+        page.get_by_text(t("common.pipeline_fast")).click()
+        wait_idle(page)
+        page.get_by_role("button", name=t("train.start")).click()
+        # live: the last step on the loss chart grows while the run trains
+        first = page.wait_for_function(LOSS_CHART_LAST_STEP, arg=t("common.loss"),
+                                       timeout=90_000).json_value()
+        later = page.wait_for_function(f"(t) => ({LOSS_CHART_LAST_STEP})(t) > {first}",
+                                       arg=t("common.loss"), timeout=60_000)
+        assert later
+        screenshot(page, "en-train-running")
+        page.get_by_text(t("train.finished")).wait_for(timeout=180_000)
+        wait_idle(page)
+        body = page.locator('[data-testid="stMain"]').inner_text()
+        assert t("train.accuracy_final") in body
+        assert not page_problems(page)
+        screenshot(page, "en-train-done")
+
+        # a second run, stopped from the page
+        page.get_by_role("button", name=t("train.start")).click()
+        page.wait_for_function(f"(t) => ({LOSS_CHART_LAST_STEP})(t) > 0", arg=t("common.loss"),
+                               timeout=90_000)
+        page.get_by_role("button", name=t("train.cancel")).click()
+        page.get_by_text(t("status.cancelled")).first.wait_for(timeout=30_000)
+        assert not page_problems(page)
+        screenshot(page, "en-train-cancelled")
+
+        # the Results page reads the finished run (the newest finished run of this session)
+        page.goto(page_url(server, "results", "en") + "&sid=browser-student-01")
+        wait_idle(page)
+        page.get_by_text(t("results.overall_accuracy")).first.wait_for(timeout=60_000)
+        wait_idle(page)
+        assert not page_problems(page)
+        screenshot(page, "en-results-after-train")
+    finally:
+        page.close()
