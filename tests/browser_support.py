@@ -70,18 +70,28 @@ class StreamlitServer:
                 os.killpg(self.proc.pid, signal.SIGKILL)
 
 
+IDLE_JS = """() => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    const running = document.querySelector('[data-testid="stStatusWidget"] button, '
+        + '[data-testid="stStatusWidgetRunningIcon"]');
+    const skeleton = document.querySelector('[data-testid="stSkeleton"]');
+    const stale = document.querySelector('[data-stale="true"]');
+    const main = document.querySelector('[data-testid="stMain"], section.main');
+    return app && !running && !skeleton && !stale && main && main.innerText.trim().length > 0;
+}"""
+
+
 def wait_idle(page, timeout_ms: int = 60_000) -> None:
-    """Wait until Streamlit has finished running the script (no 'running' status widget)."""
+    """Wait until Streamlit has finished running the script: no 'running' status widget, no
+    stale elements left from the previous run (a rerun keeps them, marked ``data-stale``,
+    until it is done), and that twice in a row a moment apart, since a rerun that a click or
+    an Enter asked for may not have begun yet."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
-    page.wait_for_function(
-        """() => {
-            const app = document.querySelector('[data-testid="stApp"]');
-            const running = document.querySelector('[data-testid="stStatusWidget"] button, '
-                + '[data-testid="stStatusWidgetRunningIcon"]');
-            const skeleton = document.querySelector('[data-testid="stSkeleton"]');
-            const main = document.querySelector('[data-testid="stMain"], section.main');
-            return app && !running && !skeleton && main && main.innerText.trim().length > 0;
-        }""", timeout=timeout_ms)
+    page.wait_for_timeout(150)
+    for _ in range(2):
+        page.wait_for_function(IDLE_JS, timeout=timeout_ms)
+        page.wait_for_timeout(200)
+    page.wait_for_function(IDLE_JS, timeout=timeout_ms)
 
 
 def page_problems(page) -> list[str]:

@@ -193,7 +193,12 @@ def test_train_watch_the_loss_cancel_and_read_the_results(server, browser):
         wait_idle(page)
         page.get_by_text(t("common.pipeline_fast")).click()
         wait_idle(page)
-        page.get_by_role("button", name=t("train.start")).click()
+        assert page.get_by_label(t("common.epochs"), exact=True).input_value() == "1"
+        assert page.get_by_label(t("common.train_subset"), exact=True).input_value() == "12000"
+        page.get_by_role("button", name=t("train.start"), exact=True).click()
+        wait_idle(page)
+        chosen = page.get_by_role("combobox", name=t("train.choose_run"), exact=True)
+        assert "1 epoch(s)" in chosen.input_value() and "12,000 images" in chosen.input_value()
         # live: the last step on the loss chart grows while the run trains
         first = page.wait_for_function(LOSS_CHART_LAST_STEP, arg=t("common.loss"),
                                        timeout=90_000).json_value()
@@ -209,10 +214,10 @@ def test_train_watch_the_loss_cancel_and_read_the_results(server, browser):
         screenshot(page, "en-train-done")
 
         # a second run, stopped from the page
-        page.get_by_role("button", name=t("train.start")).click()
+        page.get_by_role("button", name=t("train.start"), exact=True).click()
         page.wait_for_function(f"(t) => ({LOSS_CHART_LAST_STEP})(t) > 0", arg=t("common.loss"),
                                timeout=90_000)
-        page.get_by_role("button", name=t("train.cancel")).click()
+        page.get_by_role("button", name=t("train.cancel"), exact=True).click()
         page.get_by_text(t("status.cancelled")).first.wait_for(timeout=30_000)
         assert not page_problems(page)
         screenshot(page, "en-train-cancelled")
@@ -220,8 +225,11 @@ def test_train_watch_the_loss_cancel_and_read_the_results(server, browser):
         # the Results page reads the finished run (the newest finished run of this session)
         page.goto(page_url(server, "results", "en") + "&sid=browser-student-01")
         wait_idle(page)
-        page.get_by_text(t("results.overall_accuracy")).first.wait_for(timeout=60_000)
+        metric = page.locator('[data-testid="stMetric"]').filter(
+            has_text=t("results.overall_accuracy"))
+        metric.first.wait_for(timeout=60_000)
         wait_idle(page)
+        assert "%" in metric.first.inner_text()
         assert not page_problems(page)
         screenshot(page, "en-results-after-train")
     finally:
