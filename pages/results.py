@@ -18,6 +18,7 @@ from cifarlab.config import CIFAR10_CLASSES
 from cifarlab.errors import CifarLabError
 from cifarlab.store import FINISHED
 from pages.common import get_data, lesson, session_id, show_error, translator
+from pages.common import queue as job_queue
 
 t = translator()
 K = "results_"
@@ -37,7 +38,7 @@ def pct(x: float, digits: int = 1) -> str:
 
 @st.cache_resource(max_entries=4, show_spinner=False)
 def _run_model(run_id: str, mtime: float):
-    queue = jobs.get_queue()
+    queue = jobs.get_queue()  # made by the page already (job_queue() below)
     run = queue.store.get(run_id)
     if run is None:
         raise CifarLabError(t("errors.run_not_found"))
@@ -99,7 +100,7 @@ def choose_model():
             st.caption(t("results.plain_state_dict"))
         return model, ckpt, "upload-" + digest, None
 
-    queue = jobs.get_queue()
+    queue = job_queue()
     try:
         runs = [r for r in queue.runs(sid, statuses=FINISHED) if r.kind == "train"
                 and queue.store.checkpoint_path(r.id).is_file()]

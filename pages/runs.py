@@ -15,6 +15,7 @@ from cifarlab.checkpoint import load as load_checkpoint
 from cifarlab.errors import CifarLabError
 from cifarlab.store import validate_run_id
 from pages.common import lesson, session_id, show_error, translator
+from pages.common import queue as job_queue
 
 t = translator()
 K = "runs_"
@@ -215,7 +216,7 @@ with tab_runs:
     sid = session_id()
     if K + "flash" in st.session_state:
         st.success(st.session_state.pop(K + "flash"), icon=":material/check:")
-    queue = jobs.get_queue()
+    queue = job_queue()
     try:
         all_runs = [r for r in queue.runs(sid) if r.kind == "train"]
     except CifarLabError as err:

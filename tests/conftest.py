@@ -62,3 +62,26 @@ def tiny_folder(tmp_path) -> Path:
     rgba = rng.integers(0, 255, (32, 32, 4), dtype=np.uint8)
     Image.fromarray(rgba).save(root / "test/frog/f_rgba.png")
     return root
+
+
+# -- measured figures -----------------------------------------------------------------------------
+# Tests that measure something (the load test, page-switch times) report it through the `figures`
+# fixture; the figures are printed at the end of the run (pytest captures a passing test's
+# prints) and written to test-artifacts/figures.txt for docs/benchmarks.md.
+_FIGURES: list[str] = []
+
+
+@pytest.fixture
+def figures():
+    return _FIGURES.append
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _FIGURES:
+        return
+    terminalreporter.section("measured figures")
+    for line in _FIGURES:
+        terminalreporter.write_line(line)
+    out = Path(__file__).resolve().parents[1] / "test-artifacts"
+    out.mkdir(exist_ok=True)
+    (out / "figures.txt").write_text("\n".join(_FIGURES) + "\n")

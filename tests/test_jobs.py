@@ -439,7 +439,7 @@ def _rss_mb() -> float:
     return 0.0
 
 
-def test_load_twelve_sessions_at_once(make_queue):
+def test_load_twelve_sessions_at_once(make_queue, figures):
     """12 students press Train at the same moment on short runs."""
     queue = make_queue()
     time.sleep(0.5)
@@ -471,7 +471,7 @@ def test_load_twelve_sessions_at_once(make_queue):
     waits = [r.waited_s for r in runs]
     peak_server = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     peak_worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(f"\nload: 12 runs in {total:.1f} s ({queue.settings.cpu_slots} CPU slot(s)); wait per "
+    figures(f"load: 12 runs in {total:.1f} s ({queue.settings.cpu_slots} CPU slot(s)); wait per "
           f"run: min {min(waits):.1f} s, median {sorted(waits)[6]:.1f} s, max {max(waits):.1f} s;"
           f" run time: median {sorted(r.seconds() for r in runs)[6]:.2f} s; server RSS "
           f"{rss_before:.0f} -> {rss_after:.0f} MB (peak {peak_server:.0f} MB); largest worker "

@@ -113,8 +113,11 @@ def test_item_sync_cost_counts_calls_and_agrees():
 
 
 def test_item_sync_cost_is_bounded_by_max_seconds():
-    res = tensorlab.item_sync_cost("cpu", steps=10, size=8, repeats=100, max_seconds=0.01)
-    assert res["repeats"] < 100
+    # one repeat (two loops of 50 steps) takes far longer than the budget: it stops after it
+    res = tensorlab.item_sync_cost("cpu", steps=50, size=8, repeats=100, max_seconds=1e-6)
+    assert res["repeats"] == 1
+    res = tensorlab.item_sync_cost("cpu", steps=2, size=8, repeats=5, max_seconds=600)
+    assert res["repeats"] == 5                       # a budget never reached: all repeats
 
 
 def test_cuda_path_synchronises_and_pins_without_a_gpu(monkeypatch):
