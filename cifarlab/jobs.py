@@ -308,6 +308,9 @@ def _run_job(store: RunStore, job: dict, data: Any, data_error: BaseException | 
         ctx.flush()
         result = dict(result or {})
         env = result.pop("env", None)
+        peak = _peak_rss_mb()
+        if peak is not None:  # for hosts: what one run costs in memory
+            result.setdefault("worker_peak_rss_mb", peak)
         if ctx.stop_reason == "server":
             status, error = "interrupted", ("The server stopped while this run was training; "
                                             "what it had learned so far was kept.")
@@ -326,6 +329,26 @@ def _run_job(store: RunStore, job: dict, data: Any, data_error: BaseException | 
             pass
         store.set_status(run_id, "failed", only_from=["running"], error=failure_reason(err),
                          traceback=tb)
+
+
+def _peak_rss_mb() -> float | None:
+    """This process's peak resident memory in MB (None where the platform does not say).
+
+    Linux: ``VmHWM``, the peak of this process image. (``ru_maxrss`` survives ``exec``, so in a
+    spawned worker it would report the server's size at the fork.)"""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    try:
+        import resource
+    except ImportError:
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (2**20 if sys.platform == "darwin" else 2**10), 1)  # bytes vs KiB
 
 
 def failure_reason(err: BaseException) -> str:
