@@ -16,6 +16,7 @@ import json
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -106,11 +107,11 @@ def main() -> int:
     for row in rows:
         by.setdefault(row["name"], []).append(row)
     ref = by["reference (tutorial as written)"]
-    ref_sps = sorted(x["steps_per_s"] for x in ref)[len(ref) // 2]
+    ref_sps = statistics.median(x["steps_per_s"] for x in ref)
     print("\nsummary (median over repeats; ratio = steps/s ÷ reference's steps/s in this run)")
     table = []
     for name, rs in by.items():
-        sps = sorted(x["steps_per_s"] for x in rs)[len(rs) // 2]
+        sps = statistics.median(x["steps_per_s"] for x in rs)
         acc = sum(x["accuracy"] for x in rs) / len(rs)
         table.append((name, sps, sps / ref_sps, acc))
         print(f"  {name:<34} {sps:8.1f} steps/s  ×{sps / ref_sps:4.2f}  accuracy {100 * acc:.2f} %")

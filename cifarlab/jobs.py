@@ -557,10 +557,12 @@ class JobQueue:
         return self._n_train or FULL_TRAIN_IMAGES
 
     # -- what the pages call -----------------------------------------------------------------
-    def runs(self, session: str, statuses=None) -> list[Run]:
-        """The runs this session may see: its own, or everyone's in the shared class view."""
+    def runs(self, session: str, statuses=None, kind: str | None = None) -> list[Run]:
+        """The runs this session may see (of one ``kind``, or all): its own, or everyone's in
+        the shared class view. Newest first."""
         validate_session(session)
-        return self.store.list_runs(None if self.settings.shared_view else session, statuses)
+        return self.store.list_runs(None if self.settings.shared_view else session, statuses,
+                                    kind=kind)
 
     def get(self, session: str, run_id: str) -> Run:
         """A run this session may see; JobError otherwise."""

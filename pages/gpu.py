@@ -202,7 +202,7 @@ else:
         show_error(err)
 
 if "gpu_run_id" not in st.session_state:  # a reload: this session's latest timing, if any
-    mine = [r for r in queue.runs(session) if r.kind == "timing" and r.session == session]
+    mine = [r for r in queue.runs(session, kind="timing") if r.session == session]
     if mine:
         latest = max(mine, key=lambda r: r.created_at)
         st.session_state["gpu_run_id"] = latest.id

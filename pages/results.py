@@ -102,8 +102,8 @@ def choose_model():
 
     queue = job_queue()
     try:
-        runs = [r for r in queue.runs(sid, statuses=FINISHED) if r.kind == "train"
-                and queue.store.checkpoint_path(r.id).is_file()]
+        runs = [r for r in queue.runs(sid, statuses=FINISHED, kind="train")
+                if queue.store.checkpoint_path(r.id).is_file()]
     except CifarLabError as err:
         show_error(err)
         return None

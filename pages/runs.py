@@ -218,7 +218,7 @@ with tab_runs:
         st.success(st.session_state.pop(K + "flash"), icon=":material/check:")
     queue = job_queue()
     try:
-        all_runs = [r for r in queue.runs(sid) if r.kind == "train"]
+        all_runs = queue.runs(sid, kind="train")
     except CifarLabError as err:
         show_error(err)
         all_runs = None

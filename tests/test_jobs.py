@@ -355,6 +355,12 @@ def test_sessions_never_see_or_touch_each_others_runs(make_queue, tmp_path):
     assert [r.id for r in queue.runs(ALICE)] == [a]
     assert [r.id for r in queue.runs(BOB)] == [b]
     assert [r.id for r in queue.store.list_runs(ALICE)] == [a]
+    timing = queue.submit_job(ALICE, "sleepy", {}, "cpu")
+    assert [r.id for r in queue.runs(ALICE, kind="train")] == [a]
+    assert [r.id for r in queue.runs(ALICE, kind="sleepy")] == [timing]
+    assert [r.id for r in queue.runs(ALICE)] == [timing, a]          # newest first
+    queue.cancel(ALICE, timing)
+    queue.delete(ALICE, timing)
     for call in (queue.get, queue.cancel, queue.delete):
         with pytest.raises(JobError, match="no such run"):
             call(ALICE, b)
