@@ -188,7 +188,8 @@ def test_train_watch_the_loss_cancel_and_read_the_results(server, browser):
     """A short run from the Train page: the loss chart gains points while it runs, it finishes
     with an accuracy, the Results page reads it; a second run is cancelled from the page."""
     t = i18n.translator("en")
-    page = browser.new_page(viewport={"width": 1400, "height": 1100})
+    # tall: Streamlit scrolls inside its main section, so a screenshot shows one viewport
+    page = browser.new_page(viewport={"width": 1400, "height": 2400})
     train_url = page_url(server, "train", "en") + "&sid=browser-student-01"
     try:
         page.goto(train_url)
@@ -219,12 +220,29 @@ def test_train_watch_the_loss_cancel_and_read_the_results(server, browser):
         assert not page_problems(page)
         screenshot(page, "en-train-done")
 
-        # a second run, stopped from the page
+        # a second run, long enough (2 epochs of 50,000 images) to be stopped from the page
+        set_number(page, t("common.epochs"), 2)
+        wait_idle(page)
+        set_number(page, t("common.train_subset"), 50000)
+        wait_idle(page)
         page.get_by_role("button", name=t("train.start"), exact=True).click()
+        chosen = page.get_by_role("combobox", name=t("train.choose_run"), exact=True)
+        page.wait_for_function(
+            """([label, status]) => {
+                const box = document.querySelector(`input[aria-label="${label}"]`);
+                return box && box.value.includes('50,000 images') && box.value.includes(status);
+            }""", arg=[t("train.choose_run"), t("status.running")], timeout=90_000)
+        wait_idle(page)
         page.wait_for_function(f"(t) => ({LOSS_CHART_LAST_STEP})(t) > 0", arg=t("common.loss"),
                                timeout=90_000)
         page.get_by_role("button", name=t("train.cancel"), exact=True).click()
-        page.get_by_text(t("status.cancelled")).first.wait_for(timeout=30_000)
+        page.wait_for_function(
+            """([label, status]) => {
+                const box = document.querySelector(`input[aria-label="${label}"]`);
+                return box && box.value.includes('50,000 images') && box.value.includes(status);
+            }""", arg=[t("train.choose_run"), t("status.cancelled")], timeout=60_000)
+        wait_idle(page)
+        assert "2 epoch(s)" in chosen.input_value()
         assert not page_problems(page)
         screenshot(page, "en-train-cancelled")
 
@@ -238,5 +256,16 @@ def test_train_watch_the_loss_cancel_and_read_the_results(server, browser):
         assert "%" in metric.first.inner_text()
         assert not page_problems(page)
         screenshot(page, "en-results-after-train")
+
+        # the Runs page compares the two: loss curves overlaid, a table of both
+        page.goto(page_url(server, "runs", "en") + "&sid=browser-student-01")
+        wait_idle(page)
+        page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+        wait_idle(page)
+        traces = page.evaluate("() => Math.max(...[...document.querySelectorAll("
+                               "'.js-plotly-plot')].map(el => (el.data || []).length))")
+        assert traces >= 2                      # one loss curve per run
+        assert not page_problems(page)
+        screenshot(page, "en-runs-after-train")
     finally:
         page.close()
