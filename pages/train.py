@@ -24,6 +24,7 @@ from pages.common import queue as common_queue
 
 t = translator()
 POLL_S = 1.0          # the live view's refresh while a run is queued or running
+FLASH_S = 5.0         # how long the message after pressing Train stays
 MAX_POINTS = 2000     # at most this many points on the loss chart
 KEEP_VIEWS = 4        # runs whose loaded losses/events this session keeps
 MAX_WORKERS_WIDGET = 8
@@ -106,13 +107,21 @@ def _fit(knob: str, value):
     return value
 
 
+def _forget_message() -> None:
+    """A changed knob makes the last Train message old news."""
+    st.session_state.pop(K + "submit_msg", None)
+    st.session_state[K + "submit_field"] = None
+
+
 def _apply_preset() -> None:
+    _forget_message()
     name = st.session_state.get(K + "preset")
     for knob, value in trainview.PRESETS.get(name, {}).items():
         st.session_state[K + knob] = _fit(knob, value)
 
 
 def _knob_changed() -> None:
+    _forget_message()
     st.session_state[K + "preset"] = trainview.matching_preset(_values()) or "custom"
 
 
@@ -136,6 +145,7 @@ def _submit() -> None:
     values = _values()
     problems = trainview.check(values, s.max_epochs, s.max_train_images, jobs.FULL_TRAIN_IMAGES)
     ss[K + "submit_field"] = None
+    ss[K + "submit_at"] = time.monotonic()
     if problems:
         ss[K + "submit_msg"] = ("error", t("train.config_errors"))
         return
@@ -156,6 +166,18 @@ def _submit() -> None:
         return
     ss[K + "submit_msg"] = ("success", t("train.started"))
     ss[K + "run_select"] = run_id
+
+
+def current_message() -> tuple[str, str] | None:
+    """What pressing Train said ("started", or why not), for ``FLASH_S`` seconds: it must
+    outlive the rerun that the run's first status change (queued -> running) causes at once."""
+    ss = st.session_state
+    msg = ss.get(K + "submit_msg")
+    if msg is not None and time.monotonic() - ss.get(K + "submit_at", 0.0) > FLASH_S:
+        ss.pop(K + "submit_msg", None)
+        ss[K + "submit_field"] = None
+        msg = None
+    return msg
 
 
 def _field_messages(field: str, problems: dict) -> None:
@@ -461,17 +483,16 @@ queue = get_queue()
 
 sid = session_id()
 st.subheader(t("train.settings_title"))
+msg = current_message()
 problems = knobs(queue)
 
 st.button(t("train.start"), key=K + "start", type="primary", on_click=_submit,
           icon=":material/play_arrow:")
-msg = st.session_state.pop(K + "submit_msg", None)
 if msg is not None and st.session_state.get(K + "submit_field") is None:
     (st.error if msg[0] == "error" else st.success)(msg[1])
     if msg[0] == "error" and problems:
         for field, p in problems.items():
             st.markdown(f"- {t(f'train.{p.key}', **p.params)}")
-st.session_state[K + "submit_field"] = None
 
 st.divider()
 runs = queue.store.list_runs(session=sid, kind="train", limit=50)

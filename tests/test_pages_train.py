@@ -134,6 +134,8 @@ def test_train_a_quick_run_to_the_end(lab):
     at.button(key="train_start").click().run()
     assert not at.exception
     assert t("train.started") in texts(at, "success")
+    at.run()  # the rerun a status change (queued -> running) causes at once keeps the message
+    assert t("train.started") in texts(at, "success")
     runs = store(lab).list_runs(session="alice-session-1")
     assert len(runs) == 1 and runs[0].config["train_subset"] == 256
     assert runs[0].config["pipeline"] == "fast"
