@@ -980,7 +980,9 @@ def run_timing_job(payload: dict, ctx) -> dict:
 # -----------------------------------------------------------------------------
 # analysis: speedups, crossovers, the tutorial's point, what a GPU would add (figures only)
 
-def _key(row: dict) -> tuple:
+def point_key(row: dict) -> tuple:
+    """Which point of the grid a row measures, device aside: (pipeline, batch size, width).
+    Rows with the same key on two devices are compared for a speed-up."""
     return row["pipeline"], row["batch_size"], row["width"]
 
 
@@ -989,10 +991,10 @@ def speedups(result: SweepResult | list[dict], baseline: list[dict] | None = Non
     both. baseline: cpu rows to compare with (default: the result's own)."""
     rows = result.ok_rows() if isinstance(result, SweepResult) else [r for r in result if not r["error"]]
     cpu_rows = rows if baseline is None else [r for r in baseline if not r["error"]]
-    cpu = {_key(r): r for r in cpu_rows if r["device"] == "cpu"}
+    cpu = {point_key(r): r for r in cpu_rows if r["device"] == "cpu"}
     out = []
     for r in rows:
-        c = cpu.get(_key(r))
+        c = cpu.get(point_key(r))
         if r["device"] == "cpu" or c is None:
             continue
         out.append({"device": r["device"], "device_name": r["device_name"],
@@ -1043,15 +1045,15 @@ def explain_tutorial_point(result: SweepResult) -> dict:
     batch, and the best point measured with the same network (width 1)."""
     rows = result.ok_rows()
     pipe, b, w = TUTORIAL_POINT
-    cpu_tut = next((r for r in rows if r["device"] == "cpu" and _key(r) == TUTORIAL_POINT), None)
+    cpu_tut = next((r for r in rows if r["device"] == "cpu" and point_key(r) == TUTORIAL_POINT), None)
     devices = []
     for dev in dict.fromkeys(r["device"] for r in result.rows):
         mine = [r for r in rows if r["device"] == dev]
-        tut = next((r for r in mine if _key(r) == TUTORIAL_POINT), None)
-        fast = next((r for r in mine if _key(r) == ("fast", b, w)), None)
+        tut = next((r for r in mine if point_key(r) == TUTORIAL_POINT), None)
+        fast = next((r for r in mine if point_key(r) == ("fast", b, w)), None)
         best = _best([r for r in mine if r["width"] == w])
         failed = next((r["error"] for r in result.rows
-                       if r["device"] == dev and _key(r) == TUTORIAL_POINT and r["error"]), "")
+                       if r["device"] == dev and point_key(r) == TUTORIAL_POINT and r["error"]), "")
         d = {"device": dev, "device_name": next(r["device_name"] for r in result.rows
                                                 if r["device"] == dev),
              "error": failed, "images_per_s": None, "step_ms": None, "epoch_s": None,
@@ -1100,13 +1102,13 @@ def what_a_gpu_would_add(result: SweepResult, reference: SweepResult | None = No
                             "device": acc["device"], "device_name": acc["device_name"]}
     here_cpu = [r for r in result.ok_rows() if r["device"] == "cpu"]
     acc_rows = [r for r in source.ok_rows() if r["device"] != "cpu"]
-    own = {(s["device"], _key(s)): s["speedup"] for s in speedups(source)}
+    own = {(s["device"], point_key(s)): s["speedup"] for s in speedups(source)}
     points = []
     for s in speedups(acc_rows, baseline=here_cpu):
-        s["speedup_same_machine"] = own.get((s["device"], _key(s)))
+        s["speedup_same_machine"] = own.get((s["device"], point_key(s)))
         points.append(s)
     out["points"] = points
-    out["tutorial_point"] = next((p for p in points if _key(p) == TUTORIAL_POINT), None)
+    out["tutorial_point"] = next((p for p in points if point_key(p) == TUTORIAL_POINT), None)
     out["best"] = max(points, key=lambda p: p["speedup"]) if points else None
     out["crossover"] = crossover(acc_rows, baseline=here_cpu)
     return out
@@ -1161,8 +1163,8 @@ class TablePrinter:
 
     def __call__(self, row: dict) -> None:
         if row["device"] == "cpu" and not row["error"]:
-            self.cpu[_key(row)] = row["images_per_s"]
-        print(table_line(row, self.cpu.get(_key(row))), file=self.out, flush=True)
+            self.cpu[point_key(row)] = row["images_per_s"]
+        print(table_line(row, self.cpu.get(point_key(row))), file=self.out, flush=True)
 
 
 def summary_lines(result: SweepResult) -> list[str]:

@@ -237,7 +237,7 @@ def rows_so_far(rid: str) -> list[dict]:
 
 def rows_table(rows: list[dict]) -> pd.DataFrame:
     """The measured points as a table with translated column names (speed-up vs the cpu)."""
-    cpu = {timing._key(r): r["images_per_s"] for r in rows
+    cpu = {timing.point_key(r): r["images_per_s"] for r in rows
            if r["device"] == "cpu" and not r["error"]}
     out = []
     for r in rows:
@@ -248,7 +248,7 @@ def rows_table(rows: list[dict]) -> pd.DataFrame:
             notes.append(t("gpu.note_budget", n=r["timed_steps"]))
         if r["error"]:
             notes.append(r["error"])
-        base = cpu.get(timing._key(r))
+        base = cpu.get(timing.point_key(r))
         ok = not r["error"]
         out.append({
             t("gpu.device_col"): r["device"],
@@ -483,7 +483,7 @@ def speedup_figure(res: timing.SweepResult, pipeline: str) -> go.Figure:
                         marker=dict(symbol="diamond", size=14, color="crimson"),
                         text=[f"≈{c['estimate']:.0f}" for c in cross], textposition="top center",
                         hovertemplate="%{text}<extra></extra>")
-    tut = [s for s in timing.speedups(res) if timing._key(s) == timing.TUTORIAL_POINT]
+    tut = [s for s in timing.speedups(res) if timing.point_key(s) == timing.TUTORIAL_POINT]
     if tut:
         fig.add_scatter(x=[s["batch_size"] for s in tut], y=[s["speedup"] for s in tut],
                         mode="markers", marker=STAR, name=t("gpu.tut_marker"),
