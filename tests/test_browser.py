@@ -186,7 +186,8 @@ LOSS_CHART_LAST_STEP = """(lossTitle) => {
 
 def test_train_watch_the_loss_cancel_and_read_the_results(server, browser):
     """A short run from the Train page: the loss chart gains points while it runs, it finishes
-    with an accuracy, the Results page reads it; a second run is cancelled from the page."""
+    with an accuracy, the Results page reads it; a second run survives a reload, still live,
+    and is cancelled from the page; the Runs page compares the two."""
     t = i18n.translator("en")
     # tall: Streamlit scrolls inside its main section, so a screenshot shows one viewport
     page = browser.new_page(viewport={"width": 1400, "height": 2400})
@@ -235,6 +236,14 @@ def test_train_watch_the_loss_cancel_and_read_the_results(server, browser):
         wait_idle(page)
         page.wait_for_function(f"(t) => ({LOSS_CHART_LAST_STEP})(t) > 0", arg=t("common.loss"),
                                timeout=90_000)
+        # a reload (the same ?sid= link) finds the run again, still live
+        page.reload()
+        wait_idle(page)
+        assert "50,000 images" in chosen.input_value()
+        seen = page.wait_for_function(f"(t) => ({LOSS_CHART_LAST_STEP})(t)", arg=t("common.loss"),
+                                      timeout=60_000).json_value()
+        page.wait_for_function(f"(t) => ({LOSS_CHART_LAST_STEP})(t) > {seen}",
+                               arg=t("common.loss"), timeout=60_000)
         page.get_by_role("button", name=t("train.cancel"), exact=True).click()
         page.wait_for_function(
             """([label, status]) => {
