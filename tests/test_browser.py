@@ -173,6 +173,15 @@ def test_conv_calculator_in_the_browser(server, browser):
         page.close()
 
 
+def wait_for_chosen_run(page, t, *parts: str, timeout_ms: int) -> None:
+    """Wait until the Train page's run selector shows a run whose label has every part."""
+    page.wait_for_function(
+        """([label, parts]) => {
+            const box = document.querySelector(`input[aria-label="${label}"]`);
+            return box && parts.every(p => box.value.includes(p));
+        }""", arg=[t("train.choose_run"), list(parts)], timeout=timeout_ms)
+
+
 LOSS_CHART_LAST_STEP = """(lossTitle) => {
     for (const el of document.querySelectorAll('.js-plotly-plot')) {
         const title = el.layout && el.layout.yaxis && el.layout.yaxis.title;
@@ -228,11 +237,7 @@ def test_train_watch_the_loss_cancel_and_read_the_results(server, browser):
         wait_idle(page)
         page.get_by_role("button", name=t("train.start"), exact=True).click()
         chosen = page.get_by_role("combobox", name=t("train.choose_run"), exact=True)
-        page.wait_for_function(
-            """([label, status]) => {
-                const box = document.querySelector(`input[aria-label="${label}"]`);
-                return box && box.value.includes('50,000 images') && box.value.includes(status);
-            }""", arg=[t("train.choose_run"), t("status.running")], timeout=90_000)
+        wait_for_chosen_run(page, t, "50,000 images", t("status.running"), timeout_ms=90_000)
         wait_idle(page)
         page.wait_for_function(f"(t) => ({LOSS_CHART_LAST_STEP})(t) > 0", arg=t("common.loss"),
                                timeout=90_000)
@@ -245,11 +250,7 @@ def test_train_watch_the_loss_cancel_and_read_the_results(server, browser):
         page.wait_for_function(f"(t) => ({LOSS_CHART_LAST_STEP})(t) > {seen}",
                                arg=t("common.loss"), timeout=60_000)
         page.get_by_role("button", name=t("train.cancel"), exact=True).click()
-        page.wait_for_function(
-            """([label, status]) => {
-                const box = document.querySelector(`input[aria-label="${label}"]`);
-                return box && box.value.includes('50,000 images') && box.value.includes(status);
-            }""", arg=[t("train.choose_run"), t("status.cancelled")], timeout=60_000)
+        wait_for_chosen_run(page, t, "50,000 images", t("status.cancelled"), timeout_ms=60_000)
         wait_idle(page)
         assert "2 epoch(s)" in chosen.input_value()
         assert not page_problems(page)
