@@ -86,8 +86,9 @@ def keep_url_state() -> None:
 
 @st.cache_resource(show_spinner=False, max_entries=2)
 def _load_data(source: str | None, cache: str | None):
-    """Keyed by the data setting, so a changed CIFARLAB_DATA/CIFARLAB_CACHE is never served
-    the images of the old one."""
+    """The arguments are only the cache key (``data_setting()``): a changed CIFARLAB_DATA or
+    CIFARLAB_CACHE is never served the images of the old one. ``load()`` reads the same
+    environment itself, so its messages still say the setting came from CIFARLAB_DATA."""
     from cifarlab import data
 
     return data.load()

@@ -17,6 +17,7 @@ t = translator()
 
 @st.cache_data(show_spinner=False, ttl=60, max_entries=2)
 def _source_text(source: str | None, cache: str | None) -> str:
+    """Cached per data setting (the arguments are only the key; see common._load_data)."""
     return cdata.describe_source()
 
 
