@@ -33,9 +33,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 DEFAULT_ARCHIVE = ROOT.parent / "shared" / "data" / "cifar10-jpeg.tar.gz"
 
-from cifarlab.config import TrainConfig  # noqa: E402
-from cifarlab.jobs import JobQueue  # noqa: E402
-from cifarlab.settings import load_settings  # noqa: E402
+from cifarlab.core.config import TrainConfig  # noqa: E402
+from cifarlab.serve.queue import JobQueue  # noqa: E402
+from cifarlab.serve.settings import load_settings  # noqa: E402
 
 SESSION = "bench-session-0001"
 

@@ -24,13 +24,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from cifarlab import timing  # noqa: E402
+from cifarlab.lab import gpu as timing  # noqa: E402
 from cifarlab.errors import CifarLabError  # noqa: E402
 
 
 def file_stem(devices: list[str]) -> str:
     """The first GPU's name (else the host name) and today's date: nvidia-h100-80gb-hbm3-2025-06-01."""
-    from cifarlab.devices import list_devices
+    from cifarlab.core.devices import list_devices
 
     names = [d.name for d in list_devices() if d.id in devices and d.kind != "cpu"]
     label = names[0] if names else timing._hostname()
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         devices = cfg.resolved_devices()
         data = None
         if args.data:
-            from cifarlab import data as data_mod
+            from cifarlab.core import data as data_mod
 
             data = data_mod.load(args.data)
     except CifarLabError as err:

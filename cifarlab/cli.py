@@ -14,8 +14,8 @@ import argparse
 import json
 import sys
 
-from .config import CIFAR10_CLASSES, TUTORIAL_SHORT_NAMES, ModelSpec, TrainConfig
-from .errors import CifarLabError, ConfigError
+from cifarlab.core.config import CIFAR10_CLASSES, TUTORIAL_SHORT_NAMES, ModelSpec, TrainConfig
+from cifarlab.errors import CifarLabError, ConfigError
 
 EXIT_BAD_INPUT = 2
 
@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     da.add_argument("--data", default=None)
     da.add_argument("--json", action="store_true")
 
-    from .timing import register_cli  # `bench`: cheap to import (torch loads when it runs)
+    from cifarlab.lab.gpu import register_cli  # `bench`: cheap to import (torch loads when it runs)
 
     register_cli(sub)
     return parser
@@ -102,8 +102,8 @@ def print_accuracy_lines(per_class: dict[str, float], accuracy: float, total: in
 
 
 def cmd_train(args) -> int:
-    from . import data as data_mod
-    from .train import train
+    from cifarlab.core import data as data_mod
+    from cifarlab.core.train import train
 
     config = TrainConfig(epochs=args.epochs, lr=args.lr, momentum=args.momentum,
                          batch_size=args.batch_size, num_workers=args.num_workers,
@@ -136,10 +136,10 @@ def cmd_train(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from . import checkpoint as ckpt
-    from . import data as data_mod
-    from .devices import resolve_device
-    from .evaluate import evaluate
+    from cifarlab.core import checkpoint as ckpt
+    from cifarlab.core import data as data_mod
+    from cifarlab.core.devices import resolve_device
+    from cifarlab.core.evaluate import evaluate
 
     device = resolve_device(args.device)
     cp = ckpt.load(args.checkpoint, map_location="cpu")
@@ -160,7 +160,7 @@ def cmd_eval(args) -> int:
 
 
 def cmd_shapes(args) -> int:
-    from .shapes import total_params, trace, trace_spec, trace_table
+    from cifarlab.core.shapes import total_params, trace, trace_spec, trace_table
 
     if args.layers:
         try:
@@ -186,7 +186,7 @@ def cmd_shapes(args) -> int:
 
 
 def cmd_data(args) -> int:
-    from . import data as data_mod
+    from cifarlab.core import data as data_mod
 
     data = data_mod.load(args.data, on_progress=None if args.json else
                          (lambda msg: print(msg, file=sys.stderr, flush=True)))

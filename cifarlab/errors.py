@@ -1,34 +1,107 @@
-"""Errors a student can read.
+"""Errors a student can read, in the student's language.
 
-Every error the engine raises on purpose derives from ``CifarLabError``. Its message is one
-or two plain sentences that say what was wrong and how to fix it; ``field`` names the
-config field or input it concerns (so a page can show it next to the right widget).
-The command line prints ``str(err)`` on one line and exits non-zero; pages show it with
-``st.error``. A traceback is never the only message.
+Every error the engine raises on purpose derives from ``CifarLabError`` and carries a **code**
+and **parameters**, never a finished sentence: the code names a catalog entry
+``errors.<code>`` (``cifarlab/locales/<lang>/errors*.toml``), the parameters fill it.
+
+    raise DataError("data.missing_path", path=str(p))
+    err.text("es")        # the sentence in Spanish, numbers in Spanish notation
+    str(err)              # English: the command line prints this on one line
+    err.field             # the config field or input concerned (for the widget beside it)
+
+``ConfigError`` carries several ``Problem``s at once (one per bad field), so a form can show
+each one next to its widget. A traceback is never the only message.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field as dc_field
+from typing import Any, Iterable, Mapping
+
+from cifarlab import i18n
+
+
+def is_literal(code: str) -> bool:
+    """A sentence rather than a code: the old way, English only. tests/test_errors.py lists
+    the places that still raise one; none should remain."""
+    return " " in code or not code
+
+
+def _render(code: str, params: Mapping[str, Any], lang: str) -> str:
+    if is_literal(code):
+        return code
+    return i18n.t(f"errors.{code}", lang, **params)
+
 
 class CifarLabError(Exception):
-    """Base class: a problem with the user's input, data or machine, explained in words."""
+    """Base class: a problem with the user's input, data or machine, explained in words.
 
-    def __init__(self, message: str, field: str | None = None):
-        super().__init__(message)
-        self.message = message
+    ``code`` is a catalog key below ``errors.``; ``params`` fill its ``{placeholders}``.
+    """
+
+    def __init__(self, code: str, /, field: str | None = None, **params: Any):
+        super().__init__(code)
+        self.code = code
         self.field = field
+        self.params = params
 
-    def __str__(self) -> str:  # one line, no class name
+    def text(self, lang: str = i18n.DEFAULT) -> str:
+        """The message in ``lang`` (numbers in that language's notation)."""
+        return _render(self.code, self.params, lang)
+
+    @property
+    def message(self) -> str:
+        return self.text(i18n.DEFAULT)
+
+    def __str__(self) -> str:  # one line, English, no class name
         return self.message
+
+    def __reduce__(self):  # survives pickling between processes (workers -> queue)
+        return (_rebuild, (type(self), self.__dict__.copy()))
+
+
+def _rebuild(cls, state):
+    err = cls.__new__(cls)
+    Exception.__init__(err, state.get("code"))
+    err.__dict__.update(state)
+    return err
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One bad value: the field it concerns, a catalog code below ``errors.``, parameters."""
+
+    field: str
+    code: str
+    params: Mapping[str, Any] = dc_field(default_factory=dict)
+
+    def text(self, lang: str = i18n.DEFAULT) -> str:
+        return _render(self.code, self.params, lang)
 
 
 class ConfigError(CifarLabError):
-    """A hyperparameter or option is out of range. ``errors`` maps field -> message."""
+    """One or more hyperparameters or options are out of range; ``problems`` lists each."""
 
-    def __init__(self, errors: dict[str, str]):
-        self.errors = dict(errors)
-        first_field = next(iter(self.errors), None)
-        message = " ".join(self.errors.values()) if self.errors else "Invalid configuration."
-        super().__init__(message, field=first_field)
+    def __init__(self, problems: Iterable[Problem] | Mapping[str, str]):
+        if isinstance(problems, Mapping):  # the old way: field -> English sentence
+            problems = [Problem(f, m) for f, m in problems.items()]
+        self.problems: list[Problem] = list(problems)
+        first = self.problems[0] if self.problems else Problem("config", "config.invalid")
+        super().__init__(first.code, field=first.field, **dict(first.params))
+
+    @property
+    def errors(self) -> dict[str, str]:
+        """field -> English message (the command line's view)."""
+        return self.texts(i18n.DEFAULT)
+
+    def texts(self, lang: str = i18n.DEFAULT) -> dict[str, str]:
+        """field -> message in ``lang``, the first problem of each field."""
+        out: dict[str, str] = {}
+        for p in self.problems:
+            out.setdefault(p.field, p.text(lang))
+        return out
+
+    def text(self, lang: str = i18n.DEFAULT) -> str:
+        return " ".join(self.texts(lang).values())
 
 
 class DataError(CifarLabError):
@@ -42,14 +115,21 @@ class DeviceError(CifarLabError):
 class ShapeError(CifarLabError):
     """A layer stack does not fit: some layer would produce an output smaller than 1."""
 
-    def __init__(self, message: str, layer: str | None = None):
-        super().__init__(message, field=layer)
-        self.layer = layer
+    def __init__(self, code: str, /, layer: str | None = None, **params: Any):
+        super().__init__(code, field=layer, layer=layer, **params)
+
+    @property
+    def layer(self) -> str | None:
+        return self.field
 
 
 class CheckpointError(CifarLabError):
-    """A checkpoint file is missing, torn, not ours, or not safe to load."""
+    """A checkpoint file is missing, torn, not ours, too large, or not safe to load."""
 
 
 class JobError(CifarLabError):
-    """A training job could not be queued (queue full, per-session limit, too big a run)."""
+    """A run could not be queued (queue full, per-person limit, too big a run)."""
+
+
+class UploadError(CifarLabError):
+    """An uploaded file was refused (wrong type, too large, damaged)."""

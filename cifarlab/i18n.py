@@ -3,6 +3,7 @@
 Layout (English is the source; every other language mirrors it)::
 
     cifarlab/locales/en.toml                  UI strings, flat dotted keys grouped in tables
+    cifarlab/locales/en/*.toml                more UI strings, one file per area (merged; a key once)
     cifarlab/locales/es.toml, pt.toml
     cifarlab/locales/<lang>/lessons/<name>.md lesson texts (Markdown), one file per lesson
     cifarlab/locales/code/<name>.py           the tutorial's lines a lesson explains (shared)
@@ -27,13 +28,21 @@ instead. Strict mode is on while pytest runs (``PYTEST_CURRENT_TEST`` is set) or
 False | None)`` overrides both (``None``: back to the environment). ``missing_keys()``,
 ``extra_keys()`` and ``problems()`` report what a translator still has to do.
 
-This module uses only the standard library and never imports streamlit.
+Numbers: every ``{placeholder}`` that receives a number is written in the language's notation
+(Babel's CLDR rules: 50,000 / 50.000; 0.001 / 0,001; ``{x:.1%}`` -> 55,3 %). ``number``,
+``percent`` and ``duration`` do the same for pages. A key with ``.one``/``.other`` variants is a
+plural, chosen by the ``n`` (or ``count``) argument.
+
+This module uses the standard library and Babel, and never imports streamlit.
 """
 from __future__ import annotations
 
+import copy
 import functools
 import logging
+import math
 import os
+import re
 import string
 import tomllib
 import unicodedata
@@ -44,7 +53,8 @@ __all__ = [
     "LANGUAGES", "DEFAULT", "LOCALES_DIR", "LESSON_ORDER", "LESSON_ALIASES",
     "normalize_lang", "t", "translator", "lesson", "lesson_names", "code_snippet", "catalog",
     "placeholders", "missing_keys", "extra_keys", "problems", "is_strict", "set_strict",
-    "clear_cache",
+    "clear_cache", "catalog_files", "number", "percent", "duration", "plural_form",
+    "BABEL_LOCALES",
 ]
 
 log = logging.getLogger(__name__)
@@ -147,15 +157,26 @@ def _flatten(table: dict[str, Any], prefix: str, out: dict[str, str], source: Pa
                              f"not {type(value).__name__}.")
 
 
+def catalog_files(lang: str) -> list[Path]:
+    """The files a language's catalog is read from: ``<lang>.toml``, then ``<lang>/*.toml``
+    (one file per area, so that areas can grow without editing one shared file)."""
+    main = LOCALES_DIR / f"{lang}.toml"
+    extra = sorted((LOCALES_DIR / lang).glob("*.toml"))
+    return ([main] if main.is_file() else []) + extra
+
+
 @functools.lru_cache(maxsize=None)
 def _load_catalog(lang: str) -> dict[str, str]:
-    path = LOCALES_DIR / f"{lang}.toml"
-    if not path.is_file():
-        return {}
-    with path.open("rb") as fh:
-        data = tomllib.load(fh)
     flat: dict[str, str] = {}
-    _flatten(data, "", flat, path)
+    for path in catalog_files(lang):
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+        part: dict[str, str] = {}
+        _flatten(data, "", part, path)
+        clash = sorted(set(part) & set(flat))
+        if clash:  # one key, one place: a second definition would silently win
+            raise ValueError(f"{path}: key(s) defined twice in the {lang} catalog: {clash[:5]}")
+        flat.update(part)
     return flat
 
 
@@ -164,15 +185,110 @@ def catalog(lang: str = DEFAULT) -> dict[str, str]:
     return dict(_load_catalog(normalize_lang(lang)))
 
 
+# Babel's locale for each language: "es" writes 50.000 and 0,001; "pt" is Brazil's, as the course.
+BABEL_LOCALES: dict[str, str] = {"en": "en_US", "es": "es", "pt": "pt_BR"}
+_SPEC_RE = re.compile(r"^(?P<group>,?)(?:\.(?P<digits>\d+))?(?P<kind>[dfg%]?)$")
+
+
+@functools.lru_cache(maxsize=8)
+def _locale(lang: str):
+    from babel import Locale  # imported on first use: the CLI in English rarely needs it
+
+    return Locale.parse(BABEL_LOCALES.get(normalize_lang(lang), "en_US"))
+
+
+def number(value: float | int, lang: str = DEFAULT, digits: int | None = None) -> str:
+    """A number in ``lang``'s notation: ``number(50000, "es")`` -> "50.000", ``number(0.001,
+    "pt")`` -> "0,001"; ``digits`` fixes the decimals (``number(3.14159, "es", 2)`` -> "3,14")."""
+    from babel.numbers import format_decimal
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    loc = _locale(lang)
+    if digits is not None:
+        return format_decimal(value, format="#,##0." + "0" * digits if digits else "#,##0",
+                              locale=loc)
+    return format_decimal(value, locale=loc, decimal_quantization=False)
+
+
+def percent(fraction: float, lang: str = DEFAULT, digits: int = 1) -> str:
+    """A fraction as a percentage in ``lang``: ``percent(0.553, "es")`` -> "55,3 %"."""
+    loc = _locale(lang)
+    pattern = copy.copy(loc.percent_formats[None])  # the language's own ("55,3 %" in Spanish)
+    pattern.frac_prec = (digits, digits)
+    return pattern.apply(fraction, loc)
+
+
+def duration(seconds: float, lang: str = DEFAULT) -> str:
+    """A duration a person reads at a glance: "0,25 s", "12 s", "3 min 5 s", "1 h 2 min"."""
+    if not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
+        return "?"
+    s = max(0.0, float(seconds))
+    if s < 10:
+        return f"{number(s, lang, 2 if s < 1 else 1)} s"
+    if s < 60:
+        return f"{number(round(s), lang)} s"
+    m, sec = divmod(round(s), 60)
+    if m < 60:
+        return f"{m} min {sec} s" if sec else f"{m} min"
+    h, m = divmod(m, 60)
+    return f"{h} h {m} min" if m else f"{h} h"
+
+
+def plural_form(n: float, lang: str = DEFAULT) -> str:
+    """CLDR's plural category of ``n`` in ``lang``: "one", "other", ... (Babel's rules)."""
+    return _locale(lang).plural_form(abs(n))
+
+
+class _LocaleFormatter(string.Formatter):
+    """``str.format`` whose numbers follow the language: ``{n}`` -> "50.000" in Spanish,
+    ``{acc:.1%}`` -> "55,3 %", ``{lr:g}`` -> "0,001". Other specs (widths, alignment) and
+    non-numbers are formatted as Python does."""
+
+    def __init__(self, lang: str):
+        self.lang = lang
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return super().format_field(value, format_spec)
+        m = _SPEC_RE.match(format_spec)
+        if not m:
+            return super().format_field(value, format_spec)
+        digits = int(m["digits"]) if m["digits"] is not None else None
+        kind = m["kind"]
+        if kind == "%":
+            return percent(value, self.lang, 0 if digits is None else digits)
+        if kind == "g":
+            value = float(format(value, format_spec.lstrip(",")))  # significant digits first
+            return number(int(value) if value.is_integer() else value, self.lang)
+        if kind == "d" or (isinstance(value, int) and digits is None):
+            return number(int(value), self.lang)
+        return number(value, self.lang, digits)
+
+
 def _format(template: str, key: str, lang: str, kwargs: dict[str, Any]) -> str:
     try:
-        return template.format(**kwargs)
+        return _LocaleFormatter(lang).format(template, **kwargs)
     except (KeyError, IndexError, ValueError) as exc:
         if is_strict():
             raise KeyError(f"i18n: cannot fill {key!r} ({lang}): {exc!r}; "
                            f"given {sorted(kwargs)}") from exc
         _warn_once(lang, f"format:{key}", "i18n: cannot fill %r (%s): %r", key, lang, exc)
         return template
+
+
+def _lookup(texts: dict[str, str], key: str, lang: str, kwargs: dict[str, Any]) -> str | None:
+    """The template for ``key``: the key itself, or its plural variant (``key.one``,
+    ``key.other``, ...) chosen by Babel's rules for the ``n`` or ``count`` argument."""
+    if key in texts:
+        return texts[key]
+    if f"{key}.other" in texts:
+        n = kwargs.get("n", kwargs.get("count"))
+        form = plural_form(n, lang) if isinstance(n, (int, float)) else "other"
+        return texts.get(f"{key}.{form}", texts[f"{key}.other"])
+    return None
 
 
 def t(key: str, /, lang: str = DEFAULT, **kwargs: Any) -> str:
@@ -183,17 +299,17 @@ def t(key: str, /, lang: str = DEFAULT, **kwargs: Any) -> str:
     the key itself with a logged error.
     """
     code = normalize_lang(lang)
-    texts = _load_catalog(code)
-    if key in texts:
-        return _format(texts[key], key, code, kwargs)
+    template = _lookup(_load_catalog(code), key, code, kwargs)
+    if template is not None:
+        return _format(template, key, code, kwargs)
     if is_strict():
         raise KeyError(f"i18n: no string {key!r} in the {LANGUAGES[code]} catalog "
                        f"(locales/{code}.toml).")
     if code != DEFAULT:
-        english = _load_catalog(DEFAULT)
-        if key in english:
+        english = _lookup(_load_catalog(DEFAULT), key, DEFAULT, kwargs)
+        if english is not None:
             _warn_once(code, key, "i18n: %r is missing in %s; showing English.", key, code)
-            return _format(english[key], key, DEFAULT, kwargs)
+            return _format(english, key, code, kwargs)
     _warn_once(code, key, "i18n: unknown string key %r.", key, level=logging.ERROR)
     return key
 

@@ -89,7 +89,7 @@ def _load_data(source: str | None, cache: str | None):
     """The arguments are only the cache key (``data_setting()``): a changed CIFARLAB_DATA or
     CIFARLAB_CACHE is never served the images of the old one. ``load()`` reads the same
     environment itself, so its messages still say the setting came from CIFARLAB_DATA."""
-    from cifarlab import data
+    from cifarlab.core import data
 
     return data.load()
 
@@ -113,7 +113,7 @@ def get_data():
 def queue():
     """The server's job queue (one per process; it starts the scheduler on first use). A bad
     hosting setting (environment variable or cifarlab.toml) is shown as its message."""
-    from cifarlab import jobs
+    from cifarlab.serve import queue as jobs
 
     try:
         return jobs.get_queue()

@@ -8,8 +8,9 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from cifarlab import data as cdata
-from cifarlab import devices, loading
+from cifarlab.core import data as cdata
+from cifarlab.core import devices
+from cifarlab.lab import data as loading
 from cifarlab.errors import CifarLabError
 from pages.common import get_data, lesson, show_error, translator
 

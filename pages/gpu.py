@@ -1,7 +1,7 @@
 """CPU vs GPU: time the same training step on every device, batch size by batch size.
 
 Widgets -> a timing job through the job queue (exclusive on its device) -> rows arriving live
-from the run's ``timing_row`` events -> a ``cifarlab.timing.SweepResult`` -> plotly figures of
+from the run's ``timing_row`` events -> a ``cifarlab.lab.gpu.SweepResult`` -> plotly figures of
 throughput, speed-up and crossover (``timing.speedups``/``crossover``), the phase breakdown and
 the two pipelines. Results save as CSV/JSON and load from an upload or docs/gpu-results.
 """
@@ -15,8 +15,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from cifarlab import timing
-from cifarlab.devices import list_devices
+from cifarlab.lab import gpu as timing
+from cifarlab.core.devices import list_devices
 from cifarlab.errors import CifarLabError
 from pages.common import lang, lesson, queue as job_queue, session_id, show_error, translator
 

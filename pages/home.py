@@ -7,9 +7,9 @@ import streamlit as st
 import torch
 import torchvision
 
-from cifarlab import data as cdata
-from cifarlab import devices
-from cifarlab.loading import upscale
+from cifarlab.core import data as cdata
+from cifarlab.core import devices
+from cifarlab.lab.data import upscale
 from pages.common import PAGES, data_setting, get_data, lang, lesson, session_id, translator
 
 t = translator()

@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from cifarlab import optimlab
+from cifarlab.lab import loss as optimlab
 from cifarlab.errors import CifarLabError
 from pages.common import get_data, lesson, show_error, translator
 

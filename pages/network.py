@@ -9,8 +9,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 import streamlit as st
 
-from cifarlab import convlab
-from cifarlab.config import ModelSpec
+from cifarlab.lab import network as convlab
+from cifarlab.core.config import ModelSpec
 from cifarlab.errors import CifarLabError
 from pages.common import get_data, lesson, show_error, translator
 

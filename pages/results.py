@@ -12,11 +12,11 @@ import plotly.express as px
 import plotly.graph_objects as go
 import streamlit as st
 
-from cifarlab import jobs
-from cifarlab import results as R
-from cifarlab.config import CIFAR10_CLASSES
+from cifarlab.serve import queue as jobs
+from cifarlab.lab import results as R
+from cifarlab.core.config import CIFAR10_CLASSES
 from cifarlab.errors import CifarLabError
-from cifarlab.store import FINISHED
+from cifarlab.serve.queue import FINISHED
 from pages.common import get_data, lesson, session_id, show_error, translator
 from pages.common import queue as job_queue
 

@@ -9,11 +9,11 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from cifarlab import jobs
-from cifarlab import results as R
-from cifarlab.checkpoint import load as load_checkpoint
+from cifarlab.serve import queue as jobs
+from cifarlab.lab import results as R
+from cifarlab.core.checkpoint import load as load_checkpoint
 from cifarlab.errors import CifarLabError
-from cifarlab.store import validate_run_id
+from cifarlab.serve.queue import validate_run_id
 from pages.common import lesson, session_id, show_error, translator
 from pages.common import queue as job_queue
 
@@ -161,7 +161,7 @@ def actions_section(queue, runs, sid: str) -> None:
         cfg = R.config_of(run)
         if cfg is not None:
             try:
-                from cifarlab.export import export_script
+                from cifarlab.core.export import export_script
 
                 acc = (run.result or {}).get("test_accuracy")
                 note = f"CIFAR Lab run {run.id}" + (f", test accuracy {100 * acc:.1f} %"

@@ -9,8 +9,9 @@ import streamlit as st
 import torch
 from plotly.subplots import make_subplots
 
-from cifarlab import data as cdata
-from cifarlab import devices, tensorlab
+from cifarlab.core import data as cdata
+from cifarlab.core import devices
+from cifarlab.lab import tensors as tensorlab
 from cifarlab.errors import CifarLabError
 from pages.common import get_data, lesson, show_error, translator
 

@@ -16,8 +16,9 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from cifarlab import jobs, trainview
-from cifarlab.config import MAX_BATCH, TrainConfig
+from cifarlab.serve import queue as jobs
+from cifarlab.lab import train as trainview
+from cifarlab.core.config import MAX_BATCH, TrainConfig
 from cifarlab.errors import CifarLabError, JobError
 from pages.common import lesson, session_id, show_error, translator
 from pages.common import queue as common_queue
@@ -40,7 +41,7 @@ def get_queue() -> jobs.JobQueue:
 
 @st.cache_resource(show_spinner=False)
 def _device_ids() -> list[str]:
-    from cifarlab.devices import list_devices
+    from cifarlab.core.devices import list_devices
 
     return [d.id for d in list_devices()]
 

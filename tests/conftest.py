@@ -30,8 +30,8 @@ def cifar_cache_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def cifar_data(cifar_archive, cifar_cache_dir):
-    """The archive decoded (once per cache) by ``cifarlab.data.load``."""
-    from cifarlab.data import load
+    """The archive decoded (once per cache) by ``cifarlab.core.data.load``."""
+    from cifarlab.core.data import load
 
     return load(str(cifar_archive), cache_dir=cifar_cache_dir)
 

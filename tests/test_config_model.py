@@ -4,10 +4,10 @@ import json
 import pytest
 import torch
 
-from cifarlab.config import ModelSpec, TrainConfig
-from cifarlab.devices import Stopwatch, device_ids, environment, list_devices, resolve_device
+from cifarlab.core.config import ModelSpec, TrainConfig
+from cifarlab.core.devices import Stopwatch, device_ids, environment, list_devices, resolve_device
 from cifarlab.errors import ConfigError, DeviceError, ShapeError
-from cifarlab.model import Net, count_params
+from cifarlab.core.model import Net, count_params
 from tutorial_net import Net as TutorialNet
 
 

@@ -8,10 +8,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from cifarlab import convlab
-from cifarlab.config import ModelSpec
+from cifarlab.lab import network as convlab
+from cifarlab.core.config import ModelSpec
 from cifarlab.errors import ShapeError
-from cifarlab.model import Net
+from cifarlab.core.model import Net
 
 
 def torch_conv(x, k, b, stride=1, padding=0):
@@ -35,7 +35,7 @@ def test_named_kernels():
 
 
 def test_to_input_matches_the_tutorial_transform():
-    from cifarlab.data import normalize
+    from cifarlab.core.data import normalize
 
     hwc = np.random.default_rng(1).integers(0, 256, (32, 32, 3), dtype=np.uint8)
     rgb = convlab.to_input(hwc, "rgb")

@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 import torch
 
-from cifarlab import checkpoint as ckpt
-from cifarlab.config import TrainConfig
-from cifarlab.data import FastLoader, normalize, tutorial_loader
-from cifarlab.devices import Stopwatch, environment, list_devices, resolve_device
-from cifarlab.evaluate import evaluate
-from cifarlab.train import train
+from cifarlab.core import checkpoint as ckpt
+from cifarlab.core.config import TrainConfig
+from cifarlab.core.data import FastLoader, normalize, tutorial_loader
+from cifarlab.core.devices import Stopwatch, environment, list_devices, resolve_device
+from cifarlab.core.evaluate import evaluate
+from cifarlab.core.train import train
 from tutorial_net import Net as TutorialNet
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -1,4 +1,4 @@
-"""cifarlab.data on real data: the offline CIFAR-10 archive, tiny image folders built here, a
+"""cifarlab.core.data on real data: the offline CIFAR-10 archive, tiny image folders built here, a
 fake copy of torchvision's own CIFAR-10 files; the decode-once cache; both input pipelines."""
 import hashlib
 import json
@@ -20,7 +20,7 @@ import torch
 import torchvision
 from PIL import Image
 
-from cifarlab import data as D
+from cifarlab.core import data as D
 from cifarlab.errors import DataError
 
 CIFAR_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
@@ -169,7 +169,7 @@ def test_tiny_folder_loads_like_imagefolder(tiny_folder, tmp_path):
 
 def test_odd_images_are_converted_and_reported(tiny_folder, tmp_path, caplog):
     messages = []
-    with caplog.at_level("WARNING", logger="cifarlab.data"):
+    with caplog.at_level("WARNING", logger="cifarlab.core.data"):
         d = D.load(str(tiny_folder), cache_dir=tmp_path / "cache", on_progress=messages.append)
     note = ("3 image(s) were not 32×32 RGB and were converted (1 resized to 32×32, 2 converted "
             "to RGB).")

@@ -1,4 +1,4 @@
-"""cifarlab.export: the exported script runs on its own, trains, saves the tutorial's state_dict,
+"""cifarlab.core.export: the exported script runs on its own, trains, saves the tutorial's state_dict,
 reproduces the app's losses, and is valid Python with the right network for any config."""
 import ast
 import re
@@ -10,11 +10,11 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from cifarlab.config import ModelSpec, TrainConfig
+from cifarlab.core.config import ModelSpec, TrainConfig
 from cifarlab.errors import ShapeError
-from cifarlab.export import export_script
-from cifarlab.model import Net as LabNet
-from cifarlab.train import train
+from cifarlab.core.export import export_script
+from cifarlab.core.model import Net as LabNet
+from cifarlab.core.train import train
 from tutorial_net import Net as TutorialNet
 
 SMALL = TrainConfig(epochs=1, train_subset=200, batch_size=32, num_workers=0, log_every=2,

@@ -1,4 +1,4 @@
-"""cifarlab.jobs and cifarlab.settings: real runs in spawned worker processes, cancels, killed
+"""cifarlab.serve.queue and cifarlab.serve.settings: real runs in spawned worker processes, cancels, killed
 workers, restarts, limits, sessions, exclusive jobs, and twelve sessions pressing Train at once.
 
 Every test gets its own home (run store + checkpoints); the decoded data set is shared through
@@ -15,13 +15,13 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-from cifarlab import checkpoint as ckpt
-from cifarlab.config import TrainConfig
-from cifarlab.devices import resolve_device
+from cifarlab.core import checkpoint as ckpt
+from cifarlab.core.config import TrainConfig
+from cifarlab.core.devices import resolve_device
 from cifarlab.errors import DataError, JobError
-from cifarlab.jobs import JobQueue, failure_reason, register_kind
-from cifarlab.settings import SettingsError, load_settings
-from cifarlab.store import RunStore
+from cifarlab.serve.queue import JobQueue, failure_reason, register_kind
+from cifarlab.serve.settings import SettingsError, load_settings
+from cifarlab.serve.store import RunStore
 from tutorial_net import Net as TutorialNet
 
 QUICK = TrainConfig(epochs=1, train_subset=256, batch_size=32, pipeline="fast", num_workers=0)
@@ -254,7 +254,7 @@ def test_killed_worker_fails_with_a_reason_and_the_queue_goes_on(make_queue):
 def test_forced_stop_takes_the_workers_children_along(make_queue, monkeypatch):
     """A run that ignores its cancel is killed after the grace period, and so are the
     processes it started (no orphaned DataLoader workers); on shutdown likewise."""
-    from cifarlab import jobs
+    from cifarlab.serve import queue as jobs
 
     monkeypatch.setattr(jobs, "CANCEL_GRACE_S", 1.0)
     queue = make_queue()

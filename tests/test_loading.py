@@ -1,4 +1,4 @@
-"""cifarlab.loading: class browsing, ToTensor/Normalize statistics on real images, the batch the
+"""cifarlab.lab.data: class browsing, ToTensor/Normalize statistics on real images, the batch the
 tutorial's DataLoader delivers, and real (tiny) throughput measurements of both pipelines."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 import torchvision
 
-from cifarlab import loading
+from cifarlab.lab import data as loading
 from cifarlab.errors import CifarLabError
 
 
@@ -77,7 +77,7 @@ def test_transform_stats_one_image_and_table(cifar_data):
 
 @pytest.mark.parametrize("batch_size", [4, 8, 1])
 def test_loader_batch_is_the_tutorial_loaders_first_batch(cifar_data, batch_size):
-    from cifarlab.data import tutorial_loader
+    from cifarlab.core.data import tutorial_loader
 
     got = loading.loader_batch(cifar_data, batch_size, seed=3)
     assert got["shape_text"] == f"torch.Size([{batch_size}, 3, 32, 32])"

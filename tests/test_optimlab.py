@@ -9,9 +9,9 @@ import pytest
 import torch
 import torch.nn as nn
 
-from cifarlab import optimlab
+from cifarlab.lab import loss as optimlab
 from cifarlab.errors import CifarLabError
-from cifarlab.model import Net
+from cifarlab.core.model import Net
 
 
 # ------------------------------------------------------------------------------ cross-entropy
@@ -52,7 +52,7 @@ def test_cross_entropy_rejects_bad_input():
 
 
 def test_net_logits_is_the_seeded_tutorial_net():
-    from cifarlab.data import normalize
+    from cifarlab.core.data import normalize
 
     img = np.random.default_rng(0).integers(0, 256, (3, 32, 32), dtype=np.uint8)
     z = optimlab.net_logits(img, seed=5)

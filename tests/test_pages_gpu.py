@@ -14,7 +14,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from cifarlab import devices, i18n, jobs, timing
+from cifarlab import i18n
+from cifarlab.core import devices
+from cifarlab.serve import queue as jobs
+from cifarlab.lab import gpu as timing
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = "pages/gpu.py"

@@ -79,7 +79,7 @@ def test_home_renders_lessons_links_and_facts(app_file, lang):
 
     assert torch.__version__ in body
     metrics = {m.label: m.value for m in at.metric}
-    from cifarlab import devices
+    from cifarlab.core import devices
 
     assert metrics[t("home.metric_cores")] == str(devices.cpu_count())
     assert at.dataframe[0].value.iloc[0, 0] == "cpu"

@@ -15,9 +15,10 @@ import pytest
 from PIL import Image
 from streamlit.testing.v1 import AppTest
 
-from cifarlab import i18n, jobs
-from cifarlab.config import TrainConfig
-from cifarlab.settings import load_settings
+from cifarlab import i18n
+from cifarlab.serve import queue as jobs
+from cifarlab.core.config import TrainConfig
+from cifarlab.serve.settings import load_settings
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 SID = "results-owner-0001"
@@ -32,8 +33,8 @@ CONFIG = TrainConfig(epochs=2, batch_size=32, lr=0.02, pipeline="fast", device="
 def lab(tmp_path_factory, cifar_archive, cifar_cache_dir):
     """A fresh CIFARLAB_HOME whose store holds one finished run of SID, made by a real short
     ``train()`` with its events, losses, result and checkpoint recorded as the worker would."""
-    from cifarlab.data import load
-    from cifarlab.train import train
+    from cifarlab.core.data import load
+    from cifarlab.core.train import train
 
     home = tmp_path_factory.mktemp("lab-home")
     mp = pytest.MonkeyPatch()

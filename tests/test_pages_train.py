@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from cifarlab import i18n, jobs
-from cifarlab.store import RunStore
+from cifarlab import i18n
+from cifarlab.serve import queue as jobs
+from cifarlab.serve.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")

@@ -1,4 +1,4 @@
-"""cifarlab.results: a really trained tiny model, its predictions and mistakes, per-class
+"""cifarlab.lab.results: a really trained tiny model, its predictions and mistakes, per-class
 accuracy per epoch, classifying real and hostile pictures, run tables and loss curves."""
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import pytest
 import torch
 from PIL import Image
 
-from cifarlab import results as R
-from cifarlab.checkpoint import save
-from cifarlab.config import TrainConfig
+from cifarlab.lab import results as R
+from cifarlab.core.checkpoint import save
+from cifarlab.core.config import TrainConfig
 from cifarlab.errors import CheckpointError, CifarLabError
-from cifarlab.store import RunStore
+from cifarlab.serve.store import RunStore
 
 CONFIG = TrainConfig(epochs=2, batch_size=32, lr=0.01, pipeline="fast", device="cpu",
                      train_subset=3200, seed=3, log_every=10**6)
@@ -26,7 +26,7 @@ CONFIG = TrainConfig(epochs=2, batch_size=32, lr=0.01, pipeline="fast", device="
 @pytest.fixture(scope="module")
 def trained(cifar_data):
     """200 real SGD steps (2 epochs × 100) with an evaluation after each epoch."""
-    from cifarlab.train import train
+    from cifarlab.core.train import train
 
     events = []
     result = train(CONFIG, cifar_data, on_event=events.append, eval_each_epoch=True)
@@ -173,7 +173,7 @@ def test_torn_and_oversized_checkpoints(tmp_path, trained, cifar_data):
 
 
 def test_a_model_for_other_classes_is_refused(cifar_data):
-    from cifarlab.model import Net
+    from cifarlab.core.model import Net
 
     with pytest.raises(CheckpointError, match="3 classes"):
         R.predictions_for(Net(num_classes=3), cifar_data)

@@ -1,13 +1,13 @@
-"""cifarlab.shapes against real PyTorch layers: sizes, errors, formulas and whole-model traces."""
+"""cifarlab.core.shapes against real PyTorch layers: sizes, errors, formulas and whole-model traces."""
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st
 
-from cifarlab.config import ModelSpec
+from cifarlab.core.config import ModelSpec
 from cifarlab.errors import ShapeError
-from cifarlab.shapes import (LayerTrace, conv2d_formula, conv2d_output_size, flat_features,
+from cifarlab.core.shapes import (LayerTrace, conv2d_formula, conv2d_output_size, flat_features,
                              pool2d_formula, pool2d_output_size, total_params, trace,
                              trace_spec, trace_table)
 
@@ -272,5 +272,5 @@ def test_trace_table_rows():
 def test_engine_never_imports_streamlit():
     import subprocess
     import sys
-    code = "import sys, cifarlab.shapes; assert 'streamlit' not in sys.modules"
+    code = "import sys, cifarlab.core.shapes; assert 'streamlit' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,4 +1,4 @@
-"""cifarlab.store: schema, WAL, a writer process beside a reader, downsampling, id checks,
+"""cifarlab.serve.store: schema, WAL, a writer process beside a reader, downsampling, id checks,
 queue positions, deletes, restarts."""
 import math
 import multiprocessing
@@ -12,7 +12,7 @@ import time
 import pytest
 
 from cifarlab.errors import JobError
-from cifarlab.store import SCHEMA_VERSION, RunStore, pid_alive, validate_run_id
+from cifarlab.serve.store import SCHEMA_VERSION, RunStore, pid_alive, validate_run_id
 
 SESSION = "session-aaaa"
 OTHER = "session-bbbb"

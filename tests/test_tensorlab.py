@@ -1,4 +1,4 @@
-"""cifarlab.tensorlab: rank examples cut from real images, tensor facts, and real (tiny) copy and
+"""cifarlab.lab.tensors: rank examples cut from real images, tensor facts, and real (tiny) copy and
 .item() measurements; the CUDA paths are checked for what they ask of torch without a GPU."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from cifarlab import tensorlab
-from cifarlab.data import normalize
+from cifarlab.lab import tensors as tensorlab
+from cifarlab.core.data import normalize
 from cifarlab.errors import CifarLabError
 
 
@@ -124,13 +124,13 @@ def test_cuda_path_synchronises_and_pins_without_a_gpu(monkeypatch):
     """The CUDA branch as far as it can run on a CPU-only machine: it resolves the device, pins
     the host memory and synchronises through devices.synchronize. Here cuda:0 is faked by
     routing the 'device' tensors to the CPU."""
-    import cifarlab.tensorlab as tl
+    import cifarlab.lab.tensors as tl
 
     synced = []
     pinned = []
     monkeypatch.setattr(tl, "resolve_device", lambda d: torch.device("cuda:0"))
     monkeypatch.setattr(tl, "synchronize", lambda d: synced.append(str(d)))
-    monkeypatch.setattr("cifarlab.devices.synchronize", lambda d: synced.append(str(d)))
+    monkeypatch.setattr("cifarlab.core.devices.synchronize", lambda d: synced.append(str(d)))
     real_empty = torch.empty
 
     def empty(*args, device=None, **kw):

@@ -1,4 +1,4 @@
-"""cifarlab.timing on the CPU: the sweep's rows, warm-up apart, time budgets, exact CSV/JSON round
+"""cifarlab.lab.gpu on the CPU: the sweep's rows, warm-up apart, time budgets, exact CSV/JSON round
 trips, speedups and crossovers (hand-made accelerator rows), the breakdown pass, the job entry
 point, the `bench` command, and the CUDA-only paths as far as they go without a GPU."""
 import json
@@ -9,9 +9,10 @@ import pandas as pd
 import pytest
 import torch
 
-from cifarlab import cli, timing
+from cifarlab import cli
+from cifarlab.lab import gpu as timing
 from cifarlab.errors import CifarLabError, ConfigError, DeviceError
-from cifarlab.timing import (COLUMNS, SweepConfig, SweepResult, breakdown, crossover,
+from cifarlab.lab.gpu import (COLUMNS, SweepConfig, SweepResult, breakdown, crossover,
                              explain_tutorial_point, measure_point, run_sweep, run_timing_job,
                              speedups, what_a_gpu_would_add)
 
@@ -515,7 +516,7 @@ def test_cuda_event_timer_arithmetic(monkeypatch):
 
 def test_a_binary_upload_is_refused_with_a_data_error():
     from cifarlab.errors import DataError
-    from cifarlab.timing import SweepResult
+    from cifarlab.lab.gpu import SweepResult
 
     with pytest.raises(DataError, match="not a text CSV"):
         SweepResult.from_csv_text(b"\xff\xfe\x00binary", source="upload.csv")

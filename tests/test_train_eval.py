@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 import torch
 
-from cifarlab import checkpoint as ckpt
+from cifarlab.core import checkpoint as ckpt
 from cifarlab.cli import main as cli_main
-from cifarlab.config import TrainConfig
+from cifarlab.core.config import TrainConfig
 from cifarlab.errors import CheckpointError
-from cifarlab.evaluate import evaluate, result_from_probabilities
-from cifarlab.model import Net
-from cifarlab.train import train
+from cifarlab.core.evaluate import evaluate, result_from_probabilities
+from cifarlab.core.model import Net
+from cifarlab.core.train import train
 from tutorial_net import Net as TutorialNet
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -254,7 +254,7 @@ def test_cli_shapes_table(capsys):
 
 
 def test_fast_pipelines_fused_sgd_makes_the_tutorials_update():
-    from cifarlab.train import make_optimizer
+    from cifarlab.core.train import make_optimizer
 
     torch.manual_seed(0)
     a, b = Net(), Net()

@@ -1,4 +1,4 @@
-"""cifarlab.trainview: presets, checks, the incremental downsampled loss series, the run view
+"""cifarlab.lab.train: presets, checks, the incremental downsampled loss series, the run view
 built from store events, progress, the time split and durations."""
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from cifarlab import i18n, trainview
-from cifarlab.config import TrainConfig
-from cifarlab.trainview import LossSeries, RunView
+from cifarlab import i18n
+from cifarlab.lab import train as trainview
+from cifarlab.core.config import TrainConfig
+from cifarlab.lab.train import LossSeries, RunView
 
 
 def test_presets_are_valid_configs_and_the_tutorial_is_the_default():

@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from .config import TrainConfig
+from cifarlab.core.config import TrainConfig
 
 # The knobs a preset sets (the seed and the device are left as they are).
 PRESETS: dict[str, dict[str, Any]] = {
@@ -300,7 +300,7 @@ def per_class_rows(per_class: Mapping[str, float] | None) -> list[tuple[str, flo
     """(class, accuracy) pairs in CIFAR-10's label order when the names are known, else as
     given."""
     per_class = dict(per_class or {})
-    from .config import CIFAR10_CLASSES
+    from cifarlab.core.config import CIFAR10_CLASSES
 
     ordered = [c for c in CIFAR10_CLASSES if c in per_class]
     ordered += [c for c in per_class if c not in ordered]

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from .data import normalize
+from cifarlab.core.data import normalize
 
 
 @dataclass
@@ -74,7 +74,7 @@ def evaluate(model: nn.Module, data, device="cpu", batch_size: int = 1000,
     """Evaluate on ``data.test_x``/``test_y`` (or the train split) in batches of ``batch_size``."""
     import time
 
-    from .devices import synchronize
+    from cifarlab.core.devices import synchronize
 
     x = data.test_x if split == "test" else data.train_x
     y = np.asarray(data.test_y if split == "test" else data.train_y, dtype=np.int64)

@@ -23,9 +23,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from . import shapes
-from .config import ModelSpec
-from .errors import CifarLabError, ShapeError
+from cifarlab.core import shapes
+from cifarlab.core.config import ModelSpec
+from cifarlab.errors import CifarLabError, ShapeError
 
 __all__ = [
     "named_kernels", "KERNEL_NAMES", "to_input", "net_conv1", "apply_kernel", "conv_step",
@@ -82,7 +82,7 @@ def net_conv1(seed: int = 0, state_dict: dict | None = None) -> tuple[np.ndarray
         except KeyError as err:
             raise CifarLabError("These weights have no conv1 layer (conv1.weight, conv1.bias).") from err
         return (w.detach().cpu().float().numpy().copy(), b.detach().cpu().float().numpy().copy())
-    from .model import Net
+    from cifarlab.core.model import Net
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

@@ -25,10 +25,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .checkpoint import Checkpoint, load as load_checkpoint
-from .config import ModelSpec, TrainConfig
-from .errors import CheckpointError, CifarLabError
-from .evaluate import EvalResult, evaluate, predict
+from cifarlab.core.checkpoint import Checkpoint, load as load_checkpoint
+from cifarlab.core.config import ModelSpec, TrainConfig
+from cifarlab.errors import CheckpointError, CifarLabError
+from cifarlab.core.evaluate import EvalResult, evaluate, predict
 
 __all__ = [
     "TUTORIAL_REFERENCE", "MAX_CHECKPOINT_BYTES", "MAX_IMAGE_BYTES", "MAX_IMAGE_PIXELS",
@@ -178,9 +178,12 @@ class ImageError(CifarLabError):
     too_many_pixels | broken | odd_mode | empty; ``params`` fill the page's message."""
 
     def __init__(self, code: str, message: str, **params: Any):
-        super().__init__(message, field="image")
+        super().__init__(message, field="image", **params)
         self.code = code
-        self.params = params
+        self._english = message
+
+    def text(self, lang: str = "en") -> str:  # the page renders results.image_* itself
+        return self._english
 
 
 @dataclass

@@ -61,12 +61,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .config import TrainConfig
-from .errors import CifarLabError, JobError
-from .settings import Settings, cpu_cores, load_settings
-from .store import (KIND_RE, Run, RunStore, pid_alive, validate_run_id, validate_session)
+from cifarlab.core.config import TrainConfig
+from cifarlab.errors import CifarLabError, JobError
+from cifarlab.serve.settings import Settings, cpu_cores, load_settings
+from cifarlab.serve.store import (ACTIVE, FINISHED, KIND_RE, STATUSES, Run, RunStore, pid_alive,
+                                  validate_run_id, validate_session)
 
-log = logging.getLogger("cifarlab.jobs")
+# Re-exported for pages, which reach the store only through the queue (an import-linter contract).
+
+log = logging.getLogger("cifarlab.serve.queue")
 
 TICK_S = 0.2                 # scheduler period
 CANCEL_POLL_S = 0.25         # workers read the cancel flag at most this often
@@ -110,8 +113,8 @@ def _import_target(target: str) -> Callable[[dict, "JobContext"], dict]:
 
 
 def run_train_job(payload: dict, ctx: "JobContext") -> dict:
-    """The "train" kind: ``cifarlab.train.train`` on the config in ``payload``."""
-    from .train import train
+    """The "train" kind: ``cifarlab.core.train.train`` on the config in ``payload``."""
+    from cifarlab.core.train import train
 
     config = TrainConfig.from_dict(payload).replace(device=ctx.device)
     result = train(config, ctx.data(), on_event=lambda e: ctx.emit(e.kind, e.data),
@@ -120,8 +123,8 @@ def run_train_job(payload: dict, ctx: "JobContext") -> dict:
     return result.summary()
 
 
-register_kind("train", "cifarlab.jobs:run_train_job")
-register_kind("timing", "cifarlab.timing:run_timing_job")
+register_kind("train", "cifarlab.serve.queue:run_train_job")
+register_kind("timing", "cifarlab.lab.gpu:run_timing_job")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -151,12 +154,12 @@ class JobContext:
         self._lock = threading.Lock()
 
     def data(self):
-        """The server's data set (``cifarlab.data.load``: decoded once, memory-mapped)."""
+        """The server's data set (``cifarlab.core.data.load``: decoded once, memory-mapped)."""
         if self._data is None:
             if self._data_error is not None:  # the spare's attempt failed: say why now
                 err, self._data_error = self._data_error, None
                 raise err
-            from . import data as data_mod
+            from cifarlab.core import data as data_mod
 
             self._data = data_mod.load(self._data_source)
         return self._data
@@ -241,8 +244,8 @@ def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
         import torch
 
         torch.set_num_threads(settings.worker_threads)
-        from . import data as data_mod
-        from . import train as _train  # noqa: F401 - imports the model, evaluation, ...
+        from cifarlab.core import data as data_mod
+        from cifarlab.core import train as _train  # noqa: F401 - imports the model, evaluation, ...
         try:
             data = data_mod.load(settings.data)
         except Exception as err:  # reported when a job asks for the data
@@ -267,7 +270,7 @@ def _warm_up() -> None:
     """One tiny forward and backward pass, so the first real step does not pay for lazy inits."""
     import torch
 
-    from .model import Net
+    from cifarlab.core.model import Net
 
     net = Net()
     net(torch.zeros(2, 3, 32, 32)).sum().backward()
@@ -537,7 +540,7 @@ class JobQueue:
         return run_id
 
     def _resolve(self, device: str) -> str:
-        from .devices import resolve_device
+        from cifarlab.core.devices import resolve_device
 
         try:
             return str(resolve_device(device))
@@ -548,7 +551,7 @@ class JobQueue:
         """Training images in the server's data set (50,000 until it has been decoded)."""
         if self._n_train is None:
             try:
-                from . import data as data_mod
+                from cifarlab.core import data as data_mod
 
                 if data_mod.is_cached(self.settings.data):
                     self._n_train = data_mod.load(self.settings.data).n_train

@@ -12,8 +12,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .config import ModelSpec
-from .shapes import flat_features
+from cifarlab.core.config import ModelSpec
+from cifarlab.core.shapes import flat_features
 
 NUM_CLASSES = 10
 

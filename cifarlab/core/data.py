@@ -29,7 +29,7 @@ Both draw the epoch order as successive ``torch.randperm(n, generator=Generator(
 seed))``, so for the same seed both pipelines serve the same images in the same order.
 
 ``on_progress`` callbacks are called with one string (progress lines and warnings); warnings
-are also logged on the ``cifarlab.data`` logger.
+are also logged on the ``cifarlab.core.data`` logger.
 """
 from __future__ import annotations
 
@@ -60,9 +60,9 @@ import torchvision
 import torchvision.transforms as transforms
 from PIL import Image
 
-from .errors import DataError
+from cifarlab.errors import DataError
 
-log = logging.getLogger("cifarlab.data")
+log = logging.getLogger("cifarlab.core.data")
 
 CACHE_VERSION = 1
 CANONICAL = "download"

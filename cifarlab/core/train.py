@@ -23,11 +23,11 @@ import torch
 import torch.nn as nn
 import torch.optim as optim
 
-from . import data as data_mod
-from .config import TrainConfig
-from .devices import device_name, environment, resolve_device, synchronize
-from .evaluate import EvalResult, evaluate
-from .model import Net
+from cifarlab.core import data as data_mod
+from cifarlab.core.config import TrainConfig
+from cifarlab.core.devices import device_name, environment, resolve_device, synchronize
+from cifarlab.core.evaluate import EvalResult, evaluate
+from cifarlab.core.model import Net
 
 FLUSH_SECONDS = 0.25      # how often step losses are read back and sent as an event
 FLUSH_MAX_STEPS = 4096    # ... or after this many steps, whichever comes first
@@ -259,7 +259,7 @@ def train(config: TrainConfig | None = None, data=None,
         running_losses=running, epochs=epochs, eval=eval_result, cancelled=cancelled,
         device=str(device), device_name=dev_name, env=environment(device), model=model_cpu)
     if checkpoint_path is not None:
-        from .checkpoint import save
+        from cifarlab.core.checkpoint import save
 
         result.checkpoint = str(save(checkpoint_path, model_cpu, config, data.classes,
                                      _checkpoint_results(result)))

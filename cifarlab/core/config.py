@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import ConfigError
+from cifarlab.errors import ConfigError
 
 PIPELINES = ("tutorial", "fast")
 # CIFAR-10's label order (0..9). The tutorial prints short names: plane, car, bird, ...
@@ -151,7 +151,7 @@ class TrainConfig:
 
     def check_runtime(self, n_train: int | None = None) -> None:
         """Check what depends on this machine and the data; raise ConfigError or DeviceError."""
-        from .devices import resolve_device  # local import: devices imports torch
+        from cifarlab.core.devices import resolve_device  # local import: devices imports torch
 
         resolve_device(self.device)  # raises DeviceError naming the devices present
         errs: dict[str, str] = {}

@@ -53,8 +53,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .config import MAX_BATCH, PIPELINES, TrainConfig
-from .errors import CifarLabError, ConfigError, DataError
+from cifarlab.core.config import MAX_BATCH, PIPELINES, TrainConfig
+from cifarlab.errors import CifarLabError, ConfigError, DataError
 
 EPOCH_IMAGES = 50_000                 # CIFAR-10's training set: one epoch
 TUTORIAL_POINT = ("tutorial", 4, 1)   # pipeline, batch size, width: the tutorial as written
@@ -179,7 +179,7 @@ class SweepConfig:
 
         The cpu comes first, so that speedups can be shown as soon as an accelerator row is in.
         """
-        from .devices import device_ids, resolve_device
+        from cifarlab.core.devices import device_ids, resolve_device
 
         devices = list(self.devices) or device_ids()
         for d in devices:
@@ -548,8 +548,8 @@ def _workload(width: int, device):
     import torch.nn as nn
     import torch.optim as optim
 
-    from .config import ModelSpec
-    from .model import Net, count_params
+    from cifarlab.core.config import ModelSpec
+    from cifarlab.core.model import Net, count_params
 
     cfg = TrainConfig()
     model = Net(ModelSpec(width=width)).to(device)
@@ -619,7 +619,7 @@ def measure_point(device, batch_size: int, width: int = 1, pipeline: str = "fast
     data: a CifarData (a fixed random slice of its training set is used) or None (synthetic
     uint8 images). Out of memory gives a row with error="out of memory" and no figures.
     """
-    from .devices import resolve_device
+    from cifarlab.core.devices import resolve_device
 
     SweepConfig(devices=(str(device),), batch_sizes=(batch_size,), widths=(width,),
                 pipelines=(pipeline,), steps=steps, warmup=warmup, repeats=repeats,
@@ -715,7 +715,7 @@ def _step_stats(per_step_s: list[float], batch_size: int) -> dict:
 def _blank_row(dev, pipeline: str, batch_size: int, width: int, data) -> dict:
     import torch
 
-    from .devices import list_devices
+    from cifarlab.core.devices import list_devices
 
     info = next((d for d in list_devices() if d.id == _device_id(dev)), None)
     row: dict[str, Any] = {c: ("" if t is str else False if t is bool else None)
@@ -801,7 +801,7 @@ def breakdown(device, batch_size: int, width: int = 1, pipeline: str = "tutorial
     """
     import torch
 
-    from .devices import resolve_device
+    from cifarlab.core.devices import resolve_device
 
     SweepConfig(batch_sizes=(batch_size,), widths=(width,), pipelines=(pipeline,), steps=steps,
                 warmup=warmup, max_seconds=max_seconds, num_workers=num_workers)  # validates
@@ -882,7 +882,7 @@ def sweep_environment(devices: Iterable[str]) -> dict:
     """devices.environment() plus the host name, the measured devices in detail and the settings."""
     import torch
 
-    from .devices import environment, list_devices
+    from cifarlab.core.devices import environment, list_devices
 
     env = environment()
     env["hostname"] = _hostname()
@@ -918,7 +918,7 @@ def run_sweep(cfg: SweepConfig | None = None, on_result: Callable[[dict], None] 
     cfg = cfg or SweepConfig()
     devices = cfg.resolved_devices()  # DeviceError before anything runs
     if cfg.images == "real" and data is None:
-        from . import data as data_mod
+        from cifarlab.core import data as data_mod
 
         data = data_mod.load()
     paths = [] if save_to is None else [save_to] if isinstance(save_to, (str, Path)) else list(save_to)
@@ -1252,7 +1252,7 @@ def cmd_bench(args) -> int:
         cfg.resolved_devices()  # an absent device fails here, before any data is loaded
         data = None
         if args.data:
-            from . import data as data_mod
+            from cifarlab.core import data as data_mod
 
             data = data_mod.load(args.data)
         result = run_sweep(cfg, on_result=None if args.json else TablePrinter(), data=data,

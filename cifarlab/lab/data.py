@@ -10,7 +10,7 @@ deliver batches.
     loader_throughput(data, pipeline, batch_size, num_workers, max_batches, max_seconds)
     sweep_loaders(data, batch_size, workers, pipelines, ...) -> DataFrame
 
-Everything reads the real data set through ``cifarlab.data`` (the real tutorial transform and
+Everything reads the real data set through ``cifarlab.core.data`` (the real tutorial transform and
 ``tutorial_loader``, the real ``FastLoader``). Measurements are bounded by a batch count and a
 time budget. This module never imports streamlit.
 """
@@ -27,10 +27,10 @@ import torchvision
 import torchvision.transforms as transforms
 from PIL import Image
 
-from .errors import CifarLabError
+from cifarlab.errors import CifarLabError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .data import CifarData
+    from cifarlab.core.data import CifarData
 
 __all__ = ["LoadingError", "PIPELINES", "STAGES", "class_counts_table", "class_sample",
            "transform_stats", "ranges_table", "unnormalize", "loader_batch", "upscale",
@@ -163,7 +163,7 @@ def loader_batch(data: "CifarData", batch_size: int = 4, seed: int = 0,
     32])"), ``dtype``, ``labels`` (ints), ``label_names``, ``min``/``max`` of the images, and
     ``pictures``: the images as the tutorial's ``imshow`` shows them (B×32×32×3 float 0…1),
     and ``grid``: ``imshow(torchvision.utils.make_grid(images))``'s picture (H×W×3, 0…1)."""
-    from .data import tutorial_loader
+    from cifarlab.core.data import tutorial_loader
 
     batch_size = _whole("batch_size", batch_size, 1, MAX_BATCH_SIZE)
     loader = tutorial_loader(data, split, batch_size=batch_size, num_workers=0, shuffle=True,
@@ -192,7 +192,7 @@ def upscale(images: np.ndarray, factor: int = 3) -> np.ndarray:
 
 def _make_loader(data, pipeline: str, batch_size: int, num_workers: int, split: str,
                  seed: int, subset, device: str):
-    from .data import FastLoader, tutorial_loader
+    from cifarlab.core.data import FastLoader, tutorial_loader
 
     if pipeline == "tutorial":
         return tutorial_loader(data, split, batch_size=batch_size, num_workers=num_workers,
@@ -236,7 +236,7 @@ def loader_throughput(data: "CifarData", pipeline: str = "tutorial", batch_size:
         raise LoadingError("max_seconds must be above 0 and at most 600.", field="max_seconds")
     if pipeline == "fast":
         num_workers = 0
-    from .devices import Stopwatch
+    from cifarlab.core.devices import Stopwatch
 
     sw = Stopwatch(device)
     sw.start()

@@ -21,7 +21,7 @@ The script needs only torch, torchvision and numpy (never cifarlab). It is the t
 
 Reproducing, not just resembling: ``torch.manual_seed(seed)`` right before building the network
 gives the same initial weights as CIFAR Lab; the training subset is the same images
-(``cifarlab.data.subset_indices``: NumPy's ``RandomState(0)`` permutation, first ``n``,
+(``cifarlab.core.data.subset_indices``: NumPy's ``RandomState(0)`` permutation, first ``n``,
 sorted; it does not depend on the training seed), and the epoch order is drawn the same way
 (``RandomSampler`` with a generator seeded with the seed, one ``randperm`` per epoch). So on
 the CPU, from the same images, the script prints the same running losses as the app's
@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import datetime as _dt
 
-from .config import TrainConfig
-from .shapes import trace_spec
+from cifarlab.core.config import TrainConfig
+from cifarlab.core.shapes import trace_spec
 
 TUTORIAL_URL = "https://pytorch.org/tutorials/beginner/blitz/cifar10_tutorial.html"
 

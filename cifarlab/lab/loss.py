@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from .errors import CifarLabError
+from cifarlab.errors import CifarLabError
 
 __all__ = [
     "net_logits", "cross_entropy_by_hand", "SURFACES", "Surface", "loss_surface", "SGDPath",
@@ -34,8 +34,8 @@ __all__ = [
 def net_logits(image_chw_uint8: np.ndarray, seed: int = 0, state_dict: dict | None = None) -> np.ndarray:
     """The 10 logits of the tutorial's ``Net`` for one 3×32×32 uint8 image (normalised as the
     tutorial does): a ``Net`` freshly initialised with ``seed``, or one holding ``state_dict``."""
-    from .data import normalize
-    from .model import Net
+    from cifarlab.core.data import normalize
+    from cifarlab.core.model import Net
 
     x = np.asarray(image_chw_uint8)
     if x.shape != (3, 32, 32):

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch
 
-from .config import CIFAR10_CLASSES, TrainConfig
-from .errors import CheckpointError, ConfigError, ShapeError
+from cifarlab.core.config import CIFAR10_CLASSES, TrainConfig
+from cifarlab.errors import CheckpointError, ConfigError, ShapeError
 
 FORMAT = "cifarlab-checkpoint"
 VERSION = 1
@@ -33,7 +33,7 @@ class Checkpoint:
 
     def model(self):
         """A ``Net`` of the right shape with these weights loaded."""
-        from .model import Net
+        from cifarlab.core.model import Net
 
         try:
             net = Net(self.config.model, num_classes=len(self.classes))

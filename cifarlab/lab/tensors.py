@@ -25,11 +25,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .devices import Stopwatch, resolve_device, synchronize
-from .errors import CifarLabError
+from cifarlab.core.devices import Stopwatch, resolve_device, synchronize
+from cifarlab.errors import CifarLabError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .data import CifarData
+    from cifarlab.core.data import CifarData
 
 __all__ = ["RankExample", "TensorLabError", "rank_examples", "tensor_facts", "transfer_costs",
            "item_sync_cost", "MAX_TRANSFER_MB", "MAX_CHUNKS", "MAX_ITEM_STEPS"]
@@ -69,7 +69,7 @@ def rank_examples(data: "CifarData", index: int = 0, batch: int = 4,
     ``index``), ``images[0]`` (one image), ``images[0, 0]`` (its red channel), ``images[0, 0,
     0]`` (the channel's top row) and ``images[0, 0, 0, 0]`` (one value). Values are as the
     network sees them (ToTensor + Normalize, −1…1)."""
-    from .data import normalize
+    from cifarlab.core.data import normalize
 
     x, y = data.split(split)
     n = len(y)

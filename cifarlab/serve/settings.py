@@ -19,7 +19,7 @@ Setting (TOML key)     Environment variable            Default and meaning
 ``home``               ``CIFARLAB_HOME``               ``./var`` (relative to the working
                                                        directory). Holds ``runs.db`` (the run
                                                        store) and ``checkpoints/<run id>.pth``.
-``data``               ``CIFARLAB_DATA``               unset: ``cifarlab.data``'s own default
+``data``               ``CIFARLAB_DATA``               unset: ``cifarlab.core.data``'s own default
                                                        (torchvision's download). The server's
                                                        data source: an image folder, a .tar.gz,
                                                        or ``download``. Students never pick it.
@@ -64,7 +64,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import CifarLabError
+from cifarlab.errors import CifarLabError
 
 ENV_PREFIX = "CIFARLAB_"
 CONFIG_ENV = "CIFARLAB_CONFIG"

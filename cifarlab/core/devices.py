@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from .errors import DeviceError
+from cifarlab.errors import DeviceError
 
 
 @dataclass(frozen=True)

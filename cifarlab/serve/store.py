@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from .errors import JobError
+from cifarlab.errors import JobError
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 15.0

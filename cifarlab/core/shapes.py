@@ -19,8 +19,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .config import ModelSpec
-from .errors import ShapeError
+from cifarlab.core.config import ModelSpec
+from cifarlab.errors import ShapeError
 
 
 @dataclass(frozen=True)
