@@ -14,7 +14,9 @@ import argparse
 import json
 import sys
 
-from cifarlab.core.config import CIFAR10_CLASSES, TUTORIAL_SHORT_NAMES, ModelSpec, TrainConfig
+from cifarlab import i18n
+from cifarlab.core.config import (CIFAR10_CLASSES, TUTORIAL_SHORT_NAMES, ModelSpec, TrainConfig,
+                                  knobs)
 from cifarlab.errors import CifarLabError, ConfigError
 
 EXIT_BAD_INPUT = 2
@@ -44,23 +46,43 @@ def _model_spec(args) -> ModelSpec:
     return ModelSpec(**values)
 
 
+def _flag_type(k):
+    if k.kind == "int":
+        return (lambda s: None if s.strip().lower() in ("", "none", "all") else int(s)) \
+            if k.optional else int
+    if k.kind == "float":
+        return float
+    if k.kind == "bool":
+        return lambda s: {"true": True, "1": True, "yes": True, "on": True, "false": False,
+                          "0": False, "no": False, "off": False}[s.strip().lower()]
+    return str
+
+
+def add_config_args(p: argparse.ArgumentParser, cls: type = TrainConfig) -> None:
+    """One flag per config field, from the schema (``core.config.knobs``): its help is the
+    English catalog text, its default the tutorial's value."""
+    for f in knobs(cls):
+        if not f.knob.cli:
+            continue
+        extra = {"choices": list(f.knob.choices)} if f.knob.kind == "choice" else {}
+        default = "all" if f.default is None else f.default
+        p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=_flag_type(f.knob),
+                       default=f.default, help=f"{i18n.t(f.knob.help)} (default: {default})",
+                       **extra)
+
+
+def config_from_args(args, cls: type = TrainConfig) -> TrainConfig:
+    """The TrainConfig the flags describe (ConfigError listing every bad value)."""
+    values = {f.name: getattr(args, f.name) for f in knobs(cls) if f.knob.cli}
+    return cls(**values, model=_model_spec(args))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    d = TrainConfig()
     parser = argparse.ArgumentParser(prog="python -m cifarlab", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     t = sub.add_parser("train", help="train the network (defaults: the tutorial as written)")
-    t.add_argument("--epochs", type=int, default=d.epochs)
-    t.add_argument("--lr", type=float, default=d.lr, help="learning rate")
-    t.add_argument("--momentum", type=float, default=d.momentum)
-    t.add_argument("--batch-size", type=int, default=d.batch_size)
-    t.add_argument("--num-workers", type=int, default=d.num_workers)
-    t.add_argument("--device", default=d.device, help="auto, cpu, cuda:N or mps")
-    t.add_argument("--pipeline", default=d.pipeline, help="tutorial (DataLoader) or fast")
-    t.add_argument("--seed", type=int, default=d.seed)
-    t.add_argument("--train-subset", type=int, default=None, help="train on this many images")
-    t.add_argument("--log-every", type=int, default=d.log_every,
-                   help="print the running loss every N mini-batches (2000)")
+    add_config_args(t)
     t.add_argument("--data", default=None, help="image folder, .tar.gz, or 'download'")
     t.add_argument("--out", default="cifar_net.pth", help="checkpoint path (cifar_net.pth)")
     t.add_argument("--json", action="store_true", help="print one JSON object instead")
@@ -105,11 +127,7 @@ def cmd_train(args) -> int:
     from cifarlab.core import data as data_mod
     from cifarlab.core.train import train
 
-    config = TrainConfig(epochs=args.epochs, lr=args.lr, momentum=args.momentum,
-                         batch_size=args.batch_size, num_workers=args.num_workers,
-                         device=args.device, pipeline=args.pipeline, seed=args.seed,
-                         train_subset=args.train_subset, log_every=args.log_every,
-                         model=_model_spec(args))
+    config = config_from_args(args)
     config.check_runtime()  # the device, before spending time on the data
     data = data_mod.load(args.data)
 

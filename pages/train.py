@@ -18,8 +18,9 @@ import streamlit as st
 
 from cifarlab.serve import queue as jobs
 from cifarlab.lab import train as trainview
-from cifarlab.core.config import MAX_BATCH, TrainConfig
-from cifarlab.errors import CifarLabError, JobError
+from cifarlab import i18n
+from cifarlab.core.config import PRESETS, Limits
+from cifarlab.errors import CifarLabError
 from pages.common import lesson, session_id, show_error, translator
 from pages.common import queue as common_queue
 
@@ -28,7 +29,6 @@ POLL_S = 1.0          # the live view's refresh while a run is queued or running
 FLASH_S = 5.0         # how long the message after pressing Train stays
 MAX_POINTS = 2000     # at most this many points on the loss chart
 KEEP_VIEWS = 4        # runs whose loaded losses/events this session keeps
-MAX_WORKERS_WIDGET = 8
 ROOT = Path(__file__).resolve().parents[1]
 K = "train_"          # widget keys: train_epochs, train_lr, ...
 
@@ -54,11 +54,11 @@ def fmt_duration(seconds: float | None) -> str:
 
 
 def fmt_pct(x: float | None) -> str:
-    return t("units.percent", n=f"{100 * x:.1f}") if x is not None else "–"
+    return i18n.percent(x, t.lang) if x is not None else "–"
 
 
 def fmt_int(n: int | None) -> str:
-    return f"{n:,}".replace(",", " " if t.lang != "en" else ",") if n is not None else "–"
+    return i18n.number(int(n), t.lang) if n is not None else "–"
 
 
 def status_text(run, position: int | None) -> str:
@@ -74,32 +74,39 @@ def run_label(run) -> str:
     subset = c.get("train_subset")
     when = time.strftime("%H:%M:%S", time.localtime(run.created_at))
     summary = t("train.run_summary", epochs=c.get("epochs", "?"), batch=c.get("batch_size", "?"),
-                lr=f"{c.get('lr', 0):g}", images=fmt_int(subset) if subset else fmt_int(
+                lr=c.get("lr", 0), images=fmt_int(subset) if subset else fmt_int(
                     jobs.FULL_TRAIN_IMAGES))
     status = t("status.in_queue") if run.status == "queued" else t(f"status.{run.status}")
     return f"{when} · {status} · {summary}"
 
 
 # ------------------------------------------------------------------------------ the knobs
+# The knobs come from the config's schema (``core.config.knobs``): a field added there appears
+# here. Number widgets have no min/max of Streamlit's own: its range message is English and
+# keeps the old value, so bounds are checked by ``core.config.validate`` and said in our words.
 
-FIELDS = trainview.KNOBS
+def limits() -> Limits:
+    s = get_queue().settings
+    return Limits(max_epochs=s.max_epochs, max_train_images=s.max_train_images,
+                  max_num_workers=getattr(s, "max_num_workers", None),
+                  devices=tuple(_device_ids()))
 
 
 def _values() -> dict:
     ss = st.session_state
-    values = {name: ss.get(K + name) for name in FIELDS}
-    for name in ("epochs", "batch_size", "num_workers", "seed", "train_subset"):
-        if isinstance(values[name], float) and values[name].is_integer():
-            values[name] = int(values[name])
-    if values["lr"] is not None:
-        values["lr"] = float(values["lr"])
-    if values["momentum"] is not None:
-        values["momentum"] = float(values["momentum"])
+    values = {}
+    for f in trainview.knob_fields():
+        v = ss.get(K + f.name)
+        if f.knob.kind == "int" and isinstance(v, float) and v.is_integer():
+            v = int(v)
+        elif f.knob.kind == "float" and isinstance(v, int) and not isinstance(v, bool):
+            v = float(v)
+        values[f.name] = v
     return values
 
 
 def _fit(knob: str, value):
-    """A preset's value inside the widget's bounds on this server (its hosting limits)."""
+    """A preset's value inside this server's hosting limits."""
     s = get_queue().settings
     if knob == "epochs":
         return min(value, s.max_epochs)
@@ -114,26 +121,22 @@ def _forget_message() -> None:
     st.session_state[K + "submit_field"] = None
 
 
-def _apply_preset() -> None:
+def _apply_preset(name: str) -> None:
+    """A preset button's callback. Buttons fire only when clicked: a preset applies only when
+    the student chose it (a selectbox whose value the server had changed could fire again from
+    a browser that had not heard of the change yet, and reset every knob under a Train click)."""
     _forget_message()
-    name = st.session_state.get(K + "preset")
-    for knob, value in trainview.PRESETS.get(name, {}).items():
+    for knob, value in trainview.preset_values(name).items():
         st.session_state[K + knob] = _fit(knob, value)
-
-
-def _knob_changed() -> None:
-    _forget_message()
-    st.session_state[K + "preset"] = trainview.matching_preset(_values()) or "custom"
 
 
 def _init_state() -> None:
     ss = st.session_state
     if K + "epochs" not in ss:
-        ss[K + "preset"] = "tutorial"
-        for knob, value in trainview.PRESETS["tutorial"].items():
+        for f in trainview.knob_fields():
+            ss[K + f.name] = f.default
+        for knob, value in trainview.preset_values("tutorial").items():
             ss[K + knob] = _fit(knob, value)
-        ss[K + "seed"] = 0
-        ss[K + "device"] = "auto"
     if ss.get(K + "device") not in ["auto"] + _device_ids():
         ss[K + "device"] = "auto"
 
@@ -142,28 +145,19 @@ def _submit() -> None:
     """The Train button's callback: check, submit, remember the new run (or say why not)."""
     ss = st.session_state
     queue = get_queue()
-    s = queue.settings
     values = _values()
-    problems = trainview.check(values, s.max_epochs, s.max_train_images, jobs.FULL_TRAIN_IMAGES)
+    problems = trainview.check(values, limits(), jobs.FULL_TRAIN_IMAGES)
     ss[K + "submit_field"] = None
     ss[K + "submit_at"] = time.monotonic()
     if problems:
         ss[K + "submit_msg"] = ("error", t("train.config_errors"))
         return
     try:
-        run_id = queue.submit(session_id(), TrainConfig(**values))
-    except JobError as err:
-        if err.field == "session":
-            text = t("train.too_many_runs", n=s.max_per_session)
-        elif err.field is None:
-            text = t("train.queue_full")
-        else:
-            text = str(err)
-            ss[K + "submit_field"] = err.field
-        ss[K + "submit_msg"] = ("error", text)
-        return
+        run_id = queue.submit(session_id(), trainview.CONFIG(**values))
     except CifarLabError as err:
-        ss[K + "submit_msg"] = ("error", str(err))
+        ss[K + "submit_msg"] = ("error", err.text(t.lang))
+        if err.field in values:
+            ss[K + "submit_field"] = err.field
         return
     ss[K + "submit_msg"] = ("success", t("train.started"))
     ss[K + "run_select"] = run_id
@@ -185,73 +179,72 @@ def _field_messages(field: str, problems: dict) -> None:
     ss = st.session_state
     p = problems.get(field)
     if p is not None:
-        st.error(t(f"train.{p.key}", **p.params), icon=":material/error:")
+        st.error(p.text(t.lang), icon=":material/error:")
     elif ss.get(K + "submit_field") == field and ss.get(K + "submit_msg"):
         st.error(ss[K + "submit_msg"][1], icon=":material/error:")
+
+
+def _choice_label(name: str, value) -> str:
+    key = f"common.{name}_{value}"
+    return t(key) if key in i18n.catalog(t.lang) else str(value)
+
+
+def knob_widget(f, values: dict) -> None:
+    """One knob's widget, chosen by its kind in the schema."""
+    k, key, s = f.knob, K + f.name, get_queue().settings
+    label, help_text = t(k.label), t(k.help)
+    if f.name == "epochs":
+        help_text += " " + t("train.epochs_limit_help", n=s.max_epochs)
+    if f.name == "train_subset":
+        help_text += " " + t("train.subset_limit_help", n=s.max_train_images)
+    common = dict(key=key, on_change=_forget_message, help=help_text)
+    if k.kind == "device":
+        st.selectbox(label, ["auto"] + _device_ids(), format_func=lambda d: (
+            t("common.device_auto") if d == "auto" else d), **common)
+    elif k.kind == "choice":
+        st.radio(label, list(k.choices), format_func=lambda v: _choice_label(f.name, v), **common)
+    elif k.kind == "bool":
+        st.toggle(label, **common)
+    elif k.kind == "float":
+        st.number_input(label, step=float(k.step), format="%g", **common)
+    else:
+        extra = {}
+        if k.optional:
+            extra["placeholder"] = t("common.train_subset_all", n=min(
+                jobs.FULL_TRAIN_IMAGES, s.max_train_images)) if f.name == "train_subset" else ""
+        disabled = f.name == "num_workers" and values.get("pipeline") == "fast"
+        st.number_input(label, step=int(k.step), format="%d", disabled=disabled, **extra,
+                        **common)
+        if disabled:
+            st.caption(t("train.num_workers_fast"))
 
 
 def knobs(queue: jobs.JobQueue) -> dict:
     s = queue.settings
     _init_state()
-    presets = list(trainview.PRESETS) + ["custom"]
-    st.selectbox(t("train.preset"), presets, key=K + "preset", on_change=_apply_preset,
-                 format_func=lambda p: t(f"train.preset_{p}") if p != "custom" else t("train.custom"),
-                 help=t("train.preset_help"))
-    name = st.session_state.get(K + "preset")
-    if name in trainview.PRESETS:
-        st.caption(t(f"train.preset_{name}_help"))
-
     values = _values()
-    problems = trainview.check(values, s.max_epochs, s.max_train_images, jobs.FULL_TRAIN_IMAGES)
-    c1, c2, c3 = st.columns(3)
-    with c1:
-        st.number_input(t("common.epochs"), min_value=1, max_value=s.max_epochs, step=1,
-                        key=K + "epochs", on_change=_knob_changed,
-                        help=t("common.epochs_help") + " " + t("train.epochs_limit_help",
-                                                               n=s.max_epochs))
-        _field_messages("epochs", problems)
-        st.number_input(t("common.lr"), min_value=0.0, max_value=10.0, step=0.001, format="%g",
-                        key=K + "lr", on_change=_knob_changed, help=t("common.lr_help"))
-        _field_messages("lr", problems)
-        st.number_input(t("common.momentum"), min_value=0.0, max_value=1.0, step=0.05,
-                        format="%g", key=K + "momentum", on_change=_knob_changed,
-                        help=t("common.momentum_help"))
-        _field_messages("momentum", problems)
-    with c2:
-        st.number_input(t("common.batch_size"), min_value=1, max_value=MAX_BATCH, step=1,
-                        key=K + "batch_size", on_change=_knob_changed,
-                        help=t("common.batch_size_help"))
-        _field_messages("batch_size", problems)
-        st.number_input(t("common.train_subset"), min_value=1, max_value=s.max_train_images,
-                        step=500, key=K + "train_subset", on_change=_knob_changed,
-                        placeholder=t("common.train_subset_all", n=fmt_int(
-                            min(jobs.FULL_TRAIN_IMAGES, s.max_train_images))),
-                        help=t("common.train_subset_help") + " " + t(
-                            "train.subset_limit_help", n=fmt_int(s.max_train_images)))
-        _field_messages("train_subset", problems)
-        st.number_input(t("common.seed"), min_value=0, max_value=2**31 - 1, step=1,
-                        key=K + "seed", on_change=_knob_changed, help=t("common.seed_help"))
-        _field_messages("seed", problems)
-    with c3:
-        st.selectbox(t("common.device"), ["auto"] + _device_ids(), key=K + "device",
-                     format_func=lambda d: t("common.device_auto") if d == "auto" else d,
-                     on_change=_knob_changed, help=t("common.device_help"))
-        _field_messages("device", problems)
-        st.radio(t("common.pipeline"), ["tutorial", "fast"], key=K + "pipeline",
-                 format_func=lambda p: t(f"common.pipeline_{p}"), on_change=_knob_changed,
-                 help=t("common.pipeline_help"))
-        _field_messages("pipeline", problems)
-        st.number_input(t("common.num_workers"), min_value=0, max_value=MAX_WORKERS_WIDGET,
-                        step=1, key=K + "num_workers", on_change=_knob_changed,
-                        help=t("common.num_workers_help"),
-                        disabled=values.get("pipeline") == "fast")
-        if values.get("pipeline") == "fast":
-            st.caption(t("train.num_workers_fast"))
-        _field_messages("num_workers", problems)
+    current = trainview.matching_preset(values)
+    st.markdown(f"**{t('train.preset')}**", help=t("train.preset_help"))
+    cols = st.columns(len(PRESETS))
+    for col, name in zip(cols, PRESETS):
+        col.button(t(f"train.preset_{name}"), key=K + "preset_" + name, on_click=_apply_preset,
+                   args=(name,), width="stretch",
+                   type="primary" if name == current else "secondary")
+    st.caption(t(f"train.preset_{current}_help") if current else t("train.custom"))
+
+    problems = trainview.check(values, limits(), jobs.FULL_TRAIN_IMAGES)
+    fields = trainview.knob_fields()
+    per_col = -(-len(fields) // 3)
+    for col, chunk in zip(st.columns(3), (fields[i:i + per_col]
+                                          for i in range(0, len(fields), per_col))):
+        with col:
+            for f in chunk:
+                knob_widget(f, values)
+                _field_messages(f.name, problems)
     for field, p in problems.items():  # anything not next to a widget
-        if field not in FIELDS:
-            st.error(t(f"train.{p.key}", **p.params))
-    st.caption(t("train.limits", epochs=s.max_epochs, images=fmt_int(s.max_train_images),
+        if field not in {f.name for f in fields}:
+            st.error(p.text(t.lang))
+    st.caption(t("train.limits", epochs=s.max_epochs, images=s.max_train_images,
                  runs=s.max_per_session))
     return problems
 
@@ -493,7 +486,7 @@ if msg is not None and st.session_state.get(K + "submit_field") is None:
     (st.error if msg[0] == "error" else st.success)(msg[1])
     if msg[0] == "error" and problems:
         for field, p in problems.items():
-            st.markdown(f"- {t(f'train.{p.key}', **p.params)}")
+            st.markdown(f"- {p.text(t.lang)}")
 
 st.divider()
 runs = queue.store.list_runs(session=sid, kind="train", limit=50)

@@ -30,13 +30,14 @@ def test_config_is_frozen_and_round_trips_through_json():
     ("lr", 0, "greater than 0"),
     ("lr", -0.1, "greater than 0"),
     ("lr", float("nan"), "greater than 0"),
-    ("batch_size", 0, "at least 1"),
-    ("epochs", 0, "at least 1"),
+    ("batch_size", 0, "from 1 to 65,536"),
+    ("epochs", 0, "from 1 to 500"),
     ("momentum", 1.0, "below 1"),
     ("momentum", -0.5, "at least 0"),
-    ("num_workers", -1, "0 or more"),
+    ("num_workers", -1, "from 0 to 8"),
+    ("num_workers", 64, "from 0 to 8"),
     ("device", "gpu", "cuda:N"),
-    ("pipeline", "turbo", "'tutorial' or 'fast'"),
+    ("pipeline", "turbo", "the tutorial's pipeline or the fast one"),
     ("train_subset", 0, "at least 1"),
     ("epochs", 2.5, "whole number"),
 ])
@@ -46,6 +47,8 @@ def test_each_bad_value_is_refused_with_a_readable_message(field, value, words):
     assert field in info.value.errors
     assert words in info.value.errors[field]
     assert TrainConfig.check(**{field: value})[field] == info.value.errors[field]
+    for lang in ("es", "pt"):   # the same problem, in the student's language
+        assert info.value.texts(lang)[field] != info.value.errors[field]
 
 
 def test_all_bad_values_are_reported_at_once():

@@ -93,19 +93,26 @@ def test_renders_in_each_language(lab, lang):
     assert at.button(key="train_start").label == t("train.start")
     assert at.number_input(key="train_epochs").label == t("common.epochs")
     # the tutorial as written, with the server's limit as the epochs widget's max
-    assert at.selectbox(key="train_preset").value == "tutorial"
+    assert at.button(key="train_preset_tutorial").proto.type == "primary"   # the current one
     assert at.number_input(key="train_epochs").value == 2
     assert at.number_input(key="train_batch_size").value == 4
-    assert at.number_input(key="train_epochs").max == 20
     assert t("train.no_run") in texts(at, "info")
     assert not at.error
     # a preset fills the knobs in
-    at.selectbox(key="train_preset").set_value("quick").run()
+    at.button(key="train_preset_quick").click().run()
     assert at.number_input(key="train_train_subset").value == 5000
     assert at.number_input(key="train_epochs").value == 1
-    # changing a knob makes it "custom"
+    assert at.button(key="train_preset_quick").proto.type == "primary"
+    # changing a knob makes it "custom", and no later rerun re-applies a preset
     at.number_input(key="train_lr").set_value(0.05).run()
-    assert at.selectbox(key="train_preset").value == "custom"
+    assert all(b.proto.type != "primary" for b in at.button if b.key.startswith("train_preset_"))
+    assert t("train.custom") in [c.value for c in at.caption]
+    at.run()
+    assert at.number_input(key="train_lr").value == 0.05
+    # beyond the server's limit: our message in this language, the value kept as typed
+    at.number_input(key="train_epochs").set_value(30).run()
+    assert at.number_input(key="train_epochs").value == 30
+    assert t("errors.config.epochs_limit", n=20) in texts(at, "error")
     assert not at.exception
 
 
@@ -113,12 +120,13 @@ def test_bad_values_show_their_message_and_submit_nothing(lab):
     t = i18n.translator("en")
     at = open_train("bad-values-session")
     set_knobs(at, train_train_subset=32, train_batch_size=64)
-    want = t("train.err_batch_subset", batch=64, n="32")
+    want = t("errors.config.batch_data", batch=64, n=32)
     assert want in texts(at, "error")
     at.number_input(key="train_lr").set_value(0.0)
     at.number_input(key="train_momentum").set_value(1.0).run()
     errors = texts(at, "error")
-    assert t("train.err_lr") in errors and t("train.err_momentum") in errors
+    assert t("errors.config.lr", hi=10, default=0.001) in errors
+    assert t("errors.config.momentum", default=0.9) in errors
     at.button(key="train_start").click().run()
     assert not at.exception
     assert t("train.config_errors") in texts(at, "error")
@@ -172,7 +180,9 @@ def test_cancel_keeps_a_partial_result_and_limits_are_messages(lab, monkeypatch)
     run_id = store(lab).list_runs(session="carol-session-3")[0].id
     # a second run is refused with a message, not a hang
     at.button(key="train_start").click().run()
-    assert t("train.too_many_runs", n=1) in texts(at, "error")
+    with pytest.raises(jobs.JobError) as refused:   # the engine's refusal, shown as it words it
+        jobs.get_queue().submit("carol-session-3", jobs.TrainConfig(epochs=1))
+    assert refused.value.text("en") in texts(at, "error")
     assert len(store(lab).list_runs(session="carol-session-3")) == 1
 
     # someone else waits behind it and sees their place in the queue; cancelling a queued run

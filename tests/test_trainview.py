@@ -9,58 +9,62 @@ import pytest
 
 from cifarlab import i18n
 from cifarlab.lab import train as trainview
-from cifarlab.core.config import TrainConfig
+from cifarlab.core.config import PRESETS, Limits, TrainConfig, knobs
 from cifarlab.lab.train import LossSeries, RunView
 
 
-def test_presets_are_valid_configs_and_the_tutorial_is_the_default():
-    for name, knobs in trainview.PRESETS.items():
-        assert TrainConfig.check(**knobs) == {}, name
-        assert trainview.matching_preset(knobs) == name
-    tut = TrainConfig(**trainview.PRESETS["tutorial"])
-    assert tut == TrainConfig()
-    quick = trainview.PRESETS["quick"]
+def test_presets_are_trainconfigs_and_the_tutorial_is_the_default():
+    for name, cfg in PRESETS.items():
+        assert isinstance(cfg, TrainConfig)
+        assert trainview.matching_preset(trainview.preset_values(name)) == name
+    assert PRESETS["tutorial"] == TrainConfig()
+    quick = trainview.preset_values("quick")
     assert quick["epochs"] == 1 and quick["train_subset"] == 5000
-    assert trainview.matching_preset({**trainview.PRESETS["tutorial"], "lr": 0.002}) is None
+    assert "seed" not in quick and "device" not in quick   # a preset leaves them as chosen
+    assert trainview.matching_preset({**trainview.preset_values("tutorial"), "lr": 0.002}) is None
 
 
-def test_check_maps_every_field_to_a_catalog_key():
+def test_check_gives_one_coded_problem_per_bad_knob():
     bad = dict(epochs=0, lr=0.0, momentum=1.0, batch_size=0, num_workers=-1, device="tpu",
                pipeline="slow", seed=-1, train_subset=0)
     problems = trainview.check(bad)
     assert set(problems) == set(bad)
     for field, p in problems.items():
-        assert p.key == trainview.ERROR_KEYS[field]
-        assert p.message  # the engine's own words are kept too
-    assert trainview.check(trainview.PRESETS["tutorial"] | {"seed": 0, "device": "auto"}) == {}
+        assert p.field == field and p.code == f"config.{field}"
+        for lang in i18n.LANGUAGES:
+            assert p.text(lang) and "{" not in p.text(lang)
+    assert trainview.check(trainview.preset_values("tutorial") | {"seed": 0, "device": "auto"}) == {}
 
 
 def test_check_batch_against_subset_and_hosting_limits():
-    ok = trainview.PRESETS["tutorial"] | {"seed": 0, "device": "cpu"}
+    ok = trainview.preset_values("tutorial") | {"seed": 0, "device": "cpu"}
     p = trainview.check(ok | {"train_subset": 32, "batch_size": 64})
-    assert p["batch_size"].key == "err_batch_subset" and p["batch_size"].params["n"] == "32"
+    assert p["batch_size"].code == "config.batch_data" and p["batch_size"].params["n"] == 32
     assert trainview.check(ok | {"train_subset": 64, "batch_size": 64}) == {}
-    p = trainview.check(ok | {"epochs": 30}, max_epochs=20)
-    assert p["epochs"].key == "err_epochs_limit" and p["epochs"].params == {"n": 20}
-    p = trainview.check(ok | {"train_subset": 20000}, max_train_images=10000)
-    assert p["train_subset"].key == "err_subset_limit"
-    p = trainview.check(ok, max_train_images=10000, n_train=50000)  # all 50,000 > the limit
-    assert p["train_subset"].key == "err_subset_limit"
+    p = trainview.check(ok | {"epochs": 30}, Limits(max_epochs=20))
+    assert p["epochs"].code == "config.epochs_limit" and p["epochs"].params == {"n": 20}
+    p = trainview.check(ok | {"train_subset": 20000}, Limits(max_train_images=10000))
+    assert p["train_subset"].code == "config.subset_limit"
+    p = trainview.check(ok, Limits(max_train_images=10000), n_train=50000)  # all 50,000 > limit
+    assert p["train_subset"].code == "config.subset_limit"
     p = trainview.check(ok | {"train_subset": 60000}, n_train=50000)
-    assert p["train_subset"].key == "err_subset_data"
+    assert p["train_subset"].code == "config.subset_data"
     p = trainview.check(ok | {"batch_size": 60000}, n_train=50000)
-    assert p["batch_size"].params["n"] == "50,000"
+    assert p["batch_size"].params["n"] == 50000
+    assert "50.000" in p["batch_size"].text("es") and "50,000" in p["batch_size"].text("en")
+    p = trainview.check(ok | {"num_workers": 8}, Limits(max_num_workers=4))
+    assert p["num_workers"].code == "config.num_workers_limit"
+    p = trainview.check(ok | {"device": "cuda:3"}, Limits(devices=("cpu",)))
+    assert p["device"].code == "config.device_missing"
 
 
 @pytest.mark.parametrize("lang", list(i18n.LANGUAGES))
-def test_every_problem_key_is_in_the_catalogs(lang):
+def test_every_knob_and_preset_is_in_the_catalogs(lang):
     cat = i18n.catalog(lang)
-    keys = set(trainview.ERROR_KEYS.values()) | {"err_epochs_limit", "err_subset_limit",
-                                                 "err_subset_data", "err_batch_subset",
-                                                 "err_other"}
-    for key in keys:
-        assert f"train.{key}" in cat
-    for name in trainview.PRESETS:
+    for f in knobs():
+        assert f.knob.label in cat and f.knob.help in cat, f.name
+        assert f"errors.{f.knob.error}" in cat, f.name
+    for name in PRESETS:
         assert f"train.preset_{name}" in cat and f"train.preset_{name}_help" in cat
 
 

@@ -5,13 +5,20 @@ workers, CrossEntropyLoss, the tutorial's ``Net``.
 
     cfg = TrainConfig()                      # the tutorial as written
     cfg = TrainConfig(lr=0.01, batch_size=64)
-    TrainConfig.check(lr=-1)                 # -> {"lr": "The learning rate must be ..."}
+    validate({"lr": -1})                     # -> [Problem("lr", "config.lr", {...})]
+    validate(values, limits=Limits(max_epochs=20), n_train=50_000)
     TrainConfig.from_dict(cfg.to_dict()) == cfg
+    knobs()                                  # each field's label, help, bounds: written once
 
-Construction validates everything that does not depend on the machine or the data and raises
-``ConfigError`` (with ``.errors``: field -> message) listing every bad value at once. What does
-depend on them (is the device present? is the batch larger than the data?) is checked by
-``check_runtime`` just before training.
+**One schema.** Each field of ``TrainConfig`` carries its ``Knob`` (catalog keys for its label,
+help and error, bounds, widget kind, whether presets set it) in the dataclass metadata. The
+command line's flags, the Train page's widgets, the run tables and the exported script are all
+derived from ``knobs()``, so a field added here appears in each of them.
+
+**One validator.** ``validate`` returns every problem as a ``Problem`` (field, catalog code,
+parameters); construction raises ``ConfigError`` with the problems that do not depend on the
+server; the Train page, the command line and ``JobQueue.submit`` call ``validate`` with the
+server's ``Limits`` and the real size of the data.
 """
 from __future__ import annotations
 
@@ -19,9 +26,9 @@ import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable, Mapping
 
-from cifarlab.errors import ConfigError
+from cifarlab.errors import ConfigError, Problem
 
 PIPELINES = ("tutorial", "fast")
 # CIFAR-10's label order (0..9). The tutorial prints short names: plane, car, bird, ...
@@ -32,7 +39,50 @@ TUTORIAL_SHORT_NAMES = ("plane", "car", "bird", "cat", "deer", "dog", "frog", "h
 _DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 MAX_EPOCHS = 500
 MAX_BATCH = 65536
-MAX_WORKERS = 64
+MAX_WORKERS = 8        # DataLoader workers: more only adds processes on a shared server
+MAX_SEED = 2**31 - 1   # what a browser's number widget holds exactly
+
+
+@dataclass(frozen=True)
+class Knob:
+    """What the app knows about one config field, written once beside the field.
+
+    ``kind``: "int", "float", "choice", "bool" or "device"; ``lo``/``hi``: inclusive bounds
+    (``lo_open``/``hi_open``: the bound itself is not allowed); ``optional``: None is allowed (and
+    means "all"/"default"); ``label``/``help``: catalog keys; ``error``: the code (below
+    ``errors.``) of the message for a bad value; ``preset``: a preset sets it; ``widget``: the
+    Train page shows it; ``cli``: the command line has a flag for it.
+    """
+
+    kind: str
+    label: str
+    help: str
+    error: str
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+    step: float = 1
+    choices: tuple[str, ...] = ()
+    optional: bool = False
+    preset: bool = True
+    widget: bool = True
+    cli: bool = True
+
+
+def knob(default: Any, **kw: Any) -> Any:
+    """A dataclass field carrying its ``Knob``."""
+    return field(default=default, metadata={"knob": Knob(**kw)})
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What this server allows one run (its hosting settings): checked by ``validate``."""
+
+    max_epochs: int | None = None
+    max_train_images: int | None = None
+    max_num_workers: int | None = None
+    devices: tuple[str, ...] | None = None   # device ids present ("cpu", "cuda:0", ...)
 
 
 @dataclass(frozen=True)
@@ -53,36 +103,30 @@ class ModelSpec:
     hidden: tuple[int, int] = (120, 84)
     width: int = 1
 
+    # field -> (lo, hi, code) for the pairs and the single numbers
+    BOUNDS = {"channels": (1, 1024), "kernels": (1, 31), "paddings": (0, 15), "strides": (1, 8),
+              "hidden": (1, 8192), "pool": (1, 8), "width": (1, 16)}
+
     def __post_init__(self) -> None:
         for name in ("channels", "kernels", "paddings", "strides", "hidden"):
             value = getattr(self, name)
             if isinstance(value, list):
                 object.__setattr__(self, name, tuple(value))
-        errors = self.errors()
-        if errors:
-            raise ConfigError(errors)
+        problems = self.problems()
+        if problems:
+            raise ConfigError(problems)
 
-    def errors(self) -> dict[str, str]:
-        errs: dict[str, str] = {}
-
-        def pair(name: str, lo: int, hi: int, what: str) -> None:
+    def problems(self) -> list[Problem]:
+        out: list[Problem] = []
+        for name, (lo, hi) in self.BOUNDS.items():
             value = getattr(self, name)
-            if (not isinstance(value, tuple) or len(value) != 2
-                    or not all(_is_int(v) for v in value)):
-                errs[f"model.{name}"] = f"{what} must be two whole numbers, one per conv layer."
-            elif not all(lo <= v <= hi for v in value):
-                errs[f"model.{name}"] = f"{what} must be between {lo} and {hi} (got {list(value)})."
-
-        pair("channels", 1, 1024, "The conv channels")
-        pair("kernels", 1, 31, "The kernel sizes")
-        pair("paddings", 0, 15, "The paddings")
-        pair("strides", 1, 8, "The strides")
-        pair("hidden", 1, 8192, "The hidden layer sizes")
-        if not _is_int(self.pool) or not 1 <= self.pool <= 8:
-            errs["model.pool"] = "The pooling size must be a whole number from 1 to 8."
-        if not _is_int(self.width) or not 1 <= self.width <= 16:
-            errs["model.width"] = "The width multiplier must be a whole number from 1 to 16."
-        return errs
+            pair = name not in ("pool", "width")
+            ok_type = (isinstance(value, tuple) and len(value) == 2 and all(map(_is_int, value))
+                       if pair else _is_int(value))
+            values = value if pair and ok_type else (value,)
+            if not ok_type or not all(lo <= v <= hi for v in values):
+                out.append(Problem(f"model.{name}", f"config.model_{name}", {"lo": lo, "hi": hi}))
+        return out
 
     @property
     def is_tutorial(self) -> bool:
@@ -98,12 +142,11 @@ class ModelSpec:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> "ModelSpec":
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "ModelSpec":
         d = dict(d or {})
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(d) - known
+        unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
-            raise ConfigError({"model": f"Unknown model setting(s): {', '.join(sorted(unknown))}."})
+            raise ConfigError([Problem("model", "config.unknown", {"names": ", ".join(sorted(unknown))})])
         return cls(**d)
 
 
@@ -111,67 +154,70 @@ class ModelSpec:
 class TrainConfig:
     """Everything one training run needs. Defaults: the tutorial as written."""
 
-    epochs: int = 2
-    lr: float = 0.001
-    momentum: float = 0.9
-    batch_size: int = 4
-    num_workers: int = 2
-    device: str = "auto"
-    pipeline: str = "tutorial"
-    seed: int = 0
-    train_subset: int | None = None
-    shuffle: bool = True
+    epochs: int = knob(2, kind="int", lo=1, hi=MAX_EPOCHS, label="common.epochs",
+                       help="common.epochs_help", error="config.epochs")
+    lr: float = knob(0.001, kind="float", lo=0, lo_open=True, hi=10, step=0.001, label="common.lr",
+                     help="common.lr_help", error="config.lr")
+    momentum: float = knob(0.9, kind="float", lo=0, hi=1, hi_open=True, step=0.05,
+                           label="common.momentum", help="common.momentum_help",
+                           error="config.momentum")
+    batch_size: int = knob(4, kind="int", lo=1, hi=MAX_BATCH, label="common.batch_size",
+                           help="common.batch_size_help", error="config.batch_size")
+    num_workers: int = knob(2, kind="int", lo=0, hi=MAX_WORKERS, label="common.num_workers",
+                            help="common.num_workers_help", error="config.num_workers")
+    device: str = knob("auto", kind="device", label="common.device", help="common.device_help",
+                       error="config.device", preset=False)
+    pipeline: str = knob("tutorial", kind="choice", choices=PIPELINES, label="common.pipeline",
+                         help="common.pipeline_help", error="config.pipeline")
+    seed: int = knob(0, kind="int", lo=0, hi=MAX_SEED, label="common.seed",
+                     help="common.seed_help", error="config.seed", preset=False)
+    train_subset: int | None = knob(None, kind="int", lo=1, hi=None, optional=True, step=500,
+                                    label="common.train_subset", help="common.train_subset_help",
+                                    error="config.train_subset")
+    shuffle: bool = knob(True, kind="bool", label="common.shuffle", help="common.shuffle_help",
+                         error="config.shuffle", preset=False, widget=False)
     model: ModelSpec = field(default_factory=ModelSpec)
-    log_every: int = 2000  # the tutorial prints the running loss every 2,000 mini-batches
+    # the tutorial prints the running loss every 2,000 mini-batches
+    log_every: int = knob(2000, kind="int", lo=1, hi=None, label="common.log_every",
+                          help="common.log_every_help", error="config.log_every", preset=False,
+                          widget=False)
 
     def __post_init__(self) -> None:
-        if isinstance(self.model, dict):
+        if isinstance(self.model, Mapping):
             object.__setattr__(self, "model", ModelSpec.from_dict(self.model))
-        if isinstance(self.lr, int) and not isinstance(self.lr, bool):
-            object.__setattr__(self, "lr", float(self.lr))
-        if isinstance(self.momentum, int) and not isinstance(self.momentum, bool):
-            object.__setattr__(self, "momentum", float(self.momentum))
-        if isinstance(self.device, str):
-            object.__setattr__(self, "device", self.device.strip().lower())
-        errors = _errors(self)
-        if errors:
-            raise ConfigError(errors)
+        for f in knobs(type(self)):  # 1 -> 1.0 for floats; " CPU " -> "cpu"
+            value = getattr(self, f.name)
+            if f.knob.kind == "float" and _is_int(value):
+                object.__setattr__(self, f.name, float(value))
+            elif f.knob.kind == "device" and isinstance(value, str):
+                object.__setattr__(self, f.name, value.strip().lower())
+        problems = _field_problems(type(self), {f.name: getattr(self, f.name)
+                                                for f in dataclasses.fields(self)})
+        if problems:
+            raise ConfigError(problems)
 
     # -- checking -----------------------------------------------------------------------
     @classmethod
     def check(cls, **values: Any) -> dict[str, str]:
-        """Every problem with these values, field -> message; empty when they are fine."""
-        try:
-            cls(**values)
-        except ConfigError as err:
-            return err.errors
-        except TypeError as err:  # unknown keyword
-            return {"config": f"Unknown setting: {err}"}
-        return {}
+        """Every problem with these values, field -> English message; empty when fine."""
+        return {p.field: p.text() for p in validate(values, cls=cls)}
 
-    def check_runtime(self, n_train: int | None = None) -> None:
-        """Check what depends on this machine and the data; raise ConfigError or DeviceError."""
+    def check_runtime(self, n_train: int | None = None, limits: Limits | None = None) -> None:
+        """Check what depends on this machine, this server and the data; raise ConfigError
+        or DeviceError."""
         from cifarlab.core.devices import resolve_device  # local import: devices imports torch
 
         resolve_device(self.device)  # raises DeviceError naming the devices present
-        errs: dict[str, str] = {}
-        if n_train is not None:
-            n = min(n_train, self.train_subset) if self.train_subset else n_train
-            if self.batch_size > n:
-                errs["batch_size"] = (
-                    f"The batch size ({self.batch_size}) is larger than the training data "
-                    f"({n} images). Choose a batch size of at most {n}.")
-            if self.train_subset and self.train_subset > n_train:
-                errs["train_subset"] = (
-                    f"The training subset ({self.train_subset}) is larger than the training data "
-                    f"({n_train} images). Leave it empty to use all of it.")
-        if errs:
-            raise ConfigError(errs)
+        problems = validate(self, limits=limits, n_train=n_train)
+        if problems:
+            raise ConfigError(problems)
 
     # -- derived -------------------------------------------------------------------------
+    def images_per_epoch(self, n_train: int) -> int:
+        return min(n_train, self.train_subset) if self.train_subset else n_train
+
     def steps_per_epoch(self, n_train: int) -> int:
-        n = min(n_train, self.train_subset) if self.train_subset else n_train
-        return math.ceil(n / self.batch_size)
+        return math.ceil(self.images_per_epoch(n_train) / self.batch_size)
 
     def replace(self, **changes: Any) -> "TrainConfig":
         return dataclasses.replace(self, **changes)
@@ -182,20 +228,131 @@ class TrainConfig:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
+    def from_dict(cls, d: Mapping[str, Any]) -> "TrainConfig":
         d = dict(d)
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(d) - known
+        unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
-            raise ConfigError({"config": f"Unknown setting(s): {', '.join(sorted(unknown))}."})
+            raise ConfigError([Problem("config", "config.unknown",
+                                       {"names": ", ".join(sorted(unknown))})])
         return cls(**d)
 
+    def knob_values(self, preset_only: bool = False) -> dict[str, Any]:
+        """The knobs' values (those a preset sets, with ``preset_only``)."""
+        return {f.name: getattr(self, f.name) for f in knobs(type(self))
+                if f.knob.preset or not preset_only}
+
     def describe(self) -> str:
-        """One line, for logs and run lists."""
+        """One line, for logs and run lists (English; pages build their own from knobs())."""
         sub = f", subset {self.train_subset}" if self.train_subset else ""
         return (f"{self.epochs} epoch(s), lr {self.lr:g}, momentum {self.momentum:g}, batch "
                 f"{self.batch_size}, {self.num_workers} worker(s), {self.device}, "
                 f"{self.pipeline} pipeline, seed {self.seed}{sub}")
+
+
+@dataclass(frozen=True)
+class KnobField:
+    """A config field and its ``Knob``: ``name``, ``default``, ``knob``."""
+
+    name: str
+    default: Any
+    knob: Knob
+
+
+def knobs(cls: type = TrainConfig) -> tuple[KnobField, ...]:
+    """Every field of ``cls`` (TrainConfig or a subclass) that carries a ``Knob``, in order."""
+    out = []
+    for f in dataclasses.fields(cls):
+        k = f.metadata.get("knob")
+        if k is not None:
+            out.append(KnobField(f.name, f.default, k))
+    return tuple(out)
+
+
+def validate(values: Mapping[str, Any] | TrainConfig, *, limits: Limits | None = None,
+             n_train: int | None = None, cls: type = TrainConfig) -> list[Problem]:
+    """Every problem with these values, as ``Problem``s (field, code, parameters); [] if fine.
+
+    ``values``: a TrainConfig or a mapping of field -> value (missing fields take defaults).
+    ``limits``: this server's hosting limits; ``n_train``: the size of its training set.
+    """
+    if isinstance(values, TrainConfig):
+        cls = type(values)
+        values = {f.name: getattr(values, f.name) for f in dataclasses.fields(values)}
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(values) - names
+    if unknown:
+        return [Problem("config", "config.unknown", {"names": ", ".join(sorted(unknown))})]
+    full = {f.name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())
+            for f in dataclasses.fields(cls)} | dict(values)
+    problems = _field_problems(cls, full)
+    bad = {p.field for p in problems}
+    limits = limits or Limits()
+    epochs, subset, batch = full.get("epochs"), full.get("train_subset"), full.get("batch_size")
+
+    def add(field_name: str, code: str, **params: Any) -> None:
+        if field_name not in bad:
+            problems.append(Problem(field_name, code, params))
+            bad.add(field_name)
+
+    if limits.max_epochs is not None and _is_int(epochs) and epochs > limits.max_epochs:
+        add("epochs", "config.epochs_limit", n=limits.max_epochs)
+    workers = full.get("num_workers")
+    if limits.max_num_workers is not None and _is_int(workers) and workers > limits.max_num_workers:
+        add("num_workers", "config.num_workers_limit", n=limits.max_num_workers)
+    device = full.get("device")
+    if (limits.devices is not None and isinstance(device, str) and device != "auto"
+            and "device" not in bad and device.strip().lower() not in limits.devices):
+        add("device", "config.device_missing", device=device,
+            present=", ".join(limits.devices) or "cpu")
+    if _is_int(subset) and n_train is not None and subset > n_train:
+        add("train_subset", "config.subset_data", n=n_train)
+    images = subset if _is_int(subset) else n_train
+    if limits.max_train_images is not None and images is not None \
+            and images > limits.max_train_images:
+        add("train_subset", "config.subset_limit", n=limits.max_train_images)
+    if _is_int(batch) and "train_subset" not in bad:
+        n = min(x for x in (subset if _is_int(subset) else None, n_train) if x is not None) \
+            if (_is_int(subset) or n_train is not None) else None
+        if n is not None and batch > n:
+            add("batch_size", "config.batch_data", batch=batch, n=n)
+    return problems
+
+
+def _field_problems(cls: type, values: Mapping[str, Any]) -> list[Problem]:
+    """Each knob's own type and bounds, read from its ``Knob``; and the network's."""
+    out: list[Problem] = []
+    for f in knobs(cls):
+        k, v = f.knob, values.get(f.name)
+        if v is None and k.optional:
+            continue
+        ok = True
+        if k.kind == "int":
+            ok = _is_int(v)
+        elif k.kind == "float":
+            ok = _is_number(v) and math.isfinite(v)
+        elif k.kind == "bool":
+            ok = isinstance(v, bool)
+        elif k.kind == "choice":
+            ok = v in k.choices
+        elif k.kind == "device":
+            ok = isinstance(v, str) and bool(_DEVICE_RE.match(v.strip().lower()))
+        if ok and k.kind in ("int", "float"):
+            ok = ((k.lo is None or (v > k.lo if k.lo_open else v >= k.lo))
+                  and (k.hi is None or (v < k.hi if k.hi_open else v <= k.hi)))
+        if not ok:
+            out.append(Problem(f.name, k.error, {"lo": k.lo, "hi": k.hi,
+                                                 "default": f.default}))
+    model = values.get("model")
+    if isinstance(model, ModelSpec):
+        pass  # a ModelSpec validated itself when it was made
+    elif isinstance(model, Mapping):
+        try:
+            ModelSpec.from_dict(model)
+        except ConfigError as err:
+            out.extend(err.problems)
+    elif model is not None:
+        out.append(Problem("model", "config.model", {}))
+    return out
 
 
 def _is_int(v: Any) -> bool:
@@ -206,43 +363,19 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _errors(c: TrainConfig) -> dict[str, str]:
-    errs: dict[str, str] = {}
-    if not _is_int(c.epochs) or c.epochs < 1:
-        errs["epochs"] = "The number of epochs must be a whole number of at least 1."
-    elif c.epochs > MAX_EPOCHS:
-        errs["epochs"] = f"At most {MAX_EPOCHS} epochs, please."
-    if not _is_number(c.lr) or not math.isfinite(c.lr) or c.lr <= 0:
-        errs["lr"] = ("The learning rate must be a number greater than 0 (the tutorial uses "
-                      "0.001).")
-    elif c.lr > 10:
-        errs["lr"] = "A learning rate above 10 only makes the loss explode; try 0.001 to 0.1."
-    if not _is_number(c.momentum) or not math.isfinite(c.momentum) or not 0 <= c.momentum < 1:
-        errs["momentum"] = ("The momentum must be at least 0 and below 1 (the tutorial uses "
-                            "0.9; 0 means plain SGD).")
-    if not _is_int(c.batch_size) or c.batch_size < 1:
-        errs["batch_size"] = "The batch size must be a whole number of at least 1 (the tutorial uses 4)."
-    elif c.batch_size > MAX_BATCH:
-        errs["batch_size"] = f"The batch size must be at most {MAX_BATCH}."
-    if not _is_int(c.num_workers) or c.num_workers < 0:
-        errs["num_workers"] = ("num_workers must be a whole number of 0 or more (0 loads the data "
-                               "in the training process itself).")
-    elif c.num_workers > MAX_WORKERS:
-        errs["num_workers"] = f"num_workers must be at most {MAX_WORKERS}."
-    if not isinstance(c.device, str) or not _DEVICE_RE.match(c.device):
-        errs["device"] = ("The device must be 'auto', 'cpu', 'mps' or 'cuda:N' (for example "
-                          "'cuda:0').")
-    if c.pipeline not in PIPELINES:
-        errs["pipeline"] = "The input pipeline must be 'tutorial' or 'fast'."
-    if not _is_int(c.seed) or not 0 <= c.seed < 2**63:
-        errs["seed"] = "The seed must be a whole number of 0 or more."
-    if c.train_subset is not None and (not _is_int(c.train_subset) or c.train_subset < 1):
-        errs["train_subset"] = ("The training subset must be a whole number of images (at least 1), "
-                                "or empty for all of them.")
-    if not isinstance(c.shuffle, bool):
-        errs["shuffle"] = "shuffle must be true or false."
-    if not _is_int(c.log_every) or c.log_every < 1:
-        errs["log_every"] = "log_every must be a whole number of at least 1."
-    if not isinstance(c.model, ModelSpec):
-        errs["model"] = "model must be a ModelSpec."
-    return errs
+def problems_by_field(problems: Iterable[Problem]) -> dict[str, Problem]:
+    """The first problem of each field (a form shows one message per widget)."""
+    out: dict[str, Problem] = {}
+    for p in problems:
+        out.setdefault(p.field, p)
+    return out
+
+
+# Presets are TrainConfig values; a preset sets the knobs marked ``preset`` (not the seed or
+# the device, which stay as the student chose).
+PRESETS: dict[str, TrainConfig] = {
+    "tutorial": TrainConfig(),
+    "quick": TrainConfig(epochs=1, train_subset=5000),
+    "big_batch": TrainConfig(lr=0.01, batch_size=64, pipeline="fast"),
+    "high_lr": TrainConfig(lr=0.01),
+}

@@ -1,8 +1,8 @@
 """What the Train page shows, computed from run-store rows: pure functions, no Streamlit.
 
-    PRESETS["tutorial"]                          # the knobs of a preset
-    problems = check(values, max_epochs=20, max_train_images=50000)
-    #  -> {"batch_size": Problem("err_batch_subset", {"batch": 64, "n": 32}, "The batch ...")}
+    preset_values("tutorial")                    # the knobs of a preset (core.config.PRESETS)
+    problems = check(values, Limits(max_epochs=20, max_train_images=50000), n_train=50000)
+    #  -> {"batch_size": Problem("batch_size", "config.batch_data", {"batch": 64, "n": 32})}
     view = RunView(max_points=2000)              # one per run, kept between page reruns
     view.add_losses(*store.losses(run_id, since_step=view.last_step))
     view.add_events(store.events(run_id, since_seq=view.last_seq))
@@ -21,34 +21,27 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from cifarlab.core.config import TrainConfig
+from cifarlab.core import config as C
+from cifarlab.errors import Problem
 
-# The knobs a preset sets (the seed and the device are left as they are).
-PRESETS: dict[str, dict[str, Any]] = {
-    "tutorial": {"epochs": 2, "lr": 0.001, "momentum": 0.9, "batch_size": 4, "num_workers": 2,
-                 "pipeline": "tutorial", "train_subset": None},
-    "quick": {"epochs": 1, "lr": 0.001, "momentum": 0.9, "batch_size": 4, "num_workers": 2,
-              "pipeline": "tutorial", "train_subset": 5000},
-    "big_batch": {"epochs": 2, "lr": 0.01, "momentum": 0.9, "batch_size": 64, "num_workers": 2,
-                  "pipeline": "fast", "train_subset": None},
-    "high_lr": {"epochs": 2, "lr": 0.01, "momentum": 0.9, "batch_size": 4, "num_workers": 2,
-                "pipeline": "tutorial", "train_subset": None},
-}
-KNOBS = ("epochs", "lr", "momentum", "batch_size", "num_workers", "device", "pipeline", "seed",
-         "train_subset")
+# The schema the Train page draws its knobs from (a test swaps in a subclass with a new field).
+CONFIG: type[C.TrainConfig] = C.TrainConfig
 
-# Field -> the Train page's catalog key for its message (train.<key>).
-ERROR_KEYS: dict[str, str] = {
-    "epochs": "err_epochs", "lr": "err_lr", "momentum": "err_momentum",
-    "batch_size": "err_batch_size", "num_workers": "err_num_workers", "device": "err_device",
-    "pipeline": "err_pipeline", "seed": "err_seed", "train_subset": "err_train_subset",
-}
+
+def knob_fields(cls: type | None = None) -> tuple[C.KnobField, ...]:
+    """The knobs the Train page shows, in the schema's order."""
+    return tuple(f for f in C.knobs(cls or CONFIG) if f.knob.widget)
+
+
+def preset_values(name: str) -> dict[str, Any]:
+    """The knobs a preset sets (``core.config.PRESETS``: TrainConfig values)."""
+    return C.PRESETS[name].knob_values(preset_only=True)
 
 
 def matching_preset(values: Mapping[str, Any]) -> str | None:
     """The preset whose knobs all equal ``values``; None when they match none."""
-    for name, preset in PRESETS.items():
-        if all(_same(values.get(k), v) for k, v in preset.items()):
+    for name in C.PRESETS:
+        if all(_same(values.get(k), v) for k, v in preset_values(name).items()):
             return name
     return None
 
@@ -59,56 +52,13 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-@dataclass(frozen=True)
-class Problem:
-    """One bad value: the Train page's catalog key (``train.<key>``), its placeholders, and the
-    engine's English message (shown when a field has no translated message)."""
-
-    key: str
-    params: dict = field(default_factory=dict)
-    message: str = ""
-
-
-def check(values: Mapping[str, Any], max_epochs: int | None = None,
-          max_train_images: int | None = None, n_train: int | None = None) -> dict[str, Problem]:
-    """Every problem with the Train page's knobs, field -> Problem; empty when they are fine.
-
-    ``TrainConfig.check`` decides what is invalid; on top of it, what depends on the server:
-    its hosting limits (``max_epochs``, ``max_train_images``) and, with ``n_train``, the size of
-    its training set; and the batch against the training subset.
-    """
-    values = {k: v for k, v in values.items() if k in KNOBS}
-    errors = TrainConfig.check(**values)
-    out: dict[str, Problem] = {}
-    for name, message in errors.items():
-        key = ERROR_KEYS.get(name)
-        out[name] = Problem(key or "err_other", {"message": message} if not key else {}, message)
-    epochs, subset, batch = values.get("epochs"), values.get("train_subset"), values.get("batch_size")
-    if "epochs" not in out and max_epochs is not None and _int(epochs) and epochs > max_epochs:
-        out["epochs"] = Problem("err_epochs_limit", {"n": max_epochs},
-                                f"This server allows at most {max_epochs} epochs per run.")
-    if "train_subset" not in out and _int(subset):
-        if n_train is not None and subset > n_train:
-            out["train_subset"] = Problem("err_subset_data", {"n": f"{n_train:,}"},
-                                          f"The training set has only {n_train:,} images.")
-        elif max_train_images is not None and subset > max_train_images:
-            out["train_subset"] = Problem("err_subset_limit", {"n": f"{max_train_images:,}"},
-                                          f"This server trains on at most {max_train_images:,} "
-                                          "images per run.")
-    if subset is None and max_train_images is not None and n_train is not None \
-            and n_train > max_train_images and "train_subset" not in out:
-        out["train_subset"] = Problem("err_subset_limit", {"n": f"{max_train_images:,}"},
-                                      f"This server trains on at most {max_train_images:,} "
-                                      "images per run.")
-    if "batch_size" not in out and _int(batch):
-        n = subset if _int(subset) and subset >= 1 else n_train
-        if n_train is not None and _int(subset):
-            n = min(n, n_train)
-        if n is not None and batch > n:
-            out["batch_size"] = Problem("err_batch_subset", {"batch": batch, "n": f"{n:,}"},
-                                        f"The batch size ({batch}) is larger than the training "
-                                        f"data ({n} images).")
-    return out
+def check(values: Mapping[str, Any], limits: C.Limits | None = None,
+          n_train: int | None = None) -> dict[str, Problem]:
+    """Every problem with the Train page's knobs, field -> the first Problem of that field
+    (``core.config.validate`` with this server's limits and the size of its data)."""
+    names = {f.name for f in C.knobs(CONFIG)}
+    values = {k: v for k, v in values.items() if k in names}
+    return C.problems_by_field(C.validate(values, limits=limits, n_train=n_train, cls=CONFIG))
 
 
 def _int(v: Any) -> bool:
