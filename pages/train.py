@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pandas as pd
+import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -25,9 +25,9 @@ from pages.common import lesson, session_id, show_error, translator
 from pages.common import queue as common_queue
 
 t = translator()
-POLL_S = 1.0          # the live view's refresh while a run is queued or running
+POLL_S = 2.0          # the live view's refresh while a run is queued or running (see below)
 FLASH_S = 5.0         # how long the message after pressing Train stays
-MAX_POINTS = 2000     # at most this many points on the loss chart
+MAX_POINTS = 600      # at most this many points on the loss chart (wider than it is)
 KEEP_VIEWS = 4        # runs whose loaded losses/events this session keeps
 ROOT = Path(__file__).resolve().parents[1]
 K = "train_"          # widget keys: train_epochs, train_lr, ...
@@ -47,15 +47,6 @@ def _device_ids() -> list[str]:
 
 
 # ------------------------------------------------------------------------------ formatting
-
-def fmt_duration(seconds: float | None) -> str:
-    parts = trainview.duration_parts(seconds)
-    return " ".join(t(f"units.{unit}", n=n) for unit, n in parts) if parts else "–"
-
-
-def fmt_pct(x: float | None) -> str:
-    return i18n.percent(x, t.lang) if x is not None else "–"
-
 
 def fmt_int(n: int | None) -> str:
     return i18n.number(int(n), t.lang) if n is not None else "–"
@@ -250,6 +241,17 @@ def knobs(queue: jobs.JobQueue) -> dict:
 
 
 # ---------------------------------------------------------------------------- the live view
+# One fragment draws every state of the session's runs (none yet, queued, running, finished),
+# the run selector with each run's status included. It polls on Streamlit's own timer
+# (run_every) and never reruns the whole page: a status change is drawn by the fragment
+# itself, so no st.rerun() races that timer (their collisions froze pages under load). A
+# poll reads only new rows (RunView.update), and a figure is rebuilt only when its data
+# changed, at most every CHART_S seconds while the run trains (RunView.chart_stamp); in
+# between the fragment sends the figure it built last. Numbers: docs/benchmarks.md, section 7.
+
+IDLE_POLL_S = 10.0    # the refresh when no run of this session is queued or running
+CHART_S = 2.0         # figures are rebuilt at most this often while a run trains
+
 
 def _view(run_id: str) -> trainview.RunView:
     views = st.session_state.setdefault(K + "views", {})
@@ -260,84 +262,141 @@ def _view(run_id: str) -> trainview.RunView:
     return views[run_id]
 
 
-def loss_figure(chart: dict) -> go.Figure:
-    fig = go.Figure()
+def _num(n: float | None) -> str:
+    return i18n.number(n, t.lang) if n is not None else "–"
+
+
+def _dur(seconds: float | None) -> str:
+    return i18n.duration(seconds, t.lang) if seconds is not None else "–"
+
+
+def _pct(x: float | None) -> str:
+    return i18n.percent(x, t.lang) if x is not None else "–"
+
+
+def _layout(**kw) -> dict:
+    """A figure layout without plotly's template: Streamlit's theme is applied in the browser
+    anyway, and its Python template is most of what a figure costs to send (and to keep)."""
+    return dict(template="none", margin=dict(l=10, r=10, t=40, b=10),
+                legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0), **kw)
+
+
+def loss_figure(chart: dict, old: tuple | None = None) -> tuple:
+    """(layout, figure). Last poll's figure is updated in place while its layout still fits
+    (language, traces, epoch lines, stride): setting two arrays costs a fraction of a new
+    figure (no add_vline either: it alone costs more than all the rest)."""
+    layout_key = (t.lang, bool(chart["running_steps"]), tuple(chart["epoch_marks"]),
+                  chart["stride"])
+    running = (np.asarray(chart["running_steps"], dtype=np.int32),
+               np.asarray(chart["running_losses"], dtype=np.float32))
+    if old is not None and old[0] == layout_key:
+        fig = old[1]
+        with fig.batch_update():
+            fig.data[0].x, fig.data[0].y = chart["steps"], chart["losses"]
+            if chart["running_steps"]:
+                fig.data[1].x, fig.data[1].y = running
+        return old
     name = (t("train.chart_step_loss_mean", n=chart["stride"]) if chart["stride"] > 1
             else t("train.chart_step_loss"))
-    fig.add_trace(go.Scatter(x=chart["steps"], y=chart["losses"], mode="lines", name=name,
-                               line=dict(width=1, color="#7f9fbf")))
+    data = [go.Scatter(x=chart["steps"], y=chart["losses"], mode="lines", name=name,
+                       line=dict(width=1, color="#7f9fbf"))]
     if chart["running_steps"]:
-        fig.add_trace(go.Scatter(x=chart["running_steps"], y=chart["running_losses"],
-                                 mode="lines+markers", name=t("train.running_loss"),
-                                 line=dict(width=2, color="#ff4b4b")))
-    for i, step in enumerate(chart["epoch_marks"], 1):
-        fig.add_vline(x=step, line_dash="dot", line_color="#888",
-                      annotation_text=t("train.chart_epoch_end", n=i),
-                      annotation_position="top left")
-    fig.update_layout(height=360, margin=dict(l=10, r=10, t=30, b=10),
-                      xaxis_title=t("common.step"), yaxis_title=t("common.loss"),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
-                      uirevision="loss")
-    return fig
+        data.append(go.Scatter(x=running[0], y=running[1], mode="lines+markers",
+                               name=t("train.running_loss"), line=dict(width=2, color="#ff4b4b")))
+    marks = chart["epoch_marks"]
+    shapes = [dict(type="line", x0=x, x1=x, xref="x", y0=0, y1=1, yref="y domain",
+                   line=dict(dash="dot", color="#888", width=1)) for x in marks]
+    notes = [dict(x=x, xref="x", y=1, yref="y domain", text=t("train.chart_epoch_end", n=i),
+                  showarrow=False, xanchor="right", yanchor="top")
+             for i, x in enumerate(marks, 1)]
+    return layout_key, go.Figure(data=data, layout=_layout(
+        title=dict(text=t("train.loss_curve")), height=380, xaxis_title=t("common.step"),
+        yaxis_title=t("common.loss"), uirevision="loss", shapes=shapes, annotations=notes))
 
 
-def split_figure(split: dict) -> go.Figure:
-    fig = go.Figure()
-    for label, key, color in ((t("train.data_wait"), "data_wait_s", "#f0a202"),
-                              (t("train.compute"), "compute_s", "#3d7dca")):
-        value = split[key]
-        fig.add_trace(go.Bar(y=[""], x=[value], orientation="h", name=label,
-                             marker_color=color, text=[fmt_duration(value)],
-                             textposition="inside"))
-    fig.update_layout(barmode="stack", height=140, margin=dict(l=10, r=10, t=10, b=10),
-                      xaxis_title=t("common.time") + " (s)", showlegend=True,
-                      legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
-    return fig
+def split_figure(split: dict, old: tuple | None = None) -> tuple:
+    """(language, figure): a stacked bar, updated in place like the loss chart."""
+    values = (split["data_wait_s"], split["compute_s"])
+    if old is not None and old[0] == t.lang:
+        with old[1].batch_update():
+            for bar, value in zip(old[1].data, values):
+                bar.x, bar.text = (value,), (_dur(value),)
+        return old
+    bars = [go.Bar(y=[""], x=[value], orientation="h", name=label, marker_color=color,
+                   text=[_dur(value)], textposition="inside")
+            for value, label, color in zip(values, (t("train.data_wait"), t("train.compute")),
+                                           ("#f0a202", "#3d7dca"))]
+    return t.lang, go.Figure(data=bars, layout=_layout(
+        title=dict(text=t("train.data_wait_vs_compute")), barmode="stack", height=190,
+        xaxis_title=t("common.time") + " (s)", showlegend=True))
 
 
-def show_split(view: trainview.RunView, result: dict | None,
-               progress: dict | None = None) -> None:
-    st.markdown(f"**{t('train.data_wait_vs_compute')}**")
-    split = trainview.time_split(view.epochs, result, progress)
+def per_class_figure(names: list[str], rows: list[tuple[str, float]]) -> go.Figure:
+    values = [100 * a for _, a in rows]
+    return go.Figure(
+        data=[go.Bar(x=names, y=values, marker_color="#3d7dca", textposition="outside",
+                     text=[_pct(a) for _, a in rows])],
+        layout=_layout(title=dict(text=t("train.per_class_title")), height=320,
+                       yaxis_range=[0, 112], yaxis_title=t("common.accuracy") + " (%)",
+                       shapes=[dict(type="line", xref="paper", x0=0, x1=1, y0=10, y1=10,
+                                    line=dict(dash="dot", color="#888", width=1))]))
+
+
+# Each element a poll sends costs the server about a millisecond, the browser's connection
+# included: the live view says what it has to in few of them (titles inside the figures, one
+# caption where there were three metrics).
+
+def show_split(view: trainview.RunView, run, stamp) -> None:
+    def build(old):
+        split = trainview.time_split(view.epochs, run.result if run.finished else None,
+                                     run.progress)
+        return split, split_figure(split, old and old[1]) if split else None
+
+    split, fig = view.memoized("split", (stamp, run.finished, t.lang), build)
     if split is None:
-        st.caption(t("train.split_pending"))
+        st.caption(f"**{t('train.data_wait_vs_compute')}**: {t('train.split_pending')}")
         return
-    st.plotly_chart(split_figure(split), width="stretch", key=K + "split_chart",
+    st.plotly_chart(fig[1], width="stretch", key=K + "split_chart",
                     config={"displayModeBar": False})
-    st.caption(t("train.split_caption", share=fmt_pct(split["data_share"])))
-    st.caption(t("train.data_bound") if split["data_share"] > 0.5 else t("train.compute_bound"))
+    st.caption(t("train.split_caption", share=_pct(split["data_share"])) + "  \n"
+               + (t("train.data_bound") if split["data_share"] > 0.5 else t("train.compute_bound")))
 
 
-def show_chart(view: trainview.RunView, config: dict) -> None:
-    chart = view.chart()
-    st.markdown(f"**{t('train.loss_curve')}**")
-    if not chart["steps"]:
-        st.caption(t("train.no_losses_yet"))
+def show_chart(view: trainview.RunView, config: dict, stamp) -> None:
+    if not view.series.count:
+        st.caption(f"**{t('train.loss_curve')}**: {t('train.no_losses_yet')}")
         return
-    st.plotly_chart(loss_figure(chart), width="stretch", key=K + "loss_chart")
-    st.caption(t("train.chart_caption"))
+    _, fig = view.memoized("loss", (stamp, t.lang), lambda old: loss_figure(view.chart(), old))
+    st.plotly_chart(fig, width="stretch", key=K + "loss_chart")
     log_every = int(config.get("log_every") or 2000)
+    caption = t("train.chart_caption")
+    if not view.running and view.steps_per_epoch and view.steps_per_epoch < log_every:
+        caption += "  \n" + t("train.running_loss_none", n=log_every, steps=view.steps_per_epoch)
+    st.caption(caption)
     if view.running:
         lines = "\n".join(t("train.running_loss_line", epoch=r["epoch"], i=f"{r['i']:5d}",
                             loss=f"{r['loss']:.3f}") for r in view.running)
         with st.expander(t("train.running_loss"), expanded=False):
             st.code(lines, language=None)
-    elif view.steps_per_epoch and view.steps_per_epoch < log_every:
-        st.caption(t("train.running_loss_none", n=fmt_int(log_every),
-                     steps=fmt_int(view.steps_per_epoch)))
 
 
 def show_epochs(view: trainview.RunView) -> None:
+    """The epochs as a small table (markdown: a data frame costs more to send every poll)."""
     if not view.epochs:
         return
-    rows = [{t("train.epoch_col"): e.get("epoch"),
-             t("train.mean_loss_col"): None if e.get("mean_loss") is None
-             else round(float(e["mean_loss"]), 4),
-             t("train.seconds_col"): round(float(e.get("seconds") or 0), 1),
-             t("train.ips_col"): round(float(e.get("images_per_second") or 0)),
-             t("common.accuracy"): fmt_pct(e.get("accuracy"))}
-            for e in view.epochs]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=K + "epochs_table")
+
+    def table(_old) -> str:
+        head = (t("train.epoch_col"), t("train.mean_loss_col"), t("train.seconds_col"),
+                t("train.ips_col"), t("common.accuracy"))
+        rows = [(str(e.get("epoch")),
+                 "–" if e.get("mean_loss") is None else _num(round(float(e["mean_loss"]), 4)),
+                 _num(round(float(e.get("seconds") or 0), 1)),
+                 _num(round(float(e.get("images_per_second") or 0))), _pct(e.get("accuracy")))
+                for e in view.epochs]
+        return "\n".join(["| " + " | ".join(head) + " |", "|---:" * len(head) + "|"]
+                         + ["| " + " | ".join(r) + " |" for r in rows])
+
+    st.markdown(view.memoized("epochs", (len(view.epochs), t.lang), table))
 
 
 def show_result(run, view: trainview.RunView) -> None:
@@ -350,39 +409,31 @@ def show_result(run, view: trainview.RunView) -> None:
     elif run.status == "cancelled":
         if result:
             prog = trainview.progress_info(run.progress)
-            st.warning(t("train.cancelled_partial", step=fmt_int(result.get("steps")),
-                         total=fmt_int(prog["total"])), icon=":material/stop_circle:")
+            st.warning(t("train.cancelled_partial", step=result.get("steps") or 0,
+                         total=prog["total"] or 0), icon=":material/stop_circle:")
         else:
             st.warning(t("train.cancelled_queued"), icon=":material/stop_circle:")
-    if acc is not None:
-        label = t("train.accuracy_final") if run.status == "done" else t("train.accuracy_partial")
-        m1, m2, m3 = st.columns(3)
-        m1.metric(label, fmt_pct(acc))
-        m2.metric(t("train.train_time"), fmt_duration(result.get("train_seconds")))
-        m3.metric(t("train.ips_col"), fmt_int(int(result.get("images_per_second") or 0)))
-        st.caption(t("train.chance"))
-        rows = trainview.per_class_rows(result.get("per_class_accuracy")
-                                        or (view.eval or {}).get("per_class_accuracy"))
-        if rows:
-            st.markdown(f"**{t('train.per_class_title')}**")
-            names = [t(f"classes.{c}") if c in _CLASSES else c for c, _ in rows]
-            values = [100 * a for _, a in rows]
-            fig = go.Figure(go.Bar(x=names, y=values, marker_color="#3d7dca",
-                                   text=[f"{v:.0f} %" for v in values], textposition="outside"))
-            fig.add_hline(y=10, line_dash="dot", line_color="#888")
-            fig.update_layout(height=300, margin=dict(l=10, r=10, t=20, b=10),
-                              yaxis_title=t("common.accuracy") + " (%)", yaxis_range=[0, 112])
-            st.plotly_chart(fig, width="stretch", key=K + "per_class_chart")
-            best = max(rows, key=lambda r: r[1])
-            worst = min(rows, key=lambda r: r[1])
-            st.caption(t("train.best_worst", best=names[rows.index(best)],
-                         best_acc=fmt_pct(best[1]), worst=names[rows.index(worst)],
-                         worst_acc=fmt_pct(worst[1])))
-        l1, l2 = st.columns(2)
-        with l1:
-            page_link("pages/results.py", t("train.see_results"), ":material/insights:")
-        with l2:
-            page_link("pages/runs.py", t("train.see_runs"), ":material/compare_arrows:")
+    if acc is None:
+        return
+    label = t("train.accuracy_final") if run.status == "done" else t("train.accuracy_partial")
+    st.metric(label, _pct(acc))
+    lines = [f"{t('train.train_time')}: {_dur(result.get('train_seconds'))} · "
+             f"{t('train.ips_col')}: {_num(round(result.get('images_per_second') or 0))}",
+             t("train.chance")]
+    rows = trainview.per_class_rows(result.get("per_class_accuracy")
+                                    or (view.eval or {}).get("per_class_accuracy"))
+    if rows:
+        names = [t(f"classes.{c}") if c in _CLASSES else c for c, _ in rows]
+        best, worst = max(rows, key=lambda r: r[1]), min(rows, key=lambda r: r[1])
+        lines.append(t("train.best_worst", best=names[rows.index(best)], best_acc=_pct(best[1]),
+                       worst=names[rows.index(worst)], worst_acc=_pct(worst[1])))
+    st.caption("  \n".join(lines))
+    if rows:
+        fig = view.memoized("per_class", (run.status, t.lang),
+                            lambda old: per_class_figure(names, rows))
+        st.plotly_chart(fig, width="stretch", key=K + "per_class_chart")
+    page_link("pages/results.py", t("train.see_results"), ":material/insights:")
+    page_link("pages/runs.py", t("train.see_runs"), ":material/compare_arrows:")
 
 
 def page_link(path: str, label: str, icon: str) -> None:
@@ -395,76 +446,87 @@ _CLASSES = set(("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", 
                 "truck"))
 
 
-def live(run_id: str, status_at_render: str) -> None:
-    """The live part of the page (a fragment): status, progress, chart, split, result.
+def _cancel(run_id: str) -> None:
+    """The Stop button's callback: it runs before the fragment draws, so the status drawn
+    right after the click is already the new one."""
+    try:
+        get_queue().cancel(session_id(), run_id)
+    except CifarLabError as err:
+        st.session_state[K + "cancel_error"] = err
 
-    When the run's status changes (queued -> running -> finished) the whole page reruns once:
-    the run selector shows the new status, and once the run is over the polling stops."""
-    queue = get_queue()
-    store = queue.store
-    run = store.get(run_id)
-    if run is None:
-        st.info(t("errors.run_not_found"))
+
+def show_progress(run, prog: dict) -> None:
+    if not prog["total"]:
+        st.info(t("train.starting"), icon=":material/hourglass_top:")
         return
-    view = _view(run_id)
-    view.add_events(store.events(run_id, since_seq=view.last_seq))
-    view.add_losses(*store.losses(run_id, since_step=view.last_step))
-    if run.status != status_at_render:
-        st.rerun()  # the whole page (see above)
+    eta = (t("train.eta", time=_dur(prog["eta_s"])) if prog["eta_s"] is not None
+           else t("train.eta_unknown"))
+    st.progress(prog["fraction"], text=t("train.progress", step=prog["step"],
+                                         total=prog["total"]) + " · " + eta)
+    line = (f"{t('common.images_per_second')}: {_num(round(prog['images_per_second']))} · "
+            f"{t('common.elapsed')}: {_dur(prog['elapsed_s'])}")
+    if run.waited_s and run.waited_s >= 1:
+        line += " · " + t("train.waited", time=_dur(run.waited_s))
+    st.caption(line)
 
-    position = queue.queue_position(run_id) if run.status == "queued" else None
-    head, button = st.columns([3, 2], vertical_alignment="center")
-    head.markdown(f"**{t('status.status')}:** {status_text(run, position)}"
-                  + (f" · {t('common.device')}: `{run.device}`" if run.device else ""))
-    if run.active and queue.can_control(session_id(), run):
-        if button.button(t("train.cancel"), key=K + "cancel", icon=":material/stop:",
-                         disabled=run.cancel_requested):
-            try:
-                queue.cancel(session_id(), run_id)
-            except CifarLabError as err:
-                show_error(err)
-            run = store.get(run_id) or run
-            if run.status != status_at_render:  # a queued run is cancelled at once
-                st.rerun()
+
+def show_run(queue: jobs.JobQueue, run) -> None:
+    """One run, whatever its state: status, progress, result, loss chart, split, epochs."""
+    view = _view(run.id)
     prog = trainview.progress_info(run.progress)
-    training_over = run.status == "running" and (
-        (view.epochs and not view.epochs[-1].get("complete", True))
-        or (prog["total"] and prog["step"] >= prog["total"]))
-    if training_over:
-        st.info(t("train.evaluating"), icon=":material/fact_check:")
-    elif run.status == "running" and run.cancel_requested:
-        st.info(t("train.cancel_requested"), icon=":material/hourglass_top:")
+    view.update(queue.store, run.id, step=None if run.finished else prog["step"])
+    stamp = view.chart_stamp(time.monotonic(), CHART_S, final=run.finished)
+    phase = trainview.phase(run, view, run.progress)
 
-    config = run.config or {}
-    if run.status == "queued":
+    position = queue.queue_position(run.id) if phase == "queued" else None
+    st.markdown(f"**{t('status.status')}:** {status_text(run, position)}"
+                + (f" · {t('common.device')}: `{run.device}`" if run.device else ""))
+    if run.active and queue.can_control(session_id(), run):
+        st.button(t("train.cancel"), key=K + "cancel", icon=":material/stop:",
+                  disabled=run.cancel_requested, on_click=_cancel, args=(run.id,))
+    err = st.session_state.pop(K + "cancel_error", None)
+    if err is not None:
+        show_error(err)
+    if phase == "evaluating":
+        st.info(t("train.evaluating"), icon=":material/fact_check:")
+    elif phase == "cancelling":
+        st.info(t("train.cancel_requested"), icon=":material/hourglass_top:")
+    if phase == "queued":
         st.info(t("train.queue_position", n=position or 1) + "  \n" + t("train.queue_wait"),
                 icon=":material/schedule:")
         return
     if run.status == "running":
-        if prog["total"]:
-            eta = (t("train.eta", time=fmt_duration(prog["eta_s"])) if prog["eta_s"] is not None
-                   else t("train.eta_unknown"))
-            st.progress(prog["fraction"], text=t("train.progress", step=fmt_int(prog["step"]),
-                                                 total=fmt_int(prog["total"])) + " · " + eta)
-            m1, m2, m3 = st.columns(3)
-            m1.metric(t("common.images_per_second"), fmt_int(int(prog["images_per_second"])))
-            m2.metric(t("common.elapsed"), fmt_duration(prog["elapsed_s"]))
-            m3.metric(t("train.eta_title"), fmt_duration(prog["eta_s"]))
-        else:
-            st.info(t("train.starting"), icon=":material/hourglass_top:")
-        if run.waited_s and run.waited_s >= 1:
-            st.caption(t("train.waited", time=fmt_duration(run.waited_s)))
+        show_progress(run, prog)
     if run.status in ("failed", "interrupted"):
         st.error(t("train.failed_reason", reason=run.error or t(f"status.{run.status}")))
-
     if run.finished:
         show_result(run, view)
     left, right = st.columns([3, 2])
     with left:
-        show_chart(view, config)
+        show_chart(view, run.config or {}, stamp)
     with right:
-        show_split(view, run.result if run.finished else None, run.progress)
+        show_split(view, run, stamp)
         show_epochs(view)
+
+
+def live(sid: str) -> None:
+    """The live part of the page (a fragment): the session's runs, and the chosen one."""
+    trainview.freeze_long_lived()  # a poll's garbage collection must not walk torch & co
+    queue = get_queue()
+    runs = queue.store.list_runs(session=sid, kind="train", limit=50)
+    if not runs:
+        st.info(t("train.no_run"))
+        return
+    by_id = {r.id: r for r in runs}
+    ss = st.session_state
+    # a run's label changes only with its status: made once per status, not once per poll
+    made = ss.get(K + "labels", {})
+    labels = ss[K + "labels"] = {(r.id, r.status, t.lang): made.get((r.id, r.status, t.lang))
+                                 or run_label(r) for r in runs}
+    ss[K + "run_select"] = trainview.pick_run(runs, ss.get(K + "run_select"))
+    selected = st.selectbox(t("train.choose_run"), list(by_id), key=K + "run_select",
+                            format_func=lambda rid: labels[rid, by_id[rid].status, t.lang])
+    show_run(queue, by_id[selected])
 
 
 # ------------------------------------------------------------------------------------ page
@@ -482,21 +544,16 @@ problems = knobs(queue)
 
 st.button(t("train.start"), key=K + "start", type="primary", on_click=_submit,
           icon=":material/play_arrow:")
-if msg is not None and st.session_state.get(K + "submit_field") is None:
-    (st.error if msg[0] == "error" else st.success)(msg[1])
-    if msg[0] == "error" and problems:
-        for field, p in problems.items():
-            st.markdown(f"- {p.text(t.lang)}")
+with st.container():  # one place, shown or empty: the fragment below keeps its id (its place)
+    if msg is not None and st.session_state.get(K + "submit_field") is None:
+        (st.error if msg[0] == "error" else st.success)(msg[1])
+        if msg[0] == "error" and problems:
+            for field, p in problems.items():
+                st.markdown(f"- {p.text(t.lang)}")
 
 st.divider()
-runs = queue.store.list_runs(session=sid, kind="train", limit=50)
-if not runs:
-    st.info(t("train.no_run"))
-    st.stop()
-
-by_id = {r.id: r for r in runs}
-st.session_state[K + "run_select"] = trainview.pick_run(runs, st.session_state.get(K + "run_select"))
-selected = st.selectbox(t("train.choose_run"), list(by_id), key=K + "run_select",
-                        format_func=lambda rid: run_label(by_id[rid]))
-run = by_id[selected]
-st.fragment(live, run_every=POLL_S if run.active else None)(selected, run.status)
+# The interval follows the state at each full run (pressing Train is one): once a second while
+# a run is queued or running, slowly otherwise. Within the fragment it stays as set here.
+interval = trainview.poll_interval(queue.store.list_runs(session=sid, kind="train", limit=50),
+                                   POLL_S, IDLE_POLL_S)
+st.fragment(live, run_every=interval)(sid)

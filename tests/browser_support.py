@@ -104,3 +104,69 @@ def screenshot(page, name: str) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+# -- measuring a server (bench/bench_live.py, bench/bench_load.py) ---------------------------------
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system, all threads) a process has used so far, from /proc/<pid>/stat.
+    Independent of how busy the machine is, unlike wall time."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # after the ")" that ends the command name: state is field 3, utime 14, stime 15 (1-based)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def niced_chromium(folder: Path, niceness: int = 19) -> str:
+    """A wrapper that starts Chromium at low priority: in a classroom the browsers run on the
+    students' machines, so on a one-machine benchmark they should not take CPU from the server
+    and its training workers. Returns the wrapper's path (Playwright's ``executable_path``)."""
+    path = chromium_path()
+    if not path:
+        raise RuntimeError("no Chromium (apt-get install chromium, or set CIFARLAB_CHROMIUM)")
+    wrapper = Path(folder) / "chromium-niced"
+    wrapper.write_text(f'#!/bin/sh\nexec nice -n {int(niceness)} "{path}" "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def launch_args() -> list[str]:
+    return ["--no-sandbox", "--disable-dev-shm-usage"]
+
+
+# The last step on the Train page's loss chart (0 while there is none); ``lossTitle`` is the
+# chart's y-axis title in the page's language. The page sends the steps as a typed array
+# (plotly's {dtype, bdata}), which plotly.js decodes into ``_fullData``.
+LOSS_CHART_LAST_STEP = """(lossTitle) => {
+    for (const el of document.querySelectorAll('.js-plotly-plot')) {
+        const title = el.layout && el.layout.yaxis && el.layout.yaxis.title;
+        const text = title && (title.text || title);
+        const trace = (el._fullData && el._fullData[0]) || (el.data && el.data[0]);
+        const xs = trace && trace.x;
+        if (text === lossTitle && xs && xs.length) {
+            let last = 0;
+            for (const x of xs) last = Math.max(last, x);
+            return last;
+        }
+    }
+    return 0;
+}"""
+
+
+def wait_on_progress(done, progress, stall_s: float = 120.0, poll_ms: int = 500,
+                     page=None) -> None:
+    """Wait until ``done()`` is true for as long as ``progress()`` keeps changing (say, a run's
+    status and step in the run store): fail only when nothing has moved for ``stall_s``
+    seconds, never on a budget for the whole wait, so a slow, busy machine only makes it
+    longer. ``page``: a Playwright page whose events keep flowing while this waits."""
+    last, moved = progress(), time.monotonic()
+    while not done():
+        now = progress()
+        if now != last:
+            last, moved = now, time.monotonic()
+        elif time.monotonic() - moved > stall_s:
+            raise AssertionError(f"no progress for {stall_s:.0f} s (stuck at {last!r})")
+        if page is not None:
+            page.wait_for_timeout(poll_ms)
+        else:
+            time.sleep(poll_ms / 1000)

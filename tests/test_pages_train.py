@@ -196,6 +196,8 @@ def test_cancel_keeps_a_partial_result_and_limits_are_messages(lab, monkeypatch)
     assert any(t("train.queue_position", n=1) in i for i in texts(dave, "info"))
     dave.button(key="train_cancel").click().run()
     assert store(lab).get(dave_run.id).status == "cancelled"
+    # the Stop button's callback runs before the live view draws: the same run shows it
+    assert t("train.cancelled_queued") in texts(dave, "warning")
     dave.run()
     assert t("train.cancelled_queued") in texts(dave, "warning")
 
@@ -216,3 +218,16 @@ def test_cancel_keeps_a_partial_result_and_limits_are_messages(lab, monkeypatch)
     assert not at.exception
     assert any(w.startswith("Stopped after") for w in texts(at, "warning"))
     assert [m for m in at.metric if m.label == t("train.accuracy_partial")]
+
+
+def test_the_live_view_never_reruns_the_whole_page():
+    """Status changes are drawn by the live fragment itself: an st.rerun() from inside a
+    polling fragment collides with the fragment's own timer (pages froze under load, and the
+    server logged thousands of "fragment ... does not exist anymore")."""
+    import ast
+
+    tree = ast.parse((ROOT / "pages" / "train.py").read_text(encoding="utf-8"))
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)
+             and isinstance(node.func, ast.Attribute) and node.func.attr in ("rerun", "stop")
+             and getattr(node.func.value, "id", None) == "st"]
+    assert not calls, [f"line {c.lineno}" for c in calls]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from cifarlab import i18n
@@ -156,3 +157,147 @@ def test_time_split_is_live_from_progress_events():
     done = trainview.time_split([], {"data_wait_seconds": 2.0, "compute_seconds": 2.0},
                                 {"data_wait_s": 1.0, "elapsed_s": 4.0})
     assert done["data_share"] == 0.5
+
+
+# -- the live view: what a poll reads, when figures are redrawn, how often it polls ----------------
+
+class _CountingStore:
+    """A RunStore that counts the rows each read hands back, to see that a view reads only
+    what is new."""
+
+    def __init__(self, store):
+        self.store, self.rows = store, {"events": 0, "losses": 0}
+        self.loss_reads = 0
+
+    def events(self, run_id, since_seq=0):
+        out = self.store.events(run_id, since_seq=since_seq)
+        self.rows["events"] += len(out)
+        return out
+
+    def losses(self, run_id, since_step=0):
+        self.loss_reads += 1
+        steps, losses = self.store.losses(run_id, since_step=since_step)
+        self.rows["losses"] += len(steps)
+        return steps, losses
+
+
+@pytest.fixture
+def run_store(tmp_path):
+    from cifarlab.serve.store import RunStore
+
+    store = RunStore(tmp_path / "runs.db")
+    run_id = store.create_run("view-session-1", "train", {"epochs": 1}, "cpu")
+    return store, run_id
+
+
+def test_update_reads_only_new_rows(run_store):
+    store, run_id = run_store
+    counting = _CountingStore(store)
+    view = RunView(max_points=100)
+    assert view.update(counting, run_id) is False and view.revision == 0
+    store.record(run_id, steps=range(1, 51), losses=[2.0] * 50,
+                 events=[("start", {"total_steps": 100, "steps_per_epoch": 100})],
+                 progress={"step": 50, "total_steps": 100})
+    assert view.update(counting, run_id, step=50) is True and view.revision == 1
+    assert counting.rows == {"events": 1, "losses": 50}
+    # nothing new: no rows come back, the revision stays
+    assert view.update(counting, run_id, step=50) is False and view.revision == 1
+    assert counting.rows == {"events": 1, "losses": 50}
+    # the run's progress says no step is new: the losses are not even asked for
+    reads = counting.loss_reads
+    view.update(counting, run_id, step=50)
+    assert counting.loss_reads == reads
+    store.record(run_id, steps=range(51, 101), losses=[1.0] * 50,
+                 events=[("epoch", {"epoch": 1, "steps": 100})],
+                 progress={"step": 100, "total_steps": 100})
+    assert view.update(counting, run_id, step=100) is True
+    assert counting.rows == {"events": 2, "losses": 100}       # each row read once
+    assert view.last_step == 100 and view.series.count == 100 and len(view.epochs) == 1
+    # step=None (a finished run) reads whatever is there
+    store.record(run_id, steps=[101], losses=[0.5])
+    assert view.update(counting, run_id) is True and view.last_step == 101
+
+
+def test_chart_is_numpy_arrays_ready_to_plot():
+    v = RunView(max_points=10)
+    v.add_losses(list(range(1, 101)), [float(i) for i in range(1, 101)])
+    c = v.chart()
+    assert c["steps"].dtype == np.int32 and c["losses"].dtype == np.float32
+    assert len(c["steps"]) <= 11 and c["steps"][-1] == 100
+    xs, ys = v.series.points()
+    assert c["steps"].tolist() == xs and c["losses"].tolist() == pytest.approx(ys)
+
+
+def test_chart_stamp_changes_with_new_data_at_most_every_so_often():
+    v = RunView()
+    first = v.chart_stamp(now=0.0, every_s=2.0)
+    assert v.chart_stamp(now=0.5, every_s=2.0) == first        # nothing new
+    v.add_losses([1, 2], [1.0, 1.0])
+    assert v.chart_stamp(now=1.0, every_s=2.0) == first        # new, but too soon
+    second = v.chart_stamp(now=2.0, every_s=2.0)
+    assert second != first                                     # new, and due
+    v.add_losses([3], [1.0])
+    assert v.chart_stamp(now=2.5, every_s=2.0) == second
+    v.add_events([_ev(1, "done", {})])
+    assert v.chart_stamp(now=2.6, every_s=2.0, final=True) != second  # the end: at once
+    assert v.chart_stamp(now=2.7, every_s=2.0, final=True) == v.chart_stamp(3.0, 2.0, True)
+
+
+def test_memoized_builds_once_per_key_and_hands_back_the_last_value():
+    v = RunView()
+    calls = []
+
+    def build(old):
+        calls.append(old)
+        return (old or 0) + 1
+
+    assert v.memoized("fig", ("a", "en"), build) == 1
+    assert v.memoized("fig", ("a", "en"), build) == 1          # same key: not built again
+    assert v.memoized("fig", ("b", "en"), build) == 2          # new key: built from the old
+    assert calls == [None, 1]
+    assert v.memoized("other", 1, lambda old: "x") == "x"      # names are separate
+
+
+def test_poll_interval_follows_the_runs():
+    runs = [SimpleNamespace(status="done"), SimpleNamespace(status="failed")]
+    assert trainview.poll_interval(runs, 2.0, 10.0) == 10.0
+    assert trainview.poll_interval(runs + [SimpleNamespace(status="queued")], 2.0, 10.0) == 2.0
+    assert trainview.poll_interval([SimpleNamespace(status="running")], 2.0, None) == 2.0
+    assert trainview.poll_interval([], 2.0, None) is None
+
+
+def _run(status="running", progress=None, cancel=False):
+    return SimpleNamespace(status=status, progress=progress, cancel_requested=cancel)
+
+
+def test_phase_says_where_a_run_is():
+    v = RunView()
+    assert trainview.phase(_run("queued"), v) == "queued"
+    assert trainview.phase(_run("running"), v) == "starting"              # no step yet
+    assert trainview.phase(_run(progress={"step": 5, "total_steps": 10}), v) == "training"
+    assert trainview.phase(_run(progress={"step": 10, "total_steps": 10}), v) == "evaluating"
+    assert trainview.phase(_run(progress={"step": 5, "total_steps": 10}, cancel=True),
+                           v) == "cancelling"
+    v.add_events([_ev(1, "epoch", {"epoch": 1, "steps": 5, "complete": False})])  # stopped early
+    assert trainview.phase(_run(progress={"step": 5, "total_steps": 10}), v) == "evaluating"
+    for final in ("done", "cancelled", "failed", "interrupted"):
+        assert trainview.phase(_run(final), v) == final
+
+
+def test_freeze_long_lived_freezes_again_only_when_modules_were_loaded():
+    import gc
+    import sys
+    import types
+
+    try:
+        trainview.freeze_long_lived()
+        assert trainview.freeze_long_lived() is False          # nothing new: nothing to do
+        frozen = gc.get_freeze_count()
+        keep = [[] for _ in range(100)]                        # made after the freeze
+        assert trainview.freeze_long_lived() is False and gc.get_freeze_count() == frozen
+        sys.modules["cifarlab_test_new_module"] = types.ModuleType("cifarlab_test_new_module")
+        assert trainview.freeze_long_lived() is True           # a page imported something
+        assert gc.get_freeze_count() >= frozen + len(keep)
+    finally:
+        sys.modules.pop("cifarlab_test_new_module", None)
+        gc.unfreeze()

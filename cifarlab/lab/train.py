@@ -3,23 +3,30 @@
     preset_values("tutorial")                    # the knobs of a preset (core.config.PRESETS)
     problems = check(values, Limits(max_epochs=20, max_train_images=50000), n_train=50000)
     #  -> {"batch_size": Problem("batch_size", "config.batch_data", {"batch": 64, "n": 32})}
-    view = RunView(max_points=2000)              # one per run, kept between page reruns
-    view.add_losses(*store.losses(run_id, since_step=view.last_step))
-    view.add_events(store.events(run_id, since_seq=view.last_seq))
+    view = RunView(max_points=600)               # one per run, kept between page reruns
+    view.update(store, run_id)                   # reads only the rows it has not seen; True if any
     view.chart()                                 # downsampled step losses, running loss, epochs
+    view.chart_stamp(now, every_s=2.0)           # changes when the chart is due to be redrawn
     time_split(view.epochs, run.result)          # data wait vs compute
+    poll_interval(runs)                          # how often the live view looks again
     duration_parts(83.0)                         # [("minutes", 1), ("seconds", 23)]
 
 The loss series is read incrementally (only steps after the last one seen) and kept as bucket
 means: at most ``max_points`` points, each the mean of ``stride`` consecutive step losses; when
 the buckets fill up, neighbours are merged in pairs and the stride doubles. So a 50,000-step run
 costs the page a few kilobytes and a chart of at most ``max_points`` points, whatever its length.
+
+Watching a run must cost the server little (docs/benchmarks.md, section 7): each poll reads only
+new rows, and a figure is rebuilt only when ``chart_stamp`` says its data changed, at most every
+few seconds while the run trains; in between the page sends the figure it built last.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
 
 from cifarlab.core import config as C
 from cifarlab.errors import Problem
@@ -122,9 +129,12 @@ class LossSeries:
 # ---------------------------------------------------------------------------------- run view
 
 class RunView:
-    """What the page has read of one run so far: losses (downsampled) and events."""
+    """What the page has read of one run so far: losses (downsampled) and events.
 
-    def __init__(self, max_points: int = 2000):
+    ``revision`` counts the reads that brought something new; ``memo`` is the page's own
+    cache of what it built from this view (figures), so an unchanged figure is not rebuilt."""
+
+    def __init__(self, max_points: int = 600):
         self.series = LossSeries(max_points)
         self.last_seq = 0
         self.start: dict | None = None
@@ -132,10 +142,27 @@ class RunView:
         self.epochs: list[dict] = []
         self.eval: dict | None = None
         self.done: dict | None = None
+        self.revision = 0
+        self.memo: dict[str, tuple[Any, Any]] = {}
+        self._stamp: tuple | None = None
+        self._stamp_at = -math.inf
 
     @property
     def last_step(self) -> int:
         return self.series.last_step
+
+    def update(self, store: Any, run_id: str, step: int | None = None) -> bool:
+        """Read what the store has that this view has not seen: events after ``last_seq``,
+        step losses after ``last_step`` (skipped when the run's ``step``, from its progress,
+        says there are none). ``store``: anything with RunStore's ``events`` and ``losses``.
+        True when something new came."""
+        before = (self.last_seq, self.series.count)
+        self.add_events(store.events(run_id, since_seq=self.last_seq))
+        if step is None or step > self.last_step:
+            self.add_losses(*store.losses(run_id, since_step=self.last_step))
+        changed = (self.last_seq, self.series.count) != before
+        self.revision += changed
+        return changed
 
     def add_losses(self, steps: Sequence[int], losses: Sequence[float]) -> None:
         self.series.add(steps, losses)
@@ -163,10 +190,32 @@ class RunView:
         spe = (self.start or {}).get("steps_per_epoch")
         return int(spe) if spe else None
 
+    def chart_stamp(self, now: float, every_s: float, final: bool = False) -> tuple:
+        """A key that changes when the loss chart should be redrawn: when new losses or
+        events came, but at most once every ``every_s`` seconds (``now``: a monotonic clock),
+        unless ``final`` (the run is over: draw the last of it at once)."""
+        current = (self.series.count, self.last_seq)
+        if current != self._stamp and (final or self._stamp is None
+                                       or now - self._stamp_at >= every_s):
+            self._stamp, self._stamp_at = current, now
+        return self._stamp
+
+    def memoized(self, name: str, key: Any, build: Any) -> Any:
+        """``build(previous)``'s value, built again only when ``key`` differs from last
+        time's; ``previous`` is the value built last time (None the first time), which
+        ``build`` may update and return rather than start afresh."""
+        hit = self.memo.get(name)
+        if hit is None or hit[0] != key:
+            hit = self.memo[name] = (key, build(None if hit is None else hit[1]))
+        return hit[1]
+
     def chart(self) -> dict:
-        """Everything the loss chart needs: step losses (bucket means), the tutorial's running
-        loss at its global step, the steps where epochs ended, and the stride."""
+        """Everything the loss chart needs: step losses (bucket means) as numpy arrays (int32
+        steps, float32 losses: plotly checks and sends an array in one piece, a list number by
+        number, which cost most of a poll), the tutorial's running loss at its global step,
+        the steps where epochs ended, and the stride."""
         steps, losses = self.series.points()
+        steps, losses = np.asarray(steps, dtype=np.int32), np.asarray(losses, dtype=np.float32)
         spe = self.steps_per_epoch
         running_x, running_y = [], []
         for r in self.running:
@@ -267,3 +316,55 @@ def pick_run(runs: Sequence[Any], current: str | None = None) -> str | None:
         if r.status in ("queued", "running"):
             return r.id
     return ids[0] if ids else None
+
+
+def poll_interval(runs: Sequence[Any], active_s: float = 1.0,
+                  idle_s: float | None = 10.0) -> float | None:
+    """How often the live view looks at the store again: every ``active_s`` while one of
+    ``runs`` is queued or running, else every ``idle_s`` (a run started from another tab of
+    the same session still shows up; None: not at all)."""
+    return active_s if any(r.status in ("queued", "running") for r in runs) else idle_s
+
+
+def phase(run: Any, view: RunView, progress: Mapping[str, Any] | None = None) -> str:
+    """Where a run is, as the live view words it: "queued", "starting" (running, no step yet),
+    "training", "cancelling" (asked to stop, still running), "evaluating" (training over,
+    testing), or its final status ("done", "cancelled", "failed", "interrupted")."""
+    if run.status == "queued":
+        return "queued"
+    if run.status != "running":
+        return run.status
+    if run.cancel_requested:
+        return "cancelling"
+    prog = progress_info(progress if progress is not None else run.progress)
+    if (view.epochs and not view.epochs[-1].get("complete", True)) \
+            or (prog["total"] and prog["step"] >= prog["total"]):
+        return "evaluating"
+    return "training" if prog["total"] else "starting"
+
+
+_FROZEN_AT: list[int] = []   # how many modules were loaded at the last freeze
+
+
+def freeze_long_lived() -> bool:
+    """Keep the garbage collector off the libraries: True when it froze just now.
+
+    Streamlit collects garbage after every script run, each poll of a live view included
+    (``runner.postScriptGC``), and a full collection walks every object of the process: with
+    torch, torchvision, pandas and plotly loaded that costs about 0.1 CPU-second, per poll,
+    per watching browser. Modules live as long as the server does, so whenever some were
+    imported since the last call (each page's first visit imports its own), move everything
+    that exists now out of the collector's reach (``gc.freeze``). That happens a handful of
+    times per server; what is frozen besides the modules (the sessions' objects of that
+    moment) stays for good: a small, one-time cost. A later collection walks only what the
+    sessions made since."""
+    import gc
+    import sys
+
+    n = len(sys.modules)
+    if _FROZEN_AT and _FROZEN_AT[-1] == n:
+        return False
+    gc.collect()
+    gc.freeze()
+    _FROZEN_AT.append(n)
+    return True
