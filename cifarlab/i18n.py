@@ -53,7 +53,7 @@ __all__ = [
     "LANGUAGES", "DEFAULT", "LOCALES_DIR", "LESSON_ORDER", "LESSON_ALIASES",
     "normalize_lang", "t", "translator", "lesson", "lesson_names", "code_snippet", "catalog",
     "placeholders", "missing_keys", "extra_keys", "problems", "is_strict", "set_strict",
-    "clear_cache", "catalog_files", "number", "percent", "duration", "plural_form",
+    "clear_cache", "catalog_files", "number", "percent", "duration", "plural_form", "separators",
     "BABEL_LOCALES",
 ]
 
@@ -235,6 +235,13 @@ def duration(seconds: float, lang: str = DEFAULT) -> str:
         return f"{m} min {sec} s" if sec else f"{m} min"
     h, m = divmod(m, 60)
     return f"{h} h {m} min" if m else f"{h} h"
+
+
+def separators(lang: str = DEFAULT) -> str:
+    """The decimal and group symbols of ``lang`` ("." and "," in English, "," and "." in
+    Spanish): plotly's ``layout.separators``, so a chart's numbers read like the text's."""
+    symbols = _locale(lang).number_symbols.get("latn", {})
+    return symbols.get("decimal", ".") + symbols.get("group", ",")
 
 
 def plural_form(n: float, lang: str = DEFAULT) -> str:

@@ -67,6 +67,28 @@ def t(key: str, /, **kwargs) -> str:
     return i18n.t(key, lang(), **kwargs)
 
 
+def num(value, digits: int | None = None) -> str:
+    """A number in the page's language: ``num(50000)`` -> "50.000" in Spanish."""
+    return i18n.number(value, lang(), digits)
+
+
+def pct(fraction, digits: int = 1) -> str:
+    """A fraction as a percentage in the page's language: ``pct(0.553)`` -> "55,3 %"."""
+    return i18n.percent(fraction, lang(), digits)
+
+
+def dur(seconds) -> str:
+    """A duration in the page's language: "0,25 s", "3 min 5 s"."""
+    return i18n.duration(seconds, lang())
+
+
+def localize(fig):
+    """A plotly figure whose numbers (ticks, hover, bar labels) use the language's decimal
+    and group symbols."""
+    fig.update_layout(separators=i18n.separators(lang()))
+    return fig
+
+
 def session_id() -> str:
     """A stable id for this browser's runs. It rides in the URL (``?sid=``), so a reload, a
     page switch or a second tab with the same link finds the same runs."""

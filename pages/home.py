@@ -10,7 +10,7 @@ import torchvision
 from cifarlab.core import data as cdata
 from cifarlab.core import devices
 from cifarlab.lab.data import upscale
-from pages.common import PAGES, data_setting, get_data, lang, lesson, session_id, translator
+from pages.common import PAGES, data_setting, get_data, lang, lesson, session_id, translator, localize, num
 
 t = translator()
 
@@ -31,7 +31,7 @@ def _class_name(name: str) -> str:
 
 
 def _gb(n) -> str:
-    return "—" if n is None else f"{n / 2**30:.1f} GB"
+    return "—" if n is None else f"{num(n / 2**30, 1)} GB"
 
 
 st.title(t("app.title"))
@@ -83,7 +83,7 @@ st.code(_source_text(*data_setting()), language=None, wrap_lines=True)
 # Last: loading the images may take a moment the first time (and stops the page if it fails,
 # after the facts above are already shown).
 data = get_data()
-st.markdown("- " + t("home.fact_images", n_train=f"{data.n_train:,}", n_test=f"{data.n_test:,}"))
+st.markdown("- " + t("home.fact_images", n_train=num(data.n_train), n_test=num(data.n_test)))
 for note in data.notes:
     st.caption(note)
 st.subheader(t("home.sample_title"))
