@@ -23,7 +23,11 @@ with st.sidebar:
         st.query_params["lang"] = chosen
         st.rerun()
 
+    st.caption(t("sidebar.your_link"), help=t("sidebar.your_link_help"))
+    st.code(common.resume_link(), language=None)
+
 common.keep_url_state()
+common.remember_session()
 pages = [st.Page(path, title=t(f"nav.{pid}"), icon=icon, url_path=pid, default=(pid == "home"))
          for pid, path, icon in common.PAGES]
 st.navigation(pages).run()

@@ -8,6 +8,7 @@ one call into ``cifarlab``, a plotly figure or a pandas table.
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 import secrets
@@ -17,7 +18,8 @@ import streamlit as st
 from cifarlab import i18n
 from cifarlab.errors import CifarLabError
 
-SESSION_RE = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
+SESSION_RE = re.compile(r"[A-Za-z0-9_-]{8,64}")
+log = logging.getLogger("cifarlab.pages")
 
 # Page id -> file, in teaching order. The id is the URL path (the same in every language).
 PAGES = [
@@ -89,13 +91,62 @@ def localize(fig):
     return fig
 
 
+COOKIE = "cifarlab_sid"
+COOKIE_DAYS = 180
+
+
+def _valid(sid) -> bool:
+    # fullmatch: "$" alone would also accept a trailing newline ("?sid=<id>%0A")
+    return isinstance(sid, str) and SESSION_RE.fullmatch(sid) is not None
+
+
+def _cookie_sid() -> str | None:
+    try:
+        sid = st.context.cookies.get(COOKIE)
+    except Exception:  # no browser (AppTest): no cookies
+        return None
+    return sid if _valid(sid) else None
+
+
 def session_id() -> str:
     """A stable id for this browser's runs. It rides in the URL (``?sid=``), so a reload, a
-    page switch or a second tab with the same link finds the same runs."""
+    page switch or a second tab with the same link finds the same runs; and in a cookie, so
+    the same browser finds them again after the tab was closed. A link from elsewhere
+    (``?sid=`` of another device) wins over the cookie."""
     if "sid" not in st.session_state:
         sid = st.query_params.get("sid", "")
-        st.session_state["sid"] = sid if SESSION_RE.match(sid or "") else secrets.token_urlsafe(12)
+        st.session_state["sid"] = (sid if _valid(sid) else _cookie_sid()
+                                   or secrets.token_urlsafe(12))
     return st.session_state["sid"]
+
+
+def owner_id() -> str:
+    """Who this person is, for the per-person limits across tabs: the signed-in user where
+    sign-in is configured; else this browser's cookie (shared by all its tabs); else this
+    session. (The client address is no identity in a classroom behind one NAT.)"""
+    try:
+        if getattr(st.user, "is_logged_in", False) and st.user.get("email"):
+            return "user:" + str(st.user.get("email")).lower()
+    except Exception:  # sign-in not configured
+        pass
+    return "browser:" + (_cookie_sid() or session_id())
+
+
+def remember_session() -> None:
+    """Write the session id into this browser's cookie (once per browser session), so that
+    closing the tab loses nothing: the next visit without a link finds the same runs."""
+    sid = session_id()
+    if _cookie_sid() == sid or st.session_state.get("_cookie_written") == sid:
+        return
+    st.session_state["_cookie_written"] = sid
+    # sid is [A-Za-z0-9_-] only (checked above), so it is safe inside the script
+    st.html(f"<script>document.cookie = '{COOKIE}={sid}; path=/; max-age="
+            f"{COOKIE_DAYS * 86400}; SameSite=Lax';</script>", unsafe_allow_javascript=True)
+
+
+def resume_link() -> str:
+    """This session's own link (relative): open it on another device to see the same runs."""
+    return f"?sid={session_id()}&lang={lang()}"
 
 
 def keep_url_state() -> None:
@@ -128,7 +179,7 @@ def get_data():
         with st.spinner(t("common.loading_data")):
             return _load_data(*data_setting())
     except CifarLabError as err:
-        st.error(t("errors.data_unavailable", reason=str(err)))
+        st.error(t("errors.data_unavailable", reason=err.text(lang())))
         st.stop()
 
 
@@ -140,16 +191,18 @@ def queue():
     try:
         return jobs.get_queue()
     except CifarLabError as err:
-        st.error(str(err))
+        st.error(err.text(lang()))
         st.stop()
 
 
 def show_error(err: Exception) -> None:
-    """A CifarLabError's message as it is; anything else as one line, never a traceback."""
+    """A CifarLabError in the student's language; anything else as one plain sentence (its
+    details go to the server's log, never to the page: they can hold server paths)."""
     if isinstance(err, CifarLabError):
-        st.error(str(err))
+        st.error(err.text(lang()))
     else:
-        st.error(t("errors.unexpected", kind=type(err).__name__, message=str(err)[:300]))
+        log.error("unexpected error on a page", exc_info=err)
+        st.error(t("errors.unexpected_plain"))
 
 
 def lesson(name: str, with_code: bool = True) -> None:

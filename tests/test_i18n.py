@@ -54,7 +54,16 @@ def _words(text: str) -> int:
 
 @pytest.fixture(scope="module")
 def files() -> dict[str, dict[str, object]]:
-    return {code: _flat(LOCALES / f"{code}.toml") for code in i18n.LANGUAGES}
+    # the main catalog and the per-area files beside it (locales/<code>/*.toml), merged
+    out = {}
+    for code in i18n.LANGUAGES:
+        merged: dict[str, object] = {}
+        for path in i18n.catalog_files(code):
+            part = _flat(path)
+            assert not set(part) & set(merged), f"{path}: keys defined twice"
+            merged.update(part)
+        out[code] = merged
+    return out
 
 
 @pytest.fixture(autouse=True)
