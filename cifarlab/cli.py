@@ -5,6 +5,7 @@
     python -m cifarlab eval cifar_net.pth --json
     python -m cifarlab shapes --kernels 5,5 --channels 6,16
     python -m cifarlab data                        # decode once into the cache, print facts
+    python -m cifarlab export cifar_net.pth -o cifar_run.py   # the script that repeats its run
 
 Bad input exits with status 2 and one line saying what was wrong.
 """
@@ -104,6 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
     da = sub.add_parser("data", help="decode the data set once into the cache and describe it")
     da.add_argument("--data", default=None)
     da.add_argument("--json", action="store_true")
+
+    x = sub.add_parser("export", help="write the script that repeats a checkpoint's run")
+    x.add_argument("checkpoint", help="a CIFAR Lab checkpoint (.pth)")
+    x.add_argument("-o", "--output", default="cifar_run.py", help="the script's path (cifar_run.py)")
+    x.set_defaults(handler=cmd_export)
 
     from cifarlab.lab.gpu import register_cli  # `bench`: cheap to import (torch loads when it runs)
 
@@ -216,6 +222,16 @@ def cmd_data(args) -> int:
     else:
         for k, v in facts.items():
             print(f"{k}: {v}")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from cifarlab.core import checkpoint as ckpt
+    from cifarlab.core.export import export_checkpoint
+
+    cp = ckpt.load(args.checkpoint, map_location="cpu")
+    path = export_checkpoint(cp, args.output, name=args.checkpoint)
+    print(f"wrote {path} ({cp.config.describe()}): run it with python {path.name} [DATA]")
     return 0
 
 
