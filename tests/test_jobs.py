@@ -219,7 +219,8 @@ def test_killed_worker_fails_with_a_reason_and_the_queue_goes_on(make_queue):
     run = queue.wait(victim, timeout=GUARD)
     assert run.status == "failed"
     assert "The worker process was killed (signal 9" in run.error
-    assert run.error_code == "serve.worker.killed_oom" and "(señal 9, SIGKILL)" in run.error_text("es")
+    assert run.error_code == "serve.worker.killed_oom"
+    assert "(señal 9, SIGKILL)" in run.error_text("es")
     # the server is fine and serves the next run
     nxt = queue.submit(ALICE, QUICK)
     assert queue.wait(nxt, timeout=GUARD).status == "done"

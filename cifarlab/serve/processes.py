@@ -221,7 +221,5 @@ class WorkerPool:
         self.spares.clear()
 
     def warm(self) -> int:
+        """How many spares are warm."""
         return sum(1 for s in list(self.spares) if s.ready.is_set())
-
-    def alive_spares(self) -> int:
-        return sum(1 for s in self.spares if s.process.is_alive())

@@ -126,7 +126,11 @@ class JobQueue:
         validate_session(session)
         owner = validate_owner(session if owner is None else owner)
         if kind == TRAIN:  # through submit, so that a training run meets every limit
-            return self.submit(session, TrainConfig.from_dict(payload), name=name, owner=owner)
+            try:
+                config = TrainConfig.from_dict(payload)
+            except CifarLabError as err:
+                raise admission.as_job_error(err) from None
+            return self.submit(session, config, name=name, owner=owner)
         if target_of(kind) is None:
             raise JobError("serve.queue.unknown_kind", field="kind", kind=repr(kind)[:40],
                            known=", ".join(sorted(registered_kinds())))
@@ -222,14 +226,6 @@ class JobQueue:
 
     def queue_position(self, run_id: str) -> int | None:
         return self.store.queue_position(run_id)
-
-    def stats(self) -> dict:
-        """For a host panel: runs per status, what runs where, the slots, the spare."""
-        return {"counts": self.store.counts(),
-                "running": {d: n for d, (n, _) in self.store.running_by_device().items()},
-                "slots": {"cpu": self.settings.cpu_slots, "gpu": self.settings.gpu_slots},
-                "workers": len(self._pool.running),
-                "spares": self._pool.alive_spares(), "spares_ready": self._pool.warm()}
 
     def wait_warm(self, timeout: float = 120.0) -> bool:
         """Wait until a spare worker is warm (benchmarks and tests); False if none is wanted

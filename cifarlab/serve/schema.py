@@ -145,13 +145,6 @@ class Database:
             local.conn, local.pid = conn, os.getpid()
         return conn
 
-    def close(self) -> None:
-        """Close this thread's connection (others close when their threads end)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None and self._local.pid == os.getpid():
-            conn.close()
-        self._local.conn = None
-
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         conn = self._conn()

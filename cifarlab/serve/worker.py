@@ -80,7 +80,7 @@ class JobContext:
         self._progress: dict | None = None
         self._last_flush = 0.0
         self._last_poll = 0.0
-        self._last_clear_poll_t: float | None = None  # wall time of the last poll that saw no cancel
+        self._last_clear_poll_t: float | None = None  # time.time() of the last poll seeing none
         self._calls = 0
         self._lock = threading.Lock()
 
