@@ -9,6 +9,7 @@ tab with the same ``?sid=`` finds the run again.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from cifarlab.lab import train as trainview
 from cifarlab import i18n
 from cifarlab.core.config import PRESETS, Limits
 from cifarlab.errors import CifarLabError
-from pages.common import lesson, session_id, show_error, translator
+from pages.common import lesson, owner_id, session_id, show_error, translator
 from pages.common import queue as common_queue
 
 t = translator()
@@ -86,10 +87,8 @@ def run_label(run) -> str:
 # keeps the old value, so bounds are checked by ``core.config.validate`` and said in our words.
 
 def limits() -> Limits:
-    s = get_queue().settings
-    return Limits(max_epochs=s.max_epochs, max_train_images=s.max_train_images,
-                  max_num_workers=getattr(s, "max_num_workers", None),
-                  devices=tuple(_device_ids()))
+    """This server's limits for one run (the queue checks the same ones on submit)."""
+    return dataclasses.replace(get_queue().settings.limits(), devices=tuple(_device_ids()))
 
 
 def _values() -> dict:
@@ -153,7 +152,7 @@ def _submit() -> None:
         ss[K + "submit_msg"] = ("error", t("train.config_errors"))
         return
     try:
-        run_id = queue.submit(session_id(), trainview.CONFIG(**values))
+        run_id = queue.submit(session_id(), trainview.CONFIG(**values), owner=owner_id())
     except CifarLabError as err:
         ss[K + "submit_msg"] = ("error", err.text(t.lang))
         if err.field in values:
@@ -245,7 +244,7 @@ def knobs(queue: jobs.JobQueue) -> dict:
         if field not in {f.name for f in fields}:
             st.error(p.text(t.lang))
     st.caption(t("train.limits", epochs=s.max_epochs, images=s.max_train_images,
-                 runs=s.max_per_session))
+                 runs=s.max_per_owner))
     return problems
 
 

@@ -181,7 +181,8 @@ def test_cancel_keeps_a_partial_result_and_limits_are_messages(lab, monkeypatch)
     # a second run is refused with a message, not a hang
     at.button(key="train_start").click().run()
     with pytest.raises(jobs.JobError) as refused:   # the engine's refusal, shown as it words it
-        jobs.get_queue().submit("carol-session-3", jobs.TrainConfig(epochs=1))
+        jobs.get_queue().submit("carol-session-3", jobs.TrainConfig(epochs=1),
+                                owner="browser:carol-session-3")   # the page's owner id
     assert refused.value.text("en") in texts(at, "error")
     assert len(store(lab).list_runs(session="carol-session-3")) == 1
 

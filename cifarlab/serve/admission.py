@@ -1,8 +1,9 @@
 """What a server lets one person queue: the checks ``JobQueue.submit`` makes before a run is
 queued, each refusal a ``JobError`` with a code and the numbers a page needs to explain it.
 
-- the run itself: a valid config that fits the data (one validator, ``check_config``), at most
-  ``max_epochs`` epochs, ``max_train_images`` images, ``max_image_epochs_per_run`` image-epochs
+- the run itself: a valid config that fits the data and this server's ``max_epochs``,
+  ``max_train_images`` and ``max_num_workers`` (``check_config``: core's one validator); at most
+  ``max_image_epochs_per_run`` image-epochs
   (training images × epochs: the compute it asks for), ``max_num_workers`` DataLoader workers;
   a timing sweep whose estimate is at most ``max_timing_seconds``;
 - the person (the *owner*: a cookie id, the signed-in user, or the client address; every tab of
@@ -33,34 +34,28 @@ def as_job_error(err: CifarLabError) -> JobError:
     return JobError(err.code, field=err.field, **err.params)
 
 
-def check_config(config: Any, n_train: int) -> None:
-    """THE config check before queueing: everything about the config itself and what depends on
-    this machine and its data. The one config validator of ``cifarlab/core/config.py``, once it
-    exists, is called here (and only here); until then ``check_runtime`` covers the device and
-    the batch size against the data (the rest was checked when the TrainConfig was made)."""
+def check_config(config: Any, n_train: int, settings: Settings) -> None:
+    """THE config check before queueing: ``core.config.validate`` (the one validator, which the
+    Train page and the command line call too) with this server's limits and the real size of
+    its data, and the device present on this machine."""
     if not isinstance(config, TrainConfig):
         raise JobError("serve.limits.not_a_config", field="config")
     try:
-        config.check_runtime(n_train)
+        config.check_runtime(n_train, settings.limits())
     except CifarLabError as err:
         raise as_job_error(err) from None
 
 
 def image_count(config: TrainConfig, n_train: int) -> int:
     """Training images one epoch of this run uses (its subset, or all of the data)."""
-    return min(config.train_subset, n_train) if config.train_subset else n_train
+    return config.images_per_epoch(n_train)
 
 
 def check_train(config: TrainConfig, settings: Settings, n_train: int) -> int:
-    """Refuse a training run this server does not allow; returns the image-epochs it needs."""
+    """Refuse a run bigger than this server's compute budget; returns the image-epochs it
+    needs (epochs, images and workers were checked by ``check_config``)."""
     s = settings
-    if config.epochs > s.max_epochs:
-        raise JobError("serve.limits.epochs", field="epochs", n=config.epochs, limit=s.max_epochs)
     images = image_count(config, n_train)
-    if images > s.max_train_images:
-        raise JobError("serve.limits.images", field="train_subset", n=images,
-                       limit=s.max_train_images)
-    check_num_workers(config.num_workers, s)
     needed = images * config.epochs
     # a run one person could never afford is refused as too big, not as "wait a while"
     limit = min(s.max_image_epochs_per_run, s.max_image_epochs_per_owner)

@@ -107,8 +107,8 @@ class JobQueue:
         validate_session(session)
         owner = validate_owner(session if owner is None else owner)
         n_train = self._train_images()
-        admission.check_config(config, n_train)   # the one config validator: see there
-        needed = admission.check_train(config, self.settings, n_train)  # this server's limits
+        admission.check_config(config, n_train, self.settings)   # core's one config validator
+        needed = admission.check_train(config, self.settings, n_train)  # the compute budget
         return self._enqueue(session, owner, TRAIN, config.to_dict(), self._resolve(config.device),
                              name=name, image_epochs=needed)
 

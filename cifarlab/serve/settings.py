@@ -87,9 +87,12 @@ import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from cifarlab.errors import CifarLabError
+
+if TYPE_CHECKING:
+    from cifarlab.core.config import Limits
 
 ENV_PREFIX = "CIFARLAB_"
 CONFIG_ENV = "CIFARLAB_CONFIG"
@@ -143,6 +146,13 @@ class Settings:
     def max_per_session(self) -> int:
         """The old name of ``max_per_owner`` (pages/train.py still reads it)."""
         return self.max_per_owner
+
+    def limits(self) -> "Limits":
+        """What this server allows one run, for ``core.config.validate``."""
+        from cifarlab.core.config import Limits
+
+        return Limits(max_epochs=self.max_epochs, max_train_images=self.max_train_images,
+                      max_num_workers=self.max_num_workers)
 
     def slots_for(self, device: str) -> int:
         """How many runs may use ``device`` ("cpu", "cuda:N", "mps") at the same time."""
