@@ -182,7 +182,7 @@ with st.expander(t("gpu.load_title"), expanded=not has_accelerator or bool(recor
                                   gpu_pending_source="upload"))
     if upload is not None:
         try:
-            sources["upload"] = (t("gpu.source_upload", name=lab.md(upload.name)),
+            sources["upload"] = (t("gpu.source_upload", name=upload.name),  # an option: text
                                  lab.load_upload(upload.name, upload.getvalue()))
         except CifarLabError as err:
             show_error(err)
@@ -238,8 +238,9 @@ def speedup_figure(res, pipeline: str):
     if not tut.empty:
         fig.add_scatter(x=tut["batch_size"], y=tut["speedup"], mode="markers", marker=STAR,
                         name=t("gpu.tut_marker"))
-    fig.add_hline(y=1.0, line_dash="dot", line_color="grey", annotation_text=t("gpu.cpu_line"),
-                  annotation_position="bottom right")
+    fig.add_hline(y=1.0, line_dash="dot", line_color="grey")
+    fig.add_annotation(text=t("gpu.cpu_line"), x=1, xref="paper", y=0, yref="y",  # log10(1)
+                       showarrow=False, xanchor="right", yanchor="bottom", font=dict(color="grey"))
     return log_axes(fig, t("gpu.axis_speedup"),
                     tickvals=[0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500])
 
@@ -316,8 +317,9 @@ def show_result(res) -> None:
     if {"fast", "tutorial"} <= set(measured):
         width = min(r["width"] for r in res.ok_rows())
         df = lab.pipelines_frame(res, width, L)
-        fig = px.line(df, x="batch_size", y="images_per_s", color="series", line_dash="pipeline",
-                      markers=True)
+        fig = px.line(df, x="batch_size", y="images_per_s", color="series", markers=True)
+        tutorial = set(df.loc[df["pipeline"] == "tutorial", "series"])
+        fig.for_each_trace(lambda tr: tr.update(line_dash="dot" if tr.name in tutorial else "solid"))
         st.plotly_chart(log_axes(fig, t("gpu.axis_ips"), dtick=1, tickformat="~s"),
                         key="gpu_pipelines_chart")
         st.caption(t("gpu.pipelines_caption"))

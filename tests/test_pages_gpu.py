@@ -264,7 +264,7 @@ def test_the_page_speaks_the_students_language(env, other_machine):
     assert "62.006" in text                           # numbers in Spanish notation
 
 
-def test_timing_job_end_to_end_shows_rows(env):
+def test_timing_job_end_to_end_shows_rows(env, other_machine):
     at = open_page("en")
     t = i18n.translator("en")
     at.pills(key="gpu_batches").set_value([4, 16])
@@ -309,6 +309,7 @@ def test_timing_job_end_to_end_shows_rows(env):
     assert [(e.data["pipeline"], e.data["batch_size"]) for e in events] == [
         ("tutorial", 4), ("fast", 4), ("fast", 16)]
 
+    other_machine.to_json(env / "nvidia-h100-2025-06-01.json")  # a GPU recorded elsewhere
     at.run()
     assert not at.exception
     assert at.selectbox(key="gpu_source").value == "run"
@@ -319,6 +320,18 @@ def test_timing_job_end_to_end_shows_rows(env):
     assert (table[t("gpu.ips_col")] > 0).all()
     assert "gpu_throughput_chart" in charts(at)
     assert t("gpu.no_speedup") in texts(at, "info")   # cpu only: no speed-up chart
+    # what a GPU would add: the recording's own comparison (its GPU was 0.5x its CPU at the
+    # tutorial's point), then this machine's CPU against it only when neither was busy
+    text = all_text(at)
+    assert "**0.50×** as fast as that machine's own CPU" in text
+    here = timing.machine_load(timing.SweepResult.from_dict(run.result))["state"]
+    there = timing.machine_load(other_machine)["state"]
+    refusals = [t(f"gpu.across_refused_{s}_{w}", load=0, cores=0)[:40]
+                for s in ("busy", "unknown") for w in ("here", "there")]
+    if here == there == "quiet":
+        assert "Across two machines" in text
+    else:
+        assert "Across two machines" not in text and any(r in text for r in refusals)
     assert at.get("download_button")
 
 

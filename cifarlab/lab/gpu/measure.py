@@ -24,6 +24,7 @@ What "honest" means here (the rules airbench follows too):
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import socket
 import statistics
@@ -63,7 +64,7 @@ def load_average() -> list[float] | None:
 
 def _finite(v: float) -> float | None:
     v = float(v)
-    return v if v == v and abs(v) != float("inf") else None
+    return v if math.isfinite(v) else None  # JSON has no NaN: a diverged loss is None
 
 
 def blank_row(dev: torch.device, pipeline: str, batch_size: int, width: int, data) -> dict:

@@ -59,10 +59,12 @@ def pipeline_name(p: str, lang: str) -> str:
     return _t(lang)(f"gpu.pipe_{p}") if p in ("fast", "tutorial") else md(p)
 
 
-def machine_label(res: SweepResult) -> str:
-    """The host, with its GPUs' names: "gpu-box-7 (NVIDIA H100 80GB HBM3)" (escaped)."""
+def machine_label(res: SweepResult, markdown: bool = True) -> str:
+    """The host, with its GPUs' names: "gpu-box-7 (NVIDIA H100 80GB HBM3)" (escaped for
+    Markdown unless ``markdown`` is False: a widget's options are plain text)."""
     gpus = ", ".join(g["name"] for g in analysis.hardware(res)["gpus"] if g["name"])
-    return md(f"{res.host} ({gpus})" if gpus else res.host)
+    label = f"{res.host} ({gpus})" if gpus else res.host
+    return md(label) if markdown else " ".join(label.split())
 
 
 def rows_table(rows: list[dict], lang: str) -> pd.DataFrame:
@@ -144,11 +146,11 @@ def provenance(res: SweepResult, lang: str) -> dict:
 
 
 def source_label(res: SweepResult, lang: str) -> str:
-    """How a recorded or uploaded result is listed in the page's choice of results."""
-    t = _t(lang)
-    name = md(str(res.source).replace("\\", "/").rsplit("/", 1)[-1])
-    return t("gpu.source_recorded", machine=machine_label(res), date=res.recorded_at[:10],
-             file=name)
+    """How a recorded result is listed in the page's choice of results (an option: plain
+    text, not Markdown)."""
+    name = str(res.source).replace("\\", "/").rsplit("/", 1)[-1]
+    return _t(lang)("gpu.source_recorded", machine=machine_label(res, markdown=False),
+                    date=res.recorded_at[:10], file=name)
 
 
 def tutorial_lines(res: SweepResult, lang: str) -> list[str]:
