@@ -332,7 +332,7 @@ def show_result(res) -> None:
     st.dataframe(lab.rows_table(res.rows, L), hide_index=True, key="gpu_result_rows")
 
     st.markdown(f"#### {t('gpu.save_title')}")
-    stem = f"cifarlab-timing-{res.host or 'machine'}-{res.recorded_at[:10] or 'result'}"
+    stem = lab.download_stem(res)
     d1, d2 = st.columns(2)
     d1.download_button(t("gpu.download_csv"), res.to_csv(), file_name=f"{stem}.csv",
                        mime="text/csv", key="gpu_download_csv", on_click="ignore")

@@ -6,6 +6,7 @@ the `bench` command (--sweep included), errors as codes, and the CUDA paths as f
 without a GPU."""
 import json
 import math
+import re
 import time
 from pathlib import Path
 
@@ -326,6 +327,13 @@ def test_markdown_from_a_file_is_escaped():
     err = DataError("gpu.not_a_result", source=evil)
     assert "<img" not in markdown_it.MarkdownIt().render(lab.error_text(err, "es"))
     assert lab.md("a\nb") == "a b"
+    odd = SweepResult(rows=[], environment={"cpu": evil}, config={}, host="../" + evil,
+                      recorded_at="2025-01-02T03:04:05")
+    assert re.fullmatch(r"cifarlab-timing-x-http-127-0-0-1-9-[a-z0-9-]+-2025-01-02",
+                        lab.download_stem(odd))  # no "/" or ".." in a file name
+    table = lab.hardware_table(odd, "en")
+    assert not [c for c in table.to_numpy().ravel()
+                if "<img" in markdown_it.MarkdownIt().render(c)]  # st.table cells are Markdown
 
 
 # -----------------------------------------------------------------------------

@@ -37,7 +37,7 @@ _LAZY = {
                  "what_a_gpu_would_add", "machine_load", "hardware", "pipeline_gains"),
     "report": ("md", "error_text", "rows_table", "hardware_table", "provenance", "source_label",
                "tutorial_lines", "crossover_lines", "pipeline_gain_lines", "would_add_lines",
-               "pipeline_name"),
+               "pipeline_name", "download_stem"),
     "charts": ("throughput_frame", "tutorial_points", "speedup_frame", "crossover_frame",
                "breakdown_choices", "breakdown_frame", "pipelines_frame", "PHASE_COLORS"),
 }

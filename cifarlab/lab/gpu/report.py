@@ -99,7 +99,8 @@ def rows_table(rows: list[dict], lang: str) -> pd.DataFrame:
 
 
 def hardware_table(res: SweepResult, lang: str) -> pd.DataFrame:
-    """Machine, date, CPU, GPUs, versions, the sweep's settings, the load: two columns."""
+    """Machine, date, CPU, GPUs, versions, the sweep's settings, the load: two columns, for
+    ``st.table`` (its cells are Markdown, so they come escaped)."""
     t, hw = _t(lang), analysis.hardware(res)
     none = t("gpu.none")
 
@@ -129,7 +130,14 @@ def hardware_table(res: SweepResult, lang: str) -> pd.DataFrame:
                                                    for x in hw["load"])))
     if hw["flags"]:
         items.append((t("gpu.hw_flags"), ", ".join(f"{k}={v}" for k, v in hw["flags"].items())))
-    return pd.DataFrame(items, columns=[t("gpu.hw_item"), t("gpu.hw_value")])
+    # st.table renders its cells as Markdown: everything in them is escaped
+    return pd.DataFrame([(md(k), md(v)) for k, v in items], columns=[t("gpu.hw_item"), t("gpu.hw_value")])
+
+
+def download_stem(res: SweepResult) -> str:
+    """A file name for a result's download: host and date, letters, digits and dashes only."""
+    host = re.sub(r"[^A-Za-z0-9]+", "-", res.host).strip("-")[:40] or "machine"
+    return f"cifarlab-timing-{host}-{re.sub(r'[^0-9-]', '', res.recorded_at[:10]) or 'result'}"
 
 
 def provenance(res: SweepResult, lang: str) -> dict:
