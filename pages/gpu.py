@@ -17,7 +17,7 @@ from cifarlab import i18n
 from cifarlab.core.devices import list_devices
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import gpu as lab
-from pages.common import lang, lesson, queue as job_queue, session_id, translator
+from pages.common import lang, lesson, owner_id, queue as job_queue, session_id, translator
 
 t = translator()
 L = lang()
@@ -118,7 +118,8 @@ if st.session_state.get("gpu_run_id"):
 if st.button(t("gpu.run"), type="primary", key="gpu_run", help=t("gpu.run_help"),
              disabled=config is None or (run is not None and run.active)):
     try:  # the lab says which devices the run holds (the CPU and the accelerators it times)
-        st.session_state["gpu_run_id"] = queue.submit_job(session, **lab.job_request(config))
+        st.session_state["gpu_run_id"] = queue.submit_job(session, owner=owner_id(),
+                                                          **lab.job_request(config))
         run = queue.get(session, st.session_state["gpu_run_id"])
     except CifarLabError as err:
         show_error(err, "gpu.queue_failed")
@@ -161,7 +162,7 @@ elif run is not None and run.finished:
         st.session_state["gpu_run_seen"] = run.id
         st.session_state["gpu_pending_source"] = "run"
     if run.status == "failed":
-        st.error(t("gpu.failed", message=lab.md(run.error or "?")))
+        st.error(t("gpu.failed", message=lab.md(run.error_text(L) if run.error else "?")))
         if rows := rows_so_far(run.id):
             st.dataframe(lab.rows_table(rows, L), hide_index=True)
     elif run.status in ("cancelled", "interrupted"):

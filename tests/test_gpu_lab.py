@@ -229,7 +229,11 @@ def test_a_timing_run_holds_the_cpu_and_the_accelerators_it_compares(monkeypatch
     assert lab.devices_held(cpu_only) == ("cpu",)
     assert lab.job_request(cpu_only) == {"kind": "timing", "payload": cpu_only.to_dict(),
                                          "device": "cpu", "exclusive": ["cpu"],
-                                         "name": "CPU vs GPU timing"}
+                                         "name": "CPU vs GPU timing",
+                                         "estimate_s": lab.estimate_seconds(cpu_only)}
+    # every point stops at its budget: 5 batch sizes x 4 widths x 2 pipelines, 10 s + 1 s each
+    assert lab.estimate_seconds(cpu_only) == 40 * 11.0
+    assert lab.estimate_seconds(SweepConfig(devices=("cpu",), max_seconds=None)) is None
     with pytest.raises(DeviceError):
         lab.devices_held(SweepConfig(devices=("cuda:0",)))
     fake_gpu(monkeypatch)

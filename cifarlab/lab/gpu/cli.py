@@ -22,7 +22,7 @@ from pathlib import Path
 
 from cifarlab import i18n
 from cifarlab.errors import ConfigError, Problem
-from cifarlab.lab.gpu.config import SweepConfig
+from cifarlab.lab.gpu.config import SweepConfig, estimate_seconds
 
 SWEEP_DEFAULTS = {"warmup": 10, "max_seconds": 5.0}
 QUICK = {"batch_sizes": "4,64,1024", "widths": "1,8", "steps": "10", "warmup": "3"}
@@ -153,9 +153,8 @@ def print_plan(cfg: SweepConfig, devices: list[str], outs: list[Path]) -> None:
     for d in env["devices"]:
         mem = f", {d['memory_bytes'] / 2**30:.0f} GiB" if d.get("memory_bytes") else ""
         print(f"  {d['id']}: {d['name']}{mem}")
-    n = len(cfg.points(devices)) + len(cfg.breakdown_passes(devices))
-    bound = (f"at most about {i18n.duration(n * (cfg.max_seconds + 1))}" if cfg.max_seconds
-             else "no time budget")
+    estimate = estimate_seconds(cfg, devices)
+    bound = f"at most about {i18n.duration(estimate)}" if estimate else "no time budget"
     print(f"{len(cfg.points(devices))} points and {len(cfg.breakdown_passes(devices))} breakdown "
           f"passes: {bound}.\nwriting {' and '.join(map(str, outs))} as it goes\n", flush=True)
 

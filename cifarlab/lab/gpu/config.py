@@ -166,10 +166,21 @@ def devices_held(config: SweepConfig) -> tuple[str, ...]:
     return ("cpu", *(d for d in config.resolved_devices() if d != "cpu"))
 
 
+def estimate_seconds(config: SweepConfig, devices: list[str] | None = None) -> float | None:
+    """The most a sweep should take: each point and breakdown pass stops at its time budget
+    (plus about a second to set it up and warm up). None when there is no budget."""
+    if config.max_seconds is None:
+        return None
+    n = len(config.points(devices)) + len(config.breakdown_passes(devices))
+    return n * (config.max_seconds + 1.0)
+
+
 def job_request(config: SweepConfig) -> dict[str, Any]:
-    """The job queue's ``submit_job`` arguments for a timing run (all but the session): it is
-    listed on the accelerator it times (the CPU when it times only that) and holds
-    ``devices_held(config)`` exclusively."""
+    """The job queue's ``submit_job`` arguments for a timing run (all but the session and the
+    owner): it is listed on the accelerator it times (the CPU when it times only that), holds
+    ``devices_held(config)`` exclusively, and says how long it may take, so that the queue can
+    refuse a sweep longer than this server allows before it starts."""
     held = devices_held(config)
     return {"kind": "timing", "payload": config.to_dict(), "device": held[-1],
-            "exclusive": list(held), "name": "CPU vs GPU timing"}
+            "exclusive": list(held), "name": "CPU vs GPU timing",
+            "estimate_s": estimate_seconds(config)}
