@@ -174,6 +174,11 @@ def test_error_folder_or_archive_without_train_and_test(tmp_path):
     msg = _error(folder, tmp_path / "cache")
     assert "no train/ and test/" in msg
     assert "train/cat/0001.png" in msg and "--data" in msg and "CIFARLAB" not in msg
+    # torchvision's own files are named as such
+    (folder / "data_batch_1").write_bytes(b"")
+    msg = _error(folder, tmp_path / "cache")
+    assert "torchvision's own CIFAR-10 files" in msg and "download" in msg
+    (folder / "data_batch_1").unlink()
     archive = make_tar(folder, tmp_path / "photos.tar.gz", prefix="photos")
     msg = _error(archive, tmp_path / "cache")
     assert "train/<class>/" in msg and str(archive) in msg and "CIFARLAB" not in msg
