@@ -16,9 +16,18 @@ t = translator()
 
 
 @st.cache_data(show_spinner=False, ttl=60, max_entries=2)
-def _source_text(source: str | None, cache: str | None) -> str:
+def _source_facts(source: str | None, cache: str | None) -> dict:
     """Cached per data setting (the arguments are only the key; see common._load_data)."""
-    return cdata.describe_source()
+    return cdata.source_facts()
+
+
+def _source_text(facts: dict) -> str:
+    kind = facts["kind"]
+    size = num(facts["size_mb"], 1) if facts.get("size_mb") is not None else "?"
+    text = t(f"home.source.{kind}", name=facts.get("name") or "?", size=size)
+    if kind != "missing":
+        text += " " + t("home.source.cached" if facts["cached"] else "home.source.not_cached")
+    return text
 
 
 @st.cache_data(show_spinner=False, ttl=300, max_entries=1)
@@ -78,7 +87,7 @@ st.dataframe(pd.DataFrame([{
 } for r in rows]), hide_index=True, width="stretch")
 
 st.markdown("**" + t("home.data_title") + "**")
-st.code(_source_text(*data_setting()), language=None, wrap_lines=True)
+st.markdown(_source_text(_source_facts(*data_setting())))
 
 # Last: loading the images may take a moment the first time (and stops the page if it fails,
 # after the facts above are already shown).

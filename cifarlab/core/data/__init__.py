@@ -45,7 +45,7 @@ from cifarlab.errors import DataError
 
 __all__ = [
     "CifarData", "CifarImages", "FastLoader", "SeededShuffle", "load", "is_cached",
-    "describe_source", "clear_memory_cache", "resolve_source", "cache_root", "normalize",
+    "describe_source", "source_facts", "clear_memory_cache", "resolve_source", "cache_root", "normalize",
     "subset_indices", "tutorial_dataset", "tutorial_loader", "tutorial_transform",
     "CIFAR10_CLASSES", "IMAGE_SIZE", "SPLITS", "CACHE_VERSION", "CANONICAL", "ProgressFn",
 ]
@@ -112,6 +112,30 @@ def is_cached(data: str | os.PathLike | None = None,
         return check_cache(_datasets_dir(cache_root(cache_dir)) / key, key) is not None
     except (DataError, OSError, CacheDamaged):
         return False
+
+
+def source_facts(data: str | os.PathLike | None = None,
+                 cache_dir: str | os.PathLike | None = None) -> dict:
+    """Where the data comes from, as facts a page words in its own language: ``kind``
+    ("canonical", "archive", "folder" or "missing"), ``name`` (the file or folder's own name,
+    never its server path), ``size_mb`` (an archive's), ``cached`` (decoded already), ``exists``
+    (for "missing": a path that is there but is not a data set). Never raises."""
+    src = source(data, check=False)
+    facts = {"kind": src.kind, "name": None, "size_mb": None, "cached": False, "exists": True}
+    if src.kind == "missing":
+        facts.update(name=os.path.basename(os.path.normpath(src.path)),
+                     exists=os.path.exists(src.path))
+        return facts
+    facts["cached"] = is_cached(src.path, cache_dir)
+    if src.kind == "archive":
+        facts["name"] = os.path.basename(src.path)
+        try:
+            facts["size_mb"] = os.path.getsize(src.path) / 1e6
+        except OSError:
+            pass
+    elif src.kind == "folder":
+        facts["name"] = os.path.basename(os.path.normpath(src.root))
+    return facts
 
 
 def describe_source(data: str | os.PathLike | None = None,
