@@ -126,7 +126,7 @@ if st.button(t("gpu.run"), type="primary", key="gpu_run", help=t("gpu.run_help")
 
 
 def rows_so_far(rid: str) -> list[dict]:
-    return [e.data for e in queue.store.events(rid, kinds=["timing_row"])]
+    return [e.data for e in queue.events(session, rid, kinds=["timing_row"])]
 
 
 if run is not None and run.active:

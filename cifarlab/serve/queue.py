@@ -192,6 +192,20 @@ class JobQueue:
             raise JobError("serve.queue.no_such_run", field="run_id")
         return run
 
+    # What a page reads of a run, each call checked against the browser session (pages never
+    # open the store itself: an import-linter contract and tests/test_layers.py keep it so).
+    def events(self, session: str, run_id: str, kinds=None, since_seq: int = 0) -> list:
+        """A visible run's events after ``since_seq`` (only the new ones)."""
+        return self.store.events(self.get(session, run_id).id, kinds=kinds, since_seq=since_seq)
+
+    def losses(self, session: str, run_id: str, since_step: int = 0):
+        """A visible run's (steps, losses) after ``since_step``, in step order."""
+        return self.store.losses(self.get(session, run_id).id, since_step=since_step)
+
+    def checkpoint(self, session: str, run_id: str):
+        """The path of a visible run's checkpoint (the store's, never the browser's)."""
+        return self.store.checkpoint_path(self.get(session, run_id).id)
+
     def can_control(self, session: str, run: Run) -> bool:
         """Whether this session may cancel or delete the run (only its owner can)."""
         return run.session == session
