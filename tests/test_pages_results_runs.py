@@ -191,7 +191,7 @@ def test_classify_your_own_image(lab):
     at.file_uploader(key="results_image").set_value(("notes.png", b"not a picture", "image/png"))
     at.run()
     assert not at.exception
-    assert i18n.t("results.image_not_image", "en") in [e.value for e in at.error]
+    assert i18n.t("errors.image.not_image", "en") in [e.value for e in at.error]
 
 
 def test_upload_a_checkpoint(lab):
