@@ -27,6 +27,7 @@ from cifarlab import i18n
 from cifarlab.core import checkpoint as ckpt
 from cifarlab.core.config import ModelSpec, TrainConfig
 from cifarlab.core.model import Net
+from cifarlab.errors import CheckpointError
 from cifarlab.lab import results as R
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -294,10 +295,30 @@ def test_every_upload_limit_comes_from_one_constant():
 @pytest.mark.parametrize("lang", list(i18n.LANGUAGES))
 def test_a_file_over_the_limit_gets_our_message(lang):
     blob = bytes(R.MAX_UPLOAD_BYTES + 1)
-    with pytest.raises(R.CheckpointError) as info:
+    with pytest.raises(CheckpointError) as info:
         R.load_uploaded_checkpoint(blob, "big.pth")
     assert info.value.code == "checkpoint.file_too_large"
     assert "big.pth" in info.value.text(lang) and "64" in info.value.text(lang)
     with pytest.raises(R.ImageError) as info:
         R.prepare_image(blob)
     assert info.value.code == "image.too_big_bytes" and "64" in info.value.text(lang)
+
+
+# ------------------------------------------------------------- the directory's other checks
+
+def test_a_record_compressed_absurdly_is_refused_even_when_small(good_checkpoint):
+    blob = zip_with_deflated_zeros(good_checkpoint.read_bytes(), unpacked=4 * 2**20)
+    with pytest.raises(CheckpointError) as info:
+        R.load_uploaded_checkpoint(blob, "packed.pth")
+    assert info.value.code == "checkpoint.compression_ratio"
+    assert info.value.params["ratio"] > ckpt.MAX_RATIO and "packed.pth" in info.value.text("es")
+
+
+def test_settings_and_results_have_a_budget_too(tmp_path):
+    spec = ModelSpec()
+    path = ckpt.save(tmp_path / "chatty.pth", Net(spec), TrainConfig(),
+                     [f"c{i}" for i in range(10)],
+                     {"notes": [f"{i:04d}" + "x" * 1000 for i in range(3000)]})  # 3 MB
+    with pytest.raises(CheckpointError) as info:
+        R.load_uploaded_checkpoint(path.read_bytes(), "chatty.pth")
+    assert info.value.code == "checkpoint.metadata_too_large"
