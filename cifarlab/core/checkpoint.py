@@ -60,13 +60,17 @@ class Checkpoint:
     name: str = ""       # the file's name, for messages
 
     def model(self):
-        """A ``Net`` of the right shape with these weights loaded (shapes checked first)."""
+        """A ``Net`` of the right shape holding these weights (shapes checked first). It is
+        built on the ``meta`` device and takes the loaded tensors themselves (float32), so the
+        weights are in memory once, not twice."""
         from cifarlab.core.model import Net
 
         check_weights(self.state_dict, self.config, len(self.classes), self.name)
         try:
-            net = Net(self.config.model, num_classes=len(self.classes))
-            net.load_state_dict(self.state_dict)
+            with torch.device("meta"):
+                net = Net(self.config.model, num_classes=len(self.classes))
+            net.load_state_dict({k: v.to(torch.float32) for k, v in self.state_dict.items()},
+                                assign=True)
         except (RuntimeError, ShapeError):
             raise CheckpointError("checkpoint.weights_do_not_fit", name=self.name or "?") \
                 from None
