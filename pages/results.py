@@ -17,7 +17,7 @@ from cifarlab.lab import results as R
 from cifarlab.core.config import CIFAR10_CLASSES
 from cifarlab.errors import CifarLabError
 from cifarlab.serve.queue import FINISHED
-from pages.common import get_data, lesson, session_id, show_error, translator
+from pages.common import get_data, lesson, session_id, translator
 from pages.common import queue as job_queue
 
 t = translator()
@@ -34,6 +34,17 @@ def pct(x: float, digits: int = 1) -> str:
     return f"{100 * x:.{digits}f}"
 
 
+def error_text(err: Exception) -> str:
+    """An error in the student's language: ours from the catalogs, anything else in one line."""
+    if isinstance(err, CifarLabError):
+        return err.text(t.lang)
+    return t("errors.unexpected", kind=type(err).__name__, message=str(err)[:300])
+
+
+def show_err(err: Exception, **kw) -> None:
+    st.error(error_text(err), **kw)
+
+
 # ------------------------------------------------------------------------- cached model work
 
 @st.cache_resource(max_entries=4, show_spinner=False)
@@ -41,7 +52,7 @@ def _run_model(run_id: str, mtime: float):
     queue = jobs.get_queue()  # made by the page already (job_queue() below)
     run = queue.store.get(run_id)
     if run is None:
-        raise CifarLabError(t("errors.run_not_found"))
+        raise CifarLabError("run_not_found")
     return R.load_run_model(queue.store, run)
 
 
@@ -83,9 +94,10 @@ def choose_model():
     source = st.radio(t("results.source"), ["run", "upload"], horizontal=True, key=K + "source",
                       format_func=lambda s: t(f"results.source_{s}"))
     if source == "upload":
+        # the uploader lets a file a little over our limit through: our message refuses it
         up = st.file_uploader(t("results.upload_checkpoint"), key=K + "ckpt",
                               help=t("results.upload_checkpoint_help"),
-                              max_upload_size=R.MAX_CHECKPOINT_BYTES // 2**20)
+                              max_upload_size=R.UPLOADER_MB)
         if up is None:
             st.info(t("results.upload_checkpoint_hint"))
             return None
@@ -94,7 +106,7 @@ def choose_model():
         try:
             model, ckpt = _uploaded_model(digest, blob, up.name)
         except CifarLabError as err:
-            st.error(t("errors.checkpoint_bad", message=str(err)))
+            st.error(t("errors.checkpoint_bad", message=error_text(err)))
             return None
         if ckpt.plain:
             st.caption(t("results.plain_state_dict"))
@@ -105,7 +117,7 @@ def choose_model():
         runs = [r for r in queue.runs(sid, statuses=FINISHED, kind="train")
                 if queue.store.checkpoint_path(r.id).is_file()]
     except CifarLabError as err:
-        show_error(err)
+        show_err(err)
         return None
     if not runs:
         st.info(t("results.no_runs"), icon=":material/info:")
@@ -127,7 +139,7 @@ def choose_model():
         with st.spinner(t("results.loading_model")):
             model, ckpt = _run_model(run.id, path.stat().st_mtime)
     except (CifarLabError, OSError) as err:
-        st.error(t("errors.checkpoint_bad", message=str(err)))
+        st.error(t("errors.checkpoint_bad", message=error_text(err)))
         return None
     if run.status != "done":
         st.caption(t("results.partial_run", status=t(f"status.{run.status}")))
@@ -276,29 +288,21 @@ def samples_section(ev, data) -> None:
     st.image([R.upscale(data.test_x[i], 4) for i in df["index"]], caption=captions, width=112)
 
 
-def image_error_text(err: R.ImageError) -> str:
-    key = f"results.image_{err.code}"
-    try:
-        return t(key, **err.params)
-    except KeyError:
-        return str(err)
-
-
 def own_image_section(model, ckpt) -> None:
     st.subheader(t("results.own_image_title"))
     st.caption(t("results.tiny_note"))
     up = st.file_uploader(t("results.upload_image"), key=K + "image", help=t("results.upload_help"),
-                          max_upload_size=R.MAX_IMAGE_BYTES // 2**20)
+                          max_upload_size=R.UPLOADER_MB)
     if up is None:
         return
     try:
         prepared = R.prepare_image(up.getvalue())
         ranked = R.classify_prepared(model, prepared, ckpt.classes)
     except R.ImageError as err:
-        st.error(image_error_text(err), icon=":material/broken_image:")
+        show_err(err, icon=":material/broken_image:")
         return
     except CifarLabError as err:
-        show_error(err)
+        show_err(err)
         return
     for code, params in prepared.notes:
         st.caption(t(f"results.note_{code}", **params))
@@ -337,7 +341,7 @@ with tab_results:
             with st.spinner(t("results.evaluating")):
                 ev = _predictions(model_key, data.key, model, data)
         except CifarLabError as err:
-            show_error(err)
+            show_err(err)
             st.stop()
         accuracy_section(ev)
         st.divider()

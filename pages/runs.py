@@ -14,7 +14,7 @@ from cifarlab.lab import results as R
 from cifarlab.core.checkpoint import load as load_checkpoint
 from cifarlab.errors import CifarLabError
 from cifarlab.serve.queue import validate_run_id
-from pages.common import lesson, session_id, show_error, translator
+from pages.common import lesson, session_id, translator
 from pages.common import queue as job_queue
 
 t = translator()
@@ -32,6 +32,13 @@ COLUMN_KEYS = {
     "shuffle": "common.shuffle", "num_workers": "common.num_workers", "model": "runs.model_col",
 }
 HIGHLIGHT = "background-color: rgba(255, 200, 0, 0.35)"
+
+
+def error_text(err: Exception) -> str:
+    """An error in the student's language: ours from the catalogs, anything else in one line."""
+    if isinstance(err, CifarLabError):
+        return err.text(t.lang)
+    return t("errors.unexpected", kind=type(err).__name__, message=str(err)[:300])
 
 
 def col_name(col: str) -> str:
@@ -149,7 +156,7 @@ def actions_section(queue, runs, sid: str) -> None:
             try:
                 plain = _plain_state_dict(run.id, path.stat().st_mtime)
             except (CifarLabError, OSError) as err:
-                st.error(t("errors.checkpoint_bad", message=str(err)))
+                st.error(t("errors.checkpoint_bad", message=error_text(err)))
         st.download_button(t("runs.download_state_dict"), plain, file_name="cifar_net.pth",
                            mime="application/octet-stream", key=K + "dl_plain",
                            disabled=not plain, icon=":material/download:")
@@ -168,7 +175,7 @@ def actions_section(queue, runs, sid: str) -> None:
                                                     if isinstance(acc, (int, float)) else "")
                 script = export_script(cfg, source_note=note)
             except (ImportError, CifarLabError) as err:
-                st.caption(t("runs.script_unavailable", reason=str(err)[:200]))
+                st.caption(t("runs.script_unavailable", reason=error_text(err)[:300]))
         st.download_button(t("runs.download_script"), script, file_name=f"cifar_run_{run.id[:8]}.py",
                            mime="text/x-python", key=K + "dl_script", disabled=not script,
                            icon=":material/code:")
@@ -195,7 +202,7 @@ def actions_section(queue, runs, sid: str) -> None:
             try:
                 queue.delete(sid, run.id)
             except CifarLabError as err:
-                show_error(err)
+                st.error(error_text(err))
                 return
             st.session_state[K + "flash"] = t("runs.deleted")
             st.session_state.pop(K + "run", None)
@@ -220,7 +227,7 @@ with tab_runs:
     try:
         all_runs = queue.runs(sid, kind="train")
     except CifarLabError as err:
-        show_error(err)
+        st.error(error_text(err))
         all_runs = None
     if all_runs is not None and not all_runs:
         st.info(t("runs.no_runs"), icon=":material/info:")

@@ -121,8 +121,9 @@ def test_load_run_model_from_the_store(tmp_path, trained, cifar_data, ev):
     store = RunStore(tmp_path / "runs.db")
     run_id = store.create_run("session-abc", "train", CONFIG.to_dict(), "cpu")
     run = store.get(run_id)
-    with pytest.raises(CheckpointError, match="no saved model"):
+    with pytest.raises(CheckpointError, match="no saved model") as info:
         R.load_run_model(store, run)
+    assert info.value.code == "checkpoint.no_saved_model"
     save(store.checkpoint_path(run_id), trained[0].model, CONFIG, cifar_data.classes, {})
     model, ckpt = R.load_run_model(store, run)
     assert ckpt.config == CONFIG
@@ -154,29 +155,43 @@ class _Evil:
         return (print, ("this would run code",))
 
 
-@pytest.mark.parametrize("blob,match", [
-    (pickle.dumps({"state_dict": _Evil()}), "refused"),
-    (b"just some text, not a checkpoint\n", "not a readable PyTorch checkpoint"),
-    (b"", "empty"),
+def _zipped_evil() -> bytes:
+    buf = io.BytesIO()
+    torch.save({"state_dict": _Evil()}, buf)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("blob,code,match", [
+    (_zipped_evil(), "checkpoint.unsafe", "refused"),
+    # a bare pickle is not the zip torch.save writes: refused before any unpickling
+    (pickle.dumps({"state_dict": _Evil()}), "checkpoint.not_readable", "not a readable"),
+    (b"just some text, not a checkpoint\n", "checkpoint.not_readable",
+     "not a readable PyTorch checkpoint"),
+    (b"", "checkpoint.empty", "empty"),
 ])
-def test_uploaded_bad_files_are_refused(blob, match):
-    with pytest.raises(CheckpointError, match=match):
+def test_uploaded_bad_files_are_refused(blob, code, match):
+    with pytest.raises(CheckpointError, match=match) as info:
         R.load_uploaded_checkpoint(blob, "bad.pth")
+    assert info.value.code == code
+    assert "bad.pth" in info.value.text("es") and "bad.pth" in info.value.text("pt")
 
 
 def test_torn_and_oversized_checkpoints(tmp_path, trained, cifar_data):
     good = save(tmp_path / "c.pth", trained[0].model, CONFIG, cifar_data.classes, {}).read_bytes()
-    with pytest.raises(CheckpointError, match="bad.pth"):
+    with pytest.raises(CheckpointError, match="bad.pth") as info:
         R.load_uploaded_checkpoint(good[: len(good) // 2], "bad.pth")
-    with pytest.raises(CheckpointError, match="not accepted"):
+    assert info.value.code == "checkpoint.not_readable"
+    with pytest.raises(CheckpointError, match="not accepted") as info:
         R.load_uploaded_checkpoint(good, "big.pth", max_bytes=1000)
+    assert info.value.code == "checkpoint.file_too_large"
 
 
 def test_a_model_for_other_classes_is_refused(cifar_data):
     from cifarlab.core.model import Net
 
-    with pytest.raises(CheckpointError, match="3 classes"):
+    with pytest.raises(CheckpointError, match="3 classes") as info:
         R.predictions_for(Net(num_classes=3), cifar_data)
+    assert "3 clases" in info.value.text("es") and "3 classes" in info.value.text("pt")
 
 
 # ----------------------------------------------------------------------- classify an image
@@ -245,43 +260,47 @@ def _animated_gif() -> bytes:
     return buf.getvalue()
 
 
-def _png_claiming(width: int, height: int) -> bytes:
+def _png_claiming(width: int, height: int, depth: int = 8, colour: int = 2) -> bytes:
     """A tiny PNG whose header claims ``width``×``height`` pixels (a decompression bomb's
     shape: the decoder would have to allocate it all)."""
     raw = png_bytes(np.zeros((1, 1, 3), np.uint8))
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    ihdr = struct.pack(">IIBBBBB", width, height, depth, colour, 0, 0, 0)
     chunk = b"IHDR" + ihdr
     patched = struct.pack(">I", 13) + chunk + struct.pack(">I", zlib.crc32(chunk))
     return raw[:8] + patched + raw[8 + 25:]
 
 
 @pytest.mark.parametrize("blob,code", [
-    (b"this is a text file, not a picture", "not_image"),
-    (b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n", "not_image"),
-    (b"", "empty"),
-    (_png_claiming(100_000, 100_000), "too_many_pixels"),   # PIL's own bomb guard
-    (_png_claiming(8000, 8000), "too_many_pixels"),         # over our 40 MP limit
+    (b"this is a text file, not a picture", "image.not_image"),
+    (b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n", "image.not_image"),
+    (b"", "image.empty"),
+    (_png_claiming(100_000, 100_000), "image.bomb"),         # PIL's own bomb guard
+    (_png_claiming(8000, 8000), "image.too_many_pixels"),    # over our 24 MP limit
+    (_png_claiming(4800, 4800, depth=16, colour=6), "image.too_much_data"),  # 23 MP × 8 bytes
 ])
 def test_bad_pictures_get_a_clear_message(trained, cifar_data, blob, code):
     with pytest.raises(R.ImageError) as info:
         R.classify_image(trained[0].model, blob, cifar_data.classes)
-    assert info.value.code == code
+    assert info.value.code == code and info.value.reason == code.split(".")[1]
     assert isinstance(info.value, CifarLabError) and str(info.value)
+    texts = {lang: info.value.text(lang) for lang in ("en", "es", "pt")}
+    assert len(set(texts.values())) == 3 and "{" not in "".join(texts.values())
 
 
 def test_size_limits_and_torn_images(trained, cifar_data):
     img = png_bytes(np.random.default_rng(2).integers(0, 255, (64, 64, 3), np.uint8))
     with pytest.raises(R.ImageError) as info:
         R.classify_image(trained[0].model, img, cifar_data.classes, max_pixels=1000)
-    assert info.value.code == "too_many_pixels" and "64×64" in str(info.value)
+    assert info.value.code == "image.too_many_pixels" and "64×64" in str(info.value)
+    assert "64×64" in info.value.text("es") and "64×64" in info.value.text("pt")
     with pytest.raises(R.ImageError) as info:
         R.prepare_image(img, max_bytes=100)
-    assert info.value.code == "too_big_bytes"
+    assert info.value.code == "image.too_big_bytes"
     jpeg = png_bytes(np.random.default_rng(1).integers(0, 255, (200, 200, 3), np.uint8),
                      fmt="JPEG")
     with pytest.raises(R.ImageError) as info:
         R.prepare_image(jpeg[: len(jpeg) // 3])
-    assert info.value.code == "broken"
+    assert info.value.code == "image.broken"
 
 
 def test_upscale_keeps_pixels_sharp():

@@ -8,16 +8,14 @@ per-class accuracy over the epochs, a student's own photo classified, and runs s
     classify_image(model, png_bytes, ckpt.classes)     # [("cat", 0.61), ("dog", 0.22), ...]
     runs_table(runs); differing_columns(df, KNOB_COLUMNS)
 
-Never imports streamlit. Every refusal is a ``CifarLabError`` whose message a student can read;
-image problems raise ``ImageError`` with a ``code`` (and ``params``) so a page can show the
-message in the student's language.
+What students upload (a checkpoint, a picture) is handled in ``results.uploads`` and exported
+here. Never imports streamlit. Every refusal is a ``CifarLabError`` with a code and parameters,
+so a page shows it in the student's language: ``err.text(lang)``.
 """
 from __future__ import annotations
 
 import io
 import math
-import warnings
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -27,12 +25,17 @@ import torch
 
 from cifarlab.core.checkpoint import Checkpoint, load as load_checkpoint
 from cifarlab.core.config import ModelSpec, TrainConfig
+from cifarlab.core.evaluate import EvalResult, evaluate
 from cifarlab.errors import CheckpointError, CifarLabError
-from cifarlab.core.evaluate import EvalResult, evaluate, predict
+from cifarlab.lab.results.uploads import (  # noqa: F401  (the page's one import)
+    MAX_CHECKPOINT_BYTES, MAX_DECODE_BYTES, MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, MAX_UPLOAD_BYTES,
+    PREVIEW_SIZE, SERVER_UPLOAD_MB, UPLOADER_MB, ImageError, PreparedImage, classify_image,
+    classify_prepared, load_uploaded_checkpoint, prepare_image)
 
 __all__ = [
-    "TUTORIAL_REFERENCE", "MAX_CHECKPOINT_BYTES", "MAX_IMAGE_BYTES", "MAX_IMAGE_PIXELS",
-    "KNOB_COLUMNS", "ImageError", "PreparedImage",
+    "TUTORIAL_REFERENCE", "MAX_CHECKPOINT_BYTES", "MAX_UPLOAD_BYTES", "MAX_IMAGE_BYTES",
+    "UPLOADER_MB", "SERVER_UPLOAD_MB", "MAX_IMAGE_PIXELS", "MAX_DECODE_BYTES", "PREVIEW_SIZE",
+    "KNOB_COLUMNS", "CheckpointError", "ImageError", "PreparedImage",
     "load_run_model", "load_uploaded_checkpoint", "predictions_for", "confused_examples",
     "most_confused_pair", "sample_predictions", "per_class_by_epoch", "prepare_image",
     "classify_image", "classify_prepared", "upscale", "state_dict_bytes", "runs_table",
@@ -47,38 +50,14 @@ TUTORIAL_REFERENCE: dict[str, Any] = {
     "chance": 0.10,
 }
 
-MAX_CHECKPOINT_BYTES = 64 * 1024 * 1024   # the tutorial's Net is 250 kB; width 16 is ~40 MB
-MAX_IMAGE_BYTES = 20 * 1024 * 1024
-MAX_IMAGE_PIXELS = 40_000_000             # a 40-megapixel photo; beyond it: refused, not decoded
-PREVIEW_SIZE = 256
-
-
 # --------------------------------------------------------------------------------- models
 
 def load_run_model(store, run) -> tuple[torch.nn.Module, Checkpoint]:
     """The model a run saved (its checkpoint at the store's validated path), on the CPU."""
     path = store.checkpoint_path(run.id)   # validates the id: nothing else becomes a path
     if not path.is_file():
-        raise CheckpointError("This run has no saved model (it may have failed before the end "
-                              "of its first step, or its checkpoint was deleted).")
+        raise CheckpointError("checkpoint.no_saved_model")
     ckpt = load_checkpoint(path, map_location="cpu")
-    return ckpt.model().eval(), ckpt
-
-
-def load_uploaded_checkpoint(data: bytes, name: str = "checkpoint.pth",
-                             max_bytes: int = MAX_CHECKPOINT_BYTES
-                             ) -> tuple[torch.nn.Module, Checkpoint]:
-    """A checkpoint file a student uploaded (ours, or the tutorial's plain ``state_dict``),
-    loaded with ``weights_only=True``: a pickle with code in it, a text file or a torn file is
-    refused with a ``CheckpointError``."""
-    if len(data) > max_bytes:
-        raise CheckpointError(f"'{name}' is {len(data) / 2**20:.0f} MB; checkpoints over "
-                              f"{max_bytes // 2**20} MB are not accepted here.")
-    if not data:
-        raise CheckpointError(f"'{name}' is empty.")
-    buf = io.BytesIO(data)
-    buf.name = name
-    ckpt = load_checkpoint(buf, map_location="cpu")
     return ckpt.model().eval(), ckpt
 
 
@@ -86,9 +65,8 @@ def predictions_for(model: torch.nn.Module, data, device="cpu") -> EvalResult:
     """Every test image's class probabilities, the confusion matrix and accuracies."""
     out_features = getattr(getattr(model, "fc3", None), "out_features", None)
     if out_features is not None and out_features != len(data.classes):
-        raise CheckpointError(f"This model answers with {out_features} classes, but the test "
-                              f"images here have {len(data.classes)}: it was trained on other "
-                              "data.")
+        raise CheckpointError("checkpoint.other_classes", n=out_features,
+                              classes=len(data.classes))
     return evaluate(model, data, device)
 
 
@@ -167,170 +145,8 @@ def _class_index(classes: Sequence[str], cls: int | str) -> int:
         return int(cls)
     if isinstance(cls, str) and cls in classes:
         return list(classes).index(cls)
-    raise CifarLabError(f"{cls!r} is not one of the classes ({', '.join(classes)}).",
-                        field="class")
-
-
-# ---------------------------------------------------------------------------------- images
-
-class ImageError(CifarLabError):
-    """An uploaded picture that cannot be classified. ``code``: not_image | too_big_bytes |
-    too_many_pixels | broken | odd_mode | empty; ``params`` fill the page's message."""
-
-    def __init__(self, code: str, message: str, **params: Any):
-        super().__init__(message, field="image", **params)
-        self.code = code
-        self._english = message
-
-    def text(self, lang: str = "en") -> str:  # the page renders results.image_* itself
-        return self._english
-
-
-@dataclass
-class PreparedImage:
-    """A picture as the network sees it: 32×32 RGB (HWC uint8), and how it got there."""
-
-    pixels: np.ndarray                  # 32×32×3 uint8
-    preview: np.ndarray                 # the original, at most PREVIEW_SIZE on a side, RGB
-    original_size: tuple[int, int]      # (width, height)
-    format: str                         # "PNG", "JPEG", ...
-    mode: str                           # the original's PIL mode: "RGB", "CMYK", "I;16", ...
-    notes: list[tuple[str, dict]] = field(default_factory=list)  # (code, params) for the page
-
-    def tensor(self) -> torch.Tensor:
-        """1×3×32×32 uint8, ready for ``evaluate.predict``."""
-        return torch.from_numpy(np.ascontiguousarray(self.pixels.transpose(2, 0, 1)))[None]
-
-
-_ALPHA_MODES = {"RGBA", "LA", "PA", "RGBa", "La"}
-_WIDE_MODES = {"I", "F", "I;16", "I;16B", "I;16L", "I;16N"}
-
-
-def prepare_image(file_bytes: bytes, max_pixels: int = MAX_IMAGE_PIXELS,
-                  max_bytes: int = MAX_IMAGE_BYTES, size: int = 32) -> PreparedImage:
-    """Decode an uploaded picture safely and shrink it to ``size``×``size`` RGB.
-
-    Refused with ``ImageError``: not an image, over ``max_bytes``, more than ``max_pixels``
-    pixels (checked from the header, before anything is decoded: a decompression bomb never
-    gets decoded), a torn file. Converted, with a note: CMYK and other colour modes, 16-bit and
-    float images (scaled to 8 bits), transparency (laid over white), an animation (its first
-    frame), an EXIF rotation; a non-square picture is cropped to its centre square.
-    """
-    from PIL import Image, ImageOps, UnidentifiedImageError
-
-    if not file_bytes:
-        raise ImageError("empty", "The file is empty.")
-    if len(file_bytes) > max_bytes:
-        raise ImageError("too_big_bytes", f"That file is over {max_bytes / 2**20:.0f} MB. "
-                         "Please upload a smaller image.", max_mb=f"{max_bytes / 2**20:.0f}")
-    notes: list[tuple[str, dict]] = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", Image.DecompressionBombWarning)
-        try:
-            img = Image.open(io.BytesIO(file_bytes))
-        except (Image.DecompressionBombError, Image.DecompressionBombWarning):
-            raise ImageError("too_many_pixels", "That picture has far too many pixels to "
-                             "open safely.", max_mp=f"{max_pixels / 1e6:.0f}") from None
-        except (UnidentifiedImageError, OSError, ValueError, SyntaxError):
-            raise ImageError("not_image", "That file is not an image we can read. Please upload "
-                             "a PNG or JPEG.") from None
-        width, height = img.size
-        if width < 1 or height < 1:
-            raise ImageError("broken", "That image has no pixels.")
-        if width * height > max_pixels:
-            raise ImageError("too_many_pixels", f"That picture is {width}×{height} pixels, more "
-                             f"than the {max_pixels / 1e6:.0f} megapixels accepted here.",
-                             width=width, height=height, max_mp=f"{max_pixels / 1e6:.0f}")
-        fmt, mode = img.format or "?", img.mode
-        frames = getattr(img, "n_frames", 1) or 1
-        try:
-            if frames > 1:
-                img.seek(0)
-                notes.append(("first_frame", {"n": int(frames)}))
-            if img.format == "JPEG":
-                img.draft("RGB", (max(size, PREVIEW_SIZE), max(size, PREVIEW_SIZE)))
-            img.load()
-            rgb = _to_rgb(img, notes)
-            rotated = ImageOps.exif_transpose(rgb)
-            if rotated is not None and rotated.size != rgb.size:
-                notes.append(("rotated", {}))
-            rgb = rotated if rotated is not None else rgb
-        except (Image.DecompressionBombError, Image.DecompressionBombWarning):
-            raise ImageError("too_many_pixels", "That picture has far too many pixels to open "
-                             "safely.", max_mp=f"{max_pixels / 1e6:.0f}") from None
-        except ImageError:
-            raise
-        except (OSError, ValueError, SyntaxError, EOFError) as err:
-            raise ImageError("broken", "That image file is damaged or cut short and cannot be "
-                             f"read ({str(err).splitlines()[0][:120]}).") from None
-    w, h = rgb.size
-    if w != h:
-        side = min(w, h)
-        left, top = (w - side) // 2, (h - side) // 2
-        rgb = rgb.crop((left, top, left + side, top + side))
-        notes.append(("cropped", {}))
-    preview = rgb.copy()
-    preview.thumbnail((PREVIEW_SIZE, PREVIEW_SIZE), Image.Resampling.LANCZOS)
-    small = rgb.resize((size, size), Image.Resampling.LANCZOS,
-                       reducing_gap=3.0 if rgb.size[0] > 3 * size else None)
-    notes.append(("resized", {"width": width, "height": height, "size": size}))
-    return PreparedImage(np.asarray(small, dtype=np.uint8).copy(),
-                         np.asarray(preview, dtype=np.uint8).copy(), (width, height), fmt, mode,
-                         notes)
-
-
-def _to_rgb(img, notes: list[tuple[str, dict]]):
-    from PIL import Image
-
-    mode = img.mode
-    if mode == "RGB":
-        return img
-    if mode == "P" and "transparency" in img.info:
-        img, mode = img.convert("RGBA"), "RGBA"
-    if mode in _ALPHA_MODES:
-        rgba = img.convert("RGBA")
-        if rgba.getextrema()[3][0] < 255:
-            notes.append(("transparent", {}))
-        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-        return Image.alpha_composite(background, rgba).convert("RGB")
-    if mode in _WIDE_MODES:
-        a = np.asarray(img, dtype=np.float64)
-        lo, hi = float(np.nanmin(a)), float(np.nanmax(a))
-        if mode.startswith("I;16") or (mode == "I" and hi > 255):
-            a = a / 257.0 if hi > 255 else a
-        elif hi > lo and (hi > 255 or lo < 0 or mode == "F"):
-            a = (a - lo) / (hi - lo) * 255.0
-        a = np.nan_to_num(np.clip(a, 0, 255)).round().astype(np.uint8)
-        notes.append(("converted", {"mode": img.mode}))
-        return Image.fromarray(a, "L").convert("RGB")
-    try:
-        out = img.convert("RGB")
-    except (ValueError, OSError):
-        raise ImageError("odd_mode", f"Images in colour mode {mode} cannot be read here. Please "
-                         "save it as an ordinary PNG or JPEG.", mode=mode) from None
-    if mode not in ("L", "P", "1"):
-        notes.append(("converted", {"mode": mode}))
-    return out
-
-
-def classify_prepared(model: torch.nn.Module, image: PreparedImage, classes: Sequence[str],
-                      top: int | None = None) -> list[tuple[str, float]]:
-    """(class, probability) for a prepared picture, most likely first."""
-    probs = predict(model, image.tensor(), "cpu")[0]
-    if len(probs) != len(classes):
-        raise CheckpointError(f"The model answers with {len(probs)} classes but {len(classes)} "
-                              "class names were given.")
-    order = np.argsort(-probs, kind="stable")
-    out = [(str(classes[i]), float(probs[i])) for i in order]
-    return out[:top] if top else out
-
-
-def classify_image(model: torch.nn.Module, file_bytes: bytes, classes: Sequence[str],
-                   max_pixels: int = MAX_IMAGE_PIXELS,
-                   max_bytes: int = MAX_IMAGE_BYTES) -> list[tuple[str, float]]:
-    """Classify an uploaded picture: [(class, probability)], most likely first, summing to 1.
-    ``ImageError`` (a ``CifarLabError``) when the file cannot be used; see ``prepare_image``."""
-    return classify_prepared(model, prepare_image(file_bytes, max_pixels, max_bytes), classes)
+    raise CifarLabError("results.unknown_class", field="class", cls=repr(cls)[:40],
+                        classes=", ".join(classes))
 
 
 def upscale(image: np.ndarray, factor: int = 4) -> np.ndarray:
