@@ -410,11 +410,13 @@ def test_every_key_used_by_the_pages_exists(files):
 # ----------------------------------------------------------------------------------- hygiene
 
 def test_i18n_does_not_import_streamlit():
-    tree = ast.parse((ROOT / "cifarlab" / "i18n.py").read_text(encoding="utf-8"))
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree)
-                if isinstance(node, ast.Import) for alias in node.names}
-    imported |= {(node.module or "").split(".")[0] for node in ast.walk(tree)
-                 if isinstance(node, ast.ImportFrom)}
+    imported = set()
+    for path in (ROOT / "cifarlab" / "i18n").glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported |= {alias.name.split(".")[0] for node in ast.walk(tree)
+                     if isinstance(node, ast.Import) for alias in node.names}
+        imported |= {(node.module or "").split(".")[0] for node in ast.walk(tree)
+                     if isinstance(node, ast.ImportFrom)}
     assert "streamlit" not in imported
     out = subprocess.run(
         [sys.executable, "-c",

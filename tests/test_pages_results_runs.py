@@ -143,7 +143,7 @@ def test_results_page_shows_the_run(lab, lang):
     lines = [s for s in specs if len(s["data"]) == 10 and s["data"][0]["type"] == "scatter"]
     assert lines and sorted(set(arr(lines[0]["data"][0]["x"]).tolist())) == [1, 2]
     acc = lab["result"].eval.accuracy
-    assert f"{100 * acc:.1f} %" in [m.value for m in at.metric]
+    assert f"{i18n.number(100 * acc, lang, 1)} %" in [m.value for m in at.metric]   # 13,2 % in es
     assert images(at) >= 16     # the sample grid at least
     assert tr("results.per_class_swings", lang) in texts(at)
 

@@ -14,6 +14,7 @@ import torch
 from PIL import Image
 
 from cifarlab.lab import results as R
+from cifarlab.lab import runs as RR
 from cifarlab.core.checkpoint import save
 from cifarlab.core.config import TrainConfig
 from cifarlab.errors import CheckpointError, CifarLabError
@@ -122,10 +123,10 @@ def test_load_run_model_from_the_store(tmp_path, trained, cifar_data, ev):
     run_id = store.create_run("session-abc", "train", CONFIG.to_dict(), "cpu")
     run = store.get(run_id)
     with pytest.raises(CheckpointError, match="no saved model") as info:
-        R.load_run_model(store, run)
+        R.load_run_model(store.checkpoint_path(run.id))
     assert info.value.code == "checkpoint.no_saved_model"
     save(store.checkpoint_path(run_id), trained[0].model, CONFIG, cifar_data.classes, {})
-    model, ckpt = R.load_run_model(store, run)
+    model, ckpt = R.load_run_model(store.checkpoint_path(run.id))
     assert ckpt.config == CONFIG
     again = R.predictions_for(model, cifar_data)
     np.testing.assert_array_equal(again.predictions, ev.predictions)
@@ -137,7 +138,7 @@ def test_uploaded_checkpoints(tmp_path, trained, cifar_data):
     m, ckpt = R.load_uploaded_checkpoint(path.read_bytes(), "ours.pth")
     assert not ckpt.plain and ckpt.classes == tuple(cifar_data.classes)
     # the tutorial's own file: a plain state_dict, exactly what state_dict_bytes writes
-    plain = R.state_dict_bytes(ckpt)
+    plain = RR.state_dict_bytes(ckpt)
     m2, ckpt2 = R.load_uploaded_checkpoint(plain, "cifar_net.pth")
     assert ckpt2.plain
     x = torch.rand(2, 3, 32, 32)
@@ -329,22 +330,22 @@ def _store_with_runs(tmp_path):
 def test_runs_table_and_the_knobs_that_differ(tmp_path):
     store, ids = _store_with_runs(tmp_path)
     runs = store.list_runs("session-abc")
-    df = R.runs_table(runs)
+    df = RR.runs_table(runs)
     assert list(df.columns) == list(R.RUN_COLUMNS) and len(df) == 3
     assert set(df["run"]) == set(ids)
     assert df["accuracy"].tolist() == [50.0] * 3
     assert df["model"].tolist() == ["Net()"] * 3
-    assert R.differing_columns(df) == ["batch_size", "lr"]
+    assert RR.differing_columns(df) == ["batch_size", "lr"]
     same_lr = df[df["lr"] == 0.01]
-    assert R.differing_columns(same_lr) == ["batch_size"]
-    assert R.differing_columns(df.iloc[:1]) == []
-    assert R.steps_per_epoch(runs[0]) == 50
+    assert RR.differing_columns(same_lr) == ["batch_size"]
+    assert RR.differing_columns(df.iloc[:1]) == []
+    assert RR.steps_per_epoch(runs[0]) == 50
 
 
 def test_model_label():
-    assert R.model_label(None) == "Net()"
-    assert R.model_label({"width": 2, "channels": [8, 16]}) == "Net(channels=[8, 16], width=2)"
-    assert R.model_label({"bogus": 1}) == "?"
+    assert RR.model_label(None) == "Net()"
+    assert RR.model_label({"width": 2, "channels": [8, 16]}) == "Net(channels=[8, 16], width=2)"
+    assert RR.model_label({"bogus": 1}) == "?"
 
 
 def test_loss_curves(tmp_path):
@@ -352,12 +353,25 @@ def test_loss_curves(tmp_path):
     store.append_losses(ids[0], list(range(1, 1001)), [2.3 - i / 1000 for i in range(1000)])
     store.append_losses(ids[1], list(range(1, 101)), [2.0] * 50 + [float("nan")] + [1.0] * 49)
     curves = {"a": store.losses(ids[0], max_points=200), "b": store.losses(ids[1])}
-    df = R.loss_curves(curves)
+    df = RR.loss_curves(curves)
     assert set(df["run"]) == {"a", "b"}
     assert (df["run"] == "a").sum() <= 200
     assert df[df["run"] == "a"]["x"].iloc[-1] == 1000
-    df_e = R.loss_curves(curves, {"a": 500, "b": 50}, x="epoch", smooth=1)
+    df_e = RR.loss_curves(curves, {"a": 500, "b": 50}, x="epoch", smooth=1)
     assert df_e[df_e["run"] == "a"]["x"].max() == 2.0
     assert df_e[df_e["run"] == "b"]["loss"].isna().sum() == 1      # the NaN stays a gap
-    assert R.loss_curves({"a": ([], [])}).empty
+    assert RR.loss_curves({"a": ([], [])}).empty
     assert isinstance(df, pd.DataFrame)
+
+
+def test_a_click_anywhere_in_the_confusion_matrix_names_its_cell():
+    names = ["plane", "car", "bird"]
+    for i, true in enumerate(names):
+        for j, pred in enumerate(names):
+            # the marker's point and the heatmap's (no customdata, or a dict of it)
+            for point in ({"x": pred, "y": true, "customdata": [i, j, 5]},
+                          {"x": pred, "y": true, "z": 5},
+                          {"x": pred, "y": true, "customdata": {"0": i}}):
+                assert R.picked_cell(point, names) == (i, j)
+    assert R.picked_cell({"x": "ship", "y": "car"}, names) is None
+    assert R.picked_cell([], names) is None

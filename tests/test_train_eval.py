@@ -293,7 +293,7 @@ def test_weights_are_checked_against_the_network_before_it_is_built(tmp_path):
     with pytest.raises(CheckpointError) as info:
         ckpt.load(_checkpoint_with(tmp_path, state))
     err = info.value
-    assert err.code == "checkpoint.wrong_shape" and err.params["key"] == "fc1.weight"
+    assert err.code == "checkpoint.wrong_shape" and err.params["weights"] == "fc1.weight"
     assert "120×576" in err.text("es") and "120×400" in err.text("pt")
     missing = dict(Net().state_dict())
     del missing["fc3.bias"]

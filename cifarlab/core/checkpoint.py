@@ -241,17 +241,17 @@ def check_weights(state: dict, config: TrainConfig, num_classes: int, name: str 
             from None
     for key, shape in wanted.items():
         if key not in state:
-            raise CheckpointError("checkpoint.missing_weights", name=name, key=key)
+            raise CheckpointError("checkpoint.missing_weights", name=name, weights=key)
         t = state[key]
         if tuple(t.shape) != shape:
-            raise CheckpointError("checkpoint.wrong_shape", name=name, key=key,
+            raise CheckpointError("checkpoint.wrong_shape", name=name, weights=key,
                                   shape=_dims(t.shape), expected=_dims(shape))
         if (t.layout != torch.strided or not t.dtype.is_floating_point or t.is_quantized
                 or t.untyped_storage().nbytes() < t.numel() * t.element_size()):
-            raise CheckpointError("checkpoint.bad_tensor", name=name, key=key)
+            raise CheckpointError("checkpoint.bad_tensor", name=name, weights=key)
     extra = sorted(set(state) - set(wanted))
     if extra:
-        raise CheckpointError("checkpoint.unexpected_weights", name=name, key=extra[0])
+        raise CheckpointError("checkpoint.unexpected_weights", name=name, weights=extra[0])
 
 
 def _dims(shape) -> str:

@@ -1,12 +1,11 @@
-"""What the Results and Runs pages show: a finished run's model, its predictions and mistakes,
-per-class accuracy over the epochs, a student's own photo classified, and runs side by side.
+"""What the Results page shows: a finished run's model, its predictions and mistakes,
+per-class accuracy over the epochs, a student's own photo classified.
 
-    model, ckpt = load_run_model(store, run)          # the run's checkpoint, weights_only
+    model, ckpt = load_run_model(queue.checkpoint(session, run.id))   # weights_only
     ev = predictions_for(model, data)                  # EvalResult over the 10,000 test images
     confused_examples(ev, "cat", "dog", limit=12)      # test images: true cat, answered dog
     per_class_by_epoch(store.events(run.id, ["epoch"]))  # DataFrame: epoch, class, accuracy
     classify_image(model, png_bytes, ckpt.classes)     # [("cat", 0.61), ("dog", 0.22), ...]
-    runs_table(runs); differing_columns(df, KNOB_COLUMNS)
 
 What students upload (a checkpoint, a picture) is handled in ``results.uploads`` and exported
 here. Never imports streamlit. Every refusal is a ``CifarLabError`` with a code and parameters,
@@ -35,11 +34,10 @@ from cifarlab.lab.results.uploads import (  # noqa: F401  (the page's one import
 __all__ = [
     "TUTORIAL_REFERENCE", "MAX_CHECKPOINT_BYTES", "MAX_UPLOAD_BYTES", "MAX_IMAGE_BYTES",
     "UPLOADER_MB", "SERVER_UPLOAD_MB", "MAX_IMAGE_PIXELS", "MAX_DECODE_BYTES", "PREVIEW_SIZE",
-    "KNOB_COLUMNS", "CheckpointError", "ImageError", "PreparedImage",
+    "CheckpointError", "ImageError", "PreparedImage",
     "load_run_model", "load_uploaded_checkpoint", "predictions_for", "confused_examples",
-    "most_confused_pair", "sample_predictions", "per_class_by_epoch", "prepare_image",
-    "classify_image", "classify_prepared", "upscale", "state_dict_bytes", "runs_table",
-    "differing_columns", "loss_curves", "model_label",
+    "most_confused_pair", "picked_cell", "sample_predictions", "per_class_by_epoch", "prepare_image",
+    "classify_image", "classify_prepared", "upscale",
 ]
 
 # The PyTorch tutorial's printed figures: 54 % overall after 2 epochs; per class they swing
@@ -52,9 +50,9 @@ TUTORIAL_REFERENCE: dict[str, Any] = {
 
 # --------------------------------------------------------------------------------- models
 
-def load_run_model(store, run) -> tuple[torch.nn.Module, Checkpoint]:
-    """The model a run saved (its checkpoint at the store's validated path), on the CPU."""
-    path = store.checkpoint_path(run.id)   # validates the id: nothing else becomes a path
+def load_run_model(path) -> tuple[torch.nn.Module, Checkpoint]:
+    """The model a run saved, on the CPU. ``path``: the queue's checkpoint path for the run
+    (``JobQueue.checkpoint``: checked against the session; nothing a browser sends)."""
     if not path.is_file():
         raise CheckpointError("checkpoint.no_saved_model")
     ckpt = load_checkpoint(path, map_location="cpu")
@@ -81,6 +79,19 @@ def confused_examples(ev: EvalResult, true_cls: int | str, pred_cls: int | str,
     conf = ev.probabilities[idx, p]
     order = np.argsort(-conf, kind="stable")
     return idx[order][:max(0, int(limit))]
+
+
+def picked_cell(point: Mapping[str, Any], names: Sequence[str]) -> tuple[int, int] | None:
+    """(true, predicted) of a clicked confusion-matrix cell, from the point's axis labels: a
+    click may land on the heatmap or on the marker over it, and only the labels are the same
+    for both (the heatmap's point has no customdata; indexing it raised KeyError: 0)."""
+    if not hasattr(point, "get"):
+        return None
+    x, y = point.get("x"), point.get("y")
+    names = list(names)
+    if x in names and y in names:
+        return names.index(y), names.index(x)
+    return None
 
 
 def most_confused_pair(confusion: Sequence[Sequence[int]]) -> tuple[int, int]:
@@ -157,149 +168,3 @@ def upscale(image: np.ndarray, factor: int = 4) -> np.ndarray:
         a = a.transpose(1, 2, 0)
     factor = max(1, int(factor))
     return np.ascontiguousarray(a.repeat(factor, axis=0).repeat(factor, axis=1))
-
-
-# -------------------------------------------------------------------------------- downloads
-
-def state_dict_bytes(ckpt: Checkpoint) -> bytes:
-    """The weights alone, as the tutorial saves them (``torch.save(net.state_dict(), PATH)``):
-    a file that ``Net().load_state_dict(torch.load(PATH, weights_only=True))`` reads."""
-    buf = io.BytesIO()
-    torch.save({k: v.detach().cpu() for k, v in ckpt.state_dict.items()}, buf)
-    return buf.getvalue()
-
-
-# ------------------------------------------------------------------------------- run tables
-
-# Config columns: the knobs a student turns. Result columns follow them in runs_table.
-KNOB_COLUMNS = ("device", "pipeline", "epochs", "batch_size", "lr", "momentum", "train_subset",
-                "seed", "shuffle", "num_workers", "model")
-RESULT_COLUMNS = ("accuracy", "final_loss", "images_per_second", "train_seconds", "steps")
-RUN_COLUMNS = ("run", "name", "status", "started") + RESULT_COLUMNS + KNOB_COLUMNS
-
-
-def model_label(spec: Mapping[str, Any] | ModelSpec | None) -> str:
-    """"Net()" for the tutorial's network, else the settings that differ from it."""
-    try:
-        spec = spec if isinstance(spec, ModelSpec) else ModelSpec.from_dict(spec)
-    except CifarLabError:
-        return "?"
-    base = ModelSpec()
-    changes = []
-    for name in ("channels", "kernels", "paddings", "strides", "pool", "hidden", "width"):
-        value = getattr(spec, name)
-        if value != getattr(base, name):
-            changes.append(f"{name}={list(value) if isinstance(value, tuple) else value}")
-    return "Net(" + ", ".join(changes) + ")"
-
-
-def runs_table(runs: Sequence[Any]) -> pd.DataFrame:
-    """One row per run (newest first, as given): id, result figures and config knobs.
-
-    Columns: ``RUN_COLUMNS``. ``accuracy`` is a percentage; missing figures are NaN/None.
-    The ``run`` column holds the full run id (pages shorten it for display).
-    """
-    rows = []
-    for run in runs:
-        cfg = dict(run.config or {})
-        res = dict(run.result or {})
-        acc = res.get("test_accuracy")
-        device = res.get("device") or getattr(run, "device", None)
-        rows.append({
-            "run": run.id,
-            "name": run.name or "",
-            "status": run.status,
-            "started": datetime.fromtimestamp(run.started_at or run.created_at),
-            "accuracy": 100.0 * acc if isinstance(acc, (int, float)) else np.nan,
-            "final_loss": _num(res.get("final_loss")),
-            "images_per_second": _num(res.get("images_per_second")),
-            "train_seconds": _num(res.get("train_seconds")),
-            "steps": _num(res.get("steps")),
-            "device": device,
-            "pipeline": cfg.get("pipeline"),
-            "epochs": cfg.get("epochs"),
-            "batch_size": cfg.get("batch_size"),
-            "lr": cfg.get("lr"),
-            "momentum": cfg.get("momentum"),
-            "train_subset": cfg.get("train_subset"),
-            "seed": cfg.get("seed"),
-            "shuffle": cfg.get("shuffle"),
-            "num_workers": cfg.get("num_workers"),
-            "model": model_label(cfg.get("model")),
-        })
-    return pd.DataFrame(rows, columns=list(RUN_COLUMNS))
-
-
-def _num(value: Any) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
-        else np.nan
-
-
-def differing_columns(df: pd.DataFrame, columns: Iterable[str] = KNOB_COLUMNS) -> list[str]:
-    """The columns (of ``columns``) whose values are not all the same across ``df``'s rows:
-    the knobs that could explain a difference between these runs. None differ for < 2 rows."""
-    if len(df) < 2:
-        return []
-    out = []
-    for col in columns:
-        if col not in df.columns:
-            continue
-        values = {_hashable(v) for v in df[col].tolist()}
-        if len(values) > 1:
-            out.append(col)
-    return out
-
-
-def _hashable(v: Any) -> Any:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return None
-    if isinstance(v, (list, dict)):
-        return repr(v)
-    return v
-
-
-def loss_curves(curves: Mapping[str, tuple[Sequence[int], Sequence[float]]],
-                steps_per_epoch: Mapping[str, float] | None = None, x: str = "step",
-                smooth: int | None = None) -> pd.DataFrame:
-    """Loss curves of several runs in one long frame (columns run, x, loss) for one chart.
-
-    ``curves``: label -> (steps, losses), e.g. from ``store.losses(id, max_points=1000)``.
-    ``x``: "step", or "epoch" (step / steps_per_epoch[label], so runs with different batch
-    sizes line up). ``smooth``: a centred moving average over that many points (default: about
-    1/50 of each curve), since a single step's loss is very noisy. NaN losses stay gaps.
-    """
-    frames = []
-    for label, (steps, losses) in curves.items():
-        if len(steps) == 0:
-            continue
-        s = pd.Series(np.asarray(losses, dtype=float))
-        window = smooth if smooth is not None else max(1, len(s) // 50)
-        if window > 1:
-            s = s.rolling(window, center=True, min_periods=1).mean()
-        xs = np.asarray(steps, dtype=float)
-        if x == "epoch":
-            per = (steps_per_epoch or {}).get(label)
-            if not per:
-                continue
-            xs = xs / float(per)
-        frames.append(pd.DataFrame({"run": label, "x": xs, "loss": s.to_numpy()}))
-    if not frames:
-        return pd.DataFrame(columns=["run", "x", "loss"])
-    return pd.concat(frames, ignore_index=True)
-
-
-def steps_per_epoch(run) -> float | None:
-    """Steps in one epoch of a run, from its result (steps / epochs done)."""
-    res = run.result or {}
-    steps, done = res.get("steps"), res.get("epochs_done")
-    if isinstance(steps, (int, float)) and isinstance(done, (int, float)) and done > 0:
-        return steps / done
-    return None
-
-
-def config_of(run) -> TrainConfig | None:
-    """The run's TrainConfig, or None when its stored config is not one (a timing job)."""
-    try:
-        return TrainConfig.from_dict(dict(run.config or {}))
-    except (CifarLabError, TypeError, KeyError):
-        return None
