@@ -96,16 +96,18 @@ with tab_calc:
                     format_func=lambda k: t("network.layer_conv") if k == "conv"
                     else t("network.layer_pool"))
     cols = st.columns(5)
-    size = cols[0].number_input(t("network.input_size"), 1, 1024, 32, key="calc_size")
-    kernel = cols[1].number_input(t("network.kernel"), 1, 1024, 5 if kind == "conv" else 2,
+    # No min/max of Streamlit's own: its range message is English and it keeps the old value,
+    # so a stride of 0 would go on showing the last result. The engine says what is wrong.
+    size = cols[0].number_input(t("network.input_size"), value=32, step=1, key="calc_size")
+    kernel = cols[1].number_input(t("network.kernel"), value=5 if kind == "conv" else 2, step=1,
                                   key=f"calc_kernel_{kind}")
-    padding = cols[2].number_input(t("network.padding"), 0, 512, 0, key="calc_padding")
-    stride = cols[3].number_input(t("network.stride"), 1, 64, 1 if kind == "conv" else 2,
+    padding = cols[2].number_input(t("network.padding"), value=0, step=1, key="calc_padding")
+    stride = cols[3].number_input(t("network.stride"), value=1 if kind == "conv" else 2, step=1,
                                   key=f"calc_stride_{kind}")
-    dilation = cols[4].number_input(t("network.dilation"), 1, 16, 1, key="calc_dilation")
+    dilation = cols[4].number_input(t("network.dilation"), value=1, step=1, key="calc_dilation")
     res = convlab.calculator(kind, int(size), int(kernel), int(padding), int(stride), int(dilation))
-    if res["error"]:
-        st.error(res["error"])
+    if res["shape_error"] is not None:
+        st.error(res["shape_error"].text(t.lang))
     else:
         left, right = st.columns([1, 3])
         left.metric(t("network.result"), res["output"] if res["ok"] else "—")
@@ -160,7 +162,7 @@ with tab_edit:
                  + t("network.total_params", n=num(report.total_params)))
             show_table(report.rows, "edit_table")
         else:
-            st.error(f"**{t('network.shape_error_title')}** — {report.error}")
+            st.error(f"**{t('network.shape_error_title')}** — {report.error_text(t.lang)}")
         if report.view_error or report.flatten_error:
             st.markdown(t("network.hardcoded_intro"))
             st.markdown(t("network.with_view"))

@@ -136,3 +136,19 @@ def test_loss_page_says_when_the_loss_explodes(open_page):
     at.slider(key="loss_boost").set_value(5.0).run()
     after = at.metric[0].value
     assert float(after) < float(before) and at.metric[0].value == at.metric[1].value
+
+
+@pytest.mark.parametrize("lang", ["es", "pt"])
+def test_calculator_bad_values_say_why_in_the_language_and_never_show_a_stale_result(open_page,
+                                                                                  lang):
+    at = open_page("network", lang)
+    assert at.metric[0].value == "28"
+    for key, bad in (("calc_stride_conv", 0), ("calc_padding", -1), ("calc_kernel_conv", 0)):
+        at.number_input(key=key).set_value(bad).run()
+        exact = i18n.t("network.exact", lang)
+        assert not at.metric and exact not in texts(at, "success"), key   # no stale result
+        (message,) = texts(at, "error")
+        assert "debe" in message if lang == "es" else "deve" in message
+        at.number_input(key=key).set_value({"calc_stride_conv": 1, "calc_padding": 0,
+                                            "calc_kernel_conv": 5}[key]).run()
+        assert at.metric[0].value == "28" and not at.error
