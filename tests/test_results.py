@@ -331,7 +331,7 @@ def test_runs_table_and_the_knobs_that_differ(tmp_path):
     store, ids = _store_with_runs(tmp_path)
     runs = store.list_runs("session-abc")
     df = RR.runs_table(runs)
-    assert list(df.columns) == list(R.RUN_COLUMNS) and len(df) == 3
+    assert list(df.columns) == list(RR.RUN_COLUMNS) and len(df) == 3
     assert set(df["run"]) == set(ids)
     assert df["accuracy"].tolist() == [50.0] * 3
     assert df["model"].tolist() == ["Net()"] * 3

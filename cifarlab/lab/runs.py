@@ -48,7 +48,11 @@ def state_dict_bytes(ckpt: Checkpoint) -> bytes:
 
 # Config columns: every knob of the config's schema (a field added there appears here), and
 # the network. Result columns come before them in runs_table.
-KNOB_COLUMNS = tuple(f.name for f in knobs() if f.name != "log_every") + ("model",)
+def knob_columns(cls: type = TrainConfig) -> tuple[str, ...]:
+    return tuple(f.name for f in knobs(cls) if f.name != "log_every") + ("model",)
+
+
+KNOB_COLUMNS = knob_columns()
 RESULT_COLUMNS = ("accuracy", "final_loss", "images_per_second", "train_seconds", "steps")
 RUN_COLUMNS = ("run", "name", "status", "started") + RESULT_COLUMNS + KNOB_COLUMNS
 
@@ -68,7 +72,7 @@ def model_label(spec: Mapping[str, Any] | ModelSpec | None) -> str:
     return "Net(" + ", ".join(changes) + ")"
 
 
-def runs_table(runs: Sequence[Any]) -> pd.DataFrame:
+def runs_table(runs: Sequence[Any], cls: type = TrainConfig) -> pd.DataFrame:
     """One row per run (newest first, as given): id, result figures and config knobs.
 
     Columns: ``RUN_COLUMNS``. ``accuracy`` is a percentage; missing figures are NaN/None.
@@ -91,10 +95,12 @@ def runs_table(runs: Sequence[Any]) -> pd.DataFrame:
             "train_seconds": _num(res.get("train_seconds")),
             "steps": _num(res.get("steps")),
             "device": device,
-            **{name: cfg.get(name) for name in KNOB_COLUMNS if name not in ("device", "model")},
+            **{name: cfg.get(name) for name in knob_columns(cls)
+               if name not in ("device", "model")},
             "model": model_label(cfg.get("model")),
         })
-    return pd.DataFrame(rows, columns=list(RUN_COLUMNS))
+    return pd.DataFrame(rows, columns=list(("run", "name", "status", "started")
+                                           + RESULT_COLUMNS + knob_columns(cls)))
 
 
 def _num(value: Any) -> float:
