@@ -335,7 +335,7 @@ def test_runs_table_and_the_knobs_that_differ(tmp_path):
     assert set(df["run"]) == set(ids)
     assert df["accuracy"].tolist() == [50.0] * 3
     assert df["model"].tolist() == ["Net()"] * 3
-    assert RR.differing_columns(df) == ["batch_size", "lr"]
+    assert RR.differing_columns(df) == ["lr", "batch_size"]   # in the schema's order
     same_lr = df[df["lr"] == 0.01]
     assert RR.differing_columns(same_lr) == ["batch_size"]
     assert RR.differing_columns(df.iloc[:1]) == []
