@@ -116,7 +116,8 @@ def test_loader_throughput_is_positive_and_bounded(cifar_data, pipeline, workers
 def test_loader_throughput_stops_at_the_time_budget(cifar_data):
     res = loading.loader_throughput(cifar_data, "tutorial", batch_size=1, num_workers=0,
                                     max_batches=10**6, max_seconds=0.05)
-    assert 1 <= res["batches"] < 10**6 and res["seconds"] < 2
+    # stopped by its budget (not by running out of batches): the run reports both figures
+    assert 1 <= res["batches"] < 10**6 and res["seconds"] >= 0.05
 
 
 def test_loader_throughput_with_a_single_batch_epoch(cifar_data):
