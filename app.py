@@ -13,6 +13,7 @@ st.session_state["_app_frame"] = True  # pages check it: see common.ensure_app_f
 
 lang = common.lang()
 t = i18n.translator(lang)
+common.accessible_document(lang)
 
 with st.sidebar:
     codes = list(i18n.LANGUAGES)
@@ -24,7 +25,8 @@ with st.sidebar:
         st.rerun()
 
     st.caption(t("sidebar.your_link"), help=t("sidebar.your_link_help"))
-    st.code(common.resume_link(), language=None)
+    # wrapped: a code block that scrolls sideways is a region the keyboard cannot reach
+    st.code(common.resume_link(), language=None, wrap_lines=True)
 
 common.keep_url_state()
 common.remember_session()

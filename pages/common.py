@@ -133,12 +133,12 @@ def owner_id() -> str:
 
 
 def remember_session() -> None:
-    """Write the session id into this browser's cookie (once per browser session), so that
-    closing the tab loses nothing: the next visit without a link finds the same runs."""
+    """Write the session id into this browser's cookie, so that closing the tab loses nothing:
+    the next visit without a link finds the same runs. The same element on every run (its
+    text changes only with the session id): an element that came on the first run and went on
+    the next would shift the page below it, and the browser would build the page's widgets
+    anew, throwing away the keyboard focus of the student who just pressed Enter in one."""
     sid = session_id()
-    if _cookie_sid() == sid or st.session_state.get("_cookie_written") == sid:
-        return
-    st.session_state["_cookie_written"] = sid
     # sid is [A-Za-z0-9_-] only (checked above), so it is safe inside the script
     st.html(f"<script>document.cookie = '{COOKIE}={sid}; path=/; max-age="
             f"{COOKIE_DAYS * 86400}; SameSite=Lax';</script>", unsafe_allow_javascript=True)
@@ -147,6 +147,35 @@ def remember_session() -> None:
 def resume_link() -> str:
     """This session's own link (relative): open it on another device to see the same runs."""
     return f"?sid={session_id()}&lang={lang()}"
+
+
+# Streamlit colours code (st.code and fenced code in lessons) with a fixed Prism palette that is
+# too light on its code background: 3.8:1 down to 2.6:1, where WCAG AA asks 4.5:1 (axe's
+# color-contrast). No theme option reaches it, so the same hues, darker (all >= 4.5:1 on
+# #fafbfd and on the sidebar's #F4F6FA), replace it. !important: Streamlit's own rule is as
+# specific and comes later.
+_CODE_COLOURS = {
+    ".token.comment, .token.punctuation, .token.prolog, .token.doctype, .token.cdata": "#555867",
+    ".token.attr-name, .token.property, .token.variable": "#15799e",
+    ".token.boolean, .token.constant, .token.symbol": "#177233",
+    ".token.number, .token.regex": "#246e69",
+    ".token.string, .token.char, .token.attr-value": "#158237",
+    ".token.operator, .token.entity, .token.decorator, .token.atrule": "#b45309",
+    ".token.keyword, .token.tag, .token.function, .token.class-name, .token.selector": "#0068c9",
+}
+_CODE_CSS = "<style>" + "".join(
+    ", ".join(f"code {sel.strip()}" for sel in sels.split(",")) + f" {{color: {colour} !important}}"
+    for sels, colour in _CODE_COLOURS.items()) + "</style>"
+
+
+def accessible_document(code: str) -> None:
+    """What every page needs for assistive technology and is not a widget: the document's
+    language (``<html lang>``, which Streamlit fixes at "en": a screen reader would read
+    Spanish with English pronunciation) and readable code colours (above)."""
+    # code is one of i18n.LANGUAGES (normalised), so it is safe inside the script
+    st.html(f"<script>document.documentElement.lang = '{code}';</script>",
+            unsafe_allow_javascript=True)
+    st.html(_CODE_CSS)
 
 
 def keep_url_state() -> None:

@@ -48,7 +48,7 @@ for split, colour in (("train", "#4C78A8"), ("test", "#F58518")):
                          name=t(f"data.split_{split}"), marker_color=colour))
 fig.update_layout(barmode="group", height=320, yaxis_title=t("data.images_per_class"),
                   margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=1.12))
-st.plotly_chart(localize(fig), key="data_counts_fig")
+st.plotly_chart(localize(fig), key="data_counts_fig", alt=t("a11y.counts_chart"))
 
 st.subheader(t("data.browse_title"))
 c1, c2 = st.columns([2, 1], vertical_alignment="bottom")
@@ -58,7 +58,8 @@ if c2.button(t("data.new_sample"), key="data_new_sample"):
     st.session_state["data_seed"] = st.session_state.get("data_seed", 0) + 1
 seed = st.session_state.get("data_seed", 0)
 indices, pictures = loading.class_sample(data, cls, n=N_SAMPLE, seed=seed)
-st.image(list(loading.upscale(pictures, 3)), caption=[f"#{i}" for i in indices])
+st.image(list(loading.upscale(pictures, 3)), caption=[f"#{i}" for i in indices],
+         alt=[t("a11y.train_image_n", i=int(i), cls=names[cls]) for i in indices])
 st.caption(t("data.sample_caption", n=len(indices), cls=names[cls],
              total=num(int((data.train_y == cls).sum()))))
 
@@ -72,7 +73,8 @@ pick = c1.number_input(t("data.pick_image"), min_value=0, max_value=max(0, len(i
 if len(indices):
     chosen = pictures[int(pick)] if which == "one" else pictures
     c1.image(loading.upscale(pictures[int(pick)], 4),
-             caption=f"{names[cls]} #{indices[int(pick)]}")
+             caption=f"{names[cls]} #{indices[int(pick)]}",
+             alt=t("a11y.train_image_n", i=int(indices[int(pick)]), cls=names[cls]))
     stats = loading.transform_stats(chosen, bins=32)
     table = loading.ranges_table(stats)
     stage_names = {"raw": t("data.raw_pixels"), "to_tensor": t("data.after_to_tensor"),
@@ -97,7 +99,7 @@ if len(indices):
         hist.update_xaxes(range=[s["low"], s["high"]], row=1, col=col)
     hist.update_layout(barmode="overlay", height=320, margin=dict(l=10, r=10, t=40, b=10),
                        yaxis_title=t("data.histogram"), legend=dict(orientation="h", y=-0.15))
-    c2.plotly_chart(localize(hist), key="data_hist_fig")
+    c2.plotly_chart(localize(hist), key="data_hist_fig", alt=t("a11y.hist_chart"))
     c2.caption(t("data.hist_caption"))
 
 # ---------------------------------------------------------------------------- a batch
@@ -119,8 +121,10 @@ if batch is not None:
             f"images.dtype   # {batch['dtype']}   min {batch['min']:.3f}, max {batch['max']:.3f}\n"
             f"labels         # tensor({batch['labels']})\n"
             f"len(trainloader)   # {batch['batches_per_epoch']:,}", language="python")
+    batch_names = [_class_name(n) for n in batch["label_names"]]
     c2.image(loading.upscale((batch["grid"] * 255).round().astype(np.uint8), 3),
-             caption=" · ".join(_class_name(n) for n in batch["label_names"]))
+             caption=" · ".join(batch_names),
+             alt=t("a11y.batch_image", n=len(batch_names), classes=", ".join(batch_names)))
     c2.caption(t("data.batch_caption"))
 
 # ------------------------------------------------------------------------------ throughput
@@ -176,7 +180,7 @@ if sweep is not None and len(sweep):
                       margin=dict(l=10, r=10, t=30, b=10),
                       xaxis=dict(tickmode="array", tickvals=sorted(sweep["num_workers"].unique())),
                       title=t("data.loader_fig_title", batch=int(sweep["batch_size"].iloc[0])))
-    st.plotly_chart(localize(fig), key="loader_fig")
+    st.plotly_chart(localize(fig), key="loader_fig", alt=t("a11y.loader_chart"))
     for row in sweep.itertuples():
         st.markdown("- " + t("data.loader_result", pipeline=t(f"data.pipeline_{row.pipeline}"),
                              ips=num(row.images_per_second, 0), batch=row.batch_size,

@@ -56,7 +56,7 @@ if not has_accelerator:
         st.markdown(t("gpu.no_gpu_recorded") if recorded else t("gpu.no_gpu_none_recorded"))
 
 # -- what to measure ----------------------------------------------------------------------
-st.subheader(t("gpu.settings_title"))
+st.header(t("gpu.settings_title"))
 ids = [d.id for d in devices_here]
 names = {d.id: d.name for d in devices_here}
 c1, c2 = st.columns([2, 3])
@@ -135,7 +135,7 @@ if run is not None and run.active:
         current = queue.get(session, rid)
         if current.finished:
             st.rerun()  # the whole page: the result appears below
-        st.subheader(t("gpu.live_title"))
+        st.header(t("gpu.live_title"))
         cfg = lab.SweepConfig.from_dict(current.config)
         total, rows = len(cfg.points(list(cfg.devices))), rows_so_far(rid)
         if current.status == "queued":
@@ -169,7 +169,7 @@ elif run is not None and run.finished:
         st.warning(t("gpu.cancelled"))
 
 # -- which result to show -------------------------------------------------------------------
-st.subheader(t("gpu.results_title"))
+st.header(t("gpu.results_title"))
 sources: dict[str, tuple[str, object]] = {}
 if run is not None and run.finished and run.result and run.result.get("rows"):
     try:
@@ -265,7 +265,7 @@ def breakdown_section(res) -> None:
     fig.update_layout(height=420, margin=dict(t=20, b=40), legend=dict(orientation="h", y=-0.35),
                       legend_title_text="", xaxis_title="")
     fig.update_yaxes(title=t("gpu.axis_share") if scale == "share" else t("gpu.axis_ms"))
-    st.plotly_chart(fig, key="gpu_breakdown_chart")
+    st.plotly_chart(fig, key="gpu_breakdown_chart", alt=t("a11y.breakdown_chart"))
     st.caption(t("gpu.breakdown_caption"))
 
 
@@ -282,7 +282,7 @@ def show_result(res) -> None:
         st.table(lab.hardware_table(res, L).set_index(t("gpu.hw_item")))
     st.caption(t("gpu.timing_note"))
 
-    st.markdown(f"#### :material/star: {t('gpu.tutorial_title')}")
+    st.markdown(f"### :material/star: {t('gpu.tutorial_title')}")
     lines = lab.tutorial_lines(res, L)
     if not lines:
         st.info(t("gpu.tut_missing"))
@@ -295,13 +295,15 @@ def show_result(res) -> None:
     pipe = st.radio(t("gpu.chart_pipeline"), measured, horizontal=True, key="gpu_chart_pipeline",
                     index=measured.index("fast") if "fast" in measured else 0,
                     format_func=lambda p: t(f"gpu.pipeline_{p}"))
-    st.markdown(f"#### {t('gpu.throughput_title')}")
-    st.plotly_chart(throughput_figure(res, pipe), key="gpu_throughput_chart")
+    st.markdown(f"### {t('gpu.throughput_title')}")
+    st.plotly_chart(throughput_figure(res, pipe), key="gpu_throughput_chart",
+                    alt=t("a11y.throughput_chart"))
     st.caption(t("gpu.throughput_caption"))
 
-    st.markdown(f"#### {t('gpu.speedup_title')}")
+    st.markdown(f"### {t('gpu.speedup_title')}")
     if any(r["device"] != "cpu" for r in res.ok_rows()):
-        st.plotly_chart(speedup_figure(res, pipe), key="gpu_speedup_chart")
+        st.plotly_chart(speedup_figure(res, pipe), key="gpu_speedup_chart",
+                        alt=t("a11y.speedup_chart"))
         st.caption(t("gpu.speedup_caption"))
         for line in lab.crossover_lines(res, pipe, L):
             st.markdown("- " + line)
@@ -311,10 +313,10 @@ def show_result(res) -> None:
         for kind, text in lab.would_add_lines(res, recorded, L):
             getattr(st, kind)(text)
 
-    st.markdown(f"#### {t('gpu.breakdown_title')}")
+    st.markdown(f"### {t('gpu.breakdown_title')}")
     breakdown_section(res)
 
-    st.markdown(f"#### {t('gpu.pipelines_title')}")
+    st.markdown(f"### {t('gpu.pipelines_title')}")
     if {"fast", "tutorial"} <= set(measured):
         width = min(r["width"] for r in res.ok_rows())
         df = lab.pipelines_frame(res, width, L)
@@ -322,17 +324,17 @@ def show_result(res) -> None:
         tutorial = set(df.loc[df["pipeline"] == "tutorial", "series"])
         fig.for_each_trace(lambda tr: tr.update(line_dash="dot" if tr.name in tutorial else "solid"))
         st.plotly_chart(log_axes(fig, t("gpu.axis_ips"), dtick=1, tickformat="~s"),
-                        key="gpu_pipelines_chart")
+                        key="gpu_pipelines_chart", alt=t("a11y.pipelines_chart"))
         st.caption(t("gpu.pipelines_caption"))
         for line in lab.pipeline_gain_lines(res, width, L):
             st.markdown("- " + line)
     else:
         st.info(t("gpu.pipelines_need_both"))
 
-    st.markdown(f"#### {t('gpu.table_title')}")
+    st.markdown(f"### {t('gpu.table_title')}")
     st.dataframe(lab.rows_table(res.rows, L), hide_index=True, key="gpu_result_rows")
 
-    st.markdown(f"#### {t('gpu.save_title')}")
+    st.markdown(f"### {t('gpu.save_title')}")
     stem = lab.download_stem(res)
     d1, d2 = st.columns(2)
     d1.download_button(t("gpu.download_csv"), res.to_csv(), file_name=f"{stem}.csv",

@@ -100,6 +100,7 @@ st.subheader(t("home.sample_title"))
 _, first = np.unique(np.asarray(data.train_y), return_index=True)
 idx = sorted(int(i) for i in first)[:12]
 pics = upscale(data.train_x[idx].transpose(0, 2, 3, 1), 3)
-st.image(list(pics), width=88,
-         caption=[_class_name(data.classes[int(data.train_y[i])]) for i in idx])
+names = [_class_name(data.classes[int(data.train_y[i])]) for i in idx]
+st.image(list(pics), width=88, caption=names,
+         alt=[t("a11y.train_image", cls=name) for name in names])
 st.caption(t("app.footer"))

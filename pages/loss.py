@@ -38,7 +38,8 @@ with tab_ce:
     ce = optimlab.cross_entropy_by_hand(logits, label)
 
     left, right = st.columns([1, 3])
-    left.image(data.image("test", index), width=160)
+    left.image(data.image("test", index), width=160,
+               alt=t("a11y.test_image_n", i=index, cls=names[label]))
     left.markdown(f"{t('loss.true_class')}: **{names[label]}**")
     left.markdown(f"{t('loss.predicted')}: **{names[ce['prediction']]}**")
     colors = ["#ff4b4b" if i == label else "#7f9fbf" for i in range(len(names))]
@@ -47,7 +48,8 @@ with tab_ce:
     fig.update_layout(title=t("loss.softmax"), yaxis_title=t("loss.probability"),
                       yaxis_range=[0, max(0.2, float(ce["probs"].max()) * 1.2)], height=340,
                       margin=dict(l=10, r=10, t=40, b=10))
-    right.plotly_chart(localize(fig), width="stretch", key="loss_probs")
+    right.plotly_chart(localize(fig), width="stretch", key="loss_probs",
+                       alt=t("a11y.probs_chart"))
 
     table = pd.DataFrame({
         t("common.class"): names,
@@ -111,7 +113,8 @@ with tab_opt:
                       yaxis=dict(range=list(surf["y_range"]), title="y"),
                       legend=dict(orientation="h", y=-0.12))
     left, right = st.columns([3, 2])
-    left.plotly_chart(localize(fig), width="stretch", key="opt_contour")
+    left.plotly_chart(localize(fig), width="stretch", key="opt_contour",
+                      alt=t("a11y.contour_chart"))
 
     lfig = go.Figure()
     for key, path in paths.items():
@@ -121,7 +124,8 @@ with tab_opt:
                        yaxis_title=t("common.loss"), yaxis=dict(type="log", dtick=1, exponentformat="power"),
                        height=480,
                        margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.2))
-    right.plotly_chart(localize(lfig), width="stretch", key="opt_losses")
+    right.plotly_chart(localize(lfig), width="stretch", key="opt_losses",
+                       alt=t("a11y.losses_chart"))
 
     for key, path in paths.items():
         if path.diverged:

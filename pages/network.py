@@ -86,7 +86,8 @@ with tab_arch:
                  labels={"x": t("network.layer_col"), "y": t("network.values_col")},
                  text=[num(v) for _, v in sizes])
     fig.update_layout(title=t("network.sizes_chart"), height=340, margin=dict(l=10, r=10, t=40, b=10))
-    st.plotly_chart(localize(fig), width="stretch", key="arch_chart")
+    st.plotly_chart(localize(fig), width="stretch", key="arch_chart",
+                    alt=t("a11y.sizes_chart"))
     st.caption(t("network.sizes_caption"))
 
 # ----------------------------------------------------------------------------- (b) calculator
@@ -224,16 +225,19 @@ with tab_conv:
     fig.update_layout(title=t("network.input_title", name=t(f"classes.{label}")), height=330,
                       margin=dict(l=10, r=10, t=40, b=10))
     box(fig, step["top"], step["left"], kh, kh)
-    f1.plotly_chart(localize(fig), width="stretch", key="conv_input")
+    f1.plotly_chart(localize(fig), width="stretch", key="conv_input",
+                    alt=t("a11y.conv_input_chart"))
     kfig = heatmap(kernel.mean(axis=0) if kernel.ndim == 3 else kernel,
                    t("network.kernel_title_mean") if kernel.ndim == 3 else t("network.kernel_title"),
                    text=kh <= 5, height=330)
-    f2.plotly_chart(localize(kfig), width="stretch", key="conv_kernel_fig")
+    f2.plotly_chart(localize(kfig), width="stretch", key="conv_kernel_fig",
+                    alt=t("a11y.conv_kernel_chart"))
     ffig = heatmap(fmap, t("network.fmap_title", h=oh, w=ow), height=330)
     box(ffig, row, col, 1, 1, color="#111111")
-    f3.plotly_chart(localize(ffig), width="stretch", key="conv_fmap")
+    f3.plotly_chart(localize(ffig), width="stretch", key="conv_fmap",
+                    alt=t("a11y.conv_fmap_chart"))
 
-    st.markdown(f"#### {t('network.step_title', row=row, col=col)}")
+    st.markdown(f"## {t('network.step_title', row=row, col=col)}")  # h2: under the page's h1
     win, ker, prod = step["window"], step["kernel"], step["products"]
     n_ch = win.shape[0]
     titles = []
@@ -249,7 +253,8 @@ with tab_conv:
                                       showscale=False), row=ch + 1, col=j + 1)
     sfig.update_yaxes(autorange="reversed")
     sfig.update_layout(height=260 * n_ch, margin=dict(l=10, r=10, t=40, b=10))
-    st.plotly_chart(localize(sfig), width="stretch", key="conv_step_fig")
+    st.plotly_chart(localize(sfig), width="stretch", key="conv_step_fig",
+                    alt=t("a11y.conv_step_chart"))
     st.markdown(t("network.step_sum", n=prod.size, sum=num(step['sum'], 4),
                   bias=num(step['bias'], 4), out=num(step['output'], 4)))
     if step["match"]:
@@ -293,12 +298,14 @@ with tab_pool:
                                   marker=dict(symbol="circle-open", size=18 if small else 7,
                                               color="#ff4b4b", line=dict(width=2)),
                                   name=t("network.pool_max_marker"), showlegend=False))
-        p1.plotly_chart(localize(ifig), width="stretch", key="pool_in_fig")
+        p1.plotly_chart(localize(ifig), width="stretch", key="pool_in_fig",
+                        alt=t("a11y.pool_in_chart"))
         out = pooled["output"]
         ofig = heatmap(out, t("network.pool_out_title", h=out.shape[0], w=out.shape[1]),
                        text=out.shape[0] <= 8, colorscale="Viridis", height=420)
         box(ofig, chosen["row"], chosen["col"], 1, 1, color="#ff4b4b", width=4)
-        p2.plotly_chart(localize(ofig), width="stretch", key="pool_out_fig")
+        p2.plotly_chart(localize(ofig), width="stretch", key="pool_out_fig",
+                        alt=t("a11y.pool_out_chart"))
         calc = convlab.calculator("pool", region.shape[0], int(pk), 0, int(ps))
         st.markdown(t("network.pool_size_line", h=region.shape[0], out=out.shape[0],
                       formula=calc["formula"]))

@@ -97,7 +97,7 @@ ex = examples[rank]
 st.markdown(f"**{t(f'tensors.rank_{rank}')}**: "
             + t(f"tensors.rank_{rank}_example", n=int(batch)))
 st.plotly_chart(localize(_rank_figure(ex, data.classes)), key="tensors_rank_fig",
-                width="stretch" if rank != 0 else "content")
+                width="stretch" if rank != 0 else "content", alt=t("a11y.rank_chart", rank=rank))
 shape_text = str(torch.Size(ex.shape))
 st.code(f"{ex.code}.shape   # {shape_text}\n{ex.code}.dim()   # {ex.rank}", language="python")
 st.dataframe(pd.DataFrame([{
@@ -163,7 +163,7 @@ if res is not None:
                            text=[f"{num(v, 2)} ms" for v in shown["ms"]], textposition="outside"))
     fig.update_layout(height=340, yaxis_title="ms", margin=dict(l=10, r=10, t=30, b=10),
                       title=f"{res['path'].iloc[0]} · {_size(res['total_bytes'].iloc[0])}")
-    st.plotly_chart(localize(fig), key="transfer_fig")
+    st.plotly_chart(localize(fig), key="transfer_fig", alt=t("a11y.transfer_chart"))
     for row in res.itertuples():
         st.markdown("- " + t("tensors.transfer_result", n=num(row.copies),
                              size=_size(row.bytes_per_copy), ms=num(row.ms, 2))
@@ -203,7 +203,7 @@ if item is not None:
                            textposition="outside"))
     fig.update_layout(height=320, yaxis_title="ms", margin=dict(l=10, r=10, t=30, b=10),
                       title=f"{item['device']} · {item['steps']} steps")
-    st.plotly_chart(localize(fig), key="item_fig")
+    st.plotly_chart(localize(fig), key="item_fig", alt=t("a11y.item_chart"))
     st.dataframe(pd.DataFrame([{
         t("tensors.item_loop_col"): labels[0], t("tensors.item_calls_col"): item["item_calls_with"],
         "ms": round(item["with_item_s"] * 1e3, 3), t("tensors.item_sum_col"): item["total_with"],
