@@ -14,6 +14,7 @@ import streamlit as st
 
 from cifarlab.serve import queue as jobs
 from cifarlab.lab import results as R
+from cifarlab.lab import tables
 from cifarlab.core.config import CIFAR10_CLASSES
 from cifarlab.errors import CifarLabError
 from cifarlab.serve.queue import FINISHED
@@ -188,6 +189,10 @@ def accuracy_section(ev) -> None:
                           yaxis_title=t("common.accuracy") + " (%)", yaxis_range=[0, 105],
                           legend=dict(orientation="h", y=-0.2))
         st.plotly_chart(localize(fig), width="stretch", key=K + "per_class_chart")
+        with st.expander(t("a11y.show_table")):   # the chart's numbers, for screen readers
+            st.dataframe(tables.per_class_table(
+                {c: ev.per_class_accuracy[c] for c in ev.classes}, t.lang,
+                reference=ref.get("per_class_ranges")), hide_index=True)
         st.caption(t("results.per_class_swings"))
 
 
@@ -207,6 +212,9 @@ def epochs_section(run, ckpt) -> None:
     fig.update_layout(height=360, margin=dict(l=10, r=10, t=20, b=10), yaxis_range=[0, 100])
     fig.update_xaxes(dtick=1)
     st.plotly_chart(localize(fig), width="stretch", key=K + "epoch_chart")
+    with st.expander(t("a11y.show_table")):
+        st.dataframe(tables.per_class_by_epoch_table(df.drop(columns=["cls"]).assign(
+            accuracy=df["accuracy"] / 100), t.lang), hide_index=True)
     st.caption(t("results.per_epoch_caption"))
 
 
@@ -238,6 +246,8 @@ def confusion_section(ev, data) -> None:
     fig.update_yaxes(autorange="reversed")
     event = st.plotly_chart(localize(fig), width="stretch", key=K + "cm", on_select="rerun",
                             selection_mode="points")
+    with st.expander(t("a11y.show_table")):   # the matrix's counts, for screen readers
+        st.dataframe(tables.confusion_table(ev.confusion, ev.classes, t.lang))
 
     # The chart's selection drives the two boxes below (and they work on their own too).
     if K + "true" not in st.session_state:

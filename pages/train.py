@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from cifarlab.serve import queue as jobs
+from cifarlab.lab import tables
 from cifarlab.lab import train as trainview
 from cifarlab import i18n
 from cifarlab.core.config import PRESETS, Limits
@@ -372,6 +373,8 @@ def show_result(run, view: trainview.RunView) -> None:
             fig.update_layout(height=300, margin=dict(l=10, r=10, t=20, b=10),
                               yaxis_title=t("common.accuracy") + " (%)", yaxis_range=[0, 112])
             st.plotly_chart(fig, width="stretch", key=K + "per_class_chart")
+            with st.expander(t("a11y.show_table")):   # the chart's numbers, for screen readers
+                st.dataframe(tables.per_class_table(rows, t.lang), hide_index=True)
             best = max(rows, key=lambda r: r[1])
             worst = min(rows, key=lambda r: r[1])
             st.caption(t("train.best_worst", best=names[rows.index(best)],
