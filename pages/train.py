@@ -403,14 +403,17 @@ def live(run_id: str, status_at_render: str) -> None:
     When the run's status changes (queued -> running -> finished) the whole page reruns once:
     the run selector shows the new status, and once the run is over the polling stops."""
     queue = get_queue()
-    store = queue.store
-    run = store.get(run_id)
+    sid = session_id()
+    try:   # every read through the queue, checked against this browser's session
+        run = queue.get(sid, run_id)
+    except CifarLabError:
+        run = None
     if run is None:
         st.info(t("errors.run_not_found"))
         return
     view = _view(run_id)
-    view.add_events(store.events(run_id, since_seq=view.last_seq))
-    view.add_losses(*store.losses(run_id, since_step=view.last_step))
+    view.add_events(queue.events(sid, run_id, since_seq=view.last_seq))
+    view.add_losses(*queue.losses(sid, run_id, since_step=view.last_step))
     if run.status != status_at_render:
         st.rerun()  # the whole page (see above)
 
@@ -425,7 +428,7 @@ def live(run_id: str, status_at_render: str) -> None:
                 queue.cancel(session_id(), run_id)
             except CifarLabError as err:
                 show_error(err)
-            run = store.get(run_id) or run
+            run = queue.get(sid, run_id)
             if run.status != status_at_render:  # a queued run is cancelled at once
                 st.rerun()
     prog = trainview.progress_info(run.progress)
@@ -491,7 +494,7 @@ if msg is not None and st.session_state.get(K + "submit_field") is None:
             st.markdown(f"- {p.text(t.lang)}")
 
 st.divider()
-runs = queue.store.list_runs(session=sid, kind="train", limit=50)
+runs = queue.runs(sid, kind="train")[:50]
 if not runs:
     st.info(t("train.no_run"))
     st.stop()

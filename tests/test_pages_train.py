@@ -48,7 +48,7 @@ def lab(tmp_path, monkeypatch, cifar_archive, cifar_data, cifar_cache_dir):
 
 
 def open_train(sid: str, lang: str = "en") -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
+    at = AppTest.from_file(APP, default_timeout=300)   # hang guards, not speed bounds
     at.query_params["lang"] = lang
     at.query_params["sid"] = sid
     at.run()
@@ -151,7 +151,7 @@ def test_train_a_quick_run_to_the_end(lab):
     run_id = runs[0].id
     assert at.selectbox(key="train_run_select").value == run_id
 
-    done = wait_for(lambda: (r := store(lab).get(run_id)).finished and r, timeout=60)
+    done = wait_for(lambda: (r := store(lab).get(run_id)).finished and r, timeout=300)
     assert done.status == "done", done.error
     at.run()
     assert not at.exception
@@ -188,7 +188,7 @@ def test_cancel_keeps_a_partial_result_and_limits_are_messages(lab, monkeypatch)
 
     # someone else waits behind it and sees their place in the queue; cancelling a queued run
     # is immediate
-    wait_for(lambda: store(lab).get(run_id).status == "running", timeout=10)
+    wait_for(lambda: store(lab).get(run_id).status == "running", timeout=300)
     dave = open_train("dave-session-4")
     set_knobs(dave, train_pipeline="fast", **QUICK)
     dave.button(key="train_start").click().run()
@@ -200,12 +200,12 @@ def test_cancel_keeps_a_partial_result_and_limits_are_messages(lab, monkeypatch)
     dave.run()
     assert t("train.cancelled_queued") in texts(dave, "warning")
 
-    wait_for(lambda: store(lab).loss_count(run_id) > 0, timeout=60)
+    wait_for(lambda: store(lab).loss_count(run_id) > 0, timeout=300)
     at.run()
     assert at.button(key="train_cancel").label == t("train.cancel")
     at.button(key="train_cancel").click().run()
     assert not at.exception
-    wait_for(lambda: store(lab).get(run_id).status not in ("queued", "running"), timeout=30,
+    wait_for(lambda: store(lab).get(run_id).status not in ("queued", "running"), timeout=300,
              poll=0.05)
     run = store(lab).get(run_id)
     assert run.status == "cancelled"
