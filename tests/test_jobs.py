@@ -44,7 +44,7 @@ def sleepy_job(payload, ctx):
     if payload.get("data_error"):
         raise DataError(payload["data_error"])
     if payload.get("coded_error"):
-        raise JobError("serve.limits.epochs", field="epochs", n=4, limit=3)
+        raise JobError("serve.limits.num_workers", field="num_workers", n=4, limit=3)
     steps, dt = int(payload.get("steps", 10)), float(payload.get("dt", 0.05))
     ctx.emit("start", {"total_steps": steps})
     for i in range(1, steps + 1):
@@ -202,10 +202,10 @@ def test_failures_are_one_line_with_the_traceback_kept_apart(make_queue):
     run = queue.wait(b, timeout=GUARD)
     assert run.status == "failed" and run.error == "The data path /x does not exist."
     run = queue.wait(c, timeout=GUARD)   # one of our errors: kept as its code, in any language
-    assert run.status == "failed" and run.error_code == "serve.limits.epochs"
+    assert run.status == "failed" and run.error_code == "serve.limits.num_workers"
     assert run.error_params == {"n": 4, "limit": 3}
-    assert run.error == str(JobError("serve.limits.epochs", n=4, limit=3))
-    assert "como máximo 3 épocas" in run.error_text("es")
+    assert run.error == str(JobError("serve.limits.num_workers", n=4, limit=3))
+    assert "como máximo 3 procesos del DataLoader" in run.error_text("es")
     assert failure_reason(KeyError("k")) == "KeyError: 'k'"
     assert failure_reason(RuntimeError()) == "RuntimeError"
 
