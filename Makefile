@@ -11,7 +11,7 @@ export CIFARLAB_DATA ?= $(ARCHIVE)
 endif
 PORT ?= 8501
 
-.PHONY: run test test-fast browser-deps bench clean
+.PHONY: run test test-fast test-unit browser-deps bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,9 +34,13 @@ browser-deps:
 test: $(VENV)/.dev-installed browser-deps
 	$(BIN)/python -m pytest
 
-# Everything but the real-browser tests (quicker while developing).
+# Everything but the real-browser tests.
 test-fast: $(VENV)/.dev-installed
 	$(BIN)/python -m pytest -m "not browser"
+
+# The unit tier, for the edit-test loop: no browser, no worker processes, no real data set.
+test-unit: $(VENV)/.dev-installed
+	$(BIN)/python -m pytest -m "not browser and not integration and not slow" -q
 
 bench: $(VENV)/.app-installed
 	$(BIN)/python bench/bench_tutorial.py

@@ -13,6 +13,7 @@ st.session_state["_app_frame"] = True  # pages check it: see common.ensure_app_f
 
 lang = common.lang()
 t = i18n.translator(lang)
+common.accessible_document(lang)
 
 with st.sidebar:
     codes = list(i18n.LANGUAGES)
@@ -23,7 +24,12 @@ with st.sidebar:
         st.query_params["lang"] = chosen
         st.rerun()
 
+    st.caption(t("sidebar.your_link"), help=t("sidebar.your_link_help"))
+    # wrapped: a code block that scrolls sideways is a region the keyboard cannot reach
+    st.code(common.resume_link(), language=None, wrap_lines=True)
+
 common.keep_url_state()
+common.remember_session()
 pages = [st.Page(path, title=t(f"nav.{pid}"), icon=icon, url_path=pid, default=(pid == "home"))
          for pid, path, icon in common.PAGES]
 st.navigation(pages).run()

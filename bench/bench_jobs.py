@@ -122,8 +122,11 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="cifarlab-bench-jobs-"))
     extra = {"worker_threads": args.worker_threads} if args.worker_threads else {}
-    settings = load_settings(home=str(work / "home"), data=args.data, max_per_session=50,
-                             max_train_images=60000, max_epochs=500, **extra)
+    # a benchmark is one person running many big runs: lift the per-person and compute limits
+    settings = load_settings(home=str(work / "home"), data=args.data, max_per_owner=50,
+                             max_train_images=60000, max_epochs=500,
+                             max_image_epochs_per_run=10**9, max_image_epochs_per_owner=10**9,
+                             max_num_workers=64, **extra)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores "
           f"(cpu_slots {settings.cpu_slots}, worker threads {settings.worker_threads}); python "
           f"{platform.python_version()}, torch {torch.__version__}"

@@ -5,6 +5,7 @@
     python -m cifarlab eval cifar_net.pth --json
     python -m cifarlab shapes --kernels 5,5 --channels 6,16
     python -m cifarlab data                        # decode once into the cache, print facts
+    python -m cifarlab export cifar_net.pth -o cifar_run.py   # the script that repeats its run
 
 Bad input exits with status 2 and one line saying what was wrong.
 """
@@ -105,6 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
     da.add_argument("--data", default=None)
     da.add_argument("--json", action="store_true")
 
+    x = sub.add_parser("export", help="write the script that repeats a checkpoint's run")
+    x.add_argument("checkpoint", help="a CIFAR Lab checkpoint (.pth)")
+    x.add_argument("-o", "--output", default="cifar_run.py", help="the script's path (cifar_run.py)")
+    x.set_defaults(handler=cmd_export)
+
     from cifarlab.lab.gpu import register_cli  # `bench`: cheap to import (torch loads when it runs)
 
     register_cli(sub)
@@ -160,12 +166,12 @@ def cmd_eval(args) -> int:
     from cifarlab.core.evaluate import evaluate
 
     device = resolve_device(args.device)
-    cp = ckpt.load(args.checkpoint, map_location="cpu")
+    # a file from this machine's own command line: no upload budget on its size
+    cp = ckpt.load(args.checkpoint, map_location="cpu", max_params=None)
     data = data_mod.load(args.data)
     if tuple(cp.classes) != tuple(data.classes):
-        raise CifarLabError(
-            f"The checkpoint was trained on classes {list(cp.classes)}, but this data set has "
-            f"{list(data.classes)}.")
+        raise CifarLabError("cli.other_classes", trained=", ".join(cp.classes),
+                            found=", ".join(data.classes))
     result = evaluate(cp.model(), data, device)
     if args.json:
         out = result.summary()
@@ -184,9 +190,9 @@ def cmd_shapes(args) -> int:
         try:
             layers = json.loads(args.layers)
         except json.JSONDecodeError as err:
-            raise CifarLabError(f"--layers is not valid JSON: {err.msg} (column {err.colno}).")
+            raise CifarLabError("cli.layers_json", reason=err.msg, column=err.colno) from None
         if not isinstance(layers, list):
-            raise CifarLabError("--layers must be a JSON list of layers.")
+            raise CifarLabError("cli.layers_list")
         traces = trace(layers, tuple(args.input))
     else:
         traces = trace_spec(_model_spec(args), tuple(args.input))
@@ -216,6 +222,17 @@ def cmd_data(args) -> int:
     else:
         for k, v in facts.items():
             print(f"{k}: {v}")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from cifarlab.core import checkpoint as ckpt
+    from cifarlab.core.export import export_checkpoint
+
+    # a file from this machine's own command line: no upload budget on its size
+    cp = ckpt.load(args.checkpoint, map_location="cpu", max_params=None)
+    path = export_checkpoint(cp, args.output, name=args.checkpoint)
+    print(f"wrote {path} ({cp.config.describe()}): run it with python {path.name} [DATA]")
     return 0
 
 

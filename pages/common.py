@@ -8,6 +8,7 @@ one call into ``cifarlab``, a plotly figure or a pandas table.
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 import secrets
@@ -17,7 +18,8 @@ import streamlit as st
 from cifarlab import i18n
 from cifarlab.errors import CifarLabError
 
-SESSION_RE = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
+SESSION_RE = re.compile(r"[A-Za-z0-9_-]{8,64}")
+log = logging.getLogger("cifarlab.pages")
 
 # Page id -> file, in teaching order. The id is the URL path (the same in every language).
 PAGES = [
@@ -67,13 +69,113 @@ def t(key: str, /, **kwargs) -> str:
     return i18n.t(key, lang(), **kwargs)
 
 
+def num(value, digits: int | None = None) -> str:
+    """A number in the page's language: ``num(50000)`` -> "50.000" in Spanish."""
+    return i18n.number(value, lang(), digits)
+
+
+def pct(fraction, digits: int = 1) -> str:
+    """A fraction as a percentage in the page's language: ``pct(0.553)`` -> "55,3 %"."""
+    return i18n.percent(fraction, lang(), digits)
+
+
+def dur(seconds) -> str:
+    """A duration in the page's language: "0,25 s", "3 min 5 s"."""
+    return i18n.duration(seconds, lang())
+
+
+def localize(fig):
+    """A plotly figure whose numbers (ticks, hover, bar labels) use the language's decimal
+    and group symbols."""
+    fig.update_layout(separators=i18n.separators(lang()))
+    return fig
+
+
+COOKIE = "cifarlab_sid"
+COOKIE_DAYS = 180
+
+
+def _valid(sid) -> bool:
+    # fullmatch: "$" alone would also accept a trailing newline ("?sid=<id>%0A")
+    return isinstance(sid, str) and SESSION_RE.fullmatch(sid) is not None
+
+
+def _cookie_sid() -> str | None:
+    try:
+        sid = st.context.cookies.get(COOKIE)
+    except Exception:  # no browser (AppTest): no cookies
+        return None
+    return sid if _valid(sid) else None
+
+
 def session_id() -> str:
     """A stable id for this browser's runs. It rides in the URL (``?sid=``), so a reload, a
-    page switch or a second tab with the same link finds the same runs."""
+    page switch or a second tab with the same link finds the same runs; and in a cookie, so
+    the same browser finds them again after the tab was closed. A link from elsewhere
+    (``?sid=`` of another device) wins over the cookie."""
     if "sid" not in st.session_state:
         sid = st.query_params.get("sid", "")
-        st.session_state["sid"] = sid if SESSION_RE.match(sid or "") else secrets.token_urlsafe(12)
+        st.session_state["sid"] = (sid if _valid(sid) else _cookie_sid()
+                                   or secrets.token_urlsafe(12))
     return st.session_state["sid"]
+
+
+def owner_id() -> str:
+    """Who this person is, for the per-person limits across tabs: the signed-in user where
+    sign-in is configured; else this browser's cookie (shared by all its tabs); else this
+    session. (The client address is no identity in a classroom behind one NAT.)"""
+    try:
+        if getattr(st.user, "is_logged_in", False) and st.user.get("email"):
+            return "user:" + str(st.user.get("email")).lower()
+    except Exception:  # sign-in not configured
+        pass
+    return "browser:" + (_cookie_sid() or session_id())
+
+
+def remember_session() -> None:
+    """Write the session id into this browser's cookie, so that closing the tab loses nothing:
+    the next visit without a link finds the same runs. The same element on every run (its
+    text changes only with the session id): an element that came on the first run and went on
+    the next would shift the page below it, and the browser would build the page's widgets
+    anew, throwing away the keyboard focus of the student who just pressed Enter in one."""
+    sid = session_id()
+    # sid is [A-Za-z0-9_-] only (checked above), so it is safe inside the script
+    st.html(f"<script>document.cookie = '{COOKIE}={sid}; path=/; max-age="
+            f"{COOKIE_DAYS * 86400}; SameSite=Lax';</script>", unsafe_allow_javascript=True)
+
+
+def resume_link() -> str:
+    """This session's own link (relative): open it on another device to see the same runs."""
+    return f"?sid={session_id()}&lang={lang()}"
+
+
+# Streamlit colours code (st.code and fenced code in lessons) with a fixed Prism palette that is
+# too light on its code background: 3.8:1 down to 2.6:1, where WCAG AA asks 4.5:1 (axe's
+# color-contrast). No theme option reaches it, so the same hues, darker (all >= 4.5:1 on
+# #fafbfd and on the sidebar's #F4F6FA), replace it. !important: Streamlit's own rule is as
+# specific and comes later.
+_CODE_COLOURS = {
+    ".token.comment, .token.punctuation, .token.prolog, .token.doctype, .token.cdata": "#555867",
+    ".token.attr-name, .token.property, .token.variable": "#15799e",
+    ".token.boolean, .token.constant, .token.symbol": "#177233",
+    ".token.number, .token.regex": "#246e69",
+    ".token.string, .token.char, .token.attr-value": "#158237",
+    ".token.operator, .token.entity, .token.decorator, .token.atrule": "#b45309",
+    ".token.keyword, .token.tag, .token.function, .token.class-name, .token.selector": "#0068c9",
+}
+_CODE_CSS = "<style>" + "".join(
+    ", ".join(f"code {sel.strip()}" for sel in sels.split(",")) + f" {{color: {colour} !important}}"
+    for sels, colour in _CODE_COLOURS.items()) + "</style>"
+
+
+def accessible_document(code: str) -> None:
+    """What every page needs for assistive technology and is not a widget: the document's
+    language (``<html lang>``, which Streamlit fixes at "en": a screen reader would read
+    Spanish with English pronunciation) and readable code colours (above)."""
+    # code is one of i18n.LANGUAGES (normalised), so it is safe inside the script
+    st.html(f"<script>document.documentElement.lang = '{code}';</script>",
+            unsafe_allow_javascript=True)
+    st.html(_CODE_CSS)
 
 
 def keep_url_state() -> None:
@@ -106,7 +208,7 @@ def get_data():
         with st.spinner(t("common.loading_data")):
             return _load_data(*data_setting())
     except CifarLabError as err:
-        st.error(t("errors.data_unavailable", reason=str(err)))
+        st.error(t("errors.data_unavailable", reason=err.text(lang())))
         st.stop()
 
 
@@ -118,16 +220,18 @@ def queue():
     try:
         return jobs.get_queue()
     except CifarLabError as err:
-        st.error(str(err))
+        st.error(err.text(lang()))
         st.stop()
 
 
 def show_error(err: Exception) -> None:
-    """A CifarLabError's message as it is; anything else as one line, never a traceback."""
+    """A CifarLabError in the student's language; anything else as one plain sentence (its
+    details go to the server's log, never to the page: they can hold server paths)."""
     if isinstance(err, CifarLabError):
-        st.error(str(err))
+        st.error(err.text(lang()))
     else:
-        st.error(t("errors.unexpected", kind=type(err).__name__, message=str(err)[:300]))
+        log.error("unexpected error on a page", exc_info=err)
+        st.error(t("errors.unexpected_plain"))
 
 
 def lesson(name: str, with_code: bool = True) -> None:

@@ -12,7 +12,7 @@ from cifarlab.core import data as cdata
 from cifarlab.core import devices
 from cifarlab.lab import data as loading
 from cifarlab.errors import CifarLabError
-from pages.common import get_data, lesson, show_error, translator
+from pages.common import get_data, lesson, show_error, translator, localize, num
 
 t = translator()
 
@@ -35,10 +35,10 @@ names = [_class_name(c) for c in data.classes]
 # ------------------------------------------------------------------------------ the classes
 st.header(t("data.classes_title"))
 c1, c2 = st.columns(2)
-c1.metric(t("data.split_train"), f"{data.n_train:,}")
-c2.metric(t("data.split_test"), f"{data.n_test:,}")
-st.caption(t("data.split_caption", n_train=f"{data.n_train:,}", n_test=f"{data.n_test:,}",
-             pct=f"{100 * data.n_test / max(1, data.n_train + data.n_test):.0f}"))
+c1.metric(t("data.split_train"), num(data.n_train))
+c2.metric(t("data.split_test"), num(data.n_test))
+st.caption(t("data.split_caption", n_train=num(data.n_train), n_test=num(data.n_test),
+             pct=num(100 * data.n_test / max(1, data.n_train + data.n_test), 0)))
 
 counts = loading.class_counts_table(data)
 fig = go.Figure()
@@ -48,7 +48,7 @@ for split, colour in (("train", "#4C78A8"), ("test", "#F58518")):
                          name=t(f"data.split_{split}"), marker_color=colour))
 fig.update_layout(barmode="group", height=320, yaxis_title=t("data.images_per_class"),
                   margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=1.12))
-st.plotly_chart(fig, key="data_counts_fig")
+st.plotly_chart(localize(fig), key="data_counts_fig", alt=t("a11y.counts_chart"))
 
 st.subheader(t("data.browse_title"))
 c1, c2 = st.columns([2, 1], vertical_alignment="bottom")
@@ -58,9 +58,10 @@ if c2.button(t("data.new_sample"), key="data_new_sample"):
     st.session_state["data_seed"] = st.session_state.get("data_seed", 0) + 1
 seed = st.session_state.get("data_seed", 0)
 indices, pictures = loading.class_sample(data, cls, n=N_SAMPLE, seed=seed)
-st.image(list(loading.upscale(pictures, 3)), caption=[f"#{i}" for i in indices])
+st.image(list(loading.upscale(pictures, 3)), caption=[f"#{i}" for i in indices],
+         alt=[t("a11y.train_image_n", i=int(i), cls=names[cls]) for i in indices])
 st.caption(t("data.sample_caption", n=len(indices), cls=names[cls],
-             total=f"{int((data.train_y == cls).sum()):,}"))
+             total=num(int((data.train_y == cls).sum()))))
 
 # ---------------------------------------------------------------------- ToTensor, Normalize
 st.header(t("data.pixels_title"))
@@ -72,7 +73,8 @@ pick = c1.number_input(t("data.pick_image"), min_value=0, max_value=max(0, len(i
 if len(indices):
     chosen = pictures[int(pick)] if which == "one" else pictures
     c1.image(loading.upscale(pictures[int(pick)], 4),
-             caption=f"{names[cls]} #{indices[int(pick)]}")
+             caption=f"{names[cls]} #{indices[int(pick)]}",
+             alt=t("a11y.train_image_n", i=int(indices[int(pick)]), cls=names[cls]))
     stats = loading.transform_stats(chosen, bins=32)
     table = loading.ranges_table(stats)
     stage_names = {"raw": t("data.raw_pixels"), "to_tensor": t("data.after_to_tensor"),
@@ -97,7 +99,7 @@ if len(indices):
         hist.update_xaxes(range=[s["low"], s["high"]], row=1, col=col)
     hist.update_layout(barmode="overlay", height=320, margin=dict(l=10, r=10, t=40, b=10),
                        yaxis_title=t("data.histogram"), legend=dict(orientation="h", y=-0.15))
-    c2.plotly_chart(hist, key="data_hist_fig")
+    c2.plotly_chart(localize(hist), key="data_hist_fig", alt=t("a11y.hist_chart"))
     c2.caption(t("data.hist_caption"))
 
 # ---------------------------------------------------------------------------- a batch
@@ -119,8 +121,10 @@ if batch is not None:
             f"images.dtype   # {batch['dtype']}   min {batch['min']:.3f}, max {batch['max']:.3f}\n"
             f"labels         # tensor({batch['labels']})\n"
             f"len(trainloader)   # {batch['batches_per_epoch']:,}", language="python")
+    batch_names = [_class_name(n) for n in batch["label_names"]]
     c2.image(loading.upscale((batch["grid"] * 255).round().astype(np.uint8), 3),
-             caption=" · ".join(_class_name(n) for n in batch["label_names"]))
+             caption=" · ".join(batch_names),
+             alt=t("a11y.batch_image", n=len(batch_names), classes=", ".join(batch_names)))
     c2.caption(t("data.batch_caption"))
 
 # ------------------------------------------------------------------------------ throughput
@@ -159,12 +163,12 @@ if sweep is not None and len(sweep):
     if len(tut):
         fig.add_trace(go.Scatter(x=tut["num_workers"], y=tut["images_per_second"],
                                  mode="lines+markers+text", name=t("data.pipeline_tutorial"),
-                                 text=[f"{v:,.0f}" for v in tut["images_per_second"]],
+                                 text=[num(v, 0) for v in tut["images_per_second"]],
                                  textposition="top center", marker=dict(size=10)))
     xs = sorted(sweep["num_workers"].unique()) if len(tut) else [0]
     span = [xs[0], xs[-1]] if xs[-1] != xs[0] else [xs[0] - 0.5, xs[0] + 0.5]
     for row in fast.itertuples():     # the fast pipeline has no workers: a dashed level
-        label = f"{t('data.pipeline_fast')}: {row.images_per_second:,.0f}"
+        label = f"{t('data.pipeline_fast')}: {num(row.images_per_second, 0)}"
         fig.add_trace(go.Scatter(x=span, y=[row.images_per_second] * 2, mode="lines+text",
                                  line=dict(dash="dash", color="#54A24B"), name=label,
                                  text=[label, ""], textposition="top right"))
@@ -176,11 +180,11 @@ if sweep is not None and len(sweep):
                       margin=dict(l=10, r=10, t=30, b=10),
                       xaxis=dict(tickmode="array", tickvals=sorted(sweep["num_workers"].unique())),
                       title=t("data.loader_fig_title", batch=int(sweep["batch_size"].iloc[0])))
-    st.plotly_chart(fig, key="loader_fig")
+    st.plotly_chart(localize(fig), key="loader_fig", alt=t("a11y.loader_chart"))
     for row in sweep.itertuples():
         st.markdown("- " + t("data.loader_result", pipeline=t(f"data.pipeline_{row.pipeline}"),
-                             ips=f"{row.images_per_second:,.0f}", batch=row.batch_size,
+                             ips=num(row.images_per_second, 0), batch=row.batch_size,
                              workers=row.num_workers)
-                    + " · " + t("data.loader_startup", s=f"{row.startup_seconds:.2f}"))
+                    + " · " + t("data.loader_startup", s=num(row.startup_seconds, 2)))
     st.dataframe(sweep.round(3), hide_index=True, width="stretch", key="loader_table")
     st.caption(t("data.loader_caption"))

@@ -10,15 +10,24 @@ import torchvision
 from cifarlab.core import data as cdata
 from cifarlab.core import devices
 from cifarlab.lab.data import upscale
-from pages.common import PAGES, data_setting, get_data, lang, lesson, session_id, translator
+from pages.common import PAGES, data_setting, get_data, lang, lesson, session_id, translator, localize, num
 
 t = translator()
 
 
 @st.cache_data(show_spinner=False, ttl=60, max_entries=2)
-def _source_text(source: str | None, cache: str | None) -> str:
+def _source_facts(source: str | None, cache: str | None) -> dict:
     """Cached per data setting (the arguments are only the key; see common._load_data)."""
-    return cdata.describe_source()
+    return cdata.source_facts()
+
+
+def _source_text(facts: dict) -> str:
+    kind = facts["kind"]
+    size = num(facts["size_mb"], 1) if facts.get("size_mb") is not None else "?"
+    text = t(f"home.source.{kind}", name=facts.get("name") or "?", size=size)
+    if kind != "missing":
+        text += " " + t("home.source.cached" if facts["cached"] else "home.source.not_cached")
+    return text
 
 
 @st.cache_data(show_spinner=False, ttl=300, max_entries=1)
@@ -31,7 +40,7 @@ def _class_name(name: str) -> str:
 
 
 def _gb(n) -> str:
-    return "—" if n is None else f"{n / 2**30:.1f} GB"
+    return "—" if n is None else f"{num(n / 2**30, 1)} GB"
 
 
 st.title(t("app.title"))
@@ -78,12 +87,12 @@ st.dataframe(pd.DataFrame([{
 } for r in rows]), hide_index=True, width="stretch")
 
 st.markdown("**" + t("home.data_title") + "**")
-st.code(_source_text(*data_setting()), language=None, wrap_lines=True)
+st.markdown(_source_text(_source_facts(*data_setting())))
 
 # Last: loading the images may take a moment the first time (and stops the page if it fails,
 # after the facts above are already shown).
 data = get_data()
-st.markdown("- " + t("home.fact_images", n_train=f"{data.n_train:,}", n_test=f"{data.n_test:,}"))
+st.markdown("- " + t("home.fact_images", n_train=num(data.n_train), n_test=num(data.n_test)))
 for note in data.notes:
     st.caption(note)
 st.subheader(t("home.sample_title"))
@@ -91,6 +100,7 @@ st.subheader(t("home.sample_title"))
 _, first = np.unique(np.asarray(data.train_y), return_index=True)
 idx = sorted(int(i) for i in first)[:12]
 pics = upscale(data.train_x[idx].transpose(0, 2, 3, 1), 3)
-st.image(list(pics), width=88,
-         caption=[_class_name(data.classes[int(data.train_y[i])]) for i in idx])
+names = [_class_name(data.classes[int(data.train_y[i])]) for i in idx]
+st.image(list(pics), width=88, caption=names,
+         alt=[t("a11y.train_image", cls=name) for name in names])
 st.caption(t("app.footer"))

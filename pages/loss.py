@@ -9,7 +9,7 @@ import streamlit as st
 
 from cifarlab.lab import loss as optimlab
 from cifarlab.errors import CifarLabError
-from pages.common import get_data, lesson, show_error, translator
+from pages.common import get_data, lesson, show_error, translator, localize, num
 
 t = translator()
 
@@ -38,16 +38,18 @@ with tab_ce:
     ce = optimlab.cross_entropy_by_hand(logits, label)
 
     left, right = st.columns([1, 3])
-    left.image(data.image("test", index), width=160)
+    left.image(data.image("test", index), width=160,
+               alt=t("a11y.test_image_n", i=index, cls=names[label]))
     left.markdown(f"{t('loss.true_class')}: **{names[label]}**")
     left.markdown(f"{t('loss.predicted')}: **{names[ce['prediction']]}**")
     colors = ["#ff4b4b" if i == label else "#7f9fbf" for i in range(len(names))]
     fig = go.Figure(go.Bar(x=names, y=ce["probs"], marker_color=colors,
-                           text=[f"{p:.3f}" for p in ce["probs"]], textposition="outside"))
+                           text=[num(p, 3) for p in ce["probs"]], textposition="outside"))
     fig.update_layout(title=t("loss.softmax"), yaxis_title=t("loss.probability"),
                       yaxis_range=[0, max(0.2, float(ce["probs"].max()) * 1.2)], height=340,
                       margin=dict(l=10, r=10, t=40, b=10))
-    right.plotly_chart(fig, width="stretch", key="loss_probs")
+    right.plotly_chart(localize(fig), width="stretch", key="loss_probs",
+                       alt=t("a11y.probs_chart"))
 
     table = pd.DataFrame({
         t("common.class"): names,
@@ -56,12 +58,12 @@ with tab_ce:
         t("loss.probability"): np.round(ce["probs"], 4),
     })
     st.dataframe(table, hide_index=True, width="stretch", key="loss_table")
-    st.markdown(t("loss.steps_by_hand", shift=f"{ce['shift']:.4f}", total=f"{ce['sum_exp']:.4f}",
-                  name=names[label], p=f"{ce['p_true']:.4f}"))
-    st.markdown(t("loss.loss_value", p=f"{ce['p_true']:.4f}", loss=f"{ce['loss']:.4f}"))
+    st.markdown(t("loss.steps_by_hand", shift=num(ce['shift'], 4), total=num(ce['sum_exp'], 4),
+                  name=names[label], p=num(ce['p_true'], 4)))
+    st.markdown(t("loss.loss_value", p=num(ce['p_true'], 4), loss=num(ce['loss'], 4)))
     m1, m2 = st.columns(2)
-    m1.metric(t("loss.by_hand"), f"{ce['loss']:.6f}")
-    m2.metric(t("loss.pytorch"), f"{ce['torch_loss']:.6f}")
+    m1.metric(t("loss.by_hand"), num(ce['loss'], 6))
+    m2.metric(t("loss.pytorch"), num(ce['torch_loss'], 6))
     if ce["match"]:
         st.success(t("loss.agree"))
     else:
@@ -90,7 +92,7 @@ with tab_opt:
         st.stop()
 
     labels = {"plain": t("loss.plain_sgd"),
-              "momentum": t("loss.sgd_momentum_value", m=f"{momentum:g}")}
+              "momentum": t("loss.sgd_momentum_value", m=num(momentum))}
     colors = {"plain": "#ff4b4b", "momentum": "#1f77b4"}
     fig = go.Figure(go.Contour(x=surf["x"], y=surf["y"], z=np.log1p(surf["z"]),
                                colorscale="Greys", showscale=False, ncontours=25,
@@ -111,7 +113,8 @@ with tab_opt:
                       yaxis=dict(range=list(surf["y_range"]), title="y"),
                       legend=dict(orientation="h", y=-0.12))
     left, right = st.columns([3, 2])
-    left.plotly_chart(fig, width="stretch", key="opt_contour")
+    left.plotly_chart(localize(fig), width="stretch", key="opt_contour",
+                      alt=t("a11y.contour_chart"))
 
     lfig = go.Figure()
     for key, path in paths.items():
@@ -121,7 +124,8 @@ with tab_opt:
                        yaxis_title=t("common.loss"), yaxis=dict(type="log", dtick=1, exponentformat="power"),
                        height=480,
                        margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.2))
-    right.plotly_chart(lfig, width="stretch", key="opt_losses")
+    right.plotly_chart(localize(lfig), width="stretch", key="opt_losses",
+                       alt=t("a11y.losses_chart"))
 
     for key, path in paths.items():
         if path.diverged:

@@ -12,7 +12,7 @@ import streamlit as st
 from cifarlab.lab import network as convlab
 from cifarlab.core.config import ModelSpec
 from cifarlab.errors import CifarLabError
-from pages.common import get_data, lesson, show_error, translator
+from pages.common import get_data, lesson, show_error, translator, localize, num
 
 t = translator()
 
@@ -80,13 +80,14 @@ with tab_arch:
     show_table(tutorial.rows, "arch_table")
     c, h, w = tutorial.flat_shape
     st.markdown(t("network.fc1_inputs", n=tutorial.flat, c=c, h=h, w=w) + " · "
-                + t("network.total_params", n=f"{tutorial.total_params:,}"))
+                + t("network.total_params", n=num(tutorial.total_params)))
     sizes = convlab.activation_sizes(tutorial.rows)
     fig = px.bar(x=[n for n, _ in sizes], y=[v for _, v in sizes],
                  labels={"x": t("network.layer_col"), "y": t("network.values_col")},
-                 text=[f"{v:,}" for _, v in sizes])
+                 text=[num(v) for _, v in sizes])
     fig.update_layout(title=t("network.sizes_chart"), height=340, margin=dict(l=10, r=10, t=40, b=10))
-    st.plotly_chart(fig, width="stretch", key="arch_chart")
+    st.plotly_chart(localize(fig), width="stretch", key="arch_chart",
+                    alt=t("a11y.sizes_chart"))
     st.caption(t("network.sizes_caption"))
 
 # ----------------------------------------------------------------------------- (b) calculator
@@ -96,16 +97,18 @@ with tab_calc:
                     format_func=lambda k: t("network.layer_conv") if k == "conv"
                     else t("network.layer_pool"))
     cols = st.columns(5)
-    size = cols[0].number_input(t("network.input_size"), 1, 1024, 32, key="calc_size")
-    kernel = cols[1].number_input(t("network.kernel"), 1, 1024, 5 if kind == "conv" else 2,
+    # No min/max of Streamlit's own: its range message is English and it keeps the old value,
+    # so a stride of 0 would go on showing the last result. The engine says what is wrong.
+    size = cols[0].number_input(t("network.input_size"), value=32, step=1, key="calc_size")
+    kernel = cols[1].number_input(t("network.kernel"), value=5 if kind == "conv" else 2, step=1,
                                   key=f"calc_kernel_{kind}")
-    padding = cols[2].number_input(t("network.padding"), 0, 512, 0, key="calc_padding")
-    stride = cols[3].number_input(t("network.stride"), 1, 64, 1 if kind == "conv" else 2,
+    padding = cols[2].number_input(t("network.padding"), value=0, step=1, key="calc_padding")
+    stride = cols[3].number_input(t("network.stride"), value=1 if kind == "conv" else 2, step=1,
                                   key=f"calc_stride_{kind}")
-    dilation = cols[4].number_input(t("network.dilation"), 1, 16, 1, key="calc_dilation")
+    dilation = cols[4].number_input(t("network.dilation"), value=1, step=1, key="calc_dilation")
     res = convlab.calculator(kind, int(size), int(kernel), int(padding), int(stride), int(dilation))
-    if res["error"]:
-        st.error(res["error"])
+    if res["shape_error"] is not None:
+        st.error(res["shape_error"].text(t.lang))
     else:
         left, right = st.columns([1, 3])
         left.metric(t("network.result"), res["output"] if res["ok"] else "—")
@@ -157,10 +160,10 @@ with tab_edit:
             c, h, w = report.flat_shape
             box_ = st.success if report.flat == convlab.TUTORIAL_FLAT else st.info
             box_(t("network.fc1_inputs", n=report.flat, c=c, h=h, w=w) + " · "
-                 + t("network.total_params", n=f"{report.total_params:,}"))
+                 + t("network.total_params", n=num(report.total_params)))
             show_table(report.rows, "edit_table")
         else:
-            st.error(f"**{t('network.shape_error_title')}** — {report.error}")
+            st.error(f"**{t('network.shape_error_title')}** — {report.error_text(t.lang)}")
         if report.view_error or report.flatten_error:
             st.markdown(t("network.hardcoded_intro"))
             st.markdown(t("network.with_view"))
@@ -222,16 +225,19 @@ with tab_conv:
     fig.update_layout(title=t("network.input_title", name=t(f"classes.{label}")), height=330,
                       margin=dict(l=10, r=10, t=40, b=10))
     box(fig, step["top"], step["left"], kh, kh)
-    f1.plotly_chart(fig, width="stretch", key="conv_input")
+    f1.plotly_chart(localize(fig), width="stretch", key="conv_input",
+                    alt=t("a11y.conv_input_chart"))
     kfig = heatmap(kernel.mean(axis=0) if kernel.ndim == 3 else kernel,
                    t("network.kernel_title_mean") if kernel.ndim == 3 else t("network.kernel_title"),
                    text=kh <= 5, height=330)
-    f2.plotly_chart(kfig, width="stretch", key="conv_kernel_fig")
+    f2.plotly_chart(localize(kfig), width="stretch", key="conv_kernel_fig",
+                    alt=t("a11y.conv_kernel_chart"))
     ffig = heatmap(fmap, t("network.fmap_title", h=oh, w=ow), height=330)
     box(ffig, row, col, 1, 1, color="#111111")
-    f3.plotly_chart(ffig, width="stretch", key="conv_fmap")
+    f3.plotly_chart(localize(ffig), width="stretch", key="conv_fmap",
+                    alt=t("a11y.conv_fmap_chart"))
 
-    st.markdown(f"#### {t('network.step_title', row=row, col=col)}")
+    st.markdown(f"## {t('network.step_title', row=row, col=col)}")  # h2: under the page's h1
     win, ker, prod = step["window"], step["kernel"], step["products"]
     n_ch = win.shape[0]
     titles = []
@@ -247,13 +253,14 @@ with tab_conv:
                                       showscale=False), row=ch + 1, col=j + 1)
     sfig.update_yaxes(autorange="reversed")
     sfig.update_layout(height=260 * n_ch, margin=dict(l=10, r=10, t=40, b=10))
-    st.plotly_chart(sfig, width="stretch", key="conv_step_fig")
-    st.markdown(t("network.step_sum", n=prod.size, sum=f"{step['sum']:.4f}",
-                  bias=f"{step['bias']:.4f}", out=f"{step['output']:.4f}"))
+    st.plotly_chart(localize(sfig), width="stretch", key="conv_step_fig",
+                    alt=t("a11y.conv_step_chart"))
+    st.markdown(t("network.step_sum", n=prod.size, sum=num(step['sum'], 4),
+                  bias=num(step['bias'], 4), out=num(step['output'], 4)))
     if step["match"]:
-        st.success(t("network.torch_agrees", value=f"{step['torch_output']:.4f}"))
+        st.success(t("network.torch_agrees", value=num(step['torch_output'], 4)))
     else:
-        st.error(t("network.torch_differs", value=f"{step['torch_output']:.4f}"))
+        st.error(t("network.torch_differs", value=num(step['torch_output'], 4)))
 
 # -------------------------------------------------------------------------- (e) max pooling
 with tab_pool:
@@ -291,17 +298,19 @@ with tab_pool:
                                   marker=dict(symbol="circle-open", size=18 if small else 7,
                                               color="#ff4b4b", line=dict(width=2)),
                                   name=t("network.pool_max_marker"), showlegend=False))
-        p1.plotly_chart(ifig, width="stretch", key="pool_in_fig")
+        p1.plotly_chart(localize(ifig), width="stretch", key="pool_in_fig",
+                        alt=t("a11y.pool_in_chart"))
         out = pooled["output"]
         ofig = heatmap(out, t("network.pool_out_title", h=out.shape[0], w=out.shape[1]),
                        text=out.shape[0] <= 8, colorscale="Viridis", height=420)
         box(ofig, chosen["row"], chosen["col"], 1, 1, color="#ff4b4b", width=4)
-        p2.plotly_chart(ofig, width="stretch", key="pool_out_fig")
+        p2.plotly_chart(localize(ofig), width="stretch", key="pool_out_fig",
+                        alt=t("a11y.pool_out_chart"))
         calc = convlab.calculator("pool", region.shape[0], int(pk), 0, int(ps))
         st.markdown(t("network.pool_size_line", h=region.shape[0], out=out.shape[0],
                       formula=calc["formula"]))
         st.markdown(t("network.pool_window_line", n=pick + 1, r=chosen["argmax"][0],
-                      c=chosen["argmax"][1], value=f"{chosen['max']:.3f}"))
+                      c=chosen["argmax"][1], value=num(chosen['max'], 3)))
         if pooled["match"]:
             st.success(t("network.pool_torch_agrees"))
         else:

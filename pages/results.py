@@ -14,10 +14,11 @@ import streamlit as st
 
 from cifarlab.serve import queue as jobs
 from cifarlab.lab import results as R
+from cifarlab.lab import tables
 from cifarlab.core.config import CIFAR10_CLASSES
 from cifarlab.errors import CifarLabError
 from cifarlab.serve.queue import FINISHED
-from pages.common import get_data, lesson, session_id, show_error, translator
+from pages.common import get_data, lesson, localize, num, session_id, translator
 from pages.common import queue as job_queue
 
 t = translator()
@@ -31,18 +32,27 @@ def cls_name(name: str) -> str:
 
 
 def pct(x: float, digits: int = 1) -> str:
-    return f"{100 * x:.{digits}f}"
+    """A fraction as a percentage's number, in the page's language ("55,3" in Spanish)."""
+    return num(100 * x, digits)
+
+
+def error_text(err: Exception) -> str:
+    """An error in the student's language: ours from the catalogs, anything else in one line."""
+    if isinstance(err, CifarLabError):
+        return err.text(t.lang)
+    return t("errors.unexpected_plain")   # details can hold server paths: never shown
+
+
+def show_err(err: Exception, **kw) -> None:
+    st.error(error_text(err), **kw)
 
 
 # ------------------------------------------------------------------------- cached model work
 
 @st.cache_resource(max_entries=4, show_spinner=False)
-def _run_model(run_id: str, mtime: float):
+def _run_model(session: str, run_id: str, mtime: float):
     queue = jobs.get_queue()  # made by the page already (job_queue() below)
-    run = queue.store.get(run_id)
-    if run is None:
-        raise CifarLabError(t("errors.run_not_found"))
-    return R.load_run_model(queue.store, run)
+    return R.load_run_model(queue.checkpoint(session, run_id))
 
 
 @st.cache_resource(max_entries=2, show_spinner=False)
@@ -56,9 +66,8 @@ def _predictions(model_key: str, data_key: str, _model, _data):
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
-def _per_class_by_epoch(run_id: str, finished_at: float | None) -> pd.DataFrame:
-    store = jobs.get_queue().store
-    return R.per_class_by_epoch(store.events(run_id, kinds=["epoch"]))
+def _per_class_by_epoch(session: str, run_id: str, finished_at: float | None) -> pd.DataFrame:
+    return R.per_class_by_epoch(jobs.get_queue().events(session, run_id, kinds=["epoch"]))
 
 
 def run_label(run, sid: str) -> str:
@@ -83,9 +92,10 @@ def choose_model():
     source = st.radio(t("results.source"), ["run", "upload"], horizontal=True, key=K + "source",
                       format_func=lambda s: t(f"results.source_{s}"))
     if source == "upload":
+        # the uploader lets a file a little over our limit through: our message refuses it
         up = st.file_uploader(t("results.upload_checkpoint"), key=K + "ckpt",
                               help=t("results.upload_checkpoint_help"),
-                              max_upload_size=R.MAX_CHECKPOINT_BYTES // 2**20)
+                              max_upload_size=R.UPLOADER_MB)
         if up is None:
             st.info(t("results.upload_checkpoint_hint"))
             return None
@@ -94,7 +104,7 @@ def choose_model():
         try:
             model, ckpt = _uploaded_model(digest, blob, up.name)
         except CifarLabError as err:
-            st.error(t("errors.checkpoint_bad", message=str(err)))
+            st.error(t("errors.checkpoint_bad", message=error_text(err)))
             return None
         if ckpt.plain:
             st.caption(t("results.plain_state_dict"))
@@ -103,9 +113,9 @@ def choose_model():
     queue = job_queue()
     try:
         runs = [r for r in queue.runs(sid, statuses=FINISHED, kind="train")
-                if queue.store.checkpoint_path(r.id).is_file()]
+                if queue.checkpoint(sid, r.id).is_file()]
     except CifarLabError as err:
-        show_error(err)
+        show_err(err)
         return None
     if not runs:
         st.info(t("results.no_runs"), icon=":material/info:")
@@ -122,12 +132,12 @@ def choose_model():
     run_id = st.selectbox(t("results.choose_run"), ids, key=K + "run",
                           format_func=lambda rid: run_label(by_id[rid], sid))
     run = by_id[run_id]
-    path = queue.store.checkpoint_path(run.id)
+    path = queue.checkpoint(sid, run.id)
     try:
         with st.spinner(t("results.loading_model")):
-            model, ckpt = _run_model(run.id, path.stat().st_mtime)
+            model, ckpt = _run_model(sid, run.id, path.stat().st_mtime)
     except (CifarLabError, OSError) as err:
-        st.error(t("errors.checkpoint_bad", message=str(err)))
+        st.error(t("errors.checkpoint_bad", message=error_text(err)))
         return None
     if run.status != "done":
         st.caption(t("results.partial_run", status=t(f"status.{run.status}")))
@@ -153,7 +163,7 @@ def accuracy_section(ev) -> None:
                   f"{pct(ref['chance'], 0)} %"], textposition="outside"))
         bars.update_layout(height=300, margin=dict(l=10, r=10, t=20, b=10),
                            yaxis_title=t("common.accuracy") + " (%)", yaxis_range=[0, 105])
-        st.plotly_chart(bars, width="stretch", key=K + "overall_chart")
+        st.plotly_chart(localize(bars), width="stretch", key=K + "overall_chart")
     with c2:
         st.subheader(t("results.per_class_accuracy"))
         names = [cls_name(c) for c in ev.classes]
@@ -178,14 +188,18 @@ def accuracy_section(ev) -> None:
         fig.update_layout(height=340, margin=dict(l=10, r=10, t=20, b=10),
                           yaxis_title=t("common.accuracy") + " (%)", yaxis_range=[0, 105],
                           legend=dict(orientation="h", y=-0.2))
-        st.plotly_chart(fig, width="stretch", key=K + "per_class_chart")
+        st.plotly_chart(localize(fig), width="stretch", key=K + "per_class_chart")
+        with st.expander(t("a11y.show_table")):   # the chart's numbers, for screen readers
+            st.dataframe(tables.per_class_table(
+                {c: ev.per_class_accuracy[c] for c in ev.classes}, t.lang,
+                reference=ref.get("per_class_ranges")), hide_index=True)
         st.caption(t("results.per_class_swings"))
 
 
 def epochs_section(run, ckpt) -> None:
     st.subheader(t("results.per_epoch_title"))
     if run is not None:
-        df = _per_class_by_epoch(run.id, run.finished_at)
+        df = _per_class_by_epoch(session_id(), run.id, run.finished_at)
     else:
         df = R.per_class_by_epoch((ckpt.results or {}).get("epochs") or [])
     if df.empty:
@@ -197,7 +211,10 @@ def epochs_section(run, ckpt) -> None:
                           "cls": t("common.class")})
     fig.update_layout(height=360, margin=dict(l=10, r=10, t=20, b=10), yaxis_range=[0, 100])
     fig.update_xaxes(dtick=1)
-    st.plotly_chart(fig, width="stretch", key=K + "epoch_chart")
+    st.plotly_chart(localize(fig), width="stretch", key=K + "epoch_chart")
+    with st.expander(t("a11y.show_table")):
+        st.dataframe(tables.per_class_by_epoch_table(df.drop(columns=["cls"]).assign(
+            accuracy=df["accuracy"] / 100), t.lang), hide_index=True)
     st.caption(t("results.per_epoch_caption"))
 
 
@@ -227,8 +244,10 @@ def confusion_section(ev, data) -> None:
     fig.update_layout(height=560, margin=dict(l=10, r=10, t=10, b=10), clickmode="event+select",
                       xaxis_title=t("results.predicted_label"), yaxis_title=t("results.true_label"))
     fig.update_yaxes(autorange="reversed")
-    event = st.plotly_chart(fig, width="stretch", key=K + "cm", on_select="rerun",
+    event = st.plotly_chart(localize(fig), width="stretch", key=K + "cm", on_select="rerun",
                             selection_mode="points")
+    with st.expander(t("a11y.show_table")):   # the matrix's counts, for screen readers
+        st.dataframe(tables.confusion_table(ev.confusion, ev.classes, t.lang))
 
     # The chart's selection drives the two boxes below (and they work on their own too).
     if K + "true" not in st.session_state:
@@ -238,9 +257,7 @@ def confusion_section(ev, data) -> None:
     points = selection.get("points", []) if hasattr(selection, "get") else []
     picked = None
     for p in points:
-        cd = p.get("customdata")
-        if cd is not None and len(cd) >= 2:
-            picked = (int(cd[0]), int(cd[1]))
+        picked = R.picked_cell(p, names) or picked
     if picked is not None and picked != st.session_state.get(K + "last_pick"):
         st.session_state[K + "true"], st.session_state[K + "pred"] = picked
     st.session_state[K + "last_pick"] = picked
@@ -276,29 +293,21 @@ def samples_section(ev, data) -> None:
     st.image([R.upscale(data.test_x[i], 4) for i in df["index"]], caption=captions, width=112)
 
 
-def image_error_text(err: R.ImageError) -> str:
-    key = f"results.image_{err.code}"
-    try:
-        return t(key, **err.params)
-    except KeyError:
-        return str(err)
-
-
 def own_image_section(model, ckpt) -> None:
     st.subheader(t("results.own_image_title"))
     st.caption(t("results.tiny_note"))
     up = st.file_uploader(t("results.upload_image"), key=K + "image", help=t("results.upload_help"),
-                          max_upload_size=R.MAX_IMAGE_BYTES // 2**20)
+                          max_upload_size=R.UPLOADER_MB)
     if up is None:
         return
     try:
         prepared = R.prepare_image(up.getvalue())
         ranked = R.classify_prepared(model, prepared, ckpt.classes)
     except R.ImageError as err:
-        st.error(image_error_text(err), icon=":material/broken_image:")
+        show_err(err, icon=":material/broken_image:")
         return
     except CifarLabError as err:
-        show_error(err)
+        show_err(err)
         return
     for code, params in prepared.notes:
         st.caption(t(f"results.note_{code}", **params))
@@ -316,7 +325,7 @@ def own_image_section(model, ckpt) -> None:
         fig.update_layout(height=240, margin=dict(l=10, r=30, t=30, b=10),
                           title=t("results.top_guesses"), xaxis_range=[0, 110],
                           xaxis_title=t("results.probability"))
-        st.plotly_chart(fig, width="stretch", key=K + "guess_chart")
+        st.plotly_chart(localize(fig), width="stretch", key=K + "guess_chart")
         st.caption(t("results.ten_classes_only"))
 
 
@@ -337,7 +346,7 @@ with tab_results:
             with st.spinner(t("results.evaluating")):
                 ev = _predictions(model_key, data.key, model, data)
         except CifarLabError as err:
-            show_error(err)
+            show_err(err)
             st.stop()
         accuracy_section(ev)
         st.divider()

@@ -10,28 +10,32 @@ import plotly.express as px
 import streamlit as st
 
 from cifarlab.serve import queue as jobs
-from cifarlab.lab import results as R
 from cifarlab.core.checkpoint import load as load_checkpoint
+from cifarlab.core.config import knobs
 from cifarlab.errors import CifarLabError
-from cifarlab.serve.queue import validate_run_id
-from pages.common import lesson, session_id, show_error, translator
+from cifarlab.lab import runs as R
+from pages.common import lesson, localize, num, session_id, translator
 from pages.common import queue as job_queue
 
 t = translator()
 K = "runs_"
-MAX_POINTS = 1000     # loss points per run drawn (the store downsamples)
 DEFAULT_COMPARE = 3
 
+# The result columns' labels; each knob column is labelled by its knob (the config's schema).
 COLUMN_KEYS = {
     "run": "runs.run_col", "name": "runs.name_col", "status": "status.status",
     "started": "runs.created", "accuracy": "runs.accuracy_col", "final_loss": "runs.loss_col",
     "images_per_second": "common.images_per_second", "train_seconds": "runs.train_time_col",
-    "steps": "common.step", "device": "common.device", "pipeline": "common.pipeline",
-    "epochs": "common.epochs", "batch_size": "common.batch_size", "lr": "common.lr",
-    "momentum": "common.momentum", "train_subset": "common.train_subset", "seed": "common.seed",
-    "shuffle": "common.shuffle", "num_workers": "common.num_workers", "model": "runs.model_col",
-}
+    "steps": "common.step", "model": "runs.model_col",
+} | {f.name: f.knob.label for f in knobs()}
 HIGHLIGHT = "background-color: rgba(255, 200, 0, 0.35)"
+
+
+def error_text(err: Exception) -> str:
+    """An error in the student's language: ours from the catalogs, anything else in one line."""
+    if isinstance(err, CifarLabError):
+        return err.text(t.lang)
+    return t("errors.unexpected_plain")   # details can hold server paths: never shown
 
 
 def col_name(col: str) -> str:
@@ -49,13 +53,13 @@ def short(run) -> str:
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
-def _losses(run_id: str, finished_at: float | None) -> tuple[list[int], list[float]]:
-    return jobs.get_queue().store.losses(validate_run_id(run_id), max_points=MAX_POINTS)
+def _losses(session: str, run_id: str, finished_at: float | None) -> tuple[list[int], list[float]]:
+    return R.downsampled(*jobs.get_queue().losses(session, run_id))
 
 
 @st.cache_data(max_entries=4, show_spinner=False)
-def _plain_state_dict(run_id: str, mtime: float) -> bytes:
-    ckpt = load_checkpoint(jobs.get_queue().store.checkpoint_path(run_id))
+def _plain_state_dict(session: str, run_id: str, mtime: float) -> bytes:
+    ckpt = load_checkpoint(jobs.get_queue().checkpoint(session, run_id))
     return R.state_dict_bytes(ckpt)
 
 
@@ -81,7 +85,7 @@ def table_section(queue, runs, selected: list[str]) -> None:
     shown["status"] = [status_text(queue, r) for r in runs]
     shown["train_subset"] = shown["train_subset"].map(
         lambda v: t("runs.all_images") if v is None or (isinstance(v, float) and math.isnan(v))
-        else f"{int(v):,}")
+        else num(int(v)))
     shown["shuffle"] = shown["shuffle"].map(lambda v: t("common.yes") if v else t("common.no"))
     # the knobs that differ come right after the accuracy, where nobody has to scroll for them
     first = ["run", "name", "status", "started", "accuracy"]
@@ -91,16 +95,18 @@ def table_section(queue, runs, selected: list[str]) -> None:
         lambda col: [HIGHLIGHT if (col.name in {names[d] for d in differ}
                                    and rid in set(selected)) else ""
                      for rid in df["run"]], axis=0)
-    style = style.format({names["accuracy"]: "{:.1f}", names["final_loss"]: "{:.3f}",
-                          names["images_per_second"]: "{:,.0f}",
-                          names["train_seconds"]: "{:,.1f}", names["steps"]: "{:,.0f}",
-                          names["lr"]: "{:g}", names["momentum"]: "{:g}",
+    def fmt(digits=None):
+        return lambda v: num(v, digits)
+
+    style = style.format({names["accuracy"]: fmt(1), names["final_loss"]: fmt(3),
+                          names["images_per_second"]: fmt(0), names["train_seconds"]: fmt(1),
+                          names["steps"]: fmt(0), names["lr"]: fmt(), names["momentum"]: fmt(),
                           names["started"]: lambda d: d.strftime("%d/%m %H:%M")}, na_rep="–")
     st.dataframe(style, hide_index=True, key=K + "table")
     st.caption(t("runs.table_caption"))
 
 
-def curves_section(runs, selected: list[str]) -> None:
+def curves_section(runs, selected: list[str], sid: str) -> None:
     st.subheader(t("runs.loss_curves"))
     by_id = {r.id: r for r in runs}
     picked = [by_id[i] for i in selected if i in by_id]
@@ -109,7 +115,7 @@ def curves_section(runs, selected: list[str]) -> None:
         return
     x_axis = st.radio(t("runs.x_axis"), ["step", "epoch"], horizontal=True, key=K + "x",
                       format_func=lambda v: t(f"runs.x_{v}"))
-    curves = {short(r): _losses(r.id, r.finished_at) for r in picked}
+    curves = {short(r): _losses(sid, r.id, r.finished_at) for r in picked}
     per_epoch = {short(r): R.steps_per_epoch(r) for r in picked}
     df = R.loss_curves(curves, per_epoch, x=x_axis)
     if df.empty:
@@ -120,7 +126,7 @@ def curves_section(runs, selected: list[str]) -> None:
                           "run": t("runs.run_col")})
     fig.update_layout(height=380, margin=dict(l=10, r=10, t=20, b=10),
                       legend=dict(orientation="h", y=-0.25))
-    st.plotly_chart(fig, width="stretch", key=K + "loss_chart")
+    st.plotly_chart(localize(fig), width="stretch", key=K + "loss_chart")
     st.caption(t("runs.loss_caption"))
 
 
@@ -133,7 +139,7 @@ def actions_section(queue, runs, sid: str) -> None:
                           format_func=lambda rid: f"{short(by_id[rid])} · "
                                                   f"{status_text(queue, by_id[rid])}")
     run = by_id[run_id]
-    path = queue.store.checkpoint_path(run.id)   # the store's validated path, never the browser's
+    path = queue.checkpoint(sid, run.id)   # the queue's checked path, never the browser's
     c1, c2, c3 = st.columns(3)
     has_ckpt = path.is_file()
     with c1:
@@ -147,9 +153,9 @@ def actions_section(queue, runs, sid: str) -> None:
         plain = b""
         if has_ckpt:
             try:
-                plain = _plain_state_dict(run.id, path.stat().st_mtime)
+                plain = _plain_state_dict(sid, run.id, path.stat().st_mtime)
             except (CifarLabError, OSError) as err:
-                st.error(t("errors.checkpoint_bad", message=str(err)))
+                st.error(t("errors.checkpoint_bad", message=error_text(err)))
         st.download_button(t("runs.download_state_dict"), plain, file_name="cifar_net.pth",
                            mime="application/octet-stream", key=K + "dl_plain",
                            disabled=not plain, icon=":material/download:")
@@ -166,9 +172,10 @@ def actions_section(queue, runs, sid: str) -> None:
                 acc = (run.result or {}).get("test_accuracy")
                 note = f"CIFAR Lab run {run.id}" + (f", test accuracy {100 * acc:.1f} %"
                                                     if isinstance(acc, (int, float)) else "")
-                script = export_script(cfg, source_note=note)
+                script = export_script(cfg, source_note=note,
+                                       script_name=f"cifar_run_{run.id[:8]}.py")
             except (ImportError, CifarLabError) as err:
-                st.caption(t("runs.script_unavailable", reason=str(err)[:200]))
+                st.caption(t("runs.script_unavailable", reason=error_text(err)[:300]))
         st.download_button(t("runs.download_script"), script, file_name=f"cifar_run_{run.id[:8]}.py",
                            mime="text/x-python", key=K + "dl_script", disabled=not script,
                            icon=":material/code:")
@@ -195,7 +202,7 @@ def actions_section(queue, runs, sid: str) -> None:
             try:
                 queue.delete(sid, run.id)
             except CifarLabError as err:
-                show_error(err)
+                st.error(error_text(err))
                 return
             st.session_state[K + "flash"] = t("runs.deleted")
             st.session_state.pop(K + "run", None)
@@ -220,7 +227,7 @@ with tab_runs:
     try:
         all_runs = queue.runs(sid, kind="train")
     except CifarLabError as err:
-        show_error(err)
+        st.error(error_text(err))
         all_runs = None
     if all_runs is not None and not all_runs:
         st.info(t("runs.no_runs"), icon=":material/info:")
@@ -238,7 +245,7 @@ with tab_runs:
         selected = st.multiselect(t("runs.select_runs"), ids, key=K + "compare",
                                   help=t("runs.compare_help"),
                                   format_func=lambda rid: short(by_id[rid]))
-        curves_section(all_runs, selected)
+        curves_section(all_runs, selected, sid)
         table_section(queue, all_runs, selected)
         st.divider()
         actions_section(queue, all_runs, sid)

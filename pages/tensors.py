@@ -13,7 +13,7 @@ from cifarlab.core import data as cdata
 from cifarlab.core import devices
 from cifarlab.lab import tensors as tensorlab
 from cifarlab.errors import CifarLabError
-from pages.common import get_data, lesson, show_error, translator
+from pages.common import get_data, lesson, show_error, translator, localize, num
 
 t = translator()
 
@@ -30,7 +30,7 @@ def _class_name(name: str) -> str:
 def _size(n: float) -> str:
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
         if n >= scale:
-            return f"{n / scale:,.1f} {unit}"
+            return f"{num(n / scale, 1)} {unit}"
     return f"{int(n)} B"
 
 
@@ -96,13 +96,13 @@ examples = tensorlab.rank_examples(data, index=int(index), batch=int(batch))
 ex = examples[rank]
 st.markdown(f"**{t(f'tensors.rank_{rank}')}**: "
             + t(f"tensors.rank_{rank}_example", n=int(batch)))
-st.plotly_chart(_rank_figure(ex, data.classes), key="tensors_rank_fig",
-                width="stretch" if rank != 0 else "content")
+st.plotly_chart(localize(_rank_figure(ex, data.classes)), key="tensors_rank_fig",
+                width="stretch" if rank != 0 else "content", alt=t("a11y.rank_chart", rank=rank))
 shape_text = str(torch.Size(ex.shape))
 st.code(f"{ex.code}.shape   # {shape_text}\n{ex.code}.dim()   # {ex.rank}", language="python")
 st.dataframe(pd.DataFrame([{
     t("tensors.rank"): e.rank, t("common.shape"): str(tuple(e.shape)),
-    t("tensors.in_pytorch"): e.code, t("tensors.numel"): f"{e.numel:,}",
+    t("tensors.in_pytorch"): e.code, t("tensors.numel"): num(e.numel),
     t("tensors.bytes"): _size(e.numel * 4),
 } for e in examples]), hide_index=True, width="stretch", key="tensors_rank_table")
 
@@ -124,7 +124,7 @@ st.code(f"images = images.to(\"{target}\")\n"
         f"images.device   # {facts['device']}\n"
         f"images.numel() * images.element_size()   # {facts['bytes']:,} bytes", language="python")
 st.markdown(t("tensors.device_of", device=f"`{facts['device']}`") + " · "
-            + t("tensors.bytes_of", bytes=_size(facts["bytes"]), numel=f"{facts['numel']:,}",
+            + t("tensors.bytes_of", bytes=_size(facts["bytes"]), numel=num(facts['numel']),
                 size=facts["element_size"]))
 if len(device_ids) == 1:
     st.caption(t("tensors.only_cpu"))
@@ -160,16 +160,16 @@ if res is not None:
     fig = go.Figure(go.Bar(x=shown["label"], y=shown["ms"],
                            marker_color=["#4C78A8" if m == "one_big" else "#F58518"
                                          for m in shown["method"]],
-                           text=[f"{v:.2f} ms" for v in shown["ms"]], textposition="outside"))
+                           text=[f"{num(v, 2)} ms" for v in shown["ms"]], textposition="outside"))
     fig.update_layout(height=340, yaxis_title="ms", margin=dict(l=10, r=10, t=30, b=10),
                       title=f"{res['path'].iloc[0]} · {_size(res['total_bytes'].iloc[0])}")
-    st.plotly_chart(fig, key="transfer_fig")
+    st.plotly_chart(localize(fig), key="transfer_fig", alt=t("a11y.transfer_chart"))
     for row in res.itertuples():
-        st.markdown("- " + t("tensors.transfer_result", n=f"{row.copies:,}",
-                             size=_size(row.bytes_per_copy), ms=f"{row.ms:.2f}")
+        st.markdown("- " + t("tensors.transfer_result", n=num(row.copies),
+                             size=_size(row.bytes_per_copy), ms=num(row.ms, 2))
                     + f" ({names[row.method]}, {row.memory}) · "
-                    + t("tensors.transfer_bandwidth", gbps=f"{row.gb_per_s:.2f}")
-                    + " · " + t("tensors.per_copy", us=f"{row.us_per_copy:.2f}"))
+                    + t("tensors.transfer_bandwidth", gbps=num(row.gb_per_s, 2))
+                    + " · " + t("tensors.per_copy", us=num(row.us_per_copy, 2)))
     st.dataframe(res[["path", "memory", "method", "copies", "bytes_per_copy", "ms",
                       "us_per_copy", "gb_per_s", "repeats"]].round(3), hide_index=True,
                  width="stretch", key="transfer_table")
@@ -192,18 +192,18 @@ if st.button(t("common.measure"), key="item_run", type="primary"):
             show_error(err)
 item = st.session_state.get("item_result")
 if item is not None:
-    st.markdown(t("tensors.item_timing", with_item=f"{item['with_item_s'] * 1e3:.1f}",
-                  without_item=f"{item['without_item_s'] * 1e3:.1f}"))
+    st.markdown(t("tensors.item_timing", with_item=num(item['with_item_s'] * 1e3, 1),
+                  without_item=num(item['without_item_s'] * 1e3, 1)))
     labels = [t("tensors.item_every_step", n=item["item_calls_with"]),
               t("tensors.item_once", n=item["item_calls_without"])]
     fig = go.Figure(go.Bar(x=labels, y=[item["with_item_s"] * 1e3, item["without_item_s"] * 1e3],
                            marker_color=["#E45756", "#54A24B"],
-                           text=[f"{item['with_item_ms_per_step']:.3f} ms/step",
-                                 f"{item['without_item_ms_per_step']:.3f} ms/step"],
+                           text=[f"{num(item['with_item_ms_per_step'], 3)} ms/step",
+                                 f"{num(item['without_item_ms_per_step'], 3)} ms/step"],
                            textposition="outside"))
     fig.update_layout(height=320, yaxis_title="ms", margin=dict(l=10, r=10, t=30, b=10),
                       title=f"{item['device']} · {item['steps']} steps")
-    st.plotly_chart(fig, key="item_fig")
+    st.plotly_chart(localize(fig), key="item_fig", alt=t("a11y.item_chart"))
     st.dataframe(pd.DataFrame([{
         t("tensors.item_loop_col"): labels[0], t("tensors.item_calls_col"): item["item_calls_with"],
         "ms": round(item["with_item_s"] * 1e3, 3), t("tensors.item_sum_col"): item["total_with"],

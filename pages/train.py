@@ -9,7 +9,9 @@ tab with the same ``?sid=`` finds the run again.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -17,11 +19,12 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from cifarlab.serve import queue as jobs
+from cifarlab.lab import tables
 from cifarlab.lab import train as trainview
 from cifarlab import i18n
 from cifarlab.core.config import PRESETS, Limits
 from cifarlab.errors import CifarLabError
-from pages.common import lesson, session_id, show_error, translator
+from pages.common import dur, lesson, num, owner_id, pct, session_id, show_error, translator
 from pages.common import queue as common_queue
 
 t = translator()
@@ -77,10 +80,8 @@ def run_label(run) -> str:
 # keeps the old value, so bounds are checked by ``core.config.validate`` and said in our words.
 
 def limits() -> Limits:
-    s = get_queue().settings
-    return Limits(max_epochs=s.max_epochs, max_train_images=s.max_train_images,
-                  max_num_workers=getattr(s, "max_num_workers", None),
-                  devices=tuple(_device_ids()))
+    """This server's limits for one run (the queue checks the same ones on submit)."""
+    return dataclasses.replace(get_queue().settings.limits(), devices=tuple(_device_ids()))
 
 
 def _values() -> dict:
@@ -144,7 +145,7 @@ def _submit() -> None:
         ss[K + "submit_msg"] = ("error", t("train.config_errors"))
         return
     try:
-        run_id = queue.submit(session_id(), trainview.CONFIG(**values))
+        run_id = queue.submit(session_id(), trainview.CONFIG(**values), owner=owner_id())
     except CifarLabError as err:
         ss[K + "submit_msg"] = ("error", err.text(t.lang))
         if err.field in values:
@@ -236,7 +237,7 @@ def knobs(queue: jobs.JobQueue) -> dict:
         if field not in {f.name for f in fields}:
             st.error(p.text(t.lang))
     st.caption(t("train.limits", epochs=s.max_epochs, images=s.max_train_images,
-                 runs=s.max_per_session))
+                 runs=s.max_per_owner))
     return problems
 
 
@@ -263,21 +264,22 @@ def _view(run_id: str) -> trainview.RunView:
 
 
 def _num(n: float | None) -> str:
-    return i18n.number(n, t.lang) if n is not None else "–"
+    return num(n) if n is not None else "–"
 
 
 def _dur(seconds: float | None) -> str:
-    return i18n.duration(seconds, t.lang) if seconds is not None else "–"
+    return dur(seconds) if seconds is not None else "–"
 
 
 def _pct(x: float | None) -> str:
-    return i18n.percent(x, t.lang) if x is not None else "–"
+    return pct(x) if x is not None else "–"
 
 
 def _layout(**kw) -> dict:
     """A figure layout without plotly's template: Streamlit's theme is applied in the browser
     anyway, and its Python template is most of what a figure costs to send (and to keep)."""
     return dict(template="none", margin=dict(l=10, r=10, t=40, b=10),
+                separators=i18n.separators(t.lang),
                 legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0), **kw)
 
 
@@ -432,6 +434,8 @@ def show_result(run, view: trainview.RunView) -> None:
         fig = view.memoized("per_class", (run.status, t.lang),
                             lambda old: per_class_figure(names, rows))
         st.plotly_chart(fig, width="stretch", key=K + "per_class_chart")
+        with st.expander(t("a11y.show_table")):   # the chart's numbers, for screen readers
+            st.dataframe(tables.per_class_table(rows, t.lang), hide_index=True)
     page_link("pages/results.py", t("train.see_results"), ":material/insights:")
     page_link("pages/runs.py", t("train.see_runs"), ":material/compare_arrows:")
 
@@ -470,18 +474,19 @@ def show_progress(run, prog: dict) -> None:
     st.caption(line)
 
 
-def show_run(queue: jobs.JobQueue, run) -> None:
+def show_run(queue: jobs.JobQueue, sid: str, run) -> None:
     """One run, whatever its state: status, progress, result, loss chart, split, epochs."""
     view = _view(run.id)
     prog = trainview.progress_info(run.progress)
-    view.update(queue.store, run.id, step=None if run.finished else prog["step"])
+    view.update(partial(queue.events, sid, run.id), partial(queue.losses, sid, run.id),
+                step=None if run.finished else prog["step"])
     stamp = view.chart_stamp(time.monotonic(), CHART_S, final=run.finished)
     phase = trainview.phase(run, view, run.progress)
 
     position = queue.queue_position(run.id) if phase == "queued" else None
     st.markdown(f"**{t('status.status')}:** {status_text(run, position)}"
                 + (f" · {t('common.device')}: `{run.device}`" if run.device else ""))
-    if run.active and queue.can_control(session_id(), run):
+    if run.active and queue.can_control(sid, run):
         st.button(t("train.cancel"), key=K + "cancel", icon=":material/stop:",
                   disabled=run.cancel_requested, on_click=_cancel, args=(run.id,))
     err = st.session_state.pop(K + "cancel_error", None)
@@ -513,7 +518,7 @@ def live(sid: str) -> None:
     """The live part of the page (a fragment): the session's runs, and the chosen one."""
     trainview.freeze_long_lived()  # a poll's garbage collection must not walk torch & co
     queue = get_queue()
-    runs = queue.store.list_runs(session=sid, kind="train", limit=50)
+    runs = queue.runs(sid, kind="train")[:50]
     if not runs:
         st.info(t("train.no_run"))
         return
@@ -526,7 +531,7 @@ def live(sid: str) -> None:
     ss[K + "run_select"] = trainview.pick_run(runs, ss.get(K + "run_select"))
     selected = st.selectbox(t("train.choose_run"), list(by_id), key=K + "run_select",
                             format_func=lambda rid: labels[rid, by_id[rid].status, t.lang])
-    show_run(queue, by_id[selected])
+    show_run(queue, sid, by_id[selected])
 
 
 # ------------------------------------------------------------------------------------ page
@@ -554,6 +559,6 @@ with st.container():  # one place, shown or empty: the fragment below keeps its 
 st.divider()
 # The interval follows the state at each full run (pressing Train is one): once a second while
 # a run is queued or running, slowly otherwise. Within the fragment it stays as set here.
-interval = trainview.poll_interval(queue.store.list_runs(session=sid, kind="train", limit=50),
+interval = trainview.poll_interval(queue.runs(sid, kind="train")[:50],
                                    POLL_S, IDLE_POLL_S)
 st.fragment(live, run_every=interval)(sid)

@@ -9,6 +9,26 @@ import pytest
 ARCHIVE = Path(__file__).resolve().parents[1].parent / "shared/data/cifar10-jpeg.tar.gz"
 
 
+# -- tiers ------------------------------------------------------------------------------------
+# `make test` runs everything (CI). `make test-unit` (pytest -m "not browser and not integration
+# and not slow") is the edit-test loop: it leaves out what reads the real data set, starts
+# worker processes or servers, drives pages through AppTest, or trains for real.
+REAL_DATA = {"cifar_archive", "cifar_data", "cifar_cache_dir"}
+PROCESS_MODULES = {"test_jobs", "test_export", "test_upload_bombs", "test_train_eval",
+                   "test_results", "test_gpu_lab", "test_cuda", "test_data", "test_data_cache",
+                   "test_schema", "test_store", "test_serve_limits"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("browser") or item.get_closest_marker("slow"):
+            continue
+        module = item.module.__name__.rsplit(".", 1)[-1]
+        if (REAL_DATA & set(getattr(item, "fixturenames", ())) or module in PROCESS_MODULES
+                or module.startswith("test_pages_")):
+            item.add_marker(pytest.mark.integration)
+
+
 @pytest.fixture(scope="session")
 def cifar_archive() -> Path:
     """The offline CIFAR-10 (50,000 + 10,000 JPEGs in train/<class>/, test/<class>/)."""

@@ -246,3 +246,21 @@ def test_a_stack_that_does_not_fit_names_the_layer_without_raising():
 def test_hardcoded_view_error_argument_check():
     with pytest.raises(ValueError):
         convlab.hardcoded_view_error(ModelSpec(), flatten="reshape")
+
+
+def test_the_stack_error_and_the_calculator_speak_the_students_language():
+    report = convlab.analyze_stack(ModelSpec(kernels=(5, 15)))
+    assert not report.ok and report.error_layer == "conv2"
+    assert report.error == report.error_text("en") == str(report.shape_error)
+    assert report.error_text("es").startswith("conv2: la entrada mide 14×14 píxeles")
+    assert report.error_text("pt").startswith("conv2: a entrada tem 14×14 pixels")
+    assert convlab.analyze_stack(ModelSpec()).error_text("es") is None
+    res = convlab.calculator("pool", 8, 3, padding=2)
+    assert res["error"] and "preenchimento é 2" in res["shape_error"].text("pt")
+    assert convlab.calculator("conv", 32, 5)["shape_error"] is None
+    with pytest.raises(ShapeError) as err:
+        convlab.apply_kernel(np.zeros((3, 8, 8)), np.zeros((2, 3, 3)))
+    assert err.value.code == "network.kernel_channels" and "3 canales" in err.value.text("es")
+    with pytest.raises(ShapeError) as err:
+        convlab.apply_kernel(np.zeros((1, 8, 8)), np.zeros((2, 3, 3)))
+    assert "1 canal;" in err.value.text("es") and "1 channel;" in str(err.value)

@@ -1,5 +1,8 @@
-"""cifarlab.serve.queue and cifarlab.serve.settings: real runs in spawned worker processes, cancels, killed
-workers, restarts, limits, sessions, exclusive jobs, and twelve sessions pressing Train at once.
+"""cifarlab.serve.queue and cifarlab.serve.worker: real runs in spawned worker processes, cancels,
+killed workers (and the checkpoints they were writing), restarts, exclusive jobs, time limits,
+the workers' priority, and twelve sessions pressing Train at once. (What a person may queue, and
+the scheduler's decisions without processes, are in test_serve_limits.py; the settings in
+test_serve_settings.py.) No test bounds a wall-clock time: runs report their own figures.
 
 Every test gets its own home (run store + checkpoints); the decoded data set is shared through
 ``$CIFARLAB_CACHE`` (the ``cifar_cache_dir`` fixture), so workers only memory-map it.
@@ -20,7 +23,7 @@ from cifarlab.core.config import TrainConfig
 from cifarlab.core.devices import resolve_device
 from cifarlab.errors import DataError, JobError
 from cifarlab.serve.queue import JobQueue, failure_reason, register_kind
-from cifarlab.serve.settings import SettingsError, load_settings
+from cifarlab.serve.settings import load_settings
 from cifarlab.serve.store import RunStore
 from tutorial_net import Net as TutorialNet
 
@@ -28,6 +31,9 @@ QUICK = TrainConfig(epochs=1, train_subset=256, batch_size=32, pipeline="fast", 
 # long enough to cancel or kill half-way (about 10 s on a 2-core machine)
 LONG = TrainConfig(epochs=1, train_subset=20000, batch_size=4, pipeline="fast", num_workers=0)
 ALICE, BOB = "alice-session-1", "bob-session-22"
+# How long a wait may take before the test calls it a hang: a guard, not a speed check (the
+# speeds are benchmarks: bench/bench_jobs.py). Every wait below uses it.
+GUARD = 600.0
 AUTO = str(resolve_device("auto"))  # where "auto" runs land on this machine
 
 
@@ -37,6 +43,8 @@ def sleepy_job(payload, ctx):
         raise ValueError(payload["fail"])
     if payload.get("data_error"):
         raise DataError(payload["data_error"])
+    if payload.get("coded_error"):
+        raise JobError("serve.limits.num_workers", field="num_workers", n=4, limit=3)
     steps, dt = int(payload.get("steps", 10)), float(payload.get("dt", 0.05))
     ctx.emit("start", {"total_steps": steps})
     for i in range(1, steps + 1):
@@ -45,10 +53,22 @@ def sleepy_job(payload, ctx):
         ctx.emit("progress", {"step": i, "total_steps": steps})
         if ctx.should_stop():
             return {"cancelled": True, "steps": i}
-    return {"steps": steps, "pid": os.getpid(), "device": ctx.device}
+    return {"steps": steps, "pid": os.getpid(), "device": ctx.device, "nice": os.nice(0),
+            "threads": torch.get_num_threads()}
 
 
 register_kind("sleepy", f"{__name__}:sleepy_job")
+
+
+def dies_saving_job(payload, ctx):
+    """A test job kind killed (SIGKILL, as the OOM killer does) half-way through writing its
+    checkpoint the way training writes one."""
+    ctx.emit("start", {"total_steps": 1})
+    ckpt.atomic_write_bytes(ctx.checkpoint_path, lambda f: (f.write(b"half"), f.flush(),
+                                                            os.kill(os.getpid(), signal.SIGKILL)))
+
+
+register_kind("dies_saving", f"{__name__}:dies_saving_job")
 
 
 def stubborn_job(payload, ctx):
@@ -91,7 +111,7 @@ def make_queue(tmp_path, cifar_data, cifar_archive, cifar_cache_dir, monkeypatch
         queue.shutdown()
 
 
-def wait_for(predicate, timeout=60.0, poll=0.02):
+def wait_for(predicate, timeout=GUARD, poll=0.02):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -101,68 +121,12 @@ def wait_for(predicate, timeout=60.0, poll=0.02):
     raise AssertionError(f"timed out after {timeout} s")
 
 
-# -- settings -----------------------------------------------------------------------------------
-def test_settings_defaults_environment_and_file(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    s = load_settings(env={})
-    cores = len(os.sched_getaffinity(0))
-    assert s.home == tmp_path / "var" and s.db_path == tmp_path / "var" / "runs.db"
-    assert s.cpu_slots == max(1, cores // 2) and s.gpu_slots == 1
-    assert s.worker_threads == max(1, cores // s.cpu_slots)
-    assert (s.max_queue, s.max_per_session, s.max_epochs, s.max_train_images) == (50, 2, 20, 50000)
-    assert s.shared_view is False and s.data is None and s.spare_workers == 1
-    assert s.slots_for("cpu") == s.cpu_slots and s.slots_for("cuda:1") == 1
-    assert s.slots_for("mps") == 1
-
-    (tmp_path / "cifarlab.toml").write_text(
-        'home = "store"\ncpu_slots = 3\nshared_view = true\nmax_epochs = 5\n')
-    s = load_settings(env={})
-    assert s.home == tmp_path / "store" and s.cpu_slots == 3 and s.shared_view
-    assert s.max_epochs == 5
-    # the environment wins over the file
-    s = load_settings(env={"CIFARLAB_CPU_SLOTS": "7", "CIFARLAB_SHARED_VIEW": "off",
-                           "CIFARLAB_HOME": str(tmp_path / "h2"), "CIFARLAB_DATA": "/data/x"})
-    assert s.cpu_slots == 7 and not s.shared_view and s.home == tmp_path / "h2"
-    assert s.data == "/data/x"
-    other = tmp_path / "elsewhere.toml"
-    other.write_text('[cifarlab]\nmax_queue = 9\n')
-    assert load_settings(env={"CIFARLAB_CONFIG": str(other)}).max_queue == 9
-
-
-@pytest.mark.parametrize("env, message", [
-    ({"CIFARLAB_CPU_SLOTS": "x"}, "CIFARLAB_CPU_SLOTS must be a whole number ≥ 1, got 'x'"),
-    ({"CIFARLAB_CPU_SLOTS": "0"}, "CIFARLAB_CPU_SLOTS must be a whole number ≥ 1, got '0'"),
-    ({"CIFARLAB_MAX_QUEUE": "2.5"}, "CIFARLAB_MAX_QUEUE must be a whole number ≥ 1, got '2.5'"),
-    ({"CIFARLAB_SPARE_WORKERS": "-1"}, "CIFARLAB_SPARE_WORKERS must be a whole number ≥ 0"),
-    ({"CIFARLAB_SHARED_VIEW": "maybe"}, "CIFARLAB_SHARED_VIEW must be true or false, got 'maybe'"),
-    ({"CIFARLAB_HEARTBEAT_TIMEOUT": "soon"}, "CIFARLAB_HEARTBEAT_TIMEOUT must be a number"),
-    ({"CIFARLAB_CONFIG": "/nonexistent/cifarlab.toml"}, "no file there"),
-])
-def test_bad_settings_say_which_and_why(env, message):
-    with pytest.raises(SettingsError) as info:
-        load_settings(env=env)
-    assert message in str(info.value)
-
-
-def test_bad_settings_file(tmp_path):
-    bad = tmp_path / "bad.toml"
-    bad.write_text("cpu_slots = 'four'\n")
-    with pytest.raises(SettingsError, match="cpu_slots in .* must be a whole number"):
-        load_settings(env={}, config_file=bad)
-    bad.write_text("cpu_slotz = 4\n")
-    with pytest.raises(SettingsError, match="unknown setting.*cpu_slotz"):
-        load_settings(env={}, config_file=bad)
-    bad.write_text("cpu_slots = \n")
-    with pytest.raises(SettingsError, match="not valid TOML"):
-        load_settings(env={}, config_file=bad)
-
-
 # -- lifecycle ----------------------------------------------------------------------------------
 def test_queue_run_done_with_result_losses_and_checkpoint(make_queue):
     queue = make_queue()
     run_id = queue.submit(ALICE, QUICK, name="first run")
     assert queue.store.get(run_id).status in ("queued", "running")
-    run = queue.wait(run_id, timeout=90)
+    run = queue.wait(run_id, timeout=GUARD)
     assert run.status == "done", run.error
     assert run.error is None and run.name == "first run" and run.device == AUTO
     assert run.config == QUICK.to_dict()
@@ -187,7 +151,7 @@ def test_queue_run_done_with_result_losses_and_checkpoint(make_queue):
     TutorialNet().load_state_dict(loaded.state_dict)
     # the worker was a process of its own, and it is gone
     assert run.worker_pid and run.worker_pid != os.getpid()
-    wait_for(lambda: run.worker_pid not in [p.pid for p in _children()], timeout=10)
+    wait_for(lambda: run.worker_pid not in [p.pid for p in _children()], timeout=GUARD)
     assert queue.queue_position(run_id) is None
 
 
@@ -197,27 +161,30 @@ def _children():
     return multiprocessing.active_children()
 
 
-def test_cancel_stops_within_two_seconds_and_keeps_a_partial_result(make_queue):
+def test_cancel_stops_at_the_next_step_and_keeps_a_partial_result(make_queue, figures):
+    """The worker reads the cancel from the store (no poll after the request misses it) and
+    training stops right after the step during which it was seen; the run reports when."""
     queue = make_queue()
     run_id = queue.submit(ALICE, LONG)
-    wait_for(lambda: queue.store.loss_count(run_id) >= 50, timeout=90)
+    wait_for(lambda: queue.store.loss_count(run_id) >= 50, timeout=GUARD)
     with pytest.raises(JobError, match="no such run"):
         queue.cancel(BOB, run_id)  # not Bob's run
     t0 = time.time()
     assert queue.cancel(ALICE, run_id) == "cancelling"
-    run = queue.wait(run_id, timeout=30)
-    seconds = time.time() - t0
+    t1 = time.time()
+    run = queue.wait(run_id, timeout=GUARD)
     assert run.status == "cancelled", run.error
-    stopped = queue.store.events(run_id, kinds=["epoch"])[0]
     res = run.result
-    print(f"\ncancel: training stopped {stopped.t - t0:.2f} s after the request; the run was "
-          f"recorded as cancelled after {seconds:.2f} s, {res['eval_seconds']:.2f} s of which "
-          "evaluated what it had learned")
-    assert stopped.t - t0 < 2.0  # the training loop stopped within 2 s
-    # ... and the run was cancelled within 2 s, plus the final evaluation that keeps the
-    # partial result (10,000 test images: well under a second on an idle 2-core machine)
-    assert seconds - res["eval_seconds"] < 2.0
-    assert res["cancelled"] and 0 < res["steps"] < 5000
+    (stop,) = [e.data for e in queue.store.events(run_id, kinds=["stop"])]
+    assert stop["reason"] == "cancel"
+    # seen by a poll of the store after the request, and no poll after it had committed missed it
+    assert stop["seen_t"] >= t0 and (stop["last_clear_poll_t"] or 0) < t1
+    # training stopped after the step during which it saw the cancel: one call per step
+    assert res["steps"] == stop["calls"] and res["cancelled"] and 0 < res["steps"] < 5000
+    stopped = queue.store.events(run_id, kinds=["epoch"])[0]
+    figures(f"cancel: seen {stop['seen_t'] - t0:.2f} s after the request, training stopped "
+            f"{stopped.t - t0:.2f} s after it at step {res['steps']}; then "
+            f"{res['eval_seconds']:.2f} s to evaluate what it had learned")
     assert res["test_accuracy"] is not None and run.checkpoint
     assert queue.store.loss_count(run_id) == res["steps"]
     assert queue.cancel(ALICE, run_id) == "cancelled"  # cancelling again changes nothing
@@ -227,11 +194,18 @@ def test_failures_are_one_line_with_the_traceback_kept_apart(make_queue):
     queue = make_queue()
     a = queue.submit_job(ALICE, "sleepy", {"fail": "boom\nsecond line"}, "cpu")
     b = queue.submit_job(BOB, "sleepy", {"data_error": "The data path /x does not exist."}, "cpu")
-    run = queue.wait(a, timeout=60)
+    c = queue.submit_job(BOB, "sleepy", {"coded_error": True}, "cpu")
+    run = queue.wait(a, timeout=GUARD)
     assert run.status == "failed" and run.error == "ValueError: boom"
+    assert run.error_code == "serve.worker.exception" and run.error_text("es") == "ValueError: boom"
     assert "Traceback" in run.traceback and "sleepy_job" in run.traceback
-    run = queue.wait(b, timeout=60)
+    run = queue.wait(b, timeout=GUARD)
     assert run.status == "failed" and run.error == "The data path /x does not exist."
+    run = queue.wait(c, timeout=GUARD)   # one of our errors: kept as its code, in any language
+    assert run.status == "failed" and run.error_code == "serve.limits.num_workers"
+    assert run.error_params == {"n": 4, "limit": 3}
+    assert run.error == str(JobError("serve.limits.num_workers", n=4, limit=3))
+    assert "como máximo 3 procesos del DataLoader" in run.error_text("es")
     assert failure_reason(KeyError("k")) == "KeyError: 'k'"
     assert failure_reason(RuntimeError()) == "RuntimeError"
 
@@ -239,15 +213,17 @@ def test_failures_are_one_line_with_the_traceback_kept_apart(make_queue):
 def test_killed_worker_fails_with_a_reason_and_the_queue_goes_on(make_queue):
     queue = make_queue()
     victim = queue.submit(ALICE, LONG)
-    wait_for(lambda: queue.store.loss_count(victim) >= 20, timeout=90)
+    wait_for(lambda: queue.store.loss_count(victim) >= 20, timeout=GUARD)
     pid = queue.store.get(victim).worker_pid
     os.kill(pid, signal.SIGKILL)
-    run = queue.wait(victim, timeout=10)
+    run = queue.wait(victim, timeout=GUARD)
     assert run.status == "failed"
     assert "The worker process was killed (signal 9" in run.error
+    assert run.error_code == "serve.worker.killed_oom"
+    assert "(señal 9, SIGKILL)" in run.error_text("es")
     # the server is fine and serves the next run
     nxt = queue.submit(ALICE, QUICK)
-    assert queue.wait(nxt, timeout=90).status == "done"
+    assert queue.wait(nxt, timeout=GUARD).status == "done"
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
@@ -264,18 +240,18 @@ def test_forced_stop_takes_the_workers_children_along(make_queue, monkeypatch):
         return events[0].data["pid"] if events else None
 
     first = queue.submit_job(ALICE, "stubborn", {}, "cpu")
-    pid = wait_for(lambda: child_of(first), timeout=90)
+    pid = wait_for(lambda: child_of(first), timeout=GUARD)
     assert process_alive(pid)
     assert queue.cancel(ALICE, first) == "cancelling"
-    run = queue.wait(first, timeout=30)
+    run = queue.wait(first, timeout=GUARD)
     assert run.status == "cancelled" and "stopped by force" in run.error
-    wait_for(lambda: not process_alive(pid), timeout=10)
+    wait_for(lambda: not process_alive(pid), timeout=GUARD)
 
     second = queue.submit_job(BOB, "stubborn", {}, "cpu")
-    pid = wait_for(lambda: child_of(second), timeout=90)
+    pid = wait_for(lambda: child_of(second), timeout=GUARD)
     queue.shutdown()
     assert queue.store.get(second).status == "interrupted"
-    wait_for(lambda: not process_alive(pid), timeout=10)
+    wait_for(lambda: not process_alive(pid), timeout=GUARD)
 
 
 def test_restart_marks_leftovers_interrupted_and_runs_the_queue(make_queue, tmp_path):
@@ -290,7 +266,7 @@ def test_restart_marks_leftovers_interrupted_and_runs_the_queue(make_queue, tmp_
     run = queue.store.get(gone)
     assert run.status == "interrupted" and "restarted" in run.error
     for run_id in waiting:
-        run = queue.wait(run_id, timeout=90)
+        run = queue.wait(run_id, timeout=GUARD)
         assert run.status == "done", run.error
 
 
@@ -299,86 +275,67 @@ def test_shutdown_interrupts_running_runs_and_keeps_queued_ones(make_queue, tmp_
     first = make_queue(home=home, cpu_slots=1)
     running = first.submit(ALICE, LONG)
     queued = first.submit(BOB, LONG)
-    wait_for(lambda: first.store.get(running).status == "running", timeout=60)
+    wait_for(lambda: first.store.get(running).status == "running", timeout=GUARD)
     first.shutdown()
     assert first.store.get(running).status == "interrupted"
     assert first.store.get(queued).status == "queued"
     second = make_queue(home=home, cpu_slots=1)
-    wait_for(lambda: second.store.get(queued).status == "running", timeout=60)
+    wait_for(lambda: second.store.get(queued).status == "running", timeout=GUARD)
     assert second.cancel(BOB, queued) == "cancelling"
-    assert second.wait(queued, timeout=30).status == "cancelled"
+    assert second.wait(queued, timeout=GUARD).status == "cancelled"
 
 
-# -- limits and sessions -------------------------------------------------------------------------
-def test_limits_are_enforced_with_clear_messages(make_queue):
-    queue = make_queue(start=False, max_queue=3, max_per_session=2, max_epochs=3,
-                       max_train_images=1000)
-    small = QUICK
-    with pytest.raises(JobError, match="at most 3 epochs per run \\(you asked for 4\\)"):
-        queue.submit(ALICE, small.replace(epochs=4))
-    with pytest.raises(JobError, match="at most 1,000 images per run \\(this run would use "
-                                       "2,000\\)") as info:
-        queue.submit(ALICE, small.replace(train_subset=2000))
-    assert info.value.field == "train_subset"
-    with pytest.raises(JobError, match="would use 50,000"):
-        queue.submit(ALICE, small.replace(train_subset=None))
-    with pytest.raises(JobError, match="no device 'cuda:7'") as info:
-        queue.submit(ALICE, small.replace(device="cuda:7"))
-    assert info.value.field == "device"
-    with pytest.raises(JobError, match="batch size \\(512\\) is larger"):
-        queue.submit(ALICE, small.replace(batch_size=512))
-    with pytest.raises(JobError, match="no valid id"):
-        queue.submit("bad id!", small)
-    with pytest.raises(JobError, match="Unknown job kind"):
-        queue.submit_job(ALICE, "mine_bitcoin", {}, "cpu")
-    assert queue.store.counts()["queued"] == 0  # nothing refused was queued
-
-    queue.submit(ALICE, small)
-    queue.submit(ALICE, small)
-    with pytest.raises(JobError, match="You already have 2 run\\(s\\) queued or running, and "
-                                       "this server allows 2 at a time per person"):
-        queue.submit(ALICE, small)
-    queue.submit(BOB, small)
-    t0 = time.monotonic()
-    with pytest.raises(JobError) as info:
-        queue.submit("carol-session", small)
-    assert str(info.value) == "The queue is full (3 runs waiting). Try again in a few minutes."
-    assert time.monotonic() - t0 < 1.0  # an answer, never a hang
-    # auto resolved to a real device when queued
-    assert all(r.device in ("cpu", "cuda:0", "mps") for r in queue.store.list_runs())
+def test_workers_run_below_the_servers_priority(make_queue, tmp_path):
+    """A spawned worker lowers its own priority by worker_nice (a warm spare and a cold start
+    alike), so the web server stays responsive while every slot trains."""
+    here = os.nice(0)
+    warm = make_queue(worker_nice=7)
+    assert warm.wait_warm()
+    run = warm.wait(warm.submit_job(ALICE, "sleepy", {"steps": 1}, "cpu"), timeout=GUARD)
+    assert run.status == "done", run.error
+    assert run.result["pid"] == run.worker_pid and run.result["nice"] == min(19, here + 7)
+    assert run.result["threads"] == warm.settings.worker_threads
+    cold = make_queue(home=tmp_path / "cold", spare_workers=0, worker_nice=3)
+    run = cold.wait(cold.submit_job(ALICE, "sleepy", {"steps": 1}, "cpu"), timeout=GUARD)
+    assert run.status == "done" and run.result["nice"] == min(19, here + 3)
+    assert os.nice(0) == here                                   # the server itself is untouched
 
 
-def test_sessions_never_see_or_touch_each_others_runs(make_queue, tmp_path):
-    queue = make_queue(start=False)
-    a = queue.submit(ALICE, QUICK)
-    b = queue.submit(BOB, QUICK)
-    assert [r.id for r in queue.runs(ALICE)] == [a]
-    assert [r.id for r in queue.runs(BOB)] == [b]
-    assert [r.id for r in queue.store.list_runs(ALICE)] == [a]
-    timing = queue.submit_job(ALICE, "sleepy", {}, "cpu")
-    assert [r.id for r in queue.runs(ALICE, kind="train")] == [a]
-    assert [r.id for r in queue.runs(ALICE, kind="sleepy")] == [timing]
-    assert [r.id for r in queue.runs(ALICE)] == [timing, a]          # newest first
-    queue.cancel(ALICE, timing)
-    queue.delete(ALICE, timing)
-    for call in (queue.get, queue.cancel, queue.delete):
-        with pytest.raises(JobError, match="no such run"):
-            call(ALICE, b)
-    assert queue.store.get(b).status == "queued"
-    assert queue.cancel(BOB, b) == "cancelled"  # a queued run is cancelled at once
-    queue.delete(BOB, b)
-    assert queue.store.get(b) is None
-    with pytest.raises(JobError, match="not a run id"):
-        queue.cancel(ALICE, "../" + a[3:])
-    # the class view: everyone sees everyone's runs, read-only
-    shared = make_queue(home=tmp_path / "home", start=False, shared_view=True)
-    c = shared.submit(BOB, QUICK)
-    assert {r.id for r in shared.runs(ALICE)} == {a, c}
-    assert shared.get(ALICE, c).id == c
-    assert not shared.can_control(ALICE, shared.get(ALICE, c)) and shared.can_control(BOB,
-                                                                                    shared.get(BOB, c))
-    with pytest.raises(JobError, match="only change your own"):
-        shared.cancel(ALICE, c)
+def test_a_worker_killed_while_saving_leaves_no_half_checkpoint(make_queue):
+    queue = make_queue()
+    run = queue.wait(queue.submit_job(ALICE, "dies_saving", {}, "cpu"), timeout=GUARD)
+    assert run.status == "failed" and run.error_code == "serve.worker.killed_oom"
+    assert run.checkpoint is None
+    assert list(queue.settings.checkpoint_dir.glob(".*.tmp")) == []
+    assert not queue.store.checkpoint_path(run.id).exists()
+
+
+def test_a_queue_starting_removes_half_checkpoints_left_before(make_queue, tmp_path):
+    home = tmp_path / "home"
+    store = RunStore(home / "runs.db")
+    left = store.create_run(ALICE, "train", QUICK.to_dict(), "cpu")
+    store.set_status(left, "running", worker_pid=2 ** 22 + 12345)   # its worker is gone
+    store.checkpoint_dir.mkdir(parents=True)
+    half = store.checkpoint_dir / f".{left}.pth.q1w2e3.tmp"        # core.checkpoint's temp name
+    half.write_bytes(b"half")
+    queue = make_queue(home=home, start=False)
+    assert queue.interrupted == [left] and not half.exists()
+
+
+def test_a_timing_job_is_stopped_at_the_time_limit(make_queue, monkeypatch):
+    """max_timing_seconds bounds a timing job while it runs too (an estimate can be wrong): it
+    stops at its next check after the limit, keeps what it measured, and says why."""
+    from cifarlab.serve import kinds
+
+    monkeypatch.setitem(kinds._KINDS, "timing", f"{__name__}:sleepy_job")  # a timing stand-in
+    queue = make_queue(max_timing_seconds=1)
+    run = queue.wait(queue.submit_job(ALICE, "timing", {"steps": 2000, "dt": 0.05}, "cpu",
+                                      exclusive=True), timeout=GUARD)
+    assert run.status == "cancelled" and run.error_code == "serve.worker.time_limit"
+    assert run.error_params == {"seconds": 1} and "(1 s)" in run.error_text("pt")
+    (stop,) = [e.data for e in queue.store.events(run.id, kinds=["stop"])]
+    assert stop["reason"] == "time_limit" and run.result["steps"] == stop["calls"] < 2000
+    assert queue.store.loss_count(run.id) == run.result["steps"]    # what it measured is kept
 
 
 def test_exclusive_job_waits_for_an_idle_device_and_holds_it(make_queue):
@@ -390,7 +347,7 @@ def test_exclusive_job_waits_for_an_idle_device_and_holds_it(make_queue):
     b = queue.submit_job(BOB, "sleepy", long, "cpu")
     x = queue.submit_job(ALICE, "sleepy", short, "cpu", exclusive=True)
     c = queue.submit_job(BOB, "sleepy", short, "cpu")
-    runs = {k: queue.wait(v, timeout=90) for k, v in dict(a=a, b=b, x=x, c=c).items()}
+    runs = {k: queue.wait(v, timeout=GUARD) for k, v in dict(a=a, b=b, x=x, c=c).items()}
     assert all(r.status == "done" for r in runs.values()), [r.error for r in runs.values()]
     # a and b shared the two CPU slots
     assert runs["b"].started_at < runs["a"].finished_at
@@ -400,40 +357,6 @@ def test_exclusive_job_waits_for_an_idle_device_and_holds_it(make_queue):
     # c, queued after it, did not overtake it although a slot was free, and waited for it
     assert runs["c"].started_at >= runs["x"].finished_at
     assert runs["x"].exclusive and not runs["c"].exclusive
-
-
-def test_scheduling_is_fifo_per_device_with_slots_and_multi_device_exclusive(make_queue):
-    """The scheduler's decisions alone (no processes): devices as a server with a GPU has them."""
-    queue = make_queue(start=False, cpu_slots=2, gpu_slots=1)
-    started = []
-
-    def launch(run):  # stands in for starting a worker process
-        assert queue.store.set_status(run.id, "running", only_from=["queued"])
-        started.append(run.name)
-        return True
-
-    queue._launch = launch
-    plan = [("c1", "cpu", False), ("g1", "cuda:0", False), ("c2", "cpu", False),
-            ("g2", "cuda:0", False), ("timing", "cuda:0", ["cpu", "cuda:0"]), ("c3", "cpu", False)]
-    ids = {name: queue.store.create_run(ALICE, "sleepy", {}, device, name=name, exclusive=excl)
-           for name, device, excl in plan}
-    assert queue.store.get(ids["timing"]).holds == ("cpu", "cuda:0")
-
-    def tick_after(*finished):
-        for name in finished:
-            queue.store.set_status(ids[name], "done")
-        started.clear()
-        queue._start_queued()
-        return list(started)
-
-    assert tick_after() == ["c1", "g1", "c2"]   # two CPU slots, one GPU slot
-    assert tick_after("g1") == ["g2"]
-    assert tick_after("c1") == []        # the timing job needs the CPU and the GPU idle, and c3,
-    assert tick_after("c2") == []        # queued after it, does not overtake it on the CPU
-    assert queue.queue_position(ids["c3"]) == 1
-    assert tick_after("g2") == ["timing"]
-    assert tick_after() == []            # nothing starts beside it on either device
-    assert tick_after("timing") == ["c3"]
 
 
 # -- load -----------------------------------------------------------------------------------------
@@ -462,7 +385,7 @@ def test_load_twelve_sessions_at_once(make_queue, figures):
         ids = list(pool.map(press_train, sessions))
     assert len(set(ids)) == 12
     submitted = sorted(queue.store.list_runs(), key=lambda r: r.created_at)
-    runs = [queue.wait(r.id, timeout=240) for r in submitted]
+    runs = [queue.wait(r.id, timeout=GUARD) for r in submitted]
     total = time.time() - t0
     rss_after = _rss_mb()
     assert [r.status for r in runs] == ["done"] * 12, [r.error for r in runs]

@@ -38,3 +38,11 @@ def test_no_module_is_too_long_to_read_in_one_sitting():
     long = {str(p.relative_to(ROOT)): n for p in (ROOT / "cifarlab").rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > 450}
     assert not long, f"modules over ~400 lines want splitting: {long}"
+
+
+def test_pages_read_runs_only_through_the_queues_checked_calls():
+    # `queue.store` would skip the session check that every JobQueue call makes
+    offenders = [f"{p.name}:{i}" for p in sorted((ROOT / "pages").glob("*.py"))
+                 for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+                 if ".store." in line or ".store\n" in line or "store =" in line]
+    assert not offenders, offenders

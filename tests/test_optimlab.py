@@ -146,3 +146,14 @@ def test_sgd_path_rejects_bad_settings():
                {"steps": -1}, {"steps": 10**6}):
         with pytest.raises(CifarLabError):
             optimlab.sgd_path("bowl", **kw)
+
+
+def test_errors_are_codes_in_the_students_language():
+    with pytest.raises(CifarLabError) as info:
+        optimlab.sgd_path("valley", lr=-1)
+    assert info.value.code == "loss.bad_lr" and info.value.field == "lr"
+    assert "tasa de aprendizaje" in info.value.text("es")
+    assert "taxa de aprendizado" in info.value.text("pt")
+    with pytest.raises(CifarLabError) as info:
+        optimlab.cross_entropy_by_hand([1.0, 2.0, 3.0], 7)
+    assert info.value.code == "loss.bad_label" and "0 y 2" in info.value.text("es")

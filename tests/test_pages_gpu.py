@@ -2,7 +2,8 @@
 
 No GPU is needed: the "no GPU" branch is forced by hiding any accelerator, a result "recorded
 elsewhere" is a tiny CPU sweep relabelled as another machine with a fake cuda:0, and the end to
-end test runs a tiny timing job through the real job queue (its own CIFARLAB_HOME).
+end test runs a tiny timing job through the real job queue (its own CIFARLAB_HOME). Whatever
+comes from an uploaded file reaches Markdown as text, never as markup.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from cifarlab import i18n
 from cifarlab.core import devices
 from cifarlab.serve import queue as jobs
 from cifarlab.lab import gpu as timing
+from cifarlab.lab.gpu import results
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = "pages/gpu.py"
@@ -39,7 +41,7 @@ def env(tmp_path, monkeypatch):
     monkeypatch.setattr(devices, "list_devices", _cpu_only)
     recorded = tmp_path / "gpu-results"
     recorded.mkdir()
-    monkeypatch.setattr(timing, "RESULTS_DIR", recorded)
+    monkeypatch.setattr(results, "RESULTS_DIR", recorded)
     monkeypatch.setenv("CIFARLAB_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("CIFARLAB_SPARE_WORKERS", "0")
     monkeypatch.setenv("CIFARLAB_DATA", str(tmp_path / "no-data-needed"))  # synthetic images
@@ -149,7 +151,7 @@ def test_recorded_elsewhere_shows_the_label_and_the_speedup(env, other_machine):
     t = i18n.translator("en")
     text = all_text(at)
     assert t("gpu.no_gpu_recorded") in text
-    label = t("gpu.recorded_elsewhere", machine=f"{OTHER_HOST} ({H100})", date="2025-06-01")
+    label = t("gpu.recorded_elsewhere", machine=timing.md(f"{OTHER_HOST} ({H100})"), date="2025-06-01")
     assert any(label in w for w in texts(at, "warning")), texts(at, "warning")
     assert {"gpu_throughput_chart", "gpu_speedup_chart", "gpu_breakdown_chart"} <= charts(at)
     # the crossover, in words: loses at 4, wins from 16 (3x), curves cross in between
@@ -157,11 +159,11 @@ def test_recorded_elsewhere_shows_the_label_and_the_speedup(env, other_machine):
     assert "the curves cross near batch" in text
     # the tutorial point's explanation, with the figures of this result
     assert t("gpu.tutorial_title") in text
-    assert t("gpu.tut_why", params="62,006") in text
-    assert ("On **cuda:0**: 0.50× the CPU at the tutorial's point, against up to 3.00× at batch "
-            "16, width 1 (fast).") in [m.value.removeprefix("- ") for m in at.markdown]
+    assert t("gpu.tut_why", params=62006) in text and "62,006 weights" in text
+    assert ("On **cuda\\:0**: 0.50× the CPU at the tutorial's point, against up to 3.00× at batch "
+            "16, width 1 (fast pipeline).") in [m.value.removeprefix("- ") for m in at.markdown]
     hardware = at.table[0].value.to_string()
-    assert H100 in hardware and "80 GiB" in hardware and OTHER_HOST in hardware
+    assert H100 in hardware and "80 GiB" in hardware and timing.md(OTHER_HOST) in hardware
     # the phase breakdown: one device at a time, in ms or as shares of the step
     assert at.radio(key="gpu_breakdown_device").value == "cpu"
     at.radio(key="gpu_breakdown_scale").set_value("share").run()
@@ -169,7 +171,7 @@ def test_recorded_elsewhere_shows_the_label_and_the_speedup(env, other_machine):
     # the same page in Spanish: labelled too
     at2 = open_page("es")
     es = i18n.translator("es")
-    assert any(es("gpu.recorded_elsewhere", machine=f"{OTHER_HOST} ({H100})", date="2025-06-01")
+    assert any(es("gpu.recorded_elsewhere", machine=timing.md(f"{OTHER_HOST} ({H100})"), date="2025-06-01")
                in w for w in texts(at2, "warning"))
     assert "gpu_speedup_chart" in charts(at2)
 
@@ -181,23 +183,23 @@ def test_uploads_good_and_bad(env, other_machine):
 
     up.set_value(("notes.txt", b"hello", "text/plain")).run()
     assert not at.exception
-    assert t("gpu.upload_bad_type", name="notes.txt") in texts(at, "error")
+    assert any("notes\\.txt is not a .json or .csv file" in e for e in texts(at, "error"))
 
     at.file_uploader(key="gpu_upload").set_value(
         ("wrong.csv", b"a,b,c\n1,2,3\n", "text/csv")).run()
     errors = texts(at, "error")
-    assert any("wrong.csv" in e and "no device, batch_size and width columns" in e
+    assert any("wrong\\.csv" in e and "no device, batch_size and width columns" in e
                for e in errors), errors
 
     at.file_uploader(key="gpu_upload").set_value(
         ("bad.json", json.dumps({"format": "something-else"}).encode(), "application/json")).run()
-    assert any("bad.json" in e and "not a CIFAR Lab timing result" in e for e in texts(at, "error"))
+    assert any("bad\\.json" in e and "not a CIFAR Lab timing result" in e for e in texts(at, "error"))
 
     broken = copy.deepcopy(other_machine.to_dict())
     broken["rows"][0]["images_per_s"] = None           # a point with no figure and no error
     at.file_uploader(key="gpu_upload").set_value(
         ("holes.json", json.dumps(broken).encode(), "application/json")).run()
-    assert any("holes.json" in e and "row 1" in e for e in texts(at, "error"))
+    assert any("holes\\.json" in e and "row 1" in e for e in texts(at, "error"))
     assert not at.exception
 
     at.file_uploader(key="gpu_upload").set_value(
@@ -205,7 +207,7 @@ def test_uploads_good_and_bad(env, other_machine):
     assert not at.exception
     assert not texts(at, "error")
     assert at.selectbox(key="gpu_source").value == "upload"
-    label = t("gpu.recorded_elsewhere", machine=f"{OTHER_HOST} ({H100})", date="2025-06-01")
+    label = t("gpu.recorded_elsewhere", machine=timing.md(f"{OTHER_HOST} ({H100})"), date="2025-06-01")
     assert any(label in w for w in texts(at, "warning"))
     assert "gpu_speedup_chart" in charts(at)
     # the charts follow the pipeline chosen
@@ -216,7 +218,55 @@ def test_uploads_good_and_bad(env, other_machine):
     assert not at.exception and "gpu_throughput_chart" in charts(at)
 
 
-def test_timing_job_end_to_end_shows_rows(env):
+EVIL = "![x](http://127.0.0.1:9/x.png)"
+
+
+def test_an_uploaded_device_name_is_text_not_markdown(env, other_machine):
+    """A device name, host or file name from an upload can't make the viewer's browser fetch
+    an image: every Markdown element on the page renders it as the characters it is."""
+    markdown_it = pytest.importorskip("markdown_it")
+    d = copy.deepcopy(other_machine.to_dict())
+    d["host"] = EVIL
+    for r in d["rows"]:
+        r["device_name"], r["host"] = EVIL, EVIL
+    for dev in d["environment"]["devices"]:
+        dev["name"] = EVIL
+    d["environment"]["cpu"] = EVIL
+    at = open_page("en")
+    at.file_uploader(key="gpu_upload").set_value(
+        (f"{EVIL}.json", json.dumps(d).encode(), "application/json")).run()
+    assert not at.exception and not texts(at, "error")
+    assert at.selectbox(key="gpu_source").value == "upload"
+    rendered = [markdown_it.MarkdownIt().render(m) for m in
+                texts(at, "markdown") + texts(at, "warning") + texts(at, "success")
+                + texts(at, "info") + texts(at, "caption")]
+    assert not [h for h in rendered if "<img" in h or "<a " in h]
+    shown = [h for h in rendered if EVIL in h]   # the name is on the page, as text
+    assert len(shown) >= 3, rendered
+    cells = at.table[0].value.reset_index().to_numpy().ravel().tolist()  # st.table: Markdown
+    cells = [markdown_it.MarkdownIt().render(str(c)) for c in cells]
+    assert not [h for h in cells if "<img" in h] and any(EVIL in h for h in cells)
+    # a file named like that, refused: its name in the error is text too
+    at.file_uploader(key="gpu_upload").set_value((f"{EVIL}.txt", b"x", "text/plain")).run()
+    (error,) = texts(at, "error")
+    assert "<img" not in markdown_it.MarkdownIt().render(error)
+    assert EVIL in markdown_it.MarkdownIt().render(error)
+
+
+def test_the_page_speaks_the_students_language(env, other_machine):
+    other_machine.to_json(env / "nvidia-h100-2025-06-01.json")
+    at = open_page("es")
+    es = i18n.translator("es")
+    table = frame_with(at, es("gpu.note_col"))
+    assert set(table[es("gpu.pipeline_col")]) == {"canalización rápida", "canalización del tutorial"}
+    hardware = at.table[0].value.to_string()
+    assert "sintéticas" in hardware and "None" not in hardware
+    text = all_text(at)
+    assert "(canalización rápida)" in text and "(fast)" not in text
+    assert "62.006" in text                           # numbers in Spanish notation
+
+
+def test_timing_job_end_to_end_shows_rows(env, other_machine):
     at = open_page("en")
     t = i18n.translator("en")
     at.pills(key="gpu_batches").set_value([4, 16])
@@ -229,14 +279,14 @@ def test_timing_job_end_to_end_shows_rows(env):
     at.number_input(key="gpu_num_workers").set_value(0)
     at.checkbox(key="gpu_breakdown").uncheck()
     at.run()
-    plan = t("gpu.plan", points=3, devices="cpu", budget="0.5")
+    plan = t("gpu.plan", points=3, devices="cpu", budget=0.5)
     assert plan in texts(at, "caption")               # the tutorial's point + batch 4 and 16
     at.button(key="gpu_run").click().run()
     assert not at.exception, at.exception
     run_id = at.session_state["gpu_run_id"]
     queue = jobs.get_queue()
     run = queue.store.get(run_id)
-    assert run.kind == "timing" and run.exclusive and run.device == "cpu"
+    assert run.kind == "timing" and run.device == "cpu" and run.holds == ("cpu",)
 
     live = set()
     deadline = time.monotonic() + 150   # ~20 s on an idle 2-core machine
@@ -261,16 +311,29 @@ def test_timing_job_end_to_end_shows_rows(env):
     assert [(e.data["pipeline"], e.data["batch_size"]) for e in events] == [
         ("tutorial", 4), ("fast", 4), ("fast", 16)]
 
+    other_machine.to_json(env / "nvidia-h100-2025-06-01.json")  # a GPU recorded elsewhere
     at.run()
     assert not at.exception
     assert at.selectbox(key="gpu_source").value == "run"
-    assert any(t("gpu.this_machine", machine=timing._hostname(), date="")[:20] in s
+    assert any(t("gpu.this_machine", machine=timing.hostname(), date="")[:20] in s
                for s in texts(at, "success"))
     table = frame_with(at, t("gpu.note_col"))
     assert sorted(table[t("gpu.batch_col")].tolist()) == [4, 4, 16]
     assert (table[t("gpu.ips_col")] > 0).all()
     assert "gpu_throughput_chart" in charts(at)
     assert t("gpu.no_speedup") in texts(at, "info")   # cpu only: no speed-up chart
+    # what a GPU would add: the recording's own comparison (its GPU was 0.5x its CPU at the
+    # tutorial's point), then this machine's CPU against it only when neither was busy
+    text = all_text(at)
+    assert "**0.50×** as fast as that machine's own CPU" in text
+    here = timing.machine_load(timing.SweepResult.from_dict(run.result))["state"]
+    there = timing.machine_load(other_machine)["state"]
+    refusals = [t(f"gpu.across_refused_{s}_{w}", load=0, cores=0)[:40]
+                for s in ("busy", "unknown") for w in ("here", "there")]
+    if here == there == "quiet":
+        assert "Across two machines" in text
+    else:
+        assert "Across two machines" not in text and any(r in text for r in refusals)
     assert at.get("download_button")
 
 
@@ -280,7 +343,7 @@ def test_the_recordings_in_docs_render(env, monkeypatch):
     files = sorted(real.glob("*.json")) if real.is_dir() else []
     if not files:
         pytest.skip("no recorded GPU results in docs/gpu-results yet")
-    monkeypatch.setattr(timing, "RESULTS_DIR", real)
+    monkeypatch.setattr(results, "RESULTS_DIR", real)
     at = open_page("pt")
     t = i18n.translator("pt")
     assert len(at.selectbox(key="gpu_source").options) == len(files)

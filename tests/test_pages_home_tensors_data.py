@@ -182,3 +182,23 @@ def test_loader_measurement_yields_a_chart_and_a_table(app_file):
     assert list(table["pipeline"]) == ["tutorial", "tutorial", "fast"]
     assert list(table["num_workers"]) == [0, 1, 0]
     assert (table["images_per_second"] > 0).all()
+
+
+def test_an_unexpected_error_shows_no_details_and_a_student_error_its_language():
+    from streamlit.testing.v1 import AppTest
+
+    def script():
+        import streamlit as st
+
+        from cifarlab.errors import ConfigError, Problem
+        from pages.common import show_error
+
+        st.session_state["lang"] = "es"
+        show_error(RuntimeError("/srv/cifarlab/secret/path.db is locked"))
+        show_error(ConfigError([Problem("epochs", "config.epochs_limit", {"n": 20})]))
+
+    at = AppTest.from_function(script).run()
+    first, second = (e.value for e in at.error)
+    assert "/srv" not in first and "RuntimeError" not in first
+    assert first == i18n.t("errors.unexpected_plain", "es")
+    assert second == i18n.t("errors.config.epochs_limit", "es", n=20)

@@ -46,7 +46,7 @@ def test_both_pages_render_in_every_language(open_page, lang):
     assert [m.value for m in at.metric] == ["28"]                 # the calculator: 32, k=5
     body = everything(at)
     assert t("network.fc1_inputs", n=400, c=16, h=5, w=5) in body
-    assert t("network.total_params", n="62,006") in body
+    assert t("network.total_params", n=62006) in body   # "62.006" in es and pt
     assert t("network.torch_agrees", value="").split("{")[0][:10] in body
     assert t("network.pool_torch_agrees") in body
     table = at.dataframe[0].value
@@ -57,7 +57,9 @@ def test_both_pages_render_in_every_language(open_page, lang):
     assert not at.error, texts(at, "error")
     assert at.title[0].value == t("nav.loss")
     by_hand, torch_ = (m.value for m in at.metric)
-    assert by_hand == torch_ and 1.5 < float(by_hand) < 3.5      # untrained: about ln 10
+    assert by_hand == torch_                                      # in the locale's notation
+    assert (by_hand.count(",") == 1) == (lang != "en")
+    assert 1.5 < float(by_hand.replace(",", ".")) < 3.5          # untrained: about ln 10
     assert t("loss.agree") in everything(at)
 
 
@@ -134,3 +136,19 @@ def test_loss_page_says_when_the_loss_explodes(open_page):
     at.slider(key="loss_boost").set_value(5.0).run()
     after = at.metric[0].value
     assert float(after) < float(before) and at.metric[0].value == at.metric[1].value
+
+
+@pytest.mark.parametrize("lang", ["es", "pt"])
+def test_calculator_bad_values_say_why_in_the_language_and_never_show_a_stale_result(open_page,
+                                                                                  lang):
+    at = open_page("network", lang)
+    assert at.metric[0].value == "28"
+    for key, bad in (("calc_stride_conv", 0), ("calc_padding", -1), ("calc_kernel_conv", 0)):
+        at.number_input(key=key).set_value(bad).run()
+        exact = i18n.t("network.exact", lang)
+        assert not at.metric and exact not in texts(at, "success"), key   # no stale result
+        (message,) = texts(at, "error")
+        assert "debe" in message if lang == "es" else "deve" in message
+        at.number_input(key=key).set_value({"calc_stride_conv": 1, "calc_padding": 0,
+                                            "calc_kernel_conv": 5}[key]).run()
+        assert at.metric[0].value == "28" and not at.error

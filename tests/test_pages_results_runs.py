@@ -143,7 +143,7 @@ def test_results_page_shows_the_run(lab, lang):
     lines = [s for s in specs if len(s["data"]) == 10 and s["data"][0]["type"] == "scatter"]
     assert lines and sorted(set(arr(lines[0]["data"][0]["x"]).tolist())) == [1, 2]
     acc = lab["result"].eval.accuracy
-    assert f"{100 * acc:.1f} %" in [m.value for m in at.metric]
+    assert f"{i18n.number(100 * acc, lang, 1)} %" in [m.value for m in at.metric]   # 13,2 % in es
     assert images(at) >= 16     # the sample grid at least
     assert tr("results.per_class_swings", lang) in texts(at)
 
@@ -191,7 +191,7 @@ def test_classify_your_own_image(lab):
     at.file_uploader(key="results_image").set_value(("notes.png", b"not a picture", "image/png"))
     at.run()
     assert not at.exception
-    assert i18n.t("results.image_not_image", "en") in [e.value for e in at.error]
+    assert i18n.t("errors.image.not_image", "en") in [e.value for e in at.error]
 
 
 def test_upload_a_checkpoint(lab):
@@ -207,6 +207,28 @@ def test_upload_a_checkpoint(lab):
     at.run()
     assert not at.exception and not at.error
     assert any(s["data"][0]["type"] == "heatmap" for s in charts(at))
+
+
+@pytest.mark.parametrize("lang", ["es", "pt"])
+def test_refusals_come_in_the_students_language(lab, lang):
+    from cifarlab.lab import results as R
+
+    at = page("results", OTHER, lang)
+    at.radio(key="results_source").set_value("upload").run()
+    # a file over our limit (the uploader lets it through): our message, never a bare 413
+    big = bytes(R.MAX_UPLOAD_BYTES + 1)
+    at.file_uploader(key="results_ckpt").set_value(("big.pth", big, "application/octet-stream"))
+    at.run()
+    assert not at.exception
+    why = tr("errors.checkpoint.file_too_large", lang, name="big.pth",
+             size_mb=len(big) / 2**20, limit_mb=R.MAX_UPLOAD_BYTES / 2**20)
+    assert tr("errors.checkpoint_bad", lang, message=why) in [e.value for e in at.error]
+    # a picture that is not one, on the page of a run
+    at = page("results", SID, lang)
+    at.file_uploader(key="results_image").set_value(("notes.png", b"not a picture", "image/png"))
+    at.run()
+    assert not at.exception
+    assert tr("errors.image.not_image", lang) in [e.value for e in at.error]
 
 
 def test_another_session_does_not_see_the_run(lab):

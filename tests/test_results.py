@@ -14,6 +14,7 @@ import torch
 from PIL import Image
 
 from cifarlab.lab import results as R
+from cifarlab.lab import runs as RR
 from cifarlab.core.checkpoint import save
 from cifarlab.core.config import TrainConfig
 from cifarlab.errors import CheckpointError, CifarLabError
@@ -121,10 +122,11 @@ def test_load_run_model_from_the_store(tmp_path, trained, cifar_data, ev):
     store = RunStore(tmp_path / "runs.db")
     run_id = store.create_run("session-abc", "train", CONFIG.to_dict(), "cpu")
     run = store.get(run_id)
-    with pytest.raises(CheckpointError, match="no saved model"):
-        R.load_run_model(store, run)
+    with pytest.raises(CheckpointError, match="no saved model") as info:
+        R.load_run_model(store.checkpoint_path(run.id))
+    assert info.value.code == "checkpoint.no_saved_model"
     save(store.checkpoint_path(run_id), trained[0].model, CONFIG, cifar_data.classes, {})
-    model, ckpt = R.load_run_model(store, run)
+    model, ckpt = R.load_run_model(store.checkpoint_path(run.id))
     assert ckpt.config == CONFIG
     again = R.predictions_for(model, cifar_data)
     np.testing.assert_array_equal(again.predictions, ev.predictions)
@@ -136,7 +138,7 @@ def test_uploaded_checkpoints(tmp_path, trained, cifar_data):
     m, ckpt = R.load_uploaded_checkpoint(path.read_bytes(), "ours.pth")
     assert not ckpt.plain and ckpt.classes == tuple(cifar_data.classes)
     # the tutorial's own file: a plain state_dict, exactly what state_dict_bytes writes
-    plain = R.state_dict_bytes(ckpt)
+    plain = RR.state_dict_bytes(ckpt)
     m2, ckpt2 = R.load_uploaded_checkpoint(plain, "cifar_net.pth")
     assert ckpt2.plain
     x = torch.rand(2, 3, 32, 32)
@@ -154,29 +156,43 @@ class _Evil:
         return (print, ("this would run code",))
 
 
-@pytest.mark.parametrize("blob,match", [
-    (pickle.dumps({"state_dict": _Evil()}), "refused"),
-    (b"just some text, not a checkpoint\n", "not a readable PyTorch checkpoint"),
-    (b"", "empty"),
+def _zipped_evil() -> bytes:
+    buf = io.BytesIO()
+    torch.save({"state_dict": _Evil()}, buf)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("blob,code,match", [
+    (_zipped_evil(), "checkpoint.unsafe", "refused"),
+    # a bare pickle is not the zip torch.save writes: refused before any unpickling
+    (pickle.dumps({"state_dict": _Evil()}), "checkpoint.not_readable", "not a readable"),
+    (b"just some text, not a checkpoint\n", "checkpoint.not_readable",
+     "not a readable PyTorch checkpoint"),
+    (b"", "checkpoint.empty", "empty"),
 ])
-def test_uploaded_bad_files_are_refused(blob, match):
-    with pytest.raises(CheckpointError, match=match):
+def test_uploaded_bad_files_are_refused(blob, code, match):
+    with pytest.raises(CheckpointError, match=match) as info:
         R.load_uploaded_checkpoint(blob, "bad.pth")
+    assert info.value.code == code
+    assert "bad.pth" in info.value.text("es") and "bad.pth" in info.value.text("pt")
 
 
 def test_torn_and_oversized_checkpoints(tmp_path, trained, cifar_data):
     good = save(tmp_path / "c.pth", trained[0].model, CONFIG, cifar_data.classes, {}).read_bytes()
-    with pytest.raises(CheckpointError, match="bad.pth"):
+    with pytest.raises(CheckpointError, match="bad.pth") as info:
         R.load_uploaded_checkpoint(good[: len(good) // 2], "bad.pth")
-    with pytest.raises(CheckpointError, match="not accepted"):
+    assert info.value.code == "checkpoint.not_readable"
+    with pytest.raises(CheckpointError, match="not accepted") as info:
         R.load_uploaded_checkpoint(good, "big.pth", max_bytes=1000)
+    assert info.value.code == "checkpoint.file_too_large"
 
 
 def test_a_model_for_other_classes_is_refused(cifar_data):
     from cifarlab.core.model import Net
 
-    with pytest.raises(CheckpointError, match="3 classes"):
+    with pytest.raises(CheckpointError, match="3 classes") as info:
         R.predictions_for(Net(num_classes=3), cifar_data)
+    assert "3 clases" in info.value.text("es") and "3 classes" in info.value.text("pt")
 
 
 # ----------------------------------------------------------------------- classify an image
@@ -245,43 +261,47 @@ def _animated_gif() -> bytes:
     return buf.getvalue()
 
 
-def _png_claiming(width: int, height: int) -> bytes:
+def _png_claiming(width: int, height: int, depth: int = 8, colour: int = 2) -> bytes:
     """A tiny PNG whose header claims ``width``×``height`` pixels (a decompression bomb's
     shape: the decoder would have to allocate it all)."""
     raw = png_bytes(np.zeros((1, 1, 3), np.uint8))
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    ihdr = struct.pack(">IIBBBBB", width, height, depth, colour, 0, 0, 0)
     chunk = b"IHDR" + ihdr
     patched = struct.pack(">I", 13) + chunk + struct.pack(">I", zlib.crc32(chunk))
     return raw[:8] + patched + raw[8 + 25:]
 
 
 @pytest.mark.parametrize("blob,code", [
-    (b"this is a text file, not a picture", "not_image"),
-    (b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n", "not_image"),
-    (b"", "empty"),
-    (_png_claiming(100_000, 100_000), "too_many_pixels"),   # PIL's own bomb guard
-    (_png_claiming(8000, 8000), "too_many_pixels"),         # over our 40 MP limit
+    (b"this is a text file, not a picture", "image.not_image"),
+    (b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n", "image.not_image"),
+    (b"", "image.empty"),
+    (_png_claiming(100_000, 100_000), "image.bomb"),         # PIL's own bomb guard
+    (_png_claiming(8000, 8000), "image.too_many_pixels"),    # over our 24 MP limit
+    (_png_claiming(4800, 4800, depth=16, colour=6), "image.too_much_data"),  # 23 MP × 8 bytes
 ])
 def test_bad_pictures_get_a_clear_message(trained, cifar_data, blob, code):
     with pytest.raises(R.ImageError) as info:
         R.classify_image(trained[0].model, blob, cifar_data.classes)
-    assert info.value.code == code
+    assert info.value.code == code and info.value.reason == code.split(".")[1]
     assert isinstance(info.value, CifarLabError) and str(info.value)
+    texts = {lang: info.value.text(lang) for lang in ("en", "es", "pt")}
+    assert len(set(texts.values())) == 3 and "{" not in "".join(texts.values())
 
 
 def test_size_limits_and_torn_images(trained, cifar_data):
     img = png_bytes(np.random.default_rng(2).integers(0, 255, (64, 64, 3), np.uint8))
     with pytest.raises(R.ImageError) as info:
         R.classify_image(trained[0].model, img, cifar_data.classes, max_pixels=1000)
-    assert info.value.code == "too_many_pixels" and "64×64" in str(info.value)
+    assert info.value.code == "image.too_many_pixels" and "64×64" in str(info.value)
+    assert "64×64" in info.value.text("es") and "64×64" in info.value.text("pt")
     with pytest.raises(R.ImageError) as info:
         R.prepare_image(img, max_bytes=100)
-    assert info.value.code == "too_big_bytes"
+    assert info.value.code == "image.too_big_bytes"
     jpeg = png_bytes(np.random.default_rng(1).integers(0, 255, (200, 200, 3), np.uint8),
                      fmt="JPEG")
     with pytest.raises(R.ImageError) as info:
         R.prepare_image(jpeg[: len(jpeg) // 3])
-    assert info.value.code == "broken"
+    assert info.value.code == "image.broken"
 
 
 def test_upscale_keeps_pixels_sharp():
@@ -310,22 +330,22 @@ def _store_with_runs(tmp_path):
 def test_runs_table_and_the_knobs_that_differ(tmp_path):
     store, ids = _store_with_runs(tmp_path)
     runs = store.list_runs("session-abc")
-    df = R.runs_table(runs)
-    assert list(df.columns) == list(R.RUN_COLUMNS) and len(df) == 3
+    df = RR.runs_table(runs)
+    assert list(df.columns) == list(RR.RUN_COLUMNS) and len(df) == 3
     assert set(df["run"]) == set(ids)
     assert df["accuracy"].tolist() == [50.0] * 3
     assert df["model"].tolist() == ["Net()"] * 3
-    assert R.differing_columns(df) == ["batch_size", "lr"]
+    assert RR.differing_columns(df) == ["lr", "batch_size"]   # in the schema's order
     same_lr = df[df["lr"] == 0.01]
-    assert R.differing_columns(same_lr) == ["batch_size"]
-    assert R.differing_columns(df.iloc[:1]) == []
-    assert R.steps_per_epoch(runs[0]) == 50
+    assert RR.differing_columns(same_lr) == ["batch_size"]
+    assert RR.differing_columns(df.iloc[:1]) == []
+    assert RR.steps_per_epoch(runs[0]) == 50
 
 
 def test_model_label():
-    assert R.model_label(None) == "Net()"
-    assert R.model_label({"width": 2, "channels": [8, 16]}) == "Net(channels=[8, 16], width=2)"
-    assert R.model_label({"bogus": 1}) == "?"
+    assert RR.model_label(None) == "Net()"
+    assert RR.model_label({"width": 2, "channels": [8, 16]}) == "Net(channels=[8, 16], width=2)"
+    assert RR.model_label({"bogus": 1}) == "?"
 
 
 def test_loss_curves(tmp_path):
@@ -333,12 +353,25 @@ def test_loss_curves(tmp_path):
     store.append_losses(ids[0], list(range(1, 1001)), [2.3 - i / 1000 for i in range(1000)])
     store.append_losses(ids[1], list(range(1, 101)), [2.0] * 50 + [float("nan")] + [1.0] * 49)
     curves = {"a": store.losses(ids[0], max_points=200), "b": store.losses(ids[1])}
-    df = R.loss_curves(curves)
+    df = RR.loss_curves(curves)
     assert set(df["run"]) == {"a", "b"}
     assert (df["run"] == "a").sum() <= 200
     assert df[df["run"] == "a"]["x"].iloc[-1] == 1000
-    df_e = R.loss_curves(curves, {"a": 500, "b": 50}, x="epoch", smooth=1)
+    df_e = RR.loss_curves(curves, {"a": 500, "b": 50}, x="epoch", smooth=1)
     assert df_e[df_e["run"] == "a"]["x"].max() == 2.0
     assert df_e[df_e["run"] == "b"]["loss"].isna().sum() == 1      # the NaN stays a gap
-    assert R.loss_curves({"a": ([], [])}).empty
+    assert RR.loss_curves({"a": ([], [])}).empty
     assert isinstance(df, pd.DataFrame)
+
+
+def test_a_click_anywhere_in_the_confusion_matrix_names_its_cell():
+    names = ["plane", "car", "bird"]
+    for i, true in enumerate(names):
+        for j, pred in enumerate(names):
+            # the marker's point and the heatmap's (no customdata, or a dict of it)
+            for point in ({"x": pred, "y": true, "customdata": [i, j, 5]},
+                          {"x": pred, "y": true, "z": 5},
+                          {"x": pred, "y": true, "customdata": {"0": i}}):
+                assert R.picked_cell(point, names) == (i, j)
+    assert R.picked_cell({"x": "ship", "y": "car"}, names) is None
+    assert R.picked_cell([], names) is None

@@ -76,3 +76,17 @@ def test_server_limits_are_checked_by_the_same_validator():
                                                                        max_num_workers=4))
     assert {x.field: x.code for x in p} == {"epochs": "config.epochs_limit",
                                             "num_workers": "config.num_workers_limit"}
+
+
+def test_the_run_tables_get_a_column_for_it_and_see_it_differ():
+    from types import SimpleNamespace
+
+    from cifarlab.lab import runs as R
+
+    runs = [SimpleNamespace(id=f"{i:032x}", name="", status="done", started_at=1.0e9,
+                            created_at=1.0e9, device="cpu", result={},
+                            config=WithDropout(dropout=d).to_dict())
+            for i, d in enumerate((0.0, 0.5))]
+    df = R.runs_table(runs, WithDropout)
+    assert list(df["dropout"]) == [0.0, 0.5]
+    assert R.differing_columns(df, R.knob_columns(WithDropout)) == ["dropout"]

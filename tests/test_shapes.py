@@ -1,4 +1,6 @@
 """cifarlab.core.shapes against real PyTorch layers: sizes, errors, formulas and whole-model traces."""
+import re
+
 import pytest
 import torch
 import torch.nn as nn
@@ -274,3 +276,38 @@ def test_engine_never_imports_streamlit():
     import sys
     code = "import sys, cifarlab.core.shapes; assert 'streamlit' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_shape_error_reads_naturally_in_spanish_and_portuguese():
+    # the Network page's teaching moment: conv2 gets 14×14 and a 15×15 kernel
+    with pytest.raises(ShapeError) as err:
+        trace_spec(ModelSpec(kernels=(5, 15)))
+    en, es, pt = (err.value.text(lang) for lang in ("en", "es", "pt"))
+    assert en == str(err.value)
+    assert es.startswith("conv2: la entrada mide 14×14 píxeles, pero el kernel es de 15×15")
+    assert "la salida mediría 0×0" in es and "kernel de 14×14 como máximo" in es
+    assert pt.startswith("conv2: a entrada tem 14×14 pixels, mas o kernel é de 15×15")
+    assert "a saída teria 0×0" in pt and "kernel de no máximo 14×14" in pt
+    with pytest.raises(ShapeError) as err:  # a pooling window too large, named as such
+        trace_spec(ModelSpec(pool=4))
+    assert err.value.text("es").startswith("pool2: la entrada mide 3×3 píxeles, pero la ventana")
+    assert err.value.text("pt").startswith("pool2: a entrada tem 3×3 pixels, mas a janela")
+
+
+def test_every_shape_error_has_its_words_in_every_language():
+    from cifarlab import i18n
+
+    cases = [lambda: conv2d_output_size(3, 5), lambda: pool2d_output_size(3, 5),
+             lambda: pool2d_output_size(8, 3, padding=2), lambda: conv2d_output_size(8, 3, stride=0),
+             lambda: conv2d_output_size(8, "3"), lambda: trace([{"type": "linear", "out_features": 3}]),
+             lambda: trace([{"type": "flatten"}, {"type": "conv", "out_channels": 1, "kernel_size": 1}]),
+             lambda: trace([{"type": "dropout"}]), lambda: trace([{"type": "relu", "inplace": True}]),
+             lambda: trace([], (0, 1)), lambda: trace("net"),
+             lambda: trace([{"type": "linear", "out_features": 0}], (4,))]
+    for case in cases:
+        with pytest.raises(ShapeError) as err:
+            case()
+        texts = {lang: err.value.text(lang) for lang in i18n.LANGUAGES}
+        assert err.value.code.startswith("shapes."), err.value.code
+        assert len(set(texts.values())) == 3, texts
+        assert not re.search(r"\{[a-z_]+(:[^}]*)?\}", "".join(texts.values())), texts

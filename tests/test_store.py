@@ -1,5 +1,6 @@
-"""cifarlab.serve.store: schema, WAL, a writer process beside a reader, downsampling, id checks,
-queue positions, deletes, restarts."""
+"""cifarlab.serve.store: schema and migrations, WAL, a writer process beside a reader,
+downsampling, id checks, owners and their compute, queue positions, deletes, restarts, the
+half-written checkpoints a killed worker leaves."""
 import math
 import multiprocessing
 import os
@@ -11,9 +12,11 @@ import time
 
 import pytest
 
+from cifarlab import i18n
 from cifarlab.errors import JobError
 from cifarlab.serve.store import SCHEMA_VERSION, RunStore, pid_alive, validate_run_id
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SESSION = "session-aaaa"
 OTHER = "session-bbbb"
 
@@ -25,14 +28,15 @@ def store(tmp_path):
 
 def test_schema_is_versioned_and_in_wal_mode(store, tmp_path):
     assert store.journal_mode() == "wal"
-    assert store.schema_version() == SCHEMA_VERSION == 1
+    assert store.schema_version() == SCHEMA_VERSION == 2
     conn = sqlite3.connect(store.path)
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"runs", "losses", "events"} <= tables
     columns = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
     assert {"id", "session", "kind", "name", "status", "device", "config", "created_at",
             "started_at", "finished_at", "error", "result", "env", "checkpoint",
-            "cancel_requested", "worker_pid", "heartbeat", "progress", "waited_s"} <= columns
+            "cancel_requested", "worker_pid", "heartbeat", "progress", "waited_s", "owner",
+            "image_epochs", "error_code", "error_params"} <= columns
     indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
     assert any("losses" in i for i in indexes) or conn.execute(
         "SELECT sql FROM sqlite_master WHERE name='losses'").fetchone()[0].count("PRIMARY KEY")
@@ -44,8 +48,29 @@ def test_schema_is_versioned_and_in_wal_mode(store, tmp_path):
     conn.execute("PRAGMA user_version = 99")
     conn.commit()
     conn.close()
-    with pytest.raises(JobError, match="newer CIFAR Lab"):
+    with pytest.raises(JobError, match="newer CIFAR Lab") as info:
         RunStore(store.path)
+    assert info.value.code == "serve.store.newer_schema" and info.value.params["version"] == 99
+
+
+def test_an_older_store_is_migrated_and_keeps_its_runs(tmp_path):
+    old = RunStore(tmp_path / "runs.db", upto=1)          # a runs.db from before owners
+    assert old.schema_version() == 1
+    conn = sqlite3.connect(old.path)
+    conn.execute("INSERT INTO runs (id, session, kind, status, device, config, created_at, "
+                 "error) VALUES (?, ?, 'train', 'failed', 'cpu', '{}', 1.0, 'old reason')",
+                 ("a" * 32, SESSION))
+    conn.commit()
+    conn.close()
+    store = RunStore(tmp_path / "runs.db")
+    assert store.schema_version() == SCHEMA_VERSION
+    run = store.get("a" * 32)
+    assert run.owner == SESSION and run.image_epochs is None     # an old run's owner: its session
+    assert run.error == run.error_text("es") == "old reason" and run.error_code is None
+    # and the migrated file works as a new one does
+    new = store.create_run(SESSION, "train", {}, "cpu", owner="10.0.0.7", image_epochs=5)
+    assert store.get(new).owner == "10.0.0.7"
+    assert RunStore(tmp_path / "runs.db").schema_version() == SCHEMA_VERSION  # idempotent
 
 
 def test_run_fields_timestamps_and_guarded_status_changes(store):
@@ -70,10 +95,12 @@ def test_run_fields_timestamps_and_guarded_status_changes(store):
     assert run.status == "done" and run.finished and run.result == {"acc": 0.5}
     assert run.env == {"torch": "x"} and run.error is None and run.finished_at >= run.started_at
     assert run.checkpoint is None  # no file was written
-    with pytest.raises(ValueError):
+    with pytest.raises(JobError) as info:
         store.set_status(run_id, "exploded")
-    with pytest.raises(TypeError):
+    assert info.value.code == "serve.runs.bad_status"
+    with pytest.raises(JobError) as info:
         store.set_status(run_id, "done", checkpoint="/etc/passwd")  # paths are the store's
+    assert info.value.code == "serve.store.bad_fields"
 
 
 def test_sessions_and_counts(store):
@@ -92,6 +119,28 @@ def test_sessions_and_counts(store):
         store.list_runs("x")  # not a session id
     with pytest.raises(JobError):
         store.create_run("../../bad", "train", {}, "cpu")
+
+
+def test_owners_count_across_sessions_with_their_compute(store):
+    """A person (an owner) has several tabs (sessions); limits count the person."""
+    tab1 = store.create_run(SESSION, "train", {}, "cpu", owner="cookie-42", image_epochs=1000)
+    tab2 = store.create_run(OTHER, "train", {}, "cpu", owner="cookie-42", image_epochs=2000)
+    store.create_run(OTHER, "train", {}, "cpu", image_epochs=4000)    # owner: the session
+    assert store.get(tab1).owner == "cookie-42" and store.get(tab1).session == SESSION
+    assert store.counts(owner="cookie-42")["queued"] == 2
+    assert store.counts(owner=OTHER)["queued"] == 1 and store.counts(OTHER)["queued"] == 2
+    start = store.get(tab1).created_at
+    assert [n for _, n in store.image_epochs_since("cookie-42", start)] == [1000, 2000]
+    # a run cancelled before it started used nothing; one that started and ended counts
+    store.set_status(tab1, "cancelled", only_from=["queued"])
+    store.set_status(tab2, "running")
+    store.set_status(tab2, "failed")
+    assert [n for _, n in store.image_epochs_since("cookie-42", start)] == [2000]
+    assert store.image_epochs_since("cookie-42", time.time() + 1) == []   # outside the window
+    for bad in ("", "a b", "x" * 129, "<script>", 42):
+        with pytest.raises(JobError) as info:
+            store.create_run(SESSION, "train", {}, "cpu", owner=bad)
+        assert info.value.field == "owner"
 
 
 def _writer(path, run_id, n, batch):
@@ -143,9 +192,9 @@ def test_writer_process_and_readers_at_the_same_time(store):
         store.request_cancel(run_id)
         store.heartbeat(run_id)
         time.sleep(0.01)
-    proc.join(60)
+    proc.join(600)  # a hang guard, not a speed check
     for t in threads:
-        t.join(60)
+        t.join(600)
     assert proc.exitcode == 0
     assert errors == []
     assert len(set(seen)) > 3, "the readers should have seen the losses grow"
@@ -179,7 +228,7 @@ def test_losses_downsampled_for_charts(store):
     store.append_losses(run_id, [1001, 1002], [float("nan"), float("inf")])
     _, losses = store.losses(run_id, since_step=1000)
     assert math.isnan(losses[0]) and losses[1] == math.inf
-    with pytest.raises(ValueError):
+    with pytest.raises(JobError, match="2 steps but 1 losses"):
         store.append_losses(run_id, [1, 2], [0.5])
 
 
@@ -202,8 +251,9 @@ BAD_IDS = ["../etc", "../../etc/passwd", "0" * 31, "0" * 33, "A" * 32, "g" * 32,
 
 @pytest.mark.parametrize("bad", BAD_IDS)
 def test_run_ids_are_validated_before_any_use(store, bad):
-    with pytest.raises(JobError, match="not a run id"):
+    with pytest.raises(JobError, match="not a run id") as info:
         validate_run_id(bad)
+    assert info.value.field == "run_id" and "no es un id" in info.value.text("es")
     for call in (store.get, store.checkpoint_path, store.delete_run, store.request_cancel,
                  store.cancel_requested, store.losses, store.events, store.queue_position):
         with pytest.raises(JobError):
@@ -215,6 +265,35 @@ def test_checkpoint_paths_are_computed_by_the_store(store):
     path = store.checkpoint_path(run_id)
     assert path == store.path.parent / "checkpoints" / f"{run_id}.pth"
     assert path.resolve().parent == store.checkpoint_dir
+
+
+def _die_while_saving(path):
+    """In another process: start writing a checkpoint the way core.checkpoint does, and be
+    killed (as the kernel's OOM killer would) half-way through."""
+    code = ("import os, sys; from cifarlab.core.checkpoint import atomic_write_bytes; "
+            "atomic_write_bytes(sys.argv[1], lambda f: (f.write(b'half'), f.flush(), "
+            "os.kill(os.getpid(), 9)))")
+    proc = subprocess.run([sys.executable, "-c", code, str(path)], cwd=ROOT)
+    assert proc.returncode == -9
+
+
+def test_half_written_checkpoints_are_removed_unless_their_run_is_running(store):
+    dead = store.create_run(SESSION, "train", {}, "cpu")
+    live = store.create_run(SESSION, "train", {}, "cpu")
+    store.set_status(live, "running")
+    store.checkpoint_dir.mkdir(parents=True)
+    _die_while_saving(store.checkpoint_path(dead))
+    _die_while_saving(store.checkpoint_path(live))
+    (tmp_dead,) = store.checkpoint_dir.glob(f".{dead}.pth.*.tmp")   # what a killed worker leaves
+    (tmp_live,) = store.checkpoint_dir.glob(f".{live}.pth.*.tmp")
+    stray = store.checkpoint_dir / ".not-a-run.pth.abc.tmp"
+    stray.write_bytes(b"?")
+    done = store.checkpoint_path(dead).with_name(f"{store.create_run(SESSION, 'x', {}, 'cpu')}.pth")
+    done.write_bytes(b"a finished checkpoint")
+    assert set(store.remove_partial_checkpoints()) == {tmp_dead, stray}
+    assert tmp_live.exists() and done.exists()   # a running run may still be saving; files stay
+    assert store.remove_partial_checkpoints(live) == [tmp_live]
+    assert [p.name for p in store.checkpoint_dir.iterdir()] == [done.name]
 
 
 def test_queue_positions_are_fifo_per_device(store):
@@ -265,6 +344,10 @@ def test_restart_interrupts_orphaned_runs_and_keeps_the_queue(store):
     assert store.mark_interrupted_on_start() == [orphan]
     run = store.get(orphan)
     assert run.status == "interrupted" and "restarted" in run.error and "step 40 of 100" in run.error
+    assert run.error_code == "serve.store.restarted_at"
+    assert run.error_text("es") == i18n.t("errors.serve.store.restarted_at", "es", step=40,
+                                          total=100)
+    assert "paso 40 de 100" in run.error_text("es")
     assert store.get(alive).status == "running"
     assert store.get(waiting).status == "queued" and store.queue_position(waiting) == 1
     # a live process whose heartbeat is stale counts as gone when asked to

@@ -150,3 +150,12 @@ def test_cuda_path_synchronises_and_pins_without_a_gpu(monkeypatch):
     assert pinned == [int(df["total_bytes"].iloc[0])]
     # a synchronise before each clock read: start and stop of every timing, plus warm-ups
     assert synced.count("cuda:0") >= 4 * 2
+
+
+def test_errors_are_codes_in_the_students_language():
+    with pytest.raises(tensorlab.TensorLabError) as info:
+        tensorlab.transfer_costs("cpu", total_mb=10_000, chunks=4)
+    err = info.value
+    assert err.code == "tensors.out_of_range" and err.field == "total_mb"
+    assert "10,000" in str(err) and "10.000" in err.text("es") and "10.000" in err.text("pt")
+    assert err.text("es") != err.text("en")

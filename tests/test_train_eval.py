@@ -160,18 +160,21 @@ def test_torn_or_foreign_files_are_refused(tmp_path):
     ckpt.save(good, Net(), TrainConfig(), ("x",) * 10, {})
     torn = tmp_path / "torn.pth"
     torn.write_bytes(good.read_bytes()[: len(good.read_bytes()) // 2])
-    with pytest.raises(CheckpointError, match="not a readable"):
+    with pytest.raises(CheckpointError, match="not a readable") as info:
         ckpt.load(torn)
+    assert info.value.code == "checkpoint.not_readable" and "torn.pth" in info.value.text("es")
     text = tmp_path / "notes.pth"
     text.write_text("hello")
     with pytest.raises(CheckpointError):
         ckpt.load(text)
-    with pytest.raises(CheckpointError, match="No checkpoint"):
+    with pytest.raises(CheckpointError, match="No checkpoint") as info:
         ckpt.load(tmp_path / "missing.pth")
+    assert info.value.code == "checkpoint.missing"
     other = tmp_path / "other.pth"
     torch.save({"a": 1}, other)
-    with pytest.raises(CheckpointError, match="not a CIFAR Lab checkpoint"):
+    with pytest.raises(CheckpointError, match="not a CIFAR Lab checkpoint") as info:
         ckpt.load(other)
+    assert info.value.code == "checkpoint.not_ours"
 
 
 class _Exploit:
@@ -187,8 +190,9 @@ def test_malicious_pickle_is_refused_and_never_runs(tmp_path):
     evil = tmp_path / "evil.pth"
     with open(evil, "wb") as f:
         torch.save({"state_dict": _Exploit(marker)}, f)
-    with pytest.raises(CheckpointError, match="not a safe checkpoint"):
+    with pytest.raises(CheckpointError, match="not a safe checkpoint") as info:
         ckpt.load(evil)
+    assert info.value.code == "checkpoint.unsafe" and "evil.pth" in info.value.text("pt")
     raw = tmp_path / "raw.pkl"
     raw.write_bytes(pickle.dumps(_Exploit(marker)))
     with pytest.raises(CheckpointError):
@@ -270,3 +274,53 @@ def test_fast_pipelines_fused_sgd_makes_the_tutorials_update():
             opt.step()
     for (name, pa), pb in zip(a.named_parameters(), b.parameters()):
         torch.testing.assert_close(pa, pb, atol=1e-6, rtol=1e-5, msg=name)
+
+
+def _checkpoint_with(tmp_path, state, config=None, name="odd.pth"):
+    from cifarlab.core.config import CIFAR10_CLASSES
+
+    payload = {"format": ckpt.FORMAT, "version": ckpt.VERSION, "state_dict": state,
+               "config": (config or TrainConfig()).to_dict(), "classes": list(CIFAR10_CLASSES),
+               "results": {}}
+    path = tmp_path / name
+    torch.save(payload, path)
+    return path
+
+
+def test_weights_are_checked_against_the_network_before_it_is_built(tmp_path):
+    state = Net().state_dict()
+    state["fc1.weight"] = torch.zeros(120, 576)       # conv layers of another network
+    with pytest.raises(CheckpointError) as info:
+        ckpt.load(_checkpoint_with(tmp_path, state))
+    err = info.value
+    assert err.code == "checkpoint.wrong_shape" and err.params["weights"] == "fc1.weight"
+    assert "120×576" in err.text("es") and "120×400" in err.text("pt")
+    missing = dict(Net().state_dict())
+    del missing["fc3.bias"]
+    with pytest.raises(CheckpointError) as info:
+        ckpt.load(_checkpoint_with(tmp_path, missing))
+    assert info.value.code == "checkpoint.missing_weights" and "fc3.bias" in str(info.value)
+    torch.save({**Net().state_dict(), "fc4.weight": torch.zeros(3)}, tmp_path / "plain.pth")
+    with pytest.raises(CheckpointError) as info:     # a plain state_dict of another network
+        ckpt.load(tmp_path / "plain.pth")
+    assert info.value.code == "checkpoint.unexpected_weights"
+
+
+def test_a_tensor_claiming_more_numbers_than_it_holds_is_refused(tmp_path):
+    state = Net().state_dict()
+    state["fc1.weight"] = torch.zeros(1).expand(120, 400)   # 4 bytes posing as 48,000 numbers
+    path = _checkpoint_with(tmp_path, state)
+    with pytest.raises(CheckpointError) as info:
+        ckpt.load(path)
+    assert info.value.code == "checkpoint.bad_tensor" and "fc1.weight" in info.value.text("es")
+
+
+def test_the_parameter_budget_can_be_lifted_for_a_trusted_file(tmp_path):
+    from cifarlab.core.config import ModelSpec
+
+    spec = ModelSpec(width=2)
+    path = ckpt.save(tmp_path / "w2.pth", Net(spec), TrainConfig(model=spec), ["c"] * 10)
+    with pytest.raises(CheckpointError) as info:
+        ckpt.load(path, max_params=100_000)
+    assert info.value.code == "checkpoint.too_large" and info.value.params["params"] == 244962
+    assert ckpt.load(path, max_params=None).config.model == spec

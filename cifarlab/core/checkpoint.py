@@ -4,12 +4,29 @@ Saved atomically (a temp file in the same folder, fsync, rename), so a crash nev
 file under the real name. Loaded with ``torch.load(..., weights_only=True)``: a file that would
 need arbitrary pickled code to load (a "malicious pickle") is refused. A plain ``state_dict``
 saved by the tutorial itself (``torch.save(net.state_dict(), PATH)``) loads too.
+
+Loading never lets a file decide how much memory it costs. A checkpoint may be a student's
+upload, read in the server process that every student's session shares, so before anything
+big is allocated:
+
+1. the zip's central directory is read (``zipfile``) and the file refused when its records
+   would unpack to more than ``MAX_CHECKPOINT_BYTES`` or a record is compressed absurdly
+   (``torch.save`` stores records uncompressed; a 1 MB record of deflated zeros unpacks to 1 GB);
+2. after ``torch.load`` (bounded by step 1), the network the config describes is counted by the
+   shape trace and refused above ``MAX_UPLOAD_PARAMS`` (a 2 KB file asking for
+   ``hidden=(8192, 8192), width=8`` would otherwise build 4.5 billion parameters, 17 GB);
+3. every tensor's shape is checked against that network, built on the ``meta`` device (no
+   memory), before the real network is built and ``load_state_dict`` runs.
+
+Every refusal is a ``CheckpointError`` with a code (``errors.checkpoint.*``) and parameters.
 """
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import tempfile
+import zipfile
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +39,16 @@ from cifarlab.errors import CheckpointError, ConfigError, ShapeError
 FORMAT = "cifarlab-checkpoint"
 VERSION = 1
 
+# The largest network a checkpoint may hold: the tutorial's Net at width 16 (15.5 M parameters,
+# 62 MB of float32) fits. Its weights, plus the pickled config, class names and results, fit in
+# the largest file accepted, which every upload limit of the app derives from.
+MAX_UPLOAD_PARAMS = 16_000_000
+METADATA_BYTES = 2 * 2**20                 # data.pkl and the zip's small records
+MAX_CHECKPOINT_BYTES = -(-(MAX_UPLOAD_PARAMS * 4 + METADATA_BYTES) // 2**20) * 2**20  # 64 MiB
+MAX_RECORDS = 1024                         # torch.save writes one record per tensor, plus 6
+MAX_RATIO = 20                             # unpacked / packed, for records over 1 MiB
+MAX_CLASSES = 1000
+
 
 @dataclass
 class Checkpoint:
@@ -30,18 +57,23 @@ class Checkpoint:
     classes: tuple[str, ...]
     results: dict = field(default_factory=dict)
     plain: bool = False  # True when the file held only a tutorial-style state_dict
+    name: str = ""       # the file's name, for messages
 
     def model(self):
-        """A ``Net`` of the right shape with these weights loaded."""
+        """A ``Net`` of the right shape holding these weights (shapes checked first). It is
+        built on the ``meta`` device and takes the loaded tensors themselves (float32), so the
+        weights are in memory once, not twice."""
         from cifarlab.core.model import Net
 
+        check_weights(self.state_dict, self.config, len(self.classes), self.name)
         try:
-            net = Net(self.config.model, num_classes=len(self.classes))
-            net.load_state_dict(self.state_dict)
-        except (RuntimeError, ShapeError) as err:
-            raise CheckpointError(
-                "The weights in this checkpoint do not fit the network it describes: "
-                f"{str(err).splitlines()[0]}") from None
+            with torch.device("meta"):
+                net = Net(self.config.model, num_classes=len(self.classes))
+            net.load_state_dict({k: v.to(torch.float32) for k, v in self.state_dict.items()},
+                                assign=True)
+        except (RuntimeError, ShapeError):
+            raise CheckpointError("checkpoint.weights_do_not_fit", name=self.name or "?") \
+                from None
         return net
 
 
@@ -86,41 +118,144 @@ def save_state_dict(path: str | os.PathLike, model_or_state) -> Path:
     return atomic_write_bytes(path, lambda f: torch.save(state, f))
 
 
-def load(path_or_file, map_location="cpu") -> Checkpoint:
-    """Load a checkpoint (ours, or a plain tutorial state_dict) safely onto ``map_location``."""
-    name = getattr(path_or_file, "name", str(path_or_file))
-    if isinstance(path_or_file, (str, os.PathLike)) and not Path(path_or_file).is_file():
-        raise CheckpointError(f"No checkpoint file at '{path_or_file}'.")
+def load(path_or_file, map_location="cpu", max_params: int | None = MAX_UPLOAD_PARAMS,
+         max_bytes: int = MAX_CHECKPOINT_BYTES) -> Checkpoint:
+    """Load a checkpoint (ours, or a plain tutorial state_dict) safely onto ``map_location``.
+
+    Refused with ``CheckpointError`` before anything big is allocated: a file over
+    ``max_bytes`` or unpacking to more, a network of more than ``max_params`` parameters
+    (``None``: no limit), weights that do not fit the network; and a file that is torn, not a
+    checkpoint, or holds code."""
+    name = Path(getattr(path_or_file, "name", None) or str(path_or_file)).name
+    if isinstance(path_or_file, (str, os.PathLike)):
+        if not Path(path_or_file).is_file():
+            raise CheckpointError("checkpoint.missing", path=str(path_or_file))
+        with open(path_or_file, "rb") as f:
+            return _load_file(f, name, map_location, max_params, max_bytes)
+    return _load_file(path_or_file, name, map_location, max_params, max_bytes)
+
+
+def _load_file(f, name: str, map_location, max_params, max_bytes) -> Checkpoint:
+    check_archive(f, name, max_bytes)
     try:
-        obj = torch.load(path_or_file, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError as err:
-        raise CheckpointError(
-            f"'{Path(name).name}' was refused: it holds Python objects that could run code when "
-            "loaded, so it is not a safe checkpoint. Only weights (state_dict) files are accepted."
-            f" ({str(err).splitlines()[0][:160]})") from None
-    except Exception as err:  # torn, truncated or foreign: the unpickler raises all sorts
-        raise CheckpointError(
-            f"'{Path(name).name}' is not a readable PyTorch checkpoint (it may be torn, truncated "
-            f"or another kind of file): {str(err).splitlines()[0][:160]}") from None
-    return _interpret(obj, name)
+        obj = torch.load(f, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError:
+        raise CheckpointError("checkpoint.unsafe", name=name) from None
+    except Exception:  # torn, truncated or foreign: the unpickler raises all sorts
+        raise CheckpointError("checkpoint.not_readable", name=name) from None
+    return _interpret(obj, name, max_params)
 
 
-def _interpret(obj, name) -> Checkpoint:
+def check_archive(f, name: str, max_bytes: int = MAX_CHECKPOINT_BYTES) -> None:
+    """Refuse a file whose zip directory promises more than ``max_bytes`` once unpacked (or is
+    not a zip at all), reading only the directory. Leaves ``f`` at its start."""
+    f.seek(0, io.SEEK_END)
+    size = f.tell()
+    f.seek(0)
+    if size == 0:
+        raise CheckpointError("checkpoint.empty", name=name)
+    if size > max_bytes:
+        raise CheckpointError("checkpoint.file_too_large", name=name, size_mb=size / 2**20,
+                              limit_mb=max_bytes / 2**20)
+    try:
+        # torch.save has written zips since PyTorch 1.6; the older format declares its storage
+        # sizes inside the pickle, where they cannot be checked before they are allocated.
+        with zipfile.ZipFile(f) as archive:
+            records = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        raise CheckpointError("checkpoint.not_readable", name=name) from None
+    finally:
+        f.seek(0)
+    if len(records) > MAX_RECORDS:
+        raise CheckpointError("checkpoint.not_readable", name=name)
+    unpacked = sum(r.file_size for r in records)
+    if unpacked > max_bytes:
+        raise CheckpointError("checkpoint.unpacks_too_large", name=name, size=unpacked,
+                              limit=max_bytes, size_mb=unpacked / 2**20,
+                              limit_mb=max_bytes / 2**20)
+    for r in records:
+        if r.flag_bits & 0x1:  # encrypted: torch cannot read it either
+            raise CheckpointError("checkpoint.not_readable", name=name)
+        if r.file_size > 2**20 and r.file_size > MAX_RATIO * max(1, r.compress_size):
+            raise CheckpointError("checkpoint.compression_ratio", name=name, record=r.filename,
+                                  ratio=r.file_size // max(1, r.compress_size))
+        if r.filename.endswith("data.pkl") and r.file_size > METADATA_BYTES:
+            raise CheckpointError("checkpoint.metadata_too_large", name=name,
+                                  size_mb=r.file_size / 2**20, limit_mb=METADATA_BYTES / 2**20)
+
+
+def _interpret(obj, name: str, max_params: int | None) -> Checkpoint:
     if isinstance(obj, dict) and obj.get("format") == FORMAT:
         try:
             config = TrainConfig.from_dict(obj["config"])
-        except (ConfigError, KeyError, TypeError) as err:
-            raise CheckpointError(f"'{Path(name).name}' has an invalid config: {err}") from None
+        except ConfigError as err:
+            raise CheckpointError("checkpoint.bad_config", name=name,
+                                  setting=err.field or "config") from None
+        except (KeyError, TypeError, ValueError):
+            raise CheckpointError("checkpoint.bad_config", name=name, setting="config") from None
+        classes = obj.get("classes") or CIFAR10_CLASSES
+        if (not isinstance(classes, (list, tuple)) or not 1 <= len(classes) <= MAX_CLASSES
+                or not all(isinstance(c, str) and 0 < len(c) <= 100 for c in classes)):
+            raise CheckpointError("checkpoint.bad_classes", name=name, limit=MAX_CLASSES)
         state = obj.get("state_dict")
         if not _is_state_dict(state):
-            raise CheckpointError(f"'{Path(name).name}' has no weights in it.")
-        return Checkpoint(OrderedDict(state), config, tuple(obj.get("classes") or CIFAR10_CLASSES),
-                          dict(obj.get("results") or {}))
-    if _is_state_dict(obj):
-        return Checkpoint(OrderedDict(obj), TrainConfig(), tuple(CIFAR10_CLASSES), {}, plain=True)
-    raise CheckpointError(
-        f"'{Path(name).name}' is a PyTorch file, but not a CIFAR Lab checkpoint or a model "
-        "state_dict.")
+            raise CheckpointError("checkpoint.no_weights", name=name)
+        results = obj.get("results")
+        ckpt = Checkpoint(OrderedDict(state), config, tuple(classes),
+                          dict(results) if isinstance(results, dict) else {}, name=name)
+    elif _is_state_dict(obj):
+        ckpt = Checkpoint(OrderedDict(obj), TrainConfig(), tuple(CIFAR10_CLASSES), {}, plain=True,
+                          name=name)
+    else:
+        raise CheckpointError("checkpoint.not_ours", name=name)
+    params = network_params(ckpt.config, len(ckpt.classes), name)
+    if max_params is not None and params > max_params:
+        raise CheckpointError("checkpoint.too_large", name=name, params=params, limit=max_params)
+    check_weights(ckpt.state_dict, ckpt.config, len(ckpt.classes), name)
+    return ckpt
+
+
+def network_params(config: TrainConfig, num_classes: int, name: str = "") -> int:
+    """Learnable parameters of the network ``config`` describes, by the shape trace's
+    arithmetic: nothing is allocated, however large."""
+    from cifarlab.core.shapes import total_params, trace_spec
+
+    try:
+        return total_params(trace_spec(config.model, num_classes=num_classes))
+    except ShapeError as err:
+        raise CheckpointError("checkpoint.bad_network", name=name, layer=err.layer or "?") \
+            from None
+
+
+def check_weights(state: dict, config: TrainConfig, num_classes: int, name: str = "") -> None:
+    """Every tensor the network needs, each of its shape and backed by its own numbers, and no
+    other: checked against the network built on the ``meta`` device (shapes, no memory)."""
+    from cifarlab.core.model import Net
+
+    try:
+        with torch.device("meta"):
+            wanted = {k: tuple(v.shape) for k, v in
+                      Net(config.model, num_classes=num_classes).state_dict().items()}
+    except ShapeError as err:
+        raise CheckpointError("checkpoint.bad_network", name=name, layer=err.layer or "?") \
+            from None
+    for key, shape in wanted.items():
+        if key not in state:
+            raise CheckpointError("checkpoint.missing_weights", name=name, weights=key)
+        t = state[key]
+        if tuple(t.shape) != shape:
+            raise CheckpointError("checkpoint.wrong_shape", name=name, weights=key,
+                                  shape=_dims(t.shape), expected=_dims(shape))
+        if (t.layout != torch.strided or not t.dtype.is_floating_point or t.is_quantized
+                or t.untyped_storage().nbytes() < t.numel() * t.element_size()):
+            raise CheckpointError("checkpoint.bad_tensor", name=name, weights=key)
+    extra = sorted(set(state) - set(wanted))
+    if extra:
+        raise CheckpointError("checkpoint.unexpected_weights", name=name, weights=extra[0])
+
+
+def _dims(shape) -> str:
+    return "×".join(str(int(n)) for n in shape) or "()"
 
 
 def _is_state_dict(obj) -> bool:

@@ -88,9 +88,8 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
         spec = "cuda:0"
     present = device_ids()
     if spec not in present:
-        raise DeviceError(
-            f"This machine has no device '{spec}'. Devices here: {', '.join(present)}. "
-            "Pick one of those, or 'auto'.", field="device")
+        raise DeviceError("devices.missing", field="device", device=spec,
+                          present=", ".join(present))
     return torch.device(spec)
 
 

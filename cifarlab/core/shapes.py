@@ -10,8 +10,9 @@ The numbers follow PyTorch exactly (aten/src/ATen/native/Pool.h, ConvUtils.h): c
 is ⌊(n + 2p − d(k − 1) − 1) / s⌋ + 1; max-pool output is the same with ⌈⌉ in ceil mode, where
 the last window must still start inside the input or the left padding, the stride defaults to
 the kernel, and the padding may be at most half the kernel. Anything PyTorch refuses raises
-``ShapeError`` with a message a student can act on. This module never imports streamlit, and
-imports torch only to trace a real ``nn.Module``.
+``ShapeError`` with a message a student can act on (a code in ``errors.shapes`` naming the
+layer, PyTorch's argument and the sizes: ``err.text("es")``). This module never imports
+streamlit, and imports torch only to trace a real ``nn.Module``.
 """
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ def conv2d_formula(size: int, kernel: int, stride: int = 1, padding: int = 0,
     Does not raise when the output is below 1 (a calculator can show why); the output may then
     be 0 or negative. Arguments that PyTorch refuses outright (kernel 0, ...) raise ShapeError.
     """
-    _check_args("conv", size, kernel, stride, padding, dilation)
+    _check_args(CONV, size, kernel, stride, padding, dilation)
     n = _numerator(size, kernel, padding, dilation)
     out = n // stride + 1
     formula = f"⌊{_inner(size, kernel, stride, padding, dilation)}⌋ + 1 = {_num(out)}"
@@ -74,7 +75,7 @@ def pool2d_formula(size: int, kernel: int, stride: int | None = None, padding: i
     output below 1, but does for a padding above half the kernel (PyTorch refuses that always).
     """
     stride = kernel if stride is None else stride
-    _check_args("max-pool", size, kernel, stride, padding, dilation)
+    _check_args(POOL, size, kernel, stride, padding, dilation)
     _check_pool_padding(kernel, padding)
     n = _numerator(size, kernel, padding, dilation)
     inner = _inner(size, kernel, stride, padding, dilation)
@@ -96,9 +97,9 @@ def pool2d_formula(size: int, kernel: int, stride: int | None = None, padding: i
 def conv2d_output_size(size, kernel_size, stride=1, padding=0, dilation=1):
     """Output size of nn.Conv2d. Ints give an int; any (h, w) pair gives an (h, w) pair."""
     args = (size, kernel_size, stride, padding, dilation)
-    dims = [conv2d_formula(*a)[1] for a in _per_dim(args)]
+    dims = [conv2d_formula(*a)[1] for a in _per_dim(args, CONV)]
     if min(dims) < 1:
-        raise ShapeError(_too_small("conv", args, dims))
+        raise _too_small(CONV, args, dims)
     return _result(args, dims)
 
 
@@ -106,9 +107,9 @@ def pool2d_output_size(size, kernel_size, stride=None, padding=0, dilation=1, ce
     """Output size of nn.MaxPool2d (stride defaults to kernel_size). Ints in, int out; pair, pair."""
     stride = kernel_size if stride is None else stride
     args = (size, kernel_size, stride, padding, dilation)
-    dims = [pool2d_formula(*a, ceil_mode=bool(ceil_mode))[1] for a in _per_dim(args)]
+    dims = [pool2d_formula(*a, ceil_mode=bool(ceil_mode))[1] for a in _per_dim(args, POOL)]
     if min(dims) < 1:
-        raise ShapeError(_too_small("max-pool", args, dims))
+        raise _too_small(POOL, args, dims)
     return _result(args, dims)
 
 
@@ -116,19 +117,23 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _pair(v: Any, what: str) -> tuple[int, int]:
+def _pair(v: Any, arg: str, layer: str = "?") -> tuple[int, int]:
     if _is_int(v):
         return (v, v)
     if isinstance(v, (tuple, list)) and len(v) == 2 and all(_is_int(x) for x in v):
         return (v[0], v[1])
-    raise ShapeError(f"The {what} must be a whole number or a pair (height, width), got {v!r}.",
-                     layer=what)
+    raise ShapeError("shapes.not_a_pair", layer=layer, arg=arg, value=repr(v))
 
 
-def _per_dim(args: tuple) -> list[tuple[int, ...]]:
+# Outside a traced layer, an error names PyTorch's class; inside one, the layer ("conv2").
+CONV, POOL = "Conv2d", "MaxPool2d"
+# PyTorch's argument names: the same words in every language, as students write them.
+_ARGS = ("input_size", "kernel_size", "stride", "padding", "dilation")
+
+
+def _per_dim(args: tuple, layer: str = "?") -> list[tuple[int, ...]]:
     """(size, kernel, stride, padding, dilation), each int or pair -> [H args, W args]."""
-    names = ("input size", "kernel size", "stride", "padding", "dilation")
-    pairs = [_pair(a, n) for a, n in zip(args, names)]
+    pairs = [_pair(a, n, layer) for a, n in zip(args, _ARGS)]
     return [tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)]
 
 
@@ -141,38 +146,35 @@ def _fmt(v: Any) -> str:
     return "×".join(_num(x) for x in v) if isinstance(v, (tuple, list)) else _num(v)
 
 
-def _check_args(what: str, size: int, kernel: int, stride: int, padding: int,
+def _check_args(layer: str, size: int, kernel: int, stride: int, padding: int,
                 dilation: int) -> None:
-    for name, v, lo in (("input size", size, 1), ("kernel size", kernel, 1),
-                        ("stride", stride, 1), ("padding", padding, 0), ("dilation", dilation, 1)):
+    for arg, v, lo in zip(_ARGS, (size, kernel, stride, padding, dilation), (1, 1, 1, 0, 1)):
         if not _is_int(v) or v < lo:
-            raise ShapeError(f"The {what} {name} must be a whole number of at least {lo}, "
-                             f"got {v!r}.", layer=name)
+            raise ShapeError("shapes.below_min", layer=layer, arg=arg, lo=lo, value=repr(v))
 
 
 def _check_pool_padding(kernel: int, padding: int) -> None:
     if padding > kernel // 2:
-        raise ShapeError(
-            f"The max-pool padding is {padding} but the kernel is {kernel}; PyTorch allows a "
-            f"padding of at most half the kernel ({kernel // 2} here). Use padding ≤ "
-            f"{kernel // 2} or a kernel of at least {2 * padding}.", layer="padding")
+        raise ShapeError("shapes.pool_padding", layer=POOL, padding=padding, kernel=kernel,
+                         half=kernel // 2, min_kernel=2 * padding)
 
 
-def _too_small(what: str, args: tuple, dims: list[int]) -> str:
-    h, w = _per_dim(args)
+def _too_small(layer: str, args: tuple, dims: list[int]) -> ShapeError:
+    """The error for an output below 1: the sizes in, the output, and the largest kernel that
+    would fit (``errors.shapes.conv_too_small`` / ``pool_too_small``)."""
+    h, w = _per_dim(args, layer)
     # the window (d·(k − 1) + 1 pixels) must fit in the padded input (n + 2p pixels)
     kmax = [(n + 2 * p - 1) // d + 1 for n, k, s, p, d in (h, w)]
     if all(_is_int(a) for a in args):
-        size, kernel, stride, padding, dilation = (f"{h[0]} pixels", *map(str, h[1:]))
-        out, fit = _num(dims[0]), str(kmax[0])
+        size, kernel, stride, padding, dilation = map(_num, h)
+        out, fit = _num(dims[0]), _num(kmax[0])
     else:
         size, kernel = _fmt((h[0], w[0])), _fmt((h[1], w[1]))
         stride, padding, dilation = (str(a) if a == b else f"({a}, {b})" for a, b in zip(h[2:], w[2:]))
         out, fit = _fmt(dims), _fmt(kmax)
-    return (f"The input is {size} but the {what} kernel is {kernel} (stride {stride}, padding "
-            f"{padding}, dilation {dilation}), so the output would be {out}; it must be at "
-            f"least 1. Use a kernel of at most {fit}, more padding or less dilation, or a "
-            f"larger input (less shrinking in the layers before).")
+    code = "shapes.conv_too_small" if layer == CONV else "shapes.pool_too_small"
+    return ShapeError(code, layer=layer, size=size, kernel=kernel, stride=stride,
+                      padding=padding, dilation=dilation, out=out, fit=fit)
 
 
 # -----------------------------------------------------------------------------
@@ -191,14 +193,13 @@ _PREFIX = {"conv": "conv", "pool": "pool", "relu": "relu", "flatten": "flatten",
 def _positive(layer: dict, key: str) -> int:
     v = layer.get(key)
     if not _is_int(v) or v < 1:
-        raise ShapeError(f"'{key}' must be a whole number of at least 1, got {v!r}.")
+        raise ShapeError("shapes.below_min", arg=key, lo=1, value=repr(v))
     return v
 
 
 def _image(shape: tuple[int, ...], kind: str) -> tuple[int, int, int]:
     if len(shape) != 3:
-        raise ShapeError(f"a {kind} layer needs a C×H×W input but gets a flat vector of "
-                         f"{shape[0]} features; put conv and pool layers before the flatten.")
+        raise ShapeError("shapes.needs_image", features=shape[0])
     return shape
 
 
@@ -215,7 +216,7 @@ def _conv(layer: dict, shape: tuple[int, ...]):
     args = ((h, w), layer.get("kernel_size"), layer.get("stride", 1),
             layer.get("padding", 0), layer.get("dilation", 1))
     oh, ow = conv2d_output_size(*args)
-    hargs, wargs = _per_dim(args)
+    hargs, wargs = _per_dim(args, CONV)
     formula, exact = _formula(conv2d_formula, hargs, wargs)
     kh, kw = hargs[1], wargs[1]
     params = oc * c * kh * kw + (oc if layer.get("bias", True) else 0)
@@ -230,7 +231,7 @@ def _pool(layer: dict, shape: tuple[int, ...]):
             layer.get("padding", 0), layer.get("dilation", 1))
     ceil_mode = bool(layer.get("ceil_mode", False))
     oh, ow = pool2d_output_size(*args, ceil_mode=ceil_mode)
-    formula, exact = _formula(pool2d_formula, *_per_dim(args), ceil_mode=ceil_mode)
+    formula, exact = _formula(pool2d_formula, *_per_dim(args, POOL), ceil_mode=ceil_mode)
     return (c, oh, ow), 0, formula, exact
 
 
@@ -244,8 +245,7 @@ def _flatten(layer: dict, shape: tuple[int, ...]):
 
 def _linear(layer: dict, shape: tuple[int, ...]):
     if len(shape) != 1:
-        raise ShapeError(f"a linear layer needs a flat input but gets {_fmt(shape)}; add "
-                         f"{{'type': 'flatten'}} before it.")
+        raise ShapeError("shapes.needs_flat", shape=_fmt(shape))
     out = _positive(layer, "out_features")
     return (out,), shape[0] * out + (out if layer.get("bias", True) else 0), "", True
 
@@ -256,8 +256,7 @@ _STEPS = {"conv": _conv, "pool": _pool, "relu": _relu, "flatten": _flatten, "lin
 def _input_shape(input_shape) -> tuple[int, ...]:
     shape = tuple(input_shape) if isinstance(input_shape, (tuple, list)) else None
     if not shape or len(shape) not in (1, 3) or not all(_is_int(x) and x >= 1 for x in shape):
-        raise ShapeError(f"The input shape must be (channels, height, width) or (features,) with "
-                         f"whole numbers of at least 1, got {input_shape!r}.", layer="input")
+        raise ShapeError("shapes.bad_input", layer="input", value=repr(input_shape))
     return shape
 
 
@@ -267,8 +266,8 @@ def _trace_list(layers: list[dict], shape: tuple[int, ...]) -> list[LayerTrace]:
     for i, layer in enumerate(layers):
         kind = layer.get("type") if isinstance(layer, dict) else None
         if kind not in _STEPS:
-            raise ShapeError(f"Layer {i + 1}: unknown layer {layer!r}; use a dict with 'type' "
-                             f"one of {', '.join(_STEPS)}.", layer=f"layer {i + 1}")
+            raise ShapeError("shapes.unknown_layer", layer=f"#{i + 1}", position=i + 1,
+                             found=repr(layer)[:80], known=", ".join(_STEPS))
         counts[kind] = counts.get(kind, 0) + 1
         n = counts[kind]
         name = layer.get("name") or (
@@ -276,12 +275,12 @@ def _trace_list(layers: list[dict], shape: tuple[int, ...]) -> list[LayerTrace]:
         try:
             unknown = set(layer) - _KEYS[kind] - {"type", "name"}
             if unknown:
-                raise ShapeError(f"unknown setting(s) {', '.join(sorted(unknown))} for a {kind} "
-                                 f"layer; known: {', '.join(sorted(_KEYS[kind])) or 'none'}.")
+                raise ShapeError("shapes.unknown_settings", unknown=", ".join(sorted(unknown)),
+                                 known=", ".join(sorted(_KEYS[kind])) or "–")
             out, params, formula, exact = _STEPS[kind](layer, shape)
-        except ShapeError as err:
-            msg = err.message[:1].lower() + err.message[1:]
-            raise ShapeError(f"{name}: {msg}", layer=name) from None
+        except ShapeError as err:  # the same problem, now naming this layer
+            params = {k: v for k, v in err.params.items() if k != "layer"}
+            raise ShapeError(err.code, layer=name, **params) from None
         traces.append(LayerTrace(name, kind, shape, tuple(out), params, formula, exact))
         shape = tuple(out)
     return traces
@@ -308,11 +307,16 @@ def _module_layer(m, kind: str) -> dict | None:
     if kind == "pool":
         stride = m.stride if m.stride else None  # an empty stride means "= kernel"
         dilation = m.dilation if isinstance(m, nn.MaxPool2d) else 1
-        return {"type": "pool", "kernel_size": _pair(m.kernel_size, "kernel size"),
-                "stride": None if stride is None else _pair(stride, "stride"),
-                "padding": _pair(m.padding, "padding"), "dilation": _pair(dilation, "dilation"),
-                "ceil_mode": m.ceil_mode}
+        return {"type": "pool", "kernel_size": _pair(m.kernel_size, "kernel_size", POOL),
+                "stride": None if stride is None else _pair(stride, "stride", POOL),
+                "padding": _pair(m.padding, "padding", POOL),
+                "dilation": _pair(dilation, "dilation", POOL), "ceil_mode": m.ceil_mode}
     return None
+
+
+def _first_line(err: BaseException) -> str:
+    """PyTorch's own words (English, as it printed them), one line."""
+    return (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
 
 
 def _shape(x) -> tuple[int, ...]:
@@ -348,14 +352,14 @@ def _trace_module(module, shape: tuple[int, ...]) -> list[LayerTrace]:
             module(x)
     except Exception as err:
         if not current:
-            raise ShapeError(f"The model fails on a {_fmt(shape)} input: "
-                             f"{str(err).splitlines()[0]}", layer="input") from err
+            raise ShapeError("shapes.model_fails", layer="input", shape=_fmt(shape),
+                             detail=_first_line(err)) from err
         name, m, in_shape = current[-1]
         kind = _module_kind(m)
         layer = _module_layer(m, kind)
         if layer is not None and len(in_shape) == 3:
             _trace_list([{**layer, "name": name}], in_shape)  # raises our plain message
-        raise ShapeError(f"{name}: PyTorch says: {str(err).splitlines()[0]}", layer=name) from err
+        raise ShapeError("shapes.torch_says", layer=name, detail=_first_line(err)) from err
     finally:
         for m, mode in modes.items():
             m.training = mode
@@ -393,12 +397,11 @@ def trace(layers, input_shape=(3, 32, 32)) -> list[LayerTrace]:
         return _trace_list(list(layers), shape)
     import torch.nn as nn
     if not isinstance(layers, nn.Module):
-        raise ShapeError(f"Cannot trace {type(layers).__name__}: give a list of layer dicts or "
-                         f"a torch.nn.Module.", layer="layers")
+        raise ShapeError("shapes.cannot_trace", layer="layers", kind=type(layers).__name__)
     return _trace_module(layers, shape)
 
 
-def spec_layers(spec: ModelSpec) -> list[dict]:
+def spec_layers(spec: ModelSpec, num_classes: int = 10) -> list[dict]:
     """The layer list of the model a ModelSpec builds (the tutorial's Net for the default)."""
     (c1, c2), (h1, h2) = spec.scaled_channels(), spec.scaled_hidden()
     pool = {"type": "pool", "kernel_size": spec.pool, "stride": spec.pool}
@@ -411,12 +414,14 @@ def spec_layers(spec: ModelSpec) -> list[dict]:
             {"type": "flatten"},
             {"type": "linear", "out_features": h1}, {"type": "relu"},
             {"type": "linear", "out_features": h2}, {"type": "relu"},
-            {"type": "linear", "out_features": 10}]
+            {"type": "linear", "out_features": num_classes}]
 
 
-def trace_spec(spec: ModelSpec, input_shape=(3, 32, 32)) -> list[LayerTrace]:
-    """trace() of the model a ModelSpec builds: conv1, relu1, pool1, conv2, ..., fc3."""
-    return trace(spec_layers(spec), input_shape)
+def trace_spec(spec: ModelSpec, input_shape=(3, 32, 32), num_classes: int = 10
+               ) -> list[LayerTrace]:
+    """trace() of the model a ModelSpec builds: conv1, relu1, pool1, conv2, ..., fc3. Pure
+    arithmetic: ``total_params(trace_spec(spec))`` counts a network of any size for free."""
+    return trace(spec_layers(spec, num_classes), input_shape)
 
 
 def flat_features(spec: ModelSpec, input_shape=(3, 32, 32)) -> int:

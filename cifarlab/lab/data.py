@@ -49,10 +49,11 @@ class LoadingError(CifarLabError):
 
 def _whole(name: str, value, low: int, high: int, field: str | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise LoadingError(f"{name} must be a whole number, not {value!r}.", field=field or name)
+        raise LoadingError("loading.not_whole", field=field or name, name=name,
+                           value=repr(value)[:40])
     if not low <= int(value) <= high:
-        raise LoadingError(f"{name} must be between {low} and {high}, got {value}.",
-                           field=field or name)
+        raise LoadingError("loading.out_of_range", field=field or name, name=name, low=low,
+                           high=high, value=int(value))
     return int(value)
 
 
@@ -89,11 +90,11 @@ def class_sample(data: "CifarData", class_index: int, n: int = 24, split: str = 
 def _as_hwc_batch(images) -> np.ndarray:
     arr = np.asarray(images)
     if arr.dtype != np.uint8:
-        raise LoadingError("transform_stats needs uint8 pictures (0…255), as stored on disk.")
+        raise LoadingError("loading.needs_uint8", dtype=str(arr.dtype))
     if arr.ndim == 3:
         arr = arr[None]
     if arr.ndim != 4 or arr.shape[-1] != 3:
-        raise LoadingError(f"Expected H×W×3 pictures, got shape {tuple(arr.shape)}.")
+        raise LoadingError("loading.bad_shape", shape="×".join(map(str, arr.shape)) or "()")
     return arr
 
 
@@ -227,13 +228,13 @@ def loader_throughput(data: "CifarData", pipeline: str = "tutorial", batch_size:
     "images", "seconds", "startup_seconds"}``.
     """
     if pipeline not in PIPELINES:
-        raise LoadingError(f"pipeline must be one of {', '.join(PIPELINES)}, not {pipeline!r}.",
-                           field="pipeline")
+        raise LoadingError("loading.bad_pipeline", field="pipeline", pipeline=repr(pipeline)[:40],
+                           known=", ".join(PIPELINES))
     batch_size = _whole("batch_size", batch_size, 1, MAX_BATCH_SIZE)
     num_workers = _whole("num_workers", num_workers, 0, MAX_WORKERS)
     max_batches = _whole("max_batches", max_batches, 1, 1_000_000)
     if not (isinstance(max_seconds, (int, float)) and 0 < max_seconds <= 600):
-        raise LoadingError("max_seconds must be above 0 and at most 600.", field="max_seconds")
+        raise LoadingError("loading.bad_seconds", field="max_seconds", limit=600)
     if pipeline == "fast":
         num_workers = 0
     from cifarlab.core.devices import Stopwatch
@@ -256,7 +257,7 @@ def loader_throughput(data: "CifarData", pipeline: str = "tutorial", batch_size:
             first = first or got
         startup = sw.stop()
         if first is None:
-            raise LoadingError("The loader delivered no batch at all.")
+            raise LoadingError("loading.no_batch")
         images = batches = 0
         sw.start()
         deadline = time.perf_counter() + max_seconds

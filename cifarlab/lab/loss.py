@@ -39,7 +39,8 @@ def net_logits(image_chw_uint8: np.ndarray, seed: int = 0, state_dict: dict | No
 
     x = np.asarray(image_chw_uint8)
     if x.shape != (3, 32, 32):
-        raise CifarLabError(f"Expected a 3×32×32 image, got shape {x.shape}.", field="image")
+        raise CifarLabError("loss.bad_image", field="image",
+                            shape="×".join(map(str, x.shape)) or "()")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         net = Net()
@@ -62,9 +63,9 @@ def cross_entropy_by_hand(logits, label: int) -> dict:
     """
     z = np.asarray(logits, dtype=np.float64).reshape(-1)
     if z.size < 2 or not np.all(np.isfinite(z)):
-        raise CifarLabError("Give at least two finite logits.", field="logits")
+        raise CifarLabError("loss.bad_logits", field="logits")
     if not 0 <= int(label) < z.size:
-        raise CifarLabError(f"The label must be 0…{z.size - 1}, got {label}.", field="label")
+        raise CifarLabError("loss.bad_label", field="label", top=z.size - 1, label=int(label))
     label = int(label)
     shift = float(z.max())
     exps = np.exp(z - shift)
@@ -118,8 +119,8 @@ def _surface(surface: "str | Surface") -> Surface:
     try:
         return SURFACES[surface]
     except KeyError:
-        raise CifarLabError(f"Unknown loss surface {surface!r}; choose one of "
-                            f"{', '.join(SURFACES)}.", field="surface") from None
+        raise CifarLabError("loss.unknown_surface", field="surface", surface=repr(surface)[:40],
+                            known=", ".join(SURFACES)) from None
 
 
 def loss_surface(name: "str | Surface", grid=101) -> dict:
@@ -177,11 +178,11 @@ def sgd_path(surface: "str | Surface", start=None, lr: float = 0.05, momentum: f
     """
     s = _surface(surface)
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
-        raise CifarLabError("The learning rate must be a number greater than 0.", field="lr")
+        raise CifarLabError("loss.bad_lr", field="lr")
     if not (isinstance(momentum, (int, float)) and 0 <= momentum < 1):
-        raise CifarLabError("The momentum must be at least 0 and below 1.", field="momentum")
+        raise CifarLabError("loss.bad_momentum", field="momentum")
     if not (isinstance(steps, int) and 0 <= steps <= MAX_STEPS):
-        raise CifarLabError(f"The number of steps must be 0…{MAX_STEPS}.", field="steps")
+        raise CifarLabError("loss.bad_steps", field="steps", limit=MAX_STEPS)
     start = s.start if start is None else tuple(float(v) for v in start)
     p = torch.tensor(start, dtype=torch.float64, requires_grad=True)
     opt = torch.optim.SGD([p], lr=float(lr), momentum=float(momentum))

@@ -61,7 +61,7 @@ def to_input(image_hwc: np.ndarray, mode: str = "gray") -> np.ndarray:
     """
     img = np.asarray(image_hwc)
     if img.ndim != 3 or img.shape[2] != 3:
-        raise ShapeError(f"Expected an H×W×3 image, got shape {img.shape}.", layer="image")
+        raise ShapeError("network.bad_image", layer="image", shape=_dims(img.shape))
     x = img.astype(np.float32).transpose(2, 0, 1) / np.float32(255)
     if mode == "gray":
         return x.mean(axis=0, keepdims=True, dtype=np.float32)
@@ -80,7 +80,7 @@ def net_conv1(seed: int = 0, state_dict: dict | None = None) -> tuple[np.ndarray
         try:
             w, b = state_dict["conv1.weight"], state_dict["conv1.bias"]
         except KeyError as err:
-            raise CifarLabError("These weights have no conv1 layer (conv1.weight, conv1.bias).") from err
+            raise CifarLabError("network.no_conv1") from err
         return (w.detach().cpu().float().numpy().copy(), b.detach().cpu().float().numpy().copy())
     from cifarlab.core.model import Net
 
@@ -95,7 +95,7 @@ def _chw(image: np.ndarray) -> np.ndarray:
     if x.ndim == 2:
         x = x[None]
     if x.ndim != 3:
-        raise ShapeError(f"The image must be H×W or C×H×W, got shape {x.shape}.", layer="image")
+        raise ShapeError("network.bad_map_input", layer="image", shape=_dims(x.shape))
     return x
 
 
@@ -104,9 +104,13 @@ def _ckk(kernel: np.ndarray, channels: int) -> np.ndarray:
     if k.ndim == 2:
         k = np.broadcast_to(k, (channels, *k.shape))
     if k.ndim != 3 or k.shape[0] != channels:
-        raise ShapeError(f"The kernel has shape {k.shape} but the image has {channels} channel(s); "
-                         f"give a k×k kernel or a {channels}×k×k one.", layer="kernel")
+        raise ShapeError("network.kernel_channels", layer="kernel", shape=_dims(k.shape),
+                         n=channels)
     return np.ascontiguousarray(k)
+
+
+def _dims(shape) -> str:
+    return "×".join(str(int(n)) for n in shape) or "()"
 
 
 def _pad(x: np.ndarray, padding: int) -> np.ndarray:
@@ -165,8 +169,8 @@ def conv_step(image: np.ndarray, kernel: np.ndarray, bias: float, row: int, col:
     k = _ckk(kernel, x.shape[0])
     oh, ow = _conv_size(x, k, stride, padding)
     if not (0 <= row < oh and 0 <= col < ow):
-        raise ShapeError(f"The output is {oh}×{ow}: row must be 0…{oh - 1} and column 0…{ow - 1}, "
-                         f"got ({row}, {col}).", layer="position")
+        raise ShapeError("network.bad_position", layer="position", out=f"{oh}×{ow}",
+                         last_row=oh - 1, last_col=ow - 1, row=row, col=col)
     xp = _pad(x, padding)
     kh, kw = k.shape[1:]
     top, left = row * stride, col * stride
@@ -198,7 +202,7 @@ def maxpool_windows(fmap: np.ndarray, kernel: int = 2, stride: int | None = None
     """
     x = np.asarray(fmap, dtype=np.float32)
     if x.ndim != 2:
-        raise ShapeError(f"The feature map must be H×W, got shape {x.shape}.", layer="pool")
+        raise ShapeError("network.bad_feature_map", layer="pool", shape=_dims(x.shape))
     stride = kernel if stride is None else stride
     oh, ow = shapes.pool2d_output_size(x.shape, kernel, stride)
     out = np.empty((oh, ow), dtype=np.float32)
@@ -226,18 +230,19 @@ def calculator(kind: str, size: int, kernel: int, padding: int = 0, stride: int 
     """One dimension of a conv (``kind="conv"``) or max-pool (``"pool"``) layer.
 
     Returns ``formula`` (numbers substituted), ``output`` (may be < 1), ``exact`` (the division
-    had no remainder), ``ok`` (output ≥ 1), ``remainder`` and ``error`` (a ShapeError's message
-    for arguments PyTorch refuses outright, e.g. a pool padding above half the kernel; else None).
+    had no remainder), ``ok`` (output ≥ 1), ``remainder``, ``error`` (a ShapeError's message,
+    English, for arguments PyTorch refuses outright, e.g. a pool padding above half the kernel;
+    else None) and ``shape_error`` (that error: ``.text(lang)`` in the student's language).
     """
     fn = shapes.conv2d_formula if kind == "conv" else shapes.pool2d_formula
     try:
         formula, out, exact = fn(size, kernel, stride, padding, dilation)
     except ShapeError as err:
         return {"formula": "", "output": None, "exact": True, "ok": False, "remainder": 0,
-                "error": str(err)}
+                "error": str(err), "shape_error": err}
     numerator = size + 2 * padding - dilation * (kernel - 1) - 1
     return {"formula": formula, "output": out, "exact": exact, "ok": out >= 1,
-            "remainder": numerator % stride, "error": None}
+            "remainder": numerator % stride, "error": None, "shape_error": None}
 
 
 # -----------------------------------------------------------------------------------------
@@ -252,8 +257,9 @@ class StackReport:
     flat: int | None = None                          # fc1's input size (400 for the tutorial)
     flat_shape: tuple[int, int, int] | None = None   # (C, H, W) before the flatten
     total_params: int | None = None
-    error: str | None = None                         # the ShapeError's message, naming the layer
+    error: str | None = None                         # the ShapeError's message (English)
     error_layer: str | None = None
+    shape_error: ShapeError | None = None            # the error: .text(lang) for a page
     view_error: str | None = None                    # PyTorch's message with x.view(-1, 400)
     flatten_error: str | None = None                 # ... with torch.flatten(x, 1) + Linear(400)
     view_error_kind: str | None = None               # the exception's class: "RuntimeError", ...
@@ -263,6 +269,10 @@ class StackReport:
     def ok(self) -> bool:
         return self.error is None
 
+    def error_text(self, lang: str = "en") -> str | None:
+        """Why the sizes do not fit, in ``lang``, naming the layer and the sizes."""
+        return self.shape_error.text(lang) if self.shape_error is not None else None
+
 
 def analyze_stack(spec: ModelSpec, batch_size: int = 4) -> StackReport:
     """The shape table of ``spec``, fc1's real input size, and what the tutorial's hard-coded
@@ -271,7 +281,7 @@ def analyze_stack(spec: ModelSpec, batch_size: int = 4) -> StackReport:
     try:
         traces = shapes.trace_spec(spec)
     except ShapeError as err:
-        report.error, report.error_layer = str(err), err.layer
+        report.error, report.error_layer, report.shape_error = str(err), err.layer, err
     else:
         report.rows = shapes.trace_table(traces)
         flat = next(t for t in traces if t.kind == "flatten")
@@ -332,7 +342,7 @@ def _run_tutorial(spec: ModelSpec, batch_size: int, flatten: str) -> tuple[str |
     if flatten not in ("view", "flatten"):
         raise ValueError("flatten must be 'view' or 'flatten'")
     if max(spec.scaled_channels()) > 4096 or max(spec.scaled_hidden()) > 65536:
-        raise ShapeError("This network is too big to try out here.", layer="width")
+        raise ShapeError("network.too_big_to_try", layer="width")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         net = _TutorialNet(spec, flatten)

@@ -74,7 +74,7 @@ def rank_examples(data: "CifarData", index: int = 0, batch: int = 4,
     x, y = data.split(split)
     n = len(y)
     if n == 0:
-        raise TensorLabError("The data set has no images.")
+        raise TensorLabError("tensors.no_images")
     batch = int(max(1, min(int(batch), 64, n)))
     start = int(index) % n
     idx = [(start + i) % n for i in range(batch)]
@@ -116,9 +116,11 @@ def tensor_facts(tensor: torch.Tensor) -> dict:
 
 def _check_positive(name: str, value, upper) -> int | float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TensorLabError(f"{name} must be a number, not {value!r}.")
+        raise TensorLabError("tensors.not_a_number", field=name, name=name,
+                             value=repr(value)[:40])
     if not (value > 0) or value > upper:
-        raise TensorLabError(f"{name} must be above 0 and at most {upper}, got {value}.")
+        raise TensorLabError("tensors.out_of_range", field=name, name=name, upper=upper,
+                             value=float(value) if isinstance(value, np.floating) else value)
     return value
 
 

@@ -4,7 +4,8 @@
     problems = check(values, Limits(max_epochs=20, max_train_images=50000), n_train=50000)
     #  -> {"batch_size": Problem("batch_size", "config.batch_data", {"batch": 64, "n": 32})}
     view = RunView(max_points=600)               # one per run, kept between page reruns
-    view.update(store, run_id)                   # reads only the rows it has not seen; True if any
+    view.update(partial(queue.events, sid, run_id), partial(queue.losses, sid, run_id))
+    #  -> reads only the rows it has not seen; True if any
     view.chart()                                 # downsampled step losses, running loss, epochs
     view.chart_stamp(now, every_s=2.0)           # changes when the chart is due to be redrawn
     time_split(view.epochs, run.result)          # data wait vs compute
@@ -23,7 +24,6 @@ few seconds while the run trains; in between the page sends the figure it built 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -151,15 +151,15 @@ class RunView:
     def last_step(self) -> int:
         return self.series.last_step
 
-    def update(self, store: Any, run_id: str, step: int | None = None) -> bool:
-        """Read what the store has that this view has not seen: events after ``last_seq``,
-        step losses after ``last_step`` (skipped when the run's ``step``, from its progress,
-        says there are none). ``store``: anything with RunStore's ``events`` and ``losses``.
-        True when something new came."""
+    def update(self, events: Any, losses: Any, step: int | None = None) -> bool:
+        """Read what this view has not seen: ``events(since_seq=)`` after ``last_seq``, and
+        ``losses(since_step=)`` after ``last_step`` (not asked for when the run's ``step``, from
+        its progress, says there are none). The page passes the queue's session-checked calls
+        (``partial(queue.events, sid, run_id)``). True when something new came."""
         before = (self.last_seq, self.series.count)
-        self.add_events(store.events(run_id, since_seq=self.last_seq))
+        self.add_events(events(since_seq=self.last_seq))
         if step is None or step > self.last_step:
-            self.add_losses(*store.losses(run_id, since_step=self.last_step))
+            self.add_losses(*losses(since_step=self.last_step))
         changed = (self.last_seq, self.series.count) != before
         self.revision += changed
         return changed

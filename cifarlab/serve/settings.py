@@ -28,17 +28,38 @@ Setting (TOML key)     Environment variable            Default and meaning
                                                        not oversubscribed.
 ``gpu_slots``          ``CIFARLAB_GPU_SLOTS``          ``1``: runs at the same time on each GPU
                                                        (``cuda:N``). Apple's ``mps`` always has 1.
-``worker_threads``     ``CIFARLAB_WORKER_THREADS``     ``max(1, cores // cpu_slots)``: PyTorch
-                                                       threads (``torch.set_num_threads``) in
-                                                       each run's worker process.
+``worker_threads``     ``CIFARLAB_WORKER_THREADS``     PyTorch threads (``torch.set_num_threads``)
+                                                       in each run's worker process: ``max(1,
+                                                       (cores - 1) // cpu_slots)`` on more than 2
+                                                       cores, so the web server keeps a core
+                                                       while every slot trains; else ``max(1,
+                                                       cores // cpu_slots)``.
 ``max_queue``          ``CIFARLAB_MAX_QUEUE``          ``50``: runs waiting at most, all students
                                                        together; beyond it, Train says the queue
                                                        is full (it never hangs).
-``max_per_session``    ``CIFARLAB_MAX_PER_SESSION``    ``2``: runs one browser session may have
-                                                       queued or running at once.
+``max_per_owner``      ``CIFARLAB_MAX_PER_OWNER``      ``2``: runs one person may have queued or
+                                                       running at once, across all their tabs
+                                                       (the page names the person: a cookie, the
+                                                       signed-in user, or the client address).
+                                                       The old name ``max_per_session`` is read
+                                                       too.
 ``max_epochs``         ``CIFARLAB_MAX_EPOCHS``         ``20``: most epochs one run may ask for.
 ``max_train_images``   ``CIFARLAB_MAX_TRAIN_IMAGES``   ``50000``: most training images one run
                                                        may use (its subset, or all 50,000).
+``max_image_epochs_per_run``                           ``500000``: most compute one run may ask
+  (``CIFARLAB_MAX_IMAGE_EPOCHS_PER_RUN``)              for, in image-epochs (training images ×
+                                                       epochs; the tutorial's run is 100,000).
+``max_image_epochs_per_owner``                         ``2000000``: most image-epochs one person's
+  (``CIFARLAB_MAX_IMAGE_EPOCHS_PER_OWNER``)            runs may ask for in any 60 minutes (a
+                                                       rolling hour; queued, running and finished
+                                                       runs count, runs cancelled before they
+                                                       started do not).
+``max_num_workers``    ``CIFARLAB_MAX_NUM_WORKERS``    ``8``: most DataLoader worker processes
+                                                       (``num_workers``) one run may ask for.
+``max_timing_seconds`` ``CIFARLAB_MAX_TIMING_SECONDS`` ``1200``: longest a CPU-vs-GPU timing may
+                                                       run. One whose estimate is longer is
+                                                       refused before it starts; one that runs
+                                                       past it is stopped, keeping its rows.
 ``shared_view``        ``CIFARLAB_SHARED_VIEW``        ``false``: when true (a class view),
                                                        everyone sees everyone's runs, read-only;
                                                        only the owner can cancel or delete.
@@ -48,6 +69,10 @@ Setting (TOML key)     Environment variable            Default and meaning
 ``heartbeat_timeout``  ``CIFARLAB_HEARTBEAT_TIMEOUT``  ``60`` seconds: a running run whose worker
                                                        has not written a heartbeat for this long
                                                        is marked failed (or interrupted).
+``worker_nice``        ``CIFARLAB_WORKER_NICE``        ``10`` (0 to 19): how far below the web
+                                                       server's priority workers run
+                                                       (``os.nice``), so pages stay responsive
+                                                       while every slot trains.
 =====================  ==============================  ==========================================
 
 Whole numbers must be written as such (``"4"``, not ``"4.0"`` or ``"four"``); booleans as
@@ -62,9 +87,12 @@ import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from cifarlab.errors import CifarLabError
+
+if TYPE_CHECKING:
+    from cifarlab.core.config import Limits
 
 ENV_PREFIX = "CIFARLAB_"
 CONFIG_ENV = "CIFARLAB_CONFIG"
@@ -94,12 +122,17 @@ class Settings:
     gpu_slots: int = 1
     worker_threads: int = 1
     max_queue: int = 50
-    max_per_session: int = 2
+    max_per_owner: int = 2
     max_epochs: int = 20
     max_train_images: int = 50000
+    max_image_epochs_per_run: int = 500_000
+    max_image_epochs_per_owner: int = 2_000_000
+    max_num_workers: int = 8
+    max_timing_seconds: float = 1200.0
     shared_view: bool = False
     spare_workers: int = 1
     heartbeat_timeout: float = 60.0
+    worker_nice: int = 10
 
     @property
     def db_path(self) -> Path:
@@ -108,6 +141,18 @@ class Settings:
     @property
     def checkpoint_dir(self) -> Path:
         return self.home / "checkpoints"
+
+    @property
+    def max_per_session(self) -> int:
+        """The old name of ``max_per_owner`` (pages/train.py still reads it)."""
+        return self.max_per_owner
+
+    def limits(self) -> "Limits":
+        """What this server allows one run, for ``core.config.validate``."""
+        from cifarlab.core.config import Limits
+
+        return Limits(max_epochs=self.max_epochs, max_train_images=self.max_train_images,
+                      max_num_workers=self.max_num_workers)
 
     def slots_for(self, device: str) -> int:
         """How many runs may use ``device`` ("cpu", "cuda:N", "mps") at the same time."""
@@ -121,21 +166,27 @@ class Settings:
         return dataclasses.replace(self, **changes)
 
 
-# name -> (kind, minimum); kind is "int", "float", "bool", "path" or "str"
-_FIELDS: dict[str, tuple[str, float | None]] = {
-    "home": ("path", None),
-    "data": ("str", None),
-    "cpu_slots": ("int", 1),
-    "gpu_slots": ("int", 1),
-    "worker_threads": ("int", 1),
-    "max_queue": ("int", 1),
-    "max_per_session": ("int", 1),
-    "max_epochs": ("int", 1),
-    "max_train_images": ("int", 1),
-    "shared_view": ("bool", None),
-    "spare_workers": ("int", 0),
-    "heartbeat_timeout": ("float", 5),
+# name -> (kind, minimum, maximum); kind is "int", "float", "bool", "path" or "str"
+_FIELDS: dict[str, tuple[str, float | None, float | None]] = {
+    "home": ("path", None, None),
+    "data": ("str", None, None),
+    "cpu_slots": ("int", 1, None),
+    "gpu_slots": ("int", 1, None),
+    "worker_threads": ("int", 1, None),
+    "max_queue": ("int", 1, None),
+    "max_per_owner": ("int", 1, None),
+    "max_epochs": ("int", 1, None),
+    "max_train_images": ("int", 1, None),
+    "max_image_epochs_per_run": ("int", 1, None),
+    "max_image_epochs_per_owner": ("int", 1, None),
+    "max_num_workers": ("int", 0, None),
+    "max_timing_seconds": ("float", 1, None),
+    "shared_view": ("bool", None, None),
+    "spare_workers": ("int", 0, None),
+    "heartbeat_timeout": ("float", 5, None),
+    "worker_nice": ("int", 0, 19),
 }
+_ALIASES = {"max_per_session": "max_per_owner"}  # old name -> name; the new name wins
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -158,26 +209,33 @@ def load_settings(env: Mapping[str, str] | None = None, config_file: str | os.Pa
     if path is not None:
         path = Path(path).expanduser()
         if not path.is_file():
-            raise SettingsError(f"{CONFIG_ENV} points to '{path}', but there is no file there.")
+            raise SettingsError("serve.settings.no_config_file", env=CONFIG_ENV, path=str(path))
     elif Path(DEFAULT_CONFIG_FILE).is_file():
         path = Path(DEFAULT_CONFIG_FILE)
     if path is not None:
         values.update(_from_file(path))
 
-    for name in _FIELDS:
+    from_env = {}
+    for name in [*_ALIASES, *_FIELDS]:  # aliases first, so that a setting's own name wins
         raw = env.get(env_name(name))
         if raw is not None and raw.strip() != "":
-            values[name] = _parse(name, raw, env_name(name), base=Path.cwd())
+            field = _ALIASES.get(name, name)
+            from_env[field] = _parse(field, raw, env_name(name), base=Path.cwd())
+    values.update(from_env)
 
-    for name, value in overrides.items():
-        if name not in _FIELDS:
-            raise SettingsError(f"Unknown setting '{name}'. Known: {', '.join(_FIELDS)}.")
-        values[name] = _parse(name, value, name, base=Path.cwd())
+    for name, value in sorted(overrides.items(), key=lambda kv: kv[0] not in _ALIASES):
+        field = _ALIASES.get(name, name)
+        if field not in _FIELDS:
+            raise SettingsError("serve.settings.unknown_setting", name=name,
+                                known=", ".join(_FIELDS))
+        values[field] = _parse(field, value, name, base=Path.cwd())
 
     cores = cpu_cores()
     values.setdefault("home", (Path.cwd() / DEFAULT_HOME).resolve())
     values.setdefault("cpu_slots", max(1, cores // 2))
-    values.setdefault("worker_threads", max(1, cores // values["cpu_slots"]))
+    # Leave the web server a core while every CPU slot trains (workers also run niced).
+    spare_core = 1 if cores > 2 else 0
+    values.setdefault("worker_threads", max(1, (cores - spare_core) // values["cpu_slots"]))
     return Settings(**values)
 
 
@@ -186,47 +244,57 @@ def _from_file(path: Path) -> dict[str, Any]:
         with open(path, "rb") as f:
             doc = tomllib.load(f)
     except tomllib.TOMLDecodeError as err:
-        raise SettingsError(f"'{path}' is not valid TOML: {err}.") from None
+        raise SettingsError("serve.settings.bad_toml", path=str(path), detail=str(err)) from None
     except OSError as err:
-        raise SettingsError(f"'{path}' could not be read: {err.strerror}.") from None
+        raise SettingsError("serve.settings.unreadable", path=str(path),
+                            detail=str(err.strerror)) from None
     table = doc["cifarlab"] if isinstance(doc.get("cifarlab"), dict) else doc
-    unknown = sorted(set(table) - set(_FIELDS))
+    unknown = sorted(set(table) - set(_FIELDS) - set(_ALIASES))
     if unknown:
-        raise SettingsError(f"'{path}' has unknown setting(s): {', '.join(unknown)}. "
-                            f"Known: {', '.join(_FIELDS)}.")
+        raise SettingsError("serve.settings.unknown_keys", path=str(path),
+                            names=", ".join(unknown), known=", ".join(_FIELDS))
     base = path.resolve().parent
-    return {name: _parse(name, value, f"{name} in {path}", base=base)
-            for name, value in table.items() if name in _FIELDS}
+    out: dict[str, Any] = {}
+    for name in sorted(table, key=lambda n: n not in _ALIASES):  # the setting's own name wins
+        field = _ALIASES.get(name, name)
+        out[field] = _parse(field, table[name], f"{name} ({path})", base=base)
+    return out
 
 
 def _parse(name: str, raw: Any, where: str, base: Path) -> Any:
-    kind, minimum = _FIELDS[name]
+    """``raw`` as setting ``name`` wants it; ``where`` names it in the error (the environment
+    variable, the file key, or the override)."""
+    kind, minimum, maximum = _FIELDS[name]
     text = raw.strip() if isinstance(raw, str) else raw
+    got = repr(raw)
     if kind == "int":
         value = _int(text)
-        if value is None or (minimum is not None and value < minimum):
-            raise SettingsError(f"{where} must be a whole number ≥ {int(minimum)}, got {raw!r}.",
-                                field=name)
+        if value is None or value < minimum or (maximum is not None and value > maximum):
+            if maximum is not None:
+                raise SettingsError("serve.settings.whole_number_range", field=name,
+                                    where=where, min=int(minimum), max=int(maximum), got=got)
+            raise SettingsError("serve.settings.whole_number", field=name, where=where,
+                                min=int(minimum), got=got)
         return value
     if kind == "float":
         value = _float(text)
-        if value is None or (minimum is not None and value < minimum):
-            raise SettingsError(f"{where} must be a number of seconds ≥ {minimum:g}, got {raw!r}.",
-                                field=name)
+        if value is None or value < minimum:
+            raise SettingsError("serve.settings.seconds", field=name, where=where, min=minimum,
+                                got=got)
         return value
     if kind == "bool":
         if isinstance(text, bool):
             return text
         if isinstance(text, str) and text.lower() in _TRUE | _FALSE:
             return text.lower() in _TRUE
-        raise SettingsError(f"{where} must be true or false, got {raw!r}.", field=name)
+        raise SettingsError("serve.settings.boolean", field=name, where=where, got=got)
     if kind == "path":
         if not isinstance(text, (str, os.PathLike)) or str(text) == "":
-            raise SettingsError(f"{where} must be a folder path, got {raw!r}.", field=name)
+            raise SettingsError("serve.settings.folder", field=name, where=where, got=got)
         path = Path(text).expanduser()
         return (path if path.is_absolute() else base / path).resolve()
     if not isinstance(text, str):
-        raise SettingsError(f"{where} must be text, got {raw!r}.", field=name)
+        raise SettingsError("serve.settings.text", field=name, where=where, got=got)
     return text or None
 
 

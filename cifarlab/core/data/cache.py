@@ -1,0 +1,300 @@
+"""The decode-once cache on disk: ``<cache>/datasets/<key>/`` holds four ``.npy`` files and
+``meta.json``.
+
+Writing: into a temporary folder beside the final one, ``meta.json`` (``"complete": true``)
+last, then renamed into place, under a lock file; a process killed half-way never leaves a
+cache that is read as valid, and two processes decoding at once corrupt nothing. A cache file is
+never rewritten or truncated in place (and is made read-only): a damaged cache is replaced
+whole, by rename.
+
+Reading: every array file is checked against what its ``.npy`` header and ``meta.json``
+promise (dtype, shape, and so its exact size) before a byte of it is used; a short, long or torn
+file makes the cache *damaged* (``CacheDamaged``), which ``load()`` logs and rebuilds. The
+checked files are then copied into memory that no file backs (``memory.py`` says why, and how
+processes share that copy), so a file cut short later harms nobody.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from cifarlab.core.data.memory import CacheDamaged, Part, attach
+from cifarlab.core.data.sources import CACHE_VERSION, IMAGE_SIZE
+from cifarlab.errors import DataError
+
+ARRAYS = ("train_x", "train_y", "test_x", "test_y")
+
+# ---------------------------------------------------------------------------------------------
+# The data set
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class CifarData:
+    """The decoded data set: uint8 N×3×32×32 images and int64 labels per split (read-only)."""
+
+    train_x: np.ndarray          # uint8, N×3×32×32, copied from the cache (memory.py)
+    train_y: np.ndarray          # int64, N
+    test_x: np.ndarray
+    test_y: np.ndarray
+    classes: tuple[str, ...]     # label order
+    source: str                  # human description of where it came from
+    key: str                     # cache key (source identity)
+    notes: tuple[str, ...] = ()  # e.g. "12 images were not 32×32 RGB and were converted ..."
+    # the cache folder the arrays were read from, so that pickling sends it, not 180 MB
+    cache_path: str = ""
+
+    @property
+    def n_train(self) -> int:
+        return int(len(self.train_y))
+
+    @property
+    def n_test(self) -> int:
+        return int(len(self.test_y))
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+    def split(self, split: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(x, y)`` of ``"train"`` or ``"test"``."""
+        if split == "train":
+            return self.train_x, self.train_y
+        if split == "test":
+            return self.test_x, self.test_y
+        raise ValueError(f"split must be 'train' or 'test', not {split!r}")
+
+    def packed(self, split: str) -> tuple[Any, Any]:
+        """The split's ``(x, y)`` as pickling sends them: references to the cache if cached."""
+        if self.cache_path:
+            return ((_REF, self.cache_path, self.key, f"{split}_x"),
+                    (_REF, self.cache_path, self.key, f"{split}_y"))
+        return self.split(split)
+
+    def class_counts(self, split: str = "train") -> dict[str, int]:
+        """Images per class, in label order."""
+        y = self.split(split)[1]
+        counts = np.bincount(np.asarray(y, dtype=np.int64), minlength=len(self.classes))
+        return {c: int(counts[i]) for i, c in enumerate(self.classes)}
+
+    def image(self, split: str, index: int) -> np.ndarray:
+        """One image as a 32×32×3 (HWC) uint8 array, for showing."""
+        return np.ascontiguousarray(self.split(split)[0][index].transpose(1, 2, 0))
+
+    def __reduce__(self):  # a cached data set travels as a reference to its cache
+        if self.cache_path:
+            return (_from_cache, (self.cache_path, self.key))
+        return (CifarData, (self.train_x, self.train_y, self.test_x, self.test_y, self.classes,
+                            self.source, self.key, self.notes))
+
+    def __repr__(self) -> str:
+        return (f"CifarData({self.n_train} train + {self.n_test} test images, "
+                f"{len(self.classes)} classes, source={self.source!r}, key={self.key!r})")
+
+
+_REF = "cifarlab-cached-array"
+
+
+def unpack_array(p: Any) -> np.ndarray:
+    """The array a ``CifarData.packed`` reference names, from its cache (checked again)."""
+    if isinstance(p, tuple) and len(p) == 4 and p[0] == _REF:
+        _, path, key, name = p
+        return _reopened(path, key, [name])[name]
+    return p
+
+
+def _from_cache(path: str, key: str) -> CifarData:
+    return _reopened(path, key, None)
+
+
+def _reopened(path: str, key: str, names: list[str] | None):
+    """The cache at ``path`` again (in another process): its arrays ``names``, or the whole
+    data set; DataError if it is gone or damaged since."""
+    try:
+        got = read_cache(Path(path), key) if names is None else read_arrays(Path(path), key,
+                                                                            names)
+        if got is None:
+            raise CacheDamaged("the cache is gone or incomplete")
+        return got
+    except (OSError, CacheDamaged) as err:
+        why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise DataError("data.cache_changed", field="data", reason=why) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading: verified, then copied into memory
+# ---------------------------------------------------------------------------------------------
+def _npy_header(f, name: str) -> tuple[tuple[int, ...], np.dtype, int]:
+    """(shape, dtype, data offset) from the open ``.npy`` file ``name``; CacheDamaged if it is
+    torn."""
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(f)
+        if version == (1, 0):
+            shape, fortran, dtype = fmt.read_array_header_1_0(f)
+        elif version == (2, 0):
+            shape, fortran, dtype = fmt.read_array_header_2_0(f)
+        else:
+            raise CacheDamaged(f"{name}: .npy version {version}")
+    except (ValueError, EOFError) as err:
+        raise CacheDamaged(f"{name}: torn header ({err})") from None
+    if fortran:
+        raise CacheDamaged(f"{name}: Fortran order")
+    return tuple(shape), dtype, f.tell()
+
+
+def _check_file(path: Path, name: str, shape: tuple[int, ...], dtype: np.dtype) -> Part:
+    """The file's header and size checked against ``shape`` and ``dtype``; CacheDamaged on any
+    mismatch (or if it cannot be opened)."""
+    try:
+        with open(path, "rb", buffering=0) as f:
+            got_shape, got_dtype, offset = _npy_header(f, path.name)
+            size = os.fstat(f.fileno()).st_size
+    except OSError as err:
+        raise CacheDamaged(f"{path.name}: {err.strerror or err}") from None
+    if got_shape != shape or got_dtype != dtype:
+        raise CacheDamaged(f"{path.name}: holds {got_dtype} {got_shape}, expected {dtype} "
+                           f"{shape}")
+    nbytes = math.prod(shape) * dtype.itemsize
+    if size != offset + nbytes:
+        raise CacheDamaged(f"{path.name}: {size} bytes, its header promises {offset + nbytes}")
+    return Part(name, path, offset, nbytes, shape, dtype)
+
+
+def _expected(meta: dict) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    n_train, n_test = int(meta["n_train"]), int(meta["n_test"])
+    image = (3, IMAGE_SIZE, IMAGE_SIZE)
+    return {"train_x": ((n_train, *image), np.dtype(np.uint8)),
+            "train_y": ((n_train,), np.dtype(np.int64)),
+            "test_x": ((n_test, *image), np.dtype(np.uint8)),
+            "test_y": ((n_test,), np.dtype(np.int64))}
+
+
+def check_cache(path: Path, key: str) -> tuple[dict, dict[str, Part]] | None:
+    """(meta, parts) if the cache is complete and every file is what it promises; None if it
+    is absent or incomplete (a writer still at work, or killed); CacheDamaged if it is
+    complete but a file is missing, torn, short or long. Reads no pixels."""
+    try:
+        meta = json.loads((path / "meta.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not (isinstance(meta, dict) and meta.get("complete") is True
+            and meta.get("cache_version") == CACHE_VERSION and meta.get("key") == key):
+        return None
+    try:
+        expected = _expected(meta)
+        if not isinstance(meta["classes"], list):
+            raise TypeError("classes is not a list")
+    except (KeyError, TypeError, ValueError) as err:
+        raise CacheDamaged(f"meta.json: {type(err).__name__}: {err}") from None
+    return meta, {name: _check_file(path / f"{name}.npy", name, shape, dtype)
+                  for name, (shape, dtype) in expected.items()}
+
+
+def _stamp(key: str, meta: dict) -> str:
+    """What tells this cache's content from a rebuilt one's (a shared copy must match it)."""
+    return f"{key}@{meta.get('created')}"
+
+
+def read_arrays(path: Path, key: str, names: Iterable[str]) -> dict[str, np.ndarray] | None:
+    """Arrays ``names`` of the checked cache, read-only, in memory no file backs."""
+    checked = check_cache(path, key)
+    if checked is None:
+        return None
+    meta, parts = checked
+    return attach(path, _stamp(key, meta), parts, list(names))
+
+
+def read_cache(path: Path, key: str) -> CifarData | None:
+    """The cached data set at ``path``, checked and copied into memory (``memory.py``); None
+    if absent or incomplete; CacheDamaged if damaged."""
+    checked = check_cache(path, key)
+    if checked is None:
+        return None
+    meta, parts = checked
+    arrays = attach(path, _stamp(key, meta), parts, ARRAYS)
+    return CifarData(**arrays, classes=tuple(str(c) for c in meta["classes"]),
+                     source=str(meta.get("source", key)), key=key,
+                     notes=tuple(str(n) for n in meta.get("notes", ())), cache_path=str(path))
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+# ---------------------------------------------------------------------------------------------
+class FileLock:
+    """An exclusive ``flock`` on a lock file (a no-op where fcntl is missing: the rename into
+    place still keeps the cache consistent, two processes may just both decode)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fd: int | None = None
+
+    def __enter__(self) -> "FileLock":
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows
+            return self
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.fd is not None:
+            import fcntl
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+
+def write_cache(final: Path, key: str, arrays: dict[str, np.ndarray], meta: dict) -> None:
+    """Write into a fresh temp folder beside ``final``, marker last, then rename into place."""
+    parent = final.parent
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=parent))
+    try:
+        os.chmod(tmp, 0o755)  # mkdtemp makes it private; the cache is readable like any file
+        for name in ARRAYS:
+            with open(tmp / f"{name}.npy", "wb") as f:
+                np.save(f, np.ascontiguousarray(arrays[name]), allow_pickle=False)
+                f.flush()
+                os.fsync(f.fileno())
+            # read-only: a stray `cp` or editor cannot truncate it in place (root still can;
+            # that is what the checks on reading are for)
+            os.chmod(tmp / f"{name}.npy", 0o444)
+        meta = dict(meta, complete=True)
+        with open(tmp / "meta.json.part", "w") as f:  # the completion marker: written last,
+            json.dump(meta, f, indent=1)              # and whole or not at all
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp / "meta.json.part", tmp / "meta.json")
+        if final.exists():  # an incomplete, stale or damaged cache: move it aside, then drop it
+            trash = Path(tempfile.mkdtemp(prefix=f".old-{key}-", dir=parent))
+            os.replace(final, trash / "old")
+            shutil.rmtree(trash, ignore_errors=True)
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            if not _valid(final, key):  # lost a race to a valid cache: fine; else raise
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _valid(path: Path, key: str) -> bool:
+    try:
+        return check_cache(path, key) is not None
+    except CacheDamaged:
+        return False
+
+
+def remove_stale_temps(parent: Path, key: str) -> None:
+    """Temp folders of a process killed while writing this key (we hold its lock)."""
+    for prefix in (f".tmp-{key}-", f".old-{key}-"):
+        for p in parent.glob(prefix + "*"):
+            shutil.rmtree(p, ignore_errors=True)

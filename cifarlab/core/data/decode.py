@@ -1,0 +1,389 @@
+"""Decoding every image of a source into uint8 arrays (N×3×32×32, CHW like the cache) and int64
+labels, in ImageFolder order (classes sorted, then file names sorted).
+
+Folders and archives are decoded in chunks by a pool of forked worker processes (PIL and NumPy
+only); small jobs, daemonic processes and platforms without fork decode here. The canonical
+CIFAR-10 comes from torchvision's own ``CIFAR10`` (downloaded once into the cache folder).
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import io
+import multiprocessing
+import os
+import sys
+import tarfile
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from cifarlab.core.data.sources import (CIFAR10_CLASSES, IMAGE_SIZE, IMG_EXTENSIONS, SPLITS,
+                                        ProgressFn, Source, check_folder_layout, emit,
+                                        is_image)
+from cifarlab.errors import DataError
+
+_CHUNK = 2500            # images per decode task
+_MIN_PARALLEL = 4000     # below this many images, decode in this process
+
+def _decode_items(items: list[tuple[str, Any]]) -> tuple[np.ndarray | None, Any]:
+    """Decode (name, bytes-or-path) pairs into N×3×32×32 uint8 (CHW, like the cache).
+
+    Returns (array, (n_not_rgb, n_resized, n_converted)) or (None, (name, error)) for the first
+    unreadable image. Runs in decode worker processes.
+    """
+    out = np.empty((len(items), 3, IMAGE_SIZE, IMAGE_SIZE), dtype=np.uint8)
+    not_rgb = resized = converted = 0
+    size = (IMAGE_SIZE, IMAGE_SIZE)
+    for i, (name, payload) in enumerate(items):
+        try:
+            fp = io.BytesIO(payload) if isinstance(payload, (bytes, bytearray)) else payload
+            with Image.open(fp) as im:
+                if im.mode == "RGB" and im.size == size:
+                    out[i] = np.asarray(im).transpose(2, 0, 1)
+                    continue
+                converted += 1
+                if im.mode != "RGB":
+                    not_rgb += 1
+                rgb = im.convert("RGB")
+                if rgb.size != size:
+                    resized += 1
+                    rgb = rgb.resize(size, Image.Resampling.BICUBIC)
+                out[i] = np.asarray(rgb).transpose(2, 0, 1)
+        except Exception as exc:  # noqa: BLE001 - any decoder error means "unreadable image"
+            return None, (name, f"{type(exc).__name__}: {exc}")
+    return out, (not_rgb, resized, converted)
+
+
+class _Decoder:
+    """Decodes chunks of images in worker processes (or here, for small jobs / no fork)."""
+
+    def __init__(self, workers: int):
+        self.workers = workers
+        self.pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self.jobs: list[tuple[list, Any]] = []
+
+    def submit(self, items: list[tuple[str, Any]], parallel: bool) -> None:
+        if parallel and self.workers > 1 and self.pool is None:
+            self.pool = _make_pool(self.workers)
+            if self.pool is None:
+                self.workers = 1
+        if self.pool is not None:
+            try:
+                self.jobs.append((items, self.pool.submit(_decode_items, items)))
+                return
+            except Exception:  # noqa: BLE001 - a broken pool: decode here instead
+                self._drop_pool()
+        self.jobs.append((items, _decode_items(items)))
+
+    def results(self) -> list[tuple[np.ndarray | None, Any]]:
+        out = []
+        for items, job in self.jobs:
+            if isinstance(job, concurrent.futures.Future):
+                try:
+                    job = job.result()
+                except Exception:  # noqa: BLE001 - worker died: redo it here
+                    self._drop_pool()
+                    job = _decode_items(items)
+            out.append(job)
+        self.jobs = []
+        return out
+
+    def _drop_pool(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = None
+        self.workers = 1
+
+    def close(self) -> None:
+        self.jobs = []
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+
+
+def _decode_workers() -> int:
+    env = os.environ.get("CIFARLAB_DECODE_WORKERS", "").strip()
+    if env.isdigit():
+        return max(1, int(env))
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, 4))
+
+
+def _make_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor | None:
+    if multiprocessing.current_process().daemon:  # daemonic processes may not have children
+        return None
+    methods = multiprocessing.get_all_start_methods()
+    # fork: no re-import of torch in the workers (they only run PIL and numpy)
+    method = "fork" if sys.platform.startswith("linux") and "fork" in methods else "spawn"
+    try:
+        return concurrent.futures.ProcessPoolExecutor(
+            max_workers=workers, mp_context=multiprocessing.get_context(method))
+    except (OSError, ValueError, NotImplementedError):
+        return None
+
+
+def _conversion_note(counts: tuple[int, int, int]) -> str | None:
+    not_rgb, resized, converted = counts
+    if not converted:
+        return None
+    parts = []
+    if resized:
+        parts.append(f"{resized} resized to 32×32")
+    if not_rgb:
+        parts.append(f"{not_rgb} converted to RGB")
+    return (f"{converted} image(s) were not 32×32 RGB and were converted "
+            f"({', '.join(parts)}).")
+
+
+def _assemble(entries: dict[str, list[tuple[str, str, int]]], results, classes: list[str],
+              where: str) -> tuple[dict[str, np.ndarray], list[str]]:
+    """Put decoded chunks (N×3×32×32, in stream order) into per-split arrays in ImageFolder
+    order (classes sorted, then file names sorted).
+
+    ``entries[split]``: (class, relative name, stream position) of every image.
+    """
+    counts = np.zeros(3, dtype=np.int64)
+    for arr, info in results:
+        if arr is None:
+            name, error = info
+            raise DataError("data.bad_image", field="data", name=name, source=where,
+                            reason=error)
+        counts += np.asarray(info, dtype=np.int64)
+    total = sum(len(arr) for arr, _ in results)
+    split_of = np.full(total, -1, dtype=np.int64)   # stream position -> split number
+    dest = np.zeros(total, dtype=np.int64)          # stream position -> row in its split
+    class_index = {c: i for i, c in enumerate(classes)}
+    arrays: dict[str, np.ndarray] = {}
+    for s, split in enumerate(SPLITS):
+        rows = sorted(entries[split], key=lambda e: (e[0], e[1]))
+        pos = np.fromiter((r[2] for r in rows), dtype=np.int64, count=len(rows))
+        split_of[pos] = s
+        dest[pos] = np.arange(len(rows))
+        arrays[f"{split}_x"] = np.empty((len(rows), 3, IMAGE_SIZE, IMAGE_SIZE), dtype=np.uint8)
+        arrays[f"{split}_y"] = np.fromiter((class_index[r[0]] for r in rows), dtype=np.int64,
+                                           count=len(rows))
+    start = 0
+    for k in range(len(results)):
+        arr = results[k][0]
+        results[k] = (None, None)  # let each chunk go once it is copied
+        end = start + len(arr)
+        for s, split in enumerate(SPLITS):
+            sel = np.flatnonzero(split_of[start:end] == s)
+            if not len(sel):
+                continue
+            d, x = dest[start + sel], arrays[f"{split}_x"]
+            if (sel[-1] - sel[0] == len(sel) - 1 and d[-1] - d[0] == len(d) - 1
+                    and (len(d) < 2 or bool(np.all(np.diff(d) == 1)))):
+                x[d[0]:d[-1] + 1] = arr[sel[0]:sel[-1] + 1]   # the usual case: a plain copy
+            else:
+                x[d] = arr[sel]
+        start = end
+    note = _conversion_note(tuple(int(c) for c in counts))
+    return arrays, [note] if note else []
+
+
+def _check_classes(found: dict[str, dict[str, int]], where: str, loose: int) -> list[str]:
+    """Class list from {split: {class: n_images}}; DataError for the layout problems of the
+    folder or archive ``where``."""
+    if not any(found[s] for s in SPLITS):
+        if loose:
+            raise DataError("data.loose_images", field="data", source=where, n=loose)
+        raise DataError("data.no_class_folders", field="data", source=where)
+    for split in SPLITS:
+        if not found[split]:
+            raise DataError("data.split_missing", field="data", source=where, split=split)
+    train, test = set(found["train"]), set(found["test"])
+    if train != test:
+        raise DataError("data.classes_differ", field="data", source=where,
+                        only_train=", ".join(sorted(train - test)) or "—",
+                        only_test=", ".join(sorted(test - train)) or "—")
+    for split in SPLITS:
+        for cls, n in sorted(found[split].items()):
+            if n == 0:
+                raise DataError("data.empty_class", field="data", source=where,
+                                folder=f"{split}/{cls}/",
+                                extensions=", ".join(IMG_EXTENSIONS[:3]))
+    return sorted(train)
+
+
+def _decode_folder(src: Source, on_progress: ProgressFn | None):
+    check_folder_layout(src)
+    entries: dict[str, list[tuple[str, str, int]]] = {s: [] for s in SPLITS}
+    found: dict[str, dict[str, int]] = {s: {} for s in SPLITS}
+    items: list[tuple[str, str]] = []
+    loose = ignored = 0
+    for split in SPLITS:
+        base = os.path.join(src.root, split)
+        for e in sorted(os.scandir(base), key=lambda e: e.name):
+            if e.name.startswith("."):
+                continue
+            if not e.is_dir():
+                if is_image(e.name):
+                    loose += 1
+                else:
+                    ignored += 1
+                continue
+            found[split][e.name] = 0
+            for dirpath, dirnames, filenames in os.walk(e.path):
+                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+                for name in sorted(filenames):
+                    if name.startswith("."):
+                        continue
+                    if not is_image(name):
+                        ignored += 1
+                        continue
+                    full = os.path.join(dirpath, name)
+                    rel = os.path.relpath(full, e.path).replace(os.sep, "/")
+                    entries[split].append((e.name, rel, len(items)))
+                    items.append((os.path.relpath(full, src.root), full))
+                    found[split][e.name] += 1
+    classes = _check_classes(found, src.root, loose)
+    total = len(items)
+    decoder = _Decoder(_decode_workers())
+    try:
+        parallel = total >= _MIN_PARALLEL
+        for start in range(0, total, _CHUNK):
+            decoder.submit(items[start:start + _CHUNK], parallel)
+        results = decoder.results()
+    finally:
+        decoder.close()
+    arrays, notes = _assemble(entries, results, classes, src.root)
+    if ignored:
+        notes.append(f"{ignored} file(s) that are not images were ignored.")
+    return arrays, tuple(classes), notes
+
+
+def _split_member(name: str) -> tuple[tuple[str, ...], str, str | None, str | None] | None:
+    """(prefix, split, class, rest) of an archive member inside some .../train|test/...;
+    class/rest None where the name stops early. None when there is no train/test part."""
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if not parts or parts[0] == "__MACOSX" or any(p.startswith(".") for p in parts):
+        return None
+    for i, p in enumerate(parts):
+        if p in SPLITS:
+            cls = parts[i + 1] if len(parts) > i + 1 else None
+            rest = "/".join(parts[i + 2:]) if len(parts) > i + 2 else None
+            return tuple(parts[:i]), p, cls, rest
+    return None
+
+
+def _decode_archive(src: Source, on_progress: ProgressFn | None):
+    label = f"the archive {src.path}"  # progress lines (the host's view)
+    mode = "r|" if src.path.lower().endswith(".tar") else "r|gz"
+    entries: dict[str, list[tuple[str, str, int]]] = {s: [] for s in SPLITS}
+    # prefix (the folders above train/ and test/) -> split -> class -> images
+    found: dict[tuple[str, ...], dict[str, dict[str, int]]] = {}
+    loose: dict[tuple[str, ...], int] = {}
+    ignored = 0
+    batch: list[tuple[str, bytes]] = []
+    n_items = 0
+    decoder = _Decoder(_decode_workers())
+    size = max(1, os.path.getsize(src.path))
+    next_report = time.monotonic() + 1.0
+    try:
+        with open(src.path, "rb") as raw, \
+                tarfile.open(fileobj=raw, mode=mode) as tf:  # default bufsize: fastest
+            for member in tf:
+                where = _split_member(member.name)
+                if where is None or not (member.isfile() or member.isdir()):
+                    if member.isfile() and not is_image(member.name):
+                        ignored += 1
+                    continue
+                pre, split, cls, rest = where
+                if cls is None:
+                    continue
+                classes_here = found.setdefault(pre, {s: {} for s in SPLITS})[split]
+                if rest is None:
+                    if member.isdir():
+                        classes_here.setdefault(cls, 0)
+                    elif is_image(cls):
+                        loose[pre] = loose.get(pre, 0) + 1
+                    else:
+                        ignored += 1
+                    continue
+                if member.isdir():
+                    classes_here.setdefault(cls, 0)
+                    continue
+                if not is_image(rest):
+                    ignored += 1
+                    continue
+                f = tf.extractfile(member)
+                blob = f.read() if f is not None else b""
+                classes_here[cls] = classes_here.get(cls, 0) + 1
+                entries[split].append((cls, rest, n_items))
+                batch.append((member.name, blob))
+                n_items += 1
+                if len(batch) >= _CHUNK:
+                    decoder.submit(batch, parallel=True)
+                    batch = []
+                    if on_progress is not None and time.monotonic() >= next_report:
+                        next_report = time.monotonic() + 1.0
+                        pct = min(99, int(100 * raw.tell() / size))
+                        emit(on_progress, f"Reading {label}: {n_items:,} images ({pct}%) ...")
+        if batch:
+            decoder.submit(batch, parallel=n_items >= _MIN_PARALLEL)
+        with_images = sorted(p for p, splits in found.items()
+                             if any(n for cls in splits.values() for n in cls.values()))
+        if len(with_images) > 1:
+            shown = ", ".join(f"{'/'.join(p) or '.'}/" for p in with_images[:3])
+            raise DataError("data.several_data_sets", field="data", source=src.path,
+                            found=shown)
+        prefix = with_images[0] if with_images else max(found, key=len, default=())
+        classes = _check_classes(found.get(prefix, {s: {} for s in SPLITS}), src.path,
+                                 sum(loose.values()))
+        if on_progress is not None:
+            emit(on_progress, f"Decoding the last of {n_items:,} images ...")
+        results = decoder.results()
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as err:
+        raise DataError("data.archive_corrupt", field="data", source=src.path,
+                        reason=f"{type(err).__name__}: {err}") from None
+    finally:
+        decoder.close()
+    arrays, notes = _assemble(entries, results, classes, src.path)
+    if ignored:
+        notes.append(f"{ignored} file(s) that are not images were ignored.")
+    return arrays, tuple(classes), notes
+
+
+def _decode_canonical(root: Path, on_progress: ProgressFn | None):
+    from torchvision.datasets import CIFAR10
+
+    tv_root = root / "torchvision"
+    arrays: dict[str, np.ndarray] = {}
+    classes: tuple[str, ...] = CIFAR10_CLASSES
+    for split in SPLITS:
+        try:
+            ds = CIFAR10(str(tv_root), train=(split == "train"), download=True)
+        except (OSError, ValueError, tarfile.TarError, EOFError) as err:  # URLError: OSError
+            raise DataError("data.download_failed", field="data", path=str(tv_root),
+                            reason=f"{type(err).__name__}: {err}") from None
+        except RuntimeError as err:
+            raise DataError("data.download_corrupt", field="data", path=str(tv_root),
+                            reason=str(err)) from None
+        data = np.asarray(ds.data, dtype=np.uint8)
+        if data.ndim != 4 or data.shape[1:] != (IMAGE_SIZE, IMAGE_SIZE, 3):
+            raise DataError("data.download_shape", field="data", path=str(tv_root),
+                            shape="×".join(str(n) for n in data.shape[1:]))
+        arrays[f"{split}_x"] = np.ascontiguousarray(data.transpose(0, 3, 1, 2))
+        arrays[f"{split}_y"] = np.asarray(ds.targets, dtype=np.int64)
+        classes = tuple(str(c) for c in ds.classes)
+    return arrays, classes, []
+
+
+
+def decode_source(src: Source, cache_root: Path, on_progress: ProgressFn | None
+           ) -> tuple[dict[str, np.ndarray], tuple[str, ...], list[str]]:
+    """(arrays by name, classes, notes) of every image of ``src``; DataError saying what is
+    wrong with it otherwise. The canonical CIFAR-10 is downloaded into ``cache_root``."""
+    if src.kind == "canonical":
+        return _decode_canonical(cache_root, on_progress)
+    if src.kind == "archive":
+        return _decode_archive(src, on_progress)
+    return _decode_folder(src, on_progress)

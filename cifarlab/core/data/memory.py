@@ -1,0 +1,195 @@
+"""Where the cached arrays live in memory, so that a damaged cache file can kill nobody.
+
+Why not memory-map the cache files, as this module's predecessor did: a mapped file that
+anything truncates in place (``truncate``, a ``cp`` over it, a repair after a crash) kills every
+process that then touches a page past the new end with SIGBUS, which Python cannot catch. A
+private (copy-on-write) mapping does not help, nor an open descriptor to the inode that was
+checked: truncation acts on the inode and discards even copied private pages (tried on Linux).
+Only memory that the file does not back is safe. Two kinds are used:
+
+- **shared** (Linux): the first process copies the checked files (``sendfile``, never past the
+  sizes checked) into one anonymous ``memfd``, *sealed* against shrinking, growing and writing,
+  so nobody, root included, can cut it; it maps it read-only and records
+  ``<cache>/datasets/<key>.shared`` = (its pid, the descriptor, the memfd's unique name). Later
+  processes open ``/proc/<pid>/fd/<fd>``, check the name, the seals and the size, and map the
+  same pages: a load costs about what mapping the file did, and the server, its job workers
+  and their DataLoader workers share one copy of the pixels. When the process that recorded it
+  is gone (or forgot the data), the next one makes a new copy and records that.
+- **private**, where that is not possible (no memfd, no /proc, another user's process): the
+  files are read into this process's own memory (``readinto``), once per process (forked
+  children share it copy-on-write).
+
+Either way the arrays are read-only.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import mmap
+import os
+import secrets
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger("cifarlab.core.data")
+
+SHARE = True  # tests turn this off to exercise the private copy
+_PAGE = mmap.PAGESIZE
+
+
+class CacheDamaged(Exception):
+    """A complete cache whose files do not match what they promise (internal: rebuilt)."""
+
+
+@dataclass(frozen=True)
+class Part:
+    """One array of the cache: where its data lies in its (checked) file, and what it is."""
+
+    name: str
+    file: Path
+    offset: int
+    nbytes: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+
+def attach(folder: Path, stamp: str, parts: dict[str, Part], names) -> dict[str, np.ndarray]:
+    """Read-only arrays ``names`` of the checked cache ``folder`` (``parts``: all of them;
+    ``stamp``: what makes this cache's content unique), shared if possible (see above)."""
+    if SHARE:
+        try:
+            mapping, offsets = _shared(folder, stamp, parts)
+        except (OSError, ValueError) as err:  # no memfd, /proc, seals or room: go private
+            log.debug("no shared copy of %s (%s); reading it privately", folder, err)
+        else:
+            return {n: _view(mapping, offsets[n], parts[n]) for n in names}
+    return {n: _read_private(parts[n]) for n in names}
+
+
+def _view(buffer, offset: int, part: Part) -> np.ndarray:
+    count = part.nbytes // part.dtype.itemsize
+    return np.frombuffer(buffer, part.dtype, count, offset).reshape(part.shape)
+
+
+def _read_private(part: Part) -> np.ndarray:
+    """The part read into this process's memory; never past the size checked, and a file that
+    shrinks meanwhile is a short read (CacheDamaged), not a crash."""
+    out = np.empty(part.shape, part.dtype)
+    view = memoryview(out.reshape(-1).view(np.uint8))
+    with open(part.file, "rb", buffering=0) as f:
+        f.seek(part.offset)
+        got = 0
+        while got < part.nbytes:
+            n = f.readinto(view[got:])
+            if not n:
+                raise CacheDamaged(f"{part.file.name}: ended after {got} of {part.nbytes} "
+                                   "data bytes")
+            got += n
+    out.flags.writeable = False
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The shared, sealed copy
+# ---------------------------------------------------------------------------------------------
+class _Mapping(mmap.mmap):
+    """A read-only mapping of a memfd that keeps our descriptor to it open while it lives, so
+    that other processes can find it through /proc/<our pid>/fd/<fd>."""
+
+
+def _layout(parts: dict[str, Part]) -> tuple[dict[str, int], int]:
+    offsets, total = {}, 0
+    for name in sorted(parts):
+        offsets[name] = total
+        total += -(-parts[name].nbytes // _PAGE) * _PAGE
+    return offsets, total
+
+
+def _seals() -> int:
+    import fcntl
+    return fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+
+
+def _shared(folder: Path, stamp: str, parts: dict[str, Part]) -> tuple[_Mapping, dict[str, int]]:
+    """The recorded shared copy if it is still there and right, else a new one (recorded)."""
+    if not hasattr(os, "memfd_create"):
+        raise OSError("no memfd on this platform")
+    offsets, total = _layout(parts)
+    record = folder.parent / f"{folder.name}.shared"
+    fd = _open_recorded(record, stamp, offsets, total)
+    if fd is None:
+        fd, name = _make_copy(folder.name, parts, offsets, total)
+        _record(record, fd, name, stamp, offsets, total)
+    try:
+        mapping = _Mapping(fd, total, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+    except BaseException:
+        os.close(fd)
+        raise
+    weakref.finalize(mapping, os.close, fd)
+    return mapping, offsets
+
+
+def _open_recorded(record: Path, stamp: str, offsets: dict[str, int], total: int) -> int | None:
+    """A descriptor to the recorded memfd, or None if the record is absent, stale (its process
+    ended or closed it; a pid or descriptor reused: the name tells) or not for this cache."""
+    try:
+        info = json.loads(record.read_text())
+        if info["stamp"] != stamp or info["offsets"] != offsets or info["size"] != total:
+            return None
+        fd = os.open(f"/proc/{int(info['pid'])}/fd/{int(info['fd'])}", os.O_RDONLY | os.O_CLOEXEC)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    try:
+        import fcntl
+        if (os.readlink(f"/proc/self/fd/{fd}") == f"/memfd:{info['name']} (deleted)"
+                and fcntl.fcntl(fd, fcntl.F_GET_SEALS) & _seals() == _seals()
+                and os.fstat(fd).st_size == total):
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
+def _make_copy(key: str, parts: dict[str, Part], offsets: dict[str, int], total: int
+               ) -> tuple[int, str]:
+    """(descriptor, name) of a new memfd holding every part at its offset, sealed;
+    CacheDamaged if a file is short."""
+    import fcntl
+
+    name = f"cifarlab-{key}-{secrets.token_hex(6)}"
+    fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        os.ftruncate(fd, total)
+        for pname, part in parts.items():
+            os.lseek(fd, offsets[pname], os.SEEK_SET)
+            with open(part.file, "rb", buffering=0) as f:
+                done = 0
+                while done < part.nbytes:  # a syscall: a file cut meanwhile reads short
+                    n = os.sendfile(fd, f.fileno(), part.offset + done, part.nbytes - done)
+                    if not n:
+                        raise CacheDamaged(f"{part.file.name}: ended after {done} of "
+                                           f"{part.nbytes} data bytes")
+                    done += n
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _seals() | fcntl.F_SEAL_SEAL)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, name
+
+
+def _record(record: Path, fd: int, name: str, stamp: str, offsets: dict[str, int],
+            total: int) -> None:
+    """Say where the new copy is (atomically; the last writer wins, both copies are good)."""
+    info = {"pid": os.getpid(), "fd": fd, "name": name, "stamp": stamp, "offsets": offsets,
+            "size": total}
+    tmp = record.with_name(f".{record.name}.{os.getpid()}")
+    try:
+        tmp.write_text(json.dumps(info))
+        os.replace(tmp, record)
+    except OSError as err:  # a read-only cache folder: this process keeps its copy unshared
+        log.debug("could not record the shared copy in %s: %s", record, err)
+        tmp.unlink(missing_ok=True)

@@ -1,0 +1,284 @@
+"""The two input pipelines over the decoded data set.
+
+- ``tutorial``: the tutorial's own: a torchvision ``VisionDataset`` that returns
+  ``(transform(PIL.Image.fromarray(hwc_uint8)), label)`` like torchvision's ``CIFAR10``, with
+  ``ToTensor()`` + ``Normalize((0.5,)*3, (0.5,)*3)``, fed by a ``DataLoader``
+  (``tutorial_loader``);
+- ``fast``: ``FastLoader``: the uint8 tensor kept (on the device), one ``randperm`` per epoch,
+  one ``index_select`` and a two-op normalisation per batch.
+
+Both draw the epoch order as successive ``torch.randperm(n, generator=Generator().manual_seed(
+seed))``, so for the same seed both pipelines serve the same images in the same order.
+"""
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import sys
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+import torch
+import torchvision
+import torchvision.transforms as transforms
+from PIL import Image
+
+from cifarlab.core.data.cache import CifarData, unpack_array
+from cifarlab.core.data.sources import SPLITS
+from cifarlab.errors import DataError
+
+
+def tutorial_transform() -> transforms.Compose:
+    """The tutorial's transform."""
+    return transforms.Compose(
+        [transforms.ToTensor(),
+         transforms.Normalize((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))])
+
+
+def normalize(x: torch.Tensor) -> torch.Tensor:
+    """uint8 images (…×3×H×W) -> float32, exactly ``Normalize((.5,)*3, (.5,)*3)(ToTensor(x))``:
+    ``x / 255``, then ``(x - 0.5) / 0.5`` (the same float32 operations, so the same bits)."""
+    return x.to(torch.float32).div(255).sub_(0.5).div_(0.5)
+
+
+def _as_data(data: "CifarData | str | os.PathLike | None") -> CifarData:
+    if isinstance(data, CifarData):
+        return data
+    from cifarlab.core.data import load  # the package imports this module
+
+    return load(data)
+
+
+def _check_split(split: str) -> None:
+    if split not in SPLITS:
+        raise ValueError(f"split must be 'train' or 'test', not {split!r}")
+
+
+def subset_indices(n: int, size: int, seed: int = 0) -> np.ndarray:
+    """A fixed random subset of ``size`` of ``range(n)``, sorted, int64.
+
+    Depends only on (n, size, seed) (NumPy's legacy ``RandomState``, whose stream never
+    changes), so every training seed sees the same images.
+    """
+    if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < 1:
+        raise DataError("data.subset_size", field="train_subset",
+                        size=size if isinstance(size, (int, float)) else repr(size))
+    if size > n:
+        raise DataError("data.subset_too_large", field="train_subset", size=int(size), n=n)
+    if size == n:
+        return np.arange(n, dtype=np.int64)
+    perm = np.random.RandomState(seed).permutation(n)
+    return np.sort(perm[:size]).astype(np.int64)
+
+
+def _subset(n: int, subset: int | Sequence[int] | np.ndarray | None) -> np.ndarray | None:
+    """None (everything), a size (-> subset_indices) or explicit indices."""
+    if subset is None:
+        return None
+    if isinstance(subset, (int, np.integer)) and not isinstance(subset, bool):
+        return subset_indices(n, int(subset))
+    idx = np.asarray(subset, dtype=np.int64).reshape(-1)
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        raise DataError("data.subset_indices", field="train_subset", last=n - 1)
+    return idx
+
+
+class CifarImages(torchvision.datasets.VisionDataset):
+    """The decoded images as a torchvision data set, item for item like ``CIFAR10``:
+    ``(transform(PIL.Image.fromarray(hwc_uint8)), int label)``.
+
+    ``.data`` is the N×3×32×32 uint8 array (read-only); pickling it (spawned DataLoader
+    workers) sends the cache file's path, not the pixels.
+    """
+
+    def __init__(self, data: CifarData, split: str = "train",
+                 transform: Callable | None = None, target_transform: Callable | None = None):
+        _check_split(split)
+        super().__init__(root=data.source, transform=transform,
+                         target_transform=target_transform)
+        self.split = split
+        self.train = split == "train"
+        self.data, self.labels = data.split(split)
+        self._packed = data.packed(split)  # what pickling sends: file references if cached
+        self.classes = list(data.classes)
+        self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
+
+    @property
+    def targets(self) -> list[int]:
+        return [int(t) for t in self.labels]
+
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
+        img = Image.fromarray(np.ascontiguousarray(self.data[index].transpose(1, 2, 0)))
+        target = int(self.labels[index])
+        if self.transform is not None:
+            img = self.transform(img)
+        if self.target_transform is not None:
+            target = self.target_transform(target)
+        return img, target
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def extra_repr(self) -> str:
+        return f"Split: {self.split.capitalize()}"
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["data"], state["labels"] = state.pop("_packed")
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        state = dict(state)
+        packed = (state["data"], state["labels"])
+        state["data"], state["labels"] = unpack_array(packed[0]), unpack_array(packed[1])
+        state["_packed"] = packed
+        self.__dict__.update(state)
+
+
+def tutorial_dataset(data: "CifarData | str | None", split: str = "train") -> CifarImages:
+    """The split as the tutorial's data set: items are ``(ToTensor+Normalize(image), label)``."""
+    return CifarImages(_as_data(data), split, transform=tutorial_transform())
+
+
+def tutorial_loader(data: "CifarData | str | None", split: str = "train", batch_size: int = 4,
+                    num_workers: int = 2, shuffle: bool = True, seed: int = 0,
+                    subset: int | Sequence[int] | None = None, pin_memory: bool = False,
+                    persistent_workers: bool | None = None,
+                    multiprocessing_context: str | None = None
+                    ) -> torch.utils.data.DataLoader:
+    """The tutorial's ``DataLoader`` over ``tutorial_dataset(data, split)``.
+
+    ``shuffle`` draws each epoch's order as ``torch.randperm(n, generator)`` from a generator
+    seeded with ``seed`` (the same order as ``FastLoader`` with that seed); ``subset`` (a size
+    or indices) restricts it to ``subset_indices``. ``pin_memory``: pass True when training on
+    CUDA. ``persistent_workers`` defaults to keeping the workers between epochs when there
+    are any. Workers are forked on Linux even where this process's default start method is
+    spawn (a process started with spawn inherits it): a spawned worker re-imports torch,
+    seconds per worker. Pass ``multiprocessing_context="spawn"`` to spawn them anyway; the
+    data set then travels as file references (see ``CifarImages``).
+    """
+    ds: torch.utils.data.Dataset = tutorial_dataset(data, split)
+    idx = _subset(len(ds), subset)
+    if idx is not None:
+        ds = torch.utils.data.Subset(ds, idx.tolist())
+    if persistent_workers is None:
+        persistent_workers = num_workers > 0
+    sampler = SeededShuffle(len(ds), seed) if shuffle else None
+    return torch.utils.data.DataLoader(
+        ds, batch_size=batch_size, shuffle=False, sampler=sampler, num_workers=num_workers,
+        pin_memory=bool(pin_memory) and torch.cuda.is_available(),
+        persistent_workers=bool(persistent_workers and num_workers > 0),
+        generator=_generator(seed + 1),  # worker seeds only: the order comes from the sampler
+        multiprocessing_context=(multiprocessing_context or _default_worker_context())
+        if num_workers > 0 else None)
+
+
+def _default_worker_context() -> str | None:
+    """"fork" on Linux (what a fresh interpreter there uses), else the platform's default."""
+    if sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods():
+        return "fork"
+    return None
+
+
+def _generator(seed: int) -> torch.Generator:
+    g = torch.Generator()
+    g.manual_seed(int(seed) % (2 ** 63))
+    return g
+
+
+class SeededShuffle(torch.utils.data.Sampler):
+    """``shuffle=True``, reproducibly: epoch k visits the data in the order of the k-th
+    ``torch.randperm(n)`` drawn from a generator seeded with ``seed``, exactly one draw per
+    epoch (``RandomSampler`` draws a second, empty one at the end of each epoch), which is
+    also the order ``FastLoader`` serves."""
+
+    def __init__(self, n: int, seed: int = 0):
+        self.n = int(n)
+        self.generator = _generator(seed)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(torch.randperm(self.n, generator=self.generator).tolist())
+
+
+class FastLoader:
+    """The fast pipeline: the decoded uint8 images held as one tensor (on ``device`` when
+    ``resident``), one ``randperm`` per epoch, and per batch one ``index_select`` plus a two-op
+    normalisation (within 1e-6 of the tutorial's transform).
+
+    Iterating yields ``(images float32 B×3×32×32, labels int64 B)`` on ``device``; ``len()`` is
+    the number of batches, the last partial batch kept. ``last_epoch_indices`` holds the data
+    set indices served by the latest epoch, in order.
+    """
+
+    def __init__(self, data: "CifarData | str | None", split: str = "train",
+                 batch_size: int = 4, device: "str | torch.device" = "cpu",
+                 shuffle: bool = True, seed: int = 0,
+                 subset: int | Sequence[int] | None = None, resident: bool = True):
+        _check_split(split)
+        if (not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool)
+                or batch_size < 1):
+            raise ValueError("batch_size must be a positive whole number")
+        batch_size = int(batch_size)
+        data = _as_data(data)
+        x, y = data.split(split)
+        idx = _subset(len(y), subset)
+        self.indices = idx if idx is not None else np.arange(len(y), dtype=np.int64)
+        # a private, writable copy (fancy indexing already copies)
+        x_np = np.ascontiguousarray(x[idx], dtype=np.uint8) if idx is not None else np.array(x)
+        y_np = np.ascontiguousarray(y[idx], dtype=np.int64) if idx is not None else np.array(y)
+        self.device = torch.device(device)
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.seed = seed
+        self.resident = resident
+        self.classes = data.classes
+        self.n = int(len(y_np))
+        self.epoch = 0
+        self.last_epoch_indices: np.ndarray | None = None
+        self._generator = _generator(seed)
+        x_t, y_t = torch.from_numpy(x_np), torch.from_numpy(y_np)
+        self._on_device = resident or self.device.type == "cpu"
+        if self._on_device:
+            self.x, self.y = x_t.to(self.device), y_t.to(self.device)
+        else:
+            pin = self.device.type == "cuda"
+            self.x = x_t.pin_memory() if pin else x_t
+            self.y = y_t.pin_memory() if pin else y_t
+        self._scale = 2.0 / 255.0
+
+    def __len__(self) -> int:
+        return math.ceil(self.n / self.batch_size)
+
+    @property
+    def dataset_size(self) -> int:
+        return self.n
+
+    def _order(self) -> torch.Tensor:
+        if self.shuffle:
+            return torch.randperm(self.n, generator=self._generator)
+        return torch.arange(self.n)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        perm = self._order()
+        self.last_epoch_indices = self.indices[perm.numpy()]
+        self.epoch += 1
+        if self._on_device:
+            perm = perm.to(self.device)
+        return self._batches(perm)
+
+    def _batches(self, perm: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        x, y, scale, dev = self.x, self.y, self._scale, self.device
+        index_select = torch.index_select
+        if self._on_device:
+            for idx in perm.split(self.batch_size):
+                yield (index_select(x, 0, idx).float().mul_(scale).sub_(1.0),
+                       index_select(y, 0, idx))
+        else:
+            for idx in perm.split(self.batch_size):
+                xb = index_select(x, 0, idx).to(dev, non_blocking=True)
+                yb = index_select(y, 0, idx).to(dev, non_blocking=True)
+                yield xb.float().mul_(scale).sub_(1.0), yb

@@ -1,0 +1,222 @@
+"""Where the data comes from: the source's kind and path, its layout, and its identity.
+
+``resolve_source``: the ``--data`` argument > ``$CIFARLAB_DATA`` > ``"download"``. A source is the
+canonical CIFAR-10 (torchvision's download), an image folder, or a ``.tar.gz``/``.tgz``/``.tar``
+archive of one. Its identity (a hash of the archive, or of the folder's listing) names its cache,
+so the cache key changes whenever the data can have.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from cifarlab.errors import DataError
+
+log = logging.getLogger("cifarlab.core.data")
+
+CACHE_VERSION = 1
+CANONICAL = "download"
+CANONICAL_KEYWORDS = ("download", "cifar10", "cifar-10", "torchvision")
+CANONICAL_KEY = "torchvision-cifar10"
+SPLITS = ("train", "test")
+IMAGE_SIZE = 32
+IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp",
+                  ".gif")
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
+CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
+                   "ship", "truck")
+
+ProgressFn = Callable[[str], None]
+
+
+def emit(on_progress: ProgressFn | None, message: str, warning: bool = False) -> None:
+    """A progress line or warning: logged, and passed to ``on_progress`` when there is one."""
+    (log.warning if warning else log.info)("%s", message)
+    if on_progress is not None:
+        on_progress(("Warning: " if warning else "") + message)
+
+
+def _resolve(data: str | os.PathLike | None) -> tuple[str, str]:
+    """(source, chosen_by): source is "download" or an absolute path."""
+    if data is not None and str(data).strip():
+        value, origin = str(data).strip(), "--data"
+    elif os.environ.get("CIFARLAB_DATA", "").strip():
+        value, origin = os.environ["CIFARLAB_DATA"].strip(), "CIFARLAB_DATA"
+    else:
+        return CANONICAL, "default"
+    if value.lower() in CANONICAL_KEYWORDS:
+        return CANONICAL, origin
+    return os.path.abspath(os.path.expanduser(value)), origin
+
+
+def resolve_source(data: str | os.PathLike | None = None) -> str:
+    """``data`` (the CLI's ``--data``) > ``$CIFARLAB_DATA`` > ``"download"``.
+
+    Returns ``"download"`` for the canonical CIFAR-10 (keywords ``download``, ``cifar10``,
+    ``torchvision``), else the path with ``~`` expanded, made absolute. Existence is checked by
+    ``load()``.
+    """
+    return _resolve(data)[0]
+
+
+def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
+    """``cache_dir`` > ``$CIFARLAB_CACHE`` > ``~/.cache/cifarlab``, absolute."""
+    value = cache_dir if cache_dir is not None else (os.environ.get("CIFARLAB_CACHE") or
+                                                     "~/.cache/cifarlab")
+    return Path(os.path.abspath(os.path.expanduser(str(value))))
+
+
+def _archive_suffix(path: str) -> str | None:
+    low = path.lower()
+    return next((s for s in ARCHIVE_SUFFIXES if low.endswith(s)), None)
+
+
+def is_image(name: str) -> bool:
+    return name.lower().endswith(IMG_EXTENSIONS)
+
+
+@dataclass(frozen=True)
+class Source:
+    kind: str                   # "canonical" | "archive" | "folder" | "missing"
+    path: str                   # "download" or the absolute path
+    origin: str                 # "--data" | "CIFARLAB_DATA" | "default"
+    root: str = ""              # folder: the folder holding train/ and test/
+
+    @property
+    def description(self) -> str:
+        """Stored in the cache's meta.json and shown by the CLI (the host's view)."""
+        if self.kind == "canonical":
+            return "CIFAR-10 (torchvision download)"
+        if self.kind == "archive":
+            return f"image-folder archive {self.path}"
+        return f"image folder {self.root}"
+
+
+def source(data, check: bool = True) -> Source:
+    """The source ``data`` names; with ``check``, DataError unless it exists and is usable."""
+    path, origin = _resolve(data)
+    if path == CANONICAL:
+        return Source("canonical", CANONICAL, origin)
+    if not os.path.exists(path):
+        if check:
+            # the environment variable is the host's business: students read "the settings"
+            code = "data.missing_path_setting" if origin == "CIFARLAB_DATA" else "data.missing_path"
+            raise DataError(code, field="data", path=path)
+        return Source("missing", path, origin)
+    if os.path.isdir(path):
+        return Source("folder", path, origin, _folder_root(path) or path)
+    if _archive_suffix(path) is None:
+        if check:
+            raise DataError("data.not_archive", field="data", path=path)
+        return Source("missing", path, origin)
+    return Source("archive", path, origin)
+
+
+def _folder_root(path: str) -> str | None:
+    """The folder holding train/ and test/: ``path`` itself, or its only subfolder."""
+    if all(os.path.isdir(os.path.join(path, s)) for s in SPLITS):
+        return path
+    try:
+        subdirs = [e.path for e in os.scandir(path)
+                   if e.is_dir() and not e.name.startswith(".")]
+    except OSError:
+        return None
+    if len(subdirs) == 1 and all(os.path.isdir(os.path.join(subdirs[0], s)) for s in SPLITS):
+        return subdirs[0]
+    return None
+
+
+def check_folder_layout(src: Source) -> None:
+    """DataError unless the folder holds train/ and test/ (naming torchvision's own files)."""
+    if src.root and all(os.path.isdir(os.path.join(src.root, s)) for s in SPLITS):
+        return
+    torchvision_files = os.path.exists(os.path.join(src.path, "data_batch_1")) or os.path.isdir(
+        os.path.join(src.path, "cifar-10-batches-py"))
+    raise DataError("data.no_splits_torchvision" if torchvision_files else "data.no_splits",
+                    field="data", path=src.path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Source identity -> cache key
+# ---------------------------------------------------------------------------------------------
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:40] or "data"
+
+
+def _file_sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(1 << 20)
+            if not block:
+                break
+            h.update(block)
+    return h.hexdigest()
+
+
+def reason(err: OSError) -> str:
+    """An OSError in words, without the path it names (the message names what it needs)."""
+    return err.strerror or type(err).__name__
+
+
+def identity(src: Source) -> tuple[str, dict]:
+    """(cache key, identity facts) of a source; the key changes whenever the data can have."""
+    if src.kind == "canonical":
+        return CANONICAL_KEY, {"kind": "canonical", "name": CANONICAL_KEY}
+    if src.kind == "archive":
+        try:
+            st = os.stat(src.path)
+            digest = _file_sha256(src.path)
+        except OSError as err:
+            raise DataError("data.source_unreadable", field="data", path=src.path,
+                            reason=reason(err)) from None
+        ident = {"kind": "archive", "path": src.path, "size": st.st_size,
+                 "mtime_ns": st.st_mtime_ns, "sha256": digest}
+        stem = os.path.basename(src.path)
+        stem = stem[: -len(_archive_suffix(stem) or "")] or stem
+    else:
+        check_folder_layout(src)
+        listing = hashlib.sha256()
+        for split in SPLITS:
+            base = os.path.join(src.root, split)
+            for dirpath, dirnames, filenames in os.walk(base):
+                dirnames.sort()
+                rel_dir = os.path.relpath(dirpath, src.root)
+                listing.update(f"D {rel_dir}\n".encode("utf-8", "surrogateescape"))
+                for name in sorted(filenames):
+                    try:
+                        st = os.stat(os.path.join(dirpath, name))
+                    except OSError:
+                        continue
+                    listing.update(f"F {rel_dir}/{name} {st.st_size} {st.st_mtime_ns}\n"
+                                   .encode("utf-8", "surrogateescape"))
+        ident = {"kind": "folder", "path": src.root, "listing_sha256": listing.hexdigest()}
+        stem = os.path.basename(src.root.rstrip(os.sep)) or "folder"
+    ident["cache_version"] = CACHE_VERSION
+    digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:20]
+    return f"{src.kind}-{_slug(stem)}-{digest}", ident
+
+
+def quick_stamp(src: Source) -> tuple:
+    """Cheap stand-in for the identity, for the in-process memo (no hashing, no full listing)."""
+    if src.kind == "canonical":
+        return (CANONICAL_KEY,)
+    if src.kind == "archive":
+        st = os.stat(src.path)
+        return (st.st_size, st.st_mtime_ns, st.st_ino)
+    stamp = []
+    for split in SPLITS:
+        base = os.path.join(src.root, split)
+        try:
+            stamp.append((split, os.stat(base).st_mtime_ns))
+            for e in sorted(os.scandir(base), key=lambda e: e.name):
+                stamp.append((e.name, e.stat().st_mtime_ns))
+        except OSError:
+            stamp.append((split, None))
+    return tuple(stamp)

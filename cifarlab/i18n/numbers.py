@@ -1,0 +1,103 @@
+"""Numbers, percentages, durations and plurals in a language's own notation (Babel's CLDR
+rules): 50,000 / 50.000; 0.001 / 0,001; 55.3% / 55,3 %. ``cifarlab.i18n`` re-exports these;
+its templates format every number through ``_LocaleFormatter``."""
+from __future__ import annotations
+
+import copy
+import functools
+import math
+import re
+import string
+from typing import Any
+
+DEFAULT = "en"
+
+# Babel's locale for each language: "es" writes 50.000 and 0,001; "pt" is Brazil's, as the course.
+BABEL_LOCALES: dict[str, str] = {"en": "en_US", "es": "es", "pt": "pt_BR"}
+_SPEC_RE = re.compile(r"^(?P<group>,?)(?:\.(?P<digits>\d+))?(?P<kind>[dfg%]?)$")
+
+
+@functools.lru_cache(maxsize=8)
+def _locale(lang: str):
+    from babel import Locale  # imported on first use: the CLI in English rarely needs it
+
+    code = str(lang or DEFAULT)[:2].lower()   # callers pass i18n.normalize_lang's codes
+    return Locale.parse(BABEL_LOCALES.get(code, BABEL_LOCALES[DEFAULT]))
+
+
+def number(value: float | int, lang: str = DEFAULT, digits: int | None = None) -> str:
+    """A number in ``lang``'s notation: ``number(50000, "es")`` -> "50.000", ``number(0.001,
+    "pt")`` -> "0,001"; ``digits`` fixes the decimals (``number(3.14159, "es", 2)`` -> "3,14")."""
+    from babel.numbers import format_decimal
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    loc = _locale(lang)
+    if digits is not None:
+        return format_decimal(value, format="#,##0." + "0" * digits if digits else "#,##0",
+                              locale=loc)
+    return format_decimal(value, locale=loc, decimal_quantization=False)
+
+
+def percent(fraction: float, lang: str = DEFAULT, digits: int = 1) -> str:
+    """A fraction as a percentage in ``lang``: ``percent(0.553, "es")`` -> "55,3 %"."""
+    loc = _locale(lang)
+    pattern = copy.copy(loc.percent_formats[None])  # the language's own ("55,3 %" in Spanish)
+    pattern.frac_prec = (digits, digits)
+    return pattern.apply(fraction, loc)
+
+
+def duration(seconds: float, lang: str = DEFAULT) -> str:
+    """A duration a person reads at a glance: "0,25 s", "12 s", "3 min 5 s", "1 h 2 min"."""
+    if not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
+        return "?"
+    s = max(0.0, float(seconds))
+    if s < 10:
+        return f"{number(s, lang, 2 if s < 1 else 1)} s"
+    if s < 60:
+        return f"{number(round(s), lang)} s"
+    m, sec = divmod(round(s), 60)
+    if m < 60:
+        return f"{m} min {sec} s" if sec else f"{m} min"
+    h, m = divmod(m, 60)
+    return f"{h} h {m} min" if m else f"{h} h"
+
+
+def separators(lang: str = DEFAULT) -> str:
+    """The decimal and group symbols of ``lang`` ("." and "," in English, "," and "." in
+    Spanish): plotly's ``layout.separators``, so a chart's numbers read like the text's."""
+    symbols = _locale(lang).number_symbols.get("latn", {})
+    return symbols.get("decimal", ".") + symbols.get("group", ",")
+
+
+def plural_form(n: float, lang: str = DEFAULT) -> str:
+    """CLDR's plural category of ``n`` in ``lang``: "one", "other", ... (Babel's rules)."""
+    return _locale(lang).plural_form(abs(n))
+
+
+class _LocaleFormatter(string.Formatter):
+    """``str.format`` whose numbers follow the language: ``{n}`` -> "50.000" in Spanish,
+    ``{acc:.1%}`` -> "55,3 %", ``{lr:g}`` -> "0,001". Other specs (widths, alignment) and
+    non-numbers are formatted as Python does."""
+
+    def __init__(self, lang: str):
+        self.lang = lang
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return super().format_field(value, format_spec)
+        m = _SPEC_RE.match(format_spec)
+        if not m:
+            return super().format_field(value, format_spec)
+        digits = int(m["digits"]) if m["digits"] is not None else None
+        kind = m["kind"]
+        if kind == "%":
+            return percent(value, self.lang, 0 if digits is None else digits)
+        if kind == "g":
+            value = float(format(value, format_spec.lstrip(",")))  # significant digits first
+            return number(int(value) if value.is_integer() else value, self.lang)
+        if kind == "d" or (isinstance(value, int) and digits is None):
+            return number(int(value), self.lang)
+        return number(value, self.lang, digits)

@@ -1,0 +1,241 @@
+"""Figures from a timing result: speed-ups, crossovers, the tutorial's point, how busy the
+machine was, the hardware, and what a GPU would add to a machine without one.
+
+The rule for comparisons: devices are compared within one recording (one machine, one sweep),
+where the CPU and the accelerator shared the same host, software and moment. A comparison
+across machines is made only by ``what_a_gpu_would_add``, labelled as such, and never from a
+measurement taken on a busy machine: a CPU timed under heavy load makes any GPU look hundreds of
+times faster than it is.
+
+Everything here returns figures and identifiers (JSON-friendly), never sentences.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from pathlib import Path
+
+from cifarlab.lab.gpu.config import EPOCH_IMAGES, TUTORIAL_EPOCHS, TUTORIAL_POINT
+from cifarlab.lab.gpu.results import SweepResult, recorded_results
+
+BUSY_SHARE = 0.5   # other work on at least this share of the cores: a busy machine
+
+
+def point_key(row: dict) -> tuple:
+    """Which point of the grid a row measures, device aside: (pipeline, batch size, width).
+    Rows with the same key on two devices are compared for a speed-up."""
+    return row["pipeline"], row["batch_size"], row["width"]
+
+
+def _ratios(acc_rows: list[dict], cpu_rows: list[dict]) -> list[dict]:
+    cpu = {point_key(r): r for r in cpu_rows if r["device"] == "cpu" and not r["error"]}
+    out = []
+    for r in acc_rows:
+        c = cpu.get(point_key(r))
+        if r["device"] == "cpu" or r["error"] or c is None:
+            continue
+        out.append({"device": r["device"], "device_name": r["device_name"],
+                    "pipeline": r["pipeline"], "batch_size": r["batch_size"], "width": r["width"],
+                    "images_per_s": r["images_per_s"], "cpu_images_per_s": c["images_per_s"],
+                    "speedup": r["images_per_s"] / c["images_per_s"]})
+    return sorted(out, key=lambda s: (s["device"], s["pipeline"], s["width"], s["batch_size"]))
+
+
+def speedups(result: SweepResult | list[dict]) -> list[dict]:
+    """Accelerator images/s ÷ cpu images/s at each (pipeline, batch size, width) measured on
+    both, within this one recording."""
+    rows = result.ok_rows() if isinstance(result, SweepResult) else list(result)
+    return _ratios(rows, rows)
+
+
+def _crossover(ups: list[dict]) -> list[dict]:
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for s in ups:
+        groups[(s["device"], s["pipeline"], s["width"])].append(s)
+    out = []
+    for (device, pipeline, width), ss in sorted(groups.items()):
+        ss.sort(key=lambda s: s["batch_size"])
+        first = next((i for i, s in enumerate(ss) if s["speedup"] > 1), None)
+        estimate = None
+        if first:  # not None and not 0: it loses at the batch before
+            a, b = ss[first - 1], ss[first]
+            la, lb = math.log(a["speedup"]), math.log(b["speedup"])
+            f = -la / (lb - la)
+            estimate = math.exp(math.log(a["batch_size"]) +
+                                f * (math.log(b["batch_size"]) - math.log(a["batch_size"])))
+        best = max(ss, key=lambda s: s["speedup"])
+        out.append({"device": device, "device_name": ss[0]["device_name"], "pipeline": pipeline,
+                    "width": width, "batch_size": None if first is None else ss[first]["batch_size"],
+                    "speedup": None if first is None else ss[first]["speedup"],
+                    "estimate": estimate, "max_speedup": best["speedup"],
+                    "max_batch_size": best["batch_size"]})
+    return out
+
+
+def crossover(result: SweepResult | list[dict]) -> list[dict]:
+    """Per accelerator, pipeline and width: batch_size, the smallest measured batch size at which
+    the accelerator beats the cpu (None if it never does); speedup there; and estimate, where
+    the curves cross between the two measured batch sizes around it (interpolated on log scales;
+    None if it already wins at the smallest batch or never wins)."""
+    return _crossover(speedups(result))
+
+
+def _best(rows: list[dict]) -> dict | None:
+    if not rows:
+        return None
+    r = max(rows, key=lambda r: r["images_per_s"])
+    return {"pipeline": r["pipeline"], "batch_size": r["batch_size"], "width": r["width"],
+            "images_per_s": r["images_per_s"], "epoch_s": r["epoch_s"]}
+
+
+def explain_tutorial_point(result: SweepResult) -> dict:
+    """Figures about the tutorial as written (tutorial pipeline, batch 4, width 1) on each device:
+    its speed, its two epochs, the fast pipeline at the same batch, and the best point measured
+    with the same network (width 1). Speed-ups are against this recording's own cpu."""
+    rows = result.ok_rows()
+    pipe, b, w = TUTORIAL_POINT
+    cpu_tut = next((r for r in rows if r["device"] == "cpu" and point_key(r) == TUTORIAL_POINT), None)
+    ups = speedups(result)
+    devices = []
+    for dev in dict.fromkeys(r["device"] for r in result.rows):
+        mine = [r for r in rows if r["device"] == dev]
+        tut = next((r for r in mine if point_key(r) == TUTORIAL_POINT), None)
+        fast = next((r for r in mine if point_key(r) == ("fast", b, w)), None)
+        best = _best([r for r in mine if r["width"] == w])
+        best_up = max((s for s in ups if s["device"] == dev), key=lambda s: s["speedup"],
+                      default=None)
+        d = {"device": dev, "device_name": next(r["device_name"] for r in result.rows
+                                                if r["device"] == dev),
+             "images_per_s": None, "step_ms": None, "epoch_s": None, "tutorial_run_s": None,
+             "speedup_vs_cpu": None, "best_speedup": best_up, "fast_gain": None,
+             "best": best, "best_gain": None}
+        if tut:
+            d.update(images_per_s=tut["images_per_s"], step_ms=tut["step_ms"],
+                     epoch_s=tut["epoch_s"], tutorial_run_s=TUTORIAL_EPOCHS * tut["epoch_s"])
+            if cpu_tut and dev != "cpu":
+                d["speedup_vs_cpu"] = tut["images_per_s"] / cpu_tut["images_per_s"]
+            if fast:
+                d["fast_gain"] = fast["images_per_s"] / tut["images_per_s"]
+            if best:
+                d["best_gain"] = best["images_per_s"] / tut["images_per_s"]
+        devices.append(d)
+    timed = [d for d in devices if d["images_per_s"]]
+    params = next((r["params"] for r in rows if r["tutorial_point"] and r["params"]), None)
+    return {"pipeline": pipe, "batch_size": b, "width": w, "epoch_images": EPOCH_IMAGES,
+            "epochs": TUTORIAL_EPOCHS, "steps_per_epoch": math.ceil(EPOCH_IMAGES / b),
+            "params": params, "devices": devices,
+            "fastest_device": max(timed, key=lambda d: d["images_per_s"])["device"] if timed else None}
+
+
+def pipeline_gains(result: SweepResult, width: int) -> dict[str, list[tuple[int, float]]]:
+    """device -> [(batch size, fast images/s ÷ tutorial images/s)] at one width."""
+    by = {(r["device"], r["pipeline"], r["batch_size"]): r for r in result.ok_rows()
+          if r["width"] == width}
+    gains: dict[str, list[tuple[int, float]]] = {}
+    for (dev, pipe, b), r in sorted(by.items(), key=lambda kv: (kv[0][0] != "cpu", kv[0])):
+        other = by.get((dev, "tutorial", b))
+        if pipe == "fast" and other:
+            gains.setdefault(dev, []).append((b, r["images_per_s"] / other["images_per_s"]))
+    return gains
+
+
+def machine_load(result: SweepResult) -> dict:
+    """How busy the machine was while it measured: state "quiet", "busy" or "unknown".
+
+    The 1-minute load average counts the threads ready to run. The timing's own (its PyTorch
+    threads and DataLoader workers) are taken off each row's figure; what remains is other
+    work. Busy: other work on at least half the cores, before the sweep or during a point."""
+    env = result.environment or {}
+    cores = env.get("cpu_count")
+    threads = (env.get("settings") or {}).get("torch_threads") or env.get("torch_threads") or cores
+    start = (env.get("load_average_start") or [None])[0]
+    rows = [r for r in result.rows if r.get("load_1m") is not None]
+    if not cores or (start is None and not rows):
+        return {"state": "unknown", "load": None, "others": None, "cores": cores}
+    seen = [start] if start is not None else []
+    others = list(seen)
+    for r in rows:
+        seen.append(r["load_1m"])
+        others.append(r["load_1m"] - min(cores, threads) - (r["num_workers"] or 0))
+    worst = max(others)
+    return {"state": "busy" if worst >= BUSY_SHARE * cores else "quiet", "load": max(seen),
+            "others": max(0.0, worst), "cores": cores}
+
+
+def what_a_gpu_would_add(result: SweepResult, reference: SweepResult | None = None,
+                         directory: str | Path | None = None) -> dict:
+    """What an accelerator adds, for a result measured without one.
+
+    ``same_machine``: the reference recording's accelerator against its own cpu, at the
+    tutorial's point and at its best point (one recording: the figure to teach with).
+    ``across``: the same accelerator against this result's cpu, labelled as a comparison of two
+    machines, or None with ``across_refused`` saying why: "busy_here" / "busy_there" (a busy
+    machine's figures are not compared), "unknown_here" / "unknown_there" (no load recorded),
+    "no_cpu_here". With an accelerator of its own, ``result`` is its own reference.
+    The reference: ``reference``, else the newest recording in ``directory`` (docs/gpu-results)."""
+    has_acc = any(r["device"] != "cpu" for r in result.ok_rows())
+    if has_acc:
+        reference = result
+    elif reference is None:
+        reference = next((r for r in recorded_results(directory)
+                          if any(x["device"] != "cpu" for x in r.ok_rows())), None)
+    out = {"has_accelerator": has_acc, "reference": None, "same_machine": None, "across": None,
+           "across_refused": None, "load_here": machine_load(result), "load_there": None}
+    if reference is None:
+        return out
+    acc_rows = [r for r in reference.ok_rows() if r["device"] != "cpu"]
+    acc = acc_rows[0]
+    out["reference"] = {"recorded_on": reference.recorded_on, "host": reference.host,
+                        "recorded_at": reference.recorded_at, "source": reference.source,
+                        "device": acc["device"], "device_name": acc["device_name"]}
+    out["load_there"] = machine_load(reference)
+    out["same_machine"] = _summary(speedups(reference))
+    if has_acc:
+        return out
+    here_cpu = [r for r in result.ok_rows() if r["device"] == "cpu"]
+    for side, state in (("here", out["load_here"]["state"]), ("there", out["load_there"]["state"])):
+        if state != "quiet":
+            out["across_refused"] = f"{state}_{side}"
+            return out
+    across = _ratios(acc_rows, here_cpu)
+    if not across:
+        out["across_refused"] = "no_cpu_here"
+        return out
+    out["across"] = {**_summary(across), "crossover": _crossover(across),
+                     "here": result.recorded_on, "there": reference.recorded_on}
+    return out
+
+
+def _summary(ups: list[dict]) -> dict:
+    return {"tutorial_point": next((p for p in ups if point_key(p) == TUTORIAL_POINT), None),
+            "best": max(ups, key=lambda p: p["speedup"]) if ups else None, "points": ups}
+
+
+def hardware(result: SweepResult) -> dict:
+    """What the result was measured on and with, from its environment (or, for a CSV without
+    its first line, from its rows); None where it is not known."""
+    env, cfg = result.environment or {}, result.config or {}
+    first = result.rows[0] if result.rows else {}
+    gpus = [d for d in env.get("devices", []) if d.get("kind", "cpu") != "cpu"]
+    if not gpus:
+        gpus = [{"id": r["device"], "name": r["device_name"], "memory_bytes": r["device_memory_bytes"]}
+                for r in {r["device"]: r for r in result.rows if r["device"] != "cpu"}.values()]
+    settings = env.get("settings") or {}
+    loads = [env.get("load_average_start"), env.get("load_average_end")]
+    return {
+        "machine": result.host or env.get("hostname") or None,
+        "recorded_at": result.recorded_at.replace("T", " ")[:19] or None,
+        "cpu": env.get("cpu") or next((r["device_name"] for r in result.rows
+                                       if r["device"] == "cpu"), None),
+        "threads": settings.get("torch_threads", env.get("torch_threads")),
+        "gpus": [{"id": d.get("id"), "name": d.get("name"),
+                  "memory_gib": d["memory_bytes"] / 2**30 if d.get("memory_bytes") else None}
+                 for d in gpus],
+        "torch": env.get("torch") or first.get("torch") or None,
+        "cuda": env.get("cuda") or first.get("cuda") or None, "cudnn": env.get("cudnn"),
+        "python": env.get("python"), "platform": env.get("platform"),
+        "config": {k: cfg.get(k) for k in ("steps", "repeats", "warmup", "max_seconds", "images",
+                                           "num_workers")} if cfg else None,
+        "load": [x[0] if x else None for x in loads] if any(loads) else None,
+        "flags": {k: v for k, v in settings.items() if k != "torch_threads"},
+    }

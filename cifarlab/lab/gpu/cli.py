@@ -1,0 +1,265 @@
+"""``python -m cifarlab bench``: the CPU vs GPU sweep from the terminal.
+
+    python -m cifarlab bench --batch-sizes 4,64,256 --widths 1,2 --out r.json   # measure, print
+    python -m cifarlab bench --sweep            # the recording for the timing lab (see below)
+    python -m cifarlab bench --sweep --quick    # a small grid first, to check the machine
+    python -m cifarlab bench --show r.json      # print a saved result
+
+``--sweep`` records what the page shows on machines without a GPU: every device, the full grid,
+the phase breakdown, warm-up 10 and at most 5 s per point (its length is printed before it
+starts), saved as ``docs/gpu-results/<gpu-or-host>-<date>.json`` and ``.csv`` (``--out-dir``),
+rewritten after every point so a run cut short keeps what it measured.
+
+Registering the parser imports no torch (``python -m cifarlab shapes`` stays quick).
+"""
+from __future__ import annotations
+
+import re
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from cifarlab import i18n
+from cifarlab.errors import ConfigError, Problem
+from cifarlab.lab.gpu.config import SweepConfig, estimate_seconds
+
+SWEEP_DEFAULTS = {"warmup": 10, "max_seconds": 5.0}
+QUICK = {"batch_sizes": "4,64,1024", "widths": "1,8", "steps": "10", "warmup": "3"}
+TABLE = [("device", 7), ("pipeline", 8), ("batch", 5), ("width", 5), ("images/s", 10),
+         ("ms/step", 9), ("spread ms", 15), ("epoch", 9), ("vs cpu", 7), ("note", 0)]
+
+
+def register_cli(subparsers) -> None:
+    d = SweepConfig()
+    p = subparsers.add_parser("bench", help="time training on cpu and accelerators: batch size x "
+                                            "width sweep, speedups, crossover")
+    p.add_argument("--sweep", action="store_true",
+                   help="record the full sweep for the timing lab: breakdown on, warm-up 10, "
+                        "5 s per point, saved to --out-dir as <gpu>-<date>.json and .csv")
+    p.add_argument("--quick", action="store_true", help="batch 4,64,1024, widths 1,8, 10 steps")
+    p.add_argument("--devices", default="all", help="cpu,cuda:0,mps or all (default: all)")
+    p.add_argument("--batch-sizes", default=None,
+                   help=f"default {','.join(map(str, d.batch_sizes))}")
+    p.add_argument("--widths", default=None, help=f"width multipliers (default "
+                                                  f"{','.join(map(str, d.widths))})")
+    p.add_argument("--pipelines", default=",".join(d.pipelines), help="fast,tutorial")
+    p.add_argument("--steps", default=None, help=f"timed steps per repeat (default {d.steps})")
+    p.add_argument("--warmup", default=None, help=f"warm-up steps, timed apart (default "
+                                                  f"{d.warmup}; {SWEEP_DEFAULTS['warmup']} "
+                                                  "with --sweep)")
+    p.add_argument("--repeats", default=str(d.repeats))
+    p.add_argument("--max-seconds", default=None,
+                   help=f"time budget per point in seconds, or 'none' (default {d.max_seconds:g}; "
+                        f"{SWEEP_DEFAULTS['max_seconds']:g} with --sweep)")
+    p.add_argument("--num-workers", default=str(d.num_workers),
+                   help="DataLoader workers of the tutorial pipeline (the tutorial uses 2)")
+    p.add_argument("--breakdown", action="store_true",
+                   help="also time the phases of a step (a separate pass; on with --sweep)")
+    p.add_argument("--no-breakdown", action="store_true", help="with --sweep: skip the breakdown")
+    p.add_argument("--data", default=None,
+                   help="use a slice of the real training set (image folder, .tar.gz or 'download')")
+    p.add_argument("--out", action="append", default=[], help="save to .json or .csv (repeatable)")
+    p.add_argument("--out-dir", default=None,
+                   help="with --sweep: where the two files go (default docs/gpu-results)")
+    p.add_argument("--show", default=None, help="print a saved result instead of measuring")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(handler=cmd_bench)
+
+
+def config_from_args(args) -> SweepConfig:
+    """The SweepConfig the command line asks for (ConfigError naming each bad option)."""
+    quick = QUICK if args.quick else {}
+    sweep = SWEEP_DEFAULTS if args.sweep else {}
+    d = SweepConfig()
+
+    def pick(name: str, default):
+        given = getattr(args, name)
+        return given if given is not None else quick.get(name, sweep.get(name, default))
+
+    return SweepConfig(
+        devices=args.devices, batch_sizes=_ints(pick("batch_sizes", d.batch_sizes), "batch_sizes"),
+        widths=_ints(pick("widths", d.widths), "widths"), pipelines=args.pipelines,
+        steps=_int(pick("steps", d.steps), "steps"), warmup=_int(pick("warmup", d.warmup), "warmup"),
+        repeats=_int(args.repeats, "repeats"),
+        max_seconds=_seconds(pick("max_seconds", d.max_seconds)),
+        num_workers=_int(args.num_workers, "num_workers"),
+        images="real" if args.data else "synthetic",
+        breakdown=(args.sweep or args.breakdown) and not args.no_breakdown)
+
+
+def cmd_bench(args) -> int:
+    from cifarlab.lab.gpu.results import SweepResult, check_suffix
+
+    if args.show:
+        result = SweepResult.load(args.show)
+        if args.json:
+            print(result.to_json())
+            return 0
+        printer = TablePrinter()
+        for row in result.rows:
+            printer(row)
+    else:
+        cfg = config_from_args(args)
+        outs = [check_suffix(o) for o in args.out]
+        devices = cfg.resolved_devices()  # an absent device fails here, before any data is loaded
+        data = None
+        if args.data:
+            from cifarlab.core import data as data_mod
+
+            data = data_mod.load(args.data)
+        if args.sweep:
+            outs += sweep_files(devices, args.out_dir)
+            print_plan(cfg, devices, outs)
+        from cifarlab.lab.gpu.measure import run_sweep
+
+        t0 = time.perf_counter()
+        result = run_sweep(cfg, on_result=None if args.json else TablePrinter(), data=data,
+                           save_to=outs or None)
+        if args.json:
+            print(result.to_json())
+            return 0
+        if args.sweep:
+            print(f"\n{len(result.rows)} points in {i18n.duration(time.perf_counter() - t0)}")
+    for line in summary_lines(result):
+        print(line)
+    for out in outs if not args.show else []:
+        print(f"saved: {out}")
+    return 0
+
+
+def sweep_files(devices: list[str], out_dir: str | None) -> list[Path]:
+    """docs/gpu-results/<first GPU's name, else the host>-<date>.json and .csv (with the time
+    added when that name is taken)."""
+    from cifarlab.core.devices import list_devices
+    from cifarlab.lab.gpu.measure import hostname
+    from cifarlab.lab.gpu.results import RESULTS_DIR
+
+    names = [d.name for d in list_devices() if d.id in devices and d.kind != "cpu"]
+    slug = re.sub(r"[^a-z0-9]+", "-", (names[0] if names else hostname()).lower()).strip("-")
+    now = datetime.now(timezone.utc)
+    stem = Path(out_dir or RESULTS_DIR) / f"{slug or 'machine'}-{now:%Y-%m-%d}"
+    if stem.with_suffix(".json").exists():
+        stem = stem.with_name(f"{stem.name}-{now:%H%M%S}")
+    return [stem.with_suffix(".json"), stem.with_suffix(".csv")]
+
+
+def print_plan(cfg: SweepConfig, devices: list[str], outs: list[Path]) -> None:
+    from cifarlab.lab.gpu.measure import sweep_environment
+
+    env = sweep_environment(devices)
+    print(f"host {env['hostname']}; torch {env['torch']}, CUDA {env['cuda']}, cuDNN "
+          f"{env['cudnn']}; cpu: {env['cpu']}")
+    for d in env["devices"]:
+        mem = f", {d['memory_bytes'] / 2**30:.0f} GiB" if d.get("memory_bytes") else ""
+        print(f"  {d['id']}: {d['name']}{mem}")
+    estimate = estimate_seconds(cfg, devices)
+    bound = f"at most about {i18n.duration(estimate)}" if estimate else "no time budget"
+    print(f"{len(cfg.points(devices))} points and {len(cfg.breakdown_passes(devices))} breakdown "
+          f"passes: {bound}.\nwriting {' and '.join(map(str, outs))} as it goes\n", flush=True)
+
+
+# -----------------------------------------------------------------------------
+# printing
+
+def table_header() -> str:
+    return "  ".join(name.rjust(w) if w else name for name, w in TABLE)
+
+
+def table_line(row: dict, cpu_images_per_s: float | None = None) -> str:
+    if row["error"]:
+        cells = [row["device"], row["pipeline"], row["batch_size"], row["width"], "-", "-", "-",
+                 "-", "-", row["error"]]
+    else:
+        notes = ["the tutorial as written"] if row["tutorial_point"] else []
+        if row["budget_hit"]:
+            notes.append(f"time budget: {row['timed_steps']} steps timed")
+        speed = (f"{row['images_per_s'] / cpu_images_per_s:.2f}x"
+                 if cpu_images_per_s and row["device"] != "cpu" else "")
+        cells = [row["device"], row["pipeline"], row["batch_size"], row["width"],
+                 f"{row['images_per_s']:,.0f}", f"{row['step_ms']:.3f}",
+                 f"{row['step_ms_min']:.3f}-{row['step_ms_max']:.3f}",
+                 i18n.duration(row["epoch_s"]), speed, "; ".join(notes)]
+    return "  ".join(str(c).rjust(w) if w else str(c) for c, (_, w) in zip(cells, TABLE))
+
+
+class TablePrinter:
+    """on_result callback that prints each row as it arrives, with its speedup over the cpu."""
+
+    def __init__(self, out=None):
+        self.out, self.cpu = out or sys.stdout, {}
+        print(table_header(), file=self.out, flush=True)
+
+    def __call__(self, row: dict) -> None:
+        key = (row["pipeline"], row["batch_size"], row["width"])
+        if row["device"] == "cpu" and not row["error"]:
+            self.cpu[key] = row["images_per_s"]
+        print(table_line(row, self.cpu.get(key)), file=self.out, flush=True)
+
+
+def summary_lines(result) -> list[str]:
+    from cifarlab.lab.gpu.analysis import crossover, machine_load
+    from cifarlab.lab.gpu.results import PHASES
+
+    env = result.environment
+    lines = [f"recorded on: {result.recorded_on} (host {result.host}, {result.recorded_at})",
+             f"torch {env.get('torch')}, CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, "
+             f"python {env.get('python')}; cpu: {env.get('cpu')}"]
+    for d in env.get("devices", []):
+        if d.get("kind") != "cpu":
+            mem = f", {d['memory_bytes'] / 2**30:.0f} GiB" if d.get("memory_bytes") else ""
+            lines.append(f"{d.get('id')}: {d.get('name')}{mem}")
+    load = machine_load(result)
+    if load["state"] == "busy":
+        lines.append(f"busy machine: load up to {load['load']:.1f} on {load['cores']} cores; "
+                     "these figures are slower and noisier than on an idle machine")
+    if not any(r["device"] != "cpu" for r in result.rows):
+        lines.append("no accelerator measured: nothing to compare with the cpu here "
+                     "(see docs/gpu-results for results recorded on a GPU)")
+    for c in crossover(result):
+        where = (f"beats the cpu from batch {c['batch_size']} ({c['speedup']:.2f}x)"
+                 if c["batch_size"] is not None else "never beats the cpu in this range")
+        est = f", curves cross near batch {c['estimate']:.0f}" if c["estimate"] else ""
+        lines.append(f"crossover {c['device']} {c['pipeline']} width {c['width']}: {where}{est}; "
+                     f"best {c['max_speedup']:.2f}x at batch {c['max_batch_size']}")
+    for b in result.breakdowns:
+        if b["error"]:
+            lines.append(f"breakdown {b['device']} {b['pipeline']} batch {b['batch_size']}: {b['error']}")
+            continue
+        parts = ", ".join(f"{p} {b[p + '_s'] * 1000:.3f}" for p in PHASES)
+        lines.append(f"breakdown ({b['method']}) {b['device']} {b['pipeline']} batch "
+                     f"{b['batch_size']} width {b['width']}, ms/step: {parts}; sum "
+                     f"{b['total_s'] * 1000:.3f} vs unperturbed step {b['step_s'] * 1000:.3f}")
+    if result.cancelled:
+        lines.append("stopped early: the rows above are what was measured")
+    return lines
+
+
+# -----------------------------------------------------------------------------
+# reading the options
+
+def _ints(text, name: str) -> tuple:
+    if isinstance(text, tuple):
+        return text
+    try:
+        return tuple(int(v) for v in str(text).replace(" ", "").split(",") if v)
+    except ValueError:
+        raise ConfigError([Problem(name, "gpu.cli_ints", {"option": "--" + name.replace("_", "-"),
+                                                          "text": str(text)})]) from None
+
+
+def _int(text, name: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigError([Problem(name, "gpu.cli_int", {"option": "--" + name.replace("_", "-"),
+                                                         "text": str(text)})]) from None
+
+
+def _seconds(text) -> float | None:
+    if text is None or str(text).strip().lower() in ("none", "", "off"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise ConfigError([Problem("max_seconds", "gpu.cli_seconds", {"text": str(text)})]) from None

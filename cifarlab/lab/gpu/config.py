@@ -1,0 +1,186 @@
+"""What a timing sweep measures (``SweepConfig``), and which devices a timing run holds.
+
+    cfg = SweepConfig(devices="cpu,cuda:0", batch_sizes=(4, 64, 1024), widths=(1, 8))
+    cfg.points()              # every point, the tutorial's own first, devices innermost
+    devices_held(cfg)         # ("cpu", "cuda:0"): what the run keeps to itself
+    job_request(cfg)          # the queue's submit_job arguments for a timing run
+
+No torch here (``python -m cifarlab shapes`` builds a parser that registers ``bench``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from cifarlab.core.config import MAX_BATCH, PIPELINES
+from cifarlab.errors import ConfigError, Problem
+
+EPOCH_IMAGES = 50_000                 # CIFAR-10's training set: one epoch
+TUTORIAL_POINT = ("tutorial", 4, 1)   # pipeline, batch size, width: the tutorial as written
+TUTORIAL_EPOCHS = 2
+MAX_WIDTH = 16
+DEVICE_RE = re.compile(r"^(cpu|mps|cuda:\d+)$")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _as_tuple(value: Any) -> Any:
+    """"4, 16" or [4, 16, 4] -> a tuple without repeats (order kept); anything else as it is."""
+    if isinstance(value, str):
+        value = tuple(v for v in value.replace(" ", "").split(",") if v)
+    if isinstance(value, (list, tuple)):
+        value = tuple(dict.fromkeys(value))
+    return value
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """What to measure. Frozen; bad values raise ConfigError naming every bad field.
+
+    devices: () means every device this machine has. steps: timed steps per repeat.
+    max_seconds: time budget per point (None: no cap). num_workers: the tutorial pipeline's
+    DataLoader processes (the tutorial uses 2). images: "synthetic" (random uint8 images, no data
+    set needed) or "real" (a fixed random slice of the training set). breakdown: also run the
+    phase breakdown pass for every device, pipeline and batch size at the smallest width.
+    """
+
+    devices: tuple[str, ...] = ()
+    batch_sizes: tuple[int, ...] = (4, 16, 64, 256, 1024)
+    widths: tuple[int, ...] = (1, 2, 4, 8)
+    pipelines: tuple[str, ...] = ("fast", "tutorial")
+    steps: int = 50
+    warmup: int = 5
+    repeats: int = 3
+    max_seconds: float | None = 10.0
+    num_workers: int = 2
+    images: str = "synthetic"
+    breakdown: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("devices", "batch_sizes", "widths", "pipelines"):
+            object.__setattr__(self, name, _as_tuple(getattr(self, name)))
+        if isinstance(self.devices, tuple) and all(isinstance(d, str) for d in self.devices):
+            devs = tuple(dict.fromkeys("cuda:0" if d.strip().lower() == "cuda"
+                                       else d.strip().lower() for d in self.devices))
+            object.__setattr__(self, "devices", () if "all" in devs else devs)
+        if _is_int(self.max_seconds):
+            object.__setattr__(self, "max_seconds", float(self.max_seconds))
+        problems = self.problems()
+        if problems:
+            raise ConfigError(problems)
+
+    def problems(self) -> list[Problem]:
+        """Every bad value, one Problem per field (codes below errors.gpu)."""
+        out: list[Problem] = []
+
+        def bad(name: str, code: str, ok: bool, **params: Any) -> None:
+            if not ok:
+                out.append(Problem(name, code, params))
+
+        def ints(v: Any, lo: int, hi: int) -> bool:
+            return isinstance(v, tuple) and bool(v) and all(_is_int(x) and lo <= x <= hi for x in v)
+
+        def whole(v: Any, lo: int, hi: int) -> bool:
+            return _is_int(v) and lo <= v <= hi
+
+        bad("devices", "gpu.devices", isinstance(self.devices, tuple) and all(
+            isinstance(d, str) and DEVICE_RE.match(d) for d in self.devices))
+        bad("batch_sizes", "gpu.batch_sizes", ints(self.batch_sizes, 1, MAX_BATCH), max=MAX_BATCH)
+        bad("widths", "gpu.widths", ints(self.widths, 1, MAX_WIDTH), max=MAX_WIDTH)
+        bad("pipelines", "gpu.pipelines", isinstance(self.pipelines, tuple) and bool(self.pipelines)
+            and all(p in PIPELINES for p in self.pipelines))
+        bad("steps", "gpu.steps", whole(self.steps, 1, 100_000), max=100_000)
+        bad("warmup", "gpu.warmup", whole(self.warmup, 0, 10_000), max=10_000)
+        bad("repeats", "gpu.repeats", whole(self.repeats, 1, 1000), max=1000)
+        bad("max_seconds", "gpu.max_seconds", self.max_seconds is None or (
+            isinstance(self.max_seconds, float) and math.isfinite(self.max_seconds)
+            and self.max_seconds > 0))
+        bad("num_workers", "gpu.num_workers", whole(self.num_workers, 0, 64), max=64)
+        bad("images", "gpu.images", self.images in ("synthetic", "real"))
+        bad("breakdown", "gpu.breakdown", isinstance(self.breakdown, bool))
+        bad("seed", "gpu.seed", _is_int(self.seed) and self.seed >= 0)
+        return out
+
+    def resolved_devices(self) -> list[str]:
+        """The devices to measure, checked against this machine (DeviceError if one is absent).
+
+        The cpu comes first, so that speedups can be shown as soon as an accelerator row is in.
+        """
+        from cifarlab.core.devices import device_ids, resolve_device
+
+        devices = list(self.devices) or device_ids()
+        for d in devices:
+            resolve_device(d)
+        return sorted(devices, key=lambda d: d != "cpu")
+
+    def points(self, devices: list[str] | None = None) -> list[dict]:
+        """Every point the sweep measures, in order: the tutorial's own point first, then width by
+        width, pipeline by pipeline, batch by batch, with the devices innermost (so a sweep cut
+        short still compares the devices on what it did measure)."""
+        devices = self.resolved_devices() if devices is None else list(devices)
+        out = [dict(device=d, pipeline=TUTORIAL_POINT[0], batch_size=TUTORIAL_POINT[1],
+                    width=TUTORIAL_POINT[2], tutorial_point=True) for d in devices]
+        for w in self.widths:
+            for p in self.pipelines:
+                for b in sorted(self.batch_sizes):
+                    if (p, b, w) != TUTORIAL_POINT:
+                        out += [dict(device=d, pipeline=p, batch_size=b, width=w,
+                                     tutorial_point=False) for d in devices]
+        return out
+
+    def breakdown_passes(self, devices: list[str] | None = None) -> list[dict]:
+        """The breakdown pass (when cfg.breakdown): every device, pipeline and batch size at the
+        smallest width, timed with synchronisation, and on CUDA with CUDA events as well."""
+        if not self.breakdown:
+            return []
+        devices = self.resolved_devices() if devices is None else list(devices)
+        return [dict(device=d, pipeline=p, batch_size=b, width=min(self.widths), method=m)
+                for d in devices for p in self.pipelines for b in sorted(self.batch_sizes)
+                for m in (("sync", "cuda_events") if d.startswith("cuda") else ("sync",))]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v
+                for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> "SweepConfig":
+        d = dict(d or {})
+        unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ConfigError([Problem("config", "gpu.unknown_settings",
+                                       {"names": ", ".join(sorted(unknown))})])
+        return cls(**d)
+
+
+def devices_held(config: SweepConfig) -> tuple[str, ...]:
+    """The devices a timing run keeps to itself while it runs: the CPU and every accelerator
+    it times. The CPU always: it is one side of every speed-up, and when only a GPU is timed
+    the CPU still runs the DataLoader workers and launches every kernel, so a training run
+    beside it would slow the GPU's figures too. DeviceError if a device is absent here."""
+    return ("cpu", *(d for d in config.resolved_devices() if d != "cpu"))
+
+
+def estimate_seconds(config: SweepConfig, devices: list[str] | None = None) -> float | None:
+    """The most a sweep should take: each point and breakdown pass stops at its time budget
+    (plus about a second to set it up and warm up). None when there is no budget."""
+    if config.max_seconds is None:
+        return None
+    n = len(config.points(devices)) + len(config.breakdown_passes(devices))
+    return n * (config.max_seconds + 1.0)
+
+
+def job_request(config: SweepConfig) -> dict[str, Any]:
+    """The job queue's ``submit_job`` arguments for a timing run (all but the session and the
+    owner): it is listed on the accelerator it times (the CPU when it times only that), holds
+    ``devices_held(config)`` exclusively, and says how long it may take, so that the queue can
+    refuse a sweep longer than this server allows before it starts."""
+    held = devices_held(config)
+    return {"kind": "timing", "payload": config.to_dict(), "device": held[-1],
+            "exclusive": list(held), "name": "CPU vs GPU timing",
+            "estimate_s": estimate_seconds(config)}

@@ -1,0 +1,392 @@
+"""Measuring: one point, the phase breakdown, the whole sweep, and the job-queue entry point.
+
+    row = measure_point("cuda:0", 256, width=2, pipeline="fast")   # one row (see COLUMNS)
+    breakdown("cuda:0", 256, method="cuda_events")                 # seconds per phase
+    result = run_sweep(SweepConfig(...), on_result=print)          # a SweepResult
+
+What "honest" means here (the rules airbench follows too):
+- The step is the one training takes (``step.Workload``: core.train's optimizer, loaders and
+  ``train_step``). No ``loss.item()`` inside the timed loop.
+- Warm-up steps run first and are measured apart (first_step_ms, warmup_s): the first call pays
+  for cuDNN autotuning (benchmark mode is on during timing runs only), kernel loading, the
+  allocator growing and the DataLoader workers starting. They are never in the timed figures.
+- Accelerators run asynchronously, so the device is synchronised before every clock read.
+- Each point is timed ``repeats`` times; the rows give the median and the spread (min, quartiles,
+  max) of the time per step. images/s = batch size / median step time; an epoch is 50,000 images.
+- A point has a time budget (max_seconds): steps are cut short, never the warm-up's first step
+  nor the first step of a repeat, and timed_steps says how many steps were really timed.
+- The split of a step into phases is a separate pass (``breakdown``): synchronising between
+  phases perturbs the total, so those figures are never mixed with the sweep's. On CUDA it can
+  use CUDA events instead (method="cuda_events").
+- Running out of memory at a huge batch x width is a result (error="out of memory").
+- Each row records the 1-minute load average: a busy machine gives slow, noisy figures.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import socket
+import statistics
+import time
+from collections import defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import torch
+
+from cifarlab.core.devices import environment, list_devices, resolve_device
+from cifarlab.errors import CifarLabError
+from cifarlab.lab.gpu.config import EPOCH_IMAGES, TUTORIAL_POINT, SweepConfig
+from cifarlab.lab.gpu.results import (BREAKDOWN_COLUMNS, COLUMNS, OOM, PHASES, SweepResult,
+                                      check_suffix)
+from cifarlab.lab.gpu.step import (Poll, Stopped, Workload, cleanup, device_id,
+                                   is_out_of_memory, run_steps, sync_for, timing_settings)
+
+WARMUP_SHARE = 0.25   # at most this share of a point's budget goes to warm-up
+
+
+def hostname() -> str:
+    return socket.gethostname() or "unknown host"
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (OSError, AttributeError):  # not on Windows
+        return None
+
+
+def _finite(v: float) -> float | None:
+    v = float(v)
+    return v if math.isfinite(v) else None  # JSON has no NaN: a diverged loss is None
+
+
+def blank_row(dev: torch.device, pipeline: str, batch_size: int, width: int, data) -> dict:
+    """A row with every column, filled with what is known before measuring."""
+    info = next((d for d in list_devices() if d.id == device_id(dev)), None)
+    row: dict[str, Any] = {c: ("" if t is str else False if t is bool else None)
+                           for c, t in COLUMNS.items()}
+    row.update(device=device_id(dev), device_kind=dev.type,
+               device_name=info.name if info else str(dev),
+               device_memory_bytes=info.memory_bytes if info else None,
+               pipeline=pipeline, batch_size=batch_size, width=width,
+               images="synthetic" if data is None else "real", host=hostname(),
+               recorded_at=now_iso(), torch=torch.__version__, cuda=torch.version.cuda or "")
+    return row
+
+
+def step_stats(per_step_s: list[float], batch_size: int) -> dict:
+    """Median and spread of the seconds per step over repeats, as ms/step and images/s."""
+    xs = sorted(per_step_s)
+    q1, _, q3 = (statistics.quantiles(xs, n=4, method="inclusive") if len(xs) > 1
+                 else (xs[0], None, xs[0]))
+    med = statistics.median(xs)
+    return {"step_ms": med * 1000, "step_ms_min": xs[0] * 1000, "step_ms_q1": q1 * 1000,
+            "step_ms_q3": q3 * 1000, "step_ms_max": xs[-1] * 1000,
+            "images_per_s": batch_size / med, "images_per_s_min": batch_size / xs[-1],
+            "images_per_s_max": batch_size / xs[0], "epoch_s": EPOCH_IMAGES * med / batch_size}
+
+
+# -----------------------------------------------------------------------------
+# one point
+
+def measure_point(device, batch_size: int, width: int = 1, pipeline: str = "fast",
+                  steps: int = 50, warmup: int = 5, repeats: int = 3, data=None,
+                  max_seconds: float | None = None, num_workers: int = 2, seed: int = 0,
+                  should_stop: Callable[[], bool] | None = None,
+                  tutorial_point: bool | None = None) -> dict | None:
+    """Time the training step at one point; a row (see COLUMNS), or None if should_stop() said so.
+
+    data: a CifarData (a fixed random slice of its training set is used) or None (synthetic
+    uint8 images). Out of memory gives a row with error="out of memory" and no figures.
+    """
+    SweepConfig(devices=(str(device),), batch_sizes=(batch_size,), widths=(width,),
+                pipelines=(pipeline,), steps=steps, warmup=warmup, repeats=repeats,
+                max_seconds=max_seconds, num_workers=num_workers, seed=seed)  # validates
+    dev = resolve_device(device)
+    row = blank_row(dev, pipeline, batch_size, width, data)
+    row.update(steps=steps, repeats=repeats,
+               tutorial_point=(pipeline, batch_size, width) == TUTORIAL_POINT
+               if tutorial_point is None else tutorial_point)
+    measured, oom = None, False
+    try:
+        with timing_settings(dev):
+            measured = _measure(dev, batch_size, width, pipeline, steps, warmup, repeats, data,
+                                max_seconds, num_workers, seed, Poll(should_stop))
+    except Stopped:
+        measured = None
+    except Exception as err:
+        if not is_out_of_memory(err):
+            raise
+        oom = True  # handled after the except block, once the traceback (and its tensors) is gone
+    cleanup(dev)
+    row["load_1m"] = (load_average() or [None])[0]
+    if oom:
+        row["error"] = OOM
+        return row
+    if measured is None:
+        return None
+    row.update(measured)
+    return row
+
+
+def _measure(dev, batch_size, width, pipeline, steps, warmup, repeats, data, max_seconds,
+             num_workers, seed, stop: Poll) -> dict:
+    sync = sync_for(dev)
+    t_setup = time.perf_counter()
+    work = Workload(dev, batch_size, width, pipeline, data, num_workers, seed)
+    try:
+        if dev.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(dev)
+        sync()
+        setup_s = time.perf_counter() - t_setup
+        # warm-up, measured apart: the first step alone (first-call costs), then the rest
+        first_ms, warm_done, warm_s = None, 0, 0.0
+        if warmup:
+            _, first_s, _ = run_steps(1, None, work.step, sync, stop)
+            first_ms, warm_done, warm_s = first_s * 1000, 1, first_s
+            if warmup > 1:
+                budget = (None if max_seconds is None
+                          else max(0.0, max_seconds * WARMUP_SHARE - first_s))
+                n, s, _ = run_steps(warmup - 1, budget, work.step, sync, stop)
+                warm_done, warm_s = warm_done + n, warm_s + s
+        left = None if max_seconds is None else max(0.0, max_seconds - warm_s) / repeats
+        per_step, timed, loss = [], 0, None
+        for _ in range(repeats):
+            n, s, loss = run_steps(steps, left, work.step, sync, stop)
+            per_step.append(s / n)
+            timed += n
+        row = {"params": work.params, "num_workers": work.num_workers, "setup_s": setup_s,
+               "warmup_steps": warm_done, "warmup_s": warm_s, "first_step_ms": first_ms,
+               "timed_steps": timed, "budget_hit": timed < steps * repeats,
+               "loss": _finite(loss.item())}
+        row.update(step_stats(per_step, batch_size))
+        if dev.type == "cuda":
+            row["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated(dev))
+        return row
+    finally:
+        work.close()
+
+
+# -----------------------------------------------------------------------------
+# the breakdown pass: where the time of a step goes
+
+class SyncTimer:
+    """Synchronise, then read the clock, at every phase boundary (perturbs the total a little)."""
+
+    method = "sync"
+
+    def __init__(self, device):
+        self.sync, self.totals, self.t = sync_for(device), defaultdict(float), 0.0
+
+    def start(self) -> None:
+        self.sync()
+        self.t = time.perf_counter()
+
+    def mark(self, phase: str) -> None:
+        self.sync()
+        now = time.perf_counter()
+        self.totals[phase] += now - self.t
+        self.t = now
+
+    def finish(self) -> dict[str, float]:
+        return dict(self.totals)
+
+
+class EventTimer:
+    """CUDA events recorded on the device's stream at every phase boundary and read after one
+    synchronisation at the end: the GPU's own timeline, with no synchronisation between phases.
+    A phase's time includes the GPU waiting for the host (e.g. for the DataLoader)."""
+
+    method = "cuda_events"
+
+    def __init__(self, device):
+        self.device, self.marks = torch.device(device), []
+
+    def _event(self):
+        event = torch.cuda.Event(enable_timing=True)
+        event.record(torch.cuda.current_stream(self.device))
+        return event
+
+    def start(self) -> None:
+        self.marks = [(None, self._event())]
+
+    def mark(self, phase: str) -> None:
+        self.marks.append((phase, self._event()))
+
+    def finish(self) -> dict[str, float]:
+        sync_for(self.device)()
+        totals: dict[str, float] = defaultdict(float)
+        for (_, a), (phase, b) in zip(self.marks, self.marks[1:]):
+            totals[phase] += a.elapsed_time(b) / 1000.0  # elapsed_time is in milliseconds
+        return dict(totals)
+
+
+def breakdown(device, batch_size: int, width: int = 1, pipeline: str = "tutorial",
+              steps: int = 20, warmup: int = 3, data=None, method: str = "sync",
+              num_workers: int = 2, max_seconds: float | None = None, seed: int = 0) -> dict:
+    """Seconds per step in each phase: data (fetch the batch), h2d (copy it to the device),
+    forward (with the loss), backward, optimizer (step + zero_grad); total_s, their sum; and
+    step_s, a step timed without the phase boundaries, for comparison. A separate pass, labelled
+    "pass": "breakdown": its figures are never mixed with the sweep's.
+
+    method: "sync" (any device) or "cuda_events" (CUDA only).
+    """
+    SweepConfig(batch_sizes=(batch_size,), widths=(width,), pipelines=(pipeline,), steps=steps,
+                warmup=warmup, max_seconds=max_seconds, num_workers=num_workers)  # validates
+    dev = resolve_device(device)
+    if method not in ("sync", "cuda_events"):
+        raise CifarLabError("gpu.method", field="method", method=str(method))
+    if method == "cuda_events" and dev.type != "cuda":
+        raise CifarLabError("gpu.events_need_cuda", field="method", device=device_id(dev))
+    base = blank_row(dev, pipeline, batch_size, width, data)
+    out = {c: ("" if t is str else None) for c, t in BREAKDOWN_COLUMNS.items()}
+    out.update({k: base[k] for k in ("device", "device_name", "pipeline", "batch_size", "width",
+                                     "images", "host", "recorded_at")})
+    out.update({"pass": "breakdown", "method": method})
+    figures, oom = None, False
+    try:
+        with timing_settings(dev):
+            figures = _breakdown(dev, batch_size, width, pipeline, steps, warmup, data, method,
+                                 num_workers, max_seconds, seed)
+    except Exception as err:
+        if not is_out_of_memory(err):
+            raise
+        oom = True
+    cleanup(dev)
+    if oom:
+        out["error"] = OOM
+    else:
+        out.update(figures)
+    return out
+
+
+def _breakdown(dev, batch_size, width, pipeline, steps, warmup, data, method, num_workers,
+               max_seconds, seed) -> dict:
+    sync, never = sync_for(dev), Poll(None)
+    work = Workload(dev, batch_size, width, pipeline, data, num_workers, seed)
+    try:
+        budget = None if max_seconds is None else max_seconds / 3
+        if warmup:
+            run_steps(warmup, budget, work.step, sync, never)
+        n, seconds, _ = run_steps(steps, budget, work.step, sync, never)  # unperturbed
+
+        timer = EventTimer(dev) if method == "cuda_events" else SyncTimer(dev)
+        model, criterion, optimizer = work.model, work.criterion, work.optimizer
+        optimizer.zero_grad()
+        timer.start()
+        for _ in range(n):  # train_step's parts, in its order, with a clock between them
+            inputs, labels = work.fetch()
+            timer.mark("data")
+            inputs, labels = work.to_device(inputs, labels)
+            timer.mark("h2d")
+            loss = criterion(model(inputs), labels)
+            timer.mark("forward")
+            loss.backward()
+            timer.mark("backward")
+            optimizer.step()
+            optimizer.zero_grad()
+            timer.mark("optimizer")
+        totals = timer.finish()
+        sync()
+        phases = {f"{p}_s": totals.get(p, 0.0) / n for p in PHASES}
+        return {**phases, "total_s": sum(phases.values()), "step_s": seconds / n, "steps": n,
+                "num_workers": work.num_workers}
+    finally:
+        work.close()
+
+
+# -----------------------------------------------------------------------------
+# the sweep, and the job-queue entry point
+
+def sweep_environment(devices: Iterable[str]) -> dict:
+    """devices.environment() plus the host name, the measured devices in detail and the settings."""
+    env = environment()
+    env["hostname"] = hostname()
+    infos = {d.id: d.to_dict() for d in list_devices()}
+    records = []
+    for d in devices:
+        rec = dict(infos.get(d, {"id": d}))
+        if d.startswith("cuda:"):
+            props = torch.cuda.get_device_properties(int(d.split(":")[1]))
+            rec.update(capability=f"{props.major}.{props.minor}",
+                       multiprocessors=props.multi_processor_count)
+        records.append(rec)
+    env["devices"] = records
+    settings = {"cudnn_benchmark_when_timing": True,
+                "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+                "float32_matmul_precision": torch.get_float32_matmul_precision(),
+                "torch_threads": torch.get_num_threads()}
+    with contextlib.suppress(Exception):
+        settings["cuda_matmul_allow_tf32"] = bool(torch.backends.cuda.matmul.allow_tf32)
+        settings["cudnn_allow_tf32"] = bool(torch.backends.cudnn.allow_tf32)
+    env["settings"] = settings
+    env["load_average_start"] = load_average()
+    return env
+
+
+def run_sweep(cfg: SweepConfig | None = None, on_result: Callable[[dict], None] | None = None,
+              should_stop: Callable[[], bool] | None = None, data=None,
+              save_to: str | Path | Iterable[str | Path] | None = None) -> SweepResult:
+    """Measure every point of ``cfg`` (see SweepConfig.points) and, if cfg.breakdown, the
+    breakdown pass. on_result(row) after each point; should_stop() is polled during points (the
+    result is then marked cancelled, keeping what was measured). save_to: file(s) (.json/.csv)
+    rewritten after every point, so an interrupted sweep keeps its rows."""
+    cfg = cfg or SweepConfig()
+    devices = cfg.resolved_devices()  # DeviceError before anything runs
+    paths = [] if save_to is None else [save_to] if isinstance(save_to, (str, Path)) else list(save_to)
+    for p in paths:
+        check_suffix(p)
+    if cfg.images == "real" and data is None:
+        from cifarlab.core import data as data_mod
+
+        data = data_mod.load()
+    result = SweepResult(rows=[], environment=sweep_environment(devices), config=cfg.to_dict(),
+                         host=hostname(), recorded_at=now_iso())
+    stop = should_stop or (lambda: False)
+
+    def keep(row: dict, into: list) -> None:
+        row.update(host=result.host, recorded_at=result.recorded_at)
+        into.append(row)
+        for p in paths:
+            result.save(p)
+
+    for point in cfg.points(devices):
+        row = None if stop() else measure_point(
+            point["device"], point["batch_size"], point["width"], point["pipeline"], cfg.steps,
+            cfg.warmup, cfg.repeats, data, cfg.max_seconds, cfg.num_workers, cfg.seed,
+            should_stop=stop, tutorial_point=point["tutorial_point"])
+        if row is None:
+            result.cancelled = True
+            break
+        keep(row, result.rows)
+        if on_result:
+            on_result(row)
+    for b in [] if result.cancelled else cfg.breakdown_passes(devices):
+        if stop():
+            result.cancelled = True
+            break
+        keep(breakdown(b["device"], b["batch_size"], b["width"], b["pipeline"],
+                       steps=min(cfg.steps, 20), warmup=max(1, cfg.warmup), data=data,
+                       method=b["method"], num_workers=cfg.num_workers,
+                       max_seconds=cfg.max_seconds, seed=cfg.seed), result.breakdowns)
+    result.environment["load_average_end"] = load_average()
+    for p in paths:
+        result.save(p)
+    return result
+
+
+def run_timing_job(payload: dict, ctx) -> dict:
+    """Job-queue entry ("timing"): payload is a SweepConfig dict. Emits ("timing_row", row) as
+    each point finishes, stops when ctx.should_stop(), returns the result's dict (+ "points")."""
+    cfg = SweepConfig.from_dict(payload)
+    data = ctx.data() if cfg.images == "real" else None
+    result = run_sweep(cfg, on_result=lambda row: ctx.emit("timing_row", row),
+                       should_stop=ctx.should_stop, data=data)
+    return {**result.to_dict(), "points": len(result.rows)}

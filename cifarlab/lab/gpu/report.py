@@ -1,0 +1,254 @@
+"""What the CPU vs GPU page says about a result, in the student's language.
+
+    rows_table(rows, "es")             # the measured points, translated column names
+    hardware_table(result, "pt")       # machine, CPU, GPU, versions, settings, load
+    provenance(result, "en")           # measured here or recorded elsewhere; busy or not
+    tutorial_lines(result, "en")       # the tutorial as written, in words
+    would_add_lines(result, recorded, "en")   # what a GPU would add (one recording first)
+
+Text that came from a file (a device name, a host, a file name) is escaped for Markdown
+(``md``) before it goes into a sentence: a device name such as ``![x](http://…)`` is shown
+as those characters, never as an image the viewer's browser would fetch.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pandas as pd
+
+from cifarlab import i18n
+from cifarlab.errors import CifarLabError, ConfigError, is_literal
+from cifarlab.lab.gpu import analysis
+from cifarlab.lab.gpu.config import TUTORIAL_POINT
+from cifarlab.lab.gpu.results import SweepResult
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:^=&])")
+
+
+def md(text: Any) -> str:
+    """``text`` as literal characters in Markdown: one line, every markup character escaped."""
+    return _MD_SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
+
+
+def error_text(err: BaseException, lang: str) -> str:
+    """An error's message in ``lang``, for Markdown: its text parameters (file names, paths)
+    escaped."""
+    if isinstance(err, ConfigError) or (isinstance(err, CifarLabError) and is_literal(err.code)):
+        return err.text(lang)
+    if isinstance(err, CifarLabError):
+        safe = {k: md(v) if isinstance(v, str) else v for k, v in err.params.items()}
+        return i18n.t(f"errors.{err.code}", lang, **safe)
+    return md(err)
+
+
+def _t(lang: str):
+    return i18n.translator(lang)
+
+
+def num(x: float | None, lang: str, digits: int = 0) -> str:
+    return "–" if x is None else i18n.number(x, lang, digits)
+
+
+def times(x: float | None, lang: str) -> str:
+    """A speed-up factor: 2 decimals below 10, 1 below 100, whole numbers above."""
+    return "–" if x is None else num(x, lang, 2 if x < 10 else 1 if x < 100 else 0)
+
+
+def pipeline_name(p: str, lang: str) -> str:
+    return _t(lang)(f"gpu.pipe_{p}") if p in ("fast", "tutorial") else md(p)
+
+
+def machine_label(res: SweepResult, markdown: bool = True) -> str:
+    """The host, with its GPUs' names: "gpu-box-7 (NVIDIA H100 80GB HBM3)" (escaped for
+    Markdown unless ``markdown`` is False: a widget's options are plain text)."""
+    gpus = ", ".join(g["name"] for g in analysis.hardware(res)["gpus"] if g["name"])
+    label = f"{res.host} ({gpus})" if gpus else res.host
+    return md(label) if markdown else " ".join(label.split())
+
+
+def rows_table(rows: list[dict], lang: str) -> pd.DataFrame:
+    """The measured points with translated column names; "vs CPU" compares with the CPU of the
+    same rows (one recording)."""
+    t = _t(lang)
+    cpu = {analysis.point_key(r): r["images_per_s"] for r in rows
+           if r["device"] == "cpu" and not r["error"]}
+    out = []
+    for r in rows:
+        ok, base = not r["error"], cpu.get(analysis.point_key(r))
+        notes = [t("gpu.tut_marker")] if r["tutorial_point"] else []
+        if r.get("budget_hit"):
+            notes.append(t("gpu.note_budget", n=r["timed_steps"]))
+        if r["error"]:
+            notes.append(t("gpu.out_of_memory") if r["error"] == "out of memory" else r["error"])
+        out.append({
+            t("gpu.device_col"): r["device"],
+            t("gpu.pipeline_col"): t(f"gpu.pipe_{r['pipeline']}") if r["pipeline"] in (
+                "fast", "tutorial") else r["pipeline"],
+            t("gpu.batch_col"): r["batch_size"], t("gpu.width_col"): r["width"],
+            t("gpu.ips_col"): round(r["images_per_s"], 1) if ok else None,
+            t("gpu.step_col"): round(r["step_ms"], 3) if ok else None,
+            t("gpu.spread_col"): (f"{num(r['step_ms_min'], lang, 3)} – "
+                                  f"{num(r['step_ms_max'], lang, 3)}" if ok else ""),
+            t("gpu.epoch_col"): i18n.duration(r["epoch_s"], lang) if ok else "",
+            t("gpu.speedup_col"): (round(r["images_per_s"] / base, 2)
+                                   if ok and base and r["device"] != "cpu" else None),
+            t("gpu.note_col"): "; ".join(notes),
+        })
+    return pd.DataFrame(out)
+
+
+def hardware_table(res: SweepResult, lang: str) -> pd.DataFrame:
+    """Machine, date, CPU, GPUs, versions, the sweep's settings, the load: two columns, for
+    ``st.table`` (its cells are Markdown, so they come escaped)."""
+    t, hw = _t(lang), analysis.hardware(res)
+    none = t("gpu.none")
+
+    def known(v: Any) -> str:
+        return none if v is None or v == "" else str(v)
+
+    items = [(t("gpu.hw_machine"), known(hw["machine"])), (t("gpu.hw_date"), known(hw["recorded_at"])),
+             (t("gpu.hw_cpu"), t("gpu.hw_cpu_value", name=known(hw["cpu"]),
+                                 threads=hw["threads"] if hw["threads"] is not None else "?"))]
+    for g in hw["gpus"]:
+        items.append((t("gpu.hw_gpu", device=known(g["id"])),
+                      t("gpu.hw_gpu_value", name=known(g["name"]),
+                        memory=num(g["memory_gib"], lang) if g["memory_gib"] else "?")))
+    items += [(t("gpu.hw_torch"), known(hw["torch"])),
+              (t("gpu.hw_cuda"), f"{known(hw['cuda'])} / {known(hw['cudnn'])}")]
+    if hw["python"]:
+        items.append((t("gpu.hw_python"), f"{hw['python']} / {known(hw['platform'])}"))
+    if hw["config"]:
+        c = hw["config"]
+        images = t(f"gpu.images_{c['images']}") if c["images"] in ("synthetic", "real") else known(c["images"])
+        items.append((t("gpu.hw_settings"), t(
+            "gpu.hw_settings_value", steps=known(c["steps"]), repeats=known(c["repeats"]),
+            warmup=known(c["warmup"]), images=images, workers=known(c["num_workers"]),
+            budget=num(c["max_seconds"], lang, 1) if c["max_seconds"] else "∞")))
+    if hw["load"]:
+        items.append((t("gpu.hw_load"), " → ".join(num(x, lang, 2) if x is not None else "?"
+                                                   for x in hw["load"])))
+    if hw["flags"]:
+        items.append((t("gpu.hw_flags"), ", ".join(f"{k}={v}" for k, v in hw["flags"].items())))
+    # st.table renders its cells as Markdown: everything in them is escaped
+    return pd.DataFrame([(md(k), md(v)) for k, v in items], columns=[t("gpu.hw_item"), t("gpu.hw_value")])
+
+
+def download_stem(res: SweepResult) -> str:
+    """A file name for a result's download: host and date, letters, digits and dashes only."""
+    host = re.sub(r"[^A-Za-z0-9]+", "-", res.host).strip("-")[:40] or "machine"
+    return f"cifarlab-timing-{host}-{re.sub(r'[^0-9-]', '', res.recorded_at[:10]) or 'result'}"
+
+
+def provenance(res: SweepResult, lang: str) -> dict:
+    """{"elsewhere": bool, "label": where and when it was measured, "busy": a warning or None}.
+    A loaded file is never taken for this machine's own figures (host names repeat: "vm")."""
+    t = _t(lang)
+    label = t("gpu.recorded_elsewhere" if res.recorded_elsewhere else "gpu.this_machine",
+              machine=machine_label(res), date=res.recorded_at[:10])
+    load = analysis.machine_load(res)
+    busy = (t("gpu.busy", load=round(load["load"], 1), cores=load["cores"],
+              others=round(load["others"], 1))
+            if load["state"] == "busy" else None)
+    return {"elsewhere": res.recorded_elsewhere, "label": label, "busy": busy}
+
+
+def source_label(res: SweepResult, lang: str) -> str:
+    """How a recorded result is listed in the page's choice of results (an option: plain
+    text, not Markdown)."""
+    name = str(res.source).replace("\\", "/").rsplit("/", 1)[-1]
+    return _t(lang)("gpu.source_recorded", machine=machine_label(res, markdown=False),
+                    date=res.recorded_at[:10], file=name)
+
+
+def tutorial_lines(res: SweepResult, lang: str) -> list[str]:
+    """The tutorial as written (batch 4, width 1) on each device, in sentences; [] when the
+    result does not have that point."""
+    t, info = _t(lang), analysis.explain_tutorial_point(res)
+    timed = [d for d in info["devices"] if d["images_per_s"]]
+    if not timed:
+        return []
+    dur = lambda s: i18n.duration(s, lang)  # noqa: E731
+    lines = [t("gpu.tut_cpu", name=md(d["device_name"]), ips=round(d["images_per_s"]),
+               images=info["epoch_images"], epoch=dur(d["epoch_s"]), run=dur(d["tutorial_run_s"]))
+             for d in timed if d["device"] == "cpu"]
+    lines += [t("gpu.tut_acc", device=md(d["device"]), name=md(d["device_name"]),
+                ips=round(d["images_per_s"]), x=times(d["speedup_vs_cpu"], lang),
+                run=dur(d["tutorial_run_s"]))
+              for d in timed if d["device"] != "cpu" and d["speedup_vs_cpu"] is not None]
+    lines.append(t("gpu.tut_why", params=info["params"] or 62006))
+    for d in timed:
+        best = d["best_speedup"]
+        if d["speedup_vs_cpu"] is not None and best:
+            lines.append("- " + t("gpu.tut_compare", device=md(d["device"]),
+                                  x=times(d["speedup_vs_cpu"], lang),
+                                  best=times(best["speedup"], lang), batch=best["batch_size"],
+                                  width=best["width"], pipeline=pipeline_name(best["pipeline"], lang)))
+    for d in timed:
+        if d["fast_gain"]:
+            lines.append("- " + t("gpu.tut_fast", device=md(d["device"]),
+                                  x=times(d["fast_gain"], lang)))
+        b = d["best"]
+        if b and d["best_gain"] and d["best_gain"] > 1.0 and (b["pipeline"], b["batch_size"]) != \
+                TUTORIAL_POINT[:2]:
+            lines.append("- " + t("gpu.tut_best", device=md(d["device"]),
+                                  batch=b["batch_size"], pipeline=pipeline_name(b["pipeline"], lang),
+                                  x=times(d["best_gain"], lang)))
+    return lines
+
+
+def crossover_lines(res: SweepResult, pipeline: str, lang: str) -> list[str]:
+    """Where each accelerator starts beating the CPU, pipeline by pipeline, in sentences."""
+    t, lines = _t(lang), []
+    for c in [c for c in analysis.crossover(res) if c["pipeline"] == pipeline]:
+        common = dict(device=md(c["device"]), pipeline=pipeline_name(c["pipeline"], lang),
+                      width=c["width"], best=times(c["max_speedup"], lang),
+                      best_batch=c["max_batch_size"])
+        if c["batch_size"] is None:
+            lines.append(t("gpu.crossover_never", **common))
+        else:
+            est = t("gpu.crossover_estimate", n=round(c["estimate"])) if c["estimate"] else ""
+            lines.append(t("gpu.crossover_at", batch=c["batch_size"],
+                           x=times(c["speedup"], lang), estimate=est, **common))
+    return lines
+
+
+def pipeline_gain_lines(res: SweepResult, width: int, lang: str) -> list[str]:
+    t = _t(lang)
+    return [t("gpu.pipelines_gain", device=md(dev), width=width,
+              gains=", ".join(f"{times(g, lang)}× ({b})" for b, g in gains))
+            for dev, gains in analysis.pipeline_gains(res, width).items()]
+
+
+def would_add_lines(res: SweepResult, recorded: list[SweepResult], lang: str
+                    ) -> list[tuple[str, str]]:
+    """What a GPU would add to the machine of ``res`` (which has none), as (kind, text) with
+    kind "markdown", "info" or "warning": first the recording's own comparison (one machine),
+    then a comparison across machines, labelled, or why there is none."""
+    t = _t(lang)
+    reference = next((r for r in recorded if any(x["device"] != "cpu" for x in r.ok_rows())), None)
+    info = analysis.what_a_gpu_would_add(res, reference=reference) if reference else None
+    same = info and info["same_machine"]
+    if not same or not (same["tutorial_point"] or same["best"]):
+        return [("info", t("gpu.would_add_none"))]
+    ref = info["reference"]
+    where = dict(gpu=md(ref["device_name"]), machine=md(reference.host),
+                 date=reference.recorded_at[:10])
+    out = []
+    if same["tutorial_point"]:
+        out.append(("markdown", t("gpu.would_add_same", x=times(same["tutorial_point"]["speedup"], lang),
+                                  **where)))
+    if same["best"]:
+        b = same["best"]
+        out.append(("markdown", t("gpu.would_add_best", batch=b["batch_size"], width=b["width"],
+                                  pipeline=pipeline_name(b["pipeline"], lang),
+                                  x=times(b["speedup"], lang))))
+    across, refused = info["across"], info["across_refused"]
+    if across and across["tutorial_point"]:
+        out.append(("warning", t("gpu.would_add_across", here=machine_label(res), **where,
+                                 x=times(across["tutorial_point"]["speedup"], lang))))
+    elif refused:
+        load = info["load_here" if refused.endswith("_here") else "load_there"]
+        out.append(("info", t(f"gpu.across_refused_{refused}", load=round(load["load"] or 0, 1),
+                              cores=load["cores"] or 0)))
+    return out

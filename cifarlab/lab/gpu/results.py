@@ -1,0 +1,281 @@
+"""A timing result: rows + what they were measured on; JSON and CSV with an exact round trip.
+
+    result.save("h100.json"); SweepResult.load("h100.csv").recorded_elsewhere   # -> True
+    load_upload("h100.csv", data)      # a page upload, checked: DataError / UploadError
+    recorded_results()                 # docs/gpu-results, newest first
+
+Rows are typed through pandas (nullable dtypes: a point that failed has no figures), for both
+formats, so a value of the wrong kind in a file is refused when it is read. A loaded result is
+marked as recorded elsewhere (host and date), so a classroom without a GPU can show figures
+recorded on one, never taken for its own.
+"""
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cifarlab.core.config import PIPELINES
+from cifarlab.errors import CifarLabError, DataError, UploadError
+from cifarlab.lab.gpu.config import DEVICE_RE
+
+THIS_MACHINE = "this machine"
+OOM = "out of memory"
+FORMAT = "cifarlab-timing"
+FORMAT_VERSION = 1
+RESULTS_DIR = Path(__file__).resolve().parents[3] / "docs" / "gpu-results"
+MAX_UPLOAD_BYTES = 5 * 2**20   # the server's upload limit (.streamlit/config.toml)
+SUFFIXES = (".json", ".csv")
+
+# One row per measured point. Types drive the typing of rows read back: int/float may be None
+# (not measured, or the point failed); str is "" when empty; bool is never None.
+COLUMNS: dict[str, type] = {
+    "device": str, "device_kind": str, "device_name": str, "device_memory_bytes": int,
+    "pipeline": str, "batch_size": int, "width": int, "params": int, "tutorial_point": bool,
+    "images": str, "num_workers": int,
+    "steps": int, "repeats": int, "timed_steps": int, "budget_hit": bool,
+    "warmup_steps": int, "warmup_s": float, "first_step_ms": float, "setup_s": float,
+    "step_ms": float, "step_ms_min": float, "step_ms_q1": float, "step_ms_q3": float,
+    "step_ms_max": float,
+    "images_per_s": float, "images_per_s_min": float, "images_per_s_max": float,
+    "epoch_s": float,
+    "peak_memory_bytes": int, "loss": float, "load_1m": float, "error": str,
+    "host": str, "recorded_at": str, "torch": str, "cuda": str,
+}
+PHASES = ("data", "h2d", "forward", "backward", "optimizer")
+BREAKDOWN_COLUMNS: dict[str, type] = {
+    "pass": str, "method": str, "device": str, "device_name": str, "pipeline": str,
+    "batch_size": int, "width": int, "images": str, "num_workers": int, "steps": int,
+    **{f"{p}_s": float for p in PHASES}, "total_s": float, "step_s": float, "error": str,
+    "host": str, "recorded_at": str,
+}
+_DTYPES = {int: "Int64", float: "Float64", str: "string", bool: "boolean"}
+
+
+def frame(rows: list[dict], columns: dict[str, type]):
+    """Rows as a typed DataFrame, one column per entry of ``columns``, in order."""
+    import pandas as pd
+
+    df = pd.DataFrame.from_records(list(rows), columns=list(columns))
+    return df.astype({c: _DTYPES[t] for c, t in columns.items()})
+
+
+def records(df, columns: dict[str, type]) -> list[dict]:
+    """A typed DataFrame back to plain rows (Python values; "" / False / None where empty)."""
+    import pandas as pd
+
+    out = []
+    for rec in df.to_dict("records"):
+        row = {}
+        for c, t in columns.items():
+            v = rec.get(c)
+            if v is None or pd.isna(v):  # pandas' NA may read back as None, NA or NaN
+                row[c] = "" if t is str else False if t is bool else None
+            else:
+                row[c] = t(v)
+        out.append(row)
+    return out
+
+
+def _typed(rows: Any, columns: dict[str, type], source: str) -> list[dict]:
+    try:
+        return records(frame(rows, columns), columns)
+    except (TypeError, ValueError, AttributeError, KeyError):
+        raise DataError("gpu.bad_value", source=source) from None
+
+
+def check_suffix(path: str | Path) -> Path:
+    path = Path(path)
+    if path.suffix.lower() not in SUFFIXES:
+        raise CifarLabError("gpu.file_type", field="out", name=path.name)
+    return path
+
+
+@dataclass
+class SweepResult:
+    rows: list[dict]
+    environment: dict
+    config: dict
+    host: str
+    recorded_at: str                       # ISO 8601, UTC
+    breakdowns: list[dict] = field(default_factory=list)
+    cancelled: bool = False
+    source: str = THIS_MACHINE             # "this machine", or the file it was loaded from
+
+    @property
+    def recorded_elsewhere(self) -> bool:
+        return self.source != THIS_MACHINE
+
+    @property
+    def recorded_on(self) -> str:
+        """"this machine", or "<host>, <date>" for a result recorded elsewhere."""
+        return THIS_MACHINE if not self.recorded_elsewhere else f"{self.host}, {self.recorded_at[:10]}"
+
+    def ok_rows(self) -> list[dict]:
+        return [r for r in self.rows if not r["error"]]
+
+    def to_dataframe(self, breakdowns: bool = False):
+        return (frame(self.breakdowns, BREAKDOWN_COLUMNS) if breakdowns
+                else frame(self.rows, COLUMNS))
+
+    def check(self) -> "SweepResult":
+        """Itself, when every row can be shown (a device id, a known pipeline, a batch size and
+        a width; figures unless it failed); DataError naming the first row that cannot."""
+        if not self.rows:
+            raise DataError("gpu.no_rows", source=self.source)
+        for n, r in enumerate(self.rows, start=1):
+            if not (DEVICE_RE.match(r["device"]) and r["pipeline"] in PIPELINES
+                    and r["batch_size"] and r["width"]) or (
+                    not r["error"] and not (r["images_per_s"] and r["images_per_s"] > 0
+                                            and r["step_ms"] is not None)):
+                raise DataError("gpu.bad_row", source=self.source, n=n)
+        return self
+
+    # -- JSON
+    def to_dict(self) -> dict:
+        return {"format": FORMAT, "version": FORMAT_VERSION, "host": self.host,
+                "recorded_at": self.recorded_at, "cancelled": self.cancelled,
+                "environment": self.environment, "config": self.config,
+                "rows": self.rows, "breakdowns": self.breakdowns}
+
+    @classmethod
+    def from_dict(cls, d: Any, source: str = THIS_MACHINE) -> "SweepResult":
+        if not isinstance(d, dict) or d.get("format") != FORMAT:
+            raise DataError("gpu.not_a_result", source=source)
+        if not isinstance(d.get("version", 0), int) or d.get("version", 0) > FORMAT_VERSION:
+            raise DataError("gpu.newer_format", source=source)
+        env, cfg = d.get("environment") or {}, d.get("config") or {}
+        if not isinstance(env, dict) or not isinstance(cfg, dict):
+            raise DataError("gpu.bad_value", source=source)
+        return cls(rows=_typed(d.get("rows") or [], COLUMNS, source),
+                   breakdowns=_typed(d.get("breakdowns") or [], BREAKDOWN_COLUMNS, source),
+                   environment=env, config=cfg, host=str(d.get("host") or ""),
+                   recorded_at=str(d.get("recorded_at") or ""),
+                   cancelled=bool(d.get("cancelled", False)), source=source)
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        text = json.dumps(self.to_dict(), indent=1, allow_nan=False)
+        if path is not None:
+            _write(path, text)
+        return text
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> "SweepResult":
+        return cls.from_json_text(_read(path), source=str(path))
+
+    @classmethod
+    def from_json_text(cls, text: str | bytes, source: str = "recorded") -> "SweepResult":
+        try:
+            d = json.loads(text)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise DataError("gpu.not_json", source=source) from None
+        return cls.from_dict(d, source=source)
+
+    # -- CSV: a first line "# cifarlab-timing {json}" keeps everything but the rows
+    def to_csv(self, path: str | Path | None = None) -> str:
+        meta = {k: v for k, v in self.to_dict().items() if k != "rows"}
+        buf = io.StringIO()
+        buf.write(f"# {FORMAT} {json.dumps(meta, allow_nan=False)}\n")
+        frame(self.rows, COLUMNS).to_csv(buf, index=False, lineterminator="\n")
+        text = buf.getvalue()
+        if path is not None:
+            _write(path, text)
+        return text
+
+    @classmethod
+    def from_csv(cls, path: str | Path) -> "SweepResult":
+        return cls.from_csv_text(_read(path), source=str(path))
+
+    @classmethod
+    def from_csv_text(cls, text: str | bytes, source: str = "recorded") -> "SweepResult":
+        import pandas as pd
+
+        if isinstance(text, bytes):
+            try:
+                text = text.decode("utf-8")
+            except UnicodeDecodeError:
+                raise DataError("gpu.csv_not_text", source=source) from None
+        meta: dict = {"format": FORMAT}
+        if text.startswith(f"# {FORMAT} "):
+            first, _, text = text.partition("\n")
+            try:
+                meta = json.loads(first[len(FORMAT) + 3:])
+            except json.JSONDecodeError:
+                raise DataError("gpu.csv_header_damaged", source=source) from None
+        try:
+            header = pd.read_csv(io.StringIO(text), nrows=0).columns
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError):
+            header = ()
+        if not {"device", "batch_size", "width"} <= set(header):
+            raise DataError("gpu.csv_no_columns", source=source)
+        try:  # typed as it is read: pandas parses floats back exactly
+            df = pd.read_csv(io.StringIO(text), dtype={c: _DTYPES[t] for c, t in COLUMNS.items()},
+                             keep_default_na=False, na_values=[""])
+        except (pd.errors.ParserError, ValueError, TypeError):
+            raise DataError("gpu.bad_value", source=source) from None
+        rows = records(df.reindex(columns=list(COLUMNS)), COLUMNS)
+        if isinstance(meta, dict):
+            meta["rows"] = rows
+            if not meta.get("host") and rows:
+                meta["host"], meta["recorded_at"] = rows[0]["host"], rows[0]["recorded_at"]
+        return cls.from_dict(meta, source=source)
+
+    # -- either, by suffix
+    def save(self, path: str | Path) -> Path:
+        path = check_suffix(path)
+        (self.to_csv if path.suffix.lower() == ".csv" else self.to_json)(path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "SweepResult":
+        path = check_suffix(path)
+        return cls.from_csv(path) if path.suffix.lower() == ".csv" else cls.from_json(path)
+
+
+def load_upload(name: str, data: bytes) -> SweepResult:
+    """A result from an uploaded file (.json or .csv), checked row by row. UploadError for the
+    wrong kind of file, DataError (naming the file) for one that cannot be shown."""
+    if Path(name).suffix.lower() not in SUFFIXES:
+        raise UploadError("gpu.upload_type", field="upload", name=name)
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise UploadError("gpu.upload_too_big", field="upload", name=name,
+                          mb=MAX_UPLOAD_BYTES // 2**20)
+    if Path(name).suffix.lower() == ".json":
+        return SweepResult.from_json_text(data, source=name).check()
+    return SweepResult.from_csv_text(data, source=name).check()
+
+
+def recordings_stamp(directory: str | Path | None = None) -> tuple:
+    """(the folder, its JSON files with their modification times): changes when they do."""
+    folder = Path(directory) if directory is not None else RESULTS_DIR
+    files = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    return str(folder), tuple((p.name, p.stat().st_mtime_ns) for p in files)
+
+
+def recorded_results(directory: str | Path | None = None) -> list[SweepResult]:
+    """The results recorded in docs/gpu-results (JSON) that can be shown, newest first."""
+    directory = Path(directory) if directory is not None else RESULTS_DIR
+    results = []
+    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        try:
+            results.append(SweepResult.from_json(path).check())
+        except CifarLabError:
+            continue
+    return sorted(results, key=lambda r: r.recorded_at, reverse=True)
+
+
+def _read(path: str | Path) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError("gpu.no_such_file", field="show", path=str(path)) from None
+    except (OSError, UnicodeDecodeError):
+        raise DataError("gpu.cannot_read", path=str(path)) from None
+
+
+def _write(path: str | Path, text: str) -> None:
+    from cifarlab.core.checkpoint import atomic_write_bytes  # imports torch: only when saving
+
+    atomic_write_bytes(path, lambda f: f.write(text.encode("utf-8")))

@@ -1,0 +1,189 @@
+"""The timed step: the training step of ``cifarlab.core.train``, fed by the training loaders.
+
+    w = Workload("cuda:0", batch_size=256, width=2, pipeline="fast")
+    w.step()                        # core.train.train_step on the next batch
+    w.close()
+
+Shared with training (``cifarlab.core.train``), not copied: the config (a ``TrainConfig`` with
+the tutorial's lr and momentum), the network (``Net``), the loss, the optimizer
+(``make_optimizer``: the fused SGD kernel for the ``fast`` pipeline, as training uses), the
+loaders (``make_loader``: ``FastLoader`` or the tutorial's DataLoader, pinned memory on CUDA),
+the copy to the device (``to_device``) and the step itself (``train_step``).
+
+Added for timing: endless batches (a new epoch when one ends, never a partial batch), cuDNN
+benchmark mode on CUDA, the device synchronised before every clock read
+(``core.devices.synchronize``), a time budget, cancellation, and running out of memory as a
+result rather than a crash.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import gc
+import math
+import time
+from typing import Any, Callable
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from cifarlab.core import train as core_train
+from cifarlab.core.config import CIFAR10_CLASSES, ModelSpec, TrainConfig
+from cifarlab.core.data import CifarData
+from cifarlab.core.devices import synchronize
+from cifarlab.core.model import Net, count_params
+from cifarlab.errors import ConfigError, Problem
+
+MIN_IMAGES = 2048          # images per timing data set: at least this many, and 8 batches
+STOP_POLL_SECONDS = 0.25   # how often should_stop() is asked during a point
+
+
+def device_id(dev: torch.device) -> str:
+    return f"cuda:{dev.index or 0}" if dev.type == "cuda" else dev.type
+
+
+def timing_images(data: CifarData | None, batch_size: int, seed: int = 0
+                  ) -> tuple[CifarData, int | None]:
+    """The images a point trains on, and the training subset to take from them: synthetic
+    uint8 images (data None) or a fixed random slice of ``data``'s training set. Always a
+    whole number of batches (at least 8 and MIN_IMAGES images), so every timed step is full."""
+    want = batch_size * max(8, math.ceil(MIN_IMAGES / batch_size))
+    if data is None:
+        rng = np.random.default_rng(seed)
+        x = rng.integers(0, 256, size=(want, 3, 32, 32), dtype=np.uint8)
+        y = rng.integers(0, len(CIFAR10_CLASSES), size=want).astype(np.int64)
+        return CifarData(x, y, x[:0], y[:0], CIFAR10_CLASSES, "synthetic", "synthetic"), None
+    n = int(len(data.train_y))
+    if n < batch_size:
+        raise ConfigError([Problem("batch_sizes", "gpu.batch_over_data",
+                                   {"batch": batch_size, "n": n})])
+    return data, min(want, n // batch_size * batch_size)
+
+
+class Workload:
+    """What training builds for one config, ready to step: model, loss, optimizer, loader."""
+
+    def __init__(self, device: str | torch.device, batch_size: int, width: int = 1,
+                 pipeline: str = "fast", data: CifarData | None = None, num_workers: int = 2,
+                 seed: int = 0):
+        self.device = torch.device(device)
+        images, subset = timing_images(data, batch_size, seed)
+        self.config = TrainConfig(batch_size=batch_size, device=device_id(self.device),
+                                  num_workers=num_workers if pipeline == "tutorial" else 0,
+                                  pipeline=pipeline, seed=seed, train_subset=subset,
+                                  model=ModelSpec(width=width))
+        torch.manual_seed(seed)
+        self.model = Net(self.config.model, num_classes=len(images.classes)).to(self.device)
+        self.model.train()
+        self.params = count_params(self.model)
+        self.criterion = nn.CrossEntropyLoss()
+        self.optimizer = core_train.make_optimizer(self.config, self.model, self.device)
+        self.loader = core_train.make_loader(self.config, images, self.device)
+        self.num_workers = self.config.num_workers
+        self._it = iter(self.loader)  # starts the DataLoader's workers now, not in a timed step
+
+    def fetch(self):
+        """The next batch where the pipeline keeps it (on the device for ``fast``)."""
+        try:
+            return next(self._it)
+        except StopIteration:  # an epoch ended: the next one, in a new order
+            self._it = iter(self.loader)
+            return next(self._it)
+
+    def to_device(self, inputs: torch.Tensor, labels: torch.Tensor):
+        return core_train.to_device(inputs, labels, self.device)
+
+    def step(self) -> torch.Tensor:
+        """One training step, exactly as training takes it."""
+        return core_train.train_step(self.model, self.criterion, self.optimizer,
+                                     *self.to_device(*self.fetch()))
+
+    def close(self) -> None:
+        it, self._it, self.loader = self._it, None, None
+        with contextlib.suppress(Exception):  # measured already; a worker dying now changes nothing
+            getattr(it, "_shutdown_workers", lambda: None)()
+
+
+# -----------------------------------------------------------------------------
+# the device while timing: settings, synchronising, cleaning up, running out of memory
+
+def sync_for(device: str | torch.device) -> Callable[[], None]:
+    """Wait for all queued work on ``device`` (core.devices.synchronize; a no-op on the cpu)."""
+    return functools.partial(synchronize, torch.device(device))
+
+
+@contextlib.contextmanager
+def timing_settings(device: str | torch.device):
+    """cuDNN benchmark mode (autotuning, paid in the warm-up) for timing runs on CUDA only; the
+    previous setting comes back afterwards. Work runs with ``device`` as the current CUDA device."""
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        yield
+        return
+    before = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = True
+    try:
+        with torch.cuda.device(dev):
+            yield
+    finally:
+        torch.backends.cudnn.benchmark = before
+
+
+def cleanup(device: str | torch.device) -> None:
+    """Free what one point left behind, so the next starts from the same state."""
+    gc.collect()
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+    elif dev.type == "mps":
+        torch.mps.empty_cache()
+
+
+def is_out_of_memory(err: BaseException) -> bool:
+    if isinstance(err, torch.OutOfMemoryError):
+        return True
+    msg = str(err).lower()
+    return isinstance(err, RuntimeError) and any(
+        s in msg for s in ("out of memory", "can't allocate memory", "not enough memory"))
+
+
+class Poll:
+    """should_stop(), asked at most every STOP_POLL_SECONDS (it may be a database read)."""
+
+    def __init__(self, should_stop: Callable[[], bool] | None):
+        self.fn, self.next_at, self.stopped = should_stop, 0.0, False
+
+    def __call__(self) -> bool:
+        if self.fn is None or self.stopped:
+            return self.stopped
+        now = time.perf_counter()
+        if now >= self.next_at:
+            self.next_at = now + STOP_POLL_SECONDS
+            self.stopped = bool(self.fn())
+        return self.stopped
+
+
+class Stopped(Exception):
+    """should_stop() said so in the middle of a point."""
+
+
+def run_steps(n: int, budget: float | None, step: Callable[[], Any], sync: Callable[[], None],
+              stop: Poll) -> tuple[int, float, Any]:
+    """Run up to n steps; stop early once ``budget`` seconds have passed (after at least one).
+    Returns (steps run, seconds, the last step's output).
+
+    The clock is read after synchronising. The budget check reads the host clock without
+    synchronising (it only decides when to stop; the host is at most a queue ahead)."""
+    sync()
+    t0 = time.perf_counter()
+    done, out = 0, None
+    while done < n:
+        out = step()
+        done += 1
+        if stop():
+            raise Stopped
+        if budget is not None and time.perf_counter() - t0 >= budget:
+            break
+    sync()
+    return done, time.perf_counter() - t0, out

@@ -1,0 +1,170 @@
+"""What the Results page shows: a finished run's model, its predictions and mistakes,
+per-class accuracy over the epochs, a student's own photo classified.
+
+    model, ckpt = load_run_model(queue.checkpoint(session, run.id))   # weights_only
+    ev = predictions_for(model, data)                  # EvalResult over the 10,000 test images
+    confused_examples(ev, "cat", "dog", limit=12)      # test images: true cat, answered dog
+    per_class_by_epoch(store.events(run.id, ["epoch"]))  # DataFrame: epoch, class, accuracy
+    classify_image(model, png_bytes, ckpt.classes)     # [("cat", 0.61), ("dog", 0.22), ...]
+
+What students upload (a checkpoint, a picture) is handled in ``results.uploads`` and exported
+here. Never imports streamlit. Every refusal is a ``CifarLabError`` with a code and parameters,
+so a page shows it in the student's language: ``err.text(lang)``.
+"""
+from __future__ import annotations
+
+import io
+import math
+from datetime import datetime
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from cifarlab.core.checkpoint import Checkpoint, load as load_checkpoint
+from cifarlab.core.config import ModelSpec, TrainConfig
+from cifarlab.core.evaluate import EvalResult, evaluate
+from cifarlab.errors import CheckpointError, CifarLabError
+from cifarlab.lab.results.uploads import (  # noqa: F401  (the page's one import)
+    MAX_CHECKPOINT_BYTES, MAX_DECODE_BYTES, MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, MAX_UPLOAD_BYTES,
+    PREVIEW_SIZE, SERVER_UPLOAD_MB, UPLOADER_MB, ImageError, PreparedImage, classify_image,
+    classify_prepared, load_uploaded_checkpoint, prepare_image)
+
+__all__ = [
+    "TUTORIAL_REFERENCE", "MAX_CHECKPOINT_BYTES", "MAX_UPLOAD_BYTES", "MAX_IMAGE_BYTES",
+    "UPLOADER_MB", "SERVER_UPLOAD_MB", "MAX_IMAGE_PIXELS", "MAX_DECODE_BYTES", "PREVIEW_SIZE",
+    "CheckpointError", "ImageError", "PreparedImage",
+    "load_run_model", "load_uploaded_checkpoint", "predictions_for", "confused_examples",
+    "most_confused_pair", "picked_cell", "sample_predictions", "per_class_by_epoch", "prepare_image",
+    "classify_image", "classify_prepared", "upscale",
+]
+
+# The PyTorch tutorial's printed figures: 54 % overall after 2 epochs; per class they swing
+# widely from run to run (two runs of the tutorial: bird 21-38 %, ship 61-81 %).
+TUTORIAL_REFERENCE: dict[str, Any] = {
+    "accuracy": 0.54,
+    "per_class_ranges": {"bird": (0.21, 0.38), "ship": (0.61, 0.81)},
+    "chance": 0.10,
+}
+
+# --------------------------------------------------------------------------------- models
+
+def load_run_model(path) -> tuple[torch.nn.Module, Checkpoint]:
+    """The model a run saved, on the CPU. ``path``: the queue's checkpoint path for the run
+    (``JobQueue.checkpoint``: checked against the session; nothing a browser sends)."""
+    if not path.is_file():
+        raise CheckpointError("checkpoint.no_saved_model")
+    ckpt = load_checkpoint(path, map_location="cpu")
+    return ckpt.model().eval(), ckpt
+
+
+def predictions_for(model: torch.nn.Module, data, device="cpu") -> EvalResult:
+    """Every test image's class probabilities, the confusion matrix and accuracies."""
+    out_features = getattr(getattr(model, "fc3", None), "out_features", None)
+    if out_features is not None and out_features != len(data.classes):
+        raise CheckpointError("checkpoint.other_classes", n=out_features,
+                              classes=len(data.classes))
+    return evaluate(model, data, device)
+
+
+def confused_examples(ev: EvalResult, true_cls: int | str, pred_cls: int | str,
+                      limit: int = 24) -> np.ndarray:
+    """Indices of test images of class ``true_cls`` that the model called ``pred_cls``, the
+    most confident answers first. ``true_cls == pred_cls`` gives correctly classified ones."""
+    t, p = _class_index(ev.classes, true_cls), _class_index(ev.classes, pred_cls)
+    idx = np.flatnonzero((ev.labels == t) & (ev.predictions == p))
+    if len(idx) == 0:
+        return idx
+    conf = ev.probabilities[idx, p]
+    order = np.argsort(-conf, kind="stable")
+    return idx[order][:max(0, int(limit))]
+
+
+def picked_cell(point: Mapping[str, Any], names: Sequence[str]) -> tuple[int, int] | None:
+    """(true, predicted) of a clicked confusion-matrix cell, from the point's axis labels: a
+    click may land on the heatmap or on the marker over it, and only the labels are the same
+    for both (the heatmap's point has no customdata; indexing it raised KeyError: 0)."""
+    if not hasattr(point, "get"):
+        return None
+    x, y = point.get("x"), point.get("y")
+    names = list(names)
+    if x in names and y in names:
+        return names.index(y), names.index(x)
+    return None
+
+
+def most_confused_pair(confusion: Sequence[Sequence[int]]) -> tuple[int, int]:
+    """(true, predicted) of the largest off-diagonal cell; (0, 0) when there are no mistakes."""
+    m = np.array(confusion, dtype=np.int64)
+    if m.size == 0:
+        return (0, 0)
+    np.fill_diagonal(m, -1)
+    i, j = np.unravel_index(int(np.argmax(m)), m.shape)
+    return (int(i), int(j)) if m[i, j] > 0 else (0, 0)
+
+
+def sample_predictions(ev: EvalResult, n: int = 16, seed: int = 0) -> pd.DataFrame:
+    """``n`` test images picked at random (repeatably, by ``seed``): index, true, predicted,
+    confidence (the probability of the predicted class), correct."""
+    n = max(0, min(int(n), ev.total))
+    idx = np.sort(np.random.default_rng(seed).choice(ev.total, size=n, replace=False))
+    pred = ev.predictions[idx]
+    return pd.DataFrame({
+        "index": idx.astype(int),
+        "true": [ev.classes[i] for i in ev.labels[idx]],
+        "predicted": [ev.classes[i] for i in pred],
+        "confidence": ev.probabilities[idx, pred].astype(float),
+        "correct": ev.labels[idx] == pred,
+    })
+
+
+def per_class_by_epoch(events: Iterable[Any]) -> pd.DataFrame:
+    """Per-class accuracy after each epoch, long format: columns epoch, class, accuracy (0..1).
+
+    ``events``: the run's events (``RunEvent`` or ``{"kind", "data"}`` dicts; only "epoch" ones
+    count) or the epoch summaries themselves (dicts with "epoch" and "per_class_accuracy", as
+    in ``result["epochs"]``). Epochs evaluated without per-class figures are left out; an empty
+    frame (same columns) when there are none.
+    """
+    rows = []
+    for item in events or ():
+        kind, data = _event_parts(item)
+        if kind not in (None, "epoch") or not isinstance(data, Mapping):
+            continue
+        per_class = data.get("per_class_accuracy")
+        epoch = data.get("epoch")
+        if not isinstance(per_class, Mapping) or epoch is None:
+            continue
+        for cls, acc in per_class.items():
+            if isinstance(acc, (int, float)) and math.isfinite(acc):
+                rows.append({"epoch": int(epoch), "class": str(cls), "accuracy": float(acc)})
+    df = pd.DataFrame(rows, columns=["epoch", "class", "accuracy"])
+    return df.drop_duplicates(["epoch", "class"], keep="last").reset_index(drop=True)
+
+
+def _event_parts(item: Any) -> tuple[str | None, Any]:
+    if hasattr(item, "kind") and hasattr(item, "data"):
+        return item.kind, item.data
+    if isinstance(item, Mapping) and "kind" in item and "data" in item:
+        return item["kind"], item["data"]
+    return None, item
+
+
+def _class_index(classes: Sequence[str], cls: int | str) -> int:
+    if isinstance(cls, (int, np.integer)) and 0 <= int(cls) < len(classes):
+        return int(cls)
+    if isinstance(cls, str) and cls in classes:
+        return list(classes).index(cls)
+    raise CifarLabError("results.unknown_class", field="class", cls=repr(cls)[:40],
+                        classes=", ".join(classes))
+
+
+def upscale(image: np.ndarray, factor: int = 4) -> np.ndarray:
+    """A small image enlarged by repeating pixels (CHW or HWC uint8 in, HWC out), so 32×32
+    pictures stay sharp blocks instead of a blur."""
+    a = np.asarray(image)
+    if a.ndim == 3 and a.shape[0] in (1, 3) and a.shape[-1] not in (1, 3):
+        a = a.transpose(1, 2, 0)
+    factor = max(1, int(factor))
+    return np.ascontiguousarray(a.repeat(factor, axis=0).repeat(factor, axis=1))

@@ -1,0 +1,279 @@
+"""What a student uploads to the Results page: a checkpoint, or a picture to classify.
+
+    load_uploaded_checkpoint(data, name)          # (model, Checkpoint), weights_only, budgeted
+    prepare_image(png_bytes)                      # PreparedImage: 32×32 RGB, preview, notes
+    classify_image(model, png_bytes, classes)     # [("cat", 0.61), ("dog", 0.22), ...]
+
+Uploads never decide what they cost. A checkpoint is refused by arithmetic before its network
+is built (``cifarlab.core.checkpoint``); a picture by its header (size, mode, bits per sample)
+before it is decoded, and a big one is box-averaged down before any colour conversion. Every
+refusal has a code: ``errors.checkpoint.*``, ``errors.image.*``. Never imports streamlit.
+"""
+from __future__ import annotations
+
+import io
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from cifarlab.core.checkpoint import MAX_CHECKPOINT_BYTES, Checkpoint, load as load_checkpoint
+from cifarlab.core.evaluate import predict
+from cifarlab.errors import CheckpointError, UploadError
+
+# One limit for every file the page accepts: the largest checkpoint (64 MiB, from the parameter
+# budget in core.checkpoint). The uploaders let a file a little over it through, so that our
+# message, in the student's language, refuses it. The server's cap (.streamlit/config.toml
+# server.maxUploadSize) sits 1 MB above the uploaders': it counts the request's framing too, and
+# a file the uploader lets through must never meet a bare "AxiosError 413" from the server.
+MAX_UPLOAD_BYTES = MAX_CHECKPOINT_BYTES
+MAX_IMAGE_BYTES = MAX_UPLOAD_BYTES
+UPLOADER_MB = MAX_UPLOAD_BYTES // 2**20 + 1
+SERVER_UPLOAD_MB = UPLOADER_MB + 1
+# A picture is checked from its header before anything is decoded: at most 24 megapixels (more
+# than phones save) and 96 MiB once decoded, counting its bits per sample (a 16-bit picture
+# costs twice an 8-bit one). A JPEG counts at the reduced scale it is decoded at.
+MAX_IMAGE_PIXELS = 24_000_000
+MAX_DECODE_BYTES = 96 * 2**20
+IMAGE_FORMATS = ("PNG", "JPEG", "GIF", "WEBP", "BMP", "TIFF")  # JPEG opens MPO too
+FRAME_COUNT_BYTES = 2**20   # a GIF's frames are counted by walking them: only in small files
+PREVIEW_SIZE = 256
+
+
+def load_uploaded_checkpoint(data: bytes, name: str = "checkpoint.pth",
+                             max_bytes: int = MAX_CHECKPOINT_BYTES
+                             ) -> tuple[torch.nn.Module, Checkpoint]:
+    """A checkpoint file a student uploaded (ours, or the tutorial's plain ``state_dict``),
+    loaded with ``weights_only=True``: a pickle with code in it, a text file, a torn file, a
+    file over ``max_bytes`` (or unpacking to more) and a network over the parameter budget are
+    refused with a ``CheckpointError``, before anything big is allocated."""
+    if not data:
+        raise CheckpointError("checkpoint.empty", name=name)
+    if len(data) > max_bytes:
+        raise CheckpointError("checkpoint.file_too_large", name=name, size_mb=len(data) / 2**20,
+                              limit_mb=max_bytes / 2**20)
+    buf = io.BytesIO(data)
+    buf.name = name
+    ckpt = load_checkpoint(buf, map_location="cpu", max_bytes=max_bytes)
+    return ckpt.model().eval(), ckpt
+
+
+# ---------------------------------------------------------------------------------- images
+
+class ImageError(UploadError):
+    """An uploaded picture that cannot be classified: ``code`` is ``image.<reason>``, reason
+    one of empty | not_image | too_big_bytes | too_many_pixels | too_much_data | bomb | broken
+    | odd_mode. Rendered like any ``CifarLabError``: ``err.text(lang)``."""
+
+    def __init__(self, code: str, /, **params: Any):
+        super().__init__(code, field="image", **params)
+
+    @property
+    def reason(self) -> str:
+        return self.code.rpartition(".")[2]
+
+
+@dataclass
+class PreparedImage:
+    """A picture as the network sees it: 32×32 RGB (HWC uint8), and how it got there."""
+
+    pixels: np.ndarray                  # 32×32×3 uint8
+    preview: np.ndarray                 # the original, at most PREVIEW_SIZE on a side, RGB
+    original_size: tuple[int, int]      # (width, height)
+    format: str                         # "PNG", "JPEG", ...
+    mode: str                           # the original's PIL mode: "RGB", "CMYK", "I;16", ...
+    notes: list[tuple[str, dict]] = field(default_factory=list)  # (code, params) for the page
+
+    def tensor(self) -> torch.Tensor:
+        """1×3×32×32 uint8, ready for ``evaluate.predict``."""
+        return torch.from_numpy(np.ascontiguousarray(self.pixels.transpose(2, 0, 1)))[None]
+
+
+_ALPHA_MODES = {"RGBA", "LA", "PA", "RGBa", "La"}
+_WIDE_MODES = {"I", "F", "I;16", "I;16B", "I;16L", "I;16N"}
+_STORED_BYTES = {"1": 1, "L": 1, "P": 1, "I;16": 2, "I;16B": 2, "I;16L": 2, "I;16N": 2}  # else 4
+_ORIENTATION = 0x0112  # EXIF
+
+
+def prepare_image(file_bytes: bytes, max_pixels: int = MAX_IMAGE_PIXELS,
+                  max_bytes: int = MAX_IMAGE_BYTES, size: int = 32) -> PreparedImage:
+    """Decode an uploaded picture safely and shrink it to ``size``×``size`` RGB.
+
+    Refused with ``ImageError``: not an image (PNG, JPEG, GIF, WebP, BMP, TIFF), over
+    ``max_bytes``, more than ``max_pixels`` pixels or ``MAX_DECODE_BYTES`` once decoded
+    (checked from the header, before anything is decoded: a decompression bomb never gets
+    decoded), a torn file. Converted, with a note: CMYK and other colour modes, 16-bit and
+    float images (scaled to 8 bits), transparency (laid over white), an animation (its first
+    frame), an EXIF rotation; a non-square picture is cropped to its centre square.
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    if not file_bytes:
+        raise ImageError("image.empty")
+    if len(file_bytes) > max_bytes:
+        raise ImageError("image.too_big_bytes", size_mb=len(file_bytes) / 2**20,
+                         limit_mb=max_bytes / 2**20)
+    notes: list[tuple[str, dict]] = []
+    bomb = (Image.DecompressionBombError, Image.DecompressionBombWarning)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        try:
+            img = Image.open(io.BytesIO(file_bytes), formats=IMAGE_FORMATS)  # the header only
+        except bomb:
+            raise ImageError("image.bomb", limit_mp=max_pixels / 1e6) from None
+        except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError):
+            raise ImageError("image.not_image") from None
+        (width, height), fmt, mode = img.size, img.format or "?", img.mode
+        if width < 1 or height < 1:
+            raise ImageError("image.broken")
+        try:
+            if fmt in ("JPEG", "MPO"):  # decoded at 1/2, 1/4 or 1/8 scale, still ≥ the preview
+                img.draft("RGB", (max(size, PREVIEW_SIZE), max(size, PREVIEW_SIZE)))
+            _check_cost(img, width, height, max_pixels)
+            frames = _frames(img, len(file_bytes))
+            if frames > 1:
+                notes.append(("first_frame", {"n": frames}))
+            img.load()
+            orientation = _orientation(img)
+            img = _shrink(img, 2 * PREVIEW_SIZE)
+            rgb = _orient(_to_rgb(img, notes), orientation, notes)
+        except bomb:
+            raise ImageError("image.bomb", limit_mp=max_pixels / 1e6) from None
+        except ImageError:
+            raise
+        except (OSError, ValueError, SyntaxError, EOFError):
+            raise ImageError("image.broken") from None
+    w, h = rgb.size
+    if w != h:
+        side = min(w, h)
+        left, top = (w - side) // 2, (h - side) // 2
+        rgb = rgb.crop((left, top, left + side, top + side))
+        notes.append(("cropped", {}))
+    preview = rgb.copy()
+    preview.thumbnail((PREVIEW_SIZE, PREVIEW_SIZE), Image.Resampling.LANCZOS)
+    small = rgb.resize((size, size), Image.Resampling.LANCZOS,
+                       reducing_gap=3.0 if rgb.size[0] > 3 * size else None)
+    notes.append(("resized", {"width": width, "height": height, "size": size}))
+    return PreparedImage(np.asarray(small, dtype=np.uint8).copy(),
+                         np.asarray(preview, dtype=np.uint8).copy(), (width, height), fmt, mode,
+                         notes)
+
+
+def _check_cost(img, width: int, height: int, max_pixels: int) -> None:
+    """Refuse a picture whose decoding would cost too much, from its header alone: the pixels
+    to decode (a JPEG's at its draft scale) and the bytes they take, at the larger of the
+    file's bits per sample and what Pillow keeps per pixel."""
+    w, h = img.size
+    if w * h > max_pixels:
+        raise ImageError("image.too_many_pixels", width=width, height=height,
+                         size=f"{width}×{height}", limit_mp=max_pixels / 1e6)
+    raw = next((a for t in img.tile or () for a in (t.args if isinstance(t.args, tuple)
+                                                     else (t.args,)) if isinstance(a, str)),
+               img.mode)
+    sample = 2 if "16" in raw else 4 if ("32" in raw or img.mode in ("I", "F")) else 1
+    per_pixel = max(_STORED_BYTES.get(img.mode, 4), len(img.getbands()) * sample)
+    if w * h * per_pixel > MAX_DECODE_BYTES:
+        raise ImageError("image.too_much_data", width=width, height=height,
+                         size=f"{width}×{height}", bits=8 * per_pixel,
+                         size_mb=w * h * per_pixel / 2**20, limit_mb=MAX_DECODE_BYTES / 2**20)
+
+
+def _frames(img, n_bytes: int) -> int:
+    """Frames of an animation, where counting them is cheap. PNG and WebP state it in their
+    header; a GIF's are counted by walking through them (a 64 MB GIF of 1×1 frames holds 2.6
+    million), so only in a small file: otherwise 0, unknown."""
+    if not getattr(img, "is_animated", False):
+        return 1
+    if img.format in ("PNG", "WEBP", "MPO") or n_bytes <= FRAME_COUNT_BYTES:
+        return int(img.n_frames)
+    return 0
+
+
+def _orientation(img) -> int:
+    try:
+        return int(img.getexif().get(_ORIENTATION, 1))
+    except (ValueError, TypeError, OSError, SyntaxError):  # a damaged EXIF block: as it is
+        return 1
+
+
+def _shrink(img, least: int):
+    """A big picture box-averaged down by a whole factor (to no less than ``least`` pixels a
+    side) before any colour conversion, so the conversions work on a small copy."""
+    from PIL import Image
+
+    w, h = img.size
+    factor = min(w, h) // least
+    if factor < 2:
+        return img
+    if img.mode == "P":  # palette indices cannot be averaged
+        img = img.convert("RGBA" if "transparency" in img.info else "RGB")
+    return img.resize((w // factor, h // factor), Image.Resampling.BOX)
+
+
+def _orient(rgb, orientation: int, notes: list[tuple[str, dict]]):
+    """Turn the picture upright as the camera's EXIF orientation says (ImageOps.exif_transpose)."""
+    from PIL import Image
+
+    method = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180,
+              4: Image.Transpose.FLIP_TOP_BOTTOM, 5: Image.Transpose.TRANSPOSE,
+              6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
+              8: Image.Transpose.ROTATE_90}.get(orientation)
+    if method is None:
+        return rgb
+    if orientation >= 5:
+        notes.append(("rotated", {}))
+    return rgb.transpose(method)
+
+
+def _to_rgb(img, notes: list[tuple[str, dict]]):
+    from PIL import Image
+
+    mode = img.mode
+    if mode == "RGB":
+        return img
+    if mode == "P" and "transparency" in img.info:
+        img, mode = img.convert("RGBA"), "RGBA"
+    if mode in _ALPHA_MODES:
+        rgba = img.convert("RGBA")
+        if rgba.getextrema()[3][0] < 255:
+            notes.append(("transparent", {}))
+        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(background, rgba).convert("RGB")
+    if mode in _WIDE_MODES:
+        a = np.asarray(img, dtype=np.float64)
+        lo, hi = float(np.nanmin(a)), float(np.nanmax(a))
+        if mode.startswith("I;16") or (mode == "I" and hi > 255):
+            a = a / 257.0 if hi > 255 else a
+        elif hi > lo and (hi > 255 or lo < 0 or mode == "F"):
+            a = (a - lo) / (hi - lo) * 255.0
+        a = np.nan_to_num(np.clip(a, 0, 255)).round().astype(np.uint8)
+        notes.append(("converted", {"mode": img.mode}))
+        return Image.fromarray(a, "L").convert("RGB")
+    try:
+        out = img.convert("RGB")
+    except (ValueError, OSError):
+        raise ImageError("image.odd_mode", mode=mode) from None
+    if mode not in ("L", "P", "1"):
+        notes.append(("converted", {"mode": mode}))
+    return out
+
+
+def classify_prepared(model: torch.nn.Module, image: PreparedImage, classes: Sequence[str],
+                      top: int | None = None) -> list[tuple[str, float]]:
+    """(class, probability) for a prepared picture, most likely first."""
+    probs = predict(model, image.tensor(), "cpu")[0]
+    if len(probs) != len(classes):
+        raise CheckpointError("checkpoint.class_names", n=len(probs), names=len(classes))
+    order = np.argsort(-probs, kind="stable")
+    out = [(str(classes[i]), float(probs[i])) for i in order]
+    return out[:top] if top else out
+
+
+def classify_image(model: torch.nn.Module, file_bytes: bytes, classes: Sequence[str],
+                   max_pixels: int = MAX_IMAGE_PIXELS,
+                   max_bytes: int = MAX_IMAGE_BYTES) -> list[tuple[str, float]]:
+    """Classify an uploaded picture: [(class, probability)], most likely first, summing to 1.
+    ``ImageError`` (a ``CifarLabError``) when the file cannot be used; see ``prepare_image``."""
+    return classify_prepared(model, prepare_image(file_bytes, max_pixels, max_bytes), classes)

@@ -1,0 +1,178 @@
+"""What the Runs page shows: runs side by side (their settings and results in one table, the
+settings that differ, their loss curves on one chart) and their downloads.
+
+    df = runs_table(runs); differing_columns(df)      # the knobs that could explain a difference
+    loss_curves({"a": downsampled(steps, losses)}, x="epoch")
+
+Never imports streamlit.
+"""
+from __future__ import annotations
+
+import io
+import math
+from datetime import datetime
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from cifarlab.core.checkpoint import Checkpoint
+from cifarlab.core.config import ModelSpec, TrainConfig, knobs
+from cifarlab.errors import CifarLabError
+from cifarlab.lab.train import LossSeries
+
+MAX_POINTS = 1000   # loss points per run on the comparison chart
+
+
+def downsampled(steps: Sequence[int], losses: Sequence[float],
+                max_points: int = MAX_POINTS) -> tuple[list[int], list[float]]:
+    """At most ``max_points`` bucket means of a run's step losses: the Train page's own
+    down-sampler (``lab.train.LossSeries``), so both pages draw the same curve."""
+    series = LossSeries(max_points=max_points)
+    series.add(list(steps), list(losses))
+    return series.points()
+
+
+# -------------------------------------------------------------------------------- downloads
+
+def state_dict_bytes(ckpt: Checkpoint) -> bytes:
+    """The weights alone, as the tutorial saves them (``torch.save(net.state_dict(), PATH)``):
+    a file that ``Net().load_state_dict(torch.load(PATH, weights_only=True))`` reads."""
+    buf = io.BytesIO()
+    torch.save({k: v.detach().cpu() for k, v in ckpt.state_dict.items()}, buf)
+    return buf.getvalue()
+
+
+# ------------------------------------------------------------------------------- run tables
+
+# Config columns: every knob of the config's schema (a field added there appears here), and
+# the network. Result columns come before them in runs_table.
+def knob_columns(cls: type = TrainConfig) -> tuple[str, ...]:
+    return tuple(f.name for f in knobs(cls) if f.name != "log_every") + ("model",)
+
+
+KNOB_COLUMNS = knob_columns()
+RESULT_COLUMNS = ("accuracy", "final_loss", "images_per_second", "train_seconds", "steps")
+RUN_COLUMNS = ("run", "name", "status", "started") + RESULT_COLUMNS + KNOB_COLUMNS
+
+
+def model_label(spec: Mapping[str, Any] | ModelSpec | None) -> str:
+    """"Net()" for the tutorial's network, else the settings that differ from it."""
+    try:
+        spec = spec if isinstance(spec, ModelSpec) else ModelSpec.from_dict(spec)
+    except CifarLabError:
+        return "?"
+    base = ModelSpec()
+    changes = []
+    for name in ("channels", "kernels", "paddings", "strides", "pool", "hidden", "width"):
+        value = getattr(spec, name)
+        if value != getattr(base, name):
+            changes.append(f"{name}={list(value) if isinstance(value, tuple) else value}")
+    return "Net(" + ", ".join(changes) + ")"
+
+
+def runs_table(runs: Sequence[Any], cls: type = TrainConfig) -> pd.DataFrame:
+    """One row per run (newest first, as given): id, result figures and config knobs.
+
+    Columns: ``RUN_COLUMNS``. ``accuracy`` is a percentage; missing figures are NaN/None.
+    The ``run`` column holds the full run id (pages shorten it for display).
+    """
+    rows = []
+    for run in runs:
+        cfg = dict(run.config or {})
+        res = dict(run.result or {})
+        acc = res.get("test_accuracy")
+        device = res.get("device") or getattr(run, "device", None)
+        rows.append({
+            "run": run.id,
+            "name": run.name or "",
+            "status": run.status,
+            "started": datetime.fromtimestamp(run.started_at or run.created_at),
+            "accuracy": 100.0 * acc if isinstance(acc, (int, float)) else np.nan,
+            "final_loss": _num(res.get("final_loss")),
+            "images_per_second": _num(res.get("images_per_second")),
+            "train_seconds": _num(res.get("train_seconds")),
+            "steps": _num(res.get("steps")),
+            "device": device,
+            **{name: cfg.get(name) for name in knob_columns(cls)
+               if name not in ("device", "model")},
+            "model": model_label(cfg.get("model")),
+        })
+    return pd.DataFrame(rows, columns=list(("run", "name", "status", "started")
+                                           + RESULT_COLUMNS + knob_columns(cls)))
+
+
+def _num(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else np.nan
+
+
+def differing_columns(df: pd.DataFrame, columns: Iterable[str] = KNOB_COLUMNS) -> list[str]:
+    """The columns (of ``columns``) whose values are not all the same across ``df``'s rows:
+    the knobs that could explain a difference between these runs. None differ for < 2 rows."""
+    if len(df) < 2:
+        return []
+    out = []
+    for col in columns:
+        if col not in df.columns:
+            continue
+        values = {_hashable(v) for v in df[col].tolist()}
+        if len(values) > 1:
+            out.append(col)
+    return out
+
+
+def _hashable(v: Any) -> Any:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    if isinstance(v, (list, dict)):
+        return repr(v)
+    return v
+
+
+def loss_curves(curves: Mapping[str, tuple[Sequence[int], Sequence[float]]],
+                steps_per_epoch: Mapping[str, float] | None = None, x: str = "step",
+                smooth: int | None = None) -> pd.DataFrame:
+    """Loss curves of several runs in one long frame (columns run, x, loss) for one chart.
+
+    ``curves``: label -> (steps, losses), e.g. ``downsampled(*queue.losses(session, id))``.
+    ``x``: "step", or "epoch" (step / steps_per_epoch[label], so runs with different batch
+    sizes line up). ``smooth``: a centred moving average over that many points (default: about
+    1/50 of each curve), since a single step's loss is very noisy. NaN losses stay gaps.
+    """
+    frames = []
+    for label, (steps, losses) in curves.items():
+        if len(steps) == 0:
+            continue
+        s = pd.Series(np.asarray(losses, dtype=float))
+        window = smooth if smooth is not None else max(1, len(s) // 50)
+        if window > 1:
+            s = s.rolling(window, center=True, min_periods=1).mean()
+        xs = np.asarray(steps, dtype=float)
+        if x == "epoch":
+            per = (steps_per_epoch or {}).get(label)
+            if not per:
+                continue
+            xs = xs / float(per)
+        frames.append(pd.DataFrame({"run": label, "x": xs, "loss": s.to_numpy()}))
+    if not frames:
+        return pd.DataFrame(columns=["run", "x", "loss"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def steps_per_epoch(run) -> float | None:
+    """Steps in one epoch of a run, from its result (steps / epochs done)."""
+    res = run.result or {}
+    steps, done = res.get("steps"), res.get("epochs_done")
+    if isinstance(steps, (int, float)) and isinstance(done, (int, float)) and done > 0:
+        return steps / done
+    return None
+
+
+def config_of(run) -> TrainConfig | None:
+    """The run's TrainConfig, or None when its stored config is not one (a timing job)."""
+    try:
+        return TrainConfig.from_dict(dict(run.config or {}))
+    except (CifarLabError, TypeError, KeyError):
+        return None

@@ -1,0 +1,77 @@
+"""Text alternatives for charts: the numbers a chart draws, as a table a screen reader can read.
+
+A page shows them under the chart in an expander (``a11y.show_table``), best with ``st.table``
+(a real HTML table with header cells, which screen readers walk cell by cell)::
+
+    with st.expander(t("a11y.show_table")):
+        st.table(tables.confusion_table(ev.confusion, ev.classes, t.lang))
+
+Cells are text in the student's language ("55,3 %"): a table read aloud needs no sorting.
+Pure pandas; class names of CIFAR-10 are translated, others are kept as they are.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from cifarlab import i18n
+from cifarlab.core.config import CIFAR10_CLASSES
+
+
+def class_name(name: str, lang: str) -> str:
+    """A class's name in ``lang`` ("gato"); a class that is not CIFAR-10's, as it is."""
+    return i18n.t(f"classes.{name}", lang) if name in CIFAR10_CLASSES else str(name)
+
+
+def _pct(fraction, lang: str, digits: int = 1) -> str:
+    if fraction is None or not isinstance(fraction, (int, float)) or not math.isfinite(fraction):
+        return "–"
+    return i18n.percent(float(fraction), lang, digits)
+
+
+def confusion_table(confusion, classes: Sequence[str], lang: str) -> pd.DataFrame:
+    """The confusion matrix: one row per true class, one column per predicted class, counts
+    (the diagonal is the correct answers), and each row's total (the class's test images)."""
+    m = np.asarray(confusion)
+    k = len(classes)
+    if m.shape != (k, k):
+        raise ValueError(f"a confusion matrix of {k} classes is {k}×{k}, not {m.shape}")
+    names = [class_name(c, lang) for c in classes]
+    table = pd.DataFrame(m.astype(int), index=pd.Index(names, name=i18n.t(
+        "a11y.confusion_corner", lang)), columns=names)
+    table[i18n.t("a11y.total_col", lang)] = table.sum(axis=1)
+    return table
+
+
+def per_class_table(accuracies: Mapping[str, float] | Iterable[tuple[str, float]], lang: str,
+                    reference: Mapping[str, Sequence[float]] | None = None) -> pd.DataFrame:
+    """Accuracy per class, in the order given (``{"cat": 0.41, ...}`` or ``[("cat", 0.41),
+    ...]``), as percentages in ``lang``; with ``reference`` (class -> (low, high), fractions)
+    a column with the tutorial's range for each class ("–" where it has none)."""
+    items = list(accuracies.items() if isinstance(accuracies, Mapping) else accuracies)
+    rows = {
+        i18n.t("a11y.class_col", lang): [class_name(c, lang) for c, _ in items],
+        i18n.t("a11y.accuracy_col", lang): [_pct(a, lang) for _, a in items],
+    }
+    if reference is not None:
+        rows[i18n.t("a11y.tutorial_range_col", lang)] = [
+            f"{_pct(reference[c][0], lang, 0)} – {_pct(reference[c][1], lang, 0)}"
+            if c in reference else "–" for c, _ in items]
+    return pd.DataFrame(rows)
+
+
+def per_class_by_epoch_table(long: pd.DataFrame, lang: str) -> pd.DataFrame:
+    """Per-class accuracy after each epoch (``lab.results.per_class_by_epoch``'s long frame:
+    epoch, class, accuracy): one row per class, in order of first appearance, one column per
+    epoch; "–" where an epoch has no figure for a class."""
+    classes = list(dict.fromkeys(long["class"]))
+    epochs = sorted(set(int(e) for e in long["epoch"]))
+    wide = long.pivot_table(index="class", columns="epoch", values="accuracy", aggfunc="last")
+    table = pd.DataFrame({i18n.t("a11y.class_col", lang): [class_name(c, lang) for c in classes]})
+    for e in epochs:
+        table[i18n.t("a11y.epoch_col", lang, n=e)] = [
+            _pct(wide.at[c, e] if not pd.isna(wide.at[c, e]) else None, lang) for c in classes]
+    return table

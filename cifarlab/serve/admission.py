@@ -1,0 +1,118 @@
+"""What a server lets one person queue: the checks ``JobQueue.submit`` makes before a run is
+queued, each refusal a ``JobError`` with a code and the numbers a page needs to explain it.
+
+- the run itself: a valid config that fits the data and this server's ``max_epochs``,
+  ``max_train_images`` and ``max_num_workers`` (``check_config``: core's one validator); at most
+  ``max_image_epochs_per_run`` image-epochs
+  (training images × epochs: the compute it asks for), ``max_num_workers`` DataLoader workers;
+  a timing sweep whose estimate is at most ``max_timing_seconds``;
+- the person (the *owner*: a cookie id, the signed-in user, or the client address; every tab of
+  theirs together): at most ``max_per_owner`` runs queued or running, and at most
+  ``max_image_epochs_per_owner`` image-epochs in any ``BUDGET_WINDOW_S`` (a rolling hour);
+- the server: at most ``max_queue`` runs waiting.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from cifarlab.core.config import TrainConfig
+from cifarlab.errors import CifarLabError, ConfigError, JobError
+from cifarlab.serve.settings import Settings
+from cifarlab.serve.store import RunStore
+
+BUDGET_WINDOW_S = 3600.0   # the per-person compute budget counts the runs of the last hour
+
+
+def as_job_error(err: CifarLabError) -> JobError:
+    """One of core's errors (a bad config, a missing device) as a refusal to queue, keeping its
+    code, parameters and field (the first problem of a ConfigError)."""
+    if isinstance(err, ConfigError) and err.problems:
+        first = err.problems[0]
+        return JobError(first.code, field=first.field, **dict(first.params))
+    return JobError(err.code, field=err.field, **err.params)
+
+
+def check_config(config: Any, n_train: int, settings: Settings) -> None:
+    """THE config check before queueing: ``core.config.validate`` (the one validator, which the
+    Train page and the command line call too) with this server's limits and the real size of
+    its data, and the device present on this machine."""
+    if not isinstance(config, TrainConfig):
+        raise JobError("serve.limits.not_a_config", field="config")
+    try:
+        config.check_runtime(n_train, settings.limits())
+    except CifarLabError as err:
+        raise as_job_error(err) from None
+
+
+def image_count(config: TrainConfig, n_train: int) -> int:
+    """Training images one epoch of this run uses (its subset, or all of the data)."""
+    return config.images_per_epoch(n_train)
+
+
+def check_train(config: TrainConfig, settings: Settings, n_train: int) -> int:
+    """Refuse a run bigger than this server's compute budget; returns the image-epochs it
+    needs (epochs, images and workers were checked by ``check_config``)."""
+    s = settings
+    images = image_count(config, n_train)
+    needed = images * config.epochs
+    # a run one person could never afford is refused as too big, not as "wait a while"
+    limit = min(s.max_image_epochs_per_run, s.max_image_epochs_per_owner)
+    if needed > limit:
+        raise JobError("serve.limits.run_image_epochs", field="epochs", needed=needed,
+                       limit=limit, images=images, epochs=config.epochs)
+    return needed
+
+
+def check_num_workers(n: Any, settings: Settings) -> None:
+    if isinstance(n, int) and not isinstance(n, bool) and n > settings.max_num_workers:
+        raise JobError("serve.limits.num_workers", field="num_workers", n=n,
+                       limit=settings.max_num_workers)
+
+
+def check_timing(estimate_s: Any, settings: Settings) -> None:
+    """Refuse a timing sweep whose estimated length is over ``max_timing_seconds`` (the lab
+    estimates it from its points and their time budget)."""
+    if estimate_s is None:
+        return  # none given: the worker still stops it at the limit
+    if isinstance(estimate_s, bool) or not isinstance(estimate_s, (int, float)) or not (
+            math.isfinite(estimate_s) and estimate_s >= 0):
+        raise JobError("serve.limits.bad_estimate", field="estimate", value=repr(estimate_s)[:40])
+    if estimate_s > settings.max_timing_seconds:
+        raise JobError("serve.limits.timing_seconds", field="estimate",
+                       estimate=math.ceil(estimate_s), limit=round(settings.max_timing_seconds))
+
+
+def check_owner(store: RunStore, owner: str, needed: int | None, settings: Settings,
+                now: float | None = None) -> None:
+    """Refuse a run its owner may not queue now: too many active, or over their hour's budget.
+    Call it under the queue's submit lock, right before the run is created."""
+    s = settings
+    mine = store.counts(owner=owner)
+    active = mine["queued"] + mine["running"]
+    if active >= s.max_per_owner:
+        raise JobError("serve.limits.per_owner", field="session", n=active, limit=s.max_per_owner)
+    if not needed:
+        return
+    now = time.time() if now is None else now
+    runs = store.image_epochs_since(owner, now - BUDGET_WINDOW_S)
+    used = sum(n for _, n in runs)
+    if used + needed <= s.max_image_epochs_per_owner:
+        return
+    # when will enough of the window's runs have aged out for this one to fit?
+    left = used
+    wait = BUDGET_WINDOW_S
+    for created, n in runs:
+        left -= n
+        if left + needed <= s.max_image_epochs_per_owner:
+            wait = created + BUDGET_WINDOW_S - now
+            break
+    raise JobError("serve.limits.owner_image_epochs", field="owner", needed=needed, used=used,
+                   limit=s.max_image_epochs_per_owner, minutes=max(1, math.ceil(wait / 60)))
+
+
+def check_queue_room(store: RunStore, settings: Settings) -> None:
+    waiting = store.counts()["queued"]
+    if waiting >= settings.max_queue:
+        raise JobError("serve.limits.queue_full", n=waiting)

@@ -1,0 +1,52 @@
+"""Job kinds: what a queued job runs, by name, so the server never imports the work itself.
+
+A kind names a function as ``"package.module:function"``; the worker process imports it when a
+job of that kind starts. So ``cifarlab.serve`` can run the GPU page's timing sweep without
+importing ``cifarlab.lab`` (the layers forbid it).
+"""
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Any, Callable
+
+from cifarlab.errors import JobError
+from cifarlab.serve.runs import KIND_RE
+
+_KINDS: dict[str, str] = {}
+_TARGET_RE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+
+TRAIN = "train"
+TIMING = "timing"   # the CPU-vs-GPU timing sweep: bounded by max_timing_seconds
+
+
+def register_kind(name: str, target: str) -> None:
+    """Register a job kind: ``target`` is ``"package.module:function"``.
+
+    The function is ``fn(payload: dict, ctx: JobContext) -> dict`` (the result, stored as JSON).
+    It is imported in the worker process when a job of this kind starts, never in the server.
+    A result with ``"cancelled": True`` (or a cancel seen by ``ctx.should_stop``) ends the run as
+    ``cancelled``; an exception ends it as ``failed``.
+    """
+    if not isinstance(name, str) or not KIND_RE.fullmatch(name):
+        raise JobError("serve.kinds.bad_name", field="kind", name=repr(name)[:40])
+    if not isinstance(target, str) or not _TARGET_RE.fullmatch(target):
+        raise JobError("serve.kinds.bad_target", field="kind", target=repr(target)[:80])
+    _KINDS[name] = target
+
+
+def registered_kinds() -> dict[str, str]:
+    return dict(_KINDS)
+
+
+def target_of(kind: str) -> str | None:
+    return _KINDS.get(kind)
+
+
+def import_target(target: str) -> Callable[[dict, Any], dict]:
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+register_kind(TRAIN, "cifarlab.serve.worker:run_train_job")
+register_kind(TIMING, "cifarlab.lab.gpu:run_timing_job")

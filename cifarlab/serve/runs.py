@@ -1,0 +1,174 @@
+"""What a run is: its id, its status, who may see it, and the record the run store keeps.
+
+Run ids are 32 lowercase hex digits (``uuid4().hex``). Every id that comes from outside goes
+through ``validate_run_id`` before it is used, so nothing a browser sends ever becomes a file
+path. A run belongs to a browser **session** (who may see, cancel and delete it) and to an
+**owner**, the person behind it (a cookie id, the signed-in user, or the client address), whom
+the per-person limits count across all of their tabs.
+
+Statuses: ``queued`` → ``running`` → ``done`` | ``failed`` | ``cancelled``; ``interrupted`` when
+the server stopped under a running run. A queued run can also go straight to ``cancelled``.
+
+Why a run failed is kept as a code with parameters (``error_code``, ``error_params``, rendered in
+the student's language by ``Run.error_text(lang)``) and, for the command line and the host, in
+English (``error``).
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from cifarlab import i18n
+from cifarlab.errors import CifarLabError, JobError
+
+RUN_ID_RE = re.compile(r"[0-9a-f]{32}")
+SESSION_RE = re.compile(r"[A-Za-z0-9_-]{8,64}")
+# a cookie id, a user name or e-mail, an IPv4 or IPv6 address (it only ever reaches SQL as a value)
+OWNER_RE = re.compile(r"[A-Za-z0-9_.:@+-]{1,128}")
+KIND_RE = re.compile(r"[a-z][a-z0-9_]{0,31}")
+
+STATUSES = ("queued", "running", "done", "failed", "cancelled", "interrupted")
+ACTIVE = ("queued", "running")
+FINISHED = ("done", "failed", "cancelled", "interrupted")
+
+
+def validate_run_id(run_id: Any) -> str:
+    """``run_id`` if it is 32 lowercase hex digits, else JobError (it never reaches a path)."""
+    if isinstance(run_id, str) and RUN_ID_RE.fullmatch(run_id):
+        return run_id
+    raise JobError("serve.runs.bad_run_id", field="run_id", value=repr(run_id)[:40])
+
+
+def validate_session(session: Any) -> str:
+    if isinstance(session, str) and SESSION_RE.fullmatch(session):
+        return session
+    raise JobError("serve.runs.bad_session", field="session")
+
+
+def validate_owner(owner: Any) -> str:
+    if isinstance(owner, str) and OWNER_RE.fullmatch(owner):
+        return owner
+    raise JobError("serve.runs.bad_owner", field="owner", value=repr(owner)[:40])
+
+
+def validate_kind(kind: Any) -> str:
+    if isinstance(kind, str) and KIND_RE.fullmatch(kind):
+        return kind
+    raise JobError("serve.runs.bad_kind", field="kind", kind=repr(kind)[:40])
+
+
+def validate_statuses(values: Iterable[str] | str) -> list[str]:
+    values = [values] if isinstance(values, str) else list(values)
+    for v in values:
+        if v not in STATUSES:
+            raise JobError("serve.runs.bad_status", field="status", status=repr(v)[:40],
+                           known=", ".join(STATUSES))
+    return values
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex
+
+
+def reason(code: str, **params: Any) -> dict[str, Any]:
+    """Why a run ended, for ``RunStore.set_status``: the code and parameters (rendered in each
+    student's language) and the English sentence (for the command line and the host)."""
+    return {"error": i18n.t(f"errors.{code}", i18n.DEFAULT, **params), "error_code": code,
+            "error_params": params}
+
+
+def reason_for(err: CifarLabError) -> dict[str, Any]:
+    """``reason`` for one of our errors: its own code and parameters, on one line."""
+    try:
+        text = " ".join(str(err).split())
+    except (KeyError, ValueError):  # a code no catalog has (strict mode): never lose the failure
+        return {"error": f"{type(err).__name__}: {err.code}", "error_code": None,
+                "error_params": None}
+    if not err.code or " " in err.code:  # an old-style English sentence: kept as it is
+        return {"error": text, "error_code": None, "error_params": None}
+    return {"error": text, "error_code": err.code, "error_params": dict(err.params)}
+
+
+@dataclass(frozen=True)
+class Run:
+    """One row of ``runs``, with its JSON fields parsed."""
+
+    id: str
+    session: str
+    owner: str
+    kind: str
+    name: str | None
+    status: str
+    device: str
+    holds: tuple[str, ...]        # devices it keeps to itself while it runs (exclusive jobs)
+    config: dict
+    image_epochs: int | None      # the compute it asked for: training images × epochs
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    error: str | None             # English; error_text(lang) in the student's language
+    error_code: str | None
+    error_params: dict | None
+    traceback: str | None = field(repr=False)
+    result: dict | None = field(repr=False)
+    env: dict | None = field(repr=False)
+    checkpoint: str | None
+    cancel_requested: bool
+    worker_pid: int | None
+    heartbeat: float | None
+    progress: dict | None
+    waited_s: float | None
+
+    @property
+    def exclusive(self) -> bool:
+        return bool(self.holds)
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+    def error_text(self, lang: str = i18n.DEFAULT) -> str | None:
+        """Why it failed (or was stopped), in ``lang``; None if nothing went wrong."""
+        if self.error_code:
+            return CifarLabError(self.error_code, **(self.error_params or {})).text(lang)
+        return self.error
+
+    def seconds(self, now: float | None = None) -> float | None:
+        """Seconds it has been running (or ran); None while queued."""
+        if self.started_at is None:
+            return None
+        end = self.finished_at if self.finished_at is not None else (now or time.time())
+        return max(0.0, end - self.started_at)
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    seq: int
+    kind: str
+    data: dict
+    t: float
+
+
+def pid_alive(pid: int | None) -> bool:
+    """Whether a process with this id exists and is not a zombie."""
+    if not pid or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return True

@@ -1,0 +1,334 @@
+"""The worker process: one job, run in a process of its own, its progress written to the store.
+
+The queue (``cifarlab.serve.queue``) starts each worker with multiprocessing's **spawn** method;
+this module is what runs inside it. A worker
+
+- lowers its own priority (``worker_nice`` steps below the web server's), so pages stay
+  responsive while every slot trains, and leads a process group of its own, so a forced stop
+  takes the DataLoader processes it started along with it;
+- warms up before it is needed when it is the *spare* (torch and cifarlab imported, the data set
+  memory-mapped, one tiny forward/backward done), then waits for its job on a pipe;
+- beats a heartbeat while its job runs, so the scheduler can tell a silent worker from a busy one;
+- runs the job kind's function ``fn(payload, ctx)`` with a ``JobContext``: events written into
+  the run store in small batches, a cancel read from the store at most every 0.25 s inside
+  ``should_stop`` (training stops after the current step and keeps what it learned), and an
+  optional time limit (a timing sweep's ``max_timing_seconds``);
+- records the result and the outcome. Any exception becomes status ``failed`` with a one-line
+  reason a student can read, as a code with parameters (``runs.reason``); the traceback is kept
+  apart for the host.
+
+Workers ignore Ctrl-C (the server decides) and stop by themselves if the server process dies.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+from cifarlab.core.config import TrainConfig
+from cifarlab.errors import CifarLabError
+from cifarlab.serve.kinds import import_target
+from cifarlab.serve.runs import reason, reason_for
+from cifarlab.serve.settings import Settings
+from cifarlab.serve.store import RunStore
+
+CANCEL_POLL_S = 0.25         # workers read the cancel flag at most this often
+FLUSH_S = 0.25               # workers write buffered events at most this often
+HEARTBEAT_S = 2.0            # workers beat this often
+_URGENT = frozenset({"start", "epoch", "eval", "done", "stop"})  # written at once; others batched
+
+
+def run_train_job(payload: dict, ctx: "JobContext") -> dict:
+    """The "train" kind: ``cifarlab.core.train.train`` on the config in ``payload``."""
+    from cifarlab.core.train import train
+
+    config = TrainConfig.from_dict(payload).replace(device=ctx.device)
+    result = train(config, ctx.data(), on_event=lambda e: ctx.emit(e.kind, e.data),
+                   should_stop=ctx.should_stop, checkpoint_path=ctx.checkpoint_path,
+                   eval_each_epoch=True)
+    return result.summary()
+
+
+class JobContext:
+    """What a job function gets: where it runs, how to report, when to stop, the data."""
+
+    def __init__(self, store: RunStore, run_id: str, device: str, data_source: str | None = None,
+                 data: Any = None, data_error: BaseException | None = None,
+                 parent_alive: Callable[[], bool] | None = None,
+                 time_limit_s: float | None = None):
+        self.store = store
+        self.run_id = run_id
+        self.device = device
+        self.checkpoint_path: Path = store.checkpoint_path(run_id)
+        self.time_limit_s = time_limit_s
+        # "cancel" | "server" | "time_limit" once should_stop said so
+        self.stop_reason: str | None = None
+        self._data_source = data_source
+        self._data = data
+        self._data_error = data_error
+        self._parent_alive = parent_alive or (lambda: True)
+        self._started = time.monotonic()
+        self._steps: list[int] = []
+        self._losses: list[float] = []
+        self._events: list[tuple[str, dict]] = []
+        self._progress: dict | None = None
+        self._last_flush = 0.0
+        self._last_poll = 0.0
+        self._last_clear_poll_t: float | None = None  # time.time() of the last poll seeing none
+        self._calls = 0
+        self._lock = threading.Lock()
+
+    def data(self):
+        """The server's data set (``cifarlab.core.data.load``: decoded once, memory-mapped)."""
+        if self._data is None:
+            if self._data_error is not None:  # the spare's attempt failed: say why now
+                err, self._data_error = self._data_error, None
+                raise err
+            from cifarlab.core import data as data_mod
+
+            self._data = data_mod.load(self._data_source)
+        return self._data
+
+    def emit(self, kind: str, data: dict) -> None:
+        """Record an event: "losses" ({steps, losses}) go to the losses table, "progress" into
+        the run's row, anything else into its events. Written in small batches."""
+        with self._lock:
+            if kind == "losses":
+                self._steps.extend(data["steps"])
+                self._losses.extend(data["losses"])
+            elif kind == "progress":
+                self._progress = dict(data)
+            else:
+                self._events.append((kind, data))
+                if kind == "start" and self._progress is None:
+                    self._progress = {"step": 0, "total_steps": data.get("total_steps"),
+                                      "elapsed_s": 0.0, "eta_s": None, "images_per_second": 0.0}
+            due = time.monotonic() - self._last_flush >= FLUSH_S
+        if kind in _URGENT or (due and kind != "losses") or len(self._steps) >= 50000:
+            self.flush()
+
+    def flush(self) -> None:
+        with self._lock:
+            steps, losses, events, progress = self._steps, self._losses, self._events, self._progress
+            self._steps, self._losses, self._events, self._progress = [], [], [], None
+            self._last_flush = time.monotonic()
+        if steps or events or progress is not None:
+            self.store.record(self.run_id, steps=steps, losses=losses, events=events,
+                              progress=progress)
+
+    def should_stop(self) -> bool:
+        """True once the run was cancelled, ran past its time limit, or the server went away.
+        Cheap to call every step: the store is read at most every 0.25 s.
+
+        The first True is recorded as a "stop" event: why, after how many calls (a training
+        loop calls once per step), and when the flag was seen, so a run reports how promptly
+        it stopped."""
+        if self.stop_reason is not None:
+            return True
+        self._calls += 1
+        now = time.monotonic()
+        if self.time_limit_s is not None and now - self._started > self.time_limit_s:
+            self.stop_reason = "time_limit"
+        elif now - self._last_poll >= CANCEL_POLL_S:
+            self._last_poll = now
+            poll_t = time.time()
+            if self.store.cancel_requested(self.run_id):
+                self.stop_reason = "cancel"
+            elif not self._parent_alive():
+                self.stop_reason = "server"
+            else:
+                self._last_clear_poll_t = poll_t
+        if self.stop_reason is None:
+            return False
+        self.emit("stop", {"reason": self.stop_reason, "calls": self._calls, "seen_t": time.time(),
+                           "last_clear_poll_t": self._last_clear_poll_t})
+        return True
+
+
+def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
+                 ready=None) -> None:
+    """A worker process: warm up, take one job (``job``, or the next one sent on ``conn``),
+    run it, record the outcome, exit. ``ready`` (an Event) is set once warm.
+
+    A spare may be handed its job while it is still warming up (say, decoding the data set the
+    first time): a thread waits for the job meanwhile and starts the heartbeat at once, so the
+    scheduler never takes a slow start for a dead worker.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C on the server: the server decides
+    _lower_priority(settings.worker_nice)
+    if hasattr(os, "setpgrp"):
+        # A process group of its own: a forced stop (processes.kill) then takes the DataLoader
+        # processes the run started along with it, instead of leaving them orphaned.
+        try:
+            os.setpgrp()
+        except OSError:
+            pass
+    beat = _Heartbeat(store)
+    waiter = None
+    got: dict[str, Any] = {}
+    if job is not None:
+        beat.start(job["run_id"])
+    else:
+        def wait_for_job() -> None:
+            try:
+                got["job"] = conn.recv()
+            except (EOFError, OSError):  # the server closed the pipe: no job for us
+                got["job"] = None
+            if got["job"] is not None:
+                beat.start(got["job"]["run_id"])
+
+        waiter = threading.Thread(target=wait_for_job, name="cifarlab-job-wait", daemon=True)
+        waiter.start()
+    data = data_error = None
+    try:
+        import torch
+
+        torch.set_num_threads(settings.worker_threads)
+        from cifarlab.core import data as data_mod
+        from cifarlab.core import train as _train  # noqa: F401 - imports the model, evaluation, ...
+        try:
+            data = data_mod.load(settings.data)
+        except Exception as err:  # reported when a job asks for the data
+            data_error = err
+        _warm_up()
+    except Exception as err:  # a broken install: report it on the job
+        data_error = err
+    if ready is not None:
+        ready.set()
+    if waiter is not None:
+        waiter.join()
+        job = got.get("job")
+        if job is None:
+            return
+    try:
+        _run_job(store, job, data, data_error)
+    finally:
+        beat.stop()
+
+
+def _lower_priority(steps: int) -> None:
+    """Run ``steps`` below the server's priority (a spawned worker starts at the server's)."""
+    if steps > 0 and hasattr(os, "nice"):
+        try:
+            os.nice(steps)
+        except OSError:  # not allowed here: run at the server's priority
+            pass
+
+
+def _warm_up() -> None:
+    """One tiny forward and backward pass, so the first real step does not pay for lazy inits."""
+    import torch
+
+    from cifarlab.core.model import Net
+
+    net = Net()
+    net(torch.zeros(2, 3, 32, 32)).sum().backward()
+
+
+class _Heartbeat:
+    def __init__(self, store: RunStore):
+        self.store = store
+        self._stop = threading.Event()
+
+    def start(self, run_id: str) -> None:
+        def loop() -> None:
+            while not self._stop.wait(HEARTBEAT_S):
+                try:
+                    self.store.heartbeat(run_id)
+                except Exception:  # noqa: BLE001 - a busy store: try again next beat
+                    pass
+
+        threading.Thread(target=loop, name="cifarlab-heartbeat", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def _run_job(store: RunStore, job: dict, data: Any, data_error: BaseException | None) -> None:
+    run_id = job["run_id"]
+    parent = multiprocessing.parent_process()
+    ctx = JobContext(store, run_id, job["device"], job.get("data_source"), data, data_error,
+                     parent_alive=parent.is_alive if parent is not None else None,
+                     time_limit_s=job.get("time_limit_s"))
+    try:
+        run = store.get(run_id)
+        if run is None or run.status != "running":
+            return  # deleted or settled while we were starting
+        fn = import_target(job["target"])
+        result = fn(dict(run.config), ctx)
+        ctx.flush()
+        result = dict(result or {})
+        env = result.pop("env", None)
+        peak = _peak_rss_mb()
+        if peak is not None:  # for hosts: what one run costs in memory
+            result.setdefault("worker_peak_rss_mb", peak)
+        why: dict[str, Any] = {}
+        if ctx.stop_reason == "server":
+            status, why = "interrupted", reason("serve.worker.server_stopped")
+        elif ctx.stop_reason == "time_limit":
+            status, why = "cancelled", reason("serve.worker.time_limit",
+                                              seconds=round(ctx.time_limit_s))
+        elif ctx.stop_reason == "cancel" or result.get("cancelled"):
+            status = "cancelled"
+        else:
+            status = "done"
+        store.set_status(run_id, status, only_from=["running"], result=result, env=env, **why)
+    except BaseException as err:  # noqa: BLE001 - every failure is recorded, in words
+        tb = traceback.format_exc()
+        print(f"cifarlab worker: run {run_id} failed:\n{tb}", file=sys.stderr, flush=True)
+        try:
+            ctx.flush()
+        except Exception:  # noqa: BLE001
+            pass
+        try:
+            why = failure(err)
+        except Exception:  # noqa: BLE001 - a message that cannot be rendered: still record it
+            why = {"error": type(err).__name__}
+        store.set_status(run_id, "failed", only_from=["running"], traceback=tb, **why)
+
+
+def _peak_rss_mb() -> float | None:
+    """This process's peak resident memory in MB (None where the platform does not say).
+
+    Linux: ``VmHWM``, the peak of this process image. (``ru_maxrss`` survives ``exec``, so in a
+    spawned worker it would report the server's size at the fork.)"""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    try:
+        import resource
+    except ImportError:
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (2**20 if sys.platform == "darwin" else 2**10), 1)  # bytes vs KiB
+
+
+def failure(err: BaseException) -> dict[str, Any]:
+    """Why a job failed, one line a student can read (``runs.reason``): a CifarLabError's own
+    code and parameters, else the error's type and first line."""
+    if isinstance(err, CifarLabError):
+        return reason_for(err)
+    name = type(err).__name__
+    first = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
+    if name == "OutOfMemoryError":
+        return reason("serve.worker.gpu_out_of_memory", detail=first[:200])
+    if isinstance(err, MemoryError):
+        return reason("serve.worker.out_of_memory")
+    if not first:
+        return reason("serve.worker.exception_bare", name=name)
+    return reason("serve.worker.exception", name=name, message=first[:300 - len(name) - 2])
+
+
+def failure_reason(err: BaseException) -> str:
+    """``failure`` in English, for the command line and logs."""
+    return failure(err)["error"]

@@ -1,0 +1,63 @@
+"""Helpers shared by the tests of cifarlab.core.data (tests/test_data*.py)."""
+import os
+import sys
+import tarfile
+
+import numpy as np
+import pytest
+
+from cifarlab.core import data as D
+from cifarlab.errors import DataError
+
+CIFAR_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
+                 "ship", "truck")
+linux_fork = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses fork")
+
+
+def make_tar(folder, dest, prefix="tiny", mode="w:gz"):
+    with tarfile.open(dest, mode) as tf:
+        tf.add(folder, arcname=prefix)
+    return dest
+
+
+def load_fresh(source, cache, **kw):
+    """load() as a new process would: nothing remembered in memory."""
+    D.clear_memory_cache()
+    return D.load(str(source), cache_dir=cache, **kw)
+
+
+def same_arrays(a, b):
+    return (a.classes == b.classes and np.array_equal(a.train_x, b.train_x)
+            and np.array_equal(a.train_y, b.train_y) and np.array_equal(a.test_x, b.test_x)
+            and np.array_equal(a.test_y, b.test_y))
+
+
+def error(source, cache, *, lang=None):
+    """The DataError load() raises, as the command line prints it (or in ``lang``)."""
+    D.clear_memory_cache()
+    with pytest.raises(DataError) as info:
+        D.load(str(source), cache_dir=cache)
+    return str(info.value) if lang is None else info.value.text(lang)
+
+
+def truncate(path, size):
+    """Cut a file short in place, as a hostile or careless hand would (cache files are
+    read-only: make it writable first, which a non-root hand must)."""
+    os.chmod(path, 0o644)
+    os.truncate(path, size)
+
+
+def backing(arr):
+    """What backs ``arr``'s memory, from /proc/self/maps: a file's path, "/memfd:<name>
+    (deleted)" for a memfd, or "" for anonymous memory. None where /proc is missing."""
+    try:
+        maps = open("/proc/self/maps").read().splitlines()
+    except OSError:
+        return None
+    addr = arr.__array_interface__["data"][0]
+    for line in maps:
+        fields = line.split(maxsplit=5)
+        lo, hi = (int(v, 16) for v in fields[0].split("-"))
+        if lo <= addr < hi:
+            return fields[5] if len(fields) > 5 else ""
+    return None

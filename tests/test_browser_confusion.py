@@ -1,0 +1,84 @@
+"""The confusion matrix in Chromium: a click on a cell picks that pair of classes (true,
+predicted) in the boxes below it, for cells across the whole matrix, without an error. The
+model is an uploaded checkpoint (the tutorial's Net with seeded random weights)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from browser_support import StreamlitServer, chromium_path, page_problems, wait_idle
+from cifarlab import i18n
+from cifarlab.core import checkpoint
+from cifarlab.core.config import CIFAR10_CLASSES, TrainConfig
+from cifarlab.core.model import Net
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def browser():
+    path = chromium_path()
+    if not path:
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is missing: CI must run the browser tests")
+        pytest.skip("no Chromium here (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=path, args=["--no-sandbox", "--disable-dev-shm-usage"])
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, cifar_archive):
+    srv = StreamlitServer(tmp_path_factory.mktemp("confusion-home"),
+                          env={"CIFARLAB_DATA": str(cifar_archive)}).start()
+    yield srv
+    srv.stop()
+
+
+CELL_JS = """([row, col]) => {
+    const plot = [...document.querySelectorAll('.js-plotly-plot')]
+        .find(p => p.data && p.data.some(tr => tr.type === 'heatmap'));
+    const xa = plot._fullLayout.xaxis, ya = plot._fullLayout.yaxis;
+    const box = plot.getBoundingClientRect();
+    const x = box.left + xa._offset + xa.l2p(col), y = box.top + ya._offset + ya.l2p(row);
+    return [x, y];
+}"""
+
+
+HEATMAP_READY_JS = """() => [...document.querySelectorAll('.js-plotly-plot')]
+    .some(p => p.data && p.data.some(tr => tr.type === 'heatmap') && p._fullLayout)"""
+
+
+def test_a_click_on_any_cell_picks_that_pair(server, browser, tmp_path):
+    torch.manual_seed(0)
+    path = tmp_path / "random_net.pth"
+    checkpoint.save(path, Net(), TrainConfig(), CIFAR10_CLASSES, {})
+    t = i18n.translator("es")
+    page = browser.new_page(viewport={"width": 1400, "height": 2400})
+    try:
+        page.goto(f"{server.url}/results?lang=es&sid=confusion-student-01")
+        wait_idle(page)
+        page.get_by_text(t("results.source_upload"), exact=True).click()
+        wait_idle(page)
+        page.locator('input[type="file"]').first.set_input_files(str(path))
+        wait_idle(page, timeout_ms=300_000)   # the first predictions over 10,000 images
+        page.wait_for_function(HEATMAP_READY_JS, timeout=120_000)
+        names = [t(f"classes.{c}") for c in CIFAR10_CLASSES]
+        cells = [(i, i) for i in range(10)] + [(i, 9 - i) for i in range(10) if i != 9 - i] \
+            + [(0, 1), (9, 0)]
+        for row, col in cells:
+            x, y = page.evaluate(CELL_JS, [row, col])
+            page.mouse.click(x, y)
+            wait_idle(page)
+            assert not page_problems(page), (row, col)
+            true_box = page.get_by_role("combobox", name=t("results.filter_true"), exact=True)
+            pred_box = page.get_by_role("combobox", name=t("results.filter_predicted"),
+                                        exact=True)
+            assert (true_box.input_value(), pred_box.input_value()) == (names[row], names[col])
+    finally:
+        page.close()

@@ -1,0 +1,73 @@
+"""The run that trains is the run that was typed: in Chromium, type Epochs 1 and a small subset
+and press Train at once, without waiting for the page to settle (the hostile test's race: a
+preset selectbox whose value the server had changed fired again and reset every knob)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from browser_support import StreamlitServer, chromium_path, page_problems, wait_idle
+from cifarlab import i18n
+from cifarlab.serve.store import RunStore
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def browser():
+    path = chromium_path()
+    if not path:
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is missing: CI must run the browser tests")
+        pytest.skip("no Chromium here (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=path, args=["--no-sandbox", "--disable-dev-shm-usage"])
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, cifar_archive):
+    home = tmp_path_factory.mktemp("race-home")
+    srv = StreamlitServer(home, env={"CIFARLAB_DATA": str(cifar_archive),
+                                     "CIFARLAB_MAX_PER_OWNER": "10"}).start()
+    srv.home = home
+    yield srv
+    srv.stop()
+
+
+@pytest.mark.parametrize("lang", ["en", "es"])
+def test_typed_values_are_the_ones_submitted_even_when_train_is_pressed_at_once(server, browser,
+                                                                                 lang):
+    t = i18n.translator(lang)
+    sid = f"race-student-{lang}-01"
+    page = browser.new_page(viewport={"width": 1400, "height": 1600})
+    try:
+        page.goto(f"{server.url}/train?lang={lang}&sid={sid}")
+        wait_idle(page)
+        page.get_by_role("button", name=t("train.preset_quick"), exact=True).click()
+        wait_idle(page)
+        # type and press Train straight away: no waiting between the edits and the click
+        for label, value in ((t("common.epochs"), 2), (t("common.train_subset"), 320),
+                             (t("common.batch_size"), 32)):
+            box = page.get_by_label(label, exact=True)
+            box.fill(str(value))
+            box.press("Tab")
+        page.get_by_role("button", name=t("train.start"), exact=True).click()
+        store = RunStore(server.home / "runs.db")
+        page.wait_for_function("() => true")  # let the click's rerun begin
+        for _ in range(600):                 # a hang guard, not a speed bound
+            runs = store.list_runs(session=sid)
+            if runs:
+                break
+            page.wait_for_timeout(100)
+        (run,) = runs
+        assert (run.config["epochs"], run.config["train_subset"], run.config["batch_size"]) == \
+            (2, 320, 32)
+        wait_idle(page)
+        assert not page_problems(page)
+    finally:
+        page.close()
