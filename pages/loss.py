@@ -77,12 +77,13 @@ with tab_opt:
     st.markdown(t("loss.opt_intro"))
     cols = st.columns(4)
     surface = cols[0].selectbox(t("loss.surface"), list(optimlab.SURFACES), key="opt_surface",
+                                index=list(optimlab.SURFACES).index(optimlab.DEMO["surface"]),
                                 format_func=lambda s: t(f"loss.surface_{s}"))
-    lr = cols[1].select_slider(t("common.lr"), LRS, value=0.05, key="opt_lr",
+    lr = cols[1].select_slider(t("common.lr"), LRS, value=optimlab.DEMO["lr"], key="opt_lr",
                                help=t("common.lr_help"))
-    momentum = cols[2].slider(t("common.momentum"), 0.0, 0.99, 0.9, 0.01, key="opt_momentum",
+    momentum = cols[2].slider(t("common.momentum"), 0.0, 0.99, optimlab.DEMO["momentum"], 0.01, key="opt_momentum",
                               help=t("common.momentum_help"))
-    steps = cols[3].slider(t("loss.steps"), 1, 300, 100, key="opt_steps")
+    steps = cols[3].slider(t("loss.steps"), 1, 300, optimlab.DEMO["steps"], key="opt_steps")
     try:
         surf = optimlab.loss_surface(surface, grid=121)
         paths = {"plain": optimlab.sgd_path(surface, None, lr, 0.0, steps),
