@@ -273,12 +273,13 @@ def confusion_section(ev, data) -> None:
     n_cell = int(m[true_i, pred_i])
     idx = R.confused_examples(ev, true_i, pred_i, limit=N_CONFUSED)
     key = "pair_correct" if true_i == pred_i else "pair_count"
-    st.markdown(t(f"results.{key}", n=f"{n_cell:,}", true=names[true_i], predicted=names[pred_i],
+    st.markdown(t(f"results.{key}", n=n_cell, true=names[true_i], predicted=names[pred_i],
                   shown=len(idx)))
     if len(idx):
-        st.image([R.upscale(data.test_x[i], 3) for i in idx],
-                 caption=[f"{pct(float(ev.probabilities[i, pred_i]), 0)} %" for i in idx],
-                 width=96)
+        sure = [pct(float(ev.probabilities[i, pred_i]), 0) for i in idx]
+        st.image([R.upscale(data.test_x[i], 3) for i in idx], caption=sure, width=96,
+                 alt=[t("results.image_alt", i=int(i), true=names[true_i],
+                        predicted=names[pred_i], p=p) for i, p in zip(idx, sure)])
 
 
 def samples_section(ev, data) -> None:
@@ -290,7 +291,11 @@ def samples_section(ev, data) -> None:
     captions = [t("results.sample_caption", mark="✓" if row.correct else "✗",
                   true=cls_name(row.true), predicted=cls_name(row.predicted),
                   p=pct(row.confidence, 0)) for row in df.itertuples(index=False)]
-    st.image([R.upscale(data.test_x[i], 4) for i in df["index"]], caption=captions, width=112)
+    alts = [t("results.image_alt", i=int(row.index), true=cls_name(row.true),
+              predicted=cls_name(row.predicted), p=pct(row.confidence, 0))
+            for row in df.itertuples(index=False)]
+    st.image([R.upscale(data.test_x[i], 4) for i in df["index"]], caption=captions, width=112,
+             alt=alts)
 
 
 def own_image_section(model, ckpt) -> None:
