@@ -241,6 +241,18 @@ def knobs(queue: jobs.JobQueue) -> dict:
     return problems
 
 
+def estimate_line(queue: jobs.JobQueue, problems: dict) -> str:
+    """How long the typed run should take, from this server's measured speed."""
+    if problems:
+        return ""
+    guess = trainview.estimate_seconds(trainview.CONFIG(**_values()), queue.train_images(),
+                                       queue.measured_speeds())
+    if guess is None:
+        return t("train.estimate_unknown")
+    return t("train.estimate_exact" if guess["exact"] else "train.estimate_rough",
+             time=dur(guess["seconds"]))
+
+
 # ---------------------------------------------------------------------------- the live view
 # One fragment draws every state of the session's runs (none yet, queued, running, finished),
 # the run selector with each run's status included. It polls on Streamlit's own timer
@@ -549,6 +561,7 @@ problems = knobs(queue)
 
 st.button(t("train.start"), key=K + "start", type="primary", on_click=_submit,
           icon=":material/play_arrow:")
+st.caption(estimate_line(queue, problems))  # always one line here (the fragment keeps its place)
 with st.container():  # one place, shown or empty: the fragment below keeps its id (its place)
     if msg is not None and st.session_state.get(K + "submit_field") is None:
         (st.error if msg[0] == "error" else st.success)(msg[1])

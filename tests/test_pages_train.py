@@ -140,6 +140,8 @@ def test_train_a_quick_run_to_the_end(lab):
     t = i18n.translator("en")
     at = open_train("alice-session-1")
     set_knobs(at, train_pipeline="fast", **QUICK)
+    # nothing measured on this server yet: no time is promised
+    assert t("train.estimate_unknown") in texts(at, "caption")
     at.button(key="train_start").click().run()
     assert not at.exception
     assert t("train.started") in texts(at, "success")
@@ -166,6 +168,10 @@ def test_train_a_quick_run_to_the_end(lab):
     assert [m for m in again.metric if m.label == t("train.accuracy_final")]
     other = open_train("bob-session-22")
     assert t("train.no_run") in texts(other, "info")
+    # the same settings now come with a time measured on this server (anyone's run counts)
+    set_knobs(other, train_pipeline="fast", **QUICK)
+    assert [c for c in texts(other, "caption") if c.startswith("On this server this run should "
+                                                               "take about")]
     assert not [s for s in other.selectbox if s.key == "train_run_select"]
 
 

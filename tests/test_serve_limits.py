@@ -272,3 +272,23 @@ def test_what_a_page_reads_is_checked_against_its_session(make_queue):
     for call in (queue.losses, queue.events, queue.checkpoint):
         with pytest.raises(JobError):
             call("someone-else-entirely", run_id)
+
+
+def test_measured_speeds_are_this_servers_finished_runs_without_who_ran_them(make_queue):
+    """The Train page's time estimate reads these: finished runs' speeds, anyone's, with no
+    session or name; queued, failed and unmeasured runs are left out."""
+    queue = make_queue()
+    store = queue.store
+    done = store.create_run("alice-session-1", "train", TrainConfig(epochs=1).to_dict(), "cpu")
+    store.set_status(done, "running")
+    store.set_status(done, "done", result={"images_per_second": 250.0, "train_seconds": 8.0,
+                                           "eval_seconds": 1.5})
+    failed = store.create_run("bob-session-22", "train", TrainConfig().to_dict(), "cpu")
+    store.set_status(failed, "running")
+    store.set_status(failed, "failed", error="boom")
+    store.create_run("bob-session-22", "train", TrainConfig().to_dict(), "cpu")   # queued
+    (speed,) = queue.measured_speeds()
+    assert speed["images_per_second"] == 250.0 and speed["train_seconds"] == 8.0
+    assert speed["config"]["epochs"] == 1 and speed["wall_seconds"] >= 0
+    assert not {"session", "owner", "name", "id"} & set(speed)
+    assert queue.train_images() == 50_000

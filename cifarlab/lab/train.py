@@ -24,6 +24,7 @@ few seconds while the run trains; in between the page sends the figure it built 
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -316,6 +317,30 @@ def pick_run(runs: Sequence[Any], current: str | None = None) -> str | None:
         if r.status in ("queued", "running"):
             return r.id
     return ids[0] if ids else None
+
+
+def estimate_seconds(config: Any, n_train: int, measured: Sequence[Mapping[str, Any]]
+                     ) -> dict | None:
+    """How long ``config`` should take on this server, from the runs it finished (the queue's
+    ``measured_speeds``): ``{"seconds", "runs", "exact"}``, or None before any run was measured.
+
+    Runs with the same device, pipeline, batch size and model give the speed (``exact``); else
+    runs on the same device and pipeline (a rough figure). Time = the images to train / the
+    median images/s, plus the median of what those runs spent besides training (evaluating,
+    starting the worker, loading the data)."""
+    cfg = config.to_dict() if hasattr(config, "to_dict") else dict(config)
+    keys = ("device", "pipeline", "batch_size", "model", "num_workers")
+    for exact, same in ((True, keys), (False, keys[:2])):
+        runs = [m for m in measured if all(m["config"].get(k) == cfg.get(k) for k in same)]
+        if runs:
+            break
+    else:
+        return None
+    subset = cfg.get("train_subset")
+    images = int(cfg.get("epochs") or 1) * (min(n_train, subset) if subset else n_train)
+    ips = statistics.median([m["images_per_second"] for m in runs])
+    other = statistics.median([max(0.0, m["wall_seconds"] - m["train_seconds"]) for m in runs])
+    return {"seconds": images / ips + other, "runs": len(runs), "exact": exact}
 
 
 def poll_interval(runs: Sequence[Any], active_s: float = 1.0,

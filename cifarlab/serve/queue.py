@@ -206,6 +206,24 @@ class JobQueue:
         """The path of a visible run's checkpoint (the store's, never the browser's)."""
         return self.store.checkpoint_path(self.get(session, run_id).id)
 
+    def measured_speeds(self, kind: str = "train", limit: int = 40) -> list[dict]:
+        """How fast this server trained its latest finished runs (anyone's: speeds only, no
+        session, no name): the pages' time estimates come from these, not from a promise."""
+        out = []
+        for run in self.store.list_runs(None, ["done"], kind=kind, limit=limit):
+            res = run.result or {}
+            if res.get("images_per_second") and run.started_at and run.finished_at:
+                out.append({"config": dict(run.config), "device": run.device,
+                            "images_per_second": float(res["images_per_second"]),
+                            "train_seconds": float(res.get("train_seconds") or 0.0),
+                            "eval_seconds": float(res.get("eval_seconds") or 0.0),
+                            "wall_seconds": float(run.finished_at - run.started_at)})
+        return out
+
+    def train_images(self) -> int:
+        """Training images in this server's data set (50,000 until it has been decoded)."""
+        return self._train_images()
+
     def can_control(self, session: str, run: Run) -> bool:
         """Whether this session may cancel or delete the run (only its owner can)."""
         return run.session == session
