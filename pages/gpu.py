@@ -7,6 +7,8 @@ Markdown escaped (the lab's ``md``).
 """
 from __future__ import annotations
 
+import time
+
 from datetime import datetime
 from pathlib import Path
 
@@ -98,8 +100,11 @@ else:
                                  steps=int(steps), warmup=int(warmup), repeats=int(repeats),
                                  max_seconds=float(max_seconds), num_workers=int(workers),
                                  breakdown=bool(do_breakdown))
-        st.caption(t("gpu.plan", points=len(config.points(list(chosen_devices))),
-                     devices=", ".join(chosen_devices), budget=float(max_seconds)))
+        passes = len(config.breakdown_passes(list(chosen_devices)))
+        st.caption(t("gpu.plan_passes" if passes else "gpu.plan", passes=passes,
+                     points=len(config.points(list(chosen_devices))),
+                     devices=", ".join(chosen_devices), budget=float(max_seconds),
+                     total=i18n.duration(lab.estimate_seconds(config, list(chosen_devices)), L)))
     except CifarLabError as err:
         show_error(err)
 
@@ -151,6 +156,10 @@ if run is not None and run.active:
             st.info(t("gpu.running", devices=", ".join(cfg.devices), done=len(rows), total=total)
                     if len(rows) < total else t("gpu.running_breakdown", total=total))
             st.progress(min(1.0, len(rows) / max(1, total)))
+            left = lab.time_left(cfg, len(rows), time.time() - (current.started_at or time.time()),
+                                 list(cfg.devices))
+            if left is not None:
+                st.caption(t("gpu.time_left", time=i18n.duration(left, L)))
         if rows:
             st.dataframe(lab.rows_table(rows, L), hide_index=True, key="gpu_live_rows")
         if st.button(t("common.cancel"), key="gpu_cancel"):

@@ -757,3 +757,19 @@ def test_out_of_memory_is_a_row_not_a_crash(monkeypatch):
     monkeypatch.setattr(core_train, "train_step", lambda *a: 1 / 0)  # other errors surface
     with pytest.raises(ZeroDivisionError):
         measure_point("cpu", 4, 1, "fast", steps=1, warmup=1, repeats=1)
+
+
+def test_time_left_counts_the_points_and_the_phase_passes_still_to_come():
+    """'6 points of about 1 s' took 7 minutes: its breakdown pass was never mentioned. The
+    time left counts the points left and the passes at the time per point measured so far."""
+    from cifarlab.lab import gpu as lab
+
+    cfg = lab.SweepConfig(devices=("cpu",), batch_sizes=(4, 16, 64), widths=(1,),
+                          pipelines=("fast",), steps=5, warmup=1, repeats=1, max_seconds=2.0,
+                          num_workers=0, breakdown=True)
+    points, passes = len(cfg.points(["cpu"])), len(cfg.breakdown_passes(["cpu"]))
+    assert points >= 3 and passes >= 1
+    assert lab.estimate_seconds(cfg, ["cpu"]) == (points + passes) * 3.0
+    assert lab.time_left(cfg, 0, 5.0, ["cpu"]) is None          # nothing measured yet
+    assert lab.time_left(cfg, 1, 4.0, ["cpu"]) == pytest.approx(4.0 * (points - 1 + passes))
+    assert lab.time_left(cfg, points, 12.0, ["cpu"]) is None    # only the passes are left

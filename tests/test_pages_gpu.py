@@ -279,7 +279,8 @@ def test_timing_job_end_to_end_shows_rows(env, other_machine):
     at.number_input(key="gpu_num_workers").set_value(0)
     at.checkbox(key="gpu_breakdown").uncheck()
     at.run()
-    plan = t("gpu.plan", points=3, devices="cpu", budget=0.5)
+    # 3 points of at most 0.5 s (+ about 1 s to set each up): the whole timing, announced
+    plan = t("gpu.plan", points=3, devices="cpu", budget=0.5, total=i18n.duration(4.5, "en"))
     assert plan in texts(at, "caption")               # the tutorial's point + batch 4 and 16
     at.button(key="gpu_run").click().run()
     assert not at.exception, at.exception

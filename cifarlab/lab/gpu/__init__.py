@@ -25,7 +25,8 @@ import importlib
 
 from cifarlab.lab.gpu.cli import register_cli
 from cifarlab.lab.gpu.config import (EPOCH_IMAGES, TUTORIAL_EPOCHS, TUTORIAL_POINT, SweepConfig,
-                                     devices_held, estimate_seconds, job_request)
+                                     devices_held, estimate_seconds, job_request,
+                                     time_left)
 
 _LAZY = {
     "measure": ("measure_point", "breakdown", "run_sweep", "run_timing_job", "sweep_environment",
@@ -44,7 +45,7 @@ _LAZY = {
 _WHERE = {name: module for module, names in _LAZY.items() for name in names}
 
 __all__ = ["register_cli", "EPOCH_IMAGES", "TUTORIAL_EPOCHS", "TUTORIAL_POINT", "SweepConfig",
-           "devices_held", "estimate_seconds", "job_request", *_WHERE]
+           "devices_held", "estimate_seconds", "job_request", "time_left", *_WHERE]
 
 
 def __getattr__(name: str):

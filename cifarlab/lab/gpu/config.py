@@ -175,6 +175,18 @@ def estimate_seconds(config: SweepConfig, devices: list[str] | None = None) -> f
     return n * (config.max_seconds + 1.0)
 
 
+def time_left(config: SweepConfig, points_done: int, elapsed_s: float,
+              devices: list[str] | None = None) -> float | None:
+    """Seconds a running sweep still needs, from what its points took so far: the points left
+    and the breakdown passes at the measured time per point. None before the first point, and
+    once every point is done (the passes stop at their budget: ``estimate_seconds`` bounds it)."""
+    points = len(config.points(devices))
+    if points_done <= 0 or elapsed_s <= 0 or points_done >= points:
+        return None
+    per_point = elapsed_s / points_done
+    return per_point * (points - points_done + len(config.breakdown_passes(devices)))
+
+
 def job_request(config: SweepConfig) -> dict[str, Any]:
     """The job queue's ``submit_job`` arguments for a timing run (all but the session and the
     owner): it is listed on the accelerator it times (the CPU when it times only that), holds
