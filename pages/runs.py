@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 
-import pandas as pd
 import plotly.express as px
 import streamlit as st
 
@@ -65,6 +64,15 @@ def _plain_state_dict(session: str, run_id: str, mtime: float) -> bytes:
 
 def _checkpoint_reader(path):
     return lambda: path.read_bytes()
+
+
+def _rename(queue, sid: str, run_id: str) -> None:
+    """The name field's callback: saved as typed (a blank name removes it)."""
+    try:
+        queue.rename(sid, run_id, st.session_state.get(K + "name_" + run_id))
+        st.session_state[K + "flash"] = t("runs.renamed")
+    except CifarLabError as err:
+        st.session_state[K + "flash_error"] = error_text(err)
 
 
 # ---------------------------------------------------------------------------------- sections
@@ -183,12 +191,15 @@ def actions_section(queue, runs, sid: str) -> None:
     if not has_ckpt:
         st.caption(t("runs.no_checkpoint"))
     if run.error:
-        st.warning(t("runs.run_error", error=run.error))
+        st.warning(t("runs.run_error", error=run.error_text(t.lang)))
 
     own = queue.can_control(sid, run)
     if not own:
         st.caption(t("runs.not_yours"))
         return
+    st.text_input(t("runs.rename"), value=run.name or "", key=K + "name_" + run.id,
+                  max_chars=100, help=t("runs.rename_help"), on_change=_rename,
+                  args=(queue, sid, run.id))
     if run.active:
         st.caption(t("runs.active_no_delete"))
     if st.button(t("runs.delete"), key=K + "delete", disabled=run.active,
@@ -223,6 +234,8 @@ with tab_runs:
     sid = session_id()
     if K + "flash" in st.session_state:
         st.success(st.session_state.pop(K + "flash"), icon=":material/check:")
+    if K + "flash_error" in st.session_state:
+        st.error(st.session_state.pop(K + "flash_error"))
     queue = job_queue()
     try:
         all_runs = queue.runs(sid, kind="train")

@@ -71,7 +71,7 @@ def run_label(run) -> str:
                 lr=c.get("lr", 0), images=fmt_int(subset) if subset else fmt_int(
                     jobs.FULL_TRAIN_IMAGES))
     status = t("status.in_queue") if run.status == "queued" else t(f"status.{run.status}")
-    return f"{when} · {status} · {summary}"
+    return " · ".join(([run.name] if run.name else []) + [when, status, summary])
 
 
 # ------------------------------------------------------------------------------ the knobs
@@ -145,7 +145,8 @@ def _submit() -> None:
         ss[K + "submit_msg"] = ("error", t("train.config_errors"))
         return
     try:
-        run_id = queue.submit(session_id(), trainview.CONFIG(**values), owner=owner_id())
+        run_id = queue.submit(session_id(), trainview.CONFIG(**values), owner=owner_id(),
+                              name=ss.get(K + "name") or None)
     except CifarLabError as err:
         ss[K + "submit_msg"] = ("error", err.text(t.lang))
         if err.field in values:
@@ -153,6 +154,7 @@ def _submit() -> None:
         return
     ss[K + "submit_msg"] = ("success", t("train.started"))
     ss[K + "run_select"] = run_id
+    ss[K + "name"] = ""   # the next run gets its own name
 
 
 def current_message() -> tuple[str, str] | None:
@@ -536,13 +538,15 @@ def live(sid: str) -> None:
         return
     by_id = {r.id: r for r in runs}
     ss = st.session_state
-    # a run's label changes only with its status: made once per status, not once per poll
+    # a run's label changes only with its status or name: made once each, not once per poll
     made = ss.get(K + "labels", {})
-    labels = ss[K + "labels"] = {(r.id, r.status, t.lang): made.get((r.id, r.status, t.lang))
-                                 or run_label(r) for r in runs}
+    labels = ss[K + "labels"] = {(r.id, r.status, r.name, t.lang):
+                                 made.get((r.id, r.status, r.name, t.lang)) or run_label(r)
+                                 for r in runs}
     ss[K + "run_select"] = trainview.pick_run(runs, ss.get(K + "run_select"))
     selected = st.selectbox(t("train.choose_run"), list(by_id), key=K + "run_select",
-                            format_func=lambda rid: labels[rid, by_id[rid].status, t.lang])
+                            format_func=lambda rid: labels[rid, by_id[rid].status,
+                                                           by_id[rid].name, t.lang])
     show_run(queue, sid, by_id[selected])
 
 
@@ -559,6 +563,8 @@ st.subheader(t("train.settings_title"))
 msg = current_message()
 problems = knobs(queue)
 
+st.text_input(t("train.run_name"), key=K + "name", max_chars=100, help=t("train.run_name_help"),
+              placeholder=t("train.run_name_placeholder"))
 st.button(t("train.start"), key=K + "start", type="primary", on_click=_submit,
           icon=":material/play_arrow:")
 st.caption(estimate_line(queue, problems))  # always one line here (the fragment keeps its place)

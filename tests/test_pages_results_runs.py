@@ -300,3 +300,28 @@ def test_delete_asks_first_and_removes_only_your_run(lab):
     assert not store.checkpoint_path(copy).exists()
     assert store.get(lab["run_id"]) is not None
     assert i18n.t("runs.deleted", "en") in [s.value for s in at.success]
+
+
+def test_a_run_can_be_named_and_the_name_follows_it(lab):
+    """Runs can be named (issue 14): on the Runs page by its owner only; the name replaces the
+    id in the lists and the table; a blank name gives the id back."""
+    store = lab["store"]
+    run = store.get(lab["run_id"])
+    twin = store.create_run(SID, "train", run.config, "cpu")
+    store.set_status(twin, "running")
+    store.set_status(twin, "done", result=run.result)
+    try:
+        at = page("runs", OTHER)                       # not theirs: no name field
+        assert not [w for w in at.text_input if w.key == f"runs_name_{twin}"]
+        at = page("runs", SID, "es")
+        at.selectbox(key="runs_run").set_value(twin).run()
+        at.text_input(key=f"runs_name_{twin}").input("  lr   0,01\n primera ").run()
+        assert not at.exception
+        assert store.get(twin).name == "lr 0,01 primera"
+        assert i18n.t("runs.renamed", "es") in [s.value for s in at.success]
+        at.run()
+        assert "lr 0,01 primera" in at.dataframe[0].value[tr("runs.name_col", "es")].tolist()
+        at.text_input(key=f"runs_name_{twin}").input("").run()
+        assert store.get(twin).name is None
+    finally:
+        store.delete_run(twin)

@@ -142,6 +142,7 @@ def test_train_a_quick_run_to_the_end(lab):
     set_knobs(at, train_pipeline="fast", **QUICK)
     # nothing measured on this server yet: no time is promised
     assert t("train.estimate_unknown") in texts(at, "caption")
+    at.text_input(key="train_name").input("my first run").run()
     at.button(key="train_start").click().run()
     assert not at.exception
     assert t("train.started") in texts(at, "success")
@@ -150,6 +151,7 @@ def test_train_a_quick_run_to_the_end(lab):
     runs = store(lab).list_runs(session="alice-session-1")
     assert len(runs) == 1 and runs[0].config["train_subset"] == 256
     assert runs[0].config["pipeline"] == "fast"
+    assert runs[0].name == "my first run" and at.text_input(key="train_name").value == ""
     run_id = runs[0].id
     assert at.selectbox(key="train_run_select").value == run_id
 

@@ -292,3 +292,16 @@ def test_measured_speeds_are_this_servers_finished_runs_without_who_ran_them(mak
     assert speed["config"]["epochs"] == 1 and speed["wall_seconds"] >= 0
     assert not {"session", "owner", "name", "id"} & set(speed)
     assert queue.train_images() == 50_000
+
+
+def test_only_the_owner_names_a_run(make_queue):
+    queue = make_queue()
+    run_id = queue.submit(ALICE, TrainConfig(epochs=1, train_subset=256), name=" first\ttry ")
+    assert queue.get(ALICE, run_id).name == "first try"
+    queue.rename(ALICE, run_id, "x" * 300)
+    assert queue.get(ALICE, run_id).name == "x" * 100
+    queue.rename(ALICE, run_id, "   ")
+    assert queue.get(ALICE, run_id).name is None
+    err = refused(queue.rename, "mallory-session-9", run_id, "mine now")
+    assert err.code == "serve.queue.not_yours"
+    assert queue.get(ALICE, run_id).name is None

@@ -244,6 +244,10 @@ class JobQueue:
             return "cancelling"
         return self.store.get(run.id).status
 
+    def rename(self, session: str, run_id: str, name: str | None) -> None:
+        """Name one of this session's runs (any status); a blank name removes it."""
+        self.store.rename(self._own(session, run_id).id, name)
+
     def delete(self, session: str, run_id: str) -> None:
         """Delete one of this session's finished runs and its checkpoint."""
         run = self._own(session, run_id)

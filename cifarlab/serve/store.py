@@ -35,6 +35,13 @@ _STATUS_FIELDS = ("error", "error_code", "error_params", "traceback", "result", 
                   "worker_pid", "waited_s", "progress")
 
 
+def clean_name(name: str | None) -> str | None:
+    """A run's name as stored: one line, spaces collapsed, at most 100 characters."""
+    if name is None:
+        return None
+    return " ".join(str(name).split())[:100] or None
+
+
 class RunStore(Database):
     """SQLite run store at ``path``; checkpoints in ``checkpoint_dir`` (default: beside it)."""
 
@@ -70,6 +77,12 @@ class RunStore(Database):
         return removed
 
     # -- runs --------------------------------------------------------------------------------
+    def rename(self, run_id: str, name: str | None) -> None:
+        """Give a run a name (None or blank: no name, the page shows its id)."""
+        with self._write() as c:
+            c.execute("UPDATE runs SET name = ? WHERE id = ?",
+                      (clean_name(name), validate_run_id(run_id)))
+
     def create_run(self, session: str, kind: str, config: dict, device: str,
                    name: str | None = None, exclusive: bool | Iterable[str] = False,
                    owner: str | None = None, image_epochs: int | None = None) -> str:
@@ -82,8 +95,7 @@ class RunStore(Database):
         validate_session(session)
         owner = validate_owner(session if owner is None else owner)
         validate_kind(kind)
-        if name is not None:
-            name = " ".join(str(name).split())[:100] or None
+        name = clean_name(name)
         if isinstance(exclusive, bool):
             holds = [str(device)] if exclusive else []
         else:
