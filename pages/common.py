@@ -35,6 +35,24 @@ PAGES = [
 ]
 
 
+def lesson_links(current: str) -> None:
+    """"Previous / next lesson" links under every page, in the syllabus's order (PAGES)."""
+    ids = [pid for pid, _, _ in PAGES]
+    if current not in ids:
+        return
+    i = ids.index(current)
+    t = i18n.translator(lang())
+    st.divider()
+    left, right = st.columns(2)
+    if i > 0:
+        pid, path, icon = PAGES[i - 1]
+        left.page_link(path, label=t("nav.previous", page=t(f"nav.{pid}")), icon=icon)
+    if i + 1 < len(PAGES):
+        pid, path, icon = PAGES[i + 1]
+        with right:
+            st.page_link(path, label=t("nav.next", page=t(f"nav.{pid}")), icon=icon)
+
+
 def ensure_app_frame() -> None:
     """Make sure this run came through app.py's navigation.
 

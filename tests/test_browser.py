@@ -55,21 +55,29 @@ def server(tmp_path_factory, cifar_archive):
 @pytest.mark.parametrize("lang", list(i18n.LANGUAGES))
 def test_every_page_renders_in_every_language(server, browser, lang):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    problems = {}
+    problems, missing_links = {}, {}
+    t = i18n.translator(lang)
     try:
-        for pid in PAGE_IDS:
+        for i, pid in enumerate(PAGE_IDS):
             page.goto(page_url(server, pid, lang))
             wait_idle(page)
             shown = page_problems(page)
             if shown:
                 problems[pid] = shown
             screenshot(page, f"{lang}-{pid}")
+            # every page ends with its previous and next lessons, in the page's language
+            links = page.locator('[data-testid="stPageLink"]').all_inner_texts()
+            want = ([t("nav.previous", page=t(f"nav.{PAGE_IDS[i - 1]}"))] if i else []) + \
+                ([t("nav.next", page=t(f"nav.{PAGE_IDS[i + 1]}"))] if i + 1 < len(PAGE_IDS) else [])
+            if not all(any(w in link for link in links) for w in want):
+                missing_links[pid] = (want, links)
         nav = page.locator('[data-testid="stSidebarNav"]').inner_text()
         for pid in PAGE_IDS:
             assert i18n.t(f"nav.{pid}", lang) in nav, f"{pid} title not translated in {lang}"
     finally:
         page.close()
     assert not problems, f"exceptions shown on pages: {problems}"
+    assert not missing_links, missing_links
 
 
 def test_language_switch_in_the_sidebar_keeps_the_page(server, browser):

@@ -202,3 +202,15 @@ def test_an_unexpected_error_shows_no_details_and_a_student_error_its_language()
     assert "/srv" not in first and "RuntimeError" not in first
     assert first == i18n.t("errors.unexpected_plain", "es")
     assert second == i18n.t("errors.config.epochs_limit", "es", n=20)
+
+
+def test_home_ends_with_a_link_to_the_next_lesson(app_file):
+    """Home (app.py draws the links after the page; AppTest's switch_page runs a page without
+    that frame, so the other pages' links are checked in the browser: test_browser.py)."""
+    page, before, after = "home", None, "tensors"
+    at = open_page(app_file, page, "es")
+    t = i18n.translator("es")
+    labels = [p.proto.label for p in at.get("page_link")]
+    previous = [x for x in labels if x.startswith(t("nav.previous", page=""))]
+    assert previous == ([t("nav.previous", page=t(f"nav.{before}"))] if before else []), labels
+    assert t("nav.next", page=t(f"nav.{after}")) in labels, labels
