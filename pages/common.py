@@ -35,6 +35,19 @@ PAGES = [
 ]
 
 
+# Runs and devices in one chart: the Okabe-Ito palette (told apart with every common colour
+# blindness), and a line style per series as a second cue that needs no colour at all.
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000",
+           "#F0E442"]
+DASHES = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"]
+
+
+def series_style(column: str) -> dict:
+    """``px.line`` arguments that give each value of ``column`` its colour and line style."""
+    return dict(color=column, line_dash=column, color_discrete_sequence=PALETTE,
+                line_dash_sequence=DASHES)
+
+
 def lesson_links(current: str) -> None:
     """"Previous / next lesson" links under every page, in the syllabus's order (PAGES)."""
     ids = [pid for pid, _, _ in PAGES]

@@ -19,7 +19,8 @@ from cifarlab import i18n
 from cifarlab.core.devices import list_devices
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import gpu as lab
-from pages.common import lang, lesson, owner_id, queue as job_queue, session_id, translator
+from pages.common import (lang, lesson, owner_id, queue as job_queue, series_style, session_id,
+                          translator)
 
 t = translator()
 L = lang()
@@ -226,7 +227,7 @@ def log_axes(fig, y_title: str, **y):
 
 def throughput_figure(res, pipeline: str):
     df = lab.throughput_frame(res, pipeline, L)
-    fig = px.line(df, x="batch_size", y="images_per_s", color="series", markers=True,
+    fig = px.line(df, x="batch_size", y="images_per_s", **series_style("series"), markers=True,
                   error_y="plus", error_y_minus="minus", hover_data={"step_ms": ":.3f"})
     tut = lab.tutorial_points(res)
     if not tut.empty:
@@ -238,7 +239,7 @@ def throughput_figure(res, pipeline: str):
 
 def speedup_figure(res, pipeline: str):
     df = lab.speedup_frame(res, pipeline, L)
-    fig = px.line(df, x="batch_size", y="speedup", color="series", markers=True)
+    fig = px.line(df, x="batch_size", y="speedup", **series_style("series"), markers=True)
     cross, tut = lab.crossover_frame(res, pipeline), df[df["tutorial"]]
     if not cross.empty:
         fig.add_scatter(x=cross["estimate"], y=[1.0] * len(cross), mode="markers+text",

@@ -13,7 +13,7 @@ from cifarlab.core.checkpoint import load as load_checkpoint
 from cifarlab.core.config import knobs
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import runs as R
-from pages.common import lesson, localize, num, session_id, translator
+from pages.common import lesson, localize, num, series_style, session_id, translator
 from pages.common import queue as job_queue
 
 t = translator()
@@ -129,7 +129,7 @@ def curves_section(runs, selected: list[str], sid: str) -> None:
     if df.empty:
         st.info(t("runs.no_losses"))
         return
-    fig = px.line(df, x="x", y="loss", color="run",
+    fig = px.line(df, x="x", y="loss", **series_style("run"),
                   labels={"x": t(f"runs.x_{x_axis}"), "loss": t("common.loss"),
                           "run": t("runs.run_col")})
     fig.update_layout(height=380, margin=dict(l=10, r=10, t=20, b=10),

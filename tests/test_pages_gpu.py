@@ -154,6 +154,15 @@ def test_recorded_elsewhere_shows_the_label_and_the_speedup(env, other_machine):
     label = t("gpu.recorded_elsewhere", machine=timing.md(f"{OTHER_HOST} ({H100})"), date="2025-06-01")
     assert any(label in w for w in texts(at, "warning")), texts(at, "warning")
     assert {"gpu_throughput_chart", "gpu_speedup_chart", "gpu_breakdown_chart"} <= charts(at)
+    # each device's line: its own colour from a colour-blind-safe palette, and its own dash
+    import json
+    from pages.common import PALETTE
+    (chart,) = [c for c in at.get("plotly_chart") if c.key == "gpu_throughput_chart"]
+    lines = [tr for tr in json.loads(chart.proto.spec)["data"] if tr.get("mode") != "markers+text"]
+    assert len(lines) >= 2
+    assert all(tr["line"]["color"] in PALETTE for tr in lines)
+    assert len({tr["line"]["color"] for tr in lines}) == len(lines)
+    assert len({tr["line"]["dash"] for tr in lines}) == len(lines)
     # the crossover, in words: loses at 4, wins from 16 (3x), curves cross in between
     assert "faster than the CPU from batch 16 (3.00×)" in text
     assert "the curves cross near batch" in text
