@@ -10,7 +10,7 @@ import torchvision
 from cifarlab.core import data as cdata
 from cifarlab.core import devices
 from cifarlab.lab.data import upscale
-from pages.common import PAGES, data_setting, get_data, lang, lesson, session_id, translator, localize, num
+from pages.common import PAGES, data_setting, get_data, lang, lesson, session_id, translator, num
 
 t = translator()
 
