@@ -196,7 +196,11 @@ _CODE_COLOURS = {
 }
 _CODE_CSS = "<style>" + "".join(
     ", ".join(f"code {sel.strip()}" for sel in sels.split(",")) + f" {{color: {colour} !important}}"
-    for sels, colour in _CODE_COLOURS.items()) + "</style>"
+    for sels, colour in _CODE_COLOURS.items()) + (
+    # Streamlit's "running" indicator carries an English "Stop" button no setting translates;
+    # a student has nothing to stop there (training runs have their own Stop): the animated
+    # icon stays, the button goes.
+    '[data-testid="stStatusWidget"] button {display: none !important}') + "</style>"
 
 
 def accessible_document(code: str) -> None:
@@ -227,6 +231,26 @@ def _load_data(source: str | None, cache: str | None):
     return data.load()
 
 
+def _decode_with_a_progress_bar() -> None:
+    """The first visit after installing decodes every image once (tens of seconds on a small
+    machine): a progress bar says how far it is, rather than a spinner at the bottom. Done
+    outside the cached loader, which then reads the finished cache in well under a second."""
+    from cifarlab.core import data
+
+    if data.is_cached():
+        return
+    bar = st.sidebar.progress(0.0, text=t("common.decoding"))  # in view wherever one scrolls
+
+    def show(line: str) -> None:
+        fraction = getattr(line, "fraction", None)
+        if fraction is not None:
+            bar.progress(fraction, text=t("common.decoding_pct", pct=i18n.percent(fraction,
+                                                                                   lang(), 0)))
+
+    data.load(on_progress=show)
+    bar.empty()
+
+
 def data_setting() -> tuple[str | None, str | None]:
     """The environment that chooses the data set and its cache (the key of every data cache)."""
     return os.environ.get("CIFARLAB_DATA"), os.environ.get("CIFARLAB_CACHE")
@@ -236,6 +260,7 @@ def get_data():
     """The decoded data set, loaded once per server process and shared read-only by every
     session (memory-mapped). On failure: a clear message on the page, and the page stops."""
     try:
+        _decode_with_a_progress_bar()
         with st.spinner(t("common.loading_data")):
             return _load_data(*data_setting())
     except CifarLabError as err:

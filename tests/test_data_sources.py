@@ -349,3 +349,27 @@ def test_canonical_source_without_internet_says_what_to_do(tmp_path, monkeypatch
     assert not D.is_cached("download", tmp_path / "cache")
 
 
+
+
+def test_decoding_reports_how_far_it_is(tiny_folder, tmp_path, monkeypatch):
+    """The first decode shows a progress bar on the pages (pages.common): its lines carry a
+    fraction that only grows, and stay plain strings for the command line."""
+    import tarfile
+
+    from cifarlab.core.data import decode
+
+    archive = tmp_path / "tiny.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        tf.add(tiny_folder, arcname="tiny")
+    monkeypatch.setattr(decode, "_CHUNK", 2)                 # a report after every 2 images
+    import itertools
+
+    ticks = itertools.count(0.0, 5.0)                         # and a clock that always moved on
+    monkeypatch.setattr(decode.time, "monotonic", lambda: next(ticks))
+    lines = []
+    D.load(str(archive), cache_dir=tmp_path / "cache", on_progress=lines.append)
+    fractions = [line.fraction for line in lines if getattr(line, "fraction", None) is not None]
+    assert fractions[0] == 0.0 and fractions[-1] == pytest.approx(0.99)
+    assert len(fractions) >= 4 and fractions == sorted(fractions)
+    assert all(isinstance(line, str) for line in lines)
+    assert any(line.startswith("Reading ") for line in lines)

@@ -193,7 +193,8 @@ def _build_locked(src: Source, key: str, ident: dict, root: Path, final: Path,
             return result
         remove_stale_temps(parent, key)
         t0 = time.perf_counter()
-        emit(on_progress, f"Decoding {src.description} once into the cache {final} ...")
+        emit(on_progress, f"Decoding {src.description} once into the cache {final} ...",
+             fraction=0.0)
         arrays, classes, notes = decode_source(src, root, on_progress)
         seconds = time.perf_counter() - t0
         for note in notes:

@@ -326,7 +326,8 @@ def _decode_archive(src: Source, on_progress: ProgressFn | None):
                     if on_progress is not None and time.monotonic() >= next_report:
                         next_report = time.monotonic() + 1.0
                         pct = min(99, int(100 * raw.tell() / size))
-                        emit(on_progress, f"Reading {label}: {n_items:,} images ({pct}%) ...")
+                        emit(on_progress, f"Reading {label}: {n_items:,} images ({pct}%) ...",
+                             fraction=pct / 100)
         if batch:
             decoder.submit(batch, parallel=n_items >= _MIN_PARALLEL)
         with_images = sorted(p for p, splits in found.items()
@@ -339,7 +340,7 @@ def _decode_archive(src: Source, on_progress: ProgressFn | None):
         classes = _check_classes(found.get(prefix, {s: {} for s in SPLITS}), src.path,
                                  sum(loose.values()))
         if on_progress is not None:
-            emit(on_progress, f"Decoding the last of {n_items:,} images ...")
+            emit(on_progress, f"Decoding the last of {n_items:,} images ...", fraction=0.99)
         results = decoder.results()
     except (tarfile.TarError, EOFError, zlib.error, OSError) as err:
         raise DataError("data.archive_corrupt", field="data", source=src.path,

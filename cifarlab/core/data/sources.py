@@ -35,11 +35,21 @@ CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog
 ProgressFn = Callable[[str], None]
 
 
-def emit(on_progress: ProgressFn | None, message: str, warning: bool = False) -> None:
+class ProgressLine(str):
+    """A progress line that also says how far the work is (``fraction``, 0 to 1, or None):
+    a plain string to whoever prints it, a progress bar's value to a page."""
+
+    fraction: float | None = None
+
+
+def emit(on_progress: ProgressFn | None, message: str, warning: bool = False,
+         fraction: float | None = None) -> None:
     """A progress line or warning: logged, and passed to ``on_progress`` when there is one."""
     (log.warning if warning else log.info)("%s", message)
     if on_progress is not None:
-        on_progress(("Warning: " if warning else "") + message)
+        line = ProgressLine(("Warning: " if warning else "") + message)
+        line.fraction = None if fraction is None else min(1.0, max(0.0, float(fraction)))
+        on_progress(line)
 
 
 def _resolve(data: str | os.PathLike | None) -> tuple[str, str]:
