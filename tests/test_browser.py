@@ -52,8 +52,10 @@ def server(tmp_path_factory, cifar_archive):
     srv.stop()
 
 
-@pytest.mark.parametrize("lang", list(i18n.LANGUAGES))
-def test_every_page_renders_in_every_language(server, browser, lang):
+# English here; test_browser_a11y.py opens every page in every language (the page must render
+# without an exception there too, in the student's language, links and navigation included).
+@pytest.mark.parametrize("lang", ["en"])
+def test_every_page_renders(server, browser, lang):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     problems, missing_links = {}, {}
     t = i18n.translator(lang)

@@ -5,8 +5,8 @@
   printed); ``<html lang>`` follows the student's language.
 - A keyboard-only student (Tab, Shift+Tab, Enter, Space, arrows, digits): sets a small run on
   the Train page, starts it, waits for it to finish and reads its accuracy. The Train and
-  Results pages are then checked with axe again, now that they show a run (the Results page
-  still misses alt text on its images: an expected failure until pages/results.py has it).
+  Results pages are then checked with axe again, now that they show a run.
+- Each page's navigation and its previous / next lesson links are in the page's language.
 """
 from __future__ import annotations
 
@@ -103,8 +103,8 @@ def open_expanders(page, scope: str) -> None:
 
 
 def check_whole_page(page, where: str, found: dict[str, list[str]]) -> None:
-    """The page as it opens, then each of its tabs, with every expander opened."""
-    check_axe(page, where, found)
+    """Each of the page's tabs, with every expander opened (all it shows as it opens is still
+    there: one axe pass per tab covers both)."""
     main = '[data-testid="stMain"]'
     tabs = page.locator(f'{main} [role="tab"]')
     if not tabs.count():
@@ -141,6 +141,16 @@ def test_axe_finds_nothing_serious(server, browser, pid, lang):
         wait_idle(page)
         # the document's language is the student's (a screen reader picks its voice by it)
         assert page.evaluate("document.documentElement.lang") == lang
+        # the navigation and the page's previous / next lesson links speak it too
+        t = i18n.translator(lang)
+        nav = page.locator('[data-testid="stSidebarNav"]').inner_text()
+        assert all(t(f"nav.{other}") in nav for other in PAGE_IDS), nav
+        links = " | ".join(page.locator('[data-testid="stPageLink"]').all_inner_texts())
+        i = PAGE_IDS.index(pid)
+        if i:
+            assert t("nav.previous", page=t(f"nav.{PAGE_IDS[i - 1]}")) in links, links
+        if i + 1 < len(PAGE_IDS):
+            assert t("nav.next", page=t(f"nav.{PAGE_IDS[i + 1]}")) in links, links
         check_whole_page(page, f"{pid} ({lang})", found)
         assert not page_problems(page)
         tall_screenshot(page, f"{lang}-a11y-{pid}")
