@@ -1,6 +1,7 @@
 """In ?lang=es and ?lang=pt, what a student can get wrong is said in that language, with numbers
-in its notation: a knob out of range on the Train page, and a file that is no checkpoint on
-the Results page. No English sentence, no raw error, nothing stale."""
+in its notation: a knob out of range on the Train page, a file that is no checkpoint on the
+Results page, a stride of 0 in the Network page's calculator. No English sentence, no raw
+error, nothing stale."""
 from __future__ import annotations
 
 import os
@@ -79,5 +80,24 @@ def test_bad_input_is_answered_in_the_students_language(server, browser, tmp_pat
         if english:
             assert english not in shown
         assert "Traceback" not in shown and "Error:" not in shown
+
+        # the Network page's output-size calculator: a stride of 0 is answered in the
+        # student's language, and the last good result is not left on the screen
+        page.goto(f"{server.url}/network?lang={lang}&sid=lang-student-{lang}-1")
+        wait_idle(page)
+        page.get_by_role("tab", name=t("network.calc_title")).click()
+        wait_idle(page)
+        panel = page.locator('[role="tabpanel"]:not([hidden])')
+        assert panel.locator('[data-testid="stMetricValue"]').inner_text().strip() == "28"
+        box = panel.get_by_label(t("network.stride"), exact=True)
+        box.fill("0")
+        box.press("Enter")
+        wait_idle(page)
+        said = i18n.t("errors.shapes.below_min", lang, layer="Conv2d", arg="stride", lo=1,
+                      value="0")
+        assert any(said in a for a in alerts(page)), alerts(page)
+        assert not panel.locator('[data-testid="stMetricValue"]').count()   # nothing stale
+        assert t("network.exact") not in panel.inner_text()
+        assert not page_problems(page)
     finally:
         page.close()
