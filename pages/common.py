@@ -48,6 +48,35 @@ def series_style(column: str) -> dict:
                 line_dash_sequence=DASHES)
 
 
+def set_fragment_interval(seconds: float | None) -> bool:
+    """Change how often the running fragment polls, from inside it: True if it was asked.
+
+    ``st.fragment(run_every=...)`` fixes the interval when the whole page runs; changing it
+    otherwise takes an ``st.rerun()`` of the page, and reruns from inside a polling fragment
+    collided with its timer under load (pages froze). The browser keeps one timer per fragment
+    and replaces it when told a new interval (an ``auto_rerun`` message, the one run_every
+    sends), so this sends that message for the fragment running now. It relies on Streamlit's
+    internals (pinned in requirements.txt); without them it does nothing, and the fragment
+    keeps the interval the page gave it."""
+    if not seconds:
+        return False
+    try:
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+        from streamlit.runtime.scriptrunner_utils.script_run_context import (ThreadState,
+                                                                              get_script_run_ctx)
+
+        ctx, fragment_id = get_script_run_ctx(), ThreadState.get().fragment_id
+    except (ImportError, AttributeError, RuntimeError):
+        return False
+    if ctx is None or not fragment_id:
+        return False
+    msg = ForwardMsg()
+    msg.auto_rerun.interval = float(seconds)
+    msg.auto_rerun.fragment_id = fragment_id
+    ctx.enqueue(msg)
+    return True
+
+
 def lesson_links(current: str) -> None:
     """"Previous / next lesson" links under every page, in the syllabus's order (PAGES)."""
     ids = [pid for pid, _, _ in PAGES]

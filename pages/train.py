@@ -24,7 +24,8 @@ from cifarlab.lab import train as trainview
 from cifarlab import i18n
 from cifarlab.core.config import PRESETS, Limits
 from cifarlab.errors import CifarLabError
-from pages.common import dur, lesson, num, owner_id, pct, session_id, show_error, translator
+from pages.common import (dur, lesson, num, owner_id, pct, session_id, set_fragment_interval,
+                          show_error, translator)
 from pages.common import queue as common_queue
 
 t = translator()
@@ -533,6 +534,8 @@ def live(sid: str) -> None:
     trainview.freeze_long_lived()  # a poll's garbage collection must not walk torch & co
     queue = get_queue()
     runs = queue.runs(sid, kind="train")[:50]
+    # once a second while a run is queued or running, slowly once they are all over
+    set_fragment_interval(trainview.poll_interval(runs, POLL_S, IDLE_POLL_S))
     if not runs:
         st.info(t("train.no_run"))
         return
@@ -576,8 +579,9 @@ with st.container():  # one place, shown or empty: the fragment below keeps its 
                 st.markdown(f"- {p.text(t.lang)}")
 
 st.divider()
-# The interval follows the state at each full run (pressing Train is one): once a second while
-# a run is queued or running, slowly otherwise. Within the fragment it stays as set here.
+# The interval follows the state: set here at each full run (pressing Train is one), and by
+# the fragment itself at each poll (set_fragment_interval), so a page left on a finished run
+# polls every IDLE_POLL_S seconds, not every second.
 interval = trainview.poll_interval(queue.runs(sid, kind="train")[:50],
                                    POLL_S, IDLE_POLL_S)
 st.fragment(live, run_every=interval)(sid)
