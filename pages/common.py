@@ -48,6 +48,22 @@ def series_style(column: str) -> dict:
                 line_dash_sequence=DASHES)
 
 
+def checked_number(where, label: str, lo, hi, value, *, key: str, step=1, help=None,
+                   format=None, disabled: bool = False):
+    """A number box that checks its own range and says so in the student's language.
+
+    Streamlit's own ``min_value``/``max_value`` answer in English and keep the previous value,
+    so a result computed from it would stay on the screen (stale). Returns the value, or None
+    when it is empty or outside ``lo``..``hi`` (the message is shown under the box): the caller
+    then shows no result for it."""
+    got = where.number_input(label, value=value, step=step, key=key, help=help, format=format,
+                             disabled=disabled)
+    if got is None or not lo <= got <= hi:
+        where.error(t("common.out_of_range", lo=lo, hi=hi))
+        return None
+    return got
+
+
 def set_fragment_interval(seconds: float | None) -> bool:
     """Change how often the running fragment polls, from inside it: True if it was asked.
 

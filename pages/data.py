@@ -12,7 +12,7 @@ from cifarlab.core import data as cdata
 from cifarlab.core import devices
 from cifarlab.lab import data as loading
 from cifarlab.errors import CifarLabError
-from pages.common import get_data, lesson, show_error, translator, localize, num
+from pages.common import checked_number, get_data, lesson, localize, num, show_error, translator
 
 t = translator()
 
@@ -68,9 +68,12 @@ st.header(t("data.pixels_title"))
 c1, c2 = st.columns([1, 3])
 which = c1.radio(t("data.stats_on"), ["one", "sample"], key="data_stats_on",
                  format_func=lambda v: t(f"data.stats_{v}", n=len(indices)))
-pick = c1.number_input(t("data.pick_image"), min_value=0, max_value=max(0, len(indices) - 1),
-                       value=0, step=1, key="data_pick", disabled=which != "one")
-if len(indices):
+pick = checked_number(c1, t("data.pick_image"), 0, max(0, len(indices) - 1), 0, key="data_pick",
+                      disabled=which != "one")
+if pick is None and which == "one":
+    pass                      # the box says what is wrong; no picture, no stale numbers
+elif len(indices):
+    pick = 0 if pick is None else pick
     chosen = pictures[int(pick)] if which == "one" else pictures
     c1.image(loading.upscale(pictures[int(pick)], 4),
              caption=f"{names[cls]} #{indices[int(pick)]}",
@@ -105,16 +108,17 @@ if len(indices):
 # ---------------------------------------------------------------------------- a batch
 st.header(t("data.batch_title"))
 c1, c2 = st.columns([1, 3])
-batch_size = c1.number_input(t("common.batch_size"), min_value=1, max_value=64, value=4,
-                             step=1, key="data_batch_size", help=t("common.batch_size_help"))
-if c1.button(t("data.next_batch"), key="data_next_batch"):
+batch_size = checked_number(c1, t("common.batch_size"), 1, 64, 4, key="data_batch_size",
+                            help=t("common.batch_size_help"))
+if c1.button(t("data.next_batch"), key="data_next_batch", disabled=batch_size is None):
     st.session_state["data_batch_seed"] = st.session_state.get("data_batch_seed", 0) + 1
-try:
-    batch = loading.loader_batch(data, int(batch_size),
-                                 seed=st.session_state.get("data_batch_seed", 0))
-except CifarLabError as err:
-    show_error(err)
-    batch = None
+batch = None
+if batch_size is not None:
+    try:
+        batch = loading.loader_batch(data, int(batch_size),
+                                     seed=st.session_state.get("data_batch_seed", 0))
+    except CifarLabError as err:
+        show_error(err)
 if batch is not None:
     c2.code("images, labels = next(iter(trainloader))\n"
             f"images.shape   # {batch['shape_text']}\n"
@@ -131,12 +135,11 @@ if batch is not None:
 st.header(t("data.loader_title"))
 st.markdown(t("data.loader_intro"))
 c1, c2 = st.columns(2)
-lbatch = c1.number_input(t("common.batch_size"), min_value=1, max_value=256, value=4, step=1,
-                         key="loader_batch_size")
+lbatch = checked_number(c1, t("common.batch_size"), 1, 256, 4, key="loader_batch_size")
 workers = c2.multiselect(t("common.num_workers"), [0, 1, 2, 4], default=[0, 1, 2, 4],
                          key="loader_workers", help=t("common.num_workers_help"))
 st.caption(t("data.loader_cores", n=devices.cpu_count()))
-if st.button(t("common.measure"), key="loader_run", type="primary"):
+if st.button(t("common.measure"), key="loader_run", type="primary", disabled=lbatch is None):
     if not workers:
         st.warning(t("data.pick_workers"))
     else:
@@ -155,7 +158,7 @@ if st.button(t("common.measure"), key="loader_run", type="primary"):
         except (CifarLabError, RuntimeError, OSError) as err:
             show_error(err)
         bar.empty()
-sweep = st.session_state.get("loader_result")
+sweep = st.session_state.get("loader_result") if lbatch is not None else None
 if sweep is not None and len(sweep):
     tut = sweep[sweep["pipeline"] == "tutorial"].sort_values("num_workers")
     fast = sweep[sweep["pipeline"] == "fast"]

@@ -19,8 +19,8 @@ from cifarlab import i18n
 from cifarlab.core.devices import list_devices
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import gpu as lab
-from pages.common import (lang, lesson, owner_id, queue as job_queue, series_style, session_id,
-                          translator)
+from pages.common import (checked_number, lang, lesson, owner_id, queue as job_queue,
+                          series_style, session_id, translator)
 
 t = translator()
 L = lang()
@@ -76,24 +76,26 @@ pipelines = c2.pills(t("gpu.pipelines"), ["fast", "tutorial"], default=["fast", 
                      key="gpu_pipelines", selection_mode="multi", help=t("gpu.pipelines_help"),
                      format_func=lambda p: t(f"gpu.pipeline_{p}"))
 c1, c2 = st.columns([1, 3])
-repeats = c1.number_input(t("gpu.repeats"), min_value=1, max_value=10, value=3, step=1,
-                          key="gpu_repeats", help=t("gpu.repeats_help"))
+repeats = checked_number(c1, t("gpu.repeats"), 1, 10, 3, key="gpu_repeats",
+                         help=t("gpu.repeats_help"))
 with c2.expander(t("gpu.advanced")):
     a1, a2, a3, a4, a5 = st.columns(5)
-    steps = a1.number_input(t("gpu.steps"), min_value=1, max_value=500, value=20, step=5,
-                            key="gpu_steps", help=t("gpu.steps_help"))
-    warmup = a2.number_input(t("gpu.warmup"), min_value=0, max_value=50, value=3, step=1,
-                             key="gpu_warmup", help=t("gpu.warmup_help"))
-    max_seconds = a3.number_input(t("gpu.max_seconds"), min_value=0.2, max_value=60.0, value=1.0,
-                                  step=0.5, key="gpu_max_seconds", help=t("gpu.max_seconds_help"))
-    workers = a4.number_input(t("common.num_workers"), min_value=0, max_value=8, value=2, step=1,
-                              key="gpu_num_workers", help=t("common.num_workers_help"))
+    steps = checked_number(a1, t("gpu.steps"), 1, 500, 20, step=5, key="gpu_steps",
+                           help=t("gpu.steps_help"))
+    warmup = checked_number(a2, t("gpu.warmup"), 0, 50, 3, key="gpu_warmup",
+                            help=t("gpu.warmup_help"))
+    max_seconds = checked_number(a3, t("gpu.max_seconds"), 0.2, 60.0, 1.0, step=0.5,
+                                 key="gpu_max_seconds", help=t("gpu.max_seconds_help"))
+    workers = checked_number(a4, t("common.num_workers"), 0, 8, 2, key="gpu_num_workers",
+                             help=t("common.num_workers_help"))
     do_breakdown = a5.checkbox(t("gpu.breakdown"), value=True, key="gpu_breakdown",
                                help=t("gpu.breakdown_help"))
 
 config = None
 if not (chosen_devices and batch_sizes and widths and pipelines):
     st.warning(t("gpu.pick_something"))
+elif None in (repeats, steps, warmup, max_seconds, workers):
+    pass                      # the box in question says why: no plan, nothing to run
 else:
     try:
         config = lab.SweepConfig(devices=tuple(chosen_devices), batch_sizes=tuple(batch_sizes),

@@ -9,7 +9,7 @@ import streamlit as st
 
 from cifarlab.lab import loss as optimlab
 from cifarlab.errors import CifarLabError
-from pages.common import get_data, lesson, show_error, translator, localize, num
+from pages.common import checked_number, get_data, lesson, localize, num, show_error, translator
 
 t = translator()
 
@@ -25,50 +25,52 @@ with tab_ce:
     data = get_data()
     st.markdown(t("loss.ce_intro"))
     cols = st.columns([1, 1, 2])
-    index = int(cols[0].number_input(t("loss.image_index", n=data.n_test - 1), 0,
-                                     data.n_test - 1, 3, key="loss_index"))
-    seed = int(cols[1].number_input(t("common.seed"), 0, 10_000, 0, key="loss_seed",
-                                    help=t("loss.seed_help")))
-    label = int(data.test_y[index])
-    names = [t(f"classes.{c}") for c in data.classes]
-    boost = cols[2].slider(t("loss.boost", name=names[label]), -5.0, 10.0, 0.0, 0.5,
-                           key="loss_boost", help=t("loss.boost_help"))
-    logits = optimlab.net_logits(np.asarray(data.test_x[index]), seed=seed)
-    logits[label] += boost
-    ce = optimlab.cross_entropy_by_hand(logits, label)
+    index = checked_number(cols[0], t("loss.image_index", n=data.n_test - 1), 0, data.n_test - 1,
+                           3, key="loss_index")
+    seed = checked_number(cols[1], t("common.seed"), 0, 10_000, 0, key="loss_seed",
+                          help=t("loss.seed_help"))
+    if index is not None and seed is not None:   # else: the box says why, no result
+        index, seed = int(index), int(seed)
+        label = int(data.test_y[index])
+        names = [t(f"classes.{c}") for c in data.classes]
+        boost = cols[2].slider(t("loss.boost", name=names[label]), -5.0, 10.0, 0.0, 0.5,
+                               key="loss_boost", help=t("loss.boost_help"))
+        logits = optimlab.net_logits(np.asarray(data.test_x[index]), seed=seed)
+        logits[label] += boost
+        ce = optimlab.cross_entropy_by_hand(logits, label)
 
-    left, right = st.columns([1, 3])
-    left.image(data.image("test", index), width=160,
-               alt=t("a11y.test_image_n", i=index, cls=names[label]))
-    left.markdown(f"{t('loss.true_class')}: **{names[label]}**")
-    left.markdown(f"{t('loss.predicted')}: **{names[ce['prediction']]}**")
-    colors = ["#ff4b4b" if i == label else "#7f9fbf" for i in range(len(names))]
-    fig = go.Figure(go.Bar(x=names, y=ce["probs"], marker_color=colors,
-                           text=[num(p, 3) for p in ce["probs"]], textposition="outside"))
-    fig.update_layout(title=t("loss.softmax"), yaxis_title=t("loss.probability"),
-                      yaxis_range=[0, max(0.2, float(ce["probs"].max()) * 1.2)], height=340,
-                      margin=dict(l=10, r=10, t=40, b=10))
-    right.plotly_chart(localize(fig), width="stretch", key="loss_probs",
-                       alt=t("a11y.probs_chart"))
+        left, right = st.columns([1, 3])
+        left.image(data.image("test", index), width=160,
+                   alt=t("a11y.test_image_n", i=index, cls=names[label]))
+        left.markdown(f"{t('loss.true_class')}: **{names[label]}**")
+        left.markdown(f"{t('loss.predicted')}: **{names[ce['prediction']]}**")
+        colors = ["#ff4b4b" if i == label else "#7f9fbf" for i in range(len(names))]
+        fig = go.Figure(go.Bar(x=names, y=ce["probs"], marker_color=colors,
+                               text=[num(p, 3) for p in ce["probs"]], textposition="outside"))
+        fig.update_layout(title=t("loss.softmax"), yaxis_title=t("loss.probability"),
+                          yaxis_range=[0, max(0.2, float(ce["probs"].max()) * 1.2)], height=340,
+                          margin=dict(l=10, r=10, t=40, b=10))
+        right.plotly_chart(localize(fig), width="stretch", key="loss_probs",
+                           alt=t("a11y.probs_chart"))
 
-    table = pd.DataFrame({
-        t("common.class"): names,
-        t("loss.logit_col"): np.round(ce["logits"], 4),
-        t("loss.exp_col"): np.round(ce["exps"], 4),
-        t("loss.probability"): np.round(ce["probs"], 4),
-    })
-    st.dataframe(table, hide_index=True, width="stretch", key="loss_table")
-    st.markdown(t("loss.steps_by_hand", shift=num(ce['shift'], 4), total=num(ce['sum_exp'], 4),
-                  name=names[label], p=num(ce['p_true'], 4)))
-    st.markdown(t("loss.loss_value", p=num(ce['p_true'], 4), loss=num(ce['loss'], 4)))
-    m1, m2 = st.columns(2)
-    m1.metric(t("loss.by_hand"), num(ce['loss'], 6))
-    m2.metric(t("loss.pytorch"), num(ce['torch_loss'], 6))
-    if ce["match"]:
-        st.success(t("loss.agree"))
-    else:
-        st.error(t("loss.disagree"))
-    st.caption(t("loss.chance_loss"))
+        table = pd.DataFrame({
+            t("common.class"): names,
+            t("loss.logit_col"): np.round(ce["logits"], 4),
+            t("loss.exp_col"): np.round(ce["exps"], 4),
+            t("loss.probability"): np.round(ce["probs"], 4),
+        })
+        st.dataframe(table, hide_index=True, width="stretch", key="loss_table")
+        st.markdown(t("loss.steps_by_hand", shift=num(ce['shift'], 4), total=num(ce['sum_exp'], 4),
+                      name=names[label], p=num(ce['p_true'], 4)))
+        st.markdown(t("loss.loss_value", p=num(ce['p_true'], 4), loss=num(ce['loss'], 4)))
+        m1, m2 = st.columns(2)
+        m1.metric(t("loss.by_hand"), num(ce['loss'], 6))
+        m2.metric(t("loss.pytorch"), num(ce['torch_loss'], 6))
+        if ce["match"]:
+            st.success(t("loss.agree"))
+        else:
+            st.error(t("loss.disagree"))
+        st.caption(t("loss.chance_loss"))
 
 # --------------------------------------------------------------------------- (b) optimizer
 LRS = [0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5]
@@ -81,7 +83,8 @@ with tab_opt:
                                 format_func=lambda s: t(f"loss.surface_{s}"))
     lr = cols[1].select_slider(t("common.lr"), LRS, value=optimlab.DEMO["lr"], key="opt_lr",
                                help=t("common.lr_help"))
-    momentum = cols[2].slider(t("common.momentum"), 0.0, 0.99, optimlab.DEMO["momentum"], 0.01, key="opt_momentum",
+    momentum = cols[2].slider(t("common.momentum"), 0.0, 0.99, optimlab.DEMO["momentum"], 0.01,
+                              key="opt_momentum",
                               help=t("common.momentum_help"))
     steps = cols[3].slider(t("loss.steps"), 1, 300, optimlab.DEMO["steps"], key="opt_steps")
     try:

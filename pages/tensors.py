@@ -13,7 +13,7 @@ from cifarlab.core import data as cdata
 from cifarlab.core import devices
 from cifarlab.lab import tensors as tensorlab
 from cifarlab.errors import CifarLabError
-from pages.common import get_data, lesson, show_error, translator, localize, num
+from pages.common import checked_number, get_data, lesson, localize, num, show_error, translator
 
 t = translator()
 
@@ -88,23 +88,28 @@ st.header(t("tensors.explorer_title"))
 c1, c2, c3 = st.columns([3, 1, 1])
 rank = c1.radio(t("tensors.pick_rank"), [0, 1, 2, 3, 4], index=2, horizontal=True,
                 format_func=lambda r: t(f"tensors.rank_{r}"), key="tensors_rank")
-batch = c2.number_input(t("tensors.batch_n"), min_value=1, max_value=16, value=4, step=1,
-                        key="tensors_batch", help=t("tensors.batch_n_help"))
-index = c3.number_input(t("tensors.first_image"), min_value=0, max_value=data.n_train - 1,
-                        value=0, step=1, key="tensors_index", help=t("tensors.first_image_help"))
-examples = tensorlab.rank_examples(data, index=int(index), batch=int(batch))
+batch = checked_number(c2, t("tensors.batch_n"), 1, 16, 4, key="tensors_batch",
+                       help=t("tensors.batch_n_help"))
+index = checked_number(c3, t("tensors.first_image"), 0, data.n_train - 1, 0, key="tensors_index",
+                       help=t("tensors.first_image_help"))
+ok = batch is not None and index is not None
+# a bad box shows its message and no result; the sections below go on with the defaults
+examples = tensorlab.rank_examples(data, index=int(index) if ok else 0,
+                                   batch=int(batch) if ok else 4)
 ex = examples[rank]
-st.markdown(f"**{t(f'tensors.rank_{rank}')}**: "
-            + t(f"tensors.rank_{rank}_example", n=int(batch)))
-st.plotly_chart(localize(_rank_figure(ex, data.classes)), key="tensors_rank_fig",
-                width="stretch" if rank != 0 else "content", alt=t("a11y.rank_chart", rank=rank))
-shape_text = str(torch.Size(ex.shape))
-st.code(f"{ex.code}.shape   # {shape_text}\n{ex.code}.dim()   # {ex.rank}", language="python")
-st.dataframe(pd.DataFrame([{
-    t("tensors.rank"): e.rank, t("common.shape"): str(tuple(e.shape)),
-    t("tensors.in_pytorch"): e.code, t("tensors.numel"): num(e.numel),
-    t("tensors.bytes"): _size(e.numel * 4),
-} for e in examples]), hide_index=True, width="stretch", key="tensors_rank_table")
+if ok:
+    st.markdown(f"**{t(f'tensors.rank_{rank}')}**: "
+                + t(f"tensors.rank_{rank}_example", n=int(batch)))
+    st.plotly_chart(localize(_rank_figure(ex, data.classes)), key="tensors_rank_fig",
+                    width="stretch" if rank != 0 else "content",
+                    alt=t("a11y.rank_chart", rank=rank))
+    shape_text = str(torch.Size(ex.shape))
+    st.code(f"{ex.code}.shape   # {shape_text}\n{ex.code}.dim()   # {ex.rank}", language="python")
+    st.dataframe(pd.DataFrame([{
+        t("tensors.rank"): e.rank, t("common.shape"): str(tuple(e.shape)),
+        t("tensors.in_pytorch"): e.code, t("tensors.numel"): num(e.numel),
+        t("tensors.bytes"): _size(e.numel * 4),
+    } for e in examples]), hide_index=True, width="stretch", key="tensors_rank_table")
 
 # ---------------------------------------------------------------------------- where it lives
 st.header(t("tensors.device_title"))
@@ -179,18 +184,18 @@ if res is not None:
 st.header(t("tensors.item_title"))
 st.markdown(t("tensors.item_sync"))
 c1, c2 = st.columns(2)
-steps = c1.number_input(t("tensors.item_steps"), min_value=10, max_value=2000, value=200,
-                        step=10, key="item_steps", help=t("tensors.item_steps_help"))
+steps = checked_number(c1, t("tensors.item_steps"), 10, 2000, 200, step=10, key="item_steps",
+                       help=t("tensors.item_steps_help"))
 idev = c2.selectbox(t("common.device"), device_ids, index=len(device_ids) - 1,
                     key="item_device")
-if st.button(t("common.measure"), key="item_run", type="primary"):
+if st.button(t("common.measure"), key="item_run", type="primary", disabled=steps is None):
     with st.spinner(t("common.measuring")):
         try:
             st.session_state["item_result"] = tensorlab.item_sync_cost(
                 idev, steps=int(steps), max_seconds=BUDGET)
         except (CifarLabError, RuntimeError) as err:
             show_error(err)
-item = st.session_state.get("item_result")
+item = st.session_state.get("item_result") if steps is not None else None
 if item is not None:
     st.markdown(t("tensors.item_timing", with_item=num(item['with_item_s'] * 1e3, 1),
                   without_item=num(item['without_item_s'] * 1e3, 1)))

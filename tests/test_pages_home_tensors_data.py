@@ -73,7 +73,8 @@ def test_home_renders_lessons_links_and_facts(app_file, lang):
     links = at.get("page_link")
     labels = [link.proto.label for link in links]
     # one link per lesson page, in teaching order, with the translated title
-    assert labels == [f"{n}. {t(f'nav.{pid}')}" for n, (pid, _, _) in enumerate(PAGES[1:], 1)]
+    assert labels == [f"{n}. {t(f'nav.{pid}')}" for n, (pid, _, _) in enumerate(PAGES[1:], 1)] \
+        + [t("nav.next", page=t("nav.tensors"))]          # and the footer's next lesson
     assert "cifar10-jpeg.tar.gz" in body          # describe_source() names the archive
     import torch
 
@@ -214,3 +215,26 @@ def test_home_ends_with_a_link_to_the_next_lesson(app_file):
     previous = [x for x in labels if x.startswith(t("nav.previous", page=""))]
     assert previous == ([t("nav.previous", page=t(f"nav.{before}"))] if before else []), labels
     assert t("nav.next", page=t(f"nav.{after}")) in labels, labels
+
+
+def _result_shown(at, page: str) -> bool:
+    if page == "tensors":
+        return "tensors_rank_fig" in {c.key for c in at.get("plotly_chart")}
+    return "len(trainloader)   # 12,500" in texts(at)
+
+
+@pytest.mark.parametrize("page, key, bad, lo, hi", [("tensors", "tensors_batch", 0, 1, 16),
+                                                    ("data", "data_batch_size", 65, 1, 64)])
+def test_a_number_out_of_range_says_so_in_the_language_and_leaves_no_stale_result(
+        app_file, page, key, bad, lo, hi):
+    """Streamlit's own min/max answer in English and keep the old value, so the old result
+    stayed on the screen. Our check answers in the student's language and shows no result."""
+    at = open_page(app_file, page, "es")
+    assert _result_shown(at, page)
+    at.number_input(key=key).set_value(bad).run()
+    assert not at.exception
+    t = i18n.translator("es")
+    assert t("common.out_of_range", lo=lo, hi=hi) in [e.value for e in at.error]
+    assert not _result_shown(at, page)                    # nothing stale
+    at.number_input(key=key).set_value(4).run()
+    assert _result_shown(at, page) and not at.error
