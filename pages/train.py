@@ -293,9 +293,13 @@ def _pct(x: float | None) -> str:
 def _layout(**kw) -> dict:
     """A figure layout without plotly's template: Streamlit's theme is applied in the browser
     anyway, and its Python template is most of what a figure costs to send (and to keep)."""
-    return dict(template="none", margin=dict(l=10, r=10, t=40, b=10),
+    # the title on the left and the legend on the right, each on its own line of the top margin
+    if isinstance(kw.get("title"), dict):
+        kw["title"] = dict(x=0.01, xanchor="left", **kw["title"])
+    return dict(template="none", margin=dict(l=10, r=10, t=64, b=10),
                 separators=i18n.separators(t.lang),
-                legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0), **kw)
+                legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1),
+                **kw)
 
 
 def loss_figure(chart: dict, old: tuple | None = None) -> tuple:
@@ -344,7 +348,7 @@ def split_figure(split: dict, old: tuple | None = None) -> tuple:
             for value, label, color in zip(values, (t("train.data_wait"), t("train.compute")),
                                            ("#f0a202", "#3d7dca"))]
     return t.lang, go.Figure(data=bars, layout=_layout(
-        title=dict(text=t("train.data_wait_vs_compute")), barmode="stack", height=190,
+        title=dict(text=t("train.data_wait_vs_compute")), barmode="stack", height=214,
         xaxis_title=t("common.time") + " (s)", showlegend=True))
 
 
@@ -526,7 +530,7 @@ def show_run(queue: jobs.JobQueue, sid: str, run) -> None:
         show_chart(view, run.config or {}, stamp)
     with right:
         show_split(view, run, stamp)
-        show_epochs(view)
+    show_epochs(view)   # full width: in the narrow column its last columns were cut off
 
 
 def live(sid: str) -> None:
