@@ -1,7 +1,8 @@
 """In ?lang=es and ?lang=pt, what a student can get wrong is said in that language, with numbers
 in its notation: a knob out of range on the Train page, a file that is no checkpoint on the
-Results page, a stride of 0 in the Network page's calculator. No English sentence, no raw
-error, nothing stale."""
+Results page, a stride of 0 in the Network page's calculator, a number out of range on the
+Tensors, Data, Loss and CPU vs GPU pages. Every page is walked: no English sentence of the
+catalogs on it, no raw error, nothing stale."""
 from __future__ import annotations
 
 import os
@@ -10,6 +11,7 @@ import pytest
 
 from browser_support import StreamlitServer, chromium_path, page_problems, wait_idle
 from cifarlab import i18n
+from pages.common import PAGES
 
 pytestmark = pytest.mark.browser
 
@@ -101,3 +103,68 @@ def test_bad_input_is_answered_in_the_students_language(server, browser, tmp_pat
         assert not page_problems(page)
     finally:
         page.close()
+
+
+def english_sentences(lang: str) -> list[str]:
+    """The English catalog's sentences that read differently in ``lang`` (placeholders and
+    markdown left out): none of them may appear on a page shown in ``lang``."""
+    theirs = i18n.catalog(lang)
+    out = []
+    for key, text in i18n.catalog("en").items():
+        if not isinstance(text, str) or "{" in text or theirs.get(key) == text:
+            continue
+        plain = text.replace("**", "").replace("`", "").strip()
+        if len(plain) >= 24 and "\n" not in plain:
+            out.append(plain)
+    return out
+
+
+# page -> (a number box's label key and params, a bad value, the range it says, what must go)
+TAB_FIRST = {"loss": "loss.logits_title"}    # the box sits in this tab
+BAD_NUMBERS = {
+    "tensors": (("tensors.batch_n", {}), 0, (1, 16), ".st-key-tensors_rank_fig"),
+    "data": (("common.batch_size", {}), 65, (1, 64), None),
+    "loss": (("loss.image_index", {"n": 9999}), 10_000, (0, 9999), ".st-key-loss_probs"),
+    "gpu": (("gpu.repeats", {}), 0, (1, 10), None),
+}
+
+
+@pytest.mark.parametrize("lang", ["es", "pt"])
+def test_every_page_in_the_students_language_with_bad_input(server, browser, lang):
+    """Every page in Spanish and Portuguese: no English sentence of ours on it, and where it
+    has a number box, a bad value is answered in the language with no stale result."""
+    t = i18n.translator(lang)
+    english = english_sentences(lang)
+    assert len(english) > 200                      # the check has something to look for
+    page = browser.new_page(viewport={"width": 1400, "height": 1800})
+    found: dict[str, list[str]] = {}
+    try:
+        for pid, _, _ in PAGES:
+            page.goto(f"{server.url}/{'' if pid == 'home' else pid}?lang={lang}"
+                      f"&sid=walk-student-{lang}-1")
+            wait_idle(page)
+            if pid in BAD_NUMBERS:
+                (key, params), bad, (lo, hi), gone = BAD_NUMBERS[pid]
+                main = page.locator('[data-testid="stMain"]')
+                if pid in TAB_FIRST:
+                    page.get_by_role("tab", name=t(TAB_FIRST[pid])).click()
+                    wait_idle(page)
+                if gone:
+                    assert main.locator(gone).count(), (pid, gone)   # the result, before
+                box = main.get_by_label(t(key, **params), exact=True).first
+                box.fill(str(bad))
+                box.press("Enter")
+                wait_idle(page)
+                assert any(t("common.out_of_range", lo=lo, hi=hi) in a for a in alerts(page)), \
+                    (pid, alerts(page))
+                if gone:                                   # no stale result
+                    assert not main.locator(gone).count(), pid
+            assert not page_problems(page), pid
+            text = page.locator('[data-testid="stMain"]').inner_text() + \
+                page.locator('[data-testid="stSidebar"]').inner_text()
+            hits = [s for s in english if s in text]
+            if hits:
+                found[pid] = hits[:5]
+    finally:
+        page.close()
+    assert not found, found
