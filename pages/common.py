@@ -8,6 +8,7 @@ one call into ``cifarlab``, a plotly figure or a pandas table.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -255,7 +256,22 @@ def accessible_document(code: str) -> None:
     # code is one of i18n.LANGUAGES (normalised), so it is safe inside the script
     st.html(f"<script>document.documentElement.lang = '{code}';</script>",
             unsafe_allow_javascript=True)
-    st.html(_CODE_CSS)
+    st.html(_CODE_CSS + _uploader_css(code))
+
+
+def _uploader_css(code: str) -> str:
+    """Streamlit's file uploader says "Upload" and "200MB per file" in English, and no setting
+    translates them. Its button shows our word instead (generated content is part of the
+    button's accessible name; the hidden English is not), and the size line goes: a file over
+    the limit is answered by our own message, in the student's language."""
+    word = json.dumps(i18n.t("common.upload_button", code))   # a CSS string, quoted
+    zone = '[data-testid="stFileUploaderDropzone"]'
+    return ("<style>"
+            f'{zone} button [data-testid="stMarkdownContainer"] {{display: none !important}}'
+            f"{zone} button span[data-has-shortcut]::after "
+            f"{{content: {word}; font-size: 0.875rem}}"
+            '[data-testid="stFileUploaderDropzoneInstructions"] {display: none !important}'
+            "</style>")
 
 
 def keep_url_state() -> None:

@@ -73,6 +73,12 @@ def test_bad_input_is_answered_in_the_students_language(server, browser, tmp_pat
         wait_idle(page)
         page.get_by_text(t("results.source_upload"), exact=True).click()
         wait_idle(page)
+        # Streamlit's own "Upload" and "200MB per file" are not shown: our word is
+        zone = page.locator('[data-testid="stFileUploaderDropzone"]').first
+        word = zone.locator("button span[data-has-shortcut]").evaluate(
+            "e => getComputedStyle(e, '::after').content")
+        assert word == f'"{t("common.upload_button")}"'
+        assert "Upload" not in zone.inner_text() and "per file" not in zone.inner_text()
         page.locator('input[type="file"]').first.set_input_files(str(not_a_checkpoint))
         wait_idle(page)
         shown = " ".join(alerts(page))
