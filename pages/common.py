@@ -254,16 +254,35 @@ def accessible_document(code: str) -> None:
     language (``<html lang>``, which Streamlit fixes at "en": a screen reader would read
     Spanish with English pronunciation) and readable code colours (above)."""
     # code is one of i18n.LANGUAGES (normalised), so it is safe inside the script
-    st.html(f"<script>document.documentElement.lang = '{code}';</script>",
-            unsafe_allow_javascript=True)
+    st.html(f"<script>document.documentElement.lang = '{code}';</script>"
+            + _uploader_name_script(code), unsafe_allow_javascript=True)
     st.html(_CODE_CSS + _uploader_css(code))
+
+
+def _uploader_name_script(code: str) -> str:
+    """The uploader button's accessible name in the student's language (axe and screen
+    readers do not take it from the CSS word below): an aria-label, set on every uploader
+    button now and on those a later rerun draws."""
+    word = json.dumps(i18n.t("common.upload_button", code))
+    return ("<script>(function () {"
+            f"window.cifarlabUploadWord = {word};"
+            "const name = () => document.querySelectorAll("
+            "'[data-testid=\"stFileUploaderDropzone\"] button').forEach(b => {"
+            "  if (b.getAttribute('aria-label') !== window.cifarlabUploadWord)"
+            "    b.setAttribute('aria-label', window.cifarlabUploadWord); });"
+            "name();"
+            "if (!window.cifarlabUploadNamer) {"
+            "  window.cifarlabUploadNamer = new MutationObserver(name);"
+            "  window.cifarlabUploadNamer.observe(document.body, {childList: true, subtree: true});"
+            "}})();</script>")
 
 
 def _uploader_css(code: str) -> str:
     """Streamlit's file uploader says "Upload" and "200MB per file" in English, and no setting
-    translates them. Its button shows our word instead (generated content is part of the
-    button's accessible name; the hidden English is not), and the size line goes: a file over
-    the limit is answered by our own message, in the student's language."""
+    translates them. Its button shows our word instead (its accessible name is set to the
+    same word by ``_uploader_name_script``; the hidden English is not read), and the size
+    line goes: a file over the limit is answered by our own message, in the student's
+    language."""
     word = json.dumps(i18n.t("common.upload_button", code))   # a CSS string, quoted
     zone = '[data-testid="stFileUploaderDropzone"]'
     return ("<style>"
