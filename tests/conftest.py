@@ -105,3 +105,23 @@ def pytest_terminal_summary(terminalreporter):
     out = Path(__file__).resolve().parents[1] / "test-artifacts"
     out.mkdir(exist_ok=True)
     (out / "figures.txt").write_text("\n".join(_FIGURES) + "\n")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium for the browser tests (one per test module). Without it they are
+    skipped, except in CI (``CI`` set), where they must run."""
+    from browser_support import chromium_path
+
+    path = chromium_path()
+    if not path:
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is missing: CI must run the browser tests (apt-get install chromium)")
+        pytest.skip("no Chromium here (apt-get install chromium, or set CIFARLAB_CHROMIUM)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=path,
+                              args=["--no-sandbox", "--disable-dev-shm-usage"])
+        yield b
+        b.close()

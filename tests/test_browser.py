@@ -7,7 +7,6 @@ test-artifacts/page-switch.json for docs/benchmarks.md).
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import time
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from browser_support import (ARTIFACTS, IDLE_JS, LOSS_CHART_LAST_STEP, StreamlitServer,
-                             chromium_path, page_problems, screenshot, wait_idle, wait_on_progress)
+                             page_problems, screenshot, wait_idle, wait_on_progress)
 from cifarlab import i18n
 from cifarlab.serve.store import RunStore
 from pages.common import PAGES
@@ -26,22 +25,6 @@ PAGE_IDS = [pid for pid, _, _ in PAGES]
 
 def page_url(server, pid: str, lang: str) -> str:
     return f"{server.url}/{'' if pid == 'home' else pid}?lang={lang}"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    path = chromium_path()
-    if not path:
-        if os.environ.get("CI"):
-            pytest.fail("Chromium is missing: CI must run the browser tests (apt-get install chromium)")
-        pytest.skip("no Chromium here (apt-get install chromium, or set CIFARLAB_CHROMIUM)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=path,
-                              args=["--no-sandbox", "--disable-dev-shm-usage"])
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

@@ -10,12 +10,11 @@
 """
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
 
-from browser_support import StreamlitServer, chromium_path, page_problems, screenshot, wait_idle
+from browser_support import StreamlitServer, page_problems, screenshot, wait_idle
 from cifarlab import i18n
 from pages.common import PAGES
 
@@ -31,22 +30,6 @@ GATE = ("serious", "critical")
 # file uploader's drop zone (role="presentation" with tabindex, "presentation-role-conflict"),
 # is minor and only printed.
 STREAMLIT_OWNED: list[tuple[str, str]] = []
-
-
-@pytest.fixture(scope="module")
-def browser():
-    path = chromium_path()
-    if not path:
-        if os.environ.get("CI"):
-            pytest.fail("Chromium is missing: CI must run the browser tests (apt-get install chromium)")
-        pytest.skip("no Chromium here (apt-get install chromium, or set CIFARLAB_CHROMIUM)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=path,
-                              args=["--no-sandbox", "--disable-dev-shm-usage"])
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

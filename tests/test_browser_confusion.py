@@ -3,33 +3,17 @@ predicted) in the boxes below it, for cells across the whole matrix, without an 
 model is an uploaded checkpoint (the tutorial's Net with seeded random weights)."""
 from __future__ import annotations
 
-import os
 
 import pytest
 import torch
 
-from browser_support import StreamlitServer, chromium_path, page_problems, wait_idle
+from browser_support import StreamlitServer, page_problems, wait_idle
 from cifarlab import i18n
 from cifarlab.core import checkpoint
 from cifarlab.core.config import CIFAR10_CLASSES, TrainConfig
 from cifarlab.core.model import Net
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def browser():
-    path = chromium_path()
-    if not path:
-        if os.environ.get("CI"):
-            pytest.fail("Chromium is missing: CI must run the browser tests")
-        pytest.skip("no Chromium here (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=path, args=["--no-sandbox", "--disable-dev-shm-usage"])
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

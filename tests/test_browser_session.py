@@ -3,29 +3,13 @@ its runs again without a link), another browser is another person, and a damaged
 never locks a session into an error."""
 from __future__ import annotations
 
-import os
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from browser_support import StreamlitServer, chromium_path, page_problems, wait_idle
+from browser_support import StreamlitServer, page_problems, wait_idle
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def browser():
-    path = chromium_path()
-    if not path:
-        if os.environ.get("CI"):
-            pytest.fail("Chromium is missing: CI must run the browser tests")
-        pytest.skip("no Chromium here (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=path, args=["--no-sandbox", "--disable-dev-shm-usage"])
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

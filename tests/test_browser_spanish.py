@@ -5,30 +5,14 @@ Tensors, Data, Loss and CPU vs GPU pages. Every page is walked: no English sente
 catalogs on it, no raw error, nothing stale."""
 from __future__ import annotations
 
-import os
 
 import pytest
 
-from browser_support import StreamlitServer, chromium_path, page_problems, wait_idle
+from browser_support import StreamlitServer, page_problems, wait_idle
 from cifarlab import i18n
 from pages.common import PAGES
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def browser():
-    path = chromium_path()
-    if not path:
-        if os.environ.get("CI"):
-            pytest.fail("Chromium is missing: CI must run the browser tests")
-        pytest.skip("no Chromium here (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=path, args=["--no-sandbox", "--disable-dev-shm-usage"])
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

@@ -3,30 +3,14 @@ and press Train at once, without waiting for the page to settle (the hostile tes
 preset selectbox whose value the server had changed fired again and reset every knob)."""
 from __future__ import annotations
 
-import os
 
 import pytest
 
-from browser_support import StreamlitServer, chromium_path, page_problems, wait_idle
+from browser_support import StreamlitServer, page_problems, wait_idle
 from cifarlab import i18n
 from cifarlab.serve.store import RunStore
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def browser():
-    path = chromium_path()
-    if not path:
-        if os.environ.get("CI"):
-            pytest.fail("Chromium is missing: CI must run the browser tests")
-        pytest.skip("no Chromium here (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=path, args=["--no-sandbox", "--disable-dev-shm-usage"])
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")
