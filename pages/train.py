@@ -278,18 +278,6 @@ def _view(run_id: str) -> trainview.RunView:
     return views[run_id]
 
 
-def _num(n: float | None) -> str:
-    return num(n) if n is not None else "–"
-
-
-def _dur(seconds: float | None) -> str:
-    return dur(seconds) if seconds is not None else "–"
-
-
-def _pct(x: float | None) -> str:
-    return pct(x) if x is not None else "–"
-
-
 def _layout(**kw) -> dict:
     """A figure layout without plotly's template: Streamlit's theme is applied in the browser
     anyway, and its Python template is most of what a figure costs to send (and to keep)."""
@@ -341,10 +329,10 @@ def split_figure(split: dict, old: tuple | None = None) -> tuple:
     if old is not None and old[0] == t.lang:
         with old[1].batch_update():
             for bar, value in zip(old[1].data, values):
-                bar.x, bar.text = (value,), (_dur(value),)
+                bar.x, bar.text = (value,), (dur(value),)
         return old
     bars = [go.Bar(y=[""], x=[value], orientation="h", name=label, marker_color=color,
-                   text=[_dur(value)], textposition="inside")
+                   text=[dur(value)], textposition="inside")
             for value, label, color in zip(values, (t("train.data_wait"), t("train.compute")),
                                            ("#f0a202", "#3d7dca"))]
     return t.lang, go.Figure(data=bars, layout=_layout(
@@ -356,7 +344,7 @@ def per_class_figure(names: list[str], rows: list[tuple[str, float]]) -> go.Figu
     values = [100 * a for _, a in rows]
     return go.Figure(
         data=[go.Bar(x=names, y=values, marker_color="#3d7dca", textposition="outside",
-                     text=[_pct(a) for _, a in rows])],
+                     text=[pct(a) for _, a in rows])],
         layout=_layout(title=dict(text=t("train.per_class_title")), height=320,
                        yaxis_range=[0, 112], yaxis_title=t("common.accuracy") + " (%)",
                        shapes=[dict(type="line", xref="paper", x0=0, x1=1, y0=10, y1=10,
@@ -379,7 +367,7 @@ def show_split(view: trainview.RunView, run, stamp) -> None:
         return
     st.plotly_chart(fig[1], width="stretch", key=K + "split_chart",
                     config={"displayModeBar": False})
-    st.caption(t("train.split_caption", share=_pct(split["data_share"])) + "  \n"
+    st.caption(t("train.split_caption", share=pct(split["data_share"])) + "  \n"
                + (t("train.data_bound") if split["data_share"] > 0.5 else t("train.compute_bound")))
 
 
@@ -410,9 +398,9 @@ def show_epochs(view: trainview.RunView) -> None:
         head = (t("train.epoch_col"), t("train.mean_loss_col"), t("train.seconds_col"),
                 t("train.ips_col"), t("common.accuracy"))
         rows = [(str(e.get("epoch")),
-                 "–" if e.get("mean_loss") is None else _num(round(float(e["mean_loss"]), 4)),
-                 _num(round(float(e.get("seconds") or 0), 1)),
-                 _num(round(float(e.get("images_per_second") or 0))), _pct(e.get("accuracy")))
+                 "–" if e.get("mean_loss") is None else num(round(float(e["mean_loss"]), 4)),
+                 num(round(float(e.get("seconds") or 0), 1)),
+                 num(round(float(e.get("images_per_second") or 0))), pct(e.get("accuracy")))
                 for e in view.epochs]
         return "\n".join(["| " + " | ".join(head) + " |", "|---:" * len(head) + "|"]
                          + ["| " + " | ".join(r) + " |" for r in rows])
@@ -437,17 +425,17 @@ def show_result(run, view: trainview.RunView) -> None:
     if acc is None:
         return
     label = t("train.accuracy_final") if run.status == "done" else t("train.accuracy_partial")
-    st.metric(label, _pct(acc))
-    lines = [f"{t('train.train_time')}: {_dur(result.get('train_seconds'))} · "
-             f"{t('train.ips_col')}: {_num(round(result.get('images_per_second') or 0))}",
+    st.metric(label, pct(acc))
+    lines = [f"{t('train.train_time')}: {dur(result.get('train_seconds'))} · "
+             f"{t('train.ips_col')}: {num(round(result.get('images_per_second') or 0))}",
              t("train.chance")]
     rows = trainview.per_class_rows(result.get("per_class_accuracy")
                                     or (view.eval or {}).get("per_class_accuracy"))
     if rows:
         names = [t(f"classes.{c}") if c in _CLASSES else c for c, _ in rows]
         best, worst = max(rows, key=lambda r: r[1]), min(rows, key=lambda r: r[1])
-        lines.append(t("train.best_worst", best=names[rows.index(best)], best_acc=_pct(best[1]),
-                       worst=names[rows.index(worst)], worst_acc=_pct(worst[1])))
+        lines.append(t("train.best_worst", best=names[rows.index(best)], best_acc=pct(best[1]),
+                       worst=names[rows.index(worst)], worst_acc=pct(worst[1])))
     st.caption("  \n".join(lines))
     if rows:
         fig = view.memoized("per_class", (run.status, t.lang),
@@ -482,14 +470,14 @@ def show_progress(run, prog: dict) -> None:
     if not prog["total"]:
         st.info(t("train.starting"), icon=":material/hourglass_top:")
         return
-    eta = (t("train.eta", time=_dur(prog["eta_s"])) if prog["eta_s"] is not None
+    eta = (t("train.eta", time=dur(prog["eta_s"])) if prog["eta_s"] is not None
            else t("train.eta_unknown"))
     st.progress(prog["fraction"], text=t("train.progress", step=prog["step"],
                                          total=prog["total"]) + " · " + eta)
-    line = (f"{t('common.images_per_second')}: {_num(round(prog['images_per_second']))} · "
-            f"{t('common.elapsed')}: {_dur(prog['elapsed_s'])}")
+    line = (f"{t('common.images_per_second')}: {num(round(prog['images_per_second']))} · "
+            f"{t('common.elapsed')}: {dur(prog['elapsed_s'])}")
     if run.waited_s and run.waited_s >= 1:
-        line += " · " + t("train.waited", time=_dur(run.waited_s))
+        line += " · " + t("train.waited", time=dur(run.waited_s))
     st.caption(line)
 
 

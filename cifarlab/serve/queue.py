@@ -106,7 +106,7 @@ class JobQueue:
         ``owner``: the person behind the session (default: the session itself)."""
         validate_session(session)
         owner = validate_owner(session if owner is None else owner)
-        n_train = self._train_images()
+        n_train = self.train_images()
         admission.check_config(config, n_train, self.settings)   # core's one config validator
         needed = admission.check_train(config, self.settings, n_train)  # the compute budget
         return self._enqueue(session, owner, TRAIN, config.to_dict(), self._resolve(config.device),
@@ -164,7 +164,7 @@ class JobQueue:
         except CifarLabError as err:
             raise admission.as_job_error(err) from None
 
-    def _train_images(self) -> int:
+    def train_images(self) -> int:
         """Training images in the server's data set (50,000 until it has been decoded)."""
         if self._n_train is None:
             try:
@@ -219,10 +219,6 @@ class JobQueue:
                             "eval_seconds": float(res.get("eval_seconds") or 0.0),
                             "wall_seconds": float(run.finished_at - run.started_at)})
         return out
-
-    def train_images(self) -> int:
-        """Training images in this server's data set (50,000 until it has been decoded)."""
-        return self._train_images()
 
     def can_control(self, session: str, run: Run) -> bool:
         """Whether this session may cancel or delete the run (only its owner can)."""
