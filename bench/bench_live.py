@@ -2,6 +2,7 @@
 
     python bench/bench_live.py                              # 0, 1, 5, 10 watchers, 2 rounds
     python bench/bench_live.py --watchers 0,1,5 --rounds 1 --window 10
+    python bench/bench_live.py --clients protocol    # watchers that render nothing (see below)
 
 A real server (``streamlit run app.py`` on a loopback port, its own run store) and headless
 Chromium (Playwright). For each number of watchers N, a run is queued for a fresh session
@@ -18,6 +19,11 @@ shows the loss chart, the benchmark measures over ``--window`` seconds:
 
 Then it stops the run and times how long each page takes to show the final state (no reload),
 and measures the server's CPU while the N pages stay open on the finished run.
+
+With ``--clients protocol`` the watchers are not browsers but clients of Streamlit's websocket
+protocol (bench/protocol_watcher.py): they ask the server for exactly what a page asks for (its
+first run, then the live fragment's reruns at the interval the page sets) and render nothing,
+as when the browsers sit on the students' machines.
 
 The browsers run at nice 19: in a classroom they sit on the students' machines, not on the
 server. Rounds go 0, 1, 5, 10 then 10, 5, 1, 0 (and so on), so a drift in the machine's load
@@ -43,6 +49,7 @@ DEFAULT_ARCHIVE = ROOT.parent / "shared" / "data" / "cifar10-jpeg.tar.gz"
 
 from browser_support import (LOSS_CHART_LAST_STEP, StreamlitServer, cpu_seconds,  # noqa: E402
                              launch_args, niced_chromium, wait_idle)
+from protocol_watcher import ProtocolWatchers  # noqa: E402
 from cifarlab import i18n  # noqa: E402
 from cifarlab.core.config import TrainConfig  # noqa: E402
 from cifarlab.serve.store import RunStore  # noqa: E402
@@ -79,6 +86,56 @@ def wait(predicate, timeout: float, poll: float = 0.1):
 def progress_point(store: RunStore, run_id: str) -> tuple[int, float]:
     p = (store.get(run_id).progress or {})
     return int(p.get("step") or 0), float(p.get("elapsed_s") or 0.0)
+
+
+def measure_protocol(server: StreamlitServer, store: RunStore, n: int, args, tag: str,
+                     budget: Budget) -> dict:
+    """As ``measure``, with watchers that speak the protocol and render nothing (the browsers of
+    a real classroom run on the students' machines, not on the server's cores)."""
+    sid = f"bench-live-{tag}"
+    cfg = TrainConfig(epochs=args.epochs, train_subset=args.images, batch_size=args.batch_size,
+                      pipeline="fast", num_workers=0, device="cpu")
+    run_id = store.create_run(sid, "train", cfg.to_dict(), "cpu")
+    watchers = ProtocolWatchers(server.url, "train", f"lang=en&sid={sid}", n).start()
+    try:
+        wait(lambda: store.get(run_id).status != "queued", timeout=min(300, budget.left()))
+        wait(lambda: progress_point(store, run_id)[0] > 0, timeout=min(90, budget.left()))
+        # every watcher has had its first run and at least one rerun of the live fragment
+        wait(lambda: watchers.finished_runs >= 2 * n, timeout=min(120, budget.left()))
+        time.sleep(args.settle)
+        s0, e0 = progress_point(store, run_id)
+        c0, w0 = cpu_seconds(server.proc.pid), time.monotonic()
+        watchers.counting = True
+        time.sleep(args.window)
+        watchers.counting = False
+        c1, w1 = cpu_seconds(server.proc.pid), time.monotonic()
+        s1, e1 = progress_point(store, run_id)
+        if store.get(run_id).status != "running":
+            raise RuntimeError("the run ended inside the window: use more --images")
+        ips = (s1 - s0) * args.batch_size / (e1 - e0) if e1 > e0 else float("nan")
+        store.request_cancel(run_id)
+        ended = wait(lambda: (r := store.get(run_id)).finished and r,
+                     timeout=min(60, budget.left()))
+        final_text = STOPPED if ended.status == "cancelled" else T("train.finished")
+        try:
+            wait(lambda: watchers.seen(final_text) >= n, timeout=min(60, budget.left()))
+            lag = time.time() - ended.finished_at
+        except TimeoutError:
+            lag = None
+        time.sleep(2.0)
+        c2, w2 = cpu_seconds(server.proc.pid), time.monotonic()
+        time.sleep(args.idle_window)
+        c3, w3 = cpu_seconds(server.proc.pid), time.monotonic()
+        return {"watchers": n, "cpu_per_s": (c1 - c0) / (w1 - w0), "images_per_s": ips,
+                "steps_in_window": s1 - s0, "polls_per_s": watchers.sent / (w1 - w0),
+                "kb_per_s": watchers.bytes / 1024 / (w1 - w0),
+                "final_lag_max_s": lag if n else None,
+                "stuck": n - watchers.seen(final_text) if n else 0,
+                "idle_cpu_per_s": (c3 - c2) / (w3 - w2)}
+    finally:
+        watchers.stop()
+        if not store.get(run_id).finished:
+            store.request_cancel(run_id)
 
 
 def measure(server: StreamlitServer, browser, store: RunStore, n: int, args, tag: str,
@@ -178,6 +235,10 @@ def main() -> int:
     ap.add_argument("--data", default=os.environ.get("CIFARLAB_DATA") or str(DEFAULT_ARCHIVE))
     ap.add_argument("--watchers", default="0,1,5,10")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--clients", choices=("browser", "protocol"), default="browser",
+                    help="browser: headless Chromium pages on this machine; protocol: clients "
+                         "that speak Streamlit's websocket protocol and render nothing "
+                         "(bench/protocol_watcher.py), as when the browsers are elsewhere")
     ap.add_argument("--images", type=int, default=50000)
     ap.add_argument("--epochs", type=int, default=3, help="long enough to outlast the window")
     ap.add_argument("--batch-size", type=int, default=4)
@@ -212,7 +273,8 @@ def main() -> int:
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; "
           f"python {platform.python_version()}, streamlit {streamlit.__version__}, "
           f"plotly {plotly.__version__}, torch {torch.__version__}; worker threads "
-          f"{args.worker_threads}; server env {args.server_env or 'default'}", flush=True)
+          f"{args.worker_threads}; server env {args.server_env or 'default'}; watchers: "
+          f"{args.clients}", flush=True)
     server = StreamlitServer(work / "home", env=env)
     (work / "home").mkdir(parents=True, exist_ok=True)
     server.start()
@@ -229,7 +291,11 @@ def main() -> int:
             page.close()
             time.sleep(5)
             for i, n in enumerate(order):
-                row = measure(server, browser, store, n, args, f"{i:02d}-{n:02d}", budget)
+                tag = f"{i:02d}-{n:02d}"
+                row = (measure_protocol(server, store, n, args, tag, budget)
+                       if args.clients == "protocol"
+                       else measure(server, browser, store, n, args, tag, budget))
+                row["clients"] = args.clients
                 rows.append(row)
                 print(json.dumps(row), flush=True)
             browser.close()

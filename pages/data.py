@@ -124,7 +124,7 @@ if batch is not None:
             f"images.shape   # {batch['shape_text']}\n"
             f"images.dtype   # {batch['dtype']}   min {batch['min']:.3f}, max {batch['max']:.3f}\n"
             f"labels         # tensor({batch['labels']})\n"
-            f"len(trainloader)   # {batch['batches_per_epoch']:,}", language="python")
+            f"len(trainloader)   # {batch['batches_per_epoch']}", language="python")
     batch_names = [_class_name(n) for n in batch["label_names"]]
     c2.image(loading.upscale((batch["grid"] * 255).round().astype(np.uint8), 3),
              caption=" · ".join(batch_names),

@@ -58,9 +58,15 @@ def heatmap(z, title: str, text: bool = False, colorscale: str = "RdBu", height:
         texttemplate="%{z:.2f}" if text else None, showscale=False))
     fig.update_layout(title=title, height=height, margin=dict(l=10, r=10, t=40, b=10))
     fig.update_yaxes(autorange="reversed" if reverse_y else True, scaleanchor="x",
-                     constrain="domain")
-    fig.update_xaxes(constrain="domain")
+                     constrain="domain", **pixel_ticks(z.shape[0]))
+    fig.update_xaxes(constrain="domain", **pixel_ticks(z.shape[1]))
     return fig
+
+
+def pixel_ticks(n: int) -> dict:
+    """Whole-number ticks for a grid of n pixels (plotly's own choice gives 0.5 steps on
+    small grids: a pixel has no half)."""
+    return dict(tickmode="linear", tick0=0, dtick=1 if n <= 10 else 5 if n <= 40 else 10)
 
 
 def box(fig: go.Figure, top: int, left: int, h: int, w: int, color: str = "#ffd400",
@@ -222,6 +228,8 @@ with tab_conv:
     fig = px.imshow(hwc) if image.shape[0] == 3 else px.imshow(
         image[0], color_continuous_scale="gray", zmin=0, zmax=1)
     fig.update_coloraxes(showscale=False)
+    fig.update_xaxes(**pixel_ticks(hwc.shape[1]))
+    fig.update_yaxes(**pixel_ticks(hwc.shape[0]))
     fig.update_layout(title=t("network.input_title", name=t(f"classes.{label}")), height=330,
                       margin=dict(l=10, r=10, t=40, b=10))
     box(fig, step["top"], step["left"], kh, kh)
@@ -251,7 +259,8 @@ with tab_conv:
         for j, z in enumerate((win[ch], ker[ch], prod[ch])):
             sfig.add_trace(go.Heatmap(z=z, colorscale="RdBu", zmid=0, texttemplate="%{z:.2f}",
                                       showscale=False), row=ch + 1, col=j + 1)
-    sfig.update_yaxes(autorange="reversed")
+    sfig.update_yaxes(autorange="reversed", **pixel_ticks(kh))
+    sfig.update_xaxes(**pixel_ticks(kh))
     sfig.update_layout(height=260 * n_ch, margin=dict(l=10, r=10, t=40, b=10))
     st.plotly_chart(localize(sfig), width="stretch", key="conv_step_fig",
                     alt=t("a11y.conv_step_chart"))
@@ -293,10 +302,12 @@ with tab_pool:
                 box(ifig, wdw["top"], wdw["left"], pk, pk, color="white", width=1, dash="dot")
         chosen = wins[pick]
         box(ifig, chosen["top"], chosen["left"], pk, pk, color="#ff4b4b", width=4)
-        ifig.add_trace(go.Scatter(x=[w_["argmax"][1] for w_ in wins],
-                                  y=[w_["argmax"][0] for w_ in wins], mode="markers",
-                                  marker=dict(symbol="circle-open", size=18 if small else 7,
-                                              color="#ff4b4b", line=dict(width=2)),
+        # the max's marker sits in its cell's corner, so the number in the cell stays readable
+        off = 0.3 if small else 0.0
+        ifig.add_trace(go.Scatter(x=[w_["argmax"][1] + off for w_ in wins],
+                                  y=[w_["argmax"][0] - off for w_ in wins], mode="markers",
+                                  marker=dict(symbol="star", size=11 if small else 7,
+                                              color="#ff4b4b", line=dict(width=1, color="white")),
                                   name=t("network.pool_max_marker"), showlegend=False))
         p1.plotly_chart(localize(ifig), width="stretch", key="pool_in_fig",
                         alt=t("a11y.pool_in_chart"))

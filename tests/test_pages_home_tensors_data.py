@@ -167,7 +167,7 @@ def test_batch_view_follows_the_batch_size(app_file):
     assert not at.exception
     body = texts(at)
     assert "torch.Size([8, 3, 32, 32])" in body
-    assert "len(trainloader)   # 6,250" in body
+    assert "len(trainloader)   # 6250" in body   # as Python prints it, in every language
     labels_line = next(line for line in body.splitlines() if line.startswith("labels"))
     assert labels_line.count(",") == 7
 
@@ -220,7 +220,7 @@ def test_home_ends_with_a_link_to_the_next_lesson(app_file):
 def _result_shown(at, page: str) -> bool:
     if page == "tensors":
         return "tensors_rank_fig" in {c.key for c in at.get("plotly_chart")}
-    return "len(trainloader)   # 12,500" in texts(at)
+    return "len(trainloader)   # 12500" in texts(at)
 
 
 @pytest.mark.parametrize("page, key, bad, lo, hi", [("tensors", "tensors_batch", 0, 1, 16),

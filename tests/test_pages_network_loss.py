@@ -2,6 +2,8 @@
 every language, and their calculator, layer-stack editor and optimizer demo react to input."""
 from __future__ import annotations
 
+import json
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -118,6 +120,20 @@ def test_convolution_and_pooling_visualizers_react(open_page):
     at.radio(key="pool_stride").set_value(1).run()
     assert not at.exception and not at.error
     assert i18n.t("network.pool_torch_agrees") in texts(at, "success")
+
+
+def test_pixel_grids_have_whole_number_ticks_and_the_max_marker_leaves_its_number(open_page):
+    at = open_page("network")
+    specs = {c.key: json.loads(c.proto.spec) for c in at.get("plotly_chart")}
+    kernel = specs["conv_kernel_fig"]["layout"]            # a 5×5 kernel: one tick per pixel
+    assert kernel["xaxis"]["dtick"] == 1 and kernel["yaxis"]["dtick"] == 1
+    assert specs["conv_input"]["layout"]["xaxis"]["dtick"] == 5       # 32 pixels
+    pool = specs["pool_in_fig"]
+    marker = next(tr for tr in pool["data"] if tr.get("mode") == "markers")
+    cells = next(tr for tr in pool["data"] if tr.get("type") == "heatmap")
+    assert cells["texttemplate"]                           # the 8×8 crop shows its numbers
+    # each star sits off its cell's centre, where the number is written
+    assert all(abs(x - round(x)) >= 0.25 for x in marker["x"])
 
 
 def test_loss_page_says_when_the_loss_explodes(open_page):
