@@ -92,6 +92,11 @@ def _values() -> dict:
         v = ss.get(K + f.name)
         if f.knob.kind == "int" and isinstance(v, float) and v.is_integer():
             v = int(v)
+        elif f.knob.kind == "float" and isinstance(v, str):
+            # a text box (see knob_widget): kept as typed when it is no number, so the
+            # config's own check names the field in the student's language
+            parsed = i18n.parse_decimal(v)
+            v = v if parsed is None else parsed
         elif f.knob.kind == "float" and isinstance(v, int) and not isinstance(v, bool):
             v = float(v)
         values[f.name] = v
@@ -120,16 +125,34 @@ def _apply_preset(name: str) -> None:
     a browser that had not heard of the change yet, and reset every knob under a Train click)."""
     _forget_message()
     for knob, value in trainview.preset_values(name).items():
-        st.session_state[K + knob] = _fit(knob, value)
+        st.session_state[K + knob] = _shown(knob, _fit(knob, value))
+
+
+FLOAT_KNOBS = {f.name for f in trainview.knob_fields() if f.knob.kind == "float"}
+
+
+def _shown(knob: str, value):
+    """A knob's value as its widget holds it: decimals as text in the student's notation."""
+    if knob in FLOAT_KNOBS and isinstance(value, (int, float)):
+        return i18n.number(float(value), t.lang)
+    return value
+
 
 
 def _init_state() -> None:
     ss = st.session_state
     if K + "epochs" not in ss:
         for f in trainview.knob_fields():
-            ss[K + f.name] = f.default
+            ss[K + f.name] = _shown(f.name, f.default)
         for knob, value in trainview.preset_values("tutorial").items():
-            ss[K + knob] = _fit(knob, value)
+            ss[K + knob] = _shown(knob, _fit(knob, value))
+    if ss.get(K + "float_lang") != t.lang:   # the language changed: rewrite the decimals in it
+        ss[K + "float_lang"] = t.lang
+        for knob in FLOAT_KNOBS:
+            value = ss.get(K + knob)
+            parsed = i18n.parse_decimal(value) if isinstance(value, str) else value
+            if parsed is not None:
+                ss[K + knob] = _shown(knob, parsed)
     if ss.get(K + "device") not in ["auto"] + _device_ids():
         ss[K + "device"] = "auto"
 
@@ -201,7 +224,10 @@ def knob_widget(f, values: dict) -> None:
     elif k.kind == "bool":
         st.toggle(label, **common)
     elif k.kind == "float":
-        st.number_input(label, step=float(k.step), format="%g", **common)
+        # A text box, not st.number_input: the browser's number box turns a Spanish "0,01"
+        # into 1 without a word. Here both marks work (i18n.parse_decimal) and a bad value
+        # stays as typed, with the config's message beside it.
+        st.text_input(label, max_chars=24, **common)
     else:
         extra = {}
         if k.optional:

@@ -46,6 +46,17 @@ def test_bad_input_is_answered_in_the_students_language(server, browser, tmp_pat
             assert box.input_value() == str(value)        # kept as typed, not clamped
             assert any(t(key, **params) in a for a in alerts(page)), (key, alerts(page))
         assert "20.000" in " ".join(alerts(page))          # numbers in the language's notation
+        # a decimal with the language's comma is read as such (a number box made it 1)
+        lr = page.get_by_label(t("common.lr"), exact=True)
+        assert lr.input_value() == "0"
+        lr.fill("0,01")
+        lr.press("Tab")
+        wait_idle(page)
+        assert lr.input_value() == "0,01"
+        assert not any(t("errors.config.lr", hi=10, default=0.001) in a for a in alerts(page))
+        lr.fill("0")
+        lr.press("Tab")
+        wait_idle(page)
         page.get_by_role("button", name=t("train.start"), exact=True).click()
         wait_idle(page)
         assert any(t("train.config_errors") in a for a in alerts(page))

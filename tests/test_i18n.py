@@ -424,3 +424,15 @@ def test_i18n_does_not_import_streamlit():
          "print('streamlit' in sys.modules)"],
         cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("text, value", [("0,01", 0.01), ("0.01", 0.01), (" 0,9 ", 0.9),
+                                         ("1e-3", 0.001), (",5", 0.5), ("2", 2.0),
+                                         ("1.000", 1.0), ("-0,1", -0.1)])
+def test_a_typed_decimal_reads_with_either_mark(text, value):
+    assert i18n.parse_decimal(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["", "abc", "0,0,1", "1,000.5", "inf", "nan", "1e400", None])
+def test_what_is_no_decimal_reads_as_none(text):
+    assert i18n.parse_decimal(text) is None

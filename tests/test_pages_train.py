@@ -70,6 +70,8 @@ def set_knobs(at: AppTest, **values) -> AppTest:
     for key, value in values.items():
         if key == "train_pipeline":
             at.radio(key=key).set_value(value)
+        elif key in ("train_lr", "train_momentum"):       # decimals: text boxes
+            at.text_input(key=key).set_value(str(value))
         else:
             at.number_input(key=key).set_value(value)
     return at.run()
@@ -104,11 +106,11 @@ def test_renders_in_each_language(lab, lang):
     assert at.number_input(key="train_epochs").value == 1
     assert at.button(key="train_preset_quick").proto.type == "primary"
     # changing a knob makes it "custom", and no later rerun re-applies a preset
-    at.number_input(key="train_lr").set_value(0.05).run()
+    at.text_input(key="train_lr").set_value("0.05").run()
     assert all(b.proto.type != "primary" for b in at.button if b.key.startswith("train_preset_"))
     assert t("train.custom") in [c.value for c in at.caption]
     at.run()
-    assert at.number_input(key="train_lr").value == 0.05
+    assert at.text_input(key="train_lr").value == "0.05"
     # beyond the server's limit: our message in this language, the value kept as typed
     at.number_input(key="train_epochs").set_value(30).run()
     assert at.number_input(key="train_epochs").value == 30
@@ -122,8 +124,8 @@ def test_bad_values_show_their_message_and_submit_nothing(lab):
     set_knobs(at, train_train_subset=32, train_batch_size=64)
     want = t("errors.config.batch_data", batch=64, n=32)
     assert want in texts(at, "error")
-    at.number_input(key="train_lr").set_value(0.0)
-    at.number_input(key="train_momentum").set_value(1.0).run()
+    at.text_input(key="train_lr").set_value("0")
+    at.text_input(key="train_momentum").set_value("1").run()
     errors = texts(at, "error")
     assert t("errors.config.lr", hi=10, default=0.001) in errors
     assert t("errors.config.momentum", default=0.9) in errors
@@ -134,6 +136,30 @@ def test_bad_values_show_their_message_and_submit_nothing(lab):
     # fixed: the messages go away
     set_knobs(at, train_batch_size=8, train_lr=0.001, train_momentum=0.9)
     assert not at.error
+
+
+@pytest.mark.parametrize("lang, shown", [("es", "0,001"), ("pt", "0,001"), ("en", "0.001")])
+def test_decimals_are_written_and_read_in_the_students_notation(lab, lang, shown):
+    """A browser's number box turned a Spanish "0,01" into 1 without a word; the learning
+    rate and momentum boxes show the language's notation and read both marks."""
+    t = i18n.translator(lang)
+    at = open_train(f"decimal-session-{lang}", lang=lang)
+    assert at.text_input(key="train_lr").value == shown
+    set_knobs(at, train_lr="0,01", train_momentum="0.5", train_epochs=1, train_train_subset=64)
+    assert not at.error
+    at.button(key="train_start").click().run()
+    assert not at.exception
+    (run,) = store(lab).list_runs()
+    assert run.config["lr"] == 0.01 and run.config["momentum"] == 0.5
+    # not a number: the config's message in the language, the text kept, nothing submitted
+    set_knobs(at, train_lr="0,0,1")
+    assert t("errors.config.lr", hi=10, default=0.001) in texts(at, "error")
+    assert at.text_input(key="train_lr").value == "0,0,1"
+    at.button(key="train_start").click().run()
+    assert len(store(lab).list_runs()) == 1
+    # a preset writes its decimals in the language again
+    at.button(key="train_preset_tutorial").click().run()
+    assert at.text_input(key="train_lr").value == shown
 
 
 def test_train_a_quick_run_to_the_end(lab):

@@ -46,15 +46,15 @@ import unicodedata
 from pathlib import Path
 from typing import Any, Callable
 
-from cifarlab.i18n.numbers import (BABEL_LOCALES, _LocaleFormatter, duration, number, percent,
-                                   plural_form, separators)
+from cifarlab.i18n.numbers import (BABEL_LOCALES, _LocaleFormatter, duration, number,
+                                   parse_decimal, percent, plural_form, separators)
 
 __all__ = [
     "LANGUAGES", "DEFAULT", "LOCALES_DIR", "LESSON_ORDER", "LESSON_ALIASES",
     "normalize_lang", "t", "translator", "lesson", "lesson_names", "code_snippet", "catalog",
     "placeholders", "missing_keys", "extra_keys", "problems", "is_strict", "set_strict",
     "clear_cache", "catalog_files", "number", "percent", "duration", "plural_form", "separators",
-    "BABEL_LOCALES",
+    "parse_decimal", "BABEL_LOCALES",
 ]
 
 log = logging.getLogger(__name__)

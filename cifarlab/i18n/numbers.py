@@ -72,6 +72,22 @@ def separators(lang: str = DEFAULT) -> str:
     return symbols.get("decimal", ".") + symbols.get("group", ",")
 
 
+_DECIMAL_RE = re.compile(r"^[+-]?(\d+([.,]\d*)?|[.,]\d+)(e[+-]?\d+)?$")
+
+
+def parse_decimal(text: Any) -> float | None:
+    """A decimal a student typed into a box for a small value (a learning rate, a momentum):
+    "0,01" and "0.01" are the same number in every language (the comma is the decimal mark in
+    Spanish and Portuguese; the point is how the tutorial's code writes it); "1e-3" works too.
+    None when it is not such a number: a box with no thousands ("1.000" and "1,000" both
+    mean one), so at most one mark. A browser's own number box turns "0,01" into 1."""
+    raw = str(text if text is not None else "").strip().replace(" ", "").replace("\u00a0", "")
+    if not _DECIMAL_RE.match(raw.lower()):
+        return None
+    value = float(raw.lower().replace(",", "."))
+    return value if math.isfinite(value) else None
+
+
 def plural_form(n: float, lang: str = DEFAULT) -> str:
     """CLDR's plural category of ``n`` in ``lang``: "one", "other", ... (Babel's rules)."""
     return _locale(lang).plural_form(abs(n))

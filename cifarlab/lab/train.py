@@ -55,6 +55,8 @@ def matching_preset(values: Mapping[str, Any]) -> str | None:
 
 
 def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, str) or isinstance(b, str):   # a box's text that is no number yet
+        return a == b
     if isinstance(a, float) or isinstance(b, float):
         return a is not None and b is not None and math.isclose(float(a), float(b), rel_tol=1e-9)
     return a == b
