@@ -65,6 +65,20 @@ def checked_number(where, label: str, lo, hi, value, *, key: str, step=1, help=N
     return got
 
 
+def decimal_box(where, label: str, lo: float, hi: float, value: float, *, key: str,
+                help=None) -> float | None:
+    """A box for a decimal, written in the student's notation and read with either mark
+    (``i18n.parse_decimal``): the browser's number box turns a Spanish "0,5" into 5 without a
+    word. Returns the value, or None with our message when it is no number or out of range."""
+    if key not in st.session_state:
+        st.session_state[key] = i18n.number(float(value), lang())
+    got = i18n.parse_decimal(where.text_input(label, key=key, help=help, max_chars=24))
+    if got is None or not lo <= got <= hi:
+        where.error(t("common.out_of_range", lo=lo, hi=hi))
+        return None
+    return got
+
+
 def set_fragment_interval(seconds: float | None) -> bool:
     """Change how often the running fragment polls, from inside it: True if it was asked.
 

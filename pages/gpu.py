@@ -19,7 +19,7 @@ from cifarlab import i18n
 from cifarlab.core.devices import list_devices
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import gpu as lab
-from pages.common import (checked_number, lang, lesson, owner_id, queue as job_queue,
+from pages.common import (checked_number, decimal_box, lang, lesson, owner_id, queue as job_queue,
                           series_style, session_id, translator)
 
 t = translator()
@@ -84,8 +84,8 @@ with c2.expander(t("gpu.advanced")):
                            help=t("gpu.steps_help"))
     warmup = checked_number(a2, t("gpu.warmup"), 0, 50, 3, key="gpu_warmup",
                             help=t("gpu.warmup_help"))
-    max_seconds = checked_number(a3, t("gpu.max_seconds"), 0.2, 60.0, 1.0, step=0.5,
-                                 key="gpu_max_seconds", help=t("gpu.max_seconds_help"))
+    max_seconds = decimal_box(a3, t("gpu.max_seconds"), 0.2, 60.0, 1.0,
+                              key="gpu_max_seconds", help=t("gpu.max_seconds_help"))
     workers = checked_number(a4, t("common.num_workers"), 0, 8, 2, key="gpu_num_workers",
                              help=t("common.num_workers_help"))
     do_breakdown = a5.checkbox(t("gpu.breakdown"), value=True, key="gpu_breakdown",

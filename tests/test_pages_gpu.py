@@ -284,7 +284,7 @@ def test_timing_job_end_to_end_shows_rows(env, other_machine):
     at.number_input(key="gpu_repeats").set_value(1)
     at.number_input(key="gpu_steps").set_value(3)
     at.number_input(key="gpu_warmup").set_value(1)
-    at.number_input(key="gpu_max_seconds").set_value(0.5)
+    at.text_input(key="gpu_max_seconds").set_value("0,5")       # either decimal mark
     at.number_input(key="gpu_num_workers").set_value(0)
     at.checkbox(key="gpu_breakdown").uncheck()
     at.run()
@@ -364,3 +364,18 @@ def test_the_recordings_in_docs_render(env, monkeypatch):
         assert any(w.startswith(f"**{t('gpu.recorded_elsewhere', machine='', date='')[:15]}")
                    for w in texts(at, "warning")), texts(at, "warning")
         assert "gpu_throughput_chart" in charts(at)
+
+
+@pytest.mark.parametrize("typed", ["abc", "0,1", "61"])
+def test_a_bad_time_budget_says_so_in_the_language_and_plans_nothing(env, typed):
+    at = open_page("pt")
+    t = i18n.translator("pt")
+    assert at.text_input(key="gpu_max_seconds").value == "1"
+    plan_words = i18n.catalog("pt")["gpu.plan"].split("{devices}")[0].replace("{points} ", "")
+    assert any(plan_words in c for c in texts(at, "caption"))
+    at.text_input(key="gpu_max_seconds").set_value(typed).run()
+    assert not at.exception
+    assert t("common.out_of_range", lo=0.2, hi=60.0) in texts(at, "error")
+    assert not any(plan_words in c for c in texts(at, "caption"))   # no stale plan
+    assert at.button(key="gpu_run").disabled                         # nothing to run
+    assert at.text_input(key="gpu_max_seconds").value == typed       # kept as typed
