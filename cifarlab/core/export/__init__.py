@@ -23,7 +23,7 @@ from cifarlab.core.export.script import (CONSTANT_NAMES, DEFAULT_NAME, checkpoin
                                          settings_block, write_script)
 
 # The notebook, logs and bundle load nbformat and tensorboard: only when one is asked for.
-_LAZY = {"notebook": "notebook", "notebook_json": "notebook", "model_card": "card",
+_LAZY = {"build_notebook": "notebook", "notebook_json": "notebook", "model_card": "card",
          "log_files": "tensorboard", "bundle_bytes": "bundle", "bundle_files": "bundle",
          "write_export": "bundle", "FORMATS": "bundle"}
 

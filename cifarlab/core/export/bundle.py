@@ -79,6 +79,8 @@ def write_export(checkpoint, path: str | os.PathLike, name: str | None = None,
     CifarLabError ``export.unknown_format`` for another suffix, ``export.weights_only`` for the
     tutorial's plain state_dict, and ``export.is_folder`` / ``no_folder`` / ``cannot_write``.
     """
+    if Path(path).expanduser().is_dir():
+        check_output(path)           # export.is_folder, naming a file to write in it
     suffix = Path(path).suffix.lower()
     if suffix not in FORMATS:
         raise CifarLabError("export.unknown_format", field="output", path=str(path),

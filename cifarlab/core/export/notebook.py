@@ -24,6 +24,12 @@ from cifarlab.core.export.script import code_parts, constant_name
 RESULTS_FILE = "notebook_run.json"
 HOOKS = {"before_loop": "step_losses = []  # every step's loss, to compare with CIFAR Lab's",
          "each_step": "step_losses.append(loss.item())"}
+# On the CPU the order of PyTorch's sums depends on its number of threads (from the ~20th step
+# of a run on, 1 and 2 threads differ in the last bit, and then more): the run's own count
+# repeats it to the bit.
+THREADS = '''\
+# CIFAR Lab trained this run with {n} CPU thread(s): the same number adds up in the same order
+torch.set_num_threads({n})'''
 
 SOURCE = '''\
 # Where CIFAR-10 comes from: offline, an image folder or a .tar.gz of one named by CIFARLAB_DATA;
@@ -69,12 +75,14 @@ with open(<<results_file>>, 'w') as f:
 '''
 
 
-def notebook(record: RunRecord, lang: str = i18n.DEFAULT) -> nbformat.NotebookNode:
+def build_notebook(record: RunRecord, lang: str = i18n.DEFAULT) -> nbformat.NotebookNode:
     """The notebook (nbformat 4) that repeats ``record``'s run, explained in ``lang``."""
     lang = i18n.normalize_lang(lang)
     config = record.config
-    parts = code_parts(config, _note(record))
+    parts = code_parts(config, source_note(record))
     values = _values(record, lang)
+    threads = run_threads(record)
+    hooks = dict(HOOKS, threads=THREADS.format(n=threads) if threads else "")
 
     def text(name: str) -> str:
         return i18n.t(f"bundle.nb.{name}", lang, **values)
@@ -83,11 +91,12 @@ def notebook(record: RunRecord, lang: str = i18n.DEFAULT) -> nbformat.NotebookNo
 
     def add(name: str, code: str, explain: str | None = None) -> None:
         cells.append(v4.new_markdown_cell(explain or text(name)))
-        cells.append(v4.new_code_cell(pieces.fill(code, parts, HOOKS).rstrip("\n")))
+        cells.append(v4.new_code_cell(pieces.fill(code, parts, hooks).rstrip("\n")))
 
+    extra = {"settings": "\n\n" + _settings_table(record, lang),
+             "device": "\n\n" + (text("threads") if threads else text("threads_unknown"))}
     for name, code in pieces.DEFINITIONS:
-        add(name, code, text(name) + ("\n\n" + _settings_table(record, lang)
-                                      if name == "settings" else ""))
+        add(name, code, text(name) + extra.get(name, ""))
     add("source", SOURCE)
     for name, code in pieces.RUN:
         if name == "save":
@@ -104,11 +113,20 @@ def notebook(record: RunRecord, lang: str = i18n.DEFAULT) -> nbformat.NotebookNo
 
 
 def notebook_json(record: RunRecord, lang: str = i18n.DEFAULT) -> str:
-    """``notebook(record, lang)`` as the text of an ``.ipynb`` file."""
-    return nbformat.writes(notebook(record, lang))
+    """``build_notebook(record, lang)`` as the text of an ``.ipynb`` file."""
+    return nbformat.writes(build_notebook(record, lang))
 
 
-def _note(record: RunRecord) -> str:
+def run_threads(record: RunRecord) -> int | None:
+    """The CPU threads the run trained with (its environment's ``torch_threads``), when it
+    ran on the CPU and that was recorded."""
+    env = record.env or {}
+    n = env.get("torch_threads")
+    device = str(record.results.get("device") or env.get("device") or "cpu")
+    return int(n) if isinstance(n, int) and n > 0 and device.startswith("cpu") else None
+
+
+def source_note(record: RunRecord) -> str:
     note = "CIFAR Lab " + (f"run {record.run_id}" if record.run_id else "checkpoint")
     if record.name:
         note += f" ({record.name})"
@@ -125,8 +143,7 @@ def _values(record: RunRecord, lang: str) -> dict:
             "pipeline": c.pipeline, "seed": c.seed, "n_train": n_train,
             "log_every": c.log_every, "url": pieces.TUTORIAL_URL,
             "results_file": RESULTS_FILE, "torch": (record.env or {}).get("torch") or "?",
-            "accuracy": record.accuracy if record.accuracy is not None else math.nan,
-            "date": record.date}
+            "threads": run_threads(record) or 0, "date": record.date}
 
 
 def _settings_table(record: RunRecord, lang: str) -> str:

@@ -39,6 +39,7 @@ if DEVICE == 'auto':  # the tutorial's choice: the first GPU if there is one, el
     device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
 else:
     device = torch.device(DEVICE)
+#<<threads>>
 '''
 
 TRANSFORM = '''\
