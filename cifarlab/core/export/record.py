@@ -54,10 +54,7 @@ class RunRecord:
 
     @property
     def slug(self) -> str:
-        """A file-name-safe name for the run, unique per run id: ``<name>-<id[:8]>``."""
-        words = re.sub(r"[^A-Za-z0-9]+", "-", self.name).strip("-").lower()[:40]
-        parts = [p for p in (words, self.run_id[:8]) if p]
-        return "-".join(parts) or "cifar-run"
+        return run_slug(self.name, self.run_id)
 
     @property
     def date(self) -> str:
@@ -70,6 +67,14 @@ class RunRecord:
         losses = [float(v) for v in self.losses]
         steps = list(self.steps) if self.steps is not None else list(range(1, len(losses) + 1))
         return [int(s) for s in steps], losses
+
+
+def run_slug(name: str | None, run_id: str | None) -> str:
+    """A file-name-safe name for a run, unique per run id: ``<name>-<id[:8]>`` (ASCII letters
+    and digits; anything else becomes a dash)."""
+    words = re.sub(r"[^A-Za-z0-9]+", "-", name or "").strip("-").lower()[:40]
+    parts = [p for p in (words, (run_id or "")[:8]) if p]
+    return "-".join(parts) or "cifar-run"
 
 
 def _is_number(value) -> bool:
