@@ -31,7 +31,7 @@ from cifarlab.core.export.notebook import HOOKS, RESULTS_FILE, source_note
 from cifarlab.core.export.tensorboard import MAX_STEP_POINTS, hparams_of, step_points
 from cifarlab.core.model import Net as LabNet
 from cifarlab.core.train import train
-from test_export import LOSS_LINE, small  # noqa: F401  (small: the shared image folder fixture)
+from test_export import LOSS_LINE, one_thread, small  # noqa: F401  (small: a shared fixture)
 from tutorial_net import Net as TutorialNet
 
 RUN_ID = "5e1f0c2a9b8d4e7f8a6b5c4d3e2f1a0b"
@@ -46,13 +46,9 @@ def _train(config, data, path):
             steps.extend(e.data["steps"])
             losses.extend(e.data["losses"])
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)     # one CPU thread, as a busy 2-core server gives each run
-    try:
+    with one_thread():           # as a busy 2-core server gives each run
         result = train(config, data, on_event=on_event, eval_each_epoch=True,
                        checkpoint_path=path)
-    finally:
-        torch.set_num_threads(threads)
     assert losses == result.losses and result.env["torch_threads"] == 1
     return result, steps, losses
 
