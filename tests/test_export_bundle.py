@@ -249,6 +249,7 @@ def test_the_weights_load_into_the_tutorials_net_and_the_card_names_the_accuracy
     assert i18n.percent(acc, lang, 1) in card
     for cls, value in result.eval.per_class_accuracy.items():
         assert f"| {i18n.t(f'classes.{cls}', lang)} (`" in card
+    assert i18n.t("bundle.card.data_text", lang, n_train=240, epochs=2, n_test=200) in card
     assert i18n.t("bundle.card.limits_title", lang) in card and "2.14" in card   # torch version
     assert i18n.t("bundle.card.file_logs", lang, logs="runs") in card
 

@@ -30,7 +30,6 @@ def model_card(record: RunRecord, lang: str = i18n.DEFAULT, notebook: str = "cif
 
     c = record.config
     res = record.results
-    n_train = c.train_subset or res.get("n_train") or 50000
     out = [t("title", name=record.label), "", t("summary", date=record.date, url=TUTORIAL_URL), ""]
 
     out += [t("files_title"), ""]
@@ -38,7 +37,8 @@ def model_card(record: RunRecord, lang: str = i18n.DEFAULT, notebook: str = "cif
     out += [f"- {t('file_notebook', notebook=notebook)}", f"- {t('file_weights')}",
             f"- {t(logs_key, logs=logs)}", f"- {t('file_card')}", ""]
 
-    out += [t("data_title"), "", t("data_text", n_train=n_train, epochs=c.epochs), ""]
+    out += [t("data_title"), "", t("data_text", n_train=record.n_train, epochs=c.epochs,
+                                      n_test=record.n_test), ""]
 
     out += [t("settings_title"), "", f"| {i18n.t('bundle.setting', lang)} | |", "|---|---|"]
     for f in knobs(type(c)):

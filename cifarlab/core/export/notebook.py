@@ -137,10 +137,9 @@ def source_note(record: RunRecord) -> str:
 
 def _values(record: RunRecord, lang: str) -> dict:
     c = record.config
-    n_train = c.train_subset or record.results.get("n_train") or 50000
     return {"name": record.label, "epochs": c.epochs, "lr": c.lr, "momentum": c.momentum,
             "batch_size": c.batch_size, "num_workers": c.num_workers, "device": c.device,
-            "pipeline": c.pipeline, "seed": c.seed, "n_train": n_train,
+            "pipeline": c.pipeline, "seed": c.seed, "n_train": record.n_train,
             "log_every": c.log_every, "url": pieces.TUTORIAL_URL,
             "results_file": RESULTS_FILE, "torch": (record.env or {}).get("torch") or "?",
             "threads": run_threads(record) or 0, "date": record.date}

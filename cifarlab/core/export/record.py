@@ -48,6 +48,26 @@ class RunRecord:
         return float(acc) if _is_number(acc) else None
 
     @property
+    def n_train(self) -> int:
+        """Training images the run used: its images over its epochs, else its subset, else
+        CIFAR-10's 50,000."""
+        images, done = self.results.get("images"), self.results.get("epochs_done")
+        if _is_number(images) and _is_number(done) and done > 0 and images > 0:
+            return round(images / done)
+        return int(self.config.train_subset or 50000)
+
+    @property
+    def n_test(self) -> int:
+        """Test images the accuracy was measured on (its confusion matrix's total), else
+        CIFAR-10's 10,000."""
+        confusion = self.results.get("confusion")
+        try:
+            total = int(sum(sum(row) for row in confusion))
+        except (TypeError, ValueError):
+            total = 0
+        return total or 10000
+
+    @property
     def label(self) -> str:
         """The run's name, else ``run <id[:8]>``, else ``run``: for titles."""
         return self.name or (f"run {self.run_id[:8]}" if self.run_id else "run")

@@ -33,9 +33,8 @@ def hparams_of(record: RunRecord) -> dict:
     out = {}
     for f in knobs(type(c)):
         value = getattr(c, f.name)
-        if f.name == "train_subset":
-            value = int(value) if value is not None else int(record.results.get("n_train") or
-                                                             50000)
+        if f.name == "train_subset":   # None ("all") is no number: the images it used
+            value = record.n_train
         out[f.name] = value if isinstance(value, (bool, int, float, str)) else str(value)
     out["model"] = "Net()" if c.model.is_tutorial else str(c.model.to_dict())
     return out
