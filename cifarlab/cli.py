@@ -6,6 +6,8 @@
     python -m cifarlab shapes --kernels 5,5 --channels 6,16
     python -m cifarlab data                        # decode once into the cache, print facts
     python -m cifarlab export cifar_net.pth -o cifar_run.py   # the script that repeats its run
+    python -m cifarlab export cifar_net.pth -o run.ipynb --lang es   # .ipynb: the notebook,
+    python -m cifarlab export cifar_net.pth -o run.zip               # .zip: the whole bundle
 
 Bad input exits with status 2 and one line saying what was wrong.
 """
@@ -106,9 +108,15 @@ def build_parser() -> argparse.ArgumentParser:
     da.add_argument("--data", default=None)
     da.add_argument("--json", action="store_true")
 
-    x = sub.add_parser("export", help="write the script that repeats a checkpoint's run")
+    x = sub.add_parser("export", help="write the script, notebook or zip that repeats a "
+                                      "checkpoint's run")
     x.add_argument("checkpoint", help="a CIFAR Lab checkpoint (.pth)")
-    x.add_argument("-o", "--output", default="cifar_run.py", help="the script's path (cifar_run.py)")
+    x.add_argument("-o", "--output", default="cifar_run.py",
+                   help="the output's path; its suffix picks the format: .py the script, .ipynb "
+                        "the notebook, .zip the notebook, weights, TensorBoard logs and model "
+                        "card (cifar_run.py)")
+    x.add_argument("--lang", default=i18n.DEFAULT, choices=list(i18n.LANGUAGES),
+                   help="the language of the notebook's explanations and the model card (en)")
     x.set_defaults(handler=cmd_export)
 
     from cifarlab.lab.gpu import register_cli  # `bench`: cheap to import (torch loads when it runs)
@@ -227,12 +235,15 @@ def cmd_data(args) -> int:
 
 def cmd_export(args) -> int:
     from cifarlab.core import checkpoint as ckpt
-    from cifarlab.core.export import export_checkpoint
+    from cifarlab.core.export.bundle import write_export
 
     # a file from this machine's own command line: no upload budget on its size
     cp = ckpt.load(args.checkpoint, map_location="cpu", max_params=None)
-    path = export_checkpoint(cp, args.output, name=args.checkpoint)
-    print(f"wrote {path} ({cp.config.describe()}): run it with python {path.name} [DATA]")
+    path = write_export(cp, args.output, name=args.checkpoint, lang=args.lang)
+    how = {".py": f"run it with python {path.name} [DATA]",
+           ".ipynb": "open it in Jupyter or Colab and run every cell",
+           ".zip": "unzip it: README.md says what it holds"}[path.suffix.lower()]
+    print(f"wrote {path} ({cp.config.describe()}): {how}")
     return 0
 
 

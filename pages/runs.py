@@ -1,6 +1,7 @@
 """Runs: this session's training runs side by side: loss curves overlaid, a sortable table of
 configs, results and times with the knobs that differ highlighted, downloads (CIFAR Lab
-checkpoint, the tutorial's cifar_net.pth, a script that repeats the run) and delete."""
+checkpoint, the tutorial's cifar_net.pth, a script that repeats the run, and "Take your run
+home": a zip of a notebook, the weights, TensorBoard logs and a model card) and delete."""
 from __future__ import annotations
 
 import math
@@ -64,6 +65,19 @@ def _plain_state_dict(session: str, run_id: str, mtime: float) -> bytes:
 
 def _checkpoint_reader(path):
     return lambda: path.read_bytes()
+
+
+@st.cache_data(max_entries=4, show_spinner=False)
+def _bundle(session: str, run_id: str, mtime: float, lang: str) -> bytes:
+    queue = jobs.get_queue()
+    ckpt = load_checkpoint(queue.checkpoint(session, run_id))
+    steps, losses = queue.losses(session, run_id)
+    return R.bundle_for_run(queue.get(session, run_id), ckpt, steps, losses, lang)
+
+
+def _bundle_reader(session: str, run_id: str, mtime: float, lang: str):
+    """Built when clicked (a deferred download), not at every rerun of the page."""
+    return lambda: _bundle(session, run_id, mtime, lang)
 
 
 def _rename(queue, sid: str, run_id: str) -> None:
@@ -188,6 +202,13 @@ def actions_section(queue, runs, sid: str) -> None:
                            mime="text/x-python", key=K + "dl_script", disabled=not script,
                            icon=":material/code:")
         st.caption(t("runs.script_caption"))
+    ready = has_ckpt and run.finished and R.config_of(run) is not None
+    st.download_button(t("bundle.download"),
+                       _bundle_reader(sid, run.id, path.stat().st_mtime, t.lang) if ready else b"",
+                       file_name=R.bundle_file_name(run), mime="application/zip",
+                       key=K + "dl_bundle", disabled=not ready, type="primary",
+                       icon=":material/home:")
+    st.caption(t("bundle.download_caption"))
     if not has_ckpt:
         st.caption(t("runs.no_checkpoint"))
     if run.error:

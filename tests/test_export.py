@@ -8,6 +8,7 @@ lossless PNG), so that the app (``cifarlab.core.train.train``) and the script re
 pixels without extracting 60,000 files.
 """
 import ast
+import contextlib
 import dataclasses
 import re
 import runpy
@@ -68,6 +69,19 @@ def small(cifar_data, tmp_path_factory):
     return folder, archive, data
 
 
+@contextlib.contextmanager
+def one_thread():
+    """Train on one CPU thread, as the scripts run here (OMP_NUM_THREADS=1): the order of the
+    sums depends on the thread count, so both sides use the same one; and on a busy 2-core
+    machine one thread is several times faster than two."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def _run_script(tmp_path, config, source, name="cifar_run.py", note=None):
     """Export ``config``, run the script on ``source`` in a fresh folder; (text, stdout, folder)."""
     script = tmp_path / name
@@ -76,7 +90,8 @@ def _run_script(tmp_path, config, source, name="cifar_run.py", note=None):
     work.mkdir()
     proc = subprocess.run([sys.executable, str(script), str(source)], cwd=work,
                           capture_output=True, text=True, timeout=900,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                               "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return script.read_text(), proc.stdout, work
 
@@ -103,7 +118,8 @@ def test_the_script_repeats_the_apps_run_epoch_for_epoch(pipeline, num_workers, 
     assert "torch.save(net.state_dict(), PATH)" in text and "Finished Training" in out
 
     # the app's run: same images, initial weights and order each epoch, so the same losses
-    result = train(config, data)
+    with one_thread():
+        result = train(config, data)
     ours = [(r["epoch"], r["i"], "%.3f" % r["loss"]) for r in result.running_losses]
     theirs = [(int(e), int(i), loss) for e, i, loss in LOSS_LINE.findall(out)]
     assert [(e, i) for e, i, _ in theirs] == [(e, i) for e in (1, 2) for i in (20, 40, 60)]
@@ -130,7 +146,8 @@ def test_a_short_run_prints_its_running_loss_once_per_epoch(small, tmp_path):
                          device="cpu", pipeline="fast", seed=5)
     text, out, _ = _run_script(tmp_path, config, folder)
     assert "LOG_EVERY = 2000" in text
-    result = train(config, data, evaluate_after=False)
+    with one_thread():
+        result = train(config, data, evaluate_after=False)
     assert result.running_losses == []
     means = ["%.3f" % np.mean(result.losses[k:k + 10]) for k in (0, 10)]
     assert LOSS_LINE.findall(out) == [("1", "10", means[0]), ("2", "10", means[1])]

@@ -254,7 +254,7 @@ def test_runs_page_compares_and_offers_downloads(lab, lang):
     assert loss and len(arr(loss[0]["data"][0]["x"])) > 10
     labels = [b.proto.label for b in at.get("download_button")]
     assert labels == [tr("runs.download_checkpoint", lang), tr("runs.download_state_dict", lang),
-                      tr("runs.download_script", lang)]
+                      tr("runs.download_script", lang), tr("bundle.download", lang)]
     assert all(not b.proto.disabled for b in at.get("download_button"))
 
 
@@ -325,3 +325,41 @@ def test_a_run_can_be_named_and_the_name_follows_it(lab):
         assert store.get(twin).name is None
     finally:
         store.delete_run(twin)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_take_your_run_home_offers_the_zip(lab, lang, monkeypatch):
+    """The "Take your run home" button (issue 12) hands over, when clicked, a zip named after the
+    run holding its notebook, weights, TensorBoard logs and model card in the student's
+    language. The zip is built on click (a deferred download): the test catches the callable
+    Streamlit registers and calls it, as a click does."""
+    import zipfile
+
+    import streamlit.testing.v1.app_test as app_test
+    from streamlit.runtime.media_file_manager import MediaFileManager
+
+    offered = {}
+
+    class Recording(MediaFileManager):
+        def add_deferred(self, data_callable, mimetype, coordinates, file_name=None, **kw):
+            offered[file_name] = (data_callable, mimetype)
+            return super().add_deferred(data_callable, mimetype, coordinates, file_name, **kw)
+
+    monkeypatch.setattr(app_test, "MediaFileManager", Recording)
+    at = page("runs", SID, lang)
+    (button,) = [b for b in at.get("download_button") if b.proto.label == tr("bundle.download", lang)]
+    assert not button.proto.disabled and button.proto.deferred_file_id
+    assert tr("bundle.download_caption", lang) in [c.value for c in at.caption]
+    top = f"cifarlab-{lab['run_id'][:8]}"
+    make, mime = offered[f"{top}.zip"]
+    assert mime == "application/zip"
+    with zipfile.ZipFile(io.BytesIO(make())) as z:
+        names = set(z.namelist())
+        card = z.read(f"{top}/README.md").decode("utf-8")
+    assert {f"{top}/{top[9:]}.ipynb", f"{top}/cifar_net.pth", f"{top}/README.md"} <= names
+    logs = [n for n in names if n.startswith(f"{top}/runs/{top[9:]}/events.out.tfevents.")]
+    assert logs
+    acc = lab["result"].eval.accuracy
+    assert tr("bundle.card.accuracy", lang, acc=acc) in card
+    assert tr("bundle.card.file_logs", lang, logs="runs") in card     # every step's loss
+

@@ -3,6 +3,7 @@ settings that differ, their loss curves on one chart) and their downloads.
 
     df = runs_table(runs); differing_columns(df)      # the knobs that could explain a difference
     loss_curves({"a": downsampled(steps, losses)}, x="epoch")
+    bundle_for_run(run, checkpoint, steps, losses, "es")   # "Take your run home": the zip
 
 Never imports streamlit.
 """
@@ -19,6 +20,7 @@ import torch
 
 from cifarlab.core.checkpoint import Checkpoint
 from cifarlab.core.config import ModelSpec, TrainConfig, knobs
+from cifarlab.core.export.record import RunRecord, run_slug
 from cifarlab.errors import CifarLabError
 from cifarlab.lab.train import LossSeries
 
@@ -42,6 +44,33 @@ def state_dict_bytes(ckpt: Checkpoint) -> bytes:
     buf = io.BytesIO()
     torch.save({k: v.detach().cpu() for k, v in ckpt.state_dict.items()}, buf)
     return buf.getvalue()
+
+
+def run_record(run, ckpt: Checkpoint, steps: Sequence[int] | None = None,
+               losses: Sequence[float] | None = None) -> RunRecord:
+    """What the export knows of a finished run: the checkpoint's weights and config, the run
+    store's result (per-class and per-epoch accuracy, times), every step's loss, environment,
+    name and id."""
+    return RunRecord(config=ckpt.config, state_dict=ckpt.state_dict, classes=tuple(ckpt.classes),
+                     results=dict(run.result or ckpt.results or {}),
+                     losses=list(losses) if losses is not None else None,
+                     steps=list(steps) if steps is not None else None, env=run.env,
+                     run_id=run.id, name=run.name or "", created_at=run.started_at or
+                     run.created_at)
+
+
+def bundle_for_run(run, ckpt: Checkpoint, steps: Sequence[int] | None,
+                   losses: Sequence[float] | None, lang: str) -> bytes:
+    """"Take your run home": the zip of the notebook that repeats the run, its weights, its
+    TensorBoard logs and its model card, in ``lang`` (``core.export.bundle``), in memory."""
+    from cifarlab.core.export.bundle import bundle_bytes
+
+    return bundle_bytes(run_record(run, ckpt, steps, losses), lang)
+
+
+def bundle_file_name(run) -> str:
+    """The zip's name: its one folder's name (``cifarlab-<name>-<id[:8]>``) plus ``.zip``."""
+    return f"cifarlab-{run_slug(run.name, run.id)}.zip"
 
 
 # ------------------------------------------------------------------------------- run tables

@@ -1,0 +1,40 @@
+"""Take a run home: the plain-PyTorch script that repeats it (``script``), the same code as a
+Jupyter notebook with explanations in the student's language (``notebook``), its TensorBoard
+logs (``tensorboard``), a model card (``card``), and all of them with the weights in one zip
+(``bundle``). ``pieces`` holds the code, once, for the script and the notebook.
+
+Repeating, not resembling: ``torch.manual_seed(SEED)`` right before building the network gives
+the same initial weights; the subset is the same images (``core.data.subset_indices``); each
+epoch's order is ``SeededShuffle``'s, exactly one ``randperm`` per epoch (torch's
+``RandomSampler`` draws a second one at each epoch's end, so from epoch 2 on it would differ).
+So on the CPU the script and the notebook print the app's running losses, step for step, and its
+accuracy, for either pipeline (``tutorial`` DataLoader, ``fast``). On a GPU, cuDNN may differ in
+the last bits from run to run.
+
+    export_script(config)                       # the .py source
+    notebook_json(record, lang="es")            # the .ipynb source
+    bundle_bytes(record, lang="pt")             # the zip, in memory (the Runs page)
+    write_export(checkpoint, "run.zip")         # the command line: the format follows the suffix
+"""
+from cifarlab.core.export.pieces import TUTORIAL_URL
+from cifarlab.core.export.record import RunRecord
+from cifarlab.core.export.script import (CONSTANT_NAMES, DEFAULT_NAME, checkpoint_note,
+                                         constant_name, export_checkpoint, export_script,
+                                         settings_block, write_script)
+
+# The notebook, logs and bundle load nbformat and tensorboard: only when one is asked for.
+_LAZY = {"build_notebook": "notebook", "notebook_json": "notebook", "model_card": "card",
+         "log_files": "tensorboard", "bundle_bytes": "bundle", "bundle_files": "bundle",
+         "write_export": "bundle", "FORMATS": "bundle"}
+
+__all__ = ["TUTORIAL_URL", "CONSTANT_NAMES", "DEFAULT_NAME", "RunRecord", "checkpoint_note",
+           "constant_name", "export_checkpoint", "export_script", "settings_block",
+           "write_script", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"cifarlab.core.export.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

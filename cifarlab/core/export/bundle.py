@@ -1,0 +1,98 @@
+"""The zip that takes a run home, built in memory (the Runs page's download) or written to a
+file (``python -m cifarlab export CHECKPOINT -o run.zip``). One folder inside,
+``cifarlab-<name>-<id[:8]>/``, so a class's zips unzip side by side:
+
+    <slug>.ipynb      the notebook that repeats the run (``notebook``)
+    cifar_net.pth     the weights, as the tutorial saves them (``state_dict``)
+    README.md         the model card, in the student's language (``card``)
+    runs/<slug>/      TensorBoard logs (``tensorboard``)
+
+``write_export`` picks the format from the output's suffix: ``.py`` the script, ``.ipynb`` the
+notebook, ``.zip`` the bundle; anything else is ``export.unknown_format``.
+"""
+from __future__ import annotations
+
+import io
+import os
+import time
+import zipfile
+from pathlib import Path
+
+import torch
+
+from cifarlab import i18n
+from cifarlab.core.export.card import model_card
+from cifarlab.core.export.notebook import notebook_json
+from cifarlab.core.export.record import RunRecord
+from cifarlab.core.export.script import (check_output, checkpoint_note, export_script,
+                                         write_output)
+from cifarlab.core.export.tensorboard import log_files
+from cifarlab.errors import CifarLabError
+
+FORMATS = (".py", ".ipynb", ".zip")
+LOGS = "runs"
+WEIGHTS = "cifar_net.pth"
+
+
+def folder_name(record: RunRecord) -> str:
+    return f"cifarlab-{record.slug}"
+
+
+def state_dict_bytes(record: RunRecord) -> bytes:
+    """The weights alone, as ``torch.save(net.state_dict(), PATH)`` writes them."""
+    buf = io.BytesIO()
+    torch.save({k: v.detach().cpu() for k, v in record.state_dict.items()}, buf)
+    return buf.getvalue()
+
+
+def bundle_files(record: RunRecord, lang: str = i18n.DEFAULT) -> dict[str, bytes]:
+    """What the zip holds: {path inside the zip: bytes}, every path under ``folder_name``."""
+    notebook = f"{record.slug}.ipynb"
+    files = {notebook: notebook_json(record, lang).encode("utf-8"),
+             WEIGHTS: state_dict_bytes(record),
+             "README.md": model_card(record, lang, notebook=notebook,
+                                     logs=LOGS).encode("utf-8")}
+    files |= {f"{LOGS}/{path}": data for path, data in log_files(record).items()}
+    top = folder_name(record)
+    return {f"{top}/{path}": data for path, data in files.items()}
+
+
+def bundle_bytes(record: RunRecord, lang: str = i18n.DEFAULT) -> bytes:
+    """The zip, in memory. Entries are dated by the run, so the same run gives the same zip
+    (but for the TensorBoard files' own write times)."""
+    stamp = time.localtime(record.created_at or time.time())[:6]
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for path, data in bundle_files(record, lang).items():
+            info = zipfile.ZipInfo(path, date_time=max(stamp, (1980, 1, 1, 0, 0, 0)))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            archive.writestr(info, data)
+    return buf.getvalue()
+
+
+def write_export(checkpoint, path: str | os.PathLike, name: str | None = None,
+                 lang: str = i18n.DEFAULT) -> Path:
+    """Write a loaded checkpoint's run (``core.checkpoint.load``) as the format ``path``'s
+    suffix names: the script (``.py``), the notebook (``.ipynb``) or the bundle (``.zip``).
+
+    CifarLabError ``export.unknown_format`` for another suffix, ``export.weights_only`` for the
+    tutorial's plain state_dict, and ``export.is_folder`` / ``no_folder`` / ``cannot_write``.
+    """
+    if Path(path).expanduser().is_dir():
+        check_output(path)           # export.is_folder, naming a file to write in it
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        raise CifarLabError("export.unknown_format", field="output", path=str(path),
+                            suffix=suffix or "(none)", known=", ".join(FORMATS))
+    default = {".py": "cifar_run.py", ".ipynb": "cifar_run.ipynb", ".zip": "cifar_run.zip"}
+    path = check_output(path, default[suffix])
+    record = RunRecord.from_checkpoint(checkpoint, name)
+    if suffix == ".py":
+        data: str | bytes = export_script(record.config, checkpoint_note(checkpoint, name),
+                                          script_name=path.name)
+    elif suffix == ".ipynb":
+        data = notebook_json(record, lang)
+    else:
+        data = bundle_bytes(record, lang)
+    return write_output(path, data)

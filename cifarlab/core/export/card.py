@@ -1,0 +1,97 @@
+"""A run's model card, the bundle's ``README.md``, in the student's language (``bundle.card.*``):
+what the zip holds, the data, every setting, the accuracy (overall, per class, per epoch), the
+environment it was trained in, its limitations and how to use the weights and the logs.
+
+    text = model_card(record, lang="pt", notebook="run.ipynb", logs="runs")
+"""
+from __future__ import annotations
+
+import math
+
+from cifarlab import i18n
+from cifarlab.core.config import knobs
+from cifarlab.core.export.notebook import short_class_names
+from cifarlab.core.export.pieces import TUTORIAL_URL
+from cifarlab.core.export.record import RunRecord
+
+# what the environment table shows, in this order: (key of core.devices.environment(), label)
+ENV_ROWS = (("torch", "PyTorch"), ("torchvision", "torchvision"), ("python", "Python"),
+            ("platform", "platform"), ("cpu", "CPU"), ("cpu_count", "CPU cores"),
+            ("torch_threads", "torch threads"), ("device", "device"),
+            ("device_name", "device name"), ("cuda", "CUDA"), ("cudnn", "cuDNN"))
+
+
+def model_card(record: RunRecord, lang: str = i18n.DEFAULT, notebook: str = "cifar_run.ipynb",
+               logs: str = "runs") -> str:
+    lang = i18n.normalize_lang(lang)
+
+    def t(key: str, **kw) -> str:
+        return i18n.t(f"bundle.card.{key}", lang, **kw)
+
+    c = record.config
+    res = record.results
+    out = [t("title", name=record.label), "", t("summary", date=record.date, url=TUTORIAL_URL), ""]
+
+    out += [t("files_title"), ""]
+    logs_key = "file_logs" if record.step_losses() is not None else "file_logs_epochs"
+    out += [f"- {t('file_notebook', notebook=notebook)}", f"- {t('file_weights')}",
+            f"- {t(logs_key, logs=logs)}", f"- {t('file_card')}", ""]
+
+    out += [t("data_title"), "", t("data_text", n_train=record.n_train, epochs=c.epochs,
+                                      n_test=record.n_test), ""]
+
+    out += [t("settings_title"), "", f"| {i18n.t('bundle.setting', lang)} | |", "|---|---|"]
+    for f in knobs(type(c)):
+        out.append(f"| {i18n.t(f.knob.label, lang)} | `{getattr(c, f.name)!r}` |")
+    net = "Net()" if c.model.is_tutorial else str(c.model.to_dict())
+    out += [f"| {i18n.t('bundle.network', lang)} | `{net}` |", ""]
+
+    out += [t("results_title"), ""]
+    acc = record.accuracy
+    out += [t("accuracy", acc=acc) if acc is not None else t("no_accuracy"), ""]
+    if _number(res.get("steps")) and _number(res.get("train_seconds")):
+        device = res.get("device_name") or res.get("device") or c.device
+        out += [t("training", steps=int(res["steps"]), seconds=float(res["train_seconds"]),
+                  ips=float(res.get("images_per_second") or 0.0), device=device), ""]
+    per_class = res.get("per_class_accuracy") or {}
+    if per_class:
+        names = dict(zip(per_class, short_class_names(per_class)))
+        out += [f"| {t('class_col')} | {t('accuracy_col')} |", "|---|---:|"]
+        for cls, value in per_class.items():
+            shown = i18n.t(f"classes.{cls}", lang) if f"classes.{cls}" in i18n.catalog(lang) \
+                else cls
+            out.append(f"| {shown} (`{names[cls]}`) | {_pct(value, lang)} |")
+        out.append("")
+    epochs = [e for e in res.get("epochs") or [] if isinstance(e, dict)]
+    if epochs:
+        out += [f"| {t('epoch_col')} | {t('loss_col')} | {t('accuracy_col')} |",
+                "|---:|---:|---:|"]
+        for e in epochs:
+            loss = e.get("mean_loss")
+            out.append(f"| {e.get('epoch')} | "
+                       f"{i18n.number(loss, lang, 4) if _number(loss) else '–'} | "
+                       f"{_pct(e.get('accuracy'), lang)} |")
+        out.append("")
+
+    out += [t("env_title"), ""]
+    env = record.env or {}
+    rows = [(label, env.get(key)) for key, label in ENV_ROWS if env.get(key) not in (None, "")]
+    if rows:
+        out += ["| | |", "|---|---|"] + [f"| {label} | `{value}` |" for label, value in rows]
+    else:
+        out.append(t("env_missing"))
+    out += ["", t("limits_title"), "", t("limits"), ""]
+
+    out += [t("use_title"), "", t("use_weights"), "", "```python", "import torch", "",
+            "net = Net()  # class Net: in the notebook",
+            "net.load_state_dict(torch.load('cifar_net.pth', weights_only=True))", "```", "",
+            t("use_logs"), "", "```bash", f"tensorboard --logdir {logs}", "```", ""]
+    return "\n".join(out)
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _pct(value, lang: str) -> str:
+    return i18n.percent(value, lang, 1) if _number(value) else "–"

@@ -1,0 +1,101 @@
+"""What an export knows of a run: its config, weights, classes and results, and where the
+server has them, its step losses, environment and name. The Runs page fills one from the run
+store (every step's loss); the command line from a checkpoint alone (per-epoch figures only:
+a checkpoint does not keep the step losses).
+
+    record = RunRecord.from_checkpoint(checkpoint.load("run.pth"), name="run.pth")
+"""
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import torch
+
+from cifarlab.core.config import TrainConfig
+
+
+@dataclass
+class RunRecord:
+    config: TrainConfig
+    state_dict: Mapping[str, torch.Tensor] = field(repr=False)
+    classes: tuple[str, ...]
+    results: dict = field(default_factory=dict, repr=False)   # TrainResult.summary()'s keys
+    losses: Sequence[float] | None = field(default=None, repr=False)  # every step's loss
+    steps: Sequence[int] | None = field(default=None, repr=False)     # their step numbers
+    env: dict | None = field(default=None, repr=False)       # core.devices.environment()
+    run_id: str = ""
+    name: str = ""
+    created_at: float | None = None
+
+    @classmethod
+    def from_checkpoint(cls, ckpt, name: str | None = None) -> "RunRecord":
+        """A loaded checkpoint's run (``core.checkpoint.load``); ``export.weights_only`` for
+        the tutorial's plain state_dict, which holds no run."""
+        from cifarlab.core.export.script import require_run
+
+        require_run(ckpt, name)
+        stem = Path(name).stem if name else ""
+        return cls(config=ckpt.config, state_dict=ckpt.state_dict, classes=tuple(ckpt.classes),
+                   results=dict(ckpt.results or {}), name=stem)
+
+    @property
+    def accuracy(self) -> float | None:
+        acc = self.results.get("test_accuracy")
+        return float(acc) if _is_number(acc) else None
+
+    @property
+    def n_train(self) -> int:
+        """Training images the run used: its images over its epochs, else its subset, else
+        CIFAR-10's 50,000."""
+        images, done = self.results.get("images"), self.results.get("epochs_done")
+        if _is_number(images) and _is_number(done) and done > 0 and images > 0:
+            return round(images / done)
+        return int(self.config.train_subset or 50000)
+
+    @property
+    def n_test(self) -> int:
+        """Test images the accuracy was measured on (its confusion matrix's total), else
+        CIFAR-10's 10,000."""
+        confusion = self.results.get("confusion")
+        try:
+            total = int(sum(sum(row) for row in confusion))
+        except (TypeError, ValueError):
+            total = 0
+        return total or 10000
+
+    @property
+    def label(self) -> str:
+        """The run's name, else ``run <id[:8]>``, else ``run``: for titles."""
+        return self.name or (f"run {self.run_id[:8]}" if self.run_id else "run")
+
+    @property
+    def slug(self) -> str:
+        return run_slug(self.name, self.run_id)
+
+    @property
+    def date(self) -> str:
+        return time.strftime("%Y-%m-%d", time.localtime(self.created_at or time.time()))
+
+    def step_losses(self) -> tuple[list[int], list[float]] | None:
+        """(steps, losses) when every step's loss is known, else None."""
+        if self.losses is None or not len(self.losses):
+            return None
+        losses = [float(v) for v in self.losses]
+        steps = list(self.steps) if self.steps is not None else list(range(1, len(losses) + 1))
+        return [int(s) for s in steps], losses
+
+
+def run_slug(name: str | None, run_id: str | None) -> str:
+    """A file-name-safe name for a run, unique per run id: ``<name>-<id[:8]>`` (ASCII letters
+    and digits; anything else becomes a dash)."""
+    words = re.sub(r"[^A-Za-z0-9]+", "-", name or "").strip("-").lower()[:40]
+    parts = [p for p in (words, (run_id or "")[:8]) if p]
+    return "-".join(parts) or "cifar-run"
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

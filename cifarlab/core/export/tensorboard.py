@@ -1,0 +1,99 @@
+"""A run's TensorBoard logs, written by PyTorch's own ``SummaryWriter``: one folder per run,
+named after the run (``<name>-<id[:8]>``), so a class's runs unzipped side by side open together
+with ``tensorboard --logdir .``.
+
+Tags: ``step/loss`` (every step's loss, x = step), ``epoch/loss`` and ``epoch/accuracy`` (x =
+epoch, so runs with different batch sizes line up), and the hyperparameters (``add_hparams``:
+every config field, with the final accuracy and loss as its metrics ``hparam/accuracy``,
+``hparam/final_loss``). Wall times are the run's own (its start plus its measured training time),
+and the event files' names carry no host name.
+
+    files = log_files(record)      # {"<slug>/events.out.tfevents...": bytes}
+"""
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from pathlib import Path
+
+from cifarlab.core.config import knobs
+from cifarlab.core.export.record import RunRecord
+
+# SummaryWriter writes about 10,000 scalars a second (its CRC is pure Python): past this many
+# steps the step losses are written as bucket means, one point per bucket at its last step.
+# TensorBoard's charts keep 1,000 points a tag anyway.
+MAX_STEP_POINTS = 50_000
+
+
+def hparams_of(record: RunRecord) -> dict:
+    """Every config field as a TensorBoard hyperparameter (numbers, text or booleans; the
+    network as its label, the subset as the number of training images used)."""
+    c = record.config
+    out = {}
+    for f in knobs(type(c)):
+        value = getattr(c, f.name)
+        if f.name == "train_subset":   # None ("all") is no number: the images it used
+            value = record.n_train
+        out[f.name] = value if isinstance(value, (bool, int, float, str)) else str(value)
+    out["model"] = "Net()" if c.model.is_tutorial else str(c.model.to_dict())
+    return out
+
+
+def step_points(record: RunRecord) -> list[tuple[int, float]]:
+    """(step, loss) for every step, or bucket means past ``MAX_STEP_POINTS`` steps."""
+    known = record.step_losses()
+    if known is None:
+        return []
+    steps, losses = known
+    if len(steps) <= MAX_STEP_POINTS:
+        return list(zip(steps, losses))
+    size = math.ceil(len(steps) / MAX_STEP_POINTS)
+    return [(steps[min(k + size, len(steps)) - 1], math.fsum(losses[k:k + size]) /
+             len(losses[k:k + size])) for k in range(0, len(steps), size)]
+
+
+def log_files(record: RunRecord) -> dict[str, bytes]:
+    """The run's log folder as {relative path: bytes}, its folder named ``record.slug``."""
+    from torch.utils.tensorboard import SummaryWriter  # loads tensorboard: only when asked
+
+    results = record.results
+    start = record.created_at or time.time()
+    total = max(1, int(results.get("steps") or 0) or len(record.losses or ()) or 1)
+    seconds = float(results.get("train_seconds") or 0.0)
+
+    def wall(step: float) -> float:
+        return start + seconds * step / total
+
+    with tempfile.TemporaryDirectory(prefix="cifarlab-tb-") as tmp:
+        folder = Path(tmp) / record.slug
+        writer = SummaryWriter(log_dir=str(folder))
+        for step, loss in step_points(record):
+            writer.add_scalar("step/loss", loss, step, walltime=wall(step))
+        epochs = [e for e in results.get("epochs") or [] if isinstance(e, dict)]
+        done = 0
+        for e in epochs:
+            done += int(e.get("steps") or 0)
+            n = int(e.get("epoch") or 0)
+            if _finite(e.get("mean_loss")):
+                writer.add_scalar("epoch/loss", e["mean_loss"], n, walltime=wall(done))
+            if _finite(e.get("accuracy")):
+                writer.add_scalar("epoch/accuracy", e["accuracy"], n, walltime=wall(done))
+        metrics = {}
+        if record.accuracy is not None:
+            metrics["hparam/accuracy"] = record.accuracy
+        if _finite(results.get("final_loss")):
+            metrics["hparam/final_loss"] = float(results["final_loss"])
+        # run_name ".": the hyperparameters go into this run's own folder, not a new one
+        writer.add_hparams(hparams_of(record), metrics, run_name=".",
+                           global_step=len(epochs) or None)
+        writer.close()
+        files = sorted(p for p in folder.rglob("*") if p.is_file())
+        stamp = int(start)
+        # the writer names its files after the host: the bundle names them after the run
+        return {f"{record.slug}/events.out.tfevents.{stamp}.cifarlab.{i}": p.read_bytes()
+                for i, p in enumerate(files)}
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
