@@ -159,9 +159,10 @@ def test_the_cli_notebook_repeats_a_fast_run(runs, small, kernel, tmp_path, caps
     work.mkdir()
     assert main(["export", str(run["checkpoint"]), "-o", str(work / "run.ipynb")]) == 0
     assert "run.ipynb" in capsys.readouterr().out
-    # a checkpoint does not keep its run's thread count: the kernel gets the run's 1
-    nb, out, measured = _execute(kernel, work / "run.ipynb", work, folder, 1)
-    assert "set_num_threads" not in "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    # the checkpoint keeps its run's thread count: a 2-thread kernel switches to the run's 1
+    nb, out, measured = _execute(kernel, work / "run.ipynb", work, folder, 2)
+    assert "torch.set_num_threads(1)" in "\n".join(c.source for c in nb.cells
+                                                   if c.cell_type == "code")
     _check_same_run(measured, out, run["result"], data.classes)
     assert "Largest difference" not in out         # no cifar_net.pth beside it to compare with
     assert "## Training" in "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")

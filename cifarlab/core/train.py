@@ -284,8 +284,12 @@ def train(config: TrainConfig | None = None, data=None,
 
 def _checkpoint_results(result: TrainResult) -> dict:
     s = result.summary()
-    for key in ("config", "env", "running_losses"):
+    env = s.pop("env", None) or {}
+    for key in ("config", "running_losses"):
         s.pop(key, None)
+    # the CPU's sums depend on the thread count: an exported notebook sets the run's own
+    if isinstance(env.get("torch_threads"), int):
+        s["torch_threads"] = env["torch_threads"]
     return s
 
 

@@ -39,8 +39,11 @@ class RunRecord:
 
         require_run(ckpt, name)
         stem = Path(name).stem if name else ""
+        results = dict(ckpt.results or {})
+        threads = results.get("torch_threads")   # kept by core.train since 2026-11-24
         return cls(config=ckpt.config, state_dict=ckpt.state_dict, classes=tuple(ckpt.classes),
-                   results=dict(ckpt.results or {}), name=stem)
+                   results=results, name=stem,
+                   env={"torch_threads": threads} if isinstance(threads, int) else None)
 
     @property
     def accuracy(self) -> float | None:
