@@ -83,7 +83,7 @@ class Neuron:
 def to_input(image: np.ndarray | torch.Tensor) -> torch.Tensor:
     """A uint8 image (3×32×32 CHW or 32×32×3 HWC) as the network's input: 1×3×H×W float32,
     normalised exactly as training and evaluation do (``core.data.normalize``)."""
-    a = torch.as_tensor(np.ascontiguousarray(image))
+    a = torch.as_tensor(np.array(image))  # a copy: a cached data set is read-only
     if a.ndim == 3 and a.shape[-1] == 3 and a.shape[0] != 3:
         a = a.permute(2, 0, 1)
     if a.ndim == 3:
