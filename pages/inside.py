@@ -182,7 +182,8 @@ def activations_tab(stages, names) -> None:
                      t("inside.col_min"): num(float(v.min()), 3),
                      t("inside.col_max"): num(float(v.max()), 3),
                      t("inside.col_zeros"): pct(float((v == 0).mean()), 0)})
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=K + "stage_table")
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=K + "stage_table",
+                 height=35 * (len(rows) + 1) + 3)
     for name, signed in (("conv1", True), ("pool1", False), ("conv2", True), ("pool2", False)):
         s = I.stage(stages, name)
         c = s.shape[0]
@@ -190,7 +191,8 @@ def activations_tab(stages, names) -> None:
         st.markdown(f"#### {t(f'inside.stage_{name}')} · `{shape_text(s.shape)}`")
         st.code(s.line, language="python")
         fig = F.maps_figure(s.values[:n], [t("inside.map_n", n=i + 1) for i in range(n)],
-                            t("inside.maps_title", n=n, c=c), signed)
+                            t("inside.maps_title" if signed else "inside.maps_title_positive",
+                              n=n, c=c), signed)
         chart(fig, f"maps_{name}", t("inside.maps_alt", layer=name, n=n, h=s.shape[1],
                                      w=s.shape[2]))
         if n < c:
@@ -213,7 +215,9 @@ def activations_tab(stages, names) -> None:
                                t("inside.y_probabilities"): [pct(float(p), 1) for p in probs]}))
 
 
+@st.fragment
 def neuron_tab(model, x, stages, hwc) -> None:
+    """A fragment: a click on the map reruns this tab alone, not the whole page."""
     st.markdown(t("inside.neuron_intro"))
     a, b = st.columns(2)
     layer = a.radio(t("inside.layer"), list(I.CONV_LAYERS), horizontal=True, key=K + "layer")
@@ -318,7 +322,9 @@ def filters_tab(model, model_key: str, ckpt) -> None:
         st.table(pd.DataFrame(table))
 
 
+@st.fragment
 def why_tab(model, model_key, image_key, x, hwc, stages, true_cls, names) -> None:
+    """A fragment: choosing the class to compare with reruns this tab alone."""
     st.markdown(t("inside.why_intro"))
     probs = I.stage(stages, "softmax").values
     order = [int(i) for i in np.argsort(-probs, kind="stable")]
@@ -332,8 +338,12 @@ def why_tab(model, model_key, image_key, x, hwc, stages, true_cls, names) -> Non
         key = "true_row" if other == true_cls else "other_row"
         targets.append((int(other), t(f"inside.{key}", name=names[other],
                                       p=pct(float(probs[other]), 0))))
-    with st.spinner(t("inside.explaining")):
-        views = {cls: _views(model_key, image_key, cls, model, x) for cls, _ in targets}
+    try:
+        with st.spinner(t("inside.explaining")):
+            views = {cls: _views(model_key, image_key, cls, model, x) for cls, _ in targets}
+    except CifarLabError as err:
+        show_error(err)
+        return
     cells = [[(f"{label}<br>{t(f'inside.method_{m}')}", views[cls][m].heat, views[cls][m].signed)
               for m in I.METHODS] for cls, label in targets]
     chart(F.overlay_figure(hwc, cells), "why", t("inside.why_alt", n=len(targets)))
@@ -395,10 +405,7 @@ if stages is not None:
     with tab_filters:
         filters_tab(model, model_key, ckpt)
     with tab_why:
-        try:
-            why_tab(model, model_key, image_key, x, hwc, stages, true_cls, names)
-        except CifarLabError as err:
-            show_error(err)
+        why_tab(model, model_key, image_key, x, hwc, stages, true_cls, names)
 else:
     for tab in (tab_act, tab_neuron, tab_filters, tab_why):
         tab.info(t("inside.choose_first"))

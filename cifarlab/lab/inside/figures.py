@@ -63,6 +63,10 @@ def maps_figure(values: np.ndarray, titles: Sequence[str], title: str, signed: b
                       row=i // per_row + 1, col=i % per_row + 1)
     fig.update_layout(title=title, height=60 + height_per_row * rows, margin=MARGIN)
     _pixel_axes(fig, values.shape[-1], showticklabels=False)
+    for i in range(n):   # square cells: each map's y axis keeps its x axis's scale
+        fig.update_yaxes(scaleanchor=f"x{i + 1 if i else ''}", constrain="domain",
+                         row=i // per_row + 1, col=i % per_row + 1)
+        fig.update_xaxes(constrain="domain", row=i // per_row + 1, col=i % per_row + 1)
     fig.update_annotations(font_size=11)
     return fig
 
