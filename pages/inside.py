@@ -223,6 +223,8 @@ def neuron_tab(model, x, stages, hwc) -> None:
     layer = a.radio(t("inside.layer"), list(I.CONV_LAYERS), horizontal=True, key=K + "layer")
     fmap_all = I.stage(stages, layer).values
     channels, h, w = fmap_all.shape
+    if not 0 <= st.session_state.get(K + "channel", 0) < channels:   # conv2 had more maps
+        st.session_state[K + "channel"] = 0
     channel = b.selectbox(t("inside.channel"), range(channels), key=K + "channel",
                           format_func=lambda i: t("inside.map_n", n=i + 1))
     # A click on the map sets the two boxes below, before they are drawn (they work alone too).

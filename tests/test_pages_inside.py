@@ -147,6 +147,9 @@ def test_a_finished_run_its_neuron_filters_and_reasons(lab):
     assert total + bias == pytest.approx(value, abs=2e-4) and relu == max(0.0, value)
     assert bias == pytest.approx(float(model.conv2.bias[7].detach()), abs=1e-4)
     assert at.success
+    at.radio(key="inside_layer").set_value("conv1").run()   # 6 maps: map 8 no longer exists
+    ok(at)
+    assert at.selectbox(key="inside_channel").value == 0
     # filters: before (from the run's seed) and after, 6 each
     body = texts(at)
     assert i18n.t("inside.filters_seed", "es", seed=CONFIG.seed) in body
