@@ -170,8 +170,8 @@ def test_initial_weights_are_where_the_run_started(trained):
     start = I.initial_model(CONFIG)
     other = I.initial_model(CONFIG.replace(seed=CONFIG.seed + 1))
     w = trained.conv1.weight.detach()
-    moved = float((w - start.conv1.weight).norm())
-    elsewhere = float((w - other.conv1.weight).norm())
+    moved = float((w - start.conv1.weight.detach()).norm())
+    elsewhere = float((w - other.conv1.weight.detach()).norm())
     assert 0 < moved < 0.25 * elsewhere     # 10 small steps from this start, far from another
     # the same weights every time, and nobody else's randomness disturbed
     torch.manual_seed(123)
