@@ -283,13 +283,15 @@ def neuron_tab(model, x, stages, hwc) -> None:
     else:
         st.error(t("inside.torch_differs", value=num(n.torch_value, 4)))
     with st.expander(t("a11y.show_table")):
-        idx = np.indices(n.window.shape).reshape(3, -1)
+        shown = slice(0, 6)   # the channels the figure draws (a wide net has hundreds)
+        idx = np.indices(n.window[shown].shape).reshape(3, -1)
         st.dataframe(pd.DataFrame({
-            t("inside.col_channel"): [ch_names[i] if i < len(ch_names) else i for i in idx[0]],
+            t("inside.col_channel"): [ch_names[i] for i in idx[0]],
             t("inside.col_row"): idx[1], t("inside.col_column"): idx[2],
-            t("network.window"): [num(v, 4) for v in n.window.ravel()],
-            t("network.kernel_word"): [num(v, 4) for v in n.kernel.ravel()],
-            t("network.products"): [num(v, 4) for v in n.products.ravel()]}), hide_index=True)
+            t("network.window"): [num(v, 4) for v in n.window[shown].ravel()],
+            t("network.kernel_word"): [num(v, 4) for v in n.kernel[shown].ravel()],
+            t("network.products"): [num(v, 4) for v in n.products[shown].ravel()]}),
+            hide_index=True)
 
 
 def filters_tab(model, model_key: str, ckpt) -> None:

@@ -49,7 +49,7 @@ def image_figure(hwc: np.ndarray, title: str, window: tuple[int, int, int] | Non
 
 
 def maps_figure(values: np.ndarray, titles: Sequence[str], title: str, signed: bool,
-                per_row: int = 8, height_per_row: int = 150) -> go.Figure:
+                per_row: int = 8, height_per_row: int | None = None) -> go.Figure:
     """Feature maps (C×H×W) side by side, all on one colour scale (one layer's maps compare)."""
     n = len(titles)
     rows = int(math.ceil(n / per_row))
@@ -61,7 +61,8 @@ def maps_figure(values: np.ndarray, titles: Sequence[str], title: str, signed: b
         fig.add_trace(go.Heatmap(z=values[i], showscale=i == 0, **scale,
                                  colorbar=dict(len=0.9, thickness=10)),
                       row=i // per_row + 1, col=i % per_row + 1)
-    fig.update_layout(title=title, height=60 + height_per_row * rows, margin=MARGIN)
+    per_map = height_per_row or int(900 / cols) + 10   # square maps on a ~900 px wide column
+    fig.update_layout(title=title, height=60 + per_map * rows, margin=MARGIN)
     _pixel_axes(fig, values.shape[-1], showticklabels=False)
     for i in range(n):   # square cells: each map's y axis keeps its x axis's scale
         fig.update_yaxes(scaleanchor=f"x{i + 1 if i else ''}", constrain="domain",
