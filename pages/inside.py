@@ -108,7 +108,9 @@ def choose_model():
                  acc=num(100 * acc, 1) if isinstance(acc, (int, float)) else "–")
         return f"{run.name} · {text}" if run.name else text
 
-    run_id = c2.selectbox(t("results.choose_run"), list(by_id), key=K + "run", format_func=label)
+    labels = {rid: label(rid) for rid in by_id}   # formatted now, in this run's language
+    run_id = c2.selectbox(t("results.choose_run"), list(by_id), key=K + "run",
+                          format_func=labels.get)
     path = queue.checkpoint(sid, run_id)
     try:
         with st.spinner(t("results.loading_model")):
@@ -149,8 +151,9 @@ def choose_image(model, model_key: str, data):
             return t("inside.wrong_option", i=str(i), true=names[int(data.test_y[i])],
                      predicted=names[p], p=pct(float(probs[i, p]), 0))
 
-        index = int(c2.selectbox(t("inside.pick_wrong", n=len(wrong)), [int(i) for i in wrong],
-                                 key=K + "wrong", format_func=wrong_label))
+        labels = {int(i): wrong_label(int(i)) for i in wrong}
+        index = int(c2.selectbox(t("inside.pick_wrong", n=len(wrong)), list(labels),
+                                 key=K + "wrong", format_func=labels.get))
     else:
         up = c2.file_uploader(t("results.upload_image"), key=K + "upload",
                               help=t("results.upload_help"), max_upload_size=R.UPLOADER_MB)

@@ -20,7 +20,7 @@ from streamlit.testing.v1 import AppTest
 
 from cifarlab import i18n
 from cifarlab.core.checkpoint import load as load_checkpoint
-from cifarlab.core.config import TrainConfig
+from cifarlab.core.config import ModelSpec, TrainConfig
 from cifarlab.lab import inside as I
 from cifarlab.serve import queue as jobs
 from cifarlab.serve.settings import load_settings
@@ -31,6 +31,8 @@ EMPTY = "inside-nobody-0002"
 LANGS = list(i18n.LANGUAGES)
 CONFIG = TrainConfig(epochs=1, batch_size=32, lr=0.02, pipeline="fast", device="cpu",
                      train_subset=320, seed=4, log_every=10**6)
+VARIANT = CONFIG.replace(seed=6, model=ModelSpec(channels=(4, 8), kernels=(3, 3),
+                                                  paddings=(1, 1), hidden=(32, 16)))
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +60,13 @@ def lab(tmp_path_factory, cifar_archive, cifar_cache_dir):
     store.set_status(run_id, "done", only_from=["running"], result=result.summary(),
                      env=result.env)
     model = load_checkpoint(store.checkpoint_path(run_id), map_location="cpu").model().eval()
-    yield {"data": data, "model": model, "run_id": run_id}
+    # a second run of another shape: the page follows its ModelSpec, not the tutorial's Net
+    variant = store.create_run(SID, "train", VARIANT.to_dict(), "cpu")
+    store.set_status(variant, "running")
+    done = train(VARIANT, data, checkpoint_path=store.checkpoint_path(variant))
+    store.set_status(variant, "done", only_from=["running"], result=done.summary(),
+                     env=done.env)
+    yield {"data": data, "model": model, "run_id": run_id, "variant": variant}
     queue.shutdown()
     mp.undo()
 
@@ -126,6 +134,7 @@ def test_a_finished_run_its_neuron_filters_and_reasons(lab):
     data, model = lab["data"], lab["model"]
     at = page(SID, "es")
     assert at.radio(key="inside_source").value == "run"
+    at.selectbox(key="inside_run").set_value(lab["run_id"]).run()
     # an image by class: the 3rd cat
     at.selectbox(key="inside_class").set_value(3).run()
     at.number_input(key="inside_nth").set_value(3).run()
@@ -184,3 +193,19 @@ def test_an_uploaded_picture_is_shrunk_and_said_so(lab):
     at.run()
     assert not at.exception
     assert any(i18n.t("errors.image.not_image", "pt") in e.value for e in at.error)
+
+
+def test_a_run_of_another_shape_is_shown_with_its_own_shapes(lab):
+    at = page(SID, "en")
+    at.selectbox(key="inside_run").set_value(lab["variant"]).run()
+    ok(at)
+    body = texts(at)
+    # 3×32×32 → conv1 (k 3, p 1) 4×32×32 → pool 4×16×16 → conv2 8×16×16 → pool 8×8×8 → 512
+    for shape in ("4×32×32", "4×16×16", "8×16×16", "8×8×8", "`512`", "`32`", "`16`"):
+        assert shape in body, shape
+    at.radio(key="inside_layer").set_value("conv2").run()
+    at.number_input(key="inside_row").set_value(0).run()
+    at.number_input(key="inside_col").set_value(15).run()
+    ok(at)
+    assert at.success    # PyTorch agrees, at a corner where the padding's zeros count
+    assert i18n.t("inside.row", "en", hi=15) in [el.label for el in at.number_input]
