@@ -47,8 +47,8 @@ def _run_model(session: str, run_id: str, mtime: float):
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
-def _random_model(seed: int):
-    return I.random_model(seed)
+def _random_model(seed: int, classes: int):
+    return I.random_model(seed, classes=classes)
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
@@ -73,7 +73,7 @@ def _views(model_key: str, image_key: str, target: int, _model, _x):
 
 # ------------------------------------------------------------------------------ the choices
 
-def choose_model():
+def choose_model(classes: int):
     """(model, key, checkpoint or None) chosen by the student, or None (the page stops)."""
     sid = session_id()
     queue = job_queue()
@@ -92,7 +92,7 @@ def choose_model():
         if seed is None:
             return None
         c2.caption(t("inside.random_caption"))
-        return _random_model(int(seed)), f"random-{int(seed)}", None
+        return _random_model(int(seed), classes), f"random-{int(seed)}-{classes}", None
     if not runs:
         c2.info(t("results.no_runs"), icon=":material/info:")
         c2.page_link("pages/train.py", label=t("results.go_train"),
@@ -375,8 +375,12 @@ def why_tab(model, model_key, image_key, x, hwc, stages, true_cls, names) -> Non
 # ------------------------------------------------------------------------------------ page
 
 st.title(t("nav.inside"))
-chosen = choose_model()
 data = get_data()
+chosen = choose_model(len(data.classes))
+if chosen is not None and I.num_classes(chosen[0]) != len(data.classes):
+    st.error(t("errors.checkpoint.other_classes", n=I.num_classes(chosen[0]),
+               classes=len(data.classes)))
+    chosen = None
 picked = choose_image(chosen[0], chosen[1], data) if chosen is not None else None
 names = [cls_name(c) for c in data.classes]
 stages = None
