@@ -191,7 +191,7 @@ def activations_tab(stages, names) -> None:
         s = I.stage(stages, name)
         c = s.shape[0]
         n = min(c, MAX_MAPS)
-        st.markdown(f"#### {t(f'inside.stage_{name}')} · `{shape_text(s.shape)}`")
+        st.markdown(f"## {t(f'inside.stage_{name}')} · `{shape_text(s.shape)}`")
         st.code(s.line, language="python")
         fig = F.maps_figure(s.values[:n], [t("inside.map_n", n=i + 1) for i in range(n)],
                             t("inside.maps_title" if signed else "inside.maps_title_positive",
@@ -204,7 +204,7 @@ def activations_tab(stages, names) -> None:
                               ("relu4", "values", None), ("fc3", "scores", names),
                               ("softmax", "probabilities", names)):
         s = I.stage(stages, name)
-        st.markdown(f"#### {t(f'inside.stage_{name}')} · `{shape_text(s.shape)}`")
+        st.markdown(f"## {t(f'inside.stage_{name}')} · `{shape_text(s.shape)}`")
         st.code(s.line, language="python")
         best = int(np.argmax(s.values)) if labels is not None else None
         fig = F.vector_figure(s.values, "", t("inside.x_class") if labels else t("inside.x_index"),
@@ -268,7 +268,7 @@ def neuron_tab(model, x, stages, hwc) -> None:
                   t("inside.window_alt", top=n.top, left=n.left, k=k))
         else:
             st.markdown(t("inside.conv2_source", c=n.window.shape[0], k=k))
-    st.markdown(f"#### {t('inside.arith_title', layer=layer, n=channel + 1, row=r, col=c)}")
+    st.markdown(f"## {t('inside.arith_title', layer=layer, n=channel + 1, row=r, col=c)}")
     n_in = n.window.shape[0]
     ch_names = ([t("network.channel_name", c=ch) for ch in "RGB"] if layer == "conv1"
                 else [t("inside.map_n", n=i + 1) for i in range(n_in)])
