@@ -355,8 +355,8 @@ def why_tab(model, model_key, image_key, x, hwc, stages, true_cls, names) -> Non
               for m in I.METHODS] for cls, label in targets]
     chart(F.overlay_figure(hwc, cells), "why", t("inside.why_alt", n=len(targets)))
     seconds = [v.seconds for cls, _ in targets for v in views[cls].values()]
-    st.caption(t("inside.why_legend") + " " + t("inside.why_times", lo=num(min(seconds), 2),
-                                                   hi=num(max(seconds), 2)))
+    st.caption(t("inside.why_legend") + " " + t("inside.why_times", lo=num(1000 * min(seconds), 0),
+                                                   hi=num(1000 * max(seconds), 0)))
     with st.expander(t("a11y.show_table")):
         rows = []
         for cls, label in targets:
