@@ -31,6 +31,7 @@ PAGES = [
     ("loss", "pages/loss.py", ":material/trending_down:"),
     ("train", "pages/train.py", ":material/model_training:"),
     ("results", "pages/results.py", ":material/insights:"),
+    ("inside", "pages/inside.py", ":material/neurology:"),
     ("runs", "pages/runs.py", ":material/compare_arrows:"),
     ("gpu", "pages/gpu.py", ":material/speed:"),
 ]

@@ -1,0 +1,48 @@
+"""The Inside the network page's engine: one image through a network, layer by layer.
+
+    model, ckpt = results.load_run_model(queue.checkpoint(session, run.id))  # a finished run
+    model = random_model(seed=0)                 # or the tutorial's Net with random weights
+    x = to_input(data.test_x[i])                 # or to_input(prepare_image(upload).pixels)
+    stages = activations(model, x)               # every stage, its shape from the shape trace
+    neuron(model, x, "conv1", channel, row, col)  # one value of a map, by hand and by PyTorch
+    filter_patches(initial_model(ckpt.config).conv1.weight)  # conv1 before training
+    explain(model, x, target, "gradcam")         # why this class: Captum's four views
+
+``activations`` holds the forward pass, the neuron and the filters; ``explain`` the Captum
+views (Captum is imported there only, lazily). The pictures a student uploads go through the
+Results page's checks (``cifarlab.lab.results.prepare_image``). Never imports streamlit.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from cifarlab.lab.inside.activations import (
+    CONV_LAYERS, FORWARD_LINES, Neuron, Stage, activations, filter_patches, filter_table,
+    initial_model, model_spec, neuron, num_classes, random_model, stage, to_input)
+from cifarlab.lab.inside.explain import (
+    IG_STEPS, METHODS, OCCLUSION_STRIDE, OCCLUSION_WINDOW, SIGNED, View, blocks, explain,
+    explain_all, occlusion_windows, strongest)
+
+__all__ = [
+    "CONV_LAYERS", "FORWARD_LINES", "Neuron", "Stage", "activations", "filter_patches",
+    "filter_table", "initial_model", "model_spec", "neuron", "num_classes", "random_model",
+    "stage", "to_input", "IG_STEPS", "METHODS", "OCCLUSION_STRIDE", "OCCLUSION_WINDOW", "SIGNED",
+    "View", "blocks", "explain", "explain_all", "occlusion_windows", "strongest",
+    "misclassified", "class_members",
+]
+
+
+def misclassified(probabilities: np.ndarray, labels: np.ndarray, limit: int = 200) -> np.ndarray:
+    """Test images the model got wrong, the most confidently wrong first (``probabilities``:
+    N×classes, as ``EvalResult.probabilities``)."""
+    probs = np.asarray(probabilities)
+    labels = np.asarray(labels, dtype=np.int64)
+    pred = probs.argmax(axis=1)
+    idx = np.flatnonzero(pred != labels)
+    order = np.argsort(-probs[idx, pred[idx]], kind="stable")
+    return idx[order][:max(0, int(limit))]
+
+
+def class_members(labels: np.ndarray, cls: int) -> np.ndarray:
+    """Indices of the test images of class ``cls``, in the data set's order."""
+    return np.flatnonzero(np.asarray(labels, dtype=np.int64) == int(cls))

@@ -1,0 +1,221 @@
+"""A network seen from the inside: every activation of one image, one neuron's arithmetic, and
+conv1's filters before and after training.
+
+    x = to_input(data.test_x[7])                 # 1×3×32×32, normalised as the tutorial does
+    stages = activations(model, x)               # input, conv1, relu1, pool1, ..., fc3, softmax
+    n = neuron(model, x, "conv1", channel=2, row=5, col=9)   # window, kernel, products, sum
+    before = initial_model(ckpt.config)          # the run's starting weights, from its seed
+    filter_patches(model.conv1.weight)           # C×k×k×3 uint8 colour patches
+
+The forward pass is ``Net.forward`` written out one line at a time, so each value a page shows is
+what that line makes; each shape comes from the shape trace (``core.shapes.trace_spec``) of the
+model's own ``ModelSpec``, never a hard-coded Net. Never imports streamlit.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from cifarlab.core.config import ModelSpec, TrainConfig
+from cifarlab.core.data import normalize
+from cifarlab.core.model import Net
+from cifarlab.core.shapes import trace_spec
+from cifarlab.errors import CifarLabError
+
+# Each stage, the line of the tutorial's forward that makes it (the lesson quotes them).
+FORWARD_LINES = {
+    "input": "def forward(self, x):",
+    "conv1": "self.conv1(x)",
+    "relu1": "F.relu(self.conv1(x))",
+    "pool1": "x = self.pool(F.relu(self.conv1(x)))",
+    "conv2": "self.conv2(x)",
+    "relu2": "F.relu(self.conv2(x))",
+    "pool2": "x = self.pool(F.relu(self.conv2(x)))",
+    "flatten": "x = torch.flatten(x, 1)",
+    "fc1": "self.fc1(x)",
+    "relu3": "x = F.relu(self.fc1(x))",
+    "fc2": "self.fc2(x)",
+    "relu4": "x = F.relu(self.fc2(x))",
+    "fc3": "x = self.fc3(x)",
+    "softmax": "torch.softmax(x, dim=1)",
+}
+CONV_LAYERS = ("conv1", "conv2")
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One step of the forward pass: its name in the shape trace, kind, shape, values."""
+
+    name: str                 # "input", "conv1", "relu1", "pool1", ..., "fc3", "softmax"
+    kind: str                 # "input" | "conv" | "relu" | "pool" | "flatten" | "linear" | "softmax"
+    shape: tuple[int, ...]    # from the shape trace (batch dimension left out)
+    values: np.ndarray        # float32, exactly ``shape``
+    line: str                 # the tutorial's code that makes it
+
+
+@dataclass(frozen=True)
+class Neuron:
+    """One output value of a conv layer, worked out by hand: the numbers a page shows."""
+
+    layer: str                # "conv1" | "conv2"
+    channel: int
+    row: int
+    col: int
+    top: int                  # the window's first row and column in the layer's input (may be
+    left: int                 # negative where the padding's zeros are part of it)
+    window: np.ndarray        # C×k×k: the layer's input under the kernel (padding zeros included)
+    kernel: np.ndarray        # C×k×k: the learned weights of this output channel
+    products: np.ndarray      # window × kernel, element by element
+    total: float              # the sum of the products
+    bias: float
+    value: float              # total + bias: what the map shows at (row, col)
+    relu: float               # max(0, value): what goes on to the pooling
+    torch_value: float        # PyTorch's own F.conv2d at the same place
+
+    @property
+    def matches(self) -> bool:
+        return abs(self.value - self.torch_value) <= 1e-4 * max(1.0, abs(self.torch_value))
+
+
+def to_input(image: np.ndarray | torch.Tensor) -> torch.Tensor:
+    """A uint8 image (3×32×32 CHW or 32×32×3 HWC) as the network's input: 1×3×H×W float32,
+    normalised exactly as training and evaluation do (``core.data.normalize``)."""
+    a = torch.as_tensor(np.array(image))  # a copy: a cached data set is read-only
+    if a.ndim == 3 and a.shape[-1] == 3 and a.shape[0] != 3:
+        a = a.permute(2, 0, 1)
+    if a.ndim == 3:
+        a = a[None]
+    if a.ndim != 4 or a.shape[1] != 3:
+        raise CifarLabError("inside.image_shape", shape="×".join(map(str, a.shape)))
+    return normalize(a.contiguous())
+
+
+def model_spec(model: Net) -> ModelSpec:
+    return getattr(model, "spec", None) or ModelSpec()
+
+
+def num_classes(model: Net) -> int:
+    return int(model.fc3.out_features)
+
+
+@torch.no_grad()
+def activations(model: Net, x: torch.Tensor) -> list[Stage]:
+    """Every stage of ``Net.forward`` for one image (``x``: 1×3×H×W, from ``to_input``), with
+    its shape from the shape trace of the model's spec, then the softmax."""
+    model = model.eval()
+    traces = trace_spec(model_spec(model), tuple(x.shape[1:]), num_classes(model))
+    kinds = {t.name: (t.kind, t.out_shape) for t in traces}
+    out: dict[str, torch.Tensor] = {"input": x}
+    out["conv1"] = h = model.conv1(x)
+    out["relu1"] = h = F.relu(h)
+    out["pool1"] = h = model.pool(h)
+    out["conv2"] = h = model.conv2(h)
+    out["relu2"] = h = F.relu(h)
+    out["pool2"] = h = model.pool(h)
+    out["flatten"] = h = torch.flatten(h, 1)
+    out["fc1"] = h = model.fc1(h)
+    out["relu3"] = h = F.relu(h)
+    out["fc2"] = h = model.fc2(h)
+    out["relu4"] = h = F.relu(h)
+    out["fc3"] = h = model.fc3(h)
+    out["softmax"] = torch.softmax(h, dim=1)
+    kinds["softmax"] = ("softmax", kinds["fc3"][1])
+    stages = []
+    for name, value in out.items():
+        kind, shape = kinds[name]
+        values = value[0].detach().to(torch.float32).cpu().numpy()
+        if tuple(values.shape) != tuple(shape):  # the trace and the model disagree: say so
+            raise CifarLabError("inside.shape_mismatch", layer=name,
+                                traced="×".join(map(str, shape)),
+                                got="×".join(map(str, values.shape)))
+        stages.append(Stage(name, kind, tuple(shape), values, FORWARD_LINES[name]))
+    return stages
+
+
+def stage(stages: list[Stage], name: str) -> Stage:
+    return next(s for s in stages if s.name == name)
+
+
+def neuron(model: Net, x: torch.Tensor, layer: str = "conv1", channel: int = 0, row: int = 0,
+           col: int = 0, stages: list[Stage] | None = None) -> Neuron:
+    """Output (``channel``, ``row``, ``col``) of ``conv1`` or ``conv2`` worked out by hand from
+    the layer's input (the image for conv1, pool1's output for conv2): the C×k×k window
+    (stride and padding as the layer has them), the kernel, the products, their sum, the bias,
+    the ReLU; and PyTorch's ``F.conv2d`` at the same place to compare."""
+    if layer not in CONV_LAYERS:
+        raise CifarLabError("inside.unknown_layer", layer=str(layer)[:20],
+                            layers=", ".join(CONV_LAYERS))
+    stages = stages if stages is not None else activations(model, x)
+    conv = getattr(model, layer)
+    source = stage(stages, "input" if layer == "conv1" else "pool1").values.astype(np.float64)
+    fmap = stage(stages, layer).values
+    channels, height, width = fmap.shape
+    for name, code, value, hi in (("channel", "inside.channel_outside", channel, channels),
+                                  ("row", "inside.row_outside", row, height),
+                                  ("col", "inside.col_outside", col, width)):
+        if not (isinstance(value, (int, np.integer)) and 0 <= int(value) < hi):
+            raise CifarLabError(code, field=name, hi=hi - 1, value=str(value)[:12])
+    channel, row, col = int(channel), int(row), int(col)
+    (kh, kw), (sh, sw), (ph, pw) = conv.kernel_size, conv.stride, conv.padding
+    padded = np.pad(source, ((0, 0), (ph, ph), (pw, pw)))
+    top, left = row * sh, col * sw
+    window = padded[:, top:top + kh, left:left + kw]
+    kernel = conv.weight[channel].detach().to(torch.float64).cpu().numpy()
+    bias = float(conv.bias[channel].detach()) if conv.bias is not None else 0.0
+    products = window * kernel
+    total = float(products.sum())
+    value = total + bias
+    with torch.no_grad():
+        inp = torch.from_numpy(source.astype(np.float32))[None]
+        ref = F.conv2d(inp, conv.weight[channel:channel + 1], None if conv.bias is None
+                       else conv.bias[channel:channel + 1], conv.stride, conv.padding)
+    return Neuron(layer, channel, row, col, top - ph, left - pw, window, kernel, products, total,
+                  bias, value, max(0.0, value), float(ref[0, 0, row, col]))
+
+
+# ------------------------------------------------------------------------------------ filters
+
+def initial_model(config: TrainConfig, classes: int = 10) -> Net:
+    """The network a run started from: ``core.train`` seeds torch with ``config.seed`` and
+    builds ``Net(config.model)`` right away, so the same two steps give the same weights. The
+    global random state is left as it was (a page must not change another's randomness)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        return Net(config.model, num_classes=classes).eval()
+
+
+def random_model(seed: int = 0, spec: ModelSpec | None = None, classes: int = 10) -> Net:
+    """An untrained network (the tutorial's ``Net`` by default) with seeded random weights."""
+    return initial_model(TrainConfig(seed=int(seed), model=spec or ModelSpec()), classes)
+
+
+def filter_patches(weight: torch.Tensor, scale: float | None = None) -> np.ndarray:
+    """conv1's kernels (C_out×3×k×k) as colour patches, C_out×k×k×3 uint8: zero weight is mid
+    grey, the largest weight (in absolute value) of all kernels is full colour or black, so the
+    patches of one layer compare with each other. ``scale``: that largest value, to draw two
+    layers (before and after training) on one scale each or on a shared one."""
+    w = weight.detach().to(torch.float64).cpu().numpy()
+    if w.ndim != 4 or w.shape[1] != 3:
+        raise CifarLabError("inside.not_colour", shape="×".join(map(str, w.shape)))
+    lim = float(scale) if scale else float(np.abs(w).max()) or 1.0
+    rgb = 0.5 + 0.5 * np.clip(w / lim, -1, 1)
+    return np.round(255 * rgb).astype(np.uint8).transpose(0, 2, 3, 1)
+
+
+def filter_table(before: torch.Tensor | None, after: torch.Tensor) -> list[dict]:
+    """One row per conv1 kernel: the mean weight on red, green, blue and its size (L2 norm),
+    after training and, when known, before it and how far training moved it."""
+    a = after.detach().to(torch.float64).cpu()
+    b = before.detach().to(torch.float64).cpu() if before is not None else None
+    rows = []
+    for i in range(a.shape[0]):
+        row = {"kernel": i + 1, "red": float(a[i, 0].mean()), "green": float(a[i, 1].mean()),
+               "blue": float(a[i, 2].mean()), "norm": float(a[i].norm())}
+        if b is not None:
+            row["norm_before"] = float(b[i].norm())
+            row["moved"] = float((a[i] - b[i]).norm())
+        rows.append(row)
+    return rows

@@ -1,0 +1,124 @@
+"""Why this class: where in the picture the network's answer comes from, four ways, with Captum
+(PyTorch's interpretability library).
+
+    views = explain_all(model, x, target=3)      # {"saliency": View, "integrated_gradients": …}
+    view = explain(model, x, 3, "occlusion")     # one of them: a 32×32 map, its raw form, seconds
+    blocks(view.heat, 4)                         # 8×8 block means: the map as a table
+
+- saliency: |∂score/∂pixel|, the largest over the three colours (``captum.attr.Saliency``);
+- integrated_gradients: the gradient averaged along the path from a grey image (all zeros once
+  normalised) to this one, times the difference (``IntegratedGradients``), summed over colours;
+- gradcam: conv2's maps weighted by the mean gradient of each, then ReLU (``LayerGradCam``),
+  stretched from conv2's size (10×10) to the picture's (``LayerAttribution.interpolate``);
+- occlusion: how much the score drops when a small square is greyed out (``Occlusion``), every
+  square's version of the picture in one batch (``perturbations_per_eval``), not one at a time.
+
+Captum is imported here only, and only when a view is computed (it takes seconds to import).
+Never imports streamlit.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from cifarlab.errors import CifarLabError
+
+METHODS = ("saliency", "integrated_gradients", "gradcam", "occlusion")
+SIGNED = {"integrated_gradients", "occlusion"}   # a map with both signs (drawn around zero)
+IG_STEPS = 32
+OCCLUSION_WINDOW = 4
+OCCLUSION_STRIDE = 2
+
+
+@dataclass(frozen=True)
+class View:
+    """One attribution map for one class."""
+
+    method: str
+    target: int
+    heat: np.ndarray      # H×W float32, the picture's size: what is drawn over it
+    raw: np.ndarray       # Captum's own output without the batch dimension (3×H×W, 1×h×w)
+    seconds: float        # wall time of the attribution itself, on this machine
+    signed: bool          # True: positive and negative values mean opposite things
+
+
+def _private(model: torch.nn.Module) -> torch.nn.Module:
+    """A copy of the model for one attribution: Captum hangs hooks on its layers for the call,
+    and a model a web server caches is shared by every student's session at once."""
+    return copy.deepcopy(model).eval()
+
+
+def occlusion_windows(size: tuple[int, int], window: int = OCCLUSION_WINDOW,
+                      stride: int = OCCLUSION_STRIDE) -> int:
+    """How many squares occlusion greys out, one at a time, on an image of ``size``."""
+    return ((size[0] - window) // stride + 1) * ((size[1] - window) // stride + 1)
+
+
+def explain(model: torch.nn.Module, x: torch.Tensor, target: int, method: str, *,
+            ig_steps: int = IG_STEPS, window: int = OCCLUSION_WINDOW,
+            stride: int = OCCLUSION_STRIDE, per_eval: int | None = None) -> View:
+    """One attribution map of class ``target``'s score (the logit) for image ``x``
+    (1×3×H×W, from ``to_input``). ``per_eval``: occluded images per forward pass (all of them
+    by default: one batch)."""
+    import captum.attr as ca
+
+    if method not in METHODS:
+        raise CifarLabError("inside.unknown_method", method=str(method)[:30],
+                            methods=", ".join(METHODS))
+    n_classes = int(model.fc3.out_features)
+    if not (isinstance(target, (int, np.integer)) and 0 <= int(target) < n_classes):
+        raise CifarLabError("inside.unknown_target", target=str(target)[:12], hi=n_classes - 1)
+    target = int(target)
+    net = _private(model)
+    x = x.detach().to(torch.float32).clone()
+    size = tuple(x.shape[-2:])
+    start = time.perf_counter()
+    if method == "saliency":
+        raw = ca.Saliency(net).attribute(x.requires_grad_(), target=target, abs=True)
+        heat = raw[0].amax(dim=0)
+    elif method == "integrated_gradients":
+        raw = ca.IntegratedGradients(net).attribute(
+            x, baselines=torch.zeros_like(x), target=target, n_steps=ig_steps,
+            internal_batch_size=ig_steps)
+        heat = raw[0].sum(dim=0)
+    elif method == "gradcam":
+        raw = ca.LayerGradCam(net, net.conv2).attribute(x, target=target,
+                                                         relu_attributions=True)
+        heat = ca.LayerAttribution.interpolate(raw, size, "bilinear")[0, 0]
+    else:
+        per_eval = per_eval or occlusion_windows(size, window, stride)
+        raw = ca.Occlusion(net).attribute(
+            x, target=target, sliding_window_shapes=(3, window, window),
+            strides=(3, stride, stride), baselines=0, perturbations_per_eval=int(per_eval))
+        heat = raw[0].sum(dim=0)
+    seconds = time.perf_counter() - start
+    return View(method, target, heat.detach().to(torch.float32).cpu().numpy(),
+                raw[0].detach().to(torch.float32).cpu().numpy(), seconds, method in SIGNED)
+
+
+def explain_all(model: torch.nn.Module, x: torch.Tensor, target: int,
+                methods=METHODS) -> dict[str, View]:
+    """Every view of ``methods`` for one class, in order."""
+    return {m: explain(model, x, target, m) for m in methods}
+
+
+def blocks(heat: np.ndarray, size: int = 4) -> np.ndarray:
+    """The map's means over ``size``×``size`` squares (8×8 of them on a 32×32 picture): a
+    table a screen reader can read instead of the picture."""
+    h, w = heat.shape
+    hh, ww = h // size * size, w // size * size
+    a = np.asarray(heat[:hh, :ww], dtype=np.float64)
+    return a.reshape(hh // size, size, ww // size, size).mean(axis=(1, 3))
+
+
+def strongest(heat: np.ndarray, size: int = 4, n: int = 3) -> list[tuple[int, int, float]]:
+    """The ``n`` squares of ``size`` pixels that count most (largest mean), as (first row,
+    first column, mean), strongest first."""
+    b = blocks(heat, size)
+    order = np.argsort(-b, axis=None, kind="stable")[:n]
+    return [(int(i // b.shape[1]) * size, int(i % b.shape[1]) * size,
+             float(b.flat[i])) for i in order]

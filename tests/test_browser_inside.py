@@ -1,0 +1,120 @@
+"""Inside the network in Chromium, in English, Spanish and Portuguese, on a finished run seeded
+into the server's run store (a real short training): a misclassified image explained, a click
+on a feature map that picks that neuron (its row and column boxes follow, the arithmetic agrees
+with PyTorch), and an uploaded picture shrunk to 32×32 and said so."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from browser_support import StreamlitServer, page_problems, screenshot, wait_idle
+from cifarlab import i18n
+from cifarlab.core.config import TrainConfig
+
+pytestmark = pytest.mark.browser
+CONFIG = TrainConfig(epochs=1, batch_size=32, lr=0.02, pipeline="fast", device="cpu",
+                     train_subset=320, seed=4, log_every=10**6)
+SID = "inside-browser-0001"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, cifar_archive, cifar_data):
+    from cifarlab.core.train import train
+    from cifarlab.serve.store import RunStore
+
+    home = tmp_path_factory.mktemp("inside-home")
+    store = RunStore(home / "runs.db")
+    run_id = store.create_run(SID, "train", CONFIG.to_dict(), "cpu")
+    store.set_status(run_id, "running")
+    result = train(CONFIG, cifar_data, checkpoint_path=store.checkpoint_path(run_id))
+    store.set_status(run_id, "done", only_from=["running"], result=result.summary(),
+                     env=result.env)
+    srv = StreamlitServer(home, env={"CIFARLAB_DATA": str(cifar_archive),
+                                     "CIFARLAB_SPARE_WORKERS": "0"}).start()
+    yield srv
+    srv.stop()
+
+
+# The centre of cell (row, col) of the clickable feature map in the visible tab, on screen.
+CELL_JS = """([row, col]) => {
+    const panel = document.querySelector('[role="tabpanel"]:not([hidden])');
+    const plot = [...panel.querySelectorAll('.js-plotly-plot')].find(p => p.data
+        && p.data.some(tr => tr.type === 'heatmap') && p.data.some(tr => tr.type === 'scatter'));
+    const xa = plot._fullLayout.xaxis, ya = plot._fullLayout.yaxis;
+    const box = plot.getBoundingClientRect();
+    return [box.left + xa._offset + xa.l2p(col), box.top + ya._offset + ya.l2p(row)];
+}"""
+MAP_READY_JS = """() => {
+    const panel = document.querySelector('[role="tabpanel"]:not([hidden])');
+    return panel && [...panel.querySelectorAll('.js-plotly-plot')].some(p => p.data
+        && p.data.some(tr => tr.type === 'scatter') && p._fullLayout);
+}"""
+
+
+def alerts(page, kind: str) -> list[str]:
+    return [e.inner_text() for e in page.query_selector_all(
+        f'[data-testid="stAlertContent{kind}"], [data-testid="stAlert{kind}"]')]
+
+
+@pytest.mark.parametrize("lang", ["en", "es", "pt"])
+def test_inside_the_network_in_the_browser(server, browser, tmp_path, lang):
+    t = i18n.translator(lang)
+    page = browser.new_page(viewport={"width": 1400, "height": 1600})
+    main = page.locator('[data-testid="stMain"]')
+    try:
+        page.goto(f"{server.url}/inside?lang={lang}&sid={SID}")
+        wait_idle(page, timeout_ms=180_000)
+        assert t("nav.inside") in main.inner_text()
+        assert t("inside.stage_conv1") in main.inner_text()
+
+        # a misclassified image: the page names its true class, and explains both classes
+        page.get_by_text(t("inside.image_wrong"), exact=True).click()
+        wait_idle(page, timeout_ms=180_000)
+        text = main.inner_text()
+        assert t("inside.summary_true", name="X").split("X")[0].replace("**", "") in text
+        page.get_by_role("tab", name=t("inside.why_title")).click()
+        wait_idle(page)
+        panel = page.locator('[role="tabpanel"]:not([hidden])')
+        assert t("inside.method_occlusion") in panel.inner_text()
+        assert t("inside.true_row", name="X", p="Y").split("X")[0] in panel.inner_text()
+        screenshot(page, f"{lang}-inside-why")
+
+        # a click on the feature map picks that neuron
+        page.get_by_role("tab", name=t("inside.neuron_title")).click()
+        wait_idle(page)
+        page.wait_for_function(MAP_READY_JS, timeout=60_000)
+        row_box = main.get_by_label(t("inside.row", hi=27), exact=True)
+        col_box = main.get_by_label(t("inside.col", hi=27), exact=True)
+        for row, col in ((25, 6),):
+            x, y = page.evaluate(CELL_JS, [row, col])
+            page.mouse.click(x, y)
+            wait_idle(page)
+            assert not page_problems(page), (row, col)
+            assert (row_box.input_value(), col_box.input_value()) == (str(row), str(col))
+            panel = page.locator('[role="tabpanel"]:not([hidden])')
+            assert t("inside.arith_title", layer="conv1", n=1, row=row, col=col) in \
+                panel.inner_text()
+            agrees = t("inside.torch_agrees", value="X", shown="Y").split("X")[0]
+            assert agrees.replace("`", "") in panel.inner_text()
+        screenshot(page, f"{lang}-inside-neuron")
+
+        # an uploaded picture, shrunk to 32×32 and said so
+        picture = tmp_path / "photo.png"
+        Image.fromarray(np.random.default_rng(5).integers(0, 255, (60, 80, 3), np.uint8)).save(
+            picture)
+        page.get_by_text(t("inside.image_upload"), exact=True).click()
+        wait_idle(page)
+        page.locator('input[type="file"]').first.set_input_files(str(picture))
+        wait_idle(page, timeout_ms=120_000)
+        text = main.inner_text()
+        assert t("results.note_resized", width=80, height=60, size=32) in text
+        assert t("inside.your_picture") in text
+        page.get_by_role("tab", name=t("inside.act_title")).click()
+        wait_idle(page)
+        assert not page_problems(page)
+        page.set_viewport_size({"width": 1400, "height": 3600})
+        wait_idle(page)
+        screenshot(page, f"{lang}-inside-activations")
+    finally:
+        page.close()

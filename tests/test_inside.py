@@ -1,0 +1,302 @@
+"""cifarlab.lab.inside: every activation, one neuron's arithmetic, conv1's filters and Captum's
+views, checked against torch.nn.functional on random weights, on a non-tutorial ModelSpec and on
+a really trained tiny run (one module-scoped training of 320 images)."""
+from __future__ import annotations
+
+import ast
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from PIL import Image
+
+from cifarlab.core.config import ModelSpec, TrainConfig
+from cifarlab.core.data import normalize
+from cifarlab.core.shapes import trace_spec
+from cifarlab.errors import CifarLabError
+from cifarlab.lab import inside as I
+from cifarlab.lab.results import prepare_image
+
+CONFIG = TrainConfig(epochs=1, batch_size=32, lr=0.01, pipeline="fast", device="cpu",
+                     train_subset=320, seed=5, log_every=10**6)
+VARIANT = ModelSpec(channels=(4, 8), kernels=(3, 3), paddings=(1, 1), strides=(2, 1),
+                    hidden=(32, 16))
+
+
+@pytest.fixture(scope="module")
+def trained(cifar_data):
+    """10 real SGD steps on 320 images: the weights of a finished run."""
+    from cifarlab.core.train import train
+
+    return train(CONFIG, cifar_data, evaluate_after=False).model
+
+
+@pytest.fixture(scope="module")
+def nets(trained):
+    return {"random": I.random_model(0), "variant": I.random_model(1, VARIANT),
+            "trained": trained}
+
+
+@pytest.fixture(scope="module")
+def image(cifar_data):
+    return cifar_data.test_x[7]
+
+
+def by_torch(model, x):
+    """The forward pass in plain torch.nn.functional, from the model's weights."""
+    out = {"input": x}
+    c1 = model.conv1
+    out["conv1"] = F.conv2d(x, c1.weight, c1.bias, c1.stride, c1.padding)
+    out["relu1"] = F.relu(out["conv1"])
+    k = model.pool.kernel_size
+    out["pool1"] = F.max_pool2d(out["relu1"], k, k)
+    c2 = model.conv2
+    out["conv2"] = F.conv2d(out["pool1"], c2.weight, c2.bias, c2.stride, c2.padding)
+    out["relu2"] = F.relu(out["conv2"])
+    out["pool2"] = F.max_pool2d(out["relu2"], k, k)
+    out["flatten"] = out["pool2"].reshape(1, -1)
+    out["fc1"] = F.linear(out["flatten"], model.fc1.weight, model.fc1.bias)
+    out["relu3"] = F.relu(out["fc1"])
+    out["fc2"] = F.linear(out["relu3"], model.fc2.weight, model.fc2.bias)
+    out["relu4"] = F.relu(out["fc2"])
+    out["fc3"] = F.linear(out["relu4"], model.fc3.weight, model.fc3.bias)
+    out["softmax"] = F.softmax(out["fc3"], dim=1)
+    return {k: v.detach()[0].numpy() for k, v in out.items()}
+
+
+# ----------------------------------------------------------------------------- activations
+
+@pytest.mark.parametrize("which", ["random", "variant", "trained"])
+def test_every_activation_and_shape_match_pytorch(nets, image, which):
+    model = nets[which]
+    x = I.to_input(image)
+    stages = I.activations(model, x)
+    traces = trace_spec(model.spec, (3, 32, 32), 10)
+    assert [s.name for s in stages] == [tr.name for tr in traces] + ["softmax"]
+    ref = by_torch(model, x)
+    for s, tr in zip(stages, traces + [traces[-1]]):
+        assert s.shape == tr.out_shape == s.values.shape, s.name
+        np.testing.assert_allclose(s.values, ref[s.name], rtol=1e-5, atol=1e-5, err_msg=s.name)
+    with torch.no_grad():
+        np.testing.assert_allclose(I.stage(stages, "fc3").values, model(x)[0].numpy(),
+                                   rtol=1e-5, atol=1e-6)
+    assert I.stage(stages, "softmax").values.sum() == pytest.approx(1.0, abs=1e-5)
+    if which != "variant":   # the tutorial's shapes, as the issue lists them
+        shapes = {s.name: s.shape for s in stages}
+        assert shapes["conv1"] == (6, 28, 28) and shapes["pool1"] == (6, 14, 14)
+        assert shapes["conv2"] == (16, 10, 10) and shapes["pool2"] == (16, 5, 5)
+        assert shapes["flatten"] == (400,) and shapes["fc1"] == (120,)
+        assert shapes["fc2"] == (84,) and shapes["fc3"] == (10,)
+
+
+def test_to_input_is_the_training_normalisation(image):
+    x = I.to_input(image)
+    assert x.shape == (1, 3, 32, 32) and x.dtype == torch.float32
+    assert torch.equal(x, normalize(torch.from_numpy(np.array(image))[None]))
+    assert torch.equal(I.to_input(np.ascontiguousarray(image.transpose(1, 2, 0))), x)  # HWC
+    with pytest.raises(CifarLabError) as info:
+        I.to_input(np.zeros((4, 32, 32), np.uint8))
+    assert info.value.code == "inside.image_shape"
+
+
+def test_an_uploaded_picture_goes_through(nets):
+    rng = np.random.default_rng(3)
+    buf = io.BytesIO()
+    Image.fromarray(rng.integers(0, 255, (90, 120, 3), dtype=np.uint8)).save(buf, "PNG")
+    prepared = prepare_image(buf.getvalue())          # the Results page's checks
+    assert prepared.pixels.shape == (32, 32, 3)
+    assert ("resized", {"width": 120, "height": 90, "size": 32}) in prepared.notes
+    stages = I.activations(nets["trained"], I.to_input(prepared.pixels))
+    assert I.stage(stages, "softmax").shape == (10,)
+
+
+# --------------------------------------------------------------------------------- neuron
+
+POSITIONS = [(0, 0, 0), (5, 27, 27), (2, 13, 4), (3, 0, 27)]
+
+
+@pytest.mark.parametrize("which", ["random", "variant", "trained"])
+@pytest.mark.parametrize("layer", ["conv1", "conv2"])
+def test_one_neuron_by_hand_equals_conv2d(nets, image, which, layer):
+    model = nets[which]
+    x = I.to_input(image)
+    stages = I.activations(model, x)
+    ref = by_torch(model, x)
+    fmap = ref[layer]
+    source = ref["input" if layer == "conv1" else "pool1"]
+    conv = getattr(model, layer)
+    (k, _), (s, _), (p, _) = conv.kernel_size, conv.stride, conv.padding
+    rng = np.random.default_rng(0)
+    picks = [(c % fmap.shape[0], min(r, fmap.shape[1] - 1), min(q, fmap.shape[2] - 1))
+             for c, r, q in POSITIONS]
+    picks += [tuple(int(rng.integers(0, n)) for n in fmap.shape) for _ in range(4)]
+    for ch, r, c in picks:
+        n = I.neuron(model, x, layer, ch, r, c, stages)
+        assert n.value == pytest.approx(float(fmap[ch, r, c]), abs=2e-5)
+        assert n.torch_value == pytest.approx(float(fmap[ch, r, c]), abs=1e-6)
+        assert n.matches
+        assert n.total == pytest.approx(float(n.products.sum()))
+        assert n.value == pytest.approx(n.total + n.bias)
+        assert n.relu == max(0.0, n.value)
+        assert n.bias == pytest.approx(float(conv.bias[ch].detach()))
+        np.testing.assert_allclose(n.kernel, conv.weight[ch].detach().numpy(), rtol=1e-7)
+        np.testing.assert_allclose(n.products, n.window * n.kernel)
+        assert n.window.shape == (source.shape[0], k, k)
+        padded = np.pad(source, ((0, 0), (p, p), (p, p)))
+        np.testing.assert_allclose(n.window, padded[:, r * s:r * s + k, c * s:c * s + k])
+        assert (n.top, n.left) == (r * s - p, c * s - p)
+        if layer == "conv1" and p == 0:
+            np.testing.assert_allclose(n.window, source[:, r:r + k, c:c + k])
+
+
+def test_a_neuron_outside_the_map_is_refused_in_the_students_language(nets, image):
+    x = I.to_input(image)
+    for args, code in ((("conv1", 6, 0, 0), "inside.channel_outside"),
+                       (("conv1", 0, 28, 0), "inside.row_outside"),
+                       (("conv2", 0, 0, -1), "inside.col_outside"),
+                       (("fc1", 0, 0, 0), "inside.unknown_layer")):
+        with pytest.raises(CifarLabError) as info:
+            I.neuron(nets["random"], x, *args)
+        assert info.value.code == code
+        assert info.value.text("es") != info.value.text("en")
+
+
+# -------------------------------------------------------------------------------- filters
+
+def test_initial_weights_are_where_the_run_started(trained):
+    start = I.initial_model(CONFIG)
+    other = I.initial_model(CONFIG.replace(seed=CONFIG.seed + 1))
+    w = trained.conv1.weight.detach()
+    moved = float((w - start.conv1.weight.detach()).norm())
+    elsewhere = float((w - other.conv1.weight.detach()).norm())
+    assert 0 < moved < 0.25 * elsewhere     # 10 small steps from this start, far from another
+    # the same weights every time, and nobody else's randomness disturbed
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    again = I.initial_model(CONFIG)
+    assert torch.equal(torch.rand(3), expected)
+    for a, b in zip(start.parameters(), again.parameters()):
+        assert torch.equal(a, b)
+    # as core.train builds it: seed, then Net(config.model)
+    torch.manual_seed(CONFIG.seed)
+    from cifarlab.core.model import Net
+    assert torch.equal(Net(CONFIG.model).conv1.weight, start.conv1.weight)
+
+
+def test_filter_patches_are_colour_pictures_of_the_weights(trained):
+    w = trained.conv1.weight.detach()
+    patches = I.filter_patches(w)
+    assert patches.shape == (6, 5, 5, 3) and patches.dtype == np.uint8
+    i = np.unravel_index(int(w.abs().argmax()), w.shape)
+    assert patches[i[0], i[2], i[3], i[1]] in (0, 255)      # the largest weight: full colour
+    zero = I.filter_patches(torch.zeros(2, 3, 5, 5))
+    assert (zero == 128).all()                              # zero is mid grey
+    rows = I.filter_table(I.initial_model(CONFIG).conv1.weight, w)
+    assert len(rows) == 6 and all(r["moved"] > 0 for r in rows)
+    assert rows[0]["red"] == pytest.approx(float(w[0, 0].mean()))
+    with pytest.raises(CifarLabError):
+        I.filter_patches(torch.zeros(2, 6, 5, 5))
+
+
+# ------------------------------------------------------------------------------- captum
+
+def score(model, x, target):
+    with torch.no_grad():
+        return float(model(x)[0, target])
+
+
+def test_saliency_is_the_gradient(trained, image):
+    x = I.to_input(image).requires_grad_()
+    target = 3
+    trained.zero_grad()
+    trained(x)[0, target].backward()
+    expected = x.grad[0].abs().amax(dim=0).numpy()
+    view = I.explain(trained, I.to_input(image), target, "saliency")
+    np.testing.assert_allclose(view.heat, expected, rtol=1e-5, atol=1e-7)
+    assert view.heat.shape == (32, 32) and not view.signed
+
+
+def test_gradcam_is_conv2_weighted_by_its_mean_gradient(trained, image):
+    x = I.to_input(image)
+    target = int(np.argmax(by_torch(trained, x)["fc3"]))
+    held = {}
+    handle = trained.conv2.register_forward_hook(lambda m, i, o: held.update(a=o))
+    try:
+        out = trained(x)
+        a = held["a"]
+        grads = torch.autograd.grad(out[0, target], a)[0]
+    finally:
+        handle.remove()
+    weights = grads.mean(dim=(2, 3), keepdim=True)
+    cam = F.relu((weights * a).sum(dim=1))[0].detach().numpy()
+    view = I.explain(trained, x, target, "gradcam")
+    np.testing.assert_allclose(view.raw[0], cam, rtol=1e-4, atol=1e-6)
+    assert view.heat.shape == (32, 32)
+
+
+def test_occlusion_in_one_batch_equals_one_window_at_a_time(trained, image):
+    x = I.to_input(image)
+    target = 5
+    batched = I.explain(trained, x, target, "occlusion")
+    single = I.explain(trained, x, target, "occlusion", per_eval=1)
+    np.testing.assert_allclose(batched.raw, single.raw, rtol=1e-4, atol=1e-5)
+    # pixel (0, 0) lies only under the first 4×4 square: its value is that square's score drop
+    covered = x.clone()
+    covered[:, :, :4, :4] = 0
+    drop = score(trained, x, target) - score(trained, covered, target)
+    assert batched.raw[:, 0, 0] == pytest.approx([drop] * 3, abs=1e-4)
+    assert I.occlusion_windows((32, 32)) == 15 * 15
+
+
+def test_integrated_gradients_add_up_to_the_score_difference(trained, image):
+    x = I.to_input(image)
+    target = 2
+    view = I.explain(trained, x, target, "integrated_gradients")
+    total = float(view.raw.sum())
+    difference = score(trained, x, target) - score(trained, torch.zeros_like(x), target)
+    assert total == pytest.approx(difference, abs=0.05 * abs(difference) + 0.02)
+    assert view.signed and view.heat.shape == (32, 32)
+
+
+def test_every_view_and_its_refusals(trained, image):
+    x = I.to_input(image)
+    views = I.explain_all(trained, x, 1)
+    assert list(views) == list(I.METHODS)
+    for v in views.values():
+        assert np.isfinite(v.heat).all() and v.seconds >= 0 and v.target == 1
+    assert I.blocks(views["saliency"].heat).shape == (8, 8)
+    top = I.strongest(views["saliency"].heat, 4, 3)
+    b = I.blocks(views["saliency"].heat)
+    assert top[0][2] == pytest.approx(float(b.max()))
+    for method, target, code in (("lime", 1, "inside.unknown_method"),
+                                 ("saliency", 10, "inside.unknown_target")):
+        with pytest.raises(CifarLabError) as info:
+            I.explain(trained, x, target, method)
+        assert info.value.code == code
+
+
+def test_captum_stays_out_of_core_and_is_imported_lazily():
+    """No module of core imports captum; in the lab engine only function bodies do (it takes
+    seconds to import, and only the "why this class" views need it)."""
+    root = Path(I.__file__).resolve().parents[2]
+    for path in sorted(root.glob("cifarlab/**/*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        top_level = set(tree.body)
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n.split(".")[0] == "captum" for n in names):
+                where = path.relative_to(root).as_posix()
+                assert where.startswith("cifarlab/lab/inside/"), where
+                assert node not in top_level, f"{where}:{node.lineno} imports captum eagerly"
+
+
+def test_misclassified_most_confident_first():
+    probs = np.array([[0.9, 0.1], [0.2, 0.8], [0.4, 0.6], [0.7, 0.3]])
+    labels = np.array([0, 0, 0, 1])
+    assert list(I.misclassified(probs, labels)) == [1, 3, 2]
+    assert list(I.class_members(labels, 0)) == [0, 1, 2]
