@@ -1,8 +1,10 @@
 """Accessibility in a real browser (`streamlit run app.py`, the system Chromium, Playwright).
 
-- axe-core (through axe-playwright-python) on every page in every language, each tab and each
-  expander opened: no violation of impact "serious" or "critical" (moderate and minor ones are
-  printed); ``<html lang>`` follows the student's language.
+- axe-core (through axe-playwright-python) on every page in every language: no violation of
+  impact "serious" or "critical" (moderate and minor ones are printed); ``<html lang>`` follows
+  the student's language. In English each tab is opened and each expander in it; in Spanish
+  and Portuguese the page as it opens (the markup of the other tabs does not change with the
+  language, and every tab in every language took CI minutes it cannot spare).
 - A keyboard-only student (Tab, Shift+Tab, Enter, Space, arrows, digits): sets a small run on
   the Train page, starts it, waits for it to finish and reads its accuracy. The Train and
   Results pages are then checked with axe again, now that they show a run.
@@ -134,9 +136,13 @@ def test_axe_finds_nothing_serious(server, browser, pid, lang):
             assert t("nav.previous", page=t(f"nav.{PAGE_IDS[i - 1]}")) in links, links
         if i + 1 < len(PAGE_IDS):
             assert t("nav.next", page=t(f"nav.{PAGE_IDS[i + 1]}")) in links, links
-        check_whole_page(page, f"{pid} ({lang})", found)
+        if lang == "en":
+            check_whole_page(page, f"{pid} ({lang})", found)
+        else:
+            check_axe(page, f"{pid} ({lang}), as it opens", found)
         assert not page_problems(page)
-        tall_screenshot(page, f"{lang}-a11y-{pid}")
+        if lang != "en":   # English screenshots: test_browser.py
+            tall_screenshot(page, f"{lang}-a11y-{pid}")
     finally:
         page.close()
     assert not found, report(found)

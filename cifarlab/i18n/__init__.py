@@ -66,7 +66,7 @@ LOCALES_DIR = Path(__file__).resolve().parents[1] / "locales"
 # The order the lessons are taught in (the navigation's order). Lessons found on disk but not
 # listed here come after these, alphabetically.
 LESSON_ORDER: tuple[str, ...] = (
-    "home", "tensors", "data", "network", "loss", "training", "results", "runs", "gpu",
+    "home", "tensors", "data", "network", "loss", "training", "results", "inside", "runs", "gpu",
 )
 # Page ids that name a lesson differently (the Train page's lesson is "training").
 LESSON_ALIASES: dict[str, str] = {"train": "training"}
