@@ -1,4 +1,4 @@
-"""The job queue: training (and timing) runs in worker processes, first come first served.
+"""The job queue: training (and timing) runs, first come first served, run by an executor.
 
     queue = get_queue()                      # one per server process (pages: st.cache_resource)
     run_id = queue.submit(session_id, TrainConfig(epochs=1), owner=person)  # JobError if not
@@ -9,25 +9,17 @@ A run belongs to a browser *session* (who may see, cancel and delete it) and to 
 person (a cookie id, the signed-in user, the client address; the session when none is given),
 whom the per-person limits count across all their tabs (``cifarlab.serve.admission``).
 
-Training never runs in the Streamlit script thread, nor in the server process at all: an
-*executor* (``cifarlab.serve.executor``) runs it. The default, ``local``, gives each run a worker
-process of its own (spawn; a crash, an out-of-memory kill or a cancel of one run never takes the
-server down, and a finished run gives all its memory back); ``executor = "ray"`` runs it as a
-task on a Ray cluster. Either way its events land in the same run store.
+Training never runs in the Streamlit script thread, nor in the server process: an *executor*
+(``cifarlab.serve.executor``) runs it, by default (``local``) in a worker process of its own, or
+(``executor = "ray"``) as a task on a Ray cluster; either way its events land in the run store.
 
-The dispatcher is a daemon thread in the serving process (the only thread that talks to the
-executor; ``ray.init`` needs one that lives). Every ~0.2 s (and at once on a submit) it:
-
-- polls the executor: event batches into the store, and why a run whose worker died ended
-  (``failed`` with the reason; its half-written checkpoint removed);
-- passes cancels on, stops by force a run that ignored its cancel for ``CANCEL_GRACE_S`` and
-  one whose heartbeat went silent for ``heartbeat_timeout``;
-- starts queued runs, first come first served per device, up to the executor's slots per device
-  (``cpu_slots`` on the CPU, ``gpu_slots`` per ``cuda:N``, one on ``mps`` locally). An
-  *exclusive* job (the CPU-vs-GPU timing page) waits until its device(s) are idle and keeps
-  them to itself; the runs queued behind it on those devices wait for it (strict FIFO);
-- keeps workers warm (the local spare), so pressing Train shows the first loss within a second
-  or two.
+The dispatcher, a daemon thread of the serving process and the only one that talks to the
+executor (``ray.init`` needs a thread that lives), every ~0.2 s (at once on a submit) polls the
+executor (event batches in; why a run whose worker died ended), passes cancels on, stops by
+force a run that ignored its cancel for ``CANCEL_GRACE_S`` or whose heartbeat went silent for
+``heartbeat_timeout``, starts queued runs first come first served per device up to the
+executor's slots (an *exclusive* job, the CPU-vs-GPU timing, waits until its devices are idle
+and keeps them; the runs queued behind it there wait: strict FIFO), and keeps workers warm.
 
 The run store (SQLite) is the source of truth: a restart marks runs whose worker is gone as
 ``interrupted``, removes half-written checkpoints and runs the queued ones. One serving process
@@ -45,9 +37,9 @@ import weakref
 from cifarlab.core.config import TrainConfig
 from cifarlab.errors import CifarLabError, JobError
 from cifarlab.serve import admission
+from cifarlab.serve.executor import job_for, make_executor
 from cifarlab.serve.kinds import (TIMING, TRAIN, register_kind, registered_kinds,  # noqa: F401
                                   target_of)
-from cifarlab.serve.executor import job_for, make_executor
 from cifarlab.serve.runs import (ACTIVE, FINISHED, STATUSES, Run, pid_alive,  # noqa: F401
                                  reason, validate_owner, validate_run_id, validate_session)
 from cifarlab.serve.settings import Settings, load_settings
@@ -66,7 +58,7 @@ FULL_TRAIN_IMAGES = 50000    # CIFAR-10's training set, when the data is not loa
 
 
 class JobQueue:
-    """Queue and run jobs in worker processes; see the module docstring.
+    """Queue jobs and run them on the settings' executor; see the module docstring.
 
     ``store``: a RunStore (default: ``settings.db_path``); ``settings``: ``load_settings()``.
     ``start=False`` creates the queue without its scheduler thread (tests of the checks).

@@ -142,6 +142,8 @@ class RayExecutor(Executor):
 
     def _shared_data(self) -> Any:
         """The data set in the object store (put there once), or None: runs load it."""
+        if self._data is False:  # tried once, and failed: the runs say why, each
+            return None
         if self._data is None:
             try:
                 from cifarlab.core import data as data_mod
@@ -149,6 +151,7 @@ class RayExecutor(Executor):
                 d = data_mod.load(self.settings.data)
             except Exception:  # noqa: BLE001 - each run will say what is wrong with the data
                 log.exception("cifarlab: the data set could not be loaded for Ray")
+                self._data = False
                 return None
             if d.key not in _SHARED:
                 _SHARED[d.key] = self._ray.put({
