@@ -36,6 +36,7 @@ from cifarlab.serve.kinds import TIMING
 from cifarlab.serve.runs import Run, reason
 from cifarlab.serve.settings import Settings, cpu_cores
 from cifarlab.serve.store import RunStore
+from cifarlab.serve.worker import HEARTBEAT_S
 
 log = logging.getLogger("cifarlab.serve.queue")
 
@@ -63,7 +64,8 @@ class Control:
 @dataclass
 class RayRun(Handle):
     gen: Any = None            # the ObjectRefGenerator of its task
-    worker: dict | None = None  # {"pid", "node"} of the Ray worker running it
+    worker: dict | None = None  # {"pid", "node"} of the Ray worker running it, once it started
+    beat_at: float = 0.0       # when the dispatcher last beat for it while Ray kept it waiting
 
 
 def restore_sigterm(before: Any) -> None:
@@ -197,6 +199,11 @@ class RayExecutor(Executor):
                     return
             if r.gen.is_finished():
                 self._died(r, None)
+            elif r.worker is None and time.monotonic() - r.beat_at > HEARTBEAT_S:
+                # waiting in Ray for resources (another app on the cluster, a node that left):
+                # alive, not silent, so the queue's heartbeat watch leaves it be
+                r.beat_at = time.monotonic()
+                self.store.heartbeat(r.run_id)
         except StopIteration:
             self._died(r, None)
         except Exception as err:  # noqa: BLE001 - Ray's word that the worker or node died
