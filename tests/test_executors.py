@@ -57,6 +57,7 @@ def test_settings_choose_the_executor_and_the_gpu_share(tmp_path):
         load_settings(env={"CIFARLAB_GPU_SHARE": "0"}, home=str(tmp_path))
 
 
+@pytest.mark.integration  # starts a Python process
 def test_the_local_queue_never_imports_ray(tmp_path):
     """Ray is an optional extra: the default server runs without it (imported lazily, by the
     Ray executor alone: pyproject's import-linter contract says who may import it)."""
