@@ -118,7 +118,7 @@ def stream_job(job: dict, shared: Any, control: Any) -> Iterator[dict]:
     try:
         while runner.is_alive():
             runner.join(FLUSH_S)
-            if not box.cancel.is_set() and ray.get(control.cancelled.remote(run_id)):
+            if not box.cancel.is_set() and _asked_to_cancel(ray, control, run_id):
                 box.cancel.set()
             ctx.flush()
             batch = box.take()
@@ -133,6 +133,15 @@ def stream_job(job: dict, shared: Any, control: Any) -> Iterator[dict]:
         yield final
     finally:
         shutil.rmtree(box.folder, ignore_errors=True)
+
+
+def _asked_to_cancel(ray: Any, control: Any, run_id: str) -> bool:
+    """Whether the server cancelled the run; False when the control actor cannot say (the run
+    goes on, and the server's forced stop after the grace period still ends it)."""
+    try:
+        return bool(ray.get(control.cancelled.remote(run_id), timeout=FLUSH_S * 8))
+    except Exception:  # noqa: BLE001 - never let the stream die under a training thread
+        return False
 
 
 def warm_up(shared: Any, nice: int = 0) -> int:
