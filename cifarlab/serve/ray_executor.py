@@ -25,6 +25,7 @@ this machine, bound to 127.0.0.1). See docs/hosting.md.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 import time
@@ -108,7 +109,9 @@ class RayExecutor(Executor):
             common = {"include_dashboard": False, "namespace": "cifarlab"}
             if self.settings.ray_address:
                 ray.init(address=self.settings.ray_address, **common)
-            else:  # a Ray of this machine's own, reachable from here only
+            else:  # a Ray of this machine's own, reachable from here only; its workers
+                # run worker_nice below the web server, as local workers do (Ray: 15)
+                os.environ.setdefault("RAY_worker_niceness", str(self.settings.worker_nice))
                 ray.init(address="local", num_cpus=cpu_cores(), _node_ip_address="127.0.0.1",
                          **common)
             self._owns = True

@@ -26,7 +26,7 @@ from cifarlab.serve.kinds import import_target
 from cifarlab.serve.worker import (FLUSH_S, HEARTBEAT_S, JobContext, _lower_priority, _raise,
                                    _warm_up, run_job)
 
-_NICED = False  # Ray reuses its worker processes: lower the priority once per process
+_NICED = False  # Ray reuses its worker processes: set the priority once per process
 
 
 class Outbox:
@@ -68,8 +68,8 @@ def _empty() -> dict:
 
 def _prepare(job: dict) -> None:
     global _NICED
-    if not _NICED:
-        _lower_priority(job.get("nice", 0))
+    if not _NICED:  # Ray starts its workers niced already (worker_niceness, 15 by default)
+        _lower_priority(int(job.get("nice", 0)) - os.nice(0))
         _NICED = True
     import torch
 
