@@ -1,6 +1,8 @@
 # CIFAR Lab. The README's two commands:
 #   make run    install everything into .venv and start the app (streamlit run app.py)
-#   make test   install everything (test tools too) and run the whole test suite
+#   make test   install everything (test tools and the optional Ray extra too) and run the
+#               whole test suite (the Ray executor's tests included: marker `ray`)
+#   make run-ray  as `make run`, with training on Ray (a Ray started on this machine)
 PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -11,7 +13,7 @@ export CIFARLAB_DATA ?= $(ARCHIVE)
 endif
 PORT ?= 8501
 
-.PHONY: run test test-fast test-unit browser-deps bench clean
+.PHONY: run run-ray test test-fast test-unit browser-deps bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,12 +23,21 @@ $(VENV)/.app-installed: requirements.txt | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -r requirements.txt
 	touch $@
 
-$(VENV)/.dev-installed: requirements.txt requirements-dev.txt | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+# Tests cover the Ray executor too, so the dev install includes the optional Ray extra.
+$(VENV)/.dev-installed: requirements.txt requirements-dev.txt requirements-ray.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt -r requirements-ray.txt
+	touch $@ $(VENV)/.app-installed $(VENV)/.ray-installed
+
+$(VENV)/.ray-installed: requirements.txt requirements-ray.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -r requirements-ray.txt
 	touch $@ $(VENV)/.app-installed
 
 run: $(VENV)/.app-installed
 	$(BIN)/python -m streamlit run app.py --server.port $(PORT)
+
+# The hosting setting executor=ray (docs/hosting.md); CIFARLAB_RAY_ADDRESS joins a cluster.
+run-ray: $(VENV)/.ray-installed
+	CIFARLAB_EXECUTOR=ray $(BIN)/python -m streamlit run app.py --server.port $(PORT)
 
 browser-deps:
 	@bash scripts/ensure-chromium.sh

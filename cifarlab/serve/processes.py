@@ -20,6 +20,7 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
+from cifarlab.serve.executor import Handle
 from cifarlab.serve.runs import reason
 from cifarlab.serve.settings import Settings, cpu_cores
 from cifarlab.serve.store import RunStore
@@ -29,14 +30,10 @@ SPARE_DELAY_S = 2.0          # start the next spare this long after one was take
 
 
 @dataclass
-class Worker:
-    """A worker running a job, as the scheduler tracks it."""
+class Worker(Handle):
+    """A worker running a job, as the scheduler tracks it (``Handle``: cancel_seen, forced)."""
 
-    run_id: str
-    process: Any                       # multiprocessing SpawnProcess
-    device: str
-    cancel_seen: float | None = None   # when the scheduler first saw the cancel flag
-    forced: str | None = None          # "cancel" | "heartbeat" | "shutdown" once killed by us
+    process: Any = None                # multiprocessing SpawnProcess
     spare: Any = None                  # the Spare it was: its Event must outlive the start
 
 
@@ -148,7 +145,7 @@ class WorkerPool:
         new = process is None
         if new:
             process = self._new_process(None, job)
-        self.running[run_id] = Worker(run_id, process, device, spare=spare)
+        self.running[run_id] = Worker(run_id, device, process=process, spare=spare)
         self._next_spare_at = time.monotonic() + SPARE_DELAY_S
         return process, new
 

@@ -1,4 +1,4 @@
-"""The job queue: training (and timing) runs in worker processes, first come first served.
+"""The job queue: training (and timing) runs, first come first served, run by an executor.
 
     queue = get_queue()                      # one per server process (pages: st.cache_resource)
     run_id = queue.submit(session_id, TrainConfig(epochs=1), owner=person)  # JobError if not
@@ -9,28 +9,17 @@ A run belongs to a browser *session* (who may see, cancel and delete it) and to 
 person (a cookie id, the signed-in user, the client address; the session when none is given),
 whom the per-person limits count across all their tabs (``cifarlab.serve.admission``).
 
-Training never runs in the Streamlit script thread, nor in the server process at all: each run
-gets its own worker process (``cifarlab.serve.worker``), started with multiprocessing's
-**spawn** method (a fresh interpreter: CUDA does not survive ``fork``), so a crash, an
-out-of-memory kill or a cancel of one run never takes the server down, and a finished run gives
-all its memory back.
+Training never runs in the Streamlit script thread, nor in the server process: an *executor*
+(``cifarlab.serve.executor``) runs it, by default (``local``) in a worker process of its own, or
+(``executor = "ray"``) as a task on a Ray cluster; either way its events land in the run store.
 
-The scheduler is a daemon thread in the serving process. Every ~0.2 s (and at once on a
-submit) it:
-
-- reaps workers that ended; a worker that died without recording an outcome (killed by a
-  signal, out of memory, crashed) gets its run marked ``failed`` with the reason, and the
-  checkpoint it may have been writing (a ``.tmp``) is removed;
-- stops, by force, a worker that ignored a cancel for ``CANCEL_GRACE_S``, and one whose
-  heartbeat went silent for ``heartbeat_timeout``;
-- starts queued runs, first come first served per device, up to ``cpu_slots`` runs on the CPU,
-  ``gpu_slots`` per ``cuda:N`` and one on ``mps``. An *exclusive* job (the CPU-vs-GPU timing
-  page) waits until its device(s) are idle and keeps them to itself; the runs queued behind it
-  on those devices wait for it (strict FIFO, so it cannot starve);
-- keeps a spare worker started and warm, so pressing Train shows the first loss within a
-  second or two. The spare takes the next job and a new spare is started behind it (at once
-  when runs are waiting; otherwise a moment later, once the cores have room, so its imports do
-  not slow the runs going on); each run still has a process of its own.
+The dispatcher, a daemon thread of the serving process and the only one that talks to the
+executor (``ray.init`` needs a thread that lives), every ~0.2 s (at once on a submit) polls the
+executor (event batches in; why a run whose worker died ended), passes cancels on, stops by
+force a run that ignored its cancel for ``CANCEL_GRACE_S`` or whose heartbeat went silent for
+``heartbeat_timeout``, starts queued runs first come first served per device up to the
+executor's slots (an *exclusive* job, the CPU-vs-GPU timing, waits until its devices are idle
+and keeps them; the runs queued behind it there wait: strict FIFO), and keeps workers warm.
 
 The run store (SQLite) is the source of truth: a restart marks runs whose worker is gone as
 ``interrupted``, removes half-written checkpoints and runs the queued ones. One serving process
@@ -48,9 +37,9 @@ import weakref
 from cifarlab.core.config import TrainConfig
 from cifarlab.errors import CifarLabError, JobError
 from cifarlab.serve import admission
+from cifarlab.serve.executor import job_for, make_executor
 from cifarlab.serve.kinds import (TIMING, TRAIN, register_kind, registered_kinds,  # noqa: F401
                                   target_of)
-from cifarlab.serve.processes import WorkerPool, death_reason
 from cifarlab.serve.runs import (ACTIVE, FINISHED, STATUSES, Run, pid_alive,  # noqa: F401
                                  reason, validate_owner, validate_run_id, validate_session)
 from cifarlab.serve.settings import Settings, load_settings
@@ -69,7 +58,7 @@ FULL_TRAIN_IMAGES = 50000    # CIFAR-10's training set, when the data is not loa
 
 
 class JobQueue:
-    """Queue and run jobs in worker processes; see the module docstring.
+    """Queue jobs and run them on the settings' executor; see the module docstring.
 
     ``store``: a RunStore (default: ``settings.db_path``); ``settings``: ``load_settings()``.
     ``start=False`` creates the queue without its scheduler thread (tests of the checks).
@@ -79,7 +68,7 @@ class JobQueue:
                  start: bool = True):
         self.settings = settings or load_settings()
         self.store = store or RunStore(self.settings.db_path, self.settings.checkpoint_dir)
-        self._pool = WorkerPool(self.store, self.settings)
+        self.executor = make_executor(self.store, self.settings)
         self._submit_lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -87,6 +76,9 @@ class JobQueue:
         self._n_train: int | None = None
         self._backlog = 0
         self.closed = False
+        self._stop_timeout = 10.0
+        self._stop_lock = threading.Lock()
+        self._executor_stopped = False
         self.interrupted = self.store.mark_interrupted_on_start()
         self.store.remove_partial_checkpoints()  # left by workers killed while saving
         self._thread = threading.Thread(target=self._loop, name="cifarlab-scheduler",
@@ -266,7 +258,7 @@ class JobQueue:
             return False
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self._pool.warm():
+            if self.executor.warm():
                 return True
             time.sleep(0.05)
         return False
@@ -282,46 +274,41 @@ class JobQueue:
                 raise TimeoutError(f"run {run_id} still {run.status} after {timeout} s")
             time.sleep(poll)
 
-    # -- the scheduler -----------------------------------------------------------------------
+    # -- the dispatcher ----------------------------------------------------------------------
     def _loop(self) -> None:
+        try:
+            self.executor.start()  # here: ray.init belongs to a thread that lives
+        except Exception:  # noqa: BLE001 - queued runs wait; the host reads why in the log
+            log.exception("cifarlab: the %s executor did not start", self.executor.name)
         while not self._stopping.is_set():
             try:
                 self._tick()
-            except Exception:  # noqa: BLE001 - the scheduler must keep going
+            except Exception:  # noqa: BLE001 - the dispatcher must keep going
                 log.exception("cifarlab scheduler tick failed")
             self._wake.wait(TICK_S)
             self._wake.clear()
+        self._stop_executor()
 
     def _tick(self) -> None:
-        self._reap()
+        self.executor.poll()
         self._watch_workers()
         self._start_queued()
         if not self._stopping.is_set():
-            self._pool.keep_spares(self._backlog)
-
-    def _reap(self) -> None:
-        """Workers that ended: a run still "running" gets why (it could not say so itself), and
-        the checkpoint it may have been writing is removed."""
-        for w in self._pool.ended():
-            run = self.store.get(w.run_id)
-            if run is not None and run.status == "running":
-                status, why = death_reason(w.process.exitcode, w.forced, CANCEL_GRACE_S)
-                self.store.remove_partial_checkpoints(w.run_id)  # before its end is visible
-                self.store.set_status(w.run_id, status, only_from=["running"], **why)
-                log.warning("run %s: %s", w.run_id, why["error"])
+            self.executor.keep_warm(self._backlog)
 
     def _watch_workers(self) -> None:
-        """Cancel escalation, silent workers, orphans of an earlier server process."""
+        """Cancels, cancel escalation, silent workers, orphans of an earlier server process."""
         now = time.monotonic()
-        for run_id, w in list(self._pool.running.items()):
+        for run_id, h in list(self.executor.running.items()):
             run = self.store.get(run_id)
-            if run is None or w.forced:
+            if run is None or h.forced:
                 continue
             if run.cancel_requested and run.status == "running":
-                if w.cancel_seen is None:
-                    w.cancel_seen = now
-                elif now - w.cancel_seen > CANCEL_GRACE_S:
-                    self._pool.force(w, "cancel")
+                if h.cancel_seen is None:
+                    h.cancel_seen = now
+                    self.executor.cancel(run_id)
+                elif now - h.cancel_seen > CANCEL_GRACE_S:
+                    self.executor.force(run_id, "cancel", CANCEL_GRACE_S)
         if now - self._last_health < 1.0:
             return
         self._last_health = now
@@ -329,10 +316,10 @@ class JobQueue:
         timeout = self.settings.heartbeat_timeout
         for run in self.store.list_runs(statuses=["running"]):
             stale = run.heartbeat is None or wall - run.heartbeat > timeout
-            w = self._pool.running.get(run.id)
-            if w is not None:
-                if stale and w.process.is_alive() and not w.forced:
-                    self._pool.force(w, "heartbeat")
+            h = self.executor.running.get(run.id)
+            if h is not None:
+                if stale and not h.forced:
+                    self.executor.force(run.id, "heartbeat")
             elif stale or not pid_alive(run.worker_pid):  # not ours: an earlier server's
                 self.store.remove_partial_checkpoints(run.id)
                 self.store.set_status(run.id, "interrupted", only_from=["running"],
@@ -352,7 +339,7 @@ class JobQueue:
             can_start = not (needs & blocked)
             for d in needs:
                 n, held = busy.get(d, (0, False))
-                if held or (d in run.holds and n > 0) or n >= self.settings.slots_for(d):
+                if held or (d in run.holds and n > 0) or n >= self.executor.slots_for(d):
                     can_start = False
             if not can_start:
                 blocked |= needs  # first come first served: nobody overtakes it there
@@ -369,33 +356,28 @@ class JobQueue:
             self.store.set_status(run.id, "failed", only_from=["queued"],
                                   **reason("serve.queue.unknown_kind_queued", kind=run.kind))
             return False
-        job = {"run_id": run.id, "kind": run.kind, "target": target, "device": run.device,
-               "data_source": self.settings.data,
-               "time_limit_s": self.settings.max_timing_seconds if run.kind == TIMING else None}
-        spare = self._pool.take_spare()
-        pid = spare.process.pid if spare else None
-        if not self.store.set_status(run.id, "running", only_from=["queued"], worker_pid=pid):
-            if spare:
-                self._pool.put_back(spare)
-            return False  # cancelled meanwhile
-        process, new = self._pool.run(run.id, run.device, job, spare)
-        if new:
-            self.store.set_worker_pid(run.id, process.pid)
-        return True
+        return self.executor.launch(run, job_for(run, target, self.settings))
 
     # -- stopping ----------------------------------------------------------------------------
     def shutdown(self, timeout: float = 10.0) -> None:
-        """Stop the scheduler and the spare; runs still going are stopped and marked
+        """Stop the dispatcher and the executor; runs still going are stopped and marked
         ``interrupted`` (queued runs stay queued for the next start)."""
         if self.closed:
             return
         self.closed = True
+        self._stop_timeout = timeout
         self._stopping.set()
         self._wake.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
-        self._pool.stop_all(timeout)
-        self._reap()
+            self._thread.join(timeout + 5.0)  # it stops the executor in its own thread
+        elif not self._thread.is_alive():
+            self._stop_executor()
+
+    def _stop_executor(self) -> None:
+        with self._stop_lock:
+            if not self._executor_stopped:
+                self._executor_stopped = True
+                self.executor.stop_all(self._stop_timeout)
 
 
 _QUEUE: JobQueue | None = None

@@ -73,6 +73,18 @@ Setting (TOML key)     Environment variable            Default and meaning
                                                        server's priority workers run
                                                        (``os.nice``), so pages stay responsive
                                                        while every slot trains.
+``executor``           ``CIFARLAB_EXECUTOR``           ``local``: where runs execute. ``local``:
+                                                       a worker process per run on this machine.
+                                                       ``ray``: a task per run on a Ray cluster
+                                                       (needs ``requirements-ray.txt``; see
+                                                       docs/hosting.md).
+``ray_address``        ``CIFARLAB_RAY_ADDRESS``        unset: with ``executor = "ray"``, start a
+                                                       Ray instance on this machine; else the
+                                                       cluster to join (``auto``, or the head's
+                                                       ``host:port``).
+``gpu_share``          ``CIFARLAB_GPU_SHARE``          ``1``: on Ray, how many runs share one GPU
+                                                       (each asks for ``1/gpu_share`` of it);
+                                                       timing runs always take a whole GPU.
 =====================  ==============================  ==========================================
 
 Whole numbers must be written as such (``"4"``, not ``"4.0"`` or ``"four"``); booleans as
@@ -133,6 +145,9 @@ class Settings:
     spare_workers: int = 1
     heartbeat_timeout: float = 60.0
     worker_nice: int = 10
+    executor: str = "local"
+    ray_address: str | None = None
+    gpu_share: int = 1
 
     @property
     def db_path(self) -> Path:
@@ -166,7 +181,7 @@ class Settings:
         return dataclasses.replace(self, **changes)
 
 
-# name -> (kind, minimum, maximum); kind is "int", "float", "bool", "path" or "str"
+# name -> (kind, minimum, maximum); kind is "int", "float", "bool", "path", "str" or "choice"
 _FIELDS: dict[str, tuple[str, float | None, float | None]] = {
     "home": ("path", None, None),
     "data": ("str", None, None),
@@ -185,7 +200,11 @@ _FIELDS: dict[str, tuple[str, float | None, float | None]] = {
     "spare_workers": ("int", 0, None),
     "heartbeat_timeout": ("float", 5, None),
     "worker_nice": ("int", 0, 19),
+    "executor": ("choice", None, None),
+    "ray_address": ("str", None, None),
+    "gpu_share": ("int", 1, 16),
 }
+_CHOICES = {"executor": ("local", "ray")}
 _ALIASES = {"max_per_session": "max_per_owner"}  # old name -> name; the new name wins
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -288,6 +307,11 @@ def _parse(name: str, raw: Any, where: str, base: Path) -> Any:
         if isinstance(text, str) and text.lower() in _TRUE | _FALSE:
             return text.lower() in _TRUE
         raise SettingsError("serve.settings.boolean", field=name, where=where, got=got)
+    if kind == "choice":
+        if isinstance(text, str) and text.lower() in _CHOICES[name]:
+            return text.lower()
+        raise SettingsError("serve.settings.choice", field=name, where=where,
+                            choices=", ".join(_CHOICES[name]), got=got)
     if kind == "path":
         if not isinstance(text, (str, os.PathLike)) or str(text) == "":
             raise SettingsError("serve.settings.folder", field=name, where=where, got=got)

@@ -261,7 +261,26 @@ def _run_job(store: RunStore, job: dict, data: Any, data_error: BaseException | 
         if run is None or run.status != "running":
             return  # deleted or settled while we were starting
         fn = import_target(job["target"])
-        result = fn(dict(run.config), ctx)
+    except BaseException as err:  # noqa: BLE001 - every failure is recorded, in words
+        fn, payload = _raise(err), {}
+    else:
+        payload = dict(run.config)
+    status, fields = run_job(fn, payload, ctx)
+    store.set_status(run_id, status, only_from=["running"], **fields)
+
+
+def _raise(err: BaseException) -> Callable[[dict, Any], dict]:
+    def fn(payload: dict, ctx: Any) -> dict:
+        raise err
+    return fn
+
+
+def run_job(fn: Callable[[dict, Any], dict], payload: dict,
+            ctx: JobContext) -> tuple[str, dict[str, Any]]:
+    """Run a job function; returns (its status, the fields ``RunStore.set_status`` records:
+    result, env, why it stopped or failed, the traceback). Any executor's workers call this."""
+    try:
+        result = fn(payload, ctx)
         ctx.flush()
         result = dict(result or {})
         env = result.pop("env", None)
@@ -278,10 +297,10 @@ def _run_job(store: RunStore, job: dict, data: Any, data_error: BaseException | 
             status = "cancelled"
         else:
             status = "done"
-        store.set_status(run_id, status, only_from=["running"], result=result, env=env, **why)
+        return status, {"result": result, "env": env, **why}
     except BaseException as err:  # noqa: BLE001 - every failure is recorded, in words
         tb = traceback.format_exc()
-        print(f"cifarlab worker: run {run_id} failed:\n{tb}", file=sys.stderr, flush=True)
+        print(f"cifarlab worker: run {ctx.run_id} failed:\n{tb}", file=sys.stderr, flush=True)
         try:
             ctx.flush()
         except Exception:  # noqa: BLE001
@@ -290,7 +309,7 @@ def _run_job(store: RunStore, job: dict, data: Any, data_error: BaseException | 
             why = failure(err)
         except Exception:  # noqa: BLE001 - a message that cannot be rendered: still record it
             why = {"error": type(err).__name__}
-        store.set_status(run_id, "failed", only_from=["running"], traceback=tb, **why)
+        return "failed", {"traceback": tb, **why}
 
 
 def _peak_rss_mb() -> float | None:

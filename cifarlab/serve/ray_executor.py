@@ -1,0 +1,316 @@
+"""The Ray executor: each run a Ray task on a cluster, its events streamed back into the store.
+
+Chosen by the hosting setting ``executor = "ray"`` (an optional extra: ``pip install -r
+requirements-ray.txt``); ``ray_address`` names the cluster (unset: a Ray instance started on
+this machine, bound to 127.0.0.1). See docs/hosting.md.
+
+- Each run is ``ray_task.stream_job`` submitted as a streaming generator task (no retries: a run
+  is not repeated behind a student's back). ``poll`` (the queue's dispatcher thread, every
+  ~0.2 s) takes the batches it yielded, writes them into the run store (so the pages see no
+  difference), the checkpoint's bytes into ``home/checkpoints`` and the outcome into the run.
+- Cancel: the control actor (one per server) learns which runs were cancelled; each run asks it
+  every ~0.25 s and stops after its current step, keeping its partial result. ``force`` (cancel
+  ignored, heartbeat silent, shutdown) is ``ray.cancel(force=True)``: the worker is killed.
+- A worker or node that dies: the stream ends with Ray's error, and the run is marked
+  ``failed`` with ``serve.executor.worker_died`` (the error's class; its text kept for the host).
+- Resources: a CPU run asks for ``worker_threads`` CPUs; a GPU run for ``1/gpu_share`` of a GPU
+  (and as much of one CPU); a timing run (exclusive) for a whole GPU. Slots follow the cluster:
+  its CPUs ÷ ``worker_threads``, its GPUs × ``gpu_share``.
+- The data set goes into Ray's object store once per server process (``ray.put``); every run
+  gets the reference, and its arrays are read zero-copy on each node.
+- ``ray.init`` runs in the dispatcher thread, which lives as long as the queue (a thread that
+  ends breaks the driver's connection). Outside the main thread Ray leaves SIGTERM alone; in the
+  main thread (tests) the handler it installs is put back.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from cifarlab.serve.executor import Executor, Handle, forced_reason
+from cifarlab.serve.kinds import TIMING
+from cifarlab.serve.runs import Run, reason
+from cifarlab.serve.settings import Settings, cpu_cores
+from cifarlab.serve.store import RunStore
+from cifarlab.serve.worker import HEARTBEAT_S
+
+log = logging.getLogger("cifarlab.serve.queue")
+
+RESOURCES_S = 10.0   # read the cluster's size this often (slots follow it)
+RETRY_S = 10.0       # try to reach the cluster again after a failed start
+_SHARED: dict[str, Any] = {}   # data key -> its ObjectRef, while this process is connected
+
+
+class Control:
+    """The control actor: which runs were cancelled (runs ask; a generator cannot listen)."""
+
+    def __init__(self):
+        self._cancelled: set[str] = set()
+
+    def cancel(self, run_id: str) -> None:
+        self._cancelled.add(run_id)
+
+    def cancelled(self, run_id: str) -> bool:
+        return run_id in self._cancelled
+
+    def forget(self, run_id: str) -> None:
+        self._cancelled.discard(run_id)
+
+
+@dataclass
+class RayRun(Handle):
+    gen: Any = None            # the ObjectRefGenerator of its task
+    worker: dict | None = None  # {"pid", "node"} of the Ray worker running it, once it started
+    beat_at: float = 0.0       # when the dispatcher last beat for it while Ray kept it waiting
+
+
+def restore_sigterm(before: Any) -> None:
+    """Put back the SIGTERM handler ``ray.init`` replaced (possible in the main thread only;
+    elsewhere Ray does not touch it)."""
+    if (signal.getsignal(signal.SIGTERM) is not before and before is not None
+            and threading.current_thread() is threading.main_thread()):
+        signal.signal(signal.SIGTERM, before)
+
+
+class RayExecutor(Executor):
+    """Runs as Ray tasks (see the module docstring)."""
+
+    name = "ray"
+
+    def __init__(self, store: RunStore, settings: Settings):
+        super().__init__(store, settings)
+        self.running: dict[str, RayRun] = {}
+        self._ray: Any = None
+        self._owns = False        # whether this executor started Ray (and so shuts it down)
+        self._task: Any = None
+        self._control: Any = None
+        self._data: Any = None
+        self._resources: dict[str, float] = {}
+        self._resources_at = 0.0
+        self._retry_at = 0.0
+        self._warming: list[Any] = []
+        self._warmed = 0
+
+    # -- starting ----------------------------------------------------------------------------
+    def start(self) -> None:
+        import ray
+
+        from cifarlab.serve import ray_task
+
+        self._ray = ray
+        self._retry_at = time.monotonic() + RETRY_S
+        if not ray.is_initialized():
+            before = signal.getsignal(signal.SIGTERM)
+            common = {"include_dashboard": False, "namespace": "cifarlab"}
+            if self.settings.ray_address:
+                ray.init(address=self.settings.ray_address, **common)
+            else:  # a Ray of this machine's own, reachable from here only; its workers
+                # run worker_nice below the web server, as local workers do (Ray: 15)
+                os.environ.setdefault("RAY_worker_niceness", str(self.settings.worker_nice))
+                ray.init(address="local", num_cpus=cpu_cores(), _node_ip_address="127.0.0.1",
+                         **common)
+            self._owns = True
+            restore_sigterm(before)
+        self._control = ray.remote(num_cpus=0)(Control).remote()
+        self._warm_fn = ray.remote(num_cpus=0, max_retries=0)(ray_task.warm_up)
+        self._task = ray.remote(num_returns="streaming", max_retries=0)(ray_task.stream_job)
+        self._read_resources()
+        log.info("cifarlab: Ray executor on %s", self._resources)
+
+    def _read_resources(self) -> None:
+        self._resources = dict(self._ray.cluster_resources())
+        self._resources_at = time.monotonic()
+
+    def slots_for(self, device: str) -> int:
+        res = self._resources
+        if not res:
+            return super().slots_for(device)
+        if device == "cpu":
+            return max(1, int(res.get("CPU", 0) // self.settings.worker_threads))
+        if device.startswith("cuda"):
+            return max(1, int(res.get("GPU", 0) * self.settings.gpu_share))
+        return 1
+
+    def resources_for(self, run: Run) -> dict[str, float]:
+        """What a run asks Ray for: see the module docstring."""
+        threads = float(self.settings.worker_threads)
+        if run.device.startswith("cuda"):
+            whole = run.kind == TIMING or run.exclusive
+            share = 1.0 if whole else round(1.0 / self.settings.gpu_share, 4)
+            return {"num_gpus": share, "num_cpus": threads if "cpu" in run.holds else share}
+        return {"num_cpus": threads, "num_gpus": 0}
+
+    def _shared_data(self) -> Any:
+        """The data set in the object store (put there once), or None: runs load it."""
+        if self._data is False:  # tried once, and failed: the runs say why, each
+            return None
+        if self._data is None:
+            try:
+                from cifarlab.core import data as data_mod
+
+                d = data_mod.load(self.settings.data)
+            except Exception:  # noqa: BLE001 - each run will say what is wrong with the data
+                log.exception("cifarlab: the data set could not be loaded for Ray")
+                self._data = False
+                return None
+            if d.key not in _SHARED:
+                _SHARED[d.key] = self._ray.put({
+                    "arrays": {"train_x": d.train_x, "train_y": d.train_y, "test_x": d.test_x,
+                               "test_y": d.test_y},
+                    "meta": {"classes": list(d.classes), "source": d.source, "key": d.key,
+                             "notes": list(d.notes)}})
+            self._data = _SHARED[d.key]
+        return self._data
+
+    # -- runs --------------------------------------------------------------------------------
+    def launch(self, run: Run, job: dict) -> bool:
+        if self._task is None:
+            return False  # not connected (yet): the run stays queued
+        shared = self._shared_data()
+        if not self.store.set_status(run.id, "running", only_from=["queued"]):
+            return False  # cancelled meanwhile
+        gen = self._task.options(**self.resources_for(run)).remote(job, shared, self._control)
+        self.running[run.id] = RayRun(run.id, run.device, gen=gen)
+        return True
+
+    def poll(self) -> None:
+        if self._ray is None:
+            return
+        if self._task is None:
+            if time.monotonic() >= self._retry_at:
+                try:
+                    self.start()
+                except Exception:  # noqa: BLE001
+                    log.exception("cifarlab: the Ray cluster is still out of reach")
+            return
+        if time.monotonic() - self._resources_at > RESOURCES_S:
+            self._read_resources()
+        for r in list(self.running.values()):
+            self._drain(r)
+
+    def _drain(self, r: RayRun) -> None:
+        ray = self._ray
+        try:
+            while r.gen.next_ready():
+                self._take(r, ray.get(next(r.gen)))
+                if r.run_id not in self.running:
+                    return
+            if r.gen.is_finished():
+                self._died(r, None)
+            elif r.worker is None and time.monotonic() - r.beat_at > HEARTBEAT_S:
+                # waiting in Ray for resources (another app on the cluster, a node that left):
+                # alive, not silent, so the queue's heartbeat watch leaves it be
+                r.beat_at = time.monotonic()
+                self.store.heartbeat(r.run_id)
+        except StopIteration:
+            self._died(r, None)
+        except Exception as err:  # noqa: BLE001 - Ray's word that the worker or node died
+            self._died(r, err)
+
+    def _take(self, r: RayRun, batch: dict) -> None:
+        run_id = r.run_id
+        if "worker" in batch:
+            r.worker = batch["worker"]
+            self.store.add_event(run_id, "worker", {"executor": "ray", **r.worker})
+        if batch.get("steps") or batch.get("events") or batch.get("progress") is not None:
+            self.store.record(run_id, steps=batch["steps"], losses=batch["losses"],
+                              events=batch["events"], progress=batch["progress"])
+        else:
+            self.store.heartbeat(run_id)
+        if batch.get("checkpoint"):
+            from cifarlab.core.checkpoint import atomic_write_bytes
+
+            data = batch["checkpoint"]
+            atomic_write_bytes(self.store.checkpoint_path(run_id), lambda f: f.write(data))
+        if "outcome" in batch:
+            outcome = batch["outcome"]
+            if "status" in outcome:
+                self.store.set_status(run_id, outcome["status"], only_from=["running"],
+                                      **outcome["fields"])
+                self._forget(r)
+            else:
+                self._died(r, None)
+
+    def _died(self, r: RayRun, err: BaseException | None) -> None:
+        """The run's stream ended without an outcome: why, as the run's reason."""
+        run = self.store.get(r.run_id)
+        if run is not None and run.status == "running":
+            tb = None
+            got = forced_reason(r.forced, r.forced_s)
+            if got is not None:
+                status, why = got
+            elif err is None:
+                status, why = "failed", reason("serve.executor.no_outcome")
+            else:
+                name = type(err).__name__
+                code = ("serve.executor.out_of_memory" if "OutOfMemory" in name
+                        else "serve.executor.worker_died")
+                status, why = "failed", reason(code, name=name)
+                tb = f"{name}: {err}"
+            self.store.remove_partial_checkpoints(r.run_id)
+            self.store.set_status(r.run_id, status, only_from=["running"], traceback=tb, **why)
+            log.warning("run %s on Ray: %s", r.run_id, why["error"])
+        self._forget(r)
+
+    def _forget(self, r: RayRun) -> None:
+        self.running.pop(r.run_id, None)
+        try:
+            self._control.forget.remote(r.run_id)
+        except Exception:  # noqa: BLE001 - the actor is gone: nothing to forget
+            pass
+
+    def cancel(self, run_id: str) -> None:
+        if self._control is not None:
+            self._control.cancel.remote(run_id)
+
+    def force(self, run_id: str, why: str, seconds: float = 0.0) -> None:
+        r = self.running.get(run_id)
+        if r is None or r.forced:
+            return
+        r.forced, r.forced_s = why, seconds
+        try:
+            self._ray.cancel(r.gen, force=True)
+        except Exception:  # noqa: BLE001 - it ended meanwhile: poll settles it
+            log.debug("ray.cancel(%s) failed", run_id, exc_info=True)
+
+    # -- warm workers, stopping ----------------------------------------------------------------
+    def keep_warm(self, backlog: int) -> None:
+        """Once: ``spare_workers`` warm-up tasks. Ray keeps the worker processes they warmed
+        (torch imported, the data mapped) and hands them the next runs."""
+        if self._task is None or self._warming or self.settings.spare_workers == 0:
+            return
+        shared = self._shared_data()
+        self._warming = [self._warm_fn.remote(shared, self.settings.worker_nice)
+                         for _ in range(self.settings.spare_workers)]
+
+    def warm(self) -> int:
+        if not self._warming:
+            return 0
+        ready, _ = self._ray.wait(self._warming, num_returns=len(self._warming), timeout=0)
+        return len(ready)
+
+    def stop_all(self, timeout: float) -> None:
+        if self._ray is None:
+            return
+        for run_id in list(self.running):
+            self.force(run_id, "shutdown")
+        deadline = time.monotonic() + timeout
+        while self.running and time.monotonic() < deadline:
+            self.poll()
+            time.sleep(0.05)
+        for r in list(self.running.values()):
+            self._died(r, None)   # forced: "interrupted"
+        if self._control is not None:
+            try:
+                self._ray.kill(self._control)
+            except Exception:  # noqa: BLE001
+                pass
+        self._task = self._control = None
+        if self._owns:
+            _SHARED.clear()
+            self._ray.shutdown()
