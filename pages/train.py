@@ -45,9 +45,8 @@ def get_queue() -> jobs.JobQueue:
 
 @st.cache_resource(show_spinner=False)
 def _device_ids() -> list[str]:
-    from cifarlab.core.devices import list_devices
-
-    return [d.id for d in list_devices()]
+    """Where a run can go: this machine's devices, or the cluster's when Ray runs the runs."""
+    return get_queue().devices()
 
 
 # ------------------------------------------------------------------------------ formatting

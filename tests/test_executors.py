@@ -136,6 +136,49 @@ def test_four_quarter_gpu_runs_share_one_gpu_and_the_fifth_waits(ray_cluster, tm
     assert all(store.get(r).result["cancelled"] for r in ids)
 
 
+def test_a_run_is_placed_among_the_executors_devices_not_this_machines(tmp_path):
+    """A CPU-only web server in front of a GPU cluster: the run's device is checked against
+    the cluster's ("auto" takes its GPU); the local executor keeps this machine's devices."""
+    from cifarlab.core.config import TrainConfig
+    from cifarlab.core.devices import list_devices
+    from cifarlab.serve import admission
+
+    settings = load_settings(env={}, home=str(tmp_path / "home"))
+    cluster = ["cpu", "cuda:0"]
+    assert admission.placed_device("auto", cluster) == "cuda:0"
+    assert admission.placed_device("auto", ["cpu"]) == "cpu"
+    assert admission.placed_device("CUDA:0", cluster) == "cuda:0"
+    with pytest.raises(JobError) as err:
+        admission.placed_device("cuda:1", cluster)
+    assert err.value.code == "config.device_missing" and err.value.params["present"] == \
+        "cpu, cuda:0"
+    on_gpu = TrainConfig(device="cuda:0")
+    admission.check_config(on_gpu, 50_000, settings, cluster)        # the cluster has one
+    with pytest.raises(JobError) as err:
+        admission.check_config(on_gpu, 50_000, settings, ["cpu"])
+    assert err.value.field == "device"
+    if not any(d.id.startswith("cuda") for d in list_devices()):     # and this machine not
+        with pytest.raises(JobError):
+            admission.check_config(on_gpu, 50_000, settings)
+    queue = JobQueue(RunStore(settings.db_path), settings, start=False)
+    assert queue.executor.devices() is None
+    assert queue.devices() == [d.id for d in list_devices()]
+
+
+@pytest.mark.ray
+def test_the_ray_executor_offers_the_clusters_devices(ray_cluster, tmp_path):
+    from cifarlab.serve.ray_executor import RayExecutor
+
+    settings = load_settings(env={}, home=str(tmp_path / "home"), executor="ray")
+    ex = RayExecutor(RunStore(settings.db_path), settings)
+    assert ex.devices() is None                  # not read before it starts
+    ex.start()   # the session's Ray (1 logical GPU): joined, not started
+    try:
+        assert ex.devices() == ["cpu", "cuda:0"]
+    finally:
+        ex.stop_all(5.0)
+
+
 @pytest.mark.ray
 def test_ray_init_in_the_dispatcher_thread_leaves_the_servers_sigterm_handler(
         ray_cluster, tmp_path, cifar_archive, cifar_cache_dir):

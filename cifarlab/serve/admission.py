@@ -13,11 +13,12 @@ queued, each refusal a ``JobError`` with a code and the numbers a page needs to 
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Any
 
-from cifarlab.core.config import TrainConfig
+from cifarlab.core.config import TrainConfig, validate
 from cifarlab.errors import CifarLabError, ConfigError, JobError
 from cifarlab.serve.settings import Settings
 from cifarlab.serve.store import RunStore
@@ -34,16 +35,36 @@ def as_job_error(err: CifarLabError) -> JobError:
     return JobError(err.code, field=err.field, **err.params)
 
 
-def check_config(config: Any, n_train: int, settings: Settings) -> None:
+def check_config(config: Any, n_train: int, settings: Settings,
+                 devices: list[str] | None = None) -> None:
     """THE config check before queueing: ``core.config.validate`` (the one validator, which the
     Train page and the command line call too) with this server's limits and the real size of
-    its data, and the device present on this machine."""
+    its data, and the device present on this machine, or among ``devices`` when the executor
+    places runs elsewhere (a Ray cluster's GPU behind a CPU-only web server)."""
     if not isinstance(config, TrainConfig):
         raise JobError("serve.limits.not_a_config", field="config")
     try:
-        config.check_runtime(n_train, settings.limits())
+        if devices is None:
+            config.check_runtime(n_train, settings.limits())
+        else:
+            limits = dataclasses.replace(settings.limits(), devices=tuple(devices))
+            problems = validate(config, limits=limits, n_train=n_train)
+            if problems:
+                raise ConfigError(problems)
     except CifarLabError as err:
         raise as_job_error(err) from None
+
+
+def placed_device(device: str, placed: list[str]) -> str:
+    """``device`` among the executor's (a cluster's): "auto" as the tutorial picks, a GPU when
+    there is one; a device it lacks is refused, naming the ones it has."""
+    want = str(device).strip().lower()
+    if want == "auto":
+        return next((d for d in placed if d.startswith("cuda")), "cpu")
+    if want in placed:
+        return want
+    raise JobError("config.device_missing", field="device", device=str(device)[:40],
+                   present=", ".join(placed))
 
 
 def image_count(config: TrainConfig, n_train: int) -> int:

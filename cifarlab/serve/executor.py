@@ -73,6 +73,11 @@ class Executor:
     def slots_for(self, device: str) -> int:
         return self.settings.slots_for(device)
 
+    def devices(self) -> list[str] | None:
+        """The devices a run can be placed on when they are not this machine's (a cluster's);
+        None: this machine's (``core.devices.list_devices``)."""
+        return None
+
     def launch(self, run: Run, job: dict) -> bool:
         raise NotImplementedError
 

@@ -99,7 +99,8 @@ class JobQueue:
         validate_session(session)
         owner = validate_owner(session if owner is None else owner)
         n_train = self.train_images()
-        admission.check_config(config, n_train, self.settings)   # core's one config validator
+        admission.check_config(config, n_train, self.settings,   # core's one config validator
+                               self.executor.devices())
         needed = admission.check_train(config, self.settings, n_train)  # the compute budget
         return self._enqueue(session, owner, TRAIN, config.to_dict(), self._resolve(config.device),
                              name=name, image_epochs=needed)
@@ -148,9 +149,21 @@ class JobQueue:
         self._wake.set()
         return run_id
 
+    def devices(self) -> list[str]:
+        """Where a run can go: the executor's devices (a Ray cluster's), else this machine's."""
+        placed = self.executor.devices()
+        if placed is not None:
+            return list(placed)
+        from cifarlab.core.devices import list_devices
+
+        return [d.id for d in list_devices()]
+
     def _resolve(self, device: str) -> str:
         from cifarlab.core.devices import resolve_device
 
+        placed = self.executor.devices()
+        if placed is not None:
+            return admission.placed_device(device, placed)
         try:
             return str(resolve_device(device))
         except CifarLabError as err:

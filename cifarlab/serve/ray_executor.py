@@ -126,6 +126,13 @@ class RayExecutor(Executor):
         self._resources = dict(self._ray.cluster_resources())
         self._resources_at = time.monotonic()
 
+    def devices(self) -> list[str] | None:
+        """The cluster's: "cpu", and "cuda:0" when any node has a GPU (a task sees the GPU Ray
+        gives it as cuda:0). None until the executor has started and read the cluster."""
+        if not self._resources:
+            return None
+        return ["cpu"] + (["cuda:0"] if self._resources.get("GPU", 0) > 0 else [])
+
     def slots_for(self, device: str) -> int:
         res = self._resources
         if not res:
