@@ -43,7 +43,7 @@ browser-deps:
 	@bash scripts/ensure-chromium.sh
 
 test: $(VENV)/.dev-installed browser-deps
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=25
 
 # Everything but the real-browser tests.
 test-fast: $(VENV)/.dev-installed
