@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from browser_support import StreamlitServer, page_problems, wait_idle
+from browser_support import (StreamlitServer, check_axe, check_language_and_links, page_problems,
+                             report, tall_screenshot, wait_idle)
 from cifarlab import i18n
 from pages.common import PAGES
 
@@ -133,17 +134,26 @@ BAD_NUMBERS = {
 @pytest.mark.parametrize("lang", ["es", "pt"])
 def test_every_page_in_the_students_language_with_bad_input(server, browser, lang):
     """Every page in Spanish and Portuguese: no English sentence of ours on it, and where it
-    has a number box, a bad value is answered in the language with no stale result."""
+    has a number box, a bad value is answered in the language with no stale result. Each page
+    as it opens also passes axe's gate, in a document in that language with its navigation and
+    lesson links in it (the rest of the accessibility checks: test_browser_a11y.py)."""
     t = i18n.translator(lang)
     english = english_sentences(lang)
     assert len(english) > 200                      # the check has something to look for
     page = browser.new_page(viewport={"width": 1400, "height": 1800})
     found: dict[str, list[str]] = {}
+    axe_found: dict[str, list[str]] = {}
+    page_ids = [pid for pid, _, _ in PAGES]
     try:
         for pid, _, _ in PAGES:
             page.goto(f"{server.url}/{'' if pid == 'home' else pid}?lang={lang}"
                       f"&sid=walk-student-{lang}-1")
             wait_idle(page)
+            # accessibility in this language as the page opens (every tab: test_browser_a11y)
+            check_language_and_links(page, pid, lang, page_ids)
+            check_axe(page, f"{pid} ({lang}), as it opens", axe_found)
+            tall_screenshot(page, f"{lang}-a11y-{pid}")
+            page.set_viewport_size({"width": 1400, "height": 1800})
             if pid in BAD_NUMBERS:
                 (key, params), bad, (lo, hi), gone = BAD_NUMBERS[pid]
                 main = page.locator('[data-testid="stMain"]')
@@ -169,3 +179,4 @@ def test_every_page_in_the_students_language_with_bad_input(server, browser, lan
     finally:
         page.close()
     assert not found, found
+    assert not axe_found, report(axe_found)

@@ -458,4 +458,5 @@ def test_load_twelve_sessions_at_once(make_queue, figures):
           f"{rss_before:.0f} -> {rss_after:.0f} MB (peak {peak_server:.0f} MB); largest worker "
           f"peak RSS {peak_worker:.0f} MB")
     assert rss_after - rss_before < 300
-    assert 50 < peak_worker < 1500
+    # a Ray worker process is reused run after run: its peak covers every run it served
+    assert 50 < peak_worker < (1500 if queue.executor.name == "local" else 2500)

@@ -63,11 +63,11 @@ def test_the_train_page_shows_it_and_checks_it(page):
     from test_pages_train import open_train, texts
 
     at = open_train("schema-field-session")
-    widget = at.number_input(key="train_dropout")
-    assert widget.value == 0.0
-    widget.set_value(1.5).run()
+    widget = at.text_input(key="train_dropout")   # a decimal: a text box in the notation
+    assert widget.value == "0"
+    widget.set_value("1,5").run()
     assert i18n.t("errors.config.momentum", "en", default=0.0) in texts(at, "error")
-    at.number_input(key="train_dropout").set_value(0.5).run()
+    at.text_input(key="train_dropout").set_value("0.5").run()
     assert not at.error and not at.exception
 
 
