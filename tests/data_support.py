@@ -1,4 +1,5 @@
-"""Helpers shared by the tests of cifarlab.core.data (tests/test_data*.py)."""
+"""Helpers shared by the tests of cifarlab.core.data (tests/test_data*.py), and the page tests'
+fresh run store (``pages_queue``)."""
 import os
 import sys
 import tarfile
@@ -61,3 +62,21 @@ def backing(arr):
         if lo <= addr < hi:
             return fields[5] if len(fields) > 5 else ""
     return None
+
+
+def pages_queue(mp, home, cifar_archive, cifar_cache_dir):
+    """The pages' job queue over a fresh CIFARLAB_HOME (``mp``: a MonkeyPatch the caller
+    undoes), no spare worker, no shared view; another test module's queue is shut down."""
+    from cifarlab.serve import queue as jobs
+    from cifarlab.serve.settings import load_settings
+
+    mp.setenv("CIFARLAB_HOME", str(home))
+    mp.setenv("CIFARLAB_DATA", str(cifar_archive))
+    mp.setenv("CIFARLAB_CACHE", str(cifar_cache_dir))
+    mp.setenv("CIFARLAB_SPARE_WORKERS", "0")
+    mp.setenv("CIFARLAB_SHARED_VIEW", "0")
+    queue = jobs.get_queue()
+    if queue.settings.home != load_settings().home:   # another test module's queue
+        queue.shutdown()
+        queue = jobs.get_queue()
+    return queue

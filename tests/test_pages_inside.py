@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 import re
 from pathlib import Path
 
@@ -19,11 +18,10 @@ from PIL import Image
 from streamlit.testing.v1 import AppTest
 
 from cifarlab import i18n
+from data_support import pages_queue
 from cifarlab.core.checkpoint import load as load_checkpoint
 from cifarlab.core.config import ModelSpec, TrainConfig
 from cifarlab.lab import inside as I
-from cifarlab.serve import queue as jobs
-from cifarlab.serve.settings import load_settings
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 SID = "inside-owner-0001"
@@ -43,15 +41,7 @@ def lab(tmp_path_factory, cifar_archive, cifar_cache_dir):
 
     home = tmp_path_factory.mktemp("inside-home")
     mp = pytest.MonkeyPatch()
-    mp.setenv("CIFARLAB_HOME", str(home))
-    mp.setenv("CIFARLAB_DATA", str(cifar_archive))
-    mp.setenv("CIFARLAB_CACHE", str(cifar_cache_dir))
-    mp.setenv("CIFARLAB_SPARE_WORKERS", "0")
-    mp.setenv("CIFARLAB_SHARED_VIEW", "0")
-    queue = jobs.get_queue()
-    if queue.settings.home != load_settings().home:   # another test module's queue
-        queue.shutdown()
-        queue = jobs.get_queue()
+    queue = pages_queue(mp, home, cifar_archive, cifar_cache_dir)
     store = queue.store
     data = load(str(cifar_archive), cache_dir=cifar_cache_dir)
     run_id = store.create_run(SID, "train", CONFIG.to_dict(), "cpu")

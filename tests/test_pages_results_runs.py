@@ -16,9 +16,8 @@ from PIL import Image
 from streamlit.testing.v1 import AppTest
 
 from cifarlab import i18n
-from cifarlab.serve import queue as jobs
+from data_support import pages_queue
 from cifarlab.core.config import TrainConfig
-from cifarlab.serve.settings import load_settings
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 SID = "results-owner-0001"
@@ -38,15 +37,7 @@ def lab(tmp_path_factory, cifar_archive, cifar_cache_dir):
 
     home = tmp_path_factory.mktemp("lab-home")
     mp = pytest.MonkeyPatch()
-    mp.setenv("CIFARLAB_HOME", str(home))
-    mp.setenv("CIFARLAB_DATA", str(cifar_archive))
-    mp.setenv("CIFARLAB_CACHE", str(cifar_cache_dir))
-    mp.setenv("CIFARLAB_SPARE_WORKERS", "0")
-    mp.setenv("CIFARLAB_SHARED_VIEW", "0")
-    queue = jobs.get_queue()
-    if queue.settings.home != load_settings().home:   # another test module's queue
-        queue.shutdown()
-        queue = jobs.get_queue()
+    queue = pages_queue(mp, home, cifar_archive, cifar_cache_dir)
     assert queue.settings.home == home.resolve()
     store = queue.store
 

@@ -47,7 +47,7 @@ class LocalExecutor(Executor):
             run = self.store.get(w.run_id)
             if run is not None and run.status == "running":
                 status, why = (forced_reason(w.forced, w.forced_s)
-                               or death_reason(w.process.exitcode, None, w.forced_s))
+                               or death_reason(w.process.exitcode))
                 self.store.remove_partial_checkpoints(w.run_id)  # before its end is visible
                 self.store.set_status(w.run_id, status, only_from=["running"], **why)
                 log.warning("run %s: %s", w.run_id, why["error"])

@@ -84,14 +84,9 @@ def kill(process) -> None:
     process.kill()
 
 
-def death_reason(exitcode: int, forced: str | None, grace_s: float) -> tuple[str, dict]:
-    """(status, ``runs.reason``) for a worker that ended without recording an outcome."""
-    if forced == "cancel":
-        return "cancelled", reason("serve.worker.cancel_forced", seconds=grace_s)
-    if forced == "heartbeat":
-        return "failed", reason("serve.worker.no_heartbeat")
-    if forced == "shutdown":
-        return "interrupted", reason("serve.worker.shutdown")
+def death_reason(exitcode: int) -> tuple[str, dict]:
+    """(status, ``runs.reason``) for a worker that ended by itself without recording an outcome
+    (one the queue stopped by force: ``executor.forced_reason``)."""
     if exitcode < 0:
         sig = -exitcode
         try:
