@@ -201,7 +201,7 @@ def test_keyboard_only_train_a_run_and_read_its_accuracy(keyboard_run):
 
 
 @pytest.mark.timeout(1800)
-@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("lang", ["en"])  # es/pt: the results page below, and the es/pt walk
 def test_axe_on_the_train_page_with_a_finished_run(server, browser, keyboard_run, lang):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     found: dict[str, list[str]] = {}

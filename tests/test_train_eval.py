@@ -232,7 +232,7 @@ def test_cli_prints_the_tutorials_lines(cifar_archive, tmp_path):
     assert any(l.startswith("Accuracy of plane : ") for l in lines)
 
 
-@pytest.mark.parametrize("args,words", [
+BAD_INPUT = [
     (["train", "--lr", "-1"], "learning rate"),
     (["train", "--batch-size", "0"], "batch size"),
     (["train", "--device", "cuda:9"], "cuda:9"),
@@ -240,8 +240,13 @@ def test_cli_prints_the_tutorials_lines(cifar_archive, tmp_path):
     (["eval", "/nonexistent.pth"], "No checkpoint"),
     (["shapes", "--kernels", "5,15"], "conv2"),
     (["shapes", "--layers", "[not json"], "not valid JSON"),
-])
-def test_cli_bad_input_exits_2_with_one_line(args, words, tmp_path):
+]
+
+
+def test_cli_bad_input_exits_2_with_one_line_from_the_shell(tmp_path):
+    # one real `python -m cifarlab` (the entry point, its exit status and stderr); the other
+    # cases call the same main() in this process (each interpreter start costs ~5 s of CI)
+    args, words = BAD_INPUT[0]
     proc = subprocess.run([sys.executable, "-m", "cifarlab", *args], cwd=tmp_path,
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -249,6 +254,16 @@ def test_cli_bad_input_exits_2_with_one_line(args, words, tmp_path):
     err = proc.stderr.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     assert words in err
+
+
+@pytest.mark.parametrize("args,words", BAD_INPUT)
+def test_cli_bad_input_exits_2_with_one_line(args, words, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(args) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert words in err and captured.out == ""
 
 
 def test_cli_shapes_table(capsys):
