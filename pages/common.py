@@ -213,11 +213,12 @@ def session_id() -> str:
     """A stable id for this browser's runs. It rides in the URL (``?sid=``), so a reload, a
     page switch or a second tab with the same link finds the same runs; and in a cookie, so
     the same browser finds them again after the tab was closed. A link from elsewhere
-    (``?sid=`` of another device) wins over the cookie."""
+    (``?sid=`` of another device) wins over the cookie. A person signed in through an identity
+    provider has one session on every device, from their e-mail (never from the URL)."""
     if "sid" not in st.session_state:
         sid = st.query_params.get("sid", "")
-        st.session_state["sid"] = (sid if _valid(sid) else _cookie_sid()
-                                   or secrets.token_urlsafe(12))
+        st.session_state["sid"] = _user_session() or (sid if _valid(sid) else _cookie_sid()
+                                                      or secrets.token_urlsafe(12))
     return st.session_state["sid"]
 
 
@@ -261,6 +262,18 @@ def _claims() -> dict | None:
     except Exception:  # sign-in not configured, or no script context
         pass
     return None
+
+
+def signed_in() -> bool:
+    """Whether an identity provider names the person (then no session rides in the URL)."""
+    return _claims() is not None
+
+
+def _user_session() -> str | None:
+    claims, secret = _claims(), (_secrets("auth") or {}).get("cookie_secret")
+    if claims is None or not secret:
+        return None
+    return identity.user_session(str(claims["email"]), str(secret))
 
 
 def _browser() -> str:
@@ -337,6 +350,9 @@ def sign_in_sidebar() -> None:
         st.button(t("identity.sign_out"), key="identity_sign_out",
                   on_click=lambda: st.session_state.pop(INSTRUCTOR_KEY, None))
     elif passphrase_hash() is not None:
+        # Streamlit's "Press Enter to submit form" hint is English only; the button says it
+        st.html('<style>.st-key-identity_passphrase [data-testid="InputInstructions"]'
+                "{display: none !important}</style>")
         with st.expander(t("identity.instructor_sign_in")), st.form(
                 "identity_passphrase_form", clear_on_submit=True, border=False):
             typed = st.text_input(t("identity.passphrase"), type="password",
@@ -355,6 +371,9 @@ def remember_session() -> None:
     text changes only with the session id): an element that came on the first run and went on
     the next would shift the page below it, and the browser would build the page's widgets
     anew, throwing away the keyboard focus of the student who just pressed Enter in one."""
+    if signed_in():   # the browser's own id stays for after sign-out; the person's is not it
+        st.html("<script></script>", unsafe_allow_javascript=True)
+        return
     sid = session_id()
     # sid is [A-Za-z0-9_-] only (checked above), so it is safe inside the script
     st.html(f"<script>document.cookie = '{COOKIE}={sid}; path=/; max-age="
@@ -436,6 +455,10 @@ def _uploader_css(code: str) -> str:
 def keep_url_state() -> None:
     """Write the language and session id back into the URL (page switches clear it)."""
     want = {"lang": lang(), "sid": session_id()}
+    if signed_in():   # a signed-in person's runs follow the sign-in, not a link
+        del want["sid"]
+        if "sid" in st.query_params:
+            del st.query_params["sid"]
     for key, value in want.items():
         if st.query_params.get(key) != value:
             st.query_params[key] = value
