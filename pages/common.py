@@ -255,13 +255,22 @@ def passphrase_hash() -> str | None:
 
 
 def _claims() -> dict | None:
-    """The signed-in user's ID-token claims (with an e-mail), else None."""
+    """The signed-in user's ID-token claims, when they carry an e-mail the provider does not
+    call unverified (the e-mail is the person here: their runs, their role), else None."""
     try:
-        if st.user.get("is_logged_in") and st.user.get("email"):
+        if (st.user.get("is_logged_in") and st.user.get("email")
+                and st.user.get("email_verified") is not False):
             return dict(st.user)
     except Exception:  # sign-in not configured, or no script context
         pass
     return None
+
+
+def _logged_in() -> bool:
+    try:
+        return bool(st.user.get("is_logged_in"))
+    except Exception:
+        return False
 
 
 def signed_in() -> bool:
@@ -338,6 +347,10 @@ def sign_in_sidebar() -> None:
         st.html(f"<script>document.cookie = '{LANG_COOKIE}={lang()}; path=/; max-age="
                 f"{COOKIE_DAYS * 86400}; SameSite=Lax';</script>", unsafe_allow_javascript=True)
         if _claims() is None:
+            if _logged_in():   # signed in, but with no (verified) e-mail to be known by
+                st.caption(t("identity.no_email"))
+                st.button(t("identity.sign_out"), key="identity_sign_out", on_click=st.logout)
+                return
             st.button(t("identity.sign_in"), key="identity_sign_in", on_click=st.login,
                       type="primary")
             return
