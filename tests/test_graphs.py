@@ -9,6 +9,8 @@ timing series is really graphed.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -25,8 +27,18 @@ from cifarlab.core.train import train
 from cifarlab.lab import gpu as lab
 from cifarlab.lab.gpu import results as gpu_results
 
+ROOT = Path(__file__).resolve().parents[1]
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 LANGS = ("en", "es", "pt")
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One CPU thread: two OpenMP threads on a loaded 2-core machine spin (20x slower here)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 def synthetic(n: int, seed: int = 0) -> CifarData:
@@ -126,6 +138,60 @@ def test_the_exported_script_carries_the_option_and_falls_back_like_the_app(caps
     # the tutorial pipeline says so too, on any device
     scope["GraphedStep"](net, torch.nn.CrossEntropyLoss(), opt, 4, False)
     assert "every step runs as written" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------- the Train page's option
+
+@pytest.fixture
+def train_page(tmp_path, monkeypatch):
+    """The Train page on a fresh run store, with or without a (listed, fake) CUDA device."""
+    import streamlit as st
+    from cifarlab.core import devices
+    from cifarlab.serve import queue as jobs
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("CIFARLAB_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CIFARLAB_DATA", str(tmp_path / "no-data-needed"))
+    monkeypatch.setenv("CIFARLAB_SPARE_WORKERS", "0")
+    cpu_only = [d for d in devices.list_devices() if d.kind == "cpu"]
+
+    def fresh():
+        if jobs._QUEUE is not None:
+            jobs._QUEUE.shutdown(timeout=5)
+            jobs._QUEUE = None
+        st.cache_resource.clear()   # the page keeps its device list (and queue) cached
+
+    def open_page(lang: str, cuda: bool) -> AppTest:
+        fresh()
+        listed = cpu_only + ([devices.DeviceInfo("cuda:0", "cuda", "NVIDIA H100")] if cuda else [])
+        monkeypatch.setattr(devices, "list_devices", lambda: listed)
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+        at.query_params["lang"] = lang
+        at.run()
+        at.switch_page("pages/train.py")
+        at.run()
+        assert not at.exception, at.exception
+        return at
+
+    yield open_page
+    fresh()
+
+
+def test_the_train_page_offers_cuda_graphs_only_on_a_cuda_device(train_page):
+    at = train_page("en", cuda=False)
+    assert "train_cuda_graphs" not in [w.key for w in at.toggle]
+    at = train_page("es", cuda=True)   # device "auto" picks the GPU here
+    (toggle,) = [w for w in at.toggle if w.key == "train_cuda_graphs"]
+    assert toggle.label == i18n.t("common.cuda_graphs", "es") and toggle.value is False
+    assert toggle.help == i18n.t("common.cuda_graphs_help", "es")
+    toggle.set_value(True).run()
+    assert at.session_state["train_cuda_graphs"] is True
+    at.selectbox(key="train_device").set_value("cpu").run()   # the CPU: hidden, and off
+    assert not at.exception
+    assert "train_cuda_graphs" not in [w.key for w in at.toggle]
+    assert at.session_state["train_cuda_graphs"] is False
+    at.selectbox(key="train_device").set_value("cuda:0").run()
+    assert [w.value for w in at.toggle if w.key == "train_cuda_graphs"] == [False]
 
 
 # ------------------------------------------------------------- the CPU vs GPU lab's third series
