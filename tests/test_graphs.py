@@ -198,14 +198,23 @@ def test_the_train_page_offers_cuda_graphs_only_on_a_cuda_device(train_page):
 
 def test_a_sweep_plans_a_graphed_point_beside_each_eager_fast_point_on_cuda_only():
     cfg = lab.SweepConfig(devices=("cpu",), batch_sizes=(4, 64), widths=(1,),
-                          pipelines=("fast", "tutorial"))
+                          pipelines=("fast", "tutorial"), graphed=True)
     points = cfg.points(["cpu", "cuda:0"])
     graphed = [p for p in points if p.get("graphed")]
     assert [(p["device"], p["pipeline"], p["batch_size"]) for p in graphed] == [
         ("cuda:0", "fast", 4), ("cuda:0", "fast", 64)]
-    off = lab.SweepConfig(devices=("cpu",), graphed=False, batch_sizes=(4,), widths=(1,))
-    assert not [p for p in off.points(["cpu", "cuda:0"]) if p.get("graphed")]
-    assert lab.SweepConfig.from_dict({"devices": ["cpu"]}).graphed is True   # older payloads
+    off = lab.SweepConfig(devices=("cpu",), batch_sizes=(4,), widths=(1,))   # the default
+    assert off.graphed is False and not [p for p in off.points(["cpu", "cuda:0"])
+                                         if p.get("graphed")]
+    assert lab.SweepConfig.from_dict({"devices": ["cpu"]}).graphed is False  # older payloads
+    from cifarlab.lab.gpu.cli import config_from_args
+    from cifarlab.cli import build_parser
+
+    def bench(*flags):
+        return config_from_args(build_parser().parse_args(["bench", *flags])).graphed
+
+    assert (bench(), bench("--graphed"), bench("--sweep"), bench("--sweep", "--no-graphed")) == (
+        False, True, True, False)
     with pytest.raises(Exception) as err:
         lab.SweepConfig(devices=("cpu",), graphed="yes")
     assert "graphed" in {p.field for p in err.value.problems}

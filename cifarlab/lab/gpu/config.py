@@ -63,7 +63,7 @@ class SweepConfig:
     images: str = "synthetic"
     breakdown: bool = False
     seed: int = 0
-    graphed: bool = True
+    graphed: bool = False
 
     def __post_init__(self) -> None:
         for name in ("devices", "batch_sizes", "widths", "pipelines"):
