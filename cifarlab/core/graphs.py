@@ -110,11 +110,12 @@ class GraphedStep:
                 self._note("eager_batch", "graphs.short_batch", batch=n, full=self.batch_size)
             return self.eager_step(inputs, labels)
         if self.graph is None:
-            if self.warm < self.warmup:
-                self.warm += 1
-                return self._on_side_stream(inputs, labels)
-            if not self._capture(inputs, labels):
-                return self.eager_step(inputs, labels)
+            with torch.cuda.device(self.device):  # cuda:1 while cuda:0 is current, too
+                if self.warm < self.warmup:
+                    self.warm += 1
+                    return self._on_side_stream(inputs, labels)
+                if not self._capture(inputs, labels):
+                    return self.eager_step(inputs, labels)
         elif _hyper(self.optimizer) != self.hyper:
             self._give_up("graphs.settings_changed")
             return self.eager_step(inputs, labels)
