@@ -260,7 +260,7 @@ def test_the_graphed_series_is_its_own_line_and_its_gain_is_against_the_same_gpu
         assert i18n.t("gpu.trace_graphed", lang, device="cuda:0", width=1) in series
         assert len(series) == 3
         (line, _) = lab.graph_gain_lines(res, lang)
-        assert line.startswith("cuda\\:0") and i18n.t("gpu.graphed_tag", lang) in line
+        assert line.startswith("**cuda\\:0**") and i18n.t("gpu.graphed_tag", lang) in line
         table = lab.rows_table(res.rows, lang)
         assert f"cuda:0 · {i18n.t('gpu.graphed_tag', lang)}" in set(
             table[i18n.t("gpu.device_col", lang)])
