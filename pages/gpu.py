@@ -48,6 +48,7 @@ with st.expander(t("lesson.title"), expanded=False):
 
 devices_here = list_devices()
 has_accelerator = any(d.kind != "cpu" for d in devices_here)
+has_cuda = any(d.kind == "cuda" for d in devices_here)   # the "GPU, graphed" series needs one
 recorded = recorded_results(lab.recordings_stamp())
 queue = job_queue()
 session = session_id()
@@ -57,6 +58,7 @@ if not has_accelerator:
         st.markdown(f"**{t('gpu.no_gpu')}**")
         st.markdown(t("gpu.no_gpu_body"))
         st.markdown(t("gpu.no_gpu_recorded") if recorded else t("gpu.no_gpu_none_recorded"))
+        st.markdown(t("gpu.graphs_needs_gpu"))
 
 # -- what to measure ----------------------------------------------------------------------
 st.header(t("gpu.settings_title"))
@@ -90,6 +92,8 @@ with c2.expander(t("gpu.advanced")):
                              help=t("common.num_workers_help"))
     do_breakdown = a5.checkbox(t("gpu.breakdown"), value=True, key="gpu_breakdown",
                                help=t("gpu.breakdown_help"))
+graphed = has_cuda and c2.checkbox(t("gpu.graphed_option"), value=True, key="gpu_graphed",
+                                   help=t("gpu.graphed_option_help"))
 
 config = None
 if not (chosen_devices and batch_sizes and widths and pipelines):
@@ -102,7 +106,7 @@ else:
                                  widths=tuple(widths), pipelines=tuple(pipelines),
                                  steps=int(steps), warmup=int(warmup), repeats=int(repeats),
                                  max_seconds=float(max_seconds), num_workers=int(workers),
-                                 breakdown=bool(do_breakdown))
+                                 breakdown=bool(do_breakdown), graphed=bool(graphed))
         passes = len(config.breakdown_passes(list(chosen_devices)))
         st.caption(t("gpu.plan_passes" if passes else "gpu.plan", passes=passes,
                      points=len(config.points(list(chosen_devices))),
@@ -324,6 +328,15 @@ def show_result(res) -> None:
         st.markdown(f"#### {t('gpu.would_add_title')}")
         for kind, text in lab.would_add_lines(res, recorded, L):
             getattr(st, kind)(text)
+
+    st.markdown(f"### {t('gpu.graphs_title')}")
+    st.markdown(t("gpu.graphs_body"))
+    gains = lab.graph_gain_lines(res, L)
+    for line in gains:
+        st.markdown("- " + line)
+    if not gains:
+        st.info(t("gpu.graphs_none") if has_cuda or res.recorded_elsewhere
+                else t("gpu.graphs_needs_gpu"))
 
     st.markdown(f"### {t('gpu.breakdown_title')}")
     breakdown_section(res)

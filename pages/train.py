@@ -206,9 +206,19 @@ def _choice_label(name: str, value) -> str:
     return t(key) if key in i18n.catalog(t.lang) else str(value)
 
 
+def _on_cuda(device) -> bool:
+    """The chosen device is a CUDA GPU ("auto" picks the first one when there is one)."""
+    ids = _device_ids()
+    return str(device).startswith("cuda") or (device == "auto" and any(
+        d.startswith("cuda") for d in ids))
+
+
 def knob_widget(f, values: dict) -> None:
     """One knob's widget, chosen by its kind in the schema."""
     k, key, s = f.knob, K + f.name, get_queue().settings
+    if f.name == "cuda_graphs" and not _on_cuda(values.get("device")):
+        st.session_state[key] = False  # only on a CUDA device; hidden, it stays off
+        return
     label, help_text = t(k.label), t(k.help)
     if f.name == "epochs":
         help_text += " " + t("train.epochs_limit_help", n=s.max_epochs)

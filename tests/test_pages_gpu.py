@@ -135,6 +135,8 @@ def test_renders_without_a_gpu_in_every_language(env, lang):
     assert t("gpu.no_gpu_body") in text
     assert t("gpu.no_gpu_none_recorded") in text      # docs/gpu-results is empty
     assert t("gpu.no_result") in text
+    assert t("gpu.graphs_needs_gpu") in text          # the "GPU, graphed" series needs CUDA
+    assert "gpu_graphed" not in [c.key for c in at.checkbox]
     assert at.pills(key="gpu_devices").value == ["cpu"]
     assert 4 in at.pills(key="gpu_batches").value
     # an empty choice is refused next to the widgets, and the button is disabled
@@ -183,6 +185,45 @@ def test_recorded_elsewhere_shows_the_label_and_the_speedup(env, other_machine):
     assert any(es("gpu.recorded_elsewhere", machine=timing.md(f"{OTHER_HOST} ({H100})"), date="2025-06-01")
                in w for w in texts(at2, "warning"))
     assert "gpu_speedup_chart" in charts(at2)
+
+
+def with_graphed_series(res: timing.SweepResult, gain: float = 5.0) -> timing.SweepResult:
+    """``res`` (as_other_machine) plus a "GPU, graphed" series: each fast cuda:0 point again,
+    graphed, ``gain`` times as fast."""
+    d = copy.deepcopy(res.to_dict())
+    extra = []
+    for row in d["rows"]:
+        if row["device"] == "cuda:0" and row["pipeline"] == "fast":
+            g = dict(row, graphed=True)
+            for k in ("images_per_s", "images_per_s_min", "images_per_s_max"):
+                g[k] = row[k] * gain
+            for k in ("step_ms", "step_ms_min", "step_ms_q1", "step_ms_q3", "step_ms_max",
+                      "epoch_s"):
+                g[k] = row[k] / gain
+            extra.append(g)
+    d["rows"] += extra
+    return timing.SweepResult.from_dict(d, source="recorded")
+
+
+@pytest.mark.parametrize("lang", ["en", "es", "pt"])
+def test_a_graphed_series_recorded_elsewhere_is_explained_in_every_language(env, other_machine,
+                                                                            lang):
+    res = with_graphed_series(other_machine)
+    res.to_json(env / "nvidia-h100-2025-06-01.json")
+    at = open_page(lang)
+    t = i18n.translator(lang)
+    text = all_text(at)
+    assert t("gpu.graphs_title") in text and t("gpu.graphs_body") in text
+    lines = [m.value.removeprefix("- ") for m in at.markdown]
+    assert t("gpu.graphs_gain", device="cuda\\:0", batch=4, width=1, x="5" + (
+        "." if lang == "en" else ",") + "00", graphed_ms=res.rows[-2]["step_ms"],
+        eager_ms=res.rows[-2]["step_ms"] * 5) in lines
+    assert t("gpu.graphs_none") not in texts(at, "info")   # the series is there
+    (chart,) = [c for c in at.get("plotly_chart") if c.key == "gpu_throughput_chart"]
+    names = {tr.get("name") for tr in json.loads(chart.proto.spec)["data"]}
+    assert t("gpu.trace_graphed", device="cuda:0", width=1) in names    # the third series
+    table = frame_with(at, t("gpu.device_col"))
+    assert f"cuda:0 · {t('gpu.graphed_tag')}" in set(table[t("gpu.device_col")])
 
 
 def test_uploads_good_and_bad(env, other_machine):

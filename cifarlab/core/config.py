@@ -181,6 +181,10 @@ class TrainConfig:
     log_every: int = knob(2000, kind="int", lo=1, hi=None, label="common.log_every",
                           help="common.log_every_help", error="config.log_every", preset=False,
                           widget=False)
+    # the fast pipeline's whole step replayed as one CUDA graph (core/graphs.py); eager elsewhere
+    cuda_graphs: bool = knob(False, kind="bool", label="common.cuda_graphs",
+                             help="common.cuda_graphs_help", error="config.cuda_graphs",
+                             preset=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.model, Mapping):

@@ -24,6 +24,7 @@ import torch.nn as nn
 import torch.optim as optim
 
 from cifarlab.core import data as data_mod
+from cifarlab.core import graphs
 from cifarlab.core.config import TrainConfig
 from cifarlab.core.devices import device_name, environment, resolve_device, synchronize
 from cifarlab.core.evaluate import EvalResult, evaluate
@@ -168,6 +169,10 @@ def train(config: TrainConfig | None = None, data=None,
                          "n_train": n_used, "n_test": int(len(data.test_y)),
                          "device": str(device), "device_name": dev_name,
                          "config": config.to_dict()}))
+    # cuda_graphs: the step replayed as one CUDA graph where it can be (core/graphs.py); every
+    # fallback to eager is an event of kind "graphs" with its reason
+    step_fn = graphs.make_step(config, device, model, criterion, optimizer, train_step,
+                               lambda note: emit(Event("graphs", note)))
 
     losses: list[float] = []
     running: list[dict] = []
@@ -212,7 +217,7 @@ def train(config: TrainConfig | None = None, data=None,
             t1 = time.perf_counter()
             wait += t1 - t0
 
-            loss = train_step(model, criterion, optimizer, inputs, labels)
+            loss = step_fn(inputs, labels)
 
             buf[n_buf] = loss.detach()
             n_buf += 1

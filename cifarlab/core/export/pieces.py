@@ -9,6 +9,7 @@ of its own there (recording every step's loss), the script drops it.
 from __future__ import annotations
 
 from cifarlab.core.config import TrainConfig
+from cifarlab.core.export.graph_piece import GRAPHS  # CUDA_GRAPHS' class GraphedStep
 from cifarlab.core.shapes import trace_spec
 
 TUTORIAL_URL = "https://pytorch.org/tutorials/beginner/blitz/cifar10_tutorial.html"
@@ -188,6 +189,8 @@ criterion = nn.CrossEntropyLoss()
 # with the fast pipeline CIFAR Lab uses PyTorch's fused SGD: the same update, one kernel
 fused = True if fast and device.type in ('cpu', 'cuda') else None  # None: the default
 optimizer = optim.SGD(net.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM, fused=fused)
+# CUDA_GRAPHS: the whole step replayed as one CUDA graph where it can be (class GraphedStep)
+graphed = GraphedStep(net, criterion, optimizer, BATCH_SIZE, fast) if CUDA_GRAPHS else None
 '''
 
 TRAIN = '''\
@@ -199,14 +202,17 @@ for epoch in range(EPOCHS):  # loop over the dataset multiple times
         # get the inputs; data is a list of [inputs, labels]
         inputs, labels = data[0].to(device), data[1].to(device)
 
-        # zero the parameter gradients
-        optimizer.zero_grad()
+        # with CUDA_GRAPHS, one replay of the captured step (None: this batch runs as below)
+        loss = graphed(inputs, labels) if graphed else None
+        if loss is None:
+            # zero the parameter gradients
+            optimizer.zero_grad()
 
-        # forward + backward + optimize
-        outputs = net(inputs)
-        loss = criterion(outputs, labels)
-        loss.backward()
-        optimizer.step()
+            # forward + backward + optimize
+            outputs = net(inputs)
+            loss = criterion(outputs, labels)
+            loss.backward()
+            optimizer.step()
 
         # print statistics
         running_loss += loss.item()
@@ -270,7 +276,7 @@ for classname, correct_count in correct_pred.items():
 # notebook's explanations (``bundle.nb.<name>`` in the catalogs).
 DEFINITIONS = (("imports", IMPORTS), ("settings", SETTINGS), ("device", DEVICE),
                ("transform", TRANSFORM), ("net", "<<net>>"), ("datasets", DATASETS),
-               ("shuffle", SHUFFLE), ("fast_loader", FAST_LOADER))
+               ("shuffle", SHUFFLE), ("fast_loader", FAST_LOADER), ("graphs", GRAPHS))
 RUN = (("data", DATA), ("loaders", LOADERS), ("model", MODEL), ("train", TRAIN),
        ("save", SAVE), ("accuracy", ACCURACY), ("per_class", PER_CLASS))
 

@@ -27,7 +27,7 @@ DEFAULT_NAME = "cifar_run.py"
 CONSTANT_NAMES = {"lr": "LEARNING_RATE"}
 # Fields the script's code reads; any other field is written down and marked as not used
 _USED = {"epochs", "lr", "momentum", "batch_size", "num_workers", "device", "pipeline", "seed",
-         "train_subset", "shuffle", "model", "log_every"}
+         "train_subset", "shuffle", "model", "log_every", "cuda_graphs"}
 _MODEL_NOTE = "The network's shape (written out as class Net below: edit Net to change it)."
 
 _DOCSTRING = '''\

@@ -35,10 +35,11 @@ _LAZY = {
     "results": ("SweepResult", "COLUMNS", "BREAKDOWN_COLUMNS", "PHASES", "OOM", "RESULTS_DIR",
                 "THIS_MACHINE", "load_upload", "recorded_results", "recordings_stamp"),
     "analysis": ("point_key", "speedups", "crossover", "explain_tutorial_point",
-                 "what_a_gpu_would_add", "machine_load", "hardware", "pipeline_gains"),
+                 "what_a_gpu_would_add", "machine_load", "hardware", "pipeline_gains",
+                 "graph_gains", "eager"),
     "report": ("md", "error_text", "rows_table", "hardware_table", "provenance", "source_label",
                "tutorial_lines", "crossover_lines", "pipeline_gain_lines", "would_add_lines",
-               "pipeline_name", "download_stem"),
+               "pipeline_name", "download_stem", "graph_gain_lines"),
     "charts": ("throughput_frame", "tutorial_points", "speedup_frame", "crossover_frame",
                "breakdown_choices", "breakdown_frame", "pipelines_frame", "PHASE_COLORS"),
 }

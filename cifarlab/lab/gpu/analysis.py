@@ -27,6 +27,11 @@ def point_key(row: dict) -> tuple:
     return row["pipeline"], row["batch_size"], row["width"]
 
 
+def eager(rows: list[dict]) -> list[dict]:
+    """The rows of steps launched kernel by kernel: all but the "GPU, graphed" series."""
+    return [r for r in rows if not r.get("graphed")]
+
+
 def _ratios(acc_rows: list[dict], cpu_rows: list[dict]) -> list[dict]:
     cpu = {point_key(r): r for r in cpu_rows if r["device"] == "cpu" and not r["error"]}
     out = []
@@ -37,8 +42,10 @@ def _ratios(acc_rows: list[dict], cpu_rows: list[dict]) -> list[dict]:
         out.append({"device": r["device"], "device_name": r["device_name"],
                     "pipeline": r["pipeline"], "batch_size": r["batch_size"], "width": r["width"],
                     "images_per_s": r["images_per_s"], "cpu_images_per_s": c["images_per_s"],
-                    "speedup": r["images_per_s"] / c["images_per_s"]})
-    return sorted(out, key=lambda s: (s["device"], s["pipeline"], s["width"], s["batch_size"]))
+                    "speedup": r["images_per_s"] / c["images_per_s"],
+                    "graphed": bool(r.get("graphed"))})
+    return sorted(out, key=lambda s: (s["device"], s["graphed"], s["pipeline"], s["width"],
+                                      s["batch_size"]))
 
 
 def speedups(result: SweepResult | list[dict]) -> list[dict]:
@@ -51,9 +58,9 @@ def speedups(result: SweepResult | list[dict]) -> list[dict]:
 def _crossover(ups: list[dict]) -> list[dict]:
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for s in ups:
-        groups[(s["device"], s["pipeline"], s["width"])].append(s)
+        groups[(s["device"], s.get("graphed", False), s["pipeline"], s["width"])].append(s)
     out = []
-    for (device, pipeline, width), ss in sorted(groups.items()):
+    for (device, graphed, pipeline, width), ss in sorted(groups.items()):
         ss.sort(key=lambda s: s["batch_size"])
         first = next((i for i, s in enumerate(ss) if s["speedup"] > 1), None)
         estimate = None
@@ -65,7 +72,7 @@ def _crossover(ups: list[dict]) -> list[dict]:
                                 f * (math.log(b["batch_size"]) - math.log(a["batch_size"])))
         best = max(ss, key=lambda s: s["speedup"])
         out.append({"device": device, "device_name": ss[0]["device_name"], "pipeline": pipeline,
-                    "width": width, "batch_size": None if first is None else ss[first]["batch_size"],
+                    "graphed": graphed, "width": width, "batch_size": None if first is None else ss[first]["batch_size"],
                     "speedup": None if first is None else ss[first]["speedup"],
                     "estimate": estimate, "max_speedup": best["speedup"],
                     "max_batch_size": best["batch_size"]})
@@ -92,10 +99,10 @@ def explain_tutorial_point(result: SweepResult) -> dict:
     """Figures about the tutorial as written (tutorial pipeline, batch 4, width 1) on each device:
     its speed, its two epochs, the fast pipeline at the same batch, and the best point measured
     with the same network (width 1). Speed-ups are against this recording's own cpu."""
-    rows = result.ok_rows()
+    rows = eager(result.ok_rows())
     pipe, b, w = TUTORIAL_POINT
     cpu_tut = next((r for r in rows if r["device"] == "cpu" and point_key(r) == TUTORIAL_POINT), None)
-    ups = speedups(result)
+    ups = speedups(rows)
     devices = []
     for dev in dict.fromkeys(r["device"] for r in result.rows):
         mine = [r for r in rows if r["device"] == dev]
@@ -129,7 +136,7 @@ def explain_tutorial_point(result: SweepResult) -> dict:
 
 def pipeline_gains(result: SweepResult, width: int) -> dict[str, list[tuple[int, float]]]:
     """device -> [(batch size, fast images/s ÷ tutorial images/s)] at one width."""
-    by = {(r["device"], r["pipeline"], r["batch_size"]): r for r in result.ok_rows()
+    by = {(r["device"], r["pipeline"], r["batch_size"]): r for r in eager(result.ok_rows())
           if r["width"] == width}
     gains: dict[str, list[tuple[int, float]]] = {}
     for (dev, pipe, b), r in sorted(by.items(), key=lambda kv: (kv[0][0] != "cpu", kv[0])):
@@ -137,6 +144,24 @@ def pipeline_gains(result: SweepResult, width: int) -> dict[str, list[tuple[int,
         if pipe == "fast" and other:
             gains.setdefault(dev, []).append((b, r["images_per_s"] / other["images_per_s"]))
     return gains
+
+
+def graph_gains(result: SweepResult) -> list[dict]:
+    """The "GPU, graphed" series against the same device eager, point by point (one
+    recording): images/s and ms a step both ways, and ``gain``, graphed ÷ eager steps/s."""
+    rows = result.ok_rows()
+    plain = {(r["device"], *point_key(r)): r for r in eager(rows)}
+    out = []
+    for g in (r for r in rows if r.get("graphed")):
+        e = plain.get((g["device"], *point_key(g)))
+        if e is None or not e["images_per_s"]:
+            continue
+        out.append({"device": g["device"], "device_name": g["device_name"],
+                    "pipeline": g["pipeline"], "batch_size": g["batch_size"], "width": g["width"],
+                    "eager_images_per_s": e["images_per_s"], "images_per_s": g["images_per_s"],
+                    "eager_step_ms": e["step_ms"], "step_ms": g["step_ms"],
+                    "gain": g["images_per_s"] / e["images_per_s"]})
+    return sorted(out, key=lambda x: (x["device"], x["pipeline"], x["width"], x["batch_size"]))
 
 
 def machine_load(result: SweepResult) -> dict:
@@ -183,13 +208,13 @@ def what_a_gpu_would_add(result: SweepResult, reference: SweepResult | None = No
            "across_refused": None, "load_here": machine_load(result), "load_there": None}
     if reference is None:
         return out
-    acc_rows = [r for r in reference.ok_rows() if r["device"] != "cpu"]
+    acc_rows = [r for r in eager(reference.ok_rows()) if r["device"] != "cpu"]
     acc = acc_rows[0]
     out["reference"] = {"recorded_on": reference.recorded_on, "host": reference.host,
                         "recorded_at": reference.recorded_at, "source": reference.source,
                         "device": acc["device"], "device_name": acc["device_name"]}
     out["load_there"] = machine_load(reference)
-    out["same_machine"] = _summary(speedups(reference))
+    out["same_machine"] = _summary(speedups(eager(reference.ok_rows())))
     if has_acc:
         return out
     here_cpu = [r for r in result.ok_rows() if r["device"] == "cpu"]

@@ -20,8 +20,9 @@ from cifarlab.lab.gpu.results import PHASES, SweepResult
 PHASE_COLORS = ("#9e9e9e", "#ff7f0e", "#1f77b4", "#2ca02c", "#d62728")   # in PHASES' order
 
 
-def _series(device: str, width: int, lang: str) -> str:
-    return i18n.t("gpu.trace", lang, device=device, width=width)
+def _series(device: str, width: int, lang: str, graphed: bool = False) -> str:
+    return i18n.t("gpu.trace_graphed" if graphed else "gpu.trace", lang, device=device,
+                  width=width)
 
 
 def _pipe(pipeline: str, lang: str) -> str:
@@ -42,14 +43,14 @@ def throughput_frame(res: SweepResult, pipeline: str, lang: str) -> pd.DataFrame
     repeats (plus / minus: distances to the fastest and slowest repeat)."""
     rows = [r for r in res.ok_rows() if r["pipeline"] == pipeline]
     df = pd.DataFrame([{"device": r["device"], "width": r["width"],
-                        "series": _series(r["device"], r["width"], lang),
+                        "series": _series(r["device"], r["width"], lang, r.get("graphed")),
                         "batch_size": r["batch_size"], "images_per_s": r["images_per_s"],
                         "plus": (r["images_per_s_max"] or r["images_per_s"]) - r["images_per_s"],
                         "minus": r["images_per_s"] - (r["images_per_s_min"] or r["images_per_s"]),
                         "step_ms": r["step_ms"]} for r in rows],
                       columns=["device", "width", "series", "batch_size", "images_per_s",
                                "plus", "minus", "step_ms"])
-    return _order(df, "width", "batch_size")
+    return _order(df, "series", "batch_size")
 
 
 def tutorial_points(res: SweepResult) -> pd.DataFrame:
@@ -64,7 +65,8 @@ def speedup_frame(res: SweepResult, pipeline: str, lang: str) -> pd.DataFrame:
     """Accelerator ÷ CPU images/s against batch size (within this recording), with a column
     ``tutorial`` marking the tutorial's own point."""
     ups = [s for s in analysis.speedups(res) if s["pipeline"] == pipeline]
-    return pd.DataFrame([{"device": s["device"], "series": _series(s["device"], s["width"], lang),
+    return pd.DataFrame([{"device": s["device"],
+                          "series": _series(s["device"], s["width"], lang, s["graphed"]),
                           "batch_size": s["batch_size"], "speedup": s["speedup"],
                           "tutorial": analysis.point_key(s) == TUTORIAL_POINT} for s in ups],
                         columns=["device", "series", "batch_size", "speedup", "tutorial"])
@@ -107,7 +109,7 @@ def breakdown_frame(res: SweepResult, device: str, method: str, share: bool,
 
 def pipelines_frame(res: SweepResult, width: int, lang: str) -> pd.DataFrame:
     """Images/s against batch size for both pipelines, one series per device and pipeline."""
-    rows = [r for r in res.ok_rows() if r["width"] == width]
+    rows = [r for r in analysis.eager(res.ok_rows()) if r["width"] == width]
     df = pd.DataFrame([{"device": r["device"], "pipeline": r["pipeline"],
                         "series": f"{r['device']} · {_pipe(r['pipeline'], lang)}",
                         "batch_size": r["batch_size"], "images_per_s": r["images_per_s"]}

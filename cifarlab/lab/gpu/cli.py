@@ -57,6 +57,10 @@ def register_cli(subparsers) -> None:
     p.add_argument("--breakdown", action="store_true",
                    help="also time the phases of a step (a separate pass; on with --sweep)")
     p.add_argument("--no-breakdown", action="store_true", help="with --sweep: skip the breakdown")
+    p.add_argument("--graphed", action="store_true",
+                   help="also time the fast pipeline's step replayed as one CUDA graph on each "
+                        "CUDA device (the 'GPU, graphed' series; on with --sweep)")
+    p.add_argument("--no-graphed", action="store_true", help="with --sweep: skip the graphed series")
     p.add_argument("--data", default=None,
                    help="use a slice of the real training set (image folder, .tar.gz or 'download')")
     p.add_argument("--out", action="append", default=[], help="save to .json or .csv (repeatable)")
@@ -85,7 +89,8 @@ def config_from_args(args) -> SweepConfig:
         max_seconds=_seconds(pick("max_seconds", d.max_seconds)),
         num_workers=_int(args.num_workers, "num_workers"),
         images="real" if args.data else "synthetic",
-        breakdown=(args.sweep or args.breakdown) and not args.no_breakdown)
+        breakdown=(args.sweep or args.breakdown) and not args.no_breakdown,
+        graphed=bool((args.sweep or args.graphed) and not args.no_graphed))
 
 
 def cmd_bench(args) -> int:
@@ -167,8 +172,9 @@ def table_header() -> str:
 
 
 def table_line(row: dict, cpu_images_per_s: float | None = None) -> str:
+    device = row["device"] + (" graphed" if row.get("graphed") else "")
     if row["error"]:
-        cells = [row["device"], row["pipeline"], row["batch_size"], row["width"], "-", "-", "-",
+        cells = [device, row["pipeline"], row["batch_size"], row["width"], "-", "-", "-",
                  "-", "-", row["error"]]
     else:
         notes = ["the tutorial as written"] if row["tutorial_point"] else []
@@ -176,7 +182,7 @@ def table_line(row: dict, cpu_images_per_s: float | None = None) -> str:
             notes.append(f"time budget: {row['timed_steps']} steps timed")
         speed = (f"{row['images_per_s'] / cpu_images_per_s:.2f}x"
                  if cpu_images_per_s and row["device"] != "cpu" else "")
-        cells = [row["device"], row["pipeline"], row["batch_size"], row["width"],
+        cells = [device, row["pipeline"], row["batch_size"], row["width"],
                  f"{row['images_per_s']:,.0f}", f"{row['step_ms']:.3f}",
                  f"{row['step_ms_min']:.3f}-{row['step_ms_max']:.3f}",
                  i18n.duration(row["epoch_s"]), speed, "; ".join(notes)]
@@ -198,7 +204,7 @@ class TablePrinter:
 
 
 def summary_lines(result) -> list[str]:
-    from cifarlab.lab.gpu.analysis import crossover, machine_load
+    from cifarlab.lab.gpu.analysis import crossover, graph_gains, machine_load
     from cifarlab.lab.gpu.results import PHASES
 
     env = result.environment
@@ -220,8 +226,9 @@ def summary_lines(result) -> list[str]:
         where = (f"beats the cpu from batch {c['batch_size']} ({c['speedup']:.2f}x)"
                  if c["batch_size"] is not None else "never beats the cpu in this range")
         est = f", curves cross near batch {c['estimate']:.0f}" if c["estimate"] else ""
-        lines.append(f"crossover {c['device']} {c['pipeline']} width {c['width']}: {where}{est}; "
-                     f"best {c['max_speedup']:.2f}x at batch {c['max_batch_size']}")
+        graphed = " graphed" if c.get("graphed") else ""
+        lines.append(f"crossover {c['device']}{graphed} {c['pipeline']} width {c['width']}: "
+                     f"{where}{est}; best {c['max_speedup']:.2f}x at batch {c['max_batch_size']}")
     for b in result.breakdowns:
         if b["error"]:
             lines.append(f"breakdown {b['device']} {b['pipeline']} batch {b['batch_size']}: {b['error']}")
@@ -230,6 +237,10 @@ def summary_lines(result) -> list[str]:
         lines.append(f"breakdown ({b['method']}) {b['device']} {b['pipeline']} batch "
                      f"{b['batch_size']} width {b['width']}, ms/step: {parts}; sum "
                      f"{b['total_s'] * 1000:.3f} vs unperturbed step {b['step_s'] * 1000:.3f}")
+    for g in graph_gains(result):
+        lines.append(f"graphed {g['device']} {g['pipeline']} batch {g['batch_size']} width "
+                     f"{g['width']}: {g['gain']:.2f}x the eager steps/s ({g['step_ms']:.3f} "
+                     f"vs {g['eager_step_ms']:.3f} ms a step)")
     if result.cancelled:
         lines.append("stopped early: the rows above are what was measured")
     return lines

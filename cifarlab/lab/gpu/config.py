@@ -47,6 +47,8 @@ class SweepConfig:
     DataLoader processes (the tutorial uses 2). images: "synthetic" (random uint8 images, no data
     set needed) or "real" (a fixed random slice of the training set). breakdown: also run the
     phase breakdown pass for every device, pipeline and batch size at the smallest width.
+    graphed: also time the fast pipeline's step replayed as one CUDA graph (core/graphs.py) on
+    each CUDA device: the "GPU, graphed" series, a point beside each eager one.
     """
 
     devices: tuple[str, ...] = ()
@@ -61,6 +63,7 @@ class SweepConfig:
     images: str = "synthetic"
     breakdown: bool = False
     seed: int = 0
+    graphed: bool = False
 
     def __post_init__(self) -> None:
         for name in ("devices", "batch_sizes", "widths", "pipelines"):
@@ -105,6 +108,7 @@ class SweepConfig:
         bad("images", "gpu.images", self.images in ("synthetic", "real"))
         bad("breakdown", "gpu.breakdown", isinstance(self.breakdown, bool))
         bad("seed", "gpu.seed", _is_int(self.seed) and self.seed >= 0)
+        bad("graphed", "gpu.graphed", isinstance(self.graphed, bool))
         return out
 
     def resolved_devices(self) -> list[str]:
@@ -132,7 +136,14 @@ class SweepConfig:
                     if (p, b, w) != TUTORIAL_POINT:
                         out += [dict(device=d, pipeline=p, batch_size=b, width=w,
                                      tutorial_point=False) for d in devices]
+                        out += [dict(device=d, pipeline=p, batch_size=b, width=w,
+                                     tutorial_point=False, graphed=True)
+                                for d in devices if self.graphs_on(d, p)]
         return out
+
+    def graphs_on(self, device: str, pipeline: str) -> bool:
+        """Whether this sweep times ``device`` graphed too: CUDA and the fast pipeline only."""
+        return self.graphed is True and device.startswith("cuda") and pipeline == "fast"
 
     def breakdown_passes(self, devices: list[str] | None = None) -> list[dict]:
         """The breakdown pass (when cfg.breakdown): every device, pipeline and batch size at the

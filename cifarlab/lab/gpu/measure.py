@@ -100,25 +100,27 @@ def measure_point(device, batch_size: int, width: int = 1, pipeline: str = "fast
                   steps: int = 50, warmup: int = 5, repeats: int = 3, data=None,
                   max_seconds: float | None = None, num_workers: int = 2, seed: int = 0,
                   should_stop: Callable[[], bool] | None = None,
-                  tutorial_point: bool | None = None) -> dict | None:
+                  tutorial_point: bool | None = None, graphed: bool = False) -> dict | None:
     """Time the training step at one point; a row (see COLUMNS), or None if should_stop() said so.
 
     data: a CifarData (a fixed random slice of its training set is used) or None (synthetic
     uint8 images). Out of memory gives a row with error="out of memory" and no figures.
+    graphed: the step replayed as one CUDA graph; a row with error "not graphed: <reason>"
+    when it ran eagerly instead (never eager figures under the graphed label).
     """
     SweepConfig(devices=(str(device),), batch_sizes=(batch_size,), widths=(width,),
                 pipelines=(pipeline,), steps=steps, warmup=warmup, repeats=repeats,
                 max_seconds=max_seconds, num_workers=num_workers, seed=seed)  # validates
     dev = resolve_device(device)
     row = blank_row(dev, pipeline, batch_size, width, data)
-    row.update(steps=steps, repeats=repeats,
+    row.update(steps=steps, repeats=repeats, graphed=graphed,
                tutorial_point=(pipeline, batch_size, width) == TUTORIAL_POINT
                if tutorial_point is None else tutorial_point)
     measured, oom = None, False
     try:
         with timing_settings(dev):
             measured = _measure(dev, batch_size, width, pipeline, steps, warmup, repeats, data,
-                                max_seconds, num_workers, seed, Poll(should_stop))
+                                max_seconds, num_workers, seed, Poll(should_stop), graphed)
     except Stopped:
         measured = None
     except Exception as err:
@@ -137,10 +139,10 @@ def measure_point(device, batch_size: int, width: int = 1, pipeline: str = "fast
 
 
 def _measure(dev, batch_size, width, pipeline, steps, warmup, repeats, data, max_seconds,
-             num_workers, seed, stop: Poll) -> dict:
+             num_workers, seed, stop: Poll, graphed: bool = False) -> dict:
     sync = sync_for(dev)
     t_setup = time.perf_counter()
-    work = Workload(dev, batch_size, width, pipeline, data, num_workers, seed)
+    work = Workload(dev, batch_size, width, pipeline, data, num_workers, seed, graphed)
     try:
         if dev.type == "cuda":
             torch.cuda.reset_peak_memory_stats(dev)
@@ -156,6 +158,9 @@ def _measure(dev, batch_size, width, pipeline, steps, warmup, repeats, data, max
                           else max(0.0, max_seconds * WARMUP_SHARE - first_s))
                 n, s, _ = run_steps(warmup - 1, budget, work.step, sync, stop)
                 warm_done, warm_s = warm_done + n, warm_s + s
+        if work.steps_to_capture():  # a graphed step is captured in the warm-up, never timed
+            n, s, _ = run_steps(work.steps_to_capture(), None, work.step, sync, stop)
+            warm_done, warm_s = warm_done + n, warm_s + s
         left = None if max_seconds is None else max(0.0, max_seconds - warm_s) / repeats
         per_step, timed, loss = [], 0, None
         for _ in range(repeats):
@@ -169,6 +174,8 @@ def _measure(dev, batch_size, width, pipeline, steps, warmup, repeats, data, max
         row.update(step_stats(per_step, batch_size))
         if dev.type == "cuda":
             row["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated(dev))
+        if graphed and not work.graphed:  # warm-up captures it (core.graphs.WARMUP_STEPS)
+            return {"error": f"not graphed: {work.not_graphed_reason()}"}
         return row
     finally:
         work.close()
@@ -361,7 +368,8 @@ def run_sweep(cfg: SweepConfig | None = None, on_result: Callable[[dict], None] 
         row = None if stop() else measure_point(
             point["device"], point["batch_size"], point["width"], point["pipeline"], cfg.steps,
             cfg.warmup, cfg.repeats, data, cfg.max_seconds, cfg.num_workers, cfg.seed,
-            should_stop=stop, tutorial_point=point["tutorial_point"])
+            should_stop=stop, tutorial_point=point["tutorial_point"],
+            graphed=point.get("graphed", False))
         if row is None:
             result.cancelled = True
             break

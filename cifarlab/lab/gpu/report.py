@@ -73,6 +73,7 @@ def rows_table(rows: list[dict], lang: str) -> pd.DataFrame:
     t = _t(lang)
     cpu = {analysis.point_key(r): r["images_per_s"] for r in rows
            if r["device"] == "cpu" and not r["error"]}
+    graphed = t("gpu.graphed_tag")
     out = []
     for r in rows:
         ok, base = not r["error"], cpu.get(analysis.point_key(r))
@@ -82,7 +83,7 @@ def rows_table(rows: list[dict], lang: str) -> pd.DataFrame:
         if r["error"]:
             notes.append(t("gpu.out_of_memory") if r["error"] == "out of memory" else r["error"])
         out.append({
-            t("gpu.device_col"): r["device"],
+            t("gpu.device_col"): f"{r['device']} · {graphed}" if r.get("graphed") else r["device"],
             t("gpu.pipeline_col"): t(f"gpu.pipe_{r['pipeline']}") if r["pipeline"] in (
                 "fast", "tutorial") else r["pipeline"],
             t("gpu.batch_col"): r["batch_size"], t("gpu.width_col"): r["width"],
@@ -201,7 +202,8 @@ def crossover_lines(res: SweepResult, pipeline: str, lang: str) -> list[str]:
     """Where each accelerator starts beating the CPU, pipeline by pipeline, in sentences."""
     t, lines = _t(lang), []
     for c in [c for c in analysis.crossover(res) if c["pipeline"] == pipeline]:
-        common = dict(device=md(c["device"]), pipeline=pipeline_name(c["pipeline"], lang),
+        dev = md(c["device"]) + (" · " + t("gpu.graphed_tag") if c.get("graphed") else "")
+        common = dict(device=dev, pipeline=pipeline_name(c["pipeline"], lang),
                       width=c["width"], best=times(c["max_speedup"], lang),
                       best_batch=c["max_batch_size"])
         if c["batch_size"] is None:
@@ -211,6 +213,14 @@ def crossover_lines(res: SweepResult, pipeline: str, lang: str) -> list[str]:
             lines.append(t("gpu.crossover_at", batch=c["batch_size"],
                            x=times(c["speedup"], lang), estimate=est, **common))
     return lines
+
+
+def graph_gain_lines(res: SweepResult, lang: str) -> list[str]:
+    """The "GPU, graphed" series against the same GPU eager, one sentence per point."""
+    t = _t(lang)
+    return [t("gpu.graphs_gain", device=md(g["device"]), batch=g["batch_size"], width=g["width"],
+              x=times(g["gain"], lang), graphed_ms=g["step_ms"], eager_ms=g["eager_step_ms"])
+            for g in analysis.graph_gains(res)]
 
 
 def pipeline_gain_lines(res: SweepResult, width: int, lang: str) -> list[str]:

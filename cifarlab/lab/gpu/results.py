@@ -43,6 +43,7 @@ COLUMNS: dict[str, type] = {
     "epoch_s": float,
     "peak_memory_bytes": int, "loss": float, "load_1m": float, "error": str,
     "host": str, "recorded_at": str, "torch": str, "cuda": str,
+    "graphed": bool,   # the step replayed as one CUDA graph (the "GPU, graphed" series)
 }
 PHASES = ("data", "h2d", "forward", "backward", "optimizer")
 BREAKDOWN_COLUMNS: dict[str, type] = {

@@ -8,7 +8,9 @@ Shared with training (``cifarlab.core.train``), not copied: the config (a ``Trai
 the tutorial's lr and momentum), the network (``Net``), the loss, the optimizer
 (``make_optimizer``: the fused SGD kernel for the ``fast`` pipeline, as training uses), the
 loaders (``make_loader``: ``FastLoader`` or the tutorial's DataLoader, pinned memory on CUDA),
-the copy to the device (``to_device``) and the step itself (``train_step``).
+the copy to the device (``to_device``) and the step itself (``train_step``, or with
+``graphed=True`` the step replayed as one CUDA graph: ``core.graphs``, as training's
+``cuda_graphs`` option does; ``graph_notes`` says whether it was captured, or why not).
 
 Added for timing: endless batches (a new epoch when one ends, never a partial batch), cuDNN
 benchmark mode on CUDA, the device synchronised before every clock read
@@ -28,6 +30,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from cifarlab.core import graphs as core_graphs
 from cifarlab.core import train as core_train
 from cifarlab.core.config import CIFAR10_CLASSES, ModelSpec, TrainConfig
 from cifarlab.core.data import CifarData
@@ -66,13 +69,13 @@ class Workload:
 
     def __init__(self, device: str | torch.device, batch_size: int, width: int = 1,
                  pipeline: str = "fast", data: CifarData | None = None, num_workers: int = 2,
-                 seed: int = 0):
+                 seed: int = 0, graphed: bool = False):
         self.device = torch.device(device)
         images, subset = timing_images(data, batch_size, seed)
         self.config = TrainConfig(batch_size=batch_size, device=device_id(self.device),
                                   num_workers=num_workers if pipeline == "tutorial" else 0,
                                   pipeline=pipeline, seed=seed, train_subset=subset,
-                                  model=ModelSpec(width=width))
+                                  model=ModelSpec(width=width), cuda_graphs=graphed)
         torch.manual_seed(seed)
         self.model = Net(self.config.model, num_classes=len(images.classes)).to(self.device)
         self.model.train()
@@ -81,6 +84,10 @@ class Workload:
         self.optimizer = core_train.make_optimizer(self.config, self.model, self.device)
         self.loader = core_train.make_loader(self.config, images, self.device)
         self.num_workers = self.config.num_workers
+        self.graph_notes: list[dict] = []
+        self._step = core_graphs.make_step(self.config, self.device, self.model, self.criterion,
+                                           self.optimizer, core_train.train_step,
+                                           self.graph_notes.append)
         self._it = iter(self.loader)  # starts the DataLoader's workers now, not in a timed step
 
     def fetch(self):
@@ -96,8 +103,28 @@ class Workload:
 
     def step(self) -> torch.Tensor:
         """One training step, exactly as training takes it."""
-        return core_train.train_step(self.model, self.criterion, self.optimizer,
-                                     *self.to_device(*self.fetch()))
+        return self._step(*self.to_device(*self.fetch()))
+
+    @property
+    def graphed(self) -> bool:
+        """The step was captured and is being replayed (False when eager, or fell back)."""
+        return bool(getattr(self._step, "graphed", False))
+
+    def steps_to_capture(self) -> int:
+        """Steps still to run before a graphed step is captured and replayed once (0 when
+        it is, when it runs eagerly, and once it gave up)."""
+        step = self._step
+        if not isinstance(step, core_graphs.GraphedStep) or step.graph is not None or step.failed:
+            return 0
+        return max(1, step.warmup + 1 - step.calls)
+
+    def not_graphed_reason(self) -> str:
+        """Why a graphed workload runs eagerly: the last fallback's code (and error)."""
+        note = next((n for n in reversed(self.graph_notes) if n["status"] == "eager"), None)
+        if note is None:
+            return "graphs.not_captured"
+        error = note["params"].get("error")
+        return note["reason"] + (f" ({error})" if error else "")
 
     def close(self) -> None:
         it, self._it, self.loader = self._it, None, None
