@@ -306,7 +306,10 @@ def test_board_cancel_pin_and_presenter(cr, klass, queue):
     assert (rows[a].nickname, rows[a].status, rows[a].queue_position) == ("Ana", "queued", 1)
     assert rows[b].queue_position == 2 and rows[done].queue_position is None
     assert rows[done].accuracy == pytest.approx(0.41) and rows[done].status == "done"
-    assert 2 <= len(rows[done].losses) <= 40 and rows[done].steps[-1] == 1000
+    assert 30 <= len(rows[done].losses) <= 40 and rows[done].steps[-1] == 1000
+    assert rows[done].steps[0] == 1 and all(  # the run's own losses at those steps
+        loss == pytest.approx(2.3 - (step - 1) / 1000) for step, loss in zip(rows[done].steps,
+                                                                          rows[done].losses))
     # cancel: only this class's runs
     assert cr.cancel_run(TEACH, klass.code, a) == "cancelled"
     run = queue.store.get(a)
