@@ -17,7 +17,8 @@ from cifarlab.errors import CifarLabError, ConfigError, Problem
 
 ROOT = Path(__file__).resolve().parents[1]
 ERROR_NAMES = {"CifarLabError", "ConfigError", "DataError", "DeviceError", "ShapeError",
-               "CheckpointError", "JobError", "UploadError", "ImageError", "Problem"}
+               "CheckpointError", "JobError", "UploadError", "ImageError", "Problem",
+               "ClassError", "IdentityError"}
 
 
 def _raised_codes():

@@ -3,16 +3,36 @@
 The tutorial counts correct predictions over the 10,000 test images, overall and per class.
 Here one pass gives all of that plus the confusion matrix, each image's probabilities and the
 indices of the misclassified images (for the Results page).
+
+A class challenge (``cifarlab.serve.classroom``) scores runs on two halves of the test set, a
+public one and a private one: ``split_halves(n)`` splits the indices 0..n-1 by a permutation from
+NumPy's legacy ``RandomState(HALVES_SEED)`` (its stream is frozen across NumPy versions), first
+half public, fixed once for every run and server. Each evaluation records its accuracy on both
+(``EvalResult.half_accuracies``, in ``summary()``), so scoring never evaluates again.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 import torch
 import torch.nn as nn
 
 from cifarlab.core.data import normalize
+
+HALVES_SEED = 20261124   # never change it: every recorded public/private score depends on it
+
+
+@lru_cache(maxsize=8)
+def split_halves(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(public, private) test-image indices for a test set of ``n`` images, each sorted; the
+    public half has ``n // 2``."""
+    perm = np.random.RandomState(HALVES_SEED).permutation(int(n))
+    public, private = np.sort(perm[: n // 2]), np.sort(perm[n // 2:])
+    public.setflags(write=False)
+    private.setflags(write=False)
+    return public, private
 
 
 @dataclass
@@ -38,6 +58,12 @@ class EvalResult:
     def total(self) -> int:
         return int(self.labels.shape[0])
 
+    def half_accuracies(self) -> dict[str, float]:
+        """Accuracy on the public and the private half of the test set (``split_halves``)."""
+        ok = self.predictions == self.labels
+        return {name: float(ok[idx].mean()) if len(idx) else 0.0
+                for name, idx in zip(("public", "private"), split_halves(self.total))}
+
     def summary(self) -> dict:
         """JSON-friendly figures (no per-image arrays): what the store and checkpoints keep."""
         return {
@@ -48,6 +74,7 @@ class EvalResult:
             "correct": self.correct,
             "total": self.total,
             "eval_seconds": self.seconds,
+            "half_accuracies": self.half_accuracies(),
         }
 
 

@@ -9,7 +9,10 @@ queued, each refusal a ``JobError`` with a code and the numbers a page needs to 
 - the person (the *owner*: a cookie id, the signed-in user, or the client address; every tab of
   theirs together): at most ``max_per_owner`` runs queued or running, and at most
   ``max_image_epochs_per_owner`` image-epochs in any ``BUDGET_WINDOW_S`` (a rolling hour);
-- the server: at most ``max_queue`` runs waiting.
+- the server: at most ``max_queue`` runs waiting;
+- the owner's class, when they joined one (``check_class``: ``cifarlab.serve.classroom``): its
+  locked knobs, its limits and its open challenge's rules; a run queued there is recorded for
+  the class (``record_class_run``).
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from typing import Any
 
 from cifarlab.core.config import TrainConfig, validate
 from cifarlab.errors import CifarLabError, ConfigError, JobError
+from cifarlab.serve.classroom import enforce, tables
 from cifarlab.serve.settings import Settings
 from cifarlab.serve.store import RunStore
 
@@ -65,6 +69,29 @@ def placed_device(device: str, placed: list[str]) -> str:
         return want
     raise JobError("config.device_missing", field="device", device=str(device)[:40],
                    present=", ".join(placed))
+
+
+def resolve_device(device: str, placed: list[str] | None) -> str:
+    """Where a run goes: among the executor's devices (``placed``), else this machine's."""
+    if placed is not None:
+        return placed_device(device, placed)
+    from cifarlab.core.devices import resolve_device as resolve  # devices imports torch
+
+    try:
+        return str(resolve(device))
+    except CifarLabError as err:
+        raise as_job_error(err) from None
+
+
+def check_class(store: RunStore, owner: str, config: TrainConfig, device: str,
+                n_train: int) -> str | None:
+    """Refuse a run the owner's class does not allow (a ClassError naming the knob); returns
+    the class's code, None when the owner is in no class. Under the submit lock."""
+    return enforce.check_submit(store, owner, config, device, n_train)
+
+
+def record_class_run(store: RunStore, code: str, owner: str, run_id: str) -> None:
+    tables.record_run(store, code, owner, run_id)
 
 
 def image_count(config: TrainConfig, n_train: int) -> int:

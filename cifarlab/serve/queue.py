@@ -103,7 +103,7 @@ class JobQueue:
                                self.executor.devices())
         needed = admission.check_train(config, self.settings, n_train)  # the compute budget
         return self._enqueue(session, owner, TRAIN, config.to_dict(), self._resolve(config.device),
-                             name=name, image_epochs=needed)
+                             name=name, image_epochs=needed, config=config)
 
     def submit_job(self, session: str, kind: str, payload: dict, device: str,
                    exclusive: bool | list[str] = False, name: str | None = None,
@@ -139,13 +139,18 @@ class JobQueue:
 
     def _enqueue(self, session: str, owner: str, kind: str, payload: dict, device: str,
                  name: str | None = None, exclusive: bool | list[str] = False,
-                 image_epochs: int | None = None) -> str:
+                 image_epochs: int | None = None, config: TrainConfig | None = None) -> str:
         with self._submit_lock:  # the checks and the insert as one step
+            # the owner's class (locked knobs, class limits) holds whatever the browser sent
+            code = config and admission.check_class(self.store, owner, config, device,
+                                                    self.train_images())
             admission.check_owner(self.store, owner, image_epochs, self.settings)
             admission.check_queue_room(self.store, self.settings)
             run_id = self.store.create_run(session, kind, payload, device, name=name,
                                            exclusive=exclusive, owner=owner,
                                            image_epochs=image_epochs)
+            if code:  # the class board and its challenge find the run
+                admission.record_class_run(self.store, code, owner, run_id)
         self._wake.set()
         return run_id
 
@@ -159,15 +164,7 @@ class JobQueue:
         return [d.id for d in list_devices()]
 
     def _resolve(self, device: str) -> str:
-        from cifarlab.core.devices import resolve_device
-
-        placed = self.executor.devices()
-        if placed is not None:
-            return admission.placed_device(device, placed)
-        try:
-            return str(resolve_device(device))
-        except CifarLabError as err:
-            raise admission.as_job_error(err) from None
+        return admission.resolve_device(device, self.executor.devices())
 
     def train_images(self) -> int:
         """Training images in the server's data set (50,000 until it has been decoded)."""

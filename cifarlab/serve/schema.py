@@ -15,6 +15,10 @@ file has come; a file from a newer CIFAR Lab (a higher version) is refused, neve
 - 2: ``owner`` (the person behind a run, counted by the per-person limits across tabs; an older
   run's owner is its session), ``image_epochs`` (the compute a run asked for), ``error_code`` and
   ``error_params`` (why it failed, in any language).
+- 3: the classroom (``cifarlab.serve.classroom``): ``classes`` (code, title, open, the pushed
+  preset and its locked knobs, the class limits, the pinned run, a ``version`` each edit bumps),
+  ``class_members`` (who joined which class, under which nickname), ``class_runs`` (the runs
+  submitted while a member: the board and the challenge find them), ``challenges``.
 """
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ from typing import Iterator
 
 from cifarlab.errors import JobError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_S = 15.0
 
 _SCHEMA_1 = """
@@ -82,6 +86,49 @@ ALTER TABLE runs ADD COLUMN image_epochs INTEGER;
 ALTER TABLE runs ADD COLUMN error_code TEXT;
 ALTER TABLE runs ADD COLUMN error_params TEXT;   -- JSON
 CREATE INDEX runs_by_owner ON runs (owner, created_at);
+""",
+    3: """
+CREATE TABLE classes (
+    code       TEXT PRIMARY KEY,          -- blue-fox-42
+    title      TEXT NOT NULL,
+    created_by TEXT NOT NULL,             -- the instructor (Person.id)
+    is_open    INTEGER NOT NULL DEFAULT 1,
+    version    INTEGER NOT NULL DEFAULT 1,
+    preset     TEXT NOT NULL DEFAULT '{}', -- JSON: knob -> value
+    locked     TEXT NOT NULL DEFAULT '[]', -- JSON: knob names
+    limits     TEXT NOT NULL DEFAULT '{}', -- JSON: ClassLimits
+    pinned     TEXT,                      -- the run on the projector
+    created_at REAL NOT NULL
+);
+CREATE INDEX classes_by_creator ON classes (created_by, created_at);
+CREATE TABLE class_members (
+    code      TEXT NOT NULL,
+    person    TEXT NOT NULL,              -- Person.id, the owner of their runs
+    nickname  TEXT NOT NULL,
+    nick_key  TEXT NOT NULL,              -- casefolded: one nickname per class
+    joined_at REAL NOT NULL,
+    active    INTEGER NOT NULL DEFAULT 1, -- 0 once left (their runs stay on the boards)
+    PRIMARY KEY (code, person),
+    UNIQUE (code, nick_key)
+);
+CREATE INDEX class_members_by_person ON class_members (person, active);
+CREATE TABLE class_runs (
+    run_id     TEXT PRIMARY KEY,
+    code       TEXT NOT NULL,
+    person     TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX class_runs_by_code ON class_runs (code, created_at);
+CREATE INDEX class_runs_by_person ON class_runs (person, code);
+CREATE TABLE challenges (
+    id        INTEGER PRIMARY KEY,
+    code      TEXT NOT NULL,
+    goal      TEXT NOT NULL,              -- JSON: Goal
+    opened_by TEXT NOT NULL,
+    opened_at REAL NOT NULL,
+    closed_at REAL
+);
+CREATE INDEX challenges_by_code ON challenges (code, id);
 """,
 }
 

@@ -1,0 +1,121 @@
+"""What a class allows its members to queue, enforced by ``JobQueue.submit`` on the server.
+
+``check_submit`` is the hook ``cifarlab.serve.admission.check_class`` calls for every training
+run: when the run's owner (``Person.id``) is a member of a class, a locked knob that differs
+from the pushed value, or a run beyond the class limits (epochs, training images, devices, runs
+per student) or the open challenge's rules (its epochs, its device), is refused with a
+ClassError whose ``field`` names the knob. It reads the run store itself, so it holds whatever
+a page (or a tampered browser) sends. ``check_preset`` is what ``push_preset`` accepts.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Iterable, Mapping
+
+from cifarlab.core.config import TrainConfig, knobs, validate
+from cifarlab.errors import ConfigError, Problem
+from cifarlab.serve.classroom import tables
+from cifarlab.serve.classroom.model import ClassError, ClassInfo, ClassLimits
+from cifarlab.serve.schema import Database
+
+KNOBS = {f.name: f for f in knobs(TrainConfig)}
+
+
+def check_submit(db: Database, owner: str, config: TrainConfig, device: str,
+                 n_train: int) -> str | None:
+    """Refuse a run the owner's class does not allow; returns the class code (None when the
+    owner is in no class). ``device``: where the run will go (resolved from "auto")."""
+    member = tables.membership(db, owner)
+    if member is None:
+        return None
+    info = tables.require_class(db, member.code)
+    for name in info.locked:
+        pushed = info.preset.get(name, KNOBS[name].default if name in KNOBS else None)
+        if not same_value(getattr(config, name, None), pushed):
+            raise ClassError("class.knob_locked", field=name, knob=name, value=pushed)
+    lim = info.limits
+    if lim.max_epochs is not None and config.epochs > lim.max_epochs:
+        raise ClassError("class.limit_epochs", field="epochs", n=lim.max_epochs)
+    images = config.images_per_epoch(n_train)
+    if lim.max_train_images is not None and images > lim.max_train_images:
+        raise ClassError("class.limit_images", field="train_subset", n=lim.max_train_images)
+    if not lim.allows_device(device):
+        raise ClassError("class.limit_device", field="device", device=device,
+                         allowed=", ".join(lim.devices or ()))
+    if lim.max_runs_per_student is not None and \
+            tables.runs_used(db, info.code, owner) >= lim.max_runs_per_student:
+        raise ClassError("class.limit_runs", field="class", n=lim.max_runs_per_student)
+    ch = info.challenge
+    if ch is not None and ch.is_open and ch.goal.kind == "best_accuracy":
+        if ch.goal.max_epochs is not None and config.epochs > ch.goal.max_epochs:
+            raise ClassError("class.challenge_epochs", field="epochs", n=ch.goal.max_epochs)
+        if not ch.goal.allows_device(device):
+            raise ClassError("class.challenge_device", field="device", device=device,
+                             allowed=ch.goal.device)
+    return info.code
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """A locked value kept: floats within a widget's rounding (1e-9 relative), else equal."""
+    if isinstance(a, float) or isinstance(b, float):
+        try:
+            return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
+        except (TypeError, ValueError):
+            return False
+    return a == b
+
+
+def check_preset(values: Mapping[str, Any], locked: Iterable[str],
+                 limits: ClassLimits) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The pushed knob values as stored (each through ``TrainConfig``: 1 -> 1.0, " CPU " ->
+    "cpu") and the locked names; ConfigError (core's validator, with the class limits) naming
+    each bad knob; a value over the class limits: ClassError). A locked knob without a value is
+    locked at the tutorial's default."""
+    if not isinstance(values, Mapping):
+        raise ClassError("class.bad_preset", field="preset")
+    locked = tuple(dict.fromkeys(locked or ()))
+    unknown = sorted({n for n in (*values, *locked) if n not in KNOBS})
+    if unknown:
+        raise ConfigError([Problem("config", "config.unknown", {"names": ", ".join(unknown)})])
+    problems = validate(dict(values))
+    if problems:
+        raise ConfigError(problems)
+    epochs, subset = values.get("epochs"), values.get("train_subset")
+    if limits.max_epochs is not None and isinstance(epochs, int) and epochs > limits.max_epochs:
+        raise ClassError("class.limit_epochs", field="epochs", n=limits.max_epochs)
+    if limits.max_train_images is not None and isinstance(subset, int) \
+            and subset > limits.max_train_images:
+        raise ClassError("class.limit_images", field="train_subset", n=limits.max_train_images)
+    if values.get("device") not in (None, "auto") and not limits.allows_device(
+            str(values["device"]).strip().lower()):
+        raise ClassError("class.limit_device", field="device", device=values["device"],
+                         allowed=", ".join(limits.devices or ()))
+    config = TrainConfig(**dict(values))
+    stored = {n: getattr(config, n) for n in values}
+    for n in locked:
+        stored.setdefault(n, KNOBS[n].default)
+    return stored, locked
+
+
+def check_limits(limits: Any) -> ClassLimits:
+    """Whole numbers ≥ 1 (or None) and a list of device names; ClassError naming the field."""
+    if not isinstance(limits, ClassLimits):
+        raise ClassError("class.bad_limits", field="limits")
+    for f in dataclasses.fields(limits):
+        v = getattr(limits, f.name)
+        if f.name == "devices":
+            if v is not None and (isinstance(v, str) or not all(
+                    isinstance(d, str) and d.strip() for d in v)):
+                raise ClassError("class.bad_limit", field=f.name, name=f.name)
+        elif v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ClassError("class.bad_limit", field=f.name, name=f.name)
+    if limits.devices is not None:
+        limits = dataclasses.replace(limits, devices=tuple(d.strip().lower()
+                                                           for d in limits.devices))
+    return limits
+
+
+def preset_fits(info: ClassInfo, limits: ClassLimits) -> None:
+    """New class limits must still admit the pushed preset (else the class could run nothing)."""
+    check_preset(info.preset, info.locked, limits)

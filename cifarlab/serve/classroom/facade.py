@@ -1,0 +1,280 @@
+"""``Classroom``: every classroom action, each one checking who asks (see the package docstring)."""
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+
+from cifarlab.serve.classroom import enforce, scoring, tables
+from cifarlab.serve.classroom.model import (BOARDS, GOAL_KINDS, BoardRow, ClassError, ClassInfo,
+                                            ClassLimits, Goal, LeaderRow, Membership, Presenter,
+                                            StudentView, finite_or_none)
+from cifarlab.serve.classroom.names import (clean_nickname, clean_title, nickname_key,
+                                            normalize_code)
+from cifarlab.serve.classroom.ratelimit import JoinLimiter
+from cifarlab.serve.identity import Person
+from cifarlab.serve.runs import reason, validate_run_id
+from cifarlab.serve.store import RunStore
+
+if TYPE_CHECKING:  # the queue imports admission, which imports this package
+    from cifarlab.serve.queue import JobQueue
+
+PRESENTER_POINTS = 500
+
+
+class Classroom:
+    """Classes, members, presets, the board and challenges, on the run store's SQLite file.
+
+    ``store``: the queue's RunStore; ``clock``: the join limiter's clock (tests)."""
+
+    def __init__(self, store: RunStore, clock: Callable[[], float] = time.monotonic):
+        self.store = store
+        self.limiter = JoinLimiter(clock=clock)
+
+    # -- instructors: classes ----------------------------------------------------------------
+    def create_class(self, by: Person, title: str) -> ClassInfo:
+        """A new open class with a fresh code ("blue-fox-42"), no preset, no limits."""
+        _instructor(by)
+        return tables.require_class(self.store, tables.insert_class(self.store, by.id,
+                                                                    clean_title(title)))
+
+    def set_open(self, by: Person, code: str, is_open: bool) -> ClassInfo:
+        """Open or close a class to new members (its members stay and keep training)."""
+        info = self._class(by, code)
+        tables.set_open(self.store, info.code, is_open)
+        return tables.require_class(self.store, info.code)
+
+    def my_classes(self, by: Person, everyone: bool = False) -> list[ClassInfo]:
+        """The classes ``by`` created, newest first (``everyone``: every class on the server,
+        for a co-instructor)."""
+        _instructor(by)
+        return tables.classes_by(self.store, None if everyone else by.id)
+
+    def get_class(self, by: Person, code: str) -> ClassInfo:
+        """One class, as its instructors see it."""
+        return self._class(by, code)
+
+    def push_preset(self, by: Person, code: str, values: Mapping[str, Any],
+                    locked: Iterable[str] = (), expected_version: int | None = None
+                    ) -> ClassInfo:
+        """Push knob values (TrainConfig knobs, checked by ``core.config.validate`` with the
+        class limits: ConfigError naming each bad knob) and which of them are locked. Replaces
+        the previous preset. ``expected_version``: the ``ClassInfo.version`` the instructor's
+        page showed; another edit since -> ClassError("class.stale"), nothing overwritten."""
+        info = self._class(by, code)
+        stored, locked = enforce.check_preset(values, locked, info.limits)
+        tables.update_versioned(self.store, info.code, expected_version, preset=stored,
+                                locked=list(locked))
+        return tables.require_class(self.store, info.code)
+
+    def set_limits(self, by: Person, code: str, limits: ClassLimits,
+                   expected_version: int | None = None) -> ClassInfo:
+        """Per-class limits on top of the server's (None: no class limit); versioned like
+        ``push_preset``. Limits that the pushed preset would break are refused."""
+        info = self._class(by, code)
+        limits = enforce.check_limits(limits)
+        enforce.preset_fits(info, limits)
+        tables.update_versioned(self.store, info.code, expected_version,
+                                limits=limits.to_dict())
+        return tables.require_class(self.store, info.code)
+
+    # -- instructors: the board --------------------------------------------------------------
+    def board(self, by: Person, code: str, limit: int = 200) -> list[BoardRow]:
+        """Every run of the class, newest first: nickname, status, queue position, a small
+        loss curve (``scoring.BOARD_POINTS`` points at most), accuracy when done."""
+        info = self._class(by, code)
+        return scoring.board(self.store, info.code, tables.nicknames(self.store, info.code),
+                             limit=limit)
+
+    def cancel_run(self, by: Person, code: str, run_id: str) -> str:
+        """Cancel a run of this class (only this class's); returns its status now. A queued
+        run is cancelled at once, a running one stops after its current step."""
+        info = self._class(by, code)
+        run = self._class_run(info.code, run_id)
+        if run.status == "queued" and self.store.set_status(
+                run.id, "cancelled", only_from=["queued"],
+                **reason("class.cancelled_by_instructor")):
+            return "cancelled"
+        if self.store.request_cancel(run.id):
+            return "cancelling"
+        return self.store.get(run.id).status
+
+    def pin(self, by: Person, code: str, run_id: str | None) -> ClassInfo:
+        """Show one run of the class on the projector (None: nothing pinned)."""
+        info = self._class(by, code)
+        if run_id is not None:
+            run_id = self._class_run(info.code, run_id).id
+        tables.set_pinned(self.store, info.code, run_id)
+        return tables.require_class(self.store, info.code)
+
+    def presenter(self, viewer: Person, code: str | None = None) -> Presenter | None:
+        """The pinned run, large: nickname, status, its loss curve, accuracy; None when nothing
+        is pinned. Instructors name the class; a student sees their own class's."""
+        info = self._viewable(viewer, code)
+        if info.pinned is None:
+            return None
+        run = self.store.get(info.pinned)
+        if run is None:
+            return None
+        steps, losses = self.store.losses(run.id, max_points=PRESENTER_POINTS)
+        nick = tables.nicknames(self.store, info.code).get(run.owner, "?")
+        p = run.progress or {}
+        progress = (min(1.0, p["step"] / p["total_steps"]) if p.get("step") is not None
+                    and p.get("total_steps") else None)
+        return Presenter(nick, run.status, tuple(steps), tuple(losses),
+                         finite_or_none((run.result or {}).get("test_accuracy")), progress,
+                         run.id if viewer.instructor else None)
+
+    # -- instructors: the challenge ----------------------------------------------------------
+    def open_challenge(self, by: Person, code: str, goal: Goal | Mapping[str, Any]) -> ClassInfo:
+        """Open a challenge: ``Goal("best_accuracy", max_epochs=N, device="cpu")`` or
+        ``Goal("fastest_to", target=0.5)``. While it is open, submits keep its rules."""
+        info = self._class(by, code)
+        tables.open_challenge(self.store, info.code, _goal(goal), by.id)
+        return tables.require_class(self.store, info.code)
+
+    def close_challenge(self, by: Person, code: str) -> ClassInfo:
+        """Close the open challenge: its private board is revealed to the students."""
+        info = self._class(by, code)
+        tables.close_challenge(self.store, info.code)
+        return tables.require_class(self.store, info.code)
+
+    def leaderboard(self, viewer: Person, code: str | None = None,
+                    which: str = "public") -> list[LeaderRow]:
+        """The challenge's board: one best run per student, ties to the earlier finish.
+
+        Instructors see everything. A student (a member of that class) sees nicknames and
+        scores, and only on their own row (``you``) a run id; the private board only once the
+        challenge is closed (ClassError("class.private_hidden") before)."""
+        if which not in BOARDS:
+            raise ClassError("class.bad_board", field="which", which=str(which)[:20])
+        info = self._viewable(viewer, code)
+        ch = info.challenge
+        if ch is None:
+            return []
+        if which == "private" and ch.is_open and not viewer.instructor:
+            raise ClassError("class.private_hidden", field="which")
+        rows = scoring.leaderboard(self.store, info.code, ch, which,
+                                   tables.nicknames(self.store, info.code))
+        if viewer.instructor:
+            return rows
+        return [dataclasses.replace(r, you=r.person == viewer.id,
+                                    person=r.person if r.person == viewer.id else None,
+                                    run_id=r.run_id if r.person == viewer.id else None)
+                for r in rows]
+
+    def leaderboard_csv(self, by: Person, code: str, which: str = "public") -> str:
+        """The board as CSV (instructors only): board, goal, rank, nickname, score, accuracy,
+        train_seconds, finished_at, person, run_id."""
+        info = self._class(by, code)
+        rows = self.leaderboard(by, info.code, which)
+        return scoring.as_csv(rows, which, info.challenge.goal.kind if info.challenge else "")
+
+    # -- students ----------------------------------------------------------------------------
+    def join(self, person: Person, code: str, nickname: str, client_key: str) -> Membership:
+        """Join a class by its code under a nickname (leaving any other class). Errors:
+        ``class.rate_limited`` (too many wrong codes from this client, or from everyone),
+        ``class.unknown_code``, ``class.closed``, ``class.nickname_*``. The same person
+        joining again (another tab) gets the membership they have."""
+        _person(person)
+        key = str(client_key or person.id)[:128]
+        self.limiter.check(key)
+        norm = normalize_code(code)
+        info = tables.get_class(self.store, norm) if norm else None
+        if info is None:
+            self.limiter.failed(key)
+            raise ClassError("class.unknown_code", field="code")
+        current = tables.membership(self.store, person.id)
+        if current is not None and current.code == info.code:
+            return current
+        if not info.is_open:
+            self.limiter.failed(key)
+            raise ClassError("class.closed", field="code")
+        nick = clean_nickname(nickname)
+        return tables.add_member(self.store, info.code, person.id, nick, nickname_key(nick))
+
+    def membership(self, person: Person) -> Membership | None:
+        """The class this person is in now, or None."""
+        return tables.membership(self.store, _person(person).id)
+
+    def leave(self, person: Person) -> bool:
+        """Leave the class (their runs stay on its boards); False when in none."""
+        return tables.leave(self.store, _person(person).id)
+
+    def student_view(self, person: Person) -> StudentView | None:
+        """What the student's pages show of their class (None when in none)."""
+        member = self.membership(person)
+        if member is None:
+            return None
+        info = tables.require_class(self.store, member.code)
+        rank, ranked = None, 0
+        if info.challenge is not None:
+            rows = self.leaderboard(person, info.code, "public")
+            ranked = len(rows)
+            rank = next((r.rank for r in rows if r.you), None)
+        return StudentView(member, dict(info.preset), info.locked, info.limits, info.challenge,
+                           rank, ranked, info.version, info.pinned is not None)
+
+    # -- checks ------------------------------------------------------------------------------
+    def _class(self, by: Person, code: str) -> ClassInfo:
+        _instructor(by)
+        return tables.require_class(self.store, code)
+
+    def _viewable(self, viewer: Person, code: str | None) -> ClassInfo:
+        """The class an instructor names, or the student's own (naming another is refused)."""
+        _person(viewer)
+        if viewer.instructor:
+            return tables.require_class(self.store, code)
+        member = tables.membership(self.store, viewer.id)
+        if member is None or (code is not None and code != member.code):
+            raise ClassError("class.not_member", field="code")
+        return tables.require_class(self.store, member.code)
+
+    def _class_run(self, code: str, run_id: str):
+        run_id = validate_run_id(run_id)
+        run = self.store.get(run_id)
+        if run is None or tables.class_of_run(self.store, run_id) != code:
+            raise ClassError("class.not_class_run", field="run_id")
+        return run
+
+
+def _person(person: Any) -> Person:
+    if not isinstance(person, Person):
+        raise ClassError("class.no_person", field="person")
+    return person
+
+
+def _instructor(by: Any) -> Person:
+    if not _person(by).instructor:
+        raise ClassError("class.not_instructor", field="person")
+    return by
+
+
+def _goal(goal: Goal | Mapping[str, Any]) -> Goal:
+    g = goal if isinstance(goal, Goal) else Goal.from_dict(dict(goal or {}))
+    if g.kind not in GOAL_KINDS:
+        raise ClassError("class.goal_kind", field="kind", kinds=", ".join(GOAL_KINDS))
+    if g.kind == "fastest_to":
+        t = g.target
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= 1:
+            raise ClassError("class.goal_target", field="target")
+        return Goal("fastest_to", target=float(t))
+    n = g.max_epochs
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise ClassError("class.goal_epochs", field="max_epochs")
+    device = None if g.device in (None, "", "any") else str(g.device).strip().lower()
+    return Goal("best_accuracy", max_epochs=n, device=device)
+
+
+_CLASSROOM: Classroom | None = None
+_LOCK = threading.Lock()
+
+
+def get_classroom(queue: "JobQueue") -> Classroom:
+    """The process-wide Classroom on the queue's run store (pages: beside ``get_queue()``)."""
+    global _CLASSROOM
+    with _LOCK:
+        if _CLASSROOM is None or _CLASSROOM.store.path != queue.store.path:
+            _CLASSROOM = Classroom(queue.store)
+        return _CLASSROOM

@@ -1,0 +1,194 @@
+"""The classroom's records: what an instructor and a student get back, and ``ClassError``.
+
+Plain frozen dataclasses, so a page can show them and a test can compare them. A record a
+student receives never carries another student's person id or run id (``LeaderRow.person`` and
+``LeaderRow.run_id`` are None on the rows that are not the viewer's own).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from cifarlab import i18n
+from cifarlab.errors import JobError
+
+GOAL_KINDS = ("best_accuracy", "fastest_to")
+BOARDS = ("public", "private")
+
+
+class ClassError(JobError):
+    """A classroom action refused: a code below ``errors.class.`` and its parameters; ``field``
+    names the knob (or input) concerned. A JobError, so a refused submit reads the same."""
+
+
+@dataclass(frozen=True)
+class ClassLimits:
+    """Per-class limits on top of the server's; None: no class limit. ``devices``: the device
+    ids or kinds a run may use ("cpu", "cuda" for any GPU, "cuda:1")."""
+
+    max_epochs: int | None = None
+    max_train_images: int | None = None
+    devices: tuple[str, ...] | None = None
+    max_runs_per_student: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"max_epochs": self.max_epochs, "max_train_images": self.max_train_images,
+                "devices": None if self.devices is None else list(self.devices),
+                "max_runs_per_student": self.max_runs_per_student}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "ClassLimits":
+        d = dict(d or {})
+        devices = d.get("devices")
+        return cls(d.get("max_epochs"), d.get("max_train_images"),
+                   None if devices is None else tuple(devices), d.get("max_runs_per_student"))
+
+    def allows_device(self, device: str) -> bool:
+        """Whether a run resolved to ``device`` ("cuda:0") may run: listed by id or kind."""
+        if self.devices is None:
+            return True
+        return device in self.devices or device.split(":")[0] in self.devices
+
+
+@dataclass(frozen=True)
+class Goal:
+    """A challenge's goal. ``best_accuracy``: the highest test accuracy, each run with at most
+    ``max_epochs`` epochs (None: the class limits) on ``device`` (None: any); ``fastest_to``:
+    the shortest training time (``train_seconds``) among runs reaching ``target`` (0..1)."""
+
+    kind: str
+    max_epochs: int | None = None
+    device: str | None = None
+    target: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "max_epochs": self.max_epochs, "device": self.device,
+                "target": self.target}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Goal":
+        return cls(d.get("kind"), d.get("max_epochs"), d.get("device"), d.get("target"))
+
+    def allows_device(self, device: str) -> bool:
+        return self.device is None or device == self.device or device.split(":")[0] == self.device
+
+
+@dataclass(frozen=True)
+class Challenge:
+    """The class's latest challenge: open while ``closed_at`` is None."""
+
+    goal: Goal
+    opened_at: float
+    closed_at: float | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self.closed_at is None
+
+
+@dataclass(frozen=True)
+class ClassInfo:
+    """One class as its instructors see it. ``version`` grows with every edit of the preset or
+    the limits: pass it back as ``expected_version`` so a stale edit is refused."""
+
+    code: str
+    title: str
+    created_by: str
+    is_open: bool
+    version: int
+    preset: Mapping[str, Any]
+    locked: tuple[str, ...]
+    limits: ClassLimits
+    pinned: str | None
+    challenge: Challenge | None
+    members: int
+    created_at: float
+
+
+@dataclass(frozen=True)
+class Membership:
+    """A student in a class: ``person`` is ``Person.id``, the owner of their runs."""
+
+    code: str
+    title: str
+    person: str
+    nickname: str
+    joined_at: float
+
+
+@dataclass(frozen=True)
+class BoardRow:
+    """One run on the live class board (instructors only). ``steps``/``losses``: a small,
+    subsampled loss curve; ``queue_position``: 1 = next on its device, None unless queued."""
+
+    nickname: str
+    person: str
+    run_id: str
+    status: str
+    device: str
+    queue_position: int | None
+    progress: float | None          # 0..1 of its steps, None before it starts
+    steps: tuple[int, ...]
+    losses: tuple[float, ...]
+    accuracy: float | None
+    created_at: float
+
+
+@dataclass(frozen=True)
+class Presenter:
+    """The pinned run, large on the projector. ``run_id`` only for instructors."""
+
+    nickname: str
+    status: str
+    steps: tuple[int, ...]
+    losses: tuple[float, ...]
+    accuracy: float | None
+    progress: float | None
+    run_id: str | None = None
+
+
+@dataclass(frozen=True)
+class LeaderRow:
+    """One student's best run on a leaderboard. ``score``: the accuracy on that board's half
+    (best_accuracy) or the training seconds (fastest_to). ``you``: the viewer's own row.
+    ``person``/``run_id``: for instructors, and on the viewer's own row; None otherwise."""
+
+    rank: int
+    nickname: str
+    score: float
+    accuracy: float
+    seconds: float | None
+    finished_at: float
+    you: bool = False
+    person: str | None = None
+    run_id: str | None = None
+
+
+@dataclass(frozen=True)
+class StudentView:
+    """What a student's pages show: the class, the pushed preset (``preset``: knob -> value),
+    the knobs locked (``locked``; ``locked_reason(lang)`` says why, for a disabled widget),
+    the class limits, the challenge and the student's own rank on the public board."""
+
+    membership: Membership
+    preset: Mapping[str, Any]
+    locked: tuple[str, ...]
+    limits: ClassLimits
+    challenge: Challenge | None
+    rank: int | None
+    ranked: int = 0          # students on the public board
+    version: int = 1
+    pinned: bool = False     # a run is on the projector (``Classroom.presenter``)
+
+    def locked_reason(self, lang: str = i18n.DEFAULT) -> str:
+        return i18n.t("errors.class.locked_reason", lang, title=self.membership.title)
+
+
+def finite_or_none(value: Any) -> float | None:
+    """A stored number as a float, None when absent or not finite."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None

@@ -1,0 +1,121 @@
+"""The challenge's leaderboards and the live class board, read from the run store.
+
+Scoring needs no model and no evaluation here: each run's worker recorded its accuracy on both
+halves of the test set in its ``eval`` event (``core.evaluate.EvalResult.half_accuracies``; the
+halves are a seeded permutation fixed once, see there). A run counts for a challenge when it was
+submitted in the class while the challenge was open, finished ``done`` and kept the goal's rules
+(epochs, device). Each student's best run only; ties go to the run that finished first.
+
+- ``best_accuracy``: the score is the accuracy on that board's half, higher first;
+- ``fastest_to``: runs whose accuracy on that half reaches the target, scored by their training
+  seconds, lower first.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from typing import Any
+
+from cifarlab.serve.classroom.model import BoardRow, Challenge, LeaderRow, finite_or_none
+from cifarlab.serve.schema import Database
+
+BOARD_POINTS = 40   # a board row's loss curve: at most this many points
+
+
+def leaderboard(db: Database, code: str, challenge: Challenge, which: str,
+                nick: dict[str, str]) -> list[LeaderRow]:
+    """Every ranked student's best run (``person`` and ``run_id`` set: callers strip them)."""
+    goal = challenge.goal
+    args: list[Any] = [code, challenge.opened_at]
+    sql = ("SELECT c.run_id, c.person, r.finished_at, r.device, "
+           "json_extract(r.config, '$.epochs'), json_extract(r.result, '$.train_seconds'), "
+           "(SELECT e.data FROM events e WHERE e.run_id = c.run_id AND e.kind = 'eval' "
+           " ORDER BY e.seq DESC LIMIT 1) "
+           "FROM class_runs c JOIN runs r ON r.id = c.run_id "
+           "WHERE c.code = ? AND r.status = 'done' AND c.created_at >= ?")
+    if challenge.closed_at is not None:
+        sql += " AND c.created_at <= ?"
+        args.append(challenge.closed_at)
+    best: dict[str, tuple] = {}
+    for run_id, person, finished, device, epochs, seconds, data in db._conn().execute(sql, args):
+        if goal.max_epochs is not None and (epochs is None or epochs > goal.max_epochs):
+            continue
+        if not goal.allows_device(device):
+            continue
+        halves = (json.loads(data) if data else {}).get("half_accuracies") or {}
+        acc = finite_or_none(halves.get(which))
+        if acc is None:
+            continue  # evaluated before the halves existed: not scored
+        seconds = finite_or_none(seconds)
+        if goal.kind == "fastest_to":
+            if seconds is None or acc < goal.target:
+                continue
+            key = (seconds, finished)
+        else:
+            key = (-acc, finished)
+        entry = (key, run_id, acc, seconds, finished)
+        if person not in best or key < best[person][0]:
+            best[person] = entry
+    ordered = sorted(best.items(), key=lambda kv: (kv[1][0], kv[1][1]))
+    rows = []
+    for rank, (person, (key, run_id, acc, seconds, finished)) in enumerate(ordered, 1):
+        score = seconds if goal.kind == "fastest_to" else acc
+        rows.append(LeaderRow(rank, nick.get(person, "?"), score, acc, seconds, finished,
+                              person=person, run_id=run_id))
+    return rows
+
+
+def as_csv(rows: list[LeaderRow], which: str, kind: str) -> str:
+    """The board as CSV (comma-separated, a header row; accuracy 0..1, seconds as numbers)."""
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(["board", "goal", "rank", "nickname", "score", "accuracy", "train_seconds",
+                "finished_at", "person", "run_id"])
+    for r in rows:
+        w.writerow([which, kind, r.rank, r.nickname, f"{r.score:.6g}", f"{r.accuracy:.6f}",
+                    "" if r.seconds is None else f"{r.seconds:.3f}", f"{r.finished_at:.3f}",
+                    r.person or "", r.run_id or ""])
+    return out.getvalue()
+
+
+def curve(conn, run_id: str, points: int = BOARD_POINTS) -> tuple[tuple, tuple]:
+    """A run's loss curve in at most ``points`` points, evenly spaced steps up to its last
+    one: index lookups only, so a 20,000-step run costs what a 40-step one does (the store's
+    ``losses(max_points=)`` numbers every row, which a board of 60 runs cannot afford)."""
+    last = conn.execute("SELECT MAX(step) FROM losses WHERE run_id = ?", (run_id,)).fetchone()[0]
+    if last is None:
+        return (), ()
+    m = max(2, int(points))
+    want = sorted({1 + (last - 1) * i // (m - 1) for i in range(m)})
+    rows = conn.execute(f"SELECT step, loss FROM losses WHERE run_id = ? AND step IN "
+                        f"({', '.join('?' * len(want))}) ORDER BY step", (run_id, *want))
+    steps, losses = [], []
+    for step, loss in rows:
+        steps.append(step)
+        losses.append(math.nan if loss is None else loss)
+    return tuple(steps), tuple(losses)
+
+
+def board(store, code: str, nick: dict[str, str], limit: int = 200,
+          points: int = BOARD_POINTS) -> list[BoardRow]:
+    """The class's runs, newest first, each with a small loss curve. ``store``: a RunStore."""
+    rows = store._conn().execute(
+        "SELECT c.run_id, c.person, r.status, r.device, r.created_at, "
+        "json_extract(r.result, '$.test_accuracy'), json_extract(r.progress, '$.step'), "
+        "json_extract(r.progress, '$.total_steps'), "
+        "CASE WHEN r.status = 'queued' THEN (SELECT COUNT(*) FROM runs q WHERE "
+        " q.status = 'queued' AND q.device = r.device AND (q.created_at < r.created_at OR "
+        " (q.created_at = r.created_at AND q.rowid <= r.rowid))) END "
+        "FROM class_runs c JOIN runs r ON r.id = c.run_id WHERE c.code = ? "
+        "ORDER BY r.created_at DESC, r.rowid DESC LIMIT ?", (code, int(limit))).fetchall()
+    out = []
+    conn = store._conn()
+    for run_id, person, status, device, created, acc, step, total, pos in rows:
+        steps, losses = curve(conn, run_id, points) if status != "queued" else ((), ())
+        progress = (min(1.0, step / total) if status != "queued" and step is not None and total
+                    else None)
+        out.append(BoardRow(nick.get(person, "?"), person, run_id, status, device, pos,
+                            progress, tuple(steps), tuple(losses), finite_or_none(acc), created))
+    return out
