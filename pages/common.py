@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 import secrets
@@ -18,6 +19,8 @@ import streamlit as st
 
 from cifarlab import i18n
 from cifarlab.errors import CifarLabError
+from cifarlab.serve import identity
+from cifarlab.serve.identity import Person
 
 SESSION_RE = re.compile(r"[A-Za-z0-9_-]{8,64}")
 log = logging.getLogger("cifarlab.pages")
@@ -212,16 +215,127 @@ def session_id() -> str:
     return st.session_state["sid"]
 
 
-def owner_id() -> str:
-    """Who this person is, for the per-person limits across tabs: the signed-in user where
-    sign-in is configured; else this browser's cookie (shared by all its tabs); else this
-    session. (The client address is no identity in a classroom behind one NAT.)"""
+# -- who is asking: sign-in (see README, "Sign-in and instructors") -------------------------
+# An identity provider configured in .streamlit/secrets.toml ([auth]: st.login, st.user) names
+# the person; else students are this browser and the instructor gives the passphrase whose
+# hash is [cifarlab] instructor_passphrase_hash. The role lives in the server's session state,
+# never in the URL or a cookie a student could write.
+INSTRUCTOR_KEY = "_cifarlab_instructor"   # set only by a right passphrase
+NICKNAME_KEY = "nickname"                  # an anonymous student's name for others to see
+# One per server process: wrong passphrases per browser and from everyone together.
+PASSPHRASE_LIMITER = identity.AttemptLimiter(per_key=5, overall=20, window=60.0)
+_LIMIT_KEY = "passphrase:"                 # + the browser's id
+
+
+def _secrets(name: str):
+    """``st.secrets[name]``, or None: no secrets file, no such table, or a broken file."""
     try:
-        if getattr(st.user, "is_logged_in", False) and st.user.get("email"):
-            return "user:" + str(st.user.get("email")).lower()
-    except Exception:  # sign-in not configured
+        section = st.secrets.get(name)
+    except Exception:
+        return None
+    return section if hasattr(section, "get") else None
+
+
+def provider_configured() -> bool:
+    """Whether the host configured an identity provider (``[auth]`` in the secrets)."""
+    return _secrets("auth") is not None
+
+
+def passphrase_hash() -> str | None:
+    value = (_secrets(identity.SECRETS_TABLE) or {}).get(identity.SECRETS_KEY)
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def _claims() -> dict | None:
+    """The signed-in user's ID-token claims (with an e-mail), else None."""
+    try:
+        if st.user.get("is_logged_in") and st.user.get("email"):
+            return dict(st.user)
+    except Exception:  # sign-in not configured, or no script context
         pass
-    return "browser:" + (_cookie_sid() or session_id())
+    return None
+
+
+def _browser() -> str:
+    return _cookie_sid() or session_id()
+
+
+def person() -> Person:
+    """Who is asking (``cifarlab.serve.identity.Person``): the signed-in user where an identity
+    provider is configured ("user:<e-mail>", an instructor when the hosting settings list the
+    e-mail or its group); else the instructor who gave the passphrase in this session
+    ("instructor:passphrase"); else this browser ("browser:<cookie id>", shared by its tabs;
+    else this session's). (The client address is no identity in a classroom behind one NAT.)"""
+    claims = _claims()
+    if claims is not None:
+        from cifarlab.serve.settings import load_settings
+
+        try:
+            s = load_settings()
+        except CifarLabError as err:
+            st.error(err.text(lang()))
+            st.stop()
+        return identity.signed_in(str(claims["email"]), claims.get("name"),
+                                  claims.get(s.groups_claim), instructors=s.instructors,
+                                  instructor_group=s.instructor_group)
+    nickname = str(st.session_state.get(NICKNAME_KEY) or "")
+    if st.session_state.get(INSTRUCTOR_KEY) is True:
+        return identity.passphrase_instructor(nickname)
+    return identity.anonymous(_browser(), nickname)
+
+
+def owner_id() -> str:
+    """The owner id runs are kept and counted under: ``person().id``."""
+    return person().id
+
+
+def try_passphrase(passphrase: str) -> str | None:
+    """Sign this session in as the instructor when ``passphrase`` is right. None on success,
+    else the catalog key of what went wrong (its text takes ``seconds`` and ``setting``)."""
+    stored, key = passphrase_hash(), _LIMIT_KEY + _browser()
+    if stored is None:
+        return "identity.no_passphrase"
+    if PASSPHRASE_LIMITER.wait(key) > 0:   # before scrypt: guessing costs the server nothing
+        return "identity.too_many"
+    try:
+        right = identity.verify_passphrase(passphrase, stored)
+    except identity.IdentityError:
+        return "errors.identity.bad_hash"
+    if not right:
+        PASSPHRASE_LIMITER.failed(key)
+        return "identity.too_many" if PASSPHRASE_LIMITER.wait(key) > 0 else "identity.wrong_passphrase"
+    PASSPHRASE_LIMITER.succeeded(key)
+    st.session_state[INSTRUCTOR_KEY] = True
+    return None
+
+
+def sign_in_sidebar() -> None:
+    """Sign in / sign out (app.py calls it in the sidebar): the provider's buttons where one
+    is configured; else the instructor's passphrase box where a hash is; else nothing."""
+    if provider_configured():
+        if _claims() is None:
+            st.button(t("identity.sign_in"), key="identity_sign_in", on_click=st.login,
+                      type="primary")
+            return
+        who = person()
+        role = t("identity.role_instructor" if who.instructor else "identity.role_student")
+        st.caption(t("identity.signed_in_as", name=who.name, role=role))
+        st.button(t("identity.sign_out"), key="identity_sign_out", on_click=st.logout)
+    elif st.session_state.get(INSTRUCTOR_KEY) is True:
+        st.caption(t("identity.instructor_signed_in"))
+        st.button(t("identity.sign_out"), key="identity_sign_out",
+                  on_click=lambda: st.session_state.pop(INSTRUCTOR_KEY, None))
+    elif passphrase_hash() is not None:
+        with st.expander(t("identity.instructor_sign_in")), st.form(
+                "identity_passphrase_form", clear_on_submit=True, border=False):
+            typed = st.text_input(t("identity.passphrase"), type="password",
+                                  key="identity_passphrase", autocomplete="current-password")
+            if st.form_submit_button(t("identity.sign_in")):
+                problem = try_passphrase(typed or "")
+                if problem is None:
+                    st.rerun()
+                wait = PASSPHRASE_LIMITER.wait(_LIMIT_KEY + _browser())
+                st.error(t(problem, setting=identity.SECRETS_KEY, seconds=max(1, math.ceil(wait))))
 
 
 def remember_session() -> None:

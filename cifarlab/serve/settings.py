@@ -85,6 +85,15 @@ Setting (TOML key)     Environment variable            Default and meaning
 ``gpu_share``          ``CIFARLAB_GPU_SHARE``          ``1``: on Ray, how many runs share one GPU
                                                        (each asks for ``1/gpu_share`` of it);
                                                        timing runs always take a whole GPU.
+``instructors``        ``CIFARLAB_INSTRUCTORS``        none: e-mails of the people who are
+                                                       instructors when they sign in through an
+                                                       identity provider (a TOML list, or one
+                                                       text with commas or spaces between them).
+``instructor_group``   ``CIFARLAB_INSTRUCTOR_GROUP``   unset: a group whose members are
+                                                       instructors, matched against the
+                                                       provider's groups claim.
+``groups_claim``       ``CIFARLAB_GROUPS_CLAIM``       ``groups``: the ID-token claim that lists
+                                                       the signed-in person's groups.
 =====================  ==============================  ==========================================
 
 Whole numbers must be written as such (``"4"``, not ``"4.0"`` or ``"four"``); booleans as
@@ -96,6 +105,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,6 +158,9 @@ class Settings:
     executor: str = "local"
     ray_address: str | None = None
     gpu_share: int = 1
+    instructors: tuple[str, ...] = ()
+    instructor_group: str | None = None
+    groups_claim: str = "groups"
 
     @property
     def db_path(self) -> Path:
@@ -203,6 +216,9 @@ _FIELDS: dict[str, tuple[str, float | None, float | None]] = {
     "executor": ("choice", None, None),
     "ray_address": ("str", None, None),
     "gpu_share": ("int", 1, 16),
+    "instructors": ("emails", None, None),
+    "instructor_group": ("str", None, None),
+    "groups_claim": ("str", None, None),
 }
 _CHOICES = {"executor": ("local", "ray")}
 _ALIASES = {"max_per_session": "max_per_owner"}  # old name -> name; the new name wins
@@ -312,6 +328,8 @@ def _parse(name: str, raw: Any, where: str, base: Path) -> Any:
             return text.lower()
         raise SettingsError("serve.settings.choice", field=name, where=where,
                             choices=", ".join(_CHOICES[name]), got=got)
+    if kind == "emails":
+        return _emails(text, name, where, got)
     if kind == "path":
         if not isinstance(text, (str, os.PathLike)) or str(text) == "":
             raise SettingsError("serve.settings.folder", field=name, where=where, got=got)
@@ -319,7 +337,29 @@ def _parse(name: str, raw: Any, where: str, base: Path) -> Any:
         return (path if path.is_absolute() else base / path).resolve()
     if not isinstance(text, str):
         raise SettingsError("serve.settings.text", field=name, where=where, got=got)
+    if not text and name == "groups_claim":
+        return "groups"
     return text or None
+
+
+def _emails(value: Any, name: str, where: str, got: str) -> tuple[str, ...]:
+    """E-mails from a TOML list or one text ("a@x.edu, b@x.edu"), lower-cased, each checked
+    for the one "@" an address has (a typo would otherwise leave an instructor a student)."""
+    items = re.split(r"[,;\s]+", value) if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not all(isinstance(e, str) for e in items):
+        raise SettingsError("serve.settings.emails", field=name, where=where, got=got)
+    out = []
+    for item in (e.strip().lower() for e in items):
+        if not item:
+            continue
+        if not _EMAIL.fullmatch(item):
+            raise SettingsError("serve.settings.emails", field=name, where=where, got=repr(item))
+        if item not in out:
+            out.append(item)
+    return tuple(out)
+
+
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
 
 
 def _int(v: Any) -> int | None:
