@@ -159,7 +159,7 @@ def knob_box(f) -> None:
         st.text_input(label, key=key, max_chars=24)
     else:
         st.number_input(label, step=int(k.step), format="%d", key=key)
-    st.checkbox(t("classroom.preset.lock"), key=K + "l_" + f.name,
+    st.checkbox(t("classroom.preset.lock", knob=label), key=K + "l_" + f.name,
                 help=t("classroom.preset.lock_help", knob=label))
 
 
