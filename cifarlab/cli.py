@@ -8,6 +8,7 @@
     python -m cifarlab export cifar_net.pth -o cifar_run.py   # the script that repeats its run
     python -m cifarlab export cifar_net.pth -o run.ipynb --lang es   # .ipynb: the notebook,
     python -m cifarlab export cifar_net.pth -o run.zip               # .zip: the whole bundle
+    python -m cifarlab passphrase                  # the instructor's line for secrets.toml
 
 Bad input exits with status 2 and one line saying what was wrong.
 """
@@ -118,6 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--lang", default=i18n.DEFAULT, choices=list(i18n.LANGUAGES),
                    help="the language of the notebook's explanations and the model card (en)")
     x.set_defaults(handler=cmd_export)
+
+    pw = sub.add_parser("passphrase", help="print the instructor's passphrase line for "
+                                           ".streamlit/secrets.toml (asked twice; or one line "
+                                           "on standard input)")
+    pw.set_defaults(handler=cmd_passphrase)
 
     from cifarlab.lab.gpu import register_cli  # `bench`: cheap to import (torch loads when it runs)
 
@@ -244,6 +250,27 @@ def cmd_export(args) -> int:
            ".ipynb": "open it in Jupyter or Colab and run every cell",
            ".zip": "unzip it: README.md says what it holds"}[path.suffix.lower()]
     print(f"wrote {path} ({cp.config.describe()}): {how}")
+    return 0
+
+
+def cmd_passphrase(args) -> int:
+    """The line to paste under ``[cifarlab]`` in ``.streamlit/secrets.toml``: a salted scrypt
+    hash of the passphrase (never the passphrase itself)."""
+    from cifarlab.serve import identity
+
+    if sys.stdin.isatty():
+        import getpass
+
+        phrase = getpass.getpass("Instructor passphrase: ")
+        if phrase and getpass.getpass("The same again: ") != phrase:
+            raise identity.IdentityError("identity.passphrase_mismatch")
+    else:   # a script: echo "$PASSPHRASE" | python -m cifarlab passphrase
+        phrase = sys.stdin.readline().rstrip("\r\n")
+    if not phrase:
+        raise identity.IdentityError("identity.passphrase_empty")
+    line = identity.secrets_line(identity.hash_passphrase(phrase))
+    print(f"# paste under [{identity.SECRETS_TABLE}] in .streamlit/secrets.toml:", file=sys.stderr)
+    print(line)
     return 0
 
 

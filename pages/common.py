@@ -148,9 +148,11 @@ def ensure_app_frame() -> None:
 
 
 def lang() -> str:
-    """The current language: the sidebar choice, first taken from ``?lang=`` in the URL."""
+    """The current language: the sidebar choice, first taken from ``?lang=`` in the URL (else
+    the cookie the sign-in buttons leave: a provider sends the browser back without it)."""
     if "lang" not in st.session_state:
-        st.session_state["lang"] = i18n.normalize_lang(st.query_params.get("lang", i18n.DEFAULT))
+        st.session_state["lang"] = i18n.normalize_lang(
+            st.query_params.get("lang") or _cookie(LANG_COOKIE) or i18n.DEFAULT)
     return st.session_state["lang"]
 
 
@@ -197,11 +199,15 @@ def _valid(sid) -> bool:
     return isinstance(sid, str) and SESSION_RE.fullmatch(sid) is not None
 
 
-def _cookie_sid() -> str | None:
+def _cookie(name: str) -> str | None:
     try:
-        sid = st.context.cookies.get(COOKIE)
+        return st.context.cookies.get(name)
     except Exception:  # no browser (AppTest): no cookies
         return None
+
+
+def _cookie_sid() -> str | None:
+    sid = _cookie(COOKIE)
     return sid if _valid(sid) else None
 
 
@@ -227,6 +233,7 @@ NICKNAME_KEY = "nickname"                  # an anonymous student's name for oth
 # One per server process: wrong passphrases per browser and from everyone together.
 PASSPHRASE_LIMITER = identity.AttemptLimiter(per_key=5, overall=20, window=60.0)
 _LIMIT_KEY = "passphrase:"                 # + the browser's id
+LANG_COOKIE = "cifarlab_lang"              # the language across a provider's round trip
 
 
 def _secrets(name: str):
@@ -315,6 +322,10 @@ def sign_in_sidebar() -> None:
     """Sign in / sign out (app.py calls it in the sidebar): the provider's buttons where one
     is configured; else the instructor's passphrase box where a hash is; else nothing."""
     if provider_configured():
+        # st.login / st.logout come back to "/" without ?lang=: a cookie keeps the language
+        # (a code from i18n.LANGUAGES, safe inside the script)
+        st.html(f"<script>document.cookie = '{LANG_COOKIE}={lang()}; path=/; max-age="
+                f"{COOKIE_DAYS * 86400}; SameSite=Lax';</script>", unsafe_allow_javascript=True)
         if _claims() is None:
             st.button(t("identity.sign_in"), key="identity_sign_in", on_click=st.login,
                       type="primary")
