@@ -28,7 +28,7 @@ def store(tmp_path):
 
 def test_schema_is_versioned_and_in_wal_mode(store, tmp_path):
     assert store.journal_mode() == "wal"
-    assert store.schema_version() == SCHEMA_VERSION == 2
+    assert store.schema_version() == SCHEMA_VERSION == 3
     conn = sqlite3.connect(store.path)
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"runs", "losses", "events"} <= tables

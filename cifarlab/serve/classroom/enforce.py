@@ -13,7 +13,7 @@ import dataclasses
 import math
 from typing import Any, Iterable, Mapping
 
-from cifarlab.core.config import Limits, TrainConfig, knobs, validate
+from cifarlab.core.config import TrainConfig, knobs, validate
 from cifarlab.errors import ConfigError, Problem
 from cifarlab.serve.classroom import tables
 from cifarlab.serve.classroom.model import ClassError, ClassInfo, ClassLimits
@@ -70,17 +70,23 @@ def check_preset(values: Mapping[str, Any], locked: Iterable[str],
                  limits: ClassLimits) -> tuple[dict[str, Any], tuple[str, ...]]:
     """The pushed knob values as stored (each through ``TrainConfig``: 1 -> 1.0, " CPU " ->
     "cpu") and the locked names; ConfigError (core's validator, with the class limits) naming
-    each bad knob. A locked knob without a value is locked at the tutorial's default."""
+    each bad knob; a value over the class limits: ClassError). A locked knob without a value is
+    locked at the tutorial's default."""
     if not isinstance(values, Mapping):
         raise ClassError("class.bad_preset", field="preset")
     locked = tuple(dict.fromkeys(locked or ()))
     unknown = sorted({n for n in (*values, *locked) if n not in KNOBS})
     if unknown:
         raise ConfigError([Problem("config", "config.unknown", {"names": ", ".join(unknown)})])
-    problems = validate(dict(values), limits=Limits(max_epochs=limits.max_epochs,
-                                                     max_train_images=limits.max_train_images))
+    problems = validate(dict(values))
     if problems:
         raise ConfigError(problems)
+    epochs, subset = values.get("epochs"), values.get("train_subset")
+    if limits.max_epochs is not None and isinstance(epochs, int) and epochs > limits.max_epochs:
+        raise ClassError("class.limit_epochs", field="epochs", n=limits.max_epochs)
+    if limits.max_train_images is not None and isinstance(subset, int) \
+            and subset > limits.max_train_images:
+        raise ClassError("class.limit_images", field="train_subset", n=limits.max_train_images)
     if values.get("device") not in (None, "auto") and not limits.allows_device(
             str(values["device"]).strip().lower()):
         raise ClassError("class.limit_device", field="device", device=values["device"],
