@@ -39,13 +39,16 @@ def act(call, *args, ok: str | None = None, **kwargs):
 
 
 def show_message() -> None:
+    """The last action's outcome, in one place that is there on every run (shown or empty), so
+    that nothing below it moves."""
     msg = st.session_state.pop(K + "msg", None)
-    if msg is None:
-        return
-    if msg[0] == "error":
-        show_error(msg[1])
-    else:
-        st.success(msg[1])
+    with st.container():
+        if msg is None:
+            return
+        if msg[0] == "error":
+            show_error(msg[1])
+        else:
+            st.success(msg[1])
 
 
 def join_link(code: str) -> str:
@@ -264,9 +267,10 @@ code = st.selectbox(t("classroom.choose_class"), codes, key=K + "code",
 info = next(c for c in classes if c.code == code)
 class_header(info)
 
+# keyed and rerun on a change: the chosen tab stays chosen when a message above it comes or goes
 board_tab, preset_tab, limits_tab, challenge_tab = st.tabs([
     t("classroom.board.title"), t("classroom.preset.title"), t("classroom.limits.title"),
-    t("classroom.challenge.title")])
+    t("classroom.challenge.title")], key=K + "tabs", on_change="rerun")
 with board_tab:
     live.board_section(cr, me, info.code, t)
 with preset_tab:

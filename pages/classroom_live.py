@@ -25,6 +25,8 @@ def _clock(ts: float | None) -> str:
 
 
 def _status(t, status: str) -> str:
+    if status == "queued":   # the board has its own column for the place in the queue
+        return t("status.in_queue")
     key = f"status.{status}"
     return t(key) if key in i18n.catalog(lang()) else status
 
@@ -78,7 +80,8 @@ def board_section(cr, me, code: str, t) -> None:
         if not rows:
             st.info(t("classroom.board.empty"))
             return
-        st.dataframe(board_table(rows, t), hide_index=True, width="stretch", column_config={
+        st.dataframe(board_table(rows, t), hide_index=True, width="stretch", placeholder="–",
+                     column_config={
             "nickname": t("classroom.board.nickname"), "status": t("classroom.board.status"),
             "queue": st.column_config.NumberColumn(t("classroom.board.queue"), format="%d"),
             "loss": st.column_config.LineChartColumn(t("classroom.board.loss"), width="small"),
@@ -92,7 +95,7 @@ def board_section(cr, me, code: str, t) -> None:
         st.session_state[K + "board_nicks"] = {r.run_id: r.nickname for r in rows}
         if st.session_state.get(K + "board_run") not in by_id:
             st.session_state[K + "board_run"] = rows[0].run_id
-        pick, cancel, pin, unpin = st.columns([3, 1, 1, 1], vertical_alignment="bottom")
+        pick, cancel, pin, unpin = st.columns([3, 2, 2, 1], vertical_alignment="bottom")
         pick.selectbox(t("classroom.board.pick"), list(by_id), key=K + "board_run",
                        format_func=lambda rid: t(
                            "classroom.board.pick_option", nickname=by_id[rid].nickname,
@@ -206,7 +209,7 @@ def leaderboard(cr, me, code: str, which: str, kind: str, t) -> None:
     if not rows:
         st.caption(t("classroom.challenge.board_empty"))
     else:
-        st.dataframe(leader_table(rows, kind, t), hide_index=True, width="stretch")
+        st.table(leader_table(rows, kind, t).set_index(t("classroom.challenge.rank")))
     csv = _call(cr.leaderboard_csv, me, code, which)
     if csv is not None:
         st.download_button(t("classroom.challenge.download", board=name), csv,
