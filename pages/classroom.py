@@ -18,9 +18,9 @@ from cifarlab import i18n
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import train as trainview
 from cifarlab.serve.classroom import ClassLimits
-from pages import classroom_live as live
-from pages import classroom_student as cs
-from pages.common import lang, person, queue, show_error, translator
+from pages.classroom_parts import live
+from pages.classroom_parts import student as cs
+from pages.common import lang, lesson, person, queue, show_error, translator
 
 t = translator()
 K = "cls_"            # widget keys: cls_code, cls_p_epochs, cls_l_epochs, ...
@@ -247,6 +247,8 @@ if st.query_params.get("view") == "presenter":
 
 st.title(t("nav.classroom"))
 st.caption(t("classroom.intro"))
+with st.expander(t("lesson.title") + ": " + t("nav.classroom"), expanded=False):
+    lesson("classroom", with_code=False)
 show_message()
 try:
     classes = cr.my_classes(me)

@@ -10,7 +10,7 @@ import torchvision
 from cifarlab.core import data as cdata
 from cifarlab.core import devices
 from cifarlab.lab.data import upscale
-from pages import classroom_student
+from pages.classroom_parts import student as classroom_student
 from pages.common import (PAGES, data_setting, get_data, lang, lesson, num, person, session_id,
                           translator)
 

@@ -24,7 +24,7 @@ from cifarlab.lab import train as trainview
 from cifarlab import i18n
 from cifarlab.core.config import PRESETS, Limits
 from cifarlab.errors import CifarLabError
-from pages import classroom_student
+from pages.classroom_parts import student as classroom_student
 from pages.common import (dur, lesson, num, owner_id, pct, session_id, set_fragment_interval,
                           show_error, translator)
 from pages.common import queue as common_queue

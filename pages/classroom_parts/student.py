@@ -12,6 +12,7 @@ import streamlit as st
 
 from cifarlab.core.config import PRESETS, knobs
 from cifarlab.errors import CifarLabError
+from cifarlab.lab import classroom as words
 from cifarlab.serve.classroom import Classroom, StudentView, get_classroom
 from pages import common
 
@@ -30,16 +31,6 @@ def student_view() -> StudentView | None:
     except CifarLabError as err:
         common.show_error(err)
         return None
-
-
-def goal_text(goal, t) -> str:
-    """A challenge's goal in words ("Best test accuracy with at most 2 epochs on cpu")."""
-    if goal.kind == "fastest_to":
-        return t("classroom.challenge.goal_fastest_to", target=common.pct(goal.target or 0, 0))
-    device = goal.device or t("classroom.challenge.device_any")
-    if goal.max_epochs is None:
-        return t("classroom.challenge.goal_best_accuracy_any", device=device)
-    return t("classroom.challenge.goal_best_accuracy", epochs=goal.max_epochs, device=device)
 
 
 def _join(t) -> None:
@@ -101,7 +92,7 @@ def banner(t, view: StudentView | None) -> None:
     lines = [t("classroom.banner.class", title=m.title, nickname=m.nickname)]
     ch = view.challenge
     if ch is not None:
-        lines.append(t("classroom.banner.goal", goal=goal_text(ch.goal, t)))
+        lines.append(t("classroom.banner.goal", goal=words.goal_text(ch.goal, common.lang())))
         if not ch.is_open:
             lines.append(t("classroom.banner.revealed"))
         elif view.rank is not None:

@@ -3,32 +3,18 @@ presenter view and the challenge with its leaderboards. Each is a fragment that 
 engine on Streamlit's own timer, so the rest of the console never reruns for them."""
 from __future__ import annotations
 
-import time
-
-import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from cifarlab import i18n
 from cifarlab.errors import CifarLabError
+from cifarlab.lab import classroom as view
 from cifarlab.serve.classroom import Goal
-from pages import classroom_student as cs
+from pages.classroom_parts import student as cs
 from pages.common import lang, person, localize, pct, queue, show_error
 
 BOARD_S = 2.0         # the board's and the presenter's refresh
 LEADER_S = 3.0        # the public leaderboard's refresh while the challenge is open
 K = "cls_"
-
-
-def _clock(ts: float | None) -> str:
-    return "–" if ts is None else time.strftime("%H:%M:%S", time.localtime(ts))
-
-
-def _status(t, status: str) -> str:
-    if status == "queued":   # the board has its own column for the place in the queue
-        return t("status.in_queue")
-    key = f"status.{status}"
-    return t(key) if key in i18n.catalog(lang()) else status
 
 
 def _call(fn, *args, **kwargs):
@@ -40,14 +26,6 @@ def _call(fn, *args, **kwargs):
 
 
 # ---------------------------------------------------------------------------- the board
-def board_table(rows, t) -> pd.DataFrame:
-    return pd.DataFrame([{
-        "nickname": r.nickname, "status": _status(t, r.status), "queue": r.queue_position,
-        "loss": list(r.losses), "progress": r.progress,
-        "accuracy": None if r.accuracy is None else 100 * r.accuracy,
-        "device": r.device, "started": _clock(r.created_at)} for r in rows])
-
-
 def _board_action(action: str, code: str, t) -> None:
     """Cancel or pin the run chosen under the board (a callback: the board redraws after)."""
     ss = st.session_state
@@ -57,7 +35,7 @@ def _board_action(action: str, code: str, t) -> None:
         if action == "cancel":
             status = cs.classroom().cancel_run(person(), code, run_id)
             ss[K + "board_msg"] = ("success", t("classroom.board.cancelled", nickname=nick,
-                                                status=_status(t, status)))
+                                                status=view.status_text(status, lang())))
         else:
             cs.classroom().pin(person(), code, None if action == "unpin" else run_id)
             ss[K + "board_msg"] = ("success", t("classroom.board.pinned", nickname=nick)
@@ -80,8 +58,8 @@ def board_section(cr, me, code: str, t) -> None:
         if not rows:
             st.info(t("classroom.board.empty"))
             return
-        st.dataframe(board_table(rows, t), hide_index=True, width="stretch", placeholder="–",
-                     column_config={
+        st.dataframe(view.board_table(rows, lang()), hide_index=True, width="stretch",
+                     placeholder="–", column_config={
             "nickname": t("classroom.board.nickname"), "status": t("classroom.board.status"),
             "queue": st.column_config.NumberColumn(t("classroom.board.queue"), format="%d"),
             "loss": st.column_config.LineChartColumn(t("classroom.board.loss"), width="small"),
@@ -99,8 +77,8 @@ def board_section(cr, me, code: str, t) -> None:
         pick.selectbox(t("classroom.board.pick"), list(by_id), key=K + "board_run",
                        format_func=lambda rid: t(
                            "classroom.board.pick_option", nickname=by_id[rid].nickname,
-                           status=_status(t, by_id[rid].status),
-                           time=_clock(by_id[rid].created_at)))
+                           status=view.status_text(by_id[rid].status, lang()),
+                           time=view.clock(by_id[rid].created_at)))
         chosen = by_id[st.session_state[K + "board_run"]]
         cancel.button(t("classroom.board.cancel"), key=K + "board_cancel",
                       icon=":material/stop:", on_click=_board_action, args=("cancel", code, t),
@@ -146,7 +124,7 @@ def presenter_view(cr, me, code: str | None, t) -> None:
             st.info(t("classroom.presenter.none"))
             return
         st.title(t("classroom.presenter.heading", nickname=p.nickname))
-        facts = [_status(t, p.status)]
+        facts = [view.status_text(p.status, lang())]
         if p.progress is not None:
             facts.append(t("classroom.presenter.progress", pct=pct(p.progress, 0)))
         if p.accuracy is not None:
@@ -188,17 +166,6 @@ def _close_challenge(code: str) -> None:
     st.session_state[K + "ch_msg"] = ("success", None)
 
 
-def leader_table(rows, kind: str, t) -> pd.DataFrame:
-    score = t("classroom.challenge.score_seconds" if kind == "fastest_to"
-              else "classroom.challenge.score_accuracy")
-    return pd.DataFrame([{
-        t("classroom.challenge.rank"): r.rank, t("classroom.board.nickname"): r.nickname,
-        score: (i18n.number(round(r.score, 1), lang()) if kind == "fastest_to"
-                else pct(r.score)),
-        t("classroom.challenge.accuracy"): pct(r.accuracy),
-        t("classroom.challenge.finished"): _clock(r.finished_at)} for r in rows])
-
-
 def leaderboard(cr, me, code: str, which: str, kind: str, t) -> None:
     name = (t("classroom.challenge.public") if which == "public"
             else t("classroom.challenge.private"))
@@ -209,7 +176,7 @@ def leaderboard(cr, me, code: str, which: str, kind: str, t) -> None:
     if not rows:
         st.caption(t("classroom.challenge.board_empty"))
     else:
-        st.table(leader_table(rows, kind, t).set_index(t("classroom.challenge.rank")))
+        st.table(view.leader_table(rows, kind, lang()))
     csv = _call(cr.leaderboard_csv, me, code, which)
     if csv is not None:
         st.download_button(t("classroom.challenge.download", board=name), csv,
@@ -224,9 +191,9 @@ def challenge_section(cr, me, info, t) -> None:
         show_error(msg[1])
     ch = info.challenge
     if ch is not None:
-        st.markdown(f"**{cs.goal_text(ch.goal, t)}** · " + (
-            t("classroom.challenge.state_open", time=_clock(ch.opened_at)) if ch.is_open
-            else t("classroom.challenge.state_closed", time=_clock(ch.closed_at))))
+        st.markdown(f"**{view.goal_text(ch.goal, lang())}** · " + (
+            t("classroom.challenge.state_open", time=view.clock(ch.opened_at)) if ch.is_open
+            else t("classroom.challenge.state_closed", time=view.clock(ch.closed_at))))
     if ch is not None and ch.is_open:
         if msg is not None and msg[0] == "success":
             st.success(t("classroom.challenge.opened"))
