@@ -206,3 +206,30 @@ def test_train_shows_the_pushed_preset_and_the_server_refuses_a_locked_knob(clas
     assert at.text_input(key="train_lr").disabled
     assert at.number_input(key="train_train_subset").value == 256
     assert not at.exception
+
+
+# ------------------------------------------------------------------ the page's tables (lab)
+def test_board_and_leaderboard_tables_and_goal_words():
+    from types import SimpleNamespace as Row
+
+    from cifarlab.lab import classroom as view
+    from cifarlab.serve.classroom import Goal
+
+    board = view.board_table([Row(nickname="Ana", status="queued", queue_position=2,
+                                  losses=(2.3, 2.1), progress=None, accuracy=None,
+                                  device="cpu", created_at=0.0),
+                              Row(nickname="Bo", status="done", queue_position=None,
+                                  losses=(2.2, 1.9), progress=1.0, accuracy=0.553,
+                                  device="cpu", created_at=0.0)], "es")
+    assert list(board["status"]) == [i18n.t("status.in_queue", "es"), i18n.t("status.done", "es")]
+    assert board["loss"][1] == [2.2, 1.9] and board["accuracy"][1] == pytest.approx(55.3)
+    assert list(view.board_table([], "en").columns)[0] == "nickname"   # empty, still shaped
+    leaders = view.leader_table([Row(rank=1, nickname="Bo", score=0.553, accuracy=0.5,
+                                     finished_at=0.0)], "best_accuracy", "pt")
+    assert leaders.index.name == i18n.t("classroom.challenge.rank", "pt")
+    assert leaders.iloc[0][i18n.t("classroom.challenge.score_accuracy", "pt")] == \
+        i18n.percent(0.553, "pt", 1)
+    assert view.goal_text(Goal("best_accuracy", max_epochs=2, device="cpu"), "es") == \
+        i18n.t("classroom.challenge.goal_best_accuracy", "es", epochs=2, device="cpu")
+    assert view.goal_text(Goal("fastest_to", target=0.5), "en") == \
+        i18n.t("classroom.challenge.goal_fastest_to", "en", target="50%")
