@@ -7,7 +7,7 @@ student receives never carries another student's person id or run id (``LeaderRo
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from cifarlab import i18n
@@ -180,7 +180,6 @@ class StudentView:
     ranked: int = 0          # students on the public board
     version: int = 1
     pinned: bool = False     # a run is on the projector (``Classroom.presenter``)
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def locked_reason(self, lang: str = i18n.DEFAULT) -> str:
         return i18n.t("errors.class.locked_reason", lang, title=self.membership.title)
