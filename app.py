@@ -24,9 +24,10 @@ with st.sidebar:
         st.query_params["lang"] = chosen
         st.rerun()
 
-    st.caption(t("sidebar.your_link"), help=t("sidebar.your_link_help"))
-    # wrapped: a code block that scrolls sideways is a region the keyboard cannot reach
-    st.code(common.resume_link(), language=None, wrap_lines=True)
+    if not common.signed_in():   # signed in: the runs follow the person, not a link
+        st.caption(t("sidebar.your_link"), help=t("sidebar.your_link_help"))
+        # wrapped: a code block that scrolls sideways is a region the keyboard cannot reach
+        st.code(common.resume_link(), language=None, wrap_lines=True)
     common.sign_in_sidebar()   # the identity provider's, or the instructor's passphrase
 
 common.keep_url_state()

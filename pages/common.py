@@ -215,11 +215,12 @@ def session_id() -> str:
     """A stable id for this browser's runs. It rides in the URL (``?sid=``), so a reload, a
     page switch or a second tab with the same link finds the same runs; and in a cookie, so
     the same browser finds them again after the tab was closed. A link from elsewhere
-    (``?sid=`` of another device) wins over the cookie."""
+    (``?sid=`` of another device) wins over the cookie. A person signed in through an identity
+    provider has one session on every device, from their e-mail (never from the URL)."""
     if "sid" not in st.session_state:
         sid = st.query_params.get("sid", "")
-        st.session_state["sid"] = (sid if _valid(sid) else _cookie_sid()
-                                   or secrets.token_urlsafe(12))
+        st.session_state["sid"] = _user_session() or (sid if _valid(sid) else _cookie_sid()
+                                                      or secrets.token_urlsafe(12))
     return st.session_state["sid"]
 
 
@@ -256,13 +257,34 @@ def passphrase_hash() -> str | None:
 
 
 def _claims() -> dict | None:
-    """The signed-in user's ID-token claims (with an e-mail), else None."""
+    """The signed-in user's ID-token claims, when they carry an e-mail the provider does not
+    call unverified (the e-mail is the person here: their runs, their role), else None."""
     try:
-        if st.user.get("is_logged_in") and st.user.get("email"):
+        if (st.user.get("is_logged_in") and st.user.get("email")
+                and st.user.get("email_verified") is not False):
             return dict(st.user)
     except Exception:  # sign-in not configured, or no script context
         pass
     return None
+
+
+def _logged_in() -> bool:
+    try:
+        return bool(st.user.get("is_logged_in"))
+    except Exception:
+        return False
+
+
+def signed_in() -> bool:
+    """Whether an identity provider names the person (then no session rides in the URL)."""
+    return _claims() is not None
+
+
+def _user_session() -> str | None:
+    claims, secret = _claims(), (_secrets("auth") or {}).get("cookie_secret")
+    if claims is None or not secret:
+        return None
+    return identity.user_session(str(claims["email"]), str(secret))
 
 
 def _browser() -> str:
@@ -327,6 +349,10 @@ def sign_in_sidebar() -> None:
         st.html(f"<script>document.cookie = '{LANG_COOKIE}={lang()}; path=/; max-age="
                 f"{COOKIE_DAYS * 86400}; SameSite=Lax';</script>", unsafe_allow_javascript=True)
         if _claims() is None:
+            if _logged_in():   # signed in, but with no (verified) e-mail to be known by
+                st.caption(t("identity.no_email"))
+                st.button(t("identity.sign_out"), key="identity_sign_out", on_click=st.logout)
+                return
             st.button(t("identity.sign_in"), key="identity_sign_in", on_click=st.login,
                       type="primary")
             return
@@ -339,6 +365,9 @@ def sign_in_sidebar() -> None:
         st.button(t("identity.sign_out"), key="identity_sign_out",
                   on_click=lambda: st.session_state.pop(INSTRUCTOR_KEY, None))
     elif passphrase_hash() is not None:
+        # Streamlit's "Press Enter to submit form" hint is English only; the button says it
+        st.html('<style>.st-key-identity_passphrase [data-testid="InputInstructions"]'
+                "{display: none !important}</style>")
         with st.expander(t("identity.instructor_sign_in")), st.form(
                 "identity_passphrase_form", clear_on_submit=True, border=False):
             typed = st.text_input(t("identity.passphrase"), type="password",
@@ -357,6 +386,9 @@ def remember_session() -> None:
     text changes only with the session id): an element that came on the first run and went on
     the next would shift the page below it, and the browser would build the page's widgets
     anew, throwing away the keyboard focus of the student who just pressed Enter in one."""
+    if signed_in():   # the browser's own id stays for after sign-out; the person's is not it
+        st.html("<script></script>", unsafe_allow_javascript=True)
+        return
     sid = session_id()
     # sid is [A-Za-z0-9_-] only (checked above), so it is safe inside the script
     st.html(f"<script>document.cookie = '{COOKIE}={sid}; path=/; max-age="
@@ -438,6 +470,10 @@ def _uploader_css(code: str) -> str:
 def keep_url_state() -> None:
     """Write the language and session id back into the URL (page switches clear it)."""
     want = {"lang": lang(), "sid": session_id()}
+    if signed_in():   # a signed-in person's runs follow the sign-in, not a link
+        del want["sid"]
+        if "sid" in st.query_params:
+            del st.query_params["sid"]
     for key, value in want.items():
         if st.query_params.get(key) != value:
             st.query_params[key] = value

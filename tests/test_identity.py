@@ -168,6 +168,16 @@ def test_the_signed_in_person_and_their_role():
     assert identity.passphrase_instructor() == Person("instructor:passphrase", "", True)
 
 
+def test_a_signed_in_persons_session_is_theirs_on_every_device_and_unguessable():
+    from cifarlab.serve.runs import validate_session
+
+    one = identity.user_session("ana@school.edu", "server secret")
+    assert one == identity.user_session(" Ana@School.EDU", "server secret")   # any device
+    assert one != identity.user_session("ben@school.edu", "server secret")
+    assert one != identity.user_session("ana@school.edu", "another server's secret")
+    assert "ana" not in one and validate_session(one) == one   # a session the queue accepts
+
+
 # -- guessing is slowed down --------------------------------------------------------------
 
 class Clock:

@@ -67,6 +67,15 @@ def signed_in(email: str, name: str | None = None, groups: Iterable[str] | str |
                                            instructor_group=instructor_group))
 
 
+def user_session(email: str, secret: str) -> str:
+    """The run-store session of a signed-in person: the same on every device they sign in
+    from, and unguessable without the server's secret (an HMAC of the e-mail), since a session
+    id is what lets a browser see runs."""
+    digest = hmac.new(secret.encode(), b"cifarlab-session:" + email.strip().lower().encode(),
+                      hashlib.sha256).digest()
+    return "u-" + _b64(digest)[:40]
+
+
 def is_instructor(email: str, groups: Iterable[str] | str | None = None, *,
                   instructors: Iterable[str] = (), instructor_group: str | None = None) -> bool:
     if email and email.strip().lower() in {e.strip().lower() for e in instructors}:
