@@ -33,7 +33,8 @@ with st.sidebar:
 common.keep_url_state()
 common.remember_session()
 pages = [st.Page(path, title=t(f"nav.{pid}"), icon=icon, url_path=pid, default=(pid == "home"))
-         for pid, path, icon in common.PAGES]
+         for pid, path, icon in common.PAGES + (
+             common.INSTRUCTOR_PAGES if common.person().instructor else [])]
 current = st.navigation(pages)
 current.run()
 common.lesson_links(current.url_path or "home")   # not reached when a page stops early

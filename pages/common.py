@@ -38,6 +38,8 @@ PAGES = [
     ("runs", "pages/runs.py", ":material/compare_arrows:"),
     ("gpu", "pages/gpu.py", ":material/speed:"),
 ]
+# Pages only instructors see: app.py adds them to the navigation for an instructor.
+INSTRUCTOR_PAGES = [("classroom", "pages/classroom.py", ":material/groups:")]
 
 
 # Runs and devices in one chart: the Okabe-Ito palette (told apart with every common colour

@@ -10,7 +10,9 @@ import torchvision
 from cifarlab.core import data as cdata
 from cifarlab.core import devices
 from cifarlab.lab.data import upscale
-from pages.common import PAGES, data_setting, get_data, lang, lesson, session_id, translator, num
+from pages.classroom_parts import student as classroom_student
+from pages.common import (PAGES, data_setting, get_data, lang, lesson, num, person, session_id,
+                          translator)
 
 t = translator()
 
@@ -46,6 +48,8 @@ def _gb(n) -> str:
 st.title(t("app.title"))
 st.caption(t("app.tagline"))
 st.info(t("home.start_here"))
+if not person().instructor:   # the class box: join one, or the banner
+    classroom_student.join_box(t, classroom_student.student_view())
 
 lesson("home")
 

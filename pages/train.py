@@ -24,6 +24,7 @@ from cifarlab.lab import train as trainview
 from cifarlab import i18n
 from cifarlab.core.config import PRESETS, Limits
 from cifarlab.errors import CifarLabError
+from pages.classroom_parts import student as classroom_student
 from pages.common import (dur, lesson, num, owner_id, pct, session_id, set_fragment_interval,
                           show_error, translator)
 from pages.common import queue as common_queue
@@ -213,18 +214,19 @@ def _on_cuda(device) -> bool:
         d.startswith("cuda") for d in ids))
 
 
-def knob_widget(f, values: dict) -> None:
-    """One knob's widget, chosen by its kind in the schema."""
+def knob_widget(f, values: dict, lock: str | None = None) -> None:
+    """One knob's widget, chosen by its kind in the schema (disabled when the class locked it:
+    ``lock`` is the reason)."""
     k, key, s = f.knob, K + f.name, get_queue().settings
     if f.name == "cuda_graphs" and not _on_cuda(values.get("device")):
         st.session_state[key] = False  # only on a CUDA device; hidden, it stays off
         return
-    label, help_text = t(k.label), t(k.help)
+    label, help_text = t(k.label), t(k.help) + (f" {lock}" if lock else "")
     if f.name == "epochs":
         help_text += " " + t("train.epochs_limit_help", n=s.max_epochs)
     if f.name == "train_subset":
         help_text += " " + t("train.subset_limit_help", n=s.max_train_images)
-    common = dict(key=key, on_change=_forget_message, help=help_text)
+    common = dict(key=key, on_change=_forget_message, help=help_text, disabled=bool(lock))
     if k.kind == "device":
         st.selectbox(label, ["auto"] + _device_ids(), format_func=lambda d: (
             t("common.device_auto") if d == "auto" else d), **common)
@@ -242,16 +244,17 @@ def knob_widget(f, values: dict) -> None:
         if k.optional:
             extra["placeholder"] = t("common.train_subset_all", n=min(
                 jobs.FULL_TRAIN_IMAGES, s.max_train_images)) if f.name == "train_subset" else ""
-        disabled = f.name == "num_workers" and values.get("pipeline") == "fast"
-        st.number_input(label, step=int(k.step), format="%d", disabled=disabled, **extra,
-                        **common)
-        if disabled:
+        fast = f.name == "num_workers" and values.get("pipeline") == "fast"
+        st.number_input(label, step=int(k.step), format="%d", **extra,
+                        **(common | {"disabled": fast or bool(lock)}))
+        if fast:
             st.caption(t("train.num_workers_fast"))
 
 
 def knobs(queue: jobs.JobQueue) -> dict:
     s = queue.settings
     _init_state()
+    locks = classroom_student.pushed(K, _shown, t)   # the class's pushed values, locked knobs
     values = _values()
     current = trainview.matching_preset(values)
     st.markdown(f"**{t('train.preset')}**", help=t("train.preset_help"))
@@ -269,7 +272,7 @@ def knobs(queue: jobs.JobQueue) -> dict:
                                           for i in range(0, len(fields), per_col))):
         with col:
             for f in chunk:
-                knob_widget(f, values)
+                knob_widget(f, values, locks.get(f.name))
                 _field_messages(f.name, problems)
     for field, p in problems.items():  # anything not next to a widget
         if field not in {f.name for f in fields}:

@@ -1,0 +1,283 @@
+"""Classroom: the instructor's console (only instructors see it in the navigation).
+
+Create a class (its code, join link and QR code), open or close it, push a preset with locked
+knobs, set the class's limits, watch the live class board (cancel a run, pin one to the
+presenter view) and run a challenge with its public and private leaderboards. Every action is
+one call into ``cifarlab.serve.classroom.Classroom``, which checks the role itself: a student
+who reaches this page sees a message, and the engine refuses them anyway.
+"""
+from __future__ import annotations
+
+import io
+from urllib.parse import urlencode, urlsplit
+
+import segno
+import streamlit as st
+
+from cifarlab import i18n
+from cifarlab.errors import CifarLabError
+from cifarlab.lab import train as trainview
+from cifarlab.serve.classroom import ClassLimits
+from pages.classroom_parts import live
+from pages.classroom_parts import student as cs
+from pages.common import lang, lesson, person, queue, show_error, translator
+
+t = translator()
+K = "cls_"            # widget keys: cls_code, cls_p_epochs, cls_l_epochs, ...
+
+
+def act(call, *args, ok: str | None = None, **kwargs):
+    """One engine call from a button's callback: its refusal, or ``ok``, shown on this run."""
+    try:
+        result = call(person(), *args, **kwargs)
+    except CifarLabError as err:
+        st.session_state[K + "msg"] = ("error", err)
+        return None
+    if ok:
+        st.session_state[K + "msg"] = ("success", ok)
+    return result
+
+
+def show_message() -> None:
+    """The last action's outcome, in one place that is there on every run (shown or empty), so
+    that nothing below it moves."""
+    msg = st.session_state.pop(K + "msg", None)
+    with st.container():
+        if msg is None:
+            return
+        if msg[0] == "error":
+            show_error(msg[1])
+        else:
+            st.success(msg[1])
+
+
+def join_link(code: str) -> str:
+    """The join link: this server's Home with ``?class=CODE`` (relative when no URL is known)."""
+    query = urlencode({cs.CODE_PARAM: code, "lang": lang()})
+    url = getattr(st.context, "url", None) or ""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}/?{query}" if parts.netloc else f"/?{query}"
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def qr_png(text: str) -> bytes:
+    out = io.BytesIO()
+    segno.make(text, error="m").save(out, kind="png", scale=6, border=2)
+    return out.getvalue()
+
+
+# ------------------------------------------------------------------------------- the class
+def _create() -> None:
+    info = act(cr.create_class, st.session_state.get(K + "title", ""))
+    if info is not None:
+        st.session_state[K + "msg"] = ("success", t("classroom.created", code=info.code))
+        st.session_state[K + "code"] = info.code
+        st.session_state[K + "title"] = ""
+
+
+def create_form(expanded: bool) -> None:
+    with st.expander(t("classroom.create_title"), expanded=expanded, icon=":material/add:"):
+        with st.form(K + "create", border=False):
+            st.text_input(t("classroom.title_label"), key=K + "title", max_chars=200,
+                          placeholder=t("classroom.title_placeholder"))
+            st.form_submit_button(t("classroom.create_button"), on_click=_create,
+                                  key=K + "create_btn", type="primary")
+
+
+def class_header(info) -> None:
+    left, right = st.columns([3, 1])
+    with left:
+        st.markdown(f"#### {info.title}")
+        st.markdown(f"{t('classroom.code_caption')}: **`{info.code}`** · "
+                    + t("classroom.members", n=info.members))
+        st.caption(t("classroom.join_link"), help=t("classroom.join_link_help"))
+        st.code(join_link(info.code), language=None, wrap_lines=True)
+        st.toggle(t("classroom.open_toggle"), value=info.is_open, key=K + f"open_{info.code}",
+                  help=t("classroom.open_help"), on_change=_toggle_open, args=(info.code,))
+        st.caption(t("classroom.is_open") if info.is_open else t("classroom.is_closed"))
+    with right:
+        st.image(qr_png(join_link(info.code)), width=180,
+                 alt=t("classroom.qr_alt", code=info.code))
+
+
+def _toggle_open(code: str) -> None:
+    act(cr.set_open, code, bool(st.session_state.get(K + f"open_{code}")))
+
+
+# ------------------------------------------------------------------------------ the preset
+FIELDS = trainview.knob_fields()
+
+
+def _load_preset(info) -> None:
+    """Fill the preset's widgets from the class (when the class or its version changes under
+    widgets that were not edited since)."""
+    ss = st.session_state
+    values = {f.name: f.default for f in FIELDS} | dict(info.preset)
+    for f in FIELDS:
+        value = values[f.name]
+        ss[K + "p_" + f.name] = (i18n.number(float(value), lang()) if f.knob.kind == "float"
+                                 else value)
+        ss[K + "l_" + f.name] = f.name in info.locked
+    ss[K + "seen"] = (info.code, info.version, lang())
+
+
+def _preset_values() -> dict:
+    ss, values = st.session_state, {}
+    for f in FIELDS:
+        v = ss.get(K + "p_" + f.name)
+        if f.knob.kind == "float" and isinstance(v, str):
+            parsed = i18n.parse_decimal(v)
+            v = v if parsed is None else parsed
+        elif f.knob.kind == "int" and isinstance(v, float) and v.is_integer():
+            v = int(v)
+        values[f.name] = v
+    return values
+
+
+def _push(code: str) -> None:
+    ss = st.session_state
+    locked = [f.name for f in FIELDS if ss.get(K + "l_" + f.name)]
+    info = act(cr.push_preset, code, _preset_values(), locked=locked,
+               expected_version=ss[K + "seen"][1])
+    if info is not None:
+        ss[K + "msg"] = ("success", t("classroom.preset.pushed", version=info.version))
+        ss[K + "seen"] = (info.code, info.version, lang())
+    elif isinstance(ss.get(K + "msg", (None, None))[1], CifarLabError):
+        # refused (a stale version among others): the values typed here stay; a second push
+        # overwrites the other instructor's change, which the caption now shows
+        ss[K + "seen"] = (code, cr.get_class(person(), code).version, lang())
+
+
+def knob_box(f) -> None:
+    k, key = f.knob, K + "p_" + f.name
+    label = t(k.label)
+    if k.kind == "device":
+        st.selectbox(label, ["auto"] + queue().devices(), key=key, format_func=lambda d: (
+            t("common.device_auto") if d == "auto" else d))
+    elif k.kind == "choice":
+        st.selectbox(label, list(k.choices), key=key)
+    elif k.kind == "bool":
+        st.toggle(label, key=key)
+    elif k.kind == "float":
+        st.text_input(label, key=key, max_chars=24)
+    else:
+        st.number_input(label, step=int(k.step), format="%d", key=key)
+    st.checkbox(t("classroom.preset.lock", knob=label), key=K + "l_" + f.name,
+                help=t("classroom.preset.lock_help", knob=label))
+
+
+def preset_form(info) -> None:
+    if st.session_state.get(K + "seen", (None,))[0] != info.code or \
+            st.session_state[K + "seen"][2] != lang():
+        _load_preset(info)
+    st.caption(t("classroom.preset.help"))
+    labels = {f.name: t(f.knob.label) for f in FIELDS}
+    if info.preset:
+        st.caption(t("classroom.preset.current", values=", ".join(
+            f"{labels.get(n, n)} = {_shown(v)}" for n, v in info.preset.items())))
+        if info.locked:
+            st.caption(t("classroom.preset.locked_list", knobs=", ".join(
+                labels.get(n, n) for n in info.locked)))
+    else:
+        st.caption(t("classroom.preset.current_none"))
+    with st.form(K + "preset", border=False):
+        per_col = -(-len(FIELDS) // 3)
+        for col, chunk in zip(st.columns(3), (FIELDS[i:i + per_col]
+                                              for i in range(0, len(FIELDS), per_col))):
+            with col:
+                for f in chunk:
+                    knob_box(f)
+        st.form_submit_button(t("classroom.preset.push"), on_click=_push, args=(info.code,),
+                              key=K + "push_btn",
+                              type="primary", icon=":material/send:")
+
+
+def _shown(value) -> str:
+    if isinstance(value, float):
+        return i18n.number(value, lang())
+    return "–" if value is None else str(value)
+
+
+# ------------------------------------------------------------------------------ the limits
+def _save_limits(code: str) -> None:
+    ss = st.session_state
+
+    def whole(name):
+        v = ss.get(K + "lim_" + name)
+        return None if v is None else int(v)
+
+    devices = ss.get(K + "lim_devices") or None
+    info = act(cr.set_limits, code, ClassLimits(
+        whole("epochs"), whole("images"), tuple(devices) if devices else None, whole("runs")),
+        expected_version=ss[K + "seen"][1])
+    if info is not None:
+        ss[K + "msg"] = ("success", t("classroom.limits.saved", version=info.version))
+        ss[K + "seen"] = (info.code, info.version, lang())
+
+
+def limits_form(info) -> None:
+    lim = info.limits
+    st.caption(t("classroom.limits.help"))
+    with st.form(K + "limits", border=False):
+        a, b, c, d = st.columns(4)
+        a.number_input(t("classroom.limits.epochs"), value=lim.max_epochs, step=1,
+                       format="%d", key=K + "lim_epochs")
+        b.number_input(t("classroom.limits.images"), value=lim.max_train_images, step=500,
+                       format="%d", key=K + "lim_images")
+        c.multiselect(t("classroom.limits.devices"), queue().devices(),
+                      default=[x for x in (lim.devices or ()) if x in queue().devices()],
+                      key=K + "lim_devices", help=t("classroom.limits.devices_help"))
+        d.number_input(t("classroom.limits.runs"), value=lim.max_runs_per_student, step=1,
+                       format="%d", key=K + "lim_runs")
+        st.form_submit_button(t("classroom.limits.save"), on_click=_save_limits, key=K + "lim_btn",
+                              args=(info.code,))
+
+
+# ------------------------------------------------------------------------------------ page
+me = person()
+cr = cs.classroom()
+if not me.instructor:
+    st.title(t("nav.classroom"))
+    st.warning(t("classroom.instructors_only"), icon=":material/lock:")
+    st.stop()
+
+if st.query_params.get("view") == "presenter":
+    live.presenter_view(cr, me, st.query_params.get(cs.CODE_PARAM), t)
+    st.stop()
+
+st.title(t("nav.classroom"))
+st.caption(t("classroom.intro"))
+with st.expander(t("lesson.title") + ": " + t("nav.classroom"), expanded=False):
+    lesson("classroom", with_code=False)
+show_message()
+try:
+    classes = cr.my_classes(me)
+except CifarLabError as err:
+    show_error(err)
+    st.stop()
+create_form(expanded=not classes)
+if not classes:
+    st.info(t("classroom.no_classes"))
+    st.stop()
+
+codes = [c.code for c in classes]
+titles = {c.code: c.title for c in classes}
+if st.session_state.get(K + "code") not in codes:
+    st.session_state[K + "code"] = codes[0]
+code = st.selectbox(t("classroom.choose_class"), codes, key=K + "code",
+                    format_func=lambda c: t("classroom.class_option", title=titles[c], code=c))
+info = next(c for c in classes if c.code == code)
+class_header(info)
+
+# keyed and rerun on a change: the chosen tab stays chosen when a message above it comes or goes
+board_tab, preset_tab, limits_tab, challenge_tab = st.tabs([
+    t("classroom.board.title"), t("classroom.preset.title"), t("classroom.limits.title"),
+    t("classroom.challenge.title")], key=K + "tabs", on_change="rerun")
+with board_tab:
+    live.board_section(cr, me, info.code, t)
+with preset_tab:
+    preset_form(info)
+with limits_tab:
+    limits_form(info)
+with challenge_tab:
+    live.challenge_section(cr, me, info, t)

@@ -1,0 +1,238 @@
+"""The console's live parts (not a page: pages/classroom.py calls it): the class board, the
+presenter view and the challenge with its leaderboards. Each is a fragment that polls the
+engine on Streamlit's own timer, so the rest of the console never reruns for them."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from cifarlab.errors import CifarLabError
+from cifarlab.lab import classroom as view
+from cifarlab.serve.classroom import Goal
+from pages.classroom_parts import student as cs
+from pages.common import lang, person, localize, pct, queue, show_error
+
+BOARD_S = 2.0         # the board's and the presenter's refresh
+LEADER_S = 3.0        # the public leaderboard's refresh while the challenge is open
+K = "cls_"
+
+
+def _call(fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except CifarLabError as err:
+        show_error(err)
+        return None
+
+
+# ---------------------------------------------------------------------------- the board
+def _board_action(action: str, code: str, t) -> None:
+    """Cancel or pin the run chosen under the board (a callback: the board redraws after)."""
+    ss = st.session_state
+    run_id = ss.get(K + "board_run")
+    nick = ss.get(K + "board_nicks", {}).get(run_id, "?")
+    try:
+        if action == "cancel":
+            status = cs.classroom().cancel_run(person(), code, run_id)
+            ss[K + "board_msg"] = ("success", t("classroom.board.cancelled", nickname=nick,
+                                                status=view.status_text(status, lang())))
+        else:
+            cs.classroom().pin(person(), code, None if action == "unpin" else run_id)
+            ss[K + "board_msg"] = ("success", t("classroom.board.pinned", nickname=nick)
+                                   if action == "pin" else t("classroom.board.pinned_none"))
+    except CifarLabError as err:
+        ss[K + "board_msg"] = ("error", err)
+
+
+def board_section(cr, me, code: str, t) -> None:
+    st.caption(t("classroom.board.caption"))
+
+    @st.fragment(run_every=BOARD_S)
+    def board() -> None:
+        rows = _call(cr.board, me, code)
+        if rows is None:
+            return
+        msg = st.session_state.pop(K + "board_msg", None)
+        if msg is not None:
+            show_error(msg[1]) if msg[0] == "error" else st.success(msg[1])
+        if not rows:
+            st.info(t("classroom.board.empty"))
+            return
+        st.dataframe(view.board_table(rows, lang()), hide_index=True, width="stretch",
+                     placeholder="–", column_config={
+            "nickname": t("classroom.board.nickname"), "status": t("classroom.board.status"),
+            "queue": st.column_config.NumberColumn(t("classroom.board.queue"), format="%d"),
+            "loss": st.column_config.LineChartColumn(t("classroom.board.loss"), width="small"),
+            "progress": st.column_config.ProgressColumn(t("classroom.board.progress"),
+                                                        min_value=0.0, max_value=1.0,
+                                                        format="percent"),
+            "accuracy": st.column_config.NumberColumn(t("classroom.board.accuracy"),
+                                                      format="%.1f %%"),
+            "device": t("classroom.board.device"), "started": t("classroom.board.started")})
+        by_id = {r.run_id: r for r in rows}
+        st.session_state[K + "board_nicks"] = {r.run_id: r.nickname for r in rows}
+        if st.session_state.get(K + "board_run") not in by_id:
+            st.session_state[K + "board_run"] = rows[0].run_id
+        pick, cancel, pin, unpin = st.columns([3, 2, 2, 1], vertical_alignment="bottom")
+        pick.selectbox(t("classroom.board.pick"), list(by_id), key=K + "board_run",
+                       format_func=lambda rid: t(
+                           "classroom.board.pick_option", nickname=by_id[rid].nickname,
+                           status=view.status_text(by_id[rid].status, lang()),
+                           time=view.clock(by_id[rid].created_at)))
+        chosen = by_id[st.session_state[K + "board_run"]]
+        cancel.button(t("classroom.board.cancel"), key=K + "board_cancel",
+                      icon=":material/stop:", on_click=_board_action, args=("cancel", code, t),
+                      disabled=chosen.status not in ("queued", "running"))
+        pin.button(t("classroom.board.pin"), key=K + "board_pin", icon=":material/push_pin:",
+                   on_click=_board_action, args=("pin", code, t))
+        unpin.button(t("classroom.board.unpin"), key=K + "board_unpin",
+                     on_click=_board_action, args=("unpin", code, t))
+
+    board()
+    if st.button(t("classroom.presenter.open"), help=t("classroom.presenter.open_help"),
+                 icon=":material/co_present:", key=K + "presenter_open"):
+        st.query_params["view"] = "presenter"
+        st.query_params[cs.CODE_PARAM] = code
+        st.rerun()
+
+
+# ------------------------------------------------------------------------ presenter view
+def presenter_figure(p, t) -> go.Figure:
+    fig = go.Figure(go.Scatter(x=list(p.steps), y=list(p.losses), mode="lines",
+                               line=dict(width=3, color="#0072B2"),
+                               name=t("classroom.board.loss")))
+    fig.update_layout(template="none", height=620, margin=dict(l=10, r=10, t=30, b=10),
+                      xaxis_title=t("common.step"), yaxis_title=t("common.loss"),
+                      font=dict(size=20))
+    return localize(fig)
+
+
+def presenter_view(cr, me, code: str | None, t) -> None:
+    """The pinned run's live chart, large, for the projector."""
+    if st.button(t("classroom.presenter.back"), icon=":material/arrow_back:",
+                 key=K + "presenter_back"):
+        st.query_params.pop("view", None)
+        st.query_params.pop(cs.CODE_PARAM, None)
+        st.rerun()
+    code = code or st.session_state.get(K + "code")
+
+    @st.fragment(run_every=BOARD_S)
+    def show() -> None:
+        p = _call(cr.presenter, me, code)
+        if p is None:
+            st.title(t("classroom.presenter.title"))
+            st.info(t("classroom.presenter.none"))
+            return
+        st.title(t("classroom.presenter.heading", nickname=p.nickname))
+        facts = [view.status_text(p.status, lang())]
+        if p.progress is not None:
+            facts.append(t("classroom.presenter.progress", pct=pct(p.progress, 0)))
+        if p.accuracy is not None:
+            facts.append(t("classroom.presenter.accuracy", acc=pct(p.accuracy)))
+        st.markdown("### " + " · ".join(facts))
+        if p.steps:
+            st.plotly_chart(presenter_figure(p, t), width="stretch", key=K + "presenter_chart")
+        else:
+            st.caption(t("classroom.presenter.waiting"))
+
+    show()
+
+
+# ---------------------------------------------------------------------------- challenge
+def _open_challenge(code: str) -> None:
+    ss = st.session_state
+    if ss.get(K + "ch_kind") == "fastest_to":
+        target = ss.get(K + "ch_target")
+        goal = Goal("fastest_to", target=None if target is None else target / 100)
+    else:
+        device = ss.get(K + "ch_device")
+        epochs = ss.get(K + "ch_epochs")
+        goal = Goal("best_accuracy", max_epochs=None if epochs is None else int(epochs),
+                    device=None if device == "any" else device)
+    try:
+        cs.classroom().open_challenge(person(), code, goal)
+    except CifarLabError as err:
+        ss[K + "ch_msg"] = ("error", err)
+        return
+    ss[K + "ch_msg"] = ("success", None)
+
+
+def _close_challenge(code: str) -> None:
+    try:
+        cs.classroom().close_challenge(person(), code)
+    except CifarLabError as err:
+        st.session_state[K + "ch_msg"] = ("error", err)
+        return
+    st.session_state[K + "ch_msg"] = ("success", None)
+
+
+def leaderboard(cr, me, code: str, which: str, kind: str, t) -> None:
+    name = (t("classroom.challenge.public") if which == "public"
+            else t("classroom.challenge.private"))
+    st.markdown(f"**{name}**")
+    rows = _call(cr.leaderboard, me, code, which)
+    if rows is None:
+        return
+    if not rows:
+        st.caption(t("classroom.challenge.board_empty"))
+    else:
+        st.table(view.leader_table(rows, kind, lang()))
+    csv = _call(cr.leaderboard_csv, me, code, which)
+    if csv is not None:
+        st.download_button(t("classroom.challenge.download", board=name), csv,
+                           file_name=f"{code}-{which}.csv", mime="text/csv",
+                           key=K + f"csv_{which}", icon=":material/download:", on_click="ignore")
+
+
+def challenge_section(cr, me, info, t) -> None:
+    st.caption(t("classroom.challenge.help"))
+    msg = st.session_state.pop(K + "ch_msg", None)
+    if msg is not None and msg[0] == "error":
+        show_error(msg[1])
+    ch = info.challenge
+    if ch is not None:
+        st.markdown(f"**{view.goal_text(ch.goal, lang())}** · " + (
+            t("classroom.challenge.state_open", time=view.clock(ch.opened_at)) if ch.is_open
+            else t("classroom.challenge.state_closed", time=view.clock(ch.closed_at))))
+    if ch is not None and ch.is_open:
+        if msg is not None and msg[0] == "success":
+            st.success(t("classroom.challenge.opened"))
+        st.button(t("classroom.challenge.close"), key=K + "ch_close", type="primary",
+                  on_click=_close_challenge, args=(info.code,), icon=":material/flag:")
+
+        @st.fragment(run_every=LEADER_S)
+        def public() -> None:
+            leaderboard(cr, me, info.code, "public", ch.goal.kind, t)
+
+        public()
+        return
+    if ch is not None:
+        if msg is not None and msg[0] == "success":
+            st.success(t("classroom.challenge.closed"))
+        left, right = st.columns(2)
+        with left:
+            leaderboard(cr, me, info.code, "public", ch.goal.kind, t)
+        with right:
+            leaderboard(cr, me, info.code, "private", ch.goal.kind, t)
+        st.divider()
+    else:
+        st.caption(t("classroom.challenge.none"))
+    open_form(info.code, t)
+
+
+def open_form(code: str, t) -> None:
+    with st.form(K + "challenge", border=False):
+        kinds = ["best_accuracy", "fastest_to"]
+        st.radio(t("classroom.challenge.kind"), kinds, key=K + "ch_kind", horizontal=True,
+                 format_func=lambda k: t(f"classroom.challenge.kind_{k}"))
+        a, b, c = st.columns(3)
+        a.number_input(t("classroom.challenge.max_epochs"), value=1, step=1, format="%d",
+                       key=K + "ch_epochs")
+        b.selectbox(t("classroom.challenge.device"), ["any"] + queue().devices(),
+                    key=K + "ch_device", format_func=lambda d: (
+                        t("classroom.challenge.device_any") if d == "any" else d))
+        c.number_input(t("classroom.challenge.target"), value=50.0, step=5.0,
+                       key=K + "ch_target")
+        st.form_submit_button(t("classroom.challenge.open"), on_click=_open_challenge,
+                              key=K + "ch_open",
+                              args=(code,), type="primary", icon=":material/emoji_events:")

@@ -1,0 +1,132 @@
+"""What a student sees of their class (not a page: Home and Train call it).
+
+Home: ``join_box()`` (a class code and a nickname; ``?class=CODE`` in the URL fills the code in)
+and ``banner()`` (the class, the challenge and the student's own place). Train: ``pushed()``
+puts the instructor's pushed values into the knobs' widget state and returns the locked knobs
+with the reason their widgets are disabled. Every check is the engine's
+(``cifarlab.serve.classroom``); this module only draws and calls it.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from cifarlab.core.config import PRESETS, knobs
+from cifarlab.errors import CifarLabError
+from cifarlab.lab import classroom as words
+from cifarlab.serve.classroom import Classroom, StudentView, get_classroom
+from pages import common
+
+CODE_PARAM = "class"
+
+
+def classroom() -> Classroom:
+    """The server's one Classroom, on the queue's run store."""
+    return get_classroom(common.queue())
+
+
+def student_view() -> StudentView | None:
+    """The student's class as the engine shows it to them (None when in none), once per run."""
+    try:
+        return classroom().student_view(common.person())
+    except CifarLabError as err:
+        common.show_error(err)
+        return None
+
+
+def _join(t) -> None:
+    """The Join button's callback: the engine checks the code, the nickname and the rate."""
+    ss = st.session_state
+    try:
+        m = classroom().join(common.person(), ss.get("class_join_code", ""),
+                             ss.get("class_join_nickname", ""), common.session_id())
+    except CifarLabError as err:
+        ss["class_join_msg"] = ("error", err.text(common.lang()))
+        return
+    ss["class_join_msg"] = ("success", t("classroom.join.joined", title=m.title,
+                                         nickname=m.nickname))
+    st.query_params.pop(CODE_PARAM, None)
+
+
+def _leave(t) -> None:
+    try:
+        classroom().leave(common.person())
+    except CifarLabError as err:
+        st.session_state["class_join_msg"] = ("error", err.text(common.lang()))
+        return
+    st.session_state["class_join_msg"] = ("success", t("classroom.join.left"))
+
+
+def join_box(t, view: StudentView | None) -> None:
+    """Home's "join a class" box, or the class banner with a Leave button once joined."""
+    ss = st.session_state
+    msg = ss.pop("class_join_msg", None)
+    if view is None:
+        link_code = st.query_params.get(CODE_PARAM)
+        if link_code and "class_join_code" not in ss:
+            ss["class_join_code"] = str(link_code)[:40]
+        with st.container(border=True):
+            st.markdown(f"**{t('classroom.join.title')}**", help=t("classroom.join.help"))
+            with st.form("class_join", border=False, enter_to_submit=True):
+                left, right = st.columns(2)
+                left.text_input(t("classroom.join.code"), key="class_join_code", max_chars=40,
+                                placeholder="blue-fox-42")
+                # 60, not the engine's 24: a longer nickname gets the engine's message
+                right.text_input(t("classroom.join.nickname"), key="class_join_nickname",
+                                 max_chars=600, help=t("classroom.join.nickname_help"))
+                st.form_submit_button(t("classroom.join.button"), on_click=_join, args=(t,),
+                                      key="class_join_btn",
+                                      type="primary", icon=":material/login:")
+    else:
+        banner(t, view)
+        st.button(t("classroom.join.leave"), key="class_leave", on_click=_leave, args=(t,),
+                  icon=":material/logout:")
+    if msg is not None:
+        (st.error if msg[0] == "error" else st.success)(msg[1])
+
+
+def banner(t, view: StudentView | None) -> None:
+    """The class, the challenge's goal and the student's own place on the public board."""
+    if view is None:
+        return
+    m = view.membership
+    lines = [t("classroom.banner.class", title=m.title, nickname=m.nickname)]
+    ch = view.challenge
+    if ch is not None:
+        lines.append(t("classroom.banner.goal", goal=words.goal_text(ch.goal, common.lang())))
+        if not ch.is_open:
+            lines.append(t("classroom.banner.revealed"))
+        elif view.rank is not None:
+            lines.append(t("classroom.banner.rank", rank=view.rank, n=view.ranked))
+        else:
+            lines.append(t("classroom.banner.unranked"))
+    st.info("  \n".join(lines), icon=":material/groups:")
+
+
+def pushed(key_prefix: str, shown, t) -> dict[str, str]:
+    """The Train page's hook: put the class's pushed values into the knobs' widget state and
+    return the locked knobs, knob -> the reason shown in its help.
+
+    Pushed values are applied once per version of the preset (the student may change the
+    unlocked ones afterwards). Locked ones are put back after a preset button (which sets every
+    knob) and after the server refused a changed one; otherwise a disabled widget's value is
+    left as the browser sent it, so a tampered browser meets the server's refusal."""
+    view = student_view()
+    ss = st.session_state
+    if view is None:
+        ss.pop(key_prefix + "class_version", None)
+        return {}
+    banner(t, view)
+    version = (view.membership.code, view.version)
+    fresh = ss.get(key_prefix + "class_version") != version
+    refused = ss.get(key_prefix + "submit_field") in view.locked
+    preset_clicked = any(ss.get(f"{key_prefix}preset_{name}") for name in PRESETS)
+    for knob, value in view.preset.items():
+        if fresh or (knob in view.locked and (preset_clicked or refused)):
+            ss[key_prefix + knob] = shown(knob, value)
+    ss[key_prefix + "class_version"] = version
+    if view.preset:
+        labels = {f.name: t(f.knob.label) for f in knobs()}
+        st.caption(t("classroom.banner.pushed", knobs=", ".join(
+            labels.get(k, k) for k in view.preset)))
+    reason = view.locked_reason(common.lang())
+    return {knob: reason for knob in view.locked}

@@ -1,0 +1,235 @@
+"""The classroom's pages through the real entry point (app.py), in English, Spanish and
+Portuguese: the instructor's console (create a class, its join link and QR code, push a preset,
+a bad value, two instructors editing one class), what a student never sees (the console), Home's
+join box (the ``?class=`` link, a nickname with markup or 500 characters, a wrong or closed
+code, the banner) and the Train page (pushed values, locked knobs disabled with the reason, a
+tampered value refused by the server, a later push seen on the next rerun). No training runs:
+the refused submit never queues one. The whole story with real runs: test_browser_classroom.py.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from cifarlab import i18n
+from cifarlab.serve import queue as jobs
+from cifarlab.serve.classroom import ClassError, get_classroom
+from cifarlab.serve.identity import Person, passphrase_instructor
+from data_support import pages_queue
+from pages.common import INSTRUCTOR_KEY
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+LANGS = list(i18n.LANGUAGES)
+TEACHER = passphrase_instructor()
+
+
+def _stop_queue() -> None:
+    if jobs._QUEUE is not None:
+        jobs._QUEUE.shutdown(timeout=5)
+        jobs._QUEUE = None
+
+
+@pytest.fixture
+def classroom(tmp_path, monkeypatch, cifar_archive, cifar_data, cifar_cache_dir):
+    """The server's Classroom over a fresh run store (the pages use the same one)."""
+    monkeypatch.delenv("CIFARLAB_CONFIG", raising=False)
+    _stop_queue()
+    queue = pages_queue(monkeypatch, tmp_path / "home", cifar_archive, cifar_cache_dir)
+    yield get_classroom(queue)
+    _stop_queue()
+
+
+def open_app(lang: str, sid: str, *, instructor: bool = False, page: str | None = None,
+             **params) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)   # a hang guard, not a speed bound
+    if instructor:   # what a right passphrase leaves in the session (tests/test_identity.py)
+        at.session_state[INSTRUCTOR_KEY] = True
+    at.query_params.update(lang=lang, sid=sid, **params)
+    at.run()
+    if page:
+        at.switch_page(page)
+        at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def texts(at: AppTest, kind: str) -> list[str]:
+    return [e.value for e in getattr(at, kind)]
+
+
+def student(sid: str) -> Person:
+    return Person("browser:" + sid, "")
+
+
+# ------------------------------------------------------------------------------ instructor
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_console_creates_a_class_and_pushes_a_preset(classroom, lang):
+    t = i18n.translator(lang)
+    at = open_app(lang, f"teacher-{lang}-session", instructor=True, page="pages/classroom.py")
+    assert at.title[0].value == t("nav.classroom")
+    assert t("classroom.no_classes") in texts(at, "info")
+    at.text_input(key="cls_title").set_value("Period 3")
+    at.button(key="cls_create_btn").click().run()
+    code = at.session_state["cls_code"]
+    assert texts(at, "success") == [t("classroom.created", code=code)]
+    [info] = classroom.my_classes(TEACHER)
+    assert (info.code, info.title, info.is_open) == (code, "Period 3", True)
+    assert any(f"?class={code}" in c for c in texts(at, "code"))      # the join link
+    assert t("classroom.board.empty") in texts(at, "info")            # the live board
+
+    # a bad decimal: the engine's message in this language, nothing pushed
+    at.text_input(key="cls_p_lr").set_value("abc")
+    at.button(key="cls_push_btn").click().run()
+    assert at.error and classroom.get_class(TEACHER, code).preset == {}
+    # a good preset, two knobs locked
+    at.text_input(key="cls_p_lr").set_value(i18n.number(0.01, lang))
+    at.number_input(key="cls_p_epochs").set_value(1)
+    at.checkbox(key="cls_l_epochs").check()
+    at.checkbox(key="cls_l_lr").check()
+    at.button(key="cls_push_btn").click().run()
+    info = classroom.get_class(TEACHER, code)
+    assert texts(at, "success") == [t("classroom.preset.pushed", version=info.version)]
+    assert info.preset["epochs"] == 1 and info.preset["lr"] == 0.01
+    assert set(info.locked) == {"epochs", "lr"}
+    # closing the class from its toggle
+    at.toggle(key=f"cls_open_{code}").set_value(False).run()
+    assert not classroom.get_class(TEACHER, code).is_open
+    assert t("classroom.is_closed") in texts(at, "caption")
+    assert not at.exception
+
+
+def test_two_instructors_editing_one_class(classroom):
+    t = i18n.translator("en")
+    code = classroom.create_class(TEACHER, "Shared").code
+    a = open_app("en", "teacher-a-session", instructor=True, page="pages/classroom.py")
+    b = open_app("en", "teacher-b-session", instructor=True, page="pages/classroom.py")
+    a.number_input(key="cls_p_epochs").set_value(1)
+    a.button(key="cls_push_btn").click().run()
+    assert classroom.get_class(TEACHER, code).preset["epochs"] == 1
+    b.number_input(key="cls_p_epochs").set_value(3)    # B's page still shows the old version
+    b.button(key="cls_push_btn").click().run()
+    now = classroom.get_class(TEACHER, code)
+    assert texts(b, "error") == [i18n.t("errors.class.stale", "en", version=now.version)]
+    assert now.preset["epochs"] == 1                    # A's change was not overwritten
+    assert b.number_input(key="cls_p_epochs").value == 3   # nor B's typing lost
+    b.button(key="cls_push_btn").click().run()          # B, having seen it, pushes again
+    assert classroom.get_class(TEACHER, code).preset["epochs"] == 3
+    assert texts(b, "success") == [t("classroom.preset.pushed",
+                                     version=classroom.get_class(TEACHER, code).version)]
+
+
+@pytest.mark.parametrize("lang", ["es", "pt"])
+def test_a_student_never_gets_the_console(classroom, lang):
+    t = i18n.translator(lang)
+    at = open_app(lang, f"student-{lang}-console")
+    with pytest.raises(ValueError, match="Could not find a navigation page"):
+        at.switch_page("pages/classroom.py")    # not in a student's navigation at all
+    assert "cls_create_btn" not in [b.key for b in at.button]
+    assert t("classroom.join.title") in [m.value.strip("*") for m in at.markdown]
+    # and the engine refuses a student's instructor action, whatever a page would send
+    with pytest.raises(ClassError) as info:
+        classroom.create_class(student(f"student-{lang}-console"), "Mine")
+    assert info.value.code == "class.not_instructor"
+
+
+# -------------------------------------------------------------------------------- students
+@pytest.mark.parametrize("lang", LANGS)
+def test_joining_a_class_from_home(classroom, lang):
+    t = i18n.translator(lang)
+    code = classroom.create_class(TEACHER, "Period 3").code
+    at = open_app(lang, f"student-{lang}-join", **{"class": code})
+    assert at.text_input(key="class_join_code").value == code     # the link filled it in
+
+    def join(code_typed: str, nickname: str) -> AppTest:
+        at.text_input(key="class_join_code").set_value(code_typed)
+        at.text_input(key="class_join_nickname").set_value(nickname)
+        return at.button(key="class_join_btn").click().run()
+
+    join(code, "<b>Ana</b>")
+    assert texts(at, "error") == [i18n.t("errors.class.nickname_markup", lang)]
+    join(code, "A" * 500)
+    assert texts(at, "error") == [i18n.t("errors.class.nickname_long", lang, n=24, got=500)]
+    join("blue-fox-99", "Ana")
+    assert texts(at, "error") == [i18n.t("errors.class.unknown_code", lang)]
+    classroom.set_open(TEACHER, code, False)
+    join(code, "Ana")
+    assert texts(at, "error") == [i18n.t("errors.class.closed", lang)]
+    assert classroom.membership(student(f"student-{lang}-join")) is None
+    classroom.set_open(TEACHER, code, True)
+    join(code, "Ana")
+    assert texts(at, "success") == [t("classroom.join.joined", title="Period 3",
+                                      nickname="Ana")]
+    assert t("classroom.banner.class", title="Period 3", nickname="Ana") in texts(at, "info")
+    assert classroom.membership(student(f"student-{lang}-join")).nickname == "Ana"
+    at.button(key="class_leave").click().run()
+    assert classroom.membership(student(f"student-{lang}-join")) is None
+    assert texts(at, "success") == [t("classroom.join.left")]
+    assert not at.exception
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_train_shows_the_pushed_preset_and_the_server_refuses_a_locked_knob(classroom, lang):
+    t = i18n.translator(lang)
+    sid = f"student-{lang}-train"
+    info = classroom.create_class(TEACHER, "Period 3")
+    info = classroom.push_preset(TEACHER, info.code, {"epochs": 1, "lr": 0.01,
+                                                      "train_subset": 300},
+                                 locked=["epochs"], expected_version=info.version)
+    classroom.join(student(sid), info.code, "Ana", sid)
+    at = open_app(lang, sid, page="pages/train.py")
+    epochs = at.number_input(key="train_epochs")
+    assert epochs.value == 1 and epochs.disabled
+    reason = i18n.t("errors.class.locked_reason", lang, title="Period 3")
+    assert reason in epochs.help
+    assert at.text_input(key="train_lr").value == i18n.number(0.01, lang)
+    assert not at.text_input(key="train_lr").disabled
+    assert at.number_input(key="train_train_subset").value == 300
+    assert t("classroom.banner.class", title="Period 3", nickname="Ana") in texts(at, "info")
+
+    # a tampered browser sends epochs = 3 for the disabled box: the server refuses the run
+    at.session_state["train_epochs"] = 3
+    at.button(key="train_start").click().run()
+    refusal = i18n.t("errors.class.knob_locked", lang, knob="epochs", value=1)
+    assert refusal in texts(at, "error")
+    assert jobs.get_queue().runs(sid) == []
+    assert at.number_input(key="train_epochs").value == 1    # the pushed value is back
+
+    # a second push reaches the open page on its next rerun, without a reload
+    info = classroom.get_class(TEACHER, info.code)
+    classroom.push_preset(TEACHER, info.code, {"epochs": 1, "lr": 0.02, "train_subset": 256},
+                          locked=["epochs", "lr"], expected_version=info.version)
+    at.run()
+    assert at.text_input(key="train_lr").value == i18n.number(0.02, lang)
+    assert at.text_input(key="train_lr").disabled
+    assert at.number_input(key="train_train_subset").value == 256
+    assert not at.exception
+
+
+# ------------------------------------------------------------------ the page's tables (lab)
+def test_board_and_leaderboard_tables_and_goal_words():
+    from types import SimpleNamespace as Row
+
+    from cifarlab.lab import classroom as view
+    from cifarlab.serve.classroom import Goal
+
+    board = view.board_table([Row(nickname="Ana", status="queued", queue_position=2,
+                                  losses=(2.3, 2.1), progress=None, accuracy=None,
+                                  device="cpu", created_at=0.0),
+                              Row(nickname="Bo", status="done", queue_position=None,
+                                  losses=(2.2, 1.9), progress=1.0, accuracy=0.553,
+                                  device="cpu", created_at=0.0)], "es")
+    assert list(board["status"]) == [i18n.t("status.in_queue", "es"), i18n.t("status.done", "es")]
+    assert board["loss"][1] == [2.2, 1.9] and board["accuracy"][1] == pytest.approx(55.3)
+    assert list(view.board_table([], "en").columns)[0] == "nickname"   # empty, still shaped
+    leaders = view.leader_table([Row(rank=1, nickname="Bo", score=0.553, accuracy=0.5,
+                                     finished_at=0.0)], "best_accuracy", "pt")
+    assert leaders.index.name == i18n.t("classroom.challenge.rank", "pt")
+    assert leaders.iloc[0][i18n.t("classroom.challenge.score_accuracy", "pt")] == \
+        i18n.percent(0.553, "pt", 1)
+    assert view.goal_text(Goal("best_accuracy", max_epochs=2, device="cpu"), "es") == \
+        i18n.t("classroom.challenge.goal_best_accuracy", "es", epochs=2, device="cpu")
+    assert view.goal_text(Goal("fastest_to", target=0.5), "en") == \
+        i18n.t("classroom.challenge.goal_fastest_to", "en", target="50%")
