@@ -377,7 +377,9 @@ KEY_CALL = re.compile(r"""\bt\(\s*(?P<q>['"])(?P<key>[A-Za-z_][^'"\\\s]*)(?P=q)"
 
 
 def _ui_sources() -> list[Path]:
-    sources = [ROOT / "app.py"] + sorted((ROOT / "pages").glob("*.py"))
+    # pages and their helper folders (pages/classroom_parts/), and the lab engines that name keys
+    sources = ([ROOT / "app.py"] + sorted((ROOT / "pages").rglob("*.py"))
+               + sorted((ROOT / "cifarlab" / "lab").rglob("*.py")))
     return [p for p in sources if p.is_file()]
 
 
