@@ -50,7 +50,7 @@ def trick_problems(values: Mapping[str, Any]) -> list[Problem]:
         ok = model.is_plain if net == "tutorial" else model in (ModelSpec(), net_spec(net))
         if not ok:
             out.append(Problem("net", "config.net_model", {"net": net}))
-    if values.get("augment", "none") != "none" and values.get("pipeline") != "fast":
+    if values.get("augment") in ("flip", "flip_translate") and values.get("pipeline") != "fast":
         out.append(Problem("augment", "config.augment_pipeline", {}))
     if values.get("nesterov") is True and values.get("momentum") == 0:  # torch.optim.SGD's rule
         out.append(Problem("nesterov", "config.nesterov_momentum", {}))
