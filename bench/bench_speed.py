@@ -71,6 +71,9 @@ def main(argv=None) -> int:
     p.add_argument("--subset", type=int, default=None,
                    help="train the rows on this many images (default: all 50,000)")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (default: torch's, the cores); on a busy machine 1 "
+                        "is often faster")
     p.add_argument("--data", default=None)
     p.add_argument("--out", default=str(speed.RECORD), help="the record (the Speed page's)")
     p.add_argument("--note", default="", help="a note kept in the record (e.g. 'shared machine')")
@@ -80,6 +83,10 @@ def main(argv=None) -> int:
     if unknown:
         p.error(f"unknown rows: {', '.join(sorted(unknown))}")
 
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     out = Path(args.out)
     record = speed.load_record(out) or {}
     record.update({"date": dt.date.today().isoformat(), "machine": machine(),

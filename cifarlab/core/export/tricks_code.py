@@ -54,27 +54,20 @@ scheduler = optim.lr_scheduler.LambdaLR(optimizer, onecycle)
 '''
 
 
+TRICK_FIELDS = {"net", "augment", "label_smoothing", "nesterov", "weight_decay", "schedule",
+                "tta"}
+
+
 def used_fields(config: TrainConfig) -> set[str]:
-    """The trick settings this run's script reads."""
-    used = set()
-    if config.augment != "none":
-        used.add("augment")
-    if config.label_smoothing:
-        used.add("label_smoothing")
-    if config.nesterov or config.weight_decay:
-        used |= {"nesterov", "weight_decay"}
-    if config.schedule != "constant":
-        used.add("schedule")
-    if config.tta:
-        used.add("tta")
-    return used
+    """The trick settings the script follows: its code is written for their values (the
+    tutorial's code for the tutorial's; ``net`` is the class Net written out)."""
+    return set(TRICK_FIELDS)
 
 
 def trick_parts(config: TrainConfig) -> dict[str, str]:
     """The marks' texts for this run (all empty for the tutorial's settings)."""
     aug = config.augment != "none"
     bn = config.model.batch_norm
-    used = used_fields(config)
     return {
         "augment_class": AUGMENT_CLASS if aug else "",
         "augment_init": "self.augment = BatchAugment(AUGMENT, seed)\n        " if aug else "",
@@ -82,7 +75,7 @@ def trick_parts(config: TrainConfig) -> dict[str, str]:
         "augment_end": ")" if aug else "",
         "criterion_args": "label_smoothing=LABEL_SMOOTHING" if config.label_smoothing else "",
         "sgd_args": ("\n" + " " * 22 + "nesterov=NESTEROV, weight_decay=WEIGHT_DECAY,"
-                     if "nesterov" in used else ""),
+                     if config.nesterov or config.weight_decay else ""),
         "scheduler": ("# the learning rate changes every step: one cycle (see SCHEDULE)\n"
                       + SCHEDULER) if config.schedule == "onecycle" else "",
         "scheduler_step": "        scheduler.step()\n" if config.schedule == "onecycle" else "",
