@@ -208,7 +208,7 @@ def cmd_eval(args) -> int:
     if tuple(cp.classes) != tuple(data.classes):
         raise CifarLabError("cli.other_classes", trained=", ".join(cp.classes),
                             found=", ".join(data.classes))
-    result = evaluate(cp.model(), data, device)
+    result = evaluate(cp.model(), data, device, tta=cp.config.tta)  # as the run was tested
     if args.json:
         out = result.summary()
         out.update(test_accuracy=result.accuracy, checkpoint=args.checkpoint,

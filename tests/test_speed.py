@@ -16,7 +16,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from cifarlab.cli import build_parser, main
-from cifarlab.core import tricks
+from cifarlab.core import checkpoint, tricks
 from cifarlab.core.config import PRESETS, ModelSpec, TrainConfig, validate
 from cifarlab.core.data import FastLoader, load
 from cifarlab.core.evaluate import predict
@@ -238,7 +238,9 @@ def test_exported_script_repeats_a_run_with_every_trick(small, tmp_path):
     config = TrainConfig(epochs=2, batch_size=32, train_subset=128, log_every=2, device="cpu",
                          seed=4, lr=0.05, **TRICKS)
     with one_thread():
-        result = train(config, data)
+        result = train(config, data, checkpoint_path=tmp_path / "lab.pth")
+    ckpt = checkpoint.load(tmp_path / "lab.pth")   # batch norm's counters load too
+    assert ckpt.config == config and "bn1.num_batches_tracked" in ckpt.state_dict
     script = tmp_path / "run.py"
     script.write_text(export_script(config, script_name="run.py"))
     work = tmp_path / "work"
