@@ -11,6 +11,7 @@ import streamlit as st
 
 from cifarlab import i18n
 from cifarlab.core import shapes
+from cifarlab.core.config import knobs
 from cifarlab.core.nets import net_spec
 from cifarlab.lab import speed as lab
 from pages.common import dur, lang, localize, num, pct, translator
@@ -24,7 +25,11 @@ def _put_in_train_page(name: str) -> None:
     """A row button's callback: the Train page's knobs take the row's values (decimals as text
     in the student's notation, as that page's text boxes hold them)."""
     ss = st.session_state
-    for knob, value in lab.row_knobs(record, name).items():
+    values = lab.row_knobs(record, name)
+    for f in knobs():   # the knobs no row sets (seed, device) keep the student's, or defaults
+        if f.knob.widget and f.name not in values and ss.get(TRAIN_KEY + f.name) is None:
+            values[f.name] = f.default
+    for knob, value in values.items():
         if isinstance(value, float):
             value = i18n.number(value, L)
         ss[TRAIN_KEY + knob] = value

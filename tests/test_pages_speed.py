@@ -71,6 +71,8 @@ def test_chart_and_a_sentence_per_trick_in_every_language(open_page, lang):
 
 def test_a_row_button_fills_the_train_pages_knobs(open_page):
     at = open_page("es")
+    for key in ("train_seed", "train_device"):   # as after a visit to the Train page
+        at.session_state[key] = None
     t = i18n.translator("es")
     at.button(key="speed_use_tta").click().run()
     assert not at.exception
@@ -81,6 +83,7 @@ def test_a_row_button_fills_the_train_pages_knobs(open_page):
     at.switch_page("pages/train.py")
     at.run()
     assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]     # every knob valid, the seed included
     assert at.radio(key="train_net").value == "bn3"
     assert at.text_input(key="train_label_smoothing").value == "0,1"
     # the last row is the one-minute preset: the Train page says so

@@ -96,7 +96,8 @@ def figure(rows: list[dict], labels: Mapping[str, str], separators: str = ".,"):
         template="none", title=dict(text=labels["title"], x=0.01, xanchor="left"),
         separators=separators, margin=dict(l=10, r=10, t=70, b=10), height=440,
         yaxis=dict(title=labels["accuracy"], tickformat=".0%", range=[0, 1]),
-        yaxis2=dict(title=labels["seconds"], overlaying="y", side="right", rangemode="tozero"),
+        yaxis2=dict(title=labels["seconds"], overlaying="y", side="right", rangemode="tozero",
+                    tickformat=",.0f"),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1))
     return fig
 
