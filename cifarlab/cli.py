@@ -71,14 +71,37 @@ def add_config_args(p: argparse.ArgumentParser, cls: type = TrainConfig) -> None
         extra = {"choices": list(f.knob.choices)} if f.knob.kind == "choice" else {}
         default = "all" if f.default is None else f.default
         p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=_flag_type(f.knob),
-                       default=f.default, help=f"{i18n.t(f.knob.help)} (default: {default})",
+                       default=f.default,  # argparse formats help with %: "100 %" -> "100 %%"
+                       help=f"{i18n.t(f.knob.help)} (default: {default})".replace("%", "%%"),
                        **extra)
 
 
 def config_from_args(args, cls: type = TrainConfig) -> TrainConfig:
-    """The TrainConfig the flags describe (ConfigError listing every bad value)."""
+    """The TrainConfig the flags describe (ConfigError listing every bad value). With
+    ``--preset`` the preset's knobs come first and the flags given override them."""
     values = {f.name: getattr(args, f.name) for f in knobs(cls) if f.knob.cli}
+    if getattr(args, "preset", None):
+        values = _preset_values(args, values)
     return cls(**values, model=_model_spec(args))
+
+
+def _preset_values(args, values: dict) -> dict:
+    """The preset's knobs, then every flag typed on the command line (``args.given``)."""
+    from cifarlab.core.config import PRESETS
+
+    preset = PRESETS[args.preset].knob_values(preset_only=True)
+    given = getattr(args, "given", set())
+    return {k: (v if k in given or k not in preset else preset[k]) for k, v in values.items()}
+
+
+def _given_flags(parser: argparse.ArgumentParser, argv: list[str] | None) -> set[str]:
+    """The config fields whose flags appear in ``argv``: parsed again with every config
+    default replaced by a marker."""
+    unset = object()
+    train = parser._subparsers._group_actions[0].choices["train"]
+    train.set_defaults(**{f.name: unset for f in knobs() if f.knob.cli})
+    args = parser.parse_args(argv)
+    return {f.name for f in knobs() if f.knob.cli and getattr(args, f.name) is not unset}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,6 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     t = sub.add_parser("train", help="train the network (defaults: the tutorial as written)")
+    from cifarlab.core.config import PRESETS
+
+    t.add_argument("--preset", choices=list(PRESETS), default=None,
+                   help="start from a preset (" + ", ".join(PRESETS) + "); the other flags "
+                        "given override it")
     add_config_args(t)
     t.add_argument("--data", default=None, help="image folder, .tar.gz, or 'download'")
     t.add_argument("--out", default="cifar_net.pth", help="checkpoint path (cifar_net.pth)")
@@ -186,7 +214,7 @@ def cmd_eval(args) -> int:
     if tuple(cp.classes) != tuple(data.classes):
         raise CifarLabError("cli.other_classes", trained=", ".join(cp.classes),
                             found=", ".join(data.classes))
-    result = evaluate(cp.model(), data, device)
+    result = evaluate(cp.model(), data, device, tta=cp.config.tta)  # as the run was tested
     if args.json:
         out = result.summary()
         out.update(test_accuracy=result.accuracy, checkpoint=args.checkpoint,
@@ -280,6 +308,8 @@ COMMANDS = {"train": cmd_train, "eval": cmd_eval, "shapes": cmd_shapes, "data": 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "preset", None):
+        args.given = _given_flags(build_parser(), argv)
     handler = getattr(args, "handler", None) or COMMANDS[args.command]
     try:
         return handler(args)

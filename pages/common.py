@@ -37,6 +37,7 @@ PAGES = [
     ("inside", "pages/inside.py", ":material/neurology:"),
     ("runs", "pages/runs.py", ":material/compare_arrows:"),
     ("gpu", "pages/gpu.py", ":material/speed:"),
+    ("speed", "pages/speed.py", ":material/bolt:"),   # issue 13: what each trick buys
 ]
 # Pages only instructors see: app.py adds them to the navigation for an instructor.
 INSTRUCTOR_PAGES = [("classroom", "pages/classroom.py", ":material/groups:")]

@@ -61,8 +61,8 @@ def _uploaded_model(digest: str, _data: bytes, name: str):
 
 
 @st.cache_data(max_entries=4, show_spinner=False)
-def _predictions(model_key: str, data_key: str, _model, _data):
-    return R.predictions_for(_model, _data)
+def _predictions(model_key: str, data_key: str, _model, _data, tta: bool = False):
+    return R.predictions_for(_model, _data, tta=tta)
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
@@ -349,7 +349,9 @@ with tab_results:
         data = get_data()
         try:
             with st.spinner(t("results.evaluating")):
-                ev = _predictions(model_key, data.key, model, data)
+                # a run that tested with mirrored images is shown as it measured itself
+                tta = bool(getattr(getattr(ckpt, "config", None), "tta", False))
+                ev = _predictions(model_key, data.key, model, data, tta)
         except CifarLabError as err:
             show_err(err)
             st.stop()

@@ -176,6 +176,10 @@ def test_every_page_in_the_students_language_with_bad_input(server, browser, lan
             hits = [s for s in english if s in text]
             if hits:
                 found[pid] = hits[:5]
+            if pid == "speed":   # issue 13: the "what each trick buys" chart, in the language
+                assert page.locator('[data-testid="stPlotlyChart"]').count() == 1
+                assert t("speed.chart_title") in page.locator(".js-plotly-plot").inner_text()
+                assert t("speed.why_tta") in text
     finally:
         page.close()
     assert not found, found

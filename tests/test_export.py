@@ -179,11 +179,11 @@ def test_the_scripts_order_and_batches_are_the_apps(small, tmp_path):
 def test_every_config_field_is_written_even_a_new_one():
     @dataclasses.dataclass(frozen=True)
     class MoreConfig(TrainConfig):
-        weight_decay: float = knob(0.0, kind="float", lo=0, hi=1, label="common.lr",
-                                   help="common.lr_help", error="config.lr")
+        dropout: float = knob(0.0, kind="float", lo=0, hi=1, label="common.lr",
+                              help="common.lr_help", error="config.lr")
 
-    text = export_script(MoreConfig(weight_decay=0.25, lr=0.01))
-    assert "\nWEIGHT_DECAY = 0.25\n" in text and "this script does not use" in text
+    text = export_script(MoreConfig(dropout=0.25, lr=0.01))
+    assert "\nDROPOUT = 0.25\n" in text and "this script does not use" in text
     assert "\nLEARNING_RATE = 0.01\n" in text
     for f in dataclasses.fields(TrainConfig):
         assert re.search(rf"^{constant_name(f.name)} = ", text, re.M), f.name

@@ -82,10 +82,17 @@ def test_why_a_run_cannot_capture():
     assert graphs.not_possible(fast.replace(pipeline="tutorial"), torch.device("cuda:0")) == (
         "graphs.fast_only", {"pipeline": "tutorial"})
     assert graphs.not_possible(fast, torch.device("cuda:0")) is None
+    # a replay keeps the captured learning rate: a per-step schedule trains eagerly, in the
+    # app and in the exported script alike
+    cycle = fast.replace(schedule="onecycle")
+    assert graphs.not_possible(cycle, torch.device("cuda:0")) == (
+        "graphs.schedule", {"schedule": "onecycle"})
+    assert "graphed = None\n" in export_script(cycle)
+    assert "graphed = GraphedStep(" in export_script(fast)
     # every reason a run can record reads in each language, with its parameters
     params = {"device": "cpu", "pipeline": "tutorial", "batch": 6, "full": 8, "warmup": 3,
-              "error": "RuntimeError: x"}
-    for code in ("needs_cuda", "fast_only", "short_batch", "settings_changed", "capture_failed",
+              "error": "RuntimeError: x", "schedule": "onecycle"}
+    for code in ("needs_cuda", "fast_only", "schedule", "short_batch", "settings_changed", "capture_failed",
                  "not_captured", "captured"):
         for lang in LANGS:
             text = i18n.t(f"graphs.{code}", lang, **params)

@@ -234,8 +234,10 @@ def check_weights(state: dict, config: TrainConfig, num_classes: int, name: str 
 
     try:
         with torch.device("meta"):
-            wanted = {k: tuple(v.shape) for k, v in
-                      Net(config.model, num_classes=num_classes).state_dict().items()}
+            net_state = Net(config.model, num_classes=num_classes).state_dict()
+            wanted = {k: tuple(v.shape) for k, v in net_state.items()}
+            # batch norm's num_batches_tracked is a whole number; everything else floats
+            counters = {k for k, v in net_state.items() if not v.dtype.is_floating_point}
     except ShapeError as err:
         raise CheckpointError("checkpoint.bad_network", name=name, layer=err.layer or "?") \
             from None
@@ -246,7 +248,8 @@ def check_weights(state: dict, config: TrainConfig, num_classes: int, name: str 
         if tuple(t.shape) != shape:
             raise CheckpointError("checkpoint.wrong_shape", name=name, weights=key,
                                   shape=_dims(t.shape), expected=_dims(shape))
-        if (t.layout != torch.strided or not t.dtype.is_floating_point or t.is_quantized
+        if (t.layout != torch.strided or t.dtype.is_floating_point == (key in counters)
+                or t.is_quantized
                 or t.untyped_storage().nbytes() < t.numel() * t.element_size()):
             raise CheckpointError("checkpoint.bad_tensor", name=name, weights=key)
     extra = sorted(set(state) - set(wanted))

@@ -28,9 +28,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from cifarlab.core.nets import NET_NAMES, net_spec, trick_problems
 from cifarlab.errors import ConfigError, Problem
 
 PIPELINES = ("tutorial", "fast")
+# issue 13's tricks (after KellerJordan/cifar10-airbench, airbench94.py): see core/tricks.py
+AUGMENTS = ("none", "flip", "flip_translate")
+SCHEDULES = ("constant", "onecycle")
 # CIFAR-10's label order (0..9). The tutorial prints short names: plane, car, bird, ...
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
                    "ship", "truck")
@@ -102,10 +106,17 @@ class ModelSpec:
     pool: int = 2
     hidden: tuple[int, int] = (120, 84)
     width: int = 1
+    # issue 13's variants (defaults: none): batch norm after each conv; a third conv block of
+    # ``conv3`` channels (3×3, padding 1); ``block_convs`` 2: a second 3×3 conv in each block
+    # (airbench's ConvGroup). Built by core/model.py, traced by core/blocks.py.
+    batch_norm: bool = False
+    conv3: int = 0
+    block_convs: int = 1
 
     # field -> (lo, hi, code) for the pairs and the single numbers
     BOUNDS = {"channels": (1, 1024), "kernels": (1, 31), "paddings": (0, 15), "strides": (1, 8),
-              "hidden": (1, 8192), "pool": (1, 8), "width": (1, 16)}
+              "hidden": (1, 8192), "pool": (1, 8), "width": (1, 16), "conv3": (0, 1024),
+              "block_convs": (1, 2)}
 
     def __post_init__(self) -> None:
         for name in ("channels", "kernels", "paddings", "strides", "hidden"):
@@ -120,13 +131,20 @@ class ModelSpec:
         out: list[Problem] = []
         for name, (lo, hi) in self.BOUNDS.items():
             value = getattr(self, name)
-            pair = name not in ("pool", "width")
+            pair = name not in ("pool", "width", "conv3", "block_convs")
             ok_type = (isinstance(value, tuple) and len(value) == 2 and all(map(_is_int, value))
                        if pair else _is_int(value))
             values = value if pair and ok_type else (value,)
             if not ok_type or not all(lo <= v <= hi for v in values):
                 out.append(Problem(f"model.{name}", f"config.model_{name}", {"lo": lo, "hi": hi}))
+        if not isinstance(self.batch_norm, bool):
+            out.append(Problem("model.batch_norm", "config.model_batch_norm", {}))
         return out
+
+    @property
+    def is_plain(self) -> bool:
+        """The tutorial's kind of network (any sizes): no batch norm, two single-conv blocks."""
+        return not self.batch_norm and self.conv3 == 0 and self.block_convs == 1
 
     @property
     def is_tutorial(self) -> bool:
@@ -148,6 +166,8 @@ class ModelSpec:
         if unknown:
             raise ConfigError([Problem("model", "config.unknown", {"names": ", ".join(sorted(unknown))})])
         return cls(**d)
+
+
 
 
 @dataclass(frozen=True)
@@ -181,6 +201,25 @@ class TrainConfig:
     log_every: int = knob(2000, kind="int", lo=1, hi=None, label="common.log_every",
                           help="common.log_every_help", error="config.log_every", preset=False,
                           widget=False)
+    # issue 13, "speed as a lesson": each trick a knob; the defaults change nothing
+    net: str = knob("tutorial", kind="choice", choices=NET_NAMES, label="speed.knob.net",
+                    help="speed.knob.net_help", error="config.net")
+    augment: str = knob("none", kind="choice", choices=AUGMENTS, label="speed.knob.augment",
+                        help="speed.knob.augment_help", error="config.augment")
+    label_smoothing: float = knob(0.0, kind="float", lo=0, hi=1, hi_open=True, step=0.05,
+                                  label="speed.knob.label_smoothing",
+                                  help="speed.knob.label_smoothing_help",
+                                  error="config.label_smoothing")
+    nesterov: bool = knob(False, kind="bool", label="speed.knob.nesterov",
+                          help="speed.knob.nesterov_help", error="config.nesterov")
+    weight_decay: float = knob(0.0, kind="float", lo=0, hi=1, step=0.0005,
+                               label="speed.knob.weight_decay",
+                               help="speed.knob.weight_decay_help", error="config.weight_decay")
+    schedule: str = knob("constant", kind="choice", choices=SCHEDULES,
+                         label="speed.knob.schedule", help="speed.knob.schedule_help",
+                         error="config.schedule")
+    tta: bool = knob(False, kind="bool", label="speed.knob.tta", help="speed.knob.tta_help",
+                     error="config.tta")
     # the fast pipeline's whole step replayed as one CUDA graph (core/graphs.py); eager elsewhere
     cuda_graphs: bool = knob(False, kind="bool", label="common.cuda_graphs",
                              help="common.cuda_graphs_help", error="config.cuda_graphs",
@@ -189,6 +228,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if isinstance(self.model, Mapping):
             object.__setattr__(self, "model", ModelSpec.from_dict(self.model))
+        if self.net in NET_NAMES[1:] and self.model == ModelSpec():
+            object.__setattr__(self, "model", net_spec(self.net))  # a named network's spec
         for f in knobs(type(self)):  # 1 -> 1.0 for floats; " CPU " -> "cpu"
             value = getattr(self, f.name)
             if f.knob.kind == "float" and _is_int(value):
@@ -250,7 +291,14 @@ class TrainConfig:
         sub = f", subset {self.train_subset}" if self.train_subset else ""
         return (f"{self.epochs} epoch(s), lr {self.lr:g}, momentum {self.momentum:g}, batch "
                 f"{self.batch_size}, {self.num_workers} worker(s), {self.device}, "
-                f"{self.pipeline} pipeline, seed {self.seed}{sub}")
+                f"{self.pipeline} pipeline, seed {self.seed}{sub}{self._tricks()}")
+
+    def _tricks(self) -> str:
+        """The issue-13 settings that differ from the tutorial's, for ``describe``."""
+        parts = [f"{name} {getattr(self, name)}" for name in
+                 ("net", "augment", "label_smoothing", "nesterov", "weight_decay", "schedule",
+                  "tta") if getattr(self, name) != TrainConfig.__dataclass_fields__[name].default]
+        return (", " + ", ".join(parts)) if parts else ""
 
 
 @dataclass(frozen=True)
@@ -356,6 +404,7 @@ def _field_problems(cls: type, values: Mapping[str, Any]) -> list[Problem]:
             out.extend(err.problems)
     elif model is not None:
         out.append(Problem("model", "config.model", {}))
+    out.extend(trick_problems(values))
     return out
 
 
@@ -382,4 +431,13 @@ PRESETS: dict[str, TrainConfig] = {
     "quick": TrainConfig(epochs=1, train_subset=5000),
     "big_batch": TrainConfig(lr=0.01, batch_size=64, pipeline="fast"),
     "high_lr": TrainConfig(lr=0.01),
+    # issue 13: the best test accuracy in a minute of training on the 2-core CPU machine
+    # (docs/benchmarks.md, section 13), and airbench94's recipe for a GPU (cited there)
+    "one_minute_cpu": TrainConfig(epochs=1, lr=0.2, momentum=0.9, batch_size=256,
+                                  pipeline="fast", net="bn3", augment="flip",
+                                  label_smoothing=0.1, nesterov=True, weight_decay=0.0005,
+                                  schedule="onecycle", tta=True),
+    "gpu_fast": TrainConfig(epochs=10, lr=0.4, momentum=0.9, batch_size=512, pipeline="fast",
+                            net="airbench", augment="flip_translate", label_smoothing=0.2,
+                            nesterov=True, weight_decay=0.0005, schedule="onecycle", tta=True),
 }

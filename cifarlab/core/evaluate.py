@@ -80,8 +80,11 @@ class EvalResult:
 
 @torch.inference_mode()
 def predict(model: nn.Module, images_uint8: np.ndarray | torch.Tensor, device="cpu",
-            batch_size: int = 1000) -> np.ndarray:
-    """Class probabilities (float32, N x classes) for uint8 N×3×32×32 images."""
+            batch_size: int = 1000, tta: bool = False) -> np.ndarray:
+    """Class probabilities (float32, N x classes) for uint8 N×3×32×32 images (``tta``: from
+    the mean logits of each image and its mirror, ``core.tricks.tta_logits``)."""
+    from cifarlab.core.tricks import tta_logits
+
     dev = torch.device(device)
     model = model.to(dev).eval()
     out = []
@@ -90,14 +93,15 @@ def predict(model: nn.Module, images_uint8: np.ndarray | torch.Tensor, device="c
         if isinstance(chunk, np.ndarray):  # a (read-only) memmap slice: copy this batch only
             chunk = torch.from_numpy(np.array(chunk))
         x = normalize(chunk.to(dev, non_blocking=True))
-        out.append(torch.softmax(model(x).float(), dim=1).cpu())
+        logits = tta_logits(model, x) if tta else model(x)
+        out.append(torch.softmax(logits.float(), dim=1).cpu())
     if not out:
         return np.zeros((0, 10), dtype=np.float32)
     return torch.cat(out).numpy()
 
 
 def evaluate(model: nn.Module, data, device="cpu", batch_size: int = 1000,
-             split: str = "test") -> EvalResult:
+             split: str = "test", tta: bool = False) -> EvalResult:
     """Evaluate on ``data.test_x``/``test_y`` (or the train split) in batches of ``batch_size``."""
     import time
 
@@ -108,7 +112,7 @@ def evaluate(model: nn.Module, data, device="cpu", batch_size: int = 1000,
     classes = tuple(data.classes)
     was_training = model.training
     t0 = time.perf_counter()
-    probs = predict(model, x, device, batch_size)
+    probs = predict(model, x, device, batch_size, tta=tta)
     synchronize(device)
     seconds = time.perf_counter() - t0
     model.train(was_training)

@@ -50,6 +50,8 @@ def not_possible(config, device: torch.device) -> tuple[str, dict] | None:
         return "graphs.needs_cuda", {"device": str(device)}
     if config.pipeline != "fast":
         return "graphs.fast_only", {"pipeline": config.pipeline}
+    if getattr(config, "schedule", "constant") != "constant":  # replay keeps the captured lr
+        return "graphs.schedule", {"schedule": config.schedule}
     return None
 
 

@@ -5,6 +5,12 @@
 class and back. ``Net(ModelSpec(...))`` changes channels, kernels, padding, stride, pooling,
 hidden sizes or width; ``fc1``'s input size then comes from the shape trace instead of the
 tutorial's hard-coded ``16 * 5 * 5``.
+
+Issue 13's variants (``ModelSpec.batch_norm``, ``conv3``, ``block_convs``) add modules beside
+the tutorial's: ``bn1``/``bn2``/``bn3`` (batch norm after each conv), ``conv3`` (a third block,
+3×3, padding 1) and ``conv1b``/``conv2b``/``conv3b`` with ``bn1b``… (a second 3×3 conv in
+each block, as airbench's ConvGroup). A block is conv → [bn] → relu → [conv → [bn] → relu]
+→ pool; the tutorial's own Net has none of them, so its state_dict keeps its keys.
 """
 from __future__ import annotations
 
@@ -31,13 +37,44 @@ class Net(nn.Module):
         self.pool = nn.MaxPool2d(spec.pool, spec.pool)
         self.conv2 = nn.Conv2d(c1, c2, spec.kernels[1], stride=spec.strides[1],
                                padding=spec.paddings[1])
+        self.blocks = ["1", "2"] + (["3"] if spec.conv3 else [])
+        for i, c in zip(self.blocks, (c1, c2, spec.conv3 * spec.width)):
+            self._add_block(i, c, spec)
         self.fc1 = nn.Linear(self.flat, h1)
         self.fc2 = nn.Linear(h1, h2)
         self.fc3 = nn.Linear(h2, num_classes)
 
+    def _add_block(self, i: str, c: int, spec: ModelSpec) -> None:
+        """Block ``i``'s modules beyond the tutorial's conv1/conv2, in the order the exported
+        script creates them (the same initial weights for a seed)."""
+        if i == "3":
+            prev = spec.scaled_channels()[1]
+            self.conv3 = nn.Conv2d(prev, c, 3, padding=1)
+        if spec.batch_norm:
+            setattr(self, f"bn{i}", nn.BatchNorm2d(c))
+        if spec.block_convs == 2:
+            setattr(self, f"conv{i}b", nn.Conv2d(c, c, 3, padding=1))
+            if spec.batch_norm:
+                setattr(self, f"bn{i}b", nn.BatchNorm2d(c))
+
+    def _block(self, x: torch.Tensor, i: str) -> torch.Tensor:
+        for suffix in ("", "b") if self.spec.block_convs == 2 else ("",):
+            x = getattr(self, f"conv{i}{suffix}")(x)
+            if self.spec.batch_norm:
+                x = getattr(self, f"bn{i}{suffix}")(x)
+            x = F.relu(x)
+        return self.pool(x)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.spec.is_plain:
+            for i in self.blocks:
+                x = self._block(x, i)
+            return self._head(x)
         x = self.pool(F.relu(self.conv1(x)))
         x = self.pool(F.relu(self.conv2(x)))
+        return self._head(x)
+
+    def _head(self, x: torch.Tensor) -> torch.Tensor:
         x = torch.flatten(x, 1)  # the tutorial's x.view(-1, 16 * 5 * 5), for any spec
         x = F.relu(self.fc1(x))
         x = F.relu(self.fc2(x))

@@ -292,7 +292,8 @@ def _trace_list(layers: list[dict], shape: tuple[int, ...]) -> list[LayerTrace]:
 def _module_kind(m) -> str:
     import torch.nn as nn
     for cls, kind in ((nn.Conv2d, "conv"), (nn.MaxPool2d, "pool"), (nn.AvgPool2d, "pool"),
-                      (nn.ReLU, "relu"), (nn.Flatten, "flatten"), (nn.Linear, "linear")):
+                      (nn.ReLU, "relu"), (nn.Flatten, "flatten"), (nn.Linear, "linear"),
+                      (nn.BatchNorm2d, "batchnorm")):
         if isinstance(m, cls):
             return kind
     return type(m).__name__.lower()
@@ -402,19 +403,11 @@ def trace(layers, input_shape=(3, 32, 32)) -> list[LayerTrace]:
 
 
 def spec_layers(spec: ModelSpec, num_classes: int = 10) -> list[dict]:
-    """The layer list of the model a ModelSpec builds (the tutorial's Net for the default)."""
-    (c1, c2), (h1, h2) = spec.scaled_channels(), spec.scaled_hidden()
-    pool = {"type": "pool", "kernel_size": spec.pool, "stride": spec.pool}
+    """The layer list of the model a ModelSpec builds (the tutorial's Net for the default;
+    batch norm and the other issue-13 variants too: core/blocks.py)."""
+    from cifarlab.core.blocks import spec_layers as layers  # blocks.py imports this module
 
-    def conv(i: int, out: int) -> dict:
-        return {"type": "conv", "out_channels": out, "kernel_size": spec.kernels[i],
-                "stride": spec.strides[i], "padding": spec.paddings[i], "dilation": 1}
-
-    return [conv(0, c1), {"type": "relu"}, pool, conv(1, c2), {"type": "relu"}, pool,
-            {"type": "flatten"},
-            {"type": "linear", "out_features": h1}, {"type": "relu"},
-            {"type": "linear", "out_features": h2}, {"type": "relu"},
-            {"type": "linear", "out_features": num_classes}]
+    return layers(spec, num_classes)
 
 
 def trace_spec(spec: ModelSpec, input_shape=(3, 32, 32), num_classes: int = 10

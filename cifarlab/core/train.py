@@ -29,6 +29,7 @@ from cifarlab.core.config import TrainConfig
 from cifarlab.core.devices import device_name, environment, resolve_device, synchronize
 from cifarlab.core.evaluate import EvalResult, evaluate
 from cifarlab.core.model import Net
+from cifarlab.core.tricks import make_criterion, make_scheduler
 
 FLUSH_SECONDS = 0.25      # how often step losses are read back and sent as an event
 FLUSH_MAX_STEPS = 4096    # ... or after this many steps, whichever comes first
@@ -108,7 +109,8 @@ def make_loader(config: TrainConfig, data, device: torch.device):
     if config.pipeline == "fast":
         return data_mod.FastLoader(data, "train", config.batch_size, device=device,
                                    shuffle=config.shuffle, seed=config.seed,
-                                   subset=config.train_subset, resident=True)
+                                   subset=config.train_subset, resident=True,
+                                   augment=config.augment)
     return data_mod.tutorial_loader(data, "train", config.batch_size, config.num_workers,
                                     config.shuffle, config.seed, subset=config.train_subset,
                                     pin_memory=device.type == "cuda")
@@ -119,7 +121,9 @@ def make_optimizer(config: TrainConfig, model: nn.Module,
     """The tutorial's SGD. The ``fast`` pipeline uses its fused kernel (the same update rule,
     one kernel instead of one per parameter) where PyTorch has one: the CPU and CUDA."""
     fused = config.pipeline == "fast" and device is not None and device.type in ("cpu", "cuda")
-    return optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum,
+    tricks = {k: v for k, v in (("nesterov", config.nesterov),
+                                ("weight_decay", config.weight_decay)) if v}
+    return optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum, **tricks,
                      **({"fused": True} if fused else {}))
 
 
@@ -158,11 +162,12 @@ def train(config: TrainConfig | None = None, data=None,
 
     torch.manual_seed(config.seed)
     model = Net(config.model, num_classes=len(data.classes)).to(device)
-    criterion = nn.CrossEntropyLoss()
+    criterion = make_criterion(config)
     optimizer = make_optimizer(config, model, device)
     loader = make_loader(config, data, device)
     steps_per_epoch = len(loader)
     total_steps = steps_per_epoch * config.epochs
+    scheduler = make_scheduler(config, optimizer, total_steps)
     n_used = min(n_train, config.train_subset) if config.train_subset else n_train
     dev_name = device_name(device)
     emit(Event("start", {"total_steps": total_steps, "steps_per_epoch": steps_per_epoch,
@@ -218,6 +223,8 @@ def train(config: TrainConfig | None = None, data=None,
             wait += t1 - t0
 
             loss = step_fn(inputs, labels)
+            if scheduler is not None:
+                scheduler.step()
 
             buf[n_buf] = loss.detach()
             n_buf += 1
@@ -251,7 +258,7 @@ def train(config: TrainConfig | None = None, data=None,
                    "complete": not cancelled}
         if eval_each_epoch and not cancelled:
             t_eval = time.perf_counter()
-            eval_result = evaluate(model, data, device)
+            eval_result = evaluate(model, data, device, tta=config.tta)
             eval_seconds += time.perf_counter() - t_eval
             summary["accuracy"] = eval_result.accuracy
             summary["per_class_accuracy"] = eval_result.per_class_accuracy
@@ -265,7 +272,7 @@ def train(config: TrainConfig | None = None, data=None,
     train_seconds = time.perf_counter() - t_start
 
     if evaluate_after and (eval_result is None or cancelled):
-        eval_result = evaluate(model, data, device)
+        eval_result = evaluate(model, data, device, tta=config.tta)
     if eval_result is not None:
         emit(Event("eval", eval_result.summary()))
 

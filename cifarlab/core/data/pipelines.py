@@ -26,6 +26,7 @@ from PIL import Image
 
 from cifarlab.core.data.cache import CifarData, unpack_array
 from cifarlab.core.data.sources import SPLITS
+from cifarlab.core.tricks import BatchAugment
 from cifarlab.errors import DataError
 
 
@@ -217,7 +218,8 @@ class FastLoader:
     def __init__(self, data: "CifarData | str | None", split: str = "train",
                  batch_size: int = 4, device: "str | torch.device" = "cpu",
                  shuffle: bool = True, seed: int = 0,
-                 subset: int | Sequence[int] | None = None, resident: bool = True):
+                 subset: int | Sequence[int] | None = None, resident: bool = True,
+                 augment: str = "none"):
         _check_split(split)
         if (not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool)
                 or batch_size < 1):
@@ -249,6 +251,8 @@ class FastLoader:
             self.x = x_t.pin_memory() if pin else x_t
             self.y = y_t.pin_memory() if pin else y_t
         self._scale = 2.0 / 255.0
+        # issue 13: flips/shifts of each normalised batch, on the device (core.tricks)
+        self.augment = BatchAugment(augment, seed, self.device) if augment != "none" else None
 
     def __len__(self) -> int:
         return math.ceil(self.n / self.batch_size)
@@ -275,10 +279,11 @@ class FastLoader:
         index_select = torch.index_select
         if self._on_device:
             for idx in perm.split(self.batch_size):
-                yield (index_select(x, 0, idx).float().mul_(scale).sub_(1.0),
-                       index_select(y, 0, idx))
+                xb = index_select(x, 0, idx).float().mul_(scale).sub_(1.0)
+                yield (self.augment(xb) if self.augment else xb), index_select(y, 0, idx)
         else:
             for idx in perm.split(self.batch_size):
                 xb = index_select(x, 0, idx).to(dev, non_blocking=True)
                 yb = index_select(y, 0, idx).to(dev, non_blocking=True)
-                yield xb.float().mul_(scale).sub_(1.0), yb
+                xb = xb.float().mul_(scale).sub_(1.0)
+                yield (self.augment(xb) if self.augment else xb), yb

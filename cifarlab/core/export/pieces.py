@@ -126,7 +126,7 @@ class EpochShuffle(torch.utils.data.Sampler):
 '''
 
 FAST_LOADER = '''\
-class FastLoader:
+<<augment_class>>class FastLoader:
     """CIFAR Lab's `fast` pipeline: every image decoded once into one uint8 tensor kept on the
     device; each epoch one randperm (the order EpochShuffle gives), each batch one gather and
     a normalisation of two operations instead of a DataLoader's per-image transforms."""
@@ -137,7 +137,7 @@ class FastLoader:
                                                    num_workers=NUM_WORKERS))
         self.images = torch.cat([x for x, _ in decoded]).to(device)
         self.labels = torch.cat([y for _, y in decoded]).to(device)
-        self.batch_size = batch_size
+        <<augment_init>>self.batch_size = batch_size
         self.shuffle = shuffle
         self.generator = torch.Generator().manual_seed(seed)
 
@@ -149,7 +149,7 @@ class FastLoader:
         order = torch.randperm(n, generator=self.generator) if self.shuffle else torch.arange(n)
         for batch in order.to(device).split(self.batch_size):
             # ToTensor + Normalize compute (x / 255 - 0.5) / 0.5; this is the same in two steps
-            yield self.images[batch].float() * (2 / 255) - 1, self.labels[batch]
+            yield <<augment_call>>self.images[batch].float() * (2 / 255) - 1<<augment_end>>, self.labels[batch]
 '''
 
 # -- the run itself (the script's `if __name__ == '__main__':` block) ------------------------
@@ -185,13 +185,11 @@ torch.manual_seed(SEED)  # the same initial weights as in CIFAR Lab
 net = Net()
 net.to(device)
 
-criterion = nn.CrossEntropyLoss()
+criterion = nn.CrossEntropyLoss(<<criterion_args>>)
 # with the fast pipeline CIFAR Lab uses PyTorch's fused SGD: the same update, one kernel
 fused = True if fast and device.type in ('cpu', 'cuda') else None  # None: the default
-optimizer = optim.SGD(net.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM, fused=fused)
-# CUDA_GRAPHS: the whole step replayed as one CUDA graph where it can be (class GraphedStep)
-graphed = GraphedStep(net, criterion, optimizer, BATCH_SIZE, fast) if CUDA_GRAPHS else None
-'''
+optimizer = optim.SGD(net.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM,<<sgd_args>> fused=fused)
+<<scheduler>><<graphed>>'''
 
 TRAIN = '''\
 #<<before_loop>>
@@ -213,7 +211,7 @@ for epoch in range(EPOCHS):  # loop over the dataset multiple times
             loss = criterion(outputs, labels)
             loss.backward()
             optimizer.step()
-
+<<scheduler_step>>
         # print statistics
         running_loss += loss.item()
         #<<each_step>>
@@ -230,7 +228,7 @@ torch.save(net.state_dict(), PATH)
 
 net = Net()
 net.load_state_dict(torch.load(PATH, weights_only=True))
-'''
+<<eval_mode>>'''
 
 ACCURACY = '''\
 correct = 0
@@ -240,7 +238,7 @@ with torch.no_grad():
     for data in testloader:
         images, labels = data
         # calculate outputs by running images through the network
-        outputs = net(images)
+        outputs = <<predict>>
         # the class with the highest energy is what we choose as prediction
         _, predicted = torch.max(outputs, 1)
         total += labels.size(0)
@@ -258,7 +256,7 @@ total_pred = {classname: 0 for classname in classes}
 with torch.no_grad():
     for data in testloader:
         images, labels = data
-        outputs = net(images)
+        outputs = <<predict>>
         _, predictions = torch.max(outputs, 1)
         # collect the correct predictions for each class
         for label, prediction in zip(labels, predictions):
@@ -306,6 +304,10 @@ def net_source(config: TrainConfig) -> str:
     spec = config.model
     if spec.is_tutorial:
         return TUTORIAL_NET
+    if not spec.is_plain:  # batch norm, a third block, two convs a block: issue 13
+        from cifarlab.core.export.tricks_code import net_source as blocks_net
+
+        return blocks_net(spec)
     traces = trace_spec(spec)  # ShapeError if some layer does not fit
     flat = next(t for t in traces if t.kind == "flatten")
     c, h, w = flat.in_shape

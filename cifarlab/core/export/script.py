@@ -20,6 +20,7 @@ from cifarlab import i18n
 from cifarlab.core.config import TrainConfig, knobs
 from cifarlab.core.export import pieces
 from cifarlab.core.export.pieces import TUTORIAL_URL
+from cifarlab.core.export.tricks_code import trick_parts, used_fields
 from cifarlab.errors import CifarLabError
 
 DEFAULT_NAME = "cifar_run.py"
@@ -49,7 +50,7 @@ def code_parts(config: TrainConfig, source_note: str | None = None) -> dict[str,
     net = pieces.net_source(config)  # first: a ShapeError before anything else
     return {"describe": describe(config), "url": TUTORIAL_URL,
             "date": _dt.date.today().isoformat(), "notes": _notes(source_note),
-            "settings": settings_block(config), "net": net}
+            "settings": settings_block(config), "net": net} | trick_parts(config)
 
 
 def export_script(config: TrainConfig, source_note: str | None = None,
@@ -90,7 +91,7 @@ def settings_block(config: TrainConfig) -> str:
     for f in dataclasses.fields(config):
         name = constant_name(f.name)
         comment = helps.get(f.name, "")
-        if f.name not in _USED:
+        if f.name not in _USED | used_fields(config):
             comment = (comment + " " if comment else "") + (
                 "(A CIFAR Lab setting that this script does not use.)")
         lines += [f"# {line}" for line in textwrap.wrap(comment, 93)]

@@ -59,13 +59,14 @@ def load_run_model(path) -> tuple[torch.nn.Module, Checkpoint]:
     return ckpt.model().eval(), ckpt
 
 
-def predictions_for(model: torch.nn.Module, data, device="cpu") -> EvalResult:
-    """Every test image's class probabilities, the confusion matrix and accuracies."""
+def predictions_for(model: torch.nn.Module, data, device="cpu", tta: bool = False) -> EvalResult:
+    """Every test image's class probabilities, the confusion matrix and accuracies (``tta``: as
+    a run with mirrored testing measured itself, from each image and its mirror)."""
     out_features = getattr(getattr(model, "fc3", None), "out_features", None)
     if out_features is not None and out_features != len(data.classes):
         raise CheckpointError("checkpoint.other_classes", n=out_features,
                               classes=len(data.classes))
-    return evaluate(model, data, device)
+    return evaluate(model, data, device, tta=tta)
 
 
 def confused_examples(ev: EvalResult, true_cls: int | str, pred_cls: int | str,

@@ -1,0 +1,78 @@
+"""Issue 13's tricks, each one small function the training loop, the evaluation and the
+exported script share. After KellerJordan/cifar10-airbench (``airbench94.py``: label smoothing,
+flip + translate augmentation on tensors resident on the device, Nesterov SGD with weight
+decay, a warm-up-then-decay "triangle" schedule, mirror test-time augmentation).
+
+    criterion = make_criterion(config)            # CrossEntropyLoss(label_smoothing=...)
+    scheduler = make_scheduler(config, optimizer, total_steps)   # None for "constant"
+    aug = BatchAugment("flip_translate", seed=0, device="cpu"); x = aug(x)
+    logits = tta_logits(model, x)                 # mean of the model on x and on its mirror
+
+Augmentation draws its random numbers on the CPU from its own generator (seeded from the run's
+seed), one batch at a time, so a run on any device and its exported script see the same flips
+and shifts; it then works on the whole batch on the device (no per-image Python).
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+AUG_SEED_OFFSET = 2   # the augmentation's generator: seed + 2 (the order's is seed itself)
+PAD = 2               # translate: up to 2 pixels each way, reflect padding (airbench94)
+# onecycle: airbench94's triangle of learning-rate factors: 0.2 at the start, 1 at 23 % of the
+# steps, 0.07 at the end, linear in between
+START, PEAK_AT, END = 0.2, 0.23, 0.07
+
+
+def make_criterion(config) -> nn.Module:
+    """The tutorial's CrossEntropyLoss, with the config's label smoothing (0: the tutorial's)."""
+    if config.label_smoothing:
+        return nn.CrossEntropyLoss(label_smoothing=config.label_smoothing)
+    return nn.CrossEntropyLoss()
+
+
+def onecycle_factor(step: int, total: int) -> float:
+    """The learning rate's factor at ``step`` (0-based) of ``total`` steps."""
+    peak = int(PEAK_AT * total)
+    if step < peak:
+        return START + (1.0 - START) * step / peak
+    return 1.0 + (END - 1.0) * (step - peak) / max(1, total - peak)
+
+
+def make_scheduler(config, optimizer: torch.optim.Optimizer, total_steps: int):
+    """A LambdaLR stepping ``onecycle_factor`` once per training step; None when constant."""
+    if config.schedule != "onecycle":
+        return None
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: onecycle_factor(step, total_steps))
+
+
+class BatchAugment:
+    """Random horizontal flips (``flip``), and shifts of up to 2 pixels with reflect padding
+    (``flip_translate``), of a float batch B×C×H×W, labels untouched."""
+
+    def __init__(self, kind: str, seed: int = 0, device: "str | torch.device" = "cpu"):
+        self.kind = kind
+        self.device = torch.device(device)
+        self.generator = torch.Generator().manual_seed(int(seed) + AUG_SEED_OFFSET)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kind == "none":
+            return x
+        n, c, h, w = x.shape
+        flip = torch.rand(n, generator=self.generator) < 0.5
+        x = torch.where(flip.to(x.device).view(n, 1, 1, 1), x.flip(3), x)
+        if self.kind != "flip_translate":
+            return x
+        shifts = torch.randint(0, 2 * PAD + 1, (n, 2), generator=self.generator)
+        rows = (shifts[:, :1] + torch.arange(h)).to(x.device)     # n×h rows of the padded image
+        cols = (shifts[:, 1:] + torch.arange(w)).to(x.device)     # n×w columns
+        padded = F.pad(x, (PAD, PAD, PAD, PAD), mode="reflect")
+        padded = padded.gather(2, rows.view(n, 1, h, 1).expand(n, c, h, w + 2 * PAD))
+        return padded.gather(3, cols.view(n, 1, 1, w).expand(n, c, h, w))
+
+
+def tta_logits(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """Mirror test-time augmentation: the mean of the logits for x and for x mirrored."""
+    return 0.5 * model(x) + 0.5 * model(x.flip(3))

@@ -1,0 +1,108 @@
+"""What the Speed page shows: the ablation "what each trick buys", one trick a row.
+
+    ROWS                                  # (name, the changes from the row before)
+    row_configs()                         # [(name, TrainConfig)], cumulative, tutorial first
+    record = load_record()                # cifarlab/lab/speed_ablation.json (bench/bench_speed.py)
+    rows = table_rows(record)             # name, accuracy, seconds, config per measured row
+    row_knobs(record, "augment")          # the Train page's knob values for that row
+    figure(rows, labels)                  # plotly: accuracy bars and training time
+
+The rows start from the tutorial (one epoch, so that every row trains the same number of
+epochs) and add one trick at a time, as airbench94 (KellerJordan/cifar10-airbench) combines
+them; the last row is the ``one_minute_cpu`` preset itself.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+from cifarlab.core.config import PRESETS, TrainConfig
+
+RECORD = Path(__file__).with_name("speed_ablation.json")
+
+# Each row keeps the rows before it and changes these knobs.
+ROWS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("tutorial", {"epochs": 1}),
+    ("fast_batch", {"pipeline": "fast", "batch_size": 256, "lr": 0.05}),
+    ("bn3", {"net": "bn3", "lr": 0.1}),
+    ("augment", {"augment": "flip"}),
+    ("label_smoothing", {"label_smoothing": 0.1}),
+    ("nesterov_onecycle", {"nesterov": True, "weight_decay": 0.0005, "schedule": "onecycle",
+                           "lr": 0.2}),
+    ("tta", {"tta": True}),
+)
+ROW_NAMES = tuple(name for name, _ in ROWS)
+
+
+def row_configs(base: TrainConfig | None = None) -> list[tuple[str, TrainConfig]]:
+    """Each row's config, cumulative (``base``: the tutorial's, with e.g. a device or seed)."""
+    config = base or TrainConfig()
+    out = []
+    for name, changes in ROWS:
+        config = config.replace(**changes)
+        out.append((name, config))
+    return out
+
+
+def load_record(path: str | Path | None = None) -> dict | None:
+    """The recorded ablation (None when there is none, or it cannot be read)."""
+    try:
+        return json.loads(Path(path or RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def table_rows(record: Mapping[str, Any] | None) -> list[dict]:
+    """The measured rows in the ablation's order: name, accuracy (0..1), seconds, config."""
+    measured = {r.get("name"): r for r in (record or {}).get("rows", [])}
+    return [dict(measured[n]) for n in ROW_NAMES if n in measured]
+
+
+def row_knobs(record: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
+    """The knobs a preset sets (``TrainConfig.knob_values(preset_only=True)``) of a row: the
+    recorded config when the record has the row, else the row's definition; the subset the
+    benchmark may have used is left to the student."""
+    rows = {r["name"]: r for r in table_rows(record)}
+    config = (TrainConfig.from_dict(rows[name]["config"]) if name in rows
+              else dict(row_configs())[name])
+    values = config.knob_values(preset_only=True)
+    values["train_subset"] = None
+    return values
+
+
+def repeats(record: Mapping[str, Any] | None) -> list[dict]:
+    """The one-minute preset's repeated runs: accuracy and seconds each."""
+    return list((record or {}).get("preset_runs", []))
+
+
+def figure(rows: list[dict], labels: Mapping[str, str], separators: str = ".,"):
+    """Accuracy (bars, left axis) and training time (line, right axis) per row.
+
+    ``labels``: ``{"rows": [one label a row], "accuracy": ..., "seconds": ..., "title": ...,
+    "bar_text": [each bar's accuracy as text]}`` (the page translates and formats them).
+    """
+    import plotly.graph_objects as go
+
+    x = list(labels["rows"])
+    fig = go.Figure()
+    fig.add_bar(x=x, y=[r["accuracy"] for r in rows], name=labels["accuracy"],
+                marker_color="#0072B2", text=labels.get("bar_text"),
+                textposition="outside", yaxis="y", hovertemplate="%{x}: %{y:.1%}<extra></extra>")
+    fig.add_scatter(x=x, y=[r["seconds"] for r in rows], name=labels["seconds"],
+                    mode="lines+markers", marker_color="#D55E00", line=dict(dash="dash"),
+                    yaxis="y2", hovertemplate="%{x}: %{y:.0f} s<extra></extra>")
+    fig.update_layout(
+        template="none", title=dict(text=labels["title"], x=0.01, xanchor="left"),
+        separators=separators, margin=dict(l=10, r=10, t=70, b=10), height=440,
+        yaxis=dict(title=labels["accuracy"], tickformat=".0%", range=[0, 1]),
+        yaxis2=dict(title=labels["seconds"], overlaying="y", side="right", rangemode="tozero",
+                    tickformat=",.0f"),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1))
+    return fig
+
+
+def preset_matches_last_row() -> bool:
+    """The ablation's last row is the one-minute preset (tests/test_pages_speed.py)."""
+    last = row_configs()[-1][1]
+    return last == PRESETS["one_minute_cpu"].replace(seed=last.seed, device=last.device)

@@ -1,0 +1,97 @@
+"""The Speed page (issue 13) through the real entry point: the "what each trick buys" chart
+and a sentence per trick in three languages, from a recorded ablation; a row's button puts the
+row's settings into the Train page's knobs (the last row: the one-minute preset)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from cifarlab import i18n
+from cifarlab.lab import speed
+from data_support import pages_queue
+
+APP = "../app.py"
+
+
+def fake_record() -> dict:
+    rows = [{"name": name, "accuracy": 0.3 + 0.05 * i, "seconds": 60.0 - 5 * i,
+             "images_per_second": 1000.0, "config": config.replace(train_subset=10000).to_dict()}
+            for i, (name, config) in enumerate(speed.row_configs())]
+    return {"date": "2026-11-24", "machine": {"cpu": "AMD EPYC", "cores": 2}, "rows": rows,
+            "preset_runs": [{"accuracy": 0.61, "seconds": 58.5}, {"accuracy": 0.62,
+                                                                   "seconds": 59.0}]}
+
+
+@pytest.fixture
+def open_page(monkeypatch, tmp_path, cifar_archive, cifar_cache_dir):
+    record = tmp_path / "speed_ablation.json"
+    record.write_text(json.dumps(fake_record()))
+    monkeypatch.setattr(speed, "RECORD", record)
+    pages_queue(monkeypatch, tmp_path / "home", cifar_archive, cifar_cache_dir)
+
+    def open_(lang: str = "en") -> AppTest:
+        at = AppTest.from_file(APP, default_timeout=120)
+        at.query_params["lang"] = lang
+        at.run()
+        at.switch_page("pages/speed.py")
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        return at
+
+    open_.record = record
+    return open_
+
+
+def body(at: AppTest) -> str:
+    return "\n".join(e.value for kind in ("markdown", "caption", "info", "success")
+                     for e in getattr(at, kind))
+
+
+@pytest.mark.parametrize("lang", ["en", "es", "pt"])
+def test_chart_and_a_sentence_per_trick_in_every_language(open_page, lang):
+    t = i18n.translator(lang)
+    at = open_page(lang)
+    assert at.title[0].value == t("speed.title") and not at.error
+    text = body(at)
+    for name in speed.ROW_NAMES:
+        assert t(f"speed.why_{name}") in text and t(f"speed.row_{name}") in text
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert [tr["type"] for tr in fig["data"]] == ["bar", "scatter"]
+    assert fig["data"][0]["x"] == [t(f"speed.row_{n}") for n in speed.ROW_NAMES]
+    assert fig["data"][0]["y"] == pytest.approx([0.3 + 0.05 * i for i in range(7)])
+    assert fig["data"][0]["text"][0] == i18n.percent(0.3, lang, 1)   # "30,0 %" in es and pt
+    assert fig["layout"]["separators"] == i18n.separators(lang)
+    assert t("speed.repeats", accs=", ".join(i18n.percent(a, lang, 1) for a in (0.61, 0.62)),
+             secs=", ".join(i18n.duration(s, lang) for s in (58.5, 59.0))) in text
+    assert len([b for b in at.button if b.key and b.key.startswith("speed_use_")]) == 7
+    assert at.dataframe[0].value.shape[0] == 19   # input, 3 × (conv, bn, relu, pool), fc head
+
+
+def test_a_row_button_fills_the_train_pages_knobs(open_page):
+    at = open_page("es")
+    for key in ("train_seed", "train_device"):   # as after a visit to the Train page
+        at.session_state[key] = None
+    t = i18n.translator("es")
+    at.button(key="speed_use_tta").click().run()
+    assert not at.exception
+    ss = at.session_state
+    assert ss["train_net"] == "bn3" and ss["train_augment"] == "flip" and ss["train_tta"] is True
+    assert ss["train_lr"] == "0,2" and ss["train_train_subset"] is None   # the whole set
+    assert t("speed.applied") in body(at)
+    at.switch_page("pages/train.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]     # every knob valid, the seed included
+    assert at.radio(key="train_net").value == "bn3"
+    assert at.text_input(key="train_label_smoothing").value == "0,1"
+    # the last row is the one-minute preset: the Train page says so
+    assert t("train.preset_one_minute_cpu_help") in [c.value for c in at.caption]
+
+
+def test_without_a_record_the_page_says_how_to_make_one(open_page):
+    open_page.record.unlink()
+    at = open_page("pt")
+    assert i18n.t("speed.no_record", "pt") in body(at)
+    assert not at.get("plotly_chart")
