@@ -17,11 +17,8 @@ common.accessible_document(lang)
 
 with st.sidebar:
     codes = list(i18n.LANGUAGES)
-    # on_change, not only the check below: on a session's first run of "/" the next run reads
-    # this widget as new (see common.sign_in_sidebar); the callback still gets the choice
     chosen = st.selectbox(t("sidebar.language"), codes, index=codes.index(lang),
-                          format_func=lambda code: i18n.LANGUAGES[code], key="lang_select",
-                          on_change=common.choose_language)
+                          format_func=lambda code: i18n.LANGUAGES[code], key="lang_select")
     if chosen != lang:
         st.session_state["lang"] = chosen
         st.query_params["lang"] = chosen

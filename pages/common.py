@@ -156,14 +156,6 @@ def lang() -> str:
     return st.session_state["lang"]
 
 
-def choose_language() -> None:
-    """The sidebar's language box's callback (app.py)."""
-    chosen = st.session_state.get("lang_select")
-    if chosen in i18n.LANGUAGES:
-        st.session_state["lang"] = chosen
-        st.query_params["lang"] = chosen
-
-
 def translator():
     """``t(key, **kwargs)`` in the current language. Name it ``t`` in pages (the catalog test
     scans pages for ``t("...")`` keys). Every page starts with it, so it also checks that the

@@ -276,11 +276,7 @@ def story(server, url, teacher, students):
     ana.get_by_text(es("classroom.join.joined", title="Period 3", nickname="Ana")).wait_for()
     screenshot(ana, "classroom-home-joined-es")
 
-    bo.goto(f"{url}/?lang=en")   # Bo picks Portuguese in the box, on the first run of "/"
-    settle(bo)
-    bo.get_by_test_id("stSidebar").get_by_label(EN("sidebar.language")).click()
-    bo.get_by_role("option", name=i18n.LANGUAGES["pt"], exact=True).click()
-    bo.wait_for_url(re.compile(r"[?&]lang=pt"))
+    bo.goto(f"{url}/?lang=pt")
     settle(bo)
     join(bo, code, "Bo", "pt")
     bo.get_by_text(pt("classroom.join.joined", title="Period 3", nickname="Bo")).wait_for()
