@@ -371,14 +371,28 @@ def sign_in_sidebar() -> None:
                 "{display: none !important}</style>")
         with st.expander(t("identity.instructor_sign_in")), st.form(
                 "identity_passphrase_form", clear_on_submit=True, border=False):
-            typed = st.text_input(t("identity.passphrase"), type="password",
-                                  key="identity_passphrase", autocomplete="current-password")
-            if st.form_submit_button(t("identity.sign_in")):
-                problem = try_passphrase(typed or "")
-                if problem is None:
-                    st.rerun()
-                wait = PASSPHRASE_LIMITER.wait(_LIMIT_KEY + _browser())
-                st.error(t(problem, setting=identity.SECRETS_KEY, seconds=max(1, math.ceil(wait))))
+            st.text_input(t("identity.passphrase"), type="password",
+                          key="identity_passphrase", autocomplete="current-password")
+            # a callback, not `if st.form_submit_button(...)`: on a session's first run of "/"
+            # Streamlit gives the widgets above st.navigation other ids (another active script
+            # hash) than on the next run, which then reads the submitted form as empty; a
+            # callback runs under the ids the browser sent
+            st.form_submit_button(t("identity.sign_in"), on_click=_passphrase_submitted)
+        problem = st.session_state.pop(_PASSPHRASE_PROBLEM, None)
+        if problem is not None:
+            wait = PASSPHRASE_LIMITER.wait(_LIMIT_KEY + _browser())
+            st.error(t(problem, setting=identity.SECRETS_KEY, seconds=max(1, math.ceil(wait))))
+
+
+_PASSPHRASE_PROBLEM = "_cifarlab_passphrase_problem"
+
+
+def _passphrase_submitted() -> None:
+    """The Sign in button's callback (before the rerun it asks for: the sidebar then shows
+    the signed-in state, or the problem kept for it)."""
+    problem = try_passphrase(st.session_state.get("identity_passphrase") or "")
+    if problem is not None:
+        st.session_state[_PASSPHRASE_PROBLEM] = problem
 
 
 def remember_session() -> None:

@@ -87,9 +87,9 @@ def sid_of(page) -> str:
 
 # ----------------------------------------------------------------------------- instructor
 def sign_in(page, url: str) -> None:
-    # not from "/": on a fresh server, the passphrase given on the first session's Home ("/")
-    # is lost (reported to the sign-in's owner); from another page it holds
-    page.goto(url + "/tensors?lang=en")
+    # on Home ("/"), the first session of a fresh server: there the form's submission used to
+    # be lost (the sidebar's widgets had other ids on the session's first run)
+    page.goto(url + "/?lang=en")
     settle(page)
     bar = page.get_by_test_id("stSidebar")
     bar.get_by_text(EN("identity.instructor_sign_in")).click()
