@@ -102,7 +102,7 @@ def sign_in(page, url: str) -> None:
 
 
 def tab(page, key: str) -> None:
-    main(page).get_by_role("tab", name=EN(key)).click()
+    main(page).get_by_role("tab", name=EN(key), exact=True).click()
     page.wait_for_timeout(200)
 
 
@@ -115,7 +115,8 @@ def push_preset(page, values: dict[str, str], locks: list[str], select: dict | N
         form.get_by_label(label, exact=True).click()   # a selectbox: open it, pick the option
         page.get_by_role("option", name=option, exact=True).click()
     for label in locks:
-        box = form.get_by_role("checkbox", name=EN("classroom.preset.lock", knob=label))
+        box = form.get_by_role("checkbox", name=EN("classroom.preset.lock", knob=label),
+                               exact=True)   # "Lock Learning rate" is no "... rate schedule"
         if not box.is_checked():
             box.check(force=True)
     form.get_by_role("button", name=EN("classroom.preset.push"), exact=True).click()
@@ -205,12 +206,28 @@ def board_nicknames(page, which_label: str) -> list[str]:
     return [c for c in table.locator("tbody td").all_inner_texts() if c in names]
 
 
+def board_button(page, key: str):
+    """A button of the live board, once its polling fragment has finished drawing it (see
+    run_picker)."""
+    button = main(page).get_by_role("button", name=EN(key), exact=True)
+    expect(button).to_have_count(1, timeout=60_000)
+    return button
+
+
+def run_picker(page):
+    """The board's run picker, once the polling fragment has finished drawing it: while it
+    reruns, the browser can briefly hold the old picker beside the new one."""
+    pick = main(page).get_by_label(EN("classroom.board.pick"), exact=True)
+    expect(pick).to_have_count(1, timeout=60_000)
+    return pick
+
+
 def board_runs(page) -> list[str]:
     """The nicknames of the runs on the live board, from its run picker (the board itself is
     drawn on a canvas): one per run, newest first."""
-    pick = main(page).get_by_label(EN("classroom.board.pick"), exact=True)
-    if not pick.count():
+    if not main(page).get_by_label(EN("classroom.board.pick"), exact=True).count():
         return []
+    pick = run_picker(page)
     pick.click()
     options = page.get_by_role("option").all_inner_texts()
     page.keyboard.press("Escape")
@@ -333,21 +350,20 @@ def story(server, url, teacher, students):
 
     # -- the instructor cancels Cy's run (queued behind the others on the one CPU slot)
     cy_run = next(r for r in store(server).list_runs(session=sid_of(cy)))
-    pick = main(teacher).get_by_label(EN("classroom.board.pick"), exact=True)
-    pick.click()
+    run_picker(teacher).click()
     teacher.get_by_role("option", name=re.compile(r"^Cy · ")).click()
-    main(teacher).get_by_role("button", name=EN("classroom.board.cancel"), exact=True).click()
+    board_button(teacher, "classroom.board.cancel").click()
     wait_on_progress(lambda: store(server).get(cy_run.id).status == "cancelled",
                      lambda: store(server).get(cy_run.id).status, page=teacher)
     cy.get_by_text(EN("train.cancelled_queued")).or_(
         cy.get_by_text(re.compile(r"^Stopped after \d+ of"))).first.wait_for()
 
     # -- pin Ana's run: the presenter view shows its chart large
-    pick.click()
+    run_picker(teacher).click()
     teacher.get_by_role("option", name=re.compile(r"^Ana · ")).click()
-    main(teacher).get_by_role("button", name=EN("classroom.board.pin"), exact=True).click()
+    board_button(teacher, "classroom.board.pin").click()
     main(teacher).get_by_text(EN("classroom.board.pinned", nickname="Ana")).wait_for()
-    main(teacher).get_by_role("button", name=EN("classroom.presenter.open"), exact=True).click()
+    board_button(teacher, "classroom.presenter.open").click()
     # no settle(): the presenter's fragment polls, and on a loaded machine it is busy often
     main(teacher).get_by_text(EN("classroom.presenter.heading", nickname="Ana")).wait_for()
 
