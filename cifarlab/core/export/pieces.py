@@ -298,6 +298,17 @@ def fill(code: str, parts: dict[str, str], hooks: dict[str, str] | None = None) 
     return text
 
 
+def conv_code(spec, cin: int, cout: int, i: int) -> str:
+    """``nn.Conv2d(...)`` for conv ``i`` of a ModelSpec, naming only what differs from the
+    defaults (as the tutorial writes ``nn.Conv2d(3, 6, 5)``)."""
+    args = [str(cin), str(cout), str(spec.kernels[i])]
+    if spec.strides[i] != 1:
+        args.append(f"stride={spec.strides[i]}")
+    if spec.paddings[i] != 0:
+        args.append(f"padding={spec.paddings[i]}")
+    return f"nn.Conv2d({', '.join(args)})"
+
+
 def net_source(config: TrainConfig) -> str:
     """``class Net`` as the tutorial writes it, or with the run's ModelSpec (fc1's input size
     from the shape trace). ShapeError if the network does not fit a 32×32 image."""
@@ -317,12 +328,7 @@ def net_source(config: TrainConfig) -> str:
     p = spec.pool
 
     def conv(cin: int, cout: int, i: int) -> str:
-        args = [str(cin), str(cout), str(spec.kernels[i])]
-        if spec.strides[i] != 1:
-            args.append(f"stride={spec.strides[i]}")
-        if spec.paddings[i] != 0:
-            args.append(f"padding={spec.paddings[i]}")
-        return f"nn.Conv2d({', '.join(args)})"
+        return conv_code(spec, cin, cout, i)
 
     size = f"{c} * {h} * {w}"
     return f'''\

@@ -12,6 +12,7 @@ run (tests/test_speed.py checks it on a tiny one).
 from __future__ import annotations
 
 from cifarlab.core.config import ModelSpec, TrainConfig
+from cifarlab.core.export.pieces import conv_code
 from cifarlab.core.shapes import trace_spec
 
 AUGMENT_CLASS = '''\
@@ -105,12 +106,7 @@ def net_source(spec: ModelSpec) -> str:
     blocks = [("1", c1), ("2", c2)] + ([("3", c3)] if spec.conv3 else [])
 
     def conv(cin: int, cout: int, i: int) -> str:
-        args = [str(cin), str(cout), str(spec.kernels[i])]
-        if spec.strides[i] != 1:
-            args.append(f"stride={spec.strides[i]}")
-        if spec.paddings[i] != 0:
-            args.append(f"padding={spec.paddings[i]}")
-        return f"nn.Conv2d({', '.join(args)})"
+        return conv_code(spec, cin, cout, i)
 
     init = [f"self.conv1 = {conv(3, c1, 0)}", f"self.pool = nn.MaxPool2d({spec.pool}, {spec.pool})",
             f"self.conv2 = {conv(c1, c2, 1)}"]
