@@ -54,7 +54,8 @@ def _names_called(source: str) -> set[str]:
     return {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
 
 
-def _saved(tmp_path, name: str, config: TrainConfig = TrainConfig(device="cpu")):
+def _saved(tmp_path, name: str):
+    config = TrainConfig(device="cpu")
     path = tmp_path / f"{name}.pth"
     checkpoint.save(path, LabNet(config.model), config, CIFAR10_CLASSES, {"test_accuracy": 0.5})
     return path
@@ -96,7 +97,7 @@ def test_a_checkpoints_name_never_becomes_code_in_the_notebook(tmp_path, capsys,
             cells.append(code_cells(out.read_text()))
     capsys.readouterr()
     assert len(cells[0]) == len(cells[1]) > 10
-    for ours, plain in zip(*cells):
+    for ours, plain in zip(*cells, strict=True):
         assert code_tokens(ours) == code_tokens(plain), ours[:300]
         assert "__import__" not in _names_called(ours)
 
@@ -121,7 +122,7 @@ def test_the_runs_pages_zip_keeps_a_hostile_run_name_out_of_code_and_markup():
     _assert_shown_as_text(card, plain_card)
     assert len(markdown) == len(plain_markdown)
     _assert_shown_as_text(markdown[0], plain_markdown[0])   # the title names the run
-    for ours, theirs in zip(markdown, plain_markdown):
+    for ours, theirs in zip(markdown, plain_markdown, strict=True):
         assert _markup(ours) == _markup(theirs)
 
 
@@ -276,7 +277,8 @@ def test_the_templates_let_a_value_in_only_through_the_three_filters():
 
     assert render("x = {{ v|py }}  # {{ v|comment }}", v="a\u2028b\"\n") == \
         "x = 'a\\u2028b\"\\n'  # a b\""
-    assert render("self.{{ v|ident }} = {{ n|py(4) }}", v="conv1", n=[1, 2]) == "self.conv1 = [1, 2]"
+    assert render("self.{{ v|ident }} = {{ n|py(4) }}", v="conv1", n=[1, 2]) == \
+        "self.conv1 = [1, 2]"
     for source, values in [("{{ v }}", {"v": "os.system('x')"}), ("{{ v ~ '' }}", {"v": 1}),
                            ("{{ v|py }}", {"v": float("nan")}), ("{{ v|ident }}", {"v": "a b"}),
                            ("{{ v|ident }}", {"v": "import"}), ("{{ v|py }}", {"v": object()})]:
@@ -381,6 +383,7 @@ def test_the_export_package_has_no_import_circle():
 
     root = Path(__file__).resolve().parents[1] / "cifarlab"
     graph = _import_graph(root)
+    assert "cifarlab.core.export" in graph and len(graph) > 50
     ours = [c for c in _circles(graph)
             if any(m.startswith(("cifarlab.core.export", "cifarlab.core.safe_text")) for m in c)]
     assert not ours, ours

@@ -8,6 +8,7 @@ for where it is written: one line of a comment or message, Markdown, a CSV cell.
 """
 from __future__ import annotations
 
+import csv
 import re
 from typing import Any
 
@@ -49,18 +50,18 @@ def csv_value(cell: Any) -> Any:
     return cell
 
 
-def csv_writer(out, **kwargs):
-    """``csv.writer(out, **kwargs)`` whose rows go through ``csv_cell``, cell by cell."""
-    import csv
+def csv_writer(out, **kwargs) -> "_CellWriter":
+    """``csv.writer(out, **kwargs)`` whose every cell goes through ``csv_cell``."""
+    return _CellWriter(csv.writer(out, **kwargs))
 
-    writer = csv.writer(out, **kwargs)
 
-    class _Writer:
-        def writerow(self, row):
-            return writer.writerow([csv_cell(v) for v in row])
+class _CellWriter:
+    def __init__(self, writer):
+        self._writer = writer
 
-        def writerows(self, rows):
-            for row in rows:
-                self.writerow(row)
+    def writerow(self, row):
+        return self._writer.writerow([csv_cell(v) for v in row])
 
-    return _Writer()
+    def writerows(self, rows):
+        for row in rows:
+            self.writerow(row)

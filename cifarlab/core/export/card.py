@@ -30,7 +30,8 @@ def model_card(record: RunRecord, lang: str = i18n.DEFAULT, notebook: str = "cif
 
     c = record.config
     res = record.results
-    out = [t("title", name=md_escape(record.label)), "", t("summary", date=record.date, url=TUTORIAL_URL), ""]
+    out = [t("title", name=md_escape(record.label)), "",
+           t("summary", date=record.date, url=TUTORIAL_URL), ""]
 
     out += [t("files_title"), ""]
     logs_key = "file_logs" if record.step_losses() is not None else "file_logs_epochs"

@@ -54,6 +54,9 @@ _CELL = re.compile(r"^ *# %% (\w+)\n", re.M)
 TEMPLATES = Path(__file__).with_name("templates")
 
 
+_NOTHING = object()
+
+
 class Code(str):
     """Text that may go into the code: made only by the filters below."""
 
@@ -74,10 +77,10 @@ def py(value: Any, indent: int | None = None) -> Code:
         text = pprint.pformat(value, width=95 - indent, sort_dicts=False)
         text = text.replace("\n", "\n" + " " * indent)
     try:
-        same = ast.literal_eval(text) == value and type(ast.literal_eval(text)) is type(value)
+        back = ast.literal_eval(text)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        same = False
-    if not same:
+        back = _NOTHING
+    if type(back) is not type(value) or back != value:
         raise TypeError(f"no Python literal for {type(value).__name__} {text[:60]}")
     return Code(text)
 
@@ -133,7 +136,7 @@ def split_cells(text: str) -> list[tuple[str, str]]:
     """The ``# %% name`` cells of rendered code, as (name, code), each dedented."""
     parts = _CELL.split(text)
     return [(name, textwrap.dedent(body).strip("\n")) for name, body in
-            zip(parts[1::2], parts[2::2])]
+            zip(parts[1::2], parts[2::2], strict=True)]
 
 
 def settings_block(config: TrainConfig) -> str:
