@@ -21,6 +21,7 @@ import sys
 from cifarlab import i18n
 from cifarlab.core.config import (CIFAR10_CLASSES, TUTORIAL_SHORT_NAMES, ModelSpec, TrainConfig,
                                   knobs)
+from cifarlab.core.safe_text import one_line
 from cifarlab.errors import CifarLabError, ConfigError
 
 EXIT_BAD_INPUT = 2
@@ -274,10 +275,10 @@ def cmd_export(args) -> int:
     # a file from this machine's own command line: no upload budget on its size
     cp = ckpt.load(args.checkpoint, map_location="cpu", max_params=None)
     path = write_export(cp, args.output, name=args.checkpoint, lang=args.lang)
-    how = {".py": f"run it with python {path.name} [DATA]",
+    how = {".py": f"run it with python {one_line(path.name)} [DATA]",
            ".ipynb": "open it in Jupyter or Colab and run every cell",
            ".zip": "unzip it: README.md says what it holds"}[path.suffix.lower()]
-    print(f"wrote {path} ({cp.config.describe()}): {how}")
+    print(f"wrote {one_line(path)} ({cp.config.describe()}): {how}")
     return 0
 
 
@@ -316,8 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print("error: " + " ".join(f"{k}: {v}" for k, v in err.errors.items()), file=sys.stderr)
         return EXIT_BAD_INPUT
-    except CifarLabError as err:
-        print(f"error: {err}", file=sys.stderr)
+    except CifarLabError as err:   # one line, even where a file's name holds a line break
+        print(f"error: {one_line(err)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

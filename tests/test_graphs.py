@@ -20,7 +20,7 @@ from cifarlab.core import graphs
 from cifarlab.core.checkpoint import load, save
 from cifarlab.core.config import CIFAR10_CLASSES, TrainConfig, validate
 from cifarlab.core.data import CifarData
-from cifarlab.core.export import pieces
+from cifarlab.core.export.render import split_cells
 from cifarlab.core.export.script import export_script
 from cifarlab.core.model import Net
 from cifarlab.core.train import train
@@ -135,7 +135,7 @@ def test_the_exported_script_carries_the_option_and_falls_back_like_the_app(caps
     assert "CUDA_GRAPHS = False" in export_script(TrainConfig())
     # the script's GraphedStep on a machine without CUDA: every step runs as written
     scope = {"torch": torch, "device": torch.device("cpu")}
-    exec(pieces.GRAPHS, scope)
+    exec(dict(split_cells(text))["graphs"], scope)   # the script's own class GraphedStep
     torch.manual_seed(0)
     net = Net()
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)

@@ -1,7 +1,8 @@
 """Take a run home: the plain-PyTorch script that repeats it (``script``), the same code as a
 Jupyter notebook with explanations in the student's language (``notebook``), its TensorBoard
 logs (``tensorboard``), a model card (``card``), and all of them with the weights in one zip
-(``bundle``). ``pieces`` holds the code, once, for the script and the notebook.
+(``bundle``). The code is one template, ``templates/run.py.j2`` (``render``), for the script
+and the notebook; no submodule imports from this package, only from its siblings.
 
 Repeating, not resembling: ``torch.manual_seed(SEED)`` right before building the network gives
 the same initial weights; the subset is the same images (``core.data.subset_indices``); each
@@ -16,11 +17,11 @@ the last bits from run to run.
     bundle_bytes(record, lang="pt")             # the zip, in memory (the Runs page)
     write_export(checkpoint, "run.zip")         # the command line: the format follows the suffix
 """
-from cifarlab.core.export.pieces import TUTORIAL_URL
 from cifarlab.core.export.record import RunRecord
-from cifarlab.core.export.script import (CONSTANT_NAMES, DEFAULT_NAME, checkpoint_note,
-                                         constant_name, export_checkpoint, export_script,
-                                         settings_block, write_script)
+from cifarlab.core.export.render import (CONSTANT_NAMES, DEFAULT_NAME, TUTORIAL_URL,
+                                         constant_name, settings_block)
+from cifarlab.core.export.script import (checkpoint_note, export_checkpoint, export_script,
+                                         write_script)
 
 # The notebook, logs and bundle load nbformat and tensorboard: only when one is asked for.
 _LAZY = {"build_notebook": "notebook", "notebook_json": "notebook", "model_card": "card",

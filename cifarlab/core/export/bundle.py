@@ -23,11 +23,10 @@ import torch
 from cifarlab import i18n
 from cifarlab.core.export.card import model_card
 from cifarlab.core.export.notebook import notebook_json
-from cifarlab.core.export.record import RunRecord
+from cifarlab.core.export.record import RunRecord, export_error
 from cifarlab.core.export.script import (check_output, checkpoint_note, export_script,
                                          write_output)
 from cifarlab.core.export.tensorboard import log_files
-from cifarlab.errors import CifarLabError
 
 FORMATS = (".py", ".ipynb", ".zip")
 LOGS = "runs"
@@ -79,14 +78,12 @@ def write_export(checkpoint, path: str | os.PathLike, name: str | None = None,
     CifarLabError ``export.unknown_format`` for another suffix, ``export.weights_only`` for the
     tutorial's plain state_dict, and ``export.is_folder`` / ``no_folder`` / ``cannot_write``.
     """
-    if Path(path).expanduser().is_dir():
-        check_output(path)           # export.is_folder, naming a file to write in it
     suffix = Path(path).suffix.lower()
+    # export.is_folder (naming a file to write in it), no_folder, cannot_write
+    path = check_output(path, f"cifar_run{suffix if suffix in FORMATS else '.py'}")
     if suffix not in FORMATS:
-        raise CifarLabError("export.unknown_format", field="output", path=str(path),
-                            suffix=suffix or "(none)", known=", ".join(FORMATS))
-    default = {".py": "cifar_run.py", ".ipynb": "cifar_run.ipynb", ".zip": "cifar_run.zip"}
-    path = check_output(path, default[suffix])
+        raise export_error("export.unknown_format", path=path, suffix=suffix or "(none)",
+                           known=", ".join(FORMATS))
     record = RunRecord.from_checkpoint(checkpoint, name)
     if suffix == ".py":
         data: str | bytes = export_script(record.config, checkpoint_note(checkpoint, name),

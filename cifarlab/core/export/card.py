@@ -9,10 +9,10 @@ from __future__ import annotations
 import math
 
 from cifarlab import i18n
-from cifarlab.core.config import knobs
-from cifarlab.core.export.notebook import short_class_names
-from cifarlab.core.export.pieces import TUTORIAL_URL
+from cifarlab.core.config import CIFAR10_CLASSES, TUTORIAL_SHORT_NAMES, knobs
 from cifarlab.core.export.record import RunRecord
+from cifarlab.core.export.render import TUTORIAL_URL
+from cifarlab.core.safe_text import md_escape
 
 # what the environment table shows, in this order: (key of core.devices.environment(), label)
 ENV_ROWS = (("torch", "PyTorch"), ("torchvision", "torchvision"), ("python", "Python"),
@@ -30,7 +30,8 @@ def model_card(record: RunRecord, lang: str = i18n.DEFAULT, notebook: str = "cif
 
     c = record.config
     res = record.results
-    out = [t("title", name=record.label), "", t("summary", date=record.date, url=TUTORIAL_URL), ""]
+    out = [t("title", name=md_escape(record.label)), "",
+           t("summary", date=record.date, url=TUTORIAL_URL), ""]
 
     out += [t("files_title"), ""]
     logs_key = "file_logs" if record.step_losses() is not None else "file_logs_epochs"
@@ -50,17 +51,19 @@ def model_card(record: RunRecord, lang: str = i18n.DEFAULT, notebook: str = "cif
     acc = record.accuracy
     out += [t("accuracy", acc=acc) if acc is not None else t("no_accuracy"), ""]
     if _number(res.get("steps")) and _number(res.get("train_seconds")):
-        device = res.get("device_name") or res.get("device") or c.device
+        device = md_escape(res.get("device_name") or res.get("device") or c.device)
         out += [t("training", steps=int(res["steps"]), seconds=float(res["train_seconds"]),
                   ips=float(res.get("images_per_second") or 0.0), device=device), ""]
     per_class = res.get("per_class_accuracy") or {}
     if per_class:
-        names = dict(zip(per_class, short_class_names(per_class)))
         out += [f"| {t('class_col')} | {t('accuracy_col')} |", "|---|---:|"]
         for cls, value in per_class.items():
-            shown = i18n.t(f"classes.{cls}", lang) if f"classes.{cls}" in i18n.catalog(lang) \
-                else cls
-            out.append(f"| {shown} (`{names[cls]}`) | {_pct(value, lang)} |")
+            if cls in CIFAR10_CLASSES:   # its name in the language, and the tutorial's
+                shown = (f"{i18n.t(f'classes.{cls}', lang)} "
+                         f"(`{TUTORIAL_SHORT_NAMES[CIFAR10_CLASSES.index(cls)]}`)")
+            else:
+                shown = md_escape(cls)
+            out.append(f"| {shown} | {_pct(value, lang)} |")
         out.append("")
     epochs = [e for e in res.get("epochs") or [] if isinstance(e, dict)]
     if epochs:
@@ -68,7 +71,7 @@ def model_card(record: RunRecord, lang: str = i18n.DEFAULT, notebook: str = "cif
                 "|---:|---:|---:|"]
         for e in epochs:
             loss = e.get("mean_loss")
-            out.append(f"| {e.get('epoch')} | "
+            out.append(f"| {md_escape(e.get('epoch'))} | "
                        f"{i18n.number(loss, lang, 4) if _number(loss) else '–'} | "
                        f"{_pct(e.get('accuracy'), lang)} |")
         out.append("")

@@ -16,6 +16,8 @@ from typing import Mapping, Sequence
 import torch
 
 from cifarlab.core.config import TrainConfig
+from cifarlab.core.safe_text import one_line
+from cifarlab.errors import CifarLabError
 
 
 @dataclass
@@ -35,8 +37,6 @@ class RunRecord:
     def from_checkpoint(cls, ckpt, name: str | None = None) -> "RunRecord":
         """A loaded checkpoint's run (``core.checkpoint.load``); ``export.weights_only`` for
         the tutorial's plain state_dict, which holds no run."""
-        from cifarlab.core.export.script import require_run
-
         require_run(ckpt, name)
         stem = Path(name).stem if name else ""
         results = dict(ckpt.results or {})
@@ -102,3 +102,17 @@ def run_slug(name: str | None, run_id: str | None) -> str:
 
 def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def require_run(checkpoint, name: str | None = None) -> None:
+    """A plain state_dict (the tutorial's own ``cifar_net.pth``) holds no run settings:
+    CifarLabError ``export.weights_only``."""
+    if getattr(checkpoint, "plain", False):
+        raise export_error("export.weights_only", field="checkpoint",
+                           name=Path(name).name if name else "")
+
+
+def export_error(code: str, field: str = "output", **params) -> CifarLabError:
+    """An export's error, each of its parameters (paths, names) on one line: the command line
+    prints it as one."""
+    return CifarLabError(code, field=field, **{k: one_line(v) for k, v in params.items()})

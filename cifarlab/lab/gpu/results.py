@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cifarlab.core.config import PIPELINES
+from cifarlab.core.safe_text import csv_cell, csv_value
 from cifarlab.errors import CifarLabError, DataError, UploadError
 from cifarlab.lab.gpu.config import DEVICE_RE
 
@@ -179,7 +180,8 @@ class SweepResult:
         meta = {k: v for k, v in self.to_dict().items() if k != "rows"}
         buf = io.StringIO()
         buf.write(f"# {FORMAT} {json.dumps(meta, allow_nan=False)}\n")
-        frame(self.rows, COLUMNS).to_csv(buf, index=False, lineterminator="\n")
+        rows = [{c: csv_cell(v) for c, v in r.items()} for r in self.rows]  # text, no formula
+        frame(rows, COLUMNS).to_csv(buf, index=False, lineterminator="\n")
         text = buf.getvalue()
         if path is not None:
             _write(path, text)
@@ -216,7 +218,8 @@ class SweepResult:
                              keep_default_na=False, na_values=[""])
         except (pd.errors.ParserError, ValueError, TypeError):
             raise DataError("gpu.bad_value", source=source) from None
-        rows = records(df.reindex(columns=list(COLUMNS)), COLUMNS)
+        rows = [{c: csv_value(v) for c, v in r.items()}
+                for r in records(df.reindex(columns=list(COLUMNS)), COLUMNS)]
         if isinstance(meta, dict):
             meta["rows"] = rows
             if not meta.get("host") and rows:

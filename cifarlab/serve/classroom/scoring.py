@@ -12,12 +12,12 @@ submitted in the class while the challenge was open, finished ``done`` and kept 
 """
 from __future__ import annotations
 
-import csv
 import io
 import json
 import math
 from typing import Any
 
+from cifarlab.core.safe_text import csv_writer
 from cifarlab.serve.classroom.model import BoardRow, Challenge, LeaderRow, finite_or_none
 from cifarlab.serve.schema import Database
 
@@ -70,7 +70,7 @@ def leaderboard(db: Database, code: str, challenge: Challenge, which: str,
 def as_csv(rows: list[LeaderRow], which: str, kind: str) -> str:
     """The board as CSV (comma-separated, a header row; accuracy 0..1, seconds as numbers)."""
     out = io.StringIO()
-    w = csv.writer(out, lineterminator="\n")
+    w = csv_writer(out, lineterminator="\n")   # a nickname such as =HYPERLINK(...) stays text
     w.writerow(["board", "goal", "rank", "nickname", "score", "accuracy", "train_seconds",
                 "finished_at", "person", "run_id"])
     for r in rows:

@@ -1,0 +1,199 @@
+"""The code that repeats a run, from one template (``templates/run.py.j2``): rendered for the
+script, or, with ``notebook=``, for the notebook, whose cells are the template's ``# %% name``
+cells (``split_cells``). The script's part that trains sits under ``if __name__ ==
+'__main__':``; the notebook's cells are dedented.
+
+    text = render(config, notes=["CIFAR Lab run 3f2a…"], script_name="run.py")
+    cells = split_cells(render(config, notebook=extras))     # [("imports", "import os\\n…"), …]
+
+How no text of a user's can become code: the templates are ours, the values are not. Jinja
+runs with autoescape off (its escaping is HTML's, wrong for Python) and ``StrictUndefined``,
+and its ``finalize`` lets out only ``Code``, which only three filters make, each safe by
+construction:
+
+- ``py``: a Python literal (``repr``, or ``pprint`` for long ones), refused unless
+  ``ast.literal_eval`` reads it back as the same value;
+- ``comment``: text for after a ``#`` on one line (``safe_text.one_line``: every line break
+  and control character removed);
+- ``ident``: a Python identifier, checked.
+
+Jinja's own filters are taken away, so ``{{ value }}`` without one of these, a ``~`` join or a
+macro's output stops the rendering with a TypeError instead of writing text into code. A
+sandbox would guard against untrusted templates, which we do not have; here the danger is
+data, and the filters are where data enters.
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import datetime as _dt
+import keyword
+import pprint
+import re
+import textwrap
+from pathlib import Path
+from typing import Any, Iterable
+
+import jinja2
+
+from cifarlab import i18n
+from cifarlab.core.config import ModelSpec, TrainConfig, knobs
+from cifarlab.core.safe_text import one_line
+from cifarlab.core.shapes import trace_spec
+
+TUTORIAL_URL = "https://pytorch.org/tutorials/beginner/blitz/cifar10_tutorial.html"
+DEFAULT_NAME = "cifar_run.py"
+# The tutorial's own names for its constants; every other field is written as NAME.upper()
+CONSTANT_NAMES = {"lr": "LEARNING_RATE"}
+# Fields the code does not read are written down all the same, and marked as not used
+USED = {"epochs", "lr", "momentum", "batch_size", "num_workers", "device", "pipeline", "seed",
+        "train_subset", "shuffle", "model", "log_every", "cuda_graphs", "net", "augment",
+        "label_smoothing", "nesterov", "weight_decay", "schedule", "tta"}
+_MODEL_NOTE = "The network's shape (written out as class Net below: edit Net to change it)."
+_CELL = re.compile(r"^ *# %% (\w+)\n", re.M)
+TEMPLATES = Path(__file__).with_name("templates")
+
+
+_NOTHING = object()
+
+
+class Code(str):
+    """Text that may go into the code: made only by the filters below."""
+
+
+def _defined(value: Any) -> Any:
+    if isinstance(value, jinja2.Undefined):
+        value._fail_with_undefined_error()
+    return value
+
+
+def py(value: Any, indent: int | None = None) -> Code:
+    """``value`` as a Python literal; with ``indent``, wrapped to 95 columns for a line that
+    starts ``indent`` characters in."""
+    value = _defined(value)
+    if indent is None:
+        text = repr(value)
+    else:
+        text = pprint.pformat(value, width=95 - indent, sort_dicts=False)
+        text = text.replace("\n", "\n" + " " * indent)
+    try:
+        back = ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        back = _NOTHING
+    if type(back) is not type(value) or back != value:
+        raise TypeError(f"no Python literal for {type(value).__name__} {text[:60]}")
+    return Code(text)
+
+
+def comment(text: Any) -> Code:
+    """``text`` on one line, for after a ``#``."""
+    return Code(one_line(_defined(text)))
+
+
+def ident(name: Any) -> Code:
+    name = _defined(name)
+    if not (isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name)):
+        raise TypeError(f"not a Python name: {name!r:.60}")
+    return Code(name)
+
+
+def _only_code(value: Any) -> Code:
+    if type(value) is Code:
+        return value
+    raise TypeError(f"a template wrote {type(value).__name__} {str(value)[:60]!r} without a "
+                    "filter: use |py, |comment or |ident")
+
+
+_ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=False,
+                          undefined=jinja2.StrictUndefined, finalize=_only_code,
+                          trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+_ENV.filters = {"py": py, "comment": comment, "ident": ident}
+
+
+def constant_name(field_name: str) -> str:
+    """The script's constant for a config field: the tutorial's name, else NAME.upper()."""
+    return CONSTANT_NAMES.get(field_name, field_name.upper())
+
+
+def render(config: TrainConfig, notes: Iterable[str] = (), script_name: str = DEFAULT_NAME,
+           notebook: dict | None = None) -> str:
+    """The script (or, with ``notebook``, the notebook's cells) for ``config``'s run. ``notes``:
+    comment lines about where it came from. ``notebook``: ``threads`` (or None), the lab's
+    ``accuracy`` and ``epoch_losses``, ``results_file`` and the printed ``texts``. ShapeError
+    if the network does not fit a 32×32 image."""
+    if not isinstance(config, TrainConfig):
+        raise TypeError("the exported code needs a TrainConfig")
+    net = net_layout(config.model)  # first: a ShapeError before anything else
+    return _ENV.get_template("run.py.j2").render(
+        c=config, net=net, notes=list(notes), script=script_name, notebook=notebook,
+        settings=settings(config), date=_dt.date.today().isoformat(), url=TUTORIAL_URL,
+        describe=textwrap.wrap(f"{config.describe()}, " + (
+            "the tutorial's network" if config.model.is_tutorial else "the network of MODEL"),
+            88))
+
+
+def split_cells(text: str) -> list[tuple[str, str]]:
+    """The ``# %% name`` cells of rendered code, as (name, code), each dedented."""
+    parts = _CELL.split(text)
+    return [(name, textwrap.dedent(body).strip("\n")) for name, body in
+            zip(parts[1::2], parts[2::2], strict=True)]
+
+
+def settings_block(config: TrainConfig) -> str:
+    """One constant per field of the config (in the dataclass's order), each under a comment:
+    its knob's help (English), so a field added to TrainConfig appears here by itself."""
+    return _ENV.get_template("settings.py.j2").render(settings=settings(config)).rstrip("\n")
+
+
+def settings(config: TrainConfig) -> list[dict]:
+    helps = {f.name: i18n.t(f.knob.help, "en") + (
+        " One of: " + ", ".join(map(repr, f.knob.choices)) + "." if f.knob.choices else "")
+        for f in knobs(type(config))}
+    helps.setdefault("model", _MODEL_NOTE)
+    out = []
+    for f in dataclasses.fields(config):
+        name, value = constant_name(f.name), getattr(config, f.name)
+        value = value.to_dict() if hasattr(value, "to_dict") else value
+        try:
+            py(value)
+        except TypeError:   # something without a literal: write its text
+            value = str(value)
+        help_text = helps.get(f.name, "")
+        if f.name not in USED:
+            help_text = (help_text + " " if help_text else "") + (
+                "(A CIFAR Lab setting that this script does not use.)")
+        out.append({"name": name, "value": value, "indent": len(name) + 3,
+                    "help": textwrap.wrap(help_text, 93)})
+    return out
+
+
+def net_layout(spec: ModelSpec) -> dict:
+    """What ``class Net`` is made of, in ``core.model.Net``'s order of creation (the same
+    initial weights from the same seed): its modules, its forward steps and fc1's input
+    (the shape trace's; ShapeError if some layer does not fit)."""
+    flat = next(t for t in trace_spec(spec) if t.kind == "flatten")
+    (c1, c2), (h1, h2) = spec.scaled_channels(), spec.scaled_hidden()
+    blocks = [(1, c1), (2, c2)] + ([(3, spec.conv3 * spec.width)] if spec.conv3 else [])
+    modules = [_conv("conv1", 3, c1, spec.kernels[0], spec.strides[0], spec.paddings[0]),
+               {"kind": "pool", "size": spec.pool},
+               _conv("conv2", c1, c2, spec.kernels[1], spec.strides[1], spec.paddings[1])]
+    forward = []
+    for i, ch in blocks:
+        if i == 3:
+            modules.append(_conv("conv3", c2, ch, 3, 1, 1))
+        for suffix in ("", "b")[:spec.block_convs]:
+            if suffix:
+                modules.append(_conv(f"conv{i}b", ch, ch, 3, 1, 1))
+            if spec.batch_norm:
+                modules.append({"kind": "bn", "name": f"bn{i}{suffix}", "channels": ch})
+            forward.append({"conv": f"conv{i}{suffix}", "pool": False,
+                            "bn": f"bn{i}{suffix}" if spec.batch_norm else None})
+        forward[-1]["pool"] = True
+    c, h, w = flat.in_shape
+    return {"spec": spec, "modules": modules, "forward": forward, "hidden": (h1, h2),
+            "flat": (c, h, w), "numbers": f"{flat.out_shape[0]:,}"}
+
+
+def _conv(name: str, cin: int, cout: int, kernel: int, stride: int, padding: int) -> dict:
+    return {"kind": "conv", "name": name, "cin": cin, "cout": cout, "kernel": kernel,
+            "stride": stride, "padding": padding}

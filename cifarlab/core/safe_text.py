@@ -1,0 +1,67 @@
+"""Text that came from a user (a run's name, a nickname, a class name, a file name) made safe
+for where it is written: one line of a comment or message, Markdown, a CSV cell.
+
+    one_line('a\\u2028b\\x00c')     # 'a b c': no line break, control or bidi character left
+    md_escape("**x** <img>")       # '\\*\\*x\\*\\* \\<img\\>': shown as those characters
+    csv_cell("=1+2")               # "'=1+2": text to a spreadsheet, never a formula
+    csv_value("'=1+2")             # '=1+2': what csv_cell wrote, read back
+"""
+from __future__ import annotations
+
+import csv
+import re
+from typing import Any
+
+# Every ASCII character that means something in Markdown (CommonMark, GitHub's tables and
+# strikethrough, Jupyter's $math$, Streamlit's :colour[...] and :icon:): a backslash before
+# any ASCII punctuation shows the character itself, and escaping < and & keeps out HTML.
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:^=&])")
+# What a spreadsheet may read as the start of a formula (OWASP, CSV injection); a leading
+# apostrophe is escaped too, so that csv_value can undo csv_cell exactly.
+_CSV_TRIGGERS = ("=", "+", "-", "@", "\t", "\r", "'")
+
+
+def one_line(text: Any) -> str:
+    """``text`` as one line of plain characters: every character that is not printable (line
+    and paragraph breaks ``\\n \\r \\x0b \\x0c \\x1c-\\x1e \\x85 \\u2028 \\u2029``, other controls,
+    bidi overrides, NUL) becomes a space, and runs of spaces become one."""
+    return " ".join("".join(ch if ch.isprintable() else " " for ch in str(text)).split())
+
+
+def md_escape(text: Any) -> str:
+    """``text`` as literal characters in Markdown, on one line: no markup, link, image or HTML
+    comes out of it."""
+    return _MD_SPECIAL.sub(r"\\\1", one_line(text))
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV cell that a spreadsheet shows as text: a string starting with ``= + - @``, a tab
+    or a carriage return (or an apostrophe) gets a leading apostrophe. Anything else,
+    numbers included, is returned as it is."""
+    if isinstance(value, str) and value.startswith(_CSV_TRIGGERS):
+        return "'" + value
+    return value
+
+
+def csv_value(cell: Any) -> Any:
+    """The value ``csv_cell`` was given, from the cell it wrote."""
+    if isinstance(cell, str) and cell.startswith("'") and cell[1:].startswith(_CSV_TRIGGERS):
+        return cell[1:]
+    return cell
+
+
+def csv_writer(out, **kwargs) -> "_CellWriter":
+    """``csv.writer(out, **kwargs)`` whose every cell goes through ``csv_cell``."""
+    return _CellWriter(csv.writer(out, **kwargs))
+
+
+class _CellWriter:
+    def __init__(self, writer):
+        self._writer = writer
+
+    def writerow(self, row):
+        return self._writer.writerow([csv_cell(v) for v in row])
+
+    def writerows(self, rows):
+        for row in rows:
+            self.writerow(row)
