@@ -103,6 +103,23 @@ def test_training_keeps_its_results_when_its_checkpoint_cannot_be_written(tmp_pa
     assert list(folder.iterdir()) == []
 
 
+def test_the_command_line_prints_the_results_then_says_the_disk_is_full(tiny_folder, tmp_path,
+                                                                        enospc_on, capsys):
+    from cifarlab.cli import EXIT_BAD_INPUT, main
+
+    out = tmp_path / "out"
+    out.mkdir()
+    enospc_on(out)
+    code = main(["train", "--data", str(tiny_folder), "--epochs", "1", "--batch-size", "4",
+                 "--out", str(out / "net.pth")])
+    printed = capsys.readouterr()
+    assert code == EXIT_BAD_INPUT
+    assert "Accuracy of the network" in printed.out   # the results, then why no weights
+    assert printed.err.strip().splitlines()[-1] == "error: The disk is full: 'net.pth' could " \
+        "not be saved (nothing was written)."
+    assert "Traceback" not in printed.err and list(out.iterdir()) == []
+
+
 # --------------------------------------------------------------------------- a worker's run
 
 def test_a_run_finishing_on_a_full_disk_keeps_its_results(tmp_path, enospc_on, capfd):

@@ -172,7 +172,12 @@ def open_checked(db, init, path: Path, upto: int) -> StoreDamaged | None:
             raise
         db.close()  # the connection to the damaged file
         notice = recover(path, err)
-    init(path, upto)
+    try:
+        init(path, upto)
+    except sqlite3.OperationalError as err:  # the copy fitted, a new file's log did not
+        if disk.is_full(err):
+            raise disk.store_full(err, path) from None
+        raise
     return notice
 
 
