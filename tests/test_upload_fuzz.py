@@ -203,6 +203,7 @@ def _picture(fmt: str) -> bytes:
 PICTURES = {fmt: _picture(fmt) for fmt in ("PNG", "JPEG", "GIF", "BMP", "TIFF", "WEBP")}
 
 
+@pytest.mark.filterwarnings("ignore:Tag data larger than file:UserWarning")  # Pillow, on torn TIFFs
 @FUZZ
 @given(data=st.data())
 def test_fuzz_picture_upload(data):

@@ -3,8 +3,9 @@
 Saved atomically (a temp file in the same folder, fsync, rename), so a crash never leaves a torn
 file under the real name. The file is serialised in memory first (at most 64 MiB) and then
 written, so a full disk is the file system's own ``ENOSPC``, said as ``checkpoint.disk_full``
-(with the path, for the host), not torch's "unexpected pos 15232 vs 15184". Loaded with ``torch.load(..., weights_only=True)``: a file that would
-need arbitrary pickled code to load (a "malicious pickle") is refused. A plain ``state_dict``
+(with the path, for the host), not torch's "unexpected pos 15232 vs 15184". Loaded with
+``torch.load(..., weights_only=True)``: a file that would need arbitrary pickled code to load
+(a "malicious pickle") is refused. A plain ``state_dict``
 saved by the tutorial itself (``torch.save(net.state_dict(), PATH)``) loads too.
 
 Loading never lets a file decide how much memory it costs. A checkpoint may be a student's
@@ -85,7 +86,8 @@ DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 def atomic_write_bytes(path: str | os.PathLike, write) -> Path:
     """Call ``write(fileobj)`` on a temp file beside ``path``, fsync it, then rename it into place.
-    A full disk (or quota) leaves nothing behind and is ``CheckpointError("checkpoint.disk_full")``."""
+    A full disk (or quota) leaves nothing behind and is
+    ``CheckpointError("checkpoint.disk_full")``."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

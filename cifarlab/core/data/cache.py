@@ -17,10 +17,11 @@ Damage that keeps the sizes (labels overwritten, pixels flipped) is caught by co
 ``meta.json`` records a checksum of each decoded array (``digest``), and each copy made from the
 files is checked against it before anyone uses it: about 0.3 s for the 184 MB of CIFAR-10 on a
 quiet 2-core machine, 0.7 s on a very busy one (docs/benchmarks.md §15), paid by the process
-that makes the shared copy (other processes map that checked copy without hashing it again). A cache written without checksums counts as
-damaged and is rebuilt once. The labels are then checked for what a decoded data set always has: every label
-in ``0 .. classes - 1`` and every class present in both splits (``decode`` refuses an empty
-class), so labels all set to one class are damage too.
+that makes the shared copy (other processes map that checked copy without hashing it again).
+A cache written without checksums counts as damaged and is rebuilt once. The labels are then
+checked for what a decoded data set always has: every label in ``0 .. classes - 1`` and every
+class present in both splits (``decode`` refuses an empty class), so labels all set to one
+class are damage too.
 """
 from __future__ import annotations
 
