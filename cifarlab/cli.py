@@ -192,14 +192,22 @@ def cmd_train(args) -> int:
         out = result.summary()
         out["test_accuracy"] = result.eval.accuracy
         print(json.dumps(out))
-        return 0
+        return _weights_saved(result)
     print("Finished Training")
     ev = result.eval
     print_accuracy_lines(ev.per_class_accuracy, ev.accuracy, ev.total)
     print(f"steps={result.steps} train_s={result.train_seconds:.2f} "
           f"steps_per_s={result.steps_per_second:.1f} images_per_s={result.images_per_second:.0f} "
           f"eval_s={ev.seconds:.2f} checkpoint={result.checkpoint}")
-    return 0
+    return _weights_saved(result)
+
+
+def _weights_saved(result) -> int:
+    """0, or (a full disk lost the checkpoint; the results were printed) the error and 2."""
+    if result.checkpoint_error is None:
+        return 0
+    print(f"error: {result.checkpoint_error}", file=sys.stderr)
+    return EXIT_BAD_INPUT
 
 
 def cmd_eval(args) -> int:

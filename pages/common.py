@@ -547,10 +547,15 @@ def queue():
     from cifarlab.serve import queue as jobs
 
     try:
-        return jobs.get_queue()
+        q = jobs.get_queue()
     except CifarLabError as err:
         st.error(err.text(lang()))
         st.stop()
+    notice = q.store_notice()   # the run store was damaged at start and recovered: say so once
+    if notice is not None and not st.session_state.get("store_notice_seen"):
+        st.session_state["store_notice_seen"] = True
+        st.warning(notice.text(lang()), icon=":material/restore:")
+    return q
 
 
 def show_error(err: Exception) -> None:

@@ -548,7 +548,8 @@ def show_run(queue: jobs.JobQueue, sid: str, run) -> None:
     if run.status == "running":
         show_progress(run, prog)
     if run.status in ("failed", "interrupted"):
-        st.error(t("train.failed_reason", reason=run.error or t(f"status.{run.status}")))
+        why = run.error_text(t.lang) or t(f"status.{run.status}")   # in the student's language
+        st.error(t("train.failed_reason", reason=why))
     if run.finished:
         show_result(run, view)
     left, right = st.columns([3, 2])

@@ -1,8 +1,11 @@
 """Checkpoints: the model's ``state_dict`` plus the config, class names and results.
 
 Saved atomically (a temp file in the same folder, fsync, rename), so a crash never leaves a torn
-file under the real name. Loaded with ``torch.load(..., weights_only=True)``: a file that would
-need arbitrary pickled code to load (a "malicious pickle") is refused. A plain ``state_dict``
+file under the real name. The file is serialised in memory first (at most 64 MiB) and then
+written, so a full disk is the file system's own ``ENOSPC``, said as ``checkpoint.disk_full``
+(with the path, for the host), not torch's "unexpected pos 15232 vs 15184". Loaded with
+``torch.load(..., weights_only=True)``: a file that would need arbitrary pickled code to load
+(a "malicious pickle") is refused. A plain ``state_dict``
 saved by the tutorial itself (``torch.save(net.state_dict(), PATH)``) loads too.
 
 Loading never lets a file decide how much memory it costs. A checkpoint may be a student's
@@ -22,6 +25,7 @@ Every refusal is a ``CheckpointError`` with a code (``errors.checkpoint.*``) and
 """
 from __future__ import annotations
 
+import errno
 import io
 import os
 import pickle
@@ -77,24 +81,40 @@ class Checkpoint:
         return net
 
 
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
 def atomic_write_bytes(path: str | os.PathLike, write) -> Path:
-    """Call ``write(fileobj)`` on a temp file beside ``path``, fsync it, then rename it into place."""
+    """Call ``write(fileobj)`` on a temp file beside ``path``, fsync it, then rename it into place.
+    A full disk (or quota) leaves nothing behind and is
+    ``CheckpointError("checkpoint.disk_full")``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:
+        _raise_if_disk_full(err, path)
+        raise
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(err, OSError):
+            _raise_if_disk_full(err, path)
         raise
     return path
+
+
+def _raise_if_disk_full(err: OSError, path: Path) -> None:
+    if err.errno in DISK_FULL_ERRNOS:
+        raise CheckpointError("checkpoint.disk_full", name=path.name, path=str(path)) from err
 
 
 def save(path: str | os.PathLike, model: torch.nn.Module, config: TrainConfig,
@@ -108,14 +128,22 @@ def save(path: str | os.PathLike, model: torch.nn.Module, config: TrainConfig,
         "classes": list(classes),
         "results": _plain(results or {}),
     }
-    return atomic_write_bytes(path, lambda f: torch.save(payload, f))
+    return _save_bytes(path, payload)
 
 
 def save_state_dict(path: str | os.PathLike, model_or_state) -> Path:
     """The tutorial's own format: ``torch.save(net.state_dict(), PATH)``, atomically."""
     state = model_or_state.state_dict() if hasattr(model_or_state, "state_dict") else model_or_state
     state = OrderedDict((k, v.detach().cpu()) for k, v in state.items())
-    return atomic_write_bytes(path, lambda f: torch.save(state, f))
+    return _save_bytes(path, state)
+
+
+def _save_bytes(path: str | os.PathLike, obj) -> Path:
+    """``torch.save(obj)`` into memory, then written atomically: an error while writing is
+    then the file system's own (ENOSPC), never torch's garbled one from inside its zip writer."""
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return atomic_write_bytes(path, lambda f: f.write(buf.getbuffer()))
 
 
 def load(path_or_file, map_location="cpu", max_params: int | None = MAX_UPLOAD_PARAMS,

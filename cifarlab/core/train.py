@@ -30,6 +30,7 @@ from cifarlab.core.devices import device_name, environment, resolve_device, sync
 from cifarlab.core.evaluate import EvalResult, evaluate
 from cifarlab.core.model import Net
 from cifarlab.core.tricks import make_criterion, make_scheduler
+from cifarlab.errors import CheckpointError
 
 FLUSH_SECONDS = 0.25      # how often step losses are read back and sent as an event
 FLUSH_MAX_STEPS = 4096    # ... or after this many steps, whichever comes first
@@ -62,6 +63,8 @@ class TrainResult:
     env: dict = field(default_factory=dict, repr=False)
     checkpoint: str | None = None
     model: nn.Module | None = field(default=None, repr=False)
+    # why the checkpoint could not be written (a full disk): the results above are still whole
+    checkpoint_error: CheckpointError | None = field(default=None, repr=False)
 
     @property
     def images_per_second(self) -> float:
@@ -285,8 +288,13 @@ def train(config: TrainConfig | None = None, data=None,
     if checkpoint_path is not None:
         from cifarlab.core.checkpoint import save
 
-        result.checkpoint = str(save(checkpoint_path, model_cpu, config, data.classes,
-                                     _checkpoint_results(result)))
+        try:
+            result.checkpoint = str(save(checkpoint_path, model_cpu, config, data.classes,
+                                         _checkpoint_results(result)))
+        except CheckpointError as err:
+            if err.code != "checkpoint.disk_full":
+                raise
+            result.checkpoint_error = err  # the weights are lost, never the results
     emit(Event("done", {"cancelled": cancelled, "steps": step, "train_seconds": train_seconds,
                         "images_per_second": result.images_per_second,
                         "accuracy": eval_result.accuracy if eval_result else None,

@@ -36,7 +36,8 @@ import weakref
 
 from cifarlab.core.config import TrainConfig
 from cifarlab.errors import CifarLabError, JobError
-from cifarlab.serve import admission
+from cifarlab.serve import admission, disk
+from cifarlab.serve.backup import Backups
 from cifarlab.serve.executor import job_for, make_executor
 from cifarlab.serve.kinds import (TIMING, TRAIN, register_kind, registered_kinds,  # noqa: F401
                                   target_of)
@@ -81,10 +82,12 @@ class JobQueue:
         self._executor_stopped = False
         self.interrupted = self.store.mark_interrupted_on_start()
         self.store.remove_partial_checkpoints()  # left by workers killed while saving
+        self.backups = Backups(self.store.path, self.settings.backup_interval)
         self._thread = threading.Thread(target=self._loop, name="cifarlab-scheduler",
                                         daemon=True)
         if start:
             self._thread.start()
+            self.backups.start()
         # Runs before multiprocessing's own exit hook (imported above, so registered earlier),
         # which would otherwise wait for every non-daemonic worker to finish its job.
         ref = weakref.ref(self)
@@ -146,6 +149,8 @@ class JobQueue:
                                                     self.train_images())
             admission.check_owner(self.store, owner, image_epochs, self.settings)
             admission.check_queue_room(self.store, self.settings)
+            disk.check_room([self.store.checkpoint_dir, self.store.path.parent],
+                            disk.run_bytes(config))   # refused now, not weights lost later
             run_id = self.store.create_run(session, kind, payload, device, name=name,
                                            exclusive=exclusive, owner=owner,
                                            image_epochs=image_epochs)
@@ -260,6 +265,10 @@ class JobQueue:
 
     def queue_position(self, run_id: str) -> int | None:
         return self.store.queue_position(run_id)
+
+    def store_notice(self) -> CifarLabError | None:
+        """Why the run store was recovered at start (for every student, in words), or None."""
+        return self.store.recovery
 
     def wait_warm(self, timeout: float = 120.0) -> bool:
         """Wait until a spare worker is warm (benchmarks and tests); False if none is wanted
@@ -382,6 +391,7 @@ class JobQueue:
             self._thread.join(timeout + 5.0)  # it stops the executor in its own thread
         elif not self._thread.is_alive():
             self._stop_executor()
+        self.backups.stop()  # the last copy of the run store, with every outcome recorded
 
     def _stop_executor(self) -> None:
         with self._stop_lock:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Iterator
 
 from cifarlab.errors import JobError
+from cifarlab.serve import disk
 
 SCHEMA_VERSION = 3
 BUSY_TIMEOUT_S = 15.0
@@ -194,14 +195,22 @@ class Database:
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction. A full disk is ``JobError("serve.store.disk_full")`` (the
+        transaction rolled back, nothing half-written), not SQLite's English error."""
         conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
         try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:  # SQLite may have rolled it back itself (SQLITE_FULL)
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.OperationalError as err:
+            if disk.is_full(err):
+                raise disk.store_full(err, self.path) from None
             raise
-        conn.execute("COMMIT")
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -212,6 +221,13 @@ class Database:
             yield conn
         finally:
             conn.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close this thread's connection (the next call opens a new one)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
 
     def journal_mode(self) -> str:
         return self._conn().execute("PRAGMA journal_mode").fetchone()[0]

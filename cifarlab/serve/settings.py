@@ -69,6 +69,10 @@ Setting (TOML key)     Environment variable            Default and meaning
 ``heartbeat_timeout``  ``CIFARLAB_HEARTBEAT_TIMEOUT``  ``60`` seconds: a running run whose worker
                                                        has not written a heartbeat for this long
                                                        is marked failed (or interrupted).
+``backup_interval``    ``CIFARLAB_BACKUP_INTERVAL``    ``300`` seconds (at least 10): how often the
+                                                       run store is copied (SQLite's online backup,
+                                                       into ``home/backups``; also at shutdown; the
+                                                       3 newest kept), to recover it if damaged.
 ``worker_nice``        ``CIFARLAB_WORKER_NICE``        ``10`` (0 to 19): how far below the web
                                                        server's priority workers run
                                                        (``os.nice``), so pages stay responsive
@@ -154,6 +158,7 @@ class Settings:
     shared_view: bool = False
     spare_workers: int = 1
     heartbeat_timeout: float = 60.0
+    backup_interval: float = 300.0
     worker_nice: int = 10
     executor: str = "local"
     ray_address: str | None = None
@@ -212,6 +217,7 @@ _FIELDS: dict[str, tuple[str, float | None, float | None]] = {
     "shared_view": ("bool", None, None),
     "spare_workers": ("int", 0, None),
     "heartbeat_timeout": ("float", 5, None),
+    "backup_interval": ("float", 10, None),
     "worker_nice": ("int", 0, 19),
     "executor": ("choice", None, None),
     "ray_address": ("str", None, None),

@@ -7,8 +7,9 @@
     store.get(run_id).status                                  # "queued", "running", "done", ...
 
 The SQLite file (WAL mode, a connection per thread and process, so a ``RunStore`` can be handed
-to another thread or pickled to a worker process), its tables and their migrations are in
-``cifarlab.serve.schema``; ids, statuses and the ``Run`` record in ``cifarlab.serve.runs``.
+to another thread or pickled to a worker process), its tables and migrations are in
+``cifarlab.serve.schema``; ids, statuses, ``Run`` in ``cifarlab.serve.runs``; backups in
+``cifarlab.serve.backup``.
 
 A checkpoint's path is always computed here as ``<checkpoint dir>/<validated id>.pth``.
 """
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from cifarlab.errors import JobError
+from cifarlab.serve.backup import StoreDamaged, open_checked
 from cifarlab.serve.runs import (ACTIVE, FINISHED, RUN_ID_RE, STATUSES, Run, RunEvent, new_run_id,
                                  pid_alive, reason, validate_kind, validate_owner,
                                  validate_run_id, validate_session, validate_statuses)
@@ -43,14 +45,18 @@ def clean_name(name: str | None) -> str | None:
 
 
 class RunStore(Database):
-    """SQLite run store at ``path``; checkpoints in ``checkpoint_dir`` (default: beside it)."""
+    """SQLite run store at ``path``; checkpoints in ``checkpoint_dir`` (default: beside it).
+    A damaged file is moved aside and the store recovered (``cifarlab.serve.backup``):
+    ``recovery`` then says what was lost, in words."""
+
+    recovery: StoreDamaged | None = None
 
     def __init__(self, path: str | os.PathLike, checkpoint_dir: str | os.PathLike | None = None,
                  upto: int = SCHEMA_VERSION):
         path = Path(path).resolve()
         self.checkpoint_dir = (Path(checkpoint_dir) if checkpoint_dir is not None
                                else path.parent / "checkpoints").resolve()
-        super().__init__(path, upto)
+        self.recovery = open_checked(self, super().__init__, path, upto)
 
     # -- paths -------------------------------------------------------------------------------
     def checkpoint_path(self, run_id: str) -> Path:

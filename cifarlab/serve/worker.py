@@ -52,6 +52,8 @@ def run_train_job(payload: dict, ctx: "JobContext") -> dict:
     result = train(config, ctx.data(), on_event=lambda e: ctx.emit(e.kind, e.data),
                    should_stop=ctx.should_stop, checkpoint_path=ctx.checkpoint_path,
                    eval_each_epoch=True)
+    if result.checkpoint_error is not None:
+        ctx.weights_not_saved(result.checkpoint_error)
     return result.summary()
 
 
@@ -69,6 +71,7 @@ class JobContext:
         self.time_limit_s = time_limit_s
         # "cancel" | "server" | "time_limit" once should_stop said so
         self.stop_reason: str | None = None
+        self.weights_error: BaseException | None = None  # the disk was full at the end
         self._data_source = data_source
         self._data = data
         self._data_error = data_error
@@ -121,6 +124,13 @@ class JobContext:
         if steps or events or progress is not None:
             self.store.record(self.run_id, steps=steps, losses=losses, events=events,
                               progress=progress)
+
+    def weights_not_saved(self, err: BaseException) -> None:
+        """The job's checkpoint could not be written (a full disk): its results are kept, and
+        the run ends saying so (``run_job``); the host's log gets the path."""
+        self.weights_error = err
+        print(f"cifarlab worker: run {self.run_id}: the server's disk is full; its checkpoint "
+              f"{self.checkpoint_path} could not be written ({err})", file=sys.stderr, flush=True)
 
     def should_stop(self) -> bool:
         """True once the run was cancelled, ran past its time limit, or the server went away.
@@ -297,6 +307,9 @@ def run_job(fn: Callable[[dict, Any], dict], payload: dict,
             status = "cancelled"
         else:
             status = "done"
+        if getattr(ctx, "weights_error", None) is not None:  # results kept, weights lost
+            status = "failed" if status == "done" else status
+            why = reason("serve.worker.disk_full")
         return status, {"result": result, "env": env, **why}
     except BaseException as err:  # noqa: BLE001 - every failure is recorded, in words
         tb = traceback.format_exc()

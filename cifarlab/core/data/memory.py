@@ -31,6 +31,7 @@ import secrets
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -56,17 +57,27 @@ class Part:
     dtype: np.dtype
 
 
-def attach(folder: Path, stamp: str, parts: dict[str, Part], names) -> dict[str, np.ndarray]:
+def attach(folder: Path, stamp: str, parts: dict[str, Part], names,
+           verify: Callable[[str, np.ndarray], None] | None = None) -> dict[str, np.ndarray]:
     """Read-only arrays ``names`` of the checked cache ``folder`` (``parts``: all of them;
-    ``stamp``: what makes this cache's content unique), shared if possible (see above)."""
+    ``stamp``: what makes this cache's content unique), shared if possible (see above).
+
+    ``verify(name, array)`` raises CacheDamaged when an array is not what was written; it is
+    called on every copy made from the files (each array of a new shared copy, before it is
+    recorded for others; each private read), not on a sealed copy found again (checked by the
+    process that made it, and unchangeable since)."""
+    check = verify or (lambda name, array: None)
     if SHARE:
         try:
-            mapping, offsets = _shared(folder, stamp, parts)
+            mapping, offsets = _shared(folder, stamp, parts, check)
         except (OSError, ValueError) as err:  # no memfd, /proc, seals or room: go private
             log.debug("no shared copy of %s (%s); reading it privately", folder, err)
         else:
             return {n: _view(mapping, offsets[n], parts[n]) for n in names}
-    return {n: _read_private(parts[n]) for n in names}
+    arrays = {n: _read_private(parts[n]) for n in names}
+    for n, array in arrays.items():
+        check(n, array)
+    return arrays
 
 
 def _view(buffer, offset: int, part: Part) -> np.ndarray:
@@ -113,22 +124,28 @@ def _seals() -> int:
     return fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
 
 
-def _shared(folder: Path, stamp: str, parts: dict[str, Part]) -> tuple[_Mapping, dict[str, int]]:
-    """The recorded shared copy if it is still there and right, else a new one (recorded)."""
+def _shared(folder: Path, stamp: str, parts: dict[str, Part],
+            verify: Callable[[str, np.ndarray], None]) -> tuple[_Mapping, dict[str, int]]:
+    """The recorded shared copy if it is still there and right, else a new one, verified and
+    then recorded."""
     if not hasattr(os, "memfd_create"):
         raise OSError("no memfd on this platform")
     offsets, total = _layout(parts)
     record = folder.parent / f"{folder.name}.shared"
     fd = _open_recorded(record, stamp, offsets, total)
+    name = None
     if fd is None:
         fd, name = _make_copy(folder.name, parts, offsets, total)
-        _record(record, fd, name, stamp, offsets, total)
     try:
         mapping = _Mapping(fd, total, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
     except BaseException:
         os.close(fd)
         raise
     weakref.finalize(mapping, os.close, fd)
+    if name is not None:
+        for pname, part in parts.items():
+            verify(pname, _view(mapping, offsets[pname], part))
+        _record(record, fd, name, stamp, offsets, total)
     return mapping, offsets
 
 

@@ -8,14 +8,21 @@ Rows are typed through pandas (nullable dtypes: a point that failed has no figur
 formats, so a value of the wrong kind in a file is refused when it is read. A loaded result is
 marked as recorded elsewhere (host and date), so a classroom without a GPU can show figures
 recorded on one, never taken for its own.
+
+Text from a file is measured before any parser sees it (``check_text``): how deep its JSON
+nests, its longest number, its rows and columns. A file of 200,000 nested brackets or a number
+of millions of digits is refused in words, never a RecursionError or ValueError on the page.
 """
 from __future__ import annotations
 
 import io
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from cifarlab.core.config import PIPELINES
 from cifarlab.core.safe_text import csv_cell, csv_value
@@ -27,8 +34,16 @@ OOM = "out of memory"
 FORMAT = "cifarlab-timing"
 FORMAT_VERSION = 1
 RESULTS_DIR = Path(__file__).resolve().parents[3] / "docs" / "gpu-results"
-MAX_UPLOAD_BYTES = 5 * 2**20   # the server's upload limit (.streamlit/config.toml)
+MAX_UPLOAD_BYTES = 5 * 2**20   # a result file; larger uploads are refused in words
 SUFFIXES = (".json", ".csv")
+# What a result file may cost to parse (a real one nests 4 deep, has numbers of at most ~20
+# digits, a few hundred rows and the columns below)
+MAX_DEPTH = 32
+MAX_DIGITS = 100
+MAX_ROWS = 10_000
+MAX_COLUMNS = 256
+
+log = logging.getLogger("cifarlab.lab.gpu")
 
 # One row per measured point. Types drive the typing of rows read back: int/float may be None
 # (not measured, or the point failed); str is "" when empty; bool is never None.
@@ -84,8 +99,57 @@ def records(df, columns: dict[str, type]) -> list[dict]:
 def _typed(rows: Any, columns: dict[str, type], source: str) -> list[dict]:
     try:
         return records(frame(rows, columns), columns)
-    except (TypeError, ValueError, AttributeError, KeyError):
+    except (TypeError, ValueError, AttributeError, KeyError, OverflowError):
         raise DataError("gpu.bad_value", source=source) from None
+
+
+def _longest_run(mask: np.ndarray) -> int:
+    """The longest run of True in ``mask`` (vectorised: linear, whatever the input)."""
+    if not mask.size:
+        return 0
+    pos = np.arange(1, mask.size + 1, dtype=np.int64)
+    last_false = np.maximum.accumulate(np.where(mask, 0, pos))
+    return int((pos - last_false).max())
+
+
+def json_depth(data: bytes) -> int:
+    """How deep the brackets of JSON text ``data`` nest, not counting those inside strings;
+    linear in its length and nothing parsed, so it can run before ``json.loads``."""
+    b = np.frombuffer(data, np.uint8)
+    if not b.size:
+        return 0
+    pos = np.arange(b.size, dtype=np.int64)
+    slash = b == 0x5C
+    # a quote opens or closes a string unless an odd run of backslashes stands before it
+    last_other = np.maximum.accumulate(np.where(slash, -1, pos))
+    before = np.zeros(b.size, np.int64)
+    before[1:] = pos[:-1] - last_other[:-1]
+    quote = (b == 0x22) & (before % 2 == 0)
+    inside = (np.cumsum(quote, dtype=np.int64) - quote) % 2 == 1
+    opens = ((b == 0x5B) | (b == 0x7B)) & ~inside
+    closes = ((b == 0x5D) | (b == 0x7D)) & ~inside
+    return max(0, int(np.cumsum(opens.astype(np.int64) - closes).max()))
+
+
+def check_text(data: str | bytes, source: str, kind: str) -> bytes:
+    """``data`` as bytes once it is known to be cheap to parse as a result of ``kind``
+    ("json", "csv", or "header": the CSV's JSON first line); DataError otherwise."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+    if len(raw) > MAX_UPLOAD_BYTES:
+        raise UploadError("gpu.upload_too_big", field="upload", name=source,
+                          mb=MAX_UPLOAD_BYTES // 2**20)
+    b = np.frombuffer(raw, np.uint8)
+    if _longest_run((b >= 0x30) & (b <= 0x39)) > MAX_DIGITS:
+        raise DataError("gpu.number_too_long", source=source, digits=MAX_DIGITS)
+    if kind in ("json", "header") and json_depth(raw) > MAX_DEPTH:
+        raise DataError("gpu.too_deep", source=source, depth=MAX_DEPTH)
+    if kind == "csv":
+        first = raw.split(b"\n", 1)[0]
+        if first.count(b",") + 1 > MAX_COLUMNS:
+            raise DataError("gpu.too_many_columns", source=source, limit=MAX_COLUMNS)
+        if raw.count(b"\n") > MAX_ROWS + 1:
+            raise DataError("gpu.too_many_rows", source=source, limit=MAX_ROWS)
+    return raw
 
 
 def check_suffix(path: str | Path) -> Path:
@@ -149,10 +213,15 @@ class SweepResult:
         if not isinstance(d.get("version", 0), int) or d.get("version", 0) > FORMAT_VERSION:
             raise DataError("gpu.newer_format", source=source)
         env, cfg = d.get("environment") or {}, d.get("config") or {}
-        if not isinstance(env, dict) or not isinstance(cfg, dict):
+        rows, breakdowns = d.get("rows") or [], d.get("breakdowns") or []
+        if not (isinstance(env, dict) and isinstance(cfg, dict) and isinstance(rows, list)
+                and isinstance(breakdowns, list)
+                and all(isinstance(r, dict) for r in rows + breakdowns)):
             raise DataError("gpu.bad_value", source=source)
-        return cls(rows=_typed(d.get("rows") or [], COLUMNS, source),
-                   breakdowns=_typed(d.get("breakdowns") or [], BREAKDOWN_COLUMNS, source),
+        if len(rows) + len(breakdowns) > MAX_ROWS:
+            raise DataError("gpu.too_many_rows", source=source, limit=MAX_ROWS)
+        return cls(rows=_typed(rows, COLUMNS, source),
+                   breakdowns=_typed(breakdowns, BREAKDOWN_COLUMNS, source),
                    environment=env, config=cfg, host=str(d.get("host") or ""),
                    recorded_at=str(d.get("recorded_at") or ""),
                    cancelled=bool(d.get("cancelled", False)), source=source)
@@ -169,9 +238,10 @@ class SweepResult:
 
     @classmethod
     def from_json_text(cls, text: str | bytes, source: str = "recorded") -> "SweepResult":
+        raw = check_text(text, source, "json")
         try:
-            d = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            d = json.loads(raw)
+        except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError, ...
             raise DataError("gpu.not_json", source=source) from None
         return cls.from_dict(d, source=source)
 
@@ -203,23 +273,28 @@ class SweepResult:
         meta: dict = {"format": FORMAT}
         if text.startswith(f"# {FORMAT} "):
             first, _, text = text.partition("\n")
+            header = check_text(first[len(FORMAT) + 3:], source, "header")
             try:
-                meta = json.loads(first[len(FORMAT) + 3:])
-            except json.JSONDecodeError:
+                meta = json.loads(header)
+            except (ValueError, RecursionError):
                 raise DataError("gpu.csv_header_damaged", source=source) from None
+        check_text(text, source, "csv")
         try:
             header = pd.read_csv(io.StringIO(text), nrows=0).columns
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError):
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError, OverflowError):
             header = ()
         if not {"device", "batch_size", "width"} <= set(header):
             raise DataError("gpu.csv_no_columns", source=source)
         try:  # typed as it is read: pandas parses floats back exactly
             df = pd.read_csv(io.StringIO(text), dtype={c: _DTYPES[t] for c, t in COLUMNS.items()},
                              keep_default_na=False, na_values=[""])
-        except (pd.errors.ParserError, ValueError, TypeError):
+        except (pd.errors.ParserError, ValueError, TypeError, OverflowError):
             raise DataError("gpu.bad_value", source=source) from None
-        rows = [{c: csv_value(v) for c, v in r.items()}
-                for r in records(df.reindex(columns=list(COLUMNS)), COLUMNS)]
+        try:
+            rows = records(df.reindex(columns=list(COLUMNS)), COLUMNS)
+        except (ValueError, TypeError, OverflowError):  # e.g. a column named twice
+            raise DataError("gpu.bad_value", source=source) from None
+        rows = [{c: csv_value(v) for c, v in r.items()} for r in rows]
         if isinstance(meta, dict):
             meta["rows"] = rows
             if not meta.get("host") and rows:
@@ -246,9 +321,15 @@ def load_upload(name: str, data: bytes) -> SweepResult:
     if len(data) > MAX_UPLOAD_BYTES:
         raise UploadError("gpu.upload_too_big", field="upload", name=name,
                           mb=MAX_UPLOAD_BYTES // 2**20)
-    if Path(name).suffix.lower() == ".json":
-        return SweepResult.from_json_text(data, source=name).check()
-    return SweepResult.from_csv_text(data, source=name).check()
+    try:
+        if Path(name).suffix.lower() == ".json":
+            return SweepResult.from_json_text(data, source=name).check()
+        return SweepResult.from_csv_text(data, source=name).check()
+    except CifarLabError:
+        raise
+    except Exception:  # noqa: BLE001 - a case the checks above missed: words on the page,
+        log.warning("timing upload %r could not be read", name, exc_info=True)  # details here
+        raise DataError("gpu.bad_value", source=name) from None
 
 
 def recordings_stamp(directory: str | Path | None = None) -> tuple:

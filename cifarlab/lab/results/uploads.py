@@ -24,13 +24,16 @@ from cifarlab.core.evaluate import predict
 from cifarlab.errors import CheckpointError, UploadError
 
 # One limit for every file the page accepts: the largest checkpoint (64 MiB, from the parameter
-# budget in core.checkpoint). The uploaders let a file a little over it through, so that our
-# message, in the student's language, refuses it. The server's cap (.streamlit/config.toml
-# server.maxUploadSize) sits 1 MB above the uploaders': it counts the request's framing too, and
-# a file the uploader lets through must never meet a bare "AxiosError 413" from the server.
+# budget in core.checkpoint). Streamlit's uploader refuses a file over its own cap in the
+# browser, in English, and cannot be told otherwise: so the uploaders' cap is Streamlit's own
+# default, 200 MB, far above ours, and a file too large for us reaches our check and is refused
+# in the student's language (a 68.7 MB checkpoint too). The server's cap
+# (.streamlit/config.toml server.maxUploadSize, which the CPU vs GPU page's uploader uses) sits
+# 1 MB above: it counts the request's framing too, so a file the uploader lets through never
+# meets a bare "AxiosError 413" from the server.
 MAX_UPLOAD_BYTES = MAX_CHECKPOINT_BYTES
 MAX_IMAGE_BYTES = MAX_UPLOAD_BYTES
-UPLOADER_MB = MAX_UPLOAD_BYTES // 2**20 + 1
+UPLOADER_MB = 200
 SERVER_UPLOAD_MB = UPLOADER_MB + 1
 # A picture is checked from its header before anything is decoded: at most 24 megapixels (more
 # than phones save) and 96 MiB once decoded, counting its bits per sample (a 16-bit picture

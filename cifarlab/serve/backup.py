@@ -1,0 +1,215 @@
+"""Rolling backups of the run store, and its recovery when the file is found damaged.
+
+    backups = Backups(store.path, every_s=300)      # <home>/backups/runs-<time>.db
+    backups.start()                                 # a copy every 5 minutes while serving
+    backups.stop()                                  # and one last copy at shutdown
+
+A copy is made with SQLite's online backup API (``Connection.backup``): a consistent snapshot
+taken while workers keep writing, never a torn file copy. A copy is skipped when the store has
+not changed since the last one; the newest ``KEEP`` copies are kept.
+
+When the run store cannot be opened (overwritten, torn: "file is not a database") or fails
+SQLite's ``quick_check``, ``recover`` moves the damaged file aside, kept and renamed with the
+time (``runs.db.damaged-<time>``), and puts back the newest copy that passes the same check;
+runs newer than that copy are lost, which the notice it returns says, in the student's
+language (and the host's log, with the paths). With no usable copy, the store starts empty and
+says that.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+from cifarlab.errors import JobError
+from cifarlab.serve import disk
+
+log = logging.getLogger("cifarlab.serve.backup")
+
+KEEP = 3                       # copies kept: the newest, and two older in case it is bad too
+DEFAULT_EVERY_S = 300.0        # settings.backup_interval's default
+_PREFIX, _SUFFIX = "runs-", ".db"
+_DAMAGED = ("SQLITE_NOTADB", "SQLITE_CORRUPT")
+
+
+class StoreDamaged(JobError):
+    """What was wrong with the run store and what was done (``serve.store.recovered`` or
+    ``serve.store.started_fresh``): a notice for every student, in their language."""
+
+
+def backup_dir(db_path: str | os.PathLike) -> Path:
+    return Path(db_path).resolve().parent / "backups"
+
+
+def is_damage(err: BaseException) -> bool:
+    """Whether a SQLite error says the file is not a database, or a damaged one."""
+    name = getattr(err, "sqlite_errorname", "") or ""
+    return (isinstance(err, sqlite3.DatabaseError)
+            and (name.startswith(_DAMAGED) or "not a database" in str(err)
+                 or "malformed" in str(err)))
+
+
+def check_file(path: str | os.PathLike) -> None:
+    """sqlite3.DatabaseError unless ``path`` opens and passes ``PRAGMA quick_check``."""
+    conn = sqlite3.connect(path, timeout=15.0)
+    try:
+        rows = conn.execute("PRAGMA quick_check").fetchall()
+    finally:
+        conn.close()
+    if rows != [("ok",)]:
+        raise sqlite3.DatabaseError("database disk image is malformed: "
+                                    + "; ".join(str(r[0]) for r in rows[:3]))
+
+
+def copy_database(src: str | os.PathLike, dest: Path) -> Path:
+    """A consistent copy of the SQLite file ``src`` at ``dest`` (online backup API: written
+    beside it, synced, then renamed into place; a plain rollback-journal file)."""
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    source = sqlite3.connect(src, timeout=15.0)
+    try:
+        target = sqlite3.connect(tmp)
+        try:
+            source.backup(target)
+            target.execute("PRAGMA journal_mode = DELETE")
+        finally:
+            target.close()
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    finally:
+        source.close()
+    return dest
+
+
+def generations(folder: Path) -> list[Path]:
+    """The copies in ``folder``, newest first."""
+    return sorted(folder.glob(f"{_PREFIX}*{_SUFFIX}"), reverse=True) if folder.is_dir() else []
+
+
+class Backups:
+    """A copy of the run store at ``db_path`` every ``every_s`` seconds while ``start``ed, and
+    one at ``stop``; see the module docstring."""
+
+    def __init__(self, db_path: str | os.PathLike, every_s: float = DEFAULT_EVERY_S,
+                 keep: int = KEEP):
+        self.db_path = Path(db_path).resolve()
+        self.folder = backup_dir(self.db_path)
+        self.every_s = float(every_s)
+        self.keep = max(1, int(keep))
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._seen: tuple | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="cifarlab-backups", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the timer and make a last copy (the state at shutdown)."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(30.0)
+        self.backup_now()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.backup_now()
+
+    def _state(self) -> tuple:
+        """What changes whenever the store does (its file's and its write-ahead log's)."""
+        out = []
+        for p in (self.db_path, self.db_path.with_name(self.db_path.name + "-wal")):
+            try:
+                st = p.stat()
+                out.append((st.st_size, st.st_mtime_ns))
+            except FileNotFoundError:
+                out.append(None)
+        return tuple(out)
+
+    def backup_now(self) -> Path | None:
+        """Copy the store now unless it is unchanged since the last copy; the copy's path, or
+        None. Never raises: a failed copy (a full disk, say) is logged and the older kept."""
+        with self._lock:
+            state = self._state()
+            if state == self._seen or not self.db_path.is_file():
+                return None
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            dest = self.folder / f"{_PREFIX}{stamp}{_SUFFIX}"
+            try:
+                self.folder.mkdir(parents=True, exist_ok=True)
+                copy_database(self.db_path, dest)
+            except (OSError, sqlite3.Error) as err:
+                log.warning("cifarlab: could not back up the run store %s to %s (%s); the "
+                            "older copies are kept", self.db_path, dest, err)
+                return None
+            self._seen = state
+            for old in generations(self.folder)[self.keep:]:
+                old.unlink(missing_ok=True)
+            return dest
+
+
+def open_checked(db, init, path: Path, upto: int) -> StoreDamaged | None:
+    """Open the store: ``init(path, upto)`` (``Database.__init__``), then ``check_file``. A
+    damaged file is moved aside and recovered (``recover``) and ``init`` run again; returns
+    the notice, None when the file was whole. A full disk is our JobError; any other error is
+    raised as it is."""
+    try:
+        init(path, upto)
+        check_file(path)
+        return None
+    except sqlite3.DatabaseError as err:
+        if disk.is_full(err):
+            raise disk.store_full(err, path) from None
+        if not is_damage(err):
+            raise
+        db.close()  # the connection to the damaged file
+        notice = recover(path, err)
+    try:
+        init(path, upto)
+    except sqlite3.OperationalError as err:  # the copy fitted, a new file's log did not
+        if disk.is_full(err):
+            raise disk.store_full(err, path) from None
+        raise
+    return notice
+
+
+def recover(db_path: str | os.PathLike, why: BaseException) -> StoreDamaged:
+    """Move the damaged store at ``db_path`` aside (kept, renamed with the time) and put back
+    the newest copy that passes ``check_file``, or nothing (the store starts empty). Returns
+    the notice for the students; JobError when the file cannot even be moved."""
+    path = Path(db_path).resolve()
+    aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+    try:
+        for suffix in ("", "-wal", "-shm"):  # the log and index belong to the damaged file
+            part = path.with_name(path.name + suffix)
+            if part.exists():
+                os.replace(part, aside.with_name(aside.name + suffix))
+    except OSError as err:
+        log.error("cifarlab: the run store %s is damaged (%s) and could not be moved aside: %s",
+                  path, why, err)
+        raise JobError("serve.store.not_recovered", detail=err.strerror or str(err)) from None
+    log.error("cifarlab: the run store %s is damaged (%s); it was moved aside to %s", path, why,
+              aside)
+    for copy in generations(backup_dir(path)):
+        try:
+            check_file(copy)
+            copy_database(copy, path)
+        except (OSError, sqlite3.Error) as err:
+            log.error("cifarlab: the backup %s cannot be used either (%s)", copy, err)
+            path.unlink(missing_ok=True)
+            continue
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(copy.stat().st_mtime))
+        log.error("cifarlab: the run store was restored from %s (%s); runs started or finished "
+                  "after it are lost", copy, when)
+        return StoreDamaged("serve.store.recovered", when=when)
+    log.error("cifarlab: no usable backup in %s: the run store starts empty",
+              backup_dir(path))
+    return StoreDamaged("serve.store.started_fresh")

@@ -1,0 +1,72 @@
+"""A full disk, said in words: room checked before a run is queued, and what a full disk
+raises (SQLite's ``SQLITE_FULL``, ``ENOSPC``) turned into our errors, with the path in the
+host's log.
+
+    check_room([store.checkpoint_dir, store.path.parent], run_bytes(config))   # JobError if not
+    raise store_full(err, store.path) from None                                # a write failed
+"""
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Iterable
+
+from cifarlab.errors import CifarLabError, JobError
+
+log = logging.getLogger("cifarlab.serve.disk")
+
+# Room a run needs besides its checkpoint: its losses and events in the run store (tens of bytes
+# a step), SQLite's write-ahead log, and some slack for everything else on the disk.
+MARGIN_BYTES = 32 * 2**20
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def free_bytes(folder: str | os.PathLike) -> int:
+    """Bytes free for us on the file system of ``folder`` (or of its nearest existing parent)."""
+    path = Path(folder)
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    return shutil.disk_usage(path).free
+
+
+def run_bytes(config=None) -> int:
+    """What a run will write: its checkpoint (4 bytes a parameter plus the metadata) and
+    ``MARGIN_BYTES``. ``config`` None: a job without weights (a timing)."""
+    if config is None:
+        return MARGIN_BYTES
+    from cifarlab.core.checkpoint import METADATA_BYTES, network_params
+
+    return network_params(config, 10) * 4 + METADATA_BYTES + MARGIN_BYTES
+
+
+def check_room(folders: Iterable[str | os.PathLike], need: int) -> None:
+    """JobError ("serve.store.no_room") when any of ``folders`` has less than ``need`` bytes
+    free: the run is refused before it starts, rather than losing its weights at the end."""
+    for folder in folders:
+        free = free_bytes(folder)
+        if free < need:
+            log.error("cifarlab: the server's disk is full: %s has %.1f MB free, a run needs "
+                      "%.1f MB; refusing new runs until space is freed", folder, free / 1e6,
+                      need / 1e6)
+            raise JobError("serve.store.no_room", free_mb=free / 1e6, need_mb=need / 1e6)
+
+
+def is_full(err: BaseException) -> bool:
+    """Whether ``err`` says the disk (or the user's quota) is full."""
+    if isinstance(err, sqlite3.Error):
+        return (getattr(err, "sqlite_errorname", "") == "SQLITE_FULL"
+                or "database or disk is full" in str(err))
+    if isinstance(err, OSError):
+        return err.errno in _FULL_ERRNOS
+    return isinstance(err, CifarLabError) and err.code.endswith(".disk_full")
+
+
+def store_full(err: BaseException, path: str | os.PathLike) -> JobError:
+    """The error to raise when a write to the run store at ``path`` failed on a full disk
+    (said to the host with the path; to the student without it)."""
+    log.error("cifarlab: the server's disk is full: cannot write the run store %s (%s)", path, err)
+    return JobError("serve.store.disk_full")
