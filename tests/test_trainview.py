@@ -129,7 +129,7 @@ def test_run_view_chart_from_events():
     assert split["data_share"] == pytest.approx(0.25)
 
 
-def test_progress_split_durations_and_picking_a_run():
+def test_progress_split_and_picking_a_run():
     p = trainview.progress_info({"step": 50, "total_steps": 200, "eta_s": 30.0,
                                  "images_per_second": 1234.5, "elapsed_s": 10})
     assert p["fraction"] == 0.25 and p["eta_s"] == 30.0 and p["total"] == 200
@@ -138,10 +138,6 @@ def test_progress_split_durations_and_picking_a_run():
     assert trainview.time_split() is None
     r = trainview.time_split([], {"data_wait_seconds": 3.0, "compute_seconds": 1.0})
     assert r["data_share"] == 0.75 and r["total_s"] == 4.0
-    assert trainview.duration_parts(83) == [("minutes", 1), ("seconds", 23)]
-    assert trainview.duration_parts(0.2) == [("seconds", 0)]
-    assert trainview.duration_parts(3600) == [("minutes", 60)]
-    assert trainview.duration_parts(None) == [] and trainview.duration_parts(float("inf")) == []
     rows = trainview.per_class_rows({"truck": 0.5, "airplane": 0.7})
     assert rows == [("airplane", 0.7), ("truck", 0.5)]
     runs = [SimpleNamespace(id="c", status="done"), SimpleNamespace(id="b", status="running"),
