@@ -86,7 +86,7 @@ class TrainForm:
 
     def _settle(self) -> None:
         """A device gone from the server falls back to "auto"; CUDA graphs only on CUDA."""
-        if "device" in self._raw and self._raw["device"] not in self.devices():
+        if "device" in self._raw and not self._present(self._raw["device"]):
             self._raw["device"] = "auto"
         if "cuda_graphs" in self._raw and not self.on_cuda():
             self._raw["cuda_graphs"] = False
@@ -143,7 +143,7 @@ class TrainForm:
             images = out["train_subset"] if out["train_subset"] is not None else self.n_train
             if images is not None and images > lim.max_train_images:
                 out["train_subset"] = lim.max_train_images
-        if "device" in out and out["device"] not in self.devices():
+        if "device" in out and not self._present(out["device"]):
             out["device"] = "auto"
         return out
 
@@ -158,8 +158,8 @@ class TrainForm:
         return trainview.matching_preset(self.values(), {
             name: self.fit(trainview.preset_values(name)) for name in PRESETS})
 
-    def apply_class(self, preset: Mapping[str, Any] | None, locks: Mapping[str, str] = {},
-                    version: Any = None) -> None:
+    def apply_class(self, preset: Mapping[str, Any] | None,
+                    locks: Mapping[str, str] | None = None, version: Any = None) -> None:
         """The class's pushed values and locked knobs (knob -> the reason, shown with its
         widget); ``preset`` None: in no class. The values are written once per ``version``:
         afterwards the student may change the unlocked ones. A locked widget's value is
@@ -167,7 +167,7 @@ class TrainForm:
         if preset is None:
             self.locks, self.pushed, self.class_version = {}, {}, None
             return
-        self.locks, self.pushed = dict(locks), dict(preset)
+        self.locks, self.pushed = dict(locks or {}), dict(preset)
         if version != self.class_version:
             self.class_version = version
             self._set(self.pushed)
@@ -181,7 +181,11 @@ class TrainForm:
 
     # -- what the page draws -----------------------------------------------------------------
     def devices(self) -> list[str]:
+        """The device box's choices: "auto" and the server's devices."""
         return ["auto"] + list(self.limits.devices or ())
+
+    def _present(self, device: Any) -> bool:
+        return device == "auto" or self.limits.devices is None or device in self.limits.devices
 
     def on_cuda(self) -> bool:
         """The chosen device is a CUDA GPU ("auto" picks the first one when there is one)."""
