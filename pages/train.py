@@ -94,8 +94,6 @@ def knobs(form, settings, msg: tuple | None) -> None:
             for w in widgets[i * per_col:(i + 1) * per_col]:
                 train_form.widget(w, _forget_message,
                                   msg[1] if msg and msg[2] == w.name else None)
-    for text in form.stray_problems():
-        st.error(text)
     st.caption(t("train.limits", epochs=settings.max_epochs, images=settings.max_train_images,
                  runs=settings.max_per_owner))
 
@@ -119,19 +117,18 @@ def show_charts(view: trainview.RunView, run, stamp) -> None:
         left.caption(f"**{t('train.loss_curve')}**: {t('train.no_losses_yet')}")
     else:
         left.plotly_chart(fig, width="stretch", key=K + "loss_chart")
-        left.caption(words.chart_caption(bool(view.running), view.steps_per_epoch,
-                                         int((run.config or {}).get("log_every") or 2000),
-                                         t.lang))
-        if view.running:
-            with left.expander(t("train.running_loss"), expanded=False):
-                st.code(words.running_lines(view.running, t.lang), language=None)
-    split, fig = words.split_chart(view, run, stamp, t.lang)
-    if split is None:
+        caption, printed = words.chart_texts(
+            view, int((run.config or {}).get("log_every") or 2000), t.lang)
+        left.caption(caption)
+        if printed:
+            left.expander(t("train.running_loss"), expanded=False).code(printed, language=None)
+    fig, caption = words.split_chart(view, run, stamp, t.lang)
+    if fig is None:
         right.caption(f"**{t('train.data_wait_vs_compute')}**: {t('train.split_pending')}")
     else:
         right.plotly_chart(fig, width="stretch", key=K + "split_chart",
                            config={"displayModeBar": False})
-        right.caption(words.split_caption(split, t.lang))
+        right.caption(caption)
 
 
 def show_result(run, view: trainview.RunView) -> None:
@@ -179,8 +176,9 @@ def show_run(queue: jobs.JobQueue, sid: str, run) -> None:
     if phase == "queued":
         return
     if run.status == "running" and prog["total"]:
-        st.progress(prog["fraction"], text=words.progress_text(prog, t.lang))
-        st.caption(words.speed_line(prog, run.waited_s, t.lang))
+        bar, line = words.progress_lines(prog, run.waited_s, t.lang)
+        st.progress(prog["fraction"], text=bar)
+        st.caption(line)
     if run.finished:
         show_result(run, view)
     show_charts(view, run, stamp)

@@ -363,7 +363,19 @@ def test_split_per_class_and_epochs_in_the_language():
     lang_, fig = train_live.split_figure(split, "pt")
     assert [b.name for b in fig.data] == [i18n.t("train.data_wait", "pt"),
                                           i18n.t("train.compute", "pt")]
-    assert i18n.t("train.data_bound", "pt") in train_live.split_caption(split, "pt")
+    v = RunView()
+    done = SimpleNamespace(finished=True, result={"data_wait_seconds": 3.0,
+                                                  "compute_seconds": 1.0}, progress=None)
+    assert train_live.split_chart(v, SimpleNamespace(finished=False, result=None,
+                                                     progress=None), 1, "pt") == (None, None)
+    fig, caption = train_live.split_chart(v, done, 2, "pt")
+    assert i18n.t("train.data_bound", "pt") in caption and fig.data[0].x == (3.0,)
+    v.add_events([_ev(1, "start", {"steps_per_epoch": 500})])
+    caption, printed = train_live.chart_texts(v, 2000, "es")    # too short for a report
+    assert i18n.t("train.running_loss_none", "es", n=2000, steps=500) in caption and not printed
+    v.add_events([_ev(2, "running_loss", {"epoch": 1, "i": 2000, "loss": 2.1834})])
+    assert train_live.chart_texts(v, 2000, "es")[1] == i18n.t(
+        "train.running_loss_line", "es", epoch=1, i=" 2000", loss="2.183")
     rows = trainview.per_class_rows({"cat": 0.41, "airplane": 0.7})
     bars = train_live.per_class_figure(rows, "es").data[0]
     assert list(bars.x) == [i18n.t("classes.airplane", "es"), i18n.t("classes.cat", "es")]

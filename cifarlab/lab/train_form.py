@@ -1,21 +1,18 @@
-"""The Train form's one owner: what each knob holds, as the student typed it, and the
-``TrainConfig`` it makes. No Streamlit: a page-side adapter copies values between the form and
-its widgets; Train draws it, Speed and a class change it only through these methods.
+"""The Train form's one owner: each knob as its widget holds it ⇄ a ``TrainConfig``. No
+Streamlit: pages/train_form.py copies values between the form and the widgets; Train draws it,
+Speed and a class change it only through its methods.
 
     form = TrainForm("es", Limits(max_epochs=20, max_train_images=20000), n_train=50000)
-    form.take({"lr": "0,01", "epochs": 3})   # what the widgets hold (decimals: text as typed)
-    form.values()["lr"]                      # 0.01
+    form.take({"lr": "0,01", "epochs": 3})   # what the widgets hold
     form.problems()                          # field -> Problem, with the server's limits
     form.config()                            # a TrainConfig; None while a field has a problem
-    form.apply_preset("quick")               # or a dict of knob values: fitted to the limits
+    form.apply_preset("quick")               # or knob values (a Speed row): fitted to limits
     form.apply_class({"epochs": 1}, {"epochs": "Locked by Period 3."}, version=("code", 2))
-    form.shown("lr")                         # "0,01": the value as its widget holds it
     form.widgets()                           # what to draw: label, help, options, problem ...
 
-Decimals are kept as text in the form's language (a browser's number box turns a Spanish
-"0,01" into 1), read with either mark (``i18n.parse_decimal``); a text that is no number stays
-as typed, so the config's own check names the field. ``revision`` counts the changes the form
-made itself (a preset, a class's push, a language); the adapter then rewrites the widgets.
+Decimals are text in the form's language (a browser's number box turns a Spanish "0,01" into
+1), read with either mark; a text that is no number stays as typed, for the field's message.
+``revision`` counts the changes the form made itself, after which the widgets are rewritten.
 """
 from __future__ import annotations
 
@@ -30,9 +27,7 @@ from cifarlab.lab import train as trainview
 
 @dataclass(frozen=True)
 class Widget:
-    """One knob as the page draws it, every text in the form's language. ``options`` and
-    ``option_labels`` (same order) for choices and devices; ``note``: a line under it;
-    ``problem``: the field's problem, said beside it."""
+    """One knob to draw, its texts in the form's language (``note``: a line under it)."""
 
     name: str
     kind: str
@@ -228,11 +223,6 @@ class TrainForm:
                               option_labels=labels, placeholder=placeholder, step=int(k.step),
                               note=note, problem=problem.text(self.lang) if problem else None))
         return out
-
-    def stray_problems(self) -> list[str]:
-        """The problems of no widget drawn (the network, the config as a whole)."""
-        drawn = set(self.names) - ({"cuda_graphs"} if not self.on_cuda() else set())
-        return [p.text(self.lang) for field, p in self.problems().items() if field not in drawn]
 
 
 def _is_int(v: Any) -> bool:

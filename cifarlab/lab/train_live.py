@@ -1,16 +1,13 @@
-"""The Train page's live view in figures and words, in the student's language (no Streamlit):
-the loss chart, the data-wait vs compute bar, the per-class bars, the epochs table and the
-lines around them, built from a ``RunView`` and a run record (read by attribute).
+"""The Train page's live view in figures and words, in the student's language (no Streamlit),
+from a ``RunView`` (cifarlab/lab/train.py) and a run record (read by attribute).
 
-    loss_figure(view.chart(), "es")             # (layout key, figure); pass it back as ``old``
-    split_figure(time_split(...), "es", old)    # updated in place while its layout fits
-    per_class_figure(per_class_rows(...), "pt")
-    epochs_table(view.epochs, "es")             # markdown: cheaper to send each poll
-    run_label(run, "es", 50_000)                # the run picker's line
+    loss_chart(view, stamp, "es")          # rebuilt only when the stamp says; else the last one
+    split_chart(view, run, stamp, "es")    # (time_split, its stacked bar)
+    per_class_figure(per_class_rows(...), "pt"); epochs_table(view.epochs, "es")  # markdown
 
-Each poll sends what the page drew: a figure whose layout still fits is updated in place
-(setting two arrays costs a fraction of a new figure), and none carries plotly's template
-(Streamlit's theme applies in the browser anyway; the template is most of a figure's bytes).
+A figure whose layout still fits is updated in place (setting two arrays costs a fraction of a
+new figure), and none carries plotly's template (Streamlit's theme applies in the browser; the
+template is most of a figure's bytes): docs/benchmarks.md, section 7.
 """
 from __future__ import annotations
 
@@ -40,8 +37,8 @@ def _num(value, lang: str) -> str:
 
 
 def layout(lang: str, title: str, **kw) -> dict:
-    """The title on the left and the legend on the right, each on its own line of the top
-    margin; numbers in the language's notation."""
+    """Title left, legend right, each on its own line of the top margin; the language's
+    decimal marks."""
     return dict(template="none", margin=dict(l=10, r=10, t=64, b=10),
                 title=dict(text=title, x=0.01, xanchor="left"),
                 separators=i18n.separators(lang),
@@ -50,9 +47,8 @@ def layout(lang: str, title: str, **kw) -> dict:
 
 
 def loss_figure(chart: Mapping[str, Any], lang: str, old: tuple | None = None) -> tuple:
-    """(layout key, figure) of ``RunView.chart()``: step losses, the tutorial's running loss,
-    a dotted line where each epoch ended. ``old`` (the last call's) is updated in place while
-    its layout still fits (language, traces, epoch lines, stride)."""
+    """(layout key, figure) of ``RunView.chart()``: step losses, the running loss, a dotted
+    line at each epoch's end. ``old`` is updated in place while its layout key still fits."""
     t = i18n.translator(lang)
     key = (lang, bool(chart["running_steps"]), tuple(chart["epoch_marks"]), chart["stride"])
     running = (np.asarray(chart["running_steps"], dtype=np.int32),
@@ -100,12 +96,6 @@ def split_figure(split: Mapping[str, float], lang: str, old: tuple | None = None
         xaxis_title=t("common.time") + " (s)", showlegend=True))
 
 
-def split_caption(split: Mapping[str, float], lang: str) -> str:
-    t = i18n.translator(lang)
-    return (t("train.split_caption", share=_pct(split["data_share"], lang)) + "  \n"
-            + t("train.data_bound" if split["data_share"] > 0.5 else "train.compute_bound"))
-
-
 def per_class_figure(rows: Sequence[tuple[str, float]], lang: str) -> go.Figure:
     """Test accuracy per class (``per_class_rows``), chance (10 %) as a dotted line."""
     t = i18n.translator(lang)
@@ -133,20 +123,15 @@ def epochs_table(epochs: Sequence[Mapping[str, Any]], lang: str) -> str:
                      + ["| " + " | ".join(r) + " |" for r in rows])
 
 
-def chart_caption(running: bool, steps_per_epoch: int | None, log_every: int, lang: str) -> str:
-    """Under the loss chart; a run too short for the tutorial's running loss says why."""
+def chart_texts(view: Any, log_every: int, lang: str) -> tuple[str, str]:
+    """The loss chart's caption (a run too short for the tutorial's running loss says why)
+    and the tutorial's own print-out, ``[1,  2000] loss: 2.183``, one line a report."""
     t = i18n.translator(lang)
-    caption = t("train.chart_caption")
-    if not running and steps_per_epoch and steps_per_epoch < log_every:
-        caption += "  \n" + t("train.running_loss_none", n=log_every, steps=steps_per_epoch)
-    return caption
-
-
-def running_lines(running: Sequence[Mapping[str, Any]], lang: str) -> str:
-    """The tutorial's own print-out: ``[1,  2000] loss: 2.183``."""
-    t = i18n.translator(lang)
-    return "\n".join(t("train.running_loss_line", epoch=r["epoch"], i=f"{r['i']:5d}",
-                       loss=f"{r['loss']:.3f}") for r in running)
+    caption, spe = t("train.chart_caption"), view.steps_per_epoch
+    if not view.running and spe and spe < log_every:
+        caption += "  \n" + t("train.running_loss_none", n=log_every, steps=spe)
+    return caption, "\n".join(t("train.running_loss_line", epoch=r["epoch"], i=f"{r['i']:5d}",
+                                loss=f"{r['loss']:.3f}") for r in view.running)
 
 
 def status_text(run: Any, position: int | None, lang: str) -> str:
@@ -169,21 +154,16 @@ def run_label(run: Any, lang: str, full_images: int) -> str:
     return " · ".join(([run.name] if run.name else []) + [when, status, summary])
 
 
-def progress_text(prog: Mapping[str, Any], lang: str) -> str:
-    """The progress bar's text: step of total and the time left."""
+def progress_lines(prog: Mapping[str, Any], waited_s: float | None, lang: str) -> tuple:
+    """The progress bar's text (step of total, time left) and the speed line under it."""
     t = i18n.translator(lang)
     eta = (t("train.eta", time=_dur(prog["eta_s"], lang)) if prog["eta_s"] is not None
            else t("train.eta_unknown"))
-    return t("train.progress", step=prog["step"], total=prog["total"]) + " · " + eta
-
-
-def speed_line(prog: Mapping[str, Any], waited_s: float | None, lang: str) -> str:
-    t = i18n.translator(lang)
     line = (f"{t('common.images_per_second')}: {_num(round(prog['images_per_second']), lang)}"
             f" · {t('common.elapsed')}: {_dur(prog['elapsed_s'], lang)}")
     if waited_s and waited_s >= 1:
         line += " · " + t("train.waited", time=_dur(waited_s, lang))
-    return line
+    return t("train.progress", step=prog["step"], total=prog["total"]) + " · " + eta, line
 
 
 def result_lines(result: Mapping[str, Any], rows: Sequence[tuple[str, float]], lang: str) -> str:
@@ -235,20 +215,26 @@ def run_note(run: Any, phase: str, position: int | None, lang: str
 
 
 def loss_chart(view: Any, stamp: Any, lang: str) -> go.Figure | None:
-    """``view``'s loss figure, rebuilt (or updated in place) only when ``stamp``
-    (``RunView.chart_stamp``) or the language changed; None before the first loss."""
+    """The loss figure, built again only when ``stamp`` (``RunView.chart_stamp``) or the
+    language changed; None before the first loss."""
     if not view.series.count:
         return None
     return view.memoized("loss", (stamp, lang),
                          lambda old: loss_figure(view.chart(), lang, old))[1]
 
 
-def split_chart(view: Any, run: Any, stamp: Any, lang: str) -> tuple[dict | None, Any]:
-    """(``time_split``, its figure) for ``run``, rebuilt like ``loss_chart``; (None, None)
+def split_chart(view: Any, run: Any, stamp: Any, lang: str) -> tuple[Any, str | None]:
+    """(``time_split``'s stacked bar, its caption), built like ``loss_chart``; (None, None)
     before anything was timed."""
+    t = i18n.translator(lang)
+
     def build(old):
         split = time_split(view.epochs, run.result if run.finished else None, run.progress)
         return split, split_figure(split, lang, old and old[1]) if split else None
 
     split, fig = view.memoized("split", (stamp, run.finished, lang), build)
-    return split, fig and fig[1]
+    if split is None:
+        return None, None
+    return fig[1], (t("train.split_caption", share=_pct(split["data_share"], lang)) + "  \n"
+                    + t("train.data_bound" if split["data_share"] > 0.5
+                        else "train.compute_bound"))
