@@ -9,32 +9,20 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from cifarlab import i18n
 from cifarlab.core import shapes
-from cifarlab.core.config import knobs
 from cifarlab.core.nets import net_spec
 from cifarlab.lab import speed as lab
-from pages.common import dur, lang, localize, num, pct, translator
+from pages import train_form
+from pages.common import dur, localize, num, pct, translator
 
 t = translator()
-L = lang()
-TRAIN_KEY = "train_"   # pages/train.py's widget keys (its K): train_epochs, train_lr, ...
 
 
 def _put_in_train_page(name: str) -> None:
-    """A row button's callback: the Train page's knobs take the row's values (decimals as text
-    in the student's notation, as that page's text boxes hold them)."""
-    ss = st.session_state
-    values = lab.row_knobs(record, name)
-    for f in knobs():   # the knobs no row sets (seed, device) keep the student's, or defaults
-        if f.knob.widget and f.name not in values and ss.get(TRAIN_KEY + f.name) is None:
-            values[f.name] = f.default
-    for knob, value in values.items():
-        if isinstance(value, float):
-            value = i18n.number(value, L)
-        ss[TRAIN_KEY + knob] = value
-    ss[TRAIN_KEY + "float_lang"] = L
-    ss["speed_applied"] = name
+    """A row button's callback: the Train form takes the row's values (fitted to this
+    server's limits; a class's locked knobs keep the class's)."""
+    train_form.get().apply_preset(lab.row_knobs(record, name))
+    st.session_state["speed_applied"] = name
 
 
 st.title(t("speed.title"))

@@ -71,21 +71,29 @@ def test_chart_and_a_sentence_per_trick_in_every_language(open_page, lang):
 
 def test_a_row_button_fills_the_train_pages_knobs(open_page):
     at = open_page("es")
-    for key in ("train_seed", "train_device"):   # as after a visit to the Train page
-        at.session_state[key] = None
     t = i18n.translator("es")
+    at.switch_page("pages/train.py")      # the student had typed on the Train page first
+    at.run()
+    at.text_input(key="train_lr").set_value("0,05")
+    at.number_input(key="train_seed").set_value(7).run()
+    at.switch_page("pages/speed.py")
+    at.run()
     at.button(key="speed_use_" + speed.ROW_NAMES[-1]).click().run()   # the last row
     assert not at.exception
-    ss = at.session_state
-    assert ss["train_net"] == "bn3" and ss["train_augment"] == "flip" and ss["train_tta"] is True
-    assert ss["train_lr"] == "0,2" and ss["train_train_subset"] is None   # the whole set
     assert t("speed.applied") in body(at)
+    form = at.session_state["train_form"]    # the Train form's one owner took the row
+    values = form.values()
+    assert (values["net"], values["augment"], values["tta"]) == ("bn3", "flip", True)
+    assert form.shown("lr") == "0,2" and values["train_subset"] is None   # the whole set
+    assert values["seed"] == 7                                           # no row sets it
     at.switch_page("pages/train.py")
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]     # every knob valid, the seed included
     assert at.radio(key="train_net").value == "bn3"
+    assert at.text_input(key="train_lr").value == "0,2"
     assert at.text_input(key="train_label_smoothing").value == "0,1"
+    assert at.number_input(key="train_seed").value == 7
     # the last row is the one-minute preset: the Train page says so
     assert t("train.preset_one_minute_cpu_help") in [c.value for c in at.caption]
 

@@ -118,6 +118,27 @@ def test_renders_in_each_language(lab, lang):
     assert not at.exception
 
 
+def test_a_server_allowing_fewer_images_opens_with_a_form_that_fits(lab, monkeypatch):
+    """The tutorial asks for every image: on a server that allows fewer, its preset is fitted
+    to the limit (the page opened with an error beside the preset's own value)."""
+    monkeypatch.setenv("CIFARLAB_MAX_TRAIN_IMAGES", "20000")
+    at = open_train("fewer-images-session", "es")
+    assert not at.error, texts(at, "error")
+    assert at.number_input(key="train_train_subset").value == 20000
+    assert at.button(key="train_preset_tutorial").proto.type == "primary"
+
+
+def test_typed_values_outlive_a_visit_to_another_page(lab):
+    at = open_train("navigating-session", "pt")
+    set_knobs(at, train_epochs=5, train_lr="0,05")
+    at.switch_page("pages/loss.py")
+    at.run()
+    at.switch_page("pages/train.py")
+    at.run()
+    assert at.number_input(key="train_epochs").value == 5
+    assert at.text_input(key="train_lr").value == "0,05"
+
+
 def test_bad_values_show_their_message_and_submit_nothing(lab):
     t = i18n.translator("en")
     at = open_train("bad-values-session")

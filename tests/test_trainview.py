@@ -1,5 +1,6 @@
 """cifarlab.lab.train: presets, checks, the incremental downsampled loss series, the run view
-built from store events, progress, the time split and durations."""
+built from store events, progress, the time split; cifarlab.lab.train_live: the live view's
+figures and words in each language."""
 from __future__ import annotations
 
 import math
@@ -129,7 +130,7 @@ def test_run_view_chart_from_events():
     assert split["data_share"] == pytest.approx(0.25)
 
 
-def test_progress_split_durations_and_picking_a_run():
+def test_progress_split_and_picking_a_run():
     p = trainview.progress_info({"step": 50, "total_steps": 200, "eta_s": 30.0,
                                  "images_per_second": 1234.5, "elapsed_s": 10})
     assert p["fraction"] == 0.25 and p["eta_s"] == 30.0 and p["total"] == 200
@@ -138,10 +139,6 @@ def test_progress_split_durations_and_picking_a_run():
     assert trainview.time_split() is None
     r = trainview.time_split([], {"data_wait_seconds": 3.0, "compute_seconds": 1.0})
     assert r["data_share"] == 0.75 and r["total_s"] == 4.0
-    assert trainview.duration_parts(83) == [("minutes", 1), ("seconds", 23)]
-    assert trainview.duration_parts(0.2) == [("seconds", 0)]
-    assert trainview.duration_parts(3600) == [("minutes", 60)]
-    assert trainview.duration_parts(None) == [] and trainview.duration_parts(float("inf")) == []
     rows = trainview.per_class_rows({"truck": 0.5, "airplane": 0.7})
     assert rows == [("airplane", 0.7), ("truck", 0.5)]
     runs = [SimpleNamespace(id="c", status="done"), SimpleNamespace(id="b", status="running"),
@@ -334,3 +331,88 @@ def test_estimate_comes_from_this_servers_measured_runs():
     # a subset larger than the data set trains the data set
     big = trainview.estimate_seconds(TrainConfig(epochs=1, train_subset=80_000), 10_000, measured)
     assert big["seconds"] == pytest.approx(10_000 / 250 + 5.0)
+
+
+# ------------------------------------------------------------------ the live view's figures
+
+def test_the_loss_figure_is_updated_in_place_while_its_layout_fits():
+    from cifarlab.lab import train_live
+
+    v = RunView(max_points=100)
+    v.add_events([_ev(1, "start", {"total_steps": 20, "steps_per_epoch": 10})])
+    v.add_losses(list(range(1, 6)), [2.0, 1.9, 1.8, 1.7, 1.6])
+    first = train_live.loss_figure(v.chart(), "es")
+    fig = first[1]
+    assert fig.layout.separators == i18n.separators("es")
+    assert fig.layout.title.text == i18n.t("train.loss_curve", "es")
+    assert fig.layout.template.layout.to_plotly_json() == {}   # plotly's theme: not sent
+    v.add_losses([6, 7], [1.5, 1.4])
+    again = train_live.loss_figure(v.chart(), "es", first)
+    assert again is first and list(again[1].data[0].y)[-1] == pytest.approx(1.4)
+    v.add_events([_ev(2, "epoch", {"epoch": 1, "steps": 10, "complete": True})])
+    marked = train_live.loss_figure(v.chart(), "es", first)   # an epoch line: a new layout
+    assert marked is not first and marked[1].layout.annotations[0].text == \
+        i18n.t("train.chart_epoch_end", "es", n=1)
+    assert train_live.loss_figure(v.chart(), "pt", marked)[0][0] == "pt"
+
+
+def test_split_per_class_and_epochs_in_the_language():
+    from cifarlab.lab import train_live
+
+    split = trainview.time_split([], {"data_wait_seconds": 3.0, "compute_seconds": 1.0})
+    lang_, fig = train_live.split_figure(split, "pt")
+    assert [b.name for b in fig.data] == [i18n.t("train.data_wait", "pt"),
+                                          i18n.t("train.compute", "pt")]
+    v = RunView()
+    done = SimpleNamespace(finished=True, result={"data_wait_seconds": 3.0,
+                                                  "compute_seconds": 1.0}, progress=None)
+    assert train_live.split_chart(v, SimpleNamespace(finished=False, result=None,
+                                                     progress=None), 1, "pt") == (None, None)
+    fig, caption = train_live.split_chart(v, done, 2, "pt")
+    assert i18n.t("train.data_bound", "pt") in caption and fig.data[0].x == (3.0,)
+    v.add_events([_ev(1, "start", {"steps_per_epoch": 500})])
+    caption, printed = train_live.chart_texts(v, 2000, "es")    # too short for a report
+    assert i18n.t("train.running_loss_none", "es", n=2000, steps=500) in caption and not printed
+    v.add_events([_ev(2, "running_loss", {"epoch": 1, "i": 2000, "loss": 2.1834})])
+    assert train_live.chart_texts(v, 2000, "es")[1] == i18n.t(
+        "train.running_loss_line", "es", epoch=1, i=" 2000", loss="2.183")
+    rows = trainview.per_class_rows({"cat": 0.41, "airplane": 0.7})
+    bars = train_live.per_class_figure(rows, "es").data[0]
+    assert list(bars.x) == [i18n.t("classes.airplane", "es"), i18n.t("classes.cat", "es")]
+    assert list(bars.text) == [i18n.percent(0.7, "es"), i18n.percent(0.41, "es")]
+    table = train_live.epochs_table([{"epoch": 1, "mean_loss": 1.23456, "seconds": 12.3,
+                                      "images_per_second": 1234.4, "accuracy": 0.5}], "es")
+    assert table.splitlines()[2] == f"| 1 | 1,2346 | 12,3 | 1.234 | {i18n.percent(0.5, 'es')} |"
+    assert i18n.t("classes.cat", "es") in train_live.result_lines(
+        {"train_seconds": 12.0, "images_per_second": 99}, rows, "es")
+
+
+def test_what_the_live_view_says_of_each_phase():
+    from cifarlab.lab import train_live
+
+    run = SimpleNamespace(status="cancelled", result={"steps": 7}, progress={"total_steps": 20},
+                          error=None, cancel_requested=False)
+    assert train_live.run_note(run, "cancelled", None, "en") == (
+        "warning", i18n.t("train.cancelled_partial", "en", step=7, total=20), "stop_circle")
+    run.result = None
+    assert train_live.run_note(run, "cancelled", None, "en")[1] == \
+        i18n.t("train.cancelled_queued", "en")
+    assert train_live.run_note(run, "queued", 3, "es")[1].startswith(
+        i18n.t("train.queue_position", "es", n=3))
+    run.error = "out of memory"
+    assert train_live.run_note(run, "failed", None, "pt") == (
+        "error", i18n.t("train.failed_reason", "pt", reason="out of memory"), "error")
+    assert train_live.run_note(run, "done", None, "en")[0] == "success"
+    assert train_live.run_note(run, "training", None, "en") is None
+    assert train_live.estimate_text(None, "es") == i18n.t("train.estimate_unknown", "es")
+    assert train_live.estimate_text({"seconds": 83.0, "exact": True}, "es") == \
+        i18n.t("train.estimate_exact", "es", time=i18n.duration(83.0, "es"))
+
+
+def test_run_views_keep_the_last_few_runs():
+    views = trainview.RunViews(keep=2, max_points=50)
+    a = views.of("a")
+    assert views.of("a") is a and a.series.max_points == 50
+    views.of("b")
+    views.of("c")
+    assert list(views) == ["b", "c"]

@@ -10,7 +10,6 @@
     view.chart_stamp(now, every_s=2.0)           # changes when the chart is due to be redrawn
     time_split(view.epochs, run.result)          # data wait vs compute
     poll_interval(runs)                          # how often the live view looks again
-    duration_parts(83.0)                         # [("minutes", 1), ("seconds", 23)]
 
 The loss series is read incrementally (only steps after the last one seen) and kept as bucket
 means: at most ``max_points`` points, each the mean of ``stride`` consecutive step losses; when
@@ -46,10 +45,14 @@ def preset_values(name: str) -> dict[str, Any]:
     return C.PRESETS[name].knob_values(preset_only=True)
 
 
-def matching_preset(values: Mapping[str, Any]) -> str | None:
-    """The preset whose knobs all equal ``values``; None when they match none."""
-    for name in C.PRESETS:
-        if all(_same(values.get(k), v) for k, v in preset_values(name).items()):
+def matching_preset(values: Mapping[str, Any],
+                    presets: Mapping[str, Mapping[str, Any]] | None = None) -> str | None:
+    """The preset whose knobs all equal ``values``; None when they match none. ``presets``:
+    name -> knob values (default: ``preset_values`` of each of ``core.config.PRESETS``)."""
+    if presets is None:
+        presets = {name: preset_values(name) for name in C.PRESETS}
+    for name, preset in presets.items():
+        if all(_same(values.get(k), v) for k, v in preset.items()):
             return name
     return None
 
@@ -69,10 +72,6 @@ def check(values: Mapping[str, Any], limits: C.Limits | None = None,
     names = {f.name for f in C.knobs(CONFIG)}
     values = {k: v for k, v in values.items() if k in names}
     return C.problems_by_field(C.validate(values, limits=limits, n_train=n_train, cls=CONFIG))
-
-
-def _int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 # ------------------------------------------------------------------------------- loss series
@@ -235,6 +234,21 @@ class RunView:
                 "count": self.series.count}
 
 
+class RunViews(dict):
+    """The runs a session watches, run id -> ``RunView``: the last ``keep`` opened."""
+
+    def __init__(self, keep: int = 4, max_points: int = 600):
+        super().__init__()
+        self.keep, self.max_points = keep, max_points
+
+    def of(self, run_id: str) -> RunView:
+        if run_id not in self:
+            for old in list(self)[:max(0, len(self) - self.keep + 1)]:
+                self.pop(old, None)
+            self[run_id] = RunView(self.max_points)
+        return self[run_id]
+
+
 def _event_fields(ev: Any) -> tuple[int, str, dict]:
     if isinstance(ev, Mapping):
         return int(ev["seq"]), str(ev["kind"]), dict(ev.get("data") or {})
@@ -280,22 +294,6 @@ def time_split(epochs: Sequence[Mapping[str, Any]] = (),
     total = wait + compute
     return {"data_wait_s": wait, "compute_s": compute, "total_s": total,
             "data_share": wait / total if total > 0 else 0.0}
-
-
-def duration_parts(seconds: float | None) -> list[tuple[str, int]]:
-    """A duration as (unit, n) pairs for the catalog's units.*: minutes (however many), and
-    seconds only under ten minutes. ``[("minutes", 1), ("seconds", 23)]`` for 83 s; [] for
-    None or a negative or infinite duration."""
-    if seconds is None or not math.isfinite(seconds) or seconds < 0:
-        return []
-    s = int(round(seconds))
-    if s >= 600:
-        return [("minutes", int(round(seconds / 60)))]
-    minutes, secs = divmod(s, 60)
-    parts: list[tuple[str, int]] = [("minutes", minutes)] if minutes else []
-    if secs or not parts:
-        parts.append(("seconds", secs))
-    return parts
 
 
 def per_class_rows(per_class: Mapping[str, float] | None) -> list[tuple[str, float]]:

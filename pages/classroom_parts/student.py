@@ -2,15 +2,14 @@
 
 Home: ``join_box()`` (a class code and a nickname; ``?class=CODE`` in the URL fills the code in)
 and ``banner()`` (the class, the challenge and the student's own place). Train: ``pushed()``
-puts the instructor's pushed values into the knobs' widget state and returns the locked knobs
-with the reason their widgets are disabled. Every check is the engine's
-(``cifarlab.serve.classroom``); this module only draws and calls it.
+hands the instructor's pushed values and locked knobs to the Train form. Every check is the
+engine's (``cifarlab.serve.classroom``); this module only draws and calls it.
 """
 from __future__ import annotations
 
 import streamlit as st
 
-from cifarlab.core.config import PRESETS, knobs
+from cifarlab.core.config import knobs
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import classroom as words
 from cifarlab.serve.classroom import Classroom, StudentView, get_classroom
@@ -102,31 +101,19 @@ def banner(t, view: StudentView | None) -> None:
     st.info("  \n".join(lines), icon=":material/groups:")
 
 
-def pushed(key_prefix: str, shown, t) -> dict[str, str]:
-    """The Train page's hook: put the class's pushed values into the knobs' widget state and
-    return the locked knobs, knob -> the reason shown in its help.
-
-    Pushed values are applied once per version of the preset (the student may change the
-    unlocked ones afterwards). Locked ones are put back after a preset button (which sets every
-    knob) and after the server refused a changed one; otherwise a disabled widget's value is
-    left as the browser sent it, so a tampered browser meets the server's refusal."""
+def pushed(form, t) -> None:
+    """The Train page's hook: the class's banner, and its pushed values and locked knobs
+    into the Train form (``TrainForm.apply_class``: each version's values once, locks with
+    the reason their widgets show)."""
     view = student_view()
-    ss = st.session_state
     if view is None:
-        ss.pop(key_prefix + "class_version", None)
-        return {}
+        form.apply_class(None)
+        return
     banner(t, view)
-    version = (view.membership.code, view.version)
-    fresh = ss.get(key_prefix + "class_version") != version
-    refused = ss.get(key_prefix + "submit_field") in view.locked
-    preset_clicked = any(ss.get(f"{key_prefix}preset_{name}") for name in PRESETS)
-    for knob, value in view.preset.items():
-        if fresh or (knob in view.locked and (preset_clicked or refused)):
-            ss[key_prefix + knob] = shown(knob, value)
-    ss[key_prefix + "class_version"] = version
+    reason = view.locked_reason(common.lang())
+    form.apply_class(view.preset, {knob: reason for knob in view.locked},
+                     (view.membership.code, view.version))
     if view.preset:
         labels = {f.name: t(f.knob.label) for f in knobs()}
         st.caption(t("classroom.banner.pushed", knobs=", ".join(
             labels.get(k, k) for k in view.preset)))
-    reason = view.locked_reason(common.lang())
-    return {knob: reason for knob in view.locked}

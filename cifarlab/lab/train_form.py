@@ -1,0 +1,230 @@
+"""The Train form's one owner: each knob as its widget holds it ⇄ a ``TrainConfig``. No
+Streamlit: pages/train_form.py copies values between the form and the widgets; Train draws it,
+Speed and a class change it only through its methods.
+
+    form = TrainForm("es", Limits(max_epochs=20, max_train_images=20000), n_train=50000)
+    form.take({"lr": "0,01", "epochs": 3})   # what the widgets hold
+    form.problems()                          # field -> Problem, with the server's limits
+    form.config()                            # a TrainConfig; None while a field has a problem
+    form.apply_preset("quick")               # or knob values (a Speed row): fitted to limits
+    form.apply_class({"epochs": 1}, {"epochs": "Locked by Period 3."}, version=("code", 2))
+    form.widgets()                           # what to draw: label, help, options, problem ...
+
+Decimals are text in the form's language (a browser's number box turns a Spanish "0,01" into
+1), read with either mark; a text that is no number stays as typed, for the field's message.
+``revision`` counts the changes the form made itself, after which the widgets are rewritten.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from cifarlab import i18n
+from cifarlab.core.config import PRESETS, Limits, TrainConfig
+from cifarlab.errors import Problem
+from cifarlab.lab import train as trainview
+
+
+@dataclass(frozen=True)
+class Widget:
+    """One knob to draw, its texts in the form's language (``note``: a line under it)."""
+
+    name: str
+    kind: str
+    label: str
+    help: str
+    disabled: bool = False
+    options: tuple = ()
+    option_labels: tuple = ()
+    placeholder: str | None = None
+    step: int = 1
+    note: str | None = None
+    problem: str | None = None
+
+
+class TrainForm:
+    """The Train form of one browser session (see the module's docstring)."""
+
+    def __init__(self, lang: str = i18n.DEFAULT, limits: Limits | None = None,
+                 n_train: int | None = None, cls: type[TrainConfig] | None = None):
+        self.lang, self.limits, self.n_train = lang, limits or Limits(), n_train
+        self.cls = cls or trainview.CONFIG
+        self.fields = trainview.knob_fields(self.cls)
+        self.names = tuple(f.name for f in self.fields)
+        self._kind = {f.name: f.knob.kind for f in self.fields}
+        self._raw: dict[str, Any] = {f.name: self._show(f.name, f.default) for f in self.fields}
+        self.locks: dict[str, str] = {}         # knob -> why the class locked it
+        self.pushed: dict[str, Any] = {}        # the class's values
+        self.class_version: Any = None
+        self.revision = 0
+        self.apply_preset("tutorial")
+
+    # -- values ------------------------------------------------------------------------------
+    def _show(self, name: str, value: Any) -> Any:
+        if self._kind[name] == "float" and isinstance(value, (int, float)) \
+                and not isinstance(value, bool):
+            return i18n.number(float(value), self.lang)
+        if self._kind[name] == "int" and isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value
+
+    def shown(self, name: str) -> Any:
+        """A knob's value as its widget holds it (decimals: text in the form's language)."""
+        return self._raw[name]
+
+    def take(self, widget_values: Mapping[str, Any]) -> None:
+        """What the widgets hold now (the student's edits): unknown names are ignored."""
+        for name, value in widget_values.items():
+            if name in self._raw:
+                self._raw[name] = self._show(name, value)
+        self._settle()
+
+    def _settle(self) -> None:
+        """A device gone from the server falls back to "auto"; CUDA graphs only on CUDA."""
+        if "device" in self._raw and not self._present(self._raw["device"]):
+            self._raw["device"] = "auto"
+        if "cuda_graphs" in self._raw and not self.on_cuda():
+            self._raw["cuda_graphs"] = False
+
+    def values(self) -> dict[str, Any]:
+        """The knobs' values for the config: decimals parsed (a text that is no number stays
+        text, for the field's own message)."""
+        out = {}
+        for name, value in self._raw.items():
+            if self._kind[name] == "float" and isinstance(value, str):
+                parsed = i18n.parse_decimal(value)
+                value = value if parsed is None else parsed
+            out[name] = value
+        return out
+
+    def problems(self) -> dict[str, Problem]:
+        """field -> its first problem (``core.config.validate`` with the server's limits)."""
+        return trainview.check(self.values(), self.limits, self.n_train)
+
+    def config(self) -> TrainConfig | None:
+        """The config these values make; None while a field has a problem."""
+        return None if self.problems() else self.cls(**self.values())
+
+    def load(self, config: TrainConfig) -> None:
+        """Every knob from ``config`` (a run to repeat)."""
+        self._set(config.knob_values())
+
+    def _set(self, values: Mapping[str, Any]) -> None:
+        for name, value in values.items():
+            if name in self._raw:
+                self._raw[name] = self._show(name, value)
+        self._settle()
+        self.revision += 1
+
+    def set_lang(self, lang: str) -> None:
+        """Write the decimals in another language (a text that is no number stays)."""
+        if lang == self.lang:
+            return
+        values, self.lang = self.values(), lang
+        self._set({n: v for n, v in values.items() if self._kind[n] == "float"
+                   and not isinstance(v, str)})
+
+    # -- presets and the class ---------------------------------------------------------------
+    def fit(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """``values`` inside the server's limits: epochs, images and workers at most the
+        limit ("all the images" becomes the limit when that is fewer), a missing device
+        "auto"."""
+        out, lim = dict(values), self.limits
+        if lim.max_epochs is not None and _is_int(out.get("epochs")):
+            out["epochs"] = min(out["epochs"], lim.max_epochs)
+        if lim.max_num_workers is not None and _is_int(out.get("num_workers")):
+            out["num_workers"] = min(out["num_workers"], lim.max_num_workers)
+        if "train_subset" in out and lim.max_train_images is not None:
+            images = out["train_subset"] if out["train_subset"] is not None else self.n_train
+            if images is not None and images > lim.max_train_images:
+                out["train_subset"] = lim.max_train_images
+        if "device" in out and not self._present(out["device"]):
+            out["device"] = "auto"
+        return out
+
+    def apply_preset(self, preset: str | Mapping[str, Any]) -> None:
+        """A preset (a name in ``PRESETS``, or knob values such as a Speed row's) fitted to
+        the server's limits; the knobs the class locked keep the class's values."""
+        values = trainview.preset_values(preset) if isinstance(preset, str) else dict(preset)
+        self._set(self.fit(values) | {k: self.pushed[k] for k in self.locks if k in self.pushed})
+
+    def preset_name(self) -> str | None:
+        """The preset (as fitted here) that every knob matches; None: custom values."""
+        return trainview.matching_preset(self.values(), {
+            name: self.fit(trainview.preset_values(name)) for name in PRESETS})
+
+    def apply_class(self, preset: Mapping[str, Any] | None,
+                    locks: Mapping[str, str] | None = None, version: Any = None) -> None:
+        """The class's pushed values and locked knobs (knob -> the reason, shown with its
+        widget); ``preset`` None: in no class. The values are written once per ``version``:
+        afterwards the student may change the unlocked ones. A locked widget's value is
+        otherwise left as the browser sent it, so a tampered one meets the server's refusal."""
+        if preset is None:
+            self.locks, self.pushed, self.class_version = {}, {}, None
+            return
+        self.locks, self.pushed = dict(locks or {}), dict(preset)
+        if version != self.class_version:
+            self.class_version = version
+            self._set(self.pushed)
+
+    def refused(self, field: str | None) -> str | None:
+        """The server refused ``field``: a locked one gets the class's value back. Returns the
+        field when it is one of the form's (its message goes beside the widget)."""
+        if field in self.locks and field in self.pushed:
+            self._set({field: self.pushed[field]})
+        return field if field in self._raw else None
+
+    # -- what the page draws -----------------------------------------------------------------
+    def devices(self) -> list[str]:
+        """The device box's choices: "auto" and the server's devices."""
+        return ["auto"] + list(self.limits.devices or ())
+
+    def _present(self, device: Any) -> bool:
+        return device == "auto" or self.limits.devices is None or device in self.limits.devices
+
+    def on_cuda(self) -> bool:
+        """The chosen device is a CUDA GPU ("auto" picks the first one when there is one)."""
+        device = str(self._raw.get("device", "auto"))
+        return device.startswith("cuda") or (device == "auto" and any(
+            d.startswith("cuda") for d in self.limits.devices or ()))
+
+    def widgets(self) -> list[Widget]:
+        """The knobs to draw, in the schema's order (CUDA graphs only on a CUDA device)."""
+        t, problems = i18n.translator(self.lang), self.problems()
+        fast = self._raw.get("pipeline") == "fast"
+        out = []
+        for f in self.fields:
+            k, name = f.knob, f.name
+            if name == "cuda_graphs" and not self.on_cuda():
+                continue
+            lock = self.locks.get(name)
+            help_text = t(k.help) + (f" {lock}" if lock else "")
+            options, labels, placeholder, note = (), (), None, None
+            if name == "epochs" and self.limits.max_epochs is not None:
+                help_text += " " + t("train.epochs_limit_help", n=self.limits.max_epochs)
+            if name == "train_subset" and self.limits.max_train_images is not None:
+                help_text += " " + t("train.subset_limit_help", n=self.limits.max_train_images)
+            if name == "train_subset":
+                images = [n for n in (self.n_train, self.limits.max_train_images) if n]
+                placeholder = t("common.train_subset_all", n=min(images)) if images else None
+            if k.kind == "device":
+                options = tuple(self.devices())
+                labels = tuple(t("common.device_auto") if d == "auto" else d for d in options)
+            elif k.kind == "choice":
+                catalog = i18n.catalog(self.lang)
+                options = k.choices
+                labels = tuple(t(f"common.{name}_{v}") if f"common.{name}_{v}" in catalog
+                               else str(v) for v in options)
+            if name == "num_workers" and fast:
+                note = t("train.num_workers_fast")
+            problem = problems.get(name)
+            out.append(Widget(name, k.kind, t(k.label), help_text,
+                              disabled=bool(lock) or note is not None, options=options,
+                              option_labels=labels, placeholder=placeholder, step=int(k.step),
+                              note=note, problem=problem.text(self.lang) if problem else None))
+        return out
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+

@@ -1,0 +1,241 @@
+"""The Train page's live view in figures and words, in the student's language (no Streamlit),
+from a ``RunView`` (cifarlab/lab/train.py) and a run record (read by attribute).
+
+    loss_chart(view, stamp, "es")          # rebuilt only when the stamp says; else the last one
+    split_chart(view, run, stamp, "es")    # (time_split, its stacked bar)
+    per_class_figure(per_class_rows(...), "pt"); epochs_table(view.epochs, "es")  # markdown
+
+A figure whose layout still fits is updated in place (setting two arrays costs a fraction of a
+new figure), and none carries plotly's template (Streamlit's theme applies in the browser; the
+template is most of a figure's bytes): docs/benchmarks.md, section 7.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from cifarlab import i18n
+from cifarlab.lab.tables import class_name
+from cifarlab.lab.train import time_split
+
+GREY, BLUE, RED, ORANGE = "#888", "#3d7dca", "#ff4b4b", "#f0a202"
+
+
+def _pct(fraction, lang: str) -> str:
+    return "–" if fraction is None else i18n.percent(fraction, lang, 1)
+
+
+def _dur(seconds, lang: str) -> str:
+    return "–" if seconds is None else i18n.duration(seconds, lang)
+
+
+def _num(value, lang: str) -> str:
+    return "–" if value is None else i18n.number(value, lang)
+
+
+def layout(lang: str, title: str, **kw) -> dict:
+    """Title left, legend right, each on its own line of the top margin; the language's
+    decimal marks."""
+    return dict(template="none", margin=dict(l=10, r=10, t=64, b=10),
+                title=dict(text=title, x=0.01, xanchor="left"),
+                separators=i18n.separators(lang),
+                legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1),
+                **kw)
+
+
+def loss_figure(chart: Mapping[str, Any], lang: str, old: tuple | None = None) -> tuple:
+    """(layout key, figure) of ``RunView.chart()``: step losses, the running loss, a dotted
+    line at each epoch's end. ``old`` is updated in place while its layout key still fits."""
+    t = i18n.translator(lang)
+    key = (lang, bool(chart["running_steps"]), tuple(chart["epoch_marks"]), chart["stride"])
+    running = (np.asarray(chart["running_steps"], dtype=np.int32),
+               np.asarray(chart["running_losses"], dtype=np.float32))
+    if old is not None and old[0] == key:
+        with old[1].batch_update():
+            old[1].data[0].x, old[1].data[0].y = chart["steps"], chart["losses"]
+            if chart["running_steps"]:
+                old[1].data[1].x, old[1].data[1].y = running
+        return old
+    name = (t("train.chart_step_loss_mean", n=chart["stride"]) if chart["stride"] > 1
+            else t("train.chart_step_loss"))
+    data = [go.Scatter(x=chart["steps"], y=chart["losses"], mode="lines", name=name,
+                       line=dict(width=1, color="#7f9fbf"))]
+    if chart["running_steps"]:
+        data.append(go.Scatter(x=running[0], y=running[1], mode="lines+markers",
+                               name=t("train.running_loss"), line=dict(width=2, color=RED)))
+    marks = chart["epoch_marks"]
+    # shapes, not add_vline: that alone costs more than all the rest of the figure
+    shapes = [dict(type="line", x0=x, x1=x, xref="x", y0=0, y1=1, yref="y domain",
+                   line=dict(dash="dot", color=GREY, width=1)) for x in marks]
+    notes = [dict(x=x, xref="x", y=1, yref="y domain", text=t("train.chart_epoch_end", n=i),
+                  showarrow=False, xanchor="right", yanchor="top")
+             for i, x in enumerate(marks, 1)]
+    return key, go.Figure(data=data, layout=layout(
+        lang, t("train.loss_curve"), height=380, xaxis_title=t("common.step"),
+        yaxis_title=t("common.loss"), uirevision="loss", shapes=shapes, annotations=notes))
+
+
+def split_figure(split: Mapping[str, float], lang: str, old: tuple | None = None) -> tuple:
+    """(language, figure): ``time_split``'s data wait and compute as one stacked bar."""
+    t = i18n.translator(lang)
+    values = (split["data_wait_s"], split["compute_s"])
+    if old is not None and old[0] == lang:
+        with old[1].batch_update():
+            for bar, value in zip(old[1].data, values):
+                bar.x, bar.text = (value,), (_dur(value, lang),)
+        return old
+    bars = [go.Bar(y=[""], x=[value], orientation="h", name=label, marker_color=color,
+                   text=[_dur(value, lang)], textposition="inside")
+            for value, label, color in zip(values, (t("train.data_wait"), t("train.compute")),
+                                           (ORANGE, BLUE))]
+    return lang, go.Figure(data=bars, layout=layout(
+        lang, t("train.data_wait_vs_compute"), barmode="stack", height=214,
+        xaxis_title=t("common.time") + " (s)", showlegend=True))
+
+
+def per_class_figure(rows: Sequence[tuple[str, float]], lang: str) -> go.Figure:
+    """Test accuracy per class (``per_class_rows``), chance (10 %) as a dotted line."""
+    t = i18n.translator(lang)
+    return go.Figure(
+        data=[go.Bar(x=[class_name(c, lang) for c, _ in rows], y=[100 * a for _, a in rows],
+                     marker_color=BLUE, textposition="outside",
+                     text=[_pct(a, lang) for _, a in rows])],
+        layout=layout(lang, t("train.per_class_title"), height=320, yaxis_range=[0, 112],
+                      yaxis_title=t("common.accuracy") + " (%)",
+                      shapes=[dict(type="line", xref="paper", x0=0, x1=1, y0=10, y1=10,
+                                   line=dict(dash="dot", color=GREY, width=1))]))
+
+
+def epochs_table(epochs: Sequence[Mapping[str, Any]], lang: str) -> str:
+    """The epoch events as a markdown table (a data frame costs more to send every poll)."""
+    t = i18n.translator(lang)
+    head = (t("train.epoch_col"), t("train.mean_loss_col"), t("train.seconds_col"),
+            t("train.ips_col"), t("common.accuracy"))
+    rows = [(str(e.get("epoch")),
+             "–" if e.get("mean_loss") is None else _num(round(float(e["mean_loss"]), 4), lang),
+             _num(round(float(e.get("seconds") or 0), 1), lang),
+             _num(round(float(e.get("images_per_second") or 0)), lang),
+             _pct(e.get("accuracy"), lang)) for e in epochs]
+    return "\n".join(["| " + " | ".join(head) + " |", "|---:" * len(head) + "|"]
+                     + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def chart_texts(view: Any, log_every: int, lang: str) -> tuple[str, str]:
+    """The loss chart's caption (a run too short for the tutorial's running loss says why)
+    and the tutorial's own print-out, ``[1,  2000] loss: 2.183``, one line a report."""
+    t = i18n.translator(lang)
+    caption, spe = t("train.chart_caption"), view.steps_per_epoch
+    if not view.running and spe and spe < log_every:
+        caption += "  \n" + t("train.running_loss_none", n=log_every, steps=spe)
+    return caption, "\n".join(t("train.running_loss_line", epoch=r["epoch"], i=f"{r['i']:5d}",
+                                loss=f"{r['loss']:.3f}") for r in view.running)
+
+
+def status_text(run: Any, position: int | None, lang: str) -> str:
+    t = i18n.translator(lang)
+    if run.status == "queued":
+        return t("status.queued", n=position or 1)
+    if run.status == "running" and run.cancel_requested:
+        return t("status.cancelling")
+    return t(f"status.{run.status}")
+
+
+def run_label(run: Any, lang: str, full_images: int) -> str:
+    """The run picker's line: name, time, status, the main knobs."""
+    t, c = i18n.translator(lang), run.config or {}
+    images = c.get("train_subset") or full_images
+    when = time.strftime("%H:%M:%S", time.localtime(run.created_at))
+    summary = t("train.run_summary", epochs=c.get("epochs", "?"), batch=c.get("batch_size", "?"),
+                lr=c.get("lr", 0), images=_num(int(images), lang))
+    status = t("status.in_queue") if run.status == "queued" else t(f"status.{run.status}")
+    return " · ".join(([run.name] if run.name else []) + [when, status, summary])
+
+
+def progress_lines(prog: Mapping[str, Any], waited_s: float | None, lang: str) -> tuple:
+    """The progress bar's text (step of total, time left) and the speed line under it."""
+    t = i18n.translator(lang)
+    eta = (t("train.eta", time=_dur(prog["eta_s"], lang)) if prog["eta_s"] is not None
+           else t("train.eta_unknown"))
+    line = (f"{t('common.images_per_second')}: {_num(round(prog['images_per_second']), lang)}"
+            f" · {t('common.elapsed')}: {_dur(prog['elapsed_s'], lang)}")
+    if waited_s and waited_s >= 1:
+        line += " · " + t("train.waited", time=_dur(waited_s, lang))
+    return t("train.progress", step=prog["step"], total=prog["total"]) + " · " + eta, line
+
+
+def result_lines(result: Mapping[str, Any], rows: Sequence[tuple[str, float]], lang: str) -> str:
+    """Under the accuracy: training time and speed, chance, the best and worst class."""
+    t = i18n.translator(lang)
+    lines = [f"{t('train.train_time')}: {_dur(result.get('train_seconds'), lang)} · "
+             f"{t('train.ips_col')}: {_num(round(result.get('images_per_second') or 0), lang)}",
+             t("train.chance")]
+    if rows:
+        best, worst = max(rows, key=lambda r: r[1]), min(rows, key=lambda r: r[1])
+        lines.append(t("train.best_worst", best=class_name(best[0], lang),
+                       best_acc=_pct(best[1], lang), worst=class_name(worst[0], lang),
+                       worst_acc=_pct(worst[1], lang)))
+    return "  \n".join(lines)
+
+
+def estimate_text(guess: Mapping[str, Any] | None, lang: str) -> str:
+    """``estimate_seconds``'s answer in words ("about 3 min", or that none is known yet)."""
+    t = i18n.translator(lang)
+    if guess is None:
+        return t("train.estimate_unknown")
+    return t("train.estimate_exact" if guess["exact"] else "train.estimate_rough",
+             time=_dur(guess["seconds"], lang))
+
+
+def run_note(run: Any, phase: str, position: int | None, lang: str
+             ) -> tuple[str, str, str] | None:
+    """What the live view says of a run in ``phase`` (``train.phase``): (kind, text, icon),
+    kind one of "info", "warning", "success", "error"; None while it just trains."""
+    t = i18n.translator(lang)
+    if phase == "queued":
+        return ("info", t("train.queue_position", n=position or 1) + "  \n"
+                + t("train.queue_wait"), "schedule")
+    if phase in ("failed", "interrupted"):
+        why = run.error_text(lang) or t(f"status.{phase}")   # in the student's language
+        return "error", t("train.failed_reason", reason=why), "error"
+    if phase == "cancelled":
+        result = run.result or {}
+        total = int((run.progress or {}).get("total_steps") or 0)
+        return ("warning", t("train.cancelled_partial", step=result.get("steps") or 0,
+                             total=total) if result else t("train.cancelled_queued"), "stop_circle")
+    simple = {"evaluating": ("info", "train.evaluating", "fact_check"),
+              "cancelling": ("info", "train.cancel_requested", "hourglass_top"),
+              "starting": ("info", "train.starting", "hourglass_top"),
+              "done": ("success", "train.finished", "check_circle")}
+    if phase in simple:
+        kind, key, icon = simple[phase]
+        return kind, t(key), icon
+    return None
+
+
+def loss_chart(view: Any, stamp: Any, lang: str) -> go.Figure | None:
+    """The loss figure, built again only when ``stamp`` (``RunView.chart_stamp``) or the
+    language changed; None before the first loss."""
+    if not view.series.count:
+        return None
+    return view.memoized("loss", (stamp, lang),
+                         lambda old: loss_figure(view.chart(), lang, old))[1]
+
+
+def split_chart(view: Any, run: Any, stamp: Any, lang: str) -> tuple[Any, str | None]:
+    """(``time_split``'s stacked bar, its caption), built like ``loss_chart``; (None, None)
+    before anything was timed."""
+    t = i18n.translator(lang)
+
+    def build(old):
+        split = time_split(view.epochs, run.result if run.finished else None, run.progress)
+        return split, split_figure(split, lang, old and old[1]) if split else None
+
+    split, fig = view.memoized("split", (stamp, run.finished, lang), build)
+    if split is None:
+        return None, None
+    return fig[1], (t("train.split_caption", share=_pct(split["data_share"], lang)) + "  \n"
+                    + t("train.data_bound" if split["data_share"] > 0.5
+                        else "train.compute_bound"))

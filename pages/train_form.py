@@ -1,0 +1,72 @@
+"""The session's Train form (not a page): the one ``TrainForm`` (cifarlab/lab/train_form.py)
+and the widgets that show it, keyed ``train_<knob>``. Train, Speed and the classroom's student
+part call ``get()`` and the form's methods; only this module touches the widgets' keys (it
+copies values between them and the form, and draws them), so no page writes another's keys.
+
+The widgets are a view of the form: their values are taken in while they show the form's
+latest revision; after the form changed itself (a preset, a class's push, a language) they
+are rewritten from it, before they are drawn.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import streamlit as st
+
+from cifarlab.lab.train_form import TrainForm, Widget
+from cifarlab.serve import queue as jobs
+from pages import common
+
+PREFIX = "train_"                 # the widgets' keys: train_epochs, train_lr, ...
+KEY, SHOWN = "train_form", "train_form_shown"   # the form; the revision the widgets show
+
+
+@st.cache_resource(show_spinner=False)
+def device_ids() -> list[str]:
+    """Where a run can go: this machine's devices, or the cluster's when Ray runs the runs."""
+    return common.queue().devices()
+
+
+def get() -> TrainForm:
+    """The session's form with the widgets' latest values taken in."""
+    ss = st.session_state
+    limits = dataclasses.replace(common.queue().settings.limits(), devices=tuple(device_ids()))
+    form = ss.get(KEY)
+    if form is None:
+        form = ss[KEY] = TrainForm(common.lang(), limits, jobs.FULL_TRAIN_IMAGES)
+    else:
+        form.limits = limits
+        if ss.get(SHOWN) == form.revision:
+            form.take({n: ss[PREFIX + n] for n in form.names if PREFIX + n in ss})
+        form.set_lang(common.lang())
+    show(form)
+    return form
+
+
+def show(form: TrainForm) -> None:
+    """Put the form's values into the widgets' state (before they are drawn)."""
+    ss = st.session_state
+    for name in form.names:
+        if PREFIX + name not in ss or ss[PREFIX + name] != form.shown(name):
+            ss[PREFIX + name] = form.shown(name)
+    ss[SHOWN] = form.revision
+
+
+def widget(w: Widget, on_change, refusal: str | None = None) -> None:
+    """One knob's widget (``TrainForm.widgets``), by its kind, bound to its key; its problem,
+    or the server's ``refusal`` of its value, under it."""
+    common = dict(key=PREFIX + w.name, on_change=on_change, help=w.help, disabled=w.disabled)
+    if w.options:
+        labels = dict(zip(w.options, w.option_labels))
+        (st.selectbox if w.kind == "device" else st.radio)(
+            w.label, list(w.options), format_func=labels.get, **common)
+    elif w.kind == "bool":
+        st.toggle(w.label, **common)
+    elif w.kind == "float":   # text: a browser's number box turns a Spanish "0,01" into 1
+        st.text_input(w.label, max_chars=24, **common)
+    else:
+        st.number_input(w.label, step=w.step, format="%d", placeholder=w.placeholder, **common)
+    if w.note:
+        st.caption(w.note)
+    if w.problem or refusal:
+        st.error(w.problem or refusal, icon=":material/error:")
