@@ -391,7 +391,8 @@ def test_what_the_live_view_says_of_each_phase():
     from cifarlab.lab import train_live
 
     run = SimpleNamespace(status="cancelled", result={"steps": 7}, progress={"total_steps": 20},
-                          error=None, cancel_requested=False)
+                          error=None, cancel_requested=False,
+                          error_text=lambda lang: None)
     assert train_live.run_note(run, "cancelled", None, "en") == (
         "warning", i18n.t("train.cancelled_partial", "en", step=7, total=20), "stop_circle")
     run.result = None
@@ -399,9 +400,9 @@ def test_what_the_live_view_says_of_each_phase():
         i18n.t("train.cancelled_queued", "en")
     assert train_live.run_note(run, "queued", 3, "es")[1].startswith(
         i18n.t("train.queue_position", "es", n=3))
-    run.error = "out of memory"
+    run.error_text = lambda lang: f"out of memory ({lang})"   # the reason in the page's language
     assert train_live.run_note(run, "failed", None, "pt") == (
-        "error", i18n.t("train.failed_reason", "pt", reason="out of memory"), "error")
+        "error", i18n.t("train.failed_reason", "pt", reason="out of memory (pt)"), "error")
     assert train_live.run_note(run, "done", None, "en")[0] == "success"
     assert train_live.run_note(run, "training", None, "en") is None
     assert train_live.estimate_text(None, "es") == i18n.t("train.estimate_unknown", "es")
