@@ -17,7 +17,8 @@ pytestmark = pytest.mark.browser
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, cifar_archive):
     srv = StreamlitServer(tmp_path_factory.mktemp("session-home"),
-                          env={"CIFARLAB_DATA": str(cifar_archive)}, script="server.py").start()
+                          env={"CIFARLAB_DATA": str(cifar_archive), "CIFARLAB_SPARE_WORKERS": "0"},
+                          script="server.py").start()   # as hosts run it; it trains nothing
     yield srv
     srv.stop()
 
