@@ -36,7 +36,7 @@ RUN python -m pip install --index-url "${TORCH_INDEX}" torch==2.14.1 torchvision
  && if [ "${WITH_RAY}" = "1" ]; then python -m pip install -r requirements-ray.txt; fi
 
 COPY .streamlit ./.streamlit
-COPY app.py ./
+COPY app.py server.py ./
 COPY pages ./pages
 COPY cifarlab ./cifarlab
 # The CPU-vs-GPU page shows the GPU recordings kept here on machines without a GPU.
@@ -53,4 +53,5 @@ EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
   CMD python -c "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4).read().strip() != b'ok')"
 
-CMD ["python", "-m", "streamlit", "run", "app.py", "--server.port=8501", "--server.address=0.0.0.0"]
+# server.py: app.py with the job queue started with the server (runs queued before a restart go on)
+CMD ["python", "-m", "streamlit", "run", "server.py", "--server.port=8501", "--server.address=0.0.0.0"]

@@ -1,5 +1,5 @@
 # CIFAR Lab. The README's two commands:
-#   make run    install everything into .venv and start the app (streamlit run app.py)
+#   make run    install everything into .venv and start the app (streamlit run server.py)
 #   make test   install everything (test tools and the optional Ray extra too) and run the
 #               whole test suite (the Ray executor's tests included: marker `ray`)
 #   make run-ray  as `make run`, with training on Ray (a Ray started on this machine)
@@ -33,11 +33,11 @@ $(VENV)/.ray-installed: requirements.txt requirements-ray.txt | $(BIN)/python
 	touch $@ $(VENV)/.app-installed
 
 run: $(VENV)/.app-installed
-	$(BIN)/python -m streamlit run app.py --server.port $(PORT)
+	$(BIN)/python -m streamlit run server.py --server.port $(PORT)
 
 # The hosting setting executor=ray (docs/hosting.md); CIFARLAB_RAY_ADDRESS joins a cluster.
 run-ray: $(VENV)/.ray-installed
-	CIFARLAB_EXECUTOR=ray $(BIN)/python -m streamlit run app.py --server.port $(PORT)
+	CIFARLAB_EXECUTOR=ray $(BIN)/python -m streamlit run server.py --server.port $(PORT)
 
 browser-deps:
 	@bash scripts/ensure-chromium.sh

@@ -232,9 +232,9 @@ def session_id() -> str:
 # never in the URL or a cookie a student could write.
 INSTRUCTOR_KEY = "_cifarlab_instructor"   # set only by a right passphrase
 NICKNAME_KEY = "nickname"                  # an anonymous student's name for others to see
-# One per server process: wrong passphrases per browser and from everyone together.
-PASSPHRASE_LIMITER = identity.AttemptLimiter(per_key=5, overall=20, window=60.0)
-_LIMIT_KEY = "passphrase:"                 # + the browser's id
+# One per server process: slows down a browser guessing the passphrase, never one that is
+# not guessing (see identity.AttemptLimiter and docs/security.md).
+PASSPHRASE_LIMITER = identity.AttemptLimiter(name="instructor passphrase")
 LANG_COOKIE = "cifarlab_lang"              # the language across a provider's round trip
 
 
@@ -324,19 +324,15 @@ def owner_id() -> str:
 def try_passphrase(passphrase: str) -> str | None:
     """Sign this session in as the instructor when ``passphrase`` is right. None on success,
     else the catalog key of what went wrong (its text takes ``seconds`` and ``setting``)."""
-    stored, key = passphrase_hash(), _LIMIT_KEY + _browser()
+    stored = passphrase_hash()
     if stored is None:
         return "identity.no_passphrase"
-    if PASSPHRASE_LIMITER.wait(key) > 0:   # before scrypt: guessing costs the server nothing
-        return "identity.too_many"
     try:
-        right = identity.verify_passphrase(passphrase, stored)
+        wait = identity.try_passphrase(passphrase, stored, _browser(), PASSPHRASE_LIMITER)
     except identity.IdentityError:
         return "errors.identity.bad_hash"
-    if not right:
-        PASSPHRASE_LIMITER.failed(key)
-        return "identity.too_many" if PASSPHRASE_LIMITER.wait(key) > 0 else "identity.wrong_passphrase"
-    PASSPHRASE_LIMITER.succeeded(key)
+    if wait is not None:
+        return "identity.too_many" if wait > 0 else "identity.wrong_passphrase"
     st.session_state[INSTRUCTOR_KEY] = True
     return None
 
@@ -380,7 +376,7 @@ def sign_in_sidebar() -> None:
             st.form_submit_button(t("identity.sign_in"), on_click=_passphrase_submitted)
         problem = st.session_state.pop(_PASSPHRASE_PROBLEM, None)
         if problem is not None:
-            wait = PASSPHRASE_LIMITER.wait(_LIMIT_KEY + _browser())
+            wait = PASSPHRASE_LIMITER.wait(_browser(), identity.PASSPHRASE_TARGET)
             st.error(t(problem, setting=identity.SECRETS_KEY, seconds=max(1, math.ceil(wait))))
 
 
@@ -404,10 +400,23 @@ def remember_session() -> None:
     if signed_in():   # the browser's own id stays for after sign-out; the person's is not it
         st.html("<script></script>", unsafe_allow_javascript=True)
         return
-    sid = session_id()
-    # sid is [A-Za-z0-9_-] only (checked above), so it is safe inside the script
-    st.html(f"<script>document.cookie = '{COOKIE}={sid}; path=/; max-age="
-            f"{COOKIE_DAYS * 86400}; SameSite=Lax';</script>", unsafe_allow_javascript=True)
+    st.html(f"<script>{session_cookie_js(session_id())}</script>", unsafe_allow_javascript=True)
+
+
+SESSION_COOKIE_S = 30 * 86400   # renewed on every visit: a month unused and it is gone
+
+
+def session_cookie_js(sid: str) -> str:
+    """The script that stores ``sid`` in this browser's cookie, as strict as a cookie written
+    by the page can be: SameSite=Strict (no other site's page or form sends it), Secure over
+    https, a month's Max-Age. Not HttpOnly: a page's script cannot set that, and Streamlit
+    1.67 sets cookies from the server only on the HTTP response of a page load, before the
+    script has chosen the session (and the id rides in the page's URL anyway, see
+    docs/security.md)."""
+    if not _valid(sid):   # [A-Za-z0-9_-] only, so it is safe inside the script
+        raise ValueError("not a session id")
+    return (f"document.cookie = '{COOKIE}={sid}; path=/; max-age={SESSION_COOKIE_S}; "
+            "SameSite=Strict' + (location.protocol === 'https:' ? '; Secure' : '');")
 
 
 def resume_link() -> str:

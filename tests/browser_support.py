@@ -33,7 +33,8 @@ def free_port() -> int:
 class StreamlitServer:
     """`python -m streamlit run app.py` on a free loopback port, with its own run store."""
 
-    def __init__(self, home: Path, env: dict | None = None):
+    def __init__(self, home: Path, env: dict | None = None, script: str = "app.py"):
+        self.script = script   # server.py: the same app, with the job queue started at once
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = home / "streamlit.log"
@@ -43,7 +44,7 @@ class StreamlitServer:
 
     def start(self, timeout: float = 90) -> "StreamlitServer":
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+            [sys.executable, "-m", "streamlit", "run", self.script, "--server.headless", "true",
              "--server.port", str(self.port), "--server.address", "127.0.0.1",
              "--browser.gatherUsageStats", "false"],
             cwd=ROOT, env=self.env, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT,

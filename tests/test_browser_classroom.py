@@ -322,7 +322,8 @@ def story(server, url, teacher, students):
     TAMPER["train_epochs"] = 3
     press_train(ana, "es")
     TAMPER.clear()
-    refusal = i18n.t("errors.class.knob_locked", "es", knob="epochs", value=1)
+    refusal = i18n.t("errors.class.knob_locked", "es", knob=i18n.t("common.epochs", "es"),
+                     value=1)
     ana.get_by_text(refusal).first.wait_for()
     assert store(server).list_runs(session=sid_of(ana)) == []      # nothing was queued
     screenshot(ana, "classroom-train-refused-es")
@@ -409,6 +410,9 @@ def story(server, url, teacher, students):
                                     board=EN("classroom.challenge.private")))
     assert [r["nickname"] for r in rows] == private
     assert {r["board"] for r in rows} == {"private"}
+    # nicknames and run numbers, never a student's session id (it would act for them)
+    assert all(r["run"].isdigit() for r in rows) and "person" not in rows[0]
+    assert not any(sid_of(s) in repr(rows) for s in students)
     screenshot(teacher, "classroom-challenge-closed-en")
     nav(bo, pt("nav.home")).click()
     settle(bo)

@@ -1,8 +1,10 @@
 """A student's session in a real browser: closing the tab loses nothing (the same browser finds
-its runs again without a link), another browser is another person, and a damaged ``?sid=``
-never locks a session into an error."""
+its runs again without a link, even when it comes back through a link on another site), the
+cookie is as strict as a page can set it, another browser is another person, and a damaged
+``?sid=`` never locks a session into an error. The server runs as hosts run it (server.py)."""
 from __future__ import annotations
 
+import time
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -15,7 +17,8 @@ pytestmark = pytest.mark.browser
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, cifar_archive):
     srv = StreamlitServer(tmp_path_factory.mktemp("session-home"),
-                          env={"CIFARLAB_DATA": str(cifar_archive)}).start()
+                          env={"CIFARLAB_DATA": str(cifar_archive), "CIFARLAB_SPARE_WORKERS": "0"},
+                          script="server.py").start()   # as hosts run it; it trains nothing
     yield srv
     srv.stop()
 
@@ -33,6 +36,9 @@ def test_the_same_browser_finds_its_session_again_without_a_link(server, browser
         wait_idle(page)
         first = sid_of(page)
         page.wait_for_function(f"() => document.cookie.includes('cifarlab_sid={first}')")
+        cookie = next(c for c in context.cookies() if c["name"] == "cifarlab_sid")
+        assert cookie["sameSite"] == "Strict" and not cookie["secure"]   # http here
+        assert 29 * 86400 < cookie["expires"] - time.time() <= 30 * 86400
         page.close()   # the tab is closed; the student comes back later, without the link
         again = context.new_page()
         again.goto(f"{server.url}/?lang=es")
@@ -64,5 +70,26 @@ def test_a_damaged_sid_in_the_link_is_replaced_not_an_error(server, browser):
         page.reload()
         wait_idle(page)
         assert not page_problems(page) and sid_of(page) == sid
+    finally:
+        context.close()
+
+
+def test_coming_back_through_another_sites_link_finds_the_same_session(server, browser):
+    """SameSite=Strict keeps the cookie off a navigation from another site; the page's own
+    connection (where the app reads it) still carries it, so the student's runs are found."""
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(f"{server.url}/?lang=pt")
+        wait_idle(page)
+        first = sid_of(page)
+        page.wait_for_function(f"() => document.cookie.includes('cifarlab_sid={first}')")
+        elsewhere = context.new_page()          # a page of no site of ours (an LMS, a mail)
+        elsewhere.set_content(f'<a id="go" href="{server.url}/runs?lang=pt">CIFAR Lab</a>')
+        with elsewhere.expect_request(lambda r: r.url.startswith(f"{server.url}/runs")) as nav:
+            elsewhere.click("#go")
+        assert "cifarlab_sid" not in (nav.value.all_headers().get("cookie") or "")
+        wait_idle(elsewhere)
+        assert sid_of(elsewhere) == first
     finally:
         context.close()

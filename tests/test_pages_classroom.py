@@ -192,7 +192,7 @@ def test_train_shows_the_pushed_preset_and_the_server_refuses_a_locked_knob(clas
     # a tampered browser sends epochs = 3 for the disabled box: the server refuses the run
     at.session_state["train_epochs"] = 3
     at.button(key="train_start").click().run()
-    refusal = i18n.t("errors.class.knob_locked", lang, knob="epochs", value=1)
+    refusal = i18n.t("errors.class.knob_locked", lang, knob=t("common.epochs"), value=1)
     assert refusal in texts(at, "error")
     assert jobs.get_queue().runs(sid) == []
     assert at.number_input(key="train_epochs").value == 1    # the pushed value is back

@@ -12,7 +12,9 @@ here on the serving side, never only by hiding a button.
 Without an identity provider the instructor proves the role with a passphrase whose salted
 scrypt hash sits in the server's secrets file (``hash_passphrase`` makes it, ``python -m
 cifarlab passphrase`` prints the line, ``verify_passphrase`` checks it in constant time), and
-``AttemptLimiter`` slows down guessing it (and, for the classroom, class codes).
+``try_passphrase`` checks it through an ``AttemptLimiter``, which slows down guessing it (and,
+for the classroom, class codes) per browser, per target and overall, and never slows down a
+browser that has not been guessing.
 """
 from __future__ import annotations
 
@@ -20,13 +22,16 @@ import base64
 import hashlib
 import hmac
 import secrets
+import logging
 import threading
 import time
-from collections import deque
+from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Protocol
 
 from cifarlab.errors import CifarLabError
+
+log = logging.getLogger("cifarlab.serve.identity")
 
 USER = "user:"              # signed in through the identity provider: "user:<e-mail>"
 BROWSER = "browser:"        # an anonymous browser: "browser:<cookie session id>"
@@ -40,6 +45,8 @@ MIN_PASSPHRASE = 10         # characters: a passphrase, not a PIN (the hash is o
 # server responsive while the rate limit below bounds online guessing).
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2 ** 15, 8, 1
 _SALT_BYTES, _KEY_BYTES = 16, 32
+# scrypt checks at once: each takes 32 MiB, and a flood of fresh browsers must not add up
+_SCRYPT_SLOTS = threading.BoundedSemaphore(2)
 
 
 class IdentityError(CifarLabError):
@@ -149,7 +156,8 @@ def verify_passphrase(passphrase: str, stored: str) -> bool:
     n, r, p, salt, key = _parse_hash(stored)
     if not isinstance(passphrase, str) or not passphrase or len(passphrase) > 1024:
         return False
-    return hmac.compare_digest(_scrypt(passphrase, salt, n, r, p), key)
+    with _SCRYPT_SLOTS:
+        return hmac.compare_digest(_scrypt(passphrase, salt, n, r, p), key)
 
 
 def secrets_line(stored: str) -> str:
@@ -161,56 +169,151 @@ def secrets_line(stored: str) -> str:
 
 # -- slowing down guesses -------------------------------------------------------------------
 
-class AttemptLimiter:
-    """Failed attempts per key (a browser) and overall, in a sliding window.
+@dataclass(frozen=True)
+class Backoff:
+    """``free`` failures cost nothing; from then on each one doubles the wait, from ``base_s``
+    up to ``cap_s``, counted from the latest failure."""
 
-    ``wait(key)`` is 0 when an attempt may go ahead, else the seconds until one may: after
-    ``per_key`` failures of one key within ``window`` seconds, or ``overall`` failures of all
-    keys together (someone clearing their cookies to get a fresh key still meets the overall
-    limit). ``failed(key)`` records a failure; ``succeeded(key)`` forgets that key's. Safe
-    from many threads (Streamlit runs each session's script in its own)."""
+    free: int
+    base_s: float
+    cap_s: float
 
-    def __init__(self, per_key: int = 5, overall: int = 30, window: float = 60.0,
-                 clock: Callable[[], float] = time.monotonic, max_keys: int = 10_000):
-        self.per_key, self.overall, self.window = per_key, overall, window
-        self._clock, self._max_keys = clock, max_keys
+    def wait(self, failures: int, last: float, now: float) -> float:
+        if failures < self.free:
+            return 0.0
+        delay = min(self.cap_s, self.base_s * 2.0 ** min(failures - self.free, 30))
+        return max(0.0, last + delay - now)
+
+
+class Counters(Protocol):
+    """Failures by key, each with the time of its latest one: ``(count, last)``, ``(0, 0.0)``
+    for a key with none recent. ``MemoryCounters`` keeps them in one serving process; a store
+    shared by several processes can take its place."""
+
+    def get(self, key: str, now: float) -> tuple[int, float]: ...
+
+    def add(self, key: str, now: float) -> tuple[int, float]: ...
+
+    def clear(self, key: str) -> None: ...
+
+
+class MemoryCounters:
+    """``Counters`` in memory. A key whose latest failure is ``forget_s`` old counts as none;
+    at most ``max_keys`` keys are kept (a flood of fresh keys drops the stalest ones: their
+    failures still count in the overall key, which every failure refreshes)."""
+
+    def __init__(self, forget_s: float = 3600.0, max_keys: int = 10_000):
+        self.forget_s, self.max_keys = forget_s, max_keys
         self._lock = threading.Lock()
-        self._by_key: dict[str, deque[float]] = {}
-        self._all: deque[float] = deque()
+        self._keys: OrderedDict[str, tuple[int, float]] = OrderedDict()   # oldest first
 
-    def _expire(self, times: deque[float], now: float) -> None:
-        while times and times[0] <= now - self.window:
-            times.popleft()
-
-    def wait(self, key: str) -> float:
+    def get(self, key: str, now: float) -> tuple[int, float]:
         with self._lock:
-            now = self._clock()
-            self._expire(self._all, now)
-            times = self._by_key.get(key)
-            if times is not None:
-                self._expire(times, now)
-                if not times:
-                    del self._by_key[key]
-            waits = [0.0]
-            if times and len(times) >= self.per_key:
-                waits.append(times[-self.per_key] + self.window - now)
-            if len(self._all) >= self.overall:
-                waits.append(self._all[-self.overall] + self.window - now)
-            return max(waits)
+            return self._fresh(key, now)
 
-    def failed(self, key: str) -> None:
+    def add(self, key: str, now: float) -> tuple[int, float]:
         with self._lock:
-            now = self._clock()
-            if key not in self._by_key and len(self._by_key) >= self._max_keys:
-                # memory stays bounded under a flood of fresh keys: drop the stalest key
-                # (the overall limit still counts its failures)
-                del self._by_key[min(self._by_key, key=lambda k: self._by_key[k][-1]
-                                     if self._by_key[k] else 0.0)]
-            self._by_key.setdefault(key, deque(maxlen=max(self.per_key, 1))).append(now)
-            self._all.append(now)
-            while len(self._all) > self.overall:
-                self._all.popleft()
+            count, _ = self._fresh(key, now)
+            self._keys[key] = (count + 1, now)
+            self._keys.move_to_end(key)
+            while len(self._keys) > self.max_keys:
+                self._keys.popitem(last=False)
+            return self._keys[key]
 
-    def succeeded(self, key: str) -> None:
+    def clear(self, key: str) -> None:
         with self._lock:
-            self._by_key.pop(key, None)
+            self._keys.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def _fresh(self, key: str, now: float) -> tuple[int, float]:
+        entry = self._keys.get(key)
+        if entry is None:
+            return 0, 0.0
+        if now - entry[1] >= self.forget_s:
+            del self._keys[key]
+            return 0, 0.0
+        return entry
+
+
+_OVERALL = "*"
+
+
+class AttemptLimiter:
+    """Slows down guessing a secret (a class code, the instructor's passphrase) and never
+    someone who knows it.
+
+    Three counts of recent failures, each with its own ``Backoff``: the browser's (``client``),
+    the target's (the class code tried, the passphrase) and everyone's together. A browser
+    with fewer than ``guessing_after`` recent failures is not guessing: ``wait`` gives it 0,
+    so its attempt is checked at once whatever others do (a classmate hammering wrong codes,
+    a class behind one address). A browser that is guessing waits for the longest of the
+    three. ``failed`` records a wrong attempt and returns the wait it leaves this browser;
+    ``succeeded`` forgets the browser's failures (not the target's or everyone's). Safe from
+    many threads (Streamlit runs each session's script in its own).
+
+        wait = limiter.wait(client, target)    # > 0: refuse without checking
+        ... check the attempt ...
+        limiter.failed(client, target) or limiter.succeeded(client)
+    """
+
+    def __init__(self, client: Backoff = Backoff(3, 2.0, 300.0),
+                 target: Backoff = Backoff(10, 1.0, 300.0),
+                 overall: Backoff = Backoff(30, 1.0, 300.0), *, guessing_after: int = 2,
+                 counters: Counters | None = None, clock: Callable[[], float] = time.monotonic,
+                 name: str = "attempts"):
+        self.client, self.target, self.overall = client, target, overall
+        self.guessing_after, self.name = guessing_after, name
+        self.counters = counters if counters is not None else MemoryCounters()
+        self._clock = clock
+
+    def wait(self, client: str, target: str = "") -> float:
+        """Seconds before ``client`` may try ``target``; 0 for a browser that is not guessing."""
+        now = self._clock()
+        mine = self.counters.get("c:" + client, now)
+        if mine[0] < self.guessing_after:
+            return 0.0
+        return max(self.client.wait(*mine, now),
+                   self.target.wait(*self.counters.get("t:" + target, now), now),
+                   self.overall.wait(*self.counters.get(_OVERALL, now), now))
+
+    def failed(self, client: str, target: str = "") -> float:
+        now = self._clock()
+        mine = self.counters.add("c:" + client, now)
+        self.counters.add("t:" + target, now)
+        everyone = self.counters.add(_OVERALL, now)
+        if mine[0] == max(self.guessing_after, self.client.free):
+            log.warning("cifarlab %s: browser %s made %d wrong attempts; it now waits",
+                        self.name, digest(client), mine[0])
+        if everyone[0] >= self.overall.free and (everyone[0] & (everyone[0] - 1)) == 0:
+            log.warning("cifarlab %s: %d wrong attempts from everyone recently; browsers "
+                        "that are guessing wait", self.name, everyone[0])
+        return self.wait(client, target)
+
+    def succeeded(self, client: str) -> None:
+        self.counters.clear("c:" + client)
+
+
+def digest(text: str) -> str:
+    """A short stand-in for a browser id in the host's log (never the id itself)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+PASSPHRASE_TARGET = "instructor-passphrase"
+
+
+def try_passphrase(passphrase: str, stored: str, client: str,
+                   limiter: AttemptLimiter) -> float | None:
+    """None when ``passphrase`` is the instructor's; else the seconds ``client`` (a browser)
+    must wait before its next try (0: it may try again at once). A browser that has been
+    guessing and must wait is refused before scrypt runs, so guessing costs the server
+    nothing; one that has not been guessing is checked at once. A damaged ``stored`` raises
+    IdentityError."""
+    wait = limiter.wait(client, PASSPHRASE_TARGET)
+    if wait > 0:
+        return wait
+    if verify_passphrase(passphrase, stored):
+        limiter.succeeded(client)
+        return None
+    return limiter.failed(client, PASSPHRASE_TARGET)

@@ -12,8 +12,8 @@ class board, a presenter view and a challenge with a public and a private leader
                           expected_version=info.version)   # stale version: ClassError
     info = cr.set_limits(by, code, ClassLimits(max_epochs=3, max_train_images=5000,
                          devices=("cpu",), max_runs_per_student=5), info.version)
-    cr.board(by, code)                           # [BoardRow]: nickname, status, queue
-                                                 #   position, a small loss curve, accuracy
+    cr.board(by, code)                           # [BoardRow]: nickname, run number, status,
+                                                 #   queue position, a small loss curve, accuracy
     cr.cancel_run(by, code, run_id)              # only runs of that class
     cr.pin(by, code, run_id)                     # None unpins
     cr.presenter(viewer, code)                   # Presenter | None: the pinned run, large
@@ -21,7 +21,7 @@ class board, a presenter view and a challenge with a public and a private leader
     cr.open_challenge(by, code, Goal("fastest_to", target=0.5))
     cr.close_challenge(by, code)                 # reveals the private board
     cr.leaderboard(viewer, code, "public")       # [LeaderRow], "private" too
-    cr.leaderboard_csv(by, code, "private")      # str
+    cr.leaderboard_csv(by, code, "private")      # str: nicknames and run numbers, no ids
 
     # students (a Person; ``person.id`` owns their runs)
     m = cr.join(person, "blue-fox-42", "Ana", client_key)   # Membership
@@ -41,12 +41,17 @@ pushed value, a run beyond the class limits or the open challenge's rules is ref
 ``field`` naming the knob. A run submitted by a member is recorded in ``class_runs``: the board
 and the challenge find it there.
 
+No record handed out carries another person's id (``model``); what a student can see of others
+is nicknames and run numbers. Joining is slowed down for a browser that keeps guessing codes,
+never for one that is not (``ratelimit``); a nickname that looks like a classmate's, or holds
+invisible or text-direction characters, is refused (``names``).
+
 Everything lives in the run store (schema 3: ``classes``, ``class_members``, ``class_runs``,
-``challenges``) and survives a restart; only the join rate limiter is in memory.
+``challenges``) and survives a restart; only the join limiter's counts are in memory.
 
 Modules: ``model`` (records, ClassError), ``names`` (codes, nicknames), ``tables`` (SQL),
 ``enforce`` (the submit hook, preset and limit checks), ``scoring`` (leaderboards, board, CSV),
-``ratelimit`` (join attempts), ``facade`` (Classroom, get_classroom).
+``ratelimit`` (join attempts), ``facade`` (Classroom, get_classroom). See docs/security.md.
 """
 from cifarlab.serve.classroom.facade import Classroom, get_classroom
 from cifarlab.serve.classroom.model import (BoardRow, Challenge, ClassError, ClassInfo,

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping
 from cifarlab.core.config import TrainConfig, knobs, validate
 from cifarlab.errors import ConfigError, Problem
 from cifarlab.serve.classroom import tables
-from cifarlab.serve.classroom.model import ClassError, ClassInfo, ClassLimits
+from cifarlab.serve.classroom.model import ClassError, ClassInfo, ClassLimits, Words
 from cifarlab.serve.schema import Database
 
 KNOBS = {f.name: f for f in knobs(TrainConfig)}
@@ -33,7 +33,8 @@ def check_submit(db: Database, owner: str, config: TrainConfig, device: str,
     for name in info.locked:
         pushed = info.preset.get(name, KNOBS[name].default if name in KNOBS else None)
         if not same_value(getattr(config, name, None), pushed):
-            raise ClassError("class.knob_locked", field=name, knob=name, value=pushed)
+            raise ClassError("class.knob_locked", field=name, knob=knob_words(name),
+                             value=value_words(pushed))
     lim = info.limits
     if lim.max_epochs is not None and config.epochs > lim.max_epochs:
         raise ClassError("class.limit_epochs", field="epochs", n=lim.max_epochs)
@@ -54,6 +55,18 @@ def check_submit(db: Database, owner: str, config: TrainConfig, device: str,
             raise ClassError("class.challenge_device", field="device", device=device,
                              allowed=ch.goal.device)
     return info.code
+
+
+def knob_words(name: str) -> Words | str:
+    """A knob as the student's page labels it, in the message's language."""
+    return Words(KNOBS[name].knob.label) if name in KNOBS else name
+
+
+def value_words(value: Any) -> Any:
+    """A pushed value as a message shows it: yes/no for a switch, numbers as numbers."""
+    if isinstance(value, bool):
+        return Words("common.yes" if value else "common.no")
+    return "–" if value is None else value
 
 
 def same_value(a: Any, b: Any) -> bool:

@@ -144,9 +144,10 @@ class Classroom:
                     which: str = "public") -> list[LeaderRow]:
         """The challenge's board: one best run per student, ties to the earlier finish.
 
-        Instructors see everything. A student (a member of that class) sees nicknames and
-        scores, and only on their own row (``you``) a run id; the private board only once the
-        challenge is closed (ClassError("class.private_hidden") before)."""
+        Rows name nicknames and run numbers. Instructors also get each row's run id (to find
+        the run); a student (a member of that class) gets a run id only on their own row
+        (``you``), and the private board only once the challenge is closed
+        (ClassError("class.private_hidden") before). Nobody gets another person's id."""
         if which not in BOARDS:
             raise ClassError("class.bad_board", field="which", which=str(which)[:20])
         info = self._viewable(viewer, code)
@@ -157,16 +158,16 @@ class Classroom:
             raise ClassError("class.private_hidden", field="which")
         rows = scoring.leaderboard(self.store, info.code, ch, which,
                                    tables.nicknames(self.store, info.code))
-        if viewer.instructor:
-            return rows
         return [dataclasses.replace(r, you=r.person == viewer.id,
                                     person=r.person if r.person == viewer.id else None,
-                                    run_id=r.run_id if r.person == viewer.id else None)
+                                    run_id=r.run_id if viewer.instructor or r.person == viewer.id
+                                    else None)
                 for r in rows]
 
     def leaderboard_csv(self, by: Person, code: str, which: str = "public") -> str:
-        """The board as CSV (instructors only): board, goal, rank, nickname, score, accuracy,
-        train_seconds, finished_at, person, run_id."""
+        """The board as CSV (instructors only; it may be shared with the class): board, goal,
+        rank, nickname, run (the student's run number), score, accuracy, train_seconds,
+        finished_at. No person or run ids."""
         info = self._class(by, code)
         rows = self.leaderboard(by, info.code, which)
         return scoring.as_csv(rows, which, info.challenge.goal.kind if info.challenge else "")
@@ -174,23 +175,26 @@ class Classroom:
     # -- students ----------------------------------------------------------------------------
     def join(self, person: Person, code: str, nickname: str, client_key: str) -> Membership:
         """Join a class by its code under a nickname (leaving any other class). Errors:
-        ``class.rate_limited`` (too many wrong codes from this client, or from everyone),
-        ``class.unknown_code``, ``class.closed``, ``class.nickname_*``. The same person
-        joining again (another tab) gets the membership they have."""
+        ``class.rate_limited`` (this browser has been guessing codes and must wait; see
+        ``ratelimit``), ``class.unknown_code``, ``class.closed``, ``class.nickname_*``. The same
+        person joining again (another tab) gets the membership they have."""
         _person(person)
         key = str(client_key or person.id)[:128]
-        self.limiter.check(key)
         norm = normalize_code(code)
+        target = norm or "?"
+        self.limiter.check(key, target)   # waits only a browser that has been guessing
         info = tables.get_class(self.store, norm) if norm else None
         if info is None:
-            self.limiter.failed(key)
+            self.limiter.failed(key, target)
             raise ClassError("class.unknown_code", field="code")
         current = tables.membership(self.store, person.id)
         if current is not None and current.code == info.code:
+            self.limiter.succeeded(key)
             return current
         if not info.is_open:
-            self.limiter.failed(key)
+            self.limiter.failed(key, target)
             raise ClassError("class.closed", field="code")
+        self.limiter.succeeded(key)
         nick = clean_nickname(nickname)
         return tables.add_member(self.store, info.code, person.id, nick, nickname_key(nick))
 

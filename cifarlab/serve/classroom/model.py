@@ -1,8 +1,11 @@
 """The classroom's records: what an instructor and a student get back, and ``ClassError``.
 
-Plain frozen dataclasses, so a page can show them and a test can compare them. A record a
-student receives never carries another student's person id or run id (``LeaderRow.person`` and
-``LeaderRow.run_id`` are None on the rows that are not the viewer's own).
+Plain frozen dataclasses, so a page can show them and a test can compare them. No record the
+classroom hands out carries another person's id (a ``browser:<session id>`` is what lets a
+browser rename, cancel and download that person's runs; a ``user:<e-mail>`` is an address):
+boards name nicknames and each student's run number in the class. ``LeaderRow.person`` is set
+only on the viewer's own row; run ids go to instructors (to cancel or pin a run) and to the
+viewer's own row.
 """
 from __future__ import annotations
 
@@ -19,7 +22,25 @@ BOARDS = ("public", "private")
 
 class ClassError(JobError):
     """A classroom action refused: a code below ``errors.class.`` and its parameters; ``field``
-    names the knob (or input) concerned. A JobError, so a refused submit reads the same."""
+    names the knob (or input) concerned. A JobError, so a refused submit reads the same.
+    A parameter given as ``Words`` is written in the message's language (a knob's label)."""
+
+    def text(self, lang: str = i18n.DEFAULT) -> str:
+        params = {k: v.text(lang) if isinstance(v, Words) else v for k, v in self.params.items()}
+        return i18n.t(f"errors.{self.code}", lang, **params)
+
+
+@dataclass(frozen=True)
+class Words:
+    """A catalog key standing for its text in whichever language a message is written in."""
+
+    key: str
+
+    def text(self, lang: str = i18n.DEFAULT) -> str:
+        return i18n.t(self.key, lang)
+
+    def __str__(self) -> str:
+        return self.text()
 
 
 @dataclass(frozen=True)
@@ -119,11 +140,12 @@ class Membership:
 
 @dataclass(frozen=True)
 class BoardRow:
-    """One run on the live class board (instructors only). ``steps``/``losses``: a small,
-    subsampled loss curve; ``queue_position``: 1 = next on its device, None unless queued."""
+    """One run on the live class board (instructors only). ``run_number``: the student's
+    n-th run in this class; ``steps``/``losses``: a small, subsampled loss curve;
+    ``queue_position``: 1 = next on its device, None unless queued."""
 
     nickname: str
-    person: str
+    run_number: int
     run_id: str
     status: str
     device: str
@@ -152,7 +174,8 @@ class Presenter:
 class LeaderRow:
     """One student's best run on a leaderboard. ``score``: the accuracy on that board's half
     (best_accuracy) or the training seconds (fastest_to). ``you``: the viewer's own row.
-    ``person``/``run_id``: for instructors, and on the viewer's own row; None otherwise."""
+    ``run_number``: which of the student's runs in this class it is. ``person``: on the
+    viewer's own row only; ``run_id``: for instructors and on the viewer's own row."""
 
     rank: int
     nickname: str
@@ -163,6 +186,7 @@ class LeaderRow:
     you: bool = False
     person: str | None = None
     run_id: str | None = None
+    run_number: int | None = None
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,10 @@ submitted in the class while the challenge was open, finished ``done`` and kept 
 - ``best_accuracy``: the score is the accuracy on that board's half, higher first;
 - ``fastest_to``: runs whose accuracy on that half reaches the target, scored by their training
   seconds, lower first.
+
+Rows name a run by its student's nickname and run number in the class ("Ana, run 3"), never by
+the student's person id: that id (``browser:<session id>``) is what lets a browser act on the
+student's runs, and the CSV leaves the server.
 """
 from __future__ import annotations
 
@@ -22,6 +26,11 @@ from cifarlab.serve.classroom.model import BoardRow, Challenge, LeaderRow, finit
 from cifarlab.serve.schema import Database
 
 BOARD_POINTS = 40   # a board row's loss curve: at most this many points
+# the run's place among its student's runs in the class: 1, 2, 3, ...
+RUN_NUMBER = ("(SELECT COUNT(*) FROM class_runs n WHERE n.code = c.code AND n.person = c.person "
+              "AND n.rowid <= c.rowid)")
+CSV_COLUMNS = ("board", "goal", "rank", "nickname", "run", "score", "accuracy", "train_seconds",
+               "finished_at")
 
 
 def leaderboard(db: Database, code: str, challenge: Challenge, which: str,
@@ -32,14 +41,15 @@ def leaderboard(db: Database, code: str, challenge: Challenge, which: str,
     sql = ("SELECT c.run_id, c.person, r.finished_at, r.device, "
            "json_extract(r.config, '$.epochs'), json_extract(r.result, '$.train_seconds'), "
            "(SELECT e.data FROM events e WHERE e.run_id = c.run_id AND e.kind = 'eval' "
-           " ORDER BY e.seq DESC LIMIT 1) "
+           f" ORDER BY e.seq DESC LIMIT 1), {RUN_NUMBER} "
            "FROM class_runs c JOIN runs r ON r.id = c.run_id "
            "WHERE c.code = ? AND r.status = 'done' AND c.created_at >= ?")
     if challenge.closed_at is not None:
         sql += " AND c.created_at <= ?"
         args.append(challenge.closed_at)
     best: dict[str, tuple] = {}
-    for run_id, person, finished, device, epochs, seconds, data in db._conn().execute(sql, args):
+    for run_id, person, finished, device, epochs, seconds, data, number in \
+            db._conn().execute(sql, args):
         if goal.max_epochs is not None and (epochs is None or epochs > goal.max_epochs):
             continue
         if not goal.allows_device(device):
@@ -55,28 +65,28 @@ def leaderboard(db: Database, code: str, challenge: Challenge, which: str,
             key = (seconds, finished)
         else:
             key = (-acc, finished)
-        entry = (key, run_id, acc, seconds, finished)
+        entry = (key, run_id, acc, seconds, finished, number)
         if person not in best or key < best[person][0]:
             best[person] = entry
     ordered = sorted(best.items(), key=lambda kv: (kv[1][0], kv[1][1]))
     rows = []
-    for rank, (person, (key, run_id, acc, seconds, finished)) in enumerate(ordered, 1):
+    for rank, (person, (key, run_id, acc, seconds, finished, number)) in enumerate(ordered, 1):
         score = seconds if goal.kind == "fastest_to" else acc
         rows.append(LeaderRow(rank, nick.get(person, "?"), score, acc, seconds, finished,
-                              person=person, run_id=run_id))
+                              person=person, run_id=run_id, run_number=number))
     return rows
 
 
 def as_csv(rows: list[LeaderRow], which: str, kind: str) -> str:
-    """The board as CSV (comma-separated, a header row; accuracy 0..1, seconds as numbers)."""
+    """The board as CSV (comma-separated, a header row; accuracy 0..1, seconds as numbers):
+    nicknames and run numbers, no person or run ids (``CSV_COLUMNS``)."""
     out = io.StringIO()
     w = csv_writer(out, lineterminator="\n")   # a nickname such as =HYPERLINK(...) stays text
-    w.writerow(["board", "goal", "rank", "nickname", "score", "accuracy", "train_seconds",
-                "finished_at", "person", "run_id"])
+    w.writerow(CSV_COLUMNS)
     for r in rows:
-        w.writerow([which, kind, r.rank, r.nickname, f"{r.score:.6g}", f"{r.accuracy:.6f}",
-                    "" if r.seconds is None else f"{r.seconds:.3f}", f"{r.finished_at:.3f}",
-                    r.person or "", r.run_id or ""])
+        w.writerow([which, kind, r.rank, r.nickname, r.run_number or "", f"{r.score:.6g}",
+                    f"{r.accuracy:.6f}", "" if r.seconds is None else f"{r.seconds:.3f}",
+                    f"{r.finished_at:.3f}"])
     return out.getvalue()
 
 
@@ -107,15 +117,15 @@ def board(store, code: str, nick: dict[str, str], limit: int = 200,
         "json_extract(r.progress, '$.total_steps'), "
         "CASE WHEN r.status = 'queued' THEN (SELECT COUNT(*) FROM runs q WHERE "
         " q.status = 'queued' AND q.device = r.device AND (q.created_at < r.created_at OR "
-        " (q.created_at = r.created_at AND q.rowid <= r.rowid))) END "
+        f" (q.created_at = r.created_at AND q.rowid <= r.rowid))) END, {RUN_NUMBER} "
         "FROM class_runs c JOIN runs r ON r.id = c.run_id WHERE c.code = ? "
         "ORDER BY r.created_at DESC, r.rowid DESC LIMIT ?", (code, int(limit))).fetchall()
     out = []
     conn = store._conn()
-    for run_id, person, status, device, created, acc, step, total, pos in rows:
+    for run_id, person, status, device, created, acc, step, total, pos, number in rows:
         steps, losses = curve(conn, run_id, points) if status != "queued" else ((), ())
         progress = (min(1.0, step / total) if status != "queued" and step is not None and total
                     else None)
-        out.append(BoardRow(nick.get(person, "?"), person, run_id, status, device, pos,
+        out.append(BoardRow(nick.get(person, "?"), number, run_id, status, device, pos,
                             progress, tuple(steps), tuple(losses), finite_or_none(acc), created))
     return out

@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 from cifarlab.serve.classroom.model import (Challenge, ClassError, ClassInfo, ClassLimits, Goal,
                                             Membership)
-from cifarlab.serve.classroom.names import new_code
+from cifarlab.serve.classroom.names import confusable_with, new_code
 from cifarlab.serve.schema import Database
 
 _CLASS_COLS = ("code", "title", "created_by", "is_open", "version", "preset", "locked", "limits",
@@ -99,7 +99,8 @@ def membership(db: Database, person: str) -> Membership | None:
 
 def add_member(db: Database, code: str, person: str, nickname: str, nick_key: str) -> Membership:
     """Join ``person`` to the class (leaving any other class); the same person joining the same
-    class again (a second tab) keeps the membership they have."""
+    class again (a second tab) keeps the membership they have. A nickname taken, or one that
+    looks like a classmate's (``names.confusable_with``), is refused."""
     now = time.time()
     with db._write() as c:
         row = c.execute("SELECT is_open, title FROM classes WHERE code = ?", (code,)).fetchone()
@@ -115,6 +116,12 @@ def add_member(db: Database, code: str, person: str, nickname: str, nick_key: st
                           (code, nick_key)).fetchone()
         if taken is not None and taken[0] != person:
             raise ClassError("class.nickname_taken", field="nickname", nickname=nickname)
+        others = [n for (n,) in c.execute("SELECT nickname FROM class_members WHERE code = ? "
+                                          "AND person != ?", (code, person))]
+        alike = confusable_with(nickname, others)
+        if alike is not None:
+            raise ClassError("class.nickname_confusable", field="nickname", nickname=nickname,
+                             other=alike)
         c.execute("UPDATE class_members SET active = 0 WHERE person = ?", (person,))
         c.execute("INSERT INTO class_members (code, person, nickname, nick_key, joined_at, active) "
                   "VALUES (?, ?, ?, ?, ?, 1) ON CONFLICT (code, person) DO UPDATE SET "

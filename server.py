@@ -1,0 +1,43 @@
+"""CIFAR Lab's server: ``streamlit run server.py`` (or ``uvicorn server:app``).
+
+The app is app.py; this wraps it in Streamlit's ASGI ``st.App`` for what only the server
+process can do, when it starts and when it stops: the job queue's dispatcher starts with the
+server, so runs queued before a restart go on without waiting for someone to open a page, and
+it stops with the server (runs still training are marked interrupted, queued ones stay queued).
+``streamlit run app.py`` works too; the dispatcher then starts with the first page opened.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextlib import asynccontextmanager
+
+import streamlit as st
+
+log = logging.getLogger("cifarlab.server")
+
+
+def start_queue():
+    """The process's job queue with its dispatcher running, or None when a hosting setting is
+    wrong (the host's log says which; every page says it too, in the student's language)."""
+    from cifarlab.errors import CifarLabError
+    from cifarlab.serve import queue as jobs
+
+    try:
+        queue = jobs.get_queue()
+    except CifarLabError as err:
+        log.error("cifarlab: the job queue did not start: %s", err)
+        return None
+    log.info("cifarlab: the job queue runs (%d queued)", len(queue.store.queued()))
+    return queue
+
+
+@asynccontextmanager
+async def lifespan(_app):
+    queue = await asyncio.to_thread(start_queue)
+    yield
+    if queue is not None:
+        await asyncio.to_thread(queue.shutdown)
+
+
+app = st.App("app.py", lifespan=lifespan)
