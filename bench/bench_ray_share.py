@@ -99,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds a round may take")
     ap.add_argument("--start-timeout", type=float, default=120.0,
                     help="seconds Ray may take to start (more on a loaded machine)")
+    ap.add_argument("--address", default=None,
+                    help="a running Ray cluster to join (the ray_address setting; default: a Ray "
+                         "instance of this machine's own, started by the queue)")
     ap.add_argument("--json", default=None, help="also write the figures to this file")
     args = ap.parse_args(argv)
     if args.runs < 1:
@@ -122,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
                              gpu_share=args.runs if gpu else 1, max_per_owner=50,
                              max_train_images=60000, max_epochs=500,
                              max_image_epochs_per_run=10**9, max_image_epochs_per_owner=10**9,
-                             **({} if gpu else {"worker_threads": 1}))
+                             **({} if gpu else {"worker_threads": 1}),
+                             **({"ray_address": args.address} if args.address else {}))
     head = (f"machine: {platform.machine()}, {os.cpu_count()} cores; python "
             f"{platform.python_version()}, torch {torch.__version__}, ray {ray.__version__}"
             + (f"; {torch.cuda.get_device_name(0)}" if gpu else ""))

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import importlib.metadata
+import importlib.util
 import os
 import platform
 import shlex
@@ -144,9 +145,10 @@ def environment(c: Check) -> dict:
            .isoformat(timespec="seconds"), "archive": str(c.archive),
            "reference": str(c.reference)}
     for pkg in ("ray", "babel", "torchvision", "numpy", "pytest"):
-        try:
-            env[pkg] = importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
+        try:   # None when this Python cannot import it
+            env[pkg] = (importlib.metadata.version(pkg) if importlib.util.find_spec(pkg)
+                        else None)
+        except (importlib.metadata.PackageNotFoundError, ImportError):
             env[pkg] = None
     if torch.cuda.is_available():
         env["gpu"] = torch.cuda.get_device_name(0)
@@ -156,6 +158,9 @@ def environment(c: Check) -> dict:
                                timeout=20).stdout.strip()
             env["nvidia_smi"] = q
             env["driver"] = q.split(",")[1].strip() if q.count(",") >= 2 else None
+            # the card as found: clocks, memory in use, other processes (METHOD.md: say so)
+            print(subprocess.run(["nvidia-smi"], capture_output=True, text=True,
+                                 timeout=20).stdout, flush=True)
         except (OSError, subprocess.TimeoutExpired):
             env["driver"] = None
     return env

@@ -34,18 +34,29 @@ done
 [ -n "$OUTDIR" ] || OUTDIR="$ROOT/gpu-check-$(date -u +%Y-%m-%d-%H%M%S)"
 mkdir -p "$OUTDIR" || exit 2
 OUTDIR=$(cd "$OUTDIR" && pwd)
+LOG=$OUTDIR/gpu-check.log
+: > "$LOG"
+say() { echo "gpu_check: $*" | tee -a "$LOG"; }
 
 # packages the machine's image lacks, for this very Python (a bundle for another is left alone)
 TAG=$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")') || {
-  echo "gpu_check: $PY does not run" >&2; exit 2; }
+  say "$PY does not run" >&2; exit 2; }
 if [ -f "$BUNDLE/site-$TAG.tar.xz" ]; then
   SITE=/tmp/cifarlab-site-$TAG
   if [ ! -f "$SITE/.complete" ]; then
-    rm -rf "$SITE" && mkdir -p "$SITE" && tar -xJf "$BUNDLE/site-$TAG.tar.xz" -C "$SITE" \
-      && touch "$SITE/.complete" || { echo "gpu_check: cannot unpack $BUNDLE/site-$TAG.tar.xz" >&2; exit 2; }
+    # Python's own lzma: the image need not have the xz tool; the archive is ours (modes kept)
+    rm -rf "$SITE" && mkdir -p "$SITE" && "$PY" -c 'import sys, tarfile
+with tarfile.open(sys.argv[1]) as t:
+    t.extractall(sys.argv[2], **({"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}))' \
+      "$BUNDLE/site-$TAG.tar.xz" "$SITE" \
+      || { say "cannot unpack $BUNDLE/site-$TAG.tar.xz"; exit 2; }
+    # compiled once here: Ray's raylet gives its dashboard agent seconds to start, and an agent
+    # compiling its imports on first use can miss that window
+    "$PY" -m compileall -q -j 0 "$SITE" >/dev/null 2>&1
+    touch "$SITE/.complete"
   fi
   export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
-  echo "gpu_check: packages from $BUNDLE/site-$TAG.tar.xz on PYTHONPATH ($SITE)"
+  say "packages from $BUNDLE/site-$TAG.tar.xz on PYTHONPATH ($SITE)"
 fi
 
 # the data and the tutorial as written: --shared, $CIFARLAB_SHARED, ../shared, the bundle's copy
@@ -57,7 +68,11 @@ fi
 if [ -n "$SHARED" ] && [ -d "$SHARED" ]; then
   SHARED=$(cd "$SHARED" && pwd)
   if [ ! -e "$ROOT/../shared" ]; then   # the tests read ../shared/data beside the checkout
-    ln -s "$SHARED" "$ROOT/../shared" && echo "gpu_check: linked $(cd "$ROOT/.." && pwd)/shared -> $SHARED"
+    if ln -s "$SHARED" "$ROOT/../shared"; then
+      say "linked $(cd "$ROOT/.." && pwd)/shared -> $SHARED"
+    else
+      say "could not link ../shared: the tests that read the archive will skip (and fail step 1)"
+    fi
   fi
   export CIFARLAB_DATA=${CIFARLAB_DATA:-$SHARED/data/cifar10-jpeg.tar.gz}
   pass=(--shared "$SHARED" "${pass[@]}")
@@ -65,7 +80,7 @@ fi
 export CIFARLAB_CACHE=${CIFARLAB_CACHE:-/tmp/cifarlab-cache}
 export PYTHONUNBUFFERED=1
 
-"$PY" bench/gpu_check.py --out "$OUTDIR" "${pass[@]}" 2>&1 | tee "$OUTDIR/gpu-check.log"
+"$PY" bench/gpu_check.py --out "$OUTDIR" "${pass[@]}" 2>&1 | tee -a "$LOG"
 rc=${PIPESTATUS[0]}
-echo "gpu_check: exit $rc; log and results in $OUTDIR"
+say "exit $rc; log and results in $OUTDIR"
 exit "$rc"

@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
+from torch.autograd import DeviceType  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from cifarlab.core import data as data_mod  # noqa: E402
@@ -81,7 +82,9 @@ def main(argv: list[str] | None = None) -> int:
             torch.cuda.synchronize()
         wall = time.perf_counter() - t0
     events = prof.key_averages()
-    busy_us = sum(_self_device_us(e) for e in events)
+    # the kernels' and copies' own entries (an operator's device time repeats its kernels')
+    busy_us = sum(_self_device_us(e) for e in events
+                  if getattr(e, "device_type", None) == DeviceType.CUDA)
     print(f"profiled: {config.describe()}")
     print(f"  {result.steps} steps in {result.train_seconds:.2f} s of training "
           f"({result.steps_per_second:,.0f} steps/s, {result.images_per_second:,.0f} images/s; "
