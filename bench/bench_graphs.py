@@ -16,6 +16,8 @@
    tolerance). Written with the machine and versions to docs/gpu-results/graphs-<gpu>-<date>.log.
 
 On a machine without CUDA it says it needs one and exits 0: there is nothing to measure.
+``--dry-cpu`` runs the same code on the CPU with whatever small settings are given (no graphed
+series: the CPU trains eagerly, with the reason in the run's events), to try the script itself.
 """
 from __future__ import annotations
 
@@ -89,13 +91,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-epochs", action="store_true", help="skip the tutorial's run")
     p.add_argument("--data", default=None, help="CIFAR-10 for the epochs (else synthetic images)")
     p.add_argument("--out-dir", default=str(ROOT / "docs" / "gpu-results"))
+    p.add_argument("--dry-cpu", action="store_true",
+                   help="no CUDA: run the script on the CPU alone (tries it; measures nothing owed)")
     args = p.parse_args(argv)
-    if not has_cuda():
+    if args.dry_cpu:
+        args.device = "cpu"
+    elif not has_cuda():
         print("bench_graphs needs a CUDA GPU: CUDA graphs replay GPU work, and this machine has "
               "none. Nothing measured.")
         return 0
 
-    cfg = lab.SweepConfig(devices=("cpu", args.device),
+    cfg = lab.SweepConfig(devices=tuple(dict.fromkeys(("cpu", args.device))),
                           batch_sizes=tuple(int(b) for b in args.batch_sizes.split(",")),
                           widths=(1,), pipelines=("fast",), steps=args.steps, warmup=10,
                           repeats=args.repeats, max_seconds=args.max_seconds, num_workers=0,
@@ -111,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
 
     say(f"bench_graphs {dt.datetime.now(dt.timezone.utc).isoformat(timespec='seconds')}")
     say(f"python {platform.python_version()}, torch {torch.__version__}, CUDA "
-        f"{torch.version.cuda}, {torch.cuda.get_device_name(args.device)}")
+        f"{torch.version.cuda}, " + (torch.cuda.get_device_name(args.device) if not args.dry_cpu
+                                     else "--dry-cpu: the CPU alone, nothing owed measured"))
     buf = io.StringIO()
     with redirect_stdout(buf):
         result = lab.run_sweep(cfg, on_result=TablePrinter(), save_to=[json_path, csv_path])
