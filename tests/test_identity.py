@@ -218,18 +218,18 @@ def test_a_flood_of_fresh_keys_keeps_memory_bounded():
 
 SCRIPT = """
 import streamlit as st
-from pages import common
+from ui import signin
 with st.sidebar:
-    common.sign_in_sidebar()
-who = common.person()
-st.markdown(f"person={who.id}|{who.instructor}|owner={common.owner_id()}")
+    signin.sign_in_sidebar()
+who = signin.person()
+st.markdown(f"person={who.id}|{who.instructor}|owner={signin.owner_id()}")
 """
 
 
 @pytest.fixture
 def limiter(monkeypatch):
     fresh = AttemptLimiter(per_key=3, overall=20, window=60.0)
-    monkeypatch.setattr("pages.common.PASSPHRASE_LIMITER", fresh)
+    monkeypatch.setattr("ui.signin.PASSPHRASE_LIMITER", fresh)
     return fresh
 
 
