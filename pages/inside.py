@@ -13,7 +13,7 @@ from cifarlab.lab import results as R
 from cifarlab.lab.inside import figures as F
 from cifarlab.lab.tables import class_name
 from ui.data import get_data
-from ui.language import num, pct, show_error, translator
+from ui.language import num, show_error, translator
 from ui.models import finished_runs, pick_run_model, predictions, uploaded_picture
 from ui.nav import lesson
 from ui.widgets import checked_number, clicked_cell

@@ -14,7 +14,7 @@ from cifarlab.lab.results import figures as F
 from cifarlab.lab.tables import class_name
 from cifarlab.serve.queue import get_queue
 from ui.data import get_data
-from ui.language import error_text, num, show_error, translator
+from ui.language import error_text, show_error, translator
 from ui.models import finished_runs, pick_run_model, predictions, uploaded_picture
 from ui.nav import lesson
 from ui.session import session_id

@@ -197,10 +197,13 @@ def loader_batch(data: "CifarData", batch_size: int = 4, seed: int = 0,
 
 
 def upscale(images: np.ndarray, factor: int = 3) -> np.ndarray:
-    """Pictures (…×H×W×C) made ``factor`` times larger by repeating pixels (no smoothing), so a
-    32×32 image stays sharp on screen."""
+    """Pictures (…×H×W×C, or one C×H×W) made ``factor`` times larger by repeating pixels (no
+    smoothing), channels last, so a 32×32 image stays sharp on screen."""
     factor = _whole("factor", factor, 1, 16)
-    return np.repeat(np.repeat(np.asarray(images), factor, axis=-3), factor, axis=-2)
+    a = np.asarray(images)
+    if a.ndim == 3 and a.shape[0] in (1, 3) and a.shape[-1] not in (1, 3):
+        a = a.transpose(1, 2, 0)
+    return np.ascontiguousarray(np.repeat(np.repeat(a, factor, axis=-3), factor, axis=-2))
 
 
 # ------------------------------------------------------------------------------- throughput

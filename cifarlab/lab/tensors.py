@@ -175,7 +175,6 @@ def transfer_costs(device: "str | torch.device" = "auto", total_mb: float = 32,
     repeats = int(_check_positive("repeats", repeats, 1000))
     max_seconds = float(_check_positive("max_seconds", max_seconds, 600))
     total = max(int(total_mb * 1e6) // chunks * chunks, chunks)    # a whole number per chunk
-    per = total // chunks
 
     src = torch.ones(total, dtype=torch.uint8)
     if dev.type == "cpu":
