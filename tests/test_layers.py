@@ -8,8 +8,10 @@ module and page, and which files are pages.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,3 +110,12 @@ def test_pages_read_runs_only_through_the_queues_checked_calls():
                  for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
                  if ".store." in line or ".store\n" in line or "store =" in line]
     assert not offenders, offenders
+
+
+def test_the_image_holds_every_package_the_app_imports():
+    # a package left out of the Dockerfile's COPY lines is an image that cannot start
+    roots = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))[
+        "tool"]["importlinter"]["root_packages"]
+    copied = set(re.findall(r"^COPY (\S+) ", (ROOT / "Dockerfile").read_text(encoding="utf-8"),
+                            re.M))
+    assert {"app.py", *roots} <= copied, sorted({"app.py", *roots} - copied)
