@@ -44,10 +44,12 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--width", type=int, help="width multiplier for channels and hidden sizes (1)")
 
 
-def _model_spec(args) -> ModelSpec:
+def _model_spec(args) -> ModelSpec | None:
+    """The tutorial's network resized by the flags typed; None when none was (the network
+    ``--net`` names, whole)."""
     values = {k: getattr(args, k) for k in ("channels", "kernels", "paddings", "strides", "pool",
                                             "hidden", "width") if getattr(args, k) is not None}
-    return ModelSpec(**values)
+    return ModelSpec(**values) if values else None
 
 
 def _flag_type(k):

@@ -37,7 +37,8 @@ import weakref
 from cifarlab.core.config import TrainConfig
 from cifarlab.errors import CifarLabError, JobError
 from cifarlab.serve import admission
-from cifarlab.serve.executor import job_for, make_executor
+from cifarlab.serve.executor import job_for
+from cifarlab.serve.executors import make_executor
 from cifarlab.serve.kinds import (TIMING, TRAIN, register_kind, registered_kinds,  # noqa: F401
                                   target_of)
 from cifarlab.serve.runs import (ACTIVE, FINISHED, STATUSES, Run, pid_alive,  # noqa: F401

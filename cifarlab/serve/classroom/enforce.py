@@ -13,9 +13,9 @@ import dataclasses
 import math
 from typing import Any, Iterable, Mapping
 
+import cifarlab.serve.classroom.tables as tables  # by its path: the package imports this one
 from cifarlab.core.config import TrainConfig, knobs, validate
 from cifarlab.errors import ConfigError, Problem
-from cifarlab.serve.classroom import tables
 from cifarlab.serve.classroom.model import ClassError, ClassInfo, ClassLimits
 from cifarlab.serve.schema import Database
 
