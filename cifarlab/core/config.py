@@ -8,6 +8,7 @@ workers, CrossEntropyLoss, the tutorial's ``Net``.
     validate({"lr": -1})                     # -> [Problem("lr", "config.lr", {...})]
     validate(values, limits=Limits(max_epochs=20), n_train=50_000)
     TrainConfig.from_dict(cfg.to_dict()) == cfg
+    TrainConfig(net="bn3").model == net_spec("bn3")
     knobs()                                  # each field's label, help, bounds: written once
 
 **One schema.** Each field of ``TrainConfig`` carries its ``Knob`` (catalog keys for its label,
@@ -17,11 +18,17 @@ derived from ``knobs()``, so a field added here appears in each of them.
 
 **One validator.** ``validate`` returns every problem as a ``Problem`` (field, catalog code,
 parameters); construction raises ``ConfigError`` with the problems that do not depend on the
-server; the Train page, the command line and ``JobQueue.submit`` call ``validate`` with the
-server's ``Limits`` and the real size of the data.
+server. The Train page calls ``validate`` for its messages, ``JobQueue.submit`` once as the
+authority (with the server's ``Limits`` and the real size of the data); the worker rebuilds
+what was admitted with ``TrainConfig.admitted``, unchecked (docs/architecture.md, "How a run
+travels"). ``from_dict`` is for anything else (a file, a checkpoint): checked.
+
+**One network.** ``net`` names one (``core.nets``); ``model`` is its ``ModelSpec``, set from the
+net when the config is built without one. A pair that disagrees is refused, never swapped.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import re
@@ -227,6 +234,13 @@ class TrainConfig:
                            model if isinstance(model, ModelSpec) else ModelSpec.admitted(model))
         return config
 
+    def on_device(self, device: str) -> "TrainConfig":
+        """This config on ``device``, the one its submit resolved "auto" (or "cuda") to on the
+        server: the device every later hop uses. For the admission only; not checked again."""
+        config = copy.copy(self)
+        object.__setattr__(config, "device", device)
+        return config
+
     def knob_values(self, preset_only: bool = False) -> dict[str, Any]:
         """The knobs' values (those a preset sets, with ``preset_only``)."""
         return {f.name: getattr(self, f.name) for f in knobs(type(self))
@@ -273,7 +287,8 @@ def validate(values: Mapping[str, Any] | TrainConfig, *, limits: Limits | None =
     ``values``: a TrainConfig or a mapping of field -> value (missing fields take defaults).
     ``limits``: this server's hosting limits; ``n_train``: the size of its training set.
     """
-    if isinstance(values, TrainConfig):
+    built = isinstance(values, TrainConfig)
+    if built:
         cls = type(values)
         values = {f.name: getattr(values, f.name) for f in dataclasses.fields(values)}
     names = {f.name for f in dataclasses.fields(cls)}
@@ -283,6 +298,8 @@ def validate(values: Mapping[str, Any] | TrainConfig, *, limits: Limits | None =
     full = {f.name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())
             for f in dataclasses.fields(cls)} | dict(values)
     problems = _field_problems(cls, full)
+    if built and not isinstance(full["model"], ModelSpec):  # a built one always has its network
+        problems.append(Problem("model", "config.model", {}))
     bad = {p.field for p in problems}
     limits = limits or Limits()
     epochs, subset, batch = full.get("epochs"), full.get("train_subset"), full.get("batch_size")
@@ -342,7 +359,7 @@ def _field_problems(cls: type, values: Mapping[str, Any]) -> list[Problem]:
                                                  "default": f.default}))
     model = values.get("model")
     if isinstance(model, ModelSpec):
-        pass  # a ModelSpec validated itself when it was made
+        out.extend(model.problems())  # checked when it was made, unless changed since
     elif isinstance(model, Mapping):
         try:
             ModelSpec.from_dict(model)

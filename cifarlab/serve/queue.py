@@ -96,14 +96,17 @@ class JobQueue:
                owner: str | None = None) -> str:
         """Queue a training run; returns its id. JobError says why it cannot be queued.
 
-        ``owner``: the person behind the session (default: the session itself)."""
+        The one check of the config between the form and the worker (the authority): what is
+        admitted here, its device resolved once, is stored and becomes the job's payload; the
+        worker trains it as it is. ``owner``: the person behind the session (default: the
+        session itself)."""
         validate_session(session)
         owner = validate_owner(session if owner is None else owner)
         n_train = self.train_images()
-        admission.check_config(config, n_train, self.settings,   # core's one config validator
-                               self.executor.devices())
-        needed = admission.check_train(config, self.settings, n_train)  # the compute budget
-        return self._enqueue(session, owner, TRAIN, config.to_dict(), self._resolve(config.device),
+        admitted = admission.check_config(config, n_train, self.settings,
+                                          self.executor.devices())
+        needed = admission.check_train(admitted, self.settings, n_train)  # the compute budget
+        return self._enqueue(session, owner, TRAIN, admitted.to_dict(), admitted.device,
                              name=name, image_epochs=needed, config=config)
 
     def submit_job(self, session: str, kind: str, payload: dict, device: str,
