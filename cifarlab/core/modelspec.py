@@ -39,9 +39,9 @@ class ModelSpec:
     pool: int = 2
     hidden: tuple[int, int] = (120, 84)
     width: int = 1
-    # the speed lesson's variants (defaults: none): batch norm after each conv; a third conv block of
-    # ``conv3`` channels (3×3, padding 1); ``block_convs`` 2: a second 3×3 conv in each block
-    # (airbench's ConvGroup). Built by core/model.py, traced by core/blocks.py.
+    # the speed lesson's variants (defaults: none): batch norm after each conv; a third conv
+    # block of ``conv3`` channels (3×3, padding 1); ``block_convs`` 2: a second 3×3 conv in
+    # each block (airbench's ConvGroup). Built by core/model.py, listed by core/blocks.py.
     batch_norm: bool = False
     conv3: int = 0
     block_convs: int = 1

@@ -2,9 +2,7 @@
 
 The queue (``cifarlab.serve.queue``) decides *which* run starts *when* (first come first served
 per device, slots, exclusive jobs, limits); an executor runs it somewhere and reports back. Two
-exist, chosen by the hosting setting ``executor``:
-
-``cifarlab.serve.executors.make_executor`` picks one by the settings:
+exist, chosen by the hosting setting ``executor`` (``cifarlab.serve.executors.make_executor``):
 
 - ``"local"`` (the default, ``cifarlab.serve.local_executor``): a spawned worker process per run
   on this machine, a warm spare, process groups. Its workers write their event batches into the

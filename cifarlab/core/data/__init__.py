@@ -38,7 +38,8 @@ from cifarlab.core.data.sources import (CACHE_VERSION, CANONICAL, CIFAR10_CLASSE
 
 __all__ = [
     "CifarData", "CifarImages", "FastLoader", "SeededShuffle", "load", "is_cached",
-    "describe_source", "source_facts", "clear_memory_cache", "resolve_source", "cache_root", "normalize",
+    "describe_source", "source_facts", "clear_memory_cache", "resolve_source", "cache_root",
+    "normalize",
     "subset_indices", "tutorial_dataset", "tutorial_loader", "tutorial_transform",
     "CIFAR10_CLASSES", "IMAGE_SIZE", "SPLITS", "CACHE_VERSION", "CANONICAL", "ProgressFn",
 ]
