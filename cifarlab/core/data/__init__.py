@@ -9,10 +9,10 @@ Sources (``resolve_source``: the ``--data`` argument > ``$CIFARLAB_DATA`` > ``"d
   ``test/<class>/<image>`` (the image-folder layout; classes sorted alphabetically give the
   label numbers, which for CIFAR-10's class names is CIFAR-10's own order).
 
-``load()`` decodes every image once (``decode.py``) into uint8 arrays (N×3×32×32) plus int64
-labels and caches them under ``$CIFARLAB_CACHE`` (else ``~/.cache/cifarlab``) in
-``datasets/<key>/`` (``cache.py``: written atomically under a lock; checked against its headers
-on every read, a damaged cache rebuilt). Later loads copy the checked files into memory that no
+``load()`` (``loading.py``) decodes every image once (``decode.py``) into uint8 arrays
+(N×3×32×32) plus int64 labels and caches them under ``$CIFARLAB_CACHE`` (else
+``~/.cache/cifarlab``) in ``datasets/<key>/`` (``cache.py``: written atomically under a lock;
+checked against its headers on every read, a damaged cache rebuilt). Later loads copy the checked files into memory that no
 file backs, shared between processes where the system allows (``memory.py``), so a cache file
 cut short while in use kills nobody; within one process ``load()`` returns the same
 ``CifarData`` object again.
