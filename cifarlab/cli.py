@@ -239,7 +239,7 @@ def cmd_shapes(args) -> int:
             raise CifarLabError("cli.layers_list")
         traces = trace(layers, tuple(args.input))
     else:
-        traces = trace_spec(_model_spec(args), tuple(args.input))
+        traces = trace_spec(_model_spec(args) or ModelSpec(), tuple(args.input))
     rows = trace_table(traces)
     if args.json:
         print(json.dumps({"layers": rows, "total_params": total_params(traces)}))
