@@ -39,7 +39,6 @@ from cifarlab.core.modelspec import ModelSpec, is_int
 from cifarlab.core.nets import NET_NAMES, NETS, net_spec, trick_problems
 from cifarlab.errors import ConfigError, Problem
 
-
 PIPELINES = ("tutorial", "fast")
 # issue 13's tricks (after KellerJordan/cifar10-airbench, airbench94.py): see core/tricks.py
 AUGMENTS = ("none", "flip", "flip_translate")

@@ -25,7 +25,6 @@ from cifarlab.core.modelspec import ModelSpec
 from cifarlab.errors import ShapeError
 
 
-
 @dataclass(frozen=True)
 class LayerTrace:
     """One layer call: its name, kind, shapes (batch dimension left out), params and formula."""
