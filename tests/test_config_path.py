@@ -211,3 +211,16 @@ def test_an_old_checkpoint_with_net_and_model_loads(tmp_path):
     assert loaded.config.net == "bn3" and loaded.config.model == net_spec("bn3")
     x = torch.zeros(2, 3, 32, 32)
     torch.testing.assert_close(loaded.model().eval()(x), net.eval()(x))
+
+
+def test_the_command_line_sends_a_model_only_when_a_model_flag_is_typed():
+    from cifarlab.cli import build_parser, config_from_args
+
+    parser = build_parser()
+    assert config_from_args(parser.parse_args(["train", "--net", "bn3"])).model == \
+        net_spec("bn3")
+    assert config_from_args(parser.parse_args(["train", "--channels", "8,16"])).model == \
+        ModelSpec(channels=(8, 16))
+    with pytest.raises(ConfigError) as err:      # bn3 resized: a pair that disagrees
+        config_from_args(parser.parse_args(["train", "--net", "bn3", "--channels", "8,16"]))
+    assert err.value.problems[0].field == "net"
