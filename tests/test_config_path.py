@@ -91,7 +91,7 @@ def test_a_config_that_skips_the_form_is_refused_once_at_submit(queue, monkeypat
     before = validate.calls
     run_id = queue.submit(ALICE, QUICK)
     assert validate.calls == before + 1
-    assert queue.store.get(run_id).config == QUICK.replace(device="cpu").to_dict()
+    assert queue.store.get(run_id).config == QUICK.to_dict()    # as admitted
 
 
 def test_the_device_is_resolved_once_at_submit_and_recorded(queue, monkeypatch):
@@ -100,14 +100,15 @@ def test_the_device_is_resolved_once_at_submit_and_recorded(queue, monkeypatch):
     run = queue.store.get(queue.submit(ALICE, QUICK))          # "auto"
     here = str(devices.resolve_device.fn("auto"))
     assert resolve.calls == 1
-    assert run.device == run.config["device"] == here
+    # recorded on the run (the config keeps the student's choice: "the same settings" again)
+    assert run.device == here and run.config["device"] == "auto"
     job = job_for(run, target_of(TRAIN), queue.settings)
-    assert job["device"] == job["payload"]["device"] == here
+    assert job["device"] == here and job["payload"] == QUICK.to_dict()
 
     # behind a cluster's executor: "auto" takes its GPU, among its devices, not this machine's
     monkeypatch.setattr(queue.executor, "devices", lambda: ["cpu", "cuda:0"])
     run = queue.store.get(queue.submit(ALICE, QUICK))
-    assert run.device == run.config["device"] == "cuda:0"
+    assert run.device == "cuda:0"
     assert resolve.calls == 1
     with pytest.raises(JobError) as err:
         queue.submit(ALICE, QUICK.replace(device="cuda:1"))
@@ -120,8 +121,8 @@ def test_the_worker_trains_the_admitted_config_as_it_is(queue, cifar_data, monke
     run_id = queue.submit(ALICE, QUICK)
     run = queue.store.get(run_id)
     job = job_for(run, target_of(TRAIN), queue.settings)
-    admitted = TrainConfig.admitted(job["payload"])
-    assert admitted == QUICK.replace(device="cpu")
+    assert TrainConfig.admitted(job["payload"]) == QUICK
+    trained = QUICK.replace(device=job["device"])       # placed where the submit resolved
     # the job is the one channel: a store row changed after the job was made is not read
     with queue.store._write() as c:
         c.execute("UPDATE runs SET config = ? WHERE id = ?",
@@ -142,10 +143,10 @@ def test_the_worker_trains_the_admitted_config_as_it_is(queue, cifar_data, monke
     assert resolve.calls == 0
     done = queue.store.get(run_id)
     assert done.status == "done", (done.error, done.traceback)
-    assert done.result["config"] == admitted.to_dict()             # trained as admitted
-    assert done.result["device"] == "cpu" and done.result["steps"] == 8
+    assert done.result["config"] == trained.to_dict()              # trained as admitted
+    assert done.result["device"] == job["device"] == "cpu" and done.result["steps"] == 8
     monkeypatch.undo()
-    assert ckpt.load(queue.store.checkpoint_path(run_id)).config == admitted
+    assert ckpt.load(queue.store.checkpoint_path(run_id)).config == trained
 
 
 def test_core_train_checks_a_config_nobody_admitted(cifar_data):
@@ -195,9 +196,9 @@ def test_old_runs_with_a_net_beside_the_tutorials_model_still_load(queue, tmp_pa
     run_id = queue.store.create_run(ALICE, TRAIN, {**LEGACY, "device": "auto"}, "cpu")
     run = queue.store.get(run_id)
     assert config_of(run) == want
-    # a run an older server queued, its config still "auto": the worker takes the run's device
     job = job_for(run, target_of(TRAIN), queue.settings)
-    assert job["payload"]["device"] == "auto" and job["device"] == "cpu"
+    assert TrainConfig.admitted(job["payload"]).on_device(job["device"]) == \
+        want.replace(device="cpu")
 
 
 def test_an_old_checkpoint_with_net_and_model_loads(tmp_path):

@@ -234,8 +234,9 @@ class TrainConfig:
         return config
 
     def on_device(self, device: str) -> "TrainConfig":
-        """This config on ``device``, the one its submit resolved "auto" (or "cuda") to on the
-        server: the device every later hop uses. For the admission only; not checked again."""
+        """This admitted config on ``device``, the one its submit resolved "auto" (or "cuda")
+        to and the run recorded: what the worker trains and the checkpoint keeps. Not checked
+        again (the config keeps the student's own choice, "auto", in the store)."""
         config = copy.copy(self)
         object.__setattr__(config, "device", device)
         return config

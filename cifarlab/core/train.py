@@ -6,7 +6,7 @@
 Two entries, one loop. ``train`` is for a config nobody has checked yet (the command line, a
 notebook, a test): it checks it against this machine's devices and the data first.
 ``train_admitted`` is the queue's workers': the config was checked once, at submit, with the
-server's limits and data, and its device resolved there; it is trusted as it is.
+server's limits and data, and placed on the device resolved there; it is trusted as it is.
 
 The loop is the tutorial's (zero_grad, forward, loss, backward, step, the running loss every
 2,000 mini-batches) with what a dashboard needs around it:
@@ -169,8 +169,8 @@ def train(config: TrainConfig | None = None, data=None,
 def train_admitted(config: TrainConfig, data, on_event: Callable[[Event], None] | None = None,
                    should_stop: Callable[[], bool] | None = None, checkpoint_path=None,
                    evaluate_after: bool = True, eval_each_epoch: bool = False) -> TrainResult:
-    """Train a config ``JobQueue.submit`` admitted, on the device it resolved there
-    (``config.device``): not checked again."""
+    """Train a config ``JobQueue.submit`` admitted, placed on the device resolved there
+    (``config.device``: ``TrainConfig.on_device``): not checked again."""
     return _run(config, data, torch.device(config.device), on_event, should_stop,
                 checkpoint_path, evaluate_after, eval_each_epoch)
 

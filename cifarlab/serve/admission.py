@@ -4,7 +4,7 @@ queued, each refusal a ``JobError`` with a code and the numbers a page needs to 
 - the run itself: a valid config that fits the data and this server's ``max_epochs``,
   ``max_train_images`` and ``max_num_workers``, on a device the run can have (``check_config``:
   core's one validator, the one check between the form and the worker; it resolves the device
-  once and returns the admitted config that the store, the job and the worker carry); at most
+  once, for the run to record); at most
   ``max_image_epochs_per_run`` image-epochs
   (training images × epochs: the compute it asks for), ``max_num_workers`` DataLoader workers;
   a timing sweep whose estimate is at most ``max_timing_seconds``;
@@ -42,15 +42,15 @@ def as_job_error(err: CifarLabError) -> JobError:
 
 
 def check_config(config: Any, n_train: int, settings: Settings,
-                 devices: list[str] | None = None) -> TrainConfig:
-    """THE config check, once, before queueing; returns the admitted config.
+                 devices: list[str] | None = None) -> str:
+    """THE config check, once, before queueing; returns the run's device.
 
     ``core.config.validate`` (the one validator, which the Train page calls too, for its
     messages) with this server's limits and the real size of its data, on whatever was sent
     (a TrainConfig changed after it was built is checked as it is now); the device is resolved
     once ("auto" -> "cuda:0" or "cpu") among this machine's, or among ``devices`` when the
-    executor places runs elsewhere (a Ray cluster's GPU behind a CPU-only web server), and
-    recorded in the admitted config: nothing after the submit checks it or resolves it again."""
+    executor places runs elsewhere (a Ray cluster's GPU behind a CPU-only web server), for the
+    run to record: nothing after the submit checks the config or resolves its device again."""
     if not isinstance(config, TrainConfig):
         raise JobError("serve.limits.not_a_config", field="config")
     try:
@@ -62,7 +62,7 @@ def check_config(config: Any, n_train: int, settings: Settings,
             raise ConfigError(problems)
     except CifarLabError as err:
         raise as_job_error(err) from None
-    return config.on_device(resolve_device(config.device, devices))
+    return resolve_device(config.device, devices)
 
 
 def placed_device(device: str, placed: list[str]) -> str:

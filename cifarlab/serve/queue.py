@@ -97,16 +97,16 @@ class JobQueue:
         """Queue a training run; returns its id. JobError says why it cannot be queued.
 
         The one check of the config between the form and the worker (the authority): what is
-        admitted here, its device resolved once, is stored and becomes the job's payload; the
-        worker trains it as it is. ``owner``: the person behind the session (default: the
+        admitted here is stored with the device resolved here, and becomes the job's payload;
+        the worker trains it as it is. ``owner``: the person behind the session (default: the
         session itself)."""
         validate_session(session)
         owner = validate_owner(session if owner is None else owner)
         n_train = self.train_images()
-        admitted = admission.check_config(config, n_train, self.settings,
-                                          self.executor.devices())
-        needed = admission.check_train(admitted, self.settings, n_train)  # the compute budget
-        return self._enqueue(session, owner, TRAIN, admitted.to_dict(), admitted.device,
+        device = admission.check_config(config, n_train, self.settings,  # the one check
+                                        self.executor.devices())
+        needed = admission.check_train(config, self.settings, n_train)  # the compute budget
+        return self._enqueue(session, owner, TRAIN, config.to_dict(), device,
                              name=name, image_epochs=needed, config=config)
 
     def submit_job(self, session: str, kind: str, payload: dict, device: str,

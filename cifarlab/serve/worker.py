@@ -46,13 +46,12 @@ _URGENT = frozenset({"start", "epoch", "eval", "done", "stop"})  # written at on
 
 def run_train_job(payload: dict, ctx: "JobContext") -> dict:
     """The "train" kind: ``core.train.train_admitted`` on the config ``JobQueue.submit``
-    admitted (the job's payload), trusted as it is: it was checked once, at submit, and its
-    device resolved there."""
+    admitted (the job's payload), trusted as it is: it was checked once, at submit, and placed
+    on the device resolved there (``ctx.device``, the run's)."""
     from cifarlab.core.train import train_admitted
 
-    if payload.get("device", "auto") == "auto":  # an older server's queue: the run's device
-        payload = {**payload, "device": ctx.device}
-    result = train_admitted(TrainConfig.admitted(payload), ctx.data(),
+    config = TrainConfig.admitted(payload).on_device(ctx.device)
+    result = train_admitted(config, ctx.data(),
                             on_event=lambda e: ctx.emit(e.kind, e.data),
                             should_stop=ctx.should_stop, checkpoint_path=ctx.checkpoint_path,
                             eval_each_epoch=True)
