@@ -129,8 +129,8 @@ def choose_model():
         st.session_state[K + "run"] = wanted
     if st.session_state.get(K + "run") not in by_id:
         st.session_state.pop(K + "run", None)
-    run_id = st.selectbox(t("results.choose_run"), ids, key=K + "run",
-                          format_func=lambda rid: run_label(by_id[rid], sid))
+    labels = {rid: run_label(run, sid) for rid, run in by_id.items()}   # in this run's language
+    run_id = st.selectbox(t("results.choose_run"), ids, key=K + "run", format_func=labels.get)
     run = by_id[run_id]
     path = queue.checkpoint(sid, run.id)
     try:
