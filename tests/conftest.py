@@ -12,7 +12,7 @@ ARCHIVE = Path(__file__).resolve().parents[1].parent / "shared/data/cifar10-jpeg
 # -- tiers ------------------------------------------------------------------------------------
 # `make test` runs everything (CI). `make test-unit` (pytest -m "not browser and not integration
 # and not slow") is the edit-test loop: it leaves out what reads the real data set, starts
-# worker processes or servers, drives pages through AppTest, or trains for real.
+# worker processes, servers or a Ray cluster, drives pages through AppTest, or trains for real.
 REAL_DATA = {"cifar_archive", "cifar_data", "cifar_cache_dir", "finished_run"}
 PROCESS_MODULES = {"test_jobs", "test_export", "test_upload_bombs", "test_train_eval",
                    "test_results", "test_gpu_lab", "test_cuda", "test_data", "test_data_cache",
@@ -21,20 +21,20 @@ PROCESS_MODULES = {"test_jobs", "test_export", "test_upload_bombs", "test_train_
 
 # Under pytest-xdist (``--dist loadgroup``), the tests that share a session's app server and
 # Chromium run in one worker, and so do those that share its Ray cluster: one of each per run.
+# Every other test goes with its module (its module-scoped fixtures are then made once).
 XDIST_GROUPS = ("browser", "ray")
 
 
 @pytest.hookimpl(tryfirst=True)   # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        group = next((g for g in XDIST_GROUPS if item.get_closest_marker(g)), None)
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
+        module = item.module.__name__.rsplit(".", 1)[-1]
+        group = next((g for g in XDIST_GROUPS if item.get_closest_marker(g)), module)
+        item.add_marker(pytest.mark.xdist_group(group))
         if item.get_closest_marker("browser") or item.get_closest_marker("slow"):
             continue
-        module = item.module.__name__.rsplit(".", 1)[-1]
         if (REAL_DATA & set(getattr(item, "fixturenames", ())) or module in PROCESS_MODULES
-                or module.startswith("test_pages_")):
+                or module.startswith("test_pages_") or item.get_closest_marker("ray")):
             item.add_marker(pytest.mark.integration)
 
 
