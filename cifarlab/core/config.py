@@ -11,10 +11,10 @@ workers, CrossEntropyLoss, the tutorial's ``Net``.
     TrainConfig(net="bn3").model == net_spec("bn3")
     knobs()                                  # each field's label, help, bounds: written once
 
-**One schema.** Each field of ``TrainConfig`` carries its ``Knob`` (``core.knobs``: catalog keys
-for its label, help and error, bounds, widget kind, whether presets set it) in the dataclass
-metadata. The command line's flags, the Train page's widgets, the run tables and the exported script are all
-derived from ``knobs()``, so a field added here appears in each of them.
+**One schema.** Each field of ``TrainConfig`` carries its ``Knob`` (``core.knobs``: catalog
+keys for its label, help and error, bounds, widget kind, whether presets set it) in the
+dataclass metadata. The command line's flags, the Train page's widgets, the run tables and the
+exported script are all derived from ``knobs()``, so a field added here appears in each of them.
 
 **One validator.** ``validate`` returns every problem as a ``Problem`` (field, catalog code,
 parameters); construction raises ``ConfigError`` with the problems that do not depend on the
