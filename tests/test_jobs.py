@@ -257,9 +257,9 @@ def test_killed_worker_fails_with_a_reason_and_the_queue_goes_on(make_local_queu
 def test_forced_stop_takes_the_workers_children_along(make_local_queue, monkeypatch):
     """A run that ignores its cancel is killed after the grace period, and so are the
     processes it started (no orphaned DataLoader workers); on shutdown likewise."""
-    from cifarlab.serve import queue as jobs
+    from cifarlab.serve import dispatcher
 
-    monkeypatch.setattr(jobs, "CANCEL_GRACE_S", 1.0)
+    monkeypatch.setattr(dispatcher, "CANCEL_GRACE_S", 1.0)
     queue = make_local_queue()
 
     def child_of(run_id):
