@@ -33,7 +33,8 @@ import torch
 from cifarlab.core import checkpoint as ckpt
 from cifarlab.core.config import TrainConfig
 from cifarlab.errors import JobError
-from cifarlab.serve.executor import job_for, make_executor
+from cifarlab.serve.executor import job_for
+from cifarlab.serve.executors import make_executor
 from cifarlab.serve.kinds import register_kind, target_of
 from cifarlab.serve.queue import JobQueue
 from cifarlab.serve.settings import SettingsError, load_settings
