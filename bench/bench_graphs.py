@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         print(line, flush=True)
         log.write(line + "\n")
 
-    say(f"bench_graphs {dt.datetime.now(dt.timezone.utc).isoformat(timespec='seconds')}")
+    say(f"bench_graphs {dt.datetime.now(dt.UTC).isoformat(timespec='seconds')}")
     say(f"python {platform.python_version()}, torch {torch.__version__}, CUDA "
         f"{torch.version.cuda}, " + (torch.cuda.get_device_name(args.device) if not args.dry_cpu
                                      else "--dry-cpu: the CPU alone, nothing owed measured"))

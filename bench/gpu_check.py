@@ -141,7 +141,7 @@ def environment(c: Check) -> dict:
     env = {"python": platform.python_version(), "torch": torch.__version__,
            "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
            "cuda_available": torch.cuda.is_available(), "cpu_count": os.cpu_count(),
-           "host": platform.node(), "started_utc": dt.datetime.now(dt.timezone.utc)
+           "host": platform.node(), "started_utc": dt.datetime.now(dt.UTC)
            .isoformat(timespec="seconds"), "archive": str(c.archive),
            "reference": str(c.reference)}
     for pkg in ("ray", "babel", "torchvision", "numpy", "pytest"):

@@ -44,7 +44,7 @@ class StreamlitServer:
                     **(env or {})}
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 90) -> "StreamlitServer":
+    def start(self, timeout: float = 90) -> StreamlitServer:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", self.script, "--server.headless", "true",
              "--server.port", str(self.port), "--server.address", "127.0.0.1",

@@ -56,7 +56,7 @@ MAX_CLASSES = 1000
 
 @dataclass
 class Checkpoint:
-    state_dict: "OrderedDict[str, torch.Tensor]"
+    state_dict: OrderedDict[str, torch.Tensor]
     config: TrainConfig
     classes: tuple[str, ...]
     results: dict = field(default_factory=dict)

@@ -32,7 +32,7 @@ shape), changed hyperparameters, and anything that fails to capture. The eager s
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn as nn

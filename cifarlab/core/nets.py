@@ -9,7 +9,8 @@ export read it); ``net`` names one of these, and a ``TrainConfig`` built with a 
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from cifarlab.core.modelspec import ModelSpec
 from cifarlab.errors import ConfigError, Problem

@@ -44,7 +44,8 @@ import string
 import tomllib
 import unicodedata
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from cifarlab.i18n.numbers import (BABEL_LOCALES, _LocaleFormatter, duration, number,
                                    parse_decimal, percent, plural_form, separators)
@@ -165,7 +166,7 @@ def catalog_files(lang: str) -> list[Path]:
     return ([main] if main.is_file() else []) + extra
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load_catalog(lang: str) -> dict[str, str]:
     flat: dict[str, str] = {}
     for path in catalog_files(lang):
@@ -266,13 +267,13 @@ def _check_name(name: str) -> str:
     return LESSON_ALIASES.get(name, name)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _read_lesson(name: str, lang: str) -> str | None:
     path = _lesson_path(name, lang)
     return path.read_text(encoding="utf-8") if path.is_file() else None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _lesson_names() -> tuple[str, ...]:
     folder = LOCALES_DIR / DEFAULT / "lessons"
     found = {p.stem for p in folder.glob("*.md")} if folder.is_dir() else set()
@@ -305,7 +306,7 @@ def lesson(name: str, lang: str = DEFAULT) -> str:
     return english
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def code_snippet(name: str) -> str:
     """The tutorial's code that lesson ``name`` explains (``locales/code/<name>.py``)."""
     name = _check_name(name)

@@ -7,7 +7,7 @@ Viridis from zero up for grids. Pixel grids get whole-number ticks. Never import
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import io
 import time
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import pandas as pd

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -118,7 +118,7 @@ SURFACES: dict[str, Surface] = {
 }
 
 
-def _surface(surface: "str | Surface") -> Surface:
+def _surface(surface: str | Surface) -> Surface:
     if isinstance(surface, Surface):
         return surface
     try:
@@ -128,7 +128,7 @@ def _surface(surface: "str | Surface") -> Surface:
                             known=", ".join(SURFACES)) from None
 
 
-def loss_surface(name: "str | Surface", grid=101) -> dict:
+def loss_surface(name: str | Surface, grid=101) -> dict:
     """The loss over a grid, for a contour plot: ``{"x": xs, "y": ys, "z": Z (len(ys)×len(xs)),
     "start", "minimum", "formula"}``. ``grid``: points per axis over the surface's range, or an
     ``(xs, ys)`` pair of 1-D arrays."""
@@ -179,7 +179,7 @@ class SGDPath:
         return not self.diverged and bool(np.isfinite(self.losses[-1])) and self.losses[-1] < tol
 
 
-def sgd_path(surface: "str | Surface", start=None, lr: float = 0.05, momentum: float = 0.0,
+def sgd_path(surface: str | Surface, start=None, lr: float = 0.05, momentum: float = 0.0,
              steps: int = 50) -> SGDPath:
     """Where ``torch.optim.SGD(lr, momentum)`` takes a 2-parameter tensor on ``surface``.
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import io
 import math
 from datetime import datetime
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd

@@ -12,7 +12,8 @@ template is most of a figure's bytes): docs/benchmarks.md, section 7.
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import importlib
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from cifarlab.errors import JobError
 from cifarlab.serve.runs import KIND_RE

@@ -20,7 +20,8 @@ import re
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from cifarlab import i18n
 from cifarlab.errors import CifarLabError, JobError

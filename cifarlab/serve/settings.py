@@ -113,7 +113,8 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from cifarlab.errors import CifarLabError
 
@@ -180,7 +181,7 @@ class Settings:
         """The old name of ``max_per_owner`` (pages/train.py still reads it)."""
         return self.max_per_owner
 
-    def limits(self) -> "Limits":
+    def limits(self) -> Limits:
         """What this server allows one run, for ``core.config.validate``."""
         from cifarlab.core.config import Limits
 
@@ -195,7 +196,7 @@ class Settings:
             return self.gpu_slots
         return 1
 
-    def replace(self, **changes: Any) -> "Settings":
+    def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
 
 

@@ -20,7 +20,8 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from cifarlab.errors import JobError
 from cifarlab.serve.backup import StoreDamaged, open_checked

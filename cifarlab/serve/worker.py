@@ -29,7 +29,8 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from cifarlab.core.config import TrainConfig
 from cifarlab.errors import CifarLabError
@@ -44,7 +45,7 @@ HEARTBEAT_S = 2.0            # workers beat this often
 _URGENT = frozenset({"start", "epoch", "eval", "done", "stop"})  # written at once; others batched
 
 
-def run_train_job(payload: dict, ctx: "JobContext") -> dict:
+def run_train_job(payload: dict, ctx: JobContext) -> dict:
     """The "train" kind: ``core.train.train_admitted`` on the config ``JobQueue.submit``
     admitted (the job's payload), trusted as it is: it was checked once, at submit, and placed
     on the device resolved there (``ctx.device``, the run's)."""

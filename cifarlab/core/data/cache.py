@@ -34,7 +34,8 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -295,7 +296,7 @@ class FileLock:
         self.path = path
         self.fd: int | None = None
 
-    def __enter__(self) -> "FileLock":
+    def __enter__(self) -> FileLock:
         try:
             import fcntl
         except ImportError:  # pragma: no cover - Windows

@@ -31,7 +31,7 @@ import secrets
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

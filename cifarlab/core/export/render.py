@@ -32,7 +32,8 @@ import pprint
 import re
 import textwrap
 from pathlib import Path
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import jinja2
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timezone, UTC
 from pathlib import Path
 
 from cifarlab import i18n
@@ -142,7 +142,7 @@ def sweep_files(devices: list[str], out_dir: str | None) -> list[Path]:
 
     names = [d.name for d in list_devices() if d.id in devices and d.kind != "cpu"]
     slug = re.sub(r"[^a-z0-9]+", "-", (names[0] if names else hostname()).lower()).strip("-")
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     stem = Path(out_dir or RESULTS_DIR) / f"{slug or 'machine'}-{now:%Y-%m-%d}"
     if stem.with_suffix(".json").exists():
         stem = stem.with_name(f"{stem.name}-{now:%H%M%S}")

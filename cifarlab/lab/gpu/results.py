@@ -186,7 +186,7 @@ class SweepResult:
         return (frame(self.breakdowns, BREAKDOWN_COLUMNS) if breakdowns
                 else frame(self.rows, COLUMNS))
 
-    def check(self) -> "SweepResult":
+    def check(self) -> SweepResult:
         """Itself, when every row can be shown (a device id, a known pipeline, a batch size and
         a width; figures unless it failed); DataError naming the first row that cannot."""
         if not self.rows:
@@ -207,7 +207,7 @@ class SweepResult:
                 "rows": self.rows, "breakdowns": self.breakdowns}
 
     @classmethod
-    def from_dict(cls, d: Any, source: str = THIS_MACHINE) -> "SweepResult":
+    def from_dict(cls, d: Any, source: str = THIS_MACHINE) -> SweepResult:
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             raise DataError("gpu.not_a_result", source=source)
         if not isinstance(d.get("version", 0), int) or d.get("version", 0) > FORMAT_VERSION:
@@ -233,11 +233,11 @@ class SweepResult:
         return text
 
     @classmethod
-    def from_json(cls, path: str | Path) -> "SweepResult":
+    def from_json(cls, path: str | Path) -> SweepResult:
         return cls.from_json_text(_read(path), source=str(path))
 
     @classmethod
-    def from_json_text(cls, text: str | bytes, source: str = "recorded") -> "SweepResult":
+    def from_json_text(cls, text: str | bytes, source: str = "recorded") -> SweepResult:
         raw = check_text(text, source, "json")
         try:
             d = json.loads(raw)
@@ -258,11 +258,11 @@ class SweepResult:
         return text
 
     @classmethod
-    def from_csv(cls, path: str | Path) -> "SweepResult":
+    def from_csv(cls, path: str | Path) -> SweepResult:
         return cls.from_csv_text(_read(path), source=str(path))
 
     @classmethod
-    def from_csv_text(cls, text: str | bytes, source: str = "recorded") -> "SweepResult":
+    def from_csv_text(cls, text: str | bytes, source: str = "recorded") -> SweepResult:
         import pandas as pd
 
         if isinstance(text, bytes):
@@ -308,7 +308,7 @@ class SweepResult:
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> "SweepResult":
+    def load(cls, path: str | Path) -> SweepResult:
         path = check_suffix(path)
         return cls.from_csv(path) if path.suffix.lower() == ".csv" else cls.from_json(path)
 

@@ -24,7 +24,8 @@ import functools
 import gc
 import math
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch

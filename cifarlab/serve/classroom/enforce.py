@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import cifarlab.serve.classroom.tables as tables  # by its path: the package imports this one
 from cifarlab.core.config import TrainConfig, knobs, validate

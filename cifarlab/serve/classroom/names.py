@@ -20,7 +20,8 @@ import functools
 import re
 import secrets
 import unicodedata
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from cifarlab.serve.classroom.model import ClassError
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from cifarlab.serve.classroom.model import (Challenge, ClassError, ClassInfo, ClassLimits, Goal,
                                             Membership)
