@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import sys
 import time
-from datetime import datetime, timezone, UTC
+from datetime import datetime, UTC
 from pathlib import Path
 
 from cifarlab import i18n

@@ -30,7 +30,7 @@ import socket
 import statistics
 import time
 from collections import defaultdict
-from datetime import datetime, timezone, UTC
+from datetime import datetime, UTC
 from pathlib import Path
 from collections.abc import Callable, Iterable
 from typing import Any

@@ -327,7 +327,7 @@ def load_upload(name: str, data: bytes) -> SweepResult:
         return SweepResult.from_csv_text(data, source=name).check()
     except CifarLabError:
         raise
-    except Exception:  # noqa: BLE001 - a case the checks above missed: words on the page,
+    except Exception:  # a case the checks above missed: words on the page,
         log.warning("timing upload %r could not be read", name, exc_info=True)  # details here
         raise DataError("gpu.bad_value", source=name) from None
 
