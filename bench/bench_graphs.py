@@ -57,7 +57,7 @@ def two_epochs(data: CifarData, device: str, epochs: int) -> list[str]:
         notes: list[dict] = []
         config = TrainConfig(epochs=epochs, batch_size=4, pipeline="fast", device=device,
                              cuda_graphs=graphed)
-        result = train(config, data, on_event=lambda e: notes.append(e.data)
+        result = train(config, data, on_event=lambda e, notes=notes: notes.append(e.data)
                        if e.kind == "graphs" else None)
         runs[graphed] = (result, notes)
     lines = []

@@ -31,7 +31,8 @@ def _ints(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(v) for v in text.replace(" ", "").split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got '{text}'")
+        raise argparse.ArgumentTypeError(
+            f"expected numbers separated by commas, got '{text}'") from None
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:

@@ -1,4 +1,5 @@
 """Config validation, devices and the model's fidelity to the tutorial's Net."""
+import dataclasses
 import json
 
 import pytest
@@ -20,7 +21,7 @@ def test_defaults_are_the_tutorial():
 def test_config_is_frozen_and_round_trips_through_json():
     c = TrainConfig(lr=0.01, batch_size=64, train_subset=1000,
                     model=ModelSpec(channels=(8, 32), width=2))
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         c.lr = 1.0  # frozen
     again = TrainConfig.from_dict(json.loads(json.dumps(c.to_dict())))
     assert again == c and again.model.channels == (8, 32)

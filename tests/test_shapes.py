@@ -235,7 +235,7 @@ def test_layer_list_errors():
     conv = {"type": "conv", "out_channels": 4, "kernel_size": 3}
     with pytest.raises(ShapeError, match="flatten"):
         trace([{"type": "linear", "out_features": 10}])
-    with pytest.raises(ShapeError, match="^conv2: "):
+    with pytest.raises(ShapeError, match=r"^conv2: "):
         trace([conv, {"type": "flatten"}, conv])
     with pytest.raises(ShapeError, match="unknown"):
         trace([{"type": "dropout"}])

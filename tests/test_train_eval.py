@@ -228,8 +228,9 @@ def test_cli_prints_the_tutorials_lines(cifar_archive, tmp_path):
     lines = proc.stdout.splitlines()
     assert lines[0] == "[1,    50] loss: " + lines[0].split("loss: ")[1]
     assert "Finished Training" in lines
-    assert any(l.startswith("Accuracy of the network on the 10000 test images: ") for l in lines)
-    assert any(l.startswith("Accuracy of plane : ") for l in lines)
+    assert any(line.startswith("Accuracy of the network on the 10000 test images: ")
+               for line in lines)
+    assert any(line.startswith("Accuracy of plane : ") for line in lines)
 
 
 BAD_INPUT = [

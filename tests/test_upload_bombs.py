@@ -78,7 +78,7 @@ def child(kind: str, path: Path, *extra: str) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-c", CHILD, kind, str(path), *extra], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=600)
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert lines, f"the child died (exit {proc.returncode}): {proc.stderr[-2000:]}"
     return json.loads(lines[-1][len("RESULT "):])
 

@@ -279,7 +279,7 @@ def loader_throughput(data: CifarData, pipeline: str = "tutorial", batch_size: i
         images = batches = 0
         sw.start()
         deadline = time.perf_counter() + max_seconds
-        for xb, yb in iterator:
+        for _xb, yb in iterator:
             images += int(yb.shape[0])
             batches += 1
             if batches >= max_batches or time.perf_counter() >= deadline:

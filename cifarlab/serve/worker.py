@@ -208,10 +208,10 @@ def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
         from cifarlab.core import train as _train  # noqa: F401 - imports the model, evaluation, ...
         try:
             data = data_mod.load(settings.data)
-        except Exception as err:  # reported when a job asks for the data
+        except Exception as err:  # noqa: BLE001 - reported when a job asks for the data
             data_error = err
         _warm_up()
-    except Exception as err:  # a broken install: report it on the job
+    except Exception as err:  # noqa: BLE001 - a broken install: report it on the job
         data_error = err
     if ready is not None:
         ready.set()

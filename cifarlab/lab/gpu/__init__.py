@@ -48,7 +48,8 @@ _LAZY = {
 _WHERE = {name: module for module, names in _LAZY.items() for name in names}
 
 __all__ = ["register_cli", "EPOCH_IMAGES", "TUTORIAL_EPOCHS", "TUTORIAL_POINT", "SweepConfig",
-           "devices_held", "estimate_seconds", "job_request", "time_left", *_WHERE]
+           "devices_held", "estimate_seconds", "job_request", "time_left"]
+__all__ += list(_WHERE)  # the names loaded on first use (__getattr__)
 
 
 def __getattr__(name: str):
