@@ -1,7 +1,7 @@
 """Eager vs graphed training steps on a CUDA GPU (issue 13, "the overhead lesson").
 
     python bench/bench_graphs.py                       # batch 4, 64, 1024; the tutorial's 2 epochs
-    python bench/bench_graphs.py --data PATH           # the epochs on real CIFAR-10 (else synthetic)
+    python bench/bench_graphs.py --data PATH           # the epochs on real CIFAR-10, else synthetic
     python bench/bench_graphs.py --no-epochs --batch-sizes 4,16
 
 1. Steps/s of the ``fast`` pipeline's training step, launched kernel by kernel (eager) and
@@ -92,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", default=None, help="CIFAR-10 for the epochs (else synthetic images)")
     p.add_argument("--out-dir", default=str(ROOT / "docs" / "gpu-results"))
     p.add_argument("--dry-cpu", action="store_true",
-                   help="no CUDA: run the script on the CPU alone (tries it; measures nothing owed)")
+                   help="no CUDA: run the script on the CPU alone "
+                        "(tries it; measures nothing owed)")
     args = p.parse_args(argv)
     if args.dry_cpu:
         args.device = "cpu"

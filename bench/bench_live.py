@@ -208,7 +208,10 @@ def measure(server: StreamlitServer, browser, store: RunStore, n: int, args, tag
         # the pages stay open on the finished run
         time.sleep(2.0)
         c2, w2 = cpu_seconds(server.proc.pid), time.monotonic()
-        pages[0].wait_for_timeout(args.idle_window * 1000) if pages else time.sleep(args.idle_window)
+        if pages:
+            pages[0].wait_for_timeout(args.idle_window * 1000)
+        else:
+            time.sleep(args.idle_window)
         c3, w3 = cpu_seconds(server.proc.pid), time.monotonic()
         return {"watchers": n, "cpu_per_s": (c1 - c0) / (w1 - w0), "images_per_s": ips,
                 "steps_in_window": s1 - s0, "chart_last_steps": shown,

@@ -3,7 +3,7 @@
 Layout (English is the source; every other language mirrors it)::
 
     cifarlab/locales/en.toml                  UI strings, flat dotted keys grouped in tables
-    cifarlab/locales/en/*.toml                more UI strings, one file per area (merged; a key once)
+    cifarlab/locales/en/*.toml                more UI strings, one file per area (a key once)
     cifarlab/locales/es.toml, pt.toml
     cifarlab/locales/<lang>/lessons/<name>.md lesson texts (Markdown), one file per lesson
     cifarlab/locales/code/<name>.py           the tutorial's lines a lesson explains (shared)
@@ -138,7 +138,8 @@ def set_strict(value: bool | None) -> None:
     _strict_override = value
 
 
-def _warn_once(lang: str, what: str, message: str, *args: Any, level: int = logging.WARNING) -> None:
+def _warn_once(lang: str, what: str, message: str, *args: Any,
+               level: int = logging.WARNING) -> None:
     if (lang, what) not in _warned:
         _warned.add((lang, what))
         log.log(level, message, *args)
@@ -344,7 +345,8 @@ def problems() -> list[str]:
         texts = _load_catalog(code)
         if code != DEFAULT:
             out += [f"{code}: missing key {k!r}" for k in sorted(set(source) - set(texts))]
-            out += [f"{code}: key {k!r} is not in English" for k in sorted(set(texts) - set(source))]
+            out += [f"{code}: key {k!r} is not in English"
+                    for k in sorted(set(texts) - set(source))]
         for key, text in sorted(texts.items()):
             if not text.strip():
                 out.append(f"{code}: {key!r} is empty")

@@ -36,7 +36,8 @@ __all__ = [
 # -----------------------------------------------------------------------------------------
 # cross-entropy on one image
 
-def net_logits(image_chw_uint8: np.ndarray, seed: int = 0, state_dict: dict | None = None) -> np.ndarray:
+def net_logits(image_chw_uint8: np.ndarray, seed: int = 0,
+               state_dict: dict | None = None) -> np.ndarray:
     """The 10 logits of the tutorial's ``Net`` for one 3×32×32 uint8 image (normalised as the
     tutorial does): a ``Net`` freshly initialised with ``seed``, or one holding ``state_dict``."""
     from cifarlab.core.data import normalize

@@ -353,7 +353,8 @@ def transfer_figure(res: pd.DataFrame, t) -> go.Figure:
                        text=[f"{i18n.number(v, lang, 2)} ms" for v in res["ms"]],
                        colours=[C.PALETTE[0] if m == "one_big" else C.PALETTE[1]
                                 for m in res["method"]],
-                       title=f"{res['path'].iloc[0]} · {size_text(res['total_bytes'].iloc[0], lang)}")
+                       title=f"{res['path'].iloc[0]} · "
+                             f"{size_text(res['total_bytes'].iloc[0], lang)}")
     return C.localized(fig, lang)
 
 

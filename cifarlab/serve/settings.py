@@ -237,7 +237,8 @@ def env_name(field: str) -> str:
     return ENV_PREFIX + field.upper()
 
 
-def load_settings(env: Mapping[str, str] | None = None, config_file: str | os.PathLike | None = None,
+def load_settings(env: Mapping[str, str] | None = None,
+                  config_file: str | os.PathLike | None = None,
                   **overrides: Any) -> Settings:
     """The settings for this process: ``overrides`` > environment > TOML file > defaults.
 

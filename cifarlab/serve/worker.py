@@ -122,7 +122,8 @@ class JobContext:
 
     def flush(self) -> None:
         with self._lock:
-            steps, losses, events, progress = self._steps, self._losses, self._events, self._progress
+            steps, losses = self._steps, self._losses
+            events, progress = self._events, self._progress
             self._steps, self._losses, self._events, self._progress = [], [], [], None
             self._last_flush = time.monotonic()
         if steps or events or progress is not None:

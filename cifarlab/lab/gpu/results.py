@@ -177,7 +177,9 @@ class SweepResult:
     @property
     def recorded_on(self) -> str:
         """"this machine", or "<host>, <date>" for a result recorded elsewhere."""
-        return THIS_MACHINE if not self.recorded_elsewhere else f"{self.host}, {self.recorded_at[:10]}"
+        if not self.recorded_elsewhere:
+            return THIS_MACHINE
+        return f"{self.host}, {self.recorded_at[:10]}"
 
     def ok_rows(self) -> list[dict]:
         return [r for r in self.rows if not r["error"]]

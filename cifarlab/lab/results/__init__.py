@@ -35,8 +35,8 @@ __all__ = [
     "UPLOADER_MB", "SERVER_UPLOAD_MB", "MAX_IMAGE_PIXELS", "MAX_DECODE_BYTES", "PREVIEW_SIZE",
     "CheckpointError", "ImageError", "PreparedImage",
     "load_run_model", "load_uploaded_checkpoint", "predictions_for", "confused_examples",
-    "most_confused_pair", "picked_cell", "sample_predictions", "per_class_by_epoch", "prepare_image",
-    "classify_image", "classify_prepared", "upscale",
+    "most_confused_pair", "picked_cell", "sample_predictions", "per_class_by_epoch",
+    "prepare_image", "classify_image", "classify_prepared", "upscale",
 ]
 
 # The PyTorch tutorial's printed figures: 54 % overall after 2 epochs; per class they swing
