@@ -61,7 +61,8 @@ class StreamlitServer:
                         return self
             except OSError:
                 time.sleep(0.3)
-        raise RuntimeError(f"streamlit did not start in {timeout} s: {self.log.read_text()[-2000:]}")
+        raise RuntimeError(f"streamlit did not start in {timeout} s: "
+                           f"{self.log.read_text()[-2000:]}")
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:

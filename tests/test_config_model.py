@@ -114,7 +114,8 @@ def test_variants_get_fc1_input_from_the_shape_trace(spec):
     net = Net(spec)
     out = net(torch.zeros(2, 3, 32, 32))
     assert out.shape == (2, 10)
-    feats = net.pool(torch.relu(net.conv2(net.pool(torch.relu(net.conv1(torch.zeros(1, 3, 32, 32)))))))
+    first = net.pool(torch.relu(net.conv1(torch.zeros(1, 3, 32, 32))))
+    feats = net.pool(torch.relu(net.conv2(first)))
     assert net.fc1.in_features == feats.numel()
 
 

@@ -6,8 +6,8 @@ image folder of tests/test_export.py (300 + 200 real CIFAR-10 images), once: the
 tutorial-pipeline run; it must print the app's losses, step for step, and its accuracy. The
 command line's notebook of the same run is that notebook, cell for cell; a fast-pipeline run's
 notebook is the exported script's code (test_the_notebooks_code_is_the_scripts), which repeats
-the app's run (test_export.py::test_the_script_repeats_the_apps_run_epoch_for_epoch). TensorBoard's own reader loads the
-logs; the tutorial's own ``Net`` loads the weights.
+the app's run (test_export.py::test_the_script_repeats_the_apps_run_epoch_for_epoch).
+TensorBoard's own reader loads the logs; the tutorial's own ``Net`` loads the weights.
 """
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ from cifarlab import i18n
 from cifarlab.cli import main
 from cifarlab.core import checkpoint
 from cifarlab.core.config import CIFAR10_CLASSES, ModelSpec, TrainConfig
-from cifarlab.core.export import (RunRecord, bundle_bytes, build_notebook, export_script, model_card,
-                                  notebook_json)
+from cifarlab.core.export import (RunRecord, bundle_bytes, build_notebook, export_script,
+                                  model_card, notebook_json)
 from cifarlab.core.export.notebook import RESULTS_FILE, source_note
 from cifarlab.core.export.render import split_cells
 from cifarlab.core.export.tensorboard import MAX_STEP_POINTS, hparams_of, step_points

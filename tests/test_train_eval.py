@@ -105,7 +105,8 @@ def test_evaluation_matches_a_hand_count(cifar_data):
     assert res.correct == int((res.predictions == labels).sum())
     assert res.accuracy == pytest.approx(res.correct / 10_000)
     assert np.allclose(res.probabilities.sum(axis=1), 1, atol=1e-4)
-    assert set(res.misclassified.tolist()) == set(np.flatnonzero(res.predictions != labels).tolist())
+    wrong = np.flatnonzero(res.predictions != labels)
+    assert set(res.misclassified.tolist()) == set(wrong.tolist())
     # per-class accuracy from the confusion matrix, counted by hand for one class
     k = 3
     mask = labels == k

@@ -102,7 +102,8 @@ def small_checkpoint_claiming(model: ModelSpec) -> bytes:
     tiny tensor: loading it the old way built the whole network before looking at them."""
     payload = {"format": ckpt.FORMAT, "version": ckpt.VERSION,
                "state_dict": {"fc3.bias": torch.zeros(10)},
-               "config": TrainConfig(model=model).to_dict(), "classes": [f"c{i}" for i in range(10)],
+               "config": TrainConfig(model=model).to_dict(),
+               "classes": [f"c{i}" for i in range(10)],
                "results": {}}
     buf = io.BytesIO()
     torch.save(payload, buf)
