@@ -15,8 +15,7 @@ each one next to its widget. A traceback is never the only message.
 from __future__ import annotations
 
 from dataclasses import dataclass, field as dc_field
-from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 from cifarlab import i18n
 

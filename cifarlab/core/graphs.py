@@ -32,7 +32,7 @@ shape), changed hyperparameters, and anything that fails to capture. The eager s
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Callable
 
 import torch
 import torch.nn as nn

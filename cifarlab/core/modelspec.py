@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from collections.abc import Mapping
-from typing import Any
+from typing import Any, Mapping
 
 from cifarlab.errors import ConfigError, Problem
 

@@ -9,8 +9,7 @@ export read it); ``net`` names one of these, and a ``TrainConfig`` built with a 
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import Any, Mapping
 
 from cifarlab.core.modelspec import ModelSpec
 from cifarlab.errors import ConfigError, Problem

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from collections.abc import Callable
+from typing import Callable
 
 import torch
 import torch.nn as nn

@@ -44,8 +44,7 @@ import string
 import tomllib
 import unicodedata
 from pathlib import Path
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Callable
 
 from cifarlab.i18n.numbers import (BABEL_LOCALES, _LocaleFormatter, duration, number,
                                    parse_decimal, percent, plural_form, separators)

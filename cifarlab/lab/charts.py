@@ -7,7 +7,7 @@ Viridis from zero up for grids. Pixel grids get whole-number ticks. Never import
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import io
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import urlencode, urlsplit
 
 import pandas as pd

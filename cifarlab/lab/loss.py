@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from collections.abc import Callable
+from typing import Callable
 
 import numpy as np
 import pandas as pd

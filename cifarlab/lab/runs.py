@@ -13,8 +13,7 @@ from __future__ import annotations
 import io
 import math
 from datetime import datetime
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd

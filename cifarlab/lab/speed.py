@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from collections.abc import Mapping
-from typing import Any
+from typing import Any, Mapping
 
 from cifarlab.core.config import PRESETS, TrainConfig
 

@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 

@@ -17,8 +17,7 @@ Decimals are text in the form's language (a browser's number box turns a Spanish
 from __future__ import annotations
 
 from dataclasses import dataclass
-from collections.abc import Mapping
-from typing import Any
+from typing import Any, Mapping
 
 from cifarlab import i18n
 from cifarlab.core.config import PRESETS, Limits, TrainConfig

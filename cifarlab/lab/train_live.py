@@ -12,8 +12,7 @@ template is most of a figure's bytes): docs/benchmarks.md, section 7.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go

@@ -13,7 +13,7 @@ import os
 import shutil
 import sqlite3
 from pathlib import Path
-from collections.abc import Iterable
+from typing import Iterable
 
 from cifarlab.errors import CifarLabError, JobError
 

@@ -27,8 +27,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Callable, Iterable, Protocol
 
 from cifarlab.errors import CifarLabError
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Callable
 
 from cifarlab.errors import JobError
 from cifarlab.serve.runs import KIND_RE

@@ -20,8 +20,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from collections.abc import Iterator
-from typing import Any
+from typing import Any, Iterator
 
 from cifarlab.serve.kinds import import_target
 from cifarlab.serve.worker import (FLUSH_S, HEARTBEAT_S, JobContext, _lower_priority, _raise,

@@ -20,8 +20,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass, field
-from collections.abc import Iterable
-from typing import Any
+from typing import Any, Iterable
 
 from cifarlab import i18n
 from cifarlab.errors import CifarLabError, JobError

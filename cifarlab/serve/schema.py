@@ -27,7 +27,7 @@ import sqlite3
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from collections.abc import Iterator
+from typing import Iterator
 
 from cifarlab.errors import JobError
 from cifarlab.serve import disk

@@ -113,8 +113,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from cifarlab.errors import CifarLabError
 

@@ -20,8 +20,7 @@ import math
 import os
 import time
 from pathlib import Path
-from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Iterable, Sequence
 
 from cifarlab.errors import JobError
 from cifarlab.serve.backup import StoreDamaged, open_checked

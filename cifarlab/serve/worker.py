@@ -29,8 +29,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Callable
 
 from cifarlab.core.config import TrainConfig
 from cifarlab.errors import CifarLabError

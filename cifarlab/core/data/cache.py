@@ -34,8 +34,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterable
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 

@@ -31,7 +31,7 @@ import secrets
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Callable
+from typing import Callable
 
 import numpy as np
 

@@ -16,8 +16,7 @@ import math
 import multiprocessing
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch

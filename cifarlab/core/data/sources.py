@@ -14,7 +14,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Callable
+from typing import Callable
 
 from cifarlab.errors import DataError
 

@@ -32,8 +32,7 @@ import pprint
 import re
 import textwrap
 from pathlib import Path
-from collections.abc import Iterable
-from typing import Any
+from typing import Any, Iterable
 
 import jinja2
 

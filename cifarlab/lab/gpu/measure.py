@@ -32,8 +32,7 @@ import time
 from collections import defaultdict
 from datetime import datetime, UTC
 from pathlib import Path
-from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Callable, Iterable
 
 import torch
 

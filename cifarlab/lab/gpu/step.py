@@ -24,8 +24,7 @@ import functools
 import gc
 import math
 import time
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch

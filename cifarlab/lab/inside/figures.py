@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from collections.abc import Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd

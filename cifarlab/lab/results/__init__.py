@@ -14,8 +14,7 @@ so a page shows it in the student's language: ``err.text(lang)``.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd

@@ -14,8 +14,7 @@ from __future__ import annotations
 import io
 import warnings
 from dataclasses import dataclass, field
-from collections.abc import Sequence
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import torch

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 import cifarlab.serve.classroom.tables as tables  # by its path: the package imports this one
 from cifarlab.core.config import TrainConfig, knobs, validate

@@ -4,8 +4,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any, Callable, Iterable, Mapping, Protocol
 
 # the package's own modules by their paths: the package's __init__ imports this module
 import cifarlab.serve.classroom.enforce as enforce

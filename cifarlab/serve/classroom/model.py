@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from collections.abc import Mapping
-from typing import Any
+from typing import Any, Mapping
 
 from cifarlab import i18n
 from cifarlab.errors import JobError

@@ -20,8 +20,7 @@ import functools
 import re
 import secrets
 import unicodedata
-from collections.abc import Iterable
-from typing import Any
+from typing import Any, Iterable
 
 from cifarlab.serve.classroom.model import ClassError
 

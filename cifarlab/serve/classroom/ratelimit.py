@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from typing import Callable
 
 from cifarlab.serve.classroom.model import ClassError
 from cifarlab.serve.identity import AttemptLimiter, Backoff, Counters, MemoryCounters

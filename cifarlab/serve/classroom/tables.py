@@ -9,8 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable
-from typing import Any
+from typing import Any, Iterable
 
 from cifarlab.serve.classroom.model import (Challenge, ClassError, ClassInfo, ClassLimits, Goal,
                                             Membership)
