@@ -347,8 +347,7 @@ def run_sweep(cfg: SweepConfig | None = None, on_result: Callable[[dict], None] 
     rewritten after every point, so an interrupted sweep keeps its rows."""
     cfg = cfg or SweepConfig()
     devices = cfg.resolved_devices()  # DeviceError before anything runs
-    paths = ([] if save_to is None else [save_to] if isinstance(save_to, (str, Path))
-             else list(save_to))
+    paths = [save_to] if isinstance(save_to, (str, Path)) else list(save_to or ())
     for p in paths:
         check_suffix(p)
     if cfg.images == "real" and data is None:
