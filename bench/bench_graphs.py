@@ -32,14 +32,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-from cifarlab.core.config import CIFAR10_CLASSES, TrainConfig  # noqa: E402
-from cifarlab.core.data import CifarData  # noqa: E402
-from cifarlab.core.train import train  # noqa: E402
-from cifarlab.lab import gpu as lab  # noqa: E402
-from cifarlab.lab.gpu.cli import TablePrinter, summary_lines, sweep_files  # noqa: E402
+from cifarlab.core.config import CIFAR10_CLASSES, TrainConfig
+from cifarlab.core.data import CifarData
+from cifarlab.core.train import train
+from cifarlab.lab import gpu as lab
+from cifarlab.lab.gpu.cli import TablePrinter, summary_lines, sweep_files
 
 
 def synthetic_cifar(n_train: int = 50_000, n_test: int = 10_000) -> CifarData:

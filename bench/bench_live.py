@@ -47,12 +47,12 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 DEFAULT_ARCHIVE = ROOT.parent / "shared" / "data" / "cifar10-jpeg.tar.gz"
 
-from browser_support import (LOSS_CHART_LAST_STEP, StreamlitServer, cpu_seconds,  # noqa: E402
+from browser_support import (LOSS_CHART_LAST_STEP, StreamlitServer, cpu_seconds,
                              launch_args, niced_chromium, wait_idle)
-from protocol_watcher import ProtocolWatchers  # noqa: E402
-from cifarlab import i18n  # noqa: E402
-from cifarlab.core.config import TrainConfig  # noqa: E402
-from cifarlab.serve.store import RunStore  # noqa: E402
+from protocol_watcher import ProtocolWatchers
+from cifarlab import i18n
+from cifarlab.core.config import TrainConfig
+from cifarlab.serve.store import RunStore
 
 T = i18n.translator("en")
 STOPPED = i18n.catalog("en")["train.cancelled_partial"].split(" {")[0]   # "Stopped after"

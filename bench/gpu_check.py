@@ -44,8 +44,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import gpu_check_report as report  # noqa: E402
-from gpu_check_steps import RUNNERS, STEPS, broke  # noqa: E402
+import gpu_check_report as report
+from gpu_check_steps import RUNNERS, STEPS, broke
 
 
 class Check:

@@ -141,7 +141,8 @@ def _check_same_run(measured, out, result, classes):
     assert measured["epoch_losses"] == pytest.approx(lab, rel=1e-12)
 
 
-def test_the_zips_notebook_repeats_the_run_in_spanish(runs, small, kernel, tmp_path):  # noqa: F811
+def test_the_zips_notebook_repeats_the_run_in_spanish(runs, small, kernel,  # noqa: F811 - fixture
+                                                      tmp_path):
     """The Runs page's zip (tutorial pipeline, 2 DataLoader workers), unzipped and run: the same
     losses, accuracy and weights (it compares itself with the zip's cifar_net.pth)."""
     folder, _, data = small

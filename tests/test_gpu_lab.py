@@ -566,7 +566,7 @@ def test_timing_job_stops():
 
 def test_stop_during_a_point():
     calls = []
-    stop = lambda: bool(calls.append(1)) or len(calls) > 3  # noqa: E731
+    stop = lambda: bool(calls.append(1)) or len(calls) > 3  # noqa: E731 - a counting stub
     assert measure_point("cpu", 4, 1, "fast", steps=100_000, warmup=1, repeats=1,
                          num_workers=0, should_stop=stop) is None
     assert len(calls) == 4

@@ -315,7 +315,7 @@ class RayExecutor(Executor):
         if self._control is not None:
             try:
                 self._ray.kill(self._control)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - shutting down: the actor may be gone
                 pass
         self._task = self._control = None
         if self._owns:

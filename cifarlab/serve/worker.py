@@ -319,7 +319,7 @@ def run_job(fn: Callable[[dict, Any], dict], payload: dict,
         print(f"cifarlab worker: run {ctx.run_id} failed:\n{tb}", file=sys.stderr, flush=True)
         try:
             ctx.flush()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - the failure is recorded next, flushed or not
             pass
         try:
             why = failure(err)

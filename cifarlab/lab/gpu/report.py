@@ -173,7 +173,7 @@ def tutorial_lines(res: SweepResult, lang: str) -> list[str]:
     timed = [d for d in info["devices"] if d["images_per_s"]]
     if not timed:
         return []
-    dur = lambda s: i18n.duration(s, lang)  # noqa: E731
+    dur = lambda s: i18n.duration(s, lang)  # noqa: E731 - a local shorthand, used below
     lines = [t("gpu.tut_cpu", name=md(d["device_name"]), ips=round(d["images_per_s"]),
                images=info["epoch_images"], epoch=dur(d["epoch_s"]), run=dur(d["tutorial_run_s"]))
              for d in timed if d["device"] == "cpu"]
