@@ -428,7 +428,8 @@ def test_load_twelve_sessions_at_once(make_local_queue, figures):
     waits = [r.waited_s for r in runs]
     peak_server = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     peak_worker = max(r.result["worker_peak_rss_mb"] for r in runs)  # each worker's own peak
-    figures(f"load ({queue.executor.name}): 12 runs in {total:.1f} s ({queue.settings.cpu_slots} CPU slot(s)); wait per "
+    figures(f"load ({queue.executor.name}): 12 runs in {total:.1f} s "
+          f"({queue.settings.cpu_slots} CPU slot(s)); wait per "
           f"run: min {min(waits):.1f} s, median {sorted(waits)[6]:.1f} s, max {max(waits):.1f} s;"
           f" run time: median {sorted(r.seconds() for r in runs)[6]:.2f} s; server RSS "
           f"{rss_before:.0f} -> {rss_after:.0f} MB (peak {peak_server:.0f} MB); largest worker "

@@ -4,7 +4,6 @@ runs, and the scheduler's decisions: no worker process is started here (``start=
 Every refusal is a JobError with a code and the numbers a page needs, in every language."""
 import ast
 import re
-import time
 from pathlib import Path
 
 import pytest

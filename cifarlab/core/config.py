@@ -162,7 +162,7 @@ class TrainConfig:
     def steps_per_epoch(self, n_train: int) -> int:
         return math.ceil(self.images_per_epoch(n_train) / self.batch_size)
 
-    def replace(self, **changes: Any) -> "TrainConfig":
+    def replace(self, **changes: Any) -> TrainConfig:
         """A copy with ``changes``; a new ``net`` brings its own network unless ``model`` is
         given too (a config never holds a net with another network's shape)."""
         if "model" not in changes and changes.get("net", self.net) != self.net:
@@ -175,7 +175,7 @@ class TrainConfig:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "TrainConfig":
+    def from_dict(cls, d: Mapping[str, Any]) -> TrainConfig:
         """A config from a mapping anyone may have written (a file, a checkpoint, a form):
         checked as it is built. Older writings are read as they were meant (``_migrate``)."""
         d = _migrate(d)
@@ -186,7 +186,7 @@ class TrainConfig:
         return cls(**d)
 
     @classmethod
-    def admitted(cls, d: Mapping[str, Any]) -> "TrainConfig":
+    def admitted(cls, d: Mapping[str, Any]) -> TrainConfig:
         """The config ``JobQueue.submit`` admitted, from the job payload that carries its
         ``to_dict()``: rebuilt as it is, **not checked again** (the submit was the authority;
         the worker and ``core.train.train_admitted`` trust it). Anything else: ``from_dict``."""
@@ -200,7 +200,7 @@ class TrainConfig:
                            model if isinstance(model, ModelSpec) else ModelSpec.admitted(model))
         return config
 
-    def on_device(self, device: str) -> "TrainConfig":
+    def on_device(self, device: str) -> TrainConfig:
         """This admitted config on ``device``, the one its submit resolved "auto" (or "cuda")
         to and the run recorded: what the worker trains and the checkpoint keeps. Not checked
         again (the config keeps the student's own choice, "auto", in the store)."""

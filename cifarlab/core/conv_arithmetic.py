@@ -2,7 +2,8 @@
 
     conv2d_output_size(32, 5)                     # -> 28, as nn.Conv2d(…, 5) on a 32×32 image
     pool2d_output_size((28, 28), 2)               # -> (14, 14), as nn.MaxPool2d(2)
-    conv2d_formula(32, 5, 1, 0, 1)                # -> ("⌊(32 + 2·0 − 1·(5 − 1) − 1) / 1⌋ + 1 = 28", 28, True)
+    conv2d_formula(32, 5, 1, 0, 1)
+    # -> ("⌊(32 + 2·0 − 1·(5 − 1) − 1) / 1⌋ + 1 = 28", 28, True)
 
 The numbers follow PyTorch exactly (aten/src/ATen/native/Pool.h, ConvUtils.h): conv output
 is ⌊(n + 2p − d(k − 1) − 1) / s⌋ + 1; max-pool output is the same with ⌈⌉ in ceil mode, where
@@ -75,7 +76,8 @@ def pool2d_formula(size: int, kernel: int, stride: int | None = None, padding: i
     out = raw
     if (raw - 1) * stride >= size + padding:  # last window would start in the right padding
         out = raw - 1
-        formula += f" − 1 = {_num(out)} (the last window would start in the padding, so it is dropped)"
+        formula += (f" − 1 = {_num(out)} "
+                    "(the last window would start in the padding, so it is dropped)")
     return formula, out, n % stride == 0
 
 
@@ -92,7 +94,8 @@ def conv2d_output_size(size, kernel_size, stride=1, padding=0, dilation=1):
 
 
 def pool2d_output_size(size, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
-    """Output size of nn.MaxPool2d (stride defaults to kernel_size). Ints in, int out; pair, pair."""
+    """Output size of nn.MaxPool2d (stride defaults to kernel_size). Ints in, int out;
+    pair, pair."""
     stride = kernel_size if stride is None else stride
     args = (size, kernel_size, stride, padding, dilation)
     dims = [pool2d_formula(*a, ceil_mode=bool(ceil_mode))[1] for a in per_dim(args, POOL)]
@@ -149,7 +152,8 @@ def _too_small(layer: str, args: tuple, dims: list[int]) -> ShapeError:
         out, fit = _num(dims[0]), _num(kmax[0])
     else:
         size, kernel = fmt_size((h[0], w[0])), fmt_size((h[1], w[1]))
-        stride, padding, dilation = (str(a) if a == b else f"({a}, {b})" for a, b in zip(h[2:], w[2:]))
+        stride, padding, dilation = (str(a) if a == b else f"({a}, {b})"
+                                     for a, b in zip(h[2:], w[2:]))
         out, fit = fmt_size(dims), fmt_size(kmax)
     code = "shapes.conv_too_small" if layer == CONV else "shapes.pool_too_small"
     return ShapeError(code, layer=layer, size=size, kernel=kernel, stride=stride,

@@ -69,12 +69,12 @@ class Dispatcher:
     def _loop(self) -> None:
         try:
             self.executor.start()  # here: ray.init belongs to a thread that lives
-        except Exception:  # noqa: BLE001 - queued runs wait; the host reads why in the log
+        except Exception:
             log.exception("cifarlab: the %s executor did not start", self.executor.name)
         while not self._stopping.is_set():
             try:
                 self._tick()
-            except Exception:  # noqa: BLE001 - the dispatcher must keep going
+            except Exception:
                 log.exception("cifarlab scheduler tick failed")
             self._wake.wait(TICK_S)
             self._wake.clear()

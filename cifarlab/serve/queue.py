@@ -37,13 +37,13 @@ from cifarlab.serve import admission, disk
 from cifarlab.serve.backup import Backups
 from cifarlab.serve.dispatcher import Dispatcher
 from cifarlab.serve.executors import make_executor
-from cifarlab.serve.kinds import (TIMING, TRAIN, register_kind, registered_kinds,  # noqa: F401
+from cifarlab.serve.kinds import (TIMING, TRAIN, register_kind, registered_kinds,
                                   target_of)
-from cifarlab.serve.runs import (ACTIVE, FINISHED, STATUSES, Run, validate_owner,  # noqa: F401
+from cifarlab.serve.runs import (ACTIVE, FINISHED, STATUSES, Run, validate_owner,
                                  validate_run_id, validate_session)
 from cifarlab.serve.settings import Settings, load_settings
 from cifarlab.serve.store import RunStore
-from cifarlab.serve.worker import failure_reason  # noqa: F401
+from cifarlab.serve.worker import failure_reason
 
 # What pages and tests import from here (pages reach the store only through the queue).
 __all__ = ["JobQueue", "get_queue", "FULL_TRAIN_IMAGES", "FINISHED", "ACTIVE", "STATUSES", "Run",

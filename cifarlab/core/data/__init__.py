@@ -12,10 +12,10 @@ Sources (``resolve_source``: the ``--data`` argument > ``$CIFARLAB_DATA`` > ``"d
 ``load()`` (``loading.py``) decodes every image once (``decode.py``) into uint8 arrays
 (N×3×32×32) plus int64 labels and caches them under ``$CIFARLAB_CACHE`` (else
 ``~/.cache/cifarlab``) in ``datasets/<key>/`` (``cache.py``: written atomically under a lock;
-checked against its headers on every read, a damaged cache rebuilt). Later loads copy the checked files into memory that no
-file backs, shared between processes where the system allows (``memory.py``), so a cache file
-cut short while in use kills nobody; within one process ``load()`` returns the same
-``CifarData`` object again.
+checked against its headers on every read, a damaged cache rebuilt). Later loads copy the
+checked files into memory that no file backs, shared between processes where the system allows
+(``memory.py``), so a cache file cut short while in use kills nobody; within one process
+``load()`` returns the same ``CifarData`` object again.
 
 Pipelines (``pipelines.py``): ``tutorial_loader`` (the tutorial's ``DataLoader`` and transform)
 and ``FastLoader`` (the uint8 tensor kept on the device); the same seed gives both the same

@@ -30,7 +30,8 @@ _LAZY = {"build_notebook": "notebook", "notebook_json": "notebook", "model_card"
 
 __all__ = ["TUTORIAL_URL", "CONSTANT_NAMES", "DEFAULT_NAME", "RunRecord", "checkpoint_note",
            "constant_name", "export_checkpoint", "export_script", "settings_block",
-           "write_script", *_LAZY]
+           "write_script"]
+__all__ += list(_LAZY)  # the names loaded on first use (__getattr__)
 
 
 def __getattr__(name: str):

@@ -33,7 +33,8 @@ _LAZY = {
                 "hostname", "EventTimer", "SyncTimer"),
     "step": ("Workload", "timing_settings", "cleanup", "is_out_of_memory", "sync_for"),
     "results": ("SweepResult", "COLUMNS", "BREAKDOWN_COLUMNS", "PHASES", "OOM", "RESULTS_DIR",
-                "THIS_MACHINE", "UPLOADER_MB", "load_upload", "recorded_results", "recordings_stamp"),
+                "THIS_MACHINE", "UPLOADER_MB", "load_upload", "recorded_results",
+                "recordings_stamp"),
     "analysis": ("point_key", "speedups", "crossover", "explain_tutorial_point",
                  "what_a_gpu_would_add", "machine_load", "hardware", "pipeline_gains",
                  "graph_gains", "eager"),
@@ -48,7 +49,8 @@ _LAZY = {
 _WHERE = {name: module for module, names in _LAZY.items() for name in names}
 
 __all__ = ["register_cli", "EPOCH_IMAGES", "TUTORIAL_EPOCHS", "TUTORIAL_POINT", "SweepConfig",
-           "devices_held", "estimate_seconds", "job_request", "time_left", *_WHERE]
+           "devices_held", "estimate_seconds", "job_request", "time_left"]
+__all__ += list(_WHERE)  # the names loaded on first use (__getattr__)
 
 
 def __getattr__(name: str):

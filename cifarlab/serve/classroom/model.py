@@ -59,7 +59,7 @@ class ClassLimits:
                 "max_runs_per_student": self.max_runs_per_student}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> "ClassLimits":
+    def from_dict(cls, d: Mapping[str, Any] | None) -> ClassLimits:
         d = dict(d or {})
         devices = d.get("devices")
         return cls(d.get("max_epochs"), d.get("max_train_images"),
@@ -88,7 +88,7 @@ class Goal:
                 "target": self.target}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Goal":
+    def from_dict(cls, d: Mapping[str, Any]) -> Goal:
         return cls(d.get("kind"), d.get("max_epochs"), d.get("device"), d.get("target"))
 
     def allows_device(self, device: str) -> bool:
