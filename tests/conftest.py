@@ -125,3 +125,42 @@ def browser():
                               args=["--no-sandbox", "--disable-dev-shm-usage"])
         yield b
         b.close()
+
+
+# -- PostgreSQL -------------------------------------------------------------------------------
+# One real server per test session (tests/pg_support.py); each test that asks gets a schema of
+# its own. Skipped where PostgreSQL is not installed, except in CI, where it must run.
+@pytest.fixture(scope="session")
+def postgres():
+    from pg_support import Postgres, bin_dir
+
+    bins = bin_dir()
+    if bins is None:
+        reason = "PostgreSQL is not installed here (apt-get install postgresql)"
+        if os.environ.get("CI"):
+            pytest.fail(reason + ": CI must run the PostgreSQL tests")
+        pytest.skip(reason)
+    server = Postgres(bins)
+    server.start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+def pg_url(postgres):
+    """A fresh schema in the session's PostgreSQL, as a store URL."""
+    schema = postgres.new_schema()
+    yield postgres.url(schema)
+    postgres.drop_schema(schema)
+
+
+BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(params=BACKENDS)
+def store_location(request, tmp_path):
+    """Where a test's run store lives, once on each backend: a SQLite file, or a PostgreSQL
+    schema (then the checkpoints go to tmp_path/home/checkpoints)."""
+    if request.param == "sqlite":
+        return tmp_path / "home" / "runs.db"
+    return request.getfixturevalue("pg_url")

@@ -21,9 +21,16 @@ force a run that ignored its cancel for ``CANCEL_GRACE_S`` or whose heartbeat we
 executor's slots (an *exclusive* job, the CPU-vs-GPU timing, waits until its devices are idle
 and keeps them; the runs queued behind it there wait: strict FIFO), and keeps workers warm.
 
-The run store (SQLite) is the source of truth: a restart marks runs whose worker is gone as
-``interrupted``, removes half-written checkpoints and runs the queued ones. One serving process
-per ``home``.
+The run store is the source of truth: a restart marks runs whose worker is gone as
+``interrupted``, removes half-written checkpoints and runs the queued ones.
+
+Several serving processes (replicas) may share one store (``store_url`` on PostgreSQL, the same
+``home``): each takes submits and serves pages, and exactly one dispatches, the one holding the
+dispatcher's lock (``cifarlab.serve.replicas.Replica``); when it dies another takes over within
+a second or two. A queued run starts once: its ``queued -> running`` change is conditional.
+Every replica watches the runs its own executor runs; a replica that stopped beating leaves its
+runs to the others, which mark them ``interrupted`` once their heartbeats go silent (a local
+worker whose server died stops by itself and records that, keeping its partial result).
 """
 from __future__ import annotations
 
@@ -36,7 +43,7 @@ import weakref
 
 from cifarlab.core.config import TrainConfig
 from cifarlab.errors import CifarLabError, JobError
-from cifarlab.serve import admission, disk
+from cifarlab.serve import admission, disk, replicas
 from cifarlab.serve.backup import Backups
 from cifarlab.serve.executor import job_for, make_executor
 from cifarlab.serve.kinds import (TIMING, TRAIN, register_kind, registered_kinds,  # noqa: F401
@@ -61,15 +68,19 @@ FULL_TRAIN_IMAGES = 50000    # CIFAR-10's training set, when the data is not loa
 class JobQueue:
     """Queue jobs and run them on the settings' executor; see the module docstring.
 
-    ``store``: a RunStore (default: ``settings.db_path``); ``settings``: ``load_settings()``.
+    ``store``: a RunStore (default: ``settings.store_location``); ``settings``:
+    ``load_settings()``.
     ``start=False`` creates the queue without its scheduler thread (tests of the checks).
     """
 
     def __init__(self, store: RunStore | None = None, settings: Settings | None = None,
                  start: bool = True):
         self.settings = settings or load_settings()
-        self.store = store or RunStore(self.settings.db_path, self.settings.checkpoint_dir)
+        self.store = store or RunStore(self.settings.store_location, self.settings.checkpoint_dir)
         self.executor = make_executor(self.store, self.settings)
+        self.replica = replicas.Replica(self.store, self.settings.heartbeat_timeout)
+        self.store.replica = self.replica.id      # the runs it starts are recorded as its own
+        self._store_back = 0.0                    # when the store answered again after failing
         self._submit_lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -80,14 +91,17 @@ class JobQueue:
         self._stop_timeout = 10.0
         self._stop_lock = threading.Lock()
         self._executor_stopped = False
-        self.interrupted = self.store.mark_interrupted_on_start()
+        self.interrupted = self.store.mark_interrupted_on_start(alive=self.replica.alive())
         self.store.remove_partial_checkpoints()  # left by workers killed while saving
-        self.backups = Backups(self.store.path, self.settings.backup_interval)
+        # SQLite's copies; a PostgreSQL host backs its database up its own way (pg_dump, ...)
+        self.backups = (Backups(self.store.path, self.settings.backup_interval)
+                        if self.store.path is not None else None)
         self._thread = threading.Thread(target=self._loop, name="cifarlab-scheduler",
                                         daemon=True)
         if start:
             self._thread.start()
-            self.backups.start()
+            if self.backups is not None:
+                self.backups.start()
         # Runs before multiprocessing's own exit hook (imported above, so registered earlier),
         # which would otherwise wait for every non-daemonic worker to finish its job.
         ref = weakref.ref(self)
@@ -143,13 +157,15 @@ class JobQueue:
     def _enqueue(self, session: str, owner: str, kind: str, payload: dict, device: str,
                  name: str | None = None, exclusive: bool | list[str] = False,
                  image_epochs: int | None = None, config: TrainConfig | None = None) -> str:
-        with self._submit_lock:  # the checks and the insert as one step
+        # the checks and the insert as one step, on every replica of the store at once
+        with self._submit_lock, self.store.mutex("admission"):
             # the owner's class (locked knobs, class limits) holds whatever the browser sent
             code = config and admission.check_class(self.store, owner, config, device,
                                                     self.train_images())
             admission.check_owner(self.store, owner, image_epochs, self.settings)
             admission.check_queue_room(self.store, self.settings)
-            disk.check_room([self.store.checkpoint_dir, self.store.path.parent],
+            disk.check_room([self.store.checkpoint_dir, self.store.path.parent if
+                             self.store.path else self.store.checkpoint_dir],
                             disk.run_bytes(config))   # refused now, not weights lost later
             run_id = self.store.create_run(session, kind, payload, device, name=name,
                                            exclusive=exclusive, owner=owner,
@@ -299,21 +315,30 @@ class JobQueue:
             self.executor.start()  # here: ray.init belongs to a thread that lives
         except Exception:  # noqa: BLE001 - queued runs wait; the host reads why in the log
             log.exception("cifarlab: the %s executor did not start", self.executor.name)
+        failing = False
         while not self._stopping.is_set():
             try:
                 self._tick()
+                if failing:
+                    failing, self._store_back = False, time.monotonic()
+            except JobError as err:
+                if err.code != "serve.store.unreachable":   # said in the log by the store
+                    log.exception("cifarlab scheduler tick failed")
+                failing = True
             except Exception:  # noqa: BLE001 - the dispatcher must keep going
                 log.exception("cifarlab scheduler tick failed")
             self._wake.wait(TICK_S)
             self._wake.clear()
         self._stop_executor()
+        self.replica.stop()
 
     def _tick(self) -> None:
         self.executor.poll()
         self._watch_workers()
-        self._start_queued()
-        if not self._stopping.is_set():
-            self.executor.keep_warm(self._backlog)
+        if self.replica.tick():          # this replica dispatches
+            self._start_queued()
+            if not self._stopping.is_set():
+                self.executor.keep_warm(self._backlog)
 
     def _watch_workers(self) -> None:
         """Cancels, cancel escalation, silent workers, orphans of an earlier server process."""
@@ -331,18 +356,22 @@ class JobQueue:
         if now - self._last_health < 1.0:
             return
         self._last_health = now
-        wall = time.time()
         timeout = self.settings.heartbeat_timeout
-        for run in self.store.list_runs(statuses=["running"]):
-            stale = run.heartbeat is None or wall - run.heartbeat > timeout
-            h = self.executor.running.get(run.id)
-            if h is not None:
-                if stale and not h.forced:
-                    self.executor.force(run.id, "heartbeat")
-            elif stale or not pid_alive(run.worker_pid):  # not ours: an earlier server's
-                self.store.remove_partial_checkpoints(run.id)
-                self.store.set_status(run.id, "interrupted", only_from=["running"],
-                                      **reason("serve.queue.worker_gone"))
+        if now - self._store_back < timeout:
+            return  # the store was down: nobody could beat; give them time to again
+        wall = time.time()
+        for run_id, h in list(self.executor.running.items()):
+            run = self.store.get(run_id)
+            stale = run is not None and run.status == "running" and (
+                run.heartbeat is None or wall - run.heartbeat > timeout)
+            if stale and not h.forced:
+                self.executor.force(run_id, "heartbeat")
+        # not ours: an earlier server's, or a replica's that stopped beating
+        for run in self.store.orphans(timeout, mine=self.executor.running,
+                                      alive=self.replica.alive()):
+            self.store.remove_partial_checkpoints(run.id)
+            self.store.set_status(run.id, "interrupted", only_from=["running"],
+                                  **reason("serve.queue.worker_gone"))
 
     def _start_queued(self) -> None:
         queued = self.store.queued()
@@ -391,7 +420,9 @@ class JobQueue:
             self._thread.join(timeout + 5.0)  # it stops the executor in its own thread
         elif not self._thread.is_alive():
             self._stop_executor()
-        self.backups.stop()  # the last copy of the run store, with every outcome recorded
+            self.replica.stop()
+        if self.backups is not None:
+            self.backups.stop()  # the last copy of the run store, with every outcome recorded
 
     def _stop_executor(self) -> None:
         with self._stop_lock:

@@ -19,6 +19,15 @@ Setting (TOML key)     Environment variable            Default and meaning
 ``home``               ``CIFARLAB_HOME``               ``./var`` (relative to the working
                                                        directory). Holds ``runs.db`` (the run
                                                        store) and ``checkpoints/<run id>.pth``.
+``store_url``          ``CIFARLAB_STORE_URL``          unset: the run store is SQLite,
+                                                       ``home/runs.db`` (one app server). A
+                                                       ``postgresql://user@host/database`` URL:
+                                                       runs, classes, limits and guessing
+                                                       counters in PostgreSQL, shared by several
+                                                       app servers (each with the same ``home``,
+                                                       a folder they all reach, for checkpoints).
+                                                       The password: ``PGPASSWORD`` or a
+                                                       ``~/.pgpass`` file rather than the URL.
 ``data``               ``CIFARLAB_DATA``               unset: ``cifarlab.core.data``'s own default
                                                        (torchvision's download). The server's
                                                        data source: an image folder, a .tar.gz,
@@ -144,6 +153,7 @@ class Settings:
 
     home: Path
     data: str | None = None
+    store_url: str | None = None
     cpu_slots: int = 1
     gpu_slots: int = 1
     worker_threads: int = 1
@@ -170,6 +180,11 @@ class Settings:
     @property
     def db_path(self) -> Path:
         return self.home / DB_NAME
+
+    @property
+    def store_location(self) -> str | Path:
+        """Where the run store is: ``store_url``, else the SQLite file in ``home``."""
+        return self.store_url or self.db_path
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -203,6 +218,7 @@ class Settings:
 _FIELDS: dict[str, tuple[str, float | None, float | None]] = {
     "home": ("path", None, None),
     "data": ("str", None, None),
+    "store_url": ("url", None, None),
     "cpu_slots": ("int", 1, None),
     "gpu_slots": ("int", 1, None),
     "worker_threads": ("int", 1, None),
@@ -336,6 +352,8 @@ def _parse(name: str, raw: Any, where: str, base: Path) -> Any:
                             choices=", ".join(_CHOICES[name]), got=got)
     if kind == "emails":
         return _emails(text, name, where, got)
+    if kind == "url":
+        return _store_url(text, name, where)
     if kind == "path":
         if not isinstance(text, (str, os.PathLike)) or str(text) == "":
             raise SettingsError("serve.settings.folder", field=name, where=where, got=got)
@@ -366,6 +384,26 @@ def _emails(value: Any, name: str, where: str, got: str) -> tuple[str, ...]:
 
 
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
+
+
+def _store_url(value: Any, name: str, where: str) -> str | None:
+    """A run store URL: ``postgresql://...`` (psycopg 3) or ``sqlite:///path``; the error
+    names the setting and shows the URL without its password."""
+    if value is None or (isinstance(value, str) and not value):
+        return None
+    from sqlalchemy.engine import make_url
+
+    try:
+        url = make_url(value) if isinstance(value, str) else None
+    except Exception:  # noqa: BLE001 - SQLAlchemy's ArgumentError, ValueError for a bad port
+        url = None
+    ok = url is not None and (url.get_backend_name() == "postgresql" and url.database
+                              or url.get_backend_name() == "sqlite" and url.database)
+    if not ok:
+        shown = (url.render_as_string(hide_password=True) if url is not None
+                 else repr(str(value).split("@")[-1])[:80])
+        raise SettingsError("serve.settings.store_url", field=name, where=where, got=shown)
+    return value
 
 
 def _int(v: Any) -> int | None:

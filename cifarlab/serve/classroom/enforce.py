@@ -17,7 +17,7 @@ from cifarlab.core.config import TrainConfig, knobs, validate
 from cifarlab.errors import ConfigError, Problem
 from cifarlab.serve.classroom import tables
 from cifarlab.serve.classroom.model import ClassError, ClassInfo, ClassLimits, Words
-from cifarlab.serve.schema import Database
+from cifarlab.serve.database import Database
 
 KNOBS = {f.name: f for f in knobs(TrainConfig)}
 

@@ -279,6 +279,6 @@ def get_classroom(queue: "JobQueue") -> Classroom:
     """The process-wide Classroom on the queue's run store (pages: beside ``get_queue()``)."""
     global _CLASSROOM
     with _LOCK:
-        if _CLASSROOM is None or _CLASSROOM.store.path != queue.store.path:
+        if _CLASSROOM is None or _CLASSROOM.store.where != queue.store.where:
             _CLASSROOM = Classroom(queue.store)
         return _CLASSROOM
