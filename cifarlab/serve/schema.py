@@ -5,7 +5,7 @@ the queries).
 The tables are declared once with SQLAlchemy Core (``METADATA``): a new PostgreSQL database
 gets them as declared, at ``SCHEMA_VERSION``. A SQLite file is built the way it always was,
 version by version (schema 1, then each migration in order), so a ``runs.db`` made today and one
-made before a migration end up with the same tables; ``tests/test_schema_tables.py`` checks that
+made before a migration end up with the same tables; ``tests/test_store.py`` checks that
 the chain and the declaration agree. How far a store has come is ``PRAGMA user_version`` in a
 SQLite file and the one row of ``cifarlab_schema`` in PostgreSQL; a store from a newer CIFAR Lab
 (a higher version) is refused, never changed.
