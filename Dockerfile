@@ -38,6 +38,7 @@ RUN python -m pip install --index-url "${TORCH_INDEX}" torch==2.14.1 torchvision
 COPY .streamlit ./.streamlit
 COPY app.py server.py ./
 COPY pages ./pages
+COPY ui ./ui
 COPY cifarlab ./cifarlab
 # The CPU-vs-GPU page shows the GPU recordings kept here on machines without a GPU.
 COPY docs/gpu-results ./docs/gpu-results

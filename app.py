@@ -6,14 +6,15 @@ sidebar (also ``?lang=es|pt|en`` in the URL), and the facts about this machine a
 import streamlit as st
 
 from cifarlab import i18n
-from pages import common
+from ui import a11y, nav, session, signin
+from ui.language import lang as current_lang
 
 st.set_page_config(page_title="CIFAR Lab", page_icon=":material/school:", layout="wide")
-st.session_state["_app_frame"] = True  # pages check it: see common.ensure_app_frame
+st.session_state["_app_frame"] = True  # pages check it: see ui.internals.ensure_app_frame
 
-lang = common.lang()
+lang = current_lang()
 t = i18n.translator(lang)
-common.accessible_document(lang)
+a11y.accessible_document(lang)
 
 with st.sidebar:
     codes = list(i18n.LANGUAGES)
@@ -24,17 +25,17 @@ with st.sidebar:
         st.query_params["lang"] = chosen
         st.rerun()
 
-    if not common.signed_in():   # signed in: the runs follow the person, not a link
+    if not session.signed_in():   # signed in: the runs follow the person, not a link
         st.caption(t("sidebar.your_link"), help=t("sidebar.your_link_help"))
         # wrapped: a code block that scrolls sideways is a region the keyboard cannot reach
-        st.code(common.resume_link(), language=None, wrap_lines=True)
-    common.sign_in_sidebar()   # the identity provider's, or the instructor's passphrase
+        st.code(nav.resume_link(), language=None, wrap_lines=True)
+    signin.sign_in_sidebar()   # the identity provider's, or the instructor's passphrase
 
-common.keep_url_state()
-common.remember_session()
+nav.keep_url_state()
+session.remember_session()
 pages = [st.Page(path, title=t(f"nav.{pid}"), icon=icon, url_path=pid, default=(pid == "home"))
-         for pid, path, icon in common.PAGES + (
-             common.INSTRUCTOR_PAGES if common.person().instructor else [])]
+         for pid, path, icon in nav.PAGES + (
+             nav.INSTRUCTOR_PAGES if signin.person().instructor else [])]
 current = st.navigation(pages)
 current.run()
-common.lesson_links(current.url_path or "home")   # not reached when a page stops early
+nav.lesson_links(current.url_path or "home")   # not reached when a page stops early

@@ -8,19 +8,19 @@ who reaches this page sees a message, and the engine refuses them anyway.
 """
 from __future__ import annotations
 
-import io
-from urllib.parse import urlencode, urlsplit
-
-import segno
 import streamlit as st
 
-from cifarlab import i18n
 from cifarlab.errors import CifarLabError
+from cifarlab.lab import classroom as words
 from cifarlab.lab import train as trainview
 from cifarlab.serve.classroom import ClassLimits
 from pages.classroom_parts import live
 from pages.classroom_parts import student as cs
-from pages.common import lang, lesson, person, queue, show_error, translator
+from ui.data import queue
+from ui import messages
+from ui.language import lang, show_error, translator
+from ui.nav import lesson
+from ui.signin import person
 
 t = translator()
 K = "cls_"            # widget keys: cls_code, cls_p_epochs, cls_l_epochs, ...
@@ -31,46 +31,27 @@ def act(call, *args, ok: str | None = None, **kwargs):
     try:
         result = call(person(), *args, **kwargs)
     except CifarLabError as err:
-        st.session_state[K + "msg"] = ("error", err)
+        messages.keep(K + "msg", "error", err)
         return None
     if ok:
-        st.session_state[K + "msg"] = ("success", ok)
+        messages.keep(K + "msg", "success", ok)
     return result
 
 
-def show_message() -> None:
-    """The last action's outcome, in one place that is there on every run (shown or empty), so
-    that nothing below it moves."""
-    msg = st.session_state.pop(K + "msg", None)
-    with st.container():
-        if msg is None:
-            return
-        if msg[0] == "error":
-            show_error(msg[1])
-        else:
-            st.success(msg[1])
-
-
 def join_link(code: str) -> str:
-    """The join link: this server's Home with ``?class=CODE`` (relative when no URL is known)."""
-    query = urlencode({cs.CODE_PARAM: code, "lang": lang()})
-    url = getattr(st.context, "url", None) or ""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}/?{query}" if parts.netloc else f"/?{query}"
+    return words.join_link(getattr(st.context, "url", None), code, lang())
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def qr_png(text: str) -> bytes:
-    out = io.BytesIO()
-    segno.make(text, error="m").save(out, kind="png", scale=6, border=2)
-    return out.getvalue()
+    return words.qr_png(text)
 
 
 # ------------------------------------------------------------------------------- the class
 def _create() -> None:
     info = act(cr.create_class, st.session_state.get(K + "title", ""))
     if info is not None:
-        st.session_state[K + "msg"] = ("success", t("classroom.created", code=info.code))
+        messages.keep(K + "msg", "success", t("classroom.created", code=info.code))
         st.session_state[K + "code"] = info.code
         st.session_state[K + "title"] = ""
 
@@ -112,35 +93,20 @@ def _load_preset(info) -> None:
     """Fill the preset's widgets from the class (when the class or its version changes under
     widgets that were not edited since)."""
     ss = st.session_state
-    values = {f.name: f.default for f in FIELDS} | dict(info.preset)
-    for f in FIELDS:
-        value = values[f.name]
-        ss[K + "p_" + f.name] = (i18n.number(float(value), lang()) if f.knob.kind == "float"
-                                 else value)
-        ss[K + "l_" + f.name] = f.name in info.locked
+    for name, value in words.preset_widgets(FIELDS, info.preset, lang()).items():
+        ss[K + "p_" + name] = value
+        ss[K + "l_" + name] = name in info.locked
     ss[K + "seen"] = (info.code, info.version, lang())
-
-
-def _preset_values() -> dict:
-    ss, values = st.session_state, {}
-    for f in FIELDS:
-        v = ss.get(K + "p_" + f.name)
-        if f.knob.kind == "float" and isinstance(v, str):
-            parsed = i18n.parse_decimal(v)
-            v = v if parsed is None else parsed
-        elif f.knob.kind == "int" and isinstance(v, float) and v.is_integer():
-            v = int(v)
-        values[f.name] = v
-    return values
 
 
 def _push(code: str) -> None:
     ss = st.session_state
     locked = [f.name for f in FIELDS if ss.get(K + "l_" + f.name)]
-    info = act(cr.push_preset, code, _preset_values(), locked=locked,
+    typed = {f.name: ss.get(K + "p_" + f.name) for f in FIELDS}
+    info = act(cr.push_preset, code, words.preset_values(FIELDS, typed), locked=locked,
                expected_version=ss[K + "seen"][1])
     if info is not None:
-        ss[K + "msg"] = ("success", t("classroom.preset.pushed", version=info.version))
+        messages.keep(K + "msg", "success", t("classroom.preset.pushed", version=info.version))
         ss[K + "seen"] = (info.code, info.version, lang())
     elif isinstance(ss.get(K + "msg", (None, None))[1], CifarLabError):
         # refused (a stale version among others): the values typed here stay; a second push
@@ -174,7 +140,7 @@ def preset_form(info) -> None:
     labels = {f.name: t(f.knob.label) for f in FIELDS}
     if info.preset:
         st.caption(t("classroom.preset.current", values=", ".join(
-            f"{labels.get(n, n)} = {_shown(v)}" for n, v in info.preset.items())))
+            f"{labels.get(n, n)} = {words.shown(v, lang())}" for n, v in info.preset.items())))
         if info.locked:
             st.caption(t("classroom.preset.locked_list", knobs=", ".join(
                 labels.get(n, n) for n in info.locked)))
@@ -192,12 +158,6 @@ def preset_form(info) -> None:
                               type="primary", icon=":material/send:")
 
 
-def _shown(value) -> str:
-    if isinstance(value, float):
-        return i18n.number(value, lang())
-    return "–" if value is None else str(value)
-
-
 # ------------------------------------------------------------------------------ the limits
 def _save_limits(code: str) -> None:
     ss = st.session_state
@@ -211,7 +171,7 @@ def _save_limits(code: str) -> None:
         whole("epochs"), whole("images"), tuple(devices) if devices else None, whole("runs")),
         expected_version=ss[K + "seen"][1])
     if info is not None:
-        ss[K + "msg"] = ("success", t("classroom.limits.saved", version=info.version))
+        messages.keep(K + "msg", "success", t("classroom.limits.saved", version=info.version))
         ss[K + "seen"] = (info.code, info.version, lang())
 
 
@@ -249,7 +209,8 @@ st.title(t("nav.classroom"))
 st.caption(t("classroom.intro"))
 with st.expander(t("lesson.title") + ": " + t("nav.classroom"), expanded=False):
     lesson("classroom", with_code=False)
-show_message()
+with st.container():   # there on every run (shown or empty), so that nothing below it moves
+    messages.show(K + "msg")
 try:
     classes = cr.my_classes(me)
 except CifarLabError as err:

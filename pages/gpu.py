@@ -8,26 +8,27 @@ Markdown escaped (the lab's ``md``).
 from __future__ import annotations
 
 import time
-
 from datetime import datetime
 from pathlib import Path
 
-import plotly.express as px
 import streamlit as st
 
-from cifarlab import i18n
 from cifarlab.core.devices import list_devices
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import gpu as lab
-from pages.common import (checked_number, decimal_box, lang, lesson, owner_id, queue as job_queue,
-                          series_style, session_id, translator)
+from pages.gpu_parts import result
+from ui.data import queue as job_queue
+from ui.language import translator
+from ui.nav import lesson
+from ui.session import session_id
+from ui.signin import owner_id
+from ui.widgets import checked_number, decimal_box
 
 t = translator()
-L = lang()
-BATCH_OPTIONS = [4, 8, 16, 32, 64, 128, 256, 512, 1024]
+L = t.lang
+BATCH_OPTIONS = lab.BATCH_TICKS
 WIDTH_OPTIONS = [1, 2, 4, 8]
 LIVE_EVERY_S = 1.0
-STAR = dict(symbol="star", size=18, color="gold", line=dict(color="black", width=1))
 
 
 def show_error(err: Exception, key: str | None = None) -> None:
@@ -107,11 +108,7 @@ else:
                                  steps=int(steps), warmup=int(warmup), repeats=int(repeats),
                                  max_seconds=float(max_seconds), num_workers=int(workers),
                                  breakdown=bool(do_breakdown), graphed=bool(graphed))
-        passes = len(config.breakdown_passes(list(chosen_devices)))
-        st.caption(t("gpu.plan_passes" if passes else "gpu.plan", passes=passes,
-                     points=len(config.points(list(chosen_devices))),
-                     devices=", ".join(chosen_devices), budget=float(max_seconds),
-                     total=i18n.duration(lab.estimate_seconds(config, list(chosen_devices)), L)))
+        st.caption(lab.plan_text(config, L))
     except CifarLabError as err:
         show_error(err)
 
@@ -148,25 +145,12 @@ if run is not None and run.active:
         if current.finished:
             st.rerun()  # the whole page: the result appears below
         st.header(t("gpu.live_title"))
-        cfg = lab.SweepConfig.from_dict(current.config)
-        total, rows = len(cfg.points(list(cfg.devices))), rows_so_far(rid)
-        if current.status == "queued":
-            st.info(t("gpu.queued", device=current.device, n=queue.queue_position(rid) or 1))
-        elif not rows and current.started_at is None:
-            st.info(t("gpu.starting"))
-        else:
-            if current.waited_s is not None and current.waited_s >= 1.0:
-                st.warning(t("gpu.waited", seconds=i18n.duration(current.waited_s, L),
-                             device=current.device))
-            elif current.waited_s is not None:
-                st.caption(t("gpu.no_wait"))
-            st.info(t("gpu.running", devices=", ".join(cfg.devices), done=len(rows), total=total)
-                    if len(rows) < total else t("gpu.running_breakdown", total=total))
-            st.progress(min(1.0, len(rows) / max(1, total)))
-            left = lab.time_left(cfg, len(rows), time.time() - (current.started_at or time.time()),
-                                 list(cfg.devices))
-            if left is not None:
-                st.caption(t("gpu.time_left", time=i18n.duration(left, L)))
+        rows = rows_so_far(rid)
+        lines, done = lab.live_lines(current, rows, queue.queue_position(rid), time.time(), L)
+        for kind, text in lines:
+            getattr(st, kind)(text)
+        if done is not None:
+            st.progress(done)
         if rows:
             st.dataframe(lab.rows_table(rows, L), hide_index=True, key="gpu_live_rows")
         if st.button(t("common.cancel"), key="gpu_cancel"):
@@ -221,152 +205,5 @@ else:
     shown = sources[choice][1]
 
 
-# -- one result: where it was measured, the tutorial's point, the charts, the table ---------
-
-def log_axes(fig, y_title: str, **y):
-    fig.update_xaxes(type="log", title=t("gpu.axis_batch"), tickvals=BATCH_OPTIONS)
-    fig.update_yaxes(type="log", title=y_title, **y)
-    fig.update_layout(height=420, margin=dict(t=20, b=40), legend=dict(orientation="h", y=-0.2),
-                      legend_title_text="")
-    return fig
-
-
-def throughput_figure(res, pipeline: str):
-    df = lab.throughput_frame(res, pipeline, L)
-    fig = px.line(df, x="batch_size", y="images_per_s", **series_style("series"), markers=True,
-                  error_y="plus", error_y_minus="minus", hover_data={"step_ms": ":.3f"})
-    tut = lab.tutorial_points(res)
-    if not tut.empty:
-        fig.add_scatter(x=tut["batch_size"], y=tut["images_per_s"], mode="markers+text",
-                        marker=STAR, name=t("gpu.tut_marker"), text=tut["device"],
-                        textposition="middle left")
-    return log_axes(fig, t("gpu.axis_ips"), dtick=1, tickformat="~s")
-
-
-def speedup_figure(res, pipeline: str):
-    df = lab.speedup_frame(res, pipeline, L)
-    fig = px.line(df, x="batch_size", y="speedup", **series_style("series"), markers=True)
-    cross, tut = lab.crossover_frame(res, pipeline), df[df["tutorial"]]
-    if not cross.empty:
-        fig.add_scatter(x=cross["estimate"], y=[1.0] * len(cross), mode="markers+text",
-                        name=t("gpu.crossover_marker"), text=cross["label"],
-                        marker=dict(symbol="diamond", size=14, color="crimson"),
-                        textposition="top center")
-    if not tut.empty:
-        fig.add_scatter(x=tut["batch_size"], y=tut["speedup"], mode="markers", marker=STAR,
-                        name=t("gpu.tut_marker"))
-    fig.add_hline(y=1.0, line_dash="dot", line_color="grey")
-    fig.add_annotation(text=t("gpu.cpu_line"), x=1, xref="paper", y=0, yref="y",  # log10(1)
-                       showarrow=False, xanchor="right", yanchor="bottom", font=dict(color="grey"))
-    return log_axes(fig, t("gpu.axis_speedup"),
-                    tickvals=[0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500])
-
-
-def breakdown_section(res) -> None:
-    choices = lab.breakdown_choices(res)
-    if not choices:
-        st.info(t("gpu.no_breakdown"))
-        return
-    b1, b2, b3 = st.columns(3)
-    devs = list(choices)
-    dev = b1.radio(t("gpu.device_col"), devs, horizontal=True, key="gpu_breakdown_device",
-                   index=len(devs) - 1)
-    method = b2.radio(t("gpu.breakdown_method"), choices[dev], horizontal=True,
-                      key="gpu_breakdown_method", format_func=lambda m: t(f"gpu.breakdown_{m}"))
-    scale = b3.radio(t("gpu.breakdown_scale"), ["ms", "share"], horizontal=True,
-                     key="gpu_breakdown_scale", format_func=lambda s: t(f"gpu.breakdown_{s}"))
-    df = lab.breakdown_frame(res, dev, method, scale == "share", L)
-    fig = px.bar(df, x="bar", y="value", color="phase",
-                 color_discrete_sequence=list(lab.PHASE_COLORS))
-    fig.update_layout(height=420, margin=dict(t=20, b=40), legend=dict(orientation="h", y=-0.35),
-                      legend_title_text="", xaxis_title="")
-    fig.update_yaxes(title=t("gpu.axis_share") if scale == "share" else t("gpu.axis_ms"))
-    st.plotly_chart(fig, key="gpu_breakdown_chart", alt=t("a11y.breakdown_chart"))
-    st.caption(t("gpu.breakdown_caption"))
-
-
-def show_result(res) -> None:
-    where = lab.provenance(res, L)
-    if where["elsewhere"]:
-        st.warning(f"**{where['label']}** — {t('gpu.recorded_elsewhere_body')}",
-                   icon=":material/public:")
-    else:
-        st.success(where["label"], icon=":material/computer:")
-    if where["busy"]:
-        st.warning(where["busy"], icon=":material/warning:")
-    with st.expander(t("gpu.hardware_title"), expanded=where["elsewhere"]):
-        st.table(lab.hardware_table(res, L).set_index(t("gpu.hw_item")))
-    st.caption(t("gpu.timing_note"))
-
-    st.markdown(f"### :material/star: {t('gpu.tutorial_title')}")
-    lines = lab.tutorial_lines(res, L)
-    if not lines:
-        st.info(t("gpu.tut_missing"))
-    for line in lines:
-        st.markdown(line)
-
-    measured = list(dict.fromkeys(r["pipeline"] for r in res.ok_rows()))
-    if not measured:
-        return
-    pipe = st.radio(t("gpu.chart_pipeline"), measured, horizontal=True, key="gpu_chart_pipeline",
-                    index=measured.index("fast") if "fast" in measured else 0,
-                    format_func=lambda p: t(f"gpu.pipeline_{p}"))
-    st.markdown(f"### {t('gpu.throughput_title')}")
-    st.plotly_chart(throughput_figure(res, pipe), key="gpu_throughput_chart",
-                    alt=t("a11y.throughput_chart"))
-    st.caption(t("gpu.throughput_caption"))
-
-    st.markdown(f"### {t('gpu.speedup_title')}")
-    if any(r["device"] != "cpu" for r in res.ok_rows()):
-        st.plotly_chart(speedup_figure(res, pipe), key="gpu_speedup_chart",
-                        alt=t("a11y.speedup_chart"))
-        st.caption(t("gpu.speedup_caption"))
-        for line in lab.crossover_lines(res, pipe, L):
-            st.markdown("- " + line)
-    else:
-        st.info(t("gpu.no_speedup"))
-        st.markdown(f"#### {t('gpu.would_add_title')}")
-        for kind, text in lab.would_add_lines(res, recorded, L):
-            getattr(st, kind)(text)
-
-    st.markdown(f"### {t('gpu.graphs_title')}")
-    st.markdown(t("gpu.graphs_body"))
-    gains = lab.graph_gain_lines(res, L)
-    for line in gains:
-        st.markdown("- " + line)
-    if not gains:
-        st.info(t("gpu.graphs_none") if has_cuda or res.recorded_elsewhere
-                else t("gpu.graphs_needs_gpu"))
-
-    st.markdown(f"### {t('gpu.breakdown_title')}")
-    breakdown_section(res)
-
-    st.markdown(f"### {t('gpu.pipelines_title')}")
-    if {"fast", "tutorial"} <= set(measured):
-        width = min(r["width"] for r in res.ok_rows())
-        df = lab.pipelines_frame(res, width, L)
-        fig = px.line(df, x="batch_size", y="images_per_s", color="series", markers=True)
-        tutorial = set(df.loc[df["pipeline"] == "tutorial", "series"])
-        fig.for_each_trace(lambda tr: tr.update(line_dash="dot" if tr.name in tutorial else "solid"))
-        st.plotly_chart(log_axes(fig, t("gpu.axis_ips"), dtick=1, tickformat="~s"),
-                        key="gpu_pipelines_chart", alt=t("a11y.pipelines_chart"))
-        st.caption(t("gpu.pipelines_caption"))
-        for line in lab.pipeline_gain_lines(res, width, L):
-            st.markdown("- " + line)
-    else:
-        st.info(t("gpu.pipelines_need_both"))
-
-    st.markdown(f"### {t('gpu.table_title')}")
-    st.dataframe(lab.rows_table(res.rows, L), hide_index=True, key="gpu_result_rows")
-
-    st.markdown(f"### {t('gpu.save_title')}")
-    stem = lab.download_stem(res)
-    d1, d2 = st.columns(2)
-    d1.download_button(t("gpu.download_csv"), res.to_csv(), file_name=f"{stem}.csv",
-                       mime="text/csv", key="gpu_download_csv", on_click="ignore")
-    d2.download_button(t("gpu.download_json"), res.to_json(), file_name=f"{stem}.json",
-                       mime="application/json", key="gpu_download_json", on_click="ignore")
-
-
 if shown is not None:
-    show_result(shown)
+    result.show(shown, recorded, has_cuda, t)

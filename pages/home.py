@@ -10,16 +10,20 @@ import torchvision
 from cifarlab.core import data as cdata
 from cifarlab.core import devices
 from cifarlab.lab.data import upscale
+from cifarlab.lab.tables import class_name
 from pages.classroom_parts import student as classroom_student
-from pages.common import (PAGES, data_setting, get_data, lang, lesson, num, person, session_id,
-                          translator)
+from ui.data import data_setting, get_data
+from ui.language import lang, num, translator
+from ui.nav import PAGES, lesson
+from ui.session import session_id
+from ui.signin import person
 
 t = translator()
 
 
 @st.cache_data(show_spinner=False, ttl=60, max_entries=2)
 def _source_facts(source: str | None, cache: str | None) -> dict:
-    """Cached per data setting (the arguments are only the key; see common._load_data)."""
+    """Cached per data setting (the arguments are only the key; see ui.data._load_data)."""
     return cdata.source_facts()
 
 
@@ -35,10 +39,6 @@ def _source_text(facts: dict) -> str:
 @st.cache_data(show_spinner=False, ttl=300, max_entries=1)
 def _device_rows() -> list[dict]:
     return [d.to_dict() for d in devices.list_devices()]
-
-
-def _class_name(name: str) -> str:
-    return t(f"classes.{name}") if name in cdata.CIFAR10_CLASSES else name
 
 
 def _gb(n) -> str:
@@ -104,7 +104,7 @@ st.subheader(t("home.sample_title"))
 _, first = np.unique(np.asarray(data.train_y), return_index=True)
 idx = sorted(int(i) for i in first)[:12]
 pics = upscale(data.train_x[idx].transpose(0, 2, 3, 1), 3)
-names = [_class_name(data.classes[int(data.train_y[i])]) for i in idx]
+names = [class_name(data.classes[int(data.train_y[i])], t.lang) for i in idx]
 st.image(list(pics), width=88, caption=names,
          alt=[t("a11y.train_image", cls=name) for name in names])
 st.caption(t("app.footer"))

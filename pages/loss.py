@@ -3,15 +3,17 @@ momentum rolling down a 2-D loss surface (paths made by torch.optim.SGD itself).
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
-from cifarlab.lab import loss as optimlab
 from cifarlab.errors import CifarLabError
-from pages.common import checked_number, get_data, lesson, localize, num, show_error, translator
+from cifarlab.lab import loss as optimlab
+from ui.data import get_data
+from ui.language import num, show_error, translator
+from ui.nav import lesson
+from ui.widgets import checked_number
 
 t = translator()
+LRS = [0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5]
 
 st.title(t("nav.loss"))
 tab_lesson, tab_ce, tab_opt = st.tabs([t("lesson.title"), t("loss.logits_title"),
@@ -44,28 +46,16 @@ with tab_ce:
                    alt=t("a11y.test_image_n", i=index, cls=names[label]))
         left.markdown(f"{t('loss.true_class')}: **{names[label]}**")
         left.markdown(f"{t('loss.predicted')}: **{names[ce['prediction']]}**")
-        colors = ["#ff4b4b" if i == label else "#7f9fbf" for i in range(len(names))]
-        fig = go.Figure(go.Bar(x=names, y=ce["probs"], marker_color=colors,
-                               text=[num(p, 3) for p in ce["probs"]], textposition="outside"))
-        fig.update_layout(title=t("loss.softmax"), yaxis_title=t("loss.probability"),
-                          yaxis_range=[0, max(0.2, float(ce["probs"].max()) * 1.2)], height=340,
-                          margin=dict(l=10, r=10, t=40, b=10))
-        right.plotly_chart(localize(fig), width="stretch", key="loss_probs",
-                           alt=t("a11y.probs_chart"))
-
-        table = pd.DataFrame({
-            t("common.class"): names,
-            t("loss.logit_col"): np.round(ce["logits"], 4),
-            t("loss.exp_col"): np.round(ce["exps"], 4),
-            t("loss.probability"): np.round(ce["probs"], 4),
-        })
-        st.dataframe(table, hide_index=True, width="stretch", key="loss_table")
-        st.markdown(t("loss.steps_by_hand", shift=num(ce['shift'], 4), total=num(ce['sum_exp'], 4),
-                      name=names[label], p=num(ce['p_true'], 4)))
-        st.markdown(t("loss.loss_value", p=num(ce['p_true'], 4), loss=num(ce['loss'], 4)))
+        right.plotly_chart(optimlab.probs_figure(ce, names, label, t), width="stretch",
+                           key="loss_probs", alt=t("a11y.probs_chart"))
+        st.dataframe(optimlab.ce_table(ce, names, t), hide_index=True, width="stretch",
+                     key="loss_table")
+        st.markdown(t("loss.steps_by_hand", shift=num(ce["shift"], 4), total=num(ce["sum_exp"], 4),
+                      name=names[label], p=num(ce["p_true"], 4)))
+        st.markdown(t("loss.loss_value", p=num(ce["p_true"], 4), loss=num(ce["loss"], 4)))
         m1, m2 = st.columns(2)
-        m1.metric(t("loss.by_hand"), num(ce['loss'], 6))
-        m2.metric(t("loss.pytorch"), num(ce['torch_loss'], 6))
+        m1.metric(t("loss.by_hand"), num(ce["loss"], 6))
+        m2.metric(t("loss.pytorch"), num(ce["torch_loss"], 6))
         if ce["match"]:
             st.success(t("loss.agree"))
         else:
@@ -73,8 +63,6 @@ with tab_ce:
         st.caption(t("loss.chance_loss"))
 
 # --------------------------------------------------------------------------- (b) optimizer
-LRS = [0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5]
-
 with tab_opt:
     st.markdown(t("loss.opt_intro"))
     cols = st.columns(4)
@@ -84,8 +72,7 @@ with tab_opt:
     lr = cols[1].select_slider(t("common.lr"), LRS, value=optimlab.DEMO["lr"], key="opt_lr",
                                help=t("common.lr_help"))
     momentum = cols[2].slider(t("common.momentum"), 0.0, 0.99, optimlab.DEMO["momentum"], 0.01,
-                              key="opt_momentum",
-                              help=t("common.momentum_help"))
+                              key="opt_momentum", help=t("common.momentum_help"))
     steps = cols[3].slider(t("loss.steps"), 1, 300, optimlab.DEMO["steps"], key="opt_steps")
     try:
         surf = optimlab.loss_surface(surface, grid=121)
@@ -94,52 +81,15 @@ with tab_opt:
     except CifarLabError as err:
         show_error(err)
         st.stop()
-
     labels = {"plain": t("loss.plain_sgd"),
               "momentum": t("loss.sgd_momentum_value", m=num(momentum))}
-    colors = {"plain": "#ff4b4b", "momentum": "#1f77b4"}
-    fig = go.Figure(go.Contour(x=surf["x"], y=surf["y"], z=np.log1p(surf["z"]),
-                               colorscale="Greys", showscale=False, ncontours=25,
-                               contours=dict(coloring="lines")))
-    for key, path in paths.items():
-        fig.add_trace(go.Scatter(x=path.points[:, 0], y=path.points[:, 1], mode="lines+markers",
-                                 name=labels[key], line=dict(color=colors[key]),
-                                 marker=dict(size=4)))
-    fig.add_trace(go.Scatter(x=[surf["start"][0]], y=[surf["start"][1]], mode="markers+text",
-                             text=[t("loss.start_point")], textposition="top center",
-                             marker=dict(size=12, color="black", symbol="x"), showlegend=False))
-    fig.add_trace(go.Scatter(x=[surf["minimum"][0]], y=[surf["minimum"][1]], mode="markers+text",
-                             text=[t("loss.minimum")], textposition="bottom center",
-                             marker=dict(size=14, color="#2ca02c", symbol="star"),
-                             showlegend=False))
-    fig.update_layout(title=surf["formula"], height=480, margin=dict(l=10, r=10, t=40, b=10),
-                      xaxis=dict(range=list(surf["x_range"]), title="x"),
-                      yaxis=dict(range=list(surf["y_range"]), title="y"),
-                      legend=dict(orientation="h", y=-0.12))
+    contour, curves = optimlab.paths_figures(surf, paths, labels, t)
     left, right = st.columns([3, 2])
-    left.plotly_chart(localize(fig), width="stretch", key="opt_contour",
-                      alt=t("a11y.contour_chart"))
-
-    lfig = go.Figure()
+    left.plotly_chart(contour, width="stretch", key="opt_contour", alt=t("a11y.contour_chart"))
+    right.plotly_chart(curves, width="stretch", key="opt_losses", alt=t("a11y.losses_chart"))
     for key, path in paths.items():
-        lfig.add_trace(go.Scatter(y=np.maximum(path.losses, 1e-12), mode="lines",
-                                  name=labels[key], line=dict(color=colors[key])))
-    lfig.update_layout(title=t("loss.loss_curve"), xaxis_title=t("loss.steps"),
-                       yaxis_title=t("common.loss"), yaxis=dict(type="log", dtick=1, exponentformat="power"),
-                       height=480,
-                       margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.2))
-    right.plotly_chart(localize(lfig), width="stretch", key="opt_losses",
-                       alt=t("a11y.losses_chart"))
-
-    for key, path in paths.items():
-        if path.diverged:
-            st.error(f"**{labels[key]}**: " + t("loss.exploded", n=path.diverged_at))
-        elif path.converged():
-            st.success(f"**{labels[key]}**: " + t("loss.converges") + " "
-                       + t("loss.final_loss", loss=f"{path.final_loss:.2e}", n=path.steps))
-        else:
-            st.info(f"**{labels[key]}**: " + t("loss.too_slow") + " "
-                    + t("loss.final_loss", loss=f"{path.final_loss:.3g}", n=path.steps))
+        kind, text = optimlab.path_verdict(path, labels[key], t)
+        getattr(st, kind)(text)
     st.markdown(t("loss.update_rule"))
     st.code("optimizer = torch.optim.SGD([p], lr=lr, momentum=momentum)\n"
             "for step in range(steps):\n"

@@ -12,8 +12,8 @@ import streamlit as st
 from cifarlab.core import shapes
 from cifarlab.core.nets import net_spec
 from cifarlab.lab import speed as lab
-from pages import train_form
-from pages.common import dur, localize, num, pct, translator
+from ui import train_form
+from ui.language import dur, localize, num, pct, translator
 
 t = translator()
 

@@ -20,11 +20,14 @@ from cifarlab.lab import tables
 from cifarlab.lab import train as trainview
 from cifarlab.lab import train_live as words
 from cifarlab.serve import queue as jobs
-from pages import train_form
 from pages.classroom_parts import student as classroom_student
-from pages.common import (lesson, owner_id, pct, session_id, set_fragment_interval, show_error,
-                          translator)
-from pages.common import queue as get_queue
+from ui import train_form
+from ui.data import queue as get_queue
+from ui.internals import set_fragment_interval
+from ui.language import pct, show_error, translator
+from ui.nav import lesson
+from ui.session import session_id
+from ui.signin import owner_id
 
 t = translator()
 K = "train_"          # this page's keys; the knobs' are pages/train_form.py's

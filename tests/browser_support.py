@@ -179,7 +179,7 @@ GATE = ("serious", "critical")
 # Streamlit's own markup that the app cannot change: (CSS selector, which Streamlit element and
 # why). Each entry excludes one element (and what is inside it) from axe, never a whole rule.
 # Empty today: what axe found in Streamlit's markup at the gated levels was fixable from the app
-# (theme colours, the code colours in pages/common.py, wrap_lines). Its one finding left, the
+# (theme colours, the code colours in ui/a11y.py, wrap_lines). Its one finding left, the
 # file uploader's drop zone (role="presentation" with tabindex, "presentation-role-conflict"),
 # is minor and only printed.
 STREAMLIT_OWNED: list[tuple[str, str]] = []

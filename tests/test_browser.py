@@ -17,7 +17,7 @@ from browser_support import (ARTIFACTS, IDLE_JS, LOSS_CHART_LAST_STEP, Streamlit
                              page_problems, screenshot, wait_idle, wait_on_progress)
 from cifarlab import i18n
 from cifarlab.serve.store import RunStore
-from pages.common import PAGES
+from ui.nav import PAGES
 
 pytestmark = pytest.mark.browser
 PAGE_IDS = [pid for pid, _, _ in PAGES]

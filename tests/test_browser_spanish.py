@@ -11,7 +11,7 @@ import pytest
 from browser_support import (StreamlitServer, check_axe, check_language_and_links, page_problems,
                              report, tall_screenshot, wait_idle)
 from cifarlab import i18n
-from pages.common import PAGES
+from ui.nav import PAGES
 
 pytestmark = pytest.mark.browser
 

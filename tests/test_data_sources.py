@@ -352,7 +352,7 @@ def test_canonical_source_without_internet_says_what_to_do(tmp_path, monkeypatch
 
 
 def test_decoding_reports_how_far_it_is(tiny_folder, tmp_path, monkeypatch):
-    """The first decode shows a progress bar on the pages (pages.common): its lines carry a
+    """The first decode shows a progress bar on the pages (ui.data): its lines carry a
     fraction that only grows, and stay plain strings for the command line."""
     import tarfile
 

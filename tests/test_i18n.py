@@ -377,8 +377,10 @@ KEY_CALL = re.compile(r"""\bt\(\s*(?P<q>['"])(?P<key>[A-Za-z_][^'"\\\s]*)(?P=q)"
 
 
 def _ui_sources() -> list[Path]:
-    # pages and their helper folders (pages/classroom_parts/), and the lab engines that name keys
+    # pages and their parts (pages/classroom_parts/), their helpers (ui/), and the lab engines
+    # that build their figures and words
     sources = ([ROOT / "app.py"] + sorted((ROOT / "pages").rglob("*.py"))
+               + sorted((ROOT / "ui").rglob("*.py"))
                + sorted((ROOT / "cifarlab" / "lab").rglob("*.py")))
     return [p for p in sources if p.is_file()]
 

@@ -236,11 +236,11 @@ def test_a_flood_of_fresh_keys_keeps_memory_bounded():
 
 SCRIPT = """
 import streamlit as st
-from pages import common
+from ui import signin
 with st.sidebar:
-    common.sign_in_sidebar()
-who = common.person()
-st.markdown(f"person={who.id}|{who.instructor}|owner={common.owner_id()}")
+    signin.sign_in_sidebar()
+who = signin.person()
+st.markdown(f"person={who.id}|{who.instructor}|owner={signin.owner_id()}")
 """
 
 
@@ -248,7 +248,7 @@ st.markdown(f"person={who.id}|{who.instructor}|owner={common.owner_id()}")
 def limiter(monkeypatch):
     """A fresh limiter whose clock stands still: a wait never runs out during a test."""
     fresh = AttemptLimiter(clock=Clock())
-    monkeypatch.setattr("pages.common.PASSPHRASE_LIMITER", fresh)
+    monkeypatch.setattr("ui.signin.PASSPHRASE_LIMITER", fresh)
     return fresh
 
 

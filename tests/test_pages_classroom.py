@@ -18,7 +18,7 @@ from cifarlab.serve import queue as jobs
 from cifarlab.serve.classroom import ClassError, get_classroom
 from cifarlab.serve.identity import Person, passphrase_instructor
 from data_support import pages_queue
-from pages.common import INSTRUCTOR_KEY
+from ui.signin import INSTRUCTOR_KEY
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")

@@ -28,7 +28,7 @@ def _stop_queue() -> None:
 
 @pytest.fixture
 def home(tmp_path, monkeypatch, cifar_archive, cifar_cache_dir):
-    from pages import common
+    from ui import nav
 
     home = tmp_path / "home"
     monkeypatch.setenv("CIFARLAB_HOME", str(home))
@@ -36,7 +36,7 @@ def home(tmp_path, monkeypatch, cifar_archive, cifar_cache_dir):
     monkeypatch.setenv("CIFARLAB_CACHE", str(cifar_cache_dir))
     monkeypatch.setenv("CIFARLAB_SPARE_WORKERS", "0")
     monkeypatch.delenv("CIFARLAB_CONFIG", raising=False)
-    monkeypatch.setattr(common, "PAGES", [p for p in common.PAGES if (ROOT / p[1]).is_file()])
+    monkeypatch.setattr(nav, "PAGES", [p for p in nav.PAGES if (ROOT / p[1]).is_file()])
     _stop_queue()
     yield home
     _stop_queue()

@@ -158,7 +158,7 @@ def test_recorded_elsewhere_shows_the_label_and_the_speedup(env, other_machine):
     assert {"gpu_throughput_chart", "gpu_speedup_chart", "gpu_breakdown_chart"} <= charts(at)
     # each device's line: its own colour from a colour-blind-safe palette, and its own dash
     import json
-    from pages.common import PALETTE
+    from cifarlab.lab.charts import PALETTE
     (chart,) = [c for c in at.get("plotly_chart") if c.key == "gpu_throughput_chart"]
     lines = [tr for tr in json.loads(chart.proto.spec)["data"] if tr.get("mode") != "markers+text"]
     assert len(lines) >= 2

@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from cifarlab import i18n
-from pages.common import PAGES
+from ui.nav import PAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 LANGS = list(i18n.LANGUAGES)
@@ -192,7 +192,7 @@ def test_an_unexpected_error_shows_no_details_and_a_student_error_its_language()
         import streamlit as st
 
         from cifarlab.errors import ConfigError, Problem
-        from pages.common import show_error
+        from ui.language import show_error
 
         st.session_state["lang"] = "es"
         show_error(RuntimeError("/srv/cifarlab/secret/path.db is locked"))

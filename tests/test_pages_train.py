@@ -32,7 +32,7 @@ def _stop_queue() -> None:
 @pytest.fixture
 def lab(tmp_path, monkeypatch, cifar_archive, cifar_data, cifar_cache_dir):
     """A fresh home for the run store; the page's queue singleton is rebuilt from this env."""
-    from pages import common
+    from ui import nav
 
     home = tmp_path / "home"
     monkeypatch.setenv("CIFARLAB_HOME", str(home))
@@ -41,7 +41,7 @@ def lab(tmp_path, monkeypatch, cifar_archive, cifar_data, cifar_cache_dir):
     monkeypatch.setenv("CIFARLAB_SPARE_WORKERS", "0")
     monkeypatch.delenv("CIFARLAB_CONFIG", raising=False)
     # While other pages are still being written, navigate only over those that exist.
-    monkeypatch.setattr(common, "PAGES", [p for p in common.PAGES if (ROOT / p[1]).is_file()])
+    monkeypatch.setattr(nav, "PAGES", [p for p in nav.PAGES if (ROOT / p[1]).is_file()])
     _stop_queue()  # the page's cached queue sees it closed and takes a new one
     yield home
     _stop_queue()

@@ -343,12 +343,12 @@ def test_a_locked_knob_is_named_by_its_label_in_the_students_language(queue, lan
 
 # -- the session cookie ----------------------------------------------------------------------
 def test_the_session_cookie_is_strict_secure_over_https_and_lasts_a_month():
-    from pages import common
+    from ui import session
 
-    js = common.session_cookie_js("Abc_def-123456")
+    js = session.session_cookie_js("Abc_def-123456")
     assert "cifarlab_sid=Abc_def-123456; path=/; max-age=2592000; SameSite=Strict" in js
     assert "location.protocol === 'https:' ? '; Secure'" in js
     assert "Lax" not in js and "HttpOnly" not in js
     for bad in ["abc'; alert(1)//", "short", "x" * 65, "abcdefgh\n"]:
         with pytest.raises(ValueError):
-            common.session_cookie_js(bad)
+            session.session_cookie_js(bad)

@@ -6,15 +6,24 @@ serve.
 
     board_table(cr.board(me, code), "es")    # one row per run, loss curves as lists
     goal_text(info.challenge.goal, "pt")     # "A melhor acurácia no teste, épocas ≤ 2, em cpu"
+    join_link("https://lab.example/", "blue-fox-42", "es"); qr_png(link)   # the class's door
+    preset_widgets(fields, info.preset, "es") / preset_values(fields, typed)  # the preset form
+    presenter_figure(pinned, t)              # the projector's loss chart
 """
 from __future__ import annotations
 
+import io
 import time
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping, Sequence
+from urllib.parse import urlencode, urlsplit
 
 import pandas as pd
+import plotly.graph_objects as go
 
 from cifarlab import i18n
+from cifarlab.lab import charts as C
+
+CODE_PARAM = "class"   # the join link's query parameter (Home fills the code in from it)
 
 
 def clock(ts: float | None) -> str:
@@ -70,3 +79,61 @@ def goal_text(goal: Any, lang: str) -> str:
     if goal.max_epochs is None:
         return t("classroom.challenge.goal_best_accuracy_any", device=device)
     return t("classroom.challenge.goal_best_accuracy", epochs=goal.max_epochs, device=device)
+
+
+def join_link(page_url: str | None, code: str, lang: str) -> str:
+    """The join link: this server's Home with ``?class=CODE`` (relative when the page's own
+    URL is not known)."""
+    query = urlencode({CODE_PARAM: code, "lang": lang})
+    parts = urlsplit(page_url or "")
+    return f"{parts.scheme}://{parts.netloc}/?{query}" if parts.netloc else f"/?{query}"
+
+
+def qr_png(text: str) -> bytes:
+    """``text`` as a QR code (PNG), for a projector or a phone's camera."""
+    import segno
+
+    out = io.BytesIO()
+    segno.make(text, error="m").save(out, kind="png", scale=6, border=2)
+    return out.getvalue()
+
+
+def shown(value: Any, lang: str) -> str:
+    """A pushed knob's value as the console lists it."""
+    if isinstance(value, float):
+        return i18n.number(value, lang)
+    return "–" if value is None else str(value)
+
+
+def preset_widgets(fields: Sequence[Any], preset: Mapping[str, Any], lang: str) -> dict:
+    """The preset form's widget values: the class's preset over the knobs' defaults, decimals
+    as text in ``lang``'s notation (read back by ``preset_values``)."""
+    values = {f.name: f.default for f in fields} | dict(preset)
+    return {f.name: i18n.number(float(values[f.name]), lang) if f.knob.kind == "float"
+            else values[f.name] for f in fields}
+
+
+def preset_values(fields: Sequence[Any], typed: Mapping[str, Any]) -> dict:
+    """What the preset form holds, as knob values: decimals read with either mark (text that
+    is no number stays text, for the engine's own message), whole floats as ints."""
+    values = {}
+    for f in fields:
+        v = typed.get(f.name)
+        if f.knob.kind == "float" and isinstance(v, str):
+            parsed = i18n.parse_decimal(v)
+            v = v if parsed is None else parsed
+        elif f.knob.kind == "int" and isinstance(v, float) and v.is_integer():
+            v = int(v)
+        values[f.name] = v
+    return values
+
+
+def presenter_figure(pinned: Any, t) -> go.Figure:
+    """The pinned run's loss curve, large type for a projector."""
+    fig = go.Figure(go.Scatter(x=list(pinned.steps), y=list(pinned.losses), mode="lines",
+                               line=dict(width=3, color=C.PALETTE[0]),
+                               name=t("classroom.board.loss")))
+    fig.update_layout(template="none", height=620, margin=dict(l=10, r=10, t=30, b=10),
+                      xaxis_title=t("common.step"), yaxis_title=t("common.loss"),
+                      font=dict(size=20))
+    return C.localized(fig, t.lang)

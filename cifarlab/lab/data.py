@@ -9,6 +9,7 @@ deliver batches.
     loader_batch(data, batch_size, seed)        -> one batch from tutorial_loader, shown as imshow
     loader_throughput(data, pipeline, batch_size, num_workers, max_batches, max_seconds)
     sweep_loaders(data, batch_size, workers, pipelines, ...) -> DataFrame
+    counts_figure(data, t); histogram_figure(stats, t); loader_figure(sweep, t)  # the page's
 
 Everything reads the real data set through ``cifarlab.core.data`` (the real tutorial transform and
 ``tutorial_loader``, the real ``FastLoader``). Measurements are bounded by a batch count and a
@@ -22,12 +23,17 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import torch
 import torchvision
 import torchvision.transforms as transforms
 from PIL import Image
+from plotly.subplots import make_subplots
 
+from cifarlab import i18n
 from cifarlab.errors import CifarLabError
+from cifarlab.lab import charts as C
+from cifarlab.lab.tables import class_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from cifarlab.core.data import CifarData
@@ -137,13 +143,21 @@ def transform_stats(images, bins: int = 32) -> dict:
     return out
 
 
-def ranges_table(stats: dict) -> pd.DataFrame:
-    """One row per stage of ``transform_stats``: stage, dtype, shape, min, max, mean."""
-    return pd.DataFrame([{
+def ranges_table(stats: dict, t=None) -> pd.DataFrame:
+    """One row per stage of ``transform_stats``: stage, dtype, shape, min, max, mean (with
+    ``t``, the translator: stages and columns in its language)."""
+    table = pd.DataFrame([{
         "stage": stage, "dtype": s["dtype"], "shape": " × ".join(map(str, s["shape"])),
         "min": round(s["min"], 4), "max": round(s["max"], 4),
         "mean": round(float(np.mean(s["mean"])), 4),
     } for stage, s in stats.items()])
+    if t is None:
+        return table
+    stages = {"raw": t("data.raw_pixels"), "to_tensor": t("data.after_to_tensor"),
+              "normalize": t("data.after_normalize")}
+    return table.assign(stage=[stages[s] for s in table["stage"]]).rename(columns={
+        "stage": t("data.stage_col"), "mean": t("data.mean_col"), "dtype": t("common.dtype"),
+        "shape": t("common.shape")})
 
 
 # ------------------------------------------------------------------------------------ a batch
@@ -183,10 +197,13 @@ def loader_batch(data: "CifarData", batch_size: int = 4, seed: int = 0,
 
 
 def upscale(images: np.ndarray, factor: int = 3) -> np.ndarray:
-    """Pictures (…×H×W×C) made ``factor`` times larger by repeating pixels (no smoothing), so a
-    32×32 image stays sharp on screen."""
+    """Pictures (…×H×W×C, or one C×H×W) made ``factor`` times larger by repeating pixels (no
+    smoothing), channels last, so a 32×32 image stays sharp on screen."""
     factor = _whole("factor", factor, 1, 16)
-    return np.repeat(np.repeat(np.asarray(images), factor, axis=-3), factor, axis=-2)
+    a = np.asarray(images)
+    if a.ndim == 3 and a.shape[0] in (1, 3) and a.shape[-1] not in (1, 3):
+        a = a.transpose(1, 2, 0)
+    return np.ascontiguousarray(np.repeat(np.repeat(a, factor, axis=-3), factor, axis=-2))
 
 
 # ------------------------------------------------------------------------------- throughput
@@ -300,3 +317,76 @@ def sweep_loaders(data: "CifarData", batch_size: int = 4,
     return pd.DataFrame(rows, columns=["pipeline", "batch_size", "num_workers",
                                        "images_per_second", "batches", "images", "seconds",
                                        "startup_seconds"])
+
+
+# ------------------------------------------------------------------ the page's figures, words
+CHANNEL_KEYS = ("data.channel_red", "data.channel_green", "data.channel_blue")
+CHANNEL_COLOURS = ("#E45756", "#54A24B", "#4C78A8")
+
+
+def class_names(data: "CifarData", t) -> list[str]:
+    return [class_name(c, t.lang) for c in data.classes]
+
+
+def counts_figure(data: "CifarData", t) -> go.Figure:
+    """Images per class, train and test side by side."""
+    counts, names = class_counts_table(data), class_names(data, t)
+    fig = go.Figure([go.Bar(x=[names[i] for i in part["label"]], y=part["count"],
+                            name=t(f"data.split_{split}"), marker_color=C.PALETTE[k])
+                     for k, (split, part) in enumerate(counts.groupby("split", sort=False))])
+    fig.update_layout(barmode="group", height=320, yaxis_title=t("data.images_per_class"),
+                      margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=1.12))
+    return C.localized(fig, t.lang)
+
+
+def histogram_figure(stats: dict, t) -> go.Figure:
+    """Each channel's values at each stage of the transform, on that stage's range."""
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.06, subplot_titles=[
+        "uint8 · 0…255", "ToTensor() · 0…1", "Normalize(0.5, 0.5) · −1…1"])
+    for col, stage in enumerate(STAGES, start=1):
+        s = stats[stage]
+        centres = (s["edges"][:-1] + s["edges"][1:]) / 2
+        for ch in range(3):
+            fig.add_trace(go.Bar(x=centres, y=s["counts"][ch], name=t(CHANNEL_KEYS[ch]),
+                                 width=float(s["edges"][1] - s["edges"][0]), opacity=0.55,
+                                 marker_color=CHANNEL_COLOURS[ch], legendgroup=str(ch),
+                                 showlegend=col == 1), 1, col)
+        fig.update_xaxes(range=[s["low"], s["high"]], row=1, col=col)
+    fig.update_layout(barmode="overlay", height=320, margin=C.MARGIN,
+                      yaxis_title=t("data.histogram"), legend=dict(orientation="h", y=-0.15))
+    return C.localized(fig, t.lang)
+
+
+def loader_figure(sweep: pd.DataFrame, t) -> go.Figure:
+    """Images per second against num_workers for the tutorial's loader; the fast pipeline,
+    which has no workers, as a dashed level."""
+    tut = sweep[sweep["pipeline"] == "tutorial"].sort_values("num_workers")
+    fig = go.Figure()
+    if len(tut):
+        fig.add_trace(go.Scatter(x=tut["num_workers"], y=tut["images_per_second"],
+                                 mode="lines+markers+text", name=t("data.pipeline_tutorial"),
+                                 text=[i18n.number(v, t.lang, 0) for v in tut["images_per_second"]],
+                                 textposition="top center", marker=dict(size=10)))
+    xs = sorted(sweep["num_workers"].unique()) if len(tut) else [0]
+    span = [xs[0], xs[-1]] if xs[-1] != xs[0] else [xs[0] - 0.5, xs[0] + 0.5]
+    for row in sweep[sweep["pipeline"] == "fast"].itertuples():
+        label = f"{t('data.pipeline_fast')}: {i18n.number(row.images_per_second, t.lang, 0)}"
+        fig.add_trace(go.Scatter(x=span, y=[row.images_per_second] * 2, mode="lines+text",
+                                 line=dict(dash="dash", color="#54A24B"), name=label,
+                                 text=[label, ""], textposition="top right"))
+    low, high = float(sweep["images_per_second"].min()), float(sweep["images_per_second"].max())
+    fig.update_layout(height=380, xaxis_title="num_workers",
+                      yaxis_title=t("common.images_per_second"), yaxis_type="log",
+                      yaxis_range=[np.log10(low / 2), np.log10(high * 3)],
+                      margin=dict(l=10, r=10, t=30, b=10),
+                      xaxis=dict(tickmode="array", tickvals=sorted(sweep["num_workers"].unique())),
+                      title=t("data.loader_fig_title", batch=int(sweep["batch_size"].iloc[0])))
+    return C.localized(fig, t.lang)
+
+
+def loader_lines(sweep: pd.DataFrame, t) -> list[str]:
+    return [t("data.loader_result", pipeline=t(f"data.pipeline_{r.pipeline}"),
+              ips=i18n.number(r.images_per_second, t.lang, 0), batch=r.batch_size,
+              workers=r.num_workers)
+            + " · " + t("data.loader_startup", s=i18n.number(r.startup_seconds, t.lang, 2))
+            for r in sweep.itertuples()]

@@ -5,6 +5,7 @@
     surf = loss_surface("bowl", grid=101)               # X, Y, Z for a contour plot
     path = sgd_path("bowl", start=(-4, 1.5), lr=0.05, momentum=0.9, steps=60)
     path.points, path.losses, path.diverged, path.diverged_at
+    probs_figure(ce, names, label, t); paths_figures(surf, paths, labels, t)   # the page's
 
 The paths are made by ``torch.optim.SGD`` itself on a 2-parameter tensor, so the update rule the
 students see is PyTorch's: ``v ← momentum·v + grad`` (``v = grad`` at the first step), then
@@ -17,10 +18,14 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
 import torch
 import torch.nn as nn
 
+from cifarlab import i18n
 from cifarlab.errors import CifarLabError
+from cifarlab.lab import charts as C
 
 __all__ = [
     "net_logits", "cross_entropy_by_hand", "SURFACES", "Surface", "loss_surface", "SGDPath",
@@ -215,3 +220,69 @@ def sgd_path(surface: "str | Surface", start=None, lr: float = 0.05, momentum: f
             break
     return SGDPath(np.asarray(points, dtype=np.float64), np.asarray(losses, dtype=np.float64),
                    diverged_at is not None, diverged_at, float(lr), float(momentum))
+
+
+# -----------------------------------------------------------------------------------------
+# the page's figures and words (``t``: ``i18n.translator(lang)``)
+
+PATH_COLOURS = {"plain": "#D55E00", "momentum": "#0072B2"}
+
+
+def probs_figure(ce: dict, names: list[str], label: int, t) -> go.Figure:
+    """The softmax's probabilities, the true class's bar in another colour."""
+    fig = C.bar_figure(names, ce["probs"], title=t("loss.softmax"),
+                       y_title=t("loss.probability"),
+                       text=[i18n.number(p, t.lang, 3) for p in ce["probs"]],
+                       colours=[C.PALETTE[5] if i == label else "#7f9fbf"
+                                for i in range(len(names))],
+                       yaxis_range=[0, max(0.2, float(ce["probs"].max()) * 1.2)])
+    return C.localized(fig, t.lang)
+
+
+def ce_table(ce: dict, names: list[str], t) -> pd.DataFrame:
+    return pd.DataFrame({t("common.class"): names, t("loss.logit_col"): np.round(ce["logits"], 4),
+                         t("loss.exp_col"): np.round(ce["exps"], 4),
+                         t("loss.probability"): np.round(ce["probs"], 4)})
+
+
+def paths_figures(surf: dict, paths: dict[str, SGDPath], labels: dict[str, str],
+                  t) -> tuple[go.Figure, go.Figure]:
+    """The paths on the surface's contour lines (start and minimum marked), and their losses
+    step by step on a log scale."""
+    fig = go.Figure(go.Contour(x=surf["x"], y=surf["y"], z=np.log1p(surf["z"]),
+                               colorscale="Greys", showscale=False, ncontours=25,
+                               contours=dict(coloring="lines")))
+    for key, path in paths.items():
+        fig.add_trace(go.Scatter(x=path.points[:, 0], y=path.points[:, 1], mode="lines+markers",
+                                 name=labels[key], line=dict(color=PATH_COLOURS[key]),
+                                 marker=dict(size=4)))
+    for point, word, where, marker in (
+            (surf["start"], t("loss.start_point"), "top center",
+             dict(size=12, color="black", symbol="x")),
+            (surf["minimum"], t("loss.minimum"), "bottom center",
+             dict(size=14, color="#009E73", symbol="star"))):
+        fig.add_trace(go.Scatter(x=[point[0]], y=[point[1]], mode="markers+text", text=[word],
+                                 textposition=where, marker=marker, showlegend=False))
+    fig.update_layout(title=surf["formula"], height=480, margin=C.MARGIN,
+                      xaxis=dict(range=list(surf["x_range"]), title="x"),
+                      yaxis=dict(range=list(surf["y_range"]), title="y"),
+                      legend=dict(orientation="h", y=-0.12))
+    curves = go.Figure([go.Scatter(y=np.maximum(path.losses, 1e-12), mode="lines",
+                                   name=labels[key], line=dict(color=PATH_COLOURS[key]))
+                        for key, path in paths.items()])
+    curves.update_layout(title=t("loss.loss_curve"), xaxis_title=t("loss.steps"),
+                         yaxis_title=t("common.loss"),
+                         yaxis=dict(type="log", dtick=1, exponentformat="power"), height=480,
+                         margin=C.MARGIN, legend=dict(orientation="h", y=-0.2))
+    return C.localized(fig, t.lang), C.localized(curves, t.lang)
+
+
+def path_verdict(path: SGDPath, label: str, t) -> tuple[str, str]:
+    """("error" | "success" | "info", the sentence): exploded, reached the minimum, too slow."""
+    if path.diverged:
+        return "error", f"**{label}**: " + t("loss.exploded", n=path.diverged_at)
+    if path.converged():
+        return "success", (f"**{label}**: " + t("loss.converges") + " "
+                           + t("loss.final_loss", loss=f"{path.final_loss:.2e}", n=path.steps))
+    return "info", (f"**{label}**: " + t("loss.too_slow") + " "
+                    + t("loss.final_loss", loss=f"{path.final_loss:.3g}", n=path.steps))

@@ -4,6 +4,7 @@ settings that differ, their loss curves on one chart) and their downloads.
     df = runs_table(runs); differing_columns(df)      # the knobs that could explain a difference
     loss_curves({"a": downsampled(steps, losses)}, x="epoch")
     bundle_for_run(run, checkpoint, steps, losses, "es")   # "Take your run home": the zip
+    compare_table(df, selected, statuses, t); curves_figure(df, "step", t)   # the page's
 
 Never imports streamlit.
 """
@@ -16,12 +17,17 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+import plotly.express as px
+import plotly.graph_objects as go
 import torch
+from pandas.io.formats.style import Styler
 
+from cifarlab import i18n
 from cifarlab.core.checkpoint import Checkpoint
 from cifarlab.core.config import ModelSpec, TrainConfig, knobs
 from cifarlab.core.export.record import RunRecord, run_slug
 from cifarlab.errors import CifarLabError
+from cifarlab.lab import charts as C
 from cifarlab.lab.train import LossSeries
 
 MAX_POINTS = 1000   # loss points per run on the comparison chart
@@ -66,6 +72,20 @@ def bundle_for_run(run, ckpt: Checkpoint, steps: Sequence[int] | None,
     from cifarlab.core.export.bundle import bundle_bytes
 
     return bundle_bytes(run_record(run, ckpt, steps, losses), lang)
+
+
+def run_script(run) -> str:
+    """The script that repeats the run (every config field), its first lines naming the run
+    and its accuracy; "" for a run whose config is no TrainConfig."""
+    cfg = config_of(run)
+    if cfg is None:
+        return ""
+    from cifarlab.core.export import export_script
+
+    acc = (run.result or {}).get("test_accuracy")
+    note = f"CIFAR Lab run {run.id}" + (f", test accuracy {100 * acc:.1f} %"
+                                        if isinstance(acc, (int, float)) else "")
+    return export_script(cfg, source_note=note, script_name=f"cifar_run_{run.id[:8]}.py")
 
 
 def bundle_file_name(run) -> str:
@@ -205,3 +225,60 @@ def config_of(run) -> TrainConfig | None:
         return TrainConfig.from_dict(dict(run.config or {}))
     except (CifarLabError, TypeError, KeyError):
         return None
+
+
+# ----------------------------------------------------------------- the page's table and chart
+
+# The result columns' labels; each knob column is labelled by its knob (the config's schema).
+COLUMN_KEYS = {
+    "run": "runs.run_col", "name": "runs.name_col", "status": "status.status",
+    "started": "runs.created", "accuracy": "runs.accuracy_col", "final_loss": "runs.loss_col",
+    "images_per_second": "common.images_per_second", "train_seconds": "runs.train_time_col",
+    "steps": "common.step", "model": "runs.model_col",
+} | {f.name: f.knob.label for f in knobs()}
+HIGHLIGHT = "background-color: rgba(255, 200, 0, 0.35)"
+DIGITS = {"accuracy": 1, "final_loss": 3, "images_per_second": 0, "train_seconds": 1,
+          "steps": 0, "lr": None, "momentum": None}
+
+
+def column_name(col: str, t) -> str:
+    return t(COLUMN_KEYS[col])
+
+
+def compare_table(df: pd.DataFrame, selected: Sequence[str], statuses: Sequence[str],
+                  t) -> Styler:
+    """``runs_table``'s frame for reading: short ids, statuses and numbers in the student's
+    words, the knobs that differ between the ``selected`` runs right after the accuracy and
+    highlighted in those runs' rows."""
+    differ = differing_columns(df[df["run"].isin(selected)])
+    shown = df.copy()
+    shown["run"] = shown["run"].str[:8]
+    shown["status"] = list(statuses)
+    shown["train_subset"] = shown["train_subset"].map(
+        lambda v: t("runs.all_images") if v is None or (isinstance(v, float) and math.isnan(v))
+        else i18n.number(int(v), t.lang))
+    shown["shuffle"] = shown["shuffle"].map(lambda v: t("common.yes") if v else t("common.no"))
+    first = ["run", "name", "status", "started", "accuracy"]
+    shown = shown[first + differ + [c for c in shown.columns if c not in first + differ]]
+    names = {c: column_name(c, t) for c in shown.columns}
+    marked = {names[d] for d in differ}
+    chosen = set(selected)
+    style = shown.rename(columns=names).style.apply(
+        lambda col: [HIGHLIGHT if col.name in marked and rid in chosen else ""
+                     for rid in df["run"]], axis=0)
+
+    def number(digits):
+        return lambda v: i18n.number(v, t.lang, digits)
+
+    return style.format({names[c]: number(d) for c, d in DIGITS.items()}
+                        | {names["started"]: lambda d: d.strftime("%d/%m %H:%M")}, na_rep="–")
+
+
+def curves_figure(df: pd.DataFrame, x: str, t) -> go.Figure:
+    """``loss_curves``' frame on one chart: a colour and a line style per run."""
+    fig = px.line(df, x="x", y="loss", **C.series_style("run"),
+                  labels={"x": t(f"runs.x_{x}"), "loss": t("common.loss"),
+                          "run": t("runs.run_col")})
+    fig.update_layout(height=380, margin=dict(l=10, r=10, t=20, b=10),
+                      legend=dict(orientation="h", y=-0.25))
+    return C.localized(fig, t.lang)

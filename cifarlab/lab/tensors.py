@@ -5,6 +5,7 @@
     tensor_facts(tensor)                         -> {"shape", "dtype", "device", "numel", ...}
     transfer_costs(device, total_mb, chunks, repeats) -> DataFrame (one big vs many small copies)
     item_sync_cost(device, steps)                -> {"with_item_s", "without_item_s", ...}
+    rank_figure(ex, classes, t); transfer_figure(res, t); item_figure(item, t)   # the page's
 
 Every timer synchronises the device before reading the clock (``devices.Stopwatch``): a CUDA
 copy or kernel returns before the work is done, so an unsynchronised clock would time how fast
@@ -23,10 +24,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import torch
+from plotly.subplots import make_subplots
 
+from cifarlab import i18n
 from cifarlab.core.devices import Stopwatch, resolve_device, synchronize
 from cifarlab.errors import CifarLabError
+from cifarlab.lab import charts as C
+from cifarlab.lab.tables import class_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from cifarlab.core.data import CifarData
@@ -169,7 +175,6 @@ def transfer_costs(device: "str | torch.device" = "auto", total_mb: float = 32,
     repeats = int(_check_positive("repeats", repeats, 1000))
     max_seconds = float(_check_positive("max_seconds", max_seconds, 600))
     total = max(int(total_mb * 1e6) // chunks * chunks, chunks)    # a whole number per chunk
-    per = total // chunks
 
     src = torch.ones(total, dtype=torch.uint8)
     if dev.type == "cpu":
@@ -271,3 +276,110 @@ def item_sync_cost(device: "str | torch.device" = "auto", steps: int = 200, size
         "repeats": done,
     }
 
+
+
+# ------------------------------------------------------------------ the page's figures, words
+
+CHANNELS = (("tensors.channel_red", "Reds"), ("tensors.channel_green", "Greens"),
+            ("tensors.channel_blue", "Blues"))
+
+
+def size_text(n: float, lang: str) -> str:
+    """Bytes as the page writes them: "1,2 MB", "512 B"."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{i18n.number(n / scale, lang, 1)} {unit}"
+    return f"{int(n)} B"
+
+
+def _heat(z: np.ndarray, colorscale: str = "RdBu_r", text: bool = False) -> go.Heatmap:
+    return go.Heatmap(z=z, zmin=-1, zmax=1, colorscale=colorscale, showscale=False,
+                      text=np.round(z, 2) if text else None,
+                      texttemplate="%{text}" if text else None,
+                      hovertemplate="row %{y}, col %{x}: %{z:.3f}<extra></extra>")
+
+
+def rank_figure(ex: RankExample, classes, t) -> go.Figure:
+    """A tensor of rank 0–4 as the picture of its values: a cell, a row, a channel, an image
+    with its three channels, the batch's images."""
+    if ex.rank == 0:
+        fig = go.Figure(_heat(np.array([[float(ex.values)]]), text=True))
+        fig.update_traces(textfont_size=28)
+        fig.update_layout(height=180, width=220)
+    elif ex.rank == 1:
+        fig = go.Figure(_heat(ex.values[None, :]))
+        fig.update_layout(height=160)
+        fig.update_yaxes(showticklabels=False)
+        fig.update_xaxes(title_text=t("tensors.axis_column"))
+    elif ex.rank == 2:
+        fig = go.Figure(_heat(ex.values, "Reds"))
+        fig.update_layout(height=420, width=460)
+        fig.update_yaxes(autorange="reversed", scaleanchor="x", title_text=t("tensors.axis_row"))
+        fig.update_xaxes(title_text=t("tensors.axis_column"))
+    else:
+        images = ex.pixels if ex.rank == 4 else ex.pixels[:1]
+        titles = ([f"[{i}] {class_name(classes[label], t.lang)}"
+                   for i, label in enumerate(ex.labels)] if ex.rank == 4 else
+                  [t("tensors.picture")] + [t(k) + f" [{i}]" for i, (k, _) in enumerate(CHANNELS)])
+        fig = make_subplots(rows=1, cols=len(titles), subplot_titles=titles,
+                            horizontal_spacing=0.01 if ex.rank == 4 else 0.03)
+        for i, image in enumerate(images):
+            fig.add_trace(go.Image(z=image), 1, i + 1)
+        if ex.rank == 3:
+            for i, (_, scale) in enumerate(CHANNELS):
+                fig.add_trace(_heat(ex.values[i], scale), 1, i + 2)
+            fig.update_yaxes(autorange="reversed", scaleanchor="x")
+        fig.update_xaxes(showticklabels=False)
+        fig.update_yaxes(showticklabels=False)
+        fig.update_layout(height=300 if ex.rank == 3 else max(140, int(1100 / max(len(images), 4)))
+                          + 40)
+    fig.update_layout(margin=C.MARGIN)
+    return C.localized(fig, t.lang)
+
+
+def ranks_table(examples: list[RankExample], t) -> pd.DataFrame:
+    return pd.DataFrame([{
+        t("tensors.rank"): e.rank, t("common.shape"): str(tuple(e.shape)),
+        t("tensors.in_pytorch"): e.code, t("tensors.numel"): i18n.number(e.numel, t.lang),
+        t("tensors.bytes"): size_text(e.numel * 4, t.lang)} for e in examples])
+
+
+def transfer_figure(res: pd.DataFrame, t) -> go.Figure:
+    """One big copy against many small ones: milliseconds for the same bytes."""
+    lang = t.lang
+    labels = [f"{t(f'tensors.transfer_{m}')} ({mem})" for m, mem in zip(res["method"],
+                                                                        res["memory"])]
+    fig = C.bar_figure(labels, res["ms"], y_title="ms", height=340,
+                       text=[f"{i18n.number(v, lang, 2)} ms" for v in res["ms"]],
+                       colours=[C.PALETTE[0] if m == "one_big" else C.PALETTE[1]
+                                for m in res["method"]],
+                       title=f"{res['path'].iloc[0]} · {size_text(res['total_bytes'].iloc[0], lang)}")
+    return C.localized(fig, lang)
+
+
+def transfer_lines(res: pd.DataFrame, t) -> list[str]:
+    lang = t.lang
+    return [t("tensors.transfer_result", n=i18n.number(r.copies, lang),
+              size=size_text(r.bytes_per_copy, lang), ms=i18n.number(r.ms, lang, 2))
+            + f" ({t(f'tensors.transfer_{r.method}')}, {r.memory}) · "
+            + t("tensors.transfer_bandwidth", gbps=i18n.number(r.gb_per_s, lang, 2))
+            + " · " + t("tensors.per_copy", us=i18n.number(r.us_per_copy, lang, 2))
+            for r in res.itertuples()]
+
+
+def item_figure(item: dict, t) -> tuple[go.Figure, pd.DataFrame]:
+    """The loop with ``.item()`` every step against the loop that reads once: the bars and
+    their table."""
+    labels = [t("tensors.item_every_step", n=item["item_calls_with"]),
+              t("tensors.item_once", n=item["item_calls_without"])]
+    ms = [item["with_item_s"] * 1e3, item["without_item_s"] * 1e3]
+    per_step = [item["with_item_ms_per_step"], item["without_item_ms_per_step"]]
+    fig = C.bar_figure(labels, ms, y_title="ms", height=320, colours=[C.PALETTE[5], C.PALETTE[2]],
+                       text=[f"{i18n.number(v, t.lang, 3)} ms/step" for v in per_step],
+                       title=f"{item['device']} · {item['steps']} steps")
+    table = pd.DataFrame({t("tensors.item_loop_col"): labels,
+                          t("tensors.item_calls_col"): [item["item_calls_with"],
+                                                        item["item_calls_without"]],
+                          "ms": [round(v, 3) for v in ms],
+                          t("tensors.item_sum_col"): [item["total_with"], item["total_without"]]})
+    return C.localized(fig, t.lang), table

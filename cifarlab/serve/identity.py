@@ -1,6 +1,6 @@
 """Who is asking: the person behind a page, as the serving side sees them.
 
-Pages build a ``Person`` (``pages.common.person()``) from the sign-in (``st.user`` through an
+Pages build a ``Person`` (``ui.signin.person()``) from the sign-in (``st.user`` through an
 OpenID Connect provider, or the instructor's passphrase) or, for an anonymous student, from the
 browser's session cookie, and pass it to every call that acts for someone. Roles are checked
 here on the serving side, never only by hiding a button.

@@ -3,14 +3,16 @@ presenter view and the challenge with its leaderboards. Each is a fragment that 
 engine on Streamlit's own timer, so the rest of the console never reruns for them."""
 from __future__ import annotations
 
-import plotly.graph_objects as go
 import streamlit as st
 
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import classroom as view
 from cifarlab.serve.classroom import Goal
 from pages.classroom_parts import student as cs
-from pages.common import lang, person, localize, pct, queue, show_error
+from ui import messages
+from ui.data import queue
+from ui.language import lang, pct, show_error
+from ui.signin import person
 
 BOARD_S = 2.0         # the board's and the presenter's refresh
 LEADER_S = 3.0        # the public leaderboard's refresh while the challenge is open
@@ -34,14 +36,14 @@ def _board_action(action: str, code: str, t) -> None:
     try:
         if action == "cancel":
             status = cs.classroom().cancel_run(person(), code, run_id)
-            ss[K + "board_msg"] = ("success", t("classroom.board.cancelled", nickname=nick,
-                                                status=view.status_text(status, lang())))
+            messages.keep(K + "board_msg", "success", t(
+                "classroom.board.cancelled", nickname=nick, status=view.status_text(status, lang())))
         else:
             cs.classroom().pin(person(), code, None if action == "unpin" else run_id)
-            ss[K + "board_msg"] = ("success", t("classroom.board.pinned", nickname=nick)
-                                   if action == "pin" else t("classroom.board.pinned_none"))
+            messages.keep(K + "board_msg", "success", t("classroom.board.pinned", nickname=nick)
+                          if action == "pin" else t("classroom.board.pinned_none"))
     except CifarLabError as err:
-        ss[K + "board_msg"] = ("error", err)
+        messages.keep(K + "board_msg", "error", err)
 
 
 def board_section(cr, me, code: str, t) -> None:
@@ -52,9 +54,7 @@ def board_section(cr, me, code: str, t) -> None:
         rows = _call(cr.board, me, code)
         if rows is None:
             return
-        msg = st.session_state.pop(K + "board_msg", None)
-        if msg is not None:
-            show_error(msg[1]) if msg[0] == "error" else st.success(msg[1])
+        messages.show(K + "board_msg")
         if not rows:
             st.info(t("classroom.board.empty"))
             return
@@ -97,16 +97,6 @@ def board_section(cr, me, code: str, t) -> None:
 
 
 # ------------------------------------------------------------------------ presenter view
-def presenter_figure(p, t) -> go.Figure:
-    fig = go.Figure(go.Scatter(x=list(p.steps), y=list(p.losses), mode="lines",
-                               line=dict(width=3, color="#0072B2"),
-                               name=t("classroom.board.loss")))
-    fig.update_layout(template="none", height=620, margin=dict(l=10, r=10, t=30, b=10),
-                      xaxis_title=t("common.step"), yaxis_title=t("common.loss"),
-                      font=dict(size=20))
-    return localize(fig)
-
-
 def presenter_view(cr, me, code: str | None, t) -> None:
     """The pinned run's live chart, large, for the projector."""
     if st.button(t("classroom.presenter.back"), icon=":material/arrow_back:",
@@ -131,7 +121,8 @@ def presenter_view(cr, me, code: str | None, t) -> None:
             facts.append(t("classroom.presenter.accuracy", acc=pct(p.accuracy)))
         st.markdown("### " + " · ".join(facts))
         if p.steps:
-            st.plotly_chart(presenter_figure(p, t), width="stretch", key=K + "presenter_chart")
+            st.plotly_chart(view.presenter_figure(p, t), width="stretch",
+                            key=K + "presenter_chart")
         else:
             st.caption(t("classroom.presenter.waiting"))
 
@@ -139,31 +130,25 @@ def presenter_view(cr, me, code: str | None, t) -> None:
 
 
 # ---------------------------------------------------------------------------- challenge
-def _open_challenge(code: str) -> None:
+def _challenge(code: str, opening: bool) -> None:
+    """The Open and Close buttons' callback: the goal from the form, the engine's refusal kept."""
     ss = st.session_state
-    if ss.get(K + "ch_kind") == "fastest_to":
-        target = ss.get(K + "ch_target")
-        goal = Goal("fastest_to", target=None if target is None else target / 100)
-    else:
-        device = ss.get(K + "ch_device")
-        epochs = ss.get(K + "ch_epochs")
-        goal = Goal("best_accuracy", max_epochs=None if epochs is None else int(epochs),
-                    device=None if device == "any" else device)
     try:
-        cs.classroom().open_challenge(person(), code, goal)
+        if not opening:
+            cs.classroom().close_challenge(person(), code)
+        elif ss.get(K + "ch_kind") == "fastest_to":
+            target = ss.get(K + "ch_target")
+            cs.classroom().open_challenge(person(), code, Goal(
+                "fastest_to", target=None if target is None else target / 100))
+        else:
+            device, epochs = ss.get(K + "ch_device"), ss.get(K + "ch_epochs")
+            cs.classroom().open_challenge(person(), code, Goal(
+                "best_accuracy", max_epochs=None if epochs is None else int(epochs),
+                device=None if device == "any" else device))
     except CifarLabError as err:
-        ss[K + "ch_msg"] = ("error", err)
+        messages.keep(K + "ch_msg", "error", err)
         return
-    ss[K + "ch_msg"] = ("success", None)
-
-
-def _close_challenge(code: str) -> None:
-    try:
-        cs.classroom().close_challenge(person(), code)
-    except CifarLabError as err:
-        st.session_state[K + "ch_msg"] = ("error", err)
-        return
-    st.session_state[K + "ch_msg"] = ("success", None)
+    messages.keep(K + "ch_msg", "success", None)
 
 
 def leaderboard(cr, me, code: str, which: str, kind: str, t) -> None:
@@ -186,9 +171,7 @@ def leaderboard(cr, me, code: str, which: str, kind: str, t) -> None:
 
 def challenge_section(cr, me, info, t) -> None:
     st.caption(t("classroom.challenge.help"))
-    msg = st.session_state.pop(K + "ch_msg", None)
-    if msg is not None and msg[0] == "error":
-        show_error(msg[1])
+    msg = messages.show(K + "ch_msg")   # an error now; a success below, in its words
     ch = info.challenge
     if ch is not None:
         st.markdown(f"**{view.goal_text(ch.goal, lang())}** · " + (
@@ -198,7 +181,7 @@ def challenge_section(cr, me, info, t) -> None:
         if msg is not None and msg[0] == "success":
             st.success(t("classroom.challenge.opened"))
         st.button(t("classroom.challenge.close"), key=K + "ch_close", type="primary",
-                  on_click=_close_challenge, args=(info.code,), icon=":material/flag:")
+                  on_click=_challenge, args=(info.code, False), icon=":material/flag:")
 
         @st.fragment(run_every=LEADER_S)
         def public() -> None:
@@ -233,6 +216,6 @@ def open_form(code: str, t) -> None:
                         t("classroom.challenge.device_any") if d == "any" else d))
         c.number_input(t("classroom.challenge.target"), value=50.0, step=5.0,
                        key=K + "ch_target")
-        st.form_submit_button(t("classroom.challenge.open"), on_click=_open_challenge,
-                              key=K + "ch_open",
-                              args=(code,), type="primary", icon=":material/emoji_events:")
+        st.form_submit_button(t("classroom.challenge.open"), on_click=_challenge,
+                              key=K + "ch_open", args=(code, True), type="primary",
+                              icon=":material/emoji_events:")

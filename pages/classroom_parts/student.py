@@ -13,22 +13,22 @@ from cifarlab.core.config import knobs
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import classroom as words
 from cifarlab.serve.classroom import Classroom, StudentView, get_classroom
-from pages import common
+from ui import data, language, session, signin
 
 CODE_PARAM = "class"
 
 
 def classroom() -> Classroom:
     """The server's one Classroom, on the queue's run store."""
-    return get_classroom(common.queue())
+    return get_classroom(data.queue())
 
 
 def student_view() -> StudentView | None:
     """The student's class as the engine shows it to them (None when in none), once per run."""
     try:
-        return classroom().student_view(common.person())
+        return classroom().student_view(signin.person())
     except CifarLabError as err:
-        common.show_error(err)
+        language.show_error(err)
         return None
 
 
@@ -36,10 +36,10 @@ def _join(t) -> None:
     """The Join button's callback: the engine checks the code, the nickname and the rate."""
     ss = st.session_state
     try:
-        m = classroom().join(common.person(), ss.get("class_join_code", ""),
-                             ss.get("class_join_nickname", ""), common.session_id())
+        m = classroom().join(signin.person(), ss.get("class_join_code", ""),
+                             ss.get("class_join_nickname", ""), session.session_id())
     except CifarLabError as err:
-        ss["class_join_msg"] = ("error", err.text(common.lang()))
+        ss["class_join_msg"] = ("error", err.text(language.lang()))
         return
     ss["class_join_msg"] = ("success", t("classroom.join.joined", title=m.title,
                                          nickname=m.nickname))
@@ -48,9 +48,9 @@ def _join(t) -> None:
 
 def _leave(t) -> None:
     try:
-        classroom().leave(common.person())
+        classroom().leave(signin.person())
     except CifarLabError as err:
-        st.session_state["class_join_msg"] = ("error", err.text(common.lang()))
+        st.session_state["class_join_msg"] = ("error", err.text(language.lang()))
         return
     st.session_state["class_join_msg"] = ("success", t("classroom.join.left"))
 
@@ -91,7 +91,7 @@ def banner(t, view: StudentView | None) -> None:
     lines = [t("classroom.banner.class", title=m.title, nickname=m.nickname)]
     ch = view.challenge
     if ch is not None:
-        lines.append(t("classroom.banner.goal", goal=words.goal_text(ch.goal, common.lang())))
+        lines.append(t("classroom.banner.goal", goal=words.goal_text(ch.goal, language.lang())))
         if not ch.is_open:
             lines.append(t("classroom.banner.revealed"))
         elif view.rank is not None:
@@ -110,7 +110,7 @@ def pushed(form, t) -> None:
         form.apply_class(None)
         return
     banner(t, view)
-    reason = view.locked_reason(common.lang())
+    reason = view.locked_reason(language.lang())
     form.apply_class(view.preset, {knob: reason for knob in view.locked},
                      (view.membership.code, view.version))
     if view.preset:

@@ -13,7 +13,7 @@ Modules:
     measure   measure_point, breakdown, run_sweep, run_timing_job (the queue's "timing" kind)
     results   SweepResult: rows typed through pandas, JSON/CSV, uploads, docs/gpu-results
     analysis  speed-ups and crossovers within one recording, load, hardware, what a GPU adds
-    report    the page's sentences and tables; charts: the page's figures' data
+    report    the page's sentences and tables; charts: the page's figures and their data
     cli       ``python -m cifarlab bench`` (``--sweep`` records docs/gpu-results)
 
 Names load on first use, so that registering ``bench`` (``python -m cifarlab shapes``) imports
@@ -39,9 +39,11 @@ _LAZY = {
                  "graph_gains", "eager"),
     "report": ("md", "error_text", "rows_table", "hardware_table", "provenance", "source_label",
                "tutorial_lines", "crossover_lines", "pipeline_gain_lines", "would_add_lines",
-               "pipeline_name", "download_stem", "graph_gain_lines"),
+               "pipeline_name", "download_stem", "graph_gain_lines", "plan_text", "live_lines"),
     "charts": ("throughput_frame", "tutorial_points", "speedup_frame", "crossover_frame",
-               "breakdown_choices", "breakdown_frame", "pipelines_frame", "PHASE_COLORS"),
+               "breakdown_choices", "breakdown_frame", "pipelines_frame", "PHASE_COLORS",
+               "throughput_figure", "speedup_figure", "breakdown_figure", "pipelines_figure",
+               "BATCH_TICKS"),
 }
 _WHERE = {name: module for module, names in _LAZY.items() for name in names}
 

@@ -1,4 +1,6 @@
-"""The figures' data: one tidy DataFrame per chart of the CPU vs GPU page (the page draws it).
+"""The CPU vs GPU page's figures, each from one tidy DataFrame (also here), in the language of
+``t`` (``i18n.translator(lang)``): ``throughput_figure``, ``speedup_figure``,
+``breakdown_figure``, ``pipelines_figure``.
 
     throughput_frame(result, "fast", lang)   # series, batch_size, images_per_s, plus, minus
     speedup_frame(result, "fast", lang)      # series, batch_size, speedup (one recording)
@@ -11,8 +13,11 @@ Markdown.
 from __future__ import annotations
 
 import pandas as pd
+import plotly.express as px
+import plotly.graph_objects as go
 
 from cifarlab import i18n
+from cifarlab.lab import charts as C
 from cifarlab.lab.gpu import analysis
 from cifarlab.lab.gpu.config import TUTORIAL_POINT
 from cifarlab.lab.gpu.results import PHASES, SweepResult
@@ -116,3 +121,69 @@ def pipelines_frame(res: SweepResult, width: int, lang: str) -> pd.DataFrame:
                        for r in rows if r["pipeline"] in ("fast", "tutorial")],
                       columns=["device", "pipeline", "series", "batch_size", "images_per_s"])
     return _order(df, "pipeline", "batch_size")
+
+
+# ------------------------------------------------------------------------------- the figures
+BATCH_TICKS = [4, 8, 16, 32, 64, 128, 256, 512, 1024]
+STAR = dict(symbol="star", size=18, color="gold", line=dict(color="black", width=1))
+
+
+def _log_axes(fig: go.Figure, y_title: str, t, **y) -> go.Figure:
+    fig.update_xaxes(type="log", title=t("gpu.axis_batch"), tickvals=BATCH_TICKS)
+    fig.update_yaxes(type="log", title=y_title, **y)
+    fig.update_layout(height=420, margin=dict(t=20, b=40), legend=dict(orientation="h", y=-0.2),
+                      legend_title_text="")
+    return C.localized(fig, t.lang)
+
+
+def throughput_figure(res: SweepResult, pipeline: str, t) -> go.Figure:
+    """Images/s against batch size, a line per device and width (the repeats' spread as error
+    bars), the tutorial's own point starred."""
+    df = throughput_frame(res, pipeline, t.lang)
+    fig = px.line(df, x="batch_size", y="images_per_s", **C.series_style("series"), markers=True,
+                  error_y="plus", error_y_minus="minus", hover_data={"step_ms": ":.3f"})
+    tut = tutorial_points(res)
+    if not tut.empty:
+        fig.add_scatter(x=tut["batch_size"], y=tut["images_per_s"], mode="markers+text",
+                        marker=STAR, name=t("gpu.tut_marker"), text=tut["device"],
+                        textposition="middle left")
+    return _log_axes(fig, t("gpu.axis_ips"), t, dtick=1, tickformat="~s")
+
+
+def speedup_figure(res: SweepResult, pipeline: str, t) -> go.Figure:
+    """Accelerator ÷ CPU against batch size, where the curves cross marked, 1× as a line."""
+    df = speedup_frame(res, pipeline, t.lang)
+    fig = px.line(df, x="batch_size", y="speedup", **C.series_style("series"), markers=True)
+    cross, tut = crossover_frame(res, pipeline), df[df["tutorial"]]
+    if not cross.empty:
+        fig.add_scatter(x=cross["estimate"], y=[1.0] * len(cross), mode="markers+text",
+                        name=t("gpu.crossover_marker"), text=cross["label"],
+                        marker=dict(symbol="diamond", size=14, color="crimson"),
+                        textposition="top center")
+    if not tut.empty:
+        fig.add_scatter(x=tut["batch_size"], y=tut["speedup"], mode="markers", marker=STAR,
+                        name=t("gpu.tut_marker"))
+    fig.add_hline(y=1.0, line_dash="dot", line_color="grey")
+    fig.add_annotation(text=t("gpu.cpu_line"), x=1, xref="paper", y=0, yref="y",  # log10(1)
+                       showarrow=False, xanchor="right", yanchor="bottom", font=dict(color="grey"))
+    return _log_axes(fig, t("gpu.axis_speedup"), t,
+                     tickvals=[0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500])
+
+
+def breakdown_figure(res: SweepResult, device: str, method: str, share: bool, t) -> go.Figure:
+    """Where a step's time goes, a stacked bar per pipeline and batch size."""
+    df = breakdown_frame(res, device, method, share, t.lang)
+    fig = px.bar(df, x="bar", y="value", color="phase", color_discrete_sequence=list(PHASE_COLORS))
+    fig.update_layout(height=420, margin=dict(t=20, b=40), legend=dict(orientation="h", y=-0.35),
+                      legend_title_text="", xaxis_title="")
+    fig.update_yaxes(title=t("gpu.axis_share") if share else t("gpu.axis_ms"))
+    return C.localized(fig, t.lang)
+
+
+def pipelines_figure(res: SweepResult, width: int, t) -> go.Figure:
+    """Both pipelines on each device, the tutorial's dotted."""
+    df = pipelines_frame(res, width, t.lang)
+    fig = px.line(df, x="batch_size", y="images_per_s", color="series", markers=True)
+    tutorial = set(df.loc[df["pipeline"] == "tutorial", "series"])
+    fig.for_each_trace(lambda tr: tr.update(line_dash="dot" if tr.name in tutorial else "solid"))
+    return _log_axes(fig, t("gpu.axis_ips"), t, dtick=1, tickformat="~s")

@@ -5,6 +5,7 @@
     provenance(result, "en")           # measured here or recorded elsewhere; busy or not
     tutorial_lines(result, "en")       # the tutorial as written, in words
     would_add_lines(result, recorded, "en")   # what a GPU would add (one recording first)
+    plan_text(config, "es"); live_lines(run, rows, position, now, "pt")   # before, during a run
 
 Text that came from a file (a device name, a host, a file name) is escaped for Markdown
 (``md``) before it goes into a sentence: a device name such as ``![x](http://…)`` is shown
@@ -20,7 +21,7 @@ import pandas as pd
 from cifarlab import i18n
 from cifarlab.errors import CifarLabError, ConfigError, is_literal
 from cifarlab.lab.gpu import analysis
-from cifarlab.lab.gpu.config import TUTORIAL_POINT
+from cifarlab.lab.gpu.config import TUTORIAL_POINT, SweepConfig, estimate_seconds, time_left
 from cifarlab.lab.gpu.results import SweepResult
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:^=&])")
@@ -262,3 +263,38 @@ def would_add_lines(res: SweepResult, recorded: list[SweepResult], lang: str
         out.append(("info", t(f"gpu.across_refused_{refused}", load=round(load["load"] or 0, 1),
                               cores=load["cores"] or 0)))
     return out
+
+
+def plan_text(config: SweepConfig, lang: str) -> str:
+    """What a sweep will measure and how long it may take, before it runs."""
+    devices = list(config.devices)
+    passes = len(config.breakdown_passes(devices))
+    total = estimate_seconds(config, devices)
+    return _t(lang)("gpu.plan_passes" if passes else "gpu.plan", passes=passes,
+                    points=len(config.points(devices)), devices=", ".join(devices),
+                    budget=float(config.max_seconds),
+                    total="–" if total is None else i18n.duration(total, lang))
+
+
+def live_lines(run, rows: list[dict], position: int | None, now: float,
+               lang: str) -> tuple[list[tuple[str, str]], float | None]:
+    """A running (or queued) timing run in words: [(kind: "info" | "warning" | "caption",
+    text)], and the fraction of its points done (None while it has not started)."""
+    t, cfg = _t(lang), SweepConfig.from_dict(run.config)
+    total = len(cfg.points(list(cfg.devices)))
+    if run.status == "queued":
+        return [("info", t("gpu.queued", device=run.device, n=position or 1))], None
+    if not rows and run.started_at is None:
+        return [("info", t("gpu.starting"))], None
+    lines = []
+    if run.waited_s is not None:
+        lines.append(("warning", t("gpu.waited", seconds=i18n.duration(run.waited_s, lang),
+                                   device=run.device)) if run.waited_s >= 1.0
+                     else ("caption", t("gpu.no_wait")))
+    lines.append(("info", t("gpu.running", devices=", ".join(cfg.devices), done=len(rows),
+                            total=total) if len(rows) < total
+                  else t("gpu.running_breakdown", total=total)))
+    left = time_left(cfg, len(rows), now - (run.started_at or now), list(cfg.devices))
+    if left is not None:
+        lines.append(("caption", t("gpu.time_left", time=i18n.duration(left, lang))))
+    return lines, min(1.0, len(rows) / max(1, total))

@@ -24,6 +24,7 @@ from cifarlab.core.data import normalize
 from cifarlab.core.model import Net
 from cifarlab.core.shapes import trace_spec
 from cifarlab.errors import CifarLabError
+from cifarlab.lab.network import conv_step
 
 # Each stage, the line of the tutorial's forward that makes it (the lesson quotes them).
 FORWARD_LINES = {
@@ -159,21 +160,15 @@ def neuron(model: Net, x: torch.Tensor, layer: str = "conv1", channel: int = 0, 
         if not (isinstance(value, (int, np.integer)) and 0 <= int(value) < hi):
             raise CifarLabError(code, field=name, hi=hi - 1, value=str(value)[:12])
     channel, row, col = int(channel), int(row), int(col)
-    (kh, kw), (sh, sw), (ph, pw) = conv.kernel_size, conv.stride, conv.padding
-    padded = np.pad(source, ((0, 0), (ph, ph), (pw, pw)))
-    top, left = row * sh, col * sw
-    window = padded[:, top:top + kh, left:left + kw]
-    kernel = conv.weight[channel].detach().to(torch.float64).cpu().numpy()
+    # the Network page's arithmetic, on this layer's input, kernel, stride and padding
     bias = float(conv.bias[channel].detach()) if conv.bias is not None else 0.0
-    products = window * kernel
-    total = float(products.sum())
-    value = total + bias
-    with torch.no_grad():
-        inp = torch.from_numpy(source.astype(np.float32))[None]
-        ref = F.conv2d(inp, conv.weight[channel:channel + 1], None if conv.bias is None
-                       else conv.bias[channel:channel + 1], conv.stride, conv.padding)
-    return Neuron(layer, channel, row, col, top - ph, left - pw, window, kernel, products, total,
-                  bias, value, max(0.0, value), float(ref[0, 0, row, col]))
+    step = conv_step(source, conv.weight[channel].detach().cpu().numpy(), bias, row, col,
+                     conv.stride[0], conv.padding[0])
+    value = step["output"]
+    return Neuron(layer, channel, row, col, step["top"] - conv.padding[0],
+                  step["left"] - conv.padding[1], step["window"], step["kernel"],
+                  step["products"], step["sum"], bias, value, max(0.0, value),
+                  step["torch_output"])
 
 
 # ------------------------------------------------------------------------------------ filters

@@ -1,40 +1,38 @@
-"""The Inside the network page's plotly figures. Every text on them comes in as an argument,
-already in the student's language; pixel grids get whole-number ticks; colours are
-colour-blind safe (RdBu around zero, Viridis from zero up: both read in every common colour
-blindness and in grey). Never imports streamlit.
+"""The Inside the network page's figures and tables, their words from ``t``
+(``i18n.translator(lang)``): every stage's maps or values, one neuron's arithmetic, conv1's
+filters before and after training, Captum's maps over the picture. Colours and pixel grids
+follow ``lab.charts``. Never imports streamlit.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-DIVERGING = "RdBu_r"      # negative blue, zero white, positive red
-SEQUENTIAL = "Viridis"
-HIGHLIGHT = "#E69F00"     # Okabe-Ito orange: seen on blue, red, white and Viridis alike
-MARGIN = dict(l=10, r=10, t=40, b=10)
+from cifarlab import i18n
+from cifarlab.lab import charts as C
+from cifarlab.lab.inside.activations import Neuron, Stage, filter_patches, filter_table, stage
+from cifarlab.lab.inside.explain import METHODS, strongest
+
+MAX_MAPS = 16           # feature maps drawn of a layer
+MAX_CHANNELS = 6        # input channels of one neuron's arithmetic drawn
+MAX_FILTERS = 8
+MAPS = (("conv1", True), ("pool1", False), ("conv2", True), ("pool2", False))
+VECTORS = (("flatten", "values", False), ("relu3", "values", False), ("relu4", "values", False),
+           ("fc3", "scores", True), ("softmax", "probabilities", True))
 
 
-def _pixel_axes(fig: go.Figure, size: int, **kw) -> None:
-    step = max(1, int(math.ceil(size / 8)))
-    fig.update_xaxes(tickmode="linear", tick0=0, dtick=step, tickformat="d", **kw)
-    fig.update_yaxes(tickmode="linear", tick0=0, dtick=step, tickformat="d",
-                     autorange="reversed", **kw)
+def shape_text(shape) -> str:
+    return "×".join(str(n) for n in shape)
 
 
-def _box(fig: go.Figure, top: int, left: int, h: int, w: int, **kw) -> None:
-    fig.add_shape(type="rect", x0=left - 0.5, x1=left + w - 0.5, y0=top - 0.5, y1=top + h - 0.5,
-                  line=dict(color=HIGHLIGHT, width=3), **kw)
-
-
-def _limits(values: np.ndarray, signed: bool) -> dict:
-    lim = float(np.nanmax(np.abs(values))) if values.size else 0.0
-    lim = lim or 1.0
-    return dict(zmin=-lim, zmax=lim, colorscale=DIVERGING) if signed else \
-        dict(zmin=0.0, zmax=lim, colorscale=SEQUENTIAL)
+def _num(value: float, t, digits: int) -> str:
+    return i18n.number(float(value), t.lang, digits)
 
 
 def image_figure(hwc: np.ndarray, title: str, window: tuple[int, int, int] | None = None,
@@ -42,28 +40,26 @@ def image_figure(hwc: np.ndarray, title: str, window: tuple[int, int, int] | Non
     """A 32×32 picture as its pixels (HWC uint8); ``window`` (top, left, size) boxed."""
     fig = go.Figure(go.Image(z=np.asarray(hwc)))
     if window is not None:
-        _box(fig, window[0], window[1], window[2], window[2])
-    fig.update_layout(title=title, height=height, margin=MARGIN)
-    _pixel_axes(fig, hwc.shape[0])
+        C.box(fig, window[0], window[1], window[2], window[2])
+    fig.update_layout(title=title, height=height, margin=C.MARGIN)
+    C.pixel_axes(fig, hwc.shape[0])
     return fig
 
 
 def maps_figure(values: np.ndarray, titles: Sequence[str], title: str, signed: bool,
-                per_row: int = 8, height_per_row: int | None = None) -> go.Figure:
+                per_row: int = 8) -> go.Figure:
     """Feature maps (C×H×W) side by side, all on one colour scale (one layer's maps compare)."""
     n = len(titles)
-    rows = int(math.ceil(n / per_row))
-    cols = min(n, per_row)
+    rows, cols = int(math.ceil(n / per_row)), min(n, per_row)
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=list(titles),
                         horizontal_spacing=0.02, vertical_spacing=0.12 / max(1, rows - 1) + 0.04)
-    scale = _limits(values[:n], signed)
+    scale = C.colour_limits(values[:n], signed)
     for i in range(n):
         fig.add_trace(go.Heatmap(z=values[i], showscale=i == 0, **scale,
                                  colorbar=dict(len=0.9, thickness=10)),
                       row=i // per_row + 1, col=i % per_row + 1)
-    per_map = height_per_row or int(900 / cols) + 10   # square maps on a ~900 px wide column
-    fig.update_layout(title=title, height=60 + per_map * rows, margin=MARGIN)
-    _pixel_axes(fig, values.shape[-1], showticklabels=False)
+    fig.update_layout(title=title, height=60 + (int(900 / cols) + 10) * rows, margin=C.MARGIN)
+    C.pixel_axes(fig, values.shape[-1], showticklabels=False)
     for i in range(n):   # square cells: each map's y axis keeps its x axis's scale
         fig.update_yaxes(scaleanchor=f"x{i + 1 if i else ''}", constrain="domain",
                          row=i // per_row + 1, col=i % per_row + 1)
@@ -72,93 +68,199 @@ def maps_figure(values: np.ndarray, titles: Sequence[str], title: str, signed: b
     return fig
 
 
-def vector_figure(values: np.ndarray, title: str, x_title: str, y_title: str,
-                  names: Sequence[str] | None = None, highlight: int | None = None,
-                  height: int = 260) -> go.Figure:
+def vector_figure(values: np.ndarray, x_title: str, y_title: str,
+                  names: Sequence[str] | None = None, highlight: int | None = None) -> go.Figure:
     """A layer's values as bars (index or class name on x)."""
     values = np.asarray(values, dtype=float)
-    x = list(names) if names is not None else list(range(len(values)))
-    colours = ["#0072B2"] * len(values)
+    colours = [C.PALETTE[0]] * len(values)
     if highlight is not None and 0 <= highlight < len(values):
-        colours[highlight] = "#D55E00"
-    fig = go.Figure(go.Bar(x=x, y=values, marker_color=colours))
-    fig.update_layout(title=title, height=height, margin=MARGIN, xaxis_title=x_title,
-                      yaxis_title=y_title, bargap=0.1 if len(values) > 20 else 0.3)
+        colours[highlight] = C.PALETTE[5]
+    fig = go.Figure(go.Bar(x=list(names) if names is not None else list(range(len(values))),
+                           y=values, marker_color=colours))
+    fig.update_layout(height=260, margin=C.MARGIN, xaxis_title=x_title, yaxis_title=y_title,
+                      bargap=0.1 if len(values) > 20 else 0.3)
     if names is None:
         fig.update_xaxes(tickformat="d")
     return fig
 
 
-def pick_figure(fmap: np.ndarray, row: int, col: int, title: str, hover: str,
-                height: int = 420) -> go.Figure:
+@dataclass
+class StageView:
+    name: str
+    heading: str          # "conv1 · `6×28×28`"
+    line: str             # the tutorial's code that makes it
+    figure: go.Figure
+    alt: str
+    caption: str | None = None
+
+
+def stage_views(stages: list[Stage], names: list[str], t) -> list[StageView]:
+    """What the activations tab shows stage by stage: the maps of the conv and pool layers
+    (the first ``MAX_MAPS``), the values of the flat ones as bars (the class scores named)."""
+    out = []
+    for name, signed in MAPS:
+        s = stage(stages, name)
+        c = s.shape[0]
+        n = min(c, MAX_MAPS)
+        fig = maps_figure(s.values[:n], [t("inside.map_n", n=i + 1) for i in range(n)],
+                          t("inside.maps_title" if signed else "inside.maps_title_positive",
+                            n=n, c=c), signed)
+        out.append(StageView(name, f"{t(f'inside.stage_{name}')} · `{shape_text(s.shape)}`",
+                             s.line, C.localized(fig, t.lang),
+                             t("inside.maps_alt", layer=name, n=n, h=s.shape[1], w=s.shape[2]),
+                             t("inside.first_maps", n=n, c=c) if n < c else None))
+    for name, key, named in VECTORS:
+        s = stage(stages, name)
+        fig = vector_figure(s.values, t("inside.x_class") if named else t("inside.x_index"),
+                            t(f"inside.y_{key}"), names=names if named else None,
+                            highlight=int(np.argmax(s.values)) if named else None)
+        out.append(StageView(name, f"{t(f'inside.stage_{name}')} · `{shape_text(s.shape)}`",
+                             s.line, C.localized(fig, t.lang),
+                             t("inside.vector_alt", layer=name, n=s.shape[0])))
+    return out
+
+
+def stages_table(stages: list[Stage], t) -> pd.DataFrame:
+    rows = [{t("inside.col_stage"): s.name, t("inside.col_code"): s.line,
+             t("inside.col_shape"): shape_text(s.shape),
+             t("inside.col_min"): _num(s.values.min(), t, 3),
+             t("inside.col_max"): _num(s.values.max(), t, 3),
+             t("inside.col_zeros"): i18n.percent(float((s.values == 0).mean()), t.lang, 0)}
+            for s in stages]
+    return pd.DataFrame(rows)
+
+
+def scores_table(stages: list[Stage], names: list[str], t) -> pd.DataFrame:
+    """The class scores and probabilities, the numbers of the last two charts."""
+    return pd.DataFrame({
+        t("a11y.class_col"): names,
+        t("inside.y_scores"): [_num(v, t, 3) for v in stage(stages, "fc3").values],
+        t("inside.y_probabilities"): [i18n.percent(float(p), t.lang, 1)
+                                      for p in stage(stages, "softmax").values]})
+
+
+def pick_figure(fmap: np.ndarray, row: int, col: int, title: str, t) -> go.Figure:
     """One feature map to click on: a heatmap, and an all but invisible marker on every cell
     (plotly selects markers, not heatmap cells); the chosen cell boxed."""
     h, w = fmap.shape
-    fig = go.Figure(go.Heatmap(z=fmap, hoverinfo="skip", **_limits(fmap, True),
+    hover = (f"{t('inside.col_row')}: %{{y}}<br>{t('inside.col_column')}: %{{x}}"
+             f"<br>{t('inside.col_value')}: %{{customdata}}<extra></extra>")
+    fig = go.Figure(go.Heatmap(z=fmap, hoverinfo="skip", **C.colour_limits(fmap, True),
                                colorbar=dict(thickness=10)))
     rr, cc = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
     fig.add_trace(go.Scatter(
         x=cc.ravel(), y=rr.ravel(), mode="markers", showlegend=False,
         marker=dict(symbol="square", size=max(6, int(300 / max(h, w))),
                     color="rgba(0,0,0,0.01)"),
-        customdata=np.round(fmap.ravel(), 4), hovertemplate=hover + "<extra></extra>"))
-    _box(fig, row, col, 1, 1)
-    fig.update_layout(title=title, height=height, margin=MARGIN, clickmode="event+select",
+        customdata=np.round(fmap.ravel(), 4), hovertemplate=hover))
+    C.box(fig, row, col, 1, 1)
+    fig.update_layout(title=title, height=420, margin=C.MARGIN, clickmode="event+select",
                       dragmode=False)
-    _pixel_axes(fig, max(h, w))
-    fig.update_yaxes(scaleanchor="x", constrain="domain")
-    fig.update_xaxes(constrain="domain")
-    return fig
+    C.pixel_axes(fig, h, w, square=True)
+    return C.localized(fig, t.lang)
 
 
-def arithmetic_figure(window: np.ndarray, kernel: np.ndarray, products: np.ndarray,
-                      channel_names: Sequence[str], words: tuple[str, str, str],
-                      max_channels: int = 6) -> go.Figure:
-    """Per input channel: the window, the kernel, their products, numbers written in."""
-    n = min(len(channel_names), max_channels)
-    titles = [f"{word} · {name}" for name in channel_names[:n] for word in words]
-    fig = make_subplots(rows=n, cols=3, subplot_titles=titles, horizontal_spacing=0.05,
-                        vertical_spacing=0.25 / n)
-    k = window.shape[-1]
-    for c in range(n):
-        for j, z in enumerate((window[c], kernel[c], products[c])):
-            fig.add_trace(go.Heatmap(z=z, texttemplate="%{z:.2f}" if k <= 7 else None,
-                                     showscale=False, **_limits(z, True)), row=c + 1, col=j + 1)
-    fig.update_layout(height=230 * n + 40, margin=MARGIN)
-    _pixel_axes(fig, k)
-    fig.update_annotations(font_size=12)
-    return fig
+def neuron_view(n: Neuron, t) -> tuple[go.Figure, pd.DataFrame]:
+    """One neuron's arithmetic, per input channel (the first ``MAX_CHANNELS``), and its table."""
+    c = n.window.shape[0]
+    names = ([t("network.channel_name", c=ch) for ch in "RGB"] if n.layer == "conv1"
+             else [t("inside.map_n", n=i + 1) for i in range(c)])
+    words = (t("network.window"), t("network.kernel_word"), t("network.products"))
+    fig = C.arithmetic_figure(n.window, n.kernel, n.products, names, words, MAX_CHANNELS)
+    shown = slice(0, MAX_CHANNELS)
+    idx = np.indices(n.window[shown].shape).reshape(3, -1)
+    table = pd.DataFrame({
+        t("inside.col_channel"): [names[i] for i in idx[0]],
+        t("inside.col_row"): idx[1], t("inside.col_column"): idx[2],
+        **{word: [_num(v, t, 4) for v in values[shown].ravel()]
+           for word, values in zip(words, (n.window, n.kernel, n.products))}})
+    return C.localized(fig, t.lang), table
 
 
-def filters_figure(rows: Sequence[tuple[str, np.ndarray]], kernel_titles: Sequence[str],
-                   per_row: int = 8) -> go.Figure:
-    """conv1's kernels as colour patches (``filter_patches``), one line of them per model."""
-    n = min(len(kernel_titles), per_row)
-    titles = [f"{label} · {k}" for label, _ in rows for k in kernel_titles[:n]]
-    fig = make_subplots(rows=len(rows), cols=n, subplot_titles=titles, horizontal_spacing=0.02,
-                        vertical_spacing=0.15)
+def filters_view(after, before, t) -> tuple[go.Figure, pd.DataFrame]:
+    """conv1's kernels as colour patches, a line for the trained weights and (when known) one
+    for the weights the run started from; their mean colours and sizes as a table."""
+    rows = ([(t("inside.random_weights"), filter_patches(after))] if before is None else
+            [(t("inside.before"), filter_patches(before)), (t("inside.after"), filter_patches(after))])
+    n = min(after.shape[0], MAX_FILTERS)
+    fig = make_subplots(rows=len(rows), cols=n, horizontal_spacing=0.02, vertical_spacing=0.15,
+                        subplot_titles=[f"{label} · {t('inside.map_n', n=i + 1)}"
+                                        for label, _ in rows for i in range(n)])
     for r, (_, patches) in enumerate(rows):
         for i in range(n):
             fig.add_trace(go.Image(z=patches[i]), row=r + 1, col=i + 1)
-    fig.update_layout(height=190 * len(rows) + 40, margin=MARGIN)
-    _pixel_axes(fig, patches.shape[1] if len(rows) else 5)
+    fig.update_layout(height=190 * len(rows) + 40, margin=C.MARGIN)
+    C.pixel_axes(fig, rows[0][1].shape[1])
     fig.update_annotations(font_size=11)
-    return fig
+    cols = {"kernel": "col_filter", "red": "col_red", "green": "col_green", "blue": "col_blue",
+            "norm": "col_norm", "norm_before": "col_norm_before", "moved": "col_moved"}
+    table = pd.DataFrame([{t(f"inside.{cols[k]}"): v if k == "kernel" else _num(v, t, 3)
+                           for k, v in row.items()} for row in filter_table(before, after)])
+    return C.localized(fig, t.lang), table
 
 
-def overlay_figure(hwc: np.ndarray, cells: Sequence[Sequence[tuple[str, np.ndarray, bool]]],
-                   opacity: float = 0.6) -> go.Figure:
-    """Rows of (title, map, signed): each map drawn over the picture, on its own scale."""
-    rows, cols = len(cells), max(len(r) for r in cells)
-    fig = make_subplots(rows=rows, cols=cols, horizontal_spacing=0.03, vertical_spacing=0.1,
+def why_view(hwc: np.ndarray, views: dict, targets: list[tuple[int, str]], names: list[str],
+             t) -> tuple[go.Figure, pd.DataFrame]:
+    """Each method's map over the picture, a row per class asked about (``views``: class ->
+    method -> ``View``), and the strongest squares of each map as a table."""
+    cells = [[(f"{label}<br>{t(f'inside.method_{m}')}", views[cls][m].heat, views[cls][m].signed)
+              for m in METHODS] for cls, label in targets]
+    fig = make_subplots(rows=len(cells), cols=len(METHODS), horizontal_spacing=0.03,
+                        vertical_spacing=0.1,
                         subplot_titles=[title for row in cells for title, _, _ in row])
     for r, row in enumerate(cells):
         for c, (_, heat, signed) in enumerate(row):
             fig.add_trace(go.Image(z=np.asarray(hwc)), row=r + 1, col=c + 1)
-            fig.add_trace(go.Heatmap(z=heat, opacity=opacity, showscale=False,
+            fig.add_trace(go.Heatmap(z=heat, opacity=0.6, showscale=False,
                                      hovertemplate="%{y}, %{x}: %{z:.3f}<extra></extra>",
-                                     **_limits(heat, signed)), row=r + 1, col=c + 1)
-    fig.update_layout(height=300 * rows + 40, margin=MARGIN)
-    _pixel_axes(fig, hwc.shape[0])
+                                     **C.colour_limits(heat, signed)), row=r + 1, col=c + 1)
+    fig.update_layout(height=300 * len(cells) + 40, margin=C.MARGIN)
+    C.pixel_axes(fig, hwc.shape[0])
     fig.update_annotations(font_size=12)
-    return fig
+    table = pd.DataFrame([{
+        t("inside.col_class"): names[cls], t("inside.col_method"): t(f"inside.method_{m}"),
+        t("inside.col_strongest"): "; ".join(
+            t("inside.square", top=r0, left=c0, bottom=r0 + 3, right=c0 + 3)
+            for r0, c0, _ in strongest(views[cls][m].heat, 4, 3))}
+        for cls, _ in targets for m in METHODS])
+    return C.localized(fig, t.lang), table
+
+
+def summary(stages: list[Stage], image: str, true_cls: int | None, names: list[str], t) -> str:
+    """What the network answers for the picture (and its true class, when known)."""
+    probs = stage(stages, "softmax").values
+    best = int(np.argmax(probs))
+    text = t("inside.summary", image=image, predicted=names[best],
+             p=i18n.percent(float(probs[best]), t.lang, 0))
+    return text + (" " + t("inside.summary_true", name=names[true_cls])
+                   if true_cls is not None else "")
+
+
+def wrong_options(probs: np.ndarray, labels: np.ndarray, wrong: np.ndarray, names: list[str],
+                  t) -> dict[int, str]:
+    """Misclassified test images for a picker: index -> "#12: cat, answered dog (91 %)"."""
+    return {int(i): t("inside.wrong_option", i=str(i), true=names[int(labels[i])],
+                      predicted=names[int(probs[i].argmax())],
+                      p=i18n.percent(float(probs[i].max()), t.lang, 0)) for i in wrong}
+
+
+def why_targets(probs: np.ndarray, other: int, true_cls: int | None, names: list[str],
+                t) -> list[tuple[int, str]]:
+    """The classes the "why" maps are drawn for: the predicted one, and ``other`` (the true
+    class or another) unless it is the same, each with its row's label."""
+    predicted = int(np.argmax(probs))
+
+    def row(key: str, cls: int) -> tuple[int, str]:
+        return cls, t(key, name=names[cls], p=i18n.percent(float(probs[cls]), t.lang, 0))
+
+    if other == predicted:
+        return [row("inside.predicted_row", predicted)]
+    return [row("inside.predicted_row", predicted),
+            row("inside.true_row" if other == true_cls else "inside.other_row", int(other))]
+
+
+def compare_default(probs: np.ndarray, true_cls: int | None) -> int:
+    """The class the "why" tab compares with first: the true one when the network missed it,
+    else the runner-up."""
+    order = [int(i) for i in np.argsort(-probs, kind="stable")]
+    return true_cls if true_cls is not None and true_cls != order[0] else order[1]

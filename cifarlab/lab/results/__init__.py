@@ -13,9 +13,7 @@ so a page shows it in the student's language: ``err.text(lang)``.
 """
 from __future__ import annotations
 
-import io
 import math
-from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -23,9 +21,9 @@ import pandas as pd
 import torch
 
 from cifarlab.core.checkpoint import Checkpoint, load as load_checkpoint
-from cifarlab.core.config import ModelSpec, TrainConfig
 from cifarlab.core.evaluate import EvalResult, evaluate
 from cifarlab.errors import CheckpointError, CifarLabError
+from cifarlab.lab.data import upscale
 from cifarlab.lab.results.uploads import (  # noqa: F401  (the page's one import)
     MAX_CHECKPOINT_BYTES, MAX_DECODE_BYTES, MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, MAX_UPLOAD_BYTES,
     PREVIEW_SIZE, SERVER_UPLOAD_MB, UPLOADER_MB, ImageError, PreparedImage, classify_image,
@@ -159,13 +157,3 @@ def _class_index(classes: Sequence[str], cls: int | str) -> int:
         return list(classes).index(cls)
     raise CifarLabError("results.unknown_class", field="class", cls=repr(cls)[:40],
                         classes=", ".join(classes))
-
-
-def upscale(image: np.ndarray, factor: int = 4) -> np.ndarray:
-    """A small image enlarged by repeating pixels (CHW or HWC uint8 in, HWC out), so 32×32
-    pictures stay sharp blocks instead of a blur."""
-    a = np.asarray(image)
-    if a.ndim == 3 and a.shape[0] in (1, 3) and a.shape[-1] not in (1, 3):
-        a = a.transpose(1, 2, 0)
-    factor = max(1, int(factor))
-    return np.ascontiguousarray(a.repeat(factor, axis=0).repeat(factor, axis=1))

@@ -15,7 +15,8 @@ import streamlit as st
 
 from cifarlab.lab.train_form import TrainForm, Widget
 from cifarlab.serve import queue as jobs
-from pages import common
+from ui.data import queue
+from ui.language import lang
 
 PREFIX = "train_"                 # the widgets' keys: train_epochs, train_lr, ...
 KEY, SHOWN = "train_form", "train_form_shown"   # the form; the revision the widgets show
@@ -24,21 +25,21 @@ KEY, SHOWN = "train_form", "train_form_shown"   # the form; the revision the wid
 @st.cache_resource(show_spinner=False)
 def device_ids() -> list[str]:
     """Where a run can go: this machine's devices, or the cluster's when Ray runs the runs."""
-    return common.queue().devices()
+    return queue().devices()
 
 
 def get() -> TrainForm:
     """The session's form with the widgets' latest values taken in."""
     ss = st.session_state
-    limits = dataclasses.replace(common.queue().settings.limits(), devices=tuple(device_ids()))
+    limits = dataclasses.replace(queue().settings.limits(), devices=tuple(device_ids()))
     form = ss.get(KEY)
     if form is None:
-        form = ss[KEY] = TrainForm(common.lang(), limits, jobs.FULL_TRAIN_IMAGES)
+        form = ss[KEY] = TrainForm(lang(), limits, jobs.FULL_TRAIN_IMAGES)
     else:
         form.limits = limits
         if ss.get(SHOWN) == form.revision:
             form.take({n: ss[PREFIX + n] for n in form.names if PREFIX + n in ss})
-        form.set_lang(common.lang())
+        form.set_lang(lang())
     show(form)
     return form
 

@@ -180,7 +180,7 @@ def conv_step(image: np.ndarray, kernel: np.ndarray, bias: float, row: int, col:
     output = total + float(bias)
     torch_output = float(torch_conv(x, k, bias, stride, padding)[row, col])
     return {
-        "window": window.astype(np.float32), "kernel": k, "products": products.astype(np.float32),
+        "window": window.astype(np.float32), "kernel": k, "products": products,   # they sum
         "sum": total, "bias": float(bias), "output": output, "torch_output": torch_output,
         "match": math.isclose(output, torch_output, rel_tol=1e-4, abs_tol=1e-4),
         "top": top, "left": left, "out_shape": (oh, ow),

@@ -1,0 +1,109 @@
+"""What the pages' figures share. Each page's engine builds its figures from data and texts
+passed in (already in the student's language); the page only draws them.
+
+Colours read in every common colour blindness: the Okabe-Ito palette with a line style per
+series as a second cue that needs no colour; RdBu around zero (negative blue, positive red) and
+Viridis from zero up for grids. Pixel grids get whole-number ticks. Never imports streamlit.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from cifarlab import i18n
+
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000",
+           "#F0E442"]
+DASHES = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"]
+DIVERGING = "RdBu_r"
+SEQUENTIAL = "Viridis"
+HIGHLIGHT = "#E69F00"     # Okabe-Ito orange: seen on blue, red, white and Viridis alike
+MARGIN = dict(l=10, r=10, t=40, b=10)
+
+
+def series_style(column: str) -> dict:
+    """``px.line`` arguments that give each value of ``column`` its colour and line style."""
+    return dict(color=column, line_dash=column, color_discrete_sequence=PALETTE,
+                line_dash_sequence=DASHES)
+
+
+def localized(fig: go.Figure, lang: str) -> go.Figure:
+    """The figure's numbers (ticks, hover, bar labels) with ``lang``'s decimal and group marks."""
+    fig.update_layout(separators=i18n.separators(lang))
+    return fig
+
+
+def pixel_ticks(n: int) -> dict:
+    """Whole-number ticks for a grid of n pixels (plotly's own choice gives 0.5 steps on small
+    grids: a pixel has no half)."""
+    return dict(tickmode="linear", tick0=0, dtick=1 if n <= 10 else 5 if n <= 40 else 10)
+
+
+def pixel_axes(fig: go.Figure, rows: int, cols: int | None = None, square: bool = False,
+               **kw) -> None:
+    """Row 0 at the top, whole-number ticks; ``square``: cells keep their shape."""
+    fig.update_xaxes(**pixel_ticks(rows if cols is None else cols),
+                     **(dict(constrain="domain") if square else {}), **kw)
+    fig.update_yaxes(autorange="reversed", **pixel_ticks(rows),
+                     **(dict(scaleanchor="x", constrain="domain") if square else {}), **kw)
+
+
+def box(fig: go.Figure, top: int, left: int, h: int, w: int, color: str = HIGHLIGHT,
+        width: int = 3, dash: str | None = None, **kw) -> None:
+    """A rectangle round grid cells (top, left) .. (top + h - 1, left + w - 1)."""
+    fig.add_shape(type="rect", x0=left - 0.5, x1=left + w - 0.5, y0=top - 0.5, y1=top + h - 0.5,
+                  line=dict(color=color, width=width, dash=dash), **kw)
+
+
+def colour_limits(values: np.ndarray, signed: bool) -> dict:
+    """One colour scale for ``values``: symmetric around zero, or from zero up."""
+    lim = float(np.nanmax(np.abs(values))) if np.size(values) else 0.0
+    lim = lim or 1.0
+    return dict(zmin=-lim, zmax=lim, colorscale=DIVERGING) if signed else \
+        dict(zmin=0.0, zmax=lim, colorscale=SEQUENTIAL)
+
+
+def grid_figure(z, title: str, *, signed: bool = True, text: bool = False,
+                height: int = 300) -> go.Figure:
+    """A 2-D grid (a kernel, a feature map) as square cells, numbers written in on request."""
+    z = np.asarray(z, dtype=float)
+    fig = go.Figure(go.Heatmap(z=z, texttemplate="%{z:.2f}" if text else None, showscale=False,
+                               **colour_limits(z, signed)))
+    fig.update_layout(title=title, height=height, margin=MARGIN)
+    pixel_axes(fig, z.shape[0], z.shape[1], square=True)
+    return fig
+
+
+def arithmetic_figure(window: np.ndarray, kernel: np.ndarray, products: np.ndarray,
+                      channel_names: Sequence[str], words: tuple[str, str, str],
+                      max_channels: int = 6) -> go.Figure:
+    """One output value of a convolution worked out, per input channel: the window, the kernel
+    and their products, numbers written in (for kernels up to 7×7)."""
+    n = min(len(channel_names), max_channels)
+    titles = [f"{word} · {name}" if name else word
+              for name in channel_names[:n] for word in words]
+    fig = make_subplots(rows=n, cols=3, subplot_titles=titles, horizontal_spacing=0.05,
+                        vertical_spacing=0.25 / n)
+    k = window.shape[-1]
+    for c in range(n):
+        for j, z in enumerate((window[c], kernel[c], products[c])):
+            fig.add_trace(go.Heatmap(z=z, texttemplate="%{z:.2f}" if k <= 7 else None,
+                                     showscale=False, **colour_limits(z, True)),
+                          row=c + 1, col=j + 1)
+    fig.update_layout(height=230 * n + 40, margin=MARGIN)
+    pixel_axes(fig, k)
+    fig.update_annotations(font_size=12)
+    return fig
+
+
+def bar_figure(x, y, *, title: str = "", y_title: str = "", text=None, colours=None,
+               height: int = 340, **layout) -> go.Figure:
+    """Bars with their values written above them."""
+    fig = go.Figure(go.Bar(x=list(x), y=list(y), text=text, textposition="outside",
+                           marker_color=colours))
+    fig.update_layout(title=title, yaxis_title=y_title, height=height,
+                      margin=dict(l=10, r=10, t=40 if title else 20, b=10), **layout)
+    return fig

@@ -1,0 +1,141 @@
+"""The Network page's tables and figures, their words from ``t`` (``i18n.translator(lang)``).
+
+    shape_table(report.rows, t); sizes_figure(report.rows, t)
+    ex = conv_example(hwc, "net0", seed=0)        # kernel, bias, the input it works on
+    input_figure(hwc, ex, step, name, t); step_figure(step, t); pool_figures(...)
+
+Never imports streamlit.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from cifarlab import i18n
+from cifarlab.lab import charts as C
+from cifarlab.lab.network import activation_sizes, named_kernels, net_conv1, to_input
+
+KINDS = ("input", "conv", "pool", "relu", "flatten", "linear")
+NET_KERNELS = 6     # conv1's first kernels offered beside the named ones
+POOL_MARK = "#D55E00"
+
+
+def shape_table(rows: list[dict], t) -> pd.DataFrame:
+    """A shape trace (``StackReport.rows``) with its column names and layer kinds in words."""
+    return pd.DataFrame({
+        t("network.layer_col"): [r["layer"] for r in rows],
+        t("network.kind_col"): [t(f"network.kind_{r['kind']}") if r["kind"] in KINDS
+                                else r["kind"] for r in rows],
+        t("network.in_shape_col"): [r["input"] for r in rows],
+        t("network.out_shape_col"): [r["output"] for r in rows],
+        t("network.params_col"): [r["params"] for r in rows],
+        t("network.formula_col"): [r["formula"] for r in rows],
+    })
+
+
+def sizes_figure(rows: list[dict], t) -> go.Figure:
+    """How many values each layer's output holds."""
+    sizes = activation_sizes(rows)
+    fig = C.bar_figure([n for n, _ in sizes], [v for _, v in sizes],
+                       title=t("network.sizes_chart"), y_title=t("network.values_col"),
+                       text=[i18n.number(v, t.lang) for _, v in sizes],
+                       xaxis_title=t("network.layer_col"))
+    return C.localized(fig, t.lang)
+
+
+def kernel_options() -> list[str]:
+    return list(named_kernels()) + [f"net{i}" for i in range(NET_KERNELS)]
+
+
+def kernel_label(name: str, t) -> str:
+    if name.startswith("net"):
+        return t("network.kernel_net", n=int(name[3:]) + 1)
+    return t(f"network.kernel_{name}")
+
+
+@dataclass
+class ConvExample:
+    kernel: np.ndarray     # 3×3 (a named kernel, on gray) or C×k×k (conv1's, on RGB)
+    bias: float
+    image: np.ndarray      # C×H×W float: what the kernel slides over
+    caption: str           # the catalog key that says which
+
+
+def conv_example(hwc: np.ndarray, choice: str, seed: int) -> ConvExample:
+    """A named kernel on the gray picture, or one of the tutorial's conv1 kernels (random
+    weights from ``seed``) on the normalised RGB picture."""
+    if choice.startswith("net"):
+        weights, biases = net_conv1(seed)
+        i = int(choice[3:])
+        return ConvExample(weights[i], float(biases[i]), to_input(hwc, "rgb"),
+                           "network.net_kernel_caption")
+    return ConvExample(named_kernels()[choice], 0.0, to_input(hwc, "gray"),
+                       "network.gray_caption")
+
+
+def input_figure(hwc: np.ndarray, ex: ConvExample, step: dict, name: str, t) -> go.Figure:
+    """The picture the kernel works on, the window of the chosen output boxed."""
+    if ex.image.shape[0] == 3:
+        fig = go.Figure(go.Image(z=hwc))
+    else:
+        fig = go.Figure(go.Heatmap(z=ex.image[0], colorscale="gray", zmin=0, zmax=1,
+                                   showscale=False))
+    fig.update_layout(title=t("network.input_title", name=name), height=330, margin=C.MARGIN)
+    C.pixel_axes(fig, hwc.shape[0], hwc.shape[1], square=True)
+    k = ex.kernel.shape[-1]
+    C.box(fig, step["top"], step["left"], k, k)
+    return C.localized(fig, t.lang)
+
+
+def kernel_figure(kernel: np.ndarray, t) -> go.Figure:
+    mean = kernel.ndim == 3
+    fig = C.grid_figure(kernel.mean(axis=0) if mean else kernel,
+                        t("network.kernel_title_mean" if mean else "network.kernel_title"),
+                        text=kernel.shape[-1] <= 5, height=330)
+    return C.localized(fig, t.lang)
+
+
+def fmap_figure(fmap: np.ndarray, row: int, col: int, t) -> go.Figure:
+    fig = C.grid_figure(fmap, t("network.fmap_title", h=fmap.shape[0], w=fmap.shape[1]),
+                        height=330)
+    C.box(fig, row, col, 1, 1, color="#111111")
+    return C.localized(fig, t.lang)
+
+
+def step_figure(step: dict, t) -> go.Figure:
+    """One output value: each channel's window, kernel and products."""
+    win = step["window"]
+    names = ([t("network.channel_name", c=c) for c in "RGB"] if win.shape[0] == 3 else [""])
+    fig = C.arithmetic_figure(win, step["kernel"], step["products"], names,
+                              (t("network.window"), t("network.kernel_word"),
+                               t("network.products")))
+    return C.localized(fig, t.lang)
+
+
+def pool_figures(region: np.ndarray, pooled: dict, pick: int, kernel: int,
+                 t) -> tuple[go.Figure, go.Figure]:
+    """Max pooling: the input with its windows (the chosen one boxed, each max starred) and
+    the pooled output (the chosen window's value boxed). Numbers are written in on small grids."""
+    wins, out = pooled["windows"], pooled["output"]
+    small, chosen = region.shape[0] <= 8, wins[pick]
+    fig_in = C.grid_figure(region, t("network.pool_in_title", h=region.shape[0],
+                                     w=region.shape[1]), signed=False, text=small, height=420)
+    if small:
+        for w in wins:
+            C.box(fig_in, w["top"], w["left"], kernel, kernel, color="white", width=1,
+                  dash="dot")
+    C.box(fig_in, chosen["top"], chosen["left"], kernel, kernel, color=POOL_MARK, width=4)
+    # the max's marker sits in its cell's corner, so the number in the cell stays readable
+    off = 0.3 if small else 0.0
+    fig_in.add_trace(go.Scatter(x=[w["argmax"][1] + off for w in wins],
+                                y=[w["argmax"][0] - off for w in wins], mode="markers",
+                                marker=dict(symbol="star", size=11 if small else 7,
+                                            color=POOL_MARK, line=dict(width=1, color="white")),
+                                name=t("network.pool_max_marker"), showlegend=False))
+    fig_out = C.grid_figure(out, t("network.pool_out_title", h=out.shape[0], w=out.shape[1]),
+                            signed=False, text=out.shape[0] <= 8, height=420)
+    C.box(fig_out, chosen["row"], chosen["col"], 1, 1, color=POOL_MARK, width=4)
+    return C.localized(fig_in, t.lang), C.localized(fig_out, t.lang)

@@ -1,0 +1,128 @@
+"""The Results page's figures and words, in the language of ``t`` (``i18n.translator(lang)``).
+
+    run_label(run, session, t)             # "my run · 3f2a… 14/05 10:02 · 54,1 %"
+    accuracy_figures(ev, t)                # this model vs the tutorial and chance; per class
+    confusion_figure(ev, mistakes_only, t) # a clickable matrix (``picked_cell`` reads a click)
+    epochs_figure(long, t); guesses_figure(ranked, t)
+
+Never imports streamlit.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+
+import numpy as np
+import pandas as pd
+import plotly.express as px
+import plotly.graph_objects as go
+
+from cifarlab import i18n
+from cifarlab.lab import charts as C
+from cifarlab.lab.results import TUTORIAL_REFERENCE
+from cifarlab.lab.tables import class_name
+
+BAR = C.PALETTE[0]
+REFERENCE = C.PALETTE[5]
+TIGHT = dict(l=10, r=10, t=20, b=10)
+
+
+def pct(x: float, lang: str, digits: int = 1) -> str:
+    """A fraction as a percentage's number ("55,3" in Spanish; the page adds " %")."""
+    return i18n.number(100 * x, lang, digits)
+
+
+def run_label(run, session: str, t) -> str:
+    """A finished run in a picker: its name, id, start and accuracy; its status unless done,
+    and whether it is a classmate's (a shared view)."""
+    when = datetime.fromtimestamp(run.started_at or run.created_at).strftime("%d/%m %H:%M")
+    acc = (run.result or {}).get("test_accuracy")
+    text = t("results.run_option", id=run.id[:8], when=when,
+             acc=pct(acc, t.lang) if isinstance(acc, (int, float)) else "–")
+    if run.name:
+        text = f"{run.name} · {text}"
+    if run.status != "done":
+        text += f" · {t(f'status.{run.status}')}"
+    if run.session != session:
+        text += " · " + t("results.classmate_run")
+    return text
+
+
+def accuracy_figures(ev, t) -> tuple[go.Figure, go.Figure]:
+    """This model's accuracy beside the tutorial's and chance; per class, with the range the
+    tutorial's own runs swing over and its overall figure as a line."""
+    ref, lang = TUTORIAL_REFERENCE, t.lang
+    overall = C.bar_figure(
+        [t("results.this_model"), t("results.tutorial_bar"), t("results.chance_bar")],
+        [100 * ev.accuracy, 100 * ref["accuracy"], 100 * ref["chance"]],
+        colours=[BAR, "#9aa5b1", "#d0d5db"], height=300,
+        text=[f"{pct(ev.accuracy, lang)} %", f"{pct(ref['accuracy'], lang, 0)} %",
+              f"{pct(ref['chance'], lang, 0)} %"],
+        y_title=t("common.accuracy") + " (%)", yaxis_range=[0, 105])
+    names = [class_name(c, lang) for c in ev.classes]
+    fig = go.Figure(go.Bar(
+        x=names, y=[100 * ev.per_class_accuracy[c] for c in ev.classes],
+        name=t("results.this_model"), marker_color=BAR, textposition="outside",
+        text=[pct(ev.per_class_accuracy[c], lang, 0) for c in ev.classes]))
+    ranges = {c: r for c, r in ref["per_class_ranges"].items() if c in ev.classes}
+    if ranges:
+        lo = np.array([r[0] for r in ranges.values()])
+        hi = np.array([r[1] for r in ranges.values()])
+        fig.add_trace(go.Scatter(
+            x=[class_name(c, lang) for c in ranges], y=100 * (lo + hi) / 2, mode="markers",
+            name=t("results.tutorial_range"),
+            marker=dict(color=REFERENCE, size=9, symbol="line-ew-open"),
+            error_y=dict(type="data", array=100 * (hi - lo) / 2, color=REFERENCE, thickness=3,
+                         width=10)))
+    fig.add_hline(y=100 * ref["accuracy"], line_dash="dash", line_color="#9aa5b1",
+                  annotation_text=t("results.tutorial_figure", pct=pct(ref["accuracy"], lang, 0)),
+                  annotation_position="top left")
+    fig.update_layout(height=340, margin=TIGHT, yaxis_title=t("common.accuracy") + " (%)",
+                      yaxis_range=[0, 105], legend=dict(orientation="h", y=-0.2))
+    return C.localized(overall, lang), C.localized(fig, lang)
+
+
+def confusion_figure(ev, mistakes_only: bool, t) -> go.Figure:
+    """The confusion matrix, counts written in (the diagonal hidden for ``mistakes_only``),
+    with an almost invisible marker on every cell: heatmaps cannot be selected, markers can."""
+    k, names = len(ev.classes), [class_name(c, t.lang) for c in ev.classes]
+    m = np.array(ev.confusion, dtype=float)
+    z = m.copy()
+    if mistakes_only:
+        np.fill_diagonal(z, np.nan)
+    ii, jj = np.meshgrid(np.arange(k), np.arange(k), indexing="ij")
+    fig = go.Figure(go.Heatmap(z=z, x=names, y=names, colorscale="Blues", text=m.astype(int),
+                               texttemplate="%{text}", hoverinfo="skip", showscale=False))
+    fig.add_trace(go.Scatter(
+        x=[names[j] for j in jj.ravel()], y=[names[i] for i in ii.ravel()], mode="markers",
+        marker=dict(symbol="square", size=34, color="rgba(0,0,0,0.01)"),
+        customdata=np.stack([ii.ravel(), jj.ravel(), m.ravel()], axis=1), showlegend=False,
+        hovertemplate=(t("results.true_label") + ": %{y}<br>" + t("results.predicted_label")
+                       + ": %{x}<br>" + t("results.count") + ": %{customdata[2]}<extra></extra>")))
+    fig.update_layout(height=560, margin=dict(l=10, r=10, t=10, b=10), clickmode="event+select",
+                      xaxis_title=t("results.predicted_label"), yaxis_title=t("results.true_label"))
+    fig.update_yaxes(autorange="reversed")
+    return C.localized(fig, t.lang)
+
+
+def epochs_figure(long: pd.DataFrame, t) -> go.Figure:
+    """Per-class accuracy after each epoch (``per_class_by_epoch``'s frame), a line a class."""
+    df = long.assign(accuracy=100 * long["accuracy"],
+                     cls=[class_name(c, t.lang) for c in long["class"]])
+    fig = px.line(df, x="epoch", y="accuracy", color="cls", markers=True,
+                  labels={"epoch": t("common.epoch"), "accuracy": t("common.accuracy") + " (%)",
+                          "cls": t("common.class")})
+    fig.update_layout(height=360, margin=TIGHT, yaxis_range=[0, 100])
+    fig.update_xaxes(dtick=1)
+    return C.localized(fig, t.lang)
+
+
+def guesses_figure(ranked: list[tuple[str, float]], t) -> go.Figure:
+    """The model's five likeliest classes for a picture, the likeliest on top."""
+    top = ranked[:5][::-1]
+    fig = go.Figure(go.Bar(x=[100 * q for _, q in top], y=[class_name(c, t.lang) for c, _ in top],
+                           orientation="h", text=[f"{pct(q, t.lang)} %" for _, q in top],
+                           textposition="outside", marker_color=BAR))
+    fig.update_layout(height=240, margin=dict(l=10, r=30, t=30, b=10),
+                      title=t("results.top_guesses"), xaxis_range=[0, 110],
+                      xaxis_title=t("results.probability"))
+    return C.localized(fig, t.lang)

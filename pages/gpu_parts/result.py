@@ -1,0 +1,108 @@
+"""The CPU vs GPU page's result view (not a page: pages/gpu.py calls it): where a result was
+measured, the tutorial's point in words, throughput, speed-up, CUDA graphs, the step's time
+breakdown, the two pipelines, the table and the downloads. Figures and sentences are the lab's
+(``cifarlab.lab.gpu``); this module only draws them."""
+from __future__ import annotations
+
+import streamlit as st
+
+from cifarlab.lab import gpu as lab
+
+
+def breakdown_section(res, t) -> None:
+    choices = lab.breakdown_choices(res)
+    if not choices:
+        st.info(t("gpu.no_breakdown"))
+        return
+    b1, b2, b3 = st.columns(3)
+    devs = list(choices)
+    dev = b1.radio(t("gpu.device_col"), devs, horizontal=True, key="gpu_breakdown_device",
+                   index=len(devs) - 1)
+    method = b2.radio(t("gpu.breakdown_method"), choices[dev], horizontal=True,
+                      key="gpu_breakdown_method", format_func=lambda m: t(f"gpu.breakdown_{m}"))
+    scale = b3.radio(t("gpu.breakdown_scale"), ["ms", "share"], horizontal=True,
+                     key="gpu_breakdown_scale", format_func=lambda s: t(f"gpu.breakdown_{s}"))
+    st.plotly_chart(lab.breakdown_figure(res, dev, method, scale == "share", t),
+                    key="gpu_breakdown_chart", alt=t("a11y.breakdown_chart"))
+    st.caption(t("gpu.breakdown_caption"))
+
+
+def show(res, recorded: list, has_cuda: bool, t) -> None:
+    """One result: where it was measured, the tutorial's point, the charts, the table."""
+    L = t.lang
+    where = lab.provenance(res, L)
+    if where["elsewhere"]:
+        st.warning(f"**{where['label']}** — {t('gpu.recorded_elsewhere_body')}",
+                   icon=":material/public:")
+    else:
+        st.success(where["label"], icon=":material/computer:")
+    if where["busy"]:
+        st.warning(where["busy"], icon=":material/warning:")
+    with st.expander(t("gpu.hardware_title"), expanded=where["elsewhere"]):
+        st.table(lab.hardware_table(res, L).set_index(t("gpu.hw_item")))
+    st.caption(t("gpu.timing_note"))
+
+    st.markdown(f"### :material/star: {t('gpu.tutorial_title')}")
+    lines = lab.tutorial_lines(res, L)
+    if not lines:
+        st.info(t("gpu.tut_missing"))
+    for line in lines:
+        st.markdown(line)
+
+    measured = list(dict.fromkeys(r["pipeline"] for r in res.ok_rows()))
+    if not measured:
+        return
+    pipe = st.radio(t("gpu.chart_pipeline"), measured, horizontal=True, key="gpu_chart_pipeline",
+                    index=measured.index("fast") if "fast" in measured else 0,
+                    format_func=lambda p: t(f"gpu.pipeline_{p}"))
+    st.markdown(f"### {t('gpu.throughput_title')}")
+    st.plotly_chart(lab.throughput_figure(res, pipe, t), key="gpu_throughput_chart",
+                    alt=t("a11y.throughput_chart"))
+    st.caption(t("gpu.throughput_caption"))
+
+    st.markdown(f"### {t('gpu.speedup_title')}")
+    if any(r["device"] != "cpu" for r in res.ok_rows()):
+        st.plotly_chart(lab.speedup_figure(res, pipe, t), key="gpu_speedup_chart",
+                        alt=t("a11y.speedup_chart"))
+        st.caption(t("gpu.speedup_caption"))
+        for line in lab.crossover_lines(res, pipe, L):
+            st.markdown("- " + line)
+    else:
+        st.info(t("gpu.no_speedup"))
+        st.markdown(f"#### {t('gpu.would_add_title')}")
+        for kind, text in lab.would_add_lines(res, recorded, L):
+            getattr(st, kind)(text)
+
+    st.markdown(f"### {t('gpu.graphs_title')}")
+    st.markdown(t("gpu.graphs_body"))
+    gains = lab.graph_gain_lines(res, L)
+    for line in gains:
+        st.markdown("- " + line)
+    if not gains:
+        st.info(t("gpu.graphs_none") if has_cuda or res.recorded_elsewhere
+                else t("gpu.graphs_needs_gpu"))
+
+    st.markdown(f"### {t('gpu.breakdown_title')}")
+    breakdown_section(res, t)
+
+    st.markdown(f"### {t('gpu.pipelines_title')}")
+    if {"fast", "tutorial"} <= set(measured):
+        width = min(r["width"] for r in res.ok_rows())
+        st.plotly_chart(lab.pipelines_figure(res, width, t), key="gpu_pipelines_chart",
+                        alt=t("a11y.pipelines_chart"))
+        st.caption(t("gpu.pipelines_caption"))
+        for line in lab.pipeline_gain_lines(res, width, L):
+            st.markdown("- " + line)
+    else:
+        st.info(t("gpu.pipelines_need_both"))
+
+    st.markdown(f"### {t('gpu.table_title')}")
+    st.dataframe(lab.rows_table(res.rows, L), hide_index=True, key="gpu_result_rows")
+
+    st.markdown(f"### {t('gpu.save_title')}")
+    stem = lab.download_stem(res)
+    d1, d2 = st.columns(2)
+    d1.download_button(t("gpu.download_csv"), res.to_csv(), file_name=f"{stem}.csv",
+                       mime="text/csv", key="gpu_download_csv", on_click="ignore")
+    d2.download_button(t("gpu.download_json"), res.to_json(), file_name=f"{stem}.json",
+                       mime="application/json", key="gpu_download_json", on_click="ignore")

@@ -1,0 +1,75 @@
+"""What every page needs for assistive technology and is not a widget: the document's
+language, readable code colours, and Streamlit's English-only uploader words replaced."""
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+
+from cifarlab import i18n
+
+# Streamlit colours code (st.code and fenced code in lessons) with a fixed Prism palette that is
+# too light on its code background: 3.8:1 down to 2.6:1, where WCAG AA asks 4.5:1 (axe's
+# color-contrast). No theme option reaches it, so the same hues, darker (all >= 4.5:1 on
+# #fafbfd and on the sidebar's #F4F6FA), replace it. !important: Streamlit's own rule is as
+# specific and comes later.
+_CODE_COLOURS = {
+    ".token.comment, .token.punctuation, .token.prolog, .token.doctype, .token.cdata": "#555867",
+    ".token.attr-name, .token.property, .token.variable": "#15799e",
+    ".token.boolean, .token.constant, .token.symbol": "#177233",
+    ".token.number, .token.regex": "#246e69",
+    ".token.string, .token.char, .token.attr-value": "#158237",
+    ".token.operator, .token.entity, .token.decorator, .token.atrule": "#b45309",
+    ".token.keyword, .token.tag, .token.function, .token.class-name, .token.selector": "#0068c9",
+}
+_CODE_CSS = "<style>" + "".join(
+    ", ".join(f"code {sel.strip()}" for sel in sels.split(",")) + f" {{color: {colour} !important}}"
+    for sels, colour in _CODE_COLOURS.items()) + (
+    # Streamlit's "running" indicator carries an English "Stop" button no setting translates;
+    # a student has nothing to stop there (training runs have their own Stop): the animated
+    # icon stays, the button goes.
+    '[data-testid="stStatusWidget"] button {display: none !important}') + "</style>"
+
+
+def accessible_document(code: str) -> None:
+    """What every page needs for assistive technology and is not a widget: the document's
+    language (``<html lang>``, which Streamlit fixes at "en": a screen reader would read
+    Spanish with English pronunciation) and readable code colours (above)."""
+    # code is one of i18n.LANGUAGES (normalised), so it is safe inside the script
+    st.html(f"<script>document.documentElement.lang = '{code}';</script>"
+            + _uploader_name_script(code), unsafe_allow_javascript=True)
+    st.html(_CODE_CSS + _uploader_css(code))
+
+
+def _uploader_name_script(code: str) -> str:
+    """The uploader button's accessible name in the student's language (axe and screen
+    readers do not take it from the CSS word below): an aria-label, set on every uploader
+    button now and on those a later rerun draws."""
+    word = json.dumps(i18n.t("common.upload_button", code))
+    return ("<script>(function () {"
+            f"window.cifarlabUploadWord = {word};"
+            "const name = () => document.querySelectorAll("
+            "'[data-testid=\"stFileUploaderDropzone\"] button').forEach(b => {"
+            "  if (b.getAttribute('aria-label') !== window.cifarlabUploadWord)"
+            "    b.setAttribute('aria-label', window.cifarlabUploadWord); });"
+            "name();"
+            "if (!window.cifarlabUploadNamer) {"
+            "  window.cifarlabUploadNamer = new MutationObserver(name);"
+            "  window.cifarlabUploadNamer.observe(document.body, {childList: true, subtree: true});"
+            "}})();</script>")
+
+
+def _uploader_css(code: str) -> str:
+    """Streamlit's file uploader says "Upload" and "200MB per file" in English, and no setting
+    translates them. Its button shows our word instead (its accessible name is set to the
+    same word by ``_uploader_name_script``; the hidden English is not read), and the size
+    line goes: a file over the limit is answered by our own message, in the student's
+    language."""
+    word = json.dumps(i18n.t("common.upload_button", code))   # a CSS string, quoted
+    zone = '[data-testid="stFileUploaderDropzone"]'
+    return ("<style>"
+            f'{zone} button [data-testid="stMarkdownContainer"] {{display: none !important}}'
+            f"{zone} button span[data-has-shortcut]::after "
+            f"{{content: {word}; font-size: 0.875rem}}"
+            '[data-testid="stFileUploaderDropzoneInstructions"] {display: none !important}'
+            "</style>")

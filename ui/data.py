@@ -1,0 +1,75 @@
+"""The server's shared resources a page asks for: the decoded data set (loaded once per server
+process, shared read-only by every session) and the job queue. On failure a page shows the
+message in the student's language and stops."""
+from __future__ import annotations
+
+import os
+
+import streamlit as st
+
+from cifarlab import i18n
+from cifarlab.errors import CifarLabError
+from ui.language import lang, t
+
+
+@st.cache_resource(show_spinner=False, max_entries=2)
+def _load_data(source: str | None, cache: str | None):
+    """The arguments are only the cache key (``data_setting()``): a changed CIFARLAB_DATA or
+    CIFARLAB_CACHE is never served the images of the old one. ``load()`` reads the same
+    environment itself, so its messages still say the setting came from CIFARLAB_DATA."""
+    from cifarlab.core import data
+
+    return data.load()
+
+
+def _decode_with_a_progress_bar() -> None:
+    """The first visit after installing decodes every image once (tens of seconds on a small
+    machine): a progress bar says how far it is, rather than a spinner at the bottom. Done
+    outside the cached loader, which then reads the finished cache in well under a second."""
+    from cifarlab.core import data
+
+    if data.is_cached():
+        return
+    bar = st.sidebar.progress(0.0, text=t("common.decoding"))  # in view wherever one scrolls
+
+    def show(line: str) -> None:
+        fraction = getattr(line, "fraction", None)
+        if fraction is not None:
+            bar.progress(fraction, text=t("common.decoding_pct", pct=i18n.percent(fraction,
+                                                                                   lang(), 0)))
+
+    data.load(on_progress=show)
+    bar.empty()
+
+
+def data_setting() -> tuple[str | None, str | None]:
+    """The environment that chooses the data set and its cache (the key of every data cache)."""
+    return os.environ.get("CIFARLAB_DATA"), os.environ.get("CIFARLAB_CACHE")
+
+
+def get_data():
+    """The decoded data set (memory-mapped); on failure a clear message, and the page stops."""
+    try:
+        _decode_with_a_progress_bar()
+        with st.spinner(t("common.loading_data")):
+            return _load_data(*data_setting())
+    except CifarLabError as err:
+        st.error(t("errors.data_unavailable", reason=err.text(lang())))
+        st.stop()
+
+
+def queue():
+    """The server's job queue (one per process; it starts the scheduler on first use). A bad
+    hosting setting (environment variable or cifarlab.toml) is shown as its message."""
+    from cifarlab.serve import queue as jobs
+
+    try:
+        q = jobs.get_queue()
+    except CifarLabError as err:
+        st.error(err.text(lang()))
+        st.stop()
+    notice = q.store_notice()   # the run store was damaged at start and recovered: say so once
+    if notice is not None and not st.session_state.get("store_notice_seen"):
+        st.session_state["store_notice_seen"] = True
+        st.warning(notice.text(lang()), icon=":material/restore:")
+    return q

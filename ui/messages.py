@@ -1,0 +1,24 @@
+"""Messages kept for the next run: a callback (a button's, a form's) runs before the rerun it
+asks for, so what it has to say is kept in the session and shown once, in a fixed place."""
+from __future__ import annotations
+
+import streamlit as st
+
+from ui.language import error_text
+
+
+def keep(key: str, kind: str, body) -> None:
+    """``kind``: "success" or "error" (``body`` may then be the exception itself)."""
+    st.session_state[key] = (kind, body)
+
+
+def show(key: str, where=st, **kwargs) -> tuple[str, object] | None:
+    """The message kept under ``key``, shown once (in ``where``); it is also returned."""
+    msg = st.session_state.pop(key, None)
+    if msg is not None:
+        kind, body = msg
+        if kind == "error":
+            where.error(error_text(body) if isinstance(body, Exception) else body)
+        elif body is not None:
+            where.success(body, **kwargs)
+    return msg

@@ -1,0 +1,72 @@
+"""The syllabus: the pages in teaching order, each page's lesson, the links between lessons, and
+what the URL keeps (language and session) across page switches."""
+from __future__ import annotations
+
+import streamlit as st
+
+from cifarlab import i18n
+from ui.language import lang, t
+from ui.session import session_id, signed_in
+
+# Page id -> file, in teaching order. The id is the URL path (the same in every language).
+PAGES = [
+    ("home", "pages/home.py", ":material/school:"),
+    ("tensors", "pages/tensors.py", ":material/view_in_ar:"),
+    ("data", "pages/data.py", ":material/photo_library:"),
+    ("network", "pages/network.py", ":material/hub:"),
+    ("loss", "pages/loss.py", ":material/trending_down:"),
+    ("train", "pages/train.py", ":material/model_training:"),
+    ("results", "pages/results.py", ":material/insights:"),
+    ("inside", "pages/inside.py", ":material/neurology:"),
+    ("runs", "pages/runs.py", ":material/compare_arrows:"),
+    ("gpu", "pages/gpu.py", ":material/speed:"),
+    ("speed", "pages/speed.py", ":material/bolt:"),
+]
+# Pages only instructors see: app.py adds them to the navigation for an instructor.
+INSTRUCTOR_PAGES = [("classroom", "pages/classroom.py", ":material/groups:")]
+
+
+def lesson(name: str, with_code: bool = True) -> None:
+    """A lesson's text in the current language, with the tutorial's lines it explains."""
+    st.markdown(i18n.lesson(name, lang()))
+    if with_code:
+        try:
+            code = i18n.code_snippet(name)
+        except KeyError:
+            return
+        with st.expander(t("lesson.code_title"), expanded=False):
+            st.code(code, language="python")
+
+
+def lesson_links(current: str) -> None:
+    """"Previous / next lesson" links under every page, in the syllabus's order (PAGES)."""
+    ids = [pid for pid, _, _ in PAGES]
+    if current not in ids:
+        return
+    i = ids.index(current)
+    st.divider()
+    left, right = st.columns(2)
+    if i > 0:
+        pid, path, icon = PAGES[i - 1]
+        left.page_link(path, label=t("nav.previous", page=t(f"nav.{pid}")), icon=icon)
+    if i + 1 < len(PAGES):
+        pid, path, icon = PAGES[i + 1]
+        with right:
+            st.page_link(path, label=t("nav.next", page=t(f"nav.{pid}")), icon=icon)
+
+
+def resume_link() -> str:
+    """This session's own link (relative): open it on another device to see the same runs."""
+    return f"?sid={session_id()}&lang={lang()}"
+
+
+def keep_url_state() -> None:
+    """Write the language and session id back into the URL (page switches clear it)."""
+    want = {"lang": lang(), "sid": session_id()}
+    if signed_in():   # a signed-in person's runs follow the sign-in, not a link
+        del want["sid"]
+        if "sid" in st.query_params:
+            del st.query_params["sid"]
+    for key, value in want.items():
+        if st.query_params.get(key) != value:
+            st.query_params[key] = value

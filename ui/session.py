@@ -1,0 +1,121 @@
+"""Which browser this is: its session id (from the link, the cookie, or the person an identity
+provider signed in), the cookies it carries, and what the host's secrets say.
+
+A person signed in through an identity provider (``[auth]`` in .streamlit/secrets.toml: st.login,
+st.user) has one session on every device, from their e-mail; everyone else is this browser.
+"""
+from __future__ import annotations
+
+import re
+import secrets
+
+import streamlit as st
+
+from cifarlab.serve import identity
+
+SESSION_RE = re.compile(r"[A-Za-z0-9_-]{8,64}")
+COOKIE = "cifarlab_sid"
+COOKIE_DAYS = 180
+
+
+def _valid(sid) -> bool:
+    # fullmatch: "$" alone would also accept a trailing newline ("?sid=<id>%0A")
+    return isinstance(sid, str) and SESSION_RE.fullmatch(sid) is not None
+
+
+def cookie(name: str) -> str | None:
+    try:
+        return st.context.cookies.get(name)
+    except Exception:  # no browser (AppTest): no cookies
+        return None
+
+
+def _cookie_sid() -> str | None:
+    sid = cookie(COOKIE)
+    return sid if _valid(sid) else None
+
+
+def host_secrets(name: str):
+    """``st.secrets[name]``, or None: no secrets file, no such table, or a broken file."""
+    try:
+        section = st.secrets.get(name)
+    except Exception:
+        return None
+    return section if hasattr(section, "get") else None
+
+
+def claims() -> dict | None:
+    """The signed-in user's ID-token claims, when they carry an e-mail the provider does not
+    call unverified (the e-mail is the person here: their runs, their role), else None."""
+    try:
+        if (st.user.get("is_logged_in") and st.user.get("email")
+                and st.user.get("email_verified") is not False):
+            return dict(st.user)
+    except Exception:  # sign-in not configured, or no script context
+        pass
+    return None
+
+
+def logged_in() -> bool:
+    try:
+        return bool(st.user.get("is_logged_in"))
+    except Exception:
+        return False
+
+
+def signed_in() -> bool:
+    """Whether an identity provider names the person (then no session rides in the URL)."""
+    return claims() is not None
+
+
+def _user_session() -> str | None:
+    person, secret = claims(), (host_secrets("auth") or {}).get("cookie_secret")
+    if person is None or not secret:
+        return None
+    return identity.user_session(str(person["email"]), str(secret))
+
+
+def session_id() -> str:
+    """A stable id for this browser's runs. It rides in the URL (``?sid=``), so a reload, a
+    page switch or a second tab with the same link finds the same runs; and in a cookie, so
+    the same browser finds them again after the tab was closed. A link from elsewhere
+    (``?sid=`` of another device) wins over the cookie. A person signed in through an identity
+    provider has one session on every device, from their e-mail (never from the URL)."""
+    if "sid" not in st.session_state:
+        sid = st.query_params.get("sid", "")
+        st.session_state["sid"] = _user_session() or (sid if _valid(sid) else _cookie_sid()
+                                                      or secrets.token_urlsafe(12))
+    return st.session_state["sid"]
+
+
+def browser_id() -> str:
+    """This browser (its cookie's id, shared by its tabs), else this session's id."""
+    return _cookie_sid() or session_id()
+
+
+def remember_session() -> None:
+    """Write the session id into this browser's cookie, so that closing the tab loses nothing:
+    the next visit without a link finds the same runs. The same element on every run (its
+    text changes only with the session id): an element that came on the first run and went on
+    the next would shift the page below it, and the browser would build the page's widgets
+    anew, throwing away the keyboard focus of the student who just pressed Enter in one."""
+    if signed_in():   # the browser's own id stays for after sign-out; the person's is not it
+        st.html("<script></script>", unsafe_allow_javascript=True)
+        return
+    st.html(f"<script>{session_cookie_js(session_id())}</script>", unsafe_allow_javascript=True)
+
+
+SESSION_COOKIE_S = 30 * 86400   # renewed on every visit: a month unused and it is gone
+
+
+def session_cookie_js(sid: str) -> str:
+    """The script that stores ``sid`` in this browser's cookie, as strict as a cookie written
+    by the page can be: SameSite=Strict (no other site's page or form sends it), Secure over
+    https, a month's Max-Age. Not HttpOnly: a page's script cannot set that, and Streamlit
+    1.67 sets cookies from the server only on the HTTP response of a page load, before the
+    script has chosen the session (and the id rides in the page's URL anyway, see
+    docs/security.md)."""
+    if not _valid(sid):   # [A-Za-z0-9_-] only, so it is safe inside the script
+        raise ValueError("not a session id")
+    return (f"document.cookie = '{COOKIE}={sid}; path=/; max-age={SESSION_COOKIE_S}; "
+            "SameSite=Strict' + (location.protocol === 'https:' ? '; Secure' : '');")

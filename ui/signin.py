@@ -1,0 +1,133 @@
+"""Who is asking, and the sidebar's sign-in (see README, "Sign-in and instructors").
+
+An identity provider configured in .streamlit/secrets.toml ([auth]: st.login, st.user) names the
+person; else students are this browser and the instructor gives the passphrase whose hash is
+[cifarlab] instructor_passphrase_hash. The role lives in the server's session state, never in
+the URL or a cookie a student could write.
+"""
+from __future__ import annotations
+
+import math
+
+import streamlit as st
+
+from cifarlab.errors import CifarLabError
+from cifarlab.serve import identity
+from cifarlab.serve.identity import Person
+from ui.language import LANG_COOKIE, lang, t
+from ui.session import COOKIE_DAYS
+from ui.session import browser_id as _browser, claims as _claims, host_secrets as _secrets
+from ui.session import logged_in as _logged_in
+
+INSTRUCTOR_KEY = "_cifarlab_instructor"   # set only by a right passphrase
+NICKNAME_KEY = "nickname"                  # an anonymous student's name for others to see
+# One per server process: slows down a browser guessing the passphrase, never one that is
+# not guessing (see identity.AttemptLimiter and docs/security.md).
+PASSPHRASE_LIMITER = identity.AttemptLimiter(name="instructor passphrase")
+_PASSPHRASE_PROBLEM = "_cifarlab_passphrase_problem"
+
+
+def provider_configured() -> bool:
+    """Whether the host configured an identity provider (``[auth]`` in the secrets)."""
+    return _secrets("auth") is not None
+
+
+def passphrase_hash() -> str | None:
+    value = (_secrets(identity.SECRETS_TABLE) or {}).get(identity.SECRETS_KEY)
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def person() -> Person:
+    """Who is asking (``cifarlab.serve.identity.Person``): the signed-in user where an identity
+    provider is configured ("user:<e-mail>", an instructor when the hosting settings list the
+    e-mail or its group); else the instructor who gave the passphrase in this session
+    ("instructor:passphrase"); else this browser ("browser:<cookie id>", shared by its tabs;
+    else this session's). (The client address is no identity in a classroom behind one NAT.)"""
+    claims = _claims()
+    if claims is not None:
+        from cifarlab.serve.settings import load_settings
+
+        try:
+            s = load_settings()
+        except CifarLabError as err:
+            st.error(err.text(lang()))
+            st.stop()
+        return identity.signed_in(str(claims["email"]), claims.get("name"),
+                                  claims.get(s.groups_claim), instructors=s.instructors,
+                                  instructor_group=s.instructor_group)
+    nickname = str(st.session_state.get(NICKNAME_KEY) or "")
+    if st.session_state.get(INSTRUCTOR_KEY) is True:
+        return identity.passphrase_instructor(nickname)
+    return identity.anonymous(_browser(), nickname)
+
+
+def owner_id() -> str:
+    """The owner id runs are kept and counted under: ``person().id``."""
+    return person().id
+
+
+def try_passphrase(passphrase: str) -> str | None:
+    """Sign this session in as the instructor when ``passphrase`` is right. None on success,
+    else the catalog key of what went wrong (its text takes ``seconds`` and ``setting``)."""
+    stored = passphrase_hash()
+    if stored is None:
+        return "identity.no_passphrase"
+    try:
+        wait = identity.try_passphrase(passphrase, stored, _browser(), PASSPHRASE_LIMITER)
+    except identity.IdentityError:
+        return "errors.identity.bad_hash"
+    if wait is not None:
+        return "identity.too_many" if wait > 0 else "identity.wrong_passphrase"
+    st.session_state[INSTRUCTOR_KEY] = True
+    return None
+
+
+def sign_in_sidebar() -> None:
+    """Sign in / sign out (app.py calls it in the sidebar): the provider's buttons where one
+    is configured; else the instructor's passphrase box where a hash is; else nothing."""
+    if provider_configured():
+        # st.login / st.logout come back to "/" without ?lang=: a cookie keeps the language
+        # (a code from i18n.LANGUAGES, safe inside the script)
+        st.html(f"<script>document.cookie = '{LANG_COOKIE}={lang()}; path=/; max-age="
+                f"{COOKIE_DAYS * 86400}; SameSite=Lax';</script>", unsafe_allow_javascript=True)
+        if _claims() is None:
+            if _logged_in():   # signed in, but with no (verified) e-mail to be known by
+                st.caption(t("identity.no_email"))
+                st.button(t("identity.sign_out"), key="identity_sign_out", on_click=st.logout)
+                return
+            st.button(t("identity.sign_in"), key="identity_sign_in", on_click=st.login,
+                      type="primary")
+            return
+        who = person()
+        role = t("identity.role_instructor" if who.instructor else "identity.role_student")
+        st.caption(t("identity.signed_in_as", name=who.name, role=role))
+        st.button(t("identity.sign_out"), key="identity_sign_out", on_click=st.logout)
+    elif st.session_state.get(INSTRUCTOR_KEY) is True:
+        st.caption(t("identity.instructor_signed_in"))
+        st.button(t("identity.sign_out"), key="identity_sign_out",
+                  on_click=lambda: st.session_state.pop(INSTRUCTOR_KEY, None))
+    elif passphrase_hash() is not None:
+        # Streamlit's "Press Enter to submit form" hint is English only; the button says it
+        st.html('<style>.st-key-identity_passphrase [data-testid="InputInstructions"]'
+                "{display: none !important}</style>")
+        with st.expander(t("identity.instructor_sign_in")), st.form(
+                "identity_passphrase_form", clear_on_submit=True, border=False):
+            st.text_input(t("identity.passphrase"), type="password",
+                          key="identity_passphrase", autocomplete="current-password")
+            # a callback, not `if st.form_submit_button(...)`: on a session's first run of "/"
+            # Streamlit gives the widgets above st.navigation other ids (another active script
+            # hash) than on the next run, which then reads the submitted form as empty; a
+            # callback runs under the ids the browser sent
+            st.form_submit_button(t("identity.sign_in"), on_click=_passphrase_submitted)
+        problem = st.session_state.pop(_PASSPHRASE_PROBLEM, None)
+        if problem is not None:
+            wait = PASSPHRASE_LIMITER.wait(_browser(), identity.PASSPHRASE_TARGET)
+            st.error(t(problem, setting=identity.SECRETS_KEY, seconds=max(1, math.ceil(wait))))
+
+
+def _passphrase_submitted() -> None:
+    """The Sign in button's callback (before the rerun it asks for: the sidebar then shows
+    the signed-in state, or the problem kept for it)."""
+    problem = try_passphrase(st.session_state.get("identity_passphrase") or "")
+    if problem is not None:
+        st.session_state[_PASSPHRASE_PROBLEM] = problem

@@ -1,0 +1,53 @@
+"""Boxes for numbers that check their own range and answer in the student's language, and the
+cell a click selected on a chart."""
+from __future__ import annotations
+
+import streamlit as st
+
+from cifarlab import i18n
+from ui.language import lang, t
+
+
+def checked_number(where, label: str, lo, hi, value, *, key: str, step=1, help=None,
+                   format=None, disabled: bool = False):
+    """A number box that checks its own range and says so in the student's language.
+
+    Streamlit's own ``min_value``/``max_value`` answer in English and keep the previous value,
+    so a result computed from it would stay on the screen (stale). Returns the value, or None
+    when it is empty or outside ``lo``..``hi`` (the message is shown under the box): the caller
+    then shows no result for it."""
+    got = where.number_input(label, value=value, step=step, key=key, help=help, format=format,
+                             disabled=disabled)
+    if got is None or not lo <= got <= hi:
+        where.error(t("common.out_of_range", lo=lo, hi=hi))
+        return None
+    return got
+
+
+def decimal_box(where, label: str, lo: float, hi: float, value: float, *, key: str,
+                help=None) -> float | None:
+    """A box for a decimal, written in the student's notation and read with either mark
+    (``i18n.parse_decimal``): the browser's number box turns a Spanish "0,5" into 5 without a
+    word. Returns the value, or None with our message when it is no number or out of range."""
+    if key not in st.session_state:
+        st.session_state[key] = i18n.number(float(value), lang())
+    got = i18n.parse_decimal(where.text_input(label, key=key, help=help, max_chars=24))
+    if got is None or not lo <= got <= hi:
+        where.error(t("common.out_of_range", lo=lo, hi=hi))
+        return None
+    return got
+
+
+def clicked_points(event) -> list:
+    """The points a click selected on a chart drawn with ``on_select="rerun"`` (its return
+    value, or its key's session state); none when nothing was clicked."""
+    selection = getattr(event, "selection", None) or {}
+    points = selection.get("points", []) if hasattr(selection, "get") else []
+    return [p for p in points if hasattr(p, "get")]
+
+
+def clicked_cell(event) -> tuple[int, int] | None:
+    """(row, column) of the last grid cell a click selected (x and y are cell numbers)."""
+    cells = [(int(p["y"]), int(p["x"])) for p in clicked_points(event)
+             if isinstance(p.get("x"), (int, float)) and isinstance(p.get("y"), (int, float))]
+    return cells[-1] if cells else None
