@@ -3,6 +3,7 @@ process, shared read-only by every session) and the job queue. On failure a page
 message in the student's language and stops."""
 from __future__ import annotations
 
+import functools
 import os
 
 import streamlit as st
@@ -58,6 +59,21 @@ def get_data():
         st.stop()
 
 
+def store_may_be_down(fn):
+    """``fn`` (a page, a live fragment), saying so in the student's words when the run store
+    cannot be reached mid-lesson (its database restarting); a fragment keeps polling and
+    shows the run again once the database is back."""
+    @functools.wraps(fn)
+    def guarded(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except CifarLabError as err:
+            if err.code != "serve.store.unreachable":
+                raise
+            st.warning(t("errors.serve.store.unreachable"), icon=":material/cloud_off:")
+    return guarded
+
+
 def queue():
     """The server's job queue (one per process; it starts the scheduler on first use). A bad
     hosting setting (environment variable or cifarlab.toml) is shown as its message."""
@@ -66,7 +82,10 @@ def queue():
     try:
         q = jobs.get_queue()
     except CifarLabError as err:
-        st.error(err.text(lang()))
+        # the database down: the student's words, no host or port (the host's log has them)
+        down = err.code in ("serve.store.down", "serve.store.unreachable")
+        st.error(t("errors.serve.store.unreachable") if down else err.text(lang()),
+                 icon=":material/cloud_off:" if down else None)
         st.stop()
     notice = q.store_notice()   # the run store was damaged at start and recovered: say so once
     if notice is not None and not st.session_state.get("store_notice_seen"):

@@ -45,6 +45,7 @@ from cifarlab.core.config import TrainConfig
 from cifarlab.errors import CifarLabError, JobError
 from cifarlab.serve import admission, disk, replicas
 from cifarlab.serve.backup import Backups
+from cifarlab.serve.counters import StoreCounters
 from cifarlab.serve.executor import job_for, make_executor
 from cifarlab.serve.kinds import (TIMING, TRAIN, register_kind, registered_kinds,  # noqa: F401
                                   target_of)
@@ -281,6 +282,11 @@ class JobQueue:
 
     def queue_position(self, run_id: str) -> int | None:
         return self.store.queue_position(run_id)
+
+    def counters(self, name: str, forget_s: float = 3600.0) -> StoreCounters:
+        """Guessing counters named ``name`` in the run store (``identity.Counters``): every
+        app server on the store counts the same failures. Use them with ``clock=time.time``."""
+        return StoreCounters(self.store, name, forget_s)
 
     def store_notice(self) -> CifarLabError | None:
         """Why the run store was recovered at start (for every student, in words), or None."""
