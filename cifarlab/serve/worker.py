@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cifarlab.core.config import TrainConfig
-from cifarlab.errors import CifarLabError
+from cifarlab.errors import CifarLabError, JobError
 from cifarlab.serve.kinds import import_target
 from cifarlab.serve.runs import reason, reason_for
 from cifarlab.serve.settings import Settings
@@ -41,6 +41,7 @@ from cifarlab.serve.store import RunStore
 CANCEL_POLL_S = 0.25         # workers read the cancel flag at most this often
 FLUSH_S = 0.25               # workers write buffered events at most this often
 HEARTBEAT_S = 2.0            # workers beat this often
+SETTLE_PATIENCE_S = 600.0    # how long a finished run waits for an unreachable store
 _URGENT = frozenset({"start", "epoch", "eval", "done", "stop"})  # written at once; others batched
 
 
@@ -82,6 +83,7 @@ class JobContext:
         self._events: list[tuple[str, dict]] = []
         self._progress: dict | None = None
         self._last_flush = 0.0
+        self._retry_at = 0.0
         self._last_poll = 0.0
         self._last_clear_poll_t: float | None = None  # time.time() of the last poll seeing none
         self._calls = 0
@@ -116,14 +118,38 @@ class JobContext:
         if kind in _URGENT or (due and kind != "losses") or len(self._steps) >= 50000:
             self.flush()
 
-    def flush(self) -> None:
+    def flush(self, force: bool = False) -> bool:
+        """Write what is buffered; False when the store cannot be reached (its database
+        restarting): the batch is kept, in order, for the next flush (tried again a second
+        later at the soonest, unless ``force``), and training goes on."""
+        if not force and time.monotonic() < self._retry_at:
+            return False
         with self._lock:
             steps, losses, events, progress = self._steps, self._losses, self._events, self._progress
             self._steps, self._losses, self._events, self._progress = [], [], [], None
             self._last_flush = time.monotonic()
         if steps or events or progress is not None:
-            self.store.record(self.run_id, steps=steps, losses=losses, events=events,
-                              progress=progress)
+            try:
+                self.store.record(self.run_id, steps=steps, losses=losses, events=events,
+                                  progress=progress)
+            except JobError as err:
+                if err.code != "serve.store.unreachable":
+                    raise
+                with self._lock:   # back in front of what came meanwhile
+                    self._steps, self._losses = steps + self._steps, losses + self._losses
+                    self._events = events + self._events
+                    self._progress = self._progress or progress
+                self._retry_at = time.monotonic() + 1.0
+                return False
+        return True
+
+    def _cancel_requested(self) -> bool:
+        try:
+            return self.store.cancel_requested(self.run_id)
+        except JobError as err:   # the store is away: no cancel can have been asked since
+            if err.code != "serve.store.unreachable":
+                raise
+            return False
 
     def weights_not_saved(self, err: BaseException) -> None:
         """The job's checkpoint could not be written (a full disk): its results are kept, and
@@ -148,7 +174,7 @@ class JobContext:
         elif now - self._last_poll >= CANCEL_POLL_S:
             self._last_poll = now
             poll_t = time.time()
-            if self.store.cancel_requested(self.run_id):
+            if self._cancel_requested():
                 self.stop_reason = "cancel"
             elif not self._parent_alive():
                 self.stop_reason = "server"
@@ -276,7 +302,27 @@ def _run_job(store: RunStore, job: dict, data: Any, data_error: BaseException | 
     else:
         payload = dict(run.config)
     status, fields = run_job(fn, payload, ctx)
-    store.set_status(run_id, status, only_from=["running"], **fields)
+    settle(store, ctx, status, fields)
+
+
+def settle(store: RunStore, ctx: "JobContext", status: str, fields: dict,
+           patience_s: float = SETTLE_PATIENCE_S) -> None:
+    """Record the outcome (and what is still buffered); while the store cannot be reached
+    (its database restarting) try again every second, for up to ``patience_s``."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            if ctx.flush(force=True):
+                store.set_status(ctx.run_id, status, only_from=["running"], **fields)
+                return
+        except JobError as err:
+            if err.code != "serve.store.unreachable":
+                raise
+        if time.monotonic() > deadline:
+            print(f"cifarlab worker: run {ctx.run_id}: the run store stayed unreachable; its "
+                  f"outcome ({status}) could not be recorded", file=sys.stderr, flush=True)
+            return
+        time.sleep(1.0)
 
 
 def _raise(err: BaseException) -> Callable[[dict, Any], dict]:
