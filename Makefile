@@ -2,6 +2,7 @@
 #   make run    install everything into .venv and start the app (streamlit run server.py)
 #   make test   install everything (test tools and the optional Ray extra too) and run the
 #               whole test suite (the Ray executor's tests included: marker `ray`)
+#   make test-fast  everything but the real-browser tests;  make test-unit  the unit tier
 #   make run-ray  as `make run`, with training on Ray (a Ray started on this machine)
 PYTHON ?= python3.11
 VENV   := .venv
@@ -42,12 +43,17 @@ run-ray: $(VENV)/.ray-installed
 browser-deps:
 	@bash scripts/ensure-chromium.sh
 
+# pytest-xdist's workers for `make test` and `make test-fast`: the browser tests (one app server,
+# one Chromium) stay together in one worker and the Ray tests (one cluster) in one
+# (tests/conftest.py's xdist groups). `make test XDIST=` runs in one process.
+XDIST ?= -n 2 --dist loadgroup
+
 test: $(VENV)/.dev-installed browser-deps
-	$(BIN)/python -m pytest --durations=25
+	$(BIN)/python -m pytest $(XDIST) --durations=25
 
 # Everything but the real-browser tests.
 test-fast: $(VENV)/.dev-installed
-	$(BIN)/python -m pytest -m "not browser"
+	$(BIN)/python -m pytest $(XDIST) -m "not browser"
 
 # The unit tier, for the edit-test loop: no browser, no worker processes, no real data set.
 test-unit: $(VENV)/.dev-installed

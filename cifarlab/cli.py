@@ -45,10 +45,12 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--width", type=int, help="width multiplier for channels and hidden sizes (1)")
 
 
-def _model_spec(args) -> ModelSpec:
+def _model_spec(args) -> ModelSpec | None:
+    """The tutorial's network resized by the flags typed; None when none was (the network
+    ``--net`` names, whole)."""
     values = {k: getattr(args, k) for k in ("channels", "kernels", "paddings", "strides", "pool",
                                             "hidden", "width") if getattr(args, k) is not None}
-    return ModelSpec(**values)
+    return ModelSpec(**values) if values else None
 
 
 def _flag_type(k):
@@ -246,7 +248,7 @@ def cmd_shapes(args) -> int:
             raise CifarLabError("cli.layers_list")
         traces = trace(layers, tuple(args.input))
     else:
-        traces = trace_spec(_model_spec(args), tuple(args.input))
+        traces = trace_spec(_model_spec(args) or ModelSpec(), tuple(args.input))
     rows = trace_table(traces)
     if args.json:
         print(json.dumps({"layers": rows, "total_params": total_params(traces)}))

@@ -31,10 +31,12 @@ def free_port() -> int:
 
 
 class StreamlitServer:
-    """`python -m streamlit run app.py` on a free loopback port, with its own run store."""
+    """`python -m streamlit run app.py` on a free loopback port, with its own run store
+    (``home``: its CIFARLAB_HOME)."""
 
     def __init__(self, home: Path, env: dict | None = None, script: str = "app.py"):
         self.script = script   # server.py: the same app, with the job queue started at once
+        self.home = Path(home)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = home / "streamlit.log"
@@ -71,6 +73,33 @@ class StreamlitServer:
                 os.killpg(self.proc.pid, signal.SIGKILL)
 
 
+# -- the app server the browser tests share (tests/conftest.py's session fixture ``server``) ------
+# One server for every browser test whose environment can be this one: the instructor's
+# passphrase configured (the classroom story signs in with it; elsewhere the sidebar shows its
+# closed "Instructor sign-in" box), the Train page's image limit lowered (the Spanish walk's
+# messages name it), room for a few runs per person (the race test queues two). Its own
+# environment only where it must differ: an identity provider (test_browser_oidc.py, which
+# replaces the passphrase) and a server whose very first request is a page
+# (test_browser.py::test_first_visit_straight_to_a_page_gets_the_app_frame).
+# Each test opens its pages in browser contexts of its own (``browser.new_page()`` or
+# ``new_context()``): its own cookies, so its own session id and person.
+PASSPHRASE = "classroom-passphrase-1"
+SHARED_ENV = {"CIFARLAB_MAX_TRAIN_IMAGES": "20000", "CIFARLAB_MAX_PER_OWNER": "10",
+              "CIFARLAB_CPU_SLOTS": "1", "CIFARLAB_SPARE_WORKERS": "1"}
+
+
+def shared_server(home: Path, archive: Path) -> StreamlitServer:
+    """The shared app server over ``home``, started (see above)."""
+    from cifarlab.serve.identity import hash_passphrase, secrets_line
+
+    secrets = home / "secrets.toml"
+    secrets.write_text("[cifarlab]\n" + secrets_line(hash_passphrase(PASSPHRASE, n=2 ** 12))
+                       + "\n")
+    return StreamlitServer(home, env={"CIFARLAB_DATA": str(archive), **SHARED_ENV,
+                                      "STREAMLIT_SECRETS_FILES": str(secrets)},
+                           script="server.py").start()   # as hosts run it
+
+
 IDLE_JS = """() => {
     const app = document.querySelector('[data-testid="stApp"]');
     const running = document.querySelector('[data-testid="stStatusWidget"] button, '
@@ -82,11 +111,12 @@ IDLE_JS = """() => {
 }"""
 
 
-def wait_idle(page, timeout_ms: int = 60_000) -> None:
+def wait_idle(page, timeout_ms: int = 180_000) -> None:
     """Wait until Streamlit has finished running the script: no 'running' status widget, no
     stale elements left from the previous run (a rerun keeps them, marked ``data-stale``,
     until it is done), and that twice in a row a moment apart, since a rerun that a click or
-    an Enter asked for may not have begun yet."""
+    an Enter asked for may not have begun yet. ``timeout_ms``: a hang guard (a page's first
+    run took over 60 s with the 2 cores shared by other work)."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
     page.wait_for_timeout(150)
     for _ in range(2):

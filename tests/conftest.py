@@ -12,20 +12,29 @@ ARCHIVE = Path(__file__).resolve().parents[1].parent / "shared/data/cifar10-jpeg
 # -- tiers ------------------------------------------------------------------------------------
 # `make test` runs everything (CI). `make test-unit` (pytest -m "not browser and not integration
 # and not slow") is the edit-test loop: it leaves out what reads the real data set, starts
-# worker processes or servers, drives pages through AppTest, or trains for real.
-REAL_DATA = {"cifar_archive", "cifar_data", "cifar_cache_dir"}
+# worker processes, servers or a Ray cluster, drives pages through AppTest, or trains for real.
+REAL_DATA = {"cifar_archive", "cifar_data", "cifar_cache_dir", "finished_run"}
 PROCESS_MODULES = {"test_jobs", "test_export", "test_upload_bombs", "test_train_eval",
                    "test_results", "test_gpu_lab", "test_cuda", "test_data", "test_data_cache",
                    "test_schema", "test_store", "test_serve_limits"}
 
 
+# Under pytest-xdist (``--dist loadgroup``), the tests that share a session's app server and
+# Chromium run in one worker, and so do those that share its Ray cluster: one of each per run.
+# Every other test goes with its module (its module-scoped fixtures are then made once).
+XDIST_GROUPS = ("browser", "ray")
+
+
+@pytest.hookimpl(tryfirst=True)   # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1]
+        group = next((g for g in XDIST_GROUPS if item.get_closest_marker(g)), module)
+        item.add_marker(pytest.mark.xdist_group(group))
         if item.get_closest_marker("browser") or item.get_closest_marker("slow"):
             continue
-        module = item.module.__name__.rsplit(".", 1)[-1]
         if (REAL_DATA & set(getattr(item, "fixturenames", ())) or module in PROCESS_MODULES
-                or module.startswith("test_pages_")):
+                or module.startswith("test_pages_") or item.get_closest_marker("ray")):
             item.add_marker(pytest.mark.integration)
 
 
@@ -45,7 +54,13 @@ def cifar_archive() -> Path:
 def cifar_cache_dir(tmp_path_factory) -> Path:
     """$CIFARLAB_CACHE when set (decode once per machine), else a fresh folder per session."""
     env = os.environ.get("CIFARLAB_CACHE", "").strip()
-    return Path(env) if env else tmp_path_factory.mktemp("cifarlab-cache")
+    if env:
+        return Path(env)
+    if os.environ.get("PYTEST_XDIST_WORKER"):   # one for all of this run's xdist workers
+        shared = tmp_path_factory.getbasetemp().parent / "cifarlab-cache"
+        shared.mkdir(exist_ok=True)             # (the decode takes a lock: one decodes)
+        return shared
+    return tmp_path_factory.mktemp("cifarlab-cache")
 
 
 @pytest.fixture(scope="session")
@@ -54,6 +69,15 @@ def cifar_data(cifar_archive, cifar_cache_dir):
     from cifarlab.core.data import load
 
     return load(str(cifar_archive), cache_dir=cifar_cache_dir)
+
+
+@pytest.fixture(scope="session")
+def finished_run(cifar_data, tmp_path_factory):
+    """One real short training run, trained once per session; ``.write(store, session)`` puts
+    it into a run store as a worker would have left it (tests/run_support.py)."""
+    from run_support import train_finished_run
+
+    return train_finished_run(cifar_data, tmp_path_factory.mktemp("finished-run"))
 
 
 @pytest.fixture
@@ -87,13 +111,19 @@ def tiny_folder(tmp_path) -> Path:
 # -- measured figures -----------------------------------------------------------------------------
 # Tests that measure something (the load test, page-switch times) report it through the `figures`
 # fixture; the figures are printed at the end of the run (pytest captures a passing test's
-# prints) and written to test-artifacts/figures.txt for docs/benchmarks.md.
+# prints) and written to test-artifacts/figures.txt for docs/benchmarks.md. They travel in the
+# test's report (user_properties), so that under pytest-xdist the controller prints them too.
 _FIGURES: list[str] = []
 
 
 @pytest.fixture
-def figures():
-    return _FIGURES.append
+def figures(request):
+    return lambda line: request.node.user_properties.append(("figure", str(line)))
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "teardown":   # the last report: it carries everything the test added
+        _FIGURES.extend(value for key, value in report.user_properties if key == "figure")
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -107,10 +137,12 @@ def pytest_terminal_summary(terminalreporter):
     (out / "figures.txt").write_text("\n".join(_FIGURES) + "\n")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser():
-    """Headless Chromium for the browser tests (one per test module). Without it they are
-    skipped, except in CI (``CI`` set), where they must run."""
+    """Headless Chromium for the browser tests, one per test session. Tests open their pages
+    in contexts of their own (``browser.new_page()``, ``new_context()``): separate cookies,
+    so a session id and a person each. Without Chromium they are skipped, except in CI (``CI``
+    set), where they must run."""
     from browser_support import chromium_path
 
     path = chromium_path()
@@ -125,6 +157,18 @@ def browser():
                               args=["--no-sandbox", "--disable-dev-shm-usage"])
         yield b
         b.close()
+
+
+@pytest.fixture(scope="session")
+def server(browser, tmp_path_factory, cifar_archive):
+    """The app server (`streamlit run app.py`) every browser test shares unless it needs an
+    environment of its own (browser_support.shared_server says which); one per test session.
+    Tests tell their runs apart by session id (each page its own browser context)."""
+    from browser_support import shared_server
+
+    srv = shared_server(tmp_path_factory.mktemp("app-home"), cifar_archive)
+    yield srv
+    srv.stop()
 
 
 # -- PostgreSQL -------------------------------------------------------------------------------

@@ -66,9 +66,13 @@ def backing(arr):
 
 def pages_queue(mp, home, cifar_archive, cifar_cache_dir):
     """The pages' job queue over a fresh CIFARLAB_HOME (``mp``: a MonkeyPatch the caller
-    undoes), no spare worker, no shared view; another test module's queue is shut down."""
+    undoes), its jobs run inline (tests/inline_executor.py: no worker process), no shared view;
+    another test module's queue is shut down."""
     from cifarlab.serve import queue as jobs
     from cifarlab.serve.settings import load_settings
+    from inline_executor import use_inline_executor
+
+    use_inline_executor(mp)
 
     mp.setenv("CIFARLAB_HOME", str(home))
     mp.setenv("CIFARLAB_DATA", str(cifar_archive))

@@ -21,6 +21,9 @@ import sys
 import pytest
 
 CLUSTER = {"num_cpus": 2, "num_gpus": 1}
+# Ray gives its node 30 s to register (a constant in ray._private.node); on a machine busy with
+# other work it may need longer: the cluster is started again, up to this many times.
+STARTS = 3
 
 
 def import_ray():
@@ -44,9 +47,16 @@ def ray_cluster():
         return
     before = signal.getsignal(signal.SIGTERM)
     paths = [p for p in sys.path if p and os.path.isabs(p) and os.path.isdir(p)]
-    ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1",
-             namespace="cifarlab-tests", log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(paths)}}, **CLUSTER)
+    for attempt in range(1, STARTS + 1):
+        try:
+            ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1",
+                     namespace="cifarlab-tests", log_to_driver=False,
+                     runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(paths)}}, **CLUSTER)
+            break
+        except Exception as err:  # noqa: BLE001 - Ray's own: its node did not register in time
+            if attempt == STARTS or "timed out during startup" not in str(err):
+                raise
+            ray.shutdown()
     if signal.getsignal(signal.SIGTERM) is not before:
         signal.signal(signal.SIGTERM, before)
     try:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from pathlib import Path
 
 import pytest
 
@@ -25,14 +24,6 @@ PAGE_IDS = [pid for pid, _, _ in PAGES]
 
 def page_url(server, pid: str, lang: str) -> str:
     return f"{server.url}/{'' if pid == 'home' else pid}?lang={lang}"
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory, cifar_archive):
-    home = tmp_path_factory.mktemp("browser-home")
-    srv = StreamlitServer(home, env={"CIFARLAB_DATA": str(cifar_archive)}).start()
-    yield srv
-    srv.stop()
 
 
 # English here; test_browser_a11y.py opens every page in every language (the page must render
@@ -179,7 +170,7 @@ def wait_for_chosen_run(page, t, *parts: str, timeout_ms: int) -> None:
 
 def newest_run(server, sid: str):
     """The newest run of session ``sid`` in the server's run store."""
-    store = RunStore(Path(server.env["CIFARLAB_HOME"]) / "runs.db")
+    store = RunStore(server.home / "runs.db")
     runs = store.list_runs(session=sid, kind="train", limit=1)
     return runs[0] if runs else None
 
@@ -224,14 +215,15 @@ def test_train_watch_the_loss_cancel_and_read_the_results(server, browser):
         assert not page_problems(page)
         screenshot(page, "en-train-done")
 
-        # a second run, long enough (2 epochs of 50,000 images) to be stopped from the page
+        # a second run, long enough (2 epochs of 20,000 images, the shared server's limit) to be
+        # stopped from the page
         set_number(page, t("common.epochs"), 2)
         wait_idle(page)
-        set_number(page, t("common.train_subset"), 50000)
+        set_number(page, t("common.train_subset"), 20000)
         wait_idle(page)
         page.get_by_role("button", name=t("train.start"), exact=True).click()
         chosen = page.get_by_role("combobox", name=t("train.choose_run"), exact=True)
-        wait_for_chosen_run(page, t, "50,000 images", t("status.running"), timeout_ms=90_000)
+        wait_for_chosen_run(page, t, "20,000 images", t("status.running"), timeout_ms=90_000)
         # live: the last step on the loss chart grows while the run trains
         first = page.wait_for_function(f"(t) => ({LOSS_CHART_LAST_STEP})(t)",
                                        arg=t("common.loss"), timeout=90_000).json_value()
@@ -241,13 +233,13 @@ def test_train_watch_the_loss_cancel_and_read_the_results(server, browser):
         # a reload (the same ?sid= link) finds the run again, still live
         page.reload()
         wait_idle(page)
-        assert "50,000 images" in chosen.input_value()
+        assert "20,000 images" in chosen.input_value()
         seen = page.wait_for_function(f"(t) => ({LOSS_CHART_LAST_STEP})(t)", arg=t("common.loss"),
                                       timeout=60_000).json_value()
         page.wait_for_function(f"(t) => ({LOSS_CHART_LAST_STEP})(t) > {seen}",
                                arg=t("common.loss"), timeout=60_000)
         page.get_by_role("button", name=t("train.cancel"), exact=True).click()
-        wait_for_chosen_run(page, t, "50,000 images", t("status.cancelled"), timeout_ms=60_000)
+        wait_for_chosen_run(page, t, "20,000 images", t("status.cancelled"), timeout_ms=60_000)
         wait_idle(page)
         assert "2 epoch(s)" in chosen.input_value()
         assert not page_problems(page)

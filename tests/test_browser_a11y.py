@@ -17,7 +17,7 @@ import re
 
 import pytest
 
-from browser_support import (StreamlitServer, check_axe, check_language_and_links, page_problems,
+from browser_support import (check_axe, check_language_and_links, page_problems,
                              report, screenshot, tall_screenshot, wait_idle)
 from cifarlab import i18n
 from ui.nav import PAGES
@@ -25,14 +25,6 @@ from ui.nav import PAGES
 pytestmark = pytest.mark.browser
 PAGE_IDS = [pid for pid, _, _ in PAGES]
 LANGS = list(i18n.LANGUAGES)
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory, cifar_archive):
-    home = tmp_path_factory.mktemp("a11y-home")
-    srv = StreamlitServer(home, env={"CIFARLAB_DATA": str(cifar_archive)}).start()
-    yield srv
-    srv.stop()
-
 
 def page_url(server, pid: str, lang: str, sid: str | None = None) -> str:
     url = f"{server.url}/{'' if pid == 'home' else pid}?lang={lang}"

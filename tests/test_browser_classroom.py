@@ -23,30 +23,13 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from playwright.sync_api import expect
 
-from browser_support import StreamlitServer, page_problems, screenshot, wait_idle, wait_on_progress
+from browser_support import PASSPHRASE, page_problems, screenshot, wait_idle, wait_on_progress
 from cifarlab import i18n
-from cifarlab.serve.identity import hash_passphrase, secrets_line
 
 pytestmark = pytest.mark.browser
 
-PASSPHRASE = "classroom-passphrase-1"
 EN = i18n.translator("en")
 STUDENTS = (("Ana", "es"), ("Bo", "pt"), ("Cy", "en"))
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory, cifar_archive):
-    home = tmp_path_factory.mktemp("classroom-home")
-    secrets = home / "secrets.toml"
-    secrets.write_text("[cifarlab]\n" + secrets_line(hash_passphrase(PASSPHRASE, n=2 ** 12))
-                       + "\n")
-    srv = StreamlitServer(home, env={"CIFARLAB_DATA": str(cifar_archive),
-                                     "STREAMLIT_SECRETS_FILES": str(secrets),
-                                     "CIFARLAB_CPU_SLOTS": "1", "CIFARLAB_SPARE_WORKERS": "1"})
-    srv.home = home
-    srv.start()
-    yield srv
-    srv.stop()
 
 
 def store(server):
@@ -371,8 +354,10 @@ def story(server, url, teacher, students):
     # -- Cy trains again; wait until every run of the class has finished
     press_train(cy, "en")
 
-    def statuses():
-        return sorted(r.status for r in store(server).list_runs())
+    sids = [sid_of(page) for page in students]
+
+    def statuses():   # the class's runs (the app server is shared with other tests)
+        return sorted(r.status for sid in sids for r in store(server).list_runs(session=sid))
 
     wait_on_progress(lambda: all(s in ("done", "cancelled", "failed") for s in statuses()),
                      statuses, page=teacher)

@@ -7,21 +7,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from browser_support import StreamlitServer, page_problems, wait_idle
+from browser_support import page_problems, wait_idle
 from cifarlab import i18n
 from cifarlab.core import checkpoint
 from cifarlab.core.config import CIFAR10_CLASSES, TrainConfig
 from cifarlab.core.model import Net
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory, cifar_archive):
-    srv = StreamlitServer(tmp_path_factory.mktemp("confusion-home"),
-                          env={"CIFARLAB_DATA": str(cifar_archive)}).start()
-    yield srv
-    srv.stop()
 
 
 CELL_JS = """([row, col]) => {

@@ -1,7 +1,8 @@
 """Inside the network in Chromium, in English, Spanish and Portuguese, on a finished run seeded
-into the server's run store (a real short training): a misclassified image explained, a click
-on a feature map that picks that neuron (its row and column boxes follow, the arithmetic agrees
-with PyTorch), and an uploaded picture shrunk to 32×32 and said so. Spanish takes every step;
+into the shared app server's run store (the session's real short training, run_support.py): a
+misclassified image explained, a click on a feature map that picks that neuron (its row and
+column boxes follow, the arithmetic agrees with PyTorch), and an uploaded picture shrunk to
+32×32 and said so. Spanish takes every step;
 English and Portuguese some each (STEPS), so each step runs in two languages."""
 from __future__ import annotations
 
@@ -9,32 +10,19 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from browser_support import StreamlitServer, page_problems, screenshot, wait_idle
+from browser_support import page_problems, screenshot, wait_idle
 from cifarlab import i18n
-from cifarlab.core.config import TrainConfig
 
 pytestmark = pytest.mark.browser
-CONFIG = TrainConfig(epochs=1, batch_size=32, lr=0.02, pipeline="fast", device="cpu",
-                     train_subset=320, seed=4, log_every=10**6)
 SID = "inside-browser-0001"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory, cifar_archive, cifar_data):
-    from cifarlab.core.train import train
+@pytest.fixture(scope="module", autouse=True)
+def inside_run(server, finished_run):
+    """SID's finished run (the session's real short training) in the app server's store."""
     from cifarlab.serve.store import RunStore
 
-    home = tmp_path_factory.mktemp("inside-home")
-    store = RunStore(home / "runs.db")
-    run_id = store.create_run(SID, "train", CONFIG.to_dict(), "cpu")
-    store.set_status(run_id, "running")
-    result = train(CONFIG, cifar_data, checkpoint_path=store.checkpoint_path(run_id))
-    store.set_status(run_id, "done", only_from=["running"], result=result.summary(),
-                     env=result.env)
-    srv = StreamlitServer(home, env={"CIFARLAB_DATA": str(cifar_archive),
-                                     "CIFARLAB_SPARE_WORKERS": "0"}).start()
-    yield srv
-    srv.stop()
+    return finished_run.write(RunStore(server.home / "runs.db"), SID)
 
 
 # The centre of cell (row, col) of the clickable feature map in the visible tab, on screen.

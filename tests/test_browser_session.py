@@ -9,18 +9,9 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from browser_support import StreamlitServer, page_problems, wait_idle
+from browser_support import page_problems, wait_idle
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory, cifar_archive):
-    srv = StreamlitServer(tmp_path_factory.mktemp("session-home"),
-                          env={"CIFARLAB_DATA": str(cifar_archive), "CIFARLAB_SPARE_WORKERS": "0"},
-                          script="server.py").start()   # as hosts run it; it trains nothing
-    yield srv
-    srv.stop()
 
 
 def sid_of(page) -> str:

@@ -8,21 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from browser_support import (StreamlitServer, check_axe, check_language_and_links, page_problems,
+from browser_support import (check_axe, check_language_and_links, page_problems,
                              report, tall_screenshot, wait_idle)
 from cifarlab import i18n
 from ui.nav import PAGES
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory, cifar_archive):
-    srv = StreamlitServer(tmp_path_factory.mktemp("lang-home"),
-                          env={"CIFARLAB_DATA": str(cifar_archive),
-                               "CIFARLAB_MAX_TRAIN_IMAGES": "20000"}).start()
-    yield srv
-    srv.stop()
 
 
 def alerts(page) -> list[str]:

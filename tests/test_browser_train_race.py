@@ -6,21 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from browser_support import StreamlitServer, page_problems, wait_idle
+from browser_support import page_problems, wait_idle
 from cifarlab import i18n
 from cifarlab.serve.store import RunStore
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory, cifar_archive):
-    home = tmp_path_factory.mktemp("race-home")
-    srv = StreamlitServer(home, env={"CIFARLAB_DATA": str(cifar_archive),
-                                     "CIFARLAB_MAX_PER_OWNER": "10"}).start()
-    srv.home = home
-    yield srv
-    srv.stop()
 
 
 @pytest.mark.parametrize("lang", ["en", "es"])

@@ -1,13 +1,26 @@
-"""The executor interface's own parts: choosing one by settings, Ray as an optional extra, the
-Ray executor's resources (fractional GPUs on Ray's logical resources), ``ray.init`` in the
-dispatcher thread with the server's SIGTERM handler left alone.
+"""The executor interface: the contract every executor meets, and each one's own parts.
 
-The queue's behaviour on both executors (submit, cancel, killed workers, restarts, fair order,
-twelve sessions) is in test_jobs.py. Ray tests are marked ``ray`` and share the session's
-cluster (tests/ray_support.py: 2 CPUs, 1 logical GPU).
+The contract (``executor`` fixture: ``local``, ``ray`` and the tests' ``inline`` stand-in,
+tests/inline_executor.py, so that the queue tests run on it mean something): ``launch`` starts a
+queued run and refuses one cancelled meanwhile; ``poll`` brings a real training run's events,
+losses, outcome and checkpoint into the store (a warm worker taking it); ``cancel`` stops a run
+after its step with its result kept; ``force`` ("cancel", "heartbeat") and ``stop_all``
+("shutdown") settle a run with its reason; a failure is one line with its traceback kept apart;
+a timing job's time limit reaches the job; a worker that dies fails its run with a reason and
+the executor goes on; ``slots_for``. Here the dispatcher's part is played by the test (``Exec``).
+
+Then: choosing one by settings, Ray as an optional extra, the Ray executor's resources
+(fractional GPUs on Ray's logical resources), ``ray.init`` in the dispatcher thread with the
+server's SIGTERM handler left alone.
+
+The queue's own logic (submit, cancel, restarts, fair order, exclusive jobs, twelve sessions) is
+in test_jobs.py, on the inline executor, and what only local worker processes have (process
+groups, the priority, a worker killed mid-save) on the local one. Ray tests are marked ``ray``
+and share the session's cluster (tests/ray_support.py: 2 CPUs, 1 logical GPU).
 """
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -15,14 +28,19 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
+from cifarlab.core import checkpoint as ckpt
+from cifarlab.core.config import TrainConfig
 from cifarlab.errors import JobError
-from cifarlab.serve.executor import job_for
-from cifarlab.serve.kinds import register_kind
+from cifarlab.serve.executor import job_for, make_executor
+from cifarlab.serve.kinds import register_kind, target_of
 from cifarlab.serve.queue import JobQueue
 from cifarlab.serve.settings import SettingsError, load_settings
 from cifarlab.serve.store import RunStore
+from inline_executor import InlineExecutor
 from ray_support import ray_cluster  # noqa: F401 - the session's Ray cluster (a fixture)
+from tutorial_net import Net as TutorialNet
 
 ROOT = Path(__file__).resolve().parents[1]
 ALICE = "alice-session-1"
@@ -40,6 +58,250 @@ def waiting_job(payload, ctx):
 
 
 register_kind("waiting", f"{__name__}:waiting_job")
+
+
+def steps_job(payload, ctx):
+    """A test job kind: ``steps`` steps of ``dt`` seconds with a loss each, honouring cancels
+    and time limits; ``fail`` raises."""
+    if payload.get("fail"):
+        raise ValueError(payload["fail"])
+    steps, dt = int(payload.get("steps", 5)), float(payload.get("dt", 0.02))
+    ctx.emit("start", {"total_steps": steps})
+    for i in range(1, steps + 1):
+        time.sleep(dt)
+        ctx.emit("losses", {"steps": [i], "losses": [1.0 / i]})
+        ctx.emit("progress", {"step": i, "total_steps": steps})
+        if ctx.should_stop():
+            return {"cancelled": True, "steps": i}
+    return {"steps": steps, "pid": os.getpid()}
+
+
+register_kind("steps", f"{__name__}:steps_job")
+
+
+# -- the contract ---------------------------------------------------------------------------------
+QUICK = TrainConfig(epochs=1, train_subset=256, batch_size=32, pipeline="fast", num_workers=0,
+                    device="cpu")
+REAL = [pytest.param("local", marks=pytest.mark.integration),
+        pytest.param("ray", marks=[pytest.mark.ray, pytest.mark.integration])]
+ALL = [pytest.param("inline"), *REAL]
+
+
+class Exec:
+    """One executor over a fresh home, with the dispatcher's part played by the test: runs are
+    created in the store and launched, and ``until`` polls while it waits."""
+
+    def __init__(self, name: str, home: Path, data: str | None, **overrides):
+        if data is not None:
+            overrides["data"] = data
+        overrides.setdefault("spare_workers", 0)
+        self.settings = load_settings(env={}, home=str(home),
+                                      executor="ray" if name == "ray" else "local", **overrides)
+        self.store = RunStore(self.settings.db_path, self.settings.checkpoint_dir)
+        self.ex = (InlineExecutor(self.store, self.settings) if name == "inline"
+                   else make_executor(self.store, self.settings))
+        assert self.ex.name == name
+        self.ex.start()   # Ray: the session's cluster, joined
+
+    def launch(self, kind: str, payload: dict, device: str = "cpu", target: str | None = None,
+               session: str = ALICE) -> str:
+        run_id = self.store.create_run(session, kind, payload, device)
+        run = self.store.get(run_id)
+        assert self.ex.launch(run, job_for(run, target or target_of(kind), self.settings))
+        assert self.store.get(run_id).status == "running"
+        return run_id
+
+    def until(self, predicate, what: str = ""):
+        deadline = time.monotonic() + GUARD
+        while True:
+            self.ex.poll()
+            value = predicate()
+            if value:
+                return value
+            assert time.monotonic() < deadline, f"no {what} after {GUARD} s"
+            time.sleep(0.05)
+
+    def finished(self, run_id: str):
+        return self.until(lambda: (r := self.store.get(run_id)).finished and r, "outcome")
+
+    def worker_pid(self, run_id: str) -> int | None:
+        """The pid of the process running the run: the local worker's, the Ray worker's (from
+        its "worker" event), this process's for the inline executor."""
+        events = self.store.events(run_id, kinds=["worker"])
+        return events[0].data["pid"] if events else self.store.get(run_id).worker_pid
+
+
+@pytest.fixture
+def make_exec(request, tmp_path, monkeypatch):
+    """``make_exec(name, **settings)``: an ``Exec``; each is stopped afterwards. The real
+    executors' workers get the offline CIFAR-10 (decoded once, then memory-mapped)."""
+    made = []
+
+    def make(name: str, **overrides) -> Exec:
+        data = None
+        if name != "inline":
+            data = str(request.getfixturevalue("cifar_archive"))
+            monkeypatch.setenv("CIFARLAB_CACHE", str(request.getfixturevalue("cifar_cache_dir")))
+            request.getfixturevalue("cifar_data")
+        if name == "ray":
+            request.getfixturevalue("ray_cluster")
+        made.append(Exec(name, tmp_path / f"home-{len(made)}", data, **overrides))
+        return made[-1]
+
+    yield make
+    for e in made:
+        e.ex.stop_all(10.0)
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_contract_a_real_run_on_a_warm_worker_reaches_the_store(make_exec, name):
+    """A training run on a worker kept warm: its events, step losses, progress, result, the
+    environment and the checkpoint (written here: on Ray its bytes travel back) in the store,
+    from a process other than this one."""
+    e = make_exec(name, spare_workers=1)
+    e.ex.keep_warm(1)
+    e.until(e.ex.warm, "warm worker")
+    run_id = e.launch("train", QUICK.to_dict())
+    run = e.finished(run_id)
+    assert run.status == "done", (run.error, run.traceback)
+    res = run.result
+    assert res["steps"] == 8 and res["images"] == 256 and not res["cancelled"]
+    assert 0.0 <= res["test_accuracy"] <= 1.0 and len(res["per_class_accuracy"]) == 10
+    assert res["worker_peak_rss_mb"] > 50
+    assert run.env["torch"] == torch.__version__ and "env" not in res
+    assert run.progress["step"] == run.progress["total_steps"] == 8
+    steps, losses = e.store.losses(run_id)
+    assert steps == list(range(1, 9)) and all(0 < v < 10 for v in losses)
+    kinds = [ev.kind for ev in e.store.events(run_id) if ev.kind != "worker"]
+    assert kinds[0] == "start" and kinds[-1] == "done" and "epoch" in kinds and "eval" in kinds
+    path = e.settings.checkpoint_dir / f"{run_id}.pth"
+    assert run.checkpoint == str(path) and path.is_file()
+    loaded = ckpt.load(path)
+    assert loaded.config == QUICK and loaded.results["test_accuracy"] == res["test_accuracy"]
+    TutorialNet().load_state_dict(loaded.state_dict)
+    pid = e.worker_pid(run_id)
+    assert pid and pid != os.getpid()
+    if name == "local":   # one job per worker process: it has ended
+        import multiprocessing
+
+        e.until(lambda: pid not in [p.pid for p in multiprocessing.active_children()], "exit")
+    if name == "ray":
+        (worker,) = e.store.events(run_id, kinds=["worker"])
+        assert worker.data["executor"] == "ray" and worker.data["node"]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_contract_launch_refuses_a_run_cancelled_meanwhile(make_exec, name):
+    e = make_exec(name)
+    run_id = e.store.create_run(ALICE, "steps", {}, "cpu")
+    run = e.store.get(run_id)
+    assert e.store.set_status(run_id, "cancelled", only_from=["queued"])
+    assert e.ex.launch(run, job_for(run, target_of("steps"), e.settings)) is False
+    assert e.store.get(run_id).status == "cancelled" and not e.ex.running
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_contract_cancel_stops_the_job_and_keeps_its_result(make_exec, name):
+    """The store's flag (set by the queue) and ``cancel``: the job sees it at its next check
+    and ends ``cancelled`` with what it did; the losses it reported are all there."""
+    e = make_exec(name)
+    run_id = e.launch("steps", {"steps": 100_000, "dt": 0.02})
+    e.until(lambda: e.store.loss_count(run_id) >= 3, "losses")
+    assert run_id in e.ex.running
+    t0 = time.time()
+    assert e.store.request_cancel(run_id)
+    t1 = time.time()
+    e.ex.cancel(run_id)
+    run = e.finished(run_id)
+    assert run.status == "cancelled" and run.error is None, run.error
+    (stop,) = [ev.data for ev in e.store.events(run_id, kinds=["stop"])]
+    assert stop["reason"] == "cancel" and stop["seen_t"] >= t0
+    if name != "ray":   # the job reads the store's flag itself: no poll after it missed it
+        assert (stop["last_clear_poll_t"] or 0) < t1
+    assert run.result["cancelled"] and run.result["steps"] == stop["calls"] < 100_000
+    assert e.store.loss_count(run_id) == run.result["steps"]
+    e.until(lambda: run_id not in e.ex.running, "the run let go")
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_contract_force_and_stop_all_settle_runs_with_their_reason(make_exec, name):
+    """``force`` stops a run now (a cancel ignored past its grace period, a silent heartbeat)
+    and ``stop_all`` every run (shutdown): each ends with its status and reason, in any
+    language, and no half-written checkpoint stays."""
+    e = make_exec(name)
+    cases = (("cancel", "cancelled", "serve.worker.cancel_forced", {"seconds": 60.0}),
+             ("heartbeat", "failed", "serve.worker.no_heartbeat", {}),
+             ("shutdown", "interrupted", "serve.worker.shutdown", {}))
+    for why, status, code, params in cases:
+        run_id = e.launch("steps", {"steps": 100_000, "dt": 0.02})
+        e.until(lambda: e.store.loss_count(run_id) >= 1, "losses")
+        if why == "shutdown":
+            e.ex.stop_all(30.0)
+        else:
+            e.ex.force(run_id, why, 60.0)
+        run = e.finished(run_id)
+        assert (run.status, run.error_code, run.error_params) == (status, code, params), \
+            (why, run.error)
+        assert run.error_text("es") and run.error_text("es") != run.error
+        assert not e.store.checkpoint_path(run_id).exists()
+        e.until(lambda: run_id not in e.ex.running, "the run let go")
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_contract_a_failure_is_one_line_with_its_traceback_apart(make_exec, name):
+    e = make_exec(name)
+    run = e.finished(e.launch("steps", {"fail": "boom\nsecond line"}))
+    assert run.status == "failed" and run.error == "ValueError: boom"
+    assert run.error_code == "serve.worker.exception"
+    assert run.error_params == {"name": "ValueError", "message": "boom"}
+    assert "Traceback" in run.traceback and "steps_job" in run.traceback
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_contract_a_timing_jobs_time_limit_reaches_the_job(make_exec, name):
+    e = make_exec(name, max_timing_seconds=1)
+    run_id = e.launch("timing", {"steps": 2000, "dt": 0.05}, target=f"{__name__}:steps_job")
+    run = e.finished(run_id)
+    assert run.status == "cancelled" and run.error_code == "serve.worker.time_limit"
+    assert run.error_params == {"seconds": 1}
+    (stop,) = [ev.data for ev in e.store.events(run_id, kinds=["stop"])]
+    assert stop["reason"] == "time_limit" and run.result["steps"] == stop["calls"] < 2000
+    assert e.store.loss_count(run_id) == run.result["steps"]
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_contract_a_worker_that_dies_fails_its_run_and_the_executor_goes_on(make_exec, name):
+    """SIGKILL (as the OOM killer sends it) to the process running a run: the run fails with a
+    reason a student can read in their language, and the next run is served."""
+    e = make_exec(name)
+    victim = e.launch("steps", {"steps": 100_000, "dt": 0.02})
+    e.until(lambda: e.store.loss_count(victim) >= 1, "losses")
+    pid = e.until(lambda: e.worker_pid(victim), "worker pid")
+    assert pid != os.getpid()
+    os.kill(pid, signal.SIGKILL)
+    run = e.finished(victim)
+    assert run.status == "failed"
+    if name == "local":
+        assert "The worker process was killed (signal 9" in run.error
+        assert run.error_code == "serve.worker.killed_oom"
+        assert "(señal 9, SIGKILL)" in run.error_text("es")
+    else:  # Ray's word for it, as a catalog message; Ray's own text kept for the host
+        assert run.error_code == "serve.executor.worker_died"
+        assert run.error_params["name"] in run.traceback
+        assert "El proceso de Ray que entrenaba esta ejecución murió" in run.error_text("es")
+    nxt = e.finished(e.launch("steps", {"steps": 2}))
+    assert nxt.status == "done", nxt.error
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_contract_slots(make_exec, name):
+    """Local workers and inline threads: the settings' slots; Ray: the cluster's CPUs ÷
+    ``worker_threads`` (the session's cluster has 2)."""
+    e = make_exec(name, cpu_slots=3, gpu_slots=2)
+    want = 2 if name == "ray" else 3
+    assert e.ex.slots_for("cpu") == want
+    if name != "ray":
+        assert e.ex.slots_for("cuda:0") == 2 and e.ex.slots_for("mps") == 1
 
 
 def test_settings_choose_the_executor_and_the_gpu_share(tmp_path):

@@ -2,8 +2,11 @@
 (cifarlab.core.export), and ``python -m cifarlab export -o run.ipynb | run.zip``.
 
 The notebook is executed for real (nbclient, a kernel of this virtualenv's Python) on the small
-image folder of tests/test_export.py (300 + 200 real CIFAR-10 images), once per pipeline: it
-must print the app's losses, step for step, and its accuracy. TensorBoard's own reader loads the
+image folder of tests/test_export.py (300 + 200 real CIFAR-10 images), once: the zip's, of a
+tutorial-pipeline run; it must print the app's losses, step for step, and its accuracy. The
+command line's notebook of the same run is that notebook, cell for cell; a fast-pipeline run's
+notebook is the exported script's code (test_the_notebooks_code_is_the_scripts), which repeats
+the app's run (test_export.py::test_the_script_repeats_the_apps_run_epoch_for_epoch). TensorBoard's own reader loads the
 logs; the tutorial's own ``Net`` loads the weights.
 """
 from __future__ import annotations
@@ -106,9 +109,21 @@ def _execute(km, nb_path, cwd, data_source, threads):
         f"os.environ['CIFARLAB_DATA'] = {str(data_source)!r}\ntorch.set_num_threads({threads})"))
     NotebookClient(nb, km=km, timeout=600).execute()    # its km: the kernel stays up
     del nb.cells[0]
-    out = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
-                  for o in c.get("outputs", []) if o.get("output_type") == "stream")
-    return nb, out, json.loads((cwd / RESULTS_FILE).read_text())
+    return nb, _printed(nb), json.loads((cwd / RESULTS_FILE).read_text())
+
+
+def _printed(nb) -> str:
+    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                   for o in c.get("outputs", []) if o.get("output_type") == "stream")
+
+
+def _run_again(km, sources) -> str:
+    """Run these cells once more in the kernel as an executed notebook left it; their print."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    NotebookClient(nb, km=km, timeout=600).execute()
+    return _printed(nb)
 
 
 def _check_same_run(measured, out, result, classes):
@@ -146,27 +161,52 @@ def test_the_zips_notebook_repeats_the_run_in_spanish(runs, small, kernel, tmp_p
     assert device.endswith("\ntorch.set_num_threads(1)")
     _check_same_run(measured, out, run["result"], data.classes)
     assert re.search(r"Mayor diferencia con los pesos de CIFAR Lab: 0\.0$", out, re.M), out[-800:]
+    # alone (the command line's notebook: no cifar_net.pth beside it), no weights to compare
+    # with: the cells that read them, again in the same kernel without the file
+    (home / "cifar_net.pth").unlink()
+    again = _run_again(kernel, [c.source for c in nb.cells
+                                if c.cell_type == "code" and "lab_state" in c.source])
+    assert "Mayor diferencia" not in again and "CIFAR Lab:" in again, again
     # explained in Spanish, with the course's words
     markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     assert i18n.t("bundle.nb.train", "es", epochs=2, log_every=20) in markdown
     assert "tasa de aprendizaje 0,001" in markdown and "Training a Classifier" in markdown
 
 
-def test_the_cli_notebook_repeats_a_fast_run(runs, small, kernel, tmp_path, capsys):
-    """``export CHECKPOINT -o run.ipynb``: the fast pipeline's run, from its checkpoint alone."""
-    folder, _, data = small
-    run = runs["fast"]
+def test_the_cli_notebook_is_the_zips_from_the_checkpoint_alone(runs, tmp_path, capsys):
+    """``export CHECKPOINT -o run.ipynb``: from the checkpoint alone, the notebook the zip holds
+    for the same run, code cell for code cell (only the line naming its source differs), so
+    the zip's notebook executed above is this one executed; in English by default, with the
+    run's own thread count (a 2-thread kernel switches to its 1)."""
     work = tmp_path / "work"
     work.mkdir()
-    assert main(["export", str(run["checkpoint"]), "-o", str(work / "run.ipynb")]) == 0
-    assert "run.ipynb" in capsys.readouterr().out
-    # the checkpoint keeps its run's thread count: a 2-thread kernel switches to the run's 1
-    nb, out, measured = _execute(kernel, work / "run.ipynb", work, folder, 2)
-    assert "torch.set_num_threads(1)" in "\n".join(c.source for c in nb.cells
-                                                   if c.cell_type == "code")
-    _check_same_run(measured, out, run["result"], data.classes)
-    assert "Largest difference" not in out         # no cifar_net.pth beside it to compare with
-    assert "## Training" in "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    for key, lang in (("tutorial", "es"), ("fast", "en")):
+        run = runs[key]
+        path = work / f"{key}.ipynb"
+        args = ["export", str(run["checkpoint"]), "-o", str(path)]
+        assert main(args + (["--lang", lang] if lang != "en" else [])) == 0
+        assert f"{key}.ipynb" in capsys.readouterr().out
+        cli = nbformat.read(path, as_version=4)
+        nbformat.validate(cli)
+        code = [c.source for c in cli.cells if c.cell_type == "code"]
+        assert "torch.set_num_threads(1)" in "\n".join(code)
+        markdown = "\n".join(c.source for c in cli.cells if c.cell_type == "markdown")
+        assert ("## Training" in markdown) == (lang == "en")
+        with zipfile.ZipFile(io.BytesIO(bundle_bytes(run["record"], lang))) as z:
+            (name,) = [n for n in z.namelist() if n.endswith(".ipynb")]
+            zipped = nbformat.reads(z.read(name).decode(), as_version=4)
+        theirs = [c.source for c in zipped.cells if c.cell_type == "code"]
+        notes = (source_note(checkpoint_record(run["checkpoint"])),
+                 source_note(run["record"]))
+        assert len(code) == len(theirs)
+        for mine, zip_cell in zip(code, theirs):
+            assert mine.replace(notes[0], "NOTE") == zip_cell.replace(notes[1], "NOTE"), mine
+
+
+def checkpoint_record(path):
+    """The run as the command line reads it from a checkpoint file."""
+    return RunRecord.from_checkpoint(checkpoint.load(path, map_location="cpu", max_params=None),
+                                     str(path))
 
 
 # -- one source of truth -----------------------------------------------------------------------

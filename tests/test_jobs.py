@@ -1,13 +1,15 @@
-"""cifarlab.serve.queue and its executors: real runs, cancels, killed workers (and the
-checkpoints they were writing), restarts, exclusive jobs, time limits, the workers' priority, and
-twelve sessions pressing Train at once.
+"""cifarlab.serve.queue: real runs, cancels, failures, restarts, exclusive jobs, time limits,
+and, on real worker processes, killed workers (and the checkpoints they were writing), the
+workers' priority, process groups and twelve sessions pressing Train at once.
 
-The queue's tests run against both executors (the ``executor`` fixture): ``local`` (spawned
-worker processes) and ``ray`` (a real local Ray cluster, one per test session:
-tests/ray_support.py; marked ``ray``). What only worker processes have (process groups, the
-priority, a worker killed mid-save) is tested on ``local`` alone (``make_local_queue``).
-(What a person may queue, and the scheduler's decisions without processes, are in
-test_serve_limits.py; the settings in test_serve_settings.py.) No test bounds a wall-clock time: runs report their own figures.
+The queue's own logic runs on the inline executor (``make_queue``: each job in a thread of this
+process, tests/inline_executor.py: no process spawned); what only worker processes have (a
+worker killed, process groups, the priority, a worker killed mid-save, their memory under load)
+on the local executor (``make_local_queue``). What every executor must do (the Ray executor
+included: launch, poll, cancel, force, slots, warm workers, a real run's events in the store) is
+test_executors.py's contract suite. (What a person may queue, and the scheduler's decisions
+without processes, are in test_serve_limits.py; the settings in test_serve_settings.py.) No test
+bounds a wall-clock time: runs report their own figures.
 
 Every test gets its own home (run store + checkpoints); the decoded data set is shared through
 ``$CIFARLAB_CACHE`` (the ``cifar_cache_dir`` fixture), so workers only memory-map it.
@@ -26,14 +28,13 @@ import torch
 from cifarlab.core import checkpoint as ckpt
 from cifarlab.core.config import TrainConfig
 from cifarlab.errors import DataError, JobError
+from cifarlab.serve import queue as jobs
 from cifarlab.serve.queue import JobQueue, failure_reason, register_kind
 from cifarlab.serve.settings import load_settings
 from cifarlab.serve.store import RunStore
-from ray_support import ray_cluster  # noqa: F401 - the session's Ray cluster (a fixture)
+from inline_executor import InlineExecutor
 from tutorial_net import Net as TutorialNet
 
-# On the CPU by name: the session's Ray cluster claims a logical GPU (for the fractional-GPU
-# test) that this machine lacks, and on Ray "auto" takes the cluster's GPU.
 QUICK = TrainConfig(epochs=1, train_subset=256, batch_size=32, pipeline="fast", num_workers=0,
                     device="cpu")
 # long enough to cancel or kill half-way (about 10 s on a 2-core machine)
@@ -101,22 +102,18 @@ def process_alive(pid: int) -> bool:
         return False
 
 
-@pytest.fixture(params=["local", pytest.param("ray", marks=pytest.mark.ray)])
-def executor(request):
-    """Which executor the queue runs its jobs on; "ray" joins the session's Ray cluster."""
-    if request.param == "ray":
-        request.getfixturevalue("ray_cluster")
-    return request.param
-
-
 def _queue_factory(tmp_path, cifar_archive, cifar_cache_dir, monkeypatch, executor):
     monkeypatch.setenv("CIFARLAB_CACHE", str(cifar_cache_dir))  # workers map the decoded data
     queues = []
 
     def make(home=None, start=True, **overrides):
         settings = load_settings(env={}, home=str(home or tmp_path / "home"),
-                                 data=str(cifar_archive), executor=executor, **overrides)
-        queue = JobQueue(settings=settings, start=start)
+                                 data=str(cifar_archive), **overrides)
+        with monkeypatch.context() as m:
+            if executor == "inline":
+                m.setattr(jobs, "make_executor", InlineExecutor)
+            queue = JobQueue(settings=settings, start=start)
+        assert queue.executor.name == executor
         queues.append(queue)
         return queue
 
@@ -124,10 +121,10 @@ def _queue_factory(tmp_path, cifar_archive, cifar_cache_dir, monkeypatch, execut
 
 
 @pytest.fixture
-def make_queue(tmp_path, cifar_data, cifar_archive, cifar_cache_dir, monkeypatch, executor):
-    """JobQueue(settings with these overrides) over a fresh home, on ``executor``; all shut
-    down afterwards."""
-    make, queues = _queue_factory(tmp_path, cifar_archive, cifar_cache_dir, monkeypatch, executor)
+def make_queue(tmp_path, cifar_data, cifar_archive, cifar_cache_dir, monkeypatch):
+    """JobQueue(settings with these overrides) over a fresh home, its jobs run inline (in
+    threads of this process); all shut down afterwards."""
+    make, queues = _queue_factory(tmp_path, cifar_archive, cifar_cache_dir, monkeypatch, "inline")
     yield make
     for queue in queues:
         queue.shutdown()
@@ -135,7 +132,7 @@ def make_queue(tmp_path, cifar_data, cifar_archive, cifar_cache_dir, monkeypatch
 
 @pytest.fixture
 def make_local_queue(tmp_path, cifar_data, cifar_archive, cifar_cache_dir, monkeypatch):
-    """``make_queue`` on the local executor (worker processes) only."""
+    """``make_queue`` on the local executor (spawned worker processes)."""
     make, queues = _queue_factory(tmp_path, cifar_archive, cifar_cache_dir, monkeypatch, "local")
     yield make
     for queue in queues:
@@ -143,12 +140,8 @@ def make_local_queue(tmp_path, cifar_data, cifar_archive, cifar_cache_dir, monke
 
 
 def worker_pid(queue, run_id):
-    """The pid of the process running the run: the local worker's, or the Ray worker's (from
-    the "worker" event the Ray executor records); None until known."""
-    if queue.executor.name == "local":
-        return queue.store.get(run_id).worker_pid
-    events = queue.store.events(run_id, kinds=["worker"])
-    return events[0].data["pid"] if events else None
+    """The pid of the local worker process running the run; None until known."""
+    return queue.store.get(run_id).worker_pid
 
 
 def wait_for(predicate, timeout=GUARD, poll=0.02):
@@ -189,18 +182,8 @@ def test_queue_run_done_with_result_losses_and_checkpoint(make_queue):
     loaded = ckpt.load(path)
     assert loaded.config == QUICK and loaded.results["test_accuracy"] == res["test_accuracy"]
     TutorialNet().load_state_dict(loaded.state_dict)
-    # the worker was a process of its own (and, locally, it is gone)
-    pid = worker_pid(queue, run_id)
-    assert pid and pid != os.getpid()
-    if queue.executor.name == "local":
-        wait_for(lambda: run.worker_pid not in [p.pid for p in _children()], timeout=GUARD)
+    # (that a real worker process ran it, and ended: test_executors.py's contract suite)
     assert queue.queue_position(run_id) is None
-
-
-def _children():
-    import multiprocessing
-
-    return multiprocessing.active_children()
 
 
 def test_cancel_stops_at_the_next_step_and_keeps_a_partial_result(make_queue, figures):
@@ -219,11 +202,10 @@ def test_cancel_stops_at_the_next_step_and_keeps_a_partial_result(make_queue, fi
     res = run.result
     (stop,) = [e.data for e in queue.store.events(run_id, kinds=["stop"])]
     assert stop["reason"] == "cancel"
-    # seen by a poll after the request; locally (the worker reads the store itself) no poll
-    # after it had committed missed it (on Ray the dispatcher relays it: a poll may come first)
+    # seen by a poll after the request; the job reads the store itself (as a local worker
+    # does), so no poll after it had committed missed it (Ray relays it: test_executors.py)
     assert stop["seen_t"] >= t0
-    if queue.executor.name == "local":
-        assert (stop["last_clear_poll_t"] or 0) < t1
+    assert (stop["last_clear_poll_t"] or 0) < t1
     # training stopped after the step during which it saw the cancel: one call per step
     assert res["steps"] == stop["calls"] and res["cancelled"] and 0 < res["steps"] < 5000
     stopped = queue.store.events(run_id, kinds=["epoch"])[0]
@@ -255,22 +237,17 @@ def test_failures_are_one_line_with_the_traceback_kept_apart(make_queue):
     assert failure_reason(RuntimeError()) == "RuntimeError"
 
 
-def test_killed_worker_fails_with_a_reason_and_the_queue_goes_on(make_queue):
-    queue = make_queue()
+def test_killed_worker_fails_with_a_reason_and_the_queue_goes_on(make_local_queue):
+    queue = make_local_queue()
     victim = queue.submit(ALICE, LONG)
     wait_for(lambda: queue.store.loss_count(victim) >= 20, timeout=GUARD)
     pid = wait_for(lambda: worker_pid(queue, victim), timeout=GUARD)
     os.kill(pid, signal.SIGKILL)
     run = queue.wait(victim, timeout=GUARD)
     assert run.status == "failed"
-    if queue.executor.name == "local":
-        assert "The worker process was killed (signal 9" in run.error
-        assert run.error_code == "serve.worker.killed_oom"
-        assert "(señal 9, SIGKILL)" in run.error_text("es")
-    else:  # Ray's word for it, as a catalog message; Ray's own text kept for the host
-        assert run.error_code == "serve.executor.worker_died"
-        assert run.error_params["name"] in run.traceback
-        assert "El proceso de Ray que entrenaba esta ejecución murió" in run.error_text("es")
+    assert "The worker process was killed (signal 9" in run.error
+    assert run.error_code == "serve.worker.killed_oom"
+    assert "(señal 9, SIGKILL)" in run.error_text("es")
     # the server is fine and serves the next run
     nxt = queue.submit(ALICE, QUICK)
     assert queue.wait(nxt, timeout=GUARD).status == "done"
@@ -418,12 +395,11 @@ def _rss_mb() -> float:
     return 0.0
 
 
-def test_load_twelve_sessions_at_once(make_queue, figures):
-    """12 students press Train at the same moment on short runs."""
-    queue = make_queue()
+def test_load_twelve_sessions_at_once(make_local_queue, figures):
+    """12 students press Train at the same moment on short runs (worker processes: their
+    memory is part of what this measures)."""
+    queue = make_local_queue()
     time.sleep(0.5)
-    if queue.executor.name == "ray":
-        queue.wait_warm()  # the data set put into the object store, a worker warmed
     rss_before = _rss_mb()
     sessions = [f"student-{i:02d}-session" for i in range(12)]
     t0 = time.time()
@@ -458,5 +434,4 @@ def test_load_twelve_sessions_at_once(make_queue, figures):
           f"{rss_before:.0f} -> {rss_after:.0f} MB (peak {peak_server:.0f} MB); largest worker "
           f"peak RSS {peak_worker:.0f} MB")
     assert rss_after - rss_before < 300
-    # a Ray worker process is reused run after run: its peak covers every run it served
-    assert 50 < peak_worker < (1500 if queue.executor.name == "local" else 2500)
+    assert 50 < peak_worker < 1500

@@ -111,3 +111,80 @@ def test_the_image_holds_every_package_the_app_imports():
     copied = set(re.findall(r"^COPY (\S+) ", (ROOT / "Dockerfile").read_text(encoding="utf-8"),
                             re.M))
     assert {"app.py", *roots} <= copied, sorted({"app.py", *roots} - copied)
+
+
+def import_graph(package: str = "cifarlab") -> dict[str, set[str]]:
+    """module -> the cifarlab modules it imports, read with ``ast`` from every import statement
+    (inside functions and ``if TYPE_CHECKING:`` too: a hidden import is still an arrow).
+    ``from a.b import c`` imports ``a.b`` (a package's ``__init__``) and, when ``c`` is a
+    module, ``a.b.c`` as well."""
+    files = {}
+    for path in (ROOT / package).rglob("*.py"):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        files[".".join(parts)] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        is_pkg = path.name == "__init__.py"
+        out: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                out |= {a.name for a in node.names if a.name in files}
+            elif isinstance(node, ast.ImportFrom):
+                base = name.split(".") if is_pkg else name.split(".")[:-1]
+                module = (".".join(base[:len(base) - node.level + 1] + [node.module or ""])
+                          .rstrip(".") if node.level else node.module)
+                if module in files:
+                    out.add(module)
+                out |= {f"{module}.{a.name}" for a in node.names if f"{module}.{a.name}" in files}
+        graph[name] = out - {name}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def test_the_circle_finder_sees_a_package_import_and_a_hidden_one():
+    graph = {"p": {"p.a"}, "p.a": {"p.b"}, "p.b": {"p"}, "q": {"p"}}
+    assert circles(graph) == [["p", "p.a", "p.b"]]
+    here = import_graph()
+    # `from cifarlab.core import data as data_mod` imports the package core and core.data
+    assert {"cifarlab.core", "cifarlab.core.data"} <= here["cifarlab.core.train"]
+
+
+def test_no_import_circles_in_cifarlab():
+    found = circles(import_graph())
+    assert not found, f"modules that import each other (directly or around a circle): {found}"

@@ -20,6 +20,7 @@ from cifarlab.core import devices
 from cifarlab.serve import queue as jobs
 from cifarlab.lab import gpu as timing
 from cifarlab.lab.gpu import results
+from inline_executor import use_inline_executor
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = "pages/gpu.py"
@@ -45,6 +46,7 @@ def env(tmp_path, monkeypatch):
     monkeypatch.setenv("CIFARLAB_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("CIFARLAB_SPARE_WORKERS", "0")
     monkeypatch.setenv("CIFARLAB_DATA", str(tmp_path / "no-data-needed"))  # synthetic images
+    use_inline_executor(monkeypatch)   # the timing job in a thread of this process
     _close_queue()
     yield recorded
     _close_queue()

@@ -19,6 +19,7 @@ from streamlit.testing.v1 import AppTest
 
 from cifarlab import i18n
 from data_support import pages_queue
+from run_support import CONFIG  # the session's finished run (conftest's ``finished_run``)
 from cifarlab.core.checkpoint import load as load_checkpoint
 from cifarlab.core.config import ModelSpec, TrainConfig
 from cifarlab.lab import inside as I
@@ -27,15 +28,17 @@ APP = str(Path(__file__).resolve().parents[1] / "app.py")
 SID = "inside-owner-0001"
 EMPTY = "inside-nobody-0002"
 LANGS = list(i18n.LANGUAGES)
-CONFIG = TrainConfig(epochs=1, batch_size=32, lr=0.02, pipeline="fast", device="cpu",
-                     train_subset=320, seed=4, log_every=10**6)
-VARIANT = CONFIG.replace(seed=6, model=ModelSpec(channels=(4, 8), kernels=(3, 3),
-                                                  paddings=(1, 1), hidden=(32, 16)))
+# a run of another shape, trained here (the session's finished run is the tutorial's Net)
+VARIANT = TrainConfig(epochs=1, batch_size=32, lr=0.02, pipeline="fast", device="cpu",
+                      train_subset=320, seed=6, log_every=10**6,
+                      model=ModelSpec(channels=(4, 8), kernels=(3, 3), paddings=(1, 1),
+                                      hidden=(32, 16)))
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory, cifar_archive, cifar_cache_dir):
-    """A fresh CIFARLAB_HOME whose store holds one finished run of SID (a real short train())."""
+def lab(tmp_path_factory, cifar_archive, cifar_cache_dir, finished_run):
+    """A fresh CIFARLAB_HOME whose store holds two finished runs of SID: the session's real
+    short ``train()`` (tests/run_support.py) and one of another shape."""
     from cifarlab.core.data import load
     from cifarlab.core.train import train
 
@@ -44,11 +47,7 @@ def lab(tmp_path_factory, cifar_archive, cifar_cache_dir):
     queue = pages_queue(mp, home, cifar_archive, cifar_cache_dir)
     store = queue.store
     data = load(str(cifar_archive), cache_dir=cifar_cache_dir)
-    run_id = store.create_run(SID, "train", CONFIG.to_dict(), "cpu")
-    store.set_status(run_id, "running")
-    result = train(CONFIG, data, checkpoint_path=store.checkpoint_path(run_id))
-    store.set_status(run_id, "done", only_from=["running"], result=result.summary(),
-                     env=result.env)
+    run_id = finished_run.write(store, SID)
     model = load_checkpoint(store.checkpoint_path(run_id), map_location="cpu").model().eval()
     # a second run of another shape: the page follows its ModelSpec, not the tutorial's Net
     variant = store.create_run(SID, "train", VARIANT.to_dict(), "cpu")

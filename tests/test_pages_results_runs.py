@@ -17,49 +17,28 @@ from streamlit.testing.v1 import AppTest
 
 from cifarlab import i18n
 from data_support import pages_queue
-from cifarlab.core.config import TrainConfig
+from run_support import CONFIG  # the session's finished run (conftest's ``finished_run``)
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 SID = "results-owner-0001"
 OTHER = "someone-else-0002"
 EMPTY = "nobody-runs-0003"
 LANGS = list(i18n.LANGUAGES)
-CONFIG = TrainConfig(epochs=2, batch_size=32, lr=0.02, pipeline="fast", device="cpu",
-                     train_subset=640, seed=1, log_every=10**6)
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory, cifar_archive, cifar_cache_dir):
-    """A fresh CIFARLAB_HOME whose store holds one finished run of SID, made by a real short
-    ``train()`` with its events, losses, result and checkpoint recorded as the worker would."""
-    from cifarlab.core.data import load
-    from cifarlab.core.train import train
-
+def lab(tmp_path_factory, cifar_archive, cifar_cache_dir, finished_run, cifar_data):
+    """A fresh CIFARLAB_HOME whose store holds one finished run of SID: the session's real
+    short ``train()`` (tests/run_support.py) with its events, losses, result and checkpoint
+    recorded as the worker would."""
     home = tmp_path_factory.mktemp("lab-home")
     mp = pytest.MonkeyPatch()
     queue = pages_queue(mp, home, cifar_archive, cifar_cache_dir)
     assert queue.settings.home == home.resolve()
     store = queue.store
-
-    data = load(str(cifar_archive), cache_dir=cifar_cache_dir)
-    run_id = store.create_run(SID, "train", CONFIG.to_dict(), "cpu")
-    store.set_status(run_id, "running")
-    steps, losses, events = [], [], []
-
-    def on_event(e):
-        if e.kind == "losses":
-            steps.extend(e.data["steps"])
-            losses.extend(e.data["losses"])
-        elif e.kind not in ("progress",):
-            events.append((e.kind, e.data))
-
-    result = train(CONFIG, data, on_event=on_event, eval_each_epoch=True,
-                   checkpoint_path=store.checkpoint_path(run_id))
-    store.record(run_id, steps=steps, losses=losses, events=events)
-    store.set_status(run_id, "done", only_from=["running"], result=result.summary(),
-                     env=result.env)
-    yield {"queue": queue, "store": store, "run_id": run_id, "home": home, "data": data,
-           "result": result}
+    run_id = finished_run.write(store, SID)
+    yield {"queue": queue, "store": store, "run_id": run_id, "home": home, "data": cifar_data,
+           "result": finished_run.result}
     queue.shutdown()
     mp.undo()
 

@@ -1,10 +1,11 @@
 """The Train page through the real entry point (app.py): renders in three languages, shows bad
-values next to their widgets without submitting, trains a tiny run in a real worker process and
-shows its accuracy, keeps runs private to their session, finds a run again from a second tab,
+values next to their widgets without submitting, trains a tiny run (in a thread of the test
+process: tests/inline_executor.py; the browser tests train in worker processes) and shows its
+accuracy, keeps runs private to their session, finds a run again from a second tab,
 says "you already have N runs" instead of hanging, and cancels a run keeping a partial result.
 
 Each test gets its own CIFARLAB_HOME (a fresh run store); the decoded data set is shared through
-CIFARLAB_CACHE, so the worker processes only memory-map it.
+CIFARLAB_CACHE, so the runs only memory-map it.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from streamlit.testing.v1 import AppTest
 from cifarlab import i18n
 from cifarlab.serve import queue as jobs
 from cifarlab.serve.store import RunStore
+from inline_executor import use_inline_executor
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -42,6 +44,7 @@ def lab(tmp_path, monkeypatch, cifar_archive, cifar_data, cifar_cache_dir):
     monkeypatch.delenv("CIFARLAB_CONFIG", raising=False)
     # While other pages are still being written, navigate only over those that exist.
     monkeypatch.setattr(nav, "PAGES", [p for p in nav.PAGES if (ROOT / p[1]).is_file()])
+    use_inline_executor(monkeypatch)
     _stop_queue()  # the page's cached queue sees it closed and takes a new one
     yield home
     _stop_queue()

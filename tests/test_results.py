@@ -19,19 +19,13 @@ from cifarlab.core.checkpoint import save
 from cifarlab.core.config import TrainConfig
 from cifarlab.errors import CheckpointError, CifarLabError
 from cifarlab.serve.store import RunStore
-
-CONFIG = TrainConfig(epochs=2, batch_size=32, lr=0.01, pipeline="fast", device="cpu",
-                     train_subset=3200, seed=3, log_every=10**6)
-
+from run_support import CONFIG  # the session's finished run (conftest's ``finished_run``)
 
 @pytest.fixture(scope="module")
-def trained(cifar_data):
-    """200 real SGD steps (2 epochs × 100) with an evaluation after each epoch."""
-    from cifarlab.core.train import train
-
-    events = []
-    result = train(CONFIG, cifar_data, on_event=events.append, eval_each_epoch=True)
-    return result, events
+def trained(finished_run):
+    """200 real SGD steps (2 epochs × 100) with an evaluation after each epoch: the session's
+    finished run (tests/run_support.py); its result and every event it sent."""
+    return finished_run.result, list(finished_run.train_events)
 
 
 @pytest.fixture(scope="module")

@@ -1,29 +1,14 @@
-"""The layer list of a ModelSpec, batch norm and the other issue-13 variants included.
+"""The layer list of a ModelSpec, batch norm and the speed lesson's other variants included.
 
-    spec_layers(NETS["bn3"])     # conv1, bn1, relu, pool, conv2, bn2, ..., fc3 (dicts)
+    spec_layers(net_spec("bn3"))     # conv1, bn1, relu, pool, conv2, bn2, ..., fc3 (dicts)
 
-``core.shapes.trace`` walks these dicts; this module adds the one layer kind it needs beyond
-the tutorial's, ``batchnorm`` (shape unchanged; 2·C learnable numbers, weight and bias), so
-that ``core/shapes.py`` stays the tutorial's arithmetic. The order matches ``core.model.Net``:
-each block is conv → [bn] → relu → [conv → [bn] → relu] → pool.
+``core.shapes.trace`` walks these dicts (``shapes.trace_spec`` is trace ∘ spec_layers). The
+order matches ``core.model.Net``: each block is conv → [bn] → relu → [conv → [bn] → relu] →
+pool.
 """
 from __future__ import annotations
 
-from cifarlab.core import shapes
-from cifarlab.core.config import ModelSpec
-from cifarlab.errors import ShapeError
-
-
-def _batchnorm(layer: dict, shape: tuple[int, ...]):
-    if len(shape) != 3:
-        raise ShapeError("shapes.needs_image", features=shape[0])
-    return shape, 2 * shape[0], "", True
-
-
-# batch norm as one more layer kind of the trace (nn.BatchNorm2d keeps the shape)
-shapes._STEPS.setdefault("batchnorm", _batchnorm)
-shapes._KEYS.setdefault("batchnorm", set())
-shapes._PREFIX.setdefault("batchnorm", "bn")
+from cifarlab.core.modelspec import ModelSpec
 
 
 def spec_layers(spec: ModelSpec, num_classes: int = 10) -> list[dict]:

@@ -8,6 +8,7 @@ workers, CrossEntropyLoss, the tutorial's ``Net``.
     validate({"lr": -1})                     # -> [Problem("lr", "config.lr", {...})]
     validate(values, limits=Limits(max_epochs=20), n_train=50_000)
     TrainConfig.from_dict(cfg.to_dict()) == cfg
+    TrainConfig(net="bn3").model == net_spec("bn3")
     knobs()                                  # each field's label, help, bounds: written once
 
 **One schema.** Each field of ``TrainConfig`` carries its ``Knob`` (catalog keys for its label,
@@ -17,18 +18,25 @@ derived from ``knobs()``, so a field added here appears in each of them.
 
 **One validator.** ``validate`` returns every problem as a ``Problem`` (field, catalog code,
 parameters); construction raises ``ConfigError`` with the problems that do not depend on the
-server; the Train page, the command line and ``JobQueue.submit`` call ``validate`` with the
-server's ``Limits`` and the real size of the data.
+server. The Train page calls ``validate`` for its messages, ``JobQueue.submit`` once as the
+authority (with the server's ``Limits`` and the real size of the data); the worker rebuilds
+what was admitted with ``TrainConfig.admitted``, unchecked (docs/architecture.md, "How a run
+travels"). ``from_dict`` is for anything else (a file, a checkpoint): checked.
+
+**One network.** ``net`` names one (``core.nets``); ``model`` is its ``ModelSpec``, set from the
+net when the config is built without one. A pair that disagrees is refused, never swapped.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from cifarlab.core.nets import NET_NAMES, net_spec, trick_problems
+from cifarlab.core.modelspec import ModelSpec, is_int
+from cifarlab.core.nets import NET_NAMES, NETS, net_spec, trick_problems
 from cifarlab.errors import ConfigError, Problem
 
 PIPELINES = ("tutorial", "fast")
@@ -90,87 +98,6 @@ class Limits:
 
 
 @dataclass(frozen=True)
-class ModelSpec:
-    """The network's shape. The defaults build the tutorial's ``Net`` exactly.
-
-    ``channels``: output channels of conv1 and conv2; ``kernels``/``paddings``/``strides``: one
-    per conv; ``pool``: the max-pool kernel (= stride) after each conv; ``hidden``: the sizes of
-    fc1 and fc2; ``width``: a multiplier applied to channels and hidden sizes.
-    ``fc1``'s input size is never stored: it comes from the shape trace.
-    """
-
-    channels: tuple[int, int] = (6, 16)
-    kernels: tuple[int, int] = (5, 5)
-    paddings: tuple[int, int] = (0, 0)
-    strides: tuple[int, int] = (1, 1)
-    pool: int = 2
-    hidden: tuple[int, int] = (120, 84)
-    width: int = 1
-    # issue 13's variants (defaults: none): batch norm after each conv; a third conv block of
-    # ``conv3`` channels (3×3, padding 1); ``block_convs`` 2: a second 3×3 conv in each block
-    # (airbench's ConvGroup). Built by core/model.py, traced by core/blocks.py.
-    batch_norm: bool = False
-    conv3: int = 0
-    block_convs: int = 1
-
-    # field -> (lo, hi, code) for the pairs and the single numbers
-    BOUNDS = {"channels": (1, 1024), "kernels": (1, 31), "paddings": (0, 15), "strides": (1, 8),
-              "hidden": (1, 8192), "pool": (1, 8), "width": (1, 16), "conv3": (0, 1024),
-              "block_convs": (1, 2)}
-
-    def __post_init__(self) -> None:
-        for name in ("channels", "kernels", "paddings", "strides", "hidden"):
-            value = getattr(self, name)
-            if isinstance(value, list):
-                object.__setattr__(self, name, tuple(value))
-        problems = self.problems()
-        if problems:
-            raise ConfigError(problems)
-
-    def problems(self) -> list[Problem]:
-        out: list[Problem] = []
-        for name, (lo, hi) in self.BOUNDS.items():
-            value = getattr(self, name)
-            pair = name not in ("pool", "width", "conv3", "block_convs")
-            ok_type = (isinstance(value, tuple) and len(value) == 2 and all(map(_is_int, value))
-                       if pair else _is_int(value))
-            values = value if pair and ok_type else (value,)
-            if not ok_type or not all(lo <= v <= hi for v in values):
-                out.append(Problem(f"model.{name}", f"config.model_{name}", {"lo": lo, "hi": hi}))
-        if not isinstance(self.batch_norm, bool):
-            out.append(Problem("model.batch_norm", "config.model_batch_norm", {}))
-        return out
-
-    @property
-    def is_plain(self) -> bool:
-        """The tutorial's kind of network (any sizes): no batch norm, two single-conv blocks."""
-        return not self.batch_norm and self.conv3 == 0 and self.block_convs == 1
-
-    @property
-    def is_tutorial(self) -> bool:
-        return self == ModelSpec()
-
-    def scaled_channels(self) -> tuple[int, int]:
-        return (self.channels[0] * self.width, self.channels[1] * self.width)
-
-    def scaled_hidden(self) -> tuple[int, int]:
-        return (self.hidden[0] * self.width, self.hidden[1] * self.width)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> "ModelSpec":
-        d = dict(d or {})
-        unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            raise ConfigError([Problem("model", "config.unknown", {"names": ", ".join(sorted(unknown))})])
-        return cls(**d)
-
-
-
-
-@dataclass(frozen=True)
 class TrainConfig:
     """Everything one training run needs. Defaults: the tutorial as written."""
 
@@ -196,12 +123,14 @@ class TrainConfig:
                                     error="config.train_subset")
     shuffle: bool = knob(True, kind="bool", label="common.shuffle", help="common.shuffle_help",
                          error="config.shuffle", preset=False, widget=False)
-    model: ModelSpec = field(default_factory=ModelSpec)
+    # the network's shape; None (the default): the spec of the network ``net`` names, set
+    # when the config is built. One given must be that network's (core.nets.net_fits).
+    model: ModelSpec | None = None
     # the tutorial prints the running loss every 2,000 mini-batches
     log_every: int = knob(2000, kind="int", lo=1, hi=None, label="common.log_every",
                           help="common.log_every_help", error="config.log_every", preset=False,
                           widget=False)
-    # issue 13, "speed as a lesson": each trick a knob; the defaults change nothing
+    # the speed lesson's tricks, each a knob; the defaults change nothing
     net: str = knob("tutorial", kind="choice", choices=NET_NAMES, label="speed.knob.net",
                     help="speed.knob.net_help", error="config.net")
     augment: str = knob("none", kind="choice", choices=AUGMENTS, label="speed.knob.augment",
@@ -228,11 +157,11 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if isinstance(self.model, Mapping):
             object.__setattr__(self, "model", ModelSpec.from_dict(self.model))
-        if self.net in NET_NAMES[1:] and self.model == ModelSpec():
-            object.__setattr__(self, "model", net_spec(self.net))  # a named network's spec
+        if self.model is None and self.net in NETS:  # the named network's own shape
+            object.__setattr__(self, "model", net_spec(self.net))
         for f in knobs(type(self)):  # 1 -> 1.0 for floats; " CPU " -> "cpu"
             value = getattr(self, f.name)
-            if f.knob.kind == "float" and _is_int(value):
+            if f.knob.kind == "float" and is_int(value):
                 object.__setattr__(self, f.name, float(value))
             elif f.knob.kind == "device" and isinstance(value, str):
                 object.__setattr__(self, f.name, value.strip().lower())
@@ -247,15 +176,17 @@ class TrainConfig:
         """Every problem with these values, field -> English message; empty when fine."""
         return {p.field: p.text() for p in validate(values, cls=cls)}
 
-    def check_runtime(self, n_train: int | None = None, limits: Limits | None = None) -> None:
-        """Check what depends on this machine, this server and the data; raise ConfigError
-        or DeviceError."""
-        from cifarlab.core.devices import resolve_device  # local import: devices imports torch
+    def check_runtime(self, n_train: int | None = None, limits: Limits | None = None):
+        """Check what depends on this machine, this server and the data (a config that
+        ``JobQueue.submit`` did not admit: the command line's, a test's); raise ConfigError or
+        DeviceError. Returns the ``torch.device`` the config's device is on this machine."""
+        from cifarlab.core.devices import resolve_device  # devices imports torch: on demand
 
-        resolve_device(self.device)  # raises DeviceError naming the devices present
+        device = resolve_device(self.device)  # raises DeviceError naming the devices present
         problems = validate(self, limits=limits, n_train=n_train)
         if problems:
             raise ConfigError(problems)
+        return device
 
     # -- derived -------------------------------------------------------------------------
     def images_per_epoch(self, n_train: int) -> int:
@@ -265,6 +196,10 @@ class TrainConfig:
         return math.ceil(self.images_per_epoch(n_train) / self.batch_size)
 
     def replace(self, **changes: Any) -> "TrainConfig":
+        """A copy with ``changes``; a new ``net`` brings its own network unless ``model`` is
+        given too (a config never holds a net with another network's shape)."""
+        if "model" not in changes and changes.get("net", self.net) != self.net:
+            changes["model"] = None
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
@@ -274,12 +209,37 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "TrainConfig":
-        d = dict(d)
+        """A config from a mapping anyone may have written (a file, a checkpoint, a form):
+        checked as it is built. Older writings are read as they were meant (``_migrate``)."""
+        d = _migrate(d)
         unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise ConfigError([Problem("config", "config.unknown",
                                        {"names": ", ".join(sorted(unknown))})])
         return cls(**d)
+
+    @classmethod
+    def admitted(cls, d: Mapping[str, Any]) -> "TrainConfig":
+        """The config ``JobQueue.submit`` admitted, from the job payload that carries its
+        ``to_dict()``: rebuilt as it is, **not checked again** (the submit was the authority;
+        the worker and ``core.train.train_admitted`` trust it). Anything else: ``from_dict``."""
+        d = _migrate(d)
+        config = object.__new__(cls)
+        for f in dataclasses.fields(cls):
+            value = d[f.name] if f.name in d else f.default
+            object.__setattr__(config, f.name, value)
+        model = config.model
+        object.__setattr__(config, "model", net_spec(config.net) if model is None else
+                           model if isinstance(model, ModelSpec) else ModelSpec.admitted(model))
+        return config
+
+    def on_device(self, device: str) -> "TrainConfig":
+        """This admitted config on ``device``, the one its submit resolved "auto" (or "cuda")
+        to and the run recorded: what the worker trains and the checkpoint keeps. Not checked
+        again (the config keeps the student's own choice, "auto", in the store)."""
+        config = copy.copy(self)
+        object.__setattr__(config, "device", device)
+        return config
 
     def knob_values(self, preset_only: bool = False) -> dict[str, Any]:
         """The knobs' values (those a preset sets, with ``preset_only``)."""
@@ -327,7 +287,8 @@ def validate(values: Mapping[str, Any] | TrainConfig, *, limits: Limits | None =
     ``values``: a TrainConfig or a mapping of field -> value (missing fields take defaults).
     ``limits``: this server's hosting limits; ``n_train``: the size of its training set.
     """
-    if isinstance(values, TrainConfig):
+    built = isinstance(values, TrainConfig)
+    if built:
         cls = type(values)
         values = {f.name: getattr(values, f.name) for f in dataclasses.fields(values)}
     names = {f.name for f in dataclasses.fields(cls)}
@@ -337,6 +298,8 @@ def validate(values: Mapping[str, Any] | TrainConfig, *, limits: Limits | None =
     full = {f.name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())
             for f in dataclasses.fields(cls)} | dict(values)
     problems = _field_problems(cls, full)
+    if built and not isinstance(full["model"], ModelSpec):  # a built one always has its network
+        problems.append(Problem("model", "config.model", {}))
     bad = {p.field for p in problems}
     limits = limits or Limits()
     epochs, subset, batch = full.get("epochs"), full.get("train_subset"), full.get("batch_size")
@@ -346,25 +309,25 @@ def validate(values: Mapping[str, Any] | TrainConfig, *, limits: Limits | None =
             problems.append(Problem(field_name, code, params))
             bad.add(field_name)
 
-    if limits.max_epochs is not None and _is_int(epochs) and epochs > limits.max_epochs:
+    if limits.max_epochs is not None and is_int(epochs) and epochs > limits.max_epochs:
         add("epochs", "config.epochs_limit", n=limits.max_epochs)
     workers = full.get("num_workers")
-    if limits.max_num_workers is not None and _is_int(workers) and workers > limits.max_num_workers:
+    if limits.max_num_workers is not None and is_int(workers) and workers > limits.max_num_workers:
         add("num_workers", "config.num_workers_limit", n=limits.max_num_workers)
     device = full.get("device")
     if (limits.devices is not None and isinstance(device, str) and device != "auto"
             and "device" not in bad and device.strip().lower() not in limits.devices):
         add("device", "config.device_missing", device=device,
             present=", ".join(limits.devices) or "cpu")
-    if _is_int(subset) and n_train is not None and subset > n_train:
+    if is_int(subset) and n_train is not None and subset > n_train:
         add("train_subset", "config.subset_data", n=n_train)
-    images = subset if _is_int(subset) else n_train
+    images = subset if is_int(subset) else n_train
     if limits.max_train_images is not None and images is not None \
             and images > limits.max_train_images:
         add("train_subset", "config.subset_limit", n=limits.max_train_images)
-    if _is_int(batch) and "train_subset" not in bad:
-        n = min(x for x in (subset if _is_int(subset) else None, n_train) if x is not None) \
-            if (_is_int(subset) or n_train is not None) else None
+    if is_int(batch) and "train_subset" not in bad:
+        n = min(x for x in (subset if is_int(subset) else None, n_train) if x is not None) \
+            if (is_int(subset) or n_train is not None) else None
         if n is not None and batch > n:
             add("batch_size", "config.batch_data", batch=batch, n=n)
     return problems
@@ -379,7 +342,7 @@ def _field_problems(cls: type, values: Mapping[str, Any]) -> list[Problem]:
             continue
         ok = True
         if k.kind == "int":
-            ok = _is_int(v)
+            ok = is_int(v)
         elif k.kind == "float":
             ok = _is_number(v) and math.isfinite(v)
         elif k.kind == "bool":
@@ -396,7 +359,7 @@ def _field_problems(cls: type, values: Mapping[str, Any]) -> list[Problem]:
                                                  "default": f.default}))
     model = values.get("model")
     if isinstance(model, ModelSpec):
-        pass  # a ModelSpec validated itself when it was made
+        out.extend(model.problems())  # checked when it was made, unless changed since
     elif isinstance(model, Mapping):
         try:
             ModelSpec.from_dict(model)
@@ -408,12 +371,28 @@ def _field_problems(cls: type, values: Mapping[str, Any]) -> list[Problem]:
     return out
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _migrate(d: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored config as this version reads it. Runs and checkpoints written before the
+    network lived in one place may hold a named ``net`` beside the tutorial's ``model`` (it
+    then meant the net's network): the net decides."""
+    d = dict(d)
+    model = d.get("model")
+    if d.get("net") in NETS and d["net"] != "tutorial" and (
+            model == ModelSpec() or (isinstance(model, Mapping)
+                                     and _tutorial_dict(model))):
+        d["model"] = None
+    return d
+
+
+def _tutorial_dict(model: Mapping[str, Any]) -> bool:
+    try:
+        return ModelSpec.from_dict(model) == ModelSpec()
+    except (ConfigError, TypeError):
+        return False
 
 
 def problems_by_field(problems: Iterable[Problem]) -> dict[str, Problem]:

@@ -4,13 +4,14 @@
     trick_problems(values)      # -> [Problem("augment", "config.augment_pipeline", {})]
 
 ``ModelSpec`` stays the one description of a network (the model, the shape trace and the
-export read it); ``net`` is the Train page's and the command line's way to pick a named one.
-This module is imported by ``core.config`` and so imports it only inside functions.
+export read it); ``net`` names one of these, and a ``TrainConfig`` built with a ``net`` and no
+``model`` takes that network's spec (``core.config``): the pair never disagrees.
 """
 from __future__ import annotations
 
 from typing import Any, Mapping
 
+from cifarlab.core.modelspec import ModelSpec
 from cifarlab.errors import ConfigError, Problem
 
 # name -> ModelSpec fields. "tutorial": the tutorial's Net (resized by ``model``); "bn3": three
@@ -27,18 +28,20 @@ NETS: dict[str, dict[str, Any]] = {
 NET_NAMES = tuple(NETS)
 
 
-def net_spec(name: str):
-    """The ModelSpec of a named network."""
-    from cifarlab.core.config import ModelSpec
-
+def net_spec(name: str) -> ModelSpec:
+    """The ModelSpec of a named network ("tutorial": the tutorial's own Net)."""
     return ModelSpec(**NETS[name])
+
+
+def net_fits(net: str, model: ModelSpec) -> bool:
+    """Whether ``model`` is the network ``net`` names: "tutorial" takes any plain resize of the
+    tutorial's Net; the others exactly their own spec."""
+    return model.is_plain if net == "tutorial" else model == net_spec(net)
 
 
 def trick_problems(values: Mapping[str, Any]) -> list[Problem]:
     """The network the ``net`` knob names must be the one ``model`` describes; augmentation
     works on the fast pipeline's batches (tensors in memory), never image by image."""
-    from cifarlab.core.config import ModelSpec
-
     out: list[Problem] = []
     net, model = values.get("net", "tutorial"), values.get("model")
     if isinstance(model, Mapping):
@@ -46,10 +49,8 @@ def trick_problems(values: Mapping[str, Any]) -> list[Problem]:
             model = ModelSpec.from_dict(model)
         except ConfigError:
             model = None
-    if net in NETS and isinstance(model, ModelSpec):
-        ok = model.is_plain if net == "tutorial" else model in (ModelSpec(), net_spec(net))
-        if not ok:
-            out.append(Problem("net", "config.net_model", {"net": net}))
+    if net in NETS and isinstance(model, ModelSpec) and not net_fits(net, model):
+        out.append(Problem("net", "config.net_model", {"net": net}))
     if values.get("augment") in ("flip", "flip_translate") and values.get("pipeline") != "fast":
         out.append(Problem("augment", "config.augment_pipeline", {}))
     if values.get("nesterov") is True and values.get("momentum") == 0:  # torch.optim.SGD's rule

@@ -20,7 +20,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from cifarlab.core.config import ModelSpec
+from cifarlab.core.blocks import spec_layers
+from cifarlab.core.modelspec import ModelSpec
 from cifarlab.errors import ShapeError
 
 
@@ -186,8 +187,10 @@ _KEYS = {
     "relu": set(),
     "flatten": set(),
     "linear": {"out_features", "bias"},
+    "batchnorm": set(),
 }
-_PREFIX = {"conv": "conv", "pool": "pool", "relu": "relu", "flatten": "flatten", "linear": "fc"}
+_PREFIX = {"conv": "conv", "pool": "pool", "relu": "relu", "flatten": "flatten", "linear": "fc",
+           "batchnorm": "bn"}
 
 
 def _positive(layer: dict, key: str) -> int:
@@ -250,7 +253,14 @@ def _linear(layer: dict, shape: tuple[int, ...]):
     return (out,), shape[0] * out + (out if layer.get("bias", True) else 0), "", True
 
 
-_STEPS = {"conv": _conv, "pool": _pool, "relu": _relu, "flatten": _flatten, "linear": _linear}
+def _batchnorm(layer: dict, shape: tuple[int, ...]):
+    # nn.BatchNorm2d keeps the shape and learns 2·C numbers (a weight and a bias a channel)
+    c, _, _ = _image(shape, "batchnorm")
+    return shape, 2 * c, "", True
+
+
+_STEPS = {"conv": _conv, "pool": _pool, "relu": _relu, "flatten": _flatten, "linear": _linear,
+          "batchnorm": _batchnorm}
 
 
 def _input_shape(input_shape) -> tuple[int, ...]:
@@ -400,14 +410,6 @@ def trace(layers, input_shape=(3, 32, 32)) -> list[LayerTrace]:
     if not isinstance(layers, nn.Module):
         raise ShapeError("shapes.cannot_trace", layer="layers", kind=type(layers).__name__)
     return _trace_module(layers, shape)
-
-
-def spec_layers(spec: ModelSpec, num_classes: int = 10) -> list[dict]:
-    """The layer list of the model a ModelSpec builds (the tutorial's Net for the default;
-    batch norm and the other issue-13 variants too: core/blocks.py)."""
-    from cifarlab.core.blocks import spec_layers as layers  # blocks.py imports this module
-
-    return layers(spec, num_classes)
 
 
 def trace_spec(spec: ModelSpec, input_shape=(3, 32, 32), num_classes: int = 10

@@ -1,6 +1,12 @@
 """Training: the tutorial's loop, instrumented.
 
     result = train(TrainConfig(), data, on_event=print, should_stop=lambda: False)
+    result = train_admitted(admitted, data, ...)   # a config JobQueue.submit admitted
+
+Two entries, one loop. ``train`` is for a config nobody has checked yet (the command line, a
+notebook, a test): it checks it against this machine's devices and the data first.
+``train_admitted`` is the queue's workers': the config was checked once, at submit, with the
+server's limits and data, and placed on the device resolved there; it is trusted as it is.
 
 The loop is the tutorial's (zero_grad, forward, loss, backward, step, the running loss every
 2,000 mini-batches) with what a dashboard needs around it:
@@ -26,7 +32,7 @@ import torch.optim as optim
 from cifarlab.core import data as data_mod
 from cifarlab.core import graphs
 from cifarlab.core.config import TrainConfig
-from cifarlab.core.devices import device_name, environment, resolve_device, synchronize
+from cifarlab.core.devices import device_name, environment, synchronize
 from cifarlab.core.evaluate import EvalResult, evaluate
 from cifarlab.core.model import Net
 from cifarlab.core.tricks import make_criterion, make_scheduler
@@ -154,14 +160,29 @@ def train(config: TrainConfig | None = None, data=None,
           should_stop: Callable[[], bool] | None = None,
           checkpoint_path=None, evaluate_after: bool = True,
           eval_each_epoch: bool = False) -> TrainResult:
-    """Train the config's network on ``data`` (loaded from the default source when None)."""
+    """Train the config's network on ``data`` (loaded from the default source when None),
+    after checking the config against this machine and the data (ConfigError, DeviceError)."""
     config = config or TrainConfig()
     data = data if data is not None else data_mod.load()
+    device = config.check_runtime(int(len(data.train_y)))
+    return _run(config, data, device, on_event, should_stop, checkpoint_path, evaluate_after,
+                eval_each_epoch)
+
+
+def train_admitted(config: TrainConfig, data, on_event: Callable[[Event], None] | None = None,
+                   should_stop: Callable[[], bool] | None = None, checkpoint_path=None,
+                   evaluate_after: bool = True, eval_each_epoch: bool = False) -> TrainResult:
+    """Train a config ``JobQueue.submit`` admitted, placed on the device resolved there
+    (``config.device``: ``TrainConfig.on_device``): not checked again."""
+    return _run(config, data, torch.device(config.device), on_event, should_stop,
+                checkpoint_path, evaluate_after, eval_each_epoch)
+
+
+def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
+         checkpoint_path, evaluate_after: bool, eval_each_epoch: bool) -> TrainResult:
     emit = on_event or (lambda event: None)
     stop = should_stop or (lambda: False)
     n_train = int(len(data.train_y))
-    config.check_runtime(n_train)
-    device = resolve_device(config.device)
 
     torch.manual_seed(config.seed)
     model = Net(config.model, num_classes=len(data.classes)).to(device)

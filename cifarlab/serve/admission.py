@@ -2,7 +2,9 @@
 queued, each refusal a ``JobError`` with a code and the numbers a page needs to explain it.
 
 - the run itself: a valid config that fits the data and this server's ``max_epochs``,
-  ``max_train_images`` and ``max_num_workers`` (``check_config``: core's one validator); at most
+  ``max_train_images`` and ``max_num_workers``, on a device the run can have (``check_config``:
+  core's one validator, the one check between the form and the worker; it resolves the device
+  once, for the run to record); at most
   ``max_image_epochs_per_run`` image-epochs
   (training images × epochs: the compute it asks for), ``max_num_workers`` DataLoader workers;
   a timing sweep whose estimate is at most ``max_timing_seconds``;
@@ -40,23 +42,27 @@ def as_job_error(err: CifarLabError) -> JobError:
 
 
 def check_config(config: Any, n_train: int, settings: Settings,
-                 devices: list[str] | None = None) -> None:
-    """THE config check before queueing: ``core.config.validate`` (the one validator, which the
-    Train page and the command line call too) with this server's limits and the real size of
-    its data, and the device present on this machine, or among ``devices`` when the executor
-    places runs elsewhere (a Ray cluster's GPU behind a CPU-only web server)."""
+                 devices: list[str] | None = None) -> str:
+    """THE config check, once, before queueing; returns the run's device.
+
+    ``core.config.validate`` (the one validator, which the Train page calls too, for its
+    messages) with this server's limits and the real size of its data, on whatever was sent
+    (a TrainConfig changed after it was built is checked as it is now); the device is resolved
+    once ("auto" -> "cuda:0" or "cpu") among this machine's, or among ``devices`` when the
+    executor places runs elsewhere (a Ray cluster's GPU behind a CPU-only web server), for the
+    run to record: nothing after the submit checks the config or resolves its device again."""
     if not isinstance(config, TrainConfig):
         raise JobError("serve.limits.not_a_config", field="config")
     try:
-        if devices is None:
-            config.check_runtime(n_train, settings.limits())
-        else:
-            limits = dataclasses.replace(settings.limits(), devices=tuple(devices))
-            problems = validate(config, limits=limits, n_train=n_train)
-            if problems:
-                raise ConfigError(problems)
+        limits = settings.limits()
+        if devices is not None:
+            limits = dataclasses.replace(limits, devices=tuple(devices))
+        problems = validate(config, limits=limits, n_train=n_train)
+        if problems:
+            raise ConfigError(problems)
     except CifarLabError as err:
         raise as_job_error(err) from None
+    return resolve_device(config.device, devices)
 
 
 def placed_device(device: str, placed: list[str]) -> str:

@@ -2,7 +2,7 @@
 
 The queue (``cifarlab.serve.queue``) decides *which* run starts *when* (first come first served
 per device, slots, exclusive jobs, limits); an executor runs it somewhere and reports back. Two
-exist, chosen by the hosting setting ``executor``:
+exist, chosen by the hosting setting ``executor`` (``cifarlab.serve.executors.make_executor``):
 
 - ``"local"`` (the default, ``cifarlab.serve.local_executor``): a spawned worker process per run
   on this machine, a warm spare, process groups. Its workers write their event batches into the
@@ -34,10 +34,8 @@ The contract, in the queue's words:
 """
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 
-from cifarlab.errors import JobError
 from cifarlab.serve.kinds import TIMING
 from cifarlab.serve.runs import Run, reason
 from cifarlab.serve.settings import Settings
@@ -117,16 +115,3 @@ def job_for(run: Run, target: str, settings: Settings) -> dict:
             "data_source": settings.data, "payload": dict(run.config), "exclusive": run.exclusive,
             "time_limit_s": settings.max_timing_seconds if run.kind == TIMING else None,
             "threads": settings.worker_threads, "nice": settings.worker_nice}
-
-
-def make_executor(store: RunStore, settings: Settings) -> Executor:
-    """The executor the settings name. ``"ray"`` needs the optional extra installed."""
-    if settings.executor == "ray":
-        if importlib.util.find_spec("ray") is None:
-            raise JobError("serve.executor.ray_missing")
-        from cifarlab.serve.ray_executor import RayExecutor
-
-        return RayExecutor(store, settings)
-    from cifarlab.serve.local_executor import LocalExecutor
-
-    return LocalExecutor(store, settings)

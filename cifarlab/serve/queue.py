@@ -46,7 +46,8 @@ from cifarlab.errors import CifarLabError, JobError
 from cifarlab.serve import admission, disk, replicas
 from cifarlab.serve.backup import Backups
 from cifarlab.serve.counters import StoreCounters
-from cifarlab.serve.executor import job_for, make_executor
+from cifarlab.serve.executor import job_for
+from cifarlab.serve.executors import make_executor
 from cifarlab.serve.kinds import (TIMING, TRAIN, register_kind, registered_kinds,  # noqa: F401
                                   target_of)
 from cifarlab.serve.runs import (ACTIVE, FINISHED, STATUSES, Run, pid_alive,  # noqa: F401
@@ -113,14 +114,17 @@ class JobQueue:
                owner: str | None = None) -> str:
         """Queue a training run; returns its id. JobError says why it cannot be queued.
 
-        ``owner``: the person behind the session (default: the session itself)."""
+        The one check of the config between the form and the worker (the authority): what is
+        admitted here is stored with the device resolved here, and becomes the job's payload;
+        the worker trains it as it is. ``owner``: the person behind the session (default: the
+        session itself)."""
         validate_session(session)
         owner = validate_owner(session if owner is None else owner)
         n_train = self.train_images()
-        admission.check_config(config, n_train, self.settings,   # core's one config validator
-                               self.executor.devices())
+        device = admission.check_config(config, n_train, self.settings,  # the one check
+                                        self.executor.devices())
         needed = admission.check_train(config, self.settings, n_train)  # the compute budget
-        return self._enqueue(session, owner, TRAIN, config.to_dict(), self._resolve(config.device),
+        return self._enqueue(session, owner, TRAIN, config.to_dict(), device,
                              name=name, image_epochs=needed, config=config)
 
     def submit_job(self, session: str, kind: str, payload: dict, device: str,

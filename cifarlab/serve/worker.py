@@ -46,13 +46,16 @@ _URGENT = frozenset({"start", "epoch", "eval", "done", "stop"})  # written at on
 
 
 def run_train_job(payload: dict, ctx: "JobContext") -> dict:
-    """The "train" kind: ``cifarlab.core.train.train`` on the config in ``payload``."""
-    from cifarlab.core.train import train
+    """The "train" kind: ``core.train.train_admitted`` on the config ``JobQueue.submit``
+    admitted (the job's payload), trusted as it is: it was checked once, at submit, and placed
+    on the device resolved there (``ctx.device``, the run's)."""
+    from cifarlab.core.train import train_admitted
 
-    config = TrainConfig.from_dict(payload).replace(device=ctx.device)
-    result = train(config, ctx.data(), on_event=lambda e: ctx.emit(e.kind, e.data),
-                   should_stop=ctx.should_stop, checkpoint_path=ctx.checkpoint_path,
-                   eval_each_epoch=True)
+    config = TrainConfig.admitted(payload).on_device(ctx.device)
+    result = train_admitted(config, ctx.data(),
+                            on_event=lambda e: ctx.emit(e.kind, e.data),
+                            should_stop=ctx.should_stop, checkpoint_path=ctx.checkpoint_path,
+                            eval_each_epoch=True)
     if result.checkpoint_error is not None:
         ctx.weights_not_saved(result.checkpoint_error)
     return result.summary()
@@ -298,10 +301,9 @@ def _run_job(store: RunStore, job: dict, data: Any, data_error: BaseException | 
             return  # deleted or settled while we were starting
         fn = import_target(job["target"])
     except BaseException as err:  # noqa: BLE001 - every failure is recorded, in words
-        fn, payload = _raise(err), {}
-    else:
-        payload = dict(run.config)
-    status, fields = run_job(fn, payload, ctx)
+        fn = _raise(err)
+    # the job carries what was admitted (executor.job_for): the one channel, as on Ray
+    status, fields = run_job(fn, job["payload"], ctx)
     settle(store, ctx, status, fields)
 
 

@@ -9,10 +9,10 @@ Sources (``resolve_source``: the ``--data`` argument > ``$CIFARLAB_DATA`` > ``"d
   ``test/<class>/<image>`` (the image-folder layout; classes sorted alphabetically give the
   label numbers, which for CIFAR-10's class names is CIFAR-10's own order).
 
-``load()`` decodes every image once (``decode.py``) into uint8 arrays (N×3×32×32) plus int64
-labels and caches them under ``$CIFARLAB_CACHE`` (else ``~/.cache/cifarlab``) in
-``datasets/<key>/`` (``cache.py``: written atomically under a lock; checked against its headers
-on every read, a damaged cache rebuilt). Later loads copy the checked files into memory that no
+``load()`` (``loading.py``) decodes every image once (``decode.py``) into uint8 arrays
+(N×3×32×32) plus int64 labels and caches them under ``$CIFARLAB_CACHE`` (else
+``~/.cache/cifarlab``) in ``datasets/<key>/`` (``cache.py``: written atomically under a lock;
+checked against its headers on every read, a damaged cache rebuilt). Later loads copy the checked files into memory that no
 file backs, shared between processes where the system allows (``memory.py``), so a cache file
 cut short while in use kills nobody; within one process ``load()`` returns the same
 ``CifarData`` object again.
@@ -27,196 +27,19 @@ are also logged on the ``cifarlab.core.data`` logger. Errors are ``DataError``s 
 """
 from __future__ import annotations
 
-import os
-import threading
-import time
-from pathlib import Path
-
-from cifarlab.core.data.cache import CacheDamaged, CifarData, FileLock, check_cache, read_cache
-from cifarlab.core.data.cache import remove_stale_temps, write_cache
-from cifarlab.core.data.decode import decode_source
+from cifarlab.core.data.cache import CifarData
+from cifarlab.core.data.loading import (clear_memory_cache, describe_source, is_cached, load,
+                                        source_facts)
 from cifarlab.core.data.pipelines import (CifarImages, FastLoader, SeededShuffle, normalize,
                                           subset_indices, tutorial_dataset, tutorial_loader,
                                           tutorial_transform)
 from cifarlab.core.data.sources import (CACHE_VERSION, CANONICAL, CIFAR10_CLASSES, IMAGE_SIZE,
-                                        SPLITS, ProgressFn, Source, cache_root, emit, identity,
-                                        quick_stamp, reason, resolve_source, source)
-from cifarlab.errors import DataError
+                                        SPLITS, ProgressFn, cache_root, resolve_source)
 
 __all__ = [
     "CifarData", "CifarImages", "FastLoader", "SeededShuffle", "load", "is_cached",
-    "describe_source", "source_facts", "clear_memory_cache", "resolve_source", "cache_root", "normalize",
+    "describe_source", "source_facts", "clear_memory_cache", "resolve_source", "cache_root",
+    "normalize",
     "subset_indices", "tutorial_dataset", "tutorial_loader", "tutorial_transform",
     "CIFAR10_CLASSES", "IMAGE_SIZE", "SPLITS", "CACHE_VERSION", "CANONICAL", "ProgressFn",
 ]
-
-_LOCK = threading.RLock()
-_MEMO: dict[tuple, CifarData] = {}
-
-
-def clear_memory_cache() -> None:
-    """Forget the data sets loaded in this process (the disk cache stays)."""
-    with _LOCK:
-        _MEMO.clear()
-
-
-def _datasets_dir(root: Path) -> Path:
-    return root / "datasets"
-
-
-def load(data: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None,
-         on_progress: ProgressFn | None = None) -> CifarData:
-    """The data set from ``resolve_source(data)``, decoded once and cached.
-
-    The first use decodes every image (about 7 s for the 60,000 JPEGs of the offline archive on
-    2 cores) and writes the cache; later uses read it (checked against its headers; a damaged
-    cache is rebuilt). Raises ``DataError`` with what went wrong and how to fix it.
-    """
-    src = source(data)
-    root = cache_root(cache_dir)
-    with _LOCK:
-        try:
-            memo_key = (src.kind, src.path, str(root), quick_stamp(src))
-        except OSError as err:
-            raise DataError("data.source_unreadable", field="data", path=src.path,
-                            reason=reason(err)) from None
-        hit = _MEMO.get(memo_key)
-        if hit is not None:
-            return hit
-        key, ident = identity(src)
-        final = _datasets_dir(root) / key
-        result = _read_or_note(final, key, on_progress)
-        if result is None:
-            result = _build_locked(src, key, ident, root, final, on_progress)
-        _MEMO[memo_key] = result
-        return result
-
-
-def _read_or_note(final: Path, key: str, on_progress: ProgressFn | None) -> CifarData | None:
-    """The cache read, or None to build it: absent, incomplete, or damaged (said so)."""
-    try:
-        return read_cache(final, key)
-    except CacheDamaged as err:
-        emit(on_progress, f"The data cache {final} is damaged ({err}); rebuilding it.",
-             warning=True)
-        return None
-
-
-def is_cached(data: str | os.PathLike | None = None,
-              cache_dir: str | os.PathLike | None = None) -> bool:
-    """Whether the source's decoded cache is complete and whole on disk (False for a missing
-    source). Reads the files' headers and sizes, not the pixels."""
-    try:
-        src = source(data)
-        key, _ = identity(src)
-        return check_cache(_datasets_dir(cache_root(cache_dir)) / key, key) is not None
-    except (DataError, OSError, CacheDamaged):
-        return False
-
-
-def source_facts(data: str | os.PathLike | None = None,
-                 cache_dir: str | os.PathLike | None = None) -> dict:
-    """Where the data comes from, as facts a page words in its own language: ``kind``
-    ("canonical", "archive", "folder" or "missing"), ``name`` (the file or folder's own name,
-    never its server path), ``size_mb`` (an archive's), ``cached`` (decoded already), ``exists``
-    (for "missing": a path that is there but is not a data set). Never raises."""
-    src = source(data, check=False)
-    facts = {"kind": src.kind, "name": None, "size_mb": None, "cached": False, "exists": True}
-    if src.kind == "missing":
-        facts.update(name=os.path.basename(os.path.normpath(src.path)),
-                     exists=os.path.exists(src.path))
-        return facts
-    facts["cached"] = is_cached(src.path, cache_dir)
-    if src.kind == "archive":
-        facts["name"] = os.path.basename(src.path)
-        try:
-            facts["size_mb"] = os.path.getsize(src.path) / 1e6
-        except OSError:
-            pass
-    elif src.kind == "folder":
-        facts["name"] = os.path.basename(os.path.normpath(src.root))
-    return facts
-
-
-def describe_source(data: str | os.PathLike | None = None,
-                    cache_dir: str | os.PathLike | None = None) -> str:
-    """One or two sentences for the home page: where the data comes from and whether it is
-    decoded yet. Never raises."""
-    src = source(data, check=False)
-    chosen = {"--data": " (chosen with --data)",
-              "CIFARLAB_DATA": " (chosen by the CIFARLAB_DATA environment variable)",
-              "default": ""}[src.origin]
-    if src.kind == "missing":
-        exists = os.path.exists(src.path)
-        return (f"Data: {src.path}{chosen}, which "
-                f"{'is not a folder or .tar.gz archive' if exists else 'does not exist'}. "
-                "Set CIFARLAB_DATA to an image-folder data set, or leave it unset to download "
-                "CIFAR-10.")
-    root = cache_root(cache_dir)
-    cached = is_cached(src.path, cache_dir)
-    if src.kind == "canonical":
-        state = "downloaded and cached" if cached else "not downloaded yet"
-        where = root / "torchvision"
-        return (f"Data: the canonical CIFAR-10 from torchvision{chosen}, downloaded once into "
-                f"{where} (needs internet the first time); {state}.")
-    state = ("decoded and cached" if cached else
-             "not decoded yet (the first use decodes it once, about 10 s)")
-    if src.kind == "archive":
-        try:
-            size = f", {os.path.getsize(src.path) / 1e6:.1f} MB"
-        except OSError:
-            size = ""
-        return f"Data: the image-folder archive {src.path}{size}{chosen}; {state}."
-    return f"Data: the image folder {src.root}{chosen}; {state}."
-
-
-def _build_locked(src: Source, key: str, ident: dict, root: Path, final: Path,
-                  on_progress: ProgressFn | None) -> CifarData:
-    parent = final.parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise DataError("data.cache_folder", field="data", path=str(parent),
-                        reason=reason(err)) from None
-    lock = FileLock(parent / f"{key}.lock")
-    try:
-        lock.__enter__()
-    except OSError as err:
-        raise DataError("data.cache_not_writable", field="data", path=str(parent),
-                        reason=reason(err)) from None
-    try:
-        try:  # another process may have built (or repaired) it while we waited
-            result = read_cache(final, key)
-        except CacheDamaged:
-            result = None  # said so before taking the lock; write_cache replaces it whole
-        if result is not None:
-            return result
-        remove_stale_temps(parent, key)
-        t0 = time.perf_counter()
-        emit(on_progress, f"Decoding {src.description} once into the cache {final} ...",
-             fraction=0.0)
-        arrays, classes, notes = decode_source(src, root, on_progress)
-        seconds = time.perf_counter() - t0
-        for note in notes:
-            emit(on_progress, note, warning=True)
-        meta = {"cache_version": CACHE_VERSION, "key": key, "source": src.description,
-                "identity": ident, "classes": list(classes), "notes": list(notes),
-                "n_train": int(len(arrays["train_y"])), "n_test": int(len(arrays["test_y"])),
-                "decode_seconds": round(seconds, 3), "created": time.time()}
-        try:
-            write_cache(final, key, arrays, meta)
-        except OSError as err:
-            raise DataError("data.cache_write", field="data", path=str(final),
-                            reason=reason(err)) from None
-        emit(on_progress, f"Decoded {meta['n_train']:,} + {meta['n_test']:,} images in "
-                          f"{seconds:.1f} s.")
-        del arrays  # the copy read back below is the one kept
-        try:
-            result = read_cache(final, key)
-        except CacheDamaged:
-            result = None
-        if result is None:  # pragma: no cover - only if someone deletes or damages it under us
-            raise DataError("data.cache_vanished", field="data", path=str(final))
-        return result
-    finally:
-        lock.__exit__(None, None, None)

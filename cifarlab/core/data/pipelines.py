@@ -25,6 +25,7 @@ import torchvision.transforms as transforms
 from PIL import Image
 
 from cifarlab.core.data.cache import CifarData, unpack_array
+from cifarlab.core.data.loading import load
 from cifarlab.core.data.sources import SPLITS
 from cifarlab.core.tricks import BatchAugment
 from cifarlab.errors import DataError
@@ -46,8 +47,6 @@ def normalize(x: torch.Tensor) -> torch.Tensor:
 def _as_data(data: "CifarData | str | os.PathLike | None") -> CifarData:
     if isinstance(data, CifarData):
         return data
-    from cifarlab.core.data import load  # the package imports this module
-
     return load(data)
 
 

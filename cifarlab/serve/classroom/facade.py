@@ -4,9 +4,12 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Protocol
 
-from cifarlab.serve.classroom import enforce, scoring, tables
+# the package's own modules by their paths: the package's __init__ imports this module
+import cifarlab.serve.classroom.enforce as enforce
+import cifarlab.serve.classroom.scoring as scoring
+import cifarlab.serve.classroom.tables as tables
 from cifarlab.serve.classroom.model import (BOARDS, GOAL_KINDS, BoardRow, ClassError, ClassInfo,
                                             ClassLimits, Goal, LeaderRow, Membership, Presenter,
                                             StudentView, finite_or_none)
@@ -18,8 +21,13 @@ from cifarlab.serve.identity import Person
 from cifarlab.serve.runs import reason, validate_run_id
 from cifarlab.serve.store import RunStore
 
-if TYPE_CHECKING:  # the queue imports admission, which imports this package
-    from cifarlab.serve.queue import JobQueue
+
+class HasStore(Protocol):
+    """What ``get_classroom`` needs of the queue (the queue imports the class rules: this
+    package never imports the queue)."""
+
+    store: RunStore
+
 
 PRESENTER_POINTS = 500
 
@@ -278,7 +286,7 @@ _CLASSROOM: Classroom | None = None
 _LOCK = threading.Lock()
 
 
-def get_classroom(queue: "JobQueue") -> Classroom:
+def get_classroom(queue: HasStore) -> Classroom:
     """The process-wide Classroom on the queue's run store (pages: beside ``get_queue()``)."""
     global _CLASSROOM
     with _LOCK:

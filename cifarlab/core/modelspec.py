@@ -1,0 +1,113 @@
+"""The network's shape: ``ModelSpec``, the one description of a network that the model
+(``core.model``), the shape trace (``core.shapes``), the checkpoint and the export all read.
+
+    ModelSpec()                               # the tutorial's Net exactly
+    ModelSpec(channels=(8, 16), kernels=(3, 3))
+    ModelSpec.from_dict(spec.to_dict()) == spec
+
+It sits below ``core.config`` (whose ``TrainConfig.model`` it is) and ``core.nets`` (the named
+networks are ModelSpecs), so that neither of those imports the other for it.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from cifarlab.errors import ConfigError, Problem
+
+
+def is_int(v: Any) -> bool:
+    """A whole number, not a bool (``True`` is an ``int`` to Python)."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The network's shape. The defaults build the tutorial's ``Net`` exactly.
+
+    ``channels``: output channels of conv1 and conv2; ``kernels``/``paddings``/``strides``: one
+    per conv; ``pool``: the max-pool kernel (= stride) after each conv; ``hidden``: the sizes of
+    fc1 and fc2; ``width``: a multiplier applied to channels and hidden sizes.
+    ``fc1``'s input size is never stored: it comes from the shape trace.
+    """
+
+    channels: tuple[int, int] = (6, 16)
+    kernels: tuple[int, int] = (5, 5)
+    paddings: tuple[int, int] = (0, 0)
+    strides: tuple[int, int] = (1, 1)
+    pool: int = 2
+    hidden: tuple[int, int] = (120, 84)
+    width: int = 1
+    # the speed lesson's variants (defaults: none): batch norm after each conv; a third conv
+    # block of ``conv3`` channels (3×3, padding 1); ``block_convs`` 2: a second 3×3 conv in
+    # each block (airbench's ConvGroup). Built by core/model.py, listed by core/blocks.py.
+    batch_norm: bool = False
+    conv3: int = 0
+    block_convs: int = 1
+
+    # field -> (lo, hi, code) for the pairs and the single numbers
+    BOUNDS = {"channels": (1, 1024), "kernels": (1, 31), "paddings": (0, 15), "strides": (1, 8),
+              "hidden": (1, 8192), "pool": (1, 8), "width": (1, 16), "conv3": (0, 1024),
+              "block_convs": (1, 2)}
+
+    def __post_init__(self) -> None:
+        for name in ("channels", "kernels", "paddings", "strides", "hidden"):
+            value = getattr(self, name)
+            if isinstance(value, list):
+                object.__setattr__(self, name, tuple(value))
+        problems = self.problems()
+        if problems:
+            raise ConfigError(problems)
+
+    def problems(self) -> list[Problem]:
+        out: list[Problem] = []
+        for name, (lo, hi) in self.BOUNDS.items():
+            value = getattr(self, name)
+            pair = name not in ("pool", "width", "conv3", "block_convs")
+            ok_type = (isinstance(value, tuple) and len(value) == 2 and all(map(is_int, value))
+                       if pair else is_int(value))
+            values = value if pair and ok_type else (value,)
+            if not ok_type or not all(lo <= v <= hi for v in values):
+                out.append(Problem(f"model.{name}", f"config.model_{name}", {"lo": lo, "hi": hi}))
+        if not isinstance(self.batch_norm, bool):
+            out.append(Problem("model.batch_norm", "config.model_batch_norm", {}))
+        return out
+
+    @property
+    def is_plain(self) -> bool:
+        """The tutorial's kind of network (any sizes): no batch norm, two single-conv blocks."""
+        return not self.batch_norm and self.conv3 == 0 and self.block_convs == 1
+
+    @property
+    def is_tutorial(self) -> bool:
+        return self == ModelSpec()
+
+    def scaled_channels(self) -> tuple[int, int]:
+        return (self.channels[0] * self.width, self.channels[1] * self.width)
+
+    def scaled_hidden(self) -> tuple[int, int]:
+        return (self.hidden[0] * self.width, self.hidden[1] * self.width)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v
+                for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "ModelSpec":
+        d = dict(d or {})
+        unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ConfigError([Problem("model", "config.unknown",
+                                       {"names": ", ".join(sorted(unknown))})])
+        return cls(**d)
+
+    @classmethod
+    def admitted(cls, d: Mapping[str, Any]) -> "ModelSpec":
+        """The spec ``to_dict`` wrote of one that was checked already (an admitted run's):
+        rebuilt as it is, not checked again (``TrainConfig.admitted``)."""
+        spec = object.__new__(cls)
+        for f in dataclasses.fields(cls):
+            value = d.get(f.name, f.default)
+            object.__setattr__(spec, f.name, tuple(value) if isinstance(value, list) else value)
+        return spec
