@@ -16,7 +16,7 @@ ARCHIVE = Path(__file__).resolve().parents[1].parent / "shared/data/cifar10-jpeg
 REAL_DATA = {"cifar_archive", "cifar_data", "cifar_cache_dir", "finished_run"}
 PROCESS_MODULES = {"test_jobs", "test_export", "test_upload_bombs", "test_train_eval",
                    "test_results", "test_gpu_lab", "test_cuda", "test_data", "test_data_cache",
-                   "test_schema", "test_store", "test_serve_limits"}
+                   "test_schema", "test_store", "test_serve_limits", "test_replicas"}
 
 
 # Under pytest-xdist (``--dist loadgroup``), the tests that share a session's app server and

@@ -211,3 +211,82 @@ def test_one_dispatcher_and_another_takes_over_when_it_is_killed(pg_url, tmp_pat
     finally:
         if a.poll() is None:
             os.killpg(a.pid, signal.SIGKILL)
+
+
+def test_runs_are_dispatched_once_by_one_replica_and_another_takes_over(pg_url, tmp_path,
+                                                                        queues, monkeypatch):
+    """Two app servers on one PostgreSQL, both taking submits: one dispatches, every run starts
+    exactly once; the dispatcher stops and the other picks up what was still queued."""
+    from inline_executor import use_inline_executor
+
+    use_inline_executor(monkeypatch)
+    home = tmp_path / "home"
+    a = JobQueue(settings=settings_for(pg_url, home, max_per_owner=50, cpu_slots=2))
+    b = JobQueue(settings=settings_for(pg_url, home, max_per_owner=50, cpu_slots=2))
+    queues += [a, b]
+    wait_for(lambda: a.replica.leading or b.replica.leading, "a dispatcher")
+    leader, other = (a, b) if a.replica.leading else (b, a)
+    ids = [(a, b)[i % 2].submit_job(f"student-session-{i:02d}", STEADY,
+                                    {"steps": 3, "dt": 0.01}, "cpu") for i in range(12)]
+    for run_id in ids:
+        run = other.wait(run_id, timeout=GUARD)     # the non-dispatcher sees them finish
+        assert run.status == "done", (run.status, run.error)
+        assert run.replica == leader.replica.id
+        assert [e.kind for e in other.store.events(run_id)].count("start") == 1
+    assert not other.replica.leading
+    # the dispatcher stops (a clean stop) while two runs train and three wait: those two are
+    # interrupted, the three start on the other replica, once
+    long = [other.submit_job(f"long-session-{i}", STEADY, {"steps": 100000, "dt": 0.01}, "cpu")
+            for i in range(2)]
+    wait_for(lambda: all(other.store.get(r).status == "running" for r in long), "two running")
+    waiting = [other.submit_job(f"late-session-{i}", STEADY, {"steps": 2, "dt": 0.01}, "cpu")
+               for i in range(3)]
+    assert all(other.store.get(r).status == "queued" for r in waiting)
+    leader.shutdown(timeout=5.0)
+    for run_id in long:
+        assert other.wait(run_id, timeout=GUARD).status == "interrupted"
+    for run_id in waiting:
+        run = other.wait(run_id, timeout=GUARD)
+        assert run.status == "done" and run.replica == other.replica.id
+        assert [e.kind for e in other.store.events(run_id)].count("start") == 1
+    assert other.replica.leading
+
+def test_any_replica_serves_any_student(pg_url, tmp_path, queues, monkeypatch, finished_run,
+                                        cifar_archive, cifar_cache_dir):
+    """A run recorded through replica A (its checkpoint in the shared ``home``) opens on
+    replica B from the student's ``?sid=`` link, downloads included; a class made on A is on
+    B's board; another session sees nothing."""
+    from streamlit.testing.v1 import AppTest
+
+    from data_support import pages_queue
+
+    home = tmp_path / "home"
+    a = JobQueue(settings=settings_for(pg_url, home), start=False)
+    queues.append(a)
+    run_id = finished_run.write(a.store, ALICE, name="on replica A")
+    teacher = Person("instructor:passphrase", "", instructor=True)
+    code = Classroom(a.store).create_class(teacher, "Period 2").code
+    Classroom(a.store).join(Person("browser:alice-cookie", ""), code, "Alice", ALICE)
+
+    monkeypatch.setenv("CIFARLAB_STORE_URL", pg_url)
+    b = pages_queue(monkeypatch, home, cifar_archive, cifar_cache_dir)   # replica B's pages
+    queues.append(b)
+    assert b.replica.id != a.replica.id and b.store.path is None
+    app = str(ROOT / "app.py")
+    seen = {}
+    for sid in (ALICE, BOB):
+        at = AppTest.from_file(app, default_timeout=90)
+        at.query_params["sid"] = sid
+        at.switch_page("pages/runs.py")
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        seen[sid] = at
+    (table,) = seen[ALICE].dataframe
+    assert list(table.value[i18n.t("runs.run_col", "en")]) == [run_id[:8]]
+    buttons = seen[ALICE].get("download_button")
+    assert buttons and all(not btn.proto.disabled for btn in buttons)
+    assert i18n.t("runs.no_runs", "en") in [el.value for el in seen[BOB].info]
+    # the instructor's classes and the student's membership, made on A, on B
+    assert [c.code for c in Classroom(b.store).my_classes(teacher)] == [code]
+    member = Classroom(b.store).membership(Person("browser:alice-cookie", ""))
+    assert member is not None and member.code == code
