@@ -9,7 +9,7 @@ import os
 import streamlit as st
 
 from cifarlab import i18n
-from cifarlab.errors import CifarLabError
+from cifarlab.errors import STORE_DOWN_CODES, STORE_UNREACHABLE, CifarLabError
 from ui.language import lang, t
 
 
@@ -68,9 +68,9 @@ def store_may_be_down(fn):
         try:
             return fn(*args, **kwargs)
         except CifarLabError as err:
-            if err.code != "serve.store.unreachable":
+            if err.code != STORE_UNREACHABLE:
                 raise
-            st.warning(t("errors.serve.store.unreachable"), icon=":material/cloud_off:")
+            st.warning(t("errors." + STORE_UNREACHABLE), icon=":material/cloud_off:")
     return guarded
 
 
@@ -83,8 +83,8 @@ def queue():
         q = jobs.get_queue()
     except CifarLabError as err:
         # the database down: the student's words, no host or port (the host's log has them)
-        down = err.code in ("serve.store.down", "serve.store.unreachable")
-        st.error(t("errors.serve.store.unreachable") if down else err.text(lang()),
+        down = err.code in STORE_DOWN_CODES
+        st.error(t("errors." + STORE_UNREACHABLE) if down else err.text(lang()),
                  icon=":material/cloud_off:" if down else None)
         st.stop()
     notice = q.store_notice()   # the run store was damaged at start and recovered: say so once

@@ -19,15 +19,9 @@ Setting (TOML key)     Environment variable            Default and meaning
 ``home``               ``CIFARLAB_HOME``               ``./var`` (relative to the working
                                                        directory). Holds ``runs.db`` (the run
                                                        store) and ``checkpoints/<run id>.pth``.
-``store_url``          ``CIFARLAB_STORE_URL``          unset: the run store is SQLite,
-                                                       ``home/runs.db`` (one app server). A
-                                                       ``postgresql://user@host/database`` URL:
-                                                       runs, classes, limits and guessing
-                                                       counters in PostgreSQL, shared by several
-                                                       app servers (each with the same ``home``,
-                                                       a folder they all reach, for checkpoints).
-                                                       The password: ``PGPASSWORD`` or a
-                                                       ``~/.pgpass`` file rather than the URL.
+``store_url``          ``CIFARLAB_STORE_URL``          unset: SQLite in ``home``. ``postgresql://``
+                                                       ``user@host/db``: one store for several app
+                                                       servers sharing ``home`` (docs/hosting.md).
 ``data``               ``CIFARLAB_DATA``               unset: ``cifarlab.core.data``'s own default
                                                        (torchvision's download). The server's
                                                        data source: an image folder, a .tar.gz,
@@ -125,6 +119,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from cifarlab.errors import CifarLabError
+from cifarlab.serve.values import as_float as _float, as_int as _int, url_problem
 
 if TYPE_CHECKING:
     from cifarlab.core.config import Limits
@@ -387,42 +382,7 @@ _EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
 
 
 def _store_url(value: Any, name: str, where: str) -> str | None:
-    """A run store URL: ``postgresql://...`` (psycopg 3) or ``sqlite:///path``; the error
-    names the setting and shows the URL without its password."""
-    if value is None or (isinstance(value, str) and not value):
-        return None
-    from sqlalchemy.engine import make_url
-
-    try:
-        url = make_url(value) if isinstance(value, str) else None
-    except Exception:  # noqa: BLE001 - SQLAlchemy's ArgumentError, ValueError for a bad port
-        url = None
-    ok = url is not None and (url.get_backend_name() == "postgresql" and url.database
-                              or url.get_backend_name() == "sqlite" and url.database)
-    if not ok:
-        shown = (url.render_as_string(hide_password=True) if url is not None
-                 else repr(str(value).split("@")[-1])[:80])
-        raise SettingsError("serve.settings.store_url", field=name, where=where, got=shown)
-    return value
-
-
-def _int(v: Any) -> int | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, str) and v.lstrip("+").isdigit():
-        return int(v)
-    return None
-
-
-def _float(v: Any) -> float | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, (int, float)):
-        return float(v)
-    try:
-        value = float(v)
-    except (TypeError, ValueError):
-        return None
-    return value if value == value and value not in (float("inf"), float("-inf")) else None
+    problem = url_problem(value)      # the URL shown without its password
+    if problem is not None:
+        raise SettingsError("serve.settings.store_url", field=name, where=where, got=problem)
+    return value or None

@@ -31,6 +31,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from cifarlab.errors import JobError
 from cifarlab.serve.backup import StoreDamaged, open_checked
 from cifarlab.serve.database import Database
+from cifarlab.serve.rows import clean_name, dumps as _dumps, finite_or_none as _finite_or_none
+from cifarlab.serve.rows import run_of as _run
 from cifarlab.serve.runs import (ACTIVE, FINISHED, RUN_ID_RE, STATUSES, Run, RunEvent, new_run_id,
                                  pid_alive, reason, validate_kind, validate_owner,
                                  validate_run_id, validate_session, validate_statuses)
@@ -48,13 +50,6 @@ _OLDEST = (R.created_at, R.id)
 _STATUS_FIELDS = ("error", "error_code", "error_params", "traceback", "result", "env",
                   "worker_pid", "waited_s", "progress")
 HOST = socket.gethostname()
-
-
-def clean_name(name: str | None) -> str | None:
-    """A run's name as stored: one line, spaces collapsed, at most 100 characters."""
-    if name is None:
-        return None
-    return " ".join(str(name).split())[:100] or None
 
 
 class RunStore(Database):
@@ -403,29 +398,3 @@ class RunStore(Database):
 def _sqlite_path(location: str | os.PathLike) -> Path:
     text_ = os.fspath(location)
     return Path(text_.split("///", 1)[1] if "://" in text_ else text_).resolve()
-
-
-def _run(row: Sequence[Any]) -> Run:
-    d = dict(zip(RUN_COLUMNS, row))
-    for key in JSON_COLUMNS:
-        d[key] = json.loads(d[key]) if d[key] is not None else None
-    d["holds"] = tuple(d["holds"] or ())
-    d["cancel_requested"] = bool(d["cancel_requested"])
-    return Run(**d)
-
-
-def _dumps(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, default=_json_default)
-
-
-def _json_default(obj: Any) -> Any:
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    if isinstance(obj, (set, tuple)):
-        return list(obj)
-    return str(obj)  # a Path, or anything else: its text
-
-
-def _finite_or_none(value: float) -> float | None:
-    value = float(value)
-    return None if math.isnan(value) else value

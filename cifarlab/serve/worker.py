@@ -36,12 +36,12 @@ from cifarlab.errors import CifarLabError, JobError
 from cifarlab.serve.kinds import import_target
 from cifarlab.serve.runs import reason, reason_for
 from cifarlab.serve.settings import Settings
+from cifarlab.serve.settle import settle
 from cifarlab.serve.store import RunStore
 
 CANCEL_POLL_S = 0.25         # workers read the cancel flag at most this often
 FLUSH_S = 0.25               # workers write buffered events at most this often
 HEARTBEAT_S = 2.0            # workers beat this often
-SETTLE_PATIENCE_S = 600.0    # how long a finished run waits for an unreachable store
 _URGENT = frozenset({"start", "epoch", "eval", "done", "stop"})  # written at once; others batched
 
 
@@ -305,26 +305,6 @@ def _run_job(store: RunStore, job: dict, data: Any, data_error: BaseException | 
     # the job carries what was admitted (executor.job_for): the one channel, as on Ray
     status, fields = run_job(fn, job["payload"], ctx)
     settle(store, ctx, status, fields)
-
-
-def settle(store: RunStore, ctx: "JobContext", status: str, fields: dict,
-           patience_s: float = SETTLE_PATIENCE_S) -> None:
-    """Record the outcome (and what is still buffered); while the store cannot be reached
-    (its database restarting) try again every second, for up to ``patience_s``."""
-    deadline = time.monotonic() + patience_s
-    while True:
-        try:
-            if ctx.flush(force=True):
-                store.set_status(ctx.run_id, status, only_from=["running"], **fields)
-                return
-        except JobError as err:
-            if err.code != "serve.store.unreachable":
-                raise
-        if time.monotonic() > deadline:
-            print(f"cifarlab worker: run {ctx.run_id}: the run store stayed unreachable; its "
-                  f"outcome ({status}) could not be recorded", file=sys.stderr, flush=True)
-            return
-        time.sleep(1.0)
 
 
 def _raise(err: BaseException) -> Callable[[dict, Any], dict]:
