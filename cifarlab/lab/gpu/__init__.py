@@ -33,7 +33,7 @@ _LAZY = {
                 "hostname", "EventTimer", "SyncTimer"),
     "step": ("Workload", "timing_settings", "cleanup", "is_out_of_memory", "sync_for"),
     "results": ("SweepResult", "COLUMNS", "BREAKDOWN_COLUMNS", "PHASES", "OOM", "RESULTS_DIR",
-                "THIS_MACHINE", "load_upload", "recorded_results", "recordings_stamp"),
+                "THIS_MACHINE", "UPLOADER_MB", "load_upload", "recorded_results", "recordings_stamp"),
     "analysis": ("point_key", "speedups", "crossover", "explain_tutorial_point",
                  "what_a_gpu_would_add", "machine_load", "hardware", "pipeline_gains",
                  "graph_gains", "eager"),
