@@ -139,3 +139,4 @@ class UploadError(CifarLabError):
 # say both in the student's words, without the host's details.
 STORE_UNREACHABLE = "serve.store.unreachable"
 STORE_DOWN_CODES = frozenset({"serve.store.down", STORE_UNREACHABLE})
+STORE_DOWN_KEY = "errors." + STORE_UNREACHABLE     # the catalog's words for both

@@ -9,7 +9,7 @@ import os
 import streamlit as st
 
 from cifarlab import i18n
-from cifarlab.errors import STORE_DOWN_CODES, STORE_UNREACHABLE, CifarLabError
+from cifarlab.errors import STORE_DOWN_CODES, STORE_DOWN_KEY, STORE_UNREACHABLE, CifarLabError
 from ui.language import lang, t
 
 
@@ -70,7 +70,7 @@ def store_may_be_down(fn):
         except CifarLabError as err:
             if err.code != STORE_UNREACHABLE:
                 raise
-            st.warning(t("errors." + STORE_UNREACHABLE), icon=":material/cloud_off:")
+            st.warning(t(STORE_DOWN_KEY), icon=":material/cloud_off:")
     return guarded
 
 
@@ -84,7 +84,7 @@ def queue():
     except CifarLabError as err:
         # the database down: the student's words, no host or port (the host's log has them)
         down = err.code in STORE_DOWN_CODES
-        st.error(t("errors." + STORE_UNREACHABLE) if down else err.text(lang()),
+        st.error(t(STORE_DOWN_KEY) if down else err.text(lang()),
                  icon=":material/cloud_off:" if down else None)
         st.stop()
     notice = q.store_notice()   # the run store was damaged at start and recovered: say so once

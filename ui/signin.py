@@ -12,7 +12,7 @@ import time
 
 import streamlit as st
 
-from cifarlab.errors import STORE_UNREACHABLE, CifarLabError
+from cifarlab.errors import STORE_DOWN_KEY, CifarLabError
 from cifarlab.serve import identity
 from cifarlab.serve.identity import Person
 from ui.language import LANG_COOKIE, lang, t
@@ -95,7 +95,7 @@ def try_passphrase(passphrase: str) -> str | None:
     except identity.IdentityError:
         return "errors.identity.bad_hash"
     except CifarLabError:   # the run store (the counts) cannot be reached just now
-        return "errors." + STORE_UNREACHABLE
+        return STORE_DOWN_KEY
     if wait is not None:
         return "identity.too_many" if wait > 0 else "identity.wrong_passphrase"
     st.session_state[INSTRUCTOR_KEY] = True
