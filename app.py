@@ -7,6 +7,7 @@ import streamlit as st
 
 from cifarlab import i18n
 from ui import a11y, nav, session, signin
+from ui.data import store_may_be_down
 from ui.language import lang as current_lang
 
 st.set_page_config(page_title="CIFAR Lab", page_icon=":material/school:", layout="wide")
@@ -37,5 +38,5 @@ pages = [st.Page(path, title=t(f"nav.{pid}"), icon=icon, url_path=pid, default=(
          for pid, path, icon in nav.PAGES + (
              nav.INSTRUCTOR_PAGES if signin.person().instructor else [])]
 current = st.navigation(pages)
-current.run()
+store_may_be_down(current.run)()   # the run store gone mid-page: said in the student's words
 nav.lesson_links(current.url_path or "home")   # not reached when a page stops early

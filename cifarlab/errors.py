@@ -133,3 +133,10 @@ class JobError(CifarLabError):
 
 class UploadError(CifarLabError):
     """An uploaded file was refused (wrong type, too large, damaged)."""
+
+
+# The run store's database cannot be reached now (mid-lesson), or was not at start: the pages
+# say both in the student's words, without the host's details.
+STORE_UNREACHABLE = "serve.store.unreachable"
+STORE_DOWN_CODES = frozenset({"serve.store.down", STORE_UNREACHABLE})
+STORE_DOWN_KEY = "errors." + STORE_UNREACHABLE     # the catalog's words for both

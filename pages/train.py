@@ -23,6 +23,7 @@ from cifarlab.serve import queue as jobs
 from pages.classroom_parts import student as classroom_student
 from ui import train_form
 from ui.data import queue as get_queue
+from ui.data import store_may_be_down
 from ui.internals import set_fragment_interval
 from ui.language import pct, show_error, translator
 from ui.nav import lesson
@@ -243,4 +244,4 @@ st.divider()
 # The interval follows the state: set here at each full run (pressing Train is one), and by
 # the fragment itself at each poll (set_fragment_interval).
 interval = trainview.poll_interval(queue.runs(sid, kind="train")[:50], POLL_S, IDLE_POLL_S)
-st.fragment(live, run_every=interval)(sid)
+st.fragment(store_may_be_down(live), run_every=interval)(sid)

@@ -16,7 +16,7 @@ ARCHIVE = Path(__file__).resolve().parents[1].parent / "shared/data/cifar10-jpeg
 REAL_DATA = {"cifar_archive", "cifar_data", "cifar_cache_dir", "finished_run"}
 PROCESS_MODULES = {"test_jobs", "test_export", "test_upload_bombs", "test_train_eval",
                    "test_results", "test_gpu_lab", "test_cuda", "test_data", "test_data_cache",
-                   "test_schema", "test_store", "test_serve_limits"}
+                   "test_schema", "test_store", "test_serve_limits", "test_replicas"}
 
 
 # Under pytest-xdist (``--dist loadgroup``), the tests that share a session's app server and
@@ -170,3 +170,42 @@ def server(browser, tmp_path_factory, cifar_archive):
     srv = shared_server(tmp_path_factory.mktemp("app-home"), cifar_archive)
     yield srv
     srv.stop()
+
+
+# -- PostgreSQL -------------------------------------------------------------------------------
+# One real server per test session (tests/pg_support.py); each test that asks gets a schema of
+# its own. Skipped where PostgreSQL is not installed, except in CI, where it must run.
+@pytest.fixture(scope="session")
+def postgres():
+    from pg_support import Postgres, bin_dir
+
+    bins = bin_dir()
+    if bins is None:
+        reason = "PostgreSQL is not installed here (apt-get install postgresql)"
+        if os.environ.get("CI"):
+            pytest.fail(reason + ": CI must run the PostgreSQL tests")
+        pytest.skip(reason)
+    server = Postgres(bins)
+    server.start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+def pg_url(postgres):
+    """A fresh schema in the session's PostgreSQL, as a store URL."""
+    schema = postgres.new_schema()
+    yield postgres.url(schema)
+    postgres.drop_schema(schema)
+
+
+BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(params=BACKENDS)
+def store_location(request, tmp_path):
+    """Where a test's run store lives, once on each backend: a SQLite file, or a PostgreSQL
+    schema (then the checkpoints go to tmp_path/home/checkpoints)."""
+    if request.param == "sqlite":
+        return tmp_path / "home" / "runs.db"
+    return request.getfixturevalue("pg_url")

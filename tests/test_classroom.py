@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sqlalchemy import text
 import torch
 
 from cifarlab import i18n
@@ -26,6 +27,7 @@ from cifarlab.serve.classroom import (ClassError, ClassLimits, Classroom, Goal, 
 from cifarlab.serve.classroom import ratelimit
 from cifarlab.serve.identity import Person
 from cifarlab.serve.queue import JobQueue
+from cifarlab.serve.schema import SCHEMA_VERSION
 from cifarlab.serve.settings import load_settings
 from cifarlab.serve.store import RunStore
 
@@ -97,7 +99,8 @@ def finished(store, code, person, public, private, *, seconds=10.0, finished_at=
                                              "train_seconds": seconds})
     if finished_at is not None:
         with store._write() as c:
-            c.execute("UPDATE runs SET finished_at = ? WHERE id = ?", (finished_at, run_id))
+            c.execute(text("UPDATE runs SET finished_at = :t WHERE id = :id"),
+                  {"t": finished_at, "id": run_id})
     return run_id
 
 
@@ -418,8 +421,7 @@ def test_everything_survives_a_restart(tmp_path):
     cr.open_challenge(TEACH, info.code, Goal("best_accuracy", max_epochs=2))
     cr.set_open(TEACH, info.code, False)
     before = cr.get_class(TEACH, info.code)
-    for c in (store._conn(),):
-        c.close()
+    store.close()
     del cr, store
     store = RunStore(path)                       # the server restarted
     again = Classroom(store)
@@ -435,7 +437,7 @@ def test_an_older_store_migrates_to_the_classroom(tmp_path):
     run_id = old.create_run("old-session-1", "train", QUICK.to_dict(), "cpu")
     assert old.schema_version() == 2
     store = RunStore(tmp_path / "runs.db")
-    assert store.schema_version() == 3 and store.get(run_id).owner == "old-session-1"
+    assert store.schema_version() == SCHEMA_VERSION and store.get(run_id).owner == "old-session-1"
     info = Classroom(store).create_class(TEACH, "After the upgrade")
     assert Classroom(RunStore(tmp_path / "runs.db")).my_classes(TEACH)[0].code == info.code
 

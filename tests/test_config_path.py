@@ -10,6 +10,7 @@ import json
 
 import pytest
 import torch
+from sqlalchemy import update
 
 from cifarlab.core import checkpoint as ckpt
 from cifarlab.core import config as config_mod
@@ -22,6 +23,7 @@ from cifarlab.serve import admission, worker
 from cifarlab.serve.executor import job_for
 from cifarlab.serve.kinds import TRAIN, target_of
 from cifarlab.serve.queue import JobQueue
+from cifarlab.serve.schema import RUNS
 from cifarlab.serve.settings import load_settings
 
 QUICK = TrainConfig(epochs=1, train_subset=256, batch_size=32, pipeline="fast", num_workers=0)
@@ -125,8 +127,8 @@ def test_the_worker_trains_the_admitted_config_as_it_is(queue, cifar_data, monke
     trained = QUICK.replace(device=job["device"])       # placed where the submit resolved
     # the job is the one channel: a store row changed after the job was made is not read
     with queue.store._write() as c:
-        c.execute("UPDATE runs SET config = ? WHERE id = ?",
-                  (json.dumps({**run.config, "epochs": 99, "lr": -1.0}), run_id))
+        c.execute(update(RUNS).where(RUNS.c.id == run_id).values(
+            config=json.dumps({**run.config, "epochs": 99, "lr": -1.0})))
     queue.store.set_status(run_id, "running", only_from=["queued"])
 
     checks = {name: Counter(getattr(config_mod, name))

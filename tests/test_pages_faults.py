@@ -60,7 +60,11 @@ def texts(at: AppTest, kind: str) -> list[str]:
 def test_a_damaged_store_is_said_once_in_the_students_language(home):
     store = RunStore(home / "runs.db")
     store.create_run("ana-session-1", "train", TrainConfig().to_dict(), "cpu")
-    store._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    raw = store.engine.raw_connection()   # outside any transaction
+    try:
+        raw.cursor().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        raw.close()
     store.close()
     with open(home / "runs.db", "r+b") as f:   # overwritten at its start
         f.write(b"\0garbage" * 512)

@@ -20,6 +20,7 @@ from collections import Counter
 from types import SimpleNamespace
 
 import pytest
+from sqlalchemy import text
 import torch
 
 from cifarlab import i18n
@@ -74,7 +75,8 @@ def finished(store, code, person, public, private, *, finished_at, session="s-es
     store.set_status(run_id, "done", result={"test_accuracy": (public + private) / 2,
                                              "train_seconds": 12.5})
     with store._write() as c:
-        c.execute("UPDATE runs SET finished_at = ? WHERE id = ?", (finished_at, run_id))
+        c.execute(text("UPDATE runs SET finished_at = :t WHERE id = :id"),
+                  {"t": finished_at, "id": run_id})
     return run_id
 
 

@@ -1,9 +1,14 @@
 """cifarlab.serve.store: schema and migrations, WAL, a writer process beside a reader,
 downsampling, id checks, owners and their compute, queue positions, deletes, restarts, the
-half-written checkpoints a killed worker leaves."""
+half-written checkpoints a killed worker leaves.
+
+The ``store`` fixture runs each test on both backends: a SQLite file and a real PostgreSQL
+(tests/pg_support.py, marker ``postgres``). What only a SQLite file has (WAL, its migrations from
+version 1) uses ``sqlite_store``."""
 import math
 import multiprocessing
 import os
+import pickle
 import sqlite3
 import subprocess
 import sys
@@ -22,13 +27,34 @@ OTHER = "session-bbbb"
 
 
 @pytest.fixture
-def store(tmp_path):
+def store(store_location, tmp_path):
+    return RunStore(store_location, tmp_path / "home" / "checkpoints")
+
+
+@pytest.fixture
+def sqlite_store(tmp_path):
     return RunStore(tmp_path / "home" / "runs.db")
 
 
-def test_schema_is_versioned_and_in_wal_mode(store, tmp_path):
+def test_the_same_store_opens_again_and_a_newer_one_is_refused(store, tmp_path):
+    assert store.schema_version() == SCHEMA_VERSION == 4
+    run_id = store.create_run(SESSION, "train", {"epochs": 1}, "cpu")
+    again = RunStore(store.url.render_as_string(hide_password=False), store.checkpoint_dir)
+    assert again.get(run_id).config == {"epochs": 1}
+    with store._write() as c:   # as a newer CIFAR Lab would leave it
+        if store.dialect == "sqlite":
+            c.exec_driver_sql("PRAGMA user_version = 99")
+        else:
+            c.exec_driver_sql("UPDATE cifarlab_schema SET version = 99")
+    with pytest.raises(JobError, match="newer CIFAR Lab") as info:
+        RunStore(store.url.render_as_string(hide_password=False), store.checkpoint_dir)
+    assert info.value.code == "serve.store.newer_schema" and info.value.params["version"] == 99
+
+
+def test_schema_is_versioned_and_in_wal_mode(sqlite_store, tmp_path):
+    store = sqlite_store
     assert store.journal_mode() == "wal"
-    assert store.schema_version() == SCHEMA_VERSION == 3
+    assert store.schema_version() == SCHEMA_VERSION == 4
     conn = sqlite3.connect(store.path)
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"runs", "losses", "events"} <= tables
@@ -53,7 +79,7 @@ def test_schema_is_versioned_and_in_wal_mode(store, tmp_path):
     assert info.value.code == "serve.store.newer_schema" and info.value.params["version"] == 99
 
 
-def test_an_older_store_is_migrated_and_keeps_its_runs(tmp_path):
+def test_an_older_sqlite_store_is_migrated_and_keeps_its_runs(tmp_path):
     old = RunStore(tmp_path / "runs.db", upto=1)          # a runs.db from before owners
     assert old.schema_version() == 1
     conn = sqlite3.connect(old.path)
@@ -143,9 +169,9 @@ def test_owners_count_across_sessions_with_their_compute(store):
         assert info.value.field == "owner"
 
 
-def _writer(path, run_id, n, batch):
-    """In another process: append n step losses in batches, and an event per batch."""
-    s = RunStore(path)
+def _writer(s, run_id, n, batch):
+    """In another process (the store pickled to it, as to a worker): append n step losses in
+    batches, and an event per batch."""
     for start in range(1, n + 1, batch):
         steps = list(range(start, min(n, start + batch - 1) + 1))
         s.record(run_id, steps=steps, losses=[1.0 / k for k in steps],
@@ -158,12 +184,12 @@ def test_writer_process_and_readers_at_the_same_time(store):
     run_id = store.create_run(SESSION, "train", {}, "cpu")
     n = 3000
     proc = multiprocessing.get_context("spawn").Process(target=_writer,
-                                                         args=(store.path, run_id, n, 25))
+                                                         args=(store, run_id, n, 25))
     proc.start()
     errors, seen = [], []
 
     def reader():
-        mine = RunStore(store.path)  # its own connection, as a page's thread has
+        mine = pickle.loads(pickle.dumps(store))  # its own connections, as another process
         last = 0
         try:
             while proc.is_alive() or last < n:
@@ -260,10 +286,10 @@ def test_run_ids_are_validated_before_any_use(store, bad):
             call(bad)
 
 
-def test_checkpoint_paths_are_computed_by_the_store(store):
+def test_checkpoint_paths_are_computed_by_the_store(store, tmp_path):
     run_id = store.create_run(SESSION, "train", {}, "cpu")
     path = store.checkpoint_path(run_id)
-    assert path == store.path.parent / "checkpoints" / f"{run_id}.pth"
+    assert path == tmp_path / "home" / "checkpoints" / f"{run_id}.pth"
     assert path.resolve().parent == store.checkpoint_dir
 
 
@@ -356,13 +382,28 @@ def test_restart_interrupts_orphaned_runs_and_keeps_the_queue(store):
 
 
 def test_store_travels_to_threads_and_processes(store):
-    import pickle
-
     copy = pickle.loads(pickle.dumps(store))
-    assert copy.path == store.path and copy.checkpoint_dir == store.checkpoint_dir
+    assert copy.where == store.where and copy.checkpoint_dir == store.checkpoint_dir
     run_id = copy.create_run(SESSION, "train", {}, "cpu")
     out = []
     t = threading.Thread(target=lambda: out.append(store.get(run_id).status))
     t.start()
     t.join()
     assert out == ["queued"]
+
+
+def test_the_declared_tables_are_what_each_backend_has(store):
+    """A SQLite file comes through the migration chain, a PostgreSQL database from the
+    declaration: both end up with the declared columns, keys and indexes."""
+    from sqlalchemy import inspect
+
+    from cifarlab.serve.schema import METADATA
+
+    insp = inspect(store.engine)
+    for table in METADATA.tables.values():
+        assert ({c["name"] for c in insp.get_columns(table.name)}
+                == {c.name for c in table.columns}), table.name
+        assert (set(insp.get_pk_constraint(table.name)["constrained_columns"])
+                == {c.name for c in table.primary_key.columns}), table.name
+        assert ({i["name"] for i in insp.get_indexes(table.name)} - {None}
+                >= {i.name for i in table.indexes}), table.name

@@ -32,7 +32,11 @@ def damage(path: Path, how: str = "start") -> None:
 def checkpointed(store: RunStore) -> None:
     """Everything the store wrote moved from its write-ahead log into runs.db itself, so
     damage to the file hits every run (as after a clean shutdown)."""
-    store._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    raw = store.engine.raw_connection()   # outside any transaction
+    try:
+        raw.cursor().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        raw.close()
     store.close()
 
 

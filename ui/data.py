@@ -3,12 +3,13 @@ process, shared read-only by every session) and the job queue. On failure a page
 message in the student's language and stops."""
 from __future__ import annotations
 
+import functools
 import os
 
 import streamlit as st
 
 from cifarlab import i18n
-from cifarlab.errors import CifarLabError
+from cifarlab.errors import STORE_DOWN_CODES, STORE_DOWN_KEY, STORE_UNREACHABLE, CifarLabError
 from ui.language import lang, t
 
 
@@ -58,6 +59,21 @@ def get_data():
         st.stop()
 
 
+def store_may_be_down(fn):
+    """``fn`` (a page, a live fragment), saying so in the student's words when the run store
+    cannot be reached mid-lesson (its database restarting); a fragment keeps polling and
+    shows the run again once the database is back."""
+    @functools.wraps(fn)
+    def guarded(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except CifarLabError as err:
+            if err.code != STORE_UNREACHABLE:
+                raise
+            st.warning(t(STORE_DOWN_KEY), icon=":material/cloud_off:")
+    return guarded
+
+
 def queue():
     """The server's job queue (one per process; it starts the scheduler on first use). A bad
     hosting setting (environment variable or cifarlab.toml) is shown as its message."""
@@ -66,7 +82,10 @@ def queue():
     try:
         q = jobs.get_queue()
     except CifarLabError as err:
-        st.error(err.text(lang()))
+        # the database down: the student's words, no host or port (the host's log has them)
+        down = err.code in STORE_DOWN_CODES
+        st.error(t(STORE_DOWN_KEY) if down else err.text(lang()),
+                 icon=":material/cloud_off:" if down else None)
         st.stop()
     notice = q.store_notice()   # the run store was damaged at start and recovered: say so once
     if notice is not None and not st.session_state.get("store_notice_seen"):

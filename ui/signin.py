@@ -8,10 +8,11 @@ the URL or a cookie a student could write.
 from __future__ import annotations
 
 import math
+import time
 
 import streamlit as st
 
-from cifarlab.errors import CifarLabError
+from cifarlab.errors import STORE_DOWN_KEY, CifarLabError
 from cifarlab.serve import identity
 from cifarlab.serve.identity import Person
 from ui.language import LANG_COOKIE, lang, t
@@ -22,9 +23,26 @@ from ui.session import logged_in as _logged_in
 INSTRUCTOR_KEY = "_cifarlab_instructor"   # set only by a right passphrase
 NICKNAME_KEY = "nickname"                  # an anonymous student's name for others to see
 # One per server process: slows down a browser guessing the passphrase, never one that is
-# not guessing (see identity.AttemptLimiter and docs/security.md).
-PASSPHRASE_LIMITER = identity.AttemptLimiter(name="instructor passphrase")
+# not guessing (see identity.AttemptLimiter and docs/security.md). Its counts live in the run
+# store, so every app server on one store counts the same guesses (made on first use).
+PASSPHRASE_LIMITER: identity.AttemptLimiter | None = None
 _PASSPHRASE_PROBLEM = "_cifarlab_passphrase_problem"
+
+
+def passphrase_limiter() -> identity.AttemptLimiter:
+    """The process's passphrase limiter, counting in the run store (in memory while the store
+    cannot be opened: a bad setting, the database down)."""
+    global PASSPHRASE_LIMITER
+    if PASSPHRASE_LIMITER is None:
+        from cifarlab.serve import queue as jobs
+
+        try:
+            counters = jobs.get_queue().counters("passphrase")
+        except CifarLabError:
+            return identity.AttemptLimiter(name="instructor passphrase")
+        PASSPHRASE_LIMITER = identity.AttemptLimiter(name="instructor passphrase",
+                                                     counters=counters, clock=time.time)
+    return PASSPHRASE_LIMITER
 
 
 def provider_configured() -> bool:
@@ -73,9 +91,11 @@ def try_passphrase(passphrase: str) -> str | None:
     if stored is None:
         return "identity.no_passphrase"
     try:
-        wait = identity.try_passphrase(passphrase, stored, _browser(), PASSPHRASE_LIMITER)
+        wait = identity.try_passphrase(passphrase, stored, _browser(), passphrase_limiter())
     except identity.IdentityError:
         return "errors.identity.bad_hash"
+    except CifarLabError:   # the run store (the counts) cannot be reached just now
+        return STORE_DOWN_KEY
     if wait is not None:
         return "identity.too_many" if wait > 0 else "identity.wrong_passphrase"
     st.session_state[INSTRUCTOR_KEY] = True
@@ -121,7 +141,7 @@ def sign_in_sidebar() -> None:
             st.form_submit_button(t("identity.sign_in"), on_click=_passphrase_submitted)
         problem = st.session_state.pop(_PASSPHRASE_PROBLEM, None)
         if problem is not None:
-            wait = PASSPHRASE_LIMITER.wait(_browser(), identity.PASSPHRASE_TARGET)
+            wait = passphrase_limiter().wait(_browser(), identity.PASSPHRASE_TARGET)
             st.error(t(problem, setting=identity.SECRETS_KEY, seconds=max(1, math.ceil(wait))))
 
 

@@ -12,7 +12,9 @@ worker died ended), passes cancels on, stops by force a run that ignored its can
 runs first come first served per device up to the executor's slots (an *exclusive* job, the
 CPU-vs-GPU timing, waits until its devices are idle and keeps them; the runs queued behind it
 there wait: strict FIFO), and keeps workers warm. It reads and writes only the run store:
-what to run is what the store holds as queued.
+what to run is what the store holds as queued. Where replicas share the store, only the one
+holding the dispatcher's lock (``replicas.Replica.tick``) starts queued runs; every one watches
+its own workers, and the runs of a replica that stopped beating.
 """
 from __future__ import annotations
 
@@ -20,9 +22,11 @@ import logging
 import threading
 import time
 
+from cifarlab.errors import JobError
 from cifarlab.serve.executor import Executor, job_for
 from cifarlab.serve.kinds import target_of
-from cifarlab.serve.runs import Run, pid_alive, reason
+from cifarlab.serve.replicas import Replica
+from cifarlab.serve.runs import Run, reason
 from cifarlab.serve.settings import Settings
 from cifarlab.serve.store import RunStore
 
@@ -35,10 +39,13 @@ CANCEL_GRACE_S = 60.0        # a worker still running this long after a cancel i
 class Dispatcher:
     """The scheduler thread of one ``JobQueue``; see the module docstring."""
 
-    def __init__(self, store: RunStore, executor: Executor, settings: Settings):
+    def __init__(self, store: RunStore, executor: Executor, settings: Settings,
+                 replica: Replica):
         self.store = store
         self.executor = executor
         self.settings = settings
+        self.replica = replica
+        self._store_back = 0.0      # when the store answered again after failing
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._last_health = 0.0
@@ -65,30 +72,41 @@ class Dispatcher:
             self._thread.join(timeout + 5.0)  # it stops the executor in its own thread
         elif not self._thread.is_alive():
             self._stop_executor()
+            self.replica.stop()
 
     def _loop(self) -> None:
         try:
             self.executor.start()  # here: ray.init belongs to a thread that lives
         except Exception:
             log.exception("cifarlab: the %s executor did not start", self.executor.name)
+        failing = False
         while not self._stopping.is_set():
             try:
                 self._tick()
+                if failing:
+                    failing, self._store_back = False, time.monotonic()
+            except JobError as err:
+                if err.code != "serve.store.unreachable":   # said in the log by the store
+                    log.exception("cifarlab scheduler tick failed")
+                failing = True
             except Exception:
                 log.exception("cifarlab scheduler tick failed")
             self._wake.wait(TICK_S)
             self._wake.clear()
         self._stop_executor()
+        self.replica.stop()
 
     def _tick(self) -> None:
         self.executor.poll()
         self._watch_workers()
-        self._start_queued()
-        if not self._stopping.is_set():
-            self.executor.keep_warm(self._backlog)
+        if self.replica.tick():          # this replica dispatches
+            self._start_queued()
+            if not self._stopping.is_set():
+                self.executor.keep_warm(self._backlog)
 
     def _watch_workers(self) -> None:
-        """Cancels, cancel escalation, silent workers, orphans of an earlier server process."""
+        """Cancels, cancel escalation, silent workers, orphans of an earlier server process
+        or of a replica that stopped beating."""
         now = time.monotonic()
         for run_id, h in list(self.executor.running.items()):
             run = self.store.get(run_id)
@@ -103,18 +121,22 @@ class Dispatcher:
         if now - self._last_health < 1.0:
             return
         self._last_health = now
-        wall = time.time()
         timeout = self.settings.heartbeat_timeout
-        for run in self.store.list_runs(statuses=["running"]):
-            stale = run.heartbeat is None or wall - run.heartbeat > timeout
-            h = self.executor.running.get(run.id)
-            if h is not None:
-                if stale and not h.forced:
-                    self.executor.force(run.id, "heartbeat")
-            elif stale or not pid_alive(run.worker_pid):  # not ours: an earlier server's
-                self.store.remove_partial_checkpoints(run.id)
-                self.store.set_status(run.id, "interrupted", only_from=["running"],
-                                      **reason("serve.queue.worker_gone"))
+        if now - self._store_back < timeout:
+            return  # the store was down: nobody could beat; give them time to again
+        wall = time.time()
+        for run_id, h in list(self.executor.running.items()):
+            run = self.store.get(run_id)
+            stale = run is not None and run.status == "running" and (
+                run.heartbeat is None or wall - run.heartbeat > timeout)
+            if stale and not h.forced:
+                self.executor.force(run_id, "heartbeat")
+        # not ours: an earlier server's, or a replica's that stopped beating
+        for run in self.store.orphans(timeout, mine=self.executor.running,
+                                      alive=self.replica.alive()):
+            self.store.remove_partial_checkpoints(run.id)
+            self.store.set_status(run.id, "interrupted", only_from=["running"],
+                                  **reason("serve.queue.worker_gone"))
 
     def _start_queued(self) -> None:
         queued = self.store.queued()

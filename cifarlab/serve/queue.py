@@ -19,9 +19,16 @@ to the executor's slots (an *exclusive* job waits until its devices are idle and
 passes cancels on, and stops by force a run that ignored its cancel or whose heartbeat went
 silent; a submit or a cancel wakes it.
 
-The run store (SQLite) is the source of truth: a restart marks runs whose worker is gone as
-``interrupted``, removes half-written checkpoints and runs the queued ones. One serving process
-per ``home``.
+The run store is the source of truth: a restart marks runs whose worker is gone as
+``interrupted``, removes half-written checkpoints and runs the queued ones.
+
+Several serving processes (replicas) may share one store (``store_url`` on PostgreSQL, the same
+``home``): each takes submits and serves pages, and exactly one dispatches, the one holding the
+dispatcher's lock (``cifarlab.serve.replicas.Replica``); when it dies another takes over within
+a second or two. A queued run starts once: its ``queued -> running`` change is conditional.
+Every replica watches the runs its own executor runs; a replica that stopped beating leaves its
+runs to the others, which mark them ``interrupted`` once their heartbeats go silent (a local
+worker whose server died stops by itself and records that, keeping its partial result).
 """
 from __future__ import annotations
 
@@ -33,8 +40,9 @@ import weakref
 
 from cifarlab.core.config import TrainConfig
 from cifarlab.errors import CifarLabError, JobError
-from cifarlab.serve import admission, disk
+from cifarlab.serve import admission, disk, replicas
 from cifarlab.serve.backup import Backups
+from cifarlab.serve.counters import StoreCounters
 from cifarlab.serve.dispatcher import Dispatcher
 from cifarlab.serve.executors import make_executor
 from cifarlab.serve.kinds import (TIMING, TRAIN, register_kind, registered_kinds,
@@ -55,25 +63,31 @@ FULL_TRAIN_IMAGES = 50000    # CIFAR-10's training set, when the data is not loa
 class JobQueue:
     """Queue jobs and run them on the settings' executor; see the module docstring.
 
-    ``store``: a RunStore (default: ``settings.db_path``); ``settings``: ``load_settings()``.
+    ``store``: a RunStore (default: ``settings.store_location``); ``settings``:
+    ``load_settings()``.
     ``start=False`` creates the queue without its dispatcher thread (tests of the checks).
     """
 
     def __init__(self, store: RunStore | None = None, settings: Settings | None = None,
                  start: bool = True):
         self.settings = settings or load_settings()
-        self.store = store or RunStore(self.settings.db_path, self.settings.checkpoint_dir)
+        self.store = store or RunStore(self.settings.store_location, self.settings.checkpoint_dir)
         self.executor = make_executor(self.store, self.settings)
+        self.replica = replicas.Replica(self.store, self.settings.heartbeat_timeout)
+        self.store.replica = self.replica.id      # the runs it starts are recorded as its own
         self._submit_lock = threading.Lock()
         self._n_train: int | None = None
         self.closed = False
-        self.interrupted = self.store.mark_interrupted_on_start()
+        self.interrupted = self.store.mark_interrupted_on_start(alive=self.replica.alive())
         self.store.remove_partial_checkpoints()  # left by workers killed while saving
-        self.backups = Backups(self.store.path, self.settings.backup_interval)
-        self.dispatcher = Dispatcher(self.store, self.executor, self.settings)
+        # SQLite's copies; a PostgreSQL host backs its database up its own way (pg_dump, ...)
+        self.backups = (Backups(self.store.path, self.settings.backup_interval)
+                        if self.store.path is not None else None)
+        self.dispatcher = Dispatcher(self.store, self.executor, self.settings, self.replica)
         if start:
             self.dispatcher.start()
-            self.backups.start()
+            if self.backups is not None:
+                self.backups.start()
         # Runs before multiprocessing's own exit hook (imported above, so registered earlier),
         # which would otherwise wait for every non-daemonic worker to finish its job.
         ref = weakref.ref(self)
@@ -132,13 +146,15 @@ class JobQueue:
     def _enqueue(self, session: str, owner: str, kind: str, payload: dict, device: str,
                  name: str | None = None, exclusive: bool | list[str] = False,
                  image_epochs: int | None = None, config: TrainConfig | None = None) -> str:
-        with self._submit_lock:  # the checks and the insert as one step
+        # the checks and the insert as one step, on every replica of the store at once
+        with self._submit_lock, self.store.mutex("admission"):
             # the owner's class (locked knobs, class limits) holds whatever the browser sent
             code = config and admission.check_class(self.store, owner, config, device,
                                                     self.train_images())
             admission.check_owner(self.store, owner, image_epochs, self.settings)
             admission.check_queue_room(self.store, self.settings)
-            disk.check_room([self.store.checkpoint_dir, self.store.path.parent],
+            disk.check_room([self.store.checkpoint_dir, self.store.path.parent if
+                             self.store.path else self.store.checkpoint_dir],
                             disk.run_bytes(config))   # refused now, not weights lost later
             run_id = self.store.create_run(session, kind, payload, device, name=name,
                                            exclusive=exclusive, owner=owner,
@@ -255,6 +271,11 @@ class JobQueue:
     def queue_position(self, run_id: str) -> int | None:
         return self.store.queue_position(run_id)
 
+    def counters(self, name: str, forget_s: float = 3600.0) -> StoreCounters:
+        """Guessing counters named ``name`` in the run store (``identity.Counters``): every
+        app server on the store counts the same failures. Use them with ``clock=time.time``."""
+        return StoreCounters(self.store, name, forget_s)
+
     def store_notice(self) -> CifarLabError | None:
         """Why the run store was recovered at start (for every student, in words), or None."""
         return self.store.recovery
@@ -290,7 +311,8 @@ class JobQueue:
             return
         self.closed = True
         self.dispatcher.stop(timeout)
-        self.backups.stop()  # the last copy of the run store, with every outcome recorded
+        if self.backups is not None:
+            self.backups.stop()  # the last copy of the run store, with every outcome recorded
 
 
 _QUEUE: JobQueue | None = None

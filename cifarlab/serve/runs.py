@@ -122,6 +122,7 @@ class Run:
     heartbeat: float | None
     progress: dict | None
     waited_s: float | None
+    replica: str | None = None    # the serving process whose executor runs it (several replicas)
 
     @property
     def exclusive(self) -> bool:

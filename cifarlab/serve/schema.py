@@ -1,15 +1,14 @@
-"""The run store's SQLite file: connections, WAL mode, the tables, and the migrations that bring
-an older ``runs.db`` up to date (``RunStore`` in ``cifarlab.serve.store`` holds the queries).
+"""The run store's tables, on SQLite or PostgreSQL, and the migrations that bring an older store
+up to date (``cifarlab.serve.database`` opens it; ``RunStore`` in ``cifarlab.serve.store`` holds
+the queries).
 
-One file, WAL mode (readers never block the writer and the writer never blocks readers),
-``synchronous=NORMAL`` and a busy timeout: the serving process (scheduler + pages) and one
-worker process per run use it at the same time. Each thread of each process opens its own
-connection (a ``Database`` can be handed to another thread, or pickled to another process, and
-reconnects there); a connection is never shared across processes.
-
-A new file gets schema 1 and then every migration, in order, so a store created today and one
-created before a migration end up with the same tables. ``PRAGMA user_version`` says how far a
-file has come; a file from a newer CIFAR Lab (a higher version) is refused, never changed.
+The tables are declared once with SQLAlchemy Core (``METADATA``): a new PostgreSQL database
+gets them as declared, at ``SCHEMA_VERSION``. A SQLite file is built the way it always was,
+version by version (schema 1, then each migration in order), so a ``runs.db`` made today and one
+made before a migration end up with the same tables; ``tests/test_store.py`` checks that
+the chain and the declaration agree. How far a store has come is ``PRAGMA user_version`` in a
+SQLite file and the one row of ``cifarlab_schema`` in PostgreSQL; a store from a newer CIFAR Lab
+(a higher version) is refused, never changed.
 
 - 1: runs, losses, events.
 - 2: ``owner`` (the person behind a run, counted by the per-person limits across tabs; an older
@@ -19,23 +18,148 @@ file has come; a file from a newer CIFAR Lab (a higher version) is refused, neve
   preset and its locked knobs, the class limits, the pinned run, a ``version`` each edit bumps),
   ``class_members`` (who joined which class, under which nickname), ``class_runs`` (the runs
   submitted while a member: the board and the challenge find them), ``challenges``.
+- 4: several app servers on one store: ``replicas`` (each serving process, its heartbeat),
+  ``runs.replica`` (whose executor runs it), ``counters`` (the guessing limits' failures, so
+  every replica counts them). The first version PostgreSQL knows.
+
+A migration from 5 on is written once, with SQLAlchemy's DDL (or SQL both dialects accept), in
+``MIGRATIONS``, and runs on both.
 """
 from __future__ import annotations
 
-import os
-import sqlite3
-import threading
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Iterator
+from typing import Callable
+
+from sqlalchemy import (CheckConstraint, Column, Double, Index, Integer, MetaData,
+                        PrimaryKeyConstraint, Table, Text, UniqueConstraint, text)
+from sqlalchemy.engine import Connection
 
 from cifarlab.errors import JobError
-from cifarlab.serve import disk
 
-SCHEMA_VERSION = 3
-BUSY_TIMEOUT_S = 15.0
+SCHEMA_VERSION = 4
 
-_SCHEMA_1 = """
+METADATA = MetaData()
+
+RUNS = Table(
+    "runs", METADATA,
+    Column("id", Text, CheckConstraint("length(id) = 32"), primary_key=True),
+    Column("session", Text, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("name", Text),
+    Column("status", Text, CheckConstraint("status IN ('queued', 'running', 'done', 'failed', "
+                                           "'cancelled', 'interrupted')"), nullable=False),
+    Column("device", Text, nullable=False),
+    Column("holds", Text),                 # JSON list: devices it keeps to itself (exclusive)
+    Column("config", Text, nullable=False),  # JSON: the TrainConfig (or job payload)
+    Column("created_at", Double, nullable=False),
+    Column("started_at", Double),
+    Column("finished_at", Double),
+    Column("error", Text),                 # one line, in English
+    Column("traceback", Text),             # for the host only
+    Column("result", Text),                # JSON: TrainResult.summary() or the job's dict
+    Column("env", Text),                   # JSON: versions, CPU, GPU
+    Column("checkpoint", Text),            # set by the store: <checkpoint dir>/<id>.pth
+    Column("cancel_requested", Integer, nullable=False, server_default=text("0")),
+    Column("worker_pid", Integer),
+    Column("heartbeat", Double),
+    Column("progress", Text),              # JSON: the latest progress event
+    Column("waited_s", Double),            # seconds from queued to started
+    Column("owner", Text),
+    Column("image_epochs", Integer),
+    Column("error_code", Text),
+    Column("error_params", Text),          # JSON
+    Column("replica", Text),               # the serving process whose executor runs it
+    Index("runs_by_session", "session", "created_at"),
+    Index("runs_by_status", "status", "device", "created_at"),
+    Index("runs_by_owner", "owner", "created_at"),
+)
+LOSSES = Table(
+    "losses", METADATA,
+    Column("run_id", Text, nullable=False),
+    Column("step", Integer, nullable=False),
+    Column("loss", Double),                # NULL stores a NaN (an exploded loss)
+    PrimaryKeyConstraint("run_id", "step"),
+    sqlite_with_rowid=False,
+)
+EVENTS = Table(
+    "events", METADATA,
+    Column("run_id", Text, nullable=False),
+    Column("seq", Integer, nullable=False),  # 1, 2, 3, ... per run
+    Column("kind", Text, nullable=False),    # start | running_loss | epoch | eval | done | ...
+    Column("data", Text, nullable=False),    # JSON
+    Column("t", Double, nullable=False),
+    PrimaryKeyConstraint("run_id", "seq"),
+    sqlite_with_rowid=False,
+)
+CLASSES = Table(
+    "classes", METADATA,
+    Column("code", Text, primary_key=True),          # blue-fox-42
+    Column("title", Text, nullable=False),
+    Column("created_by", Text, nullable=False),      # the instructor (Person.id)
+    Column("is_open", Integer, nullable=False, server_default=text("1")),
+    Column("version", Integer, nullable=False, server_default=text("1")),
+    Column("preset", Text, nullable=False, server_default=text("'{}'")),   # JSON: knob -> value
+    Column("locked", Text, nullable=False, server_default=text("'[]'")),   # JSON: knob names
+    Column("limits", Text, nullable=False, server_default=text("'{}'")),   # JSON: ClassLimits
+    Column("pinned", Text),                          # the run on the projector
+    Column("created_at", Double, nullable=False),
+    Index("classes_by_creator", "created_by", "created_at"),
+)
+CLASS_MEMBERS = Table(
+    "class_members", METADATA,
+    Column("code", Text, nullable=False),
+    Column("person", Text, nullable=False),          # Person.id, the owner of their runs
+    Column("nickname", Text, nullable=False),
+    Column("nick_key", Text, nullable=False),        # casefolded: one nickname per class
+    Column("joined_at", Double, nullable=False),
+    Column("active", Integer, nullable=False, server_default=text("1")),  # 0 once left
+    PrimaryKeyConstraint("code", "person"),
+    UniqueConstraint("code", "nick_key"),
+    Index("class_members_by_person", "person", "active"),
+)
+CLASS_RUNS = Table(
+    "class_runs", METADATA,
+    Column("run_id", Text, primary_key=True),
+    Column("code", Text, nullable=False),
+    Column("person", Text, nullable=False),
+    Column("created_at", Double, nullable=False),
+    Index("class_runs_by_code", "code", "created_at"),
+    Index("class_runs_by_person", "person", "code"),
+)
+CHALLENGES = Table(
+    "challenges", METADATA,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("code", Text, nullable=False),
+    Column("goal", Text, nullable=False),            # JSON: Goal
+    Column("opened_by", Text, nullable=False),
+    Column("opened_at", Double, nullable=False),
+    Column("closed_at", Double),
+    Index("challenges_by_code", "code", "id"),
+)
+REPLICAS = Table(
+    "replicas", METADATA,
+    Column("id", Text, primary_key=True),            # a fresh random id per serving process
+    Column("host", Text, nullable=False),            # hostname, for the host's eyes
+    Column("pid", Integer, nullable=False),
+    Column("started_at", Double, nullable=False),
+    Column("heartbeat", Double, nullable=False),     # written every second or two
+    Column("stopped_at", Double),                    # set by a clean shutdown
+)
+COUNTERS = Table(
+    "counters", METADATA,
+    Column("key", Text, primary_key=True),           # "<limiter>:<sha256 of the key>"
+    Column("count", Integer, nullable=False),
+    Column("last", Double, nullable=False),          # time.time() of the latest failure
+    Index("counters_by_last", "last"),
+)
+
+RUN_COLUMNS = ("id", "session", "owner", "kind", "name", "status", "device", "holds", "config",
+               "image_epochs", "created_at", "started_at", "finished_at", "error", "error_code",
+               "error_params", "traceback", "result", "env", "checkpoint", "cancel_requested",
+               "worker_pid", "heartbeat", "progress", "waited_s", "replica")
+JSON_COLUMNS = ("config", "result", "env", "progress", "holds", "error_params")
+
+# -- SQLite: the chain every runs.db has come through ----------------------------------------
+_SQLITE_1 = """
 CREATE TABLE runs (
     id               TEXT PRIMARY KEY CHECK (length(id) = 32),
     session          TEXT NOT NULL,
@@ -44,71 +168,70 @@ CREATE TABLE runs (
     status           TEXT NOT NULL CHECK (status IN ('queued', 'running', 'done', 'failed',
                                                       'cancelled', 'interrupted')),
     device           TEXT NOT NULL,
-    holds            TEXT,                   -- JSON list: devices it keeps to itself (exclusive)
-    config           TEXT NOT NULL,          -- JSON: the TrainConfig (or job payload)
+    holds            TEXT,
+    config           TEXT NOT NULL,
     created_at       REAL NOT NULL,
     started_at       REAL,
     finished_at      REAL,
-    error            TEXT,                   -- one line, in English
-    traceback        TEXT,                   -- for the host only
-    result           TEXT,                   -- JSON: TrainResult.summary() or the job's dict
-    env              TEXT,                   -- JSON: versions, CPU, GPU
-    checkpoint       TEXT,                   -- set by the store: <checkpoint dir>/<id>.pth
+    error            TEXT,
+    traceback        TEXT,
+    result           TEXT,
+    env              TEXT,
+    checkpoint       TEXT,
     cancel_requested INTEGER NOT NULL DEFAULT 0,
     worker_pid       INTEGER,
     heartbeat        REAL,
-    progress         TEXT,                   -- JSON: the latest progress event
-    waited_s         REAL                    -- seconds from queued to started
+    progress         TEXT,
+    waited_s         REAL
 );
 CREATE INDEX runs_by_session ON runs (session, created_at);
 CREATE INDEX runs_by_status ON runs (status, device, created_at);
 CREATE TABLE losses (
     run_id TEXT NOT NULL,
     step   INTEGER NOT NULL,
-    loss   REAL,                             -- NULL stores a NaN (an exploded loss)
+    loss   REAL,
     PRIMARY KEY (run_id, step)
 ) WITHOUT ROWID;
 CREATE TABLE events (
     run_id TEXT NOT NULL,
-    seq    INTEGER NOT NULL,                 -- 1, 2, 3, ... per run
-    kind   TEXT NOT NULL,                    -- start | running_loss | epoch | eval | done | ...
-    data   TEXT NOT NULL,                    -- JSON
+    seq    INTEGER NOT NULL,
+    kind   TEXT NOT NULL,
+    data   TEXT NOT NULL,
     t      REAL NOT NULL,
     PRIMARY KEY (run_id, seq)
 ) WITHOUT ROWID;
 """
 
-# version -> the statements that bring a file from version - 1 to it
-MIGRATIONS: dict[int, str] = {
+_SQLITE_MIGRATIONS: dict[int, str] = {
     2: """
 ALTER TABLE runs ADD COLUMN owner TEXT;
 UPDATE runs SET owner = session;
 ALTER TABLE runs ADD COLUMN image_epochs INTEGER;
 ALTER TABLE runs ADD COLUMN error_code TEXT;
-ALTER TABLE runs ADD COLUMN error_params TEXT;   -- JSON
+ALTER TABLE runs ADD COLUMN error_params TEXT;
 CREATE INDEX runs_by_owner ON runs (owner, created_at);
 """,
     3: """
 CREATE TABLE classes (
-    code       TEXT PRIMARY KEY,          -- blue-fox-42
+    code       TEXT PRIMARY KEY,
     title      TEXT NOT NULL,
-    created_by TEXT NOT NULL,             -- the instructor (Person.id)
+    created_by TEXT NOT NULL,
     is_open    INTEGER NOT NULL DEFAULT 1,
     version    INTEGER NOT NULL DEFAULT 1,
-    preset     TEXT NOT NULL DEFAULT '{}', -- JSON: knob -> value
-    locked     TEXT NOT NULL DEFAULT '[]', -- JSON: knob names
-    limits     TEXT NOT NULL DEFAULT '{}', -- JSON: ClassLimits
-    pinned     TEXT,                      -- the run on the projector
+    preset     TEXT NOT NULL DEFAULT '{}',
+    locked     TEXT NOT NULL DEFAULT '[]',
+    limits     TEXT NOT NULL DEFAULT '{}',
+    pinned     TEXT,
     created_at REAL NOT NULL
 );
 CREATE INDEX classes_by_creator ON classes (created_by, created_at);
 CREATE TABLE class_members (
     code      TEXT NOT NULL,
-    person    TEXT NOT NULL,              -- Person.id, the owner of their runs
+    person    TEXT NOT NULL,
     nickname  TEXT NOT NULL,
-    nick_key  TEXT NOT NULL,              -- casefolded: one nickname per class
+    nick_key  TEXT NOT NULL,
     joined_at REAL NOT NULL,
-    active    INTEGER NOT NULL DEFAULT 1, -- 0 once left (their runs stay on the boards)
+    active    INTEGER NOT NULL DEFAULT 1,
     PRIMARY KEY (code, person),
     UNIQUE (code, nick_key)
 );
@@ -124,7 +247,7 @@ CREATE INDEX class_runs_by_person ON class_runs (person, code);
 CREATE TABLE challenges (
     id        INTEGER PRIMARY KEY,
     code      TEXT NOT NULL,
-    goal      TEXT NOT NULL,              -- JSON: Goal
+    goal      TEXT NOT NULL,
     opened_by TEXT NOT NULL,
     opened_at REAL NOT NULL,
     closed_at REAL
@@ -133,104 +256,66 @@ CREATE INDEX challenges_by_code ON challenges (code, id);
 """,
 }
 
-RUN_COLUMNS = ("id", "session", "owner", "kind", "name", "status", "device", "holds", "config",
-               "image_epochs", "created_at", "started_at", "finished_at", "error", "error_code",
-               "error_params", "traceback", "result", "env", "checkpoint", "cancel_requested",
-               "worker_pid", "heartbeat", "progress", "waited_s")
-JSON_COLUMNS = ("config", "result", "env", "progress", "holds", "error_params")
+
+def _to_4(conn: Connection) -> None:
+    conn.exec_driver_sql("ALTER TABLE runs ADD COLUMN replica TEXT")
+    REPLICAS.create(conn)
+    COUNTERS.create(conn)
 
 
-def _run_script(conn: sqlite3.Connection, script: str) -> None:
+# version -> what brings a store from version - 1 to it, on either backend (from 4 on)
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {4: _to_4}
+
+
+def _run_script(conn: Connection, script: str) -> None:
     for statement in script.split(";"):
         if statement.strip():
-            conn.execute(statement)
+            conn.exec_driver_sql(statement)
 
 
-def migrate(conn: sqlite3.Connection, path: Path, upto: int = SCHEMA_VERSION) -> int:
+def stored_version(conn: Connection) -> int:
+    """How far the store has come: 0 for an empty one."""
+    if conn.dialect.name == "sqlite":
+        return conn.exec_driver_sql("PRAGMA user_version").scalar_one()
+    if not conn.dialect.has_table(conn, "cifarlab_schema"):
+        return 0
+    return conn.exec_driver_sql("SELECT version FROM cifarlab_schema").scalar_one()
+
+
+def _stamp(conn: Connection, version: int) -> None:
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql(f"PRAGMA user_version = {int(version)}")
+        return
+    conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS cifarlab_schema (version INTEGER NOT NULL)")
+    conn.exec_driver_sql("DELETE FROM cifarlab_schema")
+    conn.execute(text("INSERT INTO cifarlab_schema (version) VALUES (:v)"), {"v": int(version)})
+
+
+def migrate(conn: Connection, where: str, upto: int = SCHEMA_VERSION) -> int:
     """Create or upgrade the tables inside the caller's write transaction; returns the version
-    the file had. ``upto`` stops early (tests make an old file that way)."""
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    the store had. ``upto`` stops early (tests make an old SQLite file that way); ``where``
+    names the store in the error for a newer one."""
+    version = stored_version(conn)
     if version > SCHEMA_VERSION:
-        raise JobError("serve.store.newer_schema", path=str(path), version=version,
+        raise JobError("serve.store.newer_schema", path=where, version=version,
                        known=SCHEMA_VERSION)
+    if conn.dialect.name != "sqlite":
+        if version == 0:
+            METADATA.create_all(conn)
+            version = SCHEMA_VERSION
+        for target in range(version + 1, upto + 1):
+            MIGRATIONS[target](conn)
+        if upto != stored_version(conn):
+            _stamp(conn, upto)
+        return version
     if version == 0:
-        _run_script(conn, _SCHEMA_1)
+        _run_script(conn, _SQLITE_1)
     for target in range(max(version, 1) + 1, upto + 1):
-        _run_script(conn, MIGRATIONS[target])
+        step = _SQLITE_MIGRATIONS.get(target) or MIGRATIONS[target]
+        if isinstance(step, str):
+            _run_script(conn, step)
+        else:
+            step(conn)
     if upto != version:
-        conn.execute(f"PRAGMA user_version = {int(upto)}")
+        _stamp(conn, upto)
     return version
-
-
-class Database:
-    """The SQLite file at ``path``, its tables brought up to ``upto``; one connection per
-    thread and process."""
-
-    def __init__(self, path: str | os.PathLike, upto: int = SCHEMA_VERSION):
-        self.path = Path(path).resolve()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
-        mode = self._conn().execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        if str(mode).lower() != "wal":  # e.g. a network file system without shared memory
-            raise JobError("serve.store.no_wal", path=str(self.path), mode=str(mode))
-        with self._write() as c:
-            migrate(c, self.path, upto)
-
-    def __getstate__(self) -> dict:  # a connection never travels: the copy opens its own
-        return {k: v for k, v in self.__dict__.items() if k != "_local"}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._local = threading.local()
-
-    def _conn(self) -> sqlite3.Connection:
-        local = self._local
-        conn = getattr(local, "conn", None)
-        if conn is None or local.pid != os.getpid():
-            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            local.conn, local.pid = conn, os.getpid()
-        return conn
-
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction. A full disk is ``JobError("serve.store.disk_full")`` (the
-        transaction rolled back, nothing half-written), not SQLite's English error."""
-        conn = self._conn()
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:  # SQLite may have rolled it back itself (SQLITE_FULL)
-                    conn.execute("ROLLBACK")
-                raise
-        except sqlite3.OperationalError as err:
-            if disk.is_full(err):
-                raise disk.store_full(err, self.path) from None
-            raise
-
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        """Several SELECTs that see one consistent snapshot."""
-        conn = self._conn()
-        conn.execute("BEGIN")
-        try:
-            yield conn
-        finally:
-            conn.execute("COMMIT")
-
-    def close(self) -> None:
-        """Close this thread's connection (the next call opens a new one)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
-
-    def journal_mode(self) -> str:
-        return self._conn().execute("PRAGMA journal_mode").fetchone()[0]
-
-    def schema_version(self) -> int:
-        return self._conn().execute("PRAGMA user_version").fetchone()[0]

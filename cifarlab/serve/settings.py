@@ -19,6 +19,9 @@ Setting (TOML key)     Environment variable            Default and meaning
 ``home``               ``CIFARLAB_HOME``               ``./var`` (relative to the working
                                                        directory). Holds ``runs.db`` (the run
                                                        store) and ``checkpoints/<run id>.pth``.
+``store_url``          ``CIFARLAB_STORE_URL``          unset: SQLite in ``home``. ``postgresql://``
+                                                       ``user@host/db``: one store for several app
+                                                       servers sharing ``home`` (docs/hosting.md).
 ``data``               ``CIFARLAB_DATA``               unset: ``cifarlab.core.data``'s own default
                                                        (torchvision's download). The server's
                                                        data source: an image folder, a .tar.gz,
@@ -116,6 +119,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from cifarlab.errors import CifarLabError
+from cifarlab.serve.values import as_float as _float, as_int as _int, url_problem
 
 if TYPE_CHECKING:
     from cifarlab.core.config import Limits
@@ -144,6 +148,7 @@ class Settings:
 
     home: Path
     data: str | None = None
+    store_url: str | None = None
     cpu_slots: int = 1
     gpu_slots: int = 1
     worker_threads: int = 1
@@ -170,6 +175,11 @@ class Settings:
     @property
     def db_path(self) -> Path:
         return self.home / DB_NAME
+
+    @property
+    def store_location(self) -> str | Path:
+        """Where the run store is: ``store_url``, else the SQLite file in ``home``."""
+        return self.store_url or self.db_path
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -203,6 +213,7 @@ class Settings:
 _FIELDS: dict[str, tuple[str, float | None, float | None]] = {
     "home": ("path", None, None),
     "data": ("str", None, None),
+    "store_url": ("url", None, None),
     "cpu_slots": ("int", 1, None),
     "gpu_slots": ("int", 1, None),
     "worker_threads": ("int", 1, None),
@@ -337,6 +348,8 @@ def _parse(name: str, raw: Any, where: str, base: Path) -> Any:
                             choices=", ".join(_CHOICES[name]), got=got)
     if kind == "emails":
         return _emails(text, name, where, got)
+    if kind == "url":
+        return _store_url(text, name, where)
     if kind == "path":
         if not isinstance(text, (str, os.PathLike)) or str(text) == "":
             raise SettingsError("serve.settings.folder", field=name, where=where, got=got)
@@ -369,23 +382,8 @@ def _emails(value: Any, name: str, where: str, got: str) -> tuple[str, ...]:
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
 
 
-def _int(v: Any) -> int | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, str) and v.lstrip("+").isdigit():
-        return int(v)
-    return None
-
-
-def _float(v: Any) -> float | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, (int, float)):
-        return float(v)
-    try:
-        value = float(v)
-    except (TypeError, ValueError):
-        return None
-    return value if value == value and value not in (float("inf"), float("-inf")) else None
+def _store_url(value: Any, name: str, where: str) -> str | None:
+    problem = url_problem(value)      # the URL shown without its password
+    if problem is not None:
+        raise SettingsError("serve.settings.store_url", field=name, where=where, got=problem)
+    return value or None

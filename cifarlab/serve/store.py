@@ -1,62 +1,80 @@
-"""The run store: every training (and timing) run, its step losses, events and result, in SQLite.
+"""The run store: every training (and timing) run, its step losses, events and result, in SQLite
+(the default) or PostgreSQL (several app servers on one store).
 
-    store = RunStore(settings.db_path)             # home/runs.db; checkpoints in home/checkpoints
+    store = RunStore(settings.store_location)    # home/runs.db, or the store_url's database
     run_id = store.create_run(session, "train", cfg.to_dict(), "cpu", owner="cookie-1234")
     store.append_losses(run_id, [1, 2, 3], [2.30, 2.29, 2.31])
     steps, losses = store.losses(run_id, max_points=500)     # downsampled for a chart
     store.get(run_id).status                                  # "queued", "running", "done", ...
 
-The SQLite file (WAL mode, a connection per thread and process, so a ``RunStore`` can be handed
-to another thread or pickled to a worker process), its tables and migrations are in
-``cifarlab.serve.schema``; ids, statuses, ``Run`` in ``cifarlab.serve.runs``; backups in
-``cifarlab.serve.backup``.
+The connection (one code path for both databases, a pool per process, so a ``RunStore`` can be
+handed to another thread or pickled to a worker process) is ``cifarlab.serve.database``; the
+tables and migrations ``cifarlab.serve.schema``; ids, statuses, ``Run`` ``cifarlab.serve.runs``;
+SQLite backups ``cifarlab.serve.backup`` (a PostgreSQL host backs its database up its own way).
 
-A checkpoint's path is always computed here as ``<checkpoint dir>/<validated id>.pth``.
+A checkpoint's path is always computed here as ``<checkpoint dir>/<validated id>.pth``: with
+several app servers, ``home`` (and so the checkpoint folder) is a directory they all reach.
 """
 from __future__ import annotations
 
 import json
 import math
 import os
+import socket
 import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from sqlalchemy import case, delete, func, insert, select, text, update
+from sqlalchemy.dialects import postgresql, sqlite
+
 from cifarlab.errors import JobError
 from cifarlab.serve.backup import StoreDamaged, open_checked
+from cifarlab.serve.database import Database
+from cifarlab.serve.rows import clean_name, dumps as _dumps, finite_or_none as _finite_or_none
+from cifarlab.serve.rows import run_of as _run
 from cifarlab.serve.runs import (ACTIVE, FINISHED, RUN_ID_RE, STATUSES, Run, RunEvent, new_run_id,
                                  pid_alive, reason, validate_kind, validate_owner,
                                  validate_run_id, validate_session, validate_statuses)
-from cifarlab.serve.schema import JSON_COLUMNS, RUN_COLUMNS, SCHEMA_VERSION, Database
+from cifarlab.serve.schema import (EVENTS, JSON_COLUMNS, LOSSES, REPLICAS, RUN_COLUMNS, RUNS,
+                                   SCHEMA_VERSION)
 
 __all__ = ["RunStore", "SCHEMA_VERSION", "pid_alive", "validate_run_id"]
 
-_SELECT = f"SELECT {', '.join(RUN_COLUMNS)} FROM runs"
+R = RUNS.c
+_SELECT = select(*(R[k] for k in RUN_COLUMNS))
+# newest first; equal times (a microsecond apart at most) in a fixed order
+_NEWEST = (R.created_at.desc(), R.id.desc())
+_OLDEST = (R.created_at, R.id)
 # what set_status may write besides the status (checkpoint and timestamps are the store's)
 _STATUS_FIELDS = ("error", "error_code", "error_params", "traceback", "result", "env",
                   "worker_pid", "waited_s", "progress")
-
-
-def clean_name(name: str | None) -> str | None:
-    """A run's name as stored: one line, spaces collapsed, at most 100 characters."""
-    if name is None:
-        return None
-    return " ".join(str(name).split())[:100] or None
+HOST = socket.gethostname()
 
 
 class RunStore(Database):
-    """SQLite run store at ``path``; checkpoints in ``checkpoint_dir`` (default: beside it).
-    A damaged file is moved aside and the store recovered (``cifarlab.serve.backup``):
+    """The run store at ``location`` (a SQLite path, or a ``postgresql://`` URL); checkpoints
+    in ``checkpoint_dir`` (default: beside the SQLite file; with PostgreSQL, give one). A
+    damaged SQLite file is moved aside and the store recovered (``cifarlab.serve.backup``):
     ``recovery`` then says what was lost, in words."""
 
     recovery: StoreDamaged | None = None
+    replica: str | None = None   # set by the queue: its runs are recorded as this replica's
 
-    def __init__(self, path: str | os.PathLike, checkpoint_dir: str | os.PathLike | None = None,
+    def __init__(self, location: str | os.PathLike, checkpoint_dir: str | os.PathLike | None = None,
                  upto: int = SCHEMA_VERSION):
-        path = Path(path).resolve()
-        self.checkpoint_dir = (Path(checkpoint_dir) if checkpoint_dir is not None
-                               else path.parent / "checkpoints").resolve()
-        self.recovery = open_checked(self, super().__init__, path, upto)
+        sqlite_file = "://" not in os.fspath(location) or os.fspath(location).startswith("sqlite")
+        if sqlite_file:
+            init = super().__init__
+            self.recovery = open_checked(self, lambda _p, u: init(location, u),
+                                         _sqlite_path(location), upto)
+        else:
+            super().__init__(location, upto)
+        if checkpoint_dir is None:
+            if self.path is None:
+                raise JobError("serve.store.no_checkpoint_dir")
+            checkpoint_dir = self.path.parent / "checkpoints"
+        self.checkpoint_dir = Path(checkpoint_dir).resolve()
 
     # -- paths -------------------------------------------------------------------------------
     def checkpoint_path(self, run_id: str) -> Path:
@@ -86,8 +104,8 @@ class RunStore(Database):
     def rename(self, run_id: str, name: str | None) -> None:
         """Give a run a name (None or blank: no name, the page shows its id)."""
         with self._write() as c:
-            c.execute("UPDATE runs SET name = ? WHERE id = ?",
-                      (clean_name(name), validate_run_id(run_id)))
+            c.execute(update(RUNS).where(R.id == validate_run_id(run_id))
+                      .values(name=clean_name(name)))
 
     def create_run(self, session: str, kind: str, config: dict, device: str,
                    name: str | None = None, exclusive: bool | Iterable[str] = False,
@@ -101,53 +119,47 @@ class RunStore(Database):
         validate_session(session)
         owner = validate_owner(session if owner is None else owner)
         validate_kind(kind)
-        name = clean_name(name)
         if isinstance(exclusive, bool):
             holds = [str(device)] if exclusive else []
         else:
             holds = sorted({str(d) for d in exclusive} | {str(device)})
         run_id = new_run_id()
         with self._write() as c:
-            c.execute("INSERT INTO runs (id, session, owner, kind, name, status, device, holds, "
-                      "config, image_epochs, created_at) "
-                      "VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
-                      (run_id, session, owner, kind, name, str(device), _dumps(holds or None),
-                       _dumps(config), None if image_epochs is None else int(image_epochs),
-                       time.time()))
+            c.execute(insert(RUNS).values(
+                id=run_id, session=session, owner=owner, kind=kind, name=clean_name(name),
+                status="queued", device=str(device), holds=_dumps(holds or None),
+                config=_dumps(config), created_at=time.time(),
+                image_epochs=None if image_epochs is None else int(image_epochs)))
         return run_id
 
     def get(self, run_id: str) -> Run | None:
         """The run, or None when there is no such run."""
         validate_run_id(run_id)
-        row = self._conn().execute(f"{_SELECT} WHERE id = ?", (run_id,)).fetchone()
+        with self._read() as c:
+            row = c.execute(_SELECT.where(R.id == run_id)).first()
         return _run(row) if row else None
 
     def list_runs(self, session: str | None = None, statuses: Iterable[str] | None = None,
                   kind: str | None = None, limit: int | None = None) -> list[Run]:
         """Runs, newest first; ``session=None`` lists everyone's."""
-        where, args = [], []
+        q = _SELECT
         if session is not None:
-            where.append("session = ?")
-            args.append(validate_session(session))
+            q = q.where(R.session == validate_session(session))
         if statuses is not None:
-            statuses = validate_statuses(statuses)
-            where.append(f"status IN ({', '.join('?' * len(statuses))})")
-            args.extend(statuses)
+            q = q.where(R.status.in_(validate_statuses(statuses)))
         if kind is not None:
-            where.append("kind = ?")
-            args.append(kind)
-        sql = _SELECT
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY created_at DESC, rowid DESC"
+            q = q.where(R.kind == kind)
+        q = q.order_by(*_NEWEST)
         if limit is not None:
-            sql += f" LIMIT {int(limit)}"
-        return [_run(row) for row in self._conn().execute(sql, args)]
+            q = q.limit(int(limit))
+        with self._read() as c:
+            return [_run(row) for row in c.execute(q)]
 
     def queued(self) -> list[Run]:
         """Queued runs, first come first served (oldest first)."""
-        return [_run(row) for row in self._conn().execute(
-            f"{_SELECT} WHERE status = 'queued' ORDER BY created_at, rowid")]
+        with self._read() as c:
+            return [_run(row) for row in c.execute(
+                _SELECT.where(R.status == "queued").order_by(*_OLDEST))]
 
     def set_status(self, run_id: str, status: str, *, only_from: Sequence[str] | None = None,
                    **fields: Any) -> bool:
@@ -157,8 +169,8 @@ class RunStore(Database):
         never overwrites an outcome already recorded). ``fields``: error, error_code,
         error_params (see ``runs.reason``), traceback, result, env, worker_pid, waited_s,
         progress. Timestamps are set here: ``running`` sets started_at (and waited_s, the time
-        since it was queued, unless given) and a heartbeat; a finished status sets finished_at
-        and records the checkpoint if its file exists.
+        since it was queued, unless given), a heartbeat and the replica running it; a finished
+        status sets finished_at and records the checkpoint if its file exists.
         """
         validate_run_id(run_id)
         (status,) = validate_statuses([status])
@@ -166,40 +178,31 @@ class RunStore(Database):
         if unknown:  # checkpoint paths and timestamps are the store's to set
             raise JobError("serve.store.bad_fields", fields=", ".join(unknown))
         now = time.time()
-        sets, args = ["status = ?"], [status]
+        values: dict[str, Any] = {"status": status}
         for key, value in fields.items():
-            sets.append(f"{key} = ?")
-            args.append(_dumps(value) if key in JSON_COLUMNS else value)
+            values[key] = _dumps(value) if key in JSON_COLUMNS else value
         if status == "running":
-            sets += ["started_at = ?", "heartbeat = ?"]
-            args += [now, now]
+            values.update(started_at=now, heartbeat=now, replica=self.replica)
             if "waited_s" not in fields:
-                sets.append("waited_s = max(0, ? - created_at)")
-                args.append(now)
+                values["waited_s"] = case((R.created_at < now, now - R.created_at), else_=0.0)
         elif status in FINISHED:
-            sets.append("finished_at = ?")
-            args.append(now)
             path = self.checkpoint_path(run_id)
-            sets.append("checkpoint = ?")
-            args.append(str(path) if path.is_file() else None)
-        sql = f"UPDATE runs SET {', '.join(sets)} WHERE id = ?"
-        args.append(run_id)
+            values.update(finished_at=now, checkpoint=str(path) if path.is_file() else None)
+        q = update(RUNS).where(R.id == run_id).values(**values)
         if only_from is not None:
-            allowed = validate_statuses(only_from)
-            sql += f" AND status IN ({', '.join('?' * len(allowed))})"
-            args.extend(allowed)
+            q = q.where(R.status.in_(validate_statuses(only_from)))
         with self._write() as c:
-            return c.execute(sql, args).rowcount == 1
+            return c.execute(q).rowcount == 1
 
     def set_worker_pid(self, run_id: str, pid: int) -> None:
-        validate_run_id(run_id)
         with self._write() as c:
-            c.execute("UPDATE runs SET worker_pid = ? WHERE id = ?", (int(pid), run_id))
+            c.execute(update(RUNS).where(R.id == validate_run_id(run_id))
+                      .values(worker_pid=int(pid)))
 
     def heartbeat(self, run_id: str) -> None:
-        validate_run_id(run_id)
         with self._write() as c:
-            c.execute("UPDATE runs SET heartbeat = ? WHERE id = ?", (time.time(), run_id))
+            c.execute(update(RUNS).where(R.id == validate_run_id(run_id))
+                      .values(heartbeat=time.time()))
 
     # -- losses and events -------------------------------------------------------------------
     def record(self, run_id: str, *, steps: Sequence[int] = (), losses: Sequence[float] = (),
@@ -212,21 +215,23 @@ class RunStore(Database):
         now = time.time()
         with self._write() as c:
             if steps:
-                c.executemany("INSERT OR REPLACE INTO losses (run_id, step, loss) VALUES (?, ?, ?)",
-                              [(run_id, int(s), _finite_or_none(v)) for s, v in zip(steps, losses)])
+                upsert = (postgresql if self.dialect == "postgresql" else sqlite).insert(LOSSES)
+                upsert = upsert.on_conflict_do_update(
+                    index_elements=["run_id", "step"], set_={"loss": upsert.excluded.loss})
+                c.execute(upsert, [{"run_id": run_id, "step": int(s),
+                                    "loss": _finite_or_none(v)} for s, v in zip(steps, losses)])
             if events:
-                seq = c.execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?",
-                                (run_id,)).fetchone()[0]
-                c.executemany("INSERT INTO events (run_id, seq, kind, data, t) "
-                              "VALUES (?, ?, ?, ?, ?)",
-                              [(run_id, seq + i, str(kind), _dumps(data), now)
-                               for i, (kind, data) in enumerate(events, 1)])
+                seq = c.execute(select(func.coalesce(func.max(EVENTS.c.seq), 0))
+                                .where(EVENTS.c.run_id == run_id)).scalar_one()
+                c.execute(insert(EVENTS), [
+                    {"run_id": run_id, "seq": seq + i, "kind": str(kind), "data": _dumps(data),
+                     "t": now} for i, (kind, data) in enumerate(events, 1)])
             if progress is not None:
-                c.execute("UPDATE runs SET progress = ?, heartbeat = ? WHERE id = ?",
-                          (_dumps(progress), now, run_id))
+                c.execute(update(RUNS).where(R.id == run_id)
+                          .values(progress=_dumps(progress), heartbeat=now))
 
     def append_losses(self, run_id: str, steps: Sequence[int], losses: Sequence[float]) -> None:
-        """Step losses, in one transaction (executemany)."""
+        """Step losses, in one transaction."""
         self.record(run_id, steps=steps, losses=losses)
 
     def add_event(self, run_id: str, kind: str, data: dict) -> None:
@@ -241,67 +246,67 @@ class RunStore(Database):
         A NaN loss (the loss exploded) comes back as ``nan``.
         """
         validate_run_id(run_id)
+        args = {"run": run_id, "since": int(since_step)}
         with self._read() as c:
-            n = c.execute("SELECT COUNT(*) FROM losses WHERE run_id = ? AND step > ?",
-                          (run_id, int(since_step))).fetchone()[0]
+            n = c.execute(text("SELECT COUNT(*) FROM losses WHERE run_id = :run AND step > :since"),
+                          args).scalar_one()
             if max_points is not None and n > max(1, int(max_points)):
                 m = max(1, int(max_points))
                 k = math.ceil(n / (m - 1)) if m > 1 else 0  # m - 1 evenly spaced + the last
-                rows = c.execute(
+                rows = c.execute(text(
                     "SELECT step, loss FROM (SELECT step, loss, ROW_NUMBER() OVER (ORDER BY step) "
-                    "AS rn FROM losses WHERE run_id = ? AND step > ?) "
-                    "WHERE (? > 0 AND (rn - 1) % ? = 0) OR rn = ? ORDER BY step",
-                    (run_id, int(since_step), k, max(k, 1), n)).fetchall()
+                    "AS rn FROM losses WHERE run_id = :run AND step > :since) AS numbered "
+                    "WHERE (:k > 0 AND (rn - 1) % :kk = 0) OR rn = :n ORDER BY step"),
+                    {**args, "k": k, "kk": max(k, 1), "n": n}).all()
             else:
-                rows = c.execute("SELECT step, loss FROM losses WHERE run_id = ? AND step > ? "
-                                 "ORDER BY step", (run_id, int(since_step))).fetchall()
+                rows = c.execute(text("SELECT step, loss FROM losses WHERE run_id = :run AND "
+                                      "step > :since ORDER BY step"), args).all()
         return [r[0] for r in rows], [math.nan if r[1] is None else r[1] for r in rows]
 
     def loss_count(self, run_id: str) -> int:
         validate_run_id(run_id)
-        return self._conn().execute("SELECT COUNT(*) FROM losses WHERE run_id = ?",
-                                    (run_id,)).fetchone()[0]
+        with self._read() as c:
+            return c.execute(select(func.count()).select_from(LOSSES)
+                             .where(LOSSES.c.run_id == run_id)).scalar_one()
 
     def events(self, run_id: str, kinds: Iterable[str] | None = None,
                since_seq: int = 0) -> list[RunEvent]:
         """Events after ``since_seq`` (pass the last seq you saw to get only new ones)."""
         validate_run_id(run_id)
-        sql = "SELECT seq, kind, data, t FROM events WHERE run_id = ? AND seq > ?"
-        args: list[Any] = [run_id, int(since_seq)]
+        E = EVENTS.c
+        q = select(E.seq, E.kind, E.data, E.t).where(E.run_id == run_id, E.seq > int(since_seq))
         if kinds is not None:
-            kinds = list(kinds)
-            sql += f" AND kind IN ({', '.join('?' * len(kinds))})"
-            args.extend(kinds)
-        rows = self._conn().execute(sql + " ORDER BY seq", args).fetchall()
+            q = q.where(E.kind.in_(list(kinds)))
+        with self._read() as c:
+            rows = c.execute(q.order_by(E.seq)).all()
         return [RunEvent(seq, kind, json.loads(data), t) for seq, kind, data, t in rows]
 
     # -- cancel, delete ----------------------------------------------------------------------
     def request_cancel(self, run_id: str) -> bool:
         """Ask a running run's worker to stop (it polls this); True if the run is active."""
-        validate_run_id(run_id)
         with self._write() as c:
-            return c.execute("UPDATE runs SET cancel_requested = 1 WHERE id = ? AND status IN "
-                             "('queued', 'running')", (run_id,)).rowcount == 1
+            return c.execute(update(RUNS).where(R.id == validate_run_id(run_id),
+                                                R.status.in_(ACTIVE))
+                             .values(cancel_requested=1)).rowcount == 1
 
     def cancel_requested(self, run_id: str) -> bool:
         validate_run_id(run_id)
-        row = self._conn().execute("SELECT cancel_requested FROM runs WHERE id = ?",
-                                   (run_id,)).fetchone()
-        return bool(row and row[0])
+        with self._read() as c:
+            return bool(c.execute(select(R.cancel_requested).where(R.id == run_id)).scalar())
 
     def delete_run(self, run_id: str) -> bool:
         """Delete a finished run, its losses, events and checkpoint file; False if none."""
         validate_run_id(run_id)
         path = self.checkpoint_path(run_id)
         with self._write() as c:
-            row = c.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()
-            if row is None:
+            status = c.execute(select(R.status).where(R.id == run_id)).scalar()
+            if status is None:
                 return False
-            if row[0] in ACTIVE:
+            if status in ACTIVE:
                 raise JobError("serve.store.still_active", field="run_id")
-            c.execute("DELETE FROM losses WHERE run_id = ?", (run_id,))
-            c.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
-            c.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+            c.execute(delete(LOSSES).where(LOSSES.c.run_id == run_id))
+            c.execute(delete(EVENTS).where(EVENTS.c.run_id == run_id))
+            c.execute(delete(RUNS).where(R.id == run_id))
         path.unlink(missing_ok=True)
         return True
 
@@ -309,92 +314,87 @@ class RunStore(Database):
     def queue_position(self, run_id: str) -> int | None:
         """1 for the next queued run on its device, 2 for the one after, ...; None if not queued."""
         validate_run_id(run_id)
-        row = self._conn().execute(
-            "SELECT (SELECT COUNT(*) FROM runs q WHERE q.status = 'queued' AND q.device = r.device"
-            " AND (q.created_at < r.created_at OR (q.created_at = r.created_at AND q.rowid <= "
-            "r.rowid))) FROM runs r WHERE r.id = ? AND r.status = 'queued'", (run_id,)).fetchone()
-        return row[0] if row else None
+        with self._read() as c:
+            return c.execute(text(
+                "SELECT (SELECT COUNT(*) FROM runs q WHERE q.status = 'queued' AND "
+                "q.device = r.device AND (q.created_at < r.created_at OR (q.created_at = "
+                "r.created_at AND q.id <= r.id))) FROM runs r WHERE r.id = :run AND "
+                "r.status = 'queued'"), {"run": run_id}).scalar()
 
     def counts(self, session: str | None = None, owner: str | None = None) -> dict[str, int]:
         """How many runs are in each status (all of them, one session's, or one owner's)."""
-        sql, where, args = "SELECT status, COUNT(*) FROM runs", [], []
+        q = select(R.status, func.count()).group_by(R.status)
         if session is not None:
-            where.append("session = ?")
-            args.append(validate_session(session))
+            q = q.where(R.session == validate_session(session))
         if owner is not None:
-            where.append("owner = ?")
-            args.append(validate_owner(owner))
-        if where:
-            sql += " WHERE " + " AND ".join(where)
+            q = q.where(R.owner == validate_owner(owner))
         out = dict.fromkeys(STATUSES, 0)
-        out.update(dict(self._conn().execute(sql + " GROUP BY status", args).fetchall()))
+        with self._read() as c:
+            out.update({status: n for status, n in c.execute(q)})
         return out
 
     def image_epochs_since(self, owner: str, since: float) -> list[tuple[float, int]]:
         """(created_at, image_epochs) of the owner's runs created since ``since`` that used or
         will use compute: queued, running or finished, but not those ended before they started
         (cancelled while queued). Oldest first."""
-        rows = self._conn().execute(
-            "SELECT created_at, image_epochs FROM runs WHERE owner = ? AND created_at >= ? AND "
-            "image_epochs > 0 AND NOT (started_at IS NULL AND status NOT IN ('queued', "
-            "'running')) ORDER BY created_at", (validate_owner(owner), float(since)))
-        return [(t, int(n)) for t, n in rows.fetchall()]
+        with self._read() as c:
+            rows = c.execute(text(
+                "SELECT created_at, image_epochs FROM runs WHERE owner = :owner AND "
+                "created_at >= :since AND image_epochs > 0 AND NOT (started_at IS NULL AND "
+                "status NOT IN ('queued', 'running')) ORDER BY created_at"),
+                {"owner": validate_owner(owner), "since": float(since)}).all()
+        return [(t, int(n)) for t, n in rows]
 
     def running_by_device(self) -> dict[str, tuple[int, bool]]:
         """device -> (runs running on it, whether a running exclusive job holds it)."""
         out: dict[str, tuple[int, bool]] = {}
-        rows = self._conn().execute("SELECT device, holds FROM runs WHERE status = 'running'")
-        for device, holds in rows.fetchall():
+        with self._read() as c:
+            rows = c.execute(select(R.device, R.holds).where(R.status == "running")).all()
+        for device, holds in rows:
             n, held = out.get(device, (0, False))
             out[device] = (n + 1, held)
             for d in json.loads(holds) if holds else ():
                 out[d] = (out.get(d, (0, False))[0], True)
         return out
 
-    def mark_interrupted_on_start(self, stale_after: float | None = None) -> list[str]:
-        """After a restart: runs left ``running`` whose worker is gone become ``interrupted``.
-
-        A worker counts as gone when its process no longer exists (or is a zombie), or, with
-        ``stale_after``, when its heartbeat is older than that many seconds. Queued runs stay
-        queued and run after the restart. Returns the ids marked.
-        """
-        now = time.time()
-        marked = []
+    def orphans(self, stale_after: float | None = None, mine: Iterable[str] = (),
+                alive: Iterable[str] = ()) -> list[Run]:
+        """Runs left ``running`` by a worker that is gone: not in ``mine`` (the runs this
+        process's executor watches itself), not of a replica in ``alive``. A run of this
+        machine (its replica's host is this one, or it has none) is gone when its worker's
+        process is (or, with ``stale_after``, when its heartbeat is older than that); a run
+        of a replica on another machine that stopped beating, when its own heartbeat is older
+        than ``stale_after`` (its worker may still be writing how it stopped)."""
+        now, mine, alive = time.time(), set(mine), set(alive)
+        with self._read() as c:
+            hosts = dict(c.execute(select(REPLICAS.c.id, REPLICAS.c.host)).all())
+        out = []
         for run in self.list_runs(statuses=["running"]):
-            gone = not pid_alive(run.worker_pid)
+            if run.id in mine or (run.replica is not None and run.replica in alive):
+                continue
             stale = (stale_after is not None
                      and (run.heartbeat is None or now - run.heartbeat > stale_after))
-            if gone or stale:
-                step = (run.progress or {}).get("step")
-                total = (run.progress or {}).get("total_steps")
-                why = (reason("serve.store.restarted_at", step=step, total=total)
-                       if step is not None and total else reason("serve.store.restarted"))
-                if self.set_status(run.id, "interrupted", only_from=["running"], **why):
-                    marked.append(run.id)
+            here = run.replica is None or hosts.get(run.replica, HOST) == HOST
+            if stale or (here and not pid_alive(run.worker_pid)):
+                out.append(run)
+        return out
+
+    def mark_interrupted_on_start(self, stale_after: float | None = None,
+                                  alive: Iterable[str] = ()) -> list[str]:
+        """After a restart: runs left ``running`` whose worker is gone (``orphans``) become
+        ``interrupted``, with the step they reached. Queued runs stay queued and run after
+        the restart. Returns the ids marked."""
+        marked = []
+        for run in self.orphans(stale_after, alive=alive):
+            step = (run.progress or {}).get("step")
+            total = (run.progress or {}).get("total_steps")
+            why = (reason("serve.store.restarted_at", step=step, total=total)
+                   if step is not None and total else reason("serve.store.restarted"))
+            if self.set_status(run.id, "interrupted", only_from=["running"], **why):
+                marked.append(run.id)
         return marked
 
 
-def _run(row: Sequence[Any]) -> Run:
-    d = dict(zip(RUN_COLUMNS, row))
-    for key in JSON_COLUMNS:
-        d[key] = json.loads(d[key]) if d[key] is not None else None
-    d["holds"] = tuple(d["holds"] or ())
-    d["cancel_requested"] = bool(d["cancel_requested"])
-    return Run(**d)
-
-
-def _dumps(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, default=_json_default)
-
-
-def _json_default(obj: Any) -> Any:
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    if isinstance(obj, (set, tuple)):
-        return list(obj)
-    return str(obj)  # a Path, or anything else: its text
-
-
-def _finite_or_none(value: float) -> float | None:
-    value = float(value)
-    return None if math.isnan(value) else value
+def _sqlite_path(location: str | os.PathLike) -> Path:
+    text_ = os.fspath(location)
+    return Path(text_.split("///", 1)[1] if "://" in text_ else text_).resolve()

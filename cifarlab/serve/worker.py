@@ -32,10 +32,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cifarlab.core.config import TrainConfig
-from cifarlab.errors import CifarLabError
+from cifarlab.errors import CifarLabError, JobError
 from cifarlab.serve.kinds import import_target
 from cifarlab.serve.runs import reason, reason_for
 from cifarlab.serve.settings import Settings
+from cifarlab.serve.settle import settle
 from cifarlab.serve.store import RunStore
 
 CANCEL_POLL_S = 0.25         # workers read the cancel flag at most this often
@@ -85,6 +86,7 @@ class JobContext:
         self._events: list[tuple[str, dict]] = []
         self._progress: dict | None = None
         self._last_flush = 0.0
+        self._retry_at = 0.0
         self._last_poll = 0.0
         self._last_clear_poll_t: float | None = None  # time.time() of the last poll seeing none
         self._calls = 0
@@ -119,15 +121,39 @@ class JobContext:
         if kind in _URGENT or (due and kind != "losses") or len(self._steps) >= 50000:
             self.flush()
 
-    def flush(self) -> None:
+    def flush(self, force: bool = False) -> bool:
+        """Write what is buffered; False when the store cannot be reached (its database
+        restarting): the batch is kept, in order, for the next flush (tried again a second
+        later at the soonest, unless ``force``), and training goes on."""
+        if not force and time.monotonic() < self._retry_at:
+            return False
         with self._lock:
             steps, losses = self._steps, self._losses
             events, progress = self._events, self._progress
             self._steps, self._losses, self._events, self._progress = [], [], [], None
             self._last_flush = time.monotonic()
         if steps or events or progress is not None:
-            self.store.record(self.run_id, steps=steps, losses=losses, events=events,
-                              progress=progress)
+            try:
+                self.store.record(self.run_id, steps=steps, losses=losses, events=events,
+                                  progress=progress)
+            except JobError as err:
+                if err.code != "serve.store.unreachable":
+                    raise
+                with self._lock:   # back in front of what came meanwhile
+                    self._steps, self._losses = steps + self._steps, losses + self._losses
+                    self._events = events + self._events
+                    self._progress = self._progress or progress
+                self._retry_at = time.monotonic() + 1.0
+                return False
+        return True
+
+    def _cancel_requested(self) -> bool:
+        try:
+            return self.store.cancel_requested(self.run_id)
+        except JobError as err:   # the store is away: no cancel can have been asked since
+            if err.code != "serve.store.unreachable":
+                raise
+            return False
 
     def weights_not_saved(self, err: BaseException) -> None:
         """The job's checkpoint could not be written (a full disk): its results are kept, and
@@ -152,7 +178,7 @@ class JobContext:
         elif now - self._last_poll >= CANCEL_POLL_S:
             self._last_poll = now
             poll_t = time.time()
-            if self.store.cancel_requested(self.run_id):
+            if self._cancel_requested():
                 self.stop_reason = "cancel"
             elif not self._parent_alive():
                 self.stop_reason = "server"
@@ -279,7 +305,7 @@ def _run_job(store: RunStore, job: dict, data: Any, data_error: BaseException | 
         fn = _raise(err)
     # the job carries what was admitted (executor.job_for): the one channel, as on Ray
     status, fields = run_job(fn, job["payload"], ctx)
-    store.set_status(run_id, status, only_from=["running"], **fields)
+    settle(store, ctx, status, fields)
 
 
 def _raise(err: BaseException) -> Callable[[dict, Any], dict]:

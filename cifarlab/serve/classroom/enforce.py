@@ -17,7 +17,7 @@ import cifarlab.serve.classroom.tables as tables  # by its path: the package imp
 from cifarlab.core.config import TrainConfig, knobs, validate
 from cifarlab.errors import ConfigError, Problem
 from cifarlab.serve.classroom.model import ClassError, ClassInfo, ClassLimits, Words
-from cifarlab.serve.schema import Database
+from cifarlab.serve.database import Database
 
 KNOBS = {f.name: f for f in knobs(TrainConfig)}
 

@@ -15,7 +15,8 @@ from cifarlab.serve.classroom.model import (BOARDS, GOAL_KINDS, BoardRow, ClassE
                                             StudentView, finite_or_none)
 from cifarlab.serve.classroom.names import (clean_nickname, clean_title, nickname_key,
                                             normalize_code)
-from cifarlab.serve.classroom.ratelimit import JoinLimiter
+from cifarlab.serve.classroom.ratelimit import FORGET_S, JoinLimiter
+from cifarlab.serve.counters import StoreCounters
 from cifarlab.serve.identity import Person
 from cifarlab.serve.runs import reason, validate_run_id
 from cifarlab.serve.store import RunStore
@@ -34,11 +35,13 @@ PRESENTER_POINTS = 500
 class Classroom:
     """Classes, members, presets, the board and challenges, on the run store's SQLite file.
 
-    ``store``: the queue's RunStore; ``clock``: the join limiter's clock (tests)."""
+    ``store``: the queue's RunStore; ``clock``: the join limiter's clock, wall-clock seconds
+    (tests pass their own). The join limiter counts in the store, so every app server on it
+    counts the same failures."""
 
-    def __init__(self, store: RunStore, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, store: RunStore, clock: Callable[[], float] = time.time):
         self.store = store
-        self.limiter = JoinLimiter(clock=clock)
+        self.limiter = JoinLimiter(clock=clock, counters=StoreCounters(store, "join", FORGET_S))
 
     # -- instructors: classes ----------------------------------------------------------------
     def create_class(self, by: Person, title: str) -> ClassInfo:
@@ -287,6 +290,6 @@ def get_classroom(queue: HasStore) -> Classroom:
     """The process-wide Classroom on the queue's run store (pages: beside ``get_queue()``)."""
     global _CLASSROOM
     with _LOCK:
-        if _CLASSROOM is None or _CLASSROOM.store.path != queue.store.path:
+        if _CLASSROOM is None or _CLASSROOM.store.where != queue.store.where:
             _CLASSROOM = Classroom(queue.store)
         return _CLASSROOM

@@ -7,8 +7,9 @@ gets in whatever classmates or strangers type meanwhile, and one typo costs noth
 that keeps failing waits (``CLIENT``: 2 s after its third failure, doubling to 5 minutes), and
 while many wrong codes are being tried (``OVERALL``: more than 30) every browser that is
 guessing waits as well, doubling from 1 s to 5 minutes; failures are forgotten after
-``FORGET_S`` without one. The counters live in the memory of the serving process (a restart
-forgets them, which costs a guesser nothing they could not get by waiting).
+``FORGET_S`` without one. The classroom keeps the counters in the run store
+(``cifarlab.serve.counters``), so every app server on one store counts the same failures and a
+restart forgets none; without a store they live in the serving process's memory.
 """
 from __future__ import annotations
 

@@ -21,14 +21,17 @@ import json
 import math
 from typing import Any
 
+from sqlalchemy import bindparam, text
+
 from cifarlab.core.safe_text import csv_writer
 from cifarlab.serve.classroom.model import BoardRow, Challenge, LeaderRow, finite_or_none
-from cifarlab.serve.schema import Database
+from cifarlab.serve.database import Database
 
 BOARD_POINTS = 40   # a board row's loss curve: at most this many points
 # the run's place among its student's runs in the class: 1, 2, 3, ...
 RUN_NUMBER = ("(SELECT COUNT(*) FROM class_runs n WHERE n.code = c.code AND n.person = c.person "
-              "AND n.rowid <= c.rowid)")
+              "AND (n.created_at < c.created_at OR (n.created_at = c.created_at AND "
+              "n.run_id <= c.run_id)))")
 CSV_COLUMNS = ("board", "goal", "rank", "nickname", "run", "score", "accuracy", "train_seconds",
                "finished_at")
 
@@ -37,19 +40,21 @@ def leaderboard(db: Database, code: str, challenge: Challenge, which: str,
                 nick: dict[str, str]) -> list[LeaderRow]:
     """Every ranked student's best run (``person`` and ``run_id`` set: callers strip them)."""
     goal = challenge.goal
-    args: list[Any] = [code, challenge.opened_at]
-    sql = ("SELECT c.run_id, c.person, r.finished_at, r.device, "
-           "json_extract(r.config, '$.epochs'), json_extract(r.result, '$.train_seconds'), "
+    args: dict[str, Any] = {"code": code, "opened": challenge.opened_at}
+    sql = ("SELECT c.run_id, c.person, r.finished_at, r.device, r.config, r.result, "
            "(SELECT e.data FROM events e WHERE e.run_id = c.run_id AND e.kind = 'eval' "
            f" ORDER BY e.seq DESC LIMIT 1), {RUN_NUMBER} "
            "FROM class_runs c JOIN runs r ON r.id = c.run_id "
-           "WHERE c.code = ? AND r.status = 'done' AND c.created_at >= ?")
+           "WHERE c.code = :code AND r.status = 'done' AND c.created_at >= :opened")
     if challenge.closed_at is not None:
-        sql += " AND c.created_at <= ?"
-        args.append(challenge.closed_at)
+        sql += " AND c.created_at <= :closed"
+        args["closed"] = challenge.closed_at
+    with db._read() as c:
+        found = c.execute(text(sql), args).all()
     best: dict[str, tuple] = {}
-    for run_id, person, finished, device, epochs, seconds, data, number in \
-            db._conn().execute(sql, args):
+    for run_id, person, finished, device, config, result, data, number in found:
+        epochs = _field(config, "epochs")
+        seconds = _field(result, "train_seconds")
         if goal.max_epochs is not None and (epochs is None or epochs > goal.max_epochs):
             continue
         if not goal.allows_device(device):
@@ -90,17 +95,27 @@ def as_csv(rows: list[LeaderRow], which: str, kind: str) -> str:
     return out.getvalue()
 
 
+def _field(doc: str | None, key: str) -> Any:
+    """One top-level value of a JSON column (read here, the same on every database)."""
+    value = json.loads(doc).get(key) if doc else None
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+_CURVE = text("SELECT step, loss FROM losses WHERE run_id = :run AND step IN :steps "
+              "ORDER BY step").bindparams(bindparam("steps", expanding=True))
+
+
 def curve(conn, run_id: str, points: int = BOARD_POINTS) -> tuple[tuple, tuple]:
     """A run's loss curve in at most ``points`` points, evenly spaced steps up to its last
     one: index lookups only, so a 20,000-step run costs what a 40-step one does (the store's
     ``losses(max_points=)`` numbers every row, which a board of 60 runs cannot afford)."""
-    last = conn.execute("SELECT MAX(step) FROM losses WHERE run_id = ?", (run_id,)).fetchone()[0]
+    last = conn.execute(text("SELECT MAX(step) FROM losses WHERE run_id = :run"),
+                        {"run": run_id}).scalar()
     if last is None:
         return (), ()
     m = max(2, int(points))
     want = sorted({1 + (last - 1) * i // (m - 1) for i in range(m)})
-    rows = conn.execute(f"SELECT step, loss FROM losses WHERE run_id = ? AND step IN "
-                        f"({', '.join('?' * len(want))}) ORDER BY step", (run_id, *want))
+    rows = conn.execute(_CURVE, {"run": run_id, "steps": want})
     steps, losses = [], []
     for step, loss in rows:
         steps.append(step)
@@ -111,19 +126,21 @@ def curve(conn, run_id: str, points: int = BOARD_POINTS) -> tuple[tuple, tuple]:
 def board(store, code: str, nick: dict[str, str], limit: int = 200,
           points: int = BOARD_POINTS) -> list[BoardRow]:
     """The class's runs, newest first, each with a small loss curve. ``store``: a RunStore."""
-    rows = store._conn().execute(
-        "SELECT c.run_id, c.person, r.status, r.device, r.created_at, "
-        "json_extract(r.result, '$.test_accuracy'), json_extract(r.progress, '$.step'), "
-        "json_extract(r.progress, '$.total_steps'), "
-        "CASE WHEN r.status = 'queued' THEN (SELECT COUNT(*) FROM runs q WHERE "
-        " q.status = 'queued' AND q.device = r.device AND (q.created_at < r.created_at OR "
-        f" (q.created_at = r.created_at AND q.rowid <= r.rowid))) END, {RUN_NUMBER} "
-        "FROM class_runs c JOIN runs r ON r.id = c.run_id WHERE c.code = ? "
-        "ORDER BY r.created_at DESC, r.rowid DESC LIMIT ?", (code, int(limit))).fetchall()
     out = []
-    conn = store._conn()
-    for run_id, person, status, device, created, acc, step, total, pos, number in rows:
-        steps, losses = curve(conn, run_id, points) if status != "queued" else ((), ())
+    with store._read() as conn:
+        rows = conn.execute(text(
+            "SELECT c.run_id, c.person, r.status, r.device, r.created_at, r.result, r.progress, "
+            "CASE WHEN r.status = 'queued' THEN (SELECT COUNT(*) FROM runs q WHERE "
+            " q.status = 'queued' AND q.device = r.device AND (q.created_at < r.created_at OR "
+            f" (q.created_at = r.created_at AND q.id <= r.id))) END, {RUN_NUMBER} "
+            "FROM class_runs c JOIN runs r ON r.id = c.run_id WHERE c.code = :code "
+            "ORDER BY r.created_at DESC, r.id DESC LIMIT :limit"),
+            {"code": code, "limit": int(limit)}).all()
+        curves = {r[0]: curve(conn, r[0], points) for r in rows if r[2] != "queued"}
+    for run_id, person, status, device, created, result, progress, pos, number in rows:
+        acc = _field(result, "test_accuracy")
+        step, total = _field(progress, "step"), _field(progress, "total_steps")
+        steps, losses = curves.get(run_id, ((), ()))
         progress = (min(1.0, step / total) if status != "queued" and step is not None and total
                     else None)
         out.append(BoardRow(nick.get(person, "?"), number, run_id, status, device, pos,

@@ -1,0 +1,66 @@
+"""The guessing limits' counters (``identity.Counters``) in the run store, so that every app
+server on one store counts the same failures: a guesser spread over several replicas gets no
+more tries than one on a single server, and a restart forgets nothing.
+
+    limiter = AttemptLimiter(counters=StoreCounters(store, "passphrase"), clock=time.time)
+
+Keys are kept as SHA-256 digests (a key can be a browser's session id, which the table need not
+hold twice). A key whose latest failure is ``forget_s`` old counts as none; stale rows are
+deleted as new failures arrive. Times are wall-clock seconds (``time.time``), the same on every
+replica; the limiter using these counters must use that clock.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+
+from sqlalchemy import case, delete, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from cifarlab.serve.database import Database
+from cifarlab.serve.schema import COUNTERS
+
+C = COUNTERS.c
+PRUNE_EVERY = 200   # failures between deletions of stale rows
+
+
+class StoreCounters:
+    """``identity.Counters`` kept in the run store under the name ``name``."""
+
+    def __init__(self, db: Database, name: str, forget_s: float = 3600.0):
+        self.db, self.name, self.forget_s = db, name, float(forget_s)
+        self._adds = 0
+        self._lock = threading.Lock()
+
+    def _key(self, key: str) -> str:
+        return f"{self.name}:{hashlib.sha256(key.encode()).hexdigest()}"
+
+    def get(self, key: str, now: float) -> tuple[int, float]:
+        with self.db._read() as c:
+            row = c.execute(select(C.count, C.last).where(C.key == self._key(key))).first()
+        if row is None or now - row[1] >= self.forget_s:
+            return 0, 0.0
+        return int(row[0]), float(row[1])
+
+    def add(self, key: str, now: float) -> tuple[int, float]:
+        """One more failure, counted in one statement (two replicas adding at once both
+        count); a stale count starts again at 1."""
+        ins = (postgresql if self.db.dialect == "postgresql" else sqlite).insert(COUNTERS)
+        stale = COUNTERS.c.last <= now - self.forget_s
+        ins = ins.values(key=self._key(key), count=1, last=now).on_conflict_do_update(
+            index_elements=["key"],
+            set_={"count": case((stale, 1), else_=COUNTERS.c.count + 1), "last": now},
+        ).returning(C.count, C.last)
+        with self.db._write() as c:
+            count, last = c.execute(ins).one()
+            with self._lock:
+                self._adds += 1
+                prune = self._adds % PRUNE_EVERY == 0
+            if prune:
+                c.execute(delete(COUNTERS).where(C.last <= now - self.forget_s,
+                                                 C.key.like(self.name + ":%")))
+        return int(count), float(last)
+
+    def clear(self, key: str) -> None:
+        with self.db._write() as c:
+            c.execute(delete(COUNTERS).where(C.key == self._key(key)))

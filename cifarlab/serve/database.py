@@ -1,0 +1,373 @@
+"""The run store's database: a SQLite file (the default) or a PostgreSQL server, through one
+code path (SQLAlchemy Core 2; psycopg 3 for PostgreSQL).
+
+    db = Database("var/runs.db")                                   # SQLite, WAL mode
+    db = Database("postgresql://cifarlab@db/cifarlab")             # PostgreSQL (psycopg 3)
+    with db._write() as c: ...       # one write transaction (SQLite: BEGIN IMMEDIATE)
+    with db._read() as c: ...        # several SELECTs that see one snapshot
+
+**SQLite**: one file, WAL mode (readers never block the writer and the writer never blocks
+readers), ``synchronous=NORMAL`` and a busy timeout; the serving process (scheduler + pages)
+and one worker process per run use it at the same time. Write transactions start with ``BEGIN
+IMMEDIATE``, so writers queue instead of failing half-way. One serving process per file.
+
+**PostgreSQL**: several serving processes (replicas) and their workers share one database. A
+connection pool per process, each connection pinged before use (``pool_pre_ping``), so a
+database restarted mid-lesson is reconnected to on the next call; while it is down every call
+raises ``JobError("serve.store.unreachable")`` (said to the student in their language) and the
+host's log gets one line. A write that depends on what another replica may write at the same
+moment takes an advisory lock (``_write(lock=...)``); SQLite's one writer needs none.
+
+A ``Database`` can be handed to another thread, or pickled to another process, and reconnects
+there; a connection never crosses processes.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import zlib
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from sqlalchemy import create_engine, event, exc
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+
+from cifarlab.errors import JobError
+from cifarlab.serve import disk
+from cifarlab.serve.schema import SCHEMA_VERSION, migrate, stored_version
+
+log = logging.getLogger("cifarlab.serve.database")
+
+BUSY_TIMEOUT_S = 15.0
+CONNECT_TIMEOUT_S = 5          # PostgreSQL: a server that does not answer is down
+POOL_SIZE, MAX_OVERFLOW = 10, 30   # per serving process (a worker keeps 2)
+STORE_URL_SETTING = "CIFARLAB_STORE_URL"
+_LOG_EVERY_S = 30.0            # "unreachable" in the host's log at most this often
+
+
+def store_url(location: str | os.PathLike) -> URL:
+    """The SQLAlchemy URL of a store: a path is a SQLite file; ``postgresql://`` (psycopg 3,
+    whatever driver the URL names) or ``sqlite:///path``. JobError for anything else."""
+    text = os.fspath(location)
+    if "://" not in text:
+        return URL.create("sqlite", database=str(Path(text).resolve()))
+    try:
+        url = make_url(text)
+    except (exc.ArgumentError, ValueError):
+        raise JobError("serve.store.bad_url", setting=STORE_URL_SETTING) from None
+    if url.get_backend_name() == "postgresql":
+        return url.set(drivername="postgresql+psycopg")
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        return url.set(drivername="sqlite", database=str(Path(url.database).resolve()))
+    raise JobError("serve.store.bad_url", setting=STORE_URL_SETTING)
+
+
+def shown(url: URL) -> str:
+    """The URL for a log line or a message: never its password."""
+    return url.render_as_string(hide_password=True)
+
+
+def advisory_key(name: str) -> int:
+    """A 31-bit key for ``pg_advisory_lock`` from a name (stable across processes)."""
+    return zlib.crc32(name.encode()) & 0x7FFFFFFF
+
+
+class Database:
+    """The store at ``location`` (a SQLite path or a URL), its tables brought up to ``upto``."""
+
+    path: Path | None = None           # the SQLite file; None on PostgreSQL
+
+    def __init__(self, location: str | os.PathLike, upto: int = SCHEMA_VERSION):
+        self.url = store_url(location)
+        self.dialect = self.url.get_backend_name()
+        self.where = shown(self.url) if self.dialect != "sqlite" else self.url.database
+        if self.dialect == "sqlite":
+            self.path = Path(self.url.database)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._pool_size = POOL_SIZE
+        self._engine: Engine | None = None
+        self._pid = os.getpid()
+        self._lock_name = "cifarlab"
+        self._last_logged = 0.0
+        if self.dialect == "sqlite":
+            with self._translated(), self.engine.connect() as c:  # set as each one connects
+                mode = c.exec_driver_sql("PRAGMA journal_mode").scalar_one()
+            if str(mode).lower() != "wal":  # e.g. a network file system without shared memory
+                raise JobError("serve.store.no_wal", path=str(self.path), mode=str(mode))
+        else:
+            self._first_connect()
+        with self._write(lock="schema") as c:
+            migrate(c, self.where, upto)
+            if self.dialect != "sqlite":  # one store per database and schema
+                self._lock_name = "cifarlab:" + c.exec_driver_sql(
+                    "SELECT current_database() || '.' || current_schema()").scalar_one()
+
+    def _first_connect(self) -> None:
+        """Connect once at start: a wrong user, password or database name is the host's
+        ``serve.store.refused``, a server that does not answer ``serve.store.down``, each one
+        line naming the setting (and the URL, never its password)."""
+        try:
+            with self.engine.connect() as c:
+                c.exec_driver_sql("SELECT 1")
+        except exc.DBAPIError as err:
+            detail = _first_line(err)
+            refused = any(s in detail for s in _REFUSALS)
+            code = "serve.store.refused" if refused else "serve.store.down"
+            raise JobError(code, setting=STORE_URL_SETTING, url=self.where,
+                           detail=detail[:200]) from None
+
+    # -- the engine, one per process ---------------------------------------------------------
+    def __getstate__(self) -> dict:  # an engine never travels: the copy makes its own
+        state = {k: v for k, v in self.__dict__.items() if k != "_engine"}
+        state["_pool_size"] = 2       # a worker process: a few writes a second
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._engine = None
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None or self._pid != os.getpid():
+            if self._engine is not None:
+                self._engine.dispose(close=False)   # the parent's connections stay the parent's
+            self._engine, self._pid = self._make_engine(), os.getpid()
+        return self._engine
+
+    def _make_engine(self) -> Engine:
+        if self.dialect == "sqlite":
+            engine = create_engine(self.url, pool_size=self._pool_size, max_overflow=MAX_OVERFLOW,
+                                   connect_args={"timeout": BUSY_TIMEOUT_S,
+                                                 "check_same_thread": False})
+
+            @event.listens_for(engine, "connect")
+            def _on_connect(dbapi_conn, _record):
+                dbapi_conn.isolation_level = None   # transactions are ours (BEGIN below)
+                cur = dbapi_conn.cursor()
+                cur.execute("PRAGMA journal_mode = WAL")
+                cur.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+                cur.execute("PRAGMA synchronous = NORMAL")
+                cur.close()
+
+            @event.listens_for(engine, "begin")
+            def _on_begin(conn):
+                write = conn.get_execution_options().get("cifarlab_write")
+                conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+            return engine
+        return create_engine(self.url, pool_size=self._pool_size, max_overflow=MAX_OVERFLOW,
+                             pool_pre_ping=True, pool_timeout=30,
+                             connect_args={"connect_timeout": CONNECT_TIMEOUT_S,
+                                           "application_name": "cifarlab"})
+
+    # -- transactions ------------------------------------------------------------------------
+    @contextmanager
+    def _write(self, lock: str | None = None) -> Iterator[Connection]:
+        """One write transaction. ``lock``: on PostgreSQL, take this advisory lock for the
+        transaction (writes that read first: a nickname's uniqueness, an admission), as
+        SQLite's one writer does for every write. A full disk is
+        ``JobError("serve.store.disk_full")`` (rolled back, nothing half-written); a database
+        that cannot be reached is ``JobError("serve.store.unreachable")``."""
+        with self._translated():
+            with self.engine.connect() as conn:
+                conn = conn.execution_options(cifarlab_write=True)
+                with conn.begin():
+                    if lock is not None and self.dialect != "sqlite":
+                        conn.exec_driver_sql(
+                            f"SELECT pg_advisory_xact_lock({advisory_key(self._lock_name + lock)})")
+                    yield conn
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        """Several SELECTs that see one consistent snapshot (PostgreSQL: REPEATABLE READ)."""
+        with self._translated():
+            with self.engine.connect() as conn:
+                if self.dialect != "sqlite":
+                    conn = conn.execution_options(isolation_level="REPEATABLE READ")
+                with conn.begin():
+                    yield conn
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        """Database errors a student can be told about, as our errors."""
+        try:
+            yield
+        except exc.DBAPIError as err:
+            if getattr(err.orig, "sqlstate", None) == "53100":   # PostgreSQL: disk full
+                raise disk.store_full(err.orig, self.where) from None
+            if self.dialect == "sqlite":
+                if disk.is_full(err.orig):
+                    raise disk.store_full(err.orig, self.path) from None
+                raise err.orig from None      # SQLite's own error, as before (damage, locks)
+            if err.connection_invalidated or _unreachable(err):
+                self._log_unreachable(err)
+                raise JobError("serve.store.unreachable") from None
+            raise
+        except exc.TimeoutError as err:       # the pool had no connection for 30 s
+            self._log_unreachable(err)
+            raise JobError("serve.store.unreachable") from None
+
+    def _log_unreachable(self, err: BaseException) -> None:
+        now = time.monotonic()
+        if now - self._last_logged >= _LOG_EVERY_S or not self._last_logged:
+            self._last_logged = now
+            log.error("cifarlab: the run store %s cannot be reached: %s", self.where,
+                      _first_line(err))
+
+    def close(self) -> None:
+        """Close this process's connections (the next call opens new ones)."""
+        if self._engine is not None and self._pid == os.getpid():
+            self._engine.dispose()
+        self._engine = None
+
+    def journal_mode(self) -> str:
+        with self._read() as c:
+            return c.exec_driver_sql("PRAGMA journal_mode").scalar_one()
+
+    def schema_version(self) -> int:
+        with self._read() as c:
+            return stored_version(c)
+
+    # -- locks across app servers -------------------------------------------------------------
+    @contextmanager
+    def mutex(self, name: str) -> Iterator[None]:
+        """Hold ``name`` across every process on this store for the block (PostgreSQL: a
+        session-level advisory lock on a connection of its own; the checks inside may use
+        other connections). SQLite has one serving process, whose own thread lock suffices."""
+        if self.dialect == "sqlite":
+            yield
+            return
+        key = advisory_key(self._lock_name + ":" + name)
+        with self._translated(), self.engine.connect() as conn:
+            conn.exec_driver_sql(f"SELECT pg_advisory_lock({key})")
+            conn.commit()
+            try:
+                yield
+            finally:
+                try:
+                    conn.exec_driver_sql(f"SELECT pg_advisory_unlock({key})")
+                    conn.commit()
+                except exc.DBAPIError:       # the connection broke: the lock went with it
+                    conn.invalidate()
+
+    def session_lock(self, name: str) -> SessionLock:
+        """A lock one process holds until it lets go or dies (the dispatcher's)."""
+        return SessionLock(self, name)
+
+
+class SessionLock:
+    """A lock one process holds until it lets go or dies: on PostgreSQL a session-level
+    advisory lock on a connection of its own (the database drops it the moment that
+    connection closes: a replica killed, a network cut once TCP keepalives give up); on SQLite
+    an ``flock`` on a file beside the store (the kernel drops it with the process).
+
+    ``acquire()`` tries without waiting; ``held()`` checks the lock is still ours (its
+    connection alive); ``release()`` lets go."""
+
+    def __init__(self, db: Database, name: str):
+        self.db, self.name = db, name
+        self._conn = None
+        self._file = None
+        self._mutex = threading.Lock()
+
+    def acquire(self) -> bool:
+        with self._mutex:
+            if self._conn is not None or self._file is not None:
+                return self._check()
+            if self.db.dialect == "sqlite":
+                return self._flock()
+            key = advisory_key(self.db._lock_name + ":" + self.name)
+            try:
+                conn = self.db.engine.connect()
+            except (exc.DBAPIError, exc.TimeoutError):
+                return False
+            try:
+                # the server drops a silent client's session (and its lock) within ~15 s
+                for setting in ("tcp_keepalives_idle = 5", "tcp_keepalives_interval = 2",
+                                "tcp_keepalives_count = 5"):
+                    conn.exec_driver_sql("SET " + setting)
+                got = conn.exec_driver_sql(f"SELECT pg_try_advisory_lock({key})").scalar_one()
+                conn.commit()
+            except exc.DBAPIError:
+                conn.invalidate()
+                conn.close()
+                return False
+            if not got:
+                conn.close()
+                return False
+            self._conn = conn
+            return True
+
+    def _flock(self) -> bool:
+        import fcntl
+
+        f = open(self.db.path.with_name(self.db.path.name + ".dispatcher"), "a+")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.close()
+            return False
+        self._file = f
+        return True
+
+    def held(self) -> bool:
+        with self._mutex:
+            return self._check()
+
+    def _check(self) -> bool:
+        if self._file is not None:
+            return True
+        if self._conn is None:
+            return False
+        try:
+            self._conn.exec_driver_sql("SELECT 1")
+            self._conn.commit()
+            return True
+        except exc.DBAPIError:
+            log.warning("cifarlab: lost the %s lock (the connection to the run store broke)",
+                        self.name)
+            try:
+                self._conn.invalidate()
+                self._conn.close()
+            except Exception:  # noqa: BLE001 - a broken connection: it is gone either way
+                pass
+            self._conn = None
+            return False
+
+    def release(self) -> None:
+        with self._mutex:
+            if self._file is not None:
+                self._file.close()            # closing the file drops the flock
+                self._file = None
+            if self._conn is not None:
+                try:
+                    # closed, not pooled: a session-level lock outlives a connection's return
+                    self._conn.invalidate()
+                    self._conn.close()
+                except Exception:  # noqa: BLE001
+                    pass
+                self._conn = None
+
+
+# what PostgreSQL says when it was reached and said no (the URL is wrong, not the network)
+_REFUSALS = ("password authentication failed", "does not exist", "no pg_hba.conf entry",
+             "authentication failed", "no password supplied", "permission denied",
+             "is not permitted to log in", "SSL")
+
+
+def _unreachable(err: exc.DBAPIError) -> bool:
+    """Whether a PostgreSQL error says the server cannot be reached (down, restarting, the
+    network), rather than that the query was wrong."""
+    if isinstance(err, (exc.OperationalError, exc.InterfaceError)):
+        return True
+    sqlstate = getattr(err.orig, "sqlstate", None) or ""
+    return sqlstate.startswith(("08", "57P"))  # connection exceptions, admin shutdown
+
+
+def _first_line(err: BaseException) -> str:
+    orig = getattr(err, "orig", None) or err
+    return next((line.strip() for line in str(orig).splitlines() if line.strip()),
+                type(orig).__name__)

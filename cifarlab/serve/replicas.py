@@ -1,0 +1,100 @@
+"""The app servers (replicas) serving one run store, as the store sees them.
+
+Each ``JobQueue`` registers its process as a replica under a fresh random id and beats every
+second or so (``beat``); a clean shutdown says so (``stop``). A replica whose latest beat is
+older than ``heartbeat_timeout`` is gone: the runs its executor was running are the live
+replicas' to settle (``RunStore.orphans``). Which replica dispatches is decided by a lock, not
+by this table (``Database.session_lock``); the table says who is there, for the runs and the
+host (``SELECT * FROM replicas``).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+
+from sqlalchemy import insert, select, update
+
+from cifarlab.serve.database import Database
+from cifarlab.serve.schema import REPLICAS
+from cifarlab.serve.store import HOST
+
+C = REPLICAS.c
+log = logging.getLogger("cifarlab.serve.queue")
+
+
+def register(db: Database) -> str:
+    """This process as a new replica; returns its id. Rows of replicas stopped over a day ago
+    are dropped."""
+    rid, now = uuid.uuid4().hex, time.time()
+    with db._write() as c:
+        c.execute(REPLICAS.delete().where(C.heartbeat < now - 86400))
+        c.execute(insert(REPLICAS).values(id=rid, host=HOST, pid=os.getpid(), started_at=now,
+                                          heartbeat=now))
+    return rid
+
+
+def beat(db: Database, rid: str) -> None:
+    with db._write() as c:
+        c.execute(update(REPLICAS).where(C.id == rid).values(heartbeat=time.time()))
+
+
+def stop(db: Database, rid: str) -> None:
+    now = time.time()
+    with db._write() as c:
+        c.execute(update(REPLICAS).where(C.id == rid).values(heartbeat=now, stopped_at=now))
+
+
+def alive(db: Database, timeout: float) -> set[str]:
+    """The ids of the replicas that beat within ``timeout`` seconds and did not stop."""
+    with db._read() as c:
+        return set(c.execute(select(C.id).where(C.heartbeat >= time.time() - timeout,
+                                                C.stopped_at.is_(None))).scalars())
+
+
+BEAT_S = 1.0        # a replica's heartbeat, and how often a waiting one tries to dispatch
+
+
+class Replica:
+    """This serving process on the store: its id, its heartbeat, and whether it is the one
+    dispatcher (``tick``). The dispatcher holds ``Database.session_lock("dispatcher")``: on
+    PostgreSQL an advisory lock the database drops the moment the holder's connection closes
+    (its process killed, its machine cut off once TCP keepalives give up), so a waiting replica
+    takes over within a second or two of trying; on SQLite a file lock beside the store."""
+
+    def __init__(self, db: Database, timeout: float):
+        self.db, self.timeout = db, float(timeout)
+        self.id = register(db)
+        self.lock = db.session_lock("dispatcher")
+        self.leading = False
+        self._last_beat = self._last_try = 0.0
+
+    def tick(self) -> bool:
+        """Beat (every ``BEAT_S``), keep or try to take the dispatcher's lock; True while this
+        replica dispatches."""
+        now = time.monotonic()
+        if now - self._last_beat >= BEAT_S:
+            self._last_beat = now
+            beat(self.db, self.id)
+        if self.leading:
+            self.leading = self.lock.held()
+        elif now - self._last_try >= BEAT_S:
+            self._last_try = now
+            self.leading = self.lock.acquire()
+            if self.leading:
+                log.info("cifarlab: this app server (replica %s) now dispatches the queue",
+                         self.id[:8])
+        return self.leading
+
+    def alive(self) -> set[str]:
+        """The replicas that are there now, this one included."""
+        return alive(self.db, self.timeout) | {self.id}
+
+    def stop(self) -> None:
+        self.leading = False
+        self.lock.release()
+        try:
+            stop(self.db, self.id)
+        except Exception:  # noqa: BLE001 - the store is gone: the heartbeat goes stale instead
+            pass

@@ -1,0 +1,52 @@
+"""An app server's job queue in a process of its own, for the tests of several replicas on one
+PostgreSQL store (tests/test_replicas.py): ``python tests/replica_support.py STORE_URL HOME``
+starts a ``JobQueue`` there, prints ``replica <id>`` and then ``leading`` once it dispatches,
+and serves until it is killed. ``steady_job`` is the job kind the tests queue."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]     # this folder and the checkout
+
+from cifarlab.serve.queue import register_kind  # noqa: E402
+
+STEADY = "steady"
+
+
+def steady_job(payload, ctx):
+    """``steps`` steps of ``dt`` seconds, each one's loss written; stops on a cancel (or when
+    its server is gone) keeping what it did."""
+    steps, dt = int(payload.get("steps", 10)), float(payload.get("dt", 0.05))
+    ctx.emit("start", {"total_steps": steps})
+    for i in range(1, steps + 1):
+        time.sleep(dt)
+        ctx.emit("losses", {"steps": [i], "losses": [1.0 / i]})
+        ctx.emit("progress", {"step": i, "total_steps": steps})
+        if ctx.should_stop():
+            return {"cancelled": True, "steps": i, "pid": os.getpid()}
+    return {"steps": steps, "pid": os.getpid()}
+
+
+register_kind(STEADY, "replica_support:steady_job")
+
+
+def main(url: str, home: str) -> None:
+    from cifarlab.serve.queue import JobQueue
+    from cifarlab.serve.settings import load_settings
+
+    settings = load_settings(env={}, home=home, store_url=url, spare_workers=0, cpu_slots=1,
+                             max_per_owner=20, heartbeat_timeout=10)
+    queue = JobQueue(settings=settings)
+    print("replica", queue.replica.id, flush=True)
+    while not queue.replica.leading:
+        time.sleep(0.05)
+    print("leading", flush=True)
+    while True:
+        time.sleep(1.0)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
