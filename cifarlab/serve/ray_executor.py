@@ -20,7 +20,8 @@ this machine, bound to 127.0.0.1). See docs/hosting.md.
   gets the reference, and its arrays are read zero-copy on each node.
 - ``ray.init`` runs in the dispatcher thread, which lives as long as the queue (a thread that
   ends breaks the driver's connection). Outside the main thread Ray leaves SIGTERM alone; in the
-  main thread (tests) the handler it installs is put back.
+  main thread (tests) the handler it installs is put back; its C++ failure handler, which
+  would abort a server 3 s into its SIGTERM shutdown, is turned off.
 """
 from __future__ import annotations
 
@@ -106,6 +107,11 @@ class RayExecutor(Executor):
         self._retry_at = time.monotonic() + RETRY_S
         if not ray.is_initialized():
             before = signal.getsignal(signal.SIGTERM)
+            # Ray's C++ failure handler (abseil's) would catch the server's SIGTERM first and
+            # abort the process 3 s later, mid-shutdown, whatever the server's own handler does
+            os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+            from ray._private import ray_constants   # read when ray was imported: set it too
+            ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True
             common = {"include_dashboard": False, "namespace": "cifarlab"}
             if self.settings.ray_address:
                 ray.init(address=self.settings.ray_address, **common)
