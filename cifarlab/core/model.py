@@ -81,9 +81,5 @@ class Net(nn.Module):
         return self.fc3(x)
 
 
-def build_model(spec: ModelSpec | None = None) -> Net:
-    return Net(spec)
-
-
 def count_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())

@@ -8,16 +8,6 @@ Layout (English is the source; every other language mirrors it)::
     cifarlab/locales/<lang>/lessons/<name>.md lesson texts (Markdown), one file per lesson
     cifarlab/locales/code/<name>.py           the tutorial's lines a lesson explains (shared)
 
-Use::
-
-    from cifarlab import i18n
-    lang = i18n.normalize_lang("pt_BR")            # -> "pt"
-    i18n.t("nav.home", lang)                       # -> "Início"
-    i18n.t("status.queued", lang, n=3)             # str.format placeholders
-    t = i18n.translator(lang); t("train.start")    # the same, with the language bound
-    i18n.lesson("network", lang)                   # Markdown
-    i18n.code_snippet("network")                   # Python source, language-independent
-
 Catalog values are ``str.format`` templates: a literal brace is written ``{{`` or ``}}``.
 
 Missing translations. At runtime a key (or lesson) missing in Spanish or Portuguese falls back to
@@ -32,8 +22,6 @@ Numbers: every ``{placeholder}`` that receives a number is written in the langua
 (Babel's CLDR rules: 50,000 / 50.000; 0.001 / 0,001; ``{x:.1%}`` -> 55,3 %). ``number``,
 ``percent`` and ``duration`` do the same for pages. A key with ``.one``/``.other`` variants is a
 plural, chosen by the ``n`` (or ``count``) argument.
-
-This module uses the standard library and Babel, and never imports streamlit.
 """
 from __future__ import annotations
 

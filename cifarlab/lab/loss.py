@@ -1,15 +1,8 @@
 """The Loss & Optimizer page's engine: cross-entropy by hand, and SGD paths on a 2-D surface.
 
-    logits = net_logits(data.test_x[0], seed=0)         # the tutorial Net's 10 scores
-    cross_entropy_by_hand(logits, label=3)              # softmax, p(true), −log p, vs PyTorch
-    surf = loss_surface("bowl", grid=101)               # X, Y, Z for a contour plot
-    path = sgd_path("bowl", start=(-4, 1.5), lr=0.05, momentum=0.9, steps=60)
-    path.points, path.losses, path.diverged, path.diverged_at
-    probs_figure(ce, names, label, t); paths_figures(surf, paths, labels, t)   # the page's
-
 The paths are made by ``torch.optim.SGD`` itself on a 2-parameter tensor, so the update rule the
 students see is PyTorch's: ``v ← momentum·v + grad`` (``v = grad`` at the first step), then
-``p ← p − lr·v``. Never imports streamlit.
+``p ← p − lr·v``.
 """
 from __future__ import annotations
 

@@ -11,11 +11,6 @@ epoch's order is ``SeededShuffle``'s, exactly one ``randperm`` per epoch (torch'
 So on the CPU the script and the notebook print the app's running losses, step for step, and its
 accuracy, for either pipeline (``tutorial`` DataLoader, ``fast``). On a GPU, cuDNN may differ in
 the last bits from run to run.
-
-    export_script(config)                       # the .py source
-    notebook_json(record, lang="es")            # the .ipynb source
-    bundle_bytes(record, lang="pt")             # the zip, in memory (the Runs page)
-    write_export(checkpoint, "run.zip")         # the command line: the format follows the suffix
 """
 from cifarlab.core.export.record import RunRecord
 from cifarlab.core.export.render import (CONSTANT_NAMES, DEFAULT_NAME, TUTORIAL_URL,

@@ -1,9 +1,5 @@
 '''The runnable script that repeats a run, in the tutorial's own plain PyTorch (only torch,
 torchvision and numpy: never cifarlab), rendered from ``templates/run.py.j2`` (``render``).
-
-    text = export_script(config, source_note="run 3f2a… on the lab server")
-    write_script("cifar_run.py", config)      # the same, its instructions naming that file
-    export_checkpoint(checkpoint.load("cifar_net.pth"), "cifar_run.py")   # a checkpoint's run
 '''
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
 """What the CPU vs GPU page says about a result, in the student's language.
 
-    rows_table(rows, "es")             # the measured points, translated column names
-    hardware_table(result, "pt")       # machine, CPU, GPU, versions, settings, load
-    provenance(result, "en")           # measured here or recorded elsewhere; busy or not
-    tutorial_lines(result, "en")       # the tutorial as written, in words
-    would_add_lines(result, recorded, "en")   # what a GPU would add (one recording first)
-    plan_text(config, "es"); live_lines(run, rows, position, now, "pt")   # before, during a run
-
 Text that came from a file (a device name, a host, a file name) is escaped for Markdown
 (``md``) before it goes into a sentence: a device name such as ``![x](http://…)`` is shown
 as those characters, never as an image the viewer's browser would fetch.

@@ -1,9 +1,5 @@
 """A timing result: rows + what they were measured on; JSON and CSV with an exact round trip.
 
-    result.save("h100.json"); SweepResult.load("h100.csv").recorded_elsewhere   # -> True
-    load_upload("h100.csv", data)      # a page upload, checked: DataError / UploadError
-    recorded_results()                 # docs/gpu-results, newest first
-
 Rows are typed through pandas (nullable dtypes: a point that failed has no figures), for both
 formats, so a value of the wrong kind in a file is refused when it is read. A loaded result is
 marked as recorded elsewhere (host and date), so a classroom without a GPU can show figures
