@@ -15,8 +15,8 @@ English and logs one warning; a key missing in English too logs an error and sho
 itself, so a page never crashes over a string. In *strict* mode every miss raises ``KeyError``
 instead. Strict mode is on while pytest runs (``PYTEST_CURRENT_TEST`` is set) or when
 ``CIFARLAB_I18N_STRICT=1``; ``CIFARLAB_I18N_STRICT=0`` turns it off, and ``set_strict(True |
-False | None)`` overrides both (``None``: back to the environment). ``missing_keys()``,
-``extra_keys()`` and ``problems()`` report what a translator still has to do.
+False | None)`` overrides both (``None``: back to the environment). ``problems()`` reports
+what a translator still has to do.
 
 Numbers: every ``{placeholder}`` that receives a number is written in the language's notation
 (Babel's CLDR rules: 50,000 / 50.000; 0.001 / 0,001; ``{x:.1%}`` -> 55,3 %). ``number``,
@@ -40,7 +40,7 @@ from cifarlab.i18n.numbers import (BABEL_LOCALES, _LocaleFormatter, duration, nu
 __all__ = [
     "LANGUAGES", "DEFAULT", "LOCALES_DIR", "LESSON_ORDER", "LESSON_ALIASES",
     "normalize_lang", "t", "translator", "lesson", "lesson_names", "code_snippet", "catalog",
-    "placeholders", "missing_keys", "extra_keys", "problems", "is_strict", "set_strict",
+    "placeholders", "problems", "is_strict", "set_strict",
     "clear_cache", "catalog_files", "number", "percent", "duration", "plural_form", "separators",
     "parse_decimal", "BABEL_LOCALES",
 ]
@@ -304,22 +304,6 @@ def code_snippet(name: str) -> str:
 
 
 # ------------------------------------------------------------------------- translator's checks
-
-def _others(lang: str | None) -> list[str]:
-    return [normalize_lang(lang)] if lang else [c for c in LANGUAGES if c != DEFAULT]
-
-
-def missing_keys(lang: str | None = None) -> dict[str, list[str]]:
-    """Keys present in English but missing in ``lang`` (or every other language)."""
-    source = _load_catalog(DEFAULT)
-    return {code: sorted(set(source) - set(_load_catalog(code))) for code in _others(lang)}
-
-
-def extra_keys(lang: str | None = None) -> dict[str, list[str]]:
-    """Keys present in ``lang`` (or every other language) but not in English."""
-    source = _load_catalog(DEFAULT)
-    return {code: sorted(set(_load_catalog(code)) - set(source)) for code in _others(lang)}
-
 
 def problems() -> list[str]:
     """Everything a translator still has to fix, one readable line each; [] when all is well."""
