@@ -51,14 +51,9 @@ def net_logits(image_chw_uint8: np.ndarray, seed: int = 0, state_dict: dict | No
 
 
 def cross_entropy_by_hand(logits, label: int) -> dict:
-    """``nn.CrossEntropyLoss`` for one example, step by step.
-
-    Returns ``logits``, ``shift`` (the largest logit, subtracted before eᶻ so nothing overflows;
-    it cancels out), ``exps`` (e^(z − shift)), ``sum_exp``, ``probs`` (softmax), ``p_true``
-    (the probability of ``label``), ``loss`` (−log p_true, computed as log Σe^z − z_label so it
-    stays exact even when p_true is tiny), ``torch_loss`` (``nn.CrossEntropyLoss()`` on the same
-    logits), ``match`` and ``prediction`` (the class with the largest logit).
-    """
+    """``nn.CrossEntropyLoss`` for one example, step by step, beside PyTorch's. The largest
+    logit is subtracted before eᶻ so nothing overflows (it cancels out), and the loss is
+    log Σe^z − z_label, exact even when p_true is tiny."""
     z = np.asarray(logits, dtype=np.float64).reshape(-1)
     if z.size < 2 or not np.all(np.isfinite(z)):
         raise CifarLabError("loss.bad_logits", field="logits")

@@ -16,7 +16,6 @@ from typing import Any, Iterable, Mapping
 import cifarlab.serve.classroom.tables as tables  # by its path: the package imports this one
 from cifarlab.core.config import TrainConfig, knobs, validate
 from cifarlab.errors import ConfigError, Problem
-import cifarlab.serve.classroom.tables as tables
 from cifarlab.serve.classroom.model import ClassError, ClassInfo, ClassLimits, Words
 from cifarlab.serve.schema import Database
 
