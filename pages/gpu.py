@@ -179,6 +179,7 @@ if run is not None and run.finished and run.result and run.result.get("rows"):
         show_error(err)
 with st.expander(t("gpu.load_title"), expanded=not has_accelerator or bool(recorded)):
     upload = st.file_uploader(t("gpu.upload"), key="gpu_upload", help=t("gpu.upload_help"),
+                              max_upload_size=lab.UPLOADER_MB,
                               on_change=lambda: st.session_state.update(
                                   gpu_pending_source="upload"))
     if upload is not None:

@@ -12,9 +12,11 @@ def keep(key: str, kind: str, body) -> None:
     st.session_state[key] = (kind, body)
 
 
-def show(key: str, where=st, **kwargs) -> tuple[str, object] | None:
-    """The message kept under ``key``, shown once (in ``where``); it is also returned."""
-    msg = st.session_state.pop(key, None)
+def show(key: str, where=st, once: bool = True, **kwargs) -> tuple[str, object] | None:
+    """The message kept under ``key``, shown once (in ``where``); it is also returned.
+    ``once=False``: shown until the next ``keep`` replaces it (in a fragment that polls, a
+    message shown once would vanish at the next tick, seconds later)."""
+    msg = st.session_state.pop(key, None) if once else st.session_state.get(key)
     if msg is not None:
         kind, body = msg
         if kind == "error":

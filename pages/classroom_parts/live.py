@@ -54,7 +54,7 @@ def board_section(cr, me, code: str, t) -> None:
         rows = _call(cr.board, me, code)
         if rows is None:
             return
-        messages.show(K + "board_msg")
+        messages.show(K + "board_msg", once=False)   # the last action's outcome stays
         if not rows:
             st.info(t("classroom.board.empty"))
             return

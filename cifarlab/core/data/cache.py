@@ -63,9 +63,16 @@ def digest(array: np.ndarray) -> str:
     return f"{DIGEST}:{hashlib.sha256(b''.join(parts)).hexdigest()}"
 
 
-def check_labels(arrays: dict[str, np.ndarray], n_classes: int) -> None:
-    """CacheDamaged unless each label array given holds only ``0 .. n_classes - 1`` and names
-    every class at least once (a decoded split always has every class)."""
+def class_counts(arrays: dict[str, np.ndarray], n_classes: int) -> dict[str, list[int]]:
+    """Images per class in each label array: written into meta.json beside the checksums."""
+    return {name: np.bincount(arrays[name], minlength=n_classes).tolist()
+            for name in ("train_y", "test_y") if name in arrays}
+
+
+def check_labels(arrays: dict[str, np.ndarray], n_classes: int,
+                 counts: dict[str, list[int]] | None = None) -> None:
+    """CacheDamaged unless each label array given holds only ``0 .. n_classes - 1`` and, where
+    the cache recorded them (``counts``), as many images of each class as were written."""
     for name in ("train_y", "test_y"):
         y = arrays.get(name)
         if y is None or len(y) == 0:
@@ -73,9 +80,10 @@ def check_labels(arrays: dict[str, np.ndarray], n_classes: int) -> None:
         lo, hi = int(y.min()), int(y.max())
         if lo < 0 or hi >= n_classes:
             raise CacheDamaged(f"{name}: labels {lo}..{hi}, expected 0..{n_classes - 1}")
-        missing = int(np.count_nonzero(np.bincount(y, minlength=n_classes) == 0))
-        if missing:
-            raise CacheDamaged(f"{name}: {missing} of {n_classes} classes have no image")
+        want = (counts or {}).get(name)
+        if want is not None and np.bincount(y, minlength=n_classes).tolist() != list(want):
+            raise CacheDamaged(f"{name}: images per class differ from those written")
+
 
 # ---------------------------------------------------------------------------------------------
 # The data set
@@ -266,7 +274,7 @@ def read_arrays(path: Path, key: str, names: Iterable[str]) -> dict[str, np.ndar
         return None
     meta, parts = checked
     arrays = attach(path, _stamp(key, meta), parts, list(names), verify=_verifier(meta))
-    check_labels(arrays, len(meta["classes"]))
+    check_labels(arrays, len(meta["classes"]), meta.get("class_counts"))
     return arrays
 
 
@@ -278,7 +286,7 @@ def read_cache(path: Path, key: str) -> CifarData | None:
         return None
     meta, parts = checked
     arrays = attach(path, _stamp(key, meta), parts, ARRAYS, verify=_verifier(meta))
-    check_labels(arrays, len(meta["classes"]))
+    check_labels(arrays, len(meta["classes"]), meta.get("class_counts"))
     return CifarData(**arrays, classes=tuple(str(c) for c in meta["classes"]),
                      source=str(meta.get("source", key)), key=key,
                      notes=tuple(str(n) for n in meta.get("notes", ())), cache_path=str(path))

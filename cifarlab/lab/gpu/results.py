@@ -31,6 +31,7 @@ FORMAT = "cifarlab-timing"
 FORMAT_VERSION = 1
 RESULTS_DIR = Path(__file__).resolve().parents[3] / "docs" / "gpu-results"
 MAX_UPLOAD_BYTES = 5 * 2**20   # a result file; larger uploads are refused in words
+UPLOADER_MB = MAX_UPLOAD_BYTES // 2**20 + 1   # the widget lets a little more through: ours refuses
 SUFFIXES = (".json", ".csv")
 # What a result file may cost to parse (a real one nests 4 deep, has numbers of at most ~20
 # digits, a few hundred rows and the columns below)
