@@ -230,10 +230,6 @@ class SweepResult:
         return text
 
     @classmethod
-    def from_json(cls, path: str | Path) -> "SweepResult":
-        return cls.from_json_text(_read(path), source=str(path))
-
-    @classmethod
     def from_json_text(cls, text: str | bytes, source: str = "recorded") -> "SweepResult":
         raw = check_text(text, source, "json")
         try:
@@ -253,10 +249,6 @@ class SweepResult:
         if path is not None:
             _write(path, text)
         return text
-
-    @classmethod
-    def from_csv(cls, path: str | Path) -> "SweepResult":
-        return cls.from_csv_text(_read(path), source=str(path))
 
     @classmethod
     def from_csv_text(cls, text: str | bytes, source: str = "recorded") -> "SweepResult":
@@ -307,7 +299,8 @@ class SweepResult:
     @classmethod
     def load(cls, path: str | Path) -> "SweepResult":
         path = check_suffix(path)
-        return cls.from_csv(path) if path.suffix.lower() == ".csv" else cls.from_json(path)
+        read = cls.from_csv_text if path.suffix.lower() == ".csv" else cls.from_json_text
+        return read(_read(path), source=str(path))
 
 
 def load_upload(name: str, data: bytes) -> SweepResult:
@@ -342,7 +335,7 @@ def recorded_results(directory: str | Path | None = None) -> list[SweepResult]:
     results = []
     for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
         try:
-            results.append(SweepResult.from_json(path).check())
+            results.append(SweepResult.load(path).check())
         except CifarLabError:
             continue
     return sorted(results, key=lambda r: r.recorded_at, reverse=True)
