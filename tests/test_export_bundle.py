@@ -340,7 +340,7 @@ def test_cli_writes_the_bundle_and_refuses_an_unknown_suffix(runs, tmp_path, cap
 def test_public_names_stay_importable():
     from cifarlab.core import export
 
-    for name in ("export_script", "write_script", "export_checkpoint", "checkpoint_note",
+    for name in ("export_script", "checkpoint_note",
                  "constant_name", "settings_block", "TUTORIAL_URL", "DEFAULT_NAME",
                  "CONSTANT_NAMES", "RunRecord", "notebook_json", "bundle_bytes", "write_export",
                  "model_card", "log_files", "FORMATS"):

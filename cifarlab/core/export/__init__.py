@@ -15,8 +15,7 @@ the last bits from run to run.
 from cifarlab.core.export.record import RunRecord
 from cifarlab.core.export.render import (CONSTANT_NAMES, DEFAULT_NAME, TUTORIAL_URL,
                                          constant_name, settings_block)
-from cifarlab.core.export.script import (checkpoint_note, export_checkpoint, export_script,
-                                         write_script)
+from cifarlab.core.export.script import checkpoint_note, export_script
 
 # The notebook, logs and bundle load nbformat and tensorboard: only when one is asked for.
 _LAZY = {"build_notebook": "notebook", "notebook_json": "notebook", "model_card": "card",
@@ -24,8 +23,7 @@ _LAZY = {"build_notebook": "notebook", "notebook_json": "notebook", "model_card"
          "write_export": "bundle", "FORMATS": "bundle"}
 
 __all__ = ["TUTORIAL_URL", "CONSTANT_NAMES", "DEFAULT_NAME", "RunRecord", "checkpoint_note",
-           "constant_name", "export_checkpoint", "export_script", "settings_block",
-           "write_script", *_LAZY]
+           "constant_name", "export_script", "settings_block", *_LAZY]
 
 
 def __getattr__(name: str):
