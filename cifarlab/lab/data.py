@@ -8,6 +8,7 @@ time budget.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
@@ -201,12 +202,8 @@ def _make_loader(data, pipeline: str, batch_size: int, num_workers: int, split: 
 
 
 def _shutdown(iterator) -> None:
-    stop = getattr(iterator, "_shutdown_workers", None)
-    if callable(stop):
-        try:
-            stop()
-        except Exception:  # noqa: BLE001 - best effort: the workers are going away anyway
-            pass
+    with contextlib.suppress(Exception):  # best effort: the workers are going away anyway
+        getattr(iterator, "_shutdown_workers", lambda: None)()
 
 
 def loader_throughput(data: "CifarData", pipeline: str = "tutorial", batch_size: int = 4,
