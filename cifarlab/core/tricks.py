@@ -1,4 +1,4 @@
-"""Issue 13's tricks, each one small function the training loop, the evaluation and the
+"""The speed lesson's tricks, each one small function the training loop, the evaluation and the
 exported script share. After KellerJordan/cifar10-airbench (``airbench94.py``: label smoothing,
 flip + translate augmentation on tensors resident on the device, Nesterov SGD with weight
 decay, a warm-up-then-decay "triangle" schedule, mirror test-time augmentation).
