@@ -3,6 +3,7 @@
 #   make test   install everything (test tools and the optional Ray extra too) and run the
 #               whole test suite (the Ray executor's tests included: marker `ray`)
 #   make test-fast  everything but the real-browser tests;  make test-unit  the unit tier
+#   make lint   ruff's rules and the import contracts (pyproject.toml); make test runs ruff first
 #   make run-ray  as `make run`, with training on Ray (a Ray started on this machine)
 PYTHON ?= python3.11
 VENV   := .venv
@@ -14,7 +15,7 @@ export CIFARLAB_DATA ?= $(ARCHIVE)
 endif
 PORT ?= 8501
 
-.PHONY: run run-ray test test-fast test-unit browser-deps bench clean
+.PHONY: run run-ray lint test test-fast test-unit browser-deps bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,11 +49,19 @@ browser-deps:
 # (tests/conftest.py's xdist groups). `make test XDIST=` runs in one process.
 XDIST ?= -n 2 --dist loadgroup
 
+# Lint only, never `ruff format`: the rules and why are in pyproject.toml. lint-imports also runs
+# inside the suite (tests/test_layers.py).
+lint: $(VENV)/.dev-installed
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+
 test: $(VENV)/.dev-installed browser-deps
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(XDIST) --durations=25
 
 # Everything but the real-browser tests.
 test-fast: $(VENV)/.dev-installed
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(XDIST) -m "not browser"
 
 # The unit tier, for the edit-test loop: no browser, no worker processes, no real data set.

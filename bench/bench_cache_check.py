@@ -35,10 +35,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 DEFAULT_ARCHIVE = ROOT.parent / "shared" / "data" / "cifar10-jpeg.tar.gz"
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from cifarlab.core import data as D  # noqa: E402
-from cifarlab.core.data import cache, memory  # noqa: E402
+from cifarlab.core import data as D
+from cifarlab.core.data import cache, memory
 
 
 def cpu_name() -> str:

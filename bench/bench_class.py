@@ -38,11 +38,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 DEFAULT_ARCHIVE = ROOT.parent / "shared" / "data" / "cifar10-jpeg.tar.gz"
 
-from cifarlab.core.config import TrainConfig  # noqa: E402
-from cifarlab.serve.classroom import Classroom, Goal, tables  # noqa: E402
-from cifarlab.serve.identity import Person  # noqa: E402
-from cifarlab.serve.queue import JobQueue  # noqa: E402
-from cifarlab.serve.settings import load_settings  # noqa: E402
+from cifarlab.core.config import TrainConfig
+from cifarlab.serve.classroom import Classroom, Goal, tables
+from cifarlab.serve.identity import Person
+from cifarlab.serve.queue import JobQueue
+from cifarlab.serve.settings import load_settings
 
 TEACH = Person("user:teacher@school.edu", "teacher@school.edu", instructor=True)
 

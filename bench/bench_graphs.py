@@ -1,7 +1,7 @@
 """Eager vs graphed training steps on a CUDA GPU (issue 13, "the overhead lesson").
 
     python bench/bench_graphs.py                       # batch 4, 64, 1024; the tutorial's 2 epochs
-    python bench/bench_graphs.py --data PATH           # the epochs on real CIFAR-10 (else synthetic)
+    python bench/bench_graphs.py --data PATH           # the epochs on real CIFAR-10, else synthetic
     python bench/bench_graphs.py --no-epochs --batch-sizes 4,16
 
 1. Steps/s of the ``fast`` pipeline's training step, launched kernel by kernel (eager) and
@@ -32,14 +32,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-from cifarlab.core.config import CIFAR10_CLASSES, TrainConfig  # noqa: E402
-from cifarlab.core.data import CifarData  # noqa: E402
-from cifarlab.core.train import train  # noqa: E402
-from cifarlab.lab import gpu as lab  # noqa: E402
-from cifarlab.lab.gpu.cli import TablePrinter, summary_lines, sweep_files  # noqa: E402
+from cifarlab.core.config import CIFAR10_CLASSES, TrainConfig
+from cifarlab.core.data import CifarData
+from cifarlab.core.train import train
+from cifarlab.lab import gpu as lab
+from cifarlab.lab.gpu.cli import TablePrinter, summary_lines, sweep_files
 
 
 def synthetic_cifar(n_train: int = 50_000, n_test: int = 10_000) -> CifarData:
@@ -57,7 +57,7 @@ def two_epochs(data: CifarData, device: str, epochs: int) -> list[str]:
         notes: list[dict] = []
         config = TrainConfig(epochs=epochs, batch_size=4, pipeline="fast", device=device,
                              cuda_graphs=graphed)
-        result = train(config, data, on_event=lambda e: notes.append(e.data)
+        result = train(config, data, on_event=lambda e, notes=notes: notes.append(e.data)
                        if e.kind == "graphs" else None)
         runs[graphed] = (result, notes)
     lines = []
@@ -92,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", default=None, help="CIFAR-10 for the epochs (else synthetic images)")
     p.add_argument("--out-dir", default=str(ROOT / "docs" / "gpu-results"))
     p.add_argument("--dry-cpu", action="store_true",
-                   help="no CUDA: run the script on the CPU alone (tries it; measures nothing owed)")
+                   help="no CUDA: run the script on the CPU alone "
+                        "(tries it; measures nothing owed)")
     args = p.parse_args(argv)
     if args.dry_cpu:
         args.device = "cpu"
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         print(line, flush=True)
         log.write(line + "\n")
 
-    say(f"bench_graphs {dt.datetime.now(dt.timezone.utc).isoformat(timespec='seconds')}")
+    say(f"bench_graphs {dt.datetime.now(dt.UTC).isoformat(timespec='seconds')}")
     say(f"python {platform.python_version()}, torch {torch.__version__}, CUDA "
         f"{torch.version.cuda}, " + (torch.cuda.get_device_name(args.device) if not args.dry_cpu
                                      else "--dry-cpu: the CPU alone, nothing owed measured"))

@@ -52,7 +52,7 @@ def main(argv=None) -> None:
 
     t0 = time.perf_counter()
     import captum
-    import captum.attr  # noqa: F401  (what the page's first "why" view pays once per process)
+    import captum.attr  # what the page's first "why" view pays once per process
     import_s = time.perf_counter() - t0
 
     from cifarlab.core.config import TrainConfig

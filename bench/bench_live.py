@@ -47,12 +47,12 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 DEFAULT_ARCHIVE = ROOT.parent / "shared" / "data" / "cifar10-jpeg.tar.gz"
 
-from browser_support import (LOSS_CHART_LAST_STEP, StreamlitServer, cpu_seconds,  # noqa: E402
+from browser_support import (LOSS_CHART_LAST_STEP, StreamlitServer, cpu_seconds,
                              launch_args, niced_chromium, wait_idle)
-from protocol_watcher import ProtocolWatchers  # noqa: E402
-from cifarlab import i18n  # noqa: E402
-from cifarlab.core.config import TrainConfig  # noqa: E402
-from cifarlab.serve.store import RunStore  # noqa: E402
+from protocol_watcher import ProtocolWatchers
+from cifarlab import i18n
+from cifarlab.core.config import TrainConfig
+from cifarlab.serve.store import RunStore
 
 T = i18n.translator("en")
 STOPPED = i18n.catalog("en")["train.cancelled_partial"].split(" {")[0]   # "Stopped after"
@@ -208,7 +208,10 @@ def measure(server: StreamlitServer, browser, store: RunStore, n: int, args, tag
         # the pages stay open on the finished run
         time.sleep(2.0)
         c2, w2 = cpu_seconds(server.proc.pid), time.monotonic()
-        pages[0].wait_for_timeout(args.idle_window * 1000) if pages else time.sleep(args.idle_window)
+        if pages:
+            pages[0].wait_for_timeout(args.idle_window * 1000)
+        else:
+            time.sleep(args.idle_window)
         c3, w3 = cpu_seconds(server.proc.pid), time.monotonic()
         return {"watchers": n, "cpu_per_s": (c1 - c0) / (w1 - w0), "images_per_s": ips,
                 "steps_in_window": s1 - s0, "chart_last_steps": shown,

@@ -36,10 +36,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 DEFAULT_ARCHIVE = ROOT.parent / "shared" / "data" / "cifar10-jpeg.tar.gz"
 
-from browser_support import (IDLE_JS, StreamlitServer, cpu_seconds, launch_args,  # noqa: E402
+from browser_support import (IDLE_JS, StreamlitServer, cpu_seconds, launch_args,
                              niced_chromium, wait_idle)
-from cifarlab import i18n  # noqa: E402
-from cifarlab.serve.store import RunStore  # noqa: E402
+from cifarlab import i18n
+from cifarlab.serve.store import RunStore
 
 T = i18n.translator("en")
 MAIN_HAS = """(text) => {

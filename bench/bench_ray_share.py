@@ -37,9 +37,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 DEFAULT_ARCHIVE = ROOT.parent / "shared" / "data" / "cifar10-jpeg.tar.gz"
 
-from cifarlab.core.config import TrainConfig  # noqa: E402
-from cifarlab.serve.queue import JobQueue  # noqa: E402
-from cifarlab.serve.settings import load_settings  # noqa: E402
+from cifarlab.core.config import TrainConfig
+from cifarlab.serve.queue import JobQueue
+from cifarlab.serve.settings import load_settings
 
 SESSION = "bench-share-0001"
 

@@ -25,10 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cifarlab.core import data as data_mod  # noqa: E402
-from cifarlab.core.config import PRESETS  # noqa: E402
-from cifarlab.core.train import train  # noqa: E402
-from cifarlab.lab import speed  # noqa: E402
+from cifarlab.core import data as data_mod
+from cifarlab.core.config import PRESETS
+from cifarlab.core.train import train
+from cifarlab.lab import speed
 
 
 def machine() -> dict:

@@ -44,8 +44,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import gpu_check_report as report  # noqa: E402
-from gpu_check_steps import RUNNERS, STEPS, broke  # noqa: E402
+import gpu_check_report as report
+from gpu_check_steps import RUNNERS, STEPS, broke
 
 
 class Check:
@@ -141,7 +141,7 @@ def environment(c: Check) -> dict:
     env = {"python": platform.python_version(), "torch": torch.__version__,
            "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
            "cuda_available": torch.cuda.is_available(), "cpu_count": os.cpu_count(),
-           "host": platform.node(), "started_utc": dt.datetime.now(dt.timezone.utc)
+           "host": platform.node(), "started_utc": dt.datetime.now(dt.UTC)
            .isoformat(timespec="seconds"), "archive": str(c.archive),
            "reference": str(c.reference)}
     for pkg in ("ray", "babel", "torchvision", "numpy", "pytest"):

@@ -56,7 +56,7 @@ def summary(env: dict, results: dict, dry: bool, elapsed: float) -> str:
              "",
              "| step | status | s | measured | goal | met |",
              "|---|---|---:|---|---|---|"]
-    for n, (key, r) in enumerate(results.items(), start=1):
+    for key, r in results.items():
         measured = r.get("measured") or r.get("skipped") or ""
         if r.get("problems"):
             measured = (measured + " — " if measured else "") + "; ".join(r["problems"])

@@ -100,7 +100,8 @@ def step_graphs(c) -> dict:
                 "measured": ""}
     parts = [f"batch {b}: {g['gain']:.2f}x ({g['eager_step_ms']:.3f} -> {g['step_ms']:.3f} ms "
              "a step)" for b, g in sorted(gains.items())]
-    return {"problems": problems, "figures": figures, "goal_met": gains[4]["gain"] >= GOALS["graphs"],
+    return {"problems": problems, "figures": figures,
+            "goal_met": gains[4]["gain"] >= GOALS["graphs"],
             "measured": "; ".join(parts) + (f". Epoch: {epochs[-1]}" if epochs else "")}
 
 
@@ -160,7 +161,8 @@ def step_tutorial(c) -> dict:
     ratio = (rows["cuda:0"]["steps_per_s"] / rows["cpu"]["steps_per_s"]
              if len(rows) == 2 else None)
     measured = "; ".join(f"{k}: {v['steps_per_s']:,.1f} steps/s ({v['steps']} steps in "
-                         f"{v['train_s']:.1f} s, eval {v['eval_s']:.1f} s)" for k, v in rows.items())
+                         f"{v['train_s']:.1f} s, eval {v['eval_s']:.1f} s)"
+                         for k, v in rows.items())
     if ratio:
         measured += f"; cuda:0 / cpu = {ratio:.2f}x"
     return {"problems": problems, "figures": {"runs": rows, "ratio": ratio},

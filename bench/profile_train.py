@@ -26,13 +26,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import torch  # noqa: E402
-from torch.autograd import DeviceType  # noqa: E402
-from torch.profiler import ProfilerActivity, profile  # noqa: E402
+import torch
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile
 
-from cifarlab.core import data as data_mod  # noqa: E402
-from cifarlab.core.config import PRESETS, TrainConfig  # noqa: E402
-from cifarlab.core.train import train  # noqa: E402
+from cifarlab.core import data as data_mod
+from cifarlab.core.config import PRESETS, TrainConfig
+from cifarlab.core.train import train
 
 
 def _self_device_us(evt) -> float:

@@ -35,7 +35,7 @@ class ProtocolWatchers:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._tasks: list = []
 
-    def start(self) -> "ProtocolWatchers":
+    def start(self) -> ProtocolWatchers:
         self._thread.start()
         for i in range(self.n):
             self._tasks.append(asyncio.run_coroutine_threadsafe(self._watch(i), self._loop))

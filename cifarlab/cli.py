@@ -31,7 +31,8 @@ def _ints(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(v) for v in text.replace(" ", "").split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got '{text}'")
+        raise argparse.ArgumentTypeError(
+            f"expected numbers separated by commas, got '{text}'") from None
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
@@ -117,7 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("shapes", help="trace a layer stack: output shapes, parameters, formulas")
     s.add_argument("--layers", default=None,
-                   help='JSON list, e.g. \'[{"type": "conv", "out_channels": 6, "kernel_size": 5}]\'')
+                   help='JSON list, e.g. '
+                        '\'[{"type": "conv", "out_channels": 6, "kernel_size": 5}]\'')
     s.add_argument("--input", type=_ints, default=(3, 32, 32), help="C,H,W (3,32,32)")
     s.add_argument("--json", action="store_true")
     _add_model_args(s)

@@ -96,4 +96,5 @@ with tab_opt:
             "    optimizer.zero_grad()\n"
             "    loss = f(p[0], p[1])\n"
             "    loss.backward()\n"
-            "    optimizer.step()   # v = momentum * v + p.grad;  p = p - lr * v", language="python")
+            "    optimizer.step()   # v = momentum * v + p.grad;  p = p - lr * v",
+            language="python")

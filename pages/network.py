@@ -29,7 +29,8 @@ def stack_report(spec: ModelSpec) -> convlab.StackReport:
 def show_table(rows: list[dict], key: str) -> None:
     st.dataframe(F.shape_table(rows, t), hide_index=True, width="stretch", key=key,
                  height=35 * (len(rows) + 1) + 3,
-                 column_config={t("network.formula_col"): st.column_config.TextColumn(width="large")})
+                 column_config={
+                     t("network.formula_col"): st.column_config.TextColumn(width="large")})
 
 
 def chart(where, fig, key: str, alt: str) -> None:

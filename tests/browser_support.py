@@ -44,7 +44,7 @@ class StreamlitServer:
                     **(env or {})}
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 90) -> "StreamlitServer":
+    def start(self, timeout: float = 90) -> StreamlitServer:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", self.script, "--server.headless", "true",
              "--server.port", str(self.port), "--server.address", "127.0.0.1",
@@ -61,7 +61,8 @@ class StreamlitServer:
                         return self
             except OSError:
                 time.sleep(0.3)
-        raise RuntimeError(f"streamlit did not start in {timeout} s: {self.log.read_text()[-2000:]}")
+        raise RuntimeError(f"streamlit did not start in {timeout} s: "
+                           f"{self.log.read_text()[-2000:]}")
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:

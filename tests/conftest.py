@@ -148,7 +148,8 @@ def browser():
     path = chromium_path()
     if not path:
         if os.environ.get("CI"):
-            pytest.fail("Chromium is missing: CI must run the browser tests (apt-get install chromium)")
+            pytest.fail("Chromium is missing: CI must run the browser tests "
+                        "(apt-get install chromium)")
         pytest.skip("no Chromium here (apt-get install chromium, or set CIFARLAB_CHROMIUM)")
     from playwright.sync_api import sync_playwright
 

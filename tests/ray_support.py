@@ -53,7 +53,7 @@ def ray_cluster():
                      namespace="cifarlab-tests", log_to_driver=False,
                      runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(paths)}}, **CLUSTER)
             break
-        except Exception as err:  # noqa: BLE001 - Ray's own: its node did not register in time
+        except Exception as err:  # Ray's own: its node did not register in time
             if attempt == STARTS or "timed out during startup" not in str(err):
                 raise
             ray.shutdown()

@@ -186,7 +186,7 @@ def test_class_limits_are_enforced_on_submit(cr, klass, queue):
         for lang in i18n.LANGUAGES:
             assert "{" not in err.text(lang)
     assert "1,000" in str(refused(queue.submit, SID[ANA], QUICK.replace(train_subset=2000),
-                                  owner=ANA.id)) 
+                                  owner=ANA.id))
     info = cr.set_limits(TEACH, klass.code, ClassLimits(max_epochs=2, devices=("cpu",),
                                                         max_runs_per_student=2), info.version)
     first = queue.submit(SID[ANA], QUICK, owner=ANA.id)

@@ -177,7 +177,7 @@ def test_fast_loader_serves_the_tutorial_pipelines_batches(cifar_data):
     tutorial = D.tutorial_loader(cifar_data, "train", num_workers=0, **kw)
     fast = D.FastLoader(cifar_data, "train", **kw)
     assert len(fast) == len(tutorial) == 13
-    for epoch in range(2):
+    for _epoch in range(2):
         pairs = list(zip(tutorial, fast))
         assert len(pairs) == 13
         for (tx, ty), (fx, fy) in pairs:

@@ -33,7 +33,8 @@ import torch
 from cifarlab.core import checkpoint as ckpt
 from cifarlab.core.config import TrainConfig
 from cifarlab.errors import JobError
-from cifarlab.serve.executor import job_for, make_executor
+from cifarlab.serve.executor import job_for
+from cifarlab.serve.executors import make_executor
 from cifarlab.serve.kinds import register_kind, target_of
 from cifarlab.serve.queue import JobQueue
 from cifarlab.serve.settings import SettingsError, load_settings
@@ -234,7 +235,7 @@ def test_contract_force_and_stop_all_settle_runs_with_their_reason(make_exec, na
              ("shutdown", "interrupted", "serve.worker.shutdown", {}))
     for why, status, code, params in cases:
         run_id = e.launch("steps", {"steps": 100_000, "dt": 0.02})
-        e.until(lambda: e.store.loss_count(run_id) >= 1, "losses")
+        e.until(lambda run_id=run_id: e.store.loss_count(run_id) >= 1, "losses")
         if why == "shutdown":
             e.ex.stop_all(30.0)
         else:
@@ -244,7 +245,7 @@ def test_contract_force_and_stop_all_settle_runs_with_their_reason(make_exec, na
             (why, run.error)
         assert run.error_text("es") and run.error_text("es") != run.error
         assert not e.store.checkpoint_path(run_id).exists()
-        e.until(lambda: run_id not in e.ex.running, "the run let go")
+        e.until(lambda run_id=run_id: run_id not in e.ex.running, "the run let go")
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -347,7 +348,7 @@ def test_executor_ray_without_ray_installed_says_how_to_install_it(tmp_path, mon
 
 
 @pytest.mark.ray
-def test_four_quarter_gpu_runs_share_one_gpu_and_the_fifth_waits(ray_cluster, tmp_path,
+def test_four_quarter_gpu_runs_share_one_gpu_and_the_fifth_waits(ray_cluster, tmp_path,  # noqa: F811 - the fixture imported above
                                                                 cifar_archive, cifar_data):
     """gpu_share = 4 on a node with one (logical) GPU: four runs hold a quarter each and run at
     once; the fifth waits in Ray until one of them ends. A timing run takes a whole GPU."""
@@ -428,7 +429,7 @@ def test_a_run_is_placed_among_the_executors_devices_not_this_machines(tmp_path)
 
 
 @pytest.mark.ray
-def test_the_ray_executor_offers_the_clusters_devices(ray_cluster, tmp_path):
+def test_the_ray_executor_offers_the_clusters_devices(ray_cluster, tmp_path):  # noqa: F811 - the fixture imported above
     from cifarlab.serve.ray_executor import RayExecutor
 
     settings = load_settings(env={}, home=str(tmp_path / "home"), executor="ray")
@@ -443,7 +444,7 @@ def test_the_ray_executor_offers_the_clusters_devices(ray_cluster, tmp_path):
 
 @pytest.mark.ray
 def test_ray_init_in_the_dispatcher_thread_leaves_the_servers_sigterm_handler(
-        ray_cluster, tmp_path, cifar_archive, cifar_cache_dir):
+        ray_cluster, tmp_path, cifar_archive, cifar_cache_dir):  # noqa: F811 - the fixture imported above
     """A server of its own (a fresh process): the queue's dispatcher thread starts Ray (not the
     caller's thread, which may be a page's script run), the server's SIGTERM handler still
     answers afterwards, one run goes through, and shutdown stops Ray in that thread."""

@@ -23,7 +23,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from cifarlab.cli import main
 from cifarlab.core import checkpoint
-from cifarlab.core.config import CIFAR10_CLASSES, MAX_SEED, MAX_WORKERS, ModelSpec, TrainConfig, knob
+from cifarlab.core.config import (CIFAR10_CLASSES, MAX_SEED, MAX_WORKERS, ModelSpec, TrainConfig,
+                                  knob)
 from cifarlab.core.data import FastLoader, SeededShuffle, load
 from cifarlab.core.export import constant_name, export_script
 from cifarlab.core.model import Net as LabNet

@@ -6,8 +6,8 @@ image folder of tests/test_export.py (300 + 200 real CIFAR-10 images), once: the
 tutorial-pipeline run; it must print the app's losses, step for step, and its accuracy. The
 command line's notebook of the same run is that notebook, cell for cell; a fast-pipeline run's
 notebook is the exported script's code (test_the_notebooks_code_is_the_scripts), which repeats
-the app's run (test_export.py::test_the_script_repeats_the_apps_run_epoch_for_epoch). TensorBoard's own reader loads the
-logs; the tutorial's own ``Net`` loads the weights.
+the app's run (test_export.py::test_the_script_repeats_the_apps_run_epoch_for_epoch).
+TensorBoard's own reader loads the logs; the tutorial's own ``Net`` loads the weights.
 """
 from __future__ import annotations
 
@@ -28,14 +28,14 @@ from cifarlab import i18n
 from cifarlab.cli import main
 from cifarlab.core import checkpoint
 from cifarlab.core.config import CIFAR10_CLASSES, ModelSpec, TrainConfig
-from cifarlab.core.export import (RunRecord, bundle_bytes, build_notebook, export_script, model_card,
-                                  notebook_json)
+from cifarlab.core.export import (RunRecord, bundle_bytes, build_notebook, export_script,
+                                  model_card, notebook_json)
 from cifarlab.core.export.notebook import RESULTS_FILE, source_note
 from cifarlab.core.export.render import split_cells
 from cifarlab.core.export.tensorboard import MAX_STEP_POINTS, hparams_of, step_points
 from cifarlab.core.model import Net as LabNet
 from cifarlab.core.train import train
-from test_export import LOSS_LINE, one_thread, small  # noqa: F401  (small: a shared fixture)
+from test_export import LOSS_LINE, one_thread, small  # noqa: F401 - small: a shared fixture
 from tutorial_net import Net as TutorialNet
 
 RUN_ID = "5e1f0c2a9b8d4e7f8a6b5c4d3e2f1a0b"
@@ -58,7 +58,7 @@ def _train(config, data, path):
 
 
 @pytest.fixture(scope="module")
-def runs(small, tmp_path_factory):
+def runs(small, tmp_path_factory):  # noqa: F811 - the fixture imported above
     """Two finished runs of 240 images, 2 epochs: the tutorial's DataLoader (2 workers) as the
     Runs page would bundle it, and the fast pipeline as a checkpoint for the command line."""
     _, _, data = small
@@ -141,7 +141,8 @@ def _check_same_run(measured, out, result, classes):
     assert measured["epoch_losses"] == pytest.approx(lab, rel=1e-12)
 
 
-def test_the_zips_notebook_repeats_the_run_in_spanish(runs, small, kernel, tmp_path):
+def test_the_zips_notebook_repeats_the_run_in_spanish(runs, small, kernel,  # noqa: F811 - fixture
+                                                      tmp_path):
     """The Runs page's zip (tutorial pipeline, 2 DataLoader workers), unzipped and run: the same
     losses, accuracy and weights (it compares itself with the zip's cifar_net.pth)."""
     folder, _, data = small
@@ -290,7 +291,7 @@ def test_the_weights_load_into_the_tutorials_net_and_the_card_names_the_accuracy
     acc = result.eval.accuracy
     assert i18n.t("bundle.card.accuracy", lang, acc=acc) in card
     assert i18n.percent(acc, lang, 1) in card
-    for cls, value in result.eval.per_class_accuracy.items():
+    for cls in result.eval.per_class_accuracy:
         assert f"| {i18n.t(f'classes.{cls}', lang)} (`" in card
     assert i18n.t("bundle.card.data_text", lang, n_train=240, epochs=2, n_test=200) in card
     assert i18n.t("bundle.card.limits_title", lang) in card and "2.14" in card   # torch version

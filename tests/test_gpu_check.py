@@ -17,10 +17,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-import bench_ray_share  # noqa: E402
-import gpu_check  # noqa: E402
-import gpu_check_report as report  # noqa: E402
-import gpu_check_steps as steps  # noqa: E402
+import bench_ray_share
+import gpu_check
+import gpu_check_report as report
+import gpu_check_steps as steps
 
 
 def make_args(tmp_path: Path, **changes) -> Namespace:

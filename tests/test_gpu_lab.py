@@ -192,7 +192,8 @@ def test_config_validation_gives_codes_in_every_language():
     assert "65,536" in e.value.texts("en")["batch_sizes"]
     assert "65.536" in e.value.texts("es")["batch_sizes"] and e.value.texts("pt")["widths"]
     cfg = SweepConfig(devices="cpu, cuda", batch_sizes=[16, 4, 16], max_seconds=5)
-    assert cfg.devices == ("cpu", "cuda:0") and cfg.batch_sizes == (16, 4) and cfg.max_seconds == 5.0
+    assert cfg.devices == ("cpu", "cuda:0") and cfg.batch_sizes == (16, 4)
+    assert cfg.max_seconds == 5.0
     assert SweepConfig(devices="all").devices == ()
     assert SweepConfig.from_dict(cfg.to_dict()) == cfg
     with pytest.raises(ConfigError) as e:
@@ -203,7 +204,8 @@ def test_config_validation_gives_codes_in_every_language():
 
 
 def test_points_order_and_tutorial_point_always_there():
-    pts = SweepConfig(batch_sizes=(64, 8), widths=(2,), pipelines=("fast",)).points(["cpu", "cuda:0"])
+    cfg = SweepConfig(batch_sizes=(64, 8), widths=(2,), pipelines=("fast",))
+    pts = cfg.points(["cpu", "cuda:0"])
     assert [(p["device"], p["pipeline"], p["batch_size"], p["width"]) for p in pts] == [
         ("cpu", "tutorial", 4, 1), ("cuda:0", "tutorial", 4, 1),
         ("cpu", "fast", 8, 2), ("cuda:0", "fast", 8, 2),
@@ -286,7 +288,8 @@ def test_the_recording_loads_the_same_from_csv_and_json():
 @pytest.mark.parametrize("name, data, code", [
     ("x.json", b'{"a": 1}', "gpu.not_a_result"),
     ("x.json", b"{not json", "gpu.not_json"),
-    ("x.json", json.dumps({"format": "cifarlab-timing", "version": 99}).encode(), "gpu.newer_format"),
+    ("x.json", json.dumps({"format": "cifarlab-timing", "version": 99}).encode(),
+     "gpu.newer_format"),
     ("x.json", json.dumps({"format": "cifarlab-timing", "rows": []}).encode(), "gpu.no_rows"),
     ("x.json", json.dumps({"format": "cifarlab-timing", "rows": [{"device": "cpu",
                                                                   "batch_size": "four"}]}).encode(),
@@ -389,7 +392,8 @@ def test_crossover():
     assert c[("fast", 1)]["max_batch_size"] == 256
     assert c[("fast", 2)]["batch_size"] is None and c[("fast", 2)]["estimate"] is None
     assert crossover([r for r in handmade().rows if r["device"] == "cpu"]) == []
-    always = [row("cpu", 4, 1, 10), row("mps", 4, 1, 20), row("cpu", 8, 1, 10), row("mps", 8, 1, 40)]
+    always = [row("cpu", 4, 1, 10), row("mps", 4, 1, 20),
+              row("cpu", 8, 1, 10), row("mps", 8, 1, 40)]
     (only,) = crossover(always)
     assert (only["device"], only["batch_size"], only["estimate"]) == ("mps", 4, None)
 
@@ -443,7 +447,8 @@ def test_what_a_gpu_would_add_compares_within_one_recording_first(tmp_path):
     p = {(x["pipeline"], x["batch_size"]): x["speedup"] for x in across["points"]}
     assert p[("fast", 64)] == pytest.approx(10000 / 2500) and add["across_refused"] is None
     own = what_a_gpu_would_add(handmade())
-    assert own["has_accelerator"] and own["across"] is None and len(own["same_machine"]["points"]) == 9
+    assert own["has_accelerator"] and own["across"] is None
+    assert len(own["same_machine"]["points"]) == 9
 
 
 def test_a_busy_cpu_is_never_compared_across_machines(tmp_path):
@@ -561,7 +566,7 @@ def test_timing_job_stops():
 
 def test_stop_during_a_point():
     calls = []
-    stop = lambda: bool(calls.append(1)) or len(calls) > 3  # noqa: E731
+    stop = lambda: bool(calls.append(1)) or len(calls) > 3  # noqa: E731 - a counting stub
     assert measure_point("cpu", 4, 1, "fast", steps=100_000, warmup=1, repeats=1,
                          num_workers=0, should_stop=stop) is None
     assert len(calls) == 4
@@ -694,7 +699,8 @@ def fake_cuda(monkeypatch) -> list:
     monkeypatch.setattr(measure, "Workload", CpuWorkload)
     monkeypatch.setattr(torch.cuda, "device", Guard)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda d=None: calls.append(("sync", d)))
-    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda d=None: calls.append(("reset", d)))
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats",
+                        lambda d=None: calls.append(("reset", d)))
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda d=None: 12345)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append(("empty", None)))
     return calls
@@ -707,7 +713,8 @@ def test_a_cuda_point_synchronises_before_every_clock_read(monkeypatch):
                         lambda *a: (bench.append(torch.backends.cudnn.benchmark), real(*a))[1])
     before = torch.backends.cudnn.benchmark
     row = measure.measure_point("cuda:0", 4, 1, "fast", steps=2, warmup=1, repeats=2, num_workers=0)
-    assert (row["device"], row["device_kind"], row["peak_memory_bytes"]) == ("cuda:0", "cuda", 12345)
+    assert (row["device"], row["device_kind"], row["peak_memory_bytes"]) == \
+        ("cuda:0", "cuda", 12345)
     cuda0 = torch.device("cuda:0")
     # after setup, then before and after the warm-up step and each repeat
     assert calls == [("reset", cuda0)] + [("sync", cuda0)] * 7 + [("empty", None)]

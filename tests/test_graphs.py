@@ -93,8 +93,8 @@ def test_why_a_run_cannot_capture():
     # every reason a run can record reads in each language, with its parameters
     params = {"device": "cpu", "pipeline": "tutorial", "batch": 6, "full": 8, "warmup": 3,
               "error": "RuntimeError: x", "schedule": "onecycle"}
-    for code in ("needs_cuda", "fast_only", "schedule", "short_batch", "settings_changed", "capture_failed",
-                 "not_captured", "captured"):
+    for code in ("needs_cuda", "fast_only", "schedule", "short_batch", "settings_changed",
+                 "capture_failed", "not_captured", "captured"):
         for lang in LANGS:
             text = i18n.t(f"graphs.{code}", lang, **params)
             assert text and not text.startswith("graphs."), (code, lang)
@@ -131,8 +131,10 @@ def test_the_exported_script_carries_the_option_and_falls_back_like_the_app(caps
     text = export_script(TrainConfig(cuda_graphs=True, pipeline="fast", device="cpu"))
     compile(text, "cifar_run.py", "exec")
     assert "CUDA_GRAPHS = True" in text
-    assert "graphed = GraphedStep(net, criterion, optimizer, BATCH_SIZE, fast) if CUDA_GRAPHS" in text
-    assert "if loss is None:\n                # zero the parameter gradients" in text  # the fallback
+    assert ("graphed = GraphedStep(net, criterion, optimizer, BATCH_SIZE, fast) if CUDA_GRAPHS"
+            in text)
+    # the fallback
+    assert "if loss is None:\n                # zero the parameter gradients" in text
     assert "CUDA_GRAPHS = False" in export_script(TrainConfig())
     # the script's GraphedStep on a machine without CUDA: every step runs as written
     scope = {"torch": torch, "device": torch.device("cpu")}

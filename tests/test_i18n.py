@@ -104,7 +104,8 @@ def test_every_english_key_is_translated(files, lang):
 @pytest.mark.parametrize("lang", OTHERS)
 def test_no_key_exists_only_in_a_translation(files, lang):
     extra = sorted(set(files[lang]) - set(files["en"]))
-    assert not extra, f"{lang}.toml has key(s) that en.toml lacks (add them to English first): {extra}"
+    assert not extra, \
+        f"{lang}.toml has key(s) that en.toml lacks (add them to English first): {extra}"
 
 
 @pytest.mark.parametrize("lang", list(i18n.LANGUAGES))

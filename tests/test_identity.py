@@ -161,7 +161,8 @@ def test_the_signed_in_person_and_their_role():
         "user:ana@school.edu", "Ana Lima", True)
     assert identity.signed_in("ben@school.edu", None, ["staff"], **listed) == Person(
         "user:ben@school.edu", "ben@school.edu", False)
-    assert identity.signed_in("carla@school.edu", "Carla", ["staff", "teachers"], **listed).instructor
+    assert identity.signed_in("carla@school.edu", "Carla", ["staff", "teachers"],
+                              **listed).instructor
     assert identity.signed_in("carla@school.edu", "Carla", "teachers", **listed).instructor
     assert not identity.signed_in("carla@school.edu", "Carla", ["teachers"]).instructor
     assert not identity.signed_in("teachers@school.edu", "x", [], **listed).instructor

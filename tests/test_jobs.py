@@ -257,9 +257,9 @@ def test_killed_worker_fails_with_a_reason_and_the_queue_goes_on(make_local_queu
 def test_forced_stop_takes_the_workers_children_along(make_local_queue, monkeypatch):
     """A run that ignores its cancel is killed after the grace period, and so are the
     processes it started (no orphaned DataLoader workers); on shutdown likewise."""
-    from cifarlab.serve import queue as jobs
+    from cifarlab.serve import dispatcher
 
-    monkeypatch.setattr(jobs, "CANCEL_GRACE_S", 1.0)
+    monkeypatch.setattr(dispatcher, "CANCEL_GRACE_S", 1.0)
     queue = make_local_queue()
 
     def child_of(run_id):
@@ -428,7 +428,8 @@ def test_load_twelve_sessions_at_once(make_local_queue, figures):
     waits = [r.waited_s for r in runs]
     peak_server = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     peak_worker = max(r.result["worker_peak_rss_mb"] for r in runs)  # each worker's own peak
-    figures(f"load ({queue.executor.name}): 12 runs in {total:.1f} s ({queue.settings.cpu_slots} CPU slot(s)); wait per "
+    figures(f"load ({queue.executor.name}): 12 runs in {total:.1f} s "
+          f"({queue.settings.cpu_slots} CPU slot(s)); wait per "
           f"run: min {min(waits):.1f} s, median {sorted(waits)[6]:.1f} s, max {max(waits):.1f} s;"
           f" run time: median {sorted(r.seconds() for r in runs)[6]:.2f} s; server RSS "
           f"{rss_before:.0f} -> {rss_after:.0f} MB (peak {peak_server:.0f} MB); largest worker "

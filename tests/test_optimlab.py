@@ -41,7 +41,8 @@ def test_cross_entropy_lesson_example_and_uniform():
     ce = optimlab.cross_entropy_by_hand([2.0, 1.0, 0.1], 0)      # the lesson's cat/dog/frog
     assert ce["probs"] == pytest.approx([0.659, 0.242, 0.099], abs=1e-3)
     assert ce["loss"] == pytest.approx(0.417, abs=1e-3)
-    assert optimlab.cross_entropy_by_hand([2.0, 1.0, 0.1], 2)["loss"] == pytest.approx(2.317, abs=1e-3)
+    assert optimlab.cross_entropy_by_hand([2.0, 1.0, 0.1], 2)["loss"] == \
+        pytest.approx(2.317, abs=1e-3)
     assert optimlab.cross_entropy_by_hand(np.zeros(10), 7)["loss"] == pytest.approx(math.log(10))
 
 

@@ -155,7 +155,8 @@ def test_recorded_elsewhere_shows_the_label_and_the_speedup(env, other_machine):
     t = i18n.translator("en")
     text = all_text(at)
     assert t("gpu.no_gpu_recorded") in text
-    label = t("gpu.recorded_elsewhere", machine=timing.md(f"{OTHER_HOST} ({H100})"), date="2025-06-01")
+    label = t("gpu.recorded_elsewhere", machine=timing.md(f"{OTHER_HOST} ({H100})"),
+              date="2025-06-01")
     assert any(label in w for w in texts(at, "warning")), texts(at, "warning")
     assert {"gpu_throughput_chart", "gpu_speedup_chart", "gpu_breakdown_chart"} <= charts(at)
     # each device's line: its own colour from a colour-blind-safe palette, and its own dash
@@ -184,8 +185,9 @@ def test_recorded_elsewhere_shows_the_label_and_the_speedup(env, other_machine):
     # the same page in Spanish: labelled too
     at2 = open_page("es")
     es = i18n.translator("es")
-    assert any(es("gpu.recorded_elsewhere", machine=timing.md(f"{OTHER_HOST} ({H100})"), date="2025-06-01")
-               in w for w in texts(at2, "warning"))
+    label = es("gpu.recorded_elsewhere", machine=timing.md(f"{OTHER_HOST} ({H100})"),
+               date="2025-06-01")
+    assert any(label in w for w in texts(at2, "warning"))
     assert "gpu_speedup_chart" in charts(at2)
 
 
@@ -245,7 +247,8 @@ def test_uploads_good_and_bad(env, other_machine):
 
     at.file_uploader(key="gpu_upload").set_value(
         ("bad.json", json.dumps({"format": "something-else"}).encode(), "application/json")).run()
-    assert any("bad\\.json" in e and "not a CIFAR Lab timing result" in e for e in texts(at, "error"))
+    assert any("bad\\.json" in e and "not a CIFAR Lab timing result" in e
+               for e in texts(at, "error"))
 
     broken = copy.deepcopy(other_machine.to_dict())
     broken["rows"][0]["images_per_s"] = None           # a point with no figure and no error
@@ -259,7 +262,8 @@ def test_uploads_good_and_bad(env, other_machine):
     assert not at.exception
     assert not texts(at, "error")
     assert at.selectbox(key="gpu_source").value == "upload"
-    label = t("gpu.recorded_elsewhere", machine=timing.md(f"{OTHER_HOST} ({H100})"), date="2025-06-01")
+    label = t("gpu.recorded_elsewhere", machine=timing.md(f"{OTHER_HOST} ({H100})"),
+              date="2025-06-01")
     assert any(label in w for w in texts(at, "warning"))
     assert "gpu_speedup_chart" in charts(at)
     # the charts follow the pipeline chosen
@@ -310,7 +314,8 @@ def test_the_page_speaks_the_students_language(env, other_machine):
     at = open_page("es")
     es = i18n.translator("es")
     table = frame_with(at, es("gpu.note_col"))
-    assert set(table[es("gpu.pipeline_col")]) == {"canalización rápida", "canalización del tutorial"}
+    assert set(table[es("gpu.pipeline_col")]) == \
+        {"canalización rápida", "canalización del tutorial"}
     hardware = at.table[0].value.to_string()
     assert "sintéticas" in hardware and "None" not in hardware
     text = all_text(at)

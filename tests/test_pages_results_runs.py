@@ -168,7 +168,8 @@ def test_upload_a_checkpoint(lab):
     at = page("results", OTHER)      # no runs of its own: uploading still works
     at.radio(key="results_source").set_value("upload").run()
     assert not at.exception and not at.get("plotly_chart")
-    at.file_uploader(key="results_ckpt").set_value(("evil.pth", b"\x80\x04K\x01.", "application/octet-stream"))
+    at.file_uploader(key="results_ckpt").set_value(
+        ("evil.pth", b"\x80\x04K\x01.", "application/octet-stream"))
     at.run()
     assert not at.exception
     assert any("evil.pth" in e.value for e in at.error)
@@ -317,7 +318,8 @@ def test_take_your_run_home_offers_the_zip(lab, lang, monkeypatch):
 
     monkeypatch.setattr(app_test, "MediaFileManager", Recording)
     at = page("runs", SID, lang)
-    (button,) = [b for b in at.get("download_button") if b.proto.label == tr("bundle.download", lang)]
+    (button,) = [b for b in at.get("download_button")
+                 if b.proto.label == tr("bundle.download", lang)]
     assert not button.proto.disabled and button.proto.deferred_file_id
     assert tr("bundle.download_caption", lang) in [c.value for c in at.caption]
     top = f"cifarlab-{lab['run_id'][:8]}"

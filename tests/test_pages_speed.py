@@ -60,12 +60,14 @@ def test_chart_and_a_sentence_per_trick_in_every_language(open_page, lang):
     fig = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert [tr["type"] for tr in fig["data"]] == ["bar", "scatter"]
     assert fig["data"][0]["x"] == [t(f"speed.row_{n}") for n in speed.ROW_NAMES]
-    assert fig["data"][0]["y"] == pytest.approx([0.3 + 0.05 * i for i in range(len(speed.ROW_NAMES))])
+    assert fig["data"][0]["y"] == \
+        pytest.approx([0.3 + 0.05 * i for i in range(len(speed.ROW_NAMES))])
     assert fig["data"][0]["text"][0] == i18n.percent(0.3, lang, 1)   # "30,0 %" in es and pt
     assert fig["layout"]["separators"] == i18n.separators(lang)
     assert t("speed.repeats", accs=", ".join(i18n.percent(a, lang, 1) for a in (0.61, 0.62)),
              secs=", ".join(i18n.duration(s, lang) for s in (58.5, 59.0))) in text
-    assert len([b for b in at.button if b.key and b.key.startswith("speed_use_")]) == len(speed.ROW_NAMES)
+    uses = [b for b in at.button if b.key and b.key.startswith("speed_use_")]
+    assert len(uses) == len(speed.ROW_NAMES)
     assert at.dataframe[0].value.shape[0] == 19   # input, 3 × (conv, bn, relu, pool), fc head
 
 

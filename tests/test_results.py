@@ -173,7 +173,7 @@ def test_uploaded_bad_files_are_refused(blob, code, match):
 
 def test_torn_and_oversized_checkpoints(tmp_path, trained, cifar_data):
     good = save(tmp_path / "c.pth", trained[0].model, CONFIG, cifar_data.classes, {}).read_bytes()
-    with pytest.raises(CheckpointError, match="bad.pth") as info:
+    with pytest.raises(CheckpointError, match=r"bad\.pth") as info:
         R.load_uploaded_checkpoint(good[: len(good) // 2], "bad.pth")
     assert info.value.code == "checkpoint.not_readable"
     with pytest.raises(CheckpointError, match="not accepted") as info:

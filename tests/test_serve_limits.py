@@ -4,7 +4,6 @@ runs, and the scheduler's decisions: no worker process is started here (``start=
 Every refusal is a JobError with a code and the numbers a page needs, in every language."""
 import ast
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -208,7 +207,7 @@ def test_scheduling_is_fifo_per_device_with_slots_and_multi_device_exclusive(mak
         started.append(run.name)
         return True
 
-    queue._launch = launch
+    queue.dispatcher._launch = launch
     plan = [("c1", "cpu", False), ("g1", "cuda:0", False), ("c2", "cpu", False),
             ("g2", "cuda:0", False), ("timing", "cuda:0", ["cpu", "cuda:0"]), ("c3", "cpu", False)]
     ids = {name: queue.store.create_run(ALICE, "timing", {}, device, name=name, exclusive=excl)
@@ -219,7 +218,7 @@ def test_scheduling_is_fifo_per_device_with_slots_and_multi_device_exclusive(mak
         for name in finished:
             queue.store.set_status(ids[name], "done")
         started.clear()
-        queue._start_queued()
+        queue.dispatcher._start_queued()
         return list(started)
 
     assert tick_after() == ["c1", "g1", "c2"]   # two CPU slots, one GPU slot

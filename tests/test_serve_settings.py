@@ -104,7 +104,7 @@ def test_bad_settings_file(tmp_path):
     with pytest.raises(SettingsError, match=r"cpu_slots \(.*bad.toml\) must be a whole number"):
         load_settings(env={}, config_file=bad)
     bad.write_text("cpu_slotz = 4\n")
-    with pytest.raises(SettingsError, match="unknown setting.*cpu_slotz"):
+    with pytest.raises(SettingsError, match=r"unknown setting.*cpu_slotz"):
         load_settings(env={}, config_file=bad)
     bad.write_text("cpu_slots = \n")
     with pytest.raises(SettingsError, match="not valid TOML"):

@@ -1,4 +1,5 @@
-"""cifarlab.core.shapes against real PyTorch layers: sizes, errors, formulas and whole-model traces."""
+"""cifarlab.core.shapes against real PyTorch layers: sizes, errors, formulas and whole-model
+traces."""
 import re
 
 import pytest
@@ -235,7 +236,7 @@ def test_layer_list_errors():
     conv = {"type": "conv", "out_channels": 4, "kernel_size": 3}
     with pytest.raises(ShapeError, match="flatten"):
         trace([{"type": "linear", "out_features": 10}])
-    with pytest.raises(ShapeError, match="^conv2: "):
+    with pytest.raises(ShapeError, match=r"^conv2: "):
         trace([conv, {"type": "flatten"}, conv])
     with pytest.raises(ShapeError, match="unknown"):
         trace([{"type": "dropout"}])
@@ -260,7 +261,8 @@ def test_module_called_twice_counts_params_once():
     traces = trace(net, (3, 8, 8))
     assert [t.name for t in traces] == ["input", "body.0", "body.1", "body.2", "fc", "fc"]
     assert [t.kind for t in traces[1:4]] == ["conv", "relu", "flatten"]
-    assert traces[5].params == 0 and total_params(traces) == sum(p.numel() for p in net.parameters())
+    assert traces[5].params == 0
+    assert total_params(traces) == sum(p.numel() for p in net.parameters())
     assert net.training  # the trace ran in eval mode and put the mode back
 
 
@@ -298,10 +300,14 @@ def test_every_shape_error_has_its_words_in_every_language():
     from cifarlab import i18n
 
     cases = [lambda: conv2d_output_size(3, 5), lambda: pool2d_output_size(3, 5),
-             lambda: pool2d_output_size(8, 3, padding=2), lambda: conv2d_output_size(8, 3, stride=0),
-             lambda: conv2d_output_size(8, "3"), lambda: trace([{"type": "linear", "out_features": 3}]),
-             lambda: trace([{"type": "flatten"}, {"type": "conv", "out_channels": 1, "kernel_size": 1}]),
-             lambda: trace([{"type": "dropout"}]), lambda: trace([{"type": "relu", "inplace": True}]),
+             lambda: pool2d_output_size(8, 3, padding=2),
+             lambda: conv2d_output_size(8, 3, stride=0),
+             lambda: conv2d_output_size(8, "3"),
+             lambda: trace([{"type": "linear", "out_features": 3}]),
+             lambda: trace([{"type": "flatten"},
+                            {"type": "conv", "out_channels": 1, "kernel_size": 1}]),
+             lambda: trace([{"type": "dropout"}]),
+             lambda: trace([{"type": "relu", "inplace": True}]),
              lambda: trace([], (0, 1)), lambda: trace("net"),
              lambda: trace([{"type": "linear", "out_features": 0}], (4,))]
     for case in cases:

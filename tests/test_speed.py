@@ -133,7 +133,8 @@ def test_onecycle_rises_to_the_learning_rate_then_falls():
     f = [tricks.onecycle_factor(s, total) for s in range(total + 1)]
     assert f[0] == pytest.approx(0.2) and f[23] == pytest.approx(1.0)
     assert f[100] == pytest.approx(0.07) and max(f) == pytest.approx(1.0)
-    assert all(a < b for a, b in zip(f[:23], f[1:24])) and all(a > b for a, b in zip(f[23:], f[24:]))
+    assert all(a < b for a, b in zip(f[:23], f[1:24]))
+    assert all(a > b for a, b in zip(f[23:], f[24:]))
     opt = torch.optim.SGD(nn.Linear(2, 2).parameters(), lr=0.5)
     sched = tricks.make_scheduler(TrainConfig(schedule="onecycle", lr=0.5), opt, total)
     lrs = []
@@ -204,7 +205,8 @@ def test_tricks_that_do_not_fit_are_refused():
         TrainConfig(schedule="cosine")
     assert err.value.problems[0].field == "schedule"
     assert "fast pipeline" in validate({"augment": "flip"})[0].text("en")
-    assert validate({"augment": "flip"})[0].text("es") != validate({"augment": "flip"})[0].text("pt")
+    flip = validate({"augment": "flip"})[0]
+    assert flip.text("es") != flip.text("pt")
 
 
 # -- a tiny real run, its exported script, the command line -------------------------------------

@@ -181,7 +181,7 @@ def test_writer_process_and_readers_at_the_same_time(store):
                 mine.events(run_id, since_seq=max(0, last // 25 - 3))
                 if not proc.is_alive() and last < n:
                     break
-        except Exception as err:  # e.g. "database is locked"
+        except Exception as err:  # noqa: BLE001 - any error is the finding, e.g. "database is locked"
             errors.append(repr(err))
 
     threads = [threading.Thread(target=reader) for _ in range(2)]
@@ -343,7 +343,8 @@ def test_restart_interrupts_orphaned_runs_and_keeps_the_queue(store):
     waiting = store.create_run(SESSION, "train", {}, "cpu")
     assert store.mark_interrupted_on_start() == [orphan]
     run = store.get(orphan)
-    assert run.status == "interrupted" and "restarted" in run.error and "step 40 of 100" in run.error
+    assert run.status == "interrupted"
+    assert "restarted" in run.error and "step 40 of 100" in run.error
     assert run.error_code == "serve.store.restarted_at"
     assert run.error_text("es") == i18n.t("errors.serve.store.restarted_at", "es", step=40,
                                           total=100)

@@ -105,7 +105,8 @@ def test_evaluation_matches_a_hand_count(cifar_data):
     assert res.correct == int((res.predictions == labels).sum())
     assert res.accuracy == pytest.approx(res.correct / 10_000)
     assert np.allclose(res.probabilities.sum(axis=1), 1, atol=1e-4)
-    assert set(res.misclassified.tolist()) == set(np.flatnonzero(res.predictions != labels).tolist())
+    wrong = np.flatnonzero(res.predictions != labels)
+    assert set(res.misclassified.tolist()) == set(wrong.tolist())
     # per-class accuracy from the confusion matrix, counted by hand for one class
     k = 3
     mask = labels == k
@@ -228,8 +229,9 @@ def test_cli_prints_the_tutorials_lines(cifar_archive, tmp_path):
     lines = proc.stdout.splitlines()
     assert lines[0] == "[1,    50] loss: " + lines[0].split("loss: ")[1]
     assert "Finished Training" in lines
-    assert any(l.startswith("Accuracy of the network on the 10000 test images: ") for l in lines)
-    assert any(l.startswith("Accuracy of plane : ") for l in lines)
+    assert any(line.startswith("Accuracy of the network on the 10000 test images: ")
+               for line in lines)
+    assert any(line.startswith("Accuracy of plane : ") for line in lines)
 
 
 BAD_INPUT = [

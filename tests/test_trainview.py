@@ -37,7 +37,8 @@ def test_check_gives_one_coded_problem_per_bad_knob():
         assert p.field == field and p.code == f"config.{field}"
         for lang in i18n.LANGUAGES:
             assert p.text(lang) and "{" not in p.text(lang)
-    assert trainview.check(trainview.preset_values("tutorial") | {"seed": 0, "device": "auto"}) == {}
+    tutorial = trainview.preset_values("tutorial") | {"seed": 0, "device": "auto"}
+    assert trainview.check(tutorial) == {}
 
 
 def test_check_batch_against_subset_and_hosting_limits():
@@ -193,28 +194,29 @@ def test_update_reads_only_new_rows(run_store):
     store, run_id = run_store
     counting = _CountingStore(store)
     view = RunView(max_points=100)
-    assert view.update(partial(counting.events, run_id), partial(counting.losses, run_id)) is False and view.revision == 0
+    events, losses = partial(counting.events, run_id), partial(counting.losses, run_id)
+    assert view.update(events, losses) is False and view.revision == 0
     store.record(run_id, steps=range(1, 51), losses=[2.0] * 50,
                  events=[("start", {"total_steps": 100, "steps_per_epoch": 100})],
                  progress={"step": 50, "total_steps": 100})
-    assert view.update(partial(counting.events, run_id), partial(counting.losses, run_id), step=50) is True and view.revision == 1
+    assert view.update(events, losses, step=50) is True and view.revision == 1
     assert counting.rows == {"events": 1, "losses": 50}
     # nothing new: no rows come back, the revision stays
-    assert view.update(partial(counting.events, run_id), partial(counting.losses, run_id), step=50) is False and view.revision == 1
+    assert view.update(events, losses, step=50) is False and view.revision == 1
     assert counting.rows == {"events": 1, "losses": 50}
     # the run's progress says no step is new: the losses are not even asked for
     reads = counting.loss_reads
-    view.update(partial(counting.events, run_id), partial(counting.losses, run_id), step=50)
+    view.update(events, losses, step=50)
     assert counting.loss_reads == reads
     store.record(run_id, steps=range(51, 101), losses=[1.0] * 50,
                  events=[("epoch", {"epoch": 1, "steps": 100})],
                  progress={"step": 100, "total_steps": 100})
-    assert view.update(partial(counting.events, run_id), partial(counting.losses, run_id), step=100) is True
+    assert view.update(events, losses, step=100) is True
     assert counting.rows == {"events": 2, "losses": 100}       # each row read once
     assert view.last_step == 100 and view.series.count == 100 and len(view.epochs) == 1
     # step=None (a finished run) reads whatever is there
     store.record(run_id, steps=[101], losses=[0.5])
-    assert view.update(partial(counting.events, run_id), partial(counting.losses, run_id)) is True and view.last_step == 101
+    assert view.update(events, losses) is True and view.last_step == 101
 
 
 def test_chart_is_numpy_arrays_ready_to_plot():

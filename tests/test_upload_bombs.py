@@ -78,7 +78,7 @@ def child(kind: str, path: Path, *extra: str) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-c", CHILD, kind, str(path), *extra], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=600)
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert lines, f"the child died (exit {proc.returncode}): {proc.stderr[-2000:]}"
     return json.loads(lines[-1][len("RESULT "):])
 
@@ -102,7 +102,8 @@ def small_checkpoint_claiming(model: ModelSpec) -> bytes:
     tiny tensor: loading it the old way built the whole network before looking at them."""
     payload = {"format": ckpt.FORMAT, "version": ckpt.VERSION,
                "state_dict": {"fc3.bias": torch.zeros(10)},
-               "config": TrainConfig(model=model).to_dict(), "classes": [f"c{i}" for i in range(10)],
+               "config": TrainConfig(model=model).to_dict(),
+               "classes": [f"c{i}" for i in range(10)],
                "results": {}}
     buf = io.BytesIO()
     torch.save(payload, buf)

@@ -26,7 +26,7 @@ def _valid(sid) -> bool:
 def cookie(name: str) -> str | None:
     try:
         return st.context.cookies.get(name)
-    except Exception:  # no browser (AppTest): no cookies
+    except Exception:  # noqa: BLE001 - no browser (AppTest): no cookies
         return None
 
 
@@ -39,7 +39,7 @@ def host_secrets(name: str):
     """``st.secrets[name]``, or None: no secrets file, no such table, or a broken file."""
     try:
         section = st.secrets.get(name)
-    except Exception:
+    except Exception:  # noqa: BLE001 - no secrets file, or a broken one: none
         return None
     return section if hasattr(section, "get") else None
 
@@ -51,7 +51,7 @@ def claims() -> dict | None:
         if (st.user.get("is_logged_in") and st.user.get("email")
                 and st.user.get("email_verified") is not False):
             return dict(st.user)
-    except Exception:  # sign-in not configured, or no script context
+    except Exception:  # noqa: BLE001 - sign-in not configured, or no script context
         pass
     return None
 
@@ -59,7 +59,7 @@ def claims() -> dict | None:
 def logged_in() -> bool:
     try:
         return bool(st.user.get("is_logged_in"))
-    except Exception:
+    except Exception:  # noqa: BLE001 - sign-in not configured, or no script context
         return False
 
 

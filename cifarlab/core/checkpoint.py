@@ -56,7 +56,7 @@ MAX_CLASSES = 1000
 
 @dataclass
 class Checkpoint:
-    state_dict: "OrderedDict[str, torch.Tensor]"
+    state_dict: OrderedDict[str, torch.Tensor]
     config: TrainConfig
     classes: tuple[str, ...]
     results: dict = field(default_factory=dict)
@@ -162,7 +162,7 @@ def _load_file(f, name: str, map_location, max_params, max_bytes) -> Checkpoint:
         obj = torch.load(f, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError:
         raise CheckpointError("checkpoint.unsafe", name=name) from None
-    except Exception:  # torn, truncated or foreign: the unpickler raises all sorts
+    except Exception:  # noqa: BLE001 - torn, truncated or foreign: the unpickler raises all sorts
         raise CheckpointError("checkpoint.not_readable", name=name) from None
     return _interpret(obj, name, max_params)
 

@@ -11,10 +11,10 @@ workers, CrossEntropyLoss, the tutorial's ``Net``.
     TrainConfig(net="bn3").model == net_spec("bn3")
     knobs()                                  # each field's label, help, bounds: written once
 
-**One schema.** Each field of ``TrainConfig`` carries its ``Knob`` (catalog keys for its label,
-help and error, bounds, widget kind, whether presets set it) in the dataclass metadata. The
-command line's flags, the Train page's widgets, the run tables and the exported script are all
-derived from ``knobs()``, so a field added here appears in each of them.
+**One schema.** Each field of ``TrainConfig`` carries its ``Knob`` (``core.knobs``: catalog
+keys for its label, help and error, bounds, widget kind, whether presets set it) in the
+dataclass metadata. The command line's flags, the Train page's widgets, the run tables and the
+exported script are all derived from ``knobs()``, so a field added here appears in each of them.
 
 **One validator.** ``validate`` returns every problem as a ``Problem`` (field, catalog code,
 parameters); construction raises ``ConfigError`` with the problems that do not depend on the
@@ -31,16 +31,16 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from cifarlab.core.knobs import KnobField, knob, knob_problems, knobs_of
 from cifarlab.core.modelspec import ModelSpec, is_int
 from cifarlab.core.nets import NET_NAMES, NETS, net_spec, trick_problems
 from cifarlab.errors import ConfigError, Problem
 
 PIPELINES = ("tutorial", "fast")
-# issue 13's tricks (after KellerJordan/cifar10-airbench, airbench94.py): see core/tricks.py
+# the speed lesson's tricks (after KellerJordan/cifar10-airbench, airbench94.py): core/tricks.py
 AUGMENTS = ("none", "flip", "flip_translate")
 SCHEDULES = ("constant", "onecycle")
 # CIFAR-10's label order (0..9). The tutorial prints short names: plane, car, bird, ...
@@ -48,43 +48,10 @@ CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog
                    "ship", "truck")
 TUTORIAL_SHORT_NAMES = ("plane", "car", "bird", "cat", "deer", "dog", "frog", "horse", "ship",
                         "truck")
-_DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 MAX_EPOCHS = 500
 MAX_BATCH = 65536
 MAX_WORKERS = 8        # DataLoader workers: more only adds processes on a shared server
 MAX_SEED = 2**31 - 1   # what a browser's number widget holds exactly
-
-
-@dataclass(frozen=True)
-class Knob:
-    """What the app knows about one config field, written once beside the field.
-
-    ``kind``: "int", "float", "choice", "bool" or "device"; ``lo``/``hi``: inclusive bounds
-    (``lo_open``/``hi_open``: the bound itself is not allowed); ``optional``: None is allowed (and
-    means "all"/"default"); ``label``/``help``: catalog keys; ``error``: the code (below
-    ``errors.``) of the message for a bad value; ``preset``: a preset sets it; ``widget``: the
-    Train page shows it; ``cli``: the command line has a flag for it.
-    """
-
-    kind: str
-    label: str
-    help: str
-    error: str
-    lo: float | None = None
-    hi: float | None = None
-    lo_open: bool = False
-    hi_open: bool = False
-    step: float = 1
-    choices: tuple[str, ...] = ()
-    optional: bool = False
-    preset: bool = True
-    widget: bool = True
-    cli: bool = True
-
-
-def knob(default: Any, **kw: Any) -> Any:
-    """A dataclass field carrying its ``Knob``."""
-    return field(default=default, metadata={"knob": Knob(**kw)})
 
 
 @dataclass(frozen=True)
@@ -195,7 +162,7 @@ class TrainConfig:
     def steps_per_epoch(self, n_train: int) -> int:
         return math.ceil(self.images_per_epoch(n_train) / self.batch_size)
 
-    def replace(self, **changes: Any) -> "TrainConfig":
+    def replace(self, **changes: Any) -> TrainConfig:
         """A copy with ``changes``; a new ``net`` brings its own network unless ``model`` is
         given too (a config never holds a net with another network's shape)."""
         if "model" not in changes and changes.get("net", self.net) != self.net:
@@ -208,7 +175,7 @@ class TrainConfig:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "TrainConfig":
+    def from_dict(cls, d: Mapping[str, Any]) -> TrainConfig:
         """A config from a mapping anyone may have written (a file, a checkpoint, a form):
         checked as it is built. Older writings are read as they were meant (``_migrate``)."""
         d = _migrate(d)
@@ -219,7 +186,7 @@ class TrainConfig:
         return cls(**d)
 
     @classmethod
-    def admitted(cls, d: Mapping[str, Any]) -> "TrainConfig":
+    def admitted(cls, d: Mapping[str, Any]) -> TrainConfig:
         """The config ``JobQueue.submit`` admitted, from the job payload that carries its
         ``to_dict()``: rebuilt as it is, **not checked again** (the submit was the authority;
         the worker and ``core.train.train_admitted`` trust it). Anything else: ``from_dict``."""
@@ -233,7 +200,7 @@ class TrainConfig:
                            model if isinstance(model, ModelSpec) else ModelSpec.admitted(model))
         return config
 
-    def on_device(self, device: str) -> "TrainConfig":
+    def on_device(self, device: str) -> TrainConfig:
         """This admitted config on ``device``, the one its submit resolved "auto" (or "cuda")
         to and the run recorded: what the worker trains and the checkpoint keeps. Not checked
         again (the config keeps the student's own choice, "auto", in the store)."""
@@ -254,30 +221,16 @@ class TrainConfig:
                 f"{self.pipeline} pipeline, seed {self.seed}{sub}{self._tricks()}")
 
     def _tricks(self) -> str:
-        """The issue-13 settings that differ from the tutorial's, for ``describe``."""
+        """The speed lesson's settings that differ from the tutorial's, for ``describe``."""
         parts = [f"{name} {getattr(self, name)}" for name in
                  ("net", "augment", "label_smoothing", "nesterov", "weight_decay", "schedule",
                   "tta") if getattr(self, name) != TrainConfig.__dataclass_fields__[name].default]
         return (", " + ", ".join(parts)) if parts else ""
 
 
-@dataclass(frozen=True)
-class KnobField:
-    """A config field and its ``Knob``: ``name``, ``default``, ``knob``."""
-
-    name: str
-    default: Any
-    knob: Knob
-
-
 def knobs(cls: type = TrainConfig) -> tuple[KnobField, ...]:
     """Every field of ``cls`` (TrainConfig or a subclass) that carries a ``Knob``, in order."""
-    out = []
-    for f in dataclasses.fields(cls):
-        k = f.metadata.get("knob")
-        if k is not None:
-            out.append(KnobField(f.name, f.default, k))
-    return tuple(out)
+    return knobs_of(cls)
 
 
 def validate(values: Mapping[str, Any] | TrainConfig, *, limits: Limits | None = None,
@@ -334,29 +287,8 @@ def validate(values: Mapping[str, Any] | TrainConfig, *, limits: Limits | None =
 
 
 def _field_problems(cls: type, values: Mapping[str, Any]) -> list[Problem]:
-    """Each knob's own type and bounds, read from its ``Knob``; and the network's."""
-    out: list[Problem] = []
-    for f in knobs(cls):
-        k, v = f.knob, values.get(f.name)
-        if v is None and k.optional:
-            continue
-        ok = True
-        if k.kind == "int":
-            ok = is_int(v)
-        elif k.kind == "float":
-            ok = _is_number(v) and math.isfinite(v)
-        elif k.kind == "bool":
-            ok = isinstance(v, bool)
-        elif k.kind == "choice":
-            ok = v in k.choices
-        elif k.kind == "device":
-            ok = isinstance(v, str) and bool(_DEVICE_RE.match(v.strip().lower()))
-        if ok and k.kind in ("int", "float"):
-            ok = ((k.lo is None or (v > k.lo if k.lo_open else v >= k.lo))
-                  and (k.hi is None or (v < k.hi if k.hi_open else v <= k.hi)))
-        if not ok:
-            out.append(Problem(f.name, k.error, {"lo": k.lo, "hi": k.hi,
-                                                 "default": f.default}))
+    """Each knob's own type and bounds (``core.knobs``); and the network's."""
+    out = knob_problems(knobs(cls), values)
     model = values.get("model")
     if isinstance(model, ModelSpec):
         out.extend(model.problems())  # checked when it was made, unless changed since
@@ -369,10 +301,6 @@ def _field_problems(cls: type, values: Mapping[str, Any]) -> list[Problem]:
         out.append(Problem("model", "config.model", {}))
     out.extend(trick_problems(values))
     return out
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _migrate(d: Mapping[str, Any]) -> dict[str, Any]:
@@ -410,7 +338,7 @@ PRESETS: dict[str, TrainConfig] = {
     "quick": TrainConfig(epochs=1, train_subset=5000),
     "big_batch": TrainConfig(lr=0.01, batch_size=64, pipeline="fast"),
     "high_lr": TrainConfig(lr=0.01),
-    # issue 13: the best test accuracy in a minute of training on the 2-core CPU machine
+    # the best test accuracy in a minute of training on the 2-core CPU machine
     # (docs/benchmarks.md, section 13), and airbench94's recipe for a GPU (cited there)
     "one_minute_cpu": TrainConfig(epochs=2, lr=0.2, momentum=0.9, batch_size=256,
                                   pipeline="fast", net="bn3", augment="flip",

@@ -122,7 +122,7 @@ class Stopwatch:
         synchronize(self.device)
         return time.perf_counter()
 
-    def start(self) -> "Stopwatch":
+    def start(self) -> Stopwatch:
         self._t0 = self.now()
         return self
 
@@ -133,7 +133,7 @@ class Stopwatch:
         self._t0 = None
         return self.seconds
 
-    def __enter__(self) -> "Stopwatch":
+    def __enter__(self) -> Stopwatch:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -147,7 +147,7 @@ class GraphedStep:
                     loss.backward()
                     self.optimizer.step()
             current.wait_stream(self.stream)
-        except Exception as err:  # anything at all: the run goes on eagerly, and says why
+        except Exception as err:  # noqa: BLE001 - anything at all: the run goes on eagerly, says why
             self.graph = None
             self.static_x = self.static_y = None
             self.optimizer.zero_grad(set_to_none=True)  # what the capture left is no gradient

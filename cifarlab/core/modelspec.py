@@ -90,7 +90,7 @@ class ModelSpec:
                 for k, v in dataclasses.asdict(self).items()}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> "ModelSpec":
+    def from_dict(cls, d: Mapping[str, Any] | None) -> ModelSpec:
         d = dict(d or {})
         unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
@@ -99,7 +99,7 @@ class ModelSpec:
         return cls(**d)
 
     @classmethod
-    def admitted(cls, d: Mapping[str, Any]) -> "ModelSpec":
+    def admitted(cls, d: Mapping[str, Any]) -> ModelSpec:
         """The spec ``to_dict`` wrote of one that was checked already (an admitted run's):
         rebuilt as it is, not checked again (``TrainConfig.admitted``)."""
         spec = object.__new__(cls)

@@ -50,7 +50,7 @@ def csv_value(cell: Any) -> Any:
     return cell
 
 
-def csv_writer(out, **kwargs) -> "_CellWriter":
+def csv_writer(out, **kwargs) -> _CellWriter:
     """``csv.writer(out, **kwargs)`` whose every cell goes through ``csv_cell``."""
     return _CellWriter(csv.writer(out, **kwargs))
 

@@ -1,28 +1,31 @@
-"""Output shapes of conv and pooling layers: PyTorch's arithmetic, with the formulas shown.
+"""The shape of every layer of a network, traced: in and out shapes, parameters, formulas.
 
-    conv2d_output_size(32, 5)                     # -> 28, as nn.Conv2d(…, 5) on a 32×32 image
-    pool2d_output_size((28, 28), 2)               # -> (14, 14), as nn.MaxPool2d(2)
-    conv2d_formula(32, 5, 1, 0, 1)                # -> ("⌊(32 + 2·0 − 1·(5 − 1) − 1) / 1⌋ + 1 = 28", 28, True)
-    trace_spec(ModelSpec())                       # one LayerTrace per layer of the tutorial's Net
-    trace(net)                                    # the same for any nn.Module, by a real forward pass
+    trace_spec(ModelSpec())               # one LayerTrace per layer of the tutorial's Net
+    trace(net)                            # the same for any nn.Module, by a real forward pass
+    trace_table(trace_spec(ModelSpec()))  # rows: layer, kind, input, output, params, formula
+    conv2d_output_size(32, 5)             # -> 28 (core.conv_arithmetic, re-exported here)
 
-The numbers follow PyTorch exactly (aten/src/ATen/native/Pool.h, ConvUtils.h): conv output
-is ⌊(n + 2p − d(k − 1) − 1) / s⌋ + 1; max-pool output is the same with ⌈⌉ in ceil mode, where
-the last window must still start inside the input or the left padding, the stride defaults to
-the kernel, and the padding may be at most half the kernel. Anything PyTorch refuses raises
-``ShapeError`` with a message a student can act on (a code in ``errors.shapes`` naming the
-layer, PyTorch's argument and the sizes: ``err.text("es")``). This module never imports
-streamlit, and imports torch only to trace a real ``nn.Module``.
+A layer list (dicts, as ``core.blocks.spec_layers`` writes a ModelSpec) is traced by arithmetic
+alone (``core.conv_arithmetic``: PyTorch's own output-size formulas); a real ``nn.Module`` by a
+forward pass of a zero batch of one, with the formula of each conv and pool beside it. A layer
+PyTorch would refuse raises ``ShapeError`` naming it ("conv2: ...") in the student's language.
+This module never imports streamlit, and imports torch only to trace a real ``nn.Module``.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from cifarlab.core.blocks import spec_layers
-from cifarlab.core.modelspec import ModelSpec
+from cifarlab.core.conv_arithmetic import (CONV, POOL, as_pair, conv2d_formula,
+                                           conv2d_output_size, fmt_size, per_dim,
+                                           pool2d_formula, pool2d_output_size)
+from cifarlab.core.modelspec import ModelSpec, is_int
 from cifarlab.errors import ShapeError
+
+# The layer arithmetic is part of this module's public face (the Network page calls it here).
+__all__ = ["LayerTrace", "trace", "trace_spec", "trace_table", "flat_features", "total_params",
+           "conv2d_formula", "pool2d_formula", "conv2d_output_size", "pool2d_output_size"]
 
 
 @dataclass(frozen=True)
@@ -36,146 +39,6 @@ class LayerTrace:
     params: int                  # learnable parameters (0 at a module's second call)
     formula: str                 # H formula (and W formula if it differs); "" where none
     exact: bool                  # False when a division in the formula had a remainder
-
-
-# -----------------------------------------------------------------------------
-# one dimension: the formulas
-
-def _num(n: int) -> str:
-    return f"−{-n}" if n < 0 else str(n)
-
-
-def _numerator(size: int, kernel: int, padding: int, dilation: int) -> int:
-    return size + 2 * padding - dilation * (kernel - 1) - 1
-
-
-def _inner(size: int, kernel: int, stride: int, padding: int, dilation: int) -> str:
-    return f"({size} + 2·{padding} − {dilation}·({kernel} − 1) − 1) / {stride}"
-
-
-def conv2d_formula(size: int, kernel: int, stride: int = 1, padding: int = 0,
-                   dilation: int = 1) -> tuple[str, int, bool]:
-    """One dimension of nn.Conv2d: (formula with the numbers in, output size, division exact?).
-
-    Does not raise when the output is below 1 (a calculator can show why); the output may then
-    be 0 or negative. Arguments that PyTorch refuses outright (kernel 0, ...) raise ShapeError.
-    """
-    _check_args(CONV, size, kernel, stride, padding, dilation)
-    n = _numerator(size, kernel, padding, dilation)
-    out = n // stride + 1
-    formula = f"⌊{_inner(size, kernel, stride, padding, dilation)}⌋ + 1 = {_num(out)}"
-    return formula, out, n % stride == 0
-
-
-def pool2d_formula(size: int, kernel: int, stride: int | None = None, padding: int = 0,
-                   dilation: int = 1, ceil_mode: bool = False) -> tuple[str, int, bool]:
-    """One dimension of nn.MaxPool2d: (formula with the numbers in, output size, exact?).
-
-    In ceil mode the formula uses ⌈⌉, and PyTorch drops the last window if it would start in the
-    right padding; the formula then says so. Like conv2d_formula it does not raise for an
-    output below 1, but does for a padding above half the kernel (PyTorch refuses that always).
-    """
-    stride = kernel if stride is None else stride
-    _check_args(POOL, size, kernel, stride, padding, dilation)
-    _check_pool_padding(kernel, padding)
-    n = _numerator(size, kernel, padding, dilation)
-    inner = _inner(size, kernel, stride, padding, dilation)
-    if not ceil_mode:
-        out = n // stride + 1
-        return f"⌊{inner}⌋ + 1 = {_num(out)}", out, n % stride == 0
-    raw = -(-n // stride) + 1  # ⌈n / s⌉ + 1, also for negative n
-    formula = f"⌈{inner}⌉ + 1 = {_num(raw)}"
-    out = raw
-    if (raw - 1) * stride >= size + padding:  # last window would start in the right padding
-        out = raw - 1
-        formula += f" − 1 = {_num(out)} (the last window would start in the padding, so it is dropped)"
-    return formula, out, n % stride == 0
-
-
-# -----------------------------------------------------------------------------
-# two dimensions: ints or (h, w) pairs
-
-def conv2d_output_size(size, kernel_size, stride=1, padding=0, dilation=1):
-    """Output size of nn.Conv2d. Ints give an int; any (h, w) pair gives an (h, w) pair."""
-    args = (size, kernel_size, stride, padding, dilation)
-    dims = [conv2d_formula(*a)[1] for a in _per_dim(args, CONV)]
-    if min(dims) < 1:
-        raise _too_small(CONV, args, dims)
-    return _result(args, dims)
-
-
-def pool2d_output_size(size, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
-    """Output size of nn.MaxPool2d (stride defaults to kernel_size). Ints in, int out; pair, pair."""
-    stride = kernel_size if stride is None else stride
-    args = (size, kernel_size, stride, padding, dilation)
-    dims = [pool2d_formula(*a, ceil_mode=bool(ceil_mode))[1] for a in _per_dim(args, POOL)]
-    if min(dims) < 1:
-        raise _too_small(POOL, args, dims)
-    return _result(args, dims)
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _pair(v: Any, arg: str, layer: str = "?") -> tuple[int, int]:
-    if _is_int(v):
-        return (v, v)
-    if isinstance(v, (tuple, list)) and len(v) == 2 and all(_is_int(x) for x in v):
-        return (v[0], v[1])
-    raise ShapeError("shapes.not_a_pair", layer=layer, arg=arg, value=repr(v))
-
-
-# Outside a traced layer, an error names PyTorch's class; inside one, the layer ("conv2").
-CONV, POOL = "Conv2d", "MaxPool2d"
-# PyTorch's argument names: the same words in every language, as students write them.
-_ARGS = ("input_size", "kernel_size", "stride", "padding", "dilation")
-
-
-def _per_dim(args: tuple, layer: str = "?") -> list[tuple[int, ...]]:
-    """(size, kernel, stride, padding, dilation), each int or pair -> [H args, W args]."""
-    pairs = [_pair(a, n, layer) for a, n in zip(args, _ARGS)]
-    return [tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)]
-
-
-def _result(args: tuple, dims: list[int]):
-    return dims[0] if all(_is_int(a) for a in args) else (dims[0], dims[1])
-
-
-def _fmt(v: Any) -> str:
-    """3 -> "3"; (3, 4) -> "3×4"; (3, 3) -> "3×3"."""
-    return "×".join(_num(x) for x in v) if isinstance(v, (tuple, list)) else _num(v)
-
-
-def _check_args(layer: str, size: int, kernel: int, stride: int, padding: int,
-                dilation: int) -> None:
-    for arg, v, lo in zip(_ARGS, (size, kernel, stride, padding, dilation), (1, 1, 1, 0, 1)):
-        if not _is_int(v) or v < lo:
-            raise ShapeError("shapes.below_min", layer=layer, arg=arg, lo=lo, value=repr(v))
-
-
-def _check_pool_padding(kernel: int, padding: int) -> None:
-    if padding > kernel // 2:
-        raise ShapeError("shapes.pool_padding", layer=POOL, padding=padding, kernel=kernel,
-                         half=kernel // 2, min_kernel=2 * padding)
-
-
-def _too_small(layer: str, args: tuple, dims: list[int]) -> ShapeError:
-    """The error for an output below 1: the sizes in, the output, and the largest kernel that
-    would fit (``errors.shapes.conv_too_small`` / ``pool_too_small``)."""
-    h, w = _per_dim(args, layer)
-    # the window (d·(k − 1) + 1 pixels) must fit in the padded input (n + 2p pixels)
-    kmax = [(n + 2 * p - 1) // d + 1 for n, k, s, p, d in (h, w)]
-    if all(_is_int(a) for a in args):
-        size, kernel, stride, padding, dilation = map(_num, h)
-        out, fit = _num(dims[0]), _num(kmax[0])
-    else:
-        size, kernel = _fmt((h[0], w[0])), _fmt((h[1], w[1]))
-        stride, padding, dilation = (str(a) if a == b else f"({a}, {b})" for a, b in zip(h[2:], w[2:]))
-        out, fit = _fmt(dims), _fmt(kmax)
-    code = "shapes.conv_too_small" if layer == CONV else "shapes.pool_too_small"
-    return ShapeError(code, layer=layer, size=size, kernel=kernel, stride=stride,
-                      padding=padding, dilation=dilation, out=out, fit=fit)
 
 
 # -----------------------------------------------------------------------------
@@ -195,7 +58,7 @@ _PREFIX = {"conv": "conv", "pool": "pool", "relu": "relu", "flatten": "flatten",
 
 def _positive(layer: dict, key: str) -> int:
     v = layer.get(key)
-    if not _is_int(v) or v < 1:
+    if not is_int(v) or v < 1:
         raise ShapeError("shapes.below_min", arg=key, lo=1, value=repr(v))
     return v
 
@@ -219,7 +82,7 @@ def _conv(layer: dict, shape: tuple[int, ...]):
     args = ((h, w), layer.get("kernel_size"), layer.get("stride", 1),
             layer.get("padding", 0), layer.get("dilation", 1))
     oh, ow = conv2d_output_size(*args)
-    hargs, wargs = _per_dim(args, CONV)
+    hargs, wargs = per_dim(args, CONV)
     formula, exact = _formula(conv2d_formula, hargs, wargs)
     kh, kw = hargs[1], wargs[1]
     params = oc * c * kh * kw + (oc if layer.get("bias", True) else 0)
@@ -234,7 +97,7 @@ def _pool(layer: dict, shape: tuple[int, ...]):
             layer.get("padding", 0), layer.get("dilation", 1))
     ceil_mode = bool(layer.get("ceil_mode", False))
     oh, ow = pool2d_output_size(*args, ceil_mode=ceil_mode)
-    formula, exact = _formula(pool2d_formula, *_per_dim(args, POOL), ceil_mode=ceil_mode)
+    formula, exact = _formula(pool2d_formula, *per_dim(args, POOL), ceil_mode=ceil_mode)
     return (c, oh, ow), 0, formula, exact
 
 
@@ -248,7 +111,7 @@ def _flatten(layer: dict, shape: tuple[int, ...]):
 
 def _linear(layer: dict, shape: tuple[int, ...]):
     if len(shape) != 1:
-        raise ShapeError("shapes.needs_flat", shape=_fmt(shape))
+        raise ShapeError("shapes.needs_flat", shape=fmt_size(shape))
     out = _positive(layer, "out_features")
     return (out,), shape[0] * out + (out if layer.get("bias", True) else 0), "", True
 
@@ -265,7 +128,7 @@ _STEPS = {"conv": _conv, "pool": _pool, "relu": _relu, "flatten": _flatten, "lin
 
 def _input_shape(input_shape) -> tuple[int, ...]:
     shape = tuple(input_shape) if isinstance(input_shape, (tuple, list)) else None
-    if not shape or len(shape) not in (1, 3) or not all(_is_int(x) and x >= 1 for x in shape):
+    if not shape or len(shape) not in (1, 3) or not all(is_int(x) and x >= 1 for x in shape):
         raise ShapeError("shapes.bad_input", layer="input", value=repr(input_shape))
     return shape
 
@@ -318,10 +181,10 @@ def _module_layer(m, kind: str) -> dict | None:
     if kind == "pool":
         stride = m.stride if m.stride else None  # an empty stride means "= kernel"
         dilation = m.dilation if isinstance(m, nn.MaxPool2d) else 1
-        return {"type": "pool", "kernel_size": _pair(m.kernel_size, "kernel_size", POOL),
-                "stride": None if stride is None else _pair(stride, "stride", POOL),
-                "padding": _pair(m.padding, "padding", POOL),
-                "dilation": _pair(dilation, "dilation", POOL), "ceil_mode": m.ceil_mode}
+        return {"type": "pool", "kernel_size": as_pair(m.kernel_size, "kernel_size", POOL),
+                "stride": None if stride is None else as_pair(stride, "stride", POOL),
+                "padding": as_pair(m.padding, "padding", POOL),
+                "dilation": as_pair(dilation, "dilation", POOL), "ceil_mode": m.ceil_mode}
     return None
 
 
@@ -363,7 +226,7 @@ def _trace_module(module, shape: tuple[int, ...]) -> list[LayerTrace]:
             module(x)
     except Exception as err:
         if not current:
-            raise ShapeError("shapes.model_fails", layer="input", shape=_fmt(shape),
+            raise ShapeError("shapes.model_fails", layer="input", shape=fmt_size(shape),
                              detail=_first_line(err)) from err
         name, m, in_shape = current[-1]
         kind = _module_kind(m)
@@ -431,6 +294,6 @@ def total_params(traces: list[LayerTrace]) -> int:
 
 def trace_table(traces: list[LayerTrace]) -> list[dict]:
     """Rows for a table: layer, kind, input, output ("6×28×28"), params, formula."""
-    return [{"layer": t.name, "kind": t.kind, "input": _fmt(t.in_shape),
-             "output": _fmt(t.out_shape), "params": t.params, "formula": t.formula}
+    return [{"layer": t.name, "kind": t.kind, "input": fmt_size(t.in_shape),
+             "output": fmt_size(t.out_shape), "params": t.params, "formula": t.formula}
             for t in traces]

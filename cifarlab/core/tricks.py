@@ -47,7 +47,7 @@ class BatchAugment:
     """Random horizontal flips (``flip``), and shifts of up to 2 pixels with reflect padding
     (``flip_translate``), of a float batch B×C×H×W, labels untouched."""
 
-    def __init__(self, kind: str, seed: int = 0, device: "str | torch.device" = "cpu"):
+    def __init__(self, kind: str, seed: int = 0, device: str | torch.device = "cpu"):
         self.kind = kind
         self.device = torch.device(device)
         self.generator = torch.Generator().manual_seed(int(seed) + AUG_SEED_OFFSET)

@@ -3,7 +3,7 @@
 Layout (English is the source; every other language mirrors it)::
 
     cifarlab/locales/en.toml                  UI strings, flat dotted keys grouped in tables
-    cifarlab/locales/en/*.toml                more UI strings, one file per area (merged; a key once)
+    cifarlab/locales/en/*.toml                more UI strings, one file per area (a key once)
     cifarlab/locales/es.toml, pt.toml
     cifarlab/locales/<lang>/lessons/<name>.md lesson texts (Markdown), one file per lesson
     cifarlab/locales/code/<name>.py           the tutorial's lines a lesson explains (shared)
@@ -125,7 +125,8 @@ def set_strict(value: bool | None) -> None:
     _strict_override = value
 
 
-def _warn_once(lang: str, what: str, message: str, *args: Any, level: int = logging.WARNING) -> None:
+def _warn_once(lang: str, what: str, message: str, *args: Any,
+               level: int = logging.WARNING) -> None:
     if (lang, what) not in _warned:
         _warned.add((lang, what))
         log.log(level, message, *args)
@@ -153,7 +154,7 @@ def catalog_files(lang: str) -> list[Path]:
     return ([main] if main.is_file() else []) + extra
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load_catalog(lang: str) -> dict[str, str]:
     flat: dict[str, str] = {}
     for path in catalog_files(lang):
@@ -254,13 +255,13 @@ def _check_name(name: str) -> str:
     return LESSON_ALIASES.get(name, name)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _read_lesson(name: str, lang: str) -> str | None:
     path = _lesson_path(name, lang)
     return path.read_text(encoding="utf-8") if path.is_file() else None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _lesson_names() -> tuple[str, ...]:
     folder = LOCALES_DIR / DEFAULT / "lessons"
     found = {p.stem for p in folder.glob("*.md")} if folder.is_dir() else set()
@@ -293,7 +294,7 @@ def lesson(name: str, lang: str = DEFAULT) -> str:
     return english
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def code_snippet(name: str) -> str:
     """The tutorial's code that lesson ``name`` explains (``locales/code/<name>.py``)."""
     name = _check_name(name)
@@ -315,7 +316,8 @@ def problems() -> list[str]:
         texts = _load_catalog(code)
         if code != DEFAULT:
             out += [f"{code}: missing key {k!r}" for k in sorted(set(source) - set(texts))]
-            out += [f"{code}: key {k!r} is not in English" for k in sorted(set(texts) - set(source))]
+            out += [f"{code}: key {k!r} is not in English"
+                    for k in sorted(set(texts) - set(source))]
         for key, text in sorted(texts.items()):
             if not text.strip():
                 out.append(f"{code}: {key!r} is empty")

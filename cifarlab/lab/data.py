@@ -57,7 +57,7 @@ def _whole(name: str, value, low: int, high: int, field: str | None = None) -> i
 
 # ----------------------------------------------------------------------------------- browse
 
-def class_counts_table(data: "CifarData") -> pd.DataFrame:
+def class_counts_table(data: CifarData) -> pd.DataFrame:
     """Images per class in each split, long form: columns ``class``, ``label``, ``split``
     ("train" | "test"), ``count``."""
     rows = []
@@ -67,7 +67,7 @@ def class_counts_table(data: "CifarData") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def class_sample(data: "CifarData", class_index: int, n: int = 24, split: str = "train",
+def class_sample(data: CifarData, class_index: int, n: int = 24, split: str = "train",
                  seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """``n`` random images of one class: (their indices in the split, in draw order; the
     images as n×32×32×3 uint8). The same (class, n, seed) always gives the same images."""
@@ -155,7 +155,7 @@ def unnormalize(images: torch.Tensor) -> np.ndarray:
     return (x.permute(1, 2, 0) if x.dim() == 3 else x.permute(0, 2, 3, 1)).numpy()
 
 
-def loader_batch(data: "CifarData", batch_size: int = 4, seed: int = 0,
+def loader_batch(data: CifarData, batch_size: int = 4, seed: int = 0,
                  split: str = "train") -> dict:
     """The first batch of an epoch from the tutorial's own ``DataLoader``: its shapes and
     labels, and its pictures as the tutorial's ``imshow`` shows them, one by one and as
@@ -206,7 +206,7 @@ def _shutdown(iterator) -> None:
         getattr(iterator, "_shutdown_workers", lambda: None)()
 
 
-def loader_throughput(data: "CifarData", pipeline: str = "tutorial", batch_size: int = 4,
+def loader_throughput(data: CifarData, pipeline: str = "tutorial", batch_size: int = 4,
                       num_workers: int = 0, max_batches: int = 500, max_seconds: float = 1.0,
                       split: str = "train", seed: int = 0, subset: int | None = None,
                       device: str = "cpu") -> dict:
@@ -248,7 +248,7 @@ def loader_throughput(data: "CifarData", pipeline: str = "tutorial", batch_size:
         images = batches = 0
         sw.start()
         deadline = time.perf_counter() + max_seconds
-        for xb, yb in iterator:
+        for _xb, yb in iterator:
             images += int(yb.shape[0])
             batches += 1
             if batches >= max_batches or time.perf_counter() >= deadline:
@@ -265,7 +265,7 @@ def loader_throughput(data: "CifarData", pipeline: str = "tutorial", batch_size:
             "seconds": seconds, "startup_seconds": startup}
 
 
-def sweep_loaders(data: "CifarData", batch_size: int = 4,
+def sweep_loaders(data: CifarData, batch_size: int = 4,
                   workers: Sequence[int] = (0, 1, 2, 4),
                   pipelines: Iterable[str] = PIPELINES, max_batches: int = 500,
                   max_seconds: float = 0.4, split: str = "train", seed: int = 0,
@@ -294,11 +294,11 @@ CHANNEL_KEYS = ("data.channel_red", "data.channel_green", "data.channel_blue")
 CHANNEL_COLOURS = ("#E45756", "#54A24B", "#4C78A8")
 
 
-def class_names(data: "CifarData", t) -> list[str]:
+def class_names(data: CifarData, t) -> list[str]:
     return [class_name(c, t.lang) for c in data.classes]
 
 
-def counts_figure(data: "CifarData", t) -> go.Figure:
+def counts_figure(data: CifarData, t) -> go.Figure:
     """Images per class, train and test side by side."""
     counts, names = class_counts_table(data), class_names(data, t)
     fig = go.Figure([go.Bar(x=[names[i] for i in part["label"]], y=part["count"],

@@ -29,7 +29,8 @@ __all__ = [
 # -----------------------------------------------------------------------------------------
 # cross-entropy on one image
 
-def net_logits(image_chw_uint8: np.ndarray, seed: int = 0, state_dict: dict | None = None) -> np.ndarray:
+def net_logits(image_chw_uint8: np.ndarray, seed: int = 0,
+               state_dict: dict | None = None) -> np.ndarray:
     """The 10 logits of the tutorial's ``Net`` for one 3×32×32 uint8 image (normalised as the
     tutorial does): a ``Net`` freshly initialised with ``seed``, or one holding ``state_dict``."""
     from cifarlab.core.data import normalize
@@ -106,7 +107,7 @@ SURFACES: dict[str, Surface] = {
 }
 
 
-def _surface(surface: "str | Surface") -> Surface:
+def _surface(surface: str | Surface) -> Surface:
     if isinstance(surface, Surface):
         return surface
     try:
@@ -116,7 +117,7 @@ def _surface(surface: "str | Surface") -> Surface:
                             known=", ".join(SURFACES)) from None
 
 
-def loss_surface(name: "str | Surface", grid=101) -> dict:
+def loss_surface(name: str | Surface, grid=101) -> dict:
     """The loss over a grid, for a contour plot: ``{"x": xs, "y": ys, "z": Z (len(ys)×len(xs)),
     "start", "minimum", "formula"}``. ``grid``: points per axis over the surface's range, or an
     ``(xs, ys)`` pair of 1-D arrays."""
@@ -167,7 +168,7 @@ class SGDPath:
         return not self.diverged and bool(np.isfinite(self.losses[-1])) and self.losses[-1] < tol
 
 
-def sgd_path(surface: "str | Surface", start=None, lr: float = 0.05, momentum: float = 0.0,
+def sgd_path(surface: str | Surface, start=None, lr: float = 0.05, momentum: float = 0.0,
              steps: int = 50) -> SGDPath:
     """Where ``torch.optim.SGD(lr, momentum)`` takes a 2-parameter tensor on ``surface``.
 

@@ -61,7 +61,7 @@ class RankExample:
         return int(np.prod(self.shape)) if self.shape else 1
 
 
-def rank_examples(data: "CifarData", index: int = 0, batch: int = 4,
+def rank_examples(data: CifarData, index: int = 0, batch: int = 4,
                   split: str = "train") -> list[RankExample]:
     """Ranks 0–4 cut from ``batch`` real images starting at ``index``, as the network sees them
     (ToTensor + Normalize, −1…1)."""
@@ -143,7 +143,7 @@ def _time_copies(dst_pieces, src_pieces, device: torch.device, repeats: int,
     return best, done
 
 
-def transfer_costs(device: "str | torch.device" = "auto", total_mb: float = 32,
+def transfer_costs(device: str | torch.device = "auto", total_mb: float = 32,
                    chunks: int = 1024, repeats: int = 3,
                    max_seconds: float = 2.0) -> pd.DataFrame:
     """Copy ``total_mb`` MB as one big copy and as ``chunks`` small copies of the same total,
@@ -189,7 +189,7 @@ def transfer_costs(device: "str | torch.device" = "auto", total_mb: float = 32,
 
 # ----------------------------------------------------------------------- .item() measurement
 
-def item_sync_cost(device: "str | torch.device" = "auto", steps: int = 200, size: int = 4096,
+def item_sync_cost(device: str | torch.device = "auto", steps: int = 200, size: int = 4096,
                    repeats: int = 3, max_seconds: float = 2.0) -> dict:
     """Time the same loop with ``.item()`` every step (the tutorial's ``running_loss +=
     loss.item()``) and summed on the device, read once. Each step is the mean of two vectors'
@@ -323,7 +323,8 @@ def transfer_figure(res: pd.DataFrame, t) -> go.Figure:
                        text=[f"{i18n.number(v, lang, 2)} ms" for v in res["ms"]],
                        colours=[C.PALETTE[0] if m == "one_big" else C.PALETTE[1]
                                 for m in res["method"]],
-                       title=f"{res['path'].iloc[0]} · {size_text(res['total_bytes'].iloc[0], lang)}")
+                       title=f"{res['path'].iloc[0]} · "
+                             f"{size_text(res['total_bytes'].iloc[0], lang)}")
     return C.localized(fig, lang)
 
 

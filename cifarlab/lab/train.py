@@ -307,7 +307,7 @@ def estimate_seconds(config: Any, n_train: int, measured: Sequence[Mapping[str, 
     device and pipeline), plus their median time besides training. None before any run."""
     cfg = config.to_dict() if hasattr(config, "to_dict") else dict(config)
     keys = ("device", "pipeline", "batch_size", "model", "num_workers")
-    for exact, same in ((True, keys), (False, keys[:2])):
+    for exact, same in ((True, keys), (False, keys[:2])):  # noqa: B007 - read after the loop
         runs = [m for m in measured if all(m["config"].get(k) == cfg.get(k) for k in same)]
         if runs:
             break

@@ -12,9 +12,9 @@ exist, chosen by the hosting setting ``executor`` (``cifarlab.serve.executors.ma
   run is a Ray task on a cluster, a streaming generator whose event batches ``poll`` writes into
   the same run store, so no page knows the difference.
 
-Every method is called from the queue's one dispatcher thread (``start`` first, ``stop_all``
-last), never from a page's script run: Ray needs ``ray.init`` in a thread that lives as long as
-the connection.
+Every method is called from the queue's one dispatcher thread (``cifarlab.serve.dispatcher``:
+``start`` first, ``stop_all`` last), never from a page's script run: Ray needs ``ray.init`` in a
+thread that lives as long as the connection.
 
 The contract, in the queue's words:
 

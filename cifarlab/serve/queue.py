@@ -13,13 +13,11 @@ Training never runs in the Streamlit script thread, nor in the server process: a
 (``cifarlab.serve.executor``) runs it, by default (``local``) in a worker process of its own, or
 (``executor = "ray"``) as a task on a Ray cluster; either way its events land in the run store.
 
-The dispatcher, a daemon thread of the serving process and the only one that talks to the
-executor (``ray.init`` needs a thread that lives), every ~0.2 s (at once on a submit) polls the
-executor (event batches in; why a run whose worker died ended), passes cancels on, stops by
-force a run that ignored its cancel for ``CANCEL_GRACE_S`` or whose heartbeat went silent for
-``heartbeat_timeout``, starts queued runs first come first served per device up to the
-executor's slots (an *exclusive* job, the CPU-vs-GPU timing, waits until its devices are idle
-and keeps them; the runs queued behind it there wait: strict FIFO), and keeps workers warm.
+The dispatcher (``cifarlab.serve.dispatcher``), a daemon thread of the serving process and the
+only one that talks to the executor, starts queued runs first come first served per device up
+to the executor's slots (an *exclusive* job waits until its devices are idle and keeps them),
+passes cancels on, and stops by force a run that ignored its cancel or whose heartbeat went
+silent; a submit or a cancel wakes it.
 
 The run store (SQLite) is the source of truth: a restart marks runs whose worker is gone as
 ``interrupted``, removes half-written checkpoints and runs the queued ones. One serving process
@@ -28,7 +26,6 @@ per ``home``.
 from __future__ import annotations
 
 import atexit
-import logging
 import multiprocessing.util  # noqa: F401 - import before our atexit hook (see JobQueue)
 import threading
 import time
@@ -38,24 +35,20 @@ from cifarlab.core.config import TrainConfig
 from cifarlab.errors import CifarLabError, JobError
 from cifarlab.serve import admission, disk
 from cifarlab.serve.backup import Backups
-from cifarlab.serve.executor import job_for
+from cifarlab.serve.dispatcher import Dispatcher
 from cifarlab.serve.executors import make_executor
-from cifarlab.serve.kinds import (TIMING, TRAIN, register_kind, registered_kinds,  # noqa: F401
+from cifarlab.serve.kinds import (TIMING, TRAIN, register_kind, registered_kinds,
                                   target_of)
-from cifarlab.serve.runs import (ACTIVE, FINISHED, STATUSES, Run, pid_alive,  # noqa: F401
-                                 reason, validate_owner, validate_run_id, validate_session)
+from cifarlab.serve.runs import (ACTIVE, FINISHED, STATUSES, Run, validate_owner,
+                                 validate_run_id, validate_session)
 from cifarlab.serve.settings import Settings, load_settings
 from cifarlab.serve.store import RunStore
-from cifarlab.serve.worker import failure_reason  # noqa: F401
+from cifarlab.serve.worker import failure_reason
 
 # What pages and tests import from here (pages reach the store only through the queue).
 __all__ = ["JobQueue", "get_queue", "FULL_TRAIN_IMAGES", "FINISHED", "ACTIVE", "STATUSES", "Run",
            "validate_run_id", "register_kind", "registered_kinds", "failure_reason"]
 
-log = logging.getLogger("cifarlab.serve.queue")
-
-TICK_S = 0.2                 # scheduler period
-CANCEL_GRACE_S = 60.0        # a worker still running this long after a cancel is killed
 FULL_TRAIN_IMAGES = 50000    # CIFAR-10's training set, when the data is not loaded here
 
 
@@ -63,7 +56,7 @@ class JobQueue:
     """Queue jobs and run them on the settings' executor; see the module docstring.
 
     ``store``: a RunStore (default: ``settings.db_path``); ``settings``: ``load_settings()``.
-    ``start=False`` creates the queue without its scheduler thread (tests of the checks).
+    ``start=False`` creates the queue without its dispatcher thread (tests of the checks).
     """
 
     def __init__(self, store: RunStore | None = None, settings: Settings | None = None,
@@ -72,22 +65,14 @@ class JobQueue:
         self.store = store or RunStore(self.settings.db_path, self.settings.checkpoint_dir)
         self.executor = make_executor(self.store, self.settings)
         self._submit_lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stopping = threading.Event()
-        self._last_health = 0.0
         self._n_train: int | None = None
-        self._backlog = 0
         self.closed = False
-        self._stop_timeout = 10.0
-        self._stop_lock = threading.Lock()
-        self._executor_stopped = False
         self.interrupted = self.store.mark_interrupted_on_start()
         self.store.remove_partial_checkpoints()  # left by workers killed while saving
         self.backups = Backups(self.store.path, self.settings.backup_interval)
-        self._thread = threading.Thread(target=self._loop, name="cifarlab-scheduler",
-                                        daemon=True)
+        self.dispatcher = Dispatcher(self.store, self.executor, self.settings)
         if start:
-            self._thread.start()
+            self.dispatcher.start()
             self.backups.start()
         # Runs before multiprocessing's own exit hook (imported above, so registered earlier),
         # which would otherwise wait for every non-daemonic worker to finish its job.
@@ -160,7 +145,7 @@ class JobQueue:
                                            image_epochs=image_epochs)
             if code:  # the class board and its challenge find the run
                 admission.record_class_run(self.store, code, owner, run_id)
-        self._wake.set()
+        self.dispatcher.wake()
         return run_id
 
     def devices(self) -> list[str]:
@@ -247,7 +232,7 @@ class JobQueue:
                                                             only_from=["queued"]):
             return "cancelled"
         if self.store.request_cancel(run.id):
-            self._wake.set()
+            self.dispatcher.wake()
             return "cancelling"
         return self.store.get(run.id).status
 
@@ -297,90 +282,6 @@ class JobQueue:
                 raise TimeoutError(f"run {run_id} still {run.status} after {timeout} s")
             time.sleep(poll)
 
-    # -- the dispatcher ----------------------------------------------------------------------
-    def _loop(self) -> None:
-        try:
-            self.executor.start()  # here: ray.init belongs to a thread that lives
-        except Exception:  # noqa: BLE001 - queued runs wait; the host reads why in the log
-            log.exception("cifarlab: the %s executor did not start", self.executor.name)
-        while not self._stopping.is_set():
-            try:
-                self._tick()
-            except Exception:  # noqa: BLE001 - the dispatcher must keep going
-                log.exception("cifarlab scheduler tick failed")
-            self._wake.wait(TICK_S)
-            self._wake.clear()
-        self._stop_executor()
-
-    def _tick(self) -> None:
-        self.executor.poll()
-        self._watch_workers()
-        self._start_queued()
-        if not self._stopping.is_set():
-            self.executor.keep_warm(self._backlog)
-
-    def _watch_workers(self) -> None:
-        """Cancels, cancel escalation, silent workers, orphans of an earlier server process."""
-        now = time.monotonic()
-        for run_id, h in list(self.executor.running.items()):
-            run = self.store.get(run_id)
-            if run is None or h.forced:
-                continue
-            if run.cancel_requested and run.status == "running":
-                if h.cancel_seen is None:
-                    h.cancel_seen = now
-                    self.executor.cancel(run_id)
-                elif now - h.cancel_seen > CANCEL_GRACE_S:
-                    self.executor.force(run_id, "cancel", CANCEL_GRACE_S)
-        if now - self._last_health < 1.0:
-            return
-        self._last_health = now
-        wall = time.time()
-        timeout = self.settings.heartbeat_timeout
-        for run in self.store.list_runs(statuses=["running"]):
-            stale = run.heartbeat is None or wall - run.heartbeat > timeout
-            h = self.executor.running.get(run.id)
-            if h is not None:
-                if stale and not h.forced:
-                    self.executor.force(run.id, "heartbeat")
-            elif stale or not pid_alive(run.worker_pid):  # not ours: an earlier server's
-                self.store.remove_partial_checkpoints(run.id)
-                self.store.set_status(run.id, "interrupted", only_from=["running"],
-                                      **reason("serve.queue.worker_gone"))
-
-    def _start_queued(self) -> None:
-        queued = self.store.queued()
-        self._backlog = len(queued)
-        if not queued:
-            return
-        busy = self.store.running_by_device()   # device -> (runs on it, held by an exclusive)
-        blocked: set[str] = set()
-        for run in queued:
-            if self._stopping.is_set():
-                return
-            needs = {run.device, *run.holds}
-            can_start = not (needs & blocked)
-            for d in needs:
-                n, held = busy.get(d, (0, False))
-                if held or (d in run.holds and n > 0) or n >= self.executor.slots_for(d):
-                    can_start = False
-            if not can_start:
-                blocked |= needs  # first come first served: nobody overtakes it there
-                continue
-            if self._launch(run):
-                self._backlog -= 1
-                busy[run.device] = (busy.get(run.device, (0, False))[0] + 1, False)
-                for d in run.holds:
-                    busy[d] = (busy.get(d, (0, False))[0], True)
-
-    def _launch(self, run: Run) -> bool:
-        target = target_of(run.kind)
-        if target is None:  # queued by a server that knew this kind
-            self.store.set_status(run.id, "failed", only_from=["queued"],
-                                  **reason("serve.queue.unknown_kind_queued", kind=run.kind))
-            return False
-        return self.executor.launch(run, job_for(run, target, self.settings))
-
     # -- stopping ----------------------------------------------------------------------------
     def shutdown(self, timeout: float = 10.0) -> None:
         """Stop the dispatcher and the executor; runs still going are stopped and marked
@@ -388,20 +289,8 @@ class JobQueue:
         if self.closed:
             return
         self.closed = True
-        self._stop_timeout = timeout
-        self._stopping.set()
-        self._wake.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout + 5.0)  # it stops the executor in its own thread
-        elif not self._thread.is_alive():
-            self._stop_executor()
+        self.dispatcher.stop(timeout)
         self.backups.stop()  # the last copy of the run store, with every outcome recorded
-
-    def _stop_executor(self) -> None:
-        with self._stop_lock:
-            if not self._executor_stopped:
-                self._executor_stopped = True
-                self.executor.stop_all(self._stop_timeout)
 
 
 _QUEUE: JobQueue | None = None

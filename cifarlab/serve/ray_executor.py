@@ -161,7 +161,7 @@ class RayExecutor(Executor):
                 from cifarlab.core import data as data_mod
 
                 d = data_mod.load(self.settings.data)
-            except Exception:  # noqa: BLE001 - each run will say what is wrong with the data
+            except Exception:  # each run will say what is wrong with the data
                 log.exception("cifarlab: the data set could not be loaded for Ray")
                 self._data = False
                 return None
@@ -192,7 +192,7 @@ class RayExecutor(Executor):
             if time.monotonic() >= self._retry_at:
                 try:
                     self.start()
-                except Exception:  # noqa: BLE001
+                except Exception:
                     log.exception("cifarlab: the Ray cluster is still out of reach")
             return
         if time.monotonic() - self._resources_at > RESOURCES_S:
@@ -282,7 +282,7 @@ class RayExecutor(Executor):
         r.forced, r.forced_s = why, seconds
         try:
             self._ray.cancel(r.gen, force=True)
-        except Exception:  # noqa: BLE001 - it ended meanwhile: poll settles it
+        except Exception:  # it ended meanwhile: poll settles it
             log.debug("ray.cancel(%s) failed", run_id, exc_info=True)
 
     # -- warm workers, stopping ----------------------------------------------------------------
@@ -315,7 +315,7 @@ class RayExecutor(Executor):
         if self._control is not None:
             try:
                 self._ray.kill(self._control)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - shutting down: the actor may be gone
                 pass
         self._task = self._control = None
         if self._owns:

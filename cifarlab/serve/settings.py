@@ -180,7 +180,7 @@ class Settings:
         """The old name of ``max_per_owner`` (pages/train.py still reads it)."""
         return self.max_per_owner
 
-    def limits(self) -> "Limits":
+    def limits(self) -> Limits:
         """What this server allows one run, for ``core.config.validate``."""
         from cifarlab.core.config import Limits
 
@@ -195,7 +195,7 @@ class Settings:
             return self.gpu_slots
         return 1
 
-    def replace(self, **changes: Any) -> "Settings":
+    def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
 
 
@@ -236,7 +236,8 @@ def env_name(field: str) -> str:
     return ENV_PREFIX + field.upper()
 
 
-def load_settings(env: Mapping[str, str] | None = None, config_file: str | os.PathLike | None = None,
+def load_settings(env: Mapping[str, str] | None = None,
+                  config_file: str | os.PathLike | None = None,
                   **overrides: Any) -> Settings:
     """The settings for this process: ``overrides`` > environment > TOML file > defaults.
 

@@ -217,7 +217,8 @@ class RunStore(Database):
             if events:
                 seq = c.execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?",
                                 (run_id,)).fetchone()[0]
-                c.executemany("INSERT INTO events (run_id, seq, kind, data, t) VALUES (?, ?, ?, ?, ?)",
+                c.executemany("INSERT INTO events (run_id, seq, kind, data, t) "
+                              "VALUES (?, ?, ?, ?, ?)",
                               [(run_id, seq + i, str(kind), _dumps(data), now)
                                for i, (kind, data) in enumerate(events, 1)])
             if progress is not None:

@@ -44,7 +44,7 @@ HEARTBEAT_S = 2.0            # workers beat this often
 _URGENT = frozenset({"start", "epoch", "eval", "done", "stop"})  # written at once; others batched
 
 
-def run_train_job(payload: dict, ctx: "JobContext") -> dict:
+def run_train_job(payload: dict, ctx: JobContext) -> dict:
     """The "train" kind: ``core.train.train_admitted`` on the config ``JobQueue.submit``
     admitted (the job's payload), trusted as it is: it was checked once, at submit, and placed
     on the device resolved there (``ctx.device``, the run's)."""
@@ -121,7 +121,8 @@ class JobContext:
 
     def flush(self) -> None:
         with self._lock:
-            steps, losses, events, progress = self._steps, self._losses, self._events, self._progress
+            steps, losses = self._steps, self._losses
+            events, progress = self._events, self._progress
             self._steps, self._losses, self._events, self._progress = [], [], [], None
             self._last_flush = time.monotonic()
         if steps or events or progress is not None:
@@ -207,10 +208,10 @@ def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
         from cifarlab.core import train as _train  # noqa: F401 - imports the model, evaluation, ...
         try:
             data = data_mod.load(settings.data)
-        except Exception as err:  # reported when a job asks for the data
+        except Exception as err:  # noqa: BLE001 - reported when a job asks for the data
             data_error = err
         _warm_up()
-    except Exception as err:  # a broken install: report it on the job
+    except Exception as err:  # noqa: BLE001 - a broken install: report it on the job
         data_error = err
     if ready is not None:
         ready.set()
@@ -318,7 +319,7 @@ def run_job(fn: Callable[[dict, Any], dict], payload: dict,
         print(f"cifarlab worker: run {ctx.run_id} failed:\n{tb}", file=sys.stderr, flush=True)
         try:
             ctx.flush()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - the failure is recorded next, flushed or not
             pass
         try:
             why = failure(err)

@@ -37,7 +37,8 @@ def _board_action(action: str, code: str, t) -> None:
         if action == "cancel":
             status = cs.classroom().cancel_run(person(), code, run_id)
             messages.keep(K + "board_msg", "success", t(
-                "classroom.board.cancelled", nickname=nick, status=view.status_text(status, lang())))
+                "classroom.board.cancelled", nickname=nick,
+                status=view.status_text(status, lang())))
         else:
             cs.classroom().pin(person(), code, None if action == "unpin" else run_id)
             messages.keep(K + "board_msg", "success", t("classroom.board.pinned", nickname=nick)

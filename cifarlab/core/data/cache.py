@@ -303,7 +303,7 @@ class FileLock:
         self.path = path
         self.fd: int | None = None
 
-    def __enter__(self) -> "FileLock":
+    def __enter__(self) -> FileLock:
         try:
             import fcntl
         except ImportError:  # pragma: no cover - Windows

@@ -44,7 +44,7 @@ def normalize(x: torch.Tensor) -> torch.Tensor:
     return x.to(torch.float32).div(255).sub_(0.5).div_(0.5)
 
 
-def _as_data(data: "CifarData | str | os.PathLike | None") -> CifarData:
+def _as_data(data: CifarData | str | os.PathLike | None) -> CifarData:
     if isinstance(data, CifarData):
         return data
     return load(data)
@@ -136,12 +136,12 @@ class CifarImages(torchvision.datasets.VisionDataset):
         self.__dict__.update(state)
 
 
-def tutorial_dataset(data: "CifarData | str | None", split: str = "train") -> CifarImages:
+def tutorial_dataset(data: CifarData | str | None, split: str = "train") -> CifarImages:
     """The split as the tutorial's data set: items are ``(ToTensor+Normalize(image), label)``."""
     return CifarImages(_as_data(data), split, transform=tutorial_transform())
 
 
-def tutorial_loader(data: "CifarData | str | None", split: str = "train", batch_size: int = 4,
+def tutorial_loader(data: CifarData | str | None, split: str = "train", batch_size: int = 4,
                     num_workers: int = 2, shuffle: bool = True, seed: int = 0,
                     subset: int | Sequence[int] | None = None, pin_memory: bool = False,
                     persistent_workers: bool | None = None,
@@ -214,8 +214,8 @@ class FastLoader:
     set indices served by the latest epoch, in order.
     """
 
-    def __init__(self, data: "CifarData | str | None", split: str = "train",
-                 batch_size: int = 4, device: "str | torch.device" = "cpu",
+    def __init__(self, data: CifarData | str | None, split: str = "train",
+                 batch_size: int = 4, device: str | torch.device = "cpu",
                  shuffle: bool = True, seed: int = 0,
                  subset: int | Sequence[int] | None = None, resident: bool = True,
                  augment: str = "none"):

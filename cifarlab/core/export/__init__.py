@@ -23,7 +23,8 @@ _LAZY = {"build_notebook": "notebook", "notebook_json": "notebook", "model_card"
          "write_export": "bundle", "FORMATS": "bundle"}
 
 __all__ = ["TUTORIAL_URL", "CONSTANT_NAMES", "DEFAULT_NAME", "RunRecord", "checkpoint_note",
-           "constant_name", "export_script", "settings_block", *_LAZY]
+           "constant_name", "export_script", "settings_block"]
+__all__ += list(_LAZY)  # the names loaded on first use (__getattr__)
 
 
 def __getattr__(name: str):

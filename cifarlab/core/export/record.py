@@ -32,7 +32,7 @@ class RunRecord:
     created_at: float | None = None
 
     @classmethod
-    def from_checkpoint(cls, ckpt, name: str | None = None) -> "RunRecord":
+    def from_checkpoint(cls, ckpt, name: str | None = None) -> RunRecord:
         """A loaded checkpoint's run (``core.checkpoint.load``); ``export.weights_only`` for
         the tutorial's plain state_dict, which holds no run."""
         require_run(ckpt, name)

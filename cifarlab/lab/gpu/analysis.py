@@ -72,7 +72,8 @@ def _crossover(ups: list[dict]) -> list[dict]:
                                 f * (math.log(b["batch_size"]) - math.log(a["batch_size"])))
         best = max(ss, key=lambda s: s["speedup"])
         out.append({"device": device, "device_name": ss[0]["device_name"], "pipeline": pipeline,
-                    "graphed": graphed, "width": width, "batch_size": None if first is None else ss[first]["batch_size"],
+                    "graphed": graphed, "width": width,
+                    "batch_size": None if first is None else ss[first]["batch_size"],
                     "speedup": None if first is None else ss[first]["speedup"],
                     "estimate": estimate, "max_speedup": best["speedup"],
                     "max_batch_size": best["batch_size"]})
@@ -101,7 +102,8 @@ def explain_tutorial_point(result: SweepResult) -> dict:
     with the same network (width 1). Speed-ups are against this recording's own cpu."""
     rows = eager(result.ok_rows())
     pipe, b, w = TUTORIAL_POINT
-    cpu_tut = next((r for r in rows if r["device"] == "cpu" and point_key(r) == TUTORIAL_POINT), None)
+    cpu_tut = next((r for r in rows if r["device"] == "cpu" and point_key(r) == TUTORIAL_POINT),
+                   None)
     ups = speedups(rows)
     devices = []
     for dev in dict.fromkeys(r["device"] for r in result.rows):
@@ -131,7 +133,8 @@ def explain_tutorial_point(result: SweepResult) -> dict:
     return {"pipeline": pipe, "batch_size": b, "width": w, "epoch_images": EPOCH_IMAGES,
             "epochs": TUTORIAL_EPOCHS, "steps_per_epoch": math.ceil(EPOCH_IMAGES / b),
             "params": params, "devices": devices,
-            "fastest_device": max(timed, key=lambda d: d["images_per_s"])["device"] if timed else None}
+            "fastest_device": (max(timed, key=lambda d: d["images_per_s"])["device"]
+                               if timed else None)}
 
 
 def pipeline_gains(result: SweepResult, width: int) -> dict[str, list[tuple[int, float]]]:
@@ -243,7 +246,8 @@ def hardware(result: SweepResult) -> dict:
     first = result.rows[0] if result.rows else {}
     gpus = [d for d in env.get("devices", []) if d.get("kind", "cpu") != "cpu"]
     if not gpus:
-        gpus = [{"id": r["device"], "name": r["device_name"], "memory_bytes": r["device_memory_bytes"]}
+        gpus = [{"id": r["device"], "name": r["device_name"],
+                 "memory_bytes": r["device_memory_bytes"]}
                 for r in {r["device"]: r for r in result.rows if r["device"] != "cpu"}.values()]
     settings = env.get("settings") or {}
     loads = [env.get("load_average_start"), env.get("load_average_end")]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 from cifarlab import i18n
@@ -60,9 +60,11 @@ def register_cli(subparsers) -> None:
     p.add_argument("--graphed", action="store_true",
                    help="also time the fast pipeline's step replayed as one CUDA graph on each "
                         "CUDA device (the 'GPU, graphed' series; on with --sweep)")
-    p.add_argument("--no-graphed", action="store_true", help="with --sweep: skip the graphed series")
+    p.add_argument("--no-graphed", action="store_true",
+                   help="with --sweep: skip the graphed series")
     p.add_argument("--data", default=None,
-                   help="use a slice of the real training set (image folder, .tar.gz or 'download')")
+                   help="use a slice of the real training set "
+                        "(image folder, .tar.gz or 'download')")
     p.add_argument("--out", action="append", default=[], help="save to .json or .csv (repeatable)")
     p.add_argument("--out-dir", default=None,
                    help="with --sweep: where the two files go (default docs/gpu-results)")
@@ -84,7 +86,8 @@ def config_from_args(args) -> SweepConfig:
     return SweepConfig(
         devices=args.devices, batch_sizes=_ints(pick("batch_sizes", d.batch_sizes), "batch_sizes"),
         widths=_ints(pick("widths", d.widths), "widths"), pipelines=args.pipelines,
-        steps=_int(pick("steps", d.steps), "steps"), warmup=_int(pick("warmup", d.warmup), "warmup"),
+        steps=_int(pick("steps", d.steps), "steps"),
+        warmup=_int(pick("warmup", d.warmup), "warmup"),
         repeats=_int(args.repeats, "repeats"),
         max_seconds=_seconds(pick("max_seconds", d.max_seconds)),
         num_workers=_int(args.num_workers, "num_workers"),
@@ -142,7 +145,7 @@ def sweep_files(devices: list[str], out_dir: str | None) -> list[Path]:
 
     names = [d.name for d in list_devices() if d.id in devices and d.kind != "cpu"]
     slug = re.sub(r"[^a-z0-9]+", "-", (names[0] if names else hostname()).lower()).strip("-")
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     stem = Path(out_dir or RESULTS_DIR) / f"{slug or 'machine'}-{now:%Y-%m-%d}"
     if stem.with_suffix(".json").exists():
         stem = stem.with_name(f"{stem.name}-{now:%H%M%S}")
@@ -231,7 +234,8 @@ def summary_lines(result) -> list[str]:
                      f"{where}{est}; best {c['max_speedup']:.2f}x at batch {c['max_batch_size']}")
     for b in result.breakdowns:
         if b["error"]:
-            lines.append(f"breakdown {b['device']} {b['pipeline']} batch {b['batch_size']}: {b['error']}")
+            lines.append(f"breakdown {b['device']} {b['pipeline']} batch {b['batch_size']}: "
+                         f"{b['error']}")
             continue
         parts = ", ".join(f"{p} {b[p + '_s'] * 1000:.3f}" for p in PHASES)
         lines.append(f"breakdown ({b['method']}) {b['device']} {b['pipeline']} batch "
@@ -273,4 +277,5 @@ def _seconds(text) -> float | None:
     try:
         return float(text)
     except ValueError:
-        raise ConfigError([Problem("max_seconds", "gpu.cli_seconds", {"text": str(text)})]) from None
+        raise ConfigError([Problem("max_seconds", "gpu.cli_seconds",
+                                   {"text": str(text)})]) from None

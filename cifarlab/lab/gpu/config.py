@@ -155,7 +155,7 @@ class SweepConfig:
                 for f in dataclasses.fields(self)}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> "SweepConfig":
+    def from_dict(cls, d: dict[str, Any] | None) -> SweepConfig:
         d = dict(d or {})
         unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
         if unknown:

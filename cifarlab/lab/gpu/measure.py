@@ -26,7 +26,7 @@ import socket
 import statistics
 import time
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -48,7 +48,7 @@ def hostname() -> str:
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def load_average() -> list[float] | None:
@@ -343,7 +343,7 @@ def run_sweep(cfg: SweepConfig | None = None, on_result: Callable[[dict], None] 
     rewritten after every point, so an interrupted sweep keeps its rows."""
     cfg = cfg or SweepConfig()
     devices = cfg.resolved_devices()  # DeviceError before anything runs
-    paths = [] if save_to is None else [save_to] if isinstance(save_to, (str, Path)) else list(save_to)
+    paths = [save_to] if isinstance(save_to, (str, Path)) else list(save_to or ())
     for p in paths:
         check_suffix(p)
     if cfg.images == "real" and data is None:

@@ -97,7 +97,8 @@ def hardware_table(res: SweepResult, lang: str) -> pd.DataFrame:
     def known(v: Any) -> str:
         return none if v is None or v == "" else str(v)
 
-    items = [(t("gpu.hw_machine"), known(hw["machine"])), (t("gpu.hw_date"), known(hw["recorded_at"])),
+    items = [(t("gpu.hw_machine"), known(hw["machine"])),
+             (t("gpu.hw_date"), known(hw["recorded_at"])),
              (t("gpu.hw_cpu"), t("gpu.hw_cpu_value", name=known(hw["cpu"]),
                                  threads=hw["threads"] if hw["threads"] is not None else "?"))]
     for g in hw["gpus"]:
@@ -110,7 +111,8 @@ def hardware_table(res: SweepResult, lang: str) -> pd.DataFrame:
         items.append((t("gpu.hw_python"), f"{hw['python']} / {known(hw['platform'])}"))
     if hw["config"]:
         c = hw["config"]
-        images = t(f"gpu.images_{c['images']}") if c["images"] in ("synthetic", "real") else known(c["images"])
+        images = (t(f"gpu.images_{c['images']}") if c["images"] in ("synthetic", "real")
+                  else known(c["images"]))
         items.append((t("gpu.hw_settings"), t(
             "gpu.hw_settings_value", steps=known(c["steps"]), repeats=known(c["repeats"]),
             warmup=known(c["warmup"]), images=images, workers=known(c["num_workers"]),
@@ -121,7 +123,8 @@ def hardware_table(res: SweepResult, lang: str) -> pd.DataFrame:
     if hw["flags"]:
         items.append((t("gpu.hw_flags"), ", ".join(f"{k}={v}" for k, v in hw["flags"].items())))
     # st.table renders its cells as Markdown: everything in them is escaped
-    return pd.DataFrame([(md(k), md(v)) for k, v in items], columns=[t("gpu.hw_item"), t("gpu.hw_value")])
+    return pd.DataFrame([(md(k), md(v)) for k, v in items],
+                        columns=[t("gpu.hw_item"), t("gpu.hw_value")])
 
 
 def download_stem(res: SweepResult) -> str:
@@ -158,7 +161,7 @@ def tutorial_lines(res: SweepResult, lang: str) -> list[str]:
     timed = [d for d in info["devices"] if d["images_per_s"]]
     if not timed:
         return []
-    dur = lambda s: i18n.duration(s, lang)  # noqa: E731
+    dur = lambda s: i18n.duration(s, lang)  # noqa: E731 - a local shorthand, used below
     lines = [t("gpu.tut_cpu", name=md(d["device_name"]), ips=round(d["images_per_s"]),
                images=info["epoch_images"], epoch=dur(d["epoch_s"]), run=dur(d["tutorial_run_s"]))
              for d in timed if d["device"] == "cpu"]
@@ -173,7 +176,8 @@ def tutorial_lines(res: SweepResult, lang: str) -> list[str]:
             lines.append("- " + t("gpu.tut_compare", device=md(d["device"]),
                                   x=times(d["speedup_vs_cpu"], lang),
                                   best=times(best["speedup"], lang), batch=best["batch_size"],
-                                  width=best["width"], pipeline=pipeline_name(best["pipeline"], lang)))
+                                  width=best["width"],
+                                  pipeline=pipeline_name(best["pipeline"], lang)))
     for d in timed:
         if d["fast_gain"]:
             lines.append("- " + t("gpu.tut_fast", device=md(d["device"]),
@@ -182,7 +186,8 @@ def tutorial_lines(res: SweepResult, lang: str) -> list[str]:
         if b and d["best_gain"] and d["best_gain"] > 1.0 and (b["pipeline"], b["batch_size"]) != \
                 TUTORIAL_POINT[:2]:
             lines.append("- " + t("gpu.tut_best", device=md(d["device"]),
-                                  batch=b["batch_size"], pipeline=pipeline_name(b["pipeline"], lang),
+                                  batch=b["batch_size"],
+                                  pipeline=pipeline_name(b["pipeline"], lang),
                                   x=times(d["best_gain"], lang)))
     return lines
 
@@ -235,8 +240,8 @@ def would_add_lines(res: SweepResult, recorded: list[SweepResult], lang: str
                  date=reference.recorded_at[:10])
     out = []
     if same["tutorial_point"]:
-        out.append(("markdown", t("gpu.would_add_same", x=times(same["tutorial_point"]["speedup"], lang),
-                                  **where)))
+        out.append(("markdown", t("gpu.would_add_same",
+                                  x=times(same["tutorial_point"]["speedup"], lang), **where)))
     if same["best"]:
         b = same["best"]
         out.append(("markdown", t("gpu.would_add_best", batch=b["batch_size"], width=b["width"],

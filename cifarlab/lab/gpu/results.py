@@ -174,7 +174,9 @@ class SweepResult:
     @property
     def recorded_on(self) -> str:
         """"this machine", or "<host>, <date>" for a result recorded elsewhere."""
-        return THIS_MACHINE if not self.recorded_elsewhere else f"{self.host}, {self.recorded_at[:10]}"
+        if not self.recorded_elsewhere:
+            return THIS_MACHINE
+        return f"{self.host}, {self.recorded_at[:10]}"
 
     def ok_rows(self) -> list[dict]:
         return [r for r in self.rows if not r["error"]]
@@ -183,7 +185,7 @@ class SweepResult:
         return (frame(self.breakdowns, BREAKDOWN_COLUMNS) if breakdowns
                 else frame(self.rows, COLUMNS))
 
-    def check(self) -> "SweepResult":
+    def check(self) -> SweepResult:
         """Itself, when every row can be shown (a device id, a known pipeline, a batch size and
         a width; figures unless it failed); DataError naming the first row that cannot."""
         if not self.rows:
@@ -204,7 +206,7 @@ class SweepResult:
                 "rows": self.rows, "breakdowns": self.breakdowns}
 
     @classmethod
-    def from_dict(cls, d: Any, source: str = THIS_MACHINE) -> "SweepResult":
+    def from_dict(cls, d: Any, source: str = THIS_MACHINE) -> SweepResult:
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             raise DataError("gpu.not_a_result", source=source)
         if not isinstance(d.get("version", 0), int) or d.get("version", 0) > FORMAT_VERSION:
@@ -230,7 +232,7 @@ class SweepResult:
         return text
 
     @classmethod
-    def from_json_text(cls, text: str | bytes, source: str = "recorded") -> "SweepResult":
+    def from_json_text(cls, text: str | bytes, source: str = "recorded") -> SweepResult:
         raw = check_text(text, source, "json")
         try:
             d = json.loads(raw)
@@ -251,7 +253,7 @@ class SweepResult:
         return text
 
     @classmethod
-    def from_csv_text(cls, text: str | bytes, source: str = "recorded") -> "SweepResult":
+    def from_csv_text(cls, text: str | bytes, source: str = "recorded") -> SweepResult:
         import pandas as pd
 
         if isinstance(text, bytes):
@@ -297,7 +299,7 @@ class SweepResult:
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> "SweepResult":
+    def load(cls, path: str | Path) -> SweepResult:
         path = check_suffix(path)
         read = cls.from_csv_text if path.suffix.lower() == ".csv" else cls.from_json_text
         return read(_read(path), source=str(path))
@@ -317,7 +319,7 @@ def load_upload(name: str, data: bytes) -> SweepResult:
         return SweepResult.from_csv_text(data, source=name).check()
     except CifarLabError:
         raise
-    except Exception:  # noqa: BLE001 - a case the checks above missed: words on the page,
+    except Exception:  # a case the checks above missed: words on the page,
         log.warning("timing upload %r could not be read", name, exc_info=True)  # details here
         raise DataError("gpu.bad_value", source=name) from None
 

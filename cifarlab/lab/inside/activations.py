@@ -45,7 +45,7 @@ class Stage:
     """One step of the forward pass: its name in the shape trace, kind, shape, values."""
 
     name: str                 # "input", "conv1", "relu1", "pool1", ..., "fc3", "softmax"
-    kind: str                 # "input" | "conv" | "relu" | "pool" | "flatten" | "linear" | "softmax"
+    kind: str                 # "input" | "conv" | "relu" | "pool" | "flatten" | "linear" | ...
     shape: tuple[int, ...]    # from the shape trace (batch dimension left out)
     values: np.ndarray        # float32, exactly ``shape``
     line: str                 # the tutorial's code that makes it

@@ -181,7 +181,8 @@ def filters_view(after, before, t) -> tuple[go.Figure, pd.DataFrame]:
     """conv1's kernels as colour patches, a line for the trained weights and (when known) one
     for the weights the run started from; their mean colours and sizes as a table."""
     rows = ([(t("inside.random_weights"), filter_patches(after))] if before is None else
-            [(t("inside.before"), filter_patches(before)), (t("inside.after"), filter_patches(after))])
+            [(t("inside.before"), filter_patches(before)),
+             (t("inside.after"), filter_patches(after))])
     n = min(after.shape[0], MAX_FILTERS)
     fig = make_subplots(rows=len(rows), cols=n, horizontal_spacing=0.02, vertical_spacing=0.15,
                         subplot_titles=[f"{label} · {t('inside.map_n', n=i + 1)}"

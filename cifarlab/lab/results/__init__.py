@@ -18,7 +18,7 @@ from cifarlab.core.checkpoint import Checkpoint, load as load_checkpoint
 from cifarlab.core.evaluate import EvalResult, evaluate
 from cifarlab.errors import CheckpointError, CifarLabError
 from cifarlab.lab.data import upscale
-from cifarlab.lab.results.uploads import (  # noqa: F401  (the page's one import)
+from cifarlab.lab.results.uploads import (  # the page's one import: re-exported
     MAX_CHECKPOINT_BYTES, MAX_DECODE_BYTES, MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, MAX_UPLOAD_BYTES,
     PREVIEW_SIZE, SERVER_UPLOAD_MB, UPLOADER_MB, ImageError, PreparedImage, classify_image,
     classify_prepared, load_uploaded_checkpoint, prepare_image)
@@ -28,8 +28,8 @@ __all__ = [
     "UPLOADER_MB", "SERVER_UPLOAD_MB", "MAX_IMAGE_PIXELS", "MAX_DECODE_BYTES", "PREVIEW_SIZE",
     "CheckpointError", "ImageError", "PreparedImage",
     "load_run_model", "load_uploaded_checkpoint", "predictions_for", "confused_examples",
-    "most_confused_pair", "picked_cell", "sample_predictions", "per_class_by_epoch", "prepare_image",
-    "classify_image", "classify_prepared", "upscale",
+    "most_confused_pair", "picked_cell", "sample_predictions", "per_class_by_epoch",
+    "prepare_image", "classify_image", "classify_prepared", "upscale",
 ]
 
 # The PyTorch tutorial's printed figures: 54 % overall after 2 epochs; per class they swing

@@ -57,7 +57,7 @@ class ClassLimits:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> "ClassLimits":
+    def from_dict(cls, d: Mapping[str, Any] | None) -> ClassLimits:
         d = dict(d or {})
         devices = d.get("devices")
         return cls(d.get("max_epochs"), d.get("max_train_images"),
@@ -85,7 +85,7 @@ class Goal:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Goal":
+    def from_dict(cls, d: Mapping[str, Any]) -> Goal:
         return cls(d.get("kind"), d.get("max_epochs"), d.get("device"), d.get("target"))
 
     def allows_device(self, device: str) -> bool:

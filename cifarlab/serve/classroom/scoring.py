@@ -70,7 +70,7 @@ def leaderboard(db: Database, code: str, challenge: Challenge, which: str,
             best[person] = entry
     ordered = sorted(best.items(), key=lambda kv: (kv[1][0], kv[1][1]))
     rows = []
-    for rank, (person, (key, run_id, acc, seconds, finished, number)) in enumerate(ordered, 1):
+    for rank, (person, (_key, run_id, acc, seconds, finished, number)) in enumerate(ordered, 1):
         score = seconds if goal.kind == "fastest_to" else acc
         rows.append(LeaderRow(rank, nick.get(person, "?"), score, acc, seconds, finished,
                               person=person, run_id=run_id, run_number=number))

@@ -1,0 +1,102 @@
+"""The knob schema: what a config field declares about itself, written once beside the field.
+
+    epochs: int = knob(2, kind="int", lo=1, hi=500, label="common.epochs", ...)
+    knobs_of(TrainConfig)                    # -> (KnobField("epochs", 2, Knob(...)), ...)
+    knob_problems(knobs_of(TrainConfig), {"lr": -1})   # -> [Problem("lr", "config.lr", ...)]
+
+A ``Knob`` holds the catalog keys of the field's label, help and error, its bounds and widget
+kind, and whether presets, the Train page and the command line use it. The command line's
+flags, the Train page's widgets, the run tables and the exported script read them through
+``core.config.knobs()``; ``knob_problems`` is the check each declaration implies (type and
+bounds), the part of ``core.config.validate`` that needs nothing but the field itself.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from cifarlab.core.modelspec import is_int
+from cifarlab.errors import Problem
+
+_DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+
+@dataclass(frozen=True)
+class Knob:
+    """What the app knows about one config field.
+
+    ``kind``: "int", "float", "choice", "bool" or "device"; ``lo``/``hi``: inclusive bounds
+    (``lo_open``/``hi_open``: the bound itself is not allowed); ``optional``: None is allowed (and
+    means "all"/"default"); ``label``/``help``: catalog keys; ``error``: the code (below
+    ``errors.``) of the message for a bad value; ``preset``: a preset sets it; ``widget``: the
+    Train page shows it; ``cli``: the command line has a flag for it.
+    """
+
+    kind: str
+    label: str
+    help: str
+    error: str
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+    step: float = 1
+    choices: tuple[str, ...] = ()
+    optional: bool = False
+    preset: bool = True
+    widget: bool = True
+    cli: bool = True
+
+
+def knob(default: Any, **kw: Any) -> Any:
+    """A dataclass field carrying its ``Knob``."""
+    return field(default=default, metadata={"knob": Knob(**kw)})
+
+
+@dataclass(frozen=True)
+class KnobField:
+    """A config field and its ``Knob``: ``name``, ``default``, ``knob``."""
+
+    name: str
+    default: Any
+    knob: Knob
+
+
+def knobs_of(cls: type) -> tuple[KnobField, ...]:
+    """Every field of the dataclass ``cls`` that carries a ``Knob``, in order."""
+    return tuple(KnobField(f.name, f.default, k) for f in dataclasses.fields(cls)
+                 if (k := f.metadata.get("knob")) is not None)
+
+
+def knob_problems(fields: Iterable[KnobField], values: Mapping[str, Any]) -> list[Problem]:
+    """Each field's value against its own ``Knob``: its type, choices and bounds."""
+    out: list[Problem] = []
+    for f in fields:
+        k, v = f.knob, values.get(f.name)
+        if v is None and k.optional:
+            continue
+        if not _fits(k, v):
+            out.append(Problem(f.name, k.error, {"lo": k.lo, "hi": k.hi, "default": f.default}))
+    return out
+
+
+def _fits(k: Knob, v: Any) -> bool:
+    ok = True
+    if k.kind == "int":
+        ok = is_int(v)
+    elif k.kind == "float":
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    elif k.kind == "bool":
+        ok = isinstance(v, bool)
+    elif k.kind == "choice":
+        ok = v in k.choices
+    elif k.kind == "device":
+        ok = isinstance(v, str) and bool(_DEVICE_RE.match(v.strip().lower()))
+    if ok and k.kind in ("int", "float"):
+        ok = ((k.lo is None or (v > k.lo if k.lo_open else v >= k.lo))
+              and (k.hi is None or (v < k.hi if k.hi_open else v <= k.hi)))
+    return ok

@@ -1,0 +1,156 @@
+"""The dispatcher: the one thread of the serving process that drives the executor.
+
+    dispatcher = Dispatcher(store, executor, settings)   # JobQueue makes one
+    dispatcher.start()                                   # the thread: ticks every TICK_S
+    dispatcher.wake()                                    # tick now (a submit, a cancel)
+    dispatcher.stop(timeout=10.0)                        # runs still going end ``interrupted``
+
+It is the only thread that talks to the executor (``ray.init`` needs a thread that lives).
+Every ~0.2 s (at once when woken) it polls the executor (event batches in; why a run whose
+worker died ended), passes cancels on, stops by force a run that ignored its cancel for
+``CANCEL_GRACE_S`` or whose heartbeat went silent for ``heartbeat_timeout``, starts queued
+runs first come first served per device up to the executor's slots (an *exclusive* job, the
+CPU-vs-GPU timing, waits until its devices are idle and keeps them; the runs queued behind it
+there wait: strict FIFO), and keeps workers warm. It reads and writes only the run store:
+what to run is what the store holds as queued.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from cifarlab.serve.executor import Executor, job_for
+from cifarlab.serve.kinds import target_of
+from cifarlab.serve.runs import Run, pid_alive, reason
+from cifarlab.serve.settings import Settings
+from cifarlab.serve.store import RunStore
+
+log = logging.getLogger("cifarlab.serve.queue")  # the queue's log, as hosts configure it
+
+TICK_S = 0.2                 # scheduler period
+CANCEL_GRACE_S = 60.0        # a worker still running this long after a cancel is killed
+
+
+class Dispatcher:
+    """The scheduler thread of one ``JobQueue``; see the module docstring."""
+
+    def __init__(self, store: RunStore, executor: Executor, settings: Settings):
+        self.store = store
+        self.executor = executor
+        self.settings = settings
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._last_health = 0.0
+        self._backlog = 0
+        self._stop_timeout = 10.0
+        self._stop_lock = threading.Lock()
+        self._executor_stopped = False
+        self._thread = threading.Thread(target=self._loop, name="cifarlab-scheduler",
+                                        daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wake(self) -> None:
+        """Tick now rather than at the next period (a run was queued or cancelled)."""
+        self._wake.set()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the thread and the executor (the executor in the thread, where it started)."""
+        self._stop_timeout = timeout
+        self._stopping.set()
+        self._wake.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout + 5.0)  # it stops the executor in its own thread
+        elif not self._thread.is_alive():
+            self._stop_executor()
+
+    def _loop(self) -> None:
+        try:
+            self.executor.start()  # here: ray.init belongs to a thread that lives
+        except Exception:
+            log.exception("cifarlab: the %s executor did not start", self.executor.name)
+        while not self._stopping.is_set():
+            try:
+                self._tick()
+            except Exception:
+                log.exception("cifarlab scheduler tick failed")
+            self._wake.wait(TICK_S)
+            self._wake.clear()
+        self._stop_executor()
+
+    def _tick(self) -> None:
+        self.executor.poll()
+        self._watch_workers()
+        self._start_queued()
+        if not self._stopping.is_set():
+            self.executor.keep_warm(self._backlog)
+
+    def _watch_workers(self) -> None:
+        """Cancels, cancel escalation, silent workers, orphans of an earlier server process."""
+        now = time.monotonic()
+        for run_id, h in list(self.executor.running.items()):
+            run = self.store.get(run_id)
+            if run is None or h.forced:
+                continue
+            if run.cancel_requested and run.status == "running":
+                if h.cancel_seen is None:
+                    h.cancel_seen = now
+                    self.executor.cancel(run_id)
+                elif now - h.cancel_seen > CANCEL_GRACE_S:
+                    self.executor.force(run_id, "cancel", CANCEL_GRACE_S)
+        if now - self._last_health < 1.0:
+            return
+        self._last_health = now
+        wall = time.time()
+        timeout = self.settings.heartbeat_timeout
+        for run in self.store.list_runs(statuses=["running"]):
+            stale = run.heartbeat is None or wall - run.heartbeat > timeout
+            h = self.executor.running.get(run.id)
+            if h is not None:
+                if stale and not h.forced:
+                    self.executor.force(run.id, "heartbeat")
+            elif stale or not pid_alive(run.worker_pid):  # not ours: an earlier server's
+                self.store.remove_partial_checkpoints(run.id)
+                self.store.set_status(run.id, "interrupted", only_from=["running"],
+                                      **reason("serve.queue.worker_gone"))
+
+    def _start_queued(self) -> None:
+        queued = self.store.queued()
+        self._backlog = len(queued)
+        if not queued:
+            return
+        busy = self.store.running_by_device()   # device -> (runs on it, held by an exclusive)
+        blocked: set[str] = set()
+        for run in queued:
+            if self._stopping.is_set():
+                return
+            needs = {run.device, *run.holds}
+            can_start = not (needs & blocked)
+            for d in needs:
+                n, held = busy.get(d, (0, False))
+                if held or (d in run.holds and n > 0) or n >= self.executor.slots_for(d):
+                    can_start = False
+            if not can_start:
+                blocked |= needs  # first come first served: nobody overtakes it there
+                continue
+            if self._launch(run):
+                self._backlog -= 1
+                busy[run.device] = (busy.get(run.device, (0, False))[0] + 1, False)
+                for d in run.holds:
+                    busy[d] = (busy.get(d, (0, False))[0], True)
+
+    def _launch(self, run: Run) -> bool:
+        target = target_of(run.kind)
+        if target is None:  # queued by a server that knew this kind
+            self.store.set_status(run.id, "failed", only_from=["queued"],
+                                  **reason("serve.queue.unknown_kind_queued", kind=run.kind))
+            return False
+        return self.executor.launch(run, job_for(run, target, self.settings))
+
+    def _stop_executor(self) -> None:
+        with self._stop_lock:
+            if not self._executor_stopped:
+                self._executor_stopped = True
+                self.executor.stop_all(self._stop_timeout)
