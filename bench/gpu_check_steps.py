@@ -82,7 +82,7 @@ def step_graphs(c) -> dict:
     from cifarlab.lab.gpu.analysis import graph_gains
     from cifarlab.lab.gpu.results import SweepResult
 
-    result = SweepResult.from_json(made[-1])
+    result = SweepResult.load(made[-1])
     errors = [f"{x['device']} batch {x['batch_size']}{' graphed' if x.get('graphed') else ''}: "
               f"{x['error']}" for x in result.rows if x["error"]]
     problems += [f"error row: {e}" for e in errors]

@@ -68,44 +68,30 @@ def _flag_type(k):
 
 def add_config_args(p: argparse.ArgumentParser, cls: type = TrainConfig) -> None:
     """One flag per config field, from the schema (``core.config.knobs``): its help is the
-    English catalog text, its default the tutorial's value."""
+    English catalog text and the tutorial's value. A flag not typed sets nothing, so that a
+    preset's value stands (``config_from_args``)."""
     for f in knobs(cls):
         if not f.knob.cli:
             continue
         extra = {"choices": list(f.knob.choices)} if f.knob.kind == "choice" else {}
         default = "all" if f.default is None else f.default
         p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=_flag_type(f.knob),
-                       default=f.default,  # argparse formats help with %: "100 %" -> "100 %%"
+                       default=argparse.SUPPRESS,  # argparse formats help with %: "%" -> "%%"
                        help=f"{i18n.t(f.knob.help)} (default: {default})".replace("%", "%%"),
                        **extra)
 
 
 def config_from_args(args, cls: type = TrainConfig) -> TrainConfig:
-    """The TrainConfig the flags describe (ConfigError listing every bad value). With
-    ``--preset`` the preset's knobs come first and the flags given override them."""
-    values = {f.name: getattr(args, f.name) for f in knobs(cls) if f.knob.cli}
-    if getattr(args, "preset", None):
-        values = _preset_values(args, values)
-    return cls(**values, model=_model_spec(args))
-
-
-def _preset_values(args, values: dict) -> dict:
-    """The preset's knobs, then every flag typed on the command line (``args.given``)."""
+    """The TrainConfig the flags describe (ConfigError listing every bad value): the flags
+    typed, over ``--preset``'s knobs, over the config's defaults."""
     from cifarlab.core.config import PRESETS
 
-    preset = PRESETS[args.preset].knob_values(preset_only=True)
-    given = getattr(args, "given", set())
-    return {k: (v if k in given or k not in preset else preset[k]) for k, v in values.items()}
-
-
-def _given_flags(parser: argparse.ArgumentParser, argv: list[str] | None) -> set[str]:
-    """The config fields whose flags appear in ``argv``: parsed again with every config
-    default replaced by a marker."""
-    unset = object()
-    train = parser._subparsers._group_actions[0].choices["train"]
-    train.set_defaults(**{f.name: unset for f in knobs() if f.knob.cli})
-    args = parser.parse_args(argv)
-    return {f.name for f in knobs() if f.knob.cli and getattr(args, f.name) is not unset}
+    names = [f.name for f in knobs(cls) if f.knob.cli]
+    preset = getattr(args, "preset", None)
+    values = PRESETS[preset].knob_values(preset_only=True) if preset else {}
+    values = {k: v for k, v in values.items() if k in names}
+    values.update({k: getattr(args, k) for k in names if hasattr(args, k)})
+    return cls(**values, model=_model_spec(args))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -321,8 +307,6 @@ COMMANDS = {"train": cmd_train, "eval": cmd_eval, "shapes": cmd_shapes, "data": 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, "preset", None):
-        args.given = _given_flags(build_parser(), argv)
     handler = getattr(args, "handler", None) or COMMANDS[args.command]
     try:
         return handler(args)

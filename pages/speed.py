@@ -1,4 +1,4 @@
-"""Speed as a lesson (issue 13): what each trick buys, from the recorded ablation.
+"""Speed as a lesson: what each trick buys, from the recorded ablation.
 
 The record (``cifarlab/lab/speed_ablation.json``, made by ``bench/bench_speed.py``) -> the lab's
 rows -> one plotly chart and a sentence per trick; a button per row puts that row's settings

@@ -333,7 +333,7 @@ def test_cli_writes_the_bundle_and_refuses_an_unknown_suffix(runs, tmp_path, cap
         assert ".py, .ipynb, .zip" in err and bad in err
         assert not (tmp_path / bad).exists()
     plain = tmp_path / "cifar_net.pth"
-    checkpoint.save_state_dict(plain, TutorialNet())
+    torch.save(TutorialNet().state_dict(), plain)  # the tutorial's own line
     assert main(["export", str(plain), "-o", str(tmp_path / "x.ipynb")]) == 2
     assert "only a network's weights" in capsys.readouterr().err
 
@@ -341,7 +341,7 @@ def test_cli_writes_the_bundle_and_refuses_an_unknown_suffix(runs, tmp_path, cap
 def test_public_names_stay_importable():
     from cifarlab.core import export
 
-    for name in ("export_script", "write_script", "export_checkpoint", "checkpoint_note",
+    for name in ("export_script", "checkpoint_note",
                  "constant_name", "settings_block", "TUTORIAL_URL", "DEFAULT_NAME",
                  "CONSTANT_NAMES", "RunRecord", "notebook_json", "bundle_bytes", "write_export",
                  "model_card", "log_files", "FORMATS"):

@@ -19,6 +19,7 @@ from types import SimpleNamespace
 
 import nbformat
 import pytest
+import torch
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from cifarlab.cli import main
@@ -205,7 +206,7 @@ def test_the_model_card_shows_names_and_classes_as_text(lang):
 def test_cli_export_says_what_is_wrong_in_one_line_whatever_the_names(tmp_path, capsys):
     path = _saved(tmp_path, "run")
     plain = tmp_path / "only\nweights.pth"
-    checkpoint.save_state_dict(plain, TutorialNet())
+    torch.save(TutorialNet().state_dict(), plain)  # the tutorial's own line
     cases = [([str(path), "-o", str(tmp_path / "run\u2028.txt")], ".py, .ipynb, .zip"),
              ([str(path), "-o", str(tmp_path / "no\rsuch" / "run.py")], "does not exist"),
              ([str(path), "-o", str(tmp_path / ("x" * 300 + "\n.py"))], "could not be written"),

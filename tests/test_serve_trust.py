@@ -188,7 +188,7 @@ def test_guessing_stays_slow_however_many_browsers_hammer(queue):
     # ten browsers trying for an hour, each as soon as it may
     tries, end = 0, clock.t + 3600
     while clock.t < end:
-        waits = [cr.limiter.attempts.wait(f"b{i}", "red-cat-99") for i in range(10)]
+        waits = [cr.limiter.wait(f"b{i}", "red-cat-99") for i in range(10)]
         if min(waits) > 0:
             clock.t += min(waits)
             continue

@@ -26,6 +26,7 @@ from cifarlab.core.nets import NETS, net_spec
 from cifarlab.core.shapes import total_params, trace, trace_spec
 from cifarlab.core.train import make_optimizer, train
 from cifarlab.errors import ConfigError
+from cifarlab.lab import speed
 
 TRICKS = dict(pipeline="fast", net="bn3", augment="flip_translate", label_smoothing=0.1,
               nesterov=True, weight_decay=0.0005, schedule="onecycle", tta=True)
@@ -182,6 +183,11 @@ def test_defaults_are_the_tutorials_and_presets_round_trip():
     cfg = TrainConfig(**TRICKS)
     assert cfg.model == net_spec("bn3")
     assert TrainConfig.from_dict(cfg.to_dict()) == cfg
+
+
+def test_the_ablations_last_row_is_the_one_minute_preset():
+    last = speed.row_configs()[-1][1]
+    assert last == PRESETS["one_minute_cpu"].replace(seed=last.seed, device=last.device)
 
 
 def test_tricks_that_do_not_fit_are_refused():

@@ -1,7 +1,4 @@
 """The student's language, and what is written in it: the translator, numbers, errors.
-
-    t = translator()            # first line of every page: t("nav.home")
-    num(50000) -> "50.000"; pct(0.553) -> "55,3 %"; dur(185) -> "3 min 5 s"   (in Spanish)
 """
 from __future__ import annotations
 

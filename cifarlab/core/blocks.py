@@ -1,7 +1,5 @@
 """The layer list of a ModelSpec, batch norm and the speed lesson's other variants included.
 
-    spec_layers(net_spec("bn3"))     # conv1, bn1, relu, pool, conv2, bn2, ..., fc3 (dicts)
-
 ``core.shapes.trace`` walks these dicts (``shapes.trace_spec`` is trace ∘ spec_layers). The
 order matches ``core.model.Net``: each block is conv → [bn] → relu → [conv → [bn] → relu] →
 pool.

@@ -131,13 +131,6 @@ def save(path: str | os.PathLike, model: torch.nn.Module, config: TrainConfig,
     return _save_bytes(path, payload)
 
 
-def save_state_dict(path: str | os.PathLike, model_or_state) -> Path:
-    """The tutorial's own format: ``torch.save(net.state_dict(), PATH)``, atomically."""
-    state = model_or_state.state_dict() if hasattr(model_or_state, "state_dict") else model_or_state
-    state = OrderedDict((k, v.detach().cpu()) for k, v in state.items())
-    return _save_bytes(path, state)
-
-
 def _save_bytes(path: str | os.PathLike, obj) -> Path:
     """``torch.save(obj)`` into memory, then written atomically: an error while writing is
     then the file system's own (ENOSPC), never torch's garbled one from inside its zip writer."""

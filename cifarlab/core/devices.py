@@ -1,9 +1,5 @@
 """Devices: what this machine has, how to pick one, and how to time work on it honestly.
 
-    list_devices()            -> [DeviceInfo(id="cpu", ...), DeviceInfo(id="cuda:0", ...), ...]
-    resolve_device("auto")    -> torch.device("cuda:0") if there is one, else mps, else cpu
-    with Stopwatch(dev) as sw: ...; sw.seconds   # synchronises the device before each clock read
-
 Accelerators run asynchronously: a kernel launch returns before the work is done. Reading the
 clock without synchronising measures how fast Python queued the work, not how fast it ran, so
 every timer here synchronises first.

@@ -1,8 +1,5 @@
 """CUDA graphs: the ``fast`` pipeline's whole training step replayed as one graph.
 
-    step = make_step(config, device, model, criterion, optimizer, train_step, on_note)
-    loss = step(inputs, labels)      # the contract of core.train.train_step
-
 Why: at batch 4 a training step on a GPU is a few dozen tiny kernels (forward, loss, backward,
 SGD). Launching them from Python costs more than running them, so the GPU waits for the host
 (docs/benchmarks.md, sections 1 and 2: about 2 ms a step at batch 4 as at batch 1024). A CUDA

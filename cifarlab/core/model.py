@@ -6,11 +6,11 @@ class and back. ``Net(ModelSpec(...))`` changes channels, kernels, padding, stri
 hidden sizes or width; ``fc1``'s input size then comes from the shape trace instead of the
 tutorial's hard-coded ``16 * 5 * 5``.
 
-Issue 13's variants (``ModelSpec.batch_norm``, ``conv3``, ``block_convs``) add modules beside
-the tutorial's: ``bn1``/``bn2``/``bn3`` (batch norm after each conv), ``conv3`` (a third block,
-3×3, padding 1) and ``conv1b``/``conv2b``/``conv3b`` with ``bn1b``… (a second 3×3 conv in
-each block, as airbench's ConvGroup). A block is conv → [bn] → relu → [conv → [bn] → relu]
-→ pool; the tutorial's own Net has none of them, so its state_dict keeps its keys.
+The speed lesson's variants (``ModelSpec.batch_norm``, ``conv3``, ``block_convs``) add modules
+beside the tutorial's: ``bn1``/``bn2``/``bn3`` (batch norm after each conv), ``conv3`` (a third
+block, 3×3, padding 1) and ``conv1b``/``conv2b``/``conv3b`` with ``bn1b``… (a second 3×3 conv in
+each block, as airbench's ConvGroup). A block is conv → [bn] → relu → [conv → [bn] → relu] →
+pool; the tutorial's own Net has none of them, so its state_dict keeps its keys.
 """
 from __future__ import annotations
 
@@ -79,10 +79,6 @@ class Net(nn.Module):
         x = F.relu(self.fc1(x))
         x = F.relu(self.fc2(x))
         return self.fc3(x)
-
-
-def build_model(spec: ModelSpec | None = None) -> Net:
-    return Net(spec)
 
 
 def count_params(model: nn.Module) -> int:

@@ -1,10 +1,6 @@
 """The network's shape: ``ModelSpec``, the one description of a network that the model
 (``core.model``), the shape trace (``core.shapes``), the checkpoint and the export all read.
 
-    ModelSpec()                               # the tutorial's Net exactly
-    ModelSpec(channels=(8, 16), kernels=(3, 3))
-    ModelSpec.from_dict(spec.to_dict()) == spec
-
 It sits below ``core.config`` (whose ``TrainConfig.model`` it is) and ``core.nets`` (the named
 networks are ModelSpecs), so that neither of those imports the other for it.
 """

@@ -1,8 +1,5 @@
 """The networks the ``net`` knob names, and the checks that tie the tricks together.
 
-    net_spec("bn3")             # a ModelSpec: the one-minute CPU preset's network
-    trick_problems(values)      # -> [Problem("augment", "config.augment_pipeline", {})]
-
 ``ModelSpec`` stays the one description of a network (the model, the shape trace and the
 export read it); ``net`` names one of these, and a ``TrainConfig`` built with a ``net`` and no
 ``model`` takes that network's spec (``core.config``): the pair never disagrees.

@@ -1,8 +1,5 @@
 """Training: the tutorial's loop, instrumented.
 
-    result = train(TrainConfig(), data, on_event=print, should_stop=lambda: False)
-    result = train_admitted(admitted, data, ...)   # a config JobQueue.submit admitted
-
 Two entries, one loop. ``train`` is for a config nobody has checked yet (the command line, a
 notebook, a test): it checks it against this machine's devices and the data first.
 ``train_admitted`` is the queue's workers': the config was checked once, at submit, with the

@@ -1,12 +1,7 @@
-"""Issue 13's tricks, each one small function the training loop, the evaluation and the
+"""The speed lesson's tricks, each one small function the training loop, the evaluation and the
 exported script share. After KellerJordan/cifar10-airbench (``airbench94.py``: label smoothing,
 flip + translate augmentation on tensors resident on the device, Nesterov SGD with weight
 decay, a warm-up-then-decay "triangle" schedule, mirror test-time augmentation).
-
-    criterion = make_criterion(config)            # CrossEntropyLoss(label_smoothing=...)
-    scheduler = make_scheduler(config, optimizer, total_steps)   # None for "constant"
-    aug = BatchAugment("flip_translate", seed=0, device="cpu"); x = aug(x)
-    logits = tta_logits(model, x)                 # mean of the model on x and on its mirror
 
 Augmentation draws its random numbers on the CPU from its own generator (seeded from the run's
 seed), one batch at a time, so a run on any device and its exported script see the same flips

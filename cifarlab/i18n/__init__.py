@@ -8,16 +8,6 @@ Layout (English is the source; every other language mirrors it)::
     cifarlab/locales/<lang>/lessons/<name>.md lesson texts (Markdown), one file per lesson
     cifarlab/locales/code/<name>.py           the tutorial's lines a lesson explains (shared)
 
-Use::
-
-    from cifarlab import i18n
-    lang = i18n.normalize_lang("pt_BR")            # -> "pt"
-    i18n.t("nav.home", lang)                       # -> "Início"
-    i18n.t("status.queued", lang, n=3)             # str.format placeholders
-    t = i18n.translator(lang); t("train.start")    # the same, with the language bound
-    i18n.lesson("network", lang)                   # Markdown
-    i18n.code_snippet("network")                   # Python source, language-independent
-
 Catalog values are ``str.format`` templates: a literal brace is written ``{{`` or ``}}``.
 
 Missing translations. At runtime a key (or lesson) missing in Spanish or Portuguese falls back to
@@ -25,15 +15,13 @@ English and logs one warning; a key missing in English too logs an error and sho
 itself, so a page never crashes over a string. In *strict* mode every miss raises ``KeyError``
 instead. Strict mode is on while pytest runs (``PYTEST_CURRENT_TEST`` is set) or when
 ``CIFARLAB_I18N_STRICT=1``; ``CIFARLAB_I18N_STRICT=0`` turns it off, and ``set_strict(True |
-False | None)`` overrides both (``None``: back to the environment). ``missing_keys()``,
-``extra_keys()`` and ``problems()`` report what a translator still has to do.
+False | None)`` overrides both (``None``: back to the environment). ``problems()`` reports
+what a translator still has to do.
 
 Numbers: every ``{placeholder}`` that receives a number is written in the language's notation
 (Babel's CLDR rules: 50,000 / 50.000; 0.001 / 0,001; ``{x:.1%}`` -> 55,3 %). ``number``,
 ``percent`` and ``duration`` do the same for pages. A key with ``.one``/``.other`` variants is a
 plural, chosen by the ``n`` (or ``count``) argument.
-
-This module uses the standard library and Babel, and never imports streamlit.
 """
 from __future__ import annotations
 
@@ -52,7 +40,7 @@ from cifarlab.i18n.numbers import (BABEL_LOCALES, _LocaleFormatter, duration, nu
 __all__ = [
     "LANGUAGES", "DEFAULT", "LOCALES_DIR", "LESSON_ORDER", "LESSON_ALIASES",
     "normalize_lang", "t", "translator", "lesson", "lesson_names", "code_snippet", "catalog",
-    "placeholders", "missing_keys", "extra_keys", "problems", "is_strict", "set_strict",
+    "placeholders", "problems", "is_strict", "set_strict",
     "clear_cache", "catalog_files", "number", "percent", "duration", "plural_form", "separators",
     "parse_decimal", "BABEL_LOCALES",
 ]
@@ -317,22 +305,6 @@ def code_snippet(name: str) -> str:
 
 
 # ------------------------------------------------------------------------- translator's checks
-
-def _others(lang: str | None) -> list[str]:
-    return [normalize_lang(lang)] if lang else [c for c in LANGUAGES if c != DEFAULT]
-
-
-def missing_keys(lang: str | None = None) -> dict[str, list[str]]:
-    """Keys present in English but missing in ``lang`` (or every other language)."""
-    source = _load_catalog(DEFAULT)
-    return {code: sorted(set(source) - set(_load_catalog(code))) for code in _others(lang)}
-
-
-def extra_keys(lang: str | None = None) -> dict[str, list[str]]:
-    """Keys present in ``lang`` (or every other language) but not in English."""
-    source = _load_catalog(DEFAULT)
-    return {code: sorted(set(_load_catalog(code)) - set(source)) for code in _others(lang)}
-
 
 def problems() -> list[str]:
     """Everything a translator still has to fix, one readable line each; [] when all is well."""

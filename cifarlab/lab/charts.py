@@ -3,7 +3,7 @@ passed in (already in the student's language); the page only draws them.
 
 Colours read in every common colour blindness: the Okabe-Ito palette with a line style per
 series as a second cue that needs no colour; RdBu around zero (negative blue, positive red) and
-Viridis from zero up for grids. Pixel grids get whole-number ticks. Never imports streamlit.
+Viridis from zero up for grids. Pixel grids get whole-number ticks.
 """
 from __future__ import annotations
 

@@ -3,12 +3,6 @@ and its rules, is ``cifarlab.serve.classroom``): the live board and the leaderbo
 tables, a challenge's goal in words, in the page's language. Rows are the serving side's
 records (``BoardRow``, ``LeaderRow``, ``Goal``), read by attribute only: lab never imports
 serve.
-
-    board_table(cr.board(me, code), "es")    # one row per run, loss curves as lists
-    goal_text(info.challenge.goal, "pt")     # "A melhor acurácia no teste, épocas ≤ 2, em cpu"
-    join_link("https://lab.example/", "blue-fox-42", "es"); qr_png(link)   # the class's door
-    preset_widgets(fields, info.preset, "es") / preset_values(fields, typed)  # the preset form
-    presenter_figure(pinned, t)              # the projector's loss chart
 """
 from __future__ import annotations
 

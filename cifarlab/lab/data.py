@@ -2,21 +2,13 @@
 numbers, a batch as the tutorial's ``DataLoader`` delivers it, and how fast each pipeline can
 deliver batches.
 
-    class_counts_table(data)                    -> DataFrame(class, split, count)
-    class_sample(data, class_index, n, seed)    -> (indices, HWC uint8 images)
-    transform_stats(images, bins)               -> raw / ToTensor / Normalize ranges + histograms
-    ranges_table(stats)                         -> DataFrame, one row per stage
-    loader_batch(data, batch_size, seed)        -> one batch from tutorial_loader, shown as imshow
-    loader_throughput(data, pipeline, batch_size, num_workers, max_batches, max_seconds)
-    sweep_loaders(data, batch_size, workers, pipelines, ...) -> DataFrame
-    counts_figure(data, t); histogram_figure(stats, t); loader_figure(sweep, t)  # the page's
-
 Everything reads the real data set through ``cifarlab.core.data`` (the real tutorial transform and
 ``tutorial_loader``, the real ``FastLoader``). Measurements are bounded by a batch count and a
-time budget. This module never imports streamlit.
+time budget.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
@@ -105,16 +97,9 @@ def _as_hwc_batch(images) -> np.ndarray:
 
 
 def transform_stats(images, bins: int = 32) -> dict:
-    """What the tutorial's transform does to the numbers of one picture (H×W×3 uint8) or
-    several (N×H×W×3): the real ``ToTensor()`` then the real ``Normalize((0.5,)*3, (0.5,)*3)``,
-    applied picture by picture as the data set does.
-
-    Returns ``{stage: {...}}`` for the stages ``"raw"`` (uint8 pixels), ``"to_tensor"`` and
-    ``"normalize"``, each with ``dtype``, ``shape`` (of one picture), ``min``, ``max``,
-    ``mean`` and ``std`` (per channel, lists of 3), ``low`` and ``high`` (the stage's
-    theoretical range), ``edges`` (``bins + 1`` bin edges spanning that range) and ``counts``
-    (3×bins histogram of each channel's values).
-    """
+    """What the tutorial's real ``ToTensor()`` and ``Normalize`` do to the numbers of one
+    picture (H×W×3 uint8) or several, picture by picture as the data set does: per stage, the
+    range, per-channel mean and std, and a histogram of each channel over the stage's range."""
     bins = _whole("bins", bins, 2, 256)
     pics = _as_hwc_batch(images)
     to_tensor = transforms.ToTensor()
@@ -172,12 +157,9 @@ def unnormalize(images: torch.Tensor) -> np.ndarray:
 
 def loader_batch(data: CifarData, batch_size: int = 4, seed: int = 0,
                  split: str = "train") -> dict:
-    """The first batch of an epoch from the tutorial's own ``DataLoader``
-    (``tutorial_loader(data, split, batch_size, num_workers=0, shuffle=True, seed)``):
-    ``images_shape`` / ``labels_shape`` (``torch.Size``), ``shape_text`` ("torch.Size([4, 3, 32,
-    32])"), ``dtype``, ``labels`` (ints), ``label_names``, ``min``/``max`` of the images, and
-    ``pictures``: the images as the tutorial's ``imshow`` shows them (B×32×32×3 float 0…1),
-    and ``grid``: ``imshow(torchvision.utils.make_grid(images))``'s picture (H×W×3, 0…1)."""
+    """The first batch of an epoch from the tutorial's own ``DataLoader``: its shapes and
+    labels, and its pictures as the tutorial's ``imshow`` shows them, one by one and as
+    ``make_grid``'s grid."""
     from cifarlab.core.data import tutorial_loader
 
     batch_size = _whole("batch_size", batch_size, 1, MAX_BATCH_SIZE)
@@ -220,30 +202,18 @@ def _make_loader(data, pipeline: str, batch_size: int, num_workers: int, split: 
 
 
 def _shutdown(iterator) -> None:
-    stop = getattr(iterator, "_shutdown_workers", None)
-    if callable(stop):
-        try:
-            stop()
-        except Exception:  # noqa: BLE001 - best effort: the workers are going away anyway
-            pass
+    with contextlib.suppress(Exception):  # best effort: the workers are going away anyway
+        getattr(iterator, "_shutdown_workers", lambda: None)()
 
 
 def loader_throughput(data: CifarData, pipeline: str = "tutorial", batch_size: int = 4,
                       num_workers: int = 0, max_batches: int = 500, max_seconds: float = 1.0,
                       split: str = "train", seed: int = 0, subset: int | None = None,
                       device: str = "cpu") -> dict:
-    """How many images per second a pipeline delivers, with no training in between.
-
-    ``startup_seconds``: building the loader and waiting for its first batch from every worker
-    (starting the workers), or for the fast pipeline's one-off copy of the images. Then batches
-    are pulled until ``max_batches`` more have arrived or ``max_seconds`` have passed (at least
-    one);
-    ``images_per_second`` = images / ``seconds`` over those. The fast pipeline has no workers:
-    ``num_workers`` is ignored for it (and reported as 0).
-
-    Returns ``{"pipeline", "batch_size", "num_workers", "images_per_second", "batches",
-    "images", "seconds", "startup_seconds"}``.
-    """
+    """How many images per second a pipeline delivers, with no training in between, over at
+    most ``max_batches`` or ``max_seconds`` after start-up (building the loader and every
+    worker's first batch, or the fast pipeline's one-off copy, timed apart). The fast pipeline
+    has no workers: ``num_workers`` is reported as 0."""
     if pipeline not in PIPELINES:
         raise LoadingError("loading.bad_pipeline", field="pipeline", pipeline=repr(pipeline)[:40],
                            known=", ".join(PIPELINES))

@@ -1,15 +1,8 @@
 """The Loss & Optimizer page's engine: cross-entropy by hand, and SGD paths on a 2-D surface.
 
-    logits = net_logits(data.test_x[0], seed=0)         # the tutorial Net's 10 scores
-    cross_entropy_by_hand(logits, label=3)              # softmax, p(true), −log p, vs PyTorch
-    surf = loss_surface("bowl", grid=101)               # X, Y, Z for a contour plot
-    path = sgd_path("bowl", start=(-4, 1.5), lr=0.05, momentum=0.9, steps=60)
-    path.points, path.losses, path.diverged, path.diverged_at
-    probs_figure(ce, names, label, t); paths_figures(surf, paths, labels, t)   # the page's
-
 The paths are made by ``torch.optim.SGD`` itself on a 2-parameter tensor, so the update rule the
 students see is PyTorch's: ``v ← momentum·v + grad`` (``v = grad`` at the first step), then
-``p ← p − lr·v``. Never imports streamlit.
+``p ← p − lr·v``.
 """
 from __future__ import annotations
 
@@ -59,14 +52,9 @@ def net_logits(image_chw_uint8: np.ndarray, seed: int = 0,
 
 
 def cross_entropy_by_hand(logits, label: int) -> dict:
-    """``nn.CrossEntropyLoss`` for one example, step by step.
-
-    Returns ``logits``, ``shift`` (the largest logit, subtracted before eᶻ so nothing overflows;
-    it cancels out), ``exps`` (e^(z − shift)), ``sum_exp``, ``probs`` (softmax), ``p_true``
-    (the probability of ``label``), ``loss`` (−log p_true, computed as log Σe^z − z_label so it
-    stays exact even when p_true is tiny), ``torch_loss`` (``nn.CrossEntropyLoss()`` on the same
-    logits), ``match`` and ``prediction`` (the class with the largest logit).
-    """
+    """``nn.CrossEntropyLoss`` for one example, step by step, beside PyTorch's. The largest
+    logit is subtracted before eᶻ so nothing overflows (it cancels out), and the loss is
+    log Σe^z − z_label, exact even when p_true is tiny."""
     z = np.asarray(logits, dtype=np.float64).reshape(-1)
     if z.size < 2 or not np.all(np.isfinite(z)):
         raise CifarLabError("loss.bad_logits", field="logits")

@@ -1,12 +1,5 @@
 """What the Runs page shows: runs side by side (their settings and results in one table, the
 settings that differ, their loss curves on one chart) and their downloads.
-
-    df = runs_table(runs); differing_columns(df)      # the knobs that could explain a difference
-    loss_curves({"a": downsampled(steps, losses)}, x="epoch")
-    bundle_for_run(run, checkpoint, steps, losses, "es")   # "Take your run home": the zip
-    compare_table(df, selected, statuses, t); curves_figure(df, "step", t)   # the page's
-
-Never imports streamlit.
 """
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
 """What the Speed page shows: the ablation "what each trick buys", one trick a row.
 
-    ROWS                                  # (name, the changes from the row before)
-    row_configs()                         # [(name, TrainConfig)], cumulative, tutorial first
-    record = load_record()                # cifarlab/lab/speed_ablation.json (bench/bench_speed.py)
-    rows = table_rows(record)             # name, accuracy, seconds, config per measured row
-    row_knobs(record, "augment")          # the Train page's knob values for that row
-    figure(rows, labels)                  # plotly: accuracy bars and training time
-
 The rows start from the tutorial (one epoch, so that every row trains the same number of
 epochs) and add one trick at a time, as airbench94 (KellerJordan/cifar10-airbench) combines
 them; the last row is the ``one_minute_cpu`` preset itself.
@@ -17,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from cifarlab.core.config import PRESETS, TrainConfig
+from cifarlab.core.config import TrainConfig
 
 RECORD = Path(__file__).with_name("speed_ablation.json")
 
@@ -102,8 +95,3 @@ def figure(rows: list[dict], labels: Mapping[str, str], separators: str = ".,"):
         legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1))
     return fig
 
-
-def preset_matches_last_row() -> bool:
-    """The ablation's last row is the one-minute preset (tests/test_pages_speed.py)."""
-    last = row_configs()[-1][1]
-    return last == PRESETS["one_minute_cpu"].replace(seed=last.seed, device=last.device)

@@ -1,19 +1,11 @@
 """The Tensors page's engine: ranks 0–4 cut from a real CIFAR-10 image, the facts of a tensor
 (device, dtype, bytes), and two live measurements of what moving data between devices costs.
 
-    rank_examples(data, index=0, batch=4)        -> [RankExample(rank=0..4, ...)]
-    tensor_facts(tensor)                         -> {"shape", "dtype", "device", "numel", ...}
-    transfer_costs(device, total_mb, chunks, repeats) -> DataFrame (one big vs many small copies)
-    item_sync_cost(device, steps)                -> {"with_item_s", "without_item_s", ...}
-    rank_figure(ex, classes, t); transfer_figure(res, t); item_figure(item, t)   # the page's
-
 Every timer synchronises the device before reading the clock (``devices.Stopwatch``): a CUDA
 copy or kernel returns before the work is done, so an unsynchronised clock would time how fast
 Python queued it. The CUDA paths (pinned host memory, host→device copies) only run when
 ``torch.cuda`` is available; on a CPU-only machine the same measurement copies within the CPU's
 memory, which shows the fixed cost per copy without a bus in between.
-
-This module never imports streamlit.
 """
 from __future__ import annotations
 
@@ -71,10 +63,8 @@ class RankExample:
 
 def rank_examples(data: CifarData, index: int = 0, batch: int = 4,
                   split: str = "train") -> list[RankExample]:
-    """Ranks 0–4 from real images: the batch ``images`` (``batch`` images starting at
-    ``index``), ``images[0]`` (one image), ``images[0, 0]`` (its red channel), ``images[0, 0,
-    0]`` (the channel's top row) and ``images[0, 0, 0, 0]`` (one value). Values are as the
-    network sees them (ToTensor + Normalize, −1…1)."""
+    """Ranks 0–4 cut from ``batch`` real images starting at ``index``, as the network sees them
+    (ToTensor + Normalize, −1…1)."""
     from cifarlab.core.data import normalize
 
     x, y = data.split(split)
@@ -157,18 +147,9 @@ def transfer_costs(device: str | torch.device = "auto", total_mb: float = 32,
                    chunks: int = 1024, repeats: int = 3,
                    max_seconds: float = 2.0) -> pd.DataFrame:
     """Copy ``total_mb`` MB as one big copy and as ``chunks`` small copies of the same total,
-    and time both (the best of ``repeats``; each copy goes into memory allocated beforehand,
-    so only the copy is timed).
-
-    On a CUDA device the copy goes host → device, from ordinary (pageable) host memory and from
-    pinned (page-locked) host memory; on the CPU (or Apple's MPS) it is a copy within memory,
-    which shows the fixed cost of starting a copy without a bus in between.
-
-    Returns one row per (path, memory, method): ``path`` ("cpu → cuda:0"), ``memory``
-    ("pageable" | "pinned" | "ram"), ``method`` ("one_big" | "many_small"), ``copies``,
-    ``bytes_per_copy``, ``total_bytes``, ``seconds``, ``ms``, ``us_per_copy``, ``gb_per_s``,
-    ``repeats`` (how many timed repeats ran), ``device``.
-    """
+    and time both (the best of ``repeats``, into memory allocated beforehand). On CUDA the copy
+    goes host → device from pageable and from pinned memory; elsewhere it is a copy within
+    memory."""
     dev = resolve_device(device)
     total_mb = float(_check_positive("total_mb", total_mb, MAX_TRANSFER_MB))
     chunks = int(_check_positive("chunks", chunks, MAX_CHUNKS))
@@ -210,20 +191,10 @@ def transfer_costs(device: str | torch.device = "auto", total_mb: float = 32,
 
 def item_sync_cost(device: str | torch.device = "auto", steps: int = 200, size: int = 4096,
                    repeats: int = 3, max_seconds: float = 2.0) -> dict:
-    """Time the same loop two ways on ``device``: one that calls ``.item()`` on every step
-    (like the tutorial's ``running_loss += loss.item()``) and one that adds the step's value up
-    on the device and reads it once at the end.
-
-    Each step multiplies two vectors of ``size`` values and takes the mean (a stand-in for a
-    training step's work, small enough to run on one CPU thread, so the CPU timing is not
-    thread noise). On a GPU the ``.item()`` loop waits for the GPU every step; the other loop
-    keeps queuing work. On the CPU there is nothing to wait for, so both take about as long.
-
-    Returns ``{"device", "steps", "with_item_s", "without_item_s", "with_item_ms_per_step",
-    "without_item_ms_per_step", "ratio", "item_calls_with", "item_calls_without",
-    "total_with", "total_without", "repeats"}``: the two totals are the same sum computed both
-    ways; each time is the best of ``repeats`` (fewer when ``max_seconds`` runs out).
-    """
+    """Time the same loop with ``.item()`` every step (the tutorial's ``running_loss +=
+    loss.item()``) and summed on the device, read once. Each step is the mean of two vectors'
+    product: small enough for one CPU thread, so the CPU timing is not thread noise. On a GPU
+    the ``.item()`` loop waits every step; on the CPU both take about as long."""
     dev = resolve_device(device)
     steps = int(_check_positive("steps", steps, MAX_ITEM_STEPS))
     size = int(_check_positive("size", size, 1 << 24))
@@ -275,7 +246,6 @@ def item_sync_cost(device: str | torch.device = "auto", steps: int = 200, size: 
         "total_with": float(result["with"][0]), "total_without": float(result["without"][0]),
         "repeats": done,
     }
-
 
 
 # ------------------------------------------------------------------ the page's figures, words

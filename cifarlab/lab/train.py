@@ -1,16 +1,5 @@
 """What the Train page shows, computed from run-store rows: pure functions, no Streamlit.
 
-    preset_values("tutorial")                    # the knobs of a preset (core.config.PRESETS)
-    problems = check(values, Limits(max_epochs=20, max_train_images=50000), n_train=50000)
-    #  -> {"batch_size": Problem("batch_size", "config.batch_data", {"batch": 64, "n": 32})}
-    view = RunView(max_points=600)               # one per run, kept between page reruns
-    view.update(partial(queue.events, sid, run_id), partial(queue.losses, sid, run_id))
-    #  -> reads only the rows it has not seen; True if any
-    view.chart()                                 # downsampled step losses, running loss, epochs
-    view.chart_stamp(now, every_s=2.0)           # changes when the chart is due to be redrawn
-    time_split(view.epochs, run.result)          # data wait vs compute
-    poll_interval(runs)                          # how often the live view looks again
-
 The loss series is read incrementally (only steps after the last one seen) and kept as bucket
 means: at most ``max_points`` points, each the mean of ``stride`` consecutive step losses; when
 the buckets fill up, neighbours are merged in pairs and the stride doubles. So a 50,000-step run
@@ -154,10 +143,8 @@ class RunView:
         return self.series.last_step
 
     def update(self, events: Any, losses: Any, step: int | None = None) -> bool:
-        """Read what this view has not seen: ``events(since_seq=)`` after ``last_seq``, and
-        ``losses(since_step=)`` after ``last_step`` (not asked for when the run's ``step``, from
-        its progress, says there are none). The page passes the queue's session-checked calls
-        (``partial(queue.events, sid, run_id)``). True when something new came."""
+        """Read what this view has not seen (losses not asked for when the run's ``step`` says
+        there are none new); True when something new came."""
         before = (self.last_seq, self.series.count)
         self.add_events(events(since_seq=self.last_seq))
         if step is None or step > self.last_step:
@@ -212,10 +199,8 @@ class RunView:
         return hit[1]
 
     def chart(self) -> dict:
-        """Everything the loss chart needs: step losses (bucket means) as numpy arrays (int32
-        steps, float32 losses: plotly checks and sends an array in one piece, a list number by
-        number, which cost most of a poll), the tutorial's running loss at its global step,
-        the steps where epochs ended, and the stride."""
+        """Everything the loss chart needs. Step losses are numpy arrays: plotly checks and sends an
+        array in one piece, a list number by number, which cost most of a poll."""
         steps, losses = self.series.points()
         steps, losses = np.asarray(steps, dtype=np.int32), np.asarray(losses, dtype=np.float32)
         spe = self.steps_per_epoch
@@ -258,8 +243,7 @@ def _event_fields(ev: Any) -> tuple[int, str, dict]:
 # ---------------------------------------------------------------------------- small figures
 
 def progress_info(progress: Mapping[str, Any] | None) -> dict:
-    """The progress bar's numbers from a run's latest ``progress``: fraction (0..1), step,
-    total, eta_s (None when unknown) and images_per_second."""
+    """The progress bar's numbers from a run's latest ``progress``."""
     p = dict(progress or {})
     step, total = int(p.get("step") or 0), p.get("total_steps")
     total = int(total) if total else None
@@ -275,9 +259,7 @@ def time_split(epochs: Sequence[Mapping[str, Any]] = (),
                result: Mapping[str, Any] | None = None,
                progress: Mapping[str, Any] | None = None) -> dict | None:
     """How training time split between waiting for data and computing: from the result when
-    there is one, else from the latest progress event (live, mid-epoch), else summed over the
-    epoch events so far; None before any of them. Returns data_wait_s, compute_s, total_s and
-    data_share (0..1)."""
+    there is one, else the latest progress event (live, mid-epoch), else the epochs so far."""
     wait = compute = None
     if result and result.get("data_wait_seconds") is not None \
             and result.get("compute_seconds") is not None:
@@ -297,8 +279,7 @@ def time_split(epochs: Sequence[Mapping[str, Any]] = (),
 
 
 def per_class_rows(per_class: Mapping[str, float] | None) -> list[tuple[str, float]]:
-    """(class, accuracy) pairs in CIFAR-10's label order when the names are known, else as
-    given."""
+    """(class, accuracy) pairs in CIFAR-10's label order when the names are known."""
     per_class = dict(per_class or {})
     from cifarlab.core.config import CIFAR10_CLASSES
 
@@ -308,8 +289,8 @@ def per_class_rows(per_class: Mapping[str, float] | None) -> list[tuple[str, flo
 
 
 def pick_run(runs: Sequence[Any], current: str | None = None) -> str | None:
-    """Which run to show: ``current`` while it is still among ``runs``, else the newest active
-    one, else the newest. ``runs``: newest first, objects with ``id`` and ``status``."""
+    """``current`` while it is still among ``runs`` (newest first), else the newest active one,
+    else the newest."""
     ids = [r.id for r in runs]
     if current in ids:
         return current
@@ -321,13 +302,9 @@ def pick_run(runs: Sequence[Any], current: str | None = None) -> str | None:
 
 def estimate_seconds(config: Any, n_train: int, measured: Sequence[Mapping[str, Any]]
                      ) -> dict | None:
-    """How long ``config`` should take on this server, from the runs it finished (the queue's
-    ``measured_speeds``): ``{"seconds", "runs", "exact"}``, or None before any run was measured.
-
-    Runs with the same device, pipeline, batch size and model give the speed (``exact``); else
-    runs on the same device and pipeline (a rough figure). Time = the images to train / the
-    median images/s, plus the median of what those runs spent besides training (evaluating,
-    starting the worker, loading the data)."""
+    """How long ``config`` should take here, from the runs this server measured: the median
+    speed of runs like it (``exact``: same device, pipeline, batch size and model; else same
+    device and pipeline), plus their median time besides training. None before any run."""
     cfg = config.to_dict() if hasattr(config, "to_dict") else dict(config)
     keys = ("device", "pipeline", "batch_size", "model", "num_workers")
     for exact, same in ((True, keys), (False, keys[:2])):  # noqa: B007 - read after the loop
@@ -345,16 +322,14 @@ def estimate_seconds(config: Any, n_train: int, measured: Sequence[Mapping[str, 
 
 def poll_interval(runs: Sequence[Any], active_s: float = 1.0,
                   idle_s: float | None = 10.0) -> float | None:
-    """How often the live view looks at the store again: every ``active_s`` while one of
-    ``runs`` is queued or running, else every ``idle_s`` (a run started from another tab of
-    the same session still shows up; None: not at all)."""
+    """How often the live view looks again: ``active_s`` while a run is queued or running,
+    else ``idle_s`` (so a run started from another tab still shows up)."""
     return active_s if any(r.status in ("queued", "running") for r in runs) else idle_s
 
 
 def phase(run: Any, view: RunView, progress: Mapping[str, Any] | None = None) -> str:
-    """Where a run is, as the live view words it: "queued", "starting" (running, no step yet),
-    "training", "cancelling" (asked to stop, still running), "evaluating" (training over,
-    testing), or its final status ("done", "cancelled", "failed", "interrupted")."""
+    """Where a run is, as the live view words it: its status, or while running "starting",
+    "training", "cancelling" or "evaluating"."""
     if run.status == "queued":
         return "queued"
     if run.status != "running":

@@ -2,14 +2,6 @@
 Streamlit: pages/train_form.py copies values between the form and the widgets; Train draws it,
 Speed and a class change it only through its methods.
 
-    form = TrainForm("es", Limits(max_epochs=20, max_train_images=20000), n_train=50000)
-    form.take({"lr": "0,01", "epochs": 3})   # what the widgets hold
-    form.problems()                          # field -> Problem, with the server's limits
-    form.config()                            # a TrainConfig; None while a field has a problem
-    form.apply_preset("quick")               # or knob values (a Speed row): fitted to limits
-    form.apply_class({"epochs": 1}, {"epochs": "Locked by Period 3."}, version=("code", 2))
-    form.widgets()                           # what to draw: label, help, options, problem ...
-
 Decimals are text in the form's language (a browser's number box turns a Spanish "0,01" into
 1), read with either mark; a text that is no number stays as typed, for the field's message.
 ``revision`` counts the changes the form made itself, after which the widgets are rewritten.

@@ -1,10 +1,6 @@
 """The Train page's live view in figures and words, in the student's language (no Streamlit),
 from a ``RunView`` (cifarlab/lab/train.py) and a run record (read by attribute).
 
-    loss_chart(view, stamp, "es")          # rebuilt only when the stamp says; else the last one
-    split_chart(view, run, stamp, "es")    # (time_split, its stacked bar)
-    per_class_figure(per_class_rows(...), "pt"); epochs_table(view.epochs, "es")  # markdown
-
 A figure whose layout still fits is updated in place (setting two arrays costs a fraction of a
 new figure), and none carries plotly's template (Streamlit's theme applies in the browser; the
 template is most of a figure's bytes): docs/benchmarks.md, section 7.

@@ -5,10 +5,6 @@ OpenID Connect provider, or the instructor's passphrase) or, for an anonymous st
 browser's session cookie, and pass it to every call that acts for someone. Roles are checked
 here on the serving side, never only by hiding a button.
 
-    Person(id="user:ana@school.edu", name="Ana Lima", instructor=True)   # signed in (OIDC)
-    Person(id="instructor:passphrase", name="", instructor=True)        # the passphrase
-    Person(id="browser:Xk3...", name="Ana")      # an anonymous student
-
 Without an identity provider the instructor proves the role with a passphrase whose salted
 scrypt hash sits in the server's secrets file (``hash_passphrase`` makes it, ``python -m
 cifarlab passphrase`` prints the line, ``verify_passphrase`` checks it in constant time), and

@@ -250,15 +250,11 @@ class FastLoader:
             self.x = x_t.pin_memory() if pin else x_t
             self.y = y_t.pin_memory() if pin else y_t
         self._scale = 2.0 / 255.0
-        # issue 13: flips/shifts of each normalised batch, on the device (core.tricks)
+        # flips/shifts of each normalised batch, on the device (core.tricks)
         self.augment = BatchAugment(augment, seed, self.device) if augment != "none" else None
 
     def __len__(self) -> int:
         return math.ceil(self.n / self.batch_size)
-
-    @property
-    def dataset_size(self) -> int:
-        return self.n
 
     def _order(self) -> torch.Tensor:
         if self.shuffle:

@@ -11,17 +11,11 @@ epoch's order is ``SeededShuffle``'s, exactly one ``randperm`` per epoch (torch'
 So on the CPU the script and the notebook print the app's running losses, step for step, and its
 accuracy, for either pipeline (``tutorial`` DataLoader, ``fast``). On a GPU, cuDNN may differ in
 the last bits from run to run.
-
-    export_script(config)                       # the .py source
-    notebook_json(record, lang="es")            # the .ipynb source
-    bundle_bytes(record, lang="pt")             # the zip, in memory (the Runs page)
-    write_export(checkpoint, "run.zip")         # the command line: the format follows the suffix
 """
 from cifarlab.core.export.record import RunRecord
 from cifarlab.core.export.render import (CONSTANT_NAMES, DEFAULT_NAME, TUTORIAL_URL,
                                          constant_name, settings_block)
-from cifarlab.core.export.script import (checkpoint_note, export_checkpoint, export_script,
-                                         write_script)
+from cifarlab.core.export.script import checkpoint_note, export_script
 
 # The notebook, logs and bundle load nbformat and tensorboard: only when one is asked for.
 _LAZY = {"build_notebook": "notebook", "notebook_json": "notebook", "model_card": "card",
@@ -29,8 +23,7 @@ _LAZY = {"build_notebook": "notebook", "notebook_json": "notebook", "model_card"
          "write_export": "bundle", "FORMATS": "bundle"}
 
 __all__ = ["TUTORIAL_URL", "CONSTANT_NAMES", "DEFAULT_NAME", "RunRecord", "checkpoint_note",
-           "constant_name", "export_checkpoint", "export_script", "settings_block",
-           "write_script"]
+           "constant_name", "export_script", "settings_block"]
 __all__ += list(_LAZY)  # the names loaded on first use (__getattr__)
 
 

@@ -4,8 +4,6 @@ in Colab (where torchvision downloads CIFAR-10) and offline (an image folder or 
 named by ``CIFARLAB_DATA``), records every step's loss, and ends by comparing itself with
 CIFAR Lab's run: the accuracy, each epoch's mean loss and, beside the zip's ``cifar_net.pth``,
 the weights; it writes what it measured to ``notebook_run.json``.
-
-    text = notebook_json(record, lang="es")     # nbformat 4 JSON
 """
 from __future__ import annotations
 

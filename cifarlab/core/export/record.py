@@ -2,8 +2,6 @@
 server has them, its step losses, environment and name. The Runs page fills one from the run
 store (every step's loss); the command line from a checkpoint alone (per-epoch figures only:
 a checkpoint does not keep the step losses).
-
-    record = RunRecord.from_checkpoint(checkpoint.load("run.pth"), name="run.pth")
 """
 from __future__ import annotations
 

@@ -3,9 +3,6 @@ script, or, with ``notebook=``, for the notebook, whose cells are the template's
 cells (``split_cells``). The script's part that trains sits under ``if __name__ ==
 '__main__':``; the notebook's cells are dedented.
 
-    text = render(config, notes=["CIFAR Lab run 3f2a…"], script_name="run.py")
-    cells = split_cells(render(config, notebook=extras))     # [("imports", "import os\\n…"), …]
-
 How no text of a user's can become code: the templates are ours, the values are not. Jinja
 runs with autoescape off (its escaping is HTML's, wrong for Python) and ``StrictUndefined``,
 and its ``finalize`` lets out only ``Code``, which only three filters make, each safe by

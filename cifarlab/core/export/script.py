@@ -1,9 +1,5 @@
 '''The runnable script that repeats a run, in the tutorial's own plain PyTorch (only torch,
 torchvision and numpy: never cifarlab), rendered from ``templates/run.py.j2`` (``render``).
-
-    text = export_script(config, source_note="run 3f2a… on the lab server")
-    write_script("cifar_run.py", config)      # the same, its instructions naming that file
-    export_checkpoint(checkpoint.load("cifar_net.pth"), "cifar_run.py")   # a checkpoint's run
 '''
 from __future__ import annotations
 
@@ -11,7 +7,7 @@ import os
 from pathlib import Path
 
 from cifarlab.core.config import TrainConfig
-from cifarlab.core.export.record import export_error, require_run
+from cifarlab.core.export.record import export_error
 from cifarlab.core.export.render import DEFAULT_NAME, render
 from cifarlab.core.safe_text import one_line
 
@@ -56,18 +52,6 @@ def write_output(path: Path, data: str | bytes) -> Path:
     return path
 
 
-def write_script(path: str | os.PathLike, config: TrainConfig,
-                 source_note: str | None = None) -> Path:
-    """Write ``export_script(config, ...)`` to ``path`` (its instructions name that file).
-
-    CifarLabError (``export.no_folder``, ``export.is_folder``, ``export.cannot_write``) when
-    the folder is missing, the path is a folder, or the file cannot be written.
-    """
-    path = check_output(path)
-    return write_output(path, export_script(config, source_note=source_note,
-                                            script_name=path.name))
-
-
 def checkpoint_note(checkpoint, name: str | None = None) -> str:
     """The comment line naming where a checkpoint's run came from, with its test accuracy."""
     note = "CIFAR Lab checkpoint" + (f" {one_line(Path(name).name)}" if name else "")
@@ -76,11 +60,3 @@ def checkpoint_note(checkpoint, name: str | None = None) -> str:
         note += f", test accuracy {100 * acc:.1f} %"
     return note
 
-
-def export_checkpoint(checkpoint, path: str | os.PathLike, name: str | None = None) -> Path:
-    """Write the script that repeats a loaded checkpoint's run (``core.checkpoint.load``).
-
-    A plain state_dict holds no run settings: CifarLabError ``export.weights_only``.
-    """
-    require_run(checkpoint, name)
-    return write_script(path, checkpoint.config, checkpoint_note(checkpoint, name))

@@ -7,8 +7,6 @@ epoch, so runs with different batch sizes line up), and the hyperparameters (``a
 every config field, with the final accuracy and loss as its metrics ``hparam/accuracy``,
 ``hparam/final_loss``). Wall times are the run's own (its start plus its measured training time),
 and the event files' names carry no host name.
-
-    files = log_files(record)      # {"<slug>/events.out.tfevents...": bytes}
 """
 from __future__ import annotations
 

@@ -2,11 +2,6 @@
 ``t`` (``i18n.translator(lang)``): ``throughput_figure``, ``speedup_figure``,
 ``breakdown_figure``, ``pipelines_figure``.
 
-    throughput_frame(result, "fast", lang)   # series, batch_size, images_per_s, plus, minus
-    speedup_frame(result, "fast", lang)      # series, batch_size, speedup (one recording)
-    breakdown_frame(result, "cuda:0", "sync", share=False, lang)
-    pipelines_frame(result, width=1, lang)   # series, pipeline, batch_size, images_per_s
-
 Series names say device and width in the student's language; they are legend entries, never
 Markdown.
 """

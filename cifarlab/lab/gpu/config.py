@@ -1,10 +1,5 @@
 """What a timing sweep measures (``SweepConfig``), and which devices a timing run holds.
 
-    cfg = SweepConfig(devices="cpu,cuda:0", batch_sizes=(4, 64, 1024), widths=(1, 8))
-    cfg.points()              # every point, the tutorial's own first, devices innermost
-    devices_held(cfg)         # ("cpu", "cuda:0"): what the run keeps to itself
-    job_request(cfg)          # the queue's submit_job arguments for a timing run
-
 No torch here (``python -m cifarlab shapes`` builds a parser that registers ``bench``).
 """
 from __future__ import annotations

@@ -1,9 +1,5 @@
 """Measuring: one point, the phase breakdown, the whole sweep, and the job-queue entry point.
 
-    row = measure_point("cuda:0", 256, width=2, pipeline="fast")   # one row (see COLUMNS)
-    breakdown("cuda:0", 256, method="cuda_events")                 # seconds per phase
-    result = run_sweep(SweepConfig(...), on_result=print)          # a SweepResult
-
 What "honest" means here (the rules airbench follows too):
 - The step is the one training takes (``step.Workload``: core.train's optimizer, loaders and
   ``train_step``). No ``loss.item()`` inside the timed loop.

@@ -1,12 +1,5 @@
 """What the CPU vs GPU page says about a result, in the student's language.
 
-    rows_table(rows, "es")             # the measured points, translated column names
-    hardware_table(result, "pt")       # machine, CPU, GPU, versions, settings, load
-    provenance(result, "en")           # measured here or recorded elsewhere; busy or not
-    tutorial_lines(result, "en")       # the tutorial as written, in words
-    would_add_lines(result, recorded, "en")   # what a GPU would add (one recording first)
-    plan_text(config, "es"); live_lines(run, rows, position, now, "pt")   # before, during a run
-
 Text that came from a file (a device name, a host, a file name) is escaped for Markdown
 (``md``) before it goes into a sentence: a device name such as ``![x](http://…)`` is shown
 as those characters, never as an image the viewer's browser would fetch.
@@ -19,17 +12,12 @@ from typing import Any
 import pandas as pd
 
 from cifarlab import i18n
+from cifarlab.core.safe_text import md_escape as md
+from cifarlab.core.safe_text import one_line
 from cifarlab.errors import CifarLabError, ConfigError, is_literal
 from cifarlab.lab.gpu import analysis
 from cifarlab.lab.gpu.config import TUTORIAL_POINT, SweepConfig, estimate_seconds, time_left
 from cifarlab.lab.gpu.results import SweepResult
-
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:^=&])")
-
-
-def md(text: Any) -> str:
-    """``text`` as literal characters in Markdown: one line, every markup character escaped."""
-    return _MD_SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
 
 
 def error_text(err: BaseException, lang: str) -> str:
@@ -65,7 +53,7 @@ def machine_label(res: SweepResult, markdown: bool = True) -> str:
     Markdown unless ``markdown`` is False: a widget's options are plain text)."""
     gpus = ", ".join(g["name"] for g in analysis.hardware(res)["gpus"] if g["name"])
     label = f"{res.host} ({gpus})" if gpus else res.host
-    return md(label) if markdown else " ".join(label.split())
+    return md(label) if markdown else one_line(label)
 
 
 def rows_table(rows: list[dict], lang: str) -> pd.DataFrame:

@@ -1,9 +1,5 @@
 """A timing result: rows + what they were measured on; JSON and CSV with an exact round trip.
 
-    result.save("h100.json"); SweepResult.load("h100.csv").recorded_elsewhere   # -> True
-    load_upload("h100.csv", data)      # a page upload, checked: DataError / UploadError
-    recorded_results()                 # docs/gpu-results, newest first
-
 Rows are typed through pandas (nullable dtypes: a point that failed has no figures), for both
 formats, so a value of the wrong kind in a file is refused when it is read. A loaded result is
 marked as recorded elsewhere (host and date), so a classroom without a GPU can show figures
@@ -236,10 +232,6 @@ class SweepResult:
         return text
 
     @classmethod
-    def from_json(cls, path: str | Path) -> SweepResult:
-        return cls.from_json_text(_read(path), source=str(path))
-
-    @classmethod
     def from_json_text(cls, text: str | bytes, source: str = "recorded") -> SweepResult:
         raw = check_text(text, source, "json")
         try:
@@ -259,10 +251,6 @@ class SweepResult:
         if path is not None:
             _write(path, text)
         return text
-
-    @classmethod
-    def from_csv(cls, path: str | Path) -> SweepResult:
-        return cls.from_csv_text(_read(path), source=str(path))
 
     @classmethod
     def from_csv_text(cls, text: str | bytes, source: str = "recorded") -> SweepResult:
@@ -313,7 +301,8 @@ class SweepResult:
     @classmethod
     def load(cls, path: str | Path) -> SweepResult:
         path = check_suffix(path)
-        return cls.from_csv(path) if path.suffix.lower() == ".csv" else cls.from_json(path)
+        read = cls.from_csv_text if path.suffix.lower() == ".csv" else cls.from_json_text
+        return read(_read(path), source=str(path))
 
 
 def load_upload(name: str, data: bytes) -> SweepResult:
@@ -348,7 +337,7 @@ def recorded_results(directory: str | Path | None = None) -> list[SweepResult]:
     results = []
     for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
         try:
-            results.append(SweepResult.from_json(path).check())
+            results.append(SweepResult.load(path).check())
         except CifarLabError:
             continue
     return sorted(results, key=lambda r: r.recorded_at, reverse=True)

@@ -1,9 +1,5 @@
 """The timed step: the training step of ``cifarlab.core.train``, fed by the training loaders.
 
-    w = Workload("cuda:0", batch_size=256, width=2, pipeline="fast")
-    w.step()                        # core.train.train_step on the next batch
-    w.close()
-
 Shared with training (``cifarlab.core.train``), not copied: the config (a ``TrainConfig`` with
 the tutorial's lr and momentum), the network (``Net``), the loss, the optimizer
 (``make_optimizer``: the fused SGD kernel for the ``fast`` pipeline, as training uses), the

@@ -1,16 +1,8 @@
 """The Inside the network page's engine: one image through a network, layer by layer.
 
-    model, ckpt = results.load_run_model(queue.checkpoint(session, run.id))  # a finished run
-    model = random_model(seed=0)                 # or the tutorial's Net with random weights
-    x = to_input(data.test_x[i])                 # or to_input(prepare_image(upload).pixels)
-    stages = activations(model, x)               # every stage, its shape from the shape trace
-    neuron(model, x, "conv1", channel, row, col)  # one value of a map, by hand and by PyTorch
-    filter_patches(initial_model(ckpt.config).conv1.weight)  # conv1 before training
-    explain(model, x, target, "gradcam")         # why this class: Captum's four views
-
 ``activations`` holds the forward pass, the neuron and the filters; ``explain`` the Captum
 views (Captum is imported there only, lazily). The pictures a student uploads go through the
-Results page's checks (``cifarlab.lab.results.prepare_image``). Never imports streamlit.
+Results page's checks (``cifarlab.lab.results.prepare_image``).
 """
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
 """A network seen from the inside: every activation of one image, one neuron's arithmetic, and
 conv1's filters before and after training.
 
-    x = to_input(data.test_x[7])                 # 1×3×32×32, normalised as the tutorial does
-    stages = activations(model, x)               # input, conv1, relu1, pool1, ..., fc3, softmax
-    n = neuron(model, x, "conv1", channel=2, row=5, col=9)   # window, kernel, products, sum
-    before = initial_model(ckpt.config)          # the run's starting weights, from its seed
-    filter_patches(model.conv1.weight)           # C×k×k×3 uint8 colour patches
-
 The forward pass is ``Net.forward`` written out one line at a time, so each value a page shows is
 what that line makes; each shape comes from the shape trace (``core.shapes.trace_spec``) of the
-model's own ``ModelSpec``, never a hard-coded Net. Never imports streamlit.
+model's own ``ModelSpec``, never a hard-coded Net.
 """
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """Why this class: where in the picture the network's answer comes from, four ways, with Captum
 (PyTorch's interpretability library).
 
-    views = explain_all(model, x, target=3)      # {"saliency": View, "integrated_gradients": …}
-    view = explain(model, x, 3, "occlusion")     # one of them: a 32×32 map, its raw form, seconds
-    blocks(view.heat, 4)                         # 8×8 block means: the map as a table
-
 - saliency: |∂score/∂pixel|, the largest over the three colours (``captum.attr.Saliency``);
 - integrated_gradients: the gradient averaged along the path from a grey image (all zeros once
   normalised) to this one, times the difference (``IntegratedGradients``), summed over colours;
@@ -14,7 +10,6 @@
   square's version of the picture in one batch (``perturbations_per_eval``), not one at a time.
 
 Captum is imported here only, and only when a view is computed (it takes seconds to import).
-Never imports streamlit.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The Inside the network page's figures and tables, their words from ``t``
 (``i18n.translator(lang)``): every stage's maps or values, one neuron's arithmetic, conv1's
 filters before and after training, Captum's maps over the picture. Colours and pixel grids
-follow ``lab.charts``. Never imports streamlit.
+follow ``lab.charts``.
 """
 from __future__ import annotations
 

@@ -1,17 +1,8 @@
 """The Network page's engine: convolution and max pooling worked by hand, checked against PyTorch.
 
-    named_kernels()                                  # {"edge": 3×3, "blur": 3×3, ...}
-    image = to_input(data.image("test", 7), "gray") # 1×32×32 float, or "rgb": 3×32×32 normalised
-    fmap = apply_kernel(image, kernels["edge"])      # the feature map, by hand (numpy)
-    conv_step(image, kernel, bias, row, col)         # one output value: window, products, sum
-    maxpool_windows(fmap, kernel=2, stride=2)        # every window, its argmax, the pooled map
-    calculator("conv", 32, 5, padding=0, stride=1)   # the substituted formula and the result
-    analyze_stack(ModelSpec(kernels=(5, 3)))         # table rows, fc1's input, the shape error
-    hardcoded_view_error(spec)                       # what the tutorial's forward would say
-
 Everything is computed with plain numpy sums (what the students read), and every function that
 computes a convolution or pooling also reports PyTorch's own answer (``F.conv2d``,
-``F.max_pool2d``) so a page can show the two side by side. Never imports streamlit.
+``F.max_pool2d``) so a page can show the two side by side.
 """
 from __future__ import annotations
 
@@ -53,12 +44,8 @@ def named_kernels() -> dict[str, np.ndarray]:
 
 
 def to_input(image_hwc: np.ndarray, mode: str = "gray") -> np.ndarray:
-    """A 32×32×3 uint8 image as a C×H×W float32 array.
-
-    ``"gray"``: one channel, the mean of R, G and B scaled to [0, 1] (for the hand-made kernels);
-    ``"rgb"``: three channels, the tutorial's ``ToTensor()`` + ``Normalize(0.5, 0.5)`` (what the
-    network's conv1 sees), values in [−1, 1].
-    """
+    """A 32×32×3 uint8 image as C×H×W float32: "gray" (the channels' mean, 0…1, for the
+    hand-made kernels) or "rgb" (the tutorial's ToTensor + Normalize: what conv1 sees)."""
     img = np.asarray(image_hwc)
     if img.ndim != 3 or img.shape[2] != 3:
         raise ShapeError("network.bad_image", layer="image", shape=_dims(img.shape))
@@ -71,11 +58,8 @@ def to_input(image_hwc: np.ndarray, mode: str = "gray") -> np.ndarray:
 
 
 def net_conv1(seed: int = 0, state_dict: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """conv1's weights (6×3×5×5) and biases (6) of the tutorial's ``Net``.
-
-    From ``state_dict`` (a trained checkpoint's weights) when given, else of a ``Net`` freshly
-    initialised with ``seed`` (the global RNG is left as it was).
-    """
+    """conv1's weights and biases: from ``state_dict`` (a trained checkpoint), else of a ``Net``
+    freshly initialised with ``seed`` (the global RNG is left as it was)."""
     if state_dict is not None:
         try:
             w, b = state_dict["conv1.weight"], state_dict["conv1.bias"]
@@ -118,9 +102,8 @@ def _pad(x: np.ndarray, padding: int) -> np.ndarray:
 
 
 def _conv_size(x: np.ndarray, k: np.ndarray, stride: int, padding: int) -> tuple[int, int]:
-    h = shapes.conv2d_output_size((x.shape[1], x.shape[2]), (k.shape[1], k.shape[2]),
-                                  stride, padding)
-    return h
+    return shapes.conv2d_output_size((x.shape[1], x.shape[2]), (k.shape[1], k.shape[2]),
+                                     stride, padding)
 
 
 # -----------------------------------------------------------------------------------------
@@ -128,13 +111,8 @@ def _conv_size(x: np.ndarray, k: np.ndarray, stride: int, padding: int) -> tuple
 
 def apply_kernel(image: np.ndarray, kernel: np.ndarray, bias: float = 0.0, stride: int = 1,
                  padding: int = 0) -> np.ndarray:
-    """The feature map (H'×W', float32) of one kernel over an image, computed by hand.
-
-    ``image``: H×W or C×H×W; ``kernel``: k×k (used on every channel) or C×k×k. The same as
-    ``F.conv2d(image[None], kernel[None], bias, stride, padding)[0, 0]``: for every output
-    position, the sum over the window of pixel × weight, plus the bias (cross-correlation, as
-    PyTorch does it: the kernel is not flipped).
-    """
+    """The feature map of one kernel (k×k, used on every channel, or C×k×k) over an image (H×W
+    or C×H×W), by hand: ``F.conv2d``'s cross-correlation (the kernel is not flipped)."""
     x = _chw(image)
     k = _ckk(kernel, x.shape[0])
     oh, ow = _conv_size(x, k, stride, padding)
@@ -158,13 +136,8 @@ def torch_conv(image: np.ndarray, kernel: np.ndarray, bias: float = 0.0, stride:
 
 def conv_step(image: np.ndarray, kernel: np.ndarray, bias: float, row: int, col: int,
               stride: int = 1, padding: int = 0) -> dict:
-    """One output value of a convolution, worked out: what the kernel sees at (row, col).
-
-    Returns ``window`` (C×k×k pixels under the kernel), ``kernel`` (C×k×k), ``products``
-    (window × kernel, elementwise), ``sum`` (of the products), ``bias``, ``output`` (sum + bias),
-    ``torch_output`` (the same position of ``F.conv2d``), ``match`` (the two agree),
-    ``top``/``left`` (the window's corner in the padded image), ``out_shape`` (H', W').
-    """
+    """One output value of a convolution, worked out: what the kernel sees at (row, col), and
+    ``F.conv2d``'s value there. ``top``/``left``: the window's corner in the padded image."""
     x = _chw(image)
     k = _ckk(kernel, x.shape[0])
     oh, ow = _conv_size(x, k, stride, padding)
@@ -191,15 +164,9 @@ def conv_step(image: np.ndarray, kernel: np.ndarray, bias: float, row: int, col:
 # max pooling by hand
 
 def maxpool_windows(fmap: np.ndarray, kernel: int = 2, stride: int | None = None) -> dict:
-    """Max pooling worked out window by window on an H×W feature map.
-
-    Returns ``windows``: one dict per output cell, in row-major order, with ``row``/``col`` (the
-    output cell), ``top``/``left`` (the window's corner in the input), ``values`` (k×k),
-    ``argmax`` (the (r, c) of the largest value, in input coordinates; the first one on a tie)
-    and ``max``; ``output`` (H'×W', the pooled map), ``torch_output`` (``F.max_pool2d``),
-    ``match``, ``in_shape`` and ``out_shape``. The stride defaults to the kernel, as in
-    ``nn.MaxPool2d``. A kernel larger than the map raises ``ShapeError``.
-    """
+    """Max pooling worked out window by window on an H×W feature map (the argmax in input
+    coordinates, the first on a tie), beside ``F.max_pool2d``'s. The stride defaults to the
+    kernel, as in ``nn.MaxPool2d``."""
     x = np.asarray(fmap, dtype=np.float32)
     if x.ndim != 2:
         raise ShapeError("network.bad_feature_map", layer="pool", shape=_dims(x.shape))
@@ -227,13 +194,9 @@ def maxpool_windows(fmap: np.ndarray, kernel: int = 2, stride: int | None = None
 
 def calculator(kind: str, size: int, kernel: int, padding: int = 0, stride: int = 1,
                dilation: int = 1) -> dict:
-    """One dimension of a conv (``kind="conv"``) or max-pool (``"pool"``) layer.
-
-    Returns ``formula`` (numbers substituted), ``output`` (may be < 1), ``exact`` (the division
-    had no remainder), ``ok`` (output ≥ 1), ``remainder``, ``error`` (a ShapeError's message,
-    English, for arguments PyTorch refuses outright, e.g. a pool padding above half the kernel;
-    else None) and ``shape_error`` (that error: ``.text(lang)`` in the student's language).
-    """
+    """One dimension of a conv (``kind="conv"``) or max-pool (``"pool"``) layer: the formula
+    with numbers substituted and its output (may be < 1), or the ShapeError for arguments PyTorch
+    refuses outright (a pool padding above half the kernel)."""
     fn = shapes.conv2d_formula if kind == "conv" else shapes.pool2d_formula
     try:
         formula, out, exact = fn(size, kernel, stride, padding, dilation)
@@ -324,16 +287,9 @@ class _TutorialNet(nn.Module):
 
 
 def hardcoded_view_error(spec: ModelSpec, batch_size: int = 4, flatten: str = "view") -> str | None:
-    """PyTorch's own error message for the tutorial's forward with fc1 fixed at 16 * 5 * 5 inputs.
-
-    Really runs it: the spec's conv1/pool/conv2/pool, then ``x.view(-1, 16 * 5 * 5)``
-    (``flatten="view"``, the tutorial's line) or ``torch.flatten(x, 1)`` (``"flatten"``), then
-    fc1 = ``nn.Linear(400, …)``, fc2, fc3 and ``nn.CrossEntropyLoss`` against a batch of
-    ``batch_size`` labels, on zeros. Returns the first line of the error PyTorch raises, e.g.
-    "mat1 and mat2 shapes cannot be multiplied (4x576 and 400x120)", or None when it runs.
-    (With ``view``, a size that is a multiple of 400 gets through the view with too many rows,
-    and the loss is what complains.)
-    """
+    """The first line of PyTorch's own error for the tutorial's forward (fc1 fixed at 16 * 5 * 5,
+    ``x.view`` or ``torch.flatten``) and loss, really run on zeros; None when it runs. (With
+    ``view``, a multiple of 400 gets through the view with too many rows: the loss complains.)"""
     return _run_tutorial(spec, batch_size, flatten)[1]
 
 

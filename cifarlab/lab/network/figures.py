@@ -1,10 +1,4 @@
 """The Network page's tables and figures, their words from ``t`` (``i18n.translator(lang)``).
-
-    shape_table(report.rows, t); sizes_figure(report.rows, t)
-    ex = conv_example(hwc, "net0", seed=0)        # kernel, bias, the input it works on
-    input_figure(hwc, ex, step, name, t); step_figure(step, t); pool_figures(...)
-
-Never imports streamlit.
 """
 from __future__ import annotations
 

@@ -1,14 +1,8 @@
 """What the Results page shows: a finished run's model, its predictions and mistakes,
 per-class accuracy over the epochs, a student's own photo classified.
 
-    model, ckpt = load_run_model(queue.checkpoint(session, run.id))   # weights_only
-    ev = predictions_for(model, data)                  # EvalResult over the 10,000 test images
-    confused_examples(ev, "cat", "dog", limit=12)      # test images: true cat, answered dog
-    per_class_by_epoch(store.events(run.id, ["epoch"]))  # DataFrame: epoch, class, accuracy
-    classify_image(model, png_bytes, ckpt.classes)     # [("cat", 0.61), ("dog", 0.22), ...]
-
 What students upload (a checkpoint, a picture) is handled in ``results.uploads`` and exported
-here. Never imports streamlit. Every refusal is a ``CifarLabError`` with a code and parameters,
+here. Every refusal is a ``CifarLabError`` with a code and parameters,
 so a page shows it in the student's language: ``err.text(lang)``.
 """
 from __future__ import annotations

@@ -1,11 +1,4 @@
 """The Results page's figures and words, in the language of ``t`` (``i18n.translator(lang)``).
-
-    run_label(run, session, t)             # "my run · 3f2a… 14/05 10:02 · 54,1 %"
-    accuracy_figures(ev, t)                # this model vs the tutorial and chance; per class
-    confusion_figure(ev, mistakes_only, t) # a clickable matrix (``picked_cell`` reads a click)
-    epochs_figure(long, t); guesses_figure(ranked, t)
-
-Never imports streamlit.
 """
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
 """What a student uploads to the Results page: a checkpoint, or a picture to classify.
 
-    load_uploaded_checkpoint(data, name)          # (model, Checkpoint), weights_only, budgeted
-    prepare_image(png_bytes)                      # PreparedImage: 32×32 RGB, preview, notes
-    classify_image(model, png_bytes, classes)     # [("cat", 0.61), ("dog", 0.22), ...]
-
 Uploads never decide what they cost. A checkpoint is refused by arithmetic before its network
 is built (``cifarlab.core.checkpoint``); a picture by its header (size, mode, bits per sample)
 before it is decoded, and a big one is box-averaged down before any colour conversion. Every
-refusal has a code: ``errors.checkpoint.*``, ``errors.image.*``. Never imports streamlit.
+refusal has a code: ``errors.checkpoint.*``, ``errors.image.*``.
 """
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 import time
 from typing import Any, Callable, Iterable, Mapping, Protocol
@@ -15,7 +16,7 @@ from cifarlab.serve.classroom.model import (BOARDS, GOAL_KINDS, BoardRow, ClassE
                                             StudentView, finite_or_none)
 from cifarlab.serve.classroom.names import (clean_nickname, clean_title, nickname_key,
                                             normalize_code)
-from cifarlab.serve.classroom.ratelimit import FORGET_S, JoinLimiter
+from cifarlab.serve.classroom.ratelimit import FORGET_S, join_limiter
 from cifarlab.serve.counters import StoreCounters
 from cifarlab.serve.identity import Person
 from cifarlab.serve.runs import reason, validate_run_id
@@ -41,7 +42,7 @@ class Classroom:
 
     def __init__(self, store: RunStore, clock: Callable[[], float] = time.time):
         self.store = store
-        self.limiter = JoinLimiter(clock=clock, counters=StoreCounters(store, "join", FORGET_S))
+        self.limiter = join_limiter(clock=clock, counters=StoreCounters(store, "join", FORGET_S))
 
     # -- instructors: classes ----------------------------------------------------------------
     def create_class(self, by: Person, title: str) -> ClassInfo:
@@ -193,7 +194,9 @@ class Classroom:
         key = str(client_key or person.id)[:128]
         norm = normalize_code(code)
         target = norm or "?"
-        self.limiter.check(key, target)   # waits only a browser that has been guessing
+        wait = self.limiter.wait(key, target)   # > 0 only for a browser that has been guessing
+        if wait > 0:
+            raise ClassError("class.rate_limited", field="code", seconds=max(1, math.ceil(wait)))
         info = tables.get_class(self.store, norm) if norm else None
         if info is None:
             self.limiter.failed(key, target)

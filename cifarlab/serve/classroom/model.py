@@ -10,7 +10,7 @@ viewer's own row.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
 from cifarlab import i18n
@@ -54,9 +54,7 @@ class ClassLimits:
     max_runs_per_student: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"max_epochs": self.max_epochs, "max_train_images": self.max_train_images,
-                "devices": None if self.devices is None else list(self.devices),
-                "max_runs_per_student": self.max_runs_per_student}
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> ClassLimits:
@@ -84,8 +82,7 @@ class Goal:
     target: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "max_epochs": self.max_epochs, "device": self.device,
-                "target": self.target}
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Goal:

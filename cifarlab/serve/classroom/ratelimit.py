@@ -13,11 +13,9 @@ restart forgets none; without a store they live in the serving process's memory.
 """
 from __future__ import annotations
 
-import math
 import time
 from typing import Callable
 
-from cifarlab.serve.classroom.model import ClassError
 from cifarlab.serve.identity import AttemptLimiter, Backoff, Counters, MemoryCounters
 
 CLIENT = Backoff(free=3, base_s=2.0, cap_s=300.0)
@@ -27,26 +25,10 @@ GUESSING_AFTER = 2
 FORGET_S = 3600.0
 
 
-class JoinLimiter:
+def join_limiter(clock: Callable[[], float] = time.monotonic,
+                 counters: Counters | None = None) -> AttemptLimiter:
     """The classroom's join limiter; ``clock``: seconds (tests pass their own); ``counters``:
     where the counts live (default: this process's memory)."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic,
-                 counters: Counters | None = None):
-        self.attempts = AttemptLimiter(
-            CLIENT, TARGET, OVERALL, guessing_after=GUESSING_AFTER, clock=clock,
-            counters=counters if counters is not None else MemoryCounters(FORGET_S),
-            name="class codes")
-
-    def check(self, client_key: str, code: str) -> None:
-        """ClassError("class.rate_limited") when this browser has been guessing and must wait;
-        its ``seconds`` says how long."""
-        wait = self.attempts.wait(client_key, code)
-        if wait > 0:
-            raise ClassError("class.rate_limited", field="code", seconds=max(1, math.ceil(wait)))
-
-    def failed(self, client_key: str, code: str) -> None:
-        self.attempts.failed(client_key, code)
-
-    def succeeded(self, client_key: str) -> None:
-        self.attempts.succeeded(client_key)
+    return AttemptLimiter(CLIENT, TARGET, OVERALL, guessing_after=GUESSING_AFTER, clock=clock,
+                          counters=counters if counters is not None else MemoryCounters(FORGET_S),
+                          name="class codes")
