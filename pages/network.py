@@ -28,7 +28,7 @@ def stack_report(spec: ModelSpec) -> convlab.StackReport:
 
 def show_table(rows: list[dict], key: str) -> None:
     st.dataframe(F.shape_table(rows, t), hide_index=True, width="stretch", key=key,
-                 height=35 * (len(rows) + 1) + 3,
+                 height=35 * (len(rows) + 2) + 3,   # the header, the rows, their total
                  column_config={
                      t("network.formula_col"): st.column_config.TextColumn(width="large")})
 

@@ -90,11 +90,15 @@ def curves_section(runs, selected: list[str], sid: str) -> None:
 
 
 def downloads(run, sid: str, path) -> None:
+    if not run.finished:   # a checkpoint mid-training is not the run's: nothing until it ends
+        st.info(t("runs.downloads_wait"), icon=":material/hourglass_top:")
+        return
     c1, c2, c3 = st.columns(3)
     has_ckpt, icon = path.is_file(), ":material/download:"
+    no_ckpt = None if has_ckpt else t("runs.no_checkpoint")   # a disabled button says why
     c1.download_button(t("runs.download_checkpoint"), path.read_bytes if has_ckpt else b"",
                        file_name=f"cifarlab_{run.id[:8]}.pth", mime="application/octet-stream",
-                       key=K + "dl_ckpt", disabled=not has_ckpt, icon=icon)
+                       key=K + "dl_ckpt", disabled=not has_ckpt, icon=icon, help=no_ckpt)
     c1.caption(t("runs.checkpoint_caption"))
     plain = b""
     if has_ckpt:
@@ -104,7 +108,7 @@ def downloads(run, sid: str, path) -> None:
             c2.error(t("errors.checkpoint_bad", message=error_text(err)))
     c2.download_button(t("runs.download_state_dict"), plain, file_name="cifar_net.pth",
                        mime="application/octet-stream", key=K + "dl_plain", disabled=not plain,
-                       icon=icon)
+                       icon=icon, help=no_ckpt)
     cfg = R.config_of(run)
     c2.caption(t("runs.state_dict_caption") if cfg is None or cfg.model.is_tutorial
                else t("runs.state_dict_caption_custom"))
@@ -117,17 +121,17 @@ def downloads(run, sid: str, path) -> None:
                        mime="text/x-python", key=K + "dl_script", disabled=not script,
                        icon=":material/code:")
     c3.caption(t("runs.script_caption"))
-    ready = has_ckpt and run.finished and cfg is not None
+    why = (None if has_ckpt and cfg is not None else
+           t("bundle.unavailable", reason=t("runs.bundle_no_checkpoint" if not has_ckpt
+                                            else "runs.bundle_no_config")))
     # built when clicked (a deferred download), not at every rerun of the page
     mtime = path.stat().st_mtime if has_ckpt else 0.0
     st.download_button(t("bundle.download"),
-                       (lambda: _bundle(sid, run.id, mtime, t.lang)) if ready else b"",
+                       (lambda: _bundle(sid, run.id, mtime, t.lang)) if not why else b"",
                        file_name=R.bundle_file_name(run), mime="application/zip",
-                       key=K + "dl_bundle", disabled=not ready, type="primary",
-                       icon=":material/home:")
-    st.caption(t("bundle.download_caption"))
-    if not has_ckpt:
-        st.caption(t("runs.no_checkpoint"))
+                       key=K + "dl_bundle", disabled=bool(why), type="primary",
+                       icon=":material/home:", help=why)
+    st.caption(why or t("bundle.download_caption"))
 
 
 def actions_section(queue, runs, sid: str) -> None:

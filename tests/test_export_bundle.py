@@ -23,6 +23,7 @@ import nbformat
 import numpy as np
 import pytest
 import torch
+from babel.lists import format_list
 
 from cifarlab import i18n
 from cifarlab.cli import main
@@ -221,7 +222,7 @@ def test_the_notebooks_code_is_the_scripts(lang):
     record = RunRecord(config, LabNet(config.model).state_dict(), tuple(CIFAR10_CLASSES))
     nb = nbformat.reads(notebook_json(record, lang), as_version=4)
     nbformat.validate(nb)
-    script = export_script(config, source_note=source_note(record))
+    script = export_script(config, source_note=source_note(record, lang), lang=lang)
     script = script.replace("import sys\n", "")   # the script alone reads sys.argv
     code = [c.source for c in nb.cells if c.cell_type == "code"]
     own = [c for c in code if "CIFARLAB_DATA" in c or "lab_state" in c]
@@ -293,7 +294,9 @@ def test_the_weights_load_into_the_tutorials_net_and_the_card_names_the_accuracy
     assert i18n.percent(acc, lang, 1) in card
     for cls in result.eval.per_class_accuracy:
         assert f"| {i18n.t(f'classes.{cls}', lang)} (`" in card
-    assert i18n.t("bundle.card.data_text", lang, n_train=240, epochs=2, n_test=200) in card
+    names = [i18n.t(f"classes.{c}", lang) for c in record.classes]
+    assert i18n.t("bundle.card.data_text", lang, n=10, n_train=240, epochs=2, n_test=200,
+                  classes=format_list(names, locale=i18n.BABEL_LOCALES[lang])) in card
     assert i18n.t("bundle.card.limits_title", lang) in card and "2.14" in card   # torch version
     assert i18n.t("bundle.card.file_logs", lang, logs="runs") in card
 

@@ -111,6 +111,8 @@ def test_without_a_run_the_random_net_is_shown(lab, lang):
     for shape in ("6×28×28", "6×14×14", "16×10×10", "16×5×5", "`400`", "`120`", "`84`", "`10`"):
         assert shape in body, shape
     assert t("inside.filters_random") in body
+    code = [c.value for c in at.code]   # the tutorial's own flatten line, as on Network
+    assert "x = x.view(-1, 16 * 5 * 5)" in code and not [c for c in code if "torch.flatten" in c]
     assert t("inside.why_title") in [tab.label for tab in at.tabs]
     assert any(t("inside.torch_agrees", value="X", shown="X").split("X")[0] in s.value
                for s in at.success)
@@ -192,6 +194,7 @@ def test_a_run_of_another_shape_is_shown_with_its_own_shapes(lab):
     # 3×32×32 → conv1 (k 3, p 1) 4×32×32 → pool 4×16×16 → conv2 8×16×16 → pool 8×8×8 → 512
     for shape in ("4×32×32", "4×16×16", "8×16×16", "8×8×8", "`512`", "`32`", "`16`"):
         assert shape in body, shape
+    assert "x = x.view(-1, 8 * 8 * 8)" in [c.value for c in at.code]   # its own sizes
     at.radio(key="inside_layer").set_value("conv2").run()
     at.number_input(key="inside_row").set_value(0).run()
     at.number_input(key="inside_col").set_value(15).run()

@@ -54,6 +54,9 @@ def test_both_pages_render_in_every_language(open_page, lang):
     table = at.dataframe[0].value
     assert list(table[t("network.out_shape_col")])[:7] == [
         "3×32×32", "6×28×28", "6×28×28", "6×14×14", "16×10×10", "16×10×10", "16×5×5"]
+    # each layer's count and, in the last row, their sum: the total stated under the table
+    assert list(table[t("network.layer_col")])[-1] == t("network.total_row")
+    assert list(table[t("network.params_col")])[-1] == i18n.number(62006, lang)
 
     at = open_page("loss", lang)
     assert not at.error, texts(at, "error")
@@ -97,7 +100,7 @@ def test_edited_stack_recomputes_fc1_and_shows_pytorchs_error(open_page):
     assert "nn.Linear(16 * 6 * 6, 120)" in body
     edited = at.dataframe[1].value
     assert "16×6×6" in list(edited[i18n.t("network.out_shape_col")])
-    assert 576 * 120 + 120 in list(edited[i18n.t("network.params_col")])
+    assert i18n.number(576 * 120 + 120) in list(edited[i18n.t("network.params_col")])
 
 
 def test_a_bad_stack_gives_the_message_not_an_exception(open_page):

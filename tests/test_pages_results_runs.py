@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -227,6 +228,42 @@ def test_runs_page_compares_and_offers_downloads(lab, lang):
     assert labels == [tr("runs.download_checkpoint", lang), tr("runs.download_state_dict", lang),
                       tr("runs.download_script", lang), tr("bundle.download", lang)]
     assert all(not b.proto.disabled for b in at.get("download_button"))
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_no_downloads_until_a_run_has_finished_and_a_disabled_zip_says_why(lab, lang):
+    """A run still training (or queued) offers nothing to download, and says why; a finished
+    run without a saved model greys out "Take your run home" with the reason beside it."""
+    store = lab["store"]
+    running = store.create_run(SID, "train", CONFIG.to_dict(), "cpu", name="still training")
+    store.set_status(running, "running", worker_pid=os.getpid())   # alive: not an orphan
+    # what a worker leaves mid-run: a checkpoint of the epochs so far
+    shutil.copy(store.checkpoint_path(lab["run_id"]), store.checkpoint_path(running))
+    empty = store.create_run(SID, "train", CONFIG.to_dict(), "cpu", name="stopped early")
+    store.set_status(empty, "running")
+    store.set_status(empty, "cancelled")
+    try:
+        at = page("runs", SID, lang)
+        at.selectbox(key="runs_run").set_value(running).run()
+        assert not at.exception
+        assert not at.get("download_button")
+        assert tr("runs.downloads_wait", lang) in [i.value for i in at.info]
+        at.selectbox(key="runs_run").set_value(empty).run()
+        assert not at.exception
+        buttons = {b.proto.label: b.proto for b in at.get("download_button")}
+        why = tr("bundle.unavailable", lang, reason=tr("runs.bundle_no_checkpoint", lang))
+        zip_button = buttons[tr("bundle.download", lang)]
+        assert zip_button.disabled and zip_button.help == why
+        assert why in [c.value for c in at.caption]
+        for label in (tr("runs.download_checkpoint", lang), tr("runs.download_state_dict", lang)):
+            assert buttons[label].disabled and buttons[label].help == tr("runs.no_checkpoint", lang)
+        at.selectbox(key="runs_run").set_value(lab["run_id"]).run()   # finished: all of them
+        assert len(at.get("download_button")) == 4
+        assert all(not b.proto.disabled and not b.proto.help for b in at.get("download_button"))
+    finally:
+        store.set_status(running, "cancelled")
+        store.delete_run(running)
+        store.delete_run(empty)
 
 
 def test_runs_table_highlights_the_knob_that_differs(lab):

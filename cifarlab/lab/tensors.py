@@ -277,15 +277,21 @@ def rank_figure(ex: RankExample, classes, t) -> go.Figure:
         fig.update_traces(textfont_size=28)
         fig.update_layout(height=180, width=220)
     elif ex.rank == 1:
+        n = ex.values.shape[0]
         fig = go.Figure(_heat(ex.values[None, :]))
         fig.update_layout(height=160)
         fig.update_yaxes(showticklabels=False)
-        fig.update_xaxes(title_text=t("tensors.axis_column"))
+        fig.update_xaxes(title_text=t("tensors.axis_column"), range=[-0.5, n - 0.5],
+                         **C.pixel_ticks(n))
     elif ex.rank == 2:
+        # square cells, the axes exactly the channel's pixels (0 .. n-1), whole-pixel ticks
+        h, w = ex.values.shape
         fig = go.Figure(_heat(ex.values, "Reds"))
-        fig.update_layout(height=420, width=460)
-        fig.update_yaxes(autorange="reversed", scaleanchor="x", title_text=t("tensors.axis_row"))
-        fig.update_xaxes(title_text=t("tensors.axis_column"))
+        fig.update_layout(height=420)
+        C.pixel_axes(fig, h, w, square=True)
+        fig.update_xaxes(range=[-0.5, w - 0.5], title_text=t("tensors.axis_column"))
+        fig.update_yaxes(range=[h - 0.5, -0.5], autorange=False,
+                         title_text=t("tensors.axis_row"))
     else:
         images = ex.pixels if ex.rank == 4 else ex.pixels[:1]
         titles = ([f"[{i}] {class_name(classes[label], t.lang)}"

@@ -55,9 +55,8 @@ def loss_figure(chart: Mapping[str, Any], lang: str, old: tuple | None = None) -
             if chart["running_steps"]:
                 old[1].data[1].x, old[1].data[1].y = running
         return old
-    name = (t("train.chart_step_loss_mean", n=chart["stride"]) if chart["stride"] > 1
-            else t("train.chart_step_loss"))
-    data = [go.Scatter(x=chart["steps"], y=chart["losses"], mode="lines", name=name,
+    data = [go.Scatter(x=chart["steps"], y=chart["losses"], mode="lines",
+                       name=step_series_name(chart["stride"], lang),
                        line=dict(width=1, color="#7f9fbf"))]
     if chart["running_steps"]:
         data.append(go.Scatter(x=running[0], y=running[1], mode="lines+markers",
@@ -72,6 +71,13 @@ def loss_figure(chart: Mapping[str, Any], lang: str, old: tuple | None = None) -
     return key, go.Figure(data=data, layout=layout(
         lang, t("train.loss_curve"), height=380, xaxis_title=t("common.step"),
         yaxis_title=t("common.loss"), uirevision="loss", shapes=shapes, annotations=notes))
+
+
+def step_series_name(stride: int, lang: str) -> str:
+    """The step losses' name, the same in the legend and the caption: each step, or the mean
+    of every ``stride`` steps once a long run's points are merged."""
+    t = i18n.translator(lang)
+    return t("train.chart_step_loss_mean", n=stride) if stride > 1 else t("train.chart_step_loss")
 
 
 def split_figure(split: Mapping[str, float], lang: str, old: tuple | None = None) -> tuple:
@@ -123,7 +129,9 @@ def chart_texts(view: Any, log_every: int, lang: str) -> tuple[str, str]:
     """The loss chart's caption (a run too short for the tutorial's running loss says why)
     and the tutorial's own print-out, ``[1,  2000] loss: 2.183``, one line a report."""
     t = i18n.translator(lang)
-    caption, spe = t("train.chart_caption"), view.steps_per_epoch
+    caption = t("train.chart_caption", series=step_series_name(view.series.stride, lang),
+                running=t("train.running_loss"), n=log_every)
+    spe = view.steps_per_epoch
     if not view.running and spe and spe < log_every:
         caption += "  \n" + t("train.running_loss_none", n=log_every, steps=spe)
     return caption, "\n".join(t("train.running_loss_line", epoch=r["epoch"], i=f"{r['i']:5d}",

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+from babel.lists import format_list
+
 from cifarlab import i18n
 from cifarlab.core.config import CIFAR10_CLASSES, TUTORIAL_SHORT_NAMES, knobs
 from cifarlab.core.export.record import RunRecord
@@ -36,7 +38,10 @@ def model_card(record: RunRecord, lang: str = i18n.DEFAULT, notebook: str = "cif
     out += [f"- {t('file_notebook', notebook=notebook)}", f"- {t('file_weights')}",
             f"- {t(logs_key, logs=logs)}", f"- {t('file_card')}", ""]
 
-    out += [t("data_title"), "", t("data_text", n_train=record.n_train, epochs=c.epochs,
+    names = [_class_name(cls, lang) for cls in record.classes]
+    out += [t("data_title"), "", t("data_text", n=len(names),
+                                      classes=format_list(names, locale=i18n.BABEL_LOCALES[lang]),
+                                      n_train=record.n_train, epochs=c.epochs,
                                       n_test=record.n_test), ""]
 
     out += [t("settings_title"), "", f"| {i18n.t('bundle.setting', lang)} | |", "|---|---|"]
@@ -57,10 +62,10 @@ def model_card(record: RunRecord, lang: str = i18n.DEFAULT, notebook: str = "cif
         out += [f"| {t('class_col')} | {t('accuracy_col')} |", "|---|---:|"]
         for cls, value in per_class.items():
             if cls in CIFAR10_CLASSES:   # its name in the language, and the tutorial's
-                shown = (f"{i18n.t(f'classes.{cls}', lang)} "
+                shown = (f"{_class_name(cls, lang)} "
                          f"(`{TUTORIAL_SHORT_NAMES[CIFAR10_CLASSES.index(cls)]}`)")
             else:
-                shown = md_escape(cls)
+                shown = _class_name(cls, lang)
             out.append(f"| {shown} | {_pct(value, lang)} |")
         out.append("")
     epochs = [e for e in res.get("epochs") or [] if isinstance(e, dict)]
@@ -88,6 +93,12 @@ def model_card(record: RunRecord, lang: str = i18n.DEFAULT, notebook: str = "cif
             "net.load_state_dict(torch.load('cifar_net.pth', weights_only=True))", "```", "",
             t("use_logs"), "", "```bash", f"tensorboard --logdir {logs}", "```", ""]
     return "\n".join(out)
+
+
+def _class_name(cls: str, lang: str) -> str:
+    """A class as the app names it in ``lang`` (the Results page's name); another data set's
+    class, as it is."""
+    return i18n.t(f"classes.{cls}", lang) if cls in CIFAR10_CLASSES else md_escape(cls)
 
 
 def _number(value) -> bool:

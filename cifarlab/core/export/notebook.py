@@ -32,7 +32,7 @@ def build_notebook(record: RunRecord, lang: str = i18n.DEFAULT) -> nbformat.Note
 
     # On the CPU the order of PyTorch's sums depends on its number of threads (from the ~20th
     # step of a run on, 1 and 2 threads differ in the last bit): the run's own count repeats it.
-    code = render(record.config, notes=[source_note(record)], notebook={
+    code = render(record.config, notes=[source_note(record, lang)], lang=lang, notebook={
         "threads": threads, "accuracy": _finite(record.accuracy),
         "epoch_losses": [_finite(e.get("mean_loss")) for e in record.results.get("epochs") or []
                          if isinstance(e, dict)],
@@ -68,13 +68,15 @@ def run_threads(record: RunRecord) -> int | None:
     return int(n) if isinstance(n, int) and n > 0 and device.startswith("cpu") else None
 
 
-def source_note(record: RunRecord) -> str:
-    """One line: the run (or checkpoint) the notebook repeats, and its accuracy."""
-    note = "CIFAR Lab " + (f"run {one_line(record.run_id)}" if record.run_id else "checkpoint")
+def source_note(record: RunRecord, lang: str = i18n.DEFAULT) -> str:
+    """One line in ``lang``: the run (or checkpoint) the notebook repeats, and its accuracy."""
+    note = (i18n.t("bundle.code.source_run", lang, run=one_line(record.run_id))
+            if record.run_id else i18n.t("bundle.code.source_checkpoint", lang))
     if record.name:
         note += f" ({one_line(record.name)})"
     if record.accuracy is not None:
-        note += f", test accuracy {100 * record.accuracy:.1f} %"
+        note += ", " + i18n.t("bundle.code.source_accuracy", lang,
+                              acc=i18n.percent(record.accuracy, lang, 1))
     return note
 
 

@@ -46,7 +46,6 @@ CONSTANT_NAMES = {"lr": "LEARNING_RATE"}
 USED = {"epochs", "lr", "momentum", "batch_size", "num_workers", "device", "pipeline", "seed",
         "train_subset", "shuffle", "model", "log_every", "cuda_graphs", "net", "augment",
         "label_smoothing", "nesterov", "weight_decay", "schedule", "tta"}
-_MODEL_NOTE = "The network's shape (written out as class Net below: edit Net to change it)."
 _CELL = re.compile(r"^ *# %% (\w+)\n", re.M)
 TEMPLATES = Path(__file__).with_name("templates")
 
@@ -113,17 +112,19 @@ def constant_name(field_name: str) -> str:
 
 
 def render(config: TrainConfig, notes: Iterable[str] = (), script_name: str = DEFAULT_NAME,
-           notebook: dict | None = None) -> str:
+           notebook: dict | None = None, lang: str = i18n.DEFAULT) -> str:
     """The script (or, with ``notebook``, the notebook's cells) for ``config``'s run. ``notes``:
     comment lines about where it came from. ``notebook``: ``threads`` (or None), the lab's
-    ``accuracy`` and ``epoch_losses``, ``results_file`` and the printed ``texts``. ShapeError
-    if the network does not fit a 32×32 image."""
+    ``accuracy`` and ``epoch_losses``, ``results_file`` and the printed ``texts``. ``lang``:
+    the language of the settings' comments. ShapeError if the network does not fit a 32×32
+    image."""
     if not isinstance(config, TrainConfig):
         raise TypeError("the exported code needs a TrainConfig")
     net = net_layout(config.model)  # first: a ShapeError before anything else
     return _ENV.get_template("run.py.j2").render(
         c=config, net=net, notes=list(notes), script=script_name, notebook=notebook,
-        settings=settings(config), date=_dt.date.today().isoformat(), url=TUTORIAL_URL,
+        settings=settings(config, lang), settings_title=i18n.t("bundle.code.settings", lang),
+        date=_dt.date.today().isoformat(), url=TUTORIAL_URL,
         describe=textwrap.wrap(f"{config.describe()}, " + (
             "the tutorial's network" if config.model.is_tutorial else "the network of MODEL"),
             88))
@@ -136,17 +137,21 @@ def split_cells(text: str) -> list[tuple[str, str]]:
             zip(parts[1::2], parts[2::2], strict=True)]
 
 
-def settings_block(config: TrainConfig) -> str:
+def settings_block(config: TrainConfig, lang: str = i18n.DEFAULT) -> str:
     """One constant per field of the config (in the dataclass's order), each under a comment:
-    its knob's help (English), so a field added to TrainConfig appears here by itself."""
-    return _ENV.get_template("settings.py.j2").render(settings=settings(config)).rstrip("\n")
+    its knob's help in ``lang``, so a field added to TrainConfig appears here by itself."""
+    return _ENV.get_template("settings.py.j2").render(
+        settings=settings(config, lang)).rstrip("\n")
 
 
-def settings(config: TrainConfig) -> list[dict]:
-    helps = {f.name: i18n.t(f.knob.help, "en") + (
-        " One of: " + ", ".join(map(repr, f.knob.choices)) + "." if f.knob.choices else "")
-        for f in knobs(type(config))}
-    helps.setdefault("model", _MODEL_NOTE)
+def settings(config: TrainConfig, lang: str = i18n.DEFAULT) -> list[dict]:
+    def t(key: str, **kw) -> str:
+        return i18n.t(f"bundle.code.{key}", lang, **kw)
+
+    helps = {f.name: i18n.t(f.knob.help, lang) + (
+        " " + t("one_of", choices=", ".join(map(repr, f.knob.choices)))
+        if f.knob.choices else "") for f in knobs(type(config))}
+    helps.setdefault("model", t("model"))
     out = []
     for f in dataclasses.fields(config):
         name, value = constant_name(f.name), getattr(config, f.name)
@@ -157,8 +162,7 @@ def settings(config: TrainConfig) -> list[dict]:
             value = str(value)
         help_text = helps.get(f.name, "")
         if f.name not in USED:
-            help_text = (help_text + " " if help_text else "") + (
-                "(A CIFAR Lab setting that this script does not use.)")
+            help_text = (help_text + " " if help_text else "") + t("not_used")
         out.append({"name": name, "value": value, "indent": len(name) + 3,
                     "help": textwrap.wrap(help_text, 93)})
     return out

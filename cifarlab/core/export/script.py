@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from cifarlab import i18n
 from cifarlab.core.config import TrainConfig
 from cifarlab.core.export.record import export_error
 from cifarlab.core.export.render import DEFAULT_NAME, render
@@ -13,15 +14,16 @@ from cifarlab.core.safe_text import one_line
 
 
 def export_script(config: TrainConfig, source_note: str | None = None,
-                  script_name: str = DEFAULT_NAME) -> str:
+                  script_name: str = DEFAULT_NAME, lang: str = i18n.DEFAULT) -> str:
     """The Python source of a script that repeats ``config``'s run.
 
     ``source_note``: a line or two about where it came from (run id, date, accuracy), written
     as comments at the top. ``script_name``: the file name the script will be saved as (its
     instructions say ``python <script_name>``). Raises ShapeError if the network does not fit
-    a 32×32 image.
+    a 32×32 image. ``lang``: the language of the settings' comments.
     """
-    return render(config, notes=str(source_note or "").splitlines(), script_name=script_name)
+    return render(config, notes=str(source_note or "").splitlines(), script_name=script_name,
+                  lang=lang)
 
 
 def check_output(path: str | os.PathLike, default_name: str = DEFAULT_NAME) -> Path:

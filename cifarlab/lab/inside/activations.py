@@ -29,7 +29,7 @@ FORWARD_LINES = {
     "conv2": "self.conv2(x)",
     "relu2": "F.relu(self.conv2(x))",
     "pool2": "x = self.pool(F.relu(self.conv2(x)))",
-    "flatten": "x = torch.flatten(x, 1)",
+    "flatten": "x = x.view(-1, 16 * 5 * 5)",   # the tutorial's Net; view_line() for others
     "fc1": "self.fc1(x)",
     "relu3": "x = F.relu(self.fc1(x))",
     "fc2": "self.fc2(x)",
@@ -38,6 +38,12 @@ FORWARD_LINES = {
     "softmax": "torch.softmax(x, dim=1)",
 }
 CONV_LAYERS = ("conv1", "conv2")
+
+
+def view_line(shape: tuple[int, ...]) -> str:
+    """The tutorial's flatten line for a (C, H, W) input: ``x = x.view(-1, 16 * 5 * 5)`` for its
+    own Net, the same line with the traced sizes for any other network."""
+    return "x = x.view(-1, " + " * ".join(str(int(n)) for n in shape) + ")"
 
 
 @dataclass(frozen=True)
@@ -110,7 +116,8 @@ def activations(model: Net, x: torch.Tensor) -> list[Stage]:
     out["conv2"] = h = model.conv2(h)
     out["relu2"] = h = F.relu(h)
     out["pool2"] = h = model.pool(h)
-    out["flatten"] = h = torch.flatten(h, 1)
+    # the line view_line() shows; the loop below checks these sizes against the trace
+    out["flatten"] = h = h.view(-1, int(np.prod(h.shape[1:])))
     out["fc1"] = h = model.fc1(h)
     out["relu3"] = h = F.relu(h)
     out["fc2"] = h = model.fc2(h)
@@ -126,7 +133,8 @@ def activations(model: Net, x: torch.Tensor) -> list[Stage]:
             raise CifarLabError("inside.shape_mismatch", layer=name,
                                 traced="×".join(map(str, shape)),
                                 got="×".join(map(str, values.shape)))
-        stages.append(Stage(name, kind, tuple(shape), values, FORWARD_LINES[name]))
+        line = view_line(kinds["pool2"][1]) if name == "flatten" else FORWARD_LINES[name]
+        stages.append(Stage(name, kind, tuple(shape), values, line))
     return stages
 
 

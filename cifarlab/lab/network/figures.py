@@ -18,14 +18,19 @@ POOL_MARK = "#D55E00"
 
 
 def shape_table(rows: list[dict], t) -> pd.DataFrame:
-    """A shape trace (``StackReport.rows``) with its column names and layer kinds in words."""
+    """A shape trace (``StackReport.rows``) with its column names and layer kinds in words;
+    each layer's parameters in the language's notation, and a last row with their sum (the
+    total the page states under the table)."""
+    total = {"layer": t("network.total_row"), "kind": "", "input": "", "output": "",
+             "params": sum(r["params"] for r in rows), "formula": ""}
+    rows = [*rows, total]
     return pd.DataFrame({
         t("network.layer_col"): [r["layer"] for r in rows],
         t("network.kind_col"): [t(f"network.kind_{r['kind']}") if r["kind"] in KINDS
                                 else r["kind"] for r in rows],
         t("network.in_shape_col"): [r["input"] for r in rows],
         t("network.out_shape_col"): [r["output"] for r in rows],
-        t("network.params_col"): [r["params"] for r in rows],
+        t("network.params_col"): [i18n.number(r["params"], t.lang) for r in rows],
         t("network.formula_col"): [r["formula"] for r in rows],
     })
 
@@ -122,13 +127,23 @@ def pool_figures(region: np.ndarray, pooled: dict, pick: int, kernel: int,
             C.box(fig_in, w["top"], w["left"], kernel, kernel, color="white", width=1,
                   dash="dot")
     C.box(fig_in, chosen["top"], chosen["left"], kernel, kernel, color=POOL_MARK, width=4)
-    # the max's marker sits in its cell's corner, so the number in the cell stays readable
-    off = 0.3 if small else 0.0
-    fig_in.add_trace(go.Scatter(x=[w["argmax"][1] + off for w in wins],
-                                y=[w["argmax"][0] - off for w in wins], mode="markers",
-                                marker=dict(symbol="star", size=11 if small else 7,
-                                            color=POOL_MARK, line=dict(width=1, color="white")),
-                                name=t("network.pool_max_marker"), showlegend=False))
+    # each max's star at the centre of its cell; on a grid with numbers, that cell's number
+    # moves just under its star (out of the heatmap's text) so both stay readable
+    rows, cols = [w["argmax"][0] for w in wins], [w["argmax"][1] for w in wins]
+    star = go.Scatter(x=cols, y=rows, mode="markers", name=t("network.pool_max_marker"),
+                      marker=dict(symbol="star", size=11 if small else 7, color=POOL_MARK,
+                                  line=dict(width=1, color="white")), showlegend=False)
+    if small:
+        top = float(np.max(region)) or 1.0
+        text = [[i18n.number(float(v), t.lang, 2) for v in row] for row in region]
+        star.update(mode="markers+text", text=[text[r][c] for r, c in zip(rows, cols)],
+                    textposition="bottom center", textfont=dict(size=11, color=[
+                        "black" if region[r, c] / top > 0.5 else "white"   # on Viridis
+                        for r, c in zip(rows, cols)]))
+        for r, c in zip(rows, cols):
+            text[r][c] = ""
+        fig_in.update_traces(text=text, texttemplate="%{text}", selector=dict(type="heatmap"))
+    fig_in.add_trace(star)
     fig_out = C.grid_figure(out, t("network.pool_out_title", h=out.shape[0], w=out.shape[1]),
                             signed=False, text=out.shape[0] <= 8, height=420)
     C.box(fig_out, chosen["row"], chosen["col"], 1, 1, color=POOL_MARK, width=4)

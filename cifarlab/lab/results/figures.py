@@ -66,9 +66,11 @@ def accuracy_figures(ev, t) -> tuple[go.Figure, go.Figure]:
             marker=dict(color=REFERENCE, size=9, symbol="line-ew-open"),
             error_y=dict(type="data", array=100 * (hi - lo) / 2, color=REFERENCE, thickness=3,
                          width=10)))
-    fig.add_hline(y=100 * ref["accuracy"], line_dash="dash", line_color="#9aa5b1",
-                  annotation_text=t("results.tutorial_figure", pct=pct(ref["accuracy"], lang, 0)),
-                  annotation_position="top left")
+    # the line across the chart; its words in the legend, below the chart, never on the bars
+    line = dict(dash="dash", color="#9aa5b1")
+    fig.add_hline(y=100 * ref["accuracy"], line=line)
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=line, hoverinfo="skip",
+                             name=t("results.tutorial_figure", pct=pct(ref["accuracy"], lang, 0))))
     fig.update_layout(height=340, margin=TIGHT, yaxis_title=t("common.accuracy") + " (%)",
                       yaxis_range=[0, 105], legend=dict(orientation="h", y=-0.2))
     return C.localized(overall, lang), C.localized(fig, lang)
