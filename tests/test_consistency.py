@@ -1,7 +1,8 @@
 """What one part of the lab says, another says the same way, in en, es and pt: the tutorial's
 flatten line, the journey's pages, the class names of the model card, the notebook's settings
 comments, the figures' axes, labels and markers, the parameter counts, the loss chart's words.
-(The Runs page's downloads of a run still training: tests/test_pages_results_runs.py.)"""
+(The Runs page's downloads of a run still training: tests/test_pages_results_runs.py; one name
+per class in every text: the glossary, tests/test_glossary.py.)"""
 from __future__ import annotations
 
 import re
@@ -81,18 +82,6 @@ def test_the_model_card_names_the_classes_as_the_app_does(lang):
     assert format_list(names, locale=i18n.BABEL_LOCALES[lang]) in data
     for name in names:
         assert f"| {name} (`" in card   # the per-class table: the same names
-
-
-# Each language's one name for the automobile class, and the word it must not use instead.
-OTHER_NAMES = {"es": r"\bcoches?\b", "pt": r"\bcarros?\b"}
-
-
-@pytest.mark.parametrize("lang", sorted(OTHER_NAMES))
-def test_no_text_calls_a_class_by_another_name(lang):
-    texts = list(i18n.catalog(lang).values()) + [i18n.lesson(n, lang)
-                                                 for n in i18n.lesson_names()]
-    said = [s for s in texts if re.search(OTHER_NAMES[lang], s, re.I)]
-    assert not said, said
 
 
 # ----------------------------------------------------------- the notebook's settings, explained
