@@ -1,7 +1,8 @@
 """Runs: this session's training runs side by side: loss curves overlaid, a sortable table of
-configs, results and times with the knobs that differ highlighted, downloads (CIFAR Lab
-checkpoint, the tutorial's cifar_net.pth, a script that repeats the run, and "Take your run
-home": a zip of a notebook, the weights, TensorBoard logs and a model card) and delete."""
+configs, results and times with the knobs that differ highlighted, downloads once a run has
+finished (CIFAR Lab checkpoint, the tutorial's cifar_net.pth, a script that repeats the run, and
+"Take your run home": a zip of a notebook, the weights, TensorBoard logs and a model card; a
+button that cannot be used says why) and delete."""
 from __future__ import annotations
 
 import streamlit as st
