@@ -99,6 +99,7 @@ def test_the_notebooks_settings_comments_are_in_the_bundles_language(lang):
     assert one_line(source_note(record, lang)) in comments   # a comment is one plain line
     assert one_line(i18n.percent(0.535, lang, 1)) in comments
     assert i18n.t("bundle.code.settings", lang) in comments
+    assert max(len(line) for line in cell.splitlines()) <= 100   # wrapped, as the linter wants
     for f in knobs(TrainConfig):
         said = i18n.t(f.knob.help, lang)
         assert said in comments, f.name

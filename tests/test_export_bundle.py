@@ -198,8 +198,8 @@ def test_the_cli_notebook_is_the_zips_from_the_checkpoint_alone(runs, tmp_path, 
             (name,) = [n for n in z.namelist() if n.endswith(".ipynb")]
             zipped = nbformat.reads(z.read(name).decode(), as_version=4)
         theirs = [c.source for c in zipped.cells if c.cell_type == "code"]
-        notes = (source_note(checkpoint_record(run["checkpoint"])),
-                 source_note(run["record"]))
+        notes = (source_note(checkpoint_record(run["checkpoint"]), lang),
+                 source_note(run["record"], lang))
         assert len(code) == len(theirs)
         for mine, zip_cell in zip(code, theirs):
             assert mine.replace(notes[0], "NOTE") == zip_cell.replace(notes[1], "NOTE"), mine

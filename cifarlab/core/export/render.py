@@ -123,7 +123,8 @@ def render(config: TrainConfig, notes: Iterable[str] = (), script_name: str = DE
     net = net_layout(config.model)  # first: a ShapeError before anything else
     return _ENV.get_template("run.py.j2").render(
         c=config, net=net, notes=list(notes), script=script_name, notebook=notebook,
-        settings=settings(config, lang), settings_title=i18n.t("bundle.code.settings", lang),
+        settings=settings(config, lang),
+        settings_title=textwrap.wrap(i18n.t("bundle.code.settings", lang), 93),
         date=_dt.date.today().isoformat(), url=TUTORIAL_URL,
         describe=textwrap.wrap(f"{config.describe()}, " + (
             "the tutorial's network" if config.model.is_tutorial else "the network of MODEL"),
