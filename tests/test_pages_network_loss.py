@@ -132,11 +132,12 @@ def test_pixel_grids_have_whole_number_ticks_and_the_max_marker_leaves_its_numbe
     assert kernel["xaxis"]["dtick"] == 1 and kernel["yaxis"]["dtick"] == 1
     assert specs["conv_input"]["layout"]["xaxis"]["dtick"] == 5       # 32 pixels
     pool = specs["pool_in_fig"]
-    marker = next(tr for tr in pool["data"] if tr.get("mode") == "markers")
+    marker = next(tr for tr in pool["data"] if tr.get("type") == "scatter")
     cells = next(tr for tr in pool["data"] if tr.get("type") == "heatmap")
     assert cells["texttemplate"]                           # the 8×8 crop shows its numbers
-    # each star sits off its cell's centre, where the number is written
-    assert all(abs(x - round(x)) >= 0.25 for x in marker["x"])
+    # each star at its cell's centre, that cell's number written just under it
+    assert all(x == round(x) for x in marker["x"]) and all(y == round(y) for y in marker["y"])
+    assert marker["textposition"] == "bottom center" and len(marker["text"]) == len(marker["x"])
 
 
 def test_loss_page_says_when_the_loss_explodes(open_page):

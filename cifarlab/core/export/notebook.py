@@ -77,7 +77,7 @@ def source_note(record: RunRecord, lang: str = i18n.DEFAULT) -> str:
     if record.accuracy is not None:
         note += ", " + i18n.t("bundle.code.source_accuracy", lang,
                               acc=i18n.percent(record.accuracy, lang, 1))
-    return note
+    return one_line(note)   # as the comment shows it (a no-break space becomes a space)
 
 
 def _values(record: RunRecord) -> dict:
