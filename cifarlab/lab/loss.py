@@ -272,6 +272,8 @@ def path_verdict(path: SGDPath, label: str, t) -> tuple[str, str]:
         return "error", f"**{label}**: " + t("loss.exploded", n=path.diverged_at)
     if path.converged():
         return "success", (f"**{label}**: " + t("loss.converges") + " "
-                           + t("loss.final_loss", loss=f"{path.final_loss:.2e}", n=path.steps))
+                           + t("loss.final_loss", loss=i18n.significant(path.final_loss, t.lang),
+                                                   n=path.steps))
     return "info", (f"**{label}**: " + t("loss.too_slow") + " "
-                    + t("loss.final_loss", loss=f"{path.final_loss:.3g}", n=path.steps))
+                    + t("loss.final_loss", loss=i18n.significant(path.final_loss, t.lang),
+                                                n=path.steps))
