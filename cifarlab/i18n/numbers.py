@@ -52,13 +52,12 @@ def significant(value: float, lang: str = DEFAULT, digits: int = 3) -> str:
     digits = max(1, int(digits))
     if value == 0:
         return number(0, lang)
-    exponent = math.floor(math.log10(abs(value)))
-    mantissa = round(value / 10 ** exponent, digits - 1)
-    if abs(mantissa) >= 10:                     # 9.996 rounds up to 10.0
-        mantissa, exponent = mantissa / 10, exponent + 1
+    mantissa, _, power = f"{value:.{digits - 1}e}".partition("e")   # rounded once, here
+    exponent = int(power)
     if -3 <= exponent < 6:
-        return number(float(f"{value:.{digits}g}"), lang, max(0, digits - 1 - exponent))
-    return f"{number(mantissa, lang, digits - 1)} × 10{str(exponent).translate(_SUPERSCRIPT)}"
+        return number(float(f"{mantissa}e{exponent}"), lang, max(0, digits - 1 - exponent))
+    power = str(exponent).translate(_SUPERSCRIPT)
+    return f"{number(float(mantissa), lang, digits - 1)} × 10{power}"
 
 
 def percent(fraction: float, lang: str = DEFAULT, digits: int = 1) -> str:
