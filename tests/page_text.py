@@ -19,7 +19,7 @@ import numpy as np
 from google.protobuf.json_format import MessageToDict
 from streamlit import dataframe_util
 
-CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
+CODE = re.compile(r"```.*?```|`[^`]*`", re.S)
 TEXT_KEYS = {"body", "label", "help", "delta", "options", "caption", "placeholder", "text",
              "title", "value", "alt"}
 SKIP_TYPES = {"code", "plotly_chart", "dataframe", "arrow_data_frame", "table", "image"}

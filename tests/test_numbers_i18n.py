@@ -139,3 +139,38 @@ def test_the_data_tables_write_numbers_in_the_language(lang):
     assert i18n.number(1235, lang) in row and i18n.number(0.972, lang, 3) in row
     assert all(isinstance(v, str) for v in row)
     assert "1 workers" not in " ".join(loading.loader_lines(sweep.assign(num_workers=1), t))
+
+
+# --------------------------------------------------------------- lessons and catalog texts
+
+EN_NUMBER = re.compile(r"(?<![\w.,#/:])(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.\d+)(?![\w]|[.,]\d)")
+CODE = re.compile(r"```.*?```|`[^`]*`", re.S)   # code reads the same in every language
+
+
+def _localized(token: str, lang: str) -> str:
+    whole, _, decimals = token.replace(",", "").partition(".")
+    if not decimals:
+        return i18n.number(int(whole), lang)
+    return i18n.number(float(f"{whole}.{decimals}"), lang, len(decimals))
+
+
+def _found(token: str, text: str) -> bool:
+    return re.search(rf"(?<![\w.,]){re.escape(token)}(?![\w]|[.,]\d)", text) is not None
+
+
+@pytest.mark.parametrize("lang", [code for code in LANGS if code != "en"])
+def test_lessons_and_catalog_texts_write_numbers_in_their_language(lang):
+    """A number the English prose writes with a mark ("2,000", "2.30") is written in the
+    translation as the app writes it ("2.000", "2,30"), outside code."""
+    pairs = [(f"lesson {n}", i18n.lesson(n, "en"), i18n.lesson(n, lang))
+             for n in i18n.lesson_names()]
+    en, other = i18n.catalog("en"), i18n.catalog(lang)
+    pairs += [(k, v, other[k]) for k, v in en.items() if not k.startswith("bundle.nb.")]
+    wrong = []
+    for where, english, translated in pairs:
+        prose = CODE.sub(" ", translated)
+        for tok in set(EN_NUMBER.findall(CODE.sub(" ", english))):
+            want = _localized(tok, lang)
+            if (want != tok and _found(tok, prose)) or not _found(want, prose):
+                wrong.append((where, tok, want))
+    assert not wrong, wrong[:10]
