@@ -2,8 +2,8 @@
 
 One finished run of the tutorial as written is written straight into a run store
 (tests/synthetic_run.py: no training), and beside it, in another session, a run still training.
-Results, Runs, Train, Data, Network and Inside are run in English, Spanish and Portuguese; every
-text a student reads is collected (tests/page_text.py). Every number that the English page
+Results, Runs, Train, Data, Network, Inside and Loss are run in English, Spanish and Portuguese;
+every text a student reads is collected (tests/page_text.py). Every number that the English page
 writes with a thousands or a decimal mark must appear in Spanish and Portuguese in that
 language's own notation (Babel's), and never as the English wrote it; nothing reads "None",
 "nan" or "inf", and no number is in scientific notation; every chart writes its numbers with
@@ -25,7 +25,7 @@ from synthetic_run import write_finished_run, write_running_run
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 SID = "numbers-student-0001"
 BUSY = "numbers-busy-0002"
-PAGES = ("results", "runs", "train", "data", "network", "inside")
+PAGES = ("results", "runs", "train", "data", "network", "inside", "loss")
 LANGS = list(i18n.LANGUAGES)
 
 # a number written the English way with a mark: 5,353 / 10,000 / 0.54 / 1.36 (not 2.14.1)
