@@ -42,27 +42,46 @@ def _strings(value: Any, keys: set[str], key: str | None = None) -> Iterator[str
         yield value
 
 
-def _figure_strings(value: Any, key: str | None = None, parent: str | None = None
-                    ) -> Iterator[str]:
-    """Strings and numbers a figure writes out: texts, names, hover templates, titles,
-    annotations; numbers given as ``text``/``customdata`` as plotly writes them (plainly)."""
-    if isinstance(value, dict):
-        if "bdata" in value and "dtype" in value:        # plotly's typed arrays
-            if key in ("text", "customdata"):
-                import base64
+def _figure_strings(fig: dict) -> Iterator[str]:
+    """What a figure writes out: titles, names, texts, hover templates, annotations, tick
+    texts; and numbers it was given as ``text`` or ``customdata`` where a template shows them
+    as they are (plotly writes an unformatted number plainly, "0.1234", in every language;
+    a formatted one, ``%{customdata:.3f}``, with the layout's ``separators``)."""
+    for trace in fig.get("data", []):
+        yield from _strings_in(trace)
+        templates = " ".join(str(trace.get(k, "")) for k in ("hovertemplate", "texttemplate"))
+        for key in ("text", "customdata"):
+            plain = re.search(rf"%{{{key}(\[\d+\])?}}", templates) or (
+                key == "text" and not trace.get("texttemplate"))
+            if plain and key in trace:
+                yield from _numbers(trace[key])
+    yield from _strings_in(fig.get("layout", {}))
 
-                arr = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
-                yield from (_plain(v) for v in arr.tolist())
+
+def _strings_in(value: Any, key: str | None = None, parent: str | None = None) -> Iterator[str]:
+    if isinstance(value, dict):
+        if "bdata" in value:          # plotly's typed arrays hold numbers, not words
             return
         for k, v in value.items():
-            yield from _figure_strings(v, k, key)
+            yield from _strings_in(v, k, key)
     elif isinstance(value, list):
         for v in value:
-            yield from _figure_strings(v, key, parent)
-    elif isinstance(value, str) and (key in FIGURE_KEYS or (key == "text" or parent == "title")):
+            yield from _strings_in(v, key, parent)
+    elif isinstance(value, str) and (key in FIGURE_KEYS or parent == "title"):
         yield value
-    elif isinstance(value, (int, float)) and not isinstance(value, bool) and \
-            key in ("text", "customdata"):
+
+
+def _numbers(value: Any) -> Iterator[str]:
+    """Numbers in a plotly array (a list, nested lists, or a typed ``bdata`` array)."""
+    if isinstance(value, dict) and "bdata" in value and "dtype" in value:
+        import base64
+
+        arr = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        yield from (_plain(v) for v in arr.tolist())
+    elif isinstance(value, list):
+        for v in value:
+            yield from _numbers(v)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
         yield _plain(value)
 
 

@@ -144,7 +144,7 @@ def pick_figure(fmap: np.ndarray, row: int, col: int, title: str, t) -> go.Figur
     (plotly selects markers, not heatmap cells); the chosen cell boxed."""
     h, w = fmap.shape
     hover = (f"{t('inside.col_row')}: %{{y}}<br>{t('inside.col_column')}: %{{x}}"
-             f"<br>{t('inside.col_value')}: %{{customdata}}<extra></extra>")
+             f"<br>{t('inside.col_value')}: %{{customdata:.4f}}<extra></extra>")
     fig = go.Figure(go.Heatmap(z=fmap, hoverinfo="skip", **C.colour_limits(fmap, True),
                                colorbar=dict(thickness=10)))
     rr, cc = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
