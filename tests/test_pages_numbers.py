@@ -109,7 +109,8 @@ def test_every_number_is_written_in_the_students_language(shown, name):
 @pytest.mark.parametrize("lang", LANGS)
 def test_no_none_nan_or_scientific_numbers(shown, sid, name, lang):
     texts, figures = shown(name, lang, sid)
-    bad = [(kind, s[:80]) for kind, s in texts if NOT_A_VALUE.search(s)]
+    words = set(i18n.catalog(lang).values())     # a label that is the word: "None" (augment)
+    bad = [(kind, s[:80]) for kind, s in texts if NOT_A_VALUE.search(s) and s not in words]
     assert not bad, f"{name} ({lang}) shows a missing value as a word: {bad[:8]}"
     sci = [(kind, s[:80]) for kind, s in texts if SCIENTIFIC.search(s)]
     assert not sci, f"{name} ({lang}) shows scientific notation: {sci[:8]}"
