@@ -96,8 +96,10 @@ def test_every_number_is_written_in_the_students_language(shown, name):
     tokens = sorted(set(EN_NUMBER.findall(english)))
     assert tokens, f"{name}: no number with a mark in English: the check would prove nothing"
     for lang in ("es", "pt"):
-        text = "\n".join(s for _, s in shown(name, lang)[0])
-        verbatim = [tok for tok in tokens if localized(tok, lang) != tok and in_text(tok, text)]
+        texts = shown(name, lang)[0]
+        text = "\n".join(s for _, s in texts)
+        verbatim = [(tok, kind, s[:90]) for tok in tokens for kind, s in texts
+                    if localized(tok, lang) != tok and in_text(tok, s)]
         assert not verbatim, f"{name} ({lang}) writes English numbers: {verbatim[:12]}"
         missing = [(tok, localized(tok, lang)) for tok in tokens
                    if not in_text(localized(tok, lang), text)]

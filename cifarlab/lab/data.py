@@ -314,7 +314,7 @@ def counts_figure(data: CifarData, t) -> go.Figure:
 def histogram_figure(stats: dict, t) -> go.Figure:
     """Each channel's values at each stage of the transform, on that stage's range."""
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.06, subplot_titles=[
-        "uint8 · 0…255", "ToTensor() · 0…1", "Normalize(0.5, 0.5) · −1…1"])
+        "uint8 · 0…255", "ToTensor() · 0…1", "Normalize · −1…1"])
     for col, stage in enumerate(STAGES, start=1):
         s = stats[stage]
         centres = (s["edges"][:-1] + s["edges"][1:]) / 2

@@ -229,9 +229,12 @@ def probs_figure(ce: dict, names: list[str], label: int, t) -> go.Figure:
 
 
 def ce_table(ce: dict, names: list[str], t) -> pd.DataFrame:
-    return pd.DataFrame({t("common.class"): names, t("loss.logit_col"): np.round(ce["logits"], 4),
-                         t("loss.exp_col"): np.round(ce["exps"], 4),
-                         t("loss.probability"): np.round(ce["probs"], 4)})
+    """The logits, their exponentials and the probabilities, as the language writes them."""
+    def col(values):
+        return [i18n.number(round(float(v), 4), t.lang, 4) for v in values]
+    return pd.DataFrame({t("common.class"): names, t("loss.logit_col"): col(ce["logits"]),
+                         t("loss.exp_col"): col(ce["exps"]),
+                         t("loss.probability"): col(ce["probs"])})
 
 
 def paths_figures(surf: dict, paths: dict[str, SGDPath], labels: dict[str, str],
