@@ -139,6 +139,8 @@ def page_texts(at) -> list[tuple[str, str]]:
             continue
         if kind == "code":
             continue
+        if kind == "html" and getattr(proto, "body", "").lstrip().startswith(("<style", "<script")):
+            continue                  # the page's CSS: nobody reads it
         try:
             data = MessageToDict(proto, preserving_proto_field_name=True)
         except Exception:   # noqa: BLE001 - a block without a message of its own

@@ -31,7 +31,7 @@ LANGS = list(i18n.LANGUAGES)
 # a number written the English way with a mark: 5,353 / 10,000 / 0.54 / 1.36 (not 2.14.1)
 EN_NUMBER = re.compile(r"(?<![\w.,#/:])(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.\d+)(?![\w]|[.,]\d)")
 NOT_A_VALUE = re.compile(r"\b(None|nan|NaN|inf|Infinity)\b")
-SCIENTIFIC = re.compile(r"\d(?:[.,]\d+)?e[+-]?\d+", re.I)
+SCIENTIFIC = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)?e[+-]?\d+(?!\w)", re.I)  # not c4a659e6
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +88,7 @@ def test_the_english_token_reads_in_each_language():
     assert localized("10,000", "es") == "10.000" and localized("0.001", "pt") == "0,001"
     assert EN_NUMBER.findall("5,353 of 10,000 · v2.14.1 · 0.54 · 12:30 · 3.5e-04") == [
         "5,353", "10,000", "0.54"]
+    assert SCIENTIFIC.findall("Loss 3.50e-04, 1e-3 · run c4a659e6") == ["3.50e-04", "1e-3"]
 
 
 @pytest.mark.parametrize("name", PAGES)
