@@ -6,8 +6,8 @@ Results, Runs, Train, Data, Network, Inside and Loss are run in English, Spanish
 every text a student reads is collected (tests/page_text.py). Every number that the English page
 writes with a thousands or a decimal mark must appear in Spanish and Portuguese in that
 language's own notation (Babel's), and never as the English wrote it; nothing reads "None",
-"nan" or "inf", and no number is in scientific notation; every chart writes its numbers with
-the language's marks (``layout.separators``).
+"nan", "inf" or Python's "True"/"False", and no number is in scientific notation; every chart
+writes its numbers with the language's marks (``layout.separators``).
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ LANGS = list(i18n.LANGUAGES)
 
 # a number written the English way with a mark: 5,353 / 10,000 / 0.54 / 1.36 (not 2.14.1)
 EN_NUMBER = re.compile(r"(?<![\w.,#/:])(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.\d+)(?![\w]|[.,]\d)")
-NOT_A_VALUE = re.compile(r"\b(None|nan|NaN|inf|Infinity)\b")
+NOT_A_VALUE = re.compile(r"\b(None|nan|NaN|inf|Infinity|True|False)\b")   # Python's words
 SCIENTIFIC = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)?e[+-]?\d+(?!\w)", re.I)  # not c4a659e6
 
 
@@ -114,7 +114,7 @@ def test_no_none_nan_or_scientific_numbers(shown, sid, name, lang):
     texts, figures = shown(name, lang, sid)
     words = set(i18n.catalog(lang).values())     # a label that is the word: "None" (augment)
     bad = [(kind, s[:80]) for kind, s in texts if NOT_A_VALUE.search(s) and s not in words]
-    assert not bad, f"{name} ({lang}) shows a missing value as a word: {bad[:8]}"
+    assert not bad, f"{name} ({lang}) shows a missing value or a Python word: {bad[:8]}"
     sci = [(kind, s[:80]) for kind, s in texts if SCIENTIFIC.search(s)]
     assert not sci, f"{name} ({lang}) shows scientific notation: {sci[:8]}"
     marks = i18n.separators(lang)
