@@ -97,7 +97,7 @@ def test_edited_stack_recomputes_fc1_and_shows_pytorchs_error(open_page):
     assert "nn.Linear(16 * 6 * 6, 120)" in body
     edited = at.dataframe[1].value
     assert "16×6×6" in list(edited[i18n.t("network.out_shape_col")])
-    assert 576 * 120 + 120 in list(edited[i18n.t("network.params_col")])
+    assert i18n.number(576 * 120 + 120) in list(edited[i18n.t("network.params_col")])
 
 
 def test_a_bad_stack_gives_the_message_not_an_exception(open_page):

@@ -30,7 +30,7 @@ LANGS = list(i18n.LANGUAGES)
 
 # a number written the English way with a mark: 5,353 / 10,000 / 0.54 / 1.36 (not 2.14.1)
 EN_NUMBER = re.compile(r"(?<![\w.,#/:])(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.\d+)(?![\w]|[.,]\d)")
-NOT_A_VALUE = re.compile(r"\b(None|nan|NaN|inf|Infinity|True|False)\b")   # Python's words
+NOT_A_VALUE = re.compile(r"\b(None|nan|NaN|inf|Infinity)\b|^\s*(True|False)\s*$")  # Python's
 SCIENTIFIC = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)?e[+-]?\d+(?!\w)", re.I)  # not c4a659e6
 
 
