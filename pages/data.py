@@ -123,5 +123,6 @@ if sweep is not None and len(sweep):
     st.plotly_chart(loading.loader_figure(sweep, t), key="loader_fig", alt=t("a11y.loader_chart"))
     for line in loading.loader_lines(sweep, t):
         st.markdown("- " + line)
-    st.dataframe(sweep.round(3), hide_index=True, width="stretch", key="loader_table")
+    st.dataframe(loading.loader_table(sweep, t), hide_index=True, width="stretch",
+                 key="loader_table")
     st.caption(t("data.loader_caption"))

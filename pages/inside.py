@@ -137,7 +137,8 @@ def neuron_tab(model, x, stages, hwc) -> None:
     k, n_in = n.kernel.shape[-1], n.window.shape[0]
     if layer == "conv1":
         right.plotly_chart(F.image_figure(hwc, t("inside.window_on_image"),
-                                          (max(0, n.top), max(0, n.left), k), height=280),
+                                          (max(0, n.top), max(0, n.left), k), height=280,
+                                          lang=t.lang),
                            width="stretch", key=K + "window_image",
                            alt=t("inside.window_alt", top=n.top, left=n.left, k=k))
     else:

@@ -70,6 +70,7 @@ with tab_opt:
                                 index=list(optimlab.SURFACES).index(optimlab.DEMO["surface"]),
                                 format_func=lambda s: t(f"loss.surface_{s}"))
     lr = cols[1].select_slider(t("common.lr"), LRS, value=optimlab.DEMO["lr"], key="opt_lr",
+                               format_func=num,
                                help=t("common.lr_help"))
     momentum = cols[2].slider(t("common.momentum"), 0.0, 0.99, optimlab.DEMO["momentum"], 0.01,
                               key="opt_momentum", help=t("common.momentum_help"))

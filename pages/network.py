@@ -83,7 +83,7 @@ with tab_calc:
             st.error(t("network.too_small"))
         elif not res["exact"]:
             st.warning(t("network.not_exact") + " "
-                       + t("network.remainder", r=res["remainder"], s=int(stride)))
+                       + t("network.remainder", n=res["remainder"], s=int(stride)))
         else:
             st.success(t("network.exact"))
 

@@ -80,7 +80,7 @@ def accuracy_section(ev) -> None:
                   delta=f"{pct(ev.accuracy - ref['accuracy'])} pp",
                   help=t("results.delta_help", pct=pct(ref["accuracy"], 0)))
         st.caption(t("results.overall_accuracy_value", pct=pct(ev.accuracy),
-                     n=f"{ev.total:,}", correct=f"{ev.correct:,}"))
+                     n=int(ev.total), correct=int(ev.correct)))
         st.plotly_chart(overall, width="stretch", key=K + "overall_chart")
     with c2:
         st.subheader(t("results.per_class_accuracy"))

@@ -98,8 +98,9 @@ def knobs(form, settings, msg: tuple | None) -> None:
             for w in widgets[i * per_col:(i + 1) * per_col]:
                 train_form.widget(w, _forget_message,
                                   msg[1] if msg and msg[2] == w.name else None)
-    st.caption(t("train.limits", epochs=settings.max_epochs, images=settings.max_train_images,
-                 runs=settings.max_per_owner))
+    st.caption(t("train.limits", epochs=t("counts.epochs", n=settings.max_epochs),
+                 images=t("counts.train_images", n=settings.max_train_images),
+                 runs=t("counts.runs", n=settings.max_per_owner)))
 
 
 # ------------------------------------------------------------------------------ the live view

@@ -19,9 +19,9 @@ False | None)`` overrides both (``None``: back to the environment). ``problems()
 what a translator still has to do.
 
 Numbers: every ``{placeholder}`` that receives a number is written in the language's notation
-(Babel's CLDR rules: 50,000 / 50.000; 0.001 / 0,001; ``{x:.1%}`` -> 55,3 %). ``number``,
-``percent`` and ``duration`` do the same for pages. A key with ``.one``/``.other`` variants is a
-plural, chosen by the ``n`` (or ``count``) argument.
+(Babel's CLDR rules: 50,000 / 50.000; 0.001 / 0,001; ``{x:.1%}`` -> 55,3 %; ``{x:.2e}`` -> 3,50 ×
+10⁻⁴). ``number``, ``percent``, ``significant`` and ``duration`` do the same for pages. A key
+with ``.one``/``.other`` variants is a plural, chosen by the ``n`` (or ``count``) argument.
 """
 from __future__ import annotations
 
@@ -35,14 +35,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cifarlab.i18n.numbers import (BABEL_LOCALES, _LocaleFormatter, duration, number,
-                                   parse_decimal, percent, plural_form, separators)
+                                   parse_decimal, percent, plural_form, separators,
+                                   significant)
 
 __all__ = [
     "LANGUAGES", "DEFAULT", "LOCALES_DIR", "LESSON_ORDER", "LESSON_ALIASES",
     "normalize_lang", "t", "translator", "lesson", "lesson_names", "code_snippet", "catalog",
     "placeholders", "problems", "is_strict", "set_strict",
     "clear_cache", "catalog_files", "number", "percent", "duration", "plural_form", "separators",
-    "parse_decimal", "BABEL_LOCALES",
+    "parse_decimal", "BABEL_LOCALES", "significant",
 ]
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,8 @@ DEFAULT = "en"
 
 # Babel's locale for each language: "es" writes 50.000 and 0,001; "pt" is Brazil's, as the course.
 BABEL_LOCALES: dict[str, str] = {"en": "en_US", "es": "es", "pt": "pt_BR"}
-_SPEC_RE = re.compile(r"^(?P<group>,?)(?:\.(?P<digits>\d+))?(?P<kind>[dfg%]?)$")
+_SPEC_RE = re.compile(r"^(?P<group>,?)(?:\.(?P<digits>\d+))?(?P<kind>[dfge%]?)$")
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
 @functools.lru_cache(maxsize=8)
@@ -39,6 +40,24 @@ def number(value: float | int, lang: str = DEFAULT, digits: int | None = None) -
         return format_decimal(value, format="#,##0." + "0" * digits if digits else "#,##0",
                               locale=loc)
     return format_decimal(value, locale=loc, decimal_quantization=False)
+
+
+def significant(value: float, lang: str = DEFAULT, digits: int = 3) -> str:
+    """``value`` to ``digits`` significant figures in ``lang``, never in a program's "e"
+    notation: ``significant(1.3642, "pt")`` -> "1,36"; a value under 0.001 (or of a million
+    and more) as a power of ten, ``significant(0.00035, "es")`` -> "3,50 × 10⁻⁴"."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value):
+        return "–"
+    digits = max(1, int(digits))
+    if value == 0:
+        return number(0, lang)
+    mantissa, _, power = f"{value:.{digits - 1}e}".partition("e")   # rounded once, here
+    exponent = int(power)
+    if -3 <= exponent < 6:
+        return number(float(f"{mantissa}e{exponent}"), lang, max(0, digits - 1 - exponent))
+    power = str(exponent).translate(_SUPERSCRIPT)
+    return f"{number(float(mantissa), lang, digits - 1)} × 10{power}"
 
 
 def percent(fraction: float, lang: str = DEFAULT, digits: int = 1) -> str:
@@ -111,6 +130,8 @@ class _LocaleFormatter(string.Formatter):
         kind = m["kind"]
         if kind == "%":
             return percent(value, self.lang, 0 if digits is None else digits)
+        if kind == "e":
+            return significant(value, self.lang, (6 if digits is None else digits) + 1)
         if kind == "g":
             value = float(format(value, format_spec.lstrip(",")))  # significant digits first
             return number(int(value) if value.is_integer() else value, self.lang)

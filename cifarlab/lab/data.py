@@ -31,8 +31,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from cifarlab.core.data import CifarData
 
 __all__ = ["LoadingError", "PIPELINES", "STAGES", "class_counts_table", "class_sample",
-           "transform_stats", "ranges_table", "unnormalize", "loader_batch", "upscale",
-           "loader_throughput", "sweep_loaders", "MAX_BATCH_SIZE", "MAX_WORKERS"]
+           "transform_stats", "ranges_table", "loader_table", "unnormalize", "loader_batch",
+           "upscale", "loader_throughput", "sweep_loaders", "MAX_BATCH_SIZE", "MAX_WORKERS"]
 
 PIPELINES = ("tutorial", "fast")
 STAGES = ("raw", "to_tensor", "normalize")
@@ -140,7 +140,9 @@ def ranges_table(stats: dict, t=None) -> pd.DataFrame:
         return table
     stages = {"raw": t("data.raw_pixels"), "to_tensor": t("data.after_to_tensor"),
               "normalize": t("data.after_normalize")}
-    return table.assign(stage=[stages[s] for s in table["stage"]]).rename(columns={
+    shown = {col: [i18n.number(round(float(v), 3), t.lang) for v in table[col]]
+             for col in ("min", "max", "mean")}     # as the student's language writes them
+    return table.assign(stage=[stages[s] for s in table["stage"]], **shown).rename(columns={
         "stage": t("data.stage_col"), "mean": t("data.mean_col"), "dtype": t("common.dtype"),
         "shape": t("common.shape")})
 
@@ -312,7 +314,7 @@ def counts_figure(data: CifarData, t) -> go.Figure:
 def histogram_figure(stats: dict, t) -> go.Figure:
     """Each channel's values at each stage of the transform, on that stage's range."""
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.06, subplot_titles=[
-        "uint8 · 0…255", "ToTensor() · 0…1", "Normalize(0.5, 0.5) · −1…1"])
+        "uint8 · 0…255", "ToTensor() · 0…1", "Normalize · −1…1"])
     for col, stage in enumerate(STAGES, start=1):
         s = stats[stage]
         centres = (s["edges"][:-1] + s["edges"][1:]) / 2
@@ -354,9 +356,24 @@ def loader_figure(sweep: pd.DataFrame, t) -> go.Figure:
     return C.localized(fig, t.lang)
 
 
+def loader_table(sweep: pd.DataFrame, t) -> pd.DataFrame:
+    """``sweep_loaders``' frame as a student reads it: pipelines and columns in ``t``'s
+    language, numbers in its notation (images per second whole, seconds to three decimals)."""
+    digits = {"batch_size": 0, "num_workers": 0, "images_per_second": 0, "batches": 0,
+              "images": 0, "seconds": 3, "startup_seconds": 3}
+    out = pd.DataFrame({"pipeline": [t(f"data.pipeline_{p}") for p in sweep["pipeline"]]})
+    for col, d in digits.items():
+        out[col] = ["–" if pd.isna(v) else i18n.number(float(v), t.lang, d) for v in sweep[col]]
+    return out.rename(columns={
+        "pipeline": t("data.pipeline_col"), "batch_size": t("common.batch_size"),
+        "num_workers": t("common.num_workers"), "images_per_second": t("common.images_per_second"),
+        "batches": t("data.batches_col"), "images": t("data.images_col"),
+        "seconds": t("data.seconds_col"), "startup_seconds": t("data.startup_col")})
+
+
 def loader_lines(sweep: pd.DataFrame, t) -> list[str]:
     return [t("data.loader_result", pipeline=t(f"data.pipeline_{r.pipeline}"),
               ips=i18n.number(r.images_per_second, t.lang, 0), batch=r.batch_size,
-              workers=r.num_workers)
+              workers=t("counts.workers", n=int(r.num_workers)))
             + " · " + t("data.loader_startup", s=i18n.number(r.startup_seconds, t.lang, 2))
             for r in sweep.itertuples()]

@@ -229,9 +229,12 @@ def probs_figure(ce: dict, names: list[str], label: int, t) -> go.Figure:
 
 
 def ce_table(ce: dict, names: list[str], t) -> pd.DataFrame:
-    return pd.DataFrame({t("common.class"): names, t("loss.logit_col"): np.round(ce["logits"], 4),
-                         t("loss.exp_col"): np.round(ce["exps"], 4),
-                         t("loss.probability"): np.round(ce["probs"], 4)})
+    """The logits, their exponentials and the probabilities, as the language writes them."""
+    def col(values):
+        return [i18n.number(round(float(v), 4), t.lang, 4) for v in values]
+    return pd.DataFrame({t("common.class"): names, t("loss.logit_col"): col(ce["logits"]),
+                         t("loss.exp_col"): col(ce["exps"]),
+                         t("loss.probability"): col(ce["probs"])})
 
 
 def paths_figures(surf: dict, paths: dict[str, SGDPath], labels: dict[str, str],
@@ -272,6 +275,8 @@ def path_verdict(path: SGDPath, label: str, t) -> tuple[str, str]:
         return "error", f"**{label}**: " + t("loss.exploded", n=path.diverged_at)
     if path.converged():
         return "success", (f"**{label}**: " + t("loss.converges") + " "
-                           + t("loss.final_loss", loss=f"{path.final_loss:.2e}", n=path.steps))
+                           + t("loss.final_loss", loss=i18n.significant(path.final_loss, t.lang),
+                                                   n=path.steps))
     return "info", (f"**{label}**: " + t("loss.too_slow") + " "
-                    + t("loss.final_loss", loss=f"{path.final_loss:.3g}", n=path.steps))
+                    + t("loss.final_loss", loss=i18n.significant(path.final_loss, t.lang),
+                                                n=path.steps))

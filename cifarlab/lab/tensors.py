@@ -263,10 +263,10 @@ def size_text(n: float, lang: str) -> str:
 
 
 def _heat(z: np.ndarray, colorscale: str = "RdBu_r", text: bool = False) -> go.Heatmap:
+    # numbers through templates: plotly writes them with the layout's separators
     return go.Heatmap(z=z, zmin=-1, zmax=1, colorscale=colorscale, showscale=False,
-                      text=np.round(z, 2) if text else None,
-                      texttemplate="%{text}" if text else None,
-                      hovertemplate="row %{y}, col %{x}: %{z:.3f}<extra></extra>")
+                      texttemplate="%{z:.2f}" if text else None,
+                      hovertemplate="%{y}, %{x}: %{z:.3f}<extra></extra>")
 
 
 def rank_figure(ex: RankExample, classes, t) -> go.Figure:

@@ -36,14 +36,14 @@ def _num(value: float, t, digits: int) -> str:
 
 
 def image_figure(hwc: np.ndarray, title: str, window: tuple[int, int, int] | None = None,
-                 height: int = 300) -> go.Figure:
+                 height: int = 300, lang: str = i18n.DEFAULT) -> go.Figure:
     """A 32×32 picture as its pixels (HWC uint8); ``window`` (top, left, size) boxed."""
     fig = go.Figure(go.Image(z=np.asarray(hwc)))
     if window is not None:
         C.box(fig, window[0], window[1], window[2], window[2])
     fig.update_layout(title=title, height=height, margin=C.MARGIN)
     C.pixel_axes(fig, hwc.shape[0])
-    return fig
+    return C.localized(fig, lang)
 
 
 def maps_figure(values: np.ndarray, titles: Sequence[str], title: str, signed: bool,
@@ -144,7 +144,7 @@ def pick_figure(fmap: np.ndarray, row: int, col: int, title: str, t) -> go.Figur
     (plotly selects markers, not heatmap cells); the chosen cell boxed."""
     h, w = fmap.shape
     hover = (f"{t('inside.col_row')}: %{{y}}<br>{t('inside.col_column')}: %{{x}}"
-             f"<br>{t('inside.col_value')}: %{{customdata}}<extra></extra>")
+             f"<br>{t('inside.col_value')}: %{{customdata:.4f}}<extra></extra>")
     fig = go.Figure(go.Heatmap(z=fmap, hoverinfo="skip", **C.colour_limits(fmap, True),
                                colorbar=dict(thickness=10)))
     rr, cc = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")

@@ -86,13 +86,14 @@ def confusion_figure(ev, mistakes_only: bool, t) -> go.Figure:
         np.fill_diagonal(z, np.nan)
     ii, jj = np.meshgrid(np.arange(k), np.arange(k), indexing="ij")
     fig = go.Figure(go.Heatmap(z=z, x=names, y=names, colorscale="Blues", text=m.astype(int),
-                               texttemplate="%{text}", hoverinfo="skip", showscale=False))
+                               texttemplate="%{text:,}", hoverinfo="skip", showscale=False))
     fig.add_trace(go.Scatter(
         x=[names[j] for j in jj.ravel()], y=[names[i] for i in ii.ravel()], mode="markers",
         marker=dict(symbol="square", size=34, color="rgba(0,0,0,0.01)"),
         customdata=np.stack([ii.ravel(), jj.ravel(), m.ravel()], axis=1), showlegend=False,
         hovertemplate=(t("results.true_label") + ": %{y}<br>" + t("results.predicted_label")
-                       + ": %{x}<br>" + t("results.count") + ": %{customdata[2]}<extra></extra>")))
+                       + ": %{x}<br>" + t("results.count")
+                       + ": %{customdata[2]:,}<extra></extra>")))
     fig.update_layout(height=560, margin=dict(l=10, r=10, t=10, b=10), clickmode="event+select",
                       xaxis_title=t("results.predicted_label"), yaxis_title=t("results.true_label"))
     fig.update_yaxes(autorange="reversed")
