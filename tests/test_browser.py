@@ -68,7 +68,7 @@ def test_the_browsers_language_first_then_the_persons_choice(server, browser):
         phone.goto(server.url)
         wait_idle(phone)
         main = phone.get_by_test_id("stMain")
-        main.get_by_text(pt("home.start_here")).wait_for()
+        main.get_by_text(pt("home.route_title"), exact=True).wait_for()
         assert phone.evaluate("document.documentElement.lang") == "pt"
         assert "lang=" not in phone.url          # the browser's language is no one's choice
         switch = main.get_by_test_id("stButtonGroup").filter(has_text=i18n.LANGUAGES["es"])
@@ -82,13 +82,13 @@ def test_the_browsers_language_first_then_the_persons_choice(server, browser):
         page.goto(server.url)
         wait_idle(page)
         main = page.get_by_test_id("stMain")
-        main.get_by_role("button", name=i18n.LANGUAGES["en"], exact=True).click()
+        main.get_by_test_id("stButtonGroup").get_by_text(i18n.LANGUAGES["en"], exact=True).click()
         page.wait_for_url("**/?*lang=en*", timeout=30_000)
         wait_idle(page)
-        main.get_by_text(en("home.start_here")).wait_for()
+        main.get_by_text(en("home.route_title"), exact=True).first.wait_for()
         page.reload()                             # the choice, not the browser's, stays
         wait_idle(page)
-        main.get_by_text(en("home.start_here")).wait_for()
+        main.get_by_text(en("home.route_title"), exact=True).first.wait_for()
 
         page.goto(page_url(server, "network", "en"))
         wait_idle(page)
