@@ -1,7 +1,8 @@
 """CIFAR Lab: the entry point. ``streamlit run app.py``.
 
 Builds the navigation over the files in pages/ (titles translated), the language switch in the
-sidebar (also ``?lang=es|pt|en`` in the URL), and the facts about this machine and its data.
+sidebar (the browser's language on a first visit; ``?lang=es|pt|en`` in the URL names one), and
+the facts about this machine and its data.
 """
 import streamlit as st
 
@@ -9,6 +10,7 @@ from cifarlab import i18n
 from ui import a11y, nav, session, signin
 from ui.data import store_may_be_down
 from ui.language import lang as current_lang
+from ui.language import language_switch
 
 st.set_page_config(page_title="CIFAR Lab", page_icon=":material/school:", layout="wide")
 st.session_state["_app_frame"] = True  # pages check it: see ui.internals.ensure_app_frame
@@ -18,13 +20,7 @@ t = i18n.translator(lang)
 a11y.accessible_document(lang)
 
 with st.sidebar:
-    codes = list(i18n.LANGUAGES)
-    chosen = st.selectbox(t("sidebar.language"), codes, index=codes.index(lang),
-                          format_func=lambda code: i18n.LANGUAGES[code], key="lang_select")
-    if chosen != lang:
-        st.session_state["lang"] = chosen
-        st.query_params["lang"] = chosen
-        st.rerun()
+    language_switch("lang_select")
 
     if not session.signed_in():   # signed in: the runs follow the person, not a link
         st.caption(t("sidebar.your_link"), help=t("sidebar.your_link_help"))

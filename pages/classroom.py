@@ -39,7 +39,7 @@ def act(call, *args, ok: str | None = None, **kwargs):
 
 
 def join_link(code: str) -> str:
-    return words.join_link(getattr(st.context, "url", None), code, lang())
+    return words.join_link(getattr(st.context, "url", None), code)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)

@@ -13,9 +13,8 @@ from cifarlab.lab.data import upscale
 from cifarlab.lab.tables import class_name
 from pages.classroom_parts import student as classroom_student
 from ui.data import data_setting, get_data
-from ui.language import lang, num, translator
-from ui.nav import PAGES, lesson
-from ui.session import session_id
+from ui.language import language_switch, num, translator
+from ui.nav import PAGES, lesson, url_state
 from ui.signin import person
 
 t = translator()
@@ -47,6 +46,7 @@ def _gb(n) -> str:
 
 st.title(t("app.title"))
 st.caption(t("app.tagline"))
+language_switch("home_lang", compact=True)   # here too: a phone hides the sidebar
 st.info(t("home.start_here"))
 if not person().instructor:   # the class box: join one, or the banner
     classroom_student.join_box(t, classroom_student.student_view())
@@ -59,7 +59,7 @@ for number, (pid, path, icon) in enumerate(PAGES[1:], start=1):
     left, right = st.columns([1, 3], vertical_alignment="center")
     with left:
         st.page_link(path, label=f"{number}. {t(f'nav.{pid}')}", icon=icon,
-                     query_params={"lang": lang(), "sid": session_id()})
+                     query_params=url_state())
     with right:
         st.caption(t(f"home.route_{pid}"))
 

@@ -56,9 +56,40 @@ def test_every_page_renders(server, browser, lang):
     assert not missing_links, missing_links
 
 
-def test_language_switch_in_the_sidebar_keeps_the_page(server, browser):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+def test_the_browsers_language_first_then_the_persons_choice(server, browser):
+    """A pt-BR browser opening the bare address meets Portuguese (on a phone, with Home's own
+    switch on the first screen: the sidebar is collapsed there); Home's switch picks English for
+    the session, carried in the URL; the sidebar's switch keeps the page it is on."""
+    pt, en = i18n.translator("pt"), i18n.translator("en")
+    context = browser.new_context(locale="pt-BR", viewport={"width": 1400, "height": 1000})
     try:
+        phone = context.new_page()
+        phone.set_viewport_size({"width": 390, "height": 844})
+        phone.goto(server.url)
+        wait_idle(phone)
+        main = phone.get_by_test_id("stMain")
+        main.get_by_text(pt("home.route_title"), exact=True).wait_for()
+        assert phone.evaluate("document.documentElement.lang") == "pt"
+        assert "lang=" not in phone.url          # the browser's language is no one's choice
+        switch = main.get_by_test_id("stButtonGroup").filter(has_text=i18n.LANGUAGES["es"])
+        box = switch.bounding_box()
+        assert box and box["y"] + box["height"] <= 844, box   # on the first screen
+        assert not page_problems(phone)
+        screenshot(phone, "pt-BR-first-visit-home-phone")
+        phone.close()
+
+        page = context.new_page()
+        page.goto(server.url)
+        wait_idle(page)
+        main = page.get_by_test_id("stMain")
+        main.get_by_test_id("stButtonGroup").get_by_text(i18n.LANGUAGES["en"], exact=True).click()
+        page.wait_for_url("**/?*lang=en*", timeout=30_000)
+        wait_idle(page)
+        main.get_by_text(en("home.route_title"), exact=True).first.wait_for()
+        page.reload()                             # the choice, not the browser's, stays
+        wait_idle(page)
+        main.get_by_text(en("home.route_title"), exact=True).first.wait_for()
+
         page.goto(page_url(server, "network", "en"))
         wait_idle(page)
         page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first.click()
@@ -69,7 +100,7 @@ def test_language_switch_in_the_sidebar_keeps_the_page(server, browser):
         assert i18n.t("nav.loss", "pt") in nav
         assert not page_problems(page)
     finally:
-        page.close()
+        context.close()
 
 
 def test_page_switch_after_first_load_is_fast(server, browser, figures):

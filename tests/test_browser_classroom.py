@@ -3,7 +3,8 @@ browser context of their own (separate cookies: separate people), against one ap
 
 The instructor signs in with the passphrase, creates a class (code, join link, QR code) and
 pushes a preset with locked knobs; the students join (one through the ``?class=`` link, two
-through Home's box, after a bad nickname and a wrong code) in Spanish, Portuguese and English;
+through Home's box, after a bad nickname and a wrong code) in Spanish, Portuguese and English,
+each their browser's language (the join link names none);
 their Train pages show the pushed values, locked knobs disabled, and a tampered browser (the
 ``disabled`` attribute removed, another value typed) meets the server's refusal; a second push
 reaches an open Train page on its next rerun. Then a challenge opens, the students train, the
@@ -30,6 +31,7 @@ pytestmark = pytest.mark.browser
 
 EN = i18n.translator("en")
 STUDENTS = (("Ana", "es"), ("Bo", "pt"), ("Cy", "en"))
+LOCALES = ("en-US", "es-AR", "pt-BR", "en-GB")   # the browsers' own: instructor, then students
 
 
 def store(server):
@@ -226,8 +228,8 @@ def download_csv(page, label: str) -> list[dict]:
 # ------------------------------------------------------------------------------ the story
 def test_the_whole_classroom_story(server, browser):
     url = server.url
-    contexts = [browser.new_context(viewport={"width": 1400, "height": 1100})
-                for _ in range(1 + len(STUDENTS))]
+    contexts = [browser.new_context(viewport={"width": 1400, "height": 1100}, locale=locale)
+                for locale in LOCALES]
     try:
         contexts[1].route_web_socket(re.compile(r".*/_stcore/stream"), tampering)
         teacher = contexts[0].new_page()
@@ -250,8 +252,9 @@ def story(server, url, teacher, students):
     main(teacher).get_by_role("button", name=EN("classroom.create_button"), exact=True).click()
     settle_console(teacher)
     text = main(teacher).inner_text()
-    code = re.search(r"([a-z]+-[a-z]+-\d{2,3})", text.split(EN("classroom.code_caption"))[1])[1]
-    assert f"?class={code}" in text
+    code = re.search(r"([0-9A-Z]{3}-[0-9A-Z]{3})", text.split(EN("classroom.code_caption"))[1])[1]
+    link = re.search(r"(https?://\S+\?class=\S+)", text)[1]
+    assert link == f"{url}/?class={code}"   # no language: each student's browser picks theirs
     assert main(teacher).get_by_role("img", name=EN("classroom.qr_alt", code=code)).count() == 1
 
     # -- a preset: tiny runs, epochs and the learning rate locked
@@ -265,7 +268,7 @@ def story(server, url, teacher, students):
     # -- students join: Ana from the link (after two bad nicknames), Bo and Cy from Home's box
     ana, bo, cy = students
     es, pt = i18n.translator("es"), i18n.translator("pt")
-    ana.goto(f"{url}/?class={code}&lang=es")
+    ana.goto(link)   # an es-AR browser: Spanish
     settle(ana)
     assert ana.get_by_label(es("classroom.join.code"), exact=True).input_value() == code
     join(ana, code, "<b>Ana</b>", "es")
@@ -276,7 +279,7 @@ def story(server, url, teacher, students):
     ana.get_by_text(es("classroom.join.joined", title="Period 3", nickname="Ana")).wait_for()
     screenshot(ana, "classroom-home-joined-es")
 
-    bo.goto(f"{url}/?lang=pt")
+    bo.goto(url)     # a pt-BR browser opens the bare address: Portuguese
     settle(bo)
     join(bo, code, "Bo", "pt")
     bo.get_by_text(pt("classroom.join.joined", title="Period 3", nickname="Bo")).wait_for()
@@ -284,7 +287,7 @@ def story(server, url, teacher, students):
     settle(cy)
     join(cy, "blue-fox-99", "Cy", "en")             # a wrong code first
     cy.get_by_text(i18n.t("errors.class.unknown_code", "en")).wait_for()
-    join(cy, code.upper().replace("-", " "), "Cy", "en")   # read aloud, typed loosely
+    join(cy, code.lower().replace("-", " "), "Cy", "en")   # read aloud, typed loosely
     cy.get_by_text(EN("classroom.join.joined", title="Period 3", nickname="Cy")).wait_for()
 
     # -- Train shows the pushed values; the locked knobs are disabled

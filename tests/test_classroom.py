@@ -239,7 +239,7 @@ def test_join_errors_and_two_tabs(cr, klass):
     code = klass.code
     m = cr.membership(ANA)
     assert (m.code, m.nickname, m.title) == (code, "Ana", "Period 3")
-    assert cr.join(ANA, code.upper().replace("-", " "), "Another name", "tab-2") == m  # joins once
+    assert cr.join(ANA, code.lower().replace("-", " "), "Another name", "tab-2") == m  # joins once
     assert cr.get_class(TEACH, code).members == 3
     dora = Person("browser:dora-cookie-4", "Dora")
     for nick, err_code in [("", "class.nickname_empty"), ("   ", "class.nickname_empty"),
@@ -290,12 +290,37 @@ def test_join_attempts_are_rate_limited(cr, klass, clock):
     assert refused(cr.join, bot, "red-cat-98", "bot", "ip-0").code == "class.unknown_code"
 
 
-def test_class_codes_look_right_and_are_many():
+def test_class_codes_are_no_words_and_have_no_look_alikes():
     from cifarlab.serve.classroom import names
 
+    alphabet = set(names.CODE_ALPHABET)
+    # no vowel (y included), so no syllable of English, Spanish or Portuguese: no word forms
+    assert not alphabet & set("AEIOUY") and alphabet <= set("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    # none of a pair that is taken one for the other (0/O/Q, 1/I/L, 2/Z, 5/S, 8/B, 6/G, U/V)
+    # is both in; here the letters of each pair are left out
+    assert not alphabet & set("0OQ1IL2Z5S8BGUV")
     codes = {names.new_code() for _ in range(300)}
     assert all(names.CODE_RE.fullmatch(c) for c in codes) and len(codes) > 290
-    assert len(set(names.ADJECTIVES)) * len(set(names.ANIMALS)) * 990 > 4_000_000
+    assert {ch for c in codes for ch in c} == alphabet | {"-"}   # every symbol is drawn
+    assert not any(re.search(r"[a-z]", c) for c in codes)
+    assert len(alphabet) ** 6 > 30_000_000           # more than the word codes' 4 million
+    # typed as read aloud: any case, spaces or no dash
+    code = "K7M-4PX"
+    for typed in ("k7m-4px", " K7M 4PX ", "k7m4px", "K7M_4PX", "k 7 m 4 p x"):
+        assert names.normalize_code(typed) == code, typed
+    for wrong in ("K7M-4PO", "K7M-4P", "K7M-4PXX", "A7M-4PX", "", None, "x" * 50):
+        assert names.normalize_code(wrong) is None, wrong
+    # the word codes of classes made before stay valid
+    assert names.normalize_code("Blue Fox 42 ") == "blue-fox-42"
+
+
+def test_a_class_with_a_word_code_can_still_be_joined(cr, monkeypatch):
+    from cifarlab.serve.classroom import names
+
+    assert names.CODE_RE.fullmatch(cr.create_class(TEACH, "New").code)
+    monkeypatch.setattr(tables, "new_code", lambda: "blue-fox-42")   # a class made before
+    assert cr.create_class(TEACH, "Old class").code == "blue-fox-42"
+    assert cr.join(ANA, "Blue Fox 42", "Ana", "ana-key").code == "blue-fox-42"
 
 
 # -- the board, cancel, presenter ------------------------------------------------------------

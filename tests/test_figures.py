@@ -61,8 +61,9 @@ def test_the_class_preset_form_reads_decimals_in_either_notation():
     assert words.shown(0.5, "pt") == "0,5" and words.shown(None, "en") == "–"
 
 
-def test_the_join_link_is_absolute_when_the_page_knows_its_address():
-    assert words.join_link("https://lab.example:8501/classroom?x=1", "blue-fox-42", "es") == \
-        "https://lab.example:8501/?class=blue-fox-42&lang=es"
-    assert words.join_link(None, "a b", "en") == "/?class=a+b&lang=en"
+def test_the_join_link_is_absolute_when_the_page_knows_its_address_and_names_no_language():
+    # no language: each student's browser picks their own (the instructor's is not theirs)
+    assert words.join_link("https://lab.example:8501/classroom?x=1&lang=es", "K7M-4PX") == \
+        "https://lab.example:8501/?class=K7M-4PX"
+    assert words.join_link(None, "a b") == "/?class=a+b"
     assert words.qr_png("/?class=x").startswith(b"\x89PNG")

@@ -276,6 +276,20 @@ def test_language_names_normalize_to_their_code():
         assert i18n.normalize_lang(name) == code
 
 
+# ------------------------------------------------------------------------ language_from_locale
+
+@pytest.mark.parametrize("locale, expected", [
+    ("pt-BR", "pt"), ("pt-PT", "pt"), ("pt", "pt"), ("PT-br", "pt"), ("pt_BR", "pt"),
+    ("es", "es"), ("es-ES", "es"), ("es-AR", "es"), ("es-419", "es"), ("es-MX", "es"),
+    ("en", "en"), ("en-US", "en"), ("en-GB", "en"),
+    # anything else is English: other languages, scripts, names, regions alone, nothing
+    ("fr-FR", "en"), ("de", "en"), ("gl-ES", "en"), ("ca-ES", "en"), ("zh-Hant-TW", "en"),
+    ("spanish", "en"), ("BR", "en"), ("", "en"), ("  ", "en"), (None, "en"), (42, "en"),
+])
+def test_language_from_locale(locale, expected):
+    assert i18n.language_from_locale(locale) == expected
+
+
 # -------------------------------------------------------------------------------------- lessons
 
 def test_lesson_names_in_teaching_order():

@@ -9,6 +9,7 @@ the refused submit never queues one. The whole story with real runs: test_browse
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -77,7 +78,8 @@ def test_the_console_creates_a_class_and_pushes_a_preset(classroom, lang):
     assert texts(at, "success") == [t("classroom.created", code=code)]
     [info] = classroom.my_classes(TEACHER)
     assert (info.code, info.title, info.is_open) == (code, "Period 3", True)
-    assert any(f"?class={code}" in c for c in texts(at, "code"))      # the join link
+    [link] = [c for c in texts(at, "code") if f"?class={code}" in c]   # the join link
+    assert "lang" not in link     # each student's browser picks their language, not this one
     assert t("classroom.board.empty") in texts(at, "info")            # the live board
 
     # a bad decimal: the engine's message in this language, nothing pushed
@@ -136,6 +138,22 @@ def test_a_student_never_gets_the_console(classroom, lang):
 
 
 # -------------------------------------------------------------------------------- students
+@pytest.mark.parametrize("locale, lang", [("pt-BR", "pt"), ("es-MX", "es"), ("en-GB", "en")])
+def test_the_join_link_opens_in_each_students_own_language(classroom, locale, lang):
+    code = classroom.create_class(TEACHER, "Period 3").code
+    console = open_app("es", "teacher-link-session", instructor=True, page="pages/classroom.py")
+    [link] = [c for c in texts(console, "code") if f"?class={code}" in c]
+    at = AppTest.from_file(APP, default_timeout=120)   # a hang guard, not a speed bound
+    at.context = {"locale": locale}                    # the student's browser
+    at.query_params.update(parse_qsl(urlsplit(link).query), sid=f"student-{lang}-link")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    t = i18n.translator(lang)
+    box = at.text_input(key="class_join_code")
+    assert (box.value, box.label) == (code, t("classroom.join.code"))
+    assert at.button(key="class_join_btn").label == t("classroom.join.button")
+
+
 @pytest.mark.parametrize("lang", LANGS)
 def test_joining_a_class_from_home(classroom, lang):
     t = i18n.translator(lang)

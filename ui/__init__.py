@@ -8,7 +8,8 @@ this package import streamlit). One concern a module, each importing only those 
     widgets   number boxes that answer in the student's language; a chart's clicked cell
     messages  what a callback has to say, kept for the next run
     a11y      what assistive technology needs that is no widget (document language, CSS)
-    language  the student's language, the translator, numbers and errors in it
+    language  the student's language (chosen, or the browser's), its switch, the translator,
+              numbers and errors in it
     session   this browser's session id, its cookies, what the host's secrets say
     internals the two workarounds that reach into Streamlit's internals (pinned version)
 """

@@ -12,16 +12,65 @@ from ui.internals import ensure_app_frame
 from ui.session import cookie
 
 LANG_COOKIE = "cifarlab_lang"   # the language across an identity provider's round trip
+CHOSEN_KEY = "lang_chosen"      # the person named the language (the switch, or ?lang=)
 log = logging.getLogger("cifarlab.pages")
 
 
+def browser_locale() -> str | None:
+    """The browser's language tag (``navigator.language``, "pt-BR"); None from a client that
+    sends none."""
+    return st.context.locale
+
+
 def lang() -> str:
-    """The current language: the sidebar choice, first taken from ``?lang=`` in the URL (else
-    the cookie the sign-in buttons leave: a provider sends the browser back without it)."""
+    """The current language, settled once per session: the one the person named (``?lang=``
+    in the URL they opened, or the cookie the sign-in buttons leave, since a provider sends
+    the browser back without the URL's) wins; else the browser's own language; else English.
+    The switches change it (``choose``)."""
     if "lang" not in st.session_state:
-        st.session_state["lang"] = i18n.normalize_lang(
-            st.query_params.get("lang") or cookie(LANG_COOKIE) or i18n.DEFAULT)
+        named = st.query_params.get("lang") or cookie(LANG_COOKIE)
+        if named:
+            choose(named)
+        else:
+            st.session_state["lang"] = i18n.language_from_locale(browser_locale())
     return st.session_state["lang"]
+
+
+def choose(code: str) -> None:
+    """The person's own choice: kept for the session and carried in their URL (``url_lang``),
+    so that a reload keeps it whatever the browser's language."""
+    st.session_state["lang"] = i18n.normalize_lang(code)
+    st.session_state[CHOSEN_KEY] = True
+
+
+def url_lang() -> dict[str, str]:
+    """What a URL of this person's carries about the language: ``{"lang": code}`` when they
+    chose it, else nothing (the browser's language decides again, for whoever opens it)."""
+    code = lang()
+    return {"lang": code} if st.session_state.get(CHOSEN_KEY) else {}
+
+
+def _switched(key: str) -> None:
+    picked = st.session_state.get(key)
+    if picked in i18n.LANGUAGES:   # a segmented control clicked twice picks nothing
+        choose(picked)
+
+
+def language_switch(key: str, *, compact: bool = False) -> None:
+    """The language switch: a select box (the sidebar), or ``compact``, the three languages as
+    buttons (Home's, since a phone hides the sidebar). Switches follow each other: each shows
+    the current language, whichever of them chose it."""
+    current = lang()
+    if st.session_state.get(key) != current:
+        st.session_state[key] = current
+    codes = list(i18n.LANGUAGES)
+    options = dict(key=key, format_func=i18n.LANGUAGES.__getitem__, on_change=_switched,
+                   args=(key,))
+    if compact:
+        st.segmented_control(f":material/translate: {t('sidebar.language')}", codes,
+                             **options)
+    else:
+        st.selectbox(t("sidebar.language"), codes, **options)
 
 
 def translator():

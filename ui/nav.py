@@ -2,10 +2,12 @@
 what the URL keeps (language and session) across page switches."""
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 import streamlit as st
 
 from cifarlab import i18n
-from ui.language import lang, t
+from ui.language import lang, t, url_lang
 from ui.session import session_id, signed_in
 
 # Page id -> file, in teaching order. The id is the URL path (the same in every language).
@@ -55,18 +57,23 @@ def lesson_links(current: str) -> None:
             st.page_link(path, label=t("nav.next", page=t(f"nav.{pid}")), icon=icon)
 
 
+def url_state() -> dict[str, str]:
+    """What this person's URLs keep across page switches: the session id (unless signed in:
+    a signed-in person's runs follow the sign-in, not a link) and the language they chose."""
+    return url_lang() | ({} if signed_in() else {"sid": session_id()})
+
+
 def resume_link() -> str:
     """This session's own link (relative): open it on another device to see the same runs."""
-    return f"?sid={session_id()}&lang={lang()}"
+    return "?" + urlencode({"sid": session_id(), **url_lang()})
 
 
 def keep_url_state() -> None:
-    """Write the language and session id back into the URL (page switches clear it)."""
-    want = {"lang": lang(), "sid": session_id()}
-    if signed_in():   # a signed-in person's runs follow the sign-in, not a link
-        del want["sid"]
-        if "sid" in st.query_params:
-            del st.query_params["sid"]
+    """Write the URL state back into the URL (page switches clear it)."""
+    want = url_state()
+    for key in ("sid", "lang"):
+        if key not in want and key in st.query_params:
+            del st.query_params[key]
     for key, value in want.items():
         if st.query_params.get(key) != value:
             st.query_params[key] = value

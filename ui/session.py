@@ -25,9 +25,10 @@ def _valid(sid) -> bool:
 
 def cookie(name: str) -> str | None:
     try:
-        return st.context.cookies.get(name)
+        value = st.context.cookies.get(name)
     except Exception:  # noqa: BLE001 - no browser (AppTest): no cookies
         return None
+    return value if isinstance(value, str) else None   # (AppTest's stand-in client: no str)
 
 
 def _cookie_sid() -> str | None:

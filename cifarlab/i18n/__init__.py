@@ -40,7 +40,8 @@ from cifarlab.i18n.numbers import (BABEL_LOCALES, _LocaleFormatter, duration, nu
 
 __all__ = [
     "LANGUAGES", "DEFAULT", "LOCALES_DIR", "LESSON_ORDER", "LESSON_ALIASES",
-    "normalize_lang", "t", "translator", "lesson", "lesson_names", "code_snippet", "catalog",
+    "normalize_lang", "language_from_locale", "t", "translator", "lesson", "lesson_names",
+    "code_snippet", "catalog",
     "placeholders", "problems", "is_strict", "set_strict",
     "clear_cache", "catalog_files", "number", "percent", "duration", "plural_form", "separators",
     "parse_decimal", "BABEL_LOCALES", "significant",
@@ -104,6 +105,17 @@ def normalize_lang(value: Any) -> str:
     if not isinstance(value, str):
         return DEFAULT
     return _normalize_str(value)
+
+
+def language_from_locale(locale: str | None) -> str:
+    """The lab's language for a browser's language tag (``navigator.language``, as
+    ``st.context.locale`` reports it): "pt-BR", "pt-PT" -> "pt"; "es", "es-419" -> "es"; any
+    other tag, or none, -> ``DEFAULT``. Only the tag's language counts (not a name, nor a
+    region alone)."""
+    if not isinstance(locale, str):
+        return DEFAULT
+    primary = locale.strip().replace("_", "-").split("-", 1)[0].lower()
+    return primary if primary in LANGUAGES else DEFAULT
 
 
 # --------------------------------------------------------------------------------- strictness

@@ -75,10 +75,10 @@ def goal_text(goal: Any, lang: str) -> str:
     return t("classroom.challenge.goal_best_accuracy", epochs=goal.max_epochs, device=device)
 
 
-def join_link(page_url: str | None, code: str, lang: str) -> str:
+def join_link(page_url: str | None, code: str) -> str:
     """The join link: this server's Home with ``?class=CODE`` (relative when the page's own
-    URL is not known)."""
-    query = urlencode({CODE_PARAM: code, "lang": lang})
+    URL is not known). No language: each student's browser picks their own."""
+    query = urlencode({CODE_PARAM: code})
     parts = urlsplit(page_url or "")
     return f"{parts.scheme}://{parts.netloc}/?{query}" if parts.netloc else f"/?{query}"
 

@@ -68,7 +68,7 @@ def join_box(t, view: StudentView | None) -> None:
             with st.form("class_join", border=False, enter_to_submit=True):
                 left, right = st.columns(2)
                 left.text_input(t("classroom.join.code"), key="class_join_code", max_chars=40,
-                                placeholder="blue-fox-42")
+                                placeholder="K7M-4PX")
                 # 60, not the engine's 24: a longer nickname gets the engine's message
                 right.text_input(t("classroom.join.nickname"), key="class_join_nickname",
                                  max_chars=600, help=t("classroom.join.nickname_help"))

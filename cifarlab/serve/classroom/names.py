@@ -1,10 +1,13 @@
 """Class codes and nicknames: made, normalised and checked here.
 
-A class code is ``<adjective>-<animal>-<number>`` ("blue-fox-42"): easy to read aloud and to
-type on a phone. 64 adjectives × 64 animals × 990 numbers (10..999) make 4,055,040 codes, drawn
-with ``secrets``; with the join limits (``cifarlab.serve.classroom.ratelimit``: a browser that
-keeps guessing waits longer and longer, and so does every guessing browser while many wrong codes
-are tried) guessing one of a server's few open classes takes far longer than a lesson.
+A class code is six characters in two groups of three ("K7M-4PX"), from an alphabet with no
+vowels (no word forms, in any language) and none of the characters one takes for another (0/O,
+1/I/L, 2/Z, 5/S, 8/B, 6/G, U/V, Q): it reads aloud the same in English, Spanish or Portuguese,
+letter by letter. Typed in any case, with or without the dash. 18⁶ = 34,012,224 codes, drawn with
+``secrets``; with the join limits (``cifarlab.serve.classroom.ratelimit``: a browser that keeps
+guessing waits longer and longer, and so does every guessing browser while many wrong codes are
+tried) guessing one of a server's few open classes takes far longer than a lesson. Codes made
+before, English words ("blue-fox-42"), stay valid.
 
 A nickname is what the class sees instead of a name: 1 to ``NICK_MAX`` characters of letters,
 digits, spaces, '-', '.' and '_', starting with a letter or digit (so nothing a page renders as
@@ -24,23 +27,11 @@ from typing import Any, Iterable
 
 from cifarlab.serve.classroom.model import ClassError
 
-ADJECTIVES = (
-    "amber", "azure", "bold", "brave", "bright", "brisk", "calm", "clever", "cool", "coral",
-    "cosmic", "crisp", "curly", "dandy", "eager", "early", "fancy", "fast", "fluffy", "fresh",
-    "gentle", "giant", "glad", "golden", "grand", "green", "happy", "hazel", "humble", "icy",
-    "jolly", "keen", "kind", "lively", "lucky", "lunar", "merry", "mighty", "misty", "noble",
-    "olive", "pink", "plucky", "polar", "proud", "quick", "quiet", "rapid", "red", "rosy",
-    "royal", "rusty", "shiny", "silver", "sleepy", "snowy", "solar", "spicy", "sunny", "swift",
-    "tidy", "violet", "witty", "zesty")
-ANIMALS = (
-    "ant", "badger", "bat", "bear", "beaver", "bee", "bison", "boar", "camel", "cat", "cobra",
-    "crab", "crane", "crow", "deer", "dingo", "dog", "dove", "duck", "eagle", "eel", "elk",
-    "falcon", "ferret", "finch", "fox", "frog", "gecko", "goat", "goose", "hare", "hawk",
-    "heron", "horse", "ibis", "koala", "lemur", "lion", "llama", "lynx", "mole", "moose",
-    "mouse", "newt", "otter", "owl", "panda", "parrot", "puma", "quail", "rabbit", "raven",
-    "seal", "shark", "sloth", "snail", "swan", "tiger", "toad", "trout", "turtle", "whale",
-    "wolf", "yak")
-CODE_RE = re.compile(r"[a-z]{2,12}-[a-z]{2,12}-[1-9][0-9]{1,2}")
+CODE_ALPHABET = "34679CDFHJKMNPRTWX"
+CODE_GROUP = 3
+CODE_RE = re.compile(rf"[{CODE_ALPHABET}]{{{CODE_GROUP}}}-[{CODE_ALPHABET}]{{{CODE_GROUP}}}")
+# The codes classes had before: <english adjective>-<english animal>-<number>.
+WORD_CODE_RE = re.compile(r"[a-z]{2,12}-[a-z]{2,12}-[1-9][0-9]{1,2}")
 NICK_MAX = 24
 TITLE_MAX = 80
 _NICK_RE = re.compile(r"[^\W_][\w .-]*")
@@ -48,17 +39,21 @@ _NICK_RE = re.compile(r"[^\W_][\w .-]*")
 
 def new_code() -> str:
     """A fresh random class code (the caller retries on the rare clash)."""
-    return (f"{secrets.choice(ADJECTIVES)}-{secrets.choice(ANIMALS)}-"
-            f"{10 + secrets.randbelow(990)}")
+    chars = "".join(secrets.choice(CODE_ALPHABET) for _ in range(2 * CODE_GROUP))
+    return f"{chars[:CODE_GROUP]}-{chars[CODE_GROUP:]}"
 
 
 def normalize_code(code: Any) -> str | None:
-    """What a student typed, as a code ("Blue Fox 42 " -> "blue-fox-42"); None if it cannot
-    be one (no lookup is made for it)."""
+    """What a student typed, as a code ("k7m 4px" -> "K7M-4PX", "Blue Fox 42 " ->
+    "blue-fox-42"); None if it cannot be one (no lookup is made for it)."""
     if not isinstance(code, str) or len(code) > 40:
         return None
-    text = "-".join(code.strip().lower().replace("_", " ").replace("-", " ").split())
-    return text if CODE_RE.fullmatch(text) else None
+    words = code.strip().replace("_", " ").replace("-", " ").split()
+    compact = "".join(words).upper()
+    if len(compact) == 2 * CODE_GROUP and all(c in CODE_ALPHABET for c in compact):
+        return f"{compact[:CODE_GROUP]}-{compact[CODE_GROUP:]}"
+    text = "-".join(words).lower()
+    return text if WORD_CODE_RE.fullmatch(text) else None
 
 
 def clean_nickname(nickname: Any) -> str:
