@@ -13,7 +13,8 @@ import time
 import pytest
 
 from browser_support import (ARTIFACTS, IDLE_JS, LOSS_CHART_LAST_STEP, StreamlitServer,
-                             page_problems, screenshot, wait_idle, wait_on_progress)
+                             open_advanced, page_problems, screenshot, wait_idle,
+                             wait_on_progress)
 from cifarlab import i18n
 from cifarlab.serve.store import RunStore
 from ui.nav import PAGES
@@ -196,6 +197,7 @@ def test_train_watch_the_loss_cancel_and_read_the_results(server, browser):
         set_number(page, t("common.epochs"), 1)
         wait_idle(page)
         # sized for the test: long enough to train, short enough on a busy machine
+        open_advanced(page, t)
         set_number(page, t("common.train_subset"), 2000)
         wait_idle(page)
         page.get_by_text(t("common.pipeline_fast")).click()
