@@ -1,7 +1,7 @@
 """Train: the tutorial's training loop on the server, live.
 
 The form (``cifarlab.lab.train_form``; ui/train_form.py keeps it, pages/train_parts/form.py
-draws it with the lesson beside it) → ``JobQueue.submit`` →
+draws it, with the lesson at the end) → ``JobQueue.submit`` →
 a worker trains while this page follows the run in the run store. The live part is a fragment
 on Streamlit's own timer (never ``st.rerun()``: a rerun from a polling fragment collided with
 its timer and froze pages); a poll reads only new rows, and a figure is rebuilt only when its
@@ -153,15 +153,12 @@ st.title(t("nav.train"))
 queue, sid = get_queue(), session_id()
 msg = train_settings.current_message()
 form = train_form.get()
-# the tutorial's knobs and Train first; beside them (below them on a phone) the lesson
-form_col, lesson_col = st.columns([3, 2], gap="large")
-with form_col:
-    train_settings.settings(form, queue, msg)
-with lesson_col:
-    train_settings.lesson_section()
+train_settings.settings(form, queue, msg)   # the tutorial's knobs and Train first
 
 st.divider()
 # The interval follows the state: set here at each full run (pressing Train is one), and by
 # the fragment itself at each poll (set_fragment_interval).
 interval = trainview.poll_interval(queue.runs(sid, kind="train")[:50], POLL_S, IDLE_POLL_S)
 st.fragment(store_may_be_down(live), run_every=interval)(sid)
+# last: on a phone Train stays within reach, and a run's live view comes right under it
+train_settings.lesson_section()

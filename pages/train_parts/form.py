@@ -1,7 +1,8 @@
 """The Train page's settings (not a page: pages/train.py calls it): the presets, the
 tutorial's six knobs, the run's name and Train first, then the Advanced section with the other
-knobs (``TrainForm`` says which), and the training loop's lesson. The form itself and its
-widgets' keys are ui/train_form.py's; the keys here are the page's own (``train_``).
+knobs (``TrainForm`` says which); and the training loop's lesson, which the page puts last.
+The form itself and its widgets' keys are ui/train_form.py's; the keys here are the page's own
+(``train_``).
 """
 from __future__ import annotations
 
@@ -24,7 +25,6 @@ from ui.signin import owner_id
 K = "train_"          # the page's keys; the knobs' are ui/train_form.py's
 FLASH_S = 5.0         # how long the message after pressing Train stays
 PER_ROW = 3           # preset buttons in a row
-LESSON_PX = 640       # the lesson's box: it scrolls inside, the page keeps its length
 
 
 def _forget_message() -> None:
@@ -82,9 +82,9 @@ def presets(form) -> None:
 
 
 def knobs(widgets, msg: tuple | None) -> None:
-    """Knobs in two columns, each with its problem or the server's refusal under it."""
-    per_col = -(-len(widgets) // 2)
-    for i, col in enumerate(st.columns(2)):
+    """Knobs in three columns, each with its problem or the server's refusal under it."""
+    per_col = -(-len(widgets) // 3)
+    for i, col in enumerate(st.columns(3)):
         with col:
             for w in widgets[i * per_col:(i + 1) * per_col]:
                 train_form.widget(w, _forget_message,
@@ -93,14 +93,13 @@ def knobs(widgets, msg: tuple | None) -> None:
 
 def lesson_section() -> None:
     """The training loop's lesson, open on the session's first visit (a beginner meets it
-    here), in a box of its own height so that the live view below stays near."""
+    here), afterwards as the student leaves it."""
     ss = st.session_state
     if not ss.get(K + "lesson_seen"):
         ss[K + "lesson_seen"] = ss[K + "lesson"] = True
     with st.expander(t("lesson.title") + ": " + t("nav.train"), key=K + "lesson",
                      on_change="rerun", icon=":material/school:"):
-        with st.container(height=LESSON_PX, border=False):
-            lesson("training")
+        lesson("training")
 
 
 def settings(form, queue, msg: tuple | None) -> None:
