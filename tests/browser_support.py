@@ -148,7 +148,7 @@ PHONE_JS = """(label) => {
     const main = document.querySelector('[data-testid="stMain"]');
     const doc = document.scrollingElement;
     const button = [...document.querySelectorAll('[data-testid="stMain"] button')]
-        .find(b => b.innerText.trim().split('\n').pop().trim() === label);
+        .find(b => b.innerText.trim().split('\\n').pop().trim() === label);
     const top = button ? button.getBoundingClientRect().top - main.getBoundingClientRect().top
         + main.scrollTop : null;
     return {docWidth: doc.scrollWidth, mainWidth: main.scrollWidth, mainClient: main.clientWidth,

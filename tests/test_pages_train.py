@@ -98,7 +98,8 @@ def layout(at: AppTest) -> list[tuple[str, str, tuple[str, ...]]]:
         children = getattr(node, "children", None) or {}
         for i in sorted(children):
             child = children[i]
-            name = getattr(child, "key", None) or getattr(child, "label", None) or ""
+            name = (child.label if child.type == "expander" else
+                    getattr(child, "key", None) or getattr(child, "label", None) or "")
             out.append((child.type, name, around))
             walk(child, around + ((child.label,) if child.type == "expander" else ()))
 

@@ -24,7 +24,7 @@ from ui.signin import owner_id
 
 K = "train_"          # the page's keys; the knobs' are ui/train_form.py's
 FLASH_S = 5.0         # how long the message after pressing Train stays
-PER_ROW = 3           # preset buttons in a row
+PER_ROW = 3           # preset buttons and knobs in a row
 
 
 def _forget_message() -> None:
@@ -82,11 +82,11 @@ def presets(form) -> None:
 
 
 def knobs(widgets, msg: tuple | None) -> None:
-    """Knobs in three columns, each with its problem or the server's refusal under it."""
-    per_col = -(-len(widgets) // 3)
-    for i, col in enumerate(st.columns(3)):
-        with col:
-            for w in widgets[i * per_col:(i + 1) * per_col]:
+    """Knobs PER_ROW a row, in the schema's order (on a phone, one under the other in that
+    order), each with its problem or the server's refusal under it."""
+    for row in range(0, len(widgets), PER_ROW):
+        for col, w in zip(st.columns(PER_ROW), widgets[row:row + PER_ROW]):
+            with col:
                 train_form.widget(w, _forget_message,
                                   msg[1] if msg and msg[2] == w.name else None)
 
