@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -323,7 +324,24 @@ def test_the_page_speaks_the_students_language(env, other_machine):
     assert "62.006" in text                           # numbers in Spanish notation
 
 
-def test_timing_job_end_to_end_shows_rows(env, other_machine):
+GUARD_S = 150    # a hang guard, never a timing
+
+
+def test_timing_job_end_to_end_shows_rows(env, other_machine, monkeypatch):
+    from cifarlab.lab.gpu import measure
+
+    # after its first point the sweep waits until the page has shown it live (a loaded machine
+    # could otherwise finish the whole sweep between two script runs of the page)
+    shown = threading.Event()
+    sweep = measure.run_sweep
+
+    def sweep_seen_live(cfg, on_result, **kwargs):
+        def row_then_wait(row):
+            on_result(row)
+            shown.wait(GUARD_S)
+        return sweep(cfg, on_result=row_then_wait, **kwargs)
+
+    monkeypatch.setattr(measure, "run_sweep", sweep_seen_live)
     at = open_page("en")
     t = i18n.translator("en")
     at.pills(key="gpu_batches").set_value([4, 16])
@@ -347,7 +365,7 @@ def test_timing_job_end_to_end_shows_rows(env, other_machine):
     assert run.kind == "timing" and run.device == "cpu" and run.holds == ("cpu",)
 
     live = set()
-    deadline = time.monotonic() + 150   # ~20 s on an idle 2-core machine
+    deadline = time.monotonic() + GUARD_S   # ~20 s on an idle 2-core machine
     while time.monotonic() < deadline:
         run = queue.store.get(run_id)
         if run.finished:
@@ -358,9 +376,12 @@ def test_timing_job_end_to_end_shows_rows(env, other_machine):
                 live.add(key)
         if any(t("gpu.running", devices="cpu", done=n, total=3) in text for n in range(4)):
             live.add("running")
+        if live:
+            shown.set()     # the sweep may go on
         time.sleep(0.3)
         at.run()
         assert not at.exception, at.exception
+    shown.set()
     assert run.status == "done", (run.status, run.error, run.waited_s,
                                   [(e.kind, round(e.t - run.created_at, 1))
                                    for e in queue.store.events(run_id)])
