@@ -121,8 +121,9 @@ def show_run(queue: jobs.JobQueue, sid: str, run) -> None:
         show_result(run, view)
     show_charts(view, run, stamp)
     if view.epochs:   # full width: in a narrow column its last columns were cut off
-        st.markdown(view.memoized("epochs", (len(view.epochs), t.lang),
-                                  lambda _: words.epochs_table(view.epochs, t.lang)))
+        st.table(view.memoized("epochs", (len(view.epochs), t.lang),
+                               lambda _: words.epochs_table(view.epochs, t.lang)),
+                 hide_index=True)
 
 
 def live(sid: str) -> None:

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from browser_support import (ARTIFACTS, IDLE_JS, LOSS_CHART_LAST_STEP, StreamlitServer,
+from browser_support import (ARTIFACTS, IDLE_JS, LOSS_CHART_LAST_STEP, PHONE_JS, StreamlitServer,
                              open_advanced, page_problems, screenshot, wait_idle,
                              wait_on_progress)
 from cifarlab import i18n
@@ -216,6 +216,14 @@ def test_train_watch_the_loss_cancel_and_read_the_results(server, browser):
         assert newest_run(server, sid).status == "done"
         assert not page_problems(page)
         screenshot(page, "en-train-done")
+        # on a phone the finished run's view (its epochs table, charts) fits the screen's width
+        page.set_viewport_size({"width": 390, "height": 844})
+        wait_idle(page)
+        phone = page.evaluate(PHONE_JS, t("train.start"))
+        assert phone["docWidth"] <= phone["innerWidth"], phone
+        assert phone["mainWidth"] <= phone["mainClient"], phone
+        page.set_viewport_size({"width": 1400, "height": 2400})
+        wait_idle(page)
 
         # a second run, long enough (2 epochs of 20,000 images, the shared server's limit) to be
         # stopped from the page
