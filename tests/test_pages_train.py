@@ -303,6 +303,9 @@ def test_train_a_quick_run_to_the_end(lab):
     accuracy = [m for m in at.metric if m.label == t("train.accuracy_final")]
     assert accuracy and accuracy[0].value.endswith("%")
     assert f"{100 * done.result['test_accuracy']:.1f}" in accuracy[0].value
+    # the epochs as a table that scrolls inside itself (a markdown one widened a phone's page)
+    (epochs,) = [tb.value for tb in at.table if t("train.epoch_col") in list(tb.value.columns)]
+    assert epochs.iloc[:, 0].tolist() == ["1"]
 
     # a second tab with the same ?sid= finds it; another session does not see it
     again = open_train("alice-session-1")
