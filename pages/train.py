@@ -1,6 +1,7 @@
 """Train: the tutorial's training loop on the server, live.
 
-The form (``cifarlab.lab.train_form``; pages/train_form.py keeps it) → ``JobQueue.submit`` →
+The form (``cifarlab.lab.train_form``; ui/train_form.py keeps it, pages/train_parts/form.py
+draws it, with the lesson at the end) → ``JobQueue.submit`` →
 a worker trains while this page follows the run in the run store. The live part is a fragment
 on Streamlit's own timer (never ``st.rerun()``: a rerun from a polling fragment collided with
 its timer and froze pages); a poll reads only new rows, and a figure is rebuilt only when its
@@ -14,93 +15,25 @@ from functools import partial
 
 import streamlit as st
 
-from cifarlab.core.config import PRESETS
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import tables
 from cifarlab.lab import train as trainview
 from cifarlab.lab import train_live as words
 from cifarlab.serve import queue as jobs
-from pages.classroom_parts import student as classroom_student
+from pages.train_parts import form as train_settings
 from ui import train_form
 from ui.data import queue as get_queue
 from ui.data import store_may_be_down
 from ui.internals import set_fragment_interval
 from ui.language import pct, show_error, translator
-from ui.nav import lesson
 from ui.session import session_id
-from ui.signin import owner_id
 
 t = translator()
-K = "train_"          # this page's keys; the knobs' are pages/train_form.py's
+K = "train_"          # this page's keys; the knobs' are ui/train_form.py's
 POLL_S, IDLE_POLL_S = 2.0, 10.0   # the live view's refresh: a run queued or running; none
 CHART_S = 2.0         # figures are rebuilt at most this often while a run trains
-FLASH_S = 5.0         # how long the message after pressing Train stays
 MAX_POINTS = 600      # at most this many points on the loss chart (wider than it is)
 KEEP_VIEWS = 4        # runs whose loaded losses and events this session keeps
-
-
-# ------------------------------------------------------------------------------ the form
-
-def _forget_message() -> None:
-    """A changed knob makes the last Train message old news."""
-    st.session_state.pop(K + "submit_msg", None)
-
-
-def _flash(kind: str, text: str, field: str | None = None) -> None:
-    st.session_state[K + "submit_msg"] = (kind, text, field, time.monotonic())
-
-
-def _apply_preset(name: str) -> None:
-    """A preset button's callback: a button fires only when clicked, so a preset applies only
-    when the student chose it."""
-    _forget_message()
-    train_form.get().apply_preset(name)
-
-
-def _submit() -> None:
-    """The Train button's callback: the form's config → the queue (or why not)."""
-    form, ss = train_form.get(), st.session_state
-    config = form.config()
-    if config is None:
-        return _flash("error", t("train.config_errors"))
-    try:
-        run_id = get_queue().submit(session_id(), config, name=ss.get(K + "name") or None,
-                                    owner=owner_id())
-    except CifarLabError as err:   # beside its widget when it names one
-        return _flash("error", err.text(t.lang), form.refused(err.field))
-    _flash("success", t("train.started"))
-    ss[K + "run_select"] = run_id
-    ss[K + "name"] = ""   # the next run gets its own name
-
-
-def current_message() -> tuple | None:
-    """What pressing Train said, for FLASH_S seconds: it must outlive the rerun that the run's
-    first status change (queued -> running) causes at once."""
-    msg = st.session_state.get(K + "submit_msg")
-    if msg is not None and time.monotonic() - msg[3] > FLASH_S:
-        st.session_state.pop(K + "submit_msg", None)
-        return None
-    return msg
-
-
-def knobs(form, settings, msg: tuple | None) -> None:
-    current = form.preset_name()
-    st.markdown(f"**{t('train.preset')}**", help=t("train.preset_help"))
-    for col, name in zip(st.columns(len(PRESETS)), PRESETS):
-        col.button(t(f"train.preset_{name}"), key=K + "preset_" + name, on_click=_apply_preset,
-                   args=(name,), width="stretch",
-                   type="primary" if name == current else "secondary")
-    st.caption(t(f"train.preset_{current}_help") if current else t("train.custom"))
-    widgets = form.widgets()
-    per_col = -(-len(widgets) // 3)
-    for i, col in enumerate(st.columns(3)):
-        with col:
-            for w in widgets[i * per_col:(i + 1) * per_col]:
-                train_form.widget(w, _forget_message,
-                                  msg[1] if msg and msg[2] == w.name else None)
-    st.caption(t("train.limits", epochs=t("counts.epochs", n=settings.max_epochs),
-                 images=t("counts.train_images", n=settings.max_train_images),
-                 runs=t("counts.runs", n=settings.max_per_owner)))
 
 
 # ------------------------------------------------------------------------------ the live view
@@ -188,8 +121,9 @@ def show_run(queue: jobs.JobQueue, sid: str, run) -> None:
         show_result(run, view)
     show_charts(view, run, stamp)
     if view.epochs:   # full width: in a narrow column its last columns were cut off
-        st.markdown(view.memoized("epochs", (len(view.epochs), t.lang),
-                                  lambda _: words.epochs_table(view.epochs, t.lang)))
+        st.table(view.memoized("epochs", (len(view.epochs), t.lang),
+                               lambda _: words.epochs_table(view.epochs, t.lang)),
+                 hide_index=True)
 
 
 def live(sid: str) -> None:
@@ -217,32 +151,15 @@ def live(sid: str) -> None:
 # ------------------------------------------------------------------------------------ page
 
 st.title(t("nav.train"))
-with st.expander(t("lesson.title") + ": " + t("nav.train"), expanded=False):
-    lesson("training")
 queue, sid = get_queue(), session_id()
-st.subheader(t("train.settings_title"))
-msg = current_message()
+msg = train_settings.current_message()
 form = train_form.get()
-classroom_student.pushed(form, t)   # the class's values and locks, with its banner
-train_form.show(form)
-knobs(form, queue.settings, msg)
-
-st.text_input(t("train.run_name"), key=K + "name", max_chars=100, help=t("train.run_name_help"),
-              placeholder=t("train.run_name_placeholder"))
-st.button(t("train.start"), key=K + "start", type="primary", on_click=_submit,
-          icon=":material/play_arrow:")
-config = form.config()   # always one line here (the fragment below keeps its place)
-st.caption("" if config is None else words.estimate_text(trainview.estimate_seconds(
-    config, queue.train_images(), queue.measured_speeds()), t.lang))
-with st.container():  # one place, shown or empty: the fragment below keeps its id (its place)
-    if msg is not None and msg[2] is None:
-        (st.error if msg[0] == "error" else st.success)(msg[1])
-        if msg[0] == "error":
-            for p in form.problems().values():
-                st.markdown(f"- {p.text(t.lang)}")
+train_settings.settings(form, queue, msg)   # the tutorial's knobs and Train first
 
 st.divider()
 # The interval follows the state: set here at each full run (pressing Train is one), and by
 # the fragment itself at each poll (set_fragment_interval).
 interval = trainview.poll_interval(queue.runs(sid, kind="train")[:50], POLL_S, IDLE_POLL_S)
 st.fragment(store_may_be_down(live), run_every=interval)(sid)
+# last: on a phone Train stays within reach, and a run's live view comes right under it
+train_settings.lesson_section()

@@ -131,6 +131,40 @@ def page_problems(page) -> list[str]:
     return [el.inner_text()[:500] for el in page.query_selector_all('[data-testid="stException"]')]
 
 
+def open_advanced(page, t) -> None:
+    """Open the Train page's Advanced section (closed while its knobs hold the tutorial's
+    values; what it holds is not in reach until then)."""
+    section = page.get_by_test_id("stExpander").filter(has_text=t("train.advanced"))
+    if section.locator("details[open]").count():
+        return
+    section.locator("summary").first.click()
+    wait_idle(page)
+    section.locator("details[open]").wait_for(timeout=60_000)
+
+
+# The phone's view of a page: sideways overflow of the document and of Streamlit's main section
+# (it scrolls inside), and where an element's top lies in the scrolled content.
+PHONE_JS = """(label) => {
+    const main = document.querySelector('[data-testid="stMain"]');
+    const doc = document.scrollingElement;
+    const button = [...document.querySelectorAll('[data-testid="stMain"] button')]
+        .find(b => b.innerText.trim().split('\\n').pop().trim() === label);
+    const top = button ? button.getBoundingClientRect().top - main.getBoundingClientRect().top
+        + main.scrollTop : null;
+    return {docWidth: doc.scrollWidth, mainWidth: main.scrollWidth, mainClient: main.clientWidth,
+            innerWidth: window.innerWidth, top: top};
+}"""
+
+# The Train page's preset buttons, and the labels among them that are cut (a part of the label
+# wider than the box that shows it: an "…").
+PRESET_LABELS_JS = """() => {
+    const buttons = [...document.querySelectorAll('[class*="st-key-train_preset_"] button')];
+    return {count: buttons.length, cut: buttons
+        .filter(b => [...b.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1))
+        .map(b => b.innerText.trim())};
+}"""
+
+
 def screenshot(page, name: str) -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"

@@ -12,8 +12,9 @@ import time
 
 import pytest
 
-from browser_support import (ARTIFACTS, IDLE_JS, LOSS_CHART_LAST_STEP, StreamlitServer,
-                             page_problems, screenshot, wait_idle, wait_on_progress)
+from browser_support import (ARTIFACTS, IDLE_JS, LOSS_CHART_LAST_STEP, PHONE_JS, StreamlitServer,
+                             open_advanced, page_problems, screenshot, wait_idle,
+                             wait_on_progress)
 from cifarlab import i18n
 from cifarlab.serve.store import RunStore
 from ui.nav import PAGES
@@ -227,6 +228,7 @@ def test_train_watch_the_loss_cancel_and_read_the_results(server, browser):
         set_number(page, t("common.epochs"), 1)
         wait_idle(page)
         # sized for the test: long enough to train, short enough on a busy machine
+        open_advanced(page, t)
         set_number(page, t("common.train_subset"), 2000)
         wait_idle(page)
         page.get_by_text(t("common.pipeline_fast")).click()
@@ -245,6 +247,14 @@ def test_train_watch_the_loss_cancel_and_read_the_results(server, browser):
         assert newest_run(server, sid).status == "done"
         assert not page_problems(page)
         screenshot(page, "en-train-done")
+        # on a phone the finished run's view (its epochs table, charts) fits the screen's width
+        page.set_viewport_size({"width": 390, "height": 844})
+        wait_idle(page)
+        phone = page.evaluate(PHONE_JS, t("train.start"))
+        assert phone["docWidth"] <= phone["innerWidth"], phone
+        assert phone["mainWidth"] <= phone["mainClient"], phone
+        page.set_viewport_size({"width": 1400, "height": 2400})
+        wait_idle(page)
 
         # a second run, long enough (2 epochs of 20,000 images, the shared server's limit) to be
         # stopped from the page

@@ -115,12 +115,13 @@ def focused(page) -> dict:
     return page.evaluate(FOCUSED_JS)
 
 
-def tab_to(page, want, what: str, limit: int = 250) -> dict:
-    """Press Tab until the focused element matches ``want`` (a function of the focus info):
-    only the keyboard moves, the DOM is only read (as a screen reader would say it)."""
+def tab_to(page, want, what: str, limit: int = 250, key: str = "Tab") -> dict:
+    """Press Tab (or ``key``: Shift+Tab goes back) until the focused element matches ``want``
+    (a function of the focus info): only the keyboard moves, the DOM is only read (as a
+    screen reader would say it)."""
     seen = []
     for _ in range(limit):
-        page.keyboard.press("Tab")
+        page.keyboard.press(key)
         f = focused(page)
         if want(f):
             return f
@@ -159,13 +160,19 @@ def keyboard_run(server, browser):
         wait_idle(page)
         page.locator("body").focus()      # start from the top of the page, as after a load
         type_number(page, t("common.epochs"), 1)
-        type_number(page, t("common.train_subset"), 256)
         type_number(page, t("common.batch_size"), 32)
+        # the subset is beyond the tutorial's six, in the Advanced section: opened by keyboard
+        advanced = t("train.advanced")
+        tab_to(page, lambda f: f["tag"] == "SUMMARY" and advanced in f["name"],
+               f"the section «{advanced}»")
+        page.keyboard.press("Enter")
+        wait_idle(page)
+        type_number(page, t("common.train_subset"), 256)
         screenshot(page, f"{KEYBOARD_LANG}-a11y-keyboard-set")
 
-        start = t("train.start")
+        start = t("train.start")   # above the section: back up to it
         tab_to(page, lambda f: f["tag"] == "BUTTON" and f["name"].split("\n")[-1].strip() == start,
-               f"the button «{start}»")
+               f"the button «{start}»", key="Shift+Tab")
         page.keyboard.press("Enter")
         # the page's own progress: "finished" appears once the run is done (a hang guard only)
         page.get_by_text(t("train.finished")).wait_for(timeout=900_000)

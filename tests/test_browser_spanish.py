@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from browser_support import (check_axe, check_language_and_links, page_problems,
-                             report, tall_screenshot, wait_idle)
+from browser_support import (check_axe, check_language_and_links, open_advanced,
+                             page_problems, report, tall_screenshot, wait_idle)
 from cifarlab import i18n
 from ui.nav import PAGES
 
@@ -31,6 +31,8 @@ def test_bad_input_is_answered_in_the_students_language(server, browser, tmp_pat
                 (t("common.epochs"), 30, "errors.config.epochs_limit", {"n": 20}),
                 (t("common.lr"), 0, "errors.config.lr", {"hi": 10, "default": 0.001}),
                 (t("common.train_subset"), 30000, "errors.config.subset_limit", {"n": 20000})):
+            if label == t("common.train_subset"):
+                open_advanced(page, t)                    # beyond the tutorial's six
             box = page.get_by_label(label, exact=True)
             box.fill(str(value))
             box.press("Tab")

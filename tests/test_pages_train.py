@@ -90,6 +90,94 @@ def wait_for(predicate, timeout=60.0, poll=0.2):
     raise AssertionError(f"timed out after {timeout} s")
 
 
+def layout(at: AppTest) -> list[tuple[str, str, tuple[str, ...]]]:
+    """Everything on the page in its order: (type, key or label, the expanders around it)."""
+    out: list[tuple[str, str, tuple[str, ...]]] = []
+
+    def walk(node, around: tuple[str, ...]) -> None:
+        children = getattr(node, "children", None) or {}
+        for i in sorted(children):
+            child = children[i]
+            name = (child.label if child.type == "expander" else
+                    getattr(child, "key", None) or getattr(child, "label", None) or "")
+            out.append((child.type, name, around))
+            walk(child, around + ((child.label,) if child.type == "expander" else ()))
+
+    walk(at.main, ())
+    return out
+
+
+def expander(at: AppTest, label: str):
+    (found,) = [e for e in at.expander if e.label == label]
+    return found
+
+
+def preset_rows(at: AppTest) -> list[int]:
+    """The number of columns in each row of preset buttons."""
+    rows: list[int] = []
+
+    def walk(node) -> None:
+        kids = [node.children[i] for i in sorted(getattr(node, "children", None) or {})]
+        if kids and all(k.type == "column" for k in kids) and any(
+                (getattr(e, "key", None) or "").startswith("train_preset_")
+                for k in kids for e in k.children.values()):
+            rows.append(len(kids))
+        for k in kids:
+            walk(k)
+
+    walk(at.main)
+    return rows
+
+
+TUTORIAL_SIX = ("epochs", "lr", "momentum", "batch_size", "num_workers", "device")
+
+
+@pytest.mark.parametrize("lang", ["en", "es", "pt"])
+def test_a_beginner_meets_the_tutorials_knobs_train_and_the_lesson_first(lab, lang):
+    """17 settings stood before Train: now the tutorial's six and Train come first, the rest in
+    an Advanced section closed while it holds nothing but the tutorial's values; the lesson is
+    open on the session's first visit; the preset labels wrap, three a row, never cut."""
+    t = i18n.translator(lang)
+    at = open_train(f"beginner-{lang}-session", lang)
+    advanced, lesson = t("train.advanced"), t("lesson.title") + ": " + t("nav.train")
+    items = layout(at)
+    where = {name: i for i, (_, name, _) in enumerate(items)}
+    section = where[advanced]
+    assert all(where["train_" + name] < section for name in TUTORIAL_SIX)
+    assert where["train_start"] < section
+    inside = {name for _, name, around in items if advanced in around}
+    assert {"train_pipeline", "train_train_subset", "train_seed", "train_net", "train_nesterov",
+            "train_weight_decay", "train_label_smoothing", "train_tta"} <= inside
+    assert not inside & {"train_" + name for name in TUTORIAL_SIX} and "train_start" not in inside
+    assert not expander(at, advanced).proto.expanded
+    assert expander(at, lesson).proto.expanded            # the first visit: the lesson is open
+    assert [c for c in texts(at, "caption") if c == t("train.advanced_help")]
+    # the presets: three a row, labels whole (they wrap instead of ending in "…")
+    assert preset_rows(at) == [3, 3]
+    presets = [b for b in at.button if b.key.startswith("train_preset_")]
+    assert len(presets) == 6
+    for b in presets:
+        assert b.label == t("train." + b.key.removeprefix("train_")) and b.proto.wrap
+    # an advanced knob set: the section opens, and does not close under the student's hands
+    at.toggle(key="train_nesterov").set_value(True).run()
+    assert expander(at, advanced).proto.expanded
+    at.toggle(key="train_nesterov").set_value(False).run()
+    assert expander(at, advanced).proto.expanded
+    assert expander(at, lesson).proto.expanded
+    # a later visit: the lesson closed, the section as its knobs say
+    at.switch_page("pages/loss.py")
+    at.run()
+    at.switch_page("pages/train.py")
+    at.run()
+    assert not expander(at, lesson).proto.expanded
+    assert not expander(at, advanced).proto.expanded
+    # a preset that sets an advanced knob shows it
+    at.button(key="train_preset_quick").click().run()
+    assert expander(at, advanced).proto.expanded
+    assert at.number_input(key="train_train_subset").value == 5000
+    assert not at.exception
+
+
 @pytest.mark.parametrize("lang", ["en", "es", "pt"])
 def test_renders_in_each_language(lab, lang):
     t = i18n.translator(lang)
@@ -129,6 +217,8 @@ def test_a_server_allowing_fewer_images_opens_with_a_form_that_fits(lab, monkeyp
     assert not at.error, texts(at, "error")
     assert at.number_input(key="train_train_subset").value == 20000
     assert at.button(key="train_preset_tutorial").proto.type == "primary"
+    # the server's own limit is no change of the student's: the Advanced section stays closed
+    assert not expander(at, i18n.t("train.advanced", "es")).proto.expanded
 
 
 def test_typed_values_outlive_a_visit_to_another_page(lab):
@@ -213,6 +303,9 @@ def test_train_a_quick_run_to_the_end(lab):
     accuracy = [m for m in at.metric if m.label == t("train.accuracy_final")]
     assert accuracy and accuracy[0].value.endswith("%")
     assert f"{100 * done.result['test_accuracy']:.1f}" in accuracy[0].value
+    # the epochs as a table that scrolls inside itself (a markdown one widened a phone's page)
+    (epochs,) = [tb.value for tb in at.table if t("train.epoch_col") in list(tb.value.columns)]
+    assert epochs.iloc[:, 0].tolist() == ["1"]
 
     # a second tab with the same ?sid= finds it; another session does not see it
     again = open_train("alice-session-1")

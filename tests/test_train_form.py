@@ -142,3 +142,48 @@ def test_widgets_carry_the_texts_in_the_language():
     form.take({"pipeline": "fast"})
     workers = next(x for x in form.widgets() if x.name == "num_workers")
     assert workers.disabled and workers.note == i18n.t("train.num_workers_fast", "es")
+
+
+TUTORIAL_SIX = ("epochs", "lr", "momentum", "batch_size", "num_workers", "device")
+
+
+def test_the_schema_says_which_knobs_are_the_tutorials_and_the_rest_are_advanced():
+    form = TrainForm("en", SERVER, n_train=50000)
+    first = [w.name for w in form.widgets() if not w.advanced]
+    assert tuple(first) == TUTORIAL_SIX
+    rest = {w.name for w in form.widgets() if w.advanced}
+    assert {"pipeline", "seed", "train_subset", "net", "augment", "label_smoothing", "nesterov",
+            "weight_decay", "schedule", "tta"} <= rest
+    assert set(form.advanced) == set(form.names) - set(TUTORIAL_SIX)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_advanced_knobs_that_differ_from_the_tutorial_are_named(lang):
+    form = TrainForm(lang, SERVER, n_train=50000)
+    assert form.advanced_changed() == ()
+    form.take({"epochs": 5, "lr": "0,01" if lang != "en" else "0.01", "batch_size": 16})
+    assert form.advanced_changed() == ()          # the tutorial's own knobs never count
+    form.take({"nesterov": True, "weight_decay": i18n.number(0.0005, lang)})
+    assert set(form.advanced_changed()) == {"nesterov", "weight_decay"}
+    form.take({"nesterov": False, "weight_decay": i18n.number(0.0, lang)})
+    assert form.advanced_changed() == ()          # "0,0" is the tutorial's 0
+    form.take({"label_smoothing": "abc"})         # no number: a problem is never hidden
+    assert form.advanced_changed() == ("label_smoothing",)
+    form.take({"label_smoothing": "0"})
+    form.apply_preset("quick")                    # 5,000 images: the section shows them
+    assert form.advanced_changed() == ("train_subset",)
+    form.apply_preset("one_minute_cpu")
+    assert {"pipeline", "net", "augment", "nesterov", "tta"} <= set(form.advanced_changed())
+    form.apply_preset("tutorial")
+    assert form.advanced_changed() == ()
+
+
+def test_on_a_server_with_fewer_images_the_tutorial_as_fitted_is_no_change():
+    small = Limits(max_epochs=20, max_train_images=20000, devices=("cpu",))
+    form = TrainForm("pt", small, n_train=50000)
+    assert form.values()["train_subset"] == 20000 and form.advanced_changed() == ()
+    form.take({"train_subset": 10000})
+    assert form.advanced_changed() == ("train_subset",)
+    # the class's pushed values count as well: the student sees what was set for them
+    form.apply_class({"seed": 7}, {}, ("blue-fox-42", 1))
+    assert set(form.advanced_changed()) == {"train_subset", "seed"}

@@ -20,6 +20,8 @@ from ui.language import lang
 
 PREFIX = "train_"                 # the widgets' keys: train_epochs, train_lr, ...
 KEY, SHOWN = "train_form", "train_form_shown"   # the form; the revision the widgets show
+# the Advanced section's open state (its expander's), and the knobs in it that differed
+ADVANCED, ADVANCED_WAS = "train_form_advanced", "train_form_advanced_was"
 
 
 @st.cache_resource(show_spinner=False)
@@ -71,3 +73,16 @@ def widget(w: Widget, on_change, refusal: str | None = None) -> None:
         st.caption(w.note)
     if w.problem or refusal:
         st.error(w.problem or refusal, icon=":material/error:")
+
+
+def advanced(form: TrainForm, label: str, refused: str | None = None):
+    """The Advanced section, an expander to draw its knobs into. Closed while each of them
+    has the tutorial's value; opened whenever one comes to differ (a preset, the class, a
+    refusal of the server), so nothing set there is hidden; never closed under the student's
+    hands (after a visit elsewhere it opens as its knobs say)."""
+    ss = st.session_state
+    changed = set(form.advanced_changed()) | ({refused} & set(form.advanced))
+    if ADVANCED not in ss or changed - ss.get(ADVANCED_WAS, set()):
+        ss[ADVANCED] = bool(changed)
+    ss[ADVANCED_WAS] = changed
+    return st.expander(label, key=ADVANCED, on_change="rerun", icon=":material/tune:")

@@ -69,18 +69,20 @@ class TrainConfig:
     """Everything one training run needs. Defaults: the tutorial as written."""
 
     epochs: int = knob(2, kind="int", lo=1, hi=MAX_EPOCHS, label="common.epochs",
-                       help="common.epochs_help", error="config.epochs")
+                       help="common.epochs_help", error="config.epochs", tutorial=True)
     lr: float = knob(0.001, kind="float", lo=0, lo_open=True, hi=10, step=0.001, label="common.lr",
-                     help="common.lr_help", error="config.lr")
+                     help="common.lr_help", error="config.lr", tutorial=True)
     momentum: float = knob(0.9, kind="float", lo=0, hi=1, hi_open=True, step=0.05,
                            label="common.momentum", help="common.momentum_help",
-                           error="config.momentum")
+                           error="config.momentum", tutorial=True)
     batch_size: int = knob(4, kind="int", lo=1, hi=MAX_BATCH, label="common.batch_size",
-                           help="common.batch_size_help", error="config.batch_size")
+                           help="common.batch_size_help", error="config.batch_size",
+                           tutorial=True)
     num_workers: int = knob(2, kind="int", lo=0, hi=MAX_WORKERS, label="common.num_workers",
-                            help="common.num_workers_help", error="config.num_workers")
+                            help="common.num_workers_help", error="config.num_workers",
+                            tutorial=True)
     device: str = knob("auto", kind="device", label="common.device", help="common.device_help",
-                       error="config.device", preset=False)
+                       error="config.device", preset=False, tutorial=True)
     pipeline: str = knob("tutorial", kind="choice", choices=PIPELINES, label="common.pipeline",
                          help="common.pipeline_help", error="config.pipeline")
     seed: int = knob(0, kind="int", lo=0, hi=MAX_SEED, label="common.seed",

@@ -50,6 +50,7 @@ class Knob:
     preset: bool = True
     widget: bool = True
     cli: bool = True
+    tutorial: bool = False
 
 
 def knob(default: Any, **kw: Any) -> Any:

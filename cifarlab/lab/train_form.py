@@ -32,6 +32,7 @@ class Widget:
     step: int = 1
     note: str | None = None
     problem: str | None = None
+    advanced: bool = False    # drawn in the Advanced section, after Train
 
 
 class TrainForm:
@@ -43,6 +44,8 @@ class TrainForm:
         self.cls = cls or trainview.CONFIG
         self.fields = trainview.knob_fields(self.cls)
         self.names = tuple(f.name for f in self.fields)
+        # the tutorial's own settings come first; the others wait in an Advanced section
+        self.advanced = tuple(f.name for f in self.fields if not f.knob.tutorial)
         self._kind = {f.name: f.knob.kind for f in self.fields}
         self._raw: dict[str, Any] = {f.name: self._show(f.name, f.default) for f in self.fields}
         self.locks: dict[str, str] = {}         # knob -> why the class locked it
@@ -166,6 +169,19 @@ class TrainForm:
             self._set({field: self.pushed[field]})
         return field if field in self._raw else None
 
+    def tutorial_values(self) -> dict[str, Any]:
+        """Each knob as the tutorial sets it here: its preset fitted to the server's limits
+        (all the images may be more than a server allows), the others' defaults."""
+        return {f.name: f.default for f in self.fields} | self.fit(
+            trainview.preset_values("tutorial"))
+
+    def advanced_changed(self) -> tuple[str, ...]:
+        """The Advanced section's knobs that differ from the tutorial's value or have a
+        problem: while there is one, the section must not hide it."""
+        values, ref, problems = self.values(), self.tutorial_values(), self.problems()
+        return tuple(n for n in self.advanced if n in problems or trainview.matching_preset(
+            values, {"tutorial": {n: ref[n]}}) is None)
+
     # -- what the page draws -----------------------------------------------------------------
     def devices(self) -> list[str]:
         """The device box's choices: "auto" and the server's devices."""
@@ -181,7 +197,8 @@ class TrainForm:
             d.startswith("cuda") for d in self.limits.devices or ()))
 
     def widgets(self) -> list[Widget]:
-        """The knobs to draw, in the schema's order (CUDA graphs only on a CUDA device)."""
+        """The knobs to draw, in the schema's order (CUDA graphs only on a CUDA device); the
+        ``advanced`` ones go in the Advanced section."""
         t, problems = i18n.translator(self.lang), self.problems()
         fast = self._raw.get("pipeline") == "fast"
         out = []
@@ -213,7 +230,8 @@ class TrainForm:
             out.append(Widget(name, k.kind, t(k.label), help_text,
                               disabled=bool(lock) or note is not None, options=options,
                               option_labels=labels, placeholder=placeholder, step=int(k.step),
-                              note=note, problem=problem.text(self.lang) if problem else None))
+                              note=note, problem=problem.text(self.lang) if problem else None,
+                              advanced=name in self.advanced))
         return out
 
 

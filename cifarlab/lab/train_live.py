@@ -11,6 +11,7 @@ import time
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 
 from cifarlab import i18n
@@ -111,8 +112,9 @@ def per_class_figure(rows: Sequence[tuple[str, float]], lang: str) -> go.Figure:
                                    line=dict(dash="dot", color=GREY, width=1))]))
 
 
-def epochs_table(epochs: Sequence[Mapping[str, Any]], lang: str) -> str:
-    """The epoch events as a markdown table (a data frame costs more to send every poll)."""
+def epochs_table(epochs: Sequence[Mapping[str, Any]], lang: str) -> pd.DataFrame:
+    """The epoch events as a table of texts in the language (``st.table``: it scrolls inside
+    itself on a phone, where a markdown table made the whole page scroll sideways)."""
     t = i18n.translator(lang)
     head = (t("train.epoch_col"), t("train.mean_loss_col"), t("train.seconds_col"),
             t("train.ips_col"), t("common.accuracy"))
@@ -121,8 +123,7 @@ def epochs_table(epochs: Sequence[Mapping[str, Any]], lang: str) -> str:
              _num(round(float(e.get("seconds") or 0), 1), lang),
              _num(round(float(e.get("images_per_second") or 0)), lang),
              _pct(e.get("accuracy"), lang)) for e in epochs]
-    return "\n".join(["| " + " | ".join(head) + " |", "|---:" * len(head) + "|"]
-                     + ["| " + " | ".join(r) + " |" for r in rows])
+    return pd.DataFrame(rows, columns=list(head))
 
 
 def chart_texts(view: Any, log_every: int, lang: str) -> tuple[str, str]:

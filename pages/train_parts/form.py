@@ -1,0 +1,132 @@
+"""The Train page's settings (not a page: pages/train.py calls it): the presets, the
+tutorial's six knobs, the run's name and Train first, then the Advanced section with the other
+knobs (``TrainForm`` says which); and the training loop's lesson, which the page puts last.
+The form itself and its widgets' keys are ui/train_form.py's; the keys here are the page's own
+(``train_``).
+"""
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from cifarlab.core.config import PRESETS
+from cifarlab.errors import CifarLabError
+from cifarlab.lab import train as trainview
+from cifarlab.lab import train_live as words
+from pages.classroom_parts import student as classroom_student
+from ui import train_form
+from ui.data import queue as get_queue
+from ui.language import lang, t
+from ui.nav import lesson
+from ui.session import session_id
+from ui.signin import owner_id
+
+K = "train_"          # the page's keys; the knobs' are ui/train_form.py's
+FLASH_S = 5.0         # how long the message after pressing Train stays
+PER_ROW = 3           # preset buttons and knobs in a row
+
+
+def _forget_message() -> None:
+    """A changed knob makes the last Train message old news."""
+    st.session_state.pop(K + "submit_msg", None)
+
+
+def _flash(kind: str, text: str, field: str | None = None) -> None:
+    st.session_state[K + "submit_msg"] = (kind, text, field, time.monotonic())
+
+
+def _apply_preset(name: str) -> None:
+    """A preset button's callback: a button fires only when clicked, so a preset applies only
+    when the student chose it."""
+    _forget_message()
+    train_form.get().apply_preset(name)
+
+
+def _submit() -> None:
+    """The Train button's callback: the form's config → the queue (or why not)."""
+    form, ss = train_form.get(), st.session_state
+    config = form.config()
+    if config is None:
+        return _flash("error", t("train.config_errors"))
+    try:
+        run_id = get_queue().submit(session_id(), config, name=ss.get(K + "name") or None,
+                                    owner=owner_id())
+    except CifarLabError as err:   # beside its widget when it names one
+        return _flash("error", err.text(lang()), form.refused(err.field))
+    _flash("success", t("train.started"))
+    ss[K + "run_select"] = run_id
+    ss[K + "name"] = ""   # the next run gets its own name
+
+
+def current_message() -> tuple | None:
+    """What pressing Train said, for FLASH_S seconds: it must outlive the rerun that the run's
+    first status change (queued -> running) causes at once."""
+    msg = st.session_state.get(K + "submit_msg")
+    if msg is not None and time.monotonic() - msg[3] > FLASH_S:
+        st.session_state.pop(K + "submit_msg", None)
+        return None
+    return msg
+
+
+def presets(form) -> None:
+    """The presets, PER_ROW a row with labels that wrap (six in one row were cut off)."""
+    current, names = form.preset_name(), list(PRESETS)
+    st.markdown(f"**{t('train.preset')}**", help=t("train.preset_help"))
+    for row in range(0, len(names), PER_ROW):
+        for col, name in zip(st.columns(PER_ROW), names[row:row + PER_ROW]):
+            col.button(t(f"train.preset_{name}"), key=K + "preset_" + name, wrap=True,
+                       on_click=_apply_preset, args=(name,), width="stretch",
+                       type="primary" if name == current else "secondary")
+    st.caption(t(f"train.preset_{current}_help") if current else t("train.custom"))
+
+
+def knobs(widgets, msg: tuple | None) -> None:
+    """Knobs PER_ROW a row, in the schema's order (on a phone, one under the other in that
+    order), each with its problem or the server's refusal under it."""
+    for row in range(0, len(widgets), PER_ROW):
+        for col, w in zip(st.columns(PER_ROW), widgets[row:row + PER_ROW]):
+            with col:
+                train_form.widget(w, _forget_message,
+                                  msg[1] if msg and msg[2] == w.name else None)
+
+
+def lesson_section() -> None:
+    """The training loop's lesson, open on the session's first visit (a beginner meets it
+    here), afterwards as the student leaves it."""
+    ss = st.session_state
+    if not ss.get(K + "lesson_seen"):
+        ss[K + "lesson_seen"] = ss[K + "lesson"] = True
+    with st.expander(t("lesson.title") + ": " + t("nav.train"), key=K + "lesson",
+                     on_change="rerun", icon=":material/school:"):
+        lesson("training")
+
+
+def settings(form, queue, msg: tuple | None) -> None:
+    """The form, Train, what pressing it said, and the Advanced section."""
+    st.subheader(t("train.settings_title"))
+    classroom_student.pushed(form, t)   # the class's values and locks, with its banner
+    train_form.show(form)
+    presets(form)
+    widgets = form.widgets()
+    knobs([w for w in widgets if not w.advanced], msg)
+    st.text_input(t("train.run_name"), key=K + "name", max_chars=100,
+                  help=t("train.run_name_help"), placeholder=t("train.run_name_placeholder"))
+    st.button(t("train.start"), key=K + "start", type="primary", on_click=_submit,
+              icon=":material/play_arrow:")
+    config = form.config()   # always one line here (the fragment below keeps its place)
+    st.caption("" if config is None else words.estimate_text(trainview.estimate_seconds(
+        config, queue.train_images(), queue.measured_speeds()), lang()))
+    with st.container():  # one place, shown or empty: the fragment below keeps its place
+        if msg is not None and msg[2] is None:
+            (st.error if msg[0] == "error" else st.success)(msg[1])
+            if msg[0] == "error":
+                for p in form.problems().values():
+                    st.markdown(f"- {p.text(lang())}")
+    with train_form.advanced(form, t("train.advanced"), msg[2] if msg else None):
+        st.caption(t("train.advanced_help"))
+        knobs([w for w in widgets if w.advanced], msg)
+    limits = queue.settings
+    st.caption(t("train.limits", epochs=t("counts.epochs", n=limits.max_epochs),
+                 images=t("counts.train_images", n=limits.max_train_images),
+                 runs=t("counts.runs", n=limits.max_per_owner)))
