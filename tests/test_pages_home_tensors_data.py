@@ -275,3 +275,21 @@ def test_augmentation_epochs_out_of_range_say_so_and_show_no_stale_draws(app_fil
     assert not _augment_rows(at)
     at.number_input(key="data_aug_epochs").set_value(2).run()
     assert [len(r.value) for r in _augment_rows(at)] == [3, 3, 3]
+
+
+def test_a_data_set_that_cannot_be_decoded_says_why_and_leaves_no_progress_bar(
+        app_file, monkeypatch, tmp_path):
+    broken = tmp_path / "cifar.tar.gz"
+    broken.write_bytes(b"\x1f\x8b not really a gzip archive")
+    monkeypatch.setenv("CIFARLAB_DATA", str(broken))
+    monkeypatch.setenv("CIFARLAB_CACHE", str(tmp_path / "cache"))
+    at = AppTest.from_file(app_file, default_timeout=90)
+    at.query_params["lang"] = "es"
+    at.run()
+    at.switch_page("pages/data.py")
+    at.run()
+    assert not at.exception
+    t = i18n.translator("es")
+    head = t("errors.data_unavailable", reason="").strip()
+    assert any(e.value.startswith(head) for e in at.error), [e.value for e in at.error]
+    assert not at.get("progress")                      # no bar left saying "0 % done"
