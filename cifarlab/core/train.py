@@ -32,6 +32,7 @@ from cifarlab.core.config import TrainConfig
 from cifarlab.core.devices import device_name, environment, synchronize
 from cifarlab.core.evaluate import EvalResult, evaluate
 from cifarlab.core.model import Net
+from cifarlab.core.probes import Probe, probe_every
 from cifarlab.core.tricks import make_criterion, make_scheduler
 from cifarlab.errors import CheckpointError
 
@@ -41,7 +42,7 @@ FLUSH_MAX_STEPS = 4096    # ... or after this many steps, whichever comes first
 
 @dataclass
 class Event:
-    kind: str   # start | losses | running_loss | progress | epoch | diverged | eval | done
+    kind: str   # start | losses | running_loss | progress | inside | epoch | diverged | eval | done
     data: dict
 
     def to_dict(self) -> dict:
@@ -201,6 +202,7 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
     # fallback to eager is an event of kind "graphs" with its reason
     step_fn = graphs.make_step(config, device, model, criterion, optimizer, train_step,
                                lambda note: emit(Event("graphs", note)))
+    probe = Probe(model, probe_every(steps_per_epoch), relu=config.net == "tutorial")
 
     losses: list[float] = []
     running: list[dict] = []
@@ -259,6 +261,8 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
             n_buf += 1
             step += 1
             images += labels.shape[0]
+            if probe.due(step):   # each layer's norms, right after the step (core/probes.py)
+                emit(Event("inside", probe.sample(step, inputs)))
             if (i + 1) % config.log_every == 0:  # the tutorial's "[epoch, i] loss: x" line
                 flush(time.perf_counter())
                 last_flush = time.perf_counter()
