@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cifarlab.core import data as data_mod  # noqa: E402 - after the path
-from cifarlab.core import probes  # noqa: E402
-from cifarlab.core.config import TrainConfig  # noqa: E402
-from cifarlab.core.train import train  # noqa: E402
+from cifarlab.core import data as data_mod
+from cifarlab.core import probes
+from cifarlab.core.config import TrainConfig
+from cifarlab.core.train import train
 
 
 def one(config: TrainConfig, data, probed: bool) -> tuple[float, int]:
