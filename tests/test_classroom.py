@@ -28,6 +28,7 @@ from cifarlab.serve.classroom import ratelimit
 from cifarlab.serve.identity import Person
 from cifarlab.serve.queue import JobQueue
 from cifarlab.serve.schema import SCHEMA_VERSION
+from old_store import old_store
 from cifarlab.serve.settings import load_settings
 from cifarlab.serve.store import RunStore
 
@@ -458,7 +459,7 @@ def test_everything_survives_a_restart(tmp_path):
 
 
 def test_an_older_store_migrates_to_the_classroom(tmp_path):
-    old = RunStore(tmp_path / "runs.db", upto=2)
+    old = old_store(tmp_path / "runs.db", version=2)
     run_id = old.create_run("old-session-1", "train", QUICK.to_dict(), "cpu")
     assert old.schema_version() == 2
     store = RunStore(tmp_path / "runs.db")

@@ -20,6 +20,7 @@ import pytest
 from cifarlab import i18n
 from cifarlab.errors import JobError
 from cifarlab.serve.store import SCHEMA_VERSION, RunStore, pid_alive, validate_run_id
+from old_store import old_store
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SESSION = "session-aaaa"
@@ -80,7 +81,7 @@ def test_schema_is_versioned_and_in_wal_mode(sqlite_store, tmp_path):
 
 
 def test_an_older_sqlite_store_is_migrated_and_keeps_its_runs(tmp_path):
-    old = RunStore(tmp_path / "runs.db", upto=1)          # a runs.db from before owners
+    old = old_store(tmp_path / "runs.db")          # a runs.db from before owners
     assert old.schema_version() == 1
     conn = sqlite3.connect(old.path)
     conn.execute("INSERT INTO runs (id, session, kind, status, device, config, created_at, "
@@ -393,8 +394,16 @@ def test_store_travels_to_threads_and_processes(store):
 
 
 def test_the_declared_tables_are_what_each_backend_has(store):
-    """A SQLite file comes through the migration chain, a PostgreSQL database from the
-    declaration: both end up with the declared columns, keys and indexes."""
+    """A new store (SQLite or PostgreSQL) has the declared columns, keys and indexes."""
+    _has_the_declared_tables(store)
+
+
+def test_a_store_migrated_from_version_1_has_the_declared_tables(tmp_path):
+    old_store(tmp_path / "runs.db")
+    _has_the_declared_tables(RunStore(tmp_path / "runs.db"))
+
+
+def _has_the_declared_tables(store):
     from sqlalchemy import inspect
 
     from cifarlab.serve.schema import METADATA
