@@ -19,7 +19,6 @@ def test_settings_defaults_environment_and_file(tmp_path, monkeypatch):
     assert (s.max_queue, s.max_per_owner, s.max_epochs, s.max_train_images) == (50, 2, 20, 50000)
     assert (s.max_image_epochs_per_run, s.max_image_epochs_per_owner) == (500_000, 2_000_000)
     assert (s.max_num_workers, s.max_timing_seconds, s.worker_nice) == (8, 1200.0, 10)
-    assert s.max_per_session == s.max_per_owner   # the old name, still read by pages
     assert s.shared_view is False and s.data is None and s.spare_workers == 1
     assert s.slots_for("cpu") == s.cpu_slots and s.slots_for("cuda:1") == 1
     assert s.slots_for("mps") == 1
