@@ -25,6 +25,7 @@ variable (or file key) and the value, e.g. ``CIFARLAB_CPU_SLOTS must be a whole 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import tomllib
@@ -32,8 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from cifarlab.errors import CifarLabError
-from cifarlab.serve.values import as_float as _float, as_int as _int, url_problem
+from cifarlab.errors import CifarLabError, JobError
 
 if TYPE_CHECKING:
     from cifarlab.core.config import Limits
@@ -230,7 +230,9 @@ def _parse(name: str, raw: Any, where: str, base: Path) -> Any:
     text = raw.strip() if isinstance(raw, str) else raw
     got = repr(raw)
     if kind == "int":
-        value = _int(text)
+        value = text if isinstance(text, int) and not isinstance(text, bool) else None
+        if isinstance(text, str) and text.lstrip("+").isdigit():
+            value = int(text)
         if value is None or value < minimum or (maximum is not None and value > maximum):
             if maximum is not None:
                 raise SettingsError("serve.settings.whole_number_range", field=name,
@@ -239,8 +241,11 @@ def _parse(name: str, raw: Any, where: str, base: Path) -> Any:
                                 min=int(minimum), got=got)
         return value
     if kind == "float":
-        value = _float(text)
-        if value is None or value < minimum:
+        try:
+            value = None if isinstance(text, bool) else float(text)
+        except (TypeError, ValueError):
+            value = None
+        if value is None or not math.isfinite(value) or value < minimum:
             raise SettingsError("serve.settings.seconds", field=name, where=where, min=minimum,
                                 got=got)
         return value
@@ -292,7 +297,20 @@ _EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
 
 
 def _store_url(value: Any, name: str, where: str) -> str | None:
-    problem = url_problem(value)      # the URL shown without its password
-    if problem is not None:
-        raise SettingsError("serve.settings.store_url", field=name, where=where, got=problem)
-    return value or None
+    """A run store URL naming its database, checked by the store's own parser
+    (``database.store_url``); the error shows it without its password."""
+    if value is None or value == "":
+        return None
+    from sqlalchemy.engine import make_url   # SQLAlchemy: only when a URL is set
+
+    from cifarlab.serve.database import store_url
+
+    try:
+        if isinstance(value, str) and "://" in value and store_url(value).database:
+            return value
+        got = make_url(value).render_as_string(hide_password=True)
+    except JobError:
+        got = make_url(value).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - SQLAlchemy's ArgumentError, ValueError for a bad port
+        got = repr(str(value).split("@")[-1])[:80]
+    raise SettingsError("serve.settings.store_url", field=name, where=where, got=got)
