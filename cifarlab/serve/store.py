@@ -30,7 +30,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from cifarlab.errors import JobError
 from cifarlab.serve.backup import StoreDamaged, open_checked
-from cifarlab.serve.database import Database
+from cifarlab.serve.database import Database, store_url
 from cifarlab.serve.rows import clean_name, dumps as _dumps, finite_or_none as _finite_or_none
 from cifarlab.serve.rows import run_of as _run
 from cifarlab.serve.runs import (ACTIVE, FINISHED, RUN_ID_RE, STATUSES, Run, RunEvent, new_run_id,
@@ -63,11 +63,11 @@ class RunStore(Database):
 
     def __init__(self, location: str | os.PathLike, checkpoint_dir: str | os.PathLike | None = None,
                  upto: int = SCHEMA_VERSION):
-        sqlite_file = "://" not in os.fspath(location) or os.fspath(location).startswith("sqlite")
-        if sqlite_file:
+        url = store_url(location)
+        if url.get_backend_name() == "sqlite":
             init = super().__init__
             self.recovery = open_checked(self, lambda _p, u: init(location, u),
-                                         _sqlite_path(location), upto)
+                                         Path(url.database), upto)
         else:
             super().__init__(location, upto)
         if checkpoint_dir is None:
@@ -394,7 +394,3 @@ class RunStore(Database):
                 marked.append(run.id)
         return marked
 
-
-def _sqlite_path(location: str | os.PathLike) -> Path:
-    text_ = os.fspath(location)
-    return Path(text_.split("///", 1)[1] if "://" in text_ else text_).resolve()
