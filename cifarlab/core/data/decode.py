@@ -308,8 +308,8 @@ def _decode_members(members, where: str, on_progress: ProgressFn | None, percent
                     batch = []
                     if percent is not None and time.monotonic() >= next_report:
                         next_report, pct = time.monotonic() + 1.0, percent()
-                        emit(on_progress, f"Reading the archive {where}: {n_items:,} images ({pct}%) ...",
-                             fraction=pct / 100)
+                        emit(on_progress, f"Reading the archive {where}: {n_items:,} images "
+                                          f"({pct}%) ...", fraction=pct / 100)
         if batch:
             decoder.submit(batch, parallel=n_items >= _MIN_PARALLEL)
         with_images = sorted(p for p, splits in found.items()

@@ -8,8 +8,8 @@ instructor action through a tampered request is refused, not only spared the but
 
 Enforced on the serving side: ``JobQueue.submit`` asks ``enforce.check_submit`` about the
 owner's class: a locked knob that differs from the pushed value, a run beyond the class limits
-or the open challenge's rules is refused, the ``field`` naming the knob. A run submitted by a member is recorded in ``class_runs``: the board
-and the challenge find it there.
+or the open challenge's rules is refused, the ``field`` naming the knob. A run submitted by a
+member is recorded in ``class_runs``: the board and the challenge find it there.
 
 No record handed out carries another person's id (``model``); what a student can see of others
 is nicknames and run numbers. Joining is slowed down for a browser that keeps guessing codes,
