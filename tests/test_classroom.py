@@ -94,8 +94,9 @@ def finished(store, code, person, public, private, *, seconds=10.0, finished_at=
                               QUICK.replace(epochs=epochs).to_dict(), device, owner=person.id)
     tables.record_run(store, code, person.id, run_id)
     store.set_status(run_id, "running")
-    store.add_event(run_id, "eval", {"accuracy": (public + private) / 2,
-                                     "half_accuracies": {"public": public, "private": private}})
+    store.record(run_id, events=[("eval", {
+        "accuracy": (public + private) / 2,
+        "half_accuracies": {"public": public, "private": private}})])
     store.set_status(run_id, status, result={"test_accuracy": (public + private) / 2,
                                              "train_seconds": seconds})
     if finished_at is not None:
@@ -329,7 +330,8 @@ def test_board_cancel_pin_and_presenter(cr, klass, queue):
     a = queue.submit(SID[ANA], QUICK, owner=ANA.id)
     b = queue.submit(SID[BEN], QUICK, owner=BEN.id)
     done = finished(queue.store, klass.code, CAL, 0.4, 0.42)
-    queue.store.append_losses(done, list(range(1, 1001)), [2.3 - i / 1000 for i in range(1000)])
+    queue.store.record(done, steps=list(range(1, 1001)),
+                       losses=[2.3 - i / 1000 for i in range(1000)])
     outsider = queue.submit("walk-in-session-1", QUICK, owner="browser:walk-in")
     rows = {r.run_id: r for r in cr.board(TEACH, klass.code)}
     assert set(rows) == {a, b, done}

@@ -233,7 +233,7 @@ def test_writer_process_and_readers_at_the_same_time(store):
 
 def test_losses_downsampled_for_charts(store):
     run_id = store.create_run(SESSION, "train", {}, "cpu")
-    store.append_losses(run_id, list(range(1, 1001)), [float(i) for i in range(1, 1001)])
+    store.record(run_id, steps=list(range(1, 1001)), losses=[float(i) for i in range(1, 1001)])
     steps, losses = store.losses(run_id)
     assert len(steps) == 1000 and steps == [int(v) for v in losses]
     for m in (2, 3, 10, 100, 333, 999):
@@ -252,18 +252,18 @@ def test_losses_downsampled_for_charts(store):
     steps, _ = store.losses(run_id, since_step=500, max_points=50)
     assert steps[0] == 501 and steps[-1] == 1000 and len(steps) <= 50
     # an exploded loss (NaN) comes back as NaN, infinity as infinity
-    store.append_losses(run_id, [1001, 1002], [float("nan"), float("inf")])
+    store.record(run_id, steps=[1001, 1002], losses=[float("nan"), float("inf")])
     _, losses = store.losses(run_id, since_step=1000)
     assert math.isnan(losses[0]) and losses[1] == math.inf
     with pytest.raises(JobError, match="2 steps but 1 losses"):
-        store.append_losses(run_id, [1, 2], [0.5])
+        store.record(run_id, steps=[1, 2], losses=[0.5])
 
 
 def test_events_in_order_filtered_and_incremental(store):
     run_id = store.create_run(SESSION, "train", {}, "cpu")
-    store.add_event(run_id, "start", {"total_steps": 10})
+    store.record(run_id, events=[("start", {"total_steps": 10})])
     store.record(run_id, events=[("epoch", {"epoch": 1}), ("eval", {"accuracy": 0.3})])
-    store.add_event(run_id, "done", {"cancelled": False})
+    store.record(run_id, events=[("done", {"cancelled": False})])
     events = store.events(run_id)
     assert [(e.seq, e.kind) for e in events] == [(1, "start"), (2, "epoch"), (3, "eval"),
                                                  (4, "done")]
@@ -340,9 +340,9 @@ def test_queue_positions_are_fifo_per_device(store):
 def test_delete_removes_rows_and_the_checkpoint(store):
     run_id = store.create_run(SESSION, "train", {}, "cpu")
     keep = store.create_run(SESSION, "train", {}, "cpu")
-    store.append_losses(run_id, [1, 2], [2.3, 2.2])
-    store.append_losses(keep, [1], [2.3])
-    store.add_event(run_id, "start", {})
+    store.record(run_id, steps=[1, 2], losses=[2.3, 2.2])
+    store.record(keep, steps=[1], losses=[2.3])
+    store.record(run_id, events=[("start", {})])
     store.set_status(run_id, "running")
     path = store.checkpoint_path(run_id)
     path.parent.mkdir(parents=True, exist_ok=True)

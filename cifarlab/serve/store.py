@@ -3,7 +3,7 @@
 
     store = RunStore(settings.store_location)    # home/runs.db, or the store_url's database
     run_id = store.create_run(session, "train", cfg.to_dict(), "cpu", owner="cookie-1234")
-    store.append_losses(run_id, [1, 2, 3], [2.30, 2.29, 2.31])
+    store.record(run_id, steps=[1, 2, 3], losses=[2.30, 2.29, 2.31])   # and events, progress
     steps, losses = store.losses(run_id, max_points=500)     # downsampled for a chart
     store.get(run_id).status                                  # "queued", "running", "done", ...
 
@@ -229,13 +229,6 @@ class RunStore(Database):
             if progress is not None:
                 c.execute(update(RUNS).where(R.id == run_id)
                           .values(progress=_dumps(progress), heartbeat=now))
-
-    def append_losses(self, run_id: str, steps: Sequence[int], losses: Sequence[float]) -> None:
-        """Step losses, in one transaction."""
-        self.record(run_id, steps=steps, losses=losses)
-
-    def add_event(self, run_id: str, kind: str, data: dict) -> None:
-        self.record(run_id, events=[(kind, data)])
 
     def losses(self, run_id: str, since_step: int = 0,
                max_points: int | None = None) -> tuple[list[int], list[float]]:
