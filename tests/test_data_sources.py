@@ -82,6 +82,19 @@ def test_folder_and_archive_give_identical_arrays(tiny_folder, tmp_path, name, m
     assert from_archive.key != from_folder.key and from_archive.key.startswith("archive-")
 
 
+def test_class_folders_that_are_links_are_followed(tiny_folder, tmp_path):
+    linked = tmp_path / "linked"
+    for split in ("train", "test"):
+        (linked / split).mkdir(parents=True)
+        for cls in ("cat", "dog", "frog"):
+            (linked / split / cls).symlink_to(tiny_folder / split / cls)
+    (linked / "train" / "notes.txt").write_text("not an image")
+    via_links = D.load(str(linked), cache_dir=tmp_path / "cache")
+    direct = D.load(str(tiny_folder), cache_dir=tmp_path / "cache")
+    assert same_arrays(via_links, direct) and via_links.classes == direct.classes
+    assert "1 file(s) that are not images were ignored." in via_links.notes
+
+
 def test_archive_extras_are_ignored_but_two_data_sets_are_an_error(tiny_folder, tmp_path):
     (tiny_folder / "README.txt").write_text("about this data")
     (tiny_folder / "docs/test").mkdir(parents=True)

@@ -214,17 +214,22 @@ def _check_classes(found: dict[str, dict[str, int]], where: str, loose: int) -> 
 
 
 def _folder_members(root: str):
-    """(name below ``root``, is a folder, the image's path) of what ``train/`` and ``test/``
-    hold, in sorted order; hidden names left out."""
+    """(name below ``root``, is a folder, the image's path on call) of what ``train/`` and
+    ``test/`` hold, in sorted order; hidden names left out, class folders that are links
+    followed."""
     for split in SPLITS:
-        for dirpath, dirnames, filenames in os.walk(os.path.join(root, split)):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            rel = os.path.relpath(dirpath, root).replace(os.sep, "/")
-            for d in dirnames:
-                yield f"{rel}/{d}", True, None
-            for name in sorted(f for f in filenames if not f.startswith(".")):
-                full = os.path.join(dirpath, name)
-                yield f"{rel}/{name}", False, lambda full=full: full
+        for e in sorted(os.scandir(os.path.join(root, split)), key=lambda e: e.name):
+            if e.name.startswith("."):
+                continue
+            yield f"{split}/{e.name}", e.is_dir(), None
+            if not e.is_dir():
+                continue
+            for dirpath, dirnames, filenames in os.walk(e.path):
+                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+                rel = os.path.relpath(dirpath, root).replace(os.sep, "/")
+                for name in sorted(f for f in filenames if not f.startswith(".")):
+                    full = os.path.join(dirpath, name)
+                    yield f"{rel}/{name}", False, lambda full=full: full
 
 
 def _decode_folder(src: Source, on_progress: ProgressFn | None):
