@@ -87,7 +87,7 @@ def measured(wall, device="cpu", **knobs):
 def test_history_only_from_runs_with_the_same_settings_and_device():
     """The tutorial preset promised 18 min from other runs when its only run took 6 min."""
     tutorial = TrainConfig()
-    runs = [measured(365.0), measured(380.0, lr=0.01, seed=3),     # time-free knobs differ
+    runs = [measured(365.0), measured(380.0, lr=0.01, seed=3, device="cpu"),  # time-free knobs
             measured(9000.0, train_subset=500),                    # other subset: left out
             measured(100.0, batch_size=64), measured(60.0, epochs=1),
             measured(30.0, device="cuda:0"), measured(2000.0, pipeline="fast"),
@@ -102,11 +102,14 @@ def test_history_only_from_runs_with_the_same_settings_and_device():
 def test_the_form_never_gives_a_second_figure_beside_a_running_run():
     cfg = TrainConfig()
     runs = [measured(365.0)]
-    mine = SimpleNamespace(status="running", config=TrainConfig(lr=0.05).to_dict())
+    mine = SimpleNamespace(status="running", device="cpu",
+                           config=TrainConfig(lr=0.05, device="cpu").to_dict())
     assert eta.for_form(cfg, "cpu", runs, [mine]) == {"kind": "below"}
-    other = SimpleNamespace(status="running", config=TrainConfig(batch_size=8).to_dict())
-    done = SimpleNamespace(status="done", config=cfg.to_dict())
-    assert eta.for_form(cfg, "cpu", runs, [other, done])["kind"] == "history"
+    other = SimpleNamespace(status="running", device="cpu",
+                            config=TrainConfig(batch_size=8).to_dict())
+    elsewhere = SimpleNamespace(status="running", device="cuda:0", config=cfg.to_dict())
+    done = SimpleNamespace(status="done", device="cpu", config=cfg.to_dict())
+    assert eta.for_form(cfg, "cpu", runs, [other, elsewhere, done])["kind"] == "history"
 
 
 @pytest.mark.parametrize("lang", list(i18n.LANGUAGES))

@@ -18,8 +18,10 @@ from typing import Any, Iterable, Mapping, Sequence
 from cifarlab import i18n
 
 # Knobs that change what a run learns but not how long a step takes.
+# Knobs that change what a run learns but not how long a step takes; the device knob as chosen
+# ("auto") is left to the device the run actually trained on.
 TIME_FREE = frozenset({"lr", "momentum", "seed", "log_every", "label_smoothing", "nesterov",
-                       "weight_decay", "schedule"})
+                       "weight_decay", "schedule", "device"})
 MIN_STEADY_STEPS = 20       # steps past start-up before the speed is trusted ...
 MIN_STEADY_S = 1.5          # ... and seconds, so a few fast steps do not decide it
 MIN_STEADY_FRACTION = 0.02  # ... and this share of the run
@@ -81,7 +83,8 @@ def for_form(config: Any, device: str | None, measured: Iterable[Mapping[str, An
     ``runs`` (read by attribute) with these settings is training (its live view, refreshed
     each poll, has the only figure: the form is drawn once and would go stale), else
     ``estimate``."""
-    if any(r.status == "running" and same_settings(r.config or {}, config) for r in runs):
+    if any(r.status == "running" and r.device == device and same_settings(r.config or {}, config)
+           for r in runs):
         return {"kind": "below"}
     return estimate(config, device, measured)
 
