@@ -4,6 +4,8 @@ Builds the navigation over the files in pages/ (titles translated), the language
 sidebar (the browser's language on a first visit; ``?lang=es|pt|en`` in the URL names one), and
 the facts about this machine and its data.
 """
+import sys
+
 import streamlit as st
 
 from cifarlab import i18n
@@ -34,5 +36,11 @@ pages = [st.Page(path, title=t(f"nav.{pid}"), icon=icon, url_path=pid, default=(
          for pid, path, icon in nav.PAGES + (
              nav.INSTRUCTOR_PAGES if signin.person().instructor else [])]
 current = st.navigation(pages)
-store_may_be_down(current.run)()   # the run store gone mid-page: said in the student's words
+boot = st.empty()
+if "torch" not in sys.modules:   # the server's first pages still import it: tens of seconds
+    boot.status(t("loading.lab"), state="running")   # on a loaded machine, so say so at once
+try:
+    store_may_be_down(current.run)()   # the run store gone mid-page: said in the student's words
+finally:
+    boot.empty()
 nav.lesson_links(current.url_path or "home")   # not reached when a page stops early
