@@ -4,13 +4,11 @@ Builds the navigation over the files in pages/ (titles translated), the language
 sidebar (the browser's language on a first visit; ``?lang=es|pt|en`` in the URL names one), and
 the facts about this machine and its data.
 """
-import sys
-
 import streamlit as st
 
 from cifarlab import i18n
 from ui import a11y, nav, session, signin
-from ui.data import store_may_be_down
+from ui.data import loading_notice, store_may_be_down
 from ui.language import lang as current_lang
 from ui.language import language_switch
 
@@ -36,9 +34,7 @@ pages = [st.Page(path, title=t(f"nav.{pid}"), icon=icon, url_path=pid, default=(
          for pid, path, icon in nav.PAGES + (
              nav.INSTRUCTOR_PAGES if signin.person().instructor else [])]
 current = st.navigation(pages)
-boot = st.empty()
-if "torch" not in sys.modules:   # the server's first pages still import it: tens of seconds
-    boot.status(t("loading.lab"), state="running")   # on a loaded machine, so say so at once
+boot = loading_notice()   # said at once while the server's first pages still import torch
 try:
     store_may_be_down(current.run)()   # the run store gone mid-page: said in the student's words
 finally:
