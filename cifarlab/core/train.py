@@ -38,6 +38,8 @@ from cifarlab.errors import CheckpointError
 
 FLUSH_SECONDS = 0.25      # how often step losses are read back and sent as an event
 FLUSH_MAX_STEPS = 4096    # ... or after this many steps, whichever comes first
+WARM_STEPS = 10           # start-up steps (loader workers, first allocations) and 1 % of the
+WARM_SHARE = 0.01         # run, left out of the speed that estimates the time left (lab/eta.py)
 
 
 @dataclass
@@ -214,13 +216,15 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
     flushed_to = 0
     step = images = 0
     wait = 0.0
+    warm_steps = max(WARM_STEPS, int(WARM_SHARE * total_steps))
+    steady_from: tuple[int, float] | None = None   # (step, elapsed) where start-up ended
     cancelled = False
     diverged: dict | None = None
     inside: list[dict] = []
     eval_result: EvalResult | None = None
 
     def flush(now: float) -> None:
-        nonlocal n_buf, flushed_to, diverged
+        nonlocal n_buf, flushed_to, diverged, steady_from
         if n_buf:
             first = len(losses)
             losses.extend(buf[:n_buf].tolist())  # one device->host copy (synchronises)
@@ -234,9 +238,11 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
                                   "losses": losses[flushed_to:]}))
             flushed_to = len(losses)
         elapsed = now - t_start
-        rate = step / elapsed if elapsed > 0 else 0.0
+        if steady_from is None and step >= warm_steps:
+            steady_from = (step, elapsed)
+        s0, e0 = steady_from or (None, None)
         emit(Event("progress", {"step": step, "total_steps": total_steps, "elapsed_s": elapsed,
-                                "eta_s": (total_steps - step) / rate if rate > 0 else None,
+                                "steady_step": s0, "steady_s": e0,
                                 "images_per_second": images / elapsed if elapsed > 0 else 0.0,
                                 "data_wait_s": wait}))
 

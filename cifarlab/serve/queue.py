@@ -177,6 +177,13 @@ class JobQueue:
     def _resolve(self, device: str) -> str:
         return admission.resolve_device(device, self.executor.devices())
 
+    def device_for(self, device: str) -> str | None:
+        """Where a run asking for ``device`` would train now; None when nowhere here."""
+        try:
+            return self._resolve(device)
+        except CifarLabError:
+            return None
+
     def train_images(self) -> int:
         """Training images in the server's data set (50,000 until it has been decoded)."""
         if self._n_train is None:
