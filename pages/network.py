@@ -62,29 +62,32 @@ with tab_calc:
     kind = st.radio(t("network.layer_type"), ["conv", "pool"], horizontal=True, key="calc_kind",
                     format_func=lambda k: t(f"network.layer_{k}"))
     cols = st.columns(5)
-    # No min/max of Streamlit's own: its range message is English and it keeps the old value,
-    # so a stride of 0 would go on showing the last result. The engine says what is wrong.
-    size = cols[0].number_input(t("network.input_size"), value=32, step=1, key="calc_size")
-    kernel = cols[1].number_input(t("network.kernel"), value=5 if kind == "conv" else 2, step=1,
-                                  key=f"calc_kernel_{kind}")
-    padding = cols[2].number_input(t("network.padding"), value=0, step=1, key="calc_padding")
-    stride = cols[3].number_input(t("network.stride"), value=1 if kind == "conv" else 2, step=1,
-                                  key=f"calc_stride_{kind}")
-    dilation = cols[4].number_input(t("network.dilation"), value=1, step=1, key="calc_dilation")
-    res = convlab.calculator(kind, int(size), int(kernel), int(padding), int(stride), int(dilation))
+    # Text, as nn.Conv2d takes it: "5" or a rectangle "(5, 2)". The engine refuses what PyTorch
+    # would (2.5, 0, a kernel bigger than the input) in the student's language, never a stale
+    # result.
+    conv = kind == "conv"
+    args = [col.text_input(t(f"network.{name}"), value, key=key, help=t("network.pair_help"))
+            for col, name, value, key in zip(cols, (
+                "input_size", "kernel", "padding", "stride", "dilation"), (
+                "32", "5" if conv else "2", "0", "1" if conv else "2", "1"), (
+                "calc_size", f"calc_kernel_{kind}", "calc_padding", f"calc_stride_{kind}",
+                "calc_dilation"))]
+    res = convlab.calculator(kind, *args)
+    two = len(res["dims"]) == 2
+    if res["dims"]:
+        left, right = st.columns([1, 3])
+        left.metric(t("network.result"), res["shown"])
+        right.markdown(f"**{t('network.formula')}**")
+        right.code("\n".join((t(f"network.dim_{i}") + ": " if two else "") + d["formula"]
+                             for i, d in enumerate(res["dims"])), language=None)
     if res["shape_error"] is not None:
         st.error(res["shape_error"].text(t.lang))
     else:
-        left, right = st.columns([1, 3])
-        left.metric(t("network.result"), res["output"] if res["ok"] else "—")
-        right.markdown(f"**{t('network.formula')}**")
-        right.code(res["formula"], language=None)
-        if not res["ok"]:
-            st.error(t("network.too_small"))
-        elif not res["exact"]:
-            st.warning(t("network.not_exact") + " "
-                       + t("network.remainder", n=res["remainder"], s=int(stride)))
-        else:
+        for i, d in enumerate(res["dims"]):
+            if not d["exact"]:
+                st.warning((t(f"network.dim_{i}") + ": " if two else "") + t("network.not_exact")
+                           + " " + t("network.remainder", n=d["remainder"], s=d["stride"]))
+        if res["exact"]:
             st.success(t("network.exact"))
 
 # --------------------------------------------------------------------------- (c) edit the net
