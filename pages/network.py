@@ -8,7 +8,7 @@ import streamlit as st
 from cifarlab.core.config import ModelSpec
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import network as convlab
-from cifarlab.lab.network import figures as F
+from cifarlab.lab.network import activation as act, figures as F
 from ui.data import get_data
 from ui.language import num, show_error, translator
 from ui.nav import lesson
@@ -16,9 +16,9 @@ from ui.nav import lesson
 t = translator()
 
 st.title(t("nav.network"))
-tab_lesson, tab_arch, tab_calc, tab_edit, tab_conv, tab_pool = st.tabs([
+tab_lesson, tab_arch, tab_calc, tab_edit, tab_conv, tab_pool, tab_act = st.tabs([
     t("lesson.title"), t("network.arch_title"), t("network.calc_title"), t("network.edit_title"),
-    t("network.conv_title"), t("network.pool_title")])
+    t("network.conv_title"), t("network.pool_title"), t("network.act_title")])
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
@@ -205,3 +205,10 @@ with tab_pool:
             st.success(t("network.pool_torch_agrees"))
         else:
             st.error(t("network.pool_torch_differs"))
+
+# ------------------------------------------------------------------- (f) activation functions
+with tab_act:
+    lesson("activation")
+    chart(st, act.figure(t), "act_fig", t("a11y.act_chart"))
+    st.markdown(t("network.act_table_intro"))
+    st.dataframe(act.table(t), hide_index=True, width="stretch", key="act_table")

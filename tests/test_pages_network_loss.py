@@ -197,3 +197,17 @@ def test_calculator_bad_values_say_why_in_the_language_and_never_show_a_stale_re
         at.text_input(key=key).set_value({"calc_stride_conv": "1", "calc_padding": "0",
                                           "calc_kernel_conv": "5"}[key]).run()
         assert at.metric[0].value == "28" and not at.error
+
+
+@pytest.mark.parametrize("lang", ["en", "es", "pt"])
+def test_the_activation_tab_teaches_why_relu_in_the_language(open_page, lang):
+    t = i18n.translator(lang)
+    at = open_page("network", lang)
+    body = everything(at)
+    assert i18n.lesson("activation", lang).splitlines()[0].lstrip("# ") in body
+    assert any("F.relu(self.fc1(x))" in c for c in texts(at, "code"))   # the tutorial's lines
+    (table,) = [d.value for d in at.dataframe if t("network.act_col") in d.value.columns]
+    assert list(table[t("network.act_col")]) == [t(f"common.activation_{n}")
+                                                 for n in ("relu", "sigmoid", "tanh")]
+    assert list(table[t("network.act_layers", n=4)]) == [
+        i18n.significant(v, lang) for v in (1.0, 0.25 ** 4, 1.0)]
