@@ -211,3 +211,15 @@ def test_the_activation_tab_teaches_why_relu_in_the_language(open_page, lang):
                                                  for n in ("relu", "sigmoid", "tanh")]
     assert list(table[t("network.act_layers", n=4)]) == [
         i18n.significant(v, lang) for v in (1.0, 0.25 ** 4, 1.0)]
+
+
+@pytest.mark.parametrize("lang", ["en", "es", "pt"])
+def test_the_mountain_range_shows_plain_sgd_stuck_and_momentum_through(open_page, lang):
+    t = i18n.translator(lang)
+    at = open_page("loss", lang)
+    at.selectbox(key="opt_surface").set_value("mountains").run()
+    assert not at.exception
+    assert any(w.startswith(f"**{t('loss.plain_sgd')}**: {t('loss.stuck')}")
+               for w in texts(at, "warning"))
+    assert any(t("loss.converges") in s for s in texts(at, "success"))
+    assert t("loss.mountains_note") in texts(at, "markdown")
