@@ -100,3 +100,9 @@ def test_the_lessons_figure_and_numbers_come_from_autograd():
     assert len(fig.data) == 6 and fig.data[0].name == t("common.activation_relu")
     rows = act.table(t)
     assert rows[1][t("network.act_layers", n=4)] == "0,00391"
+
+
+def test_never_fired_is_asked_only_of_a_relu_net():
+    from cifarlab.core.probes import Probe
+
+    assert Probe(Net(), 1).hooked and not Probe(Net(activation="sigmoid"), 1).hooked
