@@ -63,6 +63,7 @@ class TrainResult:
     eval: EvalResult | None = None
     cancelled: bool = False
     diverged: dict | None = None   # {"step", "loss"}: the loss stopped being a number there
+    inside: list = field(default_factory=list, repr=False)   # probe samples, no histograms
     device: str = "cpu"
     device_name: str = ""
     env: dict = field(default_factory=dict, repr=False)
@@ -104,6 +105,7 @@ class TrainResult:
             "running_losses": self.running_losses,
             "cancelled": self.cancelled,
             "diverged": self.diverged,
+            "inside": self.inside,
             "device": self.device,
             "device_name": self.device_name,
             "checkpoint": self.checkpoint,
@@ -215,6 +217,7 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
     wait = 0.0
     cancelled = False
     diverged: dict | None = None
+    inside: list[dict] = []
     eval_result: EvalResult | None = None
 
     def flush(now: float) -> None:
@@ -263,7 +266,11 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
             step += 1
             images += labels.shape[0]
             if probe.due(step):   # each layer's norms, right after the step (core/probes.py)
-                emit(Event("inside", probe.sample(step, inputs)))
+                sample = probe.sample(step, inputs)
+                emit(Event("inside", sample))
+                inside.append({"step": step, "layers": [
+                    {k: v for k, v in row.items() if k not in ("hist", "range")}
+                    for row in sample["layers"]]})
             if (i + 1) % config.log_every == 0:  # the tutorial's "[epoch, i] loss: x" line
                 flush(time.perf_counter())
                 last_flush = time.perf_counter()
@@ -319,7 +326,7 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
         config=config, steps=step, epochs_done=step / steps_per_epoch if steps_per_epoch else 0,
         train_seconds=train_seconds, images=images, data_wait_seconds=wait, losses=losses,
         running_losses=running, epochs=epochs, eval=eval_result, cancelled=cancelled,
-        diverged=diverged,
+        diverged=diverged, inside=inside,
         device=str(device), device_name=dev_name, env=environment(device), model=model_cpu)
     if checkpoint_path is not None:
         from cifarlab.core.checkpoint import save

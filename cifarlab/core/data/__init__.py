@@ -11,8 +11,7 @@ are also logged on the ``cifarlab.core.data`` logger. Errors are ``DataError``s 
 from __future__ import annotations
 
 from cifarlab.core.data.cache import CifarData
-from cifarlab.core.data.loading import (clear_memory_cache, describe_source, is_cached, load,
-                                        source_facts)
+from cifarlab.core.data.loading import clear_memory_cache, is_cached, load, source_facts
 from cifarlab.core.data.pipelines import (CifarImages, FastLoader, SeededShuffle, normalize,
                                           subset_indices, tutorial_dataset, tutorial_loader,
                                           tutorial_transform)
@@ -21,7 +20,7 @@ from cifarlab.core.data.sources import (CACHE_VERSION, CANONICAL, CIFAR10_CLASSE
 
 __all__ = [
     "CifarData", "CifarImages", "FastLoader", "SeededShuffle", "load", "is_cached",
-    "describe_source", "source_facts", "clear_memory_cache", "resolve_source", "cache_root",
+    "source_facts", "clear_memory_cache", "resolve_source", "cache_root",
     "normalize",
     "subset_indices", "tutorial_dataset", "tutorial_loader", "tutorial_transform",
     "CIFAR10_CLASSES", "IMAGE_SIZE", "SPLITS", "CACHE_VERSION", "CANONICAL", "ProgressFn",
