@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given, settings, strategies as st
 
 from cifarlab.lab import network as convlab
 from cifarlab.core.config import ModelSpec
@@ -181,8 +182,9 @@ def test_calculator():
     r = convlab.calculator("conv", 32, 4, padding=0, stride=3)
     assert r["output"] == 10 and not r["exact"] and r["remainder"] == 1 and r["ok"]
     assert r["output"] == torch.nn.Conv2d(1, 1, 4, stride=3)(torch.zeros(1, 1, 32, 32)).shape[-1]
-    r = convlab.calculator("conv", 32, 40)
-    assert not r["ok"] and r["output"] < 1 and r["error"] is None
+    r = convlab.calculator("conv", 32, 40)       # the formula shows why; the error says so
+    assert not r["ok"] and r["dims"][0]["output"] == -7 and r["output"] is None
+    assert "kernel of at most 32" in r["error"] and r["shown"] == "—"
     r = convlab.calculator("pool", 28, 2, stride=2)
     assert r["output"] == 14 and r["exact"]
     r = convlab.calculator("pool", 32, 2, padding=3, stride=2)
@@ -259,3 +261,44 @@ def test_the_stack_error_and_the_calculator_speak_the_students_language():
     with pytest.raises(ShapeError) as err:
         convlab.apply_kernel(np.zeros((1, 8, 8)), np.zeros((2, 3, 3)))
     assert "1 canal;" in err.value.text("es") and "1 channel;" in str(err.value)
+
+
+# ------------------------------------------------------------- the calculator, rectangles typed
+
+@settings(max_examples=60, deadline=None)
+@given(h=st.integers(1, 40), w=st.integers(1, 40), kh=st.integers(1, 9), kw=st.integers(1, 9),
+       sh=st.integers(1, 4), sw=st.integers(1, 4), p=st.integers(0, 3), pool=st.booleans())
+def test_typed_rectangles_give_pytorchs_shape_or_its_refusal(h, w, kh, kw, sh, sw, p, pool):
+    layer = (torch.nn.MaxPool2d if pool else torch.nn.Conv2d)
+    try:
+        module = layer((kh, kw), (sh, sw), p) if pool else layer(1, 1, (kh, kw), (sh, sw), p)
+        want = tuple(module(torch.zeros(1, 1, h, w)).shape[-2:])
+    except RuntimeError:
+        want = None
+    r = convlab.calculator("pool" if pool else "conv", f"({h}, {w})", f"[{kh},{kw}]", str(p),
+                           f"( {sh} , {sw} )", "1")
+    assert r["output"] == want and r["ok"] == (want is not None)
+    if want is not None:       # each dimension by its own formula, with the floor
+        assert [d["output"] for d in r["dims"]] == list(want) and r["shown"] == "×".join(
+            map(str, want))
+        assert [d["formula"].endswith(f"= {n}") for d, n in zip(r["dims"], want)] == [True] * 2
+    else:
+        assert r["shape_error"].text("es") != r["shape_error"].text("en")
+
+
+@pytest.mark.parametrize("typed, code", [
+    ("2.5", "not_a_pair"), ("2,5", "not_a_pair"), ("(5, 2, 1)", "not_a_pair"), ("", "not_a_pair"),
+    ("five", "not_a_pair"), ("0", "below_min"), ("-3", "below_min"), ("(5, 0)", "below_min"),
+    ("−1", "below_min")])
+def test_typed_kernels_pytorch_refuses_are_refused_with_a_reason(typed, code):
+    r = convlab.calculator("conv", "32", typed)
+    assert not r["ok"] and r["dims"] == [] and r["output"] is None
+    err = r["shape_error"]
+    assert err.code == f"shapes.{code}" and "kernel_size" in err.text("pt")
+
+
+def test_typed_and_given_arguments_agree_and_keep_their_kind():
+    assert convlab.calculator("conv", "32", "5")["output"] == 28
+    assert convlab.calculator("conv", " 32 ", "(5, 2)")["output"] == (28, 31)
+    assert convlab.calculator("conv", (32, 32), (5, 2))["output"] == (28, 31)
+    assert convlab.calculator("conv", "(32, 20)", "(5, 2)")["shown"] == "28×19"

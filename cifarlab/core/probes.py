@@ -17,6 +17,7 @@ import math
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 HIST_BINS = 16
 SAMPLES_PER_EPOCH = 50      # enough points for a curve, few enough to cost nothing
@@ -39,8 +40,8 @@ class Probe:
         self.model, self.every = model, max(1, int(every))
         self.layers = [(name, m) for name, m in model.named_modules()
                        if isinstance(m, (nn.Conv2d, nn.Linear))]
-        relu = relu and not any(isinstance(m, nn.modules.batchnorm._BatchNorm)
-                                for m in model.modules())
+        relu = relu and getattr(model, "act", F.relu) is F.relu and not any(
+            isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
         self.hooked = self.layers[:-1] if relu else []
 
     def due(self, step: int) -> bool:

@@ -189,7 +189,8 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
     n_train = int(len(data.train_y))
 
     torch.manual_seed(config.seed)
-    model = Net(config.model, num_classes=len(data.classes)).to(device)
+    model = Net(config.model, num_classes=len(data.classes),
+                activation=config.activation).to(device)
     criterion = make_criterion(config)
     optimizer = make_optimizer(config, model, device)
     loader = make_loader(config, data, device)
