@@ -127,3 +127,11 @@ def test_the_train_page_shows_inside_training_for_a_run(lang, tmp_path, cifar_ar
     finally:
         queue.shutdown()
         mp.undo()
+
+
+def test_no_dead_relus_are_counted_for_a_sigmoid_network():
+    events = []
+    train(CONFIG.replace(activation="sigmoid"), tiny_data(), on_event=events.append,
+          evaluate_after=False)
+    samples = [e.data for e in events if e.kind == "inside"]
+    assert samples and all("dead" not in row for s in samples for row in s["layers"])

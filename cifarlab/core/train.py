@@ -207,7 +207,8 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
     # fallback to eager is an event of kind "graphs" with its reason
     step_fn = graphs.make_step(config, device, model, criterion, optimizer, train_step,
                                lambda note: emit(Event("graphs", note)))
-    probe = Probe(model, probe_every(steps_per_epoch), relu=config.net == "tutorial")
+    probe = Probe(model, probe_every(steps_per_epoch),
+                  relu=config.net == "tutorial" and config.activation == "relu")
 
     losses: list[float] = []
     running: list[dict] = []
