@@ -110,9 +110,9 @@ def knob_box(f) -> None:
     k, key = f.knob, K + "p_" + f.name
     label = t(k.label)
     if k.kind in ("device", "choice"):   # each choice in words, as the Train page names it
-        st.selectbox(label, ["auto"] + queue().devices() if k.kind == "device"
-                     else list(k.choices), key=key,
-                     format_func=lambda v: words.shown(v, lang(), f))
+        options = ["auto"] + queue().devices() if k.kind == "device" else list(k.choices)
+        words_of = {v: words.shown(v, lang(), f) for v in options}
+        st.selectbox(label, options, key=key, format_func=words_of.get)
     elif k.kind == "bool":
         st.toggle(label, key=key)
     elif k.kind == "float":

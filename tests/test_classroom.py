@@ -353,10 +353,10 @@ def test_board_cancel_pin_and_presenter(cr, klass, queue):
     assert (shown.nickname, shown.status, shown.run_id) == ("Cal", "done", None)
     assert shown.accuracy == pytest.approx(0.41)
     # for the projector, the loss as means of k steps (never each mini-batch's): 1000 steps
-    # in 200 means of 5, each at its bucket's last step
+    # in 100 means of 10, each at its bucket's last step
     assert (shown.stride, len(shown.losses), shown.steps[:2], shown.steps[-1]) == \
-        (5, 200, (5, 10), 1000)
-    assert shown.losses[0] == pytest.approx(2.3 - 2 / 1000)   # the mean of steps 1..5
+        (10, 100, (10, 20), 1000)
+    assert shown.losses[0] == pytest.approx(2.3 - 4.5 / 1000)   # the mean of steps 1..10
     assert shown.running_steps == ()                         # no "[epoch, i] loss" line yet
     # the tutorial's running loss (its lines), at each line's step over the whole run
     queue.store.add_event(done, "start", {"steps_per_epoch": 500, "total_steps": 1000})

@@ -77,11 +77,11 @@ def board_section(cr, me, code: str, t) -> None:
         if st.session_state.get(K + "board_run") not in by_id:
             st.session_state[K + "board_run"] = rows[0].run_id
         pick, cancel, pin, unpin = st.columns([3, 2, 2, 1], vertical_alignment="bottom")
+        labels = {rid: t("classroom.board.pick_option", nickname=r.nickname,   # words now,
+                         status=view.status_text(r.status, lang()),          # in this run's
+                         time=view.clock(r.created_at)) for rid, r in by_id.items()}  # language
         pick.selectbox(t("classroom.board.pick"), list(by_id), key=K + "board_run",
-                       format_func=lambda rid: t(
-                           "classroom.board.pick_option", nickname=by_id[rid].nickname,
-                           status=view.status_text(by_id[rid].status, lang()),
-                           time=view.clock(by_id[rid].created_at)))
+                       format_func=labels.get)
         chosen = by_id[st.session_state[K + "board_run"]]
         cancel.button(t("classroom.board.cancel"), key=K + "board_cancel",
                       icon=":material/stop:", on_click=_board_action, args=("cancel", code, t),

@@ -32,7 +32,8 @@ class HasStore(Protocol):
     store: RunStore
 
 
-PRESENTER_POINTS = 200   # the presenter's loss curve: at most this many means
+PRESENTER_POINTS = 200   # the presenter's loss curve: at most this many means,
+PRESENTER_STRIDE = 10    # each of at least this many steps (one step's loss is noise)
 
 
 class Classroom:
@@ -132,7 +133,8 @@ class Classroom:
         run = self.store.get(info.pinned)
         if run is None:
             return None
-        stride, steps, losses = scoring.mean_curve(self.store, run.id, PRESENTER_POINTS)
+        stride, steps, losses = scoring.mean_curve(self.store, run.id, PRESENTER_POINTS,
+                                                   PRESENTER_STRIDE)
         spe, running = None, []
         for ev in self.store.events(run.id, kinds=("start", "running_loss")):
             if ev.kind == "start":

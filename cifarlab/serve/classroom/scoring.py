@@ -130,16 +130,16 @@ _MEANS = text("SELECT MAX(step), AVG(loss), COUNT(loss), COUNT(*) FROM losses "
               "WHERE run_id = :run GROUP BY (step - 1) / :k ORDER BY 1")
 
 
-def mean_curve(store, run_id: str, points: int) -> tuple[int, tuple, tuple]:
-    """(k, steps, losses): a run's loss as the mean of every k steps, at most ``points`` of
-    them, each at its bucket's last step (NaN where a loss in it was); k = 1 for a short run.
-    What a projector shows instead of each mini-batch's noisy loss. ``store``: a RunStore."""
+def mean_curve(store, run_id: str, points: int, least: int = 1) -> tuple[int, tuple, tuple]:
+    """(k, steps, losses): a run's loss as the mean of every k steps (k ≥ ``least``), at most
+    ``points`` of them, each at its bucket's last step (NaN where a loss in it was). What a
+    projector shows instead of each mini-batch's noisy loss. ``store``: a RunStore."""
     with store._read() as conn:
         last = conn.execute(text("SELECT MAX(step) FROM losses WHERE run_id = :run"),
                             {"run": run_id}).scalar()
         if last is None:
             return 1, (), ()
-        k = max(1, math.ceil(last / max(1, int(points))))
+        k = max(1, int(least), math.ceil(last / max(1, int(points))))
         rows = conn.execute(_MEANS, {"run": run_id, "k": k}).all()
     return k, tuple(r[0] for r in rows), tuple(
         math.nan if r[1] is None or r[2] < r[3] else float(r[1]) for r in rows)
