@@ -113,7 +113,8 @@ def leaders(cr, me, code: str, t) -> None:
     for column, which in zip(st.columns(len(boards)), boards):
         rows = _call(cr.leaderboard, me, code, which)
         with column:
-            st.markdown(f"**{t('classroom.challenge.' + which)}**")
+            st.markdown("**" + (t("classroom.challenge.public") if which == "public"
+                                else t("classroom.challenge.private")) + "**")
             if rows:
                 st.table(words.leader_table(rows, ch.goal.kind, lang()), hide_index=True)
             elif rows is not None:
