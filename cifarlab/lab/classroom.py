@@ -155,10 +155,12 @@ def presenter_figure(pinned: Any, t) -> go.Figure:
                                mode="lines+markers", line=dict(width=5, color=C.PALETTE[5]),
                                marker=dict(size=14), name=t("train.running_loss")))
     fig = go.Figure(data)
-    fig.update_layout(template="none", height=520, margin=dict(l=10, r=10, t=60, b=10),
-                      xaxis_title=t("common.step"), yaxis_title=t("common.loss"),
-                      font=dict(size=22), legend=dict(orientation="h", y=1.02, yanchor="bottom",
-                                                      x=0, font=dict(size=22)))
+    big = dict(size=22)
+    fig.update_layout(template="none", height=430, margin=dict(l=90, r=20, t=60, b=80),
+                      font=big, legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0,
+                                            font=big))
+    fig.update_xaxes(title=dict(text=t("common.step"), font=big), tickfont=big)
+    fig.update_yaxes(title=dict(text=t("common.loss"), font=big), tickfont=big)
     return C.localized(fig, t.lang)
 
 
@@ -168,6 +170,7 @@ def projector_board(rows: Iterable[Any], lang: str) -> pd.DataFrame:
     t = i18n.translator(lang)
     return pd.DataFrame([(
         r.nickname, status_text(r.status, lang),
+        i18n.percent(1.0, lang, 0) if r.status == "done" else
         "–" if r.progress is None else i18n.percent(r.progress, lang, 0),
         "–" if r.accuracy is None else i18n.percent(r.accuracy, lang, 1)) for r in rows],
         columns=[t("classroom.board.nickname"), t("classroom.board.status"),

@@ -22,8 +22,9 @@ VIEWS = ("run", "board", "leaders")
 MAX_ROWS = 24   # the board's newest runs: what a projector shows legibly
 # large type for the room; the class code larger still (constant rules, no text spliced in)
 STYLE = """<style>
+[data-testid="stMainBlockContainer"] {padding-top: 1.5rem; max-width: 100%}
 .st-key-cls_pv_page p, .st-key-cls_pv_page td, .st-key-cls_pv_page th {font-size: 1.5rem}
-.st-key-cls_pv_code h1 {font-size: 5.5rem; letter-spacing: .08em; line-height: 1.1}
+.st-key-cls_pv_code h1 {font-size: 5.5rem; letter-spacing: .08em; line-height: 1; padding: 0}
 </style>"""
 
 
@@ -49,7 +50,7 @@ def view(cr, me, code: str | None, t) -> None:
     if info is None:
         return
     with st.container(key=K + "page"):
-        left, right = st.columns([4, 1], vertical_alignment="center")
+        left, right = st.columns([5, 1], vertical_alignment="center")
         with left:
             st.markdown(f"## {md_escape(info.title)}")
             st.markdown(t("classroom.presenter.join", link=cs.join_link(info.code)))
@@ -84,7 +85,7 @@ def pinned_run(cr, me, code: str, t) -> None:
         st.caption(t("classroom.presenter.waiting"))
         return
     st.plotly_chart(words.presenter_figure(p, t), width="stretch", key=K + "chart",
-                    config={"displayModeBar": False})
+                    config={"displayModeBar": False}, theme=None)   # its own large type
     st.caption(t("classroom.presenter.chart_caption", n=p.log_every, k=p.stride))
 
 
