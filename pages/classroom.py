@@ -112,7 +112,9 @@ def knob_box(f) -> None:
     if k.kind in ("device", "choice"):   # each choice in words, as the Train page names it
         options = ["auto"] + queue().devices() if k.kind == "device" else list(k.choices)
         words_of = {v: words.shown(v, lang(), f) for v in options}
-        st.selectbox(label, options, key=key, format_func=words_of.get)
+        # a choice's words are long: radio labels wrap where a select box cut them off
+        (st.selectbox if k.kind == "device" else st.radio)(label, options, key=key,
+                                                            format_func=words_of.get)
     elif k.kind == "bool":
         st.toggle(label, key=key)
     elif k.kind == "float":

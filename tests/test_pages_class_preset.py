@@ -131,7 +131,7 @@ def test_the_preset_form_gives_values_in_words_and_a_locked_seed_warns(classroom
     push(classroom, code, ["epochs"], epochs=1)
     at = open_app(lang, f"teacher-{lang}-words", instructor=True, page="pages/classroom.py")
     for name, raw in [("pipeline", "tutorial"), ("augment", "none"), ("schedule", "constant")]:
-        box = at.selectbox(key=f"cls_p_{name}")
+        box = at.radio(key=f"cls_p_{name}")   # labels that wrap: never cut
         assert box.value == raw and t(f"common.{name}_{raw}") in box.options
         assert raw not in box.options and not any(o.startswith("common.") for o in box.options)
     [current] = [c for c in texts(at, "caption") if c.startswith(
