@@ -121,8 +121,8 @@ def knob_box(f) -> None:
         st.text_input(label, key=key, max_chars=24)
     else:
         st.number_input(label, step=int(k.step), format="%d", key=key)
-    st.checkbox(t("classroom.preset.lock", knob=label), key=K + "l_" + f.name,
-                help=t("classroom.preset.lock_help", knob=label))
+    # no help icon: beside one, a long label was cut off ("Lock Learning rate sched…")
+    st.checkbox(t("classroom.preset.lock", knob=label), key=K + "l_" + f.name)
     if f.name == "seed":
         st.caption(t("classroom.preset.seed_note"))
 
