@@ -133,6 +133,7 @@ class RunView:
         self.epochs: list[dict] = []
         self.eval: dict | None = None
         self.done: dict | None = None
+        self.inside: list[dict] = []          # core/probes.py's samples of each layer
         self.revision = 0
         self.memo: dict[str, tuple[Any, Any]] = {}
         self._stamp: tuple | None = None
@@ -171,6 +172,8 @@ class RunView:
                 self.epochs.append(dict(data))
             elif kind == "eval":
                 self.eval = dict(data)
+            elif kind == "inside":
+                self.inside.append(dict(data))
             elif kind == "done":
                 self.done = dict(data)
 

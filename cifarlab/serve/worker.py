@@ -42,7 +42,8 @@ from cifarlab.serve.store import RunStore
 CANCEL_POLL_S = 0.25         # workers read the cancel flag at most this often
 FLUSH_S = 0.25               # workers write buffered events at most this often
 HEARTBEAT_S = 2.0            # workers beat this often
-_URGENT = frozenset({"start", "epoch", "eval", "done", "stop"})  # written at once; others batched
+# written at once; the others batched
+_URGENT = frozenset({"start", "epoch", "diverged", "eval", "done", "stop"})
 
 
 def run_train_job(payload: dict, ctx: JobContext) -> dict:
@@ -332,6 +333,9 @@ def run_job(fn: Callable[[dict, Any], dict], payload: dict,
         elif ctx.stop_reason == "time_limit":
             status, why = "cancelled", reason("serve.worker.time_limit",
                                               seconds=round(ctx.time_limit_s))
+        elif result.get("diverged"):   # the partial result is kept; the run did not finish
+            status, why = "failed", reason("train.diverged", step=result["diverged"][
+                "step"], loss=result["diverged"]["loss"], lr=result["config"]["lr"])
         elif ctx.stop_reason == "cancel" or result.get("cancelled"):
             status = "cancelled"
         else:
