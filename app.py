@@ -8,7 +8,7 @@ import streamlit as st
 
 from cifarlab import i18n
 from ui import a11y, nav, session, signin
-from ui.data import store_may_be_down
+from ui.data import loading_notice, store_may_be_down
 from ui.language import lang as current_lang
 from ui.language import language_switch
 
@@ -35,5 +35,9 @@ session.remember_session()
 pages = [st.Page(path, title=t(f"nav.{pid}"), icon=icon, url_path=pid, default=(pid == "home"))
          for pid, path, icon in nav.PAGES + (nav.INSTRUCTOR_PAGES if instructor else [])]
 current = st.navigation(pages, position="hidden" if presenting else "sidebar")
-store_may_be_down(current.run)()   # the run store gone mid-page: said in the student's words
+boot = loading_notice()   # said at once while the server's first pages still import torch
+try:
+    store_may_be_down(current.run)()   # the run store gone mid-page: said in the student's words
+finally:
+    boot.empty()
 nav.lesson_links(current.url_path or "home")   # not reached when a page stops early

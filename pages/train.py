@@ -115,7 +115,7 @@ def show_run(queue: jobs.JobQueue, sid: str, run) -> None:
     if phase == "queued":
         return
     if run.status == "running" and prog["total"]:
-        bar, line = words.progress_lines(prog, run.waited_s, t.lang)
+        bar, line = words.progress_lines(prog, run.progress, run.waited_s, t.lang)
         st.progress(prog["fraction"], text=bar)
         st.caption(line)
     if run.finished:

@@ -133,5 +133,6 @@ def write_running_run(store, session: str, step: int = 7_312) -> str:
                                     "device_name": "CPU", "config": CONFIG.to_dict()})]
                  + _running(values, step),
                  progress={"step": step, "total_steps": TOTAL, "elapsed_s": 107.25,
-                           "eta_s": 259.5, "images_per_second": 272.7192, "data_wait_s": 35.5})
+                           "steady_step": 250, "steady_s": 5.0, "images_per_second": 272.7192,
+                           "data_wait_s": 35.5})
     return run_id

@@ -28,6 +28,7 @@ from cifarlab.serve.classroom import ratelimit
 from cifarlab.serve.identity import Person
 from cifarlab.serve.queue import JobQueue
 from cifarlab.serve.schema import SCHEMA_VERSION
+from old_store import old_store
 from cifarlab.serve.settings import load_settings
 from cifarlab.serve.store import RunStore
 
@@ -93,8 +94,9 @@ def finished(store, code, person, public, private, *, seconds=10.0, finished_at=
                               QUICK.replace(epochs=epochs).to_dict(), device, owner=person.id)
     tables.record_run(store, code, person.id, run_id)
     store.set_status(run_id, "running")
-    store.add_event(run_id, "eval", {"accuracy": (public + private) / 2,
-                                     "half_accuracies": {"public": public, "private": private}})
+    store.record(run_id, events=[("eval", {
+        "accuracy": (public + private) / 2,
+        "half_accuracies": {"public": public, "private": private}})])
     store.set_status(run_id, status, result={"test_accuracy": (public + private) / 2,
                                              "train_seconds": seconds})
     if finished_at is not None:
@@ -328,7 +330,8 @@ def test_board_cancel_pin_and_presenter(cr, klass, queue):
     a = queue.submit(SID[ANA], QUICK, owner=ANA.id)
     b = queue.submit(SID[BEN], QUICK, owner=BEN.id)
     done = finished(queue.store, klass.code, CAL, 0.4, 0.42)
-    queue.store.append_losses(done, list(range(1, 1001)), [2.3 - i / 1000 for i in range(1000)])
+    queue.store.record(done, steps=list(range(1, 1001)),
+                       losses=[2.3 - i / 1000 for i in range(1000)])
     outsider = queue.submit("walk-in-session-1", QUICK, owner="browser:walk-in")
     rows = {r.run_id: r for r in cr.board(TEACH, klass.code)}
     assert set(rows) == {a, b, done}
@@ -471,7 +474,7 @@ def test_everything_survives_a_restart(tmp_path):
 
 
 def test_an_older_store_migrates_to_the_classroom(tmp_path):
-    old = RunStore(tmp_path / "runs.db", upto=2)
+    old = old_store(tmp_path / "runs.db", version=2)
     run_id = old.create_run("old-session-1", "train", QUICK.to_dict(), "cpu")
     assert old.schema_version() == 2
     store = RunStore(tmp_path / "runs.db")

@@ -209,13 +209,13 @@ def test_analyze_stack_edited_kernel_gives_576_and_pytorchs_real_messages():
     assert rep.flatten_error == "mat1 and mat2 shapes cannot be multiplied (4x576 and 400x120)"
     assert rep.view_error_kind == rep.flatten_error_kind == "RuntimeError"
     # The same as the lesson's padding example
-    assert convlab.hardcoded_view_error(ModelSpec(paddings=(2, 0)), flatten="flatten") == \
+    assert convlab.analyze_stack(ModelSpec(paddings=(2, 0))).flatten_error == \
         "mat1 and mat2 shapes cannot be multiplied (4x576 and 400x120)"
 
 
 def test_the_message_is_what_pytorch_really_raises():
     spec = ModelSpec(kernels=(3, 3), hidden=(64, 32))
-    msg = convlab.hardcoded_view_error(spec, batch_size=2, flatten="flatten")
+    msg = convlab.analyze_stack(spec, batch_size=2).flatten_error
     net = Net(spec)
     x = torch.zeros(2, 3, 32, 32)
     x = net.pool(F.relu(net.conv2(net.pool(F.relu(net.conv1(x))))))
@@ -228,10 +228,10 @@ def test_the_message_is_what_pytorch_really_raises():
 def test_view_with_a_multiple_of_400_passes_the_view_and_fails_at_the_loss():
     spec = ModelSpec(channels=(6, 64))             # 64·5·5 = 1600 = 4 × 400
     assert convlab.analyze_stack(spec).flat == 1600
-    msg = convlab.hardcoded_view_error(spec, batch_size=4, flatten="view")
+    msg = convlab.analyze_stack(spec, batch_size=4).view_error
     assert "batch_size" in msg and "16" in msg and "4" in msg
     assert convlab.analyze_stack(spec, batch_size=4).view_error_kind == "ValueError"
-    assert "4x1600" in convlab.hardcoded_view_error(spec, flatten="flatten")
+    assert "4x1600" in convlab.analyze_stack(spec).flatten_error
 
 
 def test_a_stack_that_does_not_fit_names_the_layer_without_raising():
@@ -241,11 +241,6 @@ def test_a_stack_that_does_not_fit_names_the_layer_without_raising():
     assert "Kernel size can't be greater than actual input size" in rep.view_error
     rep = convlab.analyze_stack(ModelSpec(kernels=(29, 5), pool=8))   # 4×4 into an 8×8 pool
     assert not rep.ok and rep.error_layer == "pool1", rep.error
-
-
-def test_hardcoded_view_error_argument_check():
-    with pytest.raises(ValueError):
-        convlab.hardcoded_view_error(ModelSpec(), flatten="reshape")
 
 
 def test_the_stack_error_and_the_calculator_speak_the_students_language():

@@ -38,6 +38,8 @@ from cifarlab.errors import CheckpointError
 
 FLUSH_SECONDS = 0.25      # how often step losses are read back and sent as an event
 FLUSH_MAX_STEPS = 4096    # ... or after this many steps, whichever comes first
+WARM_STEPS = 10           # start-up steps (loader workers, first allocations) and 1 % of the
+WARM_SHARE = 0.01         # run, left out of the speed that estimates the time left (lab/eta.py)
 
 
 @dataclass
@@ -63,6 +65,7 @@ class TrainResult:
     eval: EvalResult | None = None
     cancelled: bool = False
     diverged: dict | None = None   # {"step", "loss"}: the loss stopped being a number there
+    inside: list = field(default_factory=list, repr=False)   # probe samples, no histograms
     device: str = "cpu"
     device_name: str = ""
     env: dict = field(default_factory=dict, repr=False)
@@ -104,6 +107,7 @@ class TrainResult:
             "running_losses": self.running_losses,
             "cancelled": self.cancelled,
             "diverged": self.diverged,
+            "inside": self.inside,
             "device": self.device,
             "device_name": self.device_name,
             "checkpoint": self.checkpoint,
@@ -212,12 +216,15 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
     flushed_to = 0
     step = images = 0
     wait = 0.0
+    warm_steps = max(WARM_STEPS, int(WARM_SHARE * total_steps))
+    steady_from: tuple[int, float] | None = None   # (step, elapsed) where start-up ended
     cancelled = False
     diverged: dict | None = None
+    inside: list[dict] = []
     eval_result: EvalResult | None = None
 
     def flush(now: float) -> None:
-        nonlocal n_buf, flushed_to, diverged
+        nonlocal n_buf, flushed_to, diverged, steady_from
         if n_buf:
             first = len(losses)
             losses.extend(buf[:n_buf].tolist())  # one device->host copy (synchronises)
@@ -231,9 +238,11 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
                                   "losses": losses[flushed_to:]}))
             flushed_to = len(losses)
         elapsed = now - t_start
-        rate = step / elapsed if elapsed > 0 else 0.0
+        if steady_from is None and step >= warm_steps:
+            steady_from = (step, elapsed)
+        s0, e0 = steady_from or (None, None)
         emit(Event("progress", {"step": step, "total_steps": total_steps, "elapsed_s": elapsed,
-                                "eta_s": (total_steps - step) / rate if rate > 0 else None,
+                                "steady_step": s0, "steady_s": e0,
                                 "images_per_second": images / elapsed if elapsed > 0 else 0.0,
                                 "data_wait_s": wait}))
 
@@ -262,7 +271,11 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
             step += 1
             images += labels.shape[0]
             if probe.due(step):   # each layer's norms, right after the step (core/probes.py)
-                emit(Event("inside", probe.sample(step, inputs)))
+                sample = probe.sample(step, inputs)
+                emit(Event("inside", sample))
+                inside.append({"step": step, "layers": [
+                    {k: v for k, v in row.items() if k not in ("hist", "range")}
+                    for row in sample["layers"]]})
             if (i + 1) % config.log_every == 0:  # the tutorial's "[epoch, i] loss: x" line
                 flush(time.perf_counter())
                 last_flush = time.perf_counter()
@@ -318,7 +331,7 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
         config=config, steps=step, epochs_done=step / steps_per_epoch if steps_per_epoch else 0,
         train_seconds=train_seconds, images=images, data_wait_seconds=wait, losses=losses,
         running_losses=running, epochs=epochs, eval=eval_result, cancelled=cancelled,
-        diverged=diverged,
+        diverged=diverged, inside=inside,
         device=str(device), device_name=dev_name, env=environment(device), model=model_cpu)
     if checkpoint_path is not None:
         from cifarlab.core.checkpoint import save

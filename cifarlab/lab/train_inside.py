@@ -25,7 +25,7 @@ def grad_figure(samples: Sequence[dict], lang: str) -> go.Figure:
                         name=name, mode="lines", line=dict(color=PALETTE[k % len(PALETTE)],
                                                            dash=DASHES[k % len(DASHES)]))
     fig.update_xaxes(title_text=t("common.step"))
-    fig.update_yaxes(type="log", title_text=t("train.inside.grad_axis"))
+    fig.update_yaxes(type="log", dtick="D2", title_text=t("train.inside.grad_axis"))
     return fig
 
 

@@ -117,7 +117,7 @@ class JobContext:
                 self._events.append((kind, data))
                 if kind == "start" and self._progress is None:
                     self._progress = {"step": 0, "total_steps": data.get("total_steps"),
-                                      "elapsed_s": 0.0, "eta_s": None, "images_per_second": 0.0}
+                                      "elapsed_s": 0.0, "images_per_second": 0.0}
             due = time.monotonic() - self._last_flush >= FLUSH_S
         if kind in _URGENT or (due and kind != "losses") or len(self._steps) >= 50000:
             self.flush()

@@ -12,8 +12,7 @@ import streamlit as st
 
 from cifarlab.core.config import PRESETS
 from cifarlab.errors import CifarLabError
-from cifarlab.lab import train as trainview
-from cifarlab.lab import train_live as words
+from cifarlab.lab import eta
 from pages.classroom_parts import student as classroom_student
 from ui import train_form
 from ui.data import queue as get_queue
@@ -122,8 +121,9 @@ def settings(form, queue, msg: tuple | None) -> None:
     st.button(t("train.start"), key=K + "start", type="primary", on_click=_submit,
               icon=":material/play_arrow:")
     config = form.config()   # always one line here (the fragment below keeps its place)
-    st.caption("" if config is None else words.estimate_text(trainview.estimate_seconds(
-        config, queue.train_images(), queue.measured_speeds()), lang()))
+    st.caption("" if config is None else eta.text(eta.for_form(
+        config, queue.device_for(config.device), queue.measured_speeds(),
+        queue.runs(session_id(), kind="train")[:50]), lang()))
     with st.container():  # one place, shown or empty: the fragment below keeps its place
         if msg is not None:   # a refusal (the class's rules, a lock, a limit) beside Train
             (st.error if msg[0] == "error" else st.success)(msg[1])

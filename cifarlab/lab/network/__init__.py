@@ -21,7 +21,7 @@ from cifarlab.errors import CifarLabError, ShapeError
 __all__ = [
     "named_kernels", "KERNEL_NAMES", "to_input", "net_conv1", "apply_kernel", "conv_step",
     "torch_conv", "maxpool_windows", "calculator", "StackReport", "analyze_stack",
-    "hardcoded_view_error", "activation_sizes",
+    "activation_sizes",
 ]
 
 # -----------------------------------------------------------------------------------------
@@ -286,17 +286,11 @@ class _TutorialNet(nn.Module):
         return self.fc3(x)
 
 
-def hardcoded_view_error(spec: ModelSpec, batch_size: int = 4, flatten: str = "view") -> str | None:
-    """The first line of PyTorch's own error for the tutorial's forward (fc1 fixed at 16 * 5 * 5,
-    ``x.view`` or ``torch.flatten``) and loss, really run on zeros; None when it runs. (With
-    ``view``, a multiple of 400 gets through the view with too many rows: the loss complains.)"""
-    return _run_tutorial(spec, batch_size, flatten)[1]
-
-
 def _run_tutorial(spec: ModelSpec, batch_size: int, flatten: str) -> tuple[str | None, str | None]:
-    """(exception class name, first line of its message), or (None, None) when it runs."""
-    if flatten not in ("view", "flatten"):
-        raise ValueError("flatten must be 'view' or 'flatten'")
+    """(exception class name, first line of PyTorch's own message) for the tutorial's forward
+    (fc1 fixed at 16 * 5 * 5, ``x.view`` or ``torch.flatten``) and loss, really run on zeros;
+    (None, None) when it runs. (With ``view``, a multiple of 400 gets through the view with too
+    many rows: the loss complains.)"""
     if max(spec.scaled_channels()) > 4096 or max(spec.scaled_hidden()) > 65536:
         raise ShapeError("network.too_big_to_try", layer="width")
     with torch.random.fork_rng(devices=[]):
