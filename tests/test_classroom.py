@@ -362,9 +362,9 @@ def test_board_cancel_pin_and_presenter(cr, klass, queue):
     assert shown.losses[0] == pytest.approx(2.3 - 4.5 / 1000)   # the mean of steps 1..10
     assert shown.running_steps == ()                         # no "[epoch, i] loss" line yet
     # the tutorial's running loss (its lines), at each line's step over the whole run
-    queue.store.add_event(done, "start", {"steps_per_epoch": 500, "total_steps": 1000})
-    for epoch, i, loss in [(1, 250, 2.2), (1, 500, 2.0), (2, 250, 1.9)]:
-        queue.store.add_event(done, "running_loss", {"epoch": epoch, "i": i, "loss": loss})
+    queue.store.record(done, events=[("start", {"steps_per_epoch": 500, "total_steps": 1000})]
+                       + [("running_loss", {"epoch": epoch, "i": i, "loss": loss})
+                          for epoch, i, loss in [(1, 250, 2.2), (1, 500, 2.0), (2, 250, 1.9)]])
     shown = cr.presenter(TEACH, klass.code)
     assert (shown.running_steps, shown.running_losses) == ((250, 500, 750), (2.2, 2.0, 1.9))
     assert cr.presenter(TEACH, klass.code).run_id == done and cr.student_view(ANA).pinned

@@ -184,9 +184,9 @@ def test_the_presenter_view_is_for_a_projector(classroom, lang):
     classroom.open_challenge(TEACHER, code, {"kind": "best_accuracy"})
     run = finished(jobs.get_queue().store, code, ana, 0.5, 0.5, finished_at=2_000_000_000.0)
     store = jobs.get_queue().store
-    store.append_losses(run, list(range(1, 401)), [2.3 - i / 1000 for i in range(400)])
-    store.add_event(run, "start", {"steps_per_epoch": 400, "total_steps": 400})
-    store.add_event(run, "running_loss", {"epoch": 1, "i": 200, "loss": 2.2})
+    store.record(run, steps=range(1, 401), losses=[2.3 - i / 1000 for i in range(400)],
+                 events=[("start", {"steps_per_epoch": 400, "total_steps": 400}),
+                         ("running_loss", {"epoch": 1, "i": 200, "loss": 2.2})])
     classroom.pin(TEACHER, code, run)
     sid = f"teacher-{lang}-presenter"
     at = open_app(lang, sid, instructor=True, page="pages/classroom.py")
