@@ -73,11 +73,17 @@ def cifar_data(cifar_archive, cifar_cache_dir):
 
 @pytest.fixture(scope="session")
 def finished_run(cifar_data, tmp_path_factory):
-    """One real short training run, trained once per session; ``.write(store, session)`` puts
-    it into a run store as a worker would have left it (tests/run_support.py)."""
-    from run_support import train_finished_run
+    """One real short training run, trained once per test run (under pytest-xdist one worker
+    trains it, the others read what it left); ``.write(store, session)`` puts it into a run
+    store as a worker would have left it (tests/run_support.py)."""
+    from run_support import shared_finished_run
 
-    return train_finished_run(cifar_data, tmp_path_factory.mktemp("finished-run"))
+    if os.environ.get("PYTEST_XDIST_WORKER"):   # the run's folder, beside every worker's
+        folder = tmp_path_factory.getbasetemp().parent / "finished-run"
+        folder.mkdir(exist_ok=True)
+    else:
+        folder = tmp_path_factory.mktemp("finished-run")
+    return shared_finished_run(cifar_data, folder)
 
 
 @pytest.fixture
