@@ -54,18 +54,6 @@ def _model_spec(args) -> ModelSpec | None:
     return ModelSpec(**values) if values else None
 
 
-def _flag_type(k):
-    if k.kind == "int":
-        return (lambda s: None if s.strip().lower() in ("", "none", "all") else int(s)) \
-            if k.optional else int
-    if k.kind == "float":
-        return float
-    if k.kind == "bool":
-        return lambda s: {"true": True, "1": True, "yes": True, "on": True, "false": False,
-                          "0": False, "no": False, "off": False}[s.strip().lower()]
-    return str
-
-
 def add_config_args(p: argparse.ArgumentParser, cls: type = TrainConfig) -> None:
     """One flag per config field, from the schema (``core.config.knobs``): its help is the
     English catalog text and the tutorial's value. A flag not typed sets nothing, so that a
@@ -75,7 +63,7 @@ def add_config_args(p: argparse.ArgumentParser, cls: type = TrainConfig) -> None
             continue
         extra = {"choices": list(f.knob.choices)} if f.knob.kind == "choice" else {}
         default = "all" if f.default is None else f.default
-        p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=_flag_type(f.knob),
+        p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=f.knob.parse,
                        default=argparse.SUPPRESS,  # argparse formats help with %: "%" -> "%%"
                        help=f"{i18n.t(f.knob.help)} (default: {default})".replace("%", "%%"),
                        **extra)

@@ -243,3 +243,54 @@ def test_a_number_out_of_range_says_so_in_the_language_and_leaves_no_stale_resul
     assert not _result_shown(at, page)                    # nothing stale
     at.number_input(key=key).set_value(4).run()
     assert _result_shown(at, page) and not at.error
+
+
+def _augment_rows(at: AppTest) -> list:
+    return [im for im in at.image if len(im.value) > 1 and len(im.value) < 24]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_augmentation_viewer_shows_each_epochs_draw_in_words(app_file, lang):
+    at = open_page(app_file, "data", lang)
+    t = i18n.translator(lang)
+    rows = _augment_rows(at)
+    assert len(rows) == 3 and all(len(r.value) == 1 + 3 for r in rows)   # as stored + 3 epochs
+    assert all(list(r.captions)[0] == t("data_aug.original") for r in rows)
+    assert all(c.startswith(t("data_aug.epoch", n=1)) for c in (list(r.captions)[1] for r in rows))
+    assert t("data_aug.title") in [h.value for h in at.header]
+    before = [list(r.captions) for r in rows]
+    at.radio(key="data_aug_kind").set_value("flip_translate").run()
+    at.button(key="data_aug_new").click().run()
+    assert not at.exception
+    after = [list(r.captions) for r in _augment_rows(at)]
+    assert after != before and any(t("data_aug.not_moved") in " ".join(c) or " px" in " ".join(c)
+                                   for c in after)
+
+
+def test_augmentation_epochs_out_of_range_say_so_and_show_no_stale_draws(app_file):
+    at = open_page(app_file, "data", "pt")
+    at.number_input(key="data_aug_epochs").set_value(9).run()
+    assert not at.exception
+    t = i18n.translator("pt")
+    assert t("common.out_of_range", lo=1, hi=8) in [e.value for e in at.error]
+    assert not _augment_rows(at)
+    at.number_input(key="data_aug_epochs").set_value(2).run()
+    assert [len(r.value) for r in _augment_rows(at)] == [3, 3, 3]
+
+
+def test_a_data_set_that_cannot_be_decoded_says_why_and_leaves_no_progress_bar(
+        app_file, monkeypatch, tmp_path):
+    broken = tmp_path / "cifar.tar.gz"
+    broken.write_bytes(b"\x1f\x8b not really a gzip archive")
+    monkeypatch.setenv("CIFARLAB_DATA", str(broken))
+    monkeypatch.setenv("CIFARLAB_CACHE", str(tmp_path / "cache"))
+    at = AppTest.from_file(app_file, default_timeout=90)
+    at.query_params["lang"] = "es"
+    at.run()
+    at.switch_page("pages/data.py")
+    at.run()
+    assert not at.exception
+    t = i18n.translator("es")
+    head = t("errors.data_unavailable", reason="").strip()
+    assert any(e.value.startswith(head) for e in at.error), [e.value for e in at.error]
+    assert not at.get("progress")                      # no bar left saying "0 % done"

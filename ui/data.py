@@ -39,8 +39,10 @@ def _decode_with_a_progress_bar() -> None:
             bar.progress(fraction, text=t("common.decoding_pct", pct=i18n.percent(fraction,
                                                                                    lang(), 0)))
 
-    data.load(on_progress=show)
-    bar.empty()
+    try:
+        data.load(on_progress=show)
+    finally:   # a failed decode says why below; a bar stuck at 0 % would say it is still going
+        bar.empty()
 
 
 def data_setting() -> tuple[str | None, str | None]:

@@ -10,16 +10,18 @@ are rewritten from it, before they are drawn.
 from __future__ import annotations
 
 import dataclasses
+from urllib.parse import urlencode
 
 import streamlit as st
 
 from cifarlab.lab.train_form import TrainForm, Widget
 from cifarlab.serve import queue as jobs
 from ui.data import queue
-from ui.language import lang
+from ui.language import lang, t
 
 PREFIX = "train_"                 # the widgets' keys: train_epochs, train_lr, ...
 KEY, SHOWN = "train_form", "train_form_shown"   # the form; the revision the widgets show
+LINK_PROBLEMS = "train_form_link_problems"       # what the opened link set that was refused
 # the Advanced section's open state (its expander's), and the knobs in it that differed
 ADVANCED, ADVANCED_WAS = "train_form_advanced", "train_form_advanced_was"
 
@@ -35,8 +37,9 @@ def get() -> TrainForm:
     ss = st.session_state
     limits = dataclasses.replace(queue().settings.limits(), devices=tuple(device_ids()))
     form = ss.get(KEY)
-    if form is None:
+    if form is None:   # a first visit: the link's experiment, if it has one
         form = ss[KEY] = TrainForm(lang(), limits, jobs.FULL_TRAIN_IMAGES)
+        ss[LINK_PROBLEMS] = form.from_link(st.query_params.to_dict())
     else:
         form.limits = limits
         if ss.get(SHOWN) == form.revision:
@@ -53,6 +56,25 @@ def show(form: TrainForm) -> None:
         if PREFIX + name not in ss or ss[PREFIX + name] != form.shown(name):
             ss[PREFIX + name] = form.shown(name)
     ss[SHOWN] = form.revision
+
+
+def link_problems(form: TrainForm) -> None:
+    """What the opened link asked for that was refused, each knob and value named, above the
+    form until the page is left."""
+    problems = st.session_state.get(LINK_PROBLEMS)
+    if problems:
+        st.warning("\n".join([t("train.link.problems")] + [f"- {p.text(form.lang)}"
+                                                            for p in problems]),
+                   icon=":material/link_off:")
+
+
+def share(form: TrainForm) -> None:
+    """"Share this experiment": the link that opens Train with these settings."""
+    query = urlencode(form.link())
+    with st.popover(t("train.link.share"), icon=":material/link:"):
+        st.caption(t("train.link.share_help"))
+        st.code((st.context.url or "").split("?")[0] + ("?" + query if query else ""),
+                language=None, wrap_lines=True)
 
 
 def widget(w: Widget, on_change, refusal: str | None = None) -> None:

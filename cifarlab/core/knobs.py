@@ -53,6 +53,29 @@ class Knob:
     tutorial: bool = False
 
 
+    def parse(self, text: str) -> Any:
+        """A value written as text (a command-line flag, a link's ``?lr=0.01``): whole numbers,
+        decimals with a point, true/false (1/0, yes/no, on/off), "all"/"none" for an optional
+        one; ValueError when the text is none of the kind (bounds are ``knob_problems``')."""
+        s = text.strip()
+        if self.optional and s.lower() in ("", "none", "all"):
+            return None
+        if self.kind == "int":
+            return int(s)
+        if self.kind == "float":
+            value = float(s)
+            if not math.isfinite(value):
+                raise ValueError(text)
+            return value
+        if self.kind == "bool":
+            truth = {"true": True, "1": True, "yes": True, "on": True,
+                     "false": False, "0": False, "no": False, "off": False}.get(s.lower())
+            if truth is None:
+                raise ValueError(text)
+            return truth
+        return s
+
+
 def knob(default: Any, **kw: Any) -> Any:
     """A dataclass field carrying its ``Knob``."""
     return field(default=default, metadata={"knob": Knob(**kw)})

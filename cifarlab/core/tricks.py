@@ -51,6 +51,8 @@ class BatchAugment:
         self.kind = kind
         self.device = torch.device(device)
         self.generator = torch.Generator().manual_seed(int(seed) + AUG_SEED_OFFSET)
+        # the latest batch's draw (flips n, shifts n×2 or None): the Data page names it
+        self.last_draw: tuple[torch.Tensor, torch.Tensor | None] | None = None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.kind == "none":
@@ -59,8 +61,10 @@ class BatchAugment:
         flip = torch.rand(n, generator=self.generator) < 0.5
         x = torch.where(flip.to(x.device).view(n, 1, 1, 1), x.flip(3), x)
         if self.kind != "flip_translate":
+            self.last_draw = (flip, None)
             return x
         shifts = torch.randint(0, 2 * PAD + 1, (n, 2), generator=self.generator)
+        self.last_draw = (flip, shifts)
         rows = (shifts[:, :1] + torch.arange(h)).to(x.device)     # n×h rows of the padded image
         cols = (shifts[:, 1:] + torch.arange(w)).to(x.device)     # n×w columns
         padded = F.pad(x, (PAD, PAD, PAD, PAD), mode="reflect")

@@ -46,7 +46,9 @@ class TrainForm:
         self.names = tuple(f.name for f in self.fields)
         # the tutorial's own settings come first; the others wait in an Advanced section
         self.advanced = tuple(f.name for f in self.fields if not f.knob.tutorial)
-        self._kind = {f.name: f.knob.kind for f in self.fields}
+        self._knobs = {f.name: f.knob for f in self.fields}
+        self._kind = {name: k.kind for name, k in self._knobs.items()}
+        self.hidden: tuple[str, ...] = ()       # knobs a link hid (the values still apply)
         self._raw: dict[str, Any] = {f.name: self._show(f.name, f.default) for f in self.fields}
         self.locks: dict[str, str] = {}         # knob -> why the class locked it
         self.pushed: dict[str, Any] = {}        # the class's values
@@ -118,6 +120,61 @@ class TrainForm:
         values, self.lang = self.values(), lang
         self._set({n: v for n, v in values.items() if self._kind[n] == "float"
                    and not isinstance(v, str)})
+
+    # -- a link to an experiment -------------------------------------------------------------
+    def from_link(self, params: Mapping[str, str]) -> list[Problem]:
+        """The knobs a link sets, ``?lr=0.01&epochs=3`` (names as in a run's config; decimals
+        with a point in every language), fitted to the server's limits, and the knobs its
+        ``hide=momentum,seed`` hides. Each bad value is left out and said (knob and value):
+        the rest apply. Other parameters (``sid``, ``lang``, ``class``...) are not the form's."""
+        bad, taken = [], {}
+        for name in (n for n in self.names if n in params):
+            text = str(params[name])[:40]
+            try:
+                value = self._knobs[name].parse(text)
+                if self._kind[name] == "choice" and value not in self._knobs[name].choices:
+                    raise ValueError(text)
+            except ValueError:
+                bad.append(Problem(name, "link.bad_value", {"knob": name, "value": text}))
+                continue
+            taken[name] = (text, value)
+        values = {n: v for n, (_, v) in taken.items()}
+        problems = trainview.check(self.values() | self.fit(values), self.limits, self.n_train)
+        fitted = self.fit(values)   # "all the images" may become the server's limit
+        for name in [n for n in values if n in problems
+                     or (values[n] is not None and values[n] != fitted[n])]:
+            why = problems[name].text(self.lang) if name in problems else \
+                self._limit_text(name)
+            bad.append(Problem(name, "link.refused", {"knob": name, "value": taken[name][0],
+                                                      "why": why}))
+            del values[name]
+        self._set(self.fit(values))
+        hide = [h.strip() for h in str(params.get("hide", "")).split(",") if h.strip()]
+        self.hidden = tuple(h for h in hide if h in self.names)
+        bad += [Problem("hide", "link.unknown_knob", {"knob": h[:40], "known": ", ".join(
+            self.names)}) for h in hide if h not in self.names]
+        return bad
+
+    def _limit_text(self, name: str) -> str:
+        """Why a value over this server's limit was not taken."""
+        t, lim = i18n.translator(self.lang), self.limits
+        if name == "epochs":
+            return t("train.epochs_limit_help", n=lim.max_epochs)
+        if name == "train_subset":
+            return t("train.subset_limit_help", n=lim.max_train_images)
+        if name == "num_workers":
+            return t("errors.config.num_workers_limit", n=lim.max_num_workers)
+        return t("errors.link.no_device", devices=", ".join(lim.devices or ()))
+
+    def link(self) -> dict[str, str]:
+        """The link's parameters for these values: the knobs that differ from the tutorial's
+        (a short link; an empty one is the tutorial), and the hidden ones."""
+        ref, out = self.tutorial_values(), {}
+        for name, value in self.values().items():
+            if trainview.matching_preset({name: value}, {"t": {name: ref[name]}}) is None:
+                out[name] = ("all" if value is None else str(value).lower()
+                             if isinstance(value, bool) else str(value))
+        return out | ({"hide": ",".join(self.hidden)} if self.hidden else {})
 
     # -- presets and the class ---------------------------------------------------------------
     def fit(self, values: Mapping[str, Any]) -> dict[str, Any]:
@@ -204,7 +261,7 @@ class TrainForm:
         out = []
         for f in self.fields:
             k, name = f.knob, f.name
-            if name == "cuda_graphs" and not self.on_cuda():
+            if name in self.hidden or (name == "cuda_graphs" and not self.on_cuda()):
                 continue
             lock = self.locks.get(name)
             help_text = t(k.help) + (f" {lock}" if lock else "")

@@ -106,6 +106,7 @@ def settings(form, queue, msg: tuple | None) -> None:
     """The form, Train, what pressing it said, and the Advanced section."""
     st.subheader(t("train.settings_title"))
     classroom_student.pushed(form, t)   # the class's values and locks, with its banner
+    train_form.link_problems(form)
     train_form.show(form)
     presets(form)
     widgets = form.widgets()
@@ -126,6 +127,7 @@ def settings(form, queue, msg: tuple | None) -> None:
     with train_form.advanced(form, t("train.advanced"), msg[2] if msg else None):
         st.caption(t("train.advanced_help"))
         knobs([w for w in widgets if w.advanced], msg)
+    train_form.share(form)
     limits = queue.settings
     st.caption(t("train.limits", epochs=t("counts.epochs", n=limits.max_epochs),
                  images=t("counts.train_images", n=limits.max_train_images),
