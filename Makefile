@@ -44,9 +44,9 @@ run-ray: $(VENV)/.ray-installed
 browser-deps:
 	@bash scripts/ensure-chromium.sh
 
-# pytest-xdist's workers for `make test` and `make test-fast`: the browser tests (one app server,
-# one Chromium) stay together in one worker and the Ray tests (one cluster) in one
-# (tests/conftest.py's xdist groups). `make test XDIST=` runs in one process.
+# pytest-xdist's workers for `make test` and `make test-fast`: the browser tests in two groups
+# (an app server and a Chromium each), the Ray tests (one cluster) in one, every other module in
+# one (tests/conftest.py's xdist groups; docs/testing.md). `make test XDIST=` runs in one process.
 XDIST ?= -n 2 --dist loadgroup
 
 # Lint only, never `ruff format`: the rules and why are in pyproject.toml. lint-imports also runs
