@@ -46,8 +46,10 @@ browser-deps:
 
 # pytest-xdist's workers for `make test` and `make test-fast`: the browser tests in two groups
 # (an app server and a Chromium each), the Ray tests (one cluster) in one, every other module in
-# one (tests/conftest.py's xdist groups; docs/testing.md). `make test XDIST=` runs in one process.
-XDIST ?= -n 2 --dist loadgroup
+# one (tests/conftest.py's xdist groups; docs/testing.md). No reordering by test count: the
+# browser groups, the longest, come first (test_browser*) and so start at once, not last.
+# `make test XDIST=` runs in one process.
+XDIST ?= -n 2 --dist loadgroup --no-loadscope-reorder
 
 # Lint only, never `ruff format`: the rules and why are in pyproject.toml. lint-imports also runs
 # inside the suite (tests/test_layers.py).
