@@ -66,9 +66,9 @@ test-fast: $(VENV)/.dev-installed
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(XDIST) -m "not browser"
 
-# The unit tier, for the edit-test loop: no browser, no worker processes, no real data set.
+# The unit tier, for the edit-test loop: no browser, no process started, no real data set.
 test-unit: $(VENV)/.dev-installed
-	$(BIN)/python -m pytest -m "not browser and not integration and not slow" -q
+	$(BIN)/python -m pytest $(XDIST) -m "not browser and not integration and not slow" -q
 
 bench: $(VENV)/.app-installed
 	$(BIN)/python bench/bench_tutorial.py
