@@ -2,13 +2,13 @@
 
 Builds the navigation over the files in pages/ (titles translated), the language switch in the
 sidebar (the browser's language on a first visit; ``?lang=es|pt|en`` in the URL names one), and
-the facts about this machine and its data.
+the facts about this machine and its data. An instructor's projector view gets no sidebar.
 """
 import streamlit as st
 
 from cifarlab import i18n
 from ui import a11y, nav, session, signin
-from ui.data import store_may_be_down
+from ui.data import loading_notice, store_may_be_down
 from ui.language import lang as current_lang
 from ui.language import language_switch
 
@@ -19,20 +19,25 @@ lang = current_lang()
 t = i18n.translator(lang)
 a11y.accessible_document(lang)
 
-with st.sidebar:
-    language_switch("lang_select")
+instructor = signin.person().instructor
+presenting = nav.presenting(instructor)   # a projector: full width, nothing personal
+if not presenting:
+    with st.sidebar:
+        language_switch("lang_select")
+        if not session.signed_in():   # signed in: the runs follow the person, not a link
+            st.caption(t("sidebar.your_link"), help=t("sidebar.your_link_help"))
+            # wrapped: a code block that scrolls sideways is a region the keyboard cannot reach
+            st.code(nav.resume_link(), language=None, wrap_lines=True)
+        signin.sign_in_sidebar()   # the identity provider's, or the instructor's passphrase
 
-    if not session.signed_in():   # signed in: the runs follow the person, not a link
-        st.caption(t("sidebar.your_link"), help=t("sidebar.your_link_help"))
-        # wrapped: a code block that scrolls sideways is a region the keyboard cannot reach
-        st.code(nav.resume_link(), language=None, wrap_lines=True)
-    signin.sign_in_sidebar()   # the identity provider's, or the instructor's passphrase
-
-nav.keep_url_state()
+nav.keep_url_state(personal=not presenting)
 session.remember_session()
 pages = [st.Page(path, title=t(f"nav.{pid}"), icon=icon, url_path=pid, default=(pid == "home"))
-         for pid, path, icon in nav.PAGES + (
-             nav.INSTRUCTOR_PAGES if signin.person().instructor else [])]
-current = st.navigation(pages)
-store_may_be_down(current.run)()   # the run store gone mid-page: said in the student's words
+         for pid, path, icon in nav.PAGES + (nav.INSTRUCTOR_PAGES if instructor else [])]
+current = st.navigation(pages, position="hidden" if presenting else "sidebar")
+boot = loading_notice()   # said at once while the server's first pages still import torch
+try:
+    store_may_be_down(current.run)()   # the run store gone mid-page: said in the student's words
+finally:
+    boot.empty()
 nav.lesson_links(current.url_path or "home")   # not reached when a page stops early

@@ -147,8 +147,8 @@ def main(argv=None) -> int:
                                    owner=p.id)
             tables.record_run(store, info.code, p.id, rid)
             store.set_status(rid, "running")
-            store.append_losses(rid, list(range(1, 5001)),
-                                [2.3 * 0.9995 ** s for s in range(5000)])
+            store.record(rid, steps=list(range(1, 5001)),
+                         losses=[2.3 * 0.9995 ** s for s in range(5000)])
     late = [timed(cr.board, TEACH, info.code)[1] for _ in range(20)]
 
     figures = {

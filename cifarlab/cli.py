@@ -171,6 +171,10 @@ def cmd_train(args) -> int:
         out["test_accuracy"] = result.eval.accuracy
         print(json.dumps(out))
         return _weights_saved(result)
+    if result.diverged:
+        print("error: " + i18n.t("errors.train.diverged", lr=config.lr, **result.diverged),
+              file=sys.stderr)
+        return 1
     print("Finished Training")
     ev = result.eval
     print_accuracy_lines(ev.per_class_accuracy, ev.accuracy, ev.total)

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import streamlit as st
 
+from cifarlab.core.safe_text import md_escape
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import classroom as words
 from cifarlab.lab import train as trainview
 from cifarlab.serve.classroom import ClassLimits
-from pages.classroom_parts import live
+from pages.classroom_parts import live, presenter
 from pages.classroom_parts import student as cs
 from ui.data import queue
 from ui import messages
 from ui.language import lang, show_error, translator
-from ui.nav import lesson
+from ui.nav import lesson, presenting
 from ui.signin import person
 
 t = translator()
@@ -36,15 +37,6 @@ def act(call, *args, ok: str | None = None, **kwargs):
     if ok:
         messages.keep(K + "msg", "success", ok)
     return result
-
-
-def join_link(code: str) -> str:
-    return words.join_link(getattr(st.context, "url", None), code)
-
-
-@st.cache_data(show_spinner=False, max_entries=32)
-def qr_png(text: str) -> bytes:
-    return words.qr_png(text)
 
 
 # ------------------------------------------------------------------------------- the class
@@ -68,16 +60,16 @@ def create_form(expanded: bool) -> None:
 def class_header(info) -> None:
     left, right = st.columns([3, 1])
     with left:
-        st.markdown(f"#### {info.title}")
+        st.markdown(f"#### {md_escape(info.title)}")
         st.markdown(f"{t('classroom.code_caption')}: **`{info.code}`** · "
                     + t("classroom.members", n=info.members))
         st.caption(t("classroom.join_link"), help=t("classroom.join_link_help"))
-        st.code(join_link(info.code), language=None, wrap_lines=True)
+        st.code(cs.join_link(info.code), language=None, wrap_lines=True)
         st.toggle(t("classroom.open_toggle"), value=info.is_open, key=K + f"open_{info.code}",
                   help=t("classroom.open_help"), on_change=_toggle_open, args=(info.code,))
         st.caption(t("classroom.is_open") if info.is_open else t("classroom.is_closed"))
     with right:
-        st.image(qr_png(join_link(info.code)), width=180,
+        st.image(cs.qr_png(cs.join_link(info.code)), width=180,
                  alt=t("classroom.qr_alt", code=info.code))
 
 
@@ -117,19 +109,22 @@ def _push(code: str) -> None:
 def knob_box(f) -> None:
     k, key = f.knob, K + "p_" + f.name
     label = t(k.label)
-    if k.kind == "device":
-        st.selectbox(label, ["auto"] + queue().devices(), key=key, format_func=lambda d: (
-            t("common.device_auto") if d == "auto" else d))
-    elif k.kind == "choice":
-        st.selectbox(label, list(k.choices), key=key)
+    if k.kind in ("device", "choice"):   # each choice in words, as the Train page names it
+        options = ["auto"] + queue().devices() if k.kind == "device" else list(k.choices)
+        words_of = {v: words.shown(v, lang(), f) for v in options}
+        # a choice's words are long: radio labels wrap where a select box cut them off
+        (st.selectbox if k.kind == "device" else st.radio)(label, options, key=key,
+                                                            format_func=words_of.get)
     elif k.kind == "bool":
         st.toggle(label, key=key)
     elif k.kind == "float":
         st.text_input(label, key=key, max_chars=24)
     else:
         st.number_input(label, step=int(k.step), format="%d", key=key)
-    st.checkbox(t("classroom.preset.lock", knob=label), key=K + "l_" + f.name,
-                help=t("classroom.preset.lock_help", knob=label))
+    # no help icon: beside one, a long label was cut off ("Lock Learning rate sched…")
+    st.checkbox(t("classroom.preset.lock", knob=label), key=K + "l_" + f.name)
+    if f.name == "seed":
+        st.caption(t("classroom.preset.seed_note"))
 
 
 def preset_form(info) -> None:
@@ -138,9 +133,14 @@ def preset_form(info) -> None:
         _load_preset(info)
     st.caption(t("classroom.preset.help"))
     labels = {f.name: t(f.knob.label) for f in FIELDS}
+    by_name = {f.name: f for f in FIELDS}
+    warning = words.seed_warning(info, lang())
+    if warning:
+        st.warning(warning, icon=":material/casino:")
     if info.preset:
-        st.caption(t("classroom.preset.current", values=", ".join(
-            f"{labels.get(n, n)} = {words.shown(v, lang())}" for n, v in info.preset.items())))
+        st.caption(t("classroom.preset.current", values=" · ".join(
+            f"{labels.get(n, n)}: {words.shown(v, lang(), by_name.get(n))}"
+            for n, v in info.preset.items())))
         if info.locked:
             st.caption(t("classroom.preset.locked_list", knobs=", ".join(
                 labels.get(n, n) for n in info.locked)))
@@ -201,8 +201,8 @@ if not me.instructor:
     st.warning(t("classroom.instructors_only"), icon=":material/lock:")
     st.stop()
 
-if st.query_params.get("view") == "presenter":
-    live.presenter_view(cr, me, st.query_params.get(cs.CODE_PARAM), t)
+if presenting(me.instructor):   # app.py drew no sidebar: nothing personal on the projector
+    presenter.view(cr, me, st.query_params.get(cs.CODE_PARAM), t)
     st.stop()
 
 st.title(t("nav.classroom"))

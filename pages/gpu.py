@@ -207,4 +207,4 @@ else:
 
 
 if shown is not None:
-    result.show(shown, recorded, has_cuda, t)
+    result.show(shown, recorded, has_cuda, t, queue.measured_speeds())

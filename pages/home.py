@@ -1,15 +1,16 @@
-"""Home: what the lab is, the route through the lessons, and the facts of this machine and data."""
+"""Home: what the lab is, the route through the lessons, and the facts of this machine and data.
+
+The route comes first and imports nothing heavy; the facts need torch (its import alone took
+tens of seconds on a loaded machine's first visit), so they come last, under a status line that
+says what is loading."""
 import platform
+from importlib.metadata import version
 
 import numpy as np
 import pandas as pd
 import streamlit as st
-import torch
-import torchvision
 
 from cifarlab.core import data as cdata
-from cifarlab.core import devices
-from cifarlab.lab.data import upscale
 from cifarlab.lab.tables import class_name
 from pages.classroom_parts import student as classroom_student
 from ui.data import data_setting, get_data
@@ -37,6 +38,8 @@ def _source_text(facts: dict) -> str:
 
 @st.cache_data(show_spinner=False, ttl=300, max_entries=1)
 def _device_rows() -> list[dict]:
+    from cifarlab.core import devices
+
     return [d.to_dict() for d in devices.list_devices()]
 
 
@@ -65,14 +68,22 @@ for number, (pid, path, icon) in enumerate(PAGES[1:], start=1):
 
 # ------------------------------------------------------------------------- the machine, the data
 st.subheader(t("home.facts_title"))
+loading = st.empty()   # what is loading, shown at once (the images have their own spinner)
+loading.status(t("loading.tools"), state="running")
 rows = _device_rows()
+loading.empty()
+import torch  # noqa: E402 - loaded by now (above): the facts name its exact build
+
+from cifarlab.core.devices import cpu_count  # noqa: E402
+
 gpus = [r for r in rows if r["kind"] != "cpu"]
 cpu = rows[0]
+torch_version, torchvision_version = torch.__version__, version("torchvision")
 c1, c2, c3 = st.columns(3)
-c1.metric(t("home.metric_cores"), devices.cpu_count())
+c1.metric(t("home.metric_cores"), cpu_count())
 c2.metric(t("home.metric_gpus"), len(gpus))
-c3.metric(t("home.metric_torch"), torch.__version__.split("+")[0])
-st.markdown("- " + t("home.fact_machine", cpus=devices.cpu_count(),
+c3.metric(t("home.metric_torch"), torch_version.split("+")[0])
+st.markdown("- " + t("home.fact_machine", cpus=cpu_count(),
                      memory=_gb(cpu["memory_bytes"])))
 if gpus:
     for g in gpus:
@@ -80,8 +91,7 @@ if gpus:
                              memory=_gb(g["memory_bytes"])))
 else:
     st.markdown("- " + t("home.fact_no_gpu"))
-st.markdown("- " + t("home.fact_torch", torch=torch.__version__,
-                     torchvision=torchvision.__version__)
+st.markdown("- " + t("home.fact_torch", torch=torch_version, torchvision=torchvision_version)
             + " · " + t("home.fact_python", python=platform.python_version()))
 
 st.markdown("**" + t("home.devices_title") + "**")
@@ -103,7 +113,7 @@ st.subheader(t("home.sample_title"))
 # the first image of each class (the labels are in any order: take the first of each)
 _, first = np.unique(np.asarray(data.train_y), return_index=True)
 idx = sorted(int(i) for i in first)[:12]
-pics = upscale(data.train_x[idx].transpose(0, 2, 3, 1), 3)
+pics = data.train_x[idx].transpose(0, 2, 3, 1).repeat(3, axis=1).repeat(3, axis=2)  # sharp 3×
 names = [class_name(data.classes[int(data.train_y[i])], t.lang) for i in idx]
 st.image(list(pics), width=88, caption=names,
          alt=[t("a11y.train_image", cls=name) for name in names])

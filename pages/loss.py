@@ -91,6 +91,8 @@ with tab_opt:
     for key, path in paths.items():
         kind, text = optimlab.path_verdict(path, labels[key], t)
         getattr(st, kind)(text)
+    if surface == "mountains":
+        st.markdown(t("loss.mountains_note"))
     st.markdown(t("loss.update_rule"))
     st.code("optimizer = torch.optim.SGD([p], lr=lr, momentum=momentum)\n"
             "for step in range(steps):\n"

@@ -8,7 +8,7 @@ import streamlit as st
 from cifarlab.core.config import ModelSpec
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import network as convlab
-from cifarlab.lab.network import figures as F
+from cifarlab.lab.network import activation as act, figures as F
 from ui.data import get_data
 from ui.language import num, show_error, translator
 from ui.nav import lesson
@@ -16,9 +16,9 @@ from ui.nav import lesson
 t = translator()
 
 st.title(t("nav.network"))
-tab_lesson, tab_arch, tab_calc, tab_edit, tab_conv, tab_pool = st.tabs([
+tab_lesson, tab_arch, tab_calc, tab_edit, tab_conv, tab_pool, tab_act = st.tabs([
     t("lesson.title"), t("network.arch_title"), t("network.calc_title"), t("network.edit_title"),
-    t("network.conv_title"), t("network.pool_title")])
+    t("network.conv_title"), t("network.pool_title"), t("network.act_title")])
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
@@ -62,29 +62,32 @@ with tab_calc:
     kind = st.radio(t("network.layer_type"), ["conv", "pool"], horizontal=True, key="calc_kind",
                     format_func=lambda k: t(f"network.layer_{k}"))
     cols = st.columns(5)
-    # No min/max of Streamlit's own: its range message is English and it keeps the old value,
-    # so a stride of 0 would go on showing the last result. The engine says what is wrong.
-    size = cols[0].number_input(t("network.input_size"), value=32, step=1, key="calc_size")
-    kernel = cols[1].number_input(t("network.kernel"), value=5 if kind == "conv" else 2, step=1,
-                                  key=f"calc_kernel_{kind}")
-    padding = cols[2].number_input(t("network.padding"), value=0, step=1, key="calc_padding")
-    stride = cols[3].number_input(t("network.stride"), value=1 if kind == "conv" else 2, step=1,
-                                  key=f"calc_stride_{kind}")
-    dilation = cols[4].number_input(t("network.dilation"), value=1, step=1, key="calc_dilation")
-    res = convlab.calculator(kind, int(size), int(kernel), int(padding), int(stride), int(dilation))
+    # Text, as nn.Conv2d takes it: "5" or a rectangle "(5, 2)". The engine refuses what PyTorch
+    # would (2.5, 0, a kernel bigger than the input) in the student's language, never a stale
+    # result.
+    conv = kind == "conv"
+    args = [col.text_input(t(f"network.{name}"), value, key=key, help=t("network.pair_help"))
+            for col, name, value, key in zip(cols, (
+                "input_size", "kernel", "padding", "stride", "dilation"), (
+                "32", "5" if conv else "2", "0", "1" if conv else "2", "1"), (
+                "calc_size", f"calc_kernel_{kind}", "calc_padding", f"calc_stride_{kind}",
+                "calc_dilation"))]
+    res = convlab.calculator(kind, *args)
+    two = len(res["dims"]) == 2
+    if res["dims"]:
+        left, right = st.columns([1, 3])
+        left.metric(t("network.result"), res["shown"])
+        right.markdown(f"**{t('network.formula')}**")
+        right.code("\n".join((t(f"network.dim_{i}") + ": " if two else "") + d["formula"]
+                             for i, d in enumerate(res["dims"])), language=None)
     if res["shape_error"] is not None:
         st.error(res["shape_error"].text(t.lang))
     else:
-        left, right = st.columns([1, 3])
-        left.metric(t("network.result"), res["output"] if res["ok"] else "—")
-        right.markdown(f"**{t('network.formula')}**")
-        right.code(res["formula"], language=None)
-        if not res["ok"]:
-            st.error(t("network.too_small"))
-        elif not res["exact"]:
-            st.warning(t("network.not_exact") + " "
-                       + t("network.remainder", n=res["remainder"], s=int(stride)))
-        else:
+        for i, d in enumerate(res["dims"]):
+            if not d["exact"]:
+                st.warning((t(f"network.dim_{i}") + ": " if two else "") + t("network.not_exact")
+                           + " " + t("network.remainder", n=d["remainder"], s=d["stride"]))
+        if res["exact"]:
             st.success(t("network.exact"))
 
 # --------------------------------------------------------------------------- (c) edit the net
@@ -202,3 +205,10 @@ with tab_pool:
             st.success(t("network.pool_torch_agrees"))
         else:
             st.error(t("network.pool_torch_differs"))
+
+# ------------------------------------------------------------------- (f) activation functions
+with tab_act:
+    lesson("activation")
+    chart(st, act.figure(t), "act_fig", t("a11y.act_chart"))
+    st.markdown(t("network.act_table_intro"))
+    st.dataframe(act.table(t), hide_index=True, width="stretch", key="act_table")

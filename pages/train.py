@@ -21,6 +21,7 @@ from cifarlab.lab import train as trainview
 from cifarlab.lab import train_live as words
 from cifarlab.serve import queue as jobs
 from pages.train_parts import form as train_settings
+from pages.train_parts import inside as train_inside
 from ui import train_form
 from ui.data import queue as get_queue
 from ui.data import store_may_be_down
@@ -114,12 +115,13 @@ def show_run(queue: jobs.JobQueue, sid: str, run) -> None:
     if phase == "queued":
         return
     if run.status == "running" and prog["total"]:
-        bar, line = words.progress_lines(prog, run.waited_s, t.lang)
+        bar, line = words.progress_lines(prog, run.progress, run.waited_s, t.lang)
         st.progress(prog["fraction"], text=bar)
         st.caption(line)
     if run.finished:
         show_result(run, view)
     show_charts(view, run, stamp)
+    train_inside.show(view)
     if view.epochs:   # full width: in a narrow column its last columns were cut off
         st.table(view.memoized("epochs", (len(view.epochs), t.lang),
                                lambda _: words.epochs_table(view.epochs, t.lang)),

@@ -88,6 +88,15 @@ def _checkpoint(store, run_id: str) -> None:
     save(path, Net().eval(), CONFIG, CIFAR10_CLASSES, {"test_accuracy": 0.5353})
 
 
+def _inside() -> list[tuple[str, dict]]:
+    """core/probes.py's samples, four of them: weight and gradient norms with decimals."""
+    names = ("conv1", "conv2", "fc1", "fc2", "fc3")
+    return [("inside", {"step": step, "layers": [
+        {"name": n, "weight_norm": 2.4137 + k, "grad_norm": 0.01234 * (1 + k) * step / 2500,
+         "hist": [0.0] * 16, "range": [-0.25, 0.25]} | ({"dead": 0.125} if n != "fc3" else {})
+        for k, n in enumerate(names)]}) for step in (2_500, 5_000, 7_500, 10_000)]
+
+
 def write_finished_run(store, session: str, name: str | None = None) -> str:
     """The tutorial's run, finished, as a worker would have left it in ``store``; its id."""
     run_id = store.create_run(session, "train", CONFIG.to_dict(), "cpu", name=name)
@@ -99,6 +108,7 @@ def write_finished_run(store, session: str, name: str | None = None) -> str:
                           "device_name": "CPU", "config": CONFIG.to_dict()})]
               + _running(values, STEPS_PER_EPOCH) + [("epoch", res["epochs"][0])]
               + _running(values, TOTAL)[STEPS_PER_EPOCH // 2000:] + [("epoch", res["epochs"][1])]
+              + _inside()
               + [("eval", {"accuracy": 0.5353, "per_class_accuracy": per_class(),
                            "confusion": res["confusion"], "classes": list(CIFAR10_CLASSES),
                            "correct": 5353, "total": 10_000, "eval_seconds": 3.2171,
@@ -123,5 +133,6 @@ def write_running_run(store, session: str, step: int = 7_312) -> str:
                                     "device_name": "CPU", "config": CONFIG.to_dict()})]
                  + _running(values, step),
                  progress={"step": step, "total_steps": TOTAL, "elapsed_s": 107.25,
-                           "eta_s": 259.5, "images_per_second": 272.7192, "data_wait_s": 35.5})
+                           "steady_step": 250, "steady_s": 5.0, "images_per_second": 272.7192,
+                           "data_wait_s": 35.5})
     return run_id

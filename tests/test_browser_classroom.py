@@ -9,8 +9,9 @@ their Train pages show the pushed values, locked knobs disabled, and a tampered 
 ``disabled`` attribute removed, another value typed) meets the server's refusal; a second push
 reaches an open Train page on its next rerun. Then a challenge opens, the students train, the
 runs appear on the live board, the instructor cancels one and pins another (the presenter
-view), the public leaderboard ranks the students as the run store's own half-test accuracies
-do, closing reveals the private board, and both boards download as CSV.
+view: no sidebar, the class code and QR code, the leaderboard), the public leaderboard ranks
+the students as the run store's own half-test accuracies do, closing reveals the private
+board, and both boards download as CSV.
 
 Tiny runs (300 images, one epoch, the fast pipeline); screenshots under test-artifacts.
 """
@@ -96,9 +97,8 @@ def push_preset(page, values: dict[str, str], locks: list[str], select: dict | N
     form = main(page).get_by_test_id("stForm").filter(has_text=EN("classroom.preset.push"))
     for label, value in values.items():
         form.get_by_label(label, exact=True).fill(value)
-    for label, option in (select or {}).items():
-        form.get_by_label(label, exact=True).click()   # a selectbox: open it, pick the option
-        page.get_by_role("option", name=option, exact=True).click()
+    for option in (select or {}).values():   # a choice: a radio button, its label in words
+        form.get_by_text(option, exact=True).click()
     for label in locks:
         box = form.get_by_role("checkbox", name=EN("classroom.preset.lock", knob=label),
                                exact=True)   # "Lock Learning rate" is no "... rate schedule"
@@ -262,7 +262,7 @@ def story(server, url, teacher, students):
                           EN("common.batch_size"): "32", EN("common.train_subset"): "300",
                           EN("common.num_workers"): "0"},
                 locks=[EN("common.epochs"), EN("common.lr")],
-                select={EN("common.pipeline"): "fast"})
+                select={EN("common.pipeline"): EN("common.pipeline_fast")})
     screenshot(teacher, "classroom-console-en")
 
     # -- students join: Ana from the link (after two bad nicknames), Bo and Cy from Home's box
@@ -366,7 +366,19 @@ def story(server, url, teacher, students):
                      statuses, page=teacher)
     assert statuses().count("done") == 3, statuses()
     teacher.locator(".js-plotly-plot").first.wait_for()
+    # a projector's page: full width, nothing personal (no sidebar with the instructor's link
+    # or sign-out, no session id in the address bar), the class code and its QR code
+    expect(teacher.get_by_test_id("stSidebar")).to_have_count(0)
+    assert "sid" not in parse_qs(urlparse(teacher.url).query)
+    expect(main(teacher).get_by_role("heading", name=code, exact=True)).to_be_visible()
+    expect(main(teacher).get_by_role("img", name=EN("classroom.qr_alt", code=code))).to_be_visible()
+    teacher.set_viewport_size({"width": 1920, "height": 1080})
     screenshot(teacher, "classroom-presenter-en")
+    views = main(teacher).get_by_test_id("stButtonGroup")
+    views.get_by_text(EN("classroom.presenter.show_leaders"), exact=True).click()
+    main(teacher).get_by_test_id("stTable").filter(has_text="Ana").wait_for()
+    screenshot(teacher, "classroom-presenter-leaders-en")
+    teacher.set_viewport_size({"width": 1400, "height": 1100})
     main(teacher).get_by_role("button", name=EN("classroom.presenter.back"), exact=True).click()
     main(teacher).get_by_role("tab", name=EN("classroom.challenge.title")).wait_for()
 

@@ -17,7 +17,7 @@ from sqlalchemy import text
 import torch
 
 from cifarlab import i18n
-from cifarlab.core.config import TrainConfig
+from cifarlab.core.config import MAX_SEED, TrainConfig
 from cifarlab.core.evaluate import (HALVES_SEED, evaluate, result_from_probabilities,
                                     split_halves)
 from cifarlab.core.model import Net
@@ -28,6 +28,7 @@ from cifarlab.serve.classroom import ratelimit
 from cifarlab.serve.identity import Person
 from cifarlab.serve.queue import JobQueue
 from cifarlab.serve.schema import SCHEMA_VERSION
+from old_store import old_store
 from cifarlab.serve.settings import load_settings
 from cifarlab.serve.store import RunStore
 
@@ -93,8 +94,9 @@ def finished(store, code, person, public, private, *, seconds=10.0, finished_at=
                               QUICK.replace(epochs=epochs).to_dict(), device, owner=person.id)
     tables.record_run(store, code, person.id, run_id)
     store.set_status(run_id, "running")
-    store.add_event(run_id, "eval", {"accuracy": (public + private) / 2,
-                                     "half_accuracies": {"public": public, "private": private}})
+    store.record(run_id, events=[("eval", {
+        "accuracy": (public + private) / 2,
+        "half_accuracies": {"public": public, "private": private}})])
     store.set_status(run_id, status, result={"test_accuracy": (public + private) / 2,
                                              "train_seconds": seconds})
     if finished_at is not None:
@@ -328,7 +330,8 @@ def test_board_cancel_pin_and_presenter(cr, klass, queue):
     a = queue.submit(SID[ANA], QUICK, owner=ANA.id)
     b = queue.submit(SID[BEN], QUICK, owner=BEN.id)
     done = finished(queue.store, klass.code, CAL, 0.4, 0.42)
-    queue.store.append_losses(done, list(range(1, 1001)), [2.3 - i / 1000 for i in range(1000)])
+    queue.store.record(done, steps=list(range(1, 1001)),
+                       losses=[2.3 - i / 1000 for i in range(1000)])
     outsider = queue.submit("walk-in-session-1", QUICK, owner="browser:walk-in")
     rows = {r.run_id: r for r in cr.board(TEACH, klass.code)}
     assert set(rows) == {a, b, done}
@@ -351,7 +354,19 @@ def test_board_cancel_pin_and_presenter(cr, klass, queue):
     cr.pin(TEACH, klass.code, done)
     shown = cr.presenter(BEN)
     assert (shown.nickname, shown.status, shown.run_id) == ("Cal", "done", None)
-    assert 300 < len(shown.losses) <= 500 and shown.accuracy == pytest.approx(0.41)
+    assert shown.accuracy == pytest.approx(0.41)
+    # for the projector, the loss as means of k steps (never each mini-batch's): 1000 steps
+    # in 100 means of 10, each at its bucket's last step
+    assert (shown.stride, len(shown.losses), shown.steps[:2], shown.steps[-1]) == \
+        (10, 100, (10, 20), 1000)
+    assert shown.losses[0] == pytest.approx(2.3 - 4.5 / 1000)   # the mean of steps 1..10
+    assert shown.running_steps == ()                         # no "[epoch, i] loss" line yet
+    # the tutorial's running loss (its lines), at each line's step over the whole run
+    queue.store.record(done, events=[("start", {"steps_per_epoch": 500, "total_steps": 1000})]
+                       + [("running_loss", {"epoch": epoch, "i": i, "loss": loss})
+                          for epoch, i, loss in [(1, 250, 2.2), (1, 500, 2.0), (2, 250, 1.9)]])
+    shown = cr.presenter(TEACH, klass.code)
+    assert (shown.running_steps, shown.running_losses) == ((250, 500, 750), (2.2, 2.0, 1.9))
     assert cr.presenter(TEACH, klass.code).run_id == done and cr.student_view(ANA).pinned
     cr.pin(TEACH, klass.code, None)
     assert cr.presenter(TEACH, klass.code) is None
@@ -378,8 +393,9 @@ def test_leaderboards_public_private_ties_one_best_per_student(cr, klass, queue)
     finished(s, klass.code, CAL, 0.90, 0.90, device="cuda:0", finished_at=t + 6)
     finished(s, klass.code, BEN, 0.95, 0.95, status="cancelled", finished_at=t + 7)
     pub = cr.leaderboard(TEACH, klass.code, "public")
+    # a tie shares its place (1, 1, 3); the earlier finish is listed first
     assert [(r.rank, r.nickname, r.run_id, r.run_number, r.score) for r in pub] == [
-        (1, "Ana", a2, 3, 0.55), (2, "Ben", b1, 1, 0.55), (3, "Cal", c1, 1, 0.40)]
+        (1, "Ana", a2, 3, 0.55), (1, "Ben", b1, 1, 0.55), (3, "Cal", c1, 1, 0.40)]
     assert all(r.person is None for r in pub)    # nobody's id, not even to the instructor
     assert before not in {r.run_id for r in pub}
     priv = cr.leaderboard(TEACH, klass.code, "private")
@@ -458,7 +474,7 @@ def test_everything_survives_a_restart(tmp_path):
 
 
 def test_an_older_store_migrates_to_the_classroom(tmp_path):
-    old = RunStore(tmp_path / "runs.db", upto=2)
+    old = old_store(tmp_path / "runs.db", version=2)
     run_id = old.create_run("old-session-1", "train", QUICK.to_dict(), "cpu")
     assert old.schema_version() == 2
     store = RunStore(tmp_path / "runs.db")
@@ -560,3 +576,24 @@ def test_a_real_class_run_is_scored_on_its_recorded_halves(queue, cifar_data):
     assert (pub.run_id, pub.nickname) == (run_id, "Ana")
     assert pub.score == float(ok[pub_idx].mean()) and priv.score == float(ok[priv_idx].mean())
     assert result.summary()["test_accuracy"] == pytest.approx(float(ok.mean()))
+
+
+def test_each_student_trains_with_their_own_seed_unless_the_class_locks_it(cr, klass, queue):
+    """One seed for everyone made every student's run the same run (a challenge then went to
+    whoever finished first): each member gets a seed of their own, the same on every visit."""
+    info = cr.push_preset(TEACH, klass.code, {"epochs": 1, "seed": 0}, locked=["epochs"],
+                          expected_version=klass.version)
+    views = {p: cr.student_view(p) for p in (ANA, BEN, CAL)}
+    seeds = {p: v.seed for p, v in views.items()}
+    assert len(set(seeds.values())) == 3 and all(0 <= s <= MAX_SEED for s in seeds.values())
+    assert cr.student_view(ANA).seed == seeds[ANA]                 # stable
+    assert views[ANA].values == {"epochs": 1, "seed": seeds[ANA]}  # over the pushed 0
+    assert views[ANA].preset == {"epochs": 1, "seed": 0}           # the class's own, as pushed
+    assert str(seeds[ANA]) not in ANA.id and ANA.id not in repr(views[BEN])
+    # locked: the class's seed for everyone (the console warns the instructor about it)
+    cr.push_preset(TEACH, klass.code, {"epochs": 1, "seed": 7}, locked=["epochs", "seed"],
+                   expected_version=info.version)
+    view = cr.student_view(BEN)
+    assert view.seed is None and view.values == {"epochs": 1, "seed": 7}
+    assert refused(queue.submit, SID[BEN], QUICK.replace(epochs=1, seed=8),
+                   owner=BEN.id).code == "class.knob_locked"

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given, settings, strategies as st
 
 from cifarlab.lab import network as convlab
 from cifarlab.core.config import ModelSpec
@@ -181,8 +182,9 @@ def test_calculator():
     r = convlab.calculator("conv", 32, 4, padding=0, stride=3)
     assert r["output"] == 10 and not r["exact"] and r["remainder"] == 1 and r["ok"]
     assert r["output"] == torch.nn.Conv2d(1, 1, 4, stride=3)(torch.zeros(1, 1, 32, 32)).shape[-1]
-    r = convlab.calculator("conv", 32, 40)
-    assert not r["ok"] and r["output"] < 1 and r["error"] is None
+    r = convlab.calculator("conv", 32, 40)       # the formula shows why; the error says so
+    assert not r["ok"] and r["dims"][0]["output"] == -7 and r["output"] is None
+    assert "kernel of at most 32" in r["error"] and r["shown"] == "—"
     r = convlab.calculator("pool", 28, 2, stride=2)
     assert r["output"] == 14 and r["exact"]
     r = convlab.calculator("pool", 32, 2, padding=3, stride=2)
@@ -209,13 +211,13 @@ def test_analyze_stack_edited_kernel_gives_576_and_pytorchs_real_messages():
     assert rep.flatten_error == "mat1 and mat2 shapes cannot be multiplied (4x576 and 400x120)"
     assert rep.view_error_kind == rep.flatten_error_kind == "RuntimeError"
     # The same as the lesson's padding example
-    assert convlab.hardcoded_view_error(ModelSpec(paddings=(2, 0)), flatten="flatten") == \
+    assert convlab.analyze_stack(ModelSpec(paddings=(2, 0))).flatten_error == \
         "mat1 and mat2 shapes cannot be multiplied (4x576 and 400x120)"
 
 
 def test_the_message_is_what_pytorch_really_raises():
     spec = ModelSpec(kernels=(3, 3), hidden=(64, 32))
-    msg = convlab.hardcoded_view_error(spec, batch_size=2, flatten="flatten")
+    msg = convlab.analyze_stack(spec, batch_size=2).flatten_error
     net = Net(spec)
     x = torch.zeros(2, 3, 32, 32)
     x = net.pool(F.relu(net.conv2(net.pool(F.relu(net.conv1(x))))))
@@ -228,10 +230,10 @@ def test_the_message_is_what_pytorch_really_raises():
 def test_view_with_a_multiple_of_400_passes_the_view_and_fails_at_the_loss():
     spec = ModelSpec(channels=(6, 64))             # 64·5·5 = 1600 = 4 × 400
     assert convlab.analyze_stack(spec).flat == 1600
-    msg = convlab.hardcoded_view_error(spec, batch_size=4, flatten="view")
+    msg = convlab.analyze_stack(spec, batch_size=4).view_error
     assert "batch_size" in msg and "16" in msg and "4" in msg
     assert convlab.analyze_stack(spec, batch_size=4).view_error_kind == "ValueError"
-    assert "4x1600" in convlab.hardcoded_view_error(spec, flatten="flatten")
+    assert "4x1600" in convlab.analyze_stack(spec).flatten_error
 
 
 def test_a_stack_that_does_not_fit_names_the_layer_without_raising():
@@ -241,11 +243,6 @@ def test_a_stack_that_does_not_fit_names_the_layer_without_raising():
     assert "Kernel size can't be greater than actual input size" in rep.view_error
     rep = convlab.analyze_stack(ModelSpec(kernels=(29, 5), pool=8))   # 4×4 into an 8×8 pool
     assert not rep.ok and rep.error_layer == "pool1", rep.error
-
-
-def test_hardcoded_view_error_argument_check():
-    with pytest.raises(ValueError):
-        convlab.hardcoded_view_error(ModelSpec(), flatten="reshape")
 
 
 def test_the_stack_error_and_the_calculator_speak_the_students_language():
@@ -264,3 +261,44 @@ def test_the_stack_error_and_the_calculator_speak_the_students_language():
     with pytest.raises(ShapeError) as err:
         convlab.apply_kernel(np.zeros((1, 8, 8)), np.zeros((2, 3, 3)))
     assert "1 canal;" in err.value.text("es") and "1 channel;" in str(err.value)
+
+
+# ------------------------------------------------------------- the calculator, rectangles typed
+
+@settings(max_examples=60, deadline=None)
+@given(h=st.integers(1, 40), w=st.integers(1, 40), kh=st.integers(1, 9), kw=st.integers(1, 9),
+       sh=st.integers(1, 4), sw=st.integers(1, 4), p=st.integers(0, 3), pool=st.booleans())
+def test_typed_rectangles_give_pytorchs_shape_or_its_refusal(h, w, kh, kw, sh, sw, p, pool):
+    layer = (torch.nn.MaxPool2d if pool else torch.nn.Conv2d)
+    try:
+        module = layer((kh, kw), (sh, sw), p) if pool else layer(1, 1, (kh, kw), (sh, sw), p)
+        want = tuple(module(torch.zeros(1, 1, h, w)).shape[-2:])
+    except RuntimeError:
+        want = None
+    r = convlab.calculator("pool" if pool else "conv", f"({h}, {w})", f"[{kh},{kw}]", str(p),
+                           f"( {sh} , {sw} )", "1")
+    assert r["output"] == want and r["ok"] == (want is not None)
+    if want is not None:       # each dimension by its own formula, with the floor
+        assert [d["output"] for d in r["dims"]] == list(want) and r["shown"] == "×".join(
+            map(str, want))
+        assert [d["formula"].endswith(f"= {n}") for d, n in zip(r["dims"], want)] == [True] * 2
+    else:
+        assert r["shape_error"].text("es") != r["shape_error"].text("en")
+
+
+@pytest.mark.parametrize("typed, code", [
+    ("2.5", "not_a_pair"), ("2,5", "not_a_pair"), ("(5, 2, 1)", "not_a_pair"), ("", "not_a_pair"),
+    ("five", "not_a_pair"), ("0", "below_min"), ("-3", "below_min"), ("(5, 0)", "below_min"),
+    ("−1", "below_min")])
+def test_typed_kernels_pytorch_refuses_are_refused_with_a_reason(typed, code):
+    r = convlab.calculator("conv", "32", typed)
+    assert not r["ok"] and r["dims"] == [] and r["output"] is None
+    err = r["shape_error"]
+    assert err.code == f"shapes.{code}" and "kernel_size" in err.text("pt")
+
+
+def test_typed_and_given_arguments_agree_and_keep_their_kind():
+    assert convlab.calculator("conv", "32", "5")["output"] == 28
+    assert convlab.calculator("conv", " 32 ", "(5, 2)")["output"] == (28, 31)
+    assert convlab.calculator("conv", (32, 32), (5, 2))["output"] == (28, 31)
+    assert convlab.calculator("conv", "(32, 20)", "(5, 2)")["shown"] == "28×19"

@@ -82,6 +82,19 @@ def test_folder_and_archive_give_identical_arrays(tiny_folder, tmp_path, name, m
     assert from_archive.key != from_folder.key and from_archive.key.startswith("archive-")
 
 
+def test_class_folders_that_are_links_are_followed(tiny_folder, tmp_path):
+    linked = tmp_path / "linked"
+    for split in ("train", "test"):
+        (linked / split).mkdir(parents=True)
+        for cls in ("cat", "dog", "frog"):
+            (linked / split / cls).symlink_to(tiny_folder / split / cls)
+    (linked / "train" / "notes.txt").write_text("not an image")
+    via_links = D.load(str(linked), cache_dir=tmp_path / "cache")
+    direct = D.load(str(tiny_folder), cache_dir=tmp_path / "cache")
+    assert same_arrays(via_links, direct) and via_links.classes == direct.classes
+    assert "1 file(s) that are not images were ignored." in via_links.notes
+
+
 def test_archive_extras_are_ignored_but_two_data_sets_are_an_error(tiny_folder, tmp_path):
     (tiny_folder / "README.txt").write_text("about this data")
     (tiny_folder / "docs/test").mkdir(parents=True)
@@ -262,22 +275,22 @@ def test_load_honours_the_env_var_and_the_argument_wins(tiny_folder, tmp_path, m
     assert D.load(str(archive)).key.startswith("archive-")     # $CIFARLAB_CACHE is the default
 
 
-def test_describe_source_and_is_cached(tiny_folder, tmp_path, monkeypatch):
+def test_source_facts_and_is_cached(tiny_folder, tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     monkeypatch.setenv("CIFARLAB_DATA", str(tiny_folder))
-    text = D.describe_source(cache_dir=cache)
-    assert str(tiny_folder) in text and "CIFARLAB_DATA" in text and "not decoded yet" in text
-    assert not D.is_cached(cache_dir=cache)
+    facts = D.source_facts(cache_dir=cache)
+    assert facts["kind"] == "folder" and facts["name"] == tiny_folder.name
+    assert not facts["cached"] and not D.is_cached(cache_dir=cache)
     D.load(cache_dir=cache)
-    assert D.is_cached(cache_dir=cache)
-    assert "decoded and cached" in D.describe_source(cache_dir=cache)
+    assert D.is_cached(cache_dir=cache) and D.source_facts(cache_dir=cache)["cached"]
     archive = make_tar(tiny_folder, tmp_path / "t.tar.gz")
-    assert "MB" in D.describe_source(str(archive), cache_dir=cache)
-    assert "does not exist" in D.describe_source(str(tmp_path / "gone"), cache_dir=cache)
+    facts = D.source_facts(str(archive), cache_dir=cache)
+    assert facts["kind"] == "archive" and facts["name"] == "t.tar.gz" and facts["size_mb"] > 0
+    gone = D.source_facts(str(tmp_path / "gone"), cache_dir=cache)
+    assert gone["kind"] == "missing" and gone["name"] == "gone" and not gone["exists"]
     assert not D.is_cached(str(tmp_path / "gone"), cache_dir=cache)
     monkeypatch.delenv("CIFARLAB_DATA")
-    text = D.describe_source(cache_dir=cache)
-    assert "torchvision" in text and "internet" in text
+    assert D.source_facts(cache_dir=cache)["kind"] == "canonical"
 
 
 # --------------------------------------------------------------------------------------------

@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from cifarlab.cli import main
 from cifarlab.core import checkpoint
-from cifarlab.core.config import (CIFAR10_CLASSES, MAX_SEED, MAX_WORKERS, ModelSpec, TrainConfig,
-                                  knob)
+from cifarlab.core.config import (ACTIVATIONS, CIFAR10_CLASSES, MAX_SEED, MAX_WORKERS, ModelSpec,
+                                  TrainConfig, knob)
 from cifarlab.core.data import FastLoader, SeededShuffle, load
 from cifarlab.core.export import constant_name, export_script
 from cifarlab.core.model import Net as LabNet
@@ -276,7 +276,7 @@ configs = st.builds(
     device=st.sampled_from(["auto", "cpu", "cuda:0", "cuda:3", "mps"]),
     pipeline=st.sampled_from(["tutorial", "fast"]), seed=st.integers(0, MAX_SEED),
     train_subset=st.none() | st.integers(1, 50000), shuffle=st.booleans(),
-    log_every=st.integers(1, 5000))
+    log_every=st.integers(1, 5000), activation=st.sampled_from(ACTIVATIONS))
 
 
 @settings(max_examples=60, deadline=None,
@@ -287,7 +287,7 @@ def test_random_configs_give_valid_python_with_the_same_network(config, spec, no
                                                                  tmp_path):
     config = config.replace(model=spec)
     try:
-        lab = LabNet(spec)
+        lab = LabNet(spec, activation=config.activation)
     except ShapeError:
         with pytest.raises(ShapeError):
             export_script(config)

@@ -75,7 +75,7 @@ def test_home_renders_lessons_links_and_facts(app_file, lang):
     # one link per lesson page, in teaching order, with the translated title
     assert labels == [f"{n}. {t(f'nav.{pid}')}" for n, (pid, _, _) in enumerate(PAGES[1:], 1)] \
         + [t("nav.next", page=t("nav.tensors"))]          # and the footer's next lesson
-    assert "cifar10-jpeg.tar.gz" in body          # describe_source() names the archive
+    assert "cifar10-jpeg.tar.gz" in body          # the source's facts name the archive
     import torch
 
     assert torch.__version__ in body

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from streamlit.testing.v1 import AppTest
 
 from cifarlab import i18n
@@ -71,22 +72,45 @@ def test_both_pages_render_in_every_language(open_page, lang):
 def test_calculator_reacts_and_warns(open_page):
     at = open_page("network")
     assert at.metric[0].value == "28"
-    at.number_input(key="calc_kernel_conv").set_value(3).run()
+    at.text_input(key="calc_kernel_conv").set_value("3").run()
     assert at.metric[0].value == "30"
     assert "⌊(32 + 2·0 − 1·(3 − 1) − 1) / 1⌋ + 1 = 30" in texts(at, "code")
     assert not at.warning
-    at.number_input(key="calc_kernel_conv").set_value(4).run()
-    at.number_input(key="calc_stride_conv").set_value(3).run()
+    at.text_input(key="calc_kernel_conv").set_value("4").run()
+    at.text_input(key="calc_stride_conv").set_value("3").run()
     assert at.metric[0].value == "10"
     assert any(i18n.t("network.not_exact") in w for w in texts(at, "warning"))
-    at.number_input(key="calc_kernel_conv").set_value(40).run()
-    assert not at.exception
-    assert i18n.t("network.too_small") in texts(at, "error")
+    at.text_input(key="calc_kernel_conv").set_value("40").run()   # bigger than the input
+    assert not at.exception and at.metric[0].value == "—"
+    assert any("kernel of at most 32" in e for e in texts(at, "error"))
     # max pooling: padding above half the kernel is refused with a message, not an exception
     at.radio(key="calc_kind").set_value("pool").run()
     assert at.metric[0].value == "16"                            # 32, k=2, s=2
-    at.number_input(key="calc_padding").set_value(3).run()
+    at.text_input(key="calc_padding").set_value("3").run()
     assert not at.exception and any("half the kernel" in e for e in texts(at, "error"))
+
+
+@pytest.mark.parametrize("lang", ["en", "es", "pt"])
+def test_calculator_takes_a_rectangular_kernel_as_pytorch_does(open_page, lang):
+    t = i18n.translator(lang)
+    at = open_page("network", lang)
+    at.text_input(key="calc_kernel_conv").set_value("(5, 2)").run()
+    at.text_input(key="calc_stride_conv").set_value("(1, 4)").run()
+    h, w = torch.nn.Conv2d(1, 1, (5, 2), stride=(1, 4))(torch.zeros(1, 1, 32, 32)).shape[-2:]
+    assert at.metric[0].value == f"{h}×{w}" == "28×8"
+    assert "\n".join([f"{t('network.dim_0')}: ⌊(32 + 2·0 − 1·(5 − 1) − 1) / 1⌋ + 1 = 28",
+                      f"{t('network.dim_1')}: ⌊(32 + 2·0 − 1·(2 − 1) − 1) / 4⌋ + 1 = 8"]
+                     ) in texts(at, "code")
+    (warning,) = texts(at, "warning")                  # the width's 30 / 4 leaves 2 pixels
+    assert warning.startswith(t("network.dim_1") + ": " + t("network.not_exact"))
+    # a non-integer, a decimal comma, a kernel taller than the input: refused in the language
+    for bad, says in (("2.5", "'2.5'"), ("2,5", "(5, 2)"), ("(40, 2)", "40×2")):
+        at.text_input(key="calc_kernel_conv").set_value(bad).run()
+        assert not at.exception and t("network.exact") not in texts(at, "success")
+        (message,) = texts(at, "error")
+        assert says in message
+        assert {"en": "the input is", "es": "la entrada", "pt": "a entrada"}[lang] in message \
+            if bad == "(40, 2)" else {"en": "must", "es": "debe", "pt": "deve"}[lang] in message
 
 
 def test_edited_stack_recomputes_fc1_and_shows_pytorchs_error(open_page):
@@ -163,12 +187,39 @@ def test_calculator_bad_values_say_why_in_the_language_and_never_show_a_stale_re
                                                                                   lang):
     at = open_page("network", lang)
     assert at.metric[0].value == "28"
-    for key, bad in (("calc_stride_conv", 0), ("calc_padding", -1), ("calc_kernel_conv", 0)):
-        at.number_input(key=key).set_value(bad).run()
+    for key, bad in (("calc_stride_conv", "0"), ("calc_padding", "-1"),
+                     ("calc_kernel_conv", "0")):
+        at.text_input(key=key).set_value(bad).run()
         exact = i18n.t("network.exact", lang)
         assert not at.metric and exact not in texts(at, "success"), key   # no stale result
         (message,) = texts(at, "error")
         assert "debe" in message if lang == "es" else "deve" in message
-        at.number_input(key=key).set_value({"calc_stride_conv": 1, "calc_padding": 0,
-                                            "calc_kernel_conv": 5}[key]).run()
+        at.text_input(key=key).set_value({"calc_stride_conv": "1", "calc_padding": "0",
+                                          "calc_kernel_conv": "5"}[key]).run()
         assert at.metric[0].value == "28" and not at.error
+
+
+@pytest.mark.parametrize("lang", ["en", "es", "pt"])
+def test_the_activation_tab_teaches_why_relu_in_the_language(open_page, lang):
+    t = i18n.translator(lang)
+    at = open_page("network", lang)
+    body = everything(at)
+    assert i18n.lesson("activation", lang).splitlines()[0].lstrip("# ") in body
+    assert any("F.relu(self.fc1(x))" in c for c in texts(at, "code"))   # the tutorial's lines
+    (table,) = [d.value for d in at.dataframe if t("network.act_col") in d.value.columns]
+    assert list(table[t("network.act_col")]) == [t(f"common.activation_{n}")
+                                                 for n in ("relu", "sigmoid", "tanh")]
+    assert list(table[t("network.act_layers", n=4)]) == [
+        i18n.significant(v, lang) for v in (1.0, 0.25 ** 4, 1.0)]
+
+
+@pytest.mark.parametrize("lang", ["en", "es", "pt"])
+def test_the_mountain_range_shows_plain_sgd_stuck_and_momentum_through(open_page, lang):
+    t = i18n.translator(lang)
+    at = open_page("loss", lang)
+    at.selectbox(key="opt_surface").set_value("mountains").run()
+    assert not at.exception
+    assert any(w.startswith(f"**{t('loss.plain_sgd')}**: {t('loss.stuck')}")
+               for w in texts(at, "warning"))
+    assert any(t("loss.converges") in s for s in texts(at, "success"))
+    assert t("loss.mountains_note") in texts(at, "markdown")

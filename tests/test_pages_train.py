@@ -281,7 +281,7 @@ def test_train_a_quick_run_to_the_end(lab):
     at = open_train("alice-session-1")
     set_knobs(at, train_pipeline="fast", **QUICK)
     # nothing measured on this server yet: no time is promised
-    assert t("train.estimate_unknown") in texts(at, "caption")
+    assert t("eta.unknown") in texts(at, "caption")
     at.text_input(key="train_name").input("my first run").run()
     at.button(key="train_start").click().run()
     assert not at.exception

@@ -105,7 +105,8 @@ def test_postgres_down_at_start_is_one_line_for_the_host_and_words_for_students(
 
 
 def test_postgres_restarted_mid_run_loses_nothing(postgres, pg_url, tmp_path, queues):
-    queue = JobQueue(settings=settings_for(pg_url, tmp_path / "home"))
+    # no failover here: a worker slow to start on a loaded machine must not count as dead
+    queue = JobQueue(settings=settings_for(pg_url, tmp_path / "home", heartbeat_timeout=60))
     queues.append(queue)
     run_id = queue.submit_job(ALICE, STEADY, {"steps": 120, "dt": 0.05}, "cpu")
     wait_for(lambda: (queue.store.get(run_id).progress or {}).get("step", 0) >= 10,

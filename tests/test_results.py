@@ -344,8 +344,8 @@ def test_model_label():
 
 def test_loss_curves(tmp_path):
     store, ids = _store_with_runs(tmp_path)
-    store.append_losses(ids[0], list(range(1, 1001)), [2.3 - i / 1000 for i in range(1000)])
-    store.append_losses(ids[1], list(range(1, 101)), [2.0] * 50 + [float("nan")] + [1.0] * 49)
+    store.record(ids[0], steps=list(range(1, 1001)), losses=[2.3 - i / 1000 for i in range(1000)])
+    store.record(ids[1], steps=list(range(1, 101)), losses=[2.0] * 50 + [float("nan")] + [1.0] * 49)
     curves = {"a": store.losses(ids[0], max_points=200), "b": store.losses(ids[1])}
     df = RR.loss_curves(curves)
     assert set(df["run"]) == {"a", "b"}

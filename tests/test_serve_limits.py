@@ -264,7 +264,7 @@ def test_every_serve_code_is_in_every_catalog_with_the_same_placeholders():
 def test_what_a_page_reads_is_checked_against_its_session(make_queue):
     queue = make_queue()
     run_id = queue.submit(ALICE, QUICK)
-    queue.store.append_losses(run_id, [1, 2], [2.3, 2.2])
+    queue.store.record(run_id, steps=[1, 2], losses=[2.3, 2.2])
     assert queue.losses(ALICE, run_id) == ([1, 2], [2.3, 2.2])
     assert queue.losses(ALICE, run_id, since_step=1) == ([2], [2.2])
     assert queue.checkpoint(ALICE, run_id).name.startswith(run_id)

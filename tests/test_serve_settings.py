@@ -19,7 +19,6 @@ def test_settings_defaults_environment_and_file(tmp_path, monkeypatch):
     assert (s.max_queue, s.max_per_owner, s.max_epochs, s.max_train_images) == (50, 2, 20, 50000)
     assert (s.max_image_epochs_per_run, s.max_image_epochs_per_owner) == (500_000, 2_000_000)
     assert (s.max_num_workers, s.max_timing_seconds, s.worker_nice) == (8, 1200.0, 10)
-    assert s.max_per_session == s.max_per_owner   # the old name, still read by pages
     assert s.shared_view is False and s.data is None and s.spare_workers == 1
     assert s.slots_for("cpu") == s.cpu_slots and s.slots_for("cuda:1") == 1
     assert s.slots_for("mps") == 1
@@ -52,6 +51,20 @@ def test_the_old_per_session_name_still_works_and_the_new_one_wins(tmp_path):
     f = tmp_path / "c.toml"
     f.write_text("max_per_owner = 3\nmax_per_session = 7\n")
     assert load_settings(env={}, config_file=f).max_per_owner == 3
+
+
+def test_a_store_url_must_name_a_postgresql_or_sqlite_database():
+    for url in ("postgresql://ana:pw@db/cifarlab", "sqlite:///srv/runs.db"):
+        assert load_settings(env={"CIFARLAB_STORE_URL": url}).store_url == url
+    assert load_settings(env={"CIFARLAB_STORE_URL": " "}).store_url is None
+    for url, shown in (("mysql://ana:secret-pw@db/x", "mysql://ana:***@db/x"),
+                       ("postgresql://ana:secret-pw@db", "postgresql://ana:***@db"),
+                       ("runs.db", "'runs.db'"), ("sqlite://", "sqlite://")):
+        with pytest.raises(SettingsError) as info:
+            load_settings(env={"CIFARLAB_STORE_URL": url})
+        assert info.value.code == "serve.settings.store_url"
+        assert "CIFARLAB_STORE_URL" in str(info.value) and info.value.params["got"] == shown
+        assert "secret-pw" not in str(info.value)
 
 
 @pytest.mark.parametrize("cores, slots, threads", [(1, 1, 1), (2, 1, 2), (4, 2, 1), (8, 4, 1),
@@ -114,13 +127,13 @@ def test_bad_settings_file(tmp_path):
     assert "max_timing_seconds" in info.value.params["known"]
 
 
-def test_the_settings_docstring_and_the_readme_list_every_setting():
+def test_the_readme_lists_every_setting():
     from pathlib import Path
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert "README.md" in settings_mod.__doc__      # where the module sends its reader
     for name in settings_mod._FIELDS:
         env = settings_mod.env_name(name)
-        assert f"``{name}``" in settings_mod.__doc__ and env in settings_mod.__doc__, name
         assert f"`{name}`" in readme and f"`{env}`" in readme, name
     assert i18n.t("errors.serve.settings.whole_number", "es", where="X", min=10000,
                   got="'y'") == "X debe ser un número entero ≥ 10.000; se recibió 'y'."

@@ -20,6 +20,7 @@ import pytest
 from cifarlab import i18n
 from cifarlab.errors import JobError
 from cifarlab.serve.store import SCHEMA_VERSION, RunStore, pid_alive, validate_run_id
+from old_store import old_store
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SESSION = "session-aaaa"
@@ -80,7 +81,7 @@ def test_schema_is_versioned_and_in_wal_mode(sqlite_store, tmp_path):
 
 
 def test_an_older_sqlite_store_is_migrated_and_keeps_its_runs(tmp_path):
-    old = RunStore(tmp_path / "runs.db", upto=1)          # a runs.db from before owners
+    old = old_store(tmp_path / "runs.db")          # a runs.db from before owners
     assert old.schema_version() == 1
     conn = sqlite3.connect(old.path)
     conn.execute("INSERT INTO runs (id, session, kind, status, device, config, created_at, "
@@ -232,7 +233,7 @@ def test_writer_process_and_readers_at_the_same_time(store):
 
 def test_losses_downsampled_for_charts(store):
     run_id = store.create_run(SESSION, "train", {}, "cpu")
-    store.append_losses(run_id, list(range(1, 1001)), [float(i) for i in range(1, 1001)])
+    store.record(run_id, steps=list(range(1, 1001)), losses=[float(i) for i in range(1, 1001)])
     steps, losses = store.losses(run_id)
     assert len(steps) == 1000 and steps == [int(v) for v in losses]
     for m in (2, 3, 10, 100, 333, 999):
@@ -251,18 +252,18 @@ def test_losses_downsampled_for_charts(store):
     steps, _ = store.losses(run_id, since_step=500, max_points=50)
     assert steps[0] == 501 and steps[-1] == 1000 and len(steps) <= 50
     # an exploded loss (NaN) comes back as NaN, infinity as infinity
-    store.append_losses(run_id, [1001, 1002], [float("nan"), float("inf")])
+    store.record(run_id, steps=[1001, 1002], losses=[float("nan"), float("inf")])
     _, losses = store.losses(run_id, since_step=1000)
     assert math.isnan(losses[0]) and losses[1] == math.inf
     with pytest.raises(JobError, match="2 steps but 1 losses"):
-        store.append_losses(run_id, [1, 2], [0.5])
+        store.record(run_id, steps=[1, 2], losses=[0.5])
 
 
 def test_events_in_order_filtered_and_incremental(store):
     run_id = store.create_run(SESSION, "train", {}, "cpu")
-    store.add_event(run_id, "start", {"total_steps": 10})
+    store.record(run_id, events=[("start", {"total_steps": 10})])
     store.record(run_id, events=[("epoch", {"epoch": 1}), ("eval", {"accuracy": 0.3})])
-    store.add_event(run_id, "done", {"cancelled": False})
+    store.record(run_id, events=[("done", {"cancelled": False})])
     events = store.events(run_id)
     assert [(e.seq, e.kind) for e in events] == [(1, "start"), (2, "epoch"), (3, "eval"),
                                                  (4, "done")]
@@ -339,9 +340,9 @@ def test_queue_positions_are_fifo_per_device(store):
 def test_delete_removes_rows_and_the_checkpoint(store):
     run_id = store.create_run(SESSION, "train", {}, "cpu")
     keep = store.create_run(SESSION, "train", {}, "cpu")
-    store.append_losses(run_id, [1, 2], [2.3, 2.2])
-    store.append_losses(keep, [1], [2.3])
-    store.add_event(run_id, "start", {})
+    store.record(run_id, steps=[1, 2], losses=[2.3, 2.2])
+    store.record(keep, steps=[1], losses=[2.3])
+    store.record(run_id, events=[("start", {})])
     store.set_status(run_id, "running")
     path = store.checkpoint_path(run_id)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -393,8 +394,16 @@ def test_store_travels_to_threads_and_processes(store):
 
 
 def test_the_declared_tables_are_what_each_backend_has(store):
-    """A SQLite file comes through the migration chain, a PostgreSQL database from the
-    declaration: both end up with the declared columns, keys and indexes."""
+    """A new store (SQLite or PostgreSQL) has the declared columns, keys and indexes."""
+    _has_the_declared_tables(store)
+
+
+def test_a_store_migrated_from_version_1_has_the_declared_tables(tmp_path):
+    old_store(tmp_path / "runs.db")
+    _has_the_declared_tables(RunStore(tmp_path / "runs.db"))
+
+
+def _has_the_declared_tables(store):
     from sqlalchemy import inspect
 
     from cifarlab.serve.schema import METADATA

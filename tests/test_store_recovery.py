@@ -69,7 +69,7 @@ def test_a_damaged_store_is_moved_aside_and_recovered_from_its_backup(tmp_path, 
     path = tmp_path / "runs.db"
     store = RunStore(path)
     kept = store.create_run(SESSION, "train", {"epochs": 1}, "cpu")
-    store.append_losses(kept, [1, 2], [2.3, 2.2])
+    store.record(kept, steps=[1, 2], losses=[2.3, 2.2])
     for _ in range(30):  # enough pages that damage in the middle hits the runs' data
         store.record(kept, events=[("epoch", {"pad": "x" * 2000})])
     made = backup.Backups(path).backup_now()

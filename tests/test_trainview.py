@@ -132,11 +132,10 @@ def test_run_view_chart_from_events():
 
 
 def test_progress_split_and_picking_a_run():
-    p = trainview.progress_info({"step": 50, "total_steps": 200, "eta_s": 30.0,
+    p = trainview.progress_info({"step": 50, "total_steps": 200,
                                  "images_per_second": 1234.5, "elapsed_s": 10})
-    assert p["fraction"] == 0.25 and p["eta_s"] == 30.0 and p["total"] == 200
+    assert p["fraction"] == 0.25 and p["total"] == 200
     assert trainview.progress_info(None)["fraction"] == 0.0
-    assert trainview.progress_info({"step": 1, "total_steps": 2, "eta_s": None})["eta_s"] is None
     assert trainview.time_split() is None
     r = trainview.time_split([], {"data_wait_seconds": 3.0, "compute_seconds": 1.0})
     assert r["data_share"] == 0.75 and r["total_s"] == 4.0
@@ -304,37 +303,6 @@ def test_freeze_long_lived_freezes_again_only_when_modules_were_loaded():
         gc.unfreeze()
 
 
-def _speed(ips, wall, train, **config):
-    return {"config": TrainConfig(**config).to_dict(), "device": "cpu",
-            "images_per_second": ips, "train_seconds": train, "eval_seconds": 1.0,
-            "wall_seconds": wall}
-
-
-def test_estimate_comes_from_this_servers_measured_runs():
-    """'Quick look: about a minute' took 11 minutes on a busy server: the estimate is made
-    from the speed this server measured, never promised."""
-    quick = TrainConfig(epochs=1, train_subset=5000)
-    assert trainview.estimate_seconds(quick, 50_000, []) is None
-    measured = [_speed(500.0, 14.0, 10.0, epochs=1, train_subset=5000),
-                _speed(250.0, 26.0, 20.0, epochs=1, train_subset=5000),
-                _speed(100.0, 55.0, 50.0, epochs=1, train_subset=5000),
-                _speed(10_000.0, 3.0, 1.0, batch_size=64, pipeline="fast")]   # another setup
-    guess = trainview.estimate_seconds(quick, 50_000, measured)
-    # 5,000 images at the median 250 images/s, plus the median 5 s spent besides training
-    assert guess == {"seconds": pytest.approx(5000 / 250 + 5.0), "runs": 3, "exact": True}
-    # twice the epochs on the whole set: ten times the images
-    guess = trainview.estimate_seconds(TrainConfig(epochs=2), 50_000, measured)
-    assert guess["seconds"] == pytest.approx(100_000 / 250 + 5.0)
-    # batch 16 was never measured: the same device and pipeline give a rough figure
-    rough = trainview.estimate_seconds(TrainConfig(batch_size=16), 50_000, measured)
-    assert rough["exact"] is False and rough["runs"] == 3
-    # nothing on this device: no figure at all rather than a wrong one
-    assert trainview.estimate_seconds(TrainConfig(device="cuda"), 50_000, measured) is None
-    # a subset larger than the data set trains the data set
-    big = trainview.estimate_seconds(TrainConfig(epochs=1, train_subset=80_000), 10_000, measured)
-    assert big["seconds"] == pytest.approx(10_000 / 250 + 5.0)
-
-
 # ------------------------------------------------------------------ the live view's figures
 
 def test_the_loss_figure_is_updated_in_place_while_its_layout_fits():
@@ -408,9 +376,6 @@ def test_what_the_live_view_says_of_each_phase():
         "error", i18n.t("train.failed_reason", "pt", reason="out of memory (pt)"), "error")
     assert train_live.run_note(run, "done", None, "en")[0] == "success"
     assert train_live.run_note(run, "training", None, "en") is None
-    assert train_live.estimate_text(None, "es") == i18n.t("train.estimate_unknown", "es")
-    assert train_live.estimate_text({"seconds": 83.0, "exact": True}, "es") == \
-        i18n.t("train.estimate_exact", "es", time=i18n.duration(83.0, "es"))
 
 
 def test_run_views_keep_the_last_few_runs():

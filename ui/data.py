@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 
 import streamlit as st
 
@@ -59,6 +60,16 @@ def get_data():
     except CifarLabError as err:
         st.error(t("errors.data_unavailable", reason=err.text(lang())))
         st.stop()
+
+
+def loading_notice():
+    """A placeholder that says the lab is loading while torch is still to be imported (the
+    server's first pages: tens of seconds on a loaded machine, with nothing else on screen);
+    the caller empties it once the page is drawn."""
+    box = st.empty()
+    if "torch" not in sys.modules:
+        box.status(t("loading.lab"), state="running")
+    return box
 
 
 def store_may_be_down(fn):

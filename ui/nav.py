@@ -26,6 +26,13 @@ PAGES = [
 ]
 # Pages only instructors see: app.py adds them to the navigation for an instructor.
 INSTRUCTOR_PAGES = [("classroom", "pages/classroom.py", ":material/groups:")]
+PRESENTER = ("view", "presenter")   # the classroom's projector view: ?view=presenter&class=CODE
+
+
+def presenting(instructor: bool) -> bool:
+    """An instructor's projector view: app.py then draws no sidebar (no personal link, no
+    sign-out, no navigation) and keeps no session id in the URL the room can read."""
+    return instructor and st.query_params.get(PRESENTER[0]) == PRESENTER[1]
 
 
 def lesson(name: str, with_code: bool = True) -> None:
@@ -68,9 +75,10 @@ def resume_link() -> str:
     return "?" + urlencode({"sid": session_id(), **url_lang()})
 
 
-def keep_url_state() -> None:
-    """Write the URL state back into the URL (page switches clear it)."""
-    want = url_state()
+def keep_url_state(personal: bool = True) -> None:
+    """Write the URL state back into the URL (page switches clear it); ``personal`` False:
+    the language only (a projector's address bar shows no session id)."""
+    want = url_state() if personal else url_lang()
     for key in ("sid", "lang"):
         if key not in want and key in st.query_params:
             del st.query_params[key]

@@ -72,7 +72,8 @@ class Checkpoint:
         check_weights(self.state_dict, self.config, len(self.classes), self.name)
         try:
             with torch.device("meta"):
-                net = Net(self.config.model, num_classes=len(self.classes))
+                net = Net(self.config.model, num_classes=len(self.classes),
+                          activation=self.config.activation)
             net.load_state_dict({k: v.to(torch.float32) for k, v in self.state_dict.items()},
                                 assign=True)
         except (RuntimeError, ShapeError):

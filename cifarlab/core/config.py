@@ -43,6 +43,7 @@ PIPELINES = ("tutorial", "fast")
 # the speed lesson's tricks (after KellerJordan/cifar10-airbench, airbench94.py): core/tricks.py
 AUGMENTS = ("none", "flip", "flip_translate")
 SCHEDULES = ("constant", "onecycle")
+ACTIVATIONS = ("relu", "sigmoid", "tanh")   # core.model.ACTIVATIONS: the tutorial's F.relu first
 # CIFAR-10's label order (0..9). The tutorial prints short names: plane, car, bird, ...
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
                    "ship", "truck")
@@ -102,6 +103,9 @@ class TrainConfig:
     # the speed lesson's tricks, each a knob; the defaults change nothing
     net: str = knob("tutorial", kind="choice", choices=NET_NAMES, label="speed.knob.net",
                     help="speed.knob.net_help", error="config.net")
+    activation: str = knob("relu", kind="choice", choices=ACTIVATIONS,
+                           label="common.activation", help="common.activation_help",
+                           error="config.activation")
     augment: str = knob("none", kind="choice", choices=AUGMENTS, label="speed.knob.augment",
                         help="speed.knob.augment_help", error="config.augment")
     label_smoothing: float = knob(0.0, kind="float", lo=0, hi=1, hi_open=True, step=0.05,
@@ -225,8 +229,9 @@ class TrainConfig:
     def _tricks(self) -> str:
         """The speed lesson's settings that differ from the tutorial's, for ``describe``."""
         parts = [f"{name} {getattr(self, name)}" for name in
-                 ("net", "augment", "label_smoothing", "nesterov", "weight_decay", "schedule",
-                  "tta") if getattr(self, name) != TrainConfig.__dataclass_fields__[name].default]
+                 ("net", "activation", "augment", "label_smoothing", "nesterov", "weight_decay",
+                  "schedule", "tta")
+                 if getattr(self, name) != TrainConfig.__dataclass_fields__[name].default]
         return (", " + ", ".join(parts)) if parts else ""
 
 

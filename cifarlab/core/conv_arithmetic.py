@@ -15,6 +15,7 @@ networks with it.
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from cifarlab.core.modelspec import is_int
@@ -23,7 +24,7 @@ from cifarlab.errors import ShapeError
 # Outside a traced layer, an error names PyTorch's class; inside one, the layer ("conv2").
 CONV, POOL = "Conv2d", "MaxPool2d"
 # PyTorch's argument names: the same words in every language, as students write them.
-_ARGS = ("input_size", "kernel_size", "stride", "padding", "dilation")
+ARGS = ("input_size", "kernel_size", "stride", "padding", "dilation")
 
 
 # -----------------------------------------------------------------------------
@@ -113,9 +114,24 @@ def as_pair(v: Any, arg: str, layer: str = "?") -> tuple[int, int]:
     raise ShapeError("shapes.not_a_pair", layer=layer, arg=arg, value=repr(v))
 
 
+_WHOLE = r"\s*([-−]?\s*\d+)\s*"
+_ONE, _TWO = re.compile(_WHOLE), re.compile(rf"\s*[(\[]{_WHOLE},{_WHOLE}[)\]]\s*")
+
+
+def parse_size(text: str, arg: str, layer: str = "?") -> int | tuple[int, int]:
+    """What a student typed for one argument, as nn.Conv2d takes it: "5" -> 5, "(5, 2)" -> (5, 2).
+    A rectangle needs its parentheses (as in Python, and so "2,5", a decimal in es and pt, is
+    refused rather than read as a pair); anything else raises ``shapes.not_a_pair``."""
+    ints = [int(g.replace("−", "-").replace(" ", ""))
+            for m in (_ONE.fullmatch(text), _TWO.fullmatch(text)) if m for g in m.groups()]
+    if not ints:
+        raise ShapeError("shapes.not_a_pair", layer=layer, arg=arg, value=repr(text.strip()))
+    return ints[0] if len(ints) == 1 else (ints[0], ints[1])
+
+
 def per_dim(args: tuple, layer: str = "?") -> list[tuple[int, ...]]:
     """(size, kernel, stride, padding, dilation), each int or pair -> [H args, W args]."""
-    pairs = [as_pair(a, n, layer) for a, n in zip(args, _ARGS)]
+    pairs = [as_pair(a, n, layer) for a, n in zip(args, ARGS)]
     return [tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)]
 
 
@@ -130,7 +146,7 @@ def fmt_size(v: Any) -> str:
 
 def _check_args(layer: str, size: int, kernel: int, stride: int, padding: int,
                 dilation: int) -> None:
-    for arg, v, lo in zip(_ARGS, (size, kernel, stride, padding, dilation), (1, 1, 1, 0, 1)):
+    for arg, v, lo in zip(ARGS, (size, kernel, stride, padding, dilation), (1, 1, 1, 0, 1)):
         if not is_int(v) or v < lo:
             raise ShapeError("shapes.below_min", layer=layer, arg=arg, lo=lo, value=repr(v))
 

@@ -22,13 +22,16 @@ from cifarlab.core.modelspec import ModelSpec
 from cifarlab.core.shapes import flat_features
 
 NUM_CLASSES = 10
+# the activation knob (TrainConfig.activation): the tutorial's ReLU, or the lab's other two
+ACTIVATIONS = {"relu": F.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh}
 
 
 class Net(nn.Module):
-    def __init__(self, spec: ModelSpec | None = None, num_classes: int = NUM_CLASSES):
+    def __init__(self, spec: ModelSpec | None = None, num_classes: int = NUM_CLASSES,
+                 activation: str = "relu"):
         super().__init__()
         spec = spec or ModelSpec()
-        self.spec = spec
+        self.spec, self.act = spec, ACTIVATIONS[activation]  # no weights: state_dict unchanged
         c1, c2 = spec.scaled_channels()
         h1, h2 = spec.scaled_hidden()
         self.flat = flat_features(spec)  # raises ShapeError (naming the layer) if it can't fit
@@ -62,7 +65,7 @@ class Net(nn.Module):
             x = getattr(self, f"conv{i}{suffix}")(x)
             if self.spec.batch_norm:
                 x = getattr(self, f"bn{i}{suffix}")(x)
-            x = F.relu(x)
+            x = self.act(x)
         return self.pool(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -70,14 +73,14 @@ class Net(nn.Module):
             for i in self.blocks:
                 x = self._block(x, i)
             return self._head(x)
-        x = self.pool(F.relu(self.conv1(x)))
-        x = self.pool(F.relu(self.conv2(x)))
+        x = self.pool(self.act(self.conv1(x)))
+        x = self.pool(self.act(self.conv2(x)))
         return self._head(x)
 
     def _head(self, x: torch.Tensor) -> torch.Tensor:
         x = torch.flatten(x, 1)  # the tutorial's x.view(-1, 16 * 5 * 5), for any spec
-        x = F.relu(self.fc1(x))
-        x = F.relu(self.fc2(x))
+        x = self.act(self.fc1(x))
+        x = self.act(self.fc2(x))
         return self.fc3(x)
 
 

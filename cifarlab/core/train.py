@@ -32,16 +32,19 @@ from cifarlab.core.config import TrainConfig
 from cifarlab.core.devices import device_name, environment, synchronize
 from cifarlab.core.evaluate import EvalResult, evaluate
 from cifarlab.core.model import Net
+from cifarlab.core.probes import Probe, probe_every
 from cifarlab.core.tricks import make_criterion, make_scheduler
 from cifarlab.errors import CheckpointError
 
 FLUSH_SECONDS = 0.25      # how often step losses are read back and sent as an event
 FLUSH_MAX_STEPS = 4096    # ... or after this many steps, whichever comes first
+WARM_STEPS = 10           # start-up steps (loader workers, first allocations) and 1 % of the
+WARM_SHARE = 0.01         # run, left out of the speed that estimates the time left (lab/eta.py)
 
 
 @dataclass
 class Event:
-    kind: str   # start | losses | running_loss | progress | epoch | eval | done
+    kind: str   # start | losses | running_loss | progress | inside | epoch | diverged | eval | done
     data: dict
 
     def to_dict(self) -> dict:
@@ -61,6 +64,8 @@ class TrainResult:
     epochs: list[dict] = field(repr=False)
     eval: EvalResult | None = None
     cancelled: bool = False
+    diverged: dict | None = None   # {"step", "loss"}: the loss stopped being a number there
+    inside: list = field(default_factory=list, repr=False)   # probe samples, no histograms
     device: str = "cpu"
     device_name: str = ""
     env: dict = field(default_factory=dict, repr=False)
@@ -101,6 +106,8 @@ class TrainResult:
             "epochs": self.epochs,
             "running_losses": self.running_losses,
             "cancelled": self.cancelled,
+            "diverged": self.diverged,
+            "inside": self.inside,
             "device": self.device,
             "device_name": self.device_name,
             "checkpoint": self.checkpoint,
@@ -182,7 +189,8 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
     n_train = int(len(data.train_y))
 
     torch.manual_seed(config.seed)
-    model = Net(config.model, num_classes=len(data.classes)).to(device)
+    model = Net(config.model, num_classes=len(data.classes),
+                activation=config.activation).to(device)
     criterion = make_criterion(config)
     optimizer = make_optimizer(config, model, device)
     loader = make_loader(config, data, device)
@@ -199,6 +207,8 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
     # fallback to eager is an event of kind "graphs" with its reason
     step_fn = graphs.make_step(config, device, model, criterion, optimizer, train_step,
                                lambda note: emit(Event("graphs", note)))
+    probe = Probe(model, probe_every(steps_per_epoch),
+                  relu=config.net == "tutorial" and config.activation == "relu")
 
     losses: list[float] = []
     running: list[dict] = []
@@ -208,22 +218,33 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
     flushed_to = 0
     step = images = 0
     wait = 0.0
+    warm_steps = max(WARM_STEPS, int(WARM_SHARE * total_steps))
+    steady_from: tuple[int, float] | None = None   # (step, elapsed) where start-up ended
     cancelled = False
+    diverged: dict | None = None
+    inside: list[dict] = []
     eval_result: EvalResult | None = None
 
     def flush(now: float) -> None:
-        nonlocal n_buf, flushed_to
+        nonlocal n_buf, flushed_to, diverged, steady_from
         if n_buf:
+            first = len(losses)
             losses.extend(buf[:n_buf].tolist())  # one device->host copy (synchronises)
             n_buf = 0
+            # a loss that is no number (lr too high): nothing after it can recover, so stop
+            bad = next((i for i, v in enumerate(losses[first:]) if not math.isfinite(v)), None)
+            if bad is not None and diverged is None:
+                diverged = {"step": first + bad + 1, "loss": str(losses[first + bad])}
         if len(losses) > flushed_to:
             emit(Event("losses", {"steps": list(range(flushed_to + 1, len(losses) + 1)),
                                   "losses": losses[flushed_to:]}))
             flushed_to = len(losses)
         elapsed = now - t_start
-        rate = step / elapsed if elapsed > 0 else 0.0
+        if steady_from is None and step >= warm_steps:
+            steady_from = (step, elapsed)
+        s0, e0 = steady_from or (None, None)
         emit(Event("progress", {"step": step, "total_steps": total_steps, "elapsed_s": elapsed,
-                                "eta_s": (total_steps - step) / rate if rate > 0 else None,
+                                "steady_step": s0, "steady_s": e0,
                                 "images_per_second": images / elapsed if elapsed > 0 else 0.0,
                                 "data_wait_s": wait}))
 
@@ -251,6 +272,12 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
             n_buf += 1
             step += 1
             images += labels.shape[0]
+            if probe.due(step):   # each layer's norms, right after the step (core/probes.py)
+                sample = probe.sample(step, inputs)
+                emit(Event("inside", sample))
+                inside.append({"step": step, "layers": [
+                    {k: v for k, v in row.items() if k not in ("hist", "range")}
+                    for row in sample["layers"]]})
             if (i + 1) % config.log_every == 0:  # the tutorial's "[epoch, i] loss: x" line
                 flush(time.perf_counter())
                 last_flush = time.perf_counter()
@@ -260,6 +287,8 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
             elif n_buf == FLUSH_MAX_STEPS or t1 - last_flush >= FLUSH_SECONDS:
                 flush(t1)
                 last_flush = time.perf_counter()
+            if diverged is not None:
+                break
             if stop():
                 cancelled = True
                 break
@@ -276,8 +305,8 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
                    "seconds": seconds,
                    "images_per_second": epoch_images / seconds if seconds > 0 else 0.0,
                    "data_wait_s": epoch_wait, "compute_s": max(0.0, seconds - epoch_wait),
-                   "complete": not cancelled}
-        if eval_each_epoch and not cancelled:
+                   "complete": not (cancelled or diverged)}
+        if eval_each_epoch and not (cancelled or diverged):
             t_eval = time.perf_counter()
             eval_result = evaluate(model, data, device, tta=config.tta)
             eval_seconds += time.perf_counter() - t_eval
@@ -287,12 +316,14 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
         epochs.append(summary)
         emit(Event("epoch", summary))
         t_start += (time.perf_counter() - now)  # keep the per-epoch evaluation off the clock
-        if cancelled:
+        if diverged is not None:
+            emit(Event("diverged", diverged | {"lr": config.lr}))
+        if cancelled or diverged:
             break
     synchronize(device)
     train_seconds = time.perf_counter() - t_start
 
-    if evaluate_after and (eval_result is None or cancelled):
+    if evaluate_after and not diverged and (eval_result is None or cancelled):
         eval_result = evaluate(model, data, device, tta=config.tta)
     if eval_result is not None:
         emit(Event("eval", eval_result.summary()))
@@ -302,6 +333,7 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
         config=config, steps=step, epochs_done=step / steps_per_epoch if steps_per_epoch else 0,
         train_seconds=train_seconds, images=images, data_wait_seconds=wait, losses=losses,
         running_losses=running, epochs=epochs, eval=eval_result, cancelled=cancelled,
+        diverged=diverged, inside=inside,
         device=str(device), device_name=dev_name, env=environment(device), model=model_cpu)
     if checkpoint_path is not None:
         from cifarlab.core.checkpoint import save

@@ -47,20 +47,20 @@ def board_table(rows: Iterable[Any], lang: str) -> pd.DataFrame:
 
 
 def leader_table(rows: Iterable[Any], kind: str, lang: str) -> pd.DataFrame:
-    """A leaderboard, its columns named in ``lang`` and indexed by place: the score on that
-    board's half (accuracy, or training seconds for "fastest_to"), the accuracy on the whole
-    test set, the time the run finished."""
+    """A leaderboard, its columns named in ``lang``: the place (equal scores share one), the
+    nickname, the score on that board's half (accuracy, or training seconds for
+    "fastest_to"), the accuracy on the whole test set, the time the run finished. The place
+    is a column of its own (draw it with the index hidden): it stays whatever the places."""
     t = i18n.translator(lang)
     score = t("classroom.challenge.score_seconds" if kind == "fastest_to"
               else "classroom.challenge.score_accuracy")
-    rank = t("classroom.challenge.rank")
-    table = pd.DataFrame([{
-        rank: r.rank, t("classroom.board.nickname"): r.nickname,
-        score: (i18n.number(round(r.score, 1), lang) if kind == "fastest_to"
-                else i18n.percent(r.score, lang, 1)),
-        t("classroom.challenge.accuracy"): i18n.percent(r.accuracy, lang, 1),
-        t("classroom.challenge.finished"): clock(r.finished_at)} for r in rows])
-    return table.set_index(rank) if len(table) else table
+    columns = [t("classroom.challenge.rank"), t("classroom.board.nickname"), score,
+               t("classroom.challenge.accuracy"), t("classroom.challenge.finished")]
+    return pd.DataFrame([(
+        i18n.number(r.rank, lang), r.nickname,
+        (i18n.number(round(r.score, 1), lang) if kind == "fastest_to"
+         else i18n.percent(r.score, lang, 1)),
+        i18n.percent(r.accuracy, lang, 1), clock(r.finished_at)) for r in rows], columns=columns)
 
 
 def goal_text(goal: Any, lang: str) -> str:
@@ -92,11 +92,33 @@ def qr_png(text: str) -> bytes:
     return out.getvalue()
 
 
-def shown(value: Any, lang: str) -> str:
-    """A pushed knob's value as the console lists it."""
-    if isinstance(value, float):
+def shown(value: Any, lang: str, f: Any = None) -> str:
+    """A pushed knob's value in words, in ``lang`` (``f``: its KnobField): yes or no, a
+    choice's name as the Train page gives it, all the images, numbers in the language's form."""
+    t, kind, name = i18n.translator(lang), getattr(getattr(f, "knob", None), "kind", None), \
+        getattr(f, "name", "")
+    if value is None:
+        return t("classroom.preset.all_images") if name == "train_subset" else "–"
+    if name == "seed":   # a name for a run's randomness, not a quantity: no separators
+        return str(value)
+    if isinstance(value, bool):
+        return t("common.yes" if value else "common.no")
+    if kind == "device" and value == "auto":
+        return t("common.device_auto")
+    if kind == "choice" and f"common.{name}_{value}" in i18n.catalog(lang):
+        return t(f"common.{name}_{value}")
+    if isinstance(value, (int, float)):
         return i18n.number(value, lang)
-    return "–" if value is None else str(value)
+    return str(value)
+
+
+def seed_warning(info: Any, lang: str) -> str | None:
+    """Why a locked seed spoils a challenge (None when the class leaves the seed free: each
+    student then trains with their own, ``Classroom.student_view``)."""
+    if "seed" not in info.locked:
+        return None
+    return i18n.t("classroom.challenge.seed_locked", lang,
+                  seed=shown(info.preset.get("seed", 0), lang))
 
 
 def preset_widgets(fields: Sequence[Any], preset: Mapping[str, Any], lang: str) -> dict:
@@ -123,11 +145,33 @@ def preset_values(fields: Sequence[Any], typed: Mapping[str, Any]) -> dict:
 
 
 def presenter_figure(pinned: Any, t) -> go.Figure:
-    """The pinned run's loss curve, large type for a projector."""
-    fig = go.Figure(go.Scatter(x=list(pinned.steps), y=list(pinned.losses), mode="lines",
-                               line=dict(width=3, color=C.PALETTE[0]),
-                               name=t("classroom.board.loss")))
-    fig.update_layout(template="none", height=620, margin=dict(l=10, r=10, t=30, b=10),
-                      xaxis_title=t("common.step"), yaxis_title=t("common.loss"),
-                      font=dict(size=20))
+    """The pinned run's loss for a projector, in large type: the mean of every k steps, and
+    the tutorial's running loss (the mean of every ``log_every`` mini-batches) over it."""
+    data = [go.Scatter(x=list(pinned.steps), y=list(pinned.losses), mode="lines",
+                       line=dict(width=3, color=C.PALETTE[0]),
+                       name=t("train.chart_step_loss_mean", n=pinned.stride))]
+    if pinned.running_steps:
+        data.append(go.Scatter(x=list(pinned.running_steps), y=list(pinned.running_losses),
+                               mode="lines+markers", line=dict(width=5, color=C.PALETTE[5]),
+                               marker=dict(size=14), name=t("train.running_loss")))
+    fig = go.Figure(data)
+    big = dict(size=22)
+    fig.update_layout(template="none", height=430, margin=dict(l=90, r=20, t=60, b=80),
+                      font=big, legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0,
+                                            font=big))
+    fig.update_xaxes(title=dict(text=t("common.step"), font=big), tickfont=big)
+    fig.update_yaxes(title=dict(text=t("common.loss"), font=big), tickfont=big)
     return C.localized(fig, t.lang)
+
+
+def projector_board(rows: Iterable[Any], lang: str) -> pd.DataFrame:
+    """The class board for a projector: nickname, status, progress and accuracy as words in
+    ``lang``, newest first; no device, run id or queue details."""
+    t = i18n.translator(lang)
+    return pd.DataFrame([(
+        r.nickname, status_text(r.status, lang),
+        i18n.percent(1.0, lang, 0) if r.status == "done" else
+        "–" if r.progress is None else i18n.percent(r.progress, lang, 0),
+        "–" if r.accuracy is None else i18n.percent(r.accuracy, lang, 1)) for r in rows],
+        columns=[t("classroom.board.nickname"), t("classroom.board.status"),
+                 t("classroom.board.progress"), t("classroom.board.accuracy")])

@@ -86,6 +86,7 @@ class Surface:
     start: tuple[float, float]      # a good starting point for the demo
     minimum: tuple[float, float]    # where the loss is smallest
     formula: str
+    local_minima: bool = False      # valleys other than the lowest one
 
 
 def _bowl(x, y):
@@ -96,6 +97,10 @@ def _valley(x, y):
     return (1.0 - x) ** 2 + 5.0 * (y - x ** 2) ** 2
 
 
+def _mountains(x, y):
+    return 0.4 * (x ** 2 + y ** 2) + 2.0 * (2.0 - torch.cos(1.5 * x) - torch.cos(1.5 * y))
+
+
 SURFACES: dict[str, Surface] = {
     # An elongated quadratic bowl: steep across (curvature 10), gentle along (curvature 1).
     # Plain SGD diverges for lr > 2/10 = 0.2; with momentum β for lr > 2(1 + β)/10.
@@ -104,6 +109,12 @@ SURFACES: dict[str, Surface] = {
     # A Rosenbrock-like curved valley with its minimum at (1, 1).
     "valley": Surface("valley", _valley, (-2.0, 2.0), (-1.0, 3.0), (-1.5, 2.5), (1.0, 1.0),
                       "f(x, y) = (1 − x)² + 5 (y − x²)²"),
+    # The lab's mountain range: a bowl with ridges, valleys in a grid, the lowest at (0, 0). At
+    # the demo's lr, plain SGD (and momentum up to 0.8) stops in the valley at (−3.42, 0);
+    # momentum 0.9 rolls over the ridges to the bottom (tests/test_optimlab_minima.py).
+    "mountains": Surface("mountains", _mountains, (-6.0, 3.0), (-3.0, 4.0), (-5.0, 2.0),
+                         (0.0, 0.0), "f(x, y) = 0.4 (x² + y²) + 2 (2 − cos 1.5x − cos 1.5y)",
+                         local_minima=True),
 }
 
 
@@ -154,6 +165,7 @@ class SGDPath:
     diverged_at: int | None       # the step after which it had exploded
     lr: float
     momentum: float
+    on_valleys: bool = False      # the surface has local minima to be stuck in
 
     @property
     def steps(self) -> int:
@@ -162,6 +174,13 @@ class SGDPath:
     @property
     def final_loss(self) -> float:
         return float(self.losses[-1])
+
+    @property
+    def stuck(self) -> bool:
+        """Stopped above the minimum: the loss no longer falls (a local minimum)."""
+        last = self.losses[-11:]
+        return (self.on_valleys and not self.converged() and not self.diverged
+                and len(last) == 11 and abs(last[0] - last[-1]) <= 1e-2 * abs(last[-1]))
 
     def converged(self, tol: float = 1e-3) -> bool:
         """Ended (without diverging) with a loss within ``tol`` of the surface's minimum (0)."""
@@ -208,7 +227,8 @@ def sgd_path(surface: str | Surface, start=None, lr: float = 0.05, momentum: flo
             diverged_at = i
             break
     return SGDPath(np.asarray(points, dtype=np.float64), np.asarray(losses, dtype=np.float64),
-                   diverged_at is not None, diverged_at, float(lr), float(momentum))
+                   diverged_at is not None, diverged_at, float(lr), float(momentum),
+                  s.local_minima)
 
 
 # -----------------------------------------------------------------------------------------
@@ -270,9 +290,14 @@ def paths_figures(surf: dict, paths: dict[str, SGDPath], labels: dict[str, str],
 
 
 def path_verdict(path: SGDPath, label: str, t) -> tuple[str, str]:
-    """("error" | "success" | "info", the sentence): exploded, reached the minimum, too slow."""
+    """("error" | "warning" | "success" | "info", the sentence): exploded, stuck in a local
+    minimum, reached the minimum, too slow."""
     if path.diverged:
         return "error", f"**{label}**: " + t("loss.exploded", n=path.diverged_at)
+    if path.stuck:
+        return "warning", (f"**{label}**: " + t("loss.stuck") + " "
+                           + t("loss.final_loss", loss=i18n.significant(path.final_loss, t.lang),
+                               n=path.steps))
     if path.converged():
         return "success", (f"**{label}**: " + t("loss.converges") + " "
                            + t("loss.final_loss", loss=i18n.significant(path.final_loss, t.lang),

@@ -12,7 +12,6 @@ few seconds while the run trains; in between the page sends the figure it built 
 from __future__ import annotations
 
 import math
-import statistics
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -133,6 +132,7 @@ class RunView:
         self.epochs: list[dict] = []
         self.eval: dict | None = None
         self.done: dict | None = None
+        self.inside: list[dict] = []          # core/probes.py's samples of each layer
         self.revision = 0
         self.memo: dict[str, tuple[Any, Any]] = {}
         self._stamp: tuple | None = None
@@ -171,6 +171,8 @@ class RunView:
                 self.epochs.append(dict(data))
             elif kind == "eval":
                 self.eval = dict(data)
+            elif kind == "inside":
+                self.inside.append(dict(data))
             elif kind == "done":
                 self.done = dict(data)
 
@@ -248,9 +250,7 @@ def progress_info(progress: Mapping[str, Any] | None) -> dict:
     step, total = int(p.get("step") or 0), p.get("total_steps")
     total = int(total) if total else None
     fraction = min(1.0, step / total) if total else 0.0
-    eta = p.get("eta_s")
-    eta = float(eta) if eta is not None and math.isfinite(float(eta)) else None
-    return {"fraction": fraction, "step": step, "total": total, "eta_s": eta,
+    return {"fraction": fraction, "step": step, "total": total,
             "images_per_second": float(p.get("images_per_second") or 0.0),
             "elapsed_s": float(p.get("elapsed_s") or 0.0)}
 
@@ -298,26 +298,6 @@ def pick_run(runs: Sequence[Any], current: str | None = None) -> str | None:
         if r.status in ("queued", "running"):
             return r.id
     return ids[0] if ids else None
-
-
-def estimate_seconds(config: Any, n_train: int, measured: Sequence[Mapping[str, Any]]
-                     ) -> dict | None:
-    """How long ``config`` should take here, from the runs this server measured: the median
-    speed of runs like it (``exact``: same device, pipeline, batch size and model; else same
-    device and pipeline), plus their median time besides training. None before any run."""
-    cfg = config.to_dict() if hasattr(config, "to_dict") else dict(config)
-    keys = ("device", "pipeline", "batch_size", "model", "num_workers")
-    for exact, same in ((True, keys), (False, keys[:2])):  # noqa: B007 - read after the loop
-        runs = [m for m in measured if all(m["config"].get(k) == cfg.get(k) for k in same)]
-        if runs:
-            break
-    else:
-        return None
-    subset = cfg.get("train_subset")
-    images = int(cfg.get("epochs") or 1) * (min(n_train, subset) if subset else n_train)
-    ips = statistics.median([m["images_per_second"] for m in runs])
-    other = statistics.median([max(0.0, m["wall_seconds"] - m["train_seconds"]) for m in runs])
-    return {"seconds": images / ips + other, "runs": len(runs), "exact": exact}
 
 
 def poll_interval(runs: Sequence[Any], active_s: float = 1.0,

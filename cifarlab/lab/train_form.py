@@ -194,15 +194,32 @@ class TrainForm:
             out["device"] = "auto"
         return out
 
-    def apply_preset(self, preset: str | Mapping[str, Any]) -> None:
-        """A preset (a name in ``PRESETS``, or knob values such as a Speed row's) fitted to
-        the server's limits; the knobs the class locked keep the class's values."""
-        values = trainview.preset_values(preset) if isinstance(preset, str) else dict(preset)
-        self._set(self.fit(values) | {k: self.pushed[k] for k in self.locks if k in self.pushed})
+    def apply_preset(self, preset: str | Mapping[str, Any]) -> tuple[str, ...]:
+        """A preset (a name in ``PRESETS``, "class" for the class's own, or knob values such
+        as a Speed row's) fitted to the server's limits; the knobs the class locked keep the
+        class's values. Returns the locked knobs the preset would have changed (the page says
+        that they stayed)."""
+        if preset == "class":
+            values = self.class_values()
+        else:
+            values = self.fit(trainview.preset_values(preset) if isinstance(preset, str)
+                              else dict(preset))
+        locked = {k: self.pushed[k] for k in self.locks if k in self.pushed}
+        kept = tuple(k for k, v in locked.items() if k in values
+                     and trainview.matching_preset(values, {"class": {k: v}}) is None)
+        self._set(values | locked)
+        return kept
+
+    def class_values(self) -> dict[str, Any]:
+        """The class's preset as a whole: the class's values over the tutorial's ({} in no
+        class)."""
+        return {} if self.class_version is None else self.tutorial_values() | self.pushed
 
     def preset_name(self) -> str | None:
-        """The preset (as fitted here) that every knob matches; None: custom values."""
-        return trainview.matching_preset(self.values(), {
+        """The preset (as fitted here) that every knob matches, the class's first; None:
+        custom values."""
+        presets = {"class": self.class_values()} if self.class_version is not None else {}
+        return trainview.matching_preset(self.values(), presets | {
             name: self.fit(trainview.preset_values(name)) for name in PRESETS})
 
     def apply_class(self, preset: Mapping[str, Any] | None,

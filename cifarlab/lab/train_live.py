@@ -15,6 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from cifarlab import i18n
+from cifarlab.lab import eta
 from cifarlab.lab.tables import class_name
 from cifarlab.lab.train import time_split
 
@@ -159,16 +160,17 @@ def run_label(run: Any, lang: str, full_images: int) -> str:
     return " · ".join(([run.name] if run.name else []) + [when, status, summary])
 
 
-def progress_lines(prog: Mapping[str, Any], waited_s: float | None, lang: str) -> tuple:
-    """The progress bar's text (step of total, time left) and the speed line under it."""
+def progress_lines(prog: Mapping[str, Any], progress: Mapping[str, Any] | None,
+                   waited_s: float | None, lang: str) -> tuple:
+    """The progress bar's text (step of total, time left: ``eta.estimate`` on the run's latest
+    ``progress``) and the speed line under it."""
     t = i18n.translator(lang)
-    eta = (t("train.eta", time=_dur(prog["eta_s"], lang)) if prog["eta_s"] is not None
-           else t("train.eta_unknown"))
+    left = eta.text(eta.estimate(None, None, progress=progress or {}), lang)
     line = (f"{t('common.images_per_second')}: {_num(round(prog['images_per_second']), lang)}"
             f" · {t('common.elapsed')}: {_dur(prog['elapsed_s'], lang)}")
     if waited_s and waited_s >= 1:
         line += " · " + t("train.waited", time=_dur(waited_s, lang))
-    return t("train.progress", step=prog["step"], total=prog["total"]) + " · " + eta, line
+    return t("train.progress", step=prog["step"], total=prog["total"]) + " · " + left, line
 
 
 def result_lines(result: Mapping[str, Any], rows: Sequence[tuple[str, float]], lang: str) -> str:
@@ -183,15 +185,6 @@ def result_lines(result: Mapping[str, Any], rows: Sequence[tuple[str, float]], l
                        best_acc=_pct(best[1], lang), worst=class_name(worst[0], lang),
                        worst_acc=_pct(worst[1], lang)))
     return "  \n".join(lines)
-
-
-def estimate_text(guess: Mapping[str, Any] | None, lang: str) -> str:
-    """``estimate_seconds``'s answer in words ("about 3 min", or that none is known yet)."""
-    t = i18n.translator(lang)
-    if guess is None:
-        return t("train.estimate_unknown")
-    return t("train.estimate_exact" if guess["exact"] else "train.estimate_rough",
-             time=_dur(guess["seconds"], lang))
 
 
 def run_note(run: Any, phase: str, position: int | None, lang: str

@@ -12,9 +12,9 @@ queued, each refusal a ``JobError`` with a code and the numbers a page needs to 
   theirs together): at most ``max_per_owner`` runs queued or running, and at most
   ``max_image_epochs_per_owner`` image-epochs in any ``BUDGET_WINDOW_S`` (a rolling hour);
 - the server: at most ``max_queue`` runs waiting;
-- the owner's class, when they joined one (``check_class``: ``cifarlab.serve.classroom``): its
-  locked knobs, its limits and its open challenge's rules; a run queued there is recorded for
-  the class (``record_class_run``).
+- the owner's class, when they joined one (``classroom.enforce.check_submit``, which the queue
+  calls under its submit lock): its locked knobs, its limits and its open challenge's rules; a
+  run queued there is recorded for the class (``classroom.tables.record_run``).
 """
 from __future__ import annotations
 
@@ -25,7 +25,6 @@ from typing import Any
 
 from cifarlab.core.config import TrainConfig, validate
 from cifarlab.errors import CifarLabError, ConfigError, JobError
-from cifarlab.serve.classroom import enforce, tables
 from cifarlab.serve.settings import Settings
 from cifarlab.serve.store import RunStore
 
@@ -89,27 +88,11 @@ def resolve_device(device: str, placed: list[str] | None) -> str:
         raise as_job_error(err) from None
 
 
-def check_class(store: RunStore, owner: str, config: TrainConfig, device: str,
-                n_train: int) -> str | None:
-    """Refuse a run the owner's class does not allow (a ClassError naming the knob); returns
-    the class's code, None when the owner is in no class. Under the submit lock."""
-    return enforce.check_submit(store, owner, config, device, n_train)
-
-
-def record_class_run(store: RunStore, code: str, owner: str, run_id: str) -> None:
-    tables.record_run(store, code, owner, run_id)
-
-
-def image_count(config: TrainConfig, n_train: int) -> int:
-    """Training images one epoch of this run uses (its subset, or all of the data)."""
-    return config.images_per_epoch(n_train)
-
-
 def check_train(config: TrainConfig, settings: Settings, n_train: int) -> int:
     """Refuse a run bigger than this server's compute budget; returns the image-epochs it
     needs (epochs, images and workers were checked by ``check_config``)."""
     s = settings
-    images = image_count(config, n_train)
+    images = config.images_per_epoch(n_train)
     needed = images * config.epochs
     # a run one person could never afford is refused as too big, not as "wait a while"
     limit = min(s.max_image_epochs_per_run, s.max_image_epochs_per_owner)

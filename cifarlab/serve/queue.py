@@ -42,6 +42,7 @@ from cifarlab.core.config import TrainConfig
 from cifarlab.errors import CifarLabError, JobError
 from cifarlab.serve import admission, disk, replicas
 from cifarlab.serve.backup import Backups
+from cifarlab.serve.classroom import enforce, tables
 from cifarlab.serve.counters import StoreCounters
 from cifarlab.serve.dispatcher import Dispatcher
 from cifarlab.serve.executors import make_executor
@@ -149,8 +150,8 @@ class JobQueue:
         # the checks and the insert as one step, on every replica of the store at once
         with self._submit_lock, self.store.mutex("admission"):
             # the owner's class (locked knobs, class limits) holds whatever the browser sent
-            code = config and admission.check_class(self.store, owner, config, device,
-                                                    self.train_images())
+            code = config and enforce.check_submit(self.store, owner, config, device,
+                                                   self.train_images())
             admission.check_owner(self.store, owner, image_epochs, self.settings)
             admission.check_queue_room(self.store, self.settings)
             disk.check_room([self.store.checkpoint_dir, self.store.path.parent if
@@ -160,7 +161,7 @@ class JobQueue:
                                            exclusive=exclusive, owner=owner,
                                            image_epochs=image_epochs)
             if code:  # the class board and its challenge find the run
-                admission.record_class_run(self.store, code, owner, run_id)
+                tables.record_run(self.store, code, owner, run_id)
         self.dispatcher.wake()
         return run_id
 
@@ -175,6 +176,13 @@ class JobQueue:
 
     def _resolve(self, device: str) -> str:
         return admission.resolve_device(device, self.executor.devices())
+
+    def device_for(self, device: str) -> str | None:
+        """Where a run asking for ``device`` would train now; None when nowhere here."""
+        try:
+            return self._resolve(device)
+        except CifarLabError:
+            return None
 
     def train_images(self) -> int:
         """Training images in the server's data set (50,000 until it has been decoded)."""

@@ -229,7 +229,7 @@ class RayExecutor(Executor):
         run_id = r.run_id
         if "worker" in batch:
             r.worker = batch["worker"]
-            self.store.add_event(run_id, "worker", {"executor": "ray", **r.worker})
+            self.store.record(run_id, events=[("worker", {"executor": "ray", **r.worker})])
         if batch.get("steps") or batch.get("events") or batch.get("progress") is not None:
             self.store.record(run_id, steps=batch["steps"], losses=batch["losses"],
                               events=batch["events"], progress=batch["progress"])

@@ -2,13 +2,13 @@
 up to date (``cifarlab.serve.database`` opens it; ``RunStore`` in ``cifarlab.serve.store`` holds
 the queries).
 
-The tables are declared once with SQLAlchemy Core (``METADATA``): a new PostgreSQL database
-gets them as declared, at ``SCHEMA_VERSION``. A SQLite file is built the way it always was,
-version by version (schema 1, then each migration in order), so a ``runs.db`` made today and one
-made before a migration end up with the same tables; ``tests/test_store.py`` checks that
-the chain and the declaration agree. How far a store has come is ``PRAGMA user_version`` in a
-SQLite file and the one row of ``cifarlab_schema`` in PostgreSQL; a store from a newer CIFAR Lab
-(a higher version) is refused, never changed.
+The tables are declared once with SQLAlchemy Core (``METADATA``): a new store, SQLite or
+PostgreSQL, gets them as declared, at ``SCHEMA_VERSION``; an older one is brought there by
+``MIGRATIONS``, each written once with SQLAlchemy's DDL (or SQL both dialects accept), and
+``tests/test_store.py`` checks that a store migrated from version 1 and the declaration agree.
+How far a store has come is ``PRAGMA user_version`` in a SQLite file and the one row of
+``cifarlab_schema`` in PostgreSQL; a store from a newer CIFAR Lab (a higher version) is refused,
+never changed.
 
 - 1: runs, losses, events.
 - 2: ``owner`` (the person behind a run, counted by the per-person limits across tabs; an older
@@ -21,9 +21,6 @@ SQLite file and the one row of ``cifarlab_schema`` in PostgreSQL; a store from a
 - 4: several app servers on one store: ``replicas`` (each serving process, its heartbeat),
   ``runs.replica`` (whose executor runs it), ``counters`` (the guessing limits' failures, so
   every replica counts them). The first version PostgreSQL knows.
-
-A migration from 5 on is written once, with SQLAlchemy's DDL (or SQL both dialects accept), in
-``MIGRATIONS``, and runs on both.
 """
 from __future__ import annotations
 
@@ -158,119 +155,27 @@ RUN_COLUMNS = ("id", "session", "owner", "kind", "name", "status", "device", "ho
                "worker_pid", "heartbeat", "progress", "waited_s", "replica")
 JSON_COLUMNS = ("config", "result", "env", "progress", "holds", "error_params")
 
-# -- SQLite: the chain every runs.db has come through ----------------------------------------
-_SQLITE_1 = """
-CREATE TABLE runs (
-    id               TEXT PRIMARY KEY CHECK (length(id) = 32),
-    session          TEXT NOT NULL,
-    kind             TEXT NOT NULL,
-    name             TEXT,
-    status           TEXT NOT NULL CHECK (status IN ('queued', 'running', 'done', 'failed',
-                                                      'cancelled', 'interrupted')),
-    device           TEXT NOT NULL,
-    holds            TEXT,
-    config           TEXT NOT NULL,
-    created_at       REAL NOT NULL,
-    started_at       REAL,
-    finished_at      REAL,
-    error            TEXT,
-    traceback        TEXT,
-    result           TEXT,
-    env              TEXT,
-    checkpoint       TEXT,
-    cancel_requested INTEGER NOT NULL DEFAULT 0,
-    worker_pid       INTEGER,
-    heartbeat        REAL,
-    progress         TEXT,
-    waited_s         REAL
-);
-CREATE INDEX runs_by_session ON runs (session, created_at);
-CREATE INDEX runs_by_status ON runs (status, device, created_at);
-CREATE TABLE losses (
-    run_id TEXT NOT NULL,
-    step   INTEGER NOT NULL,
-    loss   REAL,
-    PRIMARY KEY (run_id, step)
-) WITHOUT ROWID;
-CREATE TABLE events (
-    run_id TEXT NOT NULL,
-    seq    INTEGER NOT NULL,
-    kind   TEXT NOT NULL,
-    data   TEXT NOT NULL,
-    t      REAL NOT NULL,
-    PRIMARY KEY (run_id, seq)
-) WITHOUT ROWID;
-"""
 
-_SQLITE_MIGRATIONS: dict[int, str] = {
-    2: """
-ALTER TABLE runs ADD COLUMN owner TEXT;
-UPDATE runs SET owner = session;
-ALTER TABLE runs ADD COLUMN image_epochs INTEGER;
-ALTER TABLE runs ADD COLUMN error_code TEXT;
-ALTER TABLE runs ADD COLUMN error_params TEXT;
-CREATE INDEX runs_by_owner ON runs (owner, created_at);
-""",
-    3: """
-CREATE TABLE classes (
-    code       TEXT PRIMARY KEY,
-    title      TEXT NOT NULL,
-    created_by TEXT NOT NULL,
-    is_open    INTEGER NOT NULL DEFAULT 1,
-    version    INTEGER NOT NULL DEFAULT 1,
-    preset     TEXT NOT NULL DEFAULT '{}',
-    locked     TEXT NOT NULL DEFAULT '[]',
-    limits     TEXT NOT NULL DEFAULT '{}',
-    pinned     TEXT,
-    created_at REAL NOT NULL
-);
-CREATE INDEX classes_by_creator ON classes (created_by, created_at);
-CREATE TABLE class_members (
-    code      TEXT NOT NULL,
-    person    TEXT NOT NULL,
-    nickname  TEXT NOT NULL,
-    nick_key  TEXT NOT NULL,
-    joined_at REAL NOT NULL,
-    active    INTEGER NOT NULL DEFAULT 1,
-    PRIMARY KEY (code, person),
-    UNIQUE (code, nick_key)
-);
-CREATE INDEX class_members_by_person ON class_members (person, active);
-CREATE TABLE class_runs (
-    run_id     TEXT PRIMARY KEY,
-    code       TEXT NOT NULL,
-    person     TEXT NOT NULL,
-    created_at REAL NOT NULL
-);
-CREATE INDEX class_runs_by_code ON class_runs (code, created_at);
-CREATE INDEX class_runs_by_person ON class_runs (person, code);
-CREATE TABLE challenges (
-    id        INTEGER PRIMARY KEY,
-    code      TEXT NOT NULL,
-    goal      TEXT NOT NULL,
-    opened_by TEXT NOT NULL,
-    opened_at REAL NOT NULL,
-    closed_at REAL
-);
-CREATE INDEX challenges_by_code ON challenges (code, id);
-""",
-}
+# -- migrations: version -> what brings a store from version - 1 to it -----------------------
+def _to_2(conn: Connection) -> None:
+    for statement in ("ALTER TABLE runs ADD COLUMN owner TEXT", "UPDATE runs SET owner = session",
+                      "ALTER TABLE runs ADD COLUMN image_epochs INTEGER",
+                      "ALTER TABLE runs ADD COLUMN error_code TEXT",
+                      "ALTER TABLE runs ADD COLUMN error_params TEXT"):
+        conn.exec_driver_sql(statement)
+    next(i for i in RUNS.indexes if i.name == "runs_by_owner").create(conn)
+
+
+def _to_3(conn: Connection) -> None:
+    METADATA.create_all(conn, tables=[CLASSES, CLASS_MEMBERS, CLASS_RUNS, CHALLENGES])
 
 
 def _to_4(conn: Connection) -> None:
     conn.exec_driver_sql("ALTER TABLE runs ADD COLUMN replica TEXT")
-    REPLICAS.create(conn)
-    COUNTERS.create(conn)
+    METADATA.create_all(conn, tables=[REPLICAS, COUNTERS])
 
 
-# version -> what brings a store from version - 1 to it, on either backend (from 4 on)
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {4: _to_4}
-
-
-def _run_script(conn: Connection, script: str) -> None:
-    for statement in script.split(";"):
-        if statement.strip():
-            conn.exec_driver_sql(statement)
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _to_2, 3: _to_3, 4: _to_4}
 
 
 def stored_version(conn: Connection) -> int:
@@ -293,29 +198,19 @@ def _stamp(conn: Connection, version: int) -> None:
 
 def migrate(conn: Connection, where: str, upto: int = SCHEMA_VERSION) -> int:
     """Create or upgrade the tables inside the caller's write transaction; returns the version
-    the store had. ``upto`` stops early (tests make an old SQLite file that way); ``where``
-    names the store in the error for a newer one."""
+    the store had. A new store gets the declaration (``METADATA``) whole; an older one the
+    migrations after its version, up to ``upto`` (tests stop early to keep a store old);
+    ``where`` names the store in the error for a newer one."""
     version = stored_version(conn)
     if version > SCHEMA_VERSION:
         raise JobError("serve.store.newer_schema", path=where, version=version,
                        known=SCHEMA_VERSION)
-    if conn.dialect.name != "sqlite":
-        if version == 0:
-            METADATA.create_all(conn)
-            version = SCHEMA_VERSION
-        for target in range(version + 1, upto + 1):
-            MIGRATIONS[target](conn)
-        if upto != stored_version(conn):
-            _stamp(conn, upto)
-        return version
     if version == 0:
-        _run_script(conn, _SQLITE_1)
-    for target in range(max(version, 1) + 1, upto + 1):
-        step = _SQLITE_MIGRATIONS.get(target) or MIGRATIONS[target]
-        if isinstance(step, str):
-            _run_script(conn, step)
-        else:
-            step(conn)
-    if upto != version:
+        METADATA.create_all(conn)
+        _stamp(conn, SCHEMA_VERSION)
+        return version
+    for target in range(version + 1, upto + 1):
+        MIGRATIONS[target](conn)
+    if upto > version:
         _stamp(conn, upto)
     return version

@@ -13,95 +13,9 @@ or under a ``[cifarlab]`` table; a relative ``home`` in the file is relative to 
     max_epochs = 10
     shared_view = true
 
-=====================  ==============================  ==========================================
-Setting (TOML key)     Environment variable            Default and meaning
-=====================  ==============================  ==========================================
-``home``               ``CIFARLAB_HOME``               ``./var`` (relative to the working
-                                                       directory). Holds ``runs.db`` (the run
-                                                       store) and ``checkpoints/<run id>.pth``.
-``store_url``          ``CIFARLAB_STORE_URL``          unset: SQLite in ``home``. ``postgresql://``
-                                                       ``user@host/db``: one store for several app
-                                                       servers sharing ``home`` (docs/hosting.md).
-``data``               ``CIFARLAB_DATA``               unset: ``cifarlab.core.data``'s own default
-                                                       (torchvision's download). The server's
-                                                       data source: an image folder, a .tar.gz,
-                                                       or ``download``. Students never pick it.
-``cpu_slots``          ``CIFARLAB_CPU_SLOTS``          ``max(1, cores // 2)``: runs training on
-                                                       the CPU at the same time, so the cores are
-                                                       not oversubscribed.
-``gpu_slots``          ``CIFARLAB_GPU_SLOTS``          ``1``: runs at the same time on each GPU
-                                                       (``cuda:N``). Apple's ``mps`` always has 1.
-``worker_threads``     ``CIFARLAB_WORKER_THREADS``     PyTorch threads (``torch.set_num_threads``)
-                                                       in each run's worker process: ``max(1,
-                                                       (cores - 1) // cpu_slots)`` on more than 2
-                                                       cores, so the web server keeps a core
-                                                       while every slot trains; else ``max(1,
-                                                       cores // cpu_slots)``.
-``max_queue``          ``CIFARLAB_MAX_QUEUE``          ``50``: runs waiting at most, all students
-                                                       together; beyond it, Train says the queue
-                                                       is full (it never hangs).
-``max_per_owner``      ``CIFARLAB_MAX_PER_OWNER``      ``2``: runs one person may have queued or
-                                                       running at once, across all their tabs
-                                                       (the page names the person: a cookie, the
-                                                       signed-in user, or the client address).
-                                                       The old name ``max_per_session`` is read
-                                                       too.
-``max_epochs``         ``CIFARLAB_MAX_EPOCHS``         ``20``: most epochs one run may ask for.
-``max_train_images``   ``CIFARLAB_MAX_TRAIN_IMAGES``   ``50000``: most training images one run
-                                                       may use (its subset, or all 50,000).
-``max_image_epochs_per_run``                           ``500000``: most compute one run may ask
-  (``CIFARLAB_MAX_IMAGE_EPOCHS_PER_RUN``)              for, in image-epochs (training images ×
-                                                       epochs; the tutorial's run is 100,000).
-``max_image_epochs_per_owner``                         ``2000000``: most image-epochs one person's
-  (``CIFARLAB_MAX_IMAGE_EPOCHS_PER_OWNER``)            runs may ask for in any 60 minutes (a
-                                                       rolling hour; queued, running and finished
-                                                       runs count, runs cancelled before they
-                                                       started do not).
-``max_num_workers``    ``CIFARLAB_MAX_NUM_WORKERS``    ``8``: most DataLoader worker processes
-                                                       (``num_workers``) one run may ask for.
-``max_timing_seconds`` ``CIFARLAB_MAX_TIMING_SECONDS`` ``1200``: longest a CPU-vs-GPU timing may
-                                                       run. One whose estimate is longer is
-                                                       refused before it starts; one that runs
-                                                       past it is stopped, keeping its rows.
-``shared_view``        ``CIFARLAB_SHARED_VIEW``        ``false``: when true (a class view),
-                                                       everyone sees everyone's runs, read-only;
-                                                       only the owner can cancel or delete.
-``spare_workers``      ``CIFARLAB_SPARE_WORKERS``      ``1``: worker processes kept started and
-                                                       warm (torch imported, data mapped) so a
-                                                       run starts at once; 0 starts each cold.
-``heartbeat_timeout``  ``CIFARLAB_HEARTBEAT_TIMEOUT``  ``60`` seconds: a running run whose worker
-                                                       has not written a heartbeat for this long
-                                                       is marked failed (or interrupted).
-``backup_interval``    ``CIFARLAB_BACKUP_INTERVAL``    ``300`` seconds (at least 10): how often the
-                                                       run store is copied (SQLite's online backup,
-                                                       into ``home/backups``; also at shutdown; the
-                                                       3 newest kept), to recover it if damaged.
-``worker_nice``        ``CIFARLAB_WORKER_NICE``        ``10`` (0 to 19): how far below the web
-                                                       server's priority workers run
-                                                       (``os.nice``), so pages stay responsive
-                                                       while every slot trains.
-``executor``           ``CIFARLAB_EXECUTOR``           ``local``: where runs execute. ``local``:
-                                                       a worker process per run on this machine.
-                                                       ``ray``: a task per run on a Ray cluster
-                                                       (needs ``requirements-ray.txt``; see
-                                                       docs/hosting.md).
-``ray_address``        ``CIFARLAB_RAY_ADDRESS``        unset: with ``executor = "ray"``, start a
-                                                       Ray instance on this machine; else the
-                                                       cluster to join (``auto``, or the head's
-                                                       ``host:port``).
-``gpu_share``          ``CIFARLAB_GPU_SHARE``          ``1``: on Ray, how many runs share one GPU
-                                                       (each asks for ``1/gpu_share`` of it);
-                                                       timing runs always take a whole GPU.
-``instructors``        ``CIFARLAB_INSTRUCTORS``        none: e-mails of the people who are
-                                                       instructors when they sign in through an
-                                                       identity provider (a TOML list, or one
-                                                       text with commas or spaces between them).
-``instructor_group``   ``CIFARLAB_INSTRUCTOR_GROUP``   unset: a group whose members are
-                                                       instructors, matched against the
-                                                       provider's groups claim.
-``groups_claim``       ``CIFARLAB_GROUPS_CLAIM``       ``groups``: the ID-token claim that lists
-                                                       the signed-in person's groups.
-=====================  ==============================  ==========================================
+Every setting, its environment variable, default and meaning: README.md, "Hosting a classroom"
+(the names are the fields of ``Settings`` below; ``env_name`` gives each one's variable). The old
+name ``max_per_session`` of ``max_per_owner`` is read too.
 
 Whole numbers must be written as such (``"4"``, not ``"4.0"`` or ``"four"``); booleans as
 ``true/false``, ``1/0``, ``yes/no`` or ``on/off``. A bad value raises ``SettingsError`` naming the
@@ -111,6 +25,7 @@ variable (or file key) and the value, e.g. ``CIFARLAB_CPU_SLOTS must be a whole 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import tomllib
@@ -118,8 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from cifarlab.errors import CifarLabError
-from cifarlab.serve.values import as_float as _float, as_int as _int, url_problem
+from cifarlab.errors import CifarLabError, JobError
 
 if TYPE_CHECKING:
     from cifarlab.core.config import Limits
@@ -184,11 +98,6 @@ class Settings:
     @property
     def checkpoint_dir(self) -> Path:
         return self.home / "checkpoints"
-
-    @property
-    def max_per_session(self) -> int:
-        """The old name of ``max_per_owner`` (pages/train.py still reads it)."""
-        return self.max_per_owner
 
     def limits(self) -> Limits:
         """What this server allows one run, for ``core.config.validate``."""
@@ -321,7 +230,9 @@ def _parse(name: str, raw: Any, where: str, base: Path) -> Any:
     text = raw.strip() if isinstance(raw, str) else raw
     got = repr(raw)
     if kind == "int":
-        value = _int(text)
+        value = text if isinstance(text, int) and not isinstance(text, bool) else None
+        if isinstance(text, str) and text.lstrip("+").isdigit():
+            value = int(text)
         if value is None or value < minimum or (maximum is not None and value > maximum):
             if maximum is not None:
                 raise SettingsError("serve.settings.whole_number_range", field=name,
@@ -330,8 +241,11 @@ def _parse(name: str, raw: Any, where: str, base: Path) -> Any:
                                 min=int(minimum), got=got)
         return value
     if kind == "float":
-        value = _float(text)
-        if value is None or value < minimum:
+        try:
+            value = None if isinstance(text, bool) else float(text)
+        except (TypeError, ValueError):
+            value = None
+        if value is None or not math.isfinite(value) or value < minimum:
             raise SettingsError("serve.settings.seconds", field=name, where=where, min=minimum,
                                 got=got)
         return value
@@ -383,7 +297,20 @@ _EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
 
 
 def _store_url(value: Any, name: str, where: str) -> str | None:
-    problem = url_problem(value)      # the URL shown without its password
-    if problem is not None:
-        raise SettingsError("serve.settings.store_url", field=name, where=where, got=problem)
-    return value or None
+    """A run store URL naming its database, checked by the store's own parser
+    (``database.store_url``); the error shows it without its password."""
+    if value is None or value == "":
+        return None
+    from sqlalchemy.engine import make_url   # SQLAlchemy: only when a URL is set
+
+    from cifarlab.serve.database import store_url
+
+    try:
+        if isinstance(value, str) and "://" in value and store_url(value).database:
+            return value
+        got = make_url(value).render_as_string(hide_password=True)
+    except JobError:
+        got = make_url(value).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - SQLAlchemy's ArgumentError, ValueError for a bad port
+        got = repr(str(value).split("@")[-1])[:80]
+    raise SettingsError("serve.settings.store_url", field=name, where=where, got=got)

@@ -3,7 +3,7 @@
 
     store = RunStore(settings.store_location)    # home/runs.db, or the store_url's database
     run_id = store.create_run(session, "train", cfg.to_dict(), "cpu", owner="cookie-1234")
-    store.append_losses(run_id, [1, 2, 3], [2.30, 2.29, 2.31])
+    store.record(run_id, steps=[1, 2, 3], losses=[2.30, 2.29, 2.31])   # and events, progress
     steps, losses = store.losses(run_id, max_points=500)     # downsampled for a chart
     store.get(run_id).status                                  # "queued", "running", "done", ...
 
@@ -30,7 +30,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from cifarlab.errors import JobError
 from cifarlab.serve.backup import StoreDamaged, open_checked
-from cifarlab.serve.database import Database
+from cifarlab.serve.database import Database, store_url
 from cifarlab.serve.rows import clean_name, dumps as _dumps, finite_or_none as _finite_or_none
 from cifarlab.serve.rows import run_of as _run
 from cifarlab.serve.runs import (ACTIVE, FINISHED, RUN_ID_RE, STATUSES, Run, RunEvent, new_run_id,
@@ -63,11 +63,11 @@ class RunStore(Database):
 
     def __init__(self, location: str | os.PathLike, checkpoint_dir: str | os.PathLike | None = None,
                  upto: int = SCHEMA_VERSION):
-        sqlite_file = "://" not in os.fspath(location) or os.fspath(location).startswith("sqlite")
-        if sqlite_file:
+        url = store_url(location)
+        if url.get_backend_name() == "sqlite":
             init = super().__init__
             self.recovery = open_checked(self, lambda _p, u: init(location, u),
-                                         _sqlite_path(location), upto)
+                                         Path(url.database), upto)
         else:
             super().__init__(location, upto)
         if checkpoint_dir is None:
@@ -230,13 +230,6 @@ class RunStore(Database):
                 c.execute(update(RUNS).where(R.id == run_id)
                           .values(progress=_dumps(progress), heartbeat=now))
 
-    def append_losses(self, run_id: str, steps: Sequence[int], losses: Sequence[float]) -> None:
-        """Step losses, in one transaction."""
-        self.record(run_id, steps=steps, losses=losses)
-
-    def add_event(self, run_id: str, kind: str, data: dict) -> None:
-        self.record(run_id, events=[(kind, data)])
-
     def losses(self, run_id: str, since_step: int = 0,
                max_points: int | None = None) -> tuple[list[int], list[float]]:
         """(steps, losses) after ``since_step``, in step order.
@@ -394,7 +387,3 @@ class RunStore(Database):
                 marked.append(run.id)
         return marked
 
-
-def _sqlite_path(location: str | os.PathLike) -> Path:
-    text_ = os.fspath(location)
-    return Path(text_.split("///", 1)[1] if "://" in text_ else text_).resolve()

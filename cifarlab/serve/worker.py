@@ -42,7 +42,8 @@ from cifarlab.serve.store import RunStore
 CANCEL_POLL_S = 0.25         # workers read the cancel flag at most this often
 FLUSH_S = 0.25               # workers write buffered events at most this often
 HEARTBEAT_S = 2.0            # workers beat this often
-_URGENT = frozenset({"start", "epoch", "eval", "done", "stop"})  # written at once; others batched
+# written at once; the others batched
+_URGENT = frozenset({"start", "epoch", "diverged", "eval", "done", "stop"})
 
 
 def run_train_job(payload: dict, ctx: JobContext) -> dict:
@@ -116,7 +117,7 @@ class JobContext:
                 self._events.append((kind, data))
                 if kind == "start" and self._progress is None:
                     self._progress = {"step": 0, "total_steps": data.get("total_steps"),
-                                      "elapsed_s": 0.0, "eta_s": None, "images_per_second": 0.0}
+                                      "elapsed_s": 0.0, "images_per_second": 0.0}
             due = time.monotonic() - self._last_flush >= FLUSH_S
         if kind in _URGENT or (due and kind != "losses") or len(self._steps) >= 50000:
             self.flush()
@@ -332,6 +333,9 @@ def run_job(fn: Callable[[dict, Any], dict], payload: dict,
         elif ctx.stop_reason == "time_limit":
             status, why = "cancelled", reason("serve.worker.time_limit",
                                               seconds=round(ctx.time_limit_s))
+        elif result.get("diverged"):   # the partial result is kept; the run did not finish
+            status, why = "failed", reason("train.diverged", step=result["diverged"][
+                "step"], loss=result["diverged"]["loss"], lr=result["config"]["lr"])
         elif ctx.stop_reason == "cancel" or result.get("cancelled"):
             status = "cancelled"
         else:

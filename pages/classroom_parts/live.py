@@ -1,6 +1,7 @@
-"""The console's live parts (not a page: pages/classroom.py calls it): the class board, the
-presenter view and the challenge with its leaderboards. Each is a fragment that polls the
-engine on Streamlit's own timer, so the rest of the console never reruns for them."""
+"""The console's live parts (not a page: pages/classroom.py calls it): the class board and
+the challenge with its leaderboards (the projector's view: ``presenter``). Each is a fragment
+that polls the engine on Streamlit's own timer, so the rest of the console never reruns for
+them."""
 from __future__ import annotations
 
 import streamlit as st
@@ -11,10 +12,11 @@ from cifarlab.serve.classroom import Goal
 from pages.classroom_parts import student as cs
 from ui import messages
 from ui.data import queue
-from ui.language import lang, pct, show_error
+from ui.language import lang, show_error
+from ui.nav import PRESENTER
 from ui.signin import person
 
-BOARD_S = 2.0         # the board's and the presenter's refresh
+BOARD_S = 2.0         # the board's refresh
 LEADER_S = 3.0        # the public leaderboard's refresh while the challenge is open
 K = "cls_"
 
@@ -75,11 +77,11 @@ def board_section(cr, me, code: str, t) -> None:
         if st.session_state.get(K + "board_run") not in by_id:
             st.session_state[K + "board_run"] = rows[0].run_id
         pick, cancel, pin, unpin = st.columns([3, 2, 2, 1], vertical_alignment="bottom")
+        labels = {rid: t("classroom.board.pick_option", nickname=r.nickname,   # words now,
+                         status=view.status_text(r.status, lang()),          # in this run's
+                         time=view.clock(r.created_at)) for rid, r in by_id.items()}  # language
         pick.selectbox(t("classroom.board.pick"), list(by_id), key=K + "board_run",
-                       format_func=lambda rid: t(
-                           "classroom.board.pick_option", nickname=by_id[rid].nickname,
-                           status=view.status_text(by_id[rid].status, lang()),
-                           time=view.clock(by_id[rid].created_at)))
+                       format_func=labels.get)
         chosen = by_id[st.session_state[K + "board_run"]]
         cancel.button(t("classroom.board.cancel"), key=K + "board_cancel",
                       icon=":material/stop:", on_click=_board_action, args=("cancel", code, t),
@@ -92,42 +94,9 @@ def board_section(cr, me, code: str, t) -> None:
     board()
     if st.button(t("classroom.presenter.open"), help=t("classroom.presenter.open_help"),
                  icon=":material/co_present:", key=K + "presenter_open"):
-        st.query_params["view"] = "presenter"
+        st.query_params[PRESENTER[0]] = PRESENTER[1]
         st.query_params[cs.CODE_PARAM] = code
         st.rerun()
-
-
-# ------------------------------------------------------------------------ presenter view
-def presenter_view(cr, me, code: str | None, t) -> None:
-    """The pinned run's live chart, large, for the projector."""
-    if st.button(t("classroom.presenter.back"), icon=":material/arrow_back:",
-                 key=K + "presenter_back"):
-        st.query_params.pop("view", None)
-        st.query_params.pop(cs.CODE_PARAM, None)
-        st.rerun()
-    code = code or st.session_state.get(K + "code")
-
-    @st.fragment(run_every=BOARD_S)
-    def show() -> None:
-        p = _call(cr.presenter, me, code)
-        if p is None:
-            st.title(t("classroom.presenter.title"))
-            st.info(t("classroom.presenter.none"))
-            return
-        st.title(t("classroom.presenter.heading", nickname=p.nickname))
-        facts = [view.status_text(p.status, lang())]
-        if p.progress is not None:
-            facts.append(t("classroom.presenter.progress", pct=pct(p.progress, 0)))
-        if p.accuracy is not None:
-            facts.append(t("classroom.presenter.accuracy", acc=pct(p.accuracy)))
-        st.markdown("### " + " · ".join(facts))
-        if p.steps:
-            st.plotly_chart(view.presenter_figure(p, t), width="stretch",
-                            key=K + "presenter_chart")
-        else:
-            st.caption(t("classroom.presenter.waiting"))
-
-    show()
 
 
 # ---------------------------------------------------------------------------- challenge
@@ -162,7 +131,7 @@ def leaderboard(cr, me, code: str, which: str, kind: str, t) -> None:
     if not rows:
         st.caption(t("classroom.challenge.board_empty"))
     else:
-        st.table(view.leader_table(rows, kind, lang()))
+        st.table(view.leader_table(rows, kind, lang()), hide_index=True)
     csv = _call(cr.leaderboard_csv, me, code, which)
     if csv is not None:
         st.download_button(t("classroom.challenge.download", board=name), csv,
@@ -173,6 +142,9 @@ def leaderboard(cr, me, code: str, which: str, kind: str, t) -> None:
 def challenge_section(cr, me, info, t) -> None:
     st.caption(t("classroom.challenge.help"))
     msg = messages.show(K + "ch_msg")   # an error now; a success below, in its words
+    warning = view.seed_warning(info, lang())
+    if warning:
+        st.warning(warning, icon=":material/casino:")
     ch = info.challenge
     if ch is not None:
         st.markdown(f"**{view.goal_text(ch.goal, lang())}** · " + (

@@ -23,6 +23,16 @@ def classroom() -> Classroom:
     return get_classroom(data.queue())
 
 
+def join_link(code: str) -> str:
+    """The class's join link on this server (the console and the projector show it)."""
+    return words.join_link(getattr(st.context, "url", None), code)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def qr_png(text: str) -> bytes:
+    return words.qr_png(text)
+
+
 def student_view() -> StudentView | None:
     """The student's class as the engine shows it to them (None when in none), once per run."""
     try:
@@ -84,11 +94,16 @@ def join_box(t, view: StudentView | None) -> None:
 
 
 def banner(t, view: StudentView | None) -> None:
-    """The class, the challenge's goal and the student's own place on the public board."""
+    """The class, the knobs it locked, the challenge's goal and the student's own place on
+    the public board."""
     if view is None:
         return
     m = view.membership
     lines = [t("classroom.banner.class", title=m.title, nickname=m.nickname)]
+    if view.locked:   # only these are fixed: the other knobs are the student's to change
+        labels = {f.name: t(f.knob.label) for f in knobs()}
+        lines.append(t("classroom.banner.locked", knobs=", ".join(
+            labels.get(k, k) for k in view.locked)))
     ch = view.challenge
     if ch is not None:
         lines.append(t("classroom.banner.goal", goal=words.goal_text(ch.goal, language.lang())))
@@ -102,18 +117,16 @@ def banner(t, view: StudentView | None) -> None:
 
 
 def pushed(form, t) -> None:
-    """The Train page's hook: the class's banner, and its pushed values and locked knobs
-    into the Train form (``TrainForm.apply_class``: each version's values once, locks with
-    the reason their widgets show)."""
+    """The Train page's hook: the class's banner, and its values (the pushed knobs, the
+    student's own seed) and locked knobs into the Train form (``TrainForm.apply_class``: each
+    version's values once, locks with the reason their widgets show). The banner names only
+    the locked knobs: the others are the student's to change (the class preset brings the
+    class's values back)."""
     view = student_view()
     if view is None:
         form.apply_class(None)
         return
     banner(t, view)
     reason = view.locked_reason(language.lang())
-    form.apply_class(view.preset, {knob: reason for knob in view.locked},
+    form.apply_class(view.values, {knob: reason for knob in view.locked},
                      (view.membership.code, view.version))
-    if view.preset:
-        labels = {f.name: t(f.knob.label) for f in knobs()}
-        st.caption(t("classroom.banner.pushed", knobs=", ".join(
-            labels.get(k, k) for k in view.preset)))

@@ -27,23 +27,27 @@ def breakdown_section(res, t) -> None:
     st.caption(t("gpu.breakdown_caption"))
 
 
-def show(res, recorded: list, has_cuda: bool, t) -> None:
-    """One result: where it was measured, the tutorial's point, the charts, the table."""
+def show(res, recorded: list, has_cuda: bool, t, measured: list = ()) -> None:
+    """One result: whether the machine was busy (first), where it was measured, the
+    tutorial's point, the charts, the table. ``measured``: this server's finished runs."""
     L = t.lang
-    where = lab.provenance(res, L)
+    judged = lab.assess(res, measured)
+    where = lab.provenance(res, L, judged)
+    if where["busy"]:
+        st.warning(where["busy"], icon=":material/warning:")
     if where["elsewhere"]:
         st.warning(f"**{where['label']}** — {t('gpu.recorded_elsewhere_body')}",
                    icon=":material/public:")
     else:
         st.success(where["label"], icon=":material/computer:")
-    if where["busy"]:
-        st.warning(where["busy"], icon=":material/warning:")
+    if where["check"]:
+        st.caption(where["check"])
     with st.expander(t("gpu.hardware_title"), expanded=where["elsewhere"]):
         st.table(lab.hardware_table(res, L).set_index(t("gpu.hw_item")))
     st.caption(t("gpu.timing_note"))
 
     st.markdown(f"### :material/star: {t('gpu.tutorial_title')}")
-    lines = lab.tutorial_lines(res, L)
+    lines = lab.tutorial_lines(res, L, judged["busy"])
     if not lines:
         st.info(t("gpu.tut_missing"))
     for line in lines:
@@ -65,7 +69,7 @@ def show(res, recorded: list, has_cuda: bool, t) -> None:
         st.plotly_chart(lab.speedup_figure(res, pipe, t), key="gpu_speedup_chart",
                         alt=t("a11y.speedup_chart"))
         st.caption(t("gpu.speedup_caption"))
-        for line in lab.crossover_lines(res, pipe, L):
+        for line in lab.crossover_lines(res, pipe, L, judged["busy"]):
             st.markdown("- " + line)
     else:
         st.info(t("gpu.no_speedup"))

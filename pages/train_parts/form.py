@@ -12,8 +12,7 @@ import streamlit as st
 
 from cifarlab.core.config import PRESETS
 from cifarlab.errors import CifarLabError
-from cifarlab.lab import train as trainview
-from cifarlab.lab import train_live as words
+from cifarlab.lab import eta
 from pages.classroom_parts import student as classroom_student
 from ui import train_form
 from ui.data import queue as get_queue
@@ -38,9 +37,9 @@ def _flash(kind: str, text: str, field: str | None = None) -> None:
 
 def _apply_preset(name: str) -> None:
     """A preset button's callback: a button fires only when clicked, so a preset applies only
-    when the student chose it."""
+    when the student chose it. The class's locked knobs stay, and the page says which."""
     _forget_message()
-    train_form.get().apply_preset(name)
+    st.session_state[K + "preset_kept"] = train_form.get().apply_preset(name)
 
 
 def _submit() -> None:
@@ -70,8 +69,10 @@ def current_message() -> tuple | None:
 
 
 def presets(form) -> None:
-    """The presets, PER_ROW a row with labels that wrap (six in one row were cut off)."""
-    current, names = form.preset_name(), list(PRESETS)
+    """The presets, PER_ROW a row with labels that wrap (six in one row were cut off); in a
+    class, the class's own first (a way back to it), and which locked knobs a preset kept."""
+    current = form.preset_name()
+    names = (["class"] if form.class_values() else []) + list(PRESETS)
     st.markdown(f"**{t('train.preset')}**", help=t("train.preset_help"))
     for row in range(0, len(names), PER_ROW):
         for col, name in zip(st.columns(PER_ROW), names[row:row + PER_ROW]):
@@ -79,16 +80,20 @@ def presets(form) -> None:
                        on_click=_apply_preset, args=(name,), width="stretch",
                        type="primary" if name == current else "secondary")
     st.caption(t(f"train.preset_{current}_help") if current else t("train.custom"))
+    kept = st.session_state.pop(K + "preset_kept", ())
+    if kept:
+        labels = {w.name: w.label for w in form.widgets()}
+        st.info(t("train.preset_kept", knobs=", ".join(labels.get(k, k) for k in kept)),
+                icon=":material/lock:")
 
 
-def knobs(widgets, msg: tuple | None) -> None:
+def knobs(widgets) -> None:
     """Knobs PER_ROW a row, in the schema's order (on a phone, one under the other in that
-    order), each with its problem or the server's refusal under it."""
+    order), each with its problem under it (the server's refusal goes beside Train)."""
     for row in range(0, len(widgets), PER_ROW):
         for col, w in zip(st.columns(PER_ROW), widgets[row:row + PER_ROW]):
             with col:
-                train_form.widget(w, _forget_message,
-                                  msg[1] if msg and msg[2] == w.name else None)
+                train_form.widget(w, _forget_message)
 
 
 def lesson_section() -> None:
@@ -110,23 +115,24 @@ def settings(form, queue, msg: tuple | None) -> None:
     train_form.show(form)
     presets(form)
     widgets = form.widgets()
-    knobs([w for w in widgets if not w.advanced], msg)
+    knobs([w for w in widgets if not w.advanced])
     st.text_input(t("train.run_name"), key=K + "name", max_chars=100,
                   help=t("train.run_name_help"), placeholder=t("train.run_name_placeholder"))
     st.button(t("train.start"), key=K + "start", type="primary", on_click=_submit,
               icon=":material/play_arrow:")
     config = form.config()   # always one line here (the fragment below keeps its place)
-    st.caption("" if config is None else words.estimate_text(trainview.estimate_seconds(
-        config, queue.train_images(), queue.measured_speeds()), lang()))
+    st.caption("" if config is None else eta.text(eta.for_form(
+        config, queue.device_for(config.device), queue.measured_speeds(),
+        queue.runs(session_id(), kind="train")[:50]), lang()))
     with st.container():  # one place, shown or empty: the fragment below keeps its place
-        if msg is not None and msg[2] is None:
+        if msg is not None:   # a refusal (the class's rules, a lock, a limit) beside Train
             (st.error if msg[0] == "error" else st.success)(msg[1])
             if msg[0] == "error":
                 for p in form.problems().values():
                     st.markdown(f"- {p.text(lang())}")
     with train_form.advanced(form, t("train.advanced"), msg[2] if msg else None):
         st.caption(t("train.advanced_help"))
-        knobs([w for w in widgets if w.advanced], msg)
+        knobs([w for w in widgets if w.advanced])
     train_form.share(form)
     limits = queue.settings
     st.caption(t("train.limits", epochs=t("counts.epochs", n=limits.max_epochs),

@@ -11,17 +11,27 @@ are also logged on the ``cifarlab.core.data`` logger. Errors are ``DataError``s 
 from __future__ import annotations
 
 from cifarlab.core.data.cache import CifarData
-from cifarlab.core.data.loading import (clear_memory_cache, describe_source, is_cached, load,
-                                        source_facts)
-from cifarlab.core.data.pipelines import (CifarImages, FastLoader, SeededShuffle, normalize,
-                                          subset_indices, tutorial_dataset, tutorial_loader,
-                                          tutorial_transform)
+from cifarlab.core.data.loading import clear_memory_cache, is_cached, load, source_facts
 from cifarlab.core.data.sources import (CACHE_VERSION, CANONICAL, CIFAR10_CLASSES, IMAGE_SIZE,
                                         SPLITS, ProgressFn, cache_root, resolve_source)
 
+# The pipelines need torch and torchvision (tens of seconds to import on a loaded machine): they
+# load on first use, so reading the data set (Home's first visit) does not wait for them.
+_PIPELINES = ("CifarImages", "FastLoader", "SeededShuffle", "normalize", "subset_indices",
+              "tutorial_dataset", "tutorial_loader", "tutorial_transform")
+
+
+def __getattr__(name: str):
+    if name in _PIPELINES:
+        from cifarlab.core.data import pipelines
+
+        return getattr(pipelines, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "CifarData", "CifarImages", "FastLoader", "SeededShuffle", "load", "is_cached",
-    "describe_source", "source_facts", "clear_memory_cache", "resolve_source", "cache_root",
+    "source_facts", "clear_memory_cache", "resolve_source", "cache_root",
     "normalize",
     "subset_indices", "tutorial_dataset", "tutorial_loader", "tutorial_transform",
     "CIFAR10_CLASSES", "IMAGE_SIZE", "SPLITS", "CACHE_VERSION", "CANONICAL", "ProgressFn",

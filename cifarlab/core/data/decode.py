@@ -213,51 +213,28 @@ def _check_classes(found: dict[str, dict[str, int]], where: str, loose: int) -> 
     return sorted(train)
 
 
-def _decode_folder(src: Source, on_progress: ProgressFn | None):
-    check_folder_layout(src)
-    entries: dict[str, list[tuple[str, str, int]]] = {s: [] for s in SPLITS}
-    found: dict[str, dict[str, int]] = {s: {} for s in SPLITS}
-    items: list[tuple[str, str]] = []
-    loose = ignored = 0
+def _folder_members(root: str):
+    """(name below ``root``, is a folder, the image's path on call) of what ``train/`` and
+    ``test/`` hold, in sorted order; hidden names left out, class folders that are links
+    followed."""
     for split in SPLITS:
-        base = os.path.join(src.root, split)
-        for e in sorted(os.scandir(base), key=lambda e: e.name):
+        for e in sorted(os.scandir(os.path.join(root, split)), key=lambda e: e.name):
             if e.name.startswith("."):
                 continue
+            yield f"{split}/{e.name}", e.is_dir(), None
             if not e.is_dir():
-                if is_image(e.name):
-                    loose += 1
-                else:
-                    ignored += 1
                 continue
-            found[split][e.name] = 0
             for dirpath, dirnames, filenames in os.walk(e.path):
                 dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-                for name in sorted(filenames):
-                    if name.startswith("."):
-                        continue
-                    if not is_image(name):
-                        ignored += 1
-                        continue
+                rel = os.path.relpath(dirpath, root).replace(os.sep, "/")
+                for name in sorted(f for f in filenames if not f.startswith(".")):
                     full = os.path.join(dirpath, name)
-                    rel = os.path.relpath(full, e.path).replace(os.sep, "/")
-                    entries[split].append((e.name, rel, len(items)))
-                    items.append((os.path.relpath(full, src.root), full))
-                    found[split][e.name] += 1
-    classes = _check_classes(found, src.root, loose)
-    total = len(items)
-    decoder = _Decoder(_decode_workers())
-    try:
-        parallel = total >= _MIN_PARALLEL
-        for start in range(0, total, _CHUNK):
-            decoder.submit(items[start:start + _CHUNK], parallel)
-        results = decoder.results()
-    finally:
-        decoder.close()
-    arrays, notes = _assemble(entries, results, classes, src.root)
-    if ignored:
-        notes.append(f"{ignored} file(s) that are not images were ignored.")
-    return arrays, tuple(classes), notes
+                    yield f"{rel}/{name}", False, lambda full=full: full
+
+
+def _decode_folder(src: Source, on_progress: ProgressFn | None):
+    check_folder_layout(src)
+    return _decode_members(_folder_members(src.root), src.root, on_progress)
 
 
 def _split_member(name: str) -> tuple[tuple[str, ...], str, str | None, str | None] | None:
@@ -275,79 +252,85 @@ def _split_member(name: str) -> tuple[tuple[str, ...], str, str | None, str | No
 
 
 def _decode_archive(src: Source, on_progress: ProgressFn | None):
-    label = f"the archive {src.path}"  # progress lines (the host's view)
     mode = "r|" if src.path.lower().endswith(".tar") else "r|gz"
+    size = max(1, os.path.getsize(src.path))
+    try:
+        with open(src.path, "rb") as raw, \
+                tarfile.open(fileobj=raw, mode=mode) as tf:  # default bufsize: fastest
+            members = ((m.name, m.isdir(), lambda m=m: _read_member(tf, m)) for m in tf
+                       if m.isfile() or m.isdir())
+            return _decode_members(members, src.path, on_progress,
+                                   lambda: min(99, int(100 * raw.tell() / size)))
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as err:
+        raise DataError("data.archive_corrupt", field="data", source=src.path,
+                        reason=f"{type(err).__name__}: {err}") from None
+
+
+def _read_member(tf: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    f = tf.extractfile(member)
+    return f.read() if f is not None else b""
+
+
+def _decode_members(members, where: str, on_progress: ProgressFn | None, percent=None):
+    """Decode the images among ``members`` ((name, is a folder, the image's bytes or path on
+    call), in stream order) of the folder or archive ``where``: arrays, classes and notes.
+    ``percent()``: how far through the archive, for the progress lines."""
     entries: dict[str, list[tuple[str, str, int]]] = {s: [] for s in SPLITS}
     # prefix (the folders above train/ and test/) -> split -> class -> images
     found: dict[tuple[str, ...], dict[str, dict[str, int]]] = {}
     loose: dict[tuple[str, ...], int] = {}
-    ignored = 0
-    batch: list[tuple[str, bytes]] = []
-    n_items = 0
+    ignored = n_items = 0
+    batch: list[tuple[str, Any]] = []
     decoder = _Decoder(_decode_workers())
-    size = max(1, os.path.getsize(src.path))
     next_report = time.monotonic() + 1.0
     try:
-        with open(src.path, "rb") as raw, \
-                tarfile.open(fileobj=raw, mode=mode) as tf:  # default bufsize: fastest
-            for member in tf:
-                where = _split_member(member.name)
-                if where is None or not (member.isfile() or member.isdir()):
-                    if member.isfile() and not is_image(member.name):
-                        ignored += 1
-                    continue
-                pre, split, cls, rest = where
-                if cls is None:
-                    continue
-                classes_here = found.setdefault(pre, {s: {} for s in SPLITS})[split]
-                if rest is None:
-                    if member.isdir():
-                        classes_here.setdefault(cls, 0)
-                    elif is_image(cls):
-                        loose[pre] = loose.get(pre, 0) + 1
-                    else:
-                        ignored += 1
-                    continue
-                if member.isdir():
-                    classes_here.setdefault(cls, 0)
-                    continue
-                if not is_image(rest):
+        for name, is_dir, payload in members:
+            parts = _split_member(name)
+            if parts is None:
+                if not is_dir and not is_image(name):
                     ignored += 1
-                    continue
-                f = tf.extractfile(member)
-                blob = f.read() if f is not None else b""
+                continue
+            pre, split, cls, rest = parts
+            if cls is None:
+                continue
+            classes_here = found.setdefault(pre, {s: {} for s in SPLITS})[split]
+            if is_dir:
+                classes_here.setdefault(cls, 0)
+            elif rest is None:   # a file beside the class folders
+                if is_image(cls):
+                    loose[pre] = loose.get(pre, 0) + 1
+                else:
+                    ignored += 1
+            elif not is_image(rest):
+                ignored += 1
+            else:
                 classes_here[cls] = classes_here.get(cls, 0) + 1
                 entries[split].append((cls, rest, n_items))
-                batch.append((member.name, blob))
+                batch.append((name, payload()))
                 n_items += 1
                 if len(batch) >= _CHUNK:
                     decoder.submit(batch, parallel=True)
                     batch = []
-                    if on_progress is not None and time.monotonic() >= next_report:
-                        next_report = time.monotonic() + 1.0
-                        pct = min(99, int(100 * raw.tell() / size))
-                        emit(on_progress, f"Reading {label}: {n_items:,} images ({pct}%) ...",
-                             fraction=pct / 100)
+                    if percent is not None and time.monotonic() >= next_report:
+                        next_report, pct = time.monotonic() + 1.0, percent()
+                        emit(on_progress, f"Reading the archive {where}: {n_items:,} images "
+                                          f"({pct}%) ...", fraction=pct / 100)
         if batch:
             decoder.submit(batch, parallel=n_items >= _MIN_PARALLEL)
         with_images = sorted(p for p, splits in found.items()
                              if any(n for cls in splits.values() for n in cls.values()))
         if len(with_images) > 1:
             shown = ", ".join(f"{'/'.join(p) or '.'}/" for p in with_images[:3])
-            raise DataError("data.several_data_sets", field="data", source=src.path,
-                            found=shown)
+            raise DataError("data.several_data_sets", field="data", source=where, found=shown)
         prefix = with_images[0] if with_images else max(found, key=len, default=())
-        classes = _check_classes(found.get(prefix, {s: {} for s in SPLITS}), src.path,
+        classes = _check_classes(found.get(prefix, {s: {} for s in SPLITS}), where,
                                  sum(loose.values()))
-        if on_progress is not None:
+        if percent is not None:
             emit(on_progress, f"Decoding the last of {n_items:,} images ...", fraction=0.99)
         results = decoder.results()
-    except (tarfile.TarError, EOFError, zlib.error, OSError) as err:
-        raise DataError("data.archive_corrupt", field="data", source=src.path,
-                        reason=f"{type(err).__name__}: {err}") from None
     finally:
         decoder.close()
-    arrays, notes = _assemble(entries, results, classes, src.path)
+    arrays, notes = _assemble(entries, results, classes, where)
     if ignored:
         notes.append(f"{ignored} file(s) that are not images were ignored.")
     return arrays, tuple(classes), notes

@@ -1,5 +1,5 @@
 """Loading the data set: ``load`` (decoded once, cached, checked), ``is_cached``, and what the
-home page says about the source (``source_facts``, ``describe_source``).
+home page says about the source (``source_facts``).
 
 The package ``cifarlab.core.data`` re-exports these; ``pipelines`` imports ``load`` from here
 (a loader given a path rather than a ``CifarData`` loads it), so neither the package nor its
@@ -105,38 +105,6 @@ def source_facts(data: str | os.PathLike | None = None,
     elif src.kind == "folder":
         facts["name"] = os.path.basename(os.path.normpath(src.root))
     return facts
-
-
-def describe_source(data: str | os.PathLike | None = None,
-                    cache_dir: str | os.PathLike | None = None) -> str:
-    """One or two sentences for the home page: where the data comes from and whether it is
-    decoded yet. Never raises."""
-    src = source(data, check=False)
-    chosen = {"--data": " (chosen with --data)",
-              "CIFARLAB_DATA": " (chosen by the CIFARLAB_DATA environment variable)",
-              "default": ""}[src.origin]
-    if src.kind == "missing":
-        exists = os.path.exists(src.path)
-        return (f"Data: {src.path}{chosen}, which "
-                f"{'is not a folder or .tar.gz archive' if exists else 'does not exist'}. "
-                "Set CIFARLAB_DATA to an image-folder data set, or leave it unset to download "
-                "CIFAR-10.")
-    root = cache_root(cache_dir)
-    cached = is_cached(src.path, cache_dir)
-    if src.kind == "canonical":
-        state = "downloaded and cached" if cached else "not downloaded yet"
-        where = root / "torchvision"
-        return (f"Data: the canonical CIFAR-10 from torchvision{chosen}, downloaded once into "
-                f"{where} (needs internet the first time); {state}.")
-    state = ("decoded and cached" if cached else
-             "not decoded yet (the first use decodes it once, about 10 s)")
-    if src.kind == "archive":
-        try:
-            size = f", {os.path.getsize(src.path) / 1e6:.1f} MB"
-        except OSError:
-            size = ""
-        return f"Data: the image-folder archive {src.path}{size}{chosen}; {state}."
-    return f"Data: the image folder {src.root}{chosen}; {state}."
 
 
 def _build_locked(src: Source, key: str, ident: dict, root: Path, final: Path,

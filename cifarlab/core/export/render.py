@@ -45,7 +45,9 @@ CONSTANT_NAMES = {"lr": "LEARNING_RATE"}
 # Fields the code does not read are written down all the same, and marked as not used
 USED = {"epochs", "lr", "momentum", "batch_size", "num_workers", "device", "pipeline", "seed",
         "train_subset", "shuffle", "model", "log_every", "cuda_graphs", "net", "augment",
-        "label_smoothing", "nesterov", "weight_decay", "schedule", "tta"}
+        "label_smoothing", "nesterov", "weight_decay", "schedule", "tta", "activation"}
+# the activation knob's function, as the forward pass writes it (the tutorial's F.relu)
+ACT_CODE = {"relu": "F.relu", "sigmoid": "torch.sigmoid", "tanh": "torch.tanh"}
 _CELL = re.compile(r"^ *# %% (\w+)\n", re.M)
 TEMPLATES = Path(__file__).with_name("templates")
 
@@ -122,7 +124,8 @@ def render(config: TrainConfig, notes: Iterable[str] = (), script_name: str = DE
         raise TypeError("the exported code needs a TrainConfig")
     net = net_layout(config.model)  # first: a ShapeError before anything else
     return _ENV.get_template("run.py.j2").render(
-        c=config, net=net, notes=list(notes), script=script_name, notebook=notebook,
+        c=config, net=net, act=Code(ACT_CODE[config.activation]), notes=list(notes),
+        script=script_name, notebook=notebook,
         settings=settings(config, lang),
         settings_title=textwrap.wrap(i18n.t("bundle.code.settings", lang), 93),
         date=_dt.date.today().isoformat(), url=TUTORIAL_URL,
@@ -161,7 +164,8 @@ def settings(config: TrainConfig, lang: str = i18n.DEFAULT) -> list[dict]:
             py(value)
         except TypeError:   # something without a literal: write its text
             value = str(value)
-        help_text = helps.get(f.name, "")
+        help_text = helps.get(f.name, "") + (" " + t("activation") if f.name == "activation"
+                                              else "")
         if f.name not in USED:
             help_text = (help_text + " " if help_text else "") + t("not_used")
         out.append({"name": name, "value": value, "indent": len(name) + 3,

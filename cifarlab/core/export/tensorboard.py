@@ -3,10 +3,11 @@ named after the run (``<name>-<id[:8]>``), so a class's runs unzipped side by si
 with ``tensorboard --logdir .``.
 
 Tags: ``step/loss`` (every step's loss, x = step), ``epoch/loss`` and ``epoch/accuracy`` (x =
-epoch, so runs with different batch sizes line up), and the hyperparameters (``add_hparams``:
-every config field, with the final accuracy and loss as its metrics ``hparam/accuracy``,
-``hparam/final_loss``). Wall times are the run's own (its start plus its measured training time),
-and the event files' names carry no host name.
+epoch, so runs with different batch sizes line up), ``inside/<layer>/weight_norm``,
+``grad_norm`` and ``dead`` (the layer probes' samples, x = step), and the hyperparameters
+(``add_hparams``: every config field, with the final accuracy and loss as its metrics
+``hparam/accuracy``, ``hparam/final_loss``). Wall times are the run's own (its start plus its
+measured training time), and the event files' names carry no host name.
 """
 from __future__ import annotations
 
@@ -77,6 +78,12 @@ def log_files(record: RunRecord) -> dict[str, bytes]:
                 writer.add_scalar("epoch/loss", e["mean_loss"], n, walltime=wall(done))
             if _finite(e.get("accuracy")):
                 writer.add_scalar("epoch/accuracy", e["accuracy"], n, walltime=wall(done))
+        for sample in results.get("inside") or []:   # core/probes.py's, without histograms
+            for layer in sample.get("layers") or []:
+                for what in ("weight_norm", "grad_norm", "dead"):
+                    if _finite(layer.get(what)):
+                        writer.add_scalar(f"inside/{layer['name']}/{what}", layer[what],
+                                          sample["step"], walltime=wall(sample["step"]))
         metrics = {}
         if record.accuracy is not None:
             metrics["hparam/accuracy"] = record.accuracy

@@ -7,6 +7,7 @@ Modules:
     measure   measure_point, breakdown, run_sweep, run_timing_job (the queue's "timing" kind)
     results   SweepResult: rows typed through pandas, JSON/CSV, uploads, docs/gpu-results
     analysis  speed-ups and crossovers within one recording, load, hardware, what a GPU adds
+    busy      whether the machine was busy (load, the repeats' spread, the server's runs)
     report    the page's sentences and tables; charts: the page's figures and their data
     cli       ``python -m cifarlab bench`` (``--sweep`` records docs/gpu-results)
 """
@@ -21,7 +22,7 @@ from cifarlab.lab.gpu.config import (EPOCH_IMAGES, TUTORIAL_EPOCHS, TUTORIAL_POI
 
 # The other modules' names load on first use (``lab.speedups``), so that registering ``bench``
 # (``python -m cifarlab shapes``) imports neither torch nor pandas.
-_MODULES = ("measure", "step", "results", "analysis", "report", "charts")
+_MODULES = ("measure", "step", "results", "analysis", "busy", "report", "charts")
 
 __all__ = ["register_cli", "EPOCH_IMAGES", "TUTORIAL_EPOCHS", "TUTORIAL_POINT", "SweepConfig",
            "devices_held", "estimate_seconds", "job_request", "time_left"]

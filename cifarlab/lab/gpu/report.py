@@ -15,7 +15,7 @@ from cifarlab import i18n
 from cifarlab.core.safe_text import md_escape as md
 from cifarlab.core.safe_text import one_line
 from cifarlab.errors import CifarLabError, ConfigError, is_literal
-from cifarlab.lab.gpu import analysis
+from cifarlab.lab.gpu import analysis, busy
 from cifarlab.lab.gpu.config import TUTORIAL_POINT, SweepConfig, estimate_seconds, time_left
 from cifarlab.lab.gpu.results import SweepResult
 
@@ -49,10 +49,10 @@ def pipeline_name(p: str, lang: str) -> str:
 
 
 def machine_label(res: SweepResult, markdown: bool = True) -> str:
-    """The host, with its GPUs' names: "gpu-box-7 (NVIDIA H100 80GB HBM3)" (escaped for
-    Markdown unless ``markdown`` is False: a widget's options are plain text)."""
-    gpus = ", ".join(g["name"] for g in analysis.hardware(res)["gpus"] if g["name"])
-    label = f"{res.host} ({gpus})" if gpus else res.host
+    """The machine by what a person can tell apart ("AMD EPYC (2 cores) + NVIDIA H100 80GB
+    HBM3": ``busy.machine_name``), escaped for Markdown unless ``markdown`` is False (a
+    widget's options are plain text)."""
+    label = busy.machine_name(res)
     return md(label) if markdown else one_line(label)
 
 
@@ -133,17 +133,30 @@ def download_stem(res: SweepResult) -> str:
     return f"cifarlab-timing-{host}-{re.sub(r'[^0-9-]', '', res.recorded_at[:10]) or 'result'}"
 
 
-def provenance(res: SweepResult, lang: str) -> dict:
-    """{"elsewhere": bool, "label": where and when it was measured, "busy": a warning or None}.
-    A loaded file is never taken for this machine's own figures (host names repeat: "vm")."""
+def provenance(res: SweepResult, lang: str, judged: dict | None = None) -> dict:
+    """{"elsewhere": bool, "label": where and when it was measured, "busy": what says the
+    machine was busy (``busy.assess``'s ``judged``) in one paragraph, or None, "check": the
+    cross-check with this server's finished runs, or None}. A loaded file is never taken for
+    this machine's own figures."""
     t = _t(lang)
+    judged = judged or busy.assess(res)
     label = t("gpu.recorded_elsewhere" if res.recorded_elsewhere else "gpu.this_machine",
               machine=machine_label(res), date=res.recorded_at[:10])
-    load = analysis.machine_load(res)
-    busy = (t("gpu.busy", load=round(load["load"], 1), cores=load["cores"],
-              others=round(load["others"], 1))
-            if load["state"] == "busy" else None)
-    return {"elsewhere": res.recorded_elsewhere, "label": label, "busy": busy}
+    load, runs = judged["load"], judged["runs"]
+    why = {"load": lambda: t("gpu_busy.load", load=num(load["load"], lang, 1), cores=load["cores"],
+                             others=num(load["others"], lang, 1)),
+           "spread": lambda: t("gpu_busy.spread", x=times(judged["spread"], lang)),
+           "runs": lambda: t("gpu_busy.runs", device=md(runs["device"]),
+                             timed=num(runs["timed_ips"], lang), ran=num(runs["run_ips"], lang))}
+    text = (" ".join([t("gpu_busy.headline")] + [why[r]() for r in judged["reasons"]])
+            if judged["busy"] else None)
+    check = None
+    if runs is not None:
+        check = t("gpu_busy.check", device=md(runs["device"]), ips=num(runs["run_ips"], lang),
+                  runs=t("counts.runs", n=runs["runs"]))
+        if runs["run_s"]:
+            check += " " + t("gpu_busy.check_two_epochs", time=i18n.duration(runs["run_s"], lang))
+    return {"elsewhere": res.recorded_elsewhere, "label": label, "busy": text, "check": check}
 
 
 def source_label(res: SweepResult, lang: str) -> str:
@@ -154,13 +167,18 @@ def source_label(res: SweepResult, lang: str) -> str:
                     date=res.recorded_at[:10], file=name)
 
 
-def tutorial_lines(res: SweepResult, lang: str) -> list[str]:
+def tutorial_lines(res: SweepResult, lang: str, is_busy: bool = False) -> list[str]:
     """The tutorial as written (batch 4, width 1) on each device, in sentences; [] when the
-    result does not have that point."""
+    result does not have that point. ``is_busy``: only what was measured, no extrapolation
+    (two epochs, the best point) from figures busy-ness made."""
     t, info = _t(lang), analysis.explain_tutorial_point(res)
     timed = [d for d in info["devices"] if d["images_per_s"]]
     if not timed:
         return []
+    if is_busy:
+        return [t("gpu_busy.tut_measured", device=md(d["device"]), name=md(d["device_name"]),
+                  ips=round(d["images_per_s"])) for d in timed] + [
+            t("gpu.tut_why", params=info["params"] or 62006)]
     dur = lambda s: i18n.duration(s, lang)  # noqa: E731 - a local shorthand, used below
     lines = [t("gpu.tut_cpu", name=md(d["device_name"]), ips=round(d["images_per_s"]),
                images=info["epoch_images"], epoch=dur(d["epoch_s"]), run=dur(d["tutorial_run_s"]))
@@ -192,9 +210,13 @@ def tutorial_lines(res: SweepResult, lang: str) -> list[str]:
     return lines
 
 
-def crossover_lines(res: SweepResult, pipeline: str, lang: str) -> list[str]:
-    """Where each accelerator starts beating the CPU, pipeline by pipeline, in sentences."""
+def crossover_lines(res: SweepResult, pipeline: str, lang: str, is_busy: bool = False
+                    ) -> list[str]:
+    """Where each accelerator starts beating the CPU, pipeline by pipeline, in sentences (not
+    claimed from a busy machine's figures)."""
     t, lines = _t(lang), []
+    if is_busy:
+        return [t("gpu_busy.no_crossover")]
     for c in [c for c in analysis.crossover(res) if c["pipeline"] == pipeline]:
         dev = md(c["device"]) + (" · " + t("gpu.graphed_tag") if c.get("graphed") else "")
         common = dict(device=dev, pipeline=pipeline_name(c["pipeline"], lang),
@@ -236,7 +258,7 @@ def would_add_lines(res: SweepResult, recorded: list[SweepResult], lang: str
     if not same or not (same["tutorial_point"] or same["best"]):
         return [("info", t("gpu.would_add_none"))]
     ref = info["reference"]
-    where = dict(gpu=md(ref["device_name"]), machine=md(reference.host),
+    where = dict(gpu=md(ref["device_name"]), machine=machine_label(reference),
                  date=reference.recorded_at[:10])
     out = []
     if same["tutorial_point"]:

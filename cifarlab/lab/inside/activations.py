@@ -110,18 +110,19 @@ def activations(model: Net, x: torch.Tensor) -> list[Stage]:
     traces = trace_spec(model_spec(model), tuple(x.shape[1:]), num_classes(model))
     kinds = {t.name: (t.kind, t.out_shape) for t in traces}
     out: dict[str, torch.Tensor] = {"input": x}
+    act = getattr(model, "act", F.relu)   # the run's activation knob
     out["conv1"] = h = model.conv1(x)
-    out["relu1"] = h = F.relu(h)
+    out["relu1"] = h = act(h)
     out["pool1"] = h = model.pool(h)
     out["conv2"] = h = model.conv2(h)
-    out["relu2"] = h = F.relu(h)
+    out["relu2"] = h = act(h)
     out["pool2"] = h = model.pool(h)
     # the line view_line() shows; the loop below checks these sizes against the trace
     out["flatten"] = h = h.view(-1, int(np.prod(h.shape[1:])))
     out["fc1"] = h = model.fc1(h)
-    out["relu3"] = h = F.relu(h)
+    out["relu3"] = h = act(h)
     out["fc2"] = h = model.fc2(h)
-    out["relu4"] = h = F.relu(h)
+    out["relu4"] = h = act(h)
     out["fc3"] = h = model.fc3(h)
     out["softmax"] = torch.softmax(h, dim=1)
     kinds["softmax"] = ("softmax", kinds["fc3"][1])
@@ -181,7 +182,7 @@ def initial_model(config: TrainConfig, classes: int = 10) -> Net:
     global random state is left as it was (a page must not change another's randomness)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
-        return Net(config.model, num_classes=classes).eval()
+        return Net(config.model, num_classes=classes, activation=config.activation).eval()
 
 
 def random_model(seed: int = 0, spec: ModelSpec | None = None, classes: int = 10) -> Net:

@@ -14,14 +14,15 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from cifarlab.core import shapes
+from cifarlab.core import conv_arithmetic as ca, shapes
 from cifarlab.core.config import ModelSpec
+from cifarlab.core.modelspec import is_int
 from cifarlab.errors import CifarLabError, ShapeError
 
 __all__ = [
     "named_kernels", "KERNEL_NAMES", "to_input", "net_conv1", "apply_kernel", "conv_step",
     "torch_conv", "maxpool_windows", "calculator", "StackReport", "analyze_stack",
-    "hardcoded_view_error", "activation_sizes",
+    "activation_sizes",
 ]
 
 # -----------------------------------------------------------------------------------------
@@ -192,20 +193,34 @@ def maxpool_windows(fmap: np.ndarray, kernel: int = 2, stride: int | None = None
 # -----------------------------------------------------------------------------------------
 # the output-size calculator
 
-def calculator(kind: str, size: int, kernel: int, padding: int = 0, stride: int = 1,
-               dilation: int = 1) -> dict:
-    """One dimension of a conv (``kind="conv"``) or max-pool (``"pool"``) layer: the formula
-    with numbers substituted and its output (may be < 1), or the ShapeError for arguments PyTorch
-    refuses outright (a pool padding above half the kernel)."""
-    fn = shapes.conv2d_formula if kind == "conv" else shapes.pool2d_formula
+def calculator(kind: str, size, kernel, padding=0, stride=1, dilation=1) -> dict:
+    """A conv (``kind="conv"``) or max-pool (``"pool"``) layer's output size, each dimension by
+    PyTorch's formula with the numbers in. An argument is an int, an (h, w) pair or what a
+    student typed ("5", "(5, 2)"); ints give one dimension (``dims``), any pair height and
+    width. What PyTorch refuses (a non-integer, zero or below, a pool padding above half the
+    kernel, an output below 1) comes back as ``shape_error``, with the formulas when they exist.
+    """
+    layer, fn, size_of = ((ca.CONV, ca.conv2d_formula, ca.conv2d_output_size) if kind == "conv"
+                          else (ca.POOL, ca.pool2d_formula, ca.pool2d_output_size))
+    dims: list[dict] = []
+    out, err, n_dims = None, None, 0
     try:
-        formula, out, exact = fn(size, kernel, stride, padding, dilation)
-    except ShapeError as err:
-        return {"formula": "", "output": None, "exact": True, "ok": False, "remainder": 0,
-                "error": str(err), "shape_error": err}
-    numerator = size + 2 * padding - dilation * (kernel - 1) - 1
-    return {"formula": formula, "output": out, "exact": exact, "ok": out >= 1,
-            "remainder": numerator % stride, "error": None, "shape_error": None}
+        args = tuple(ca.parse_size(a, n, layer) if isinstance(a, str) else a
+                     for a, n in zip((size, kernel, stride, padding, dilation), ca.ARGS))
+        n_dims = 1 if all(map(is_int, args)) else 2
+        for s, k, st, p, d in ca.per_dim(args, layer)[:n_dims]:
+            formula, o, exact = fn(s, k, st, p, d)
+            dims.append({"formula": formula, "output": o, "exact": exact, "stride": st,
+                         "remainder": (s + 2 * p - d * (k - 1) - 1) % st})
+        out = size_of(*args)      # refuses an output below 1, which the formulas still show
+    except ShapeError as e:
+        dims, err = dims if len(dims) == n_dims else [], e
+    return {"dims": dims, "output": out, "ok": err is None, "shape_error": err,
+            "shown": "—" if out is None else ca.fmt_size(out),
+            "error": None if err is None else str(err),
+            "formula": "\n".join(d["formula"] for d in dims),
+            "exact": all(d["exact"] for d in dims),
+            "remainder": dims[0]["remainder"] if dims else 0}
 
 
 # -----------------------------------------------------------------------------------------
@@ -286,17 +301,11 @@ class _TutorialNet(nn.Module):
         return self.fc3(x)
 
 
-def hardcoded_view_error(spec: ModelSpec, batch_size: int = 4, flatten: str = "view") -> str | None:
-    """The first line of PyTorch's own error for the tutorial's forward (fc1 fixed at 16 * 5 * 5,
-    ``x.view`` or ``torch.flatten``) and loss, really run on zeros; None when it runs. (With
-    ``view``, a multiple of 400 gets through the view with too many rows: the loss complains.)"""
-    return _run_tutorial(spec, batch_size, flatten)[1]
-
-
 def _run_tutorial(spec: ModelSpec, batch_size: int, flatten: str) -> tuple[str | None, str | None]:
-    """(exception class name, first line of its message), or (None, None) when it runs."""
-    if flatten not in ("view", "flatten"):
-        raise ValueError("flatten must be 'view' or 'flatten'")
+    """(exception class name, first line of PyTorch's own message) for the tutorial's forward
+    (fc1 fixed at 16 * 5 * 5, ``x.view`` or ``torch.flatten``) and loss, really run on zeros;
+    (None, None) when it runs. (With ``view``, a multiple of 400 gets through the view with too
+    many rows: the loss complains.)"""
     if max(spec.scaled_channels()) > 4096 or max(spec.scaled_hidden()) > 65536:
         raise ShapeError("network.too_big_to_try", layer="width")
     with torch.random.fork_rng(devices=[]):

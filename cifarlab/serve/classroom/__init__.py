@@ -6,11 +6,10 @@ Every refusal is a ``ClassError`` (a ``JobError``) with a code below ``errors.cl
 one Problem per knob. Roles are checked here, on the serving side: a student calling an
 instructor action through a tampered request is refused, not only spared the button.
 
-Enforced on the serving side: ``JobQueue.submit`` asks ``enforce.check_submit`` (through
-``serve.admission.check_class``) about the owner's class: a locked knob that differs from the
-pushed value, a run beyond the class limits or the open challenge's rules is refused, the
-``field`` naming the knob. A run submitted by a member is recorded in ``class_runs``: the board
-and the challenge find it there.
+Enforced on the serving side: ``JobQueue.submit`` asks ``enforce.check_submit`` about the
+owner's class: a locked knob that differs from the pushed value, a run beyond the class limits
+or the open challenge's rules is refused, the ``field`` naming the knob. A run submitted by a
+member is recorded in ``class_runs``: the board and the challenge find it there.
 
 No record handed out carries another person's id (``model``); what a student can see of others
 is nicknames and run numbers. Joining is slowed down for a browser that keeps guessing codes,

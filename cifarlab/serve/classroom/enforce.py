@@ -1,6 +1,6 @@
 """What a class allows its members to queue, enforced by ``JobQueue.submit`` on the server.
 
-``check_submit`` is the hook ``cifarlab.serve.admission.check_class`` calls for every training
+``check_submit`` is the hook ``JobQueue.submit`` calls, under its submit lock, for every training
 run: when the run's owner (``Person.id``) is a member of a class, a locked knob that differs
 from the pushed value, or a run beyond the class limits (epochs, training images, devices, runs
 per student) or the open challenge's rules (its epochs, its device), is refused with a

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import threading
 import time
@@ -11,6 +12,7 @@ from typing import Any, Callable, Iterable, Mapping, Protocol
 import cifarlab.serve.classroom.enforce as enforce
 import cifarlab.serve.classroom.scoring as scoring
 import cifarlab.serve.classroom.tables as tables
+from cifarlab.core.config import MAX_SEED
 from cifarlab.serve.classroom.model import (BOARDS, GOAL_KINDS, BoardRow, ClassError, ClassInfo,
                                             ClassLimits, Goal, LeaderRow, Membership, Presenter,
                                             StudentView, finite_or_none)
@@ -30,7 +32,8 @@ class HasStore(Protocol):
     store: RunStore
 
 
-PRESENTER_POINTS = 500
+PRESENTER_POINTS = 200   # the presenter's loss curve: at most this many means,
+PRESENTER_STRIDE = 10    # each of at least this many steps (one step's loss is noise)
 
 
 class Classroom:
@@ -121,7 +124,8 @@ class Classroom:
         return tables.require_class(self.store, info.code)
 
     def presenter(self, viewer: Person, code: str | None = None) -> Presenter | None:
-        """The pinned run, large: nickname, status, its loss curve, accuracy; None when nothing
+        """The pinned run, large: nickname, status, its loss as the mean of every k steps and
+        the tutorial's running loss (its "[epoch, i] loss" lines), accuracy; None when nothing
         is pinned. Instructors name the class; a student sees their own class's."""
         info = self._viewable(viewer, code)
         if info.pinned is None:
@@ -129,14 +133,24 @@ class Classroom:
         run = self.store.get(info.pinned)
         if run is None:
             return None
-        steps, losses = self.store.losses(run.id, max_points=PRESENTER_POINTS)
+        stride, steps, losses = scoring.mean_curve(self.store, run.id, PRESENTER_POINTS,
+                                                   PRESENTER_STRIDE)
+        spe, running = None, []
+        for ev in self.store.events(run.id, kinds=("start", "running_loss")):
+            if ev.kind == "start":
+                spe = int(ev.data.get("steps_per_epoch") or 0) or None
+            elif spe is not None:   # the tutorial's line "[epoch, i] loss" at its global step
+                running.append(((int(ev.data["epoch"]) - 1) * spe + int(ev.data["i"]),
+                                finite_or_none(ev.data.get("loss"))))
         nick = tables.nicknames(self.store, info.code).get(run.owner, "?")
         p = run.progress or {}
         progress = (min(1.0, p["step"] / p["total_steps"]) if p.get("step") is not None
                     and p.get("total_steps") else None)
-        return Presenter(nick, run.status, tuple(steps), tuple(losses),
+        return Presenter(nick, run.status, steps, losses,
                          finite_or_none((run.result or {}).get("test_accuracy")), progress,
-                         run.id if viewer.instructor else None)
+                         run.id if viewer.instructor else None, stride,
+                         tuple(s for s, _ in running), tuple(v for _, v in running),
+                         int((run.config or {}).get("log_every") or 2000))
 
     # -- instructors: the challenge ----------------------------------------------------------
     def open_challenge(self, by: Person, code: str, goal: Goal | Mapping[str, Any]) -> ClassInfo:
@@ -154,7 +168,7 @@ class Classroom:
 
     def leaderboard(self, viewer: Person, code: str | None = None,
                     which: str = "public") -> list[LeaderRow]:
-        """The challenge's board: one best run per student, ties to the earlier finish.
+        """The challenge's board: one best run per student; equal scores share a place.
 
         Rows name nicknames and run numbers. Instructors also get each row's run id (to find
         the run); a student (a member of that class) gets a run id only on their own row
@@ -232,7 +246,8 @@ class Classroom:
             ranked = len(rows)
             rank = next((r.rank for r in rows if r.you), None)
         return StudentView(member, dict(info.preset), info.locked, info.limits, info.challenge,
-                           rank, ranked, info.version, info.pinned is not None)
+                           rank, ranked, info.version, info.pinned is not None,
+                           None if "seed" in info.locked else own_seed(info.code, person.id))
 
     # -- checks ------------------------------------------------------------------------------
     def _class(self, by: Person, code: str) -> ClassInfo:
@@ -255,6 +270,14 @@ class Classroom:
         if run is None or tables.class_of_run(self.store, run_id) != code:
             raise ClassError("class.not_class_run", field="run_id")
         return run
+
+
+def own_seed(code: str, person_id: str) -> int:
+    """A student's own seed in a class, the same on every visit: with one seed for everyone,
+    every student who kept the other settings would train the very same run (a challenge
+    then goes to whoever finished first). From a hash: the seed tells nothing of the id."""
+    digest = hashlib.sha256(f"{code}\n{person_id}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") % (MAX_SEED + 1)
 
 
 def _person(person: Any) -> Person:

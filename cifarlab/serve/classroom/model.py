@@ -156,7 +156,10 @@ class BoardRow:
 
 @dataclass(frozen=True)
 class Presenter:
-    """The pinned run, large on the projector. ``run_id`` only for instructors."""
+    """The pinned run, large on the projector. ``steps``/``losses``: the loss as the mean of
+    every ``stride`` steps (never each mini-batch's); ``running_*``: the tutorial's running
+    loss, the mean of every ``log_every`` mini-batches, at its global step. ``run_id`` only
+    for instructors."""
 
     nickname: str
     status: str
@@ -165,6 +168,10 @@ class Presenter:
     accuracy: float | None
     progress: float | None
     run_id: str | None = None
+    stride: int = 1
+    running_steps: tuple[int, ...] = ()
+    running_losses: tuple[float | None, ...] = ()
+    log_every: int = 2000
 
 
 @dataclass(frozen=True)
@@ -190,7 +197,8 @@ class LeaderRow:
 class StudentView:
     """What a student's pages show: the class, the pushed preset (``preset``: knob -> value),
     the knobs locked (``locked``; ``locked_reason(lang)`` says why, for a disabled widget),
-    the class limits, the challenge and the student's own rank on the public board."""
+    the class limits, the challenge and the student's own rank on the public board. ``seed``:
+    the student's own seed in this class (None when the class locked the seed)."""
 
     membership: Membership
     preset: Mapping[str, Any]
@@ -201,6 +209,13 @@ class StudentView:
     ranked: int = 0          # students on the public board
     version: int = 1
     pinned: bool = False     # a run is on the projector (``Classroom.presenter``)
+    seed: int | None = None
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """What the class sets on the student's Train form: the pushed knobs, and the
+        student's own seed unless the class locked one."""
+        return dict(self.preset) | ({} if self.seed is None else {"seed": self.seed})
 
     def locked_reason(self, lang: str = i18n.DEFAULT) -> str:
         return i18n.t("errors.class.locked_reason", lang, title=self.membership.title)

@@ -4,7 +4,8 @@ Scoring needs no model and no evaluation here: each run's worker recorded its ac
 halves of the test set in its ``eval`` event (``core.evaluate.EvalResult.half_accuracies``; the
 halves are a seeded permutation fixed once, see there). A run counts for a challenge when it was
 submitted in the class while the challenge was open, finished ``done`` and kept the goal's rules
-(epochs, device). Each student's best run only; ties go to the run that finished first.
+(epochs, device). Each student's best run only. Equal scores share a place (1, 1, 3: the
+places of a competition); among them the run that finished first is listed first.
 
 - ``best_accuracy``: the score is the accuracy on that board's half, higher first;
 - ``fastest_to``: runs whose accuracy on that half reaches the target, scored by their training
@@ -74,9 +75,11 @@ def leaderboard(db: Database, code: str, challenge: Challenge, which: str,
         if person not in best or key < best[person][0]:
             best[person] = entry
     ordered = sorted(best.items(), key=lambda kv: (kv[1][0], kv[1][1]))
-    rows = []
-    for rank, (person, (_key, run_id, acc, seconds, finished, number)) in enumerate(ordered, 1):
+    rows: list[LeaderRow] = []
+    for i, (person, (key, run_id, acc, seconds, finished, number)) in enumerate(ordered):
         score = seconds if goal.kind == "fastest_to" else acc
+        tied = i and ordered[i - 1][1][0][0] == key[0]
+        rank = rows[-1].rank if tied else i + 1
         rows.append(LeaderRow(rank, nick.get(person, "?"), score, acc, seconds, finished,
                               person=person, run_id=run_id, run_number=number))
     return rows
@@ -121,6 +124,25 @@ def curve(conn, run_id: str, points: int = BOARD_POINTS) -> tuple[tuple, tuple]:
         steps.append(step)
         losses.append(math.nan if loss is None else loss)
     return tuple(steps), tuple(losses)
+
+
+_MEANS = text("SELECT MAX(step), AVG(loss), COUNT(loss), COUNT(*) FROM losses "
+              "WHERE run_id = :run GROUP BY (step - 1) / :k ORDER BY 1")
+
+
+def mean_curve(store, run_id: str, points: int, least: int = 1) -> tuple[int, tuple, tuple]:
+    """(k, steps, losses): a run's loss as the mean of every k steps (k ≥ ``least``), at most
+    ``points`` of them, each at its bucket's last step (NaN where a loss in it was). What a
+    projector shows instead of each mini-batch's noisy loss. ``store``: a RunStore."""
+    with store._read() as conn:
+        last = conn.execute(text("SELECT MAX(step) FROM losses WHERE run_id = :run"),
+                            {"run": run_id}).scalar()
+        if last is None:
+            return 1, (), ()
+        k = max(1, int(least), math.ceil(last / max(1, int(points))))
+        rows = conn.execute(_MEANS, {"run": run_id, "k": k}).all()
+    return k, tuple(r[0] for r in rows), tuple(
+        math.nan if r[1] is None or r[2] < r[3] else float(r[1]) for r in rows)
 
 
 def board(store, code: str, nick: dict[str, str], limit: int = 200,

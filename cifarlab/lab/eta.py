@@ -1,0 +1,101 @@
+"""How long a training run takes: the one answer every page shows (no Streamlit).
+
+A run's own speed, once it is steady, is the best guide to its end: the first steps pay for
+start-up (the loader's worker processes, first allocations), so a speed that counts them
+promised "35 min left" for a run of 6 min. The worker marks where start-up ends
+(``steady_step``/``steady_s`` in each progress event, ``cifarlab.core.train``); from there the
+time left is the steps left at the speed measured since, and before there is enough of it,
+"estimating…". Before a run starts, the only figure is what finished runs with the same
+time-relevant settings on the same device took here (the median of their wall time, start to
+result, so nothing is extrapolated from other batch sizes or subsets). While a run of the same
+settings trains, the form points to its live view instead of giving a second figure.
+"""
+from __future__ import annotations
+
+import statistics
+from typing import Any, Iterable, Mapping, Sequence
+
+from cifarlab import i18n
+
+# Knobs that change what a run learns but not how long a step takes.
+# Knobs that change what a run learns but not how long a step takes; the device knob as chosen
+# ("auto") is left to the device the run actually trained on.
+TIME_FREE = frozenset({"lr", "momentum", "seed", "log_every", "label_smoothing", "nesterov",
+                       "weight_decay", "schedule", "device"})
+MIN_STEADY_STEPS = 20       # steps past start-up before the speed is trusted ...
+MIN_STEADY_S = 1.5          # ... and seconds, so a few fast steps do not decide it
+MIN_STEADY_FRACTION = 0.02  # ... and this share of the run
+
+
+def _cfg(config: Any) -> dict:
+    return config.to_dict() if hasattr(config, "to_dict") else dict(config or {})
+
+
+def same_settings(a: Any, b: Any) -> bool:
+    """Whether two configs take the same time per run: equal in every knob but ``TIME_FREE``
+    (epochs and subset included: a history figure is never scaled)."""
+    a, b = _cfg(a), _cfg(b)
+    return all(a.get(k) == b.get(k) for k in (set(a) | set(b)) - TIME_FREE)
+
+
+def steady(progress: Mapping[str, Any] | None) -> dict | None:
+    """The run's speed since start-up ended: {"left_s", "total_s", "steps_per_s"}; None while
+    too little of it is measured."""
+    p = progress or {}
+    step, total = int(p.get("step") or 0), int(p.get("total_steps") or 0)
+    s0, t0, now = p.get("steady_step"), p.get("steady_s"), p.get("elapsed_s")
+    if None in (s0, t0, now) or not total:
+        return None
+    steps, seconds = step - int(s0), float(now) - float(t0)
+    if steps < max(MIN_STEADY_STEPS, MIN_STEADY_FRACTION * total) or seconds < MIN_STEADY_S:
+        return None
+    rate = steps / seconds
+    left = max(0, total - step) / rate
+    return {"left_s": left, "total_s": float(now) + left, "steps_per_s": rate}
+
+
+def history(config: Any, device: str | None, measured: Iterable[Mapping[str, Any]]
+            ) -> dict | None:
+    """What finished runs with ``config``'s settings on ``device`` took here: {"seconds"
+    (median wall time), "runs"}; None when there are none."""
+    cfg = _cfg(config)
+    walls = [float(m["wall_seconds"]) for m in measured
+             if device is not None and m.get("device") == device
+             and same_settings(m["config"], cfg) and m.get("wall_seconds")]
+    return {"seconds": statistics.median(walls), "runs": len(walls)} if walls else None
+
+
+def estimate(config: Any, device: str | None, measured: Iterable[Mapping[str, Any]] = (),
+             progress: Mapping[str, Any] | None = None) -> dict:
+    """The estimate, whichever page shows it. ``progress``: a running run's latest progress
+    (then only its own speed counts). Returns {"kind": "run" | "estimating" | "history" |
+    "unknown", ...}: "run" with ``left_s``/``total_s``, "history" with ``seconds``/``runs``."""
+    if progress is not None:
+        own = steady(progress)
+        return {"kind": "estimating"} if own is None else {"kind": "run", **own}
+    past = history(config, device, measured)
+    return {"kind": "unknown"} if past is None else {"kind": "history", **past}
+
+
+def for_form(config: Any, device: str | None, measured: Iterable[Mapping[str, Any]],
+             runs: Sequence[Any]) -> dict:
+    """The Train form's estimate for ``config``: {"kind": "below"} while one of the session's
+    ``runs`` (read by attribute) with these settings is training (its live view, refreshed
+    each poll, has the only figure: the form is drawn once and would go stale), else
+    ``estimate``."""
+    if any(r.status == "running" and r.device == device and same_settings(r.config or {}, config)
+           for r in runs):
+        return {"kind": "below"}
+    return estimate(config, device, measured)
+
+
+def text(est: Mapping[str, Any], lang: str) -> str:
+    """``estimate``'s (or ``for_form``'s) answer in words."""
+    t = i18n.translator(lang)
+    kind = est["kind"]
+    if kind == "run":
+        return t("eta.left", time=i18n.duration(max(1.0, est["left_s"]), lang))
+    if kind == "history":
+        return t("eta.history", time=i18n.duration(est["seconds"], lang),
+                 runs=t("counts.runs", n=est["runs"]))
+    return t(f"eta.{kind}")   # estimating, below, unknown

@@ -1,0 +1,58 @@
+"""Inside training, on the Train page while a run trains: each layer's gradient norm over the
+steps (core/probes.py samples them in the worker), the latest sample as a table, and what it
+means for the student in plain words (gradients exploding, vanishing, ReLUs that never fire)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from cifarlab import i18n
+from cifarlab.core.probes import finite, signals
+from cifarlab.lab.charts import DASHES, PALETTE
+from cifarlab.lab.train_live import layout
+
+
+def grad_figure(samples: Sequence[dict], lang: str) -> go.Figure:
+    """One line per layer: its gradient norm at each sample (log axis: they span decades)."""
+    t = i18n.translator(lang)
+    fig = go.Figure(layout=layout(lang, t("train.inside.grad_title"), height=300))
+    names = [row["name"] for row in samples[0]["layers"]] if samples else []
+    for k, name in enumerate(names):
+        fig.add_scatter(x=[s["step"] for s in samples],
+                        y=[finite(s["layers"][k].get("grad_norm")) for s in samples],
+                        name=name, mode="lines", line=dict(color=PALETTE[k % len(PALETTE)],
+                                                           dash=DASHES[k % len(DASHES)]))
+    fig.update_xaxes(title_text=t("common.step"))
+    fig.update_yaxes(type="log", dtick="D2", title_text=t("train.inside.grad_axis"))
+    return fig
+
+
+def latest_table(samples: Sequence[dict], lang: str) -> pd.DataFrame:
+    """The latest sample: each layer's weight norm, gradient norm and silent ReLUs."""
+    t = i18n.translator(lang)
+
+    def num(v) -> str:
+        v = finite(v)
+        return "–" if v is None else i18n.significant(v, lang, 3)
+
+    rows = [{t("train.inside.layer"): r["name"], t("train.inside.weight_norm"):
+             num(r.get("weight_norm")), t("train.inside.grad_norm"): num(r.get("grad_norm")),
+             t("train.inside.dead_col"): "–" if finite(r.get("dead")) is None
+             else i18n.percent(finite(r["dead"]), lang, 0)}
+            for r in (samples[-1]["layers"] if samples else [])]
+    return pd.DataFrame(rows)
+
+
+def signal_texts(samples: Sequence[dict], lang: str) -> list[str]:
+    """The signals of ``core.probes.signals`` as sentences in ``lang``."""
+    t = i18n.translator(lang)
+    out = []
+    for code, p in signals(list(samples)):
+        if code == "dead":
+            p = p | {"share": i18n.percent(p["share"], lang, 0)}
+        elif code == "vanishing":
+            p = p | {k: i18n.significant(p[k], lang, 2) for k in ("grad", "weight")}
+        out.append(t(f"train.inside.{code}", **p))
+    return out

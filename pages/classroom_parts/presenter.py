@@ -1,0 +1,122 @@
+"""The projector's view of a class (not a page: pages/classroom.py draws it for
+``?view=presenter&class=CODE``). Full width and nothing personal: app.py draws no sidebar for
+it (no personal link, no sign-out, no navigation) and keeps no session id in the URL. On top,
+the class code, large, and the join link's QR code for latecomers; below, the view the
+instructor picks: the pinned run's loss (the tutorial's running loss, never each mini-batch's
+noisy one), the class board, or the leaderboard. Each view polls the engine in a fragment.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from cifarlab.core.safe_text import md_escape
+from cifarlab.errors import CifarLabError
+from cifarlab.lab import classroom as words
+from pages.classroom_parts import student as cs
+from ui.language import lang, pct, show_error
+from ui.nav import PRESENTER
+
+K = "cls_pv_"
+REFRESH_S = 2.0
+VIEWS = ("run", "board", "leaders")
+MAX_ROWS = 24   # the board's newest runs: what a projector shows legibly
+# large type for the room; the class code larger still (constant rules, no text spliced in)
+STYLE = """<style>
+[data-testid="stMainBlockContainer"] {padding-top: 1.5rem; max-width: 100%}
+.st-key-cls_pv_page p, .st-key-cls_pv_page td, .st-key-cls_pv_page th {font-size: 1.5rem}
+.st-key-cls_pv_code h1 {font-size: 5.5rem; letter-spacing: .08em; line-height: 1; padding: 0}
+</style>"""
+
+
+def _call(fn, *args):
+    try:
+        return fn(*args)
+    except CifarLabError as err:
+        show_error(err)
+        return None
+
+
+def _back() -> None:
+    st.query_params.pop(PRESENTER[0], None)
+    st.query_params.pop(cs.CODE_PARAM, None)
+
+
+def view(cr, me, code: str | None, t) -> None:
+    """The whole projector view of class ``code`` (else the console's chosen class)."""
+    st.html(STYLE)
+    st.button(t("classroom.presenter.back"), icon=":material/arrow_back:", type="tertiary",
+              key=K + "back", on_click=_back)
+    info = _call(cr.get_class, me, code or st.session_state.get("cls_code"))
+    if info is None:
+        return
+    with st.container(key=K + "page"):
+        left, right = st.columns([5, 1], vertical_alignment="center")
+        with left:
+            st.markdown(f"## {md_escape(info.title)}")
+            st.markdown(t("classroom.presenter.join", link=cs.join_link(info.code)))
+            with st.container(key=K + "code"):
+                st.markdown(f"# {info.code}")   # the engine's code: its own letters only
+        right.image(cs.qr_png(cs.join_link(info.code)), width="stretch",
+                    caption=t("classroom.presenter.scan"),
+                    alt=t("classroom.qr_alt", code=info.code))
+        shown = st.segmented_control(
+            t("classroom.presenter.show"), VIEWS, key=K + "show", required=True,
+            default="run" if info.pinned else "board",
+            format_func=lambda v: t(f"classroom.presenter.show_{v}"))
+        {"run": pinned_run, "board": board, "leaders": leaders}[shown or "run"](
+            cr, me, info.code, t)
+
+
+@st.fragment(run_every=REFRESH_S)
+def pinned_run(cr, me, code: str, t) -> None:
+    """The pinned run: who, where it is, its loss for the room."""
+    p = _call(cr.presenter, me, code)
+    if p is None:
+        st.info(t("classroom.presenter.none"))
+        return
+    facts = [words.status_text(p.status, lang())]
+    if p.progress is not None:
+        facts.append(t("classroom.presenter.progress", pct=pct(p.progress, 0)))
+    if p.accuracy is not None:
+        facts.append(t("classroom.presenter.accuracy", acc=pct(p.accuracy)))
+    st.markdown("### " + t("classroom.presenter.heading", nickname=md_escape(p.nickname))
+                + " · " + " · ".join(facts))
+    if not p.steps:
+        st.caption(t("classroom.presenter.waiting"))
+        return
+    st.plotly_chart(words.presenter_figure(p, t), width="stretch", key=K + "chart",
+                    config={"displayModeBar": False}, theme=None)   # its own large type
+    st.caption(t("classroom.presenter.chart_caption", n=p.log_every, k=p.stride))
+
+
+@st.fragment(run_every=REFRESH_S)
+def board(cr, me, code: str, t) -> None:
+    """The class's newest runs: nickname, status, progress, accuracy."""
+    rows = _call(cr.board, me, code, MAX_ROWS)
+    if rows is None:
+        return
+    if not rows:
+        st.info(t("classroom.board.empty"))
+        return
+    st.table(words.projector_board(rows, lang()), hide_index=True)
+
+
+@st.fragment(run_every=REFRESH_S)
+def leaders(cr, me, code: str, t) -> None:
+    """The challenge's goal and its public board (the private one too, once closed)."""
+    info = _call(cr.get_class, me, code)
+    ch = None if info is None else info.challenge
+    if ch is None:
+        st.info(t("classroom.challenge.none"))
+        return
+    st.markdown(f"### {words.goal_text(ch.goal, lang())}")
+    boards = ["public"] if ch.is_open else ["public", "private"]
+    for column, which in zip(st.columns(len(boards)), boards):
+        rows = _call(cr.leaderboard, me, code, which)
+        with column:
+            st.markdown("**" + (t("classroom.challenge.public") if which == "public"
+                                else t("classroom.challenge.private")) + "**")
+            if rows:
+                st.table(words.leader_table(rows, ch.goal.kind, lang()), hide_index=True)
+            elif rows is not None:
+                st.caption(t("classroom.challenge.board_empty"))
