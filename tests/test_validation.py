@@ -88,3 +88,66 @@ def test_the_default_trains_exactly_as_before(pipeline):
     assert plain.losses == again.losses and "val_loss" not in plain.epochs[0]
     held = train(cfg.replace(val_fraction=0.2), data, evaluate_after=False)
     assert len(held.losses) < len(plain.losses)
+
+
+# ------------------------------------------------------------------ the live chart's two curves
+
+def _view(epochs):
+    from cifarlab.lab.train import RunView
+    from test_trainview import _ev
+
+    v = RunView(max_points=100)
+    v.add_events([_ev(1, "start", {"total_steps": 30, "steps_per_epoch": 10, "n_val": 24})])
+    v.add_losses(list(range(1, 31)), [2.0 - i / 40 for i in range(30)])
+    v.add_events([_ev(2 + i, "epoch", e) for i, e in enumerate(epochs)])
+    return v
+
+
+OVER = [{"epoch": 1, "steps": 10, "mean_loss": 1.9, "val_loss": 1.95, "val_accuracy": 0.3},
+        {"epoch": 2, "steps": 10, "mean_loss": 1.5, "val_loss": 1.7, "val_accuracy": 0.4},
+        {"epoch": 3, "steps": 10, "mean_loss": 1.1, "val_loss": 1.8125, "val_accuracy": 0.375}]
+
+
+@pytest.mark.parametrize("lang", ["en", "es", "pt"])
+def test_the_chart_draws_training_and_validation_per_epoch_in_the_language(lang):
+    from cifarlab import i18n
+    from cifarlab.lab import train_live
+
+    t = i18n.translator(lang)
+    v = _view(OVER)
+    fig = train_live.loss_figure(v.chart(), lang)[1]
+    train_line, val_line = fig.data[-2:]
+    assert train_line.name == t("train.val_train_series") and "markers" in train_line.mode
+    assert val_line.name == t("train.val_val_series") and "markers" in val_line.mode
+    assert list(train_line.x) == list(val_line.x) == [10, 20, 30]     # each epoch's last step
+    assert list(train_line.y) == [1.9, 1.5, 1.1] and list(val_line.y) == [1.95, 1.7, 1.8125]
+    caption = train_live.chart_texts(v, 2000, lang)[0]
+    assert t("train.val_gap_over", best=2, val=i18n.significant(1.8125, lang),
+             train=i18n.significant(1.1, lang)) in caption
+    if lang != "en":
+        assert "1.81" not in caption and "1,81" in caption     # the language's decimals
+    table = train_live.epochs_table(v.epochs, lang)
+    assert list(table.columns)[2:4] == [t("train.val_loss_col"), t("train.val_accuracy_col")]
+    assert table.iloc[2].tolist()[2:4] == [i18n.number(1.8125, lang),
+                                           i18n.percent(0.375, lang, 1)]
+
+
+def test_the_gap_in_words_and_nothing_without_validation():
+    from cifarlab import i18n
+    from cifarlab.lab import train_live
+
+    close = [dict(e, val_loss=e["mean_loss"] * 1.02) for e in OVER]
+    wide = [dict(e, val_loss=e["mean_loss"] * 1.3) for e in OVER]
+    say = train_live.validation_caption
+    assert say(close, "en") == i18n.t("train.val_gap_close", "en", val=i18n.significant(
+        1.1 * 1.02, "en"), train=i18n.significant(1.1, "en"))
+    assert say(wide, "en") == i18n.t("train.val_gap_wide", "en", val=i18n.significant(
+        1.1 * 1.3, "en"), train=i18n.significant(1.1, "en"))
+    plain = [{k: v for k, v in e.items() if not k.startswith("val")} for e in OVER]
+    assert say(plain, "en") is None
+    v = _view(plain)
+    v.start.pop("n_val")
+    assert len(train_live.loss_figure(v.chart(), "en")[1].data) == 1     # the step losses only
+    assert len(train_live.epochs_table(v.epochs, "en").columns) == 5
+    assert i18n.t("train.val_held", "en", n=24) in train_live.chart_texts(_view([]), 2000,
+                                                                         "en")[0]
