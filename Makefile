@@ -44,10 +44,12 @@ run-ray: $(VENV)/.ray-installed
 browser-deps:
 	@bash scripts/ensure-chromium.sh
 
-# pytest-xdist's workers for `make test` and `make test-fast`: the browser tests (one app server,
-# one Chromium) stay together in one worker and the Ray tests (one cluster) in one
-# (tests/conftest.py's xdist groups). `make test XDIST=` runs in one process.
-XDIST ?= -n 2 --dist loadgroup
+# pytest-xdist's workers for `make test` and `make test-fast`: the browser tests in two groups
+# (an app server and a Chromium each), the Ray tests (one cluster) in one, every other module in
+# one (tests/conftest.py's xdist groups; docs/testing.md). No reordering by test count: the
+# browser groups, the longest, come first (test_browser*) and so start at once, not last.
+# `make test XDIST=` runs in one process.
+XDIST ?= -n 2 --dist loadgroup --no-loadscope-reorder
 
 # Lint only, never `ruff format`: the rules and why are in pyproject.toml. lint-imports also runs
 # inside the suite (tests/test_layers.py).
@@ -64,9 +66,9 @@ test-fast: $(VENV)/.dev-installed
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(XDIST) -m "not browser"
 
-# The unit tier, for the edit-test loop: no browser, no worker processes, no real data set.
+# The unit tier, for the edit-test loop: no browser, no process started, no real data set.
 test-unit: $(VENV)/.dev-installed
-	$(BIN)/python -m pytest -m "not browser and not integration and not slow" -q
+	$(BIN)/python -m pytest $(XDIST) -m "not browser and not integration and not slow" -q
 
 bench: $(VENV)/.app-installed
 	$(BIN)/python bench/bench_tutorial.py

@@ -290,6 +290,22 @@ def report(found: dict[str, list[str]]) -> str:
         f"  {where}:\n    " + "\n    ".join(lines) for where, lines in found.items())
 
 
+def english_sentences(lang: str) -> list[str]:
+    """The English catalog's sentences that read differently in ``lang`` (placeholders and
+    markdown left out): none of them may appear on a page shown in ``lang``."""
+    from cifarlab import i18n
+
+    theirs = i18n.catalog(lang)
+    out = []
+    for key, text in i18n.catalog("en").items():
+        if not isinstance(text, str) or "{" in text or theirs.get(key) == text:
+            continue
+        plain = text.replace("**", "").replace("`", "").strip()
+        if len(plain) >= 24 and "\n" not in plain:
+            out.append(plain)
+    return out
+
+
 def check_language_and_links(page, pid: str, lang: str, page_ids: list[str]) -> None:
     """The document's language is the student's (a screen reader picks its voice by it), and
     the navigation and the page's previous / next lesson links speak it too."""

@@ -4,9 +4,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _pytest.nodeid import NodeId
 
 # ../shared/data beside the checkout (see ../shared/data/README.md); never committed here.
-ARCHIVE = Path(__file__).resolve().parents[1].parent / "shared/data/cifar10-jpeg.tar.gz"
+ROOT = Path(__file__).resolve().parents[1]
+ARCHIVE = ROOT.parent / "shared/data/cifar10-jpeg.tar.gz"
 
 
 # -- tiers ------------------------------------------------------------------------------------
@@ -19,18 +21,28 @@ PROCESS_MODULES = {"test_jobs", "test_export", "test_upload_bombs", "test_train_
                    "test_schema", "test_store", "test_serve_limits", "test_replicas"}
 
 
-# Under pytest-xdist (``--dist loadgroup``), the tests that share a session's app server and
-# Chromium run in one worker, and so do those that share its Ray cluster: one of each per run.
-# Every other test goes with its module (its module-scoped fixtures are then made once).
-XDIST_GROUPS = ("browser", "ray")
+# Under pytest-xdist (``--dist loadgroup``) a group's tests run in one worker. The browser tests
+# are two groups of whole modules, about even in time (one app server and one Chromium in each
+# worker that runs one); the Ray tests are one (one cluster). Every other test goes with its
+# module (its module-scoped fixtures are then made once).
+BROWSER_GROUP_2 = {"test_browser", "test_browser_inside", "test_browser_classroom",
+                   "test_browser_confusion", "test_browser_oidc", "test_browser_session"}
 
 
 @pytest.hookimpl(tryfirst=True)   # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1]
-        group = next((g for g in XDIST_GROUPS if item.get_closest_marker(g)), module)
+        if item.get_closest_marker("browser"):
+            group = "browser-2" if module in BROWSER_GROUP_2 else "browser-1"
+        else:
+            group = "ray" if item.get_closest_marker("ray") else module
         item.add_marker(pytest.mark.xdist_group(group))
+        if getattr(config.option, "loadgroup", False) and "@" not in item.nodeid:
+            # xdist 3.8 tells the groups to its scheduler by a "@group" suffix on the test's
+            # id, written into ``item._nodeid``, which pytest 9.2 no longer reads (its ids
+            # are ``NodeId`` objects): without this, loadgroup spread each group over workers
+            item._id = NodeId.parse(f"{item.nodeid}@{group}")
         if item.get_closest_marker("browser") or item.get_closest_marker("slow"):
             continue
         if (REAL_DATA & set(getattr(item, "fixturenames", ())) or module in PROCESS_MODULES
@@ -73,11 +85,17 @@ def cifar_data(cifar_archive, cifar_cache_dir):
 
 @pytest.fixture(scope="session")
 def finished_run(cifar_data, tmp_path_factory):
-    """One real short training run, trained once per session; ``.write(store, session)`` puts
-    it into a run store as a worker would have left it (tests/run_support.py)."""
-    from run_support import train_finished_run
+    """One real short training run, trained once per test run (under pytest-xdist one worker
+    trains it, the others read what it left); ``.write(store, session)`` puts it into a run
+    store as a worker would have left it (tests/run_support.py)."""
+    from run_support import shared_finished_run
 
-    return train_finished_run(cifar_data, tmp_path_factory.mktemp("finished-run"))
+    if os.environ.get("PYTEST_XDIST_WORKER"):   # the run's folder, beside every worker's
+        folder = tmp_path_factory.getbasetemp().parent / "finished-run"
+        folder.mkdir(exist_ok=True)
+    else:
+        folder = tmp_path_factory.mktemp("finished-run")
+    return shared_finished_run(cifar_data, folder)
 
 
 @pytest.fixture

@@ -7,7 +7,9 @@ instead of each training their own. A test that needs a run of another shape tra
 """
 from __future__ import annotations
 
+import fcntl
 import os
+import pickle
 from dataclasses import dataclass
 
 from cifarlab.core.config import TrainConfig
@@ -65,3 +67,19 @@ def train_finished_run(data, folder) -> FinishedRun:
     result = train(CONFIG, data, on_event=on_event, eval_each_epoch=True, checkpoint_path=path)
     return FinishedRun(CONFIG, result, tuple(every), tuple(steps), tuple(losses),
                        tuple(events), path.read_bytes())
+
+
+def shared_finished_run(data, folder) -> FinishedRun:
+    """``train_finished_run`` once per ``folder``: the first process to take the folder's lock
+    trains and pickles the run there, the others (pytest-xdist's workers) load that."""
+    saved = folder / "finished-run.pickle"
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if saved.is_file():
+            with open(saved, "rb") as f:
+                return pickle.load(f)
+        run = train_finished_run(data, folder)
+        with open(saved.with_suffix(".part"), "wb") as f:
+            pickle.dump(run, f)
+        saved.with_suffix(".part").rename(saved)
+        return run

@@ -1,8 +1,10 @@
 """Real browser: `streamlit run app.py` driven by the system Chromium through Playwright.
 
-Every page in every language, no exception shown, screenshots kept in test-artifacts/; the
-translated navigation; the conv calculator; page-switch times (printed, and written to
-test-artifacts/page-switch.json for docs/benchmarks.md).
+Every page in Portuguese (on the way, the page-switch times: printed, and written to
+test-artifacts/page-switch.json for docs/benchmarks.md; in English and Spanish every page is
+test_browser_a11y.py's and test_browser_spanish.py's), screenshots kept in test-artifacts/;
+the language from the browser, then the person's choice; a server's first request a page; the
+conv calculator; one end-to-end training story.
 """
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ import time
 import pytest
 
 from browser_support import (ARTIFACTS, IDLE_JS, LOSS_CHART_LAST_STEP, PHONE_JS, StreamlitServer,
-                             open_advanced, page_problems, screenshot, wait_idle,
-                             wait_on_progress)
+                             check_language_and_links, english_sentences, open_advanced,
+                             page_problems, screenshot, wait_idle, wait_on_progress)
 from cifarlab import i18n
 from cifarlab.serve.store import RunStore
 from ui.nav import PAGES
@@ -25,36 +27,6 @@ PAGE_IDS = [pid for pid, _, _ in PAGES]
 
 def page_url(server, pid: str, lang: str) -> str:
     return f"{server.url}/{'' if pid == 'home' else pid}?lang={lang}"
-
-
-# English here; test_browser_a11y.py opens every page in every language (the page must render
-# without an exception there too, in the student's language, links and navigation included).
-@pytest.mark.parametrize("lang", ["en"])
-def test_every_page_renders(server, browser, lang):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    problems, missing_links = {}, {}
-    t = i18n.translator(lang)
-    try:
-        for i, pid in enumerate(PAGE_IDS):
-            page.goto(page_url(server, pid, lang))
-            wait_idle(page)
-            shown = page_problems(page)
-            if shown:
-                problems[pid] = shown
-            screenshot(page, f"{lang}-{pid}")
-            # every page ends with its previous and next lessons, in the page's language
-            links = page.locator('[data-testid="stPageLink"]').all_inner_texts()
-            want = ([t("nav.previous", page=t(f"nav.{PAGE_IDS[i - 1]}"))] if i else []) + \
-                ([t("nav.next", page=t(f"nav.{PAGE_IDS[i + 1]}"))] if i + 1 < len(PAGE_IDS) else [])
-            if not all(any(w in link for link in links) for w in want):
-                missing_links[pid] = (want, links)
-        nav = page.locator('[data-testid="stSidebarNav"]').inner_text()
-        for pid in PAGE_IDS:
-            assert i18n.t(f"nav.{pid}", lang) in nav, f"{pid} title not translated in {lang}"
-    finally:
-        page.close()
-    assert not problems, f"exceptions shown on pages: {problems}"
-    assert not missing_links, missing_links
 
 
 def test_the_browsers_language_first_then_the_persons_choice(server, browser):
@@ -105,13 +77,35 @@ def test_the_browsers_language_first_then_the_persons_choice(server, browser):
 
 
 def test_page_switch_after_first_load_is_fast(server, browser, figures):
-    """Measured in the browser: click a sidebar link, wait for the page to finish rendering."""
+    """Measured in the browser: click a sidebar link, wait for the page to finish rendering.
+    The first round (it warms each page; the second is timed) is in Portuguese and checks each
+    page as it renders: no exception, the document, navigation and lesson links in Portuguese,
+    no English sentence of the catalogs (Spanish: test_browser_spanish.py's walk; English:
+    test_browser_a11y.py's axe on every page)."""
+    lang = "pt"
+    t, english = i18n.translator(lang), english_sentences(lang)
+    assert len(english) > 200                      # the check has something to look for
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    timings = {}
+    timings, found = {}, {}
+
+    def check_rendered(pid: str) -> None:
+        assert not page_problems(page), pid
+        check_language_and_links(page, pid, lang, PAGE_IDS)
+        text = page.get_by_test_id("stMain").inner_text() + \
+            page.get_by_test_id("stSidebar").inner_text()
+        if hits := [s for s in english if s in text]:
+            found[pid] = hits[:5]
+        if pid == "speed":   # the "what each trick buys" chart, in the language
+            assert page.locator('[data-testid="stPlotlyChart"]').count() == 1
+            assert t("speed.chart_title") in page.locator(".js-plotly-plot").inner_text()
+            assert t("speed.why_tta") in text
+        screenshot(page, f"{lang}-{pid}")
+
     try:
-        page.goto(page_url(server, "home", "en"))
+        page.goto(page_url(server, "home", lang))
         wait_idle(page)
-        for pid in PAGE_IDS[1:] + PAGE_IDS[1:]:  # first visit warms each page; second is timed
+        check_rendered("home")
+        for i, pid in enumerate(PAGE_IDS[1:] + PAGE_IDS[1:]):  # first visit warms each page
             link = page.locator(f'[data-testid="stSidebarNav"] a[href*="/{pid}"]').first
             before = page.locator("h1").first.inner_text()
             t0 = time.perf_counter()
@@ -125,8 +119,11 @@ def test_page_switch_after_first_load_is_fast(server, browser, figures):
             wait_idle(page)  # (not timed) settled, before the next click
             assert pid in page.url
             assert not page_problems(page), pid
+            if i < len(PAGE_IDS) - 1:
+                check_rendered(pid)
     finally:
         page.close()
+    assert not found, found
     second = {pid: round(v[-1], 3) for pid, v in timings.items()}
     median = statistics.median(second.values())
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

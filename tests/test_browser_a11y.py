@@ -2,14 +2,15 @@
 
 - axe-core (through axe-playwright-python) on every page: no violation of impact "serious" or
   "critical" (moderate and minor ones are printed). Here in English, each tab opened and each
-  expander in it; in Spanish and Portuguese, every page as it opens, in the walk of
-  test_browser_spanish.py (which loads each page in those languages anyway: the markup of the
-  other tabs does not change with the language, and CI has no minutes to spare).
+  expander in it (each page's first render also: no exception, a screenshot); in Spanish,
+  every page as it opens, in the walk of test_browser_spanish.py (which loads each page in
+  that language anyway: the markup does not change with the language; Portuguese renders in
+  test_browser.py's page-switch walk, without axe).
 - A keyboard-only student (Tab, Shift+Tab, Enter, Space, arrows, digits): sets a small run on
   the Train page, starts it, waits for it to finish and reads its accuracy. The Train and
   Results pages are then checked with axe again, now that they show a run.
 - Each page's ``<html lang>``, navigation and previous / next lesson links are in the page's
-  language (``browser_support.check_language_and_links``; es/pt in the same walk).
+  language (``browser_support.check_language_and_links``; es and pt in their walks).
 """
 from __future__ import annotations
 
@@ -67,7 +68,9 @@ def test_axe_finds_nothing_serious(server, browser, pid):
     try:
         page.goto(page_url(server, pid, lang))
         wait_idle(page)
+        assert not page_problems(page)
         check_language_and_links(page, pid, lang, PAGE_IDS)
+        screenshot(page, f"{lang}-{pid}")
         check_whole_page(page, f"{pid} ({lang})", found)
         assert not page_problems(page)
     finally:

@@ -132,6 +132,7 @@ def test_the_digest_covers_every_byte_and_its_order():
     assert cache_mod.digest(np.zeros(0, np.uint8)).startswith(cache_mod.DIGEST + ":")
 
 
+@pytest.mark.integration   # a process of its own
 def test_cifarlab_train_on_relabelled_cache_rebuilds_it_and_trains(tiny_folder, tmp_path):
     """The hostile test's command: `cifarlab train` with every training label set to 99."""
     cache = tmp_path / "cache"

@@ -63,6 +63,7 @@ def _saved(tmp_path, name: str):
 
 
 # -- the reported exploit ------------------------------------------------------------------
+@pytest.mark.integration   # a process of its own
 def test_a_checkpoints_name_never_runs_from_the_exported_script(tmp_path, capsys):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
@@ -299,6 +300,7 @@ def test_the_templates_let_a_value_in_only_through_the_three_filters():
     assert uses >= 5
 
 
+@pytest.mark.integration   # a process of its own
 def test_the_exported_script_and_notebook_lint_clean(tmp_path):
     """pyflakes' and pycodestyle's rules (ruff's F, E, W) over a script and a notebook that
     use every trick: no unused import, undefined name or stray whitespace."""

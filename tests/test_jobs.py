@@ -1,22 +1,22 @@
 """cifarlab.serve.queue: real runs, cancels, failures, restarts, exclusive jobs, time limits,
-and, on real worker processes, killed workers (and the checkpoints they were writing), the
-workers' priority, process groups and twelve sessions pressing Train at once.
+twelve sessions pressing Train at once and, on real worker processes, killed workers (and the
+checkpoints they were writing), the workers' priority and process groups.
 
 The queue's own logic runs on the inline executor (``make_queue``: each job in a thread of this
 process, tests/inline_executor.py: no process spawned); what only worker processes have (a
-worker killed, process groups, the priority, a worker killed mid-save, their memory under load)
-on the local executor (``make_local_queue``). What every executor must do (the Ray executor
-included: launch, poll, cancel, force, slots, warm workers, a real run's events in the store) is
+worker killed, process groups, the priority, a worker killed mid-save) on the local executor
+(``make_local_queue``). What every executor must do (the Ray executor included: launch, poll,
+cancel, force, slots, warm workers, a real run's events in the store, a worker's memory) is
 test_executors.py's contract suite. (What a person may queue, and the scheduler's decisions
 without processes, are in test_serve_limits.py; the settings in test_serve_settings.py.) No test
 bounds a wall-clock time: runs report their own figures.
 
 Every test gets its own home (run store + checkpoints); the decoded data set is shared through
 ``$CIFARLAB_CACHE`` (the ``cifar_cache_dir`` fixture), so workers only memory-map it.
-The load test is ``test_load_twelve_sessions_at_once`` (select it with ``-k load``).
+The load test is ``test_load_twelve_sessions_at_once`` (select it with ``-k load``); the load on
+real worker processes is measured by bench/bench_class.py.
 """
 import os
-import resource
 import signal
 import threading
 import time
@@ -387,20 +387,14 @@ def test_exclusive_job_waits_for_an_idle_device_and_holds_it(make_queue):
 
 
 # -- load -----------------------------------------------------------------------------------------
-def _rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def test_load_twelve_sessions_at_once(make_local_queue, figures):
-    """12 students press Train at the same moment on short runs (worker processes: their
-    memory is part of what this measures)."""
-    queue = make_local_queue()
-    time.sleep(0.5)
-    rss_before = _rss_mb()
+def test_load_twelve_sessions_at_once(make_queue, figures):
+    """12 students press Train at the same moment on short runs: every run is queued, none is
+    lost, they start first come first served. The queue's logic is the point here, so the runs
+    train inline (threads of this process). What 12 or 30 runs cost on real worker processes
+    (the server's memory, each worker's peak, the waits) is measured by bench/bench_class.py
+    (``--students 12 --images 256`` is this test's load); a worker's own peak memory is also
+    checked by test_executors.py's contract suite."""
+    queue = make_queue()
     sessions = [f"student-{i:02d}-session" for i in range(12)]
     t0 = time.time()
     barrier = threading.Barrier(12)
@@ -415,7 +409,6 @@ def test_load_twelve_sessions_at_once(make_local_queue, figures):
     submitted = sorted(queue.store.list_runs(), key=lambda r: r.created_at)
     runs = [queue.wait(r.id, timeout=GUARD) for r in submitted]
     total = time.time() - t0
-    rss_after = _rss_mb()
     assert [r.status for r in runs] == ["done"] * 12, [r.error for r in runs]
     # first come first served: they started in the order they were queued
     assert [r.id for r in sorted(runs, key=lambda r: r.started_at)] == [r.id for r in runs]
@@ -426,13 +419,6 @@ def test_load_twelve_sessions_at_once(make_local_queue, figures):
         assert os.path.isfile(r.checkpoint)
     assert {r.session for r in runs} == set(sessions)
     waits = [r.waited_s for r in runs]
-    peak_server = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    peak_worker = max(r.result["worker_peak_rss_mb"] for r in runs)  # each worker's own peak
     figures(f"load ({queue.executor.name}): 12 runs in {total:.1f} s "
-          f"({queue.settings.cpu_slots} CPU slot(s)); wait per "
-          f"run: min {min(waits):.1f} s, median {sorted(waits)[6]:.1f} s, max {max(waits):.1f} s;"
-          f" run time: median {sorted(r.seconds() for r in runs)[6]:.2f} s; server RSS "
-          f"{rss_before:.0f} -> {rss_after:.0f} MB (peak {peak_server:.0f} MB); largest worker "
-          f"peak RSS {peak_worker:.0f} MB")
-    assert rss_after - rss_before < 300
-    assert 50 < peak_worker < 1500
+            f"({queue.settings.cpu_slots} CPU slot(s)); wait per run: min {min(waits):.1f} s, "
+            f"median {sorted(waits)[6]:.1f} s, max {max(waits):.1f} s")

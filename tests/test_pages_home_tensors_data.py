@@ -227,17 +227,18 @@ def _result_shown(at, page: str) -> bool:
     return "len(trainloader)   # 12500" in texts(at)
 
 
+@pytest.mark.parametrize("lang", ["es", "pt"])
 @pytest.mark.parametrize("page, key, bad, lo, hi", [("tensors", "tensors_batch", 0, 1, 16),
                                                     ("data", "data_batch_size", 65, 1, 64)])
 def test_a_number_out_of_range_says_so_in_the_language_and_leaves_no_stale_result(
-        app_file, page, key, bad, lo, hi):
+        app_file, page, key, bad, lo, hi, lang):
     """Streamlit's own min/max answer in English and keep the old value, so the old result
     stayed on the screen. Our check answers in the student's language and shows no result."""
-    at = open_page(app_file, page, "es")
+    at = open_page(app_file, page, lang)
     assert _result_shown(at, page)
     at.number_input(key=key).set_value(bad).run()
     assert not at.exception
-    t = i18n.translator("es")
+    t = i18n.translator(lang)
     assert t("common.out_of_range", lo=lo, hi=hi) in [e.value for e in at.error]
     assert not _result_shown(at, page)                    # nothing stale
     at.number_input(key=key).set_value(4).run()

@@ -273,6 +273,7 @@ def test_trace_table_rows():
     assert rows[7]["output"] == "400"
 
 
+@pytest.mark.integration   # a process of its own
 def test_engine_never_imports_streamlit():
     import subprocess
     import sys
