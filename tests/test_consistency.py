@@ -101,6 +101,8 @@ def test_the_notebooks_settings_comments_are_in_the_bundles_language(lang):
     assert i18n.t("bundle.code.settings", lang) in comments
     assert max(len(line) for line in cell.splitlines()) <= 100   # wrapped, as the linter wants
     for f in knobs(TrainConfig):
+        if f.name == "val_fraction":   # the tutorial's 0 holds nothing out: no setting to explain
+            continue
         said = i18n.t(f.knob.help, lang)
         assert said in comments, f.name
         if said != i18n.t(f.knob.help, "en"):

@@ -187,8 +187,33 @@ def test_every_config_field_is_written_even_a_new_one():
     assert "\nDROPOUT = 0.25\n" in text and "this script does not use" in text
     assert "\nLEARNING_RATE = 0.01\n" in text
     for f in dataclasses.fields(TrainConfig):
-        assert re.search(rf"^{constant_name(f.name)} = ", text, re.M), f.name
+        if f.name != "val_fraction":   # written only when it holds images out (below)
+            assert re.search(rf"^{constant_name(f.name)} = ", text, re.M), f.name
     assert "this script does not use" not in export_script(TrainConfig())
+    assert "VAL_FRACTION" not in text and "validate(" not in text
+    assert "\nVAL_FRACTION = 0.2\n" in export_script(TrainConfig(val_fraction=0.2))
+
+
+VAL_LINE = re.compile(r"^\[(\d+)\] validation loss: (\d+\.\d{3}), validation accuracy: "
+                      r"(\d+\.\d) %$", re.M)
+
+
+@pytest.mark.parametrize("pipeline", ["tutorial", "fast"])
+def test_the_script_holds_out_the_apps_validation_images(pipeline, small, tmp_path):
+    """VAL_FRACTION 0.25: the script trains on the app's training images only (the same
+    losses) and prints each epoch's validation loss and accuracy, the app's."""
+    folder, _, data = small
+    config = TrainConfig(epochs=2, train_subset=80, batch_size=4, num_workers=0, log_every=5,
+                         device="cpu", pipeline=pipeline, seed=3, val_fraction=0.25)
+    text, out, _ = _run_script(tmp_path, config, folder)
+    assert "VAL_FRACTION = 0.25" in text
+    with one_thread():
+        result = train(config, data, evaluate_after=False)
+    ours = [(str(r["epoch"]), str(r["i"]), "%.3f" % r["loss"]) for r in result.running_losses]
+    assert LOSS_LINE.findall(out) == ours and len(ours) == 2 * 3   # 60 images: 15 steps
+    assert VAL_LINE.findall(out) == [(str(e["epoch"]), "%.3f" % e["val_loss"],
+                                      "%.1f" % (100 * e["val_accuracy"]))
+                                     for e in result.epochs]
 
 
 def test_non_default_network_filled_in_from_the_shape_trace():
@@ -232,6 +257,9 @@ def test_cli_export_writes_the_script_of_the_checkpoints_run(saved, tmp_path, ca
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
         want = value.to_dict() if f.name == "model" else value
+        if f.name == "val_fraction" and not value:   # the tutorial's script: no split
+            assert constant_name(f.name) not in module
+            continue
         assert module[constant_name(f.name)] == want, f.name
     net = module["Net"]()
     net.load_state_dict(checkpoint.load(path).state_dict)
@@ -276,7 +304,8 @@ configs = st.builds(
     device=st.sampled_from(["auto", "cpu", "cuda:0", "cuda:3", "mps"]),
     pipeline=st.sampled_from(["tutorial", "fast"]), seed=st.integers(0, MAX_SEED),
     train_subset=st.none() | st.integers(1, 50000), shuffle=st.booleans(),
-    log_every=st.integers(1, 5000), activation=st.sampled_from(ACTIVATIONS))
+    log_every=st.integers(1, 5000), activation=st.sampled_from(ACTIVATIONS),
+    val_fraction=st.sampled_from([0.0, 0.0, 0.2]) | st.floats(0, 0.5))
 
 
 @settings(max_examples=60, deadline=None,
@@ -298,8 +327,11 @@ def test_random_configs_give_valid_python_with_the_same_network(config, spec, no
     path = tmp_path / name
     path.write_text(text)
     module = runpy.run_path(str(path), run_name="exported")  # defines, does not train
+    assert ("VAL_FRACTION" in module) == (config.val_fraction > 0)  # the tutorial's: no split
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
+        if f.name == "val_fraction" and not value:
+            continue
         assert module[constant_name(f.name)] == (value.to_dict() if f.name == "model"
                                                  else value), f.name
     net = module["Net"]()

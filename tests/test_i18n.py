@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LOCALES = ROOT / "cifarlab" / "locales"
 OTHERS = [code for code in i18n.LANGUAGES if code != i18n.DEFAULT]
 REQUIRED_LESSONS = ("home", "tensors", "data", "network", "loss", "training", "results", "gpu",
-                    "runs", "inside", "activation")
+                    "runs", "inside", "activation", "validation")
 WORD = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*")
 
 

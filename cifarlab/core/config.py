@@ -91,6 +91,11 @@ class TrainConfig:
     train_subset: int | None = knob(None, kind="int", lo=1, hi=None, optional=True, step=500,
                                     label="common.train_subset", help="common.train_subset_help",
                                     error="config.train_subset")
+    # the share of the training images held out to measure overfitting (core/validation.py);
+    # 0, the tutorial: every training image trains
+    val_fraction: float = knob(0.0, kind="float", lo=0, hi=0.5, step=0.05,
+                               label="common.val_fraction", help="common.val_fraction_help",
+                               error="config.val_fraction")
     shuffle: bool = knob(True, kind="bool", label="common.shuffle", help="common.shuffle_help",
                          error="config.shuffle", preset=False, widget=False)
     # the network's shape; None (the default): the spec of the network ``net`` names, set
@@ -163,7 +168,8 @@ class TrainConfig:
 
     # -- derived -------------------------------------------------------------------------
     def images_per_epoch(self, n_train: int) -> int:
-        return min(n_train, self.train_subset) if self.train_subset else n_train
+        n = min(n_train, self.train_subset) if self.train_subset else n_train
+        return n - val_count(n, self.val_fraction)
 
     def steps_per_epoch(self, n_train: int) -> int:
         return math.ceil(self.images_per_epoch(n_train) / self.batch_size)
@@ -229,10 +235,16 @@ class TrainConfig:
     def _tricks(self) -> str:
         """The speed lesson's settings that differ from the tutorial's, for ``describe``."""
         parts = [f"{name} {getattr(self, name)}" for name in
-                 ("net", "activation", "augment", "label_smoothing", "nesterov", "weight_decay",
-                  "schedule", "tta")
+                 ("val_fraction", "net", "activation", "augment", "label_smoothing", "nesterov",
+                  "weight_decay", "schedule", "tta")
                  if getattr(self, name) != TrainConfig.__dataclass_fields__[name].default]
         return (", " + ", ".join(parts)) if parts else ""
+
+
+def val_count(n: int, fraction: float) -> int:
+    """How many of ``n`` training images a validation share ``fraction`` holds out: at least one
+    when the share is above 0, never all of them."""
+    return min(n - 1, max(1, round(n * fraction))) if fraction > 0 and n > 1 else 0
 
 
 def knobs(cls: type = TrainConfig) -> tuple[KnobField, ...]:

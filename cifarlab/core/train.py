@@ -27,7 +27,7 @@ import torch.nn as nn
 import torch.optim as optim
 
 from cifarlab.core import data as data_mod
-from cifarlab.core import graphs
+from cifarlab.core import graphs, validation
 from cifarlab.core.config import TrainConfig
 from cifarlab.core.devices import device_name, environment, synchronize
 from cifarlab.core.evaluate import EvalResult, evaluate
@@ -118,14 +118,16 @@ class TrainResult:
 
 
 def make_loader(config: TrainConfig, data, device: torch.device):
-    """The input pipeline the config asks for, over the training split."""
+    """The input pipeline the config asks for, over the training split less its validation
+    images (``core.validation.split``)."""
+    held, _ = validation.split(config, len(data.train_y))
+    subset = config.train_subset if held is None else held
     if config.pipeline == "fast":
         return data_mod.FastLoader(data, "train", config.batch_size, device=device,
                                    shuffle=config.shuffle, seed=config.seed,
-                                   subset=config.train_subset, resident=True,
-                                   augment=config.augment)
+                                   subset=subset, resident=True, augment=config.augment)
     return data_mod.tutorial_loader(data, "train", config.batch_size, config.num_workers,
-                                    config.shuffle, config.seed, subset=config.train_subset,
+                                    config.shuffle, config.seed, subset=subset,
                                     pin_memory=device.type == "cuda")
 
 
@@ -197,12 +199,14 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
     steps_per_epoch = len(loader)
     total_steps = steps_per_epoch * config.epochs
     scheduler = make_scheduler(config, optimizer, total_steps)
-    n_used = min(n_train, config.train_subset) if config.train_subset else n_train
+    n_used = config.images_per_epoch(n_train)
+    _, val_idx = validation.split(config, n_train)
     dev_name = device_name(device)
     emit(Event("start", {"total_steps": total_steps, "steps_per_epoch": steps_per_epoch,
                          "n_train": n_used, "n_test": int(len(data.test_y)),
                          "device": str(device), "device_name": dev_name,
-                         "config": config.to_dict()}))
+                         "config": config.to_dict()}
+                        | ({} if val_idx is None else {"n_val": len(val_idx)})))
     # cuda_graphs: the step replayed as one CUDA graph where it can be (core/graphs.py); every
     # fallback to eager is an event of kind "graphs" with its reason
     step_fn = graphs.make_step(config, device, model, criterion, optimizer, train_step,
@@ -313,6 +317,8 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
             summary["accuracy"] = eval_result.accuracy
             summary["per_class_accuracy"] = eval_result.per_class_accuracy
             model.train()
+        if val_idx is not None and not (cancelled or diverged):
+            summary |= validation.measure(model, criterion, data, val_idx, device)
         epochs.append(summary)
         emit(Event("epoch", summary))
         t_start += (time.perf_counter() - now)  # keep the per-epoch evaluation off the clock

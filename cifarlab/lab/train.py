@@ -211,14 +211,16 @@ class RunView:
             if spe:
                 running_x.append((int(r["epoch"]) - 1) * spe + int(r["i"]))
                 running_y.append(float(r["loss"]))
-        marks, total = [], 0
+        marks, total, val = [], 0, []
         for e in self.epochs:
             total += int(e.get("steps") or 0)
             if e.get("complete", True) and total:
                 marks.append(total)
+            if e.get("val_loss") is not None and e.get("mean_loss") is not None:
+                val.append((total, float(e["mean_loss"]), float(e["val_loss"])))
         return {"steps": steps, "losses": losses, "running_steps": running_x,
                 "running_losses": running_y, "epoch_marks": marks, "stride": self.series.stride,
-                "count": self.series.count}
+                "count": self.series.count, "val": val}
 
 
 class RunViews(dict):

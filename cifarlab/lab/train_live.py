@@ -63,6 +63,7 @@ def loss_figure(chart: Mapping[str, Any], lang: str, old: tuple | None = None) -
     if chart["running_steps"]:
         data.append(go.Scatter(x=running[0], y=running[1], mode="lines+markers",
                                name=t("train.running_loss"), line=dict(width=2, color=RED)))
+    data += validation_series(chart.get("val") or [], lang)
     marks = chart["epoch_marks"]
     # shapes, not add_vline: that alone costs more than all the rest of the figure
     shapes = [dict(type="line", x0=x, x1=x, xref="x", y0=0, y1=1, yref="y domain",
@@ -73,6 +74,39 @@ def loss_figure(chart: Mapping[str, Any], lang: str, old: tuple | None = None) -
     return key, go.Figure(data=data, layout=layout(
         lang, t("train.loss_curve"), height=380, xaxis_title=t("common.step"),
         yaxis_title=t("common.loss"), uirevision="loss", shapes=shapes, annotations=notes))
+
+
+def validation_series(val: Sequence[tuple[int, float, float]], lang: str) -> list[go.Scatter]:
+    """Each epoch's mean training loss and its validation loss, one marked point per epoch at
+    the epoch's last step: the gap between the two lines is what the network did not learn
+    for images it never saw."""
+    if not val:
+        return []
+    t = i18n.translator(lang)
+    x, train, held = zip(*val)
+    return [go.Scatter(x=x, y=train, mode="lines+markers", name=t("train.val_train_series"),
+                       line=dict(width=2, color=BLUE), marker=dict(size=9)),
+            go.Scatter(x=x, y=held, mode="lines+markers", name=t("train.val_val_series"),
+                       line=dict(width=2, color=ORANGE, dash="dash"),
+                       marker=dict(size=9, symbol="diamond"))]
+
+
+def validation_caption(epochs: Sequence[Mapping[str, Any]], lang: str) -> str | None:
+    """In words, what the gap between the last epoch's validation and training loss means;
+    None without validation."""
+    done = [e for e in epochs if e.get("val_loss") is not None and e.get("mean_loss") is not None]
+    if not done:
+        return None
+    t = i18n.translator(lang)
+    last, vals = done[-1], [float(e["val_loss"]) for e in done]
+    words = {"val": i18n.significant(vals[-1], lang), "train": i18n.significant(
+        float(last["mean_loss"]), lang)}
+    best = int(np.argmin(vals))
+    if best < len(vals) - 1 and vals[-1] > vals[best] * 1.02:
+        return t("train.val_gap_over", best=done[best]["epoch"], **words)
+    if vals[-1] > float(last["mean_loss"]) * 1.1:
+        return t("train.val_gap_wide", **words)
+    return t("train.val_gap_close", **words)
 
 
 def step_series_name(stride: int, lang: str) -> str:
@@ -117,14 +151,21 @@ def epochs_table(epochs: Sequence[Mapping[str, Any]], lang: str) -> pd.DataFrame
     """The epoch events as a table of texts in the language (``st.table``: it scrolls inside
     itself on a phone, where a markdown table made the whole page scroll sideways)."""
     t = i18n.translator(lang)
-    head = (t("train.epoch_col"), t("train.mean_loss_col"), t("train.seconds_col"),
-            t("train.ips_col"), t("common.accuracy"))
-    rows = [(str(e.get("epoch")),
-             "–" if e.get("mean_loss") is None else _num(round(float(e["mean_loss"]), 4), lang),
+    head = [t("train.epoch_col"), t("train.mean_loss_col"), t("train.seconds_col"),
+            t("train.ips_col"), t("common.accuracy")]
+    rows = [[str(e.get("epoch")), _loss(e.get("mean_loss"), lang),
              _num(round(float(e.get("seconds") or 0), 1), lang),
              _num(round(float(e.get("images_per_second") or 0)), lang),
-             _pct(e.get("accuracy"), lang)) for e in epochs]
-    return pd.DataFrame(rows, columns=list(head))
+             _pct(e.get("accuracy"), lang)] for e in epochs]
+    if any("val_loss" in e for e in epochs):   # a run with a validation split
+        head[2:2] = [t("train.val_loss_col"), t("train.val_accuracy_col")]
+        for row, e in zip(rows, epochs):
+            row[2:2] = [_loss(e.get("val_loss"), lang), _pct(e.get("val_accuracy"), lang)]
+    return pd.DataFrame(rows, columns=head)
+
+
+def _loss(value, lang: str) -> str:
+    return "–" if value is None else _num(round(float(value), 4), lang)
 
 
 def chart_texts(view: Any, log_every: int, lang: str) -> tuple[str, str]:
@@ -136,6 +177,9 @@ def chart_texts(view: Any, log_every: int, lang: str) -> tuple[str, str]:
     spe = view.steps_per_epoch
     if not view.running and spe and spe < log_every:
         caption += "  \n" + t("train.running_loss_none", n=log_every, steps=spe)
+    if n_val := (view.start or {}).get("n_val"):
+        caption += "  \n" + (validation_caption(view.epochs, lang)
+                             or t("train.val_held", n=n_val))
     return caption, "\n".join(t("train.running_loss_line", epoch=r["epoch"], i=f"{r['i']:5d}",
                                 loss=f"{r['loss']:.3f}") for r in view.running)
 

@@ -105,6 +105,9 @@ def lesson_section() -> None:
     with st.expander(t("lesson.title") + ": " + t("nav.train"), key=K + "lesson",
                      on_change="rerun", icon=":material/school:"):
         lesson("training")
+    with st.expander(t("lesson.title") + ": " + t("train.val_lesson"), key=K + "val_lesson",
+                     icon=":material/school:"):
+        lesson("validation")
 
 
 def settings(form, queue, msg: tuple | None) -> None:

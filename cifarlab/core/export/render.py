@@ -45,7 +45,8 @@ CONSTANT_NAMES = {"lr": "LEARNING_RATE"}
 # Fields the code does not read are written down all the same, and marked as not used
 USED = {"epochs", "lr", "momentum", "batch_size", "num_workers", "device", "pipeline", "seed",
         "train_subset", "shuffle", "model", "log_every", "cuda_graphs", "net", "augment",
-        "label_smoothing", "nesterov", "weight_decay", "schedule", "tta", "activation"}
+        "label_smoothing", "nesterov", "weight_decay", "schedule", "tta", "activation",
+        "val_fraction"}
 # the activation knob's function, as the forward pass writes it (the tutorial's F.relu)
 ACT_CODE = {"relu": "F.relu", "sigmoid": "torch.sigmoid", "tanh": "torch.tanh"}
 _CELL = re.compile(r"^ *# %% (\w+)\n", re.M)
@@ -159,12 +160,15 @@ def settings(config: TrainConfig, lang: str = i18n.DEFAULT) -> list[dict]:
     out = []
     for f in dataclasses.fields(config):
         name, value = constant_name(f.name), getattr(config, f.name)
+        if f.name == "val_fraction" and not value:   # the tutorial's script: no split to set
+            continue
         value = value.to_dict() if hasattr(value, "to_dict") else value
         try:
             py(value)
         except TypeError:   # something without a literal: write its text
             value = str(value)
-        help_text = helps.get(f.name, "") + (" " + t("activation") if f.name == "activation"
+        help_text = helps.get(f.name, "") + (" " + t(f.name) if f.name in ("activation",
+                                                                           "val_fraction")
                                               else "")
         if f.name not in USED:
             help_text = (help_text + " " if help_text else "") + t("not_used")
