@@ -84,3 +84,14 @@ def pages_queue(mp, home, cifar_archive, cifar_cache_dir):
         queue.shutdown()
         queue = jobs.get_queue()
     return queue
+
+
+def random_data(n: int = 96, seed: int = 7, n_test: int = 40):
+    """A CifarData of ``n`` random pictures, labels 0..9 in turn; its first ``n_test`` as the
+    test split: for training loops whose accuracy does not matter."""
+    from cifarlab.core.config import CIFAR10_CLASSES
+
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 256, (n, 3, 32, 32), dtype=np.uint8)
+    y = (np.arange(n) % 10).astype(np.int64)
+    return D.CifarData(x, y, x[:n_test], y[:n_test], CIFAR10_CLASSES, "tiny", "tiny")

@@ -21,13 +21,13 @@ import subprocess
 import uuid
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from cifarlab import i18n
 from cifarlab.core import checkpoint as ckpt
 from cifarlab.core.config import CIFAR10_CLASSES, TrainConfig
 from cifarlab.core.data import CifarData
+from data_support import random_data
 from cifarlab.core.model import Net
 from cifarlab.core.train import train
 from cifarlab.errors import CheckpointError, JobError
@@ -42,10 +42,7 @@ CONFIG = TrainConfig(epochs=1, batch_size=16, num_workers=0, pipeline="fast", lr
 
 
 def tiny_data(n: int = 96) -> CifarData:
-    rng = np.random.default_rng(7)
-    x = rng.integers(0, 256, (n, 3, 32, 32), dtype=np.uint8)
-    y = (np.arange(n) % 10).astype(np.int64)
-    return CifarData(x, y, x[:40], y[:40], CIFAR10_CLASSES, "tiny", "tiny")
+    return random_data(n, seed=7)
 
 
 @pytest.fixture

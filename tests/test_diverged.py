@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 
 from cifarlab import i18n
-from cifarlab.core.config import CIFAR10_CLASSES, TrainConfig
+from cifarlab.core.config import TrainConfig
 from cifarlab.core.data import CifarData
+from data_support import random_data
 from cifarlab.core.train import train
 from cifarlab.serve.store import RunStore
 from cifarlab.serve.worker import JobContext, run_job, run_train_job
@@ -19,10 +19,7 @@ TOO_HIGH = TrainConfig(epochs=3, batch_size=4, num_workers=0, pipeline="fast", l
 
 
 def tiny_data(n: int = 96) -> CifarData:
-    rng = np.random.default_rng(7)
-    x = rng.integers(0, 256, (n, 3, 32, 32), dtype=np.uint8)
-    y = (np.arange(n) % 10).astype(np.int64)
-    return CifarData(x, y, x[:40], y[:40], CIFAR10_CLASSES, "tiny", "tiny")
+    return random_data(n, seed=7)
 
 
 def test_a_loss_that_is_no_number_stops_the_run_there():

@@ -4,15 +4,15 @@ sampling changes nothing in the training, the signals fire on exploding, vanishi
 layers and not on a healthy run, and the Train page's engine says them in en/es/pt."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
 from cifarlab import i18n
 from cifarlab.core import probes
-from cifarlab.core.config import CIFAR10_CLASSES, TrainConfig
+from cifarlab.core.config import TrainConfig
 from cifarlab.core.data import CifarData
+from data_support import random_data
 from cifarlab.core.model import Net
 from cifarlab.core.train import train
 from cifarlab.lab import train_inside
@@ -21,10 +21,7 @@ CONFIG = TrainConfig(epochs=1, batch_size=8, num_workers=0, pipeline="fast", lr=
 
 
 def tiny_data(n: int = 400) -> CifarData:
-    rng = np.random.default_rng(5)
-    x = rng.integers(0, 256, (n, 3, 32, 32), dtype=np.uint8)
-    y = (np.arange(n) % 10).astype(np.int64)
-    return CifarData(x, y, x[:40], y[:40], CIFAR10_CLASSES, "tiny", "tiny")
+    return random_data(n, seed=5)
 
 
 def test_a_sample_is_pytorchs_own_numbers():
