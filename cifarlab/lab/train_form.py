@@ -139,8 +139,8 @@ class TrainForm:
                 continue
             taken[name] = (text, value)
         values = {n: v for n, (_, v) in taken.items()}
-        problems = trainview.check(self.values() | self.fit(values), self.limits, self.n_train)
         fitted = self.fit(values)   # "all the images" may become the server's limit
+        problems = trainview.check(self.values() | fitted, self.limits, self.n_train)
         for name in [n for n in values if n in problems
                      or (values[n] is not None and values[n] != fitted[n])]:
             why = problems[name].text(self.lang) if name in problems else \
