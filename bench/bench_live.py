@@ -88,14 +88,51 @@ def progress_point(store: RunStore, run_id: str) -> tuple[int, float]:
     return int(p.get("step") or 0), float(p.get("elapsed_s") or 0.0)
 
 
+def queue_run(store: RunStore, sid: str, args) -> str:
+    """A ``fast`` CPU run of ``args.epochs`` x ``args.images`` for session ``sid``: its id."""
+    cfg = TrainConfig(epochs=args.epochs, train_subset=args.images, batch_size=args.batch_size,
+                      pipeline="fast", num_workers=0, device="cpu")
+    return store.create_run(sid, "train", cfg.to_dict(), "cpu")
+
+
+def add_run_args(ap: argparse.ArgumentParser, epochs: int = 3) -> None:
+    """The data, the watched run and the server's settings (``queue_run``, ``server_env``)."""
+    ap.add_argument("--data", default=os.environ.get("CIFARLAB_DATA") or str(DEFAULT_ARCHIVE))
+    ap.add_argument("--images", type=int, default=50000)
+    ap.add_argument("--epochs", type=int, default=epochs,
+                    help="long enough to outlast the window")
+    ap.add_argument("--batch-size", type=int, default=4)
+    ap.add_argument("--worker-threads", type=int, default=1,
+                    help="torch threads of the training worker (1: steadier on a shared machine)")
+    ap.add_argument("--server-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="an extra environment variable for the server, e.g. "
+                         "STREAMLIT_RUNNER_POST_SCRIPT_GC=false")
+
+
+def server_env(args) -> dict:
+    """The app server's settings: one CPU slot, a warm spare worker, room for the runs."""
+    return {"CIFARLAB_DATA": args.data, "CIFARLAB_CPU_SLOTS": "1",
+            "CIFARLAB_SPARE_WORKERS": "1", "CIFARLAB_MAX_PER_SESSION": "50",
+            "CIFARLAB_MAX_TRAIN_IMAGES": "50000",
+            "CIFARLAB_WORKER_THREADS": str(args.worker_threads),
+            **dict(kv.split("=", 1) for kv in args.server_env)}
+
+
+def versions() -> str:
+    import plotly
+    import streamlit
+    import torch
+    return (f"{platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; "
+            f"python {platform.python_version()}, streamlit {streamlit.__version__}, "
+            f"plotly {plotly.__version__}, torch {torch.__version__}")
+
+
 def measure_protocol(server: StreamlitServer, store: RunStore, n: int, args, tag: str,
                      budget: Budget) -> dict:
     """As ``measure``, with watchers that speak the protocol and render nothing (the browsers of
     a real classroom run on the students' machines, not on the server's cores)."""
     sid = f"bench-live-{tag}"
-    cfg = TrainConfig(epochs=args.epochs, train_subset=args.images, batch_size=args.batch_size,
-                      pipeline="fast", num_workers=0, device="cpu")
-    run_id = store.create_run(sid, "train", cfg.to_dict(), "cpu")
+    run_id = queue_run(store, sid, args)
     watchers = ProtocolWatchers(server.url, "train", f"lang=en&sid={sid}", n).start()
     try:
         wait(lambda: store.get(run_id).status != "queued", timeout=min(300, budget.left()))
@@ -141,9 +178,7 @@ def measure_protocol(server: StreamlitServer, store: RunStore, n: int, args, tag
 def measure(server: StreamlitServer, browser, store: RunStore, n: int, args, tag: str,
             budget: Budget) -> dict:
     sid = f"bench-live-{tag}"
-    cfg = TrainConfig(epochs=args.epochs, train_subset=args.images, batch_size=args.batch_size,
-                      pipeline="fast", num_workers=0, device="cpu")
-    run_id = store.create_run(sid, "train", cfg.to_dict(), "cpu")
+    run_id = queue_run(store, sid, args)
     url = f"{server.url}/train?lang=en&sid={sid}"
     contexts, pages = [], []
     traffic = {"sent": 0, "received": 0, "bytes": 0, "on": False}
@@ -235,25 +270,17 @@ def pages_progress(pages) -> list[int]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", default=os.environ.get("CIFARLAB_DATA") or str(DEFAULT_ARCHIVE))
+    add_run_args(ap)
     ap.add_argument("--watchers", default="0,1,5,10")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--clients", choices=("browser", "protocol"), default="browser",
                     help="browser: headless Chromium pages on this machine; protocol: clients "
                          "that speak Streamlit's websocket protocol and render nothing "
                          "(bench/protocol_watcher.py), as when the browsers are elsewhere")
-    ap.add_argument("--images", type=int, default=50000)
-    ap.add_argument("--epochs", type=int, default=3, help="long enough to outlast the window")
-    ap.add_argument("--batch-size", type=int, default=4)
     ap.add_argument("--window", type=float, default=15.0, help="seconds measured while watching")
     ap.add_argument("--settle", type=float, default=2.0, help="seconds after the pages show it")
     ap.add_argument("--idle-window", type=float, default=5.0,
                     help="seconds measured with the pages open on the finished run")
-    ap.add_argument("--worker-threads", type=int, default=1,
-                    help="torch threads of the training worker (1: steadier on a shared machine)")
-    ap.add_argument("--server-env", action="append", default=[], metavar="NAME=VALUE",
-                    help="an extra environment variable for the server, e.g. "
-                         "STREAMLIT_RUNNER_POST_SCRIPT_GC=false")
     ap.add_argument("--budget", type=float, default=900.0, help="stop after this many seconds")
     ap.add_argument("--json", help="also write the rows here")
     args = ap.parse_args()
@@ -263,21 +290,12 @@ def main() -> int:
     for r in range(args.rounds):
         order += counts if r % 2 == 0 else counts[::-1]
 
-    import plotly
-    import streamlit
-    import torch
     from playwright.sync_api import sync_playwright
 
     work = Path(tempfile.mkdtemp(prefix="cifarlab-bench-live-"))
-    env = {"CIFARLAB_DATA": args.data, "CIFARLAB_CPU_SLOTS": "1", "CIFARLAB_SPARE_WORKERS": "1",
-           "CIFARLAB_MAX_PER_SESSION": "50", "CIFARLAB_MAX_TRAIN_IMAGES": "50000",
-           "CIFARLAB_WORKER_THREADS": str(args.worker_threads),
-           **dict(kv.split("=", 1) for kv in args.server_env)}
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; "
-          f"python {platform.python_version()}, streamlit {streamlit.__version__}, "
-          f"plotly {plotly.__version__}, torch {torch.__version__}; worker threads "
-          f"{args.worker_threads}; server env {args.server_env or 'default'}; watchers: "
-          f"{args.clients}", flush=True)
+    env = server_env(args)
+    print(f"machine: {versions()}; worker threads {args.worker_threads}; server env "
+          f"{args.server_env or 'default'}; watchers: {args.clients}", flush=True)
     server = StreamlitServer(work / "home", env=env)
     (work / "home").mkdir(parents=True, exist_ok=True)
     server.start()

@@ -8,11 +8,18 @@ message says, with the interval the page sets) and counts what comes back; it pa
 messages (protobuf) but draws nothing. bench_live.py runs both kinds of watcher.
 
 Each watcher is an asyncio task on one shared event-loop thread (tornado's websocket client,
-which Streamlit itself depends on).
+which Streamlit itself depends on); with ``niceness`` that thread runs at a lower priority
+(Linux: a thread's nice value is its own), so the clients take what the server leaves.
+
+Each watcher also keeps, with their ``time.time()``, what a student's page would show as news:
+the live fragment's progress-bar texts (``progress``) and, for every fragment rerun it asked
+for, when it asked and how long the server took to finish that rerun (``answers``; a rerun
+asked for while another is pending is answered by the same run). bench_watchers.py reads them.
 """
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 
@@ -24,15 +31,19 @@ from tornado.websocket import websocket_connect
 class ProtocolWatchers:
     """``n`` protocol watchers on one page URL path and query string; ``stop()`` ends them."""
 
-    def __init__(self, base_url: str, page: str, query: str, n: int):
+    def __init__(self, base_url: str, page: str, query: str, n: int, niceness: int = 0):
         self.ws_url = base_url.replace("http://", "ws://") + "/_stcore/stream"
         self.page, self.query, self.n = page, query, n
         self.sent = self.received = self.bytes = 0
         self.counting = False
         self.finished_runs = 0          # script_finished messages (first runs and fragment runs)
         self.texts: list[str] = [""] * n  # the newest markdown/alert text each watcher got
+        self.progress: list[list[tuple[float, str]]] = [[] for _ in range(n)]
+        self.answers: list[tuple[float, float]] = []   # (asked at, seconds to the answer)
+        self.pending: list[list[float]] = [[] for _ in range(n)]  # asked, not yet answered
+        self.niceness = niceness
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread = threading.Thread(target=self._run, daemon=True)
         self._tasks: list = []
 
     def start(self) -> ProtocolWatchers:
@@ -40,6 +51,11 @@ class ProtocolWatchers:
         for i in range(self.n):
             self._tasks.append(asyncio.run_coroutine_threadsafe(self._watch(i), self._loop))
         return self
+
+    def _run(self) -> None:
+        if self.niceness:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self.niceness)
+        self._loop.run_forever()
 
     def stop(self) -> None:
         for task in self._tasks:
@@ -66,6 +82,7 @@ class ProtocolWatchers:
             if fragment_id:
                 state.fragment_id = fragment_id
                 state.is_auto_rerun = True
+                self.pending[i].append(time.time())
             await ws.write_message(msg.SerializeToString(), binary=True)
             self.sent += self.counting
 
@@ -100,6 +117,9 @@ class ProtocolWatchers:
                     timer = None
                 elif kind == "script_finished":
                     self.finished_runs += 1
+                    now = time.time()
+                    self.answers += [(asked, now - asked) for asked in self.pending[i]]
+                    self.pending[i].clear()
                 elif kind == "delta":
                     el = msg.delta.new_element
                     which = el.WhichOneof("type")
@@ -107,6 +127,8 @@ class ProtocolWatchers:
                         self.texts[i] = el.markdown.body + "\n" + self.texts[i][:2000]
                     elif which == "alert":
                         self.texts[i] = el.alert.body + "\n" + self.texts[i][:2000]
+                    elif which == "progress":
+                        self.progress[i].append((time.time(), el.progress.text))
         finally:
             if timer:
                 timer.cancel()
