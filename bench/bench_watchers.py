@@ -36,6 +36,7 @@ import json
 import math
 import os
 import re
+import shutil
 import sys
 import tempfile
 import threading
@@ -195,20 +196,20 @@ def measure(servers, store, run_id: str, sid: str, n: int, args, budget: Budget,
             g.stop()
 
 
-def setup(name: str, work: Path, args, pg):
-    """The app servers of a setup, started, and a store on their run store."""
+def setup(name: str, work: Path, args, pg, servers: list):
+    """Starts the app servers of a setup into ``servers``; a store on their run store."""
     from cifarlab.serve.store import RunStore
     home = work / name
     home.mkdir(parents=True)
     env = server_env(args)
     if pg:
         env["CIFARLAB_STORE_URL"] = pg.url(pg.new_schema())
-    servers = []
     for i in range(2 if pg else 1):
         server = StreamlitServer(home, env=env, script="server.py")
         server.log = home / f"streamlit-{i}.log"
-        servers.append(server.start(timeout=180))
-    return servers, RunStore(env.get("CIFARLAB_STORE_URL") or home / "runs.db",
+        servers.append(server)
+        server.start(timeout=180)
+    return RunStore(env.get("CIFARLAB_STORE_URL") or home / "runs.db",
                              home / "checkpoints")
 
 
@@ -243,20 +244,22 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="cifarlab-bench-watchers-"))
     rows = []
     for name in args.setups.split(","):
-        pg = None
-        if name == "replicas":
-            from pg_support import Postgres, bin_dir
-            pg = Postgres(bin_dir())   # its own folder: the postgres user must reach it
-            pg.start()
-        servers, store = setup(name, work, args, pg)
-        sid, run_id = f"bench-watchers-{name}", None
+        pg, servers, store, run_id = None, [], None, None
+        sid = f"bench-watchers-{name}"
         try:
+            if name == "replicas":
+                from pg_support import Postgres, bin_dir
+                pg = Postgres(bin_dir())   # its own folder: the postgres user must reach it
+                pg.start()
+            store = setup(name, work, args, pg, servers)
             for n in counts:
                 run_id = running_run(store, sid, run_id, args, budget)
                 row = measure(servers, store, run_id, sid, n, args, budget, pg)
                 row["setup"] = name
                 rows.append(row)
                 print(json.dumps(row), flush=True)
+        except (TimeoutError, RuntimeError) as err:   # the table keeps what was measured
+            print(f"{name}: stopped: {err!r}", flush=True)
         finally:
             if run_id:
                 store.request_cancel(run_id)
@@ -264,6 +267,7 @@ def main() -> int:
                 server.stop()
             if pg:
                 pg.cleanup()
+    shutil.rmtree(work, ignore_errors=True)
     print_table(rows)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
