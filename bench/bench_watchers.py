@@ -156,7 +156,7 @@ def measure(servers, store, run_id: str, sid: str, n: int, args, budget: Budget,
         time.sleep(args.settle)
 
         def cpus():
-            return (sum(cpu_seconds(s.proc.pid) for s in servers),
+            return ([cpu_seconds(s.proc.pid) for s in servers],
                     pg_cpu(pg) if pg else 0.0, time.process_time(), time.time())
 
         c0 = cpus()
@@ -183,7 +183,9 @@ def measure(servers, store, run_id: str, sid: str, n: int, args, budget: Budget,
         served = sum(any(t0 <= t < t1 for t, _ in list(shown))
                      for g in groups for shown in g.progress)
         row = {"watchers": n, "served": served, "replicas": len(servers), "ready": ready,
-               "run_running": running, "server_cpu_per_s": (c1[0] - c0[0]) / span,
+               "run_running": running, "trained_by": store.get(run_id).replica,
+               "server_cpu_per_s": (sum(c1[0]) - sum(c0[0])) / span,
+               "each_server_cpu_per_s": [(b - a) / span for a, b in zip(c0[0], c1[0])],
                "pg_cpu_per_s": (c1[1] - c0[1]) / span if pg else None,
                "clients_cpu_per_s": (c1[2] - c0[2]) / span,
                "progress_writes": len(written), "load_start": load0,
