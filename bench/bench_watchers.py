@@ -37,6 +37,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -138,21 +139,31 @@ def pg_cpu(pg) -> float:
     return total
 
 
-def measure(servers, store, run_id: str, sid: str, n: int, args, budget: Budget, pg) -> dict:
+def add_watchers(servers, groups: list, sid: str, k: int, args, budget: Budget) -> bool:
+    """``k`` more watchers, split over the servers; whether each has been shown the run (its
+    first run of the page done) within ``--connect-timeout``."""
+    share = [k // len(servers) + (i < k % len(servers)) for i in range(len(servers))]
+    new = [ProtocolWatchers(s.url, "train", f"lang=en&sid={sid}", m,
+                            niceness=args.client_nice).start()
+           for s, m in zip(servers, share) if m]
+    groups += new
+    try:
+        wait(lambda: all(all(g.progress) for g in new),
+             timeout=min(args.connect_timeout, budget.left()))
+        return True
+    except TimeoutError:
+        return False
+
+
+def measure(servers, groups: list, store, run_id: str, n: int, ready: bool, args,
+            budget: Budget, pg) -> dict:
+    """The figures of the watchers in ``groups`` (``n`` in all) over one window."""
+    if budget.left() < args.settle + args.window + args.grace:
+        raise TimeoutError("no time left for a window")
     load0 = os.getloadavg()[0]
-    share = [n // len(servers) + (i < n % len(servers)) for i in range(len(servers))]
-    groups = [ProtocolWatchers(s.url, "train", f"lang=en&sid={sid}", k,
-                               niceness=args.client_nice).start()
-              for s, k in zip(servers, share)]
     log = ProgressLog(store, run_id)
     log.start()
     try:
-        try:   # every watcher has had its first run and one rerun of the live fragment
-            wait(lambda: sum(g.finished_runs for g in groups) >= 2 * n,
-                 timeout=min(args.connect_timeout, budget.left()))
-            ready = True
-        except TimeoutError:
-            ready = False
         time.sleep(args.settle)
 
         def cpus():
@@ -194,8 +205,6 @@ def measure(servers, store, run_id: str, sid: str, n: int, args, budget: Budget,
         return row
     finally:
         log.halt.set()
-        for g in groups:
-            g.stop()
 
 
 def setup(name: str, work: Path, args, pg, servers: list):
@@ -234,35 +243,41 @@ def main() -> int:
     ap.add_argument("--settle", type=float, default=3.0)
     ap.add_argument("--grace", type=float, default=5.0,
                     help="seconds after the window for its reruns to be answered")
-    ap.add_argument("--connect-timeout", type=float, default=120.0)
+    ap.add_argument("--connect-timeout", type=float, default=180.0,
+                    help="seconds for the watchers an N adds to be shown the run")
     ap.add_argument("--client-nice", type=int, default=19)
     ap.add_argument("--limit", type=float, default=1.0, help="the gate on the answer p95 (s)")
-    ap.add_argument("--budget", type=float, default=900.0)
+    ap.add_argument("--budget", type=float, default=600.0, help="seconds per setup")
     ap.add_argument("--json")
     args = ap.parse_args()
-    budget = Budget(args.budget)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))   # the servers are stopped
     counts = [int(x) for x in args.watchers.split(",")]
     print(f"machine: {versions()}; watcher clients at nice {args.client_nice}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="cifarlab-bench-watchers-"))
     rows = []
     for name in args.setups.split(","):
-        pg, servers, store, run_id = None, [], None, None
-        sid = f"bench-watchers-{name}"
+        pg, servers, store, run_id, groups = None, [], None, None, []
+        sid, budget = f"bench-watchers-{name}", Budget(args.budget)
         try:
             if name == "replicas":
                 from pg_support import Postgres, bin_dir
                 pg = Postgres(bin_dir())   # its own folder: the postgres user must reach it
                 pg.start()
             store = setup(name, work, args, pg, servers)
-            for n in counts:
+            run_id = running_run(store, sid, run_id, args, budget)
+            for n in counts:   # the watchers of the N before stay: each N adds the rest
+                ready = add_watchers(servers, groups, sid, n - sum(g.n for g in groups), args,
+                                     budget)
                 run_id = running_run(store, sid, run_id, args, budget)
-                row = measure(servers, store, run_id, sid, n, args, budget, pg)
+                row = measure(servers, groups, store, run_id, n, ready, args, budget, pg)
                 row["setup"] = name
                 rows.append(row)
                 print(json.dumps(row), flush=True)
         except (TimeoutError, RuntimeError) as err:   # the table keeps what was measured
             print(f"{name}: stopped: {err!r}", flush=True)
         finally:
+            for g in groups:
+                g.stop()
             if run_id:
                 store.request_cancel(run_id)
             for server in servers:
