@@ -127,10 +127,10 @@ class ProgressLog(threading.Thread):
 
 
 def pg_cpu(pg) -> float:
-    """CPU time of PostgreSQL's server and its live backends."""
+    """CPU time of PostgreSQL's server, its live backends and those that have ended."""
     pid = int((pg.data / "postmaster.pid").read_text().split()[0])
     kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    total = cpu_seconds(pid)
+    total = cpu_seconds(pid, reaped=True)
     for kid in kids:
         try:
             total += cpu_seconds(int(kid))

@@ -174,13 +174,16 @@ def screenshot(page, name: str) -> Path:
 
 # -- measuring a server (bench/bench_live.py, bench/bench_load.py) ---------------------------------
 
-def cpu_seconds(pid: int) -> float:
-    """CPU time (user + system, all threads) a process has used so far, from /proc/<pid>/stat.
+def cpu_seconds(pid: int, reaped: bool = False) -> float:
+    """CPU time (user + system, all threads) a process has used so far, from /proc/<pid>/stat;
+    with ``reaped``, also its children's that have ended and been waited for.
     Independent of how busy the machine is, unlike wall time."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    # after the ")" that ends the command name: state is field 3, utime 14, stime 15 (1-based)
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    # after the ")" that ends the command name: state is field 3, utime 14, stime 15,
+    # cutime 16, cstime 17 (1-based)
+    ticks = sum(int(x) for x in fields[11:15 if reaped else 13])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def niced_chromium(folder: Path, niceness: int = 19) -> str:
