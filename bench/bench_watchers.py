@@ -9,7 +9,8 @@ Setups: ``one``, one app server (``streamlit run server.py``) on its own SQLite 
 trained by whichever replica dispatches. One ``fast`` CPU run per setup trains while N
 protocol watchers (bench/protocol_watcher.py: they ask for the Train page and rerun its live
 fragment at the interval the page sets, 2 s while a run trains, and render nothing) watch it;
-a new run is queued if it ends. Each N gets fresh watchers and a ``--window`` of measuring:
+a new run is queued if it ends. Each N adds watchers to those of the N before, waits (at most
+``--connect-timeout``) until each new one has been shown the run, then measures a ``--window``:
 
 - **answer time** (what the gate is on): for each fragment rerun a watcher asked for in the
   window, the time until the server finished it (``script_finished``). This is the server
