@@ -41,6 +41,7 @@ def console(cr, me, info, t) -> None:
     """The console's tab: the form, then (with an experiment) the picture and who has which
     value."""
     ss, ex = st.session_state, info.experiment
+    ss.setdefault(K + "knob", "lr")   # the knob a class compares first
     if ex is not None and ss.get(K + "for") != (info.code, info.version):
         ss[K + "knob"], ss[K + "values"] = ex.knob, "; ".join(str(v) for v in ex.values)
         ss[K + "for"] = (info.code, info.version)
