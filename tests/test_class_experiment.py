@@ -142,8 +142,9 @@ def test_the_picture_draws_each_value_and_marks_the_students_own_run(cr, klass, 
     assert all(bool(r.run_id) == r.you for r in view.rows)      # no classmate's run id
     fig = pic.figure(view, "es")
     curves = [d for d in fig.data if d.mode == "lines" and d.yaxis == "y"]
-    assert len(curves) == 3 and {d.name for d in curves} == {
-        "Tasa de aprendizaje = 0,0001", "Tasa de aprendizaje = 0,01", "Tasa de aprendizaje = 1"}
+    assert len(curves) == 3 and [d.name for d in sorted(curves, key=lambda d: d.legendrank)] \
+        == ["0,0001", "0,01", "1"]
+    assert fig.layout.legend.title.text == "Tasa de aprendizaje"
     thick = [d for d in curves if d.line.width == 5]
     assert len(thick) == 1 and thick[0].customdata[0][0] == "Ben (tú)"
     assert len({d.line.color for d in curves}) == 3
@@ -153,6 +154,7 @@ def test_the_picture_draws_each_value_and_marks_the_students_own_run(cr, klass, 
     mean = [d for d in fig.data if d.name == i18n.t("classroom.experiment.mean", "es")]
     assert list(mean[0].x) == [0.0001, 0.01]
     assert fig.layout.xaxis2.type == "log" and fig.layout.separators == ",."
+    assert list(fig.layout.xaxis2.ticktext) == ["0,0001", "0,01", "1"]
     # older runs of the class, before the experiment, are not in it
     assert len(cr.experiment(TEACH, klass.code).rows) == 3
     # a switch: categories in words, no log axis

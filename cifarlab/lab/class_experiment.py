@@ -67,13 +67,13 @@ def figure(view: Any, lang: str, height: int = 640, font: int | None = None) -> 
         if not r.steps:
             continue
         color, dash = style[r.value]
-        name = f"{label} = {value_text(view, r.value, lang)}"
+        name = value_text(view, r.value, lang)
         who = t("classroom.experiment.you", nickname=r.nickname) if r.you else r.nickname
         fig.add_trace(go.Scatter(
             x=list(r.steps), y=list(r.losses), mode="lines", name=name, legendgroup=name,
-            showlegend=name not in legend, line=dict(color=color, dash=dash,
-                                                     width=5 if r.you else 1.5),
-            opacity=1 if r.you else 0.75, customdata=[[who, name]] * len(r.steps),
+            legendrank=order.index(r.value), showlegend=name not in legend,
+            line=dict(color=color, dash=dash, width=5 if r.you else 1.5),
+            opacity=1 if r.you else 0.75, customdata=[[who, f"{label} = {name}"]] * len(r.steps),
             hovertemplate="%{customdata[0]}<br>%{customdata[1]}<br>%{x}: %{y:.3f}"
             "<extra></extra>"), row=1, col=1)
         legend.add(name)
@@ -89,7 +89,9 @@ def figure(view: Any, lang: str, height: int = 640, font: int | None = None) -> 
         fig.add_trace(go.Scatter(
             x=[x] * len(runs), y=[100 * r.accuracy for r in runs], showlegend=False,
             mode="markers+text" if len(done) <= LABELS_UP_TO else "markers",
-            text=names, textposition="middle right", hovertext=names,
+            text=names, hovertext=names,   # alternate sides: two close points stay legible
+            textposition=["middle right" if i % 2 == 0 else "middle left"
+                          for i in range(len(runs))],
             hovertemplate="%{hovertext}: %{y:.1f} %<extra></extra>",
             marker=dict(color=color, size=[18 if r.you else 10 for r in runs],
                         symbol=["star" if r.you else "circle" for r in runs],
@@ -102,20 +104,25 @@ def figure(view: Any, lang: str, height: int = 640, font: int | None = None) -> 
     if len(means) > 1:
         fig.add_trace(go.Scatter(x=[m[0] for m in means], y=[m[1] for m in means],
                                  mode="lines", name=t("classroom.experiment.mean"),
+                                 legendrank=len(order), hoverinfo="skip",
                                  line=dict(color="#000000", dash="dot", width=2)), row=2, col=1)
     fig.update_xaxes(title_text=t("common.step"), row=1, col=1)
     fig.update_yaxes(title_text=t("common.loss"), row=1, col=1)
     fig.update_yaxes(title_text=t("classroom.experiment.accuracy_axis"), row=2, col=1)
-    axis = dict(title_text=label)
-    if numeric and log_axis(order):
-        axis |= dict(type="log")
-    elif not numeric:
-        axis |= dict(type="category", categoryorder="array",
-                     categoryarray=[value_text(view, v, lang) for v in order])
-    fig.update_xaxes(**axis, row=2, col=1)
+    texts = [value_text(view, v, lang) for v in order]
+    if numeric:   # ticks at the values compared, written as the preset form writes them
+        axis = dict(type="log" if log_axis(order) else "linear", tickvals=order, ticktext=texts)
+    else:
+        axis = dict(type="category", categoryorder="array", categoryarray=texts)
+    fig.update_xaxes(title_text=label, **axis, row=2, col=1)
+    fig.update_xaxes(automargin=True)
+    fig.update_yaxes(automargin=True)
     fig.update_layout(height=height, margin=dict(l=10, r=10, t=40, b=10),
-                      legend=dict(orientation="h", y=-0.12, yanchor="top", x=0),
-                      **({"font": dict(size=font)} if font else {}))
+                      legend=dict(orientation="h", y=-0.12, yanchor="top", x=0,
+                                  title_text=label))
+    if font:
+        fig.update_layout(font=dict(size=font))
+        fig.update_annotations(font_size=font)
     return C.localized(fig, lang)
 
 
