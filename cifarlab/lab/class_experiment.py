@@ -89,9 +89,8 @@ def figure(view: Any, lang: str, height: int = 640, font: int | None = None) -> 
         fig.add_trace(go.Scatter(
             x=[x] * len(runs), y=[100 * r.accuracy for r in runs], showlegend=False,
             mode="markers+text" if len(done) <= LABELS_UP_TO else "markers",
-            text=names, hovertext=names,   # alternate sides: two close points stay legible
-            textposition=["middle right" if i % 2 == 0 else "middle left"
-                          for i in range(len(runs))],
+            text=names, hovertext=names, textposition=_sides(order.index(v), len(order),
+                                                             len(runs)),
             hovertemplate="%{hovertext}: %{y:.1f} %<extra></extra>",
             marker=dict(color=color, size=[18 if r.you else 10 for r in runs],
                         symbol=["star" if r.you else "circle" for r in runs],
@@ -124,6 +123,14 @@ def figure(view: Any, lang: str, height: int = 640, font: int | None = None) -> 
         fig.update_layout(font=dict(size=font))
         fig.update_annotations(font_size=font)
     return C.localized(fig, lang)
+
+
+def _sides(column: int, columns: int, n: int) -> list[str]:
+    """Where a value's nicknames go: on alternate sides, so two close points stay legible, but
+    inward at the first and the last value (outward they would leave the picture)."""
+    if column == 0 or column == columns - 1:
+        return ["middle right" if column == 0 else "middle left"] * n
+    return ["middle right" if i % 2 == 0 else "middle left" for i in range(n)]
 
 
 def chart_config(filename: str) -> dict:

@@ -43,7 +43,8 @@ def console(cr, me, info, t) -> None:
     ss, ex = st.session_state, info.experiment
     ss.setdefault(K + "knob", "lr")   # the knob a class compares first
     if ex is not None and ss.get(K + "for") != (info.code, info.version):
-        ss[K + "knob"], ss[K + "values"] = ex.knob, "; ".join(str(v) for v in ex.values)
+        ss[K + "knob"], ss[K + "values"] = ex.knob, "; ".join(
+            f"{v:g}" if isinstance(v, float) else str(v) for v in ex.values)
         ss[K + "for"] = (info.code, info.version)
     st.caption(t("classroom.experiment.help"))
     messages.show(K + "msg")
