@@ -60,8 +60,7 @@ def figure(view: Any, lang: str, height: int = 640, font: int | None = None) -> 
     style = {v: (C.PALETTE[i % len(C.PALETTE)], C.DASHES[i % len(C.DASHES)])
              for i, v in enumerate(order)}
     fig = make_subplots(rows=2, cols=1, vertical_spacing=0.17, subplot_titles=(
-        t("classroom.experiment.loss_title"), t("classroom.experiment.accuracy_title",
-                                                knob=label)))
+        t("classroom.experiment.loss_title"), t("classroom.experiment.accuracy_title")))
     legend = set()
     for r in sorted(view.rows, key=lambda r: r.you):      # the viewer's own run on top
         if not r.steps:
@@ -118,7 +117,7 @@ def figure(view: Any, lang: str, height: int = 640, font: int | None = None) -> 
     fig.update_yaxes(automargin=True)
     fig.update_layout(height=height, margin=dict(l=10, r=10, t=40, b=10),
                       legend=dict(orientation="h", y=-0.12, yanchor="top", x=0,
-                                  title_text=label))
+                                  title=dict(text=label, side="top")))
     if font:
         fig.update_layout(font=dict(size=font))
         fig.update_annotations(font_size=font)
