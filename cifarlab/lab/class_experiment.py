@@ -59,7 +59,7 @@ def figure(view: Any, lang: str, height: int = 640, font: int | None = None) -> 
     numeric = _numeric(order)
     style = {v: (C.PALETTE[i % len(C.PALETTE)], C.DASHES[i % len(C.DASHES)])
              for i, v in enumerate(order)}
-    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.17, subplot_titles=(
+    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.23 if font else 0.17, subplot_titles=(
         t("classroom.experiment.loss_title"), t("classroom.experiment.accuracy_title")))
     legend = set()
     for r in sorted(view.rows, key=lambda r: r.you):      # the viewer's own run on top
