@@ -76,7 +76,7 @@ def figure(view: Any, lang: str, height: int = 640, font: int | None = None) -> 
             hovertemplate="%{customdata[0]}<br>%{customdata[1]}<br>%{x}: %{y:.3f}"
             "<extra></extra>"), row=1, col=1)
         legend.add(name)
-    done = [r for r in view.rows if r.accuracy is not None]
+    done, means = [r for r in view.rows if r.accuracy is not None], []
     for v in order:
         runs = [r for r in done if r.value == v]
         if not runs:
@@ -95,10 +95,7 @@ def figure(view: Any, lang: str, height: int = 640, font: int | None = None) -> 
                         symbol=["star" if r.you else "circle" for r in runs],
                         line=dict(width=[2 if r.you else 0 for r in runs], color="#000000"))),
             row=2, col=1)
-    means = [(v if numeric else value_text(view, v, lang),
-              100 * sum(r.accuracy for r in done if r.value == v)
-              / sum(1 for r in done if r.value == v))
-             for v in order if any(r.value == v for r in done)]
+        means.append((x, 100 * sum(r.accuracy for r in runs) / len(runs)))
     if len(means) > 1:
         fig.add_trace(go.Scatter(x=[m[0] for m in means], y=[m[1] for m in means],
                                  mode="lines", name=t("classroom.experiment.mean"),
