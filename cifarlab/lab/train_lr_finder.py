@@ -37,13 +37,12 @@ def suggested(result: Mapping[str, Any] | None) -> float | None:
 
 
 def figure(result: Mapping[str, Any], lang: str) -> go.Figure:
-    """Loss against lr (log axis): each step's loss faint, the smoothed curve, the suggestion
-    as a star and the lowest smoothed loss as a ring. The y axis stops a little above the
-    sweep's explosion, so the fall stays readable."""
+    """Loss against lr (log axis, a tick a decade): each step's loss faint, the smoothed
+    curve, the suggestion as a star and the lowest smoothed loss as a ring."""
     t = i18n.translator(lang)
     lrs, smooth = list(result.get("lrs") or []), list(result.get("smoothed") or [])
     raw = [finite(v) for v in result.get("losses") or []]
-    fig = go.Figure(layout=layout(lang, t("train.lr_find.chart_title"), height=340))
+    fig = go.Figure(layout=layout(lang, t("train.lr_find.chart_title"), height=420))
     fig.add_scatter(x=lrs, y=raw, mode="markers", name=t("train.lr_find.raw"),
                     marker=dict(color=PALETTE[4], size=4, opacity=0.5))
     fig.add_scatter(x=lrs[:len(smooth)], y=smooth, mode="lines", name=t("train.lr_find.smooth"),
@@ -58,12 +57,13 @@ def figure(result: Mapping[str, Any], lang: str) -> go.Figure:
         fig.add_scatter(x=[lr], y=[smooth[k]], mode="markers", name=t(
             label, lr=i18n.significant(lr, lang, 2)), marker=dict(
                 symbol=symbol, size=16, color=colour, line=dict(width=2, color=colour)))
-    if smooth:
-        low = min(smooth)
-        fig.update_yaxes(range=[low * 0.9, max(min(max(smooth), lr_finder.DIVERGE * low),
-                                               smooth[0]) * 1.1])
-    fig.update_xaxes(type="log", title_text=t("common.lr"))
+    if smooth:   # from a little under the lowest loss to a little over the start: the
+        low = min(smooth)   # fall fills the chart, the explosion leaves it at the top
+        fig.update_yaxes(range=[low * 0.95, max(smooth[0], low) * 1.3])
+    fig.update_xaxes(type="log", dtick=1, exponentformat="power", title_text=t("common.lr"))
     fig.update_yaxes(title_text=t("common.loss"))
+    # the legend under the chart: above it, on a phone, it ran over the title
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.25, xanchor="left", x=0))
     return fig
 
 
