@@ -23,12 +23,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 DEFAULT_ARCHIVE = ROOT.parent / "shared" / "data" / "cifar10-jpeg.tar.gz"
 
-import torch  # noqa: E402
+import torch
 
-from cifarlab.core import data as data_mod  # noqa: E402
-from cifarlab.core import lr_finder  # noqa: E402
-from cifarlab.core.config import TrainConfig  # noqa: E402
-from cifarlab.core.train import train  # noqa: E402
+from cifarlab.core import data as data_mod
+from cifarlab.core import lr_finder
+from cifarlab.core.config import TrainConfig
+from cifarlab.core.train import train
 
 SETTINGS = {
     "tutorial (batch 4, 2 workers)": TrainConfig(device="cpu"),

@@ -40,15 +40,17 @@ def _start() -> None:
 
 def _use(lr: float) -> None:
     """"Use this learning rate": the form sets it (a class's locked lr stays the class's)."""
-    train_form.get().apply_preset({"lr": lr})
-    st.session_state[K + "msg"] = ("success", t("train.lr_find.used", lr=i18n.number(lr, lang())))
+    form = train_form.get()
+    st.session_state[K + "msg"] = (
+        ("warning", t("train.lr_find.locked", reason=form.locks.get("lr", "")))
+        if form.apply_preset({"lr": lr}) else
+        ("success", t("train.lr_find.used", lr=i18n.number(lr, lang()))))
 
 
 def _boxes() -> dict | None:
     """The sweep's three boxes, each with its problem under it; the sweep, or None."""
-    ss, left = st.session_state, lang()
     for key, value in (("lo", engine.LR_MIN), ("hi", engine.LR_MAX)):
-        ss.setdefault(K + key, i18n.number(value, left))
+        st.session_state.setdefault(K + key, i18n.number(value, lang()))
     c1, c2, c3 = st.columns(3)
     steps = c1.number_input(t("train.lr_find.steps"), value=engine.STEPS, step=10,
                             format="%d", key=K + "steps", help=t(
