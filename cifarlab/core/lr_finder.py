@@ -19,7 +19,7 @@ minimum. It is the point a student can see on the chart and check with the lesso
 thumb (about a tenth of the minimum's lr, ``lr_at_min``); fastai's default "valley" is steadier
 on noisy curves but harder to explain in a sentence. The tutorial's network barely learns in a
 couple of hundred steps, so its curve often stays flat until it explodes: then no descent is
-real, and the suggestion is that rule of thumb instead (``suggest``).
+real, and the suggestion is a tenth of the lr where the loss starts to climb (``suggest``).
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ LR_HI = 10.0                                 # the highest lr a config takes (Tr
 BETA = 0.95                                  # the loss's smoothing (torch-lr-finder)
 DIVERGE = 4.0                                # stop past 4 × the best smoothed loss (fastai)
 SKIP_START = 0.1                             # the first 10 % lean on the smoothing's start
-FALL = 0.05                                  # a curve "falls" when its minimum is 5 % lower
+FALL = 0.03                                  # a curve "falls" when its minimum is 3 % lower
 
 
 def lr_at(i: int, n: int, lr_min: float, lr_max: float) -> float:
@@ -137,8 +137,9 @@ def find_lr(config: TrainConfig, data, steps: int = STEPS, lr_min: float = LR_MI
 def suggest(lrs: list[float], smoothed: list[float]) -> tuple[float | None, str | None]:
     """(the suggested lr, its rule): "steepest", the lr where the smoothed loss (against log lr)
     falls fastest between the first tenth of the sweep and the curve's minimum, when the curve
-    falls there by ``FALL`` at least; else "min_tenth", a tenth of the minimum's lr (the rule of
-    thumb for a curve that stays flat until it explodes). (None, None) under 3 points."""
+    falls there by ``FALL`` at least; else "edge_tenth", a tenth of the last lr before the loss
+    climbs ``FALL`` above its best so far (a flat curve's minimum is only noise: on the
+    tutorial's settings it lay anywhere from 1e-6 to 0.3). (None, None) under 3 points."""
     if len(smoothed) < 3:
         return None, None
     s = np.asarray(smoothed)
@@ -146,7 +147,9 @@ def suggest(lrs: list[float], smoothed: list[float]) -> tuple[float | None, str 
     if low - start >= 2 and s[low] < (1 - FALL) * s[start]:
         slope = np.gradient(s, np.log10(np.asarray(lrs[:len(s)])))
         return float(lrs[start + int(np.argmin(slope[start:low]))]), "steepest"
-    return float(lrs[low]) / 10, "min_tenth"
+    rising = np.flatnonzero(s > (1 + FALL) * np.minimum.accumulate(s))
+    edge = int(rising[0]) - 1 if rising.size else len(s) - 1
+    return float(lrs[max(edge, 0)]) / 10, "edge_tenth"
 
 
 def run_job(payload: dict, ctx) -> dict:
