@@ -201,6 +201,21 @@ def board_button(page, key: str):
     return button
 
 
+def choose(page, box, option: str) -> None:
+    """Pick ``option`` in a select box on the console, whose polling fragments may redraw the
+    page (and close the open list) between the two clicks: then open it again."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for _ in range(5):
+        box.click()
+        try:
+            page.get_by_role("option", name=option, exact=True).click(timeout=10_000)
+            break
+        except PlaywrightTimeout:
+            page.keyboard.press("Escape")
+    expect(box).to_have_value(option)
+
+
 def run_picker(page):
     """The board's run picker, once the polling fragment has finished drawing it: while it
     reruns, the browser can briefly hold the old picker beside the new one."""
@@ -327,8 +342,8 @@ def story(server, url, teacher, students):
     tab(teacher, "classroom.experiment.title")
     form = main(teacher).get_by_test_id("stForm").filter(
         has_text=EN("classroom.experiment.start"))
-    form.get_by_label(EN("classroom.experiment.knob"), exact=True).click()
-    teacher.get_by_role("option", name=EN("common.lr"), exact=True).click()
+    choose(teacher, form.get_by_label(EN("classroom.experiment.knob"), exact=True),
+           EN("common.lr"))
     form.get_by_label(EN("classroom.experiment.values"), exact=True).fill("0.01; 0,001")
     form.get_by_role("button", name=EN("classroom.experiment.start"), exact=True).click()
     settle_console(teacher)
