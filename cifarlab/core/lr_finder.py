@@ -74,21 +74,13 @@ def find_lr(config: TrainConfig, data, steps: int = STEPS, lr_min: float = LR_MI
             on_step: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Sweep the lr over ``steps`` steps of ``config`` on ``config.device`` (resolved: the
     queue's ``on_device``); the result as JSON (see the module docstring)."""
-    import torch   # here: the queue checks a sweep's settings without importing torch
-
+    # imported here: the queue checks a sweep's settings without importing torch
     from cifarlab.core.devices import resolve_device
-    from cifarlab.core.model import Net
-    from cifarlab.core.train import make_loader, make_optimizer, to_device, train_step
-    from cifarlab.core.tricks import make_criterion
+    from cifarlab.core.train import build, to_device, train_step
 
     check(steps, lr_min, lr_max)
     device = resolve_device(config.device)
-    torch.manual_seed(config.seed)
-    model = Net(config.model, num_classes=len(data.classes),
-                activation=config.activation).to(device)
-    criterion = make_criterion(config)
-    optimizer = make_optimizer(config, model, device)
-    loader = make_loader(config, data, device)
+    model, criterion, optimizer, loader = build(config, data, device)
     lrs: list[float] = []
     losses: list[float | None] = []
     smoothed: list[float] = []
