@@ -15,7 +15,7 @@ from cifarlab.errors import CifarLabError
 from cifarlab.lab import classroom as words
 from cifarlab.lab import train as trainview
 from cifarlab.serve.classroom import ClassLimits
-from pages.classroom_parts import live, presenter
+from pages.classroom_parts import experiment, live, presenter
 from pages.classroom_parts import student as cs
 from ui.data import queue
 from ui import messages
@@ -231,9 +231,10 @@ info = next(c for c in classes if c.code == code)
 class_header(info)
 
 # keyed and rerun on a change: the chosen tab stays chosen when a message above it comes or goes
-board_tab, preset_tab, limits_tab, challenge_tab = st.tabs([
+board_tab, preset_tab, limits_tab, challenge_tab, experiment_tab = st.tabs([
     t("classroom.board.title"), t("classroom.preset.title"), t("classroom.limits.title"),
-    t("classroom.challenge.title")], key=K + "tabs", on_change="rerun")
+    t("classroom.challenge.title"), t("classroom.experiment.title")], key=K + "tabs",
+    on_change="rerun")
 with board_tab:
     live.board_section(cr, me, info.code, t)
 with preset_tab:
@@ -242,3 +243,5 @@ with limits_tab:
     limits_form(info)
 with challenge_tab:
     live.challenge_section(cr, me, info, t)
+with experiment_tab:
+    experiment.console(cr, me, info, t)

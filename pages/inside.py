@@ -88,11 +88,11 @@ def choose_image(model, model_key: str, data, names: list[str]):
         t("inside.test_image", i=str(index))
 
 
-def activations_tab(stages, names) -> None:
+def activations_tab(stages, names, act: str) -> None:
     st.markdown(t("inside.act_intro"))
     st.dataframe(F.stages_table(stages, t), hide_index=True, width="stretch",
                  key=K + "stage_table", height=35 * (len(stages) + 1) + 3)
-    for view in F.stage_views(stages, names, t):
+    for view in F.stage_views(stages, names, t, act):
         st.markdown(f"## {view.heading}")
         st.code(view.line, language="python")
         st.plotly_chart(view.figure, width="stretch", key=f"{K}stage_{view.name}", alt=view.alt)
@@ -148,8 +148,10 @@ def neuron_tab(model, x, stages, hwc) -> None:
     st.plotly_chart(fig, width="stretch", key=K + "arith", alt=t("inside.arith_alt", c=n_in, k=k))
     if n_in > F.MAX_CHANNELS:
         st.caption(t("inside.first_channels", n=F.MAX_CHANNELS, c=n_in))
+    then = t("inside.arith_relu" if I.activation_of(model) == "relu" else "inside.arith_act",
+             act=I.activation_name(model), out=num(n.activated, 4))
     st.markdown(t("inside.arith_sum", n=n.products.size, c=n_in, k=k, total=num(n.total, 4),
-                  bias=num(n.bias, 4), value=num(n.value, 4), relu=num(n.relu, 4)))
+                  bias=num(n.bias, 4), value=num(n.value, 4), then=then))
     if n.matches:
         st.success(t("inside.torch_agrees", value=num(n.torch_value, 4),
                      shown=num(float(fmap_all[channel, r, c]), 4)))
@@ -235,7 +237,7 @@ if stages is not None:
                    alt=t("inside.image_alt", image=words,
                          predicted=names[int(np.argmax(I.stage(stages, "softmax").values))]))
         with right:
-            activations_tab(stages, names)
+            activations_tab(stages, names, I.activation_name(model))
     with tab_neuron:
         neuron_tab(model, x, stages, hwc)
     with tab_filters:

@@ -22,6 +22,7 @@ from cifarlab.lab import train_live as words
 from cifarlab.serve import queue as jobs
 from pages.train_parts import form as train_settings
 from pages.train_parts import inside as train_inside
+from pages.train_parts import lr_finder
 from ui import train_form
 from ui.data import queue as get_queue
 from ui.data import store_may_be_down
@@ -157,6 +158,7 @@ queue, sid = get_queue(), session_id()
 msg = train_settings.current_message()
 form = train_form.get()
 train_settings.settings(form, queue, msg)   # the tutorial's knobs and Train first
+lr_finder.show(form)                        # a short lr sweep on those settings
 
 st.divider()
 # The interval follows the state: set here at each full run (pressing Train is one), and by

@@ -282,7 +282,10 @@ def check_axe(page, where: str, found: dict[str, list[str]]) -> None:
 
 def tall_screenshot(page, name: str) -> None:
     """A screenshot of the whole page: Streamlit scrolls inside its main section, so the
-    viewport is made tall first."""
+    viewport is made tall first. Only with ``CIFARLAB_TALL_SHOTS=1`` (for a person to look
+    at): the resize re-lays out every chart twice, which the checks do not need."""
+    if os.environ.get("CIFARLAB_TALL_SHOTS") != "1":
+        return
     page.set_viewport_size({"width": 1400, "height": 3600})
     wait_idle(page)
     screenshot(page, name)

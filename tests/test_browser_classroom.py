@@ -7,11 +7,13 @@ through Home's box, after a bad nickname and a wrong code) in Spanish, Portugues
 each their browser's language (the join link names none);
 their Train pages show the pushed values, locked knobs disabled, and a tampered browser (the
 ``disabled`` attribute removed, another value typed) meets the server's refusal; a second push
-reaches an open Train page on its next rerun. Then a challenge opens, the students train, the
+reaches an open Train page on its next rerun. A class experiment on the learning rate gives each
+student a value of their own, locked. Then a challenge opens, the students train, the
 runs appear on the live board, the instructor cancels one and pins another (the presenter
 view: no sidebar, the class code and QR code, the leaderboard), the public leaderboard ranks
 the students as the run store's own half-test accuracies do, closing reveals the private
-board, and both boards download as CSV.
+board, and both boards download as CSV; the experiment's picture is on the projector and on a
+student's Home, and its runs download as CSV.
 
 Tiny runs (300 images, one epoch, the fast pipeline); screenshots under test-artifacts.
 """
@@ -199,6 +201,21 @@ def board_button(page, key: str):
     return button
 
 
+def choose(page, box, option: str) -> None:
+    """Pick ``option`` in a select box on the console, whose polling fragments may redraw the
+    page (and close the open list) between the two clicks: then open it again."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for _ in range(5):
+        box.click()
+        try:
+            page.get_by_role("option", name=option, exact=True).click(timeout=10_000)
+            break
+        except PlaywrightTimeout:
+            page.keyboard.press("Escape")
+    expect(box).to_have_value(option)
+
+
 def run_picker(page):
     """The board's run picker, once the polling fragment has finished drawing it: while it
     reruns, the browser can briefly hold the old picker beside the new one."""
@@ -321,12 +338,26 @@ def story(server, url, teacher, students):
     settle(bo)
     expect(knob(bo, "pt", "common.train_subset")).to_have_value("256")
 
+    # -- a class experiment: each student a learning rate, in the order they joined, locked
+    tab(teacher, "classroom.experiment.title")
+    form = main(teacher).get_by_test_id("stForm").filter(
+        has_text=EN("classroom.experiment.start"))
+    choose(teacher, form.get_by_label(EN("classroom.experiment.knob"), exact=True),
+           EN("common.lr"))
+    form.get_by_label(EN("classroom.experiment.values"), exact=True).fill("0.01; 0,001")
+    form.get_by_role("button", name=EN("classroom.experiment.start"), exact=True).click()
+    settle_console(teacher)
+    main(teacher).get_by_text(re.compile(r"Experiment set \(version \d+\)")).wait_for()
+    assigned = dict(zip(("Ana", "Bo", "Cy"), (0.001, 0.01, 0.001)))
+
     # -- a challenge opens; every student trains; the runs appear on the live board
     tab(teacher, "classroom.challenge.title")
     main(teacher).get_by_role("button", name=EN("classroom.challenge.open"), exact=True).click()
     settle_console(teacher)
     main(teacher).get_by_text(EN("classroom.challenge.opened")).wait_for()
-    for page, (_, lang) in zip(students, STUDENTS):
+    for page, (name, lang) in zip(students, STUDENTS):
+        open_train(page, lang)
+        expect(knob(page, lang, "common.lr")).to_have_value(i18n.number(assigned[name], lang))
         press_train(page, lang)
     tab(teacher, "classroom.board.title")
     board = main(teacher).get_by_test_id("stDataFrame").first
@@ -378,6 +409,10 @@ def story(server, url, teacher, students):
     views.get_by_text(EN("classroom.presenter.show_leaders"), exact=True).click()
     main(teacher).get_by_test_id("stTable").filter(has_text="Ana").wait_for()
     screenshot(teacher, "classroom-presenter-leaders-en")
+    views.get_by_text(EN("classroom.presenter.show_experiment"), exact=True).click()
+    main(teacher).get_by_text(re.compile(r"The class compares Learning rate")).wait_for()
+    main(teacher).locator(".js-plotly-plot").first.wait_for()
+    screenshot(teacher, "classroom-presenter-experiment-en")
     teacher.set_viewport_size({"width": 1400, "height": 1100})
     main(teacher).get_by_role("button", name=EN("classroom.presenter.back"), exact=True).click()
     main(teacher).get_by_role("tab", name=EN("classroom.challenge.title")).wait_for()
@@ -399,6 +434,9 @@ def story(server, url, teacher, students):
     settle(ana)
     ana.get_by_text(es("classroom.banner.rank", rank=public.index("Ana") + 1, n=3)).wait_for()
     screenshot(ana, "classroom-home-rank-es")
+    ana.get_by_text(re.compile(r"^Entrenas con Tasa de aprendizaje = 0,001")).wait_for()
+    main(ana).locator(".js-plotly-plot").first.wait_for()      # where her run sits
+    screenshot(ana, "classroom-home-experiment-es")
 
     # -- closing reveals the private board; both download as CSV
     main(teacher).get_by_role("button", name=EN("classroom.challenge.close"), exact=True).click()
@@ -414,6 +452,10 @@ def story(server, url, teacher, students):
     assert all(r["run"].isdigit() for r in rows) and "person" not in rows[0]
     assert not any(sid_of(s) in repr(rows) for s in students)
     screenshot(teacher, "classroom-challenge-closed-en")
+    tab(teacher, "classroom.experiment.title")
+    rows = download_csv(teacher, EN("classroom.experiment.csv"))
+    assert {(r["nickname"], float(r["value"])) for r in rows} == set(assigned.items())
+    assert sorted(r["status"] for r in rows) == sorted(statuses())
     nav(bo, pt("nav.home")).click()
     settle(bo)
     bo.get_by_text(pt("classroom.banner.revealed")).wait_for()

@@ -3,18 +3,22 @@ server's run store (the session's real short training, run_support.py): a miscla
 explained, a click on a feature map that picks that neuron (its row and column boxes follow,
 the arithmetic agrees with PyTorch), and an uploaded picture shrunk to 32×32 and said so.
 
-The other languages: the page renders in Chromium in English (test_browser_a11y.py, every tab)
-and Portuguese (test_browser.py's page-switch walk); its texts in every language, the mistake
-explained and the picture shrunk through AppTest (tests/test_pages_inside.py). What the click
-does is the same in every language: the plot's own coordinates, read here."""
+Also the Spanish walk's checks for this page (no English sentence of ours, the document's
+language, the navigation and lesson links). The other languages: the page renders in Chromium
+in English (test_browser_a11y.py, every tab) and Portuguese (test_browser.py's page-switch
+walk); its texts in every language, the mistake explained and the picture shrunk through
+AppTest (tests/test_pages_inside.py). What the click does is the same in every language: the
+plot's own coordinates, read here."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from browser_support import page_problems, screenshot, wait_idle
+from browser_support import (check_language_and_links, english_sentences, page_problems,
+                             screenshot, wait_idle)
 from cifarlab import i18n
+from ui.nav import PAGES
 
 pytestmark = pytest.mark.browser
 SID = "inside-browser-0001"
@@ -59,6 +63,10 @@ def test_inside_the_network_in_the_browser(server, browser, tmp_path, lang):
         wait_idle(page, timeout_ms=180_000)
         assert t("nav.inside") in main.inner_text()
         assert t("inside.stage_conv1") in main.inner_text()
+        # the Spanish walk's checks (test_browser_spanish.py), for this page
+        check_language_and_links(page, "inside", lang, [pid for pid, _, _ in PAGES])
+        text = main.inner_text() + page.locator('[data-testid="stSidebar"]').inner_text()
+        assert not [s for s in english_sentences(lang) if s in text]
 
         explain_a_mistake(page, main, t, lang)
         click_a_neuron(page, main, t, lang)

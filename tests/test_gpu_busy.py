@@ -122,3 +122,18 @@ def test_two_virtual_machines_get_names_a_person_can_tell_apart():
         there, "es")
     nothing = SweepResult(rows=[], environment={}, config={}, host="lab-7", recorded_at="")
     assert lab.machine_label(nothing, markdown=False) == "lab-7"
+
+
+
+def test_the_machines_cores_are_counted_in_the_students_language():
+    """core.devices writes "(16 cores)" into a recording; the page says it in the language."""
+    there = timing(cpu=XEON, gpu="NVIDIA H100 80GB HBM3")
+    assert lab.machine_label(there, markdown=False, lang="es") == \
+        "Intel Xeon Processor (16 núcleos) + NVIDIA H100 80GB HBM3"
+    assert lab.machine_label(there, markdown=False, lang="pt").startswith(
+        "Intel Xeon Processor (16 núcleos)")
+    one = timing(cpu="Tiny CPU (1 cores)")
+    assert lab.machine_label(one, markdown=False) == "Tiny CPU (1 core)"
+    assert lab.machine_label(one, markdown=False, lang="es") == "Tiny CPU (1 núcleo)"
+    there.source = "h100.json"
+    assert "16 núcleos" in lab.source_label(there, "es")

@@ -140,7 +140,7 @@ def test_one_neuron_by_hand_equals_conv2d(nets, image, which, layer):
         assert n.matches
         assert n.total == pytest.approx(float(n.products.sum()))
         assert n.value == pytest.approx(n.total + n.bias)
-        assert n.relu == max(0.0, n.value)
+        assert n.activated == max(0.0, n.value)
         assert n.bias == pytest.approx(float(conv.bias[ch].detach()))
         np.testing.assert_allclose(n.kernel, conv.weight[ch].detach().numpy(), rtol=1e-7)
         np.testing.assert_allclose(n.products, n.window * n.kernel)
@@ -300,3 +300,25 @@ def test_misclassified_most_confident_first():
     labels = np.array([0, 0, 0, 1])
     assert list(I.misclassified(probs, labels)) == [1, 3, 2]
     assert list(I.class_members(labels, 0)) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("activation", ["sigmoid", "tanh"])
+def test_a_run_with_another_activation_reads_its_own_code_and_arithmetic(activation):
+    """The stages' code lines and a neuron's last step follow the run's activation knob:
+    no F.relu shown for a sigmoid network, and the value pooled is sigmoid(value)."""
+    from cifarlab.core.model import Net
+
+    torch.manual_seed(0)
+    model = Net(activation=activation).eval()
+    x = I.to_input(np.random.default_rng(1).integers(0, 255, (32, 32, 3), np.uint8))
+    stages = I.activations(model, x)
+    code = {"sigmoid": "torch.sigmoid", "tanh": "torch.tanh"}[activation]
+    lines = {s.name: s.line for s in stages}
+    assert lines["pool1"] == f"x = self.pool({code}(self.conv1(x)))"
+    assert lines["relu3"] == f"x = {code}(self.fc1(x))"
+    assert not [line for line in lines.values() if "relu" in line]
+    assert I.activation_name(model) == activation
+    n = I.neuron(model, x, "conv1", 2, 5, 7, stages)
+    fn = {"sigmoid": torch.sigmoid, "tanh": torch.tanh}[activation]
+    assert n.activated == pytest.approx(float(fn(torch.tensor(n.value, dtype=torch.float64))))
+    np.testing.assert_allclose(I.stage(stages, "relu1").values[2, 5, 7], n.activated, atol=1e-5)

@@ -190,9 +190,10 @@ def test_recorded_elsewhere_shows_the_label_and_the_speedup(env, other_machine):
     # the same page in Spanish: labelled too
     at2 = open_page("es")
     es = i18n.translator("es")
-    label = es("gpu.recorded_elsewhere", machine=timing.machine_label(other_machine),
+    label = es("gpu.recorded_elsewhere", machine=timing.machine_label(other_machine, lang="es"),
                date="2025-06-01")
     assert any(label in w for w in texts(at2, "warning"))
+    assert "2 núcleos" in label     # the CPU's cores counted in Spanish
     assert "gpu_speedup_chart" in charts(at2)
 
 

@@ -107,7 +107,7 @@ def test_without_a_run_the_random_net_is_shown(lab, lang):
     body = texts(at)
     for stage in ("conv1", "pool1", "conv2", "pool2", "flatten", "relu3", "relu4", "fc3",
                   "softmax"):
-        assert t(f"inside.stage_{stage}") in body, stage
+        assert t(f"inside.stage_{stage}", act="ReLU") in body, stage
     for shape in ("6×28×28", "6×14×14", "16×10×10", "16×5×5", "`400`", "`120`", "`84`", "`10`"):
         assert shape in body, shape
     assert t("inside.filters_random") in body

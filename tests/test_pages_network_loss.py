@@ -223,3 +223,10 @@ def test_the_mountain_range_shows_plain_sgd_stuck_and_momentum_through(open_page
                for w in texts(at, "warning"))
     assert any(t("loss.converges") in s for s in texts(at, "success"))
     assert t("loss.mountains_note") in texts(at, "markdown")
+    import json
+    titles = [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "")
+              for c in at.get("plotly_chart")]
+    formula = {"en": "0.4 (x² + y²) + 2 (2 − cos 1.5x − cos 1.5y)",
+               "es": "0,4 (x² + y²) + 2 (2 − cos 1,5x − cos 1,5y)",
+               "pt": "0,4 (x² + y²) + 2 (2 − cos 1,5x − cos 1,5y)"}[lang]
+    assert any(formula in title for title in titles), titles

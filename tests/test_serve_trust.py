@@ -28,6 +28,7 @@ from cifarlab.core.checkpoint import Checkpoint
 from cifarlab.core.config import CIFAR10_CLASSES, TrainConfig
 from cifarlab.core.model import Net
 from cifarlab.errors import JobError
+from cifarlab.lab.class_experiment import as_csv
 from cifarlab.serve import identity
 from cifarlab.serve.classroom import ClassError, Classroom, ClassLimits, Goal, names, tables
 from cifarlab.serve.classroom import ratelimit
@@ -92,6 +93,7 @@ def test_no_board_csv_or_record_names_a_person_by_their_id(queue):
     for p in (ANA, BEN, CAL):
         cr.join(p, info.code, p.name, client_key=p.id)
     cr.open_challenge(TEACH, info.code, Goal("best_accuracy"))
+    cr.set_experiment(TEACH, info.code, "batch_size", "16 32", info.version)
     t = 2_000_000_000.0
     a1 = finished(queue.store, info.code, ANA, 0.50, 0.60, finished_at=t + 1)
     a2 = finished(queue.store, info.code, ANA, 0.70, 0.40, finished_at=t + 2)
@@ -112,9 +114,13 @@ def test_no_board_csv_or_record_names_a_person_by_their_id(queue):
     board = cr.board(TEACH, info.code)
     assert sorted((r.nickname, r.run_number) for r in board) == [
         ("Ana", 1), ("Ana", 2), ("Ben", 1), ("Cal", 1)]
-    seen += [board, cr.presenter(TEACH, info.code)]
+    experiment = cr.experiment(TEACH, info.code)
+    assert len(experiment.rows) == 4
+    seen += [board, cr.presenter(TEACH, info.code), experiment, as_csv(experiment)]
     assert no_secret_in(repr(seen)), repr(seen)       # the instructor's: nobody's id
-    cals += [cr.presenter(CAL, info.code), cr.student_view(CAL)]
+    cals += [cr.presenter(CAL, info.code), cr.student_view(CAL), cr.experiment(CAL)]
+    assert {r.run_id for r in cals[-1].rows} - {""} == {
+        r.run_id for r in board if r.nickname == "Cal"}   # a run id: only on Cal's own
     assert ANA_SID not in repr(cals) and BEN_EMAIL not in repr(cals)   # Cal's: only Cal's
     # a student's own row is theirs to see (their own id and run), nobody else's
     mine = [r for r in cr.leaderboard(ANA, info.code, "public") if r.you]

@@ -38,7 +38,7 @@ def sqlite_store(tmp_path):
 
 
 def test_the_same_store_opens_again_and_a_newer_one_is_refused(store, tmp_path):
-    assert store.schema_version() == SCHEMA_VERSION == 4
+    assert store.schema_version() == SCHEMA_VERSION == 5
     run_id = store.create_run(SESSION, "train", {"epochs": 1}, "cpu")
     again = RunStore(store.url.render_as_string(hide_password=False), store.checkpoint_dir)
     assert again.get(run_id).config == {"epochs": 1}
@@ -55,7 +55,7 @@ def test_the_same_store_opens_again_and_a_newer_one_is_refused(store, tmp_path):
 def test_schema_is_versioned_and_in_wal_mode(sqlite_store, tmp_path):
     store = sqlite_store
     assert store.journal_mode() == "wal"
-    assert store.schema_version() == SCHEMA_VERSION == 4
+    assert store.schema_version() == SCHEMA_VERSION == 5
     conn = sqlite3.connect(store.path)
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"runs", "losses", "events"} <= tables

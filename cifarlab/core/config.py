@@ -44,6 +44,9 @@ PIPELINES = ("tutorial", "fast")
 AUGMENTS = ("none", "flip", "flip_translate")
 SCHEDULES = ("constant", "onecycle")
 ACTIVATIONS = ("relu", "sigmoid", "tanh")   # core.model.ACTIVATIONS: the tutorial's F.relu first
+# each in the code a student reads (exported scripts, the Inside page) and in the lessons' words
+ACTIVATION_CODE = {"relu": "F.relu", "sigmoid": "torch.sigmoid", "tanh": "torch.tanh"}
+ACTIVATION_NAMES = {"relu": "ReLU", "sigmoid": "sigmoid", "tanh": "tanh"}
 # CIFAR-10's label order (0..9). The tutorial prints short names: plane, car, bird, ...
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
                    "ship", "truck")

@@ -31,7 +31,8 @@ class Net(nn.Module):
                  activation: str = "relu"):
         super().__init__()
         spec = spec or ModelSpec()
-        self.spec, self.act = spec, ACTIVATIONS[activation]  # no weights: state_dict unchanged
+        # no weights: the state_dict is the same for every activation
+        self.spec, self.activation, self.act = spec, activation, ACTIVATIONS[activation]
         c1, c2 = spec.scaled_channels()
         h1, h2 = spec.scaled_hidden()
         self.flat = flat_features(spec)  # raises ShapeError (naming the layer) if it can't fit

@@ -184,18 +184,23 @@ def train_admitted(config: TrainConfig, data, on_event: Callable[[Event], None] 
                 checkpoint_path, evaluate_after, eval_each_epoch)
 
 
+def build(config: TrainConfig, data, device: torch.device):
+    """What a run trains with, made from its config in the tutorial's order, after seeding:
+    (model, criterion, optimizer, loader). The learning-rate finder starts from the same."""
+    torch.manual_seed(config.seed)
+    model = Net(config.model, num_classes=len(data.classes),
+                activation=config.activation).to(device)
+    return (model, make_criterion(config), make_optimizer(config, model, device),
+            make_loader(config, data, device))
+
+
 def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
          checkpoint_path, evaluate_after: bool, eval_each_epoch: bool) -> TrainResult:
     emit = on_event or (lambda event: None)
     stop = should_stop or (lambda: False)
     n_train = int(len(data.train_y))
 
-    torch.manual_seed(config.seed)
-    model = Net(config.model, num_classes=len(data.classes),
-                activation=config.activation).to(device)
-    criterion = make_criterion(config)
-    optimizer = make_optimizer(config, model, device)
-    loader = make_loader(config, data, device)
+    model, criterion, optimizer, loader = build(config, data, device)
     steps_per_epoch = len(loader)
     total_steps = steps_per_epoch * config.epochs
     scheduler = make_scheduler(config, optimizer, total_steps)

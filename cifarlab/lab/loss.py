@@ -7,6 +7,7 @@ students see is PyTorch's: ``v ← momentum·v + grad`` (``v = grad`` at the fir
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -275,7 +276,9 @@ def paths_figures(surf: dict, paths: dict[str, SGDPath], labels: dict[str, str],
              dict(size=14, color="#009E73", symbol="star"))):
         fig.add_trace(go.Scatter(x=[point[0]], y=[point[1]], mode="markers+text", text=[word],
                                  textposition=where, marker=marker, showlegend=False))
-    fig.update_layout(title=surf["formula"], height=480, margin=C.MARGIN,
+    # the formula's decimals in the language's notation (0,4 and cos 1,5x in Spanish)
+    formula = re.sub(r"(\d)\.(\d)", rf"\g<1>{i18n.separators(t.lang)[0]}\g<2>", surf["formula"])
+    fig.update_layout(title=formula, height=480, margin=C.MARGIN,
                       xaxis=dict(range=list(surf["x_range"]), title="x"),
                       yaxis=dict(range=list(surf["y_range"]), title="y"),
                       legend=dict(orientation="h", y=-0.12))

@@ -18,6 +18,7 @@ _TARGET_RE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
 TRAIN = "train"
 TIMING = "timing"   # the CPU-vs-GPU timing sweep: bounded by max_timing_seconds
+LR_FIND = "lr_find"  # the learning-rate finder: a probe of a config, at most 200 steps
 
 
 def register_kind(name: str, target: str) -> None:
@@ -50,3 +51,4 @@ def import_target(target: str) -> Callable[[dict, Any], dict]:
 
 register_kind(TRAIN, "cifarlab.serve.worker:run_train_job")
 register_kind(TIMING, "cifarlab.lab.gpu:run_timing_job")
+register_kind(LR_FIND, "cifarlab.core.lr_finder:run_job")

@@ -38,6 +38,7 @@ import threading
 import time
 import weakref
 
+from cifarlab.core import lr_finder
 from cifarlab.core.config import TrainConfig
 from cifarlab.errors import CifarLabError, JobError
 from cifarlab.serve import admission, disk, replicas
@@ -46,7 +47,7 @@ from cifarlab.serve.classroom import enforce, tables
 from cifarlab.serve.counters import StoreCounters
 from cifarlab.serve.dispatcher import Dispatcher
 from cifarlab.serve.executors import make_executor
-from cifarlab.serve.kinds import (TIMING, TRAIN, register_kind, registered_kinds,
+from cifarlab.serve.kinds import (LR_FIND, TIMING, TRAIN, register_kind, registered_kinds,
                                   target_of)
 from cifarlab.serve.runs import (ACTIVE, FINISHED, STATUSES, Run, validate_owner,
                                  validate_run_id, validate_session)
@@ -96,18 +97,28 @@ class JobQueue:
 
     # -- submitting --------------------------------------------------------------------------
     def submit(self, session: str, config: TrainConfig, name: str | None = None,
-               owner: str | None = None) -> str:
+               owner: str | None = None, sweep: dict | None = None) -> str:
         """Queue a training run; returns its id. JobError says why it cannot be queued.
 
         The one check of the config between the form and the worker (the authority): what is
         admitted here is stored with the device resolved here, and becomes the job's payload;
         the worker trains it as it is. ``owner``: the person behind the session (default: the
-        session itself)."""
+        session itself). ``sweep`` ({"steps", "lr_min", "lr_max"}) queues the learning-rate
+        finder on the config instead (kind "lr_find", ``core.lr_finder``): the same checks, its
+        steps × batch images counted in the owner's budget, never a run of the class's board."""
         validate_session(session)
         owner = validate_owner(session if owner is None else owner)
         n_train = self.train_images()
         device = admission.check_config(config, n_train, self.settings,  # the one check
                                         self.executor.devices())
+        if sweep is not None:
+            try:
+                sweep = lr_finder.check(*(sweep.get(k) for k in ("steps", "lr_min", "lr_max")))
+            except CifarLabError as err:
+                raise admission.as_job_error(err) from None
+            return self._enqueue(session, owner, LR_FIND, {"config": config.to_dict()} | sweep,
+                                 device, name=name, config=config,
+                                 image_epochs=sweep["steps"] * config.batch_size)
         needed = admission.check_train(config, self.settings, n_train)  # the compute budget
         return self._enqueue(session, owner, TRAIN, config.to_dict(), device,
                              name=name, image_epochs=needed, config=config)
@@ -125,12 +136,14 @@ class JobQueue:
         """
         validate_session(session)
         owner = validate_owner(session if owner is None else owner)
-        if kind == TRAIN:  # through submit, so that a training run meets every limit
+        if kind in (TRAIN, LR_FIND):  # through submit, so that it meets every limit
             try:
-                config = TrainConfig.from_dict(payload)
-            except CifarLabError as err:
-                raise admission.as_job_error(err) from None
-            return self.submit(session, config, name=name, owner=owner)
+                config = TrainConfig.from_dict(payload if kind == TRAIN else payload["config"])
+            except (CifarLabError, KeyError, TypeError) as err:
+                raise admission.as_job_error(err if isinstance(err, CifarLabError) else
+                                             JobError("serve.limits.not_a_config")) from None
+            return self.submit(session, config, name=name, owner=owner,
+                               sweep=None if kind == TRAIN else payload)
         if target_of(kind) is None:
             raise JobError("serve.queue.unknown_kind", field="kind", kind=repr(kind)[:40],
                            known=", ".join(sorted(registered_kinds())))
@@ -156,11 +169,11 @@ class JobQueue:
             admission.check_queue_room(self.store, self.settings)
             disk.check_room([self.store.checkpoint_dir, self.store.path.parent if
                              self.store.path else self.store.checkpoint_dir],
-                            disk.run_bytes(config))   # refused now, not weights lost later
+                            disk.run_bytes(config if kind == TRAIN else None))  # not later
             run_id = self.store.create_run(session, kind, payload, device, name=name,
                                            exclusive=exclusive, owner=owner,
                                            image_epochs=image_epochs)
-            if code:  # the class board and its challenge find the run
+            if code and kind == TRAIN:  # the class board and its challenge find the run
                 tables.record_run(self.store, code, owner, run_id)
         self.dispatcher.wake()
         return run_id

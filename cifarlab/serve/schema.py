@@ -21,18 +21,20 @@ never changed.
 - 4: several app servers on one store: ``replicas`` (each serving process, its heartbeat),
   ``runs.replica`` (whose executor runs it), ``counters`` (the guessing limits' failures, so
   every replica counts them). The first version PostgreSQL knows.
+- 5: the class experiment: ``classes.experiment`` (its knob and values), ``class_members.slot``
+  (the order a student joined in, which picks their value: the same on every visit).
 """
 from __future__ import annotations
 
 from typing import Callable
 
 from sqlalchemy import (CheckConstraint, Column, Double, Index, Integer, MetaData,
-                        PrimaryKeyConstraint, Table, Text, UniqueConstraint, text)
+                        PrimaryKeyConstraint, Table, Text, UniqueConstraint, inspect, text)
 from sqlalchemy.engine import Connection
 
 from cifarlab.errors import JobError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 METADATA = MetaData()
 
@@ -99,6 +101,7 @@ CLASSES = Table(
     Column("limits", Text, nullable=False, server_default=text("'{}'")),   # JSON: ClassLimits
     Column("pinned", Text),                          # the run on the projector
     Column("created_at", Double, nullable=False),
+    Column("experiment", Text),                      # JSON: Experiment, or none
     Index("classes_by_creator", "created_by", "created_at"),
 )
 CLASS_MEMBERS = Table(
@@ -109,6 +112,7 @@ CLASS_MEMBERS = Table(
     Column("nick_key", Text, nullable=False),        # casefolded: one nickname per class
     Column("joined_at", Double, nullable=False),
     Column("active", Integer, nullable=False, server_default=text("1")),  # 0 once left
+    Column("slot", Integer, nullable=False, server_default=text("0")),    # the join order
     PrimaryKeyConstraint("code", "person"),
     UniqueConstraint("code", "nick_key"),
     Index("class_members_by_person", "person", "active"),
@@ -175,7 +179,21 @@ def _to_4(conn: Connection) -> None:
     METADATA.create_all(conn, tables=[REPLICAS, COUNTERS])
 
 
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _to_2, 3: _to_3, 4: _to_4}
+def _to_5(conn: Connection) -> None:
+    # a store that reached 3 through ``_to_3`` here got these columns with its tables
+    if "slot" in {c["name"] for c in inspect(conn).get_columns("class_members")}:
+        return
+    for statement in ("ALTER TABLE classes ADD COLUMN experiment TEXT",
+                      "ALTER TABLE class_members ADD COLUMN slot INTEGER NOT NULL DEFAULT 0",
+                      # the members there already: in the order they joined
+                      "UPDATE class_members SET slot = (SELECT COUNT(*) FROM class_members m "
+                      "WHERE m.code = class_members.code AND (m.joined_at < "
+                      "class_members.joined_at OR (m.joined_at = class_members.joined_at AND "
+                      "m.person < class_members.person)))"):
+        conn.exec_driver_sql(statement)
+
+
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _to_2, 3: _to_3, 4: _to_4, 5: _to_5}
 
 
 def stored_version(conn: Connection) -> int:

@@ -3,7 +3,8 @@
 it (no personal link, no sign-out, no navigation) and keeps no session id in the URL. On top,
 the class code, large, and the join link's QR code for latecomers; below, the view the
 instructor picks: the pinned run's loss (the tutorial's running loss, never each mini-batch's
-noisy one), the class board, or the leaderboard. Each view polls the engine in a fragment.
+noisy one), the class board, the leaderboard or the class experiment. Each view polls the
+engine in a fragment.
 """
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ import streamlit as st
 from cifarlab.core.safe_text import md_escape
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import classroom as words
+from pages.classroom_parts import experiment
 from pages.classroom_parts import student as cs
 from ui.language import lang, pct, show_error
 from ui.nav import PRESENTER
 
 K = "cls_pv_"
 REFRESH_S = 2.0
-VIEWS = ("run", "board", "leaders")
+VIEWS = ("run", "board", "leaders", "experiment")
 MAX_ROWS = 24   # the board's newest runs: what a projector shows legibly
 # large type for the room; the class code larger still (constant rules, no text spliced in)
 STYLE = """<style>
@@ -63,8 +65,8 @@ def view(cr, me, code: str | None, t) -> None:
             t("classroom.presenter.show"), VIEWS, key=K + "show", required=True,
             default="run" if info.pinned else "board",
             format_func=lambda v: t(f"classroom.presenter.show_{v}"))
-        {"run": pinned_run, "board": board, "leaders": leaders}[shown or "run"](
-            cr, me, info.code, t)
+        {"run": pinned_run, "board": board, "leaders": leaders,
+         "experiment": class_experiment}[shown or "run"](cr, me, info.code, t)
 
 
 @st.fragment(run_every=REFRESH_S)
@@ -99,6 +101,14 @@ def board(cr, me, code: str, t) -> None:
         st.info(t("classroom.board.empty"))
         return
     st.table(words.projector_board(rows, lang()), hide_index=True)
+
+
+def class_experiment(cr, me, code: str, t) -> None:
+    """The class experiment's picture, large (it refreshes itself)."""
+    if _call(cr.experiment, me, code) is None:
+        st.info(t("classroom.experiment.none"))
+        return
+    experiment.picture(cr, me, code, t, height=760, font=20)
 
 
 @st.fragment(run_every=REFRESH_S)

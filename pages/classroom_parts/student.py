@@ -13,6 +13,7 @@ from cifarlab.core.config import knobs
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import classroom as words
 from cifarlab.serve.classroom import Classroom, StudentView, get_classroom
+from pages.classroom_parts import experiment
 from ui import data, language, session, signin
 
 CODE_PARAM = "class"
@@ -89,6 +90,10 @@ def join_box(t, view: StudentView | None) -> None:
         banner(t, view)
         st.button(t("classroom.join.leave"), key="class_leave", on_click=_leave, args=(t,),
                   icon=":material/logout:")
+        if view.experiment is not None:   # where the student's runs sit in the class's
+            with st.expander(t("classroom.experiment.title"), expanded=True,
+                             icon=":material/science:"):
+                experiment.picture(classroom(), signin.person(), view.membership.code, t)
     if msg is not None:
         (st.error if msg[0] == "error" else st.success)(msg[1])
 
@@ -104,6 +109,11 @@ def banner(t, view: StudentView | None) -> None:
         labels = {f.name: t(f.knob.label) for f in knobs()}
         lines.append(t("classroom.banner.locked", knobs=", ".join(
             labels.get(k, k) for k in view.locked)))
+    ex = view.experiment
+    if ex is not None:
+        f = next((f for f in knobs() if f.name == ex.knob), None)
+        lines.append(t("classroom.banner.experiment", knob=t(f.knob.label) if f else ex.knob,
+                       value=words.shown(view.preset.get(ex.knob), language.lang(), f)))
     ch = view.challenge
     if ch is not None:
         lines.append(t("classroom.banner.goal", goal=words.goal_text(ch.goal, language.lang())))

@@ -34,7 +34,7 @@ from typing import Any, Iterable
 import jinja2
 
 from cifarlab import i18n
-from cifarlab.core.config import ModelSpec, TrainConfig, knobs
+from cifarlab.core.config import ACTIVATION_CODE, ModelSpec, TrainConfig, knobs
 from cifarlab.core.safe_text import one_line
 from cifarlab.core.shapes import trace_spec
 
@@ -48,7 +48,6 @@ USED = {"epochs", "lr", "momentum", "batch_size", "num_workers", "device", "pipe
         "label_smoothing", "nesterov", "weight_decay", "schedule", "tta", "activation",
         "val_fraction"}
 # the activation knob's function, as the forward pass writes it (the tutorial's F.relu)
-ACT_CODE = {"relu": "F.relu", "sigmoid": "torch.sigmoid", "tanh": "torch.tanh"}
 _CELL = re.compile(r"^ *# %% (\w+)\n", re.M)
 TEMPLATES = Path(__file__).with_name("templates")
 
@@ -125,7 +124,7 @@ def render(config: TrainConfig, notes: Iterable[str] = (), script_name: str = DE
         raise TypeError("the exported code needs a TrainConfig")
     net = net_layout(config.model)  # first: a ShapeError before anything else
     return _ENV.get_template("run.py.j2").render(
-        c=config, net=net, act=Code(ACT_CODE[config.activation]), notes=list(notes),
+        c=config, net=net, act=Code(ACTIVATION_CODE[config.activation]), notes=list(notes),
         script=script_name, notebook=notebook,
         settings=settings(config, lang),
         settings_title=textwrap.wrap(i18n.t("bundle.code.settings", lang), 93),

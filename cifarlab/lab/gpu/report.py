@@ -48,11 +48,15 @@ def pipeline_name(p: str, lang: str) -> str:
     return _t(lang)(f"gpu.pipe_{p}") if p in ("fast", "tutorial") else md(p)
 
 
-def machine_label(res: SweepResult, markdown: bool = True) -> str:
+CORES = re.compile(r" \((\d+) cores\)")   # how core.devices.cpu_name writes the count
+
+
+def machine_label(res: SweepResult, markdown: bool = True, lang: str = "en") -> str:
     """The machine by what a person can tell apart ("AMD EPYC (2 cores) + NVIDIA H100 80GB
-    HBM3": ``busy.machine_name``), escaped for Markdown unless ``markdown`` is False (a
-    widget's options are plain text)."""
-    label = busy.machine_name(res)
+    HBM3": ``busy.machine_name``), its cores counted in ``lang``, escaped for Markdown unless
+    ``markdown`` is False (a widget's options are plain text)."""
+    label = CORES.sub(lambda m: " (" + _t(lang)("gpu.cores", n=int(m[1])) + ")",
+                      busy.machine_name(res))
     return md(label) if markdown else one_line(label)
 
 
@@ -141,7 +145,7 @@ def provenance(res: SweepResult, lang: str, judged: dict | None = None) -> dict:
     t = _t(lang)
     judged = judged or busy.assess(res)
     label = t("gpu.recorded_elsewhere" if res.recorded_elsewhere else "gpu.this_machine",
-              machine=machine_label(res), date=res.recorded_at[:10])
+              machine=machine_label(res, lang=lang), date=res.recorded_at[:10])
     load, runs = judged["load"], judged["runs"]
     why = {"load": lambda: t("gpu_busy.load", load=num(load["load"], lang, 1), cores=load["cores"],
                              others=num(load["others"], lang, 1)),
@@ -163,7 +167,7 @@ def source_label(res: SweepResult, lang: str) -> str:
     """How a recorded result is listed in the page's choice of results (an option: plain
     text, not Markdown)."""
     name = str(res.source).replace("\\", "/").rsplit("/", 1)[-1]
-    return _t(lang)("gpu.source_recorded", machine=machine_label(res, markdown=False),
+    return _t(lang)("gpu.source_recorded", machine=machine_label(res, markdown=False, lang=lang),
                     date=res.recorded_at[:10], file=name)
 
 
@@ -258,7 +262,7 @@ def would_add_lines(res: SweepResult, recorded: list[SweepResult], lang: str
     if not same or not (same["tutorial_point"] or same["best"]):
         return [("info", t("gpu.would_add_none"))]
     ref = info["reference"]
-    where = dict(gpu=md(ref["device_name"]), machine=machine_label(reference),
+    where = dict(gpu=md(ref["device_name"]), machine=machine_label(reference, lang=lang),
                  date=reference.recorded_at[:10])
     out = []
     if same["tutorial_point"]:
@@ -271,8 +275,8 @@ def would_add_lines(res: SweepResult, recorded: list[SweepResult], lang: str
                                   x=times(b["speedup"], lang))))
     across, refused = info["across"], info["across_refused"]
     if across and across["tutorial_point"]:
-        out.append(("warning", t("gpu.would_add_across", here=machine_label(res), **where,
-                                 x=times(across["tutorial_point"]["speedup"], lang))))
+        out.append(("warning", t("gpu.would_add_across", here=machine_label(res, lang=lang),
+                                 **where, x=times(across["tutorial_point"]["speedup"], lang))))
     elif refused:
         load = info["load_here" if refused.endswith("_here") else "load_there"]
         out.append(("info", t(f"gpu.across_refused_{refused}", load=round(load["load"] or 0, 1),

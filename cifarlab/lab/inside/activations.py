@@ -13,14 +13,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from cifarlab.core.config import ModelSpec, TrainConfig
+from cifarlab.core.config import ACTIVATION_CODE, ACTIVATION_NAMES, ModelSpec, TrainConfig
 from cifarlab.core.data import normalize
 from cifarlab.core.model import Net
 from cifarlab.core.shapes import trace_spec
 from cifarlab.errors import CifarLabError
 from cifarlab.lab.network import conv_step
 
-# Each stage, the line of the tutorial's forward that makes it (the lesson quotes them).
+# Each stage, the line of the tutorial's forward that makes it (the lesson quotes them); a run
+# with another activation reads its own function where these say F.relu.
 FORWARD_LINES = {
     "input": "def forward(self, x):",
     "conv1": "self.conv1(x)",
@@ -73,7 +74,7 @@ class Neuron:
     total: float              # the sum of the products
     bias: float
     value: float              # total + bias: what the map shows at (row, col)
-    relu: float               # max(0, value): what goes on to the pooling
+    activated: float          # the activation of value (ReLU: max(0, value)): what is pooled
     torch_value: float        # PyTorch's own F.conv2d at the same place
 
     @property
@@ -135,8 +136,19 @@ def activations(model: Net, x: torch.Tensor) -> list[Stage]:
                                 traced="×".join(map(str, shape)),
                                 got="×".join(map(str, values.shape)))
         line = view_line(kinds["pool2"][1]) if name == "flatten" else FORWARD_LINES[name]
+        line = line.replace("F.relu", ACTIVATION_CODE[activation_of(model)])
         stages.append(Stage(name, kind, tuple(shape), values, line))
     return stages
+
+
+def activation_of(model: Net) -> str:
+    """The model's activation ("relu", "sigmoid", "tanh")."""
+    return getattr(model, "activation", "relu")
+
+
+def activation_name(model: Net) -> str:
+    """The model's activation as the lessons name it (ReLU, sigmoid, tanh)."""
+    return ACTIVATION_NAMES[activation_of(model)]
 
 
 def stage(stages: list[Stage], name: str) -> Stage:
@@ -148,7 +160,7 @@ def neuron(model: Net, x: torch.Tensor, layer: str = "conv1", channel: int = 0, 
     """Output (``channel``, ``row``, ``col``) of ``conv1`` or ``conv2`` worked out by hand from
     the layer's input (the image for conv1, pool1's output for conv2): the C×k×k window
     (stride and padding as the layer has them), the kernel, the products, their sum, the bias,
-    the ReLU; and PyTorch's ``F.conv2d`` at the same place to compare."""
+    the activation; and PyTorch's ``F.conv2d`` at the same place to compare."""
     if layer not in CONV_LAYERS:
         raise CifarLabError("inside.unknown_layer", layer=str(layer)[:20],
                             layers=", ".join(CONV_LAYERS))
@@ -170,7 +182,8 @@ def neuron(model: Net, x: torch.Tensor, layer: str = "conv1", channel: int = 0, 
     value = step["output"]
     return Neuron(layer, channel, row, col, step["top"] - conv.padding[0],
                   step["left"] - conv.padding[1], step["window"], step["kernel"],
-                  step["products"], step["sum"], bias, value, max(0.0, value),
+                  step["products"], step["sum"], bias, value,
+                  float(getattr(model, "act", F.relu)(torch.tensor(value, dtype=torch.float64))),
                   step["torch_output"])
 
 

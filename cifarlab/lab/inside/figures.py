@@ -94,10 +94,14 @@ class StageView:
     caption: str | None = None
 
 
-def stage_views(stages: list[Stage], names: list[str], t) -> list[StageView]:
+def stage_views(stages: list[Stage], names: list[str], t, act: str = "ReLU") -> list[StageView]:
     """What the activations tab shows stage by stage: the maps of the conv and pool layers
     (the first ``MAX_MAPS``), the values of the flat ones as bars (the class scores named)."""
     out = []
+
+    def heading(name: str, s: Stage) -> str:
+        return f"{t(f'inside.stage_{name}', act=act)} · `{shape_text(s.shape)}`"
+
     for name, signed in MAPS:
         s = stage(stages, name)
         c = s.shape[0]
@@ -105,7 +109,7 @@ def stage_views(stages: list[Stage], names: list[str], t) -> list[StageView]:
         fig = maps_figure(s.values[:n], [t("inside.map_n", n=i + 1) for i in range(n)],
                           t("inside.maps_title" if signed else "inside.maps_title_positive",
                             n=n, c=c), signed)
-        out.append(StageView(name, f"{t(f'inside.stage_{name}')} · `{shape_text(s.shape)}`",
+        out.append(StageView(name, heading(name, s),
                              s.line, C.localized(fig, t.lang),
                              t("inside.maps_alt", layer=name, n=n, h=s.shape[1], w=s.shape[2]),
                              t("inside.first_maps", n=n, c=c) if n < c else None))
@@ -114,7 +118,7 @@ def stage_views(stages: list[Stage], names: list[str], t) -> list[StageView]:
         fig = vector_figure(s.values, t("inside.x_class") if named else t("inside.x_index"),
                             t(f"inside.y_{key}"), names=names if named else None,
                             highlight=int(np.argmax(s.values)) if named else None)
-        out.append(StageView(name, f"{t(f'inside.stage_{name}')} · `{shape_text(s.shape)}`",
+        out.append(StageView(name, heading(name, s),
                              s.line, C.localized(fig, t.lang),
                              t("inside.vector_alt", layer=name, n=s.shape[0])))
     return out

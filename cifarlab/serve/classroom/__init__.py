@@ -16,17 +16,22 @@ is nicknames and run numbers. Joining is slowed down for a browser that keeps gu
 never for one that is not (``ratelimit``); a nickname that looks like a classmate's, or holds
 invisible or text-direction characters, is refused (``names``).
 
-Everything lives in the run store (schema 3: ``classes``, ``class_members``, ``class_runs``,
-``challenges``) and survives a restart; only the join limiter's counts are in memory.
+Everything lives in the run store (schema 3 and 5: ``classes``, ``class_members``,
+``class_runs``, ``challenges``) and survives a restart; only the join limiter's counts are in
+memory.
 
 Modules: ``model`` (records, ClassError), ``names`` (codes, nicknames), ``tables`` (SQL),
 ``enforce`` (the submit hook, preset and limit checks), ``scoring`` (leaderboards, board, CSV),
-``ratelimit`` (join attempts), ``facade`` (Classroom, get_classroom). See docs/security.md.
+``ratelimit`` (join attempts), ``facade`` (Classroom, get_classroom). A class experiment
+(``Classroom.set_experiment``) gives each student one value of one knob, locked, round robin
+in the order they joined; ``Classroom.experiment`` is the class's picture of it.
+See docs/security.md.
 """
 from cifarlab.serve.classroom.facade import Classroom, get_classroom
-from cifarlab.serve.classroom.model import (BoardRow, Challenge, ClassError, ClassInfo,
-                                            ClassLimits, Goal, LeaderRow, Membership, Presenter,
-                                            StudentView)
+from cifarlab.serve.classroom.model import (MAX_VALUES, BoardRow, Challenge, ClassError, ClassInfo,
+                                            ClassLimits, Experiment, ExperimentView, Goal,
+                                            LeaderRow, Membership, Presenter, StudentView)
 
 __all__ = ["Classroom", "get_classroom", "ClassError", "ClassInfo", "ClassLimits", "Goal",
-           "Challenge", "Membership", "BoardRow", "Presenter", "LeaderRow", "StudentView"]
+           "Challenge", "Membership", "BoardRow", "Presenter", "LeaderRow", "StudentView",
+           "Experiment", "ExperimentView", "MAX_VALUES"]

@@ -5,21 +5,29 @@ run: when the run's owner (``Person.id``) is a member of a class, a locked knob 
 from the pushed value, or a run beyond the class limits (epochs, training images, devices, runs
 per student) or the open challenge's rules (its epochs, its device), is refused with a
 ClassError whose ``field`` names the knob. It reads the run store itself, so it holds whatever
-a page (or a tampered browser) sends. ``check_preset`` is what ``push_preset`` accepts.
+a page (or a tampered browser) sends. ``check_preset`` is what ``push_preset`` accepts;
+``check_experiment`` the class experiment's values, and ``pushed`` what a member trains with
+(the preset, and their value of the experiment's knob, locked).
 """
 from __future__ import annotations
 
 import dataclasses
 import math
+import re
+import time
 from typing import Any, Iterable, Mapping
 
 import cifarlab.serve.classroom.tables as tables  # by its path: the package imports this one
+from cifarlab import i18n
 from cifarlab.core.config import TrainConfig, knobs, validate
-from cifarlab.errors import ConfigError, Problem
-from cifarlab.serve.classroom.model import ClassError, ClassInfo, ClassLimits, Words
+from cifarlab.errors import CifarLabError, ConfigError, Problem
+from cifarlab.serve.classroom.model import (MAX_VALUES, ClassError, ClassInfo, ClassLimits,
+                                            Experiment, Words)
 from cifarlab.serve.database import Database
 
 KNOBS = {f.name: f for f in knobs(TrainConfig)}
+# between values: ";", spaces, or a comma before a space ("0,01" is a decimal in es and pt)
+SEPARATORS = re.compile(r";|\s+|,(?=\s)")
 
 
 def check_submit(db: Database, owner: str, config: TrainConfig, device: str,
@@ -30,11 +38,12 @@ def check_submit(db: Database, owner: str, config: TrainConfig, device: str,
     if member is None:
         return None
     info = tables.require_class(db, member.code)
-    for name in info.locked:
-        pushed = info.preset.get(name, KNOBS[name].default if name in KNOBS else None)
-        if not same_value(getattr(config, name, None), pushed):
+    preset, locked = pushed(info, member.slot)
+    for name in locked:
+        value = preset.get(name, KNOBS[name].default if name in KNOBS else None)
+        if not same_value(getattr(config, name, None), value):
             raise ClassError("class.knob_locked", field=name, knob=knob_words(name),
-                             value=value_words(pushed))
+                             value=value_words(value))
     lim = info.limits
     if lim.max_epochs is not None and config.epochs > lim.max_epochs:
         raise ClassError("class.limit_epochs", field="epochs", n=lim.max_epochs)
@@ -130,5 +139,69 @@ def check_limits(limits: Any) -> ClassLimits:
 
 
 def preset_fits(info: ClassInfo, limits: ClassLimits) -> None:
-    """New class limits must still admit the pushed preset (else the class could run nothing)."""
+    """New class limits must still admit the pushed preset (else the class could run nothing)
+    and the experiment's values."""
     check_preset(info.preset, info.locked, limits)
+    if info.experiment is not None:
+        check_experiment(info.experiment.knob, info.experiment.values, info.preset,
+                         info.locked, limits)
+
+
+def pushed(info: ClassInfo, slot: int) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """What the member who joined ``slot``-th trains with: the preset and its locked knobs,
+    and their value of the experiment's knob (round robin by ``slot``), locked."""
+    ex = info.experiment
+    if ex is None:
+        return dict(info.preset), info.locked
+    return (dict(info.preset) | {ex.knob: ex.value_for(slot)},
+            tuple(dict.fromkeys((*info.locked, ex.knob))))
+
+
+def check_experiment(knob: Any, values: Any, preset: Mapping[str, Any], locked: Iterable[str],
+                     limits: ClassLimits, since: float | None = None) -> Experiment:
+    """The experiment on ``knob`` with ``values``: text as typed ("0.0001; 0.001 0.01", each
+    read by the knob's own ``Knob.parse``, decimals with either mark) or a list. Each value is
+    checked with the rest of the preset and the class limits; the first refused is named with
+    the knob's own message (``class.experiment_value``). 2 to ``MAX_VALUES`` distinct values,
+    numbers in ascending order."""
+    f = KNOBS.get(knob) if isinstance(knob, str) else None
+    if f is None:
+        raise ClassError("class.experiment_knob", field="knob", knob=str(knob)[:40],
+                         known=", ".join(KNOBS))
+    items = ([v for v in SEPARATORS.split(values) if v] if isinstance(values, str)
+             else list(values or ()))
+    if not items:
+        raise ClassError("class.experiment_empty", field="values", knob=knob_words(knob))
+    if len(items) > MAX_VALUES:
+        raise ClassError("class.experiment_many", field="values", n=MAX_VALUES, got=len(items))
+    found: list[Any] = []
+    for item in items:
+        shown = str(item)[:40]
+        try:
+            value = _parse(f, item)
+            stored, _ = check_preset(dict(preset) | {knob: value}, locked, limits)
+        except (ValueError, CifarLabError) as err:
+            why = err if isinstance(err, CifarLabError) else Problem(
+                knob, f.knob.error, {"lo": f.knob.lo, "hi": f.knob.hi, "default": f.default})
+            raise ClassError("class.experiment_value", field="values", knob=knob_words(knob),
+                             value=shown, why=why) from None
+        found.append(stored[knob])
+    found = list(dict.fromkeys(found))
+    if len(found) < 2:
+        raise ClassError("class.experiment_few", field="values", knob=knob_words(knob),
+                         n=len(found))
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in found):
+        found.sort()
+    return Experiment(knob, tuple(found), time.time() if since is None else since)
+
+
+def _parse(f: Any, item: Any) -> Any:
+    """One typed value as the knob's (ValueError when it is none); a value not typed as is."""
+    if not isinstance(item, str):
+        return item
+    if f.knob.kind == "float" and (number := i18n.parse_decimal(item)) is not None:
+        return number
+    value = f.knob.parse(item)
+    if f.knob.kind == "choice" and value not in f.knob.choices:
+        raise ValueError(item)
+    return value

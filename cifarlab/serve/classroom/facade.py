@@ -14,8 +14,8 @@ import cifarlab.serve.classroom.scoring as scoring
 import cifarlab.serve.classroom.tables as tables
 from cifarlab.core.config import MAX_SEED
 from cifarlab.serve.classroom.model import (BOARDS, GOAL_KINDS, BoardRow, ClassError, ClassInfo,
-                                            ClassLimits, Goal, LeaderRow, Membership, Presenter,
-                                            StudentView, finite_or_none)
+                                            ClassLimits, ExperimentView, Goal, LeaderRow,
+                                            Membership, Presenter, StudentView, finite_or_none)
 from cifarlab.serve.classroom.names import (clean_nickname, clean_title, nickname_key,
                                             normalize_code)
 from cifarlab.serve.classroom.ratelimit import FORGET_S, join_limiter
@@ -79,6 +79,9 @@ class Classroom:
         page showed; another edit since -> ClassError("class.stale"), nothing overwritten."""
         info = self._class(by, code)
         stored, locked = enforce.check_preset(values, locked, info.limits)
+        if info.experiment is not None:   # the experiment's values must still go with it
+            enforce.check_experiment(info.experiment.knob, info.experiment.values, stored,
+                                     locked, info.limits)
         tables.update_versioned(self.store, info.code, expected_version, preset=stored,
                                 locked=list(locked))
         return tables.require_class(self.store, info.code)
@@ -93,6 +96,41 @@ class Classroom:
         tables.update_versioned(self.store, info.code, expected_version,
                                 limits=limits.to_dict())
         return tables.require_class(self.store, info.code)
+
+    def set_experiment(self, by: Person, code: str, knob: str | None, values: Any = (),
+                       expected_version: int | None = None) -> ClassInfo:
+        """A class experiment: the class compares ``values`` of ``knob`` (text as typed,
+        "0.0001; 0.001; 0.01", or a list; ``enforce.check_experiment``). Each student trains
+        with one value, locked: the n-th to join the class (``Membership.slot``) value n modulo
+        their number, the same on every visit. ``knob`` None: no experiment. Versioned like
+        ``push_preset``; the picture keeps its runs while the knob stays the same."""
+        info = self._class(by, code)
+        ex, old = None, info.experiment
+        if knob is not None:
+            ex = enforce.check_experiment(knob, values, info.preset, info.locked, info.limits,
+                                          old.since if old and old.knob == knob else None)
+        tables.update_versioned(self.store, info.code, expected_version,
+                                experiment=None if ex is None else ex.to_dict())
+        return tables.require_class(self.store, info.code)
+
+    def experiment(self, viewer: Person, code: str | None = None) -> ExperimentView | None:
+        """The class experiment's picture: its runs since it was set, each with its value of
+        the knob, and each student's value (None when there is no experiment). Instructors
+        name the class; a student sees their own class's, their own runs marked, and a run id
+        only on those."""
+        info = self._viewable(viewer, code)
+        ex = info.experiment
+        if ex is None:
+            return None
+        rows = scoring.board(self.store, info.code, tables.nicknames(self.store, info.code),
+                             since=ex.since, knob=ex.knob, viewer=viewer.id)
+        slots = tables.slots(self.store, info.code)
+        member = None if viewer.instructor else tables.membership(self.store, viewer.id)
+        return ExperimentView(
+            ex, tuple(r if viewer.instructor or r.you else dataclasses.replace(r, run_id="")
+                      for r in rows),
+            tuple((nick, ex.value_for(slot)) for nick, slot in slots),
+            None if member is None else ex.value_for(member.slot))
 
     # -- instructors: the board --------------------------------------------------------------
     def board(self, by: Person, code: str, limit: int = 200) -> list[BoardRow]:
@@ -245,9 +283,11 @@ class Classroom:
             rows = self.leaderboard(person, info.code, "public")
             ranked = len(rows)
             rank = next((r.rank for r in rows if r.you), None)
-        return StudentView(member, dict(info.preset), info.locked, info.limits, info.challenge,
+        preset, locked = enforce.pushed(info, member.slot)
+        return StudentView(member, preset, locked, info.limits, info.challenge,
                            rank, ranked, info.version, info.pinned is not None,
-                           None if "seed" in info.locked else own_seed(info.code, person.id))
+                           None if "seed" in locked else own_seed(info.code, person.id),
+                           info.experiment)
 
     # -- checks ------------------------------------------------------------------------------
     def _class(self, by: Person, code: str) -> ClassInfo:

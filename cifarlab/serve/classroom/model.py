@@ -18,6 +18,7 @@ from cifarlab.errors import JobError
 
 GOAL_KINDS = ("best_accuracy", "fastest_to")
 BOARDS = ("public", "private")
+MAX_VALUES = 8        # an experiment's values: what one picture (and one class) can compare
 
 
 class ClassError(JobError):
@@ -26,7 +27,9 @@ class ClassError(JobError):
     A parameter given as ``Words`` is written in the message's language (a knob's label)."""
 
     def text(self, lang: str = i18n.DEFAULT) -> str:
-        params = {k: v.text(lang) if isinstance(v, Words) else v for k, v in self.params.items()}
+        # Words, a Problem or another error: written in the message's language
+        params = {k: v.text(lang) if callable(getattr(v, "text", None)) else v
+                  for k, v in self.params.items()}
         return i18n.t(f"errors.{self.code}", lang, **params)
 
 
@@ -106,6 +109,28 @@ class Challenge:
 
 
 @dataclass(frozen=True)
+class Experiment:
+    """The class experiment: one knob and the values the class compares. Each student trains
+    with ``value_for(slot)`` (``slot``: the order they joined the class in, 0, 1, 2...: round
+    robin, the same on every visit), locked; ``since``: when it was set (the class's picture
+    shows the runs from then on)."""
+
+    knob: str
+    values: tuple
+    since: float
+
+    def value_for(self, slot: int) -> Any:
+        return self.values[slot % len(self.values)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"knob": self.knob, "values": list(self.values), "since": self.since}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> Experiment | None:
+        return cls(d["knob"], tuple(d["values"]), d["since"]) if d else None
+
+
+@dataclass(frozen=True)
 class ClassInfo:
     """One class as its instructors see it. ``version`` grows with every edit of the preset or
     the limits: pass it back as ``expected_version`` so a stale edit is refused."""
@@ -122,6 +147,7 @@ class ClassInfo:
     challenge: Challenge | None
     members: int
     created_at: float
+    experiment: Experiment | None = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +159,7 @@ class Membership:
     person: str
     nickname: str
     joined_at: float
+    slot: int = 0        # the order they joined in (0, 1, 2...): their experiment value
 
 
 @dataclass(frozen=True)
@@ -152,6 +179,21 @@ class BoardRow:
     losses: tuple[float, ...]
     accuracy: float | None
     created_at: float
+    value: Any = None        # the run's value of the experiment's knob (experiment rows)
+    you: bool = False        # the viewer's own run
+
+
+@dataclass(frozen=True)
+class ExperimentView:
+    """The class experiment and its runs since it was set (``BoardRow``s with ``value`` and
+    ``you``; a run id only on the viewer's own rows unless the viewer is an instructor).
+    ``assigned``: (nickname, value) for each student in the class; ``yours``: the viewer's
+    own value (None for an instructor)."""
+
+    experiment: Experiment
+    rows: tuple[BoardRow, ...]
+    assigned: tuple[tuple[str, Any], ...]
+    yours: Any = None
 
 
 @dataclass(frozen=True)
@@ -210,6 +252,7 @@ class StudentView:
     version: int = 1
     pinned: bool = False     # a run is on the projector (``Classroom.presenter``)
     seed: int | None = None
+    experiment: Experiment | None = None   # the class experiment (its value is in ``preset``)
 
     @property
     def values(self) -> dict[str, Any]:

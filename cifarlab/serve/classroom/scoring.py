@@ -146,25 +146,30 @@ def mean_curve(store, run_id: str, points: int, least: int = 1) -> tuple[int, tu
 
 
 def board(store, code: str, nick: dict[str, str], limit: int = 200,
-          points: int = BOARD_POINTS) -> list[BoardRow]:
-    """The class's runs, newest first, each with a small loss curve. ``store``: a RunStore."""
+          points: int = BOARD_POINTS, since: float | None = None, knob: str | None = None,
+          viewer: str | None = None) -> list[BoardRow]:
+    """The class's runs, newest first, each with a small loss curve. ``store``: a RunStore.
+    ``since``: only the runs submitted since; ``knob``: each row's ``value`` is the run's value
+    of it; ``viewer``: their own rows are marked ``you``."""
     out = []
     with store._read() as conn:
         rows = conn.execute(text(
             "SELECT c.run_id, c.person, r.status, r.device, r.created_at, r.result, r.progress, "
             "CASE WHEN r.status = 'queued' THEN (SELECT COUNT(*) FROM runs q WHERE "
             " q.status = 'queued' AND q.device = r.device AND (q.created_at < r.created_at OR "
-            f" (q.created_at = r.created_at AND q.id <= r.id))) END, {RUN_NUMBER} "
+            f" (q.created_at = r.created_at AND q.id <= r.id))) END, {RUN_NUMBER}, r.config "
             "FROM class_runs c JOIN runs r ON r.id = c.run_id WHERE c.code = :code "
-            "ORDER BY r.created_at DESC, r.id DESC LIMIT :limit"),
-            {"code": code, "limit": int(limit)}).all()
+            "AND c.created_at >= :since ORDER BY r.created_at DESC, r.id DESC LIMIT :limit"),
+            {"code": code, "limit": int(limit), "since": since or 0.0}).all()
         curves = {r[0]: curve(conn, r[0], points) for r in rows if r[2] != "queued"}
-    for run_id, person, status, device, created, result, progress, pos, number in rows:
+    for run_id, person, status, device, created, result, progress, pos, number, config in rows:
         acc = _field(result, "test_accuracy")
         step, total = _field(progress, "step"), _field(progress, "total_steps")
         steps, losses = curves.get(run_id, ((), ()))
         progress = (min(1.0, step / total) if status != "queued" and step is not None and total
                     else None)
+        value = json.loads(config or "{}").get(knob) if knob else None
         out.append(BoardRow(nick.get(person, "?"), number, run_id, status, device, pos,
-                            progress, tuple(steps), tuple(losses), finite_or_none(acc), created))
+                            progress, tuple(steps), tuple(losses), finite_or_none(acc), created,
+                            value, viewer is not None and person == viewer))
     return out

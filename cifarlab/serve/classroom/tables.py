@@ -15,19 +15,19 @@ from typing import Any, Iterable
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from cifarlab.serve.classroom.model import (Challenge, ClassError, ClassInfo, ClassLimits, Goal,
-                                            Membership)
+from cifarlab.serve.classroom.model import (Challenge, ClassError, ClassInfo, ClassLimits,
+                                            Experiment, Goal, Membership)
 from cifarlab.serve.classroom.names import confusable_with, new_code
 from cifarlab.serve.database import Database
 
 _LOCK = "classroom"
 
 _CLASS_COLS = ("code", "title", "created_by", "is_open", "version", "preset", "locked", "limits",
-               "pinned", "created_at")
+               "pinned", "created_at", "experiment")
 _SELECT_CLASS = (f"SELECT {', '.join('c.' + k for k in _CLASS_COLS)}, "
                  "(SELECT COUNT(*) FROM class_members m WHERE m.code = c.code AND m.active = 1) "
                  "FROM classes c")
-_VERSIONED = ("preset", "locked", "limits")   # what update_versioned may write
+_VERSIONED = ("preset", "locked", "limits", "experiment")   # what update_versioned may write
 
 
 def insert_class(db: Database, created_by: str, title: str, tries: int = 20) -> str:
@@ -80,9 +80,9 @@ def set_open(db: Database, code: str, is_open: bool) -> None:
 
 
 def update_versioned(db: Database, code: str, expected_version: Any, **columns: Any) -> None:
-    """Write ``columns`` (JSON-encoded: preset, locked, limits) and bump the version, only if
-    the class is still at ``expected_version``; else ClassError("class.stale") and nothing is
-    written."""
+    """Write ``columns`` (JSON-encoded: preset, locked, limits, experiment) and bump the
+    version, only if the class is still at ``expected_version``; else ClassError("class.stale")
+    and nothing is written."""
     names = [k for k in columns if k in _VERSIONED]   # column names never come from outside
     sets = ", ".join(f"{k} = :{k}" for k in names)
     with db._write() as c:
@@ -110,7 +110,8 @@ def set_pinned(db: Database, code: str, run_id: str | None) -> None:
 def membership(db: Database, person: str) -> Membership | None:
     with db._read() as c:
         row = c.execute(text(
-            "SELECT m.code, c.title, m.person, m.nickname, m.joined_at FROM class_members m "
+            "SELECT m.code, c.title, m.person, m.nickname, m.joined_at, m.slot "
+            "FROM class_members m "
             "JOIN classes c ON c.code = m.code WHERE m.person = :person AND m.active = 1 "
             "ORDER BY m.joined_at DESC LIMIT 1"), {"person": person}).first()
     return Membership(*row) if row else None
@@ -119,7 +120,8 @@ def membership(db: Database, person: str) -> Membership | None:
 def add_member(db: Database, code: str, person: str, nickname: str, nick_key: str) -> Membership:
     """Join ``person`` to the class (leaving any other class); the same person joining the same
     class again (a second tab) keeps the membership they have. A nickname taken, or one that
-    looks like a classmate's (``names.confusable_with``), is refused."""
+    looks like a classmate's (``names.confusable_with``), is refused. A new member's ``slot``
+    is how many joined before; one who comes back keeps theirs."""
     now = time.time()
     args = {"code": code, "person": person}
     with db._write(lock=_LOCK) as c:
@@ -127,10 +129,10 @@ def add_member(db: Database, code: str, person: str, nickname: str, nick_key: st
                         args).first()
         if row is None:
             raise ClassError("class.unknown_code", field="code")
-        mine = c.execute(text("SELECT nickname, joined_at, active FROM class_members "
+        mine = c.execute(text("SELECT nickname, joined_at, active, slot FROM class_members "
                               "WHERE code = :code AND person = :person"), args).first()
         if mine is not None and mine[2]:
-            return Membership(code, row[1], person, mine[0], mine[1])
+            return Membership(code, row[1], person, mine[0], mine[1], mine[3])
         if not row[0]:
             raise ClassError("class.closed", field="code")
         taken = c.execute(text("SELECT person FROM class_members WHERE code = :code AND "
@@ -143,13 +145,15 @@ def add_member(db: Database, code: str, person: str, nickname: str, nick_key: st
         if alike is not None:
             raise ClassError("class.nickname_confusable", field="nickname", nickname=nickname,
                              other=alike)
+        slot = mine[3] if mine is not None else c.execute(text(
+            "SELECT COUNT(*) FROM class_members WHERE code = :code"), args).scalar_one()
         c.execute(text("UPDATE class_members SET active = 0 WHERE person = :person"), args)
         c.execute(text("INSERT INTO class_members (code, person, nickname, nick_key, joined_at, "
-                       "active) VALUES (:code, :person, :nick, :key, :t, 1) ON CONFLICT (code, "
-                       "person) DO UPDATE SET nickname = excluded.nickname, nick_key = "
-                       "excluded.nick_key, joined_at = excluded.joined_at, active = 1"),
-                  {**args, "nick": nickname, "key": nick_key, "t": now})
-        return Membership(code, row[1], person, nickname, now)
+                       "active, slot) VALUES (:code, :person, :nick, :key, :t, 1, :slot) ON "
+                       "CONFLICT (code, person) DO UPDATE SET nickname = excluded.nickname, "
+                       "nick_key = excluded.nick_key, joined_at = excluded.joined_at, active = 1"),
+                  {**args, "nick": nickname, "key": nick_key, "t": now, "slot": slot})
+        return Membership(code, row[1], person, nickname, now, slot)
 
 
 def leave(db: Database, person: str) -> bool:
@@ -163,6 +167,14 @@ def nicknames(db: Database, code: str) -> dict[str, str]:
     with db._read() as c:
         return dict(c.execute(text("SELECT person, nickname FROM class_members WHERE "
                                    "code = :code"), {"code": code}).all())
+
+
+def slots(db: Database, code: str) -> list[tuple[str, int]]:
+    """(nickname, slot) of the class's members now, in the order they joined."""
+    with db._read() as c:
+        return [tuple(r) for r in c.execute(text(
+            "SELECT nickname, slot FROM class_members WHERE code = :code AND active = 1 "
+            "ORDER BY slot, person"), {"code": code}).all()]
 
 
 # -- runs ----------------------------------------------------------------------------------
@@ -222,4 +234,5 @@ def _class(row: Iterable[Any], challenge: Challenge | None) -> ClassInfo:
                      is_open=bool(d["is_open"]), version=d["version"],
                      preset=json.loads(d["preset"]), locked=tuple(json.loads(d["locked"])),
                      limits=ClassLimits.from_dict(json.loads(d["limits"])), pinned=d["pinned"],
-                     challenge=challenge, members=d["members"], created_at=d["created_at"])
+                     challenge=challenge, members=d["members"], created_at=d["created_at"],
+                     experiment=Experiment.from_dict(json.loads(d["experiment"] or "null")))
