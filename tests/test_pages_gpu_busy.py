@@ -51,13 +51,14 @@ def test_a_busy_timing_says_so_first(lab_home, lang):
     assert order.index(first) < order.index(success)
     assert i18n.number(271, lang) in first                 # the run store's measured run
     assert t("gpu_busy.spread", x=lab.times(2.0, lang)) in first
-    assert lab.md(EPYC) in success and "vm" not in success
+    cpu = lab.md(lab.in_words(EPYC, lang))      # "AMD EPYC (2 núcleos)" in Spanish
+    assert cpu in success and "vm" not in success
     captions = [c.value for c in at.caption]
     assert any(c.startswith(t("gpu_busy.check", device="cpu", ips=i18n.number(271, lang),
                                 runs=t("counts.runs", n=1))) for c in captions)
     # what was measured, without the extrapolations busy-ness made
     text = "\n".join(m.value for m in at.markdown)
-    assert t("gpu_busy.tut_measured", device="cpu", name=lab.md(EPYC), ips=16) in text
+    assert t("gpu_busy.tut_measured", device="cpu", name=cpu, ips=16) in text
     assert i18n.duration(2 * 50_000 / 16.0, lang) not in text     # no "1 h 44 min"
     assert t("gpu.tut_best", device="cpu", batch=256, pipeline=lab.pipeline_name("fast", lang),
              x=lab.times(9 / 1, lang))[:25] not in text

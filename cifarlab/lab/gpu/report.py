@@ -51,12 +51,16 @@ def pipeline_name(p: str, lang: str) -> str:
 CORES = re.compile(r" \((\d+) cores\)")   # how core.devices.cpu_name writes the count
 
 
+def in_words(name: str, lang: str) -> str:
+    """A device's or machine's recorded name with its CPU cores counted in ``lang``."""
+    return CORES.sub(lambda m: " (" + _t(lang)("gpu.cores", n=int(m[1])) + ")", name)
+
+
 def machine_label(res: SweepResult, markdown: bool = True, lang: str = "en") -> str:
     """The machine by what a person can tell apart ("AMD EPYC (2 cores) + NVIDIA H100 80GB
     HBM3": ``busy.machine_name``), its cores counted in ``lang``, escaped for Markdown unless
     ``markdown`` is False (a widget's options are plain text)."""
-    label = CORES.sub(lambda m: " (" + _t(lang)("gpu.cores", n=int(m[1])) + ")",
-                      busy.machine_name(res))
+    label = in_words(busy.machine_name(res), lang)
     return md(label) if markdown else one_line(label)
 
 
@@ -180,14 +184,16 @@ def tutorial_lines(res: SweepResult, lang: str, is_busy: bool = False) -> list[s
     if not timed:
         return []
     if is_busy:
-        return [t("gpu_busy.tut_measured", device=md(d["device"]), name=md(d["device_name"]),
-                  ips=round(d["images_per_s"])) for d in timed] + [
+        return [t("gpu_busy.tut_measured", device=md(d["device"]),
+                  name=md(in_words(d["device_name"], lang)), ips=round(d["images_per_s"]))
+                for d in timed] + [
             t("gpu.tut_why", params=info["params"] or 62006)]
     dur = lambda s: i18n.duration(s, lang)  # noqa: E731 - a local shorthand, used below
-    lines = [t("gpu.tut_cpu", name=md(d["device_name"]), ips=round(d["images_per_s"]),
+    lines = [t("gpu.tut_cpu", name=md(in_words(d["device_name"], lang)),
+               ips=round(d["images_per_s"]),
                images=info["epoch_images"], epoch=dur(d["epoch_s"]), run=dur(d["tutorial_run_s"]))
              for d in timed if d["device"] == "cpu"]
-    lines += [t("gpu.tut_acc", device=md(d["device"]), name=md(d["device_name"]),
+    lines += [t("gpu.tut_acc", device=md(d["device"]), name=md(in_words(d["device_name"], lang)),
                 ips=round(d["images_per_s"]), x=times(d["speedup_vs_cpu"], lang),
                 run=dur(d["tutorial_run_s"]))
               for d in timed if d["device"] != "cpu" and d["speedup_vs_cpu"] is not None]
@@ -262,7 +268,8 @@ def would_add_lines(res: SweepResult, recorded: list[SweepResult], lang: str
     if not same or not (same["tutorial_point"] or same["best"]):
         return [("info", t("gpu.would_add_none"))]
     ref = info["reference"]
-    where = dict(gpu=md(ref["device_name"]), machine=machine_label(reference, lang=lang),
+    where = dict(gpu=md(in_words(ref["device_name"], lang)),
+                 machine=machine_label(reference, lang=lang),
                  date=reference.recorded_at[:10])
     out = []
     if same["tutorial_point"]:
