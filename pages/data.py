@@ -110,7 +110,8 @@ if batch_size is not None:
 if batch is not None:
     c2.code("images, labels = next(iter(trainloader))\n"
             f"images.shape   # {batch['shape_text']}\n"
-            f"images.dtype   # {batch['dtype']}   min {batch['min']:.3f}, max {batch['max']:.3f}\n"
+            f"images.dtype   # {batch['dtype']}   min {num(float(batch['min']), 3)}, "
+            f"max {num(float(batch['max']), 3)}\n"
             f"labels         # tensor({batch['labels']})\n"
             f"len(trainloader)   # {batch['batches_per_epoch']}", language="python")
     batch_names = [class_name(n, t.lang) for n in batch["label_names"]]

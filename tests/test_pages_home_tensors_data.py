@@ -2,6 +2,8 @@
 pt; the class browser, the batch view and the live measurements (with tiny bounds)."""
 from __future__ import annotations
 
+import re
+
 import shutil
 from pathlib import Path
 
@@ -141,6 +143,11 @@ def test_data_renders(app_file, lang):
     t = i18n.translator(lang)
     body = texts(at)
     assert "torch.Size([4, 3, 32, 32])" in body
+    # the batch's range beside the code, in the language's notation (1,000 in Spanish)
+    dtype_line = next(line for c in at.code for line in c.value.splitlines()
+                      if line.startswith("images.dtype"))
+    assert f"max {i18n.number(1.0, lang, 3)}" in dtype_line or \
+        re.search(r"max \d" + re.escape(i18n.separators(lang)[0]) + r"\d{3}$", dtype_line)
     assert len(plotly_charts(at)) == 2                    # class counts, histograms
     grid = at.image[0]
     assert len(grid.value) == 24
