@@ -201,9 +201,10 @@ def board_button(page, key: str):
     return button
 
 
-def choose(page, box, option: str) -> None:
-    """Pick ``option`` in a select box on the console, whose polling fragments may redraw the
-    page (and close the open list) between the two clicks: then open it again."""
+def choose(page, box, option) -> None:
+    """Pick ``option`` (its text, or a pattern of it) in a select box on the console, whose
+    polling fragments may redraw the page (and close the open list, or replace the option as
+    a run's progress changes its label) between the two clicks: then open it again."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     for _ in range(5):
@@ -368,8 +369,7 @@ def story(server, url, teacher, students):
 
     # -- the instructor cancels Cy's run (queued behind the others on the one CPU slot)
     cy_run = next(r for r in store(server).list_runs(session=sid_of(cy)))
-    run_picker(teacher).click()
-    teacher.get_by_role("option", name=re.compile(r"^Cy · ")).click()
+    choose(teacher, run_picker(teacher), re.compile(r"^Cy · "))
     board_button(teacher, "classroom.board.cancel").click()
     wait_on_progress(lambda: store(server).get(cy_run.id).status == "cancelled",
                      lambda: store(server).get(cy_run.id).status, page=teacher)
@@ -377,8 +377,7 @@ def story(server, url, teacher, students):
         cy.get_by_text(re.compile(r"^Stopped after \d+ of"))).first.wait_for()
 
     # -- pin Ana's run: the presenter view shows its chart large
-    run_picker(teacher).click()
-    teacher.get_by_role("option", name=re.compile(r"^Ana · ")).click()
+    choose(teacher, run_picker(teacher), re.compile(r"^Ana · "))
     board_button(teacher, "classroom.board.pin").click()
     main(teacher).get_by_text(EN("classroom.board.pinned", nickname="Ana")).wait_for()
     board_button(teacher, "classroom.presenter.open").click()
