@@ -1,7 +1,8 @@
 """An app server's job queue in a process of its own, for the tests of several replicas on one
-PostgreSQL store (tests/test_replicas.py): ``python tests/replica_support.py STORE_URL HOME``
-starts a ``JobQueue`` there, prints ``replica <id>`` and then ``leading`` once it dispatches,
-and serves until it is killed. ``steady_job`` is the job kind the tests queue."""
+PostgreSQL store (tests/test_replicas.py): ``python tests/replica_support.py STORE_URL HOME
+[RAY_ADDRESS]`` starts a ``JobQueue`` there (on the Ray cluster at that address when given),
+prints ``replica <id>`` and then ``leading`` once it dispatches, and serves until it is killed.
+``steady_job`` is the job kind the tests queue."""
 from __future__ import annotations
 
 import os
@@ -33,12 +34,14 @@ def steady_job(payload, ctx):
 register_kind(STEADY, "replica_support:steady_job")
 
 
-def main(url: str, home: str) -> None:
+def main(url: str, home: str, ray_address: str | None = None) -> None:
     from cifarlab.serve.queue import JobQueue
     from cifarlab.serve.settings import load_settings
 
+    on_ray = {} if ray_address is None else {"executor": "ray", "ray_address": ray_address,
+                                             "data": os.path.join(home, "no-data-here")}
     settings = load_settings(env={}, home=home, store_url=url, spare_workers=0, cpu_slots=1,
-                             max_per_owner=20, heartbeat_timeout=10)
+                             max_per_owner=20, heartbeat_timeout=10, **on_ray)
     queue = JobQueue(settings=settings)
     print("replica", queue.replica.id, flush=True)
     while not queue.replica.leading:
@@ -49,4 +52,4 @@ def main(url: str, home: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:4])

@@ -1,7 +1,8 @@
 """Several app servers (replicas) on one run store: a real PostgreSQL (tests/pg_support.py,
 marker ``postgres``; skipped without it, except in CI). One dispatcher at a time and a takeover
 when it is killed; per-person limits and guessing counts across replicas; the database down at
-start, restarted mid-run, a wrong URL or password; a dead replica's runs on another machine.
+start, restarted mid-run, a wrong URL or password; a dead replica's runs on another machine; a
+run on Ray that outlives its replica (also marked ``ray``: the session's cluster).
 
 No test bounds a wall-clock time: the waits below are hang guards (GUARD)."""
 from __future__ import annotations
@@ -24,6 +25,7 @@ from cifarlab.serve.identity import Person
 from cifarlab.serve.queue import JobQueue
 from cifarlab.serve.settings import SettingsError, load_settings
 from cifarlab.serve.store import RunStore
+from ray_support import ray_cluster  # noqa: F401 - the session's Ray cluster (a fixture)
 from replica_support import STEADY
 
 pytestmark = pytest.mark.postgres
@@ -179,10 +181,10 @@ def test_a_dead_replicas_runs_elsewhere_are_interrupted_once_silent(store_locati
     assert here.id not in replicas.alive(store, 10)
 
 
-def _start_replica(url: str, home: Path) -> tuple[subprocess.Popen, str]:
+def _start_replica(url: str, home: Path, *ray_address: str) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "replica_support.py"), url,
-                             str(home)], cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                             str(home), *ray_address], cwd=ROOT, stdout=subprocess.PIPE,
+                            text=True, start_new_session=True)
     first = proc.stdout.readline().split()
     assert first[:1] == ["replica"], first
     return proc, first[1]
@@ -212,6 +214,38 @@ def test_one_dispatcher_and_another_takes_over_when_it_is_killed(pg_url, tmp_pat
         assert lost.status == "interrupted" and lost.error_code == "serve.worker.server_stopped"
         assert 20 <= lost.result["steps"] < 400
         assert len(b.store.losses(long_run)[0]) == lost.result["steps"]
+    finally:
+        if a.poll() is None:
+            os.killpg(a.pid, signal.SIGKILL)
+
+
+@pytest.mark.ray
+def test_a_run_on_ray_trains_on_when_its_replica_dies_and_another_takes_it_over(
+        pg_url, tmp_path, queues, ray_cluster):  # noqa: F811 - the fixture imported above
+    """Replica A (a process of its own on the session's Ray cluster) starts a run and is killed
+    (SIGKILL): the run's detached actor trains on in the same process, replica B takes it over
+    and writes the rest, and it ends ``done`` with every loss and event in the store, once."""
+    home = tmp_path / "home"
+    a, a_id = _start_replica(pg_url, home, ray_cluster.get_runtime_context().gcs_address)
+    try:
+        lines = iter(a.stdout.readline, "")   # any line Ray prints may come first
+        assert any(line.strip() == "leading" for line in lines)
+        b = JobQueue(settings=settings_for(pg_url, home, executor="ray", heartbeat_timeout=6))
+        queues.append(b)
+        run_id = b.submit_job(ALICE, STEADY, {"steps": 200, "dt": 0.05}, "cpu")
+        wait_for(lambda: (b.store.get(run_id).progress or {}).get("step", 0) >= 10,
+                 "replica A to run it on Ray")
+        assert b.store.get(run_id).replica == a_id and not b.replica.leading
+        os.kill(a.pid, signal.SIGKILL)
+        a.wait(GUARD)
+        run = b.wait(run_id, timeout=GUARD)
+        assert (run.status, run.replica) == ("done", b.replica.id), (run.status, run.error)
+        (worker,) = b.store.events(run_id, kinds=["worker"])
+        assert (run.result["steps"], run.result["pid"]) == (200, worker.data["pid"])  # on
+        assert b.store.losses(run_id)[0] == list(range(1, 201))
+        kinds = [e.kind for e in b.store.events(run_id)]
+        assert kinds.count("start") == 1 and kinds.count("stop") == 0
+        assert not b.executor.running and b.replica.leading
     finally:
         if a.poll() is None:
             os.killpg(a.pid, signal.SIGKILL)

@@ -14,7 +14,9 @@ CPU-vs-GPU timing, waits until its devices are idle and keeps them; the runs que
 there wait: strict FIFO), and keeps workers warm. It reads and writes only the run store:
 what to run is what the store holds as queued. Where replicas share the store, only the one
 holding the dispatcher's lock (``replicas.Replica.tick``) starts queued runs; every one watches
-its own workers, and the runs of a replica that stopped beating.
+its own workers, and the runs of a replica that stopped beating: those its executor finds still
+going (``Executor.adopt``: a Ray run's detached actor) it goes on with, the rest are
+``interrupted``.
 """
 from __future__ import annotations
 
@@ -132,8 +134,12 @@ class Dispatcher:
             if stale and not h.forced:
                 self.executor.force(run_id, "heartbeat")
         # not ours: an earlier server's, or a replica's that stopped beating
-        for run in self.store.orphans(timeout, mine=self.executor.running,
-                                      alive=self.replica.alive()):
+        orphans = self.store.orphans(timeout, mine=self.executor.running,
+                                     alive=self.replica.alive())
+        still = self.executor.adopt(orphans) if orphans else set()   # on Ray: going on
+        for run in orphans:
+            if run.id in still:
+                continue
             self.store.remove_partial_checkpoints(run.id)
             self.store.set_status(run.id, "interrupted", only_from=["running"],
                                   **reason("serve.queue.worker_gone"))

@@ -27,6 +27,11 @@ The contract, in the queue's words:
   run stops after its current step and keeps its partial result.
 - ``force(run_id, why, seconds)``: stop it now ("cancel" after the grace period, "heartbeat",
   "shutdown").
+- ``adopt(runs)``: runs of an app server that stopped beating (``adopts``: the executor can
+  find its runs still going, as Ray's detached actors): take on those still going, return their
+  ids; the others are marked ``interrupted``. With ``adopts``, the queue leaves such runs to
+  the dispatcher at start too. The local executor adopts none: its workers stop by themselves
+  when their server dies.
 - ``running``: run id -> ``Handle`` of the runs this executor is running.
 - ``slots_for(device)``: how many runs may use ``device`` at the same time.
 - ``keep_warm(backlog)`` / ``warm()``: keep workers started ahead of need / how many are ready.
@@ -59,6 +64,7 @@ class Executor:
     """The interface (see the module docstring); the base does what both executors share."""
 
     name = "base"
+    adopts = False    # whether ``adopt`` can find another server's runs still going
 
     def __init__(self, store: RunStore, settings: Settings):
         self.store = store
@@ -81,6 +87,9 @@ class Executor:
 
     def poll(self) -> None:
         raise NotImplementedError
+
+    def adopt(self, runs: list[Run]) -> set[str]:
+        return set()
 
     def cancel(self, run_id: str) -> None:
         """The local workers read the store's flag themselves: nothing to pass on."""

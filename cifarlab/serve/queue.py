@@ -27,8 +27,11 @@ Several serving processes (replicas) may share one store (``store_url`` on Postg
 dispatcher's lock (``cifarlab.serve.replicas.Replica``); when it dies another takes over within
 a second or two. A queued run starts once: its ``queued -> running`` change is conditional.
 Every replica watches the runs its own executor runs; a replica that stopped beating leaves its
-runs to the others, which mark them ``interrupted`` once their heartbeats go silent (a local
-worker whose server died stops by itself and records that, keeping its partial result).
+runs to the others: a local worker whose server died stops by itself and records that, keeping
+its partial result (a run whose heartbeat went silent is marked ``interrupted``); a run on Ray
+trains on, its detached actor owned by the cluster, and the first live replica to find it takes
+it over and goes on writing its events (``Executor.adopt``), after a restart of a lone server
+too.
 """
 from __future__ import annotations
 
@@ -80,7 +83,9 @@ class JobQueue:
         self._submit_lock = threading.Lock()
         self._n_train: int | None = None
         self.closed = False
-        self.interrupted = self.store.mark_interrupted_on_start(alive=self.replica.alive())
+        # runs an executor may find still going (Ray's) wait for its dispatcher to look
+        self.interrupted = ([] if self.executor.adopts else
+                            self.store.mark_interrupted_on_start(alive=self.replica.alive()))
         self.store.remove_partial_checkpoints()  # left by workers killed while saving
         # SQLite's copies; a PostgreSQL host backs its database up its own way (pg_dump, ...)
         self.backups = (Backups(self.store.path, self.settings.backup_interval)

@@ -1,23 +1,31 @@
-"""The Ray executor: each run a Ray task on a cluster, its events streamed back into the store.
+"""The Ray executor: each run a detached Ray actor on a cluster, its events taken into the store.
 
 Chosen by the hosting setting ``executor = "ray"`` (an optional extra: ``pip install -r
 requirements-ray.txt``); ``ray_address`` names the cluster (unset: a Ray instance started on
 this machine, bound to 127.0.0.1). See docs/hosting.md.
 
-- Each run is ``ray_task.stream_job`` submitted as a streaming generator task (no retries: a run
-  is not repeated behind a student's back). ``poll`` (the queue's dispatcher thread, every
-  ~0.2 s) takes the batches it yielded, writes them into the run store (so the pages see no
-  difference), the checkpoint's bytes into ``home/checkpoints`` and the outcome into the run.
-- Cancel: the control actor (one per server) learns which runs were cancelled; each run asks it
-  every ~0.25 s and stops after its current step, keeping its partial result. ``force`` (cancel
-  ignored, heartbeat silent, shutdown) is ``ray.cancel(force=True)``: the worker is killed.
-- A worker or node that dies: the stream ends with Ray's error, and the run is marked
-  ``failed`` with ``serve.executor.worker_died`` (the error's class; its text kept for the host).
+- Each run is a ``ray_task.RunActor``: a named, *detached* Ray actor (no restarts, no
+  retries: a run is not repeated behind a student's back). It belongs to the cluster, not to
+  this process's Ray driver, so it trains on when this app server dies. ``poll`` (the queue's
+  dispatcher thread, every ~0.2 s) takes the batches it buffered (``take``, acknowledging the
+  ones written), writes them into the run store (so the pages see no difference), the
+  checkpoint's bytes into ``home/checkpoints`` and the outcome into the run, then ends it.
+- Another app server's runs (``adopt``): when a replica stopped beating, the dispatcher of each
+  live one offers its orphaned runs here first; a run whose actor is still on the cluster
+  (``ray.get_actor``) is claimed in the store (``replicas.take_over``: one replica wins) and drained
+  from then on, losing no batch. Only a run whose actor is gone is marked ``interrupted``.
+- Cancel: ``RunActor.cancel``; the run stops after its current step, keeping its partial
+  result. ``force`` (cancel ignored, heartbeat silent, shutdown) is ``ray.kill``: the actor's
+  process is killed. A clean shutdown (``stop_all``) stops this server's runs so.
+- A worker or node that dies: ``take`` raises Ray's error, and the run is marked ``failed`` with
+  ``serve.executor.worker_died`` (the error's class; its text kept for the host).
 - Resources: a CPU run asks for ``worker_threads`` CPUs; a GPU run for ``1/gpu_share`` of a GPU
   (and as much of one CPU); a timing run (exclusive) for a whole GPU. Slots follow the cluster:
   its CPUs ÷ ``worker_threads``, its GPUs × ``gpu_share``.
 - The data set goes into Ray's object store once per server process (``ray.put``); every run
-  gets the reference, and its arrays are read zero-copy on each node.
+  gets the reference, and its arrays are read zero-copy on each node (a running actor keeps
+  its copy mapped when the server that put it dies). Ray starts a process per actor: after each
+  launch a warm-up task keeps one worker process warm for the next.
 - ``ray.init`` runs in the dispatcher thread, which lives as long as the queue (a thread that
   ends breaks the driver's connection). Outside the main thread Ray leaves SIGTERM alone; in the
   main thread (tests) the handler it installs is put back; its C++ failure handler, which
@@ -35,6 +43,7 @@ from typing import Any
 
 from cifarlab.serve.executor import Executor, Handle, forced_reason
 from cifarlab.serve.kinds import TIMING
+from cifarlab.serve.replicas import take_over
 from cifarlab.serve.runs import Run, reason
 from cifarlab.serve.settings import Settings, cpu_cores
 from cifarlab.serve.store import RunStore
@@ -47,27 +56,13 @@ RETRY_S = 10.0       # try to reach the cluster again after a failed start
 _SHARED: dict[str, Any] = {}   # data key -> its ObjectRef, while this process is connected
 
 
-class Control:
-    """The control actor: which runs were cancelled (runs ask; a generator cannot listen)."""
-
-    def __init__(self):
-        self._cancelled: set[str] = set()
-
-    def cancel(self, run_id: str) -> None:
-        self._cancelled.add(run_id)
-
-    def cancelled(self, run_id: str) -> bool:
-        return run_id in self._cancelled
-
-    def forget(self, run_id: str) -> None:
-        self._cancelled.discard(run_id)
-
-
 @dataclass
 class RayRun(Handle):
-    gen: Any = None            # the ObjectRefGenerator of its task
+    actor: Any = None           # its ray_task.RunActor
+    pending: Any = None         # the take() on its way
+    acked: int = 0              # the last batch written into the store
     worker: dict | None = None  # {"pid", "node"} of the Ray worker running it, once it started
-    beat_at: float = 0.0       # when the dispatcher last beat for it while Ray kept it waiting
+    beat_at: float = 0.0        # when the dispatcher last beat for it
 
 
 def restore_sigterm(before: Any) -> None:
@@ -79,17 +74,17 @@ def restore_sigterm(before: Any) -> None:
 
 
 class RayExecutor(Executor):
-    """Runs as Ray tasks (see the module docstring)."""
+    """Runs as detached Ray actors (see the module docstring)."""
 
     name = "ray"
+    adopts = True
 
     def __init__(self, store: RunStore, settings: Settings):
         super().__init__(store, settings)
         self.running: dict[str, RayRun] = {}
         self._ray: Any = None
         self._owns = False        # whether this executor started Ray (and so shuts it down)
-        self._task: Any = None
-        self._control: Any = None
+        self._actor: Any = None
         self._data: Any = None
         self._resources: dict[str, float] = {}
         self._resources_at = 0.0
@@ -122,9 +117,8 @@ class RayExecutor(Executor):
                          **common)
             self._owns = True
             restore_sigterm(before)
-        self._control = ray.remote(num_cpus=0)(Control).remote()
         self._warm_fn = ray.remote(num_cpus=0, max_retries=0)(ray_task.warm_up)
-        self._task = ray.remote(num_returns="streaming", max_retries=0)(ray_task.stream_job)
+        self._actor = ray.remote(max_restarts=0, max_task_retries=0)(ray_task.RunActor)
         self._read_resources()
         log.info("cifarlab: Ray executor on %s", self._resources)
 
@@ -182,19 +176,48 @@ class RayExecutor(Executor):
 
     # -- runs --------------------------------------------------------------------------------
     def launch(self, run: Run, job: dict) -> bool:
-        if self._task is None:
+        if self._actor is None:
             return False  # not connected (yet): the run stays queued
         shared = self._shared_data()
         if not self.store.set_status(run.id, "running", only_from=["queued"]):
             return False  # cancelled meanwhile
-        gen = self._task.options(**self.resources_for(run)).remote(job, shared, self._control)
-        self.running[run.id] = RayRun(run.id, run.device, gen=gen)
+        from cifarlab.serve.ray_task import ACTOR, NAMESPACE
+
+        actor = self._actor.options(name=ACTOR.format(run.id), namespace=NAMESPACE,
+                                    lifetime="detached", **self.resources_for(run)
+                                    ).remote(job, shared)
+        self.running[run.id] = RayRun(run.id, run.device, actor=actor)
+        if self._warming:   # the warm process it takes is its own now: warm the next
+            self._warming = [self._warm_fn.remote(shared, self.settings.worker_nice)]
         return True
+
+    def adopt(self, runs: list[Run]) -> set[str]:
+        """Runs of a replica that stopped beating whose actor is still on the cluster: claimed
+        and drained from now on. Returns the ids not to mark (all of them until connected)."""
+        if self._actor is None:
+            return {run.id for run in runs}   # Ray out of reach: nobody can tell yet
+        from cifarlab.serve.ray_task import ACTOR, NAMESPACE
+
+        kept = set()
+        for run in runs:
+            try:
+                actor = self._ray.get_actor(ACTOR.format(run.id), namespace=NAMESPACE)
+            except ValueError:   # gone: the run is interrupted
+                continue
+            kept.add(run.id)
+            if take_over(self.store, run.id, run.replica):   # else another replica got it first
+                worker = self.store.events(run.id, kinds=["worker"])
+                self.running[run.id] = RayRun(run.id, run.device, actor=actor,
+                                              worker=worker[0].data if worker else None,
+                                              beat_at=time.monotonic())
+                log.info("cifarlab: run %s on Ray taken over from replica %s", run.id,
+                         (run.replica or "?")[:8])
+        return kept
 
     def poll(self) -> None:
         if self._ray is None:
             return
-        if self._task is None:
+        if self._actor is None:
             if time.monotonic() >= self._retry_at:
                 try:
                     self.start()
@@ -209,19 +232,24 @@ class RayExecutor(Executor):
     def _drain(self, r: RayRun) -> None:
         ray = self._ray
         try:
-            while r.gen.next_ready():
-                self._take(r, ray.get(next(r.gen)))
-                if r.run_id not in self.running:
-                    return
-            if r.gen.is_finished():
-                self._died(r, None)
-            elif r.worker is None and time.monotonic() - r.beat_at > HEARTBEAT_S:
-                # waiting in Ray for resources (another app on the cluster, a node that left):
-                # alive, not silent, so the queue's heartbeat watch leaves it be
+            if r.pending is None:
+                r.pending = r.actor.take.remote(r.acked)
+            if ray.wait([r.pending], timeout=0)[0]:
+                batches, r.pending = ray.get(r.pending), None
+                for seq, batch in batches:
+                    self._take(r, batch)
+                    if r.run_id not in self.running:
+                        return
+                    r.acked = seq
+                # the next take now: it tells the actor at once what is written
+                r.pending = r.actor.take.remote(r.acked)
+            elif r.worker is not None:
+                return   # its actor does not answer: silent too long, the heartbeat watch acts
+            if time.monotonic() - r.beat_at > HEARTBEAT_S:
+                # its actor answers, or Ray keeps it waiting for resources (another app on the
+                # cluster, a node that left): not silent, so the heartbeat watch leaves it be
                 r.beat_at = time.monotonic()
                 self.store.heartbeat(r.run_id)
-        except StopIteration:
-            self._died(r, None)
         except Exception as err:  # noqa: BLE001 - Ray's word that the worker or node died
             self._died(r, err)
 
@@ -233,8 +261,6 @@ class RayExecutor(Executor):
         if batch.get("steps") or batch.get("events") or batch.get("progress") is not None:
             self.store.record(run_id, steps=batch["steps"], losses=batch["losses"],
                               events=batch["events"], progress=batch["progress"])
-        else:
-            self.store.heartbeat(run_id)
         if batch.get("checkpoint"):
             from cifarlab.core.checkpoint import atomic_write_bytes
 
@@ -242,12 +268,9 @@ class RayExecutor(Executor):
             atomic_write_bytes(self.store.checkpoint_path(run_id), lambda f: f.write(data))
         if "outcome" in batch:
             outcome = batch["outcome"]
-            if "status" in outcome:
-                self.store.set_status(run_id, outcome["status"], only_from=["running"],
-                                      **outcome["fields"])
-                self._forget(r)
-            else:
-                self._died(r, None)
+            self.store.set_status(run_id, outcome["status"], only_from=["running"],
+                                  **outcome["fields"])
+            self._forget(r)
 
     def _died(self, r: RayRun, err: BaseException | None) -> None:
         """The run's stream ended without an outcome: why, as the run's reason."""
@@ -271,15 +294,17 @@ class RayExecutor(Executor):
         self._forget(r)
 
     def _forget(self, r: RayRun) -> None:
+        """Let the run go and end its actor (its outcome is written, or it is gone)."""
         self.running.pop(r.run_id, None)
         try:
-            self._control.forget.remote(r.run_id)
-        except Exception:  # noqa: BLE001 - the actor is gone: nothing to forget
+            self._ray.kill(r.actor)
+        except Exception:  # noqa: BLE001 - already gone
             pass
 
     def cancel(self, run_id: str) -> None:
-        if self._control is not None:
-            self._control.cancel.remote(run_id)
+        r = self.running.get(run_id)
+        if r is not None:
+            r.actor.cancel.remote()
 
     def force(self, run_id: str, why: str, seconds: float = 0.0) -> None:
         r = self.running.get(run_id)
@@ -287,15 +312,15 @@ class RayExecutor(Executor):
             return
         r.forced, r.forced_s = why, seconds
         try:
-            self._ray.cancel(r.gen, force=True)
+            self._ray.kill(r.actor)
         except Exception:  # it ended meanwhile: poll settles it
-            log.debug("ray.cancel(%s) failed", run_id, exc_info=True)
+            log.debug("ray.kill(%s) failed", run_id, exc_info=True)
 
     # -- warm workers, stopping ----------------------------------------------------------------
     def keep_warm(self, backlog: int) -> None:
         """Once: ``spare_workers`` warm-up tasks. Ray keeps the worker processes they warmed
-        (torch imported, the data mapped) and hands them the next runs."""
-        if self._task is None or self._warming or self.settings.spare_workers == 0:
+        (torch imported, the data mapped) and starts the next runs' actors in them."""
+        if self._actor is None or self._warming or self.settings.spare_workers == 0:
             return
         shared = self._shared_data()
         self._warming = [self._warm_fn.remote(shared, self.settings.worker_nice)
@@ -318,12 +343,7 @@ class RayExecutor(Executor):
             time.sleep(0.05)
         for r in list(self.running.values()):
             self._died(r, None)   # forced: "interrupted"
-        if self._control is not None:
-            try:
-                self._ray.kill(self._control)
-            except Exception:  # noqa: BLE001 - shutting down: the actor may be gone
-                pass
-        self._task = self._control = None
+        self._actor = None
         if self._owns:
             _SHARED.clear()
             self._ray.shutdown()

@@ -1,16 +1,22 @@
-"""Inside a Ray worker: one run as a streaming generator of event batches.
+"""Inside Ray: one run as a detached actor that buffers its event batches for the app server.
 
-``cifarlab.serve.ray_executor`` submits ``stream_job`` as a Ray task (``num_returns=
-"streaming"``). It runs the job kind's function, the same one a local worker runs
-(``worker.run_job``: ``core.train.train`` for "train"), in a thread, with a ``JobContext`` whose
-"store" is an ``Outbox``: every ~0.25 s (``FLUSH_S``) the generator yields what was emitted
-since (step losses, events, the latest progress), an empty batch at least every
-``HEARTBEAT_S`` (the server's heartbeat), and at the end the outcome and the checkpoint's bytes
-(the run store and its checkpoint folder live on the app server, not on this node).
+``cifarlab.serve.ray_executor`` creates a ``RunActor`` per run, named ``cifarlab-run-<run id>``
+in the namespace ``cifarlab-runs``, with ``lifetime="detached"``: it belongs to the cluster,
+not to the app server that created it, so the run goes on when that server's process dies, and
+another app server on the same store finds it by name (``ray.get_actor``) and goes on taking
+its batches. The actor runs the job kind's function, the same one a local worker runs
+(``worker.run_job``: ``core.train.train`` for "train"), in a thread, with a ``JobContext``
+whose "store" is an ``Outbox``; ``take(ack)`` returns the numbered batches not yet acknowledged
+(step losses, events, the latest progress; the first says where it runs; the last has the
+outcome and the checkpoint's bytes, since the run store and its checkpoint folder live on the
+app server). A batch is dropped only once a later ``take`` acknowledges it as written into the
+store, so a server that dies between taking a batch and writing it loses nothing: the next one
+takes it again. ``cancel`` asks the job to stop after its current step, keeping what it learned,
+as locally.
 
-A cancel cannot travel down a generator: the server tells the executor's control actor, which
-this generator asks every ~0.25 s; training then stops after its current step and keeps what it
-learned, as locally. Ray is imported lazily (it is an optional extra).
+The app server kills the actor once it has written the outcome; an actor whose outcome nobody
+comes for within ``ORPHAN_S`` (every app server gone) ends by itself. Ray is imported lazily (it
+is an optional extra).
 """
 from __future__ import annotations
 
@@ -20,11 +26,10 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from cifarlab.serve.kinds import import_target
-from cifarlab.serve.worker import (FLUSH_S, HEARTBEAT_S, JobContext, _lower_priority, _raise,
-                                   _warm_up, run_job)
+from cifarlab.serve.worker import JobContext, _lower_priority, _raise, _warm_up, run_job
 
 _NICED = False  # Ray reuses its worker processes: set the priority once per process
 
@@ -93,55 +98,64 @@ def _device(device: str) -> str:
     return "cuda:0" if device.startswith("cuda") else device
 
 
-def stream_job(job: dict, shared: Any, control: Any) -> Iterator[dict]:
-    """The Ray task: run ``job`` (see ``executor.job_for``), yielding event batches."""
-    import ray
+ACTOR = "cifarlab-run-{}"   # a run's actor: the run id is random, so unique on any cluster
+NAMESPACE = "cifarlab-runs"
+ORPHAN_S = 3600.0           # a finished run's actor waits this long for its outcome to be taken
 
-    run_id = job["run_id"]
-    _prepare(job)
-    box = Outbox(run_id)
-    ctx = JobContext(box, run_id, _device(job["device"]), job.get("data_source"),
-                     data=_data(shared), time_limit_s=job.get("time_limit_s"))
-    outcome: dict[str, Any] = {}
 
-    def body() -> None:
+class RunActor:
+    """One run as a detached Ray actor (see the module docstring)."""
+
+    def __init__(self, job: dict, shared: Any):
+        import ray
+
+        self.run_id = job["run_id"]
+        _prepare(job)
+        self.box = Outbox(self.run_id)
+        self.ctx = JobContext(self.box, self.run_id, _device(job["device"]),
+                              job.get("data_source"), data=_data(shared),
+                              time_limit_s=job.get("time_limit_s"))
+        self.outcome: tuple[str, dict] | None = None
+        self.final = False    # the outcome's batch is made: nothing follows it
+        self.seq = 1
+        self.sent = [(1, {"worker": {"pid": os.getpid(),
+                                     "node": ray.util.get_node_ip_address()}})]
+        threading.Thread(target=self._run, args=(job,), name="cifarlab-ray-run",
+                         daemon=True).start()
+
+    def _run(self, job: dict) -> None:
         try:
             fn = import_target(job["target"])
         except BaseException as err:  # noqa: BLE001 - recorded as the run's failure
             fn = _raise(err)
-        outcome["status"], outcome["fields"] = run_job(fn, job["payload"], ctx)
+        self.outcome = run_job(fn, job["payload"], self.ctx)
+        time.sleep(ORPHAN_S)   # still here: no app server came for the outcome
+        os._exit(0)
 
-    runner = threading.Thread(target=body, name="cifarlab-ray-run", daemon=True)
-    runner.start()
-    yield {"worker": {"pid": os.getpid(), "node": ray.util.get_node_ip_address()}}
-    last = time.monotonic()
-    try:
-        while runner.is_alive():
-            runner.join(FLUSH_S)
-            if not box.cancel.is_set() and _asked_to_cancel(ray, control, run_id):
-                box.cancel.set()
-            ctx.flush()
-            batch = box.take()
-            if batch is not None or time.monotonic() - last >= HEARTBEAT_S:
-                yield batch or {}
-                last = time.monotonic()
-        final = box.take() or {}
-        final["outcome"] = outcome
-        path = box.checkpoint_path(run_id)
-        if path.is_file():
-            final["checkpoint"] = path.read_bytes()
-        yield final
-    finally:
-        shutil.rmtree(box.folder, ignore_errors=True)
+    def take(self, ack: int) -> list[tuple[int, dict]]:
+        """The batches after ``ack`` (the last one the server wrote), a new one included when
+        anything came since; the last one carries the outcome."""
+        self.sent = [b for b in self.sent if b[0] > ack]
+        if self.final:
+            return self.sent
+        outcome = self.outcome   # read before the flush: whatever the job emitted is in it
+        self.ctx.flush()
+        batch = self.box.take()
+        if outcome is not None:
+            self.final = True
+            batch = batch or _empty()
+            batch["outcome"] = {"status": outcome[0], "fields": outcome[1]}
+            path = self.box.checkpoint_path(self.run_id)
+            if path.is_file():
+                batch["checkpoint"] = path.read_bytes()
+            shutil.rmtree(self.box.folder, ignore_errors=True)
+        if batch is not None:
+            self.seq += 1
+            self.sent.append((self.seq, batch))
+        return self.sent
 
-
-def _asked_to_cancel(ray: Any, control: Any, run_id: str) -> bool:
-    """Whether the server cancelled the run; False when the control actor cannot say (the run
-    goes on, and the server's forced stop after the grace period still ends it)."""
-    try:
-        return bool(ray.get(control.cancelled.remote(run_id), timeout=FLUSH_S * 8))
-    except Exception:  # noqa: BLE001 - never let the stream die under a training thread
-        return False
+    def cancel(self) -> None:
+        self.box.cancel.set()
 
 
 def warm_up(shared: Any, nice: int = 0) -> int:

@@ -3,7 +3,8 @@
 Each ``JobQueue`` registers its process as a replica under a fresh random id and beats every
 second or so (``beat``); a clean shutdown says so (``stop``). A replica whose latest beat is
 older than ``heartbeat_timeout`` is gone: the runs its executor was running are the live
-replicas' to settle (``RunStore.orphans``). Which replica dispatches is decided by a lock, not
+replicas' to settle (``RunStore.orphans``), or to go on with where they still run (a Ray run's
+detached actor: ``take_over``). Which replica dispatches is decided by a lock, not
 by this table (``Database.session_lock``); the table says who is there, for the runs and the
 host (``SELECT * FROM replicas``).
 """
@@ -17,8 +18,8 @@ import uuid
 from sqlalchemy import insert, select, update
 
 from cifarlab.serve.database import Database
-from cifarlab.serve.schema import REPLICAS
-from cifarlab.serve.store import HOST
+from cifarlab.serve.schema import REPLICAS, RUNS
+from cifarlab.serve.store import HOST, RunStore
 
 C = REPLICAS.c
 log = logging.getLogger("cifarlab.serve.queue")
@@ -51,6 +52,16 @@ def alive(db: Database, timeout: float) -> set[str]:
     with db._read() as c:
         return set(c.execute(select(C.id).where(C.heartbeat >= time.time() - timeout,
                                                 C.stopped_at.is_(None))).scalars())
+
+
+def take_over(store: RunStore, run_id: str, was: str | None) -> bool:
+    """Make a running run of replica ``was`` this store's replica's (its heartbeat fresh);
+    False when another replica took it first, or it ended."""
+    R = RUNS.c
+    owner = R.replica.is_(None) if was is None else R.replica == was
+    with store._write() as c:
+        return c.execute(update(RUNS).where(R.id == run_id, R.status == "running", owner)
+                         .values(replica=store.replica, heartbeat=time.time())).rowcount == 1
 
 
 BEAT_S = 1.0        # a replica's heartbeat, and how often a waiting one tries to dispatch
