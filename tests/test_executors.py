@@ -3,7 +3,7 @@
 The contract (``executor`` fixture: ``local``, ``ray`` and the tests' ``inline`` stand-in,
 tests/inline_executor.py, so that the queue tests run on it mean something): ``launch`` starts a
 queued run and refuses one cancelled meanwhile; ``poll`` brings a real training run's events,
-losses, outcome and checkpoint into the store (a warm worker taking it); ``cancel`` stops a run
+losses, outcome and checkpoint into the store (after keep_warm); ``cancel`` stops a run
 after its step with its result kept; ``force`` ("cancel", "heartbeat") and ``stop_all``
 ("shutdown") settle a run with its reason; a failure is one line with its traceback kept apart;
 a timing job's time limit reaches the job; a worker that dies fails its run with a reason and
@@ -169,7 +169,7 @@ def test_contract_a_real_run_on_a_warm_worker_reaches_the_store(make_exec, name)
     assert res["steps"] == 8 and res["images"] == 256 and not res["cancelled"]
     assert 0.0 <= res["test_accuracy"] <= 1.0 and len(res["per_class_accuracy"]) == 10
     assert res["worker_peak_rss_mb"] > 50
-    if name == "local":   # a fresh worker per run (a Ray worker is reused: it grows)
+    if name == "local":   # a fresh worker per run of a known size (Ray adds its own)
         assert res["worker_peak_rss_mb"] < 1500
     assert run.env["torch"] == torch.__version__ and "env" not in res
     assert run.progress["step"] == run.progress["total_steps"] == 8

@@ -9,8 +9,8 @@ exist, chosen by the hosting setting ``executor`` (``cifarlab.serve.executors.ma
   run store themselves (they share its disk), so ``poll`` only settles the runs whose worker
   died.
 - ``"ray"`` (``cifarlab.serve.ray_executor``, an optional extra: ``requirements-ray.txt``): each
-  run is a Ray task on a cluster, a streaming generator whose event batches ``poll`` writes into
-  the same run store, so no page knows the difference.
+  run is a detached Ray actor on a cluster, whose event batches ``poll`` writes into the same
+  run store, so no page knows the difference; it outlives the server that started it.
 
 Every method is called from the queue's one dispatcher thread (``cifarlab.serve.dispatcher``:
 ``start`` first, ``stop_all`` last), never from a page's script run: Ray needs ``ray.init`` in a

@@ -24,8 +24,10 @@ this machine, bound to 127.0.0.1). See docs/hosting.md.
   its CPUs ÷ ``worker_threads``, its GPUs × ``gpu_share``.
 - The data set goes into Ray's object store once per server process (``ray.put``); every run
   gets the reference, and its arrays are read zero-copy on each node (a running actor keeps
-  its copy mapped when the server that put it dies). Ray starts a process per actor: after each
-  launch a warm-up task keeps one worker process warm for the next.
+  its copy mapped when the server that put it dies).
+- Warm workers: each actor is a Ray worker process of its own that never ran a task (Ray's rule:
+  ray-project/ray#28773), so it imports torch itself; the warm-up tasks (``keep_warm``) put the
+  data into the object store and read torch's files into the page cache ahead of the first run.
 - ``ray.init`` runs in the dispatcher thread, which lives as long as the queue (a thread that
   ends breaks the driver's connection). Outside the main thread Ray leaves SIGTERM alone; in the
   main thread (tests) the handler it installs is put back; its C++ failure handler, which
@@ -187,8 +189,6 @@ class RayExecutor(Executor):
                                     lifetime="detached", **self.resources_for(run)
                                     ).remote(job, shared)
         self.running[run.id] = RayRun(run.id, run.device, actor=actor)
-        if self._warming:   # the warm process it takes is its own now: warm the next
-            self._warming = [self._warm_fn.remote(shared, self.settings.worker_nice)]
         return True
 
     def adopt(self, runs: list[Run]) -> set[str]:
@@ -318,8 +318,8 @@ class RayExecutor(Executor):
 
     # -- warm workers, stopping ----------------------------------------------------------------
     def keep_warm(self, backlog: int) -> None:
-        """Once: ``spare_workers`` warm-up tasks. Ray keeps the worker processes they warmed
-        (torch imported, the data mapped) and starts the next runs' actors in them."""
+        """Once: ``spare_workers`` warm-up tasks (see the module docstring: the data in the
+        object store, torch's files read; the runs' actors are processes of their own)."""
         if self._actor is None or self._warming or self.settings.spare_workers == 0:
             return
         shared = self._shared_data()

@@ -159,8 +159,8 @@ class RunActor:
 
 
 def warm_up(shared: Any, nice: int = 0) -> int:
-    """Import torch and the training code, touch the data, one tiny step: Ray keeps this
-    worker process and hands it the next run, which then starts at once. Returns its pid."""
+    """Import torch and the training code, touch the data, one tiny step, so that the node has
+    read them before the first run's actor does the same. Returns its pid."""
     _prepare({"threads": 1, "nice": nice})
     from cifarlab.core import train as _train  # noqa: F401 - the model, the loaders, evaluation
 
