@@ -231,9 +231,7 @@ def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
         import torch
 
         torch.set_num_threads(settings.worker_threads)
-        if job is None:
-            # a spare warms up while it waits; a worker started for its job loads what the
-            # job asks for, when it asks (JobContext.data), so a job without data pays nothing
+        if job is None:  # a spare warms up; a worker made for its job loads what it needs
             from cifarlab.core import data as data_mod
             from cifarlab.core import train as _train  # noqa: F401 - the model, evaluation, ...
             try:
