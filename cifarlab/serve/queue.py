@@ -80,7 +80,7 @@ class JobQueue:
         self._submit_lock = threading.Lock()
         self._n_train: int | None = None
         self.closed = False
-        self.interrupted = self.store.mark_interrupted_on_start(alive=self.replica.alive())
+        self.interrupted = self.store.interrupt_orphans(alive=self.replica.alive())
         self.store.remove_partial_checkpoints()  # left by workers killed while saving
         # SQLite's copies; a PostgreSQL host backs its database up its own way (pg_dump, ...)
         self.backups = (Backups(self.store.path, self.settings.backup_interval)
