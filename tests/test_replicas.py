@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -21,6 +22,7 @@ from cifarlab import i18n
 from cifarlab.errors import JobError
 from cifarlab.serve import replicas
 from cifarlab.serve.classroom import ClassError, Classroom
+from cifarlab.serve.dispatcher import Dispatcher
 from cifarlab.serve.identity import Person
 from cifarlab.serve.queue import JobQueue
 from cifarlab.serve.settings import SettingsError, load_settings
@@ -168,6 +170,7 @@ def test_a_dead_replicas_runs_elsewhere_are_interrupted_once_silent(store_locati
     store.replica = gone
     silent = store.create_run(ALICE, "train", {}, "cpu")
     store.set_status(silent, "running", worker_pid=os.getpid())
+    store.record(silent, progress={"step": 40, "total_steps": 100})
     beating = store.create_run(BOB, "train", {}, "cpu")
     store.set_status(beating, "running", worker_pid=1)
     with store._write() as c:
@@ -176,7 +179,18 @@ def test_a_dead_replicas_runs_elsewhere_are_interrupted_once_silent(store_locati
     assert gone not in here.alive() and here.id in here.alive()
     # its pids mean nothing here: only the heartbeats say whether its runs are alive
     assert [r.id for r in store.orphans(10, alive=here.alive())] == [silent]
-    assert store.mark_interrupted_on_start(alive=here.alive()) == []   # not at start: no timeout
+    assert store.interrupt_orphans(alive=here.alive()) == []   # not at start: no timeout
+    # the dispatcher marks it once silent, in the words a restart finds it with: the step
+    # it reached; a checkpoint it was writing goes
+    partial = store.checkpoint_dir / f".{silent}.pth.1.tmp"
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    partial.write_bytes(b"half")
+    Dispatcher(store, SimpleNamespace(running={}), SimpleNamespace(heartbeat_timeout=10),
+               here)._watch_workers()
+    run = store.get(silent)
+    assert (run.status, run.error_code, run.error_params) == (
+        "interrupted", "serve.store.restarted_at", {"step": 40, "total": 100})
+    assert not partial.exists() and store.get(beating).status == "running"
     here.stop()
     assert here.id not in replicas.alive(store, 10)
 

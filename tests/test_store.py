@@ -368,7 +368,7 @@ def test_restart_interrupts_orphaned_runs_and_keeps_the_queue(store):
     alive = store.create_run(OTHER, "train", {}, "cpu")
     store.set_status(alive, "running", worker_pid=os.getpid())
     waiting = store.create_run(SESSION, "train", {}, "cpu")
-    assert store.mark_interrupted_on_start() == [orphan]
+    assert store.interrupt_orphans() == [orphan]
     run = store.get(orphan)
     assert run.status == "interrupted"
     assert "restarted" in run.error and "step 40 of 100" in run.error
@@ -379,7 +379,7 @@ def test_restart_interrupts_orphaned_runs_and_keeps_the_queue(store):
     assert store.get(alive).status == "running"
     assert store.get(waiting).status == "queued" and store.queue_position(waiting) == 1
     # a live process whose heartbeat is stale counts as gone when asked to
-    assert store.mark_interrupted_on_start(stale_after=0.0) == [alive]
+    assert store.interrupt_orphans(stale_after=0.0) == [alive]
 
 
 def test_store_travels_to_threads_and_processes(store):

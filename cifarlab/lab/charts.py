@@ -77,6 +77,41 @@ def grid_figure(z, title: str, *, signed: bool = True, text: bool = False,
     return fig
 
 
+def mosaic(tiles: np.ndarray, titles: Sequence[str], per_row: int = 8,
+           fill: float = np.nan) -> tuple[np.ndarray, list[dict], np.ndarray]:
+    """Equal tiles (N×H×W, or N×H×W×3 pictures) laid out on one grid, ``per_row`` to a row, a
+    cell of ``fill`` between them and a band above each row for the titles: one axis for the
+    lot, where a subplot each costs the browser seconds (its axes and labels, drawn one by one).
+    Returns the grid, its titles as annotations, and each cell's (title, row, column)."""
+    n, h, w = tiles.shape[:3]
+    rows, cols = -(-n // per_row), min(n, per_row)
+    band = max(2, round(0.3 * h))
+    z = np.full((rows * (band + h), cols * (w + 1) - 1, *tiles.shape[3:]), fill,
+                dtype=float if np.isnan(fill) else tiles.dtype)
+    where = np.full(z.shape[:2] + (3,), "", dtype=object)
+    notes = []
+    for i in range(n):
+        r, c = divmod(i, per_row)
+        y, x = r * (band + h) + band, c * (w + 1)
+        z[y:y + h, x:x + w] = tiles[i]
+        where[y:y + h, x:x + w, 0] = titles[i]
+        where[y:y + h, x:x + w, 1:] = np.moveaxis(np.indices((h, w)), 0, -1)
+        notes.append(dict(x=x + (w - 1) / 2, y=y - band / 2 - 0.5, text=titles[i],
+                          showarrow=False, font_size=11))
+    return z, notes, where
+
+
+def mosaic_layout(fig: go.Figure, grid: np.ndarray, notes: list[dict], title: str = "",
+                  width: int = 900) -> None:
+    """Square cells, no ticks, the tiles' titles in; about ``width`` pixels wide."""
+    hidden = dict(showticklabels=False, showgrid=False, zeroline=False, constrain="domain")
+    h, w = grid.shape[:2]
+    fig.update_layout(title=title, annotations=notes, margin=MARGIN,
+                      height=int(50 + width * h / w), plot_bgcolor="rgba(0,0,0,0)",
+                      xaxis=dict(range=[-0.5, w - 0.5], **hidden),
+                      yaxis=dict(range=[h - 0.5, -0.5], scaleanchor="x", **hidden))
+
+
 def arithmetic_figure(window: np.ndarray, kernel: np.ndarray, products: np.ndarray,
                       channel_names: Sequence[str], words: tuple[str, str, str],
                       max_channels: int = 6) -> go.Figure:

@@ -134,15 +134,8 @@ class Dispatcher:
             if stale and not h.forced:
                 self.executor.force(run_id, "heartbeat")
         # not ours: an earlier server's, or a replica's that stopped beating
-        orphans = self.store.orphans(timeout, mine=self.executor.running,
-                                     alive=self.replica.alive())
-        still = self.executor.adopt(orphans) if orphans else set()   # on Ray: going on
-        for run in orphans:
-            if run.id in still:
-                continue
-            self.store.remove_partial_checkpoints(run.id)
-            self.store.set_status(run.id, "interrupted", only_from=["running"],
-                                  **reason("serve.queue.worker_gone"))
+        self.store.interrupt_orphans(timeout, mine=self.executor.running,
+                                     alive=self.replica.alive(), adopt=self.executor.adopt)
 
     def _start_queued(self) -> None:
         queued = self.store.queued()

@@ -85,7 +85,7 @@ class JobQueue:
         self.closed = False
         # runs an executor may find still going (Ray's) wait for its dispatcher to look
         self.interrupted = ([] if self.executor.adopts else
-                            self.store.mark_interrupted_on_start(alive=self.replica.alive()))
+                            self.store.interrupt_orphans(alive=self.replica.alive()))
         self.store.remove_partial_checkpoints()  # left by workers killed while saving
         # SQLite's copies; a PostgreSQL host backs its database up its own way (pg_dump, ...)
         self.backups = (Backups(self.store.path, self.settings.backup_interval)

@@ -372,17 +372,24 @@ class RunStore(Database):
                 out.append(run)
         return out
 
-    def mark_interrupted_on_start(self, stale_after: float | None = None,
-                                  alive: Iterable[str] = ()) -> list[str]:
-        """After a restart: runs left ``running`` whose worker is gone (``orphans``) become
-        ``interrupted``, with the step they reached. Queued runs stay queued and run after
-        the restart. Returns the ids marked."""
-        marked = []
-        for run in self.orphans(stale_after, alive=alive):
+    def interrupt_orphans(self, stale_after: float | None = None, mine: Iterable[str] = (),
+                          alive: Iterable[str] = (), adopt=None) -> list[str]:
+        """Runs left ``running`` by a server that is gone (``orphans``: found at a restart, or
+        a replica's found once it stopped beating) become ``interrupted``, with the step they
+        reached: the same words whichever replica finds them, and when. A checkpoint one was
+        writing is removed first. Queued runs stay queued. ``adopt`` (``Executor.adopt``)
+        takes the orphans and names those still going (on Ray): they are left alone. Returns
+        the ids marked."""
+        marked, orphans = [], self.orphans(stale_after, mine=mine, alive=alive)
+        going = adopt(orphans) if adopt is not None and orphans else set()
+        for run in orphans:
+            if run.id in going:
+                continue
             step = (run.progress or {}).get("step")
             total = (run.progress or {}).get("total_steps")
             why = (reason("serve.store.restarted_at", step=step, total=total)
                    if step is not None and total else reason("serve.store.restarted"))
+            self.remove_partial_checkpoints(run.id)
             if self.set_status(run.id, "interrupted", only_from=["running"], **why):
                 marked.append(run.id)
         return marked

@@ -231,13 +231,14 @@ def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
         import torch
 
         torch.set_num_threads(settings.worker_threads)
-        from cifarlab.core import data as data_mod
-        from cifarlab.core import train as _train  # noqa: F401 - imports the model, evaluation, ...
-        try:
-            data = data_mod.load(settings.data)
-        except Exception as err:  # noqa: BLE001 - reported when a job asks for the data
-            data_error = err
-        _warm_up()
+        if job is None:  # a spare warms up; a worker made for its job loads what it needs
+            from cifarlab.core import data as data_mod
+            from cifarlab.core import train as _train  # noqa: F401 - the model, evaluation, ...
+            try:
+                data = data_mod.load(settings.data)
+            except Exception as err:  # noqa: BLE001 - reported when a job asks for the data
+                data_error = err
+            _warm_up()
     except Exception as err:  # noqa: BLE001 - a broken install: report it on the job
         data_error = err
     if ready is not None:

@@ -5,7 +5,6 @@ follow ``lab.charts``.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -46,25 +45,18 @@ def image_figure(hwc: np.ndarray, title: str, window: tuple[int, int, int] | Non
     return C.localized(fig, lang)
 
 
-def maps_figure(values: np.ndarray, titles: Sequence[str], title: str, signed: bool,
+def maps_figure(values: np.ndarray, titles: Sequence[str], title: str, signed: bool, t,
                 per_row: int = 8) -> go.Figure:
     """Feature maps (C×H×W) side by side, all on one colour scale (one layer's maps compare)."""
     n = len(titles)
-    rows, cols = int(math.ceil(n / per_row)), min(n, per_row)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=list(titles),
-                        horizontal_spacing=0.02, vertical_spacing=0.12 / max(1, rows - 1) + 0.04)
-    scale = C.colour_limits(values[:n], signed)
-    for i in range(n):
-        fig.add_trace(go.Heatmap(z=values[i], showscale=i == 0, **scale,
-                                 colorbar=dict(len=0.9, thickness=10)),
-                      row=i // per_row + 1, col=i % per_row + 1)
-    fig.update_layout(title=title, height=60 + (int(900 / cols) + 10) * rows, margin=C.MARGIN)
-    C.pixel_axes(fig, values.shape[-1], showticklabels=False)
-    for i in range(n):   # square cells: each map's y axis keeps its x axis's scale
-        fig.update_yaxes(scaleanchor=f"x{i + 1 if i else ''}", constrain="domain",
-                         row=i // per_row + 1, col=i % per_row + 1)
-        fig.update_xaxes(constrain="domain", row=i // per_row + 1, col=i % per_row + 1)
-    fig.update_annotations(font_size=11)
+    grid, notes, where = C.mosaic(np.asarray(values[:n], dtype=float), titles, per_row)
+    fig = go.Figure(go.Heatmap(
+        z=grid, customdata=where, hoverongaps=False, colorbar=dict(len=0.9, thickness=10),
+        hovertemplate=(f"%{{customdata[0]}}<br>{t('inside.col_row')}: %{{customdata[1]}}"
+                       f"<br>{t('inside.col_column')}: %{{customdata[2]}}"
+                       f"<br>{t('inside.col_value')}: %{{z:.3f}}<extra></extra>"),
+        **C.colour_limits(values[:n], signed)))
+    C.mosaic_layout(fig, grid, notes, title)
     return fig
 
 
@@ -108,7 +100,7 @@ def stage_views(stages: list[Stage], names: list[str], t, act: str = "ReLU") -> 
         n = min(c, MAX_MAPS)
         fig = maps_figure(s.values[:n], [t("inside.map_n", n=i + 1) for i in range(n)],
                           t("inside.maps_title" if signed else "inside.maps_title_positive",
-                            n=n, c=c), signed)
+                            n=n, c=c), signed, t)
         out.append(StageView(name, heading(name, s),
                              s.line, C.localized(fig, t.lang),
                              t("inside.maps_alt", layer=name, n=n, h=s.shape[1], w=s.shape[2]),
@@ -188,15 +180,11 @@ def filters_view(after, before, t) -> tuple[go.Figure, pd.DataFrame]:
             [(t("inside.before"), filter_patches(before)),
              (t("inside.after"), filter_patches(after))])
     n = min(after.shape[0], MAX_FILTERS)
-    fig = make_subplots(rows=len(rows), cols=n, horizontal_spacing=0.02, vertical_spacing=0.15,
-                        subplot_titles=[f"{label} · {t('inside.map_n', n=i + 1)}"
-                                        for label, _ in rows for i in range(n)])
-    for r, (_, patches) in enumerate(rows):
-        for i in range(n):
-            fig.add_trace(go.Image(z=patches[i]), row=r + 1, col=i + 1)
-    fig.update_layout(height=190 * len(rows) + 40, margin=C.MARGIN)
-    C.pixel_axes(fig, rows[0][1].shape[1])
-    fig.update_annotations(font_size=11)
+    grid, notes, _ = C.mosaic(np.concatenate([patches[:n] for _, patches in rows]),
+                              [f"{label} · {t('inside.map_n', n=i + 1)}"
+                               for label, _ in rows for i in range(n)], per_row=n, fill=255)
+    fig = go.Figure(go.Image(z=grid))
+    C.mosaic_layout(fig, grid, notes, width=1100)
     cols = {"kernel": "col_filter", "red": "col_red", "green": "col_green", "blue": "col_blue",
             "norm": "col_norm", "norm_before": "col_norm_before", "moved": "col_moved"}
     table = pd.DataFrame([{t(f"inside.{cols[k]}"): v if k == "kernel" else _num(v, t, 3)
