@@ -185,8 +185,8 @@ def test_a_dead_replicas_runs_elsewhere_are_interrupted_once_silent(store_locati
     partial = store.checkpoint_dir / f".{silent}.pth.1.tmp"
     partial.parent.mkdir(parents=True, exist_ok=True)
     partial.write_bytes(b"half")
-    Dispatcher(store, SimpleNamespace(running={}), SimpleNamespace(heartbeat_timeout=10),
-               here)._watch_workers()
+    local = SimpleNamespace(running={}, adopt=lambda runs: set())   # finds none still going
+    Dispatcher(store, local, SimpleNamespace(heartbeat_timeout=10), here)._watch_workers()
     run = store.get(silent)
     assert (run.status, run.error_code, run.error_params) == (
         "interrupted", "serve.store.restarted_at", {"step": 40, "total": 100})
