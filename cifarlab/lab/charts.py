@@ -104,7 +104,8 @@ def mosaic(tiles: np.ndarray, titles: Sequence[str], per_row: int = 8,
 def mosaic_layout(fig: go.Figure, grid: np.ndarray, notes: list[dict], title: str = "",
                   width: int = 900) -> None:
     """Square cells, no ticks, the tiles' titles in; about ``width`` pixels wide."""
-    hidden = dict(showticklabels=False, showgrid=False, zeroline=False, constrain="domain")
+    hidden = dict(showticklabels=False, ticks="", showgrid=False, zeroline=False,
+                  constrain="domain")
     h, w = grid.shape[:2]
     fig.update_layout(title=title, annotations=notes, margin=MARGIN,
                       height=int(50 + width * h / w), plot_bgcolor="rgba(0,0,0,0)",

@@ -184,7 +184,7 @@ def filters_view(after, before, t) -> tuple[go.Figure, pd.DataFrame]:
                               [f"{label} · {t('inside.map_n', n=i + 1)}"
                                for label, _ in rows for i in range(n)], per_row=n, fill=255)
     fig = go.Figure(go.Image(z=grid))
-    C.mosaic_layout(fig, grid, notes, width=1100)
+    C.mosaic_layout(fig, grid, notes)
     cols = {"kernel": "col_filter", "red": "col_red", "green": "col_green", "blue": "col_blue",
             "norm": "col_norm", "norm_before": "col_norm_before", "moved": "col_moved"}
     table = pd.DataFrame([{t(f"inside.{cols[k]}"): v if k == "kernel" else _num(v, t, 3)
