@@ -74,7 +74,9 @@ def steps_job(payload, ctx):
         ctx.emit("progress", {"step": i, "total_steps": steps})
         if ctx.should_stop():
             return {"cancelled": True, "steps": i}
-    return {"steps": steps, "pid": os.getpid()}
+    # what the worker imported beyond the job's own needs (a spare's warm-up, not a cold start)
+    warmed = [m for m in ("torchvision", "cifarlab.core.train") if m in sys.modules]
+    return {"steps": steps, "pid": os.getpid(), "warmed": warmed}
 
 
 register_kind("steps", f"{__name__}:steps_job")
@@ -294,6 +296,8 @@ def test_contract_a_worker_that_dies_fails_its_run_and_the_executor_goes_on(make
         assert "El proceso de Ray que entrenaba esta ejecución murió" in run.error_text("es")
     nxt = e.finished(e.launch("steps", {"steps": 2}))
     assert nxt.status == "done", nxt.error
+    if name == "local":   # a worker started for its job (no spare here) skips the warm-up
+        assert nxt.result["warmed"] == []
 
 
 @pytest.mark.parametrize("name", ALL)

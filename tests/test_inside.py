@@ -322,3 +322,23 @@ def test_a_run_with_another_activation_reads_its_own_code_and_arithmetic(activat
     fn = {"sigmoid": torch.sigmoid, "tanh": torch.tanh}[activation]
     assert n.activated == pytest.approx(float(fn(torch.tensor(n.value, dtype=torch.float64))))
     np.testing.assert_allclose(I.stage(stages, "relu1").values[2, 5, 7], n.activated, atol=1e-5)
+
+
+def test_a_mosaic_puts_each_tile_under_its_title_with_gaps_between():
+    from cifarlab.lab.charts import mosaic
+
+    tiles = np.arange(3 * 2 * 3, dtype=float).reshape(3, 2, 3)
+    grid, notes, where = mosaic(tiles, ["a", "b", "c"], per_row=2)
+    band = 2   # rows above each row of tiles, for its titles
+    assert grid.shape == (2 * (band + 2), 2 * (3 + 1) - 1)
+    np.testing.assert_array_equal(grid[band:band + 2, 0:3], tiles[0])
+    np.testing.assert_array_equal(grid[band:band + 2, 4:7], tiles[1])
+    np.testing.assert_array_equal(grid[2 * band + 2:, 0:3], tiles[2])
+    assert np.isnan(grid[:, 3]).all() and np.isnan(grid[:band]).all()
+    assert np.isnan(grid[2 * band + 2:, 4:]).all()   # no fourth tile
+    assert [n["text"] for n in notes] == ["a", "b", "c"]
+    assert (notes[2]["x"], notes[2]["y"]) == (1.0, 2 * band + 2 - band / 2 - 0.5)
+    assert list(where[band + 1, 6]) == ["b", 1, 2] and list(where[0, 0]) == ["", "", ""]
+    pictures, _, _ = mosaic(np.zeros((2, 2, 2, 3), np.uint8), ["x", "y"], fill=255)
+    assert pictures.dtype == np.uint8 and pictures.shape == (band + 2, 5, 3)
+    assert (pictures[:, 2] == 255).all() and (pictures[band:, :2] == 0).all()
