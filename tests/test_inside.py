@@ -342,3 +342,8 @@ def test_a_mosaic_puts_each_tile_under_its_title_with_gaps_between():
     pictures, _, _ = mosaic(np.zeros((2, 2, 2, 3), np.uint8), ["x", "y"], fill=255)
     assert pictures.dtype == np.uint8 and pictures.shape == (band + 2, 5, 3)
     assert (pictures[:, 2] == 255).all() and (pictures[band:, :2] == 0).all()
+    # row titles: a line of their own above the tiles' titles, left-aligned
+    grid, notes, _ = mosaic(tiles, ["a", "b", "c"], per_row=2, row_titles=["first", "second"])
+    assert grid.shape == (2 * (2 * band + 2), 7)
+    assert [n["text"] for n in notes] == ["a", "b", "c", "first", "second"]
+    assert notes[3]["xanchor"] == "left" and notes[4]["y"] < notes[2]["y"] < 2 * (2 * band + 2)

@@ -78,14 +78,17 @@ def grid_figure(z, title: str, *, signed: bool = True, text: bool = False,
 
 
 def mosaic(tiles: np.ndarray, titles: Sequence[str], per_row: int = 8,
-           fill: float = np.nan) -> tuple[np.ndarray, list[dict], np.ndarray]:
+           fill: float = np.nan, row_titles: Sequence[str] = ()
+           ) -> tuple[np.ndarray, list[dict], np.ndarray]:
     """Equal tiles (N×H×W, or N×H×W×3 pictures) laid out on one grid, ``per_row`` to a row, a
-    cell of ``fill`` between them and a band above each row for the titles: one axis for the
-    lot, where a subplot each costs the browser seconds (its axes and labels, drawn one by one).
+    cell of ``fill`` between them and a band above each row for the titles (and, given
+    ``row_titles``, a line above those for the row's own, left-aligned): one axis for the lot,
+    where a subplot each costs the browser seconds (its axes and labels, drawn one by one).
     Returns the grid, its titles as annotations, and each cell's (title, row, column)."""
     n, h, w = tiles.shape[:3]
     rows, cols = -(-n // per_row), min(n, per_row)
-    band = max(2, round(0.3 * h))
+    line = max(2, round(0.3 * h))
+    band = line * (2 if row_titles else 1)
     z = np.full((rows * (band + h), cols * (w + 1) - 1, *tiles.shape[3:]), fill,
                 dtype=float if np.isnan(fill) else tiles.dtype)
     where = np.full(z.shape[:2] + (3,), "", dtype=object)
@@ -96,8 +99,10 @@ def mosaic(tiles: np.ndarray, titles: Sequence[str], per_row: int = 8,
         z[y:y + h, x:x + w] = tiles[i]
         where[y:y + h, x:x + w, 0] = titles[i]
         where[y:y + h, x:x + w, 1:] = np.moveaxis(np.indices((h, w)), 0, -1)
-        notes.append(dict(x=x + (w - 1) / 2, y=y - band / 2 - 0.5, text=titles[i],
+        notes.append(dict(x=x + (w - 1) / 2, y=y - line / 2 - 0.5, text=titles[i],
                           showarrow=False, font_size=11))
+    notes += [dict(x=-0.5, y=r * (band + h) + line / 2 - 0.5, text=title, xanchor="left",
+                   showarrow=False, font_size=12) for r, title in enumerate(row_titles)]
     return z, notes, where
 
 

@@ -181,8 +181,8 @@ def filters_view(after, before, t) -> tuple[go.Figure, pd.DataFrame]:
              (t("inside.after"), filter_patches(after))])
     n = min(after.shape[0], MAX_FILTERS)
     grid, notes, _ = C.mosaic(np.concatenate([patches[:n] for _, patches in rows]),
-                              [f"{label} · {t('inside.map_n', n=i + 1)}"
-                               for label, _ in rows for i in range(n)], per_row=n, fill=255)
+                              [t("inside.map_n", n=i + 1) for _ in rows for i in range(n)],
+                              per_row=n, fill=255, row_titles=[label for label, _ in rows])
     fig = go.Figure(go.Image(z=grid))
     C.mosaic_layout(fig, grid, notes)
     cols = {"kernel": "col_filter", "red": "col_red", "green": "col_green", "blue": "col_blue",
