@@ -53,8 +53,8 @@ def _figure_strings(fig: dict) -> Iterator[str]:
         for key in ("text", "customdata"):
             plain = re.search(rf"%{{{key}(\[\d+\])?}}", templates) or (
                 key == "text" and not trace.get("texttemplate"))
-            if plain and key in trace:
-                yield from _numbers(trace[key])
+            if plain and key in trace:   # each number once: a mosaic's hover has thousands
+                yield from dict.fromkeys(_numbers(trace[key]))
     yield from _strings_in(fig.get("layout", {}))
 
 

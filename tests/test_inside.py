@@ -338,7 +338,7 @@ def test_a_mosaic_puts_each_tile_under_its_title_with_gaps_between():
     assert np.isnan(grid[2 * band + 2:, 4:]).all()   # no fourth tile
     assert [n["text"] for n in notes] == ["a", "b", "c"]
     assert (notes[2]["x"], notes[2]["y"]) == (1.0, 2 * band + 2 - band / 2 - 0.5)
-    assert list(where[band + 1, 6]) == ["b", 1, 2] and list(where[0, 0]) == ["", "", ""]
+    assert list(where[band + 1, 6]) == [2, 1, 2] and list(where[0, 0]) == [0, 0, 0]
     pictures, _, _ = mosaic(np.zeros((2, 2, 2, 3), np.uint8), ["x", "y"], fill=255)
     assert pictures.dtype == np.uint8 and pictures.shape == (band + 2, 5, 3)
     assert (pictures[:, 2] == 255).all() and (pictures[band:, :2] == 0).all()

@@ -84,20 +84,21 @@ def mosaic(tiles: np.ndarray, titles: Sequence[str], per_row: int = 8,
     cell of ``fill`` between them and a band above each row for the titles (and, given
     ``row_titles``, a line above those for the row's own, left-aligned): one axis for the lot,
     where a subplot each costs the browser seconds (its axes and labels, drawn one by one).
-    Returns the grid, its titles as annotations, and each cell's (title, row, column)."""
+    Returns the grid, its titles as annotations, and each cell's (tile number from 1, row,
+    column), zeros between the tiles."""
     n, h, w = tiles.shape[:3]
     rows, cols = -(-n // per_row), min(n, per_row)
     line = max(2, round(0.3 * h))
     band = line * (2 if row_titles else 1)
     z = np.full((rows * (band + h), cols * (w + 1) - 1, *tiles.shape[3:]), fill,
                 dtype=float if np.isnan(fill) else tiles.dtype)
-    where = np.full(z.shape[:2] + (3,), "", dtype=object)
+    where = np.zeros(z.shape[:2] + (3,), dtype=np.int16)
     notes = []
     for i in range(n):
         r, c = divmod(i, per_row)
         y, x = r * (band + h) + band, c * (w + 1)
         z[y:y + h, x:x + w] = tiles[i]
-        where[y:y + h, x:x + w, 0] = titles[i]
+        where[y:y + h, x:x + w, 0] = i + 1
         where[y:y + h, x:x + w, 1:] = np.moveaxis(np.indices((h, w)), 0, -1)
         notes.append(dict(x=x + (w - 1) / 2, y=y - line / 2 - 0.5, text=titles[i],
                           showarrow=False, font_size=11))

@@ -52,7 +52,8 @@ def maps_figure(values: np.ndarray, titles: Sequence[str], title: str, signed: b
     grid, notes, where = C.mosaic(np.asarray(values[:n], dtype=float), titles, per_row)
     fig = go.Figure(go.Heatmap(
         z=grid, customdata=where, hoverongaps=False, colorbar=dict(len=0.9, thickness=10),
-        hovertemplate=(f"%{{customdata[0]}}<br>{t('inside.col_row')}: %{{customdata[1]}}"
+        hovertemplate=(f"{t('inside.map_n', n='%{customdata[0]}')}"
+                       f"<br>{t('inside.col_row')}: %{{customdata[1]}}"
                        f"<br>{t('inside.col_column')}: %{{customdata[2]}}"
                        f"<br>{t('inside.col_value')}: %{{z:.3f}}<extra></extra>"),
         **C.colour_limits(values[:n], signed)))
