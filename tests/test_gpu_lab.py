@@ -259,7 +259,8 @@ def test_json_and_csv_round_trips_are_exact(swept, tmp_path):
             path = swept.save(tmp_path / name)
             back = SweepResult.load(path)
             assert back.rows == swept.rows and back.breakdowns == swept.breakdowns
-            pd.testing.assert_frame_equal(back.to_dataframe(), swept.to_dataframe())
+            pd.testing.assert_frame_equal(results.frame(back.rows, COLUMNS),
+                                          results.frame(swept.rows, COLUMNS))
             assert back.environment == swept.environment and back.config == swept.config
             assert (back.host, back.recorded_at) == (swept.host, swept.recorded_at)
             assert back.recorded_elsewhere and back.source == str(path)
@@ -269,7 +270,7 @@ def test_json_and_csv_round_trips_are_exact(swept, tmp_path):
         assert SweepResult.from_csv_text(text.encode()).rows == swept.rows
         bare = SweepResult.from_csv_text(text.split("\n", 1)[1])  # without the first line
         assert bare.rows == swept.rows and bare.host == swept.host
-        df = swept.to_dataframe()
+        df = results.frame(swept.rows, COLUMNS)
         assert str(df["batch_size"].dtype) == "Int64" and df["images_per_s"].isna().sum() == 1
     finally:
         swept.rows.pop()

@@ -91,7 +91,7 @@ class GraphedStep:
         self.static_x = self.static_y = self.static_loss = None
         self.hyper: tuple = ()
         self.failed = False      # capture failed or settings changed: eager from then on
-        self.calls = self.warm = self.replays = 0
+        self.calls = self.warm = 0
         self.short_noted: set[int] = set()
 
     @property
@@ -121,7 +121,6 @@ class GraphedStep:
         self.static_x.copy_(inputs)    # the loader's batch into the captured addresses
         self.static_y.copy_(labels)
         self.graph.replay()
-        self.replays += 1
         return self.static_loss
 
     # -- warm-up and capture -------------------------------------------------------------

@@ -61,7 +61,3 @@ class _CellWriter:
 
     def writerow(self, row):
         return self._writer.writerow([csv_cell(v) for v in row])
-
-    def writerows(self, rows):
-        for row in rows:
-            self.writerow(row)

@@ -46,9 +46,6 @@ from cifarlab.serve.runs import Run, reason
 from cifarlab.serve.settings import Settings
 from cifarlab.serve.store import RunStore
 
-EXECUTORS = ("local", "ray")
-
-
 @dataclass
 class Handle:
     """A run an executor is running, as the queue watches it."""

@@ -92,7 +92,6 @@ class RayExecutor(Executor):
         self._resources_at = 0.0
         self._retry_at = 0.0
         self._warming: list[Any] = []
-        self._warmed = 0
 
     # -- starting ----------------------------------------------------------------------------
     def start(self) -> None:

@@ -181,10 +181,6 @@ class SweepResult:
     def ok_rows(self) -> list[dict]:
         return [r for r in self.rows if not r["error"]]
 
-    def to_dataframe(self, breakdowns: bool = False):
-        return (frame(self.breakdowns, BREAKDOWN_COLUMNS) if breakdowns
-                else frame(self.rows, COLUMNS))
-
     def check(self) -> SweepResult:
         """Itself, when every row can be shown (a device id, a known pipeline, a batch size and
         a width; figures unless it failed); DataError naming the first row that cannot."""
