@@ -1,20 +1,13 @@
-"""What a server lets one person queue: the checks ``JobQueue.submit`` makes before a run is
-queued, each refusal a ``JobError`` with a code and the numbers a page needs to explain it.
+"""What a server lets one person queue: the checks ``JobQueue.submit`` makes, each refusal a
+``JobError`` with a code and the numbers a page needs to explain it.
 
-- the run itself: a valid config that fits the data and this server's ``max_epochs``,
-  ``max_train_images`` and ``max_num_workers``, on a device the run can have (``check_config``:
-  core's one validator, the one check between the form and the worker; it resolves the device
-  once, for the run to record); at most
-  ``max_image_epochs_per_run`` image-epochs
-  (training images × epochs: the compute it asks for), ``max_num_workers`` DataLoader workers;
-  a timing sweep whose estimate is at most ``max_timing_seconds``;
-- the person (the *owner*: a cookie id, the signed-in user, or the client address; every tab of
-  theirs together): at most ``max_per_owner`` runs queued or running, and at most
-  ``max_image_epochs_per_owner`` image-epochs in any ``BUDGET_WINDOW_S`` (a rolling hour);
+- the run: core's one validator with this server's limits, on a device it can have (resolved
+  here, once); at most ``max_image_epochs_per_run`` (training images × epochs); a timing sweep
+  estimated within ``max_timing_seconds``;
+- the owner (every tab of theirs together): at most ``max_per_owner`` runs queued or running
+  and ``max_image_epochs_per_owner`` in any ``BUDGET_WINDOW_S``;
 - the server: at most ``max_queue`` runs waiting;
-- the owner's class, when they joined one (``classroom.enforce.check_submit``, which the queue
-  calls under its submit lock): its locked knobs, its limits and its open challenge's rules; a
-  run queued there is recorded for the class (``classroom.tables.record_run``).
+- the owner's class (``classroom.enforce.check_submit``): locked knobs, limits, challenge rules.
 """
 from __future__ import annotations
 

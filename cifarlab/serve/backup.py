@@ -1,19 +1,10 @@
 """Rolling backups of the run store, and its recovery when the file is found damaged.
 
-    backups = Backups(store.path, every_s=300)      # <home>/backups/runs-<time>.db
-    backups.start()                                 # a copy every 5 minutes while serving
-    backups.stop()                                  # and one last copy at shutdown
-
-A copy is made with SQLite's online backup API (``Connection.backup``): a consistent snapshot
-taken while workers keep writing, never a torn file copy. A copy is skipped when the store has
-not changed since the last one; the newest ``KEEP`` copies are kept.
-
-When the run store cannot be opened (overwritten, torn: "file is not a database") or fails
-SQLite's ``quick_check``, ``recover`` moves the damaged file aside, kept and renamed with the
-time (``runs.db.damaged-<time>``), and puts back the newest copy that passes the same check;
-runs newer than that copy are lost, which the notice it returns says, in the student's
-language (and the host's log, with the paths). With no usable copy, the store starts empty and
-says that.
+A copy uses SQLite's online backup API: a consistent snapshot while workers keep writing, never
+a torn file copy; skipped when nothing changed; the newest ``KEEP`` are kept. A store that
+cannot be opened or fails ``quick_check`` is moved aside (``runs.db.damaged-<time>``) and the
+newest copy that passes is put back; the notice ``recover`` returns says, in the student's
+language, that newer runs were lost (or that the store starts empty, with no usable copy).
 """
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""The guessing limits' counters (``identity.Counters``) in the run store, so that every app
-server on one store counts the same failures: a guesser spread over several replicas gets no
-more tries than one on a single server, and a restart forgets nothing.
-
-    limiter = AttemptLimiter(counters=StoreCounters(store, "passphrase"), clock=time.time)
-
-Keys are kept as SHA-256 digests (a key can be a browser's session id, which the table need not
-hold twice). A key whose latest failure is ``forget_s`` old counts as none; stale rows are
-deleted as new failures arrive. Times are wall-clock seconds (``time.time``), the same on every
-replica; the limiter using these counters must use that clock.
+"""The guessing limits' counters (``identity.Counters``) in the run store, so that every replica
+counts the same failures and a restart forgets nothing. Keys are kept as SHA-256 digests; a key
+whose latest failure is ``forget_s`` old counts as none. Times are ``time.time`` (the same on
+every replica): the limiter using these counters must use that clock.
 """
 from __future__ import annotations
 

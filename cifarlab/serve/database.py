@@ -1,24 +1,16 @@
 """The run store's database: a SQLite file (the default) or a PostgreSQL server, through one
 code path (SQLAlchemy Core 2; psycopg 3 for PostgreSQL).
 
-    db = Database("var/runs.db")                                   # SQLite, WAL mode
-    db = Database("postgresql://cifarlab@db/cifarlab")             # PostgreSQL (psycopg 3)
-    with db._write() as c: ...       # one write transaction (SQLite: BEGIN IMMEDIATE)
-    with db._read() as c: ...        # several SELECTs that see one snapshot
+**SQLite**: WAL mode (readers and the writer never block each other), ``synchronous=NORMAL``, a
+busy timeout; writes start with ``BEGIN IMMEDIATE``, so writers queue instead of failing
+half-way. One serving process per file, plus one worker process per run.
 
-**SQLite**: one file, WAL mode (readers never block the writer and the writer never blocks
-readers), ``synchronous=NORMAL`` and a busy timeout; the serving process (scheduler + pages)
-and one worker process per run use it at the same time. Write transactions start with ``BEGIN
-IMMEDIATE``, so writers queue instead of failing half-way. One serving process per file.
+**PostgreSQL**: several replicas and their workers share one database. Each connection is
+pinged before use, so a database restarted mid-lesson is reconnected to; while it is down every
+call raises ``JobError("serve.store.unreachable")`` and the host's log gets one line. A write
+that races another replica's takes an advisory lock (``_write(lock=...)``).
 
-**PostgreSQL**: several serving processes (replicas) and their workers share one database. A
-connection pool per process, each connection pinged before use (``pool_pre_ping``), so a
-database restarted mid-lesson is reconnected to on the next call; while it is down every call
-raises ``JobError("serve.store.unreachable")`` (said to the student in their language) and the
-host's log gets one line. A write that depends on what another replica may write at the same
-moment takes an advisory lock (``_write(lock=...)``); SQLite's one writer needs none.
-
-A ``Database`` can be handed to another thread, or pickled to another process, and reconnects
+A ``Database`` can be handed to another thread or pickled to another process and reconnects
 there; a connection never crosses processes.
 """
 from __future__ import annotations

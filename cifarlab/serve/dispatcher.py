@@ -1,22 +1,13 @@
-"""The dispatcher: the one thread of the serving process that drives the executor.
+"""The dispatcher: the one thread of the serving process that drives the executor (``ray.init``
+needs a thread that lives).
 
-    dispatcher = Dispatcher(store, executor, settings)   # JobQueue makes one
-    dispatcher.start()                                   # the thread: ticks every TICK_S
-    dispatcher.wake()                                    # tick now (a submit, a cancel)
-    dispatcher.stop(timeout=10.0)                        # runs still going end ``interrupted``
-
-It is the only thread that talks to the executor (``ray.init`` needs a thread that lives).
-Every ~0.2 s (at once when woken) it polls the executor (event batches in; why a run whose
-worker died ended), passes cancels on, stops by force a run that ignored its cancel for
-``CANCEL_GRACE_S`` or whose heartbeat went silent for ``heartbeat_timeout``, starts queued
-runs first come first served per device up to the executor's slots (an *exclusive* job, the
-CPU-vs-GPU timing, waits until its devices are idle and keeps them; the runs queued behind it
-there wait: strict FIFO), and keeps workers warm. It reads and writes only the run store:
-what to run is what the store holds as queued. Where replicas share the store, only the one
-holding the dispatcher's lock (``replicas.Replica.tick``) starts queued runs; every one watches
-its own workers, and the runs of a replica that stopped beating: those its executor finds still
-going (``Executor.adopt``: a Ray run's detached actor) it goes on with, the rest are
-``interrupted``.
+Every ``TICK_S`` (at once when woken by a submit or a cancel) it polls the executor, passes
+cancels on, stops by force a run that ignored its cancel for ``CANCEL_GRACE_S`` or whose
+heartbeat went silent, starts queued runs first come first served per device up to the slots
+(an *exclusive* job waits until its devices are idle and keeps them; runs queued behind it
+wait: strict FIFO), and keeps workers warm. What to run is what the store holds as queued.
+With replicas, only the lock holder (``replicas.Replica.tick``) starts runs; each watches its
+own workers and adopts a dead replica's runs its executor finds still going.
 """
 from __future__ import annotations
 

@@ -1,40 +1,22 @@
 """The executor interface: where the queue's runs execute.
 
-The queue (``cifarlab.serve.queue``) decides *which* run starts *when* (first come first served
-per device, slots, exclusive jobs, limits); an executor runs it somewhere and reports back. Two
-exist, chosen by the hosting setting ``executor`` (``cifarlab.serve.executors.make_executor``):
+The queue decides which run starts when; an executor runs it and reports back. ``local``
+(worker processes on this machine, which write their events into the store themselves) or
+``ray`` (detached actors whose event batches ``poll`` writes into the store); the hosting
+setting ``executor`` picks one. Every method is called from the dispatcher's one thread, never
+from a page's script run: Ray needs ``ray.init`` in a thread that lives as long as the
+connection.
 
-- ``"local"`` (the default, ``cifarlab.serve.local_executor``): a spawned worker process per run
-  on this machine, a warm spare, process groups. Its workers write their event batches into the
-  run store themselves (they share its disk), so ``poll`` only settles the runs whose worker
-  died.
-- ``"ray"`` (``cifarlab.serve.ray_executor``, an optional extra: ``requirements-ray.txt``): each
-  run is a detached Ray actor on a cluster, whose event batches ``poll`` writes into the same
-  run store, so no page knows the difference; it outlives the server that started it.
-
-Every method is called from the queue's one dispatcher thread (``cifarlab.serve.dispatcher``:
-``start`` first, ``stop_all`` last), never from a page's script run: Ray needs ``ray.init`` in a
-thread that lives as long as the connection.
-
-The contract, in the queue's words:
-
-- ``launch(run, job)``: the run is ``queued``; move it to ``running`` (``only_from=["queued"]``:
-  False when it was cancelled meanwhile) and start it. ``job``: ``job_for(run, settings)``.
-- ``poll()``: take what the runs sent, into the store; a run that ended records its outcome; a
-  run whose worker died gets ``failed`` (or ``cancelled`` / ``interrupted`` when the queue had
-  stopped it by force) with a reason (``runs.reason``), and its half-written checkpoint goes.
-- ``cancel(run_id)``: the student pressed Cancel (the store's flag is set): pass it on, so the
-  run stops after its current step and keeps its partial result.
-- ``force(run_id, why, seconds)``: stop it now ("cancel" after the grace period, "heartbeat",
-  "shutdown").
-- ``adopt(runs)``: runs of an app server that stopped beating (``adopts``: the executor can
-  find its runs still going, as Ray's detached actors): take on those still going, return their
-  ids; the others are marked ``interrupted``. With ``adopts``, the queue leaves such runs to
-  the dispatcher at start too. The local executor adopts none: its workers stop by themselves
-  when their server dies.
-- ``running``: run id -> ``Handle`` of the runs this executor is running.
-- ``slots_for(device)``: how many runs may use ``device`` at the same time.
-- ``keep_warm(backlog)`` / ``warm()``: keep workers started ahead of need / how many are ready.
+- ``launch(run, job)``: move the run ``queued -> running`` (False when it was cancelled
+  meanwhile) and start it.
+- ``poll()``: take what the runs sent into the store; a run whose worker died gets ``failed``
+  (``cancelled`` / ``interrupted`` when the queue had forced it) with a reason, and its
+  half-written checkpoint goes.
+- ``cancel(run_id)``: pass the student's cancel on: the run stops after its current step and
+  keeps its partial result. ``force(run_id, why, seconds)``: stop it now.
+- ``adopt(runs)``: take on the runs of a dead app server that are still going (only where
+  ``adopts``: Ray's detached actors); the others are marked ``interrupted``.
+- ``keep_warm(backlog)`` / ``warm()``: workers started ahead of need / how many are ready.
 - ``stop_all(timeout)``: force every run ("shutdown") and release everything.
 """
 from __future__ import annotations

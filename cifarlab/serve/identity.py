@@ -1,15 +1,11 @@
 """Who is asking: the person behind a page, as the serving side sees them.
 
-Pages build a ``Person`` (``ui.signin.person()``) from the sign-in (``st.user`` through an
-OpenID Connect provider, or the instructor's passphrase) or, for an anonymous student, from the
-browser's session cookie, and pass it to every call that acts for someone. Roles are checked
-here on the serving side, never only by hiding a button.
-
-Without an identity provider the instructor proves the role with a passphrase whose salted
-scrypt hash sits in the server's secrets file (``hash_passphrase`` makes it, ``python -m
-cifarlab passphrase`` prints the line, ``verify_passphrase`` checks it in constant time), and
-``try_passphrase`` checks it through an ``AttemptLimiter``, which slows down guessing it (and,
-for the classroom, class codes) per browser, per target and overall, and never slows down a
+Pages build a ``Person`` (``ui.signin.person()``) from the sign-in (an OpenID Connect provider,
+or the instructor's passphrase) or, for an anonymous student, the session cookie, and pass it
+to every call that acts for someone: roles are checked here, never only by hiding a button.
+The passphrase's salted scrypt hash sits in the server's secrets (``python -m cifarlab
+passphrase`` prints the line); ``try_passphrase`` checks it in constant time through an
+``AttemptLimiter``, which slows guessing per browser, per target and overall, and never slows a
 browser that has not been guessing.
 """
 from __future__ import annotations

@@ -3,35 +3,18 @@
     queue = get_queue()                      # one per server process (pages: st.cache_resource)
     run_id = queue.submit(session_id, TrainConfig(epochs=1), owner=person)  # JobError if not
     queue.get(session_id, run_id).status     # queued -> running -> done | failed | cancelled
-    queue.cancel(session_id, run_id)
 
 A run belongs to a browser *session* (who may see, cancel and delete it) and to an *owner*, the
-person (a cookie id, the signed-in user, the client address; the session when none is given),
-whom the per-person limits count across all their tabs (``cifarlab.serve.admission``).
+person whom the per-person limits count across all their tabs (``admission``). Training never
+runs in the Streamlit script thread nor in the server process: an executor runs it and its
+events land in the run store, the source of truth (a restart marks runs whose worker is gone
+``interrupted`` and runs the queued ones).
 
-Training never runs in the Streamlit script thread, nor in the server process: an *executor*
-(``cifarlab.serve.executor``) runs it, by default (``local``) in a worker process of its own, or
-(``executor = "ray"``) as a task on a Ray cluster; either way its events land in the run store.
-
-The dispatcher (``cifarlab.serve.dispatcher``), a daemon thread of the serving process and the
-only one that talks to the executor, starts queued runs first come first served per device up
-to the executor's slots (an *exclusive* job waits until its devices are idle and keeps them),
-passes cancels on, and stops by force a run that ignored its cancel or whose heartbeat went
-silent; a submit or a cancel wakes it.
-
-The run store is the source of truth: a restart marks runs whose worker is gone as
-``interrupted``, removes half-written checkpoints and runs the queued ones.
-
-Several serving processes (replicas) may share one store (``store_url`` on PostgreSQL, the same
-``home``): each takes submits and serves pages, and exactly one dispatches, the one holding the
-dispatcher's lock (``cifarlab.serve.replicas.Replica``); when it dies another takes over within
-a second or two. A queued run starts once: its ``queued -> running`` change is conditional.
-Every replica watches the runs its own executor runs; a replica that stopped beating leaves its
-runs to the others: a local worker whose server died stops by itself and records that, keeping
-its partial result (a run whose heartbeat went silent is marked ``interrupted``); a run on Ray
-trains on, its detached actor owned by the cluster, and the first live replica to find it takes
-it over and goes on writing its events (``Executor.adopt``), after a restart of a lone server
-too.
+Several replicas may share one store (PostgreSQL): each takes submits and serves pages; only
+the one holding the dispatcher's lock (``replicas.Replica``) starts runs, and another takes over
+within seconds when it dies. A queued run starts once: ``queued -> running`` is conditional.
+A dead replica's local workers stop by themselves, keeping their partial results; its Ray runs
+train on and the first live replica takes them over (``Executor.adopt``).
 """
 from __future__ import annotations
 

@@ -1,37 +1,25 @@
 """The Ray executor: each run a detached Ray actor on a cluster, its events taken into the store.
 
-Chosen by the hosting setting ``executor = "ray"`` (an optional extra: ``pip install -r
-requirements-ray.txt``); ``ray_address`` names the cluster (unset: a Ray instance started on
-this machine, bound to 127.0.0.1). See docs/hosting.md.
+``executor = "ray"`` (an optional extra, ``requirements-ray.txt``); ``ray_address`` names the
+cluster (unset: a local Ray bound to 127.0.0.1). See docs/hosting.md.
 
-- Each run is a ``ray_task.RunActor``: a named, *detached* Ray actor (no restarts, no
-  retries: a run is not repeated behind a student's back). It belongs to the cluster, not to
-  this process's Ray driver, so it trains on when this app server dies. ``poll`` (the queue's
-  dispatcher thread, every ~0.2 s) takes the batches it buffered (``take``, acknowledging the
-  ones written), writes them into the run store (so the pages see no difference), the
-  checkpoint's bytes into ``home/checkpoints`` and the outcome into the run, then ends it.
-- Another app server's runs (``adopt``): when a replica stopped beating, the dispatcher of each
-  live one offers its orphaned runs here first; a run whose actor is still on the cluster
-  (``ray.get_actor``) is claimed in the store (``replicas.take_over``: one replica wins) and drained
-  from then on, losing no batch. Only a run whose actor is gone is marked ``interrupted``.
-- Cancel: ``RunActor.cancel``; the run stops after its current step, keeping its partial
-  result. ``force`` (cancel ignored, heartbeat silent, shutdown) is ``ray.kill``: the actor's
-  process is killed. A clean shutdown (``stop_all``) stops this server's runs so.
-- A worker or node that dies: ``take`` raises Ray's error, and the run is marked ``failed`` with
-  ``serve.executor.worker_died`` (the error's class; its text kept for the host).
-- Resources: a CPU run asks for ``worker_threads`` CPUs; a GPU run for ``1/gpu_share`` of a GPU
-  (and as much of one CPU); a timing run (exclusive) for a whole GPU. Slots follow the cluster:
-  its CPUs ÷ ``worker_threads``, its GPUs × ``gpu_share``.
-- The data set goes into Ray's object store once per server process (``ray.put``); every run
-  gets the reference, and its arrays are read zero-copy on each node (a running actor keeps
-  its copy mapped when the server that put it dies).
-- Warm workers: each actor is a Ray worker process of its own that never ran a task (Ray's rule:
-  ray-project/ray#28773), so it imports torch itself; the warm-up tasks (``keep_warm``) put the
-  data into the object store and read torch's files into the page cache ahead of the first run.
-- ``ray.init`` runs in the dispatcher thread, which lives as long as the queue (a thread that
-  ends breaks the driver's connection). Outside the main thread Ray leaves SIGTERM alone; in the
-  main thread (tests) the handler it installs is put back; its C++ failure handler, which
-  would abort a server 3 s into its SIGTERM shutdown, is turned off.
+- Each run is a named, *detached* ``ray_task.RunActor`` (no restarts, no retries: a run is not
+  repeated behind a student's back). It belongs to the cluster, so it trains on when this app
+  server dies. ``poll`` takes its buffered batches (acknowledging those written), writes them,
+  the checkpoint's bytes and the outcome into the store, then ends the actor.
+- ``adopt``: a dead replica's run whose actor is still on the cluster is claimed in the store
+  (``replicas.take_over``: one replica wins) and drained from then on, losing no batch; only a
+  run whose actor is gone is marked ``interrupted``.
+- ``force`` is ``ray.kill``; a worker or node that dies makes ``take`` raise, and the run is
+  ``failed`` with ``serve.executor.worker_died``.
+- Resources: a CPU run asks for ``worker_threads`` CPUs, a GPU run for ``1/gpu_share`` of a GPU,
+  a timing run (exclusive) for a whole one; slots follow the cluster's CPUs and GPUs.
+- The data set goes into Ray's object store once per server process; actors read it zero-copy.
+- Each actor is a fresh Ray worker process (ray-project/ray#28773), so the warm-up tasks
+  (``keep_warm``) put the data in the object store and read torch's files into the page cache.
+- ``ray.init`` runs in the dispatcher thread, which lives as long as the queue. In the main
+  thread (tests) Ray's SIGTERM handler is put back; its C++ failure handler, which would abort
+  a server 3 s into its SIGTERM shutdown, is turned off.
 """
 from __future__ import annotations
 

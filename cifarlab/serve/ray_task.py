@@ -1,22 +1,13 @@
 """Inside Ray: one run as a detached actor that buffers its event batches for the app server.
 
-``cifarlab.serve.ray_executor`` creates a ``RunActor`` per run, named ``cifarlab-run-<run id>``
-in the namespace ``cifarlab-runs``, with ``lifetime="detached"``: it belongs to the cluster,
-not to the app server that created it, so the run goes on when that server's process dies, and
-another app server on the same store finds it by name (``ray.get_actor``) and goes on taking
-its batches. The actor runs the job kind's function, the same one a local worker runs
-(``worker.run_job``: ``core.train.train`` for "train"), in a thread, with a ``JobContext``
-whose "store" is an ``Outbox``; ``take(ack)`` returns the numbered batches not yet acknowledged
-(step losses, events, the latest progress; the first says where it runs; the last has the
-outcome and the checkpoint's bytes, since the run store and its checkpoint folder live on the
-app server). A batch is dropped only once a later ``take`` acknowledges it as written into the
-store, so a server that dies between taking a batch and writing it loses nothing: the next one
-takes it again. ``cancel`` asks the job to stop after its current step, keeping what it learned,
-as locally.
-
-The app server kills the actor once it has written the outcome; an actor whose outcome nobody
-comes for within ``ORPHAN_S`` (every app server gone) ends by itself. Ray is imported lazily (it
-is an optional extra).
+A ``RunActor`` (named ``cifarlab-run-<run id>``, ``lifetime="detached"``) belongs to the
+cluster, so the run goes on when the app server that made it dies, and another app server on
+the same store finds it by name. It runs the job kind's function (``worker.run_job``, as a local
+worker does) in a thread, with a ``JobContext`` whose store is an ``Outbox``: ``take(ack)``
+returns the numbered batches not yet acknowledged (the last has the outcome and the
+checkpoint's bytes: the store lives on the app server). A batch is dropped only once a later
+``take`` acknowledges it as written, so a server that dies in between loses nothing. An actor
+whose outcome nobody comes for within ``ORPHAN_S`` ends by itself. Ray is imported lazily.
 """
 from __future__ import annotations
 

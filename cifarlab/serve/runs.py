@@ -1,16 +1,9 @@
 """What a run is: its id, its status, who may see it, and the record the run store keeps.
 
-Run ids are 32 lowercase hex digits (``uuid4().hex``). Every id that comes from outside goes
-through ``validate_run_id`` before it is used, so nothing a browser sends ever becomes a file
-path. A run belongs to a browser **session** (who may see, cancel and delete it) and to an
-**owner**, the person behind it (a cookie id, the signed-in user, or the client address), whom
-the per-person limits count across all of their tabs.
-
-Statuses: ``queued`` → ``running`` → ``done`` | ``failed`` | ``cancelled``; ``interrupted`` when
-the server stopped under a running run. A queued run can also go straight to ``cancelled``.
-
-Why a run failed is kept as a code with parameters (``error_code``, ``error_params``, rendered in
-the student's language by ``Run.error_text(lang)``) and, for the command line and the host, in
+Run ids are 32 lowercase hex digits; every id from outside goes through ``validate_run_id``, so
+nothing a browser sends becomes a file path. Statuses: ``queued`` → ``running`` → ``done`` |
+``failed`` | ``cancelled``; ``interrupted`` when the server stopped under a running run. Why a
+run failed is kept as a code with parameters (``Run.error_text(lang)``) and, for the host, in
 English (``error``).
 """
 from __future__ import annotations

@@ -1,28 +1,14 @@
 """The run store's tables, on SQLite or PostgreSQL, and the migrations that bring an older store
-up to date (``cifarlab.serve.database`` opens it; ``RunStore`` in ``cifarlab.serve.store`` holds
-the queries).
+up to date.
 
-The tables are declared once with SQLAlchemy Core (``METADATA``): a new store, SQLite or
-PostgreSQL, gets them as declared, at ``SCHEMA_VERSION``; an older one is brought there by
-``MIGRATIONS``, each written once with SQLAlchemy's DDL (or SQL both dialects accept), and
-``tests/test_store.py`` checks that a store migrated from version 1 and the declaration agree.
-How far a store has come is ``PRAGMA user_version`` in a SQLite file and the one row of
-``cifarlab_schema`` in PostgreSQL; a store from a newer CIFAR Lab (a higher version) is refused,
-never changed.
+The tables are declared once with SQLAlchemy Core (``METADATA``): a new store gets them as
+declared, at ``SCHEMA_VERSION``; an older one is brought there by ``MIGRATIONS`` (tests/
+test_store.py checks that a store migrated from version 1 and the declaration agree). The
+version is ``PRAGMA user_version`` in SQLite and the row of ``cifarlab_schema`` in PostgreSQL;
+a store from a newer CIFAR Lab is refused, never changed.
 
-- 1: runs, losses, events.
-- 2: ``owner`` (the person behind a run, counted by the per-person limits across tabs; an older
-  run's owner is its session), ``image_epochs`` (the compute a run asked for), ``error_code`` and
-  ``error_params`` (why it failed, in any language).
-- 3: the classroom (``cifarlab.serve.classroom``): ``classes`` (code, title, open, the pushed
-  preset and its locked knobs, the class limits, the pinned run, a ``version`` each edit bumps),
-  ``class_members`` (who joined which class, under which nickname), ``class_runs`` (the runs
-  submitted while a member: the board and the challenge find them), ``challenges``.
-- 4: several app servers on one store: ``replicas`` (each serving process, its heartbeat),
-  ``runs.replica`` (whose executor runs it), ``counters`` (the guessing limits' failures, so
-  every replica counts them). The first version PostgreSQL knows.
-- 5: the class experiment: ``classes.experiment`` (its knob and values), ``class_members.slot``
-  (the order a student joined in, which picks their value: the same on every visit).
+Versions: 1 runs, losses, events; 2 owners, image-epochs, error codes; 3 the classroom; 4
+replicas and shared guessing counters (the first PostgreSQL knows); 5 the class experiment.
 """
 from __future__ import annotations
 

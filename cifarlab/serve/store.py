@@ -5,15 +5,9 @@
     run_id = store.create_run(session, "train", cfg.to_dict(), "cpu", owner="cookie-1234")
     store.record(run_id, steps=[1, 2, 3], losses=[2.30, 2.29, 2.31])   # and events, progress
     steps, losses = store.losses(run_id, max_points=500)     # downsampled for a chart
-    store.get(run_id).status                                  # "queued", "running", "done", ...
 
-The connection (one code path for both databases, a pool per process, so a ``RunStore`` can be
-handed to another thread or pickled to a worker process) is ``cifarlab.serve.database``; the
-tables and migrations ``cifarlab.serve.schema``; ids, statuses, ``Run`` ``cifarlab.serve.runs``;
-SQLite backups ``cifarlab.serve.backup`` (a PostgreSQL host backs its database up its own way).
-
-A checkpoint's path is always computed here as ``<checkpoint dir>/<validated id>.pth``: with
-several app servers, ``home`` (and so the checkpoint folder) is a directory they all reach.
+A checkpoint's path is always computed here, ``<checkpoint dir>/<validated id>.pth``: with
+several app servers, ``home`` is a directory they all reach.
 """
 from __future__ import annotations
 

@@ -1,23 +1,14 @@
 """The worker process: one job, run in a process of its own, its progress written to the store.
 
-The queue (``cifarlab.serve.queue``) starts each worker with multiprocessing's **spawn** method;
-this module is what runs inside it. A worker
-
-- lowers its own priority (``worker_nice`` steps below the web server's), so pages stay
-  responsive while every slot trains, and leads a process group of its own, so a forced stop
-  takes the DataLoader processes it started along with it;
-- warms up before it is needed when it is the *spare* (torch and cifarlab imported, the data set
-  memory-mapped, one tiny forward/backward done), then waits for its job on a pipe;
-- beats a heartbeat while its job runs, so the scheduler can tell a silent worker from a busy one;
-- runs the job kind's function ``fn(payload, ctx)`` with a ``JobContext``: events written into
-  the run store in small batches, a cancel read from the store at most every 0.25 s inside
-  ``should_stop`` (training stops after the current step and keeps what it learned), and an
-  optional time limit (a timing sweep's ``max_timing_seconds``);
-- records the result and the outcome. Any exception becomes status ``failed`` with a one-line
-  reason a student can read, as a code with parameters (``runs.reason``); the traceback is kept
-  apart for the host.
-
-Workers ignore Ctrl-C (the server decides) and stop by themselves if the server process dies.
+Started with multiprocessing's **spawn** method. A worker lowers its priority (``worker_nice``)
+so pages stay responsive, and leads a process group of its own, so a forced stop takes its
+DataLoader processes along; as the *spare* it warms up before it is needed, then waits for its
+job on a pipe; it beats a heartbeat while the job runs, so a silent worker can be told from a
+busy one. The job kind's ``fn(payload, ctx)`` gets a ``JobContext``: events written in small
+batches, a cancel read from the store at most every 0.25 s (training stops after the current
+step and keeps what it learned), an optional time limit. Any exception becomes ``failed`` with
+a one-line reason as a code with parameters (``runs.reason``); the traceback is kept for the
+host. Workers ignore Ctrl-C (the server decides) and stop by themselves if the server dies.
 """
 from __future__ import annotations
 
