@@ -1,16 +1,9 @@
 """Errors a student can read, in the student's language.
 
-Every error the engine raises on purpose derives from ``CifarLabError`` and carries a **code**
-and **parameters**, never a finished sentence: the code names a catalog entry
-``errors.<code>`` (``cifarlab/locales/<lang>/errors*.toml``), the parameters fill it.
-
-    raise DataError("data.missing_path", path=str(p))
-    err.text("es")        # the sentence in Spanish, numbers in Spanish notation
-    str(err)              # English: the command line prints this on one line
-    err.field             # the config field or input concerned (for the widget beside it)
-
-``ConfigError`` carries several ``Problem``s at once (one per bad field), so a form can show
-each one next to its widget. A traceback is never the only message.
+Every error the engine raises on purpose carries a **code** and **parameters**, never a
+finished sentence: the code names ``errors.<code>`` in the catalogs. ``err.text("es")`` is the
+sentence in Spanish, ``str(err)`` English for the command line, ``err.field`` the input
+concerned. ``ConfigError`` carries several ``Problem``s at once, one per bad field.
 """
 from __future__ import annotations
 

@@ -1,27 +1,16 @@
 """Checkpoints: the model's ``state_dict`` plus the config, class names and results.
 
-Saved atomically (a temp file in the same folder, fsync, rename), so a crash never leaves a torn
-file under the real name. The file is serialised in memory first (at most 64 MiB) and then
-written, so a full disk is the file system's own ``ENOSPC``, said as ``checkpoint.disk_full``
-(with the path, for the host), not torch's "unexpected pos 15232 vs 15184". Loaded with
-``torch.load(..., weights_only=True)``: a file that would need arbitrary pickled code to load
-(a "malicious pickle") is refused. A plain ``state_dict``
-saved by the tutorial itself (``torch.save(net.state_dict(), PATH)``) loads too.
+Saved atomically (temp file, fsync, rename), serialised in memory first so a full disk is the
+file system's own ``ENOSPC``, said as ``checkpoint.disk_full``. Loaded with
+``weights_only=True``: a file that needs pickled code is refused; a plain ``state_dict`` saved
+by the tutorial itself loads too.
 
-Loading never lets a file decide how much memory it costs. A checkpoint may be a student's
-upload, read in the server process that every student's session shares, so before anything
-big is allocated:
-
-1. the zip's central directory is read (``zipfile``) and the file refused when its records
-   would unpack to more than ``MAX_CHECKPOINT_BYTES`` or a record is compressed absurdly
-   (``torch.save`` stores records uncompressed; a 1 MB record of deflated zeros unpacks to 1 GB);
-2. after ``torch.load`` (bounded by step 1), the network the config describes is counted by the
-   shape trace and refused above ``MAX_UPLOAD_PARAMS`` (a 2 KB file asking for
-   ``hidden=(8192, 8192), width=8`` would otherwise build 4.5 billion parameters, 17 GB);
-3. every tensor's shape is checked against that network, built on the ``meta`` device (no
-   memory), before the real network is built and ``load_state_dict`` runs.
-
-Every refusal is a ``CheckpointError`` with a code (``errors.checkpoint.*``) and parameters.
+A checkpoint may be a student's upload, read in the process every session shares, so a file
+never decides how much memory it costs: (1) the zip's central directory is read first and the
+file refused when its records would unpack past ``MAX_CHECKPOINT_BYTES`` or one is compressed
+absurdly; (2) the network its config describes is counted by the shape trace and refused above
+``MAX_UPLOAD_PARAMS``; (3) every tensor's shape is checked against that network, built on the
+``meta`` device, before the real one is built.
 """
 from __future__ import annotations
 

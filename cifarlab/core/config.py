@@ -3,25 +3,15 @@
 Defaults are the tutorial's: 2 epochs, SGD with lr 0.001 and momentum 0.9, batch 4, 2 loader
 workers, CrossEntropyLoss, the tutorial's ``Net``.
 
-    cfg = TrainConfig()                      # the tutorial as written
-    cfg = TrainConfig(lr=0.01, batch_size=64)
-    validate({"lr": -1})                     # -> [Problem("lr", "config.lr", {...})]
-    validate(values, limits=Limits(max_epochs=20), n_train=50_000)
-    TrainConfig.from_dict(cfg.to_dict()) == cfg
-    TrainConfig(net="bn3").model == net_spec("bn3")
-    knobs()                                  # each field's label, help, bounds: written once
-
-**One schema.** Each field of ``TrainConfig`` carries its ``Knob`` (``core.knobs``: catalog
-keys for its label, help and error, bounds, widget kind, whether presets set it) in the
-dataclass metadata. The command line's flags, the Train page's widgets, the run tables and the
-exported script are all derived from ``knobs()``, so a field added here appears in each of them.
+**One schema.** Each field carries its ``Knob`` (``core.knobs``) in the dataclass metadata; the
+command line's flags, the Train page's widgets, the run tables and the exported script are all
+derived from ``knobs()``, so a field added here appears in each of them.
 
 **One validator.** ``validate`` returns every problem as a ``Problem`` (field, catalog code,
 parameters); construction raises ``ConfigError`` with the problems that do not depend on the
 server. The Train page calls ``validate`` for its messages, ``JobQueue.submit`` once as the
-authority (with the server's ``Limits`` and the real size of the data); the worker rebuilds
-what was admitted with ``TrainConfig.admitted``, unchecked (docs/architecture.md, "How a run
-travels"). ``from_dict`` is for anything else (a file, a checkpoint): checked.
+authority; the worker rebuilds what was admitted with ``TrainConfig.admitted``, unchecked.
+``from_dict`` is for anything else (a file, a checkpoint): checked.
 
 **One network.** ``net`` names one (``core.nets``); ``model`` is its ``ModelSpec``, set from the
 net when the config is built without one. A pair that disagrees is refused, never swapped.

@@ -1,17 +1,10 @@
 """Output sizes of nn.Conv2d and nn.MaxPool2d: PyTorch's arithmetic, with the formulas shown.
 
-    conv2d_output_size(32, 5)                     # -> 28, as nn.Conv2d(…, 5) on a 32×32 image
-    pool2d_output_size((28, 28), 2)               # -> (14, 14), as nn.MaxPool2d(2)
-    conv2d_formula(32, 5, 1, 0, 1)
-    # -> ("⌊(32 + 2·0 − 1·(5 − 1) − 1) / 1⌋ + 1 = 28", 28, True)
-
-The numbers follow PyTorch exactly (aten/src/ATen/native/Pool.h, ConvUtils.h): conv output
-is ⌊(n + 2p − d(k − 1) − 1) / s⌋ + 1; max-pool output is the same with ⌈⌉ in ceil mode, where
-the last window must still start inside the input or the left padding, the stride defaults to
-the kernel, and the padding may be at most half the kernel. Anything PyTorch refuses raises
-``ShapeError`` with a message a student can act on (a code in ``errors.shapes`` naming the
-layer, PyTorch's argument and the sizes: ``err.text("es")``). ``core.shapes`` traces whole
-networks with it.
+The numbers follow PyTorch exactly (aten/src/ATen/native/Pool.h, ConvUtils.h): conv output is
+⌊(n + 2p − d(k − 1) − 1) / s⌋ + 1; max-pool output is the same with ⌈⌉ in ceil mode, where the
+last window must still start inside the input or the left padding, the stride defaults to the
+kernel, and the padding may be at most half the kernel. Anything PyTorch refuses raises
+``ShapeError`` with a message a student can act on (naming the layer, the argument and sizes).
 """
 from __future__ import annotations
 

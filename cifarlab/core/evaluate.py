@@ -1,14 +1,9 @@
-"""Evaluation: overall and per-class accuracy, confusion matrix, per-image predictions.
+"""Evaluation: overall and per-class accuracy, confusion matrix, per-image predictions, in one pass.
 
-The tutorial counts correct predictions over the 10,000 test images, overall and per class.
-Here one pass gives all of that plus the confusion matrix, each image's probabilities and the
-indices of the misclassified images (for the Results page).
-
-A class challenge (``cifarlab.serve.classroom``) scores runs on two halves of the test set, a
-public one and a private one: ``split_halves(n)`` splits the indices 0..n-1 by a permutation from
-NumPy's legacy ``RandomState(HALVES_SEED)`` (its stream is frozen across NumPy versions), first
-half public, fixed once for every run and server. Each evaluation records its accuracy on both
-(``EvalResult.half_accuracies``, in ``summary()``), so scoring never evaluates again.
+A class challenge scores runs on two halves of the test set: ``split_halves(n)`` splits them by
+NumPy's legacy ``RandomState(HALVES_SEED)`` (its stream is frozen across NumPy versions), fixed
+for every run and server; each evaluation records both halves' accuracy, so scoring never
+evaluates again.
 """
 from __future__ import annotations
 

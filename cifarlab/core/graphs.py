@@ -1,31 +1,20 @@
 """CUDA graphs: the ``fast`` pipeline's whole training step replayed as one graph.
 
-Why: at batch 4 a training step on a GPU is a few dozen tiny kernels (forward, loss, backward,
-SGD). Launching them from Python costs more than running them, so the GPU waits for the host
-(docs/benchmarks.md, sections 1 and 2: about 2 ms a step at batch 4 as at batch 1024). A CUDA
+Why: at batch 4 a step on a GPU is a few dozen tiny kernels, and launching them from Python
+costs more than running them (docs/benchmarks.md: about 2 ms a step at batch 4 as at 1024). A
 graph records those launches once; a replay submits the whole step with one call.
 
-How (PyTorch's "CUDA Graphs" notes, "Whole-network capture", which capture SGD the same way):
-- the first ``WARMUP_STEPS`` full batches train eagerly on a side stream: real steps on real
-  batches, so the numbers are the eager run's; they create the momentum buffers (SGD's first
-  step allocates them), pick cuDNN/cuBLAS algorithms and create their handles on the stream the
-  capture uses (the same stream for both: lazily created handles are per stream);
-- then the gradients are set to None and one step (forward, loss, backward, ``optimizer.step``)
-  is captured into a ``torch.cuda.CUDAGraph``: its gradients come from the graph's private
-  memory pool and each replay rewrites them in place, so no ``zero_grad`` is needed;
-- every later full batch is copied into the static input and label buffers and the graph
-  replayed. The returned loss is the graph's static loss tensor: valid until the next replay
-  (``train`` copies it into its device-side buffer at once, in stream order).
+How (PyTorch's "CUDA Graphs" notes, "Whole-network capture"): the first ``WARMUP_STEPS`` full
+batches train eagerly on a side stream (real steps; they create SGD's momentum buffers and the
+cuDNN/cuBLAS handles on the stream the capture uses); then one step is captured, its gradients
+in the graph's pool, rewritten in place by each replay (no ``zero_grad``); later full batches
+are copied into the static buffers and the graph replayed. The loss returned is the graph's
+static tensor, valid until the next replay. SGD needs no ``capturable`` flag, but its lr and
+momentum are baked into the capture: if they change (a schedule), the rest goes eagerly.
 
-SGD needs no ``capturable`` flag: that flag belongs to optimizers with a step counter (Adam and
-others check it before a capture); SGD's state is its momentum buffers, updated in place, and
-the fused kernel the ``fast`` pipeline uses takes lr and momentum as numbers baked into the
-capture. So if they change after capture (a schedule), the rest of the run goes eagerly.
-
-Eagerly, with the reason sent to ``on_note`` (the run's events): the CPU, MPS, the ``tutorial``
-pipeline, a batch of another size (the last short batch of an epoch: replay needs the captured
-shape), changed hyperparameters, and anything that fails to capture. The eager step is
-``train_step`` itself, so on the CPU a run with ``cuda_graphs`` equals one without, bit for bit.
+Eagerly, with the reason sent to ``on_note``: the CPU, MPS, the ``tutorial`` pipeline, a short
+batch, changed hyperparameters, a failed capture. The eager step is ``train_step`` itself, so on
+the CPU a run with ``cuda_graphs`` equals one without, bit for bit.
 """
 from __future__ import annotations
 

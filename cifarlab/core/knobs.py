@@ -1,14 +1,11 @@
 """The knob schema: what a config field declares about itself, written once beside the field.
 
     epochs: int = knob(2, kind="int", lo=1, hi=500, label="common.epochs", ...)
-    knobs_of(TrainConfig)                    # -> (KnobField("epochs", 2, Knob(...)), ...)
-    knob_problems(knobs_of(TrainConfig), {"lr": -1})   # -> [Problem("lr", "config.lr", ...)]
 
 A ``Knob`` holds the catalog keys of the field's label, help and error, its bounds and widget
-kind, and whether presets, the Train page and the command line use it. The command line's
-flags, the Train page's widgets, the run tables and the exported script read them through
-``core.config.knobs()``; ``knob_problems`` is the check each declaration implies (type and
-bounds), the part of ``core.config.validate`` that needs nothing but the field itself.
+kind, and whether presets, the Train page and the command line use it; they all read it
+through ``core.config.knobs()``. ``knob_problems`` is the type and bounds check each
+declaration implies.
 """
 from __future__ import annotations
 

@@ -1,25 +1,15 @@
-"""The learning-rate finder (Smith 2017, "Cyclical Learning Rates for Training Neural Networks";
-fastai's ``lr_find``, torch-lr-finder): a short probe of a config's network, optimizer, loss and
-data in which the learning rate grows exponentially, step by step, from ``lr_min`` to ``lr_max``.
+"""The learning-rate finder (Smith 2017; fastai's ``lr_find``, torch-lr-finder): a short probe of
+a config's network, optimizer, loss and data in which the lr grows exponentially, step by step,
+from ``lr_min`` to ``lr_max`` (the finder owns the lr and its schedule; the rest is the
+config's own). The loss is smoothed by a bias-corrected moving average (``BETA``,
+torch-lr-finder's: fastai's 0.98 remembers ~50 steps, half a sweep); the sweep stops when the
+smoothed loss passes ``DIVERGE`` times the best so far, or a loss is no number.
 
-    sweep = find_lr(TrainConfig(batch_size=32), data, steps=100)
-    sweep["lrs"], sweep["smoothed"], sweep["suggestion"]
-
-Step ``i`` of ``n`` trains at ``lr_min * (lr_max / lr_min) ** (i / (n - 1))``, overriding the
-config's lr and its schedule (the finder owns the lr); everything else is the config's own
-(``core.train``: its optimizer, criterion, loader, seed). The loss is smoothed by an exponential
-moving average (``BETA``, torch-lr-finder's: fastai's 0.98 remembers ~50 steps, half a sweep),
-corrected for its start at zero as fastai does; the sweep stops early
-when the smoothed loss passes ``DIVERGE`` times the best so far, or a loss is no number (the lr
-is far too high: nothing after it is worth a step). The network is a probe: thrown away.
-
-The suggestion is the **steepest descent** of the smoothed curve (torch-lr-finder's, fastai's
-"steep"): where the loss falls fastest per decade of lr, looked for only before the curve's
-minimum. It is the point a student can see on the chart and check with the lesson's rule of
-thumb (about a tenth of the minimum's lr, ``lr_at_min``); fastai's default "valley" is steadier
-on noisy curves but harder to explain in a sentence. The tutorial's network barely learns in a
-couple of hundred steps, so its curve often stays flat until it explodes: then no descent is
-real, and the suggestion is a tenth of the lr where the loss starts to climb (``suggest``).
+The suggestion is the **steepest descent** of the smoothed curve before its minimum: a point a
+student can see on the chart and check with the lesson's rule of thumb (about a tenth of the
+minimum's lr); fastai's "valley" is steadier but harder to explain in a sentence. The tutorial's
+network often stays flat until it explodes: then no descent is real, and the suggestion is a
+tenth of the lr where the loss starts to climb.
 """
 from __future__ import annotations
 

@@ -1,16 +1,11 @@
 """The tutorial's network, and a configurable variant of it.
 
-``Net()`` is the tutorial's ``Net`` layer for layer, with the same parameter names
-(conv1, pool, conv2, fc1, fc2, fc3), so a ``state_dict`` saved here loads into the tutorial's own
-class and back. ``Net(ModelSpec(...))`` changes channels, kernels, padding, stride, pooling,
-hidden sizes or width; ``fc1``'s input size then comes from the shape trace instead of the
-tutorial's hard-coded ``16 * 5 * 5``.
-
-The speed lesson's variants (``ModelSpec.batch_norm``, ``conv3``, ``block_convs``) add modules
-beside the tutorial's: ``bn1``/``bn2``/``bn3`` (batch norm after each conv), ``conv3`` (a third
-block, 3×3, padding 1) and ``conv1b``/``conv2b``/``conv3b`` with ``bn1b``… (a second 3×3 conv in
-each block, as airbench's ConvGroup). A block is conv → [bn] → relu → [conv → [bn] → relu] →
-pool; the tutorial's own Net has none of them, so its state_dict keeps its keys.
+``Net()`` is the tutorial's ``Net`` layer for layer, with the same parameter names, so a
+``state_dict`` saved here loads into the tutorial's own class and back. ``Net(ModelSpec(...))``
+changes channels, kernels, padding, stride, pooling, hidden sizes or width; ``fc1``'s input size
+then comes from the shape trace instead of the hard-coded ``16 * 5 * 5``. The speed lesson's
+variants add modules beside the tutorial's (``bn1``…, ``conv3``, ``conv1b``…: a block is conv →
+[bn] → relu → [conv → [bn] → relu] → pool), so the tutorial's own Net keeps its keys.
 """
 from __future__ import annotations
 

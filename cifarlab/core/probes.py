@@ -1,15 +1,8 @@
 """Inside training, while it runs: every ``every`` steps, each layer's weight and gradient norms,
 a small histogram of its weights, and for the layers a ReLU follows, the share of their units
-that never fired on the batch (as ConvNetJS and TensorBoard show them, in numbers a page can draw).
-
-    probe = Probe(model, every=probe_every(steps_per_epoch))
-    if probe.due(step):
-        emit(Event("inside", probe.sample(step, inputs)))      # right after optimizer.step()
-    signals(samples)   # [("exploding", {...}), ...]: what a student should hear about
-
-A sample costs one extra forward pass of its batch without gradients and a few norms, once per
-``every`` steps (bench/bench_probes.py measures it); reading the numbers back synchronises an
-accelerator once per sample, never per step.
+that never fired on the batch. A sample costs one extra forward pass without gradients and a
+few norms (bench/bench_probes.py); reading them back synchronises an accelerator once per
+sample, never per step.
 """
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
 """The shape of every layer of a network, traced: in and out shapes, parameters, formulas.
 
-    trace_spec(ModelSpec())               # one LayerTrace per layer of the tutorial's Net
-    trace(net)                            # the same for any nn.Module, by a real forward pass
-    trace_table(trace_spec(ModelSpec()))  # rows: layer, kind, input, output, params, formula
-    conv2d_output_size(32, 5)             # -> 28 (core.conv_arithmetic, re-exported here)
-
-A layer list (dicts, as ``core.blocks.spec_layers`` writes a ModelSpec) is traced by arithmetic
-alone (``core.conv_arithmetic``: PyTorch's own output-size formulas); a real ``nn.Module`` by a
-forward pass of a zero batch of one, with the formula of each conv and pool beside it. A layer
-PyTorch would refuse raises ``ShapeError`` naming it ("conv2: ...") in the student's language.
-This module never imports streamlit, and imports torch only to trace a real ``nn.Module``.
+A layer list (``core.blocks.spec_layers``) is traced by arithmetic alone
+(``core.conv_arithmetic``); a real ``nn.Module`` by a forward pass of a zero batch of one. A
+layer PyTorch would refuse raises ``ShapeError`` naming it. torch is imported only to trace a
+real module.
 """
 from __future__ import annotations
 

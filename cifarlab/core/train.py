@@ -1,19 +1,11 @@
 """Training: the tutorial's loop, instrumented.
 
-Two entries, one loop. ``train`` is for a config nobody has checked yet (the command line, a
-notebook, a test): it checks it against this machine's devices and the data first.
-``train_admitted`` is the queue's workers': the config was checked once, at submit, with the
-server's limits and data, and placed on the device resolved there; it is trusted as it is.
-
-The loop is the tutorial's (zero_grad, forward, loss, backward, step, the running loss every
-2,000 mini-batches) with what a dashboard needs around it:
-- events (step losses in batches, the tutorial's running-loss lines, progress with ETA, epoch
-  summaries with images/s and the time spent waiting for data vs computing);
-- cancellation between steps, keeping what was learned as a partial result;
-- honest timing: accelerators are synchronised before the clock is read, and step losses are
-  read back in batches, not with a ``.item()`` per step (which would stall the GPU every step);
-- reproducibility on the CPU for a fixed seed.
-It never needs Streamlit: the job workers, the CLI and the tests all call ``train``.
+``train`` checks a config nobody has checked yet (the command line, a notebook, a test) against
+this machine's devices and the data; ``train_admitted`` trusts what the queue admitted. The loop
+is the tutorial's with what a dashboard needs: events (step losses, running-loss lines,
+progress, epoch summaries), cancellation between steps keeping a partial result, honest timing
+(accelerators synchronised before the clock is read; losses read back in batches, not an
+``.item()`` per step, which would stall the GPU), reproducibility on the CPU for a fixed seed.
 """
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""CIFAR-10 for CIFAR Lab: where it comes from (``sources``: the canonical download, an image
-folder or an archive of one), decoding every image once (``decode``) into a checked cache on disk
-(``cache``) and into memory no file backs (``memory``), ``load`` (``loading``), and the two input
-pipelines (``pipelines``: the tutorial's ``DataLoader`` and ``FastLoader``, the same order for
-the same seed).
-
-``on_progress`` callbacks are called with one string (progress lines and warnings); warnings
-are also logged on the ``cifarlab.core.data`` logger. Errors are ``DataError``s with a code
-(``errors.data.*`` in ``cifarlab/locales/<lang>/errors_data.toml``).
+"""CIFAR-10 for CIFAR Lab: where it comes from, decoded once into a checked cache and into memory
+no file backs, and the two input pipelines. ``on_progress`` callbacks get one string (progress
+lines and warnings); errors are ``DataError``s with a code (``errors.data.*``).
 """
 from __future__ import annotations
 

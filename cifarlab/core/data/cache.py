@@ -1,27 +1,16 @@
 """The decode-once cache on disk: ``<cache>/datasets/<key>/`` holds four ``.npy`` files and
 ``meta.json``.
 
-Writing: into a temporary folder beside the final one, ``meta.json`` (``"complete": true``)
-last, then renamed into place, under a lock file; a process killed half-way never leaves a
-cache that is read as valid, and two processes decoding at once corrupt nothing. A cache file is
-never rewritten or truncated in place (and is made read-only): a damaged cache is replaced
-whole, by rename.
+Writing: into a temporary folder, ``meta.json`` last, renamed into place under a lock file; a
+process killed half-way never leaves a cache read as valid. A cache file is never rewritten in
+place: a damaged cache is replaced whole.
 
-Reading: every array file is checked against what its ``.npy`` header and ``meta.json``
-promise (dtype, shape, and so its exact size) before a byte of it is used; a short, long or torn
-file makes the cache *damaged* (``CacheDamaged``), which ``load()`` logs and rebuilds. The
-checked files are then copied into memory that no file backs (``memory.py`` says why, and how
-processes share that copy), so a file cut short later harms nobody.
-
-Damage that keeps the sizes (labels overwritten, pixels flipped) is caught by content:
-``meta.json`` records a checksum of each decoded array (``digest``), and each copy made from the
-files is checked against it before anyone uses it: about 0.3 s for the 184 MB of CIFAR-10 on a
-quiet 2-core machine, 0.7 s on a very busy one (docs/benchmarks.md §15), paid by the process
-that makes the shared copy (other processes map that checked copy without hashing it again).
-A cache written without checksums counts as damaged and is rebuilt once. The labels are then
-checked for what a decoded data set always has: every label in ``0 .. classes - 1`` and every
-class present in both splits (``decode`` refuses an empty class), so labels all set to one
-class are damage too.
+Reading: every array file is checked against its ``.npy`` header and ``meta.json`` (dtype,
+shape, exact size) before a byte is used; a bad one makes the cache *damaged*
+(``CacheDamaged``), which ``load()`` logs and rebuilds. The copy in memory (``memory``) is
+checked against the checksums in ``meta.json`` (~0.3 s for CIFAR-10, paid once by the process
+that makes the shared copy), and every class must be present with labels in range, so damage
+that keeps the sizes is caught too.
 """
 from __future__ import annotations
 

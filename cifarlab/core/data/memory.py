@@ -1,23 +1,16 @@
 """Where the cached arrays live in memory, so that a damaged cache file can kill nobody.
 
-Why not memory-map the cache files, as this module's predecessor did: a mapped file that
-anything truncates in place (``truncate``, a ``cp`` over it, a repair after a crash) kills every
-process that then touches a page past the new end with SIGBUS, which Python cannot catch. A
-private (copy-on-write) mapping does not help, nor an open descriptor to the inode that was
-checked: truncation acts on the inode and discards even copied private pages (tried on Linux).
-Only memory that the file does not back is safe. Two kinds are used:
+Why not memory-map the cache files: a mapped file that anything truncates in place kills every
+process that touches a page past the new end with SIGBUS, which Python cannot catch; private
+mappings do not help (truncation discards even copied private pages). Only memory that the
+file does not back is safe:
 
-- **shared** (Linux): the first process copies the checked files (``sendfile``, never past the
-  sizes checked) into one anonymous ``memfd``, *sealed* against shrinking, growing and writing,
-  so nobody, root included, can cut it; it maps it read-only and records
-  ``<cache>/datasets/<key>.shared`` = (its pid, the descriptor, the memfd's unique name). Later
-  processes open ``/proc/<pid>/fd/<fd>``, check the name, the seals and the size, and map the
-  same pages: a load costs about what mapping the file did, and the server, its job workers
-  and their DataLoader workers share one copy of the pixels. When the process that recorded it
-  is gone (or forgot the data), the next one makes a new copy and records that.
-- **private**, where that is not possible (no memfd, no /proc, another user's process): the
-  files are read into this process's own memory (``readinto``), once per process (forked
-  children share it copy-on-write).
+- **shared** (Linux): the first process copies the checked files into one anonymous ``memfd``,
+  *sealed* against shrinking, growing and writing, maps it read-only and records
+  ``<cache>/datasets/<key>.shared`` (pid, descriptor, the memfd's name). Later processes open
+  ``/proc/<pid>/fd/<fd>``, check the name, seals and size, and map the same pages: the server
+  and all its workers share one copy. When that process is gone, the next one makes a new copy.
+- **private**, where that is not possible: the files read into this process's own memory.
 
 Either way the arrays are read-only.
 """

@@ -1,14 +1,8 @@
-"""The two input pipelines over the decoded data set.
-
-- ``tutorial``: the tutorial's own: a torchvision ``VisionDataset`` that returns
-  ``(transform(PIL.Image.fromarray(hwc_uint8)), label)`` like torchvision's ``CIFAR10``, with
-  ``ToTensor()`` + ``Normalize((0.5,)*3, (0.5,)*3)``, fed by a ``DataLoader``
-  (``tutorial_loader``);
-- ``fast``: ``FastLoader``: the uint8 tensor kept (on the device), one ``randperm`` per epoch,
-  one ``index_select`` and a two-op normalisation per batch.
-
-Both draw the epoch order as successive ``torch.randperm(n, generator=Generator().manual_seed(
-seed))``, so for the same seed both pipelines serve the same images in the same order.
+"""The two input pipelines over the decoded data set: ``tutorial`` (a torchvision
+``VisionDataset`` like ``CIFAR10``, ``ToTensor`` + ``Normalize``, a ``DataLoader``) and ``fast``
+(``FastLoader``: the uint8 tensor kept on the device, one ``index_select`` and a two-op
+normalisation per batch). Both draw each epoch's order as one ``torch.randperm`` from a
+generator seeded once, so for the same seed they serve the same images in the same order.
 """
 from __future__ import annotations
 

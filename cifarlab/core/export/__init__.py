@@ -1,16 +1,12 @@
-"""Take a run home: the plain-PyTorch script that repeats it (``script``), the same code as a
-Jupyter notebook with explanations in the student's language (``notebook``), its TensorBoard
-logs (``tensorboard``), a model card (``card``), and all of them with the weights in one zip
-(``bundle``). The code is one template, ``templates/run.py.j2`` (``render``), for the script
-and the notebook; no submodule imports from this package, only from its siblings.
+"""Take a run home: the script that repeats it, the same code as a notebook in the student's
+language, its TensorBoard logs, a model card, and all of them with the weights in one zip. No
+submodule imports from this package, only from its siblings.
 
 Repeating, not resembling: ``torch.manual_seed(SEED)`` right before building the network gives
-the same initial weights; the subset is the same images (``core.data.subset_indices``); each
-epoch's order is ``SeededShuffle``'s, exactly one ``randperm`` per epoch (torch's
-``RandomSampler`` draws a second one at each epoch's end, so from epoch 2 on it would differ).
-So on the CPU the script and the notebook print the app's running losses, step for step, and its
-accuracy, for either pipeline (``tutorial`` DataLoader, ``fast``). On a GPU, cuDNN may differ in
-the last bits from run to run.
+the same initial weights, the subset is the same images, and each epoch's order is
+``SeededShuffle``'s, exactly one ``randperm`` per epoch (torch's ``RandomSampler`` draws a
+second one at each epoch's end). So on the CPU the script and the notebook print the app's
+running losses step for step, for either pipeline; on a GPU, cuDNN may differ in the last bits.
 """
 from cifarlab.core.export.record import RunRecord
 from cifarlab.core.export.render import (CONSTANT_NAMES, DEFAULT_NAME, TUTORIAL_URL,

@@ -1,14 +1,7 @@
-"""The zip that takes a run home, built in memory (the Runs page's download) or written to a
-file (``python -m cifarlab export CHECKPOINT -o run.zip``). One folder inside,
-``cifarlab-<name>-<id[:8]>/``, so a class's zips unzip side by side:
-
-    <slug>.ipynb      the notebook that repeats the run (``notebook``)
-    cifar_net.pth     the weights, as the tutorial saves them (``state_dict``)
-    README.md         the model card, in the student's language (``card``)
-    runs/<slug>/      TensorBoard logs (``tensorboard``)
-
-``write_export`` picks the format from the output's suffix: ``.py`` the script, ``.ipynb`` the
-notebook, ``.zip`` the bundle; anything else is ``export.unknown_format``.
+"""The zip that takes a run home, built in memory (the Runs page) or written to a file (``python
+-m cifarlab export CHECKPOINT -o run.zip``). One folder inside, ``cifarlab-<name>-<id[:8]>/``,
+so a class's zips unzip side by side: the notebook, ``cifar_net.pth`` (the weights, as the
+tutorial saves them), ``README.md`` (the model card) and ``runs/<slug>/`` (TensorBoard logs).
 """
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""A run's TensorBoard logs, written by PyTorch's own ``SummaryWriter``: one folder per run,
-named after the run (``<name>-<id[:8]>``), so a class's runs unzipped side by side open together
-with ``tensorboard --logdir .``.
-
-Tags: ``step/loss`` (every step's loss, x = step), ``epoch/loss`` and ``epoch/accuracy`` (x =
-epoch, so runs with different batch sizes line up), ``inside/<layer>/weight_norm``,
-``grad_norm`` and ``dead`` (the layer probes' samples, x = step), and the hyperparameters
-(``add_hparams``: every config field, with the final accuracy and loss as its metrics
-``hparam/accuracy``, ``hparam/final_loss``). Wall times are the run's own (its start plus its
-measured training time), and the event files' names carry no host name.
+"""A run's TensorBoard logs, written by PyTorch's own ``SummaryWriter``: one folder per run, named
+after it, so a class's runs unzipped side by side open together with ``tensorboard --logdir .``.
+Epoch tags use x = epoch, so runs with different batch sizes line up; wall times are the run's
+own, and the event files' names carry no host name.
 """
 from __future__ import annotations
 
