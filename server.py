@@ -1,10 +1,9 @@
 """CIFAR Lab's server: ``streamlit run server.py`` (or ``uvicorn server:app``).
 
-The app is app.py; this wraps it in Streamlit's ASGI ``st.App`` for what only the server
-process can do, when it starts and when it stops: the job queue's dispatcher starts with the
-server, so runs queued before a restart go on without waiting for someone to open a page, and
-it stops with the server (runs still training are marked interrupted, queued ones stay queued).
-``streamlit run app.py`` works too; the dispatcher then starts with the first page opened.
+app.py wrapped in Streamlit's ASGI ``st.App``, so the job queue's dispatcher starts with the
+server (runs queued before a restart go on without waiting for a page to open) and stops with
+it (runs still training are marked interrupted). ``streamlit run app.py`` works too; the
+dispatcher then starts with the first page opened.
 """
 from __future__ import annotations
 

@@ -1,16 +1,6 @@
-"""``python -m cifarlab``: train, evaluate, trace shapes and prepare data from the terminal.
-
-    python -m cifarlab train                       # the tutorial as written
-    python -m cifarlab train --pipeline fast --epochs 2 --json
-    python -m cifarlab eval cifar_net.pth --json
-    python -m cifarlab shapes --kernels 5,5 --channels 6,16
-    python -m cifarlab data                        # decode once into the cache, print facts
-    python -m cifarlab export cifar_net.pth -o cifar_run.py   # the script that repeats its run
-    python -m cifarlab export cifar_net.pth -o run.ipynb --lang es   # .ipynb: the notebook,
-    python -m cifarlab export cifar_net.pth -o run.zip               # .zip: the whole bundle
-    python -m cifarlab passphrase                  # the instructor's line for secrets.toml
-
-Bad input exits with status 2 and one line saying what was wrong.
+"""``python -m cifarlab``: train, evaluate, export, trace shapes and prepare data from the
+terminal (README.md lists the commands). Bad input exits with status 2 and one line saying what
+was wrong.
 """
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Classroom: the instructor's console (only instructors see it in the navigation).
-
-Create a class (its code, join link and QR code), open or close it, push a preset with locked
-knobs, set the class's limits, watch the live class board (cancel a run, pin one to the
-presenter view) and run a challenge with its public and private leaderboards. Every action is
-one call into ``cifarlab.serve.classroom.Classroom``, which checks the role itself: a student
+"""Classroom: the instructor's console (only instructors see it in the navigation). Every action
+is one call into ``cifarlab.serve.classroom.Classroom``, which checks the role itself: a student
 who reaches this page sees a message, and the engine refuses them anyway.
 """
 from __future__ import annotations

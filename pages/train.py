@@ -1,12 +1,9 @@
 """Train: the tutorial's training loop on the server, live.
 
-The form (``cifarlab.lab.train_form``; ui/train_form.py keeps it, pages/train_parts/form.py
-draws it, with the lesson at the end) → ``JobQueue.submit`` →
-a worker trains while this page follows the run in the run store. The live part is a fragment
-on Streamlit's own timer (never ``st.rerun()``: a rerun from a polling fragment collided with
-its timer and froze pages); a poll reads only new rows, and a figure is rebuilt only when its
-data changed, at most every CHART_S seconds (docs/benchmarks.md, section 7). Runs are looked
-up in the store, so a reload or a second tab with the same ``?sid=`` finds them again.
+The form → ``JobQueue.submit`` → a worker trains while this page follows the run in the store.
+The live part is a fragment on Streamlit's own timer (never ``st.rerun()``: a rerun from a
+polling fragment collided with its timer and froze pages). Runs are looked up in the store, so
+a reload or a second tab with the same ``?sid=`` finds them again.
 """
 from __future__ import annotations
 

@@ -1,27 +1,13 @@
-"""Translations: UI strings and lesson texts in English, Spanish and Portuguese.
+"""Translations: UI strings and lesson texts in English (the source), Spanish and Portuguese.
 
-Layout (English is the source; every other language mirrors it)::
+Catalog values are ``str.format`` templates. A key (or lesson) missing in Spanish or Portuguese
+falls back to English and logs one warning; missing in English too, it logs an error and shows
+the key, so a page never crashes over a string. In *strict* mode (while pytest runs, or
+``CIFARLAB_I18N_STRICT=1``; ``set_strict`` overrides) every miss raises ``KeyError``.
 
-    cifarlab/locales/en.toml                  UI strings, flat dotted keys grouped in tables
-    cifarlab/locales/en/*.toml                more UI strings, one file per area (a key once)
-    cifarlab/locales/es.toml, pt.toml
-    cifarlab/locales/<lang>/lessons/<name>.md lesson texts (Markdown), one file per lesson
-    cifarlab/locales/code/<name>.py           the tutorial's lines a lesson explains (shared)
-
-Catalog values are ``str.format`` templates: a literal brace is written ``{{`` or ``}}``.
-
-Missing translations. At runtime a key (or lesson) missing in Spanish or Portuguese falls back to
-English and logs one warning; a key missing in English too logs an error and shows the key
-itself, so a page never crashes over a string. In *strict* mode every miss raises ``KeyError``
-instead. Strict mode is on while pytest runs (``PYTEST_CURRENT_TEST`` is set) or when
-``CIFARLAB_I18N_STRICT=1``; ``CIFARLAB_I18N_STRICT=0`` turns it off, and ``set_strict(True |
-False | None)`` overrides both (``None``: back to the environment). ``problems()`` reports
-what a translator still has to do.
-
-Numbers: every ``{placeholder}`` that receives a number is written in the language's notation
-(Babel's CLDR rules: 50,000 / 50.000; 0.001 / 0,001; ``{x:.1%}`` -> 55,3 %; ``{x:.2e}`` -> 3,50 ×
-10⁻⁴). ``number``, ``percent``, ``significant`` and ``duration`` do the same for pages. A key
-with ``.one``/``.other`` variants is a plural, chosen by the ``n`` (or ``count``) argument.
+Every ``{placeholder}`` that receives a number is written in the language's notation (Babel's
+CLDR rules: 50.000; 0,001; ``{x:.1%}`` -> 55,3 %); a key with ``.one``/``.other`` variants is a
+plural, chosen by the ``n`` (or ``count``) argument.
 """
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
-"""The class experiment's picture (pages/classroom.py, its presenter view and the student's
-Home): the runs of a class that compares values of one knob, each value its colour and line
-style. On top, every run's loss curve; below, each finished run's test accuracy against the
-knob's value (a log axis where the values span a hundredfold or more, as learning rates do),
-and each value's mean. Nicknames on hover, and beside the points while they are few; the
-viewer's own run drawn thick, its point a star. Also the same runs as CSV. ``view`` is the
-serving side's ``ExperimentView``, read by attribute only (lab never imports serve).
+"""The class experiment's picture (console, presenter and the student's Home): every run's loss
+curve, each value its colour and line style, and below each finished run's accuracy against
+the knob's value (a log axis where the values span a hundredfold), with each value's mean; the
+viewer's own run thick, its point a star. Also the runs as CSV. ``view`` is the serving side's
+``ExperimentView``, read by attribute only (lab never imports serve).
 """
 from __future__ import annotations
 

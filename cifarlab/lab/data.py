@@ -1,10 +1,6 @@
 """The Data page's engine: browse CIFAR-10, what ``ToTensor`` and ``Normalize`` do to the
 numbers, a batch as the tutorial's ``DataLoader`` delivers it, and how fast each pipeline can
-deliver batches.
-
-Everything reads the real data set through ``cifarlab.core.data`` (the real tutorial transform and
-``tutorial_loader``, the real ``FastLoader``). Measurements are bounded by a batch count and a
-time budget.
+deliver batches (bounded by a batch count and a time budget), all on the real data and loaders.
 """
 from __future__ import annotations
 

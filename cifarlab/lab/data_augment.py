@@ -1,10 +1,6 @@
 """The Data page's augmentation viewer: a few training images through the Speed page's
-augmentations, drawn by the training loader itself (``FastLoader(augment=...)``), one new draw
-per epoch, seeded as a run's is, so a picture is what a run with that seed trains on.
-
-    view = augment_draws(data, [12, 40], "flip_translate", epochs=4, seed=0)
-    view.draws[k][i]                   # image i as the network sees it in epoch k + 1 (H×W×3)
-    draw_text(view, k, i, t)           # "Epoch 1: mirrored · 1 px right"
+augmentations, drawn by the training loader itself (``FastLoader(augment=...)``), one draw per
+epoch, seeded as a run's is, so a picture is what a run with that seed trains on.
 """
 from __future__ import annotations
 

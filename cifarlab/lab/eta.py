@@ -1,14 +1,11 @@
 """How long a training run takes: the one answer every page shows (no Streamlit).
 
-A run's own speed, once it is steady, is the best guide to its end: the first steps pay for
-start-up (the loader's worker processes, first allocations), so a speed that counts them
-promised "35 min left" for a run of 6 min. The worker marks where start-up ends
-(``steady_step``/``steady_s`` in each progress event, ``cifarlab.core.train``); from there the
-time left is the steps left at the speed measured since, and before there is enough of it,
-"estimating…". Before a run starts, the only figure is what finished runs with the same
-time-relevant settings on the same device took here (the median of their wall time, start to
-result, so nothing is extrapolated from other batch sizes or subsets). While a run of the same
-settings trains, the form points to its live view instead of giving a second figure.
+A run's own speed once it is steady is the best guide: the first steps pay for start-up, so a
+speed that counts them promised "35 min left" for a run of 6 min. From the worker's
+``steady_step``/``steady_s`` on, the time left is the steps left at the speed measured since
+("estimating…" before). Before a run starts, the only figure is the median wall time of
+finished runs here with the same time-relevant settings on the same device: nothing is
+extrapolated from other batch sizes or subsets.
 """
 from __future__ import annotations
 

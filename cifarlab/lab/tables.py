@@ -1,10 +1,6 @@
-"""Text alternatives for charts: the numbers a chart draws, as a table a screen reader can read.
-
-A page shows them under the chart in an expander (``a11y.show_table``), best with ``st.table``
-(a real HTML table with header cells, which screen readers walk cell by cell).
-
-Cells are text in the student's language ("55,3 %"): a table read aloud needs no sorting.
-Pure pandas; class names of CIFAR-10 are translated, others are kept as they are.
+"""Text alternatives for charts: the numbers a chart draws, as a table a screen reader can walk
+(``st.table``: real header cells). Cells are text in the student's language ("55,3 %"); class
+names of CIFAR-10 are translated, others kept as they are.
 """
 from __future__ import annotations
 

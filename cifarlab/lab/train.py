@@ -1,13 +1,9 @@
 """What the Train page shows, computed from run-store rows: pure functions, no Streamlit.
 
-The loss series is read incrementally (only steps after the last one seen) and kept as bucket
-means: at most ``max_points`` points, each the mean of ``stride`` consecutive step losses; when
-the buckets fill up, neighbours are merged in pairs and the stride doubles. So a 50,000-step run
-costs the page a few kilobytes and a chart of at most ``max_points`` points, whatever its length.
-
-Watching a run must cost the server little (docs/benchmarks.md, section 7): each poll reads only
-new rows, and a figure is rebuilt only when ``chart_stamp`` says its data changed, at most every
-few seconds while the run trains; in between the page sends the figure it built last.
+The loss series is read incrementally and kept as at most ``max_points`` bucket means (when the
+buckets fill, neighbours merge and the stride doubles), so a 50,000-step run costs the page a
+few kilobytes whatever its length; a figure is rebuilt only when ``chart_stamp`` says its data
+changed (docs/benchmarks.md, section 7).
 """
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""The projector's view of a class (not a page: pages/classroom.py draws it for
-``?view=presenter&class=CODE``). Full width and nothing personal: app.py draws no sidebar for
-it (no personal link, no sign-out, no navigation) and keeps no session id in the URL. On top,
-the class code, large, and the join link's QR code for latecomers; below, the view the
-instructor picks: the pinned run's loss (the tutorial's running loss, never each mini-batch's
-noisy one), the class board, the leaderboard or the class experiment. Each view polls the
-engine in a fragment.
+"""The projector's view of a class (``?view=presenter&class=CODE``): full width and nothing
+personal (no sidebar, no session id in the URL). The class code and the join link's QR code,
+then the view the instructor picks (the pinned run's running loss, the board, the leaderboard
+or the class experiment), each polling the engine in a fragment.
 """
 from __future__ import annotations
 

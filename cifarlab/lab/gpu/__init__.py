@@ -1,15 +1,5 @@
 """The CPU vs GPU lab: the training step, timed honestly on every device, swept over batch size
 and network width; speed-ups, crossovers and what a GPU would add, in the student's language.
-
-Modules:
-    config    SweepConfig, devices_held, job_request          (no torch)
-    step      the timed step: core.train's optimizer, loaders and train_step
-    measure   measure_point, breakdown, run_sweep, run_timing_job (the queue's "timing" kind)
-    results   SweepResult: rows typed through pandas, JSON/CSV, uploads, docs/gpu-results
-    analysis  speed-ups and crossovers within one recording, load, hardware, what a GPU adds
-    busy      whether the machine was busy (load, the repeats' spread, the server's runs)
-    report    the page's sentences and tables; charts: the page's figures and their data
-    cli       ``python -m cifarlab bench`` (``--sweep`` records docs/gpu-results)
 """
 from __future__ import annotations
 

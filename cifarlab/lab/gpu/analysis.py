@@ -1,13 +1,9 @@
-"""Figures from a timing result: speed-ups, crossovers, the tutorial's point, how busy the
-machine was, the hardware, and what a GPU would add to a machine without one.
+"""Figures from a timing result (identifiers and numbers, never sentences): speed-ups, crossovers,
+the tutorial's point, the load, the hardware, what a GPU would add.
 
-The rule for comparisons: devices are compared within one recording (one machine, one sweep),
-where the CPU and the accelerator shared the same host, software and moment. A comparison
-across machines is made only by ``what_a_gpu_would_add``, labelled as such, and never from a
-measurement taken on a busy machine: a CPU timed under heavy load makes any GPU look hundreds of
-times faster than it is.
-
-Everything here returns figures and identifiers (JSON-friendly), never sentences.
+Devices are compared within one recording (one machine, one moment). Only
+``what_a_gpu_would_add`` compares across machines, labelled so, and never from a busy machine's
+measurement: a CPU timed under load makes any GPU look hundreds of times faster than it is.
 """
 from __future__ import annotations
 

@@ -1,19 +1,13 @@
 """Was the machine busy while it timed? Three kinds of evidence, any one enough:
 
 1. **load**: the 1-minute load average, the timing's own threads taken off, at or over half the
-   cores (``analysis.machine_load``). It is what the OS knows, but it is an average that lags a
-   burst by a minute and, in a virtual machine, does not see a neighbour taking the host.
-2. **spread**: the measurement's own repeats. Each point is timed ``repeats`` times; on a quiet
-   machine they agree within a few per cent, while work competing for the cores makes some
-   repeats much slower. The median point's slowest repeat at ``SPREAD_BUSY`` times its fastest or
-   more is evidence no average can hide (it needs no load figure: uploads have it too).
-3. **runs**: this server's own finished training runs with the same settings on the same
-   device (what the Train page measured). A full run includes its data waits and start-up, so it
-   is never faster than the bare step; a timing at under ``RUNS_BUSY`` of such a run's speed
-   contradicts what the machine really did, and the timing is the one to doubt.
+   cores. It lags a burst by a minute and, in a VM, does not see a neighbour taking the host.
+2. **spread**: the median point's slowest repeat at ``SPREAD_BUSY`` times its fastest or more
+   (quiet repeats agree within a few per cent; uploads carry this evidence too).
+3. **runs**: a timing at under ``RUNS_BUSY`` of a full training run's speed here with the same
+   settings (a run includes data waits and start-up, so it is never faster than the bare step).
 
-A busy result is said to be so first, and its extrapolations (the tutorial's two epochs, the
-best batch size, where the curves cross) are not headlined: busy-ness made them.
+A busy result says so first, and its extrapolations are not headlined: busy-ness made them.
 """
 from __future__ import annotations
 

@@ -1,16 +1,8 @@
 """``python -m cifarlab bench``: the CPU vs GPU sweep from the terminal.
 
-    python -m cifarlab bench --batch-sizes 4,64,256 --widths 1,2 --out r.json   # measure, print
-    python -m cifarlab bench --sweep            # the recording for the timing lab (see below)
-    python -m cifarlab bench --sweep --quick    # a small grid first, to check the machine
-    python -m cifarlab bench --show r.json      # print a saved result
-
-``--sweep`` records what the page shows on machines without a GPU: every device, the full grid,
-the phase breakdown, warm-up 10 and at most 5 s per point (its length is printed before it
-starts), saved as ``docs/gpu-results/<gpu-or-host>-<date>.json`` and ``.csv`` (``--out-dir``),
-rewritten after every point so a run cut short keeps what it measured.
-
-Registering the parser imports no torch (``python -m cifarlab shapes`` stays quick).
+``--sweep`` records what the page shows on machines without a GPU (every device, the full grid,
+the breakdown) as ``docs/gpu-results/<gpu-or-host>-<date>.json`` and ``.csv``, rewritten after
+every point so a run cut short keeps what it measured. Registering the parser imports no torch.
 """
 from __future__ import annotations
 

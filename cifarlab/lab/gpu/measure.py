@@ -1,21 +1,12 @@
 """Measuring: one point, the phase breakdown, the whole sweep, and the job-queue entry point.
 
-What "honest" means here (the rules airbench follows too):
-- The step is the one training takes (``step.Workload``: core.train's optimizer, loaders and
-  ``train_step``). No ``loss.item()`` inside the timed loop.
-- Warm-up steps run first and are measured apart (first_step_ms, warmup_s): the first call pays
-  for cuDNN autotuning (benchmark mode is on during timing runs only), kernel loading, the
-  allocator growing and the DataLoader workers starting. They are never in the timed figures.
-- Accelerators run asynchronously, so the device is synchronised before every clock read.
-- Each point is timed ``repeats`` times; the rows give the median and the spread (min, quartiles,
-  max) of the time per step. images/s = batch size / median step time; an epoch is 50,000 images.
-- A point has a time budget (max_seconds): steps are cut short, never the warm-up's first step
-  nor the first step of a repeat, and timed_steps says how many steps were really timed.
-- The split of a step into phases is a separate pass (``breakdown``): synchronising between
-  phases perturbs the total, so those figures are never mixed with the sweep's. On CUDA it can
-  use CUDA events instead (method="cuda_events").
-- Running out of memory at a huge batch x width is a result (error="out of memory").
-- Each row records the 1-minute load average: a busy machine gives slow, noisy figures.
+Honest, as airbench times: the step is the one training takes, no ``loss.item()`` in the timed
+loop; warm-up steps (cuDNN autotuning, kernel loading, the allocator, DataLoader workers) are
+measured apart, never in the timed figures; the device is synchronised before every clock read;
+each point is timed ``repeats`` times (the median and the spread); a point's time budget cuts
+steps short, never a repeat's first; the phase breakdown is a separate pass, since
+synchronising between phases perturbs the total; running out of memory is a result; each row
+records the load average.
 """
 from __future__ import annotations
 

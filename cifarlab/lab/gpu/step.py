@@ -1,17 +1,8 @@
-"""The timed step: the training step of ``cifarlab.core.train``, fed by the training loaders.
-
-Shared with training (``cifarlab.core.train``), not copied: the config (a ``TrainConfig`` with
-the tutorial's lr and momentum), the network (``Net``), the loss, the optimizer
-(``make_optimizer``: the fused SGD kernel for the ``fast`` pipeline, as training uses), the
-loaders (``make_loader``: ``FastLoader`` or the tutorial's DataLoader, pinned memory on CUDA),
-the copy to the device (``to_device``) and the step itself (``train_step``, or with
-``graphed=True`` the step replayed as one CUDA graph: ``core.graphs``, as training's
-``cuda_graphs`` option does; ``graph_notes`` says whether it was captured, or why not).
-
-Added for timing: endless batches (a new epoch when one ends, never a partial batch), cuDNN
-benchmark mode on CUDA, the device synchronised before every clock read
-(``core.devices.synchronize``), a time budget, cancellation, and running out of memory as a
-result rather than a crash.
+"""The timed step: the training step of ``cifarlab.core.train``, shared, not copied (its config,
+``Net``, loss, ``make_optimizer``, ``make_loader``, ``to_device``, ``train_step``, or the step
+as one CUDA graph with ``graphed=True``). Added for timing: endless batches (never a partial
+one), cuDNN benchmark mode, the device synchronised before every clock read, a time budget,
+cancellation, and running out of memory as a result rather than a crash.
 """
 from __future__ import annotations
 
