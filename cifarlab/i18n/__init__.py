@@ -28,7 +28,7 @@ __all__ = [
     "LANGUAGES", "DEFAULT", "LOCALES_DIR", "LESSON_ORDER", "LESSON_ALIASES",
     "normalize_lang", "language_from_locale", "t", "translator", "lesson", "lesson_names",
     "code_snippet", "catalog",
-    "placeholders", "problems", "is_strict", "set_strict",
+    "placeholders", "is_strict", "set_strict",
     "clear_cache", "catalog_files", "number", "percent", "duration", "plural_form", "separators",
     "parse_decimal", "BABEL_LOCALES", "significant",
 ]
@@ -301,45 +301,6 @@ def code_snippet(name: str) -> str:
     if not path.is_file():
         raise KeyError(f"i18n: no code snippet for lesson {name!r} (locales/code/{name}.py).")
     return path.read_text(encoding="utf-8").strip("\n") + "\n"
-
-
-# ------------------------------------------------------------------------- translator's checks
-
-def problems() -> list[str]:
-    """Everything a translator still has to fix, one readable line each; [] when all is well."""
-    out: list[str] = []
-    source = _load_catalog(DEFAULT)
-    if not source:
-        out.append(f"en: the English catalog {LOCALES_DIR / 'en.toml'} is missing or empty.")
-    for code in LANGUAGES:
-        texts = _load_catalog(code)
-        if code != DEFAULT:
-            out += [f"{code}: missing key {k!r}" for k in sorted(set(source) - set(texts))]
-            out += [f"{code}: key {k!r} is not in English"
-                    for k in sorted(set(texts) - set(source))]
-        for key, text in sorted(texts.items()):
-            if not text.strip():
-                out.append(f"{code}: {key!r} is empty")
-            try:
-                names = placeholders(text)
-            except ValueError as exc:
-                out.append(f"{code}: {key!r} is not a valid format string ({exc})")
-                continue
-            if code != DEFAULT and key in source:
-                try:
-                    wanted = placeholders(source[key])
-                except ValueError:
-                    continue
-                if names != wanted:
-                    out.append(f"{code}: {key!r} has placeholders {sorted(names)}, "
-                               f"English has {sorted(wanted)}")
-        for name in _lesson_names():
-            text = _read_lesson(name, code)
-            if text is None:
-                out.append(f"{code}: missing lesson {name!r}")
-            elif not text.strip():
-                out.append(f"{code}: lesson {name!r} is empty")
-    return out
 
 
 def clear_cache() -> None:
