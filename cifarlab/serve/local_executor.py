@@ -1,9 +1,6 @@
-"""The local executor (the default): each run in a spawned worker process on this machine.
-
-The worker processes, the warm spare and how a forced stop takes a run's DataLoader processes
-along are in ``cifarlab.serve.processes``; what runs inside a worker in ``cifarlab.serve.worker``.
-A local worker writes its event batches (every ~0.25 s) and its outcome into the run store
-itself, so ``poll`` only has to say why a worker that died could not.
+"""The local executor (the default): each run in a spawned worker process on this machine. A
+worker writes its event batches and outcome into the run store itself, so ``poll`` only has to
+say why a worker that died could not.
 """
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""Worker processes as the server sees them: the pool of one queue (the workers running a job,
-the spares), starting one, stopping one by force, and saying why one ended when it could not.
-
-The spare is a worker started ahead of need and kept warm (torch and cifarlab imported, the data
-set memory-mapped, one tiny forward/backward done), so pressing Train shows the first loss within
-a second or two; it takes the next job and a new spare is started behind it.
-
-Spawn re-imports the parent's ``__main__`` in the child; under Streamlit that is the page
-script, so workers are started with ``__main__`` briefly swapped out (``start_process``).
+"""Worker processes as the server sees them: the pool of one queue (the workers running a job, the
+spares), starting one, stopping one by force, and saying why one ended when it could not. The
+warm spare (torch imported, the data mapped, one tiny step done) makes pressing Train show the
+first loss within a second or two.
 """
 from __future__ import annotations
 

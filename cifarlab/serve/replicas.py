@@ -1,12 +1,8 @@
-"""The app servers (replicas) serving one run store, as the store sees them.
-
-Each ``JobQueue`` registers its process as a replica under a fresh random id and beats every
-second or so (``beat``); a clean shutdown says so (``stop``). A replica whose latest beat is
-older than ``heartbeat_timeout`` is gone: the runs its executor was running are the live
-replicas' to settle (``RunStore.orphans``), or to go on with where they still run (a Ray run's
-detached actor: ``take_over``). Which replica dispatches is decided by a lock, not
-by this table (``Database.session_lock``); the table says who is there, for the runs and the
-host (``SELECT * FROM replicas``).
+"""The app servers (replicas) serving one run store, as the store sees them. Each ``JobQueue``
+registers its process under a fresh id and beats every second or so; a replica whose latest
+beat is older than ``heartbeat_timeout`` is gone, and its runs are the live replicas' to settle
+or take over. Which replica dispatches is decided by a lock (``Database.session_lock``), not
+by this table, which says who is there.
 """
 from __future__ import annotations
 

@@ -1,26 +1,11 @@
 """Hosting settings: where runs are kept and how much one server lets a classroom use.
 
-Read once per process by ``load_settings()`` from environment variables and an optional TOML
-file. An environment variable wins over the file; the file wins over the default.
-
-The file is ``$CIFARLAB_CONFIG`` when that is set (it must then exist), else ``./cifarlab.toml``
-when there is one in the working directory. Keys are the setting names below, at the top level
-or under a ``[cifarlab]`` table; a relative ``home`` in the file is relative to the file::
-
-    # cifarlab.toml
-    home = "/srv/cifarlab"
-    cpu_slots = 4
-    max_epochs = 10
-    shared_view = true
-
-Every setting, its environment variable, default and meaning: README.md, "Hosting a classroom"
-(the names are the fields of ``Settings`` below; ``env_name`` gives each one's variable). The old
-name ``max_per_session`` of ``max_per_owner`` is read too.
-
-Whole numbers must be written as such (``"4"``, not ``"4.0"`` or ``"four"``); booleans as
-``true/false``, ``1/0``, ``yes/no`` or ``on/off``. A bad value raises ``SettingsError`` naming the
-variable (or file key) and the value, e.g. ``CIFARLAB_CPU_SLOTS must be a whole number ≥ 1, got
-'x'``.
+Read once per process by ``load_settings()``: an environment variable (``CIFARLAB_<NAME>``) wins
+over the TOML file (``$CIFARLAB_CONFIG``, else ``./cifarlab.toml``; keys at the top level or
+under ``[cifarlab]``; a relative ``home`` is relative to the file), which wins over the default.
+Every setting and its meaning: README.md, "Hosting a classroom". Whole numbers are written as
+such ("4", not "4.0"), booleans as true/false, 1/0, yes/no or on/off; a bad value raises
+``SettingsError`` naming the variable (or file key) and the value.
 """
 from __future__ import annotations
 

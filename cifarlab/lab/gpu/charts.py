@@ -1,9 +1,5 @@
 """The CPU vs GPU page's figures, each from one tidy DataFrame (also here), in the language of
-``t`` (``i18n.translator(lang)``): ``throughput_figure``, ``speedup_figure``,
-``breakdown_figure``, ``pipelines_figure``.
-
-Series names say device and width in the student's language; they are legend entries, never
-Markdown.
+``t``. Series names are legend entries, never Markdown.
 """
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""What the Results page shows: a finished run's model, its predictions and mistakes,
-per-class accuracy over the epochs, a student's own photo classified.
-
-What students upload (a checkpoint, a picture) is handled in ``results.uploads`` and exported
-here. Every refusal is a ``CifarLabError`` with a code and parameters,
-so a page shows it in the student's language: ``err.text(lang)``.
+"""What the Results page shows: a finished run's model, its predictions and mistakes, per-class
+accuracy over the epochs, a student's own photo classified (uploads: ``results.uploads``).
 """
 from __future__ import annotations
 

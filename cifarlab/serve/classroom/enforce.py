@@ -1,13 +1,8 @@
-"""What a class allows its members to queue, enforced by ``JobQueue.submit`` on the server.
-
-``check_submit`` is the hook ``JobQueue.submit`` calls, under its submit lock, for every training
-run: when the run's owner (``Person.id``) is a member of a class, a locked knob that differs
-from the pushed value, or a run beyond the class limits (epochs, training images, devices, runs
-per student) or the open challenge's rules (its epochs, its device), is refused with a
-ClassError whose ``field`` names the knob. It reads the run store itself, so it holds whatever
-a page (or a tampered browser) sends. ``check_preset`` is what ``push_preset`` accepts;
-``check_experiment`` the class experiment's values, and ``pushed`` what a member trains with
-(the preset, and their value of the experiment's knob, locked).
+"""What a class allows its members to queue, enforced on the server. ``check_submit`` is the hook
+``JobQueue.submit`` calls under its submit lock: for a member's run, a locked knob that differs
+from the pushed value, or a run beyond the class limits or the open challenge's rules, is
+refused with a ClassError whose ``field`` names the knob. It reads the store itself, so it holds
+whatever a page (or a tampered browser) sends.
 """
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""The classroom's records: what an instructor and a student get back, and ``ClassError``.
-
-Plain frozen dataclasses, so a page can show them and a test can compare them. No record the
-classroom hands out carries another person's id (a ``browser:<session id>`` is what lets a
-browser rename, cancel and download that person's runs; a ``user:<e-mail>`` is an address):
-boards name nicknames and each student's run number in the class. ``LeaderRow.person`` is set
-only on the viewer's own row; run ids go to instructors (to cancel or pin a run) and to the
-viewer's own row.
+"""The classroom's records (plain frozen dataclasses) and ``ClassError``. No record carries another
+person's id (a ``browser:<session id>`` is what lets a browser act on that person's runs): boards
+name nicknames and run numbers; run ids go to instructors and to the viewer's own row.
 """
 from __future__ import annotations
 

@@ -2,20 +2,14 @@
 
 A class code is six characters in two groups of three ("K7M-4PX"), from an alphabet with no
 vowels (no word forms, in any language) and none of the characters one takes for another (0/O,
-1/I/L, 2/Z, 5/S, 8/B, 6/G, U/V, Q): it reads aloud the same in English, Spanish or Portuguese,
-letter by letter. Typed in any case, with or without the dash. 18⁶ = 34,012,224 codes, drawn with
-``secrets``; with the join limits (``cifarlab.serve.classroom.ratelimit``: a browser that keeps
-guessing waits longer and longer, and so does every guessing browser while many wrong codes are
-tried) guessing one of a server's few open classes takes far longer than a lesson. Codes made
-before, English words ("blue-fox-42"), stay valid.
+1/I/L, 2/Z, 5/S, 8/B, 6/G, U/V, Q), typed in any case, with or without the dash. 18⁶ codes,
+drawn with ``secrets``: with the join limits, guessing one of a server's few open classes takes
+far longer than a lesson. Older word codes ("blue-fox-42") stay valid.
 
-A nickname is what the class sees instead of a name: 1 to ``NICK_MAX`` characters of letters,
-digits, spaces, '-', '.' and '_', starting with a letter or digit (so nothing a page renders as
-markup or HTML, and no spreadsheet formula in the CSV export), without invisible or
-text-direction characters, and not confusable with a nickname already in the class
-(``confusable_with``: the same letters in another case, or the same Unicode TS #39 skeleton
-after NFKC, from the confusables data that ``confusable_homoglyphs`` ships: "Аna" with a
-Cyrillic А is "Ana").
+A nickname is 1 to ``NICK_MAX`` letters, digits, spaces, '-', '.' and '_', starting with a
+letter or digit (no markup, no spreadsheet formula), without invisible or text-direction
+characters, and not confusable with one already in the class (the same Unicode TS #39 skeleton
+after NFKC and case folding: "Аna" with a Cyrillic А is "Ana").
 """
 from __future__ import annotations
 

@@ -1,15 +1,7 @@
-"""Join attempts with a wrong or closed class code: slowed down per browser, per code tried and
-for everyone together, never for a browser that has not been guessing.
-
-``identity.AttemptLimiter`` does the counting (see there): a browser with fewer than
-``GUESSING_AFTER`` recent failures is checked at once, so a student who types the right code
-gets in whatever classmates or strangers type meanwhile, and one typo costs nothing. A browser
-that keeps failing waits (``CLIENT``: 2 s after its third failure, doubling to 5 minutes), and
-while many wrong codes are being tried (``OVERALL``: more than 30) every browser that is
-guessing waits as well, doubling from 1 s to 5 minutes; failures are forgotten after
-``FORGET_S`` without one. The classroom keeps the counters in the run store
-(``cifarlab.serve.counters``), so every app server on one store counts the same failures and a
-restart forgets none; without a store they live in the serving process's memory.
+"""Join attempts with a wrong or closed class code, slowed down by ``identity.AttemptLimiter``:
+per browser (``CLIENT``), per code tried and for everyone together (``OVERALL``), never for a
+browser with fewer than ``GUESSING_AFTER`` recent failures, so a student who types the right
+code gets in whatever others type, and one typo costs nothing.
 """
 from __future__ import annotations
 

@@ -1,19 +1,11 @@
 """The challenge's leaderboards and the live class board, read from the run store.
 
-Scoring needs no model and no evaluation here: each run's worker recorded its accuracy on both
-halves of the test set in its ``eval`` event (``core.evaluate.EvalResult.half_accuracies``; the
-halves are a seeded permutation fixed once, see there). A run counts for a challenge when it was
-submitted in the class while the challenge was open, finished ``done`` and kept the goal's rules
-(epochs, device). Each student's best run only. Equal scores share a place (1, 1, 3: the
-places of a competition); among them the run that finished first is listed first.
-
-- ``best_accuracy``: the score is the accuracy on that board's half, higher first;
-- ``fastest_to``: runs whose accuracy on that half reaches the target, scored by their training
-  seconds, lower first.
-
-Rows name a run by its student's nickname and run number in the class ("Ana, run 3"), never by
-the student's person id: that id (``browser:<session id>``) is what lets a browser act on the
-student's runs, and the CSV leaves the server.
+No evaluation here: each run's worker recorded its accuracy on both halves of the test set. A
+run counts when it was submitted in the class while the challenge was open, finished ``done``
+and kept the goal's rules; each student's best run only. Equal scores share a place (1, 1, 3).
+``best_accuracy`` ranks by accuracy on the board's half; ``fastest_to`` by training seconds
+among runs that reach the target. Rows name a nickname and run number, never a person id: that
+id is what lets a browser act on the student's runs, and the CSV leaves the server.
 """
 from __future__ import annotations
 

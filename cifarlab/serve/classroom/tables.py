@@ -1,10 +1,7 @@
-"""The classroom's rows in the run store (tables from schema version 3, ``serve.schema``).
-
-Functions over a ``Database`` (the ``RunStore``), each one transaction: a write that depends on
-what is there (a nickname's uniqueness, an open challenge) reads and writes inside one write
-transaction that holds the classroom's lock (SQLite's one writer; an advisory lock on
-PostgreSQL), so two instructors, or two app servers, never interleave there; a versioned edit
-writes only if the version is still the one read.
+"""The classroom's rows in the run store, each function one transaction. A write that depends on
+what is there (a nickname's uniqueness, an open challenge) reads and writes in one transaction
+holding the classroom's lock, so two instructors or two app servers never interleave; a
+versioned edit writes only if the version is still the one read.
 """
 from __future__ import annotations
 
