@@ -16,12 +16,6 @@ CHOSEN_KEY = "lang_chosen"      # the person named the language (the switch, or 
 log = logging.getLogger("cifarlab.pages")
 
 
-def browser_locale() -> str | None:
-    """The browser's language tag (``navigator.language``, "pt-BR"); None from a client that
-    sends none."""
-    return st.context.locale
-
-
 def lang() -> str:
     """The current language, settled once per session: the one the person named (``?lang=``
     in the URL they opened, or the cookie the sign-in buttons leave, since a provider sends
@@ -32,7 +26,7 @@ def lang() -> str:
         if named:
             choose(named)
         else:
-            st.session_state["lang"] = i18n.language_from_locale(browser_locale())
+            st.session_state["lang"] = i18n.language_from_locale(st.context.locale)
     return st.session_state["lang"]
 
 

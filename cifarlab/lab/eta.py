@@ -14,7 +14,6 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from cifarlab import i18n
 
-# Knobs that change what a run learns but not how long a step takes.
 # Knobs that change what a run learns but not how long a step takes; the device knob as chosen
 # ("auto") is left to the device the run actually trained on.
 TIME_FREE = frozenset({"lr", "momentum", "seed", "log_every", "label_smoothing", "nesterov",

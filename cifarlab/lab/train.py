@@ -327,15 +327,11 @@ _FROZEN_AT: list[int] = []   # how many modules were loaded at the last freeze
 def freeze_long_lived() -> bool:
     """Keep the garbage collector off the libraries: True when it froze just now.
 
-    Streamlit collects garbage after every script run, each poll of a live view included
-    (``runner.postScriptGC``), and a full collection walks every object of the process: with
-    torch, torchvision, pandas and plotly loaded that costs about 0.1 CPU-second, per poll,
-    per watching browser. Modules live as long as the server does, so whenever some were
-    imported since the last call (each page's first visit imports its own), move everything
-    that exists now out of the collector's reach (``gc.freeze``). That happens a handful of
-    times per server; what is frozen besides the modules (the sessions' objects of that
-    moment) stays for good: a small, one-time cost. A later collection walks only what the
-    sessions made since."""
+    Streamlit collects garbage after every script run, each poll of a live view included, and a
+    full collection walks every object (about 0.1 CPU-second with torch, pandas and plotly loaded,
+    per poll, per watching browser). Whenever modules were imported since the last call, everything
+    that exists is frozen (``gc.freeze``): a handful of times per server, and what is frozen
+    besides the modules stays for good, a small one-time cost."""
     import gc
     import sys
 

@@ -236,19 +236,11 @@ class AttemptLimiter:
     """Slows down guessing a secret (a class code, the instructor's passphrase) and never
     someone who knows it.
 
-    Three counts of recent failures, each with its own ``Backoff``: the browser's (``client``),
-    the target's (the class code tried, the passphrase) and everyone's together. A browser
-    with fewer than ``guessing_after`` recent failures is not guessing: ``wait`` gives it 0,
-    so its attempt is checked at once whatever others do (a classmate hammering wrong codes,
-    a class behind one address). A browser that is guessing waits for the longest of the
-    three. ``failed`` records a wrong attempt and returns the wait it leaves this browser;
-    ``succeeded`` forgets the browser's failures (not the target's or everyone's). Safe from
-    many threads (Streamlit runs each session's script in its own).
-
-        wait = limiter.wait(client, target)    # > 0: refuse without checking
-        ... check the attempt ...
-        limiter.failed(client, target) or limiter.succeeded(client)
-    """
+    Three counts of recent failures, each with its own ``Backoff``: the browser's, the target's and
+    everyone's. A browser with fewer than ``guessing_after`` recent failures is not guessing:
+    ``wait`` gives it 0, whatever others do (a classmate hammering wrong codes, a class behind one
+    address); one that is guessing waits for the longest of the three. ``succeeded`` forgets only
+    the browser's failures. Thread-safe (Streamlit runs each session's script in its own)."""
 
     def __init__(self, client: Backoff = Backoff(3, 2.0, 300.0),
                  target: Backoff = Backoff(10, 1.0, 300.0),

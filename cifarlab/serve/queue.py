@@ -49,12 +49,8 @@ FULL_TRAIN_IMAGES = 50000    # CIFAR-10's training set, when the data is not loa
 
 
 class JobQueue:
-    """Queue jobs and run them on the settings' executor; see the module docstring.
-
-    ``store``: a RunStore (default: ``settings.store_location``); ``settings``:
-    ``load_settings()``.
-    ``start=False`` creates the queue without its dispatcher thread (tests of the checks).
-    """
+    """Queue jobs and run them on the settings' executor; ``start=False``: without the dispatcher
+    thread (tests of the checks)."""
 
     def __init__(self, store: RunStore | None = None, settings: Settings | None = None,
                  start: bool = True):

@@ -19,14 +19,10 @@ from cifarlab.core.checkpoint import MAX_CHECKPOINT_BYTES, Checkpoint, load as l
 from cifarlab.core.evaluate import predict
 from cifarlab.errors import CheckpointError, UploadError
 
-# One limit for every file the page accepts: the largest checkpoint (64 MiB, from the parameter
-# budget in core.checkpoint). Streamlit's uploader refuses a file over its own cap in the
-# browser, in English, and cannot be told otherwise: so the uploaders' cap is Streamlit's own
-# default, 200 MB, far above ours, and a file too large for us reaches our check and is refused
-# in the student's language (a 68.7 MB checkpoint too). The server's cap
-# (.streamlit/config.toml server.maxUploadSize, which the CPU vs GPU page's uploader uses) sits
-# 1 MB above: it counts the request's framing too, so a file the uploader lets through never
-# meets a bare "AxiosError 413" from the server.
+# One limit for every file the page accepts: the largest checkpoint (core.checkpoint). The
+# uploaders keep Streamlit's 200 MB cap, far above ours, since the uploader refuses a file over
+# its cap in English: a file too large for us reaches our check and is refused in the student's
+# language. The server's cap (server.maxUploadSize) sits 1 MB above, for the request's framing.
 MAX_UPLOAD_BYTES = MAX_CHECKPOINT_BYTES
 MAX_IMAGE_BYTES = MAX_UPLOAD_BYTES
 UPLOADER_MB = 200
