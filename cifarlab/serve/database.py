@@ -215,10 +215,6 @@ class Database:
             self._engine.dispose()
         self._engine = None
 
-    def journal_mode(self) -> str:
-        with self._read() as c:
-            return c.exec_driver_sql("PRAGMA journal_mode").scalar_one()
-
     def schema_version(self) -> int:
         with self._read() as c:
             return stored_version(c)
