@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from cifarlab.core.data.cache import CifarData
 from cifarlab.core.data.loading import clear_memory_cache, is_cached, load, source_facts
-from cifarlab.core.data.sources import (CACHE_VERSION, CANONICAL, CIFAR10_CLASSES, IMAGE_SIZE,
-                                        SPLITS, ProgressFn, cache_root, resolve_source)
+from cifarlab.core.data.sources import CIFAR10_CLASSES, resolve_source
 
 # The pipelines need torch and torchvision (tens of seconds to import on a loaded machine): they
 # load on first use, so reading the data set (Home's first visit) does not wait for them.
-_PIPELINES = ("CifarImages", "FastLoader", "SeededShuffle", "normalize", "subset_indices",
+_PIPELINES = ("FastLoader", "SeededShuffle", "normalize", "subset_indices",
               "tutorial_dataset", "tutorial_loader", "tutorial_transform")
 
 
@@ -24,9 +23,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "CifarData", "CifarImages", "FastLoader", "SeededShuffle", "load", "is_cached",
-    "source_facts", "clear_memory_cache", "resolve_source", "cache_root",
-    "normalize",
-    "subset_indices", "tutorial_dataset", "tutorial_loader", "tutorial_transform",
-    "CIFAR10_CLASSES", "IMAGE_SIZE", "SPLITS", "CACHE_VERSION", "CANONICAL", "ProgressFn",
+    "CifarData", "FastLoader", "SeededShuffle", "load", "is_cached", "source_facts",
+    "clear_memory_cache", "resolve_source", "normalize", "subset_indices", "tutorial_dataset",
+    "tutorial_loader", "tutorial_transform", "CIFAR10_CLASSES",
 ]

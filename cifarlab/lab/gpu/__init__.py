@@ -6,16 +6,15 @@ from __future__ import annotations
 import importlib
 
 from cifarlab.lab.gpu.cli import register_cli
-from cifarlab.lab.gpu.config import (EPOCH_IMAGES, TUTORIAL_EPOCHS, TUTORIAL_POINT, SweepConfig,
-                                     devices_held, estimate_seconds, job_request,
+from cifarlab.lab.gpu.config import (SweepConfig, devices_held, estimate_seconds, job_request,
                                      time_left)
 
 # The other modules' names load on first use (``lab.speedups``), so that registering ``bench``
 # (``python -m cifarlab shapes``) imports neither torch nor pandas.
 _MODULES = ("measure", "step", "results", "analysis", "busy", "report", "charts")
 
-__all__ = ["register_cli", "EPOCH_IMAGES", "TUTORIAL_EPOCHS", "TUTORIAL_POINT", "SweepConfig",
-           "devices_held", "estimate_seconds", "job_request", "time_left"]
+__all__ = ["register_cli", "SweepConfig", "devices_held", "estimate_seconds", "job_request",
+           "time_left"]
 
 
 def __getattr__(name: str):

@@ -9,19 +9,15 @@ from __future__ import annotations
 import numpy as np
 
 from cifarlab.lab.inside.activations import (
-    CONV_LAYERS, FORWARD_LINES, Neuron, Stage, activation_name, activation_of, activations,
-    filter_patches, filter_table, initial_model, model_spec, neuron, num_classes, random_model,
-    stage, to_input)
-from cifarlab.lab.inside.explain import (
-    IG_STEPS, METHODS, OCCLUSION_STRIDE, OCCLUSION_WINDOW, SIGNED, View, blocks, explain,
-    explain_all, occlusion_windows, strongest)
+    CONV_LAYERS, activation_name, activation_of, activations, filter_patches, filter_table,
+    initial_model, neuron, num_classes, random_model, stage, to_input)
+from cifarlab.lab.inside.explain import (METHODS, blocks, explain, explain_all, occlusion_windows,
+                                         strongest)
 
 __all__ = [
-    "CONV_LAYERS", "FORWARD_LINES", "Neuron", "Stage", "activation_name", "activation_of",
-    "activations", "filter_patches",
-    "filter_table", "initial_model", "model_spec", "neuron", "num_classes", "random_model",
-    "stage", "to_input", "IG_STEPS", "METHODS", "OCCLUSION_STRIDE", "OCCLUSION_WINDOW", "SIGNED",
-    "View", "blocks", "explain", "explain_all", "occlusion_windows", "strongest",
+    "CONV_LAYERS", "activation_name", "activation_of", "activations", "filter_patches",
+    "filter_table", "initial_model", "neuron", "num_classes", "random_model", "stage", "to_input",
+    "METHODS", "blocks", "explain", "explain_all", "occlusion_windows", "strongest",
     "misclassified", "class_members",
 ]
 

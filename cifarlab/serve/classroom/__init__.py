@@ -10,10 +10,9 @@ code below ``errors.class.`` and the ``field`` it concerns. No record handed out
 another person's id: students see nicknames and run numbers. See docs/security.md.
 """
 from cifarlab.serve.classroom.facade import Classroom, get_classroom
-from cifarlab.serve.classroom.model import (MAX_VALUES, BoardRow, Challenge, ClassError, ClassInfo,
-                                            ClassLimits, Experiment, ExperimentView, Goal,
-                                            LeaderRow, Membership, Presenter, StudentView)
+from cifarlab.serve.classroom.model import (MAX_VALUES, BoardRow, ClassError, ClassLimits,
+                                            Experiment, ExperimentView, Goal, LeaderRow,
+                                            StudentView)
 
-__all__ = ["Classroom", "get_classroom", "ClassError", "ClassInfo", "ClassLimits", "Goal",
-           "Challenge", "Membership", "BoardRow", "Presenter", "LeaderRow", "StudentView",
-           "Experiment", "ExperimentView", "MAX_VALUES"]
+__all__ = ["Classroom", "get_classroom", "ClassError", "ClassLimits", "Goal", "BoardRow",
+           "LeaderRow", "StudentView", "Experiment", "ExperimentView", "MAX_VALUES"]
