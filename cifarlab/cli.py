@@ -1,6 +1,6 @@
-"""``python -m cifarlab``: train, evaluate, export, trace shapes and prepare data from the
-terminal (README.md lists the commands). Bad input exits with status 2 and one line saying what
-was wrong.
+"""``python -m cifarlab``: train, evaluate, export, trace shapes and prepare data.
+
+README.md lists the commands. Bad input exits with status 2 and one line saying what was wrong.
 """
 from __future__ import annotations
 
