@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 from cifarlab import i18n
 from cifarlab.core.config import PRESETS, Limits, TrainConfig
+from cifarlab.core.modelspec import is_int
 from cifarlab.errors import Problem
 from cifarlab.lab import train as trainview
 
@@ -182,9 +183,9 @@ class TrainForm:
         limit ("all the images" becomes the limit when that is fewer), a missing device
         "auto"."""
         out, lim = dict(values), self.limits
-        if lim.max_epochs is not None and _is_int(out.get("epochs")):
+        if lim.max_epochs is not None and is_int(out.get("epochs")):
             out["epochs"] = min(out["epochs"], lim.max_epochs)
-        if lim.max_num_workers is not None and _is_int(out.get("num_workers")):
+        if lim.max_num_workers is not None and is_int(out.get("num_workers")):
             out["num_workers"] = min(out["num_workers"], lim.max_num_workers)
         if "train_subset" in out and lim.max_train_images is not None:
             images = out["train_subset"] if out["train_subset"] is not None else self.n_train
@@ -307,8 +308,3 @@ class TrainForm:
                               note=note, problem=problem.text(self.lang) if problem else None,
                               advanced=name in self.advanced))
         return out
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-

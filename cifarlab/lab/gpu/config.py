@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cifarlab.core.config import MAX_BATCH, PIPELINES
+from cifarlab.core.modelspec import is_int
 from cifarlab.errors import ConfigError, Problem
 
 EPOCH_IMAGES = 50_000                 # CIFAR-10's training set: one epoch
@@ -18,10 +19,6 @@ TUTORIAL_POINT = ("tutorial", 4, 1)   # pipeline, batch size, width: the tutoria
 TUTORIAL_EPOCHS = 2
 MAX_WIDTH = 16
 DEVICE_RE = re.compile(r"^(cpu|mps|cuda:\d+)$")
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _as_tuple(value: Any) -> Any:
@@ -67,7 +64,7 @@ class SweepConfig:
             devs = tuple(dict.fromkeys("cuda:0" if d.strip().lower() == "cuda"
                                        else d.strip().lower() for d in self.devices))
             object.__setattr__(self, "devices", () if "all" in devs else devs)
-        if _is_int(self.max_seconds):
+        if is_int(self.max_seconds):
             object.__setattr__(self, "max_seconds", float(self.max_seconds))
         problems = self.problems()
         if problems:
@@ -82,10 +79,10 @@ class SweepConfig:
                 out.append(Problem(name, code, params))
 
         def ints(v: Any, lo: int, hi: int) -> bool:
-            return isinstance(v, tuple) and bool(v) and all(_is_int(x) and lo <= x <= hi for x in v)
+            return isinstance(v, tuple) and bool(v) and all(is_int(x) and lo <= x <= hi for x in v)
 
         def whole(v: Any, lo: int, hi: int) -> bool:
-            return _is_int(v) and lo <= v <= hi
+            return is_int(v) and lo <= v <= hi
 
         bad("devices", "gpu.devices", isinstance(self.devices, tuple) and all(
             isinstance(d, str) and DEVICE_RE.match(d) for d in self.devices))
@@ -102,7 +99,7 @@ class SweepConfig:
         bad("num_workers", "gpu.num_workers", whole(self.num_workers, 0, 64), max=64)
         bad("images", "gpu.images", self.images in ("synthetic", "real"))
         bad("breakdown", "gpu.breakdown", isinstance(self.breakdown, bool))
-        bad("seed", "gpu.seed", _is_int(self.seed) and self.seed >= 0)
+        bad("seed", "gpu.seed", is_int(self.seed) and self.seed >= 0)
         bad("graphed", "gpu.graphed", isinstance(self.graphed, bool))
         return out
 
