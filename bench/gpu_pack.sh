@@ -9,8 +9,10 @@
 #                             web client and the rllib/data/serve/tune/train/llm libraries, none
 #                             of which the Ray executor imports: 79 MB of wheel is more than a
 #                             device call carries), babel (requirements.txt's pin; CLDR data for
-#                             en, es and pt only), and the jsonschema that ray imports, built for
-#                             the GPU machine's Python 3.12: about 20 MB
+#                             en, es and pt only), SQLAlchemy (the run store, which the Ray bench
+#                             writes) and plotly (the GPU engine's figures, which test_graphs
+#                             draws), and the jsonschema that ray imports, built for the GPU
+#                             machine's Python 3.12: about 30 MB
 # .devtree/shared/data/cifar10-jpeg.tar.gz, .devtree/shared/reference/tutorial_offline.py
 #                             copies (a link would travel as a link, its target left behind)
 #
@@ -35,7 +37,8 @@ pin() { grep -E "^$1==" "$2" | head -1 | sed -E 's/[[:space:]]*#.*//'; }
 # ray's needs that the GPU machine's image lacks (KINDS.md lists what it has), at the versions
 # tested with ray 2.60.0 here
 EXTRA="jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referencing==0.37.0 rpds-py==2026.9.1"
-WANT="$(pin ray "$ROOT/requirements-ray.txt") $(pin babel "$ROOT/requirements.txt") $EXTRA"
+WANT="$(pin ray "$ROOT/requirements-ray.txt") $(pin babel "$ROOT/requirements.txt")
+  $(pin SQLAlchemy "$ROOT/requirements.txt") $(pin plotly "$ROOT/requirements.txt") $EXTRA"
 WHEELS=/tmp/cifarlab-wheels-$TAG
 SITE=$(mktemp -d /tmp/cifarlab-pack-XXXXXX)
 trap 'rm -rf "$SITE"' EXIT
