@@ -35,6 +35,21 @@ def test_significant_figures_in_the_language(value, lang, text):
     assert i18n.significant(value, lang) == text
 
 
+@pytest.mark.parametrize("missing", [None, float("nan"), float("inf"), np.float32("nan")])
+@pytest.mark.parametrize("lang", LANGS)
+def test_a_missing_value_reads_as_a_dash_in_every_format(missing, lang):
+    # one rule for every table and sentence: no "None", "nan" or "?" and no Babel error
+    assert {i18n.number(missing, lang), i18n.number(missing, lang, 2), i18n.percent(missing, lang),
+            i18n.duration(missing, lang), i18n.significant(missing, lang)} == {"–"}
+
+
+@pytest.mark.parametrize("lang,text", [("en", "50,000 · 55.3% · 1 min 5 s"),
+                                       ("es", "50.000 · 55,3\u00a0% · 1 min 5 s")])
+def test_numpy_numbers_are_written_like_pythons(lang, text):
+    assert " · ".join((i18n.number(np.int64(50_000), lang), i18n.percent(np.float32(0.553), lang),
+                       i18n.duration(np.float64(65), lang))) == text
+
+
 @given(st.floats(allow_nan=False, allow_infinity=False, min_value=-1e300, max_value=1e300),
        st.sampled_from(LANGS), st.integers(1, 6))
 def test_significant_never_writes_e_notation_and_keeps_the_value(value, lang, digits):

@@ -81,17 +81,17 @@ def t(key: str, /, **kwargs) -> str:
 
 def num(value, digits: int | None = None) -> str:
     """A number in the page's language: ``num(50000)`` -> "50.000" in Spanish; None -> "–"."""
-    return "–" if value is None else i18n.number(value, lang(), digits)
+    return i18n.number(value, lang(), digits)
 
 
 def pct(fraction, digits: int = 1) -> str:
     """A fraction as a percentage in the page's language: ``pct(0.553)`` -> "55,3 %"."""
-    return "–" if fraction is None else i18n.percent(fraction, lang(), digits)
+    return i18n.percent(fraction, lang(), digits)
 
 
 def dur(seconds) -> str:
     """A duration in the page's language: "0,25 s", "3 min 5 s"."""
-    return "–" if seconds is None else i18n.duration(seconds, lang())
+    return i18n.duration(seconds, lang())
 
 
 def localize(fig):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import functools
 import math
+import numbers
 import re
 import string
 from typing import Any
@@ -16,6 +17,11 @@ DEFAULT = "en"
 BABEL_LOCALES: dict[str, str] = {"en": "en_US", "es": "es", "pt": "pt_BR"}
 _SPEC_RE = re.compile(r"^(?P<group>,?)(?:\.(?P<digits>\d+))?(?P<kind>[dfge%]?)$")
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+MISSING = "–"   # how a missing value (None, NaN) reads in every table and sentence
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @functools.lru_cache(maxsize=8)
@@ -26,14 +32,15 @@ def _locale(lang: str):
     return Locale.parse(BABEL_LOCALES.get(code, BABEL_LOCALES[DEFAULT]))
 
 
-def number(value: float | int, lang: str = DEFAULT, digits: int | None = None) -> str:
+def number(value: float | int | None, lang: str = DEFAULT, digits: int | None = None) -> str:
     """A number in ``lang``'s notation: ``number(50000, "es")`` -> "50.000", ``number(0.001,
-    "pt")`` -> "0,001"; ``digits`` fixes the decimals (``number(3.14159, "es", 2)`` -> "3,14")."""
+    "pt")`` -> "0,001"; ``digits`` fixes the decimals (``number(3.14159, "es", 2)`` -> "3,14");
+    "–" for None, NaN or infinity; anything else that is not a number, as ``str`` writes it."""
     from babel.numbers import format_decimal
 
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value)
-    if isinstance(value, float) and not math.isfinite(value):
+    if value is None or isinstance(value, numbers.Real) and not math.isfinite(value):
+        return MISSING
+    if not _finite(value):
         return str(value)
     loc = _locale(lang)
     if digits is not None:
@@ -46,9 +53,8 @@ def significant(value: float, lang: str = DEFAULT, digits: int = 3) -> str:
     """``value`` to ``digits`` significant figures in ``lang``, never in a program's "e"
     notation: ``significant(1.3642, "pt")`` -> "1,36"; a value under 0.001 (or of a million
     and more) as a power of ten, ``significant(0.00035, "es")`` -> "3,50 × 10⁻⁴"."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value):
-        return "–"
+    if not _finite(value):
+        return MISSING
     digits = max(1, int(digits))
     if value == 0:
         return number(0, lang)
@@ -60,18 +66,22 @@ def significant(value: float, lang: str = DEFAULT, digits: int = 3) -> str:
     return f"{number(float(mantissa), lang, digits - 1)} × 10{power}"
 
 
-def percent(fraction: float, lang: str = DEFAULT, digits: int = 1) -> str:
-    """A fraction as a percentage in ``lang``: ``percent(0.553, "es")`` -> "55,3 %"."""
+def percent(fraction: float | None, lang: str = DEFAULT, digits: int = 1) -> str:
+    """A fraction as a percentage in ``lang``: ``percent(0.553, "es")`` -> "55,3 %"; "–" for
+    None, NaN or anything else that is not a finite number."""
+    if not _finite(fraction):
+        return MISSING
     loc = _locale(lang)
     pattern = copy.copy(loc.percent_formats[None])  # the language's own ("55,3 %" in Spanish)
     pattern.frac_prec = (digits, digits)
     return pattern.apply(fraction, loc)
 
 
-def duration(seconds: float, lang: str = DEFAULT) -> str:
-    """A duration a person reads at a glance: "0,25 s", "12 s", "3 min 5 s", "1 h 2 min"."""
-    if not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
-        return "?"
+def duration(seconds: float | None, lang: str = DEFAULT) -> str:
+    """A duration a person reads at a glance: "0,25 s", "12 s", "3 min 5 s", "1 h 2 min"; "–"
+    for None, NaN or anything else that is not a finite number."""
+    if not _finite(seconds):
+        return MISSING
     s = max(0.0, float(seconds))
     if s < 10:
         return f"{number(s, lang, 2 if s < 1 else 1)} s"

@@ -171,7 +171,6 @@ def projector_board(rows: Iterable[Any], lang: str) -> pd.DataFrame:
     return pd.DataFrame([(
         r.nickname, status_text(r.status, lang),
         i18n.percent(1.0, lang, 0) if r.status == "done" else
-        "–" if r.progress is None else i18n.percent(r.progress, lang, 0),
-        "–" if r.accuracy is None else i18n.percent(r.accuracy, lang, 1)) for r in rows],
+        i18n.percent(r.progress, lang, 0), i18n.percent(r.accuracy, lang, 1)) for r in rows],
         columns=[t("classroom.board.nickname"), t("classroom.board.status"),
                  t("classroom.board.progress"), t("classroom.board.accuracy")])

@@ -359,7 +359,7 @@ def loader_table(sweep: pd.DataFrame, t) -> pd.DataFrame:
               "images": 0, "seconds": 3, "startup_seconds": 3}
     out = pd.DataFrame({"pipeline": [t(f"data.pipeline_{p}") for p in sweep["pipeline"]]})
     for col, d in digits.items():
-        out[col] = ["–" if pd.isna(v) else i18n.number(float(v), t.lang, d) for v in sweep[col]]
+        out[col] = [i18n.number(v, t.lang, d) for v in sweep[col]]
     return out.rename(columns={
         "pipeline": t("data.pipeline_col"), "batch_size": t("common.batch_size"),
         "num_workers": t("common.num_workers"), "images_per_second": t("common.images_per_second"),

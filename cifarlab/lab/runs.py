@@ -262,20 +262,11 @@ def compare_table(df: pd.DataFrame, selected: Sequence[str], statuses: Sequence[
 
     def number(digits):
         return lambda v: ((t("common.yes") if v else t("common.no"))
-                          if isinstance(v, (bool, np.bool_)) else cell(v, t.lang, digits))
+                          if isinstance(v, (bool, np.bool_)) else i18n.number(v, t.lang, digits))
 
     every = {names[c]: number(None) for c in shown.columns}   # None and NaN read "–" too
     return style.format(every | {names[c]: number(d) for c, d in DIGITS.items()}
                         | {names["started"]: lambda d: d.strftime("%d/%m %H:%M")}, na_rep="–")
-
-
-def cell(value: Any, lang: str, digits: int | None = None) -> str:
-    """A table cell as a student reads it: numbers in ``lang``'s notation, "–" for no value."""
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "–"
-    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
-        return i18n.number(value.item() if isinstance(value, np.generic) else value, lang, digits)
-    return str(value)
 
 
 def curves_figure(df: pd.DataFrame, x: str, t) -> go.Figure:

@@ -4,7 +4,6 @@ names of CIFAR-10 are translated, others kept as they are.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -17,12 +16,6 @@ from cifarlab.core.config import CIFAR10_CLASSES
 def class_name(name: str, lang: str) -> str:
     """A class's name in ``lang`` ("gato"); a class that is not CIFAR-10's, as it is."""
     return i18n.t(f"classes.{name}", lang) if name in CIFAR10_CLASSES else str(name)
-
-
-def _pct(fraction, lang: str, digits: int = 1) -> str:
-    if fraction is None or not isinstance(fraction, (int, float)) or not math.isfinite(fraction):
-        return "–"
-    return i18n.percent(float(fraction), lang, digits)
 
 
 def confusion_table(confusion, classes: Sequence[str], lang: str) -> pd.DataFrame:
@@ -47,11 +40,11 @@ def per_class_table(accuracies: Mapping[str, float] | Iterable[tuple[str, float]
     items = list(accuracies.items() if isinstance(accuracies, Mapping) else accuracies)
     rows = {
         i18n.t("a11y.class_col", lang): [class_name(c, lang) for c, _ in items],
-        i18n.t("a11y.accuracy_col", lang): [_pct(a, lang) for _, a in items],
+        i18n.t("a11y.accuracy_col", lang): [i18n.percent(a, lang) for _, a in items],
     }
     if reference is not None:
         rows[i18n.t("a11y.tutorial_range_col", lang)] = [
-            f"{_pct(reference[c][0], lang, 0)} – {_pct(reference[c][1], lang, 0)}"
+            f"{i18n.percent(reference[c][0], lang, 0)} – {i18n.percent(reference[c][1], lang, 0)}"
             if c in reference else "–" for c, _ in items]
     return pd.DataFrame(rows)
 
@@ -66,5 +59,5 @@ def per_class_by_epoch_table(long: pd.DataFrame, lang: str) -> pd.DataFrame:
     table = pd.DataFrame({i18n.t("a11y.class_col", lang): [class_name(c, lang) for c in classes]})
     for e in epochs:
         table[i18n.t("a11y.epoch_col", lang, n=e)] = [
-            _pct(wide.at[c, e] if not pd.isna(wide.at[c, e]) else None, lang) for c in classes]
+            i18n.percent(wide.at[c, e], lang) for c in classes]
     return table

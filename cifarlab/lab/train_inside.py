@@ -32,15 +32,10 @@ def grad_figure(samples: Sequence[dict], lang: str) -> go.Figure:
 def latest_table(samples: Sequence[dict], lang: str) -> pd.DataFrame:
     """The latest sample: each layer's weight norm, gradient norm and silent ReLUs."""
     t = i18n.translator(lang)
-
-    def num(v) -> str:
-        v = finite(v)
-        return "–" if v is None else i18n.significant(v, lang, 3)
-
-    rows = [{t("train.inside.layer"): r["name"], t("train.inside.weight_norm"):
-             num(r.get("weight_norm")), t("train.inside.grad_norm"): num(r.get("grad_norm")),
-             t("train.inside.dead_col"): "–" if finite(r.get("dead")) is None
-             else i18n.percent(finite(r["dead"]), lang, 0)}
+    rows = [{t("train.inside.layer"): r["name"],
+             t("train.inside.weight_norm"): i18n.significant(r.get("weight_norm"), lang, 3),
+             t("train.inside.grad_norm"): i18n.significant(r.get("grad_norm"), lang, 3),
+             t("train.inside.dead_col"): i18n.percent(r.get("dead"), lang, 0)}
             for r in (samples[-1]["layers"] if samples else [])]
     return pd.DataFrame(rows)
 

@@ -15,23 +15,12 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from cifarlab import i18n
+from cifarlab.i18n import duration, number, percent
 from cifarlab.lab import eta
 from cifarlab.lab.tables import class_name
 from cifarlab.lab.train import time_split
 
 GREY, BLUE, RED, ORANGE = "#888", "#3d7dca", "#ff4b4b", "#f0a202"
-
-
-def _pct(fraction, lang: str) -> str:
-    return "–" if fraction is None else i18n.percent(fraction, lang, 1)
-
-
-def _dur(seconds, lang: str) -> str:
-    return "–" if seconds is None else i18n.duration(seconds, lang)
-
-
-def _num(value, lang: str) -> str:
-    return "–" if value is None else i18n.number(value, lang)
 
 
 def layout(lang: str, title: str, **kw) -> dict:
@@ -123,10 +112,10 @@ def split_figure(split: Mapping[str, float], lang: str, old: tuple | None = None
     if old is not None and old[0] == lang:
         with old[1].batch_update():
             for bar, value in zip(old[1].data, values):
-                bar.x, bar.text = (value,), (_dur(value, lang),)
+                bar.x, bar.text = (value,), (duration(value, lang),)
         return old
     bars = [go.Bar(y=[""], x=[value], orientation="h", name=label, marker_color=color,
-                   text=[_dur(value, lang)], textposition="inside")
+                   text=[duration(value, lang)], textposition="inside")
             for value, label, color in zip(values, (t("train.data_wait"), t("train.compute")),
                                            (ORANGE, BLUE))]
     return lang, go.Figure(data=bars, layout=layout(
@@ -140,7 +129,7 @@ def per_class_figure(rows: Sequence[tuple[str, float]], lang: str) -> go.Figure:
     return go.Figure(
         data=[go.Bar(x=[class_name(c, lang) for c, _ in rows], y=[100 * a for _, a in rows],
                      marker_color=BLUE, textposition="outside",
-                     text=[_pct(a, lang) for _, a in rows])],
+                     text=[percent(a, lang) for _, a in rows])],
         layout=layout(lang, t("train.per_class_title"), height=320, yaxis_range=[0, 112],
                       yaxis_title=t("common.accuracy") + " (%)",
                       shapes=[dict(type="line", xref="paper", x0=0, x1=1, y0=10, y1=10,
@@ -154,18 +143,18 @@ def epochs_table(epochs: Sequence[Mapping[str, Any]], lang: str) -> pd.DataFrame
     head = [t("train.epoch_col"), t("train.mean_loss_col"), t("train.seconds_col"),
             t("train.ips_col"), t("common.accuracy")]
     rows = [[str(e.get("epoch")), _loss(e.get("mean_loss"), lang),
-             _num(round(float(e.get("seconds") or 0), 1), lang),
-             _num(round(float(e.get("images_per_second") or 0)), lang),
-             _pct(e.get("accuracy"), lang)] for e in epochs]
+             number(round(float(e.get("seconds") or 0), 1), lang),
+             number(round(float(e.get("images_per_second") or 0)), lang),
+             percent(e.get("accuracy"), lang)] for e in epochs]
     if any("val_loss" in e for e in epochs):   # a run with a validation split
         head[2:2] = [t("train.val_loss_col"), t("train.val_accuracy_col")]
         for row, e in zip(rows, epochs):
-            row[2:2] = [_loss(e.get("val_loss"), lang), _pct(e.get("val_accuracy"), lang)]
+            row[2:2] = [_loss(e.get("val_loss"), lang), percent(e.get("val_accuracy"), lang)]
     return pd.DataFrame(rows, columns=head)
 
 
 def _loss(value, lang: str) -> str:
-    return "–" if value is None else _num(round(float(value), 4), lang)
+    return "–" if value is None else number(round(float(value), 4), lang)
 
 
 def chart_texts(view: Any, log_every: int, lang: str) -> tuple[str, str]:
@@ -199,7 +188,7 @@ def run_label(run: Any, lang: str, full_images: int) -> str:
     images = c.get("train_subset") or full_images
     when = time.strftime("%H:%M:%S", time.localtime(run.created_at))
     summary = t("train.run_summary", epochs=c.get("epochs", "?"), batch=c.get("batch_size", "?"),
-                lr=c.get("lr", 0), images=_num(int(images), lang))
+                lr=c.get("lr", 0), images=number(int(images), lang))
     status = t("status.in_queue") if run.status == "queued" else t(f"status.{run.status}")
     return " · ".join(([run.name] if run.name else []) + [when, status, summary])
 
@@ -210,24 +199,24 @@ def progress_lines(prog: Mapping[str, Any], progress: Mapping[str, Any] | None,
     ``progress``) and the speed line under it."""
     t = i18n.translator(lang)
     left = eta.text(eta.estimate(None, None, progress=progress or {}), lang)
-    line = (f"{t('common.images_per_second')}: {_num(round(prog['images_per_second']), lang)}"
-            f" · {t('common.elapsed')}: {_dur(prog['elapsed_s'], lang)}")
+    line = (f"{t('common.images_per_second')}: {number(round(prog['images_per_second']), lang)}"
+            f" · {t('common.elapsed')}: {duration(prog['elapsed_s'], lang)}")
     if waited_s and waited_s >= 1:
-        line += " · " + t("train.waited", time=_dur(waited_s, lang))
+        line += " · " + t("train.waited", time=duration(waited_s, lang))
     return t("train.progress", step=prog["step"], total=prog["total"]) + " · " + left, line
 
 
 def result_lines(result: Mapping[str, Any], rows: Sequence[tuple[str, float]], lang: str) -> str:
     """Under the accuracy: training time and speed, chance, the best and worst class."""
     t = i18n.translator(lang)
-    lines = [f"{t('train.train_time')}: {_dur(result.get('train_seconds'), lang)} · "
-             f"{t('train.ips_col')}: {_num(round(result.get('images_per_second') or 0), lang)}",
+    lines = [f"{t('train.train_time')}: {duration(result.get('train_seconds'), lang)} · "
+             f"{t('train.ips_col')}: {number(round(result.get('images_per_second') or 0), lang)}",
              t("train.chance")]
     if rows:
         best, worst = max(rows, key=lambda r: r[1]), min(rows, key=lambda r: r[1])
         lines.append(t("train.best_worst", best=class_name(best[0], lang),
-                       best_acc=_pct(best[1], lang), worst=class_name(worst[0], lang),
-                       worst_acc=_pct(worst[1], lang)))
+                       best_acc=percent(best[1], lang), worst=class_name(worst[0], lang),
+                       worst_acc=percent(worst[1], lang)))
     return "  \n".join(lines)
 
 
@@ -278,6 +267,6 @@ def split_chart(view: Any, run: Any, stamp: Any, lang: str) -> tuple[Any, str | 
     split, fig = view.memoized("split", (stamp, run.finished, lang), build)
     if split is None:
         return None, None
-    return fig[1], (t("train.split_caption", share=_pct(split["data_share"], lang)) + "  \n"
+    return fig[1], (t("train.split_caption", share=percent(split["data_share"], lang)) + "  \n"
                     + t("train.data_bound" if split["data_share"] > 0.5
                         else "train.compute_bound"))

@@ -66,7 +66,7 @@ def model_card(record: RunRecord, lang: str = i18n.DEFAULT, notebook: str = "cif
                          f"(`{TUTORIAL_SHORT_NAMES[CIFAR10_CLASSES.index(cls)]}`)")
             else:
                 shown = _class_name(cls, lang)
-            out.append(f"| {shown} | {_pct(value, lang)} |")
+            out.append(f"| {shown} | {i18n.percent(value, lang)} |")
         out.append("")
     epochs = [e for e in res.get("epochs") or [] if isinstance(e, dict)]
     if epochs:
@@ -76,7 +76,7 @@ def model_card(record: RunRecord, lang: str = i18n.DEFAULT, notebook: str = "cif
             loss = e.get("mean_loss")
             out.append(f"| {md_escape(e.get('epoch'))} | "
                        f"{i18n.number(loss, lang, 4) if _number(loss) else '–'} | "
-                       f"{_pct(e.get('accuracy'), lang)} |")
+                       f"{i18n.percent(e.get('accuracy'), lang)} |")
         out.append("")
 
     out += [t("env_title"), ""]
@@ -103,7 +103,3 @@ def _class_name(cls: str, lang: str) -> str:
 
 def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _pct(value, lang: str) -> str:
-    return i18n.percent(value, lang, 1) if _number(value) else "–"

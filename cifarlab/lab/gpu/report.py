@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from cifarlab import i18n
+from cifarlab.i18n import number
 from cifarlab.core.safe_text import md_escape as md
 from cifarlab.core.safe_text import one_line
 from cifarlab.errors import CifarLabError, ConfigError, is_literal
@@ -35,13 +36,9 @@ def _t(lang: str):
     return i18n.translator(lang)
 
 
-def num(x: float | None, lang: str, digits: int = 0) -> str:
-    return "–" if x is None else i18n.number(x, lang, digits)
-
-
 def times(x: float | None, lang: str) -> str:
     """A speed-up factor: 2 decimals below 10, 1 below 100, whole numbers above."""
-    return "–" if x is None else num(x, lang, 2 if x < 10 else 1 if x < 100 else 0)
+    return "–" if x is None else number(x, lang, 2 if x < 10 else 1 if x < 100 else 0)
 
 
 def pipeline_name(p: str, lang: str) -> str:
@@ -86,8 +83,8 @@ def rows_table(rows: list[dict], lang: str) -> pd.DataFrame:
             t("gpu.batch_col"): r["batch_size"], t("gpu.width_col"): r["width"],
             t("gpu.ips_col"): round(r["images_per_s"], 1) if ok else None,
             t("gpu.step_col"): round(r["step_ms"], 3) if ok else None,
-            t("gpu.spread_col"): (f"{num(r['step_ms_min'], lang, 3)} – "
-                                  f"{num(r['step_ms_max'], lang, 3)}" if ok else ""),
+            t("gpu.spread_col"): (f"{number(r['step_ms_min'], lang, 3)} – "
+                                  f"{number(r['step_ms_max'], lang, 3)}" if ok else ""),
             t("gpu.epoch_col"): i18n.duration(r["epoch_s"], lang) if ok else "",
             t("gpu.speedup_col"): (round(r["images_per_s"] / base, 2)
                                    if ok and base and r["device"] != "cpu" else None),
@@ -112,7 +109,7 @@ def hardware_table(res: SweepResult, lang: str) -> pd.DataFrame:
     for g in hw["gpus"]:
         items.append((t("gpu.hw_gpu", device=known(g["id"])),
                       t("gpu.hw_gpu_value", name=known(g["name"]),
-                        memory=num(g["memory_gib"], lang) if g["memory_gib"] else "?")))
+                        memory=number(g["memory_gib"], lang, 0) if g["memory_gib"] else "?")))
     items += [(t("gpu.hw_torch"), known(hw["torch"])),
               (t("gpu.hw_cuda"), f"{known(hw['cuda'])} / {known(hw['cudnn'])}")]
     if hw["python"]:
@@ -124,9 +121,9 @@ def hardware_table(res: SweepResult, lang: str) -> pd.DataFrame:
         items.append((t("gpu.hw_settings"), t(
             "gpu.hw_settings_value", steps=known(c["steps"]), repeats=known(c["repeats"]),
             warmup=known(c["warmup"]), images=images, workers=known(c["num_workers"]),
-            budget=num(c["max_seconds"], lang, 1) if c["max_seconds"] else "∞")))
+            budget=number(c["max_seconds"], lang, 1) if c["max_seconds"] else "∞")))
     if hw["load"]:
-        items.append((t("gpu.hw_load"), " → ".join(num(x, lang, 2) if x is not None else "?"
+        items.append((t("gpu.hw_load"), " → ".join(number(x, lang, 2) if x is not None else "?"
                                                    for x in hw["load"])))
     if hw["flags"]:
         items.append((t("gpu.hw_flags"), ", ".join(f"{k}={v}" for k, v in hw["flags"].items())))
@@ -151,16 +148,17 @@ def provenance(res: SweepResult, lang: str, judged: dict | None = None) -> dict:
     label = t("gpu.recorded_elsewhere" if res.recorded_elsewhere else "gpu.this_machine",
               machine=machine_label(res, lang=lang), date=res.recorded_at[:10])
     load, runs = judged["load"], judged["runs"]
-    why = {"load": lambda: t("gpu_busy.load", load=num(load["load"], lang, 1), cores=load["cores"],
-                             others=num(load["others"], lang, 1)),
+    why = {"load": lambda: t("gpu_busy.load", load=number(load["load"], lang, 1),
+                             cores=load["cores"], others=number(load["others"], lang, 1)),
            "spread": lambda: t("gpu_busy.spread", x=times(judged["spread"], lang)),
            "runs": lambda: t("gpu_busy.runs", device=md(runs["device"]),
-                             timed=num(runs["timed_ips"], lang), ran=num(runs["run_ips"], lang))}
+                             timed=number(runs["timed_ips"], lang, 0),
+                             ran=number(runs["run_ips"], lang, 0))}
     text = (" ".join([t("gpu_busy.headline")] + [why[r]() for r in judged["reasons"]])
             if judged["busy"] else None)
     check = None
     if runs is not None:
-        check = t("gpu_busy.check", device=md(runs["device"]), ips=num(runs["run_ips"], lang),
+        check = t("gpu_busy.check", device=md(runs["device"]), ips=number(runs["run_ips"], lang, 0),
                   runs=t("counts.runs", n=runs["runs"]))
         if runs["run_s"]:
             check += " " + t("gpu_busy.check_two_epochs", time=i18n.duration(runs["run_s"], lang))
@@ -299,7 +297,7 @@ def plan_text(config: SweepConfig, lang: str) -> str:
     return _t(lang)("gpu.plan_passes" if passes else "gpu.plan", passes=passes,
                     points=len(config.points(devices)), devices=", ".join(devices),
                     budget=float(config.max_seconds),
-                    total="–" if total is None else i18n.duration(total, lang))
+                    total=i18n.duration(total, lang))
 
 
 def live_lines(run, rows: list[dict], position: int | None, now: float,

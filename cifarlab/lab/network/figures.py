@@ -30,8 +30,7 @@ def shape_table(rows: list[dict], t) -> pd.DataFrame:
                                 else r["kind"] for r in rows],
         t("network.in_shape_col"): [r["input"] for r in rows],
         t("network.out_shape_col"): [r["output"] for r in rows],
-        t("network.params_col"): ["–" if r["params"] is None else i18n.number(r["params"], t.lang)
-                                  for r in rows],
+        t("network.params_col"): [i18n.number(r["params"], t.lang) for r in rows],
         t("network.formula_col"): [r["formula"] for r in rows],
     })
 
