@@ -14,6 +14,7 @@ that keeps the sizes is caught too.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -23,7 +24,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
@@ -284,29 +285,19 @@ def read_cache(path: Path, key: str) -> CifarData | None:
 # ---------------------------------------------------------------------------------------------
 # Writing
 # ---------------------------------------------------------------------------------------------
-class FileLock:
-    """An exclusive ``flock`` on a lock file (a no-op where fcntl is missing: the rename into
-    place still keeps the cache consistent, two processes may just both decode)."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.fd: int | None = None
-
-    def __enter__(self) -> FileLock:
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - Windows
-            return self
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.fd is not None:
-            import fcntl
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = None
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on a lock file while the block runs; closing the file releases it
+    (none where fcntl is missing: the rename into place still keeps the cache consistent, two
+    processes may just both decode)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
 
 
 def write_cache(final: Path, key: str, arrays: dict[str, np.ndarray], meta: dict) -> None:

@@ -7,12 +7,13 @@ pipelines import each other.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
 from pathlib import Path
 
-from cifarlab.core.data.cache import CacheDamaged, CifarData, FileLock, check_cache, read_cache
+from cifarlab.core.data.cache import CacheDamaged, CifarData, check_cache, file_lock, read_cache
 from cifarlab.core.data.cache import class_counts, remove_stale_temps, write_cache
 from cifarlab.core.data.decode import decode_source
 from cifarlab.core.data.sources import (CACHE_VERSION, ProgressFn, Source, cache_root, emit,
@@ -115,13 +116,12 @@ def _build_locked(src: Source, key: str, ident: dict, root: Path, final: Path,
     except OSError as err:
         raise DataError("data.cache_folder", field="data", path=str(parent),
                         reason=reason(err)) from None
-    lock = FileLock(parent / f"{key}.lock")
-    try:
-        lock.__enter__()
-    except OSError as err:
-        raise DataError("data.cache_not_writable", field="data", path=str(parent),
-                        reason=reason(err)) from None
-    try:
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(file_lock(parent / f"{key}.lock"))
+        except OSError as err:
+            raise DataError("data.cache_not_writable", field="data", path=str(parent),
+                            reason=reason(err)) from None
         try:  # another process may have built (or repaired) it while we waited
             result = read_cache(final, key)
         except CacheDamaged:
@@ -156,5 +156,3 @@ def _build_locked(src: Source, key: str, ident: dict, root: Path, final: Path,
         if result is None:  # pragma: no cover - only if someone deletes or damages it under us
             raise DataError("data.cache_vanished", field="data", path=str(final))
         return result
-    finally:
-        lock.__exit__(None, None, None)
