@@ -32,17 +32,13 @@ def error_text(err: BaseException, lang: str) -> str:
     return md(err)
 
 
-def _t(lang: str):
-    return i18n.translator(lang)
-
-
 def times(x: float | None, lang: str) -> str:
     """A speed-up factor: 2 decimals below 10, 1 below 100, whole numbers above."""
     return "–" if x is None else number(x, lang, 2 if x < 10 else 1 if x < 100 else 0)
 
 
 def pipeline_name(p: str, lang: str) -> str:
-    return _t(lang)(f"gpu.pipe_{p}") if p in ("fast", "tutorial") else md(p)
+    return i18n.t(f"gpu.pipe_{p}", lang) if p in ("fast", "tutorial") else md(p)
 
 
 CORES = re.compile(r" \((\d+) cores\)")   # how core.devices.cpu_name writes the count
@@ -50,7 +46,7 @@ CORES = re.compile(r" \((\d+) cores\)")   # how core.devices.cpu_name writes the
 
 def in_words(name: str, lang: str) -> str:
     """A device's or machine's recorded name with its CPU cores counted in ``lang``."""
-    return CORES.sub(lambda m: " (" + _t(lang)("gpu.cores", n=int(m[1])) + ")", name)
+    return CORES.sub(lambda m: " (" + i18n.t("gpu.cores", lang, n=int(m[1])) + ")", name)
 
 
 def machine_label(res: SweepResult, markdown: bool = True, lang: str = "en") -> str:
@@ -64,7 +60,7 @@ def machine_label(res: SweepResult, markdown: bool = True, lang: str = "en") -> 
 def rows_table(rows: list[dict], lang: str) -> pd.DataFrame:
     """The measured points with translated column names; "vs CPU" compares with the CPU of the
     same rows (one recording)."""
-    t = _t(lang)
+    t = i18n.translator(lang)
     cpu = {analysis.point_key(r): r["images_per_s"] for r in rows
            if r["device"] == "cpu" and not r["error"]}
     graphed = t("gpu.graphed_tag")
@@ -96,7 +92,7 @@ def rows_table(rows: list[dict], lang: str) -> pd.DataFrame:
 def hardware_table(res: SweepResult, lang: str) -> pd.DataFrame:
     """Machine, date, CPU, GPUs, versions, the sweep's settings, the load: two columns, for
     ``st.table`` (its cells are Markdown, so they come escaped)."""
-    t, hw = _t(lang), analysis.hardware(res)
+    t, hw = i18n.translator(lang), analysis.hardware(res)
     none = t("gpu.none")
 
     def known(v: Any) -> str:
@@ -143,7 +139,7 @@ def provenance(res: SweepResult, lang: str, judged: dict | None = None) -> dict:
     machine was busy (``busy.assess``'s ``judged``) in one paragraph, or None, "check": the
     cross-check with this server's finished runs, or None}. A loaded file is never taken for
     this machine's own figures."""
-    t = _t(lang)
+    t = i18n.translator(lang)
     judged = judged or busy.assess(res)
     label = t("gpu.recorded_elsewhere" if res.recorded_elsewhere else "gpu.this_machine",
               machine=machine_label(res, lang=lang), date=res.recorded_at[:10])
@@ -169,15 +165,15 @@ def source_label(res: SweepResult, lang: str) -> str:
     """How a recorded result is listed in the page's choice of results (an option: plain
     text, not Markdown)."""
     name = str(res.source).replace("\\", "/").rsplit("/", 1)[-1]
-    return _t(lang)("gpu.source_recorded", machine=machine_label(res, markdown=False, lang=lang),
-                    date=res.recorded_at[:10], file=name)
+    return i18n.t("gpu.source_recorded", lang, date=res.recorded_at[:10], file=name,
+                  machine=machine_label(res, markdown=False, lang=lang))
 
 
 def tutorial_lines(res: SweepResult, lang: str, is_busy: bool = False) -> list[str]:
     """The tutorial as written (batch 4, width 1) on each device, in sentences; [] when the
     result does not have that point. ``is_busy``: only what was measured, no extrapolation
     (two epochs, the best point) from figures busy-ness made."""
-    t, info = _t(lang), analysis.explain_tutorial_point(res)
+    t, info = i18n.translator(lang), analysis.explain_tutorial_point(res)
     timed = [d for d in info["devices"] if d["images_per_s"]]
     if not timed:
         return []
@@ -222,7 +218,7 @@ def crossover_lines(res: SweepResult, pipeline: str, lang: str, is_busy: bool = 
                     ) -> list[str]:
     """Where each accelerator starts beating the CPU, pipeline by pipeline, in sentences (not
     claimed from a busy machine's figures)."""
-    t, lines = _t(lang), []
+    t, lines = i18n.translator(lang), []
     if is_busy:
         return [t("gpu_busy.no_crossover")]
     for c in [c for c in analysis.crossover(res) if c["pipeline"] == pipeline]:
@@ -241,14 +237,14 @@ def crossover_lines(res: SweepResult, pipeline: str, lang: str, is_busy: bool = 
 
 def graph_gain_lines(res: SweepResult, lang: str) -> list[str]:
     """The "GPU, graphed" series against the same GPU eager, one sentence per point."""
-    t = _t(lang)
+    t = i18n.translator(lang)
     return [t("gpu.graphs_gain", device=md(g["device"]), batch=g["batch_size"], width=g["width"],
               x=times(g["gain"], lang), graphed_ms=g["step_ms"], eager_ms=g["eager_step_ms"])
             for g in analysis.graph_gains(res)]
 
 
 def pipeline_gain_lines(res: SweepResult, width: int, lang: str) -> list[str]:
-    t = _t(lang)
+    t = i18n.translator(lang)
     return [t("gpu.pipelines_gain", device=md(dev), width=width,
               gains=", ".join(f"{times(g, lang)}× ({b})" for b, g in gains))
             for dev, gains in analysis.pipeline_gains(res, width).items()]
@@ -259,7 +255,7 @@ def would_add_lines(res: SweepResult, recorded: list[SweepResult], lang: str
     """What a GPU would add to the machine of ``res`` (which has none), as (kind, text) with
     kind "markdown", "info" or "warning": first the recording's own comparison (one machine),
     then a comparison across machines, labelled, or why there is none."""
-    t = _t(lang)
+    t = i18n.translator(lang)
     reference = next((r for r in recorded if any(x["device"] != "cpu" for x in r.ok_rows())), None)
     info = analysis.what_a_gpu_would_add(res, reference=reference) if reference else None
     same = info and info["same_machine"]
@@ -294,17 +290,17 @@ def plan_text(config: SweepConfig, lang: str) -> str:
     devices = list(config.devices)
     passes = len(config.breakdown_passes(devices))
     total = estimate_seconds(config, devices)
-    return _t(lang)("gpu.plan_passes" if passes else "gpu.plan", passes=passes,
-                    points=len(config.points(devices)), devices=", ".join(devices),
-                    budget=float(config.max_seconds),
-                    total=i18n.duration(total, lang))
+    return i18n.t("gpu.plan_passes" if passes else "gpu.plan", lang, passes=passes,
+                  points=len(config.points(devices)), devices=", ".join(devices),
+                  budget=float(config.max_seconds),
+                  total=i18n.duration(total, lang))
 
 
 def live_lines(run, rows: list[dict], position: int | None, now: float,
                lang: str) -> tuple[list[tuple[str, str]], float | None]:
     """A running (or queued) timing run in words: [(kind: "info" | "warning" | "caption",
     text)], and the fraction of its points done (None while it has not started)."""
-    t, cfg = _t(lang), SweepConfig.from_dict(run.config)
+    t, cfg = i18n.translator(lang), SweepConfig.from_dict(run.config)
     total = len(cfg.points(list(cfg.devices)))
     if run.status == "queued":
         return [("info", t("gpu.queued", device=run.device, n=position or 1))], None
