@@ -4,13 +4,12 @@ environment it was trained in, its limitations and how to use the weights and th
 """
 from __future__ import annotations
 
-import math
 
 from babel.lists import format_list
 
 from cifarlab import i18n
 from cifarlab.core.config import CIFAR10_CLASSES, TUTORIAL_SHORT_NAMES, knobs
-from cifarlab.core.export.record import RunRecord
+from cifarlab.core.export.record import RunRecord, finite
 from cifarlab.core.export.render import TUTORIAL_URL
 from cifarlab.core.safe_text import md_escape
 
@@ -53,7 +52,7 @@ def model_card(record: RunRecord, lang: str = i18n.DEFAULT, notebook: str = "cif
     out += [t("results_title"), ""]
     acc = record.accuracy
     out += [t("accuracy", acc=acc) if acc is not None else t("no_accuracy"), ""]
-    if _number(res.get("steps")) and _number(res.get("train_seconds")):
+    if None not in (finite(res.get("steps")), finite(res.get("train_seconds"))):
         device = md_escape(res.get("device_name") or res.get("device") or c.device)
         out += [t("training", steps=int(res["steps"]), seconds=float(res["train_seconds"]),
                   ips=float(res.get("images_per_second") or 0.0), device=device), ""]
@@ -75,7 +74,7 @@ def model_card(record: RunRecord, lang: str = i18n.DEFAULT, notebook: str = "cif
         for e in epochs:
             loss = e.get("mean_loss")
             out.append(f"| {md_escape(e.get('epoch'))} | "
-                       f"{i18n.number(loss, lang, 4) if _number(loss) else '–'} | "
+                       f"{i18n.number(finite(loss), lang, 4)} | "
                        f"{i18n.percent(e.get('accuracy'), lang)} |")
         out.append("")
 
@@ -99,7 +98,3 @@ def _class_name(cls: str, lang: str) -> str:
     """A class as the app names it in ``lang`` (the Results page's name); another data set's
     class, as it is."""
     return i18n.t(f"classes.{cls}", lang) if cls in CIFAR10_CLASSES else md_escape(cls)
-
-
-def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

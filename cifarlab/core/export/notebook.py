@@ -7,14 +7,13 @@ the weights; it writes what it measured to ``notebook_run.json``.
 """
 from __future__ import annotations
 
-import math
 
 import nbformat
 from nbformat import v4
 
 from cifarlab import i18n
 from cifarlab.core.config import knobs
-from cifarlab.core.export.record import RunRecord
+from cifarlab.core.export.record import RunRecord, finite
 from cifarlab.core.export.render import TUTORIAL_URL, constant_name, render, split_cells
 from cifarlab.core.safe_text import md_escape, one_line
 
@@ -33,8 +32,8 @@ def build_notebook(record: RunRecord, lang: str = i18n.DEFAULT) -> nbformat.Note
     # On the CPU the order of PyTorch's sums depends on its number of threads (from the ~20th
     # step of a run on, 1 and 2 threads differ in the last bit): the run's own count repeats it.
     code = render(record.config, notes=[source_note(record, lang)], lang=lang, notebook={
-        "threads": threads, "accuracy": _finite(record.accuracy),
-        "epoch_losses": [_finite(e.get("mean_loss")) for e in record.results.get("epochs") or []
+        "threads": threads, "accuracy": finite(record.accuracy),
+        "epoch_losses": [finite(e.get("mean_loss")) for e in record.results.get("epochs") or []
                          if isinstance(e, dict)],
         "results_file": RESULTS_FILE,
         "texts": {k: i18n.t(f"bundle.nb.print_{k}", lang) for k in ("accuracy", "losses",
@@ -101,8 +100,3 @@ def _settings_table(record: RunRecord, lang: str) -> str:
     rows.append(f"| {i18n.t('bundle.network', lang)} | `Net` | "
                 f"`{'Net()' if model.is_tutorial else model.to_dict()}` |")
     return "\n".join(rows)
-
-
-def _finite(value) -> float | None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    return float(value) if ok else None

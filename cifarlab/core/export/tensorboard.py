@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from cifarlab.core.config import knobs
-from cifarlab.core.export.record import RunRecord
+from cifarlab.core.export.record import RunRecord, finite
 
 # SummaryWriter writes about 10,000 scalars a second (its CRC is pure Python): past this many
 # steps the step losses are written as bucket means, one point per bucket at its last step.
@@ -68,20 +68,20 @@ def log_files(record: RunRecord) -> dict[str, bytes]:
         for e in epochs:
             done += int(e.get("steps") or 0)
             n = int(e.get("epoch") or 0)
-            if _finite(e.get("mean_loss")):
+            if finite(e.get("mean_loss")) is not None:
                 writer.add_scalar("epoch/loss", e["mean_loss"], n, walltime=wall(done))
-            if _finite(e.get("accuracy")):
+            if finite(e.get("accuracy")) is not None:
                 writer.add_scalar("epoch/accuracy", e["accuracy"], n, walltime=wall(done))
         for sample in results.get("inside") or []:   # core/probes.py's, without histograms
             for layer in sample.get("layers") or []:
                 for what in ("weight_norm", "grad_norm", "dead"):
-                    if _finite(layer.get(what)):
+                    if finite(layer.get(what)) is not None:
                         writer.add_scalar(f"inside/{layer['name']}/{what}", layer[what],
                                           sample["step"], walltime=wall(sample["step"]))
         metrics = {}
         if record.accuracy is not None:
             metrics["hparam/accuracy"] = record.accuracy
-        if _finite(results.get("final_loss")):
+        if finite(results.get("final_loss")) is not None:
             metrics["hparam/final_loss"] = float(results["final_loss"])
         # run_name ".": the hyperparameters go into this run's own folder, not a new one
         writer.add_hparams(hparams_of(record), metrics, run_name=".",
@@ -92,7 +92,3 @@ def log_files(record: RunRecord) -> dict[str, bytes]:
         # the writer names its files after the host: the bundle names them after the run
         return {f"{record.slug}/events.out.tfevents.{stamp}.cifarlab.{i}": p.read_bytes()
                 for i, p in enumerate(files)}
-
-
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
