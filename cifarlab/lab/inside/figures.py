@@ -30,10 +30,6 @@ def shape_text(shape) -> str:
     return "×".join(str(n) for n in shape)
 
 
-def _num(value: float, t, digits: int) -> str:
-    return i18n.number(float(value), t.lang, digits)
-
-
 def image_figure(hwc: np.ndarray, title: str, window: tuple[int, int, int] | None = None,
                  height: int = 300, lang: str = i18n.DEFAULT) -> go.Figure:
     """A 32×32 picture as its pixels (HWC uint8); ``window`` (top, left, size) boxed."""
@@ -120,8 +116,8 @@ def stage_views(stages: list[Stage], names: list[str], t, act: str = "ReLU") -> 
 def stages_table(stages: list[Stage], t) -> pd.DataFrame:
     rows = [{t("inside.col_stage"): s.name, t("inside.col_code"): s.line,
              t("inside.col_shape"): shape_text(s.shape),
-             t("inside.col_min"): _num(s.values.min(), t, 3),
-             t("inside.col_max"): _num(s.values.max(), t, 3),
+             t("inside.col_min"): i18n.number(s.values.min(), t.lang, 3),
+             t("inside.col_max"): i18n.number(s.values.max(), t.lang, 3),
              t("inside.col_zeros"): i18n.percent(float((s.values == 0).mean()), t.lang, 0)}
             for s in stages]
     return pd.DataFrame(rows)
@@ -131,7 +127,7 @@ def scores_table(stages: list[Stage], names: list[str], t) -> pd.DataFrame:
     """The class scores and probabilities, the numbers of the last two charts."""
     return pd.DataFrame({
         t("a11y.class_col"): names,
-        t("inside.y_scores"): [_num(v, t, 3) for v in stage(stages, "fc3").values],
+        t("inside.y_scores"): [i18n.number(v, t.lang, 3) for v in stage(stages, "fc3").values],
         t("inside.y_probabilities"): [i18n.percent(float(p), t.lang, 1)
                                       for p in stage(stages, "softmax").values]})
 
@@ -169,7 +165,7 @@ def neuron_view(n: Neuron, t) -> tuple[go.Figure, pd.DataFrame]:
     table = pd.DataFrame({
         t("inside.col_channel"): [names[i] for i in idx[0]],
         t("inside.col_row"): idx[1], t("inside.col_column"): idx[2],
-        **{word: [_num(v, t, 4) for v in values[shown].ravel()]
+        **{word: [i18n.number(v, t.lang, 4) for v in values[shown].ravel()]
            for word, values in zip(words, (n.window, n.kernel, n.products))}})
     return C.localized(fig, t.lang), table
 
@@ -188,7 +184,7 @@ def filters_view(after, before, t) -> tuple[go.Figure, pd.DataFrame]:
     C.mosaic_layout(fig, grid, notes)
     cols = {"kernel": "col_filter", "red": "col_red", "green": "col_green", "blue": "col_blue",
             "norm": "col_norm", "norm_before": "col_norm_before", "moved": "col_moved"}
-    table = pd.DataFrame([{t(f"inside.{cols[k]}"): v if k == "kernel" else _num(v, t, 3)
+    table = pd.DataFrame([{t(f"inside.{cols[k]}"): v if k == "kernel" else i18n.number(v, t.lang, 3)
                            for k, v in row.items()} for row in filter_table(before, after)])
     return C.localized(fig, t.lang), table
 
