@@ -12,7 +12,7 @@ from cifarlab.lab import data as loading
 from cifarlab.lab import data_augment as augment
 from cifarlab.lab.tables import class_name
 from ui.data import get_data
-from ui.language import num, show_error, translator
+from ui.language import call_or_show, num, show_error, translator
 from ui.nav import lesson
 from ui.widgets import checked_number
 
@@ -102,11 +102,8 @@ if c1.button(t("data.next_batch"), key="data_next_batch", disabled=batch_size is
     st.session_state["data_batch_seed"] = st.session_state.get("data_batch_seed", 0) + 1
 batch = None
 if batch_size is not None:
-    try:
-        batch = loading.loader_batch(data, int(batch_size),
-                                     seed=st.session_state.get("data_batch_seed", 0))
-    except CifarLabError as err:
-        show_error(err)
+    batch = call_or_show(loading.loader_batch, data, int(batch_size),
+                         seed=st.session_state.get("data_batch_seed", 0))
 if batch is not None:
     c2.code("images, labels = next(iter(trainloader))\n"
             f"images.shape   # {batch['shape_text']}\n"

@@ -112,3 +112,12 @@ def error_text(err: Exception) -> str:
 
 def show_error(err: Exception, **kwargs) -> None:
     st.error(error_text(err), **kwargs)
+
+
+def call_or_show(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``; None, with its refusal (a CifarLabError) shown, when it fails."""
+    try:
+        return fn(*args, **kwargs)
+    except CifarLabError as err:
+        show_error(err)
+        return None

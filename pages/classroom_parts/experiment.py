@@ -14,7 +14,7 @@ from cifarlab.lab import class_experiment as pic
 from cifarlab.lab import train as trainview
 from cifarlab.serve.classroom import MAX_VALUES
 from ui import messages
-from ui.language import lang, show_error
+from ui.language import call_or_show, lang
 
 K = "cls_ex_"
 REFRESH_S = 3.0
@@ -74,11 +74,7 @@ def picture(cr, me, code: str | None, t, assigned: bool = False, height: int = 6
 
     @st.fragment(run_every=REFRESH_S)
     def draw() -> None:
-        try:
-            view = cr.experiment(me, code)
-        except CifarLabError as err:
-            show_error(err)
-            return
+        view = call_or_show(cr.experiment, me, code)
         if view is None:
             return
         label = pic.knob_label(view, lang())

@@ -12,21 +12,13 @@ from cifarlab.serve.classroom import Goal
 from pages.classroom_parts import student as cs
 from ui import messages
 from ui.data import queue
-from ui.language import lang, show_error
+from ui.language import call_or_show, lang
 from ui.nav import PRESENTER
 from ui.signin import person
 
 BOARD_S = 2.0         # the board's refresh
 LEADER_S = 3.0        # the public leaderboard's refresh while the challenge is open
 K = "cls_"
-
-
-def _call(fn, *args, **kwargs):
-    try:
-        return fn(*args, **kwargs)
-    except CifarLabError as err:
-        show_error(err)
-        return None
 
 
 # ---------------------------------------------------------------------------- the board
@@ -54,7 +46,7 @@ def board_section(cr, me, code: str, t) -> None:
 
     @st.fragment(run_every=BOARD_S)
     def board() -> None:
-        rows = _call(cr.board, me, code)
+        rows = call_or_show(cr.board, me, code)
         if rows is None:
             return
         messages.show(K + "board_msg", once=False)   # the last action's outcome stays
@@ -125,14 +117,14 @@ def leaderboard(cr, me, code: str, which: str, kind: str, t) -> None:
     name = (t("classroom.challenge.public") if which == "public"
             else t("classroom.challenge.private"))
     st.markdown(f"**{name}**")
-    rows = _call(cr.leaderboard, me, code, which)
+    rows = call_or_show(cr.leaderboard, me, code, which)
     if rows is None:
         return
     if not rows:
         st.caption(t("classroom.challenge.board_empty"))
     else:
         st.table(view.leader_table(rows, kind, lang()), hide_index=True)
-    csv = _call(cr.leaderboard_csv, me, code, which)
+    csv = call_or_show(cr.leaderboard_csv, me, code, which)
     if csv is not None:
         st.download_button(t("classroom.challenge.download", board=name), csv,
                            file_name=f"{code}-{which}.csv", mime="text/csv",

@@ -8,11 +8,10 @@ from __future__ import annotations
 import streamlit as st
 
 from cifarlab.core.safe_text import md_escape
-from cifarlab.errors import CifarLabError
 from cifarlab.lab import classroom as words
 from pages.classroom_parts import experiment
 from pages.classroom_parts import student as cs
-from ui.language import lang, pct, show_error
+from ui.language import call_or_show, lang, pct
 from ui.nav import PRESENTER
 
 K = "cls_pv_"
@@ -27,14 +26,6 @@ STYLE = """<style>
 </style>"""
 
 
-def _call(fn, *args):
-    try:
-        return fn(*args)
-    except CifarLabError as err:
-        show_error(err)
-        return None
-
-
 def _back() -> None:
     st.query_params.pop(PRESENTER[0], None)
     st.query_params.pop(cs.CODE_PARAM, None)
@@ -45,7 +36,7 @@ def view(cr, me, code: str | None, t) -> None:
     st.html(STYLE)
     st.button(t("classroom.presenter.back"), icon=":material/arrow_back:", type="tertiary",
               key=K + "back", on_click=_back)
-    info = _call(cr.get_class, me, code or st.session_state.get("cls_code"))
+    info = call_or_show(cr.get_class, me, code or st.session_state.get("cls_code"))
     if info is None:
         return
     with st.container(key=K + "page"):
@@ -69,7 +60,7 @@ def view(cr, me, code: str | None, t) -> None:
 @st.fragment(run_every=REFRESH_S)
 def pinned_run(cr, me, code: str, t) -> None:
     """The pinned run: who, where it is, its loss for the room."""
-    p = _call(cr.presenter, me, code)
+    p = call_or_show(cr.presenter, me, code)
     if p is None:
         st.info(t("classroom.presenter.none"))
         return
@@ -91,7 +82,7 @@ def pinned_run(cr, me, code: str, t) -> None:
 @st.fragment(run_every=REFRESH_S)
 def board(cr, me, code: str, t) -> None:
     """The class's newest runs: nickname, status, progress, accuracy."""
-    rows = _call(cr.board, me, code, MAX_ROWS)
+    rows = call_or_show(cr.board, me, code, MAX_ROWS)
     if rows is None:
         return
     if not rows:
@@ -102,7 +93,7 @@ def board(cr, me, code: str, t) -> None:
 
 def class_experiment(cr, me, code: str, t) -> None:
     """The class experiment's picture, large (it refreshes itself)."""
-    if _call(cr.experiment, me, code) is None:
+    if call_or_show(cr.experiment, me, code) is None:
         st.info(t("classroom.experiment.none"))
         return
     experiment.picture(cr, me, code, t, height=760, font=20)
@@ -111,7 +102,7 @@ def class_experiment(cr, me, code: str, t) -> None:
 @st.fragment(run_every=REFRESH_S)
 def leaders(cr, me, code: str, t) -> None:
     """The challenge's goal and its public board (the private one too, once closed)."""
-    info = _call(cr.get_class, me, code)
+    info = call_or_show(cr.get_class, me, code)
     ch = None if info is None else info.challenge
     if ch is None:
         st.info(t("classroom.challenge.none"))
@@ -119,7 +110,7 @@ def leaders(cr, me, code: str, t) -> None:
     st.markdown(f"### {words.goal_text(ch.goal, lang())}")
     boards = ["public"] if ch.is_open else ["public", "private"]
     for column, which in zip(st.columns(len(boards)), boards):
-        rows = _call(cr.leaderboard, me, code, which)
+        rows = call_or_show(cr.leaderboard, me, code, which)
         with column:
             st.markdown("**" + (t("classroom.challenge.public") if which == "public"
                                 else t("classroom.challenge.private")) + "**")

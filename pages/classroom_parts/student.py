@@ -36,11 +36,7 @@ def qr_png(text: str) -> bytes:
 
 def student_view() -> StudentView | None:
     """The student's class as the engine shows it to them (None when in none), once per run."""
-    try:
-        return classroom().student_view(signin.person())
-    except CifarLabError as err:
-        language.show_error(err)
-        return None
+    return language.call_or_show(lambda: classroom().student_view(signin.person()))
 
 
 def _join(t) -> None:
