@@ -82,8 +82,8 @@ class StreamlitServer:
 # environment only where it must differ: an identity provider (test_browser_oidc.py, which
 # replaces the passphrase) and a server whose very first request is a page
 # (test_browser.py::test_first_visit_straight_to_a_page_gets_the_app_frame).
-# Each test opens its pages in browser contexts of its own (``browser.new_page()`` or
-# ``new_context()``): its own cookies, so its own session id and person.
+# Each test's ``browser.new_page()`` starts with no cookies (conftest.SharedContextBrowser), and
+# ``new_context()`` is a browser of its own: its own session id and person.
 PASSPHRASE = "classroom-passphrase-1"
 SHARED_ENV = {"CIFARLAB_MAX_TRAIN_IMAGES": "20000", "CIFARLAB_MAX_PER_OWNER": "10",
               "CIFARLAB_CPU_SLOTS": "1", "CIFARLAB_SPARE_WORKERS": "1"}

@@ -1,20 +1,16 @@
 """Real browser: `streamlit run app.py` driven by the system Chromium through Playwright.
 
-Every page in Portuguese (on the way, the page-switch times: printed, and written to
-test-artifacts/page-switch.json for docs/benchmarks.md; in English and Spanish every page is
+Every page in Portuguese by its sidebar link (in English and Spanish every page is
 test_browser_a11y.py's and test_browser_spanish.py's), screenshots kept in test-artifacts/;
 the language from the browser, then the person's choice; a server's first request a page; the
 conv calculator; one end-to-end training story.
 """
 from __future__ import annotations
 
-import json
-import statistics
-import time
 
 import pytest
 
-from browser_support import (ARTIFACTS, IDLE_JS, LOSS_CHART_LAST_STEP, PHONE_JS, StreamlitServer,
+from browser_support import (IDLE_JS, LOSS_CHART_LAST_STEP, PHONE_JS, StreamlitServer,
                              check_language_and_links, english_sentences, open_advanced,
                              page_problems, screenshot, wait_idle, wait_on_progress)
 from cifarlab import i18n
@@ -76,17 +72,16 @@ def test_the_browsers_language_first_then_the_persons_choice(server, browser):
         context.close()
 
 
-def test_page_switch_after_first_load_is_fast(server, browser, figures):
-    """Measured in the browser: click a sidebar link, wait for the page to finish rendering.
-    The first round (it warms each page; the second is timed) is in Portuguese and checks each
-    page as it renders: no exception, the document, navigation and lesson links in Portuguese,
-    no English sentence of the catalogs (Spanish: test_browser_spanish.py's walk; English:
-    test_browser_a11y.py's axe on every page)."""
+def test_every_page_in_portuguese_by_the_sidebar(server, browser):
+    """Every page, reached by its sidebar link, in Portuguese: no exception, the document,
+    navigation and lesson links in Portuguese, no English sentence of the catalogs (Spanish:
+    test_browser_spanish.py's walk; English: test_browser_a11y.py's axe on every page). How
+    long a switch takes is bench/bench_page_switch.py's (docs/benchmarks.md section 6)."""
     lang = "pt"
     t, english = i18n.translator(lang), english_sentences(lang)
     assert len(english) > 200                      # the check has something to look for
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    timings, found = {}, {}
+    found = {}
 
     def check_rendered(pid: str) -> None:
         assert not page_problems(page), pid
@@ -105,33 +100,20 @@ def test_page_switch_after_first_load_is_fast(server, browser, figures):
         page.goto(page_url(server, "home", lang))
         wait_idle(page)
         check_rendered("home")
-        for i, pid in enumerate(PAGE_IDS[1:] + PAGE_IDS[1:]):  # first visit warms each page
-            link = page.locator(f'[data-testid="stSidebarNav"] a[href*="/{pid}"]').first
+        for pid in PAGE_IDS[1:]:
             before = page.locator("h1").first.inner_text()
-            t0 = time.perf_counter()
-            link.click()
-            # done: the new page's title is there and no element of the old page is left
+            page.locator(f'[data-testid="stSidebarNav"] a[href*="/{pid}"]').first.click()
+            # arrived: the new page's title is there and no element of the old page is left
             page.wait_for_function(f"""(before) => {{
                 const h1 = document.querySelector('[data-testid="stMain"] h1');
                 return h1 && h1.innerText !== before && ({IDLE_JS})();
-            }}""", arg=before, timeout=30_000)
-            timings.setdefault(pid, []).append(time.perf_counter() - t0)
-            wait_idle(page)  # (not timed) settled, before the next click
+            }}""", arg=before, timeout=60_000)
+            wait_idle(page)
             assert pid in page.url
-            assert not page_problems(page), pid
-            if i < len(PAGE_IDS) - 1:
-                check_rendered(pid)
+            check_rendered(pid)
     finally:
         page.close()
     assert not found, found
-    second = {pid: round(v[-1], 3) for pid, v in timings.items()}
-    median = statistics.median(second.values())
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    (ARTIFACTS.parent / "page-switch.json").write_text(json.dumps(
-        {"seconds_per_page": second, "median_s": median, "max_s": max(second.values())}, indent=1))
-    figures(f"page switch after first load: median {median:.2f} s, max "
-            f"{max(second.values()):.2f} s: {second}")
-    assert len(second) == len(PAGE_IDS) - 1
 
 
 def test_first_visit_straight_to_a_page_gets_the_app_frame(browser, tmp_path, cifar_archive):
@@ -216,8 +198,9 @@ def test_train_watch_the_loss_cancel_and_read_the_results(server, browser):
     still live, and is cancelled from the page; the Runs page compares the two."""
     t = i18n.translator("en")
     sid = "browser-student-01"
-    # tall: Streamlit scrolls inside its main section, so a screenshot shows one viewport
-    page = browser.new_page(viewport={"width": 1400, "height": 2400})
+    # a desktop viewport, not a tall one: 2.4 times the height cost Chromium about 40 % more CPU
+    # a page load (measured 2026-11-27); the screenshots show one viewport
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
     train_url = page_url(server, "train", "en") + f"&sid={sid}"
     try:
         page.goto(train_url)
@@ -250,7 +233,7 @@ def test_train_watch_the_loss_cancel_and_read_the_results(server, browser):
         phone = page.evaluate(PHONE_JS, t("train.start"))
         assert phone["docWidth"] <= phone["innerWidth"], phone
         assert phone["mainWidth"] <= phone["mainClient"], phone
-        page.set_viewport_size({"width": 1400, "height": 2400})
+        page.set_viewport_size({"width": 1400, "height": 1000})
         wait_idle(page)
 
         # a second run, long enough (2 epochs of 20,000 images, the shared server's limit) to be

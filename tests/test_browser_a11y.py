@@ -5,7 +5,7 @@
   expander in it (each page's first render also: no exception, a screenshot); in Spanish,
   every page as it opens, in the walk of test_browser_spanish.py (which loads each page in
   that language anyway: the markup does not change with the language; Portuguese renders in
-  test_browser.py's page-switch walk, without axe).
+  test_browser.py's Portuguese walk, without axe).
 - A keyboard-only student (Tab, Shift+Tab, Enter, Space, arrows, digits): sets a small run on
   the Train page, starts it, waits for it to finish and reads its accuracy. The Train and
   Results pages are then checked with axe again, now that they show a run.
@@ -156,7 +156,7 @@ def keyboard_run(server, browser):
     """A run set, started and read with the keyboard only, in Spanish. Returns what the page
     showed: {"accuracy": text of the accuracy metric, "sid": the session}."""
     t = i18n.translator(KEYBOARD_LANG)
-    page = browser.new_page(viewport={"width": 1400, "height": 2400})
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
         page.goto(page_url(server, "train", KEYBOARD_LANG, KEYBOARD_SID))
         wait_idle(page)

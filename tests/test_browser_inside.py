@@ -5,7 +5,7 @@ the arithmetic agrees with PyTorch), and an uploaded picture shrunk to 32×32 an
 
 Also the Spanish walk's checks for this page (no English sentence of ours, the document's
 language, the navigation and lesson links). The other languages: the page renders in Chromium
-in English (test_browser_a11y.py, every tab) and Portuguese (test_browser.py's page-switch
+in English (test_browser_a11y.py, every tab) and Portuguese (test_browser.py's Portuguese
 walk); its texts in every language, the mistake explained and the picture shrunk through
 AppTest (tests/test_pages_inside.py). What the click does is the same in every language: the
 plot's own coordinates, read here."""

@@ -8,7 +8,7 @@ test_browser_a11y.py (the markup does not change with the language; the document
 the links that do are checked here).
 
 Portuguese in Chromium: every page rendered, with the same checks of language, links and
-English sentences, in test_browser.py's page-switch walk; the bad input in Portuguese (and in
+English sentences, in test_browser.py's Portuguese walk; the bad input in Portuguese (and in
 Spanish and English) through AppTest: tests/test_pages_train.py (a knob over the limit, the
 decimal comma, Train refused), test_pages_results_runs.py (files refused),
 test_pages_network_loss.py (the calculator), test_pages_home_tensors_data.py and
@@ -34,7 +34,7 @@ def alerts(page) -> list[str]:
 @pytest.mark.parametrize("lang", ["es"])
 def test_bad_input_is_answered_in_the_students_language(server, browser, tmp_path, lang):
     t = i18n.translator(lang)
-    page = browser.new_page(viewport={"width": 1400, "height": 1800})
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
         page.goto(f"{server.url}/train?lang={lang}&sid=lang-student-{lang}-1")
         wait_idle(page)
@@ -129,7 +129,7 @@ def test_every_page_in_the_students_language_with_bad_input(server, browser, lan
     t = i18n.translator(lang)
     english = english_sentences(lang)
     assert len(english) > 200                      # the check has something to look for
-    page = browser.new_page(viewport={"width": 1400, "height": 1800})
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
     found: dict[str, list[str]] = {}
     page_ids = [pid for pid, _, _ in PAGES]
     try:
@@ -141,7 +141,7 @@ def test_every_page_in_the_students_language_with_bad_input(server, browser, lan
             wait_idle(page)
             check_language_and_links(page, pid, lang, page_ids)
             tall_screenshot(page, f"{lang}-{pid}")
-            page.set_viewport_size({"width": 1400, "height": 1800})
+            page.set_viewport_size({"width": 1400, "height": 1000})
             if pid in BAD_NUMBERS:
                 (key, params), bad, (lo, hi), gone = BAD_NUMBERS[pid]
                 main = page.locator('[data-testid="stMain"]')

@@ -33,7 +33,7 @@ def test_typed_values_are_the_ones_submitted_even_when_train_is_pressed_at_once(
         assert phone["top"] is not None and phone["top"] <= 2 * 844, phone  # two screens
         labels = page.evaluate(PRESET_LABELS_JS)
         assert labels["count"] == 6 and not labels["cut"], labels
-        page.set_viewport_size({"width": 1400, "height": 1600})
+        page.set_viewport_size({"width": 1400, "height": 1000})
         wait_idle(page)
         labels = page.evaluate(PRESET_LABELS_JS)
         assert labels["count"] == 6 and not labels["cut"], labels
