@@ -75,4 +75,4 @@ st.dataframe(pd.DataFrame({
 }), hide_index=True, width="stretch")
 
 st.subheader(t("speed.gpu_title"))
-st.markdown(t("speed.gpu_owed"))
+st.markdown(t("speed.gpu_measured"))
