@@ -69,9 +69,10 @@ def board_section(cr, me, code: str, t) -> None:
         if st.session_state.get(K + "board_run") not in by_id:
             st.session_state[K + "board_run"] = rows[0].run_id
         pick, cancel, pin, unpin = st.columns([3, 2, 2, 1], vertical_alignment="bottom")
-        labels = {rid: t("classroom.board.pick_option", nickname=r.nickname,   # words now,
-                         status=view.status_text(r.status, lang()),          # in this run's
-                         time=view.clock(r.created_at)) for rid, r in by_id.items()}  # language
+        # no status in an option's words: Streamlit finds the chosen option by its words, and
+        # words that changed since the browser drew them (a run moving on) choose nothing
+        labels = {rid: t("classroom.board.pick_option", nickname=r.nickname,
+                         time=view.clock(r.created_at)) for rid, r in by_id.items()}
         pick.selectbox(t("classroom.board.pick"), list(by_id), key=K + "board_run",
                        format_func=labels.get)
         chosen = by_id[st.session_state[K + "board_run"]]
