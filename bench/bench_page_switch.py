@@ -23,13 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from browser_support import IDLE_JS, StreamlitServer, chromium_path, launch_args, wait_idle
+from browser_support import ARRIVED_JS, StreamlitServer, chromium_path, launch_args, wait_idle
 from ui.nav import PAGES
-
-ARRIVED = f"""(before) => {{
-    const h1 = document.querySelector('[data-testid="stMain"] h1');
-    return h1 && h1.innerText !== before && ({IDLE_JS})();
-}}"""
 
 
 def main() -> int:
@@ -57,7 +52,7 @@ def main() -> int:
                     before = page.locator("h1").first.inner_text()
                     t0 = time.perf_counter()
                     link.click()
-                    page.wait_for_function(ARRIVED, arg=before, timeout=60_000)
+                    page.wait_for_function(ARRIVED_JS, arg=before, timeout=60_000)
                     if r:
                         times[pid].append(time.perf_counter() - t0)
                     wait_idle(page)   # settled (not timed) before the next click

@@ -111,6 +111,13 @@ IDLE_JS = """() => {
     return app && !running && !skeleton && !stale && main && main.innerText.trim().length > 0;
 }"""
 
+# After a sidebar click (``arg``: the old page's title): the new page's title is there and no
+# element of the old page is left.
+ARRIVED_JS = f"""(before) => {{
+    const h1 = document.querySelector('[data-testid="stMain"] h1');
+    return h1 && h1.innerText !== before && ({IDLE_JS})();
+}}"""
+
 
 def wait_idle(page, timeout_ms: int = 180_000) -> None:
     """Wait until Streamlit has finished running the script: no 'running' status widget, no

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from browser_support import (IDLE_JS, LOSS_CHART_LAST_STEP, PHONE_JS, StreamlitServer,
+from browser_support import (ARRIVED_JS, LOSS_CHART_LAST_STEP, PHONE_JS, StreamlitServer,
                              check_language_and_links, english_sentences, open_advanced,
                              page_problems, screenshot, wait_idle, wait_on_progress)
 from cifarlab import i18n
@@ -103,11 +103,7 @@ def test_every_page_in_portuguese_by_the_sidebar(server, browser):
         for pid in PAGE_IDS[1:]:
             before = page.locator("h1").first.inner_text()
             page.locator(f'[data-testid="stSidebarNav"] a[href*="/{pid}"]').first.click()
-            # arrived: the new page's title is there and no element of the old page is left
-            page.wait_for_function(f"""(before) => {{
-                const h1 = document.querySelector('[data-testid="stMain"] h1');
-                return h1 && h1.innerText !== before && ({IDLE_JS})();
-            }}""", arg=before, timeout=60_000)
+            page.wait_for_function(ARRIVED_JS, arg=before, timeout=60_000)
             wait_idle(page)
             assert pid in page.url
             check_rendered(pid)

@@ -20,7 +20,7 @@ import unicodedata
 from pathlib import Path
 from typing import Any, Callable
 
-from cifarlab.i18n.numbers import (BABEL_LOCALES, _LocaleFormatter, duration, number,
+from cifarlab.i18n.numbers import (BABEL_LOCALES, _LocaleFormatter, duration, finite, number,
                                    parse_decimal, percent, plural_form, separators,
                                    significant)
 
@@ -29,8 +29,8 @@ __all__ = [
     "normalize_lang", "language_from_locale", "t", "translator", "lesson", "lesson_names",
     "code_snippet", "catalog",
     "placeholders", "is_strict", "set_strict",
-    "clear_cache", "catalog_files", "number", "percent", "duration", "plural_form", "separators",
-    "parse_decimal", "BABEL_LOCALES", "significant",
+    "clear_cache", "catalog_files", "finite", "number", "percent", "duration", "plural_form",
+    "separators", "parse_decimal", "BABEL_LOCALES", "significant",
 ]
 
 log = logging.getLogger(__name__)

@@ -20,8 +20,10 @@ _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 MISSING = "–"   # how a missing value (None, NaN) reads in every table and sentence
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+def finite(value: Any) -> float | None:
+    """``value`` as a float when it is a finite real number (not a bool), else None."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
 
 
 @functools.lru_cache(maxsize=8)
@@ -40,7 +42,7 @@ def number(value: float | int | None, lang: str = DEFAULT, digits: int | None = 
 
     if value is None or isinstance(value, numbers.Real) and not math.isfinite(value):
         return MISSING
-    if not _finite(value):
+    if finite(value) is None:
         return str(value)
     loc = _locale(lang)
     if digits is not None:
@@ -53,7 +55,7 @@ def significant(value: float, lang: str = DEFAULT, digits: int = 3) -> str:
     """``value`` to ``digits`` significant figures in ``lang``, never in a program's "e"
     notation: ``significant(1.3642, "pt")`` -> "1,36"; a value under 0.001 (or of a million
     and more) as a power of ten, ``significant(0.00035, "es")`` -> "3,50 × 10⁻⁴"."""
-    if not _finite(value):
+    if finite(value) is None:
         return MISSING
     digits = max(1, int(digits))
     if value == 0:
@@ -69,7 +71,7 @@ def significant(value: float, lang: str = DEFAULT, digits: int = 3) -> str:
 def percent(fraction: float | None, lang: str = DEFAULT, digits: int = 1) -> str:
     """A fraction as a percentage in ``lang``: ``percent(0.553, "es")`` -> "55,3 %"; "–" for
     None, NaN or anything else that is not a finite number."""
-    if not _finite(fraction):
+    if finite(fraction) is None:
         return MISSING
     loc = _locale(lang)
     pattern = copy.copy(loc.percent_formats[None])  # the language's own ("55,3 %" in Spanish)
@@ -80,7 +82,7 @@ def percent(fraction: float | None, lang: str = DEFAULT, digits: int = 1) -> str
 def duration(seconds: float | None, lang: str = DEFAULT) -> str:
     """A duration a person reads at a glance: "0,25 s", "12 s", "3 min 5 s", "1 h 2 min"; "–"
     for None, NaN or anything else that is not a finite number."""
-    if not _finite(seconds):
+    if finite(seconds) is None:
         return MISSING
     s = max(0.0, float(seconds))
     if s < 10:

@@ -9,7 +9,8 @@ from babel.lists import format_list
 
 from cifarlab import i18n
 from cifarlab.core.config import CIFAR10_CLASSES, TUTORIAL_SHORT_NAMES, knobs
-from cifarlab.core.export.record import RunRecord, finite
+from cifarlab.core.export.record import RunRecord
+from cifarlab.i18n import finite
 from cifarlab.core.export.render import TUTORIAL_URL
 from cifarlab.core.safe_text import md_escape
 

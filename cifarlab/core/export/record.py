@@ -5,24 +5,17 @@ a checkpoint does not keep the step losses).
 """
 from __future__ import annotations
 
-import math
 import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import torch
 
 from cifarlab.core.config import TrainConfig
 from cifarlab.core.safe_text import one_line
 from cifarlab.errors import CifarLabError
-
-
-def finite(value: Any) -> float | None:
-    """``value`` as a float when it is a finite number (a bool is not); None otherwise."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    return float(value) if ok else None
 
 
 @dataclass

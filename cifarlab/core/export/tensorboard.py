@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 from cifarlab.core.config import knobs
-from cifarlab.core.export.record import RunRecord, finite
+from cifarlab.core.export.record import RunRecord
+from cifarlab.i18n import finite
 
 # SummaryWriter writes about 10,000 scalars a second (its CRC is pure Python): past this many
 # steps the step losses are written as bucket means, one point per bucket at its last step.

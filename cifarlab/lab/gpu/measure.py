@@ -11,7 +11,6 @@ records the load average.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import socket
 import statistics
@@ -24,6 +23,7 @@ from typing import Any, Callable, Iterable
 import torch
 
 from cifarlab.core.devices import environment, list_devices, resolve_device
+from cifarlab.core.probes import finite  # JSON has no NaN: a diverged loss is None
 from cifarlab.errors import CifarLabError
 from cifarlab.lab.gpu.config import EPOCH_IMAGES, TUTORIAL_POINT, SweepConfig
 from cifarlab.lab.gpu.results import (BREAKDOWN_COLUMNS, COLUMNS, OOM, PHASES, SweepResult,
@@ -47,11 +47,6 @@ def load_average() -> list[float] | None:
         return [round(x, 2) for x in os.getloadavg()]
     except (OSError, AttributeError):  # not on Windows
         return None
-
-
-def _finite(v: float) -> float | None:
-    v = float(v)
-    return v if math.isfinite(v) else None  # JSON has no NaN: a diverged loss is None
 
 
 def blank_row(dev: torch.device, pipeline: str, batch_size: int, width: int, data) -> dict:
@@ -157,7 +152,7 @@ def _measure(dev, batch_size, width, pipeline, steps, warmup, repeats, data, max
         row = {"params": work.params, "num_workers": work.num_workers, "setup_s": setup_s,
                "warmup_steps": warm_done, "warmup_s": warm_s, "first_step_ms": first_ms,
                "timed_steps": timed, "budget_hit": timed < steps * repeats,
-               "loss": _finite(loss.item())}
+               "loss": finite(loss.item())}
         row.update(step_stats(per_step, batch_size))
         if dev.type == "cuda":
             row["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated(dev))
