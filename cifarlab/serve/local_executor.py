@@ -1,4 +1,4 @@
-"""The local executor (the default): each run in a spawned worker process on this machine. A
+"""The local executor (the default): each run in a worker process on this machine. A
 worker writes its event batches and outcome into the run store itself, so ``poll`` only has to
 say why a worker that died could not.
 """

@@ -1,14 +1,15 @@
 """The worker process: one job, run in a process of its own, its progress written to the store.
 
-Started with multiprocessing's **spawn** method. A worker lowers its priority (``worker_nice``)
-so pages stay responsive, and leads a process group of its own, so a forced stop takes its
-DataLoader processes along; as the *spare* it warms up before it is needed, then waits for its
-job on a pipe; it beats a heartbeat while the job runs, so a silent worker can be told from a
-busy one. The job kind's ``fn(payload, ctx)`` gets a ``JobContext``: events written in small
-batches, a cancel read from the store at most every 0.25 s (training stops after the current
-step and keeps what it learned), an optional time limit. Any exception becomes ``failed`` with
-a one-line reason as a code with parameters (``runs.reason``); the traceback is kept for the
-host. Workers ignore Ctrl-C (the server decides) and stop by themselves if the server dies.
+Forked from a fork server that imported torch once (``processes.context``). A worker lowers its
+priority (``worker_nice``) so pages stay responsive, and leads a process group of its own, so a
+forced stop takes its DataLoader processes along; as the *spare* it warms up before it is
+needed, then waits for its job on a pipe; it beats a heartbeat while the job runs, so a silent
+worker can be told from a busy one. The job kind's ``fn(payload, ctx)`` gets a ``JobContext``:
+events written in small batches, a cancel read from the store at most every 0.25 s (training
+stops after the current step and keeps what it learned), an optional time limit. Any exception
+becomes ``failed`` with a one-line reason as a code with parameters (``runs.reason``); the
+traceback is kept for the host. Workers ignore Ctrl-C (the server decides) and stop by
+themselves if the server dies.
 """
 from __future__ import annotations
 
@@ -246,7 +247,7 @@ def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
 
 
 def _lower_priority(steps: int) -> None:
-    """Run ``steps`` below the server's priority (a spawned worker starts at the server's)."""
+    """Run ``steps`` below the server's priority (a new worker starts at the server's)."""
     if steps > 0 and hasattr(os, "nice"):
         try:
             os.nice(steps)
@@ -353,8 +354,8 @@ def run_job(fn: Callable[[dict, Any], dict], payload: dict,
 def _peak_rss_mb() -> float | None:
     """This process's peak resident memory in MB (None where the platform does not say).
 
-    Linux: ``VmHWM``, the peak of this process image. (``ru_maxrss`` survives ``exec``, so in a
-    spawned worker it would report the server's size at the fork.)"""
+    Linux: ``VmHWM``, the peak of this process image. (``ru_maxrss`` survives ``exec``, so it
+    could report the size of the process it was started from.)"""
     try:
         with open("/proc/self/status") as f:
             for line in f:
