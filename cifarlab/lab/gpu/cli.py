@@ -115,7 +115,7 @@ def cmd_bench(args) -> int:
 
         t0 = time.perf_counter()
         result = run_sweep(cfg, on_result=None if args.json else TablePrinter(), data=data,
-                           save_to=outs or None)
+                           save_to=outs)
         if args.json:
             print(result.to_json())
             return 0

@@ -1,8 +1,6 @@
-"""The timed step: the training step of ``cifarlab.core.train``, shared, not copied (its config,
-``Net``, loss, ``make_optimizer``, ``make_loader``, ``to_device``, ``train_step``, or the step
-as one CUDA graph with ``graphed=True``). Added for timing: endless batches (never a partial
-one), cuDNN benchmark mode, the device synchronised before every clock read, a time budget,
-cancellation, and running out of memory as a result rather than a crash.
+"""The timed step: ``cifarlab.core.train``'s own (config, ``Net``, optimizer, loader, step, or
+the step as one CUDA graph), plus what timing needs: endless full batches, cuDNN benchmark mode,
+synchronised clocks, a time budget, cancellation, and running out of memory as a result.
 """
 from __future__ import annotations
 
@@ -70,7 +68,6 @@ class Workload:
         self.criterion = nn.CrossEntropyLoss()
         self.optimizer = core_train.make_optimizer(self.config, self.model, self.device)
         self.loader = core_train.make_loader(self.config, images, self.device)
-        self.num_workers = self.config.num_workers
         self.graph_notes: list[dict] = []
         self._step = core_graphs.make_step(self.config, self.device, self.model, self.criterion,
                                            self.optimizer, core_train.train_step,
@@ -85,12 +82,9 @@ class Workload:
             self._it = iter(self.loader)
             return next(self._it)
 
-    def to_device(self, inputs: torch.Tensor, labels: torch.Tensor):
-        return core_train.to_device(inputs, labels, self.device)
-
     def step(self) -> torch.Tensor:
         """One training step, exactly as training takes it."""
-        return self._step(*self.to_device(*self.fetch()))
+        return self._step(*core_train.to_device(*self.fetch(), self.device))
 
     @property
     def graphed(self) -> bool:
@@ -98,8 +92,7 @@ class Workload:
         return bool(getattr(self._step, "graphed", False))
 
     def steps_to_capture(self) -> int:
-        """Steps still to run before a graphed step is captured and replayed once (0 when
-        it is, when it runs eagerly, and once it gave up)."""
+        """Steps still to run before a graphed step is captured and replayed once (else 0)."""
         step = self._step
         if not isinstance(step, core_graphs.GraphedStep) or step.graph is not None or step.failed:
             return 0
@@ -132,13 +125,10 @@ def timing_settings(device: str | torch.device):
     """cuDNN benchmark mode (autotuning, paid in the warm-up) for timing runs on CUDA only; the
     previous setting comes back afterwards. Work runs with ``device`` as the current CUDA device."""
     dev = torch.device(device)
-    if dev.type != "cuda":
-        yield
-        return
     before = torch.backends.cudnn.benchmark
-    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.benchmark = before or dev.type == "cuda"
     try:
-        with torch.cuda.device(dev):
+        with torch.cuda.device(dev) if dev.type == "cuda" else contextlib.nullcontext():
             yield
     finally:
         torch.backends.cudnn.benchmark = before
@@ -184,11 +174,9 @@ class Stopped(Exception):
 
 def run_steps(n: int, budget: float | None, step: Callable[[], Any], sync: Callable[[], None],
               stop: Poll) -> tuple[int, float, Any]:
-    """Run up to n steps; stop early once ``budget`` seconds have passed (after at least one).
-    Returns (steps run, seconds, the last step's output).
-
-    The clock is read after synchronising. The budget check reads the host clock without
-    synchronising (it only decides when to stop; the host is at most a queue ahead)."""
+    """Run up to n steps, fewer once ``budget`` seconds have passed (at least one): (steps run,
+    seconds, the last step's output). The clock is read after synchronising; the budget check
+    does not synchronise (it only decides when to stop)."""
     sync()
     t0 = time.perf_counter()
     done, out = 0, None
