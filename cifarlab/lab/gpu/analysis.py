@@ -28,10 +28,13 @@ def eager(rows: list[dict]) -> list[dict]:
     return [r for r in rows if not r.get("graphed")]
 
 
-def _ratios(acc_rows: list[dict], cpu_rows: list[dict]) -> list[dict]:
-    cpu = {point_key(r): r for r in cpu_rows if r["device"] == "cpu" and not r["error"]}
+def speedups(result: SweepResult | list[dict]) -> list[dict]:
+    """Accelerator images/s ÷ cpu images/s at each (pipeline, batch size, width) measured on
+    both, within this one recording."""
+    rows = result.ok_rows() if isinstance(result, SweepResult) else list(result)
+    cpu = {point_key(r): r for r in rows if r["device"] == "cpu" and not r["error"]}
     out = []
-    for r in acc_rows:
+    for r in rows:
         c = cpu.get(point_key(r))
         if r["device"] == "cpu" or r["error"] or c is None:
             continue
@@ -44,16 +47,13 @@ def _ratios(acc_rows: list[dict], cpu_rows: list[dict]) -> list[dict]:
                                       s["batch_size"]))
 
 
-def speedups(result: SweepResult | list[dict]) -> list[dict]:
-    """Accelerator images/s ÷ cpu images/s at each (pipeline, batch size, width) measured on
-    both, within this one recording."""
-    rows = result.ok_rows() if isinstance(result, SweepResult) else list(result)
-    return _ratios(rows, rows)
-
-
-def _crossover(ups: list[dict]) -> list[dict]:
+def crossover(result: SweepResult | list[dict]) -> list[dict]:
+    """Per accelerator, pipeline and width: batch_size, the smallest measured batch size at which
+    the accelerator beats the cpu (None if it never does); speedup there; and estimate, where
+    the curves cross between the two measured batch sizes around it (interpolated on log scales;
+    None if it already wins at the smallest batch or never wins)."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
-    for s in ups:
+    for s in speedups(result):
         groups[(s["device"], s.get("graphed", False), s["pipeline"], s["width"])].append(s)
     out = []
     for (device, graphed, pipeline, width), ss in sorted(groups.items()):
@@ -76,22 +76,6 @@ def _crossover(ups: list[dict]) -> list[dict]:
     return out
 
 
-def crossover(result: SweepResult | list[dict]) -> list[dict]:
-    """Per accelerator, pipeline and width: batch_size, the smallest measured batch size at which
-    the accelerator beats the cpu (None if it never does); speedup there; and estimate, where
-    the curves cross between the two measured batch sizes around it (interpolated on log scales;
-    None if it already wins at the smallest batch or never wins)."""
-    return _crossover(speedups(result))
-
-
-def _best(rows: list[dict]) -> dict | None:
-    if not rows:
-        return None
-    r = max(rows, key=lambda r: r["images_per_s"])
-    return {"pipeline": r["pipeline"], "batch_size": r["batch_size"], "width": r["width"],
-            "images_per_s": r["images_per_s"], "epoch_s": r["epoch_s"]}
-
-
 def explain_tutorial_point(result: SweepResult) -> dict:
     """Figures about the tutorial as written (tutorial pipeline, batch 4, width 1) on each device:
     its speed, its two epochs, the fast pipeline at the same batch, and the best point measured
@@ -106,24 +90,23 @@ def explain_tutorial_point(result: SweepResult) -> dict:
         mine = [r for r in rows if r["device"] == dev]
         tut = next((r for r in mine if point_key(r) == TUTORIAL_POINT), None)
         fast = next((r for r in mine if point_key(r) == ("fast", b, w)), None)
-        best = _best([r for r in mine if r["width"] == w])
-        best_up = max((s for s in ups if s["device"] == dev), key=lambda s: s["speedup"],
-                      default=None)
-        d = {"device": dev, "device_name": next(r["device_name"] for r in result.rows
-                                                if r["device"] == dev),
-             "images_per_s": None, "step_ms": None, "epoch_s": None, "tutorial_run_s": None,
-             "speedup_vs_cpu": None, "best_speedup": best_up, "fast_gain": None,
-             "best": best, "best_gain": None}
-        if tut:
-            d.update(images_per_s=tut["images_per_s"], step_ms=tut["step_ms"],
-                     epoch_s=tut["epoch_s"], tutorial_run_s=TUTORIAL_EPOCHS * tut["epoch_s"])
-            if cpu_tut and dev != "cpu":
-                d["speedup_vs_cpu"] = tut["images_per_s"] / cpu_tut["images_per_s"]
-            if fast:
-                d["fast_gain"] = fast["images_per_s"] / tut["images_per_s"]
-            if best:
-                d["best_gain"] = best["images_per_s"] / tut["images_per_s"]
-        devices.append(d)
+        best = max((r for r in mine if r["width"] == w), key=lambda r: r["images_per_s"],
+                   default=None)
+        ips = tut["images_per_s"] if tut else None
+        devices.append({
+            "device": dev,
+            "device_name": next(r["device_name"] for r in result.rows if r["device"] == dev),
+            "images_per_s": ips, "step_ms": tut and tut["step_ms"],
+            "epoch_s": tut and tut["epoch_s"],
+            "tutorial_run_s": tut and TUTORIAL_EPOCHS * tut["epoch_s"],
+            "speedup_vs_cpu": (ips / cpu_tut["images_per_s"] if tut and cpu_tut and dev != "cpu"
+                               else None),
+            "best_speedup": max((s for s in ups if s["device"] == dev),
+                                key=lambda s: s["speedup"], default=None),
+            "fast_gain": fast["images_per_s"] / ips if tut and fast else None,
+            "best": best and {k: best[k] for k in ("pipeline", "batch_size", "width",
+                                                   "images_per_s", "epoch_s")},
+            "best_gain": best["images_per_s"] / ips if tut and best else None})
     timed = [d for d in devices if d["images_per_s"]]
     params = next((r["params"] for r in rows if r["tutorial_point"] and r["params"]), None)
     return {"pipeline": pipe, "batch_size": b, "width": w, "epoch_images": EPOCH_IMAGES,
@@ -221,11 +204,11 @@ def what_a_gpu_would_add(result: SweepResult, reference: SweepResult | None = No
         if state != "quiet":
             out["across_refused"] = f"{state}_{side}"
             return out
-    across = _ratios(acc_rows, here_cpu)
+    across = speedups(acc_rows + here_cpu)   # that accelerator against this CPU
     if not across:
         out["across_refused"] = "no_cpu_here"
         return out
-    out["across"] = {**_summary(across), "crossover": _crossover(across),
+    out["across"] = {**_summary(across), "crossover": crossover(acc_rows + here_cpu),
                      "here": result.recorded_on, "there": reference.recorded_on}
     return out
 

@@ -11,7 +11,6 @@ A busy result says so first, and its extrapolations are not headlined: busy-ness
 """
 from __future__ import annotations
 
-import re
 import statistics
 from typing import Any, Iterable, Mapping
 
@@ -68,13 +67,3 @@ def assess(res: SweepResult, measured: Iterable[Mapping[str, Any]] = ()) -> dict
                if said]
     return {"busy": bool(reasons), "reasons": reasons, "load": load, "spread": sp, "runs": runs}
 
-
-def machine_name(res: SweepResult) -> str:
-    """A name a person can tell apart from another machine's: its CPU (model and cores) and
-    its GPUs, not its host name (virtual machines are all "vm"); the host when nothing else is
-    known."""
-    hw = analysis.hardware(res)
-    cpu = re.sub(r"\((R|TM)\)", "", hw["cpu"] or "").replace("  ", " ").strip()
-    gpus = [g["name"] for g in hw["gpus"] if g["name"] and g["name"] != hw["cpu"]]
-    parts = [p for p in [cpu, *dict.fromkeys(gpus)] if p]
-    return " + ".join(parts) if parts else (res.host or "?")

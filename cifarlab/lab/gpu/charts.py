@@ -11,6 +11,7 @@ from cifarlab import i18n
 from cifarlab.lab import charts as C
 from cifarlab.lab.gpu import analysis
 from cifarlab.lab.gpu.config import TUTORIAL_POINT
+from cifarlab.lab.gpu.report import pipeline_name
 from cifarlab.lab.gpu.results import PHASES, SweepResult
 
 PHASE_COLORS = ("#9e9e9e", "#ff7f0e", "#1f77b4", "#2ca02c", "#d62728")   # in PHASES' order
@@ -19,11 +20,6 @@ PHASE_COLORS = ("#9e9e9e", "#ff7f0e", "#1f77b4", "#2ca02c", "#d62728")   # in PH
 def _series(device: str, width: int, lang: str, graphed: bool = False) -> str:
     return i18n.t("gpu.trace_graphed" if graphed else "gpu.trace", lang, device=device,
                   width=width)
-
-
-def _pipe(pipeline: str, lang: str) -> str:
-    return (i18n.t(f"gpu.pipe_{pipeline}", lang) if pipeline in ("fast", "tutorial")
-            else pipeline)
 
 
 def _order(df: pd.DataFrame, *by: str) -> pd.DataFrame:
@@ -96,7 +92,7 @@ def breakdown_frame(res: SweepResult, device: str, method: str, share: bool,
                     key=lambda b: (b["pipeline"] != "tutorial", b["batch_size"]))
     out = []
     for b in passes:
-        label = f"{_pipe(b['pipeline'], lang)} · {b['batch_size']}"
+        label = f"{pipeline_name(b['pipeline'], lang)} · {b['batch_size']}"
         for p in PHASES:
             value = b[f"{p}_s"] / b["total_s"] * 100 if share else b[f"{p}_s"] * 1000
             out.append({"bar": label, "phase": i18n.t(f"gpu.phase_{p}", lang), "value": value})
@@ -107,7 +103,7 @@ def pipelines_frame(res: SweepResult, width: int, lang: str) -> pd.DataFrame:
     """Images/s against batch size for both pipelines, one series per device and pipeline."""
     rows = [r for r in analysis.eager(res.ok_rows()) if r["width"] == width]
     df = pd.DataFrame([{"device": r["device"], "pipeline": r["pipeline"],
-                        "series": f"{r['device']} · {_pipe(r['pipeline'], lang)}",
+                        "series": f"{r['device']} · {pipeline_name(r['pipeline'], lang)}",
                         "batch_size": r["batch_size"], "images_per_s": r["images_per_s"]}
                        for r in rows if r["pipeline"] in ("fast", "tutorial")],
                       columns=["device", "pipeline", "series", "batch_size", "images_per_s"])

@@ -38,7 +38,8 @@ def times(x: float | None, lang: str) -> str:
 
 
 def pipeline_name(p: str, lang: str) -> str:
-    return i18n.t(f"gpu.pipe_{p}", lang) if p in ("fast", "tutorial") else md(p)
+    """A pipeline's name in ``lang`` (plain text: one of PIPELINES, which every row has)."""
+    return i18n.t(f"gpu.pipe_{p}", lang)
 
 
 CORES = re.compile(r" \((\d+) cores\)")   # how core.devices.cpu_name writes the count
@@ -50,10 +51,15 @@ def in_words(name: str, lang: str) -> str:
 
 
 def machine_label(res: SweepResult, markdown: bool = True, lang: str = "en") -> str:
-    """The machine by what a person can tell apart ("AMD EPYC (2 cores) + NVIDIA H100 80GB
-    HBM3": ``busy.machine_name``), its cores counted in ``lang``, escaped for Markdown unless
-    ``markdown`` is False (a widget's options are plain text)."""
-    label = in_words(busy.machine_name(res), lang)
+    """The machine by what a person can tell apart: its CPU (model and cores, counted in
+    ``lang``) and its GPUs ("AMD EPYC (2 cores) + NVIDIA H100 80GB HBM3"), not its host name
+    (virtual machines are all "vm"), which is used only when nothing else is known. Escaped for
+    Markdown unless ``markdown`` is False (a widget's options are plain text)."""
+    hw = analysis.hardware(res)
+    cpu = re.sub(r"\((R|TM)\)", "", hw["cpu"] or "").replace("  ", " ").strip()
+    gpus = [g["name"] for g in hw["gpus"] if g["name"] and g["name"] != hw["cpu"]]
+    label = in_words(" + ".join(p for p in [cpu, *dict.fromkeys(gpus)] if p) or res.host or "?",
+                     lang)
     return md(label) if markdown else one_line(label)
 
 
@@ -74,8 +80,7 @@ def rows_table(rows: list[dict], lang: str) -> pd.DataFrame:
             notes.append(t("gpu.out_of_memory") if r["error"] == "out of memory" else r["error"])
         out.append({
             t("gpu.device_col"): f"{r['device']} · {graphed}" if r.get("graphed") else r["device"],
-            t("gpu.pipeline_col"): t(f"gpu.pipe_{r['pipeline']}") if r["pipeline"] in (
-                "fast", "tutorial") else r["pipeline"],
+            t("gpu.pipeline_col"): pipeline_name(r["pipeline"], lang),
             t("gpu.batch_col"): r["batch_size"], t("gpu.width_col"): r["width"],
             t("gpu.ips_col"): round(r["images_per_s"], 1) if ok else None,
             t("gpu.step_col"): round(r["step_ms"], 3) if ok else None,
@@ -177,21 +182,19 @@ def tutorial_lines(res: SweepResult, lang: str, is_busy: bool = False) -> list[s
     timed = [d for d in info["devices"] if d["images_per_s"]]
     if not timed:
         return []
+    why = t("gpu.tut_why", params=info["params"] or 62006)
+    name = lambda d: md(in_words(d["device_name"], lang))  # noqa: E731 - a local shorthand
     if is_busy:
-        return [t("gpu_busy.tut_measured", device=md(d["device"]),
-                  name=md(in_words(d["device_name"], lang)), ips=round(d["images_per_s"]))
-                for d in timed] + [
-            t("gpu.tut_why", params=info["params"] or 62006)]
+        return [t("gpu_busy.tut_measured", device=md(d["device"]), name=name(d),
+                  ips=round(d["images_per_s"])) for d in timed] + [why]
     dur = lambda s: i18n.duration(s, lang)  # noqa: E731 - a local shorthand, used below
-    lines = [t("gpu.tut_cpu", name=md(in_words(d["device_name"], lang)),
-               ips=round(d["images_per_s"]),
+    lines = [t("gpu.tut_cpu", name=name(d), ips=round(d["images_per_s"]),
                images=info["epoch_images"], epoch=dur(d["epoch_s"]), run=dur(d["tutorial_run_s"]))
              for d in timed if d["device"] == "cpu"]
-    lines += [t("gpu.tut_acc", device=md(d["device"]), name=md(in_words(d["device_name"], lang)),
-                ips=round(d["images_per_s"]), x=times(d["speedup_vs_cpu"], lang),
-                run=dur(d["tutorial_run_s"]))
+    lines += [t("gpu.tut_acc", device=md(d["device"]), name=name(d), ips=round(d["images_per_s"]),
+                x=times(d["speedup_vs_cpu"], lang), run=dur(d["tutorial_run_s"]))
               for d in timed if d["device"] != "cpu" and d["speedup_vs_cpu"] is not None]
-    lines.append(t("gpu.tut_why", params=info["params"] or 62006))
+    lines.append(why)
     for d in timed:
         best = d["best_speedup"]
         if d["speedup_vs_cpu"] is not None and best:
