@@ -1,20 +1,30 @@
 """Figures from a timing result (identifiers and numbers, never sentences): speed-ups, crossovers,
-the tutorial's point, the load, the hardware, what a GPU would add.
+the tutorial's point, the hardware, what a GPU would add, whether the machine was busy.
 
-Devices are compared within one recording (one machine, one moment). Only
-``what_a_gpu_would_add`` compares across machines, labelled so, and never from a busy machine's
-measurement: a CPU timed under load makes any GPU look hundreds of times faster than it is.
+Devices are compared within one recording (one machine, one moment); only
+``what_a_gpu_would_add`` compares across machines, labelled so, and never from a busy machine
+(a CPU timed under load makes any GPU look hundreds of times faster). Busy (``assess``): any of
+**load** (the load average less the timing's own threads, on half the cores or more; it lags
+and misses a VM's neighbours), **spread** (the median point's slowest repeat ÷ fastest at
+``SPREAD_BUSY`` or more) and **runs** (under ``RUNS_BUSY`` of this server's finished runs'
+speed with the same settings). A busy result says so first; its extrapolations are not shown.
 """
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 from pathlib import Path
+from typing import Any, Iterable, Mapping
 
+from cifarlab.core.config import TrainConfig
 from cifarlab.lab.gpu.config import EPOCH_IMAGES, TUTORIAL_EPOCHS, TUTORIAL_POINT
 from cifarlab.lab.gpu.results import SweepResult, recorded_results
 
-BUSY_SHARE = 0.5   # other work on at least this share of the cores: a busy machine
+BUSY_SHARE = 0.5    # other work on at least this share of the cores: a busy machine
+SPREAD_BUSY = 1.5   # slowest repeat ÷ fastest, at the median point
+RUNS_BUSY = 0.67    # timed images/s ÷ the server's finished runs' images/s
+_TUTORIAL_MODEL = TrainConfig().to_dict()["model"]
 
 
 def point_key(row: dict) -> tuple:
@@ -147,11 +157,9 @@ def graph_gains(result: SweepResult) -> list[dict]:
 
 
 def machine_load(result: SweepResult) -> dict:
-    """How busy the machine was while it measured: state "quiet", "busy" or "unknown".
-
-    The 1-minute load average counts the threads ready to run. The timing's own (its PyTorch
-    threads and DataLoader workers) are taken off each row's figure; what remains is other
-    work. Busy: other work on at least half the cores, before the sweep or during a point."""
+    """How busy the machine was while it measured: state "quiet", "busy" or "unknown"; "others",
+    the most threads of other work (the load average less the timing's PyTorch threads and
+    DataLoader workers), before the sweep or during a point."""
     env = result.environment or {}
     cores = env.get("cpu_count")
     threads = (env.get("settings") or {}).get("torch_threads") or env.get("torch_threads") or cores
@@ -167,6 +175,50 @@ def machine_load(result: SweepResult) -> dict:
     worst = max(others)
     return {"state": "busy" if worst >= BUSY_SHARE * cores else "quiet", "load": max(seen),
             "others": max(0.0, worst), "cores": cores}
+
+
+def spread(res: SweepResult) -> float | None:
+    """The median point's slowest repeat ÷ its fastest (CPU and accelerators alike); None
+    without repeats."""
+    ratios = [r["step_ms_max"] / r["step_ms_min"] for r in eager(res.ok_rows())
+              if (r.get("repeats") or 0) > 1 and r.get("step_ms_min") and r.get("step_ms_max")]
+    return statistics.median(ratios) if ratios else None
+
+
+def runs_check(res: SweepResult, measured: Iterable[Mapping[str, Any]]) -> dict | None:
+    """The tutorial's point as timed here against this server's finished runs with the
+    tutorial's network, pipeline and batch size on the same device: {"device", "timed_ips",
+    "run_ips" (their median), "runs", "ratio", "run_s" (their median training time)}; None
+    when the result was recorded elsewhere or there is nothing to compare."""
+    if res.recorded_elsewhere:
+        return None
+    pipe, batch, width = TUTORIAL_POINT
+    for row in eager(res.ok_rows()):
+        if point_key(row) != TUTORIAL_POINT:
+            continue
+        same = [m for m in measured if m.get("device") == row["device"]
+                and m["config"].get("pipeline") == pipe and m["config"].get("batch_size") == batch
+                and m["config"].get("model") == _TUTORIAL_MODEL and m.get("images_per_second")]
+        if same:
+            ips = statistics.median(float(m["images_per_second"]) for m in same)
+            full = [m for m in same if m["config"].get("epochs") == 2
+                    and not m["config"].get("train_subset")]
+            return {"device": row["device"], "timed_ips": row["images_per_s"], "run_ips": ips,
+                    "runs": len(same), "ratio": row["images_per_s"] / ips,
+                    "run_s": statistics.median(float(m["train_seconds"]) for m in full)
+                    if full else None}
+    return None
+
+
+def assess(res: SweepResult, measured: Iterable[Mapping[str, Any]] = ()) -> dict:
+    """{"busy": bool, "reasons": ["load", "spread", "runs"] (those that say busy), "load"
+    (``machine_load``), "spread", "runs" (``runs_check``)}."""
+    load, sp, runs = machine_load(res), spread(res), runs_check(res, list(measured))
+    reasons = [name for name, said in (("load", load["state"] == "busy"),
+                                       ("spread", sp is not None and sp >= SPREAD_BUSY),
+                                       ("runs", runs is not None and runs["ratio"] < RUNS_BUSY))
+               if said]
+    return {"busy": bool(reasons), "reasons": reasons, "load": load, "spread": sp, "runs": runs}
 
 
 def what_a_gpu_would_add(result: SweepResult, reference: SweepResult | None = None,

@@ -16,7 +16,7 @@ from cifarlab.i18n import number
 from cifarlab.core.safe_text import md_escape as md
 from cifarlab.core.safe_text import one_line
 from cifarlab.errors import CifarLabError, ConfigError, is_literal
-from cifarlab.lab.gpu import analysis, busy
+from cifarlab.lab.gpu import analysis
 from cifarlab.lab.gpu.config import TUTORIAL_POINT, SweepConfig, estimate_seconds, time_left
 from cifarlab.lab.gpu.results import SweepResult
 
@@ -141,11 +141,11 @@ def download_stem(res: SweepResult) -> str:
 
 def provenance(res: SweepResult, lang: str, judged: dict | None = None) -> dict:
     """{"elsewhere": bool, "label": where and when it was measured, "busy": what says the
-    machine was busy (``busy.assess``'s ``judged``) in one paragraph, or None, "check": the
+    machine was busy (``analysis.assess``'s ``judged``) in one paragraph, or None, "check": the
     cross-check with this server's finished runs, or None}. A loaded file is never taken for
     this machine's own figures."""
     t = i18n.translator(lang)
-    judged = judged or busy.assess(res)
+    judged = judged or analysis.assess(res)
     label = t("gpu.recorded_elsewhere" if res.recorded_elsewhere else "gpu.this_machine",
               machine=machine_label(res, lang=lang), date=res.recorded_at[:10])
     load, runs = judged["load"], judged["runs"]
