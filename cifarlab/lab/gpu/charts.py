@@ -45,14 +45,6 @@ def throughput_frame(res: SweepResult, pipeline: str, lang: str) -> pd.DataFrame
     return _order(df, "series", "batch_size")
 
 
-def tutorial_points(res: SweepResult) -> pd.DataFrame:
-    """The tutorial as written on each device: where the star goes."""
-    return pd.DataFrame([{"device": r["device"], "batch_size": r["batch_size"],
-                          "images_per_s": r["images_per_s"]}
-                         for r in res.ok_rows() if r["tutorial_point"]],
-                        columns=["device", "batch_size", "images_per_s"])
-
-
 def speedup_frame(res: SweepResult, pipeline: str, lang: str) -> pd.DataFrame:
     """Accelerator ÷ CPU images/s against batch size (within this recording), with a column
     ``tutorial`` marking the tutorial's own point."""
@@ -76,10 +68,8 @@ def breakdown_choices(res: SweepResult) -> dict[str, list[str]]:
     """device -> the methods its breakdown was timed with ("sync", "cuda_events")."""
     out: dict[str, list[str]] = {}
     for b in res.breakdowns:
-        if not b["error"] and b["total_s"]:
-            out.setdefault(b["device"], [])
-            if b["method"] not in out[b["device"]]:
-                out[b["device"]].append(b["method"])
+        if not b["error"] and b["total_s"] and b["method"] not in out.setdefault(b["device"], []):
+            out[b["device"]].append(b["method"])
     return out
 
 
@@ -129,11 +119,11 @@ def throughput_figure(res: SweepResult, pipeline: str, t) -> go.Figure:
     df = throughput_frame(res, pipeline, t.lang)
     fig = px.line(df, x="batch_size", y="images_per_s", **C.series_style("series"), markers=True,
                   error_y="plus", error_y_minus="minus", hover_data={"step_ms": ":.3f"})
-    tut = tutorial_points(res)
-    if not tut.empty:
-        fig.add_scatter(x=tut["batch_size"], y=tut["images_per_s"], mode="markers+text",
-                        marker=STAR, name=t("gpu.tut_marker"), text=tut["device"],
-                        textposition="middle left")
+    tut = [r for r in res.ok_rows() if r["tutorial_point"]]   # on each device, any pipeline
+    if tut:
+        fig.add_scatter(x=[r["batch_size"] for r in tut], y=[r["images_per_s"] for r in tut],
+                        mode="markers+text", marker=STAR, name=t("gpu.tut_marker"),
+                        text=[r["device"] for r in tut], textposition="middle left")
     return _log_axes(fig, t("gpu.axis_ips"), t, dtick=1, tickformat="~s")
 
 

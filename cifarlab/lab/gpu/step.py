@@ -13,14 +13,13 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
-import torch.nn as nn
 
 from cifarlab.core import graphs as core_graphs
 from cifarlab.core import train as core_train
 from cifarlab.core.config import CIFAR10_CLASSES, ModelSpec, TrainConfig
 from cifarlab.core.data import CifarData
 from cifarlab.core.devices import synchronize
-from cifarlab.core.model import Net, count_params
+from cifarlab.core.model import count_params
 from cifarlab.errors import ConfigError, Problem
 
 MIN_IMAGES = 2048          # images per timing data set: at least this many, and 8 batches
@@ -50,7 +49,7 @@ def timing_images(data: CifarData | None, batch_size: int, seed: int = 0
 
 
 class Workload:
-    """What training builds for one config, ready to step: model, loss, optimizer, loader."""
+    """What training builds for one config (``core.train.build``), ready to step."""
 
     def __init__(self, device: str | torch.device, batch_size: int, width: int = 1,
                  pipeline: str = "fast", data: CifarData | None = None, num_workers: int = 2,
@@ -61,13 +60,9 @@ class Workload:
                                   num_workers=num_workers if pipeline == "tutorial" else 0,
                                   pipeline=pipeline, seed=seed, train_subset=subset,
                                   model=ModelSpec(width=width), cuda_graphs=graphed)
-        torch.manual_seed(seed)
-        self.model = Net(self.config.model, num_classes=len(images.classes)).to(self.device)
-        self.model.train()
+        self.model, self.criterion, self.optimizer, self.loader = core_train.build(
+            self.config, images, self.device)
         self.params = count_params(self.model)
-        self.criterion = nn.CrossEntropyLoss()
-        self.optimizer = core_train.make_optimizer(self.config, self.model, self.device)
-        self.loader = core_train.make_loader(self.config, images, self.device)
         self.graph_notes: list[dict] = []
         self._step = core_graphs.make_step(self.config, self.device, self.model, self.criterion,
                                            self.optimizer, core_train.train_step,
@@ -159,10 +154,8 @@ class Poll:
         self.fn, self.next_at, self.stopped = should_stop, 0.0, False
 
     def __call__(self) -> bool:
-        if self.fn is None or self.stopped:
-            return self.stopped
         now = time.perf_counter()
-        if now >= self.next_at:
+        if self.fn is not None and not self.stopped and now >= self.next_at:
             self.next_at = now + STOP_POLL_SECONDS
             self.stopped = bool(self.fn())
         return self.stopped
