@@ -223,15 +223,12 @@ def assess(res: SweepResult, measured: Iterable[Mapping[str, Any]] = ()) -> dict
 
 def what_a_gpu_would_add(result: SweepResult, reference: SweepResult | None = None,
                          directory: str | Path | None = None) -> dict:
-    """What an accelerator adds, for a result measured without one.
-
-    ``same_machine``: the reference recording's accelerator against its own cpu, at the
-    tutorial's point and at its best point (one recording: the figure to teach with).
-    ``across``: the same accelerator against this result's cpu, labelled as a comparison of two
-    machines, or None with ``across_refused`` saying why: "busy_here" / "busy_there" (a busy
-    machine's figures are not compared), "unknown_here" / "unknown_there" (no load recorded),
-    "no_cpu_here". With an accelerator of its own, ``result`` is its own reference.
-    The reference: ``reference``, else the newest recording in ``directory`` (docs/gpu-results)."""
+    """What an accelerator adds, for a result measured without one (else it is its own
+    reference; the reference: ``reference``, else the newest recording in ``directory``).
+    ``same_machine``: the reference's accelerator against its own cpu (the figure to teach
+    with). ``across``: against this result's cpu, labelled two machines, or None with
+    ``across_refused``: "busy_here"/"busy_there", "unknown_here"/"unknown_there" (no load
+    recorded) or "no_cpu_here"."""
     has_acc = any(r["device"] != "cpu" for r in result.ok_rows())
     if has_acc:
         reference = result

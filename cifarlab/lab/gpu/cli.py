@@ -1,8 +1,6 @@
-"""``python -m cifarlab bench``: the CPU vs GPU sweep from the terminal.
-
-``--sweep`` records what the page shows on machines without a GPU (every device, the full grid,
-the breakdown) as ``docs/gpu-results/<gpu-or-host>-<date>.json`` and ``.csv``, rewritten after
-every point so a run cut short keeps what it measured. Registering the parser imports no torch.
+"""``python -m cifarlab bench``: the CPU vs GPU sweep from the terminal. ``--sweep`` records
+what the page shows on machines without a GPU as ``docs/gpu-results/<gpu-or-host>-<date>.json``
+and ``.csv``, rewritten after every point. Registering the parser imports no torch.
 """
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """What a timing sweep measures (``SweepConfig``), and which devices a timing run holds.
-
-No torch here (``python -m cifarlab shapes`` builds a parser that registers ``bench``).
+No torch here: registering the ``bench`` command imports this.
 """
 from __future__ import annotations
 
@@ -34,13 +33,10 @@ def _as_tuple(value: Any) -> Any:
 class SweepConfig:
     """What to measure. Frozen; bad values raise ConfigError naming every bad field.
 
-    devices: () means every device this machine has. steps: timed steps per repeat.
-    max_seconds: time budget per point (None: no cap). num_workers: the tutorial pipeline's
-    DataLoader processes (the tutorial uses 2). images: "synthetic" (random uint8 images, no data
-    set needed) or "real" (a fixed random slice of the training set). breakdown: also run the
-    phase breakdown pass for every device, pipeline and batch size at the smallest width.
-    graphed: also time the fast pipeline's step replayed as one CUDA graph (core/graphs.py) on
-    each CUDA device: the "GPU, graphed" series, a point beside each eager one.
+    devices: () is every device here. steps: timed steps per repeat. max_seconds: the budget
+    per point (None: no cap). num_workers: the tutorial pipeline's DataLoader processes.
+    images: "synthetic" (random pixels) or "real" (a slice of the training set). breakdown: the
+    phase pass too. graphed: the fast step as one CUDA graph too, on each CUDA device.
     """
 
     devices: tuple[str, ...] = ()
@@ -104,10 +100,8 @@ class SweepConfig:
         return out
 
     def resolved_devices(self) -> list[str]:
-        """The devices to measure, checked against this machine (DeviceError if one is absent).
-
-        The cpu comes first, so that speedups can be shown as soon as an accelerator row is in.
-        """
+        """The devices to measure, the cpu first (speed-ups show as soon as an accelerator's
+        row is in); DeviceError if one is absent here."""
         from cifarlab.core.devices import device_ids, resolve_device
 
         devices = list(self.devices) or device_ids()

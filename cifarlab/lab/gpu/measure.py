@@ -97,13 +97,10 @@ def measure_point(device, batch_size: int, width: int = 1, pipeline: str = "fast
                   max_seconds: float | None = None, num_workers: int = 2, seed: int = 0,
                   should_stop: Callable[[], bool] | None = None,
                   tutorial_point: bool | None = None, graphed: bool = False) -> dict | None:
-    """Time the training step at one point; a row (see COLUMNS), or None if should_stop() said so.
-
-    data: a CifarData (a fixed random slice of its training set is used) or None (synthetic
-    uint8 images). Out of memory gives a row with error="out of memory" and no figures.
-    graphed: the step replayed as one CUDA graph; a row with error "not graphed: <reason>"
-    when it ran eagerly instead (never eager figures under the graphed label).
-    """
+    """Time the training step at one point: a row (COLUMNS), or None if should_stop() said so.
+    data: a CifarData (a fixed slice of it is used) or None (synthetic images). Out of memory is
+    a row with error OOM; graphed, the step as one CUDA graph (error "not graphed: <reason>"
+    when it ran eagerly: never eager figures under the graphed label)."""
     SweepConfig(devices=(str(device),), batch_sizes=(batch_size,), widths=(width,),
                 pipelines=(pipeline,), steps=steps, warmup=warmup, repeats=repeats,
                 max_seconds=max_seconds, num_workers=num_workers, seed=seed)  # validates
@@ -190,13 +187,10 @@ def _clock(dev: torch.device, method: str):
 def breakdown(device, batch_size: int, width: int = 1, pipeline: str = "tutorial",
               steps: int = 20, warmup: int = 3, data=None, method: str = "sync",
               num_workers: int = 2, max_seconds: float | None = None, seed: int = 0) -> dict:
-    """Seconds per step in each phase: data (fetch the batch), h2d (copy it to the device),
-    forward (with the loss), backward, optimizer (step + zero_grad); total_s, their sum; and
-    step_s, a step timed without the phase boundaries, for comparison. A separate pass, labelled
-    "pass": "breakdown": its figures are never mixed with the sweep's.
-
-    method: "sync" (any device) or "cuda_events" (CUDA only).
-    """
+    """Seconds per step in each phase (data, h2d, forward with the loss, backward, optimizer),
+    total_s, their sum, and step_s, a step timed without phase boundaries. A separate pass
+    ("pass": "breakdown"), never mixed with the sweep's figures. method: "sync" (any device) or
+    "cuda_events" (CUDA only)."""
     SweepConfig(batch_sizes=(batch_size,), widths=(width,), pipelines=(pipeline,), steps=steps,
                 warmup=warmup, max_seconds=max_seconds, num_workers=num_workers)  # validates
     dev = resolve_device(device)

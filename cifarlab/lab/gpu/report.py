@@ -1,8 +1,6 @@
-"""What the CPU vs GPU page says about a result, in the student's language.
-
-Text that came from a file (a device name, a host, a file name) is escaped for Markdown
-(``md``) before it goes into a sentence: a device name such as ``![x](http://…)`` is shown
-as those characters, never as an image the viewer's browser would fetch.
+"""What the CPU vs GPU page says about a result, in the student's language. Text from a file
+(a device name, a host, a file name) is escaped for Markdown (``md``) before it goes into a
+sentence: ``![x](http://…)`` is shown as those characters, never fetched as an image.
 """
 from __future__ import annotations
 
