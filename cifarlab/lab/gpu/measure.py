@@ -47,9 +47,13 @@ def load_average() -> list[float] | None:
         return None
 
 
-def blank_row(dev: torch.device, pipeline: str, batch_size: int, width: int, data,
-              columns: dict[str, type] = COLUMNS) -> dict:
-    """A row with every column, filled with what is known before measuring."""
+def _point(device, batch_size: int, width: int, pipeline: str, data, num_workers: int,
+           seed: int, columns: dict[str, type], **checked) -> tuple[torch.device, dict, dict]:
+    """A point's settings checked (SweepConfig's ConfigError) and its device resolved: (the
+    device, a row of ``columns`` with what is known before measuring, Workload's arguments)."""
+    SweepConfig(devices=(str(device),), batch_sizes=(batch_size,), widths=(width,),
+                pipelines=(pipeline,), num_workers=num_workers, seed=seed, **checked)
+    dev = resolve_device(device)
     info = next((d for d in list_devices() if d.id == device_id(dev)), None)
     known = dict(device=device_id(dev), device_kind=dev.type,
                  device_name=info.name if info else str(dev),
@@ -57,7 +61,9 @@ def blank_row(dev: torch.device, pipeline: str, batch_size: int, width: int, dat
                  pipeline=pipeline, batch_size=batch_size, width=width,
                  images="synthetic" if data is None else "real", host=hostname(),
                  recorded_at=now_iso(), torch=torch.__version__, cuda=torch.version.cuda or "")
-    return {**blank(columns), **{k: v for k, v in known.items() if k in columns}}
+    return dev, {**blank(columns), **{k: v for k, v in known.items() if k in columns}}, dict(
+        batch_size=batch_size, width=width, pipeline=pipeline, data=data,
+        num_workers=num_workers, seed=seed)
 
 
 def step_stats(per_step_s: list[float], batch_size: int) -> dict:
@@ -101,18 +107,14 @@ def measure_point(device, batch_size: int, width: int = 1, pipeline: str = "fast
     data: a CifarData (a fixed slice of it is used) or None (synthetic images). Out of memory is
     a row with error OOM; graphed, the step as one CUDA graph (error "not graphed: <reason>"
     when it ran eagerly: never eager figures under the graphed label)."""
-    SweepConfig(devices=(str(device),), batch_sizes=(batch_size,), widths=(width,),
-                pipelines=(pipeline,), steps=steps, warmup=warmup, repeats=repeats,
-                max_seconds=max_seconds, num_workers=num_workers, seed=seed)  # validates
-    dev = resolve_device(device)
-    row = blank_row(dev, pipeline, batch_size, width, data)
+    dev, row, work = _point(device, batch_size, width, pipeline, data, num_workers, seed,
+                            COLUMNS, steps=steps, warmup=warmup, repeats=repeats,
+                            max_seconds=max_seconds)
     row.update(steps=steps, repeats=repeats, graphed=graphed,
                tutorial_point=(pipeline, batch_size, width) == TUTORIAL_POINT
                if tutorial_point is None else tutorial_point)
-    work = dict(batch_size=batch_size, width=width, pipeline=pipeline, data=data,
-                num_workers=num_workers, seed=seed, graphed=graphed)
-    measured = _timed(dev, lambda: _measure(dev, work, steps, warmup, repeats, max_seconds,
-                                            Poll(should_stop)))
+    measured = _timed(dev, lambda: _measure(dev, {**work, "graphed": graphed}, steps, warmup,
+                                            repeats, max_seconds, Poll(should_stop)))
     row["load_1m"] = (load_average() or [None])[0]
     if measured is None:
         return None
@@ -191,17 +193,13 @@ def breakdown(device, batch_size: int, width: int = 1, pipeline: str = "tutorial
     total_s, their sum, and step_s, a step timed without phase boundaries. A separate pass
     ("pass": "breakdown"), never mixed with the sweep's figures. method: "sync" (any device) or
     "cuda_events" (CUDA only)."""
-    SweepConfig(batch_sizes=(batch_size,), widths=(width,), pipelines=(pipeline,), steps=steps,
-                warmup=warmup, max_seconds=max_seconds, num_workers=num_workers)  # validates
-    dev = resolve_device(device)
+    dev, out, work = _point(device, batch_size, width, pipeline, data, num_workers, seed,
+                            BREAKDOWN_COLUMNS, steps=steps, warmup=warmup, max_seconds=max_seconds)
     if method not in ("sync", "cuda_events"):
         raise CifarLabError("gpu.method", field="method", method=str(method))
     if method == "cuda_events" and dev.type != "cuda":
         raise CifarLabError("gpu.events_need_cuda", field="method", device=device_id(dev))
-    out = blank_row(dev, pipeline, batch_size, width, data, BREAKDOWN_COLUMNS)
     out.update({"pass": "breakdown", "method": method})
-    work = dict(batch_size=batch_size, width=width, pipeline=pipeline, data=data,
-                num_workers=num_workers, seed=seed)
     out.update(_timed(dev, lambda: _breakdown(dev, work, steps, warmup, method, max_seconds)))
     return out
 
