@@ -16,7 +16,7 @@ from cifarlab.core.safe_text import one_line
 from cifarlab.errors import CifarLabError, ConfigError, is_literal
 from cifarlab.lab.gpu import analysis
 from cifarlab.lab.gpu.config import TUTORIAL_POINT, SweepConfig, estimate_seconds, time_left
-from cifarlab.lab.gpu.results import SweepResult
+from cifarlab.lab.gpu.results import OOM, SweepResult
 
 
 def error_text(err: BaseException, lang: str) -> str:
@@ -75,7 +75,7 @@ def rows_table(rows: list[dict], lang: str) -> pd.DataFrame:
         if r.get("budget_hit"):
             notes.append(t("gpu.note_budget", n=r["timed_steps"]))
         if r["error"]:
-            notes.append(t("gpu.out_of_memory") if r["error"] == "out of memory" else r["error"])
+            notes.append(t("gpu.out_of_memory") if r["error"] == OOM else r["error"])
         out.append({
             t("gpu.device_col"): f"{r['device']} · {graphed}" if r.get("graphed") else r["device"],
             t("gpu.pipeline_col"): pipeline_name(r["pipeline"], lang),
@@ -293,8 +293,7 @@ def plan_text(config: SweepConfig, lang: str) -> str:
     total = estimate_seconds(config, devices)
     return i18n.t("gpu.plan_passes" if passes else "gpu.plan", lang, passes=passes,
                   points=len(config.points(devices)), devices=", ".join(devices),
-                  budget=float(config.max_seconds),
-                  total=i18n.duration(total, lang))
+                  budget=float(config.max_seconds), total=i18n.duration(total, lang))
 
 
 def live_lines(run, rows: list[dict], position: int | None, now: float,
