@@ -1,8 +1,8 @@
 """Decoding every image of a source into uint8 arrays (N×3×32×32, CHW like the cache) and int64
 labels, in ImageFolder order (classes sorted, then file names sorted).
 
-Folders and archives are decoded in chunks by a pool of forked worker processes (PIL and NumPy
-only); small jobs, daemonic processes and platforms without fork decode here. The canonical
+Folders and archives are decoded in chunks by a pool of worker processes (PIL and NumPy only,
+forked where possible); small jobs and daemonic processes decode here. The canonical
 CIFAR-10 comes from torchvision's own ``CIFAR10`` (downloaded once into the cache folder).
 """
 from __future__ import annotations
@@ -11,7 +11,6 @@ import concurrent.futures
 import io
 import multiprocessing
 import os
-import sys
 import tarfile
 import time
 import zlib
@@ -22,12 +21,13 @@ import numpy as np
 from PIL import Image
 
 from cifarlab.core.data.sources import (CIFAR10_CLASSES, IMAGE_SIZE, IMG_EXTENSIONS, SPLITS,
-                                        ProgressFn, Source, check_folder_layout, emit,
-                                        is_image)
+                                        WORKER_START, ProgressFn, Source, check_folder_layout,
+                                        emit, is_image)
 from cifarlab.errors import DataError
 
 _CHUNK = 2500            # images per decode task
 _MIN_PARALLEL = 4000     # below this many images, decode in this process
+
 
 def _decode_items(items: list[tuple[str, Any]]) -> tuple[np.ndarray | None, Any]:
     """Decode (name, bytes-or-path) pairs into N×3×32×32 uint8 (CHW, like the cache).
@@ -119,12 +119,9 @@ def _decode_workers() -> int:
 def _make_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor | None:
     if multiprocessing.current_process().daemon:  # daemonic processes may not have children
         return None
-    methods = multiprocessing.get_all_start_methods()
-    # fork: no re-import of torch in the workers (they only run PIL and numpy)
-    method = "fork" if sys.platform.startswith("linux") and "fork" in methods else "spawn"
     try:
         return concurrent.futures.ProcessPoolExecutor(
-            max_workers=workers, mp_context=multiprocessing.get_context(method))
+            max_workers=workers, mp_context=multiprocessing.get_context(WORKER_START))
     except (OSError, ValueError, NotImplementedError):
         return None
 
@@ -176,14 +173,7 @@ def _assemble(entries: dict[str, list[tuple[str, str, int]]], results, classes: 
         end = start + len(arr)
         for s, split in enumerate(SPLITS):
             sel = np.flatnonzero(split_of[start:end] == s)
-            if not len(sel):
-                continue
-            d, x = dest[start + sel], arrays[f"{split}_x"]
-            if (sel[-1] - sel[0] == len(sel) - 1 and d[-1] - d[0] == len(d) - 1
-                    and (len(d) < 2 or bool(np.all(np.diff(d) == 1)))):
-                x[d[0]:d[-1] + 1] = arr[sel[0]:sel[-1] + 1]   # the usual case: a plain copy
-            else:
-                x[d] = arr[sel]
+            arrays[f"{split}_x"][dest[start + sel]] = arr[sel]
         start = end
     note = _conversion_note(tuple(int(c) for c in counts))
     return arrays, [note] if note else []
@@ -361,9 +351,8 @@ def _decode_canonical(root: Path, on_progress: ProgressFn | None):
     return arrays, classes, []
 
 
-
 def decode_source(src: Source, cache_root: Path, on_progress: ProgressFn | None
-           ) -> tuple[dict[str, np.ndarray], tuple[str, ...], list[str]]:
+                  ) -> tuple[dict[str, np.ndarray], tuple[str, ...], list[str]]:
     """(arrays by name, classes, notes) of every image of ``src``; DataError saying what is
     wrong with it otherwise. The canonical CIFAR-10 is downloaded into ``cache_root``."""
     if src.kind == "canonical":

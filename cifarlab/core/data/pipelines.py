@@ -7,9 +7,7 @@ generator seeded once, so for the same seed they serve the same images in the sa
 from __future__ import annotations
 
 import math
-import multiprocessing
 import os
-import sys
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -20,7 +18,7 @@ from PIL import Image
 
 from cifarlab.core.data.cache import CifarData, unpack_array
 from cifarlab.core.data.loading import load
-from cifarlab.core.data.sources import SPLITS
+from cifarlab.core.data.sources import WORKER_START
 from cifarlab.core.tricks import BatchAugment
 from cifarlab.errors import DataError
 
@@ -42,11 +40,6 @@ def _as_data(data: CifarData | str | os.PathLike | None) -> CifarData:
     if isinstance(data, CifarData):
         return data
     return load(data)
-
-
-def _check_split(split: str) -> None:
-    if split not in SPLITS:
-        raise ValueError(f"split must be 'train' or 'test', not {split!r}")
 
 
 def subset_indices(n: int, size: int, seed: int = 0) -> np.ndarray:
@@ -88,12 +81,11 @@ class CifarImages(torchvision.datasets.VisionDataset):
 
     def __init__(self, data: CifarData, split: str = "train",
                  transform: Callable | None = None, target_transform: Callable | None = None):
-        _check_split(split)
+        self.data, self.labels = data.split(split)
         super().__init__(root=data.source, transform=transform,
                          target_transform=target_transform)
         self.split = split
         self.train = split == "train"
-        self.data, self.labels = data.split(split)
         self._packed = data.packed(split)  # what pickling sends: file references if cached
         self.classes = list(data.classes)
         self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
@@ -147,10 +139,9 @@ def tutorial_loader(data: CifarData | str | None, split: str = "train", batch_si
     seeded with ``seed`` (the same order as ``FastLoader`` with that seed); ``subset`` (a size
     or indices) restricts it to ``subset_indices``. ``pin_memory``: pass True when training on
     CUDA. ``persistent_workers`` defaults to keeping the workers between epochs when there
-    are any. Workers are forked on Linux even where this process's default start method is
-    spawn (a process started with spawn inherits it): a spawned worker re-imports torch,
-    seconds per worker. Pass ``multiprocessing_context="spawn"`` to spawn them anyway; the
-    data set then travels as file references (see ``CifarImages``).
+    are any. Workers start as ``sources.WORKER_START`` says (forked on Linux) unless
+    ``multiprocessing_context`` says otherwise ("spawn": the data set then travels as file
+    references, see ``CifarImages``).
     """
     ds: torch.utils.data.Dataset = tutorial_dataset(data, split)
     idx = _subset(len(ds), subset)
@@ -164,15 +155,8 @@ def tutorial_loader(data: CifarData | str | None, split: str = "train", batch_si
         pin_memory=bool(pin_memory) and torch.cuda.is_available(),
         persistent_workers=bool(persistent_workers and num_workers > 0),
         generator=_generator(seed + 1),  # worker seeds only: the order comes from the sampler
-        multiprocessing_context=(multiprocessing_context or _default_worker_context())
+        multiprocessing_context=(multiprocessing_context or WORKER_START)
         if num_workers > 0 else None)
-
-
-def _default_worker_context() -> str | None:
-    """"fork" on Linux (what a fresh interpreter there uses), else the platform's default."""
-    if sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods():
-        return "fork"
-    return None
 
 
 def _generator(seed: int) -> torch.Generator:
@@ -213,7 +197,6 @@ class FastLoader:
                  shuffle: bool = True, seed: int = 0,
                  subset: int | Sequence[int] | None = None, resident: bool = True,
                  augment: str = "none"):
-        _check_split(split)
         if (not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool)
                 or batch_size < 1):
             raise ValueError("batch_size must be a positive whole number")
@@ -241,8 +224,7 @@ class FastLoader:
             self.x, self.y = x_t.to(self.device), y_t.to(self.device)
         else:
             pin = self.device.type == "cuda"
-            self.x = x_t.pin_memory() if pin else x_t
-            self.y = y_t.pin_memory() if pin else y_t
+            self.x, self.y = (x_t.pin_memory(), y_t.pin_memory()) if pin else (x_t, y_t)
         self._scale = 2.0 / 255.0
         # flips/shifts of each normalised batch, on the device (core.tricks)
         self.augment = BatchAugment(augment, seed, self.device) if augment != "none" else None
@@ -250,13 +232,9 @@ class FastLoader:
     def __len__(self) -> int:
         return math.ceil(self.n / self.batch_size)
 
-    def _order(self) -> torch.Tensor:
-        if self.shuffle:
-            return torch.randperm(self.n, generator=self._generator)
-        return torch.arange(self.n)
-
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        perm = self._order()
+        perm = (torch.randperm(self.n, generator=self._generator) if self.shuffle
+                else torch.arange(self.n))
         self.last_epoch_indices = self.indices[perm.numpy()]
         self.epoch += 1
         if self._on_device:
@@ -264,15 +242,10 @@ class FastLoader:
         return self._batches(perm)
 
     def _batches(self, perm: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        x, y, scale, dev = self.x, self.y, self._scale, self.device
-        index_select = torch.index_select
-        if self._on_device:
-            for idx in perm.split(self.batch_size):
-                xb = index_select(x, 0, idx).float().mul_(scale).sub_(1.0)
-                yield (self.augment(xb) if self.augment else xb), index_select(y, 0, idx)
-        else:
-            for idx in perm.split(self.batch_size):
-                xb = index_select(x, 0, idx).to(dev, non_blocking=True)
-                yb = index_select(y, 0, idx).to(dev, non_blocking=True)
-                xb = xb.float().mul_(scale).sub_(1.0)
-                yield (self.augment(xb) if self.augment else xb), yb
+        for idx in perm.split(self.batch_size):
+            xb, yb = torch.index_select(self.x, 0, idx), torch.index_select(self.y, 0, idx)
+            if not self._on_device:
+                xb = xb.to(self.device, non_blocking=True)
+                yb = yb.to(self.device, non_blocking=True)
+            xb = xb.float().mul_(self._scale).sub_(1.0)
+            yield (self.augment(xb) if self.augment else xb), yb

@@ -10,8 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import multiprocessing
 import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -33,6 +35,10 @@ CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog
                    "ship", "truck")
 
 ProgressFn = Callable[[str], None]
+# how decode and DataLoader workers start: forked on Linux (even where this process was spawned,
+# and so inherited spawn: a spawned worker re-imports torch, seconds each), else the default
+WORKER_START = ("fork" if sys.platform.startswith("linux")
+                and "fork" in multiprocessing.get_all_start_methods() else None)
 
 
 class ProgressLine(str):
@@ -66,12 +72,8 @@ def _resolve(data: str | os.PathLike | None) -> tuple[str, str]:
 
 
 def resolve_source(data: str | os.PathLike | None = None) -> str:
-    """``data`` (the CLI's ``--data``) > ``$CIFARLAB_DATA`` > ``"download"``.
-
-    Returns ``"download"`` for the canonical CIFAR-10 (keywords ``download``, ``cifar10``,
-    ``torchvision``), else the path with ``~`` expanded, made absolute. Existence is checked by
-    ``load()``.
-    """
+    """``"download"`` for the canonical CIFAR-10 (``CANONICAL_KEYWORDS``), else the path,
+    absolute (existence is checked by ``load()``); see the module's docstring."""
     return _resolve(data)[0]
 
 
@@ -152,22 +154,8 @@ def check_folder_layout(src: Source) -> None:
                     field="data", path=src.path)
 
 
-# ---------------------------------------------------------------------------------------------
-# Source identity -> cache key
-# ---------------------------------------------------------------------------------------------
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:40] or "data"
-
-
-def _file_sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while True:
-            block = f.read(1 << 20)
-            if not block:
-                break
-            h.update(block)
-    return h.hexdigest()
 
 
 def reason(err: OSError) -> str:
@@ -182,7 +170,8 @@ def identity(src: Source) -> tuple[str, dict]:
     if src.kind == "archive":
         try:
             st = os.stat(src.path)
-            digest = _file_sha256(src.path)
+            with open(src.path, "rb") as f:
+                digest = hashlib.file_digest(f, "sha256").hexdigest()
         except OSError as err:
             raise DataError("data.source_unreadable", field="data", path=src.path,
                             reason=reason(err)) from None
