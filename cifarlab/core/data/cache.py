@@ -24,7 +24,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import numpy as np
 
@@ -110,13 +110,6 @@ class CifarData:
             return self.test_x, self.test_y
         raise ValueError(f"split must be 'train' or 'test', not {split!r}")
 
-    def packed(self, split: str) -> tuple[Any, Any]:
-        """The split's ``(x, y)`` as pickling sends them: references to the cache if cached."""
-        if self.cache_path:
-            return ((_REF, self.cache_path, self.key, f"{split}_x"),
-                    (_REF, self.cache_path, self.key, f"{split}_y"))
-        return self.split(split)
-
     def class_counts(self, split: str = "train") -> dict[str, int]:
         """Images per class, in label order."""
         y = self.split(split)[1]
@@ -138,22 +131,11 @@ class CifarData:
                 f"{len(self.classes)} classes, source={self.source!r}, key={self.key!r})")
 
 
-_REF = "cifarlab-cached-array"
-
-
-def unpack_array(p: Any) -> np.ndarray:
-    """The array a ``CifarData.packed`` reference names, from its cache (checked again)."""
-    if isinstance(p, tuple) and len(p) == 4 and p[0] == _REF:
-        _, path, key, name = p
-        return _reopened(path, key, (name,))[name]
-    return p
-
-
-def _reopened(path: str, key: str, names: tuple[str, ...] = ()):
-    """The cache at ``path`` again (in another process): its arrays ``names``, or the whole
-    data set; DataError if it is gone or damaged since."""
+def _reopened(path: str, key: str) -> CifarData:
+    """The cached data set at ``path`` again (in another process, checked again); DataError if
+    it is gone or damaged since."""
     try:
-        got = read_cache(Path(path), key, names)
+        got = read_cache(Path(path), key)
         if got is None:
             raise CacheDamaged("the cache is gone or incomplete")
         return got
@@ -235,19 +217,16 @@ def check_cache(path: Path, key: str) -> tuple[dict, dict[str, Part]] | None:
                   for name, (shape, dtype) in expected.items()}
 
 
-def read_cache(path: Path, key: str, names: tuple[str, ...] = ()):
-    """The cached data set at ``path`` (or only its arrays ``names``, as a dict), checked and
-    copied into memory (``memory.py``); None if absent or incomplete; CacheDamaged if damaged."""
+def read_cache(path: Path, key: str) -> CifarData | None:
+    """The cached data set at ``path``, checked and copied into memory (``memory.py``); None
+    if absent or incomplete; CacheDamaged if damaged."""
     checked = check_cache(path, key)
     if checked is None:
         return None
     meta, parts = checked
     # the stamp tells this cache's content from a rebuilt one's (a shared copy must match it)
-    arrays = attach(path, f"{key}@{meta.get('created')}", parts, names or ARRAYS,
-                    verify=_verifier(meta))
+    arrays = attach(path, f"{key}@{meta.get('created')}", parts, ARRAYS, verify=_verifier(meta))
     check_labels(arrays, len(meta["classes"]), meta.get("class_counts"))
-    if names:
-        return arrays
     return CifarData(**arrays, classes=tuple(str(c) for c in meta["classes"]),
                      source=str(meta.get("source", key)), key=key,
                      notes=tuple(str(n) for n in meta.get("notes", ())), cache_path=str(path))

@@ -16,7 +16,7 @@ import torchvision
 import torchvision.transforms as transforms
 from PIL import Image
 
-from cifarlab.core.data.cache import CifarData, unpack_array
+from cifarlab.core.data.cache import CifarData
 from cifarlab.core.data.loading import load
 from cifarlab.core.data.sources import WORKER_START
 from cifarlab.core.tricks import BatchAugment
@@ -76,7 +76,7 @@ class CifarImages(torchvision.datasets.VisionDataset):
     ``(transform(PIL.Image.fromarray(hwc_uint8)), int label)``.
 
     ``.data`` is the N×3×32×32 uint8 array (read-only); pickling it (spawned DataLoader
-    workers) sends the cache file's path, not the pixels.
+    workers) sends its ``CifarData``: a cached one as its cache's path, not the pixels.
     """
 
     def __init__(self, data: CifarData, split: str = "train",
@@ -86,7 +86,7 @@ class CifarImages(torchvision.datasets.VisionDataset):
                          target_transform=target_transform)
         self.split = split
         self.train = split == "train"
-        self._packed = data.packed(split)  # what pickling sends: file references if cached
+        self._source = data
         self.classes = list(data.classes)
         self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
 
@@ -110,16 +110,11 @@ class CifarImages(torchvision.datasets.VisionDataset):
         return f"Split: {self.split.capitalize()}"
 
     def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        state["data"], state["labels"] = state.pop("_packed")
-        return state
+        return dict(self.__dict__, data=None, labels=None)
 
     def __setstate__(self, state: dict) -> None:
-        state = dict(state)
-        packed = (state["data"], state["labels"])
-        state["data"], state["labels"] = unpack_array(packed[0]), unpack_array(packed[1])
-        state["_packed"] = packed
         self.__dict__.update(state)
+        self.data, self.labels = self._source.split(self.split)
 
 
 def tutorial_dataset(data: CifarData | str | None, split: str = "train") -> CifarImages:
