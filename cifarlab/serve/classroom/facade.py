@@ -29,10 +29,8 @@ PRESENTER_STRIDE = 10    # each of at least this many steps (one step's loss is 
 
 
 class Classroom:
-    """Classes, members, presets, the board and challenges, on the run store's SQLite file.
-
-    ``store``: the queue's RunStore; ``clock``: the join limiter's clock, wall-clock seconds
-    (tests pass their own). The join limiter counts in the store, so every app server on it
+    """Classes, members, presets, the board and challenges, in the queue's RunStore. The join
+    limiter (``clock``: wall-clock seconds) counts in the store, so every app server on it
     counts the same failures."""
 
     def __init__(self, store: RunStore, clock: Callable[[], float] = time.time):
@@ -83,7 +81,7 @@ class Classroom:
         limits = enforce.check_limits(limits)
         enforce.fits(info.experiment, info.preset, info.locked, limits)
         tables.update_versioned(self.store, info.code, expected_version,
-                                limits=limits.to_dict())
+                                limits=dataclasses.asdict(limits))
         return tables.require_class(self.store, info.code)
 
     def set_experiment(self, by: Person, code: str, knob: str | None, values: Any = (),
@@ -97,7 +95,7 @@ class Classroom:
             ex = enforce.check_experiment(knob, values, info.preset, info.locked, info.limits,
                                           old.since if old and old.knob == knob else None)
         tables.update_versioned(self.store, info.code, expected_version,
-                                experiment=None if ex is None else ex.to_dict())
+                                experiment=None if ex is None else dataclasses.asdict(ex))
         return tables.require_class(self.store, info.code)
 
     def experiment(self, viewer: Person, code: str | None = None) -> ExperimentView | None:
@@ -188,12 +186,9 @@ class Classroom:
 
     def leaderboard(self, viewer: Person, code: str | None = None,
                     which: str = "public") -> list[LeaderRow]:
-        """The challenge's board: one best run per student; equal scores share a place.
-
-        Rows name nicknames and run numbers. Instructors also get each row's run id (to find
-        the run); a student (a member of that class) gets a run id only on their own row
-        (``you``), and the private board only once the challenge is closed
-        (ClassError("class.private_hidden") before). Nobody gets another person's id."""
+        """The challenge's board (``scoring.leaderboard``; what a row shows whom: ``LeaderRow``).
+        A student sees their own class's, and its private board only once the challenge is
+        closed (ClassError("class.private_hidden") before)."""
         if which not in BOARDS:
             raise ClassError("class.bad_board", field="which", which=str(which)[:20])
         info = self._viewable(viewer, code)

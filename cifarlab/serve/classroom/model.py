@@ -4,7 +4,7 @@ name nicknames and run numbers; run ids go to instructors and to the viewer's ow
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from cifarlab import i18n
@@ -44,9 +44,6 @@ class ClassLimits:
     devices: tuple[str, ...] | None = None
     max_runs_per_student: int | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> ClassLimits:
         d = dict(d or {})
@@ -69,9 +66,6 @@ class Goal:
     max_epochs: int | None = None
     device: str | None = None
     target: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Goal:
@@ -107,9 +101,6 @@ class Experiment:
 
     def value_for(self, slot: int) -> Any:
         return self.values[slot % len(self.values)]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"knob": self.knob, "values": list(self.values), "since": self.since}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> Experiment | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import asdict
 from typing import Any, Iterable
 
 from sqlalchemy import text
@@ -208,7 +209,7 @@ def open_challenge(db: Database, code: str, goal: Goal, by: str) -> None:
             raise ClassError("class.challenge_open", field="challenge")
         c.execute(text("INSERT INTO challenges (code, goal, opened_by, opened_at) VALUES "
                        "(:code, :goal, :by, :t)"),
-                  {"code": code, "goal": json.dumps(goal.to_dict()), "by": by, "t": time.time()})
+                  {"code": code, "goal": json.dumps(asdict(goal)), "by": by, "t": time.time()})
 
 
 def close_challenge(db: Database, code: str) -> None:
