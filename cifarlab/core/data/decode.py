@@ -247,18 +247,13 @@ def _decode_archive(src: Source, on_progress: ProgressFn | None):
     try:
         with open(src.path, "rb") as raw, \
                 tarfile.open(fileobj=raw, mode=mode) as tf:  # default bufsize: fastest
-            members = ((m.name, m.isdir(), lambda m=m: _read_member(tf, m)) for m in tf
+            members = ((m.name, m.isdir(), lambda m=m: tf.extractfile(m).read()) for m in tf
                        if m.isfile() or m.isdir())
             return _decode_members(members, src.path, on_progress,
                                    lambda: min(99, int(100 * raw.tell() / size)))
     except (tarfile.TarError, EOFError, zlib.error, OSError) as err:
         raise DataError("data.archive_corrupt", field="data", source=src.path,
                         reason=f"{type(err).__name__}: {err}") from None
-
-
-def _read_member(tf: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
-    f = tf.extractfile(member)
-    return f.read() if f is not None else b""
 
 
 def _decode_members(members, where: str, on_progress: ProgressFn | None, percent=None):

@@ -28,12 +28,9 @@ def clear_memory_cache() -> None:
 
 def load(data: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None,
          on_progress: ProgressFn | None = None) -> CifarData:
-    """The data set from ``resolve_source(data)``, decoded once and cached.
-
-    The first use decodes every image (about 7 s for the 60,000 JPEGs of the offline archive on
-    2 cores) and writes the cache; later uses read it (checked against its headers; a damaged
-    cache is rebuilt). Raises ``DataError`` with what went wrong and how to fix it.
-    """
+    """The data set from ``resolve_source(data)``: decoded and cached on first use, read from
+    the checked cache after (a damaged one is rebuilt). ``DataError`` says what went wrong and
+    how to fix it."""
     src = source(data)
     root = cache_root(cache_dir)
     with _LOCK:

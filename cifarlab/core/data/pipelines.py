@@ -128,16 +128,11 @@ def tutorial_loader(data: CifarData | str | None, split: str = "train", batch_si
                     persistent_workers: bool | None = None,
                     multiprocessing_context: str | None = None
                     ) -> torch.utils.data.DataLoader:
-    """The tutorial's ``DataLoader`` over ``tutorial_dataset(data, split)``.
-
-    ``shuffle`` draws each epoch's order as ``torch.randperm(n, generator)`` from a generator
-    seeded with ``seed`` (the same order as ``FastLoader`` with that seed); ``subset`` (a size
-    or indices) restricts it to ``subset_indices``. ``pin_memory``: pass True when training on
-    CUDA. ``persistent_workers`` defaults to keeping the workers between epochs when there
-    are any. Workers start as ``sources.WORKER_START`` says (forked on Linux) unless
-    ``multiprocessing_context`` says otherwise ("spawn": the data set then travels as file
-    references, see ``CifarImages``).
-    """
+    """The tutorial's ``DataLoader`` over ``tutorial_dataset(data, split)``. ``shuffle``: each
+    epoch's order from ``SeededShuffle`` (as ``FastLoader`` with that seed); ``subset``: a size
+    (``subset_indices``) or indices; ``pin_memory`` for CUDA; ``persistent_workers`` defaults
+    to keeping any workers between epochs; they start as ``sources.WORKER_START`` says unless
+    ``multiprocessing_context`` says otherwise ("spawn": see ``CifarImages``)."""
     ds: torch.utils.data.Dataset = tutorial_dataset(data, split)
     idx = _subset(len(ds), subset)
     if idx is not None:
