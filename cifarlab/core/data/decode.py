@@ -59,7 +59,8 @@ def _decode_items(items: list[tuple[str, Any]]) -> tuple[np.ndarray | None, Any]
 
 
 class _Decoder:
-    """Decodes chunks of images in worker processes (or here, for small jobs / no fork)."""
+    """Decodes chunks of images in worker processes, or here: small jobs, no pool to be had,
+    or a pool that broke (a worker died: its chunks are redone here)."""
 
     def __init__(self, workers: int):
         self.workers = workers
@@ -76,7 +77,7 @@ class _Decoder:
                 self.jobs.append((items, self.pool.submit(_decode_items, items)))
                 return
             except Exception:  # noqa: BLE001 - a broken pool: decode here instead
-                self._drop_pool()
+                self.close(wait=False)
         self.jobs.append((items, _decode_items(items)))
 
     def results(self) -> list[tuple[np.ndarray | None, Any]]:
@@ -86,23 +87,18 @@ class _Decoder:
                 try:
                     job = job.result()
                 except Exception:  # noqa: BLE001 - worker died: redo it here
-                    self._drop_pool()
+                    self.close(wait=False)
                     job = _decode_items(items)
             out.append(job)
-        self.jobs = []
+        self.jobs = []   # the futures hold the chunks: _assemble lets each go once copied
         return out
 
-    def _drop_pool(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """No more workers: the pool shut down (``wait``: for its workers to exit)."""
         if self.pool is not None:
-            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool.shutdown(wait=wait, cancel_futures=True)
             self.pool = None
         self.workers = 1
-
-    def close(self) -> None:
-        self.jobs = []
-        if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
-            self.pool = None
 
 
 def _decode_workers() -> int:

@@ -48,16 +48,14 @@ def leaderboard(db: Database, code: str, challenge: Challenge, which: str,
     best: dict[str, tuple] = {}
     for run_id, person, finished, device, config, result, data, number in found:
         epochs = _field(config, "epochs")
-        seconds = _field(result, "train_seconds")
-        if goal.max_epochs is not None and (epochs is None or epochs > goal.max_epochs):
-            continue
-        if not goal.allows_device(device):
+        too_long = goal.max_epochs is not None and (epochs is None or epochs > goal.max_epochs)
+        if too_long or not goal.allows_device(device):
             continue
         halves = (json.loads(data) if data else {}).get("half_accuracies") or {}
         acc = finite(halves.get(which))
         if acc is None:
             continue  # evaluated before the halves existed: not scored
-        seconds = finite(seconds)
+        seconds = finite(_field(result, "train_seconds"))
         if goal.kind == "fastest_to":
             if seconds is None or acc < goal.target:
                 continue
