@@ -94,9 +94,6 @@ def _read_private(part: Part) -> np.ndarray:
     return out
 
 
-# ---------------------------------------------------------------------------------------------
-# The shared, sealed copy
-# ---------------------------------------------------------------------------------------------
 class _Mapping(mmap.mmap):
     """A read-only mapping of a memfd that keeps our descriptor to it open while it lives, so
     that other processes can find it through /proc/<our pid>/fd/<fd>."""

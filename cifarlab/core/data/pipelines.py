@@ -125,20 +125,18 @@ def tutorial_dataset(data: CifarData | str | None, split: str = "train") -> Cifa
 def tutorial_loader(data: CifarData | str | None, split: str = "train", batch_size: int = 4,
                     num_workers: int = 2, shuffle: bool = True, seed: int = 0,
                     subset: int | Sequence[int] | None = None, pin_memory: bool = False,
-                    persistent_workers: bool | None = None,
+                    persistent_workers: bool = True,
                     multiprocessing_context: str | None = None
                     ) -> torch.utils.data.DataLoader:
     """The tutorial's ``DataLoader`` over ``tutorial_dataset(data, split)``. ``shuffle``: each
     epoch's order from ``SeededShuffle`` (as ``FastLoader`` with that seed); ``subset``: a size
-    (``subset_indices``) or indices; ``pin_memory`` for CUDA; ``persistent_workers`` defaults
-    to keeping any workers between epochs; they start as ``sources.WORKER_START`` says unless
+    (``subset_indices``) or indices; ``pin_memory`` for CUDA; ``persistent_workers``: keep any
+    workers between epochs; they start as ``sources.WORKER_START`` says unless
     ``multiprocessing_context`` says otherwise ("spawn": see ``CifarImages``)."""
     ds: torch.utils.data.Dataset = tutorial_dataset(data, split)
     idx = _subset(len(ds), subset)
     if idx is not None:
         ds = torch.utils.data.Subset(ds, idx.tolist())
-    if persistent_workers is None:
-        persistent_workers = num_workers > 0
     sampler = SeededShuffle(len(ds), seed) if shuffle else None
     return torch.utils.data.DataLoader(
         ds, batch_size=batch_size, shuffle=False, sampler=sampler, num_workers=num_workers,
