@@ -22,7 +22,7 @@ from PIL import Image
 
 from cifarlab.core.data.sources import (CIFAR10_CLASSES, IMAGE_SIZE, IMG_EXTENSIONS, SPLITS,
                                         WORKER_START, ProgressFn, Source, check_folder_layout,
-                                        emit, is_image)
+                                        emit, folder_members, is_image)
 from cifarlab.errors import DataError
 
 _CHUNK = 2500            # images per decode task
@@ -199,28 +199,9 @@ def _check_classes(found: dict[str, dict[str, int]], where: str, loose: int) -> 
     return sorted(train)
 
 
-def _folder_members(root: str):
-    """(name below ``root``, is a folder, the image's path on call) of what ``train/`` and
-    ``test/`` hold, in sorted order; hidden names left out, class folders that are links
-    followed."""
-    for split in SPLITS:
-        for e in sorted(os.scandir(os.path.join(root, split)), key=lambda e: e.name):
-            if e.name.startswith("."):
-                continue
-            yield f"{split}/{e.name}", e.is_dir(), None
-            if not e.is_dir():
-                continue
-            for dirpath, dirnames, filenames in os.walk(e.path):
-                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-                rel = os.path.relpath(dirpath, root).replace(os.sep, "/")
-                for name in sorted(f for f in filenames if not f.startswith(".")):
-                    full = os.path.join(dirpath, name)
-                    yield f"{rel}/{name}", False, lambda full=full: full
-
-
 def _decode_folder(src: Source, on_progress: ProgressFn | None):
     check_folder_layout(src)
-    return _decode_members(_folder_members(src.root), src.root, on_progress)
+    return _decode_members(folder_members(src.root), src.root, on_progress)
 
 
 def _split_member(name: str) -> tuple[tuple[str, ...], str, str | None, str | None] | None:
