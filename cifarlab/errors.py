@@ -22,6 +22,9 @@ def is_literal(code: str) -> bool:
 def _render(code: str, params: Mapping[str, Any], lang: str) -> str:
     if is_literal(code):
         return code
+    # a parameter with a text of its own (a knob's label, a Problem): in the message's language
+    params = {k: v.text(lang) if callable(getattr(v, "text", None)) else v
+              for k, v in params.items()}
     return i18n.t(f"errors.{code}", lang, **params)
 
 

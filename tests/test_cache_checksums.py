@@ -6,6 +6,7 @@ import gc
 import json
 import logging
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -93,15 +94,17 @@ def test_damage_that_keeps_the_sizes_is_caught_and_rebuilt(tiny_folder, tmp_path
 
 def test_a_pickled_reference_to_relabelled_files_is_a_data_error(tiny_folder, tmp_path,
                                                                  monkeypatch):
-    """A DataLoader worker reads the arrays again through a reference: a checksum that no
-    longer matches is our DataError there, never the wrong labels."""
+    """A spawned DataLoader worker reads the arrays again through the data set's reference to
+    its cache: a checksum that no longer matches is our DataError there, never wrong labels."""
     monkeypatch.setattr(memory, "SHARE", False)
     cache = tmp_path / "cache"
     good = load_fresh(tiny_folder, cache)
-    ref = good.packed("train")[1]
+    sent = pickle.dumps(D.tutorial_dataset(good, "train"))
+    assert len(sent) < good.train_x.nbytes   # a reference, not the pixels
+    assert np.array_equal(pickle.loads(sent).labels, good.train_y)
     _overwrite(cache / "datasets" / good.key / "train_y.npy", 99)
     with pytest.raises(DataError) as info:
-        cache_mod.unpack_array(ref)
+        pickle.loads(sent)
     assert info.value.code == "data.cache_changed" and "checksum" in str(info.value)
 
 

@@ -93,6 +93,10 @@ def test_class_folders_that_are_links_are_followed(tiny_folder, tmp_path):
     direct = D.load(str(tiny_folder), cache_dir=tmp_path / "cache")
     assert same_arrays(via_links, direct) and via_links.classes == direct.classes
     assert "1 file(s) that are not images were ignored." in via_links.notes
+    # the cache key follows the images behind the links too
+    Image.fromarray(np.zeros((32, 32, 3), np.uint8)).save(tiny_folder / "train/cat/c0.png")
+    changed = load_fresh(linked, tmp_path / "cache")
+    assert changed.key != via_links.key and not changed.train_x[0].any()
 
 
 def test_archive_extras_are_ignored_but_two_data_sets_are_an_error(tiny_folder, tmp_path):

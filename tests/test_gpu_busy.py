@@ -1,4 +1,4 @@
-"""The CPU vs GPU page on a busy machine (cifarlab/lab/gpu/busy.py, report.py): busy-ness from
+"""The CPU vs GPU page on a busy machine (cifarlab/lab/gpu/analysis.py, report.py): busy-ness from
 the load, from the measurement's own repeats and from the server's finished runs; said first,
 with no extrapolation headlined; machines named so a person can tell them apart."""
 from __future__ import annotations

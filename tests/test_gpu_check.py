@@ -156,7 +156,7 @@ def recording(path: Path, graphed_ms: float, error: str = "") -> None:
                          "step_ms": ms, "images_per_s": 1000 * batch / ms,
                          "error": error if graphed and batch == 64 else ""})
     SweepResult(rows=rows, environment={}, config={}, host="h", recorded_at="2026-11-26") \
-        .to_json(path)
+        .save(path)
 
 
 @pytest.mark.parametrize("graphed_ms,met", [(0.4, True), (0.6, False)])

@@ -152,7 +152,7 @@ def test_renders_without_a_gpu_in_every_language(env, lang):
 
 
 def test_recorded_elsewhere_shows_the_label_and_the_speedup(env, other_machine):
-    other_machine.to_json(env / "nvidia-h100-2025-06-01.json")
+    other_machine.save(env / "nvidia-h100-2025-06-01.json")
     (env / "broken.json").write_text("{not json")     # skipped, never an exception
     at = open_page("en")
     t = i18n.translator("en")
@@ -220,7 +220,7 @@ def with_graphed_series(res: timing.SweepResult, gain: float = 5.0) -> timing.Sw
 def test_a_graphed_series_recorded_elsewhere_is_explained_in_every_language(env, other_machine,
                                                                             lang):
     res = with_graphed_series(other_machine)
-    res.to_json(env / "nvidia-h100-2025-06-01.json")
+    res.save(env / "nvidia-h100-2025-06-01.json")
     at = open_page(lang)
     t = i18n.translator(lang)
     text = all_text(at)
@@ -320,7 +320,7 @@ def test_an_uploaded_device_name_is_text_not_markdown(env, other_machine):
 
 
 def test_the_page_speaks_the_students_language(env, other_machine):
-    other_machine.to_json(env / "nvidia-h100-2025-06-01.json")
+    other_machine.save(env / "nvidia-h100-2025-06-01.json")
     at = open_page("es")
     es = i18n.translator("es")
     table = frame_with(at, es("gpu.note_col"))
@@ -399,7 +399,7 @@ def test_timing_job_end_to_end_shows_rows(env, other_machine, monkeypatch):
     assert [(e.data["pipeline"], e.data["batch_size"]) for e in events] == [
         ("tutorial", 4), ("fast", 4), ("fast", 16)]
 
-    other_machine.to_json(env / "nvidia-h100-2025-06-01.json")  # a GPU recorded elsewhere
+    other_machine.save(env / "nvidia-h100-2025-06-01.json")  # a GPU recorded elsewhere
     at.run()
     assert not at.exception
     assert at.selectbox(key="gpu_source").value == "run"

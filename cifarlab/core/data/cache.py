@@ -24,12 +24,12 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Iterator
 
 import numpy as np
 
 from cifarlab.core.data.memory import CacheDamaged, Part, attach
-from cifarlab.core.data.sources import CACHE_VERSION, IMAGE_SIZE
+from cifarlab.core.data.sources import CACHE_VERSION, IMAGE_SIZE, reason
 from cifarlab.errors import DataError
 
 ARRAYS = ("train_x", "train_y", "test_x", "test_y")
@@ -75,9 +75,6 @@ def check_labels(arrays: dict[str, np.ndarray], n_classes: int,
             raise CacheDamaged(f"{name}: images per class differ from those written")
 
 
-# ---------------------------------------------------------------------------------------------
-# The data set
-# ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class CifarData:
     """The decoded data set: uint8 N×3×32×32 images and int64 labels per split (read-only)."""
@@ -113,13 +110,6 @@ class CifarData:
             return self.test_x, self.test_y
         raise ValueError(f"split must be 'train' or 'test', not {split!r}")
 
-    def packed(self, split: str) -> tuple[Any, Any]:
-        """The split's ``(x, y)`` as pickling sends them: references to the cache if cached."""
-        if self.cache_path:
-            return ((_REF, self.cache_path, self.key, f"{split}_x"),
-                    (_REF, self.cache_path, self.key, f"{split}_y"))
-        return self.split(split)
-
     def class_counts(self, split: str = "train") -> dict[str, int]:
         """Images per class, in label order."""
         y = self.split(split)[1]
@@ -132,7 +122,7 @@ class CifarData:
 
     def __reduce__(self):  # a cached data set travels as a reference to its cache
         if self.cache_path:
-            return (_from_cache, (self.cache_path, self.key))
+            return (_reopened, (self.cache_path, self.key))
         return (CifarData, (self.train_x, self.train_y, self.test_x, self.test_y, self.classes,
                             self.source, self.key, self.notes))
 
@@ -141,27 +131,11 @@ class CifarData:
                 f"{len(self.classes)} classes, source={self.source!r}, key={self.key!r})")
 
 
-_REF = "cifarlab-cached-array"
-
-
-def unpack_array(p: Any) -> np.ndarray:
-    """The array a ``CifarData.packed`` reference names, from its cache (checked again)."""
-    if isinstance(p, tuple) and len(p) == 4 and p[0] == _REF:
-        _, path, key, name = p
-        return _reopened(path, key, [name])[name]
-    return p
-
-
-def _from_cache(path: str, key: str) -> CifarData:
-    return _reopened(path, key, None)
-
-
-def _reopened(path: str, key: str, names: list[str] | None):
-    """The cache at ``path`` again (in another process): its arrays ``names``, or the whole
-    data set; DataError if it is gone or damaged since."""
+def _reopened(path: str, key: str) -> CifarData:
+    """The cached data set at ``path`` again (in another process, checked again); DataError if
+    it is gone or damaged since."""
     try:
-        got = read_cache(Path(path), key) if names is None else read_arrays(Path(path), key,
-                                                                            names)
+        got = read_cache(Path(path), key)
         if got is None:
             raise CacheDamaged("the cache is gone or incomplete")
         return got
@@ -182,9 +156,6 @@ def _verifier(meta: dict):
     return verify
 
 
-# ---------------------------------------------------------------------------------------------
-# Reading: verified, then copied into memory
-# ---------------------------------------------------------------------------------------------
 def _npy_header(f, name: str) -> tuple[tuple[int, ...], np.dtype, int]:
     """(shape, dtype, data offset) from the open ``.npy`` file ``name``; CacheDamaged if it is
     torn."""
@@ -222,15 +193,6 @@ def _check_file(path: Path, name: str, shape: tuple[int, ...], dtype: np.dtype) 
     return Part(name, path, offset, nbytes, shape, dtype)
 
 
-def _expected(meta: dict) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-    n_train, n_test = int(meta["n_train"]), int(meta["n_test"])
-    image = (3, IMAGE_SIZE, IMAGE_SIZE)
-    return {"train_x": ((n_train, *image), np.dtype(np.uint8)),
-            "train_y": ((n_train,), np.dtype(np.int64)),
-            "test_x": ((n_test, *image), np.dtype(np.uint8)),
-            "test_y": ((n_test,), np.dtype(np.int64))}
-
-
 def check_cache(path: Path, key: str) -> tuple[dict, dict[str, Part]] | None:
     """(meta, parts) if the cache is complete and every file is what it promises; None if it
     is absent or incomplete (a writer still at work, or killed); CacheDamaged if it is
@@ -243,29 +205,16 @@ def check_cache(path: Path, key: str) -> tuple[dict, dict[str, Part]] | None:
             and meta.get("cache_version") == CACHE_VERSION and meta.get("key") == key):
         return None
     try:
-        expected = _expected(meta)
+        n_train, n_test = int(meta["n_train"]), int(meta["n_test"])
+        image, u8, i64 = (3, IMAGE_SIZE, IMAGE_SIZE), np.dtype(np.uint8), np.dtype(np.int64)
+        expected = {"train_x": ((n_train, *image), u8), "train_y": ((n_train,), i64),
+                    "test_x": ((n_test, *image), u8), "test_y": ((n_test,), i64)}
         if not isinstance(meta["classes"], list):
             raise TypeError("classes is not a list")
     except (KeyError, TypeError, ValueError) as err:
         raise CacheDamaged(f"meta.json: {type(err).__name__}: {err}") from None
     return meta, {name: _check_file(path / f"{name}.npy", name, shape, dtype)
                   for name, (shape, dtype) in expected.items()}
-
-
-def _stamp(key: str, meta: dict) -> str:
-    """What tells this cache's content from a rebuilt one's (a shared copy must match it)."""
-    return f"{key}@{meta.get('created')}"
-
-
-def read_arrays(path: Path, key: str, names: Iterable[str]) -> dict[str, np.ndarray] | None:
-    """Arrays ``names`` of the checked cache, read-only, in memory no file backs."""
-    checked = check_cache(path, key)
-    if checked is None:
-        return None
-    meta, parts = checked
-    arrays = attach(path, _stamp(key, meta), parts, list(names), verify=_verifier(meta))
-    check_labels(arrays, len(meta["classes"]), meta.get("class_counts"))
-    return arrays
 
 
 def read_cache(path: Path, key: str) -> CifarData | None:
@@ -275,28 +224,30 @@ def read_cache(path: Path, key: str) -> CifarData | None:
     if checked is None:
         return None
     meta, parts = checked
-    arrays = attach(path, _stamp(key, meta), parts, ARRAYS, verify=_verifier(meta))
+    # the stamp tells this cache's content from a rebuilt one's (a shared copy must match it)
+    arrays = attach(path, f"{key}@{meta.get('created')}", parts, ARRAYS, verify=_verifier(meta))
     check_labels(arrays, len(meta["classes"]), meta.get("class_counts"))
     return CifarData(**arrays, classes=tuple(str(c) for c in meta["classes"]),
                      source=str(meta.get("source", key)), key=key,
                      notes=tuple(str(n) for n in meta.get("notes", ())), cache_path=str(path))
 
 
-# ---------------------------------------------------------------------------------------------
-# Writing
-# ---------------------------------------------------------------------------------------------
 @contextlib.contextmanager
 def file_lock(path: Path) -> Iterator[None]:
     """An exclusive ``flock`` on a lock file while the block runs; closing the file releases it
     (none where fcntl is missing: the rename into place still keeps the cache consistent, two
-    processes may just both decode)."""
+    processes may just both decode). DataError if the lock file cannot be made."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - Windows
         yield
         return
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+    with contextlib.ExitStack() as held:
+        try:
+            fcntl.flock(held.enter_context(open(path, "a")), fcntl.LOCK_EX)
+        except OSError as err:
+            raise DataError("data.cache_not_writable", field="data", path=str(path.parent),
+                            reason=reason(err)) from None
         yield
 
 

@@ -1,8 +1,8 @@
 """Decoding every image of a source into uint8 arrays (N×3×32×32, CHW like the cache) and int64
 labels, in ImageFolder order (classes sorted, then file names sorted).
 
-Folders and archives are decoded in chunks by a pool of forked worker processes (PIL and NumPy
-only); small jobs, daemonic processes and platforms without fork decode here. The canonical
+Folders and archives are decoded in chunks by a pool of worker processes (PIL and NumPy only,
+forked where possible); small jobs and daemonic processes decode here. The canonical
 CIFAR-10 comes from torchvision's own ``CIFAR10`` (downloaded once into the cache folder).
 """
 from __future__ import annotations
@@ -11,7 +11,6 @@ import concurrent.futures
 import io
 import multiprocessing
 import os
-import sys
 import tarfile
 import time
 import zlib
@@ -22,12 +21,13 @@ import numpy as np
 from PIL import Image
 
 from cifarlab.core.data.sources import (CIFAR10_CLASSES, IMAGE_SIZE, IMG_EXTENSIONS, SPLITS,
-                                        ProgressFn, Source, check_folder_layout, emit,
-                                        is_image)
+                                        WORKER_START, ProgressFn, Source, check_folder_layout,
+                                        emit, folder_members, is_image)
 from cifarlab.errors import DataError
 
 _CHUNK = 2500            # images per decode task
 _MIN_PARALLEL = 4000     # below this many images, decode in this process
+
 
 def _decode_items(items: list[tuple[str, Any]]) -> tuple[np.ndarray | None, Any]:
     """Decode (name, bytes-or-path) pairs into N×3×32×32 uint8 (CHW, like the cache).
@@ -59,7 +59,8 @@ def _decode_items(items: list[tuple[str, Any]]) -> tuple[np.ndarray | None, Any]
 
 
 class _Decoder:
-    """Decodes chunks of images in worker processes (or here, for small jobs / no fork)."""
+    """Decodes chunks of images in worker processes, or here: small jobs, no pool to be had,
+    or a pool that broke (a worker died: its chunks are redone here)."""
 
     def __init__(self, workers: int):
         self.workers = workers
@@ -76,7 +77,7 @@ class _Decoder:
                 self.jobs.append((items, self.pool.submit(_decode_items, items)))
                 return
             except Exception:  # noqa: BLE001 - a broken pool: decode here instead
-                self._drop_pool()
+                self.close(wait=False)
         self.jobs.append((items, _decode_items(items)))
 
     def results(self) -> list[tuple[np.ndarray | None, Any]]:
@@ -86,23 +87,18 @@ class _Decoder:
                 try:
                     job = job.result()
                 except Exception:  # noqa: BLE001 - worker died: redo it here
-                    self._drop_pool()
+                    self.close(wait=False)
                     job = _decode_items(items)
             out.append(job)
-        self.jobs = []
+        self.jobs = []   # the futures hold the chunks: _assemble lets each go once copied
         return out
 
-    def _drop_pool(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """No more workers: the pool shut down (``wait``: for its workers to exit)."""
         if self.pool is not None:
-            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool.shutdown(wait=wait, cancel_futures=True)
             self.pool = None
         self.workers = 1
-
-    def close(self) -> None:
-        self.jobs = []
-        if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
-            self.pool = None
 
 
 def _decode_workers() -> int:
@@ -119,12 +115,9 @@ def _decode_workers() -> int:
 def _make_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor | None:
     if multiprocessing.current_process().daemon:  # daemonic processes may not have children
         return None
-    methods = multiprocessing.get_all_start_methods()
-    # fork: no re-import of torch in the workers (they only run PIL and numpy)
-    method = "fork" if sys.platform.startswith("linux") and "fork" in methods else "spawn"
     try:
         return concurrent.futures.ProcessPoolExecutor(
-            max_workers=workers, mp_context=multiprocessing.get_context(method))
+            max_workers=workers, mp_context=multiprocessing.get_context(WORKER_START))
     except (OSError, ValueError, NotImplementedError):
         return None
 
@@ -176,14 +169,7 @@ def _assemble(entries: dict[str, list[tuple[str, str, int]]], results, classes: 
         end = start + len(arr)
         for s, split in enumerate(SPLITS):
             sel = np.flatnonzero(split_of[start:end] == s)
-            if not len(sel):
-                continue
-            d, x = dest[start + sel], arrays[f"{split}_x"]
-            if (sel[-1] - sel[0] == len(sel) - 1 and d[-1] - d[0] == len(d) - 1
-                    and (len(d) < 2 or bool(np.all(np.diff(d) == 1)))):
-                x[d[0]:d[-1] + 1] = arr[sel[0]:sel[-1] + 1]   # the usual case: a plain copy
-            else:
-                x[d] = arr[sel]
+            arrays[f"{split}_x"][dest[start + sel]] = arr[sel]
         start = end
     note = _conversion_note(tuple(int(c) for c in counts))
     return arrays, [note] if note else []
@@ -213,28 +199,9 @@ def _check_classes(found: dict[str, dict[str, int]], where: str, loose: int) -> 
     return sorted(train)
 
 
-def _folder_members(root: str):
-    """(name below ``root``, is a folder, the image's path on call) of what ``train/`` and
-    ``test/`` hold, in sorted order; hidden names left out, class folders that are links
-    followed."""
-    for split in SPLITS:
-        for e in sorted(os.scandir(os.path.join(root, split)), key=lambda e: e.name):
-            if e.name.startswith("."):
-                continue
-            yield f"{split}/{e.name}", e.is_dir(), None
-            if not e.is_dir():
-                continue
-            for dirpath, dirnames, filenames in os.walk(e.path):
-                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-                rel = os.path.relpath(dirpath, root).replace(os.sep, "/")
-                for name in sorted(f for f in filenames if not f.startswith(".")):
-                    full = os.path.join(dirpath, name)
-                    yield f"{rel}/{name}", False, lambda full=full: full
-
-
 def _decode_folder(src: Source, on_progress: ProgressFn | None):
     check_folder_layout(src)
-    return _decode_members(_folder_members(src.root), src.root, on_progress)
+    return _decode_members(folder_members(src.root), src.root, on_progress)
 
 
 def _split_member(name: str) -> tuple[tuple[str, ...], str, str | None, str | None] | None:
@@ -257,18 +224,13 @@ def _decode_archive(src: Source, on_progress: ProgressFn | None):
     try:
         with open(src.path, "rb") as raw, \
                 tarfile.open(fileobj=raw, mode=mode) as tf:  # default bufsize: fastest
-            members = ((m.name, m.isdir(), lambda m=m: _read_member(tf, m)) for m in tf
+            members = ((m.name, m.isdir(), lambda m=m: tf.extractfile(m).read()) for m in tf
                        if m.isfile() or m.isdir())
             return _decode_members(members, src.path, on_progress,
                                    lambda: min(99, int(100 * raw.tell() / size)))
     except (tarfile.TarError, EOFError, zlib.error, OSError) as err:
         raise DataError("data.archive_corrupt", field="data", source=src.path,
                         reason=f"{type(err).__name__}: {err}") from None
-
-
-def _read_member(tf: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
-    f = tf.extractfile(member)
-    return f.read() if f is not None else b""
 
 
 def _decode_members(members, where: str, on_progress: ProgressFn | None, percent=None):
@@ -361,9 +323,8 @@ def _decode_canonical(root: Path, on_progress: ProgressFn | None):
     return arrays, classes, []
 
 
-
 def decode_source(src: Source, cache_root: Path, on_progress: ProgressFn | None
-           ) -> tuple[dict[str, np.ndarray], tuple[str, ...], list[str]]:
+                  ) -> tuple[dict[str, np.ndarray], tuple[str, ...], list[str]]:
     """(arrays by name, classes, notes) of every image of ``src``; DataError saying what is
     wrong with it otherwise. The canonical CIFAR-10 is downloaded into ``cache_root``."""
     if src.kind == "canonical":

@@ -1,13 +1,9 @@
 """Loading the data set: ``load`` (decoded once, cached, checked), ``is_cached``, and what the
-home page says about the source (``source_facts``).
-
-The package ``cifarlab.core.data`` re-exports these; ``pipelines`` imports ``load`` from here
-(a loader given a path rather than a ``CifarData`` loads it), so neither the package nor its
-pipelines import each other.
+home page says about the source (``source_facts``). Here, not in the package's ``__init__``, so
+that ``pipelines`` can import ``load``.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import time
@@ -30,18 +26,11 @@ def clear_memory_cache() -> None:
         _MEMO.clear()
 
 
-def _datasets_dir(root: Path) -> Path:
-    return root / "datasets"
-
-
 def load(data: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None,
          on_progress: ProgressFn | None = None) -> CifarData:
-    """The data set from ``resolve_source(data)``, decoded once and cached.
-
-    The first use decodes every image (about 7 s for the 60,000 JPEGs of the offline archive on
-    2 cores) and writes the cache; later uses read it (checked against its headers; a damaged
-    cache is rebuilt). Raises ``DataError`` with what went wrong and how to fix it.
-    """
+    """The data set from ``resolve_source(data)``: decoded and cached on first use, read from
+    the checked cache after (a damaged one is rebuilt). ``DataError`` says what went wrong and
+    how to fix it."""
     src = source(data)
     root = cache_root(cache_dir)
     with _LOCK:
@@ -54,22 +43,17 @@ def load(data: str | os.PathLike | None = None, cache_dir: str | os.PathLike | N
         if hit is not None:
             return hit
         key, ident = identity(src)
-        final = _datasets_dir(root) / key
-        result = _read_or_note(final, key, on_progress)
-        if result is None:
+        final = root / "datasets" / key
+        try:
+            result = read_cache(final, key)
+        except CacheDamaged as err:
+            emit(on_progress, f"The data cache {final} is damaged ({err}); rebuilding it.",
+                 warning=True)
+            result = None
+        if result is None:  # absent, incomplete or damaged
             result = _build_locked(src, key, ident, root, final, on_progress)
         _MEMO[memo_key] = result
         return result
-
-
-def _read_or_note(final: Path, key: str, on_progress: ProgressFn | None) -> CifarData | None:
-    """The cache read, or None to build it: absent, incomplete, or damaged (said so)."""
-    try:
-        return read_cache(final, key)
-    except CacheDamaged as err:
-        emit(on_progress, f"The data cache {final} is damaged ({err}); rebuilding it.",
-             warning=True)
-        return None
 
 
 def is_cached(data: str | os.PathLike | None = None,
@@ -79,7 +63,7 @@ def is_cached(data: str | os.PathLike | None = None,
     try:
         src = source(data)
         key, _ = identity(src)
-        return check_cache(_datasets_dir(cache_root(cache_dir)) / key, key) is not None
+        return check_cache(cache_root(cache_dir) / "datasets" / key, key) is not None
     except (DataError, OSError, CacheDamaged):
         return False
 
@@ -116,16 +100,10 @@ def _build_locked(src: Source, key: str, ident: dict, root: Path, final: Path,
     except OSError as err:
         raise DataError("data.cache_folder", field="data", path=str(parent),
                         reason=reason(err)) from None
-    with contextlib.ExitStack() as held:
-        try:
-            held.enter_context(file_lock(parent / f"{key}.lock"))
-        except OSError as err:
-            raise DataError("data.cache_not_writable", field="data", path=str(parent),
-                            reason=reason(err)) from None
-        try:  # another process may have built (or repaired) it while we waited
-            result = read_cache(final, key)
-        except CacheDamaged:
-            result = None  # said so before taking the lock; write_cache replaces it whole
+    with file_lock(parent / f"{key}.lock"):
+        # another process may have built (or repaired) it while we waited; a damaged one was
+        # said so before taking the lock, and write_cache replaces it whole
+        result = _read_whole(final, key)
         if result is not None:
             return result
         remove_stale_temps(parent, key)
@@ -149,10 +127,15 @@ def _build_locked(src: Source, key: str, ident: dict, root: Path, final: Path,
         emit(on_progress, f"Decoded {meta['n_train']:,} + {meta['n_test']:,} images in "
                           f"{seconds:.1f} s.")
         del arrays  # the copy read back below is the one kept
-        try:
-            result = read_cache(final, key)
-        except CacheDamaged:
-            result = None
+        result = _read_whole(final, key)
         if result is None:  # pragma: no cover - only if someone deletes or damages it under us
             raise DataError("data.cache_vanished", field="data", path=str(final))
         return result
+
+
+def _read_whole(final: Path, key: str) -> CifarData | None:
+    """The cache read, or None when it is absent, incomplete or damaged."""
+    try:
+        return read_cache(final, key)
+    except CacheDamaged:
+        return None

@@ -54,11 +54,9 @@ def attach(folder: Path, stamp: str, parts: dict[str, Part], names,
            verify: Callable[[str, np.ndarray], None] | None = None) -> dict[str, np.ndarray]:
     """Read-only arrays ``names`` of the checked cache ``folder`` (``parts``: all of them;
     ``stamp``: what makes this cache's content unique), shared if possible (see above).
-
-    ``verify(name, array)`` raises CacheDamaged when an array is not what was written; it is
-    called on every copy made from the files (each array of a new shared copy, before it is
-    recorded for others; each private read), not on a sealed copy found again (checked by the
-    process that made it, and unchangeable since)."""
+    ``verify(name, array)`` (CacheDamaged: not what was written) checks every copy made from
+    the files, before a shared one is recorded; a sealed copy found again was checked by the
+    process that made it and cannot change."""
     check = verify or (lambda name, array: None)
     if SHARE:
         try:
@@ -96,9 +94,6 @@ def _read_private(part: Part) -> np.ndarray:
     return out
 
 
-# ---------------------------------------------------------------------------------------------
-# The shared, sealed copy
-# ---------------------------------------------------------------------------------------------
 class _Mapping(mmap.mmap):
     """A read-only mapping of a memfd that keeps our descriptor to it open while it lives, so
     that other processes can find it through /proc/<our pid>/fd/<fd>."""

@@ -7,9 +7,7 @@ generator seeded once, so for the same seed they serve the same images in the sa
 from __future__ import annotations
 
 import math
-import multiprocessing
 import os
-import sys
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -18,9 +16,9 @@ import torchvision
 import torchvision.transforms as transforms
 from PIL import Image
 
-from cifarlab.core.data.cache import CifarData, unpack_array
+from cifarlab.core.data.cache import CifarData
 from cifarlab.core.data.loading import load
-from cifarlab.core.data.sources import SPLITS
+from cifarlab.core.data.sources import WORKER_START
 from cifarlab.core.tricks import BatchAugment
 from cifarlab.errors import DataError
 
@@ -42,11 +40,6 @@ def _as_data(data: CifarData | str | os.PathLike | None) -> CifarData:
     if isinstance(data, CifarData):
         return data
     return load(data)
-
-
-def _check_split(split: str) -> None:
-    if split not in SPLITS:
-        raise ValueError(f"split must be 'train' or 'test', not {split!r}")
 
 
 def subset_indices(n: int, size: int, seed: int = 0) -> np.ndarray:
@@ -83,18 +76,17 @@ class CifarImages(torchvision.datasets.VisionDataset):
     ``(transform(PIL.Image.fromarray(hwc_uint8)), int label)``.
 
     ``.data`` is the N×3×32×32 uint8 array (read-only); pickling it (spawned DataLoader
-    workers) sends the cache file's path, not the pixels.
+    workers) sends its ``CifarData``: a cached one as its cache's path, not the pixels.
     """
 
     def __init__(self, data: CifarData, split: str = "train",
                  transform: Callable | None = None, target_transform: Callable | None = None):
-        _check_split(split)
+        self.data, self.labels = data.split(split)
         super().__init__(root=data.source, transform=transform,
                          target_transform=target_transform)
         self.split = split
         self.train = split == "train"
-        self.data, self.labels = data.split(split)
-        self._packed = data.packed(split)  # what pickling sends: file references if cached
+        self._source = data
         self.classes = list(data.classes)
         self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
 
@@ -118,16 +110,11 @@ class CifarImages(torchvision.datasets.VisionDataset):
         return f"Split: {self.split.capitalize()}"
 
     def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        state["data"], state["labels"] = state.pop("_packed")
-        return state
+        return dict(self.__dict__, data=None, labels=None)
 
     def __setstate__(self, state: dict) -> None:
-        state = dict(state)
-        packed = (state["data"], state["labels"])
-        state["data"], state["labels"] = unpack_array(packed[0]), unpack_array(packed[1])
-        state["_packed"] = packed
         self.__dict__.update(state)
+        self.data, self.labels = self._source.split(self.split)
 
 
 def tutorial_dataset(data: CifarData | str | None, split: str = "train") -> CifarImages:
@@ -138,41 +125,26 @@ def tutorial_dataset(data: CifarData | str | None, split: str = "train") -> Cifa
 def tutorial_loader(data: CifarData | str | None, split: str = "train", batch_size: int = 4,
                     num_workers: int = 2, shuffle: bool = True, seed: int = 0,
                     subset: int | Sequence[int] | None = None, pin_memory: bool = False,
-                    persistent_workers: bool | None = None,
+                    persistent_workers: bool = True,
                     multiprocessing_context: str | None = None
                     ) -> torch.utils.data.DataLoader:
-    """The tutorial's ``DataLoader`` over ``tutorial_dataset(data, split)``.
-
-    ``shuffle`` draws each epoch's order as ``torch.randperm(n, generator)`` from a generator
-    seeded with ``seed`` (the same order as ``FastLoader`` with that seed); ``subset`` (a size
-    or indices) restricts it to ``subset_indices``. ``pin_memory``: pass True when training on
-    CUDA. ``persistent_workers`` defaults to keeping the workers between epochs when there
-    are any. Workers are forked on Linux even where this process's default start method is
-    spawn (a process started with spawn inherits it): a spawned worker re-imports torch,
-    seconds per worker. Pass ``multiprocessing_context="spawn"`` to spawn them anyway; the
-    data set then travels as file references (see ``CifarImages``).
-    """
+    """The tutorial's ``DataLoader`` over ``tutorial_dataset(data, split)``. ``shuffle``: each
+    epoch's order from ``SeededShuffle`` (as ``FastLoader`` with that seed); ``subset``: a size
+    (``subset_indices``) or indices; ``pin_memory`` for CUDA; ``persistent_workers``: keep any
+    workers between epochs; they start as ``sources.WORKER_START`` says unless
+    ``multiprocessing_context`` says otherwise ("spawn": see ``CifarImages``)."""
     ds: torch.utils.data.Dataset = tutorial_dataset(data, split)
     idx = _subset(len(ds), subset)
     if idx is not None:
         ds = torch.utils.data.Subset(ds, idx.tolist())
-    if persistent_workers is None:
-        persistent_workers = num_workers > 0
     sampler = SeededShuffle(len(ds), seed) if shuffle else None
     return torch.utils.data.DataLoader(
         ds, batch_size=batch_size, shuffle=False, sampler=sampler, num_workers=num_workers,
         pin_memory=bool(pin_memory) and torch.cuda.is_available(),
         persistent_workers=bool(persistent_workers and num_workers > 0),
         generator=_generator(seed + 1),  # worker seeds only: the order comes from the sampler
-        multiprocessing_context=(multiprocessing_context or _default_worker_context())
+        multiprocessing_context=(multiprocessing_context or WORKER_START)
         if num_workers > 0 else None)
-
-
-def _default_worker_context() -> str | None:
-    """"fork" on Linux (what a fresh interpreter there uses), else the platform's default."""
-    if sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods():
-        return "fork"
-    return None
 
 
 def _generator(seed: int) -> torch.Generator:
@@ -213,7 +185,6 @@ class FastLoader:
                  shuffle: bool = True, seed: int = 0,
                  subset: int | Sequence[int] | None = None, resident: bool = True,
                  augment: str = "none"):
-        _check_split(split)
         if (not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool)
                 or batch_size < 1):
             raise ValueError("batch_size must be a positive whole number")
@@ -241,8 +212,7 @@ class FastLoader:
             self.x, self.y = x_t.to(self.device), y_t.to(self.device)
         else:
             pin = self.device.type == "cuda"
-            self.x = x_t.pin_memory() if pin else x_t
-            self.y = y_t.pin_memory() if pin else y_t
+            self.x, self.y = (x_t.pin_memory(), y_t.pin_memory()) if pin else (x_t, y_t)
         self._scale = 2.0 / 255.0
         # flips/shifts of each normalised batch, on the device (core.tricks)
         self.augment = BatchAugment(augment, seed, self.device) if augment != "none" else None
@@ -250,13 +220,9 @@ class FastLoader:
     def __len__(self) -> int:
         return math.ceil(self.n / self.batch_size)
 
-    def _order(self) -> torch.Tensor:
-        if self.shuffle:
-            return torch.randperm(self.n, generator=self._generator)
-        return torch.arange(self.n)
-
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        perm = self._order()
+        perm = (torch.randperm(self.n, generator=self._generator) if self.shuffle
+                else torch.arange(self.n))
         self.last_epoch_indices = self.indices[perm.numpy()]
         self.epoch += 1
         if self._on_device:
@@ -264,15 +230,10 @@ class FastLoader:
         return self._batches(perm)
 
     def _batches(self, perm: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        x, y, scale, dev = self.x, self.y, self._scale, self.device
-        index_select = torch.index_select
-        if self._on_device:
-            for idx in perm.split(self.batch_size):
-                xb = index_select(x, 0, idx).float().mul_(scale).sub_(1.0)
-                yield (self.augment(xb) if self.augment else xb), index_select(y, 0, idx)
-        else:
-            for idx in perm.split(self.batch_size):
-                xb = index_select(x, 0, idx).to(dev, non_blocking=True)
-                yb = index_select(y, 0, idx).to(dev, non_blocking=True)
-                xb = xb.float().mul_(scale).sub_(1.0)
-                yield (self.augment(xb) if self.augment else xb), yb
+        for idx in perm.split(self.batch_size):
+            xb, yb = torch.index_select(self.x, 0, idx), torch.index_select(self.y, 0, idx)
+            if not self._on_device:
+                xb = xb.to(self.device, non_blocking=True)
+                yb = yb.to(self.device, non_blocking=True)
+            xb = xb.float().mul_(self._scale).sub_(1.0)
+            yield (self.augment(xb) if self.augment else xb), yb

@@ -10,8 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import multiprocessing
 import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -33,6 +35,10 @@ CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog
                    "ship", "truck")
 
 ProgressFn = Callable[[str], None]
+# how decode and DataLoader workers start: forked on Linux (even where this process was spawned,
+# and so inherited spawn: a spawned worker re-imports torch, seconds each), else the default
+WORKER_START = ("fork" if sys.platform.startswith("linux")
+                and "fork" in multiprocessing.get_all_start_methods() else None)
 
 
 class ProgressLine(str):
@@ -66,12 +72,8 @@ def _resolve(data: str | os.PathLike | None) -> tuple[str, str]:
 
 
 def resolve_source(data: str | os.PathLike | None = None) -> str:
-    """``data`` (the CLI's ``--data``) > ``$CIFARLAB_DATA`` > ``"download"``.
-
-    Returns ``"download"`` for the canonical CIFAR-10 (keywords ``download``, ``cifar10``,
-    ``torchvision``), else the path with ``~`` expanded, made absolute. Existence is checked by
-    ``load()``.
-    """
+    """``"download"`` for the canonical CIFAR-10 (``CANONICAL_KEYWORDS``), else the path,
+    absolute (existence is checked by ``load()``); see the module's docstring."""
     return _resolve(data)[0]
 
 
@@ -152,22 +154,27 @@ def check_folder_layout(src: Source) -> None:
                     field="data", path=src.path)
 
 
-# ---------------------------------------------------------------------------------------------
-# Source identity -> cache key
-# ---------------------------------------------------------------------------------------------
+def folder_members(root: str):
+    """(name below ``root``, is a folder, the image's path on call) of what ``train/`` and
+    ``test/`` hold, in sorted order; hidden names left out, class folders that are links
+    followed."""
+    for split in SPLITS:
+        for e in sorted(os.scandir(os.path.join(root, split)), key=lambda e: e.name):
+            if e.name.startswith("."):
+                continue
+            yield f"{split}/{e.name}", e.is_dir(), None
+            if not e.is_dir():
+                continue
+            for dirpath, dirnames, filenames in os.walk(e.path):
+                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+                rel = os.path.relpath(dirpath, root).replace(os.sep, "/")
+                for name in sorted(f for f in filenames if not f.startswith(".")):
+                    full = os.path.join(dirpath, name)
+                    yield f"{rel}/{name}", False, lambda full=full: full
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:40] or "data"
-
-
-def _file_sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while True:
-            block = f.read(1 << 20)
-            if not block:
-                break
-            h.update(block)
-    return h.hexdigest()
 
 
 def reason(err: OSError) -> str:
@@ -182,7 +189,8 @@ def identity(src: Source) -> tuple[str, dict]:
     if src.kind == "archive":
         try:
             st = os.stat(src.path)
-            digest = _file_sha256(src.path)
+            with open(src.path, "rb") as f:
+                digest = hashlib.file_digest(f, "sha256").hexdigest()
         except OSError as err:
             raise DataError("data.source_unreadable", field="data", path=src.path,
                             reason=reason(err)) from None
@@ -192,20 +200,13 @@ def identity(src: Source) -> tuple[str, dict]:
         stem = stem[: -len(_archive_suffix(stem) or "")] or stem
     else:
         check_folder_layout(src)
-        listing = hashlib.sha256()
-        for split in SPLITS:
-            base = os.path.join(src.root, split)
-            for dirpath, dirnames, filenames in os.walk(base):
-                dirnames.sort()
-                rel_dir = os.path.relpath(dirpath, src.root)
-                listing.update(f"D {rel_dir}\n".encode("utf-8", "surrogateescape"))
-                for name in sorted(filenames):
-                    try:
-                        st = os.stat(os.path.join(dirpath, name))
-                    except OSError:
-                        continue
-                    listing.update(f"F {rel_dir}/{name} {st.st_size} {st.st_mtime_ns}\n"
-                                   .encode("utf-8", "surrogateescape"))
+        listing = hashlib.sha256()   # of what decoding reads, class folders that are links too
+        for name, _, path in folder_members(src.root):
+            try:  # a file's size and time; a class folder, or a file beside them: its name
+                stamp = "{0.st_size} {0.st_mtime_ns}".format(os.stat(path())) if path else ""
+            except OSError:
+                continue
+            listing.update(f"{name} {stamp}\n".encode("utf-8", "surrogateescape"))
         ident = {"kind": "folder", "path": src.root, "listing_sha256": listing.hexdigest()}
         stem = os.path.basename(src.root.rstrip(os.sep)) or "folder"
     ident["cache_version"] = CACHE_VERSION

@@ -11,7 +11,7 @@ from cifarlab.lab.gpu.config import (SweepConfig, devices_held, estimate_seconds
 
 # The other modules' names load on first use (``lab.speedups``), so that registering ``bench``
 # (``python -m cifarlab shapes``) imports neither torch nor pandas.
-_MODULES = ("measure", "step", "results", "analysis", "busy", "report", "charts")
+_MODULES = ("measure", "step", "results", "analysis", "report", "charts")
 
 __all__ = ["register_cli", "SweepConfig", "devices_held", "estimate_seconds", "job_request",
            "time_left"]

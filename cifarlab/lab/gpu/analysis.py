@@ -1,20 +1,30 @@
 """Figures from a timing result (identifiers and numbers, never sentences): speed-ups, crossovers,
-the tutorial's point, the load, the hardware, what a GPU would add.
+the tutorial's point, the hardware, what a GPU would add, whether the machine was busy.
 
-Devices are compared within one recording (one machine, one moment). Only
-``what_a_gpu_would_add`` compares across machines, labelled so, and never from a busy machine's
-measurement: a CPU timed under load makes any GPU look hundreds of times faster than it is.
+Devices are compared within one recording (one machine, one moment); only
+``what_a_gpu_would_add`` compares across machines, labelled so, and never from a busy machine
+(a CPU timed under load makes any GPU look hundreds of times faster). Busy (``assess``): any of
+**load** (the load average less the timing's own threads, on half the cores or more; it lags
+and misses a VM's neighbours), **spread** (the median point's slowest repeat ÷ fastest at
+``SPREAD_BUSY`` or more) and **runs** (under ``RUNS_BUSY`` of this server's finished runs'
+speed with the same settings). A busy result says so first; its extrapolations are not shown.
 """
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 from pathlib import Path
+from typing import Any, Iterable, Mapping
 
+from cifarlab.core.config import TrainConfig
 from cifarlab.lab.gpu.config import EPOCH_IMAGES, TUTORIAL_EPOCHS, TUTORIAL_POINT
 from cifarlab.lab.gpu.results import SweepResult, recorded_results
 
-BUSY_SHARE = 0.5   # other work on at least this share of the cores: a busy machine
+BUSY_SHARE = 0.5    # other work on at least this share of the cores: a busy machine
+SPREAD_BUSY = 1.5   # slowest repeat ÷ fastest, at the median point
+RUNS_BUSY = 0.67    # timed images/s ÷ the server's finished runs' images/s
+_TUTORIAL_MODEL = TrainConfig().to_dict()["model"]
 
 
 def point_key(row: dict) -> tuple:
@@ -28,10 +38,13 @@ def eager(rows: list[dict]) -> list[dict]:
     return [r for r in rows if not r.get("graphed")]
 
 
-def _ratios(acc_rows: list[dict], cpu_rows: list[dict]) -> list[dict]:
-    cpu = {point_key(r): r for r in cpu_rows if r["device"] == "cpu" and not r["error"]}
+def speedups(result: SweepResult | list[dict]) -> list[dict]:
+    """Accelerator images/s ÷ cpu images/s at each (pipeline, batch size, width) measured on
+    both, within this one recording."""
+    rows = result.ok_rows() if isinstance(result, SweepResult) else list(result)
+    cpu = {point_key(r): r for r in rows if r["device"] == "cpu" and not r["error"]}
     out = []
-    for r in acc_rows:
+    for r in rows:
         c = cpu.get(point_key(r))
         if r["device"] == "cpu" or r["error"] or c is None:
             continue
@@ -44,16 +57,13 @@ def _ratios(acc_rows: list[dict], cpu_rows: list[dict]) -> list[dict]:
                                       s["batch_size"]))
 
 
-def speedups(result: SweepResult | list[dict]) -> list[dict]:
-    """Accelerator images/s ÷ cpu images/s at each (pipeline, batch size, width) measured on
-    both, within this one recording."""
-    rows = result.ok_rows() if isinstance(result, SweepResult) else list(result)
-    return _ratios(rows, rows)
-
-
-def _crossover(ups: list[dict]) -> list[dict]:
+def crossover(result: SweepResult | list[dict]) -> list[dict]:
+    """Per accelerator, pipeline and width: batch_size, the smallest measured batch size at which
+    the accelerator beats the cpu (None if it never does); speedup there; and estimate, where
+    the curves cross between the two measured batch sizes around it (interpolated on log scales;
+    None if it already wins at the smallest batch or never wins)."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
-    for s in ups:
+    for s in speedups(result):
         groups[(s["device"], s.get("graphed", False), s["pipeline"], s["width"])].append(s)
     out = []
     for (device, graphed, pipeline, width), ss in sorted(groups.items()):
@@ -76,22 +86,6 @@ def _crossover(ups: list[dict]) -> list[dict]:
     return out
 
 
-def crossover(result: SweepResult | list[dict]) -> list[dict]:
-    """Per accelerator, pipeline and width: batch_size, the smallest measured batch size at which
-    the accelerator beats the cpu (None if it never does); speedup there; and estimate, where
-    the curves cross between the two measured batch sizes around it (interpolated on log scales;
-    None if it already wins at the smallest batch or never wins)."""
-    return _crossover(speedups(result))
-
-
-def _best(rows: list[dict]) -> dict | None:
-    if not rows:
-        return None
-    r = max(rows, key=lambda r: r["images_per_s"])
-    return {"pipeline": r["pipeline"], "batch_size": r["batch_size"], "width": r["width"],
-            "images_per_s": r["images_per_s"], "epoch_s": r["epoch_s"]}
-
-
 def explain_tutorial_point(result: SweepResult) -> dict:
     """Figures about the tutorial as written (tutorial pipeline, batch 4, width 1) on each device:
     its speed, its two epochs, the fast pipeline at the same batch, and the best point measured
@@ -106,24 +100,23 @@ def explain_tutorial_point(result: SweepResult) -> dict:
         mine = [r for r in rows if r["device"] == dev]
         tut = next((r for r in mine if point_key(r) == TUTORIAL_POINT), None)
         fast = next((r for r in mine if point_key(r) == ("fast", b, w)), None)
-        best = _best([r for r in mine if r["width"] == w])
-        best_up = max((s for s in ups if s["device"] == dev), key=lambda s: s["speedup"],
-                      default=None)
-        d = {"device": dev, "device_name": next(r["device_name"] for r in result.rows
-                                                if r["device"] == dev),
-             "images_per_s": None, "step_ms": None, "epoch_s": None, "tutorial_run_s": None,
-             "speedup_vs_cpu": None, "best_speedup": best_up, "fast_gain": None,
-             "best": best, "best_gain": None}
-        if tut:
-            d.update(images_per_s=tut["images_per_s"], step_ms=tut["step_ms"],
-                     epoch_s=tut["epoch_s"], tutorial_run_s=TUTORIAL_EPOCHS * tut["epoch_s"])
-            if cpu_tut and dev != "cpu":
-                d["speedup_vs_cpu"] = tut["images_per_s"] / cpu_tut["images_per_s"]
-            if fast:
-                d["fast_gain"] = fast["images_per_s"] / tut["images_per_s"]
-            if best:
-                d["best_gain"] = best["images_per_s"] / tut["images_per_s"]
-        devices.append(d)
+        best = max((r for r in mine if r["width"] == w), key=lambda r: r["images_per_s"],
+                   default=None)
+        ips = tut["images_per_s"] if tut else None
+        devices.append({
+            "device": dev,
+            "device_name": next(r["device_name"] for r in result.rows if r["device"] == dev),
+            "images_per_s": ips, "step_ms": tut and tut["step_ms"],
+            "epoch_s": tut and tut["epoch_s"],
+            "tutorial_run_s": tut and TUTORIAL_EPOCHS * tut["epoch_s"],
+            "speedup_vs_cpu": (ips / cpu_tut["images_per_s"] if tut and cpu_tut and dev != "cpu"
+                               else None),
+            "best_speedup": max((s for s in ups if s["device"] == dev),
+                                key=lambda s: s["speedup"], default=None),
+            "fast_gain": fast["images_per_s"] / ips if tut and fast else None,
+            "best": best and {k: best[k] for k in ("pipeline", "batch_size", "width",
+                                                   "images_per_s", "epoch_s")},
+            "best_gain": best["images_per_s"] / ips if tut and best else None})
     timed = [d for d in devices if d["images_per_s"]]
     params = next((r["params"] for r in rows if r["tutorial_point"] and r["params"]), None)
     return {"pipeline": pipe, "batch_size": b, "width": w, "epoch_images": EPOCH_IMAGES,
@@ -164,11 +157,9 @@ def graph_gains(result: SweepResult) -> list[dict]:
 
 
 def machine_load(result: SweepResult) -> dict:
-    """How busy the machine was while it measured: state "quiet", "busy" or "unknown".
-
-    The 1-minute load average counts the threads ready to run. The timing's own (its PyTorch
-    threads and DataLoader workers) are taken off each row's figure; what remains is other
-    work. Busy: other work on at least half the cores, before the sweep or during a point."""
+    """How busy the machine was while it measured: state "quiet", "busy" or "unknown"; "others",
+    the most threads of other work (the load average less the timing's PyTorch threads and
+    DataLoader workers), before the sweep or during a point."""
     env = result.environment or {}
     cores = env.get("cpu_count")
     threads = (env.get("settings") or {}).get("torch_threads") or env.get("torch_threads") or cores
@@ -186,17 +177,58 @@ def machine_load(result: SweepResult) -> dict:
             "others": max(0.0, worst), "cores": cores}
 
 
+def spread(res: SweepResult) -> float | None:
+    """The median point's slowest repeat ÷ its fastest (CPU and accelerators alike); None
+    without repeats."""
+    ratios = [r["step_ms_max"] / r["step_ms_min"] for r in eager(res.ok_rows())
+              if (r.get("repeats") or 0) > 1 and r.get("step_ms_min") and r.get("step_ms_max")]
+    return statistics.median(ratios) if ratios else None
+
+
+def runs_check(res: SweepResult, measured: Iterable[Mapping[str, Any]]) -> dict | None:
+    """The tutorial's point as timed here against this server's finished runs with the
+    tutorial's network, pipeline and batch size on the same device: {"device", "timed_ips",
+    "run_ips" (their median), "runs", "ratio", "run_s" (their median training time)}; None
+    when the result was recorded elsewhere or there is nothing to compare."""
+    if res.recorded_elsewhere:
+        return None
+    pipe, batch, width = TUTORIAL_POINT
+    for row in eager(res.ok_rows()):
+        if point_key(row) != TUTORIAL_POINT:
+            continue
+        same = [m for m in measured if m.get("device") == row["device"]
+                and m["config"].get("pipeline") == pipe and m["config"].get("batch_size") == batch
+                and m["config"].get("model") == _TUTORIAL_MODEL and m.get("images_per_second")]
+        if same:
+            ips = statistics.median(float(m["images_per_second"]) for m in same)
+            full = [m for m in same if m["config"].get("epochs") == 2
+                    and not m["config"].get("train_subset")]
+            return {"device": row["device"], "timed_ips": row["images_per_s"], "run_ips": ips,
+                    "runs": len(same), "ratio": row["images_per_s"] / ips,
+                    "run_s": statistics.median(float(m["train_seconds"]) for m in full)
+                    if full else None}
+    return None
+
+
+def assess(res: SweepResult, measured: Iterable[Mapping[str, Any]] = ()) -> dict:
+    """{"busy": bool, "reasons": ["load", "spread", "runs"] (those that say busy), "load"
+    (``machine_load``), "spread", "runs" (``runs_check``)}."""
+    load, sp, runs = machine_load(res), spread(res), runs_check(res, list(measured))
+    reasons = [name for name, said in (("load", load["state"] == "busy"),
+                                       ("spread", sp is not None and sp >= SPREAD_BUSY),
+                                       ("runs", runs is not None and runs["ratio"] < RUNS_BUSY))
+               if said]
+    return {"busy": bool(reasons), "reasons": reasons, "load": load, "spread": sp, "runs": runs}
+
+
 def what_a_gpu_would_add(result: SweepResult, reference: SweepResult | None = None,
                          directory: str | Path | None = None) -> dict:
-    """What an accelerator adds, for a result measured without one.
-
-    ``same_machine``: the reference recording's accelerator against its own cpu, at the
-    tutorial's point and at its best point (one recording: the figure to teach with).
-    ``across``: the same accelerator against this result's cpu, labelled as a comparison of two
-    machines, or None with ``across_refused`` saying why: "busy_here" / "busy_there" (a busy
-    machine's figures are not compared), "unknown_here" / "unknown_there" (no load recorded),
-    "no_cpu_here". With an accelerator of its own, ``result`` is its own reference.
-    The reference: ``reference``, else the newest recording in ``directory`` (docs/gpu-results)."""
+    """What an accelerator adds, for a result measured without one (else it is its own
+    reference; the reference: ``reference``, else the newest recording in ``directory``).
+    ``same_machine``: the reference's accelerator against its own cpu (the figure to teach
+    with). ``across``: against this result's cpu, labelled two machines, or None with
+    ``across_refused``: "busy_here"/"busy_there", "unknown_here"/"unknown_there" (no load
+    recorded) or "no_cpu_here"."""
     has_acc = any(r["device"] != "cpu" for r in result.ok_rows())
     if has_acc:
         reference = result
@@ -221,11 +253,11 @@ def what_a_gpu_would_add(result: SweepResult, reference: SweepResult | None = No
         if state != "quiet":
             out["across_refused"] = f"{state}_{side}"
             return out
-    across = _ratios(acc_rows, here_cpu)
+    across = speedups(acc_rows + here_cpu)   # that accelerator against this CPU
     if not across:
         out["across_refused"] = "no_cpu_here"
         return out
-    out["across"] = {**_summary(across), "crossover": _crossover(across),
+    out["across"] = {**_summary(across), "crossover": crossover(acc_rows + here_cpu),
                      "here": result.recorded_on, "there": reference.recorded_on}
     return out
 

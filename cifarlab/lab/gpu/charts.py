@@ -11,6 +11,7 @@ from cifarlab import i18n
 from cifarlab.lab import charts as C
 from cifarlab.lab.gpu import analysis
 from cifarlab.lab.gpu.config import TUTORIAL_POINT
+from cifarlab.lab.gpu.report import pipeline_name
 from cifarlab.lab.gpu.results import PHASES, SweepResult
 
 PHASE_COLORS = ("#9e9e9e", "#ff7f0e", "#1f77b4", "#2ca02c", "#d62728")   # in PHASES' order
@@ -19,11 +20,6 @@ PHASE_COLORS = ("#9e9e9e", "#ff7f0e", "#1f77b4", "#2ca02c", "#d62728")   # in PH
 def _series(device: str, width: int, lang: str, graphed: bool = False) -> str:
     return i18n.t("gpu.trace_graphed" if graphed else "gpu.trace", lang, device=device,
                   width=width)
-
-
-def _pipe(pipeline: str, lang: str) -> str:
-    return (i18n.t(f"gpu.pipe_{pipeline}", lang) if pipeline in ("fast", "tutorial")
-            else pipeline)
 
 
 def _order(df: pd.DataFrame, *by: str) -> pd.DataFrame:
@@ -49,14 +45,6 @@ def throughput_frame(res: SweepResult, pipeline: str, lang: str) -> pd.DataFrame
     return _order(df, "series", "batch_size")
 
 
-def tutorial_points(res: SweepResult) -> pd.DataFrame:
-    """The tutorial as written on each device: where the star goes."""
-    return pd.DataFrame([{"device": r["device"], "batch_size": r["batch_size"],
-                          "images_per_s": r["images_per_s"]}
-                         for r in res.ok_rows() if r["tutorial_point"]],
-                        columns=["device", "batch_size", "images_per_s"])
-
-
 def speedup_frame(res: SweepResult, pipeline: str, lang: str) -> pd.DataFrame:
     """Accelerator ÷ CPU images/s against batch size (within this recording), with a column
     ``tutorial`` marking the tutorial's own point."""
@@ -80,10 +68,8 @@ def breakdown_choices(res: SweepResult) -> dict[str, list[str]]:
     """device -> the methods its breakdown was timed with ("sync", "cuda_events")."""
     out: dict[str, list[str]] = {}
     for b in res.breakdowns:
-        if not b["error"] and b["total_s"]:
-            out.setdefault(b["device"], [])
-            if b["method"] not in out[b["device"]]:
-                out[b["device"]].append(b["method"])
+        if not b["error"] and b["total_s"] and b["method"] not in out.setdefault(b["device"], []):
+            out[b["device"]].append(b["method"])
     return out
 
 
@@ -96,7 +82,7 @@ def breakdown_frame(res: SweepResult, device: str, method: str, share: bool,
                     key=lambda b: (b["pipeline"] != "tutorial", b["batch_size"]))
     out = []
     for b in passes:
-        label = f"{_pipe(b['pipeline'], lang)} · {b['batch_size']}"
+        label = f"{pipeline_name(b['pipeline'], lang)} · {b['batch_size']}"
         for p in PHASES:
             value = b[f"{p}_s"] / b["total_s"] * 100 if share else b[f"{p}_s"] * 1000
             out.append({"bar": label, "phase": i18n.t(f"gpu.phase_{p}", lang), "value": value})
@@ -107,7 +93,7 @@ def pipelines_frame(res: SweepResult, width: int, lang: str) -> pd.DataFrame:
     """Images/s against batch size for both pipelines, one series per device and pipeline."""
     rows = [r for r in analysis.eager(res.ok_rows()) if r["width"] == width]
     df = pd.DataFrame([{"device": r["device"], "pipeline": r["pipeline"],
-                        "series": f"{r['device']} · {_pipe(r['pipeline'], lang)}",
+                        "series": f"{r['device']} · {pipeline_name(r['pipeline'], lang)}",
                         "batch_size": r["batch_size"], "images_per_s": r["images_per_s"]}
                        for r in rows if r["pipeline"] in ("fast", "tutorial")],
                       columns=["device", "pipeline", "series", "batch_size", "images_per_s"])
@@ -133,11 +119,11 @@ def throughput_figure(res: SweepResult, pipeline: str, t) -> go.Figure:
     df = throughput_frame(res, pipeline, t.lang)
     fig = px.line(df, x="batch_size", y="images_per_s", **C.series_style("series"), markers=True,
                   error_y="plus", error_y_minus="minus", hover_data={"step_ms": ":.3f"})
-    tut = tutorial_points(res)
-    if not tut.empty:
-        fig.add_scatter(x=tut["batch_size"], y=tut["images_per_s"], mode="markers+text",
-                        marker=STAR, name=t("gpu.tut_marker"), text=tut["device"],
-                        textposition="middle left")
+    tut = [r for r in res.ok_rows() if r["tutorial_point"]]   # on each device, any pipeline
+    if tut:
+        fig.add_scatter(x=[r["batch_size"] for r in tut], y=[r["images_per_s"] for r in tut],
+                        mode="markers+text", marker=STAR, name=t("gpu.tut_marker"),
+                        text=[r["device"] for r in tut], textposition="middle left")
     return _log_axes(fig, t("gpu.axis_ips"), t, dtick=1, tickformat="~s")
 
 

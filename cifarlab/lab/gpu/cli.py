@@ -1,11 +1,10 @@
-"""``python -m cifarlab bench``: the CPU vs GPU sweep from the terminal.
-
-``--sweep`` records what the page shows on machines without a GPU (every device, the full grid,
-the breakdown) as ``docs/gpu-results/<gpu-or-host>-<date>.json`` and ``.csv``, rewritten after
-every point so a run cut short keeps what it measured. Registering the parser imports no torch.
+"""``python -m cifarlab bench``: the CPU vs GPU sweep from the terminal. ``--sweep`` records
+what the page shows on machines without a GPU as ``docs/gpu-results/<gpu-or-host>-<date>.json``
+and ``.csv``, rewritten after every point. Registering the parser imports no torch.
 """
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 import time
@@ -23,7 +22,7 @@ TABLE = [("device", 7), ("pipeline", 8), ("batch", 5), ("width", 5), ("images/s"
 
 
 def register_cli(subparsers) -> None:
-    d = SweepConfig()
+    d, on = SweepConfig(), argparse.BooleanOptionalAction
     p = subparsers.add_parser("bench", help="time training on cpu and accelerators: batch size x "
                                             "width sweep, speedups, crossover")
     p.add_argument("--sweep", action="store_true",
@@ -31,61 +30,51 @@ def register_cli(subparsers) -> None:
                         "5 s per point, saved to --out-dir as <gpu>-<date>.json and .csv")
     p.add_argument("--quick", action="store_true", help="batch 4,64,1024, widths 1,8, 10 steps")
     p.add_argument("--devices", default="all", help="cpu,cuda:0,mps or all (default: all)")
-    p.add_argument("--batch-sizes", default=None,
-                   help=f"default {','.join(map(str, d.batch_sizes))}")
-    p.add_argument("--widths", default=None, help=f"width multipliers (default "
-                                                  f"{','.join(map(str, d.widths))})")
+    p.add_argument("--batch-sizes", help=f"default {','.join(map(str, d.batch_sizes))}")
+    p.add_argument("--widths", help=f"width multipliers (default {','.join(map(str, d.widths))})")
     p.add_argument("--pipelines", default=",".join(d.pipelines), help="fast,tutorial")
-    p.add_argument("--steps", default=None, help=f"timed steps per repeat (default {d.steps})")
-    p.add_argument("--warmup", default=None, help=f"warm-up steps, timed apart (default "
-                                                  f"{d.warmup}; {SWEEP_DEFAULTS['warmup']} "
-                                                  "with --sweep)")
+    p.add_argument("--steps", help=f"timed steps per repeat (default {d.steps})")
+    p.add_argument("--warmup", help=f"warm-up steps, timed apart (default {d.warmup}; "
+                                    f"{SWEEP_DEFAULTS['warmup']} with --sweep)")
     p.add_argument("--repeats", default=str(d.repeats))
-    p.add_argument("--max-seconds", default=None,
+    p.add_argument("--max-seconds",
                    help=f"time budget per point in seconds, or 'none' (default {d.max_seconds:g}; "
                         f"{SWEEP_DEFAULTS['max_seconds']:g} with --sweep)")
     p.add_argument("--num-workers", default=str(d.num_workers),
                    help="DataLoader workers of the tutorial pipeline (the tutorial uses 2)")
-    p.add_argument("--breakdown", action="store_true",
+    p.add_argument("--breakdown", action=on,
                    help="also time the phases of a step (a separate pass; on with --sweep)")
-    p.add_argument("--no-breakdown", action="store_true", help="with --sweep: skip the breakdown")
-    p.add_argument("--graphed", action="store_true",
+    p.add_argument("--graphed", action=on,
                    help="also time the fast pipeline's step replayed as one CUDA graph on each "
                         "CUDA device (the 'GPU, graphed' series; on with --sweep)")
-    p.add_argument("--no-graphed", action="store_true",
-                   help="with --sweep: skip the graphed series")
-    p.add_argument("--data", default=None,
-                   help="use a slice of the real training set "
-                        "(image folder, .tar.gz or 'download')")
+    p.add_argument("--data", help="use a slice of the real training set "
+                                  "(image folder, .tar.gz or 'download')")
     p.add_argument("--out", action="append", default=[], help="save to .json or .csv (repeatable)")
-    p.add_argument("--out-dir", default=None,
-                   help="with --sweep: where the two files go (default docs/gpu-results)")
-    p.add_argument("--show", default=None, help="print a saved result instead of measuring")
+    p.add_argument("--out-dir", help="with --sweep: where the two files go (default "
+                                     "docs/gpu-results)")
+    p.add_argument("--show", help="print a saved result instead of measuring")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(handler=cmd_bench)
 
 
 def config_from_args(args) -> SweepConfig:
     """The SweepConfig the command line asks for (ConfigError naming each bad option)."""
-    quick = QUICK if args.quick else {}
-    sweep = SWEEP_DEFAULTS if args.sweep else {}
-    d = SweepConfig()
+    d, given = SweepConfig(), {**(SWEEP_DEFAULTS if args.sweep else {}),
+                               **(QUICK if args.quick else {})}   # --quick's win
 
-    def pick(name: str, default):
-        given = getattr(args, name)
-        return given if given is not None else quick.get(name, sweep.get(name, default))
+    def pick(name: str):
+        value = getattr(args, name)
+        return given.get(name, getattr(d, name)) if value is None else value
 
     return SweepConfig(
-        devices=args.devices, batch_sizes=_ints(pick("batch_sizes", d.batch_sizes), "batch_sizes"),
-        widths=_ints(pick("widths", d.widths), "widths"), pipelines=args.pipelines,
-        steps=_int(pick("steps", d.steps), "steps"),
-        warmup=_int(pick("warmup", d.warmup), "warmup"),
-        repeats=_int(args.repeats, "repeats"),
-        max_seconds=_seconds(pick("max_seconds", d.max_seconds)),
-        num_workers=_int(args.num_workers, "num_workers"),
+        devices=args.devices, batch_sizes=_whole(pick("batch_sizes"), "batch_sizes", many=True),
+        widths=_whole(pick("widths"), "widths", many=True), pipelines=args.pipelines,
+        steps=_whole(pick("steps"), "steps"), warmup=_whole(pick("warmup"), "warmup"),
+        repeats=_whole(args.repeats, "repeats"), max_seconds=_seconds(pick("max_seconds")),
+        num_workers=_whole(args.num_workers, "num_workers"),
         images="real" if args.data else "synthetic",
-        breakdown=(args.sweep or args.breakdown) and not args.no_breakdown,
-        graphed=bool((args.sweep or args.graphed) and not args.no_graphed))
+        breakdown=args.sweep if args.breakdown is None else args.breakdown,
+        graphed=args.sweep if args.graphed is None else args.graphed)
 
 
 def cmd_bench(args) -> int:
@@ -115,7 +104,7 @@ def cmd_bench(args) -> int:
 
         t0 = time.perf_counter()
         result = run_sweep(cfg, on_result=None if args.json else TablePrinter(), data=data,
-                           save_to=outs or None)
+                           save_to=outs)
         if args.json:
             print(result.to_json())
             return 0
@@ -148,68 +137,63 @@ def print_plan(cfg: SweepConfig, devices: list[str], outs: list[Path]) -> None:
     from cifarlab.lab.gpu.measure import sweep_environment
 
     env = sweep_environment(devices)
-    print(f"host {env['hostname']}; torch {env['torch']}, CUDA {env['cuda']}, cuDNN "
-          f"{env['cudnn']}; cpu: {env['cpu']}")
-    for d in env["devices"]:
-        mem = f", {d['memory_bytes'] / 2**30:.0f} GiB" if d.get("memory_bytes") else ""
-        print(f"  {d['id']}: {d['name']}{mem}")
+    print(f"host {env['hostname']}", *_machine_lines(env), sep="\n")
     estimate = estimate_seconds(cfg, devices)
     bound = f"at most about {i18n.duration(estimate)}" if estimate else "no time budget"
     print(f"{len(cfg.points(devices))} points and {len(cfg.breakdown_passes(devices))} breakdown "
           f"passes: {bound}.\nwriting {' and '.join(map(str, outs))} as it goes\n", flush=True)
 
 
+def _machine_lines(env: dict) -> list[str]:
+    lines = [f"torch {env.get('torch')}, CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, "
+             f"python {env.get('python')}; cpu: {env.get('cpu')}"]
+    for d in env.get("devices", []):
+        if d.get("kind") != "cpu":
+            mem = f", {d['memory_bytes'] / 2**30:.0f} GiB" if d.get("memory_bytes") else ""
+            lines.append(f"{d.get('id')}: {d.get('name')}{mem}")
+    return lines
+
+
 # -----------------------------------------------------------------------------
 # printing
-
-def table_header() -> str:
-    return "  ".join(name.rjust(w) if w else name for name, w in TABLE)
-
-
-def table_line(row: dict, cpu_images_per_s: float | None = None) -> str:
-    device = row["device"] + (" graphed" if row.get("graphed") else "")
-    if row["error"]:
-        cells = [device, row["pipeline"], row["batch_size"], row["width"], "-", "-", "-",
-                 "-", "-", row["error"]]
-    else:
-        notes = ["the tutorial as written"] if row["tutorial_point"] else []
-        if row["budget_hit"]:
-            notes.append(f"time budget: {row['timed_steps']} steps timed")
-        speed = (f"{row['images_per_s'] / cpu_images_per_s:.2f}x"
-                 if cpu_images_per_s and row["device"] != "cpu" else "")
-        cells = [device, row["pipeline"], row["batch_size"], row["width"],
-                 f"{row['images_per_s']:,.0f}", f"{row['step_ms']:.3f}",
-                 f"{row['step_ms_min']:.3f}-{row['step_ms_max']:.3f}",
-                 i18n.duration(row["epoch_s"]), speed, "; ".join(notes)]
-    return "  ".join(str(c).rjust(w) if w else str(c) for c, (_, w) in zip(cells, TABLE))
-
 
 class TablePrinter:
     """on_result callback that prints each row as it arrives, with its speedup over the cpu."""
 
     def __init__(self, out=None):
         self.out, self.cpu = out or sys.stdout, {}
-        print(table_header(), file=self.out, flush=True)
+        self._print([name for name, _ in TABLE])
+
+    def _print(self, cells: list) -> None:
+        print("  ".join(str(c).rjust(w) if w else str(c) for c, (_, w) in zip(cells, TABLE)),
+              file=self.out, flush=True)
 
     def __call__(self, row: dict) -> None:
         key = (row["pipeline"], row["batch_size"], row["width"])
         if row["device"] == "cpu" and not row["error"]:
             self.cpu[key] = row["images_per_s"]
-        print(table_line(row, self.cpu.get(key)), file=self.out, flush=True)
+        cells = [row["device"] + (" graphed" if row.get("graphed") else ""), row["pipeline"],
+                 row["batch_size"], row["width"]]
+        if row["error"]:
+            self._print(cells + ["-"] * 5 + [row["error"]])
+            return
+        notes = ["the tutorial as written"] if row["tutorial_point"] else []
+        if row["budget_hit"]:
+            notes.append(f"time budget: {row['timed_steps']} steps timed")
+        cpu = self.cpu.get(key)
+        self._print(cells + [f"{row['images_per_s']:,.0f}", f"{row['step_ms']:.3f}",
+                             f"{row['step_ms_min']:.3f}-{row['step_ms_max']:.3f}",
+                             i18n.duration(row["epoch_s"]),
+                             f"{row['images_per_s'] / cpu:.2f}x"
+                             if cpu and row["device"] != "cpu" else "", "; ".join(notes)])
 
 
 def summary_lines(result) -> list[str]:
     from cifarlab.lab.gpu.analysis import crossover, graph_gains, machine_load
     from cifarlab.lab.gpu.results import PHASES
 
-    env = result.environment
     lines = [f"recorded on: {result.recorded_on} (host {result.host}, {result.recorded_at})",
-             f"torch {env.get('torch')}, CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, "
-             f"python {env.get('python')}; cpu: {env.get('cpu')}"]
-    for d in env.get("devices", []):
-        if d.get("kind") != "cpu":
-            mem = f", {d['memory_bytes'] / 2**30:.0f} GiB" if d.get("memory_bytes") else ""
-            lines.append(f"{d.get('id')}: {d.get('name')}{mem}")
+             *_machine_lines(result.environment)]
     load = machine_load(result)
     if load["state"] == "busy":
         lines.append(f"busy machine: load up to {load['load']:.1f} on {load['cores']} cores; "
@@ -245,22 +229,18 @@ def summary_lines(result) -> list[str]:
 # -----------------------------------------------------------------------------
 # reading the options
 
-def _ints(text, name: str) -> tuple:
+def _whole(text, name: str, many: bool = False):
+    """--name's whole number, or with ``many`` its whole numbers separated by commas."""
     if isinstance(text, tuple):
         return text
+    option = {"option": "--" + name.replace("_", "-"), "text": str(text)}
     try:
-        return tuple(int(v) for v in str(text).replace(" ", "").split(",") if v)
+        return (tuple(int(v) for v in str(text).replace(" ", "").split(",") if v) if many
+                else int(text))
     except ValueError:
-        raise ConfigError([Problem(name, "gpu.cli_ints", {"option": "--" + name.replace("_", "-"),
-                                                          "text": str(text)})]) from None
-
-
-def _int(text, name: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ConfigError([Problem(name, "gpu.cli_int", {"option": "--" + name.replace("_", "-"),
-                                                         "text": str(text)})]) from None
+        if many:
+            raise ConfigError([Problem(name, "gpu.cli_ints", option)]) from None
+        raise ConfigError([Problem(name, "gpu.cli_int", option)]) from None
 
 
 def _seconds(text) -> float | None:

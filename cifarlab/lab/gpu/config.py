@@ -1,6 +1,5 @@
 """What a timing sweep measures (``SweepConfig``), and which devices a timing run holds.
-
-No torch here (``python -m cifarlab shapes`` builds a parser that registers ``bench``).
+No torch here: registering the ``bench`` command imports this.
 """
 from __future__ import annotations
 
@@ -34,13 +33,10 @@ def _as_tuple(value: Any) -> Any:
 class SweepConfig:
     """What to measure. Frozen; bad values raise ConfigError naming every bad field.
 
-    devices: () means every device this machine has. steps: timed steps per repeat.
-    max_seconds: time budget per point (None: no cap). num_workers: the tutorial pipeline's
-    DataLoader processes (the tutorial uses 2). images: "synthetic" (random uint8 images, no data
-    set needed) or "real" (a fixed random slice of the training set). breakdown: also run the
-    phase breakdown pass for every device, pipeline and batch size at the smallest width.
-    graphed: also time the fast pipeline's step replayed as one CUDA graph (core/graphs.py) on
-    each CUDA device: the "GPU, graphed" series, a point beside each eager one.
+    devices: () is every device here. steps: timed steps per repeat. max_seconds: the budget
+    per point (None: no cap). num_workers: the tutorial pipeline's DataLoader processes.
+    images: "synthetic" (random pixels) or "real" (a slice of the training set). breakdown: the
+    phase pass too. graphed: the fast step as one CUDA graph too, on each CUDA device.
     """
 
     devices: tuple[str, ...] = ()
@@ -104,10 +100,8 @@ class SweepConfig:
         return out
 
     def resolved_devices(self) -> list[str]:
-        """The devices to measure, checked against this machine (DeviceError if one is absent).
-
-        The cpu comes first, so that speedups can be shown as soon as an accelerator row is in.
-        """
+        """The devices to measure, the cpu first (speed-ups show as soon as an accelerator's
+        row is in); DeviceError if one is absent here."""
         from cifarlab.core.devices import device_ids, resolve_device
 
         devices = list(self.devices) or device_ids()
@@ -116,26 +110,18 @@ class SweepConfig:
         return sorted(devices, key=lambda d: d != "cpu")
 
     def points(self, devices: list[str] | None = None) -> list[dict]:
-        """Every point the sweep measures, in order: the tutorial's own point first, then width by
-        width, pipeline by pipeline, batch by batch, with the devices innermost (so a sweep cut
-        short still compares the devices on what it did measure)."""
+        """Every point the sweep measures, as ``measure_point``'s arguments, in order: the
+        tutorial's own point first, then width by width, pipeline by pipeline, batch by batch,
+        the devices innermost (a sweep cut short still compares them), each CUDA device's
+        graphed point (fast pipeline, cfg.graphed) after its eager one."""
         devices = self.resolved_devices() if devices is None else list(devices)
-        out = [dict(device=d, pipeline=TUTORIAL_POINT[0], batch_size=TUTORIAL_POINT[1],
-                    width=TUTORIAL_POINT[2], tutorial_point=True) for d in devices]
-        for w in self.widths:
-            for p in self.pipelines:
-                for b in sorted(self.batch_sizes):
-                    if (p, b, w) != TUTORIAL_POINT:
-                        out += [dict(device=d, pipeline=p, batch_size=b, width=w,
-                                     tutorial_point=False) for d in devices]
-                        out += [dict(device=d, pipeline=p, batch_size=b, width=w,
-                                     tutorial_point=False, graphed=True)
-                                for d in devices if self.graphs_on(d, p)]
-        return out
-
-    def graphs_on(self, device: str, pipeline: str) -> bool:
-        """Whether this sweep times ``device`` graphed too: CUDA and the fast pipeline only."""
-        return self.graphed is True and device.startswith("cuda") and pipeline == "fast"
+        grid = [(TUTORIAL_POINT, True)] + [((p, b, w), False) for w in self.widths
+                                           for p in self.pipelines for b in sorted(self.batch_sizes)
+                                           if (p, b, w) != TUTORIAL_POINT]
+        return [dict(device=d, pipeline=p, batch_size=b, width=w, tutorial_point=tutorial,
+                     graphed=g) for (p, b, w), tutorial in grid
+                for g in ((False, True) if self.graphed is True and p == "fast" else (False,))
+                for d in devices if not g or d.startswith("cuda")]
 
     def breakdown_passes(self, devices: list[str] | None = None) -> list[dict]:
         """The breakdown pass (when cfg.breakdown): every device, pipeline and batch size at the
@@ -162,10 +148,9 @@ class SweepConfig:
 
 
 def devices_held(config: SweepConfig) -> tuple[str, ...]:
-    """The devices a timing run keeps to itself while it runs: the CPU and every accelerator
-    it times. The CPU always: it is one side of every speed-up, and when only a GPU is timed
-    the CPU still runs the DataLoader workers and launches every kernel, so a training run
-    beside it would slow the GPU's figures too. DeviceError if a device is absent here."""
+    """The devices a timing run keeps to itself: every accelerator it times and always the CPU
+    (one side of every speed-up; it also feeds and launches the GPU's work). DeviceError if a
+    device is absent here."""
     return ("cpu", *(d for d in config.resolved_devices() if d != "cpu"))
 
 
@@ -180,9 +165,8 @@ def estimate_seconds(config: SweepConfig, devices: list[str] | None = None) -> f
 
 def time_left(config: SweepConfig, points_done: int, elapsed_s: float,
               devices: list[str] | None = None) -> float | None:
-    """Seconds a running sweep still needs, from what its points took so far: the points left
-    and the breakdown passes at the measured time per point. None before the first point, and
-    once every point is done (the passes stop at their budget: ``estimate_seconds`` bounds it)."""
+    """Seconds a running sweep still needs: the points and breakdown passes left, at the time
+    per point so far. None before the first point and once every point is done."""
     points = len(config.points(devices))
     if points_done <= 0 or elapsed_s <= 0 or points_done >= points:
         return None
@@ -191,10 +175,9 @@ def time_left(config: SweepConfig, points_done: int, elapsed_s: float,
 
 
 def job_request(config: SweepConfig) -> dict[str, Any]:
-    """The job queue's ``submit_job`` arguments for a timing run (all but the session and the
-    owner): it is listed on the accelerator it times (the CPU when it times only that), holds
-    ``devices_held(config)`` exclusively, and says how long it may take, so that the queue can
-    refuse a sweep longer than this server allows before it starts."""
+    """The job queue's ``submit_job`` arguments for a timing run (but the session and owner):
+    listed on the accelerator it times (else the CPU), holding ``devices_held`` exclusively,
+    with its estimate so that the queue can refuse one longer than the server allows."""
     held = devices_held(config)
     return {"kind": "timing", "payload": config.to_dict(), "device": held[-1],
             "exclusive": list(held), "name": "CPU vs GPU timing",

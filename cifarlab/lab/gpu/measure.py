@@ -1,12 +1,9 @@
 """Measuring: one point, the phase breakdown, the whole sweep, and the job-queue entry point.
 
-Honest, as airbench times: the step is the one training takes, no ``loss.item()`` in the timed
-loop; warm-up steps (cuDNN autotuning, kernel loading, the allocator, DataLoader workers) are
-measured apart, never in the timed figures; the device is synchronised before every clock read;
-each point is timed ``repeats`` times (the median and the spread); a point's time budget cuts
-steps short, never a repeat's first; the phase breakdown is a separate pass, since
-synchronising between phases perturbs the total; running out of memory is a result; each row
-records the load average.
+Honest, as airbench times: training's own step, no ``loss.item()`` in the timed loop; warm-up
+(autotuning, kernel loading, DataLoader workers) timed apart; the device synchronised before
+every clock read; ``repeats`` repeats (median and spread); a budget that cuts steps, never a
+repeat's first; the phase breakdown a separate pass (its synchronising perturbs the total).
 """
 from __future__ import annotations
 
@@ -18,16 +15,17 @@ import time
 from collections import defaultdict
 from datetime import datetime, UTC
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Callable, Iterable
 
 import torch
 
 from cifarlab.core.devices import environment, list_devices, resolve_device
 from cifarlab.core.probes import finite  # JSON has no NaN: a diverged loss is None
+from cifarlab.core.train import to_device
 from cifarlab.errors import CifarLabError
 from cifarlab.lab.gpu.config import EPOCH_IMAGES, TUTORIAL_POINT, SweepConfig
 from cifarlab.lab.gpu.results import (BREAKDOWN_COLUMNS, COLUMNS, OOM, PHASES, SweepResult,
-                                      check_suffix)
+                                      blank, check_suffix)
 from cifarlab.lab.gpu.step import (Poll, Stopped, Workload, cleanup, device_id,
                                    is_out_of_memory, run_steps, sync_for, timing_settings)
 
@@ -49,18 +47,23 @@ def load_average() -> list[float] | None:
         return None
 
 
-def blank_row(dev: torch.device, pipeline: str, batch_size: int, width: int, data) -> dict:
-    """A row with every column, filled with what is known before measuring."""
+def _point(device, batch_size: int, width: int, pipeline: str, data, num_workers: int,
+           seed: int, columns: dict[str, type], **checked) -> tuple[torch.device, dict, dict]:
+    """A point's settings checked (SweepConfig's ConfigError) and its device resolved: (the
+    device, a row of ``columns`` with what is known before measuring, Workload's arguments)."""
+    SweepConfig(devices=(str(device),), batch_sizes=(batch_size,), widths=(width,),
+                pipelines=(pipeline,), num_workers=num_workers, seed=seed, **checked)
+    dev = resolve_device(device)
     info = next((d for d in list_devices() if d.id == device_id(dev)), None)
-    row: dict[str, Any] = {c: ("" if t is str else False if t is bool else None)
-                           for c, t in COLUMNS.items()}
-    row.update(device=device_id(dev), device_kind=dev.type,
-               device_name=info.name if info else str(dev),
-               device_memory_bytes=info.memory_bytes if info else None,
-               pipeline=pipeline, batch_size=batch_size, width=width,
-               images="synthetic" if data is None else "real", host=hostname(),
-               recorded_at=now_iso(), torch=torch.__version__, cuda=torch.version.cuda or "")
-    return row
+    known = dict(device=device_id(dev), device_kind=dev.type,
+                 device_name=info.name if info else str(dev),
+                 device_memory_bytes=info.memory_bytes if info else None,
+                 pipeline=pipeline, batch_size=batch_size, width=width,
+                 images="synthetic" if data is None else "real", host=hostname(),
+                 recorded_at=now_iso(), torch=torch.__version__, cuda=torch.version.cuda or "")
+    return dev, {**blank(columns), **{k: v for k, v in known.items() if k in columns}}, dict(
+        batch_size=batch_size, width=width, pipeline=pipeline, data=data,
+        num_workers=num_workers, seed=seed)
 
 
 def step_stats(per_step_s: list[float], batch_size: int) -> dict:
@@ -75,6 +78,23 @@ def step_stats(per_step_s: list[float], batch_size: int) -> dict:
             "images_per_s_max": batch_size / xs[0], "epoch_s": EPOCH_IMAGES * med / batch_size}
 
 
+def _timed(dev: torch.device, measure: Callable[[], dict]) -> dict | None:
+    """measure() with the timing settings on ``dev``, which is cleaned up after: its figures;
+    None when should_stop() said so; {"error": OOM} when the device ran out of memory."""
+    figures, oom = None, False
+    try:
+        with timing_settings(dev):
+            figures = measure()
+    except Stopped:
+        figures = None
+    except Exception as err:
+        if not is_out_of_memory(err):
+            raise
+        oom = True  # handled after the except block, once the traceback (and its tensors) is gone
+    cleanup(dev)
+    return {"error": OOM} if oom else figures
+
+
 # -----------------------------------------------------------------------------
 # one point
 
@@ -83,48 +103,29 @@ def measure_point(device, batch_size: int, width: int = 1, pipeline: str = "fast
                   max_seconds: float | None = None, num_workers: int = 2, seed: int = 0,
                   should_stop: Callable[[], bool] | None = None,
                   tutorial_point: bool | None = None, graphed: bool = False) -> dict | None:
-    """Time the training step at one point; a row (see COLUMNS), or None if should_stop() said so.
-
-    data: a CifarData (a fixed random slice of its training set is used) or None (synthetic
-    uint8 images). Out of memory gives a row with error="out of memory" and no figures.
-    graphed: the step replayed as one CUDA graph; a row with error "not graphed: <reason>"
-    when it ran eagerly instead (never eager figures under the graphed label).
-    """
-    SweepConfig(devices=(str(device),), batch_sizes=(batch_size,), widths=(width,),
-                pipelines=(pipeline,), steps=steps, warmup=warmup, repeats=repeats,
-                max_seconds=max_seconds, num_workers=num_workers, seed=seed)  # validates
-    dev = resolve_device(device)
-    row = blank_row(dev, pipeline, batch_size, width, data)
+    """Time the training step at one point: a row (COLUMNS), or None if should_stop() said so.
+    data: a CifarData (a fixed slice of it is used) or None (synthetic images). Out of memory is
+    a row with error OOM; graphed, the step as one CUDA graph (error "not graphed: <reason>"
+    when it ran eagerly: never eager figures under the graphed label)."""
+    dev, row, work = _point(device, batch_size, width, pipeline, data, num_workers, seed,
+                            COLUMNS, steps=steps, warmup=warmup, repeats=repeats,
+                            max_seconds=max_seconds)
     row.update(steps=steps, repeats=repeats, graphed=graphed,
                tutorial_point=(pipeline, batch_size, width) == TUTORIAL_POINT
                if tutorial_point is None else tutorial_point)
-    measured, oom = None, False
-    try:
-        with timing_settings(dev):
-            measured = _measure(dev, batch_size, width, pipeline, steps, warmup, repeats, data,
-                                max_seconds, num_workers, seed, Poll(should_stop), graphed)
-    except Stopped:
-        measured = None
-    except Exception as err:
-        if not is_out_of_memory(err):
-            raise
-        oom = True  # handled after the except block, once the traceback (and its tensors) is gone
-    cleanup(dev)
+    measured = _timed(dev, lambda: _measure(dev, {**work, "graphed": graphed}, steps, warmup,
+                                            repeats, max_seconds, Poll(should_stop)))
     row["load_1m"] = (load_average() or [None])[0]
-    if oom:
-        row["error"] = OOM
-        return row
     if measured is None:
         return None
     row.update(measured)
     return row
 
 
-def _measure(dev, batch_size, width, pipeline, steps, warmup, repeats, data, max_seconds,
-             num_workers, seed, stop: Poll, graphed: bool = False) -> dict:
+def _measure(dev, work_args: dict, steps, warmup, repeats, max_seconds, stop: Poll) -> dict:
     sync = sync_for(dev)
     t_setup = time.perf_counter()
-    work = Workload(dev, batch_size, width, pipeline, data, num_workers, seed, graphed)
+    work = Workload(dev, **work_args)
     try:
         if dev.type == "cuda":
             torch.cuda.reset_peak_memory_stats(dev)
@@ -149,15 +150,15 @@ def _measure(dev, batch_size, width, pipeline, steps, warmup, repeats, data, max
             n, s, loss = run_steps(steps, left, work.step, sync, stop)
             per_step.append(s / n)
             timed += n
-        row = {"params": work.params, "num_workers": work.num_workers, "setup_s": setup_s,
-               "warmup_steps": warm_done, "warmup_s": warm_s, "first_step_ms": first_ms,
-               "timed_steps": timed, "budget_hit": timed < steps * repeats,
-               "loss": finite(loss.item())}
-        row.update(step_stats(per_step, batch_size))
+        if work_args["graphed"] and not work.graphed:  # the warm-up captures it
+            return {"error": f"not graphed: {work.not_graphed_reason()}"}
+        row = {"params": work.params, "num_workers": work.config.num_workers,
+               "setup_s": setup_s, "warmup_steps": warm_done, "warmup_s": warm_s,
+               "first_step_ms": first_ms, "timed_steps": timed,
+               "budget_hit": timed < steps * repeats, "loss": finite(loss.item()),
+               **step_stats(per_step, work.config.batch_size)}
         if dev.type == "cuda":
             row["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated(dev))
-        if graphed and not work.graphed:  # warm-up captures it (core.graphs.WARMUP_STEPS)
-            return {"error": f"not graphed: {work.not_graphed_reason()}"}
         return row
     finally:
         work.close()
@@ -166,127 +167,75 @@ def _measure(dev, batch_size, width, pipeline, steps, warmup, repeats, data, max
 # -----------------------------------------------------------------------------
 # the breakdown pass: where the time of a step goes
 
-class SyncTimer:
-    """Synchronise, then read the clock, at every phase boundary (perturbs the total a little)."""
+def _clock(dev: torch.device, method: str):
+    """(mark, seconds between two marks) for the phase boundaries. "sync": synchronise, then
+    read the host clock (perturbs the total a little). "cuda_events": a CUDA event recorded on
+    the device's stream, read after one synchronisation at the end: the GPU's own timeline,
+    with no synchronisation between phases (a phase includes the GPU waiting for the host)."""
+    if method == "cuda_events":
+        def event():
+            mark = torch.cuda.Event(enable_timing=True)
+            mark.record(torch.cuda.current_stream(dev))
+            return mark
+        return event, lambda a, b: a.elapsed_time(b) / 1000.0  # elapsed_time is in milliseconds
+    sync = sync_for(dev)
 
-    method = "sync"
-
-    def __init__(self, device):
-        self.sync, self.totals, self.t = sync_for(device), defaultdict(float), 0.0
-
-    def start(self) -> None:
-        self.sync()
-        self.t = time.perf_counter()
-
-    def mark(self, phase: str) -> None:
-        self.sync()
-        now = time.perf_counter()
-        self.totals[phase] += now - self.t
-        self.t = now
-
-    def finish(self) -> dict[str, float]:
-        return dict(self.totals)
-
-
-class EventTimer:
-    """CUDA events recorded on the device's stream at every phase boundary and read after one
-    synchronisation at the end: the GPU's own timeline, with no synchronisation between phases.
-    A phase's time includes the GPU waiting for the host (e.g. for the DataLoader)."""
-
-    method = "cuda_events"
-
-    def __init__(self, device):
-        self.device, self.marks = torch.device(device), []
-
-    def _event(self):
-        event = torch.cuda.Event(enable_timing=True)
-        event.record(torch.cuda.current_stream(self.device))
-        return event
-
-    def start(self) -> None:
-        self.marks = [(None, self._event())]
-
-    def mark(self, phase: str) -> None:
-        self.marks.append((phase, self._event()))
-
-    def finish(self) -> dict[str, float]:
-        sync_for(self.device)()
-        totals: dict[str, float] = defaultdict(float)
-        for (_, a), (phase, b) in zip(self.marks, self.marks[1:]):
-            totals[phase] += a.elapsed_time(b) / 1000.0  # elapsed_time is in milliseconds
-        return dict(totals)
+    def now() -> float:
+        sync()
+        return time.perf_counter()
+    return now, lambda a, b: b - a
 
 
 def breakdown(device, batch_size: int, width: int = 1, pipeline: str = "tutorial",
               steps: int = 20, warmup: int = 3, data=None, method: str = "sync",
               num_workers: int = 2, max_seconds: float | None = None, seed: int = 0) -> dict:
-    """Seconds per step in each phase: data (fetch the batch), h2d (copy it to the device),
-    forward (with the loss), backward, optimizer (step + zero_grad); total_s, their sum; and
-    step_s, a step timed without the phase boundaries, for comparison. A separate pass, labelled
-    "pass": "breakdown": its figures are never mixed with the sweep's.
-
-    method: "sync" (any device) or "cuda_events" (CUDA only).
-    """
-    SweepConfig(batch_sizes=(batch_size,), widths=(width,), pipelines=(pipeline,), steps=steps,
-                warmup=warmup, max_seconds=max_seconds, num_workers=num_workers)  # validates
-    dev = resolve_device(device)
+    """Seconds per step in each phase (data, h2d, forward with the loss, backward, optimizer),
+    total_s, their sum, and step_s, a step timed without phase boundaries. A separate pass
+    ("pass": "breakdown"), never mixed with the sweep's figures. method: "sync" (any device) or
+    "cuda_events" (CUDA only)."""
+    dev, out, work = _point(device, batch_size, width, pipeline, data, num_workers, seed,
+                            BREAKDOWN_COLUMNS, steps=steps, warmup=warmup, max_seconds=max_seconds)
     if method not in ("sync", "cuda_events"):
         raise CifarLabError("gpu.method", field="method", method=str(method))
     if method == "cuda_events" and dev.type != "cuda":
         raise CifarLabError("gpu.events_need_cuda", field="method", device=device_id(dev))
-    base = blank_row(dev, pipeline, batch_size, width, data)
-    out = {c: ("" if t is str else None) for c, t in BREAKDOWN_COLUMNS.items()}
-    out.update({k: base[k] for k in ("device", "device_name", "pipeline", "batch_size", "width",
-                                     "images", "host", "recorded_at")})
     out.update({"pass": "breakdown", "method": method})
-    figures, oom = None, False
-    try:
-        with timing_settings(dev):
-            figures = _breakdown(dev, batch_size, width, pipeline, steps, warmup, data, method,
-                                 num_workers, max_seconds, seed)
-    except Exception as err:
-        if not is_out_of_memory(err):
-            raise
-        oom = True
-    cleanup(dev)
-    if oom:
-        out["error"] = OOM
-    else:
-        out.update(figures)
+    out.update(_timed(dev, lambda: _breakdown(dev, work, steps, warmup, method, max_seconds)))
     return out
 
 
-def _breakdown(dev, batch_size, width, pipeline, steps, warmup, data, method, num_workers,
-               max_seconds, seed) -> dict:
+def _breakdown(dev, work_args: dict, steps, warmup, method, max_seconds) -> dict:
     sync, never = sync_for(dev), Poll(None)
-    work = Workload(dev, batch_size, width, pipeline, data, num_workers, seed)
+    work = Workload(dev, **work_args)
     try:
         budget = None if max_seconds is None else max_seconds / 3
         if warmup:
             run_steps(warmup, budget, work.step, sync, never)
         n, seconds, _ = run_steps(steps, budget, work.step, sync, never)  # unperturbed
 
-        timer = EventTimer(dev) if method == "cuda_events" else SyncTimer(dev)
+        mark, between = _clock(dev, method)
         model, criterion, optimizer = work.model, work.criterion, work.optimizer
         optimizer.zero_grad()
-        timer.start()
+        marks = [(None, mark())]
         for _ in range(n):  # train_step's parts, in its order, with a clock between them
             inputs, labels = work.fetch()
-            timer.mark("data")
-            inputs, labels = work.to_device(inputs, labels)
-            timer.mark("h2d")
+            marks.append(("data", mark()))
+            inputs, labels = to_device(inputs, labels, work.device)
+            marks.append(("h2d", mark()))
             loss = criterion(model(inputs), labels)
-            timer.mark("forward")
+            marks.append(("forward", mark()))
             loss.backward()
-            timer.mark("backward")
+            marks.append(("backward", mark()))
             optimizer.step()
             optimizer.zero_grad()
-            timer.mark("optimizer")
-        totals = timer.finish()
+            marks.append(("optimizer", mark()))
         sync()
-        phases = {f"{p}_s": totals.get(p, 0.0) / n for p in PHASES}
+        totals: dict[str, float] = defaultdict(float)
+        for (_, a), (phase, b) in zip(marks, marks[1:]):
+            totals[phase] += between(a, b)
+        phases = {f"{p}_s": totals[p] / n for p in PHASES}
         return {**phases, "total_s": sum(phases.values()), "step_s": seconds / n, "steps": n,
-                "num_workers": work.num_workers}
+                "num_workers": work.config.num_workers}
     finally:
         work.close()
 
@@ -322,16 +271,14 @@ def sweep_environment(devices: Iterable[str]) -> dict:
 
 def run_sweep(cfg: SweepConfig | None = None, on_result: Callable[[dict], None] | None = None,
               should_stop: Callable[[], bool] | None = None, data=None,
-              save_to: str | Path | Iterable[str | Path] | None = None) -> SweepResult:
+              save_to: Iterable[str | Path] = ()) -> SweepResult:
     """Measure every point of ``cfg`` (see SweepConfig.points) and, if cfg.breakdown, the
     breakdown pass. on_result(row) after each point; should_stop() is polled during points (the
-    result is then marked cancelled, keeping what was measured). save_to: file(s) (.json/.csv)
+    result is then marked cancelled, keeping what was measured). save_to: files (.json/.csv)
     rewritten after every point, so an interrupted sweep keeps its rows."""
     cfg = cfg or SweepConfig()
     devices = cfg.resolved_devices()  # DeviceError before anything runs
-    paths = [save_to] if isinstance(save_to, (str, Path)) else list(save_to or ())
-    for p in paths:
-        check_suffix(p)
+    paths = [check_suffix(p) for p in save_to]
     if cfg.images == "real" and data is None:
         from cifarlab.core import data as data_mod
 
@@ -339,33 +286,31 @@ def run_sweep(cfg: SweepConfig | None = None, on_result: Callable[[dict], None] 
     result = SweepResult(rows=[], environment=sweep_environment(devices), config=cfg.to_dict(),
                          host=hostname(), recorded_at=now_iso())
     stop = should_stop or (lambda: False)
+    common = dict(data=data, max_seconds=cfg.max_seconds, num_workers=cfg.num_workers,
+                  seed=cfg.seed)
 
-    def keep(row: dict, into: list) -> None:
+    def keep(row: dict | None, into: list) -> bool:
+        if row is None:
+            result.cancelled = True
+            return False
         row.update(host=result.host, recorded_at=result.recorded_at)
         into.append(row)
         for p in paths:
             result.save(p)
+        return True
 
     for point in cfg.points(devices):
-        row = None if stop() else measure_point(
-            point["device"], point["batch_size"], point["width"], point["pipeline"], cfg.steps,
-            cfg.warmup, cfg.repeats, data, cfg.max_seconds, cfg.num_workers, cfg.seed,
-            should_stop=stop, tutorial_point=point["tutorial_point"],
-            graphed=point.get("graphed", False))
-        if row is None:
-            result.cancelled = True
+        row = None if stop() else measure_point(**point, steps=cfg.steps, warmup=cfg.warmup,
+                                                repeats=cfg.repeats, should_stop=stop, **common)
+        if not keep(row, result.rows):
             break
-        keep(row, result.rows)
         if on_result:
             on_result(row)
     for b in [] if result.cancelled else cfg.breakdown_passes(devices):
-        if stop():
-            result.cancelled = True
+        passed = None if stop() else breakdown(**b, steps=min(cfg.steps, 20),
+                                               warmup=max(1, cfg.warmup), **common)
+        if not keep(passed, result.breakdowns):
             break
-        keep(breakdown(b["device"], b["batch_size"], b["width"], b["pipeline"],
-                       steps=min(cfg.steps, 20), warmup=max(1, cfg.warmup), data=data,
-                       method=b["method"], num_workers=cfg.num_workers,
-                       max_seconds=cfg.max_seconds, seed=cfg.seed), result.breakdowns)
     result.environment["load_average_end"] = load_average()
     for p in paths:
         result.save(p)

@@ -1,8 +1,6 @@
-"""What the CPU vs GPU page says about a result, in the student's language.
-
-Text that came from a file (a device name, a host, a file name) is escaped for Markdown
-(``md``) before it goes into a sentence: a device name such as ``![x](http://…)`` is shown
-as those characters, never as an image the viewer's browser would fetch.
+"""What the CPU vs GPU page says about a result, in the student's language. Text from a file
+(a device name, a host, a file name) is escaped for Markdown (``md``) before it goes into a
+sentence: ``![x](http://…)`` is shown as those characters, never fetched as an image.
 """
 from __future__ import annotations
 
@@ -16,9 +14,9 @@ from cifarlab.i18n import number
 from cifarlab.core.safe_text import md_escape as md
 from cifarlab.core.safe_text import one_line
 from cifarlab.errors import CifarLabError, ConfigError, is_literal
-from cifarlab.lab.gpu import analysis, busy
+from cifarlab.lab.gpu import analysis
 from cifarlab.lab.gpu.config import TUTORIAL_POINT, SweepConfig, estimate_seconds, time_left
-from cifarlab.lab.gpu.results import SweepResult
+from cifarlab.lab.gpu.results import OOM, SweepResult
 
 
 def error_text(err: BaseException, lang: str) -> str:
@@ -38,7 +36,8 @@ def times(x: float | None, lang: str) -> str:
 
 
 def pipeline_name(p: str, lang: str) -> str:
-    return i18n.t(f"gpu.pipe_{p}", lang) if p in ("fast", "tutorial") else md(p)
+    """A pipeline's name in ``lang`` (plain text: one of PIPELINES, which every row has)."""
+    return i18n.t(f"gpu.pipe_{p}", lang)
 
 
 CORES = re.compile(r" \((\d+) cores\)")   # how core.devices.cpu_name writes the count
@@ -50,10 +49,15 @@ def in_words(name: str, lang: str) -> str:
 
 
 def machine_label(res: SweepResult, markdown: bool = True, lang: str = "en") -> str:
-    """The machine by what a person can tell apart ("AMD EPYC (2 cores) + NVIDIA H100 80GB
-    HBM3": ``busy.machine_name``), its cores counted in ``lang``, escaped for Markdown unless
-    ``markdown`` is False (a widget's options are plain text)."""
-    label = in_words(busy.machine_name(res), lang)
+    """The machine by what a person can tell apart: its CPU (model and cores, counted in
+    ``lang``) and its GPUs ("AMD EPYC (2 cores) + NVIDIA H100 80GB HBM3"), not its host name
+    (virtual machines are all "vm"), which is used only when nothing else is known. Escaped for
+    Markdown unless ``markdown`` is False (a widget's options are plain text)."""
+    hw = analysis.hardware(res)
+    cpu = re.sub(r"\((R|TM)\)", "", hw["cpu"] or "").replace("  ", " ").strip()
+    gpus = [g["name"] for g in hw["gpus"] if g["name"] and g["name"] != hw["cpu"]]
+    label = in_words(" + ".join(p for p in [cpu, *dict.fromkeys(gpus)] if p) or res.host or "?",
+                     lang)
     return md(label) if markdown else one_line(label)
 
 
@@ -71,11 +75,10 @@ def rows_table(rows: list[dict], lang: str) -> pd.DataFrame:
         if r.get("budget_hit"):
             notes.append(t("gpu.note_budget", n=r["timed_steps"]))
         if r["error"]:
-            notes.append(t("gpu.out_of_memory") if r["error"] == "out of memory" else r["error"])
+            notes.append(t("gpu.out_of_memory") if r["error"] == OOM else r["error"])
         out.append({
             t("gpu.device_col"): f"{r['device']} · {graphed}" if r.get("graphed") else r["device"],
-            t("gpu.pipeline_col"): t(f"gpu.pipe_{r['pipeline']}") if r["pipeline"] in (
-                "fast", "tutorial") else r["pipeline"],
+            t("gpu.pipeline_col"): pipeline_name(r["pipeline"], lang),
             t("gpu.batch_col"): r["batch_size"], t("gpu.width_col"): r["width"],
             t("gpu.ips_col"): round(r["images_per_s"], 1) if ok else None,
             t("gpu.step_col"): round(r["step_ms"], 3) if ok else None,
@@ -136,11 +139,11 @@ def download_stem(res: SweepResult) -> str:
 
 def provenance(res: SweepResult, lang: str, judged: dict | None = None) -> dict:
     """{"elsewhere": bool, "label": where and when it was measured, "busy": what says the
-    machine was busy (``busy.assess``'s ``judged``) in one paragraph, or None, "check": the
+    machine was busy (``analysis.assess``'s ``judged``) in one paragraph, or None, "check": the
     cross-check with this server's finished runs, or None}. A loaded file is never taken for
     this machine's own figures."""
     t = i18n.translator(lang)
-    judged = judged or busy.assess(res)
+    judged = judged or analysis.assess(res)
     label = t("gpu.recorded_elsewhere" if res.recorded_elsewhere else "gpu.this_machine",
               machine=machine_label(res, lang=lang), date=res.recorded_at[:10])
     load, runs = judged["load"], judged["runs"]
@@ -177,21 +180,19 @@ def tutorial_lines(res: SweepResult, lang: str, is_busy: bool = False) -> list[s
     timed = [d for d in info["devices"] if d["images_per_s"]]
     if not timed:
         return []
+    why = t("gpu.tut_why", params=info["params"] or 62006)
+    name = lambda d: md(in_words(d["device_name"], lang))  # noqa: E731 - a local shorthand
     if is_busy:
-        return [t("gpu_busy.tut_measured", device=md(d["device"]),
-                  name=md(in_words(d["device_name"], lang)), ips=round(d["images_per_s"]))
-                for d in timed] + [
-            t("gpu.tut_why", params=info["params"] or 62006)]
+        return [t("gpu_busy.tut_measured", device=md(d["device"]), name=name(d),
+                  ips=round(d["images_per_s"])) for d in timed] + [why]
     dur = lambda s: i18n.duration(s, lang)  # noqa: E731 - a local shorthand, used below
-    lines = [t("gpu.tut_cpu", name=md(in_words(d["device_name"], lang)),
-               ips=round(d["images_per_s"]),
+    lines = [t("gpu.tut_cpu", name=name(d), ips=round(d["images_per_s"]),
                images=info["epoch_images"], epoch=dur(d["epoch_s"]), run=dur(d["tutorial_run_s"]))
              for d in timed if d["device"] == "cpu"]
-    lines += [t("gpu.tut_acc", device=md(d["device"]), name=md(in_words(d["device_name"], lang)),
-                ips=round(d["images_per_s"]), x=times(d["speedup_vs_cpu"], lang),
-                run=dur(d["tutorial_run_s"]))
+    lines += [t("gpu.tut_acc", device=md(d["device"]), name=name(d), ips=round(d["images_per_s"]),
+                x=times(d["speedup_vs_cpu"], lang), run=dur(d["tutorial_run_s"]))
               for d in timed if d["device"] != "cpu" and d["speedup_vs_cpu"] is not None]
-    lines.append(t("gpu.tut_why", params=info["params"] or 62006))
+    lines.append(why)
     for d in timed:
         best = d["best_speedup"]
         if d["speedup_vs_cpu"] is not None and best:
@@ -292,8 +293,7 @@ def plan_text(config: SweepConfig, lang: str) -> str:
     total = estimate_seconds(config, devices)
     return i18n.t("gpu.plan_passes" if passes else "gpu.plan", lang, passes=passes,
                   points=len(config.points(devices)), devices=", ".join(devices),
-                  budget=float(config.max_seconds),
-                  total=i18n.duration(total, lang))
+                  budget=float(config.max_seconds), total=i18n.duration(total, lang))
 
 
 def live_lines(run, rows: list[dict], position: int | None, now: float,

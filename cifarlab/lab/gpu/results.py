@@ -1,13 +1,9 @@
 """A timing result: rows + what they were measured on; JSON and CSV with an exact round trip.
 
-Rows are typed through pandas (nullable dtypes: a point that failed has no figures), for both
-formats, so a value of the wrong kind in a file is refused when it is read. A loaded result is
-marked as recorded elsewhere (host and date), so a classroom without a GPU can show figures
-recorded on one, never taken for its own.
-
-Text from a file is measured before any parser sees it (``check_text``): how deep its JSON
-nests, its longest number, its rows and columns. A file of 200,000 nested brackets or a number
-of millions of digits is refused in words, never a RecursionError or ValueError on the page.
+Rows are typed through pandas (nullable dtypes), so a value of the wrong kind in a file is
+refused as it is read. A loaded result is marked as recorded elsewhere, never taken for this
+machine's own. Text from a file is measured before any parser sees it (``check_text``: its
+nesting, numbers, rows and columns), so a hostile file is refused in words.
 """
 from __future__ import annotations
 
@@ -66,6 +62,12 @@ BREAKDOWN_COLUMNS: dict[str, type] = {
     "host": str, "recorded_at": str,
 }
 _DTYPES = {int: "Int64", float: "Float64", str: "string", bool: "boolean"}
+_EMPTY = {str: "", bool: False}   # an empty cell's value by type; None for numbers
+
+
+def blank(columns: dict[str, type]) -> dict:
+    """A row of ``columns`` with nothing in it."""
+    return {c: _EMPTY.get(t) for c, t in columns.items()}
 
 
 def frame(rows: list[dict], columns: dict[str, type]):
@@ -80,17 +82,9 @@ def records(df, columns: dict[str, type]) -> list[dict]:
     """A typed DataFrame back to plain rows (Python values; "" / False / None where empty)."""
     import pandas as pd
 
-    out = []
-    for rec in df.to_dict("records"):
-        row = {}
-        for c, t in columns.items():
-            v = rec.get(c)
-            if v is None or pd.isna(v):  # pandas' NA may read back as None, NA or NaN
-                row[c] = "" if t is str else False if t is bool else None
-            else:
-                row[c] = t(v)
-        out.append(row)
-    return out
+    # pandas' NA may read back as None, NA or NaN
+    return [{c: _EMPTY.get(t) if (v := rec.get(c)) is None or pd.isna(v) else t(v)
+             for c, t in columns.items()} for rec in df.to_dict("records")]
 
 
 def _typed(rows: Any, columns: dict[str, type], source: str) -> list[dict]:
@@ -221,11 +215,8 @@ class SweepResult:
                    recorded_at=str(d.get("recorded_at") or ""),
                    cancelled=bool(d.get("cancelled", False)), source=source)
 
-    def to_json(self, path: str | Path | None = None) -> str:
-        text = json.dumps(self.to_dict(), indent=1, allow_nan=False)
-        if path is not None:
-            _write(path, text)
-        return text
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, allow_nan=False)
 
     @classmethod
     def from_json_text(cls, text: str | bytes, source: str = "recorded") -> SweepResult:
@@ -237,16 +228,13 @@ class SweepResult:
         return cls.from_dict(d, source=source)
 
     # -- CSV: a first line "# cifarlab-timing {json}" keeps everything but the rows
-    def to_csv(self, path: str | Path | None = None) -> str:
+    def to_csv(self) -> str:
         meta = {k: v for k, v in self.to_dict().items() if k != "rows"}
         buf = io.StringIO()
         buf.write(f"# {FORMAT} {json.dumps(meta, allow_nan=False)}\n")
         rows = [{c: csv_cell(v) for c, v in r.items()} for r in self.rows]  # text, no formula
         frame(rows, COLUMNS).to_csv(buf, index=False, lineterminator="\n")
-        text = buf.getvalue()
-        if path is not None:
-            _write(path, text)
-        return text
+        return buf.getvalue()
 
     @classmethod
     def from_csv_text(cls, text: str | bytes, source: str = "recorded") -> SweepResult:
@@ -268,18 +256,15 @@ class SweepResult:
         check_text(text, source, "csv")
         try:
             header = pd.read_csv(io.StringIO(text), nrows=0).columns
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError, OverflowError):
+        except (ValueError, OverflowError):  # pandas' parser errors are ValueErrors
             header = ()
         if not {"device", "batch_size", "width"} <= set(header):
             raise DataError("gpu.csv_no_columns", source=source)
         try:  # typed as it is read: pandas parses floats back exactly
             df = pd.read_csv(io.StringIO(text), dtype={c: _DTYPES[t] for c, t in COLUMNS.items()},
                              keep_default_na=False, na_values=[""])
-        except (pd.errors.ParserError, ValueError, TypeError, OverflowError):
-            raise DataError("gpu.bad_value", source=source) from None
-        try:
-            rows = records(df.reindex(columns=list(COLUMNS)), COLUMNS)
-        except (ValueError, TypeError, OverflowError):  # e.g. a column named twice
+            rows = records(df.reindex(columns=list(COLUMNS)), COLUMNS)  # a column named twice fails
+        except (ValueError, TypeError, OverflowError):
             raise DataError("gpu.bad_value", source=source) from None
         rows = [{c: csv_value(v) for c, v in r.items()} for r in rows]
         if isinstance(meta, dict):
@@ -290,8 +275,11 @@ class SweepResult:
 
     # -- either, by suffix
     def save(self, path: str | Path) -> Path:
+        from cifarlab.core.checkpoint import atomic_write_bytes  # imports torch: only when saving
+
         path = check_suffix(path)
-        (self.to_csv if path.suffix.lower() == ".csv" else self.to_json)(path)
+        text = self.to_csv() if path.suffix.lower() == ".csv" else self.to_json()
+        atomic_write_bytes(path, lambda f: f.write(text.encode("utf-8")))
         return path
 
     @classmethod
@@ -304,15 +292,15 @@ class SweepResult:
 def load_upload(name: str, data: bytes) -> SweepResult:
     """A result from an uploaded file (.json or .csv), checked row by row. UploadError for the
     wrong kind of file, DataError (naming the file) for one that cannot be shown."""
-    if Path(name).suffix.lower() not in SUFFIXES:
+    suffix = Path(name).suffix.lower()
+    if suffix not in SUFFIXES:
         raise UploadError("gpu.upload_type", field="upload", name=name)
     if len(data) > MAX_UPLOAD_BYTES:
         raise UploadError("gpu.upload_too_big", field="upload", name=name,
                           mb=MAX_UPLOAD_BYTES // 2**20)
+    read = SweepResult.from_csv_text if suffix == ".csv" else SweepResult.from_json_text
     try:
-        if Path(name).suffix.lower() == ".json":
-            return SweepResult.from_json_text(data, source=name).check()
-        return SweepResult.from_csv_text(data, source=name).check()
+        return read(data, source=name).check()
     except CifarLabError:
         raise
     except Exception:  # a case the checks above missed: words on the page,
@@ -346,9 +334,3 @@ def _read(path: str | Path) -> str:
         raise DataError("gpu.no_such_file", field="show", path=str(path)) from None
     except (OSError, UnicodeDecodeError):
         raise DataError("gpu.cannot_read", path=str(path)) from None
-
-
-def _write(path: str | Path, text: str) -> None:
-    from cifarlab.core.checkpoint import atomic_write_bytes  # imports torch: only when saving
-
-    atomic_write_bytes(path, lambda f: f.write(text.encode("utf-8")))

@@ -1,8 +1,6 @@
-"""The timed step: the training step of ``cifarlab.core.train``, shared, not copied (its config,
-``Net``, loss, ``make_optimizer``, ``make_loader``, ``to_device``, ``train_step``, or the step
-as one CUDA graph with ``graphed=True``). Added for timing: endless batches (never a partial
-one), cuDNN benchmark mode, the device synchronised before every clock read, a time budget,
-cancellation, and running out of memory as a result rather than a crash.
+"""The timed step: ``cifarlab.core.train``'s own (config, ``Net``, optimizer, loader, step, or
+the step as one CUDA graph), plus what timing needs: endless full batches, cuDNN benchmark mode,
+synchronised clocks, a time budget, cancellation, and running out of memory as a result.
 """
 from __future__ import annotations
 
@@ -15,14 +13,13 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
-import torch.nn as nn
 
 from cifarlab.core import graphs as core_graphs
 from cifarlab.core import train as core_train
 from cifarlab.core.config import CIFAR10_CLASSES, ModelSpec, TrainConfig
 from cifarlab.core.data import CifarData
 from cifarlab.core.devices import synchronize
-from cifarlab.core.model import Net, count_params
+from cifarlab.core.model import count_params
 from cifarlab.errors import ConfigError, Problem
 
 MIN_IMAGES = 2048          # images per timing data set: at least this many, and 8 batches
@@ -52,7 +49,7 @@ def timing_images(data: CifarData | None, batch_size: int, seed: int = 0
 
 
 class Workload:
-    """What training builds for one config, ready to step: model, loss, optimizer, loader."""
+    """What training builds for one config (``core.train.build``), ready to step."""
 
     def __init__(self, device: str | torch.device, batch_size: int, width: int = 1,
                  pipeline: str = "fast", data: CifarData | None = None, num_workers: int = 2,
@@ -63,14 +60,9 @@ class Workload:
                                   num_workers=num_workers if pipeline == "tutorial" else 0,
                                   pipeline=pipeline, seed=seed, train_subset=subset,
                                   model=ModelSpec(width=width), cuda_graphs=graphed)
-        torch.manual_seed(seed)
-        self.model = Net(self.config.model, num_classes=len(images.classes)).to(self.device)
-        self.model.train()
+        self.model, self.criterion, self.optimizer, self.loader = core_train.build(
+            self.config, images, self.device)
         self.params = count_params(self.model)
-        self.criterion = nn.CrossEntropyLoss()
-        self.optimizer = core_train.make_optimizer(self.config, self.model, self.device)
-        self.loader = core_train.make_loader(self.config, images, self.device)
-        self.num_workers = self.config.num_workers
         self.graph_notes: list[dict] = []
         self._step = core_graphs.make_step(self.config, self.device, self.model, self.criterion,
                                            self.optimizer, core_train.train_step,
@@ -85,12 +77,9 @@ class Workload:
             self._it = iter(self.loader)
             return next(self._it)
 
-    def to_device(self, inputs: torch.Tensor, labels: torch.Tensor):
-        return core_train.to_device(inputs, labels, self.device)
-
     def step(self) -> torch.Tensor:
         """One training step, exactly as training takes it."""
-        return self._step(*self.to_device(*self.fetch()))
+        return self._step(*core_train.to_device(*self.fetch(), self.device))
 
     @property
     def graphed(self) -> bool:
@@ -98,8 +87,7 @@ class Workload:
         return bool(getattr(self._step, "graphed", False))
 
     def steps_to_capture(self) -> int:
-        """Steps still to run before a graphed step is captured and replayed once (0 when
-        it is, when it runs eagerly, and once it gave up)."""
+        """Steps still to run before a graphed step is captured and replayed once (else 0)."""
         step = self._step
         if not isinstance(step, core_graphs.GraphedStep) or step.graph is not None or step.failed:
             return 0
@@ -132,13 +120,10 @@ def timing_settings(device: str | torch.device):
     """cuDNN benchmark mode (autotuning, paid in the warm-up) for timing runs on CUDA only; the
     previous setting comes back afterwards. Work runs with ``device`` as the current CUDA device."""
     dev = torch.device(device)
-    if dev.type != "cuda":
-        yield
-        return
     before = torch.backends.cudnn.benchmark
-    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.benchmark = before or dev.type == "cuda"
     try:
-        with torch.cuda.device(dev):
+        with torch.cuda.device(dev) if dev.type == "cuda" else contextlib.nullcontext():
             yield
     finally:
         torch.backends.cudnn.benchmark = before
@@ -169,10 +154,8 @@ class Poll:
         self.fn, self.next_at, self.stopped = should_stop, 0.0, False
 
     def __call__(self) -> bool:
-        if self.fn is None or self.stopped:
-            return self.stopped
         now = time.perf_counter()
-        if now >= self.next_at:
+        if self.fn is not None and not self.stopped and now >= self.next_at:
             self.next_at = now + STOP_POLL_SECONDS
             self.stopped = bool(self.fn())
         return self.stopped
@@ -184,11 +167,9 @@ class Stopped(Exception):
 
 def run_steps(n: int, budget: float | None, step: Callable[[], Any], sync: Callable[[], None],
               stop: Poll) -> tuple[int, float, Any]:
-    """Run up to n steps; stop early once ``budget`` seconds have passed (after at least one).
-    Returns (steps run, seconds, the last step's output).
-
-    The clock is read after synchronising. The budget check reads the host clock without
-    synchronising (it only decides when to stop; the host is at most a queue ahead)."""
+    """Run up to n steps, fewer once ``budget`` seconds have passed (at least one): (steps run,
+    seconds, the last step's output). The clock is read after synchronising; the budget check
+    does not synchronise (it only decides when to stop)."""
     sync()
     t0 = time.perf_counter()
     done, out = 0, None

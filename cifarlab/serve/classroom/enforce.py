@@ -40,14 +40,7 @@ def check_submit(db: Database, owner: str, config: TrainConfig, device: str,
             raise ClassError("class.knob_locked", field=name, knob=knob_words(name),
                              value=value_words(value))
     lim = info.limits
-    if lim.max_epochs is not None and config.epochs > lim.max_epochs:
-        raise ClassError("class.limit_epochs", field="epochs", n=lim.max_epochs)
-    images = config.images_per_epoch(n_train)
-    if lim.max_train_images is not None and images > lim.max_train_images:
-        raise ClassError("class.limit_images", field="train_subset", n=lim.max_train_images)
-    if not lim.allows_device(device):
-        raise ClassError("class.limit_device", field="device", device=device,
-                         allowed=", ".join(lim.devices or ()))
+    _within(lim, config.epochs, config.images_per_epoch(n_train), device)
     if lim.max_runs_per_student is not None and \
             tables.runs_used(db, info.code, owner) >= lim.max_runs_per_student:
         raise ClassError("class.limit_runs", field="class", n=lim.max_runs_per_student)
@@ -59,6 +52,17 @@ def check_submit(db: Database, owner: str, config: TrainConfig, device: str,
             raise ClassError("class.challenge_device", field="device", device=device,
                              allowed=ch.goal.device)
     return info.code
+
+
+def _within(limits: ClassLimits, epochs: Any, images: Any, device: str | None) -> None:
+    """ClassError for a value over the class limits (a value None is not checked)."""
+    if None not in (limits.max_epochs, epochs) and epochs > limits.max_epochs:
+        raise ClassError("class.limit_epochs", field="epochs", n=limits.max_epochs)
+    if None not in (limits.max_train_images, images) and images > limits.max_train_images:
+        raise ClassError("class.limit_images", field="train_subset", n=limits.max_train_images)
+    if device is not None and not limits.allows_device(device):
+        raise ClassError("class.limit_device", field="device", device=device,
+                         allowed=", ".join(limits.devices or ()))
 
 
 def knob_words(name: str) -> Words | str:
@@ -98,18 +102,11 @@ def check_preset(values: Mapping[str, Any], locked: Iterable[str],
     problems = validate(dict(values))
     if problems:
         raise ConfigError(problems)
-    epochs, subset = values.get("epochs"), values.get("train_subset")
-    if limits.max_epochs is not None and isinstance(epochs, int) and epochs > limits.max_epochs:
-        raise ClassError("class.limit_epochs", field="epochs", n=limits.max_epochs)
-    if limits.max_train_images is not None and isinstance(subset, int) \
-            and subset > limits.max_train_images:
-        raise ClassError("class.limit_images", field="train_subset", n=limits.max_train_images)
-    if values.get("device") not in (None, "auto") and not limits.allows_device(
-            str(values["device"]).strip().lower()):
-        raise ClassError("class.limit_device", field="device", device=values["device"],
-                         allowed=", ".join(limits.devices or ()))
-    config = TrainConfig(**dict(values))
+    config = TrainConfig(**dict(values))   # validated: it builds
     stored = {n: getattr(config, n) for n in values}
+    device = stored.get("device")
+    _within(limits, stored.get("epochs"), stored.get("train_subset"),
+            None if device in (None, "auto") else device)
     for n in locked:
         stored.setdefault(n, KNOBS[n].default)
     return stored, locked
@@ -133,13 +130,14 @@ def check_limits(limits: Any) -> ClassLimits:
     return limits
 
 
-def preset_fits(info: ClassInfo, limits: ClassLimits) -> None:
-    """New class limits must still admit the pushed preset (else the class could run nothing)
-    and the experiment's values."""
-    check_preset(info.preset, info.locked, limits)
-    if info.experiment is not None:
-        check_experiment(info.experiment.knob, info.experiment.values, info.preset,
-                         info.locked, limits)
+def fits(experiment: Experiment | None, values: Mapping[str, Any], locked: Iterable[str],
+         limits: ClassLimits) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """``check_preset``, and the class experiment's values must still go with that preset and
+    those limits (new limits that refuse them would leave the class nothing to run)."""
+    stored, locked = check_preset(values, locked, limits)
+    if experiment is not None:
+        check_experiment(experiment.knob, experiment.values, stored, locked, limits)
+    return stored, locked
 
 
 def pushed(info: ClassInfo, slot: int) -> tuple[dict[str, Any], tuple[str, ...]]:

@@ -6,41 +6,31 @@ import hashlib
 import math
 import threading
 import time
-from typing import Any, Callable, Iterable, Mapping, Protocol
+from typing import Any, Callable, Iterable, Mapping
 
 # the package's own modules by their paths: the package's __init__ imports this module
 import cifarlab.serve.classroom.enforce as enforce
 import cifarlab.serve.classroom.scoring as scoring
 import cifarlab.serve.classroom.tables as tables
 from cifarlab.core.config import MAX_SEED
+from cifarlab.i18n import finite
 from cifarlab.serve.classroom.model import (BOARDS, GOAL_KINDS, BoardRow, ClassError, ClassInfo,
                                             ClassLimits, ExperimentView, Goal, LeaderRow,
-                                            Membership, Presenter, StudentView, finite_or_none)
-from cifarlab.serve.classroom.names import (clean_nickname, clean_title, nickname_key,
-                                            normalize_code)
+                                            Membership, Presenter, StudentView)
+from cifarlab.serve.classroom.names import clean_nickname, clean_title, normalize_code
 from cifarlab.serve.classroom.ratelimit import FORGET_S, join_limiter
 from cifarlab.serve.counters import StoreCounters
 from cifarlab.serve.identity import Person
 from cifarlab.serve.runs import reason, validate_run_id
 from cifarlab.serve.store import RunStore
 
-
-class HasStore(Protocol):
-    """What ``get_classroom`` needs of the queue (the queue imports the class rules: this
-    package never imports the queue)."""
-
-    store: RunStore
-
-
 PRESENTER_POINTS = 200   # the presenter's loss curve: at most this many means,
 PRESENTER_STRIDE = 10    # each of at least this many steps (one step's loss is noise)
 
 
 class Classroom:
-    """Classes, members, presets, the board and challenges, on the run store's SQLite file.
-
-    ``store``: the queue's RunStore; ``clock``: the join limiter's clock, wall-clock seconds
-    (tests pass their own). The join limiter counts in the store, so every app server on it
+    """Classes, members, presets, the board and challenges, in the queue's RunStore. The join
+    limiter (``clock``: wall-clock seconds) counts in the store, so every app server on it
     counts the same failures."""
 
     def __init__(self, store: RunStore, clock: Callable[[], float] = time.time):
@@ -56,7 +46,7 @@ class Classroom:
 
     def set_open(self, by: Person, code: str, is_open: bool) -> ClassInfo:
         """Open or close a class to new members (its members stay and keep training)."""
-        info = self._class(by, code)
+        info = self.get_class(by, code)
         tables.set_open(self.store, info.code, is_open)
         return tables.require_class(self.store, info.code)
 
@@ -68,20 +58,17 @@ class Classroom:
 
     def get_class(self, by: Person, code: str) -> ClassInfo:
         """One class, as its instructors see it."""
-        return self._class(by, code)
+        _instructor(by)
+        return tables.require_class(self.store, code)
 
     def push_preset(self, by: Person, code: str, values: Mapping[str, Any],
                     locked: Iterable[str] = (), expected_version: int | None = None
                     ) -> ClassInfo:
-        """Push knob values (TrainConfig knobs, checked by ``core.config.validate`` with the
-        class limits: ConfigError naming each bad knob) and which of them are locked. Replaces
-        the previous preset. ``expected_version``: the ``ClassInfo.version`` the instructor's
-        page showed; another edit since -> ClassError("class.stale"), nothing overwritten."""
-        info = self._class(by, code)
-        stored, locked = enforce.check_preset(values, locked, info.limits)
-        if info.experiment is not None:   # the experiment's values must still go with it
-            enforce.check_experiment(info.experiment.knob, info.experiment.values, stored,
-                                     locked, info.limits)
+        """Replace the preset: knob values (``enforce.check_preset``) and which are locked.
+        ``expected_version``: the ``ClassInfo.version`` the instructor's page showed; another
+        edit since -> ClassError("class.stale"), nothing overwritten."""
+        info = self.get_class(by, code)
+        stored, locked = enforce.fits(info.experiment, values, locked, info.limits)
         tables.update_versioned(self.store, info.code, expected_version, preset=stored,
                                 locked=list(locked))
         return tables.require_class(self.store, info.code)
@@ -90,34 +77,30 @@ class Classroom:
                    expected_version: int | None = None) -> ClassInfo:
         """Per-class limits on top of the server's (None: no class limit); versioned like
         ``push_preset``. Limits that the pushed preset would break are refused."""
-        info = self._class(by, code)
+        info = self.get_class(by, code)
         limits = enforce.check_limits(limits)
-        enforce.preset_fits(info, limits)
+        enforce.fits(info.experiment, info.preset, info.locked, limits)
         tables.update_versioned(self.store, info.code, expected_version,
-                                limits=limits.to_dict())
+                                limits=dataclasses.asdict(limits))
         return tables.require_class(self.store, info.code)
 
     def set_experiment(self, by: Person, code: str, knob: str | None, values: Any = (),
                        expected_version: int | None = None) -> ClassInfo:
-        """A class experiment: the class compares ``values`` of ``knob`` (text as typed,
-        "0.0001; 0.001; 0.01", or a list; ``enforce.check_experiment``). Each student trains
-        with one value, locked: the n-th to join the class (``Membership.slot``) value n modulo
-        their number, the same on every visit. ``knob`` None: no experiment. Versioned like
+        """The class compares ``values`` of ``knob`` (``enforce.check_experiment``; each
+        student's value: ``Experiment.value_for``); ``knob`` None: no experiment. Versioned like
         ``push_preset``; the picture keeps its runs while the knob stays the same."""
-        info = self._class(by, code)
+        info = self.get_class(by, code)
         ex, old = None, info.experiment
         if knob is not None:
             ex = enforce.check_experiment(knob, values, info.preset, info.locked, info.limits,
                                           old.since if old and old.knob == knob else None)
         tables.update_versioned(self.store, info.code, expected_version,
-                                experiment=None if ex is None else ex.to_dict())
+                                experiment=None if ex is None else dataclasses.asdict(ex))
         return tables.require_class(self.store, info.code)
 
     def experiment(self, viewer: Person, code: str | None = None) -> ExperimentView | None:
-        """The class experiment's picture: its runs since it was set, each with its value of
-        the knob, and each student's value (None when there is no experiment). Instructors
-        name the class; a student sees their own class's, their own runs marked, and a run id
-        only on those."""
+        """The class experiment's picture (``ExperimentView``; None without an experiment).
+        Instructors name the class; a student sees their own class's."""
         info = self._viewable(viewer, code)
         ex = info.experiment
         if ex is None:
@@ -136,14 +119,14 @@ class Classroom:
     def board(self, by: Person, code: str, limit: int = 200) -> list[BoardRow]:
         """Every run of the class, newest first: nickname, status, queue position, a small
         loss curve (``scoring.BOARD_POINTS`` points at most), accuracy when done."""
-        info = self._class(by, code)
+        info = self.get_class(by, code)
         return scoring.board(self.store, info.code, tables.nicknames(self.store, info.code),
                              limit=limit)
 
     def cancel_run(self, by: Person, code: str, run_id: str) -> str:
         """Cancel a run of this class (only this class's); returns its status now. A queued
         run is cancelled at once, a running one stops after its current step."""
-        info = self._class(by, code)
+        info = self.get_class(by, code)
         run = self._class_run(info.code, run_id)
         if run.status == "queued" and self.store.set_status(
                 run.id, "cancelled", only_from=["queued"],
@@ -155,16 +138,15 @@ class Classroom:
 
     def pin(self, by: Person, code: str, run_id: str | None) -> ClassInfo:
         """Show one run of the class on the projector (None: nothing pinned)."""
-        info = self._class(by, code)
+        info = self.get_class(by, code)
         if run_id is not None:
             run_id = self._class_run(info.code, run_id).id
         tables.set_pinned(self.store, info.code, run_id)
         return tables.require_class(self.store, info.code)
 
     def presenter(self, viewer: Person, code: str | None = None) -> Presenter | None:
-        """The pinned run, large: nickname, status, its loss as the mean of every k steps and
-        the tutorial's running loss (its "[epoch, i] loss" lines), accuracy; None when nothing
-        is pinned. Instructors name the class; a student sees their own class's."""
+        """The pinned run, large (``Presenter``; None when nothing is pinned). Instructors
+        name the class; a student sees their own class's."""
         info = self._viewable(viewer, code)
         if info.pinned is None:
             return None
@@ -179,13 +161,11 @@ class Classroom:
                 spe = int(ev.data.get("steps_per_epoch") or 0) or None
             elif spe is not None:   # the tutorial's line "[epoch, i] loss" at its global step
                 running.append(((int(ev.data["epoch"]) - 1) * spe + int(ev.data["i"]),
-                                finite_or_none(ev.data.get("loss"))))
+                                finite(ev.data.get("loss"))))
         nick = tables.nicknames(self.store, info.code).get(run.owner, "?")
-        p = run.progress or {}
-        progress = (min(1.0, p["step"] / p["total_steps"]) if p.get("step") is not None
-                    and p.get("total_steps") else None)
         return Presenter(nick, run.status, steps, losses,
-                         finite_or_none((run.result or {}).get("test_accuracy")), progress,
+                         finite((run.result or {}).get("test_accuracy")),
+                         scoring.fraction(run.progress),
                          run.id if viewer.instructor else None, stride,
                          tuple(s for s, _ in running), tuple(v for _, v in running),
                          int((run.config or {}).get("log_every") or 2000))
@@ -194,24 +174,21 @@ class Classroom:
     def open_challenge(self, by: Person, code: str, goal: Goal | Mapping[str, Any]) -> ClassInfo:
         """Open a challenge: ``Goal("best_accuracy", max_epochs=N, device="cpu")`` or
         ``Goal("fastest_to", target=0.5)``. While it is open, submits keep its rules."""
-        info = self._class(by, code)
+        info = self.get_class(by, code)
         tables.open_challenge(self.store, info.code, _goal(goal), by.id)
         return tables.require_class(self.store, info.code)
 
     def close_challenge(self, by: Person, code: str) -> ClassInfo:
         """Close the open challenge: its private board is revealed to the students."""
-        info = self._class(by, code)
+        info = self.get_class(by, code)
         tables.close_challenge(self.store, info.code)
         return tables.require_class(self.store, info.code)
 
     def leaderboard(self, viewer: Person, code: str | None = None,
                     which: str = "public") -> list[LeaderRow]:
-        """The challenge's board: one best run per student; equal scores share a place.
-
-        Rows name nicknames and run numbers. Instructors also get each row's run id (to find
-        the run); a student (a member of that class) gets a run id only on their own row
-        (``you``), and the private board only once the challenge is closed
-        (ClassError("class.private_hidden") before). Nobody gets another person's id."""
+        """The challenge's board (``scoring.leaderboard``; what a row shows whom: ``LeaderRow``).
+        A student sees their own class's, and its private board only once the challenge is
+        closed (ClassError("class.private_hidden") before)."""
         if which not in BOARDS:
             raise ClassError("class.bad_board", field="which", which=str(which)[:20])
         info = self._viewable(viewer, code)
@@ -229,10 +206,8 @@ class Classroom:
                 for r in rows]
 
     def leaderboard_csv(self, by: Person, code: str, which: str = "public") -> str:
-        """The board as CSV (instructors only; it may be shared with the class): board, goal,
-        rank, nickname, run (the student's run number), score, accuracy, train_seconds,
-        finished_at. No person or run ids."""
-        info = self._class(by, code)
+        """The board as CSV (``scoring.as_csv``), for instructors to share with the class."""
+        info = self.get_class(by, code)
         rows = self.leaderboard(by, info.code, which)
         return scoring.as_csv(rows, which, info.challenge.goal.kind if info.challenge else "")
 
@@ -262,7 +237,7 @@ class Classroom:
             raise ClassError("class.closed", field="code")
         self.limiter.succeeded(key)
         nick = clean_nickname(nickname)
-        return tables.add_member(self.store, info.code, person.id, nick, nickname_key(nick))
+        return tables.add_member(self.store, info.code, person.id, nick, nick.casefold())
 
     def membership(self, person: Person) -> Membership | None:
         """The class this person is in now, or None."""
@@ -290,10 +265,6 @@ class Classroom:
                            info.experiment)
 
     # -- checks ------------------------------------------------------------------------------
-    def _class(self, by: Person, code: str) -> ClassInfo:
-        _instructor(by)
-        return tables.require_class(self.store, code)
-
     def _viewable(self, viewer: Person, code: str | None) -> ClassInfo:
         """The class an instructor names, or the student's own (naming another is refused)."""
         _person(viewer)
@@ -352,8 +323,9 @@ _CLASSROOM: Classroom | None = None
 _LOCK = threading.Lock()
 
 
-def get_classroom(queue: HasStore) -> Classroom:
-    """The process-wide Classroom on the queue's run store (pages: beside ``get_queue()``)."""
+def get_classroom(queue: Any) -> Classroom:
+    """The process-wide Classroom on ``queue.store`` (pages: beside ``get_queue()``; the queue
+    imports this package, never the other way round)."""
     global _CLASSROOM
     with _LOCK:
         if _CLASSROOM is None or _CLASSROOM.store.where != queue.store.where:

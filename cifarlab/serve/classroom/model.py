@@ -4,8 +4,7 @@ name nicknames and run numbers; run ids go to instructors and to the viewer's ow
 """
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from cifarlab import i18n
@@ -20,12 +19,6 @@ class ClassError(JobError):
     """A classroom action refused: a code below ``errors.class.`` and its parameters; ``field``
     names the knob (or input) concerned. A JobError, so a refused submit reads the same.
     A parameter given as ``Words`` is written in the message's language (a knob's label)."""
-
-    def text(self, lang: str = i18n.DEFAULT) -> str:
-        # Words, a Problem or another error: written in the message's language
-        params = {k: v.text(lang) if callable(getattr(v, "text", None)) else v
-                  for k, v in self.params.items()}
-        return i18n.t(f"errors.{self.code}", lang, **params)
 
 
 @dataclass(frozen=True)
@@ -51,9 +44,6 @@ class ClassLimits:
     devices: tuple[str, ...] | None = None
     max_runs_per_student: int | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> ClassLimits:
         d = dict(d or {})
@@ -63,9 +53,7 @@ class ClassLimits:
 
     def allows_device(self, device: str) -> bool:
         """Whether a run resolved to ``device`` ("cuda:0") may run: listed by id or kind."""
-        if self.devices is None:
-            return True
-        return device in self.devices or device.split(":")[0] in self.devices
+        return self.devices is None or not {device, device.split(":")[0]}.isdisjoint(self.devices)
 
 
 @dataclass(frozen=True)
@@ -79,15 +67,12 @@ class Goal:
     device: str | None = None
     target: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Goal:
         return cls(d.get("kind"), d.get("max_epochs"), d.get("device"), d.get("target"))
 
     def allows_device(self, device: str) -> bool:
-        return self.device is None or device == self.device or device.split(":")[0] == self.device
+        return self.device is None or self.device in (device, device.split(":")[0])
 
 
 @dataclass(frozen=True)
@@ -116,9 +101,6 @@ class Experiment:
 
     def value_for(self, slot: int) -> Any:
         return self.values[slot % len(self.values)]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"knob": self.knob, "values": list(self.values), "since": self.since}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> Experiment | None:
@@ -257,12 +239,3 @@ class StudentView:
 
     def locked_reason(self, lang: str = i18n.DEFAULT) -> str:
         return i18n.t("errors.class.locked_reason", lang, title=self.membership.title)
-
-
-def finite_or_none(value: Any) -> float | None:
-    """A stored number as a float, None when absent or not finite."""
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None

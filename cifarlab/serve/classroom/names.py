@@ -67,11 +67,6 @@ def clean_nickname(nickname: Any) -> str:
     return text
 
 
-def nickname_key(nickname: str) -> str:
-    """Two nicknames that differ only in case are one nickname."""
-    return nickname.casefold()
-
-
 # Letters Unicode draws as nothing (default-ignorable, yet letters, so \w takes them).
 _BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0")
 

@@ -5,10 +5,9 @@ code gets in whatever others type, and one typo costs nothing.
 """
 from __future__ import annotations
 
-import time
 from typing import Callable
 
-from cifarlab.serve.identity import AttemptLimiter, Backoff, Counters, MemoryCounters
+from cifarlab.serve.identity import AttemptLimiter, Backoff, Counters
 
 CLIENT = Backoff(free=3, base_s=2.0, cap_s=300.0)
 TARGET = Backoff(free=5, base_s=2.0, cap_s=300.0)
@@ -17,10 +16,7 @@ GUESSING_AFTER = 2
 FORGET_S = 3600.0
 
 
-def join_limiter(clock: Callable[[], float] = time.monotonic,
-                 counters: Counters | None = None) -> AttemptLimiter:
-    """The classroom's join limiter; ``clock``: seconds (tests pass their own); ``counters``:
-    where the counts live (default: this process's memory)."""
+def join_limiter(clock: Callable[[], float], counters: Counters) -> AttemptLimiter:
+    """The classroom's join limiter; ``clock``: seconds; ``counters``: where the counts live."""
     return AttemptLimiter(CLIENT, TARGET, OVERALL, guessing_after=GUESSING_AFTER, clock=clock,
-                          counters=counters if counters is not None else MemoryCounters(FORGET_S),
-                          name="class codes")
+                          counters=counters, name="class codes")

@@ -17,7 +17,8 @@ from typing import Any
 from sqlalchemy import bindparam, text
 
 from cifarlab.core.safe_text import csv_writer
-from cifarlab.serve.classroom.model import BoardRow, Challenge, LeaderRow, finite_or_none
+from cifarlab.i18n import finite
+from cifarlab.serve.classroom.model import BoardRow, Challenge, LeaderRow
 from cifarlab.serve.database import Database
 
 BOARD_POINTS = 40   # a board row's loss curve: at most this many points
@@ -47,16 +48,14 @@ def leaderboard(db: Database, code: str, challenge: Challenge, which: str,
     best: dict[str, tuple] = {}
     for run_id, person, finished, device, config, result, data, number in found:
         epochs = _field(config, "epochs")
-        seconds = _field(result, "train_seconds")
-        if goal.max_epochs is not None and (epochs is None or epochs > goal.max_epochs):
-            continue
-        if not goal.allows_device(device):
+        too_long = goal.max_epochs is not None and (epochs is None or epochs > goal.max_epochs)
+        if too_long or not goal.allows_device(device):
             continue
         halves = (json.loads(data) if data else {}).get("half_accuracies") or {}
-        acc = finite_or_none(halves.get(which))
+        acc = finite(halves.get(which))
         if acc is None:
             continue  # evaluated before the halves existed: not scored
-        seconds = finite_or_none(seconds)
+        seconds = finite(_field(result, "train_seconds"))
         if goal.kind == "fastest_to":
             if seconds is None or acc < goal.target:
                 continue
@@ -88,6 +87,12 @@ def as_csv(rows: list[LeaderRow], which: str, kind: str) -> str:
                     f"{r.accuracy:.6f}", "" if r.seconds is None else f"{r.seconds:.3f}",
                     f"{r.finished_at:.3f}"])
     return out.getvalue()
+
+
+def fraction(progress: dict | None) -> float | None:
+    """How far a run is (0..1 of its steps) from its progress record; None before it starts."""
+    step, total = (progress or {}).get("step"), (progress or {}).get("total_steps")
+    return min(1.0, step / total) if step is not None and total else None
 
 
 def _field(doc: str | None, key: str) -> Any:
@@ -156,12 +161,10 @@ def board(store, code: str, nick: dict[str, str], limit: int = 200,
         curves = {r[0]: curve(conn, r[0], points) for r in rows if r[2] != "queued"}
     for run_id, person, status, device, created, result, progress, pos, number, config in rows:
         acc = _field(result, "test_accuracy")
-        step, total = _field(progress, "step"), _field(progress, "total_steps")
         steps, losses = curves.get(run_id, ((), ()))
-        progress = (min(1.0, step / total) if status != "queued" and step is not None and total
-                    else None)
+        progress = None if status == "queued" else fraction(json.loads(progress or "null"))
         value = json.loads(config or "{}").get(knob) if knob else None
         out.append(BoardRow(nick.get(person, "?"), number, run_id, status, device, pos,
-                            progress, tuple(steps), tuple(losses), finite_or_none(acc), created,
+                            progress, tuple(steps), tuple(losses), finite(acc), created,
                             value, viewer is not None and person == viewer))
     return out

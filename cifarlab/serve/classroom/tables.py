@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import asdict
 from typing import Any, Iterable
 
 from sqlalchemy import text
@@ -41,18 +42,14 @@ def insert_class(db: Database, created_by: str, title: str, tries: int = 20) -> 
     raise ClassError("class.no_code")
 
 
-def get_class(db: Database, code: str, conn: Connection | None = None) -> ClassInfo | None:
-    if conn is None:
-        with db._read() as c:
-            return get_class(db, code, c)
-    row = conn.execute(text(f"{_SELECT_CLASS} WHERE c.code = :code"), {"code": code}).first()
-    if row is None:
-        return None
-    return _class(row, latest_challenge(db, code, conn))
+def get_class(db: Database, code: str) -> ClassInfo | None:
+    with db._read() as c:
+        row = c.execute(text(f"{_SELECT_CLASS} WHERE c.code = :code"), {"code": code}).first()
+        return None if row is None else _class(row, latest_challenge(c, code))
 
 
-def require_class(db: Database, code: Any, conn: Connection | None = None) -> ClassInfo:
-    info = get_class(db, code, conn) if isinstance(code, str) else None
+def require_class(db: Database, code: Any) -> ClassInfo:
+    info = get_class(db, code) if isinstance(code, str) else None
     if info is None:
         raise ClassError("class.unknown_code", field="code")
     return info
@@ -66,7 +63,7 @@ def classes_by(db: Database, created_by: str | None) -> list[ClassInfo]:
         args["by"] = created_by
     with db._read() as c:
         rows = c.execute(text(sql + " ORDER BY c.created_at DESC"), args).all()
-        return [_class(r, latest_challenge(db, r[0], c)) for r in rows]
+        return [_class(r, latest_challenge(c, r[0])) for r in rows]
 
 
 def set_open(db: Database, code: str, is_open: bool) -> None:
@@ -199,10 +196,7 @@ def runs_used(db: Database, code: str, person: str) -> int:
 
 
 # -- challenges ----------------------------------------------------------------------------
-def latest_challenge(db: Database, code: str, conn: Connection | None = None) -> Challenge | None:
-    if conn is None:
-        with db._read() as c:
-            return latest_challenge(db, code, c)
+def latest_challenge(conn: Connection, code: str) -> Challenge | None:
     row = conn.execute(text("SELECT goal, opened_at, closed_at FROM challenges WHERE code = "
                             ":code ORDER BY id DESC LIMIT 1"), {"code": code}).first()
     return Challenge(Goal.from_dict(json.loads(row[0])), row[1], row[2]) if row else None
@@ -215,7 +209,7 @@ def open_challenge(db: Database, code: str, goal: Goal, by: str) -> None:
             raise ClassError("class.challenge_open", field="challenge")
         c.execute(text("INSERT INTO challenges (code, goal, opened_by, opened_at) VALUES "
                        "(:code, :goal, :by, :t)"),
-                  {"code": code, "goal": json.dumps(goal.to_dict()), "by": by, "t": time.time()})
+                  {"code": code, "goal": json.dumps(asdict(goal)), "by": by, "t": time.time()})
 
 
 def close_challenge(db: Database, code: str) -> None:
