@@ -21,7 +21,8 @@ ARCHIVE = ROOT.parent / "shared/data/cifar10-jpeg.tar.gz"
 REAL_DATA = {"cifar_archive", "cifar_data", "cifar_cache_dir", "finished_run"}
 PROCESS_MODULES = {"test_jobs", "test_export", "test_upload_bombs", "test_train_eval",
                    "test_results", "test_gpu_lab", "test_cuda", "test_data", "test_data_cache",
-                   "test_schema", "test_store", "test_serve_limits", "test_replicas"}
+                   "test_schema", "test_store", "test_serve_limits", "test_replicas",
+                   "test_first_load"}   # (a fresh interpreter per language)
 
 
 # Under pytest-xdist (``--dist loadgroup``) a group's tests run in one worker. The browser tests

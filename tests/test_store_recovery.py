@@ -130,6 +130,7 @@ def test_a_damaged_newest_backup_falls_back_to_an_older_one(tmp_path):
     assert again.recovery.code == "serve.store.recovered" and again.get(old) is not None
 
 
+@pytest.mark.integration   # a real queue waiting on its backup timer: seconds, not unit work
 def test_the_server_backs_up_on_a_timer_and_at_shutdown_and_tells_every_page(tmp_path):
     settings = load_settings(home=tmp_path / "home", spare_workers=0, backup_interval=10)
     queue = JobQueue(settings=settings)
