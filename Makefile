@@ -26,11 +26,10 @@ $(VENV)/.app-installed: requirements.txt | $(BIN)/python
 	touch $@
 
 # Tests cover the Ray executor too, so the dev install includes the optional Ray extra.
-# --no-compile: pip would byte-compile every file of torch, Ray and the rest (about 75 CPU-s on
-# the lab machine, install 159 -> 75 s: docs/benchmarks.md §23); Python compiles what a test
-# imports, once, on first import.
+# pip byte-compiles what it installs (keep it: docs/benchmarks.md §23, where the machine sets
+# PYTHONDONTWRITEBYTECODE and every process would otherwise compile torch again).
 $(VENV)/.dev-installed: requirements.txt requirements-dev.txt requirements-ray.txt | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --no-compile -r requirements-dev.txt -r requirements-ray.txt
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt -r requirements-ray.txt
 	touch $@ $(VENV)/.app-installed $(VENV)/.ray-installed
 
 $(VENV)/.ray-installed: requirements.txt requirements-ray.txt | $(BIN)/python
