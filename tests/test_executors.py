@@ -76,7 +76,8 @@ def steps_job(payload, ctx):
             return {"cancelled": True, "steps": i}
     # a spare's warm-up maps the data set before its job comes; a worker made for its job
     # maps it only when the job asks (this one never does)
-    return {"steps": steps, "pid": os.getpid(), "warmed": ctx._data is not None}
+    return {"steps": steps, "pid": os.getpid(), "warmed": ctx._data is not None,
+            "mark": os.environ.get("CIFARLAB_TEST_MARK")}
 
 
 register_kind("steps", f"{__name__}:steps_job")
@@ -275,7 +276,8 @@ def test_contract_a_timing_jobs_time_limit_reaches_the_job(make_exec, name):
 
 
 @pytest.mark.parametrize("name", REAL)
-def test_contract_a_worker_that_dies_fails_its_run_and_the_executor_goes_on(make_exec, name):
+def test_contract_a_worker_that_dies_fails_its_run_and_the_executor_goes_on(make_exec, name,
+                                                                          monkeypatch):
     """SIGKILL (as the OOM killer sends it) to the process running a run: the run fails with a
     reason a student can read in their language, and the next run is served."""
     e = make_exec(name)
@@ -294,10 +296,13 @@ def test_contract_a_worker_that_dies_fails_its_run_and_the_executor_goes_on(make
         assert run.error_code == "serve.executor.worker_died"
         assert run.error_params["name"] in run.traceback
         assert "El proceso de Ray que entrenaba esta ejecución murió" in run.error_text("es")
+    # set after the first worker started (and with it, the fork server): the next one sees it
+    monkeypatch.setenv("CIFARLAB_TEST_MARK", "set-later")
     nxt = e.finished(e.launch("steps", {"steps": 2}))
     assert nxt.status == "done", nxt.error
     if name == "local":   # a worker started for its job (no spare here) skips the warm-up
         assert nxt.result["warmed"] is False
+        assert nxt.result["mark"] == "set-later"
 
 
 @pytest.mark.parametrize("name", ALL)

@@ -6,8 +6,9 @@ first loss within a second or two.
 Workers are forked from a fork server that imported torch and the worker's modules once
 (multiprocessing's ``forkserver``; ``spawn`` where there is none): a new worker then starts
 in a fraction of a second instead of importing torch again (seconds of CPU each time). The fork
-server holds no thread and no CUDA context, so the fork is safe; a worker gets the server's
-environment as it is when the worker starts, as with spawn.
+server starts no thread of ours and no CUDA context (forking a process that imported torch is
+what DataLoader workers do too); a worker gets the server's environment as it is when the
+worker starts, as with spawn.
 """
 from __future__ import annotations
 
