@@ -44,12 +44,7 @@ def load(data: str | os.PathLike | None = None, cache_dir: str | os.PathLike | N
             return hit
         key, ident = identity(src)
         final = root / "datasets" / key
-        try:
-            result = read_cache(final, key)
-        except CacheDamaged as err:
-            emit(on_progress, f"The data cache {final} is damaged ({err}); rebuilding it.",
-                 warning=True)
-            result = None
+        result = _read_whole(final, key, on_progress, say_damage=True)
         if result is None:  # absent, incomplete or damaged
             result = _build_locked(src, key, ident, root, final, on_progress)
         _MEMO[memo_key] = result
@@ -133,9 +128,14 @@ def _build_locked(src: Source, key: str, ident: dict, root: Path, final: Path,
         return result
 
 
-def _read_whole(final: Path, key: str) -> CifarData | None:
-    """The cache read, or None when it is absent, incomplete or damaged."""
+def _read_whole(final: Path, key: str, on_progress: ProgressFn | None = None,
+                say_damage: bool = False) -> CifarData | None:
+    """The cache read, or None when it is absent, incomplete or damaged (``say_damage``: said
+    so, as a warning)."""
     try:
         return read_cache(final, key)
-    except CacheDamaged:
+    except CacheDamaged as err:
+        if say_damage:
+            emit(on_progress, f"The data cache {final} is damaged ({err}); rebuilding it.",
+                 warning=True)
         return None
