@@ -382,7 +382,9 @@ def story(server, url, teacher, students):
     main(teacher).get_by_text(EN("classroom.board.pinned", nickname="Ana")).wait_for()
     board_button(teacher, "classroom.presenter.open").click()
     # no settle(): the presenter's fragment polls, and on a loaded machine it is busy often
-    main(teacher).get_by_text(EN("classroom.presenter.heading", nickname="Ana")).wait_for()
+    # (the board's "Pinned: Ana's run …" line may still be there as the view opens)
+    main(teacher).get_by_role("heading", name=re.compile(
+        "^" + re.escape(EN("classroom.presenter.heading", nickname="Ana")))).wait_for()
 
     # -- Cy trains again; wait until every run of the class has finished
     press_train(cy, "en")
