@@ -5,11 +5,13 @@ network for any config.
 
 The end-to-end runs use a small image folder cut from the real CIFAR-10 (300 + 200 images,
 lossless PNG), so that the app (``cifarlab.core.train.train``) and the script read the same
-pixels without extracting 60,000 files.
+pixels without extracting 60,000 files. The scripts run one after another in one plain
+interpreter of their own (no cifarlab on its path), so that torch is imported once, not per script.
 """
 import ast
 import contextlib
 import dataclasses
+import json
 import re
 import runpy
 import subprocess
@@ -83,18 +85,65 @@ def one_thread():
         torch.set_num_threads(threads)
 
 
-def _run_script(tmp_path, config, source, name="cifar_run.py", note=None):
-    """Export ``config``, run the script on ``source`` in a fresh folder; (text, stdout, folder)."""
-    script = tmp_path / name
-    script.write_text(export_script(config, source_note=note, script_name=name))
-    work = tmp_path / "work"
-    work.mkdir()
-    proc = subprocess.run([sys.executable, str(script), str(source)], cwd=work,
-                          capture_output=True, text=True, timeout=900,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+# The end-to-end scripts, by test: (config, its source, its source note). They run one after
+# another in one fresh interpreter (``scripts``: one torch import, not one per script).
+SCRIPTS = {
+    **{("epochs", pipeline): (TrainConfig(epochs=2, train_subset=240, batch_size=4,
+                                          num_workers=num_workers, log_every=20, device="cpu",
+                                          pipeline=pipeline, seed=3),
+                              source, "run 0123 on the test server\nsecond")
+       for pipeline, num_workers, source in (("tutorial", 2, "archive"), ("fast", 0, "folder"))},
+    "short": (TrainConfig(epochs=2, train_subset=40, batch_size=4, num_workers=0, device="cpu",
+                          pipeline="fast", seed=5), "folder", None),
+    **{("validation", pipeline): (TrainConfig(epochs=2, train_subset=80, batch_size=4,
+                                              num_workers=0, log_every=5, device="cpu",
+                                              pipeline=pipeline, seed=3, val_fraction=0.25),
+                                  "folder", None)
+       for pipeline in ("tutorial", "fast")},
+}
+
+RUNNER = r"""
+import contextlib, io, json, os, runpy, sys, traceback
+scripts, report = json.loads(sys.argv[1]), sys.argv[2]
+outs = []
+for script, source, work in scripts:
+    os.chdir(work)
+    sys.argv, out = [script, source], io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            runpy.run_path(script, run_name="__main__")
+        outs.append({"out": out.getvalue()})
+    except BaseException:
+        outs.append({"out": out.getvalue(), "error": traceback.format_exc()})
+with open(report, "w") as f:
+    json.dump(outs, f)
+"""
+
+
+@pytest.fixture(scope="module")
+def scripts(small, tmp_path_factory):
+    """Each of SCRIPTS exported and run on its source in a fresh folder, as a student runs it
+    (a plain interpreter: no cifarlab on its path, one thread); by key: (text, stdout, folder)."""
+    folder, archive, _ = small
+    base, jobs, made = tmp_path_factory.mktemp("scripts"), [], {}
+    for n, (key, (config, source, note)) in enumerate(SCRIPTS.items()):
+        script, work = base / f"{n}" / "cifar_run.py", base / f"{n}" / "work"
+        work.mkdir(parents=True)
+        script.write_text(export_script(config, source_note=note, script_name=script.name))
+        jobs.append((str(script), str(archive if source == "archive" else folder), str(work)))
+        made[key] = (script, work)
+    report = base / "report.json"
+    proc = subprocess.run([sys.executable, "-c", RUNNER, json.dumps(jobs), str(report)],
+                          cwd=base, capture_output=True, text=True, timeout=900,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(base),
                                "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return script.read_text(), proc.stdout, work
+    runs = {}
+    for (key, (script, work)), got in zip(made.items(), json.loads(report.read_text()),
+                                          strict=True):
+        assert "error" not in got, (key, got["error"][-3000:])
+        runs[key] = (script.read_text(), got["out"], work)
+    return runs
 
 
 def _accuracy_lines(out: str) -> tuple[int, dict[str, str]]:
@@ -107,12 +156,11 @@ def _accuracy_lines(out: str) -> tuple[int, dict[str, str]]:
 @pytest.mark.parametrize("pipeline,num_workers,source", [("tutorial", 2, "archive"),
                                                          ("fast", 0, "folder")])
 def test_the_script_repeats_the_apps_run_epoch_for_epoch(pipeline, num_workers, source, small,
-                                                         tmp_path):
-    folder, archive, data = small
-    config = TrainConfig(epochs=2, train_subset=240, batch_size=4, num_workers=num_workers,
-                         log_every=20, device="cpu", pipeline=pipeline, seed=3)
-    text, out, work = _run_script(tmp_path, config, archive if source == "archive" else folder,
-                                  note="run 0123 on the test server\nsecond")
+                                                         scripts):
+    _, _, data = small
+    config, want_source, _ = SCRIPTS["epochs", pipeline]
+    assert (config.num_workers, want_source) == (num_workers, source)
+    text, out, work = scripts["epochs", pipeline]
     assert "cifarlab" not in _imports(text)
     assert "# run 0123 on the test server\n# second\n" in text
     assert f"PIPELINE = '{pipeline}'" in text and "TRAIN_SUBSET = 240" in text
@@ -139,13 +187,12 @@ def test_the_script_repeats_the_apps_run_epoch_for_epoch(pipeline, num_workers, 
         torch.testing.assert_close(state[k], v, rtol=0, atol=0)
 
 
-def test_a_short_run_prints_its_running_loss_once_per_epoch(small, tmp_path):
+def test_a_short_run_prints_its_running_loss_once_per_epoch(small, scripts):
     """LOG_EVERY 2000 (the tutorial's) on 10 mini-batches an epoch: the script prints each
     epoch's mean loss at its last mini-batch (the app prints none; its step losses agree)."""
-    folder, _, data = small
-    config = TrainConfig(epochs=2, train_subset=40, batch_size=4, num_workers=0,
-                         device="cpu", pipeline="fast", seed=5)
-    text, out, _ = _run_script(tmp_path, config, folder)
+    _, _, data = small
+    config = SCRIPTS["short"][0]
+    text, out, _ = scripts["short"]
     assert "LOG_EVERY = 2000" in text
     with one_thread():
         result = train(config, data, evaluate_after=False)
@@ -199,13 +246,12 @@ VAL_LINE = re.compile(r"^\[(\d+)\] validation loss: (\d+\.\d{3}), validation acc
 
 
 @pytest.mark.parametrize("pipeline", ["tutorial", "fast"])
-def test_the_script_holds_out_the_apps_validation_images(pipeline, small, tmp_path):
+def test_the_script_holds_out_the_apps_validation_images(pipeline, small, scripts):
     """VAL_FRACTION 0.25: the script trains on the app's training images only (the same
     losses) and prints each epoch's validation loss and accuracy, the app's."""
-    folder, _, data = small
-    config = TrainConfig(epochs=2, train_subset=80, batch_size=4, num_workers=0, log_every=5,
-                         device="cpu", pipeline=pipeline, seed=3, val_fraction=0.25)
-    text, out, _ = _run_script(tmp_path, config, folder)
+    _, _, data = small
+    config = SCRIPTS["validation", pipeline][0]
+    text, out, _ = scripts["validation", pipeline]
     assert "VAL_FRACTION = 0.25" in text
     with one_thread():
         result = train(config, data, evaluate_after=False)
