@@ -9,7 +9,6 @@ pixels without extracting 60,000 files. The scripts run one after another in one
 interpreter of their own (no cifarlab on its path), so that torch is imported once, not per script.
 """
 import ast
-import contextlib
 import dataclasses
 import json
 import re
@@ -72,17 +71,15 @@ def small(cifar_data, tmp_path_factory):
     return folder, archive, data
 
 
-@contextlib.contextmanager
+@pytest.fixture(scope="module", autouse=True)
 def one_thread():
-    """Train on one CPU thread, as the scripts run here (OMP_NUM_THREADS=1): the order of the
-    sums depends on the thread count, so both sides use the same one; and on a busy 2-core
+    """Everything here on one CPU thread, as the scripts run (OMP_NUM_THREADS=1): the order of
+    the sums depends on the thread count, so both sides use the same one; and on a busy 2-core
     machine one thread is several times faster than two."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
+    yield
+    torch.set_num_threads(threads)
 
 
 # The end-to-end scripts, by test: (config, its source, its source note). They run one after
@@ -167,8 +164,7 @@ def test_the_script_repeats_the_apps_run_epoch_for_epoch(pipeline, num_workers, 
     assert "torch.save(net.state_dict(), PATH)" in text and "Finished Training" in out
 
     # the app's run: same images, initial weights and order each epoch, so the same losses
-    with one_thread():
-        result = train(config, data)
+    result = train(config, data)
     ours = [(r["epoch"], r["i"], "%.3f" % r["loss"]) for r in result.running_losses]
     theirs = [(int(e), int(i), loss) for e, i, loss in LOSS_LINE.findall(out)]
     assert [(e, i) for e, i, _ in theirs] == [(e, i) for e in (1, 2) for i in (20, 40, 60)]
@@ -194,8 +190,7 @@ def test_a_short_run_prints_its_running_loss_once_per_epoch(small, scripts):
     config = SCRIPTS["short"][0]
     text, out, _ = scripts["short"]
     assert "LOG_EVERY = 2000" in text
-    with one_thread():
-        result = train(config, data, evaluate_after=False)
+    result = train(config, data, evaluate_after=False)
     assert result.running_losses == []
     means = ["%.3f" % np.mean(result.losses[k:k + 10]) for k in (0, 10)]
     assert LOSS_LINE.findall(out) == [("1", "10", means[0]), ("2", "10", means[1])]
@@ -253,8 +248,7 @@ def test_the_script_holds_out_the_apps_validation_images(pipeline, small, script
     config = SCRIPTS["validation", pipeline][0]
     text, out, _ = scripts["validation", pipeline]
     assert "VAL_FRACTION = 0.25" in text
-    with one_thread():
-        result = train(config, data, evaluate_after=False)
+    result = train(config, data, evaluate_after=False)
     ours = [(str(r["epoch"]), str(r["i"]), "%.3f" % r["loss"]) for r in result.running_losses]
     assert LOSS_LINE.findall(out) == ours and len(ours) == 2 * 3   # 60 images: 15 steps
     assert VAL_LINE.findall(out) == [(str(e["epoch"]), "%.3f" % e["val_loss"],
