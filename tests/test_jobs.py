@@ -12,7 +12,8 @@ without processes, are in test_serve_limits.py; the settings in test_serve_setti
 bounds a wall-clock time: runs report their own figures.
 
 Every test gets its own home (run store + checkpoints); the decoded data set is shared through
-``$CIFARLAB_CACHE`` (the ``cifar_cache_dir`` fixture), so workers only memory-map it.
+``$CIFARLAB_CACHE`` (the ``cifar_cache_dir`` fixture), so workers only memory-map it. Queues
+whose runs only need some pictures (``make_small_queue``) train on 350 random ones instead.
 The load test is ``test_load_twelve_sessions_at_once`` (select it with ``-k load``); the load on
 real worker processes is measured by bench/bench_class.py.
 """
@@ -22,6 +23,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import pytest
 import torch
 
@@ -102,13 +104,35 @@ def process_alive(pid: int) -> bool:
         return False
 
 
-def _queue_factory(tmp_path, cifar_archive, cifar_cache_dir, monkeypatch, executor):
-    monkeypatch.setenv("CIFARLAB_CACHE", str(cifar_cache_dir))  # workers map the decoded data
+@pytest.fixture(scope="module")
+def small_folder(tmp_path_factory):
+    """(folder, its cache): an image folder of random pictures, 30 + 5 of each CIFAR-10 class,
+    for the runs of QUICK whose data does not matter: each then evaluates on 50 test images,
+    not 10,000."""
+    from PIL import Image
+
+    from cifarlab.core.config import CIFAR10_CLASSES
+
+    base = tmp_path_factory.mktemp("small-data")
+    rng = np.random.default_rng(3)
+    for split, per_class in (("train", 30), ("test", 5)):
+        for name in CIFAR10_CLASSES:
+            (base / "data" / split / name).mkdir(parents=True)
+            for i in range(per_class):
+                pixels = rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)
+                Image.fromarray(pixels).save(base / "data" / split / name / f"{i}.png")
+    return base / "data", base / "cache"
+
+
+def _queue_factory(tmp_path, cifar_archive, cifar_cache_dir, monkeypatch, executor,
+                   small=None):
+    # workers map the decoded data
+    monkeypatch.setenv("CIFARLAB_CACHE", str(small[1] if small else cifar_cache_dir))
     queues = []
 
     def make(home=None, start=True, **overrides):
         settings = load_settings(env={}, home=str(home or tmp_path / "home"),
-                                 data=str(cifar_archive), **overrides)
+                                 data=str(small[0] if small else cifar_archive), **overrides)
         with monkeypatch.context() as m:
             if executor == "inline":
                 m.setattr(jobs, "make_executor", InlineExecutor)
@@ -125,6 +149,16 @@ def make_queue(tmp_path, cifar_data, cifar_archive, cifar_cache_dir, monkeypatch
     """JobQueue(settings with these overrides) over a fresh home, its jobs run inline (in
     threads of this process); all shut down afterwards."""
     make, queues = _queue_factory(tmp_path, cifar_archive, cifar_cache_dir, monkeypatch, "inline")
+    yield make
+    for queue in queues:
+        queue.shutdown()
+
+
+@pytest.fixture
+def make_small_queue(tmp_path, small_folder, cifar_archive, cifar_cache_dir, monkeypatch):
+    """``make_queue`` on ``small_folder``'s pictures."""
+    make, queues = _queue_factory(tmp_path, cifar_archive, cifar_cache_dir, monkeypatch,
+                                  "inline", small=small_folder)
     yield make
     for queue in queues:
         queue.shutdown()
@@ -155,8 +189,8 @@ def wait_for(predicate, timeout=GUARD, poll=0.02):
 
 
 # -- lifecycle ----------------------------------------------------------------------------------
-def test_queue_run_done_with_result_losses_and_checkpoint(make_queue):
-    queue = make_queue()
+def test_queue_run_done_with_result_losses_and_checkpoint(make_small_queue):
+    queue = make_small_queue()
     run_id = queue.submit(ALICE, QUICK, name="first run")
     assert queue.store.get(run_id).status in ("queued", "running")
     run = queue.wait(run_id, timeout=GUARD)
@@ -281,14 +315,14 @@ def test_forced_stop_takes_the_workers_children_along(make_local_queue, monkeypa
     wait_for(lambda: not process_alive(pid), timeout=GUARD)
 
 
-def test_restart_marks_leftovers_interrupted_and_runs_the_queue(make_queue, tmp_path):
+def test_restart_marks_leftovers_interrupted_and_runs_the_queue(make_small_queue, tmp_path):
     home = tmp_path / "home"
     store = RunStore(home / "runs.db")
     # what a server that died leaves behind: a "running" run whose worker is gone, a queue
     gone = store.create_run(ALICE, "train", QUICK.to_dict(), "cpu")
     store.set_status(gone, "running", worker_pid=2 ** 22 + 12345)  # no such process
     waiting = [store.create_run(s, "train", QUICK.to_dict(), "cpu") for s in (ALICE, BOB)]
-    queue = make_queue(home=home)
+    queue = make_small_queue(home=home)
     assert queue.interrupted == [gone]
     run = queue.store.get(gone)
     assert run.status == "interrupted" and "restarted" in run.error
@@ -387,14 +421,14 @@ def test_exclusive_job_waits_for_an_idle_device_and_holds_it(make_queue):
 
 
 # -- load -----------------------------------------------------------------------------------------
-def test_load_twelve_sessions_at_once(make_queue, figures):
+def test_load_twelve_sessions_at_once(make_small_queue, figures):
     """12 students press Train at the same moment on short runs: every run is queued, none is
     lost, they start first come first served. The queue's logic is the point here, so the runs
     train inline (threads of this process). What 12 or 30 runs cost on real worker processes
     (the server's memory, each worker's peak, the waits) is measured by bench/bench_class.py
     (``--students 12 --images 256`` is this test's load); a worker's own peak memory is also
     checked by test_executors.py's contract suite."""
-    queue = make_queue()
+    queue = make_small_queue()
     sessions = [f"student-{i:02d}-session" for i in range(12)]
     t0 = time.time()
     barrier = threading.Barrier(12)
