@@ -22,7 +22,6 @@ from cifarlab.errors import JobError
 from cifarlab.serve.store import SCHEMA_VERSION, RunStore, pid_alive, validate_run_id
 from old_store import old_store
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SESSION = "session-aaaa"
 OTHER = "session-bbbb"
 
@@ -295,13 +294,16 @@ def test_checkpoint_paths_are_computed_by_the_store(store, tmp_path):
 
 
 def _die_while_saving(path):
-    """In another process: start writing a checkpoint the way core.checkpoint does, and be
-    killed (as the kernel's OOM killer would) half-way through."""
-    code = ("import os, sys; from cifarlab.core.checkpoint import atomic_write_bytes; "
-            "atomic_write_bytes(sys.argv[1], lambda f: (f.write(b'half'), f.flush(), "
-            "os.kill(os.getpid(), 9)))")
-    proc = subprocess.run([sys.executable, "-c", code, str(path)], cwd=ROOT)
-    assert proc.returncode == -9
+    """In another process (forked: this one has imported torch already): start writing a
+    checkpoint the way core.checkpoint does, and be killed (as the kernel's OOM killer would)
+    half-way through."""
+    from cifarlab.core.checkpoint import atomic_write_bytes
+
+    proc = multiprocessing.get_context("fork").Process(target=atomic_write_bytes, args=(
+        path, lambda f: (f.write(b"half"), f.flush(), os.kill(os.getpid(), 9))))
+    proc.start()
+    proc.join(600)   # a hang guard
+    assert proc.exitcode == -9
 
 
 def test_half_written_checkpoints_are_removed_unless_their_run_is_running(store):
