@@ -48,6 +48,16 @@ ALICE, BOB = "alice-session-1", "bob-session-22"
 GUARD = 600.0
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """The inline runs (threads of this process) train on one CPU thread, as a worker does
+    (worker_threads): on a busy 2-core machine a second thread mostly spins, waiting."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def sleepy_job(payload, ctx):
     """A test job kind: ``steps`` steps of ``dt`` seconds, honouring cancels; can fail."""
     if payload.get("fail"):
