@@ -35,10 +35,11 @@ from cifarlab.core.config import TrainConfig
 from cifarlab.errors import JobError
 from cifarlab.serve.executor import job_for
 from cifarlab.serve.executors import make_executor
-from cifarlab.serve.kinds import register_kind, target_of
+from cifarlab.serve.kinds import target_of
 from cifarlab.serve.queue import JobQueue
 from cifarlab.serve.settings import SettingsError, load_settings
 from cifarlab.serve.store import RunStore
+from executor_jobs import STEPS, WAITING
 from inline_executor import InlineExecutor
 from ray_support import ray_cluster  # noqa: F401 - the session's Ray cluster (a fixture)
 from tutorial_net import Net as TutorialNet
@@ -46,41 +47,6 @@ from tutorial_net import Net as TutorialNet
 ROOT = Path(__file__).resolve().parents[1]
 ALICE = "alice-session-1"
 GUARD = 600.0  # a guard against a hang, not a speed check
-
-
-def waiting_job(payload, ctx):
-    """A test job kind: emits "start", then waits (in small steps) until cancelled."""
-    ctx.emit("start", {"total_steps": 0})
-    steps = 0
-    while not ctx.should_stop():
-        time.sleep(0.02)
-        steps += 1
-    return {"cancelled": True, "steps": steps}
-
-
-register_kind("waiting", f"{__name__}:waiting_job")
-
-
-def steps_job(payload, ctx):
-    """A test job kind: ``steps`` steps of ``dt`` seconds with a loss each, honouring cancels
-    and time limits; ``fail`` raises."""
-    if payload.get("fail"):
-        raise ValueError(payload["fail"])
-    steps, dt = int(payload.get("steps", 5)), float(payload.get("dt", 0.02))
-    ctx.emit("start", {"total_steps": steps})
-    for i in range(1, steps + 1):
-        time.sleep(dt)
-        ctx.emit("losses", {"steps": [i], "losses": [1.0 / i]})
-        ctx.emit("progress", {"step": i, "total_steps": steps})
-        if ctx.should_stop():
-            return {"cancelled": True, "steps": i}
-    # a spare's warm-up maps the data set before its job comes; a worker made for its job
-    # maps it only when the job asks (this one never does)
-    return {"steps": steps, "pid": os.getpid(), "warmed": ctx._data is not None,
-            "mark": os.environ.get("CIFARLAB_TEST_MARK")}
-
-
-register_kind("steps", f"{__name__}:steps_job")
 
 
 # -- the contract ---------------------------------------------------------------------------------
@@ -266,7 +232,7 @@ def test_contract_a_failure_is_one_line_with_its_traceback_apart(make_exec, name
 @pytest.mark.parametrize("name", ALL)
 def test_contract_a_timing_jobs_time_limit_reaches_the_job(make_exec, name):
     e = make_exec(name, max_timing_seconds=1)
-    run_id = e.launch("timing", {"steps": 2000, "dt": 0.05}, target=f"{__name__}:steps_job")
+    run_id = e.launch("timing", {"steps": 2000, "dt": 0.05}, target=STEPS)
     run = e.finished(run_id)
     assert run.status == "cancelled" and run.error_code == "serve.worker.time_limit"
     assert run.error_params == {"seconds": 1}
@@ -377,7 +343,7 @@ def test_four_quarter_gpu_runs_share_one_gpu_and_the_fifth_waits(ray_cluster, tm
     for run_id in ids:
         run = store.get(run_id)
         assert ex.resources_for(run) == {"num_gpus": 0.25, "num_cpus": 0.25}
-        assert ex.launch(run, job_for(run, f"{__name__}:waiting_job", settings))
+        assert ex.launch(run, job_for(run, WAITING, settings))
 
     def started():
         return [r for r in ids if store.events(r, kinds=["start"])]
