@@ -141,10 +141,10 @@ def print_accuracy_lines(per_class: dict[str, float], accuracy: float, total: in
 
 
 def cmd_train(args) -> int:
+    config = config_from_args(args)   # a mistyped value is refused before torch loads
     from cifarlab.core import data as data_mod
     from cifarlab.core.train import train
 
-    config = config_from_args(args)
     config.check_runtime()  # the device, before spending time on the data
     data = data_mod.load(args.data)
 

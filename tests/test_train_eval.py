@@ -267,6 +267,13 @@ def test_cli_bad_input_exits_2_with_one_line_from_the_shell(tmp_path):
     assert words in err
 
 
+def test_a_mistyped_train_value_is_answered_before_torch_loads(monkeypatch, capsys):
+    # the training code (torch) takes seconds to import: a typo is answered without it
+    monkeypatch.setitem(sys.modules, "cifarlab.core.train", None)   # importing it: an error
+    assert cli_main(["train", "--lr", "-1"]) == 2
+    assert "learning rate" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("args,words", BAD_INPUT)
 def test_cli_bad_input_exits_2_with_one_line(args, words, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
