@@ -40,8 +40,10 @@ def main(url: str, home: str, ray_address: str | None = None) -> None:
 
     on_ray = {} if ray_address is None else {"executor": "ray", "ray_address": ray_address,
                                              "data": os.path.join(home, "no-data-here")}
+    # worker_nice=0, as test_replicas.settings_for: a niced worker on a busy machine missed
+    # its first heartbeat (its run failed, and the test waited for its progress until GUARD)
     settings = load_settings(env={}, home=home, store_url=url, spare_workers=0, cpu_slots=1,
-                             max_per_owner=20, heartbeat_timeout=10, **on_ray)
+                             max_per_owner=20, heartbeat_timeout=10, worker_nice=0, **on_ray)
     queue = JobQueue(settings=settings)
     print("replica", queue.replica.id, flush=True)
     while not queue.replica.leading:

@@ -213,9 +213,10 @@ def test_one_dispatcher_and_another_takes_over_when_it_is_killed(pg_url, tmp_pat
         queues.append(b)
         long_run = b.submit_job(ALICE, STEADY, {"steps": 400, "dt": 0.05}, "cpu")
         waiting = b.submit_job(BOB, STEADY, {"steps": 20, "dt": 0.02}, "cpu")
-        wait_for(lambda: (b.store.get(long_run).progress or {}).get("step", 0) >= 20,
-                 "replica A to train the first run")
-        first = b.store.get(long_run)
+        first = wait_for(lambda: ((r := b.store.get(long_run)).finished
+                                  or (r.progress or {}).get("step", 0) >= 20) and r,
+                         "replica A to train the first run")
+        assert not first.finished, (first.status, first.error)
         assert first.replica == a_id and not b.replica.leading     # A dispatches, B waits
         assert b.store.get(waiting).status == "queued"             # one CPU slot, taken
         os.kill(a.pid, signal.SIGKILL)     # replica A dies (its worker runs on, for now)
@@ -247,8 +248,10 @@ def test_a_run_on_ray_trains_on_when_its_replica_dies_and_another_takes_it_over(
         b = JobQueue(settings=settings_for(pg_url, home, executor="ray", heartbeat_timeout=6))
         queues.append(b)
         run_id = b.submit_job(ALICE, STEADY, {"steps": 200, "dt": 0.05}, "cpu")
-        wait_for(lambda: (b.store.get(run_id).progress or {}).get("step", 0) >= 10,
-                 "replica A to run it on Ray")
+        started = wait_for(lambda: ((r := b.store.get(run_id)).finished
+                                    or (r.progress or {}).get("step", 0) >= 10) and r,
+                           "replica A to run it on Ray")
+        assert not started.finished, (started.status, started.error)
         assert b.store.get(run_id).replica == a_id and not b.replica.leading
         os.kill(a.pid, signal.SIGKILL)
         a.wait(GUARD)
