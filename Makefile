@@ -54,10 +54,10 @@ run-ray: $(VENV)/.ray-installed
 browser-deps:
 	@bash scripts/ensure-chromium.sh
 
-# pytest-xdist's workers for `make test` and `make test-fast`: the browser tests in two groups
-# (an app server and a Chromium each), the Ray tests (one cluster) in one, every other module in
+# pytest-xdist's workers for `make test` and `make test-fast`: the browser tests in one group
+# (one app server and one Chromium), the Ray tests (one cluster) in one, every other module in
 # one (tests/conftest.py's xdist groups; docs/testing.md). No reordering by test count: the
-# browser groups, the longest, come first (test_browser*) and so start at once, not last.
+# browser group, the longest, comes early (test_browser*) and so starts at once, not last.
 # `make test XDIST=` runs in one process.
 XDIST ?= -n 2 --dist loadgroup --no-loadscope-reorder
 
