@@ -274,6 +274,5 @@ def curves_figure(df: pd.DataFrame, x: str, t) -> go.Figure:
     fig = px.line(df, x="x", y="loss", **C.series_style("run"),
                   labels={"x": t(f"runs.x_{x}"), "loss": t("common.loss"),
                           "run": t("runs.run_col")})
-    fig.update_layout(height=380, margin=dict(l=10, r=10, t=20, b=10),
-                      legend=dict(orientation="h", y=-0.25))
-    return C.localized(fig, t.lang)
+    return C.localized(fig, t.lang, height=380, margin=dict(C.MARGIN, t=20),
+                       legend=dict(orientation="h", y=-0.25))

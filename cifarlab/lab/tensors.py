@@ -309,8 +309,7 @@ def rank_figure(ex: RankExample, classes, t) -> go.Figure:
         fig.update_yaxes(showticklabels=False)
         fig.update_layout(height=300 if ex.rank == 3 else max(140, int(1100 / max(len(images), 4)))
                           + 40)
-    fig.update_layout(margin=C.MARGIN)
-    return C.localized(fig, t.lang)
+    return C.localized(fig, t.lang, margin=C.MARGIN)
 
 
 def ranks_table(examples: list[RankExample], t) -> pd.DataFrame:

@@ -36,9 +36,8 @@ def image_figure(hwc: np.ndarray, title: str, window: tuple[int, int, int] | Non
     fig = go.Figure(go.Image(z=np.asarray(hwc)))
     if window is not None:
         C.box(fig, window[0], window[1], window[2], window[2])
-    fig.update_layout(title=title, height=height, margin=C.MARGIN)
     C.pixel_axes(fig, hwc.shape[0])
-    return C.localized(fig, lang)
+    return C.localized(fig, lang, title=title, height=height, margin=C.MARGIN)
 
 
 def maps_figure(values: np.ndarray, titles: Sequence[str], title: str, signed: bool, t,
@@ -147,10 +146,9 @@ def pick_figure(fmap: np.ndarray, row: int, col: int, title: str, t) -> go.Figur
                     color="rgba(0,0,0,0.01)"),
         customdata=np.round(fmap.ravel(), 4), hovertemplate=hover))
     C.box(fig, row, col, 1, 1)
-    fig.update_layout(title=title, height=420, margin=C.MARGIN, clickmode="event+select",
-                      dragmode=False)
     C.pixel_axes(fig, h, w, square=True)
-    return C.localized(fig, t.lang)
+    return C.localized(fig, t.lang, title=title, height=420, margin=C.MARGIN,
+                       clickmode="event+select", dragmode=False)
 
 
 def neuron_view(n: Neuron, t) -> tuple[go.Figure, pd.DataFrame]:
