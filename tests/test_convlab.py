@@ -217,38 +217,39 @@ def test_analyze_stack_edited_kernel_gives_576_and_pytorchs_real_messages():
 
 def test_the_message_is_what_pytorch_really_raises():
     spec = ModelSpec(kernels=(3, 3), hidden=(64, 32))
-    msg = convlab.analyze_stack(spec, batch_size=2).flatten_error
+    msg = convlab.analyze_stack(spec).flatten_error
     net = Net(spec)
-    x = torch.zeros(2, 3, 32, 32)
+    x = torch.zeros(4, 3, 32, 32)
     x = net.pool(F.relu(net.conv2(net.pool(F.relu(net.conv1(x))))))
     with pytest.raises(RuntimeError) as err:
         torch.nn.Linear(400, 64)(torch.flatten(x, 1))
     assert msg == str(err.value).splitlines()[0]
-    assert "(2x576 and 400x64)" in msg
+    assert "(4x576 and 400x64)" in msg
 
 
 def test_view_with_a_multiple_of_400_passes_the_view_and_fails_at_the_loss():
     spec = ModelSpec(channels=(6, 64))             # 64·5·5 = 1600 = 4 × 400
     assert convlab.analyze_stack(spec).flat == 1600
-    msg = convlab.analyze_stack(spec, batch_size=4).view_error
+    msg = convlab.analyze_stack(spec).view_error
     assert "batch_size" in msg and "16" in msg and "4" in msg
-    assert convlab.analyze_stack(spec, batch_size=4).view_error_kind == "ValueError"
+    assert convlab.analyze_stack(spec).view_error_kind == "ValueError"
     assert "4x1600" in convlab.analyze_stack(spec).flatten_error
 
 
 def test_a_stack_that_does_not_fit_names_the_layer_without_raising():
     rep = convlab.analyze_stack(ModelSpec(kernels=(5, 15)))
-    assert not rep.ok and rep.error_layer == "conv2" and rep.error.startswith("conv2:")
+    assert not rep.ok and rep.shape_error.layer == "conv2"
+    assert str(rep.shape_error).startswith("conv2:")
     assert rep.flat is None and rep.rows == []
     assert "Kernel size can't be greater than actual input size" in rep.view_error
     rep = convlab.analyze_stack(ModelSpec(kernels=(29, 5), pool=8))   # 4×4 into an 8×8 pool
-    assert not rep.ok and rep.error_layer == "pool1", rep.error
+    assert not rep.ok and rep.shape_error.layer == "pool1", rep.shape_error
 
 
 def test_the_stack_error_and_the_calculator_speak_the_students_language():
     report = convlab.analyze_stack(ModelSpec(kernels=(5, 15)))
-    assert not report.ok and report.error_layer == "conv2"
-    assert report.error == report.error_text("en") == str(report.shape_error)
+    assert not report.ok and report.shape_error.layer == "conv2"
+    assert report.error_text("en") == str(report.shape_error)
     assert report.error_text("es").startswith("conv2: la entrada mide 14×14 píxeles")
     assert report.error_text("pt").startswith("conv2: a entrada tem 14×14 pixels")
     assert convlab.analyze_stack(ModelSpec()).error_text("es") is None

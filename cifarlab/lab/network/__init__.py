@@ -235,9 +235,7 @@ class StackReport:
     flat: int | None = None                          # fc1's input size (400 for the tutorial)
     flat_shape: tuple[int, int, int] | None = None   # (C, H, W) before the flatten
     total_params: int | None = None
-    error: str | None = None                         # the ShapeError's message (English)
-    error_layer: str | None = None
-    shape_error: ShapeError | None = None            # the error: .text(lang) for a page
+    shape_error: ShapeError | None = None            # why it can't: .text(lang), .layer
     view_error: str | None = None                    # PyTorch's message with x.view(-1, 400)
     flatten_error: str | None = None                 # ... with torch.flatten(x, 1) + Linear(400)
     view_error_kind: str | None = None               # the exception's class: "RuntimeError", ...
@@ -245,28 +243,29 @@ class StackReport:
 
     @property
     def ok(self) -> bool:
-        return self.error is None
+        return self.shape_error is None
 
     def error_text(self, lang: str = "en") -> str | None:
         """Why the sizes do not fit, in ``lang``, naming the layer and the sizes."""
         return self.shape_error.text(lang) if self.shape_error is not None else None
 
 
-def analyze_stack(spec: ModelSpec, batch_size: int = 4) -> StackReport:
+def analyze_stack(spec: ModelSpec) -> StackReport:
     """The shape table of ``spec``, fc1's real input size, and what the tutorial's hard-coded
-    ``16 * 5 * 5`` would make PyTorch say about it (``None`` when it happens to work)."""
+    ``16 * 5 * 5`` would make PyTorch say about it with a batch of 4 (``None`` when it happens
+    to work)."""
     report = StackReport(spec)
     try:
         traces = shapes.trace_spec(spec)
     except ShapeError as err:
-        report.error, report.error_layer, report.shape_error = str(err), err.layer, err
+        report.shape_error = err
     else:
         report.rows = shapes.trace_table(traces)
         flat = next(t for t in traces if t.kind == "flatten")
         report.flat, report.flat_shape = flat.out_shape[0], tuple(flat.in_shape)
         report.total_params = shapes.total_params(traces)
-    report.view_error_kind, report.view_error = _run_tutorial(spec, batch_size, "view")
-    report.flatten_error_kind, report.flatten_error = _run_tutorial(spec, batch_size, "flatten")
+    report.view_error_kind, report.view_error = _run_tutorial(spec, "view")
+    report.flatten_error_kind, report.flatten_error = _run_tutorial(spec, "flatten")
     return report
 
 
@@ -301,7 +300,7 @@ class _TutorialNet(nn.Module):
         return self.fc3(x)
 
 
-def _run_tutorial(spec: ModelSpec, batch_size: int, flatten: str) -> tuple[str | None, str | None]:
+def _run_tutorial(spec: ModelSpec, flatten: str) -> tuple[str | None, str | None]:
     """(exception class name, first line of PyTorch's own message) for the tutorial's forward
     (fc1 fixed at 16 * 5 * 5, ``x.view`` or ``torch.flatten``) and loss, really run on zeros;
     (None, None) when it runs. (With ``view``, a multiple of 400 gets through the view with too
@@ -311,8 +310,8 @@ def _run_tutorial(spec: ModelSpec, batch_size: int, flatten: str) -> tuple[str |
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         net = _TutorialNet(spec, flatten)
-    x = torch.zeros(batch_size, 3, 32, 32)
-    labels = torch.zeros(batch_size, dtype=torch.long)
+    x = torch.zeros(4, 3, 32, 32)
+    labels = torch.zeros(4, dtype=torch.long)
     try:
         with torch.no_grad():
             nn.CrossEntropyLoss()(net(x), labels)
