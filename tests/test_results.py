@@ -196,7 +196,7 @@ def test_classify_a_real_png(trained, cifar_data, ev):
     best = int(np.argmax(np.diag(ev.confusion)))       # the class it gets right most often
     i = int(R.confused_examples(ev, best, best, limit=1)[0])
     img = cifar_data.image("test", i)
-    ranked = R.classify_image(model, png_bytes(img), cifar_data.classes)
+    ranked = R.classify_prepared(model, R.prepare_image(png_bytes(img)), cifar_data.classes)
     assert ranked[0][0] == cifar_data.classes[best]
     assert sorted(c for c, _ in ranked) == sorted(cifar_data.classes)
     assert sum(p for _, p in ranked) == pytest.approx(1.0, abs=1e-4)
@@ -214,7 +214,7 @@ def test_a_large_photo_is_cropped_and_shrunk_with_notes(trained, cifar_data):
     codes = [c for c, _ in prep.notes]
     assert "cropped" in codes and "resized" in codes
     assert max(prep.preview.shape[:2]) <= R.PREVIEW_SIZE
-    assert len(R.classify_prepared(trained[0].model, prep, cifar_data.classes, top=3)) == 3
+    assert len(R.classify_prepared(trained[0].model, prep, cifar_data.classes)) == 10
 
 
 @pytest.mark.parametrize("make,code", [
@@ -273,19 +273,19 @@ def _png_claiming(width: int, height: int, depth: int = 8, colour: int = 2) -> b
     (_png_claiming(8000, 8000), "image.too_many_pixels"),    # over our 24 MP limit
     (_png_claiming(4800, 4800, depth=16, colour=6), "image.too_much_data"),  # 23 MP × 8 bytes
 ])
-def test_bad_pictures_get_a_clear_message(trained, cifar_data, blob, code):
+def test_bad_pictures_get_a_clear_message(blob, code):
     with pytest.raises(R.ImageError) as info:
-        R.classify_image(trained[0].model, blob, cifar_data.classes)
+        R.prepare_image(blob)
     assert info.value.code == code and info.value.reason == code.split(".")[1]
     assert isinstance(info.value, CifarLabError) and str(info.value)
     texts = {lang: info.value.text(lang) for lang in ("en", "es", "pt")}
     assert len(set(texts.values())) == 3 and "{" not in "".join(texts.values())
 
 
-def test_size_limits_and_torn_images(trained, cifar_data):
+def test_size_limits_and_torn_images():
     img = png_bytes(np.random.default_rng(2).integers(0, 255, (64, 64, 3), np.uint8))
     with pytest.raises(R.ImageError) as info:
-        R.classify_image(trained[0].model, img, cifar_data.classes, max_pixels=1000)
+        R.prepare_image(img, max_pixels=1000)
     assert info.value.code == "image.too_many_pixels" and "64×64" in str(info.value)
     assert "64×64" in info.value.text("es") and "64×64" in info.value.text("pt")
     with pytest.raises(R.ImageError) as info:

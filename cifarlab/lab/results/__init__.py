@@ -15,17 +15,15 @@ from cifarlab.core.evaluate import EvalResult, evaluate
 from cifarlab.errors import CheckpointError, CifarLabError
 from cifarlab.lab.data import upscale
 from cifarlab.lab.results.uploads import (  # the page's one import: re-exported
-    MAX_CHECKPOINT_BYTES, MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, MAX_UPLOAD_BYTES, PREVIEW_SIZE,
-    SERVER_UPLOAD_MB, UPLOADER_MB, ImageError, classify_image, classify_prepared,
-    load_uploaded_checkpoint, prepare_image)
+    MAX_CHECKPOINT_BYTES, MAX_IMAGE_PIXELS, MAX_UPLOAD_BYTES, PREVIEW_SIZE, SERVER_UPLOAD_MB,
+    UPLOADER_MB, ImageError, classify_prepared, load_uploaded_checkpoint, prepare_image)
 
 __all__ = [
-    "TUTORIAL_REFERENCE", "MAX_CHECKPOINT_BYTES", "MAX_UPLOAD_BYTES", "MAX_IMAGE_BYTES",
-    "UPLOADER_MB", "SERVER_UPLOAD_MB", "MAX_IMAGE_PIXELS", "PREVIEW_SIZE", "CheckpointError",
-    "ImageError",
+    "TUTORIAL_REFERENCE", "MAX_CHECKPOINT_BYTES", "MAX_UPLOAD_BYTES", "UPLOADER_MB",
+    "SERVER_UPLOAD_MB", "MAX_IMAGE_PIXELS", "PREVIEW_SIZE", "CheckpointError", "ImageError",
     "load_run_model", "load_uploaded_checkpoint", "predictions_for", "confused_examples",
     "most_confused_pair", "picked_cell", "sample_predictions", "per_class_by_epoch",
-    "prepare_image", "classify_image", "classify_prepared", "upscale",
+    "prepare_image", "classify_prepared", "upscale",
 ]
 
 # The PyTorch tutorial's printed figures: 54 % overall after 2 epochs; per class they swing
