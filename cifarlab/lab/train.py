@@ -144,21 +144,17 @@ class RunView:
         before = (self.last_seq, self.series.count)
         self.add_events(events(since_seq=self.last_seq))
         if step is None or step > self.last_step:
-            self.add_losses(*losses(since_step=self.last_step))
+            self.series.add(*losses(since_step=self.last_step))
         changed = (self.last_seq, self.series.count) != before
         self.revision += changed
         return changed
 
-    def add_losses(self, steps: Sequence[int], losses: Sequence[float]) -> None:
-        self.series.add(steps, losses)
-
     def add_events(self, events: Iterable[Any]) -> None:
-        """Store events (objects with ``seq``, ``kind`` and ``data``, or such dicts)."""
+        """Store events (the run store's, read by ``seq``, ``kind`` and ``data``)."""
         for ev in events:
-            seq, kind, data = _event_fields(ev)
-            if seq <= self.last_seq:
+            if ev.seq <= self.last_seq:
                 continue
-            self.last_seq = seq
+            self.last_seq, kind, data = ev.seq, ev.kind, ev.data or {}
             if kind == "start":
                 self.start = dict(data)
             elif kind == "running_loss":
@@ -232,12 +228,6 @@ class RunViews(dict):
                 self.pop(old, None)
             self[run_id] = RunView(self.max_points)
         return self[run_id]
-
-
-def _event_fields(ev: Any) -> tuple[int, str, dict]:
-    if isinstance(ev, Mapping):
-        return int(ev["seq"]), str(ev["kind"]), dict(ev.get("data") or {})
-    return int(ev.seq), str(ev.kind), dict(ev.data or {})
 
 
 # ---------------------------------------------------------------------------- small figures
