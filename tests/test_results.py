@@ -94,12 +94,10 @@ def test_per_class_by_epoch_from_real_events(trained):
     assert len(df) == 20
     last = df[df["epoch"] == 2].set_index("class")["accuracy"].to_dict()
     assert last == pytest.approx(result.eval.per_class_accuracy)
-    # the epoch summaries themselves (result["epochs"]) and stored-event dicts work the same
+    # the epoch summaries themselves (result["epochs"]) work the same
     assert R.per_class_by_epoch(result.summary()["epochs"]).equals(df)
-    dicts = [{"kind": e.kind, "data": e.data} for e in events]
-    assert R.per_class_by_epoch(dicts).equals(df)
     # a run without per-epoch evaluation: an empty frame with the same columns
-    empty = R.per_class_by_epoch([{"kind": "epoch", "data": {"epoch": 1, "mean_loss": 2.0}}])
+    empty = R.per_class_by_epoch([{"epoch": 1, "mean_loss": 2.0}])
     assert empty.empty and list(empty.columns) == ["epoch", "class", "accuracy"]
 
 

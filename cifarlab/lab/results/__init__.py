@@ -109,14 +109,14 @@ def sample_predictions(ev: EvalResult, n: int = 16, seed: int = 0) -> pd.DataFra
 def per_class_by_epoch(events: Iterable[Any]) -> pd.DataFrame:
     """Per-class accuracy after each epoch, long format: columns epoch, class, accuracy (0..1).
 
-    ``events``: the run's events (``RunEvent`` or ``{"kind", "data"}`` dicts; only "epoch" ones
-    count) or the epoch summaries themselves (dicts with "epoch" and "per_class_accuracy", as
+    ``events``: the run's events (``RunEvent``s; only "epoch" ones count) or the epoch
+    summaries themselves (dicts with "epoch" and "per_class_accuracy", as
     in ``result["epochs"]``). Epochs evaluated without per-class figures are left out; an empty
     frame (same columns) when there are none.
     """
     rows = []
     for item in events or ():
-        kind, data = _event_parts(item)
+        kind, data = (item.kind, item.data) if hasattr(item, "kind") else (None, item)
         if kind not in (None, "epoch") or not isinstance(data, Mapping):
             continue
         per_class = data.get("per_class_accuracy")
@@ -128,14 +128,6 @@ def per_class_by_epoch(events: Iterable[Any]) -> pd.DataFrame:
                 rows.append({"epoch": int(epoch), "class": str(cls), "accuracy": float(acc)})
     df = pd.DataFrame(rows, columns=["epoch", "class", "accuracy"])
     return df.drop_duplicates(["epoch", "class"], keep="last").reset_index(drop=True)
-
-
-def _event_parts(item: Any) -> tuple[str | None, Any]:
-    if hasattr(item, "kind") and hasattr(item, "data"):
-        return item.kind, item.data
-    if isinstance(item, Mapping) and "kind" in item and "data" in item:
-        return item["kind"], item["data"]
-    return None, item
 
 
 def _class_index(classes: Sequence[str], cls: int | str) -> int:
