@@ -26,11 +26,10 @@ from cifarlab.lab.train import LossSeries
 MAX_POINTS = 1000   # loss points per run on the comparison chart
 
 
-def downsampled(steps: Sequence[int], losses: Sequence[float],
-                max_points: int = MAX_POINTS) -> tuple[list[int], list[float]]:
-    """At most ``max_points`` bucket means of a run's step losses: the Train page's own
+def downsampled(steps: Sequence[int], losses: Sequence[float]) -> tuple[list[int], list[float]]:
+    """At most ``MAX_POINTS`` bucket means of a run's step losses: the Train page's own
     down-sampler (``lab.train.LossSeries``), so both pages draw the same curve."""
-    series = LossSeries(max_points=max_points)
+    series = LossSeries(max_points=MAX_POINTS)
     series.add(list(steps), list(losses))
     return series.points()
 
@@ -45,26 +44,19 @@ def state_dict_bytes(ckpt: Checkpoint) -> bytes:
     return buf.getvalue()
 
 
-def run_record(run, ckpt: Checkpoint, steps: Sequence[int] | None = None,
-               losses: Sequence[float] | None = None) -> RunRecord:
-    """What the export knows of a finished run: the checkpoint's weights and config, the run
-    store's result (per-class and per-epoch accuracy, times), every step's loss, environment,
-    name and id."""
-    return RunRecord(config=ckpt.config, state_dict=ckpt.state_dict, classes=tuple(ckpt.classes),
-                     results=dict(run.result or ckpt.results or {}),
-                     losses=list(losses) if losses is not None else None,
-                     steps=list(steps) if steps is not None else None, env=run.env,
-                     run_id=run.id, name=run.name or "", created_at=run.started_at or
-                     run.created_at)
-
-
 def bundle_for_run(run, ckpt: Checkpoint, steps: Sequence[int] | None,
                    losses: Sequence[float] | None, lang: str) -> bytes:
     """"Take your run home": the zip of the notebook that repeats the run, its weights, its
-    TensorBoard logs and its model card, in ``lang`` (``core.export.bundle``), in memory."""
+    TensorBoard logs and its model card, in ``lang`` (``core.export.bundle``), in memory; from
+    the checkpoint's weights and config, the run store's result, every step's loss."""
     from cifarlab.core.export.bundle import bundle_bytes
 
-    return bundle_bytes(run_record(run, ckpt, steps, losses), lang)
+    return bundle_bytes(RunRecord(
+        config=ckpt.config, state_dict=ckpt.state_dict, classes=tuple(ckpt.classes),
+        results=dict(run.result or ckpt.results or {}),
+        losses=list(losses) if losses is not None else None,
+        steps=list(steps) if steps is not None else None, env=run.env, run_id=run.id,
+        name=run.name or "", created_at=run.started_at or run.created_at), lang)
 
 
 def run_script(run) -> str:
