@@ -39,7 +39,8 @@ def test_rank_examples_shapes_and_values(cifar_data):
 def test_rank_examples_wrap_around_and_clamp(cifar_data):
     n = cifar_data.n_train
     batch = tensorlab.rank_examples(cifar_data, index=n - 1, batch=3)[4]
-    assert batch.indices == (n - 1, 0, 1)
+    assert batch.labels == tuple(int(cifar_data.train_y[i]) for i in (n - 1, 0, 1))
+    np.testing.assert_array_equal(batch.pixels[1], cifar_data.image("train", 0))
     assert tensorlab.rank_examples(cifar_data, batch=1000)[4].shape[0] == 64
 
 
@@ -48,7 +49,7 @@ def test_tensor_facts():
     facts = tensorlab.tensor_facts(x)
     assert facts["shape_text"] == "torch.Size([4, 3, 32, 32])"
     assert facts["dtype"] == "torch.float32" and facts["device"] == "cpu"
-    assert facts["numel"] == 12288 and facts["bytes"] == 49152 and facts["rank"] == 4
+    assert facts["numel"] == 12288 and facts["bytes"] == 49152
     assert tensorlab.tensor_facts(torch.zeros(10, dtype=torch.uint8))["bytes"] == 10
 
 

@@ -29,9 +29,6 @@ from cifarlab.lab.tables import class_name
 if TYPE_CHECKING:  # pragma: no cover
     from cifarlab.core.data import CifarData
 
-__all__ = ["RankExample", "TensorLabError", "rank_examples", "tensor_facts", "transfer_costs",
-           "item_sync_cost", "MAX_TRANSFER_MB", "MAX_CHUNKS", "MAX_ITEM_STEPS"]
-
 MAX_TRANSFER_MB = 256      # the page never asks for more; a bound for hosted use
 MAX_CHUNKS = 16384
 MAX_ITEM_STEPS = 20000
@@ -53,7 +50,6 @@ class RankExample:
     values: np.ndarray           # float32 values, that shape
     pixels: np.ndarray | None    # for images/batches: the same pictures as HWC uint8, to show
     labels: tuple[int, ...] = field(default=())   # class index of each image involved
-    indices: tuple[int, ...] = field(default=())  # training-set indices of those images
     code: str = ""               # how the tensor is taken from the batch in PyTorch
 
     @property
@@ -89,17 +85,14 @@ def rank_examples(data: CifarData, index: int = 0, batch: int = 4,
         out.append(RankExample(
             rank=rank, kind=kind, shape=tuple(t.shape), values=t.numpy().copy(),
             pixels=(hwc[:1] if first else hwc).copy() if rank >= 3 else None,
-            labels=labels[:1] if first else labels,
-            indices=tuple(idx[:1]) if first else tuple(idx), code=code))
+            labels=labels[:1] if first else labels, code=code))
     return out
 
 
 def tensor_facts(tensor: torch.Tensor) -> dict:
     """What ``x.shape``, ``x.dtype``, ``x.device`` and the memory of ``x`` are."""
     return {
-        "shape": tuple(tensor.shape),
         "shape_text": str(tensor.shape),                 # "torch.Size([4, 3, 32, 32])"
-        "rank": tensor.dim(),
         "dtype": str(tensor.dtype),                      # "torch.float32"
         "device": str(tensor.device),                    # "cpu", "cuda:0"
         "numel": int(tensor.numel()),
@@ -123,10 +116,10 @@ def _check_positive(name: str, value, upper) -> int | float:
 def _time_copies(dst_pieces, src_pieces, device: torch.device, repeats: int,
                  max_seconds: float) -> tuple[float, int]:
     """Best wall time (s) of copying every src piece into its dst piece, over ``repeats``
-    (at least one; fewer when ``max_seconds`` runs out). Warm-up copy first, untimed."""
-    non_blocking = False  # a synchronous copy: what x.to(device) does for pageable memory
+    (at least one; fewer when ``max_seconds`` runs out). Warm-up copy first, untimed. Each
+    copy is synchronous: what x.to(device) does for pageable memory."""
     for d, s in zip(dst_pieces[:4], src_pieces[:4]):
-        d.copy_(s, non_blocking=non_blocking)
+        d.copy_(s)
     synchronize(device)
     best = math.inf
     done = 0
@@ -135,7 +128,7 @@ def _time_copies(dst_pieces, src_pieces, device: torch.device, repeats: int,
     for _ in range(repeats):
         sw.start()
         for d, s in zip(dst_pieces, src_pieces):
-            d.copy_(s, non_blocking=non_blocking)
+            d.copy_(s)
         best = min(best, sw.stop())
         done += 1
         if time.perf_counter() > budget_end:
