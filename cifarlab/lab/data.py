@@ -26,10 +26,6 @@ from cifarlab.lab.tables import class_name
 if TYPE_CHECKING:  # pragma: no cover
     from cifarlab.core.data import CifarData
 
-__all__ = ["LoadingError", "PIPELINES", "STAGES", "class_counts_table", "class_sample",
-           "transform_stats", "ranges_table", "loader_table", "unnormalize", "loader_batch",
-           "upscale", "loader_throughput", "sweep_loaders", "MAX_BATCH_SIZE", "MAX_WORKERS"]
-
 PIPELINES = ("tutorial", "fast")
 STAGES = ("raw", "to_tensor", "normalize")
 MAX_BATCH_SIZE = 256

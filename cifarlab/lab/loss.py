@@ -21,11 +21,6 @@ from cifarlab import i18n
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import charts as C
 
-__all__ = [
-    "net_logits", "cross_entropy_by_hand", "SURFACES", "Surface", "loss_surface", "SGDPath",
-    "sgd_path", "EXPLODE_FACTOR",
-]
-
 
 # -----------------------------------------------------------------------------------------
 # cross-entropy on one image

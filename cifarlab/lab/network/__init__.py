@@ -19,12 +19,6 @@ from cifarlab.core.config import ModelSpec
 from cifarlab.core.modelspec import is_int
 from cifarlab.errors import CifarLabError, ShapeError
 
-__all__ = [
-    "named_kernels", "KERNEL_NAMES", "to_input", "net_conv1", "apply_kernel", "conv_step",
-    "torch_conv", "maxpool_windows", "calculator", "StackReport", "analyze_stack",
-    "activation_sizes",
-]
-
 # -----------------------------------------------------------------------------------------
 # kernels and inputs
 
