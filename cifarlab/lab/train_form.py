@@ -30,10 +30,11 @@ def knob_value(kind: str, value: Any) -> Any:
 
 
 def widget_value(kind: str, value: Any, lang: str) -> Any:
-    """A knob's value as its widget holds it: decimals as text in ``lang``'s notation."""
+    """A knob's value as its widget holds it: decimals as text in ``lang``'s notation (a text
+    stays as typed)."""
     if kind == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
         return i18n.number(float(value), lang)
-    return knob_value(kind, value)
+    return value if isinstance(value, str) else knob_value(kind, value)
 
 
 @dataclass(frozen=True)
@@ -283,6 +284,7 @@ class TrainForm:
         ``advanced`` ones go in the Advanced section."""
         t, problems = i18n.translator(self.lang), self.problems()
         fast = self._raw.get("pipeline") == "fast"
+        limited = {"epochs": self.limits.max_epochs, "train_subset": self.limits.max_train_images}
         out = []
         for f in self.fields:
             k, name = f.knob, f.name
@@ -291,10 +293,8 @@ class TrainForm:
             lock = self.locks.get(name)
             help_text = t(k.help) + (f" {lock}" if lock else "")
             options, labels, placeholder, note = (), (), None, None
-            if name == "epochs" and self.limits.max_epochs is not None:
-                help_text += " " + t("train.epochs_limit_help", n=self.limits.max_epochs)
-            if name == "train_subset" and self.limits.max_train_images is not None:
-                help_text += " " + t("train.subset_limit_help", n=self.limits.max_train_images)
+            if limited.get(name) is not None:
+                help_text += " " + self._limit_text(name)
             if name == "train_subset":
                 images = [n for n in (self.n_train, self.limits.max_train_images) if n]
                 placeholder = t("common.train_subset_all", n=min(images)) if images else None
