@@ -21,7 +21,7 @@ from plotly.subplots import make_subplots
 from cifarlab import i18n
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import charts as C
-from cifarlab.lab.tables import class_name
+from cifarlab.lab.tables import class_name, dims
 
 if TYPE_CHECKING:  # pragma: no cover
     from cifarlab.core.data import CifarData
@@ -84,7 +84,7 @@ def _as_hwc_batch(images) -> np.ndarray:
     if arr.ndim == 3:
         arr = arr[None]
     if arr.ndim != 4 or arr.shape[-1] != 3:
-        raise LoadingError("loading.bad_shape", shape="×".join(map(str, arr.shape)) or "()")
+        raise LoadingError("loading.bad_shape", shape=dims(arr.shape))
     return arr
 
 
@@ -175,11 +175,6 @@ def upscale(images: np.ndarray, factor: int = 3) -> np.ndarray:
 
 # ------------------------------------------------------------------------------- throughput
 
-def _shutdown(iterator) -> None:
-    with contextlib.suppress(Exception):  # best effort: the workers are going away anyway
-        getattr(iterator, "_shutdown_workers", lambda: None)()
-
-
 def loader_throughput(data: CifarData, pipeline: str = "tutorial", batch_size: int = 4,
                       num_workers: int = 0, max_batches: int = 500, max_seconds: float = 1.0,
                       subset: int | None = None) -> dict:
@@ -196,10 +191,8 @@ def loader_throughput(data: CifarData, pipeline: str = "tutorial", batch_size: i
     if not (isinstance(max_seconds, (int, float)) and 0 < max_seconds <= 600):
         raise LoadingError("loading.bad_seconds", field="max_seconds", limit=600)
     from cifarlab.core.data import FastLoader, tutorial_loader
-    from cifarlab.core.devices import Stopwatch
 
-    sw = Stopwatch("cpu")
-    sw.start()
+    started = time.perf_counter()
     with warnings.catch_warnings():   # "suggested max number of worker": the page says so
         warnings.filterwarnings("ignore", message=".*worker processes in total.*")
         if pipeline == "fast":
@@ -219,22 +212,23 @@ def loader_throughput(data: CifarData, pipeline: str = "tutorial", batch_size: i
             if got is None:
                 break
             first = first or got
-        startup = sw.stop()
+        startup = time.perf_counter() - started
         if first is None:
             raise LoadingError("loading.no_batch")
         images = batches = 0
-        sw.start()
-        deadline = time.perf_counter() + max_seconds
+        started = time.perf_counter()
+        deadline = started + max_seconds
         for _xb, yb in iterator:
             images += int(yb.shape[0])
             batches += 1
             if batches >= max_batches or time.perf_counter() >= deadline:
                 break
-        seconds = sw.stop()
+        seconds = time.perf_counter() - started
         if batches == 0:            # the epoch held a single batch: time that one instead
             images, batches, seconds = int(first[1].shape[0]), 1, startup
     finally:
-        _shutdown(iterator)
+        with contextlib.suppress(Exception):  # best effort: the workers are going away anyway
+            getattr(iterator, "_shutdown_workers", lambda: None)()
         del iterator
     seconds = max(seconds, 1e-9)
     return {"pipeline": pipeline, "batch_size": batch_size, "num_workers": num_workers,

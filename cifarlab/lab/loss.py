@@ -20,6 +20,7 @@ import torch.nn as nn
 from cifarlab import i18n
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import charts as C
+from cifarlab.lab.tables import dims
 
 
 # -----------------------------------------------------------------------------------------
@@ -33,8 +34,7 @@ def net_logits(image_chw_uint8: np.ndarray, seed: int = 0) -> np.ndarray:
 
     x = np.asarray(image_chw_uint8)
     if x.shape != (3, 32, 32):
-        raise CifarLabError("loss.bad_image", field="image",
-                            shape="×".join(map(str, x.shape)) or "()")
+        raise CifarLabError("loss.bad_image", field="image", shape=dims(x.shape))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         net = Net().eval()

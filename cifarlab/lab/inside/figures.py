@@ -17,6 +17,7 @@ from cifarlab import i18n
 from cifarlab.lab import charts as C
 from cifarlab.lab.inside.activations import Neuron, Stage, filter_patches, filter_table, stage
 from cifarlab.lab.inside.explain import METHODS, strongest
+from cifarlab.lab.tables import dims
 
 MAX_MAPS = 16           # feature maps drawn of a layer
 MAX_CHANNELS = 6        # input channels of one neuron's arithmetic drawn
@@ -24,10 +25,6 @@ MAX_FILTERS = 8
 MAPS = (("conv1", True), ("pool1", False), ("conv2", True), ("pool2", False))
 VECTORS = (("flatten", "values", False), ("relu3", "values", False), ("relu4", "values", False),
            ("fc3", "scores", True), ("softmax", "probabilities", True))
-
-
-def shape_text(shape) -> str:
-    return "×".join(str(n) for n in shape)
 
 
 def image_figure(hwc: np.ndarray, title: str, window: tuple[int, int, int] | None = None,
@@ -88,7 +85,7 @@ def stage_views(stages: list[Stage], names: list[str], t, act: str = "ReLU") -> 
     out = []
 
     def heading(name: str, s: Stage) -> str:
-        return f"{t(f'inside.stage_{name}', act=act)} · `{shape_text(s.shape)}`"
+        return f"{t(f'inside.stage_{name}', act=act)} · `{dims(s.shape)}`"
 
     for name, signed in MAPS:
         s = stage(stages, name)
@@ -114,7 +111,7 @@ def stage_views(stages: list[Stage], names: list[str], t, act: str = "ReLU") -> 
 
 def stages_table(stages: list[Stage], t) -> pd.DataFrame:
     rows = [{t("inside.col_stage"): s.name, t("inside.col_code"): s.line,
-             t("inside.col_shape"): shape_text(s.shape),
+             t("inside.col_shape"): dims(s.shape),
              t("inside.col_min"): i18n.number(s.values.min(), t.lang, 3),
              t("inside.col_max"): i18n.number(s.values.max(), t.lang, 3),
              t("inside.col_zeros"): i18n.percent(float((s.values == 0).mean()), t.lang, 0)}

@@ -18,6 +18,7 @@ from cifarlab.core import conv_arithmetic as ca, shapes
 from cifarlab.core.config import ModelSpec
 from cifarlab.core.modelspec import is_int
 from cifarlab.errors import CifarLabError, ShapeError
+from cifarlab.lab.tables import dims
 
 # -----------------------------------------------------------------------------------------
 # kernels and inputs
@@ -43,7 +44,7 @@ def to_input(image_hwc: np.ndarray, mode: str = "gray") -> np.ndarray:
     hand-made kernels) or "rgb" (the tutorial's ToTensor + Normalize: what conv1 sees)."""
     img = np.asarray(image_hwc)
     if img.ndim != 3 or img.shape[2] != 3:
-        raise ShapeError("network.bad_image", layer="image", shape=_dims(img.shape))
+        raise ShapeError("network.bad_image", layer="image", shape=dims(img.shape))
     x = img.astype(np.float32).transpose(2, 0, 1) / np.float32(255)
     if mode == "gray":
         return x.mean(axis=0, keepdims=True, dtype=np.float32)
@@ -74,7 +75,7 @@ def _chw(image: np.ndarray) -> np.ndarray:
     if x.ndim == 2:
         x = x[None]
     if x.ndim != 3:
-        raise ShapeError("network.bad_map_input", layer="image", shape=_dims(x.shape))
+        raise ShapeError("network.bad_map_input", layer="image", shape=dims(x.shape))
     return x
 
 
@@ -83,13 +84,9 @@ def _ckk(kernel: np.ndarray, channels: int) -> np.ndarray:
     if k.ndim == 2:
         k = np.broadcast_to(k, (channels, *k.shape))
     if k.ndim != 3 or k.shape[0] != channels:
-        raise ShapeError("network.kernel_channels", layer="kernel", shape=_dims(k.shape),
+        raise ShapeError("network.kernel_channels", layer="kernel", shape=dims(k.shape),
                          n=channels)
     return np.ascontiguousarray(k)
-
-
-def _dims(shape) -> str:
-    return "×".join(str(int(n)) for n in shape) or "()"
 
 
 def _pad(x: np.ndarray, padding: int) -> np.ndarray:
@@ -164,7 +161,7 @@ def maxpool_windows(fmap: np.ndarray, kernel: int = 2, stride: int | None = None
     kernel, as in ``nn.MaxPool2d``."""
     x = np.asarray(fmap, dtype=np.float32)
     if x.ndim != 2:
-        raise ShapeError("network.bad_feature_map", layer="pool", shape=_dims(x.shape))
+        raise ShapeError("network.bad_feature_map", layer="pool", shape=dims(x.shape))
     stride = kernel if stride is None else stride
     oh, ow = shapes.pool2d_output_size(x.shape, kernel, stride)
     out = np.empty((oh, ow), dtype=np.float32)
