@@ -232,9 +232,6 @@ def item_sync_cost(device: str | torch.device = "auto", steps: int = 200, size: 
     return {
         "device": str(dev), "steps": steps, "size": size,
         "with_item_s": best["with"], "without_item_s": best["without"],
-        "with_item_ms_per_step": best["with"] * 1e3 / steps,
-        "without_item_ms_per_step": best["without"] * 1e3 / steps,
-        "ratio": best["with"] / best["without"],
         "item_calls_with": result["with"][1], "item_calls_without": result["without"][1],
         "total_with": float(result["with"][0]), "total_without": float(result["without"][0]),
         "repeats": done,
@@ -342,7 +339,7 @@ def item_figure(item: dict, t) -> tuple[go.Figure, pd.DataFrame]:
     labels = [t("tensors.item_every_step", n=item["item_calls_with"]),
               t("tensors.item_once", n=item["item_calls_without"])]
     ms = [item["with_item_s"] * 1e3, item["without_item_s"] * 1e3]
-    per_step = [item["with_item_ms_per_step"], item["without_item_ms_per_step"]]
+    per_step = [v / item["steps"] for v in ms]
     fig = C.bar_figure(labels, ms, y_title="ms", height=320, colours=[C.PALETTE[5], C.PALETTE[2]],
                        text=[f"{i18n.number(v, t.lang, 3)} ms/step" for v in per_step],
                        title=f"{item['device']} · {item['steps']} steps")
