@@ -176,12 +176,9 @@ class SGDPath:
 
 def sgd_path(surface: str | Surface, start=None, lr: float = 0.05, momentum: float = 0.0,
              steps: int = 50) -> SGDPath:
-    """Where ``torch.optim.SGD(lr, momentum)`` takes a 2-parameter tensor on ``surface``.
-
-    Each step is the tutorial's loop: ``zero_grad()``, loss, ``backward()``, ``step()``. Stops
-    early when the loss explodes (above ``EXPLODE_FACTOR`` × the starting loss, or inf/nan):
-    ``diverged`` is then True and ``diverged_at`` the step count.
-    """
+    """Where ``torch.optim.SGD(lr, momentum)`` takes a 2-parameter tensor on ``surface``, step
+    by step as the tutorial's loop does; stopped where the loss explodes (above
+    ``EXPLODE_FACTOR`` × the starting loss, or inf/nan)."""
     s = _surface(surface)
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
         raise CifarLabError("loss.bad_lr", field="lr")

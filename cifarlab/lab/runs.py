@@ -107,11 +107,8 @@ def model_label(spec: Mapping[str, Any] | ModelSpec | None) -> str:
 
 
 def runs_table(runs: Sequence[Any], cls: type = TrainConfig) -> pd.DataFrame:
-    """One row per run (newest first, as given): id, result figures and config knobs.
-
-    Columns: ``RUN_COLUMNS``. ``accuracy`` is a percentage; missing figures are NaN/None.
-    The ``run`` column holds the full run id (pages shorten it for display).
-    """
+    """One row per run, in the order given: ``RUN_COLUMNS`` (the full run id, ``accuracy`` a
+    percentage, missing figures NaN/None)."""
     rows = []
     for run in runs:
         cfg = dict(run.config or {})
@@ -168,13 +165,10 @@ def _hashable(v: Any) -> Any:
 def loss_curves(curves: Mapping[str, tuple[Sequence[int], Sequence[float]]],
                 steps_per_epoch: Mapping[str, float] | None = None, x: str = "step",
                 smooth: int | None = None) -> pd.DataFrame:
-    """Loss curves of several runs in one long frame (columns run, x, loss) for one chart.
-
-    ``curves``: label -> (steps, losses), e.g. ``downsampled(*queue.losses(session, id))``.
-    ``x``: "step", or "epoch" (step / steps_per_epoch[label], so runs with different batch
-    sizes line up). ``smooth``: a centred moving average over that many points (default: about
-    1/50 of each curve), since a single step's loss is very noisy. NaN losses stay gaps.
-    """
+    """Loss curves of several runs (label -> (steps, losses)) in one long frame (run, x, loss).
+    ``x``: "step", or "epoch" (so runs with different batch sizes line up). ``smooth``: a
+    centred moving average over that many points (default: about 1/50 of each curve: one
+    step's loss is very noisy). NaN losses stay gaps."""
     frames = []
     for label, (steps, losses) in curves.items():
         if len(steps) == 0:

@@ -315,13 +315,10 @@ _FROZEN_AT: list[int] = []   # how many modules were loaded at the last freeze
 
 
 def freeze_long_lived() -> bool:
-    """Keep the garbage collector off the libraries: True when it froze just now.
-
-    Streamlit collects garbage after every script run, each poll of a live view included, and a
-    full collection walks every object (about 0.1 CPU-second with torch, pandas and plotly loaded,
-    per poll, per watching browser). Whenever modules were imported since the last call, everything
-    that exists is frozen (``gc.freeze``): a handful of times per server, and what is frozen
-    besides the modules stays for good, a small one-time cost."""
+    """Keep the garbage collector off the libraries (``gc.freeze`` whenever modules were imported
+    since the last call): True when it froze just now. Streamlit collects after every script
+    run, each poll included, and a full collection walks every object (about 0.1 CPU-second with
+    torch, pandas and plotly loaded); what is frozen besides the modules stays, a one-time cost."""
     import gc
     import sys
 

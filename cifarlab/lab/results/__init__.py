@@ -107,13 +107,9 @@ def sample_predictions(ev: EvalResult, n: int = 16, seed: int = 0) -> pd.DataFra
 
 
 def per_class_by_epoch(events: Iterable[Any]) -> pd.DataFrame:
-    """Per-class accuracy after each epoch, long format: columns epoch, class, accuracy (0..1).
-
-    ``events``: the run's events (``RunEvent``s; only "epoch" ones count) or the epoch
-    summaries themselves (dicts with "epoch" and "per_class_accuracy", as
-    in ``result["epochs"]``). Epochs evaluated without per-class figures are left out; an empty
-    frame (same columns) when there are none.
-    """
+    """Per-class accuracy after each epoch, long format: columns epoch, class, accuracy (0..1),
+    from the run's ``RunEvent``s (the "epoch" ones) or its ``result["epochs"]`` summaries.
+    Epochs without per-class figures are left out (an empty frame when none has them)."""
     rows = []
     for item in events or ():
         kind, data = (item.kind, item.data) if hasattr(item, "kind") else (None, item)

@@ -93,15 +93,11 @@ _ORIENTATION = 0x0112  # EXIF
 
 def prepare_image(file_bytes: bytes, max_pixels: int = MAX_IMAGE_PIXELS,
                   max_bytes: int = MAX_UPLOAD_BYTES, size: int = 32) -> PreparedImage:
-    """Decode an uploaded picture safely and shrink it to ``size``×``size`` RGB.
-
-    Refused with ``ImageError``: not an image (PNG, JPEG, GIF, WebP, BMP, TIFF), over
-    ``max_bytes``, more than ``max_pixels`` pixels or ``MAX_DECODE_BYTES`` once decoded
-    (checked from the header, before anything is decoded: a decompression bomb never gets
-    decoded), a torn file. Converted, with a note: CMYK and other colour modes, 16-bit and
-    float images (scaled to 8 bits), transparency (laid over white), an animation (its first
-    frame), an EXIF rotation; a non-square picture is cropped to its centre square.
-    """
+    """Decode an uploaded picture safely and shrink it to ``size``×``size`` RGB. Refused
+    (``ImageError``): not one of ``IMAGE_FORMATS``, a torn file, over ``max_bytes``, over
+    ``max_pixels`` or ``MAX_DECODE_BYTES`` by its header. Converted, with a note: other colour
+    modes, 16-bit and float (scaled to 8 bits), transparency (over white), an animation (its
+    first frame), an EXIF rotation, a non-square picture (its centre square)."""
     from PIL import Image, UnidentifiedImageError
 
     if not file_bytes:
