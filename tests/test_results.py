@@ -57,16 +57,17 @@ def test_confused_examples_really_are_true_a_predicted_b(ev, cifar_data):
     assert len(idx) == ev.confusion[t][p]
     assert (cifar_data.test_y[idx] == t).all()
     assert (ev.predictions[idx] == p).all()
-    # the same by class name, most confident first, limited
-    top = R.confused_examples(ev, ev.classes[t], ev.classes[p], limit=5)
+    # most confident first, limited
+    top = R.confused_examples(ev, t, p, limit=5)
     assert list(top) == list(idx[:5])
     conf = ev.probabilities[idx, p]
     assert (np.diff(conf) <= 1e-7).all()
     # a pair nobody fell into gives nothing; the diagonal gives correct answers
     right = R.confused_examples(ev, 0, 0, limit=3)
     assert (ev.predictions[right] == 0).all() and (cifar_data.test_y[right] == 0).all()
-    with pytest.raises(CifarLabError):
-        R.confused_examples(ev, "unicorn", 0)
+    for bad in (len(ev.classes), -1, "cat"):
+        with pytest.raises(CifarLabError):
+            R.confused_examples(ev, bad, 0)
 
 
 def test_most_confused_pair_without_mistakes():

@@ -55,7 +55,7 @@ def predictions_for(model: torch.nn.Module, data, device="cpu", tta: bool = Fals
     return evaluate(model, data, device, tta=tta)
 
 
-def confused_examples(ev: EvalResult, true_cls: int | str, pred_cls: int | str,
+def confused_examples(ev: EvalResult, true_cls: int, pred_cls: int,
                       limit: int = 24) -> np.ndarray:
     """Indices of test images of class ``true_cls`` that the model called ``pred_cls``, the
     most confident answers first. ``true_cls == pred_cls`` gives correctly classified ones."""
@@ -126,10 +126,8 @@ def per_class_by_epoch(events: Iterable[Any]) -> pd.DataFrame:
     return df.drop_duplicates(["epoch", "class"], keep="last").reset_index(drop=True)
 
 
-def _class_index(classes: Sequence[str], cls: int | str) -> int:
+def _class_index(classes: Sequence[str], cls: int) -> int:
     if isinstance(cls, (int, np.integer)) and 0 <= int(cls) < len(classes):
         return int(cls)
-    if isinstance(cls, str) and cls in classes:
-        return list(classes).index(cls)
     raise CifarLabError("results.unknown_class", field="class", cls=repr(cls)[:40],
                         classes=", ".join(classes))
