@@ -206,12 +206,10 @@ def calculator(kind: str, size, kernel, padding=0, stride=1, dilation=1) -> dict
         out = size_of(*args)      # refuses an output below 1, which the formulas still show
     except ShapeError as e:
         dims, err = dims if len(dims) == n_dims else [], e
-    return {"dims": dims, "output": out, "ok": err is None, "shape_error": err,
+    return {"dims": dims, "output": out, "shape_error": err,
             "shown": "—" if out is None else ca.fmt_size(out),
-            "error": None if err is None else str(err),
             "formula": "\n".join(d["formula"] for d in dims),
-            "exact": all(d["exact"] for d in dims),
-            "remainder": dims[0]["remainder"] if dims else 0}
+            "exact": all(d["exact"] for d in dims)}
 
 
 # -----------------------------------------------------------------------------------------
