@@ -96,10 +96,6 @@ def to_input(image: np.ndarray | torch.Tensor) -> torch.Tensor:
     return normalize(a.contiguous())
 
 
-def model_spec(model: Net) -> ModelSpec:
-    return getattr(model, "spec", None) or ModelSpec()
-
-
 def num_classes(model: Net) -> int:
     return int(model.fc3.out_features)
 
@@ -109,7 +105,8 @@ def activations(model: Net, x: torch.Tensor) -> list[Stage]:
     """Every stage of ``Net.forward`` for one image (``x``: 1×3×H×W, from ``to_input``), with
     its shape from the shape trace of the model's spec, then the softmax."""
     model = model.eval()
-    traces = trace_spec(model_spec(model), tuple(x.shape[1:]), num_classes(model))
+    spec = getattr(model, "spec", None) or ModelSpec()
+    traces = trace_spec(spec, tuple(x.shape[1:]), num_classes(model))
     kinds = {t.name: (t.kind, t.out_shape) for t in traces}
     out: dict[str, torch.Tensor] = {"input": x}
     act = getattr(model, "act", F.relu)   # the run's activation knob

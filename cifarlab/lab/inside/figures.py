@@ -82,31 +82,24 @@ class StageView:
 def stage_views(stages: list[Stage], names: list[str], t, act: str = "ReLU") -> list[StageView]:
     """What the activations tab shows stage by stage: the maps of the conv and pool layers
     (the first ``MAX_MAPS``), the values of the flat ones as bars (the class scores named)."""
-    out = []
-
-    def heading(name: str, s: Stage) -> str:
-        return f"{t(f'inside.stage_{name}', act=act)} · `{dims(s.shape)}`"
-
+    parts = []       # (stage, figure, alt text, caption)
     for name, signed in MAPS:
         s = stage(stages, name)
-        c = s.shape[0]
-        n = min(c, MAX_MAPS)
+        c, n = s.shape[0], min(s.shape[0], MAX_MAPS)
         fig = maps_figure(s.values[:n], [t("inside.map_n", n=i + 1) for i in range(n)],
                           t("inside.maps_title" if signed else "inside.maps_title_positive",
                             n=n, c=c), signed, t)
-        out.append(StageView(name, heading(name, s),
-                             s.line, C.localized(fig, t.lang),
-                             t("inside.maps_alt", layer=name, n=n, h=s.shape[1], w=s.shape[2]),
-                             t("inside.first_maps", n=n, c=c) if n < c else None))
+        parts.append((s, fig, t("inside.maps_alt", layer=name, n=n, h=s.shape[1], w=s.shape[2]),
+                      t("inside.first_maps", n=n, c=c) if n < c else None))
     for name, key, named in VECTORS:
         s = stage(stages, name)
         fig = vector_figure(s.values, t("inside.x_class") if named else t("inside.x_index"),
                             t(f"inside.y_{key}"), names=names if named else None,
                             highlight=int(np.argmax(s.values)) if named else None)
-        out.append(StageView(name, heading(name, s),
-                             s.line, C.localized(fig, t.lang),
-                             t("inside.vector_alt", layer=name, n=s.shape[0])))
-    return out
+        parts.append((s, fig, t("inside.vector_alt", layer=name, n=s.shape[0]), None))
+    return [StageView(s.name, f"{t(f'inside.stage_{s.name}', act=act)} · `{dims(s.shape)}`",
+                      s.line, C.localized(fig, t.lang), alt, caption)
+            for s, fig, alt, caption in parts]
 
 
 def stages_table(stages: list[Stage], t) -> pd.DataFrame:
