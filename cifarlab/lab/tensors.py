@@ -176,7 +176,6 @@ def transfer_costs(device: str | torch.device = "auto", total_mb: float = 32,
                 "ms": seconds * 1e3, "us_per_copy": seconds * 1e6 / n,
                 "gb_per_s": total / seconds / 1e9, "repeats": done, "device": str(dev),
             })
-    del variants
     return pd.DataFrame(rows)
 
 
