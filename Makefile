@@ -21,19 +21,27 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# What is installed is byte-compiled (the machine sets PYTHONDONTWRITEBYTECODE: without .pyc
+# files every process would compile torch again, docs/benchmarks.md §23), but on every core at
+# once: pip compiles one file after another. torch ships one file written for Python 3.12.
+INSTALL := $(BIN)/python -m pip install --quiet --no-compile
+COMPILE := $(BIN)/python -m compileall -q -j 0 -x 'py312_intrinsics\.py$$' \
+	$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+
 $(VENV)/.app-installed: requirements.txt | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(INSTALL) -r requirements.txt
+	$(COMPILE)
 	touch $@
 
 # Tests cover the Ray executor too, so the dev install includes the optional Ray extra.
-# pip byte-compiles what it installs (keep it: docs/benchmarks.md §23, where the machine sets
-# PYTHONDONTWRITEBYTECODE and every process would otherwise compile torch again).
 $(VENV)/.dev-installed: requirements.txt requirements-dev.txt requirements-ray.txt | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -r requirements-dev.txt -r requirements-ray.txt
+	$(INSTALL) -r requirements-dev.txt -r requirements-ray.txt
+	$(COMPILE)
 	touch $@ $(VENV)/.app-installed $(VENV)/.ray-installed
 
 $(VENV)/.ray-installed: requirements.txt requirements-ray.txt | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -r requirements-ray.txt
+	$(INSTALL) -r requirements-ray.txt
+	$(COMPILE)
 	touch $@ $(VENV)/.app-installed
 
 run: $(VENV)/.app-installed
@@ -46,10 +54,10 @@ run-ray: $(VENV)/.ray-installed
 browser-deps:
 	@bash scripts/ensure-chromium.sh
 
-# pytest-xdist's workers for `make test` and `make test-fast`: the browser tests in two groups
-# (an app server and a Chromium each), the Ray tests (one cluster) in one, every other module in
+# pytest-xdist's workers for `make test` and `make test-fast`: the browser tests in one group
+# (one app server and one Chromium), the Ray tests (one cluster) in one, every other module in
 # one (tests/conftest.py's xdist groups; docs/testing.md). No reordering by test count: the
-# browser groups, the longest, come first (test_browser*) and so start at once, not last.
+# browser group, the longest, comes early (test_browser*) and so starts at once, not last.
 # `make test XDIST=` runs in one process.
 XDIST ?= -n 2 --dist loadgroup --no-loadscope-reorder
 

@@ -119,6 +119,17 @@ ARRIVED_JS = f"""(before) => {{
 }}"""
 
 
+def go_by_sidebar(page, pid: str, timeout_ms: int = 60_000) -> None:
+    """Open page ``pid`` by its sidebar link, as a student does: no reload of the frontend (a
+    ``goto`` costs Chromium ~30 % more CPU, docs/benchmarks.md §23)."""
+    before = page.locator("h1").first.inner_text()
+    links = page.locator('[data-testid="stSidebarNav"] a')
+    (links if pid == "home" else links.and_(page.locator(f'a[href*="/{pid}"]'))).first.click()
+    page.wait_for_function(ARRIVED_JS, arg=before, timeout=timeout_ms)
+    wait_idle(page)
+    assert pid == "home" or f"/{pid}" in page.url, (pid, page.url)
+
+
 def wait_idle(page, timeout_ms: int = 180_000) -> None:
     """Wait until Streamlit has finished running the script: no 'running' status widget, no
     stale elements left from the previous run (a rerun keeps them, marked ``data-stale``,
@@ -261,12 +272,16 @@ STREAMLIT_OWNED: list[tuple[str, str]] = []
 
 
 
-def axe_violations(page) -> list[dict]:
-    """axe-core's violations on the page as it is now (Streamlit-owned elements excluded)."""
+def axe_violations(page, within: str | None = None) -> list[dict]:
+    """axe-core's violations on the page as it is now (Streamlit-owned elements excluded),
+    or only in what ``within`` (a CSS selector) selects: a tab panel, when the rest of the
+    page was checked already (axe over the whole page costs Chromium 1 to 5 CPU-s)."""
     from axe_playwright_python.sync_playwright import Axe
 
-    context = {"exclude": [[sel] for sel, _ in STREAMLIT_OWNED]} if STREAMLIT_OWNED else None
-    return Axe().run(page, context=context,
+    context = {"exclude": [[sel] for sel, _ in STREAMLIT_OWNED]} if STREAMLIT_OWNED else {}
+    if within:
+        context["include"] = [[within]]
+    return Axe().run(page, context=context or None,
                      options={"resultTypes": ["violations"]}).response["violations"]
 
 
@@ -278,9 +293,9 @@ def describe(v: dict) -> str:
             f"      e.g. {v['nodes'][0]['html'][:200]}\n      {v['helpUrl']}")
 
 
-def check_axe(page, where: str, found: dict[str, list[str]]) -> None:
+def check_axe(page, where: str, found: dict[str, list[str]], within: str | None = None) -> None:
     """Run axe; gate-level violations go into ``found[where]``, the others are printed."""
-    for v in axe_violations(page):
+    for v in axe_violations(page, within):
         if v["impact"] in GATE:
             found.setdefault(where, []).append(describe(v))
         else:

@@ -26,11 +26,10 @@ PROCESS_MODULES = {"test_jobs", "test_export", "test_upload_bombs", "test_train_
 
 
 # Under pytest-xdist (``--dist loadgroup``) a group's tests run in one worker. The browser tests
-# are two groups of whole modules, about even in time (one app server and one Chromium in each
-# worker that runs one); the Ray tests are one (one cluster). Every other test goes with its
-# module (its module-scoped fixtures are then made once).
-BROWSER_GROUP_2 = {"test_browser", "test_browser_inside", "test_browser_classroom",
-                   "test_browser_confusion", "test_browser_oidc", "test_browser_session"}
+# are one group (one app server and one Chromium): they wait on pages often, so they go beside
+# the other worker's CPU-bound tests rather than beside a second browser group; the Ray tests
+# are one (one cluster). Every other test goes with its module (its module-scoped fixtures are
+# then made once).
 
 
 @pytest.hookimpl(tryfirst=True)   # before xdist reads the groups
@@ -38,7 +37,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1]
         if item.get_closest_marker("browser"):
-            group = "browser-2" if module in BROWSER_GROUP_2 else "browser-1"
+            group = "browser"
         else:
             group = "ray" if item.get_closest_marker("ray") else module
         item.add_marker(pytest.mark.xdist_group(group))

@@ -1,16 +1,15 @@
-"""Accessibility in a real browser (`streamlit run app.py`, the system Chromium, Playwright).
+"""Accessibility in a real browser (`streamlit run server.py`, the system Chromium,
+Playwright), and the browser's one end-to-end training story.
 
-- axe-core (through axe-playwright-python) on every page: no violation of impact "serious" or
-  "critical" (moderate and minor ones are printed). Here in English, each tab opened and each
-  expander in it (each page's first render also: no exception, a screenshot); in Spanish,
-  every page as it opens, in the walk of test_browser_spanish.py (which loads each page in
-  that language anyway: the markup does not change with the language; Portuguese renders in
-  test_browser.py's Portuguese walk, without axe).
-- A keyboard-only student (Tab, Shift+Tab, Enter, Space, arrows, digits): sets a small run on
-  the Train page, starts it, waits for it to finish and reads its accuracy. The Train and
-  Results pages are then checked with axe again, now that they show a run.
-- Each page's ``<html lang>``, navigation and previous / next lesson links are in the page's
-  language (``browser_support.check_language_and_links``; es and pt in their walks).
+- The English walk: every page by its sidebar link, no exception, the document, navigation and
+  lesson links in English, then axe-core (through axe-playwright-python) on each tab with each
+  expander open: no violation of impact "serious" or "critical" (moderate and minor ones are
+  printed). Spanish and Portuguese: the walks of test_browser_spanish.py and test_browser.py
+  (the markup is the language's text in the same elements).
+- The training story, in Spanish: a keyboard-only student (Tab, Shift+Tab, Enter, digits) sets
+  a small run on the Train page and starts it; it finishes without a reload; axe on the Train
+  page showing it; a second run watched live, reloaded, cancelled; the Results page (axe
+  again) and the Runs page.
 """
 from __future__ import annotations
 
@@ -18,9 +17,11 @@ import re
 
 import pytest
 
-from browser_support import (check_axe, check_language_and_links, page_problems,
-                             report, screenshot, tall_screenshot, wait_idle)
+from browser_support import (LOSS_CHART_LAST_STEP, PHONE_JS, check_axe, check_language_and_links,
+                             go_by_sidebar, open_advanced, page_problems, report, screenshot,
+                             wait_idle, wait_on_progress)
 from cifarlab import i18n
+from cifarlab.serve.store import RunStore
 from ui.nav import PAGES
 
 pytestmark = pytest.mark.browser
@@ -45,56 +46,69 @@ def open_expanders(page, scope: str) -> None:
 
 def check_whole_page(page, where: str, found: dict[str, list[str]]) -> None:
     """Each of the page's tabs, with every expander opened (all it shows as it opens is still
-    there: one axe pass per tab covers both)."""
+    there: one axe pass per tab covers both). Streamlit renders only the tab that shows, so
+    each is opened in turn; after the first (axe over the whole page, sidebar included) axe
+    reads only the tab's panel: the rest of the page did not change."""
     main = '[data-testid="stMain"]'
     tabs = page.locator(f'{main} [role="tab"]')
     if not tabs.count():
         open_expanders(page, main)
         check_axe(page, f"{where}, expanders open", found)
         return
+    panel = f'{main} [role="tabpanel"]:not([hidden])'
     for i in range(tabs.count()):
-        tabs.nth(i).click()
-        wait_idle(page)
-        open_expanders(page, f'{main} [role="tabpanel"]:not([hidden])')
-        check_axe(page, f"{where}, tab {i + 1} «{tabs.nth(i).inner_text().strip()}»", found)
+        if i:
+            tabs.nth(i).click()
+            wait_idle(page)
+        open_expanders(page, panel)
+        check_axe(page, f"{where}, tab {i + 1} «{tabs.nth(i).inner_text().strip()}»", found,
+                  within=panel if i else None)
 
 
-@pytest.mark.parametrize("pid", PAGE_IDS)
-def test_axe_finds_nothing_serious(server, browser, pid):
+def check_conv_calculator(page, t) -> None:
+    """The Network page's output-size calculator: the tutorial's 28, then a stride of 2."""
+    page.get_by_role("tab", name=t("network.calc_title")).click()
+    wait_idle(page)
+    panel = page.locator('[role="tabpanel"]:not([hidden])')
+    assert panel.locator('[data-testid="stMetricValue"]').inner_text().strip() == "28"
+    box = panel.get_by_label(t("network.stride"), exact=True)
+    box.fill("2")
+    box.press("Enter")
+    page.wait_for_function(
+        """() => [...document.querySelectorAll('[role="tabpanel"]:not([hidden]) '
+               + '[data-testid="stMetricValue"]')].some(e => e.innerText.trim() === '14')""",
+        timeout=30_000)
+    wait_idle(page)
+    assert t("network.not_exact") in panel.inner_text()          # (32 − 5) / 2 is not whole
+    assert "⌊(32 + 2·0 − 1·(5 − 1) − 1) / 2⌋ + 1 = 14" in panel.inner_text()  # numbers in
+    assert not page_problems(page)
+    screenshot(page, "en-network-calculator")
+
+
+def test_every_page_in_english_axe_finds_nothing_serious(server, browser):
+    """Every page in English, reached by its sidebar link: no exception, navigation and lesson
+    links in English, a screenshot, then axe on each tab with its expanders open; on the
+    Network page the conv calculator answers 28, then 14 for a stride of 2."""
     lang = "en"
+    t = i18n.translator(lang)
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     found: dict[str, list[str]] = {}
     try:
-        page.goto(page_url(server, pid, lang))
+        page.goto(page_url(server, "home", lang))
         wait_idle(page)
-        assert not page_problems(page)
-        check_language_and_links(page, pid, lang, PAGE_IDS)
-        screenshot(page, f"{lang}-{pid}")
-        check_whole_page(page, f"{pid} ({lang})", found)
-        assert not page_problems(page)
+        for pid in PAGE_IDS:
+            if pid != "home":
+                go_by_sidebar(page, pid)
+            assert not page_problems(page), pid
+            check_language_and_links(page, pid, lang, PAGE_IDS)
+            screenshot(page, f"{lang}-{pid}")
+            check_whole_page(page, f"{pid} ({lang})", found)
+            assert not page_problems(page), pid
+            if pid == "network":
+                check_conv_calculator(page, t)
     finally:
         page.close()
     assert not found, report(found)
-
-
-def test_the_document_language_follows_the_language_switch(server, browser):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    try:
-        page.goto(page_url(server, "data", "en"))
-        wait_idle(page)
-        assert page.evaluate("document.documentElement.lang") == "en"
-        page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first.click()
-        page.get_by_role("option", name=i18n.LANGUAGES["es"]).click()
-        page.wait_for_url("**/data?*lang=es*", timeout=60_000)
-        wait_idle(page)
-        page.wait_for_function("document.documentElement.lang === 'es'", timeout=60_000)
-        # and it stays on a page switch
-        page.locator('[data-testid="stSidebarNav"] a[href*="/loss"]').first.click()
-        page.wait_for_url("**/loss?*", timeout=60_000)
-        wait_idle(page)
-        assert page.evaluate("document.documentElement.lang") == "es"
-    finally:
-        page.close()
 
 
 # ------------------------------------------------------------------------- keyboard only
@@ -151,14 +165,51 @@ def type_number(page, label: str, value: int) -> None:
     assert f["value"].replace(".", "").replace(",", "") == str(value), (label, f)
 
 
-@pytest.fixture(scope="module")
-def keyboard_run(server, browser):
-    """A run set, started and read with the keyboard only, in Spanish. Returns what the page
-    showed: {"accuracy": text of the accuracy metric, "sid": the session}."""
-    t = i18n.translator(KEYBOARD_LANG)
+def set_number(page, label: str, value) -> None:
+    box = page.get_by_label(label, exact=True)
+    box.fill(str(value))
+    box.press("Enter")
+    wait_idle(page)
+
+
+def wait_for_chosen_run(page, t, *parts: str, timeout_ms: int) -> None:
+    """Wait until the Train page's run selector shows a run whose label has every part."""
+    page.wait_for_function(
+        """([label, parts]) => {
+            const box = document.querySelector(`input[aria-label="${label}"]`);
+            return box && parts.every(p => box.value.includes(p));
+        }""", arg=[t("train.choose_run"), list(parts)], timeout=timeout_ms)
+
+
+def run_progress(server, sid: str):
+    """What moves while the session's newest run goes on: its status and its step."""
+    runs = RunStore(server.home / "runs.db").list_runs(session=sid, kind="train", limit=1)
+    return (runs[0].status, (runs[0].progress or {}).get("step")) if runs else None
+
+
+def loss_steps_grow(page, t, timeout_ms: int) -> None:
+    """The last step on the Train page's loss chart grows while the run trains."""
+    last = page.wait_for_function(f"(t) => ({LOSS_CHART_LAST_STEP})(t)", arg=t("common.loss"),
+                                  timeout=timeout_ms).json_value()
+    page.wait_for_function(f"(t) => ({LOSS_CHART_LAST_STEP})(t) > {last}", arg=t("common.loss"),
+                           timeout=timeout_ms)
+
+
+@pytest.mark.timeout(1800)
+def test_one_training_story_by_keyboard_then_watched_cancelled_and_compared(server, browser):
+    """The browser's one end-to-end training story, in Spanish. A keyboard-only student (Tab,
+    Shift+Tab, Enter, digits) sets a small run on the Train page (1 epoch, batch 32, 256 images
+    from the Advanced section), starts it, and it appears and finishes without a reload, its
+    accuracy in the language's notation; axe finds nothing serious on the Train page showing
+    it, and on a phone its view fits the screen's width. A second, longer run shows its loss
+    chart growing, survives a reload still live, and is cancelled from the page. The Results
+    page reads the finished run (axe again), and the Runs page compares the two."""
+    lang, sid = KEYBOARD_LANG, KEYBOARD_SID
+    t = i18n.translator(lang)
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    found: dict[str, list[str]] = {}
     try:
-        page.goto(page_url(server, "train", KEYBOARD_LANG, KEYBOARD_SID))
+        page.goto(page_url(server, "train", lang, sid))
         wait_idle(page)
         page.locator("body").focus()      # start from the top of the page, as after a load
         type_number(page, t("common.epochs"), 1)
@@ -170,68 +221,82 @@ def keyboard_run(server, browser):
         page.keyboard.press("Enter")
         wait_idle(page)
         type_number(page, t("common.train_subset"), 256)
-        screenshot(page, f"{KEYBOARD_LANG}-a11y-keyboard-set")
-
+        screenshot(page, f"{lang}-a11y-keyboard-set")
         start = t("train.start")   # above the section: back up to it
         tab_to(page, lambda f: f["tag"] == "BUTTON" and f["name"].split("\n")[-1].strip() == start,
                f"the button «{start}»", key="Shift+Tab")
         page.keyboard.press("Enter")
-        # the page's own progress: "finished" appears once the run is done (a hang guard only)
-        page.get_by_text(t("train.finished")).wait_for(timeout=900_000)
+        # the new run appears without a reload (the page said "No run yet" before): the one
+        # set by keyboard
+        summary = t("train.run_summary", epochs=1, batch=32, lr=0.001,
+                    images=i18n.number(256, lang))
+        wait_for_chosen_run(page, t, summary, timeout_ms=60_000)
+        # it finishes, and the page says so by itself: wait as long as the run moves on
+        finished = page.get_by_text(t("train.finished"))
+        wait_on_progress(finished.is_visible, lambda: run_progress(server, sid), page=page)
         wait_idle(page)
         metric = page.locator('[data-testid="stMetric"]').filter(has_text=t("train.accuracy_final"))
         accuracy = metric.first.locator('[data-testid="stMetricValue"]').inner_text().strip()
-        chosen = page.get_by_role("combobox", name=t("train.choose_run"), exact=True).input_value()
-        problems = page_problems(page)
-        screenshot(page, f"{KEYBOARD_LANG}-a11y-keyboard-done")
-    finally:
-        page.close()
-    return {"accuracy": accuracy, "chosen": chosen, "problems": problems, "sid": KEYBOARD_SID}
-
-
-@pytest.mark.timeout(1800)
-def test_keyboard_only_train_a_run_and_read_its_accuracy(keyboard_run):
-    t = i18n.translator(KEYBOARD_LANG)
-    assert not keyboard_run["problems"]
-    # the run that was trained is the one set by keyboard: 1 epoch, 256 images, batch 32
-    assert t("train.run_summary", epochs=1, batch=32, lr=0.001,
-             images=i18n.number(256, KEYBOARD_LANG)) in keyboard_run["chosen"], keyboard_run
-    value = re.fullmatch(r"(\d+(?:,\d+)?)\s*%", keyboard_run["accuracy"].replace("\u00a0", " "))
-    assert value, f"no accuracy in the language's notation: {keyboard_run['accuracy']!r}"
-    assert 0 <= float(value.group(1).replace(",", ".")) <= 100
-
-
-@pytest.mark.timeout(1800)
-@pytest.mark.parametrize("lang", ["en"])  # es/pt: the results page below, and the es/pt walk
-def test_axe_on_the_train_page_with_a_finished_run(server, browser, keyboard_run, lang):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    found: dict[str, list[str]] = {}
-    t = i18n.translator(lang)
-    try:
-        page.goto(page_url(server, "train", lang, keyboard_run["sid"]))
-        wait_idle(page)
-        page.get_by_text(t("train.finished")).wait_for(timeout=60_000)
+        value = re.fullmatch(r"(\d+(?:,\d+)?)\s*%", accuracy.replace("\u00a0", " "))
+        assert value, f"no accuracy in the language's notation: {accuracy!r}"
+        assert 0 <= float(value.group(1).replace(",", ".")) <= 100
+        assert run_progress(server, sid)[0] == "done"
+        assert not page_problems(page)
+        screenshot(page, f"{lang}-a11y-keyboard-done")
         check_whole_page(page, f"train with a finished run ({lang})", found)
-        tall_screenshot(page, f"{lang}-a11y-train-with-run")
-    finally:
-        page.close()
-    assert not found, report(found)
-
-
-@pytest.mark.timeout(1800)
-@pytest.mark.parametrize("lang", ["en"])   # the markup is the same in every language
-def test_axe_on_the_results_page_with_a_finished_run(server, browser, keyboard_run, lang):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    found: dict[str, list[str]] = {}
-    t = i18n.translator(lang)
-    try:
-        page.goto(page_url(server, "results", lang, keyboard_run["sid"]))
+        # on a phone the finished run's view (its epochs table, charts) fits the screen's width
+        page.set_viewport_size({"width": 390, "height": 844})
         wait_idle(page)
-        page.locator('[data-testid="stMetric"]').filter(
-            has_text=t("results.overall_accuracy")).first.wait_for(timeout=120_000)
+        phone = page.evaluate(PHONE_JS, t("train.start"))
+        assert phone["docWidth"] <= phone["innerWidth"], phone
+        assert phone["mainWidth"] <= phone["mainClient"], phone
+        page.set_viewport_size({"width": 1400, "height": 1000})
         wait_idle(page)
+
+        # a second run, long enough (2 epochs of 20,000 images, the shared server's limit, the
+        # tutorial's batch of 4) to be stopped from the page
+        open_advanced(page, t)
+        set_number(page, t("common.epochs"), 2)
+        set_number(page, t("common.batch_size"), 4)
+        set_number(page, t("common.train_subset"), 20000)
+        page.get_by_role("button", name=t("train.start"), exact=True).click()
+        chosen = page.get_by_role("combobox", name=t("train.choose_run"), exact=True)
+        images = i18n.number(20000, lang)
+        wait_for_chosen_run(page, t, images, t("status.running"), timeout_ms=90_000)
+        loss_steps_grow(page, t, timeout_ms=90_000)          # live
+        screenshot(page, f"{lang}-train-running")
+        page.reload()                  # the same ?sid= link finds the run again, still live
+        wait_idle(page)
+        assert images in chosen.input_value()
+        loss_steps_grow(page, t, timeout_ms=60_000)
+        page.get_by_role("button", name=t("train.cancel"), exact=True).click()
+        wait_for_chosen_run(page, t, images, t("status.cancelled"), timeout_ms=60_000)
+        wait_idle(page)
+        assert t("train.run_summary", epochs=2, batch=4, lr=0.001,
+                 images=images) in chosen.input_value()
+        assert not page_problems(page)
+        screenshot(page, f"{lang}-train-cancelled")
+
+        # the Results page reads the finished run (the newest finished run of this session)
+        go_by_sidebar(page, "results")
+        metric = page.locator('[data-testid="stMetric"]').filter(
+            has_text=t("results.overall_accuracy"))
+        metric.first.wait_for(timeout=120_000)
+        wait_idle(page)
+        assert "%" in metric.first.inner_text()
         check_whole_page(page, f"results with a finished run ({lang})", found)
-        tall_screenshot(page, f"{lang}-a11y-results-with-run")
+        assert not page_problems(page)
+        screenshot(page, f"{lang}-results-after-train")
+
+        # the Runs page compares the two: loss curves overlaid, a table of both
+        go_by_sidebar(page, "runs")
+        page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+        wait_idle(page)
+        traces = page.evaluate("() => Math.max(...[...document.querySelectorAll("
+                               "'.js-plotly-plot')].map(el => (el.data || []).length))")
+        assert traces >= 2                      # one loss curve per run
+        assert not page_problems(page)
+        screenshot(page, f"{lang}-runs-after-train")
     finally:
         page.close()
     assert not found, report(found)

@@ -16,7 +16,7 @@ import pytest
 from PIL import Image
 
 from browser_support import (check_language_and_links, english_sentences, page_problems,
-                             screenshot, wait_idle)
+                             screenshot, tall_screenshot, wait_idle)
 from cifarlab import i18n
 from ui.nav import PAGES
 
@@ -124,6 +124,5 @@ def upload_a_picture(page, main, t, lang, tmp_path) -> None:
     page.get_by_role("tab", name=t("inside.act_title")).click()
     wait_idle(page)
     assert not page_problems(page)
-    page.set_viewport_size({"width": 1400, "height": 3600})
-    wait_idle(page)
     screenshot(page, f"{lang}-inside-activations")
+    tall_screenshot(page, f"{lang}-inside-activations-tall")

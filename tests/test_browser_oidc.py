@@ -8,7 +8,8 @@ person, an e-mail listed in the hosting setting ``instructors`` is an instructor
 (whose groups do not hold ``instructor_group``) is not, "Sign out" signs out, and a run kept
 for the person from another device is theirs here, whatever ``?sid=`` the link carries. (The
 group rule itself: tests/test_identity.py.)
-Nothing of ``st.user`` is mocked."""
+Nothing of ``st.user`` is mocked. The server is a fresh one, and its very first request is a
+page (a link handed out in class): that page gets the app's frame and navigation."""
 from __future__ import annotations
 
 import os
@@ -18,6 +19,8 @@ import secrets
 import pytest
 
 from browser_support import StreamlitServer, page_problems, screenshot, wait_idle
+from cifarlab import i18n
+from ui.nav import PAGES
 
 pytestmark = [pytest.mark.browser,
               # the mock provider still uses Authlib APIs that Authlib now calls deprecated
@@ -99,7 +102,17 @@ def test_sign_in_names_the_person_and_their_role_and_sign_out_forgets_them(serve
     context = browser.new_context()
     try:
         page = context.new_page()
-        page.goto(f"{server.url}/?lang=es")
+        # this server's very first request is a page (a link handed out in class): it gets the
+        # app's frame, its translated navigation (not file names) and the language switch
+        page.goto(f"{server.url}/network?lang=es")
+        wait_idle(page)
+        nav = page.locator('[data-testid="stSidebarNav"]').inner_text()
+        for pid, _, _ in PAGES:
+            assert i18n.t(f"nav.{pid}", "es") in nav
+        assert "common" not in nav.lower()
+        assert page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').count() >= 1
+        assert not page_problems(page)
+        screenshot(page, "first-visit-network-es")
         # Spanish survives the provider's round trip (it sends the browser back to "/")
         assert sign_in(page, server.url, ANA[0]) == f"Sesión iniciada como {ANA[1]} (docente)"
         sign_out(page, server.url)

@@ -19,7 +19,13 @@ def sid_of(page) -> str:
     return parse_qs(urlparse(page.url).query)["sid"][0]
 
 
-def test_the_same_browser_finds_its_session_again_without_a_link(server, browser):
+def test_the_same_browser_finds_its_session_again_and_another_browser_is_another_person(
+        server, browser):
+    """The same browser finds its session again without a link, after the tab is closed and
+    when coming back through another site's link: SameSite=Strict keeps the cookie off a
+    navigation from another site; the page's own connection (where the app reads it) still
+    carries it. Another browser is another person, and a damaged ``?sid=`` in its link is
+    replaced, not an error (one context each: a new context loads the frontend cold)."""
     context = browser.new_context()
     try:
         page = context.new_page()
@@ -37,44 +43,7 @@ def test_the_same_browser_finds_its_session_again_without_a_link(server, browser
         assert sid_of(again) == first
         # "your link" in the sidebar carries the same session to another device
         assert f"sid={first}" in again.get_by_test_id("stSidebar").inner_text()
-    finally:
-        context.close()
-    other = browser.new_context()   # another browser: another person
-    try:
-        page = other.new_page()
-        page.goto(f"{server.url}/?lang=es")
-        wait_idle(page)
-        assert sid_of(page) != first
-    finally:
-        other.close()
-
-
-def test_a_damaged_sid_in_the_link_is_replaced_not_an_error(server, browser):
-    context = browser.new_context()
-    try:
-        page = context.new_page()
-        page.goto(f"{server.url}/runs?lang=pt&sid=abcdefgh1234%0A")
-        wait_idle(page)
-        assert not page_problems(page)
-        sid = sid_of(page)
-        assert sid != "abcdefgh1234\n" and "\n" not in sid and len(sid) >= 8
-        page.reload()
-        wait_idle(page)
-        assert not page_problems(page) and sid_of(page) == sid
-    finally:
-        context.close()
-
-
-def test_coming_back_through_another_sites_link_finds_the_same_session(server, browser):
-    """SameSite=Strict keeps the cookie off a navigation from another site; the page's own
-    connection (where the app reads it) still carries it, so the student's runs are found."""
-    context = browser.new_context()
-    try:
-        page = context.new_page()
-        page.goto(f"{server.url}/?lang=pt")
-        wait_idle(page)
-        first = sid_of(page)
-        page.wait_for_function(f"() => document.cookie.includes('cifarlab_sid={first}')")
+        again.close()
         elsewhere = context.new_page()          # a page of no site of ours (an LMS, a mail)
         elsewhere.set_content(f'<a id="go" href="{server.url}/runs?lang=pt">CIFAR Lab</a>')
         with elsewhere.expect_request(lambda r: r.url.startswith(f"{server.url}/runs")) as nav:
@@ -84,3 +53,17 @@ def test_coming_back_through_another_sites_link_finds_the_same_session(server, b
         assert sid_of(elsewhere) == first
     finally:
         context.close()
+    other = browser.new_context()   # another browser: another person, whose link is damaged
+    try:
+        page = other.new_page()
+        page.goto(f"{server.url}/runs?lang=pt&sid=abcdefgh1234%0A")
+        wait_idle(page)
+        assert not page_problems(page)    # a damaged ?sid= is replaced, never an error
+        sid = sid_of(page)
+        assert sid != "abcdefgh1234\n" and "\n" not in sid and len(sid) >= 8
+        assert sid != first
+        page.reload()
+        wait_idle(page)
+        assert not page_problems(page) and sid_of(page) == sid
+    finally:
+        other.close()

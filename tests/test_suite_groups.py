@@ -1,6 +1,5 @@
 """The suite's own plumbing: under pytest-xdist's ``--dist loadgroup`` (``make test``) each test
 carries its group in its id, where xdist's scheduler reads it (tests/conftest.py)."""
-from conftest import BROWSER_GROUP_2, ROOT
 
 
 def test_each_test_carries_its_xdist_group(request):
@@ -9,6 +8,3 @@ def test_each_test_carries_its_xdist_group(request):
     if getattr(request.config.option, "loadgroup", False):   # what the scheduler reads
         assert request.node.nodeid.endswith("@test_suite_groups"), request.node.nodeid
 
-
-def test_the_second_browser_group_names_browser_modules():
-    assert all((ROOT / "tests" / f"{name}.py").is_file() for name in BROWSER_GROUP_2)
