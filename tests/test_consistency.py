@@ -185,7 +185,7 @@ def test_the_loss_charts_caption_names_what_its_legend_names(lang):
     v = RunView(max_points=8)
     v.add_events([SimpleNamespace(seq=1, kind="start",
                                   data={"total_steps": 100, "steps_per_epoch": 50})])
-    v.add_losses(list(range(1, 41)), list(np.linspace(2.3, 1.5, 40)))
+    v.series.add(list(range(1, 41)), list(np.linspace(2.3, 1.5, 40)))
     assert v.series.stride > 1   # a long run: its points are means of several steps
     fig = train_live.loss_figure(v.chart(), lang)[1]
     caption, _ = train_live.chart_texts(v, 500, lang)
@@ -194,7 +194,7 @@ def test_the_loss_charts_caption_names_what_its_legend_names(lang):
     assert legend in caption and i18n.t("train.running_loss", lang) in caption
     assert "500" in caption and "2.000" not in caption and "2,000" not in caption
     short = RunView(max_points=100)   # every step drawn: "each step", in both
-    short.add_losses([1, 2, 3], [2.3, 2.2, 2.1])
+    short.series.add([1, 2, 3], [2.3, 2.2, 2.1])
     name = train_live.loss_figure(short.chart(), lang)[1].data[0].name
     assert name == i18n.t("train.chart_step_loss", lang)
     assert name in train_live.chart_texts(short, 2000, lang)[0]

@@ -176,19 +176,20 @@ def test_maxpool_default_stride_ties_and_errors():
 
 def test_calculator():
     r = convlab.calculator("conv", 32, 5)
-    assert (r["output"], r["exact"], r["ok"], r["error"]) == (28, True, True, None)
+    assert (r["output"], r["exact"], r["shape_error"]) == (28, True, None)
     assert r["formula"] == "⌊(32 + 2·0 − 1·(5 − 1) − 1) / 1⌋ + 1 = 28"
     assert convlab.calculator("conv", 32, 3)["output"] == 30
     r = convlab.calculator("conv", 32, 4, padding=0, stride=3)
-    assert r["output"] == 10 and not r["exact"] and r["remainder"] == 1 and r["ok"]
+    assert r["output"] == 10 and not r["exact"] and r["dims"][0]["remainder"] == 1
+    assert r["shape_error"] is None
     assert r["output"] == torch.nn.Conv2d(1, 1, 4, stride=3)(torch.zeros(1, 1, 32, 32)).shape[-1]
     r = convlab.calculator("conv", 32, 40)       # the formula shows why; the error says so
-    assert not r["ok"] and r["dims"][0]["output"] == -7 and r["output"] is None
-    assert "kernel of at most 32" in r["error"] and r["shown"] == "—"
+    assert r["dims"][0]["output"] == -7 and r["output"] is None
+    assert "kernel of at most 32" in str(r["shape_error"]) and r["shown"] == "—"
     r = convlab.calculator("pool", 28, 2, stride=2)
     assert r["output"] == 14 and r["exact"]
     r = convlab.calculator("pool", 32, 2, padding=3, stride=2)
-    assert r["error"] and "half the kernel" in r["error"] and not r["ok"]
+    assert "half the kernel" in str(r["shape_error"])
 
 
 # ------------------------------------------------------------------------------ layer stacks
@@ -217,43 +218,44 @@ def test_analyze_stack_edited_kernel_gives_576_and_pytorchs_real_messages():
 
 def test_the_message_is_what_pytorch_really_raises():
     spec = ModelSpec(kernels=(3, 3), hidden=(64, 32))
-    msg = convlab.analyze_stack(spec, batch_size=2).flatten_error
+    msg = convlab.analyze_stack(spec).flatten_error
     net = Net(spec)
-    x = torch.zeros(2, 3, 32, 32)
+    x = torch.zeros(4, 3, 32, 32)
     x = net.pool(F.relu(net.conv2(net.pool(F.relu(net.conv1(x))))))
     with pytest.raises(RuntimeError) as err:
         torch.nn.Linear(400, 64)(torch.flatten(x, 1))
     assert msg == str(err.value).splitlines()[0]
-    assert "(2x576 and 400x64)" in msg
+    assert "(4x576 and 400x64)" in msg
 
 
 def test_view_with_a_multiple_of_400_passes_the_view_and_fails_at_the_loss():
     spec = ModelSpec(channels=(6, 64))             # 64·5·5 = 1600 = 4 × 400
     assert convlab.analyze_stack(spec).flat == 1600
-    msg = convlab.analyze_stack(spec, batch_size=4).view_error
+    msg = convlab.analyze_stack(spec).view_error
     assert "batch_size" in msg and "16" in msg and "4" in msg
-    assert convlab.analyze_stack(spec, batch_size=4).view_error_kind == "ValueError"
+    assert convlab.analyze_stack(spec).view_error_kind == "ValueError"
     assert "4x1600" in convlab.analyze_stack(spec).flatten_error
 
 
 def test_a_stack_that_does_not_fit_names_the_layer_without_raising():
     rep = convlab.analyze_stack(ModelSpec(kernels=(5, 15)))
-    assert not rep.ok and rep.error_layer == "conv2" and rep.error.startswith("conv2:")
+    assert not rep.ok and rep.shape_error.layer == "conv2"
+    assert str(rep.shape_error).startswith("conv2:")
     assert rep.flat is None and rep.rows == []
     assert "Kernel size can't be greater than actual input size" in rep.view_error
     rep = convlab.analyze_stack(ModelSpec(kernels=(29, 5), pool=8))   # 4×4 into an 8×8 pool
-    assert not rep.ok and rep.error_layer == "pool1", rep.error
+    assert not rep.ok and rep.shape_error.layer == "pool1", rep.shape_error
 
 
 def test_the_stack_error_and_the_calculator_speak_the_students_language():
     report = convlab.analyze_stack(ModelSpec(kernels=(5, 15)))
-    assert not report.ok and report.error_layer == "conv2"
-    assert report.error == report.error_text("en") == str(report.shape_error)
+    assert not report.ok and report.shape_error.layer == "conv2"
+    assert report.error_text("en") == str(report.shape_error)
     assert report.error_text("es").startswith("conv2: la entrada mide 14×14 píxeles")
     assert report.error_text("pt").startswith("conv2: a entrada tem 14×14 pixels")
     assert convlab.analyze_stack(ModelSpec()).error_text("es") is None
     res = convlab.calculator("pool", 8, 3, padding=2)
-    assert res["error"] and "preenchimento é 2" in res["shape_error"].text("pt")
+    assert res["shape_error"] and "preenchimento é 2" in res["shape_error"].text("pt")
     assert convlab.calculator("conv", 32, 5)["shape_error"] is None
     with pytest.raises(ShapeError) as err:
         convlab.apply_kernel(np.zeros((3, 8, 8)), np.zeros((2, 3, 3)))
@@ -277,7 +279,7 @@ def test_typed_rectangles_give_pytorchs_shape_or_its_refusal(h, w, kh, kw, sh, s
         want = None
     r = convlab.calculator("pool" if pool else "conv", f"({h}, {w})", f"[{kh},{kw}]", str(p),
                            f"( {sh} , {sw} )", "1")
-    assert r["output"] == want and r["ok"] == (want is not None)
+    assert r["output"] == want and (r["shape_error"] is None) == (want is not None)
     if want is not None:       # each dimension by its own formula, with the floor
         assert [d["output"] for d in r["dims"]] == list(want) and r["shown"] == "×".join(
             map(str, want))
@@ -292,7 +294,7 @@ def test_typed_rectangles_give_pytorchs_shape_or_its_refusal(h, w, kh, kw, sh, s
     ("−1", "below_min")])
 def test_typed_kernels_pytorch_refuses_are_refused_with_a_reason(typed, code):
     r = convlab.calculator("conv", "32", typed)
-    assert not r["ok"] and r["dims"] == [] and r["output"] is None
+    assert r["shape_error"] is not None and r["dims"] == [] and r["output"] is None
     err = r["shape_error"]
     assert err.code == f"shapes.{code}" and "kernel_size" in err.text("pt")
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 import torchvision
 
+from cifarlab import i18n
 from cifarlab.lab import data as loading
 from cifarlab.errors import CifarLabError
 
@@ -66,9 +67,12 @@ def test_transform_stats_ranges_on_real_images(cifar_data):
 def test_transform_stats_one_image_and_table(cifar_data):
     stats = loading.transform_stats(cifar_data.image("train", 0))
     assert stats["raw"]["counts"].sum() == 3 * 32 * 32
-    table = loading.ranges_table(stats)
-    assert list(table["stage"]) == ["raw", "to_tensor", "normalize"]
-    assert table["max"].iloc[0] <= 255 and table["max"].iloc[1] <= 1 and table["min"].iloc[2] >= -1
+    t = i18n.translator("en")
+    table = loading.ranges_table(stats, t)
+    assert list(table[t("data.stage_col")]) == [t("data.raw_pixels"), t("data.after_to_tensor"),
+                                                t("data.after_normalize")]
+    assert float(table["max"].iloc[0]) <= 255 and float(table["max"].iloc[1]) <= 1
+    assert float(table["min"].iloc[2]) >= -1
     with pytest.raises(CifarLabError):
         loading.transform_stats(np.zeros((32, 32, 3), dtype=np.float32))
     with pytest.raises(CifarLabError):
@@ -81,18 +85,15 @@ def test_loader_batch_is_the_tutorial_loaders_first_batch(cifar_data, batch_size
 
     got = loading.loader_batch(cifar_data, batch_size, seed=3)
     assert got["shape_text"] == f"torch.Size([{batch_size}, 3, 32, 32])"
-    assert got["images_shape"] == torch.Size([batch_size, 3, 32, 32])
-    assert got["labels_shape"] == torch.Size([batch_size]) and got["dtype"] == "torch.float32"
+    assert got["dtype"] == "torch.float32"
     images, labels = next(iter(tutorial_loader(cifar_data, "train", batch_size, 0, seed=3)))
     assert got["labels"] == labels.tolist()
     assert got["label_names"] == [cifar_data.classes[i] for i in labels.tolist()]
     assert -1 <= got["min"] and got["max"] <= 1
     assert got["batches_per_epoch"] == -(-50000 // batch_size)
     # imshow: img / 2 + 0.5 gives back the stored pixels (÷ 255), channels last
-    np.testing.assert_allclose(got["pictures"], images.permute(0, 2, 3, 1).numpy() / 2 + 0.5,
-                               atol=1e-6)
     grid = torchvision.utils.make_grid(images, nrow=min(8, batch_size)) / 2 + 0.5
-    assert got["grid"].shape == tuple(grid.permute(1, 2, 0).shape)
+    np.testing.assert_allclose(got["grid"], grid.permute(1, 2, 0).numpy(), atol=1e-6)
 
 
 def test_unnormalize_and_upscale():

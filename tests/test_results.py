@@ -57,16 +57,17 @@ def test_confused_examples_really_are_true_a_predicted_b(ev, cifar_data):
     assert len(idx) == ev.confusion[t][p]
     assert (cifar_data.test_y[idx] == t).all()
     assert (ev.predictions[idx] == p).all()
-    # the same by class name, most confident first, limited
-    top = R.confused_examples(ev, ev.classes[t], ev.classes[p], limit=5)
+    # most confident first, limited
+    top = R.confused_examples(ev, t, p, limit=5)
     assert list(top) == list(idx[:5])
     conf = ev.probabilities[idx, p]
     assert (np.diff(conf) <= 1e-7).all()
     # a pair nobody fell into gives nothing; the diagonal gives correct answers
     right = R.confused_examples(ev, 0, 0, limit=3)
     assert (ev.predictions[right] == 0).all() and (cifar_data.test_y[right] == 0).all()
-    with pytest.raises(CifarLabError):
-        R.confused_examples(ev, "unicorn", 0)
+    for bad in (len(ev.classes), -1, "cat"):
+        with pytest.raises(CifarLabError):
+            R.confused_examples(ev, bad, 0)
 
 
 def test_most_confused_pair_without_mistakes():
@@ -94,12 +95,10 @@ def test_per_class_by_epoch_from_real_events(trained):
     assert len(df) == 20
     last = df[df["epoch"] == 2].set_index("class")["accuracy"].to_dict()
     assert last == pytest.approx(result.eval.per_class_accuracy)
-    # the epoch summaries themselves (result["epochs"]) and stored-event dicts work the same
+    # the epoch summaries themselves (result["epochs"]) work the same
     assert R.per_class_by_epoch(result.summary()["epochs"]).equals(df)
-    dicts = [{"kind": e.kind, "data": e.data} for e in events]
-    assert R.per_class_by_epoch(dicts).equals(df)
     # a run without per-epoch evaluation: an empty frame with the same columns
-    empty = R.per_class_by_epoch([{"kind": "epoch", "data": {"epoch": 1, "mean_loss": 2.0}}])
+    empty = R.per_class_by_epoch([{"epoch": 1, "mean_loss": 2.0}])
     assert empty.empty and list(empty.columns) == ["epoch", "class", "accuracy"]
 
 
@@ -196,7 +195,7 @@ def test_classify_a_real_png(trained, cifar_data, ev):
     best = int(np.argmax(np.diag(ev.confusion)))       # the class it gets right most often
     i = int(R.confused_examples(ev, best, best, limit=1)[0])
     img = cifar_data.image("test", i)
-    ranked = R.classify_image(model, png_bytes(img), cifar_data.classes)
+    ranked = R.classify_prepared(model, R.prepare_image(png_bytes(img)), cifar_data.classes)
     assert ranked[0][0] == cifar_data.classes[best]
     assert sorted(c for c, _ in ranked) == sorted(cifar_data.classes)
     assert sum(p for _, p in ranked) == pytest.approx(1.0, abs=1e-4)
@@ -214,7 +213,7 @@ def test_a_large_photo_is_cropped_and_shrunk_with_notes(trained, cifar_data):
     codes = [c for c, _ in prep.notes]
     assert "cropped" in codes and "resized" in codes
     assert max(prep.preview.shape[:2]) <= R.PREVIEW_SIZE
-    assert len(R.classify_prepared(trained[0].model, prep, cifar_data.classes, top=3)) == 3
+    assert len(R.classify_prepared(trained[0].model, prep, cifar_data.classes)) == 10
 
 
 @pytest.mark.parametrize("make,code", [
@@ -273,19 +272,19 @@ def _png_claiming(width: int, height: int, depth: int = 8, colour: int = 2) -> b
     (_png_claiming(8000, 8000), "image.too_many_pixels"),    # over our 24 MP limit
     (_png_claiming(4800, 4800, depth=16, colour=6), "image.too_much_data"),  # 23 MP × 8 bytes
 ])
-def test_bad_pictures_get_a_clear_message(trained, cifar_data, blob, code):
+def test_bad_pictures_get_a_clear_message(blob, code):
     with pytest.raises(R.ImageError) as info:
-        R.classify_image(trained[0].model, blob, cifar_data.classes)
+        R.prepare_image(blob)
     assert info.value.code == code and info.value.reason == code.split(".")[1]
     assert isinstance(info.value, CifarLabError) and str(info.value)
     texts = {lang: info.value.text(lang) for lang in ("en", "es", "pt")}
     assert len(set(texts.values())) == 3 and "{" not in "".join(texts.values())
 
 
-def test_size_limits_and_torn_images(trained, cifar_data):
+def test_size_limits_and_torn_images():
     img = png_bytes(np.random.default_rng(2).integers(0, 255, (64, 64, 3), np.uint8))
     with pytest.raises(R.ImageError) as info:
-        R.classify_image(trained[0].model, img, cifar_data.classes, max_pixels=1000)
+        R.prepare_image(img, max_pixels=1000)
     assert info.value.code == "image.too_many_pixels" and "64×64" in str(info.value)
     assert "64×64" in info.value.text("es") and "64×64" in info.value.text("pt")
     with pytest.raises(R.ImageError) as info:

@@ -35,6 +35,7 @@ def test_the_decimals_follow_the_language_and_a_bad_text_stays_as_typed():
     form = TrainForm("es", SERVER, n_train=50000)
     assert form.shown("lr") == "0,001"
     form.take({"lr": "0,02", "momentum": "0,9x"})
+    assert form.shown("lr") == "0,02"      # the widget keeps the student's text as typed
     before = form.revision
     form.set_lang("en")
     assert form.shown("lr") == "0.02" and form.shown("momentum") == "0,9x"

@@ -120,8 +120,8 @@ def test_run_view_chart_from_events():
                   _ev(3, "epoch", {"epoch": 1, "steps": 10, "data_wait_s": 1.0,
                                    "compute_s": 3.0, "complete": True})])
     v.add_events([_ev(3, "epoch", {"epoch": 1, "steps": 10}),    # seen already
-                  {"seq": 4, "kind": "running_loss", "data": {"epoch": 2, "i": 5, "loss": 1.5}}])
-    v.add_losses(list(range(1, 16)), [1.0] * 15)
+                  _ev(4, "running_loss", {"epoch": 2, "i": 5, "loss": 1.5})])
+    v.series.add(list(range(1, 16)), [1.0] * 15)
     c = v.chart()
     assert c["running_steps"] == [5, 15] and c["running_losses"] == [2.0, 1.5]
     assert c["epoch_marks"] == [10]
@@ -220,7 +220,7 @@ def test_update_reads_only_new_rows(run_store):
 
 def test_chart_is_numpy_arrays_ready_to_plot():
     v = RunView(max_points=10)
-    v.add_losses(list(range(1, 101)), [float(i) for i in range(1, 101)])
+    v.series.add(list(range(1, 101)), [float(i) for i in range(1, 101)])
     c = v.chart()
     assert c["steps"].dtype == np.int32 and c["losses"].dtype == np.float32
     assert len(c["steps"]) <= 11 and c["steps"][-1] == 100
@@ -232,11 +232,11 @@ def test_chart_stamp_changes_with_new_data_at_most_every_so_often():
     v = RunView()
     first = v.chart_stamp(now=0.0, every_s=2.0)
     assert v.chart_stamp(now=0.5, every_s=2.0) == first        # nothing new
-    v.add_losses([1, 2], [1.0, 1.0])
+    v.series.add([1, 2], [1.0, 1.0])
     assert v.chart_stamp(now=1.0, every_s=2.0) == first        # new, but too soon
     second = v.chart_stamp(now=2.0, every_s=2.0)
     assert second != first                                     # new, and due
-    v.add_losses([3], [1.0])
+    v.series.add([3], [1.0])
     assert v.chart_stamp(now=2.5, every_s=2.0) == second
     v.add_events([_ev(1, "done", {})])
     assert v.chart_stamp(now=2.6, every_s=2.0, final=True) != second  # the end: at once
@@ -310,13 +310,13 @@ def test_the_loss_figure_is_updated_in_place_while_its_layout_fits():
 
     v = RunView(max_points=100)
     v.add_events([_ev(1, "start", {"total_steps": 20, "steps_per_epoch": 10})])
-    v.add_losses(list(range(1, 6)), [2.0, 1.9, 1.8, 1.7, 1.6])
+    v.series.add(list(range(1, 6)), [2.0, 1.9, 1.8, 1.7, 1.6])
     first = train_live.loss_figure(v.chart(), "es")
     fig = first[1]
     assert fig.layout.separators == i18n.separators("es")
     assert fig.layout.title.text == i18n.t("train.loss_curve", "es")
     assert fig.layout.template.layout.to_plotly_json() == {}   # plotly's theme: not sent
-    v.add_losses([6, 7], [1.5, 1.4])
+    v.series.add([6, 7], [1.5, 1.4])
     again = train_live.loss_figure(v.chart(), "es", first)
     assert again is first and list(again[1].data[0].y)[-1] == pytest.approx(1.4)
     v.add_events([_ev(2, "epoch", {"epoch": 1, "steps": 10, "complete": True})])

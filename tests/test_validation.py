@@ -98,7 +98,7 @@ def _view(epochs):
 
     v = RunView(max_points=100)
     v.add_events([_ev(1, "start", {"total_steps": 30, "steps_per_epoch": 10, "n_val": 24})])
-    v.add_losses(list(range(1, 31)), [2.0 - i / 40 for i in range(30)])
+    v.series.add(list(range(1, 31)), [2.0 - i / 40 for i in range(30)])
     v.add_events([_ev(2 + i, "epoch", e) for i, e in enumerate(epochs)])
     return v
 

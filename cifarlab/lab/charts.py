@@ -30,9 +30,10 @@ def series_style(column: str) -> dict:
                 line_dash_sequence=DASHES)
 
 
-def localized(fig: go.Figure, lang: str) -> go.Figure:
-    """The figure's numbers (ticks, hover, bar labels) with ``lang``'s decimal and group marks."""
-    fig.update_layout(separators=i18n.separators(lang))
+def localized(fig: go.Figure, lang: str, **layout) -> go.Figure:
+    """The figure's numbers (ticks, hover, bar labels) with ``lang``'s decimal and group marks,
+    and the rest of its ``layout``."""
+    fig.update_layout(separators=i18n.separators(lang), **layout)
     return fig
 
 

@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 
 from cifarlab import i18n
 from cifarlab.lab import charts as C
+from cifarlab.lab.train_form import knob_value, widget_value
 
 CODE_PARAM = "class"   # the join link's query parameter (Home fills the code in from it)
 
@@ -125,23 +126,13 @@ def preset_widgets(fields: Sequence[Any], preset: Mapping[str, Any], lang: str) 
     """The preset form's widget values: the class's preset over the knobs' defaults, decimals
     as text in ``lang``'s notation (read back by ``preset_values``)."""
     values = {f.name: f.default for f in fields} | dict(preset)
-    return {f.name: i18n.number(float(values[f.name]), lang) if f.knob.kind == "float"
-            else values[f.name] for f in fields}
+    return {f.name: widget_value(f.knob.kind, values[f.name], lang) for f in fields}
 
 
 def preset_values(fields: Sequence[Any], typed: Mapping[str, Any]) -> dict:
     """What the preset form holds, as knob values: decimals read with either mark (text that
     is no number stays text, for the engine's own message), whole floats as ints."""
-    values = {}
-    for f in fields:
-        v = typed.get(f.name)
-        if f.knob.kind == "float" and isinstance(v, str):
-            parsed = i18n.parse_decimal(v)
-            v = v if parsed is None else parsed
-        elif f.knob.kind == "int" and isinstance(v, float) and v.is_integer():
-            v = int(v)
-        values[f.name] = v
-    return values
+    return {f.name: knob_value(f.knob.kind, typed.get(f.name)) for f in fields}
 
 
 def presenter_figure(pinned: Any, t) -> go.Figure:

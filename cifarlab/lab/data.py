@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import time
 import warnings
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -21,14 +21,10 @@ from plotly.subplots import make_subplots
 from cifarlab import i18n
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import charts as C
-from cifarlab.lab.tables import class_name
+from cifarlab.lab.tables import class_name, dims
 
 if TYPE_CHECKING:  # pragma: no cover
     from cifarlab.core.data import CifarData
-
-__all__ = ["LoadingError", "PIPELINES", "STAGES", "class_counts_table", "class_sample",
-           "transform_stats", "ranges_table", "loader_table", "unnormalize", "loader_batch",
-           "upscale", "loader_throughput", "sweep_loaders", "MAX_BATCH_SIZE", "MAX_WORKERS"]
 
 PIPELINES = ("tutorial", "fast")
 STAGES = ("raw", "to_tensor", "normalize")
@@ -63,13 +59,13 @@ def class_counts_table(data: CifarData) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def class_sample(data: CifarData, class_index: int, n: int = 24, split: str = "train",
+def class_sample(data: CifarData, class_index: int, n: int = 24,
                  seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` random images of one class: (their indices in the split, in draw order; the
+    """``n`` random training images of one class: (their indices, in draw order; the
     images as n×32×32×3 uint8). The same (class, n, seed) always gives the same images."""
     class_index = _whole("class_index", class_index, 0, data.num_classes - 1, "class")
     n = _whole("n", n, 1, MAX_SAMPLE)
-    x, y = data.split(split)
+    x, y = data.split("train")
     members = np.flatnonzero(np.asarray(y) == class_index)
     if members.size == 0:
         return np.zeros(0, dtype=np.int64), np.zeros((0, 32, 32, 3), dtype=np.uint8)
@@ -88,7 +84,7 @@ def _as_hwc_batch(images) -> np.ndarray:
     if arr.ndim == 3:
         arr = arr[None]
     if arr.ndim != 4 or arr.shape[-1] != 3:
-        raise LoadingError("loading.bad_shape", shape="×".join(map(str, arr.shape)) or "()")
+        raise LoadingError("loading.bad_shape", shape=dims(arr.shape))
     return arr
 
 
@@ -124,23 +120,19 @@ def transform_stats(images, bins: int = 32) -> dict:
     return out
 
 
-def ranges_table(stats: dict, t=None) -> pd.DataFrame:
-    """One row per stage of ``transform_stats``: stage, dtype, shape, min, max, mean (with
-    ``t``, the translator: stages and columns in its language)."""
-    table = pd.DataFrame([{
-        "stage": stage, "dtype": s["dtype"], "shape": " × ".join(map(str, s["shape"])),
-        "min": round(s["min"], 4), "max": round(s["max"], 4),
-        "mean": round(float(np.mean(s["mean"])), 4),
+def ranges_table(stats: dict, t) -> pd.DataFrame:
+    """One row per stage of ``transform_stats``: stage, dtype, shape, min, max, mean, in the
+    language of ``t`` (the translator)."""
+    def num(v) -> str:
+        return i18n.number(round(float(v), 3), t.lang)
+
+    names = {"raw": "data.raw_pixels", "to_tensor": "data.after_to_tensor",
+             "normalize": "data.after_normalize"}
+    return pd.DataFrame([{
+        t("data.stage_col"): t(names[stage]), t("common.dtype"): s["dtype"],
+        t("common.shape"): " × ".join(map(str, s["shape"])), "min": num(s["min"]),
+        "max": num(s["max"]), t("data.mean_col"): num(np.mean(s["mean"])),
     } for stage, s in stats.items()])
-    if t is None:
-        return table
-    stages = {"raw": t("data.raw_pixels"), "to_tensor": t("data.after_to_tensor"),
-              "normalize": t("data.after_normalize")}
-    shown = {col: [i18n.number(round(float(v), 3), t.lang) for v in table[col]]
-             for col in ("min", "max", "mean")}     # as the student's language writes them
-    return table.assign(stage=[stages[s] for s in table["stage"]], **shown).rename(columns={
-        "stage": t("data.stage_col"), "mean": t("data.mean_col"), "dtype": t("common.dtype"),
-        "shape": t("common.shape")})
 
 
 # ------------------------------------------------------------------------------------ a batch
@@ -153,24 +145,19 @@ def unnormalize(images: torch.Tensor) -> np.ndarray:
     return (x.permute(1, 2, 0) if x.dim() == 3 else x.permute(0, 2, 3, 1)).numpy()
 
 
-def loader_batch(data: CifarData, batch_size: int = 4, seed: int = 0,
-                 split: str = "train") -> dict:
-    """The first batch of an epoch from the tutorial's own ``DataLoader``: its shapes and
-    labels, and its pictures as the tutorial's ``imshow`` shows them, one by one and as
-    ``make_grid``'s grid."""
+def loader_batch(data: CifarData, batch_size: int = 4, seed: int = 0) -> dict:
+    """The first batch of an epoch from the tutorial's own ``DataLoader``: its shape and
+    labels, and its pictures as the tutorial's ``imshow`` shows ``make_grid``'s grid."""
     from cifarlab.core.data import tutorial_loader
 
     batch_size = _whole("batch_size", batch_size, 1, MAX_BATCH_SIZE)
-    loader = tutorial_loader(data, split, batch_size=batch_size, num_workers=0, shuffle=True,
+    loader = tutorial_loader(data, "train", batch_size=batch_size, num_workers=0, shuffle=True,
                              seed=int(seed))
     images, labels = next(iter(loader))
     return {
-        "images_shape": images.shape, "labels_shape": labels.shape,
-        "shape_text": str(images.shape), "labels_text": str(labels.shape),
-        "dtype": str(images.dtype), "labels_dtype": str(labels.dtype),
+        "shape_text": str(images.shape), "dtype": str(images.dtype),
         "labels": [int(v) for v in labels], "label_names": [data.classes[int(v)] for v in labels],
         "min": float(images.min()), "max": float(images.max()),
-        "pictures": unnormalize(images),
         "grid": unnormalize(torchvision.utils.make_grid(images, nrow=min(8, batch_size))),
         "batches_per_epoch": len(loader),
     }
@@ -188,26 +175,9 @@ def upscale(images: np.ndarray, factor: int = 3) -> np.ndarray:
 
 # ------------------------------------------------------------------------------- throughput
 
-def _make_loader(data, pipeline: str, batch_size: int, num_workers: int, split: str,
-                 seed: int, subset, device: str):
-    from cifarlab.core.data import FastLoader, tutorial_loader
-
-    if pipeline == "tutorial":
-        return tutorial_loader(data, split, batch_size=batch_size, num_workers=num_workers,
-                               shuffle=True, seed=seed, subset=subset, persistent_workers=False)
-    return FastLoader(data, split, batch_size=batch_size, device=device, shuffle=True,
-                      seed=seed, subset=subset)
-
-
-def _shutdown(iterator) -> None:
-    with contextlib.suppress(Exception):  # best effort: the workers are going away anyway
-        getattr(iterator, "_shutdown_workers", lambda: None)()
-
-
 def loader_throughput(data: CifarData, pipeline: str = "tutorial", batch_size: int = 4,
                       num_workers: int = 0, max_batches: int = 500, max_seconds: float = 1.0,
-                      split: str = "train", seed: int = 0, subset: int | None = None,
-                      device: str = "cpu") -> dict:
+                      subset: int | None = None) -> dict:
     """How many images per second a pipeline delivers, with no training in between, over at
     most ``max_batches`` or ``max_seconds`` after start-up (building the loader and every
     worker's first batch, or the fast pipeline's one-off copy, timed apart). The fast pipeline
@@ -220,17 +190,19 @@ def loader_throughput(data: CifarData, pipeline: str = "tutorial", batch_size: i
     max_batches = _whole("max_batches", max_batches, 1, 1_000_000)
     if not (isinstance(max_seconds, (int, float)) and 0 < max_seconds <= 600):
         raise LoadingError("loading.bad_seconds", field="max_seconds", limit=600)
-    if pipeline == "fast":
-        num_workers = 0
-    from cifarlab.core.devices import Stopwatch
+    from cifarlab.core.data import FastLoader, tutorial_loader
 
-    sw = Stopwatch(device)
-    sw.start()
+    started = time.perf_counter()
     with warnings.catch_warnings():   # "suggested max number of worker": the page says so
         warnings.filterwarnings("ignore", message=".*worker processes in total.*")
-        loader = _make_loader(data, pipeline, batch_size, num_workers, split, seed, subset,
-                              device)
-        iterator = iter(loader)
+        if pipeline == "fast":
+            num_workers = 0
+            iterator = iter(FastLoader(data, "train", batch_size=batch_size, device="cpu",
+                                       shuffle=True, seed=0, subset=subset))
+        else:
+            iterator = iter(tutorial_loader(data, "train", batch_size=batch_size,
+                                            num_workers=num_workers, shuffle=True, seed=0,
+                                            subset=subset, persistent_workers=False))
     try:
         # every worker's first batch belongs to the start-up (batch i comes from worker
         # i % num_workers): until then the clock would time processes starting, not loading
@@ -240,22 +212,23 @@ def loader_throughput(data: CifarData, pipeline: str = "tutorial", batch_size: i
             if got is None:
                 break
             first = first or got
-        startup = sw.stop()
+        startup = time.perf_counter() - started
         if first is None:
             raise LoadingError("loading.no_batch")
         images = batches = 0
-        sw.start()
-        deadline = time.perf_counter() + max_seconds
+        started = time.perf_counter()
+        deadline = started + max_seconds
         for _xb, yb in iterator:
             images += int(yb.shape[0])
             batches += 1
             if batches >= max_batches or time.perf_counter() >= deadline:
                 break
-        seconds = sw.stop()
+        seconds = time.perf_counter() - started
         if batches == 0:            # the epoch held a single batch: time that one instead
             images, batches, seconds = int(first[1].shape[0]), 1, startup
     finally:
-        _shutdown(iterator)
+        with contextlib.suppress(Exception):  # best effort: the workers are going away anyway
+            getattr(iterator, "_shutdown_workers", lambda: None)()
         del iterator
     seconds = max(seconds, 1e-9)
     return {"pipeline": pipeline, "batch_size": batch_size, "num_workers": num_workers,
@@ -264,21 +237,17 @@ def loader_throughput(data: CifarData, pipeline: str = "tutorial", batch_size: i
 
 
 def sweep_loaders(data: CifarData, batch_size: int = 4,
-                  workers: Sequence[int] = (0, 1, 2, 4),
-                  pipelines: Iterable[str] = PIPELINES, max_batches: int = 500,
-                  max_seconds: float = 0.4, split: str = "train", seed: int = 0,
-                  subset: int | None = None, device: str = "cpu",
+                  workers: Sequence[int] = (0, 1, 2, 4), max_batches: int = 500,
+                  max_seconds: float = 0.4, subset: int | None = None,
                   on_result: Callable[[dict], None] | None = None) -> pd.DataFrame:
     """``loader_throughput`` for each pipeline and each ``num_workers`` in ``workers`` (the fast
     pipeline, which has no workers, is measured once). One row per measurement, columns as
     ``loader_throughput``'s keys; ``on_result(row)`` is called after each."""
     rows = []
-    for pipeline in pipelines:
-        counts = list(workers) if pipeline == "tutorial" else [0]
-        for w in counts:
+    for pipeline in PIPELINES:
+        for w in list(workers) if pipeline == "tutorial" else [0]:
             row = loader_throughput(data, pipeline, batch_size, int(w), max_batches,
-                                    max_seconds, split=split, seed=seed, subset=subset,
-                                    device=device)
+                                    max_seconds, subset)
             rows.append(row)
             if on_result is not None:
                 on_result(row)
@@ -302,9 +271,8 @@ def counts_figure(data: CifarData, t) -> go.Figure:
     fig = go.Figure([go.Bar(x=[names[i] for i in part["label"]], y=part["count"],
                             name=t(f"data.split_{split}"), marker_color=C.PALETTE[k])
                      for k, (split, part) in enumerate(counts.groupby("split", sort=False))])
-    fig.update_layout(barmode="group", height=320, yaxis_title=t("data.images_per_class"),
-                      margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=1.12))
-    return C.localized(fig, t.lang)
+    return C.localized(fig, t.lang, barmode="group", height=320, margin=dict(C.MARGIN, t=30),
+                       yaxis_title=t("data.images_per_class"), legend=dict(orientation="h", y=1.12))
 
 
 def histogram_figure(stats: dict, t) -> go.Figure:
@@ -320,9 +288,8 @@ def histogram_figure(stats: dict, t) -> go.Figure:
                                  marker_color=CHANNEL_COLOURS[ch], legendgroup=str(ch),
                                  showlegend=col == 1), 1, col)
         fig.update_xaxes(range=[s["low"], s["high"]], row=1, col=col)
-    fig.update_layout(barmode="overlay", height=320, margin=C.MARGIN,
-                      yaxis_title=t("data.histogram"), legend=dict(orientation="h", y=-0.15))
-    return C.localized(fig, t.lang)
+    return C.localized(fig, t.lang, barmode="overlay", height=320, margin=C.MARGIN,
+                       yaxis_title=t("data.histogram"), legend=dict(orientation="h", y=-0.15))
 
 
 def loader_figure(sweep: pd.DataFrame, t) -> go.Figure:
@@ -343,28 +310,26 @@ def loader_figure(sweep: pd.DataFrame, t) -> go.Figure:
                                  line=dict(dash="dash", color="#54A24B"), name=label,
                                  text=[label, ""], textposition="top right"))
     low, high = float(sweep["images_per_second"].min()), float(sweep["images_per_second"].max())
-    fig.update_layout(height=380, xaxis_title="num_workers",
-                      yaxis_title=t("common.images_per_second"), yaxis_type="log",
-                      yaxis_range=[np.log10(low / 2), np.log10(high * 3)],
-                      margin=dict(l=10, r=10, t=30, b=10),
-                      xaxis=dict(tickmode="array", tickvals=sorted(sweep["num_workers"].unique())),
-                      title=t("data.loader_fig_title", batch=int(sweep["batch_size"].iloc[0])))
-    return C.localized(fig, t.lang)
+    return C.localized(
+        fig, t.lang, height=380, xaxis_title="num_workers", margin=dict(C.MARGIN, t=30),
+        yaxis_title=t("common.images_per_second"), yaxis_type="log",
+        yaxis_range=[np.log10(low / 2), np.log10(high * 3)],
+        xaxis=dict(tickmode="array", tickvals=sorted(sweep["num_workers"].unique())),
+        title=t("data.loader_fig_title", batch=int(sweep["batch_size"].iloc[0])))
 
 
 def loader_table(sweep: pd.DataFrame, t) -> pd.DataFrame:
     """``sweep_loaders``' frame as a student reads it: pipelines and columns in ``t``'s
     language, numbers in its notation (images per second whole, seconds to three decimals)."""
-    digits = {"batch_size": 0, "num_workers": 0, "images_per_second": 0, "batches": 0,
-              "images": 0, "seconds": 3, "startup_seconds": 3}
-    out = pd.DataFrame({"pipeline": [t(f"data.pipeline_{p}") for p in sweep["pipeline"]]})
-    for col, d in digits.items():
-        out[col] = [i18n.number(v, t.lang, d) for v in sweep[col]]
-    return out.rename(columns={
-        "pipeline": t("data.pipeline_col"), "batch_size": t("common.batch_size"),
-        "num_workers": t("common.num_workers"), "images_per_second": t("common.images_per_second"),
-        "batches": t("data.batches_col"), "images": t("data.images_col"),
-        "seconds": t("data.seconds_col"), "startup_seconds": t("data.startup_col")})
+    columns = {"batch_size": ("common.batch_size", 0), "num_workers": ("common.num_workers", 0),
+               "images_per_second": ("common.images_per_second", 0),
+               "batches": ("data.batches_col", 0), "images": ("data.images_col", 0),
+               "seconds": ("data.seconds_col", 3), "startup_seconds": ("data.startup_col", 3)}
+    out = pd.DataFrame({t("data.pipeline_col"): [t(f"data.pipeline_{p}")
+                                                 for p in sweep["pipeline"]]})
+    for col, (key, digits) in columns.items():
+        out[t(key)] = [i18n.number(v, t.lang, digits) for v in sweep[col]]
+    return out
 
 
 def loader_lines(sweep: pd.DataFrame, t) -> list[str]:

@@ -20,33 +20,24 @@ import torch.nn as nn
 from cifarlab import i18n
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import charts as C
-
-__all__ = [
-    "net_logits", "cross_entropy_by_hand", "SURFACES", "Surface", "loss_surface", "SGDPath",
-    "sgd_path", "EXPLODE_FACTOR",
-]
+from cifarlab.lab.tables import dims
 
 
 # -----------------------------------------------------------------------------------------
 # cross-entropy on one image
 
-def net_logits(image_chw_uint8: np.ndarray, seed: int = 0,
-               state_dict: dict | None = None) -> np.ndarray:
-    """The 10 logits of the tutorial's ``Net`` for one 3×32×32 uint8 image (normalised as the
-    tutorial does): a ``Net`` freshly initialised with ``seed``, or one holding ``state_dict``."""
+def net_logits(image_chw_uint8: np.ndarray, seed: int = 0) -> np.ndarray:
+    """The 10 logits of the tutorial's ``Net``, freshly initialised with ``seed``, for one
+    3×32×32 uint8 image (normalised as the tutorial does)."""
     from cifarlab.core.data import normalize
     from cifarlab.core.model import Net
 
     x = np.asarray(image_chw_uint8)
     if x.shape != (3, 32, 32):
-        raise CifarLabError("loss.bad_image", field="image",
-                            shape="×".join(map(str, x.shape)) or "()")
+        raise CifarLabError("loss.bad_image", field="image", shape=dims(x.shape))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        net = Net()
-    if state_dict is not None:
-        net.load_state_dict(state_dict)
-    net.eval()
+        net = Net().eval()
     with torch.no_grad():
         out = net(normalize(torch.from_numpy(np.array(x, dtype=np.uint8))[None]))
     return out[0].numpy().astype(np.float64)
@@ -129,16 +120,11 @@ def _surface(surface: str | Surface) -> Surface:
                             known=", ".join(SURFACES)) from None
 
 
-def loss_surface(name: str | Surface, grid=101) -> dict:
-    """The loss over a grid, for a contour plot: ``{"x": xs, "y": ys, "z": Z (len(ys)×len(xs)),
-    "start", "minimum", "formula"}``. ``grid``: points per axis over the surface's range, or an
-    ``(xs, ys)`` pair of 1-D arrays."""
+def loss_surface(name: str | Surface, grid: int = 101) -> dict:
+    """The loss over a grid of ``grid`` points per axis, for a contour plot: ``{"x": xs,
+    "y": ys, "z": Z (len(ys)×len(xs)), "start", "minimum", "formula"}``."""
     s = _surface(name)
-    if isinstance(grid, int):
-        xs = np.linspace(*s.x_range, grid)
-        ys = np.linspace(*s.y_range, grid)
-    else:
-        xs, ys = (np.asarray(g, dtype=np.float64) for g in grid)
+    xs, ys = np.linspace(*s.x_range, grid), np.linspace(*s.y_range, grid)
     X, Y = np.meshgrid(xs, ys)
     Z = s.fn(torch.from_numpy(X), torch.from_numpy(Y)).numpy()
     return {"x": xs, "y": ys, "z": Z, "start": s.start, "minimum": s.minimum,
@@ -190,12 +176,9 @@ class SGDPath:
 
 def sgd_path(surface: str | Surface, start=None, lr: float = 0.05, momentum: float = 0.0,
              steps: int = 50) -> SGDPath:
-    """Where ``torch.optim.SGD(lr, momentum)`` takes a 2-parameter tensor on ``surface``.
-
-    Each step is the tutorial's loop: ``zero_grad()``, loss, ``backward()``, ``step()``. Stops
-    early when the loss explodes (above ``EXPLODE_FACTOR`` × the starting loss, or inf/nan):
-    ``diverged`` is then True and ``diverged_at`` the step count.
-    """
+    """Where ``torch.optim.SGD(lr, momentum)`` takes a 2-parameter tensor on ``surface``, step
+    by step as the tutorial's loop does; stopped where the loss explodes (above
+    ``EXPLODE_FACTOR`` × the starting loss, or inf/nan)."""
     s = _surface(surface)
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
         raise CifarLabError("loss.bad_lr", field="lr")
@@ -278,18 +261,17 @@ def paths_figures(surf: dict, paths: dict[str, SGDPath], labels: dict[str, str],
                                  textposition=where, marker=marker, showlegend=False))
     # the formula's decimals in the language's notation (0,4 and cos 1,5x in Spanish)
     formula = re.sub(r"(\d)\.(\d)", rf"\g<1>{i18n.separators(t.lang)[0]}\g<2>", surf["formula"])
-    fig.update_layout(title=formula, height=480, margin=C.MARGIN,
-                      xaxis=dict(range=list(surf["x_range"]), title="x"),
-                      yaxis=dict(range=list(surf["y_range"]), title="y"),
-                      legend=dict(orientation="h", y=-0.12))
+    C.localized(fig, t.lang, title=formula, height=480, margin=C.MARGIN,
+                legend=dict(orientation="h", y=-0.12),
+                xaxis=dict(range=list(surf["x_range"]), title="x"),
+                yaxis=dict(range=list(surf["y_range"]), title="y"))
     curves = go.Figure([go.Scatter(y=np.maximum(path.losses, 1e-12), mode="lines",
                                    name=labels[key], line=dict(color=PATH_COLOURS[key]))
                         for key, path in paths.items()])
-    curves.update_layout(title=t("loss.loss_curve"), xaxis_title=t("loss.steps"),
-                         yaxis_title=t("common.loss"),
-                         yaxis=dict(type="log", dtick=1, exponentformat="power"), height=480,
-                         margin=C.MARGIN, legend=dict(orientation="h", y=-0.2))
-    return C.localized(fig, t.lang), C.localized(curves, t.lang)
+    return fig, C.localized(
+        curves, t.lang, title=t("loss.loss_curve"), xaxis_title=t("loss.steps"),
+        yaxis_title=t("common.loss"), yaxis=dict(type="log", dtick=1, exponentformat="power"),
+        height=480, margin=C.MARGIN, legend=dict(orientation="h", y=-0.2))
 
 
 def path_verdict(path: SGDPath, label: str, t) -> tuple[str, str]:
@@ -297,14 +279,7 @@ def path_verdict(path: SGDPath, label: str, t) -> tuple[str, str]:
     minimum, reached the minimum, too slow."""
     if path.diverged:
         return "error", f"**{label}**: " + t("loss.exploded", n=path.diverged_at)
-    if path.stuck:
-        return "warning", (f"**{label}**: " + t("loss.stuck") + " "
-                           + t("loss.final_loss", loss=i18n.significant(path.final_loss, t.lang),
-                               n=path.steps))
-    if path.converged():
-        return "success", (f"**{label}**: " + t("loss.converges") + " "
-                           + t("loss.final_loss", loss=i18n.significant(path.final_loss, t.lang),
-                                                   n=path.steps))
-    return "info", (f"**{label}**: " + t("loss.too_slow") + " "
-                    + t("loss.final_loss", loss=i18n.significant(path.final_loss, t.lang),
-                                                n=path.steps))
+    kind, key = (("warning", "loss.stuck") if path.stuck else
+                 ("success", "loss.converges") if path.converged() else ("info", "loss.too_slow"))
+    return kind, (f"**{label}**: " + t(key) + " " + t(
+        "loss.final_loss", loss=i18n.significant(path.final_loss, t.lang), n=path.steps))

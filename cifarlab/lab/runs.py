@@ -26,11 +26,10 @@ from cifarlab.lab.train import LossSeries
 MAX_POINTS = 1000   # loss points per run on the comparison chart
 
 
-def downsampled(steps: Sequence[int], losses: Sequence[float],
-                max_points: int = MAX_POINTS) -> tuple[list[int], list[float]]:
-    """At most ``max_points`` bucket means of a run's step losses: the Train page's own
+def downsampled(steps: Sequence[int], losses: Sequence[float]) -> tuple[list[int], list[float]]:
+    """At most ``MAX_POINTS`` bucket means of a run's step losses: the Train page's own
     down-sampler (``lab.train.LossSeries``), so both pages draw the same curve."""
-    series = LossSeries(max_points=max_points)
+    series = LossSeries(max_points=MAX_POINTS)
     series.add(list(steps), list(losses))
     return series.points()
 
@@ -45,26 +44,19 @@ def state_dict_bytes(ckpt: Checkpoint) -> bytes:
     return buf.getvalue()
 
 
-def run_record(run, ckpt: Checkpoint, steps: Sequence[int] | None = None,
-               losses: Sequence[float] | None = None) -> RunRecord:
-    """What the export knows of a finished run: the checkpoint's weights and config, the run
-    store's result (per-class and per-epoch accuracy, times), every step's loss, environment,
-    name and id."""
-    return RunRecord(config=ckpt.config, state_dict=ckpt.state_dict, classes=tuple(ckpt.classes),
-                     results=dict(run.result or ckpt.results or {}),
-                     losses=list(losses) if losses is not None else None,
-                     steps=list(steps) if steps is not None else None, env=run.env,
-                     run_id=run.id, name=run.name or "", created_at=run.started_at or
-                     run.created_at)
-
-
 def bundle_for_run(run, ckpt: Checkpoint, steps: Sequence[int] | None,
                    losses: Sequence[float] | None, lang: str) -> bytes:
     """"Take your run home": the zip of the notebook that repeats the run, its weights, its
-    TensorBoard logs and its model card, in ``lang`` (``core.export.bundle``), in memory."""
+    TensorBoard logs and its model card, in ``lang`` (``core.export.bundle``), in memory; from
+    the checkpoint's weights and config, the run store's result, every step's loss."""
     from cifarlab.core.export.bundle import bundle_bytes
 
-    return bundle_bytes(run_record(run, ckpt, steps, losses), lang)
+    return bundle_bytes(RunRecord(
+        config=ckpt.config, state_dict=ckpt.state_dict, classes=tuple(ckpt.classes),
+        results=dict(run.result or ckpt.results or {}),
+        losses=list(losses) if losses is not None else None,
+        steps=list(steps) if steps is not None else None, env=run.env, run_id=run.id,
+        name=run.name or "", created_at=run.started_at or run.created_at), lang)
 
 
 def run_script(run) -> str:
@@ -115,11 +107,8 @@ def model_label(spec: Mapping[str, Any] | ModelSpec | None) -> str:
 
 
 def runs_table(runs: Sequence[Any], cls: type = TrainConfig) -> pd.DataFrame:
-    """One row per run (newest first, as given): id, result figures and config knobs.
-
-    Columns: ``RUN_COLUMNS``. ``accuracy`` is a percentage; missing figures are NaN/None.
-    The ``run`` column holds the full run id (pages shorten it for display).
-    """
+    """One row per run, in the order given: ``RUN_COLUMNS`` (the full run id, ``accuracy`` a
+    percentage, missing figures NaN/None)."""
     rows = []
     for run in runs:
         cfg = dict(run.config or {})
@@ -176,13 +165,10 @@ def _hashable(v: Any) -> Any:
 def loss_curves(curves: Mapping[str, tuple[Sequence[int], Sequence[float]]],
                 steps_per_epoch: Mapping[str, float] | None = None, x: str = "step",
                 smooth: int | None = None) -> pd.DataFrame:
-    """Loss curves of several runs in one long frame (columns run, x, loss) for one chart.
-
-    ``curves``: label -> (steps, losses), e.g. ``downsampled(*queue.losses(session, id))``.
-    ``x``: "step", or "epoch" (step / steps_per_epoch[label], so runs with different batch
-    sizes line up). ``smooth``: a centred moving average over that many points (default: about
-    1/50 of each curve), since a single step's loss is very noisy. NaN losses stay gaps.
-    """
+    """Loss curves of several runs (label -> (steps, losses)) in one long frame (run, x, loss).
+    ``x``: "step", or "epoch" (so runs with different batch sizes line up). ``smooth``: a
+    centred moving average over that many points (default: about 1/50 of each curve: one
+    step's loss is very noisy). NaN losses stay gaps."""
     frames = []
     for label, (steps, losses) in curves.items():
         if len(steps) == 0:
@@ -274,6 +260,5 @@ def curves_figure(df: pd.DataFrame, x: str, t) -> go.Figure:
     fig = px.line(df, x="x", y="loss", **C.series_style("run"),
                   labels={"x": t(f"runs.x_{x}"), "loss": t("common.loss"),
                           "run": t("runs.run_col")})
-    fig.update_layout(height=380, margin=dict(l=10, r=10, t=20, b=10),
-                      legend=dict(orientation="h", y=-0.25))
-    return C.localized(fig, t.lang)
+    return C.localized(fig, t.lang, height=380, margin=dict(C.MARGIN, t=20),
+                       legend=dict(orientation="h", y=-0.25))

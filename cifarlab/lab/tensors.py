@@ -29,9 +29,6 @@ from cifarlab.lab.tables import class_name
 if TYPE_CHECKING:  # pragma: no cover
     from cifarlab.core.data import CifarData
 
-__all__ = ["RankExample", "TensorLabError", "rank_examples", "tensor_facts", "transfer_costs",
-           "item_sync_cost", "MAX_TRANSFER_MB", "MAX_CHUNKS", "MAX_ITEM_STEPS"]
-
 MAX_TRANSFER_MB = 256      # the page never asks for more; a bound for hosted use
 MAX_CHUNKS = 16384
 MAX_ITEM_STEPS = 20000
@@ -53,7 +50,6 @@ class RankExample:
     values: np.ndarray           # float32 values, that shape
     pixels: np.ndarray | None    # for images/batches: the same pictures as HWC uint8, to show
     labels: tuple[int, ...] = field(default=())   # class index of each image involved
-    indices: tuple[int, ...] = field(default=())  # training-set indices of those images
     code: str = ""               # how the tensor is taken from the batch in PyTorch
 
     @property
@@ -89,17 +85,14 @@ def rank_examples(data: CifarData, index: int = 0, batch: int = 4,
         out.append(RankExample(
             rank=rank, kind=kind, shape=tuple(t.shape), values=t.numpy().copy(),
             pixels=(hwc[:1] if first else hwc).copy() if rank >= 3 else None,
-            labels=labels[:1] if first else labels,
-            indices=tuple(idx[:1]) if first else tuple(idx), code=code))
+            labels=labels[:1] if first else labels, code=code))
     return out
 
 
 def tensor_facts(tensor: torch.Tensor) -> dict:
     """What ``x.shape``, ``x.dtype``, ``x.device`` and the memory of ``x`` are."""
     return {
-        "shape": tuple(tensor.shape),
         "shape_text": str(tensor.shape),                 # "torch.Size([4, 3, 32, 32])"
-        "rank": tensor.dim(),
         "dtype": str(tensor.dtype),                      # "torch.float32"
         "device": str(tensor.device),                    # "cpu", "cuda:0"
         "numel": int(tensor.numel()),
@@ -123,10 +116,10 @@ def _check_positive(name: str, value, upper) -> int | float:
 def _time_copies(dst_pieces, src_pieces, device: torch.device, repeats: int,
                  max_seconds: float) -> tuple[float, int]:
     """Best wall time (s) of copying every src piece into its dst piece, over ``repeats``
-    (at least one; fewer when ``max_seconds`` runs out). Warm-up copy first, untimed."""
-    non_blocking = False  # a synchronous copy: what x.to(device) does for pageable memory
+    (at least one; fewer when ``max_seconds`` runs out). Warm-up copy first, untimed. Each
+    copy is synchronous: what x.to(device) does for pageable memory."""
     for d, s in zip(dst_pieces[:4], src_pieces[:4]):
-        d.copy_(s, non_blocking=non_blocking)
+        d.copy_(s)
     synchronize(device)
     best = math.inf
     done = 0
@@ -135,7 +128,7 @@ def _time_copies(dst_pieces, src_pieces, device: torch.device, repeats: int,
     for _ in range(repeats):
         sw.start()
         for d, s in zip(dst_pieces, src_pieces):
-            d.copy_(s, non_blocking=non_blocking)
+            d.copy_(s)
         best = min(best, sw.stop())
         done += 1
         if time.perf_counter() > budget_end:
@@ -183,7 +176,6 @@ def transfer_costs(device: str | torch.device = "auto", total_mb: float = 32,
                 "ms": seconds * 1e3, "us_per_copy": seconds * 1e6 / n,
                 "gb_per_s": total / seconds / 1e9, "repeats": done, "device": str(dev),
             })
-    del variants
     return pd.DataFrame(rows)
 
 
@@ -239,9 +231,6 @@ def item_sync_cost(device: str | torch.device = "auto", steps: int = 200, size: 
     return {
         "device": str(dev), "steps": steps, "size": size,
         "with_item_s": best["with"], "without_item_s": best["without"],
-        "with_item_ms_per_step": best["with"] * 1e3 / steps,
-        "without_item_ms_per_step": best["without"] * 1e3 / steps,
-        "ratio": best["with"] / best["without"],
         "item_calls_with": result["with"][1], "item_calls_without": result["without"][1],
         "total_with": float(result["with"][0]), "total_without": float(result["without"][0]),
         "repeats": done,
@@ -309,8 +298,7 @@ def rank_figure(ex: RankExample, classes, t) -> go.Figure:
         fig.update_yaxes(showticklabels=False)
         fig.update_layout(height=300 if ex.rank == 3 else max(140, int(1100 / max(len(images), 4)))
                           + 40)
-    fig.update_layout(margin=C.MARGIN)
-    return C.localized(fig, t.lang)
+    return C.localized(fig, t.lang, margin=C.MARGIN)
 
 
 def ranks_table(examples: list[RankExample], t) -> pd.DataFrame:
@@ -350,7 +338,7 @@ def item_figure(item: dict, t) -> tuple[go.Figure, pd.DataFrame]:
     labels = [t("tensors.item_every_step", n=item["item_calls_with"]),
               t("tensors.item_once", n=item["item_calls_without"])]
     ms = [item["with_item_s"] * 1e3, item["without_item_s"] * 1e3]
-    per_step = [item["with_item_ms_per_step"], item["without_item_ms_per_step"]]
+    per_step = [v / item["steps"] for v in ms]
     fig = C.bar_figure(labels, ms, y_title="ms", height=320, colours=[C.PALETTE[5], C.PALETTE[2]],
                        text=[f"{i18n.number(v, t.lang, 3)} ms/step" for v in per_step],
                        title=f"{item['device']} · {item['steps']} steps")

@@ -144,21 +144,17 @@ class RunView:
         before = (self.last_seq, self.series.count)
         self.add_events(events(since_seq=self.last_seq))
         if step is None or step > self.last_step:
-            self.add_losses(*losses(since_step=self.last_step))
+            self.series.add(*losses(since_step=self.last_step))
         changed = (self.last_seq, self.series.count) != before
         self.revision += changed
         return changed
 
-    def add_losses(self, steps: Sequence[int], losses: Sequence[float]) -> None:
-        self.series.add(steps, losses)
-
     def add_events(self, events: Iterable[Any]) -> None:
-        """Store events (objects with ``seq``, ``kind`` and ``data``, or such dicts)."""
+        """Store events (the run store's, read by ``seq``, ``kind`` and ``data``)."""
         for ev in events:
-            seq, kind, data = _event_fields(ev)
-            if seq <= self.last_seq:
+            if ev.seq <= self.last_seq:
                 continue
-            self.last_seq = seq
+            self.last_seq, kind, data = ev.seq, ev.kind, ev.data or {}
             if kind == "start":
                 self.start = dict(data)
             elif kind == "running_loss":
@@ -232,12 +228,6 @@ class RunViews(dict):
                 self.pop(old, None)
             self[run_id] = RunView(self.max_points)
         return self[run_id]
-
-
-def _event_fields(ev: Any) -> tuple[int, str, dict]:
-    if isinstance(ev, Mapping):
-        return int(ev["seq"]), str(ev["kind"]), dict(ev.get("data") or {})
-    return int(ev.seq), str(ev.kind), dict(ev.data or {})
 
 
 # ---------------------------------------------------------------------------- small figures
@@ -325,13 +315,10 @@ _FROZEN_AT: list[int] = []   # how many modules were loaded at the last freeze
 
 
 def freeze_long_lived() -> bool:
-    """Keep the garbage collector off the libraries: True when it froze just now.
-
-    Streamlit collects garbage after every script run, each poll of a live view included, and a
-    full collection walks every object (about 0.1 CPU-second with torch, pandas and plotly loaded,
-    per poll, per watching browser). Whenever modules were imported since the last call, everything
-    that exists is frozen (``gc.freeze``): a handful of times per server, and what is frozen
-    besides the modules stays for good, a small one-time cost."""
+    """Keep the garbage collector off the libraries (``gc.freeze`` whenever modules were imported
+    since the last call): True when it froze just now. Streamlit collects after every script
+    run, each poll included, and a full collection walks every object (about 0.1 CPU-second with
+    torch, pandas and plotly loaded); what is frozen besides the modules stays, a one-time cost."""
     import gc
     import sys
 

@@ -18,6 +18,25 @@ from cifarlab.errors import Problem
 from cifarlab.lab import train as trainview
 
 
+def knob_value(kind: str, value: Any) -> Any:
+    """A widget's value as its knob's: decimals read with either mark (a text that is no
+    number stays text, for the field's own message), whole floats of an int knob as ints."""
+    if kind == "float" and isinstance(value, str):
+        parsed = i18n.parse_decimal(value)
+        return value if parsed is None else parsed
+    if kind == "int" and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def widget_value(kind: str, value: Any, lang: str) -> Any:
+    """A knob's value as its widget holds it: decimals as text in ``lang``'s notation (a text
+    stays as typed)."""
+    if kind == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return i18n.number(float(value), lang)
+    return value if isinstance(value, str) else knob_value(kind, value)
+
+
 @dataclass(frozen=True)
 class Widget:
     """One knob to draw, its texts in the form's language (``note``: a line under it)."""
@@ -59,12 +78,7 @@ class TrainForm:
 
     # -- values ------------------------------------------------------------------------------
     def _show(self, name: str, value: Any) -> Any:
-        if self._kind[name] == "float" and isinstance(value, (int, float)) \
-                and not isinstance(value, bool):
-            return i18n.number(float(value), self.lang)
-        if self._kind[name] == "int" and isinstance(value, float) and value.is_integer():
-            return int(value)
-        return value
+        return widget_value(self._kind[name], value, self.lang)
 
     def shown(self, name: str) -> Any:
         """A knob's value as its widget holds it (decimals: text in the form's language)."""
@@ -87,13 +101,7 @@ class TrainForm:
     def values(self) -> dict[str, Any]:
         """The knobs' values for the config: decimals parsed (a text that is no number stays
         text, for the field's own message)."""
-        out = {}
-        for name, value in self._raw.items():
-            if self._kind[name] == "float" and isinstance(value, str):
-                parsed = i18n.parse_decimal(value)
-                value = value if parsed is None else parsed
-            out[name] = value
-        return out
+        return {name: knob_value(self._kind[name], value) for name, value in self._raw.items()}
 
     def problems(self) -> dict[str, Problem]:
         """field -> its first problem (``core.config.validate`` with the server's limits)."""
@@ -276,6 +284,7 @@ class TrainForm:
         ``advanced`` ones go in the Advanced section."""
         t, problems = i18n.translator(self.lang), self.problems()
         fast = self._raw.get("pipeline") == "fast"
+        limited = {"epochs": self.limits.max_epochs, "train_subset": self.limits.max_train_images}
         out = []
         for f in self.fields:
             k, name = f.knob, f.name
@@ -284,10 +293,8 @@ class TrainForm:
             lock = self.locks.get(name)
             help_text = t(k.help) + (f" {lock}" if lock else "")
             options, labels, placeholder, note = (), (), None, None
-            if name == "epochs" and self.limits.max_epochs is not None:
-                help_text += " " + t("train.epochs_limit_help", n=self.limits.max_epochs)
-            if name == "train_subset" and self.limits.max_train_images is not None:
-                help_text += " " + t("train.subset_limit_help", n=self.limits.max_train_images)
+            if limited.get(name) is not None:
+                help_text += " " + self._limit_text(name)
             if name == "train_subset":
                 images = [n for n in (self.n_train, self.limits.max_train_images) if n]
                 placeholder = t("common.train_subset_all", n=min(images)) if images else None

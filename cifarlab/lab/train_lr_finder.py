@@ -4,7 +4,7 @@ suggestion marked, and what the sweep found, in the student's words."""
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -23,11 +23,6 @@ def read(steps: Any, lr_from: Any, lr_to: Any) -> tuple[dict | None, dict[str, P
     lo, hi = i18n.parse_decimal(lr_from), i18n.parse_decimal(lr_to)
     found = {p.field: p for p in lr_finder.problems(steps, lo, hi)}
     return (None if found else {"steps": int(steps), "lr_min": lo, "lr_max": hi}), found
-
-
-def latest(runs: Sequence[Any]) -> Any | None:
-    """The newest sweep of a list of runs (newest first, as the queue lists them)."""
-    return runs[0] if runs else None
 
 
 def suggested(result: Mapping[str, Any] | None) -> float | None:

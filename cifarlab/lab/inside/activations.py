@@ -19,6 +19,7 @@ from cifarlab.core.model import Net
 from cifarlab.core.shapes import trace_spec
 from cifarlab.errors import CifarLabError
 from cifarlab.lab.network import conv_step
+from cifarlab.lab.tables import dims
 
 # Each stage, the line of the tutorial's forward that makes it (the lesson quotes them); a run
 # with another activation reads its own function where these say F.relu.
@@ -91,12 +92,8 @@ def to_input(image: np.ndarray | torch.Tensor) -> torch.Tensor:
     if a.ndim == 3:
         a = a[None]
     if a.ndim != 4 or a.shape[1] != 3:
-        raise CifarLabError("inside.image_shape", shape="×".join(map(str, a.shape)))
+        raise CifarLabError("inside.image_shape", shape=dims(a.shape))
     return normalize(a.contiguous())
-
-
-def model_spec(model: Net) -> ModelSpec:
-    return getattr(model, "spec", None) or ModelSpec()
 
 
 def num_classes(model: Net) -> int:
@@ -108,7 +105,8 @@ def activations(model: Net, x: torch.Tensor) -> list[Stage]:
     """Every stage of ``Net.forward`` for one image (``x``: 1×3×H×W, from ``to_input``), with
     its shape from the shape trace of the model's spec, then the softmax."""
     model = model.eval()
-    traces = trace_spec(model_spec(model), tuple(x.shape[1:]), num_classes(model))
+    spec = getattr(model, "spec", None) or ModelSpec()
+    traces = trace_spec(spec, tuple(x.shape[1:]), num_classes(model))
     kinds = {t.name: (t.kind, t.out_shape) for t in traces}
     out: dict[str, torch.Tensor] = {"input": x}
     act = getattr(model, "act", F.relu)   # the run's activation knob
@@ -132,9 +130,8 @@ def activations(model: Net, x: torch.Tensor) -> list[Stage]:
         kind, shape = kinds[name]
         values = value[0].detach().to(torch.float32).cpu().numpy()
         if tuple(values.shape) != tuple(shape):  # the trace and the model disagree: say so
-            raise CifarLabError("inside.shape_mismatch", layer=name,
-                                traced="×".join(map(str, shape)),
-                                got="×".join(map(str, values.shape)))
+            raise CifarLabError("inside.shape_mismatch", layer=name, traced=dims(shape),
+                                got=dims(values.shape))
         line = view_line(kinds["pool2"][1]) if name == "flatten" else FORWARD_LINES[name]
         line = line.replace("F.relu", ACTIVATION_CODE[activation_of(model)])
         stages.append(Stage(name, kind, tuple(shape), values, line))
@@ -210,7 +207,7 @@ def filter_patches(weight: torch.Tensor, scale: float | None = None) -> np.ndarr
     layers (before and after training) on one scale each or on a shared one."""
     w = weight.detach().to(torch.float64).cpu().numpy()
     if w.ndim != 4 or w.shape[1] != 3:
-        raise CifarLabError("inside.not_colour", shape="×".join(map(str, w.shape)))
+        raise CifarLabError("inside.not_colour", shape=dims(w.shape))
     lim = float(scale) if scale else float(np.abs(w).max()) or 1.0
     rgb = 0.5 + 0.5 * np.clip(w / lim, -1, 1)
     return np.round(255 * rgb).astype(np.uint8).transpose(0, 2, 3, 1)

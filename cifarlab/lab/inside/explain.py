@@ -47,15 +47,14 @@ def _private(model: torch.nn.Module) -> torch.nn.Module:
     return copy.deepcopy(model).eval()
 
 
-def occlusion_windows(size: tuple[int, int], window: int = OCCLUSION_WINDOW,
-                      stride: int = OCCLUSION_STRIDE) -> int:
+def occlusion_windows(size: tuple[int, int]) -> int:
     """How many squares occlusion greys out, one at a time, on an image of ``size``."""
-    return ((size[0] - window) // stride + 1) * ((size[1] - window) // stride + 1)
+    w, s = OCCLUSION_WINDOW, OCCLUSION_STRIDE
+    return ((size[0] - w) // s + 1) * ((size[1] - w) // s + 1)
 
 
 def explain(model: torch.nn.Module, x: torch.Tensor, target: int, method: str, *,
-            ig_steps: int = IG_STEPS, window: int = OCCLUSION_WINDOW,
-            stride: int = OCCLUSION_STRIDE, per_eval: int | None = None) -> View:
+            per_eval: int | None = None) -> View:
     """One attribution map of class ``target``'s score (the logit) for image ``x``
     (1×3×H×W, from ``to_input``). ``per_eval``: occluded images per forward pass (all of them
     by default: one batch)."""
@@ -77,28 +76,27 @@ def explain(model: torch.nn.Module, x: torch.Tensor, target: int, method: str, *
         heat = raw[0].amax(dim=0)
     elif method == "integrated_gradients":
         raw = ca.IntegratedGradients(net).attribute(
-            x, baselines=torch.zeros_like(x), target=target, n_steps=ig_steps,
-            internal_batch_size=ig_steps)
+            x, baselines=torch.zeros_like(x), target=target, n_steps=IG_STEPS,
+            internal_batch_size=IG_STEPS)
         heat = raw[0].sum(dim=0)
     elif method == "gradcam":
         raw = ca.LayerGradCam(net, net.conv2).attribute(x, target=target,
                                                          relu_attributions=True)
         heat = ca.LayerAttribution.interpolate(raw, size, "bilinear")[0, 0]
     else:
-        per_eval = per_eval or occlusion_windows(size, window, stride)
+        w, s = OCCLUSION_WINDOW, OCCLUSION_STRIDE
         raw = ca.Occlusion(net).attribute(
-            x, target=target, sliding_window_shapes=(3, window, window),
-            strides=(3, stride, stride), baselines=0, perturbations_per_eval=int(per_eval))
+            x, target=target, sliding_window_shapes=(3, w, w), strides=(3, s, s), baselines=0,
+            perturbations_per_eval=int(per_eval or occlusion_windows(size)))
         heat = raw[0].sum(dim=0)
     seconds = time.perf_counter() - start
     return View(method, target, heat.detach().to(torch.float32).cpu().numpy(),
                 raw[0].detach().to(torch.float32).cpu().numpy(), seconds, method in SIGNED)
 
 
-def explain_all(model: torch.nn.Module, x: torch.Tensor, target: int,
-                methods=METHODS) -> dict[str, View]:
-    """Every view of ``methods`` for one class, in order."""
-    return {m: explain(model, x, target, m) for m in methods}
+def explain_all(model: torch.nn.Module, x: torch.Tensor, target: int) -> dict[str, View]:
+    """Every view of ``METHODS`` for one class, in order."""
+    return {m: explain(model, x, target, m) for m in METHODS}
 
 
 def blocks(heat: np.ndarray, size: int = 4) -> np.ndarray:

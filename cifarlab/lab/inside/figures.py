@@ -17,6 +17,7 @@ from cifarlab import i18n
 from cifarlab.lab import charts as C
 from cifarlab.lab.inside.activations import Neuron, Stage, filter_patches, filter_table, stage
 from cifarlab.lab.inside.explain import METHODS, strongest
+from cifarlab.lab.tables import dims
 
 MAX_MAPS = 16           # feature maps drawn of a layer
 MAX_CHANNELS = 6        # input channels of one neuron's arithmetic drawn
@@ -26,19 +27,14 @@ VECTORS = (("flatten", "values", False), ("relu3", "values", False), ("relu4", "
            ("fc3", "scores", True), ("softmax", "probabilities", True))
 
 
-def shape_text(shape) -> str:
-    return "×".join(str(n) for n in shape)
-
-
 def image_figure(hwc: np.ndarray, title: str, window: tuple[int, int, int] | None = None,
                  height: int = 300, lang: str = i18n.DEFAULT) -> go.Figure:
     """A 32×32 picture as its pixels (HWC uint8); ``window`` (top, left, size) boxed."""
     fig = go.Figure(go.Image(z=np.asarray(hwc)))
     if window is not None:
         C.box(fig, window[0], window[1], window[2], window[2])
-    fig.update_layout(title=title, height=height, margin=C.MARGIN)
     C.pixel_axes(fig, hwc.shape[0])
-    return C.localized(fig, lang)
+    return C.localized(fig, lang, title=title, height=height, margin=C.MARGIN)
 
 
 def maps_figure(values: np.ndarray, titles: Sequence[str], title: str, signed: bool, t,
@@ -86,36 +82,29 @@ class StageView:
 def stage_views(stages: list[Stage], names: list[str], t, act: str = "ReLU") -> list[StageView]:
     """What the activations tab shows stage by stage: the maps of the conv and pool layers
     (the first ``MAX_MAPS``), the values of the flat ones as bars (the class scores named)."""
-    out = []
-
-    def heading(name: str, s: Stage) -> str:
-        return f"{t(f'inside.stage_{name}', act=act)} · `{shape_text(s.shape)}`"
-
+    parts = []       # (stage, figure, alt text, caption)
     for name, signed in MAPS:
         s = stage(stages, name)
-        c = s.shape[0]
-        n = min(c, MAX_MAPS)
+        c, n = s.shape[0], min(s.shape[0], MAX_MAPS)
         fig = maps_figure(s.values[:n], [t("inside.map_n", n=i + 1) for i in range(n)],
                           t("inside.maps_title" if signed else "inside.maps_title_positive",
                             n=n, c=c), signed, t)
-        out.append(StageView(name, heading(name, s),
-                             s.line, C.localized(fig, t.lang),
-                             t("inside.maps_alt", layer=name, n=n, h=s.shape[1], w=s.shape[2]),
-                             t("inside.first_maps", n=n, c=c) if n < c else None))
+        parts.append((s, fig, t("inside.maps_alt", layer=name, n=n, h=s.shape[1], w=s.shape[2]),
+                      t("inside.first_maps", n=n, c=c) if n < c else None))
     for name, key, named in VECTORS:
         s = stage(stages, name)
         fig = vector_figure(s.values, t("inside.x_class") if named else t("inside.x_index"),
                             t(f"inside.y_{key}"), names=names if named else None,
                             highlight=int(np.argmax(s.values)) if named else None)
-        out.append(StageView(name, heading(name, s),
-                             s.line, C.localized(fig, t.lang),
-                             t("inside.vector_alt", layer=name, n=s.shape[0])))
-    return out
+        parts.append((s, fig, t("inside.vector_alt", layer=name, n=s.shape[0]), None))
+    return [StageView(s.name, f"{t(f'inside.stage_{s.name}', act=act)} · `{dims(s.shape)}`",
+                      s.line, C.localized(fig, t.lang), alt, caption)
+            for s, fig, alt, caption in parts]
 
 
 def stages_table(stages: list[Stage], t) -> pd.DataFrame:
     rows = [{t("inside.col_stage"): s.name, t("inside.col_code"): s.line,
-             t("inside.col_shape"): shape_text(s.shape),
+             t("inside.col_shape"): dims(s.shape),
              t("inside.col_min"): i18n.number(s.values.min(), t.lang, 3),
              t("inside.col_max"): i18n.number(s.values.max(), t.lang, 3),
              t("inside.col_zeros"): i18n.percent(float((s.values == 0).mean()), t.lang, 0)}
@@ -147,10 +136,9 @@ def pick_figure(fmap: np.ndarray, row: int, col: int, title: str, t) -> go.Figur
                     color="rgba(0,0,0,0.01)"),
         customdata=np.round(fmap.ravel(), 4), hovertemplate=hover))
     C.box(fig, row, col, 1, 1)
-    fig.update_layout(title=title, height=420, margin=C.MARGIN, clickmode="event+select",
-                      dragmode=False)
     C.pixel_axes(fig, h, w, square=True)
-    return C.localized(fig, t.lang)
+    return C.localized(fig, t.lang, title=title, height=420, margin=C.MARGIN,
+                       clickmode="event+select", dragmode=False)
 
 
 def neuron_view(n: Neuron, t) -> tuple[go.Figure, pd.DataFrame]:

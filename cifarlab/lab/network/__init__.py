@@ -18,12 +18,7 @@ from cifarlab.core import conv_arithmetic as ca, shapes
 from cifarlab.core.config import ModelSpec
 from cifarlab.core.modelspec import is_int
 from cifarlab.errors import CifarLabError, ShapeError
-
-__all__ = [
-    "named_kernels", "KERNEL_NAMES", "to_input", "net_conv1", "apply_kernel", "conv_step",
-    "torch_conv", "maxpool_windows", "calculator", "StackReport", "analyze_stack",
-    "activation_sizes",
-]
+from cifarlab.lab.tables import dims
 
 # -----------------------------------------------------------------------------------------
 # kernels and inputs
@@ -49,7 +44,7 @@ def to_input(image_hwc: np.ndarray, mode: str = "gray") -> np.ndarray:
     hand-made kernels) or "rgb" (the tutorial's ToTensor + Normalize: what conv1 sees)."""
     img = np.asarray(image_hwc)
     if img.ndim != 3 or img.shape[2] != 3:
-        raise ShapeError("network.bad_image", layer="image", shape=_dims(img.shape))
+        raise ShapeError("network.bad_image", layer="image", shape=dims(img.shape))
     x = img.astype(np.float32).transpose(2, 0, 1) / np.float32(255)
     if mode == "gray":
         return x.mean(axis=0, keepdims=True, dtype=np.float32)
@@ -80,7 +75,7 @@ def _chw(image: np.ndarray) -> np.ndarray:
     if x.ndim == 2:
         x = x[None]
     if x.ndim != 3:
-        raise ShapeError("network.bad_map_input", layer="image", shape=_dims(x.shape))
+        raise ShapeError("network.bad_map_input", layer="image", shape=dims(x.shape))
     return x
 
 
@@ -89,13 +84,9 @@ def _ckk(kernel: np.ndarray, channels: int) -> np.ndarray:
     if k.ndim == 2:
         k = np.broadcast_to(k, (channels, *k.shape))
     if k.ndim != 3 or k.shape[0] != channels:
-        raise ShapeError("network.kernel_channels", layer="kernel", shape=_dims(k.shape),
+        raise ShapeError("network.kernel_channels", layer="kernel", shape=dims(k.shape),
                          n=channels)
     return np.ascontiguousarray(k)
-
-
-def _dims(shape) -> str:
-    return "×".join(str(int(n)) for n in shape) or "()"
 
 
 def _pad(x: np.ndarray, padding: int) -> np.ndarray:
@@ -170,7 +161,7 @@ def maxpool_windows(fmap: np.ndarray, kernel: int = 2, stride: int | None = None
     kernel, as in ``nn.MaxPool2d``."""
     x = np.asarray(fmap, dtype=np.float32)
     if x.ndim != 2:
-        raise ShapeError("network.bad_feature_map", layer="pool", shape=_dims(x.shape))
+        raise ShapeError("network.bad_feature_map", layer="pool", shape=dims(x.shape))
     stride = kernel if stride is None else stride
     oh, ow = shapes.pool2d_output_size(x.shape, kernel, stride)
     out = np.empty((oh, ow), dtype=np.float32)
@@ -215,12 +206,10 @@ def calculator(kind: str, size, kernel, padding=0, stride=1, dilation=1) -> dict
         out = size_of(*args)      # refuses an output below 1, which the formulas still show
     except ShapeError as e:
         dims, err = dims if len(dims) == n_dims else [], e
-    return {"dims": dims, "output": out, "ok": err is None, "shape_error": err,
+    return {"dims": dims, "output": out, "shape_error": err,
             "shown": "—" if out is None else ca.fmt_size(out),
-            "error": None if err is None else str(err),
             "formula": "\n".join(d["formula"] for d in dims),
-            "exact": all(d["exact"] for d in dims),
-            "remainder": dims[0]["remainder"] if dims else 0}
+            "exact": all(d["exact"] for d in dims)}
 
 
 # -----------------------------------------------------------------------------------------
@@ -235,9 +224,7 @@ class StackReport:
     flat: int | None = None                          # fc1's input size (400 for the tutorial)
     flat_shape: tuple[int, int, int] | None = None   # (C, H, W) before the flatten
     total_params: int | None = None
-    error: str | None = None                         # the ShapeError's message (English)
-    error_layer: str | None = None
-    shape_error: ShapeError | None = None            # the error: .text(lang) for a page
+    shape_error: ShapeError | None = None            # why it can't: .text(lang), .layer
     view_error: str | None = None                    # PyTorch's message with x.view(-1, 400)
     flatten_error: str | None = None                 # ... with torch.flatten(x, 1) + Linear(400)
     view_error_kind: str | None = None               # the exception's class: "RuntimeError", ...
@@ -245,28 +232,29 @@ class StackReport:
 
     @property
     def ok(self) -> bool:
-        return self.error is None
+        return self.shape_error is None
 
     def error_text(self, lang: str = "en") -> str | None:
         """Why the sizes do not fit, in ``lang``, naming the layer and the sizes."""
         return self.shape_error.text(lang) if self.shape_error is not None else None
 
 
-def analyze_stack(spec: ModelSpec, batch_size: int = 4) -> StackReport:
+def analyze_stack(spec: ModelSpec) -> StackReport:
     """The shape table of ``spec``, fc1's real input size, and what the tutorial's hard-coded
-    ``16 * 5 * 5`` would make PyTorch say about it (``None`` when it happens to work)."""
+    ``16 * 5 * 5`` would make PyTorch say about it with a batch of 4 (``None`` when it happens
+    to work)."""
     report = StackReport(spec)
     try:
         traces = shapes.trace_spec(spec)
     except ShapeError as err:
-        report.error, report.error_layer, report.shape_error = str(err), err.layer, err
+        report.shape_error = err
     else:
         report.rows = shapes.trace_table(traces)
         flat = next(t for t in traces if t.kind == "flatten")
         report.flat, report.flat_shape = flat.out_shape[0], tuple(flat.in_shape)
         report.total_params = shapes.total_params(traces)
-    report.view_error_kind, report.view_error = _run_tutorial(spec, batch_size, "view")
-    report.flatten_error_kind, report.flatten_error = _run_tutorial(spec, batch_size, "flatten")
+    report.view_error_kind, report.view_error = _run_tutorial(spec, "view")
+    report.flatten_error_kind, report.flatten_error = _run_tutorial(spec, "flatten")
     return report
 
 
@@ -301,7 +289,7 @@ class _TutorialNet(nn.Module):
         return self.fc3(x)
 
 
-def _run_tutorial(spec: ModelSpec, batch_size: int, flatten: str) -> tuple[str | None, str | None]:
+def _run_tutorial(spec: ModelSpec, flatten: str) -> tuple[str | None, str | None]:
     """(exception class name, first line of PyTorch's own message) for the tutorial's forward
     (fc1 fixed at 16 * 5 * 5, ``x.view`` or ``torch.flatten``) and loss, really run on zeros;
     (None, None) when it runs. (With ``view``, a multiple of 400 gets through the view with too
@@ -311,8 +299,8 @@ def _run_tutorial(spec: ModelSpec, batch_size: int, flatten: str) -> tuple[str |
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         net = _TutorialNet(spec, flatten)
-    x = torch.zeros(batch_size, 3, 32, 32)
-    labels = torch.zeros(batch_size, dtype=torch.long)
+    x = torch.zeros(4, 3, 32, 32)
+    labels = torch.zeros(4, dtype=torch.long)
     try:
         with torch.no_grad():
             nn.CrossEntropyLoss()(net(x), labels)

@@ -44,10 +44,9 @@ def figure(t) -> go.Figure:
         fig.add_scatter(x=x, y=y, name=label, legendgroup=name, line=style, row=1, col=1)
         fig.add_scatter(x=x, y=dy, name=label, legendgroup=name, showlegend=False, line=style,
                         row=1, col=2)
-    fig.update_layout(height=360, margin=dict(C.MARGIN, t=60), legend=dict(
-        orientation="h", y=-0.15, x=0.5, xanchor="center"))
     fig.update_xaxes(title_text="x", zeroline=True)
-    return C.localized(fig, t.lang)
+    return C.localized(fig, t.lang, height=360, margin=dict(C.MARGIN, t=60), legend=dict(
+        orientation="h", y=-0.15, x=0.5, xanchor="center"))
 
 
 def table(t, layers: tuple[int, ...] = (1, 2, 4, 8)) -> list[dict]:

@@ -15,17 +15,15 @@ from cifarlab.core.evaluate import EvalResult, evaluate
 from cifarlab.errors import CheckpointError, CifarLabError
 from cifarlab.lab.data import upscale
 from cifarlab.lab.results.uploads import (  # the page's one import: re-exported
-    MAX_CHECKPOINT_BYTES, MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, MAX_UPLOAD_BYTES, PREVIEW_SIZE,
-    SERVER_UPLOAD_MB, UPLOADER_MB, ImageError, classify_image, classify_prepared,
-    load_uploaded_checkpoint, prepare_image)
+    MAX_CHECKPOINT_BYTES, MAX_IMAGE_PIXELS, MAX_UPLOAD_BYTES, PREVIEW_SIZE, SERVER_UPLOAD_MB,
+    UPLOADER_MB, ImageError, classify_prepared, load_uploaded_checkpoint, prepare_image)
 
 __all__ = [
-    "TUTORIAL_REFERENCE", "MAX_CHECKPOINT_BYTES", "MAX_UPLOAD_BYTES", "MAX_IMAGE_BYTES",
-    "UPLOADER_MB", "SERVER_UPLOAD_MB", "MAX_IMAGE_PIXELS", "PREVIEW_SIZE", "CheckpointError",
-    "ImageError",
+    "TUTORIAL_REFERENCE", "MAX_CHECKPOINT_BYTES", "MAX_UPLOAD_BYTES", "UPLOADER_MB",
+    "SERVER_UPLOAD_MB", "MAX_IMAGE_PIXELS", "PREVIEW_SIZE", "CheckpointError", "ImageError",
     "load_run_model", "load_uploaded_checkpoint", "predictions_for", "confused_examples",
     "most_confused_pair", "picked_cell", "sample_predictions", "per_class_by_epoch",
-    "prepare_image", "classify_image", "classify_prepared", "upscale",
+    "prepare_image", "classify_prepared", "upscale",
 ]
 
 # The PyTorch tutorial's printed figures: 54 % overall after 2 epochs; per class they swing
@@ -57,7 +55,7 @@ def predictions_for(model: torch.nn.Module, data, device="cpu", tta: bool = Fals
     return evaluate(model, data, device, tta=tta)
 
 
-def confused_examples(ev: EvalResult, true_cls: int | str, pred_cls: int | str,
+def confused_examples(ev: EvalResult, true_cls: int, pred_cls: int,
                       limit: int = 24) -> np.ndarray:
     """Indices of test images of class ``true_cls`` that the model called ``pred_cls``, the
     most confident answers first. ``true_cls == pred_cls`` gives correctly classified ones."""
@@ -109,16 +107,12 @@ def sample_predictions(ev: EvalResult, n: int = 16, seed: int = 0) -> pd.DataFra
 
 
 def per_class_by_epoch(events: Iterable[Any]) -> pd.DataFrame:
-    """Per-class accuracy after each epoch, long format: columns epoch, class, accuracy (0..1).
-
-    ``events``: the run's events (``RunEvent`` or ``{"kind", "data"}`` dicts; only "epoch" ones
-    count) or the epoch summaries themselves (dicts with "epoch" and "per_class_accuracy", as
-    in ``result["epochs"]``). Epochs evaluated without per-class figures are left out; an empty
-    frame (same columns) when there are none.
-    """
+    """Per-class accuracy after each epoch, long format: columns epoch, class, accuracy (0..1),
+    from the run's ``RunEvent``s (the "epoch" ones) or its ``result["epochs"]`` summaries.
+    Epochs without per-class figures are left out (an empty frame when none has them)."""
     rows = []
     for item in events or ():
-        kind, data = _event_parts(item)
+        kind, data = (item.kind, item.data) if hasattr(item, "kind") else (None, item)
         if kind not in (None, "epoch") or not isinstance(data, Mapping):
             continue
         per_class = data.get("per_class_accuracy")
@@ -132,18 +126,8 @@ def per_class_by_epoch(events: Iterable[Any]) -> pd.DataFrame:
     return df.drop_duplicates(["epoch", "class"], keep="last").reset_index(drop=True)
 
 
-def _event_parts(item: Any) -> tuple[str | None, Any]:
-    if hasattr(item, "kind") and hasattr(item, "data"):
-        return item.kind, item.data
-    if isinstance(item, Mapping) and "kind" in item and "data" in item:
-        return item["kind"], item["data"]
-    return None, item
-
-
-def _class_index(classes: Sequence[str], cls: int | str) -> int:
+def _class_index(classes: Sequence[str], cls: int) -> int:
     if isinstance(cls, (int, np.integer)) and 0 <= int(cls) < len(classes):
         return int(cls)
-    if isinstance(cls, str) and cls in classes:
-        return list(classes).index(cls)
     raise CifarLabError("results.unknown_class", field="class", cls=repr(cls)[:40],
                         classes=", ".join(classes))

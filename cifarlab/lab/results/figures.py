@@ -16,7 +16,7 @@ from cifarlab.lab.tables import class_name
 
 BAR = C.PALETTE[0]
 REFERENCE = C.PALETTE[5]
-TIGHT = dict(l=10, r=10, t=20, b=10)
+TIGHT = dict(C.MARGIN, t=20)
 
 
 def pct(x: float, lang: str, digits: int = 1) -> str:
@@ -71,9 +71,9 @@ def accuracy_figures(ev, t) -> tuple[go.Figure, go.Figure]:
     fig.add_hline(y=100 * ref["accuracy"], line=line)
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=line, hoverinfo="skip",
                              name=t("results.tutorial_figure", pct=pct(ref["accuracy"], lang, 0))))
-    fig.update_layout(height=340, margin=TIGHT, yaxis_title=t("common.accuracy") + " (%)",
-                      yaxis_range=[0, 105], legend=dict(orientation="h", y=-0.2))
-    return C.localized(overall, lang), C.localized(fig, lang)
+    return C.localized(overall, lang), C.localized(
+        fig, lang, height=340, margin=TIGHT, yaxis_title=t("common.accuracy") + " (%)",
+        yaxis_range=[0, 105], legend=dict(orientation="h", y=-0.2))
 
 
 def confusion_figure(ev, mistakes_only: bool, t) -> go.Figure:
@@ -94,10 +94,10 @@ def confusion_figure(ev, mistakes_only: bool, t) -> go.Figure:
         hovertemplate=(t("results.true_label") + ": %{y}<br>" + t("results.predicted_label")
                        + ": %{x}<br>" + t("results.count")
                        + ": %{customdata[2]:,}<extra></extra>")))
-    fig.update_layout(height=560, margin=dict(l=10, r=10, t=10, b=10), clickmode="event+select",
-                      xaxis_title=t("results.predicted_label"), yaxis_title=t("results.true_label"))
     fig.update_yaxes(autorange="reversed")
-    return C.localized(fig, t.lang)
+    return C.localized(fig, t.lang, height=560, margin=dict(C.MARGIN, t=10),
+                       clickmode="event+select", xaxis_title=t("results.predicted_label"),
+                       yaxis_title=t("results.true_label"))
 
 
 def epochs_figure(long: pd.DataFrame, t) -> go.Figure:
@@ -107,9 +107,8 @@ def epochs_figure(long: pd.DataFrame, t) -> go.Figure:
     fig = px.line(df, x="epoch", y="accuracy", color="cls", markers=True,
                   labels={"epoch": t("common.epoch"), "accuracy": t("common.accuracy") + " (%)",
                           "cls": t("common.class")})
-    fig.update_layout(height=360, margin=TIGHT, yaxis_range=[0, 100])
     fig.update_xaxes(dtick=1)
-    return C.localized(fig, t.lang)
+    return C.localized(fig, t.lang, height=360, margin=TIGHT, yaxis_range=[0, 100])
 
 
 def guesses_figure(ranked: list[tuple[str, float]], t) -> go.Figure:
@@ -118,7 +117,6 @@ def guesses_figure(ranked: list[tuple[str, float]], t) -> go.Figure:
     fig = go.Figure(go.Bar(x=[100 * q for _, q in top], y=[class_name(c, t.lang) for c, _ in top],
                            orientation="h", text=[f"{pct(q, t.lang)} %" for _, q in top],
                            textposition="outside", marker_color=BAR))
-    fig.update_layout(height=240, margin=dict(l=10, r=30, t=30, b=10),
-                      title=t("results.top_guesses"), xaxis_range=[0, 110],
-                      xaxis_title=t("results.probability"))
-    return C.localized(fig, t.lang)
+    return C.localized(fig, t.lang, height=240, margin=dict(C.MARGIN, r=30, t=30),
+                       title=t("results.top_guesses"), xaxis_range=[0, 110],
+                       xaxis_title=t("results.probability"))

@@ -24,7 +24,6 @@ from cifarlab.errors import CheckpointError, UploadError
 # its cap in English: a file too large for us reaches our check and is refused in the student's
 # language. The server's cap (server.maxUploadSize) sits 1 MB above, for the request's framing.
 MAX_UPLOAD_BYTES = MAX_CHECKPOINT_BYTES
-MAX_IMAGE_BYTES = MAX_UPLOAD_BYTES
 UPLOADER_MB = 200
 SERVER_UPLOAD_MB = UPLOADER_MB + 1
 # A picture is checked from its header before anything is decoded: at most 24 megapixels (more
@@ -93,16 +92,12 @@ _ORIENTATION = 0x0112  # EXIF
 
 
 def prepare_image(file_bytes: bytes, max_pixels: int = MAX_IMAGE_PIXELS,
-                  max_bytes: int = MAX_IMAGE_BYTES, size: int = 32) -> PreparedImage:
-    """Decode an uploaded picture safely and shrink it to ``size``×``size`` RGB.
-
-    Refused with ``ImageError``: not an image (PNG, JPEG, GIF, WebP, BMP, TIFF), over
-    ``max_bytes``, more than ``max_pixels`` pixels or ``MAX_DECODE_BYTES`` once decoded
-    (checked from the header, before anything is decoded: a decompression bomb never gets
-    decoded), a torn file. Converted, with a note: CMYK and other colour modes, 16-bit and
-    float images (scaled to 8 bits), transparency (laid over white), an animation (its first
-    frame), an EXIF rotation; a non-square picture is cropped to its centre square.
-    """
+                  max_bytes: int = MAX_UPLOAD_BYTES, size: int = 32) -> PreparedImage:
+    """Decode an uploaded picture safely and shrink it to ``size``×``size`` RGB. Refused
+    (``ImageError``): not one of ``IMAGE_FORMATS``, a torn file, over ``max_bytes``, over
+    ``max_pixels`` or ``MAX_DECODE_BYTES`` by its header. Converted, with a note: other colour
+    modes, 16-bit and float (scaled to 8 bits), transparency (over white), an animation (its
+    first frame), an EXIF rotation, a non-square picture (its centre square)."""
     from PIL import Image, UnidentifiedImageError
 
     if not file_bytes:
@@ -255,20 +250,11 @@ def _to_rgb(img, notes: list[tuple[str, dict]]):
     return out
 
 
-def classify_prepared(model: torch.nn.Module, image: PreparedImage, classes: Sequence[str],
-                      top: int | None = None) -> list[tuple[str, float]]:
-    """(class, probability) for a prepared picture, most likely first."""
+def classify_prepared(model: torch.nn.Module, image: PreparedImage,
+                      classes: Sequence[str]) -> list[tuple[str, float]]:
+    """(class, probability) for a prepared picture (``prepare_image``), most likely first."""
     probs = predict(model, image.tensor(), "cpu")[0]
     if len(probs) != len(classes):
         raise CheckpointError("checkpoint.class_names", n=len(probs), names=len(classes))
     order = np.argsort(-probs, kind="stable")
-    out = [(str(classes[i]), float(probs[i])) for i in order]
-    return out[:top] if top else out
-
-
-def classify_image(model: torch.nn.Module, file_bytes: bytes, classes: Sequence[str],
-                   max_pixels: int = MAX_IMAGE_PIXELS,
-                   max_bytes: int = MAX_IMAGE_BYTES) -> list[tuple[str, float]]:
-    """Classify an uploaded picture: [(class, probability)], most likely first, summing to 1.
-    ``ImageError`` (a ``CifarLabError``) when the file cannot be used; see ``prepare_image``."""
-    return classify_prepared(model, prepare_image(file_bytes, max_pixels, max_bytes), classes)
+    return [(str(classes[i]), float(probs[i])) for i in order]
