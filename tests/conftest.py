@@ -56,6 +56,20 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.integration)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def one_torch_thread():
+    """torch in the test process on one thread: under ``make test`` two xdist workers share the
+    2-core machine with Chromium and the app server, and torch's default of a thread per core
+    spins more than it computes there (docs/benchmarks.md §24). Worker processes set their own
+    (the ``worker_threads`` setting); tests about threads set theirs."""
+    import sys
+
+    if "torch" in sys.modules:   # only where the collected tests imported it
+        import torch
+
+        torch.set_num_threads(1)
+
+
 @pytest.fixture(scope="session")
 def cifar_archive() -> Path:
     """The offline CIFAR-10 (50,000 + 10,000 JPEGs in train/<class>/, test/<class>/)."""
