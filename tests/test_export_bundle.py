@@ -36,7 +36,9 @@ from cifarlab.core.export.render import split_cells
 from cifarlab.core.export.tensorboard import MAX_STEP_POINTS, hparams_of, step_points
 from cifarlab.core.model import Net as LabNet
 from cifarlab.core.train import train
-from test_export import LOSS_LINE, one_thread, small  # noqa: F401 - small: a shared fixture
+# shared fixtures: small, and one_thread (autouse here too: one CPU thread for the module, as a
+# busy 2-core server gives each run)
+from test_export import LOSS_LINE, one_thread, small  # noqa: F401
 from tutorial_net import Net as TutorialNet
 
 RUN_ID = "5e1f0c2a9b8d4e7f8a6b5c4d3e2f1a0b"
@@ -51,9 +53,7 @@ def _train(config, data, path):
             steps.extend(e.data["steps"])
             losses.extend(e.data["losses"])
 
-    with one_thread():           # as a busy 2-core server gives each run
-        result = train(config, data, on_event=on_event, eval_each_epoch=True,
-                       checkpoint_path=path)
+    result = train(config, data, on_event=on_event, eval_each_epoch=True, checkpoint_path=path)
     assert losses == result.losses and result.env["torch_threads"] == 1
     return result, steps, losses
 

@@ -2,6 +2,8 @@
 draw, with headers and cells in the student's language."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -74,10 +76,10 @@ def test_per_class_table_with_the_tutorial_ranges():
 
 
 def test_per_class_by_epoch_table_from_a_runs_epoch_events():
-    events = [{"kind": "epoch", "data": {"epoch": 1, "per_class_accuracy": {"cat": 0.2,
-                                                                           "dog": 0.5}}},
-              {"kind": "epoch", "data": {"epoch": 2, "per_class_accuracy": {"cat": 0.35}}},
-              {"kind": "loss", "data": {"step": 3}}]
+    events = [SimpleNamespace(kind="epoch", data={"epoch": 1, "per_class_accuracy": {
+                  "cat": 0.2, "dog": 0.5}}),         # as the run store's RunEvents
+              SimpleNamespace(kind="epoch", data={"epoch": 2, "per_class_accuracy": {"cat": 0.35}}),
+              SimpleNamespace(kind="loss", data={"step": 3})]
     table = tables.per_class_by_epoch_table(per_class_by_epoch(events), "es")
     assert list(table.columns) == ["Clase", "Época 1", "Época 2"]
     assert table.to_dict("list") == {"Clase": ["gato", "perro"],
