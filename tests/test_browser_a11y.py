@@ -203,7 +203,7 @@ def test_one_training_story_by_keyboard_then_watched_cancelled_and_compared(serv
     accuracy in the language's notation; axe finds nothing serious on the Train page showing
     it, and on a phone its view fits the screen's width. A second, longer run shows its loss
     chart growing, survives a reload still live, and is cancelled from the page. The Results
-    page reads the finished run (axe again), and the Runs page compares the two."""
+    page reads the newest run with a result (axe again), and the Runs page compares the two."""
     lang, sid = KEYBOARD_LANG, KEYBOARD_SID
     t = i18n.translator(lang)
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -277,7 +277,8 @@ def test_one_training_story_by_keyboard_then_watched_cancelled_and_compared(serv
         assert not page_problems(page)
         screenshot(page, f"{lang}-train-cancelled")
 
-        # the Results page reads the finished run (the newest finished run of this session)
+        # the Results page reads the session's newest run with a result: the cancelled one,
+        # evaluated as it stood (the page says so)
         go_by_sidebar(page, "results")
         metric = page.locator('[data-testid="stMetric"]').filter(
             has_text=t("results.overall_accuracy"))
