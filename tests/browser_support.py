@@ -130,6 +130,19 @@ def go_by_sidebar(page, pid: str, timeout_ms: int = 60_000) -> None:
     assert pid == "home" or f"/{pid}" in page.url, (pid, page.url)
 
 
+def calculator_stride(page, t, stride: int):
+    """On the Network page: open the output-size calculator (it shows the tutorial's 28 for
+    conv1), type ``stride`` and press Enter. Returns the calculator's tab panel."""
+    page.get_by_role("tab", name=t("network.calc_title")).click()
+    wait_idle(page)
+    panel = page.locator('[role="tabpanel"]:not([hidden])')
+    assert panel.locator('[data-testid="stMetricValue"]').inner_text().strip() == "28"
+    box = panel.get_by_label(t("network.stride"), exact=True)
+    box.fill(str(stride))
+    box.press("Enter")
+    return panel
+
+
 def wait_idle(page, timeout_ms: int = 180_000) -> None:
     """Wait until Streamlit has finished running the script: no 'running' status widget, no
     stale elements left from the previous run (a rerun keeps them, marked ``data-stale``,

@@ -17,9 +17,9 @@ import re
 
 import pytest
 
-from browser_support import (LOSS_CHART_LAST_STEP, PHONE_JS, check_axe, check_language_and_links,
-                             go_by_sidebar, open_advanced, page_problems, report, screenshot,
-                             wait_idle, wait_on_progress)
+from browser_support import (LOSS_CHART_LAST_STEP, PHONE_JS, calculator_stride, check_axe,
+                             check_language_and_links, go_by_sidebar, open_advanced,
+                             page_problems, report, screenshot, wait_idle, wait_on_progress)
 from cifarlab import i18n
 from cifarlab.serve.store import RunStore
 from ui.nav import PAGES
@@ -67,13 +67,7 @@ def check_whole_page(page, where: str, found: dict[str, list[str]]) -> None:
 
 def check_conv_calculator(page, t) -> None:
     """The Network page's output-size calculator: the tutorial's 28, then a stride of 2."""
-    page.get_by_role("tab", name=t("network.calc_title")).click()
-    wait_idle(page)
-    panel = page.locator('[role="tabpanel"]:not([hidden])')
-    assert panel.locator('[data-testid="stMetricValue"]').inner_text().strip() == "28"
-    box = panel.get_by_label(t("network.stride"), exact=True)
-    box.fill("2")
-    box.press("Enter")
+    panel = calculator_stride(page, t, 2)
     page.wait_for_function(
         """() => [...document.querySelectorAll('[role="tabpanel"]:not([hidden]) '
                + '[data-testid="stMetricValue"]')].some(e => e.innerText.trim() === '14')""",

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import pytest
 
-from browser_support import (check_language_and_links, english_sentences, go_by_sidebar,
-                             open_advanced, page_problems, tall_screenshot, wait_idle)
+from browser_support import (calculator_stride, check_language_and_links, english_sentences,
+                             go_by_sidebar, open_advanced, page_problems, tall_screenshot,
+                             wait_idle)
 from cifarlab import i18n
 from ui.nav import PAGES
 
@@ -90,13 +91,7 @@ def not_a_checkpoint_uploaded(page, t, lang: str, folder) -> None:
 def stride_zero(page, t, lang: str) -> None:
     """Network: the output-size calculator answers a stride of 0 in the student's language,
     and the last good result is not left on the screen."""
-    page.get_by_role("tab", name=t("network.calc_title")).click()
-    wait_idle(page)
-    panel = page.locator('[role="tabpanel"]:not([hidden])')
-    assert panel.locator('[data-testid="stMetricValue"]').inner_text().strip() == "28"
-    box = panel.get_by_label(t("network.stride"), exact=True)
-    box.fill("0")
-    box.press("Enter")
+    panel = calculator_stride(page, t, 0)
     wait_idle(page)
     said = i18n.t("errors.shapes.below_min", lang, layer="Conv2d", arg="stride", lo=1,
                   value="0").replace("`", "")          # shown as code, read as text
