@@ -1,10 +1,26 @@
 """The job kinds tests/test_executors.py runs ("waiting", "steps"), in a module of their own:
 a Ray actor is a fresh process that imports its job's module, and this one imports no torch
 (the test module does: ~3 CPU-s more for each of the dozen actors those tests start)."""
+from __future__ import annotations
+
 import os
 import time
 
 from cifarlab.serve.kinds import register_kind
+
+
+def step_through(ctx, steps: int, dt: float) -> int | None:
+    """``steps`` steps of ``dt`` seconds, each one's loss and progress emitted, as a training
+    run reports them (the test job kinds here, in tests/test_jobs.py and in
+    tests/replica_support.py); the step a cancel stopped it at, else None."""
+    ctx.emit("start", {"total_steps": steps})
+    for i in range(1, steps + 1):
+        time.sleep(dt)
+        ctx.emit("losses", {"steps": [i], "losses": [1.0 / i]})
+        ctx.emit("progress", {"step": i, "total_steps": steps})
+        if ctx.should_stop():
+            return i
+    return None
 
 
 def waiting_job(payload, ctx):
@@ -22,14 +38,9 @@ def steps_job(payload, ctx):
     and time limits; ``fail`` raises."""
     if payload.get("fail"):
         raise ValueError(payload["fail"])
-    steps, dt = int(payload.get("steps", 5)), float(payload.get("dt", 0.02))
-    ctx.emit("start", {"total_steps": steps})
-    for i in range(1, steps + 1):
-        time.sleep(dt)
-        ctx.emit("losses", {"steps": [i], "losses": [1.0 / i]})
-        ctx.emit("progress", {"step": i, "total_steps": steps})
-        if ctx.should_stop():
-            return {"cancelled": True, "steps": i}
+    steps = int(payload.get("steps", 5))
+    if stopped := step_through(ctx, steps, float(payload.get("dt", 0.02))):
+        return {"cancelled": True, "steps": stopped}
     # a spare's warm-up maps the data set before its job comes; a worker made for its job
     # maps it only when the job asks (this one never does)
     return {"steps": steps, "pid": os.getpid(), "warmed": ctx._data is not None,

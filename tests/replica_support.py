@@ -13,6 +13,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]     # this folder and the checkout
 
 from cifarlab.serve.queue import register_kind  # noqa: E402
+from executor_jobs import step_through  # noqa: E402
 
 STEADY = "steady"
 
@@ -20,14 +21,9 @@ STEADY = "steady"
 def steady_job(payload, ctx):
     """``steps`` steps of ``dt`` seconds, each one's loss written; stops on a cancel (or when
     its server is gone) keeping what it did."""
-    steps, dt = int(payload.get("steps", 10)), float(payload.get("dt", 0.05))
-    ctx.emit("start", {"total_steps": steps})
-    for i in range(1, steps + 1):
-        time.sleep(dt)
-        ctx.emit("losses", {"steps": [i], "losses": [1.0 / i]})
-        ctx.emit("progress", {"step": i, "total_steps": steps})
-        if ctx.should_stop():
-            return {"cancelled": True, "steps": i, "pid": os.getpid()}
+    steps = int(payload.get("steps", 10))
+    if stopped := step_through(ctx, steps, float(payload.get("dt", 0.05))):
+        return {"cancelled": True, "steps": stopped, "pid": os.getpid()}
     return {"steps": steps, "pid": os.getpid()}
 
 

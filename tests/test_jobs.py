@@ -34,6 +34,7 @@ from cifarlab.serve import queue as jobs
 from cifarlab.serve.queue import JobQueue, failure_reason, register_kind
 from cifarlab.serve.settings import load_settings
 from cifarlab.serve.store import RunStore
+from executor_jobs import step_through
 from inline_executor import InlineExecutor
 from tutorial_net import Net as TutorialNet
 
@@ -66,14 +67,9 @@ def sleepy_job(payload, ctx):
         raise DataError(payload["data_error"])
     if payload.get("coded_error"):
         raise JobError("serve.limits.num_workers", field="num_workers", n=4, limit=3)
-    steps, dt = int(payload.get("steps", 10)), float(payload.get("dt", 0.05))
-    ctx.emit("start", {"total_steps": steps})
-    for i in range(1, steps + 1):
-        time.sleep(dt)
-        ctx.emit("losses", {"steps": [i], "losses": [1.0 / i]})
-        ctx.emit("progress", {"step": i, "total_steps": steps})
-        if ctx.should_stop():
-            return {"cancelled": True, "steps": i}
+    steps = int(payload.get("steps", 10))
+    if stopped := step_through(ctx, steps, float(payload.get("dt", 0.05))):
+        return {"cancelled": True, "steps": stopped}
     return {"steps": steps, "pid": os.getpid(), "device": ctx.device, "nice": os.nice(0),
             "threads": torch.get_num_threads()}
 
