@@ -80,8 +80,8 @@ class StreamlitServer:
 # closed "Instructor sign-in" box), the Train page's image limit lowered (the Spanish walk's
 # messages name it), room for a few runs per person (the race test queues two). Its own
 # environment only where it must differ: an identity provider (test_browser_oidc.py, which
-# replaces the passphrase) and a server whose very first request is a page
-# (test_browser.py::test_first_visit_straight_to_a_page_gets_the_app_frame).
+# replaces the passphrase; its fresh server's very first request is a page) and the replicas
+# on PostgreSQL (test_browser_replicas.py).
 # Each test's ``browser.new_page()`` starts with no cookies (conftest.SharedContextBrowser), and
 # ``new_context()`` is a browser of its own: its own session id and person.
 PASSPHRASE = "classroom-passphrase-1"
