@@ -194,12 +194,13 @@ class JobQueue:
         return self._n_train or FULL_TRAIN_IMAGES
 
     # -- what the pages call -----------------------------------------------------------------
-    def runs(self, session: str, statuses=None, kind: str | None = None) -> list[Run]:
+    def runs(self, session: str, statuses=None, kind: str | None = None,
+             limit: int | None = None) -> list[Run]:
         """The runs this session may see (of one ``kind``, or all): its own, or everyone's in
-        the shared class view. Newest first."""
+        the shared class view. Newest first; at most ``limit``."""
         validate_session(session)
         return self.store.list_runs(None if self.settings.shared_view else session, statuses,
-                                    kind=kind)
+                                    kind=kind, limit=limit)
 
     def get(self, session: str, run_id: str) -> Run:
         """A run this session may see; JobError otherwise."""

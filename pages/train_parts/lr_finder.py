@@ -112,7 +112,7 @@ def show(form) -> None:
     """The finder in an expander under the form (open while there is a sweep to show), and
     its lesson in another."""
     queue, sid = get_queue(), session_id()
-    run = next(iter(queue.runs(sid, kind="lr_find")), None)     # the newest sweep
+    run = next(iter(queue.runs(sid, kind="lr_find", limit=1)), None)     # the newest sweep
     with st.expander(t("train.lr_find.title"), expanded=run is not None,
                      icon=":material/query_stats:"):
         st.caption(t("train.lr_find.intro"))
