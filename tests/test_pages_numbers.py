@@ -99,11 +99,11 @@ def test_every_number_is_written_in_the_students_language(shown, name):
     for lang in ("es", "pt"):
         texts = shown(name, lang)[0]
         text = "\n".join(s for _, s in texts)
-        verbatim = [(tok, kind, s[:90]) for tok in tokens for kind, s in texts
-                    if localized(tok, lang) != tok and in_text(tok, s)]
+        ours = {tok: localized(tok, lang) for tok in tokens}
+        verbatim = [(tok, kind, s[:90]) for tok in tokens if ours[tok] != tok
+                    for kind, s in texts if in_text(tok, s)]
         assert not verbatim, f"{name} ({lang}) writes English numbers: {verbatim[:12]}"
-        missing = [(tok, localized(tok, lang)) for tok in tokens
-                   if not in_text(localized(tok, lang), text)]
+        missing = [(tok, ours[tok]) for tok in tokens if not in_text(ours[tok], text)]
         assert not missing, f"{name} ({lang}): not found in its own notation: {missing[:12]}"
 
 
