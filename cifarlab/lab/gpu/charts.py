@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 
 from cifarlab import i18n
 from cifarlab.lab import charts as C
-from cifarlab.lab.gpu import analysis
+import cifarlab.lab.gpu.analysis as analysis
 from cifarlab.lab.gpu.config import TUTORIAL_POINT
 from cifarlab.lab.gpu.report import pipeline_name
 from cifarlab.lab.gpu.results import PHASES, SweepResult
