@@ -1,7 +1,5 @@
-"""The CPU vs GPU page's result view (not a page: pages/gpu.py calls it): where a result was
-measured, the tutorial's point in words, throughput, speed-up, CUDA graphs, the step's time
-breakdown, the two pipelines, the table and the downloads. Figures and sentences are the lab's
-(``cifarlab.lab.gpu``); this module only draws them."""
+"""The CPU vs GPU page's view of one result (pages/gpu.py calls it): it draws the lab's figures
+and sentences (``cifarlab.lab.gpu``)."""
 from __future__ import annotations
 
 import streamlit as st
@@ -28,8 +26,7 @@ def breakdown_section(res, t) -> None:
 
 
 def show(res, recorded: list, has_cuda: bool, t, measured: list = ()) -> None:
-    """One result: whether the machine was busy (first), where it was measured, the
-    tutorial's point, the charts, the table. ``measured``: this server's finished runs."""
+    """One result, whether the machine was busy first. ``measured``: this server's runs."""
     L = t.lang
     judged = lab.assess(res, measured)
     where = lab.provenance(res, L, judged)

@@ -1,6 +1,5 @@
 """``python -m cifarlab bench``: the CPU vs GPU sweep from the terminal. ``--sweep`` records
-what the page shows on machines without a GPU as ``docs/gpu-results/<gpu-or-host>-<date>.json``
-and ``.csv``, rewritten after every point. Registering the parser imports no torch.
+what the page shows machines without a GPU (``docs/gpu-results``). The parser imports no torch.
 """
 from __future__ import annotations
 
@@ -79,13 +78,10 @@ def config_from_args(args) -> SweepConfig:
 def cmd_bench(args) -> int:
     from cifarlab.lab.gpu.results import SweepResult, check_suffix
 
+    printer, outs = None if args.json else TablePrinter(), []
     if args.show:
         result = SweepResult.load(args.show)
-        if args.json:
-            print(result.to_json())
-            return 0
-        printer = TablePrinter()
-        for row in result.rows:
+        for row in result.rows if printer else []:
             printer(row)
     else:
         cfg = config_from_args(args)
@@ -102,23 +98,22 @@ def cmd_bench(args) -> int:
         from cifarlab.lab.gpu.measure import run_sweep
 
         t0 = time.perf_counter()
-        result = run_sweep(cfg, on_result=None if args.json else TablePrinter(), data=data,
-                           save_to=outs)
-        if args.json:
-            print(result.to_json())
-            return 0
-        if args.sweep:
+        result = run_sweep(cfg, on_result=printer, data=data, save_to=outs)
+        if args.sweep and printer:
             print(f"\n{len(result.rows)} points in {i18n.duration(time.perf_counter() - t0)}")
+    if args.json:
+        print(result.to_json())
+        return 0
     for line in summary_lines(result):
         print(line)
-    for out in outs if not args.show else []:
+    for out in outs:
         print(f"saved: {out}")
     return 0
 
 
 def sweep_files(devices: list[str], out_dir: str | None) -> list[Path]:
-    """docs/gpu-results/<first GPU's name, else the host>-<date>.json and .csv (with the time
-    added when that name is taken)."""
+    """docs/gpu-results/<first GPU's name, else the host>-<date>.json and .csv (+ the time when
+    taken)."""
     from cifarlab.core.devices import list_devices
     from cifarlab.lab.gpu.measure import hostname
     from cifarlab.lab.gpu.results import RESULTS_DIR

@@ -279,8 +279,14 @@ class SweepResult:
     @classmethod
     def load(cls, path: str | Path) -> SweepResult:
         path = check_suffix(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise DataError("gpu.no_such_file", field="show", path=str(path)) from None
+        except (OSError, UnicodeDecodeError):
+            raise DataError("gpu.cannot_read", path=str(path)) from None
         read = cls.from_csv_text if path.suffix.lower() == ".csv" else cls.from_json_text
-        return read(_read(path), source=str(path))
+        return read(text, source=str(path))
 
 
 def load_upload(name: str, data: bytes) -> SweepResult:
@@ -301,27 +307,20 @@ def load_upload(name: str, data: bytes) -> SweepResult:
         raise DataError("gpu.bad_value", source=name) from None
 
 
-def recordings_stamp(folder: str | Path = RESULTS_DIR) -> tuple:
+def recordings_stamp(folder: str | Path | None = None) -> tuple:
     """(the folder, its JSON files with their modification times): changes when they do."""
+    folder = folder or RESULTS_DIR   # read when called: tests point it elsewhere
     files = sorted(Path(folder).glob("*.json"))
     return str(folder), tuple((p.name, p.stat().st_mtime_ns) for p in files)
 
 
-def recorded_results(folder: str | Path = RESULTS_DIR) -> list[SweepResult]:
+def recorded_results(folder: str | Path | None = None) -> list[SweepResult]:
     """The results recorded in docs/gpu-results (JSON) that can be shown, newest first."""
     results = []
-    for path in sorted(Path(folder).glob("*.json")):
+    for path in sorted(Path(folder or RESULTS_DIR).glob("*.json")):
         try:
             results.append(SweepResult.load(path).check())
         except CifarLabError:
             continue
     return sorted(results, key=lambda r: r.recorded_at, reverse=True)
 
-
-def _read(path: str | Path) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DataError("gpu.no_such_file", field="show", path=str(path)) from None
-    except (OSError, UnicodeDecodeError):
-        raise DataError("gpu.cannot_read", path=str(path)) from None
