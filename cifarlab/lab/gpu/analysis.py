@@ -45,7 +45,6 @@ def speedups(result: SweepResult | list[dict]) -> list[dict]:
             continue
         out.append({"device": r["device"], "device_name": r["device_name"],
                     "pipeline": r["pipeline"], "batch_size": r["batch_size"], "width": r["width"],
-                    "images_per_s": r["images_per_s"], "cpu_images_per_s": c["images_per_s"],
                     "speedup": r["images_per_s"] / c["images_per_s"],
                     "graphed": bool(r.get("graphed"))})
     return sorted(out, key=lambda s: (s["device"], s["graphed"], s["pipeline"], s["width"],
@@ -58,18 +57,15 @@ def crossover(result: SweepResult | list[dict]) -> list[dict]:
     around it (log scales; None if it wins from the smallest or never)."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for s in speedups(result):
-        groups[(s["device"], s.get("graphed", False), s["pipeline"], s["width"])].append(s)
+        groups[(s["device"], s["graphed"], s["pipeline"], s["width"])].append(s)
     out = []
-    for (device, graphed, pipeline, width), ss in sorted(groups.items()):
-        ss.sort(key=lambda s: s["batch_size"])
+    for (device, graphed, pipeline, width), ss in groups.items():   # sorted, as speedups are
         first = next((i for i, s in enumerate(ss) if s["speedup"] > 1), None)
         estimate = None
         if first:  # not None and not 0: it loses at the batch before
             a, b = ss[first - 1], ss[first]
-            la, lb = math.log(a["speedup"]), math.log(b["speedup"])
-            f = -la / (lb - la)
-            estimate = math.exp(math.log(a["batch_size"]) +
-                                f * (math.log(b["batch_size"]) - math.log(a["batch_size"])))
+            f = math.log(a["speedup"]) / math.log(a["speedup"] / b["speedup"])
+            estimate = a["batch_size"] * (b["batch_size"] / a["batch_size"]) ** f
         best = max(ss, key=lambda s: s["speedup"])
         out.append({"device": device, "device_name": ss[0]["device_name"], "pipeline": pipeline,
                     "graphed": graphed, "width": width,
@@ -229,8 +225,7 @@ def what_a_gpu_would_add(result: SweepResult, recorded: list[SweepResult]) -> di
     if not (ups := speedups(both)):   # that accelerator against this CPU
         out["across_refused"] = "no_cpu_here"
         return out
-    out["across"] = {**_summary(ups), "crossover": crossover(both),
-                     "here": result.recorded_on, "there": reference.recorded_on}
+    out["across"] = {**_summary(ups), "here": result.recorded_on, "there": reference.recorded_on}
     return out
 
 

@@ -133,18 +133,14 @@ def _measure(dev, work_args: dict, steps, warmup, repeats, max_seconds, stop) ->
         sync()
         setup_s = time.perf_counter() - t_setup
         # warm-up, measured apart: the first step alone (first-call costs), then the rest
-        first_ms, warm_done, warm_s = None, 0, 0.0
-        if warmup:
-            _, first_s, _ = run_steps(1, None, work.step, sync, stop)
-            first_ms, warm_done, warm_s = first_s * 1000, 1, first_s
-            if warmup > 1:
-                budget = (None if max_seconds is None
-                          else max(0.0, max_seconds * WARMUP_SHARE - first_s))
-                n, s, _ = run_steps(warmup - 1, budget, work.step, sync, stop)
-                warm_done, warm_s = warm_done + n, warm_s + s
-        if work.steps_to_capture():  # a graphed step is captured in the warm-up, never timed
-            n, s, _ = run_steps(work.steps_to_capture(), None, work.step, sync, stop)
-            warm_done, warm_s = warm_done + n, warm_s + s
+        warm = [run_steps(1, None, work.step, sync, stop)] if warmup else []
+        if warmup > 1:
+            budget = (None if max_seconds is None
+                      else max(0.0, max_seconds * WARMUP_SHARE - warm[0][1]))
+            warm.append(run_steps(warmup - 1, budget, work.step, sync, stop))
+        if capture := work.steps_to_capture():  # a graphed step is captured here, never timed
+            warm.append(run_steps(capture, None, work.step, sync, stop))
+        warm_done, warm_s = sum(n for n, _, _ in warm), sum((s for _, s, _ in warm), 0.0)
         left = None if max_seconds is None else max(0.0, max_seconds - warm_s) / repeats
         per_step, timed, loss = [], 0, None
         for _ in range(repeats):
@@ -155,7 +151,7 @@ def _measure(dev, work_args: dict, steps, warmup, repeats, max_seconds, stop) ->
             return {"error": f"not graphed: {why}"}
         row = {"params": work.params, "num_workers": work.config.num_workers,
                "setup_s": setup_s, "warmup_steps": warm_done, "warmup_s": warm_s,
-               "first_step_ms": first_ms, "timed_steps": timed,
+               "first_step_ms": warm[0][1] * 1000 if warmup else None, "timed_steps": timed,
                "budget_hit": timed < steps * repeats, "loss": finite(loss.item()),
                **step_stats(per_step, work.config.batch_size)}
         if dev.type == "cuda":
