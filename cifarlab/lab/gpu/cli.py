@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 import time
 from datetime import datetime, UTC
 from pathlib import Path
@@ -155,11 +154,11 @@ class TablePrinter:
     """on_result callback that prints each row as it arrives: a row of the page's table
     (``rows_table``, in English), its speed-up against the cpu rows before it."""
 
-    def __init__(self, out=None):
-        self.out, self.rows = out or sys.stdout, []
+    def __init__(self):
+        self.rows: list[dict] = []
 
     def _print(self, cells) -> None:
-        print("  ".join(str(c).rjust(w) for c, w in zip(cells, WIDTHS)), file=self.out, flush=True)
+        print("  ".join(str(c).rjust(w) for c, w in zip(cells, WIDTHS)), flush=True)
 
     def __call__(self, row: dict) -> None:
         import pandas as pd

@@ -265,13 +265,12 @@ def sweep_environment(devices: Iterable[str]) -> dict:
     return env
 
 
-def run_sweep(cfg: SweepConfig | None = None, on_result: Callable[[dict], None] | None = None,
+def run_sweep(cfg: SweepConfig, on_result: Callable[[dict], None] | None = None,
               should_stop: Callable[[], bool] | None = None, data=None,
               save_to: Iterable[str | Path] = ()) -> SweepResult:
     """Every point of ``cfg``, then its breakdown passes. on_result(row) after each point;
     should_stop() polled (the result then marked cancelled, keeping its rows). save_to: .json or
     .csv files rewritten after every point, so an interrupted sweep keeps its rows."""
-    cfg = cfg or SweepConfig()
     devices = cfg.resolved_devices()  # DeviceError before anything runs
     paths = [check_suffix(p) for p in save_to]
     if cfg.images == "real" and data is None:

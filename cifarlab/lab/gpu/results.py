@@ -307,11 +307,11 @@ def load_upload(name: str, data: bytes) -> SweepResult:
         raise DataError("gpu.bad_value", source=name) from None
 
 
-def recordings_stamp(folder: str | Path | None = None) -> tuple:
-    """(the folder, its JSON files with their modification times): changes when they do."""
-    folder = folder or RESULTS_DIR   # read when called: tests point it elsewhere
-    files = sorted(Path(folder).glob("*.json"))
-    return str(folder), tuple((p.name, p.stat().st_mtime_ns) for p in files)
+def recordings_stamp() -> tuple:
+    """(docs/gpu-results, its JSON files with their modification times): changes when they do.
+    RESULTS_DIR is read when called: tests point it elsewhere."""
+    files = sorted(RESULTS_DIR.glob("*.json"))
+    return str(RESULTS_DIR), tuple((p.name, p.stat().st_mtime_ns) for p in files)
 
 
 def recorded_results(folder: str | Path | None = None) -> list[SweepResult]:
