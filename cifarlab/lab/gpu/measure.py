@@ -10,13 +10,13 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import statistics
 import time
 from collections import defaultdict
 from datetime import datetime, UTC
 from pathlib import Path
 from typing import Callable, Iterable
 
+import numpy as np
 import torch
 
 from cifarlab.core.devices import environment, list_devices, resolve_device
@@ -67,14 +67,11 @@ def _point(device, batch_size: int, width: int, pipeline: str, data, num_workers
 
 
 def step_stats(per_step_s: list[float], batch_size: int) -> dict:
-    xs = sorted(per_step_s)
-    q1, _, q3 = (statistics.quantiles(xs, n=4, method="inclusive") if len(xs) > 1
-                 else (xs[0], None, xs[0]))
-    med = statistics.median(xs)
-    return {"step_ms": med * 1000, "step_ms_min": xs[0] * 1000, "step_ms_q1": q1 * 1000,
-            "step_ms_q3": q3 * 1000, "step_ms_max": xs[-1] * 1000,
-            "images_per_s": batch_size / med, "images_per_s_min": batch_size / xs[-1],
-            "images_per_s_max": batch_size / xs[0], "epoch_s": EPOCH_IMAGES * med / batch_size}
+    lo, q1, med, q3, hi = map(float, np.percentile(per_step_s, [0, 25, 50, 75, 100]))
+    return {"step_ms": med * 1000, "step_ms_min": lo * 1000, "step_ms_q1": q1 * 1000,
+            "step_ms_q3": q3 * 1000, "step_ms_max": hi * 1000,
+            "images_per_s": batch_size / med, "images_per_s_min": batch_size / hi,
+            "images_per_s_max": batch_size / lo, "epoch_s": EPOCH_IMAGES * med / batch_size}
 
 
 def _timed(dev: torch.device, measure: Callable[[], dict]) -> dict | None:
