@@ -1,9 +1,8 @@
 """CPU vs GPU: time the same training step on every device, batch size by batch size.
 
-Widgets -> a timing job through the job queue (``lab.job_request``: the devices it holds) ->
-rows arriving live -> a ``SweepResult`` (from the run, an upload or docs/gpu-results) -> the
-lab's sentences, tables and figure data -> plotly figures. Everything from a file reaches
-Markdown escaped (the lab's ``md``).
+Widgets -> a timing job (``lab.job_request``) -> rows arriving live -> a ``SweepResult`` (the
+run's, an upload or docs/gpu-results) -> the lab's sentences and figures. Text from a file
+reaches Markdown escaped (the lab's ``md``).
 """
 from __future__ import annotations
 
@@ -113,9 +112,8 @@ else:
         show_error(err)
 
 if "gpu_run_id" not in st.session_state:  # a reload: this session's latest timing, if any
-    mine = [r for r in queue.runs(session, kind="timing") if r.session == session]
-    if mine:
-        latest = max(mine, key=lambda r: r.created_at)
+    latest = next((r for r in queue.runs(session, kind="timing") if r.session == session), None)
+    if latest:   # runs come newest first
         st.session_state["gpu_run_id"] = st.session_state["gpu_run_seen"] = latest.id
 run = None
 if st.session_state.get("gpu_run_id"):

@@ -1,12 +1,16 @@
-"""The CPU vs GPU page's result view (not a page: pages/gpu.py calls it): where a result was
-measured, the tutorial's point in words, throughput, speed-up, CUDA graphs, the step's time
-breakdown, the two pipelines, the table and the downloads. Figures and sentences are the lab's
-(``cifarlab.lab.gpu``); this module only draws them."""
+"""The CPU vs GPU page's view of one result (pages/gpu.py calls it): it draws the lab's figures
+and sentences (``cifarlab.lab.gpu``)."""
 from __future__ import annotations
 
 import streamlit as st
 
 from cifarlab.lab import gpu as lab
+
+
+def chart(fig, name: str, t) -> None:
+    """A figure with its words: gpu_<name>_chart, a11y.<name>_chart and gpu.<name>_caption."""
+    st.plotly_chart(fig, key=f"gpu_{name}_chart", alt=t(f"a11y.{name}_chart"))
+    st.caption(t(f"gpu.{name}_caption"))
 
 
 def breakdown_section(res, t) -> None:
@@ -22,14 +26,11 @@ def breakdown_section(res, t) -> None:
                       key="gpu_breakdown_method", format_func=lambda m: t(f"gpu.breakdown_{m}"))
     scale = b3.radio(t("gpu.breakdown_scale"), ["ms", "share"], horizontal=True,
                      key="gpu_breakdown_scale", format_func=lambda s: t(f"gpu.breakdown_{s}"))
-    st.plotly_chart(lab.breakdown_figure(res, dev, method, scale == "share", t),
-                    key="gpu_breakdown_chart", alt=t("a11y.breakdown_chart"))
-    st.caption(t("gpu.breakdown_caption"))
+    chart(lab.breakdown_figure(res, dev, method, scale == "share", t), "breakdown", t)
 
 
 def show(res, recorded: list, has_cuda: bool, t, measured: list = ()) -> None:
-    """One result: whether the machine was busy (first), where it was measured, the
-    tutorial's point, the charts, the table. ``measured``: this server's finished runs."""
+    """One result, whether the machine was busy first. ``measured``: this server's runs."""
     L = t.lang
     judged = lab.assess(res, measured)
     where = lab.provenance(res, L, judged)
@@ -60,15 +61,11 @@ def show(res, recorded: list, has_cuda: bool, t, measured: list = ()) -> None:
                     index=measured.index("fast") if "fast" in measured else 0,
                     format_func=lambda p: t(f"gpu.pipeline_{p}"))
     st.markdown(f"### {t('gpu.throughput_title')}")
-    st.plotly_chart(lab.throughput_figure(res, pipe, t), key="gpu_throughput_chart",
-                    alt=t("a11y.throughput_chart"))
-    st.caption(t("gpu.throughput_caption"))
+    chart(lab.throughput_figure(res, pipe, t), "throughput", t)
 
     st.markdown(f"### {t('gpu.speedup_title')}")
     if any(r["device"] != "cpu" for r in res.ok_rows()):
-        st.plotly_chart(lab.speedup_figure(res, pipe, t), key="gpu_speedup_chart",
-                        alt=t("a11y.speedup_chart"))
-        st.caption(t("gpu.speedup_caption"))
+        chart(lab.speedup_figure(res, pipe, t), "speedup", t)
         for line in lab.crossover_lines(res, pipe, L, judged["busy"]):
             st.markdown("- " + line)
     else:
@@ -92,9 +89,7 @@ def show(res, recorded: list, has_cuda: bool, t, measured: list = ()) -> None:
     st.markdown(f"### {t('gpu.pipelines_title')}")
     if {"fast", "tutorial"} <= set(measured):
         width = min(r["width"] for r in res.ok_rows())
-        st.plotly_chart(lab.pipelines_figure(res, width, t), key="gpu_pipelines_chart",
-                        alt=t("a11y.pipelines_chart"))
-        st.caption(t("gpu.pipelines_caption"))
+        chart(lab.pipelines_figure(res, width, t), "pipelines", t)
         for line in lab.pipeline_gain_lines(res, width, L):
             st.markdown("- " + line)
     else:

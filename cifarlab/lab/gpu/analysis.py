@@ -1,25 +1,22 @@
-"""Figures from a timing result (identifiers and numbers, never sentences): speed-ups, crossovers,
-the tutorial's point, the hardware, what a GPU would add, whether the machine was busy.
+"""Figures from a timing result (numbers, never sentences): speed-ups, crossovers, the
+tutorial's point, the hardware, what a GPU would add, whether the machine was busy.
 
-Devices are compared within one recording (one machine, one moment); only
-``what_a_gpu_would_add`` compares across machines, labelled so, and never from a busy machine
-(a CPU timed under load makes any GPU look hundreds of times faster). Busy (``assess``): any of
-**load** (the load average less the timing's own threads, on half the cores or more; it lags
-and misses a VM's neighbours), **spread** (the median point's slowest repeat ÷ fastest at
-``SPREAD_BUSY`` or more) and **runs** (under ``RUNS_BUSY`` of this server's finished runs'
-speed with the same settings). A busy result says so first; its extrapolations are not shown.
+Devices are compared within one recording; only ``what_a_gpu_would_add`` compares across
+machines, labelled so, and never from a busy machine (a CPU timed under load makes any GPU look
+hundreds of times faster). Busy (``assess``): any of **load** (the load average less the
+timing's own threads, on half the cores or more; it lags and misses a VM's neighbours),
+**spread** (slowest repeat ÷ fastest) and **runs** (slower than this server's finished runs).
 """
 from __future__ import annotations
 
 import math
 import statistics
 from collections import defaultdict
-from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from cifarlab.core.config import TrainConfig
 from cifarlab.lab.gpu.config import EPOCH_IMAGES, TUTORIAL_EPOCHS, TUTORIAL_POINT
-from cifarlab.lab.gpu.results import SweepResult, recorded_results
+from cifarlab.lab.gpu.results import SweepResult
 
 BUSY_SHARE = 0.5    # other work on at least this share of the cores: a busy machine
 SPREAD_BUSY = 1.5   # slowest repeat ÷ fastest, at the median point
@@ -28,8 +25,7 @@ _TUTORIAL_MODEL = TrainConfig().to_dict()["model"]
 
 
 def point_key(row: dict) -> tuple:
-    """Which point of the grid a row measures, device aside: (pipeline, batch size, width).
-    Rows with the same key on two devices are compared for a speed-up."""
+    """Which point of the grid a row measures, device aside: (pipeline, batch size, width)."""
     return row["pipeline"], row["batch_size"], row["width"]
 
 
@@ -39,8 +35,7 @@ def eager(rows: list[dict]) -> list[dict]:
 
 
 def speedups(result: SweepResult | list[dict]) -> list[dict]:
-    """Accelerator images/s ÷ cpu images/s at each (pipeline, batch size, width) measured on
-    both, within this one recording."""
+    """Accelerator images/s ÷ cpu images/s at each point measured on both (one recording)."""
     rows = result.ok_rows() if isinstance(result, SweepResult) else list(result)
     cpu = {point_key(r): r for r in rows if r["device"] == "cpu" and not r["error"]}
     out = []
@@ -50,7 +45,6 @@ def speedups(result: SweepResult | list[dict]) -> list[dict]:
             continue
         out.append({"device": r["device"], "device_name": r["device_name"],
                     "pipeline": r["pipeline"], "batch_size": r["batch_size"], "width": r["width"],
-                    "images_per_s": r["images_per_s"], "cpu_images_per_s": c["images_per_s"],
                     "speedup": r["images_per_s"] / c["images_per_s"],
                     "graphed": bool(r.get("graphed"))})
     return sorted(out, key=lambda s: (s["device"], s["graphed"], s["pipeline"], s["width"],
@@ -58,24 +52,20 @@ def speedups(result: SweepResult | list[dict]) -> list[dict]:
 
 
 def crossover(result: SweepResult | list[dict]) -> list[dict]:
-    """Per accelerator, pipeline and width: batch_size, the smallest measured batch size at which
-    the accelerator beats the cpu (None if it never does); speedup there; and estimate, where
-    the curves cross between the two measured batch sizes around it (interpolated on log scales;
-    None if it already wins at the smallest batch or never wins)."""
+    """Per accelerator, pipeline and width: batch_size, the smallest at which it beats the cpu
+    (None if never), its speedup, and estimate, where the curves cross between the batch sizes
+    around it (log scales; None if it wins from the smallest or never)."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for s in speedups(result):
-        groups[(s["device"], s.get("graphed", False), s["pipeline"], s["width"])].append(s)
+        groups[(s["device"], s["graphed"], s["pipeline"], s["width"])].append(s)
     out = []
-    for (device, graphed, pipeline, width), ss in sorted(groups.items()):
-        ss.sort(key=lambda s: s["batch_size"])
+    for (device, graphed, pipeline, width), ss in groups.items():   # sorted, as speedups are
         first = next((i for i, s in enumerate(ss) if s["speedup"] > 1), None)
         estimate = None
         if first:  # not None and not 0: it loses at the batch before
             a, b = ss[first - 1], ss[first]
-            la, lb = math.log(a["speedup"]), math.log(b["speedup"])
-            f = -la / (lb - la)
-            estimate = math.exp(math.log(a["batch_size"]) +
-                                f * (math.log(b["batch_size"]) - math.log(a["batch_size"])))
+            f = math.log(a["speedup"]) / math.log(a["speedup"] / b["speedup"])
+            estimate = a["batch_size"] * (b["batch_size"] / a["batch_size"]) ** f
         best = max(ss, key=lambda s: s["speedup"])
         out.append({"device": device, "device_name": ss[0]["device_name"], "pipeline": pipeline,
                     "graphed": graphed, "width": width,
@@ -87,11 +77,11 @@ def crossover(result: SweepResult | list[dict]) -> list[dict]:
 
 
 def explain_tutorial_point(result: SweepResult) -> dict:
-    """Figures about the tutorial as written (tutorial pipeline, batch 4, width 1) on each device:
-    its speed, its two epochs, the fast pipeline at the same batch, and the best point measured
-    with the same network (width 1). Speed-ups are against this recording's own cpu."""
+    """Figures about the tutorial as written (TUTORIAL_POINT) on each device: its speed, its two
+    epochs, the fast pipeline at its batch, and the best point of its network (width 1).
+    Speed-ups are against this recording's own cpu."""
     rows = eager(result.ok_rows())
-    pipe, b, w = TUTORIAL_POINT
+    _, b, w = TUTORIAL_POINT
     cpu_tut = next((r for r in rows if r["device"] == "cpu" and point_key(r) == TUTORIAL_POINT),
                    None)
     ups = speedups(rows)
@@ -106,8 +96,7 @@ def explain_tutorial_point(result: SweepResult) -> dict:
         devices.append({
             "device": dev,
             "device_name": next(r["device_name"] for r in result.rows if r["device"] == dev),
-            "images_per_s": ips, "step_ms": tut and tut["step_ms"],
-            "epoch_s": tut and tut["epoch_s"],
+            "images_per_s": ips, "epoch_s": tut and tut["epoch_s"],
             "tutorial_run_s": tut and TUTORIAL_EPOCHS * tut["epoch_s"],
             "speedup_vs_cpu": (ips / cpu_tut["images_per_s"] if tut and cpu_tut and dev != "cpu"
                                else None),
@@ -117,13 +106,8 @@ def explain_tutorial_point(result: SweepResult) -> dict:
             "best": best and {k: best[k] for k in ("pipeline", "batch_size", "width",
                                                    "images_per_s", "epoch_s")},
             "best_gain": best["images_per_s"] / ips if tut and best else None})
-    timed = [d for d in devices if d["images_per_s"]]
     params = next((r["params"] for r in rows if r["tutorial_point"] and r["params"]), None)
-    return {"pipeline": pipe, "batch_size": b, "width": w, "epoch_images": EPOCH_IMAGES,
-            "epochs": TUTORIAL_EPOCHS, "steps_per_epoch": math.ceil(EPOCH_IMAGES / b),
-            "params": params, "devices": devices,
-            "fastest_device": (max(timed, key=lambda d: d["images_per_s"])["device"]
-                               if timed else None)}
+    return {"epoch_images": EPOCH_IMAGES, "params": params, "devices": devices}
 
 
 def pipeline_gains(result: SweepResult, width: int) -> dict[str, list[tuple[int, float]]]:
@@ -139,8 +123,8 @@ def pipeline_gains(result: SweepResult, width: int) -> dict[str, list[tuple[int,
 
 
 def graph_gains(result: SweepResult) -> list[dict]:
-    """The "GPU, graphed" series against the same device eager, point by point (one
-    recording): images/s and ms a step both ways, and ``gain``, graphed ÷ eager steps/s."""
+    """The "GPU, graphed" series against the same device eager, point by point: ``gain`` is
+    graphed ÷ eager steps/s."""
     rows = result.ok_rows()
     plain = {(r["device"], *point_key(r)): r for r in eager(rows)}
     out = []
@@ -157,9 +141,8 @@ def graph_gains(result: SweepResult) -> list[dict]:
 
 
 def machine_load(result: SweepResult) -> dict:
-    """How busy the machine was while it measured: state "quiet", "busy" or "unknown"; "others",
-    the most threads of other work (the load average less the timing's PyTorch threads and
-    DataLoader workers), before the sweep or during a point."""
+    """How busy the machine was: state "quiet", "busy" or "unknown"; "others", the most threads
+    of other work (the load less the timing's own threads and DataLoader workers)."""
     env = result.environment or {}
     cores = env.get("cpu_count")
     threads = (env.get("settings") or {}).get("torch_threads") or env.get("torch_threads") or cores
@@ -178,18 +161,16 @@ def machine_load(result: SweepResult) -> dict:
 
 
 def spread(res: SweepResult) -> float | None:
-    """The median point's slowest repeat ÷ its fastest (CPU and accelerators alike); None
-    without repeats."""
+    """The median point's slowest repeat ÷ its fastest; None without repeats."""
     ratios = [r["step_ms_max"] / r["step_ms_min"] for r in eager(res.ok_rows())
               if (r.get("repeats") or 0) > 1 and r.get("step_ms_min") and r.get("step_ms_max")]
     return statistics.median(ratios) if ratios else None
 
 
 def runs_check(res: SweepResult, measured: Iterable[Mapping[str, Any]]) -> dict | None:
-    """The tutorial's point as timed here against this server's finished runs with the
-    tutorial's network, pipeline and batch size on the same device: {"device", "timed_ips",
-    "run_ips" (their median), "runs", "ratio", "run_s" (their median training time)}; None
-    when the result was recorded elsewhere or there is nothing to compare."""
+    """The tutorial's point timed here against this server's finished runs of it on the same
+    device: {"device", "timed_ips", "run_ips", "runs", "ratio", "run_s"} (medians); None for
+    a result recorded elsewhere or with nothing to compare."""
     if res.recorded_elsewhere:
         return None
     pipe, batch, width = TUTORIAL_POINT
@@ -211,8 +192,8 @@ def runs_check(res: SweepResult, measured: Iterable[Mapping[str, Any]]) -> dict 
 
 
 def assess(res: SweepResult, measured: Iterable[Mapping[str, Any]] = ()) -> dict:
-    """{"busy": bool, "reasons": ["load", "spread", "runs"] (those that say busy), "load"
-    (``machine_load``), "spread", "runs" (``runs_check``)}."""
+    """{"busy", "reasons" (those of "load", "spread", "runs" that say busy), "load", "spread",
+    "runs"}."""
     load, sp, runs = machine_load(res), spread(res), runs_check(res, list(measured))
     reasons = [name for name, said in (("load", load["state"] == "busy"),
                                        ("spread", sp is not None and sp >= SPREAD_BUSY),
@@ -221,44 +202,30 @@ def assess(res: SweepResult, measured: Iterable[Mapping[str, Any]] = ()) -> dict
     return {"busy": bool(reasons), "reasons": reasons, "load": load, "spread": sp, "runs": runs}
 
 
-def what_a_gpu_would_add(result: SweepResult, reference: SweepResult | None = None,
-                         directory: str | Path | None = None) -> dict:
-    """What an accelerator adds, for a result measured without one (else it is its own
-    reference; the reference: ``reference``, else the newest recording in ``directory``).
-    ``same_machine``: the reference's accelerator against its own cpu (the figure to teach
-    with). ``across``: against this result's cpu, labelled two machines, or None with
-    ``across_refused``: "busy_here"/"busy_there", "unknown_here"/"unknown_there" (no load
-    recorded) or "no_cpu_here"."""
-    has_acc = any(r["device"] != "cpu" for r in result.ok_rows())
-    if has_acc:
-        reference = result
-    elif reference is None:
-        reference = next((r for r in recorded_results(directory)
-                          if any(x["device"] != "cpu" for x in r.ok_rows())), None)
-    out = {"has_accelerator": has_acc, "reference": None, "same_machine": None, "across": None,
-           "across_refused": None, "load_here": machine_load(result), "load_there": None}
+def what_a_gpu_would_add(result: SweepResult, recorded: list[SweepResult]) -> dict | None:
+    """What an accelerator adds to ``result``'s machine (which has none), from the newest of
+    ``recorded`` with one (None without): ``same_machine``, its accelerator against its own cpu
+    (the figure to teach with); ``across``, against this result's cpu, labelled two machines,
+    or None with ``across_refused``: "busy_here"/"busy_there", "unknown_here"/"unknown_there"
+    (no load recorded) or "no_cpu_here"."""
+    reference = next((r for r in recorded if any(x["device"] != "cpu" for x in r.ok_rows())),
+                     None)
     if reference is None:
-        return out
+        return None
     acc_rows = [r for r in eager(reference.ok_rows()) if r["device"] != "cpu"]
-    acc = acc_rows[0]
-    out["reference"] = {"recorded_on": reference.recorded_on, "host": reference.host,
-                        "recorded_at": reference.recorded_at, "source": reference.source,
-                        "device": acc["device"], "device_name": acc["device_name"]}
-    out["load_there"] = machine_load(reference)
-    out["same_machine"] = _summary(speedups(eager(reference.ok_rows())))
-    if has_acc:
-        return out
-    here_cpu = [r for r in result.ok_rows() if r["device"] == "cpu"]
-    for side, state in (("here", out["load_here"]["state"]), ("there", out["load_there"]["state"])):
-        if state != "quiet":
+    out = {"reference": reference, "device_name": acc_rows[0]["device_name"],
+           "same_machine": _summary(speedups(eager(reference.ok_rows()))), "across": None,
+           "across_refused": None, "load_here": machine_load(result),
+           "load_there": machine_load(reference)}
+    for side in ("here", "there"):
+        if (state := out[f"load_{side}"]["state"]) != "quiet":
             out["across_refused"] = f"{state}_{side}"
             return out
-    across = speedups(acc_rows + here_cpu)   # that accelerator against this CPU
-    if not across:
+    both = acc_rows + [r for r in result.ok_rows() if r["device"] == "cpu"]
+    if not (ups := speedups(both)):   # that accelerator against this CPU
         out["across_refused"] = "no_cpu_here"
         return out
-    out["across"] = {**_summary(across), "crossover": crossover(acc_rows + here_cpu),
-                     "here": result.recorded_on, "there": reference.recorded_on}
+    out["across"] = {**_summary(ups), "here": result.recorded_on, "there": reference.recorded_on}
     return out
 
 
@@ -268,8 +235,8 @@ def _summary(ups: list[dict]) -> dict:
 
 
 def hardware(result: SweepResult) -> dict:
-    """What the result was measured on and with, from its environment (or, for a CSV without
-    its first line, from its rows); None where it is not known."""
+    """What the result was measured on and with, from its environment (or its rows: a CSV
+    without its first line); None where not known."""
     env, cfg = result.environment or {}, result.config or {}
     first = result.rows[0] if result.rows else {}
     gpus = [d for d in env.get("devices", []) if d.get("kind", "cpu") != "cpu"]

@@ -1,6 +1,5 @@
-"""The CPU vs GPU page's figures, each from one tidy DataFrame (also here), in the language of
-``t``. Series names are legend entries, never Markdown.
-"""
+"""The CPU vs GPU page's figures, each from a tidy DataFrame (also here), in ``t``'s language.
+Series names are legend entries, never Markdown."""
 from __future__ import annotations
 
 import pandas as pd
@@ -9,7 +8,7 @@ import plotly.graph_objects as go
 
 from cifarlab import i18n
 from cifarlab.lab import charts as C
-from cifarlab.lab.gpu import analysis
+import cifarlab.lab.gpu.analysis as analysis
 from cifarlab.lab.gpu.config import TUTORIAL_POINT
 from cifarlab.lab.gpu.report import pipeline_name
 from cifarlab.lab.gpu.results import PHASES, SweepResult
@@ -31,8 +30,8 @@ def _order(df: pd.DataFrame, *by: str) -> pd.DataFrame:
 
 
 def throughput_frame(res: SweepResult, pipeline: str, lang: str) -> pd.DataFrame:
-    """Images/s against batch size, one series per device and width, with the spread of the
-    repeats (plus / minus: distances to the fastest and slowest repeat)."""
+    """Images/s against batch size, a series per device and width; plus / minus: the distances
+    to the fastest and slowest repeat."""
     rows = [r for r in res.ok_rows() if r["pipeline"] == pipeline]
     df = pd.DataFrame([{"device": r["device"], "width": r["width"],
                         "series": _series(r["device"], r["width"], lang, r.get("graphed")),
@@ -46,8 +45,7 @@ def throughput_frame(res: SweepResult, pipeline: str, lang: str) -> pd.DataFrame
 
 
 def speedup_frame(res: SweepResult, pipeline: str, lang: str) -> pd.DataFrame:
-    """Accelerator ÷ CPU images/s against batch size (within this recording), with a column
-    ``tutorial`` marking the tutorial's own point."""
+    """Accelerator ÷ CPU images/s against batch size; ``tutorial`` marks the tutorial's point."""
     ups = [s for s in analysis.speedups(res) if s["pipeline"] == pipeline]
     return pd.DataFrame([{"device": s["device"],
                           "series": _series(s["device"], s["width"], lang, s["graphed"]),
@@ -75,8 +73,7 @@ def breakdown_choices(res: SweepResult) -> dict[str, list[str]]:
 
 def breakdown_frame(res: SweepResult, device: str, method: str, share: bool,
                     lang: str) -> pd.DataFrame:
-    """One stacked bar per pipeline and batch size: milliseconds per step in each phase, or each
-    phase's share of the step (%). Phases in PHASES' order, translated."""
+    """A stacked bar per pipeline and batch size: ms per step in each phase, or its share (%)."""
     passes = sorted((b for b in res.breakdowns if not b["error"] and b["total_s"]
                      and b["device"] == device and b["method"] == method),
                     key=lambda b: (b["pipeline"] != "tutorial", b["batch_size"]))
@@ -114,8 +111,7 @@ def _log_axes(fig: go.Figure, y_title: str, t, **y) -> go.Figure:
 
 
 def throughput_figure(res: SweepResult, pipeline: str, t) -> go.Figure:
-    """Images/s against batch size, a line per device and width (the repeats' spread as error
-    bars), the tutorial's own point starred."""
+    """Images/s against batch size (the repeats' spread as error bars), the tutorial starred."""
     df = throughput_frame(res, pipeline, t.lang)
     fig = px.line(df, x="batch_size", y="images_per_s", **C.series_style("series"), markers=True,
                   error_y="plus", error_y_minus="minus", hover_data={"step_ms": ":.3f"})

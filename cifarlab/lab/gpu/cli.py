@@ -1,12 +1,10 @@
 """``python -m cifarlab bench``: the CPU vs GPU sweep from the terminal. ``--sweep`` records
-what the page shows on machines without a GPU as ``docs/gpu-results/<gpu-or-host>-<date>.json``
-and ``.csv``, rewritten after every point. Registering the parser imports no torch.
+what the page shows machines without a GPU (``docs/gpu-results``). The parser imports no torch.
 """
 from __future__ import annotations
 
 import argparse
 import re
-import sys
 import time
 from datetime import datetime, UTC
 from pathlib import Path
@@ -17,8 +15,7 @@ from cifarlab.lab.gpu.config import SweepConfig, estimate_seconds
 
 SWEEP_DEFAULTS = {"warmup": 10, "max_seconds": 5.0}
 QUICK = {"batch_sizes": "4,64,1024", "widths": "1,8", "steps": "10", "warmup": "3"}
-TABLE = [("device", 7), ("pipeline", 8), ("batch", 5), ("width", 5), ("images/s", 10),
-         ("ms/step", 9), ("spread ms", 15), ("epoch", 9), ("vs cpu", 7), ("note", 0)]
+WIDTHS = (16, 17, 10, 5, 10, 9, 17, 10, 6, 0)   # the table's columns, as wide as their values
 
 
 def register_cli(subparsers) -> None:
@@ -80,13 +77,10 @@ def config_from_args(args) -> SweepConfig:
 def cmd_bench(args) -> int:
     from cifarlab.lab.gpu.results import SweepResult, check_suffix
 
+    printer, outs = None if args.json else TablePrinter(), []
     if args.show:
         result = SweepResult.load(args.show)
-        if args.json:
-            print(result.to_json())
-            return 0
-        printer = TablePrinter()
-        for row in result.rows:
+        for row in result.rows if printer else []:
             printer(row)
     else:
         cfg = config_from_args(args)
@@ -103,23 +97,22 @@ def cmd_bench(args) -> int:
         from cifarlab.lab.gpu.measure import run_sweep
 
         t0 = time.perf_counter()
-        result = run_sweep(cfg, on_result=None if args.json else TablePrinter(), data=data,
-                           save_to=outs)
-        if args.json:
-            print(result.to_json())
-            return 0
-        if args.sweep:
+        result = run_sweep(cfg, on_result=printer, data=data, save_to=outs)
+        if args.sweep and printer:
             print(f"\n{len(result.rows)} points in {i18n.duration(time.perf_counter() - t0)}")
+    if args.json:
+        print(result.to_json())
+        return 0
     for line in summary_lines(result):
         print(line)
-    for out in outs if not args.show else []:
+    for out in outs:
         print(f"saved: {out}")
     return 0
 
 
 def sweep_files(devices: list[str], out_dir: str | None) -> list[Path]:
-    """docs/gpu-results/<first GPU's name, else the host>-<date>.json and .csv (with the time
-    added when that name is taken)."""
+    """docs/gpu-results/<first GPU's name, else the host>-<date>.json and .csv (+ the time when
+    taken)."""
     from cifarlab.core.devices import list_devices
     from cifarlab.lab.gpu.measure import hostname
     from cifarlab.lab.gpu.results import RESULTS_DIR
@@ -158,34 +151,25 @@ def _machine_lines(env: dict) -> list[str]:
 # printing
 
 class TablePrinter:
-    """on_result callback that prints each row as it arrives, with its speedup over the cpu."""
+    """on_result callback that prints each row as it arrives: a row of the page's table
+    (``rows_table``, in English), its speed-up against the cpu rows before it."""
 
-    def __init__(self, out=None):
-        self.out, self.cpu = out or sys.stdout, {}
-        self._print([name for name, _ in TABLE])
+    def __init__(self):
+        self.rows: list[dict] = []
 
-    def _print(self, cells: list) -> None:
-        print("  ".join(str(c).rjust(w) if w else str(c) for c, (_, w) in zip(cells, TABLE)),
-              file=self.out, flush=True)
+    def _print(self, cells) -> None:
+        print("  ".join(str(c).rjust(w) for c, w in zip(cells, WIDTHS)), flush=True)
 
     def __call__(self, row: dict) -> None:
-        key = (row["pipeline"], row["batch_size"], row["width"])
-        if row["device"] == "cpu" and not row["error"]:
-            self.cpu[key] = row["images_per_s"]
-        cells = [row["device"] + (" graphed" if row.get("graphed") else ""), row["pipeline"],
-                 row["batch_size"], row["width"]]
-        if row["error"]:
-            self._print(cells + ["-"] * 5 + [row["error"]])
-            return
-        notes = ["the tutorial as written"] if row["tutorial_point"] else []
-        if row["budget_hit"]:
-            notes.append(f"time budget: {row['timed_steps']} steps timed")
-        cpu = self.cpu.get(key)
-        self._print(cells + [f"{row['images_per_s']:,.0f}", f"{row['step_ms']:.3f}",
-                             f"{row['step_ms_min']:.3f}-{row['step_ms_max']:.3f}",
-                             i18n.duration(row["epoch_s"]),
-                             f"{row['images_per_s'] / cpu:.2f}x"
-                             if cpu and row["device"] != "cpu" else "", "; ".join(notes)])
+        import pandas as pd
+
+        from cifarlab.lab.gpu.report import rows_table
+
+        self.rows.append(row)
+        table = rows_table(self.rows, "en")
+        if len(self.rows) == 1:
+            self._print(table.columns)
+        self._print("-" if pd.isna(v) else v for v in table.iloc[-1])
 
 
 def summary_lines(result) -> list[str]:

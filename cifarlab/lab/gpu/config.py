@@ -1,6 +1,5 @@
-"""What a timing sweep measures (``SweepConfig``), and which devices a timing run holds.
-No torch here: registering the ``bench`` command imports this.
-"""
+"""What a timing sweep measures (``SweepConfig``) and holds. No torch: ``bench``'s parser
+imports this."""
 from __future__ import annotations
 
 import dataclasses
@@ -31,13 +30,10 @@ def _as_tuple(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class SweepConfig:
-    """What to measure. Frozen; bad values raise ConfigError naming every bad field.
-
-    devices: () is every device here. steps: timed steps per repeat. max_seconds: the budget
-    per point (None: no cap). num_workers: the tutorial pipeline's DataLoader processes.
-    images: "synthetic" (random pixels) or "real" (a slice of the training set). breakdown: the
-    phase pass too. graphed: the fast step as one CUDA graph too, on each CUDA device.
-    """
+    """What to measure; bad values raise ConfigError naming every bad field. devices: () is
+    every device here. max_seconds: the budget per point (None: none). num_workers: the
+    tutorial pipeline's. images: "synthetic" or "real" (a slice of the training set).
+    breakdown: the phase pass too. graphed: the fast step as a CUDA graph too, on CUDA."""
 
     devices: tuple[str, ...] = ()
     batch_sizes: tuple[int, ...] = (4, 16, 64, 256, 1024)
@@ -67,7 +63,6 @@ class SweepConfig:
             raise ConfigError(problems)
 
     def problems(self) -> list[Problem]:
-        """Every bad value, one Problem per field (codes below errors.gpu)."""
         out: list[Problem] = []
 
         def bad(name: str, code: str, ok: bool, **params: Any) -> None:
@@ -100,8 +95,8 @@ class SweepConfig:
         return out
 
     def resolved_devices(self) -> list[str]:
-        """The devices to measure, the cpu first (speed-ups show as soon as an accelerator's
-        row is in); DeviceError if one is absent here."""
+        """The devices to measure, the cpu first (so speed-ups show as soon as an accelerator's
+        row is in); DeviceError if one is absent."""
         from cifarlab.core.devices import device_ids, resolve_device
 
         devices = list(self.devices) or device_ids()
@@ -110,22 +105,19 @@ class SweepConfig:
         return sorted(devices, key=lambda d: d != "cpu")
 
     def points(self, devices: list[str] | None = None) -> list[dict]:
-        """Every point the sweep measures, as ``measure_point``'s arguments, in order: the
-        tutorial's own point first, then width by width, pipeline by pipeline, batch by batch,
-        the devices innermost (a sweep cut short still compares them), each CUDA device's
-        graphed point (fast pipeline, cfg.graphed) after its eager one."""
+        """``measure_point``'s arguments for every point, in order: the tutorial's own first,
+        then width, pipeline, batch, graphed (fast on CUDA) and innermost the devices (a sweep
+        cut short still compares them)."""
         devices = self.resolved_devices() if devices is None else list(devices)
-        grid = [(TUTORIAL_POINT, True)] + [((p, b, w), False) for w in self.widths
-                                           for p in self.pipelines for b in sorted(self.batch_sizes)
-                                           if (p, b, w) != TUTORIAL_POINT]
-        return [dict(device=d, pipeline=p, batch_size=b, width=w, tutorial_point=tutorial,
-                     graphed=g) for (p, b, w), tutorial in grid
+        grid = [TUTORIAL_POINT] + [(p, b, w) for w in self.widths for p in self.pipelines
+                                   for b in sorted(self.batch_sizes) if (p, b, w) != TUTORIAL_POINT]
+        return [dict(device=d, pipeline=p, batch_size=b, width=w, graphed=g) for p, b, w in grid
                 for g in ((False, True) if self.graphed is True and p == "fast" else (False,))
                 for d in devices if not g or d.startswith("cuda")]
 
     def breakdown_passes(self, devices: list[str] | None = None) -> list[dict]:
-        """The breakdown pass (when cfg.breakdown): every device, pipeline and batch size at the
-        smallest width, timed with synchronisation, and on CUDA with CUDA events as well."""
+        """The breakdown passes (if cfg.breakdown): each device, pipeline and batch at the
+        smallest width, timed with synchronisation, and on CUDA with CUDA events too."""
         if not self.breakdown:
             return []
         devices = self.resolved_devices() if devices is None else list(devices)
@@ -148,15 +140,14 @@ class SweepConfig:
 
 
 def devices_held(config: SweepConfig) -> tuple[str, ...]:
-    """The devices a timing run keeps to itself: every accelerator it times and always the CPU
-    (one side of every speed-up; it also feeds and launches the GPU's work). DeviceError if a
-    device is absent here."""
+    """The devices a timing run keeps to itself: each accelerator it times and always the CPU
+    (one side of every speed-up; it also feeds the GPU). DeviceError if one is absent."""
     return ("cpu", *(d for d in config.resolved_devices() if d != "cpu"))
 
 
 def estimate_seconds(config: SweepConfig, devices: list[str] | None = None) -> float | None:
-    """The most a sweep should take: each point and breakdown pass stops at its time budget
-    (plus about a second to set it up and warm up). None when there is no budget."""
+    """The most a sweep should take: each point and breakdown pass stops at its budget (plus
+    about a second to set up). None without a budget."""
     if config.max_seconds is None:
         return None
     n = len(config.points(devices)) + len(config.breakdown_passes(devices))
@@ -165,8 +156,8 @@ def estimate_seconds(config: SweepConfig, devices: list[str] | None = None) -> f
 
 def time_left(config: SweepConfig, points_done: int, elapsed_s: float,
               devices: list[str] | None = None) -> float | None:
-    """Seconds a running sweep still needs: the points and breakdown passes left, at the time
-    per point so far. None before the first point and once every point is done."""
+    """Seconds a running sweep still needs at its time per point so far; None before the first
+    point and after the last."""
     points = len(config.points(devices))
     if points_done <= 0 or elapsed_s <= 0 or points_done >= points:
         return None
@@ -175,9 +166,8 @@ def time_left(config: SweepConfig, points_done: int, elapsed_s: float,
 
 
 def job_request(config: SweepConfig) -> dict[str, Any]:
-    """The job queue's ``submit_job`` arguments for a timing run (but the session and owner):
-    listed on the accelerator it times (else the CPU), holding ``devices_held`` exclusively,
-    with its estimate so that the queue can refuse one longer than the server allows."""
+    """``submit_job``'s arguments but session and owner: listed on the accelerator it times
+    (else the CPU), holding ``devices_held``, with the estimate the queue's limit checks."""
     held = devices_held(config)
     return {"kind": "timing", "payload": config.to_dict(), "device": held[-1],
             "exclusive": list(held), "name": "CPU vs GPU timing",

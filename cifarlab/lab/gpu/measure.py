@@ -10,13 +10,13 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import statistics
 import time
 from collections import defaultdict
 from datetime import datetime, UTC
 from pathlib import Path
 from typing import Callable, Iterable
 
+import numpy as np
 import torch
 
 from cifarlab.core.devices import environment, list_devices, resolve_device
@@ -26,8 +26,8 @@ from cifarlab.errors import CifarLabError
 from cifarlab.lab.gpu.config import EPOCH_IMAGES, TUTORIAL_POINT, SweepConfig
 from cifarlab.lab.gpu.results import (BREAKDOWN_COLUMNS, COLUMNS, OOM, PHASES, SweepResult,
                                       blank, check_suffix)
-from cifarlab.lab.gpu.step import (Poll, Stopped, Workload, cleanup, device_id,
-                                   is_out_of_memory, run_steps, sync_for, timing_settings)
+from cifarlab.lab.gpu.step import (Stopped, Workload, cleanup, device_id, is_out_of_memory,
+                                   run_steps, sync_for, timing_settings)
 
 WARMUP_SHARE = 0.25   # at most this share of a point's budget goes to warm-up
 
@@ -49,8 +49,8 @@ def load_average() -> list[float] | None:
 
 def _point(device, batch_size: int, width: int, pipeline: str, data, num_workers: int,
            seed: int, columns: dict[str, type], **checked) -> tuple[torch.device, dict, dict]:
-    """A point's settings checked (SweepConfig's ConfigError) and its device resolved: (the
-    device, a row of ``columns`` with what is known before measuring, Workload's arguments)."""
+    """(the device resolved, a row of ``columns`` with what is known before measuring,
+    Workload's arguments), once SweepConfig has checked the settings."""
     SweepConfig(devices=(str(device),), batch_sizes=(batch_size,), widths=(width,),
                 pipelines=(pipeline,), num_workers=num_workers, seed=seed, **checked)
     dev = resolve_device(device)
@@ -67,20 +67,16 @@ def _point(device, batch_size: int, width: int, pipeline: str, data, num_workers
 
 
 def step_stats(per_step_s: list[float], batch_size: int) -> dict:
-    """Median and spread of the seconds per step over repeats, as ms/step and images/s."""
-    xs = sorted(per_step_s)
-    q1, _, q3 = (statistics.quantiles(xs, n=4, method="inclusive") if len(xs) > 1
-                 else (xs[0], None, xs[0]))
-    med = statistics.median(xs)
-    return {"step_ms": med * 1000, "step_ms_min": xs[0] * 1000, "step_ms_q1": q1 * 1000,
-            "step_ms_q3": q3 * 1000, "step_ms_max": xs[-1] * 1000,
-            "images_per_s": batch_size / med, "images_per_s_min": batch_size / xs[-1],
-            "images_per_s_max": batch_size / xs[0], "epoch_s": EPOCH_IMAGES * med / batch_size}
+    lo, q1, med, q3, hi = map(float, np.percentile(per_step_s, [0, 25, 50, 75, 100]))
+    return {"step_ms": med * 1000, "step_ms_min": lo * 1000, "step_ms_q1": q1 * 1000,
+            "step_ms_q3": q3 * 1000, "step_ms_max": hi * 1000,
+            "images_per_s": batch_size / med, "images_per_s_min": batch_size / hi,
+            "images_per_s_max": batch_size / lo, "epoch_s": EPOCH_IMAGES * med / batch_size}
 
 
 def _timed(dev: torch.device, measure: Callable[[], dict]) -> dict | None:
-    """measure() with the timing settings on ``dev``, which is cleaned up after: its figures;
-    None when should_stop() said so; {"error": OOM} when the device ran out of memory."""
+    """measure()'s figures under the timing settings, ``dev`` cleaned up after; None when
+    stopped; {"error": OOM} when the device ran out of memory."""
     figures, oom = None, False
     try:
         with timing_settings(dev):
@@ -102,19 +98,17 @@ def measure_point(device, batch_size: int, width: int = 1, pipeline: str = "fast
                   steps: int = 50, warmup: int = 5, repeats: int = 3, data=None,
                   max_seconds: float | None = None, num_workers: int = 2, seed: int = 0,
                   should_stop: Callable[[], bool] | None = None,
-                  tutorial_point: bool | None = None, graphed: bool = False) -> dict | None:
-    """Time the training step at one point: a row (COLUMNS), or None if should_stop() said so.
-    data: a CifarData (a fixed slice of it is used) or None (synthetic images). Out of memory is
-    a row with error OOM; graphed, the step as one CUDA graph (error "not graphed: <reason>"
-    when it ran eagerly: never eager figures under the graphed label)."""
+                  graphed: bool = False) -> dict | None:
+    """The training step timed at one point: a row (COLUMNS), None if should_stop() said so.
+    data: a CifarData (a slice is used) or None (synthetic). graphed: the step as one CUDA
+    graph (error "not graphed: <reason>" if it ran eagerly: no eager figures labelled graphed)."""
     dev, row, work = _point(device, batch_size, width, pipeline, data, num_workers, seed,
                             COLUMNS, steps=steps, warmup=warmup, repeats=repeats,
                             max_seconds=max_seconds)
     row.update(steps=steps, repeats=repeats, graphed=graphed,
-               tutorial_point=(pipeline, batch_size, width) == TUTORIAL_POINT
-               if tutorial_point is None else tutorial_point)
+               tutorial_point=(pipeline, batch_size, width) == TUTORIAL_POINT)
     measured = _timed(dev, lambda: _measure(dev, {**work, "graphed": graphed}, steps, warmup,
-                                            repeats, max_seconds, Poll(should_stop)))
+                                            repeats, max_seconds, should_stop or _never))
     row["load_1m"] = (load_average() or [None])[0]
     if measured is None:
         return None
@@ -122,7 +116,11 @@ def measure_point(device, batch_size: int, width: int = 1, pipeline: str = "fast
     return row
 
 
-def _measure(dev, work_args: dict, steps, warmup, repeats, max_seconds, stop: Poll) -> dict:
+def _never() -> bool:
+    return False
+
+
+def _measure(dev, work_args: dict, steps, warmup, repeats, max_seconds, stop) -> dict:
     sync = sync_for(dev)
     t_setup = time.perf_counter()
     work = Workload(dev, **work_args)
@@ -132,29 +130,25 @@ def _measure(dev, work_args: dict, steps, warmup, repeats, max_seconds, stop: Po
         sync()
         setup_s = time.perf_counter() - t_setup
         # warm-up, measured apart: the first step alone (first-call costs), then the rest
-        first_ms, warm_done, warm_s = None, 0, 0.0
-        if warmup:
-            _, first_s, _ = run_steps(1, None, work.step, sync, stop)
-            first_ms, warm_done, warm_s = first_s * 1000, 1, first_s
-            if warmup > 1:
-                budget = (None if max_seconds is None
-                          else max(0.0, max_seconds * WARMUP_SHARE - first_s))
-                n, s, _ = run_steps(warmup - 1, budget, work.step, sync, stop)
-                warm_done, warm_s = warm_done + n, warm_s + s
-        if work.steps_to_capture():  # a graphed step is captured in the warm-up, never timed
-            n, s, _ = run_steps(work.steps_to_capture(), None, work.step, sync, stop)
-            warm_done, warm_s = warm_done + n, warm_s + s
+        warm = [run_steps(1, None, work.step, sync, stop)] if warmup else []
+        if warmup > 1:
+            budget = (None if max_seconds is None
+                      else max(0.0, max_seconds * WARMUP_SHARE - warm[0][1]))
+            warm.append(run_steps(warmup - 1, budget, work.step, sync, stop))
+        if capture := work.steps_to_capture():  # a graphed step is captured here, never timed
+            warm.append(run_steps(capture, None, work.step, sync, stop))
+        warm_done, warm_s = sum(n for n, _, _ in warm), sum((s for _, s, _ in warm), 0.0)
         left = None if max_seconds is None else max(0.0, max_seconds - warm_s) / repeats
         per_step, timed, loss = [], 0, None
         for _ in range(repeats):
             n, s, loss = run_steps(steps, left, work.step, sync, stop)
             per_step.append(s / n)
             timed += n
-        if work_args["graphed"] and not work.graphed:  # the warm-up captures it
-            return {"error": f"not graphed: {work.not_graphed_reason()}"}
+        if work_args["graphed"] and (why := work.not_graphed()):  # the warm-up captures it
+            return {"error": f"not graphed: {why}"}
         row = {"params": work.params, "num_workers": work.config.num_workers,
                "setup_s": setup_s, "warmup_steps": warm_done, "warmup_s": warm_s,
-               "first_step_ms": first_ms, "timed_steps": timed,
+               "first_step_ms": warm[0][1] * 1000 if warmup else None, "timed_steps": timed,
                "budget_hit": timed < steps * repeats, "loss": finite(loss.item()),
                **step_stats(per_step, work.config.batch_size)}
         if dev.type == "cuda":
@@ -169,9 +163,9 @@ def _measure(dev, work_args: dict, steps, warmup, repeats, max_seconds, stop: Po
 
 def _clock(dev: torch.device, method: str):
     """(mark, seconds between two marks) for the phase boundaries. "sync": synchronise, then
-    read the host clock (perturbs the total a little). "cuda_events": a CUDA event recorded on
-    the device's stream, read after one synchronisation at the end: the GPU's own timeline,
-    with no synchronisation between phases (a phase includes the GPU waiting for the host)."""
+    read the host clock (perturbs the total a little). "cuda_events": an event recorded on the
+    device's stream, read after one synchronisation at the end: the GPU's own timeline (a phase
+    includes the GPU waiting for the host)."""
     if method == "cuda_events":
         def event():
             mark = torch.cuda.Event(enable_timing=True)
@@ -189,10 +183,9 @@ def _clock(dev: torch.device, method: str):
 def breakdown(device, batch_size: int, width: int = 1, pipeline: str = "tutorial",
               steps: int = 20, warmup: int = 3, data=None, method: str = "sync",
               num_workers: int = 2, max_seconds: float | None = None, seed: int = 0) -> dict:
-    """Seconds per step in each phase (data, h2d, forward with the loss, backward, optimizer),
-    total_s, their sum, and step_s, a step timed without phase boundaries. A separate pass
-    ("pass": "breakdown"), never mixed with the sweep's figures. method: "sync" (any device) or
-    "cuda_events" (CUDA only)."""
+    """Seconds per step in each phase (PHASES), total_s their sum, and step_s a step timed
+    without phase boundaries: a separate pass, never mixed with the sweep's figures. method:
+    "sync" or "cuda_events" (CUDA only)."""
     dev, out, work = _point(device, batch_size, width, pipeline, data, num_workers, seed,
                             BREAKDOWN_COLUMNS, steps=steps, warmup=warmup, max_seconds=max_seconds)
     if method not in ("sync", "cuda_events"):
@@ -205,13 +198,13 @@ def breakdown(device, batch_size: int, width: int = 1, pipeline: str = "tutorial
 
 
 def _breakdown(dev, work_args: dict, steps, warmup, method, max_seconds) -> dict:
-    sync, never = sync_for(dev), Poll(None)
+    sync = sync_for(dev)
     work = Workload(dev, **work_args)
     try:
         budget = None if max_seconds is None else max_seconds / 3
         if warmup:
-            run_steps(warmup, budget, work.step, sync, never)
-        n, seconds, _ = run_steps(steps, budget, work.step, sync, never)  # unperturbed
+            run_steps(warmup, budget, work.step, sync, _never)
+        n, seconds, _ = run_steps(steps, budget, work.step, sync, _never)  # unperturbed
 
         mark, between = _clock(dev, method)
         model, criterion, optimizer = work.model, work.criterion, work.optimizer
@@ -244,7 +237,7 @@ def _breakdown(dev, work_args: dict, steps, warmup, method, max_seconds) -> dict
 # the sweep, and the job-queue entry point
 
 def sweep_environment(devices: Iterable[str]) -> dict:
-    """devices.environment() plus the host name, the measured devices in detail and the settings."""
+    """devices.environment() plus the host, the measured devices in detail and the settings."""
     env = environment()
     env["hostname"] = hostname()
     infos = {d.id: d.to_dict() for d in list_devices()}
@@ -269,14 +262,12 @@ def sweep_environment(devices: Iterable[str]) -> dict:
     return env
 
 
-def run_sweep(cfg: SweepConfig | None = None, on_result: Callable[[dict], None] | None = None,
+def run_sweep(cfg: SweepConfig, on_result: Callable[[dict], None] | None = None,
               should_stop: Callable[[], bool] | None = None, data=None,
               save_to: Iterable[str | Path] = ()) -> SweepResult:
-    """Measure every point of ``cfg`` (see SweepConfig.points) and, if cfg.breakdown, the
-    breakdown pass. on_result(row) after each point; should_stop() is polled during points (the
-    result is then marked cancelled, keeping what was measured). save_to: files (.json/.csv)
-    rewritten after every point, so an interrupted sweep keeps its rows."""
-    cfg = cfg or SweepConfig()
+    """Every point of ``cfg``, then its breakdown passes. on_result(row) after each point;
+    should_stop() polled (the result then marked cancelled, keeping its rows). save_to: .json or
+    .csv files rewritten after every point, so an interrupted sweep keeps its rows."""
     devices = cfg.resolved_devices()  # DeviceError before anything runs
     paths = [check_suffix(p) for p in save_to]
     if cfg.images == "real" and data is None:
@@ -285,7 +276,7 @@ def run_sweep(cfg: SweepConfig | None = None, on_result: Callable[[dict], None] 
         data = data_mod.load()
     result = SweepResult(rows=[], environment=sweep_environment(devices), config=cfg.to_dict(),
                          host=hostname(), recorded_at=now_iso())
-    stop = should_stop or (lambda: False)
+    stop = should_stop or _never
     common = dict(data=data, max_seconds=cfg.max_seconds, num_workers=cfg.num_workers,
                   seed=cfg.seed)
 
@@ -318,8 +309,8 @@ def run_sweep(cfg: SweepConfig | None = None, on_result: Callable[[dict], None] 
 
 
 def run_timing_job(payload: dict, ctx) -> dict:
-    """Job-queue entry ("timing"): payload is a SweepConfig dict. Emits ("timing_row", row) as
-    each point finishes, stops when ctx.should_stop(), returns the result's dict (+ "points")."""
+    """The "timing" job: a SweepConfig dict in; ("timing_row", row) emitted per point; the
+    result's dict (+ "points") out."""
     cfg = SweepConfig.from_dict(payload)
     data = ctx.data() if cfg.images == "real" else None
     result = run_sweep(cfg, on_result=lambda row: ctx.emit("timing_row", row),

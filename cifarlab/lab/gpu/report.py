@@ -1,6 +1,5 @@
 """What the CPU vs GPU page says about a result, in the student's language. Text from a file
-(a device name, a host, a file name) is escaped for Markdown (``md``) before it goes into a
-sentence: ``![x](http://…)`` is shown as those characters, never fetched as an image.
+(a device, a host, a file name) goes into a sentence escaped for Markdown (``md``).
 """
 from __future__ import annotations
 
@@ -14,14 +13,13 @@ from cifarlab.i18n import number
 from cifarlab.core.safe_text import md_escape as md
 from cifarlab.core.safe_text import one_line
 from cifarlab.errors import CifarLabError, ConfigError, is_literal
-from cifarlab.lab.gpu import analysis
+import cifarlab.lab.gpu.analysis as analysis
 from cifarlab.lab.gpu.config import TUTORIAL_POINT, SweepConfig, estimate_seconds, time_left
 from cifarlab.lab.gpu.results import OOM, SweepResult
 
 
 def error_text(err: BaseException, lang: str) -> str:
-    """An error's message in ``lang``, for Markdown: its text parameters (file names, paths)
-    escaped."""
+    """An error's message in ``lang`` for Markdown, its text parameters (file names) escaped."""
     if isinstance(err, ConfigError) or (isinstance(err, CifarLabError) and is_literal(err.code)):
         return err.text(lang)
     if isinstance(err, CifarLabError):
@@ -36,7 +34,6 @@ def times(x: float | None, lang: str) -> str:
 
 
 def pipeline_name(p: str, lang: str) -> str:
-    """A pipeline's name in ``lang`` (plain text: one of PIPELINES, which every row has)."""
     return i18n.t(f"gpu.pipe_{p}", lang)
 
 
@@ -49,10 +46,9 @@ def in_words(name: str, lang: str) -> str:
 
 
 def machine_label(res: SweepResult, markdown: bool = True, lang: str = "en") -> str:
-    """The machine by what a person can tell apart: its CPU (model and cores, counted in
-    ``lang``) and its GPUs ("AMD EPYC (2 cores) + NVIDIA H100 80GB HBM3"), not its host name
-    (virtual machines are all "vm"), which is used only when nothing else is known. Escaped for
-    Markdown unless ``markdown`` is False (a widget's options are plain text)."""
+    """The machine as a person tells it apart: its CPU and GPUs ("AMD EPYC (2 cores) + NVIDIA
+    H100 80GB HBM3"), its host name (virtual machines are all "vm") only when nothing else is
+    known. Escaped for Markdown unless ``markdown`` is False (a widget's options)."""
     hw = analysis.hardware(res)
     cpu = re.sub(r"\((R|TM)\)", "", hw["cpu"] or "").replace("  ", " ").strip()
     gpus = [g["name"] for g in hw["gpus"] if g["name"] and g["name"] != hw["cpu"]]
@@ -62,8 +58,7 @@ def machine_label(res: SweepResult, markdown: bool = True, lang: str = "en") -> 
 
 
 def rows_table(rows: list[dict], lang: str) -> pd.DataFrame:
-    """The measured points with translated column names; "vs CPU" compares with the CPU of the
-    same rows (one recording)."""
+    """The measured points; "vs CPU" against the CPU of the same rows (one recording)."""
     t = i18n.translator(lang)
     cpu = {analysis.point_key(r): r["images_per_s"] for r in rows
            if r["device"] == "cpu" and not r["error"]}
@@ -93,8 +88,8 @@ def rows_table(rows: list[dict], lang: str) -> pd.DataFrame:
 
 
 def hardware_table(res: SweepResult, lang: str) -> pd.DataFrame:
-    """Machine, date, CPU, GPUs, versions, the sweep's settings, the load: two columns, for
-    ``st.table`` (its cells are Markdown, so they come escaped)."""
+    """What it was measured on and with, two columns for ``st.table`` (its cells are Markdown,
+    so they come escaped)."""
     t, hw = i18n.translator(lang), analysis.hardware(res)
     none = t("gpu.none")
 
@@ -132,16 +127,15 @@ def hardware_table(res: SweepResult, lang: str) -> pd.DataFrame:
 
 
 def download_stem(res: SweepResult) -> str:
-    """A file name for a result's download: host and date, letters, digits and dashes only."""
+    """A download's file name: host and date, letters, digits and dashes only."""
     host = re.sub(r"[^A-Za-z0-9]+", "-", res.host).strip("-")[:40] or "machine"
     return f"cifarlab-timing-{host}-{re.sub(r'[^0-9-]', '', res.recorded_at[:10]) or 'result'}"
 
 
 def provenance(res: SweepResult, lang: str, judged: dict | None = None) -> dict:
-    """{"elsewhere": bool, "label": where and when it was measured, "busy": what says the
-    machine was busy (``analysis.assess``'s ``judged``) in one paragraph, or None, "check": the
-    cross-check with this server's finished runs, or None}. A loaded file is never taken for
-    this machine's own figures."""
+    """{"elsewhere": bool, "label": where and when it was measured, "busy": why the machine was
+    busy (``analysis.assess``) in one paragraph or None, "check": the cross-check with this
+    server's finished runs or None}."""
     t = i18n.translator(lang)
     judged = judged or analysis.assess(res)
     label = t("gpu.recorded_elsewhere" if res.recorded_elsewhere else "gpu.this_machine",
@@ -165,17 +159,15 @@ def provenance(res: SweepResult, lang: str, judged: dict | None = None) -> dict:
 
 
 def source_label(res: SweepResult, lang: str) -> str:
-    """How a recorded result is listed in the page's choice of results (an option: plain
-    text, not Markdown)."""
+    """A recorded result as an option of the page's choice (plain text)."""
     name = str(res.source).replace("\\", "/").rsplit("/", 1)[-1]
     return i18n.t("gpu.source_recorded", lang, date=res.recorded_at[:10], file=name,
                   machine=machine_label(res, markdown=False, lang=lang))
 
 
 def tutorial_lines(res: SweepResult, lang: str, is_busy: bool = False) -> list[str]:
-    """The tutorial as written (batch 4, width 1) on each device, in sentences; [] when the
-    result does not have that point. ``is_busy``: only what was measured, no extrapolation
-    (two epochs, the best point) from figures busy-ness made."""
+    """The tutorial as written on each device, in sentences ([] without that point). ``is_busy``:
+    only what was measured, no extrapolation from figures busy-ness made."""
     t, info = i18n.translator(lang), analysis.explain_tutorial_point(res)
     timed = [d for d in info["devices"] if d["images_per_s"]]
     if not timed:
@@ -217,8 +209,7 @@ def tutorial_lines(res: SweepResult, lang: str, is_busy: bool = False) -> list[s
 
 def crossover_lines(res: SweepResult, pipeline: str, lang: str, is_busy: bool = False
                     ) -> list[str]:
-    """Where each accelerator starts beating the CPU, pipeline by pipeline, in sentences (not
-    claimed from a busy machine's figures)."""
+    """Where each accelerator starts beating the CPU, in sentences (never from a busy machine)."""
     t, lines = i18n.translator(lang), []
     if is_busy:
         return [t("gpu_busy.no_crossover")]
@@ -253,19 +244,16 @@ def pipeline_gain_lines(res: SweepResult, width: int, lang: str) -> list[str]:
 
 def would_add_lines(res: SweepResult, recorded: list[SweepResult], lang: str
                     ) -> list[tuple[str, str]]:
-    """What a GPU would add to the machine of ``res`` (which has none), as (kind, text) with
-    kind "markdown", "info" or "warning": first the recording's own comparison (one machine),
-    then a comparison across machines, labelled, or why there is none."""
+    """What a GPU would add to ``res``'s machine, as (kind: "markdown" | "info" | "warning",
+    text): the recording's own comparison first, then one across machines, or why none."""
     t = i18n.translator(lang)
-    reference = next((r for r in recorded if any(x["device"] != "cpu" for x in r.ok_rows())), None)
-    info = analysis.what_a_gpu_would_add(res, reference=reference) if reference else None
+    info = analysis.what_a_gpu_would_add(res, recorded)
     same = info and info["same_machine"]
     if not same or not (same["tutorial_point"] or same["best"]):
         return [("info", t("gpu.would_add_none"))]
-    ref = info["reference"]
-    where = dict(gpu=md(in_words(ref["device_name"], lang)),
-                 machine=machine_label(reference, lang=lang),
-                 date=reference.recorded_at[:10])
+    reference = info["reference"]
+    where = dict(gpu=md(in_words(info["device_name"], lang)),
+                 machine=machine_label(reference, lang=lang), date=reference.recorded_at[:10])
     out = []
     if same["tutorial_point"]:
         out.append(("markdown", t("gpu.would_add_same",
@@ -298,8 +286,8 @@ def plan_text(config: SweepConfig, lang: str) -> str:
 
 def live_lines(run, rows: list[dict], position: int | None, now: float,
                lang: str) -> tuple[list[tuple[str, str]], float | None]:
-    """A running (or queued) timing run in words: [(kind: "info" | "warning" | "caption",
-    text)], and the fraction of its points done (None while it has not started)."""
+    """A running or queued timing run: [(kind: "info" | "warning" | "caption", text)], and
+    the fraction of its points done (None before it starts)."""
     t, cfg = i18n.translator(lang), SweepConfig.from_dict(run.config)
     total = len(cfg.points(list(cfg.devices)))
     if run.status == "queued":

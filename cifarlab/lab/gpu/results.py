@@ -1,9 +1,8 @@
 """A timing result: rows + what they were measured on; JSON and CSV with an exact round trip.
 
-Rows are typed through pandas (nullable dtypes), so a value of the wrong kind in a file is
-refused as it is read. A loaded result is marked as recorded elsewhere, never taken for this
-machine's own. Text from a file is measured before any parser sees it (``check_text``: its
-nesting, numbers, rows and columns), so a hostile file is refused in words.
+Rows are typed through pandas (nullable dtypes): a value of the wrong kind in a file is refused
+as it is read. A loaded result is never taken for this machine's own. Text from a file is
+measured before any parser sees it (``check_text``), so a hostile file is refused in words.
 """
 from __future__ import annotations
 
@@ -29,8 +28,7 @@ RESULTS_DIR = Path(__file__).resolve().parents[3] / "docs" / "gpu-results"
 MAX_UPLOAD_BYTES = 5 * 2**20   # a result file; larger uploads are refused in words
 UPLOADER_MB = MAX_UPLOAD_BYTES // 2**20 + 1   # the widget lets a little more through: ours refuses
 SUFFIXES = (".json", ".csv")
-# What a result file may cost to parse (a real one nests 4 deep, has numbers of at most ~20
-# digits, a few hundred rows and the columns below)
+# What a result file may cost to parse (a real one: 4 deep, numbers of ~20 digits at most)
 MAX_DEPTH = 32
 MAX_DIGITS = 100
 MAX_ROWS = 10_000
@@ -38,8 +36,8 @@ MAX_COLUMNS = 256
 
 log = logging.getLogger("cifarlab.lab.gpu")
 
-# One row per measured point. Types drive the typing of rows read back: int/float may be None
-# (not measured, or the point failed); str is "" when empty; bool is never None.
+# One row per point, typed as read back: int/float may be None; str is "" when empty; bool is
+# never None.
 COLUMNS: dict[str, type] = {
     "device": str, "device_kind": str, "device_name": str, "device_memory_bytes": int,
     "pipeline": str, "batch_size": int, "width": int, "params": int, "tutorial_point": bool,
@@ -66,12 +64,10 @@ _EMPTY = {str: "", bool: False}   # an empty cell's value by type; None for numb
 
 
 def blank(columns: dict[str, type]) -> dict:
-    """A row of ``columns`` with nothing in it."""
     return {c: _EMPTY.get(t) for c, t in columns.items()}
 
 
 def frame(rows: list[dict], columns: dict[str, type]):
-    """Rows as a typed DataFrame, one column per entry of ``columns``, in order."""
     import pandas as pd
 
     df = pd.DataFrame.from_records(list(rows), columns=list(columns))
@@ -79,7 +75,7 @@ def frame(rows: list[dict], columns: dict[str, type]):
 
 
 def records(df, columns: dict[str, type]) -> list[dict]:
-    """A typed DataFrame back to plain rows (Python values; "" / False / None where empty)."""
+    """A typed DataFrame back to plain rows ("" / False / None where empty)."""
     import pandas as pd
 
     # pandas' NA may read back as None, NA or NaN
@@ -104,8 +100,7 @@ def _longest_run(mask: np.ndarray) -> int:
 
 
 def json_depth(data: bytes) -> int:
-    """How deep the brackets of JSON text ``data`` nest, not counting those inside strings;
-    linear in its length and nothing parsed, so it can run before ``json.loads``."""
+    """How deep JSON text's brackets nest (outside strings): linear, nothing parsed."""
     b = np.frombuffer(data, np.uint8)
     if not b.size:
         return 0
@@ -123,8 +118,8 @@ def json_depth(data: bytes) -> int:
 
 
 def check_text(data: str | bytes, source: str, kind: str) -> bytes:
-    """``data`` as bytes once it is known to be cheap to parse as a result of ``kind``
-    ("json", "csv", or "header": the CSV's JSON first line); DataError otherwise."""
+    """``data`` as bytes once it is cheap to parse as ``kind`` ("json", "csv", or "header":
+    the CSV's JSON first line); DataError otherwise."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
     if len(raw) > MAX_UPLOAD_BYTES:
         raise UploadError("gpu.upload_too_big", field="upload", name=source,
@@ -167,7 +162,6 @@ class SweepResult:
 
     @property
     def recorded_on(self) -> str:
-        """"this machine", or "<host>, <date>" for a result recorded elsewhere."""
         if not self.recorded_elsewhere:
             return THIS_MACHINE
         return f"{self.host}, {self.recorded_at[:10]}"
@@ -176,8 +170,8 @@ class SweepResult:
         return [r for r in self.rows if not r["error"]]
 
     def check(self) -> SweepResult:
-        """Itself, when every row can be shown (a device id, a known pipeline, a batch size and
-        a width; figures unless it failed); DataError naming the first row that cannot."""
+        """Itself when every row can be shown (device, pipeline, batch size and width; figures
+        unless it failed); DataError naming the first that cannot."""
         if not self.rows:
             raise DataError("gpu.no_rows", source=self.source)
         for n, r in enumerate(self.rows, start=1):
@@ -285,13 +279,18 @@ class SweepResult:
     @classmethod
     def load(cls, path: str | Path) -> SweepResult:
         path = check_suffix(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise DataError("gpu.no_such_file", field="show", path=str(path)) from None
+        except (OSError, UnicodeDecodeError):
+            raise DataError("gpu.cannot_read", path=str(path)) from None
         read = cls.from_csv_text if path.suffix.lower() == ".csv" else cls.from_json_text
-        return read(_read(path), source=str(path))
+        return read(text, source=str(path))
 
 
 def load_upload(name: str, data: bytes) -> SweepResult:
-    """A result from an uploaded file (.json or .csv), checked row by row. UploadError for the
-    wrong kind of file, DataError (naming the file) for one that cannot be shown."""
+    """A result from an uploaded .json or .csv, checked row by row; UploadError or DataError."""
     suffix = Path(name).suffix.lower()
     if suffix not in SUFFIXES:
         raise UploadError("gpu.upload_type", field="upload", name=name)
@@ -308,29 +307,20 @@ def load_upload(name: str, data: bytes) -> SweepResult:
         raise DataError("gpu.bad_value", source=name) from None
 
 
-def recordings_stamp(directory: str | Path | None = None) -> tuple:
-    """(the folder, its JSON files with their modification times): changes when they do."""
-    folder = Path(directory) if directory is not None else RESULTS_DIR
-    files = sorted(folder.glob("*.json")) if folder.is_dir() else []
-    return str(folder), tuple((p.name, p.stat().st_mtime_ns) for p in files)
+def recordings_stamp() -> tuple:
+    """(docs/gpu-results, its JSON files with their modification times): changes when they do.
+    RESULTS_DIR is read when called: tests point it elsewhere."""
+    files = sorted(RESULTS_DIR.glob("*.json"))
+    return str(RESULTS_DIR), tuple((p.name, p.stat().st_mtime_ns) for p in files)
 
 
-def recorded_results(directory: str | Path | None = None) -> list[SweepResult]:
+def recorded_results(folder: str | Path | None = None) -> list[SweepResult]:
     """The results recorded in docs/gpu-results (JSON) that can be shown, newest first."""
-    directory = Path(directory) if directory is not None else RESULTS_DIR
     results = []
-    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+    for path in sorted(Path(folder or RESULTS_DIR).glob("*.json")):
         try:
             results.append(SweepResult.load(path).check())
         except CifarLabError:
             continue
     return sorted(results, key=lambda r: r.recorded_at, reverse=True)
 
-
-def _read(path: str | Path) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DataError("gpu.no_such_file", field="show", path=str(path)) from None
-    except (OSError, UnicodeDecodeError):
-        raise DataError("gpu.cannot_read", path=str(path)) from None

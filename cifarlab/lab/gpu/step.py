@@ -1,6 +1,5 @@
-"""The timed step: ``cifarlab.core.train``'s own (config, ``Net``, optimizer, loader, step, or
-the step as one CUDA graph), plus what timing needs: endless full batches, cuDNN benchmark mode,
-synchronised clocks, a time budget, cancellation, and running out of memory as a result.
+"""The timed step: ``cifarlab.core.train``'s own (or as one CUDA graph), plus what timing
+needs: endless full batches, cuDNN benchmark mode, synchronised clocks, a budget, cancelling.
 """
 from __future__ import annotations
 
@@ -23,7 +22,6 @@ from cifarlab.core.model import count_params
 from cifarlab.errors import ConfigError, Problem
 
 MIN_IMAGES = 2048          # images per timing data set: at least this many, and 8 batches
-STOP_POLL_SECONDS = 0.25   # how often should_stop() is asked during a point
 
 
 def device_id(dev: torch.device) -> str:
@@ -32,9 +30,8 @@ def device_id(dev: torch.device) -> str:
 
 def timing_images(data: CifarData | None, batch_size: int, seed: int = 0
                   ) -> tuple[CifarData, int | None]:
-    """The images a point trains on, and the training subset to take from them: synthetic
-    uint8 images (data None) or a fixed random slice of ``data``'s training set. Always a
-    whole number of batches (at least 8 and MIN_IMAGES images), so every timed step is full."""
+    """(images, training subset): synthetic (data None) or a slice of ``data``'s training set,
+    a whole number of batches (at least 8 and MIN_IMAGES images) so every timed step is full."""
     want = batch_size * max(8, math.ceil(MIN_IMAGES / batch_size))
     if data is None:
         rng = np.random.default_rng(seed)
@@ -70,7 +67,6 @@ class Workload:
         self._it = iter(self.loader)  # starts the DataLoader's workers now, not in a timed step
 
     def fetch(self):
-        """The next batch where the pipeline keeps it (on the device for ``fast``)."""
         try:
             return next(self._it)
         except StopIteration:  # an epoch ended: the next one, in a new order
@@ -78,13 +74,7 @@ class Workload:
             return next(self._it)
 
     def step(self) -> torch.Tensor:
-        """One training step, exactly as training takes it."""
         return self._step(*core_train.to_device(*self.fetch(), self.device))
-
-    @property
-    def graphed(self) -> bool:
-        """The step was captured and is being replayed (False when eager, or fell back)."""
-        return bool(getattr(self._step, "graphed", False))
 
     def steps_to_capture(self) -> int:
         """Steps still to run before a graphed step is captured and replayed once (else 0)."""
@@ -93,8 +83,10 @@ class Workload:
             return 0
         return max(1, step.warmup + 1 - step.calls)
 
-    def not_graphed_reason(self) -> str:
-        """Why a graphed workload runs eagerly: the last fallback's code (and error)."""
+    def not_graphed(self) -> str | None:
+        """None when the step is replayed as a graph, else why not: the last fallback's code."""
+        if getattr(self._step, "graphed", False):
+            return None
         note = next((n for n in reversed(self.graph_notes) if n["status"] == "eager"), None)
         if note is None:
             return "graphs.not_captured"
@@ -111,14 +103,13 @@ class Workload:
 # the device while timing: settings, synchronising, cleaning up, running out of memory
 
 def sync_for(device: str | torch.device) -> Callable[[], None]:
-    """Wait for all queued work on ``device`` (core.devices.synchronize; a no-op on the cpu)."""
     return functools.partial(synchronize, torch.device(device))
 
 
 @contextlib.contextmanager
 def timing_settings(device: str | torch.device):
-    """cuDNN benchmark mode (autotuning, paid in the warm-up) for timing runs on CUDA only; the
-    previous setting comes back afterwards. Work runs with ``device`` as the current CUDA device."""
+    """cuDNN benchmark mode (autotuning, paid in the warm-up) on CUDA only, restored after;
+    ``device`` the current CUDA device meanwhile."""
     dev = torch.device(device)
     before = torch.backends.cudnn.benchmark
     torch.backends.cudnn.benchmark = before or dev.type == "cuda"
@@ -130,7 +121,7 @@ def timing_settings(device: str | torch.device):
 
 
 def cleanup(device: str | torch.device) -> None:
-    """Free what one point left behind, so the next starts from the same state."""
+    """Free what one point left behind: the next starts from the same state."""
     gc.collect()
     dev = torch.device(device)
     if dev.type == "cuda":
@@ -147,29 +138,16 @@ def is_out_of_memory(err: BaseException) -> bool:
         s in msg for s in ("out of memory", "can't allocate memory", "not enough memory"))
 
 
-class Poll:
-    """should_stop(), asked at most every STOP_POLL_SECONDS (it may be a database read)."""
-
-    def __init__(self, should_stop: Callable[[], bool] | None):
-        self.fn, self.next_at, self.stopped = should_stop, 0.0, False
-
-    def __call__(self) -> bool:
-        now = time.perf_counter()
-        if self.fn is not None and not self.stopped and now >= self.next_at:
-            self.next_at = now + STOP_POLL_SECONDS
-            self.stopped = bool(self.fn())
-        return self.stopped
-
-
 class Stopped(Exception):
     """should_stop() said so in the middle of a point."""
 
 
 def run_steps(n: int, budget: float | None, step: Callable[[], Any], sync: Callable[[], None],
-              stop: Poll) -> tuple[int, float, Any]:
-    """Run up to n steps, fewer once ``budget`` seconds have passed (at least one): (steps run,
-    seconds, the last step's output). The clock is read after synchronising; the budget check
-    does not synchronise (it only decides when to stop)."""
+              stop: Callable[[], bool]) -> tuple[int, float, Any]:
+    """(steps run, seconds, last output) of up to n steps, at least one, fewer once ``budget``
+    seconds have passed. The clock is read after synchronising; the budget check does not
+    synchronise (it only decides when to stop); nor does stop() (the job's is cheap: it reads
+    the store at most every 0.25 s)."""
     sync()
     t0 = time.perf_counter()
     done, out = 0, None
