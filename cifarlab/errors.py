@@ -77,9 +77,7 @@ class Problem:
 class ConfigError(CifarLabError):
     """One or more hyperparameters or options are out of range; ``problems`` lists each."""
 
-    def __init__(self, problems: Iterable[Problem] | Mapping[str, str]):
-        if isinstance(problems, Mapping):  # the old way: field -> English sentence
-            problems = [Problem(f, m) for f, m in problems.items()]
+    def __init__(self, problems: Iterable[Problem]):
         self.problems: list[Problem] = list(problems)
         first = self.problems[0] if self.problems else Problem("config", "config.invalid")
         super().__init__(first.code, field=first.field, **dict(first.params))

@@ -12,6 +12,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from cifarlab.i18n import finite
+
 HIST_BINS = 16
 SAMPLES_PER_EPOCH = 50      # enough points for a curve, few enough to cost nothing
 EXPLODING_RATIO = 100.0     # a gradient norm this many times its first one
@@ -82,14 +84,6 @@ def _plain(row: dict) -> dict:
             v = str(v)          # JSON has no nan/inf: kept as text, read as no number
         out[k] = v
     return out
-
-
-def finite(v) -> float | None:
-    try:
-        v = float(v)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
 
 
 def signals(samples: list[dict]) -> list[tuple[str, dict]]:

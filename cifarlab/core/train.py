@@ -117,7 +117,7 @@ def make_loader(config: TrainConfig, data, device: torch.device):
     if config.pipeline == "fast":
         return data_mod.FastLoader(data, "train", config.batch_size, device=device,
                                    shuffle=config.shuffle, seed=config.seed,
-                                   subset=subset, resident=True, augment=config.augment)
+                                   subset=subset, augment=config.augment)
     return data_mod.tutorial_loader(data, "train", config.batch_size, config.num_workers,
                                     config.shuffle, config.seed, subset=subset,
                                     pin_memory=device.type == "cuda")
@@ -252,7 +252,6 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
     model.train()
     synchronize(device)
     t_start = time.perf_counter()
-    eval_seconds = 0.0  # per-epoch evaluations are not training time
     last_flush = t_start
     for epoch in range(config.epochs):
         epoch_start = time.perf_counter()
@@ -308,9 +307,7 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
                    "data_wait_s": epoch_wait, "compute_s": max(0.0, seconds - epoch_wait),
                    "complete": not (cancelled or diverged)}
         if eval_each_epoch and not (cancelled or diverged):
-            t_eval = time.perf_counter()
             eval_result = evaluate(model, data, device, tta=config.tta)
-            eval_seconds += time.perf_counter() - t_eval
             summary["accuracy"] = eval_result.accuracy
             summary["per_class_accuracy"] = eval_result.per_class_accuracy
             model.train()

@@ -171,8 +171,8 @@ class SeededShuffle(torch.utils.data.Sampler):
 
 
 class FastLoader:
-    """The fast pipeline: the decoded uint8 images held as one tensor (on ``device`` when
-    ``resident``), one ``randperm`` per epoch, and per batch one ``index_select`` plus a two-op
+    """The fast pipeline: the decoded uint8 images held as one tensor on ``device``, one
+    ``randperm`` per epoch, and per batch one ``index_select`` plus a two-op
     normalisation (within 1e-6 of the tutorial's transform).
 
     Iterating yields ``(images float32 B×3×32×32, labels int64 B)`` on ``device``; ``len()`` is
@@ -183,8 +183,7 @@ class FastLoader:
     def __init__(self, data: CifarData | str | None, split: str = "train",
                  batch_size: int = 4, device: str | torch.device = "cpu",
                  shuffle: bool = True, seed: int = 0,
-                 subset: int | Sequence[int] | None = None, resident: bool = True,
-                 augment: str = "none"):
+                 subset: int | Sequence[int] | None = None, augment: str = "none"):
         if (not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool)
                 or batch_size < 1):
             raise ValueError("batch_size must be a positive whole number")
@@ -200,19 +199,13 @@ class FastLoader:
         self.batch_size = batch_size
         self.shuffle = shuffle
         self.seed = seed
-        self.resident = resident
         self.classes = data.classes
         self.n = int(len(y_np))
         self.epoch = 0
         self.last_epoch_indices: np.ndarray | None = None
         self._generator = _generator(seed)
-        x_t, y_t = torch.from_numpy(x_np), torch.from_numpy(y_np)
-        self._on_device = resident or self.device.type == "cpu"
-        if self._on_device:
-            self.x, self.y = x_t.to(self.device), y_t.to(self.device)
-        else:
-            pin = self.device.type == "cuda"
-            self.x, self.y = (x_t.pin_memory(), y_t.pin_memory()) if pin else (x_t, y_t)
+        self.x = torch.from_numpy(x_np).to(self.device)
+        self.y = torch.from_numpy(y_np).to(self.device)
         self._scale = 2.0 / 255.0
         # flips/shifts of each normalised batch, on the device (core.tricks)
         self.augment = BatchAugment(augment, seed, self.device) if augment != "none" else None
@@ -225,15 +218,10 @@ class FastLoader:
                 else torch.arange(self.n))
         self.last_epoch_indices = self.indices[perm.numpy()]
         self.epoch += 1
-        if self._on_device:
-            perm = perm.to(self.device)
-        return self._batches(perm)
+        return self._batches(perm.to(self.device))
 
     def _batches(self, perm: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for idx in perm.split(self.batch_size):
             xb, yb = torch.index_select(self.x, 0, idx), torch.index_select(self.y, 0, idx)
-            if not self._on_device:
-                xb = xb.to(self.device, non_blocking=True)
-                yb = yb.to(self.device, non_blocking=True)
             xb = xb.float().mul_(self._scale).sub_(1.0)
             yield (self.augment(xb) if self.augment else xb), yb

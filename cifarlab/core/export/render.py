@@ -47,7 +47,6 @@ USED = {"epochs", "lr", "momentum", "batch_size", "num_workers", "device", "pipe
         "train_subset", "shuffle", "model", "log_every", "cuda_graphs", "net", "augment",
         "label_smoothing", "nesterov", "weight_decay", "schedule", "tta", "activation",
         "val_fraction"}
-# the activation knob's function, as the forward pass writes it (the tutorial's F.relu)
 _CELL = re.compile(r"^ *# %% (\w+)\n", re.M)
 TEMPLATES = Path(__file__).with_name("templates")
 
