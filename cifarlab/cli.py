@@ -49,8 +49,6 @@ def add_config_args(p: argparse.ArgumentParser, cls: type = TrainConfig) -> None
     English catalog text and the tutorial's value. A flag not typed sets nothing, so that a
     preset's value stands (``config_from_args``)."""
     for f in knobs(cls):
-        if not f.knob.cli:
-            continue
         extra = {"choices": list(f.knob.choices)} if f.knob.kind == "choice" else {}
         default = "all" if f.default is None else f.default
         p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=f.knob.parse,
@@ -64,7 +62,7 @@ def config_from_args(args, cls: type = TrainConfig) -> TrainConfig:
     typed, over ``--preset``'s knobs, over the config's defaults."""
     from cifarlab.core.config import PRESETS
 
-    names = [f.name for f in knobs(cls) if f.knob.cli]
+    names = [f.name for f in knobs(cls)]
     preset = getattr(args, "preset", None)
     values = PRESETS[preset].knob_values(preset_only=True) if preset else {}
     values = {k: v for k, v in values.items() if k in names}

@@ -44,12 +44,8 @@ class CifarLabError(Exception):
         """The message in ``lang`` (numbers in that language's notation)."""
         return _render(self.code, self.params, lang)
 
-    @property
-    def message(self) -> str:
-        return self.text(i18n.DEFAULT)
-
     def __str__(self) -> str:  # one line, English, no class name
-        return self.message
+        return self.text(i18n.DEFAULT)
 
     def __reduce__(self):  # survives pickling between processes (workers -> queue)
         return (_rebuild, (type(self), self.__dict__.copy()))

@@ -53,12 +53,11 @@ class Checkpoint:
     name: str = ""       # the file's name, for messages
 
     def model(self):
-        """A ``Net`` of the right shape holding these weights (shapes checked first). It is
+        """A ``Net`` of the right shape holding these weights (checked by ``load``). It is
         built on the ``meta`` device and takes the loaded tensors themselves (float32), so the
         weights are in memory once, not twice."""
         from cifarlab.core.model import Net
 
-        check_weights(self.state_dict, self.config, len(self.classes), self.name)
         try:
             with torch.device("meta"):
                 net = Net(self.config.model, num_classes=len(self.classes),

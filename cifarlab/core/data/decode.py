@@ -30,11 +30,9 @@ _MIN_PARALLEL = 4000     # below this many images, decode in this process
 
 
 def _decode_items(items: list[tuple[str, Any]]) -> tuple[np.ndarray | None, Any]:
-    """Decode (name, bytes-or-path) pairs into N×3×32×32 uint8 (CHW, like the cache).
-
-    Returns (array, (n_not_rgb, n_resized, n_converted)) or (None, (name, error)) for the first
-    unreadable image. Runs in decode worker processes.
-    """
+    """Decode (name, bytes-or-path) pairs into N×3×32×32 uint8 (CHW, like the cache):
+    (array, (n_not_rgb, n_resized, n_converted)), or (None, (name, error)) for the first
+    unreadable image."""
     out = np.empty((len(items), 3, IMAGE_SIZE, IMAGE_SIZE), dtype=np.uint8)
     not_rgb = resized = converted = 0
     size = (IMAGE_SIZE, IMAGE_SIZE)
@@ -137,11 +135,8 @@ def _conversion_note(counts: tuple[int, int, int]) -> str | None:
 
 def _assemble(entries: dict[str, list[tuple[str, str, int]]], results, classes: list[str],
               where: str) -> tuple[dict[str, np.ndarray], list[str]]:
-    """Put decoded chunks (N×3×32×32, in stream order) into per-split arrays in ImageFolder
-    order (classes sorted, then file names sorted).
-
-    ``entries[split]``: (class, relative name, stream position) of every image.
-    """
+    """Put decoded chunks (in stream order) into per-split arrays in ImageFolder order;
+    ``entries[split]``: (class, relative name, stream position) of every image."""
     counts = np.zeros(3, dtype=np.int64)
     for arr, info in results:
         if arr is None:

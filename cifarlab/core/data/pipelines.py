@@ -43,11 +43,8 @@ def _as_data(data: CifarData | str | os.PathLike | None) -> CifarData:
 
 
 def subset_indices(n: int, size: int, seed: int = 0) -> np.ndarray:
-    """A fixed random subset of ``size`` of ``range(n)``, sorted, int64.
-
-    Depends only on (n, size, seed) (NumPy's legacy ``RandomState``, whose stream never
-    changes), so every training seed sees the same images.
-    """
+    """A fixed random subset of ``size`` of ``range(n)``, sorted: NumPy's legacy
+    ``RandomState``, whose stream never changes, so every training seed sees the same images."""
     if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < 1:
         raise DataError("data.subset_size", field="train_subset",
                         size=size if isinstance(size, (int, float)) else repr(size))
@@ -85,14 +82,8 @@ class CifarImages(torchvision.datasets.VisionDataset):
         super().__init__(root=data.source, transform=transform,
                          target_transform=target_transform)
         self.split = split
-        self.train = split == "train"
         self._source = data
         self.classes = list(data.classes)
-        self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
-
-    @property
-    def targets(self) -> list[int]:
-        return [int(t) for t in self.labels]
 
     def __getitem__(self, index: int) -> tuple[Any, Any]:
         img = Image.fromarray(np.ascontiguousarray(self.data[index].transpose(1, 2, 0)))
@@ -105,9 +96,6 @@ class CifarImages(torchvision.datasets.VisionDataset):
 
     def __len__(self) -> int:
         return len(self.labels)
-
-    def extra_repr(self) -> str:
-        return f"Split: {self.split.capitalize()}"
 
     def __getstate__(self) -> dict:
         return dict(self.__dict__, data=None, labels=None)
@@ -155,9 +143,8 @@ def _generator(seed: int) -> torch.Generator:
 
 class SeededShuffle(torch.utils.data.Sampler):
     """``shuffle=True``, reproducibly: epoch k visits the data in the order of the k-th
-    ``torch.randperm(n)`` drawn from a generator seeded with ``seed``, exactly one draw per
-    epoch (``RandomSampler`` draws a second, empty one at the end of each epoch), which is
-    also the order ``FastLoader`` serves."""
+    ``torch.randperm(n)`` of a generator seeded with ``seed``, one draw per epoch
+    (``RandomSampler`` draws a second at each epoch's end), as ``FastLoader`` does."""
 
     def __init__(self, n: int, seed: int = 0):
         self.n = int(n)
@@ -172,13 +159,9 @@ class SeededShuffle(torch.utils.data.Sampler):
 
 class FastLoader:
     """The fast pipeline: the decoded uint8 images held as one tensor on ``device``, one
-    ``randperm`` per epoch, and per batch one ``index_select`` plus a two-op
-    normalisation (within 1e-6 of the tutorial's transform).
-
-    Iterating yields ``(images float32 B×3×32×32, labels int64 B)`` on ``device``; ``len()`` is
-    the number of batches, the last partial batch kept. ``last_epoch_indices`` holds the data
-    set indices served by the latest epoch, in order.
-    """
+    ``randperm`` per epoch, and per batch one ``index_select`` plus a two-op normalisation
+    (within 1e-6 of the tutorial's transform); the last partial batch kept.
+    ``last_epoch_indices``: the data set indices the latest epoch served, in order."""
 
     def __init__(self, data: CifarData | str | None, split: str = "train",
                  batch_size: int = 4, device: str | torch.device = "cpu",

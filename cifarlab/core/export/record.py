@@ -16,6 +16,7 @@ import torch
 from cifarlab.core.config import TrainConfig
 from cifarlab.core.safe_text import one_line
 from cifarlab.errors import CifarLabError
+from cifarlab.i18n import finite
 
 
 @dataclass
@@ -45,15 +46,14 @@ class RunRecord:
 
     @property
     def accuracy(self) -> float | None:
-        acc = self.results.get("test_accuracy")
-        return float(acc) if _is_number(acc) else None
+        return finite(self.results.get("test_accuracy"))
 
     @property
     def n_train(self) -> int:
         """Training images the run used: its images over its epochs, else its subset, else
         CIFAR-10's 50,000."""
         images, done = self.results.get("images"), self.results.get("epochs_done")
-        if _is_number(images) and _is_number(done) and done > 0 and images > 0:
+        if (finite(images) or 0) > 0 and (finite(done) or 0) > 0:
             return round(images / done)
         return int(self.config.train_subset or 50000)
 
@@ -96,10 +96,6 @@ def run_slug(name: str | None, run_id: str | None) -> str:
     words = re.sub(r"[^A-Za-z0-9]+", "-", name or "").strip("-").lower()[:40]
     parts = [p for p in (words, (run_id or "")[:8]) if p]
     return "-".join(parts) or "cifar-run"
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def require_run(checkpoint, name: str | None = None) -> None:
