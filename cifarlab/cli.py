@@ -9,8 +9,8 @@ import json
 import sys
 
 from cifarlab import i18n
-from cifarlab.core.config import (CIFAR10_CLASSES, TUTORIAL_SHORT_NAMES, ModelSpec, TrainConfig,
-                                  knobs)
+from cifarlab.core.config import (CIFAR10_CLASSES, PRESETS, TUTORIAL_SHORT_NAMES, ModelSpec,
+                                  TrainConfig, knobs)
 from cifarlab.core.safe_text import one_line
 from cifarlab.errors import CifarLabError, ConfigError
 
@@ -60,8 +60,6 @@ def add_config_args(p: argparse.ArgumentParser, cls: type = TrainConfig) -> None
 def config_from_args(args, cls: type = TrainConfig) -> TrainConfig:
     """The TrainConfig the flags describe (ConfigError listing every bad value): the flags
     typed, over ``--preset``'s knobs, over the config's defaults."""
-    from cifarlab.core.config import PRESETS
-
     names = [f.name for f in knobs(cls)]
     preset = getattr(args, "preset", None)
     values = PRESETS[preset].knob_values(preset_only=True) if preset else {}
@@ -75,8 +73,6 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     t = sub.add_parser("train", help="train the network (defaults: the tutorial as written)")
-    from cifarlab.core.config import PRESETS
-
     t.add_argument("--preset", choices=list(PRESETS), default=None,
                    help="start from a preset (" + ", ".join(PRESETS) + "); the other flags "
                         "given override it")

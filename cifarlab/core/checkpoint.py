@@ -117,14 +117,10 @@ def save(path: str | os.PathLike, model: torch.nn.Module, config: TrainConfig,
         "classes": list(classes),
         "results": _plain(results or {}),
     }
-    return _save_bytes(path, payload)
-
-
-def _save_bytes(path: str | os.PathLike, obj) -> Path:
-    """``torch.save(obj)`` into memory, then written atomically: an error while writing is
-    then the file system's own (ENOSPC), never torch's garbled one from inside its zip writer."""
+    # into memory first: an error while writing is then the file system's own (ENOSPC), never
+    # torch's garbled one from inside its zip writer
     buf = io.BytesIO()
-    torch.save(obj, buf)
+    torch.save(payload, buf)
     return atomic_write_bytes(path, lambda f: f.write(buf.getbuffer()))
 
 

@@ -59,7 +59,9 @@ def pool2d_formula(size: int, kernel: int, stride: int | None = None, padding: i
     """
     stride = kernel if stride is None else stride
     _check_args(POOL, size, kernel, stride, padding, dilation)
-    _check_pool_padding(kernel, padding)
+    if padding > kernel // 2:
+        raise ShapeError("shapes.pool_padding", layer=POOL, padding=padding, kernel=kernel,
+                         half=kernel // 2, min_kernel=2 * padding)
     n = _numerator(size, kernel, padding, dilation)
     inner = _inner(size, kernel, stride, padding, dilation)
     if not ceil_mode:
@@ -138,12 +140,6 @@ def _check_args(layer: str, size: int, kernel: int, stride: int, padding: int,
     for arg, v, lo in zip(ARGS, (size, kernel, stride, padding, dilation), (1, 1, 1, 0, 1)):
         if not is_int(v) or v < lo:
             raise ShapeError("shapes.below_min", layer=layer, arg=arg, lo=lo, value=repr(v))
-
-
-def _check_pool_padding(kernel: int, padding: int) -> None:
-    if padding > kernel // 2:
-        raise ShapeError("shapes.pool_padding", layer=POOL, padding=padding, kernel=kernel,
-                         half=kernel // 2, min_kernel=2 * padding)
 
 
 def _too_small(layer: str, args: tuple, dims: list[int]) -> ShapeError:

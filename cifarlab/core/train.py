@@ -39,9 +39,6 @@ class Event:
     kind: str   # start | losses | running_loss | progress | inside | epoch | diverged | eval | done
     data: dict
 
-    def to_dict(self) -> dict:
-        return {"kind": self.kind, "data": self.data}
-
 
 @dataclass
 class TrainResult:
@@ -208,8 +205,7 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
     # fallback to eager is an event of kind "graphs" with its reason
     step_fn = graphs.make_step(config, device, model, criterion, optimizer, train_step,
                                lambda note: emit(Event("graphs", note)))
-    probe = Probe(model, probe_every(steps_per_epoch),
-                  relu=config.net == "tutorial" and config.activation == "relu")
+    probe = Probe(model, probe_every(steps_per_epoch))
 
     losses: list[float] = []
     running: list[dict] = []

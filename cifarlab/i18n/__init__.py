@@ -238,10 +238,6 @@ def placeholders(text: str) -> set[str]:
 
 # ------------------------------------------------------------------------------------ lessons
 
-def _lesson_path(name: str, lang: str) -> Path:
-    return LOCALES_DIR / lang / "lessons" / f"{name}.md"
-
-
 def _check_name(name: str) -> str:
     if not isinstance(name, str) or not name or not all(ch.isalnum() or ch in "_-" for ch in name):
         raise KeyError(f"i18n: {name!r} is not a lesson name.")
@@ -250,7 +246,7 @@ def _check_name(name: str) -> str:
 
 @functools.cache
 def _read_lesson(name: str, lang: str) -> str | None:
-    path = _lesson_path(name, lang)
+    path = LOCALES_DIR / lang / "lessons" / f"{name}.md"
     return path.read_text(encoding="utf-8") if path.is_file() else None
 
 

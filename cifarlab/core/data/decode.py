@@ -194,11 +194,6 @@ def _check_classes(found: dict[str, dict[str, int]], where: str, loose: int) -> 
     return sorted(train)
 
 
-def _decode_folder(src: Source, on_progress: ProgressFn | None):
-    check_folder_layout(src)
-    return _decode_members(folder_members(src.root), src.root, on_progress)
-
-
 def _split_member(name: str) -> tuple[tuple[str, ...], str, str | None, str | None] | None:
     """(prefix, split, class, rest) of an archive member inside some .../train|test/...;
     class/rest None where the name stops early. None when there is no train/test part."""
@@ -326,4 +321,5 @@ def decode_source(src: Source, cache_root: Path, on_progress: ProgressFn | None
         return _decode_canonical(cache_root, on_progress)
     if src.kind == "archive":
         return _decode_archive(src, on_progress)
-    return _decode_folder(src, on_progress)
+    check_folder_layout(src)
+    return _decode_members(folder_members(src.root), src.root, on_progress)

@@ -76,23 +76,16 @@ class CifarImages(torchvision.datasets.VisionDataset):
     workers) sends its ``CifarData``: a cached one as its cache's path, not the pixels.
     """
 
-    def __init__(self, data: CifarData, split: str = "train",
-                 transform: Callable | None = None, target_transform: Callable | None = None):
+    def __init__(self, data: CifarData, split: str, transform: Callable):
         self.data, self.labels = data.split(split)
-        super().__init__(root=data.source, transform=transform,
-                         target_transform=target_transform)
+        super().__init__(root=data.source, transform=transform)
         self.split = split
         self._source = data
         self.classes = list(data.classes)
 
     def __getitem__(self, index: int) -> tuple[Any, Any]:
         img = Image.fromarray(np.ascontiguousarray(self.data[index].transpose(1, 2, 0)))
-        target = int(self.labels[index])
-        if self.transform is not None:
-            img = self.transform(img)
-        if self.target_transform is not None:
-            target = self.target_transform(target)
-        return img, target
+        return self.transform(img), int(self.labels[index])
 
     def __len__(self) -> int:
         return len(self.labels)

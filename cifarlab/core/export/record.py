@@ -36,10 +36,12 @@ class RunRecord:
     def from_checkpoint(cls, ckpt, name: str | None = None) -> RunRecord:
         """A loaded checkpoint's run (``core.checkpoint.load``); ``export.weights_only`` for
         the tutorial's plain state_dict, which holds no run."""
-        require_run(ckpt, name)
+        if ckpt.plain:
+            raise export_error("export.weights_only", field="checkpoint",
+                               name=Path(name).name if name else "")
         stem = Path(name).stem if name else ""
         results = dict(ckpt.results or {})
-        threads = results.get("torch_threads")   # kept by core.train since 2026-11-24
+        threads = results.get("torch_threads")   # core.train keeps it with the results
         return cls(config=ckpt.config, state_dict=ckpt.state_dict, classes=tuple(ckpt.classes),
                    results=results, name=stem,
                    env={"torch_threads": threads} if isinstance(threads, int) else None)
@@ -96,14 +98,6 @@ def run_slug(name: str | None, run_id: str | None) -> str:
     words = re.sub(r"[^A-Za-z0-9]+", "-", name or "").strip("-").lower()[:40]
     parts = [p for p in (words, (run_id or "")[:8]) if p]
     return "-".join(parts) or "cifar-run"
-
-
-def require_run(checkpoint, name: str | None = None) -> None:
-    """A plain state_dict (the tutorial's own ``cifar_net.pth``) holds no run settings:
-    CifarLabError ``export.weights_only``."""
-    if getattr(checkpoint, "plain", False):
-        raise export_error("export.weights_only", field="checkpoint",
-                           name=Path(name).name if name else "")
 
 
 def export_error(code: str, field: str = "output", **params) -> CifarLabError:

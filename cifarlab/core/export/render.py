@@ -115,13 +115,9 @@ def constant_name(field_name: str) -> str:
 
 def render(config: TrainConfig, notes: Iterable[str] = (), script_name: str = DEFAULT_NAME,
            notebook: dict | None = None, lang: str = i18n.DEFAULT) -> str:
-    """The script (or, with ``notebook``, the notebook's cells) for ``config``'s run. ``notes``:
-    comment lines about where it came from. ``notebook``: ``threads`` (or None), the lab's
-    ``accuracy`` and ``epoch_losses``, ``results_file`` and the printed ``texts``. ``lang``:
-    the language of the settings' comments. ShapeError if the network does not fit a 32×32
-    image."""
-    if not isinstance(config, TrainConfig):
-        raise TypeError("the exported code needs a TrainConfig")
+    """The script (or, with ``notebook``, the notebook's cells) for ``config``'s run.
+    ``notebook``: ``threads`` (or None), the lab's ``accuracy`` and ``epoch_losses``,
+    ``results_file`` and the printed ``texts``. ShapeError if the network does not fit."""
     net = net_layout(config.model)  # first: a ShapeError before anything else
     return _ENV.get_template("run.py.j2").render(
         c=config, net=net, act=Code(ACTIVATION_CODE[config.activation]), notes=list(notes),
