@@ -107,10 +107,7 @@ class ShapeError(CifarLabError):
 
     def __init__(self, code: str, /, layer: str | None = None, **params: Any):
         super().__init__(code, field=layer, layer=layer, **params)
-
-    @property
-    def layer(self) -> str | None:
-        return self.field
+        self.layer = layer
 
 
 class CheckpointError(CifarLabError):

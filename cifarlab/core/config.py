@@ -301,12 +301,13 @@ def _field_problems(cls: type, values: Mapping[str, Any]) -> list[Problem]:
         out.extend(model.problems())  # checked when it was made, unless changed since
     elif isinstance(model, Mapping):
         try:
-            ModelSpec.from_dict(model)
+            model = ModelSpec.from_dict(model)
         except ConfigError as err:
             out.extend(err.problems)
+            model = None
     elif model is not None:
         out.append(Problem("model", "config.model", {}))
-    out.extend(trick_problems(values))
+    out.extend(trick_problems({**values, "model": model}))
     return out
 
 
