@@ -122,16 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _class_label(name: str) -> str:
-    if name in CIFAR10_CLASSES:
-        return TUTORIAL_SHORT_NAMES[CIFAR10_CLASSES.index(name)]
-    return name
-
-
 def print_accuracy_lines(per_class: dict[str, float], accuracy: float, total: int) -> None:
+    """The tutorial's prints, its short class names ("plane") for CIFAR-10's."""
     print("Accuracy of the network on the %d test images: %d %%" % (total, 100 * accuracy))
     for name, acc in per_class.items():
-        print("Accuracy of %5s : %2d %%" % (_class_label(name), 100 * acc))
+        short = dict(zip(CIFAR10_CLASSES, TUTORIAL_SHORT_NAMES)).get(name, name)
+        print("Accuracy of %5s : %2d %%" % (short, 100 * acc))
 
 
 def cmd_train(args) -> int:

@@ -77,7 +77,7 @@ class TrainResult:
 
     def summary(self) -> dict:
         """JSON-friendly: what the CLI prints with --json and the run store keeps."""
-        out = {
+        return {
             "test_accuracy": self.eval.accuracy if self.eval else None,
             "per_class_accuracy": dict(self.eval.per_class_accuracy) if self.eval else {},
             "confusion": self.eval.confusion if self.eval else None,
@@ -103,7 +103,6 @@ class TrainResult:
             "config": self.config.to_dict(),
             "env": self.env,
         }
-        return out
 
 
 def make_loader(config: TrainConfig, data, device: torch.device):
