@@ -9,8 +9,8 @@ import json
 import sys
 
 from cifarlab import i18n
-from cifarlab.core.config import (CIFAR10_CLASSES, TUTORIAL_SHORT_NAMES, ModelSpec, TrainConfig,
-                                  knobs)
+from cifarlab.core.config import (CIFAR10_CLASSES, PRESETS, TUTORIAL_SHORT_NAMES, ModelSpec,
+                                  TrainConfig, knobs)
 from cifarlab.core.safe_text import one_line
 from cifarlab.errors import CifarLabError, ConfigError
 
@@ -49,8 +49,6 @@ def add_config_args(p: argparse.ArgumentParser, cls: type = TrainConfig) -> None
     English catalog text and the tutorial's value. A flag not typed sets nothing, so that a
     preset's value stands (``config_from_args``)."""
     for f in knobs(cls):
-        if not f.knob.cli:
-            continue
         extra = {"choices": list(f.knob.choices)} if f.knob.kind == "choice" else {}
         default = "all" if f.default is None else f.default
         p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=f.knob.parse,
@@ -62,9 +60,7 @@ def add_config_args(p: argparse.ArgumentParser, cls: type = TrainConfig) -> None
 def config_from_args(args, cls: type = TrainConfig) -> TrainConfig:
     """The TrainConfig the flags describe (ConfigError listing every bad value): the flags
     typed, over ``--preset``'s knobs, over the config's defaults."""
-    from cifarlab.core.config import PRESETS
-
-    names = [f.name for f in knobs(cls) if f.knob.cli]
+    names = [f.name for f in knobs(cls)]
     preset = getattr(args, "preset", None)
     values = PRESETS[preset].knob_values(preset_only=True) if preset else {}
     values = {k: v for k, v in values.items() if k in names}
@@ -77,8 +73,6 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     t = sub.add_parser("train", help="train the network (defaults: the tutorial as written)")
-    from cifarlab.core.config import PRESETS
-
     t.add_argument("--preset", choices=list(PRESETS), default=None,
                    help="start from a preset (" + ", ".join(PRESETS) + "); the other flags "
                         "given override it")
@@ -128,16 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _class_label(name: str) -> str:
-    if name in CIFAR10_CLASSES:
-        return TUTORIAL_SHORT_NAMES[CIFAR10_CLASSES.index(name)]
-    return name
-
-
 def print_accuracy_lines(per_class: dict[str, float], accuracy: float, total: int) -> None:
+    """The tutorial's prints, its short class names ("plane") for CIFAR-10's."""
     print("Accuracy of the network on the %d test images: %d %%" % (total, 100 * accuracy))
     for name, acc in per_class.items():
-        print("Accuracy of %5s : %2d %%" % (_class_label(name), 100 * acc))
+        short = dict(zip(CIFAR10_CLASSES, TUTORIAL_SHORT_NAMES)).get(name, name)
+        print("Accuracy of %5s : %2d %%" % (short, 100 * acc))
 
 
 def cmd_train(args) -> int:

@@ -44,12 +44,8 @@ class CifarLabError(Exception):
         """The message in ``lang`` (numbers in that language's notation)."""
         return _render(self.code, self.params, lang)
 
-    @property
-    def message(self) -> str:
-        return self.text(i18n.DEFAULT)
-
     def __str__(self) -> str:  # one line, English, no class name
-        return self.message
+        return self.text(i18n.DEFAULT)
 
     def __reduce__(self):  # survives pickling between processes (workers -> queue)
         return (_rebuild, (type(self), self.__dict__.copy()))
@@ -77,9 +73,7 @@ class Problem:
 class ConfigError(CifarLabError):
     """One or more hyperparameters or options are out of range; ``problems`` lists each."""
 
-    def __init__(self, problems: Iterable[Problem] | Mapping[str, str]):
-        if isinstance(problems, Mapping):  # the old way: field -> English sentence
-            problems = [Problem(f, m) for f, m in problems.items()]
+    def __init__(self, problems: Iterable[Problem]):
         self.problems: list[Problem] = list(problems)
         first = self.problems[0] if self.problems else Problem("config", "config.invalid")
         super().__init__(first.code, field=first.field, **dict(first.params))
@@ -113,10 +107,7 @@ class ShapeError(CifarLabError):
 
     def __init__(self, code: str, /, layer: str | None = None, **params: Any):
         super().__init__(code, field=layer, layer=layer, **params)
-
-    @property
-    def layer(self) -> str | None:
-        return self.field
+        self.layer = layer
 
 
 class CheckpointError(CifarLabError):

@@ -214,7 +214,7 @@ def test_fast_loader_epochs(cifar_data):
     other = D.FastLoader(cifar_data, "test", batch_size=64, seed=4)
     list(other)
     assert not np.array_equal(other.last_epoch_indices, orders[0])
-    plain = D.FastLoader(cifar_data, "test", batch_size=64, shuffle=False, resident=False)
+    plain = D.FastLoader(cifar_data, "test", batch_size=64, shuffle=False)
     list(plain)
     assert np.array_equal(plain.last_epoch_indices, np.arange(10_000))
 

@@ -13,6 +13,7 @@ from cifarlab.errors import ShapeError
 from cifarlab.core.shapes import (LayerTrace, conv2d_formula, conv2d_output_size, flat_features,
                              pool2d_formula, pool2d_output_size, total_params, trace,
                              trace_spec, trace_table)
+from shape_support import trace_module
 
 FEW = settings(max_examples=300, deadline=None)
 
@@ -170,7 +171,7 @@ def test_pool_formula_floor_and_ceil():
 
 def test_tutorial_net_trace_matches_trace_spec():
     net = Net()
-    real = trace(net)
+    real = trace_module(net)
     spec = trace_spec(ModelSpec())
     assert [t.name for t in real] == ["input", "conv1", "pool", "conv2", "pool", "flatten",
                                       "fc1", "fc2", "fc3"]
@@ -212,7 +213,7 @@ def test_trace_spec_matches_real_modules(spec, size):
             SpecNet(spec, 1).features(torch.zeros(1, *shape))
         return
     net = SpecNet(spec, flat_features(spec, shape))
-    real = trace(net, shape)
+    real = trace_module(net, shape)
     assert [(t.kind, t.in_shape, t.out_shape, t.params) for t in real] == \
            [(t.kind, t.in_shape, t.out_shape, t.params) for t in ours if t.kind != "relu"]
     assert total_params(ours) == sum(p.numel() for p in net.parameters())
@@ -228,7 +229,7 @@ def test_bad_stack_names_the_layer():
         trace_spec(ModelSpec(pool=4))
     assert err.value.layer == "pool2"
     with pytest.raises(ShapeError) as err:  # the real Net on a 12×12 image fails in conv2
-        trace(Net(), (3, 12, 12))
+        trace_module(Net(), (3, 12, 12))
     assert err.value.layer == "conv2" and "4×4" in str(err.value)
 
 
@@ -258,7 +259,7 @@ def test_module_called_twice_counts_params_once():
             return self.fc(self.fc(self.body(x)))
 
     net = Twice()
-    traces = trace(net, (3, 8, 8))
+    traces = trace_module(net, (3, 8, 8))
     assert [t.name for t in traces] == ["input", "body.0", "body.1", "body.2", "fc", "fc"]
     assert [t.kind for t in traces[1:4]] == ["conv", "relu", "flatten"]
     assert traces[5].params == 0

@@ -23,10 +23,11 @@ from cifarlab.core.evaluate import predict
 from cifarlab.core.export import export_script
 from cifarlab.core.model import Net
 from cifarlab.core.nets import NETS, net_spec
-from cifarlab.core.shapes import total_params, trace, trace_spec
+from cifarlab.core.shapes import total_params, trace_spec
 from cifarlab.core.train import make_optimizer, train
 from cifarlab.errors import ConfigError
 from cifarlab.lab import speed
+from shape_support import trace_module
 
 TRICKS = dict(pipeline="fast", net="bn3", augment="flip_translate", label_smoothing=0.1,
               nesterov=True, weight_decay=0.0005, schedule="onecycle", tta=True)
@@ -153,7 +154,7 @@ def test_networks_match_their_shape_trace(name):
     spec = net_spec(name)
     net = Net(spec)
     assert sum(p.numel() for p in net.parameters()) == total_params(trace_spec(spec))
-    real = {t.name: t.out_shape for t in trace(net)}
+    real = {t.name: t.out_shape for t in trace_module(net)}
     for t in trace_spec(spec):
         if t.kind in ("conv", "batchnorm", "linear"):
             assert real[t.name] == t.out_shape, t.name

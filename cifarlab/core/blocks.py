@@ -1,39 +1,59 @@
-"""The layer list of a ModelSpec, batch norm and the speed lesson's other variants included.
-
-``core.shapes.trace`` walks these dicts (``shapes.trace_spec`` is trace ∘ spec_layers). The
-order matches ``core.model.Net``: each block is conv → [bn] → relu → [conv → [bn] → relu] →
-pool.
+"""What a ModelSpec's network is made of, batch norm and the speed lesson's other variants
+included: one layout that ``core.model.Net`` builds, the exported script writes
+(``export.render``) and the shape trace walks (``spec_layers``), so the three never disagree.
+Each block is conv → [bn] → relu → [conv → [bn] → relu] → pool.
 """
 from __future__ import annotations
 
 from cifarlab.core.modelspec import ModelSpec
 
 
-def spec_layers(spec: ModelSpec, num_classes: int = 10) -> list[dict]:
-    """The layers, in call order, of ``core.model.Net(spec)`` (relus included)."""
-    (c1, c2), (h1, h2) = spec.scaled_channels(), spec.scaled_hidden()
-    pool = {"type": "pool", "kernel_size": spec.pool, "stride": spec.pool}
-    plain = spec.is_plain
-
-    def conv(name: str, out: int, kernel: int, stride: int, padding: int) -> dict:
-        layer = {"type": "conv", "out_channels": out, "kernel_size": kernel, "stride": stride,
-                 "padding": padding, "dilation": 1}
-        return layer if plain else {**layer, "name": name}
-
-    blocks = [(conv("conv1", c1, spec.kernels[0], spec.strides[0], spec.paddings[0]), "1", c1),
-              (conv("conv2", c2, spec.kernels[1], spec.strides[1], spec.paddings[1]), "2", c2)]
-    if spec.conv3:
-        blocks.append((conv("conv3", spec.conv3 * spec.width, 3, 1, 1), "3",
-                       spec.conv3 * spec.width))
-    out: list[dict] = []
-    for first, i, c in blocks:
-        convs = [first] + ([conv(f"conv{i}b", c, 3, 1, 1)] if spec.block_convs == 2 else [])
-        for layer, suffix in zip(convs, ("", "b")):
-            out.append(layer)
+def layout(spec: ModelSpec) -> tuple[list[dict], list[dict]]:
+    """(modules, forward): the modules before fc1, in the order ``Net`` creates them (the same
+    initial weights from the same seed), and the forward pass's steps, each a conv, its batch
+    norm (or None) and whether the block's pool follows."""
+    (c1, c2) = spec.scaled_channels()
+    modules = [_conv("conv1", 3, c1, spec.kernels[0], spec.strides[0], spec.paddings[0]),
+               {"kind": "pool", "name": "pool", "size": spec.pool},
+               _conv("conv2", c1, c2, spec.kernels[1], spec.strides[1], spec.paddings[1])]
+    blocks = [(1, c1), (2, c2)] + ([(3, spec.conv3 * spec.width)] if spec.conv3 else [])
+    forward = []
+    for i, ch in blocks:
+        if i == 3:
+            modules.append(_conv("conv3", c2, ch, 3, 1, 1))
+        for suffix in ("", "b")[:spec.block_convs]:
+            if suffix:
+                modules.append(_conv(f"conv{i}b", ch, ch, 3, 1, 1))
             if spec.batch_norm:
-                out.append({"type": "batchnorm", "name": f"bn{i}{suffix}"})
-            out.append({"type": "relu"})
-        out.append(pool)
+                modules.append({"kind": "bn", "name": f"bn{i}{suffix}", "channels": ch})
+            forward.append({"conv": f"conv{i}{suffix}", "pool": False,
+                            "bn": f"bn{i}{suffix}" if spec.batch_norm else None})
+        forward[-1]["pool"] = True
+    return modules, forward
+
+
+def _conv(name: str, cin: int, cout: int, kernel: int, stride: int, padding: int) -> dict:
+    return {"kind": "conv", "name": name, "cin": cin, "cout": cout, "kernel": kernel,
+            "stride": stride, "padding": padding}
+
+
+def spec_layers(spec: ModelSpec, num_classes: int = 10) -> list[dict]:
+    """The layers, in call order, of ``core.model.Net(spec)`` (relus included); the tutorial's
+    kind of network leaves the convs unnamed (conv1, conv2 by count)."""
+    modules, forward = layout(spec)
+    convs = {m["name"]: m for m in modules if m["kind"] == "conv"}
+    out: list[dict] = []
+    for step in forward:
+        c = convs[step["conv"]]
+        out.append({"type": "conv", "out_channels": c["cout"], "kernel_size": c["kernel"],
+                    "stride": c["stride"], "padding": c["padding"], "dilation": 1}
+                   | ({} if spec.is_plain else {"name": c["name"]}))
+        if step["bn"]:
+            out.append({"type": "batchnorm", "name": step["bn"]})
+        out.append({"type": "relu"})
+        if step["pool"]:
+            out.append({"type": "pool", "kernel_size": spec.pool, "stride": spec.pool})
+    h1, h2 = spec.scaled_hidden()
     return out + [{"type": "flatten"},
                   {"type": "linear", "out_features": h1}, {"type": "relu"},
                   {"type": "linear", "out_features": h2}, {"type": "relu"},

@@ -53,12 +53,11 @@ class Checkpoint:
     name: str = ""       # the file's name, for messages
 
     def model(self):
-        """A ``Net`` of the right shape holding these weights (shapes checked first). It is
+        """A ``Net`` of the right shape holding these weights (checked by ``load``). It is
         built on the ``meta`` device and takes the loaded tensors themselves (float32), so the
         weights are in memory once, not twice."""
         from cifarlab.core.model import Net
 
-        check_weights(self.state_dict, self.config, len(self.classes), self.name)
         try:
             with torch.device("meta"):
                 net = Net(self.config.model, num_classes=len(self.classes),
@@ -118,14 +117,10 @@ def save(path: str | os.PathLike, model: torch.nn.Module, config: TrainConfig,
         "classes": list(classes),
         "results": _plain(results or {}),
     }
-    return _save_bytes(path, payload)
-
-
-def _save_bytes(path: str | os.PathLike, obj) -> Path:
-    """``torch.save(obj)`` into memory, then written atomically: an error while writing is
-    then the file system's own (ENOSPC), never torch's garbled one from inside its zip writer."""
+    # into memory first: an error while writing is then the file system's own (ENOSPC), never
+    # torch's garbled one from inside its zip writer
     buf = io.BytesIO()
-    torch.save(obj, buf)
+    torch.save(payload, buf)
     return atomic_write_bytes(path, lambda f: f.write(buf.getbuffer()))
 
 

@@ -219,19 +219,16 @@ class TrainConfig:
                 if f.knob.preset or not preset_only}
 
     def describe(self) -> str:
-        """One line, for logs and run lists (English; pages build their own from knobs())."""
+        """One line, for logs and run lists (English; pages build their own from knobs()): the
+        tutorial's settings, then the speed lesson's that differ from the tutorial's."""
         sub = f", subset {self.train_subset}" if self.train_subset else ""
+        tricks = "".join(f", {name} {getattr(self, name)}" for name in
+                         ("val_fraction", "net", "activation", "augment", "label_smoothing",
+                          "nesterov", "weight_decay", "schedule", "tta")
+                         if getattr(self, name) != TrainConfig.__dataclass_fields__[name].default)
         return (f"{self.epochs} epoch(s), lr {self.lr:g}, momentum {self.momentum:g}, batch "
                 f"{self.batch_size}, {self.num_workers} worker(s), {self.device}, "
-                f"{self.pipeline} pipeline, seed {self.seed}{sub}{self._tricks()}")
-
-    def _tricks(self) -> str:
-        """The speed lesson's settings that differ from the tutorial's, for ``describe``."""
-        parts = [f"{name} {getattr(self, name)}" for name in
-                 ("val_fraction", "net", "activation", "augment", "label_smoothing", "nesterov",
-                  "weight_decay", "schedule", "tta")
-                 if getattr(self, name) != TrainConfig.__dataclass_fields__[name].default]
-        return (", " + ", ".join(parts)) if parts else ""
+                f"{self.pipeline} pipeline, seed {self.seed}{sub}{tricks}")
 
 
 def val_count(n: int, fraction: float) -> int:
@@ -290,11 +287,9 @@ def validate(values: Mapping[str, Any] | TrainConfig, *, limits: Limits | None =
     if limits.max_train_images is not None and images is not None \
             and images > limits.max_train_images:
         add("train_subset", "config.subset_limit", n=limits.max_train_images)
-    if is_int(batch) and "train_subset" not in bad:
-        n = min(x for x in (subset if is_int(subset) else None, n_train) if x is not None) \
-            if (is_int(subset) or n_train is not None) else None
-        if n is not None and batch > n:
-            add("batch_size", "config.batch_data", batch=batch, n=n)
+    sizes = [x for x in (subset if is_int(subset) else None, n_train) if x is not None]
+    if is_int(batch) and "train_subset" not in bad and sizes and batch > min(sizes):
+        add("batch_size", "config.batch_data", batch=batch, n=min(sizes))
     return problems
 
 
@@ -306,12 +301,13 @@ def _field_problems(cls: type, values: Mapping[str, Any]) -> list[Problem]:
         out.extend(model.problems())  # checked when it was made, unless changed since
     elif isinstance(model, Mapping):
         try:
-            ModelSpec.from_dict(model)
+            model = ModelSpec.from_dict(model)
         except ConfigError as err:
             out.extend(err.problems)
+            model = None
     elif model is not None:
         out.append(Problem("model", "config.model", {}))
-    out.extend(trick_problems(values))
+    out.extend(trick_problems({**values, "model": model}))
     return out
 
 

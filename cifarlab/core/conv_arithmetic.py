@@ -59,7 +59,9 @@ def pool2d_formula(size: int, kernel: int, stride: int | None = None, padding: i
     """
     stride = kernel if stride is None else stride
     _check_args(POOL, size, kernel, stride, padding, dilation)
-    _check_pool_padding(kernel, padding)
+    if padding > kernel // 2:
+        raise ShapeError("shapes.pool_padding", layer=POOL, padding=padding, kernel=kernel,
+                         half=kernel // 2, min_kernel=2 * padding)
     n = _numerator(size, kernel, padding, dilation)
     inner = _inner(size, kernel, stride, padding, dilation)
     if not ceil_mode:
@@ -80,22 +82,22 @@ def pool2d_formula(size: int, kernel: int, stride: int | None = None, padding: i
 
 def conv2d_output_size(size, kernel_size, stride=1, padding=0, dilation=1):
     """Output size of nn.Conv2d. Ints give an int; any (h, w) pair gives an (h, w) pair."""
-    args = (size, kernel_size, stride, padding, dilation)
-    dims = [conv2d_formula(*a)[1] for a in per_dim(args, CONV)]
-    if min(dims) < 1:
-        raise _too_small(CONV, args, dims)
-    return _result(args, dims)
+    return _output_size(CONV, conv2d_formula, (size, kernel_size, stride, padding, dilation))
 
 
 def pool2d_output_size(size, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
     """Output size of nn.MaxPool2d (stride defaults to kernel_size). Ints in, int out;
     pair, pair."""
     stride = kernel_size if stride is None else stride
-    args = (size, kernel_size, stride, padding, dilation)
-    dims = [pool2d_formula(*a, ceil_mode=bool(ceil_mode))[1] for a in per_dim(args, POOL)]
+    return _output_size(POOL, pool2d_formula, (size, kernel_size, stride, padding, dilation),
+                        ceil_mode=bool(ceil_mode))
+
+
+def _output_size(layer: str, formula, args: tuple, **kw):
+    dims = [formula(*a, **kw)[1] for a in per_dim(args, layer)]
     if min(dims) < 1:
-        raise _too_small(POOL, args, dims)
-    return _result(args, dims)
+        raise _too_small(layer, args, dims)
+    return dims[0] if all(is_int(a) for a in args) else (dims[0], dims[1])
 
 
 def as_pair(v: Any, arg: str, layer: str = "?") -> tuple[int, int]:
@@ -128,10 +130,6 @@ def per_dim(args: tuple, layer: str = "?") -> list[tuple[int, ...]]:
     return [tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)]
 
 
-def _result(args: tuple, dims: list[int]):
-    return dims[0] if all(is_int(a) for a in args) else (dims[0], dims[1])
-
-
 def fmt_size(v: Any) -> str:
     """3 -> "3"; (3, 4) -> "3×4"; (3, 3) -> "3×3"."""
     return "×".join(_num(x) for x in v) if isinstance(v, (tuple, list)) else _num(v)
@@ -142,12 +140,6 @@ def _check_args(layer: str, size: int, kernel: int, stride: int, padding: int,
     for arg, v, lo in zip(ARGS, (size, kernel, stride, padding, dilation), (1, 1, 1, 0, 1)):
         if not is_int(v) or v < lo:
             raise ShapeError("shapes.below_min", layer=layer, arg=arg, lo=lo, value=repr(v))
-
-
-def _check_pool_padding(kernel: int, padding: int) -> None:
-    if padding > kernel // 2:
-        raise ShapeError("shapes.pool_padding", layer=POOL, padding=padding, kernel=kernel,
-                         half=kernel // 2, min_kernel=2 * padding)
 
 
 def _too_small(layer: str, args: tuple, dims: list[int]) -> ShapeError:

@@ -142,8 +142,11 @@ class Stopwatch:
 
 def environment(device: torch.device | str | None = None) -> dict:
     """What a result was measured on: versions, CPU, GPU. Stored with every run and benchmark."""
+    import torchvision
+
     env = {
         "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
         "python": platform.python_version(),
@@ -152,11 +155,6 @@ def environment(device: torch.device | str | None = None) -> dict:
         "cpu_count": cpu_count(),
         "torch_threads": torch.get_num_threads(),
     }
-    try:
-        import torchvision
-        env["torchvision"] = torchvision.__version__
-    except ImportError:  # pragma: no cover - torchvision is a hard requirement
-        env["torchvision"] = None
     if device is not None:
         dev = torch.device(device)
         env["device"] = str(dev)

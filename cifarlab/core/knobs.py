@@ -3,7 +3,7 @@
     epochs: int = knob(2, kind="int", lo=1, hi=500, label="common.epochs", ...)
 
 A ``Knob`` holds the catalog keys of the field's label, help and error, its bounds and widget
-kind, and whether presets, the Train page and the command line use it; they all read it
+kind, and whether presets and the Train page use it; they and the command line read it
 through ``core.config.knobs()``. ``knob_problems`` is the type and bounds check each
 declaration implies.
 """
@@ -24,13 +24,13 @@ _DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
 @dataclass(frozen=True)
 class Knob:
-    """What the app knows about one config field.
+    """What the app knows about one config field (every one has a command-line flag).
 
     ``kind``: "int", "float", "choice", "bool" or "device"; ``lo``/``hi``: inclusive bounds
     (``lo_open``/``hi_open``: the bound itself is not allowed); ``optional``: None is allowed (and
     means "all"/"default"); ``label``/``help``: catalog keys; ``error``: the code (below
     ``errors.``) of the message for a bad value; ``preset``: a preset sets it; ``widget``: the
-    Train page shows it; ``cli``: the command line has a flag for it.
+    Train page shows it; ``tutorial``: one of the tutorial's six, shown first.
     """
 
     kind: str
@@ -46,7 +46,6 @@ class Knob:
     optional: bool = False
     preset: bool = True
     widget: bool = True
-    cli: bool = True
     tutorial: bool = False
 
 

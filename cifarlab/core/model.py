@@ -13,6 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from cifarlab.core.blocks import layout
 from cifarlab.core.modelspec import ModelSpec
 from cifarlab.core.shapes import flat_features
 
@@ -28,52 +29,26 @@ class Net(nn.Module):
         spec = spec or ModelSpec()
         # no weights: the state_dict is the same for every activation
         self.spec, self.activation, self.act = spec, activation, ACTIVATIONS[activation]
-        c1, c2 = spec.scaled_channels()
-        h1, h2 = spec.scaled_hidden()
         self.flat = flat_features(spec)  # raises ShapeError (naming the layer) if it can't fit
-        self.conv1 = nn.Conv2d(3, c1, spec.kernels[0], stride=spec.strides[0],
-                               padding=spec.paddings[0])
-        self.pool = nn.MaxPool2d(spec.pool, spec.pool)
-        self.conv2 = nn.Conv2d(c1, c2, spec.kernels[1], stride=spec.strides[1],
-                               padding=spec.paddings[1])
-        self.blocks = ["1", "2"] + (["3"] if spec.conv3 else [])
-        for i, c in zip(self.blocks, (c1, c2, spec.conv3 * spec.width)):
-            self._add_block(i, c, spec)
+        modules, self.steps = layout(spec)
+        for m in modules:   # in the exported script's order: the same initial weights
+            setattr(self, m["name"], nn.Conv2d(m["cin"], m["cout"], m["kernel"],
+                                               stride=m["stride"], padding=m["padding"])
+                    if m["kind"] == "conv" else nn.BatchNorm2d(m["channels"])
+                    if m["kind"] == "bn" else nn.MaxPool2d(m["size"], m["size"]))
+        h1, h2 = spec.scaled_hidden()
         self.fc1 = nn.Linear(self.flat, h1)
         self.fc2 = nn.Linear(h1, h2)
         self.fc3 = nn.Linear(h2, num_classes)
 
-    def _add_block(self, i: str, c: int, spec: ModelSpec) -> None:
-        """Block ``i``'s modules beyond the tutorial's conv1/conv2, in the order the exported
-        script creates them (the same initial weights for a seed)."""
-        if i == "3":
-            prev = spec.scaled_channels()[1]
-            self.conv3 = nn.Conv2d(prev, c, 3, padding=1)
-        if spec.batch_norm:
-            setattr(self, f"bn{i}", nn.BatchNorm2d(c))
-        if spec.block_convs == 2:
-            setattr(self, f"conv{i}b", nn.Conv2d(c, c, 3, padding=1))
-            if spec.batch_norm:
-                setattr(self, f"bn{i}b", nn.BatchNorm2d(c))
-
-    def _block(self, x: torch.Tensor, i: str) -> torch.Tensor:
-        for suffix in ("", "b") if self.spec.block_convs == 2 else ("",):
-            x = getattr(self, f"conv{i}{suffix}")(x)
-            if self.spec.batch_norm:
-                x = getattr(self, f"bn{i}{suffix}")(x)
-            x = self.act(x)
-        return self.pool(x)
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not self.spec.is_plain:
-            for i in self.blocks:
-                x = self._block(x, i)
-            return self._head(x)
-        x = self.pool(self.act(self.conv1(x)))
-        x = self.pool(self.act(self.conv2(x)))
-        return self._head(x)
-
-    def _head(self, x: torch.Tensor) -> torch.Tensor:
+        for step in self.steps:   # the tutorial's: x = self.pool(F.relu(self.conv1(x))), ...
+            x = getattr(self, step["conv"])(x)
+            if step["bn"]:
+                x = getattr(self, step["bn"])(x)
+            x = self.act(x)
+            if step["pool"]:
+                x = self.pool(x)
         x = torch.flatten(x, 1)  # the tutorial's x.view(-1, 16 * 5 * 5), for any spec
         x = self.act(self.fc1(x))
         x = self.act(self.fc2(x))

@@ -42,7 +42,7 @@ class ModelSpec:
     conv3: int = 0
     block_convs: int = 1
 
-    # field -> (lo, hi, code) for the pairs and the single numbers
+    # field -> (lo, hi) for the pairs and the single numbers
     BOUNDS = {"channels": (1, 1024), "kernels": (1, 31), "paddings": (0, 15), "strides": (1, 8),
               "hidden": (1, 8192), "pool": (1, 8), "width": (1, 16), "conv3": (0, 1024),
               "block_convs": (1, 2)}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from cifarlab.core.modelspec import ModelSpec
-from cifarlab.errors import ConfigError, Problem
+from cifarlab.errors import Problem
 
 # name -> ModelSpec fields. "tutorial": the tutorial's Net (resized by ``model``); "bn3": three
 # small conv blocks with batch norm, sized for the CPU (the one-minute preset); "airbench":
@@ -41,11 +41,6 @@ def trick_problems(values: Mapping[str, Any]) -> list[Problem]:
     works on the fast pipeline's batches (tensors in memory), never image by image."""
     out: list[Problem] = []
     net, model = values.get("net", "tutorial"), values.get("model")
-    if isinstance(model, Mapping):
-        try:
-            model = ModelSpec.from_dict(model)
-        except ConfigError:
-            model = None
     if net in NETS and isinstance(model, ModelSpec) and not net_fits(net, model):
         out.append(Problem("net", "config.net_model", {"net": net}))
     if values.get("augment") in ("flip", "flip_translate") and values.get("pipeline") != "fast":

@@ -12,6 +12,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from cifarlab.i18n import finite
+
 HIST_BINS = 16
 SAMPLES_PER_EPOCH = 50      # enough points for a curve, few enough to cost nothing
 EXPLODING_RATIO = 100.0     # a gradient norm this many times its first one
@@ -25,15 +27,15 @@ def probe_every(steps_per_epoch: int) -> int:
 
 
 class Probe:
-    """The samples of one model's weighted layers (Conv2d and Linear, in order). ``relu``: a
-    ReLU takes each layer's output but the last's as it is (the tutorial's Net; not a net with
-    batch norm between them), so a unit <= 0 on every image is a ReLU that never fired."""
+    """The samples of one model's weighted layers (Conv2d and Linear, in order). Where a ReLU
+    takes each layer's output but the last's as it is (the tutorial's Net; not a net with batch
+    norm between them), a unit <= 0 on every image is a ReLU that never fired."""
 
-    def __init__(self, model: nn.Module, every: int, relu: bool = True):
+    def __init__(self, model: nn.Module, every: int):
         self.model, self.every = model, max(1, int(every))
         self.layers = [(name, m) for name, m in model.named_modules()
                        if isinstance(m, (nn.Conv2d, nn.Linear))]
-        relu = relu and getattr(model, "act", F.relu) is F.relu and not any(
+        relu = getattr(model, "act", F.relu) is F.relu and not any(
             isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
         self.hooked = self.layers[:-1] if relu else []
 
@@ -82,14 +84,6 @@ def _plain(row: dict) -> dict:
             v = str(v)          # JSON has no nan/inf: kept as text, read as no number
         out[k] = v
     return out
-
-
-def finite(v) -> float | None:
-    try:
-        v = float(v)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
 
 
 def signals(samples: list[dict]) -> list[tuple[str, dict]]:

@@ -1,9 +1,8 @@
 """The shape of every layer of a network, traced: in and out shapes, parameters, formulas.
 
 A layer list (``core.blocks.spec_layers``) is traced by arithmetic alone
-(``core.conv_arithmetic``); a real ``nn.Module`` by a forward pass of a zero batch of one. A
-layer PyTorch would refuse raises ``ShapeError`` naming it. torch is imported only to trace a
-real module.
+(``core.conv_arithmetic``), without torch. A layer PyTorch would refuse raises ``ShapeError``
+naming it.
 """
 from __future__ import annotations
 
@@ -11,9 +10,8 @@ import math
 from dataclasses import dataclass
 
 from cifarlab.core.blocks import spec_layers
-from cifarlab.core.conv_arithmetic import (CONV, POOL, as_pair, conv2d_formula,
-                                           conv2d_output_size, fmt_size, per_dim,
-                                           pool2d_formula, pool2d_output_size)
+from cifarlab.core.conv_arithmetic import (CONV, POOL, conv2d_formula, conv2d_output_size,
+                                           fmt_size, per_dim, pool2d_formula, pool2d_output_size)
 from cifarlab.core.modelspec import ModelSpec, is_int
 from cifarlab.errors import ShapeError
 
@@ -57,7 +55,7 @@ def _positive(layer: dict, key: str) -> int:
     return v
 
 
-def _image(shape: tuple[int, ...], kind: str) -> tuple[int, int, int]:
+def _image(shape: tuple[int, ...]) -> tuple[int, int, int]:
     if len(shape) != 3:
         raise ShapeError("shapes.needs_image", features=shape[0])
     return shape
@@ -71,7 +69,7 @@ def _formula(fn, h_args: tuple, w_args: tuple, **kw) -> tuple[str, bool]:
 
 
 def _conv(layer: dict, shape: tuple[int, ...]):
-    c, h, w = _image(shape, "conv")
+    c, h, w = _image(shape)
     oc = _positive(layer, "out_channels")
     args = ((h, w), layer.get("kernel_size"), layer.get("stride", 1),
             layer.get("padding", 0), layer.get("dilation", 1))
@@ -84,7 +82,7 @@ def _conv(layer: dict, shape: tuple[int, ...]):
 
 
 def _pool(layer: dict, shape: tuple[int, ...]):
-    c, h, w = _image(shape, "pool")
+    c, h, w = _image(shape)
     kernel = layer.get("kernel_size")
     stride = layer.get("stride")
     args = ((h, w), kernel, kernel if stride is None else stride,
@@ -112,7 +110,7 @@ def _linear(layer: dict, shape: tuple[int, ...]):
 
 def _batchnorm(layer: dict, shape: tuple[int, ...]):
     # nn.BatchNorm2d keeps the shape and learns 2·C numbers (a weight and a bias a channel)
-    c, _, _ = _image(shape, "batchnorm")
+    c, _, _ = _image(shape)
     return shape, 2 * c, "", True
 
 
@@ -154,119 +152,17 @@ def _trace_list(layers: list[dict], shape: tuple[int, ...]) -> list[LayerTrace]:
 
 
 # -----------------------------------------------------------------------------
-# tracing a real nn.Module
-
-def _module_kind(m) -> str:
-    import torch.nn as nn
-    for cls, kind in ((nn.Conv2d, "conv"), (nn.MaxPool2d, "pool"), (nn.AvgPool2d, "pool"),
-                      (nn.ReLU, "relu"), (nn.Flatten, "flatten"), (nn.Linear, "linear"),
-                      (nn.BatchNorm2d, "batchnorm")):
-        if isinstance(m, cls):
-            return kind
-    return type(m).__name__.lower()
-
-
-def _module_layer(m, kind: str) -> dict | None:
-    """A layer dict with this module's settings, when our arithmetic covers it (else None)."""
-    import torch.nn as nn
-    if kind == "conv" and not isinstance(m.padding, str):
-        return {"type": "conv", "out_channels": m.out_channels, "kernel_size": m.kernel_size,
-                "stride": m.stride, "padding": m.padding, "dilation": m.dilation}
-    if kind == "pool":
-        stride = m.stride if m.stride else None  # an empty stride means "= kernel"
-        dilation = m.dilation if isinstance(m, nn.MaxPool2d) else 1
-        return {"type": "pool", "kernel_size": as_pair(m.kernel_size, "kernel_size", POOL),
-                "stride": None if stride is None else as_pair(stride, "stride", POOL),
-                "padding": as_pair(m.padding, "padding", POOL),
-                "dilation": as_pair(dilation, "dilation", POOL), "ceil_mode": m.ceil_mode}
-    return None
-
-
-def _first_line(err: BaseException) -> str:
-    """PyTorch's own words (English, as it printed them), one line."""
-    return (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
-
-
-def _shape(x) -> tuple[int, ...]:
-    while isinstance(x, (tuple, list)) and x:
-        x = x[0]
-    return tuple(x.shape[1:]) if hasattr(x, "shape") else ()
-
-
-def _trace_module(module, shape: tuple[int, ...]) -> list[LayerTrace]:
-    """Run a zero batch of one through the module; record every leaf module call in order."""
-    import torch
-    calls = []       # (name, module, in_shape, out_shape)
-    current = []     # name and module of the leaf being called, for error messages
-    names = {m: n or type(m).__name__.lower() for n, m in module.named_modules()
-             if not any(True for _ in m.children())}
-
-    def pre_hook(m, inputs):
-        current.append((names[m], m, _shape(inputs)))
-
-    def hook(m, inputs, output):
-        calls.append((names[m], m, _shape(inputs), _shape(output)))
-        current.pop()
-
-    handles = [m.register_forward_pre_hook(pre_hook) for m in names]
-    handles += [m.register_forward_hook(hook) for m in names]
-    param = next(module.parameters(), None)
-    x = torch.zeros((1, *shape), device=param.device if param is not None else "cpu",
-                    dtype=param.dtype if param is not None and param.is_floating_point() else None)
-    modes = {m: m.training for m in module.modules()}
-    try:
-        module.eval()  # no batch-norm statistics updated, no dropout
-        with torch.no_grad():
-            module(x)
-    except Exception as err:
-        if not current:
-            raise ShapeError("shapes.model_fails", layer="input", shape=fmt_size(shape),
-                             detail=_first_line(err)) from err
-        name, m, in_shape = current[-1]
-        kind = _module_kind(m)
-        layer = _module_layer(m, kind)
-        if layer is not None and len(in_shape) == 3:
-            _trace_list([{**layer, "name": name}], in_shape)  # raises our plain message
-        raise ShapeError("shapes.torch_says", layer=name, detail=_first_line(err)) from err
-    finally:
-        for m, mode in modes.items():
-            m.training = mode
-        for h in handles:
-            h.remove()
-
-    traces = [LayerTrace("input", "input", shape, shape, 0, "", True)]
-    seen = set()
-    for name, m, in_shape, out_shape in calls:
-        prev = traces[-1].out_shape
-        if len(prev) == 3 and len(in_shape) == 1:  # a torch.flatten in forward
-            traces.append(LayerTrace("flatten", "flatten", prev, in_shape, 0, "", True))
-        params = 0 if m in seen else sum(p.numel() for p in m.parameters())
-        seen.add(m)
-        kind = _module_kind(m)
-        formula, exact = "", True
-        layer = _module_layer(m, kind)
-        if layer is not None and len(in_shape) == 3:
-            t = _trace_list([layer], in_shape)[-1]
-            formula, exact = t.formula, t.exact
-        traces.append(LayerTrace(name, kind, in_shape, out_shape, params, formula, exact))
-    return traces
-
-
-# -----------------------------------------------------------------------------
 # public entry points
 
 def trace(layers, input_shape=(3, 32, 32)) -> list[LayerTrace]:
-    """Shapes through a layer list (dicts) or a real nn.Module; the first entry is the input.
+    """Shapes through a layer list (dicts); the first entry is the input.
 
     A layer that would produce a size below 1 raises ShapeError naming it ("conv2: ...").
     """
     shape = _input_shape(input_shape)
-    if isinstance(layers, (list, tuple)):
-        return _trace_list(list(layers), shape)
-    import torch.nn as nn
-    if not isinstance(layers, nn.Module):
+    if not isinstance(layers, (list, tuple)):
         raise ShapeError("shapes.cannot_trace", layer="layers", kind=type(layers).__name__)
-    return _trace_module(layers, shape)
+    return _trace_list(list(layers), shape)
 
 
 def trace_spec(spec: ModelSpec, input_shape=(3, 32, 32), num_classes: int = 10

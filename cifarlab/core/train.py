@@ -39,9 +39,6 @@ class Event:
     kind: str   # start | losses | running_loss | progress | inside | epoch | diverged | eval | done
     data: dict
 
-    def to_dict(self) -> dict:
-        return {"kind": self.kind, "data": self.data}
-
 
 @dataclass
 class TrainResult:
@@ -80,7 +77,7 @@ class TrainResult:
 
     def summary(self) -> dict:
         """JSON-friendly: what the CLI prints with --json and the run store keeps."""
-        out = {
+        return {
             "test_accuracy": self.eval.accuracy if self.eval else None,
             "per_class_accuracy": dict(self.eval.per_class_accuracy) if self.eval else {},
             "confusion": self.eval.confusion if self.eval else None,
@@ -106,7 +103,6 @@ class TrainResult:
             "config": self.config.to_dict(),
             "env": self.env,
         }
-        return out
 
 
 def make_loader(config: TrainConfig, data, device: torch.device):
@@ -117,7 +113,7 @@ def make_loader(config: TrainConfig, data, device: torch.device):
     if config.pipeline == "fast":
         return data_mod.FastLoader(data, "train", config.batch_size, device=device,
                                    shuffle=config.shuffle, seed=config.seed,
-                                   subset=subset, resident=True, augment=config.augment)
+                                   subset=subset, augment=config.augment)
     return data_mod.tutorial_loader(data, "train", config.batch_size, config.num_workers,
                                     config.shuffle, config.seed, subset=subset,
                                     pin_memory=device.type == "cuda")
@@ -208,8 +204,7 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
     # fallback to eager is an event of kind "graphs" with its reason
     step_fn = graphs.make_step(config, device, model, criterion, optimizer, train_step,
                                lambda note: emit(Event("graphs", note)))
-    probe = Probe(model, probe_every(steps_per_epoch),
-                  relu=config.net == "tutorial" and config.activation == "relu")
+    probe = Probe(model, probe_every(steps_per_epoch))
 
     losses: list[float] = []
     running: list[dict] = []
@@ -252,7 +247,6 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
     model.train()
     synchronize(device)
     t_start = time.perf_counter()
-    eval_seconds = 0.0  # per-epoch evaluations are not training time
     last_flush = t_start
     for epoch in range(config.epochs):
         epoch_start = time.perf_counter()
@@ -308,9 +302,7 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
                    "data_wait_s": epoch_wait, "compute_s": max(0.0, seconds - epoch_wait),
                    "complete": not (cancelled or diverged)}
         if eval_each_epoch and not (cancelled or diverged):
-            t_eval = time.perf_counter()
             eval_result = evaluate(model, data, device, tta=config.tta)
-            eval_seconds += time.perf_counter() - t_eval
             summary["accuracy"] = eval_result.accuracy
             summary["per_class_accuracy"] = eval_result.per_class_accuracy
             model.train()

@@ -197,12 +197,8 @@ def _lookup(texts: dict[str, str], key: str, lang: str, kwargs: dict[str, Any]) 
 
 
 def t(key: str, /, lang: str = DEFAULT, **kwargs: Any) -> str:
-    """The UI string ``key`` in ``lang``, with ``{placeholders}`` filled from ``kwargs``.
-
-    Strict mode (tests): a key missing in ``lang`` raises ``KeyError``. Otherwise a key missing
-    in es/pt falls back to English with a logged warning, and a key missing everywhere returns
-    the key itself with a logged error.
-    """
+    """The UI string ``key`` in ``lang``, with ``{placeholders}`` filled from ``kwargs``; a
+    missing key as the module's docstring says (strict: ``KeyError``)."""
     code = normalize_lang(lang)
     template = _lookup(_load_catalog(code), key, code, kwargs)
     if template is not None:
@@ -220,10 +216,8 @@ def t(key: str, /, lang: str = DEFAULT, **kwargs: Any) -> str:
 
 
 def translator(lang: str) -> Callable[..., str]:
-    """``t`` with the language bound: ``t = translator(lang); t("nav.home")``.
-
-    Name it ``t`` in pages so the catalog test can find the keys they use.
-    """
+    """``t`` with the language bound: ``t = translator(lang); t("nav.home")`` (named ``t`` in
+    pages, so the catalog test finds the keys they use)."""
     code = normalize_lang(lang)
 
     def bound(key: str, /, **kwargs: Any) -> str:
@@ -244,10 +238,6 @@ def placeholders(text: str) -> set[str]:
 
 # ------------------------------------------------------------------------------------ lessons
 
-def _lesson_path(name: str, lang: str) -> Path:
-    return LOCALES_DIR / lang / "lessons" / f"{name}.md"
-
-
 def _check_name(name: str) -> str:
     if not isinstance(name, str) or not name or not all(ch.isalnum() or ch in "_-" for ch in name):
         raise KeyError(f"i18n: {name!r} is not a lesson name.")
@@ -256,7 +246,7 @@ def _check_name(name: str) -> str:
 
 @functools.cache
 def _read_lesson(name: str, lang: str) -> str | None:
-    path = _lesson_path(name, lang)
+    path = LOCALES_DIR / lang / "lessons" / f"{name}.md"
     return path.read_text(encoding="utf-8") if path.is_file() else None
 
 

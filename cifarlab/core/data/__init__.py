@@ -22,8 +22,6 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = [
-    "CifarData", "FastLoader", "SeededShuffle", "load", "is_cached", "source_facts",
-    "clear_memory_cache", "resolve_source", "normalize", "subset_indices", "tutorial_dataset",
-    "tutorial_loader", "tutorial_transform", "CIFAR10_CLASSES",
-]
+__all__ = ["CifarData", "load", "is_cached", "source_facts", "clear_memory_cache",
+           "resolve_source", "CIFAR10_CLASSES"]
+__all__ += list(_PIPELINES)

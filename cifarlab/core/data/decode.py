@@ -30,11 +30,9 @@ _MIN_PARALLEL = 4000     # below this many images, decode in this process
 
 
 def _decode_items(items: list[tuple[str, Any]]) -> tuple[np.ndarray | None, Any]:
-    """Decode (name, bytes-or-path) pairs into N×3×32×32 uint8 (CHW, like the cache).
-
-    Returns (array, (n_not_rgb, n_resized, n_converted)) or (None, (name, error)) for the first
-    unreadable image. Runs in decode worker processes.
-    """
+    """Decode (name, bytes-or-path) pairs into N×3×32×32 uint8 (CHW, like the cache):
+    (array, (n_not_rgb, n_resized, n_converted)), or (None, (name, error)) for the first
+    unreadable image."""
     out = np.empty((len(items), 3, IMAGE_SIZE, IMAGE_SIZE), dtype=np.uint8)
     not_rgb = resized = converted = 0
     size = (IMAGE_SIZE, IMAGE_SIZE)
@@ -137,11 +135,8 @@ def _conversion_note(counts: tuple[int, int, int]) -> str | None:
 
 def _assemble(entries: dict[str, list[tuple[str, str, int]]], results, classes: list[str],
               where: str) -> tuple[dict[str, np.ndarray], list[str]]:
-    """Put decoded chunks (N×3×32×32, in stream order) into per-split arrays in ImageFolder
-    order (classes sorted, then file names sorted).
-
-    ``entries[split]``: (class, relative name, stream position) of every image.
-    """
+    """Put decoded chunks (in stream order) into per-split arrays in ImageFolder order;
+    ``entries[split]``: (class, relative name, stream position) of every image."""
     counts = np.zeros(3, dtype=np.int64)
     for arr, info in results:
         if arr is None:
@@ -197,11 +192,6 @@ def _check_classes(found: dict[str, dict[str, int]], where: str, loose: int) -> 
                                 folder=f"{split}/{cls}/",
                                 extensions=", ".join(IMG_EXTENSIONS[:3]))
     return sorted(train)
-
-
-def _decode_folder(src: Source, on_progress: ProgressFn | None):
-    check_folder_layout(src)
-    return _decode_members(folder_members(src.root), src.root, on_progress)
 
 
 def _split_member(name: str) -> tuple[tuple[str, ...], str, str | None, str | None] | None:
@@ -331,4 +321,5 @@ def decode_source(src: Source, cache_root: Path, on_progress: ProgressFn | None
         return _decode_canonical(cache_root, on_progress)
     if src.kind == "archive":
         return _decode_archive(src, on_progress)
-    return _decode_folder(src, on_progress)
+    check_folder_layout(src)
+    return _decode_members(folder_members(src.root), src.root, on_progress)

@@ -51,23 +51,22 @@ class Part:
 
 
 def attach(folder: Path, stamp: str, parts: dict[str, Part], names,
-           verify: Callable[[str, np.ndarray], None] | None = None) -> dict[str, np.ndarray]:
+           verify: Callable[[str, np.ndarray], None]) -> dict[str, np.ndarray]:
     """Read-only arrays ``names`` of the checked cache ``folder`` (``parts``: all of them;
     ``stamp``: what makes this cache's content unique), shared if possible (see above).
     ``verify(name, array)`` (CacheDamaged: not what was written) checks every copy made from
     the files, before a shared one is recorded; a sealed copy found again was checked by the
     process that made it and cannot change."""
-    check = verify or (lambda name, array: None)
     if SHARE:
         try:
-            mapping, offsets = _shared(folder, stamp, parts, check)
+            mapping, offsets = _shared(folder, stamp, parts, verify)
         except (OSError, ValueError) as err:  # no memfd, /proc, seals or room: go private
             log.debug("no shared copy of %s (%s); reading it privately", folder, err)
         else:
             return {n: _view(mapping, offsets[n], parts[n]) for n in names}
     arrays = {n: _read_private(parts[n]) for n in names}
     for n, array in arrays.items():
-        check(n, array)
+        verify(n, array)
     return arrays
 
 

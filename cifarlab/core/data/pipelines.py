@@ -43,11 +43,8 @@ def _as_data(data: CifarData | str | os.PathLike | None) -> CifarData:
 
 
 def subset_indices(n: int, size: int, seed: int = 0) -> np.ndarray:
-    """A fixed random subset of ``size`` of ``range(n)``, sorted, int64.
-
-    Depends only on (n, size, seed) (NumPy's legacy ``RandomState``, whose stream never
-    changes), so every training seed sees the same images.
-    """
+    """A fixed random subset of ``size`` of ``range(n)``, sorted: NumPy's legacy
+    ``RandomState``, whose stream never changes, so every training seed sees the same images."""
     if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < 1:
         raise DataError("data.subset_size", field="train_subset",
                         size=size if isinstance(size, (int, float)) else repr(size))
@@ -79,35 +76,19 @@ class CifarImages(torchvision.datasets.VisionDataset):
     workers) sends its ``CifarData``: a cached one as its cache's path, not the pixels.
     """
 
-    def __init__(self, data: CifarData, split: str = "train",
-                 transform: Callable | None = None, target_transform: Callable | None = None):
+    def __init__(self, data: CifarData, split: str, transform: Callable):
         self.data, self.labels = data.split(split)
-        super().__init__(root=data.source, transform=transform,
-                         target_transform=target_transform)
+        super().__init__(root=data.source, transform=transform)
         self.split = split
-        self.train = split == "train"
         self._source = data
         self.classes = list(data.classes)
-        self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
-
-    @property
-    def targets(self) -> list[int]:
-        return [int(t) for t in self.labels]
 
     def __getitem__(self, index: int) -> tuple[Any, Any]:
         img = Image.fromarray(np.ascontiguousarray(self.data[index].transpose(1, 2, 0)))
-        target = int(self.labels[index])
-        if self.transform is not None:
-            img = self.transform(img)
-        if self.target_transform is not None:
-            target = self.target_transform(target)
-        return img, target
+        return self.transform(img), int(self.labels[index])
 
     def __len__(self) -> int:
         return len(self.labels)
-
-    def extra_repr(self) -> str:
-        return f"Split: {self.split.capitalize()}"
 
     def __getstate__(self) -> dict:
         return dict(self.__dict__, data=None, labels=None)
@@ -155,9 +136,8 @@ def _generator(seed: int) -> torch.Generator:
 
 class SeededShuffle(torch.utils.data.Sampler):
     """``shuffle=True``, reproducibly: epoch k visits the data in the order of the k-th
-    ``torch.randperm(n)`` drawn from a generator seeded with ``seed``, exactly one draw per
-    epoch (``RandomSampler`` draws a second, empty one at the end of each epoch), which is
-    also the order ``FastLoader`` serves."""
+    ``torch.randperm(n)`` of a generator seeded with ``seed``, one draw per epoch
+    (``RandomSampler`` draws a second at each epoch's end), as ``FastLoader`` does."""
 
     def __init__(self, n: int, seed: int = 0):
         self.n = int(n)
@@ -171,20 +151,15 @@ class SeededShuffle(torch.utils.data.Sampler):
 
 
 class FastLoader:
-    """The fast pipeline: the decoded uint8 images held as one tensor (on ``device`` when
-    ``resident``), one ``randperm`` per epoch, and per batch one ``index_select`` plus a two-op
-    normalisation (within 1e-6 of the tutorial's transform).
-
-    Iterating yields ``(images float32 B×3×32×32, labels int64 B)`` on ``device``; ``len()`` is
-    the number of batches, the last partial batch kept. ``last_epoch_indices`` holds the data
-    set indices served by the latest epoch, in order.
-    """
+    """The fast pipeline: the decoded uint8 images held as one tensor on ``device``, one
+    ``randperm`` per epoch, and per batch one ``index_select`` plus a two-op normalisation
+    (within 1e-6 of the tutorial's transform); the last partial batch kept.
+    ``last_epoch_indices``: the data set indices the latest epoch served, in order."""
 
     def __init__(self, data: CifarData | str | None, split: str = "train",
                  batch_size: int = 4, device: str | torch.device = "cpu",
                  shuffle: bool = True, seed: int = 0,
-                 subset: int | Sequence[int] | None = None, resident: bool = True,
-                 augment: str = "none"):
+                 subset: int | Sequence[int] | None = None, augment: str = "none"):
         if (not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool)
                 or batch_size < 1):
             raise ValueError("batch_size must be a positive whole number")
@@ -200,19 +175,13 @@ class FastLoader:
         self.batch_size = batch_size
         self.shuffle = shuffle
         self.seed = seed
-        self.resident = resident
         self.classes = data.classes
         self.n = int(len(y_np))
         self.epoch = 0
         self.last_epoch_indices: np.ndarray | None = None
         self._generator = _generator(seed)
-        x_t, y_t = torch.from_numpy(x_np), torch.from_numpy(y_np)
-        self._on_device = resident or self.device.type == "cpu"
-        if self._on_device:
-            self.x, self.y = x_t.to(self.device), y_t.to(self.device)
-        else:
-            pin = self.device.type == "cuda"
-            self.x, self.y = (x_t.pin_memory(), y_t.pin_memory()) if pin else (x_t, y_t)
+        self.x = torch.from_numpy(x_np).to(self.device)
+        self.y = torch.from_numpy(y_np).to(self.device)
         self._scale = 2.0 / 255.0
         # flips/shifts of each normalised batch, on the device (core.tricks)
         self.augment = BatchAugment(augment, seed, self.device) if augment != "none" else None
@@ -225,15 +194,10 @@ class FastLoader:
                 else torch.arange(self.n))
         self.last_epoch_indices = self.indices[perm.numpy()]
         self.epoch += 1
-        if self._on_device:
-            perm = perm.to(self.device)
-        return self._batches(perm)
+        return self._batches(perm.to(self.device))
 
     def _batches(self, perm: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for idx in perm.split(self.batch_size):
             xb, yb = torch.index_select(self.x, 0, idx), torch.index_select(self.y, 0, idx)
-            if not self._on_device:
-                xb = xb.to(self.device, non_blocking=True)
-                yb = yb.to(self.device, non_blocking=True)
             xb = xb.float().mul_(self._scale).sub_(1.0)
             yield (self.augment(xb) if self.augment else xb), yb

@@ -66,13 +66,9 @@ def bundle_bytes(record: RunRecord, lang: str = i18n.DEFAULT) -> bytes:
 def write_export(checkpoint, path: str | os.PathLike, name: str | None = None,
                  lang: str = i18n.DEFAULT) -> Path:
     """Write a loaded checkpoint's run (``core.checkpoint.load``) as the format ``path``'s
-    suffix names: the script (``.py``), the notebook (``.ipynb``) or the bundle (``.zip``).
-
-    CifarLabError ``export.unknown_format`` for another suffix, ``export.weights_only`` for the
-    tutorial's plain state_dict, and ``export.is_folder`` / ``no_folder`` / ``cannot_write``.
-    """
+    suffix names: the script (``.py``), the notebook (``.ipynb``) or the bundle (``.zip``);
+    CifarLabError ``export.*`` when it cannot."""
     suffix = Path(path).suffix.lower()
-    # export.is_folder (naming a file to write in it), no_folder, cannot_write
     path = check_output(path, f"cifar_run{suffix if suffix in FORMATS else '.py'}")
     if suffix not in FORMATS:
         raise export_error("export.unknown_format", path=path, suffix=suffix or "(none)",

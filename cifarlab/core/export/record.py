@@ -16,6 +16,7 @@ import torch
 from cifarlab.core.config import TrainConfig
 from cifarlab.core.safe_text import one_line
 from cifarlab.errors import CifarLabError
+from cifarlab.i18n import finite
 
 
 @dataclass
@@ -35,25 +36,26 @@ class RunRecord:
     def from_checkpoint(cls, ckpt, name: str | None = None) -> RunRecord:
         """A loaded checkpoint's run (``core.checkpoint.load``); ``export.weights_only`` for
         the tutorial's plain state_dict, which holds no run."""
-        require_run(ckpt, name)
+        if ckpt.plain:
+            raise export_error("export.weights_only", field="checkpoint",
+                               name=Path(name).name if name else "")
         stem = Path(name).stem if name else ""
         results = dict(ckpt.results or {})
-        threads = results.get("torch_threads")   # kept by core.train since 2026-11-24
+        threads = results.get("torch_threads")   # core.train keeps it with the results
         return cls(config=ckpt.config, state_dict=ckpt.state_dict, classes=tuple(ckpt.classes),
                    results=results, name=stem,
                    env={"torch_threads": threads} if isinstance(threads, int) else None)
 
     @property
     def accuracy(self) -> float | None:
-        acc = self.results.get("test_accuracy")
-        return float(acc) if _is_number(acc) else None
+        return finite(self.results.get("test_accuracy"))
 
     @property
     def n_train(self) -> int:
         """Training images the run used: its images over its epochs, else its subset, else
         CIFAR-10's 50,000."""
         images, done = self.results.get("images"), self.results.get("epochs_done")
-        if _is_number(images) and _is_number(done) and done > 0 and images > 0:
+        if (finite(images) or 0) > 0 and (finite(done) or 0) > 0:
             return round(images / done)
         return int(self.config.train_subset or 50000)
 
@@ -96,18 +98,6 @@ def run_slug(name: str | None, run_id: str | None) -> str:
     words = re.sub(r"[^A-Za-z0-9]+", "-", name or "").strip("-").lower()[:40]
     parts = [p for p in (words, (run_id or "")[:8]) if p]
     return "-".join(parts) or "cifar-run"
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def require_run(checkpoint, name: str | None = None) -> None:
-    """A plain state_dict (the tutorial's own ``cifar_net.pth``) holds no run settings:
-    CifarLabError ``export.weights_only``."""
-    if getattr(checkpoint, "plain", False):
-        raise export_error("export.weights_only", field="checkpoint",
-                           name=Path(name).name if name else "")
 
 
 def export_error(code: str, field: str = "output", **params) -> CifarLabError:

@@ -34,6 +34,7 @@ from typing import Any, Iterable
 import jinja2
 
 from cifarlab import i18n
+from cifarlab.core.blocks import layout
 from cifarlab.core.config import ACTIVATION_CODE, ModelSpec, TrainConfig, knobs
 from cifarlab.core.safe_text import one_line
 from cifarlab.core.shapes import trace_spec
@@ -47,7 +48,6 @@ USED = {"epochs", "lr", "momentum", "batch_size", "num_workers", "device", "pipe
         "train_subset", "shuffle", "model", "log_every", "cuda_graphs", "net", "augment",
         "label_smoothing", "nesterov", "weight_decay", "schedule", "tta", "activation",
         "val_fraction"}
-# the activation knob's function, as the forward pass writes it (the tutorial's F.relu)
 _CELL = re.compile(r"^ *# %% (\w+)\n", re.M)
 TEMPLATES = Path(__file__).with_name("templates")
 
@@ -115,13 +115,9 @@ def constant_name(field_name: str) -> str:
 
 def render(config: TrainConfig, notes: Iterable[str] = (), script_name: str = DEFAULT_NAME,
            notebook: dict | None = None, lang: str = i18n.DEFAULT) -> str:
-    """The script (or, with ``notebook``, the notebook's cells) for ``config``'s run. ``notes``:
-    comment lines about where it came from. ``notebook``: ``threads`` (or None), the lab's
-    ``accuracy`` and ``epoch_losses``, ``results_file`` and the printed ``texts``. ``lang``:
-    the language of the settings' comments. ShapeError if the network does not fit a 32×32
-    image."""
-    if not isinstance(config, TrainConfig):
-        raise TypeError("the exported code needs a TrainConfig")
+    """The script (or, with ``notebook``, the notebook's cells) for ``config``'s run.
+    ``notebook``: ``threads`` (or None), the lab's ``accuracy`` and ``epoch_losses``,
+    ``results_file`` and the printed ``texts``. ShapeError if the network does not fit."""
     net = net_layout(config.model)  # first: a ShapeError before anything else
     return _ENV.get_template("run.py.j2").render(
         c=config, net=net, act=Code(ACTIVATION_CODE[config.activation]), notes=list(notes),
@@ -177,32 +173,10 @@ def settings(config: TrainConfig, lang: str = i18n.DEFAULT) -> list[dict]:
 
 
 def net_layout(spec: ModelSpec) -> dict:
-    """What ``class Net`` is made of, in ``core.model.Net``'s order of creation (the same
-    initial weights from the same seed): its modules, its forward steps and fc1's input
-    (the shape trace's; ShapeError if some layer does not fit)."""
+    """What ``class Net`` is made of (``core.blocks.layout``, ``core.model.Net``'s own) and
+    fc1's input (the shape trace's; ShapeError if some layer does not fit)."""
     flat = next(t for t in trace_spec(spec) if t.kind == "flatten")
-    (c1, c2), (h1, h2) = spec.scaled_channels(), spec.scaled_hidden()
-    blocks = [(1, c1), (2, c2)] + ([(3, spec.conv3 * spec.width)] if spec.conv3 else [])
-    modules = [_conv("conv1", 3, c1, spec.kernels[0], spec.strides[0], spec.paddings[0]),
-               {"kind": "pool", "size": spec.pool},
-               _conv("conv2", c1, c2, spec.kernels[1], spec.strides[1], spec.paddings[1])]
-    forward = []
-    for i, ch in blocks:
-        if i == 3:
-            modules.append(_conv("conv3", c2, ch, 3, 1, 1))
-        for suffix in ("", "b")[:spec.block_convs]:
-            if suffix:
-                modules.append(_conv(f"conv{i}b", ch, ch, 3, 1, 1))
-            if spec.batch_norm:
-                modules.append({"kind": "bn", "name": f"bn{i}{suffix}", "channels": ch})
-            forward.append({"conv": f"conv{i}{suffix}", "pool": False,
-                            "bn": f"bn{i}{suffix}" if spec.batch_norm else None})
-        forward[-1]["pool"] = True
-    c, h, w = flat.in_shape
-    return {"spec": spec, "modules": modules, "forward": forward, "hidden": (h1, h2),
-            "flat": (c, h, w), "numbers": f"{flat.out_shape[0]:,}"}
-
-
-def _conv(name: str, cin: int, cout: int, kernel: int, stride: int, padding: int) -> dict:
-    return {"kind": "conv", "name": name, "cin": cin, "cout": cout, "kernel": kernel,
-            "stride": stride, "padding": padding}
+    modules, forward = layout(spec)
+    return {"spec": spec, "modules": modules, "forward": forward,
+            "hidden": spec.scaled_hidden(), "flat": flat.in_shape,
+            "numbers": f"{flat.out_shape[0]:,}"}

@@ -15,13 +15,9 @@ from cifarlab.core.safe_text import one_line
 
 def export_script(config: TrainConfig, source_note: str | None = None,
                   script_name: str = DEFAULT_NAME, lang: str = i18n.DEFAULT) -> str:
-    """The Python source of a script that repeats ``config``'s run.
-
-    ``source_note``: a line or two about where it came from (run id, date, accuracy), written
-    as comments at the top. ``script_name``: the file name the script will be saved as (its
-    instructions say ``python <script_name>``). Raises ShapeError if the network does not fit
-    a 32×32 image. ``lang``: the language of the settings' comments.
-    """
+    """The Python source of a script that repeats ``config``'s run: ``source_note``'s lines
+    (where it came from) as comments at the top, its instructions naming ``script_name``, its
+    settings' comments in ``lang``. ShapeError if the network does not fit a 32×32 image."""
     return render(config, notes=str(source_note or "").splitlines(), script_name=script_name,
                   lang=lang)
 
