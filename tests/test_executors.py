@@ -34,7 +34,7 @@ from cifarlab.core import checkpoint as ckpt
 from cifarlab.core.config import TrainConfig
 from cifarlab.errors import JobError
 from cifarlab.serve.executor import job_for
-from cifarlab.serve.executors import make_executor
+from cifarlab.serve.queue import make_executor
 from cifarlab.serve.kinds import target_of
 from cifarlab.serve.queue import JobQueue
 from cifarlab.serve.settings import SettingsError, load_settings

@@ -61,9 +61,11 @@ def signed_in(email: str, name: str | None = None, groups: Iterable[str] | str |
     """The person an identity provider vouches for. An instructor when their e-mail is listed
     in ``instructors`` (any letter case) or ``instructor_group`` is one of their ``groups``."""
     email = email.strip().lower()
-    return Person(id=USER + email, name=(name or "").strip() or email,
-                  instructor=is_instructor(email, groups, instructors=instructors,
-                                           instructor_group=instructor_group))
+    if isinstance(groups, str):      # some providers send one group as a plain string
+        groups = [groups]
+    instructor = (bool(email) and email in {e.strip().lower() for e in instructors}
+                  or bool(instructor_group) and instructor_group in {str(g) for g in groups or ()})
+    return Person(id=USER + email, name=(name or "").strip() or email, instructor=instructor)
 
 
 def user_session(email: str, secret: str) -> str:
@@ -73,17 +75,6 @@ def user_session(email: str, secret: str) -> str:
     digest = hmac.new(secret.encode(), b"cifarlab-session:" + email.strip().lower().encode(),
                       hashlib.sha256).digest()
     return "u-" + _b64(digest)[:40]
-
-
-def is_instructor(email: str, groups: Iterable[str] | str | None = None, *,
-                  instructors: Iterable[str] = (), instructor_group: str | None = None) -> bool:
-    if email and email.strip().lower() in {e.strip().lower() for e in instructors}:
-        return True
-    if not instructor_group:
-        return False
-    if isinstance(groups, str):      # some providers send one group as a plain string
-        groups = [groups]
-    return instructor_group in {str(g) for g in (groups or ())}
 
 
 def anonymous(browser_id: str, nickname: str = "") -> Person:
@@ -137,11 +128,6 @@ def _parse_hash(stored: str) -> tuple[int, int, int, bytes, bytes]:
     return n, r, p, salt, key
 
 
-def check_hash(stored: str) -> None:
-    """Raise ``IdentityError("identity.bad_hash")`` when ``stored`` is no hash we made."""
-    _parse_hash(stored)
-
-
 def verify_passphrase(passphrase: str, stored: str) -> bool:
     """Whether ``passphrase`` is the one ``stored`` was made from (compared in constant time).
     A damaged ``stored`` raises ``IdentityError``: the host must fix the secrets file."""
@@ -155,7 +141,7 @@ def verify_passphrase(passphrase: str, stored: str) -> bool:
 def secrets_line(stored: str) -> str:
     """The line to paste under ``[cifarlab]`` in ``.streamlit/secrets.toml`` (the hash holds
     only ``[A-Za-z0-9_$-]``, so it needs no TOML escaping)."""
-    check_hash(stored)
+    _parse_hash(stored)   # IdentityError when it is no hash we made
     return f'{SECRETS_KEY} = "{stored}"'
 
 

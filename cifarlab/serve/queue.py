@@ -19,6 +19,7 @@ train on and the first live replica takes them over (``Executor.adopt``).
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import multiprocessing.util  # noqa: F401 - import before our atexit hook (see JobQueue)
 import threading
 import time
@@ -32,20 +33,31 @@ from cifarlab.serve.backup import Backups
 from cifarlab.serve.classroom import enforce, tables
 from cifarlab.serve.counters import StoreCounters
 from cifarlab.serve.dispatcher import Dispatcher
-from cifarlab.serve.executors import make_executor
+from cifarlab.serve.executor import Executor
 from cifarlab.serve.kinds import (LR_FIND, TIMING, TRAIN, register_kind, registered_kinds,
                                   target_of)
+from cifarlab.serve.local_executor import LocalExecutor
+from cifarlab.serve.ray_executor import RayExecutor  # imports ray only once it starts
 from cifarlab.serve.runs import (ACTIVE, FINISHED, STATUSES, Run, validate_owner,
                                  validate_run_id, validate_session)
 from cifarlab.serve.settings import Settings, load_settings
 from cifarlab.serve.store import RunStore
-from cifarlab.serve.worker import failure_reason
 
 # What pages and tests import from here (pages reach the store only through the queue).
 __all__ = ["JobQueue", "get_queue", "FULL_TRAIN_IMAGES", "FINISHED", "ACTIVE", "STATUSES", "Run",
-           "validate_run_id", "register_kind", "registered_kinds", "failure_reason"]
+           "validate_run_id", "register_kind", "registered_kinds"]
 
 FULL_TRAIN_IMAGES = 50000    # CIFAR-10's training set, when the data is not loaded here
+
+
+def make_executor(store: RunStore, settings: Settings) -> Executor:
+    """The executor the setting ``executor`` names (here, above both implementations, so the
+    interface never imports them). ``"ray"`` needs the optional extra installed."""
+    if settings.executor == "ray":
+        if importlib.util.find_spec("ray") is None:
+            raise JobError("serve.executor.ray_missing")
+        return RayExecutor(store, settings)
+    return LocalExecutor(store, settings)
 
 
 class JobQueue:

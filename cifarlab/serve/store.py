@@ -4,7 +4,7 @@
     store = RunStore(settings.store_location)    # home/runs.db, or the store_url's database
     run_id = store.create_run(session, "train", cfg.to_dict(), "cpu", owner="cookie-1234")
     store.record(run_id, steps=[1, 2, 3], losses=[2.30, 2.29, 2.31])   # and events, progress
-    steps, losses = store.losses(run_id, max_points=500)     # downsampled for a chart
+    steps, losses = store.losses(run_id)
 
 A checkpoint's path is always computed here, ``<checkpoint dir>/<validated id>.pth``: with
 several app servers, ``home`` is a directory they all reach.
@@ -224,30 +224,13 @@ class RunStore(Database):
                 c.execute(update(RUNS).where(R.id == run_id)
                           .values(progress=_dumps(progress), heartbeat=now))
 
-    def losses(self, run_id: str, since_step: int = 0,
-               max_points: int | None = None) -> tuple[list[int], list[float]]:
-        """(steps, losses) after ``since_step``, in step order.
-
-        With ``max_points``, at most that many: every k-th point (the first included) and
-        always the last, so a chart of a long run stays light and still ends where the run is.
-        A NaN loss (the loss exploded) comes back as ``nan``.
-        """
+    def losses(self, run_id: str, since_step: int = 0) -> tuple[list[int], list[float]]:
+        """(steps, losses) after ``since_step``, in step order; an exploded loss is ``nan``."""
         validate_run_id(run_id)
-        args = {"run": run_id, "since": int(since_step)}
         with self._read() as c:
-            n = c.execute(text("SELECT COUNT(*) FROM losses WHERE run_id = :run AND step > :since"),
-                          args).scalar_one()
-            if max_points is not None and n > max(1, int(max_points)):
-                m = max(1, int(max_points))
-                k = math.ceil(n / (m - 1)) if m > 1 else 0  # m - 1 evenly spaced + the last
-                rows = c.execute(text(
-                    "SELECT step, loss FROM (SELECT step, loss, ROW_NUMBER() OVER (ORDER BY step) "
-                    "AS rn FROM losses WHERE run_id = :run AND step > :since) AS numbered "
-                    "WHERE (:k > 0 AND (rn - 1) % :kk = 0) OR rn = :n ORDER BY step"),
-                    {**args, "k": k, "kk": max(k, 1), "n": n}).all()
-            else:
-                rows = c.execute(text("SELECT step, loss FROM losses WHERE run_id = :run AND "
-                                      "step > :since ORDER BY step"), args).all()
+            rows = c.execute(select(LOSSES.c.step, LOSSES.c.loss)
+                             .where(LOSSES.c.run_id == run_id, LOSSES.c.step > int(since_step))
+                             .order_by(LOSSES.c.step)).all()
         return [r[0] for r in rows], [math.nan if r[1] is None else r[1] for r in rows]
 
     def loss_count(self, run_id: str) -> int:

@@ -1,15 +1,10 @@
-"""The worker process: one job, run in a process of its own, its progress written to the store.
+"""The worker process: one job, in a process of its own, its progress written to the store.
 
-Forked from a fork server that imported torch once (``processes.context``). A worker lowers its
-priority (``worker_nice``) so pages stay responsive, and leads a process group of its own, so a
-forced stop takes its DataLoader processes along; as the *spare* it warms up before it is
-needed, then waits for its job on a pipe; it beats a heartbeat while the job runs, so a silent
-worker can be told from a busy one. The job kind's ``fn(payload, ctx)`` gets a ``JobContext``:
-events written in small batches, a cancel read from the store at most every 0.25 s (training
-stops after the current step and keeps what it learned), an optional time limit. Any exception
-becomes ``failed`` with a one-line reason as a code with parameters (``runs.reason``); the
-traceback is kept for the host. Workers ignore Ctrl-C (the server decides) and stop by
-themselves if the server dies.
+It runs below the server's priority (``worker_nice``) so pages stay responsive, leads a process
+group so a forced stop takes its DataLoader processes along, and beats a heartbeat so a silent
+worker can be told from a busy one. As the *spare* it warms up before it is needed. Any
+exception becomes ``failed`` with a one-line reason (``runs.reason``), the traceback kept for
+the host. Workers ignore Ctrl-C (the server decides) and stop by themselves if the server dies.
 """
 from __future__ import annotations
 
@@ -28,12 +23,12 @@ from cifarlab.errors import CifarLabError, JobError
 from cifarlab.serve.kinds import import_target
 from cifarlab.serve.runs import reason, reason_for
 from cifarlab.serve.settings import Settings
-from cifarlab.serve.settle import settle
 from cifarlab.serve.store import RunStore
 
 CANCEL_POLL_S = 0.25         # workers read the cancel flag at most this often
 FLUSH_S = 0.25               # workers write buffered events at most this often
 HEARTBEAT_S = 2.0            # workers beat this often
+SETTLE_PATIENCE_S = 600.0    # how long a finished run waits for an unreachable store
 # written at once; the others batched
 _URGENT = frozenset({"start", "epoch", "diverged", "eval", "done", "stop"})
 
@@ -202,11 +197,11 @@ def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
             os.setpgrp()
         except OSError:
             pass
-    beat = _Heartbeat(store)
+    beating = threading.Event()   # set once the job has ended
     waiter = None
     got: dict[str, Any] = {}
     if job is not None:
-        beat.start(job["run_id"])
+        _beat(store, job["run_id"], beating)
     else:
         def wait_for_job() -> None:
             try:
@@ -214,7 +209,7 @@ def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
             except (EOFError, OSError):  # the server closed the pipe: no job for us
                 got["job"] = None
             if got["job"] is not None:
-                beat.start(got["job"]["run_id"])
+                _beat(store, got["job"]["run_id"], beating)
 
         waiter = threading.Thread(target=wait_for_job, name="cifarlab-job-wait", daemon=True)
         waiter.start()
@@ -243,7 +238,7 @@ def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
     try:
         _run_job(store, job, data, data_error)
     finally:
-        beat.stop()
+        beating.set()
 
 
 def _lower_priority(steps: int) -> None:
@@ -265,23 +260,16 @@ def _warm_up() -> None:
     net(torch.zeros(2, 3, 32, 32)).sum().backward()
 
 
-class _Heartbeat:
-    def __init__(self, store: RunStore):
-        self.store = store
-        self._stop = threading.Event()
+def _beat(store: RunStore, run_id: str, stop: threading.Event) -> None:
+    """Start beating for ``run_id`` until ``stop`` is set."""
+    def loop() -> None:
+        while not stop.wait(HEARTBEAT_S):
+            try:
+                store.heartbeat(run_id)
+            except Exception:  # noqa: BLE001 - a busy store: try again next beat
+                pass
 
-    def start(self, run_id: str) -> None:
-        def loop() -> None:
-            while not self._stop.wait(HEARTBEAT_S):
-                try:
-                    self.store.heartbeat(run_id)
-                except Exception:  # noqa: BLE001 - a busy store: try again next beat
-                    pass
-
-        threading.Thread(target=loop, name="cifarlab-heartbeat", daemon=True).start()
-
-    def stop(self) -> None:
-        self._stop.set()
+    threading.Thread(target=loop, name="cifarlab-heartbeat", daemon=True).start()
 
 
 def _run_job(store: RunStore, job: dict, data: Any, data_error: BaseException | None) -> None:
@@ -300,6 +288,26 @@ def _run_job(store: RunStore, job: dict, data: Any, data_error: BaseException | 
     # the job carries what was admitted (executor.job_for): the one channel, as on Ray
     status, fields = run_job(fn, job["payload"], ctx)
     settle(store, ctx, status, fields)
+
+
+def settle(store: RunStore, ctx: Any, status: str, fields: dict,
+           patience_s: float = SETTLE_PATIENCE_S) -> None:
+    """Record the outcome (and what is still buffered); while the store cannot be reached
+    (its database restarting) try again every second, for up to ``patience_s``."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            if ctx.flush(force=True):
+                store.set_status(ctx.run_id, status, only_from=["running"], **fields)
+                return
+        except JobError as err:
+            if err.code != "serve.store.unreachable":
+                raise
+        if time.monotonic() > deadline:
+            print(f"cifarlab worker: run {ctx.run_id}: the run store stayed unreachable; its "
+                  f"outcome ({status}) could not be recorded", file=sys.stderr, flush=True)
+            return
+        time.sleep(1.0)
 
 
 def _raise(err: BaseException) -> Callable[[dict, Any], dict]:
@@ -385,8 +393,3 @@ def failure(err: BaseException) -> dict[str, Any]:
     if not first:
         return reason("serve.worker.exception_bare", name=name)
     return reason("serve.worker.exception", name=name, message=first[:300 - len(name) - 2])
-
-
-def failure_reason(err: BaseException) -> str:
-    """``failure`` in English, for the command line and logs."""
-    return failure(err)["error"]

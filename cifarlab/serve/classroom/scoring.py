@@ -107,8 +107,7 @@ _CURVE = text("SELECT step, loss FROM losses WHERE run_id = :run AND step IN :st
 
 def curve(conn, run_id: str, points: int = BOARD_POINTS) -> tuple[tuple, tuple]:
     """A run's loss curve in at most ``points`` points, evenly spaced steps up to its last
-    one: index lookups only, so a 20,000-step run costs what a 40-step one does (the store's
-    ``losses(max_points=)`` numbers every row, which a board of 60 runs cannot afford)."""
+    one: index lookups only, so a 20,000-step run costs what a 40-step one does."""
     last = conn.execute(text("SELECT MAX(step) FROM losses WHERE run_id = :run"),
                         {"run": run_id}).scalar()
     if last is None:
