@@ -1,12 +1,9 @@
 """Who is asking: the person behind a page, as the serving side sees them.
 
 Pages build a ``Person`` (``ui.signin.person()``) from the sign-in (an OpenID Connect provider,
-or the instructor's passphrase) or, for an anonymous student, the session cookie, and pass it
-to every call that acts for someone: roles are checked here, never only by hiding a button.
-The passphrase's salted scrypt hash sits in the server's secrets (``python -m cifarlab
-passphrase`` prints the line); ``try_passphrase`` checks it in constant time through an
-``AttemptLimiter``, which slows guessing per browser, per target and overall, and never slows a
-browser that has not been guessing.
+or the instructor's passphrase) or the session cookie, and pass it to every call that acts for
+someone: roles are checked on the serving side, never only by hiding a button. The passphrase's
+salted scrypt hash sits in the server's secrets (``python -m cifarlab passphrase``).
 """
 from __future__ import annotations
 
@@ -165,8 +162,7 @@ class Backoff:
 
 class Counters(Protocol):
     """Failures by key, each with the time of its latest one: ``(count, last)``, ``(0, 0.0)``
-    for a key with none recent. ``MemoryCounters`` keeps them in one serving process; a store
-    shared by several processes can take its place."""
+    for a key with none recent (``MemoryCounters``, ``counters.StoreCounters``)."""
 
     def get(self, key: str, now: float) -> tuple[int, float]: ...
 
@@ -276,10 +272,8 @@ PASSPHRASE_TARGET = "instructor-passphrase"
 def try_passphrase(passphrase: str, stored: str, client: str,
                    limiter: AttemptLimiter) -> float | None:
     """None when ``passphrase`` is the instructor's; else the seconds ``client`` (a browser)
-    must wait before its next try (0: it may try again at once). A browser that has been
-    guessing and must wait is refused before scrypt runs, so guessing costs the server
-    nothing; one that has not been guessing is checked at once. A damaged ``stored`` raises
-    IdentityError."""
+    must wait before its next try. A browser that must wait is refused before scrypt runs, so
+    guessing costs the server nothing. A damaged ``stored`` raises IdentityError."""
     wait = limiter.wait(client, PASSPHRASE_TARGET)
     if wait > 0:
         return wait

@@ -34,9 +34,8 @@ _URGENT = frozenset({"start", "epoch", "diverged", "eval", "done", "stop"})
 
 
 def run_train_job(payload: dict, ctx: JobContext) -> dict:
-    """The "train" kind: ``core.train.train_admitted`` on the config ``JobQueue.submit``
-    admitted (the job's payload), trusted as it is: it was checked once, at submit, and placed
-    on the device resolved there (``ctx.device``, the run's)."""
+    """The "train" kind: the config ``JobQueue.submit`` admitted (the payload), trusted as it
+    is: it was checked once, at submit, with its device resolved there (``ctx.device``)."""
     from cifarlab.core.train import train_admitted
 
     config = TrainConfig.admitted(payload).on_device(ctx.device)
@@ -151,12 +150,9 @@ class JobContext:
               f"{self.checkpoint_path} could not be written ({err})", file=sys.stderr, flush=True)
 
     def should_stop(self) -> bool:
-        """True once the run was cancelled, ran past its time limit, or the server went away.
-        Cheap to call every step: the store is read at most every 0.25 s.
-
-        The first True is recorded as a "stop" event: why, after how many calls (a training
-        loop calls once per step), and when the flag was seen, so a run reports how promptly
-        it stopped."""
+        """True once the run was cancelled, ran past its time limit, or the server went away;
+        cheap to call every step. The first True is recorded as a "stop" event (why, after how
+        many calls, when the flag was seen), so a run reports how promptly it stopped."""
         if self.stop_reason is not None:
             return True
         self._calls += 1
@@ -182,12 +178,9 @@ class JobContext:
 def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
                  ready=None) -> None:
     """A worker process: warm up, take one job (``job``, or the next one sent on ``conn``),
-    run it, record the outcome, exit. ``ready`` (an Event) is set once warm.
-
-    A spare may be handed its job while it is still warming up (say, decoding the data set the
-    first time): a thread waits for the job meanwhile and starts the heartbeat at once, so the
-    scheduler never takes a slow start for a dead worker.
-    """
+    run it, record the outcome, exit; ``ready`` (an Event) is set once warm. A spare handed its
+    job while still warming up starts the heartbeat at once (a thread waits for the job), so
+    the scheduler never takes a slow start for a dead worker."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C on the server: the server decides
     _lower_priority(settings.worker_nice)
     if hasattr(os, "setpgrp"):
@@ -360,10 +353,8 @@ def run_job(fn: Callable[[dict, Any], dict], payload: dict,
 
 
 def _peak_rss_mb() -> float | None:
-    """This process's peak resident memory in MB (None where the platform does not say).
-
-    Linux: ``VmHWM``, the peak of this process image. (``ru_maxrss`` survives ``exec``, so it
-    could report the size of the process it was started from.)"""
+    """This process's peak resident memory in MB (None where the platform does not say): on
+    Linux ``VmHWM``, since ``ru_maxrss`` survives ``exec`` (it could be the parent's size)."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
