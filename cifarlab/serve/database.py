@@ -241,10 +241,6 @@ class Database:
                 except exc.DBAPIError:       # the connection broke: the lock went with it
                     conn.invalidate()
 
-    def session_lock(self, name: str) -> SessionLock:
-        """A lock one process holds until it lets go or dies (the dispatcher's)."""
-        return SessionLock(self, name)
-
 
 class SessionLock:
     """A lock one process holds until it lets go or dies: on PostgreSQL a session-level

@@ -1,7 +1,7 @@
 """The app servers (replicas) serving one run store, as the store sees them. Each ``JobQueue``
 registers its process under a fresh id and beats every second or so; a replica whose latest
 beat is older than ``heartbeat_timeout`` is gone, and its runs are the live replicas' to settle
-or take over. Which replica dispatches is decided by a lock (``Database.session_lock``), not
+or take over. Which replica dispatches is decided by a lock (``database.SessionLock``), not
 by this table, which says who is there.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import uuid
 
 from sqlalchemy import insert, select, update
 
-from cifarlab.serve.database import Database
+from cifarlab.serve.database import Database, SessionLock
 from cifarlab.serve.schema import REPLICAS, RUNS
 from cifarlab.serve.store import HOST, RunStore
 
@@ -54,13 +54,13 @@ BEAT_S = 1.0        # a replica's heartbeat, and how often a waiting one tries t
 
 class Replica:
     """This serving process on the store: its id, its heartbeat, and whether it is the one
-    dispatcher (``tick``: it holds ``Database.session_lock("dispatcher")``, which a dead
+    dispatcher (``tick``: it holds ``SessionLock(db, "dispatcher")``, which a dead
     holder loses at once, so a waiting replica takes over within a second or two)."""
 
     def __init__(self, db: Database, timeout: float):
         self.db, self.timeout = db, float(timeout)
         self.id = register(db)
-        self.lock = db.session_lock("dispatcher")
+        self.lock = SessionLock(db, "dispatcher")
         self.leading = False
         self._last_beat = self._last_try = 0.0
 

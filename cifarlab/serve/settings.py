@@ -142,13 +142,11 @@ def load_settings(env: Mapping[str, str] | None = None,
     if path is not None:
         values.update(_from_file(path))
 
-    from_env = {}
     for name in [*_ALIASES, *_FIELDS]:  # aliases first, so that a setting's own name wins
         raw = env.get(env_name(name))
         if raw is not None and raw.strip() != "":
             field = _ALIASES.get(name, name)
-            from_env[field] = _parse(field, raw, env_name(name), base=Path.cwd())
-    values.update(from_env)
+            values[field] = _parse(field, raw, env_name(name), base=Path.cwd())
 
     for name, value in sorted(overrides.items(), key=lambda kv: kv[0] not in _ALIASES):
         field = _ALIASES.get(name, name)

@@ -30,7 +30,6 @@ R = RUNS.c
 _SELECT = select(RUNS)
 # newest first; equal times (a microsecond apart at most) in a fixed order
 _NEWEST = (R.created_at.desc(), R.id.desc())
-_OLDEST = (R.created_at, R.id)
 # what set_status may write besides the status (checkpoint and timestamps are the store's)
 _STATUS_FIELDS = ("error", "error_code", "error_params", "traceback", "result", "env",
                   "worker_pid", "waited_s", "progress")
@@ -165,9 +164,7 @@ class RunStore(Database):
 
     def queued(self) -> list[Run]:
         """Queued runs, first come first served (oldest first)."""
-        with self._read() as c:
-            return [_run(row) for row in c.execute(
-                _SELECT.where(R.status == "queued").order_by(*_OLDEST))]
+        return self.list_runs(statuses=["queued"])[::-1]
 
     def set_status(self, run_id: str, status: str, *, only_from: Sequence[str] | None = None,
                    **fields: Any) -> bool:
