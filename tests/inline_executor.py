@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from cifarlab.serve.executor import Executor, Handle, forced_reason
 from cifarlab.serve.kinds import import_target
 from cifarlab.serve.runs import Run, reason
-from cifarlab.serve.worker import JobContext, _Heartbeat, _raise, run_job
+from cifarlab.serve.worker import JobContext, _beat, _raise, run_job
 
 
 class Killed(BaseException):
@@ -89,8 +89,8 @@ class InlineExecutor(Executor):
 
     def _run(self, job: dict, h: _Thread) -> None:
         run_id = job["run_id"]
-        beat = _Heartbeat(self.store)
-        beat.start(run_id)
+        beating = threading.Event()
+        _beat(self.store, run_id, beating)
         ctx = _Context(self.store, run_id, job["device"], job.get("data_source"),
                        time_limit_s=job.get("time_limit_s"), killed=h.killed)
         try:
@@ -105,7 +105,7 @@ class InlineExecutor(Executor):
             if not h.killed.is_set():
                 self.store.set_status(run_id, status, only_from=["running"], **fields)
         finally:
-            beat.stop()
+            beating.set()
 
     def poll(self) -> None:
         """Threads that ended, and runs stopped by force: the run gets its outcome (a thread

@@ -34,7 +34,7 @@ from cifarlab.core import checkpoint as ckpt
 from cifarlab.core.config import TrainConfig
 from cifarlab.errors import JobError
 from cifarlab.serve.executor import job_for
-from cifarlab.serve.executors import make_executor
+from cifarlab.serve.queue import make_executor
 from cifarlab.serve.kinds import target_of
 from cifarlab.serve.queue import JobQueue
 from cifarlab.serve.settings import SettingsError, load_settings
@@ -385,11 +385,11 @@ def test_a_run_is_placed_among_the_executors_devices_not_this_machines(tmp_path)
 
     settings = load_settings(env={}, home=str(tmp_path / "home"))
     cluster = ["cpu", "cuda:0"]
-    assert admission.placed_device("auto", cluster) == "cuda:0"
-    assert admission.placed_device("auto", ["cpu"]) == "cpu"
-    assert admission.placed_device("CUDA:0", cluster) == "cuda:0"
+    assert admission.resolve_device("auto", cluster) == "cuda:0"
+    assert admission.resolve_device("auto", ["cpu"]) == "cpu"
+    assert admission.resolve_device("CUDA:0", cluster) == "cuda:0"
     with pytest.raises(JobError) as err:
-        admission.placed_device("cuda:1", cluster)
+        admission.resolve_device("cuda:1", cluster)
     assert err.value.code == "config.device_missing" and err.value.params["present"] == \
         "cpu, cuda:0"
     on_gpu = TrainConfig(device="cuda:0")

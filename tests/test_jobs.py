@@ -31,9 +31,10 @@ from cifarlab.core import checkpoint as ckpt
 from cifarlab.core.config import TrainConfig
 from cifarlab.errors import DataError, JobError
 from cifarlab.serve import queue as jobs
-from cifarlab.serve.queue import JobQueue, failure_reason, register_kind
+from cifarlab.serve.queue import JobQueue, register_kind
 from cifarlab.serve.settings import load_settings
 from cifarlab.serve.store import RunStore
+from cifarlab.serve.worker import failure
 from executor_jobs import step_through
 from inline_executor import InlineExecutor
 from tutorial_net import Net as TutorialNet
@@ -273,8 +274,8 @@ def test_failures_are_one_line_with_the_traceback_kept_apart(make_queue):
     assert run.error_params == {"n": 4, "limit": 3}
     assert run.error == str(JobError("serve.limits.num_workers", n=4, limit=3))
     assert "como máximo 3 procesos del DataLoader" in run.error_text("es")
-    assert failure_reason(KeyError("k")) == "KeyError: 'k'"
-    assert failure_reason(RuntimeError()) == "RuntimeError"
+    assert failure(KeyError("k"))["error"] == "KeyError: 'k'"
+    assert failure(RuntimeError())["error"] == "RuntimeError"
 
 
 def test_killed_worker_fails_with_a_reason_and_the_queue_goes_on(make_local_queue):

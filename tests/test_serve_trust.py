@@ -31,7 +31,7 @@ from cifarlab.errors import JobError
 from cifarlab.lab.class_experiment import as_csv
 from cifarlab.serve import identity
 from cifarlab.serve.classroom import ClassError, Classroom, ClassLimits, Goal, names, tables
-from cifarlab.serve.classroom import ratelimit
+from cifarlab.serve.classroom import facade
 from cifarlab.serve.identity import Person
 from cifarlab.serve.queue import JobQueue
 from cifarlab.serve.settings import load_settings
@@ -189,8 +189,8 @@ def test_guessing_stays_slow_however_many_browsers_hammer(queue):
     for th in threads:
         th.join()
     # while no time passes, a browser learns about 3 codes at most, then only waits
-    assert max(verdicts.values()) <= ratelimit.CLIENT.free
-    assert sum(verdicts.values()) <= 20 * ratelimit.GUESSING_AFTER + ratelimit.OVERALL.free
+    assert max(verdicts.values()) <= facade.CLIENT.free
+    assert sum(verdicts.values()) <= 20 * facade.GUESSING_AFTER + facade.OVERALL.free
     assert sum(limited.values()) == 20 * 60 - sum(verdicts.values())
     # ten browsers trying for an hour, each as soon as it may
     tries, end = 0, clock.t + 3600
@@ -204,7 +204,7 @@ def test_guessing_stays_slow_however_many_browsers_hammer(queue):
             cr.join(Person(f"browser:bot-{i}", "bot"), "red-cat-99", "bot", f"b{i}")
         tries += 1
     # after the first few, one wrong code every 5 minutes for all ten together
-    assert tries <= 10 * ratelimit.GUESSING_AFTER + 3600 / ratelimit.OVERALL.cap_s + 5, tries
+    assert tries <= 10 * facade.GUESSING_AFTER + 3600 / facade.OVERALL.cap_s + 5, tries
 
 
 @pytest.mark.parametrize("moving", [False, True])

@@ -105,7 +105,7 @@ def test_run_fields_timestamps_and_guarded_status_changes(store):
     run = store.get(run_id)
     assert len(run_id) == 32 and run.status == "queued" and run.active
     assert run.config == {"lr": 0.01, "model": {"channels": [6, 16]}}
-    assert run.name == "my first run" and run.started_at is None and run.seconds() is None
+    assert run.name == "my first run" and run.started_at is None
     time.sleep(0.05)
     assert store.set_status(run_id, "running", only_from=["queued"], worker_pid=1234)
     run = store.get(run_id)
@@ -139,8 +139,8 @@ def test_sessions_and_counts(store):
     assert {r.id for r in store.list_runs()} == {a, b, c}
     assert [r.id for r in store.list_runs(statuses=["running"])] == [c]
     assert store.counts()["queued"] == 2 and store.counts()["running"] == 1
-    assert store.counts(SESSION) == {"queued": 1, "running": 1, "done": 0, "failed": 0,
-                                     "cancelled": 0, "interrupted": 0}
+    assert store.counts(owner=SESSION) == {"queued": 1, "running": 1, "done": 0, "failed": 0,
+                                           "cancelled": 0, "interrupted": 0}
     with pytest.raises(JobError):
         store.list_runs("x")  # not a session id
     with pytest.raises(JobError):
@@ -154,7 +154,8 @@ def test_owners_count_across_sessions_with_their_compute(store):
     store.create_run(OTHER, "train", {}, "cpu", image_epochs=4000)    # owner: the session
     assert store.get(tab1).owner == "cookie-42" and store.get(tab1).session == SESSION
     assert store.counts(owner="cookie-42")["queued"] == 2
-    assert store.counts(owner=OTHER)["queued"] == 1 and store.counts(OTHER)["queued"] == 2
+    assert store.counts(owner=OTHER)["queued"] == 1   # OTHER's session has 2 (one is cookie-42's)
+    assert len(store.list_runs(OTHER, statuses=["queued"])) == 2
     start = store.get(tab1).created_at
     assert [n for _, n in store.image_epochs_since("cookie-42", start)] == [1000, 2000]
     # a run cancelled before it started used nothing; one that started and ended counts
@@ -230,26 +231,14 @@ def test_writer_process_and_readers_at_the_same_time(store):
     assert store.get(run_id).progress == {"step": n, "total_steps": n}
 
 
-def test_losses_downsampled_for_charts(store):
+def test_losses_read_incrementally(store):
     run_id = store.create_run(SESSION, "train", {}, "cpu")
     store.record(run_id, steps=list(range(1, 1001)), losses=[float(i) for i in range(1, 1001)])
     steps, losses = store.losses(run_id)
     assert len(steps) == 1000 and steps == [int(v) for v in losses]
-    for m in (2, 3, 10, 100, 333, 999):
-        steps, _ = store.losses(run_id, max_points=m)
-        assert 2 <= len(steps) <= m
-        assert steps[0] == 1 and steps[-1] == 1000  # the first and always the last
-        gaps = {b - a for a, b in zip(steps[:-2], steps[1:-1])}
-        assert len(gaps) == (1 if len(steps) > 2 else 0)  # every k-th point, then the last
-    steps, _ = store.losses(run_id, max_points=1)
-    assert steps == [1000]
-    steps, _ = store.losses(run_id, max_points=5000)
-    assert len(steps) == 1000
-    # incremental reads for a live chart, downsampled too
+    # incremental reads for a live chart
     steps, losses = store.losses(run_id, since_step=990)
     assert steps == list(range(991, 1001)) and losses[0] == 991.0
-    steps, _ = store.losses(run_id, since_step=500, max_points=50)
-    assert steps[0] == 501 and steps[-1] == 1000 and len(steps) <= 50
     # an exploded loss (NaN) comes back as NaN, infinity as infinity
     store.record(run_id, steps=[1001, 1002], losses=[float("nan"), float("inf")])
     _, losses = store.losses(run_id, since_step=1000)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from cifarlab.errors import JobError
-from cifarlab.serve import settle as settling
+from cifarlab.serve import worker
 from cifarlab.serve.store import RunStore
 from cifarlab.serve.worker import JobContext
 
@@ -37,8 +37,8 @@ def test_a_batch_the_store_refused_is_kept_and_written_later_in_order(tmp_path, 
     for i in (4, 5, 6):
         ctx.emit("losses", {"steps": [i], "losses": [1.0 / i]})
     ctx.emit("progress", {"step": 6, "total_steps": 6})
-    monkeypatch.setattr(settling.time, "sleep", lambda s: None)
-    settling.settle(store, ctx, "done", {"result": {"steps": 6}})
+    monkeypatch.setattr(worker.time, "sleep", lambda s: None)
+    worker.settle(store, ctx, "done", {"result": {"steps": 6}})
     steps, losses = store.losses(run_id)
     assert steps == [1, 2, 3, 4, 5, 6] and losses[0] == 1.0
     assert [e.kind for e in store.events(run_id)] == ["start"]
@@ -53,7 +53,7 @@ def test_settle_gives_up_after_its_patience_and_says_so(tmp_path, monkeypatch, c
     ctx = JobContext(store, run_id, "cpu")
     ctx.emit("losses", {"steps": [1], "losses": [0.5]})
     store.down = 10 ** 6
-    monkeypatch.setattr(settling.time, "sleep", lambda s: None)
-    settling.settle(store, ctx, "done", {}, patience_s=0.0)
+    monkeypatch.setattr(worker.time, "sleep", lambda s: None)
+    worker.settle(store, ctx, "done", {}, patience_s=0.0)
     assert "could not be recorded" in capsys.readouterr().err
     assert store.get(run_id).status == "running"      # left to the heartbeat watch

@@ -35,14 +35,11 @@ def as_job_error(err: CifarLabError) -> JobError:
 
 def check_config(config: Any, n_train: int, settings: Settings,
                  devices: list[str] | None = None) -> str:
-    """THE config check, once, before queueing; returns the run's device.
-
-    ``core.config.validate`` (the one validator, which the Train page calls too, for its
-    messages) with this server's limits and the real size of its data, on whatever was sent
-    (a TrainConfig changed after it was built is checked as it is now); the device is resolved
-    once ("auto" -> "cuda:0" or "cpu") among this machine's, or among ``devices`` when the
-    executor places runs elsewhere (a Ray cluster's GPU behind a CPU-only web server), for the
-    run to record: nothing after the submit checks the config or resolves its device again."""
+    """THE config check, once, before queueing; returns the run's device. ``core.config.validate``
+    (the Train page's validator too) with this server's limits and the real size of its data, on
+    whatever was sent; the device is resolved once, among this machine's or the executor's
+    ``devices`` (a Ray cluster's GPU behind a CPU-only web server). Nothing after the submit
+    checks the config or resolves its device again."""
     if not isinstance(config, TrainConfig):
         raise JobError("serve.limits.not_a_config", field="config")
     try:
@@ -57,9 +54,17 @@ def check_config(config: Any, n_train: int, settings: Settings,
     return resolve_device(config.device, devices)
 
 
-def placed_device(device: str, placed: list[str]) -> str:
-    """``device`` among the executor's (a cluster's): "auto" as the tutorial picks, a GPU when
-    there is one; a device it lacks is refused, naming the ones it has."""
+def resolve_device(device: str, placed: list[str] | None) -> str:
+    """Where a run goes: among the executor's devices (``placed``, a cluster's: "auto" as the
+    tutorial picks, a GPU when there is one; one it lacks is refused, naming those it has),
+    else among this machine's."""
+    if placed is None:
+        from cifarlab.core.devices import resolve_device as resolve  # devices imports torch
+
+        try:
+            return str(resolve(device))
+        except CifarLabError as err:
+            raise as_job_error(err) from None
     want = str(device).strip().lower()
     if want == "auto":
         return next((d for d in placed if d.startswith("cuda")), "cpu")
@@ -67,18 +72,6 @@ def placed_device(device: str, placed: list[str]) -> str:
         return want
     raise JobError("config.device_missing", field="device", device=str(device)[:40],
                    present=", ".join(placed))
-
-
-def resolve_device(device: str, placed: list[str] | None) -> str:
-    """Where a run goes: among the executor's devices (``placed``), else this machine's."""
-    if placed is not None:
-        return placed_device(device, placed)
-    from cifarlab.core.devices import resolve_device as resolve  # devices imports torch
-
-    try:
-        return str(resolve(device))
-    except CifarLabError as err:
-        raise as_job_error(err) from None
 
 
 def check_train(config: TrainConfig, settings: Settings, n_train: int) -> int:

@@ -241,10 +241,6 @@ class Database:
                 except exc.DBAPIError:       # the connection broke: the lock went with it
                     conn.invalidate()
 
-    def session_lock(self, name: str) -> SessionLock:
-        """A lock one process holds until it lets go or dies (the dispatcher's)."""
-        return SessionLock(self, name)
-
 
 class SessionLock:
     """A lock one process holds until it lets go or dies: on PostgreSQL a session-level
@@ -317,12 +313,7 @@ class SessionLock:
         except exc.DBAPIError:
             log.warning("cifarlab: lost the %s lock (the connection to the run store broke)",
                         self.name)
-            try:
-                self._conn.invalidate()
-                self._conn.close()
-            except Exception:  # noqa: BLE001 - a broken connection: it is gone either way
-                pass
-            self._conn = None
+            self._drop()
             return False
 
     def release(self) -> None:
@@ -331,13 +322,16 @@ class SessionLock:
                 self._file.close()            # closing the file drops the flock
                 self._file = None
             if self._conn is not None:
-                try:
-                    # closed, not pooled: a session-level lock outlives a connection's return
-                    self._conn.invalidate()
-                    self._conn.close()
-                except Exception:  # noqa: BLE001
-                    pass
-                self._conn = None
+                self._drop()
+
+    def _drop(self) -> None:
+        try:
+            # closed, not pooled: a session-level lock outlives a connection's return
+            self._conn.invalidate()
+            self._conn.close()
+        except Exception:  # noqa: BLE001 - a broken connection: it is gone either way
+            pass
+        self._conn = None
 
 
 # what PostgreSQL says when it was reached and said no (the URL is wrong, not the network)

@@ -1,9 +1,6 @@
 """A full disk, said in words: room checked before a run is queued, and what a full disk
 raises (SQLite's ``SQLITE_FULL``, ``ENOSPC``) turned into our errors, with the path in the
 host's log.
-
-    check_room([store.checkpoint_dir, store.path.parent], run_bytes(config))   # JobError if not
-    raise store_full(err, store.path) from None                                # a write failed
 """
 from __future__ import annotations
 

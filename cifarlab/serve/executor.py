@@ -1,21 +1,15 @@
-"""The executor interface: where the queue's runs execute.
+"""The executor interface: where the queue's runs execute (the hosting setting ``executor``).
 
-The queue decides which run starts when; an executor runs it and reports back. ``local``
-(worker processes on this machine, which write their events into the store themselves) or
-``ray`` (detached actors whose event batches ``poll`` writes into the store); the hosting
-setting ``executor`` picks one. Every method is called from the dispatcher's one thread, never
-from a page's script run: Ray needs ``ray.init`` in a thread that lives as long as the
-connection.
+The queue decides which run starts when; an executor runs it and reports back. Every method is
+called from the dispatcher's one thread (Ray needs ``ray.init`` in a thread that lives).
 
 - ``launch(run, job)``: move the run ``queued -> running`` (False when it was cancelled
   meanwhile) and start it.
 - ``poll()``: take what the runs sent into the store; a run whose worker died gets ``failed``
-  (``cancelled`` / ``interrupted`` when the queue had forced it) with a reason, and its
-  half-written checkpoint goes.
-- ``cancel(run_id)``: pass the student's cancel on: the run stops after its current step and
-  keeps its partial result. ``force(run_id, why, seconds)``: stop it now.
-- ``adopt(runs)``: take on the runs of a dead app server that are still going (only where
-  ``adopts``: Ray's detached actors); the others are marked ``interrupted``.
+  (or the reason the queue forced it) and its half-written checkpoint goes.
+- ``cancel(run_id)``: stop after the current step, keeping the partial result;
+  ``force(run_id, why, seconds)``: stop now.
+- ``adopt(runs)``: take on a dead app server's runs still going (where ``adopts``).
 - ``keep_warm(backlog)`` / ``warm()``: workers started ahead of need / how many are ready.
 - ``stop_all(timeout)``: force every run ("shutdown") and release everything.
 """

@@ -1,12 +1,9 @@
 """Who is asking: the person behind a page, as the serving side sees them.
 
 Pages build a ``Person`` (``ui.signin.person()``) from the sign-in (an OpenID Connect provider,
-or the instructor's passphrase) or, for an anonymous student, the session cookie, and pass it
-to every call that acts for someone: roles are checked here, never only by hiding a button.
-The passphrase's salted scrypt hash sits in the server's secrets (``python -m cifarlab
-passphrase`` prints the line); ``try_passphrase`` checks it in constant time through an
-``AttemptLimiter``, which slows guessing per browser, per target and overall, and never slows a
-browser that has not been guessing.
+or the instructor's passphrase) or the session cookie, and pass it to every call that acts for
+someone: roles are checked on the serving side, never only by hiding a button. The passphrase's
+salted scrypt hash sits in the server's secrets (``python -m cifarlab passphrase``).
 """
 from __future__ import annotations
 
@@ -61,9 +58,11 @@ def signed_in(email: str, name: str | None = None, groups: Iterable[str] | str |
     """The person an identity provider vouches for. An instructor when their e-mail is listed
     in ``instructors`` (any letter case) or ``instructor_group`` is one of their ``groups``."""
     email = email.strip().lower()
-    return Person(id=USER + email, name=(name or "").strip() or email,
-                  instructor=is_instructor(email, groups, instructors=instructors,
-                                           instructor_group=instructor_group))
+    if isinstance(groups, str):      # some providers send one group as a plain string
+        groups = [groups]
+    instructor = (bool(email) and email in {e.strip().lower() for e in instructors}
+                  or bool(instructor_group) and instructor_group in {str(g) for g in groups or ()})
+    return Person(id=USER + email, name=(name or "").strip() or email, instructor=instructor)
 
 
 def user_session(email: str, secret: str) -> str:
@@ -73,17 +72,6 @@ def user_session(email: str, secret: str) -> str:
     digest = hmac.new(secret.encode(), b"cifarlab-session:" + email.strip().lower().encode(),
                       hashlib.sha256).digest()
     return "u-" + _b64(digest)[:40]
-
-
-def is_instructor(email: str, groups: Iterable[str] | str | None = None, *,
-                  instructors: Iterable[str] = (), instructor_group: str | None = None) -> bool:
-    if email and email.strip().lower() in {e.strip().lower() for e in instructors}:
-        return True
-    if not instructor_group:
-        return False
-    if isinstance(groups, str):      # some providers send one group as a plain string
-        groups = [groups]
-    return instructor_group in {str(g) for g in (groups or ())}
 
 
 def anonymous(browser_id: str, nickname: str = "") -> Person:
@@ -137,11 +125,6 @@ def _parse_hash(stored: str) -> tuple[int, int, int, bytes, bytes]:
     return n, r, p, salt, key
 
 
-def check_hash(stored: str) -> None:
-    """Raise ``IdentityError("identity.bad_hash")`` when ``stored`` is no hash we made."""
-    _parse_hash(stored)
-
-
 def verify_passphrase(passphrase: str, stored: str) -> bool:
     """Whether ``passphrase`` is the one ``stored`` was made from (compared in constant time).
     A damaged ``stored`` raises ``IdentityError``: the host must fix the secrets file."""
@@ -155,7 +138,7 @@ def verify_passphrase(passphrase: str, stored: str) -> bool:
 def secrets_line(stored: str) -> str:
     """The line to paste under ``[cifarlab]`` in ``.streamlit/secrets.toml`` (the hash holds
     only ``[A-Za-z0-9_$-]``, so it needs no TOML escaping)."""
-    check_hash(stored)
+    _parse_hash(stored)   # IdentityError when it is no hash we made
     return f'{SECRETS_KEY} = "{stored}"'
 
 
@@ -179,8 +162,7 @@ class Backoff:
 
 class Counters(Protocol):
     """Failures by key, each with the time of its latest one: ``(count, last)``, ``(0, 0.0)``
-    for a key with none recent. ``MemoryCounters`` keeps them in one serving process; a store
-    shared by several processes can take its place."""
+    for a key with none recent (``MemoryCounters``, ``counters.StoreCounters``)."""
 
     def get(self, key: str, now: float) -> tuple[int, float]: ...
 
@@ -290,10 +272,8 @@ PASSPHRASE_TARGET = "instructor-passphrase"
 def try_passphrase(passphrase: str, stored: str, client: str,
                    limiter: AttemptLimiter) -> float | None:
     """None when ``passphrase`` is the instructor's; else the seconds ``client`` (a browser)
-    must wait before its next try (0: it may try again at once). A browser that has been
-    guessing and must wait is refused before scrypt runs, so guessing costs the server
-    nothing; one that has not been guessing is checked at once. A damaged ``stored`` raises
-    IdentityError."""
+    must wait before its next try. A browser that must wait is refused before scrypt runs, so
+    guessing costs the server nothing. A damaged ``stored`` raises IdentityError."""
     wait = limiter.wait(client, PASSPHRASE_TARGET)
     if wait > 0:
         return wait

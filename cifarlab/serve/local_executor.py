@@ -1,66 +1,150 @@
-"""The local executor (the default): each run in a worker process on this machine. A
-worker writes its event batches and outcome into the run store itself, so ``poll`` only has to
-say why a worker that died could not.
+"""The local executor (the default): each run in a worker process on this machine, and warm
+spares (torch imported, the data mapped, one tiny step done) that make pressing Train show the
+first loss within a second or two. A worker writes its event batches and outcome into the run
+store itself, so ``poll`` only has to say why a worker that died could not.
 """
 from __future__ import annotations
 
 import logging
+import os
+import time
 
 from cifarlab.serve.executor import Executor, forced_reason
-from cifarlab.serve.processes import WorkerPool, death_reason
+from cifarlab.serve.processes import (Spare, Worker, _in_environment, context, death_reason,
+                                      kill, start_process)
 from cifarlab.serve.runs import Run
-from cifarlab.serve.settings import Settings
+from cifarlab.serve.settings import Settings, cpu_cores
 from cifarlab.serve.store import RunStore
+from cifarlab.serve.worker import _worker_main
 
 log = logging.getLogger("cifarlab.serve.queue")
 
+SPARE_DELAY_S = 2.0          # start the next spare this long after one was taken
+
 
 class LocalExecutor(Executor):
-    """Runs in worker processes of this machine (``WorkerPool``)."""
+    """Runs in worker processes of this machine: ``running`` (run id -> Worker), ``spares``."""
 
     name = "local"
 
     def __init__(self, store: RunStore, settings: Settings):
         super().__init__(store, settings)
-        self.pool = WorkerPool(store, settings)
-        self.running = self.pool.running  # run id -> Worker (a Handle)
+        self._mp = context()
+        self.running: dict[str, Worker] = {}
+        self.spares: list[Spare] = []
+        self._spare_deaths: list[float] = []
+        self._next_spare_at = 0.0
 
     def launch(self, run: Run, job: dict) -> bool:
-        spare = self.pool.take_spare()
+        spare = self._take_spare()
         pid = spare.process.pid if spare else None
         if not self.store.set_status(run.id, "running", only_from=["queued"], worker_pid=pid):
             if spare:
-                self.pool.put_back(spare)
+                self.spares.insert(0, spare)   # first again
             return False  # cancelled meanwhile
-        process, new = self.pool.run(run.id, run.device, job, spare)
-        if new:
+        process = None
+        if spare is not None:
+            try:
+                spare.conn.send(job)
+                spare.conn.close()
+                process = spare.process
+            except (OSError, ValueError):  # the spare died just now
+                process = None
+        if process is None:
+            process = self._new_process(None, job)
             self.store.set_worker_pid(run.id, process.pid)
+        self.running[run.id] = Worker(run.id, run.device, process=process, spare=spare)
+        self._next_spare_at = time.monotonic() + SPARE_DELAY_S
         return True
+
+    def _take_spare(self) -> Spare | None:
+        """A live spare, a warm one first (one still warming up beats starting a new one)."""
+        for spare in [s for s in self.spares if not s.process.is_alive()]:
+            self.spares.remove(spare)
+            spare.process.join(timeout=0)
+        if not self.spares:
+            return None
+        spare = next((s for s in self.spares if s.ready.is_set()), self.spares[0])
+        self.spares.remove(spare)
+        return spare
+
+    def _new_process(self, conn, job: dict | None, ready=None):
+        process = self._mp.Process(target=_in_environment,
+                                   args=(dict(os.environ), _worker_main, conn, self.store,
+                                         self.settings, job, ready),
+                                   name="cifarlab-worker", daemon=False)
+        start_process(process)
+        return process
 
     def poll(self) -> None:
         """Workers that ended: a run still "running" gets why (it could not say so itself), and
-        the checkpoint it may have been writing is removed."""
-        for w in self.pool.ended():
-            run = self.store.get(w.run_id)
+        the checkpoint it may have been writing is removed. Spares that died are counted."""
+        for run_id, w in list(self.running.items()):
+            if w.process.exitcode is None:
+                continue
+            w.process.join(timeout=0)
+            del self.running[run_id]
+            run = self.store.get(run_id)
             if run is not None and run.status == "running":
                 status, why = (forced_reason(w.forced, w.forced_s)
                                or death_reason(w.process.exitcode))
-                self.store.remove_partial_checkpoints(w.run_id)  # before its end is visible
-                self.store.set_status(w.run_id, status, only_from=["running"], **why)
-                log.warning("run %s: %s", w.run_id, why["error"])
+                self.store.remove_partial_checkpoints(run_id)  # before its end is visible
+                self.store.set_status(run_id, status, only_from=["running"], **why)
+                log.warning("run %s: %s", run_id, why["error"])
+        for spare in list(self.spares):
+            if spare.process.exitcode is not None:
+                self.spares.remove(spare)
+                spare.process.join(timeout=0)
+                self._spare_deaths.append(time.monotonic())
 
     def force(self, run_id: str, why: str, seconds: float = 0.0) -> None:
         w = self.running.get(run_id)
         if w is not None and not w.forced and w.process.exitcode is None:
-            w.forced_s = seconds
-            self.pool.force(w, why)
+            w.forced, w.forced_s = why, seconds
+            kill(w.process)
 
     def keep_warm(self, backlog: int) -> None:
-        self.pool.keep_spares(backlog)
+        """Start spares up to ``spare_workers``: at once when runs wait (``backlog``), else a
+        moment after the last start and only when the cores have room."""
+        now = time.monotonic()
+        if not backlog:
+            # Nobody is waiting: don't let a spare's imports (seconds of CPU) slow the runs
+            # going on. Wait a moment after a run started (its first steps), and until the
+            # cores have room: a CPU run uses worker_threads cores, a GPU run about one.
+            if now < self._next_spare_at:
+                return
+            busy = sum(self.settings.worker_threads if w.device == "cpu" else 1
+                       for w in self.running.values() if w.process.exitcode is None)
+            if busy and busy + 1 > cpu_cores():
+                return
+        self._spare_deaths = [t for t in self._spare_deaths if now - t < 60]
+        if len(self._spare_deaths) >= 3:  # spares keep dying: start runs cold for a minute
+            return
+        while sum(1 for s in self.spares if s.process.is_alive()) < self.settings.spare_workers:
+            recv, send = self._mp.Pipe(duplex=False)
+            ready = self._mp.Event()
+            process = self._new_process(recv, None, ready)
+            recv.close()
+            self.spares.append(Spare(process, send, ready))
 
     def warm(self) -> int:
-        return self.pool.warm()
+        return sum(1 for s in list(self.spares) if s.ready.is_set())
 
     def stop_all(self, timeout: float) -> None:
-        self.pool.stop_all(timeout)
+        """Kill the spares and every running worker (marked "shutdown"), wait for them, and
+        record why each run ended."""
+        for spare in self.spares:
+            try:
+                spare.conn.close()
+            except OSError:
+                pass
+            kill(spare.process)
+        for w in self.running.values():
+            if w.process.exitcode is None:
+                w.forced = "shutdown"
+                kill(w.process)
+        deadline = time.monotonic() + timeout
+        for p in [s.process for s in self.spares] + [w.process for w in self.running.values()]:
+            p.join(max(0.0, deadline - time.monotonic()))
+        self.spares.clear()
         self.poll()

@@ -6,19 +6,14 @@
 
 A run belongs to a browser *session* (who may see, cancel and delete it) and to an *owner*, the
 person whom the per-person limits count across all their tabs (``admission``). Training never
-runs in the Streamlit script thread nor in the server process: an executor runs it and its
-events land in the run store, the source of truth (a restart marks runs whose worker is gone
-``interrupted`` and runs the queued ones).
-
-Several replicas may share one store (PostgreSQL): each takes submits and serves pages; only
-the one holding the dispatcher's lock (``replicas.Replica``) starts runs, and another takes over
-within seconds when it dies. A queued run starts once: ``queued -> running`` is conditional.
-A dead replica's local workers stop by themselves, keeping their partial results; its Ray runs
-train on and the first live replica takes them over (``Executor.adopt``).
+runs in the server process: an executor runs it and its events land in the run store, the
+source of truth. Several replicas may share one store (PostgreSQL): each takes submits and
+serves pages; one dispatches (``replicas.Replica``).
 """
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import multiprocessing.util  # noqa: F401 - import before our atexit hook (see JobQueue)
 import threading
 import time
@@ -32,20 +27,31 @@ from cifarlab.serve.backup import Backups
 from cifarlab.serve.classroom import enforce, tables
 from cifarlab.serve.counters import StoreCounters
 from cifarlab.serve.dispatcher import Dispatcher
-from cifarlab.serve.executors import make_executor
+from cifarlab.serve.executor import Executor
 from cifarlab.serve.kinds import (LR_FIND, TIMING, TRAIN, register_kind, registered_kinds,
                                   target_of)
+from cifarlab.serve.local_executor import LocalExecutor
+from cifarlab.serve.ray_executor import RayExecutor  # imports ray only once it starts
 from cifarlab.serve.runs import (ACTIVE, FINISHED, STATUSES, Run, validate_owner,
                                  validate_run_id, validate_session)
 from cifarlab.serve.settings import Settings, load_settings
 from cifarlab.serve.store import RunStore
-from cifarlab.serve.worker import failure_reason
 
 # What pages and tests import from here (pages reach the store only through the queue).
 __all__ = ["JobQueue", "get_queue", "FULL_TRAIN_IMAGES", "FINISHED", "ACTIVE", "STATUSES", "Run",
-           "validate_run_id", "register_kind", "registered_kinds", "failure_reason"]
+           "validate_run_id", "register_kind", "registered_kinds"]
 
 FULL_TRAIN_IMAGES = 50000    # CIFAR-10's training set, when the data is not loaded here
+
+
+def make_executor(store: RunStore, settings: Settings) -> Executor:
+    """The executor the setting ``executor`` names (here, above both implementations, so the
+    interface never imports them). ``"ray"`` needs the optional extra installed."""
+    if settings.executor == "ray":
+        if importlib.util.find_spec("ray") is None:
+            raise JobError("serve.executor.ray_missing")
+        return RayExecutor(store, settings)
+    return LocalExecutor(store, settings)
 
 
 class JobQueue:
@@ -82,14 +88,11 @@ class JobQueue:
     # -- submitting --------------------------------------------------------------------------
     def submit(self, session: str, config: TrainConfig, name: str | None = None,
                owner: str | None = None, sweep: dict | None = None) -> str:
-        """Queue a training run; returns its id. JobError says why it cannot be queued.
-
-        The one check of the config between the form and the worker (the authority): what is
-        admitted here is stored with the device resolved here, and becomes the job's payload;
-        the worker trains it as it is. ``owner``: the person behind the session (default: the
-        session itself). ``sweep`` ({"steps", "lr_min", "lr_max"}) queues the learning-rate
-        finder on the config instead (kind "lr_find", ``core.lr_finder``): the same checks, its
-        steps × batch images counted in the owner's budget, never a run of the class's board."""
+        """Queue a training run; returns its id, or JobError says why not. The one check of the
+        config between the form and the worker: what is admitted here, with the device
+        resolved here, is what the worker trains. ``owner``: the person (default: the session).
+        ``sweep`` ({"steps", "lr_min", "lr_max"}) queues the learning-rate finder on the config
+        instead: the same checks, its steps × batch images counted in the owner's budget."""
         validate_session(session)
         owner = validate_owner(session if owner is None else owner)
         n_train = self.train_images()
@@ -111,12 +114,9 @@ class JobQueue:
                    exclusive: bool | list[str] = False, name: str | None = None,
                    owner: str | None = None, estimate_s: float | None = None) -> str:
         """Queue a job of a registered kind on ``device`` ("auto" picks one now).
-
-        ``exclusive``: True keeps ``device`` to itself; a list of devices (say, the CPU and the
-        GPU a timing sweep compares) keeps all of them. Such a job waits until those devices
-        are idle, and the runs queued after it on them wait until it has finished.
-        ``estimate_s`` (or the payload's ``"estimate_s"``): how long a timing sweep should take;
-        one longer than ``max_timing_seconds`` is refused.
+        ``exclusive``: True keeps ``device`` to itself, a list of devices all of them: it waits
+        until they are idle, and the runs queued after it there wait until it has finished.
+        ``estimate_s`` (or the payload's): a timing sweep over ``max_timing_seconds`` is refused.
         """
         validate_session(session)
         owner = validate_owner(session if owner is None else owner)
@@ -224,11 +224,11 @@ class JobQueue:
         """The path of a visible run's checkpoint (the store's, never the browser's)."""
         return self.store.checkpoint_path(self.get(session, run_id).id)
 
-    def measured_speeds(self, kind: str = "train", limit: int = 40) -> list[dict]:
+    def measured_speeds(self) -> list[dict]:
         """How fast this server trained its latest finished runs (anyone's: speeds only, no
         session, no name): the pages' time estimates come from these, not from a promise."""
         out = []
-        for run in self.store.list_runs(None, ["done"], kind=kind, limit=limit):
+        for run in self.store.list_runs(None, ["done"], kind=TRAIN, limit=40):
             res = run.result or {}
             if res.get("images_per_second") and run.started_at and run.finished_at:
                 out.append({"config": dict(run.config), "device": run.device,
@@ -243,12 +243,8 @@ class JobQueue:
         return run.session == session
 
     def cancel(self, session: str, run_id: str) -> str:
-        """Cancel one of this session's runs; returns its status now.
-
-        A queued run is cancelled at once. A running one is asked to stop: it stops after the
-        current step (within a second or two), evaluates what it learned and ends as
-        ``cancelled``.
-        """
+        """Cancel one of this session's runs; returns its status now. A running one stops after
+        its current step, evaluates what it learned and ends as ``cancelled``."""
         run = self._own(session, run_id)
         if run.status == "queued" and self.store.set_status(run.id, "cancelled",
                                                             only_from=["queued"]):
@@ -277,10 +273,10 @@ class JobQueue:
     def queue_position(self, run_id: str) -> int | None:
         return self.store.queue_position(run_id)
 
-    def counters(self, name: str, forget_s: float = 3600.0) -> StoreCounters:
+    def counters(self, name: str) -> StoreCounters:
         """Guessing counters named ``name`` in the run store (``identity.Counters``): every
         app server on the store counts the same failures. Use them with ``clock=time.time``."""
-        return StoreCounters(self.store, name, forget_s)
+        return StoreCounters(self.store, name)
 
     def store_notice(self) -> CifarLabError | None:
         """Why the run store was recovered at start (for every student, in words), or None."""
@@ -325,10 +321,10 @@ _QUEUE: JobQueue | None = None
 _QUEUE_LOCK = threading.Lock()
 
 
-def get_queue(settings: Settings | None = None) -> JobQueue:
+def get_queue() -> JobQueue:
     """The process-wide JobQueue (created on first use with ``load_settings()``)."""
     global _QUEUE
     with _QUEUE_LOCK:
         if _QUEUE is None or _QUEUE.closed:
-            _QUEUE = JobQueue(settings=settings)
+            _QUEUE = JobQueue()
         return _QUEUE

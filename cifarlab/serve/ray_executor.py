@@ -1,25 +1,13 @@
-"""The Ray executor: each run a detached Ray actor on a cluster, its events taken into the store.
+"""The Ray executor (``executor = "ray"``, ``requirements-ray.txt``; ``ray_address`` names the
+cluster, else a local Ray bound to 127.0.0.1): each run a named, *detached* ``ray_task.RunActor``
+with no restarts or retries (a run is not repeated behind a student's back). It belongs to the
+cluster, so it trains on when this app server dies, and another replica finds it by name and
+takes it over (``adopt``). ``poll`` writes its batches, checkpoint and outcome into the store.
 
-``executor = "ray"`` (an optional extra, ``requirements-ray.txt``); ``ray_address`` names the
-cluster (unset: a local Ray bound to 127.0.0.1). See docs/hosting.md.
-
-- Each run is a named, *detached* ``ray_task.RunActor`` (no restarts, no retries: a run is not
-  repeated behind a student's back). It belongs to the cluster, so it trains on when this app
-  server dies. ``poll`` takes its buffered batches (acknowledging those written), writes them,
-  the checkpoint's bytes and the outcome into the store, then ends the actor.
-- ``adopt``: a dead replica's run whose actor is still on the cluster is claimed in the store
-  (``replicas.take_over``: one replica wins) and drained from then on, losing no batch; only a
-  run whose actor is gone is marked ``interrupted``.
-- ``force`` is ``ray.kill``; a worker or node that dies makes ``take`` raise, and the run is
-  ``failed`` with ``serve.executor.worker_died``.
-- Resources: a CPU run asks for ``worker_threads`` CPUs, a GPU run for ``1/gpu_share`` of a GPU,
-  a timing run (exclusive) for a whole one; slots follow the cluster's CPUs and GPUs.
-- The data set goes into Ray's object store once per server process; actors read it zero-copy.
-- Each actor is a fresh Ray worker process (ray-project/ray#28773), so the warm-up tasks
-  (``keep_warm``) put the data in the object store and read torch's files into the page cache.
-- ``ray.init`` runs in the dispatcher thread, which lives as long as the queue. In the main
-  thread (tests) Ray's SIGTERM handler is put back; its C++ failure handler, which would abort
-  a server 3 s into its SIGTERM shutdown, is turned off.
+Each actor is a fresh Ray worker process (ray-project/ray#28773), so the warm-up tasks put the
+data in the object store once and read torch's files into the page cache. ``ray.init`` runs in
+the dispatcher thread, which lives as long as the queue; Ray's C++ failure handler, which would
+abort a server 3 s into its SIGTERM shutdown, is turned off.
 """
 from __future__ import annotations
 
@@ -53,14 +41,6 @@ class RayRun(Handle):
     acked: int = 0              # the last batch written into the store
     worker: dict | None = None  # {"pid", "node"} of the Ray worker running it, once it started
     beat_at: float = 0.0        # when the dispatcher last beat for it
-
-
-def restore_sigterm(before: Any) -> None:
-    """Put back the SIGTERM handler ``ray.init`` replaced (possible in the main thread only;
-    elsewhere Ray does not touch it)."""
-    if (signal.getsignal(signal.SIGTERM) is not before and before is not None
-            and threading.current_thread() is threading.main_thread()):
-        signal.signal(signal.SIGTERM, before)
 
 
 class RayExecutor(Executor):
@@ -105,7 +85,9 @@ class RayExecutor(Executor):
                 ray.init(address="local", num_cpus=cpu_cores(), _node_ip_address="127.0.0.1",
                          **common)
             self._owns = True
-            restore_sigterm(before)
+            # ray.init replaces SIGTERM's handler in the main thread (tests): put it back
+            if before is not None and threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, before)
         self._warm_fn = ray.remote(num_cpus=0, max_retries=0)(ray_task.warm_up)
         self._actor = ray.remote(max_restarts=0, max_task_retries=0)(ray_task.RunActor)
         self._read_resources()
@@ -133,7 +115,8 @@ class RayExecutor(Executor):
         return 1
 
     def resources_for(self, run: Run) -> dict[str, float]:
-        """What a run asks Ray for: see the module docstring."""
+        """What a run asks Ray for: a CPU run ``worker_threads`` CPUs, a GPU run ``1/gpu_share``
+        of a GPU, a timing (exclusive) run a whole one."""
         threads = float(self.settings.worker_threads)
         if run.device.startswith("cuda"):
             whole = run.kind == TIMING or run.exclusive
@@ -305,8 +288,7 @@ class RayExecutor(Executor):
 
     # -- warm workers, stopping ----------------------------------------------------------------
     def keep_warm(self, backlog: int) -> None:
-        """Once: ``spare_workers`` warm-up tasks (see the module docstring: the data in the
-        object store, torch's files read; the runs' actors are processes of their own)."""
+        """Once: ``spare_workers`` warm-up tasks (see the module docstring)."""
         if self._actor is None or self._warming or self.settings.spare_workers == 0:
             return
         shared = self._shared_data()

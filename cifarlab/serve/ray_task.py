@@ -84,11 +84,6 @@ def _data(shared: Any):
                      key=meta["key"], notes=tuple(meta["notes"]))
 
 
-def _device(device: str) -> str:
-    # Ray hands the task its GPU (or share of one) through CUDA_VISIBLE_DEVICES: it is cuda:0.
-    return "cuda:0" if device.startswith("cuda") else device
-
-
 ACTOR = "cifarlab-run-{}"   # a run's actor: the run id is random, so unique on any cluster
 NAMESPACE = "cifarlab-runs"
 ORPHAN_S = 3600.0           # a finished run's actor waits this long for its outcome to be taken
@@ -103,7 +98,9 @@ class RunActor:
         self.run_id = job["run_id"]
         _prepare(job)
         self.box = Outbox(self.run_id)
-        self.ctx = JobContext(self.box, self.run_id, _device(job["device"]),
+        # Ray hands the actor its GPU (or share of one) through CUDA_VISIBLE_DEVICES: cuda:0
+        device = "cuda:0" if job["device"].startswith("cuda") else job["device"]
+        self.ctx = JobContext(self.box, self.run_id, device,
                               job.get("data_source"), data=_data(shared),
                               time_limit_s=job.get("time_limit_s"))
         self.outcome: tuple[str, dict] | None = None

@@ -1,7 +1,7 @@
 """The app servers (replicas) serving one run store, as the store sees them. Each ``JobQueue``
 registers its process under a fresh id and beats every second or so; a replica whose latest
 beat is older than ``heartbeat_timeout`` is gone, and its runs are the live replicas' to settle
-or take over. Which replica dispatches is decided by a lock (``Database.session_lock``), not
+or take over. Which replica dispatches is decided by a lock (``database.SessionLock``), not
 by this table, which says who is there.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import uuid
 
 from sqlalchemy import insert, select, update
 
-from cifarlab.serve.database import Database
+from cifarlab.serve.database import Database, SessionLock
 from cifarlab.serve.schema import REPLICAS, RUNS
 from cifarlab.serve.store import HOST, RunStore
 
@@ -30,17 +30,6 @@ def register(db: Database) -> str:
         c.execute(insert(REPLICAS).values(id=rid, host=HOST, pid=os.getpid(), started_at=now,
                                           heartbeat=now))
     return rid
-
-
-def beat(db: Database, rid: str) -> None:
-    with db._write() as c:
-        c.execute(update(REPLICAS).where(C.id == rid).values(heartbeat=time.time()))
-
-
-def stop(db: Database, rid: str) -> None:
-    now = time.time()
-    with db._write() as c:
-        c.execute(update(REPLICAS).where(C.id == rid).values(heartbeat=now, stopped_at=now))
 
 
 def alive(db: Database, timeout: float) -> set[str]:
@@ -65,15 +54,13 @@ BEAT_S = 1.0        # a replica's heartbeat, and how often a waiting one tries t
 
 class Replica:
     """This serving process on the store: its id, its heartbeat, and whether it is the one
-    dispatcher (``tick``). The dispatcher holds ``Database.session_lock("dispatcher")``: on
-    PostgreSQL an advisory lock the database drops the moment the holder's connection closes
-    (its process killed, its machine cut off once TCP keepalives give up), so a waiting replica
-    takes over within a second or two of trying; on SQLite a file lock beside the store."""
+    dispatcher (``tick``: it holds ``SessionLock(db, "dispatcher")``, which a dead
+    holder loses at once, so a waiting replica takes over within a second or two)."""
 
     def __init__(self, db: Database, timeout: float):
         self.db, self.timeout = db, float(timeout)
         self.id = register(db)
-        self.lock = db.session_lock("dispatcher")
+        self.lock = SessionLock(db, "dispatcher")
         self.leading = False
         self._last_beat = self._last_try = 0.0
 
@@ -83,7 +70,8 @@ class Replica:
         now = time.monotonic()
         if now - self._last_beat >= BEAT_S:
             self._last_beat = now
-            beat(self.db, self.id)
+            with self.db._write() as c:
+                c.execute(update(REPLICAS).where(C.id == self.id).values(heartbeat=time.time()))
         if self.leading:
             self.leading = self.lock.held()
         elif now - self._last_try >= BEAT_S:
@@ -102,6 +90,8 @@ class Replica:
         self.leading = False
         self.lock.release()
         try:
-            stop(self.db, self.id)
+            with self.db._write() as c:
+                c.execute(update(REPLICAS).where(C.id == self.id)
+                          .values(heartbeat=time.time(), stopped_at=time.time()))
         except Exception:  # noqa: BLE001 - the store is gone: the heartbeat goes stale instead
             pass

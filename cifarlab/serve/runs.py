@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -134,13 +133,6 @@ class Run:
         if self.error_code:
             return CifarLabError(self.error_code, **(self.error_params or {})).text(lang)
         return self.error
-
-    def seconds(self, now: float | None = None) -> float | None:
-        """Seconds it has been running (or ran); None while queued."""
-        if self.started_at is None:
-            return None
-        end = self.finished_at if self.finished_at is not None else (now or time.time())
-        return max(0.0, end - self.started_at)
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,7 @@ EVENTS = Table(
 )
 CLASSES = Table(
     "classes", METADATA,
-    Column("code", Text, primary_key=True),          # blue-fox-42
+    Column("code", Text, primary_key=True),          # K7M-4PX (older: blue-fox-42)
     Column("title", Text, nullable=False),
     Column("created_by", Text, nullable=False),      # the instructor (Person.id)
     Column("is_open", Integer, nullable=False, server_default=text("1")),
@@ -139,11 +139,13 @@ COUNTERS = Table(
     Index("counters_by_last", "last"),
 )
 
-RUN_COLUMNS = ("id", "session", "owner", "kind", "name", "status", "device", "holds", "config",
-               "image_epochs", "created_at", "started_at", "finished_at", "error", "error_code",
-               "error_params", "traceback", "result", "env", "checkpoint", "cancel_requested",
-               "worker_pid", "heartbeat", "progress", "waited_s", "replica")
 JSON_COLUMNS = ("config", "result", "env", "progress", "holds", "error_params")
+# SQL on ``runs r``: its place in its device's queue (1: next), first come first served
+QUEUE_POSITION = ("(SELECT COUNT(*) FROM runs q WHERE q.status = 'queued' AND q.device = "
+                  "r.device AND (q.created_at < r.created_at OR (q.created_at = r.created_at "
+                  "AND q.id <= r.id)))")
+# SQL on ``runs r``: it used or will use compute (not cancelled before it started)
+USED_COMPUTE = "NOT (r.started_at IS NULL AND r.status NOT IN ('queued', 'running'))"
 
 
 # -- migrations: version -> what brings a store from version - 1 to it -----------------------

@@ -103,34 +103,14 @@ class Settings:
         return dataclasses.replace(self, **changes)
 
 
-# name -> (kind, minimum, maximum); kind is "int", "float", "bool", "path", "str" or "choice"
+# name -> (kind, minimum, maximum): the kind is the field's type but for these; at least 1
+# unless bounded here
+_KINDS = {"home": "path", "store_url": "url", "executor": "choice", "instructors": "emails"}
+_BOUNDS = {"max_num_workers": (0, None), "spare_workers": (0, None), "heartbeat_timeout": (5, None),
+           "backup_interval": (10, None), "worker_nice": (0, 19), "gpu_share": (1, 16)}
 _FIELDS: dict[str, tuple[str, float | None, float | None]] = {
-    "home": ("path", None, None),
-    "data": ("str", None, None),
-    "store_url": ("url", None, None),
-    "cpu_slots": ("int", 1, None),
-    "gpu_slots": ("int", 1, None),
-    "worker_threads": ("int", 1, None),
-    "max_queue": ("int", 1, None),
-    "max_per_owner": ("int", 1, None),
-    "max_epochs": ("int", 1, None),
-    "max_train_images": ("int", 1, None),
-    "max_image_epochs_per_run": ("int", 1, None),
-    "max_image_epochs_per_owner": ("int", 1, None),
-    "max_num_workers": ("int", 0, None),
-    "max_timing_seconds": ("float", 1, None),
-    "shared_view": ("bool", None, None),
-    "spare_workers": ("int", 0, None),
-    "heartbeat_timeout": ("float", 5, None),
-    "backup_interval": ("float", 10, None),
-    "worker_nice": ("int", 0, 19),
-    "executor": ("choice", None, None),
-    "ray_address": ("str", None, None),
-    "gpu_share": ("int", 1, 16),
-    "instructors": ("emails", None, None),
-    "instructor_group": ("str", None, None),
-    "groups_claim": ("str", None, None),
-}
+    f.name: (_KINDS.get(f.name) or f.type.split(" ")[0], *_BOUNDS.get(f.name, (1, None)))
+    for f in dataclasses.fields(Settings)}
 _CHOICES = {"executor": ("local", "ray")}
 _ALIASES = {"max_per_session": "max_per_owner"}  # old name -> name; the new name wins
 _TRUE = {"1", "true", "yes", "on"}
@@ -162,13 +142,11 @@ def load_settings(env: Mapping[str, str] | None = None,
     if path is not None:
         values.update(_from_file(path))
 
-    from_env = {}
     for name in [*_ALIASES, *_FIELDS]:  # aliases first, so that a setting's own name wins
         raw = env.get(env_name(name))
         if raw is not None and raw.strip() != "":
             field = _ALIASES.get(name, name)
-            from_env[field] = _parse(field, raw, env_name(name), base=Path.cwd())
-    values.update(from_env)
+            values[field] = _parse(field, raw, env_name(name), base=Path.cwd())
 
     for name, value in sorted(overrides.items(), key=lambda kv: kv[0] not in _ALIASES):
         field = _ALIASES.get(name, name)

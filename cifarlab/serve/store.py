@@ -1,13 +1,6 @@
-"""The run store: every training (and timing) run, its step losses, events and result, in SQLite
-(the default) or PostgreSQL (several app servers on one store).
-
-    store = RunStore(settings.store_location)    # home/runs.db, or the store_url's database
-    run_id = store.create_run(session, "train", cfg.to_dict(), "cpu", owner="cookie-1234")
-    store.record(run_id, steps=[1, 2, 3], losses=[2.30, 2.29, 2.31])   # and events, progress
-    steps, losses = store.losses(run_id, max_points=500)     # downsampled for a chart
-
-A checkpoint's path is always computed here, ``<checkpoint dir>/<validated id>.pth``: with
-several app servers, ``home`` is a directory they all reach.
+"""The run store: every run, its step losses, events and result, in SQLite (the default) or
+PostgreSQL (several app servers on one store). A checkpoint's path is always computed here,
+``<checkpoint dir>/<validated id>.pth``, never taken from a browser.
 """
 from __future__ import annotations
 
@@ -25,32 +18,56 @@ from sqlalchemy.dialects import postgresql, sqlite
 from cifarlab.errors import JobError
 from cifarlab.serve.backup import StoreDamaged, open_checked
 from cifarlab.serve.database import Database, store_url
-from cifarlab.serve.rows import clean_name, dumps as _dumps, finite_or_none as _finite_or_none
-from cifarlab.serve.rows import run_of as _run
 from cifarlab.serve.runs import (ACTIVE, FINISHED, RUN_ID_RE, STATUSES, Run, RunEvent, new_run_id,
                                  pid_alive, reason, validate_kind, validate_owner,
                                  validate_run_id, validate_session, validate_statuses)
-from cifarlab.serve.schema import (EVENTS, JSON_COLUMNS, LOSSES, REPLICAS, RUN_COLUMNS, RUNS,
-                                   SCHEMA_VERSION)
+from cifarlab.serve.schema import (EVENTS, JSON_COLUMNS, LOSSES, QUEUE_POSITION, REPLICAS,
+                                   RUNS, SCHEMA_VERSION, USED_COMPUTE)
 
 __all__ = ["RunStore", "SCHEMA_VERSION", "pid_alive", "validate_run_id"]
 
 R = RUNS.c
-_SELECT = select(*(R[k] for k in RUN_COLUMNS))
+_SELECT = select(RUNS)
 # newest first; equal times (a microsecond apart at most) in a fixed order
 _NEWEST = (R.created_at.desc(), R.id.desc())
-_OLDEST = (R.created_at, R.id)
 # what set_status may write besides the status (checkpoint and timestamps are the store's)
 _STATUS_FIELDS = ("error", "error_code", "error_params", "traceback", "result", "env",
                   "worker_pid", "waited_s", "progress")
 HOST = socket.gethostname()
 
 
+def clean_name(name: str | None) -> str | None:
+    """A run's name as stored: one line, spaces collapsed, at most 100 characters."""
+    if name is None:
+        return None
+    return " ".join(str(name).split())[:100] or None
+
+
+def _run(row: Any) -> Run:
+    d = dict(row._mapping)
+    for key in JSON_COLUMNS:
+        d[key] = json.loads(d[key]) if d[key] is not None else None
+    d["holds"] = tuple(d["holds"] or ())
+    d["cancel_requested"] = bool(d["cancel_requested"])
+    return Run(**d)
+
+
+def _dumps(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, default=_json_default)
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if isinstance(obj, (set, tuple)):
+        return list(obj)
+    return str(obj)  # a Path, or anything else: its text
+
+
 class RunStore(Database):
     """The run store at ``location`` (a SQLite path, or a ``postgresql://`` URL); checkpoints
-    in ``checkpoint_dir`` (default: beside the SQLite file; with PostgreSQL, give one). A
-    damaged SQLite file is moved aside and the store recovered (``cifarlab.serve.backup``):
-    ``recovery`` then says what was lost, in words."""
+    in ``checkpoint_dir`` (default: beside the SQLite file). A damaged SQLite file is recovered
+    (``backup``): ``recovery`` then says what was lost, in words."""
 
     recovery: StoreDamaged | None = None
     replica: str | None = None   # set by the queue: its runs are recorded as this replica's
@@ -104,12 +121,8 @@ class RunStore(Database):
     def create_run(self, session: str, kind: str, config: dict, device: str,
                    name: str | None = None, exclusive: bool | Iterable[str] = False,
                    owner: str | None = None, image_epochs: int | None = None) -> str:
-        """Queue a new run; returns its id. ``owner``: the person (default: the session).
-
-        ``exclusive``: True keeps ``device`` to itself while it runs; a list of devices keeps
-        each of them (and ``device``): it starts only when they are all idle, and nothing else
-        starts on them until it has finished.
-        """
+        """Queue a new run; returns its id. ``owner``: the person (default: the session);
+        ``exclusive``: see ``JobQueue.submit_job``."""
         validate_session(session)
         owner = validate_owner(session if owner is None else owner)
         validate_kind(kind)
@@ -151,21 +164,13 @@ class RunStore(Database):
 
     def queued(self) -> list[Run]:
         """Queued runs, first come first served (oldest first)."""
-        with self._read() as c:
-            return [_run(row) for row in c.execute(
-                _SELECT.where(R.status == "queued").order_by(*_OLDEST))]
+        return self.list_runs(statuses=["queued"])[::-1]
 
     def set_status(self, run_id: str, status: str, *, only_from: Sequence[str] | None = None,
                    **fields: Any) -> bool:
-        """Move a run to ``status``; True if it changed.
-
-        ``only_from``: change it only if it is in one of these statuses now (so a late writer
-        never overwrites an outcome already recorded). ``fields``: error, error_code,
-        error_params (see ``runs.reason``), traceback, result, env, worker_pid, waited_s,
-        progress. Timestamps are set here: ``running`` sets started_at (and waited_s, the time
-        since it was queued, unless given), a heartbeat and the replica running it; a finished
-        status sets finished_at and records the checkpoint if its file exists.
-        """
+        """Move a run to ``status`` (only if it is in ``only_from`` now, so that a late writer
+        never overwrites an outcome); True if it changed. Timestamps, the replica and the
+        checkpoint are the store's to set, from the status; ``fields``: ``_STATUS_FIELDS``."""
         validate_run_id(run_id)
         (status,) = validate_statuses([status])
         unknown = sorted(set(fields) - set(_STATUS_FIELDS))
@@ -213,7 +218,8 @@ class RunStore(Database):
                 upsert = upsert.on_conflict_do_update(
                     index_elements=["run_id", "step"], set_={"loss": upsert.excluded.loss})
                 c.execute(upsert, [{"run_id": run_id, "step": int(s),
-                                    "loss": _finite_or_none(v)} for s, v in zip(steps, losses)])
+                                    "loss": None if math.isnan(v) else float(v)}
+                                   for s, v in zip(steps, losses)])
             if events:
                 seq = c.execute(select(func.coalesce(func.max(EVENTS.c.seq), 0))
                                 .where(EVENTS.c.run_id == run_id)).scalar_one()
@@ -224,30 +230,13 @@ class RunStore(Database):
                 c.execute(update(RUNS).where(R.id == run_id)
                           .values(progress=_dumps(progress), heartbeat=now))
 
-    def losses(self, run_id: str, since_step: int = 0,
-               max_points: int | None = None) -> tuple[list[int], list[float]]:
-        """(steps, losses) after ``since_step``, in step order.
-
-        With ``max_points``, at most that many: every k-th point (the first included) and
-        always the last, so a chart of a long run stays light and still ends where the run is.
-        A NaN loss (the loss exploded) comes back as ``nan``.
-        """
+    def losses(self, run_id: str, since_step: int = 0) -> tuple[list[int], list[float]]:
+        """(steps, losses) after ``since_step``, in step order; an exploded loss is ``nan``."""
         validate_run_id(run_id)
-        args = {"run": run_id, "since": int(since_step)}
         with self._read() as c:
-            n = c.execute(text("SELECT COUNT(*) FROM losses WHERE run_id = :run AND step > :since"),
-                          args).scalar_one()
-            if max_points is not None and n > max(1, int(max_points)):
-                m = max(1, int(max_points))
-                k = math.ceil(n / (m - 1)) if m > 1 else 0  # m - 1 evenly spaced + the last
-                rows = c.execute(text(
-                    "SELECT step, loss FROM (SELECT step, loss, ROW_NUMBER() OVER (ORDER BY step) "
-                    "AS rn FROM losses WHERE run_id = :run AND step > :since) AS numbered "
-                    "WHERE (:k > 0 AND (rn - 1) % :kk = 0) OR rn = :n ORDER BY step"),
-                    {**args, "k": k, "kk": max(k, 1), "n": n}).all()
-            else:
-                rows = c.execute(text("SELECT step, loss FROM losses WHERE run_id = :run AND "
-                                      "step > :since ORDER BY step"), args).all()
+            rows = c.execute(select(LOSSES.c.step, LOSSES.c.loss)
+                             .where(LOSSES.c.run_id == run_id, LOSSES.c.step > int(since_step))
+                             .order_by(LOSSES.c.step)).all()
         return [r[0] for r in rows], [math.nan if r[1] is None else r[1] for r in rows]
 
     def loss_count(self, run_id: str) -> int:
@@ -302,17 +291,12 @@ class RunStore(Database):
         """1 for the next queued run on its device, 2 for the one after, ...; None if not queued."""
         validate_run_id(run_id)
         with self._read() as c:
-            return c.execute(text(
-                "SELECT (SELECT COUNT(*) FROM runs q WHERE q.status = 'queued' AND "
-                "q.device = r.device AND (q.created_at < r.created_at OR (q.created_at = "
-                "r.created_at AND q.id <= r.id))) FROM runs r WHERE r.id = :run AND "
-                "r.status = 'queued'"), {"run": run_id}).scalar()
+            return c.execute(text(f"SELECT {QUEUE_POSITION} FROM runs r WHERE r.id = :run AND "
+                                  "r.status = 'queued'"), {"run": run_id}).scalar()
 
-    def counts(self, session: str | None = None, owner: str | None = None) -> dict[str, int]:
-        """How many runs are in each status (all of them, one session's, or one owner's)."""
+    def counts(self, owner: str | None = None) -> dict[str, int]:
+        """How many runs are in each status (all of them, or one owner's)."""
         q = select(R.status, func.count()).group_by(R.status)
-        if session is not None:
-            q = q.where(R.session == validate_session(session))
         if owner is not None:
             q = q.where(R.owner == validate_owner(owner))
         out = dict.fromkeys(STATUSES, 0)
@@ -322,13 +306,11 @@ class RunStore(Database):
 
     def image_epochs_since(self, owner: str, since: float) -> list[tuple[float, int]]:
         """(created_at, image_epochs) of the owner's runs created since ``since`` that used or
-        will use compute: queued, running or finished, but not those ended before they started
-        (cancelled while queued). Oldest first."""
+        will use compute, oldest first."""
         with self._read() as c:
             rows = c.execute(text(
-                "SELECT created_at, image_epochs FROM runs WHERE owner = :owner AND "
-                "created_at >= :since AND image_epochs > 0 AND NOT (started_at IS NULL AND "
-                "status NOT IN ('queued', 'running')) ORDER BY created_at"),
+                "SELECT created_at, image_epochs FROM runs r WHERE owner = :owner AND created_at "
+                f">= :since AND image_epochs > 0 AND {USED_COMPUTE} ORDER BY created_at"),
                 {"owner": validate_owner(owner), "since": float(since)}).all()
         return [(t, int(n)) for t, n in rows]
 
@@ -346,12 +328,10 @@ class RunStore(Database):
 
     def orphans(self, stale_after: float | None = None, mine: Iterable[str] = (),
                 alive: Iterable[str] = ()) -> list[Run]:
-        """Runs left ``running`` by a worker that is gone: not in ``mine`` (the runs this
-        process's executor watches itself), not of a replica in ``alive``. A run of this
-        machine (its replica's host is this one, or it has none) is gone when its worker's
-        process is (or, with ``stale_after``, when its heartbeat is older than that); a run
-        of a replica on another machine that stopped beating, when its own heartbeat is older
-        than ``stale_after`` (its worker may still be writing how it stopped)."""
+        """Runs left ``running`` by a worker that is gone: not in ``mine`` (this process's
+        executor watches those) nor of a replica in ``alive``. A run of this machine is gone
+        when its worker's process is; any run, with ``stale_after``, when its heartbeat is
+        older (another machine's worker may still be writing how it stopped)."""
         now, mine, alive = time.time(), set(mine), set(alive)
         with self._read() as c:
             hosts = dict(c.execute(select(REPLICAS.c.id, REPLICAS.c.host)).all())
@@ -368,12 +348,9 @@ class RunStore(Database):
 
     def interrupt_orphans(self, stale_after: float | None = None, mine: Iterable[str] = (),
                           alive: Iterable[str] = (), adopt=None) -> list[str]:
-        """Runs left ``running`` by a server that is gone (``orphans``: found at a restart, or
-        a replica's found once it stopped beating) become ``interrupted``, with the step they
-        reached: the same words whichever replica finds them, and when. A checkpoint one was
-        writing is removed first. Queued runs stay queued. ``adopt`` (``Executor.adopt``)
-        takes the orphans and names those still going (on Ray): they are left alone. Returns
-        the ids marked."""
+        """``orphans`` become ``interrupted`` with the step they reached (a checkpoint one was
+        writing removed first), but for those ``adopt`` (``Executor.adopt``) says are still
+        going. Returns the ids marked."""
         marked, orphans = [], self.orphans(stale_after, mine=mine, alive=alive)
         going = adopt(orphans) if adopt is not None and orphans else set()
         for run in orphans:

@@ -1,15 +1,10 @@
-"""The worker process: one job, run in a process of its own, its progress written to the store.
+"""The worker process: one job, in a process of its own, its progress written to the store.
 
-Forked from a fork server that imported torch once (``processes.context``). A worker lowers its
-priority (``worker_nice``) so pages stay responsive, and leads a process group of its own, so a
-forced stop takes its DataLoader processes along; as the *spare* it warms up before it is
-needed, then waits for its job on a pipe; it beats a heartbeat while the job runs, so a silent
-worker can be told from a busy one. The job kind's ``fn(payload, ctx)`` gets a ``JobContext``:
-events written in small batches, a cancel read from the store at most every 0.25 s (training
-stops after the current step and keeps what it learned), an optional time limit. Any exception
-becomes ``failed`` with a one-line reason as a code with parameters (``runs.reason``); the
-traceback is kept for the host. Workers ignore Ctrl-C (the server decides) and stop by
-themselves if the server dies.
+It runs below the server's priority (``worker_nice``) so pages stay responsive, leads a process
+group so a forced stop takes its DataLoader processes along, and beats a heartbeat so a silent
+worker can be told from a busy one. As the *spare* it warms up before it is needed. Any
+exception becomes ``failed`` with a one-line reason (``runs.reason``), the traceback kept for
+the host. Workers ignore Ctrl-C (the server decides) and stop by themselves if the server dies.
 """
 from __future__ import annotations
 
@@ -28,20 +23,19 @@ from cifarlab.errors import CifarLabError, JobError
 from cifarlab.serve.kinds import import_target
 from cifarlab.serve.runs import reason, reason_for
 from cifarlab.serve.settings import Settings
-from cifarlab.serve.settle import settle
 from cifarlab.serve.store import RunStore
 
 CANCEL_POLL_S = 0.25         # workers read the cancel flag at most this often
 FLUSH_S = 0.25               # workers write buffered events at most this often
 HEARTBEAT_S = 2.0            # workers beat this often
+SETTLE_PATIENCE_S = 600.0    # how long a finished run waits for an unreachable store
 # written at once; the others batched
 _URGENT = frozenset({"start", "epoch", "diverged", "eval", "done", "stop"})
 
 
 def run_train_job(payload: dict, ctx: JobContext) -> dict:
-    """The "train" kind: ``core.train.train_admitted`` on the config ``JobQueue.submit``
-    admitted (the job's payload), trusted as it is: it was checked once, at submit, and placed
-    on the device resolved there (``ctx.device``, the run's)."""
+    """The "train" kind: the config ``JobQueue.submit`` admitted (the payload), trusted as it
+    is: it was checked once, at submit, with its device resolved there (``ctx.device``)."""
     from cifarlab.core.train import train_admitted
 
     config = TrainConfig.admitted(payload).on_device(ctx.device)
@@ -156,12 +150,9 @@ class JobContext:
               f"{self.checkpoint_path} could not be written ({err})", file=sys.stderr, flush=True)
 
     def should_stop(self) -> bool:
-        """True once the run was cancelled, ran past its time limit, or the server went away.
-        Cheap to call every step: the store is read at most every 0.25 s.
-
-        The first True is recorded as a "stop" event: why, after how many calls (a training
-        loop calls once per step), and when the flag was seen, so a run reports how promptly
-        it stopped."""
+        """True once the run was cancelled, ran past its time limit, or the server went away;
+        cheap to call every step. The first True is recorded as a "stop" event (why, after how
+        many calls, when the flag was seen), so a run reports how promptly it stopped."""
         if self.stop_reason is not None:
             return True
         self._calls += 1
@@ -187,12 +178,9 @@ class JobContext:
 def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
                  ready=None) -> None:
     """A worker process: warm up, take one job (``job``, or the next one sent on ``conn``),
-    run it, record the outcome, exit. ``ready`` (an Event) is set once warm.
-
-    A spare may be handed its job while it is still warming up (say, decoding the data set the
-    first time): a thread waits for the job meanwhile and starts the heartbeat at once, so the
-    scheduler never takes a slow start for a dead worker.
-    """
+    run it, record the outcome, exit; ``ready`` (an Event) is set once warm. A spare handed its
+    job while still warming up starts the heartbeat at once (a thread waits for the job), so
+    the scheduler never takes a slow start for a dead worker."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C on the server: the server decides
     _lower_priority(settings.worker_nice)
     if hasattr(os, "setpgrp"):
@@ -202,11 +190,11 @@ def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
             os.setpgrp()
         except OSError:
             pass
-    beat = _Heartbeat(store)
+    beating = threading.Event()   # set once the job has ended
     waiter = None
     got: dict[str, Any] = {}
     if job is not None:
-        beat.start(job["run_id"])
+        _beat(store, job["run_id"], beating)
     else:
         def wait_for_job() -> None:
             try:
@@ -214,7 +202,7 @@ def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
             except (EOFError, OSError):  # the server closed the pipe: no job for us
                 got["job"] = None
             if got["job"] is not None:
-                beat.start(got["job"]["run_id"])
+                _beat(store, got["job"]["run_id"], beating)
 
         waiter = threading.Thread(target=wait_for_job, name="cifarlab-job-wait", daemon=True)
         waiter.start()
@@ -243,7 +231,7 @@ def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
     try:
         _run_job(store, job, data, data_error)
     finally:
-        beat.stop()
+        beating.set()
 
 
 def _lower_priority(steps: int) -> None:
@@ -265,23 +253,16 @@ def _warm_up() -> None:
     net(torch.zeros(2, 3, 32, 32)).sum().backward()
 
 
-class _Heartbeat:
-    def __init__(self, store: RunStore):
-        self.store = store
-        self._stop = threading.Event()
+def _beat(store: RunStore, run_id: str, stop: threading.Event) -> None:
+    """Start beating for ``run_id`` until ``stop`` is set."""
+    def loop() -> None:
+        while not stop.wait(HEARTBEAT_S):
+            try:
+                store.heartbeat(run_id)
+            except Exception:  # noqa: BLE001 - a busy store: try again next beat
+                pass
 
-    def start(self, run_id: str) -> None:
-        def loop() -> None:
-            while not self._stop.wait(HEARTBEAT_S):
-                try:
-                    self.store.heartbeat(run_id)
-                except Exception:  # noqa: BLE001 - a busy store: try again next beat
-                    pass
-
-        threading.Thread(target=loop, name="cifarlab-heartbeat", daemon=True).start()
-
-    def stop(self) -> None:
-        self._stop.set()
+    threading.Thread(target=loop, name="cifarlab-heartbeat", daemon=True).start()
 
 
 def _run_job(store: RunStore, job: dict, data: Any, data_error: BaseException | None) -> None:
@@ -300,6 +281,26 @@ def _run_job(store: RunStore, job: dict, data: Any, data_error: BaseException | 
     # the job carries what was admitted (executor.job_for): the one channel, as on Ray
     status, fields = run_job(fn, job["payload"], ctx)
     settle(store, ctx, status, fields)
+
+
+def settle(store: RunStore, ctx: Any, status: str, fields: dict,
+           patience_s: float = SETTLE_PATIENCE_S) -> None:
+    """Record the outcome (and what is still buffered); while the store cannot be reached
+    (its database restarting) try again every second, for up to ``patience_s``."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            if ctx.flush(force=True):
+                store.set_status(ctx.run_id, status, only_from=["running"], **fields)
+                return
+        except JobError as err:
+            if err.code != "serve.store.unreachable":
+                raise
+        if time.monotonic() > deadline:
+            print(f"cifarlab worker: run {ctx.run_id}: the run store stayed unreachable; its "
+                  f"outcome ({status}) could not be recorded", file=sys.stderr, flush=True)
+            return
+        time.sleep(1.0)
 
 
 def _raise(err: BaseException) -> Callable[[dict, Any], dict]:
@@ -352,10 +353,8 @@ def run_job(fn: Callable[[dict, Any], dict], payload: dict,
 
 
 def _peak_rss_mb() -> float | None:
-    """This process's peak resident memory in MB (None where the platform does not say).
-
-    Linux: ``VmHWM``, the peak of this process image. (``ru_maxrss`` survives ``exec``, so it
-    could report the size of the process it was started from.)"""
+    """This process's peak resident memory in MB (None where the platform does not say): on
+    Linux ``VmHWM``, since ``ru_maxrss`` survives ``exec`` (it could be the parent's size)."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
@@ -385,8 +384,3 @@ def failure(err: BaseException) -> dict[str, Any]:
     if not first:
         return reason("serve.worker.exception_bare", name=name)
     return reason("serve.worker.exception", name=name, message=first[:300 - len(name) - 2])
-
-
-def failure_reason(err: BaseException) -> str:
-    """``failure`` in English, for the command line and logs."""
-    return failure(err)["error"]

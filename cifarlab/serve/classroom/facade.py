@@ -18,14 +18,21 @@ from cifarlab.serve.classroom.model import (BOARDS, GOAL_KINDS, BoardRow, ClassE
                                             ClassLimits, ExperimentView, Goal, LeaderRow,
                                             Membership, Presenter, StudentView)
 from cifarlab.serve.classroom.names import clean_nickname, clean_title, normalize_code
-from cifarlab.serve.classroom.ratelimit import FORGET_S, join_limiter
 from cifarlab.serve.counters import StoreCounters
-from cifarlab.serve.identity import Person
+from cifarlab.serve.identity import AttemptLimiter, Backoff, Person
 from cifarlab.serve.runs import reason, validate_run_id
 from cifarlab.serve.store import RunStore
 
 PRESENTER_POINTS = 200   # the presenter's loss curve: at most this many means,
 PRESENTER_STRIDE = 10    # each of at least this many steps (one step's loss is noise)
+# Join attempts with a wrong or closed code are slowed per browser, per code tried and for
+# everyone, never for a browser with fewer than GUESSING_AFTER recent failures: a student who
+# types the right code gets in whatever others type, and one typo costs nothing.
+CLIENT = Backoff(free=3, base_s=2.0, cap_s=300.0)
+TARGET = Backoff(free=5, base_s=2.0, cap_s=300.0)
+OVERALL = Backoff(free=30, base_s=1.0, cap_s=300.0)
+GUESSING_AFTER = 2
+FORGET_S = 3600.0
 
 
 class Classroom:
@@ -35,11 +42,13 @@ class Classroom:
 
     def __init__(self, store: RunStore, clock: Callable[[], float] = time.time):
         self.store = store
-        self.limiter = join_limiter(clock=clock, counters=StoreCounters(store, "join", FORGET_S))
+        self.limiter = AttemptLimiter(CLIENT, TARGET, OVERALL, guessing_after=GUESSING_AFTER,
+                                      counters=StoreCounters(store, "join", FORGET_S),
+                                      clock=clock, name="class codes")
 
     # -- instructors: classes ----------------------------------------------------------------
     def create_class(self, by: Person, title: str) -> ClassInfo:
-        """A new open class with a fresh code ("blue-fox-42"), no preset, no limits."""
+        """A new open class with a fresh code ("K7M-4PX"), no preset, no limits."""
         _instructor(by)
         return tables.require_class(self.store, tables.insert_class(self.store, by.id,
                                                                     clean_title(title)))
@@ -50,11 +59,9 @@ class Classroom:
         tables.set_open(self.store, info.code, is_open)
         return tables.require_class(self.store, info.code)
 
-    def my_classes(self, by: Person, everyone: bool = False) -> list[ClassInfo]:
-        """The classes ``by`` created, newest first (``everyone``: every class on the server,
-        for a co-instructor)."""
-        _instructor(by)
-        return tables.classes_by(self.store, None if everyone else by.id)
+    def my_classes(self, by: Person) -> list[ClassInfo]:
+        """The classes ``by`` created, newest first."""
+        return tables.classes_by(self.store, _instructor(by).id)
 
     def get_class(self, by: Person, code: str) -> ClassInfo:
         """One class, as its instructors see it."""
@@ -213,10 +220,9 @@ class Classroom:
 
     # -- students ----------------------------------------------------------------------------
     def join(self, person: Person, code: str, nickname: str, client_key: str) -> Membership:
-        """Join a class by its code under a nickname (leaving any other class). Errors:
-        ``class.rate_limited`` (this browser has been guessing codes and must wait; see
-        ``ratelimit``), ``class.unknown_code``, ``class.closed``, ``class.nickname_*``. The same
-        person joining again (another tab) gets the membership they have."""
+        """Join a class by its code under a nickname (leaving any other class); the same
+        person joining again (another tab) gets the membership they have. ClassError
+        ``class.rate_limited`` when this browser has been guessing codes and must wait."""
         _person(person)
         key = str(client_key or person.id)[:128]
         norm = normalize_code(code)

@@ -20,6 +20,7 @@ from cifarlab.core.safe_text import csv_writer
 from cifarlab.i18n import finite
 from cifarlab.serve.classroom.model import BoardRow, Challenge, LeaderRow
 from cifarlab.serve.database import Database
+from cifarlab.serve.schema import QUEUE_POSITION
 
 BOARD_POINTS = 40   # a board row's loss curve: at most this many points
 # the run's place among its student's runs in the class: 1, 2, 3, ...
@@ -107,8 +108,7 @@ _CURVE = text("SELECT step, loss FROM losses WHERE run_id = :run AND step IN :st
 
 def curve(conn, run_id: str, points: int = BOARD_POINTS) -> tuple[tuple, tuple]:
     """A run's loss curve in at most ``points`` points, evenly spaced steps up to its last
-    one: index lookups only, so a 20,000-step run costs what a 40-step one does (the store's
-    ``losses(max_points=)`` numbers every row, which a board of 60 runs cannot afford)."""
+    one: index lookups only, so a 20,000-step run costs what a 40-step one does."""
     last = conn.execute(text("SELECT MAX(step) FROM losses WHERE run_id = :run"),
                         {"run": run_id}).scalar()
     if last is None:
@@ -142,9 +142,8 @@ def mean_curve(store, run_id: str, points: int, least: int = 1) -> tuple[int, tu
         math.nan if r[1] is None or r[2] < r[3] else float(r[1]) for r in rows)
 
 
-def board(store, code: str, nick: dict[str, str], limit: int = 200,
-          points: int = BOARD_POINTS, since: float | None = None, knob: str | None = None,
-          viewer: str | None = None) -> list[BoardRow]:
+def board(store, code: str, nick: dict[str, str], limit: int = 200, since: float | None = None,
+          knob: str | None = None, viewer: str | None = None) -> list[BoardRow]:
     """The class's runs, newest first, each with a small loss curve. ``store``: a RunStore.
     ``since``: only the runs submitted since; ``knob``: each row's ``value`` is the run's value
     of it; ``viewer``: their own rows are marked ``you``."""
@@ -152,13 +151,11 @@ def board(store, code: str, nick: dict[str, str], limit: int = 200,
     with store._read() as conn:
         rows = conn.execute(text(
             "SELECT c.run_id, c.person, r.status, r.device, r.created_at, r.result, r.progress, "
-            "CASE WHEN r.status = 'queued' THEN (SELECT COUNT(*) FROM runs q WHERE "
-            " q.status = 'queued' AND q.device = r.device AND (q.created_at < r.created_at OR "
-            f" (q.created_at = r.created_at AND q.id <= r.id))) END, {RUN_NUMBER}, r.config "
+            f"CASE WHEN r.status = 'queued' THEN {QUEUE_POSITION} END, {RUN_NUMBER}, r.config "
             "FROM class_runs c JOIN runs r ON r.id = c.run_id WHERE c.code = :code "
             "AND c.created_at >= :since ORDER BY r.created_at DESC, r.id DESC LIMIT :limit"),
             {"code": code, "limit": int(limit), "since": since or 0.0}).all()
-        curves = {r[0]: curve(conn, r[0], points) for r in rows if r[2] != "queued"}
+        curves = {r[0]: curve(conn, r[0]) for r in rows if r[2] != "queued"}
     for run_id, person, status, device, created, result, progress, pos, number, config in rows:
         acc = _field(result, "test_accuracy")
         steps, losses = curves.get(run_id, ((), ()))

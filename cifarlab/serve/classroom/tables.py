@@ -17,11 +17,11 @@ from cifarlab.serve.classroom.model import (Challenge, ClassError, ClassInfo, Cl
                                             Experiment, Goal, Membership)
 from cifarlab.serve.classroom.names import confusable_with, new_code
 from cifarlab.serve.database import Database
+from cifarlab.serve.schema import CLASSES, USED_COMPUTE
 
 _LOCK = "classroom"
 
-_CLASS_COLS = ("code", "title", "created_by", "is_open", "version", "preset", "locked", "limits",
-               "pinned", "created_at", "experiment")
+_CLASS_COLS = tuple(CLASSES.c.keys())
 _SELECT_CLASS = (f"SELECT {', '.join('c.' + k for k in _CLASS_COLS)}, "
                  "(SELECT COUNT(*) FROM class_members m WHERE m.code = c.code AND m.active = 1) "
                  "FROM classes c")
@@ -55,14 +55,11 @@ def require_class(db: Database, code: Any) -> ClassInfo:
     return info
 
 
-def classes_by(db: Database, created_by: str | None) -> list[ClassInfo]:
-    """Classes one instructor created (None: every class), newest first."""
-    sql, args = _SELECT_CLASS, {}
-    if created_by is not None:
-        sql += " WHERE c.created_by = :by"
-        args["by"] = created_by
+def classes_by(db: Database, created_by: str) -> list[ClassInfo]:
+    """Classes one instructor created, newest first."""
     with db._read() as c:
-        rows = c.execute(text(sql + " ORDER BY c.created_at DESC"), args).all()
+        rows = c.execute(text(f"{_SELECT_CLASS} WHERE c.created_by = :by ORDER BY c.created_at "
+                              "DESC"), {"by": created_by}).all()
         return [_class(r, latest_challenge(c, r[0])) for r in rows]
 
 
@@ -186,13 +183,12 @@ def class_of_run(db: Database, run_id: str) -> str | None:
 
 
 def runs_used(db: Database, code: str, person: str) -> int:
-    """The student's runs in this class that used or will use compute (a run cancelled before
-    it started does not count)."""
+    """The student's runs in this class that used or will use compute."""
     with db._read() as c:
         return c.execute(text(
             "SELECT COUNT(*) FROM class_runs c JOIN runs r ON r.id = c.run_id WHERE c.code = "
-            ":code AND c.person = :person AND NOT (r.started_at IS NULL AND r.status NOT IN "
-            "('queued', 'running'))"), {"code": code, "person": person}).scalar_one()
+            f":code AND c.person = :person AND {USED_COMPUTE}"),
+            {"code": code, "person": person}).scalar_one()
 
 
 # -- challenges ----------------------------------------------------------------------------
