@@ -195,6 +195,20 @@ def test_a_dead_replicas_runs_elsewhere_are_interrupted_once_silent(store_locati
     assert here.id not in replicas.alive(store, 10)
 
 
+def test_a_replica_beats_while_its_dispatcher_is_busy(tmp_path):
+    """The beat has a thread of its own: a dispatcher tick that takes longer than the timeout
+    (a worker starting, torch's imports) must not make a peer take this replica's runs for
+    orphans. Here no tick runs at all, and the replica is still there past its timeout."""
+    store = RunStore(tmp_path / "runs.db", tmp_path / "ck")
+    here = replicas.Replica(store, timeout=3)
+    try:
+        time.sleep(4.5)
+        assert here.id in replicas.alive(store, 3)
+    finally:
+        here.stop()
+    assert here.id not in replicas.alive(store, 3)
+
+
 def _start_replica(url: str, home: Path, *ray_address: str) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "replica_support.py"), url,
                              str(home), *ray_address], cwd=ROOT, stdout=subprocess.PIPE,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 import uuid
 
@@ -62,16 +63,25 @@ class Replica:
         self.id = register(db)
         self.lock = SessionLock(db, "dispatcher")
         self.leading = False
-        self._last_beat = self._last_try = 0.0
+        self._last_try = 0.0
+        self._stopped = threading.Event()
+        threading.Thread(target=self._beat, name="cifarlab-replica-beat", daemon=True).start()
+
+    def _beat(self) -> None:
+        """Beat every ``BEAT_S`` from a thread of its own: the dispatcher's thread can be busy
+        for longer than the timeout (starting a worker imports torch), and a peer would then
+        take this replica's runs for orphans."""
+        while not self._stopped.wait(BEAT_S):
+            try:
+                with self.db._write() as c:
+                    c.execute(update(REPLICAS).where(C.id == self.id)
+                              .values(heartbeat=time.time()))
+            except Exception:   # the store is down: the beat goes stale, as it should
+                log.debug("cifarlab: replica %s could not beat", self.id[:8], exc_info=True)
 
     def tick(self) -> bool:
-        """Beat (every ``BEAT_S``), keep or try to take the dispatcher's lock; True while this
-        replica dispatches."""
+        """Keep or try to take the dispatcher's lock; True while this replica dispatches."""
         now = time.monotonic()
-        if now - self._last_beat >= BEAT_S:
-            self._last_beat = now
-            with self.db._write() as c:
-                c.execute(update(REPLICAS).where(C.id == self.id).values(heartbeat=time.time()))
         if self.leading:
             self.leading = self.lock.held()
         elif now - self._last_try >= BEAT_S:
@@ -87,6 +97,7 @@ class Replica:
         return alive(self.db, self.timeout) | {self.id}
 
     def stop(self) -> None:
+        self._stopped.set()
         self.leading = False
         self.lock.release()
         try:
