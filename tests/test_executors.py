@@ -78,7 +78,9 @@ class Exec:
         run_id = self.store.create_run(session, kind, payload, device)
         run = self.store.get(run_id)
         assert self.ex.launch(run, job_for(run, target or target_of(kind), self.settings))
-        assert self.store.get(run_id).status == "running"
+        run = self.store.get(run_id)
+        # launched: running, or already over (the inline executor's thread may have failed it)
+        assert run.status == "running" or run.finished, run.status
         return run_id
 
     def until(self, predicate, what: str = ""):
