@@ -77,9 +77,9 @@ def share(form: TrainForm) -> None:
                 language=None, wrap_lines=True)
 
 
-def widget(w: Widget, on_change, refusal: str | None = None) -> None:
-    """One knob's widget (``TrainForm.widgets``), by its kind, bound to its key; its problem,
-    or the server's ``refusal`` of its value, under it."""
+def widget(w: Widget, on_change) -> None:
+    """One knob's widget (``TrainForm.widgets``), by its kind, bound to its key; its problem
+    under it."""
     common = dict(key=PREFIX + w.name, on_change=on_change, help=w.help, disabled=w.disabled)
     if w.options:
         labels = dict(zip(w.options, w.option_labels))
@@ -93,8 +93,8 @@ def widget(w: Widget, on_change, refusal: str | None = None) -> None:
         st.number_input(w.label, step=w.step, format="%d", placeholder=w.placeholder, **common)
     if w.note:
         st.caption(w.note)
-    if w.problem or refusal:
-        st.error(w.problem or refusal, icon=":material/error:")
+    if w.problem:
+        st.error(w.problem, icon=":material/error:")
 
 
 def advanced(form: TrainForm, label: str, refused: str | None = None):

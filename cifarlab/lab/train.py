@@ -36,12 +36,13 @@ def matching_preset(values: Mapping[str, Any],
     if presets is None:
         presets = {name: preset_values(name) for name in C.PRESETS}
     for name, preset in presets.items():
-        if all(_same(values.get(k), v) for k, v in preset.items()):
+        if all(same(values.get(k), v) for k, v in preset.items()):
             return name
     return None
 
 
-def _same(a: Any, b: Any) -> bool:
+def same(a: Any, b: Any) -> bool:
+    """One knob's two values are equal (floats to rounding; a box's text only to itself)."""
     if isinstance(a, str) or isinstance(b, str):   # a box's text that is no number yet
         return a == b
     if isinstance(a, float) or isinstance(b, float):
@@ -71,19 +72,15 @@ class LossSeries:
         self._sum = 0.0
         self._count = 0
         self._nan = False
-        self._last = 0
+        self.last_step = 0
         self.count = 0                  # step losses seen
-
-    @property
-    def last_step(self) -> int:
-        return self._last
 
     def add(self, steps: Sequence[int], losses: Sequence[float]) -> None:
         for step, loss in zip(steps, losses):
             step = int(step)
-            if step <= self._last:
+            if step <= self.last_step:
                 continue  # already seen (a reread overlap)
-            self._last = step
+            self.last_step = step
             self.count += 1
             loss = float(loss)
             if math.isnan(loss):
@@ -107,7 +104,7 @@ class LossSeries:
         """(steps, losses) to plot: the full buckets and the partial one at the end."""
         steps, means = list(self.steps), list(self.means)
         if self._count:
-            steps.append(self._last)
+            steps.append(self.last_step)
             means.append(math.nan if self._nan else self._sum / self._count)
         return steps, means
 
@@ -154,19 +151,12 @@ class RunView:
         for ev in events:
             if ev.seq <= self.last_seq:
                 continue
-            self.last_seq, kind, data = ev.seq, ev.kind, ev.data or {}
-            if kind == "start":
-                self.start = dict(data)
-            elif kind == "running_loss":
-                self.running.append(dict(data))
-            elif kind == "epoch":
-                self.epochs.append(dict(data))
-            elif kind == "eval":
-                self.eval = dict(data)
-            elif kind == "inside":
-                self.inside.append(dict(data))
-            elif kind == "done":
-                self.done = dict(data)
+            self.last_seq, kind, data = ev.seq, ev.kind, dict(ev.data or {})
+            series = {"running_loss": self.running, "epoch": self.epochs, "inside": self.inside}
+            if kind in series:
+                series[kind].append(data)
+            elif kind in ("start", "eval", "done"):
+                setattr(self, kind, data)
 
     @property
     def steps_per_epoch(self) -> int | None:
@@ -295,7 +285,7 @@ def poll_interval(runs: Sequence[Any], active_s: float = 1.0,
     return active_s if any(r.status in ("queued", "running") for r in runs) else idle_s
 
 
-def phase(run: Any, view: RunView, progress: Mapping[str, Any] | None = None) -> str:
+def phase(run: Any, view: RunView) -> str:
     """Where a run is, as the live view words it: its status, or while running "starting",
     "training", "cancelling" or "evaluating"."""
     if run.status == "queued":
@@ -304,7 +294,7 @@ def phase(run: Any, view: RunView, progress: Mapping[str, Any] | None = None) ->
         return run.status
     if run.cancel_requested:
         return "cancelling"
-    prog = progress_info(progress if progress is not None else run.progress)
+    prog = progress_info(run.progress)
     if (view.epochs and not view.epochs[-1].get("complete", True)) \
             or (prog["total"] and prog["step"] >= prog["total"]):
         return "evaluating"
