@@ -94,13 +94,6 @@ def dur(seconds) -> str:
     return i18n.duration(seconds, lang())
 
 
-def localize(fig):
-    """A plotly figure whose numbers (ticks, hover, bar labels) use the language's decimal
-    and group symbols (the engines' figures come localized already)."""
-    fig.update_layout(separators=i18n.separators(lang()))
-    return fig
-
-
 def error_text(err: Exception) -> str:
     """A CifarLabError in the student's language; anything else as one plain sentence (its
     details go to the server's log, never to the page: they can hold server paths)."""

@@ -117,13 +117,14 @@ def _best_of(fns: dict, device: torch.device, repeats: int, max_seconds: float
     """Each of ``fns``' best wall time (s) over ``repeats`` rounds (at least one; fewer when
     ``max_seconds`` runs out), its last value, and the rounds done. The caller warms up."""
     synchronize(device)
-    best, value, sw = dict.fromkeys(fns, math.inf), {}, Stopwatch(device)
+    best, value, sw, done = dict.fromkeys(fns, math.inf), {}, Stopwatch(device), 0
     budget_end = time.perf_counter() + max_seconds
-    for done in range(1, repeats + 1):
+    while done < repeats:
         for name, fn in fns.items():
             sw.start()
             value[name] = fn()
             best[name] = min(best[name], max(sw.stop(), 1e-9))
+        done += 1
         if time.perf_counter() > budget_end:
             break
     return best, value, done
