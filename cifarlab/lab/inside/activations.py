@@ -200,15 +200,14 @@ def random_model(seed: int = 0, spec: ModelSpec | None = None, classes: int = 10
     return initial_model(TrainConfig(seed=int(seed), model=spec or ModelSpec()), classes)
 
 
-def filter_patches(weight: torch.Tensor, scale: float | None = None) -> np.ndarray:
+def filter_patches(weight: torch.Tensor) -> np.ndarray:
     """conv1's kernels (C_out×3×k×k) as colour patches, C_out×k×k×3 uint8: zero weight is mid
-    grey, the largest weight (in absolute value) of all kernels is full colour or black, so the
-    patches of one layer compare with each other. ``scale``: that largest value, to draw two
-    layers (before and after training) on one scale each or on a shared one."""
+    grey, the layer's largest weight (in absolute value) full colour or black, so the patches
+    of one layer compare with each other."""
     w = weight.detach().to(torch.float64).cpu().numpy()
     if w.ndim != 4 or w.shape[1] != 3:
         raise CifarLabError("inside.not_colour", shape=dims(w.shape))
-    lim = float(scale) if scale else float(np.abs(w).max()) or 1.0
+    lim = float(np.abs(w).max()) or 1.0
     rgb = 0.5 + 0.5 * np.clip(w / lim, -1, 1)
     return np.round(255 * rgb).astype(np.uint8).transpose(0, 2, 3, 1)
 

@@ -20,8 +20,7 @@ from cifarlab.core.modelspec import is_int
 from cifarlab.errors import CifarLabError, ShapeError
 from cifarlab.lab.tables import dims
 
-# -----------------------------------------------------------------------------------------
-# kernels and inputs
+# ------------------------------------------------------------------------------- kernels and inputs
 
 KERNEL_NAMES = ("edge", "vertical", "horizontal", "blur", "sharpen", "identity")
 
@@ -98,8 +97,7 @@ def _conv_size(x: np.ndarray, k: np.ndarray, stride: int, padding: int) -> tuple
                                      stride, padding)
 
 
-# -----------------------------------------------------------------------------------------
-# convolution by hand
+# ------------------------------------------------------------------------------ convolution by hand
 
 def apply_kernel(image: np.ndarray, kernel: np.ndarray, bias: float = 0.0, stride: int = 1,
                  padding: int = 0) -> np.ndarray:
@@ -152,8 +150,7 @@ def conv_step(image: np.ndarray, kernel: np.ndarray, bias: float, row: int, col:
     }
 
 
-# -----------------------------------------------------------------------------------------
-# max pooling by hand
+# ------------------------------------------------------------------------------ max pooling by hand
 
 def maxpool_windows(fmap: np.ndarray, kernel: int = 2, stride: int | None = None) -> dict:
     """Max pooling worked out window by window on an H×W feature map (the argmax in input
@@ -181,8 +178,7 @@ def maxpool_windows(fmap: np.ndarray, kernel: int = 2, stride: int | None = None
             "kernel": kernel, "stride": stride}
 
 
-# -----------------------------------------------------------------------------------------
-# the output-size calculator
+# ----------------------------------------------------------------------- the output-size calculator
 
 def calculator(kind: str, size, kernel, padding=0, stride=1, dilation=1) -> dict:
     """A conv (``kind="conv"``) or max-pool (``"pool"``) layer's output size, each dimension by
@@ -212,8 +208,7 @@ def calculator(kind: str, size, kernel, padding=0, stride=1, dilation=1) -> dict
             "exact": all(d["exact"] for d in dims)}
 
 
-# -----------------------------------------------------------------------------------------
-# an edited layer stack
+# ---------------------------------------------------------------------------- an edited layer stack
 
 @dataclass
 class StackReport:
@@ -280,10 +275,7 @@ class _TutorialNet(nn.Module):
     def forward(self, x):
         x = self.pool(F.relu(self.conv1(x)))
         x = self.pool(F.relu(self.conv2(x)))
-        if self.flatten == "view":
-            x = x.view(-1, 16 * 5 * 5)
-        else:
-            x = torch.flatten(x, 1)
+        x = x.view(-1, 16 * 5 * 5) if self.flatten == "view" else torch.flatten(x, 1)
         x = F.relu(self.fc1(x))
         x = F.relu(self.fc2(x))
         return self.fc3(x)
