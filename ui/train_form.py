@@ -28,7 +28,6 @@ ADVANCED, ADVANCED_WAS = "train_form_advanced", "train_form_advanced_was"
 
 @st.cache_resource(show_spinner=False)
 def device_ids() -> list[str]:
-    """Where a run can go: this machine's devices, or the cluster's when Ray runs the runs."""
     return queue().devices()
 
 
@@ -59,8 +58,7 @@ def show(form: TrainForm) -> None:
 
 
 def link_problems(form: TrainForm) -> None:
-    """What the opened link asked for that was refused, each knob and value named, above the
-    form until the page is left."""
+    """What the opened link asked for that was refused, above the form."""
     problems = st.session_state.get(LINK_PROBLEMS)
     if problems:
         st.warning("\n".join([t("train.link.problems")] + [f"- {p.text(form.lang)}"
@@ -98,10 +96,8 @@ def widget(w: Widget, on_change) -> None:
 
 
 def advanced(form: TrainForm, label: str, refused: str | None = None):
-    """The Advanced section, an expander to draw its knobs into. Closed while each of them
-    has the tutorial's value; opened whenever one comes to differ (a preset, the class, a
-    refusal of the server), so nothing set there is hidden; never closed under the student's
-    hands (after a visit elsewhere it opens as its knobs say)."""
+    """The Advanced section's expander: opened whenever one of its knobs comes to differ from
+    the tutorial's (nothing set there is hidden), never closed under the student's hands."""
     ss = st.session_state
     changed = set(form.advanced_changed()) | ({refused} & set(form.advanced))
     if ADVANCED not in ss or changed - ss.get(ADVANCED_WAS, set()):

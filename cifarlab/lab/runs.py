@@ -58,8 +58,7 @@ def bundle_for_run(run, ckpt: Checkpoint, steps: Sequence[int] | None,
 
 
 def run_script(run) -> str:
-    """The script that repeats the run (every config field), its first lines naming the run
-    and its accuracy; "" for a run whose config is no TrainConfig."""
+    """The script that repeats the run; "" for a run whose config is no TrainConfig."""
     cfg = config_of(run)
     if cfg is None:
         return ""
@@ -105,8 +104,7 @@ def model_label(spec: Mapping[str, Any] | ModelSpec | None) -> str:
 
 
 def runs_table(runs: Sequence[Any], cls: type = TrainConfig) -> pd.DataFrame:
-    """One row per run, in the order given: ``RUN_COLUMNS`` (the full run id, ``accuracy`` a
-    percentage, missing figures NaN/None)."""
+    """One row per run: ``RUN_COLUMNS`` (``accuracy`` a percentage, missing figures NaN)."""
     rows = []
     for run in runs:
         cfg = dict(run.config or {})
@@ -155,10 +153,9 @@ def _hashable(v: Any) -> Any:
 def loss_curves(curves: Mapping[str, tuple[Sequence[int], Sequence[float]]],
                 steps_per_epoch: Mapping[str, float] | None = None, x: str = "step",
                 smooth: int | None = None) -> pd.DataFrame:
-    """Loss curves of several runs (label -> (steps, losses)) in one long frame (run, x, loss).
-    ``x``: "step", or "epoch" (so runs with different batch sizes line up). ``smooth``: a
-    centred moving average over that many points (default: about 1/50 of each curve: one
-    step's loss is very noisy). NaN losses stay gaps."""
+    """Loss curves of several runs (label -> (steps, losses)) in one long frame (run, x, loss),
+    by "step" or "epoch" (runs of other batch sizes line up), a centred moving average over
+    ``smooth`` points (default: 1/50 of the curve: a step's loss is noisy)."""
     frames = []
     for label, (steps, losses) in curves.items():
         if len(steps) == 0:

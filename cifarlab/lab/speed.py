@@ -58,9 +58,8 @@ def table_rows(record: Mapping[str, Any] | None) -> list[dict]:
 
 
 def row_knobs(record: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
-    """The knobs a preset sets (``TrainConfig.knob_values(preset_only=True)``) of a row: the
-    recorded config when the record has the row, else the row's definition; the subset the
-    benchmark may have used is left to the student."""
+    """A row's preset knobs: of the recorded config, else of the row's definition; the
+    benchmark's subset is left to the student."""
     rows = {r["name"]: r for r in table_rows(record)}
     config = (TrainConfig.from_dict(rows[name]["config"]) if name in rows
               else dict(row_configs())[name])
@@ -70,7 +69,6 @@ def row_knobs(record: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
 
 
 def repeats(record: Mapping[str, Any] | None) -> list[dict]:
-    """The one-minute preset's repeated runs: accuracy and seconds each."""
     return list((record or {}).get("preset_runs", []))
 
 

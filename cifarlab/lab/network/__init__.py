@@ -26,7 +26,6 @@ KERNEL_NAMES = ("edge", "vertical", "horizontal", "blur", "sharpen", "identity")
 
 
 def named_kernels() -> dict[str, np.ndarray]:
-    """Classic hand-made 3×3 kernels (float32): edges, blur, sharpen and the identity."""
     k = {
         "edge": [[-1, -1, -1], [-1, 8, -1], [-1, -1, -1]],          # Laplacian-like: all edges
         "vertical": [[-1, 0, 1], [-2, 0, 2], [-1, 0, 1]],           # Sobel x: vertical edges
@@ -101,8 +100,8 @@ def _conv_size(x: np.ndarray, k: np.ndarray, stride: int, padding: int) -> tuple
 
 def apply_kernel(image: np.ndarray, kernel: np.ndarray, bias: float = 0.0, stride: int = 1,
                  padding: int = 0) -> np.ndarray:
-    """The feature map of one kernel (k×k, used on every channel, or C×k×k) over an image (H×W
-    or C×H×W), by hand: ``F.conv2d``'s cross-correlation (the kernel is not flipped)."""
+    """One kernel's feature map (k×k on every channel, or C×k×k) by hand: ``F.conv2d``'s
+    cross-correlation (the kernel is not flipped)."""
     x = _chw(image)
     k = _ckk(kernel, x.shape[0])
     oh, ow = _conv_size(x, k, stride, padding)
@@ -282,10 +281,9 @@ class _TutorialNet(nn.Module):
 
 
 def _run_tutorial(spec: ModelSpec, flatten: str) -> tuple[str | None, str | None]:
-    """(exception class name, first line of PyTorch's own message) for the tutorial's forward
-    (fc1 fixed at 16 * 5 * 5, ``x.view`` or ``torch.flatten``) and loss, really run on zeros;
-    (None, None) when it runs. (With ``view``, a multiple of 400 gets through the view with too
-    many rows: the loss complains.)"""
+    """(exception class, first line of PyTorch's message) of the tutorial's forward and loss
+    really run on zeros; (None, None) when it runs. (With ``view``, a multiple of 400 gets
+    through the view with too many rows: the loss complains.)"""
     if max(spec.scaled_channels()) > 4096 or max(spec.scaled_hidden()) > 65536:
         raise ShapeError("network.too_big_to_try", layer="width")
     with torch.random.fork_rng(devices=[]):
@@ -302,6 +300,5 @@ def _run_tutorial(spec: ModelSpec, flatten: str) -> tuple[str | None, str | None
 
 
 def activation_sizes(rows: list[dict]) -> list[tuple[str, int]]:
-    """(layer, number of values in its output) for each row of a trace table."""
     return [(r["layer"], math.prod(int(v) for v in str(r["output"]).split("×")))
             for r in rows]
