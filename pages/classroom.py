@@ -23,16 +23,13 @@ t = translator()
 K = "cls_"            # widget keys: cls_code, cls_p_epochs, cls_l_epochs, ...
 
 
-def act(call, *args, ok: str | None = None, **kwargs):
-    """One engine call from a button's callback: its refusal, or ``ok``, shown on this run."""
+def act(call, *args, **kwargs):
+    """One engine call from a button's callback: its refusal shown on this run."""
     try:
-        result = call(person(), *args, **kwargs)
+        return call(person(), *args, **kwargs)
     except CifarLabError as err:
         messages.keep(K + "msg", "error", err)
         return None
-    if ok:
-        messages.keep(K + "msg", "success", ok)
-    return result
 
 
 # ------------------------------------------------------------------------------- the class

@@ -37,14 +37,14 @@ def load_run_model(path) -> tuple[torch.nn.Module, Checkpoint]:
     return ckpt.model().eval(), ckpt
 
 
-def predictions_for(model: torch.nn.Module, data, device="cpu", tta: bool = False) -> EvalResult:
+def predictions_for(model: torch.nn.Module, data, tta: bool = False) -> EvalResult:
     """Every test image's class probabilities, the confusion matrix and accuracies (``tta``: as
     a run with mirrored testing measured itself, from each image and its mirror)."""
     out_features = getattr(getattr(model, "fc3", None), "out_features", None)
     if out_features is not None and out_features != len(data.classes):
         raise CheckpointError("checkpoint.other_classes", n=out_features,
                               classes=len(data.classes))
-    return evaluate(model, data, device, tta=tta)
+    return evaluate(model, data, "cpu", tta=tta)
 
 
 def confused_examples(ev: EvalResult, true_cls: int, pred_cls: int,
@@ -53,17 +53,13 @@ def confused_examples(ev: EvalResult, true_cls: int, pred_cls: int,
     most confident answers first. ``true_cls == pred_cls`` gives correctly classified ones."""
     t, p = _class_index(ev.classes, true_cls), _class_index(ev.classes, pred_cls)
     idx = np.flatnonzero((ev.labels == t) & (ev.predictions == p))
-    if len(idx) == 0:
-        return idx
-    conf = ev.probabilities[idx, p]
-    order = np.argsort(-conf, kind="stable")
+    order = np.argsort(-ev.probabilities[idx, p], kind="stable")
     return idx[order][:max(0, int(limit))]
 
 
 def picked_cell(point: Mapping[str, Any], names: Sequence[str]) -> tuple[int, int] | None:
     """(true, predicted) of a clicked confusion-matrix cell, from the point's axis labels: a
-    click may land on the heatmap or on the marker over it, and only the labels are the same
-    for both (the heatmap's point has no customdata; indexing it raised KeyError: 0)."""
+    click may land on the heatmap or on the marker over it; only the labels are on both."""
     if not hasattr(point, "get"):
         return None
     x, y = point.get("x"), point.get("y")
