@@ -75,20 +75,24 @@ def share(form: TrainForm) -> None:
                 language=None, wrap_lines=True)
 
 
+def knob_input(kind: str, label: str, labels: dict | None = None, step: int = 1, **common):
+    """A knob's input by its kind (``labels``: a choice's options and their words), here and
+    in the classroom's preset form."""
+    if labels:   # a choice's words are long: radio labels wrap where a select box cut them off
+        return (st.selectbox if kind == "device" else st.radio)(
+            label, list(labels), format_func=labels.get, **common)
+    if kind == "bool":
+        return st.toggle(label, **common)
+    if kind == "float":   # text: a browser's number box turns a Spanish "0,01" into 1
+        return st.text_input(label, max_chars=24, **common)
+    return st.number_input(label, step=step, format="%d", **common)
+
+
 def widget(w: Widget, on_change) -> None:
-    """One knob's widget (``TrainForm.widgets``), by its kind, bound to its key; its problem
-    under it."""
-    common = dict(key=PREFIX + w.name, on_change=on_change, help=w.help, disabled=w.disabled)
-    if w.options:
-        labels = dict(zip(w.options, w.option_labels))
-        (st.selectbox if w.kind == "device" else st.radio)(
-            w.label, list(w.options), format_func=labels.get, **common)
-    elif w.kind == "bool":
-        st.toggle(w.label, **common)
-    elif w.kind == "float":   # text: a browser's number box turns a Spanish "0,01" into 1
-        st.text_input(w.label, max_chars=24, **common)
-    else:
-        st.number_input(w.label, step=w.step, format="%d", placeholder=w.placeholder, **common)
+    """One knob's widget (``TrainForm.widgets``), bound to its key; its problem under it."""
+    knob_input(w.kind, w.label, dict(zip(w.options, w.option_labels)), w.step,
+               key=PREFIX + w.name, on_change=on_change, help=w.help, disabled=w.disabled,
+               **({"placeholder": w.placeholder} if w.kind == "int" else {}))
     if w.note:
         st.caption(w.note)
     if w.problem:
