@@ -58,8 +58,7 @@ class RankExample:
 
 
 def rank_examples(data: CifarData, index: int = 0, batch: int = 4) -> list[RankExample]:
-    """Ranks 0–4 cut from ``batch`` real images starting at ``index``, as the network sees them
-    (ToTensor + Normalize, −1…1)."""
+    """Ranks 0–4 cut from ``batch`` real images from ``index``, as the network sees them."""
     from cifarlab.core.data import normalize
 
     x, y = data.split("train")
@@ -89,7 +88,6 @@ def rank_examples(data: CifarData, index: int = 0, batch: int = 4) -> list[RankE
 
 
 def tensor_facts(tensor: torch.Tensor) -> dict:
-    """What ``x.shape``, ``x.dtype``, ``x.device`` and the memory of ``x`` are."""
     return {
         "shape_text": str(tensor.shape),                 # "torch.Size([4, 3, 32, 32])"
         "dtype": str(tensor.dtype),                      # "torch.float32"
@@ -226,7 +224,6 @@ CHANNELS = (("tensors.channel_red", "Reds"), ("tensors.channel_green", "Greens")
 
 
 def size_text(n: float, lang: str) -> str:
-    """Bytes as the page writes them: "1,2 MB", "512 B"."""
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
         if n >= scale:
             return f"{i18n.number(n / scale, lang, 1)} {unit}"
@@ -291,7 +288,6 @@ def ranks_table(examples: list[RankExample], t) -> pd.DataFrame:
 
 
 def transfer_figure(res: pd.DataFrame, t) -> go.Figure:
-    """One big copy against many small ones: milliseconds for the same bytes."""
     lang = t.lang
     labels = [f"{t(f'tensors.transfer_{m}')} ({mem})" for m, mem in zip(res["method"],
                                                                         res["memory"])]
@@ -315,8 +311,7 @@ def transfer_lines(res: pd.DataFrame, t) -> list[str]:
 
 
 def item_figure(item: dict, t) -> tuple[go.Figure, pd.DataFrame]:
-    """The loop with ``.item()`` every step against the loop that reads once: the bars and
-    their table."""
+    """The loop with ``.item()`` every step against the loop that reads once, and a table."""
     labels = [t("tensors.item_every_step", n=item["item_calls_with"]),
               t("tensors.item_once", n=item["item_calls_without"])]
     ms = [item["with_item_s"] * 1e3, item["without_item_s"] * 1e3]

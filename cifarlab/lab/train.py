@@ -31,8 +31,8 @@ def preset_values(name: str) -> dict[str, Any]:
 
 def matching_preset(values: Mapping[str, Any],
                     presets: Mapping[str, Mapping[str, Any]] | None = None) -> str | None:
-    """The preset whose knobs all equal ``values``; None when they match none. ``presets``:
-    name -> knob values (default: ``preset_values`` of each of ``core.config.PRESETS``)."""
+    """The preset (name -> knob values; default ``core.config.PRESETS``') whose knobs all
+    equal ``values``, or None."""
     if presets is None:
         presets = {name: preset_values(name) for name in C.PRESETS}
     for name, preset in presets.items():
@@ -52,8 +52,7 @@ def same(a: Any, b: Any) -> bool:
 
 def check(values: Mapping[str, Any], limits: C.Limits | None = None,
           n_train: int | None = None) -> dict[str, Problem]:
-    """Every problem with the Train page's knobs, field -> the first Problem of that field
-    (``core.config.validate`` with this server's limits and the size of its data)."""
+    """field -> its first Problem (``core.config.validate`` with the server's limits)."""
     names = {f.name for f in C.knobs(CONFIG)}
     values = {k: v for k, v in values.items() if k in names}
     return C.problems_by_field(C.validate(values, limits=limits, n_train=n_train, cls=CONFIG))
@@ -223,7 +222,6 @@ class RunViews(dict):
 # ---------------------------------------------------------------------------- small figures
 
 def progress_info(progress: Mapping[str, Any] | None) -> dict:
-    """The progress bar's numbers from a run's latest ``progress``."""
     p = dict(progress or {})
     step, total = int(p.get("step") or 0), p.get("total_steps")
     total = int(total) if total else None
@@ -257,7 +255,7 @@ def time_split(epochs: Sequence[Mapping[str, Any]] = (),
 
 
 def per_class_rows(per_class: Mapping[str, float] | None) -> list[tuple[str, float]]:
-    """(class, accuracy) pairs in CIFAR-10's label order when the names are known."""
+    """(class, accuracy) pairs in CIFAR-10's label order (other names after)."""
     per_class = dict(per_class or {})
     from cifarlab.core.config import CIFAR10_CLASSES
 
