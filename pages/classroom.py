@@ -14,7 +14,7 @@ from cifarlab.serve.classroom import ClassLimits
 from pages.classroom_parts import experiment, live, presenter
 from pages.classroom_parts import student as cs
 from ui.data import queue
-from ui import messages
+from ui import messages, train_form
 from ui.language import lang, show_error, translator
 from ui.nav import lesson, presenting
 from ui.signin import person
@@ -23,16 +23,13 @@ t = translator()
 K = "cls_"            # widget keys: cls_code, cls_p_epochs, cls_l_epochs, ...
 
 
-def act(call, *args, ok: str | None = None, **kwargs):
-    """One engine call from a button's callback: its refusal, or ``ok``, shown on this run."""
+def act(call, *args, **kwargs):
+    """One engine call from a button's callback: its refusal shown on this run."""
     try:
-        result = call(person(), *args, **kwargs)
+        return call(person(), *args, **kwargs)
     except CifarLabError as err:
         messages.keep(K + "msg", "error", err)
         return None
-    if ok:
-        messages.keep(K + "msg", "success", ok)
-    return result
 
 
 # ------------------------------------------------------------------------------- the class
@@ -103,20 +100,12 @@ def _push(code: str) -> None:
 
 
 def knob_box(f) -> None:
-    k, key = f.knob, K + "p_" + f.name
-    label = t(k.label)
+    k, label = f.knob, t(f.knob.label)
+    options = []
     if k.kind in ("device", "choice"):   # each choice in words, as the Train page names it
         options = ["auto"] + queue().devices() if k.kind == "device" else list(k.choices)
-        words_of = {v: words.shown(v, lang(), f) for v in options}
-        # a choice's words are long: radio labels wrap where a select box cut them off
-        (st.selectbox if k.kind == "device" else st.radio)(label, options, key=key,
-                                                            format_func=words_of.get)
-    elif k.kind == "bool":
-        st.toggle(label, key=key)
-    elif k.kind == "float":
-        st.text_input(label, key=key, max_chars=24)
-    else:
-        st.number_input(label, step=int(k.step), format="%d", key=key)
+    train_form.knob_input(k.kind, label, {v: words.shown(v, lang(), f) for v in options},
+                          int(k.step), key=K + "p_" + f.name)
     # no help icon: beside one, a long label was cut off ("Lock Learning rate sched…")
     st.checkbox(t("classroom.preset.lock", knob=label), key=K + "l_" + f.name)
     if f.name == "seed":

@@ -10,6 +10,7 @@ import streamlit as st
 from cifarlab.core.checkpoint import load as load_checkpoint
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import runs as R
+from cifarlab.lab.train_live import status_text
 from cifarlab.serve.queue import get_queue
 from ui import messages
 from ui.data import queue as job_queue
@@ -20,12 +21,6 @@ from ui.session import session_id
 t = translator()
 K = "runs_"
 DEFAULT_COMPARE = 3
-
-
-def status_text(queue, run) -> str:
-    if run.status == "queued":
-        return t("status.queued", n=queue.queue_position(run.id) or 1)
-    return t(f"status.{run.status}")
 
 
 def short(run) -> str:
@@ -67,8 +62,9 @@ def table_section(queue, runs, selected: list[str]) -> None:
         st.markdown(t("runs.differences", knobs=", ".join(
             f"**{R.column_name(c, t)}**" for c in differ)) if differ
             else t("runs.no_differences"))
-    st.dataframe(R.compare_table(df, selected, [status_text(queue, r) for r in runs], t),
-                 hide_index=True, key=K + "table")
+    statuses = [status_text(r, r.status == "queued" and queue.queue_position(r.id), t.lang)
+                for r in runs]
+    st.dataframe(R.compare_table(df, selected, statuses, t), hide_index=True, key=K + "table")
     st.caption(t("runs.table_caption"))
 
 

@@ -13,7 +13,7 @@ from cifarlab.core import shapes
 from cifarlab.core.nets import net_spec
 from cifarlab.lab import speed as lab
 from ui import train_form
-from ui.language import dur, localize, num, pct, translator
+from ui.language import dur, num, pct, translator
 
 t = translator()
 
@@ -36,10 +36,7 @@ else:
     machine = record.get("machine", {})
     st.caption(t("speed.row_count", n=len(rows), machine=machine.get("cpu", "?"),
                  date=record.get("date", "?")) + " " + t("speed.shared_machine"))
-    labels = {"rows": [t(f"speed.row_{r['name']}") for r in rows],
-              "accuracy": t("speed.accuracy"), "seconds": t("speed.seconds"),
-              "title": t("speed.chart_title"), "bar_text": [pct(r["accuracy"]) for r in rows]}
-    st.plotly_chart(localize(lab.figure(rows, labels)), width="stretch", key="speed_chart")
+    st.plotly_chart(lab.figure(rows, t), width="stretch", key="speed_chart")
 
     runs = lab.repeats(record)
     if runs:

@@ -97,7 +97,7 @@ def show_run(queue: jobs.JobQueue, sid: str, run) -> None:
     view.update(partial(queue.events, sid, run.id), partial(queue.losses, sid, run.id),
                 step=None if run.finished else prog["step"])
     stamp = view.chart_stamp(time.monotonic(), CHART_S, final=run.finished)
-    phase = trainview.phase(run, view, run.progress)
+    phase = trainview.phase(run, view)
     position = queue.queue_position(run.id) if phase == "queued" else None
     st.markdown(f"**{t('status.status')}:** {words.status_text(run, position, t.lang)}"
                 + (f" · {t('common.device')}: `{run.device}`" if run.device else ""))

@@ -17,10 +17,9 @@ log = logging.getLogger("cifarlab.pages")
 
 
 def lang() -> str:
-    """The current language, settled once per session: the one the person named (``?lang=``
-    in the URL they opened, or the cookie the sign-in buttons leave, since a provider sends
-    the browser back without the URL's) wins; else the browser's own language; else English.
-    The switches change it (``choose``)."""
+    """The current language, settled once per session: the one the person named (``?lang=``,
+    or the cookie the sign-in buttons leave: a provider sends the browser back without the
+    URL's); else the browser's own."""
     if "lang" not in st.session_state:
         named = st.query_params.get("lang") or cookie(LANG_COOKIE)
         if named:
@@ -31,8 +30,7 @@ def lang() -> str:
 
 
 def choose(code: str) -> None:
-    """The person's own choice: kept for the session and carried in their URL (``url_lang``),
-    so that a reload keeps it whatever the browser's language."""
+    """The person's own choice: kept for the session and carried in their URL (``url_lang``)."""
     st.session_state["lang"] = i18n.normalize_lang(code)
     st.session_state[CHOSEN_KEY] = True
 
@@ -51,9 +49,8 @@ def _switched(key: str) -> None:
 
 
 def language_switch(key: str, *, compact: bool = False) -> None:
-    """The language switch: a select box (the sidebar), or ``compact``, the three languages as
-    buttons (Home's, since a phone hides the sidebar). Switches follow each other: each shows
-    the current language, whichever of them chose it."""
+    """The language switch: a select box (the sidebar), or ``compact`` buttons (Home's: a
+    phone hides the sidebar). Each shows the current language, whichever switch chose it."""
     current = lang()
     if st.session_state.get(key) != current:
         st.session_state[key] = current
@@ -90,15 +87,7 @@ def pct(fraction, digits: int = 1) -> str:
 
 
 def dur(seconds) -> str:
-    """A duration in the page's language: "0,25 s", "3 min 5 s"."""
     return i18n.duration(seconds, lang())
-
-
-def localize(fig):
-    """A plotly figure whose numbers (ticks, hover, bar labels) use the language's decimal
-    and group symbols (the engines' figures come localized already)."""
-    fig.update_layout(separators=i18n.separators(lang()))
-    return fig
 
 
 def error_text(err: Exception) -> str:

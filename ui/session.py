@@ -77,11 +77,9 @@ def _user_session() -> str | None:
 
 
 def session_id() -> str:
-    """A stable id for this browser's runs. It rides in the URL (``?sid=``), so a reload, a
-    page switch or a second tab with the same link finds the same runs; and in a cookie, so
-    the same browser finds them again after the tab was closed. A link from elsewhere
-    (``?sid=`` of another device) wins over the cookie. A person signed in through an identity
-    provider has one session on every device, from their e-mail (never from the URL)."""
+    """A stable id for this browser's runs: in the URL (``?sid=``: a reload, a page switch or
+    a second tab finds the same runs) and in a cookie (after the tab was closed); a link wins
+    over the cookie. A person signed in through a provider has one, from their e-mail."""
     if "sid" not in st.session_state:
         sid = st.query_params.get("sid", "")
         st.session_state["sid"] = _user_session() or (sid if _valid(sid) else _cookie_sid()
@@ -95,11 +93,9 @@ def browser_id() -> str:
 
 
 def remember_session() -> None:
-    """Write the session id into this browser's cookie, so that closing the tab loses nothing:
-    the next visit without a link finds the same runs. The same element on every run (its
-    text changes only with the session id): an element that came on the first run and went on
-    the next would shift the page below it, and the browser would build the page's widgets
-    anew, throwing away the keyboard focus of the student who just pressed Enter in one."""
+    """Write the session id into this browser's cookie, so that closing the tab loses nothing.
+    The same element on every run: one that came and went would shift the page below it, and
+    the browser would rebuild the widgets, losing the keyboard focus of a student in one."""
     if signed_in():   # the browser's own id stays for after sign-out; the person's is not it
         st.html("<script></script>", unsafe_allow_javascript=True)
         return

@@ -46,7 +46,6 @@ def passphrase_limiter() -> identity.AttemptLimiter:
 
 
 def provider_configured() -> bool:
-    """Whether the host configured an identity provider (``[auth]`` in the secrets)."""
     return _secrets("auth") is not None
 
 
@@ -56,11 +55,9 @@ def passphrase_hash() -> str | None:
 
 
 def person() -> Person:
-    """Who is asking (``cifarlab.serve.identity.Person``): the signed-in user where an identity
-    provider is configured ("user:<e-mail>", an instructor when the hosting settings list the
-    e-mail or its group); else the instructor who gave the passphrase in this session
-    ("instructor:passphrase"); else this browser ("browser:<cookie id>", shared by its tabs;
-    else this session's). (The client address is no identity in a classroom behind one NAT.)"""
+    """Who is asking (``identity.Person``): the provider's signed-in user; else the instructor
+    who gave the passphrase in this session; else this browser (its cookie's id, shared by its
+    tabs). (The client address is no identity in a classroom behind one NAT.)"""
     claims = _claims()
     if claims is not None:
         from cifarlab.serve.settings import load_settings
@@ -80,13 +77,12 @@ def person() -> Person:
 
 
 def owner_id() -> str:
-    """The owner id runs are kept and counted under: ``person().id``."""
     return person().id
 
 
 def try_passphrase(passphrase: str) -> str | None:
-    """Sign this session in as the instructor when ``passphrase`` is right. None on success,
-    else the catalog key of what went wrong (its text takes ``seconds`` and ``setting``)."""
+    """Sign this session in as the instructor when ``passphrase`` is right: None, else the
+    catalog key of what went wrong."""
     stored = passphrase_hash()
     if stored is None:
         return "identity.no_passphrase"

@@ -28,7 +28,6 @@ ADVANCED, ADVANCED_WAS = "train_form_advanced", "train_form_advanced_was"
 
 @st.cache_resource(show_spinner=False)
 def device_ids() -> list[str]:
-    """Where a run can go: this machine's devices, or the cluster's when Ray runs the runs."""
     return queue().devices()
 
 
@@ -59,8 +58,7 @@ def show(form: TrainForm) -> None:
 
 
 def link_problems(form: TrainForm) -> None:
-    """What the opened link asked for that was refused, each knob and value named, above the
-    form until the page is left."""
+    """What the opened link asked for that was refused, above the form."""
     problems = st.session_state.get(LINK_PROBLEMS)
     if problems:
         st.warning("\n".join([t("train.link.problems")] + [f"- {p.text(form.lang)}"
@@ -77,31 +75,33 @@ def share(form: TrainForm) -> None:
                 language=None, wrap_lines=True)
 
 
-def widget(w: Widget, on_change, refusal: str | None = None) -> None:
-    """One knob's widget (``TrainForm.widgets``), by its kind, bound to its key; its problem,
-    or the server's ``refusal`` of its value, under it."""
-    common = dict(key=PREFIX + w.name, on_change=on_change, help=w.help, disabled=w.disabled)
-    if w.options:
-        labels = dict(zip(w.options, w.option_labels))
-        (st.selectbox if w.kind == "device" else st.radio)(
-            w.label, list(w.options), format_func=labels.get, **common)
-    elif w.kind == "bool":
-        st.toggle(w.label, **common)
-    elif w.kind == "float":   # text: a browser's number box turns a Spanish "0,01" into 1
-        st.text_input(w.label, max_chars=24, **common)
-    else:
-        st.number_input(w.label, step=w.step, format="%d", placeholder=w.placeholder, **common)
+def knob_input(kind: str, label: str, labels: dict | None = None, step: int = 1, **common):
+    """A knob's input by its kind (``labels``: a choice's options and their words), here and
+    in the classroom's preset form."""
+    if labels:   # a choice's words are long: radio labels wrap where a select box cut them off
+        return (st.selectbox if kind == "device" else st.radio)(
+            label, list(labels), format_func=labels.get, **common)
+    if kind == "bool":
+        return st.toggle(label, **common)
+    if kind == "float":   # text: a browser's number box turns a Spanish "0,01" into 1
+        return st.text_input(label, max_chars=24, **common)
+    return st.number_input(label, step=step, format="%d", **common)
+
+
+def widget(w: Widget, on_change) -> None:
+    """One knob's widget (``TrainForm.widgets``), bound to its key; its problem under it."""
+    knob_input(w.kind, w.label, dict(zip(w.options, w.option_labels)), w.step,
+               key=PREFIX + w.name, on_change=on_change, help=w.help, disabled=w.disabled,
+               **({"placeholder": w.placeholder} if w.kind == "int" else {}))
     if w.note:
         st.caption(w.note)
-    if w.problem or refusal:
-        st.error(w.problem or refusal, icon=":material/error:")
+    if w.problem:
+        st.error(w.problem, icon=":material/error:")
 
 
 def advanced(form: TrainForm, label: str, refused: str | None = None):
-    """The Advanced section, an expander to draw its knobs into. Closed while each of them
-    has the tutorial's value; opened whenever one comes to differ (a preset, the class, a
-    refusal of the server), so nothing set there is hidden; never closed under the student's
-    hands (after a visit elsewhere it opens as its knobs say)."""
+    """The Advanced section's expander: opened whenever one of its knobs comes to differ from
+    the tutorial's (nothing set there is hidden), never closed under the student's hands."""
     ss = st.session_state
     changed = set(form.advanced_changed()) | ({refused} & set(form.advanced))
     if ADVANCED not in ss or changed - ss.get(ADVANCED_WAS, set()):

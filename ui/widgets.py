@@ -9,14 +9,11 @@ from ui.language import lang, t
 
 
 def checked_number(where, label: str, lo, hi, value, *, key: str, step=1, help=None,
-                   format=None, disabled: bool = False):
-    """A number box that checks its own range and says so in the student's language.
-
-    Streamlit's own ``min_value``/``max_value`` answer in English and keep the previous value,
-    so a result computed from it would stay on the screen (stale). Returns the value, or None
-    when it is empty or outside ``lo``..``hi`` (the message is shown under the box): the caller
-    then shows no result for it."""
-    got = where.number_input(label, value=value, step=step, key=key, help=help, format=format,
+                   disabled: bool = False):
+    """A number box that checks its own range in the student's language (Streamlit's own
+    bounds answer in English and keep the previous value: a stale result). The value, or None
+    when it is empty or out of range (the message under the box)."""
+    got = where.number_input(label, value=value, step=step, key=key, help=help,
                              disabled=disabled)
     if got is None or not lo <= got <= hi:
         where.error(t("common.out_of_range", lo=lo, hi=hi))
@@ -26,9 +23,8 @@ def checked_number(where, label: str, lo, hi, value, *, key: str, step=1, help=N
 
 def decimal_box(where, label: str, lo: float, hi: float, value: float, *, key: str,
                 help=None) -> float | None:
-    """A box for a decimal, written in the student's notation and read with either mark
-    (``i18n.parse_decimal``): the browser's number box turns a Spanish "0,5" into 5 without a
-    word. Returns the value, or None with our message when it is no number or out of range."""
+    """A box for a decimal in the student's notation, read with either mark (a browser's
+    number box turns a Spanish "0,5" into 5). The value, or None with our message."""
     if key not in st.session_state:
         st.session_state[key] = i18n.number(float(value), lang())
     got = i18n.parse_decimal(where.text_input(label, key=key, help=help, max_chars=24))

@@ -81,12 +81,10 @@ def grid_figure(z, title: str, *, signed: bool = True, text: bool = False,
 def mosaic(tiles: np.ndarray, titles: Sequence[str], per_row: int = 8,
            fill: float = np.nan, row_titles: Sequence[str] = ()
            ) -> tuple[np.ndarray, list[dict], np.ndarray]:
-    """Equal tiles (N×H×W, or N×H×W×3 pictures) laid out on one grid, ``per_row`` to a row, a
-    cell of ``fill`` between them and a band above each row for the titles (and, given
-    ``row_titles``, a line above those for the row's own, left-aligned): one axis for the lot,
-    where a subplot each costs the browser seconds (its axes and labels, drawn one by one).
-    Returns the grid, its titles as annotations, and each cell's (tile number from 1, row,
-    column), zeros between the tiles."""
+    """Equal tiles (N×H×W, or N×H×W×3 pictures) on one grid, ``per_row`` to a row, a band
+    above each row for the titles (and ``row_titles``): one axis for the lot, where a subplot
+    each costs the browser seconds. Returns the grid, the titles as annotations, and each
+    cell's (tile number from 1, row, column), zeros between the tiles."""
     n, h, w = tiles.shape[:3]
     rows, cols = -(-n // per_row), min(n, per_row)
     line = max(2, round(0.3 * h))
@@ -110,7 +108,7 @@ def mosaic(tiles: np.ndarray, titles: Sequence[str], per_row: int = 8,
 
 def mosaic_layout(fig: go.Figure, grid: np.ndarray, notes: list[dict], title: str = "",
                   width: int = 900) -> None:
-    """Square cells, no ticks, the tiles' titles in; about ``width`` pixels wide."""
+    """Square cells, no ticks, the tiles' titles in."""
     hidden = dict(showticklabels=False, ticks="", showgrid=False, zeroline=False,
                   constrain="domain")
     h, w = grid.shape[:2]
@@ -123,8 +121,7 @@ def mosaic_layout(fig: go.Figure, grid: np.ndarray, notes: list[dict], title: st
 def arithmetic_figure(window: np.ndarray, kernel: np.ndarray, products: np.ndarray,
                       channel_names: Sequence[str], words: tuple[str, str, str],
                       max_channels: int = 6) -> go.Figure:
-    """One output value of a convolution worked out, per input channel: the window, the kernel
-    and their products, numbers written in (for kernels up to 7×7)."""
+    """One output value of a convolution per input channel: window, kernel, products."""
     n = min(len(channel_names), max_channels)
     titles = [f"{word} · {name}" if name else word
               for name in channel_names[:n] for word in words]

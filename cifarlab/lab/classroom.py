@@ -36,8 +36,7 @@ def status_text(status: str, lang: str) -> str:
 
 
 def board_table(rows: Iterable[Any], lang: str) -> pd.DataFrame:
-    """The live board: nickname, status, place in the queue, the loss curve (a list, for a
-    sparkline column), progress (0..1), accuracy in percent, device, the time it was queued."""
+    """The live board, a row a run (its loss a list, for a sparkline column)."""
     return pd.DataFrame([{
         "nickname": r.nickname, "status": status_text(r.status, lang),
         "queue": r.queue_position, "loss": list(r.losses), "progress": r.progress,
@@ -48,10 +47,9 @@ def board_table(rows: Iterable[Any], lang: str) -> pd.DataFrame:
 
 
 def leader_table(rows: Iterable[Any], kind: str, lang: str) -> pd.DataFrame:
-    """A leaderboard, its columns named in ``lang``: the place (equal scores share one), the
-    nickname, the score on that board's half (accuracy, or training seconds for
-    "fastest_to"), the accuracy on the whole test set, the time the run finished. The place
-    is a column of its own (draw it with the index hidden): it stays whatever the places."""
+    """A leaderboard in ``lang``: the place (a column of its own: equal scores share one),
+    nickname, score on that board's half (accuracy, or seconds for "fastest_to"), accuracy
+    on the whole test set, the time the run finished."""
     t = i18n.translator(lang)
     score = t("classroom.challenge.score_seconds" if kind == "fastest_to"
               else "classroom.challenge.score_accuracy")
@@ -65,7 +63,6 @@ def leader_table(rows: Iterable[Any], kind: str, lang: str) -> pd.DataFrame:
 
 
 def goal_text(goal: Any, lang: str) -> str:
-    """A challenge's goal in words, in ``lang``."""
     t = i18n.translator(lang)
     if goal.kind == "fastest_to":
         return t("classroom.challenge.goal_fastest_to",
@@ -85,7 +82,6 @@ def join_link(page_url: str | None, code: str) -> str:
 
 
 def qr_png(text: str) -> bytes:
-    """``text`` as a QR code (PNG), for a projector or a phone's camera."""
     import segno
 
     out = io.BytesIO()
@@ -123,15 +119,13 @@ def seed_warning(info: Any, lang: str) -> str | None:
 
 
 def preset_widgets(fields: Sequence[Any], preset: Mapping[str, Any], lang: str) -> dict:
-    """The preset form's widget values: the class's preset over the knobs' defaults, decimals
-    as text in ``lang``'s notation (read back by ``preset_values``)."""
+    """The preset form's widget values: the class's preset over the knobs' defaults."""
     values = {f.name: f.default for f in fields} | dict(preset)
     return {f.name: widget_value(f.knob.kind, values[f.name], lang) for f in fields}
 
 
 def preset_values(fields: Sequence[Any], typed: Mapping[str, Any]) -> dict:
-    """What the preset form holds, as knob values: decimals read with either mark (text that
-    is no number stays text, for the engine's own message), whole floats as ints."""
+    """What the preset form holds, as knob values (``train_form.knob_value``)."""
     return {f.name: knob_value(f.knob.kind, typed.get(f.name)) for f in fields}
 
 
@@ -156,8 +150,7 @@ def presenter_figure(pinned: Any, t) -> go.Figure:
 
 
 def projector_board(rows: Iterable[Any], lang: str) -> pd.DataFrame:
-    """The class board for a projector: nickname, status, progress and accuracy as words in
-    ``lang``, newest first; no device, run id or queue details."""
+    """The class board for a projector: nickname, status, progress and accuracy as words."""
     t = i18n.translator(lang)
     return pd.DataFrame([(
         r.nickname, status_text(r.status, lang),

@@ -1,7 +1,6 @@
 """The Data page's engine: browse CIFAR-10, what ``ToTensor`` and ``Normalize`` do to the
-numbers, a batch as the tutorial's ``DataLoader`` delivers it, and how fast each pipeline can
-deliver batches (bounded by a batch count and a time budget), all on the real data and loaders.
-"""
+numbers, a batch from the tutorial's ``DataLoader``, each pipeline's speed, all on the real
+data and loaders."""
 from __future__ import annotations
 
 import contextlib
@@ -50,8 +49,7 @@ def _whole(name: str, value, low: int, high: int, field: str | None = None) -> i
 # ----------------------------------------------------------------------------------- browse
 
 def class_counts_table(data: CifarData) -> pd.DataFrame:
-    """Images per class in each split, long form: columns ``class``, ``label``, ``split``
-    ("train" | "test"), ``count``."""
+    """Images per class in each split, long form: class, label, split, count."""
     rows = []
     for split in ("train", "test"):
         for label, (cls, count) in enumerate(data.class_counts(split).items()):
@@ -61,8 +59,8 @@ def class_counts_table(data: CifarData) -> pd.DataFrame:
 
 def class_sample(data: CifarData, class_index: int, n: int = 24,
                  seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` random training images of one class: (their indices, in draw order; the
-    images as n×32×32×3 uint8). The same (class, n, seed) always gives the same images."""
+    """(indices, n×32×32×3 uint8 images) of ``n`` random training images of one class; the
+    same (class, n, seed) always gives the same images."""
     class_index = _whole("class_index", class_index, 0, data.num_classes - 1, "class")
     n = _whole("n", n, 1, MAX_SAMPLE)
     x, y = data.split("train")
@@ -98,16 +96,11 @@ def transform_stats(images, bins: int = 32) -> dict:
     norm = transforms.Normalize((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
     t1 = torch.stack([to_tensor(Image.fromarray(p)) for p in pics])         # N×3×H×W, 0…1
     t2 = torch.stack([norm(t) for t in t1])                                 # −1…1
-    chw_raw = pics.transpose(0, 3, 1, 2)
-    stages = {
-        "raw": (chw_raw.astype(np.float64), str(pics.dtype), tuple(pics.shape[1:]), 0.0, 255.0),
-        "to_tensor": (t1.numpy().astype(np.float64), str(t1.dtype), tuple(t1.shape[1:]),
-                      0.0, 1.0),
-        "normalize": (t2.numpy().astype(np.float64), str(t2.dtype), tuple(t2.shape[1:]),
-                      -1.0, 1.0),
-    }
     out = {}
-    for stage, (values, dtype, shape, low, high) in stages.items():
+    for stage, x, shape, low, high in (
+            ("raw", pics.transpose(0, 3, 1, 2), pics.shape[1:], 0.0, 255.0),
+            ("to_tensor", t1, t1.shape[1:], 0.0, 1.0), ("normalize", t2, t2.shape[1:], -1.0, 1.0)):
+        values, dtype, shape = np.asarray(x, dtype=np.float64), str(x.dtype), tuple(shape)
         edges = np.linspace(low, high, bins + 1)
         counts = np.stack([np.histogram(values[:, c], bins=edges)[0] for c in range(3)])
         per_c = values.transpose(1, 0, 2, 3).reshape(3, -1)
@@ -121,8 +114,7 @@ def transform_stats(images, bins: int = 32) -> dict:
 
 
 def ranges_table(stats: dict, t) -> pd.DataFrame:
-    """One row per stage of ``transform_stats``: stage, dtype, shape, min, max, mean, in the
-    language of ``t`` (the translator)."""
+    """One row per stage of ``transform_stats``: stage, dtype, shape, min, max, mean."""
     def num(v) -> str:
         return i18n.number(round(float(v), 3), t.lang)
 
@@ -138,16 +130,14 @@ def ranges_table(stats: dict, t) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------ a batch
 
 def unnormalize(images: torch.Tensor) -> np.ndarray:
-    """The tutorial's ``imshow``: ``img / 2 + 0.5`` (undo Normalize), channels last, as
-    float32 in 0…1. Accepts 3×H×W or B×3×H×W; returns H×W×3 or B×H×W×3."""
-    x = images.detach().to("cpu", torch.float32) / 2 + 0.5
-    x = x.clamp_(0.0, 1.0)
-    return (x.permute(1, 2, 0) if x.dim() == 3 else x.permute(0, 2, 3, 1)).numpy()
+    """The tutorial's ``imshow``: ``img / 2 + 0.5`` (undo Normalize), channels last, 0…1."""
+    x = (images.detach().to("cpu", torch.float32) / 2 + 0.5).clamp_(0.0, 1.0)
+    return x.movedim(-3, -1).numpy()
 
 
 def loader_batch(data: CifarData, batch_size: int = 4, seed: int = 0) -> dict:
-    """The first batch of an epoch from the tutorial's own ``DataLoader``: its shape and
-    labels, and its pictures as the tutorial's ``imshow`` shows ``make_grid``'s grid."""
+    """The first batch of an epoch from the tutorial's own ``DataLoader``, and its pictures
+    as the tutorial's ``imshow`` shows ``make_grid``'s grid."""
     from cifarlab.core.data import tutorial_loader
 
     batch_size = _whole("batch_size", batch_size, 1, MAX_BATCH_SIZE)
@@ -164,8 +154,8 @@ def loader_batch(data: CifarData, batch_size: int = 4, seed: int = 0) -> dict:
 
 
 def upscale(images: np.ndarray, factor: int = 3) -> np.ndarray:
-    """Pictures (…×H×W×C, or one C×H×W) made ``factor`` times larger by repeating pixels (no
-    smoothing), channels last, so a 32×32 image stays sharp on screen."""
+    """Pictures (…×H×W×C, or one C×H×W) ``factor`` times larger by repeating pixels, channels
+    last: a 32×32 image stays sharp on screen."""
     factor = _whole("factor", factor, 1, 16)
     a = np.asarray(images)
     if a.ndim == 3 and a.shape[0] in (1, 3) and a.shape[-1] not in (1, 3):
@@ -241,8 +231,7 @@ def sweep_loaders(data: CifarData, batch_size: int = 4,
                   max_seconds: float = 0.4, subset: int | None = None,
                   on_result: Callable[[dict], None] | None = None) -> pd.DataFrame:
     """``loader_throughput`` for each pipeline and each ``num_workers`` in ``workers`` (the fast
-    pipeline, which has no workers, is measured once). One row per measurement, columns as
-    ``loader_throughput``'s keys; ``on_result(row)`` is called after each."""
+    pipeline once): one row per measurement; ``on_result(row)`` after each."""
     rows = []
     for pipeline in PIPELINES:
         for w in list(workers) if pipeline == "tutorial" else [0]:
@@ -319,8 +308,7 @@ def loader_figure(sweep: pd.DataFrame, t) -> go.Figure:
 
 
 def loader_table(sweep: pd.DataFrame, t) -> pd.DataFrame:
-    """``sweep_loaders``' frame as a student reads it: pipelines and columns in ``t``'s
-    language, numbers in its notation (images per second whole, seconds to three decimals)."""
+    """``sweep_loaders``' frame as a student reads it, in ``t``'s language and notation."""
     columns = {"batch_size": ("common.batch_size", 0), "num_workers": ("common.num_workers", 0),
                "images_per_second": ("common.images_per_second", 0),
                "batches": ("data.batches_col", 0), "images": ("data.images_col", 0),

@@ -75,10 +75,8 @@ def estimate(config: Any, device: str | None, measured: Iterable[Mapping[str, An
 
 def for_form(config: Any, device: str | None, measured: Iterable[Mapping[str, Any]],
              runs: Sequence[Any]) -> dict:
-    """The Train form's estimate for ``config``: {"kind": "below"} while one of the session's
-    ``runs`` (read by attribute) with these settings is training (its live view, refreshed
-    each poll, has the only figure: the form is drawn once and would go stale), else
-    ``estimate``."""
+    """The Train form's estimate: {"kind": "below"} while one of ``runs`` with these settings
+    trains (its live view has the figure: the form is drawn once and would go stale)."""
     if any(r.status == "running" and r.device == device and same_settings(r.config or {}, config)
            for r in runs):
         return {"kind": "below"}
@@ -86,7 +84,6 @@ def for_form(config: Any, device: str | None, measured: Iterable[Mapping[str, An
 
 
 def text(est: Mapping[str, Any], lang: str) -> str:
-    """``estimate``'s (or ``for_form``'s) answer in words."""
     t = i18n.translator(lang)
     kind = est["kind"]
     if kind == "run":

@@ -23,8 +23,7 @@ from cifarlab.lab import charts as C
 from cifarlab.lab.tables import dims
 
 
-# -----------------------------------------------------------------------------------------
-# cross-entropy on one image
+# ----------------------------------------------------------------------- cross-entropy on one image
 
 def net_logits(image_chw_uint8: np.ndarray, seed: int = 0) -> np.ndarray:
     """The 10 logits of the tutorial's ``Net``, freshly initialised with ``seed``, for one
@@ -66,8 +65,7 @@ def cross_entropy_by_hand(logits, label: int) -> dict:
             "prediction": int(np.argmax(z)), "label": label}
 
 
-# -----------------------------------------------------------------------------------------
-# loss surfaces
+# ------------------------------------------------------------------------------------ loss surfaces
 
 @dataclass(frozen=True)
 class Surface:
@@ -131,8 +129,7 @@ def loss_surface(name: str | Surface, grid: int = 101) -> dict:
             "formula": s.formula, "x_range": s.x_range, "y_range": s.y_range}
 
 
-# -----------------------------------------------------------------------------------------
-# SGD paths, by torch.optim.SGD itself
+# ------------------------------------------------------------- SGD paths, by torch.optim.SGD itself
 
 # The Loss page's starting values. They must show what its lesson says momentum buys: on the
 # narrow bowl, plain SGD at this rate crawls along the gentle axis while momentum reaches the
@@ -215,8 +212,7 @@ def sgd_path(surface: str | Surface, start=None, lr: float = 0.05, momentum: flo
                   s.local_minima)
 
 
-# -----------------------------------------------------------------------------------------
-# the page's figures and words (``t``: ``i18n.translator(lang)``)
+# ---------------------------------- the page's figures and words (``t``: ``i18n.translator(lang)``)
 
 PATH_COLOURS = {"plain": "#D55E00", "momentum": "#0072B2"}
 

@@ -27,8 +27,7 @@ MAX_POINTS = 1000   # loss points per run on the comparison chart
 
 
 def downsampled(steps: Sequence[int], losses: Sequence[float]) -> tuple[list[int], list[float]]:
-    """At most ``MAX_POINTS`` bucket means of a run's step losses: the Train page's own
-    down-sampler (``lab.train.LossSeries``), so both pages draw the same curve."""
+    """At most ``MAX_POINTS`` bucket means of a run's step losses, as the Train page draws."""
     series = LossSeries(max_points=MAX_POINTS)
     series.add(list(steps), list(losses))
     return series.points()
@@ -46,9 +45,8 @@ def state_dict_bytes(ckpt: Checkpoint) -> bytes:
 
 def bundle_for_run(run, ckpt: Checkpoint, steps: Sequence[int] | None,
                    losses: Sequence[float] | None, lang: str) -> bytes:
-    """"Take your run home": the zip of the notebook that repeats the run, its weights, its
-    TensorBoard logs and its model card, in ``lang`` (``core.export.bundle``), in memory; from
-    the checkpoint's weights and config, the run store's result, every step's loss."""
+    """"Take your run home": the zip of ``core.export.bundle`` (notebook, weights, TensorBoard
+    logs, model card) in ``lang``, in memory."""
     from cifarlab.core.export.bundle import bundle_bytes
 
     return bundle_bytes(RunRecord(
@@ -60,8 +58,7 @@ def bundle_for_run(run, ckpt: Checkpoint, steps: Sequence[int] | None,
 
 
 def run_script(run) -> str:
-    """The script that repeats the run (every config field), its first lines naming the run
-    and its accuracy; "" for a run whose config is no TrainConfig."""
+    """The script that repeats the run; "" for a run whose config is no TrainConfig."""
     cfg = config_of(run)
     if cfg is None:
         return ""
@@ -82,11 +79,11 @@ def bundle_file_name(run) -> str:
 
 # Config columns: every knob of the config's schema (a field added there appears here), and
 # the network. Result columns come before them in runs_table.
-def knob_columns(cls: type = TrainConfig) -> tuple[str, ...]:
+def knob_columns(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in knobs(cls) if f.name != "log_every") + ("model",)
 
 
-KNOB_COLUMNS = knob_columns()
+KNOB_COLUMNS = knob_columns(TrainConfig)
 RESULT_COLUMNS = ("accuracy", "final_loss", "images_per_second", "train_seconds", "steps")
 RUN_COLUMNS = ("run", "name", "status", "started") + RESULT_COLUMNS + KNOB_COLUMNS
 
@@ -107,8 +104,7 @@ def model_label(spec: Mapping[str, Any] | ModelSpec | None) -> str:
 
 
 def runs_table(runs: Sequence[Any], cls: type = TrainConfig) -> pd.DataFrame:
-    """One row per run, in the order given: ``RUN_COLUMNS`` (the full run id, ``accuracy`` a
-    percentage, missing figures NaN/None)."""
+    """One row per run: ``RUN_COLUMNS`` (``accuracy`` a percentage, missing figures NaN)."""
     rows = []
     for run in runs:
         cfg = dict(run.config or {})
@@ -141,17 +137,9 @@ def _num(value: Any) -> float:
 
 def differing_columns(df: pd.DataFrame, columns: Iterable[str] = KNOB_COLUMNS) -> list[str]:
     """The columns (of ``columns``) whose values are not all the same across ``df``'s rows:
-    the knobs that could explain a difference between these runs. None differ for < 2 rows."""
-    if len(df) < 2:
-        return []
-    out = []
-    for col in columns:
-        if col not in df.columns:
-            continue
-        values = {_hashable(v) for v in df[col].tolist()}
-        if len(values) > 1:
-            out.append(col)
-    return out
+    the knobs that could explain a difference between these runs."""
+    return [col for col in columns if col in df.columns
+            and len({_hashable(v) for v in df[col].tolist()}) > 1]
 
 
 def _hashable(v: Any) -> Any:
@@ -165,10 +153,9 @@ def _hashable(v: Any) -> Any:
 def loss_curves(curves: Mapping[str, tuple[Sequence[int], Sequence[float]]],
                 steps_per_epoch: Mapping[str, float] | None = None, x: str = "step",
                 smooth: int | None = None) -> pd.DataFrame:
-    """Loss curves of several runs (label -> (steps, losses)) in one long frame (run, x, loss).
-    ``x``: "step", or "epoch" (so runs with different batch sizes line up). ``smooth``: a
-    centred moving average over that many points (default: about 1/50 of each curve: one
-    step's loss is very noisy). NaN losses stay gaps."""
+    """Loss curves of several runs (label -> (steps, losses)) in one long frame (run, x, loss),
+    by "step" or "epoch" (runs of other batch sizes line up), a centred moving average over
+    ``smooth`` points (default: 1/50 of the curve: a step's loss is noisy)."""
     frames = []
     for label, (steps, losses) in curves.items():
         if len(steps) == 0:
@@ -190,7 +177,6 @@ def loss_curves(curves: Mapping[str, tuple[Sequence[int], Sequence[float]]],
 
 
 def steps_per_epoch(run) -> float | None:
-    """Steps in one epoch of a run, from its result (steps / epochs done)."""
     res = run.result or {}
     steps, done = res.get("steps"), res.get("epochs_done")
     if isinstance(steps, (int, float)) and isinstance(done, (int, float)) and done > 0:

@@ -10,7 +10,11 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
+import plotly.graph_objects as go
+
+from cifarlab import i18n
 from cifarlab.core.config import TrainConfig
+from cifarlab.lab import charts as C
 
 RECORD = Path(__file__).with_name("speed_ablation.json")
 
@@ -54,9 +58,8 @@ def table_rows(record: Mapping[str, Any] | None) -> list[dict]:
 
 
 def row_knobs(record: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
-    """The knobs a preset sets (``TrainConfig.knob_values(preset_only=True)``) of a row: the
-    recorded config when the record has the row, else the row's definition; the subset the
-    benchmark may have used is left to the student."""
+    """A row's preset knobs: of the recorded config, else of the row's definition; the
+    benchmark's subset is left to the student."""
     rows = {r["name"]: r for r in table_rows(record)}
     config = (TrainConfig.from_dict(rows[name]["config"]) if name in rows
               else dict(row_configs())[name])
@@ -66,32 +69,25 @@ def row_knobs(record: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
 
 
 def repeats(record: Mapping[str, Any] | None) -> list[dict]:
-    """The one-minute preset's repeated runs: accuracy and seconds each."""
     return list((record or {}).get("preset_runs", []))
 
 
-def figure(rows: list[dict], labels: Mapping[str, str], separators: str = ".,"):
-    """Accuracy (bars, left axis) and training time (line, right axis) per row.
-
-    ``labels``: ``{"rows": [one label a row], "accuracy": ..., "seconds": ..., "title": ...,
-    "bar_text": [each bar's accuracy as text]}`` (the page translates and formats them).
-    """
-    import plotly.graph_objects as go
-
-    x = list(labels["rows"])
+def figure(rows: list[dict], t) -> go.Figure:
+    """Accuracy (bars, left axis) and training time (line, right axis) per row."""
+    x = [t(f"speed.row_{r['name']}") for r in rows]
     fig = go.Figure()
-    fig.add_bar(x=x, y=[r["accuracy"] for r in rows], name=labels["accuracy"],
-                marker_color="#0072B2", text=labels.get("bar_text"),
-                textposition="outside", yaxis="y", hovertemplate="%{x}: %{y:.1%}<extra></extra>")
-    fig.add_scatter(x=x, y=[r["seconds"] for r in rows], name=labels["seconds"],
-                    mode="lines+markers", marker_color="#D55E00", line=dict(dash="dash"),
+    fig.add_bar(x=x, y=[r["accuracy"] for r in rows], name=t("speed.accuracy"),
+                marker_color=C.PALETTE[0], textposition="outside", yaxis="y",
+                text=[i18n.percent(r["accuracy"], t.lang) for r in rows],
+                hovertemplate="%{x}: %{y:.1%}<extra></extra>")
+    fig.add_scatter(x=x, y=[r["seconds"] for r in rows], name=t("speed.seconds"),
+                    mode="lines+markers", marker_color=C.PALETTE[5], line=dict(dash="dash"),
                     yaxis="y2", hovertemplate="%{x}: %{y:.0f} s<extra></extra>")
-    fig.update_layout(
-        template="none", title=dict(text=labels["title"], x=0.01, xanchor="left"),
-        separators=separators, margin=dict(l=10, r=10, t=70, b=10), height=440,
-        yaxis=dict(title=labels["accuracy"], tickformat=".0%", range=[0, 1]),
-        yaxis2=dict(title=labels["seconds"], overlaying="y", side="right", rangemode="tozero",
+    return C.localized(
+        fig, t.lang, template="none", title=dict(text=t("speed.chart_title"), x=0.01,
+                                                  xanchor="left"),
+        margin=dict(l=10, r=10, t=70, b=10), height=440,
+        yaxis=dict(title=t("speed.accuracy"), tickformat=".0%", range=[0, 1]),
+        yaxis2=dict(title=t("speed.seconds"), overlaying="y", side="right", rangemode="tozero",
                     tickformat=",.0f"),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1))
-    return fig
-

@@ -24,8 +24,7 @@ def class_name(name: str, lang: str) -> str:
 
 
 def confusion_table(confusion, classes: Sequence[str], lang: str) -> pd.DataFrame:
-    """The confusion matrix: one row per true class, one column per predicted class, counts
-    (the diagonal is the correct answers), and each row's total (the class's test images)."""
+    """The confusion matrix (a row per true class, a column per prediction) and row totals."""
     m = np.asarray(confusion)
     k = len(classes)
     if m.shape != (k, k):
@@ -55,9 +54,8 @@ def per_class_table(accuracies: Mapping[str, float] | Iterable[tuple[str, float]
 
 
 def per_class_by_epoch_table(long: pd.DataFrame, lang: str) -> pd.DataFrame:
-    """Per-class accuracy after each epoch (``lab.results.per_class_by_epoch``'s long frame:
-    epoch, class, accuracy): one row per class, in order of first appearance, one column per
-    epoch; "–" where an epoch has no figure for a class."""
+    """``lab.results.per_class_by_epoch``'s long frame wide: a row per class, a column per
+    epoch ("–" where an epoch has no figure for a class)."""
     classes = list(dict.fromkeys(long["class"]))
     epochs = sorted(set(int(e) for e in long["epoch"]))
     wide = long.pivot_table(index="class", columns="epoch", values="accuracy", aggfunc="last")

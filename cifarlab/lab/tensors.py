@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import pandas as pd
@@ -57,13 +57,11 @@ class RankExample:
         return int(np.prod(self.shape)) if self.shape else 1
 
 
-def rank_examples(data: CifarData, index: int = 0, batch: int = 4,
-                  split: str = "train") -> list[RankExample]:
-    """Ranks 0–4 cut from ``batch`` real images starting at ``index``, as the network sees them
-    (ToTensor + Normalize, −1…1)."""
+def rank_examples(data: CifarData, index: int = 0, batch: int = 4) -> list[RankExample]:
+    """Ranks 0–4 cut from ``batch`` real images from ``index``, as the network sees them."""
     from cifarlab.core.data import normalize
 
-    x, y = data.split(split)
+    x, y = data.split("train")
     n = len(y)
     if n == 0:
         raise TensorLabError("tensors.no_images")
@@ -90,7 +88,6 @@ def rank_examples(data: CifarData, index: int = 0, batch: int = 4,
 
 
 def tensor_facts(tensor: torch.Tensor) -> dict:
-    """What ``x.shape``, ``x.dtype``, ``x.device`` and the memory of ``x`` are."""
     return {
         "shape_text": str(tensor.shape),                 # "torch.Size([4, 3, 32, 32])"
         "dtype": str(tensor.dtype),                      # "torch.float32"
@@ -113,27 +110,34 @@ def _check_positive(name: str, value, upper) -> int | float:
     return value
 
 
-def _time_copies(dst_pieces, src_pieces, device: torch.device, repeats: int,
-                 max_seconds: float) -> tuple[float, int]:
-    """Best wall time (s) of copying every src piece into its dst piece, over ``repeats``
-    (at least one; fewer when ``max_seconds`` runs out). Warm-up copy first, untimed. Each
-    copy is synchronous: what x.to(device) does for pageable memory."""
-    for d, s in zip(dst_pieces[:4], src_pieces[:4]):
-        d.copy_(s)
+def _best_of(fns: dict, device: torch.device, repeats: int, max_seconds: float
+             ) -> tuple[dict, dict, int]:
+    """Each of ``fns``' best wall time (s) over ``repeats`` rounds (at least one; fewer when
+    ``max_seconds`` runs out), its last value, and the rounds done. The caller warms up."""
     synchronize(device)
-    best = math.inf
-    done = 0
+    best, value, sw, done = dict.fromkeys(fns, math.inf), {}, Stopwatch(device), 0
     budget_end = time.perf_counter() + max_seconds
-    sw = Stopwatch(device)
-    for _ in range(repeats):
-        sw.start()
-        for d, s in zip(dst_pieces, src_pieces):
-            d.copy_(s)
-        best = min(best, sw.stop())
+    while done < repeats:
+        for name, fn in fns.items():
+            sw.start()
+            value[name] = fn()
+            best[name] = min(best[name], max(sw.stop(), 1e-9))
         done += 1
         if time.perf_counter() > budget_end:
             break
-    return best, done
+    return best, value, done
+
+
+def _copies(pairs: list) -> Callable[[], None]:
+    """Every (dst, src) piece copied in turn: synchronous, what x.to(device) does for pageable
+    memory. The first four copied now, untimed: the warm-up."""
+    for d, s in pairs[:4]:
+        d.copy_(s)
+
+    def copy() -> None:
+        for d, s in pairs:
+            d.copy_(s)
+    return copy
 
 
 def transfer_costs(device: str | torch.device = "auto", total_mb: float = 32,
@@ -160,23 +164,16 @@ def transfer_costs(device: str | torch.device = "auto", total_mb: float = 32,
         if dev.type == "cuda":
             variants.append(("pinned", src.pin_memory(), dst))
         path = f"cpu → {dev}"
-
-    # four timings share the budget
-    share = max_seconds / (2 * len(variants))
-    rows = []
-    for memory, s, d in variants:
-        for method, n in (("one_big", 1), ("many_small", chunks)):
-            src_pieces = list(s.split(total // n))
-            dst_pieces = list(d.split(total // n))
-            seconds, done = _time_copies(dst_pieces, src_pieces, dev, repeats, share)
-            seconds = max(seconds, 1e-9)
-            rows.append({
-                "path": path, "memory": memory, "method": method, "copies": n,
-                "bytes_per_copy": total // n, "total_bytes": total, "seconds": seconds,
-                "ms": seconds * 1e3, "us_per_copy": seconds * 1e6 / n,
-                "gb_per_s": total / seconds / 1e9, "repeats": done, "device": str(dev),
-            })
-    return pd.DataFrame(rows)
+    best, _, done = _best_of({
+        (memory, method, n): _copies(list(zip(d.split(total // n), s.split(total // n))))
+        for memory, s, d in variants for method, n in (("one_big", 1), ("many_small", chunks))
+    }, dev, repeats, max_seconds)
+    return pd.DataFrame([{
+        "path": path, "memory": memory, "method": method, "copies": n,
+        "bytes_per_copy": total // n, "total_bytes": total, "seconds": seconds,
+        "ms": seconds * 1e3, "us_per_copy": seconds * 1e6 / n,
+        "gb_per_s": total / seconds / 1e9, "repeats": done, "device": str(dev),
+    } for (memory, method, n), seconds in best.items()])
 
 
 # ----------------------------------------------------------------------- .item() measurement
@@ -196,43 +193,26 @@ def item_sync_cost(device: str | torch.device = "auto", steps: int = 200, size: 
     a = torch.rand(size, generator=gen).to(dev)
     b = torch.rand(size, generator=gen).to(dev)
 
-    def with_item() -> tuple[float, int]:
-        total, calls = 0.0, 0
+    def with_item() -> float:
+        total = 0.0
         for _ in range(steps):
-            loss = (a * b).mean()
-            total += loss.item()          # waits for the device, copies one number back
-            calls += 1
-        return total, calls
+            total += (a * b).mean().item()    # waits for the device, copies one number back
+        return total
 
-    def without_item() -> tuple[float, int]:
+    def without_item() -> float:
         acc = torch.zeros((), device=dev)
         for _ in range(steps):
             acc += (a * b).mean()        # stays on the device: nothing waits
-        return acc.item(), 1              # one wait, one copy, at the end
+        return acc.item()                 # one wait, one copy, at the end
 
-    # warm up (kernels, allocator), untimed
-    _ = (a * b).mean().item()
-    synchronize(dev)
-
-    best = {"with": math.inf, "without": math.inf}
-    result = {}
-    sw = Stopwatch(dev)
-    budget_end = time.perf_counter() + max_seconds
-    done = 0
-    for _ in range(repeats):
-        for name, fn in (("with", with_item), ("without", without_item)):
-            sw.start()
-            total, calls = fn()
-            best[name] = min(best[name], max(sw.stop(), 1e-9))
-            result[name] = (total, calls)
-        done += 1
-        if time.perf_counter() > budget_end:
-            break
+    _ = (a * b).mean().item()             # warm up (kernels, allocator), untimed
+    best, total, done = _best_of({"with": with_item, "without": without_item}, dev, repeats,
+                                 max_seconds)
     return {
         "device": str(dev), "steps": steps, "size": size,
         "with_item_s": best["with"], "without_item_s": best["without"],
-        "item_calls_with": result["with"][1], "item_calls_without": result["without"][1],
-        "total_with": float(result["with"][0]), "total_without": float(result["without"][0]),
+        "item_calls_with": steps, "item_calls_without": 1,
+        "total_with": float(total["with"]), "total_without": float(total["without"]),
         "repeats": done,
     }
 
@@ -244,7 +224,6 @@ CHANNELS = (("tensors.channel_red", "Reds"), ("tensors.channel_green", "Greens")
 
 
 def size_text(n: float, lang: str) -> str:
-    """Bytes as the page writes them: "1,2 MB", "512 B"."""
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
         if n >= scale:
             return f"{i18n.number(n / scale, lang, 1)} {unit}"
@@ -309,7 +288,6 @@ def ranks_table(examples: list[RankExample], t) -> pd.DataFrame:
 
 
 def transfer_figure(res: pd.DataFrame, t) -> go.Figure:
-    """One big copy against many small ones: milliseconds for the same bytes."""
     lang = t.lang
     labels = [f"{t(f'tensors.transfer_{m}')} ({mem})" for m, mem in zip(res["method"],
                                                                         res["memory"])]
@@ -333,8 +311,7 @@ def transfer_lines(res: pd.DataFrame, t) -> list[str]:
 
 
 def item_figure(item: dict, t) -> tuple[go.Figure, pd.DataFrame]:
-    """The loop with ``.item()`` every step against the loop that reads once: the bars and
-    their table."""
+    """The loop with ``.item()`` every step against the loop that reads once, and a table."""
     labels = [t("tensors.item_every_step", n=item["item_calls_with"]),
               t("tensors.item_once", n=item["item_calls_without"])]
     ms = [item["with_item_s"] * 1e3, item["without_item_s"] * 1e3]

@@ -31,17 +31,18 @@ def preset_values(name: str) -> dict[str, Any]:
 
 def matching_preset(values: Mapping[str, Any],
                     presets: Mapping[str, Mapping[str, Any]] | None = None) -> str | None:
-    """The preset whose knobs all equal ``values``; None when they match none. ``presets``:
-    name -> knob values (default: ``preset_values`` of each of ``core.config.PRESETS``)."""
+    """The preset (name -> knob values; default ``core.config.PRESETS``') whose knobs all
+    equal ``values``, or None."""
     if presets is None:
         presets = {name: preset_values(name) for name in C.PRESETS}
     for name, preset in presets.items():
-        if all(_same(values.get(k), v) for k, v in preset.items()):
+        if all(same(values.get(k), v) for k, v in preset.items()):
             return name
     return None
 
 
-def _same(a: Any, b: Any) -> bool:
+def same(a: Any, b: Any) -> bool:
+    """One knob's two values are equal (floats to rounding; a box's text only to itself)."""
     if isinstance(a, str) or isinstance(b, str):   # a box's text that is no number yet
         return a == b
     if isinstance(a, float) or isinstance(b, float):
@@ -51,8 +52,7 @@ def _same(a: Any, b: Any) -> bool:
 
 def check(values: Mapping[str, Any], limits: C.Limits | None = None,
           n_train: int | None = None) -> dict[str, Problem]:
-    """Every problem with the Train page's knobs, field -> the first Problem of that field
-    (``core.config.validate`` with this server's limits and the size of its data)."""
+    """field -> its first Problem (``core.config.validate`` with the server's limits)."""
     names = {f.name for f in C.knobs(CONFIG)}
     values = {k: v for k, v in values.items() if k in names}
     return C.problems_by_field(C.validate(values, limits=limits, n_train=n_train, cls=CONFIG))
@@ -71,19 +71,15 @@ class LossSeries:
         self._sum = 0.0
         self._count = 0
         self._nan = False
-        self._last = 0
+        self.last_step = 0
         self.count = 0                  # step losses seen
-
-    @property
-    def last_step(self) -> int:
-        return self._last
 
     def add(self, steps: Sequence[int], losses: Sequence[float]) -> None:
         for step, loss in zip(steps, losses):
             step = int(step)
-            if step <= self._last:
+            if step <= self.last_step:
                 continue  # already seen (a reread overlap)
-            self._last = step
+            self.last_step = step
             self.count += 1
             loss = float(loss)
             if math.isnan(loss):
@@ -107,7 +103,7 @@ class LossSeries:
         """(steps, losses) to plot: the full buckets and the partial one at the end."""
         steps, means = list(self.steps), list(self.means)
         if self._count:
-            steps.append(self._last)
+            steps.append(self.last_step)
             means.append(math.nan if self._nan else self._sum / self._count)
         return steps, means
 
@@ -154,19 +150,12 @@ class RunView:
         for ev in events:
             if ev.seq <= self.last_seq:
                 continue
-            self.last_seq, kind, data = ev.seq, ev.kind, ev.data or {}
-            if kind == "start":
-                self.start = dict(data)
-            elif kind == "running_loss":
-                self.running.append(dict(data))
-            elif kind == "epoch":
-                self.epochs.append(dict(data))
-            elif kind == "eval":
-                self.eval = dict(data)
-            elif kind == "inside":
-                self.inside.append(dict(data))
-            elif kind == "done":
-                self.done = dict(data)
+            self.last_seq, kind, data = ev.seq, ev.kind, dict(ev.data or {})
+            series = {"running_loss": self.running, "epoch": self.epochs, "inside": self.inside}
+            if kind in series:
+                series[kind].append(data)
+            elif kind in ("start", "eval", "done"):
+                setattr(self, kind, data)
 
     @property
     def steps_per_epoch(self) -> int | None:
@@ -233,7 +222,6 @@ class RunViews(dict):
 # ---------------------------------------------------------------------------- small figures
 
 def progress_info(progress: Mapping[str, Any] | None) -> dict:
-    """The progress bar's numbers from a run's latest ``progress``."""
     p = dict(progress or {})
     step, total = int(p.get("step") or 0), p.get("total_steps")
     total = int(total) if total else None
@@ -267,7 +255,7 @@ def time_split(epochs: Sequence[Mapping[str, Any]] = (),
 
 
 def per_class_rows(per_class: Mapping[str, float] | None) -> list[tuple[str, float]]:
-    """(class, accuracy) pairs in CIFAR-10's label order when the names are known."""
+    """(class, accuracy) pairs in CIFAR-10's label order (other names after)."""
     per_class = dict(per_class or {})
     from cifarlab.core.config import CIFAR10_CLASSES
 
@@ -295,7 +283,7 @@ def poll_interval(runs: Sequence[Any], active_s: float = 1.0,
     return active_s if any(r.status in ("queued", "running") for r in runs) else idle_s
 
 
-def phase(run: Any, view: RunView, progress: Mapping[str, Any] | None = None) -> str:
+def phase(run: Any, view: RunView) -> str:
     """Where a run is, as the live view words it: its status, or while running "starting",
     "training", "cancelling" or "evaluating"."""
     if run.status == "queued":
@@ -304,7 +292,7 @@ def phase(run: Any, view: RunView, progress: Mapping[str, Any] | None = None) ->
         return run.status
     if run.cancel_requested:
         return "cancelling"
-    prog = progress_info(progress if progress is not None else run.progress)
+    prog = progress_info(run.progress)
     if (view.epochs and not view.epochs[-1].get("complete", True)) \
             or (prog["total"] and prog["step"] >= prog["total"]):
         return "evaluating"

@@ -20,7 +20,7 @@ from cifarlab.lab import train as trainview
 
 def knob_value(kind: str, value: Any) -> Any:
     """A widget's value as its knob's: decimals read with either mark (a text that is no
-    number stays text, for the field's own message), whole floats of an int knob as ints."""
+    number stays, for the field's message), whole floats of an int knob as ints."""
     if kind == "float" and isinstance(value, str):
         parsed = i18n.parse_decimal(value)
         return value if parsed is None else parsed
@@ -30,8 +30,7 @@ def knob_value(kind: str, value: Any) -> Any:
 
 
 def widget_value(kind: str, value: Any, lang: str) -> Any:
-    """A knob's value as its widget holds it: decimals as text in ``lang``'s notation (a text
-    stays as typed)."""
+    """A knob's value as its widget holds it: decimals as text in ``lang``'s notation."""
     if kind == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
         return i18n.number(float(value), lang)
     return value if isinstance(value, str) else knob_value(kind, value)
@@ -81,11 +80,10 @@ class TrainForm:
         return widget_value(self._kind[name], value, self.lang)
 
     def shown(self, name: str) -> Any:
-        """A knob's value as its widget holds it (decimals: text in the form's language)."""
         return self._raw[name]
 
     def take(self, widget_values: Mapping[str, Any]) -> None:
-        """What the widgets hold now (the student's edits): unknown names are ignored."""
+        """What the widgets hold now (the student's edits)."""
         for name, value in widget_values.items():
             if name in self._raw:
                 self._raw[name] = self._show(name, value)
@@ -99,8 +97,6 @@ class TrainForm:
             self._raw["cuda_graphs"] = False
 
     def values(self) -> dict[str, Any]:
-        """The knobs' values for the config: decimals parsed (a text that is no number stays
-        text, for the field's own message)."""
         return {name: knob_value(self._kind[name], value) for name, value in self._raw.items()}
 
     def problems(self) -> dict[str, Problem]:
@@ -112,7 +108,6 @@ class TrainForm:
         return None if self.problems() else self.cls(**self.values())
 
     def load(self, config: TrainConfig) -> None:
-        """Every knob from ``config`` (a run to repeat)."""
         self._set(config.knob_values())
 
     def _set(self, values: Mapping[str, Any]) -> None:
@@ -123,7 +118,6 @@ class TrainForm:
         self.revision += 1
 
     def set_lang(self, lang: str) -> None:
-        """Write the decimals in another language (a text that is no number stays)."""
         if lang == self.lang:
             return
         values, self.lang = self.values(), lang
@@ -132,10 +126,9 @@ class TrainForm:
 
     # -- a link to an experiment -------------------------------------------------------------
     def from_link(self, params: Mapping[str, str]) -> list[Problem]:
-        """The knobs a link sets, ``?lr=0.01&epochs=3`` (names as in a run's config; decimals
-        with a point in every language), fitted to the server's limits, and the knobs its
-        ``hide=momentum,seed`` hides. Each bad value is left out and said (knob and value):
-        the rest apply. Other parameters (``sid``, ``lang``, ``class``...) are not the form's."""
+        """The knobs a link sets, ``?lr=0.01&epochs=3`` (decimals with a point in every
+        language), fitted to the server's limits, and those its ``hide=momentum,seed`` hides.
+        Each bad value is left out and said (knob and value): the rest apply."""
         bad, taken = [], {}
         for name in (n for n in self.names if n in params):
             text = str(params[name])[:40]
@@ -165,7 +158,6 @@ class TrainForm:
         return bad
 
     def _limit_text(self, name: str) -> str:
-        """Why a value over this server's limit was not taken."""
         t, lim = i18n.translator(self.lang), self.limits
         if name == "epochs":
             return t("train.epochs_limit_help", n=lim.max_epochs)
@@ -176,20 +168,18 @@ class TrainForm:
         return t("errors.link.no_device", devices=", ".join(lim.devices or ()))
 
     def link(self) -> dict[str, str]:
-        """The link's parameters for these values: the knobs that differ from the tutorial's
-        (a short link; an empty one is the tutorial), and the hidden ones."""
+        """The link's parameters: the knobs that differ from the tutorial's, the hidden ones."""
         ref, out = self.tutorial_values(), {}
         for name, value in self.values().items():
-            if trainview.matching_preset({name: value}, {"t": {name: ref[name]}}) is None:
+            if not trainview.same(value, ref[name]):
                 out[name] = ("all" if value is None else str(value).lower()
                              if isinstance(value, bool) else str(value))
         return out | ({"hide": ",".join(self.hidden)} if self.hidden else {})
 
     # -- presets and the class ---------------------------------------------------------------
     def fit(self, values: Mapping[str, Any]) -> dict[str, Any]:
-        """``values`` inside the server's limits: epochs, images and workers at most the
-        limit ("all the images" becomes the limit when that is fewer), a missing device
-        "auto"."""
+        """``values`` inside the server's limits ("all the images" becomes the limit when that
+        is fewer), a missing device "auto"."""
         out, lim = dict(values), self.limits
         if lim.max_epochs is not None and is_int(out.get("epochs")):
             out["epochs"] = min(out["epochs"], lim.max_epochs)
@@ -204,10 +194,9 @@ class TrainForm:
         return out
 
     def apply_preset(self, preset: str | Mapping[str, Any]) -> tuple[str, ...]:
-        """A preset (a name in ``PRESETS``, "class" for the class's own, or knob values such
-        as a Speed row's) fitted to the server's limits; the knobs the class locked keep the
-        class's values. Returns the locked knobs the preset would have changed (the page says
-        that they stayed)."""
+        """A preset (a name in ``PRESETS``, "class", or knob values such as a Speed row's)
+        fitted to the server's limits; the class's locked knobs keep its values. Returns the
+        locked knobs the preset would have changed (the page says that they stayed)."""
         if preset == "class":
             values = self.class_values()
         else:
@@ -215,28 +204,25 @@ class TrainForm:
                               else dict(preset))
         locked = {k: self.pushed[k] for k in self.locks if k in self.pushed}
         kept = tuple(k for k, v in locked.items() if k in values
-                     and trainview.matching_preset(values, {"class": {k: v}}) is None)
+                     and not trainview.same(values[k], v))
         self._set(values | locked)
         return kept
 
     def class_values(self) -> dict[str, Any]:
-        """The class's preset as a whole: the class's values over the tutorial's ({} in no
-        class)."""
+        """The class's values over the tutorial's ({} in no class)."""
         return {} if self.class_version is None else self.tutorial_values() | self.pushed
 
     def preset_name(self) -> str | None:
-        """The preset (as fitted here) that every knob matches, the class's first; None:
-        custom values."""
+        """The preset (as fitted here) that every knob matches, the class's first, or None."""
         presets = {"class": self.class_values()} if self.class_version is not None else {}
         return trainview.matching_preset(self.values(), presets | {
             name: self.fit(trainview.preset_values(name)) for name in PRESETS})
 
     def apply_class(self, preset: Mapping[str, Any] | None,
                     locks: Mapping[str, str] | None = None, version: Any = None) -> None:
-        """The class's pushed values and locked knobs (knob -> the reason, shown with its
-        widget); ``preset`` None: in no class. The values are written once per ``version``:
-        afterwards the student may change the unlocked ones. A locked widget's value is
-        otherwise left as the browser sent it, so a tampered one meets the server's refusal."""
+        """The class's pushed values and locked knobs (knob -> the reason); ``preset`` None:
+        in no class. The values are written once per ``version``: afterwards the student may
+        change the unlocked ones (a tampered locked one meets the server's refusal)."""
         if preset is None:
             self.locks, self.pushed, self.class_version = {}, {}, None
             return
@@ -247,27 +233,24 @@ class TrainForm:
 
     def refused(self, field: str | None) -> str | None:
         """The server refused ``field``: a locked one gets the class's value back. Returns the
-        field when it is one of the form's (its message goes beside the widget)."""
+        field when it is the form's."""
         if field in self.locks and field in self.pushed:
             self._set({field: self.pushed[field]})
         return field if field in self._raw else None
 
     def tutorial_values(self) -> dict[str, Any]:
-        """Each knob as the tutorial sets it here: its preset fitted to the server's limits
-        (all the images may be more than a server allows), the others' defaults."""
+        """Each knob as the tutorial sets it, fitted to the server's limits."""
         return {f.name: f.default for f in self.fields} | self.fit(
             trainview.preset_values("tutorial"))
 
     def advanced_changed(self) -> tuple[str, ...]:
-        """The Advanced section's knobs that differ from the tutorial's value or have a
-        problem: while there is one, the section must not hide it."""
+        """The Advanced knobs that differ from the tutorial's or have a problem (shown open)."""
         values, ref, problems = self.values(), self.tutorial_values(), self.problems()
-        return tuple(n for n in self.advanced if n in problems or trainview.matching_preset(
-            values, {"tutorial": {n: ref[n]}}) is None)
+        return tuple(n for n in self.advanced if n in problems
+                     or not trainview.same(values[n], ref[n]))
 
     # -- what the page draws -----------------------------------------------------------------
     def devices(self) -> list[str]:
-        """The device box's choices: "auto" and the server's devices."""
         return ["auto"] + list(self.limits.devices or ())
 
     def _present(self, device: Any) -> bool:
@@ -280,8 +263,7 @@ class TrainForm:
             d.startswith("cuda") for d in self.limits.devices or ()))
 
     def widgets(self) -> list[Widget]:
-        """The knobs to draw, in the schema's order (CUDA graphs only on a CUDA device); the
-        ``advanced`` ones go in the Advanced section."""
+        """The knobs to draw, in the schema's order (CUDA graphs only on a CUDA device)."""
         t, problems = i18n.translator(self.lang), self.problems()
         fast = self._raw.get("pipeline") == "fast"
         limited = {"epochs": self.limits.max_epochs, "train_subset": self.limits.max_train_images}

@@ -24,8 +24,7 @@ GREY, BLUE, RED, ORANGE = "#888", "#3d7dca", "#ff4b4b", "#f0a202"
 
 
 def layout(lang: str, title: str, **kw) -> dict:
-    """Title left, legend right, each on its own line of the top margin; the language's
-    decimal marks."""
+    """Title left, legend right, each on its own line of the top margin."""
     return dict(template="none", margin=dict(l=10, r=10, t=64, b=10),
                 title=dict(text=title, x=0.01, xanchor="left"),
                 separators=i18n.separators(lang),
@@ -99,8 +98,7 @@ def validation_caption(epochs: Sequence[Mapping[str, Any]], lang: str) -> str | 
 
 
 def step_series_name(stride: int, lang: str) -> str:
-    """The step losses' name, the same in the legend and the caption: each step, or the mean
-    of every ``stride`` steps once a long run's points are merged."""
+    """The step losses' name in the legend and the caption (a mean once points merge)."""
     t = i18n.translator(lang)
     return t("train.chart_step_loss_mean", n=stride) if stride > 1 else t("train.chart_step_loss")
 
@@ -137,8 +135,8 @@ def per_class_figure(rows: Sequence[tuple[str, float]], lang: str) -> go.Figure:
 
 
 def epochs_table(epochs: Sequence[Mapping[str, Any]], lang: str) -> pd.DataFrame:
-    """The epoch events as a table of texts in the language (``st.table``: it scrolls inside
-    itself on a phone, where a markdown table made the whole page scroll sideways)."""
+    """The epoch events as a table of texts (``st.table``: it scrolls inside itself on a
+    phone, where a markdown table made the whole page scroll sideways)."""
     t = i18n.translator(lang)
     head = [t("train.epoch_col"), t("train.mean_loss_col"), t("train.seconds_col"),
             t("train.ips_col"), t("common.accuracy")]
@@ -183,7 +181,6 @@ def status_text(run: Any, position: int | None, lang: str) -> str:
 
 
 def run_label(run: Any, lang: str, full_images: int) -> str:
-    """The run picker's line: name, time, status, the main knobs."""
     t, c = i18n.translator(lang), run.config or {}
     images = c.get("train_subset") or full_images
     when = time.strftime("%H:%M:%S", time.localtime(run.created_at))
@@ -195,8 +192,7 @@ def run_label(run: Any, lang: str, full_images: int) -> str:
 
 def progress_lines(prog: Mapping[str, Any], progress: Mapping[str, Any] | None,
                    waited_s: float | None, lang: str) -> tuple:
-    """The progress bar's text (step of total, time left: ``eta.estimate`` on the run's latest
-    ``progress``) and the speed line under it."""
+    """The progress bar's text (step of total, ``eta``'s time left) and the speed line."""
     t = i18n.translator(lang)
     left = eta.text(eta.estimate(None, None, progress=progress or {}), lang)
     line = (f"{t('common.images_per_second')}: {number(round(prog['images_per_second']), lang)}"
@@ -207,7 +203,6 @@ def progress_lines(prog: Mapping[str, Any], progress: Mapping[str, Any] | None,
 
 
 def result_lines(result: Mapping[str, Any], rows: Sequence[tuple[str, float]], lang: str) -> str:
-    """Under the accuracy: training time and speed, chance, the best and worst class."""
     t = i18n.translator(lang)
     lines = [f"{t('train.train_time')}: {duration(result.get('train_seconds'), lang)} · "
              f"{t('train.ips_col')}: {number(round(result.get('images_per_second') or 0), lang)}",

@@ -11,7 +11,7 @@ import streamlit as st
 
 from cifarlab.core.config import knobs
 from cifarlab.errors import CifarLabError
-from cifarlab.lab import classroom as words
+from cifarlab.lab import class_experiment as CE, classroom as words
 from cifarlab.serve.classroom import Classroom, StudentView, get_classroom
 from pages.classroom_parts import experiment
 from ui import data, language, session, signin
@@ -95,8 +95,7 @@ def join_box(t, view: StudentView | None) -> None:
 
 
 def banner(t, view: StudentView | None) -> None:
-    """The class, the knobs it locked, the challenge's goal and the student's own place on
-    the public board."""
+    """The class, the knobs it locked, the challenge's goal and the student's place."""
     if view is None:
         return
     m = view.membership
@@ -105,11 +104,10 @@ def banner(t, view: StudentView | None) -> None:
         labels = {f.name: t(f.knob.label) for f in knobs()}
         lines.append(t("classroom.banner.locked", knobs=", ".join(
             labels.get(k, k) for k in view.locked)))
-    ex = view.experiment
-    if ex is not None:
-        f = next((f for f in knobs() if f.name == ex.knob), None)
-        lines.append(t("classroom.banner.experiment", knob=t(f.knob.label) if f else ex.knob,
-                       value=words.shown(view.preset.get(ex.knob), language.lang(), f)))
+    if view.experiment is not None:
+        lines.append(t("classroom.banner.experiment", knob=CE.knob_label(view, language.lang()),
+                       value=CE.value_text(view, view.preset.get(view.experiment.knob),
+                                           language.lang())))
     ch = view.challenge
     if ch is not None:
         lines.append(t("classroom.banner.goal", goal=words.goal_text(ch.goal, language.lang())))
@@ -124,10 +122,7 @@ def banner(t, view: StudentView | None) -> None:
 
 def pushed(form, t) -> None:
     """The Train page's hook: the class's banner, and its values (the pushed knobs, the
-    student's own seed) and locked knobs into the Train form (``TrainForm.apply_class``: each
-    version's values once, locks with the reason their widgets show). The banner names only
-    the locked knobs: the others are the student's to change (the class preset brings the
-    class's values back)."""
+    student's own seed) and locked knobs into the Train form (``TrainForm.apply_class``)."""
     view = student_view()
     if view is None:
         form.apply_class(None)

@@ -84,8 +84,7 @@ class Neuron:
 
 
 def to_input(image: np.ndarray | torch.Tensor) -> torch.Tensor:
-    """A uint8 image (3×32×32 CHW or 32×32×3 HWC) as the network's input: 1×3×H×W float32,
-    normalised exactly as training and evaluation do (``core.data.normalize``)."""
+    """A uint8 image (CHW or HWC) as the network's input, normalised as training does."""
     a = torch.as_tensor(np.array(image))  # a copy: a cached data set is read-only
     if a.ndim == 3 and a.shape[-1] == 3 and a.shape[0] != 3:
         a = a.permute(2, 0, 1)
@@ -139,12 +138,10 @@ def activations(model: Net, x: torch.Tensor) -> list[Stage]:
 
 
 def activation_of(model: Net) -> str:
-    """The model's activation ("relu", "sigmoid", "tanh")."""
     return getattr(model, "activation", "relu")
 
 
 def activation_name(model: Net) -> str:
-    """The model's activation as the lessons name it (ReLU, sigmoid, tanh)."""
     return ACTIVATION_NAMES[activation_of(model)]
 
 
@@ -155,9 +152,7 @@ def stage(stages: list[Stage], name: str) -> Stage:
 def neuron(model: Net, x: torch.Tensor, layer: str = "conv1", channel: int = 0, row: int = 0,
            col: int = 0, stages: list[Stage] | None = None) -> Neuron:
     """Output (``channel``, ``row``, ``col``) of ``conv1`` or ``conv2`` worked out by hand from
-    the layer's input (the image for conv1, pool1's output for conv2): the C×k×k window
-    (stride and padding as the layer has them), the kernel, the products, their sum, the bias,
-    the activation; and PyTorch's ``F.conv2d`` at the same place to compare."""
+    the layer's input (the image, or pool1's output), beside PyTorch's ``F.conv2d``."""
     if layer not in CONV_LAYERS:
         raise CifarLabError("inside.unknown_layer", layer=str(layer)[:20],
                             layers=", ".join(CONV_LAYERS))
@@ -200,22 +195,21 @@ def random_model(seed: int = 0, spec: ModelSpec | None = None, classes: int = 10
     return initial_model(TrainConfig(seed=int(seed), model=spec or ModelSpec()), classes)
 
 
-def filter_patches(weight: torch.Tensor, scale: float | None = None) -> np.ndarray:
+def filter_patches(weight: torch.Tensor) -> np.ndarray:
     """conv1's kernels (C_out×3×k×k) as colour patches, C_out×k×k×3 uint8: zero weight is mid
-    grey, the largest weight (in absolute value) of all kernels is full colour or black, so the
-    patches of one layer compare with each other. ``scale``: that largest value, to draw two
-    layers (before and after training) on one scale each or on a shared one."""
+    grey, the layer's largest weight (in absolute value) full colour or black, so the patches
+    of one layer compare with each other."""
     w = weight.detach().to(torch.float64).cpu().numpy()
     if w.ndim != 4 or w.shape[1] != 3:
         raise CifarLabError("inside.not_colour", shape=dims(w.shape))
-    lim = float(scale) if scale else float(np.abs(w).max()) or 1.0
+    lim = float(np.abs(w).max()) or 1.0
     rgb = 0.5 + 0.5 * np.clip(w / lim, -1, 1)
     return np.round(255 * rgb).astype(np.uint8).transpose(0, 2, 3, 1)
 
 
 def filter_table(before: torch.Tensor | None, after: torch.Tensor) -> list[dict]:
-    """One row per conv1 kernel: the mean weight on red, green, blue and its size (L2 norm),
-    after training and, when known, before it and how far training moved it."""
+    """One row per conv1 kernel: its mean weight per colour and L2 norm, and when known
+    its norm before training and how far training moved it."""
     a = after.detach().to(torch.float64).cpu()
     b = before.detach().to(torch.float64).cpu() if before is not None else None
     rows = []

@@ -55,9 +55,8 @@ def occlusion_windows(size: tuple[int, int]) -> int:
 
 def explain(model: torch.nn.Module, x: torch.Tensor, target: int, method: str, *,
             per_eval: int | None = None) -> View:
-    """One attribution map of class ``target``'s score (the logit) for image ``x``
-    (1×3×H×W, from ``to_input``). ``per_eval``: occluded images per forward pass (all of them
-    by default: one batch)."""
+    """One attribution map of class ``target``'s logit for image ``x`` (from ``to_input``).
+    ``per_eval``: occluded images per forward pass (default: all, one batch)."""
     import captum.attr as ca
 
     if method not in METHODS:
@@ -95,7 +94,6 @@ def explain(model: torch.nn.Module, x: torch.Tensor, target: int, method: str, *
 
 
 def explain_all(model: torch.nn.Module, x: torch.Tensor, target: int) -> dict[str, View]:
-    """Every view of ``METHODS`` for one class, in order."""
     return {m: explain(model, x, target, m) for m in METHODS}
 
 
@@ -109,8 +107,7 @@ def blocks(heat: np.ndarray, size: int = 4) -> np.ndarray:
 
 
 def strongest(heat: np.ndarray, size: int = 4, n: int = 3) -> list[tuple[int, int, float]]:
-    """The ``n`` squares of ``size`` pixels that count most (largest mean), as (first row,
-    first column, mean), strongest first."""
+    """The ``n`` squares with the largest mean, as (first row, first column, mean)."""
     b = blocks(heat, size)
     order = np.argsort(-b, axis=None, kind="stable")[:n]
     return [(int(i // b.shape[1]) * size, int(i % b.shape[1]) * size,

@@ -20,14 +20,12 @@ from cifarlab.core.modelspec import is_int
 from cifarlab.errors import CifarLabError, ShapeError
 from cifarlab.lab.tables import dims
 
-# -----------------------------------------------------------------------------------------
-# kernels and inputs
+# ------------------------------------------------------------------------------- kernels and inputs
 
 KERNEL_NAMES = ("edge", "vertical", "horizontal", "blur", "sharpen", "identity")
 
 
 def named_kernels() -> dict[str, np.ndarray]:
-    """Classic hand-made 3×3 kernels (float32): edges, blur, sharpen and the identity."""
     k = {
         "edge": [[-1, -1, -1], [-1, 8, -1], [-1, -1, -1]],          # Laplacian-like: all edges
         "vertical": [[-1, 0, 1], [-2, 0, 2], [-1, 0, 1]],           # Sobel x: vertical edges
@@ -98,13 +96,12 @@ def _conv_size(x: np.ndarray, k: np.ndarray, stride: int, padding: int) -> tuple
                                      stride, padding)
 
 
-# -----------------------------------------------------------------------------------------
-# convolution by hand
+# ------------------------------------------------------------------------------ convolution by hand
 
 def apply_kernel(image: np.ndarray, kernel: np.ndarray, bias: float = 0.0, stride: int = 1,
                  padding: int = 0) -> np.ndarray:
-    """The feature map of one kernel (k×k, used on every channel, or C×k×k) over an image (H×W
-    or C×H×W), by hand: ``F.conv2d``'s cross-correlation (the kernel is not flipped)."""
+    """One kernel's feature map (k×k on every channel, or C×k×k) by hand: ``F.conv2d``'s
+    cross-correlation (the kernel is not flipped)."""
     x = _chw(image)
     k = _ckk(kernel, x.shape[0])
     oh, ow = _conv_size(x, k, stride, padding)
@@ -152,8 +149,7 @@ def conv_step(image: np.ndarray, kernel: np.ndarray, bias: float, row: int, col:
     }
 
 
-# -----------------------------------------------------------------------------------------
-# max pooling by hand
+# ------------------------------------------------------------------------------ max pooling by hand
 
 def maxpool_windows(fmap: np.ndarray, kernel: int = 2, stride: int | None = None) -> dict:
     """Max pooling worked out window by window on an H×W feature map (the argmax in input
@@ -181,8 +177,7 @@ def maxpool_windows(fmap: np.ndarray, kernel: int = 2, stride: int | None = None
             "kernel": kernel, "stride": stride}
 
 
-# -----------------------------------------------------------------------------------------
-# the output-size calculator
+# ----------------------------------------------------------------------- the output-size calculator
 
 def calculator(kind: str, size, kernel, padding=0, stride=1, dilation=1) -> dict:
     """A conv (``kind="conv"``) or max-pool (``"pool"``) layer's output size, each dimension by
@@ -212,8 +207,7 @@ def calculator(kind: str, size, kernel, padding=0, stride=1, dilation=1) -> dict
             "exact": all(d["exact"] for d in dims)}
 
 
-# -----------------------------------------------------------------------------------------
-# an edited layer stack
+# ---------------------------------------------------------------------------- an edited layer stack
 
 @dataclass
 class StackReport:
@@ -280,20 +274,16 @@ class _TutorialNet(nn.Module):
     def forward(self, x):
         x = self.pool(F.relu(self.conv1(x)))
         x = self.pool(F.relu(self.conv2(x)))
-        if self.flatten == "view":
-            x = x.view(-1, 16 * 5 * 5)
-        else:
-            x = torch.flatten(x, 1)
+        x = x.view(-1, 16 * 5 * 5) if self.flatten == "view" else torch.flatten(x, 1)
         x = F.relu(self.fc1(x))
         x = F.relu(self.fc2(x))
         return self.fc3(x)
 
 
 def _run_tutorial(spec: ModelSpec, flatten: str) -> tuple[str | None, str | None]:
-    """(exception class name, first line of PyTorch's own message) for the tutorial's forward
-    (fc1 fixed at 16 * 5 * 5, ``x.view`` or ``torch.flatten``) and loss, really run on zeros;
-    (None, None) when it runs. (With ``view``, a multiple of 400 gets through the view with too
-    many rows: the loss complains.)"""
+    """(exception class, first line of PyTorch's message) of the tutorial's forward and loss
+    really run on zeros; (None, None) when it runs. (With ``view``, a multiple of 400 gets
+    through the view with too many rows: the loss complains.)"""
     if max(spec.scaled_channels()) > 4096 or max(spec.scaled_hidden()) > 65536:
         raise ShapeError("network.too_big_to_try", layer="width")
     with torch.random.fork_rng(devices=[]):
@@ -310,6 +300,5 @@ def _run_tutorial(spec: ModelSpec, flatten: str) -> tuple[str | None, str | None
 
 
 def activation_sizes(rows: list[dict]) -> list[tuple[str, int]]:
-    """(layer, number of values in its output) for each row of a trace table."""
     return [(r["layer"], math.prod(int(v) for v in str(r["output"]).split("×")))
             for r in rows]

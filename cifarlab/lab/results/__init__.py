@@ -13,18 +13,10 @@ import torch
 from cifarlab.core.checkpoint import Checkpoint, load as load_checkpoint
 from cifarlab.core.evaluate import EvalResult, evaluate
 from cifarlab.errors import CheckpointError, CifarLabError
-from cifarlab.lab.data import upscale
-from cifarlab.lab.results.uploads import (  # the page's one import: re-exported
+from cifarlab.lab.data import upscale  # noqa: F401 - the pages' one import: re-exported
+from cifarlab.lab.results.uploads import (  # noqa: F401
     MAX_CHECKPOINT_BYTES, MAX_IMAGE_PIXELS, MAX_UPLOAD_BYTES, PREVIEW_SIZE, SERVER_UPLOAD_MB,
     UPLOADER_MB, ImageError, classify_prepared, load_uploaded_checkpoint, prepare_image)
-
-__all__ = [
-    "TUTORIAL_REFERENCE", "MAX_CHECKPOINT_BYTES", "MAX_UPLOAD_BYTES", "UPLOADER_MB",
-    "SERVER_UPLOAD_MB", "MAX_IMAGE_PIXELS", "PREVIEW_SIZE", "CheckpointError", "ImageError",
-    "load_run_model", "load_uploaded_checkpoint", "predictions_for", "confused_examples",
-    "most_confused_pair", "picked_cell", "sample_predictions", "per_class_by_epoch",
-    "prepare_image", "classify_prepared", "upscale",
-]
 
 # The PyTorch tutorial's printed figures: 54 % overall after 2 epochs; per class they swing
 # widely from run to run (two runs of the tutorial: bird 21-38 %, ship 61-81 %).
@@ -45,14 +37,14 @@ def load_run_model(path) -> tuple[torch.nn.Module, Checkpoint]:
     return ckpt.model().eval(), ckpt
 
 
-def predictions_for(model: torch.nn.Module, data, device="cpu", tta: bool = False) -> EvalResult:
+def predictions_for(model: torch.nn.Module, data, tta: bool = False) -> EvalResult:
     """Every test image's class probabilities, the confusion matrix and accuracies (``tta``: as
     a run with mirrored testing measured itself, from each image and its mirror)."""
     out_features = getattr(getattr(model, "fc3", None), "out_features", None)
     if out_features is not None and out_features != len(data.classes):
         raise CheckpointError("checkpoint.other_classes", n=out_features,
                               classes=len(data.classes))
-    return evaluate(model, data, device, tta=tta)
+    return evaluate(model, data, "cpu", tta=tta)
 
 
 def confused_examples(ev: EvalResult, true_cls: int, pred_cls: int,
@@ -61,17 +53,13 @@ def confused_examples(ev: EvalResult, true_cls: int, pred_cls: int,
     most confident answers first. ``true_cls == pred_cls`` gives correctly classified ones."""
     t, p = _class_index(ev.classes, true_cls), _class_index(ev.classes, pred_cls)
     idx = np.flatnonzero((ev.labels == t) & (ev.predictions == p))
-    if len(idx) == 0:
-        return idx
-    conf = ev.probabilities[idx, p]
-    order = np.argsort(-conf, kind="stable")
+    order = np.argsort(-ev.probabilities[idx, p], kind="stable")
     return idx[order][:max(0, int(limit))]
 
 
 def picked_cell(point: Mapping[str, Any], names: Sequence[str]) -> tuple[int, int] | None:
     """(true, predicted) of a clicked confusion-matrix cell, from the point's axis labels: a
-    click may land on the heatmap or on the marker over it, and only the labels are the same
-    for both (the heatmap's point has no customdata; indexing it raised KeyError: 0)."""
+    click may land on the heatmap or on the marker over it; only the labels are on both."""
     if not hasattr(point, "get"):
         return None
     x, y = point.get("x"), point.get("y")
