@@ -8,11 +8,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from cifarlab.lab.inside.activations import (  # noqa: F401 - the page's one import
+from cifarlab.lab.inside.activations import (
     CONV_LAYERS, activation_name, activation_of, activations, filter_patches, filter_table,
     initial_model, neuron, num_classes, random_model, stage, to_input)
-from cifarlab.lab.inside.explain import (  # noqa: F401
-    METHODS, blocks, explain, explain_all, occlusion_windows, strongest)
+from cifarlab.lab.inside.explain import (METHODS, blocks, explain, explain_all, occlusion_windows,
+                                         strongest)
+
+__all__ = [
+    "CONV_LAYERS", "activation_name", "activation_of", "activations", "filter_patches",
+    "filter_table", "initial_model", "neuron", "num_classes", "random_model", "stage", "to_input",
+    "METHODS", "blocks", "explain", "explain_all", "occlusion_windows", "strongest",
+    "misclassified", "class_members",
+]
 
 
 def misclassified(probabilities: np.ndarray, labels: np.ndarray, limit: int = 200) -> np.ndarray:

@@ -13,10 +13,18 @@ import torch
 from cifarlab.core.checkpoint import Checkpoint, load as load_checkpoint
 from cifarlab.core.evaluate import EvalResult, evaluate
 from cifarlab.errors import CheckpointError, CifarLabError
-from cifarlab.lab.data import upscale  # noqa: F401 - the pages' one import: re-exported
-from cifarlab.lab.results.uploads import (  # noqa: F401
+from cifarlab.lab.data import upscale
+from cifarlab.lab.results.uploads import (  # the page's one import: re-exported
     MAX_CHECKPOINT_BYTES, MAX_IMAGE_PIXELS, MAX_UPLOAD_BYTES, PREVIEW_SIZE, SERVER_UPLOAD_MB,
     UPLOADER_MB, ImageError, classify_prepared, load_uploaded_checkpoint, prepare_image)
+
+__all__ = [
+    "TUTORIAL_REFERENCE", "MAX_CHECKPOINT_BYTES", "MAX_UPLOAD_BYTES", "UPLOADER_MB",
+    "SERVER_UPLOAD_MB", "MAX_IMAGE_PIXELS", "PREVIEW_SIZE", "CheckpointError", "ImageError",
+    "load_run_model", "load_uploaded_checkpoint", "predictions_for", "confused_examples",
+    "most_confused_pair", "picked_cell", "sample_predictions", "per_class_by_epoch",
+    "prepare_image", "classify_prepared", "upscale",
+]
 
 # The PyTorch tutorial's printed figures: 54 % overall after 2 epochs; per class they swing
 # widely from run to run (two runs of the tutorial: bird 21-38 %, ship 61-81 %).
