@@ -273,6 +273,32 @@ def test_contract_a_worker_that_dies_fails_its_run_and_the_executor_goes_on(make
         assert nxt.result["mark"] == "set-later"
 
 
+@pytest.mark.integration   # starts a worker process
+def test_a_worker_started_while_the_store_fails_is_still_watched_and_stopped(make_exec,
+                                                                              monkeypatch):
+    """The local executor starts a fresh worker, then the store fails to take its pid (a
+    database restarting): the launch fails, but the worker is already the executor's, so
+    ``stop_all`` still stops it and settles its run rather than leaving a run ``running``
+    that nothing watches."""
+    e = make_exec("local", spare_workers=0)
+    run_id = e.store.create_run(ALICE, "steps", {"steps": 100_000, "dt": 0.02}, "cpu")
+
+    def store_down(*args, **kwargs):
+        raise JobError("serve.store.unreachable")
+
+    # on the class: the store itself travels to the worker, pickled
+    monkeypatch.setattr(RunStore, "set_worker_pid", store_down)
+    run = e.store.get(run_id)
+    with pytest.raises(JobError):
+        e.ex.launch(run, job_for(run, target_of("steps"), e.settings))
+    assert run_id in e.ex.running
+    process = e.ex.running[run_id].process
+    e.ex.stop_all(30.0)
+    process.join(GUARD)
+    assert not process.is_alive()
+    assert e.finished(run_id).status == "interrupted"
+
+
 @pytest.mark.parametrize("name", ALL)
 def test_contract_slots(make_exec, name):
     """Local workers and inline threads: the settings' slots; Ray: the cluster's CPUs ÷

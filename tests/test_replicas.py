@@ -201,6 +201,7 @@ def test_a_replica_beats_while_its_dispatcher_is_busy(tmp_path):
     orphans. Here no tick runs at all, and the replica is still there past its timeout."""
     store = RunStore(tmp_path / "runs.db", tmp_path / "ck")
     here = replicas.Replica(store, timeout=3)
+    here.start()      # as the dispatcher does when its thread starts
     try:
         time.sleep(4.5)
         assert here.id in replicas.alive(store, 3)

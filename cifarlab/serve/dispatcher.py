@@ -50,6 +50,7 @@ class Dispatcher:
                                         daemon=True)
 
     def start(self) -> None:
+        self.replica.start()
         self._thread.start()
 
     def wake(self) -> None:

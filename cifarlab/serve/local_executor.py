@@ -50,10 +50,14 @@ class LocalExecutor(Executor):
                 process = spare.process
             except (OSError, ValueError):  # the spare died just now
                 process = None
-        if process is None:
+        started = process is None
+        if started:
             process = self._new_process(None, job)
-            self.store.set_worker_pid(run.id, process.pid)
+        # watched before the store hears of it: a store that fails this write must not leave a
+        # worker that nothing settles, forces or stops
         self.running[run.id] = Worker(run.id, run.device, process=process, spare=spare)
+        if started:
+            self.store.set_worker_pid(run.id, process.pid)
         self._next_spare_at = time.monotonic() + SPARE_DELAY_S
         return True
 

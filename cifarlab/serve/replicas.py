@@ -65,6 +65,9 @@ class Replica:
         self.leading = False
         self._last_try = 0.0
         self._stopped = threading.Event()
+
+    def start(self) -> None:
+        """Beat from now on (the dispatcher starts it with its thread)."""
         threading.Thread(target=self._beat, name="cifarlab-replica-beat", daemon=True).start()
 
     def _beat(self) -> None:
