@@ -38,11 +38,9 @@ def main(url: str, home: str, ray_address: str | None = None) -> None:
                                              "data": os.path.join(home, "no-data-here")}
     # heartbeat_timeout 30: A's first worker starts its fork server (torch's imports), which
     # on a busy machine took longer than 10 s, and A failed the run as silent. (How soon B
-    # takes over from A is B's heartbeat_timeout.) worker_nice=0, as in test_replicas'
-    # settings_for: a niced worker on a machine busy with the other pytest worker went 30 s
-    # without a beat.
+    # takes over from A is B's heartbeat_timeout.)
     settings = load_settings(env={}, home=home, store_url=url, spare_workers=0, cpu_slots=1,
-                             max_per_owner=20, heartbeat_timeout=30, worker_nice=0, **on_ray)
+                             max_per_owner=20, heartbeat_timeout=30, **on_ray)
     queue = JobQueue(settings=settings)
     print("replica", queue.replica.id, flush=True)
     while not queue.replica.leading:

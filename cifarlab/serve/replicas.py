@@ -103,9 +103,10 @@ class Replica:
         self._stopped.set()
         self.leading = False
         self.lock.release()
+        now = time.time()
         try:
             with self.db._write() as c:
                 c.execute(update(REPLICAS).where(C.id == self.id)
-                          .values(heartbeat=time.time(), stopped_at=time.time()))
+                          .values(heartbeat=now, stopped_at=now))
         except Exception:  # noqa: BLE001 - the store is gone: the heartbeat goes stale instead
             pass
