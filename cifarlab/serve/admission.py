@@ -1,13 +1,6 @@
-"""What a server lets one person queue: the checks ``JobQueue.submit`` makes, each refusal a
-``JobError`` with a code and the numbers a page needs to explain it.
-
-- the run: core's one validator with this server's limits, on a device it can have (resolved
-  here, once); at most ``max_image_epochs_per_run`` (training images × epochs); a timing sweep
-  estimated within ``max_timing_seconds``;
-- the owner (every tab of theirs together): at most ``max_per_owner`` runs queued or running
-  and ``max_image_epochs_per_owner`` in any ``BUDGET_WINDOW_S``;
-- the server: at most ``max_queue`` runs waiting;
-- the owner's class (``classroom.enforce.check_submit``): locked knobs, limits, challenge rules.
+"""What a server lets one person queue: the checks ``JobQueue.submit`` makes (and, for a
+class's members, ``classroom.enforce``), each refusal a ``JobError`` with a code and the numbers
+a page needs to explain it. The owner's limits count every tab of theirs together.
 """
 from __future__ import annotations
 
@@ -25,8 +18,7 @@ BUDGET_WINDOW_S = 3600.0   # the per-person compute budget counts the runs of th
 
 
 def as_job_error(err: CifarLabError) -> JobError:
-    """One of core's errors (a bad config, a missing device) as a refusal to queue, keeping its
-    code, parameters and field (the first problem of a ConfigError)."""
+    """One of core's errors as a refusal to queue (a ConfigError: its first problem)."""
     if isinstance(err, ConfigError) and err.problems:
         first = err.problems[0]
         return JobError(first.code, field=first.field, **dict(first.params))
@@ -35,11 +27,9 @@ def as_job_error(err: CifarLabError) -> JobError:
 
 def check_config(config: Any, n_train: int, settings: Settings,
                  devices: list[str] | None = None) -> str:
-    """THE config check, once, before queueing; returns the run's device. ``core.config.validate``
-    (the Train page's validator too) with this server's limits and the real size of its data, on
-    whatever was sent; the device is resolved once, among this machine's or the executor's
-    ``devices`` (a Ray cluster's GPU behind a CPU-only web server). Nothing after the submit
-    checks the config or resolves its device again."""
+    """THE config check, once, before queueing; returns the run's device (among this
+    machine's or the executor's ``devices``: a Ray cluster's GPU behind a CPU-only web server).
+    ``core.config.validate`` (the Train page's too), with this server's limits and data size."""
     if not isinstance(config, TrainConfig):
         raise JobError("serve.limits.not_a_config", field="config")
     try:
@@ -55,9 +45,8 @@ def check_config(config: Any, n_train: int, settings: Settings,
 
 
 def resolve_device(device: str, placed: list[str] | None) -> str:
-    """Where a run goes: among the executor's devices (``placed``, a cluster's: "auto" as the
-    tutorial picks, a GPU when there is one; one it lacks is refused, naming those it has),
-    else among this machine's."""
+    """Where a run goes: among the executor's devices (``placed``, a cluster's: "auto" picks a
+    GPU when there is one), else among this machine's."""
     if placed is None:
         from cifarlab.core.devices import resolve_device as resolve  # devices imports torch
 
@@ -75,8 +64,7 @@ def resolve_device(device: str, placed: list[str] | None) -> str:
 
 
 def check_train(config: TrainConfig, settings: Settings, n_train: int) -> int:
-    """Refuse a run bigger than this server's compute budget; returns the image-epochs it
-    needs (epochs, images and workers were checked by ``check_config``)."""
+    """Refuse a run bigger than this server's compute budget; returns its image-epochs."""
     s = settings
     images = config.images_per_epoch(n_train)
     needed = images * config.epochs
@@ -95,8 +83,7 @@ def check_num_workers(n: Any, settings: Settings) -> None:
 
 
 def check_timing(estimate_s: Any, settings: Settings) -> None:
-    """Refuse a timing sweep whose estimated length is over ``max_timing_seconds`` (the lab
-    estimates it from its points and their time budget)."""
+    """Refuse a timing sweep whose estimated length is over ``max_timing_seconds``."""
     if estimate_s is None:
         return  # none given: the worker still stops it at the limit
     if isinstance(estimate_s, bool) or not isinstance(estimate_s, (int, float)) or not (
@@ -109,8 +96,8 @@ def check_timing(estimate_s: Any, settings: Settings) -> None:
 
 def check_owner(store: RunStore, owner: str, needed: int | None, settings: Settings,
                 now: float | None = None) -> None:
-    """Refuse a run its owner may not queue now: too many active, or over their hour's budget.
-    Call it under the queue's submit lock, right before the run is created."""
+    """Refuse a run its owner may not queue now: too many active, or over their hour's budget
+    (under the queue's submit lock, right before the run is created)."""
     s = settings
     mine = store.counts(owner=owner)
     active = mine["queued"] + mine["running"]

@@ -14,6 +14,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 from cifarlab.errors import JobError
 from cifarlab.serve import disk
@@ -27,8 +28,7 @@ _DAMAGED = ("SQLITE_NOTADB", "SQLITE_CORRUPT")
 
 
 class StoreDamaged(JobError):
-    """What was wrong with the run store and what was done (``serve.store.recovered`` or
-    ``serve.store.started_fresh``): a notice for every student, in their language."""
+    """A notice for every student: the run store was recovered, or started fresh."""
 
 
 def backup_dir(db_path: str | os.PathLike) -> Path:
@@ -56,8 +56,8 @@ def check_file(path: str | os.PathLike) -> None:
 
 
 def copy_database(src: str | os.PathLike, dest: Path) -> Path:
-    """A consistent copy of the SQLite file ``src`` at ``dest`` (online backup API: written
-    beside it, synced, then renamed into place; a plain rollback-journal file)."""
+    """A consistent copy of the SQLite file ``src`` at ``dest`` (written beside it, synced,
+    renamed into place; a plain rollback-journal file)."""
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     tmp.unlink(missing_ok=True)
     source = sqlite3.connect(src, timeout=15.0)
@@ -86,7 +86,7 @@ def generations(folder: Path) -> list[Path]:
 
 class Backups:
     """A copy of the run store at ``db_path`` every ``every_s`` seconds while ``start``ed, and
-    one at ``stop``; see the module docstring."""
+    one at ``stop``."""
 
     def __init__(self, db_path: str | os.PathLike, every_s: float = DEFAULT_EVERY_S,
                  keep: int = KEEP):
@@ -104,7 +104,7 @@ class Backups:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop the timer and make a last copy (the state at shutdown)."""
+        """Stop the timer and make a last copy."""
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(30.0)
@@ -126,8 +126,8 @@ class Backups:
         return tuple(out)
 
     def backup_now(self) -> Path | None:
-        """Copy the store now unless it is unchanged since the last copy; the copy's path, or
-        None. Never raises: a failed copy (a full disk, say) is logged and the older kept."""
+        """Copy the store unless unchanged since the last copy; the copy's path, or None.
+        A failed copy (a full disk) is logged, the older ones kept."""
         with self._lock:
             state = self._state()
             if state == self._seen or not self.db_path.is_file():
@@ -147,35 +147,29 @@ class Backups:
             return dest
 
 
-def open_checked(db, init, path: Path, upto: int) -> StoreDamaged | None:
-    """Open the store: ``init(path, upto)`` (``Database.__init__``), then ``check_file``. A
-    damaged file is moved aside and recovered (``recover``) and ``init`` run again; returns
-    the notice, None when the file was whole. A full disk is our JobError; any other error is
-    raised as it is."""
+def open_checked(db, init: Callable[[], None]) -> StoreDamaged | None:
+    """Open the SQLite store ``db`` (``init``: its ``Database.__init__``), then ``check_file``.
+    A damaged file is moved aside and recovered (``recover``) and opened again; returns the
+    notice, None when the file was whole. A full disk is our JobError."""
     try:
-        init(path, upto)
-        check_file(path)
+        init()
+        check_file(db.path)
         return None
     except sqlite3.DatabaseError as err:
         if disk.is_full(err):
-            raise disk.store_full(err, path) from None
+            raise disk.store_full(err, db.path) from None
         if not is_damage(err):
             raise
         db.close()  # the connection to the damaged file
-        notice = recover(path, err)
-    try:
-        init(path, upto)
-    except sqlite3.OperationalError as err:  # the copy fitted, a new file's log did not
-        if disk.is_full(err):
-            raise disk.store_full(err, path) from None
-        raise
+        notice = recover(db.path, err)
+    init()
     return notice
 
 
 def recover(db_path: str | os.PathLike, why: BaseException) -> StoreDamaged:
-    """Move the damaged store at ``db_path`` aside (kept, renamed with the time) and put back
-    the newest copy that passes ``check_file``, or nothing (the store starts empty). Returns
-    the notice for the students; JobError when the file cannot even be moved."""
+    """Move the damaged store at ``db_path`` aside (renamed with the time) and put back the
+    newest copy that passes ``check_file``, or none (it starts empty); returns the notice.
+    JobError when the file cannot even be moved."""
     path = Path(db_path).resolve()
     aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
     try:

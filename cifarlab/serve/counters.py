@@ -37,8 +37,7 @@ class StoreCounters:
         return int(row[0]), float(row[1])
 
     def add(self, key: str, now: float) -> tuple[int, float]:
-        """One more failure, counted in one statement (two replicas adding at once both
-        count); a stale count starts again at 1."""
+        """One more failure, in one statement (two replicas adding at once both count)."""
         ins = (postgresql if self.db.dialect == "postgresql" else sqlite).insert(COUNTERS)
         stale = COUNTERS.c.last <= now - self.forget_s
         ins = ins.values(key=self._key(key), count=1, last=now).on_conflict_do_update(

@@ -41,8 +41,8 @@ _LOG_EVERY_S = 30.0            # "unreachable" in the host's log at most this of
 
 
 def store_url(location: str | os.PathLike) -> URL:
-    """The SQLAlchemy URL of a store: a path is a SQLite file; ``postgresql://`` (psycopg 3,
-    whatever driver the URL names) or ``sqlite:///path``. JobError for anything else."""
+    """The SQLAlchemy URL of a store: a SQLite file's path, ``sqlite:///path`` or
+    ``postgresql://`` (psycopg 3, whatever driver the URL names); JobError for anything else."""
     text = os.fspath(location)
     if "://" not in text:
         return URL.create("sqlite", database=str(Path(text).resolve()))
@@ -55,11 +55,6 @@ def store_url(location: str | os.PathLike) -> URL:
     if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
         return url.set(drivername="sqlite", database=str(Path(url.database).resolve()))
     raise JobError("serve.store.bad_url", setting=STORE_URL_SETTING)
-
-
-def shown(url: URL) -> str:
-    """The URL for a log line or a message: never its password."""
-    return url.render_as_string(hide_password=True)
 
 
 def advisory_key(name: str) -> int:
@@ -75,7 +70,8 @@ class Database:
     def __init__(self, location: str | os.PathLike, upto: int = SCHEMA_VERSION):
         self.url = store_url(location)
         self.dialect = self.url.get_backend_name()
-        self.where = shown(self.url) if self.dialect != "sqlite" else self.url.database
+        self.where = (self.url.database if self.dialect == "sqlite"   # never the password:
+                      else self.url.render_as_string(hide_password=True))
         if self.dialect == "sqlite":
             self.path = Path(self.url.database)
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -98,9 +94,8 @@ class Database:
                     "SELECT current_database() || '.' || current_schema()").scalar_one()
 
     def _first_connect(self) -> None:
-        """Connect once at start: a wrong user, password or database name is the host's
-        ``serve.store.refused``, a server that does not answer ``serve.store.down``, each one
-        line naming the setting (and the URL, never its password)."""
+        """Connect once at start: a wrong user, password or database is ``serve.store.refused``,
+        a server that does not answer ``serve.store.down`` (the URL without its password)."""
         try:
             with self.engine.connect() as c:
                 c.exec_driver_sql("SELECT 1")
@@ -158,11 +153,9 @@ class Database:
     # -- transactions ------------------------------------------------------------------------
     @contextmanager
     def _write(self, lock: str | None = None) -> Iterator[Connection]:
-        """One write transaction. ``lock``: on PostgreSQL, take this advisory lock for the
-        transaction (writes that read first: a nickname's uniqueness, an admission), as
-        SQLite's one writer does for every write. A full disk is
-        ``JobError("serve.store.disk_full")`` (rolled back, nothing half-written); a database
-        that cannot be reached is ``JobError("serve.store.unreachable")``."""
+        """One write transaction. ``lock``: on PostgreSQL, this advisory lock for it (writes
+        that read first: a nickname's uniqueness), as SQLite's one writer has for every write.
+        Errors: ``_translated``."""
         with self._translated():
             with self.engine.connect() as conn:
                 conn = conn.execution_options(cifarlab_write=True)
@@ -184,7 +177,8 @@ class Database:
 
     @contextmanager
     def _translated(self) -> Iterator[None]:
-        """Database errors a student can be told about, as our errors."""
+        """A full disk as ``JobError("serve.store.disk_full")`` (rolled back), a database out of
+        reach as ``JobError("serve.store.unreachable")``."""
         try:
             yield
         except exc.DBAPIError as err:
@@ -210,7 +204,6 @@ class Database:
                       _first_line(err))
 
     def close(self) -> None:
-        """Close this process's connections (the next call opens new ones)."""
         if self._engine is not None and self._pid == os.getpid():
             self._engine.dispose()
         self._engine = None
@@ -222,9 +215,8 @@ class Database:
     # -- locks across app servers -------------------------------------------------------------
     @contextmanager
     def mutex(self, name: str) -> Iterator[None]:
-        """Hold ``name`` across every process on this store for the block (PostgreSQL: a
-        session-level advisory lock on a connection of its own; the checks inside may use
-        other connections). SQLite has one serving process, whose own thread lock suffices."""
+        """Hold ``name`` across every process on this store for the block (PostgreSQL: an
+        advisory lock on a connection of its own; SQLite's one serving process has its own)."""
         if self.dialect == "sqlite":
             yield
             return
@@ -244,12 +236,9 @@ class Database:
 
 class SessionLock:
     """A lock one process holds until it lets go or dies: on PostgreSQL a session-level
-    advisory lock on a connection of its own (the database drops it the moment that
-    connection closes: a replica killed, a network cut once TCP keepalives give up); on SQLite
-    an ``flock`` on a file beside the store (the kernel drops it with the process).
-
-    ``acquire()`` tries without waiting; ``held()`` checks the lock is still ours (its
-    connection alive); ``release()`` lets go."""
+    advisory lock on a connection of its own (dropped when that connection closes: a replica
+    killed, a network cut once TCP keepalives give up); on SQLite an ``flock`` on a file beside
+    the store (dropped with the process). ``acquire()`` does not wait; ``held()`` checks."""
 
     def __init__(self, db: Database, name: str):
         self.db, self.name = db, name
@@ -341,8 +330,7 @@ _REFUSALS = ("password authentication failed", "does not exist", "no pg_hba.conf
 
 
 def _unreachable(err: exc.DBAPIError) -> bool:
-    """Whether a PostgreSQL error says the server cannot be reached (down, restarting, the
-    network), rather than that the query was wrong."""
+    """Whether a PostgreSQL error says the server cannot be reached (not a wrong query)."""
     if isinstance(err, (exc.OperationalError, exc.InterfaceError)):
         return True
     sqlstate = getattr(err.orig, "sqlstate", None) or ""

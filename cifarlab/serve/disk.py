@@ -1,25 +1,21 @@
-"""A full disk, said in words: room checked before a run is queued, and what a full disk
-raises (SQLite's ``SQLITE_FULL``, ``ENOSPC``) turned into our errors, with the path in the
-host's log.
+"""A full disk, said in words: room checked before a run is queued, and SQLite's
+``SQLITE_FULL`` turned into our error, with the path in the host's log.
 """
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import shutil
-import sqlite3
 from pathlib import Path
 from typing import Iterable
 
-from cifarlab.errors import CifarLabError, JobError
+from cifarlab.errors import JobError
 
 log = logging.getLogger("cifarlab.serve.disk")
 
 # Room a run needs besides its checkpoint: its losses and events in the run store (tens of bytes
 # a step), SQLite's write-ahead log, and some slack for everything else on the disk.
 MARGIN_BYTES = 32 * 2**20
-_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 def free_bytes(folder: str | os.PathLike) -> int:
@@ -53,17 +49,13 @@ def check_room(folders: Iterable[str | os.PathLike], need: int) -> None:
 
 
 def is_full(err: BaseException) -> bool:
-    """Whether ``err`` says the disk (or the user's quota) is full."""
-    if isinstance(err, sqlite3.Error):
-        return (getattr(err, "sqlite_errorname", "") == "SQLITE_FULL"
-                or "database or disk is full" in str(err))
-    if isinstance(err, OSError):
-        return err.errno in _FULL_ERRNOS
-    return isinstance(err, CifarLabError) and err.code.endswith(".disk_full")
+    """Whether a SQLite error says the disk is full."""
+    return (getattr(err, "sqlite_errorname", "") == "SQLITE_FULL"
+            or "database or disk is full" in str(err))
 
 
 def store_full(err: BaseException, path: str | os.PathLike) -> JobError:
-    """The error to raise when a write to the run store at ``path`` failed on a full disk
-    (said to the host with the path; to the student without it)."""
+    """The error for a write to the run store at ``path`` that failed on a full disk (the
+    host's log gets the path; the student, without it)."""
     log.error("cifarlab: the server's disk is full: cannot write the run store %s (%s)", path, err)
     return JobError("serve.store.disk_full")

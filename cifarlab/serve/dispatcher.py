@@ -1,13 +1,10 @@
 """The dispatcher: the one thread of the serving process that drives the executor (``ray.init``
-needs a thread that lives).
-
-Every ``TICK_S`` (at once when woken by a submit or a cancel) it polls the executor, passes
-cancels on, stops by force a run that ignored its cancel for ``CANCEL_GRACE_S`` or whose
-heartbeat went silent, starts queued runs first come first served per device up to the slots
-(an *exclusive* job waits until its devices are idle and keeps them; runs queued behind it
-wait: strict FIFO), and keeps workers warm. What to run is what the store holds as queued.
-With replicas, only the lock holder (``replicas.Replica.tick``) starts runs; each watches its
-own workers and adopts a dead replica's runs its executor finds still going.
+needs a thread that lives). Every ``TICK_S`` (at once when woken) it polls the executor, passes
+cancels on, stops by force a run that ignored its cancel for ``CANCEL_GRACE_S`` or went silent,
+starts the store's queued runs first come first served per device up to the slots (an
+*exclusive* job waits until its devices are idle and keeps them; runs behind it wait: strict
+FIFO), and keeps workers warm. With replicas, only the lock holder (``Replica.tick``) starts
+runs; each watches its own workers and adopts a dead replica's runs still going.
 """
 from __future__ import annotations
 
@@ -54,11 +51,11 @@ class Dispatcher:
         self._thread.start()
 
     def wake(self) -> None:
-        """Tick now rather than at the next period (a run was queued or cancelled)."""
+        """Tick now (a run was queued or cancelled)."""
         self._wake.set()
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop the thread and the executor (the executor in the thread, where it started)."""
+        """Stop the thread and the executor (in the thread, where it started)."""
         self._stop_timeout = timeout
         self._stopping.set()
         self._wake.set()
@@ -99,8 +96,7 @@ class Dispatcher:
                 self.executor.keep_warm(self._backlog)
 
     def _watch_workers(self) -> None:
-        """Cancels, cancel escalation, silent workers, orphans of an earlier server process
-        or of a replica that stopped beating."""
+        """Cancels, then force; silent workers; orphans of an earlier server or replica."""
         now = time.monotonic()
         for run_id, h in list(self.executor.running.items()):
             run = self.store.get(run_id)

@@ -1,17 +1,6 @@
 """The executor interface: where the queue's runs execute (the hosting setting ``executor``).
-
 The queue decides which run starts when; an executor runs it and reports back. Every method is
 called from the dispatcher's one thread (Ray needs ``ray.init`` in a thread that lives).
-
-- ``launch(run, job)``: move the run ``queued -> running`` (False when it was cancelled
-  meanwhile) and start it.
-- ``poll()``: take what the runs sent into the store; a run whose worker died gets ``failed``
-  (or the reason the queue forced it) and its half-written checkpoint goes.
-- ``cancel(run_id)``: stop after the current step, keeping the partial result;
-  ``force(run_id, why, seconds)``: stop now.
-- ``adopt(runs)``: take on a dead app server's runs still going (where ``adopts``).
-- ``keep_warm(backlog)`` / ``warm()``: workers started ahead of need / how many are ready.
-- ``stop_all(timeout)``: force every run ("shutdown") and release everything.
 """
 from __future__ import annotations
 
@@ -56,27 +45,35 @@ class Executor:
         return None
 
     def launch(self, run: Run, job: dict) -> bool:
+        """Move the run ``queued -> running`` (False when it was cancelled meanwhile), start it."""
         raise NotImplementedError
 
     def poll(self) -> None:
+        """Take what the runs sent into the store; a run whose worker died gets ``failed`` (or
+        the reason the queue forced it) and its half-written checkpoint goes."""
         raise NotImplementedError
 
     def adopt(self, runs: list[Run]) -> set[str]:
+        """Take on a dead app server's runs still going (where ``adopts``); their ids."""
         return set()
 
     def cancel(self, run_id: str) -> None:
-        """The local workers read the store's flag themselves: nothing to pass on."""
+        """Stop after the current step, keeping the partial result. The local workers read the
+        store's flag themselves: nothing to pass on."""
 
     def force(self, run_id: str, why: str, seconds: float = 0.0) -> None:
+        """Stop now (``why``: "cancel" after ``seconds`` of grace, "heartbeat", "shutdown")."""
         raise NotImplementedError
 
     def keep_warm(self, backlog: int) -> None:
-        """Nothing kept warm by default."""
+        """Start workers ahead of need (none by default)."""
 
     def warm(self) -> int:
+        """How many workers are ready."""
         return 0
 
     def stop_all(self, timeout: float) -> None:
+        """Force every run ("shutdown") and release everything."""
         raise NotImplementedError
 
 

@@ -1,9 +1,7 @@
-"""Who is asking: the person behind a page, as the serving side sees them.
-
-Pages build a ``Person`` (``ui.signin.person()``) from the sign-in (an OpenID Connect provider,
-or the instructor's passphrase) or the session cookie, and pass it to every call that acts for
-someone: roles are checked on the serving side, never only by hiding a button. The passphrase's
-salted scrypt hash sits in the server's secrets (``python -m cifarlab passphrase``).
+"""Who is asking: the ``Person`` a page builds (``ui.signin.person()``) from the sign-in (an
+OpenID Connect provider, the instructor's passphrase) or the session cookie, and passes to every
+call that acts for someone: roles are checked here, never only by hiding a button. The
+passphrase's salted scrypt hash sits in the server's secrets (``python -m cifarlab passphrase``).
 """
 from __future__ import annotations
 
@@ -29,9 +27,8 @@ SECRETS_TABLE = "cifarlab"  # [cifarlab] in .streamlit/secrets.toml
 SECRETS_KEY = "instructor_passphrase_hash"
 MIN_PASSPHRASE = 10         # characters: a passphrase, not a PIN (the hash is offline-guessable)
 
-# scrypt's cost: 2**15 x 8 x 128 bytes = 32 MiB and ~0.1 s a guess on a laptop (OWASP's
-# interactive minimum is 2**17 for N with r=8, p=1 in 2023; 2**15 keeps a classroom's 2-core
-# server responsive while the rate limit below bounds online guessing).
+# scrypt's cost: 32 MiB and ~0.1 s a guess on a laptop (below OWASP's 2**17: a classroom's 2-core
+# server stays responsive, and the rate limit below bounds online guessing).
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2 ** 15, 8, 1
 _SALT_BYTES, _KEY_BYTES = 16, 32
 # scrypt checks at once: each takes 32 MiB, and a flood of fresh browsers must not add up
@@ -39,7 +36,7 @@ _SCRYPT_SLOTS = threading.BoundedSemaphore(2)
 
 
 class IdentityError(CifarLabError):
-    """Sign-in went wrong: a bad passphrase hash in the secrets file, a passphrase too short."""
+    """A bad passphrase hash in the secrets file, a passphrase too short."""
 
 
 @dataclass(frozen=True)
@@ -66,22 +63,19 @@ def signed_in(email: str, name: str | None = None, groups: Iterable[str] | str |
 
 
 def user_session(email: str, secret: str) -> str:
-    """The run-store session of a signed-in person: the same on every device they sign in
-    from, and unguessable without the server's secret (an HMAC of the e-mail), since a session
-    id is what lets a browser see runs."""
+    """The run-store session of a signed-in person, the same on each of their devices: an HMAC
+    of the e-mail (a session id lets a browser see runs: unguessable without the secret)."""
     digest = hmac.new(secret.encode(), b"cifarlab-session:" + email.strip().lower().encode(),
                       hashlib.sha256).digest()
     return "u-" + _b64(digest)[:40]
 
 
 def anonymous(browser_id: str, nickname: str = "") -> Person:
-    """A student without sign-in: this browser's cookie session id."""
     return Person(id=BROWSER + browser_id, name=nickname)
 
 
 def passphrase_instructor(name: str = "") -> Person:
-    """Whoever gave the instructor's passphrase (one shared role: no e-mail to tell them
-    apart, so their runs and classes are one owner's, on any device they sign in from)."""
+    """Whoever gave the instructor's passphrase: one shared owner (no e-mail tells them apart)."""
     return Person(id=PASSPHRASE_INSTRUCTOR, name=name, instructor=True)
 
 
@@ -102,8 +96,7 @@ def _scrypt(passphrase: str, salt: bytes, n: int, r: int, p: int) -> bytes:
 
 def hash_passphrase(passphrase: str, *, salt: bytes | None = None, n: int = SCRYPT_N,
                     r: int = SCRYPT_R, p: int = SCRYPT_P) -> str:
-    """``scrypt$<n>$<r>$<p>$<salt>$<key>`` (URL-safe base64): what the secrets file keeps.
-    A fresh random salt each time, so two hashes of one passphrase differ."""
+    """``scrypt$<n>$<r>$<p>$<salt>$<key>`` (URL-safe base64, a fresh salt): the secrets line."""
     if len(passphrase) < MIN_PASSPHRASE:
         raise IdentityError("identity.passphrase_short", min=MIN_PASSPHRASE)
     salt = secrets.token_bytes(_SALT_BYTES) if salt is None else salt
@@ -126,8 +119,8 @@ def _parse_hash(stored: str) -> tuple[int, int, int, bytes, bytes]:
 
 
 def verify_passphrase(passphrase: str, stored: str) -> bool:
-    """Whether ``passphrase`` is the one ``stored`` was made from (compared in constant time).
-    A damaged ``stored`` raises ``IdentityError``: the host must fix the secrets file."""
+    """Whether ``stored`` was made from ``passphrase`` (in constant time); IdentityError when
+    ``stored`` is damaged (the host must fix the secrets file)."""
     n, r, p, salt, key = _parse_hash(stored)
     if not isinstance(passphrase, str) or not passphrase or len(passphrase) > 1024:
         return False
@@ -161,8 +154,7 @@ class Backoff:
 
 
 class Counters(Protocol):
-    """Failures by key, each with the time of its latest one: ``(count, last)``, ``(0, 0.0)``
-    for a key with none recent (``MemoryCounters``, ``counters.StoreCounters``)."""
+    """Failures by key: ``(count, time of the latest)``, ``(0, 0.0)`` for none recent."""
 
     def get(self, key: str, now: float) -> tuple[int, float]: ...
 
@@ -172,9 +164,8 @@ class Counters(Protocol):
 
 
 class MemoryCounters:
-    """``Counters`` in memory. A key whose latest failure is ``forget_s`` old counts as none;
-    at most ``max_keys`` keys are kept (a flood of fresh keys drops the stalest ones: their
-    failures still count in the overall key, which every failure refreshes)."""
+    """``Counters`` in memory, forgotten after ``forget_s``; at most ``max_keys`` (a flood of
+    fresh keys drops the stalest: their failures still count in the overall key)."""
 
     def __init__(self, forget_s: float = 3600.0, max_keys: int = 10_000):
         self.forget_s, self.max_keys = forget_s, max_keys
@@ -215,14 +206,11 @@ _OVERALL = "*"
 
 
 class AttemptLimiter:
-    """Slows down guessing a secret (a class code, the instructor's passphrase) and never
-    someone who knows it.
-
-    Three counts of recent failures, each with its own ``Backoff``: the browser's, the target's and
-    everyone's. A browser with fewer than ``guessing_after`` recent failures is not guessing:
-    ``wait`` gives it 0, whatever others do (a classmate hammering wrong codes, a class behind one
-    address); one that is guessing waits for the longest of the three. ``succeeded`` forgets only
-    the browser's failures. Thread-safe (Streamlit runs each session's script in its own)."""
+    """Slows down guessing a secret (a class code, the instructor's passphrase), never someone
+    who knows it. Three counts of recent failures, each with its ``Backoff``: the browser's, the
+    target's, everyone's. A browser with fewer than ``guessing_after`` is not guessing and never
+    waits, whatever others do (a classmate hammering wrong codes); one that is waits for the
+    longest of the three. ``succeeded`` forgets the browser's failures. Thread-safe."""
 
     def __init__(self, client: Backoff = Backoff(3, 2.0, 300.0),
                  target: Backoff = Backoff(10, 1.0, 300.0),
@@ -272,8 +260,7 @@ PASSPHRASE_TARGET = "instructor-passphrase"
 def try_passphrase(passphrase: str, stored: str, client: str,
                    limiter: AttemptLimiter) -> float | None:
     """None when ``passphrase`` is the instructor's; else the seconds ``client`` (a browser)
-    must wait before its next try. A browser that must wait is refused before scrypt runs, so
-    guessing costs the server nothing. A damaged ``stored`` raises IdentityError."""
+    must wait before its next try (refused before scrypt runs: guessing costs nothing)."""
     wait = limiter.wait(client, PASSPHRASE_TARGET)
     if wait > 0:
         return wait

@@ -22,12 +22,9 @@ LR_FIND = "lr_find"  # the learning-rate finder: a probe of a config, at most 20
 
 
 def register_kind(name: str, target: str) -> None:
-    """Register a job kind: ``target`` is ``"package.module:function"``.
-
-    The function is ``fn(payload: dict, ctx: JobContext) -> dict`` (the result, stored as JSON).
-    It is imported in the worker process when a job of this kind starts, never in the server.
-    A result with ``"cancelled": True`` (or a cancel seen by ``ctx.should_stop``) ends the run as
-    ``cancelled``; an exception ends it as ``failed``.
+    """Register a job kind: ``target`` names ``fn(payload: dict, ctx: JobContext) -> dict``
+    (the result, stored as JSON), imported by the worker. A result with ``"cancelled": True``
+    (or a cancel ``ctx.should_stop`` saw) ends the run ``cancelled``; an exception, ``failed``.
     """
     if not isinstance(name, str) or not KIND_RE.fullmatch(name):
         raise JobError("serve.kinds.bad_name", field="kind", name=repr(name)[:40])

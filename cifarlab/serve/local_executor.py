@@ -62,7 +62,7 @@ class LocalExecutor(Executor):
         return True
 
     def _take_spare(self) -> Spare | None:
-        """A live spare, a warm one first (one still warming up beats starting a new one)."""
+        """A live spare, a warm one first (one warming up still beats a new one)."""
         for spare in [s for s in self.spares if not s.process.is_alive()]:
             self.spares.remove(spare)
             spare.process.join(timeout=0)
@@ -81,8 +81,8 @@ class LocalExecutor(Executor):
         return process
 
     def poll(self) -> None:
-        """Workers that ended: a run still "running" gets why (it could not say so itself), and
-        the checkpoint it may have been writing is removed. Spares that died are counted."""
+        """Workers that ended: a run still "running" gets why, its half-written checkpoint
+        goes. Spares that died are counted."""
         for run_id, w in list(self.running.items()):
             if w.process.exitcode is None:
                 continue
@@ -108,13 +108,12 @@ class LocalExecutor(Executor):
             kill(w.process)
 
     def keep_warm(self, backlog: int) -> None:
-        """Start spares up to ``spare_workers``: at once when runs wait (``backlog``), else a
-        moment after the last start and only when the cores have room."""
+        """Start spares up to ``spare_workers``: at once when runs wait (``backlog``), else (a
+        spare's imports take seconds of CPU from the runs going on) a moment after the last
+        start, and only when the cores have room."""
         now = time.monotonic()
         if not backlog:
-            # Nobody is waiting: don't let a spare's imports (seconds of CPU) slow the runs
-            # going on. Wait a moment after a run started (its first steps), and until the
-            # cores have room: a CPU run uses worker_threads cores, a GPU run about one.
+            # a CPU run uses worker_threads cores, a GPU run about one
             if now < self._next_spare_at:
                 return
             busy = sum(self.settings.worker_threads if w.device == "cpu" else 1
@@ -135,8 +134,7 @@ class LocalExecutor(Executor):
         return sum(1 for s in list(self.spares) if s.ready.is_set())
 
     def stop_all(self, timeout: float) -> None:
-        """Kill the spares and every running worker (marked "shutdown"), wait for them, and
-        record why each run ended."""
+        """Kill the spares and every running worker ("shutdown"), wait, record why each ended."""
         for spare in self.spares:
             try:
                 spare.conn.close()

@@ -26,8 +26,6 @@ PRELOAD = ["torch", "torchvision", "cifarlab.core.train", "cifarlab.core.data",
 
 @dataclass
 class Worker(Handle):
-    """A worker running a job, as the scheduler tracks it."""
-
     process: Any = None                # a multiprocessing Process (forkserver or spawn)
     spare: Any = None                  # the Spare it was: its Event must outlive the start
 
@@ -62,13 +60,9 @@ def _in_environment(env: dict, target, *args) -> None:
 
 
 def start_process(process) -> None:
-    """Start a worker process without making it re-import the parent's ``__main__``.
-
-    Spawn and forkserver normally re-run the main script in the child (as ``__mp_main__``). Under
-    Streamlit the main module is the page script: the worker would run the app. The child needs
-    nothing from it (its target lives in cifarlab), so ``__main__`` is swapped for an empty module
-    while the process is being started.
-    """
+    """Start a worker process without making it re-import the parent's ``__main__``: under
+    Streamlit that is the page script (the worker would run the app), so an empty module
+    stands in for it while the process starts."""
     with _MAIN_LOCK:
         main = sys.modules.get("__main__")
         sys.modules["__main__"] = types.ModuleType("__main__")
@@ -80,19 +74,16 @@ def start_process(process) -> None:
 
 
 def kill(process) -> None:
-    """Stop a worker by force, with the processes it started (its DataLoader workers): the
-    worker leads a process group of its own (see ``worker._worker_main``). Falls back to the
-    worker alone while it has not made its group yet."""
+    """Stop a worker by force, with its process group (its DataLoader workers; see
+    ``worker._worker_main``), or alone while it has not made its group yet."""
     if process.exitcode is not None:
         return
-    pid = process.pid
-    if pid and hasattr(os, "killpg"):
-        try:
-            if os.getpgid(pid) == pid:
-                os.killpg(pid, signal.SIGKILL)
-                return
-        except (ProcessLookupError, PermissionError):
-            pass
+    try:
+        if process.pid and os.getpgid(process.pid) == process.pid:
+            os.killpg(process.pid, signal.SIGKILL)
+            return
+    except (ProcessLookupError, PermissionError):
+        pass
     process.kill()
 
 

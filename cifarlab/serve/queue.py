@@ -45,8 +45,7 @@ FULL_TRAIN_IMAGES = 50000    # CIFAR-10's training set, when the data is not loa
 
 
 def make_executor(store: RunStore, settings: Settings) -> Executor:
-    """The executor the setting ``executor`` names (here, above both implementations, so the
-    interface never imports them). ``"ray"`` needs the optional extra installed."""
+    """The executor the setting ``executor`` names (``"ray"``: the optional extra)."""
     if settings.executor == "ray":
         if importlib.util.find_spec("ray") is None:
             raise JobError("serve.executor.ray_missing")
@@ -89,10 +88,10 @@ class JobQueue:
     def submit(self, session: str, config: TrainConfig, name: str | None = None,
                owner: str | None = None, sweep: dict | None = None) -> str:
         """Queue a training run; returns its id, or JobError says why not. The one check of the
-        config between the form and the worker: what is admitted here, with the device
-        resolved here, is what the worker trains. ``owner``: the person (default: the session).
-        ``sweep`` ({"steps", "lr_min", "lr_max"}) queues the learning-rate finder on the config
-        instead: the same checks, its steps × batch images counted in the owner's budget."""
+        config between the form and the worker, which trains what is admitted here, on the
+        device resolved here. ``owner``: the person (default: the session). ``sweep`` ({"steps",
+        "lr_min", "lr_max"}): the learning-rate finder on the config instead, its steps × batch
+        images counted in the owner's budget."""
         validate_session(session)
         owner = validate_owner(session if owner is None else owner)
         n_train = self.train_images()
@@ -113,11 +112,9 @@ class JobQueue:
     def submit_job(self, session: str, kind: str, payload: dict, device: str,
                    exclusive: bool | list[str] = False, name: str | None = None,
                    owner: str | None = None, estimate_s: float | None = None) -> str:
-        """Queue a job of a registered kind on ``device`` ("auto" picks one now).
-        ``exclusive``: True keeps ``device`` to itself, a list of devices all of them: it waits
-        until they are idle, and the runs queued after it there wait until it has finished.
-        ``estimate_s`` (or the payload's): a timing sweep over ``max_timing_seconds`` is refused.
-        """
+        """Queue a job of a registered kind on ``device`` ("auto" picks one now). ``exclusive``:
+        True keeps ``device`` to itself, a list all of them (see ``dispatcher``). A timing sweep
+        whose ``estimate_s`` (or the payload's) is over ``max_timing_seconds`` is refused."""
         validate_session(session)
         owner = validate_owner(session if owner is None else owner)
         if kind in (TRAIN, LR_FIND):  # through submit, so that it meets every limit
@@ -163,7 +160,7 @@ class JobQueue:
         return run_id
 
     def devices(self) -> list[str]:
-        """Where a run can go: the executor's devices (a Ray cluster's), else this machine's."""
+        """The executor's devices (a Ray cluster's), else this machine's."""
         placed = self.executor.devices()
         if placed is not None:
             return list(placed)
@@ -196,14 +193,12 @@ class JobQueue:
     # -- what the pages call -----------------------------------------------------------------
     def runs(self, session: str, statuses=None, kind: str | None = None,
              limit: int | None = None) -> list[Run]:
-        """The runs this session may see (of one ``kind``, or all): its own, or everyone's in
-        the shared class view. Newest first; at most ``limit``."""
+        """The runs this session may see, newest first: its own, or everyone's (shared view)."""
         validate_session(session)
         return self.store.list_runs(None if self.settings.shared_view else session, statuses,
                                     kind=kind, limit=limit)
 
     def get(self, session: str, run_id: str) -> Run:
-        """A run this session may see; JobError otherwise."""
         validate_session(session)
         run = self.store.get(validate_run_id(run_id))
         if run is None or not (run.session == session or self.settings.shared_view):
@@ -213,15 +208,12 @@ class JobQueue:
     # What a page reads of a run, each call checked against the browser session (pages never
     # open the store itself: an import-linter contract and tests/test_layers.py keep it so).
     def events(self, session: str, run_id: str, kinds=None, since_seq: int = 0) -> list:
-        """A visible run's events after ``since_seq`` (only the new ones)."""
         return self.store.events(self.get(session, run_id).id, kinds=kinds, since_seq=since_seq)
 
     def losses(self, session: str, run_id: str, since_step: int = 0):
-        """A visible run's (steps, losses) after ``since_step``, in step order."""
         return self.store.losses(self.get(session, run_id).id, since_step=since_step)
 
     def checkpoint(self, session: str, run_id: str):
-        """The path of a visible run's checkpoint (the store's, never the browser's)."""
         return self.store.checkpoint_path(self.get(session, run_id).id)
 
     def measured_speeds(self) -> list[dict]:
@@ -239,7 +231,6 @@ class JobQueue:
         return out
 
     def can_control(self, session: str, run: Run) -> bool:
-        """Whether this session may cancel or delete the run (only its owner can)."""
         return run.session == session
 
     def cancel(self, session: str, run_id: str) -> str:
@@ -255,13 +246,11 @@ class JobQueue:
         return self.store.get(run.id).status
 
     def rename(self, session: str, run_id: str, name: str | None) -> None:
-        """Name one of this session's runs (any status); a blank name removes it."""
         self.store.rename(self._own(session, run_id).id, name)
 
     def delete(self, session: str, run_id: str) -> None:
         """Delete one of this session's finished runs and its checkpoint."""
-        run = self._own(session, run_id)
-        self.store.delete_run(run.id)
+        self.store.delete_run(self._own(session, run_id).id)
 
     def _own(self, session: str, run_id: str) -> Run:
         validate_session(session)
@@ -274,8 +263,7 @@ class JobQueue:
         return self.store.queue_position(run_id)
 
     def counters(self, name: str) -> StoreCounters:
-        """Guessing counters named ``name`` in the run store (``identity.Counters``): every
-        app server on the store counts the same failures. Use them with ``clock=time.time``."""
+        """Guessing counters in the run store, shared by its app servers (``clock=time.time``)."""
         return StoreCounters(self.store, name)
 
     def store_notice(self) -> CifarLabError | None:
@@ -283,8 +271,7 @@ class JobQueue:
         return self.store.recovery
 
     def wait_warm(self, timeout: float = 120.0) -> bool:
-        """Wait until a spare worker is warm (benchmarks and tests); False if none is wanted
-        or none became warm in time."""
+        """Wait until a spare worker is warm (benchmarks and tests); False if none is, in time."""
         if self.settings.spare_workers == 0:
             return False
         deadline = time.monotonic() + timeout
@@ -307,8 +294,7 @@ class JobQueue:
 
     # -- stopping ----------------------------------------------------------------------------
     def shutdown(self, timeout: float = 10.0) -> None:
-        """Stop the dispatcher and the executor; runs still going are stopped and marked
-        ``interrupted`` (queued runs stay queued for the next start)."""
+        """Stop the dispatcher and the executor: runs going end ``interrupted``, queued stay."""
         if self.closed:
             return
         self.closed = True

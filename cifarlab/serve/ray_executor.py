@@ -1,13 +1,10 @@
 """The Ray executor (``executor = "ray"``, ``requirements-ray.txt``; ``ray_address`` names the
 cluster, else a local Ray bound to 127.0.0.1): each run a named, *detached* ``ray_task.RunActor``
-with no restarts or retries (a run is not repeated behind a student's back). It belongs to the
-cluster, so it trains on when this app server dies, and another replica finds it by name and
-takes it over (``adopt``). ``poll`` writes its batches, checkpoint and outcome into the store.
-
-Each actor is a fresh Ray worker process (ray-project/ray#28773), so the warm-up tasks put the
-data in the object store once and read torch's files into the page cache. ``ray.init`` runs in
-the dispatcher thread, which lives as long as the queue; Ray's C++ failure handler, which would
-abort a server 3 s into its SIGTERM shutdown, is turned off.
+with no restarts or retries (a run is not repeated behind a student's back). It trains on when
+this app server dies, and another replica finds it by name and takes it over (``adopt``).
+``poll`` writes its batches, checkpoint and outcome into the store. Each actor is a fresh Ray
+worker process (ray-project/ray#28773): the warm-up tasks put the data in the object store once
+and read torch's files into the page cache.
 """
 from __future__ import annotations
 
@@ -71,16 +68,14 @@ class RayExecutor(Executor):
         self._retry_at = time.monotonic() + RETRY_S
         if not ray.is_initialized():
             before = signal.getsignal(signal.SIGTERM)
-            # Ray's C++ failure handler (abseil's) would catch the server's SIGTERM first and
-            # abort the process 3 s later, mid-shutdown, whatever the server's own handler does
+            # Ray's C++ failure handler would catch the server's SIGTERM and abort it 3 s later
             os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
             from ray._private import ray_constants   # read when ray was imported: set it too
             ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True
             common = {"include_dashboard": False, "namespace": "cifarlab"}
             if self.settings.ray_address:
                 ray.init(address=self.settings.ray_address, **common)
-            else:  # a Ray of this machine's own, reachable from here only; its workers
-                # run worker_nice below the web server, as local workers do (Ray: 15)
+            else:  # a Ray of this machine's own; its workers niced as local workers are
                 os.environ.setdefault("RAY_worker_niceness", str(self.settings.worker_nice))
                 ray.init(address="local", num_cpus=cpu_cores(), _node_ip_address="127.0.0.1",
                          **common)
@@ -98,8 +93,7 @@ class RayExecutor(Executor):
         self._resources_at = time.monotonic()
 
     def devices(self) -> list[str] | None:
-        """The cluster's: "cpu", and "cuda:0" when any node has a GPU (a task sees the GPU Ray
-        gives it as cuda:0). None until the executor has started and read the cluster."""
+        """The cluster's ("cuda:0": the GPU Ray gives a task); None until it has been read."""
         if not self._resources:
             return None
         return ["cpu"] + (["cuda:0"] if self._resources.get("GPU", 0) > 0 else [])
@@ -115,8 +109,8 @@ class RayExecutor(Executor):
         return 1
 
     def resources_for(self, run: Run) -> dict[str, float]:
-        """What a run asks Ray for: a CPU run ``worker_threads`` CPUs, a GPU run ``1/gpu_share``
-        of a GPU, a timing (exclusive) run a whole one."""
+        """A CPU run ``worker_threads`` CPUs, a GPU run ``1/gpu_share`` of a GPU, a timing
+        (exclusive) run a whole one."""
         threads = float(self.settings.worker_threads)
         if run.device.startswith("cuda"):
             whole = run.kind == TIMING or run.exclusive
@@ -125,15 +119,16 @@ class RayExecutor(Executor):
         return {"num_cpus": threads, "num_gpus": 0}
 
     def _shared_data(self) -> Any:
-        """The data set in the object store (put there once), or None: runs load it."""
-        if self._data is False:  # tried once, and failed: the runs say why, each
+        """The data set in the object store (put there once), or None: runs load it (and say
+        what is wrong with it)."""
+        if self._data is False:
             return None
         if self._data is None:
             try:
                 from cifarlab.core import data as data_mod
 
                 d = data_mod.load(self.settings.data)
-            except Exception:  # each run will say what is wrong with the data
+            except Exception:
                 log.exception("cifarlab: the data set could not be loaded for Ray")
                 self._data = False
                 return None
@@ -162,8 +157,8 @@ class RayExecutor(Executor):
         return True
 
     def adopt(self, runs: list[Run]) -> set[str]:
-        """Runs of a replica that stopped beating whose actor is still on the cluster: claimed
-        and drained from now on. Returns the ids not to mark (all of them until connected)."""
+        """Runs of a replica gone whose actor is still on the cluster: claimed and drained from
+        now on. Returns the ids not to mark interrupted (all, until connected)."""
         if self._actor is None:
             return {run.id for run in runs}   # Ray out of reach: nobody can tell yet
         from cifarlab.serve.ray_task import ACTOR, NAMESPACE
@@ -243,7 +238,7 @@ class RayExecutor(Executor):
             self._forget(r)
 
     def _died(self, r: RayRun, err: BaseException | None) -> None:
-        """The run's stream ended without an outcome: why, as the run's reason."""
+        """The run's stream ended without an outcome: say why."""
         run = self.store.get(r.run_id)
         if run is not None and run.status == "running":
             tb = None
@@ -264,7 +259,6 @@ class RayExecutor(Executor):
         self._forget(r)
 
     def _forget(self, r: RayRun) -> None:
-        """Let the run go and end its actor (its outcome is written, or it is gone)."""
         self.running.pop(r.run_id, None)
         try:
             self._ray.kill(r.actor)
@@ -288,7 +282,7 @@ class RayExecutor(Executor):
 
     # -- warm workers, stopping ----------------------------------------------------------------
     def keep_warm(self, backlog: int) -> None:
-        """Once: ``spare_workers`` warm-up tasks (see the module docstring)."""
+        """Once: ``spare_workers`` warm-up tasks."""
         if self._actor is None or self._warming or self.settings.spare_workers == 0:
             return
         shared = self._shared_data()

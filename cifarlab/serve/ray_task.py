@@ -1,13 +1,8 @@
-"""Inside Ray: one run as a detached actor that buffers its event batches for the app server.
-
-A ``RunActor`` (named ``cifarlab-run-<run id>``, ``lifetime="detached"``) belongs to the
-cluster, so the run goes on when the app server that made it dies, and another app server on
-the same store finds it by name. It runs the job kind's function (``worker.run_job``, as a local
-worker does) in a thread, with a ``JobContext`` whose store is an ``Outbox``: ``take(ack)``
-returns the numbered batches not yet acknowledged (the last has the outcome and the
-checkpoint's bytes: the store lives on the app server). A batch is dropped only once a later
-``take`` acknowledges it as written, so a server that dies in between loses nothing. An actor
-whose outcome nobody comes for within ``ORPHAN_S`` ends by itself. Ray is imported lazily.
+"""Inside Ray: one run as a detached actor (``cifarlab-run-<run id>``) that buffers its event
+batches for the app server. It runs the job (``worker.run_job``) in a thread, with a
+``JobContext`` whose store is an ``Outbox``; ``take(ack)`` returns the numbered batches not yet
+acknowledged as written (the last has the outcome and the checkpoint's bytes), so a server that
+dies in between loses nothing. An actor whose outcome nobody takes within ``ORPHAN_S`` ends.
 """
 from __future__ import annotations
 
@@ -50,7 +45,7 @@ class Outbox:
         return self.cancel.is_set()
 
     def take(self) -> dict | None:
-        """The batch since the last take, or None when nothing came."""
+        """The batch since the last take, or None."""
         with self._lock:
             batch, self._batch = self._batch, _empty()
         if batch["steps"] or batch["events"] or batch["progress"] is not None:
@@ -74,7 +69,7 @@ def _prepare(job: dict) -> None:
 
 def _data(shared: Any):
     """The data set the server put into Ray's object store (zero-copy arrays), or None: the
-    run then loads it from the data source itself (and says why, if it cannot)."""
+    run loads it itself."""
     if not isinstance(shared, dict):
         return None
     from cifarlab.core.data.cache import CifarData
@@ -121,8 +116,8 @@ class RunActor:
         os._exit(0)
 
     def take(self, ack: int) -> list[tuple[int, dict]]:
-        """The batches after ``ack`` (the last one the server wrote), a new one included when
-        anything came since; the last one carries the outcome."""
+        """The batches after ``ack`` (the last one the server wrote), with a new one when
+        anything came since; the last carries the outcome."""
         self.sent = [b for b in self.sent if b[0] > ack]
         if self.final:
             return self.sent
@@ -147,8 +142,8 @@ class RunActor:
 
 
 def warm_up(shared: Any, nice: int = 0) -> int:
-    """Import torch and the training code, touch the data, one tiny step, so that the node has
-    read them before the first run's actor does the same. Returns its pid."""
+    """Import torch and the training code, touch the data, one tiny step: the node's page
+    cache has them before the first run's actor needs them. Returns its pid."""
     _prepare({"threads": 1, "nice": nice})
     from cifarlab.core import train as _train  # noqa: F401 - the model, the loaders, evaluation
 

@@ -23,8 +23,7 @@ log = logging.getLogger("cifarlab.serve.queue")
 
 
 def register(db: Database) -> str:
-    """This process as a new replica; returns its id. Rows of replicas stopped over a day ago
-    are dropped."""
+    """This process as a new replica (replicas silent for a day are dropped); its id."""
     rid, now = uuid.uuid4().hex, time.time()
     with db._write() as c:
         c.execute(REPLICAS.delete().where(C.heartbeat < now - 86400))
@@ -41,8 +40,7 @@ def alive(db: Database, timeout: float) -> set[str]:
 
 
 def take_over(store: RunStore, run_id: str, was: str | None) -> bool:
-    """Make a running run of replica ``was`` this store's replica's (its heartbeat fresh);
-    False when another replica took it first, or it ended."""
+    """Make replica ``was``'s running run this replica's; False when another took it first."""
     R = RUNS.c
     owner = R.replica.is_(None) if was is None else R.replica == was
     with store._write() as c:
@@ -54,9 +52,8 @@ BEAT_S = 1.0        # a replica's heartbeat, and how often a waiting one tries t
 
 
 class Replica:
-    """This serving process on the store: its id, its heartbeat, and whether it is the one
-    dispatcher (``tick``: it holds ``SessionLock(db, "dispatcher")``, which a dead
-    holder loses at once, so a waiting replica takes over within a second or two)."""
+    """This serving process on the store: its id, its heartbeat, and whether it dispatches
+    (``tick``: it holds ``SessionLock(db, "dispatcher")``, which a dead holder loses at once)."""
 
     def __init__(self, db: Database, timeout: float):
         self.db, self.timeout = db, float(timeout)
@@ -67,13 +64,11 @@ class Replica:
         self._stopped = threading.Event()
 
     def start(self) -> None:
-        """Beat from now on (the dispatcher starts it with its thread)."""
         threading.Thread(target=self._beat, name="cifarlab-replica-beat", daemon=True).start()
 
     def _beat(self) -> None:
-        """Beat every ``BEAT_S`` from a thread of its own: the dispatcher's thread can be busy
-        for longer than the timeout (starting a worker imports torch), and a peer would then
-        take this replica's runs for orphans."""
+        """Beat from a thread of its own: the dispatcher's can be busy longer than the timeout
+        (a worker's start imports torch), and a peer would take its runs for orphans."""
         while not self._stopped.wait(BEAT_S):
             try:
                 with self.db._write() as c:
@@ -83,7 +78,7 @@ class Replica:
                 log.debug("cifarlab: replica %s could not beat", self.id[:8], exc_info=True)
 
     def tick(self) -> bool:
-        """Keep or try to take the dispatcher's lock; True while this replica dispatches."""
+        """Keep or try to take the dispatcher's lock; True while it is this replica's."""
         now = time.monotonic()
         if self.leading:
             self.leading = self.lock.held()
@@ -96,7 +91,6 @@ class Replica:
         return self.leading
 
     def alive(self) -> set[str]:
-        """The replicas that are there now, this one included."""
         return alive(self.db, self.timeout) | {self.id}
 
     def stop(self) -> None:

@@ -29,7 +29,6 @@ FINISHED = ("done", "failed", "cancelled", "interrupted")
 
 
 def validate_run_id(run_id: Any) -> str:
-    """``run_id`` if it is 32 lowercase hex digits, else JobError (it never reaches a path)."""
     if isinstance(run_id, str) and RUN_ID_RE.fullmatch(run_id):
         return run_id
     raise JobError("serve.runs.bad_run_id", field="run_id", value=repr(run_id)[:40])
@@ -67,8 +66,8 @@ def new_run_id() -> str:
 
 
 def reason(code: str, **params: Any) -> dict[str, Any]:
-    """Why a run ended, for ``RunStore.set_status``: the code and parameters (rendered in each
-    student's language) and the English sentence (for the command line and the host)."""
+    """Why a run ended, for ``RunStore.set_status``: the code and parameters (each student's
+    language) and the English sentence (the command line, the host)."""
     return {"error": i18n.t(f"errors.{code}", i18n.DEFAULT, **params), "error_code": code,
             "error_params": params}
 
@@ -129,7 +128,7 @@ class Run:
         return self.status in FINISHED
 
     def error_text(self, lang: str = i18n.DEFAULT) -> str | None:
-        """Why it failed (or was stopped), in ``lang``; None if nothing went wrong."""
+        """Why it failed (or was stopped), in ``lang``."""
         if self.error_code:
             return CifarLabError(self.error_code, **(self.error_params or {})).text(lang)
         return self.error

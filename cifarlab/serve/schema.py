@@ -185,7 +185,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _to_2, 3: _to_3, 4: _t
 
 
 def stored_version(conn: Connection) -> int:
-    """How far the store has come: 0 for an empty one."""
+    """0 for an empty store."""
     if conn.dialect.name == "sqlite":
         return conn.exec_driver_sql("PRAGMA user_version").scalar_one()
     if not conn.dialect.has_table(conn, "cifarlab_schema"):
@@ -203,10 +203,8 @@ def _stamp(conn: Connection, version: int) -> None:
 
 
 def migrate(conn: Connection, where: str, upto: int = SCHEMA_VERSION) -> int:
-    """Create or upgrade the tables inside the caller's write transaction; returns the version
-    the store had. A new store gets the declaration (``METADATA``) whole; an older one the
-    migrations after its version, up to ``upto`` (tests stop early to keep a store old);
-    ``where`` names the store in the error for a newer one."""
+    """Create or upgrade the tables in the caller's write transaction, up to ``upto`` (tests
+    keep a store old); returns the version it had. ``where`` names a newer store's error."""
     version = stored_version(conn)
     if version > SCHEMA_VERSION:
         raise JobError("serve.store.newer_schema", path=where, version=version,

@@ -1,11 +1,8 @@
-"""Hosting settings: where runs are kept and how much one server lets a classroom use.
-
-Read once per process by ``load_settings()``: an environment variable (``CIFARLAB_<NAME>``) wins
-over the TOML file (``$CIFARLAB_CONFIG``, else ``./cifarlab.toml``; keys at the top level or
-under ``[cifarlab]``; a relative ``home`` is relative to the file), which wins over the default.
-Every setting and its meaning: README.md, "Hosting a classroom". Whole numbers are written as
-such ("4", not "4.0"), booleans as true/false, 1/0, yes/no or on/off; a bad value raises
-``SettingsError`` naming the variable (or file key) and the value.
+"""Hosting settings: where runs are kept and how much one server lets a classroom use. An
+environment variable (``CIFARLAB_<NAME>``) wins over the TOML file (``$CIFARLAB_CONFIG``, else
+``./cifarlab.toml``; keys at the top level or under ``[cifarlab]``; a relative ``home`` is the
+file's), which wins over the default. Every setting: README.md, "Hosting a classroom". A bad
+value raises ``SettingsError`` naming the variable (or file key) and the value.
 """
 from __future__ import annotations
 
@@ -16,7 +13,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from cifarlab.errors import CifarLabError, JobError
 
@@ -43,7 +40,7 @@ def cpu_cores() -> int:
 
 @dataclass(frozen=True)
 class Settings:
-    """Hosting limits and paths. Build with ``load_settings()``; see the module docstring."""
+    """Hosting limits and paths; build with ``load_settings()``."""
 
     home: Path
     data: str | None = None
@@ -77,7 +74,6 @@ class Settings:
 
     @property
     def store_location(self) -> str | Path:
-        """Where the run store is: ``store_url``, else the SQLite file in ``home``."""
         return self.store_url or self.db_path
 
     @property
@@ -85,7 +81,7 @@ class Settings:
         return self.home / "checkpoints"
 
     def limits(self) -> Limits:
-        """What this server allows one run, for ``core.config.validate``."""
+        """What this server allows one run (``core.config.validate``)."""
         from cifarlab.core.config import Limits
 
         return Limits(max_epochs=self.max_epochs, max_train_images=self.max_train_images,
@@ -95,12 +91,7 @@ class Settings:
         """How many runs may use ``device`` ("cpu", "cuda:N", "mps") at the same time."""
         if device == "cpu":
             return self.cpu_slots
-        if device.startswith("cuda"):
-            return self.gpu_slots
-        return 1
-
-    def replace(self, **changes: Any) -> Settings:
-        return dataclasses.replace(self, **changes)
+        return self.gpu_slots if device.startswith("cuda") else 1
 
 
 # name -> (kind, minimum, maximum): the kind is the field's type but for these; at least 1
@@ -124,14 +115,10 @@ def env_name(field: str) -> str:
 def load_settings(env: Mapping[str, str] | None = None,
                   config_file: str | os.PathLike | None = None,
                   **overrides: Any) -> Settings:
-    """The settings for this process: ``overrides`` > environment > TOML file > defaults.
-
-    ``env`` defaults to ``os.environ``; ``config_file`` to ``$CIFARLAB_CONFIG`` or
-    ``./cifarlab.toml`` when present. ``overrides`` take Python values (tests use them).
-    """
+    """The settings for this process: ``overrides`` (Python values; tests) > ``env`` (default
+    ``os.environ``) > the TOML file > defaults."""
     env = os.environ if env is None else env
     values: dict[str, Any] = {}
-
     path = config_file if config_file is not None else env.get(CONFIG_ENV) or None
     if path is not None:
         path = Path(path).expanduser()
@@ -140,20 +127,15 @@ def load_settings(env: Mapping[str, str] | None = None,
     elif Path(DEFAULT_CONFIG_FILE).is_file():
         path = Path(DEFAULT_CONFIG_FILE)
     if path is not None:
-        values.update(_from_file(path))
-
-    for name in [*_ALIASES, *_FIELDS]:  # aliases first, so that a setting's own name wins
-        raw = env.get(env_name(name))
-        if raw is not None and raw.strip() != "":
-            field = _ALIASES.get(name, name)
-            values[field] = _parse(field, raw, env_name(name), base=Path.cwd())
-
-    for name, value in sorted(overrides.items(), key=lambda kv: kv[0] not in _ALIASES):
-        field = _ALIASES.get(name, name)
-        if field not in _FIELDS:
-            raise SettingsError("serve.settings.unknown_setting", name=name,
-                                known=", ".join(_FIELDS))
-        values[field] = _parse(field, value, name, base=Path.cwd())
+        _apply(values, _from_file(path), lambda n: f"{n} ({path})", path.resolve().parent)
+    given = {n: env[env_name(n)] for n in [*_ALIASES, *_FIELDS]
+             if env.get(env_name(n), "").strip() != ""}
+    _apply(values, given, env_name, Path.cwd())
+    unknown = next((n for n in overrides if _ALIASES.get(n, n) not in _FIELDS), None)
+    if unknown is not None:
+        raise SettingsError("serve.settings.unknown_setting", name=unknown,
+                            known=", ".join(_FIELDS))
+    _apply(values, overrides, str, Path.cwd())
 
     cores = cpu_cores()
     values.setdefault("home", (Path.cwd() / DEFAULT_HOME).resolve())
@@ -162,6 +144,14 @@ def load_settings(env: Mapping[str, str] | None = None,
     spare_core = 1 if cores > 2 else 0
     values.setdefault("worker_threads", max(1, (cores - spare_core) // values["cpu_slots"]))
     return Settings(**values)
+
+
+def _apply(values: dict[str, Any], given: Mapping[str, Any], where: Callable[[str], str],
+           base: Path) -> None:
+    """Parse ``given`` into ``values``, old names first so that a setting's own name wins."""
+    for name in sorted(given, key=lambda n: n not in _ALIASES):
+        field = _ALIASES.get(name, name)
+        values[field] = _parse(field, given[name], where(name), base)
 
 
 def _from_file(path: Path) -> dict[str, Any]:
@@ -178,88 +168,73 @@ def _from_file(path: Path) -> dict[str, Any]:
     if unknown:
         raise SettingsError("serve.settings.unknown_keys", path=str(path),
                             names=", ".join(unknown), known=", ".join(_FIELDS))
-    base = path.resolve().parent
-    out: dict[str, Any] = {}
-    for name in sorted(table, key=lambda n: n not in _ALIASES):  # the setting's own name wins
-        field = _ALIASES.get(name, name)
-        out[field] = _parse(field, table[name], f"{name} ({path})", base=base)
-    return out
+    return table
 
 
 def _parse(name: str, raw: Any, where: str, base: Path) -> Any:
     """``raw`` as setting ``name`` wants it; ``where`` names it in the error (the environment
     variable, the file key, or the override)."""
-    kind, minimum, maximum = _FIELDS[name]
+    kind, low, high = _FIELDS[name]
     text = raw.strip() if isinstance(raw, str) else raw
-    got = repr(raw)
+    bad = {"field": name, "where": where, "got": repr(raw)}
     if kind == "int":
-        value = text if isinstance(text, int) and not isinstance(text, bool) else None
-        if isinstance(text, str) and text.lstrip("+").isdigit():
-            value = int(text)
-        if value is None or value < minimum or (maximum is not None and value > maximum):
-            if maximum is not None:
-                raise SettingsError("serve.settings.whole_number_range", field=name,
-                                    where=where, min=int(minimum), max=int(maximum), got=got)
-            raise SettingsError("serve.settings.whole_number", field=name, where=where,
-                                min=int(minimum), got=got)
+        value = int(text) if isinstance(text, str) and text.lstrip("+").isdigit() else text
+        if type(value) is not int or value < low or (high is not None and value > high):
+            if high is not None:
+                raise SettingsError("serve.settings.whole_number_range", min=int(low),
+                                    max=int(high), **bad)
+            raise SettingsError("serve.settings.whole_number", min=int(low), **bad)
         return value
     if kind == "float":
         try:
-            value = None if isinstance(text, bool) else float(text)
+            value = math.nan if isinstance(text, bool) else float(text)
         except (TypeError, ValueError):
-            value = None
-        if value is None or not math.isfinite(value) or value < minimum:
-            raise SettingsError("serve.settings.seconds", field=name, where=where, min=minimum,
-                                got=got)
+            value = math.nan
+        if not (math.isfinite(value) and value >= low):
+            raise SettingsError("serve.settings.seconds", min=low, **bad)
         return value
+    word = str(text).lower() if isinstance(text, (str, bool)) else None
     if kind == "bool":
-        if isinstance(text, bool):
-            return text
-        if isinstance(text, str) and text.lower() in _TRUE | _FALSE:
-            return text.lower() in _TRUE
-        raise SettingsError("serve.settings.boolean", field=name, where=where, got=got)
+        if word not in _TRUE | _FALSE:
+            raise SettingsError("serve.settings.boolean", **bad)
+        return word in _TRUE
     if kind == "choice":
-        if isinstance(text, str) and text.lower() in _CHOICES[name]:
-            return text.lower()
-        raise SettingsError("serve.settings.choice", field=name, where=where,
-                            choices=", ".join(_CHOICES[name]), got=got)
+        if word not in _CHOICES[name]:
+            raise SettingsError("serve.settings.choice", choices=", ".join(_CHOICES[name]), **bad)
+        return word
     if kind == "emails":
-        return _emails(text, name, where, got)
+        return _emails(text, bad)
     if kind == "url":
-        return _store_url(text, name, where)
+        return _store_url(text, bad)
     if kind == "path":
         if not isinstance(text, (str, os.PathLike)) or str(text) == "":
-            raise SettingsError("serve.settings.folder", field=name, where=where, got=got)
+            raise SettingsError("serve.settings.folder", **bad)
         path = Path(text).expanduser()
         return (path if path.is_absolute() else base / path).resolve()
     if not isinstance(text, str):
-        raise SettingsError("serve.settings.text", field=name, where=where, got=got)
+        raise SettingsError("serve.settings.text", **bad)
     if not text and name == "groups_claim":
         return "groups"
     return text or None
 
 
-def _emails(value: Any, name: str, where: str, got: str) -> tuple[str, ...]:
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
+
+
+def _emails(value: Any, bad: dict) -> tuple[str, ...]:
     """E-mails from a TOML list or one text ("a@x.edu, b@x.edu"), lower-cased, each checked
     for the one "@" an address has (a typo would otherwise leave an instructor a student)."""
     items = re.split(r"[,;\s]+", value) if isinstance(value, str) else value
     if not isinstance(items, (list, tuple)) or not all(isinstance(e, str) for e in items):
-        raise SettingsError("serve.settings.emails", field=name, where=where, got=got)
-    out = []
-    for item in (e.strip().lower() for e in items):
-        if not item:
-            continue
+        raise SettingsError("serve.settings.emails", **bad)
+    out = tuple(dict.fromkeys(e.strip().lower() for e in items if e.strip()))
+    for item in out:
         if not _EMAIL.fullmatch(item):
-            raise SettingsError("serve.settings.emails", field=name, where=where, got=repr(item))
-        if item not in out:
-            out.append(item)
-    return tuple(out)
+            raise SettingsError("serve.settings.emails", **{**bad, "got": repr(item)})
+    return out
 
 
-_EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
-
-
-def _store_url(value: Any, name: str, where: str) -> str | None:
+def _store_url(value: Any, bad: dict) -> str | None:
     """A run store URL naming its database, checked by the store's own parser
     (``database.store_url``); the error shows it without its password."""
     if value is None or value == "":
@@ -271,9 +246,10 @@ def _store_url(value: Any, name: str, where: str) -> str | None:
     try:
         if isinstance(value, str) and "://" in value and store_url(value).database:
             return value
-        got = make_url(value).render_as_string(hide_password=True)
     except JobError:
+        pass
+    try:
         got = make_url(value).render_as_string(hide_password=True)
     except Exception:  # noqa: BLE001 - SQLAlchemy's ArgumentError, ValueError for a bad port
         got = repr(str(value).split("@")[-1])[:80]
-    raise SettingsError("serve.settings.store_url", field=name, where=where, got=got)
+    raise SettingsError("serve.settings.store_url", **{**bad, "got": got})

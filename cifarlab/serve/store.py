@@ -1,6 +1,6 @@
-"""The run store: every run, its step losses, events and result, in SQLite (the default) or
-PostgreSQL (several app servers on one store). A checkpoint's path is always computed here,
-``<checkpoint dir>/<validated id>.pth``, never taken from a browser.
+"""The run store: every run, its step losses, events and result (``database``: SQLite or
+PostgreSQL). A checkpoint's path is always computed here, ``<checkpoint dir>/<validated id>.pth``,
+never taken from a browser.
 """
 from __future__ import annotations
 
@@ -38,9 +38,7 @@ HOST = socket.gethostname()
 
 def clean_name(name: str | None) -> str | None:
     """A run's name as stored: one line, spaces collapsed, at most 100 characters."""
-    if name is None:
-        return None
-    return " ".join(str(name).split())[:100] or None
+    return None if name is None else " ".join(str(name).split())[:100] or None
 
 
 def _run(row: Any) -> Run:
@@ -65,20 +63,17 @@ def _json_default(obj: Any) -> Any:
 
 
 class RunStore(Database):
-    """The run store at ``location`` (a SQLite path, or a ``postgresql://`` URL); checkpoints
-    in ``checkpoint_dir`` (default: beside the SQLite file). A damaged SQLite file is recovered
-    (``backup``): ``recovery`` then says what was lost, in words."""
+    """The run store at ``location``; checkpoints in ``checkpoint_dir`` (default: beside the
+    SQLite file). A damaged SQLite file is recovered (``backup``): ``recovery`` says how."""
 
     recovery: StoreDamaged | None = None
     replica: str | None = None   # set by the queue: its runs are recorded as this replica's
 
     def __init__(self, location: str | os.PathLike, checkpoint_dir: str | os.PathLike | None = None,
                  upto: int = SCHEMA_VERSION):
-        url = store_url(location)
-        if url.get_backend_name() == "sqlite":
+        if store_url(location).get_backend_name() == "sqlite":
             init = super().__init__
-            self.recovery = open_checked(self, lambda _p, u: init(location, u),
-                                         Path(url.database), upto)
+            self.recovery = open_checked(self, lambda: init(location, upto))
         else:
             super().__init__(location, upto)
         if checkpoint_dir is None:
@@ -89,13 +84,11 @@ class RunStore(Database):
 
     # -- paths -------------------------------------------------------------------------------
     def checkpoint_path(self, run_id: str) -> Path:
-        """``<checkpoint dir>/<id>.pth``, for a validated id only."""
         return self.checkpoint_dir / f"{validate_run_id(run_id)}.pth"
 
     def remove_partial_checkpoints(self, run_id: str | None = None) -> list[Path]:
         """Delete checkpoints a worker was still writing when it died (``.<id>.pth.*.tmp``,
-        see ``cifarlab.core.checkpoint``): one run's, or every one whose run is not running
-        (and any whose name is not a run's). Returns the files removed."""
+        see ``core.checkpoint``): one run's, or all but running runs'. Returns the files."""
         if run_id is not None:
             files = self.checkpoint_dir.glob(f".{validate_run_id(run_id)}.pth.*.tmp")
         else:
@@ -112,17 +105,18 @@ class RunStore(Database):
         return removed
 
     # -- runs --------------------------------------------------------------------------------
+    def _update(self, run_id: str, **values: Any) -> None:
+        with self._write() as c:
+            c.execute(update(RUNS).where(R.id == validate_run_id(run_id)).values(**values))
+
     def rename(self, run_id: str, name: str | None) -> None:
         """Give a run a name (None or blank: no name, the page shows its id)."""
-        with self._write() as c:
-            c.execute(update(RUNS).where(R.id == validate_run_id(run_id))
-                      .values(name=clean_name(name)))
+        self._update(run_id, name=clean_name(name))
 
     def create_run(self, session: str, kind: str, config: dict, device: str,
                    name: str | None = None, exclusive: bool | Iterable[str] = False,
                    owner: str | None = None, image_epochs: int | None = None) -> str:
-        """Queue a new run; returns its id. ``owner``: the person (default: the session);
-        ``exclusive``: see ``JobQueue.submit_job``."""
+        """Queue a new run; returns its id (``owner``, ``exclusive``: ``JobQueue.submit_job``)."""
         validate_session(session)
         owner = validate_owner(session if owner is None else owner)
         validate_kind(kind)
@@ -140,7 +134,6 @@ class RunStore(Database):
         return run_id
 
     def get(self, run_id: str) -> Run | None:
-        """The run, or None when there is no such run."""
         validate_run_id(run_id)
         with self._read() as c:
             row = c.execute(_SELECT.where(R.id == run_id)).first()
@@ -194,19 +187,15 @@ class RunStore(Database):
             return c.execute(q).rowcount == 1
 
     def set_worker_pid(self, run_id: str, pid: int) -> None:
-        with self._write() as c:
-            c.execute(update(RUNS).where(R.id == validate_run_id(run_id))
-                      .values(worker_pid=int(pid)))
+        self._update(run_id, worker_pid=int(pid))
 
     def heartbeat(self, run_id: str) -> None:
-        with self._write() as c:
-            c.execute(update(RUNS).where(R.id == validate_run_id(run_id))
-                      .values(heartbeat=time.time()))
+        self._update(run_id, heartbeat=time.time())
 
     # -- losses and events -------------------------------------------------------------------
     def record(self, run_id: str, *, steps: Sequence[int] = (), losses: Sequence[float] = (),
                events: Iterable[tuple[str, dict]] = (), progress: dict | None = None) -> None:
-        """Write a batch in one transaction: step losses, events, the latest progress."""
+        """Write a batch in one transaction."""
         validate_run_id(run_id)
         steps, losses, events = list(steps), list(losses), list(events)
         if len(steps) != len(losses):
@@ -259,7 +248,7 @@ class RunStore(Database):
 
     # -- cancel, delete ----------------------------------------------------------------------
     def request_cancel(self, run_id: str) -> bool:
-        """Ask a running run's worker to stop (it polls this); True if the run is active."""
+        """Ask a run's worker to stop (it polls this); True if the run is active."""
         with self._write() as c:
             return c.execute(update(RUNS).where(R.id == validate_run_id(run_id),
                                                 R.status.in_(ACTIVE))
@@ -348,9 +337,9 @@ class RunStore(Database):
 
     def interrupt_orphans(self, stale_after: float | None = None, mine: Iterable[str] = (),
                           alive: Iterable[str] = (), adopt=None) -> list[str]:
-        """``orphans`` become ``interrupted`` with the step they reached (a checkpoint one was
-        writing removed first), but for those ``adopt`` (``Executor.adopt``) says are still
-        going. Returns the ids marked."""
+        """``orphans`` become ``interrupted`` with the step they reached (a half-written
+        checkpoint removed first), but those ``adopt`` (``Executor.adopt``) finds still going.
+        Returns the ids marked."""
         marked, orphans = [], self.orphans(stale_after, mine=mine, alive=alive)
         going = adopt(orphans) if adopt is not None and orphans else set()
         for run in orphans:

@@ -1,10 +1,8 @@
-"""The worker process: one job, in a process of its own, its progress written to the store.
-
-It runs below the server's priority (``worker_nice``) so pages stay responsive, leads a process
-group so a forced stop takes its DataLoader processes along, and beats a heartbeat so a silent
-worker can be told from a busy one. As the *spare* it warms up before it is needed. Any
-exception becomes ``failed`` with a one-line reason (``runs.reason``), the traceback kept for
-the host. Workers ignore Ctrl-C (the server decides) and stop by themselves if the server dies.
+"""The worker process: one job, its progress written to the store. It runs niced
+(``worker_nice``) so pages stay responsive, leads a process group so a forced stop takes its
+DataLoader processes along, and beats a heartbeat so a silent worker can be told from a busy
+one. As the *spare* it warms up before it is needed. Any exception becomes ``failed`` with a
+one-line reason, the traceback kept for the host. It stops by itself if the server dies.
 """
 from __future__ import annotations
 
@@ -34,8 +32,7 @@ _URGENT = frozenset({"start", "epoch", "diverged", "eval", "done", "stop"})
 
 
 def run_train_job(payload: dict, ctx: JobContext) -> dict:
-    """The "train" kind: the config ``JobQueue.submit`` admitted (the payload), trusted as it
-    is: it was checked once, at submit, with its device resolved there (``ctx.device``)."""
+    """The "train" kind: the config ``JobQueue.submit`` admitted and placed (``ctx.device``)."""
     from cifarlab.core.train import train_admitted
 
     config = TrainConfig.admitted(payload).on_device(ctx.device)
@@ -80,7 +77,6 @@ class JobContext:
         self._lock = threading.Lock()
 
     def data(self):
-        """The server's data set (``cifarlab.core.data.load``: decoded once, memory-mapped)."""
         if self._data is None:
             if self._data_error is not None:  # the spare's attempt failed: say why now
                 err, self._data_error = self._data_error, None
@@ -91,8 +87,7 @@ class JobContext:
         return self._data
 
     def emit(self, kind: str, data: dict) -> None:
-        """Record an event: "losses" ({steps, losses}) go to the losses table, "progress" into
-        the run's row, anything else into its events. Written in small batches."""
+        """Record an event ("losses": {steps, losses}; "progress": the run's row), in batches."""
         with self._lock:
             if kind == "losses":
                 self._steps.extend(data["steps"])
@@ -109,9 +104,8 @@ class JobContext:
             self.flush()
 
     def flush(self, force: bool = False) -> bool:
-        """Write what is buffered; False when the store cannot be reached (its database
-        restarting): the batch is kept, in order, for the next flush (tried again a second
-        later at the soonest, unless ``force``), and training goes on."""
+        """Write what is buffered; False when the store cannot be reached: the batch is kept,
+        in order, for the next flush (a second later at the soonest, unless ``force``)."""
         if not force and time.monotonic() < self._retry_at:
             return False
         with self._lock:
@@ -134,25 +128,16 @@ class JobContext:
                 return False
         return True
 
-    def _cancel_requested(self) -> bool:
-        try:
-            return self.store.cancel_requested(self.run_id)
-        except JobError as err:   # the store is away: no cancel can have been asked since
-            if err.code != "serve.store.unreachable":
-                raise
-            return False
-
     def weights_not_saved(self, err: BaseException) -> None:
-        """The job's checkpoint could not be written (a full disk): its results are kept, and
-        the run ends saying so (``run_job``); the host's log gets the path."""
+        """The checkpoint could not be written (a full disk): the results are kept and the run
+        ends saying so (``run_job``); the host's log gets the path."""
         self.weights_error = err
         print(f"cifarlab worker: run {self.run_id}: the server's disk is full; its checkpoint "
               f"{self.checkpoint_path} could not be written ({err})", file=sys.stderr, flush=True)
 
     def should_stop(self) -> bool:
         """True once the run was cancelled, ran past its time limit, or the server went away;
-        cheap to call every step. The first True is recorded as a "stop" event (why, after how
-        many calls, when the flag was seen), so a run reports how promptly it stopped."""
+        cheap every step. The first True is a "stop" event: how promptly it stopped."""
         if self.stop_reason is not None:
             return True
         self._calls += 1
@@ -162,7 +147,13 @@ class JobContext:
         elif now - self._last_poll >= CANCEL_POLL_S:
             self._last_poll = now
             poll_t = time.time()
-            if self._cancel_requested():
+            try:
+                cancelled = self.store.cancel_requested(self.run_id)
+            except JobError as err:   # the store is away: no cancel can have been asked since
+                if err.code != "serve.store.unreachable":
+                    raise
+                cancelled = False
+            if cancelled:
                 self.stop_reason = "cancel"
             elif not self._parent_alive():
                 self.stop_reason = "server"
@@ -178,34 +169,25 @@ class JobContext:
 def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
                  ready=None) -> None:
     """A worker process: warm up, take one job (``job``, or the next one sent on ``conn``),
-    run it, record the outcome, exit; ``ready`` (an Event) is set once warm. A spare handed its
-    job while still warming up starts the heartbeat at once (a thread waits for the job), so
-    the scheduler never takes a slow start for a dead worker."""
+    run it, record the outcome, exit; ``ready`` is set once warm. A spare's job arrives on a
+    thread that starts the heartbeat at once: a slow warm-up never looks like a dead worker."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C on the server: the server decides
     _lower_priority(settings.worker_nice)
-    if hasattr(os, "setpgrp"):
-        # A process group of its own: a forced stop (processes.kill) then takes the DataLoader
-        # processes the run started along with it, instead of leaving them orphaned.
-        try:
-            os.setpgrp()
-        except OSError:
-            pass
+    # A process group of its own: a forced stop (processes.kill) takes its DataLoader processes
+    os.setpgrp()
     beating = threading.Event()   # set once the job has ended
-    waiter = None
-    got: dict[str, Any] = {}
-    if job is not None:
-        _beat(store, job["run_id"], beating)
-    else:
-        def wait_for_job() -> None:
+    got = {"job": job}
+
+    def wait_for_job() -> None:
+        if got["job"] is None:
             try:
                 got["job"] = conn.recv()
             except (EOFError, OSError):  # the server closed the pipe: no job for us
-                got["job"] = None
-            if got["job"] is not None:
-                _beat(store, got["job"]["run_id"], beating)
+                return
+        _beat(store, got["job"]["run_id"], beating)
 
-        waiter = threading.Thread(target=wait_for_job, name="cifarlab-job-wait", daemon=True)
-        waiter.start()
+    waiter = threading.Thread(target=wait_for_job, name="cifarlab-job-wait", daemon=True)
+    waiter.start()
     data = data_error = None
     try:
         import torch
@@ -223,20 +205,18 @@ def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
         data_error = err
     if ready is not None:
         ready.set()
-    if waiter is not None:
-        waiter.join()
-        job = got.get("job")
-        if job is None:
-            return
+    waiter.join()
+    if got["job"] is None:
+        return
     try:
-        _run_job(store, job, data, data_error)
+        _run_job(store, got["job"], data, data_error)
     finally:
         beating.set()
 
 
 def _lower_priority(steps: int) -> None:
     """Run ``steps`` below the server's priority (a new worker starts at the server's)."""
-    if steps > 0 and hasattr(os, "nice"):
+    if steps > 0:
         try:
             os.nice(steps)
         except OSError:  # not allowed here: run at the server's priority
@@ -254,7 +234,6 @@ def _warm_up() -> None:
 
 
 def _beat(store: RunStore, run_id: str, stop: threading.Event) -> None:
-    """Start beating for ``run_id`` until ``stop`` is set."""
     def loop() -> None:
         while not stop.wait(HEARTBEAT_S):
             try:
@@ -278,15 +257,14 @@ def _run_job(store: RunStore, job: dict, data: Any, data_error: BaseException | 
         fn = import_target(job["target"])
     except BaseException as err:  # noqa: BLE001 - every failure is recorded, in words
         fn = _raise(err)
-    # the job carries what was admitted (executor.job_for): the one channel, as on Ray
     status, fields = run_job(fn, job["payload"], ctx)
     settle(store, ctx, status, fields)
 
 
 def settle(store: RunStore, ctx: Any, status: str, fields: dict,
            patience_s: float = SETTLE_PATIENCE_S) -> None:
-    """Record the outcome (and what is still buffered); while the store cannot be reached
-    (its database restarting) try again every second, for up to ``patience_s``."""
+    """Record the outcome (and what is still buffered), retried every second for up to
+    ``patience_s`` while the store cannot be reached."""
     deadline = time.monotonic() + patience_s
     while True:
         try:
@@ -311,8 +289,7 @@ def _raise(err: BaseException) -> Callable[[dict, Any], dict]:
 
 def run_job(fn: Callable[[dict, Any], dict], payload: dict,
             ctx: JobContext) -> tuple[str, dict[str, Any]]:
-    """Run a job function; returns (its status, the fields ``RunStore.set_status`` records:
-    result, env, why it stopped or failed, the traceback). Any executor's workers call this."""
+    """Run a job function; returns (its status, the fields ``RunStore.set_status`` records)."""
     try:
         result = fn(payload, ctx)
         ctx.flush()
@@ -353,26 +330,22 @@ def run_job(fn: Callable[[dict, Any], dict], payload: dict,
 
 
 def _peak_rss_mb() -> float | None:
-    """This process's peak resident memory in MB (None where the platform does not say): on
-    Linux ``VmHWM``, since ``ru_maxrss`` survives ``exec`` (it could be the parent's size)."""
+    """This process's peak resident memory in MB: Linux's ``VmHWM`` (``ru_maxrss`` survives
+    ``exec``: it could be the parent's size), else ``ru_maxrss`` (macOS: bytes)."""
     try:
         with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    try:
+            return next(round(int(line.split()[1]) / 1024, 1) for line in f
+                        if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
         import resource
-    except ImportError:
-        return None
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return round(peak / (2**20 if sys.platform == "darwin" else 2**10), 1)  # bytes vs KiB
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return round(peak / (2**20 if sys.platform == "darwin" else 2**10), 1)
 
 
 def failure(err: BaseException) -> dict[str, Any]:
-    """Why a job failed, one line a student can read (``runs.reason``): a CifarLabError's own
-    code and parameters, else the error's type and first line."""
+    """Why a job failed, one line a student can read: a CifarLabError's own code, else the
+    error's type and first line."""
     if isinstance(err, CifarLabError):
         return reason_for(err)
     name = type(err).__name__
