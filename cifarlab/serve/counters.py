@@ -1,7 +1,6 @@
-"""The guessing limits' counters (``identity.Counters``) in the run store, so that every replica
-counts the same failures and a restart forgets nothing. Keys are kept as SHA-256 digests; a key
-whose latest failure is ``forget_s`` old counts as none. Times are ``time.time`` (the same on
-every replica): the limiter using these counters must use that clock.
+"""The guessing limits' counters (``identity.Counters``) in the run store: every replica counts
+the same failures and a restart forgets nothing. Keys are kept as SHA-256 digests. Times are
+``time.time`` (the same on every replica): the limiter must use that clock.
 """
 from __future__ import annotations
 

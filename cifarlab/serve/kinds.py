@@ -1,8 +1,6 @@
-"""Job kinds: what a queued job runs, by name, so the server never imports the work itself.
-
-A kind names a function as ``"package.module:function"``; the worker process imports it when a
-job of that kind starts. So ``cifarlab.serve`` can run the GPU page's timing sweep without
-importing ``cifarlab.lab`` (the layers forbid it).
+"""Job kinds: what a queued job runs, by name (``"package.module:function"``, imported by the
+worker), so ``cifarlab.serve`` runs the GPU page's timing sweep without importing
+``cifarlab.lab`` (the layers forbid it).
 """
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The local executor (the default): each run in a worker process on this machine, and warm
-spares (torch imported, the data mapped, one tiny step done) that make pressing Train show the
-first loss within a second or two. A worker writes its event batches and outcome into the run
-store itself, so ``poll`` only has to say why a worker that died could not.
+spares (torch imported, the data mapped, one tiny step done) so that Train shows the first loss
+within a second or two. A worker writes its events and outcome into the store itself.
 """
 from __future__ import annotations
 

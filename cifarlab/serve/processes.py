@@ -1,9 +1,7 @@
-"""Worker processes as the server sees them: starting one, stopping one by force, and why one
-ended when it could not say (the local executor keeps them).
-
-Workers are forked from a fork server that imported torch once (multiprocessing's
-``forkserver``; ``spawn`` where there is none): a new worker starts in a fraction of a second
-instead of importing torch again. The fork server starts no thread of ours and no CUDA context.
+"""Worker processes as the local executor sees them: starting one, stopping one by force, and
+why one ended when it could not say. Workers are forked from a fork server that imported torch
+once (``spawn`` where there is none): a new worker starts in a fraction of a second. The fork
+server starts no thread of ours and no CUDA context.
 """
 from __future__ import annotations
 

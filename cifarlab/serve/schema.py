@@ -1,14 +1,10 @@
-"""The run store's tables, on SQLite or PostgreSQL, and the migrations that bring an older store
-up to date.
-
-The tables are declared once with SQLAlchemy Core (``METADATA``): a new store gets them as
-declared, at ``SCHEMA_VERSION``; an older one is brought there by ``MIGRATIONS`` (tests/
-test_store.py checks that a store migrated from version 1 and the declaration agree). The
-version is ``PRAGMA user_version`` in SQLite and the row of ``cifarlab_schema`` in PostgreSQL;
-a store from a newer CIFAR Lab is refused, never changed.
-
-Versions: 1 runs, losses, events; 2 owners, image-epochs, error codes; 3 the classroom; 4
-replicas and shared guessing counters (the first PostgreSQL knows); 5 the class experiment.
+"""The run store's tables (SQLAlchemy Core, on SQLite or PostgreSQL) and the migrations that
+bring an older store up to date: a new store gets ``METADATA`` at ``SCHEMA_VERSION``, an older
+one ``MIGRATIONS`` (tests/test_store.py holds a store migrated from version 1 to the
+declaration). The version is ``PRAGMA user_version`` in SQLite, the row of ``cifarlab_schema``
+in PostgreSQL; a store from a newer CIFAR Lab is refused, never changed. Versions: 1 runs,
+losses, events; 2 owners, image-epochs, error codes; 3 the classroom; 4 replicas and shared
+guessing counters (the first PostgreSQL knows); 5 the class experiment.
 """
 from __future__ import annotations
 

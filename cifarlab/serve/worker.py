@@ -295,9 +295,7 @@ def run_job(fn: Callable[[dict, Any], dict], payload: dict,
         ctx.flush()
         result = dict(result or {})
         env = result.pop("env", None)
-        peak = _peak_rss_mb()
-        if peak is not None:  # for hosts: what one run costs in memory
-            result.setdefault("worker_peak_rss_mb", peak)
+        result.setdefault("worker_peak_rss_mb", _peak_rss_mb())  # for hosts: a run's memory
         why: dict[str, Any] = {}
         if ctx.stop_reason == "server":
             status, why = "interrupted", reason("serve.worker.server_stopped")
@@ -329,7 +327,7 @@ def run_job(fn: Callable[[dict, Any], dict], payload: dict,
         return "failed", {"traceback": tb, **why}
 
 
-def _peak_rss_mb() -> float | None:
+def _peak_rss_mb() -> float:
     """This process's peak resident memory in MB: Linux's ``VmHWM`` (``ru_maxrss`` survives
     ``exec``: it could be the parent's size), else ``ru_maxrss`` (macOS: bytes)."""
     try:
