@@ -133,11 +133,9 @@ class Database:
             @event.listens_for(engine, "connect")
             def _on_connect(dbapi_conn, _record):
                 dbapi_conn.isolation_level = None   # transactions are ours (BEGIN below)
-                cur = dbapi_conn.cursor()
-                cur.execute("PRAGMA journal_mode = WAL")
-                cur.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-                cur.execute("PRAGMA synchronous = NORMAL")
-                cur.close()
+                dbapi_conn.execute("PRAGMA journal_mode = WAL")
+                dbapi_conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+                dbapi_conn.execute("PRAGMA synchronous = NORMAL")
 
             @event.listens_for(engine, "begin")
             def _on_begin(conn):
