@@ -23,20 +23,15 @@ t = translator()
 K = "cls_"            # widget keys: cls_code, cls_p_epochs, cls_l_epochs, ...
 
 
-def act(call, *args, **kwargs):
-    """One engine call from a button's callback: its refusal shown on this run."""
-    try:
-        return call(person(), *args, **kwargs)
-    except CifarLabError as err:
-        messages.keep(K + "msg", "error", err)
-        return None
-
-
 # ------------------------------------------------------------------------------- the class
+def act(call, *args, **kwargs):
+    return cs.act(K + "msg", call, *args, **kwargs)
+
+
 def _create() -> None:
-    info = act(cr.create_class, st.session_state.get(K + "title", ""))
+    info = act(cr.create_class, st.session_state.get(K + "title", ""),
+               done=lambda i: t("classroom.created", code=i.code))
     if info is not None:
-        messages.keep(K + "msg", "success", t("classroom.created", code=info.code))
         st.session_state[K + "code"] = info.code
         st.session_state[K + "title"] = ""
 
@@ -89,14 +84,11 @@ def _push(code: str) -> None:
     locked = [f.name for f in FIELDS if ss.get(K + "l_" + f.name)]
     typed = {f.name: ss.get(K + "p_" + f.name) for f in FIELDS}
     info = act(cr.push_preset, code, words.preset_values(FIELDS, typed), locked=locked,
-               expected_version=ss[K + "seen"][1])
-    if info is not None:
-        messages.keep(K + "msg", "success", t("classroom.preset.pushed", version=info.version))
-        ss[K + "seen"] = (info.code, info.version, lang())
-    elif isinstance(ss.get(K + "msg", (None, None))[1], CifarLabError):
-        # refused (a stale version among others): the values typed here stay; a second push
-        # overwrites the other instructor's change, which the caption now shows
-        ss[K + "seen"] = (code, cr.get_class(person(), code).version, lang())
+               expected_version=ss[K + "seen"][1],
+               done=lambda i: t("classroom.preset.pushed", version=i.version))
+    # refused (a stale version among others): the values typed here stay; a second push
+    # overwrites the other instructor's change, which the caption now shows
+    ss[K + "seen"] = (code, (info or cr.get_class(person(), code)).version, lang())
 
 
 def knob_box(f) -> None:
@@ -154,9 +146,9 @@ def _save_limits(code: str) -> None:
     devices = ss.get(K + "lim_devices") or None
     info = act(cr.set_limits, code, ClassLimits(
         whole("epochs"), whole("images"), tuple(devices) if devices else None, whole("runs")),
-        expected_version=ss[K + "seen"][1])
+        expected_version=ss[K + "seen"][1],
+        done=lambda i: t("classroom.limits.saved", version=i.version))
     if info is not None:
-        messages.keep(K + "msg", "success", t("classroom.limits.saved", version=info.version))
         ss[K + "seen"] = (info.code, info.version, lang())
 
 

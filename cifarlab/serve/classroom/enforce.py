@@ -116,18 +116,13 @@ def check_limits(limits: Any) -> ClassLimits:
     """Whole numbers ≥ 1 (or None) and a list of device names; ClassError naming the field."""
     if not isinstance(limits, ClassLimits):
         raise ClassError("class.bad_limits", field="limits")
-    for f in dataclasses.fields(limits):
-        v = getattr(limits, f.name)
-        if f.name == "devices":
-            if v is not None and (isinstance(v, str) or not all(
-                    isinstance(d, str) and d.strip() for d in v)):
-                raise ClassError("class.bad_limit", field=f.name, name=f.name)
-        elif v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise ClassError("class.bad_limit", field=f.name, name=f.name)
-    if limits.devices is not None:
-        limits = dataclasses.replace(limits, devices=tuple(d.strip().lower()
-                                                           for d in limits.devices))
-    return limits
+    for name, v in dataclasses.asdict(limits).items():
+        if v is not None and (isinstance(v, str) or not all(
+                isinstance(d, str) and d.strip() for d in v) if name == "devices" else
+                isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ClassError("class.bad_limit", field=name, name=name)
+    devices = limits.devices and tuple(d.strip().lower() for d in limits.devices)
+    return dataclasses.replace(limits, devices=devices)
 
 
 def fits(experiment: Experiment | None, values: Mapping[str, Any], locked: Iterable[str],
