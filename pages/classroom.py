@@ -4,6 +4,8 @@ who reaches this page sees a message, and the engine refuses them anyway.
 """
 from __future__ import annotations
 
+import functools
+
 import streamlit as st
 
 from cifarlab.core.safe_text import md_escape
@@ -24,8 +26,7 @@ K = "cls_"            # widget keys: cls_code, cls_p_epochs, cls_l_epochs, ...
 
 
 # ------------------------------------------------------------------------------- the class
-def act(call, *args, **kwargs):
-    return cs.act(K + "msg", call, *args, **kwargs)
+act = functools.partial(cs.act, K + "msg")   # an engine call from a callback, refusal kept
 
 
 def _create() -> None:
@@ -70,8 +71,7 @@ FIELDS = trainview.knob_fields()
 
 
 def _load_preset(info) -> None:
-    """Fill the preset's widgets from the class (when the class or its version changes under
-    widgets that were not edited since)."""
+    """Fill the preset's widgets from the class (another class chosen, or another language)."""
     ss = st.session_state
     for name, value in words.preset_widgets(FIELDS, info.preset, lang()).items():
         ss[K + "p_" + name] = value
@@ -124,12 +124,10 @@ def preset_form(info) -> None:
     else:
         st.caption(t("classroom.preset.current_none"))
     with st.form(K + "preset", border=False):
-        per_col = -(-len(FIELDS) // 3)
-        for col, chunk in zip(st.columns(3), (FIELDS[i:i + per_col]
-                                              for i in range(0, len(FIELDS), per_col))):
-            with col:
-                for f in chunk:
-                    knob_box(f)
+        columns, per_col = st.columns(3), -(-len(FIELDS) // 3)
+        for i, f in enumerate(FIELDS):
+            with columns[i // per_col]:
+                knob_box(f)
         st.form_submit_button(t("classroom.preset.push"), on_click=_push, args=(info.code,),
                               key=K + "push_btn",
                               type="primary", icon=":material/send:")

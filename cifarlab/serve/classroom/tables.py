@@ -120,13 +120,11 @@ def add_member(db: Database, code: str, person: str, nickname: str, nick_key: st
             return Membership(code, row[1], person, mine[0], mine[1], mine[3])
         if not row[0]:
             raise ClassError("class.closed", field="code")
-        taken = c.execute(text("SELECT person FROM class_members WHERE code = :code AND "
-                               "nick_key = :key"), {"code": code, "key": nick_key}).scalar()
-        if taken is not None and taken != person:
+        others = c.execute(text("SELECT nickname, nick_key FROM class_members WHERE code = "
+                                ":code AND person != :person"), args).all()
+        if any(key == nick_key for _, key in others):
             raise ClassError("class.nickname_taken", field="nickname", nickname=nickname)
-        others = list(c.execute(text("SELECT nickname FROM class_members WHERE code = :code "
-                                     "AND person != :person"), args).scalars())
-        alike = confusable_with(nickname, others)
+        alike = confusable_with(nickname, [nick for nick, _ in others])
         if alike is not None:
             raise ClassError("class.nickname_confusable", field="nickname", nickname=nickname,
                              other=alike)
