@@ -89,10 +89,9 @@ def same_value(a: Any, b: Any) -> bool:
 
 def check_preset(values: Mapping[str, Any], locked: Iterable[str],
                  limits: ClassLimits) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """The pushed knob values as stored (each through ``TrainConfig``: 1 -> 1.0, " CPU " ->
-    "cpu") and the locked names; ConfigError (core's validator, with the class limits) naming
-    each bad knob; a value over the class limits: ClassError). A locked knob without a value is
-    locked at the tutorial's default."""
+    """The pushed values as stored (through ``TrainConfig``: 1 -> 1.0, " CPU " -> "cpu") and
+    the locked names, a locked knob without a value at the tutorial's default; ConfigError
+    naming each bad knob, ClassError for a value over the class limits."""
     if not isinstance(values, Mapping):
         raise ClassError("class.bad_preset", field="preset")
     locked = tuple(dict.fromkeys(locked or ()))
@@ -147,11 +146,9 @@ def pushed(info: ClassInfo, slot: int) -> tuple[dict[str, Any], tuple[str, ...]]
 
 def check_experiment(knob: Any, values: Any, preset: Mapping[str, Any], locked: Iterable[str],
                      limits: ClassLimits, since: float | None = None) -> Experiment:
-    """The experiment on ``knob`` with ``values``: text as typed ("0.0001; 0.001 0.01", each
-    read by the knob's own ``Knob.parse``, decimals with either mark) or a list. Each value is
-    checked with the rest of the preset and the class limits; the first refused is named with
-    the knob's own message (``class.experiment_value``). 2 to ``MAX_VALUES`` distinct values,
-    numbers in ascending order."""
+    """The experiment on ``knob`` with ``values`` (a list, or text as typed: "0.0001; 0.001 0.01",
+    decimals with either mark): 2 to ``MAX_VALUES`` distinct values, numbers in ascending order,
+    each checked with the rest of the preset and the class limits in the knob's own words."""
     f = KNOBS.get(knob) if isinstance(knob, str) else None
     if f is None:
         raise ClassError("class.experiment_knob", field="knob", knob=str(knob)[:40],
