@@ -4,6 +4,8 @@ who reaches this page sees a message, and the engine refuses them anyway.
 """
 from __future__ import annotations
 
+import functools
+
 import streamlit as st
 
 from cifarlab.core.safe_text import md_escape
@@ -23,20 +25,14 @@ t = translator()
 K = "cls_"            # widget keys: cls_code, cls_p_epochs, cls_l_epochs, ...
 
 
-def act(call, *args, **kwargs):
-    """One engine call from a button's callback: its refusal shown on this run."""
-    try:
-        return call(person(), *args, **kwargs)
-    except CifarLabError as err:
-        messages.keep(K + "msg", "error", err)
-        return None
-
-
 # ------------------------------------------------------------------------------- the class
+act = functools.partial(cs.act, K + "msg")   # an engine call from a callback, refusal kept
+
+
 def _create() -> None:
-    info = act(cr.create_class, st.session_state.get(K + "title", ""))
+    info = act(cr.create_class, st.session_state.get(K + "title", ""),
+               done=lambda i: t("classroom.created", code=i.code))
     if info is not None:
-        messages.keep(K + "msg", "success", t("classroom.created", code=info.code))
         st.session_state[K + "code"] = info.code
         st.session_state[K + "title"] = ""
 
@@ -75,8 +71,7 @@ FIELDS = trainview.knob_fields()
 
 
 def _load_preset(info) -> None:
-    """Fill the preset's widgets from the class (when the class or its version changes under
-    widgets that were not edited since)."""
+    """Fill the preset's widgets from the class (another class chosen, or another language)."""
     ss = st.session_state
     for name, value in words.preset_widgets(FIELDS, info.preset, lang()).items():
         ss[K + "p_" + name] = value
@@ -89,14 +84,11 @@ def _push(code: str) -> None:
     locked = [f.name for f in FIELDS if ss.get(K + "l_" + f.name)]
     typed = {f.name: ss.get(K + "p_" + f.name) for f in FIELDS}
     info = act(cr.push_preset, code, words.preset_values(FIELDS, typed), locked=locked,
-               expected_version=ss[K + "seen"][1])
-    if info is not None:
-        messages.keep(K + "msg", "success", t("classroom.preset.pushed", version=info.version))
-        ss[K + "seen"] = (info.code, info.version, lang())
-    elif isinstance(ss.get(K + "msg", (None, None))[1], CifarLabError):
-        # refused (a stale version among others): the values typed here stay; a second push
-        # overwrites the other instructor's change, which the caption now shows
-        ss[K + "seen"] = (code, cr.get_class(person(), code).version, lang())
+               expected_version=ss[K + "seen"][1],
+               done=lambda i: t("classroom.preset.pushed", version=i.version))
+    # refused (a stale version among others): the values typed here stay; a second push
+    # overwrites the other instructor's change, which the caption now shows
+    ss[K + "seen"] = (code, (info or cr.get_class(person(), code)).version, lang())
 
 
 def knob_box(f) -> None:
@@ -132,12 +124,10 @@ def preset_form(info) -> None:
     else:
         st.caption(t("classroom.preset.current_none"))
     with st.form(K + "preset", border=False):
-        per_col = -(-len(FIELDS) // 3)
-        for col, chunk in zip(st.columns(3), (FIELDS[i:i + per_col]
-                                              for i in range(0, len(FIELDS), per_col))):
-            with col:
-                for f in chunk:
-                    knob_box(f)
+        columns, per_col = st.columns(3), -(-len(FIELDS) // 3)
+        for i, f in enumerate(FIELDS):
+            with columns[i // per_col]:
+                knob_box(f)
         st.form_submit_button(t("classroom.preset.push"), on_click=_push, args=(info.code,),
                               key=K + "push_btn",
                               type="primary", icon=":material/send:")
@@ -154,9 +144,9 @@ def _save_limits(code: str) -> None:
     devices = ss.get(K + "lim_devices") or None
     info = act(cr.set_limits, code, ClassLimits(
         whole("epochs"), whole("images"), tuple(devices) if devices else None, whole("runs")),
-        expected_version=ss[K + "seen"][1])
+        expected_version=ss[K + "seen"][1],
+        done=lambda i: t("classroom.limits.saved", version=i.version))
     if info is not None:
-        messages.keep(K + "msg", "success", t("classroom.limits.saved", version=info.version))
         ss[K + "seen"] = (info.code, info.version, lang())
 
 

@@ -1,8 +1,6 @@
-"""The classroom page's tables and words (pages/classroom.py; the classroom itself, its roles
-and its rules, is ``cifarlab.serve.classroom``): the live board and the leaderboards as pandas
-tables, a challenge's goal in words, in the page's language. Rows are the serving side's
-records (``BoardRow``, ``LeaderRow``, ``Goal``), read by attribute only: lab never imports
-serve.
+"""The classroom pages' tables, words, join link and charts, in the page's language (the
+classroom's roles and rules are ``cifarlab.serve.classroom``). Rows are the serving side's
+records, read by attribute only: lab never imports serve.
 """
 from __future__ import annotations
 
@@ -92,8 +90,8 @@ def qr_png(text: str) -> bytes:
 def shown(value: Any, lang: str, f: Any = None) -> str:
     """A pushed knob's value in words, in ``lang`` (``f``: its KnobField): yes or no, a
     choice's name as the Train page gives it, all the images, numbers in the language's form."""
-    t, kind, name = i18n.translator(lang), getattr(getattr(f, "knob", None), "kind", None), \
-        getattr(f, "name", "")
+    t, name = i18n.translator(lang), getattr(f, "name", "")
+    kind = getattr(getattr(f, "knob", None), "kind", None)
     if value is None:
         return t("classroom.preset.all_images") if name == "train_subset" else "–"
     if name == "seed":   # a name for a run's randomness, not a quantity: no separators
@@ -139,14 +137,11 @@ def presenter_figure(pinned: Any, t) -> go.Figure:
         data.append(go.Scatter(x=list(pinned.running_steps), y=list(pinned.running_losses),
                                mode="lines+markers", line=dict(width=5, color=C.PALETTE[5]),
                                marker=dict(size=14), name=t("train.running_loss")))
-    fig = go.Figure(data)
-    big = dict(size=22)
-    fig.update_layout(template="none", height=430, margin=dict(l=90, r=20, t=60, b=80),
-                      font=big, legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0,
-                                            font=big))
-    fig.update_xaxes(title=dict(text=t("common.step"), font=big), tickfont=big)
-    fig.update_yaxes(title=dict(text=t("common.loss"), font=big), tickfont=big)
-    return C.localized(fig, t.lang)
+    # the layout's type size is every text's (axes, ticks, legend)
+    return C.localized(go.Figure(data), t.lang, template="none", height=430, font=dict(size=22),
+                       margin=dict(l=90, r=20, t=60, b=80), xaxis_title=t("common.step"),
+                       yaxis_title=t("common.loss"),
+                       legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0))
 
 
 def projector_board(rows: Iterable[Any], lang: str) -> pd.DataFrame:

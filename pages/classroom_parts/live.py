@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import streamlit as st
 
-from cifarlab.errors import CifarLabError
 from cifarlab.lab import classroom as view
 from cifarlab.serve.classroom import Goal
 from pages.classroom_parts import student as cs
@@ -14,7 +13,6 @@ from ui import messages
 from ui.data import queue
 from ui.language import call_or_show, lang
 from ui.nav import PRESENTER
-from ui.signin import person
 
 BOARD_S = 2.0         # the board's refresh
 LEADER_S = 3.0        # the public leaderboard's refresh while the challenge is open
@@ -27,18 +25,14 @@ def _board_action(action: str, code: str, t) -> None:
     ss = st.session_state
     run_id = ss.get(K + "board_run")
     nick = ss.get(K + "board_nicks", {}).get(run_id, "?")
-    try:
-        if action == "cancel":
-            status = cs.classroom().cancel_run(person(), code, run_id)
-            messages.keep(K + "board_msg", "success", t(
-                "classroom.board.cancelled", nickname=nick,
-                status=view.status_text(status, lang())))
-        else:
-            cs.classroom().pin(person(), code, None if action == "unpin" else run_id)
-            messages.keep(K + "board_msg", "success", t("classroom.board.pinned", nickname=nick)
-                          if action == "pin" else t("classroom.board.pinned_none"))
-    except CifarLabError as err:
-        messages.keep(K + "board_msg", "error", err)
+    if action == "cancel":
+        cs.act(K + "board_msg", cs.classroom().cancel_run, code, run_id,
+               done=lambda status: t("classroom.board.cancelled", nickname=nick,
+                                     status=view.status_text(status, lang())))
+    else:
+        cs.act(K + "board_msg", cs.classroom().pin, code, None if action == "unpin" else run_id,
+               done=lambda _: t("classroom.board.pinned", nickname=nick) if action == "pin"
+               else t("classroom.board.pinned_none"))
 
 
 def board_section(cr, me, code: str, t) -> None:
@@ -95,26 +89,29 @@ def board_section(cr, me, code: str, t) -> None:
 # ---------------------------------------------------------------------------- challenge
 def _challenge(code: str, opening: bool) -> None:
     """The Open and Close buttons' callback: the goal from the form, the engine's refusal kept."""
-    ss = st.session_state
-    try:
-        if not opening:
-            cs.classroom().close_challenge(person(), code)
-        elif ss.get(K + "ch_kind") == "fastest_to":
-            target = ss.get(K + "ch_target")
-            cs.classroom().open_challenge(person(), code, Goal(
-                "fastest_to", target=None if target is None else target / 100))
-        else:
-            device, epochs = ss.get(K + "ch_device"), ss.get(K + "ch_epochs")
-            cs.classroom().open_challenge(person(), code, Goal(
-                "best_accuracy", max_epochs=None if epochs is None else int(epochs),
-                device=None if device == "any" else device))
-    except CifarLabError as err:
-        messages.keep(K + "ch_msg", "error", err)
+    ss, cr = st.session_state, cs.classroom()
+    if not opening:
+        cs.act(K + "ch_msg", cr.close_challenge, code, done=lambda _: None)
         return
-    messages.keep(K + "ch_msg", "success", None)
+    if ss.get(K + "ch_kind") == "fastest_to":
+        target = ss.get(K + "ch_target")
+        goal = Goal("fastest_to", target=None if target is None else target / 100)
+    else:
+        device, epochs = ss.get(K + "ch_device"), ss.get(K + "ch_epochs")
+        goal = Goal("best_accuracy", max_epochs=None if epochs is None else int(epochs),
+                    device=None if device == "any" else device)
+    cs.act(K + "ch_msg", cr.open_challenge, code, goal, done=lambda _: None)   # its words below
 
 
-def leaderboard(cr, me, code: str, which: str, kind: str, t) -> None:
+def boards(cr, me, code: str, ch, t, csv: bool = True) -> None:
+    """The public board, and the private one beside it once the challenge is closed."""
+    shown = ["public"] if ch.is_open else ["public", "private"]
+    for column, which in zip(st.columns(len(shown)), shown):
+        with column:
+            leaderboard(cr, me, code, which, ch.goal.kind, t, csv)
+
+
+def leaderboard(cr, me, code: str, which: str, kind: str, t, csv: bool) -> None:
     name = (t("classroom.challenge.public") if which == "public"
             else t("classroom.challenge.private"))
     st.markdown(f"**{name}**")
@@ -125,8 +122,8 @@ def leaderboard(cr, me, code: str, which: str, kind: str, t) -> None:
         st.caption(t("classroom.challenge.board_empty"))
     else:
         st.table(view.leader_table(rows, kind, lang()), hide_index=True)
-    csv = call_or_show(cr.leaderboard_csv, me, code, which)
-    if csv is not None:
+    csv = csv and call_or_show(cr.leaderboard_csv, me, code, which)
+    if csv:
         st.download_button(t("classroom.challenge.download", board=name), csv,
                            file_name=f"{code}-{which}.csv", mime="text/csv",
                            key=K + f"csv_{which}", icon=":material/download:", on_click="ignore")
@@ -149,20 +146,12 @@ def challenge_section(cr, me, info, t) -> None:
         st.button(t("classroom.challenge.close"), key=K + "ch_close", type="primary",
                   on_click=_challenge, args=(info.code, False), icon=":material/flag:")
 
-        @st.fragment(run_every=LEADER_S)
-        def public() -> None:
-            leaderboard(cr, me, info.code, "public", ch.goal.kind, t)
-
-        public()
+        st.fragment(boards, run_every=LEADER_S)(cr, me, info.code, ch, t)
         return
     if ch is not None:
         if msg is not None and msg[0] == "success":
             st.success(t("classroom.challenge.closed"))
-        left, right = st.columns(2)
-        with left:
-            leaderboard(cr, me, info.code, "public", ch.goal.kind, t)
-        with right:
-            leaderboard(cr, me, info.code, "private", ch.goal.kind, t)
+        boards(cr, me, info.code, ch, t)
         st.divider()
     else:
         st.caption(t("classroom.challenge.none"))

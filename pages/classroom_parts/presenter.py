@@ -9,7 +9,7 @@ import streamlit as st
 
 from cifarlab.core.safe_text import md_escape
 from cifarlab.lab import classroom as words
-from pages.classroom_parts import experiment
+from pages.classroom_parts import experiment, live
 from pages.classroom_parts import student as cs
 from ui.language import call_or_show, lang, pct
 from ui.nav import PRESENTER
@@ -108,13 +108,4 @@ def leaders(cr, me, code: str, t) -> None:
         st.info(t("classroom.challenge.none"))
         return
     st.markdown(f"### {words.goal_text(ch.goal, lang())}")
-    boards = ["public"] if ch.is_open else ["public", "private"]
-    for column, which in zip(st.columns(len(boards)), boards):
-        rows = call_or_show(cr.leaderboard, me, code, which)
-        with column:
-            st.markdown("**" + (t("classroom.challenge.public") if which == "public"
-                                else t("classroom.challenge.private")) + "**")
-            if rows:
-                st.table(words.leader_table(rows, ch.goal.kind, lang()), hide_index=True)
-            elif rows is not None:
-                st.caption(t("classroom.challenge.board_empty"))
+    live.boards(cr, me, code, ch, t, csv=False)

@@ -14,7 +14,7 @@ from cifarlab.errors import CifarLabError
 from cifarlab.lab import class_experiment as CE, classroom as words
 from cifarlab.serve.classroom import Classroom, StudentView, get_classroom
 from pages.classroom_parts import experiment
-from ui import data, language, session, signin
+from ui import data, language, messages, session, signin
 
 CODE_PARAM = "class"
 
@@ -39,33 +39,31 @@ def student_view() -> StudentView | None:
     return language.call_or_show(lambda: classroom().student_view(signin.person()))
 
 
+def act(key: str, call, *args, done=None, **kwargs):
+    """A callback's engine call as the signed-in person: its refusal kept under ``key`` (to
+    show with ``messages.show``), or ``done(result)``'s words; None when refused."""
+    try:
+        result = call(signin.person(), *args, **kwargs)
+    except CifarLabError as err:
+        messages.keep(key, "error", err)
+        return None
+    if done is not None:
+        messages.keep(key, "success", done(result))
+    return result
+
+
 def _join(t) -> None:
     """The Join button's callback: the engine checks the code, the nickname and the rate."""
     ss = st.session_state
-    try:
-        m = classroom().join(signin.person(), ss.get("class_join_code", ""),
-                             ss.get("class_join_nickname", ""), session.session_id())
-    except CifarLabError as err:
-        ss["class_join_msg"] = ("error", err.text(language.lang()))
-        return
-    ss["class_join_msg"] = ("success", t("classroom.join.joined", title=m.title,
-                                         nickname=m.nickname))
-    st.query_params.pop(CODE_PARAM, None)
-
-
-def _leave(t) -> None:
-    try:
-        classroom().leave(signin.person())
-    except CifarLabError as err:
-        st.session_state["class_join_msg"] = ("error", err.text(language.lang()))
-        return
-    st.session_state["class_join_msg"] = ("success", t("classroom.join.left"))
+    if act("class_join_msg", classroom().join, ss.get("class_join_code", ""),
+           ss.get("class_join_nickname", ""), session.session_id(),
+           done=lambda m: t("classroom.join.joined", title=m.title, nickname=m.nickname)):
+        st.query_params.pop(CODE_PARAM, None)
 
 
 def join_box(t, view: StudentView | None) -> None:
     """Home's "join a class" box, or the class banner with a Leave button once joined."""
     ss = st.session_state
-    msg = ss.pop("class_join_msg", None)
     if view is None:
         link_code = st.query_params.get(CODE_PARAM)
         if link_code and "class_join_code" not in ss:
@@ -84,14 +82,14 @@ def join_box(t, view: StudentView | None) -> None:
                                       type="primary", icon=":material/login:")
     else:
         banner(t, view)
-        st.button(t("classroom.join.leave"), key="class_leave", on_click=_leave, args=(t,),
-                  icon=":material/logout:")
+        st.button(t("classroom.join.leave"), key="class_leave", on_click=act,
+                  args=("class_join_msg", classroom().leave),
+                  kwargs={"done": lambda _: t("classroom.join.left")}, icon=":material/logout:")
         if view.experiment is not None:   # where the student's runs sit in the class's
             with st.expander(t("classroom.experiment.title"), expanded=True,
                              icon=":material/science:"):
                 experiment.picture(classroom(), signin.person(), view.membership.code, t)
-    if msg is not None:
-        (st.error if msg[0] == "error" else st.success)(msg[1])
+    messages.show("class_join_msg")
 
 
 def banner(t, view: StudentView | None) -> None:

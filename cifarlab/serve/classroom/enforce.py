@@ -89,10 +89,9 @@ def same_value(a: Any, b: Any) -> bool:
 
 def check_preset(values: Mapping[str, Any], locked: Iterable[str],
                  limits: ClassLimits) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """The pushed knob values as stored (each through ``TrainConfig``: 1 -> 1.0, " CPU " ->
-    "cpu") and the locked names; ConfigError (core's validator, with the class limits) naming
-    each bad knob; a value over the class limits: ClassError). A locked knob without a value is
-    locked at the tutorial's default."""
+    """The pushed values as stored (through ``TrainConfig``: 1 -> 1.0, " CPU " -> "cpu") and
+    the locked names, a locked knob without a value at the tutorial's default; ConfigError
+    naming each bad knob, ClassError for a value over the class limits."""
     if not isinstance(values, Mapping):
         raise ClassError("class.bad_preset", field="preset")
     locked = tuple(dict.fromkeys(locked or ()))
@@ -116,18 +115,13 @@ def check_limits(limits: Any) -> ClassLimits:
     """Whole numbers ≥ 1 (or None) and a list of device names; ClassError naming the field."""
     if not isinstance(limits, ClassLimits):
         raise ClassError("class.bad_limits", field="limits")
-    for f in dataclasses.fields(limits):
-        v = getattr(limits, f.name)
-        if f.name == "devices":
-            if v is not None and (isinstance(v, str) or not all(
-                    isinstance(d, str) and d.strip() for d in v)):
-                raise ClassError("class.bad_limit", field=f.name, name=f.name)
-        elif v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise ClassError("class.bad_limit", field=f.name, name=f.name)
-    if limits.devices is not None:
-        limits = dataclasses.replace(limits, devices=tuple(d.strip().lower()
-                                                           for d in limits.devices))
-    return limits
+    for name, v in dataclasses.asdict(limits).items():
+        if v is not None and (isinstance(v, str) or not all(
+                isinstance(d, str) and d.strip() for d in v) if name == "devices" else
+                isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ClassError("class.bad_limit", field=name, name=name)
+    devices = limits.devices and tuple(d.strip().lower() for d in limits.devices)
+    return dataclasses.replace(limits, devices=devices)
 
 
 def fits(experiment: Experiment | None, values: Mapping[str, Any], locked: Iterable[str],
@@ -152,11 +146,9 @@ def pushed(info: ClassInfo, slot: int) -> tuple[dict[str, Any], tuple[str, ...]]
 
 def check_experiment(knob: Any, values: Any, preset: Mapping[str, Any], locked: Iterable[str],
                      limits: ClassLimits, since: float | None = None) -> Experiment:
-    """The experiment on ``knob`` with ``values``: text as typed ("0.0001; 0.001 0.01", each
-    read by the knob's own ``Knob.parse``, decimals with either mark) or a list. Each value is
-    checked with the rest of the preset and the class limits; the first refused is named with
-    the knob's own message (``class.experiment_value``). 2 to ``MAX_VALUES`` distinct values,
-    numbers in ascending order."""
+    """The experiment on ``knob`` with ``values`` (a list, or text as typed: "0.0001; 0.001 0.01",
+    decimals with either mark): 2 to ``MAX_VALUES`` distinct values, numbers in ascending order,
+    each checked with the rest of the preset and the class limits in the knob's own words."""
     f = KNOBS.get(knob) if isinstance(knob, str) else None
     if f is None:
         raise ClassError("class.experiment_knob", field="knob", knob=str(knob)[:40],

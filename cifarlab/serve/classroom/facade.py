@@ -23,8 +23,6 @@ from cifarlab.serve.identity import AttemptLimiter, Backoff, Person
 from cifarlab.serve.runs import reason, validate_run_id
 from cifarlab.serve.store import RunStore
 
-PRESENTER_POINTS = 200   # the presenter's loss curve: at most this many means,
-PRESENTER_STRIDE = 10    # each of at least this many steps (one step's loss is noise)
 # Join attempts with a wrong or closed code are slowed per browser, per code tried and for
 # everyone, never for a browser with fewer than GUESSING_AFTER recent failures: a student who
 # types the right code gets in whatever others type, and one typo costs nothing.
@@ -36,9 +34,8 @@ FORGET_S = 3600.0
 
 
 class Classroom:
-    """Classes, members, presets, the board and challenges, in the queue's RunStore. The join
-    limiter (``clock``: wall-clock seconds) counts in the store, so every app server on it
-    counts the same failures."""
+    """Every classroom action on the queue's RunStore. The join limiter counts in the store,
+    so every app server on it counts the same failures."""
 
     def __init__(self, store: RunStore, clock: Callable[[], float] = time.time):
         self.store = store
@@ -48,32 +45,28 @@ class Classroom:
 
     # -- instructors: classes ----------------------------------------------------------------
     def create_class(self, by: Person, title: str) -> ClassInfo:
-        """A new open class with a fresh code ("K7M-4PX"), no preset, no limits."""
         _instructor(by)
         return tables.require_class(self.store, tables.insert_class(self.store, by.id,
                                                                     clean_title(title)))
 
     def set_open(self, by: Person, code: str, is_open: bool) -> ClassInfo:
-        """Open or close a class to new members (its members stay and keep training)."""
+        """Open or close a class to new members (its members stay)."""
         info = self.get_class(by, code)
         tables.set_open(self.store, info.code, is_open)
         return tables.require_class(self.store, info.code)
 
     def my_classes(self, by: Person) -> list[ClassInfo]:
-        """The classes ``by`` created, newest first."""
         return tables.classes_by(self.store, _instructor(by).id)
 
     def get_class(self, by: Person, code: str) -> ClassInfo:
-        """One class, as its instructors see it."""
         _instructor(by)
         return tables.require_class(self.store, code)
 
     def push_preset(self, by: Person, code: str, values: Mapping[str, Any],
                     locked: Iterable[str] = (), expected_version: int | None = None
                     ) -> ClassInfo:
-        """Replace the preset: knob values (``enforce.check_preset``) and which are locked.
-        ``expected_version``: the ``ClassInfo.version`` the instructor's page showed; another
-        edit since -> ClassError("class.stale"), nothing overwritten."""
+        """Replace the preset and its locked knobs. ``expected_version``: the version the
+        instructor's page showed; another edit since -> ClassError("class.stale")."""
         info = self.get_class(by, code)
         stored, locked = enforce.fits(info.experiment, values, locked, info.limits)
         tables.update_versioned(self.store, info.code, expected_version, preset=stored,
@@ -82,8 +75,7 @@ class Classroom:
 
     def set_limits(self, by: Person, code: str, limits: ClassLimits,
                    expected_version: int | None = None) -> ClassInfo:
-        """Per-class limits on top of the server's (None: no class limit); versioned like
-        ``push_preset``. Limits that the pushed preset would break are refused."""
+        """Versioned like ``push_preset``; limits that the preset would break are refused."""
         info = self.get_class(by, code)
         limits = enforce.check_limits(limits)
         enforce.fits(info.experiment, info.preset, info.locked, limits)
@@ -93,9 +85,8 @@ class Classroom:
 
     def set_experiment(self, by: Person, code: str, knob: str | None, values: Any = (),
                        expected_version: int | None = None) -> ClassInfo:
-        """The class compares ``values`` of ``knob`` (``enforce.check_experiment``; each
-        student's value: ``Experiment.value_for``); ``knob`` None: no experiment. Versioned like
-        ``push_preset``; the picture keeps its runs while the knob stays the same."""
+        """The class compares ``values`` of ``knob`` (None: no experiment); versioned like
+        ``push_preset``. The picture keeps its runs while the knob stays the same."""
         info = self.get_class(by, code)
         ex, old = None, info.experiment
         if knob is not None:
@@ -106,8 +97,8 @@ class Classroom:
         return tables.require_class(self.store, info.code)
 
     def experiment(self, viewer: Person, code: str | None = None) -> ExperimentView | None:
-        """The class experiment's picture (``ExperimentView``; None without an experiment).
-        Instructors name the class; a student sees their own class's."""
+        """The class experiment's picture (None without one); a student sees their own
+        class's."""
         info = self._viewable(viewer, code)
         ex = info.experiment
         if ex is None:
@@ -124,15 +115,13 @@ class Classroom:
 
     # -- instructors: the board --------------------------------------------------------------
     def board(self, by: Person, code: str, limit: int = 200) -> list[BoardRow]:
-        """Every run of the class, newest first: nickname, status, queue position, a small
-        loss curve (``scoring.BOARD_POINTS`` points at most), accuracy when done."""
+        """Every run of the class, newest first."""
         info = self.get_class(by, code)
         return scoring.board(self.store, info.code, tables.nicknames(self.store, info.code),
                              limit=limit)
 
     def cancel_run(self, by: Person, code: str, run_id: str) -> str:
-        """Cancel a run of this class (only this class's); returns its status now. A queued
-        run is cancelled at once, a running one stops after its current step."""
+        """Cancel a run of this class (only this class's); returns its status now."""
         info = self.get_class(by, code)
         run = self._class_run(info.code, run_id)
         if run.status == "queued" and self.store.set_status(
@@ -152,16 +141,14 @@ class Classroom:
         return tables.require_class(self.store, info.code)
 
     def presenter(self, viewer: Person, code: str | None = None) -> Presenter | None:
-        """The pinned run, large (``Presenter``; None when nothing is pinned). Instructors
-        name the class; a student sees their own class's."""
+        """The pinned run (None when nothing is pinned); a student sees their own class's."""
         info = self._viewable(viewer, code)
         if info.pinned is None:
             return None
         run = self.store.get(info.pinned)
         if run is None:
             return None
-        stride, steps, losses = scoring.mean_curve(self.store, run.id, PRESENTER_POINTS,
-                                                   PRESENTER_STRIDE)
+        stride, steps, losses = scoring.mean_curve(self.store, run.id)
         spe, running = None, []
         for ev in self.store.events(run.id, kinds=("start", "running_loss")):
             if ev.kind == "start":
@@ -179,8 +166,7 @@ class Classroom:
 
     # -- instructors: the challenge ----------------------------------------------------------
     def open_challenge(self, by: Person, code: str, goal: Goal | Mapping[str, Any]) -> ClassInfo:
-        """Open a challenge: ``Goal("best_accuracy", max_epochs=N, device="cpu")`` or
-        ``Goal("fastest_to", target=0.5)``. While it is open, submits keep its rules."""
+        """While the challenge is open, submits keep its rules."""
         info = self.get_class(by, code)
         tables.open_challenge(self.store, info.code, _goal(goal), by.id)
         return tables.require_class(self.store, info.code)
@@ -193,9 +179,8 @@ class Classroom:
 
     def leaderboard(self, viewer: Person, code: str | None = None,
                     which: str = "public") -> list[LeaderRow]:
-        """The challenge's board (``scoring.leaderboard``; what a row shows whom: ``LeaderRow``).
-        A student sees their own class's, and its private board only once the challenge is
-        closed (ClassError("class.private_hidden") before)."""
+        """The challenge's board. A student sees their own class's, and its private board
+        only once the challenge is closed."""
         if which not in BOARDS:
             raise ClassError("class.bad_board", field="which", which=str(which)[:20])
         info = self._viewable(viewer, code)
@@ -213,16 +198,15 @@ class Classroom:
                 for r in rows]
 
     def leaderboard_csv(self, by: Person, code: str, which: str = "public") -> str:
-        """The board as CSV (``scoring.as_csv``), for instructors to share with the class."""
+        """The board as CSV, for instructors to share with the class."""
         info = self.get_class(by, code)
         rows = self.leaderboard(by, info.code, which)
         return scoring.as_csv(rows, which, info.challenge.goal.kind if info.challenge else "")
 
     # -- students ----------------------------------------------------------------------------
     def join(self, person: Person, code: str, nickname: str, client_key: str) -> Membership:
-        """Join a class by its code under a nickname (leaving any other class); the same
-        person joining again (another tab) gets the membership they have. ClassError
-        ``class.rate_limited`` when this browser has been guessing codes and must wait."""
+        """Join a class under a nickname (leaving any other); joining again (another tab)
+        gets the membership they have. A browser that has been guessing codes must wait."""
         _person(person)
         key = str(client_key or person.id)[:128]
         norm = normalize_code(code)
@@ -246,7 +230,6 @@ class Classroom:
         return tables.add_member(self.store, info.code, person.id, nick, nick.casefold())
 
     def membership(self, person: Person) -> Membership | None:
-        """The class this person is in now, or None."""
         return tables.membership(self.store, _person(person).id)
 
     def leave(self, person: Person) -> bool:
@@ -254,7 +237,7 @@ class Classroom:
         return tables.leave(self.store, _person(person).id)
 
     def student_view(self, person: Person) -> StudentView | None:
-        """What the student's pages show of their class (None when in none)."""
+        """None when the student is in no class."""
         member = self.membership(person)
         if member is None:
             return None
@@ -265,7 +248,7 @@ class Classroom:
             ranked = len(rows)
             rank = next((r.rank for r in rows if r.you), None)
         preset, locked = enforce.pushed(info, member.slot)
-        return StudentView(member, preset, locked, info.limits, info.challenge,
+        return StudentView(member, preset, locked, info.challenge,
                            rank, ranked, info.version, info.pinned is not None,
                            None if "seed" in locked else own_seed(info.code, person.id),
                            info.experiment)
@@ -290,9 +273,9 @@ class Classroom:
 
 
 def own_seed(code: str, person_id: str) -> int:
-    """A student's own seed in a class, the same on every visit: with one seed for everyone,
-    every student who kept the other settings would train the very same run (a challenge
-    then goes to whoever finished first). From a hash: the seed tells nothing of the id."""
+    """A student's own seed in a class, the same on every visit: with one seed, students who
+    kept the other settings would all train the very same run. Hashed: it tells nothing of
+    the id."""
     digest = hashlib.sha256(f"{code}\n{person_id}".encode()).digest()
     return int.from_bytes(digest[:4], "big") % (MAX_SEED + 1)
 

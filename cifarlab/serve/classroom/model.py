@@ -16,9 +16,8 @@ MAX_VALUES = 8        # an experiment's values: what one picture (and one class)
 
 
 class ClassError(JobError):
-    """A classroom action refused: a code below ``errors.class.`` and its parameters; ``field``
-    names the knob (or input) concerned. A JobError, so a refused submit reads the same.
-    A parameter given as ``Words`` is written in the message's language (a knob's label)."""
+    """A classroom action refused (``errors.class.*``); a JobError, so a refused submit reads
+    the same. A ``Words`` parameter is written in the message's language (a knob's label)."""
 
 
 @dataclass(frozen=True)
@@ -36,20 +35,12 @@ class Words:
 
 @dataclass(frozen=True)
 class ClassLimits:
-    """Per-class limits on top of the server's; None: no class limit. ``devices``: the device
-    ids or kinds a run may use ("cpu", "cuda" for any GPU, "cuda:1")."""
+    """Per-class limits on top of the server's (None: none). ``devices``: ids or kinds."""
 
     max_epochs: int | None = None
     max_train_images: int | None = None
     devices: tuple[str, ...] | None = None
     max_runs_per_student: int | None = None
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> ClassLimits:
-        d = dict(d or {})
-        devices = d.get("devices")
-        return cls(d.get("max_epochs"), d.get("max_train_images"),
-                   None if devices is None else tuple(devices), d.get("max_runs_per_student"))
 
     def allows_device(self, device: str) -> bool:
         """Whether a run resolved to ``device`` ("cuda:0") may run: listed by id or kind."""
@@ -77,8 +68,6 @@ class Goal:
 
 @dataclass(frozen=True)
 class Challenge:
-    """The class's latest challenge: open while ``closed_at`` is None."""
-
     goal: Goal
     opened_at: float
     closed_at: float | None = None
@@ -90,10 +79,9 @@ class Challenge:
 
 @dataclass(frozen=True)
 class Experiment:
-    """The class experiment: one knob and the values the class compares. Each student trains
-    with ``value_for(slot)`` (``slot``: the order they joined the class in, 0, 1, 2...: round
-    robin, the same on every visit), locked; ``since``: when it was set (the class's picture
-    shows the runs from then on)."""
+    """One knob and the values the class compares; each student trains, locked, with
+    ``value_for(slot)`` (round robin by the order they joined in, the same on every visit).
+    ``since``: when it was set (the picture shows the runs from then on)."""
 
     knob: str
     values: tuple
@@ -102,15 +90,11 @@ class Experiment:
     def value_for(self, slot: int) -> Any:
         return self.values[slot % len(self.values)]
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> Experiment | None:
-        return cls(d["knob"], tuple(d["values"]), d["since"]) if d else None
-
 
 @dataclass(frozen=True)
 class ClassInfo:
-    """One class as its instructors see it. ``version`` grows with every edit of the preset or
-    the limits: pass it back as ``expected_version`` so a stale edit is refused."""
+    """One class as its instructors see it. ``version`` grows with every versioned edit: pass
+    it back as ``expected_version`` so a stale edit is refused."""
 
     code: str
     title: str
@@ -129,21 +113,18 @@ class ClassInfo:
 
 @dataclass(frozen=True)
 class Membership:
-    """A student in a class: ``person`` is ``Person.id``, the owner of their runs."""
-
     code: str
     title: str
     person: str
     nickname: str
     joined_at: float
-    slot: int = 0        # the order they joined in (0, 1, 2...): their experiment value
+    slot: int        # the order they joined in (0, 1, 2...): their experiment value
 
 
 @dataclass(frozen=True)
 class BoardRow:
-    """One run on the live class board (instructors only). ``run_number``: the student's
-    n-th run in this class; ``steps``/``losses``: a small, subsampled loss curve;
-    ``queue_position``: 1 = next on its device, None unless queued."""
+    """One run on the live class board. ``run_number``: the student's n-th run in the class;
+    ``queue_position``: 1 = next on its device."""
 
     nickname: str
     run_number: int
@@ -156,29 +137,25 @@ class BoardRow:
     losses: tuple[float, ...]
     accuracy: float | None
     created_at: float
-    value: Any = None        # the run's value of the experiment's knob (experiment rows)
-    you: bool = False        # the viewer's own run
+    value: Any               # the run's value of the experiment's knob (experiment rows)
+    you: bool                # the viewer's own run
 
 
 @dataclass(frozen=True)
 class ExperimentView:
-    """The class experiment and its runs since it was set (``BoardRow``s with ``value`` and
-    ``you``; a run id only on the viewer's own rows unless the viewer is an instructor).
-    ``assigned``: (nickname, value) for each student in the class; ``yours``: the viewer's
-    own value (None for an instructor)."""
+    """The class experiment and its runs since it was set (run ids only on the viewer's own
+    rows, unless an instructor views). ``assigned``: (nickname, value) for each student."""
 
     experiment: Experiment
     rows: tuple[BoardRow, ...]
     assigned: tuple[tuple[str, Any], ...]
-    yours: Any = None
+    yours: Any               # the viewer's own value (None for an instructor)
 
 
 @dataclass(frozen=True)
 class Presenter:
-    """The pinned run, large on the projector. ``steps``/``losses``: the loss as the mean of
-    every ``stride`` steps (never each mini-batch's); ``running_*``: the tutorial's running
-    loss, the mean of every ``log_every`` mini-batches, at its global step. ``run_id`` only
-    for instructors."""
+    """The pinned run, large on the projector: the loss as the mean of every ``stride`` steps
+    (never each mini-batch's) and the tutorial's running loss at its global steps."""
 
     nickname: str
     status: str
@@ -186,19 +163,18 @@ class Presenter:
     losses: tuple[float, ...]
     accuracy: float | None
     progress: float | None
-    run_id: str | None = None
-    stride: int = 1
-    running_steps: tuple[int, ...] = ()
-    running_losses: tuple[float | None, ...] = ()
-    log_every: int = 2000
+    run_id: str | None       # for instructors only
+    stride: int
+    running_steps: tuple[int, ...]
+    running_losses: tuple[float | None, ...]
+    log_every: int
 
 
 @dataclass(frozen=True)
 class LeaderRow:
     """One student's best run on a leaderboard. ``score``: the accuracy on that board's half
-    (best_accuracy) or the training seconds (fastest_to). ``you``: the viewer's own row.
-    ``run_number``: which of the student's runs in this class it is. ``person``: on the
-    viewer's own row only; ``run_id``: for instructors and on the viewer's own row."""
+    or the training seconds (fastest_to). ``person``: on the viewer's own row only;
+    ``run_id``: for instructors and on the viewer's own row."""
 
     rank: int
     nickname: str
@@ -214,27 +190,23 @@ class LeaderRow:
 
 @dataclass(frozen=True)
 class StudentView:
-    """What a student's pages show: the class, the pushed preset (``preset``: knob -> value),
-    the knobs locked (``locked``; ``locked_reason(lang)`` says why, for a disabled widget),
-    the class limits, the challenge and the student's own rank on the public board. ``seed``:
+    """What a student's pages show of their class; ``rank``: on the public board. ``seed``:
     the student's own seed in this class (None when the class locked the seed)."""
 
     membership: Membership
     preset: Mapping[str, Any]
     locked: tuple[str, ...]
-    limits: ClassLimits
     challenge: Challenge | None
     rank: int | None
-    ranked: int = 0          # students on the public board
-    version: int = 1
-    pinned: bool = False     # a run is on the projector (``Classroom.presenter``)
-    seed: int | None = None
-    experiment: Experiment | None = None   # the class experiment (its value is in ``preset``)
+    ranked: int              # students on the public board
+    version: int
+    pinned: bool             # a run is on the projector (``Classroom.presenter``)
+    seed: int | None
+    experiment: Experiment | None   # its value is in ``preset``
 
     @property
     def values(self) -> dict[str, Any]:
-        """What the class sets on the student's Train form: the pushed knobs, and the
-        student's own seed unless the class locked one."""
+        """What the class sets on the student's Train form."""
         return dict(self.preset) | ({} if self.seed is None else {"seed": self.seed})
 
     def locked_reason(self, lang: str = i18n.DEFAULT) -> str:

@@ -1,15 +1,9 @@
-"""Class codes and nicknames: made, normalised and checked here.
-
-A class code is six characters in two groups of three ("K7M-4PX"), from an alphabet with no
-vowels (no word forms, in any language) and none of the characters one takes for another (0/O,
-1/I/L, 2/Z, 5/S, 8/B, 6/G, U/V, Q), typed in any case, with or without the dash. 18⁶ codes,
-drawn with ``secrets``: with the join limits, guessing one of a server's few open classes takes
-far longer than a lesson. Older word codes ("blue-fox-42") stay valid.
-
-A nickname is 1 to ``NICK_MAX`` letters, digits, spaces, '-', '.' and '_', starting with a
-letter or digit (no markup, no spreadsheet formula), without invisible or text-direction
-characters, and not confusable with one already in the class (the same Unicode TS #39 skeleton
-after NFKC and case folding: "Аna" with a Cyrillic А is "Ana").
+"""Class codes and nicknames. A code ("K7M-4PX") has no vowels (no word forms, in any language)
+and none of the characters one takes for another (0/O, 1/I/L, 2/Z, 5/S, 8/B, 6/G, U/V, Q);
+18⁶ codes drawn with ``secrets``: with the join limits, guessing one takes far longer than a
+lesson. Older word codes ("blue-fox-42") stay valid. A nickname starts with a letter or digit
+(no markup, no spreadsheet formula), shows every character, and is not confusable with a
+classmate's (the same Unicode TS #39 skeleton: "Аna" with a Cyrillic А is "Ana").
 """
 from __future__ import annotations
 
@@ -32,7 +26,6 @@ _NICK_RE = re.compile(r"[^\W_][\w .-]*")
 
 
 def new_code() -> str:
-    """A fresh random class code (the caller retries on the rare clash)."""
     chars = "".join(secrets.choice(CODE_ALPHABET) for _ in range(2 * CODE_GROUP))
     return f"{chars[:CODE_GROUP]}-{chars[CODE_GROUP:]}"
 
@@ -72,10 +65,8 @@ _BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0")
 
 
 def invisible(text: str) -> str | None:
-    """The first character of ``text`` that shows nothing or turns the text around: a format
-    character (Unicode category Cf: the bidi controls U+202A-U+202E, U+2066-U+2069, U+200E/F
-    and U+061C, zero-width spaces and joiners, the soft hyphen), a control character, or a
-    blank Hangul filler. None when there is none."""
+    """The first character of ``text`` that shows nothing or turns the text around (format
+    characters such as the bidi controls and zero-widths, controls, blank Hangul fillers)."""
     for ch in text:
         if unicodedata.category(ch) in ("Cf", "Cc") or ch in _BLANK_LETTERS:
             return ch
@@ -84,10 +75,9 @@ def invisible(text: str) -> str | None:
 
 @functools.cache
 def _look_alikes() -> dict[str, str]:
-    """character -> what it is drawn like (one member of its set of look-alikes, or the
-    sequence it looks like: "m" -> "rn"), from Unicode's confusables data as
-    ``confusable_homoglyphs`` ships it (each character with its homoglyphs, right-to-left ones
-    wrapped in direction marks)."""
+    """character -> what it is drawn like (one member of its set of look-alikes, joined by
+    union-find, or the sequence it looks like: "m" -> "rn"), from ``confusable_homoglyphs``'s
+    data (each character with its homoglyphs, right-to-left ones in direction marks)."""
     from confusable_homoglyphs.confusables import confusables_data
 
     def plain(s: str) -> str:
@@ -127,8 +117,7 @@ def _look_alikes() -> dict[str, str]:
 
 
 def skeleton(text: str) -> str:
-    """What ``text`` looks like (Unicode TS #39's skeleton): two strings with the same
-    skeleton are confusable."""
+    """What ``text`` looks like (Unicode TS #39's skeleton)."""
     table = _look_alikes()
     mapped = "".join(table.get(c, c) for c in unicodedata.normalize("NFD", text))
     return unicodedata.normalize("NFD", mapped)
@@ -136,7 +125,7 @@ def skeleton(text: str) -> str:
 
 def look_keys(nickname: str) -> frozenset[str]:
     """Keys two nicknames share when one may be taken for the other: the same text in another
-    case, or the same skeleton as typed or in lower case (after NFKC, so "Ａｎａ" is "Ana")."""
+    case, or the same skeleton as typed or in lower case (after NFKC: "Ａｎａ" is "Ana")."""
     text = unicodedata.normalize("NFKC", nickname)
     folded = text.casefold()
     return frozenset({"case:" + folded, "look:" + skeleton(text), "look:" + skeleton(folded)})

@@ -23,6 +23,8 @@ from cifarlab.serve.database import Database
 from cifarlab.serve.schema import QUEUE_POSITION
 
 BOARD_POINTS = 40   # a board row's loss curve: at most this many points
+PRESENTER_POINTS = 200   # the presenter's loss curve: at most this many means,
+PRESENTER_STRIDE = 10    # each of at least this many steps (one step's loss is noise)
 # the run's place among its student's runs in the class: 1, 2, 3, ...
 RUN_NUMBER = ("(SELECT COUNT(*) FROM class_runs n WHERE n.code = c.code AND n.person = c.person "
               "AND (n.created_at < c.created_at OR (n.created_at = c.created_at AND "
@@ -46,34 +48,27 @@ def leaderboard(db: Database, code: str, challenge: Challenge, which: str,
         args["closed"] = challenge.closed_at
     with db._read() as c:
         found = c.execute(text(sql), args).all()
+    fastest = goal.kind == "fastest_to"
     best: dict[str, tuple] = {}
     for run_id, person, finished, device, config, result, data, number in found:
         epochs = _field(config, "epochs")
         too_long = goal.max_epochs is not None and (epochs is None or epochs > goal.max_epochs)
-        if too_long or not goal.allows_device(device):
-            continue
-        halves = (json.loads(data) if data else {}).get("half_accuracies") or {}
-        acc = finite(halves.get(which))
-        if acc is None:
-            continue  # evaluated before the halves existed: not scored
+        # a run evaluated before the halves existed has no score
+        acc = finite(((json.loads(data) if data else {}).get("half_accuracies") or {}).get(which))
         seconds = finite(_field(result, "train_seconds"))
-        if goal.kind == "fastest_to":
-            if seconds is None or acc < goal.target:
-                continue
-            key = (seconds, finished)
-        else:
-            key = (-acc, finished)
-        entry = (key, run_id, acc, seconds, finished, number)
+        if too_long or not goal.allows_device(device) or acc is None or fastest and (
+                seconds is None or acc < goal.target):
+            continue
+        key = (seconds if fastest else -acc, finished, run_id)
         if person not in best or key < best[person][0]:
-            best[person] = entry
-    ordered = sorted(best.items(), key=lambda kv: (kv[1][0], kv[1][1]))
+            best[person] = (key, acc, seconds, number)
     rows: list[LeaderRow] = []
-    for i, (person, (key, run_id, acc, seconds, finished, number)) in enumerate(ordered):
-        score = seconds if goal.kind == "fastest_to" else acc
-        tied = i and ordered[i - 1][1][0][0] == key[0]
-        rank = rows[-1].rank if tied else i + 1
-        rows.append(LeaderRow(rank, nick.get(person, "?"), score, acc, seconds, finished,
-                              person=person, run_id=run_id, run_number=number))
+    for i, (person, (key, acc, seconds, number)) in enumerate(sorted(best.items(),
+                                                                     key=lambda kv: kv[1][0])):
+        score = seconds if fastest else acc
+        rank = rows[-1].rank if rows and rows[-1].score == score else i + 1   # ties: 1, 1, 3
+        rows.append(LeaderRow(rank, nick.get(person, "?"), score, acc, seconds, key[1],
+                              person=person, run_id=key[2], run_number=number))
     return rows
 
 
@@ -106,37 +101,31 @@ _CURVE = text("SELECT step, loss FROM losses WHERE run_id = :run AND step IN :st
               "ORDER BY step").bindparams(bindparam("steps", expanding=True))
 
 
-def curve(conn, run_id: str, points: int = BOARD_POINTS) -> tuple[tuple, tuple]:
-    """A run's loss curve in at most ``points`` points, evenly spaced steps up to its last
-    one: index lookups only, so a 20,000-step run costs what a 40-step one does."""
+def curve(conn, run_id: str) -> tuple[tuple, tuple]:
+    """A run's loss curve in at most ``BOARD_POINTS`` evenly spaced steps up to its last one:
+    index lookups only, so a 20,000-step run costs what a 40-step one does."""
     last = conn.execute(text("SELECT MAX(step) FROM losses WHERE run_id = :run"),
                         {"run": run_id}).scalar()
     if last is None:
         return (), ()
-    m = max(2, int(points))
-    want = sorted({1 + (last - 1) * i // (m - 1) for i in range(m)})
-    rows = conn.execute(_CURVE, {"run": run_id, "steps": want})
-    steps, losses = [], []
-    for step, loss in rows:
-        steps.append(step)
-        losses.append(math.nan if loss is None else loss)
-    return tuple(steps), tuple(losses)
+    want = sorted({1 + (last - 1) * i // (BOARD_POINTS - 1) for i in range(BOARD_POINTS)})
+    rows = conn.execute(_CURVE, {"run": run_id, "steps": want}).all()
+    return tuple(r[0] for r in rows), tuple(math.nan if r[1] is None else r[1] for r in rows)
 
 
 _MEANS = text("SELECT MAX(step), AVG(loss), COUNT(loss), COUNT(*) FROM losses "
               "WHERE run_id = :run GROUP BY (step - 1) / :k ORDER BY 1")
 
 
-def mean_curve(store, run_id: str, points: int, least: int = 1) -> tuple[int, tuple, tuple]:
-    """(k, steps, losses): a run's loss as the mean of every k steps (k ≥ ``least``), at most
-    ``points`` of them, each at its bucket's last step (NaN where a loss in it was). What a
-    projector shows instead of each mini-batch's noisy loss. ``store``: a RunStore."""
+def mean_curve(store, run_id: str) -> tuple[int, tuple, tuple]:
+    """(k, steps, losses): a run's loss as the mean of every k steps, each at its bucket's
+    last step (NaN where a loss in it was): a projector's curve. ``store``: a RunStore."""
     with store._read() as conn:
         last = conn.execute(text("SELECT MAX(step) FROM losses WHERE run_id = :run"),
                             {"run": run_id}).scalar()
         if last is None:
             return 1, (), ()
-        k = max(1, int(least), math.ceil(last / max(1, int(points))))
+        k = max(PRESENTER_STRIDE, math.ceil(last / PRESENTER_POINTS))
         rows = conn.execute(_MEANS, {"run": run_id, "k": k}).all()
     return k, tuple(r[0] for r in rows), tuple(
         math.nan if r[1] is None or r[2] < r[3] else float(r[1]) for r in rows)

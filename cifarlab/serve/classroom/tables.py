@@ -28,17 +28,16 @@ _SELECT_CLASS = (f"SELECT {', '.join('c.' + k for k in _CLASS_COLS)}, "
 _VERSIONED = ("preset", "locked", "limits", "experiment")   # what update_versioned may write
 
 
-def insert_class(db: Database, created_by: str, title: str, tries: int = 20) -> str:
-    """A new open class under a fresh random code; returns the code."""
+def insert_class(db: Database, created_by: str, title: str) -> str:
+    """A new open class under a fresh random code (another drawn on a clash); its code."""
     with db._write() as c:
-        for _ in range(tries):
+        for _ in range(20):
             code = new_code()
             if c.execute(text("INSERT INTO classes (code, title, created_by, created_at) "
                               "VALUES (:code, :title, :by, :t) ON CONFLICT (code) DO NOTHING"),
                          {"code": code, "title": title, "by": created_by,
                           "t": time.time()}).rowcount == 1:
                 return code
-            # that code exists: draw another
     raise ClassError("class.no_code")
 
 
@@ -65,9 +64,8 @@ def classes_by(db: Database, created_by: str) -> list[ClassInfo]:
 
 def set_open(db: Database, code: str, is_open: bool) -> None:
     with db._write() as c:
-        if c.execute(text("UPDATE classes SET is_open = :open WHERE code = :code"),
-                     {"open": int(bool(is_open)), "code": code}).rowcount != 1:
-            raise ClassError("class.unknown_code", field="code")
+        c.execute(text("UPDATE classes SET is_open = :open WHERE code = :code"),
+                  {"open": int(bool(is_open)), "code": code})
 
 
 def update_versioned(db: Database, code: str, expected_version: Any, **columns: Any) -> None:
@@ -78,9 +76,7 @@ def update_versioned(db: Database, code: str, expected_version: Any, **columns: 
     sets = ", ".join(f"{k} = :{k}" for k in names)
     with db._write() as c:
         version = c.execute(text("SELECT version FROM classes WHERE code = :code"),
-                            {"code": code}).scalar()
-        if version is None:
-            raise ClassError("class.unknown_code", field="code")
+                            {"code": code}).scalar_one()
         if isinstance(expected_version, bool) or expected_version != version:
             raise ClassError("class.stale", field="version", version=version)
         # the version in the WHERE: another app server's edit in between loses nothing
@@ -117,22 +113,18 @@ def add_member(db: Database, code: str, person: str, nickname: str, nick_key: st
     args = {"code": code, "person": person}
     with db._write(lock=_LOCK) as c:
         row = c.execute(text("SELECT is_open, title FROM classes WHERE code = :code"),
-                        args).first()
-        if row is None:
-            raise ClassError("class.unknown_code", field="code")
+                        args).one()
         mine = c.execute(text("SELECT nickname, joined_at, active, slot FROM class_members "
                               "WHERE code = :code AND person = :person"), args).first()
         if mine is not None and mine[2]:
             return Membership(code, row[1], person, mine[0], mine[1], mine[3])
         if not row[0]:
             raise ClassError("class.closed", field="code")
-        taken = c.execute(text("SELECT person FROM class_members WHERE code = :code AND "
-                               "nick_key = :key"), {"code": code, "key": nick_key}).scalar()
-        if taken is not None and taken != person:
+        others = c.execute(text("SELECT nickname, nick_key FROM class_members WHERE code = "
+                                ":code AND person != :person"), args).all()
+        if any(key == nick_key for _, key in others):
             raise ClassError("class.nickname_taken", field="nickname", nickname=nickname)
-        others = list(c.execute(text("SELECT nickname FROM class_members WHERE code = :code "
-                                     "AND person != :person"), args).scalars())
-        alike = confusable_with(nickname, others)
+        alike = confusable_with(nickname, [nick for nick, _ in others])
         if alike is not None:
             raise ClassError("class.nickname_confusable", field="nickname", nickname=nickname,
                              other=alike)
@@ -217,9 +209,11 @@ def close_challenge(db: Database, code: str) -> None:
 
 def _class(row: Iterable[Any], challenge: Challenge | None) -> ClassInfo:
     d = dict(zip(_CLASS_COLS + ("members",), row))
-    return ClassInfo(code=d["code"], title=d["title"], created_by=d["created_by"],
-                     is_open=bool(d["is_open"]), version=d["version"],
-                     preset=json.loads(d["preset"]), locked=tuple(json.loads(d["locked"])),
-                     limits=ClassLimits.from_dict(json.loads(d["limits"])), pinned=d["pinned"],
-                     challenge=challenge, members=d["members"], created_at=d["created_at"],
-                     experiment=Experiment.from_dict(json.loads(d["experiment"] or "null")))
+    d |= {k: json.loads(d[k] or "null") for k in ("preset", "locked", "limits", "experiment")}
+    lim, ex = d["limits"], d["experiment"]
+    if lim.get("devices") is not None:
+        lim["devices"] = tuple(lim["devices"])
+    return ClassInfo(**d | dict(is_open=bool(d["is_open"]), locked=tuple(d["locked"]),
+                                limits=ClassLimits(**lim), challenge=challenge,
+                                experiment=ex and Experiment(ex["knob"], tuple(ex["values"]),
+                                                             ex["since"])))
