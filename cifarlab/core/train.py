@@ -71,10 +71,6 @@ class TrainResult:
     def steps_per_second(self) -> float:
         return self.steps / self.train_seconds if self.train_seconds > 0 else 0.0
 
-    @property
-    def compute_seconds(self) -> float:
-        return max(0.0, self.train_seconds - self.data_wait_seconds)
-
     def summary(self) -> dict:
         """JSON-friendly: what the CLI prints with --json and the run store keeps."""
         return {
@@ -89,7 +85,7 @@ class TrainResult:
             "images_per_second": self.images_per_second,
             "steps_per_second": self.steps_per_second,
             "data_wait_seconds": self.data_wait_seconds,
-            "compute_seconds": self.compute_seconds,
+            "compute_seconds": max(0.0, self.train_seconds - self.data_wait_seconds),
             "eval_seconds": self.eval.seconds if self.eval else None,
             "final_loss": _mean(self.losses[-min(len(self.losses), 200):]) if self.losses else None,
             "epochs": self.epochs,
