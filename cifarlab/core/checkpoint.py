@@ -14,8 +14,10 @@ absurdly; (2) the network its config describes is counted by the shape trace and
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
+import json
 import os
 import pickle
 import tempfile
@@ -77,33 +79,24 @@ def atomic_write_bytes(path: str | os.PathLike, write) -> Path:
     """Call ``write(fileobj)`` on a temp file beside ``path``, fsync it, then rename it into place.
     A full disk (or quota) leaves nothing behind and is
     ``CheckpointError("checkpoint.disk_full")``."""
-    path = Path(path)
+    path, tmp = Path(path), None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as err:
-        _raise_if_disk_full(err, path)
-        raise
-    try:
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException as err:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        if isinstance(err, OSError):
-            _raise_if_disk_full(err, path)
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        if isinstance(err, OSError) and err.errno in DISK_FULL_ERRNOS:
+            raise CheckpointError("checkpoint.disk_full", name=path.name, path=str(path)) \
+                from err
         raise
     return path
-
-
-def _raise_if_disk_full(err: OSError, path: Path) -> None:
-    if err.errno in DISK_FULL_ERRNOS:
-        raise CheckpointError("checkpoint.disk_full", name=path.name, path=str(path)) from err
 
 
 def save(path: str | os.PathLike, model: torch.nn.Module, config: TrainConfig,
@@ -273,13 +266,7 @@ def _is_state_dict(obj) -> bool:
 
 
 def _plain(obj):
-    """Results as plain Python (lists, dicts, numbers, strings) so weights_only can load them."""
-    if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    if obj is None or isinstance(obj, (bool, int, float, str)):
-        return obj
-    return str(obj)
+    """Results as plain Python (lists, dicts, numbers, strings) so weights_only can load them:
+    through JSON, arrays and tensors as their lists, anything else as its text."""
+    return json.loads(json.dumps(obj, default=lambda o: o.tolist() if hasattr(o, "tolist")
+                                 else str(o)))

@@ -257,8 +257,7 @@ def validate(values: Mapping[str, Any] | TrainConfig, *, limits: Limits | None =
     unknown = set(values) - names
     if unknown:
         return [Problem("config", "config.unknown", {"names": ", ".join(sorted(unknown))})]
-    full = {f.name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())
-            for f in dataclasses.fields(cls)} | dict(values)
+    full = {f.name: f.default for f in dataclasses.fields(cls)} | dict(values)
     problems = _field_problems(cls, full)
     if built and not isinstance(full["model"], ModelSpec):  # a built one always has its network
         problems.append(Problem("model", "config.model", {}))

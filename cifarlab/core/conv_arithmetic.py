@@ -62,16 +62,13 @@ def pool2d_formula(size: int, kernel: int, stride: int | None = None, padding: i
     if padding > kernel // 2:
         raise ShapeError("shapes.pool_padding", layer=POOL, padding=padding, kernel=kernel,
                          half=kernel // 2, min_kernel=2 * padding)
+    if not ceil_mode:   # conv's floor arithmetic
+        return conv2d_formula(size, kernel, stride, padding, dilation)
     n = _numerator(size, kernel, padding, dilation)
-    inner = _inner(size, kernel, stride, padding, dilation)
-    if not ceil_mode:
-        out = n // stride + 1
-        return f"⌊{inner}⌋ + 1 = {_num(out)}", out, n % stride == 0
-    raw = -(-n // stride) + 1  # ⌈n / s⌉ + 1, also for negative n
-    formula = f"⌈{inner}⌉ + 1 = {_num(raw)}"
-    out = raw
-    if (raw - 1) * stride >= size + padding:  # last window would start in the right padding
-        out = raw - 1
+    out = -(-n // stride) + 1  # ⌈n / s⌉ + 1, also for negative n
+    formula = f"⌈{_inner(size, kernel, stride, padding, dilation)}⌉ + 1 = {_num(out)}"
+    if (out - 1) * stride >= size + padding:  # last window would start in the right padding
+        out -= 1
         formula += (f" − 1 = {_num(out)} "
                     "(the last window would start in the padding, so it is dropped)")
     return formula, out, n % stride == 0

@@ -107,34 +107,24 @@ def synchronize(device: torch.device | str) -> None:
 
 
 class Stopwatch:
-    """A timer that synchronises the device before reading the clock.
-
-        sw = Stopwatch("cuda:0"); sw.start(); ...; seconds = sw.stop()
-        with Stopwatch(dev) as sw: ...        # sw.seconds afterwards
-    """
+    """A timer that synchronises the device before each reading of the clock: ``start()`` and
+    ``stop()`` (the seconds), or ``with Stopwatch(dev) as sw: ...``, then ``sw.seconds``."""
 
     def __init__(self, device: torch.device | str = "cpu"):
         self.device = torch.device(device)
-        self.seconds = 0.0
-        self._t0: float | None = None
-
-    def now(self) -> float:
-        synchronize(self.device)
-        return time.perf_counter()
+        self.seconds = self._t0 = 0.0
 
     def start(self) -> Stopwatch:
-        self._t0 = self.now()
+        synchronize(self.device)
+        self._t0 = time.perf_counter()
         return self
 
     def stop(self) -> float:
-        if self._t0 is None:
-            raise RuntimeError("Stopwatch.stop() before start()")
-        self.seconds = self.now() - self._t0
-        self._t0 = None
+        synchronize(self.device)
+        self.seconds = time.perf_counter() - self._t0
         return self.seconds
 
-    def __enter__(self) -> Stopwatch:
-        return self.start()
+    __enter__ = start
 
     def __exit__(self, *exc) -> None:
         self.stop()

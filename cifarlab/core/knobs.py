@@ -64,11 +64,9 @@ class Knob:
                 raise ValueError(text)
             return value
         if self.kind == "bool":
-            truth = {"true": True, "1": True, "yes": True, "on": True,
-                     "false": False, "0": False, "no": False, "off": False}.get(s.lower())
-            if truth is None:
+            if s.lower() not in ("true", "1", "yes", "on", "false", "0", "no", "off"):
                 raise ValueError(text)
-            return truth
+            return s.lower() in ("true", "1", "yes", "on")
         return s
 
 

@@ -71,10 +71,6 @@ class TrainResult:
     def steps_per_second(self) -> float:
         return self.steps / self.train_seconds if self.train_seconds > 0 else 0.0
 
-    @property
-    def compute_seconds(self) -> float:
-        return max(0.0, self.train_seconds - self.data_wait_seconds)
-
     def summary(self) -> dict:
         """JSON-friendly: what the CLI prints with --json and the run store keeps."""
         return {
@@ -89,7 +85,7 @@ class TrainResult:
             "images_per_second": self.images_per_second,
             "steps_per_second": self.steps_per_second,
             "data_wait_seconds": self.data_wait_seconds,
-            "compute_seconds": self.compute_seconds,
+            "compute_seconds": max(0.0, self.train_seconds - self.data_wait_seconds),
             "eval_seconds": self.eval.seconds if self.eval else None,
             "final_loss": _mean(self.losses[-min(len(self.losses), 200):]) if self.losses else None,
             "epochs": self.epochs,
@@ -222,7 +218,7 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
     eval_result: EvalResult | None = None
 
     def flush(now: float) -> None:
-        nonlocal n_buf, flushed_to, diverged, steady_from
+        nonlocal n_buf, flushed_to, diverged, steady_from, last_flush
         if n_buf:
             first = len(losses)
             losses.extend(buf[:n_buf].tolist())  # one device->host copy (synchronises)
@@ -243,6 +239,7 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
                                 "steady_step": s0, "steady_s": e0,
                                 "images_per_second": images / elapsed if elapsed > 0 else 0.0,
                                 "data_wait_s": wait}))
+        last_flush = time.perf_counter()
 
     model.train()
     synchronize(device)
@@ -275,13 +272,11 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
                     for row in sample["layers"]]})
             if (i + 1) % config.log_every == 0:  # the tutorial's "[epoch, i] loss: x" line
                 flush(time.perf_counter())
-                last_flush = time.perf_counter()
                 value = _mean(losses[-config.log_every:])
                 running.append({"epoch": epoch + 1, "i": i + 1, "loss": value})
                 emit(Event("running_loss", {"epoch": epoch + 1, "i": i + 1, "loss": value}))
             elif n_buf == FLUSH_MAX_STEPS or t1 - last_flush >= FLUSH_SECONDS:
                 flush(t1)
-                last_flush = time.perf_counter()
             if diverged is not None:
                 break
             if stop():
@@ -290,7 +285,6 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
         del it
         flush(time.perf_counter())  # synchronises the device before the epoch's clock is read
         now = time.perf_counter()
-        last_flush = now
         epoch_wait = wait - wait_before
         seconds = now - epoch_start
         epoch_steps = step - epoch_first

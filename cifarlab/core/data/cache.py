@@ -104,16 +104,11 @@ class CifarData:
 
     def split(self, split: str) -> tuple[np.ndarray, np.ndarray]:
         """``(x, y)`` of ``"train"`` or ``"test"``."""
-        if split == "train":
-            return self.train_x, self.train_y
-        if split == "test":
-            return self.test_x, self.test_y
-        raise ValueError(f"split must be 'train' or 'test', not {split!r}")
+        return getattr(self, f"{split}_x"), getattr(self, f"{split}_y")
 
     def class_counts(self, split: str = "train") -> dict[str, int]:
         """Images per class, in label order."""
-        y = self.split(split)[1]
-        counts = np.bincount(np.asarray(y, dtype=np.int64), minlength=len(self.classes))
+        counts = np.bincount(self.split(split)[1], minlength=len(self.classes))
         return {c: int(counts[i]) for i, c in enumerate(self.classes)}
 
     def image(self, split: str, index: int) -> np.ndarray:

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from cifarlab.core.data.sources import (CIFAR10_CLASSES, IMAGE_SIZE, IMG_EXTENSIONS, SPLITS,
-                                        WORKER_START, ProgressFn, Source, check_folder_layout,
-                                        emit, folder_members, is_image)
+from cifarlab.core.data.sources import (IMAGE_SIZE, IMG_EXTENSIONS, SPLITS, WORKER_START,
+                                        ProgressFn, Source, check_folder_layout, emit,
+                                        folder_members, is_image)
 from cifarlab.errors import DataError
 
 _CHUNK = 2500            # images per decode task
@@ -68,15 +68,14 @@ class _Decoder:
     def submit(self, items: list[tuple[str, Any]], parallel: bool) -> None:
         if parallel and self.workers > 1 and self.pool is None:
             self.pool = _make_pool(self.workers)
-            if self.pool is None:
-                self.workers = 1
+            self.workers = self.workers if self.pool else 1
+        job = None
         if self.pool is not None:
             try:
-                self.jobs.append((items, self.pool.submit(_decode_items, items)))
-                return
+                job = self.pool.submit(_decode_items, items)
             except Exception:  # noqa: BLE001 - a broken pool: decode here instead
                 self.close(wait=False)
-        self.jobs.append((items, _decode_items(items)))
+        self.jobs.append((items, _decode_items(items) if job is None else job))
 
     def results(self) -> list[tuple[np.ndarray | None, Any]]:
         out = []
@@ -288,12 +287,11 @@ def _decode_members(members, where: str, on_progress: ProgressFn | None, percent
     return arrays, tuple(classes), notes
 
 
-def _decode_canonical(root: Path, on_progress: ProgressFn | None):
+def _decode_canonical(root: Path):
     from torchvision.datasets import CIFAR10
 
     tv_root = root / "torchvision"
     arrays: dict[str, np.ndarray] = {}
-    classes: tuple[str, ...] = CIFAR10_CLASSES
     for split in SPLITS:
         try:
             ds = CIFAR10(str(tv_root), train=(split == "train"), download=True)
@@ -309,8 +307,7 @@ def _decode_canonical(root: Path, on_progress: ProgressFn | None):
                             shape="×".join(str(n) for n in data.shape[1:]))
         arrays[f"{split}_x"] = np.ascontiguousarray(data.transpose(0, 3, 1, 2))
         arrays[f"{split}_y"] = np.asarray(ds.targets, dtype=np.int64)
-        classes = tuple(str(c) for c in ds.classes)
-    return arrays, classes, []
+    return arrays, tuple(str(c) for c in ds.classes), []
 
 
 def decode_source(src: Source, cache_root: Path, on_progress: ProgressFn | None
@@ -318,7 +315,7 @@ def decode_source(src: Source, cache_root: Path, on_progress: ProgressFn | None
     """(arrays by name, classes, notes) of every image of ``src``; DataError saying what is
     wrong with it otherwise. The canonical CIFAR-10 is downloaded into ``cache_root``."""
     if src.kind == "canonical":
-        return _decode_canonical(cache_root, on_progress)
+        return _decode_canonical(cache_root)
     if src.kind == "archive":
         return _decode_archive(src, on_progress)
     check_folder_layout(src)

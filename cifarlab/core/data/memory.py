@@ -76,19 +76,13 @@ def _view(buffer, offset: int, part: Part) -> np.ndarray:
 
 
 def _read_private(part: Part) -> np.ndarray:
-    """The part read into this process's memory; never past the size checked, and a file that
-    shrinks meanwhile is a short read (CacheDamaged), not a crash."""
-    out = np.empty(part.shape, part.dtype)
-    view = memoryview(out.reshape(-1).view(np.uint8))
-    with open(part.file, "rb", buffering=0) as f:
-        f.seek(part.offset)
-        got = 0
-        while got < part.nbytes:
-            n = f.readinto(view[got:])
-            if not n:
-                raise CacheDamaged(f"{part.file.name}: ended after {got} of {part.nbytes} "
-                                   "data bytes")
-            got += n
+    """The part read into this process's memory; a file that shrank meanwhile reads short
+    (CacheDamaged), never past the size checked."""
+    out = np.fromfile(part.file, part.dtype, part.nbytes // part.dtype.itemsize, offset=part.offset)
+    if out.nbytes != part.nbytes:
+        raise CacheDamaged(f"{part.file.name}: ended after {out.nbytes} of {part.nbytes} "
+                           "data bytes")
+    out = out.reshape(part.shape)
     out.flags.writeable = False
     return out
 

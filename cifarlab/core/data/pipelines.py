@@ -37,9 +37,7 @@ def normalize(x: torch.Tensor) -> torch.Tensor:
 
 
 def _as_data(data: CifarData | str | os.PathLike | None) -> CifarData:
-    if isinstance(data, CifarData):
-        return data
-    return load(data)
+    return data if isinstance(data, CifarData) else load(data)
 
 
 def subset_indices(n: int, size: int, seed: int = 0) -> np.ndarray:
@@ -69,12 +67,8 @@ def _subset(n: int, subset: int | Sequence[int] | np.ndarray | None) -> np.ndarr
 
 
 class CifarImages(torchvision.datasets.VisionDataset):
-    """The decoded images as a torchvision data set, item for item like ``CIFAR10``:
-    ``(transform(PIL.Image.fromarray(hwc_uint8)), int label)``.
-
-    ``.data`` is the N×3×32×32 uint8 array (read-only); pickling it (spawned DataLoader
-    workers) sends its ``CifarData``: a cached one as its cache's path, not the pixels.
-    """
+    """The decoded images as a torchvision data set, item for item like ``CIFAR10``. Pickled
+    (spawned DataLoader workers), it sends its ``CifarData``: a cached one as its path."""
 
     def __init__(self, data: CifarData, split: str, transform: Callable):
         self.data, self.labels = data.split(split)
@@ -109,11 +103,9 @@ def tutorial_loader(data: CifarData | str | None, split: str = "train", batch_si
                     persistent_workers: bool = True,
                     multiprocessing_context: str | None = None
                     ) -> torch.utils.data.DataLoader:
-    """The tutorial's ``DataLoader`` over ``tutorial_dataset(data, split)``. ``shuffle``: each
-    epoch's order from ``SeededShuffle`` (as ``FastLoader`` with that seed); ``subset``: a size
-    (``subset_indices``) or indices; ``pin_memory`` for CUDA; ``persistent_workers``: keep any
-    workers between epochs; they start as ``sources.WORKER_START`` says unless
-    ``multiprocessing_context`` says otherwise ("spawn": see ``CifarImages``)."""
+    """The tutorial's ``DataLoader`` over ``tutorial_dataset(data, split)``; each epoch's order
+    from ``SeededShuffle`` (as ``FastLoader``'s with that seed), workers started as
+    ``sources.WORKER_START`` says unless ``multiprocessing_context`` says otherwise."""
     ds: torch.utils.data.Dataset = tutorial_dataset(data, split)
     idx = _subset(len(ds), subset)
     if idx is not None:
@@ -129,9 +121,7 @@ def tutorial_loader(data: CifarData | str | None, split: str = "train", batch_si
 
 
 def _generator(seed: int) -> torch.Generator:
-    g = torch.Generator()
-    g.manual_seed(int(seed) % (2 ** 63))
-    return g
+    return torch.Generator().manual_seed(int(seed) % (2 ** 63))
 
 
 class SeededShuffle(torch.utils.data.Sampler):
@@ -160,29 +150,19 @@ class FastLoader:
                  batch_size: int = 4, device: str | torch.device = "cpu",
                  shuffle: bool = True, seed: int = 0,
                  subset: int | Sequence[int] | None = None, augment: str = "none"):
-        if (not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool)
-                or batch_size < 1):
-            raise ValueError("batch_size must be a positive whole number")
-        batch_size = int(batch_size)
         data = _as_data(data)
         x, y = data.split(split)
         idx = _subset(len(y), subset)
         self.indices = idx if idx is not None else np.arange(len(y), dtype=np.int64)
-        # a private, writable copy (fancy indexing already copies)
-        x_np = np.ascontiguousarray(x[idx], dtype=np.uint8) if idx is not None else np.array(x)
-        y_np = np.ascontiguousarray(y[idx], dtype=np.int64) if idx is not None else np.array(y)
         self.device = torch.device(device)
-        self.batch_size = batch_size
+        self.batch_size = int(batch_size)
         self.shuffle = shuffle
-        self.seed = seed
-        self.classes = data.classes
-        self.n = int(len(y_np))
-        self.epoch = 0
+        self.n = len(self.indices)
         self.last_epoch_indices: np.ndarray | None = None
         self._generator = _generator(seed)
-        self.x = torch.from_numpy(x_np).to(self.device)
-        self.y = torch.from_numpy(y_np).to(self.device)
-        self._scale = 2.0 / 255.0
+        # fancy indexing copies: a private, writable tensor
+        self.x = torch.from_numpy(np.asarray(x[self.indices], dtype=np.uint8)).to(self.device)
+        self.y = torch.from_numpy(np.asarray(y[self.indices], dtype=np.int64)).to(self.device)
         # flips/shifts of each normalised batch, on the device (core.tricks)
         self.augment = BatchAugment(augment, seed, self.device) if augment != "none" else None
 
@@ -193,11 +173,10 @@ class FastLoader:
         perm = (torch.randperm(self.n, generator=self._generator) if self.shuffle
                 else torch.arange(self.n))
         self.last_epoch_indices = self.indices[perm.numpy()]
-        self.epoch += 1
         return self._batches(perm.to(self.device))
 
     def _batches(self, perm: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for idx in perm.split(self.batch_size):
             xb, yb = torch.index_select(self.x, 0, idx), torch.index_select(self.y, 0, idx)
-            xb = xb.float().mul_(self._scale).sub_(1.0)
+            xb = xb.float().mul_(2.0 / 255.0).sub_(1.0)
             yield (self.augment(xb) if self.augment else xb), yb

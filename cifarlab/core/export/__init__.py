@@ -10,8 +10,8 @@ running losses step for step, for either pipeline; on a GPU, cuDNN may differ in
 """
 from cifarlab.core.export.record import RunRecord
 from cifarlab.core.export.render import (CONSTANT_NAMES, DEFAULT_NAME, TUTORIAL_URL,
-                                         constant_name, settings_block)
-from cifarlab.core.export.script import checkpoint_note, export_script
+                                         checkpoint_note, constant_name, export_script,
+                                         settings_block)
 
 # The notebook, logs and bundle load nbformat and tensorboard: only when one is asked for.
 _LAZY = {"build_notebook": "notebook", "notebook_json": "notebook", "model_card": "card",

@@ -17,17 +17,12 @@ from cifarlab import i18n
 from cifarlab.core.export.card import model_card
 from cifarlab.core.export.notebook import notebook_json
 from cifarlab.core.export.record import RunRecord, export_error
-from cifarlab.core.export.script import (check_output, checkpoint_note, export_script,
-                                         write_output)
+from cifarlab.core.export.render import DEFAULT_NAME, checkpoint_note, export_script
 from cifarlab.core.export.tensorboard import log_files
 
 FORMATS = (".py", ".ipynb", ".zip")
 LOGS = "runs"
 WEIGHTS = "cifar_net.pth"
-
-
-def folder_name(record: RunRecord) -> str:
-    return f"cifarlab-{record.slug}"
 
 
 def state_dict_bytes(record: RunRecord) -> bytes:
@@ -38,15 +33,15 @@ def state_dict_bytes(record: RunRecord) -> bytes:
 
 
 def bundle_files(record: RunRecord, lang: str = i18n.DEFAULT) -> dict[str, bytes]:
-    """What the zip holds: {path inside the zip: bytes}, every path under ``folder_name``."""
+    """What the zip holds: {path inside the zip: bytes}, all in one folder named after the
+    run."""
     notebook = f"{record.slug}.ipynb"
     files = {notebook: notebook_json(record, lang).encode("utf-8"),
              WEIGHTS: state_dict_bytes(record),
              "README.md": model_card(record, lang, notebook=notebook,
                                      logs=LOGS).encode("utf-8")}
     files |= {f"{LOGS}/{path}": data for path, data in log_files(record).items()}
-    top = folder_name(record)
-    return {f"{top}/{path}": data for path, data in files.items()}
+    return {f"cifarlab-{record.slug}/{path}": data for path, data in files.items()}
 
 
 def bundle_bytes(record: RunRecord, lang: str = i18n.DEFAULT) -> bytes:
@@ -61,6 +56,21 @@ def bundle_bytes(record: RunRecord, lang: str = i18n.DEFAULT) -> bytes:
             info.external_attr = 0o644 << 16
             archive.writestr(info, data)
     return buf.getvalue()
+
+
+def check_output(path: str | os.PathLike, default_name: str = DEFAULT_NAME) -> Path:
+    """``path`` if a file can be written there: CifarLabError ``export.is_folder``,
+    ``export.no_folder`` or ``export.cannot_write`` otherwise."""
+    path = Path(path).expanduser()
+    try:
+        if path.is_dir():
+            raise export_error("export.is_folder", path=path, name=default_name)
+        if not path.parent.is_dir():
+            raise export_error("export.no_folder", path=path, folder=path.parent)
+    except OSError as err:   # a name too long for the file system, say
+        raise export_error("export.cannot_write", path=path,
+                           reason=err.strerror or type(err).__name__) from None
+    return path
 
 
 def write_export(checkpoint, path: str | os.PathLike, name: str | None = None,
@@ -81,4 +91,9 @@ def write_export(checkpoint, path: str | os.PathLike, name: str | None = None,
         data = notebook_json(record, lang)
     else:
         data = bundle_bytes(record, lang)
-    return write_output(path, data)
+    try:
+        path.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    except OSError as err:
+        raise export_error("export.cannot_write", path=path,
+                           reason=err.strerror or type(err).__name__) from None
+    return path

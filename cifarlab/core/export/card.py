@@ -47,8 +47,7 @@ def model_card(record: RunRecord, lang: str = i18n.DEFAULT, notebook: str = "cif
     out += [t("settings_title"), "", f"| {i18n.t('bundle.setting', lang)} | |", "|---|---|"]
     for f in knobs(type(c)):
         out.append(f"| {i18n.t(f.knob.label, lang)} | `{getattr(c, f.name)!r}` |")
-    net = "Net()" if c.model.is_tutorial else str(c.model.to_dict())
-    out += [f"| {i18n.t('bundle.network', lang)} | `{net}` |", ""]
+    out += [f"| {i18n.t('bundle.network', lang)} | `{record.network}` |", ""]
 
     out += [t("results_title"), ""]
     acc = record.accuracy

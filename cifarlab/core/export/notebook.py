@@ -97,7 +97,5 @@ def _settings_table(record: RunRecord, lang: str) -> str:
     for f in knobs(type(record.config)):
         value = getattr(record.config, f.name)
         rows.append(f"| {i18n.t(f.knob.label, lang)} | `{constant_name(f.name)}` | `{value!r}` |")
-    model = record.config.model
-    rows.append(f"| {i18n.t('bundle.network', lang)} | `Net` | "
-                f"`{'Net()' if model.is_tutorial else model.to_dict()}` |")
+    rows.append(f"| {i18n.t('bundle.network', lang)} | `Net` | `{record.network}` |")
     return "\n".join(rows)

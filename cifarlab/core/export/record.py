@@ -71,6 +71,12 @@ class RunRecord:
         return total or 10000
 
     @property
+    def network(self) -> str:
+        """``Net()`` for the tutorial's network, else its spec, for settings tables."""
+        model = self.config.model
+        return "Net()" if model.is_tutorial else str(model.to_dict())
+
+    @property
     def label(self) -> str:
         """The run's name, else ``run <id[:8]>``, else ``run``: for titles."""
         return self.name or (f"run {self.run_id[:8]}" if self.run_id else "run")

@@ -1,23 +1,13 @@
 """The code that repeats a run, from one template (``templates/run.py.j2``): rendered for the
-script, or, with ``notebook=``, for the notebook, whose cells are the template's ``# %% name``
-cells (``split_cells``). The script's part that trains sits under ``if __name__ ==
-'__main__':``; the notebook's cells are dedented.
+script (training under ``if __name__ == '__main__':``), or, with ``notebook=``, for the
+notebook, whose cells are the template's ``# %% name`` cells, dedented (``split_cells``).
 
-How no text of a user's can become code: the templates are ours, the values are not. Jinja
-runs with autoescape off (its escaping is HTML's, wrong for Python) and ``StrictUndefined``,
-and its ``finalize`` lets out only ``Code``, which only three filters make, each safe by
-construction:
-
-- ``py``: a Python literal (``repr``, or ``pprint`` for long ones), refused unless
-  ``ast.literal_eval`` reads it back as the same value;
-- ``comment``: text for after a ``#`` on one line (``safe_text.one_line``: every line break
-  and control character removed);
-- ``ident``: a Python identifier, checked.
-
-Jinja's own filters are taken away, so ``{{ value }}`` without one of these, a ``~`` join or a
-macro's output stops the rendering with a TypeError instead of writing text into code. A
-sandbox would guard against untrusted templates, which we do not have; here the danger is
-data, and the filters are where data enters.
+No text of a user's can become code: Jinja runs with autoescape off (HTML's escaping is wrong
+for Python), ``StrictUndefined``, its own filters taken away, and a ``finalize`` that lets out
+only ``Code``, which only three filters make: ``py`` (a literal that ``ast.literal_eval`` reads
+back as the same value), ``comment`` (one line, ``safe_text.one_line``) and ``ident`` (a
+checked Python name). A bare ``{{ value }}``, a ``~`` join or a macro's output is a TypeError.
+The templates are ours; the danger is data, and the filters are where data enters.
 """
 from __future__ import annotations
 
@@ -43,12 +33,12 @@ TUTORIAL_URL = "https://pytorch.org/tutorials/beginner/blitz/cifar10_tutorial.ht
 DEFAULT_NAME = "cifar_run.py"
 # The tutorial's own names for its constants; every other field is written as NAME.upper()
 CONSTANT_NAMES = {"lr": "LEARNING_RATE"}
+_CELL = re.compile(r"^ *# %% (\w+)\n", re.M)
 # Fields the code does not read are written down all the same, and marked as not used
 USED = {"epochs", "lr", "momentum", "batch_size", "num_workers", "device", "pipeline", "seed",
         "train_subset", "shuffle", "model", "log_every", "cuda_graphs", "net", "augment",
         "label_smoothing", "nesterov", "weight_decay", "schedule", "tta", "activation",
         "val_fraction"}
-_CELL = re.compile(r"^ *# %% (\w+)\n", re.M)
 TEMPLATES = Path(__file__).with_name("templates")
 
 
@@ -128,6 +118,24 @@ def render(config: TrainConfig, notes: Iterable[str] = (), script_name: str = DE
         describe=textwrap.wrap(f"{config.describe()}, " + (
             "the tutorial's network" if config.model.is_tutorial else "the network of MODEL"),
             88))
+
+
+def export_script(config: TrainConfig, source_note: str | None = None,
+                  script_name: str = DEFAULT_NAME, lang: str = i18n.DEFAULT) -> str:
+    """The script that repeats ``config``'s run, in the tutorial's own plain PyTorch (never
+    cifarlab): ``source_note``'s lines as comments at the top, its instructions naming
+    ``script_name``, its settings' comments in ``lang``. ShapeError if the network does not fit."""
+    return render(config, notes=str(source_note or "").splitlines(), script_name=script_name,
+                  lang=lang)
+
+
+def checkpoint_note(checkpoint, name: str | None = None) -> str:
+    """The comment line naming where a checkpoint's run came from, with its test accuracy."""
+    note = "CIFAR Lab checkpoint" + (f" {one_line(Path(name).name)}" if name else "")
+    acc = (checkpoint.results or {}).get("test_accuracy")
+    if isinstance(acc, (int, float)) and not isinstance(acc, bool):
+        note += f", test accuracy {100 * acc:.1f} %"
+    return note
 
 
 def split_cells(text: str) -> list[tuple[str, str]]:

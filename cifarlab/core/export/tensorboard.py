@@ -30,7 +30,7 @@ def hparams_of(record: RunRecord) -> dict:
         if f.name == "train_subset":   # None ("all") is no number: the images it used
             value = record.n_train
         out[f.name] = value if isinstance(value, (bool, int, float, str)) else str(value)
-    out["model"] = "Net()" if c.model.is_tutorial else str(c.model.to_dict())
+    out["model"] = record.network
     return out
 
 
