@@ -189,7 +189,6 @@ with st.expander(t("gpu.load_title"), expanded=not has_accelerator or bool(recor
 for res in recorded:
     sources[f"rec:{Path(res.source).name}"] = (lab.source_label(res, L), res)
 
-shown = None
 if not sources:
     st.info(t("gpu.no_result"))
 else:
@@ -201,8 +200,4 @@ else:
         st.session_state["gpu_source"] = options[0]
     choice = st.selectbox(t("gpu.source"), options, key="gpu_source",
                           format_func=lambda k: sources[k][0])
-    shown = sources[choice][1]
-
-
-if shown is not None:
-    result.show(shown, recorded, has_cuda, t, queue.measured_speeds())
+    result.show(sources[choice][1], recorded, has_cuda, t, queue.measured_speeds())

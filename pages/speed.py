@@ -38,8 +38,7 @@ else:
                  date=record.get("date", "?")) + " " + t("speed.shared_machine"))
     st.plotly_chart(lab.figure(rows, t), width="stretch", key="speed_chart")
 
-    runs = lab.repeats(record)
-    if runs:
+    if runs := record.get("preset_runs"):
         st.markdown(t("speed.repeats", accs=", ".join(pct(r["accuracy"]) for r in runs),
                       secs=", ".join(dur(r["seconds"]) for r in runs)))
 

@@ -63,13 +63,7 @@ def row_knobs(record: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
     rows = {r["name"]: r for r in table_rows(record)}
     config = (TrainConfig.from_dict(rows[name]["config"]) if name in rows
               else dict(row_configs())[name])
-    values = config.knob_values(preset_only=True)
-    values["train_subset"] = None
-    return values
-
-
-def repeats(record: Mapping[str, Any] | None) -> list[dict]:
-    return list((record or {}).get("preset_runs", []))
+    return {**config.knob_values(preset_only=True), "train_subset": None}
 
 
 def figure(rows: list[dict], t) -> go.Figure:

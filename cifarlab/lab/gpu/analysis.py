@@ -25,7 +25,6 @@ _TUTORIAL_MODEL = TrainConfig().to_dict()["model"]
 
 
 def point_key(row: dict) -> tuple:
-    """Which point of the grid a row measures, device aside: (pipeline, batch size, width)."""
     return row["pipeline"], row["batch_size"], row["width"]
 
 
@@ -36,17 +35,13 @@ def eager(rows: list[dict]) -> list[dict]:
 
 def speedups(result: SweepResult | list[dict]) -> list[dict]:
     """Accelerator images/s ÷ cpu images/s at each point measured on both (one recording)."""
-    rows = result.ok_rows() if isinstance(result, SweepResult) else list(result)
-    cpu = {point_key(r): r for r in rows if r["device"] == "cpu" and not r["error"]}
-    out = []
-    for r in rows:
-        c = cpu.get(point_key(r))
-        if r["device"] == "cpu" or r["error"] or c is None:
-            continue
-        out.append({"device": r["device"], "device_name": r["device_name"],
-                    "pipeline": r["pipeline"], "batch_size": r["batch_size"], "width": r["width"],
-                    "speedup": r["images_per_s"] / c["images_per_s"],
-                    "graphed": bool(r.get("graphed"))})
+    rows = [r for r in (result.rows if isinstance(result, SweepResult) else result)
+            if not r["error"]]
+    cpu = {point_key(r): r["images_per_s"] for r in rows if r["device"] == "cpu"}
+    out = [{"device": r["device"], "device_name": r["device_name"], "pipeline": r["pipeline"],
+            "batch_size": r["batch_size"], "width": r["width"],
+            "speedup": r["images_per_s"] / cpu[point_key(r)], "graphed": bool(r.get("graphed"))}
+           for r in rows if r["device"] != "cpu" and point_key(r) in cpu]
     return sorted(out, key=lambda s: (s["device"], s["graphed"], s["pipeline"], s["width"],
                                       s["batch_size"]))
 
@@ -112,13 +107,12 @@ def explain_tutorial_point(result: SweepResult) -> dict:
 
 def pipeline_gains(result: SweepResult, width: int) -> dict[str, list[tuple[int, float]]]:
     """device -> [(batch size, fast images/s ÷ tutorial images/s)] at one width."""
-    by = {(r["device"], r["pipeline"], r["batch_size"]): r for r in eager(result.ok_rows())
-          if r["width"] == width}
+    by = {(r["device"], r["pipeline"], r["batch_size"]): r["images_per_s"]
+          for r in eager(result.ok_rows()) if r["width"] == width}
     gains: dict[str, list[tuple[int, float]]] = {}
-    for (dev, pipe, b), r in sorted(by.items(), key=lambda kv: (kv[0][0] != "cpu", kv[0])):
-        other = by.get((dev, "tutorial", b))
-        if pipe == "fast" and other:
-            gains.setdefault(dev, []).append((b, r["images_per_s"] / other["images_per_s"]))
+    for dev, pipe, b in sorted(by, key=lambda k: (k[0] != "cpu", k)):
+        if pipe == "fast" and (dev, "tutorial", b) in by:
+            gains.setdefault(dev, []).append((b, by[dev, pipe, b] / by[dev, "tutorial", b]))
     return gains
 
 
@@ -126,17 +120,13 @@ def graph_gains(result: SweepResult) -> list[dict]:
     """The "GPU, graphed" series against the same device eager, point by point: ``gain`` is
     graphed ÷ eager steps/s."""
     rows = result.ok_rows()
-    plain = {(r["device"], *point_key(r)): r for r in eager(rows)}
-    out = []
-    for g in (r for r in rows if r.get("graphed")):
-        e = plain.get((g["device"], *point_key(g)))
-        if e is None or not e["images_per_s"]:
-            continue
-        out.append({"device": g["device"], "device_name": g["device_name"],
-                    "pipeline": g["pipeline"], "batch_size": g["batch_size"], "width": g["width"],
-                    "eager_images_per_s": e["images_per_s"], "images_per_s": g["images_per_s"],
-                    "eager_step_ms": e["step_ms"], "step_ms": g["step_ms"],
-                    "gain": g["images_per_s"] / e["images_per_s"]})
+    plain = {(r["device"], *point_key(r)): r for r in eager(rows) if r["images_per_s"]}
+    out = [{"device": g["device"], "device_name": g["device_name"], "pipeline": g["pipeline"],
+            "batch_size": g["batch_size"], "width": g["width"],
+            "eager_images_per_s": e["images_per_s"], "images_per_s": g["images_per_s"],
+            "eager_step_ms": e["step_ms"], "step_ms": g["step_ms"],
+            "gain": g["images_per_s"] / e["images_per_s"]}
+           for g in rows if g.get("graphed") and (e := plain.get((g["device"], *point_key(g))))]
     return sorted(out, key=lambda x: (x["device"], x["pipeline"], x["width"], x["batch_size"]))
 
 
@@ -150,12 +140,10 @@ def machine_load(result: SweepResult) -> dict:
     rows = [r for r in result.rows if r.get("load_1m") is not None]
     if not cores or (start is None and not rows):
         return {"state": "unknown", "load": None, "others": None, "cores": cores}
-    seen = [start] if start is not None else []
-    others = list(seen)
-    for r in rows:
-        seen.append(r["load_1m"])
-        others.append(r["load_1m"] - min(cores, threads) - (r["num_workers"] or 0))
-    worst = max(others)
+    before = [start] if start is not None else []
+    seen = before + [r["load_1m"] for r in rows]
+    worst = max(before + [r["load_1m"] - min(cores, threads) - (r["num_workers"] or 0)
+                          for r in rows])
     return {"state": "busy" if worst >= BUSY_SHARE * cores else "quiet", "load": max(seen),
             "others": max(0.0, worst), "cores": cores}
 

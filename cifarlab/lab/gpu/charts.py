@@ -23,8 +23,6 @@ def _series(device: str, width: int, lang: str, graphed: bool = False) -> str:
 
 def _order(df: pd.DataFrame, *by: str) -> pd.DataFrame:
     """The CPU first, then the accelerators; within each, by ``by``."""
-    if df.empty:
-        return df
     return (df.assign(_acc=df["device"] != "cpu").sort_values(["_acc", "device", *by])
             .drop(columns="_acc").reset_index(drop=True))
 
@@ -57,9 +55,8 @@ def speedup_frame(res: SweepResult, pipeline: str, lang: str) -> pd.DataFrame:
 def crossover_frame(res: SweepResult, pipeline: str) -> pd.DataFrame:
     """Where the curves cross (estimated batch size), per accelerator and width."""
     cross = [c for c in analysis.crossover(res) if c["pipeline"] == pipeline and c["estimate"]]
-    return pd.DataFrame([{"device": c["device"], "width": c["width"], "estimate": c["estimate"],
-                          "label": f"≈{c['estimate']:.0f}"} for c in cross],
-                        columns=["device", "width", "estimate", "label"])
+    df = pd.DataFrame(cross, columns=["device", "width", "estimate"])
+    return df.assign(label=[f"≈{e:.0f}" for e in df["estimate"]])
 
 
 def breakdown_choices(res: SweepResult) -> dict[str, list[str]]:

@@ -157,9 +157,6 @@ class TablePrinter:
     def __init__(self):
         self.rows: list[dict] = []
 
-    def _print(self, cells) -> None:
-        print("  ".join(str(c).rjust(w) for c, w in zip(cells, WIDTHS)), flush=True)
-
     def __call__(self, row: dict) -> None:
         import pandas as pd
 
@@ -167,9 +164,9 @@ class TablePrinter:
 
         self.rows.append(row)
         table = rows_table(self.rows, "en")
-        if len(self.rows) == 1:
-            self._print(table.columns)
-        self._print("-" if pd.isna(v) else v for v in table.iloc[-1])
+        last = ["-" if pd.isna(v) else v for v in table.iloc[-1]]
+        for cells in ([table.columns] if len(self.rows) == 1 else []) + [last]:
+            print("  ".join(str(c).rjust(w) for c, w in zip(cells, WIDTHS)), flush=True)
 
 
 def summary_lines(result) -> list[str]:
@@ -217,14 +214,13 @@ def _whole(text, name: str, many: bool = False):
     """--name's whole number, or with ``many`` its whole numbers separated by commas."""
     if isinstance(text, tuple):
         return text
-    option = {"option": "--" + name.replace("_", "-"), "text": str(text)}
     try:
         return (tuple(int(v) for v in str(text).replace(" ", "").split(",") if v) if many
                 else int(text))
     except ValueError:
-        if many:
-            raise ConfigError([Problem(name, "gpu.cli_ints", option)]) from None
-        raise ConfigError([Problem(name, "gpu.cli_int", option)]) from None
+        option = {"option": "--" + name.replace("_", "-"), "text": str(text)}
+        raise ConfigError([Problem(name, "gpu.cli_ints" if many else "gpu.cli_int",
+                                   option)]) from None
 
 
 def _seconds(text) -> float | None:

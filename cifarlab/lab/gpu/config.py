@@ -161,8 +161,7 @@ def time_left(config: SweepConfig, points_done: int, elapsed_s: float,
     points = len(config.points(devices))
     if points_done <= 0 or elapsed_s <= 0 or points_done >= points:
         return None
-    per_point = elapsed_s / points_done
-    return per_point * (points - points_done + len(config.breakdown_passes(devices)))
+    return elapsed_s / points_done * (points - points_done + len(config.breakdown_passes(devices)))
 
 
 def job_request(config: SweepConfig) -> dict[str, Any]:

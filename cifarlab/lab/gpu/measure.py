@@ -110,10 +110,7 @@ def measure_point(device, batch_size: int, width: int = 1, pipeline: str = "fast
     measured = _timed(dev, lambda: _measure(dev, {**work, "graphed": graphed}, steps, warmup,
                                             repeats, max_seconds, should_stop or _never))
     row["load_1m"] = (load_average() or [None])[0]
-    if measured is None:
-        return None
-    row.update(measured)
-    return row
+    return None if measured is None else {**row, **measured}
 
 
 def _never() -> bool:

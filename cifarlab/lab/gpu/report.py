@@ -20,12 +20,12 @@ from cifarlab.lab.gpu.results import OOM, SweepResult
 
 def error_text(err: BaseException, lang: str) -> str:
     """An error's message in ``lang`` for Markdown, its text parameters (file names) escaped."""
-    if isinstance(err, ConfigError) or (isinstance(err, CifarLabError) and is_literal(err.code)):
+    if not isinstance(err, CifarLabError):
+        return md(err)
+    if isinstance(err, ConfigError) or is_literal(err.code):
         return err.text(lang)
-    if isinstance(err, CifarLabError):
-        safe = {k: md(v) if isinstance(v, str) else v for k, v in err.params.items()}
-        return i18n.t(f"errors.{err.code}", lang, **safe)
-    return md(err)
+    return i18n.t(f"errors.{err.code}", lang,
+                  **{k: md(v) if isinstance(v, str) else v for k, v in err.params.items()})
 
 
 def times(x: float | None, lang: str) -> str:

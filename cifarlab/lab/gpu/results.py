@@ -162,9 +162,7 @@ class SweepResult:
 
     @property
     def recorded_on(self) -> str:
-        if not self.recorded_elsewhere:
-            return THIS_MACHINE
-        return f"{self.host}, {self.recorded_at[:10]}"
+        return f"{self.host}, {self.recorded_at[:10]}" if self.recorded_elsewhere else THIS_MACHINE
 
     def ok_rows(self) -> list[dict]:
         return [r for r in self.rows if not r["error"]]
