@@ -1,9 +1,5 @@
-"""The Loss & Optimizer page's engine: cross-entropy by hand, and SGD paths on a 2-D surface.
-
-The paths are made by ``torch.optim.SGD`` itself on a 2-parameter tensor, so the update rule the
-students see is PyTorch's: ``v ← momentum·v + grad`` (``v = grad`` at the first step), then
-``p ← p − lr·v``.
-"""
+"""The Loss & Optimizer page's engine: cross-entropy by hand, and SGD paths on a 2-D surface
+made by ``torch.optim.SGD`` itself (the update rule students see is PyTorch's)."""
 from __future__ import annotations
 
 import math
@@ -26,8 +22,7 @@ from cifarlab.lab.tables import dims
 # ----------------------------------------------------------------------- cross-entropy on one image
 
 def net_logits(image_chw_uint8: np.ndarray, seed: int = 0) -> np.ndarray:
-    """The 10 logits of the tutorial's ``Net``, freshly initialised with ``seed``, for one
-    3×32×32 uint8 image (normalised as the tutorial does)."""
+    """The logits of the tutorial's ``Net`` seeded with ``seed``, for one 3×32×32 uint8 image."""
     from cifarlab.core.data import normalize
     from cifarlab.core.model import Net
 
@@ -43,9 +38,9 @@ def net_logits(image_chw_uint8: np.ndarray, seed: int = 0) -> np.ndarray:
 
 
 def cross_entropy_by_hand(logits, label: int) -> dict:
-    """``nn.CrossEntropyLoss`` for one example, step by step, beside PyTorch's. The largest
-    logit is subtracted before eᶻ so nothing overflows (it cancels out), and the loss is
-    log Σe^z − z_label, exact even when p_true is tiny."""
+    """``nn.CrossEntropyLoss`` for one example step by step, beside PyTorch's; the largest logit
+    is subtracted before eᶻ (nothing overflows) and the loss is log Σe^z − z_label (exact
+    when p_true is tiny)."""
     z = np.asarray(logits, dtype=np.float64).reshape(-1)
     if z.size < 2 or not np.all(np.isfinite(z)):
         raise CifarLabError("loss.bad_logits", field="logits")
@@ -119,8 +114,7 @@ def _surface(surface: str | Surface) -> Surface:
 
 
 def loss_surface(name: str | Surface, grid: int = 101) -> dict:
-    """The loss over a grid of ``grid`` points per axis, for a contour plot: ``{"x": xs,
-    "y": ys, "z": Z (len(ys)×len(xs)), "start", "minimum", "formula"}``."""
+    """The loss over a ``grid``×``grid`` grid, for a contour plot, and the surface's facts."""
     s = _surface(name)
     xs, ys = np.linspace(*s.x_range, grid), np.linspace(*s.y_range, grid)
     X, Y = np.meshgrid(xs, ys)
@@ -173,9 +167,8 @@ class SGDPath:
 
 def sgd_path(surface: str | Surface, start=None, lr: float = 0.05, momentum: float = 0.0,
              steps: int = 50) -> SGDPath:
-    """Where ``torch.optim.SGD(lr, momentum)`` takes a 2-parameter tensor on ``surface``, step
-    by step as the tutorial's loop does; stopped where the loss explodes (above
-    ``EXPLODE_FACTOR`` × the starting loss, or inf/nan)."""
+    """Where ``torch.optim.SGD(lr, momentum)`` takes a 2-parameter tensor on ``surface`` as the
+    tutorial's loop does; stopped where the loss explodes (``EXPLODE_FACTOR``, inf/nan)."""
     s = _surface(surface)
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
         raise CifarLabError("loss.bad_lr", field="lr")
@@ -239,8 +232,7 @@ def ce_table(ce: dict, names: list[str], t) -> pd.DataFrame:
 
 def paths_figures(surf: dict, paths: dict[str, SGDPath], labels: dict[str, str],
                   t) -> tuple[go.Figure, go.Figure]:
-    """The paths on the surface's contour lines (start and minimum marked), and their losses
-    step by step on a log scale."""
+    """The paths on the surface's contours, and their losses on a log scale."""
     fig = go.Figure(go.Contour(x=surf["x"], y=surf["y"], z=np.log1p(surf["z"]),
                                colorscale="Greys", showscale=False, ncontours=25,
                                contours=dict(coloring="lines")))
