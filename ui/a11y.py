@@ -32,9 +32,8 @@ _CODE_CSS = "<style>" + "".join(
 
 
 def accessible_document(code: str) -> None:
-    """What every page needs for assistive technology and is not a widget: the document's
-    language (``<html lang>``, which Streamlit fixes at "en": a screen reader would read
-    Spanish with English pronunciation) and readable code colours (above)."""
+    """The document's language (``<html lang>``, which Streamlit fixes at "en": a screen
+    reader would read Spanish with English pronunciation) and readable code colours."""
     # code is one of i18n.LANGUAGES (normalised), so it is safe inside the script
     st.html(f"<script>document.documentElement.lang = '{code}';</script>"
             + _uploader_name_script(code), unsafe_allow_javascript=True)
@@ -42,9 +41,8 @@ def accessible_document(code: str) -> None:
 
 
 def _uploader_name_script(code: str) -> str:
-    """The uploader button's accessible name in the student's language (axe and screen
-    readers do not take it from the CSS word below): an aria-label, set on every uploader
-    button now and on those a later rerun draws."""
+    """The uploader button's accessible name in the student's language (screen readers do not
+    read the CSS word below), on every uploader button now and later."""
     word = json.dumps(i18n.t("common.upload_button", code))
     return ("<script>(function () {"
             f"window.cifarlabUploadWord = {word};"
@@ -60,11 +58,8 @@ def _uploader_name_script(code: str) -> str:
 
 
 def _uploader_css(code: str) -> str:
-    """Streamlit's file uploader says "Upload" and "200MB per file" in English, and no setting
-    translates them. Its button shows our word instead (its accessible name is set to the
-    same word by ``_uploader_name_script``; the hidden English is not read), and the size
-    line goes: a file over the limit is answered by our own message, in the student's
-    language."""
+    """Streamlit's uploader says "Upload" and "200MB per file" in English only: the button
+    shows our word, and the size line goes (our own message answers a file over the limit)."""
     word = json.dumps(i18n.t("common.upload_button", code))   # a CSS string, quoted
     zone = '[data-testid="stFileUploaderDropzone"]'
     return ("<style>"

@@ -55,9 +55,8 @@ def passphrase_hash() -> str | None:
 
 
 def person() -> Person:
-    """Who is asking (``identity.Person``): the provider's signed-in user; else the instructor
-    who gave the passphrase in this session; else this browser (its cookie's id, shared by its
-    tabs). (The client address is no identity in a classroom behind one NAT.)"""
+    """Who is asking: the provider's signed-in user, else the instructor who gave the
+    passphrase, else this browser (a classroom's address is one NAT's)."""
     claims = _claims()
     if claims is not None:
         from cifarlab.serve.settings import load_settings
@@ -142,8 +141,7 @@ def sign_in_sidebar() -> None:
 
 
 def _passphrase_submitted() -> None:
-    """The Sign in button's callback (before the rerun it asks for: the sidebar then shows
-    the signed-in state, or the problem kept for it)."""
+    """The Sign in button's callback (the problem kept for the sidebar's rerun)."""
     problem = try_passphrase(st.session_state.get("identity_passphrase") or "")
     if problem is not None:
         st.session_state[_PASSPHRASE_PROBLEM] = problem
