@@ -1,8 +1,5 @@
-"""Which browser this is: its session id (from the link, the cookie, or the person an identity
-provider signed in), the cookies it carries, and what the host's secrets say.
-
-A person signed in through an identity provider (``[auth]`` in .streamlit/secrets.toml: st.login,
-st.user) has one session on every device, from their e-mail; everyone else is this browser.
+"""Which browser this is: its session id (from the link, the cookie, or the e-mail of the person
+an identity provider signed in: one session on every device), its cookies, the host's secrets.
 """
 from __future__ import annotations
 

@@ -125,10 +125,8 @@ def loss_surface(name: str | Surface, grid: int = 101) -> dict:
 
 # ------------------------------------------------------------- SGD paths, by torch.optim.SGD itself
 
-# The Loss page's starting values. They must show what its lesson says momentum buys: on the
-# narrow bowl, plain SGD at this rate crawls along the gentle axis while momentum reaches the
-# minimum (tests/test_optimlab.py checks it on every surface). At lr 0.05 both get there in 100
-# steps and momentum ends slightly worse, the opposite of the lesson beside it.
+# The Loss page's starting values: on the narrow bowl plain SGD crawls while momentum reaches
+# the minimum, as the lesson says (at lr 0.05 momentum ends slightly worse).
 DEMO = {"surface": "bowl", "lr": 0.01, "momentum": 0.9, "steps": 100}
 
 EXPLODE_FACTOR = 1e6     # a loss this many times the starting loss (or inf/nan) has exploded

@@ -247,45 +247,26 @@ def analyze_stack(spec: ModelSpec) -> StackReport:
 TUTORIAL_FLAT = 16 * 5 * 5
 
 
-class _TutorialNet(nn.Module):
-    """The tutorial's ``Net`` with the spec's conv layers but fc1 hard-coded to 16 * 5 * 5."""
-
-    def __init__(self, spec: ModelSpec, flatten: str):
-        super().__init__()
-        (c1, c2), (h1, h2) = spec.scaled_channels(), spec.scaled_hidden()
-        self.flatten = flatten
-        self.conv1 = nn.Conv2d(3, c1, spec.kernels[0], stride=spec.strides[0],
-                               padding=spec.paddings[0])
-        self.pool = nn.MaxPool2d(spec.pool, spec.pool)
-        self.conv2 = nn.Conv2d(c1, c2, spec.kernels[1], stride=spec.strides[1],
-                               padding=spec.paddings[1])
-        self.fc1 = nn.Linear(TUTORIAL_FLAT, h1)
-        self.fc2 = nn.Linear(h1, h2)
-        self.fc3 = nn.Linear(h2, 10)
-
-    def forward(self, x):
-        x = self.pool(F.relu(self.conv1(x)))
-        x = self.pool(F.relu(self.conv2(x)))
-        x = x.view(-1, 16 * 5 * 5) if self.flatten == "view" else torch.flatten(x, 1)
-        x = F.relu(self.fc1(x))
-        x = F.relu(self.fc2(x))
-        return self.fc3(x)
-
-
 def _run_tutorial(spec: ModelSpec, flatten: str) -> tuple[str | None, str | None]:
-    """(exception class, first line of PyTorch's message) of the tutorial's forward and loss
-    run on zeros; (None, None) when it runs (with ``view``, a multiple of 400 passes the view
-    with too many rows: the loss complains)."""
-    if max(spec.scaled_channels()) > 4096 or max(spec.scaled_hidden()) > 65536:
+    """(exception class, first line of PyTorch's message) of the tutorial's forward, with the
+    spec's conv layers but fc1 hard-coded to 16 * 5 * 5, and loss run on zeros; (None, None)
+    when it runs (with ``view``, a multiple of 400 passes the view with too many rows: the
+    loss complains)."""
+    (c1, c2), (h1, h2) = spec.scaled_channels(), spec.scaled_hidden()
+    if max(c1, c2) > 4096 or max(h1, h2) > 65536:
         raise ShapeError("network.too_big_to_try", layer="width")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        net = _TutorialNet(spec, flatten)
-    x = torch.zeros(4, 3, 32, 32)
-    labels = torch.zeros(4, dtype=torch.long)
+    with torch.random.fork_rng(devices=[]):   # the layers' initialisation: no page's RNG
+        conv1 = nn.Conv2d(3, c1, spec.kernels[0], spec.strides[0], spec.paddings[0])
+        conv2 = nn.Conv2d(c1, c2, spec.kernels[1], spec.strides[1], spec.paddings[1])
+        fc1, fc2, fc3 = nn.Linear(TUTORIAL_FLAT, h1), nn.Linear(h1, h2), nn.Linear(h2, 10)
+    pool = nn.MaxPool2d(spec.pool, spec.pool)
     try:
         with torch.no_grad():
-            nn.CrossEntropyLoss()(net(x), labels)
+            x = pool(F.relu(conv1(torch.zeros(4, 3, 32, 32))))
+            x = pool(F.relu(conv2(x)))
+            x = x.view(-1, 16 * 5 * 5) if flatten == "view" else torch.flatten(x, 1)
+            x = fc3(F.relu(fc2(F.relu(fc1(x)))))
+            nn.CrossEntropyLoss()(x, torch.zeros(4, dtype=torch.long))
     except (RuntimeError, ValueError) as err:
         return type(err).__name__, str(err).strip().splitlines()[0]
     return None, None

@@ -1,9 +1,6 @@
-"""What a student uploads to the Results page: a checkpoint, or a picture to classify.
-
-Uploads never decide what they cost. A checkpoint is refused by arithmetic before its network
-is built (``cifarlab.core.checkpoint``); a picture by its header (size, mode, bits per sample)
-before it is decoded, and a big one is box-averaged down before any colour conversion. Every
-refusal has a code: ``errors.checkpoint.*``, ``errors.image.*``.
+"""What a student uploads to the Results page: a checkpoint, or a picture to classify. Uploads
+never decide what they cost: a checkpoint is refused by arithmetic before its network is built,
+a picture by its header before it is decoded.
 """
 from __future__ import annotations
 
@@ -19,16 +16,14 @@ from cifarlab.core.checkpoint import MAX_CHECKPOINT_BYTES, Checkpoint, load as l
 from cifarlab.core.evaluate import predict
 from cifarlab.errors import CheckpointError, UploadError
 
-# One limit for every file the page accepts: the largest checkpoint (core.checkpoint). The
-# uploaders keep Streamlit's 200 MB cap, far above ours, since the uploader refuses a file over
-# its cap in English: a file too large for us reaches our check and is refused in the student's
-# language. The server's cap (server.maxUploadSize) sits 1 MB above, for the request's framing.
+# One limit for every file the page accepts: the largest checkpoint. The uploaders keep
+# Streamlit's 200 MB cap, far above ours (it refuses in English: ours in the student's
+# language); the server's cap sits 1 MB above, for the request's framing.
 MAX_UPLOAD_BYTES = MAX_CHECKPOINT_BYTES
 UPLOADER_MB = 200
 SERVER_UPLOAD_MB = UPLOADER_MB + 1
-# A picture is checked from its header before anything is decoded: at most 24 megapixels (more
-# than phones save) and 96 MiB once decoded, counting its bits per sample (a 16-bit picture
-# costs twice an 8-bit one). A JPEG counts at the reduced scale it is decoded at.
+# A picture's header is checked before anything is decoded: at most 24 megapixels (more than
+# phones save) and 96 MiB decoded, counting its bits per sample.
 MAX_IMAGE_PIXELS = 24_000_000
 MAX_DECODE_BYTES = 96 * 2**20
 IMAGE_FORMATS = ("PNG", "JPEG", "GIF", "WEBP", "BMP", "TIFF")  # JPEG opens MPO too
