@@ -8,11 +8,9 @@ import streamlit as st
 
 from cifarlab import i18n
 
-# Streamlit colours code (st.code and fenced code in lessons) with a fixed Prism palette that is
-# too light on its code background: 3.8:1 down to 2.6:1, where WCAG AA asks 4.5:1 (axe's
-# color-contrast). No theme option reaches it, so the same hues, darker (all >= 4.5:1 on
-# #fafbfd and on the sidebar's #F4F6FA), replace it. !important: Streamlit's own rule is as
-# specific and comes later.
+# Streamlit's fixed Prism palette for code is too light on its background (down to 2.6:1, WCAG
+# AA asks 4.5:1) and no theme option reaches it: the same hues, darker (all >= 4.5:1), with
+# !important (Streamlit's own rule is as specific and comes later).
 _CODE_COLOURS = {
     ".token.comment, .token.punctuation, .token.prolog, .token.doctype, .token.cdata": "#555867",
     ".token.attr-name, .token.property, .token.variable": "#15799e",

@@ -22,8 +22,7 @@ from ui.session import logged_in as _logged_in
 
 INSTRUCTOR_KEY = "_cifarlab_instructor"   # set only by a right passphrase
 NICKNAME_KEY = "nickname"                  # an anonymous student's name for others to see
-# One per server process: slows down a browser guessing the passphrase, never one that is
-# not guessing (see identity.AttemptLimiter and docs/security.md). Its counts live in the run
+# Slows down a browser guessing the passphrase (docs/security.md); its counts live in the run
 # store, so every app server on one store counts the same guesses (made on first use).
 PASSPHRASE_LIMITER: identity.AttemptLimiter | None = None
 _PASSPHRASE_PROBLEM = "_cifarlab_passphrase_problem"

@@ -94,9 +94,8 @@ SURFACES: dict[str, Surface] = {
     # A Rosenbrock-like curved valley with its minimum at (1, 1).
     "valley": Surface("valley", _valley, (-2.0, 2.0), (-1.0, 3.0), (-1.5, 2.5), (1.0, 1.0),
                       "f(x, y) = (1 − x)² + 5 (y − x²)²"),
-    # The lab's mountain range: a bowl with ridges, valleys in a grid, the lowest at (0, 0). At
-    # the demo's lr, plain SGD (and momentum up to 0.8) stops in the valley at (−3.42, 0);
-    # momentum 0.9 rolls over the ridges to the bottom (tests/test_optimlab_minima.py).
+    # A bowl with ridges, the lowest valley at (0, 0): at the demo's lr plain SGD stops in the
+    # valley at (−3.42, 0), momentum 0.9 rolls over the ridges (tests/test_optimlab_minima.py).
     "mountains": Surface("mountains", _mountains, (-6.0, 3.0), (-3.0, 4.0), (-5.0, 2.0),
                          (0.0, 0.0), "f(x, y) = 0.4 (x² + y²) + 2 (2 − cos 1.5x − cos 1.5y)",
                          local_minima=True),
