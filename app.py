@@ -1,8 +1,5 @@
-"""CIFAR Lab: the entry point. ``streamlit run app.py``.
-
-Builds the navigation over the files in pages/ (titles translated), the language switch in the
-sidebar (the browser's language on a first visit; ``?lang=es|pt|en`` in the URL names one), and
-the facts about this machine and its data. An instructor's projector view gets no sidebar.
+"""CIFAR Lab: the entry point. ``streamlit run app.py``: the navigation over pages/, the
+language switch and the personal link in the sidebar (none in a projector's view).
 """
 import streamlit as st
 

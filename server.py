@@ -1,9 +1,6 @@
-"""CIFAR Lab's server: ``streamlit run server.py`` (or ``uvicorn server:app``).
-
-app.py wrapped in Streamlit's ASGI ``st.App``, so the job queue's dispatcher starts with the
-server (runs queued before a restart go on without waiting for a page to open) and stops with
-it (runs still training are marked interrupted). ``streamlit run app.py`` works too; the
-dispatcher then starts with the first page opened.
+"""CIFAR Lab's server: ``streamlit run server.py`` (or ``uvicorn server:app``): app.py in
+Streamlit's ASGI ``st.App``, so the job queue's dispatcher starts and stops with the server
+(``streamlit run app.py`` starts it with the first page opened).
 """
 from __future__ import annotations
 
@@ -17,8 +14,8 @@ log = logging.getLogger("cifarlab.server")
 
 
 def start_queue():
-    """The process's job queue with its dispatcher running, or None when a hosting setting is
-    wrong (the host's log says which; every page says it too, in the student's language)."""
+    """The process's job queue with its dispatcher running, or None (a hosting setting is
+    wrong: logged)."""
     from cifarlab.errors import CifarLabError
     from cifarlab.serve import queue as jobs
 

@@ -45,9 +45,8 @@ def _model_spec(args) -> ModelSpec | None:
 
 
 def add_config_args(p: argparse.ArgumentParser, cls: type = TrainConfig) -> None:
-    """One flag per config field, from the schema (``core.config.knobs``): its help is the
-    English catalog text and the tutorial's value. A flag not typed sets nothing, so that a
-    preset's value stands (``config_from_args``)."""
+    """One flag per config field, from the schema; a flag not typed sets nothing, so that a
+    preset's value stands."""
     for f in knobs(cls):
         extra = {"choices": list(f.knob.choices)} if f.knob.kind == "choice" else {}
         default = "all" if f.default is None else f.default
@@ -58,8 +57,8 @@ def add_config_args(p: argparse.ArgumentParser, cls: type = TrainConfig) -> None
 
 
 def config_from_args(args, cls: type = TrainConfig) -> TrainConfig:
-    """The TrainConfig the flags describe (ConfigError listing every bad value): the flags
-    typed, over ``--preset``'s knobs, over the config's defaults."""
+    """The flags typed, over ``--preset``'s knobs, over the config's defaults (ConfigError
+    listing every bad value)."""
     names = [f.name for f in knobs(cls)]
     preset = getattr(args, "preset", None)
     values = PRESETS[preset].knob_values(preset_only=True) if preset else {}

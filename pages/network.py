@@ -62,9 +62,8 @@ with tab_calc:
     kind = st.radio(t("network.layer_type"), ["conv", "pool"], horizontal=True, key="calc_kind",
                     format_func=lambda k: t(f"network.layer_{k}"))
     cols = st.columns(5)
-    # Text, as nn.Conv2d takes it: "5" or a rectangle "(5, 2)". The engine refuses what PyTorch
-    # would (2.5, 0, a kernel bigger than the input) in the student's language, never a stale
-    # result.
+    # Text, as nn.Conv2d takes it ("5" or "(5, 2)"); the engine refuses what PyTorch would, in
+    # the student's language, never with a stale result.
     conv = kind == "conv"
     args = [col.text_input(t(f"network.{name}"), value, key=key, help=t("network.pair_help"))
             for col, name, value, key in zip(cols, (

@@ -18,6 +18,7 @@ from ui.language import error_text, show_error, translator
 from ui.models import finished_runs, pick_run_model, predictions, uploaded_picture
 from ui.nav import lesson
 from ui.session import session_id
+from ui.widgets import clicked_points
 
 t = translator()
 K = "results_"
@@ -122,9 +123,8 @@ def confusion_section(ev, data) -> None:
     ss = st.session_state
     if K + "true" not in ss:
         ss[K + "true"], ss[K + "pred"] = R.most_confused_pair(ev.confusion)
-    selection = getattr(event, "selection", None) or {}
     picked = None
-    for p in (selection.get("points", []) if hasattr(selection, "get") else []):
+    for p in clicked_points(event):
         picked = R.picked_cell(p, names) or picked
     if picked is not None and picked != ss.get(K + "last_pick"):
         ss[K + "true"], ss[K + "pred"] = picked

@@ -1,9 +1,6 @@
-"""Train: the tutorial's training loop on the server, live.
-
-The form → ``JobQueue.submit`` → a worker trains while this page follows the run in the store.
-The live part is a fragment on Streamlit's own timer (never ``st.rerun()``: a rerun from a
-polling fragment collided with its timer and froze pages). Runs are looked up in the store, so
-a reload or a second tab with the same ``?sid=`` finds them again.
+"""Train: the tutorial's training loop on the server, live. A worker trains while this page
+follows the run in the store, in a fragment on Streamlit's own timer (an ``st.rerun()`` from a
+polling fragment collided with its timer and froze pages).
 """
 from __future__ import annotations
 

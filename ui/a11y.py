@@ -8,11 +8,9 @@ import streamlit as st
 
 from cifarlab import i18n
 
-# Streamlit colours code (st.code and fenced code in lessons) with a fixed Prism palette that is
-# too light on its code background: 3.8:1 down to 2.6:1, where WCAG AA asks 4.5:1 (axe's
-# color-contrast). No theme option reaches it, so the same hues, darker (all >= 4.5:1 on
-# #fafbfd and on the sidebar's #F4F6FA), replace it. !important: Streamlit's own rule is as
-# specific and comes later.
+# Streamlit's fixed Prism palette for code is too light on its background (down to 2.6:1, WCAG
+# AA asks 4.5:1) and no theme option reaches it: the same hues, darker (all >= 4.5:1), with
+# !important (Streamlit's own rule is as specific and comes later).
 _CODE_COLOURS = {
     ".token.comment, .token.punctuation, .token.prolog, .token.doctype, .token.cdata": "#555867",
     ".token.attr-name, .token.property, .token.variable": "#15799e",
@@ -32,9 +30,8 @@ _CODE_CSS = "<style>" + "".join(
 
 
 def accessible_document(code: str) -> None:
-    """What every page needs for assistive technology and is not a widget: the document's
-    language (``<html lang>``, which Streamlit fixes at "en": a screen reader would read
-    Spanish with English pronunciation) and readable code colours (above)."""
+    """The document's language (``<html lang>``, which Streamlit fixes at "en": a screen
+    reader would read Spanish with English pronunciation) and readable code colours."""
     # code is one of i18n.LANGUAGES (normalised), so it is safe inside the script
     st.html(f"<script>document.documentElement.lang = '{code}';</script>"
             + _uploader_name_script(code), unsafe_allow_javascript=True)
@@ -42,9 +39,8 @@ def accessible_document(code: str) -> None:
 
 
 def _uploader_name_script(code: str) -> str:
-    """The uploader button's accessible name in the student's language (axe and screen
-    readers do not take it from the CSS word below): an aria-label, set on every uploader
-    button now and on those a later rerun draws."""
+    """The uploader button's accessible name in the student's language (screen readers do not
+    read the CSS word below), on every uploader button now and later."""
     word = json.dumps(i18n.t("common.upload_button", code))
     return ("<script>(function () {"
             f"window.cifarlabUploadWord = {word};"
@@ -60,11 +56,8 @@ def _uploader_name_script(code: str) -> str:
 
 
 def _uploader_css(code: str) -> str:
-    """Streamlit's file uploader says "Upload" and "200MB per file" in English, and no setting
-    translates them. Its button shows our word instead (its accessible name is set to the
-    same word by ``_uploader_name_script``; the hidden English is not read), and the size
-    line goes: a file over the limit is answered by our own message, in the student's
-    language."""
+    """Streamlit's uploader says "Upload" and "200MB per file" in English only: the button
+    shows our word, and the size line goes (our own message answers a file over the limit)."""
     word = json.dumps(i18n.t("common.upload_button", code))   # a CSS string, quoted
     zone = '[data-testid="stFileUploaderDropzone"]'
     return ("<style>"

@@ -17,17 +17,15 @@ from ui.language import lang, t
 @st.cache_resource(show_spinner=False, max_entries=2)
 def _load_data(source: str | None, cache: str | None):
     """The arguments are only the cache key (``data_setting()``): a changed CIFARLAB_DATA or
-    CIFARLAB_CACHE is never served the images of the old one. ``load()`` reads the same
-    environment itself, so its messages still say the setting came from CIFARLAB_DATA."""
+    CIFARLAB_CACHE is never served the old images; ``load()`` reads the environment itself."""
     from cifarlab.core import data
 
     return data.load()
 
 
 def _decode_with_a_progress_bar() -> None:
-    """The first visit after installing decodes every image once (tens of seconds on a small
-    machine): a progress bar says how far it is, rather than a spinner at the bottom. Done
-    outside the cached loader, which then reads the finished cache in well under a second."""
+    """The first visit decodes every image once (tens of seconds): a progress bar says how
+    far; the cached loader then reads the finished cache in well under a second."""
     from cifarlab.core import data
 
     if data.is_cached():
@@ -63,9 +61,8 @@ def get_data():
 
 
 def loading_notice():
-    """A placeholder that says the lab is loading while torch is still to be imported (the
-    server's first pages: tens of seconds on a loaded machine, with nothing else on screen);
-    the caller empties it once the page is drawn."""
+    """A placeholder saying the lab is loading while torch is still to be imported (tens of
+    seconds on a loaded machine); the caller empties it."""
     box = st.empty()
     if "torch" not in sys.modules:
         box.status(t("loading.lab"), state="running")
@@ -73,9 +70,8 @@ def loading_notice():
 
 
 def store_may_be_down(fn):
-    """``fn`` (a page, a live fragment), saying so in the student's words when the run store
-    cannot be reached mid-lesson (its database restarting); a fragment keeps polling and
-    shows the run again once the database is back."""
+    """``fn`` (a page, a fragment), saying so in the student's words when the run store cannot
+    be reached (a fragment keeps polling and shows the run once it is back)."""
     @functools.wraps(fn)
     def guarded(*args, **kwargs):
         try:
@@ -88,8 +84,7 @@ def store_may_be_down(fn):
 
 
 def queue():
-    """The server's job queue (one per process; it starts the scheduler on first use). A bad
-    hosting setting (environment variable or cifarlab.toml) is shown as its message."""
+    """The server's job queue (one per process); a bad hosting setting shown as its message."""
     from cifarlab.serve import queue as jobs
 
     try:

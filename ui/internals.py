@@ -8,12 +8,9 @@ import streamlit as st
 def set_fragment_interval(seconds: float | None) -> bool:
     """Change how often the running fragment polls, from inside it: True if it was asked.
 
-    ``st.fragment(run_every=...)`` fixes the interval when the whole page runs; changing it
-    otherwise takes an ``st.rerun()`` of the page, and reruns from inside a polling fragment
-    collided with its timer under load (pages froze). The browser keeps one timer per fragment
-    and replaces it when told a new interval (an ``auto_rerun`` message, the one run_every
-    sends), so this sends that message for the fragment running now. Without the internals it
-    does nothing, and the fragment keeps the interval the page gave it."""
+    Otherwise only an ``st.rerun()`` of the page changes it, and reruns from inside a polling
+    fragment collided with its timer under load (pages froze). This sends the browser the
+    ``auto_rerun`` message run_every sends, for the fragment running now."""
     if not seconds:
         return False
     try:
@@ -34,13 +31,9 @@ def set_fragment_interval(seconds: float | None) -> bool:
 
 
 def ensure_app_frame() -> None:
-    """Make sure this run came through app.py's navigation (app.py sets ``_app_frame``).
-
-    While a folder called ``pages/`` exists, a fresh server's first script run uses Streamlit's
-    legacy folder-based multipage mode (until ``st.navigation`` is first called). A first visit
-    straight to a page's URL would then run that page alone: no language switch, file names in
-    the sidebar. A page reached that way turns the legacy mode off and reruns through app.py.
-    """
+    """Make sure this run came through app.py's navigation (app.py sets ``_app_frame``): a
+    fresh server's first visit straight to a page's URL runs it alone, in Streamlit's legacy
+    ``pages/`` mode (no language switch); such a page turns that mode off and reruns."""
     if not st.session_state.get("_app_frame"):
         from streamlit.runtime.pages_manager import PagesManager
 

@@ -17,9 +17,8 @@ log = logging.getLogger("cifarlab.pages")
 
 
 def lang() -> str:
-    """The current language, settled once per session: the one the person named (``?lang=``,
-    or the cookie the sign-in buttons leave: a provider sends the browser back without the
-    URL's); else the browser's own."""
+    """The session's language: the one named (``?lang=``, or the cookie a provider's sign-in
+    round trip keeps), else the browser's own."""
     if "lang" not in st.session_state:
         named = st.query_params.get("lang") or cookie(LANG_COOKIE)
         if named:
@@ -36,8 +35,7 @@ def choose(code: str) -> None:
 
 
 def url_lang() -> dict[str, str]:
-    """What a URL of this person's carries about the language: ``{"lang": code}`` when they
-    chose it, else nothing (the browser's language decides again, for whoever opens it)."""
+    """``{"lang": code}`` for this person's URLs when they chose it, else nothing."""
     code = lang()
     return {"lang": code} if st.session_state.get(CHOSEN_KEY) else {}
 
@@ -49,8 +47,8 @@ def _switched(key: str) -> None:
 
 
 def language_switch(key: str, *, compact: bool = False) -> None:
-    """The language switch: a select box (the sidebar), or ``compact`` buttons (Home's: a
-    phone hides the sidebar). Each shows the current language, whichever switch chose it."""
+    """The language switch: a select box, or ``compact`` buttons (Home's: a phone hides the
+    sidebar)."""
     current = lang()
     if st.session_state.get(key) != current:
         st.session_state[key] = current
@@ -65,9 +63,8 @@ def language_switch(key: str, *, compact: bool = False) -> None:
 
 
 def translator():
-    """``t(key, **kwargs)`` in the current language (``t.lang`` names it). Name it ``t`` in
-    pages (the catalog test scans for ``t("...")`` keys). Every page starts with it, so it also
-    checks that the page runs inside the app's frame."""
+    """``t`` in the current language (name it ``t``: the catalog test scans for it); every
+    page starts with it, so it also checks the app's frame."""
     ensure_app_frame()
     return i18n.translator(lang())
 

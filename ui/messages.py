@@ -13,9 +13,8 @@ def keep(key: str, kind: str, body) -> None:
 
 
 def show(key: str, where=st, once: bool = True, **kwargs) -> tuple[str, object] | None:
-    """The message kept under ``key``, shown once (in ``where``); it is also returned.
-    ``once=False``: shown until the next ``keep`` replaces it (in a fragment that polls, a
-    message shown once would vanish at the next tick, seconds later)."""
+    """The message kept under ``key``, shown (in ``where``) and returned; ``once=False``: until
+    the next ``keep`` (in a polling fragment, a message shown once vanishes at the next tick)."""
     msg = st.session_state.pop(key, None) if once else st.session_state.get(key)
     if msg is not None:
         kind, body = msg

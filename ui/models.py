@@ -1,6 +1,5 @@
-"""A finished run's model for the pages that study one (Results, Inside the network): the
-session's finished runs that saved a checkpoint, a picker, the model loaded once per
-checkpoint and its predictions on the test set computed once per model."""
+"""A finished run's model for Results and Inside the network: a picker over the session's
+finished runs, the model loaded and its predictions computed once each."""
 from __future__ import annotations
 
 import hashlib
@@ -39,8 +38,8 @@ def finished_runs() -> list | None:
 
 
 def pick_run_model(where, runs: list, key: str, from_url: bool = False):
-    """(model, checkpoint, model key, run) of the run picked in ``where``, or None after saying
-    why (no runs: a link to the Train page). ``from_url``: ``?run=`` chooses first."""
+    """(model, checkpoint, model key, run) picked in ``where``, or None after saying why;
+    ``from_url``: ``?run=`` chooses first."""
     if not runs:
         where.info(t("results.no_runs"), icon=":material/info:")
         where.page_link("pages/train.py", label=t("results.go_train"),
@@ -65,9 +64,8 @@ def pick_run_model(where, runs: list, key: str, from_url: bool = False):
 
 
 def uploaded_picture(where, key: str, hint: str | None = None):
-    """(the picture as the network sees it, a digest of the file) from the student's upload,
-    what was done to it said under the box; None when there is none (``hint`` said) or it is
-    no picture (the reason said)."""
+    """(the prepared picture, the file's digest) of the student's upload, what was done to it
+    said under the box; None, with ``hint`` or the reason, when there is none."""
     up = where.file_uploader(t("results.upload_image"), key=key, help=t("results.upload_help"),
                              max_upload_size=R.UPLOADER_MB)
     if up is None:

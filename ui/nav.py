@@ -30,8 +30,8 @@ PRESENTER = ("view", "presenter")   # the classroom's projector view: ?view=pres
 
 
 def presenting(instructor: bool) -> bool:
-    """An instructor's projector view: app.py then draws no sidebar (no personal link, no
-    sign-out, no navigation) and keeps no session id in the URL the room can read."""
+    """An instructor's projector view: no sidebar and no session id in the URL the room
+    reads."""
     return instructor and st.query_params.get(PRESENTER[0]) == PRESENTER[1]
 
 
@@ -65,8 +65,8 @@ def lesson_links(current: str) -> None:
 
 
 def url_state() -> dict[str, str]:
-    """What this person's URLs keep across page switches: the session id (unless signed in:
-    a signed-in person's runs follow the sign-in, not a link) and the language they chose."""
+    """What this person's URLs keep across page switches: the session id (unless signed in)
+    and the language they chose."""
     return url_lang() | ({} if signed_in() else {"sid": session_id()})
 
 
@@ -76,8 +76,8 @@ def resume_link() -> str:
 
 
 def keep_url_state(personal: bool = True) -> None:
-    """Write the URL state back into the URL (page switches clear it); ``personal`` False:
-    the language only (a projector's address bar shows no session id)."""
+    """Write the URL state back (page switches clear it); ``personal`` False: the language
+    only."""
     want = url_state() if personal else url_lang()
     for key in ("sid", "lang"):
         if key not in want and key in st.query_params:

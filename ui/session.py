@@ -1,8 +1,5 @@
-"""Which browser this is: its session id (from the link, the cookie, or the person an identity
-provider signed in), the cookies it carries, and what the host's secrets say.
-
-A person signed in through an identity provider (``[auth]`` in .streamlit/secrets.toml: st.login,
-st.user) has one session on every device, from their e-mail; everyone else is this browser.
+"""Which browser this is: its session id (from the link, the cookie, or the e-mail of the person
+an identity provider signed in: one session on every device), its cookies, the host's secrets.
 """
 from __future__ import annotations
 
@@ -77,9 +74,8 @@ def _user_session() -> str | None:
 
 
 def session_id() -> str:
-    """A stable id for this browser's runs: in the URL (``?sid=``: a reload, a page switch or
-    a second tab finds the same runs) and in a cookie (after the tab was closed); a link wins
-    over the cookie. A person signed in through a provider has one, from their e-mail."""
+    """A stable id for this browser's runs: the signed-in person's (from their e-mail), else
+    the URL's (``?sid=``: a reload or a second tab finds the same runs), else the cookie's."""
     if "sid" not in st.session_state:
         sid = st.query_params.get("sid", "")
         st.session_state["sid"] = _user_session() or (sid if _valid(sid) else _cookie_sid()
@@ -93,9 +89,8 @@ def browser_id() -> str:
 
 
 def remember_session() -> None:
-    """Write the session id into this browser's cookie, so that closing the tab loses nothing.
-    The same element on every run: one that came and went would shift the page below it, and
-    the browser would rebuild the widgets, losing the keyboard focus of a student in one."""
+    """Write the session id into this browser's cookie, so that closing the tab loses nothing;
+    the same element on every run (one that came and went would cost a student's focus)."""
     if signed_in():   # the browser's own id stays for after sign-out; the person's is not it
         st.html("<script></script>", unsafe_allow_javascript=True)
         return
@@ -106,12 +101,8 @@ SESSION_COOKIE_S = 30 * 86400   # renewed on every visit: a month unused and it 
 
 
 def session_cookie_js(sid: str) -> str:
-    """The script that stores ``sid`` in this browser's cookie, as strict as a cookie written
-    by the page can be: SameSite=Strict (no other site's page or form sends it), Secure over
-    https, a month's Max-Age. Not HttpOnly: a page's script cannot set that, and Streamlit
-    1.67 sets cookies from the server only on the HTTP response of a page load, before the
-    script has chosen the session (and the id rides in the page's URL anyway, see
-    docs/security.md)."""
+    """The script that stores ``sid`` in this browser's cookie, SameSite=Strict, Secure over
+    https, a month's Max-Age; not HttpOnly, which a page's script cannot set (docs/security.md)."""
     if not _valid(sid):   # [A-Za-z0-9_-] only, so it is safe inside the script
         raise ValueError("not a session id")
     return (f"document.cookie = '{COOKIE}={sid}; path=/; max-age={SESSION_COOKIE_S}; "

@@ -22,8 +22,7 @@ from ui.session import logged_in as _logged_in
 
 INSTRUCTOR_KEY = "_cifarlab_instructor"   # set only by a right passphrase
 NICKNAME_KEY = "nickname"                  # an anonymous student's name for others to see
-# One per server process: slows down a browser guessing the passphrase, never one that is
-# not guessing (see identity.AttemptLimiter and docs/security.md). Its counts live in the run
+# Slows down a browser guessing the passphrase (docs/security.md); its counts live in the run
 # store, so every app server on one store counts the same guesses (made on first use).
 PASSPHRASE_LIMITER: identity.AttemptLimiter | None = None
 _PASSPHRASE_PROBLEM = "_cifarlab_passphrase_problem"
@@ -55,9 +54,8 @@ def passphrase_hash() -> str | None:
 
 
 def person() -> Person:
-    """Who is asking (``identity.Person``): the provider's signed-in user; else the instructor
-    who gave the passphrase in this session; else this browser (its cookie's id, shared by its
-    tabs). (The client address is no identity in a classroom behind one NAT.)"""
+    """Who is asking: the provider's signed-in user, else the instructor who gave the
+    passphrase, else this browser (a classroom's address is one NAT's)."""
     claims = _claims()
     if claims is not None:
         from cifarlab.serve.settings import load_settings
@@ -142,8 +140,7 @@ def sign_in_sidebar() -> None:
 
 
 def _passphrase_submitted() -> None:
-    """The Sign in button's callback (before the rerun it asks for: the sidebar then shows
-    the signed-in state, or the problem kept for it)."""
+    """The Sign in button's callback (the problem kept for the sidebar's rerun)."""
     problem = try_passphrase(st.session_state.get("identity_passphrase") or "")
     if problem is not None:
         st.session_state[_PASSPHRASE_PROBLEM] = problem

@@ -1,11 +1,6 @@
-"""The session's Train form (not a page): the one ``TrainForm`` (cifarlab/lab/train_form.py)
-and the widgets that show it, keyed ``train_<knob>``. Train, Speed and the classroom's student
-part call ``get()`` and the form's methods; only this module touches the widgets' keys (it
-copies values between them and the form, and draws them), so no page writes another's keys.
-
-The widgets are a view of the form: their values are taken in while they show the form's
-latest revision; after the form changed itself (a preset, a class's push, a language) they
-are rewritten from it, before they are drawn.
+"""The session's Train form (not a page): the one ``TrainForm`` and its widgets, keyed
+``train_<knob>``, which only this module touches. The widgets' values are taken in while they
+show the form's latest revision; after the form changed itself they are rewritten from it.
 """
 from __future__ import annotations
 
@@ -76,8 +71,7 @@ def share(form: TrainForm) -> None:
 
 
 def knob_input(kind: str, label: str, labels: dict | None = None, step: int = 1, **common):
-    """A knob's input by its kind (``labels``: a choice's options and their words), here and
-    in the classroom's preset form."""
+    """A knob's input by its kind (``labels``: a choice's options and their words)."""
     if labels:   # a choice's words are long: radio labels wrap where a select box cut them off
         return (st.selectbox if kind == "device" else st.radio)(
             label, list(labels), format_func=labels.get, **common)
@@ -100,8 +94,8 @@ def widget(w: Widget, on_change) -> None:
 
 
 def advanced(form: TrainForm, label: str, refused: str | None = None):
-    """The Advanced section's expander: opened whenever one of its knobs comes to differ from
-    the tutorial's (nothing set there is hidden), never closed under the student's hands."""
+    """The Advanced section's expander: opened when one of its knobs comes to differ from the
+    tutorial's, never closed under the student's hands."""
     ss = st.session_state
     changed = set(form.advanced_changed()) | ({refused} & set(form.advanced))
     if ADVANCED not in ss or changed - ss.get(ADVANCED_WAS, set()):

@@ -10,9 +10,8 @@ from ui.language import lang, t
 
 def checked_number(where, label: str, lo, hi, value, *, key: str, step=1, help=None,
                    disabled: bool = False):
-    """A number box that checks its own range in the student's language (Streamlit's own
-    bounds answer in English and keep the previous value: a stale result). The value, or None
-    when it is empty or out of range (the message under the box)."""
+    """A number box checking its range in the student's language (Streamlit's own bounds
+    answer in English and keep the previous value); None when empty or out of range."""
     got = where.number_input(label, value=value, step=step, key=key, help=help,
                              disabled=disabled)
     if got is None or not lo <= got <= hi:
@@ -23,8 +22,8 @@ def checked_number(where, label: str, lo, hi, value, *, key: str, step=1, help=N
 
 def decimal_box(where, label: str, lo: float, hi: float, value: float, *, key: str,
                 help=None) -> float | None:
-    """A box for a decimal in the student's notation, read with either mark (a browser's
-    number box turns a Spanish "0,5" into 5). The value, or None with our message."""
+    """A box for a decimal read with either mark (a browser's number box turns "0,5" into 5);
+    None with our message."""
     if key not in st.session_state:
         st.session_state[key] = i18n.number(float(value), lang())
     got = i18n.parse_decimal(where.text_input(label, key=key, help=help, max_chars=24))
@@ -35,8 +34,7 @@ def decimal_box(where, label: str, lo: float, hi: float, value: float, *, key: s
 
 
 def clicked_points(event) -> list:
-    """The points a click selected on a chart drawn with ``on_select="rerun"`` (its return
-    value, or its key's session state); none when nothing was clicked."""
+    """The points a click selected on a chart drawn with ``on_select="rerun"``."""
     selection = getattr(event, "selection", None) or {}
     points = selection.get("points", []) if hasattr(selection, "get") else []
     return [p for p in points if hasattr(p, "get")]

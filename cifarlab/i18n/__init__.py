@@ -83,21 +83,16 @@ def _normalize_str(value: str) -> str:
 
 
 def normalize_lang(value: Any) -> str:
-    """The language code ("en", "es" or "pt") for a code, locale, header or language name.
-
-    Accepts "es", "ES", "es-AR", "pt_BR", "português", "Spanish", an Accept-Language header…
-    Anything unknown (or not a string) gives ``DEFAULT`` ("en").
-    """
+    """The language code for "es", "es-AR", "pt_BR", "português", "Spanish", an
+    Accept-Language header…; anything unknown (or not a string) gives ``DEFAULT``."""
     if not isinstance(value, str):
         return DEFAULT
     return _normalize_str(value)
 
 
 def language_from_locale(locale: str | None) -> str:
-    """The lab's language for a browser's language tag (``navigator.language``, as
-    ``st.context.locale`` reports it): "pt-BR", "pt-PT" -> "pt"; "es", "es-419" -> "es"; any
-    other tag, or none, -> ``DEFAULT``. Only the tag's language counts (not a name, nor a
-    region alone)."""
+    """The lab's language for a browser's language tag (``st.context.locale``): "pt-BR" ->
+    "pt", "es-419" -> "es"; only the tag's language counts; else ``DEFAULT``."""
     if not isinstance(locale, str):
         return DEFAULT
     primary = locale.strip().replace("_", "-").split("-", 1)[0].lower()
@@ -146,8 +141,7 @@ def _flatten(table: dict[str, Any], prefix: str, out: dict[str, str], source: Pa
 
 
 def catalog_files(lang: str) -> list[Path]:
-    """The files a language's catalog is read from: ``<lang>.toml``, then ``<lang>/*.toml``
-    (one file per area, so that areas can grow without editing one shared file)."""
+    """``<lang>.toml``, then ``<lang>/*.toml`` (one file per area)."""
     main = LOCALES_DIR / f"{lang}.toml"
     extra = sorted((LOCALES_DIR / lang).glob("*.toml"))
     return ([main] if main.is_file() else []) + extra
@@ -185,8 +179,7 @@ def _format(template: str, key: str, lang: str, kwargs: dict[str, Any]) -> str:
 
 
 def _lookup(texts: dict[str, str], key: str, lang: str, kwargs: dict[str, Any]) -> str | None:
-    """The template for ``key``: the key itself, or its plural variant (``key.one``,
-    ``key.other``, ...) chosen by Babel's rules for the ``n`` or ``count`` argument."""
+    """``key``'s template, or its plural variant (``key.one``, ...) for ``n`` or ``count``."""
     if key in texts:
         return texts[key]
     if f"{key}.other" in texts:
@@ -216,8 +209,8 @@ def t(key: str, /, lang: str = DEFAULT, **kwargs: Any) -> str:
 
 
 def translator(lang: str) -> Callable[..., str]:
-    """``t`` with the language bound: ``t = translator(lang); t("nav.home")`` (named ``t`` in
-    pages, so the catalog test finds the keys they use)."""
+    """``t`` with the language bound (``t.lang``); named ``t`` in pages, so the catalog test
+    finds the keys they use."""
     code = normalize_lang(lang)
 
     def bound(key: str, /, **kwargs: Any) -> str:
@@ -264,9 +257,8 @@ def lesson_names() -> list[str]:
 
 
 def lesson(name: str, lang: str = DEFAULT) -> str:
-    """The Markdown text of lesson ``name`` in ``lang`` (English where a translation is missing,
-    except in strict mode, which raises ``KeyError``). An unknown lesson raises ``KeyError``.
-    A page id listed in ``LESSON_ALIASES`` ("train") is accepted for its lesson ("training")."""
+    """Lesson ``name``'s Markdown in ``lang`` (missing: as the module's docstring says; unknown:
+    ``KeyError``); a page id of ``LESSON_ALIASES`` names its lesson."""
     name = _check_name(name)
     code = normalize_lang(lang)
     text = _read_lesson(name, code)

@@ -35,9 +35,8 @@ def _locale(lang: str):
 
 
 def number(value: float | int | None, lang: str = DEFAULT, digits: int | None = None) -> str:
-    """A number in ``lang``'s notation: ``number(50000, "es")`` -> "50.000", ``number(0.001,
-    "pt")`` -> "0,001"; ``digits`` fixes the decimals (``number(3.14159, "es", 2)`` -> "3,14");
-    "–" for None, NaN or infinity; anything else that is not a number, as ``str`` writes it."""
+    """A number in ``lang``'s notation (``number(50000, "es")`` -> "50.000"), ``digits``
+    decimals when given; "–" for None, NaN or infinity; a non-number as ``str`` writes it."""
     from babel.numbers import format_decimal
 
     if value is None or isinstance(value, numbers.Real) and not math.isfinite(value):
@@ -52,9 +51,8 @@ def number(value: float | int | None, lang: str = DEFAULT, digits: int | None = 
 
 
 def significant(value: float, lang: str = DEFAULT, digits: int = 3) -> str:
-    """``value`` to ``digits`` significant figures in ``lang``, never in a program's "e"
-    notation: ``significant(1.3642, "pt")`` -> "1,36"; a value under 0.001 (or of a million
-    and more) as a power of ten, ``significant(0.00035, "es")`` -> "3,50 × 10⁻⁴"."""
+    """``value`` to ``digits`` significant figures in ``lang``, never in "e" notation: under
+    0.001 or from a million, a power of ten (``significant(0.00035, "es")`` -> "3,50 × 10⁻⁴")."""
     if finite(value) is None:
         return MISSING
     digits = max(1, int(digits))
@@ -69,8 +67,7 @@ def significant(value: float, lang: str = DEFAULT, digits: int = 3) -> str:
 
 
 def percent(fraction: float | None, lang: str = DEFAULT, digits: int = 1) -> str:
-    """A fraction as a percentage in ``lang``: ``percent(0.553, "es")`` -> "55,3 %"; "–" for
-    None, NaN or anything else that is not a finite number."""
+    """A fraction as a percentage in ``lang`` (``percent(0.553, "es")`` -> "55,3 %"), or "–"."""
     if finite(fraction) is None:
         return MISSING
     loc = _locale(lang)
@@ -80,8 +77,7 @@ def percent(fraction: float | None, lang: str = DEFAULT, digits: int = 1) -> str
 
 
 def duration(seconds: float | None, lang: str = DEFAULT) -> str:
-    """A duration a person reads at a glance: "0,25 s", "12 s", "3 min 5 s", "1 h 2 min"; "–"
-    for None, NaN or anything else that is not a finite number."""
+    """A duration read at a glance: "0,25 s", "12 s", "3 min 5 s", "1 h 2 min"; or "–"."""
     if finite(seconds) is None:
         return MISSING
     s = max(0.0, float(seconds))
@@ -97,8 +93,7 @@ def duration(seconds: float | None, lang: str = DEFAULT) -> str:
 
 
 def separators(lang: str = DEFAULT) -> str:
-    """The decimal and group symbols of ``lang`` ("." and "," in English, "," and "." in
-    Spanish): plotly's ``layout.separators``, so a chart's numbers read like the text's."""
+    """``lang``'s decimal and group marks, as plotly's ``layout.separators`` wants them."""
     symbols = _locale(lang).number_symbols.get("latn", {})
     return symbols.get("decimal", ".") + symbols.get("group", ",")
 
@@ -107,11 +102,9 @@ _DECIMAL_RE = re.compile(r"^[+-]?(\d+([.,]\d*)?|[.,]\d+)(e[+-]?\d+)?$")
 
 
 def parse_decimal(text: Any) -> float | None:
-    """A decimal a student typed into a box for a small value (a learning rate, a momentum):
-    "0,01" and "0.01" are the same number in every language (the comma is the decimal mark in
-    Spanish and Portuguese; the point is how the tutorial's code writes it); "1e-3" works too.
-    None when it is not such a number: a box with no thousands ("1.000" and "1,000" both
-    mean one), so at most one mark. A browser's own number box turns "0,01" into 1."""
+    """A small decimal a student typed (a learning rate): "0,01" and "0.01" are the same in
+    every language, "1e-3" works too; no thousands marks ("1.000" and "1,000" both mean one).
+    None when it is no such number."""
     raw = str(text if text is not None else "").strip().replace(" ", "").replace("\u00a0", "")
     if not _DECIMAL_RE.match(raw.lower()):
         return None
@@ -125,9 +118,8 @@ def plural_form(n: float, lang: str = DEFAULT) -> str:
 
 
 class _LocaleFormatter(string.Formatter):
-    """``str.format`` whose numbers follow the language: ``{n}`` -> "50.000" in Spanish,
-    ``{acc:.1%}`` -> "55,3 %", ``{lr:g}`` -> "0,001". Other specs (widths, alignment) and
-    non-numbers are formatted as Python does."""
+    """``str.format`` whose numbers follow the language (``{acc:.1%}`` -> "55,3 %" in
+    Spanish); other specs and non-numbers as Python formats them."""
 
     def __init__(self, lang: str):
         self.lang = lang

@@ -1,9 +1,6 @@
-"""What the pages' figures share. Each page's engine builds its figures from data and texts
-passed in (already in the student's language); the page only draws them.
-
-Colours read in every common colour blindness: the Okabe-Ito palette with a line style per
-series as a second cue that needs no colour; RdBu around zero (negative blue, positive red) and
-Viridis from zero up for grids. Pixel grids get whole-number ticks.
+"""What the pages' figures share. Colours read in every common colour blindness: the Okabe-Ito
+palette with a line style per series as a second cue; RdBu around zero and Viridis from zero up
+for grids. Pixel grids get whole-number ticks.
 """
 from __future__ import annotations
 
@@ -31,15 +28,13 @@ def series_style(column: str) -> dict:
 
 
 def localized(fig: go.Figure, lang: str, **layout) -> go.Figure:
-    """The figure's numbers (ticks, hover, bar labels) with ``lang``'s decimal and group marks,
-    and the rest of its ``layout``."""
+    """The figure's numbers with ``lang``'s decimal and group marks, and ``layout``."""
     fig.update_layout(separators=i18n.separators(lang), **layout)
     return fig
 
 
 def pixel_ticks(n: int) -> dict:
-    """Whole-number ticks for a grid of n pixels (plotly's own choice gives 0.5 steps on small
-    grids: a pixel has no half)."""
+    """Whole-number ticks for a grid of n pixels (plotly's own gives 0.5 steps on small ones)."""
     return dict(tickmode="linear", tick0=0, dtick=1 if n <= 10 else 5 if n <= 40 else 10)
 
 
@@ -81,10 +76,9 @@ def grid_figure(z, title: str, *, signed: bool = True, text: bool = False,
 def mosaic(tiles: np.ndarray, titles: Sequence[str], per_row: int = 8,
            fill: float = np.nan, row_titles: Sequence[str] = ()
            ) -> tuple[np.ndarray, list[dict], np.ndarray]:
-    """Equal tiles (N×H×W, or N×H×W×3 pictures) on one grid, ``per_row`` to a row, a band
-    above each row for the titles (and ``row_titles``): one axis for the lot, where a subplot
-    each costs the browser seconds. Returns the grid, the titles as annotations, and each
-    cell's (tile number from 1, row, column), zeros between the tiles."""
+    """Equal tiles (N×H×W, or N×H×W×3) on one grid, ``per_row`` to a row, a band above each
+    row for the titles: one axis for the lot (a subplot each costs the browser seconds).
+    Returns the grid, the titles as annotations, and each cell's (tile from 1, row, column)."""
     n, h, w = tiles.shape[:3]
     rows, cols = -(-n // per_row), min(n, per_row)
     line = max(2, round(0.3 * h))

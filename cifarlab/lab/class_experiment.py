@@ -1,8 +1,7 @@
-"""The class experiment's picture (console, presenter and the student's Home): every run's loss
+"""The class experiment's picture (console, presenter, the student's Home): every run's loss
 curve, each value its colour and line style, and below each finished run's accuracy against
-the knob's value (a log axis where the values span a hundredfold), with each value's mean; the
-viewer's own run thick, its point a star. Also the runs as CSV. ``view`` is the serving side's
-``ExperimentView``, read by attribute only (lab never imports serve).
+the knob's value, with each value's mean; the viewer's own run thick. Also the runs as CSV.
+``view`` is serve's ``ExperimentView``, read by attribute only (lab never imports serve).
 """
 from __future__ import annotations
 
@@ -47,9 +46,8 @@ def log_axis(values: Any) -> bool:
 
 
 def figure(view: Any, lang: str, height: int = 640, font: int | None = None) -> go.Figure:
-    """The class's picture: loss curves coloured by value above, accuracy against the value
-    below. ``view``: an ``ExperimentView`` (its rows' ``you`` marks the viewer's own runs);
-    ``font``: a type size (a projector's)."""
+    """The class's picture (its rows' ``you`` marks the viewer's own runs); ``font``: a type
+    size (a projector's)."""
     t, ex = i18n.translator(lang), view.experiment
     label = knob_label(view, lang)
     order = list(ex.values) + [v for v in dict.fromkeys(r.value for r in view.rows)
@@ -120,8 +118,8 @@ def figure(view: Any, lang: str, height: int = 640, font: int | None = None) -> 
 
 
 def _sides(column: int, columns: int, n: int) -> list[str]:
-    """Where a value's nicknames go: on alternate sides, so two close points stay legible, but
-    inward at the first and the last value (outward they would leave the picture)."""
+    """A value's nicknames on alternate sides (two close points stay legible), inward at the
+    first and last value."""
     if column == 0 or column == columns - 1:
         return ["middle right" if column == 0 else "middle left"] * n
     return ["middle right" if i % 2 == 0 else "middle left" for i in range(n)]
@@ -134,8 +132,8 @@ def chart_config(filename: str) -> dict:
 
 
 def as_csv(view: Any) -> str:
-    """The experiment's runs as CSV, one row each (``CSV_COLUMNS``; accuracy 0..1, the loss at
-    the last step drawn): nicknames and run numbers, no person or run ids."""
+    """The experiment's runs as CSV (``CSV_COLUMNS``): nicknames and run numbers, no person or
+    run ids."""
     out = io.StringIO()
     w = csv_writer(out, lineterminator="\n")   # a nickname such as =HYPERLINK(...) stays text
     w.writerow(CSV_COLUMNS)

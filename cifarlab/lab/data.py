@@ -59,8 +59,7 @@ def class_counts_table(data: CifarData) -> pd.DataFrame:
 
 def class_sample(data: CifarData, class_index: int, n: int = 24,
                  seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """(indices, n×32×32×3 uint8 images) of ``n`` random training images of one class; the
-    same (class, n, seed) always gives the same images."""
+    """(indices, n×32×32×3 uint8 images) of ``n`` training images of one class, repeatable."""
     class_index = _whole("class_index", class_index, 0, data.num_classes - 1, "class")
     n = _whole("n", n, 1, MAX_SAMPLE)
     x, y = data.split("train")
@@ -87,9 +86,8 @@ def _as_hwc_batch(images) -> np.ndarray:
 
 
 def transform_stats(images, bins: int = 32) -> dict:
-    """What the tutorial's real ``ToTensor()`` and ``Normalize`` do to the numbers of one
-    picture (H×W×3 uint8) or several, picture by picture as the data set does: per stage, the
-    range, per-channel mean and std, and a histogram of each channel over the stage's range."""
+    """What the tutorial's real ``ToTensor()`` and ``Normalize`` do to one picture (H×W×3
+    uint8) or several: per stage, the range, per-channel mean and std, and histograms."""
     bins = _whole("bins", bins, 2, 256)
     pics = _as_hwc_batch(images)
     to_tensor = transforms.ToTensor()
@@ -136,8 +134,8 @@ def unnormalize(images: torch.Tensor) -> np.ndarray:
 
 
 def loader_batch(data: CifarData, batch_size: int = 4, seed: int = 0) -> dict:
-    """The first batch of an epoch from the tutorial's own ``DataLoader``, and its pictures
-    as the tutorial's ``imshow`` shows ``make_grid``'s grid."""
+    """The first batch from the tutorial's own ``DataLoader``, its ``make_grid`` as ``imshow``
+    shows it."""
     from cifarlab.core.data import tutorial_loader
 
     batch_size = _whole("batch_size", batch_size, 1, MAX_BATCH_SIZE)
@@ -155,7 +153,7 @@ def loader_batch(data: CifarData, batch_size: int = 4, seed: int = 0) -> dict:
 
 def upscale(images: np.ndarray, factor: int = 3) -> np.ndarray:
     """Pictures (…×H×W×C, or one C×H×W) ``factor`` times larger by repeating pixels, channels
-    last: a 32×32 image stays sharp on screen."""
+    last: a 32×32 image stays sharp."""
     factor = _whole("factor", factor, 1, 16)
     a = np.asarray(images)
     if a.ndim == 3 and a.shape[0] in (1, 3) and a.shape[-1] not in (1, 3):
@@ -168,10 +166,9 @@ def upscale(images: np.ndarray, factor: int = 3) -> np.ndarray:
 def loader_throughput(data: CifarData, pipeline: str = "tutorial", batch_size: int = 4,
                       num_workers: int = 0, max_batches: int = 500, max_seconds: float = 1.0,
                       subset: int | None = None) -> dict:
-    """How many images per second a pipeline delivers, with no training in between, over at
-    most ``max_batches`` or ``max_seconds`` after start-up (building the loader and every
-    worker's first batch, or the fast pipeline's one-off copy, timed apart). The fast pipeline
-    has no workers: ``num_workers`` is reported as 0."""
+    """Images per second a pipeline delivers (no training in between), over at most
+    ``max_batches`` or ``max_seconds``; start-up (every worker's first batch, the fast
+    pipeline's copy) timed apart. The fast pipeline has no workers: reported as 0."""
     if pipeline not in PIPELINES:
         raise LoadingError("loading.bad_pipeline", field="pipeline", pipeline=repr(pipeline)[:40],
                            known=", ".join(PIPELINES))
@@ -230,8 +227,8 @@ def sweep_loaders(data: CifarData, batch_size: int = 4,
                   workers: Sequence[int] = (0, 1, 2, 4), max_batches: int = 500,
                   max_seconds: float = 0.4, subset: int | None = None,
                   on_result: Callable[[dict], None] | None = None) -> pd.DataFrame:
-    """``loader_throughput`` for each pipeline and each ``num_workers`` in ``workers`` (the fast
-    pipeline once): one row per measurement; ``on_result(row)`` after each."""
+    """``loader_throughput`` per pipeline and ``num_workers`` (the fast pipeline once), a row
+    each; ``on_result(row)`` after each."""
     rows = []
     for pipeline in PIPELINES:
         for w in list(workers) if pipeline == "tutorial" else [0]:
@@ -282,8 +279,7 @@ def histogram_figure(stats: dict, t) -> go.Figure:
 
 
 def loader_figure(sweep: pd.DataFrame, t) -> go.Figure:
-    """Images per second against num_workers for the tutorial's loader; the fast pipeline,
-    which has no workers, as a dashed level."""
+    """Images per second against num_workers; the fast pipeline as a dashed level."""
     tut = sweep[sweep["pipeline"] == "tutorial"].sort_values("num_workers")
     fig = go.Figure()
     if len(tut):
@@ -308,7 +304,7 @@ def loader_figure(sweep: pd.DataFrame, t) -> go.Figure:
 
 
 def loader_table(sweep: pd.DataFrame, t) -> pd.DataFrame:
-    """``sweep_loaders``' frame as a student reads it, in ``t``'s language and notation."""
+    """``sweep_loaders``' frame in ``t``'s language and notation."""
     columns = {"batch_size": ("common.batch_size", 0), "num_workers": ("common.num_workers", 0),
                "images_per_second": ("common.images_per_second", 0),
                "batches": ("data.batches_col", 0), "images": ("data.images_col", 0),

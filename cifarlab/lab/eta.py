@@ -1,11 +1,9 @@
-"""How long a training run takes: the one answer every page shows (no Streamlit).
+"""How long a training run takes: the one answer every page shows.
 
-A run's own speed once it is steady is the best guide: the first steps pay for start-up, so a
-speed that counts them promised "35 min left" for a run of 6 min. From the worker's
-``steady_step``/``steady_s`` on, the time left is the steps left at the speed measured since
-("estimating…" before). Before a run starts, the only figure is the median wall time of
-finished runs here with the same time-relevant settings on the same device: nothing is
-extrapolated from other batch sizes or subsets.
+A running run's steps left at its speed since start-up ended (``steady_step``/``steady_s``):
+counting start-up promised "35 min left" for a run of 6 min. Before it starts, the median wall
+time of finished runs here with the same time-relevant settings on the same device, nothing
+extrapolated.
 """
 from __future__ import annotations
 
@@ -63,9 +61,8 @@ def history(config: Any, device: str | None, measured: Iterable[Mapping[str, Any
 
 def estimate(config: Any, device: str | None, measured: Iterable[Mapping[str, Any]] = (),
              progress: Mapping[str, Any] | None = None) -> dict:
-    """The estimate, whichever page shows it. ``progress``: a running run's latest progress
-    (then only its own speed counts). Returns {"kind": "run" | "estimating" | "history" |
-    "unknown", ...}: "run" with ``left_s``/``total_s``, "history" with ``seconds``/``runs``."""
+    """{"kind": "run" | "estimating" | "history" | "unknown", ...}; ``progress``: a running
+    run's latest (then only its own speed counts)."""
     if progress is not None:
         own = steady(progress)
         return {"kind": "estimating"} if own is None else {"kind": "run", **own}
@@ -75,8 +72,8 @@ def estimate(config: Any, device: str | None, measured: Iterable[Mapping[str, An
 
 def for_form(config: Any, device: str | None, measured: Iterable[Mapping[str, Any]],
              runs: Sequence[Any]) -> dict:
-    """The Train form's estimate: {"kind": "below"} while one of ``runs`` with these settings
-    trains (its live view has the figure: the form is drawn once and would go stale)."""
+    """The Train form's estimate; "below" while a run with these settings trains (its live
+    view has the figure, which the form would show stale)."""
     if any(r.status == "running" and r.device == device and same_settings(r.config or {}, config)
            for r in runs):
         return {"kind": "below"}

@@ -1,9 +1,5 @@
-"""The Loss & Optimizer page's engine: cross-entropy by hand, and SGD paths on a 2-D surface.
-
-The paths are made by ``torch.optim.SGD`` itself on a 2-parameter tensor, so the update rule the
-students see is PyTorch's: ``v ← momentum·v + grad`` (``v = grad`` at the first step), then
-``p ← p − lr·v``.
-"""
+"""The Loss & Optimizer page's engine: cross-entropy by hand, and SGD paths on a 2-D surface
+made by ``torch.optim.SGD`` itself (the update rule students see is PyTorch's)."""
 from __future__ import annotations
 
 import math
@@ -26,8 +22,7 @@ from cifarlab.lab.tables import dims
 # ----------------------------------------------------------------------- cross-entropy on one image
 
 def net_logits(image_chw_uint8: np.ndarray, seed: int = 0) -> np.ndarray:
-    """The 10 logits of the tutorial's ``Net``, freshly initialised with ``seed``, for one
-    3×32×32 uint8 image (normalised as the tutorial does)."""
+    """The logits of the tutorial's ``Net`` seeded with ``seed``, for one 3×32×32 uint8 image."""
     from cifarlab.core.data import normalize
     from cifarlab.core.model import Net
 
@@ -43,9 +38,9 @@ def net_logits(image_chw_uint8: np.ndarray, seed: int = 0) -> np.ndarray:
 
 
 def cross_entropy_by_hand(logits, label: int) -> dict:
-    """``nn.CrossEntropyLoss`` for one example, step by step, beside PyTorch's. The largest
-    logit is subtracted before eᶻ so nothing overflows (it cancels out), and the loss is
-    log Σe^z − z_label, exact even when p_true is tiny."""
+    """``nn.CrossEntropyLoss`` for one example step by step, beside PyTorch's; the largest logit
+    is subtracted before eᶻ (nothing overflows) and the loss is log Σe^z − z_label (exact
+    when p_true is tiny)."""
     z = np.asarray(logits, dtype=np.float64).reshape(-1)
     if z.size < 2 or not np.all(np.isfinite(z)):
         raise CifarLabError("loss.bad_logits", field="logits")
@@ -99,9 +94,8 @@ SURFACES: dict[str, Surface] = {
     # A Rosenbrock-like curved valley with its minimum at (1, 1).
     "valley": Surface("valley", _valley, (-2.0, 2.0), (-1.0, 3.0), (-1.5, 2.5), (1.0, 1.0),
                       "f(x, y) = (1 − x)² + 5 (y − x²)²"),
-    # The lab's mountain range: a bowl with ridges, valleys in a grid, the lowest at (0, 0). At
-    # the demo's lr, plain SGD (and momentum up to 0.8) stops in the valley at (−3.42, 0);
-    # momentum 0.9 rolls over the ridges to the bottom (tests/test_optimlab_minima.py).
+    # A bowl with ridges, the lowest valley at (0, 0): at the demo's lr plain SGD stops in the
+    # valley at (−3.42, 0), momentum 0.9 rolls over the ridges (tests/test_optimlab_minima.py).
     "mountains": Surface("mountains", _mountains, (-6.0, 3.0), (-3.0, 4.0), (-5.0, 2.0),
                          (0.0, 0.0), "f(x, y) = 0.4 (x² + y²) + 2 (2 − cos 1.5x − cos 1.5y)",
                          local_minima=True),
@@ -119,8 +113,7 @@ def _surface(surface: str | Surface) -> Surface:
 
 
 def loss_surface(name: str | Surface, grid: int = 101) -> dict:
-    """The loss over a grid of ``grid`` points per axis, for a contour plot: ``{"x": xs,
-    "y": ys, "z": Z (len(ys)×len(xs)), "start", "minimum", "formula"}``."""
+    """The loss over a ``grid``×``grid`` grid, for a contour plot, and the surface's facts."""
     s = _surface(name)
     xs, ys = np.linspace(*s.x_range, grid), np.linspace(*s.y_range, grid)
     X, Y = np.meshgrid(xs, ys)
@@ -131,10 +124,8 @@ def loss_surface(name: str | Surface, grid: int = 101) -> dict:
 
 # ------------------------------------------------------------- SGD paths, by torch.optim.SGD itself
 
-# The Loss page's starting values. They must show what its lesson says momentum buys: on the
-# narrow bowl, plain SGD at this rate crawls along the gentle axis while momentum reaches the
-# minimum (tests/test_optimlab.py checks it on every surface). At lr 0.05 both get there in 100
-# steps and momentum ends slightly worse, the opposite of the lesson beside it.
+# The Loss page's starting values: on the narrow bowl plain SGD crawls while momentum reaches
+# the minimum, as the lesson says (at lr 0.05 momentum ends slightly worse).
 DEMO = {"surface": "bowl", "lr": 0.01, "momentum": 0.9, "steps": 100}
 
 EXPLODE_FACTOR = 1e6     # a loss this many times the starting loss (or inf/nan) has exploded
@@ -173,9 +164,8 @@ class SGDPath:
 
 def sgd_path(surface: str | Surface, start=None, lr: float = 0.05, momentum: float = 0.0,
              steps: int = 50) -> SGDPath:
-    """Where ``torch.optim.SGD(lr, momentum)`` takes a 2-parameter tensor on ``surface``, step
-    by step as the tutorial's loop does; stopped where the loss explodes (above
-    ``EXPLODE_FACTOR`` × the starting loss, or inf/nan)."""
+    """Where ``torch.optim.SGD(lr, momentum)`` takes a 2-parameter tensor on ``surface`` as the
+    tutorial's loop does; stopped where the loss explodes (``EXPLODE_FACTOR``, inf/nan)."""
     s = _surface(surface)
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
         raise CifarLabError("loss.bad_lr", field="lr")
@@ -239,8 +229,7 @@ def ce_table(ce: dict, names: list[str], t) -> pd.DataFrame:
 
 def paths_figures(surf: dict, paths: dict[str, SGDPath], labels: dict[str, str],
                   t) -> tuple[go.Figure, go.Figure]:
-    """The paths on the surface's contour lines (start and minimum marked), and their losses
-    step by step on a log scale."""
+    """The paths on the surface's contours, and their losses on a log scale."""
     fig = go.Figure(go.Contour(x=surf["x"], y=surf["y"], z=np.log1p(surf["z"]),
                                colorscale="Greys", showscale=False, ncontours=25,
                                contours=dict(coloring="lines")))

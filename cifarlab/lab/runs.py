@@ -36,8 +36,7 @@ def downsampled(steps: Sequence[int], losses: Sequence[float]) -> tuple[list[int
 # -------------------------------------------------------------------------------- downloads
 
 def state_dict_bytes(ckpt: Checkpoint) -> bytes:
-    """The weights alone, as the tutorial saves them (``torch.save(net.state_dict(), PATH)``):
-    a file that ``Net().load_state_dict(torch.load(PATH, weights_only=True))`` reads."""
+    """The weights alone, as the tutorial saves them (``torch.save(net.state_dict(), PATH)``)."""
     buf = io.BytesIO()
     torch.save({k: v.detach().cpu() for k, v in ckpt.state_dict.items()}, buf)
     return buf.getvalue()
@@ -45,8 +44,7 @@ def state_dict_bytes(ckpt: Checkpoint) -> bytes:
 
 def bundle_for_run(run, ckpt: Checkpoint, steps: Sequence[int] | None,
                    losses: Sequence[float] | None, lang: str) -> bytes:
-    """"Take your run home": the zip of ``core.export.bundle`` (notebook, weights, TensorBoard
-    logs, model card) in ``lang``, in memory."""
+    """"Take your run home": ``core.export.bundle``'s zip in ``lang``, in memory."""
     from cifarlab.core.export.bundle import bundle_bytes
 
     return bundle_bytes(RunRecord(
@@ -136,8 +134,7 @@ def _num(value: Any) -> float:
 
 
 def differing_columns(df: pd.DataFrame, columns: Iterable[str] = KNOB_COLUMNS) -> list[str]:
-    """The columns (of ``columns``) whose values are not all the same across ``df``'s rows:
-    the knobs that could explain a difference between these runs."""
+    """The ``columns`` whose values differ across ``df``'s rows."""
     return [col for col in columns if col in df.columns
             and len({_hashable(v) for v in df[col].tolist()}) > 1]
 
@@ -153,9 +150,9 @@ def _hashable(v: Any) -> Any:
 def loss_curves(curves: Mapping[str, tuple[Sequence[int], Sequence[float]]],
                 steps_per_epoch: Mapping[str, float] | None = None, x: str = "step",
                 smooth: int | None = None) -> pd.DataFrame:
-    """Loss curves of several runs (label -> (steps, losses)) in one long frame (run, x, loss),
-    by "step" or "epoch" (runs of other batch sizes line up), a centred moving average over
-    ``smooth`` points (default: 1/50 of the curve: a step's loss is noisy)."""
+    """Runs' loss curves (label -> (steps, losses)) in one long frame (run, x, loss), by "step"
+    or "epoch" (other batch sizes line up), a centred moving average over ``smooth`` points
+    (default 1/50 of the curve: a step's loss is noisy)."""
     frames = []
     for label, (steps, losses) in curves.items():
         if len(steps) == 0:
@@ -212,9 +209,8 @@ def column_name(col: str, t) -> str:
 
 def compare_table(df: pd.DataFrame, selected: Sequence[str], statuses: Sequence[str],
                   t) -> Styler:
-    """``runs_table``'s frame for reading: short ids, statuses and numbers in the student's
-    words, the knobs that differ between the ``selected`` runs right after the accuracy and
-    highlighted in those runs' rows."""
+    """``runs_table``'s frame in the student's words, the knobs that differ between the
+    ``selected`` runs after the accuracy and highlighted in their rows."""
     differ = differing_columns(df[df["run"].isin(selected)])
     shown = df.copy()
     shown["run"] = shown["run"].str[:8]

@@ -1,6 +1,5 @@
-"""Text alternatives for charts: the numbers a chart draws, as a table a screen reader can walk
-(``st.table``: real header cells). Cells are text in the student's language ("55,3 %"); class
-names of CIFAR-10 are translated, others kept as they are.
+"""Text alternatives for charts: a chart's numbers as a table a screen reader can walk, cells
+in the student's language ("55,3 %").
 """
 from __future__ import annotations
 
@@ -38,9 +37,8 @@ def confusion_table(confusion, classes: Sequence[str], lang: str) -> pd.DataFram
 
 def per_class_table(accuracies: Mapping[str, float] | Iterable[tuple[str, float]], lang: str,
                     reference: Mapping[str, Sequence[float]] | None = None) -> pd.DataFrame:
-    """Accuracy per class, in the order given (``{"cat": 0.41, ...}`` or ``[("cat", 0.41),
-    ...]``), as percentages in ``lang``; with ``reference`` (class -> (low, high), fractions)
-    a column with the tutorial's range for each class ("–" where it has none)."""
+    """Accuracy per class, in the order given, as percentages; with ``reference`` (class ->
+    (low, high)) the tutorial's range for each ("–" where it has none)."""
     items = list(accuracies.items() if isinstance(accuracies, Mapping) else accuracies)
     rows = {
         i18n.t("a11y.class_col", lang): [class_name(c, lang) for c, _ in items],
@@ -54,8 +52,7 @@ def per_class_table(accuracies: Mapping[str, float] | Iterable[tuple[str, float]
 
 
 def per_class_by_epoch_table(long: pd.DataFrame, lang: str) -> pd.DataFrame:
-    """``lab.results.per_class_by_epoch``'s long frame wide: a row per class, a column per
-    epoch ("–" where an epoch has no figure for a class)."""
+    """``per_class_by_epoch``'s frame wide: a row per class, a column per epoch."""
     classes = list(dict.fromkeys(long["class"]))
     epochs = sorted(set(int(e) for e in long["epoch"]))
     wide = long.pivot_table(index="class", columns="epoch", values="accuracy", aggfunc="last")

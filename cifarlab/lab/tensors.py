@@ -1,11 +1,8 @@
-"""The Tensors page's engine: ranks 0–4 cut from a real CIFAR-10 image, the facts of a tensor
-(device, dtype, bytes), and two live measurements of what moving data between devices costs.
+"""The Tensors page's engine: ranks 0–4 cut from a real CIFAR-10 image, a tensor's facts, and
+two live measurements of what moving data between devices costs.
 
-Every timer synchronises the device before reading the clock (``devices.Stopwatch``): a CUDA
-copy or kernel returns before the work is done, so an unsynchronised clock would time how fast
-Python queued it. The CUDA paths (pinned host memory, host→device copies) only run when
-``torch.cuda`` is available; on a CPU-only machine the same measurement copies within the CPU's
-memory, which shows the fixed cost per copy without a bus in between.
+Every timer synchronises the device (``devices.Stopwatch``): a CUDA call returns before the work
+is done. Without CUDA the copies stay in the CPU's memory: the fixed cost per copy, no bus.
 """
 from __future__ import annotations
 
@@ -112,8 +109,8 @@ def _check_positive(name: str, value, upper) -> int | float:
 
 def _best_of(fns: dict, device: torch.device, repeats: int, max_seconds: float
              ) -> tuple[dict, dict, int]:
-    """Each of ``fns``' best wall time (s) over ``repeats`` rounds (at least one; fewer when
-    ``max_seconds`` runs out), its last value, and the rounds done. The caller warms up."""
+    """Each of ``fns``' best time over ``repeats`` rounds (at least one, fewer when
+    ``max_seconds`` runs out), its last value, and the rounds done."""
     synchronize(device)
     best, value, sw, done = dict.fromkeys(fns, math.inf), {}, Stopwatch(device), 0
     budget_end = time.perf_counter() + max_seconds
@@ -129,8 +126,8 @@ def _best_of(fns: dict, device: torch.device, repeats: int, max_seconds: float
 
 
 def _copies(pairs: list) -> Callable[[], None]:
-    """Every (dst, src) piece copied in turn: synchronous, what x.to(device) does for pageable
-    memory. The first four copied now, untimed: the warm-up."""
+    """Every (dst, src) piece copied in turn, as x.to(device) does; four copied now: the
+    warm-up."""
     for d, s in pairs[:4]:
         d.copy_(s)
 
@@ -143,10 +140,8 @@ def _copies(pairs: list) -> Callable[[], None]:
 def transfer_costs(device: str | torch.device = "auto", total_mb: float = 32,
                    chunks: int = 1024, repeats: int = 3,
                    max_seconds: float = 2.0) -> pd.DataFrame:
-    """Copy ``total_mb`` MB as one big copy and as ``chunks`` small copies of the same total,
-    and time both (the best of ``repeats``, into memory allocated beforehand). On CUDA the copy
-    goes host → device from pageable and from pinned memory; elsewhere it is a copy within
-    memory."""
+    """``total_mb`` MB copied as one big copy and as ``chunks`` small ones, each timed (the best
+    of ``repeats``); on CUDA host → device from pageable and pinned memory."""
     dev = resolve_device(device)
     total_mb = float(_check_positive("total_mb", total_mb, MAX_TRANSFER_MB))
     chunks = int(_check_positive("chunks", chunks, MAX_CHUNKS))
@@ -180,10 +175,9 @@ def transfer_costs(device: str | torch.device = "auto", total_mb: float = 32,
 
 def item_sync_cost(device: str | torch.device = "auto", steps: int = 200, size: int = 4096,
                    repeats: int = 3, max_seconds: float = 2.0) -> dict:
-    """Time the same loop with ``.item()`` every step (the tutorial's ``running_loss +=
-    loss.item()``) and summed on the device, read once. Each step is the mean of two vectors'
-    product: small enough for one CPU thread, so the CPU timing is not thread noise. On a GPU
-    the ``.item()`` loop waits every step; on the CPU both take about as long."""
+    """The same loop with ``.item()`` every step (the tutorial's ``running_loss +=
+    loss.item()``) and summed on the device, read once. A step is small enough for one CPU
+    thread, so the CPU timing is not thread noise."""
     dev = resolve_device(device)
     steps = int(_check_positive("steps", steps, MAX_ITEM_STEPS))
     size = int(_check_positive("size", size, 1 << 24))
@@ -238,8 +232,8 @@ def _heat(z: np.ndarray, colorscale: str = "RdBu_r", text: bool = False) -> go.H
 
 
 def rank_figure(ex: RankExample, classes, t) -> go.Figure:
-    """A tensor of rank 0–4 as the picture of its values: a cell, a row, a channel, an image
-    with its three channels, the batch's images."""
+    """A tensor of rank 0–4 as a picture: a cell, a row, a channel, an image and its channels,
+    the batch."""
     if ex.rank == 0:
         fig = go.Figure(_heat(np.array([[float(ex.values)]]), text=True))
         fig.update_traces(textfont_size=28)

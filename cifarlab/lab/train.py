@@ -1,10 +1,6 @@
-"""What the Train page shows, computed from run-store rows: pure functions, no Streamlit.
-
-The loss series is read incrementally and kept as at most ``max_points`` bucket means (when the
-buckets fill, neighbours merge and the stride doubles), so a 50,000-step run costs the page a
-few kilobytes whatever its length; a figure is rebuilt only when ``chart_stamp`` says its data
-changed (docs/benchmarks.md, section 7).
-"""
+"""What the Train page shows, computed from run-store rows (no Streamlit). The loss series is
+kept as at most ``max_points`` bucket means, so a long run costs the page a few kilobytes; a
+figure is rebuilt only when ``chart_stamp`` changes (docs/benchmarks.md, section 7)."""
 from __future__ import annotations
 
 import math
@@ -111,10 +107,8 @@ class LossSeries:
 # ---------------------------------------------------------------------------------- run view
 
 class RunView:
-    """What the page has read of one run so far: losses (downsampled) and events.
-
-    ``revision`` counts the reads that brought something new; ``memo`` is the page's own
-    cache of what it built from this view (figures), so an unchanged figure is not rebuilt."""
+    """What the page has read of one run so far: losses (downsampled) and events; ``memo``
+    holds the figures built from it, so an unchanged figure is not rebuilt."""
 
     def __init__(self, max_points: int = 600):
         self.series = LossSeries(max_points)
@@ -125,7 +119,7 @@ class RunView:
         self.eval: dict | None = None
         self.done: dict | None = None
         self.inside: list[dict] = []          # core/probes.py's samples of each layer
-        self.revision = 0
+        self.revision = 0   # reads that brought something new
         self.memo: dict[str, tuple[Any, Any]] = {}
         self._stamp: tuple | None = None
         self._stamp_at = -math.inf
@@ -146,7 +140,6 @@ class RunView:
         return changed
 
     def add_events(self, events: Iterable[Any]) -> None:
-        """Store events (the run store's, read by ``seq``, ``kind`` and ``data``)."""
         for ev in events:
             if ev.seq <= self.last_seq:
                 continue
@@ -163,9 +156,8 @@ class RunView:
         return int(spe) if spe else None
 
     def chart_stamp(self, now: float, every_s: float, final: bool = False) -> tuple:
-        """A key that changes when the loss chart should be redrawn: when new losses or
-        events came, but at most once every ``every_s`` seconds (``now``: a monotonic clock),
-        unless ``final`` (the run is over: draw the last of it at once)."""
+        """A key that changes when new losses or events came, at most once every ``every_s``
+        seconds unless ``final`` (the run is over: draw the last of it at once)."""
         current = (self.series.count, self.last_seq)
         if current != self._stamp and (final or self._stamp is None
                                        or now - self._stamp_at >= every_s):
@@ -173,17 +165,16 @@ class RunView:
         return self._stamp
 
     def memoized(self, name: str, key: Any, build: Any) -> Any:
-        """``build(previous)``'s value, built again only when ``key`` differs from last
-        time's; ``previous`` is the value built last time (None the first time), which
-        ``build`` may update and return rather than start afresh."""
+        """``build(previous)``, built again only when ``key`` changed; ``build`` may update
+        the previous value (None the first time) rather than start afresh."""
         hit = self.memo.get(name)
         if hit is None or hit[0] != key:
             hit = self.memo[name] = (key, build(None if hit is None else hit[1]))
         return hit[1]
 
     def chart(self) -> dict:
-        """Everything the loss chart needs. Step losses are numpy arrays: plotly checks and sends an
-        array in one piece, a list number by number, which cost most of a poll."""
+        """Everything the loss chart needs; numpy arrays, which plotly sends in one piece (a
+        list number by number cost most of a poll)."""
         steps, losses = self.series.points()
         steps, losses = np.asarray(steps, dtype=np.int32), np.asarray(losses, dtype=np.float32)
         spe = self.steps_per_epoch
@@ -234,8 +225,8 @@ def progress_info(progress: Mapping[str, Any] | None) -> dict:
 def time_split(epochs: Sequence[Mapping[str, Any]] = (),
                result: Mapping[str, Any] | None = None,
                progress: Mapping[str, Any] | None = None) -> dict | None:
-    """How training time split between waiting for data and computing: from the result when
-    there is one, else the latest progress event (live, mid-epoch), else the epochs so far."""
+    """Training time split between waiting for data and computing: from the result, else the
+    latest progress, else the epochs so far."""
     wait = compute = None
     if result and result.get("data_wait_seconds") is not None \
             and result.get("compute_seconds") is not None:
@@ -276,16 +267,14 @@ def pick_run(runs: Sequence[Any], current: str | None = None) -> str | None:
     return ids[0] if ids else None
 
 
-def poll_interval(runs: Sequence[Any], active_s: float = 1.0,
-                  idle_s: float | None = 10.0) -> float | None:
-    """How often the live view looks again: ``active_s`` while a run is queued or running,
-    else ``idle_s`` (so a run started from another tab still shows up)."""
+def poll_interval(runs: Sequence[Any], active_s: float, idle_s: float | None) -> float | None:
+    """``active_s`` while a run is queued or running, else ``idle_s`` (a run started from
+    another tab still shows up)."""
     return active_s if any(r.status in ("queued", "running") for r in runs) else idle_s
 
 
 def phase(run: Any, view: RunView) -> str:
-    """Where a run is, as the live view words it: its status, or while running "starting",
-    "training", "cancelling" or "evaluating"."""
+    """Its status, or while running "starting", "training", "cancelling" or "evaluating"."""
     if run.status == "queued":
         return "queued"
     if run.status != "running":
@@ -303,10 +292,9 @@ _FROZEN_AT: list[int] = []   # how many modules were loaded at the last freeze
 
 
 def freeze_long_lived() -> bool:
-    """Keep the garbage collector off the libraries (``gc.freeze`` whenever modules were imported
-    since the last call): True when it froze just now. Streamlit collects after every script
-    run, each poll included, and a full collection walks every object (about 0.1 CPU-second with
-    torch, pandas and plotly loaded); what is frozen besides the modules stays, a one-time cost."""
+    """``gc.freeze`` whenever modules were imported since the last call (True when it froze):
+    Streamlit collects after every poll, and a full collection walks torch, pandas and plotly
+    (about 0.1 CPU-second)."""
     import gc
     import sys
 

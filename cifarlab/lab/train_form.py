@@ -1,9 +1,6 @@
-"""The Train form's one owner: each knob as its widget holds it ⇄ a ``TrainConfig``. No
-Streamlit: pages/train_form.py copies values between the form and the widgets; Train draws it,
-Speed and a class change it only through its methods.
-
-Decimals are text in the form's language (a browser's number box turns a Spanish "0,01" into
-1), read with either mark; a text that is no number stays as typed, for the field's message.
+"""The Train form's one owner: each knob as its widget holds it ⇄ a ``TrainConfig`` (no
+Streamlit: ui/train_form.py copies values to and from the widgets). Decimals are text in the
+form's language, read with either mark (a browser's number box turns "0,01" into 1).
 ``revision`` counts the changes the form made itself, after which the widgets are rewritten.
 """
 from __future__ import annotations
@@ -19,8 +16,7 @@ from cifarlab.lab import train as trainview
 
 
 def knob_value(kind: str, value: Any) -> Any:
-    """A widget's value as its knob's: decimals read with either mark (a text that is no
-    number stays, for the field's message), whole floats of an int knob as ints."""
+    """A widget's value as its knob's (a text that is no number stays, for its message)."""
     if kind == "float" and isinstance(value, str):
         parsed = i18n.parse_decimal(value)
         return value if parsed is None else parsed
@@ -30,7 +26,7 @@ def knob_value(kind: str, value: Any) -> Any:
 
 
 def widget_value(kind: str, value: Any, lang: str) -> Any:
-    """A knob's value as its widget holds it: decimals as text in ``lang``'s notation."""
+    """A knob's value as its widget holds it (decimals as text in ``lang``'s notation)."""
     if kind == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
         return i18n.number(float(value), lang)
     return value if isinstance(value, str) else knob_value(kind, value)
@@ -126,9 +122,8 @@ class TrainForm:
 
     # -- a link to an experiment -------------------------------------------------------------
     def from_link(self, params: Mapping[str, str]) -> list[Problem]:
-        """The knobs a link sets, ``?lr=0.01&epochs=3`` (decimals with a point in every
-        language), fitted to the server's limits, and those its ``hide=momentum,seed`` hides.
-        Each bad value is left out and said (knob and value): the rest apply."""
+        """The knobs a link sets (``?lr=0.01&epochs=3``), fitted to the server's limits, and those
+        its ``hide=momentum,seed`` hides; each bad value is left out and said, the rest apply."""
         bad, taken = [], {}
         for name in (n for n in self.names if n in params):
             text = str(params[name])[:40]
@@ -178,8 +173,7 @@ class TrainForm:
 
     # -- presets and the class ---------------------------------------------------------------
     def fit(self, values: Mapping[str, Any]) -> dict[str, Any]:
-        """``values`` inside the server's limits ("all the images" becomes the limit when that
-        is fewer), a missing device "auto"."""
+        """``values`` inside the server's limits, a missing device "auto"."""
         out, lim = dict(values), self.limits
         if lim.max_epochs is not None and is_int(out.get("epochs")):
             out["epochs"] = min(out["epochs"], lim.max_epochs)
@@ -194,9 +188,8 @@ class TrainForm:
         return out
 
     def apply_preset(self, preset: str | Mapping[str, Any]) -> tuple[str, ...]:
-        """A preset (a name in ``PRESETS``, "class", or knob values such as a Speed row's)
-        fitted to the server's limits; the class's locked knobs keep its values. Returns the
-        locked knobs the preset would have changed (the page says that they stayed)."""
+        """A preset (a name in ``PRESETS``, "class", or knob values) fitted to the limits, the
+        class's locked knobs kept; returns the locked knobs it would have changed."""
         if preset == "class":
             values = self.class_values()
         else:
@@ -220,9 +213,8 @@ class TrainForm:
 
     def apply_class(self, preset: Mapping[str, Any] | None,
                     locks: Mapping[str, str] | None = None, version: Any = None) -> None:
-        """The class's pushed values and locked knobs (knob -> the reason); ``preset`` None:
-        in no class. The values are written once per ``version``: afterwards the student may
-        change the unlocked ones (a tampered locked one meets the server's refusal)."""
+        """The class's pushed values and locked knobs (knob -> the reason; ``preset`` None: no
+        class), written once per ``version``: then the student may change the unlocked ones."""
         if preset is None:
             self.locks, self.pushed, self.class_version = {}, {}, None
             return
@@ -232,8 +224,8 @@ class TrainForm:
             self._set(self.pushed)
 
     def refused(self, field: str | None) -> str | None:
-        """The server refused ``field``: a locked one gets the class's value back. Returns the
-        field when it is the form's."""
+        """The server refused ``field``: a locked one gets the class's value back; the field when
+        it is the form's."""
         if field in self.locks and field in self.pushed:
             self._set({field: self.pushed[field]})
         return field if field in self._raw else None

@@ -1,9 +1,6 @@
-"""The Train page's live view in figures and words, in the student's language (no Streamlit),
-from a ``RunView`` (cifarlab/lab/train.py) and a run record (read by attribute).
-
-A figure whose layout still fits is updated in place (setting two arrays costs a fraction of a
-new figure), and none carries plotly's template (Streamlit's theme applies in the browser; the
-template is most of a figure's bytes): docs/benchmarks.md, section 7.
+"""The Train page's live view in figures and words (no Streamlit), from a ``RunView`` and a run
+record. A figure whose layout still fits is updated in place, and none carries plotly's
+template (most of a figure's bytes): docs/benchmarks.md, section 7.
 """
 from __future__ import annotations
 
@@ -33,8 +30,8 @@ def layout(lang: str, title: str, **kw) -> dict:
 
 
 def loss_figure(chart: Mapping[str, Any], lang: str, old: tuple | None = None) -> tuple:
-    """(layout key, figure) of ``RunView.chart()``: step losses, the running loss, a dotted
-    line at each epoch's end. ``old`` is updated in place while its layout key still fits."""
+    """(layout key, figure) of ``RunView.chart()``; ``old`` updated in place while its key
+    fits."""
     t = i18n.translator(lang)
     key = (lang, bool(chart["running_steps"]), tuple(chart["epoch_marks"]), chart["stride"])
     running = (np.asarray(chart["running_steps"], dtype=np.int32),
@@ -65,9 +62,8 @@ def loss_figure(chart: Mapping[str, Any], lang: str, old: tuple | None = None) -
 
 
 def validation_series(val: Sequence[tuple[int, float, float]], lang: str) -> list[go.Scatter]:
-    """Each epoch's mean training loss and its validation loss, one marked point per epoch at
-    the epoch's last step: the gap between the two lines is what the network did not learn
-    for images it never saw."""
+    """Each epoch's mean training loss and validation loss: the gap is what the network did not
+    learn for images it never saw."""
     if not val:
         return []
     t = i18n.translator(lang)
@@ -80,8 +76,7 @@ def validation_series(val: Sequence[tuple[int, float, float]], lang: str) -> lis
 
 
 def validation_caption(epochs: Sequence[Mapping[str, Any]], lang: str) -> str | None:
-    """In words, what the gap between the last epoch's validation and training loss means;
-    None without validation."""
+    """What the last validation gap means, in words; None without validation."""
     done = [e for e in epochs if e.get("val_loss") is not None and e.get("mean_loss") is not None]
     if not done:
         return None
@@ -135,8 +130,7 @@ def per_class_figure(rows: Sequence[tuple[str, float]], lang: str) -> go.Figure:
 
 
 def epochs_table(epochs: Sequence[Mapping[str, Any]], lang: str) -> pd.DataFrame:
-    """The epoch events as a table of texts (``st.table``: it scrolls inside itself on a
-    phone, where a markdown table made the whole page scroll sideways)."""
+    """The epoch events as a table of texts (``st.table`` scrolls inside itself on a phone)."""
     t = i18n.translator(lang)
     head = [t("train.epoch_col"), t("train.mean_loss_col"), t("train.seconds_col"),
             t("train.ips_col"), t("common.accuracy")]
@@ -156,8 +150,7 @@ def _loss(value, lang: str) -> str:
 
 
 def chart_texts(view: Any, log_every: int, lang: str) -> tuple[str, str]:
-    """The loss chart's caption (a run too short for the tutorial's running loss says why)
-    and the tutorial's own print-out, ``[1,  2000] loss: 2.183``, one line a report."""
+    """The loss chart's caption and the tutorial's own print-out (``[1,  2000] loss: 2.183``)."""
     t = i18n.translator(lang)
     caption = t("train.chart_caption", series=step_series_name(view.series.stride, lang),
                 running=t("train.running_loss"), n=log_every)
@@ -217,8 +210,7 @@ def result_lines(result: Mapping[str, Any], rows: Sequence[tuple[str, float]], l
 
 def run_note(run: Any, phase: str, position: int | None, lang: str
              ) -> tuple[str, str, str] | None:
-    """What the live view says of a run in ``phase`` (``train.phase``): (kind, text, icon),
-    kind one of "info", "warning", "success", "error"; None while it just trains."""
+    """(kind, text, icon) the live view says of a run in ``phase``; None while it trains."""
     t = i18n.translator(lang)
     if phase == "queued":
         return ("info", t("train.queue_position", n=position or 1) + "  \n"
@@ -242,8 +234,8 @@ def run_note(run: Any, phase: str, position: int | None, lang: str
 
 
 def loss_chart(view: Any, stamp: Any, lang: str) -> go.Figure | None:
-    """The loss figure, built again only when ``stamp`` (``RunView.chart_stamp``) or the
-    language changed; None before the first loss."""
+    """The loss figure, rebuilt only when ``stamp`` or the language changed; None before the
+    first loss."""
     if not view.series.count:
         return None
     return view.memoized("loss", (stamp, lang),
@@ -251,8 +243,7 @@ def loss_chart(view: Any, stamp: Any, lang: str) -> go.Figure | None:
 
 
 def split_chart(view: Any, run: Any, stamp: Any, lang: str) -> tuple[Any, str | None]:
-    """(``time_split``'s stacked bar, its caption), built like ``loss_chart``; (None, None)
-    before anything was timed."""
+    """(``time_split``'s bar, its caption), built like ``loss_chart``; (None, None) at first."""
     t = i18n.translator(lang)
 
     def build(old):

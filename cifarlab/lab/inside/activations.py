@@ -1,9 +1,6 @@
 """A network seen from the inside: every activation of one image, one neuron's arithmetic, and
-conv1's filters before and after training.
-
-The forward pass is ``Net.forward`` written out one line at a time, so each value a page shows is
-what that line makes; each shape comes from the shape trace (``core.shapes.trace_spec``) of the
-model's own ``ModelSpec``, never a hard-coded Net.
+conv1's filters before and after training. The forward pass is ``Net.forward`` written out line
+by line; each shape comes from the trace of the model's own ``ModelSpec``.
 """
 from __future__ import annotations
 
@@ -43,8 +40,7 @@ CONV_LAYERS = ("conv1", "conv2")
 
 
 def view_line(shape: tuple[int, ...]) -> str:
-    """The tutorial's flatten line for a (C, H, W) input: ``x = x.view(-1, 16 * 5 * 5)`` for its
-    own Net, the same line with the traced sizes for any other network."""
+    """The tutorial's flatten line with the traced (C, H, W) sizes."""
     return "x = x.view(-1, " + " * ".join(str(int(n)) for n in shape) + ")"
 
 
@@ -101,8 +97,8 @@ def num_classes(model: Net) -> int:
 
 @torch.no_grad()
 def activations(model: Net, x: torch.Tensor) -> list[Stage]:
-    """Every stage of ``Net.forward`` for one image (``x``: 1×3×H×W, from ``to_input``), with
-    its shape from the shape trace of the model's spec, then the softmax."""
+    """Every stage of ``Net.forward`` for one image (``x`` from ``to_input``), then the
+    softmax."""
     model = model.eval()
     spec = getattr(model, "spec", None) or ModelSpec()
     traces = trace_spec(spec, tuple(x.shape[1:]), num_classes(model))
@@ -151,8 +147,8 @@ def stage(stages: list[Stage], name: str) -> Stage:
 
 def neuron(model: Net, x: torch.Tensor, layer: str = "conv1", channel: int = 0, row: int = 0,
            col: int = 0, stages: list[Stage] | None = None) -> Neuron:
-    """Output (``channel``, ``row``, ``col``) of ``conv1`` or ``conv2`` worked out by hand from
-    the layer's input (the image, or pool1's output), beside PyTorch's ``F.conv2d``."""
+    """Output (``channel``, ``row``, ``col``) of ``conv1`` or ``conv2`` by hand, beside
+    ``F.conv2d``'s."""
     if layer not in CONV_LAYERS:
         raise CifarLabError("inside.unknown_layer", layer=str(layer)[:20],
                             layers=", ".join(CONV_LAYERS))
@@ -182,9 +178,8 @@ def neuron(model: Net, x: torch.Tensor, layer: str = "conv1", channel: int = 0, 
 # ------------------------------------------------------------------------------------ filters
 
 def initial_model(config: TrainConfig, classes: int = 10) -> Net:
-    """The network a run started from: ``core.train`` seeds torch with ``config.seed`` and
-    builds ``Net(config.model)`` right away, so the same two steps give the same weights. The
-    global random state is left as it was (a page must not change another's randomness)."""
+    """The network a run started from (``core.train`` seeds torch, then builds the ``Net``);
+    the global random state left as it was (a page must not change another's)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
         return Net(config.model, num_classes=classes, activation=config.activation).eval()
@@ -196,9 +191,8 @@ def random_model(seed: int = 0, spec: ModelSpec | None = None, classes: int = 10
 
 
 def filter_patches(weight: torch.Tensor) -> np.ndarray:
-    """conv1's kernels (C_out×3×k×k) as colour patches, C_out×k×k×3 uint8: zero weight is mid
-    grey, the layer's largest weight (in absolute value) full colour or black, so the patches
-    of one layer compare with each other."""
+    """conv1's kernels as C_out×k×k×3 uint8 patches on one scale (zero mid grey), so the
+    patches of one layer compare."""
     w = weight.detach().to(torch.float64).cpu().numpy()
     if w.ndim != 4 or w.shape[1] != 3:
         raise CifarLabError("inside.not_colour", shape=dims(w.shape))
@@ -208,8 +202,8 @@ def filter_patches(weight: torch.Tensor) -> np.ndarray:
 
 
 def filter_table(before: torch.Tensor | None, after: torch.Tensor) -> list[dict]:
-    """One row per conv1 kernel: its mean weight per colour and L2 norm, and when known
-    its norm before training and how far training moved it."""
+    """Per conv1 kernel: mean weight per colour, norm, and (when known) how far training moved
+    it."""
     a = after.detach().to(torch.float64).cpu()
     b = before.detach().to(torch.float64).cpu() if before is not None else None
     rows = []

@@ -1,15 +1,7 @@
-"""Why this class: where in the picture the network's answer comes from, four ways, with Captum
-(PyTorch's interpretability library).
-
-- saliency: |∂score/∂pixel|, the largest over the three colours (``captum.attr.Saliency``);
-- integrated_gradients: the gradient averaged along the path from a grey image (all zeros once
-  normalised) to this one, times the difference (``IntegratedGradients``), summed over colours;
-- gradcam: conv2's maps weighted by the mean gradient of each, then ReLU (``LayerGradCam``),
-  stretched from conv2's size (10×10) to the picture's (``LayerAttribution.interpolate``);
-- occlusion: how much the score drops when a small square is greyed out (``Occlusion``), every
-  square's version of the picture in one batch (``perturbations_per_eval``), not one at a time.
-
-Captum is imported here only, and only when a view is computed (it takes seconds to import).
+"""Why this class: where in the picture the network's answer comes from, four ways, with Captum:
+saliency, integrated gradients (from a grey image), Grad-CAM on conv2 (stretched to the
+picture) and occlusion (every square greyed out in one batch). Captum is imported only when a
+view is computed (it takes seconds to import).
 """
 from __future__ import annotations
 
@@ -55,8 +47,8 @@ def occlusion_windows(size: tuple[int, int]) -> int:
 
 def explain(model: torch.nn.Module, x: torch.Tensor, target: int, method: str, *,
             per_eval: int | None = None) -> View:
-    """One attribution map of class ``target``'s logit for image ``x`` (from ``to_input``).
-    ``per_eval``: occluded images per forward pass (default: all, one batch)."""
+    """One attribution map of class ``target``'s logit for ``x``; ``per_eval``: occluded
+    images per forward pass (default all)."""
     import captum.attr as ca
 
     if method not in METHODS:
@@ -98,8 +90,7 @@ def explain_all(model: torch.nn.Module, x: torch.Tensor, target: int) -> dict[st
 
 
 def blocks(heat: np.ndarray, size: int = 4) -> np.ndarray:
-    """The map's means over ``size``×``size`` squares (8×8 of them on a 32×32 picture): a
-    table a screen reader can read instead of the picture."""
+    """The map's means over ``size``×``size`` squares (a table a screen reader can read)."""
     h, w = heat.shape
     hh, ww = h // size * size, w // size * size
     a = np.asarray(heat[:hh, :ww], dtype=np.float64)

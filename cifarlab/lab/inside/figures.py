@@ -1,8 +1,4 @@
-"""The Inside the network page's figures and tables, their words from ``t``
-(``i18n.translator(lang)``): every stage's maps or values, one neuron's arithmetic, conv1's
-filters before and after training, Captum's maps over the picture. Colours and pixel grids
-follow ``lab.charts``.
-"""
+"""The Inside the network page's figures and tables, their words from ``t``."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -80,8 +76,8 @@ class StageView:
 
 
 def stage_views(stages: list[Stage], names: list[str], t, act: str = "ReLU") -> list[StageView]:
-    """What the activations tab shows stage by stage: the maps of the conv and pool layers
-    (the first ``MAX_MAPS``), the values of the flat ones as bars (the class scores named)."""
+    """Stage by stage: the conv and pool layers' maps (the first ``MAX_MAPS``), the flat ones'
+    values as bars."""
     parts = []       # (stage, figure, alt text, caption)
     for name, signed in MAPS:
         s = stage(stages, name)
@@ -122,8 +118,8 @@ def scores_table(stages: list[Stage], names: list[str], t) -> pd.DataFrame:
 
 
 def pick_figure(fmap: np.ndarray, row: int, col: int, title: str, t) -> go.Figure:
-    """One feature map to click on: a heatmap, and an all but invisible marker on every cell
-    (plotly selects markers, not heatmap cells); the chosen cell boxed."""
+    """A feature map to click on: an all but invisible marker on every cell (plotly selects
+    markers, not heatmap cells); the chosen cell boxed."""
     h, w = fmap.shape
     hover = (f"{t('inside.col_row')}: %{{y}}<br>{t('inside.col_column')}: %{{x}}"
              f"<br>{t('inside.col_value')}: %{{customdata:.4f}}<extra></extra>")
@@ -159,8 +155,7 @@ def neuron_view(n: Neuron, t) -> tuple[go.Figure, pd.DataFrame]:
 
 
 def filters_view(after, before, t) -> tuple[go.Figure, pd.DataFrame]:
-    """conv1's kernels as colour patches, a line for the trained weights and (when known) one
-    for the weights the run started from; their mean colours and sizes as a table."""
+    """conv1's kernels as colour patches, trained and (when known) initial, and a table."""
     rows = ([(t("inside.random_weights"), filter_patches(after))] if before is None else
             [(t("inside.before"), filter_patches(before)),
              (t("inside.after"), filter_patches(after))])
@@ -179,8 +174,8 @@ def filters_view(after, before, t) -> tuple[go.Figure, pd.DataFrame]:
 
 def why_view(hwc: np.ndarray, views: dict, targets: list[tuple[int, str]], names: list[str],
              t) -> tuple[go.Figure, pd.DataFrame]:
-    """Each method's map over the picture, a row per class asked about (``views``: class ->
-    method -> ``View``), and the strongest squares of each map as a table."""
+    """Each method's map over the picture, a row per class (``views``: class -> method ->
+    ``View``), and each map's strongest squares as a table."""
     cells = [[(f"{label}<br>{t(f'inside.method_{m}')}", views[cls][m].heat, views[cls][m].signed)
               for m in METHODS] for cls, label in targets]
     fig = make_subplots(rows=len(cells), cols=len(METHODS), horizontal_spacing=0.03,
@@ -224,8 +219,7 @@ def wrong_options(probs: np.ndarray, labels: np.ndarray, wrong: np.ndarray, name
 
 def why_targets(probs: np.ndarray, other: int, true_cls: int | None, names: list[str],
                 t) -> list[tuple[int, str]]:
-    """The classes the "why" maps are drawn for: the predicted one, and ``other`` (the true
-    class or another) unless it is the same, each with its row's label."""
+    """(class, row label) of the predicted class and ``other`` unless it is the same."""
     predicted = int(np.argmax(probs))
 
     def row(key: str, cls: int) -> tuple[int, str]:
@@ -238,7 +232,6 @@ def why_targets(probs: np.ndarray, other: int, true_cls: int | None, names: list
 
 
 def compare_default(probs: np.ndarray, true_cls: int | None) -> int:
-    """The class the "why" tab compares with first: the true one when the network missed it,
-    else the runner-up."""
+    """The true class when the network missed it, else the runner-up."""
     order = [int(i) for i in np.argsort(-probs, kind="stable")]
     return true_cls if true_cls is not None and true_cls != order[0] else order[1]

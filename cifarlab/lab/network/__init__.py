@@ -1,9 +1,5 @@
-"""The Network page's engine: convolution and max pooling worked by hand, checked against PyTorch.
-
-Everything is computed with plain numpy sums (what the students read), and every function that
-computes a convolution or pooling also reports PyTorch's own answer (``F.conv2d``,
-``F.max_pool2d``) so a page can show the two side by side.
-"""
+"""The Network page's engine: convolution and max pooling worked by hand in numpy (what the
+students read), each beside PyTorch's own answer (``F.conv2d``, ``F.max_pool2d``)."""
 from __future__ import annotations
 
 import math
@@ -52,8 +48,8 @@ def to_input(image_hwc: np.ndarray, mode: str = "gray") -> np.ndarray:
 
 
 def net_conv1(seed: int = 0, state_dict: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """conv1's weights and biases: from ``state_dict`` (a trained checkpoint), else of a ``Net``
-    freshly initialised with ``seed`` (the global RNG is left as it was)."""
+    """conv1's weights and biases: from ``state_dict``, else of a ``Net`` seeded with ``seed``
+    (the global RNG left as it was)."""
     if state_dict is not None:
         try:
             w, b = state_dict["conv1.weight"], state_dict["conv1.bias"]
@@ -125,8 +121,8 @@ def torch_conv(image: np.ndarray, kernel: np.ndarray, bias: float = 0.0, stride:
 
 def conv_step(image: np.ndarray, kernel: np.ndarray, bias: float, row: int, col: int,
               stride: int = 1, padding: int = 0) -> dict:
-    """One output value of a convolution, worked out: what the kernel sees at (row, col), and
-    ``F.conv2d``'s value there. ``top``/``left``: the window's corner in the padded image."""
+    """One output value worked out: what the kernel sees at (row, col) and ``F.conv2d``'s value
+    there; ``top``/``left``: the window's corner in the padded image."""
     x = _chw(image)
     k = _ckk(kernel, x.shape[0])
     oh, ow = _conv_size(x, k, stride, padding)
@@ -152,9 +148,8 @@ def conv_step(image: np.ndarray, kernel: np.ndarray, bias: float, row: int, col:
 # ------------------------------------------------------------------------------ max pooling by hand
 
 def maxpool_windows(fmap: np.ndarray, kernel: int = 2, stride: int | None = None) -> dict:
-    """Max pooling worked out window by window on an H×W feature map (the argmax in input
-    coordinates, the first on a tie), beside ``F.max_pool2d``'s. The stride defaults to the
-    kernel, as in ``nn.MaxPool2d``."""
+    """Max pooling window by window on an H×W map (argmax in input coordinates, the first on a
+    tie), beside ``F.max_pool2d``'s; the stride defaults to the kernel."""
     x = np.asarray(fmap, dtype=np.float32)
     if x.ndim != 2:
         raise ShapeError("network.bad_feature_map", layer="pool", shape=dims(x.shape))
@@ -180,12 +175,10 @@ def maxpool_windows(fmap: np.ndarray, kernel: int = 2, stride: int | None = None
 # ----------------------------------------------------------------------- the output-size calculator
 
 def calculator(kind: str, size, kernel, padding=0, stride=1, dilation=1) -> dict:
-    """A conv (``kind="conv"``) or max-pool (``"pool"``) layer's output size, each dimension by
-    PyTorch's formula with the numbers in. An argument is an int, an (h, w) pair or what a
-    student typed ("5", "(5, 2)"); ints give one dimension (``dims``), any pair height and
-    width. What PyTorch refuses (a non-integer, zero or below, a pool padding above half the
-    kernel, an output below 1) comes back as ``shape_error``, with the formulas when they exist.
-    """
+    """A conv (``kind="conv"``) or max-pool layer's output size by PyTorch's formula, numbers
+    in. An argument is an int, an (h, w) pair or typed text ("(5, 2)"); ints give one
+    dimension, any pair two. What PyTorch refuses comes back as ``shape_error``, with the
+    formulas when they exist."""
     layer, fn, size_of = ((ca.CONV, ca.conv2d_formula, ca.conv2d_output_size) if kind == "conv"
                           else (ca.POOL, ca.pool2d_formula, ca.pool2d_output_size))
     dims: list[dict] = []
@@ -234,9 +227,8 @@ class StackReport:
 
 
 def analyze_stack(spec: ModelSpec) -> StackReport:
-    """The shape table of ``spec``, fc1's real input size, and what the tutorial's hard-coded
-    ``16 * 5 * 5`` would make PyTorch say about it with a batch of 4 (``None`` when it happens
-    to work)."""
+    """``spec``'s shape table, fc1's real input size, and what PyTorch says of the tutorial's
+    hard-coded ``16 * 5 * 5`` with it (``None`` when it happens to work)."""
     report = StackReport(spec)
     try:
         traces = shapes.trace_spec(spec)
@@ -255,45 +247,26 @@ def analyze_stack(spec: ModelSpec) -> StackReport:
 TUTORIAL_FLAT = 16 * 5 * 5
 
 
-class _TutorialNet(nn.Module):
-    """The tutorial's ``Net`` with the spec's conv layers but fc1 hard-coded to 16 * 5 * 5."""
-
-    def __init__(self, spec: ModelSpec, flatten: str):
-        super().__init__()
-        (c1, c2), (h1, h2) = spec.scaled_channels(), spec.scaled_hidden()
-        self.flatten = flatten
-        self.conv1 = nn.Conv2d(3, c1, spec.kernels[0], stride=spec.strides[0],
-                               padding=spec.paddings[0])
-        self.pool = nn.MaxPool2d(spec.pool, spec.pool)
-        self.conv2 = nn.Conv2d(c1, c2, spec.kernels[1], stride=spec.strides[1],
-                               padding=spec.paddings[1])
-        self.fc1 = nn.Linear(TUTORIAL_FLAT, h1)
-        self.fc2 = nn.Linear(h1, h2)
-        self.fc3 = nn.Linear(h2, 10)
-
-    def forward(self, x):
-        x = self.pool(F.relu(self.conv1(x)))
-        x = self.pool(F.relu(self.conv2(x)))
-        x = x.view(-1, 16 * 5 * 5) if self.flatten == "view" else torch.flatten(x, 1)
-        x = F.relu(self.fc1(x))
-        x = F.relu(self.fc2(x))
-        return self.fc3(x)
-
-
 def _run_tutorial(spec: ModelSpec, flatten: str) -> tuple[str | None, str | None]:
-    """(exception class, first line of PyTorch's message) of the tutorial's forward and loss
-    really run on zeros; (None, None) when it runs. (With ``view``, a multiple of 400 gets
-    through the view with too many rows: the loss complains.)"""
-    if max(spec.scaled_channels()) > 4096 or max(spec.scaled_hidden()) > 65536:
+    """(exception class, first line of PyTorch's message) of the tutorial's forward, with the
+    spec's conv layers but fc1 hard-coded to 16 * 5 * 5, and loss run on zeros; (None, None)
+    when it runs (with ``view``, a multiple of 400 passes the view with too many rows: the
+    loss complains)."""
+    (c1, c2), (h1, h2) = spec.scaled_channels(), spec.scaled_hidden()
+    if max(c1, c2) > 4096 or max(h1, h2) > 65536:
         raise ShapeError("network.too_big_to_try", layer="width")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        net = _TutorialNet(spec, flatten)
-    x = torch.zeros(4, 3, 32, 32)
-    labels = torch.zeros(4, dtype=torch.long)
+    with torch.random.fork_rng(devices=[]):   # the layers' initialisation: no page's RNG
+        conv1 = nn.Conv2d(3, c1, spec.kernels[0], spec.strides[0], spec.paddings[0])
+        conv2 = nn.Conv2d(c1, c2, spec.kernels[1], spec.strides[1], spec.paddings[1])
+        fc1, fc2, fc3 = nn.Linear(TUTORIAL_FLAT, h1), nn.Linear(h1, h2), nn.Linear(h2, 10)
+    pool = nn.MaxPool2d(spec.pool, spec.pool)
     try:
         with torch.no_grad():
-            nn.CrossEntropyLoss()(net(x), labels)
+            x = pool(F.relu(conv1(torch.zeros(4, 3, 32, 32))))
+            x = pool(F.relu(conv2(x)))
+            x = x.view(-1, 16 * 5 * 5) if flatten == "view" else torch.flatten(x, 1)
+            x = fc3(F.relu(fc2(F.relu(fc1(x)))))
+            nn.CrossEntropyLoss()(x, torch.zeros(4, dtype=torch.long))
     except (RuntimeError, ValueError) as err:
         return type(err).__name__, str(err).strip().splitlines()[0]
     return None, None

@@ -18,9 +18,7 @@ POOL_MARK = "#D55E00"
 
 
 def shape_table(rows: list[dict], t) -> pd.DataFrame:
-    """A shape trace (``StackReport.rows``) with its column names and layer kinds in words;
-    each layer's parameters in the language's notation, and a last row with their sum (the
-    total the page states under the table)."""
+    """A shape trace (``StackReport.rows``) in words, with a last row of the parameters' sum."""
     total = {"layer": t("network.total_row"), "kind": "", "input": "", "output": "",
              "params": sum(r["params"] for r in rows), "formula": ""}
     rows = [*rows, total]
@@ -64,8 +62,7 @@ class ConvExample:
 
 
 def conv_example(hwc: np.ndarray, choice: str, seed: int) -> ConvExample:
-    """A named kernel on the gray picture, or one of the tutorial's conv1 kernels (random
-    weights from ``seed``) on the normalised RGB picture."""
+    """A named kernel on the gray picture, or a seeded conv1 kernel on the normalised RGB one."""
     if choice.startswith("net"):
         weights, biases = net_conv1(seed)
         i = int(choice[3:])
@@ -116,8 +113,8 @@ def step_figure(step: dict, t) -> go.Figure:
 
 def pool_figures(region: np.ndarray, pooled: dict, pick: int, kernel: int,
                  t) -> tuple[go.Figure, go.Figure]:
-    """Max pooling: the input with its windows (the chosen one boxed, each max starred) and
-    the pooled output (the chosen window's value boxed). Numbers are written in on small grids."""
+    """The input with its windows (the chosen one boxed, each max starred) and the output
+    (its value boxed); numbers written in on small grids."""
     wins, out = pooled["windows"], pooled["output"]
     small, chosen = region.shape[0] <= 8, wins[pick]
     fig_in = C.grid_figure(region, t("network.pool_in_title", h=region.shape[0],

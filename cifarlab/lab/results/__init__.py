@@ -37,8 +37,8 @@ TUTORIAL_REFERENCE: dict[str, Any] = {
 # --------------------------------------------------------------------------------- models
 
 def load_run_model(path) -> tuple[torch.nn.Module, Checkpoint]:
-    """The model a run saved, on the CPU. ``path``: the queue's checkpoint path for the run
-    (``JobQueue.checkpoint``: checked against the session; nothing a browser sends)."""
+    """The model a run saved, on the CPU; ``path`` from ``JobQueue.checkpoint`` (checked
+    against the session)."""
     if not path.is_file():
         raise CheckpointError("checkpoint.no_saved_model")
     ckpt = load_checkpoint(path, map_location="cpu")
@@ -46,8 +46,7 @@ def load_run_model(path) -> tuple[torch.nn.Module, Checkpoint]:
 
 
 def predictions_for(model: torch.nn.Module, data, tta: bool = False) -> EvalResult:
-    """Every test image's class probabilities, the confusion matrix and accuracies (``tta``: as
-    a run with mirrored testing measured itself, from each image and its mirror)."""
+    """The model's ``EvalResult`` on the test set (``tta``: with mirrored testing)."""
     out_features = getattr(getattr(model, "fc3", None), "out_features", None)
     if out_features is not None and out_features != len(data.classes):
         raise CheckpointError("checkpoint.other_classes", n=out_features,
@@ -57,8 +56,8 @@ def predictions_for(model: torch.nn.Module, data, tta: bool = False) -> EvalResu
 
 def confused_examples(ev: EvalResult, true_cls: int, pred_cls: int,
                       limit: int = 24) -> np.ndarray:
-    """Indices of test images of class ``true_cls`` that the model called ``pred_cls``, the
-    most confident answers first. ``true_cls == pred_cls`` gives correctly classified ones."""
+    """Test images of class ``true_cls`` the model called ``pred_cls``, most confident
+    first."""
     t, p = _class_index(ev.classes, true_cls), _class_index(ev.classes, pred_cls)
     idx = np.flatnonzero((ev.labels == t) & (ev.predictions == p))
     order = np.argsort(-ev.probabilities[idx, p], kind="stable")
@@ -66,8 +65,8 @@ def confused_examples(ev: EvalResult, true_cls: int, pred_cls: int,
 
 
 def picked_cell(point: Mapping[str, Any], names: Sequence[str]) -> tuple[int, int] | None:
-    """(true, predicted) of a clicked confusion-matrix cell, from the point's axis labels: a
-    click may land on the heatmap or on the marker over it; only the labels are on both."""
+    """(true, predicted) of a clicked confusion-matrix cell, from the axis labels (on the
+    heatmap's points and the markers' alike)."""
     if not hasattr(point, "get"):
         return None
     x, y = point.get("x"), point.get("y")
@@ -88,8 +87,7 @@ def most_confused_pair(confusion: Sequence[Sequence[int]]) -> tuple[int, int]:
 
 
 def sample_predictions(ev: EvalResult, n: int = 16, seed: int = 0) -> pd.DataFrame:
-    """``n`` test images picked at random (repeatably, by ``seed``): index, true, predicted,
-    confidence (the probability of the predicted class), correct."""
+    """``n`` test images picked by ``seed``: index, true, predicted, confidence, correct."""
     n = max(0, min(int(n), ev.total))
     idx = np.sort(np.random.default_rng(seed).choice(ev.total, size=n, replace=False))
     pred = ev.predictions[idx]
@@ -103,9 +101,8 @@ def sample_predictions(ev: EvalResult, n: int = 16, seed: int = 0) -> pd.DataFra
 
 
 def per_class_by_epoch(events: Iterable[Any]) -> pd.DataFrame:
-    """Per-class accuracy after each epoch, long format: columns epoch, class, accuracy (0..1),
-    from the run's ``RunEvent``s (the "epoch" ones) or its ``result["epochs"]`` summaries.
-    Epochs without per-class figures are left out (an empty frame when none has them)."""
+    """Per-class accuracy after each epoch (epoch, class, accuracy), from the run's "epoch"
+    events or ``result["epochs"]``; epochs without per-class figures left out."""
     rows = []
     for item in events or ():
         kind, data = (item.kind, item.data) if hasattr(item, "kind") else (None, item)

@@ -1,9 +1,6 @@
-"""What a student uploads to the Results page: a checkpoint, or a picture to classify.
-
-Uploads never decide what they cost. A checkpoint is refused by arithmetic before its network
-is built (``cifarlab.core.checkpoint``); a picture by its header (size, mode, bits per sample)
-before it is decoded, and a big one is box-averaged down before any colour conversion. Every
-refusal has a code: ``errors.checkpoint.*``, ``errors.image.*``.
+"""What a student uploads to the Results page: a checkpoint, or a picture to classify. Uploads
+never decide what they cost: a checkpoint is refused by arithmetic before its network is built,
+a picture by its header before it is decoded.
 """
 from __future__ import annotations
 
@@ -19,16 +16,14 @@ from cifarlab.core.checkpoint import MAX_CHECKPOINT_BYTES, Checkpoint, load as l
 from cifarlab.core.evaluate import predict
 from cifarlab.errors import CheckpointError, UploadError
 
-# One limit for every file the page accepts: the largest checkpoint (core.checkpoint). The
-# uploaders keep Streamlit's 200 MB cap, far above ours, since the uploader refuses a file over
-# its cap in English: a file too large for us reaches our check and is refused in the student's
-# language. The server's cap (server.maxUploadSize) sits 1 MB above, for the request's framing.
+# One limit for every file the page accepts: the largest checkpoint. The uploaders keep
+# Streamlit's 200 MB cap, far above ours (it refuses in English: ours in the student's
+# language); the server's cap sits 1 MB above, for the request's framing.
 MAX_UPLOAD_BYTES = MAX_CHECKPOINT_BYTES
 UPLOADER_MB = 200
 SERVER_UPLOAD_MB = UPLOADER_MB + 1
-# A picture is checked from its header before anything is decoded: at most 24 megapixels (more
-# than phones save) and 96 MiB once decoded, counting its bits per sample (a 16-bit picture
-# costs twice an 8-bit one). A JPEG counts at the reduced scale it is decoded at.
+# A picture's header is checked before anything is decoded: at most 24 megapixels (more than
+# phones save) and 96 MiB decoded, counting its bits per sample.
 MAX_IMAGE_PIXELS = 24_000_000
 MAX_DECODE_BYTES = 96 * 2**20
 IMAGE_FORMATS = ("PNG", "JPEG", "GIF", "WEBP", "BMP", "TIFF")  # JPEG opens MPO too
@@ -39,10 +34,9 @@ PREVIEW_SIZE = 256
 def load_uploaded_checkpoint(data: bytes, name: str = "checkpoint.pth",
                              max_bytes: int = MAX_CHECKPOINT_BYTES
                              ) -> tuple[torch.nn.Module, Checkpoint]:
-    """A checkpoint file a student uploaded (ours, or the tutorial's plain ``state_dict``),
-    loaded with ``weights_only=True``: a pickle with code in it, a text file, a torn file, a
-    file over ``max_bytes`` (or unpacking to more) and a network over the parameter budget are
-    refused with a ``CheckpointError``, before anything big is allocated."""
+    """An uploaded checkpoint (ours, or the tutorial's ``state_dict``), loaded with
+    ``weights_only=True``; anything unsafe, torn or too big refused (``CheckpointError``)
+    before anything big is allocated."""
     if not data:
         raise CheckpointError("checkpoint.empty", name=name)
     if len(data) > max_bytes:
@@ -57,9 +51,7 @@ def load_uploaded_checkpoint(data: bytes, name: str = "checkpoint.pth",
 # ---------------------------------------------------------------------------------- images
 
 class ImageError(UploadError):
-    """An uploaded picture that cannot be classified: ``code`` is ``image.<reason>``, reason
-    one of empty | not_image | too_big_bytes | too_many_pixels | too_much_data | bomb | broken
-    | odd_mode. Rendered like any ``CifarLabError``: ``err.text(lang)``."""
+    """An uploaded picture that cannot be classified: ``code`` is ``image.<reason>``."""
 
     def __init__(self, code: str, /, **params: Any):
         super().__init__(code, field="image", **params)
@@ -93,11 +85,9 @@ _ORIENTATION = 0x0112  # EXIF
 
 def prepare_image(file_bytes: bytes, max_pixels: int = MAX_IMAGE_PIXELS,
                   max_bytes: int = MAX_UPLOAD_BYTES, size: int = 32) -> PreparedImage:
-    """Decode an uploaded picture safely and shrink it to ``size``×``size`` RGB. Refused
-    (``ImageError``): not one of ``IMAGE_FORMATS``, a torn file, over ``max_bytes``, over
-    ``max_pixels`` or ``MAX_DECODE_BYTES`` by its header. Converted, with a note: other colour
-    modes, 16-bit and float (scaled to 8 bits), transparency (over white), an animation (its
-    first frame), an EXIF rotation, a non-square picture (its centre square)."""
+    """An uploaded picture decoded safely and shrunk to ``size``×``size`` RGB; refused
+    (``ImageError``) by its header when too costly. Converted, with a note: other colour
+    modes, transparency (over white), an animation, an EXIF rotation, a non-square picture."""
     from PIL import Image, UnidentifiedImageError
 
     if not file_bytes:
@@ -152,9 +142,8 @@ def prepare_image(file_bytes: bytes, max_pixels: int = MAX_IMAGE_PIXELS,
 
 
 def _check_cost(img, width: int, height: int, max_pixels: int) -> None:
-    """Refuse a picture whose decoding would cost too much, from its header alone: the pixels
-    to decode (a JPEG's at its draft scale) and the bytes they take, at the larger of the
-    file's bits per sample and what Pillow keeps per pixel."""
+    """Refuse, from the header, a picture whose pixels (a JPEG's at its draft scale) would
+    take too many bytes (the larger of the file's bits per sample and Pillow's)."""
     w, h = img.size
     if w * h > max_pixels:
         raise ImageError("image.too_many_pixels", width=width, height=height,
@@ -171,9 +160,8 @@ def _check_cost(img, width: int, height: int, max_pixels: int) -> None:
 
 
 def _frames(img, n_bytes: int) -> int:
-    """Frames of an animation, where counting them is cheap. PNG and WebP state it in their
-    header; a GIF's are counted by walking through them (a 64 MB GIF of 1×1 frames holds 2.6
-    million), so only in a small file: otherwise 0, unknown."""
+    """Frames of an animation, 0 (unknown) where counting is dear: a GIF's are walked through
+    (a 64 MB GIF of 1×1 frames holds 2.6 million), so only in a small file."""
     if not getattr(img, "is_animated", False):
         return 1
     if img.format in ("PNG", "WEBP", "MPO") or n_bytes <= FRAME_COUNT_BYTES:
@@ -189,8 +177,8 @@ def _orientation(img) -> int:
 
 
 def _shrink(img, least: int):
-    """A big picture box-averaged down by a whole factor (to no less than ``least`` pixels a
-    side) before any colour conversion, so the conversions work on a small copy."""
+    """A big picture box-averaged down (to no less than ``least`` a side) before any colour
+    conversion, so the conversions work on a small copy."""
     from PIL import Image
 
     w, h = img.size
