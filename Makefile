@@ -21,27 +21,25 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# What is installed is byte-compiled (the machine sets PYTHONDONTWRITEBYTECODE: without .pyc
-# files every process would compile torch again, docs/benchmarks.md §23), but on every core at
-# once: pip compiles one file after another. torch ships one file written for Python 3.12.
+# Byte-compiled files are written as modules are first imported, by whichever process imports
+# them first, and kept: this machine sets PYTHONDONTWRITEBYTECODE, and without .pyc files every
+# process (xdist workers, app servers, training workers, Ray's) would compile torch again
+# (docs/benchmarks.md §23). Compiling only what is imported costs a fraction of compiling all
+# of site-packages at install (§26), so pip does not compile either.
+unexport PYTHONDONTWRITEBYTECODE
 INSTALL := $(BIN)/python -m pip install --quiet --no-compile
-COMPILE := $(BIN)/python -m compileall -q -j 0 -x 'py312_intrinsics\.py$$' \
-	$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 
 $(VENV)/.app-installed: requirements.txt | $(BIN)/python
 	$(INSTALL) -r requirements.txt
-	$(COMPILE)
 	touch $@
 
 # Tests cover the Ray executor too, so the dev install includes the optional Ray extra.
 $(VENV)/.dev-installed: requirements.txt requirements-dev.txt requirements-ray.txt | $(BIN)/python
 	$(INSTALL) -r requirements-dev.txt -r requirements-ray.txt
-	$(COMPILE)
 	touch $@ $(VENV)/.app-installed $(VENV)/.ray-installed
 
 $(VENV)/.ray-installed: requirements.txt requirements-ray.txt | $(BIN)/python
 	$(INSTALL) -r requirements-ray.txt
-	$(COMPILE)
 	touch $@ $(VENV)/.app-installed
 
 run: $(VENV)/.app-installed
