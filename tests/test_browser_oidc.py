@@ -104,7 +104,7 @@ def test_sign_in_names_the_person_and_their_role_and_sign_out_forgets_them(serve
         page = context.new_page()
         # this server's very first request is a page (a link handed out in class): it gets the
         # app's frame, its translated navigation (not file names) and the language switch
-        page.goto(f"{server.url}/network?lang=es")
+        page.goto(f"{server.url}/tensors?lang=es")   # a light page: sign-in comes back to it
         wait_idle(page)
         nav = page.locator('[data-testid="stSidebarNav"]').inner_text()
         for pid, _, _ in PAGES:
@@ -112,7 +112,7 @@ def test_sign_in_names_the_person_and_their_role_and_sign_out_forgets_them(serve
         assert "common" not in nav.lower()
         assert page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').count() >= 1
         assert not page_problems(page)
-        screenshot(page, "first-visit-network-es")
+        screenshot(page, "first-visit-tensors-es")
         # Spanish survives the provider's round trip (it sends the browser back to "/")
         assert sign_in(page, server.url, ANA[0]) == f"Sesión iniciada como {ANA[1]} (docente)"
         sign_out(page, server.url)
