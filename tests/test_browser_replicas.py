@@ -72,10 +72,11 @@ def test_replica_a_killed_mid_run_the_same_link_on_b_says_why_and_runs_the_queue
     try:
         a.start()                     # A dispatches; B, started once A does, waits
         b_up = pool.submit(b.start)
-        # on A: the tutorial, then a tiny run that waits for the one CPU slot
+        # on A: the tutorial (in one process: its DataLoader workers would only take CPU from
+        # B's start), then a tiny run that waits for the one CPU slot
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         pages.append(page)
-        for n, link in ((1, ""), (2, "&" + TINY)):
+        for n, link in ((1, "&num_workers=0"), (2, "&" + TINY)):
             page.goto(f"{a.url}/train?lang=en&sid={SID}{link}")
             wait_idle(page, GUARD_MS)
             page.get_by_role("button", name=t("train.start"), exact=True).click()
