@@ -248,11 +248,12 @@ def test_one_training_story_by_keyboard_then_watched_cancelled_and_compared(serv
         wait_idle(page)
 
         # a second run, long enough (2 epochs of 20,000 images, the shared server's limit, the
-        # tutorial's batch of 4) to be stopped from the page
+        # tutorial's batch of 4) to be stopped from the page; its data read in one process
         open_advanced(page, t)
         set_number(page, t("common.epochs"), 2)
         set_number(page, t("common.batch_size"), 4)
         set_number(page, t("common.train_subset"), 20000)
+        set_number(page, t("common.num_workers"), 0)
         page.get_by_role("button", name=t("train.start"), exact=True).click()
         chosen = page.get_by_role("combobox", name=t("train.choose_run"), exact=True)
         images = i18n.number(20000, lang)
