@@ -141,6 +141,26 @@ def test_subset_indices_are_fixed_sorted_and_checked():
                                  ("a",), "test", "k"), subset=[3, 10])
 
 
+def test_a_wrong_call_is_refused_where_it_is_made():
+    """Guards for callers' mistakes (no page or config can make them): refused at the call,
+    not as a ZeroDivisionError later, a time since the clock's origin, or a failed save."""
+    from cifarlab.core.checkpoint import _plain
+    from cifarlab.core.devices import Stopwatch
+
+    data = D.CifarData(np.zeros((10, 3, 32, 32), np.uint8), np.zeros(10, np.int64),
+                       np.zeros((1, 3, 32, 32), np.uint8), np.zeros(1, np.int64),
+                       ("a",), "test", "k")
+    with pytest.raises(ValueError, match="'train' or 'test'"):
+        data.split("val")
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="positive whole number"):
+            D.FastLoader(data, "train", bad)
+    with pytest.raises(RuntimeError, match="before start"):
+        Stopwatch().stop()
+    assert _plain({np.int64(1): np.float32(0.5), (1, 2): [torch.tensor(2)], None: "x"}) == \
+        {"1": 0.5, "(1, 2)": [2], "None": "x"}
+
+
 def test_normalize_is_the_tutorial_transform(cifar_data):
     idx = [0, 1, 777, 25_000, 49_999]
     for i in idx:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import io
-import json
 import os
 import pickle
 import tempfile
@@ -266,7 +265,14 @@ def _is_state_dict(obj) -> bool:
 
 
 def _plain(obj):
-    """Results as plain Python (lists, dicts, numbers, strings) so weights_only can load them:
-    through JSON, arrays and tensors as their lists, anything else as its text."""
-    return json.loads(json.dumps(obj, default=lambda o: o.tolist() if hasattr(o, "tolist")
-                                 else str(o)))
+    """Results as plain Python (lists, dicts, numbers, strings) so weights_only can load them;
+    any key as its text (a run must not fail at its save for a key JSON would refuse)."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    return str(obj)

@@ -112,7 +112,7 @@ class Stopwatch:
 
     def __init__(self, device: torch.device | str = "cpu"):
         self.device = torch.device(device)
-        self.seconds = self._t0 = 0.0
+        self.seconds, self._t0 = 0.0, None
 
     def start(self) -> Stopwatch:
         synchronize(self.device)
@@ -120,8 +120,10 @@ class Stopwatch:
         return self
 
     def stop(self) -> float:
+        if self._t0 is None:   # a stop without its start would time since the clock's origin
+            raise RuntimeError("Stopwatch.stop() before start()")
         synchronize(self.device)
-        self.seconds = time.perf_counter() - self._t0
+        self.seconds, self._t0 = time.perf_counter() - self._t0, None
         return self.seconds
 
     __enter__ = start
