@@ -8,7 +8,7 @@ concerned. ``ConfigError`` carries several ``Problem``s at once, one per bad fie
 from __future__ import annotations
 
 from dataclasses import dataclass, field as dc_field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from cifarlab import i18n
 
@@ -19,16 +19,11 @@ def is_literal(code: str) -> bool:
     return " " in code or not code
 
 
-Escape = Callable[[str], str]
-
-
-def _render(code: str, params: Mapping[str, Any], lang: str, escape: Escape | None) -> str:
+def _render(code: str, params: Mapping[str, Any], lang: str) -> str:
     if is_literal(code):
         return code
-    # a parameter with a text of its own (a knob's label, a Problem): in the message's language;
-    # any other text may be what someone typed or named, so it goes through ``escape``
-    params = {k: v.text(lang) if callable(getattr(v, "text", None))
-              else escape(v) if escape and isinstance(v, str) else v
+    # a parameter with a text of its own (a knob's label, a Problem): in the message's language
+    params = {k: v.text(lang) if callable(getattr(v, "text", None)) else v
               for k, v in params.items()}
     return i18n.t(f"errors.{code}", lang, **params)
 
@@ -45,10 +40,9 @@ class CifarLabError(Exception):
         self.field = field
         self.params = params
 
-    def text(self, lang: str = i18n.DEFAULT, escape: Escape | None = None) -> str:
-        """The message in ``lang`` (numbers in that language's notation); ``escape`` makes
-        its text parameters safe where the message is written (Markdown on a page)."""
-        return _render(self.code, self.params, lang, escape)
+    def text(self, lang: str = i18n.DEFAULT) -> str:
+        """The message in ``lang`` (numbers in that language's notation)."""
+        return _render(self.code, self.params, lang)
 
     def __str__(self) -> str:  # one line, English, no class name
         return self.text(i18n.DEFAULT)
@@ -72,8 +66,8 @@ class Problem:
     code: str
     params: Mapping[str, Any] = dc_field(default_factory=dict)
 
-    def text(self, lang: str = i18n.DEFAULT, escape: Escape | None = None) -> str:
-        return _render(self.code, self.params, lang, escape)
+    def text(self, lang: str = i18n.DEFAULT) -> str:
+        return _render(self.code, self.params, lang)
 
 
 class ConfigError(CifarLabError):
@@ -89,15 +83,15 @@ class ConfigError(CifarLabError):
         """field -> English message (the command line's view)."""
         return self.texts(i18n.DEFAULT)
 
-    def texts(self, lang: str = i18n.DEFAULT, escape: Escape | None = None) -> dict[str, str]:
+    def texts(self, lang: str = i18n.DEFAULT) -> dict[str, str]:
         """field -> message in ``lang``, the first problem of each field."""
         out: dict[str, str] = {}
         for p in self.problems:
-            out.setdefault(p.field, p.text(lang, escape))
+            out.setdefault(p.field, p.text(lang))
         return out
 
-    def text(self, lang: str = i18n.DEFAULT, escape: Escape | None = None) -> str:
-        return " ".join(self.texts(lang, escape).values())
+    def text(self, lang: str = i18n.DEFAULT) -> str:
+        return " ".join(self.texts(lang).values())
 
 
 class DataError(CifarLabError):

@@ -160,7 +160,7 @@ elif run is not None and run.finished:
         st.session_state["gpu_run_seen"] = run.id
         st.session_state["gpu_pending_source"] = "run"
     if run.status == "failed":
-        st.error(t("gpu.failed", message=run.error_text(L, lab.md) if run.error else "?"))
+        st.error(t("gpu.failed", message=lab.md(run.error_text(L) if run.error else "?")))
         if rows := rows_so_far(run.id):
             st.dataframe(lab.rows_table(rows, L), hide_index=True)
     elif run.status in ("cancelled", "interrupted"):

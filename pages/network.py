@@ -10,7 +10,7 @@ from cifarlab.errors import CifarLabError
 from cifarlab.lab import network as convlab
 from cifarlab.lab.network import activation as act, figures as F
 from ui.data import get_data
-from ui.language import num, said, show_error, translator
+from ui.language import num, show_error, translator
 from ui.nav import lesson
 
 t = translator()
@@ -80,7 +80,7 @@ with tab_calc:
         right.code("\n".join((t(f"network.dim_{i}") + ": " if two else "") + d["formula"]
                              for i, d in enumerate(res["dims"])), language=None)
     if res["shape_error"] is not None:
-        st.error(said(res["shape_error"]))
+        st.error(res["shape_error"].text(t.lang))
     else:
         for i, d in enumerate(res["dims"]):
             if not d["exact"]:

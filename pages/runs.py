@@ -8,7 +8,6 @@ from __future__ import annotations
 import streamlit as st
 
 from cifarlab.core.checkpoint import load as load_checkpoint
-from cifarlab.core.safe_text import md_escape
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import runs as R
 from cifarlab.lab.train_live import status_text
@@ -145,7 +144,7 @@ def actions_section(queue, runs, sid: str) -> None:
     run = by_id[run_id]
     downloads(run, sid, queue.checkpoint(sid, run.id))   # the queue's checked path
     if run.error:
-        st.warning(t("runs.run_error", error=run.error_text(t.lang, md_escape)))
+        st.warning(t("runs.run_error", error=run.error_text(t.lang)))
     if not queue.can_control(sid, run):
         st.caption(t("runs.not_yours"))
         return

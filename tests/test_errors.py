@@ -88,22 +88,3 @@ def test_config_errors_keep_every_problem_and_survive_pickling():
 def test_numbers_follow_the_locale(lang, expected):
     got = f"{i18n.number(50000, lang)} · {i18n.number(0.001, lang)} · {i18n.percent(0.553, lang)}"
     assert got == expected
-
-
-def test_a_message_for_markdown_escapes_what_was_typed_and_nothing_else():
-    """``text(lang, escape)``: text parameters (what a person typed) go through ``escape``;
-    numbers keep the language's notation and a parameter with a text of its own (a Problem)
-    is the catalog's own words."""
-    from cifarlab.core.safe_text import md_escape
-
-    typed = "**0.1**](x)"
-    err = CifarLabError("class.experiment_value", knob="lr", value=typed,
-                        why=Problem("lr", "class.experiment_few", {"knob": "lr", "n": 2}))
-    plain, safe = err.text("es"), err.text("es", md_escape)
-    assert typed in plain and typed not in safe and md_escape(typed) in safe
-    assert i18n.t("errors.class.experiment_few", "es", knob="lr", n=2) in safe
-    assert CifarLabError("class.knob_locked", knob="x", value=1.5).text("es", md_escape) == \
-        i18n.t("errors.class.knob_locked", "es", knob="x", value=1.5)
-    config = ConfigError([Problem("lr", "class.experiment_value", {
-        "knob": "lr", "value": typed, "why": ""})])
-    assert md_escape(typed) in config.text("pt", md_escape)

@@ -9,7 +9,6 @@ from streamlit.testing.v1 import AppTest
 
 from cifarlab import i18n
 from cifarlab.core.config import Limits, TrainConfig, knobs
-from cifarlab.core.safe_text import md_escape
 from cifarlab.lab.train_form import TrainForm
 from test_pages_train import APP, lab  # noqa: F401 - the page's fixture
 
@@ -97,13 +96,3 @@ def test_a_bad_link_says_which_knob_and_the_page_works(lab):  # noqa: F811 - the
     assert at.number_input(key="train_epochs").value == 3
     assert at.text_input(key="train_lr").value == i18n.number(0.001, "es")
     assert not at.error                                      # nothing else is wrong
-
-
-def test_a_links_values_are_shown_as_typed_never_as_markup(lab):  # noqa: F811 - the fixture
-    """Someone else's link is text from a stranger: a value that is Markdown (an image from
-    another site, a link) is quoted in the warning, never drawn."""
-    bad = "![x](https://t.example/p.png)"
-    at = _open({"lr": bad}, "en")
-    warning = next(w.value for w in at.warning if "`lr`" in w.value)
-    assert md_escape(bad) in warning
-    assert "](" not in warning.replace("\\](", "")   # no image syntax left unescaped

@@ -11,7 +11,7 @@ import streamlit as st
 
 from cifarlab import i18n
 from cifarlab.errors import STORE_DOWN_CODES, STORE_DOWN_KEY, STORE_UNREACHABLE, CifarLabError
-from ui.language import lang, said, t
+from ui.language import lang, t
 
 
 @st.cache_resource(show_spinner=False, max_entries=2)
@@ -56,7 +56,7 @@ def get_data():
         with st.spinner(t("common.loading_data")):
             return _load_data(*data_setting())
     except CifarLabError as err:
-        st.error(t("errors.data_unavailable", reason=said(err)))
+        st.error(t("errors.data_unavailable", reason=err.text(lang())))
         st.stop()
 
 
@@ -92,11 +92,11 @@ def queue():
     except CifarLabError as err:
         # the database down: the student's words, no host or port (the host's log has them)
         down = err.code in STORE_DOWN_CODES
-        st.error(t(STORE_DOWN_KEY) if down else said(err),
+        st.error(t(STORE_DOWN_KEY) if down else err.text(lang()),
                  icon=":material/cloud_off:" if down else None)
         st.stop()
     notice = q.store_notice()   # the run store was damaged at start and recovered: say so once
     if notice is not None and not st.session_state.get("store_notice_seen"):
         st.session_state["store_notice_seen"] = True
-        st.warning(said(notice), icon=":material/restore:")
+        st.warning(notice.text(lang()), icon=":material/restore:")
     return q

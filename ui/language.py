@@ -7,7 +7,6 @@ import logging
 import streamlit as st
 
 from cifarlab import i18n
-from cifarlab.core.safe_text import md_escape
 from cifarlab.errors import CifarLabError
 from ui.internals import ensure_app_frame
 from ui.session import cookie
@@ -88,17 +87,11 @@ def dur(seconds) -> str:
     return i18n.duration(seconds, lang())
 
 
-def said(x) -> str:
-    """A CifarLabError, a Problem or a run's error (``.text``) in the student's language, for
-    Markdown: a text parameter (a file name, a typed value) shows as typed, never as markup."""
-    return x.text(lang(), md_escape)
-
-
 def error_text(err: Exception) -> str:
     """A CifarLabError in the student's language; anything else as one plain sentence (its
     details go to the server's log, never to the page: they can hold server paths)."""
     if isinstance(err, CifarLabError):
-        return said(err)
+        return err.text(lang())
     log.error("unexpected error on a page", exc_info=err)
     return t("errors.unexpected_plain")
 

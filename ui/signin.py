@@ -15,7 +15,7 @@ import streamlit as st
 from cifarlab.errors import STORE_DOWN_KEY, CifarLabError
 from cifarlab.serve import identity
 from cifarlab.serve.identity import Person
-from ui.language import LANG_COOKIE, lang, said, t
+from ui.language import LANG_COOKIE, lang, t
 from ui.session import COOKIE_DAYS
 from ui.session import browser_id as _browser, claims as _claims, host_secrets as _secrets
 from ui.session import logged_in as _logged_in
@@ -63,7 +63,7 @@ def person() -> Person:
         try:
             s = load_settings()
         except CifarLabError as err:
-            st.error(said(err))
+            st.error(err.text(lang()))
             st.stop()
         return identity.signed_in(str(claims["email"]), claims.get("name"),
                                   claims.get(s.groups_claim), instructors=s.instructors,

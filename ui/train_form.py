@@ -9,7 +9,6 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from cifarlab.core.safe_text import md_escape
 from cifarlab.lab.train_form import TrainForm, Widget
 from cifarlab.serve import queue as jobs
 from ui.data import queue
@@ -57,7 +56,7 @@ def link_problems(form: TrainForm) -> None:
     """What the opened link asked for that was refused, above the form."""
     problems = st.session_state.get(LINK_PROBLEMS)
     if problems:
-        st.warning("\n".join([t("train.link.problems")] + [f"- {p.text(form.lang, md_escape)}"
+        st.warning("\n".join([t("train.link.problems")] + [f"- {p.text(form.lang)}"
                                                             for p in problems]),
                    icon=":material/link_off:")
 

@@ -127,10 +127,10 @@ class Run:
     def finished(self) -> bool:
         return self.status in FINISHED
 
-    def error_text(self, lang: str = i18n.DEFAULT, escape=None) -> str | None:
-        """Why it failed (or was stopped), in ``lang`` (``escape``: as CifarLabError.text)."""
+    def error_text(self, lang: str = i18n.DEFAULT) -> str | None:
+        """Why it failed (or was stopped), in ``lang``."""
         if self.error_code:
-            return CifarLabError(self.error_code, **(self.error_params or {})).text(lang, escape)
+            return CifarLabError(self.error_code, **(self.error_params or {})).text(lang)
         return self.error
 
 

@@ -16,7 +16,7 @@ from cifarlab.lab import eta
 from pages.classroom_parts import student as classroom_student
 from ui import train_form
 from ui.data import queue as get_queue
-from ui.language import lang, said, t
+from ui.language import lang, t
 from ui.nav import lesson
 from ui.session import session_id
 from ui.signin import owner_id
@@ -52,7 +52,7 @@ def _submit() -> None:
         run_id = get_queue().submit(session_id(), config, name=ss.get(K + "name") or None,
                                     owner=owner_id())
     except CifarLabError as err:   # beside its widget when it names one
-        return _flash("error", said(err), form.refused(err.field))
+        return _flash("error", err.text(lang()), form.refused(err.field))
     _flash("success", t("train.started"))
     ss[K + "run_select"] = run_id
     ss[K + "name"] = ""   # the next run gets its own name
@@ -132,7 +132,7 @@ def settings(form, queue, msg: tuple | None) -> None:
             (st.error if msg[0] == "error" else st.success)(msg[1])
             if msg[0] == "error":
                 for p in form.problems().values():
-                    st.markdown(f"- {said(p)}")
+                    st.markdown(f"- {p.text(lang())}")
     with train_form.advanced(form, t("train.advanced"), msg[2] if msg else None):
         st.caption(t("train.advanced_help"))
         knobs([w for w in widgets if w.advanced])

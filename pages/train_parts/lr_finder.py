@@ -10,12 +10,11 @@ import streamlit as st
 
 from cifarlab import i18n
 from cifarlab.core import lr_finder as engine
-from cifarlab.core.safe_text import md_escape
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import train_lr_finder as finder
 from ui import train_form
 from ui.data import queue as get_queue
-from ui.language import lang, said, t
+from ui.language import lang, t
 from ui.nav import lesson
 from ui.session import session_id
 from ui.signin import owner_id
@@ -31,12 +30,12 @@ def _start() -> None:
     sweep, problems = finder.read(ss.get(K + "steps"), ss.get(K + "lo"), ss.get(K + "hi"))
     if config is None or problems:
         ss[K + "msg"] = ("error", t("train.lr_find.fix_settings") if config is None else
-                         said(next(iter(problems.values()))))
+                         next(iter(problems.values())).text(lang()))
         return
     try:
         get_queue().submit(session_id(), config, owner=owner_id(), sweep=sweep)
     except CifarLabError as err:   # the owner's limits, the queue's room, the class's rules
-        ss[K + "msg"] = ("error", said(err))
+        ss[K + "msg"] = ("error", err.text(lang()))
 
 
 def _use(lr: float) -> None:
@@ -64,7 +63,7 @@ def _boxes() -> dict | None:
     sweep, problems = finder.read(steps, lo, hi)
     for col, field in ((c1, "lr_find_steps"), (c2, "lr_find_range")):
         if field in problems:
-            col.error(said(problems[field]), icon=":material/error:")
+            col.error(problems[field].text(lang()), icon=":material/error:")
     return sweep
 
 
@@ -86,7 +85,7 @@ def _result(form, run) -> None:
     """The finished sweep: its curve, what it found and the suggestion's button."""
     result = run.result or {}
     if run.status == "failed" and not result.get("lrs"):
-        st.error(t("train.lr_find.failed", message=run.error_text(lang(), md_escape) if run.error
+        st.error(t("train.lr_find.failed", message=run.error_text(lang()) if run.error
                    else "?"))
         return
     if not result.get("lrs"):
