@@ -104,7 +104,7 @@ def test_sign_in_names_the_person_and_their_role_and_sign_out_forgets_them(serve
         page = context.new_page()
         # this server's very first request is a page (a link handed out in class): it gets the
         # app's frame, its translated navigation (not file names) and the language switch
-        page.goto(f"{server.url}/tensors?lang=es")   # a light page: sign-in comes back to it
+        page.goto(f"{server.url}/tensors?lang=es")   # a light page: any page shows the frame
         wait_idle(page)
         nav = page.locator('[data-testid="stSidebarNav"]').inner_text()
         for pid, _, _ in PAGES:
