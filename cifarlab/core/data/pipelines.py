@@ -150,11 +150,11 @@ class FastLoader:
                  batch_size: int = 4, device: str | torch.device = "cpu",
                  shuffle: bool = True, seed: int = 0,
                  subset: int | Sequence[int] | None = None, augment: str = "none"):
+        if (not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool)
+                or batch_size < 1):   # before any data is loaded
+            raise ValueError("batch_size must be a positive whole number")
         data = _as_data(data)
         x, y = data.split(split)
-        if (not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool)
-                or batch_size < 1):
-            raise ValueError("batch_size must be a positive whole number")
         idx = _subset(len(y), subset)
         self.indices = idx if idx is not None else np.arange(len(y), dtype=np.int64)
         self.device = torch.device(device)
