@@ -1,7 +1,5 @@
 """Inside the network: one test image (or the student's own picture) through a finished run's
-network or the tutorial's Net with random weights: every activation with its shape, one
-neuron's arithmetic (click a feature map), conv1's filters before and after training, and
-Captum's four answers to "why this class"."""
+network or a random Net: its activations, one neuron's sum, conv1's filters, Captum's "why"."""
 from __future__ import annotations
 
 import numpy as np
@@ -14,17 +12,12 @@ from cifarlab.lab.inside import figures as F
 from cifarlab.lab.tables import class_name
 from ui.data import get_data
 from ui.language import num, show_error, translator
-from ui.models import finished_runs, pick_run_model, predictions, uploaded_picture
+from ui.models import finished_runs, pick_run_model, predictions, random_model, uploaded_picture
 from ui.nav import lesson
 from ui.widgets import checked_number, clicked_cell
 
 t = translator()
 K = "inside_"
-
-
-@st.cache_resource(max_entries=4, show_spinner=False)
-def _random_model(seed: int, classes: int):
-    return I.random_model(seed, classes=classes)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -51,7 +44,7 @@ def choose_model(classes: int):
     if seed is None:
         return None
     c2.caption(t("inside.random_caption"))
-    return _random_model(int(seed), classes), f"random-{int(seed)}-{classes}", None
+    return random_model(int(seed), classes), f"random-{int(seed)}-{classes}", None
 
 
 def choose_image(model, model_key: str, data, names: list[str]):
@@ -88,18 +81,23 @@ def choose_image(model, model_key: str, data, names: list[str]):
         t("inside.test_image", i=str(index))
 
 
-def activations_tab(stages, names, act: str) -> None:
-    st.markdown(t("inside.act_intro"))
-    st.dataframe(F.stages_table(stages, t), hide_index=True, width="stretch",
-                 key=K + "stage_table", height=35 * (len(stages) + 1) + 3)
-    for view in F.stage_views(stages, names, t, act):
-        st.markdown(f"## {view.heading}")
-        st.code(view.line, language="python")
-        st.plotly_chart(view.figure, width="stretch", key=f"{K}stage_{view.name}", alt=view.alt)
-        if view.caption:
-            st.caption(view.caption)
-    with st.expander(t("a11y.show_table")):
-        st.table(F.scores_table(stages, names, t))
+def activations_tab(stages, names, model, hwc, words) -> None:
+    left, right = st.columns([1, 3])
+    left.image(R.upscale(hwc, 5), width=160, caption=t("inside.as_seen"),
+               alt=t("inside.image_alt", image=words,
+                     predicted=names[int(np.argmax(I.stage(stages, "softmax").values))]))
+    with right:
+        st.markdown(t("inside.act_intro"))
+        st.dataframe(F.stages_table(stages, t), hide_index=True, width="stretch",
+                     key=K + "stage_table", height=35 * (len(stages) + 1) + 3)
+        for view in F.stage_views(stages, names, t, I.activation_name(model)):
+            st.markdown(f"## {view.heading}")
+            st.code(view.line, language="python")
+            st.plotly_chart(view.figure, width="stretch", key=f"{K}stage_{view.name}", alt=view.alt)
+            if view.caption:
+                st.caption(view.caption)
+        with st.expander(t("a11y.show_table")):
+            st.table(F.scores_table(stages, names, t))
 
 
 @st.fragment
@@ -108,13 +106,14 @@ def neuron_tab(model, x, stages, hwc) -> None:
     ss = st.session_state
     st.markdown(t("inside.neuron_intro"))
     a, b = st.columns(2)
-    layer = a.radio(t("inside.layer"), list(I.CONV_LAYERS), horizontal=True, key=K + "layer")
+    layer = a.radio(t("inside.layer"), list(I.CONV_LAYERS), horizontal=True, key=K + "layer",
+                    persist_state="page")
     fmap_all = I.stage(stages, layer).values
     channels, h, w = fmap_all.shape
     if not 0 <= ss.get(K + "channel", 0) < channels:   # conv2 had more maps
         ss[K + "channel"] = 0
     channel = b.selectbox(t("inside.channel"), range(channels), key=K + "channel",
-                          format_func=lambda i: t("inside.map_n", n=i + 1))
+                          format_func=lambda i: t("inside.map_n", n=i + 1), persist_state="page")
     # A click on the map sets the two boxes below, before they are drawn (they work alone too).
     pick = clicked_cell(ss.get(K + "pick"))
     if pick is not None and pick != ss.get(K + "last_pick"):
@@ -129,8 +128,10 @@ def neuron_tab(model, x, stages, hwc) -> None:
                       selection_mode="points",
                       alt=t("inside.pick_alt", layer=layer, n=channel + 1, h=h, w=w))
     right.caption(t("inside.pick_hint"))
-    r = checked_number(right, t("inside.row", hi=h - 1), 0, h - 1, None, key=K + "row")
-    c = checked_number(right, t("inside.col", hi=w - 1), 0, w - 1, None, key=K + "col")
+    r = checked_number(right, t("inside.row", hi=h - 1), 0, h - 1, None, key=K + "row",
+                       persist_state="page")
+    c = checked_number(right, t("inside.col", hi=w - 1), 0, w - 1, None, key=K + "col",
+                       persist_state="page")
     if r is None or c is None:
         return
     n = I.neuron(model, x, layer, int(channel), int(r), int(c), stages)
@@ -186,7 +187,7 @@ def why_tab(model, model_key, image_key, x, hwc, stages, true_cls, names) -> Non
     probs = I.stage(stages, "softmax").values
     other = st.selectbox(t("inside.compare_class"), range(len(names)),
                          index=F.compare_default(probs, true_cls), key=K + "other_" + image_key,
-                         format_func=lambda i: names[i])
+                         format_func=lambda i: names[i], persist_state="page")
     targets = F.why_targets(probs, other, true_cls, names, t)
     try:
         with st.spinner(t("inside.explaining")):
@@ -225,25 +226,21 @@ if chosen is not None and picked is not None:
         show_error(err)
     else:
         st.markdown(F.summary(stages, words, true_cls, names, t))
-tab_lesson, tab_act, tab_neuron, tab_filters, tab_why = st.tabs(
-    [t("lesson.title"), t("inside.act_title"), t("inside.neuron_title"),
-     t("inside.filters_title"), t("inside.why_title")], default=t("inside.act_title"))
-with tab_lesson:
-    lesson("inside")
-if stages is not None:
-    with tab_act:
-        left, right = st.columns([1, 3])
-        left.image(R.upscale(hwc, 5), width=160, caption=t("inside.as_seen"),
-                   alt=t("inside.image_alt", image=words,
-                         predicted=names[int(np.argmax(I.stage(stages, "softmax").values))]))
-        with right:
-            activations_tab(stages, names, I.activation_name(model))
-    with tab_neuron:
+# Only the open tab runs (its widgets keep their values): Captum works when a student asks "why".
+tabs = st.tabs([t("lesson.title"), t("inside.act_title"), t("inside.neuron_title"),
+                t("inside.filters_title"), t("inside.why_title")], default=t("inside.act_title"),
+               key=K + "tab", on_change="rerun")
+shown = next(i for i, tab in enumerate(tabs) if tab.open)
+with tabs[shown]:
+    if shown == 0:
+        lesson("inside")
+    elif stages is None:
+        st.info(t("inside.choose_first"))
+    elif shown == 1:
+        activations_tab(stages, names, model, hwc, words)
+    elif shown == 2:
         neuron_tab(model, x, stages, hwc)
-    with tab_filters:
+    elif shown == 3:
         filters_tab(model, ckpt)
-    with tab_why:
+    else:
         why_tab(model, model_key, image_key, x, hwc, stages, true_cls, names)
-else:
-    for tab in (tab_act, tab_neuron, tab_filters, tab_why):
-        tab.info(t("inside.choose_first"))

@@ -16,27 +16,29 @@ t = translator()
 LRS = [0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5]
 
 st.title(t("nav.loss"))
+# Only the open tab runs; its widgets keep their values while another tab is open.
 tab_lesson, tab_ce, tab_opt = st.tabs([t("lesson.title"), t("loss.logits_title"),
-                                       t("loss.optimizer_title")])
+                                       t("loss.optimizer_title")],
+                                      key="loss_tab", on_change="rerun")
+KEEP = "page"
 
-with tab_lesson:
-    lesson("loss")
 
 # ------------------------------------------------------------------------ (a) cross-entropy
-with tab_ce:
+def cross_entropy() -> None:
     data = get_data()
     st.markdown(t("loss.ce_intro"))
     cols = st.columns([1, 1, 2])
     index = checked_number(cols[0], t("loss.image_index", n=data.n_test - 1), 0, data.n_test - 1,
-                           3, key="loss_index")
+                           3, key="loss_index", persist_state=KEEP)
     seed = checked_number(cols[1], t("common.seed"), 0, 10_000, 0, key="loss_seed",
-                          help=t("loss.seed_help"))
+                          help=t("loss.seed_help"), persist_state=KEEP)
     if index is not None and seed is not None:   # else: the box says why, no result
         index, seed = int(index), int(seed)
         label = int(data.test_y[index])
         names = [t(f"classes.{c}") for c in data.classes]
         boost = cols[2].slider(t("loss.boost", name=names[label]), -5.0, 10.0, 0.0, 0.5,
-                               key="loss_boost", help=t("loss.boost_help"))
+                               key="loss_boost", help=t("loss.boost_help"),
+                               persist_state=KEEP)
         logits = optimlab.net_logits(np.asarray(data.test_x[index]), seed=seed)
         logits[label] += boost
         ce = optimlab.cross_entropy_by_hand(logits, label)
@@ -62,26 +64,31 @@ with tab_ce:
             st.error(t("loss.disagree"))
         st.caption(t("loss.chance_loss"))
 
+
+
 # --------------------------------------------------------------------------- (b) optimizer
-with tab_opt:
+def optimizer() -> None:
     st.markdown(t("loss.opt_intro"))
     cols = st.columns(4)
     surface = cols[0].selectbox(t("loss.surface"), list(optimlab.SURFACES), key="opt_surface",
                                 index=list(optimlab.SURFACES).index(optimlab.DEMO["surface"]),
-                                format_func=lambda s: t(f"loss.surface_{s}"))
+                                format_func=lambda s: t(f"loss.surface_{s}"),
+                                persist_state=KEEP)
     lr = cols[1].select_slider(t("common.lr"), LRS, value=optimlab.DEMO["lr"], key="opt_lr",
-                               format_func=num,
-                               help=t("common.lr_help"))
+                               format_func=num, help=t("common.lr_help"),
+                               persist_state=KEEP)
     momentum = cols[2].slider(t("common.momentum"), 0.0, 0.99, optimlab.DEMO["momentum"], 0.01,
-                              key="opt_momentum", help=t("common.momentum_help"))
-    steps = cols[3].slider(t("loss.steps"), 1, 300, optimlab.DEMO["steps"], key="opt_steps")
+                              key="opt_momentum", help=t("common.momentum_help"),
+                              persist_state=KEEP)
+    steps = cols[3].slider(t("loss.steps"), 1, 300, optimlab.DEMO["steps"], key="opt_steps",
+                            persist_state=KEEP)
     try:
         surf = optimlab.loss_surface(surface, grid=121)
         paths = {"plain": optimlab.sgd_path(surface, None, lr, 0.0, steps),
                  "momentum": optimlab.sgd_path(surface, None, lr, momentum, steps)}
     except CifarLabError as err:
         show_error(err)
-        st.stop()
+        return
     labels = {"plain": t("loss.plain_sgd"),
               "momentum": t("loss.sgd_momentum_value", m=num(momentum))}
     contour, curves = optimlab.paths_figures(surf, paths, labels, t)
@@ -101,3 +108,10 @@ with tab_opt:
             "    loss.backward()\n"
             "    optimizer.step()   # v = momentum * v + p.grad;  p = p - lr * v",
             language="python")
+
+
+for tab, draw in ((tab_lesson, lambda: lesson("loss")), (tab_ce, cross_entropy),
+                  (tab_opt, optimizer)):
+    if tab.open:
+        with tab:
+            draw()

@@ -16,9 +16,13 @@ from ui.nav import lesson
 t = translator()
 
 st.title(t("nav.network"))
+# Only the open tab runs (its widgets keep their values while another is open): the first
+# visit draws the lesson alone, not six tabs of charts a slow laptop would lay out unseen.
 tab_lesson, tab_arch, tab_calc, tab_edit, tab_conv, tab_pool, tab_act = st.tabs([
     t("lesson.title"), t("network.arch_title"), t("network.calc_title"), t("network.edit_title"),
-    t("network.conv_title"), t("network.pool_title"), t("network.act_title")])
+    t("network.conv_title"), t("network.pool_title"), t("network.act_title")],
+    key="network_tab", on_change="rerun")
+KEEP = "page"   # persist_state: a widget's value outlives its tab being closed
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
@@ -43,11 +47,8 @@ def fc1_line(report) -> str:
             + t("network.total_params", n=num(report.total_params)))
 
 
-with tab_lesson:
-    lesson("network")
-
 # ------------------------------------------------------------------------- (a) the tutorial's
-with tab_arch:
+def arch() -> None:
     st.markdown(t("network.arch_intro"))
     tutorial = stack_report(ModelSpec())
     show_table(tutorial.rows, "arch_table")
@@ -56,16 +57,18 @@ with tab_arch:
                     alt=t("a11y.sizes_chart"))
     st.caption(t("network.sizes_caption"))
 
+
 # ----------------------------------------------------------------------------- (b) calculator
-with tab_calc:
+def calc() -> None:
     st.markdown(t("network.calc_intro"))
     kind = st.radio(t("network.layer_type"), ["conv", "pool"], horizontal=True, key="calc_kind",
-                    format_func=lambda k: t(f"network.layer_{k}"))
+                    format_func=lambda k: t(f"network.layer_{k}"), persist_state=KEEP)
     cols = st.columns(5)
     # Text, as nn.Conv2d takes it ("5" or "(5, 2)"); the engine refuses what PyTorch would, in
     # the student's language, never with a stale result.
     conv = kind == "conv"
-    args = [col.text_input(t(f"network.{name}"), value, key=key, help=t("network.pair_help"))
+    args = [col.text_input(t(f"network.{name}"), value, key=key, help=t("network.pair_help"),
+                           persist_state=KEEP)
             for col, name, value, key in zip(cols, (
                 "input_size", "kernel", "padding", "stride", "dilation"), (
                 "32", "5" if conv else "2", "0", "1" if conv else "2", "1"), (
@@ -89,8 +92,9 @@ with tab_calc:
         if res["exact"]:
             st.success(t("network.exact"))
 
+
 # --------------------------------------------------------------------------- (c) edit the net
-with tab_edit:
+def edit() -> None:
     st.markdown(t("network.edit_intro"))
     d = ModelSpec()
     values: dict[str, list[int]] = {"channels": [], "kernels": [], "paddings": [], "strides": []}
@@ -104,15 +108,18 @@ with tab_edit:
                 (a, "paddings", t("network.padding"), 0, 15, "p"),
                 (b, "strides", t("network.stride"), 1, 8, "s")):
             values[name].append(int(where.number_input(label, lo, hi, getattr(d, name)[i],
-                                                       key=f"edit_{key}{i + 1}")))
+                                                       key=f"edit_{key}{i + 1}",
+                                                       persist_state=KEEP)))
     a, b, c_ = st.columns(3)
-    pool = a.number_input(t("network.pool_size"), 1, 8, d.pool, key="edit_pool",
-                          help=t("network.pool_size_help"))
-    h1 = b.number_input(t("network.hidden", layer="fc1"), 1, 4096, d.hidden[0], key="edit_h1")
-    h2 = c_.number_input(t("network.hidden", layer="fc2"), 1, 4096, d.hidden[1], key="edit_h2")
+    size = a.number_input(t("network.pool_size"), 1, 8, d.pool, key="edit_pool",
+                          help=t("network.pool_size_help"), persist_state=KEEP)
+    h1 = b.number_input(t("network.hidden", layer="fc1"), 1, 4096, d.hidden[0], key="edit_h1",
+                        persist_state=KEEP)
+    h2 = c_.number_input(t("network.hidden", layer="fc2"), 1, 4096, d.hidden[1], key="edit_h2",
+                         persist_state=KEEP)
     try:
         report = stack_report(ModelSpec(**{k: tuple(v) for k, v in values.items()},
-                                        pool=int(pool), hidden=(int(h1), int(h2))))
+                                        pool=int(size), hidden=(int(h1), int(h2))))
     except CifarLabError as err:
         show_error(err)
     else:
@@ -134,26 +141,34 @@ with tab_edit:
         elif report.ok:
             st.markdown(t("network.hardcoded_ok"))
 
-# --------------------------------------------------------------------- (d) convolution, by hand
-data = get_data()
 
-with tab_conv:
+# --------------------------------------------------------------------- (d) convolution, by hand
+def conv_map(data, index: int, choice: str, seed: int):
+    """The image, its example kernel and the map it makes: drawn by the conv tab, pooled by the
+    pool tab (from the conv tab's kept values when it is not the one open)."""
+    hwc = data.image("test", index)
+    ex = F.conv_example(hwc, choice, seed)
+    return hwc, ex, convlab.apply_kernel(ex.image, ex.kernel, ex.bias)
+
+
+def conv(data) -> None:
     st.markdown(t("network.conv_intro"))
     cols = st.columns([1, 2, 1])
     index = int(cols[0].number_input(t("network.image_index", n=data.n_test - 1), 0,
-                                     data.n_test - 1, 0, key="conv_index"))
+                                     data.n_test - 1, 0, key="conv_index", persist_state=KEEP))
     choice = cols[1].selectbox(t("network.kernel_choice"), F.kernel_options(), key="conv_kernel",
-                               format_func=lambda name: F.kernel_label(name, t))
+                               format_func=lambda name: F.kernel_label(name, t),
+                               persist_state=KEEP)
     seed = int(cols[2].number_input(t("common.seed"), 0, 10_000, 0, key="conv_seed",
-                                    help=t("network.seed_help")))
-    hwc = data.image("test", index)
-    ex = F.conv_example(hwc, choice, seed)
+                                    help=t("network.seed_help"), persist_state=KEEP))
+    hwc, ex, fmap = conv_map(data, index, choice, seed)
     st.caption(t(ex.caption))
-    fmap = convlab.apply_kernel(ex.image, ex.kernel, ex.bias)
     oh, ow = fmap.shape
     a, b = st.columns(2)
-    row = a.slider(t("network.out_row"), 0, oh - 1, min(oh // 2, oh - 1), key="conv_row")
-    col = b.slider(t("network.out_col"), 0, ow - 1, min(ow // 2, ow - 1), key="conv_col")
+    row = a.slider(t("network.out_row"), 0, oh - 1, min(oh // 2, oh - 1), key="conv_row",
+                   persist_state=KEEP)
+    col = b.slider(t("network.out_col"), 0, ow - 1, min(ow // 2, ow - 1), key="conv_col",
+                   persist_state=KEEP)
     step = convlab.conv_step(ex.image, ex.kernel, ex.bias, row, col)
     name = t(f"classes.{data.classes[int(data.test_y[index])]}")
     f1, f2, f3 = st.columns(3)
@@ -169,19 +184,29 @@ with tab_conv:
     else:
         st.error(t("network.torch_differs", value=num(step["torch_output"], 4)))
 
+
 # -------------------------------------------------------------------------- (e) max pooling
-with tab_pool:
+def pool(data) -> None:
     st.markdown(t("network.pool_intro"))
+    ss = st.session_state   # the conv tab's choices, kept while it is closed
+    _, _, fmap = conv_map(data, ss.get("conv_index", 0),
+                          ss.get("conv_kernel", F.kernel_options()[0]), ss.get("conv_seed", 0))
     relu = np.maximum(fmap, 0)
+    oh, ow = fmap.shape
+    row, col = ss.get("conv_row", oh // 2), ss.get("conv_col", ow // 2)
     cols = st.columns(4)
     source = cols[0].radio(t("network.pool_source"), ["crop", "full"], key="pool_source",
-                           format_func=lambda s: t(f"network.pool_source_{s}"))
-    pk = cols[1].radio(t("network.kernel"), [2, 3], horizontal=True, key="pool_kernel")
-    ps = cols[2].radio(t("network.stride"), [1, 2, 3], index=1, horizontal=True, key="pool_stride")
+                           format_func=lambda s: t(f"network.pool_source_{s}"), persist_state=KEEP)
+    pk = cols[1].radio(t("network.kernel"), [2, 3], horizontal=True, key="pool_kernel",
+                     persist_state=KEEP)
+    ps = cols[2].radio(t("network.stride"), [1, 2, 3], index=1, horizontal=True,
+                     key="pool_stride", persist_state=KEEP)
     region = relu
     if source == "crop":
-        top = cols[3].slider(t("network.crop_top"), 0, oh - 8, min(row, oh - 8), key="pool_top")
-        left = cols[3].slider(t("network.crop_left"), 0, ow - 8, min(col, ow - 8), key="pool_left")
+        top = cols[3].slider(t("network.crop_top"), 0, oh - 8, min(row, oh - 8), key="pool_top",
+                             persist_state=KEEP)
+        left = cols[3].slider(t("network.crop_left"), 0, ow - 8, min(col, ow - 8), key="pool_left",
+                              persist_state=KEEP)
         region = relu[top:top + 8, left:left + 8]
     try:
         pooled = convlab.maxpool_windows(region, int(pk), int(ps))
@@ -189,15 +214,16 @@ with tab_pool:
         show_error(err)
     else:
         wins = pooled["windows"]
-        pick = st.slider(t("network.pool_window"), 1, len(wins), 1, key="pool_pick") - 1
+        pick = st.slider(t("network.pool_window"), 1, len(wins), 1, key="pool_pick",
+                         persist_state=KEEP) - 1
         fig_in, fig_out = F.pool_figures(region, pooled, pick, int(pk), t)
         p1, p2 = st.columns(2)
         chart(p1, fig_in, "pool_in_fig", t("a11y.pool_in_chart"))
         chart(p2, fig_out, "pool_out_fig", t("a11y.pool_out_chart"))
         out, chosen = pooled["output"], wins[pick]
-        calc = convlab.calculator("pool", region.shape[0], int(pk), 0, int(ps))
+        sizes = convlab.calculator("pool", region.shape[0], int(pk), 0, int(ps))
         st.markdown(t("network.pool_size_line", h=region.shape[0], out=out.shape[0],
-                      formula=calc["formula"]))
+                      formula=sizes["formula"]))
         st.markdown(t("network.pool_window_line", n=pick + 1, r=chosen["argmax"][0],
                       c=chosen["argmax"][1], value=num(chosen["max"], 3)))
         if pooled["match"]:
@@ -205,9 +231,18 @@ with tab_pool:
         else:
             st.error(t("network.pool_torch_differs"))
 
+
 # ------------------------------------------------------------------- (f) activation functions
-with tab_act:
+def activations() -> None:
     lesson("activation")
     chart(st, act.figure(t), "act_fig", t("a11y.act_chart"))
     st.markdown(t("network.act_table_intro"))
     st.dataframe(act.table(t), hide_index=True, width="stretch", key="act_table")
+
+
+for tab, draw in ((tab_lesson, lambda: lesson("network")), (tab_arch, arch), (tab_calc, calc),
+                  (tab_edit, edit), (tab_conv, lambda: conv(get_data())),
+                  (tab_pool, lambda: pool(get_data())), (tab_act, activations)):
+    if tab.open:
+        with tab:
+            draw()

@@ -8,6 +8,8 @@ code spans) is left out: code is the same in every language.
 
     texts = page_texts(at)            # [(where, text), ...]
     figures = page_figures(at)        # [figure JSON, ...]
+    open_tab(at, label)               # a keyed tab bar draws only its open tab
+    for label in each_tab(at): ...    # every tab of it in turn
 """
 from __future__ import annotations
 
@@ -117,6 +119,31 @@ def _table(proto) -> list[str]:
             else:
                 out.append(str(value))
     return out
+
+
+def tab_bars(at) -> dict[str, list[str]]:
+    """The page's keyed tab bars, key: labels. Such a bar (``st.tabs(key=..., on_change="rerun")``)
+    runs only its open tab's code; the key ends the block's id (``$$ID-<hash>-<key>``)."""
+    return {node.proto.id.split("-", 2)[-1]: [tab.label for tab in node.children.values()]
+            for node in at._tree
+            if getattr(node, "type", "") == "tab_container" and node.proto.id.startswith("$$ID-")}
+
+
+def open_tab(at, label: str) -> None:
+    """Choose the tab ``label`` (in the page's language) of its keyed bar, and rerun."""
+    (key,) = [k for k, labels in tab_bars(at).items() if label in labels]
+    at.session_state[key] = label
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def each_tab(at) -> Iterator[str]:
+    """Open every tab of the page's one keyed tab bar in turn; yields each label once its tab
+    is drawn."""
+    ((key, labels),) = tab_bars(at).items()
+    for label in labels:
+        open_tab(at, label)
+        yield label
 
 
 def page_figures(at) -> list[dict]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -68,14 +67,13 @@ def test_replica_a_killed_mid_run_the_same_link_on_b_says_why_and_runs_the_queue
     a, b = (StreamlitServer(home, env, script="server.py") for _ in range(2))
     a.log, b.log = home / "a.log", home / "b.log"
     store = RunStore(pg_url, home / "checkpoints")
-    pages, pool = [], ThreadPoolExecutor(1)
+    pages = []
     try:
-        a.start()                     # A dispatches; B, started once A does, waits
-        b_up = pool.submit(b.start)
-        # on A: the tutorial (in one process: its DataLoader workers would only take CPU from
-        # B's start), then a tiny run that waits for the one CPU slot
+        a.start()     # A dispatches; B, started once A does, waits
+        b.start()     # before the tutorial's run, which then trains alone until A's crash
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         pages.append(page)
+        # on A: the tutorial (in one process), then a tiny run that waits for the one CPU slot
         for n, link in ((1, "&num_workers=0"), (2, "&" + TINY)):
             page.goto(f"{a.url}/train?lang=en&sid={SID}{link}")
             wait_idle(page, GUARD_MS)
@@ -86,7 +84,6 @@ def test_replica_a_killed_mid_run_the_same_link_on_b_says_why_and_runs_the_queue
         assert second.status == "queued" and second.config["train_subset"] == 256
         wait_on_progress(lambda: store.get(first.id).status != "queued",
                          lambda: None, stall_s=GUARD_MS / 1000, page=page)
-        b_up.result()
         assert (store.get(first.id).status, store.get(second.id).status) == ("running", "queued")
         crash(a.proc.pid)
         a.proc.wait()
@@ -131,6 +128,5 @@ def test_replica_a_killed_mid_run_the_same_link_on_b_says_why_and_runs_the_queue
             page.close()
         if a.proc is not None and a.proc.poll() is None:
             crash(a.proc.pid)
-        pool.shutdown()
         b.stop()
         store.close()

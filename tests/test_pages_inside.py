@@ -2,7 +2,8 @@
 tutorial's Net with random weights when the student has no run, then a finished run seeded into
 a temporary run store (a real short training and its checkpoint): every activation's shape, one
 neuron's arithmetic equal to F.conv2d, the filters before and after, Captum's views for the
-predicted and the true class, a misclassified image and an uploaded picture."""
+predicted and the true class, a misclassified image and an uploaded picture. The page draws
+only its open tab (the activations first): a test opens the tab it reads."""
 from __future__ import annotations
 
 import base64
@@ -19,6 +20,7 @@ from streamlit.testing.v1 import AppTest
 
 from cifarlab import i18n
 from data_support import pages_queue
+from page_text import open_tab
 from run_support import CONFIG  # the session's finished run (conftest's ``finished_run``)
 from cifarlab.core.checkpoint import load as load_checkpoint
 from cifarlab.core.config import ModelSpec, TrainConfig
@@ -104,21 +106,29 @@ def test_without_a_run_the_random_net_is_shown(lab, lang):
     at = page(EMPTY, lang)
     t = i18n.translator(lang)
     assert at.radio(key="inside_source").value == "random"
+    # the activations tab alone is drawn: no neuron, no filters, no attributions yet
+    keys = {w.key for kind in ("radio", "selectbox", "number_input") for w in getattr(at, kind)}
+    assert not keys & {"inside_layer", "inside_channel", "inside_row"}
+    assert t("inside.filters_random") not in texts(at)
     body = texts(at)
     for stage in ("conv1", "pool1", "conv2", "pool2", "flatten", "relu3", "relu4", "fc3",
                   "softmax"):
         assert t(f"inside.stage_{stage}", act="ReLU") in body, stage
     for shape in ("6×28×28", "6×14×14", "16×10×10", "16×5×5", "`400`", "`120`", "`84`", "`10`"):
         assert shape in body, shape
-    assert t("inside.filters_random") in body
     code = [c.value for c in at.code]   # the tutorial's own flatten line, as on Network
     assert "x = x.view(-1, 16 * 5 * 5)" in code and not [c for c in code if "torch.flatten" in c]
-    assert t("inside.why_title") in [tab.label for tab in at.tabs]
-    assert any(t("inside.torch_agrees", value="X", shown="X").split("X")[0] in s.value
-               for s in at.success)
-    assert len(at.get("plotly_chart")) >= 12
+    assert len(at.get("plotly_chart")) >= 9
     if lang != "en":
         assert i18n.t("inside.act_intro", "en") not in body
+    open_tab(at, t("inside.neuron_title"))
+    assert any(t("inside.torch_agrees", value="X", shown="X").split("X")[0] in s.value
+               for s in at.success)
+    open_tab(at, t("inside.filters_title"))
+    assert t("inside.filters_random") in texts(at)
+    open_tab(at, t("inside.why_title"))
+    ok(at)
+    assert [el for el in at.selectbox if (el.key or "").startswith("inside_other_")]
 
 
 def test_a_finished_run_its_neuron_filters_and_reasons(lab):
@@ -134,6 +144,7 @@ def test_a_finished_run_its_neuron_filters_and_reasons(lab):
     assert f"#{index}" in texts(at)
     x = I.to_input(data.test_x[index])
     # one neuron of conv2, typed in (the keyboard's way to "click" the map)
+    open_tab(at, i18n.t("inside.neuron_title", "es"))
     at.radio(key="inside_layer").set_value("conv2").run()
     at.selectbox(key="inside_channel").set_value(7).run()
     at.number_input(key="inside_row").set_value(3).run()
@@ -151,9 +162,11 @@ def test_a_finished_run_its_neuron_filters_and_reasons(lab):
     ok(at)
     assert at.selectbox(key="inside_channel").value == 0
     # filters: before (from the run's seed) and after, 6 each
+    open_tab(at, i18n.t("inside.filters_title", "es"))
     body = texts(at)
     assert i18n.t("inside.filters_seed", "es", seed=CONFIG.seed) in body
     # a misclassified image, explained for the predicted and the true class
+    open_tab(at, i18n.t("inside.why_title", "es"))
     at.radio(key="inside_image_kind").set_value("wrong").run()
     ok(at)
     wrong = at.selectbox(key="inside_wrong").value
@@ -195,6 +208,7 @@ def test_a_run_of_another_shape_is_shown_with_its_own_shapes(lab):
     for shape in ("4×32×32", "4×16×16", "8×16×16", "8×8×8", "`512`", "`32`", "`16`"):
         assert shape in body, shape
     assert "x = x.view(-1, 8 * 8 * 8)" in [c.value for c in at.code]   # its own sizes
+    open_tab(at, i18n.t("inside.neuron_title", "en"))
     at.radio(key="inside_layer").set_value("conv2").run()
     at.number_input(key="inside_row").set_value(0).run()
     at.number_input(key="inside_col").set_value(15).run()

@@ -1,5 +1,6 @@
 """The Network and Loss & Optimizer pages through the real entry point (app.py): they render in
-every language, and their calculator, layer-stack editor and optimizer demo react to input."""
+every language, and their calculator, layer-stack editor and optimizer demo react to input.
+Each page draws only its open tab (the lesson first): a test opens the tab it reads."""
 from __future__ import annotations
 
 import json
@@ -9,6 +10,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from cifarlab import i18n
+from page_text import each_tab, open_tab
 
 APP = "../app.py"
 
@@ -17,13 +19,16 @@ APP = "../app.py"
 def open_page(monkeypatch, cifar_archive):
     monkeypatch.setenv("CIFARLAB_DATA", str(cifar_archive))
 
-    def open_(page: str, lang: str = "en") -> AppTest:
+    def open_(page: str, lang: str = "en", tab: str | None = None) -> AppTest:
+        """The page in ``lang``, with the tab titled by the catalog key ``tab`` open."""
         at = AppTest.from_file(APP, default_timeout=120)
         at.query_params["lang"] = lang
         at.run()
         at.switch_page(f"pages/{page}.py")
         at.run()
         assert not at.exception, [e.value for e in at.exception]
+        if tab:
+            open_tab(at, i18n.t(tab, lang))
         return at
 
     return open_
@@ -44,22 +49,28 @@ def everything(at: AppTest) -> str:
 def test_both_pages_render_in_every_language(open_page, lang):
     t = i18n.translator(lang)
     at = open_page("network", lang)
-    assert not at.error, texts(at, "error")
     assert at.title[0].value == t("nav.network")
-    assert [m.value for m in at.metric] == ["28"]                 # the calculator: 32, k=5
-    body = everything(at)
+    # a first visit draws the lesson alone: no chart, table or result of the other tabs
+    assert at.tabs[0].label == t("lesson.title") and at.markdown
+    assert not at.metric and not at.dataframe and not at.get("plotly_chart")
+    seen = {}
+    for label in each_tab(at):
+        assert not at.error, (label, texts(at, "error"))
+        seen[label] = everything(at), [m.value for m in at.metric], [d.value for d in at.dataframe]
+    assert seen[t("network.calc_title")][1] == ["28"]            # the calculator: 32, k=5
+    body = "\n".join(text for text, _, _ in seen.values())
     assert t("network.fc1_inputs", n=400, c=16, h=5, w=5) in body
     assert t("network.total_params", n=62006) in body   # "62.006" in es and pt
     assert t("network.torch_agrees", value="").split("{")[0][:10] in body
     assert t("network.pool_torch_agrees") in body
-    table = at.dataframe[0].value
+    table = seen[t("network.arch_title")][2][0]
     assert list(table[t("network.out_shape_col")])[:7] == [
         "3×32×32", "6×28×28", "6×28×28", "6×14×14", "16×10×10", "16×10×10", "16×5×5"]
     # each layer's count and, in the last row, their sum: the total stated under the table
     assert list(table[t("network.layer_col")])[-1] == t("network.total_row")
     assert list(table[t("network.params_col")])[-1] == i18n.number(62006, lang)
 
-    at = open_page("loss", lang)
+    at = open_page("loss", lang, tab="loss.logits_title")
     assert not at.error, texts(at, "error")
     assert at.title[0].value == t("nav.loss")
     by_hand, torch_ = (m.value for m in at.metric)
@@ -69,8 +80,23 @@ def test_both_pages_render_in_every_language(open_page, lang):
     assert t("loss.agree") in everything(at)
 
 
+def test_what_a_tab_was_given_outlives_a_visit_to_another_tab(open_page):
+    """Only the open tab runs, yet a value typed in one survives reruns in another."""
+    at = open_page("network", tab="network.calc_title")
+    at.text_input(key="calc_kernel_conv").set_value("3").run()
+    assert at.metric[0].value == "30"
+    open_tab(at, i18n.t("network.edit_title"))
+    assert not at.metric and at.number_input(key="edit_k2").value == 5
+    at.number_input(key="edit_k2").set_value(3).run()
+    at.run()
+    open_tab(at, i18n.t("network.calc_title"))
+    assert at.text_input(key="calc_kernel_conv").value == "3" and at.metric[0].value == "30"
+    open_tab(at, i18n.t("network.edit_title"))
+    assert at.number_input(key="edit_k2").value == 3
+
+
 def test_calculator_reacts_and_warns(open_page):
-    at = open_page("network")
+    at = open_page("network", tab="network.calc_title")
     assert at.metric[0].value == "28"
     at.text_input(key="calc_kernel_conv").set_value("3").run()
     assert at.metric[0].value == "30"
@@ -93,7 +119,7 @@ def test_calculator_reacts_and_warns(open_page):
 @pytest.mark.parametrize("lang", ["en", "es", "pt"])
 def test_calculator_takes_a_rectangular_kernel_as_pytorch_does(open_page, lang):
     t = i18n.translator(lang)
-    at = open_page("network", lang)
+    at = open_page("network", lang, tab="network.calc_title")
     at.text_input(key="calc_kernel_conv").set_value("(5, 2)").run()
     at.text_input(key="calc_stride_conv").set_value("(1, 4)").run()
     h, w = torch.nn.Conv2d(1, 1, (5, 2), stride=(1, 4))(torch.zeros(1, 1, 32, 32)).shape[-2:]
@@ -114,7 +140,7 @@ def test_calculator_takes_a_rectangular_kernel_as_pytorch_does(open_page, lang):
 
 
 def test_edited_stack_recomputes_fc1_and_shows_pytorchs_error(open_page):
-    at = open_page("network")
+    at = open_page("network", tab="network.edit_title")
     at.number_input(key="edit_k2").set_value(3).run()
     assert not at.exception
     body = everything(at)
@@ -122,13 +148,13 @@ def test_edited_stack_recomputes_fc1_and_shows_pytorchs_error(open_page):
     assert "RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x576 and 400x120)" in body
     assert "RuntimeError: shape '[-1, 400]' is invalid for input of size 2304" in body
     assert "nn.Linear(16 * 6 * 6, 120)" in body
-    edited = at.dataframe[1].value
+    (edited,) = [d.value for d in at.dataframe]
     assert "16×6×6" in list(edited[i18n.t("network.out_shape_col")])
     assert i18n.number(576 * 120 + 120) in list(edited[i18n.t("network.params_col")])
 
 
 def test_a_bad_stack_gives_the_message_not_an_exception(open_page):
-    at = open_page("network")
+    at = open_page("network", tab="network.edit_title")
     at.number_input(key="edit_k2").set_value(15).run()
     assert not at.exception
     errors = texts(at, "error")
@@ -137,12 +163,15 @@ def test_a_bad_stack_gives_the_message_not_an_exception(open_page):
 
 
 def test_convolution_and_pooling_visualizers_react(open_page):
-    at = open_page("network")
+    at = open_page("network", tab="network.conv_title")
     at.selectbox(key="conv_kernel").set_value("net0").run()
     at.slider(key="conv_row").set_value(0).run()
     at.slider(key="conv_col").set_value(27).run()
     assert not at.exception and not at.error
     assert any("75" in m for m in texts(at, "markdown"))         # 3×5×5 products
+    # the pool tab pools that map: its crop starts where the conv tab's output pixel is
+    open_tab(at, i18n.t("network.pool_title"))
+    assert (at.slider(key="pool_top").value, at.slider(key="pool_left").value) == (0, 20)
     at.radio(key="pool_kernel").set_value(3).run()
     at.radio(key="pool_stride").set_value(1).run()
     assert not at.exception and not at.error
@@ -150,8 +179,10 @@ def test_convolution_and_pooling_visualizers_react(open_page):
 
 
 def test_pixel_grids_have_whole_number_ticks_and_the_max_marker_leaves_its_number(open_page):
-    at = open_page("network")
+    at = open_page("network", tab="network.conv_title")
     specs = {c.key: json.loads(c.proto.spec) for c in at.get("plotly_chart")}
+    open_tab(at, i18n.t("network.pool_title"))
+    specs |= {c.key: json.loads(c.proto.spec) for c in at.get("plotly_chart")}
     kernel = specs["conv_kernel_fig"]["layout"]            # a 5×5 kernel: one tick per pixel
     assert kernel["xaxis"]["dtick"] == 1 and kernel["yaxis"]["dtick"] == 1
     assert specs["conv_input"]["layout"]["xaxis"]["dtick"] == 5       # 32 pixels
@@ -165,7 +196,7 @@ def test_pixel_grids_have_whole_number_ticks_and_the_max_marker_leaves_its_numbe
 
 
 def test_loss_page_says_when_the_loss_explodes(open_page):
-    at = open_page("loss")
+    at = open_page("loss", tab="loss.optimizer_title")
     assert not any("exploded" in e for e in texts(at, "error"))   # lr 0.05 is fine
     at.select_slider(key="opt_lr").set_value(0.5).run()
     assert not at.exception
@@ -176,6 +207,7 @@ def test_loss_page_says_when_the_loss_explodes(open_page):
     errors = texts(at, "error")
     assert len(errors) == 1 and i18n.t("loss.plain_sgd") in errors[0]
     # moving the true class's score changes the loss, and both sides still agree
+    open_tab(at, i18n.t("loss.logits_title"))
     before = at.metric[0].value
     at.slider(key="loss_boost").set_value(5.0).run()
     after = at.metric[0].value
@@ -185,7 +217,7 @@ def test_loss_page_says_when_the_loss_explodes(open_page):
 @pytest.mark.parametrize("lang", ["es", "pt"])
 def test_calculator_bad_values_say_why_in_the_language_and_never_show_a_stale_result(open_page,
                                                                                   lang):
-    at = open_page("network", lang)
+    at = open_page("network", lang, tab="network.calc_title")
     assert at.metric[0].value == "28"
     for key, bad in (("calc_stride_conv", "0"), ("calc_padding", "-1"),
                      ("calc_kernel_conv", "0")):
@@ -202,7 +234,7 @@ def test_calculator_bad_values_say_why_in_the_language_and_never_show_a_stale_re
 @pytest.mark.parametrize("lang", ["en", "es", "pt"])
 def test_the_activation_tab_teaches_why_relu_in_the_language(open_page, lang):
     t = i18n.translator(lang)
-    at = open_page("network", lang)
+    at = open_page("network", lang, tab="network.act_title")
     body = everything(at)
     assert i18n.lesson("activation", lang).splitlines()[0].lstrip("# ") in body
     assert any("F.relu(self.fc1(x))" in c for c in texts(at, "code"))   # the tutorial's lines
@@ -216,7 +248,7 @@ def test_the_activation_tab_teaches_why_relu_in_the_language(open_page, lang):
 @pytest.mark.parametrize("lang", ["en", "es", "pt"])
 def test_the_mountain_range_shows_plain_sgd_stuck_and_momentum_through(open_page, lang):
     t = i18n.translator(lang)
-    at = open_page("loss", lang)
+    at = open_page("loss", lang, tab="loss.optimizer_title")
     at.selectbox(key="opt_surface").set_value("mountains").run()
     assert not at.exception
     assert any(w.startswith(f"**{t('loss.plain_sgd')}**: {t('loss.stuck')}")

@@ -3,9 +3,9 @@
 One finished run of the tutorial as written is written straight into a run store
 (tests/synthetic_run.py: no training), and beside it, in another session, a run still training.
 Results, Runs, Train, Data, Network, Inside and Loss are run in English, Spanish and Portuguese;
-every text a student reads is collected (tests/page_text.py). Every number that the English page
-writes with a thousands or a decimal mark must appear in Spanish and Portuguese in that
-language's own notation (Babel's), and never as the English wrote it; nothing reads "None",
+every text a student reads is collected (tests/page_text.py), in each tab. Every number that
+the English page writes with a thousands or a decimal mark must appear in Spanish and Portuguese
+in that language's own notation (Babel's), and never as the English wrote it; nothing reads "None",
 "nan", "inf" or Python's "True"/"False", and no number is in scientific notation; every chart
 writes its numbers with the language's marks (``layout.separators``).
 """
@@ -18,8 +18,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from cifarlab import i18n
+from browser_support import english_sentences
 from data_support import pages_queue
-from page_text import page_figures, page_texts
+from page_text import each_tab, page_figures, page_texts, tab_bars
 from synthetic_run import write_finished_run, write_running_run
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -78,7 +79,10 @@ def shown(lab):
     def get(name: str, lang: str, sid: str = SID):
         if (name, lang, sid) not in made:
             at = page(name, lang, sid)
-            made[name, lang, sid] = (page_texts(at), page_figures(at))
+            texts, figures = page_texts(at), page_figures(at)
+            for _ in each_tab(at) if tab_bars(at) else ():   # a page drawing its open tab
+                texts, figures = texts + page_texts(at), figures + page_figures(at)
+            made[name, lang, sid] = (texts, figures)
         return made[name, lang, sid]
     return get
 
@@ -130,3 +134,13 @@ def test_results_counts_the_test_images_in_the_language(shown, lang):
     texts = [s for kind, s in shown("results", lang)[0] if kind == "caption"]
     ten_thousand = i18n.number(10_000, lang)
     assert any(in_text(ten_thousand, s) for s in texts), texts[:6]
+
+
+@pytest.mark.parametrize("name", PAGES)
+@pytest.mark.parametrize("lang", ["es", "pt"])
+def test_no_english_sentence_of_ours_in_any_tab(shown, name, lang):
+    """Each tab in the student's language, not only the one the browser walks meet first
+    (test_browser.py, test_browser_spanish.py): no sentence of the English catalog."""
+    text = "\n".join(s for _, s in shown(name, lang)[0])
+    hits = [s for s in english_sentences(lang) if s in text]
+    assert not hits, f"{name} ({lang}) shows English: {hits[:5]}"

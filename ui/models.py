@@ -7,7 +7,7 @@ import hashlib
 import streamlit as st
 
 from cifarlab.errors import CifarLabError
-from cifarlab.lab import results as R
+from cifarlab.lab import inside, results as R
 from cifarlab.lab.results.figures import run_label
 from cifarlab.serve.queue import FINISHED, get_queue
 from ui.data import queue
@@ -18,6 +18,12 @@ from ui.session import session_id
 @st.cache_resource(max_entries=4, show_spinner=False)
 def _run_model(session: str, run_id: str, mtime: float):
     return R.load_run_model(get_queue().checkpoint(session, run_id))
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def random_model(seed: int, classes: int):
+    """The tutorial's Net with the random weights ``seed`` makes (one per seed, shared)."""
+    return inside.random_model(seed, classes=classes)
 
 
 @st.cache_data(max_entries=4, show_spinner=False)

@@ -9,11 +9,11 @@ from ui.language import lang, t
 
 
 def checked_number(where, label: str, lo, hi, value, *, key: str, step=1, help=None,
-                   disabled: bool = False):
+                   disabled: bool = False, persist_state=None):
     """A number box checking its range in the student's language (Streamlit's own bounds
     answer in English and keep the previous value); None when empty or out of range."""
     got = where.number_input(label, value=value, step=step, key=key, help=help,
-                             disabled=disabled)
+                             disabled=disabled, persist_state=persist_state)
     if got is None or not lo <= got <= hi:
         where.error(t("common.out_of_range", lo=lo, hi=hi))
         return None
