@@ -97,17 +97,15 @@ def knob_box(f) -> None:
     if k.kind in ("device", "choice"):   # each choice in words, as the Train page names it
         options = ["auto"] + queue().devices() if k.kind == "device" else list(k.choices)
     train_form.knob_input(k.kind, label, {v: words.shown(v, lang(), f) for v in options},
-                          int(k.step), key=K + "p_" + f.name)
+                          int(k.step), key=K + "p_" + f.name, persist_state="page")
     # no help icon: beside one, a long label was cut off ("Lock Learning rate sched…")
-    st.checkbox(t("classroom.preset.lock", knob=label), key=K + "l_" + f.name)
+    st.checkbox(t("classroom.preset.lock", knob=label), key=K + "l_" + f.name,
+                persist_state="page")
     if f.name == "seed":
         st.caption(t("classroom.preset.seed_note"))
 
 
 def preset_form(info) -> None:
-    if st.session_state.get(K + "seen", (None,))[0] != info.code or \
-            st.session_state[K + "seen"][2] != lang():
-        _load_preset(info)
     st.caption(t("classroom.preset.help"))
     labels = {f.name: t(f.knob.label) for f in FIELDS}
     by_name = {f.name: f for f in FIELDS}
@@ -156,14 +154,15 @@ def limits_form(info) -> None:
     with st.form(K + "limits", border=False):
         a, b, c, d = st.columns(4)
         a.number_input(t("classroom.limits.epochs"), value=lim.max_epochs, step=1,
-                       format="%d", key=K + "lim_epochs")
+                       format="%d", key=K + "lim_epochs", persist_state="page")
         b.number_input(t("classroom.limits.images"), value=lim.max_train_images, step=500,
-                       format="%d", key=K + "lim_images")
+                       format="%d", key=K + "lim_images", persist_state="page")
         c.multiselect(t("classroom.limits.devices"), queue().devices(),
                       default=[x for x in (lim.devices or ()) if x in queue().devices()],
-                      key=K + "lim_devices", help=t("classroom.limits.devices_help"))
+                      key=K + "lim_devices", help=t("classroom.limits.devices_help"),
+                      persist_state="page")
         d.number_input(t("classroom.limits.runs"), value=lim.max_runs_per_student, step=1,
-                       format="%d", key=K + "lim_runs")
+                       format="%d", key=K + "lim_runs", persist_state="page")
         st.form_submit_button(t("classroom.limits.save"), on_click=_save_limits, key=K + "lim_btn",
                               args=(info.code,))
 
@@ -205,18 +204,31 @@ code = st.selectbox(t("classroom.choose_class"), codes, key=K + "code",
 info = next(c for c in classes if c.code == code)
 class_header(info)
 
-# keyed and rerun on a change: the chosen tab stays chosen when a message above it comes or goes
+# the preset form's values and the class version this console saw (the limits and experiment
+# forms' stale check too), whichever tab is open
+if st.session_state.get(K + "seen", (None,))[0] != info.code or \
+        st.session_state[K + "seen"][2] != lang():
+    _load_preset(info)
+
+# keyed and rerun on a change: the chosen tab stays chosen when a message above it comes or goes.
+# Only the open tab is drawn: a hidden tab's polling fragment is never registered, so it never
+# polls; its widgets keep their values (persist_state; a form's once submitted) meanwhile.
 board_tab, preset_tab, limits_tab, challenge_tab, experiment_tab = st.tabs([
     t("classroom.board.title"), t("classroom.preset.title"), t("classroom.limits.title"),
     t("classroom.challenge.title"), t("classroom.experiment.title")], key=K + "tabs",
     on_change="rerun")
-with board_tab:
-    live.board_section(cr, me, info.code, t)
-with preset_tab:
-    preset_form(info)
-with limits_tab:
-    limits_form(info)
-with challenge_tab:
-    live.challenge_section(cr, me, info, t)
-with experiment_tab:
-    experiment.console(cr, me, info, t)
+if board_tab.open:
+    with board_tab:
+        live.board_section(cr, me, info.code, t)
+if preset_tab.open:
+    with preset_tab:
+        preset_form(info)
+if limits_tab.open:
+    with limits_tab:
+        limits_form(info)
+if challenge_tab.open:
+    with challenge_tab:
+        live.challenge_section(cr, me, info, t)
+if experiment_tab.open:
+    with experiment_tab:
+        experiment.console(cr, me, info, t)

@@ -12,7 +12,7 @@ from cifarlab import i18n
 from cifarlab.serve import queue as jobs
 from test_class_experiment import run_of
 from test_pages_class_preset import classroom, joined  # noqa: F401  (the fixture)
-from test_pages_classroom import TEACHER, open_app, student, texts
+from test_pages_classroom import TEACHER, open_app, student, tab, texts
 
 LANGS = list(i18n.LANGUAGES)
 
@@ -24,6 +24,7 @@ def test_the_console_sets_draws_and_stops_an_experiment(classroom, lang):  # noq
     for name in ("Ana", "Ben", "Cal"):
         joined(classroom, lang, name, code)
     at = open_app(lang, f"teacher-{lang}-experiment", instructor=True, page="pages/classroom.py")
+    tab(at, lang, "classroom.experiment.title")
     assert t("classroom.experiment.none") in texts(at, "caption")
     lr = t("common.lr")
     at.selectbox(key="cls_ex_knob").set_value("lr")
@@ -56,15 +57,18 @@ def test_the_console_sets_draws_and_stops_an_experiment(classroom, lang):  # noq
     [csv] = [b for b in at.get("download_button") if b.proto.label == t("classroom.experiment.csv")]
     assert t("classroom.experiment.png_hint") in texts(at, "caption")
     # the experiment bumped the class's version: the preset form knows it, a push is no stale
+    tab(at, lang, "classroom.preset.title")
     at.button(key="cls_push_btn").click().run()
     assert texts(at, "success") == [t("classroom.preset.pushed", version=info.version + 1)]
 
     # the projector draws it
+    tab(at, lang, "classroom.board.title")
     at.button(key="cls_presenter_open").click().run()
     at.segmented_control(key="cls_pv_show").set_value("experiment").run()
     assert len(at.get("plotly_chart")) == 1 and not at.sidebar.children
     at.button(key="cls_pv_back").click().run()
 
+    tab(at, lang, "classroom.experiment.title")
     at.button(key="cls_ex_stop").click().run()
     assert texts(at, "success") == [t("classroom.experiment.stopped")]
     assert classroom.get_class(TEACHER, code).experiment is None

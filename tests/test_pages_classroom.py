@@ -1,6 +1,7 @@
 """The classroom's pages through the real entry point (app.py), in English, Spanish and
 Portuguese: the instructor's console (create a class, its join link and QR code, push a preset,
-a bad value, two instructors editing one class), what a student never sees (the console), Home's
+a bad value, two instructors editing one class, only the open tab drawn and what its forms kept
+across a visit to another), what a student never sees (the console), Home's
 join box (the ``?class=`` link, a nickname with markup or 500 characters, a wrong or closed
 code, the banner) and the Train page (pushed values, locked knobs disabled with the reason, a
 tampered value refused by the server, a later push seen on the next rerun). No training runs:
@@ -57,6 +58,16 @@ def open_app(lang: str, sid: str, *, instructor: bool = False, page: str | None 
     return at
 
 
+def tab(at: AppTest, lang: str, key: str) -> AppTest:
+    """Open one of the console's tabs, as a click on it does (only the open tab is drawn)."""
+    label = i18n.t(key, lang)
+    at.session_state["cls_tabs"] = label
+    at.run()
+    assert at.session_state["cls_tabs"] == label, "no such tab"   # else the first one opens
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
 def texts(at: AppTest, kind: str) -> list[str]:
     return [e.value for e in getattr(at, kind)]
 
@@ -82,6 +93,7 @@ def test_the_console_creates_a_class_and_pushes_a_preset(classroom, lang):
     assert "lang" not in link     # each student's browser picks their language, not this one
     assert t("classroom.board.empty") in texts(at, "info")            # the live board
 
+    tab(at, lang, "classroom.preset.title")
     # a bad decimal: the engine's message in this language, nothing pushed
     at.text_input(key="cls_p_lr").set_value("abc")
     at.button(key="cls_push_btn").click().run()
@@ -108,6 +120,8 @@ def test_two_instructors_editing_one_class(classroom):
     code = classroom.create_class(TEACHER, "Shared").code
     a = open_app("en", "teacher-a-session", instructor=True, page="pages/classroom.py")
     b = open_app("en", "teacher-b-session", instructor=True, page="pages/classroom.py")
+    for page in (a, b):
+        tab(page, "en", "classroom.preset.title")
     a.number_input(key="cls_p_epochs").set_value(1)
     a.button(key="cls_push_btn").click().run()
     assert classroom.get_class(TEACHER, code).preset["epochs"] == 1
@@ -121,6 +135,42 @@ def test_two_instructors_editing_one_class(classroom):
     assert classroom.get_class(TEACHER, code).preset["epochs"] == 3
     assert texts(b, "success") == [t("classroom.preset.pushed",
                                      version=classroom.get_class(TEACHER, code).version)]
+
+
+def test_what_was_typed_in_a_tab_survives_a_visit_to_another_tab(classroom):
+    """Only the open tab is drawn, and Streamlit forgets an undrawn widget's value: the
+    console's forms keep what reached the server (persist_state), here a push and an
+    experiment both refused, while another tab is open. (What is typed in a form and not yet
+    submitted lives in the browser alone until the form's button is pressed.)"""
+    code = classroom.create_class(TEACHER, "Period 3").code
+    at = open_app("en", "teacher-tabs-session", instructor=True, page="pages/classroom.py")
+    assert at.session_state["cls_tabs"] == i18n.t("classroom.board.title", "en")   # the first
+    assert "cls_p_lr" not in [w.key for w in at.text_input]         # the others: not drawn
+    tab(at, "en", "classroom.preset.title")
+    at.text_input(key="cls_p_lr").set_value("0.0x5")
+    at.checkbox(key="cls_l_lr").check()
+    at.number_input(key="cls_p_epochs").set_value(4)
+    at.button(key="cls_push_btn").click().run()
+    assert at.error                                                  # a bad decimal: refused
+    tab(at, "en", "classroom.experiment.title")
+    assert "cls_p_lr" not in [w.key for w in at.text_input]      # the preset tab: not drawn
+    at.selectbox(key="cls_ex_knob").set_value("momentum")
+    at.text_input(key="cls_ex_values").set_value("0.9; abc")
+    at.button(key="cls_ex_start").click().run()
+    assert at.error
+    tab(at, "en", "classroom.limits.title")             # drawn, it too, only when open
+    assert at.number_input(key="cls_lim_epochs").value is None      # no limit yet
+    tab(at, "en", "classroom.board.title")
+    at.run()
+    at.run()
+    tab(at, "en", "classroom.preset.title")
+    assert at.text_input(key="cls_p_lr").value == "0.0x5"
+    assert at.checkbox(key="cls_l_lr").value and at.number_input(key="cls_p_epochs").value == 4
+    tab(at, "en", "classroom.experiment.title")
+    assert at.selectbox(key="cls_ex_knob").value == "momentum"
+    assert at.text_input(key="cls_ex_values").value == "0.9; abc"
+    info = classroom.get_class(TEACHER, code)        # both were refused: nothing pushed or set
+    assert info.preset == {} and info.experiment is None
 
 
 @pytest.mark.parametrize("lang", ["es", "pt"])

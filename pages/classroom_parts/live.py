@@ -7,14 +7,19 @@ from __future__ import annotations
 import streamlit as st
 
 from cifarlab.lab import classroom as view
+from cifarlab.lab.train import poll_interval
 from cifarlab.serve.classroom import Goal
 from pages.classroom_parts import student as cs
 from ui import messages
 from ui.data import queue
+from ui.internals import set_fragment_interval
 from ui.language import call_or_show, lang
 from ui.nav import PRESENTER
 
-BOARD_S = 2.0         # the board's refresh
+# the board's refresh while a class run is queued or running; else slower (a run a student
+# starts still shows within ten seconds), as the Train page does: a console left open on a quiet
+# class should not cost the server a board query every two seconds
+BOARD_S, BOARD_IDLE_S = 2.0, 10.0
 LEADER_S = 3.0        # the public leaderboard's refresh while the challenge is open
 K = "cls_"
 
@@ -43,6 +48,7 @@ def board_section(cr, me, code: str, t) -> None:
         rows = call_or_show(cr.board, me, code)
         if rows is None:
             return
+        set_fragment_interval(poll_interval(rows, BOARD_S, BOARD_IDLE_S))
         messages.show(K + "board_msg", once=False)   # the last action's outcome stays
         if not rows:
             st.info(t("classroom.board.empty"))
@@ -68,7 +74,7 @@ def board_section(cr, me, code: str, t) -> None:
         labels = {rid: t("classroom.board.pick_option", nickname=r.nickname,
                          time=view.clock(r.created_at)) for rid, r in by_id.items()}
         pick.selectbox(t("classroom.board.pick"), list(by_id), key=K + "board_run",
-                       format_func=labels.get)
+                       format_func=labels.get, persist_state="page")
         chosen = by_id[st.session_state[K + "board_run"]]
         cancel.button(t("classroom.board.cancel"), key=K + "board_cancel",
                       icon=":material/stop:", on_click=_board_action, args=("cancel", code, t),
@@ -162,15 +168,15 @@ def open_form(code: str, t) -> None:
     with st.form(K + "challenge", border=False):
         kinds = ["best_accuracy", "fastest_to"]
         st.radio(t("classroom.challenge.kind"), kinds, key=K + "ch_kind", horizontal=True,
-                 format_func=lambda k: t(f"classroom.challenge.kind_{k}"))
+                 format_func=lambda k: t(f"classroom.challenge.kind_{k}"), persist_state="page")
         a, b, c = st.columns(3)
         a.number_input(t("classroom.challenge.max_epochs"), value=1, step=1, format="%d",
-                       key=K + "ch_epochs")
+                       key=K + "ch_epochs", persist_state="page")
         b.selectbox(t("classroom.challenge.device"), ["any"] + queue().devices(),
-                    key=K + "ch_device", format_func=lambda d: (
+                    key=K + "ch_device", persist_state="page", format_func=lambda d: (
                         t("classroom.challenge.device_any") if d == "any" else d))
         c.number_input(t("classroom.challenge.target"), value=50.0, step=5.0,
-                       key=K + "ch_target")
+                       key=K + "ch_target", persist_state="page")
         st.form_submit_button(t("classroom.challenge.open"), on_click=_challenge,
                               key=K + "ch_open", args=(code, True), type="primary",
                               icon=":material/emoji_events:")
