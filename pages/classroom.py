@@ -211,8 +211,9 @@ if st.session_state.get(K + "seen", (None,))[0] != info.code or \
     _load_preset(info)
 
 # keyed and rerun on a change: the chosen tab stays chosen when a message above it comes or goes.
-# Only the open tab is drawn: a hidden tab's polling fragment is never registered, so it never
-# polls; its widgets keep their values (persist_state; a form's once submitted) meanwhile.
+# What polls (the board, the leaderboards, the experiment's picture) runs only in the open tab;
+# the forms are drawn in every tab, since a form keeps what was typed, unsent, only while it
+# stays on the page.
 board_tab, preset_tab, limits_tab, challenge_tab, experiment_tab = st.tabs([
     t("classroom.board.title"), t("classroom.preset.title"), t("classroom.limits.title"),
     t("classroom.challenge.title"), t("classroom.experiment.title")], key=K + "tabs",
@@ -220,15 +221,11 @@ board_tab, preset_tab, limits_tab, challenge_tab, experiment_tab = st.tabs([
 if board_tab.open:
     with board_tab:
         live.board_section(cr, me, info.code, t)
-if preset_tab.open:
-    with preset_tab:
-        preset_form(info)
-if limits_tab.open:
-    with limits_tab:
-        limits_form(info)
-if challenge_tab.open:
-    with challenge_tab:
-        live.challenge_section(cr, me, info, t)
-if experiment_tab.open:
-    with experiment_tab:
-        experiment.console(cr, me, info, t)
+with preset_tab:
+    preset_form(info)
+with limits_tab:
+    limits_form(info)
+with challenge_tab:
+    live.challenge_section(cr, me, info, t, boards_shown=challenge_tab.open)
+with experiment_tab:
+    experiment.console(cr, me, info, t, picture_shown=experiment_tab.open)

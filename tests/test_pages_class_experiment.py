@@ -63,6 +63,7 @@ def test_the_console_sets_draws_and_stops_an_experiment(classroom, lang):  # noq
 
     # the projector draws it
     tab(at, lang, "classroom.board.title")
+    assert t("classroom.experiment.png_hint") not in texts(at, "caption")   # polls when shown
     at.button(key="cls_presenter_open").click().run()
     at.segmented_control(key="cls_pv_show").set_value("experiment").run()
     assert len(at.get("plotly_chart")) == 1 and not at.sidebar.children

@@ -37,9 +37,9 @@ def _set(cr, me, code: str, t, clear: bool) -> None:
                   t("classroom.experiment.started", version=info.version))
 
 
-def console(cr, me, info, t) -> None:
+def console(cr, me, info, t, picture_shown: bool = True) -> None:
     """The console's tab: the form, then (with an experiment) the picture and who has which
-    value."""
+    value, when ``picture_shown`` (it polls)."""
     ss, ex = st.session_state, info.experiment
     ss.setdefault(K + "knob", "lr")   # the knob a class compares first
     if ex is not None and ss.get(K + "for") != (info.code, info.version):
@@ -65,7 +65,8 @@ def console(cr, me, info, t) -> None:
         return
     st.button(t("classroom.experiment.stop"), on_click=_set, key=K + "stop",
               args=(cr, me, info.code, t, True), icon=":material/stop_circle:")
-    picture(cr, me, info.code, t, assigned=True)
+    if picture_shown:
+        picture(cr, me, info.code, t, assigned=True)
 
 
 def picture(cr, me, code: str | None, t, assigned: bool = False, height: int = 640,

@@ -135,7 +135,9 @@ def leaderboard(cr, me, code: str, which: str, kind: str, t, csv: bool) -> None:
                            key=K + f"csv_{which}", icon=":material/download:", on_click="ignore")
 
 
-def challenge_section(cr, me, info, t) -> None:
+def challenge_section(cr, me, info, t, boards_shown: bool = True) -> None:
+    """The challenge's state, its button and form; its boards only when ``boards_shown`` (the
+    open challenge's poll)."""
     st.caption(t("classroom.challenge.help"))
     msg = messages.show(K + "ch_msg")   # an error now; a success below, in its words
     warning = view.seed_warning(info, lang())
@@ -152,12 +154,14 @@ def challenge_section(cr, me, info, t) -> None:
         st.button(t("classroom.challenge.close"), key=K + "ch_close", type="primary",
                   on_click=_challenge, args=(info.code, False), icon=":material/flag:")
 
-        st.fragment(boards, run_every=LEADER_S)(cr, me, info.code, ch, t)
+        if boards_shown:
+            st.fragment(boards, run_every=LEADER_S)(cr, me, info.code, ch, t)
         return
     if ch is not None:
         if msg is not None and msg[0] == "success":
             st.success(t("classroom.challenge.closed"))
-        boards(cr, me, info.code, ch, t)
+        if boards_shown:
+            boards(cr, me, info.code, ch, t)
         st.divider()
     else:
         st.caption(t("classroom.challenge.none"))
