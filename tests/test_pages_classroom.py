@@ -303,3 +303,19 @@ def test_board_and_leaderboard_tables_and_goal_words():
         i18n.t("classroom.challenge.goal_best_accuracy", "es", epochs=2, device="cpu")
     assert view.goal_text(Goal("fastest_to", target=0.5), "en") == \
         i18n.t("classroom.challenge.goal_fastest_to", "en", target="50%")
+
+
+def test_a_quiet_class_is_polled_slowly_on_the_console_and_the_projector(classroom, monkeypatch):
+    """No run of the class queued or running: the console's board and the projector's board
+    ask the browser for their slow poll (as the Train page does), not every two seconds."""
+    import ui.internals
+
+    asked: list = []
+    monkeypatch.setattr(ui.internals, "set_fragment_interval", asked.append)
+    classroom.create_class(TEACHER, "Period 3")
+    at = open_app("en", "teacher-quiet-session", instructor=True, page="pages/classroom.py")
+    assert asked == [10.0]                                   # the console's board
+    asked.clear()
+    at.button(key="cls_presenter_open").click().run()
+    at.segmented_control(key="cls_pv_show").set_value("board").run()
+    assert not at.exception and asked and set(asked) == {10.0}   # the projector's board

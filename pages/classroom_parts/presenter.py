@@ -9,13 +9,17 @@ import streamlit as st
 
 from cifarlab.core.safe_text import md_escape
 from cifarlab.lab import classroom as words
+from cifarlab.lab.train import poll_interval
 from pages.classroom_parts import experiment, live
 from pages.classroom_parts import student as cs
+from ui.internals import set_fragment_interval
 from ui.language import call_or_show, lang, pct
 from ui.nav import PRESENTER
 
 K = "cls_pv_"
 REFRESH_S = 2.0
+IDLE_S = live.BOARD_IDLE_S   # once nothing it shows is queued or running: a projector can be
+                             # left on all lesson, and each poll redraws its chart in the room
 VIEWS = ("run", "board", "leaders", "experiment")
 MAX_ROWS = 24   # the board's newest runs: what a projector shows legibly
 # large type for the room; the class code larger still (constant rules, no text spliced in)
@@ -64,6 +68,7 @@ def pinned_run(cr, me, code: str, t) -> None:
     if p is None:
         st.info(t("classroom.presenter.none"))
         return
+    set_fragment_interval(poll_interval([p], REFRESH_S, IDLE_S))
     facts = [words.status_text(p.status, lang())]
     if p.progress is not None:
         facts.append(t("classroom.presenter.progress", pct=pct(p.progress, 0)))
@@ -85,6 +90,7 @@ def board(cr, me, code: str, t) -> None:
     rows = call_or_show(cr.board, me, code, MAX_ROWS)
     if rows is None:
         return
+    set_fragment_interval(poll_interval(rows, REFRESH_S, IDLE_S))
     if not rows:
         st.info(t("classroom.board.empty"))
         return
