@@ -308,10 +308,11 @@ def test_board_and_leaderboard_tables_and_goal_words():
 def test_a_quiet_class_is_polled_slowly_on_the_console_and_the_projector(classroom, monkeypatch):
     """No run of the class queued or running: the console's board and the projector's board
     ask the browser for their slow poll (as the Train page does), not every two seconds."""
-    import ui.internals
+    from pages.classroom_parts import live, presenter
 
     asked: list = []
-    monkeypatch.setattr(ui.internals, "set_fragment_interval", asked.append)
+    for module in (live, presenter):   # where the pages' fragments call it
+        monkeypatch.setattr(module, "set_fragment_interval", asked.append)
     classroom.create_class(TEACHER, "Period 3")
     at = open_app("en", "teacher-quiet-session", instructor=True, page="pages/classroom.py")
     assert asked == [10.0]                                   # the console's board
