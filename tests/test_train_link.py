@@ -64,6 +64,18 @@ def test_a_bad_value_is_refused_by_name_and_value_and_the_rest_applies(lang):
     assert "cuda:3" in gpu[0].text(lang) and "cpu" in gpu[0].text(lang)
 
 
+def test_a_links_text_in_its_message_is_only_text():
+    """A link is written by anyone: the value and the name it carries reach the page's warning
+    as characters, never as an image or a link (inside a code span, no backtick ends it)."""
+    markdown_it = pytest.importorskip("markdown_it")
+    image = "![x](https://example.com/x.png)"
+    problems = TrainForm("en", SERVER, n_train=50000).from_link(
+        {"lr": image, "hide": f"`{image}`"})
+    rendered = [markdown_it.MarkdownIt().render(p.text("en")) for p in problems]
+    assert len(rendered) == 2 and not [h for h in rendered if "<img" in h or "<a " in h]
+    assert all("https://example.com/x.png" in h for h in rendered), rendered   # still said
+
+
 def _open(query: dict, lang: str) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=300)
     for k, v in query.items():

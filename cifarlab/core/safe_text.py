@@ -3,6 +3,7 @@ for where it is written: one line of a comment or message, Markdown, a CSV cell.
 
     one_line('a\\u2028b\\x00c')     # 'a b c': no line break, control or bidi character left
     md_escape("**x** <img>")       # '\\*\\*x\\*\\* \\<img\\>': shown as those characters
+    code_text("a`b")               # 'aˋb': inside `...`, no backtick to end the span
     csv_cell("=1+2")               # "'=1+2": text to a spreadsheet, never a formula
     csv_value("'=1+2")             # '=1+2': what csv_cell wrote, read back
 """
@@ -32,6 +33,12 @@ def md_escape(text: Any) -> str:
     """``text`` as literal characters in Markdown, on one line: no markup, link, image or HTML
     comes out of it."""
     return _MD_SPECIAL.sub(r"\\\1", one_line(text))
+
+
+def code_text(text: Any) -> str:
+    """``text`` for inside a Markdown code span (where a backslash shows as itself): on one
+    line, a backtick, which would end the span, shown as a look-alike."""
+    return one_line(text).replace("`", "\u02cb")
 
 
 def csv_cell(value: Any) -> Any:

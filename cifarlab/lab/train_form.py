@@ -11,6 +11,7 @@ from typing import Any, Mapping
 from cifarlab import i18n
 from cifarlab.core.config import PRESETS, Limits, TrainConfig
 from cifarlab.core.modelspec import is_int
+from cifarlab.core.safe_text import code_text, md_escape
 from cifarlab.errors import Problem
 from cifarlab.lab import train as trainview
 
@@ -132,7 +133,9 @@ class TrainForm:
                 if self._kind[name] == "choice" and value not in self._knobs[name].choices:
                     raise ValueError(text)
             except ValueError:
-                bad.append(Problem(name, "link.bad_value", {"knob": name, "value": text}))
+                # shown in Markdown: a link's text comes from whoever wrote the link
+                bad.append(Problem(name, "link.bad_value", {"knob": name,
+                                                            "value": md_escape(text)}))
                 continue
             taken[name] = (text, value)
         values = {n: v for n, (_, v) in taken.items()}
@@ -148,8 +151,9 @@ class TrainForm:
         self._set(self.fit(values))
         hide = [h.strip() for h in str(params.get("hide", "")).split(",") if h.strip()]
         self.hidden = tuple(h for h in hide if h in self.names)
-        bad += [Problem("hide", "link.unknown_knob", {"knob": h[:40], "known": ", ".join(
-            self.names)}) for h in hide if h not in self.names]
+        bad += [Problem("hide", "link.unknown_knob", {"knob": code_text(h[:40]),
+                                                      "known": ", ".join(self.names)})
+                for h in hide if h not in self.names]
         return bad
 
     def _limit_text(self, name: str) -> str:
