@@ -17,6 +17,9 @@ from typing import Any
 # strikethrough, Jupyter's $math$, Streamlit's :colour[...] and :icon:): a backslash before
 # any ASCII punctuation shows the character itself, and escaping < and & keeps out HTML.
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:^=&])")
+# What GitHub-flavoured Markdown (Streamlit's) turns into a link with no markup at all: a bare
+# "https://", "www." or e-mail address; a zero-width space inside each keeps it text.
+_AUTOLINK = re.compile(r"(?i)(://|www(?=\\\.)|@)")
 # What a spreadsheet may read as the start of a formula (OWASP, CSV injection); a leading
 # apostrophe is escaped too, so that csv_value can undo csv_cell exactly.
 _CSV_TRIGGERS = ("=", "+", "-", "@", "\t", "\r", "'")
@@ -32,7 +35,7 @@ def one_line(text: Any) -> str:
 def md_escape(text: Any) -> str:
     """``text`` as literal characters in Markdown, on one line: no markup, link, image or HTML
     comes out of it."""
-    return _MD_SPECIAL.sub(r"\\\1", one_line(text))
+    return _AUTOLINK.sub("\\1\u200b", _MD_SPECIAL.sub(r"\\\1", one_line(text)))
 
 
 def code_text(text: Any) -> str:
