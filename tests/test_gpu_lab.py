@@ -330,7 +330,8 @@ def test_markdown_from_a_file_is_escaped():
     evil = "![x](http://127.0.0.1:9/x.png) **b** <img src=x> :red[y] $z$"
     html = markdown_it.MarkdownIt().render(f"On {lab.md(evil)}.")
     assert "<img" not in html and "<strong>" not in html and "<a " not in html
-    assert "![x](http://127.0.0.1:9/x.png)" in html  # shown as the characters it is
+    # shown as the characters it is (a zero-width space keeps its bare URL from linking)
+    assert "![x](http://127.0.0.1:9/x.png)" in html.replace("\u200b", "")
     err = DataError("gpu.not_a_result", source=evil)
     assert "<img" not in markdown_it.MarkdownIt().render(lab.error_text(err, "es"))
     assert lab.md("a\nb") == "a b"
