@@ -97,10 +97,9 @@ def knob_box(f) -> None:
     if k.kind in ("device", "choice"):   # each choice in words, as the Train page names it
         options = ["auto"] + queue().devices() if k.kind == "device" else list(k.choices)
     train_form.knob_input(k.kind, label, {v: words.shown(v, lang(), f) for v in options},
-                          int(k.step), key=K + "p_" + f.name, persist_state="page")
+                          int(k.step), key=K + "p_" + f.name)
     # no help icon: beside one, a long label was cut off ("Lock Learning rate sched…")
-    st.checkbox(t("classroom.preset.lock", knob=label), key=K + "l_" + f.name,
-                persist_state="page")
+    st.checkbox(t("classroom.preset.lock", knob=label), key=K + "l_" + f.name)
     if f.name == "seed":
         st.caption(t("classroom.preset.seed_note"))
 
@@ -154,15 +153,14 @@ def limits_form(info) -> None:
     with st.form(K + "limits", border=False):
         a, b, c, d = st.columns(4)
         a.number_input(t("classroom.limits.epochs"), value=lim.max_epochs, step=1,
-                       format="%d", key=K + "lim_epochs", persist_state="page")
+                       format="%d", key=K + "lim_epochs")
         b.number_input(t("classroom.limits.images"), value=lim.max_train_images, step=500,
-                       format="%d", key=K + "lim_images", persist_state="page")
+                       format="%d", key=K + "lim_images")
         c.multiselect(t("classroom.limits.devices"), queue().devices(),
                       default=[x for x in (lim.devices or ()) if x in queue().devices()],
-                      key=K + "lim_devices", help=t("classroom.limits.devices_help"),
-                      persist_state="page")
+                      key=K + "lim_devices", help=t("classroom.limits.devices_help"))
         d.number_input(t("classroom.limits.runs"), value=lim.max_runs_per_student, step=1,
-                       format="%d", key=K + "lim_runs", persist_state="page")
+                       format="%d", key=K + "lim_runs")
         st.form_submit_button(t("classroom.limits.save"), on_click=_save_limits, key=K + "lim_btn",
                               args=(info.code,))
 

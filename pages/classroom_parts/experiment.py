@@ -52,9 +52,8 @@ def console(cr, me, info, t, picture_shown: bool = True) -> None:
     with st.form(K + "form", border=False):
         a, b = st.columns([1, 2])
         a.selectbox(t("classroom.experiment.knob"), list(labels), key=K + "knob",
-                    format_func=labels.get, persist_state="page")
+                    format_func=labels.get)
         b.text_input(t("classroom.experiment.values"), key=K + "values", max_chars=300,
-                     persist_state="page",
                      placeholder="0.0001; 0.001; 0.01; 0.1; 1",
                      help=t("classroom.experiment.values_help", n=MAX_VALUES))
         st.form_submit_button(t("classroom.experiment.start"), on_click=_set, type="primary",

@@ -73,6 +73,7 @@ def board_section(cr, me, code: str, t) -> None:
         # words that changed since the browser drew them (a run moving on) choose nothing
         labels = {rid: t("classroom.board.pick_option", nickname=r.nickname,
                          time=view.clock(r.created_at)) for rid, r in by_id.items()}
+        # kept while another tab is open (the board is drawn only in its own)
         pick.selectbox(t("classroom.board.pick"), list(by_id), key=K + "board_run",
                        format_func=labels.get, persist_state="page")
         chosen = by_id[st.session_state[K + "board_run"]]
@@ -172,15 +173,15 @@ def open_form(code: str, t) -> None:
     with st.form(K + "challenge", border=False):
         kinds = ["best_accuracy", "fastest_to"]
         st.radio(t("classroom.challenge.kind"), kinds, key=K + "ch_kind", horizontal=True,
-                 format_func=lambda k: t(f"classroom.challenge.kind_{k}"), persist_state="page")
+                 format_func=lambda k: t(f"classroom.challenge.kind_{k}"))
         a, b, c = st.columns(3)
         a.number_input(t("classroom.challenge.max_epochs"), value=1, step=1, format="%d",
-                       key=K + "ch_epochs", persist_state="page")
+                       key=K + "ch_epochs")
         b.selectbox(t("classroom.challenge.device"), ["any"] + queue().devices(),
-                    key=K + "ch_device", persist_state="page", format_func=lambda d: (
+                    key=K + "ch_device", format_func=lambda d: (
                         t("classroom.challenge.device_any") if d == "any" else d))
         c.number_input(t("classroom.challenge.target"), value=50.0, step=5.0,
-                       key=K + "ch_target", persist_state="page")
+                       key=K + "ch_target")
         st.form_submit_button(t("classroom.challenge.open"), on_click=_challenge,
                               key=K + "ch_open", args=(code, True), type="primary",
                               icon=":material/emoji_events:")
