@@ -145,7 +145,8 @@ class TrainForm:
                      or (values[n] is not None and values[n] != fitted[n])]:
             why = problems[name].text(self.lang) if name in problems else \
                 self._limit_text(name)
-            bad.append(Problem(name, "link.refused", {"knob": name, "value": taken[name][0],
+            bad.append(Problem(name, "link.refused", {"knob": name,
+                                                      "value": md_escape(taken[name][0]),
                                                       "why": why}))
             del values[name]
         self._set(self.fit(values))
