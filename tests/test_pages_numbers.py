@@ -32,7 +32,9 @@ LANGS = list(i18n.LANGUAGES)
 # a number written the English way with a mark: 5,353 / 10,000 / 0.54 / 1.36 (not 2.14.1)
 EN_NUMBER = re.compile(r"(?<![\w.,#/:])(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.\d+)(?![\w]|[.,]\d)")
 NOT_A_VALUE = re.compile(r"\b(None|nan|NaN|inf|Infinity)\b|^\s*(True|False)\s*$")  # Python's
-SCIENTIFIC = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)?e[+-]?\d+(?!\w)", re.I)  # not c4a659e6
+# Python and numpy write an exponent with its sign (1e-05, 3.50e+04): a run id of hex digits
+# that reads as digits, "e", digits (7e004677) is no number
+SCIENTIFIC = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)?e[+-]\d+(?!\w)", re.I)
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +94,8 @@ def test_the_english_token_reads_in_each_language():
     assert localized("10,000", "es") == "10.000" and localized("0.001", "pt") == "0,001"
     assert EN_NUMBER.findall("5,353 of 10,000 · v2.14.1 · 0.54 · 12:30 · 3.5e-04") == [
         "5,353", "10,000", "0.54"]
-    assert SCIENTIFIC.findall("Loss 3.50e-04, 1e-3 · run c4a659e6") == ["3.50e-04", "1e-3"]
+    assert SCIENTIFIC.findall("Loss 3.50e-04, 1e-3 · run c4a659e6 · run 7e004677") == [
+        "3.50e-04", "1e-3"]
 
 
 @pytest.mark.parametrize("name", PAGES)
