@@ -1,7 +1,8 @@
 """Real-browser test support: `streamlit run app.py` in a subprocess, driven by the system Chromium.
 
 Playwright's own browser download does not work on the lab machines, so Playwright launches
-Debian's Chromium (`/usr/bin/chromium`, or `$CIFARLAB_CHROMIUM`). Screenshots go to
+Debian's Chromium: its headless shell (`/usr/bin/chromium-headless-shell`) where it is
+installed, else `/usr/bin/chromium`, or `$CIFARLAB_CHROMIUM`. Screenshots go to
 `test-artifacts/screenshots/` (kept as CI artefacts).
 """
 from __future__ import annotations
@@ -17,11 +18,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts" / "screenshots"
-CHROMIUM = os.environ.get("CIFARLAB_CHROMIUM", "/usr/bin/chromium")
+# The headless shell is what Playwright itself runs headless: the same Blink and V8 without the
+# full browser's windowing layers. The same page walk costs the machine ~20 % less CPU in it than
+# in Chromium's own headless mode (docs/benchmarks.md §28).
+CHROMIUMS = [os.environ["CIFARLAB_CHROMIUM"]] if os.environ.get("CIFARLAB_CHROMIUM") else [
+    "/usr/bin/chromium-headless-shell", "/usr/bin/chromium"]
 
 
 def chromium_path() -> str | None:
-    return CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
+    found = [path for path in CHROMIUMS if Path(path).exists()]
+    return found[0] if found else (shutil.which("chromium-headless-shell")
+                                   or shutil.which("chromium"))
 
 
 def free_port() -> int:
@@ -101,6 +108,10 @@ def shared_server(home: Path, archive: Path) -> StreamlitServer:
                            script="server.py").start()   # as hosts run it
 
 
+# Page conditions are polled every 100 ms, not on every animation frame (Playwright's default):
+# a frame-by-frame check makes Chromium produce 60 frames a second and lay out the page for
+# `innerText` each time, for as long as a test waits (~10 % of a page walk's CPU, §28).
+POLL_MS = 100
 IDLE_JS = """() => {
     const app = document.querySelector('[data-testid="stApp"]');
     const running = document.querySelector('[data-testid="stStatusWidget"] button, '
@@ -125,7 +136,7 @@ def go_by_sidebar(page, pid: str, timeout_ms: int = 60_000) -> None:
     before = page.locator("h1").first.inner_text()
     links = page.locator('[data-testid="stSidebarNav"] a')
     (links if pid == "home" else links.and_(page.locator(f'a[href*="/{pid}"]'))).first.click()
-    page.wait_for_function(ARRIVED_JS, arg=before, timeout=timeout_ms)
+    page.wait_for_function(ARRIVED_JS, arg=before, timeout=timeout_ms, polling=POLL_MS)
     wait_idle(page)
     assert pid == "home" or f"/{pid}" in page.url, (pid, page.url)
 
@@ -152,9 +163,9 @@ def wait_idle(page, timeout_ms: int = 180_000) -> None:
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
     page.wait_for_timeout(150)
     for _ in range(2):
-        page.wait_for_function(IDLE_JS, timeout=timeout_ms)
+        page.wait_for_function(IDLE_JS, timeout=timeout_ms, polling=POLL_MS)
         page.wait_for_timeout(200)
-    page.wait_for_function(IDLE_JS, timeout=timeout_ms)
+    page.wait_for_function(IDLE_JS, timeout=timeout_ms, polling=POLL_MS)
 
 
 def page_problems(page) -> list[str]:

@@ -17,7 +17,7 @@ import re
 
 import pytest
 
-from browser_support import (LOSS_CHART_LAST_STEP, PHONE_JS, calculator_stride, check_axe,
+from browser_support import (LOSS_CHART_LAST_STEP, PHONE_JS, POLL_MS, calculator_stride, check_axe,
                              check_language_and_links, go_by_sidebar, open_advanced,
                              page_problems, report, screenshot, wait_idle, wait_on_progress)
 from cifarlab import i18n
@@ -71,7 +71,7 @@ def check_conv_calculator(page, t) -> None:
     page.wait_for_function(
         """() => [...document.querySelectorAll('[role="tabpanel"]:not([hidden]) '
                + '[data-testid="stMetricValue"]')].some(e => e.innerText.trim() === '14')""",
-        timeout=30_000)
+        timeout=30_000, polling=POLL_MS)
     wait_idle(page)
     assert t("network.not_exact") in panel.inner_text()          # (32 − 5) / 2 is not whole
     assert "⌊(32 + 2·0 − 1·(5 − 1) − 1) / 2⌋ + 1 = 14" in panel.inner_text()  # numbers in
@@ -172,7 +172,8 @@ def wait_for_chosen_run(page, t, *parts: str, timeout_ms: int) -> None:
         """([label, parts]) => {
             const box = document.querySelector(`input[aria-label="${label}"]`);
             return box && parts.every(p => box.value.includes(p));
-        }""", arg=[t("train.choose_run"), list(parts)], timeout=timeout_ms)
+        }""", arg=[t("train.choose_run"), list(parts)], timeout=timeout_ms,
+        polling=POLL_MS)
 
 
 def run_progress(server, sid: str):
@@ -184,9 +185,9 @@ def run_progress(server, sid: str):
 def loss_steps_grow(page, t, timeout_ms: int) -> None:
     """The last step on the Train page's loss chart grows while the run trains."""
     last = page.wait_for_function(f"(t) => ({LOSS_CHART_LAST_STEP})(t)", arg=t("common.loss"),
-                                  timeout=timeout_ms).json_value()
+                                  timeout=timeout_ms, polling=POLL_MS).json_value()
     page.wait_for_function(f"(t) => ({LOSS_CHART_LAST_STEP})(t) > {last}", arg=t("common.loss"),
-                           timeout=timeout_ms)
+                           timeout=timeout_ms, polling=POLL_MS)
 
 
 @pytest.mark.timeout(1800)

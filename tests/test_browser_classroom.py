@@ -27,7 +27,8 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from playwright.sync_api import expect
 
-from browser_support import PASSPHRASE, page_problems, screenshot, wait_idle, wait_on_progress
+from browser_support import (PASSPHRASE, POLL_MS, page_problems, screenshot, wait_idle,
+                             wait_on_progress)
 from cifarlab import i18n
 
 pytestmark = pytest.mark.browser
@@ -435,7 +436,7 @@ def story(server, url, teacher, students):
     tab(teacher, "classroom.challenge.title")
     teacher.wait_for_function(
         "names => [...document.querySelectorAll('[data-testid=\"stTable\"]')].some("
-        "t => names.every(n => t.innerText.includes(n)))", arg=public)
+        "t => names.every(n => t.innerText.includes(n)))", arg=public, polling=POLL_MS)
     assert board_nicknames(teacher, EN("classroom.challenge.public")) == public
     rows = download_csv(teacher, EN("classroom.challenge.download",
                                     board=EN("classroom.challenge.public")))

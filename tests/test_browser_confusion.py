@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from browser_support import page_problems, wait_idle
+from browser_support import POLL_MS, page_problems, wait_idle
 from cifarlab import i18n
 from cifarlab.core import checkpoint
 from cifarlab.core.config import CIFAR10_CLASSES, TrainConfig
@@ -44,7 +44,7 @@ def test_a_click_on_any_cell_picks_that_pair(server, browser, tmp_path):
         wait_idle(page)
         page.locator('input[type="file"]').first.set_input_files(str(path))
         wait_idle(page, timeout_ms=300_000)   # the first predictions over 10,000 images
-        page.wait_for_function(HEATMAP_READY_JS, timeout=120_000)
+        page.wait_for_function(HEATMAP_READY_JS, timeout=120_000, polling=POLL_MS)
         names = [t(f"classes.{c}") for c in CIFAR10_CLASSES]
         # the four corners (a flipped or transposed axis picks the wrong pair) and two cells
         # inside, off the diagonal (a scale or offset error lands on a neighbour)

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from browser_support import (check_language_and_links, english_sentences, page_problems,
-                             screenshot, tall_screenshot, wait_idle)
+from browser_support import (POLL_MS, check_language_and_links, english_sentences,
+                             page_problems, screenshot, tall_screenshot, wait_idle)
 from cifarlab import i18n
 from ui.nav import PAGES
 
@@ -93,7 +93,7 @@ def click_a_neuron(page, main, t, lang) -> None:
     """A click on the feature map picks that neuron; the arithmetic agrees with PyTorch."""
     page.get_by_role("tab", name=t("inside.neuron_title")).click()
     wait_idle(page)
-    page.wait_for_function(MAP_READY_JS, timeout=60_000)
+    page.wait_for_function(MAP_READY_JS, timeout=60_000, polling=POLL_MS)
     row_box = main.get_by_label(t("inside.row", hi=27), exact=True)
     col_box = main.get_by_label(t("inside.col", hi=27), exact=True)
     row, col = 25, 6
