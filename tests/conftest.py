@@ -180,7 +180,7 @@ def browser():
     """Headless Chromium for the browser tests, one per test session. Each ``new_page()`` is a
     new person (cookies cleared: a session id of its own); ``new_context()`` too. Without
     Chromium they are skipped, except in CI (``CI`` set), where they must run."""
-    from browser_support import chromium_path
+    from browser_support import chromium_path, launch_args
 
     path = chromium_path()
     if not path:
@@ -191,8 +191,7 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=path,
-                              args=["--no-sandbox", "--disable-dev-shm-usage"])
+        b = p.chromium.launch(executable_path=path, args=launch_args())
         yield SharedContextBrowser(b)
         b.close()
 
