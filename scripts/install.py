@@ -3,7 +3,7 @@
     python scripts/install.py -r requirements.txt [-r ...]
 
 uv installs the same exact pins as pip, unpacking wheels in parallel and keeping them in its
-cache: a fresh clone's test install took 42 s where pip took 94, and 15 s with the cache warm
+cache: a fresh clone's test install took 37 to 42 s where pip took 94, and 16 s with the cache warm
 (docs/benchmarks.md §28). uv does not read pip's configuration, so the sources pip is set up with
 (find-links, index URLs, constraints and certificate, from its files and PIP_* variables, as
 `pip config list` shows them) are handed to it, and it picks the best match across them, as pip

@@ -19,8 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts" / "screenshots"
 # The headless shell is what Playwright itself runs headless: the same Blink and V8 without the
-# full browser's windowing layers. The same page walk costs the machine ~20 % less CPU in it than
-# in Chromium's own headless mode (docs/benchmarks.md §28).
+# full browser's windowing layers. The Spanish walk, screenshots included, cost the machine ~20 %
+# less CPU in it than in Chromium's own headless mode; a plain walk of the pages, the same
+# (docs/benchmarks.md §28).
 CHROMIUMS = [os.environ["CIFARLAB_CHROMIUM"]] if os.environ.get("CIFARLAB_CHROMIUM") else [
     "/usr/bin/chromium-headless-shell", "/usr/bin/chromium"]
 
