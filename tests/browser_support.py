@@ -73,13 +73,24 @@ class StreamlitServer:
                            f"{self.log.read_text()[-2000:]}")
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            import signal
-            os.killpg(self.proc.pid, signal.SIGTERM)
+        """SIGTERM to the server alone, as ``docker stop`` sends it: the server stops its own
+        workers. Sent to the whole group, it also killed the fork server under a spare worker
+        being replaced, and the dispatcher waited out its join's timeout (seconds). Whatever
+        is left in the group after the server has gone is killed."""
+        import signal
+
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.terminate()
             try:
                 self.proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 # -- the app server the browser tests share (tests/conftest.py's session fixture ``server``) ------

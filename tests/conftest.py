@@ -57,6 +57,23 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def components_scanned_once():
+    """Each new AppTest's first run scans every installed distribution's metadata for Streamlit
+    components (``scan_component_manifests``): about 1 CPU-s with this environment's ~150
+    packages, and half of what a page test spent. No package is installed during a test run,
+    so each test process scans once; the server (``streamlit run``) scans once at its start
+    anyway."""
+    import functools
+
+    from streamlit.components.v2 import manifest_scanner
+
+    scan = manifest_scanner.scan_component_manifests
+    manifest_scanner.scan_component_manifests = functools.cache(scan)
+    yield
+    manifest_scanner.scan_component_manifests = scan
+
+
+@pytest.fixture(scope="session", autouse=True)
 def one_torch_thread():
     """torch in the test process on one thread: under ``make test`` two xdist workers share the
     2-core machine with Chromium and the app server, and torch's default of a thread per core

@@ -6,8 +6,8 @@
 logical CPUs like the lab machine, and one *logical* GPU (Ray's resource accounting only; no
 CUDA needed), on which the fractional-GPU test places runs. Started in pytest's main thread,
 which lives as long as the session (a thread that ends would break the connection), and the
-SIGTERM handler Ray installs there is put back. Ray's workers get the tests' ``sys.path`` so
-that the test job kinds (``test_jobs:sleepy_job``) import there too.
+SIGTERM handler Ray installs there is put back. Ray's workers get the tests' ``sys.path`` (as
+``PYTHONPATH``) so that the test job kinds (``test_jobs:sleepy_job``) import there too.
 
 Without Ray (``pip install -r requirements-ray.txt``) the Ray tests are skipped, except in CI
 (``CI`` set), where they must run. Tests that need it are marked ``ray``.
@@ -47,16 +47,26 @@ def ray_cluster():
         return
     before = signal.getsignal(signal.SIGTERM)
     paths = [p for p in sys.path if p and os.path.isabs(p) and os.path.isdir(p)]
-    for attempt in range(1, STARTS + 1):
-        try:
-            ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1",
-                     namespace="cifarlab-tests", log_to_driver=False,
-                     runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(paths)}}, **CLUSTER)
-            break
-        except Exception as err:  # Ray's own: its node did not register in time
-            if attempt == STARTS or "timed out during startup" not in str(err):
-                raise
-            ray.shutdown()
+    # The path reaches the workers through the environment the cluster's processes start
+    # with, not a runtime_env: with one, every worker is launched through Ray's setup_worker
+    # (another interpreter importing ray first, ~2 CPU-s a run).
+    before_path = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(paths)
+    try:
+        for attempt in range(1, STARTS + 1):
+            try:
+                ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1",
+                         namespace="cifarlab-tests", log_to_driver=False, **CLUSTER)
+                break
+            except Exception as err:  # Ray's own: its node did not register in time
+                if attempt == STARTS or "timed out during startup" not in str(err):
+                    raise
+                ray.shutdown()
+    finally:
+        if before_path is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = before_path
     if signal.getsignal(signal.SIGTERM) is not before:
         signal.signal(signal.SIGTERM, before)
     try:

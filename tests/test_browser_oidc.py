@@ -48,7 +48,9 @@ def server(tmp_path_factory, provider, cifar_archive):
     home = tmp_path_factory.mktemp("oidc-home")
     srv = StreamlitServer(home, env={"CIFARLAB_DATA": str(cifar_archive),
                                      "CIFARLAB_INSTRUCTORS": f"{ANA[0].upper()}, x@y.org",
-                                     "CIFARLAB_INSTRUCTOR_GROUP": "teachers"})
+                                     "CIFARLAB_INSTRUCTOR_GROUP": "teachers",
+                                     # no run is trained here: no worker kept warm
+                                     "CIFARLAB_SPARE_WORKERS": "0"})
     srv.home, srv.cookie_secret = home, secrets.token_urlsafe(32)
     secrets_file = home / "secrets.toml"
     secrets_file.write_text(f"""[auth]

@@ -9,6 +9,7 @@ must already be on their way, and torch still not imported, in each language.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -67,8 +68,11 @@ print(json.dumps(out))
 @pytest.fixture(scope="module")
 def sent():
     langs = list(i18n.LANGUAGES)
+    # no worker kept warm: its fork server would import torch beside the probe (in a process
+    # of its own, so not what is checked, but seconds of CPU for nothing here)
     proc = subprocess.run([sys.executable, "-", str(ROOT / "app.py"), *langs], input=PROBE,
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+                          cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "CIFARLAB_SPARE_WORKERS": "0"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

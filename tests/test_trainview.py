@@ -294,7 +294,10 @@ def test_freeze_long_lived_freezes_again_only_when_modules_were_loaded():
         assert trainview.freeze_long_lived() is False          # nothing new: nothing to do
         frozen = gc.get_freeze_count()
         keep = [[] for _ in range(100)]                        # made after the freeze
-        assert trainview.freeze_long_lived() is False and gc.get_freeze_count() == frozen
+        # no freeze: the 100 new lists stay out (frozen objects another thread frees leave it,
+        # so the count may fall, never rise by them)
+        assert trainview.freeze_long_lived() is False
+        assert gc.get_freeze_count() < frozen + len(keep)
         sys.modules["cifarlab_test_new_module"] = types.ModuleType("cifarlab_test_new_module")
         assert trainview.freeze_long_lived() is True           # a page imported something
         assert gc.get_freeze_count() >= frozen + len(keep)
