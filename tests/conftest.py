@@ -74,6 +74,30 @@ def components_scanned_once():
 
 
 @pytest.fixture(scope="session", autouse=True)
+def scripts_compiled_once():
+    """Each AppTest run compiles app.py and its page afresh (a new ``ScriptCache``: parsed,
+    rewritten for Streamlit's magic, compiled), where a server compiles each file once. Here
+    the bytecode is kept per process, by the file's path and its size and time (a test may
+    write a file again)."""
+    from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+    from streamlit.testing.v1 import app_test, local_script_runner
+
+    compiled: dict[tuple, object] = {}
+
+    class CompiledOnce(ScriptCache):
+        def get_bytecode(self, script_path: str):
+            st = os.stat(script_path)
+            key = (os.path.abspath(script_path), st.st_mtime_ns, st.st_size)
+            if key not in compiled:
+                compiled[key] = super().get_bytecode(script_path)
+            return compiled[key]
+
+    app_test.ScriptCache = local_script_runner.ScriptCache = CompiledOnce
+    yield
+    app_test.ScriptCache = local_script_runner.ScriptCache = ScriptCache
+
+
+@pytest.fixture(scope="session", autouse=True)
 def one_torch_thread():
     """torch in the test process on one thread: under ``make test`` two xdist workers share the
     2-core machine with Chromium and the app server, and torch's default of a thread per core
