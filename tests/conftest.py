@@ -123,17 +123,30 @@ def cifar_archive() -> Path:
     return ARCHIVE
 
 
-@pytest.fixture(scope="session")
-def cifar_cache_dir(tmp_path_factory) -> Path:
-    """$CIFARLAB_CACHE when set (decode once per machine), else a fresh folder per session."""
+@pytest.fixture(scope="session", autouse=True)
+def data_cache_of_this_run(tmp_path_factory):
+    """$CIFARLAB_CACHE when set (decode once per machine), else one folder for this run, set as
+    $CIFARLAB_CACHE for every process the tests start (app servers, the CLI, workers, Ray,
+    kernels): the archive is decoded once a run, and nothing is written into the person's own
+    ~/.cache/cifarlab (the app's default), where each clone's path made another 180 MB copy."""
     env = os.environ.get("CIFARLAB_CACHE", "").strip()
     if env:
-        return Path(env)
+        yield Path(env)
+        return
     if os.environ.get("PYTEST_XDIST_WORKER"):   # one for all of this run's xdist workers
-        shared = tmp_path_factory.getbasetemp().parent / "cifarlab-cache"
-        shared.mkdir(exist_ok=True)             # (the decode takes a lock: one decodes)
-        return shared
-    return tmp_path_factory.mktemp("cifarlab-cache")
+        folder = tmp_path_factory.getbasetemp().parent / "cifarlab-cache"
+        folder.mkdir(exist_ok=True)             # (the decode takes a lock: one decodes)
+    else:
+        folder = tmp_path_factory.mktemp("cifarlab-cache")
+    os.environ["CIFARLAB_CACHE"] = str(folder)
+    yield folder
+    os.environ.pop("CIFARLAB_CACHE", None)
+
+
+@pytest.fixture(scope="session")
+def cifar_cache_dir(data_cache_of_this_run) -> Path:
+    """Where the decoded data set is cached for this run (see data_cache_of_this_run)."""
+    return data_cache_of_this_run
 
 
 @pytest.fixture(scope="session")
