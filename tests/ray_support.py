@@ -49,7 +49,7 @@ def ray_cluster():
     paths = [p for p in sys.path if p and os.path.isabs(p) and os.path.isdir(p)]
     # The path reaches the workers through the environment the cluster's processes start
     # with, not a runtime_env: with one, every worker is launched through Ray's setup_worker
-    # (another interpreter importing ray first, ~2 CPU-s a run).
+    # (another interpreter importing ray first, about 1 CPU-s a worker).
     before_path = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(paths)
     try:
