@@ -30,12 +30,12 @@ def one(method: str, runs: int, data: str) -> list[float]:
     import multiprocessing
 
     from cifarlab.core.config import TrainConfig
-    from cifarlab.serve import processes
+    from cifarlab.serve import local_executor
     from cifarlab.serve.queue import JobQueue
     from cifarlab.serve.settings import load_settings
 
     if method == "spawn":
-        processes.context = lambda: multiprocessing.get_context("spawn")
+        local_executor.context = lambda: multiprocessing.get_context("spawn")
     config = TrainConfig(epochs=1, train_subset=500, pipeline="fast")
     with tempfile.TemporaryDirectory() as home:
         settings = load_settings().replace(home=Path(home), spare_workers=0, data=data)

@@ -1,6 +1,5 @@
 """The executor interface: where the queue's runs execute (the hosting setting ``executor``).
-The queue decides which run starts when; an executor runs it and reports back. Every method is
-called from the dispatcher's one thread (Ray needs ``ray.init`` in a thread that lives).
+Every method is called from the dispatcher's one thread (``ray.init`` needs a thread that lives).
 """
 from __future__ import annotations
 
@@ -10,6 +9,7 @@ from cifarlab.serve.kinds import TIMING
 from cifarlab.serve.runs import Run, reason
 from cifarlab.serve.settings import Settings
 from cifarlab.serve.store import RunStore
+
 
 @dataclass
 class Handle:
@@ -23,7 +23,7 @@ class Handle:
 
 
 class Executor:
-    """The interface (see the module docstring); the base does what both executors share."""
+    """The interface; the base does what both executors share."""
 
     name = "base"
     adopts = False    # whether ``adopt`` can find another server's runs still going
@@ -40,8 +40,7 @@ class Executor:
         return self.settings.slots_for(device)
 
     def devices(self) -> list[str] | None:
-        """The devices a run can be placed on when they are not this machine's (a cluster's);
-        None: this machine's (``core.devices.list_devices``)."""
+        """A cluster's devices; None: this machine's (``core.devices.list_devices``)."""
         return None
 
     def launch(self, run: Run, job: dict) -> bool:
@@ -58,8 +57,7 @@ class Executor:
         return set()
 
     def cancel(self, run_id: str) -> None:
-        """Stop after the current step, keeping the partial result. The local workers read the
-        store's flag themselves: nothing to pass on."""
+        """Stop after the current step (local workers read the store's flag themselves)."""
 
     def force(self, run_id: str, why: str, seconds: float = 0.0) -> None:
         """Stop now (``why``: "cancel" after ``seconds`` of grace, "heartbeat", "shutdown")."""

@@ -1,24 +1,95 @@
-"""The local executor (the default): each run in a worker process on this machine, and warm
-spares (torch imported, the data mapped, one tiny step done) so that Train shows the first loss
-within a second or two. A worker writes its events and outcome into the store itself.
+"""The local executor (the default): each run in a worker process on this machine, forked from
+a fork server that imported torch once (``spawn`` where there is none), and warm spares (the
+data mapped, one tiny step done) so that Train shows the first loss within a second or two. A
+worker writes its events and outcome into the store itself.
 """
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
+import signal
+import sys
+import threading
 import time
+import types
+from dataclasses import dataclass
+from typing import Any
 
-from cifarlab.serve.executor import Executor, forced_reason
-from cifarlab.serve.processes import (Spare, Worker, _in_environment, context, death_reason,
-                                      kill, start_process)
-from cifarlab.serve.runs import Run
-from cifarlab.serve.settings import Settings, cpu_cores
-from cifarlab.serve.store import RunStore
+from cifarlab.serve.executor import Executor, Handle, forced_reason
+from cifarlab.serve.runs import Run, reason
+from cifarlab.serve.settings import cpu_cores
 from cifarlab.serve.worker import _worker_main
 
 log = logging.getLogger("cifarlab.serve.queue")
 
-SPARE_DELAY_S = 2.0          # start the next spare this long after one was taken
+SPARE_DELAY_S = 2.0          # start the next spare this long after one was taken or died
+# What the fork server imports once, before it forks any worker (it starts no thread of ours
+# and no CUDA context).
+PRELOAD = ["torch", "torchvision", "cifarlab.core.train", "cifarlab.core.data",
+           "cifarlab.serve.worker"]
+_MAIN_LOCK = threading.Lock()
+
+
+@dataclass
+class Worker(Handle):
+    process: Any = None                # a multiprocessing Process (forkserver or spawn)
+    spare: Any = None                  # the Spare it was: its Event must outlive the start
+
+
+@dataclass
+class Spare:
+    """A worker started ahead of need, waiting for a job on its pipe."""
+
+    process: Any
+    conn: Any                          # the sending end of the job pipe
+    ready: Any                         # an Event the spare sets once it is warm
+
+
+def context():
+    """The start method for workers: ``forkserver`` preloaded with torch, else ``spawn``."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    return ctx
+
+
+def _in_environment(env: dict, target, *args) -> None:
+    """A worker's entry: the server's environment now (a forked worker would otherwise have the
+    fork server's, from when it started)."""
+    os.environ.clear()
+    os.environ.update(env)
+    target(*args)
+
+
+def kill(process) -> None:
+    """Stop a worker by force, with its process group (its DataLoader workers; see
+    ``worker._worker_main``), or alone while it has not made its group yet."""
+    if process.exitcode is not None:
+        return
+    try:
+        if process.pid and os.getpgid(process.pid) == process.pid:
+            os.killpg(process.pid, signal.SIGKILL)
+            return
+    except (ProcessLookupError, PermissionError):
+        pass
+    process.kill()
+
+
+def death_reason(exitcode: int) -> tuple[str, dict]:
+    """(status, ``runs.reason``) for a worker that ended without recording an outcome."""
+    if exitcode < 0:
+        sig = -exitcode
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        code = "serve.worker.killed_oom" if sig == signal.SIGKILL else "serve.worker.killed"
+        return "failed", reason(code, signal=sig, name=name)
+    if exitcode == 0:
+        return "failed", reason("serve.worker.no_result")
+    return "failed", reason("serve.worker.exit_status", status=exitcode)
 
 
 class LocalExecutor(Executor):
@@ -26,7 +97,7 @@ class LocalExecutor(Executor):
 
     name = "local"
 
-    def __init__(self, store: RunStore, settings: Settings):
+    def __init__(self, store, settings):
         super().__init__(store, settings)
         self._mp = context()
         self.running: dict[str, Worker] = {}
@@ -62,9 +133,7 @@ class LocalExecutor(Executor):
 
     def _take_spare(self) -> Spare | None:
         """A live spare, a warm one first (one warming up still beats a new one)."""
-        for spare in [s for s in self.spares if not s.process.is_alive()]:
-            self.spares.remove(spare)
-            spare.process.join(timeout=0)
+        self.spares = [s for s in self.spares if s.process.is_alive()]
         if not self.spares:
             return None
         spare = next((s for s in self.spares if s.ready.is_set()), self.spares[0])
@@ -72,11 +141,20 @@ class LocalExecutor(Executor):
         return spare
 
     def _new_process(self, conn, job: dict | None, ready=None):
+        """Start a worker. Under Streamlit the parent's ``__main__`` is the page script, which
+        the worker would re-import (and run the app): an empty module stands in meanwhile."""
         process = self._mp.Process(target=_in_environment,
                                    args=(dict(os.environ), _worker_main, conn, self.store,
                                          self.settings, job, ready),
                                    name="cifarlab-worker", daemon=False)
-        start_process(process)
+        with _MAIN_LOCK:
+            main = sys.modules.get("__main__")
+            sys.modules["__main__"] = types.ModuleType("__main__")
+            try:
+                process.start()
+            finally:
+                if main is not None:
+                    sys.modules["__main__"] = main
         return process
 
     def poll(self) -> None:
@@ -85,7 +163,6 @@ class LocalExecutor(Executor):
         for run_id, w in list(self.running.items()):
             if w.process.exitcode is None:
                 continue
-            w.process.join(timeout=0)
             del self.running[run_id]
             run = self.store.get(run_id)
             if run is not None and run.status == "running":
@@ -97,7 +174,6 @@ class LocalExecutor(Executor):
         for spare in list(self.spares):
             if spare.process.exitcode is not None:
                 self.spares.remove(spare)
-                spare.process.join(timeout=0)
                 self._spare_deaths.append(time.monotonic())
 
     def force(self, run_id: str, why: str, seconds: float = 0.0) -> None:
@@ -111,17 +187,19 @@ class LocalExecutor(Executor):
         spare's imports take seconds of CPU from the runs going on) a moment after the last
         start, and only when the cores have room."""
         now = time.monotonic()
+        self._spare_deaths = [t for t in self._spare_deaths if now - t < 60]
+        # spares keep dying: runs start cold for a minute. One that just died (the fork server
+        # stopping with the whole process: a new spare would start a new one) waits a moment.
+        if len(self._spare_deaths) >= 3 or now - max(self._spare_deaths, default=0) < SPARE_DELAY_S:
+            return
         if not backlog:
-            # a CPU run uses worker_threads cores, a GPU run about one
             if now < self._next_spare_at:
                 return
+            # a CPU run uses worker_threads cores, a GPU run about one
             busy = sum(self.settings.worker_threads if w.device == "cpu" else 1
                        for w in self.running.values() if w.process.exitcode is None)
             if busy and busy + 1 > cpu_cores():
                 return
-        self._spare_deaths = [t for t in self._spare_deaths if now - t < 60]
-        if len(self._spare_deaths) >= 3:  # spares keep dying: start runs cold for a minute
-            return
         while sum(1 for s in self.spares if s.process.is_alive()) < self.settings.spare_workers:
             recv, send = self._mp.Pipe(duplex=False)
             ready = self._mp.Event()
@@ -135,10 +213,7 @@ class LocalExecutor(Executor):
     def stop_all(self, timeout: float) -> None:
         """Kill the spares and every running worker ("shutdown"), wait, record why each ended."""
         for spare in self.spares:
-            try:
-                spare.conn.close()
-            except OSError:
-                pass
+            spare.conn.close()
             kill(spare.process)
         for w in self.running.values():
             if w.process.exitcode is None:

@@ -173,7 +173,7 @@ def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
     thread that starts the heartbeat at once: a slow warm-up never looks like a dead worker."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C on the server: the server decides
     _lower_priority(settings.worker_nice)
-    # A process group of its own: a forced stop (processes.kill) takes its DataLoader processes
+    # A process group of its own: a forced stop (local_executor.kill) takes its DataLoader processes
     os.setpgrp()
     beating = threading.Event()   # set once the job has ended
     got = {"job": job}
