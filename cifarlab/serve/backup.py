@@ -1,10 +1,6 @@
-"""Rolling backups of the run store, and its recovery when the file is found damaged.
-
-A copy uses SQLite's online backup API: a consistent snapshot while workers keep writing, never
-a torn file copy; skipped when nothing changed; the newest ``KEEP`` are kept. A store that
-cannot be opened or fails ``quick_check`` is moved aside (``runs.db.damaged-<time>``) and the
-newest copy that passes is put back; the notice ``recover`` returns says, in the student's
-language, that newer runs were lost (or that the store starts empty, with no usable copy).
+"""Rolling backups of the SQLite run store (its online backup API: a consistent snapshot while
+workers write; skipped when nothing changed), and recovery of a damaged file: moved aside, the
+newest copy that passes ``quick_check`` put back, and a notice for every student.
 """
 from __future__ import annotations
 
@@ -57,7 +53,7 @@ def check_file(path: str | os.PathLike) -> None:
 
 def copy_database(src: str | os.PathLike, dest: Path) -> Path:
     """A consistent copy of the SQLite file ``src`` at ``dest`` (written beside it, synced,
-    renamed into place; a plain rollback-journal file)."""
+    renamed into place)."""
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     tmp.unlink(missing_ok=True)
     source = sqlite3.connect(src, timeout=15.0)
@@ -126,8 +122,7 @@ class Backups:
         return tuple(out)
 
     def backup_now(self) -> Path | None:
-        """Copy the store unless unchanged since the last copy; the copy's path, or None.
-        A failed copy (a full disk) is logged, the older ones kept."""
+        """Copy the store unless unchanged since the last copy; the copy's path, or None."""
         with self._lock:
             state = self._state()
             if state == self._seen or not self.db_path.is_file():
@@ -148,9 +143,8 @@ class Backups:
 
 
 def open_checked(db, init: Callable[[], None]) -> StoreDamaged | None:
-    """Open the SQLite store ``db`` (``init``: its ``Database.__init__``), then ``check_file``.
-    A damaged file is moved aside and recovered (``recover``) and opened again; returns the
-    notice, None when the file was whole. A full disk is our JobError."""
+    """Open the SQLite store ``db`` (``init``: its ``Database.__init__``) and check it; a
+    damaged file is recovered and opened again. Returns the notice, None when it was whole."""
     try:
         init()
         check_file(db.path)
@@ -167,9 +161,8 @@ def open_checked(db, init: Callable[[], None]) -> StoreDamaged | None:
 
 
 def recover(db_path: str | os.PathLike, why: BaseException) -> StoreDamaged:
-    """Move the damaged store at ``db_path`` aside (renamed with the time) and put back the
-    newest copy that passes ``check_file``, or none (it starts empty); returns the notice.
-    JobError when the file cannot even be moved."""
+    """Move the damaged store aside (renamed with the time) and put back the newest copy that
+    passes ``check_file``, or none (it starts empty); returns the notice."""
     path = Path(db_path).resolve()
     aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
     try:

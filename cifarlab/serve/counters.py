@@ -1,6 +1,5 @@
-"""The guessing limits' counters (``identity.Counters``) in the run store: every replica counts
-the same failures and a restart forgets nothing. Keys are kept as SHA-256 digests. Times are
-``time.time`` (the same on every replica): the limiter must use that clock.
+"""The guessing limits' counters in the run store: every replica counts the same failures and
+a restart forgets nothing. Keys are SHA-256 digests; times ``time.time`` (the limiter's clock).
 """
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ PRUNE_EVERY = 200   # failures between deletions of stale rows
 
 
 class StoreCounters:
-    """``identity.Counters`` kept in the run store under the name ``name``."""
+    """``identity.MemoryCounters`` kept in the run store under the name ``name``."""
 
     def __init__(self, db: Database, name: str, forget_s: float = 3600.0):
         self.db, self.name, self.forget_s = db, name, float(forget_s)

@@ -1,23 +1,13 @@
-"""The run store's database: a SQLite file (the default) or a PostgreSQL server, through one
-code path (SQLAlchemy Core 2; psycopg 3 for PostgreSQL).
-
-**SQLite**: WAL mode (readers and the writer never block each other), ``synchronous=NORMAL``, a
-busy timeout; writes start with ``BEGIN IMMEDIATE``, so writers queue instead of failing
-half-way. One serving process per file, plus one worker process per run.
-
-**PostgreSQL**: several replicas and their workers share one database. Each connection is
-pinged before use, so a database restarted mid-lesson is reconnected to; while it is down every
-call raises ``JobError("serve.store.unreachable")`` and the host's log gets one line. A write
-that races another replica's takes an advisory lock (``_write(lock=...)``).
-
-A ``Database`` can be handed to another thread or pickled to another process and reconnects
-there; a connection never crosses processes.
+"""The run store's database: a SQLite file (the default) or a PostgreSQL server, through
+SQLAlchemy Core. SQLite: WAL mode, writes start with ``BEGIN IMMEDIATE`` (writers queue instead
+of failing half-way). PostgreSQL: connections pinged before use (a restarted database is
+reconnected to); while it is down every call raises ``serve.store.unreachable``. A ``Database``
+pickled to another process reconnects there: a connection never crosses processes.
 """
 from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 import zlib
 from contextlib import contextmanager
@@ -94,8 +84,8 @@ class Database:
                     "SELECT current_database() || '.' || current_schema()").scalar_one()
 
     def _first_connect(self) -> None:
-        """Connect once at start: a wrong user, password or database is ``serve.store.refused``,
-        a server that does not answer ``serve.store.down`` (the URL without its password)."""
+        """Connect once at start: a wrong URL is ``serve.store.refused``, a server that does
+        not answer ``serve.store.down``."""
         try:
             with self.engine.connect() as c:
                 c.exec_driver_sql("SELECT 1")
@@ -152,8 +142,7 @@ class Database:
     @contextmanager
     def _write(self, lock: str | None = None) -> Iterator[Connection]:
         """One write transaction. ``lock``: on PostgreSQL, this advisory lock for it (writes
-        that read first: a nickname's uniqueness), as SQLite's one writer has for every write.
-        Errors: ``_translated``."""
+        that read first: a nickname's uniqueness), as SQLite's one writer has for every write."""
         with self._translated():
             with self.engine.connect() as conn:
                 conn = conn.execution_options(cifarlab_write=True)
@@ -234,65 +223,53 @@ class Database:
 
 class SessionLock:
     """A lock one process holds until it lets go or dies: on PostgreSQL a session-level
-    advisory lock on a connection of its own (dropped when that connection closes: a replica
-    killed, a network cut once TCP keepalives give up); on SQLite an ``flock`` on a file beside
-    the store (dropped with the process). ``acquire()`` does not wait; ``held()`` checks."""
+    advisory lock on a connection of its own (dropped with it: a replica killed, a network cut
+    once TCP keepalives give up); on SQLite an ``flock`` on a file beside the store. Used from
+    the dispatcher's thread only. ``acquire()`` does not wait; ``held()`` checks."""
 
     def __init__(self, db: Database, name: str):
         self.db, self.name = db, name
         self._conn = None
         self._file = None
-        self._mutex = threading.Lock()
 
     def acquire(self) -> bool:
-        with self._mutex:
-            if self._conn is not None or self._file is not None:
-                return self._check()
-            if self.db.dialect == "sqlite":
-                return self._flock()
-            key = advisory_key(self.db._lock_name + ":" + self.name)
+        if self._conn is not None or self._file is not None:
+            return self.held()
+        if self.db.dialect == "sqlite":
+            import fcntl
+
+            f = open(self.db.path.with_name(self.db.path.name + ".dispatcher"), "a+")
             try:
-                conn = self.db.engine.connect()
-            except (exc.DBAPIError, exc.TimeoutError):
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                f.close()
                 return False
-            try:
-                # the server drops a silent client's session (and its lock) within ~15 s
-                for setting in ("tcp_keepalives_idle = 5", "tcp_keepalives_interval = 2",
-                                "tcp_keepalives_count = 5"):
-                    conn.exec_driver_sql("SET " + setting)
-                got = conn.exec_driver_sql(f"SELECT pg_try_advisory_lock({key})").scalar_one()
-                conn.commit()
-            except exc.DBAPIError:
-                conn.invalidate()
-                conn.close()
-                return False
-            if not got:
-                conn.close()
-                return False
-            self._conn = conn
+            self._file = f
             return True
-
-    def _flock(self) -> bool:
-        import fcntl
-
-        f = open(self.db.path.with_name(self.db.path.name + ".dispatcher"), "a+")
+        key = advisory_key(self.db._lock_name + ":" + self.name)
         try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            f.close()
+            conn = self.db.engine.connect()
+        except (exc.DBAPIError, exc.TimeoutError):
             return False
-        self._file = f
+        try:
+            # the server drops a silent client's session (and its lock) within ~15 s
+            for setting in ("tcp_keepalives_idle = 5", "tcp_keepalives_interval = 2",
+                            "tcp_keepalives_count = 5"):
+                conn.exec_driver_sql("SET " + setting)
+            got = conn.exec_driver_sql(f"SELECT pg_try_advisory_lock({key})").scalar_one()
+            conn.commit()
+        except exc.DBAPIError:
+            conn.invalidate()
+            got = False
+        if not got:
+            conn.close()
+            return False
+        self._conn = conn
         return True
 
     def held(self) -> bool:
-        with self._mutex:
-            return self._check()
-
-    def _check(self) -> bool:
-        if self._file is not None:
-            return True
         if self._conn is None:
-            return False
+            return self._file is not None
         try:
             self._conn.exec_driver_sql("SELECT 1")
             self._conn.commit()
@@ -304,12 +281,11 @@ class SessionLock:
             return False
 
     def release(self) -> None:
-        with self._mutex:
-            if self._file is not None:
-                self._file.close()            # closing the file drops the flock
-                self._file = None
-            if self._conn is not None:
-                self._drop()
+        if self._file is not None:
+            self._file.close()            # closing the file drops the flock
+            self._file = None
+        if self._conn is not None:
+            self._drop()
 
     def _drop(self) -> None:
         try:

@@ -1,10 +1,8 @@
-"""The dispatcher: the one thread of the serving process that drives the executor (``ray.init``
-needs a thread that lives). Every ``TICK_S`` (at once when woken) it polls the executor, passes
-cancels on, stops by force a run that ignored its cancel for ``CANCEL_GRACE_S`` or went silent,
-starts the store's queued runs first come first served per device up to the slots (an
-*exclusive* job waits until its devices are idle and keeps them; runs behind it wait: strict
-FIFO), and keeps workers warm. With replicas, only the lock holder (``Replica.tick``) starts
-runs; each watches its own workers and adopts a dead replica's runs still going.
+"""The dispatcher: the one thread of the serving process that drives the executor. Every
+``TICK_S`` (at once when woken) it polls the executor, passes cancels on, stops by force a run
+that ignored its cancel for ``CANCEL_GRACE_S`` or went silent, starts queued runs first come first
+served per device (an *exclusive* job waits until its devices are idle; runs behind it wait) and
+keeps workers warm. With replicas, only the lock holder (``Replica.tick``) starts runs.
 """
 from __future__ import annotations
 
@@ -27,22 +25,17 @@ CANCEL_GRACE_S = 60.0        # a worker still running this long after a cancel i
 
 
 class Dispatcher:
-    """The scheduler thread of one ``JobQueue``; see the module docstring."""
+    """The scheduler thread of one ``JobQueue``."""
 
     def __init__(self, store: RunStore, executor: Executor, settings: Settings,
                  replica: Replica):
-        self.store = store
-        self.executor = executor
-        self.settings = settings
-        self.replica = replica
+        self.store, self.executor, self.settings, self.replica = store, executor, settings, replica
         self._store_back = 0.0      # when the store answered again after failing
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._last_health = 0.0
         self._backlog = 0
         self._stop_timeout = 10.0
-        self._stop_lock = threading.Lock()
-        self._executor_stopped = False
         self._thread = threading.Thread(target=self._loop, name="cifarlab-scheduler",
                                         daemon=True)
 
@@ -59,10 +52,10 @@ class Dispatcher:
         self._stop_timeout = timeout
         self._stopping.set()
         self._wake.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
+        if self._thread.is_alive():
             self._thread.join(timeout + 5.0)  # it stops the executor in its own thread
-        elif not self._thread.is_alive():
-            self._stop_executor()
+        else:  # never started
+            self.executor.stop_all(timeout)
             self.replica.stop()
 
     def _loop(self) -> None:
@@ -84,7 +77,7 @@ class Dispatcher:
                 log.exception("cifarlab scheduler tick failed")
             self._wake.wait(TICK_S)
             self._wake.clear()
-        self._stop_executor()
+        self.executor.stop_all(self._stop_timeout)
         self.replica.stop()
 
     def _tick(self) -> None:
@@ -157,9 +150,3 @@ class Dispatcher:
                                   **reason("serve.queue.unknown_kind_queued", kind=run.kind))
             return False
         return self.executor.launch(run, job_for(run, target, self.settings))
-
-    def _stop_executor(self) -> None:
-        with self._stop_lock:
-            if not self._executor_stopped:
-                self._executor_stopped = True
-                self.executor.stop_all(self._stop_timeout)

@@ -1,7 +1,5 @@
-"""Who is asking: the ``Person`` a page builds (``ui.signin.person()``) from the sign-in (an
-OpenID Connect provider, the instructor's passphrase) or the session cookie, and passes to every
-call that acts for someone: roles are checked here, never only by hiding a button. The
-passphrase's salted scrypt hash sits in the server's secrets (``python -m cifarlab passphrase``).
+"""Who is asking (``Person``, passed to every call that acts for someone: roles are checked
+there, never only by hiding a button), the instructor's passphrase hash, and guessing limits.
 """
 from __future__ import annotations
 
@@ -14,7 +12,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable, Iterable, Protocol
+from typing import Any, Callable, Iterable
 
 from cifarlab.errors import CifarLabError
 
@@ -63,8 +61,8 @@ def signed_in(email: str, name: str | None = None, groups: Iterable[str] | str |
 
 
 def user_session(email: str, secret: str) -> str:
-    """The run-store session of a signed-in person, the same on each of their devices: an HMAC
-    of the e-mail (a session id lets a browser see runs: unguessable without the secret)."""
+    """A signed-in person's run-store session, the same on each of their devices: an HMAC of
+    the e-mail (unguessable without the secret)."""
     digest = hmac.new(secret.encode(), b"cifarlab-session:" + email.strip().lower().encode(),
                       hashlib.sha256).digest()
     return "u-" + _b64(digest)[:40]
@@ -120,7 +118,7 @@ def _parse_hash(stored: str) -> tuple[int, int, int, bytes, bytes]:
 
 def verify_passphrase(passphrase: str, stored: str) -> bool:
     """Whether ``stored`` was made from ``passphrase`` (in constant time); IdentityError when
-    ``stored`` is damaged (the host must fix the secrets file)."""
+    ``stored`` is damaged."""
     n, r, p, salt, key = _parse_hash(stored)
     if not isinstance(passphrase, str) or not passphrase or len(passphrase) > 1024:
         return False
@@ -153,19 +151,10 @@ class Backoff:
         return max(0.0, last + delay - now)
 
 
-class Counters(Protocol):
-    """Failures by key: ``(count, time of the latest)``, ``(0, 0.0)`` for none recent."""
-
-    def get(self, key: str, now: float) -> tuple[int, float]: ...
-
-    def add(self, key: str, now: float) -> tuple[int, float]: ...
-
-    def clear(self, key: str) -> None: ...
-
-
 class MemoryCounters:
-    """``Counters`` in memory, forgotten after ``forget_s``; at most ``max_keys`` (a flood of
-    fresh keys drops the stalest: their failures still count in the overall key)."""
+    """Failures by key, ``(count, time of the latest)``, forgotten after ``forget_s``; at most
+    ``max_keys`` (a flood of fresh keys drops the stalest: they still count in the overall key).
+    ``counters.StoreCounters`` is the same in the run store."""
 
     def __init__(self, forget_s: float = 3600.0, max_keys: int = 10_000):
         self.forget_s, self.max_keys = forget_s, max_keys
@@ -206,16 +195,15 @@ _OVERALL = "*"
 
 
 class AttemptLimiter:
-    """Slows down guessing a secret (a class code, the instructor's passphrase), never someone
-    who knows it. Three counts of recent failures, each with its ``Backoff``: the browser's, the
-    target's, everyone's. A browser with fewer than ``guessing_after`` is not guessing and never
-    waits, whatever others do (a classmate hammering wrong codes); one that is waits for the
-    longest of the three. ``succeeded`` forgets the browser's failures. Thread-safe."""
+    """Slows down guessing a secret (a class code, the passphrase), never someone who knows it.
+    Three counts of recent failures, each with its ``Backoff``: the browser's, the target's,
+    everyone's. A browser with fewer than ``guessing_after`` never waits, whatever others do;
+    one that is guessing waits for the longest of the three."""
 
     def __init__(self, client: Backoff = Backoff(3, 2.0, 300.0),
                  target: Backoff = Backoff(10, 1.0, 300.0),
                  overall: Backoff = Backoff(30, 1.0, 300.0), *, guessing_after: int = 2,
-                 counters: Counters | None = None, clock: Callable[[], float] = time.monotonic,
+                 counters: Any = None, clock: Callable[[], float] = time.monotonic,
                  name: str = "attempts"):
         self.client, self.target, self.overall = client, target, overall
         self.guessing_after, self.name = guessing_after, name

@@ -1,14 +1,6 @@
-"""The job queue: training (and timing) runs, first come first served, run by an executor.
-
-    queue = get_queue()                      # one per server process (pages: st.cache_resource)
-    run_id = queue.submit(session_id, TrainConfig(epochs=1), owner=person)  # JobError if not
-    queue.get(session_id, run_id).status     # queued -> running -> done | failed | cancelled
-
+"""The job queue: runs first come first served, on an executor, recorded in the run store.
 A run belongs to a browser *session* (who may see, cancel and delete it) and to an *owner*, the
-person whom the per-person limits count across all their tabs (``admission``). Training never
-runs in the server process: an executor runs it and its events land in the run store, the
-source of truth. Several replicas may share one store (PostgreSQL): each takes submits and
-serves pages; one dispatches (``replicas.Replica``).
+person whom the per-person limits count across all their tabs (``admission``).
 """
 from __future__ import annotations
 
@@ -79,19 +71,16 @@ class JobQueue:
             self.dispatcher.start()
             if self.backups is not None:
                 self.backups.start()
-        # Runs before multiprocessing's own exit hook (imported above, so registered earlier),
-        # which would otherwise wait for every non-daemonic worker to finish its job.
+        # before multiprocessing's exit hook (registered earlier), which waits for every worker
         ref = weakref.ref(self)
         atexit.register(lambda: ref() is not None and ref().shutdown(timeout=2.0))
 
     # -- submitting --------------------------------------------------------------------------
     def submit(self, session: str, config: TrainConfig, name: str | None = None,
                owner: str | None = None, sweep: dict | None = None) -> str:
-        """Queue a training run; returns its id, or JobError says why not. The one check of the
-        config between the form and the worker, which trains what is admitted here, on the
-        device resolved here. ``owner``: the person (default: the session). ``sweep`` ({"steps",
-        "lr_min", "lr_max"}): the learning-rate finder on the config instead, its steps × batch
-        images counted in the owner's budget."""
+        """Queue a training run (the one check of the config between the form and the worker);
+        its id, or JobError. ``sweep`` ({"steps", "lr_min", "lr_max"}): the learning-rate finder
+        on the config instead, its steps × batch images counted in the owner's budget."""
         validate_session(session)
         owner = validate_owner(session if owner is None else owner)
         n_train = self.train_images()
@@ -113,8 +102,7 @@ class JobQueue:
                    exclusive: bool | list[str] = False, name: str | None = None,
                    owner: str | None = None, estimate_s: float | None = None) -> str:
         """Queue a job of a registered kind on ``device`` ("auto" picks one now). ``exclusive``:
-        True keeps ``device`` to itself, a list all of them (see ``dispatcher``). A timing sweep
-        whose ``estimate_s`` (or the payload's) is over ``max_timing_seconds`` is refused."""
+        True keeps ``device`` to itself, a list all of them (see ``dispatcher``)."""
         validate_session(session)
         owner = validate_owner(session if owner is None else owner)
         if kind in (TRAIN, LR_FIND):  # through submit, so that it meets every limit
@@ -205,8 +193,7 @@ class JobQueue:
             raise JobError("serve.queue.no_such_run", field="run_id")
         return run
 
-    # What a page reads of a run, each call checked against the browser session (pages never
-    # open the store itself: an import-linter contract and tests/test_layers.py keep it so).
+    # What a page reads of a run, each call checked against the browser session.
     def events(self, session: str, run_id: str, kinds=None, since_seq: int = 0) -> list:
         return self.store.events(self.get(session, run_id).id, kinds=kinds, since_seq=since_seq)
 
@@ -218,7 +205,7 @@ class JobQueue:
 
     def measured_speeds(self) -> list[dict]:
         """How fast this server trained its latest finished runs (anyone's: speeds only, no
-        session, no name): the pages' time estimates come from these, not from a promise."""
+        session, no name), for the pages' time estimates."""
         out = []
         for run in self.store.list_runs(None, ["done"], kind=TRAIN, limit=40):
             res = run.result or {}
@@ -234,8 +221,8 @@ class JobQueue:
         return run.session == session
 
     def cancel(self, session: str, run_id: str) -> str:
-        """Cancel one of this session's runs; returns its status now. A running one stops after
-        its current step, evaluates what it learned and ends as ``cancelled``."""
+        """Cancel one of this session's runs; returns its status now ("cancelling": it stops
+        after its current step)."""
         run = self._own(session, run_id)
         if run.status == "queued" and self.store.set_status(run.id, "cancelled",
                                                             only_from=["queued"]):
@@ -272,10 +259,8 @@ class JobQueue:
 
     def wait_warm(self, timeout: float = 120.0) -> bool:
         """Wait until a spare worker is warm (benchmarks and tests); False if none is, in time."""
-        if self.settings.spare_workers == 0:
-            return False
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while self.settings.spare_workers and time.monotonic() < deadline:
             if self.executor.warm():
                 return True
             time.sleep(0.05)
@@ -284,13 +269,11 @@ class JobQueue:
     def wait(self, run_id: str, timeout: float = 60.0, poll: float = 0.05) -> Run:
         """Block until the run has finished (for tests and scripts, not pages)."""
         deadline = time.monotonic() + timeout
-        while True:
-            run = self.store.get(run_id)
-            if run is None or run.finished:
-                return run
+        while (run := self.store.get(run_id)) is not None and not run.finished:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"run {run_id} still {run.status} after {timeout} s")
             time.sleep(poll)
+        return run
 
     # -- stopping ----------------------------------------------------------------------------
     def shutdown(self, timeout: float = 10.0) -> None:

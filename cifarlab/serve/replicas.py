@@ -1,8 +1,6 @@
-"""The app servers (replicas) serving one run store, as the store sees them. Each ``JobQueue``
-registers its process under a fresh id and beats every second or so; a replica whose latest
-beat is older than ``heartbeat_timeout`` is gone, and its runs are the live replicas' to settle
-or take over. Which replica dispatches is decided by a lock (``database.SessionLock``), not
-by this table, which says who is there.
+"""The app servers (replicas) serving one run store. Each ``JobQueue`` registers under a fresh
+id and beats every second; a replica whose beat is older than ``heartbeat_timeout`` is gone, its
+runs the live replicas' to settle or take over. A lock, not this table, says who dispatches.
 """
 from __future__ import annotations
 

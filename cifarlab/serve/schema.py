@@ -1,10 +1,7 @@
-"""The run store's tables (SQLAlchemy Core, on SQLite or PostgreSQL) and the migrations that
-bring an older store up to date: a new store gets ``METADATA`` at ``SCHEMA_VERSION``, an older
-one ``MIGRATIONS`` (tests/test_store.py holds a store migrated from version 1 to the
-declaration). The version is ``PRAGMA user_version`` in SQLite, the row of ``cifarlab_schema``
-in PostgreSQL; a store from a newer CIFAR Lab is refused, never changed. Versions: 1 runs,
-losses, events; 2 owners, image-epochs, error codes; 3 the classroom; 4 replicas and shared
-guessing counters (the first PostgreSQL knows); 5 the class experiment.
+"""The run store's tables and the migrations that bring an older store up to date (version:
+SQLite's ``user_version``, PostgreSQL's ``cifarlab_schema``); a newer store is refused, never
+changed. Versions: 1 runs, losses, events; 2 owners, image-epochs, error codes; 3 the classroom;
+4 replicas and guessing counters (the first PostgreSQL knows); 5 the class experiment.
 """
 from __future__ import annotations
 
@@ -200,7 +197,7 @@ def _stamp(conn: Connection, version: int) -> None:
 
 def migrate(conn: Connection, where: str, upto: int = SCHEMA_VERSION) -> int:
     """Create or upgrade the tables in the caller's write transaction, up to ``upto`` (tests
-    keep a store old); returns the version it had. ``where`` names a newer store's error."""
+    keep a store old); returns the version it had."""
     version = stored_version(conn)
     if version > SCHEMA_VERSION:
         raise JobError("serve.store.newer_schema", path=where, version=version,

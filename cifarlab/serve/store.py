@@ -1,7 +1,5 @@
-"""The run store: every run, its step losses, events and result (``database``: SQLite or
-PostgreSQL). A checkpoint's path is always computed here, ``<checkpoint dir>/<validated id>.pth``,
-never taken from a browser.
-"""
+"""The run store: every run, its step losses, events and result. A checkpoint's path is always
+computed here, ``<checkpoint dir>/<validated id>.pth``, never taken from a browser."""
 from __future__ import annotations
 
 import json
@@ -51,15 +49,10 @@ def _run(row: Any) -> Run:
 
 
 def _dumps(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, default=_json_default)
-
-
-def _json_default(obj: Any) -> Any:
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    if isinstance(obj, (set, tuple)):
-        return list(obj)
-    return str(obj)  # a Path, or anything else: its text
+    """JSON; numpy values as lists, a set as a list, anything else (a Path) as its text."""
+    return None if value is None else json.dumps(value, default=lambda obj: (
+        obj.tolist() if hasattr(obj, "tolist") else
+        list(obj) if isinstance(obj, set) else str(obj)))
 
 
 class RunStore(Database):
@@ -87,8 +80,8 @@ class RunStore(Database):
         return self.checkpoint_dir / f"{validate_run_id(run_id)}.pth"
 
     def remove_partial_checkpoints(self, run_id: str | None = None) -> list[Path]:
-        """Delete checkpoints a worker was still writing when it died (``.<id>.pth.*.tmp``,
-        see ``core.checkpoint``): one run's, or all but running runs'. Returns the files."""
+        """Delete checkpoints a worker was still writing when it died (``.<id>.pth.*.tmp``): one
+        run's, or all but running runs'. Returns the files."""
         if run_id is not None:
             files = self.checkpoint_dir.glob(f".{validate_run_id(run_id)}.pth.*.tmp")
         else:
@@ -162,12 +155,11 @@ class RunStore(Database):
     def set_status(self, run_id: str, status: str, *, only_from: Sequence[str] | None = None,
                    **fields: Any) -> bool:
         """Move a run to ``status`` (only if it is in ``only_from`` now, so that a late writer
-        never overwrites an outcome); True if it changed. Timestamps, the replica and the
-        checkpoint are the store's to set, from the status; ``fields``: ``_STATUS_FIELDS``."""
+        never overwrites an outcome); True if it changed. ``fields``: ``_STATUS_FIELDS``."""
         validate_run_id(run_id)
         (status,) = validate_statuses([status])
         unknown = sorted(set(fields) - set(_STATUS_FIELDS))
-        if unknown:  # checkpoint paths and timestamps are the store's to set
+        if unknown:
             raise JobError("serve.store.bad_fields", fields=", ".join(unknown))
         now = time.time()
         values: dict[str, Any] = {"status": status}
@@ -317,10 +309,9 @@ class RunStore(Database):
 
     def orphans(self, stale_after: float | None = None, mine: Iterable[str] = (),
                 alive: Iterable[str] = ()) -> list[Run]:
-        """Runs left ``running`` by a worker that is gone: not in ``mine`` (this process's
-        executor watches those) nor of a replica in ``alive``. A run of this machine is gone
-        when its worker's process is; any run, with ``stale_after``, when its heartbeat is
-        older (another machine's worker may still be writing how it stopped)."""
+        """Runs left ``running`` by a worker that is gone: not in ``mine`` (this executor's) nor
+        of a replica in ``alive``; of this machine when its worker's process is gone, any run
+        when its heartbeat is older than ``stale_after``."""
         now, mine, alive = time.time(), set(mine), set(alive)
         with self._read() as c:
             hosts = dict(c.execute(select(REPLICAS.c.id, REPLICAS.c.host)).all())
@@ -337,9 +328,8 @@ class RunStore(Database):
 
     def interrupt_orphans(self, stale_after: float | None = None, mine: Iterable[str] = (),
                           alive: Iterable[str] = (), adopt=None) -> list[str]:
-        """``orphans`` become ``interrupted`` with the step they reached (a half-written
-        checkpoint removed first), but those ``adopt`` (``Executor.adopt``) finds still going.
-        Returns the ids marked."""
+        """``orphans`` become ``interrupted`` (a half-written checkpoint removed first), but
+        those ``adopt`` (``Executor.adopt``) finds still going. Returns the ids marked."""
         marked, orphans = [], self.orphans(stale_after, mine=mine, alive=alive)
         going = adopt(orphans) if adopt is not None and orphans else set()
         for run in orphans:
