@@ -175,7 +175,10 @@ class Database:
                 if disk.is_full(err.orig):
                     raise disk.store_full(err.orig, self.path) from None
                 raise err.orig from None      # SQLite's own error, as before (damage, locks)
-            if err.connection_invalidated or _unreachable(err):
+            # PostgreSQL out of reach (not a wrong query): connection exceptions, admin shutdown
+            if (err.connection_invalidated
+                    or isinstance(err, (exc.OperationalError, exc.InterfaceError))
+                    or (getattr(err.orig, "sqlstate", None) or "").startswith(("08", "57P"))):
                 self._log_unreachable(err)
                 raise JobError("serve.store.unreachable") from None
             raise
@@ -302,13 +305,6 @@ _REFUSALS = ("password authentication failed", "does not exist", "no pg_hba.conf
              "authentication failed", "no password supplied", "permission denied",
              "is not permitted to log in", "SSL")
 
-
-def _unreachable(err: exc.DBAPIError) -> bool:
-    """Whether a PostgreSQL error says the server cannot be reached (not a wrong query)."""
-    if isinstance(err, (exc.OperationalError, exc.InterfaceError)):
-        return True
-    sqlstate = getattr(err.orig, "sqlstate", None) or ""
-    return sqlstate.startswith(("08", "57P"))  # connection exceptions, admin shutdown
 
 
 def _first_line(err: BaseException) -> str:

@@ -3,13 +3,16 @@ Every method is called from the dispatcher's one thread (``ray.init`` needs a th
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+from typing import Callable
 
 from cifarlab.serve.kinds import TIMING
 from cifarlab.serve.runs import Run, reason
 from cifarlab.serve.settings import Settings
 from cifarlab.serve.store import RunStore
 
+log = logging.getLogger("cifarlab.serve.queue")
 
 @dataclass
 class Handle:
@@ -73,6 +76,16 @@ class Executor:
     def stop_all(self, timeout: float) -> None:
         """Force every run ("shutdown") and release everything."""
         raise NotImplementedError
+
+    def settle_dead(self, h: Handle, died: Callable[[], tuple[str, dict]]) -> None:
+        """A run whose worker ended without recording an outcome: the reason the queue forced
+        it, else ``died()``; its half-written checkpoint goes before its end is visible."""
+        run = self.store.get(h.run_id)
+        if run is not None and run.status == "running":
+            status, why = forced_reason(h.forced, h.forced_s) or died()
+            self.store.remove_partial_checkpoints(h.run_id)
+            self.store.set_status(h.run_id, status, only_from=["running"], **why)
+            log.warning("run %s (%s executor): %s", h.run_id, self.name, why["error"])
 
 
 def forced_reason(why: str | None, seconds: float) -> tuple[str, dict] | None:

@@ -5,7 +5,6 @@ worker writes its events and outcome into the store itself.
 """
 from __future__ import annotations
 
-import logging
 import multiprocessing
 import os
 import signal
@@ -16,12 +15,10 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-from cifarlab.serve.executor import Executor, Handle, forced_reason
+from cifarlab.serve.executor import Executor, Handle
 from cifarlab.serve.runs import Run, reason
 from cifarlab.serve.settings import cpu_cores
 from cifarlab.serve.worker import _worker_main
-
-log = logging.getLogger("cifarlab.serve.queue")
 
 SPARE_DELAY_S = 2.0          # start the next spare this long after one was taken or died
 # What the fork server imports once, before it forks any worker (it starts no thread of ours
@@ -164,13 +161,7 @@ class LocalExecutor(Executor):
             if w.process.exitcode is None:
                 continue
             del self.running[run_id]
-            run = self.store.get(run_id)
-            if run is not None and run.status == "running":
-                status, why = (forced_reason(w.forced, w.forced_s)
-                               or death_reason(w.process.exitcode))
-                self.store.remove_partial_checkpoints(run_id)  # before its end is visible
-                self.store.set_status(run_id, status, only_from=["running"], **why)
-                log.warning("run %s: %s", run_id, why["error"])
+            self.settle_dead(w, lambda w=w: death_reason(w.process.exitcode))
         for spare in list(self.spares):
             if spare.process.exitcode is not None:
                 self.spares.remove(spare)

@@ -1,10 +1,7 @@
-"""The Ray executor (``executor = "ray"``, ``requirements-ray.txt``; ``ray_address`` names the
-cluster, else a local Ray bound to 127.0.0.1): each run a named, *detached* ``ray_task.RunActor``
-with no restarts or retries (a run is not repeated behind a student's back). It trains on when
-this app server dies, and another replica finds it by name and takes it over (``adopt``).
-``poll`` writes its batches, checkpoint and outcome into the store. Each actor is a fresh Ray
-worker process (ray-project/ray#28773): the warm-up tasks put the data in the object store once
-and read torch's files into the page cache.
+"""The Ray executor (``executor = "ray"``): each run a named, *detached* ``ray_task.RunActor``
+with no restarts or retries (a run is not repeated behind a student's back), which another
+replica takes over if this one dies. Each actor is a fresh Ray worker process
+(ray-project/ray#28773): warm-up tasks fill the object store and the page cache instead.
 """
 from __future__ import annotations
 
@@ -16,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from cifarlab.serve.executor import Executor, Handle, forced_reason
+from cifarlab.serve.executor import Executor, Handle
 from cifarlab.serve.kinds import TIMING
 from cifarlab.serve.replicas import take_over
 from cifarlab.serve.runs import Run, reason
@@ -119,8 +116,7 @@ class RayExecutor(Executor):
         return {"num_cpus": threads, "num_gpus": 0}
 
     def _shared_data(self) -> Any:
-        """The data set in the object store (put there once), or None: runs load it (and say
-        what is wrong with it)."""
+        """The data set in the object store (put there once), or None: runs load it."""
         if self._data is False:
             return None
         if self._data is None:
@@ -157,8 +153,8 @@ class RayExecutor(Executor):
         return True
 
     def adopt(self, runs: list[Run]) -> set[str]:
-        """Runs of a replica gone whose actor is still on the cluster: claimed and drained from
-        now on. Returns the ids not to mark interrupted (all, until connected)."""
+        """Runs of a replica gone whose actor is still on the cluster, claimed; the ids not to
+        mark interrupted (all, until connected)."""
         if self._actor is None:
             return {run.id for run in runs}   # Ray out of reach: nobody can tell yet
         from cifarlab.serve.ray_task import ACTOR, NAMESPACE
@@ -238,24 +234,16 @@ class RayExecutor(Executor):
             self._forget(r)
 
     def _died(self, r: RayRun, err: BaseException | None) -> None:
-        """The run's stream ended without an outcome: say why."""
-        run = self.store.get(r.run_id)
-        if run is not None and run.status == "running":
-            tb = None
-            got = forced_reason(r.forced, r.forced_s)
-            if got is not None:
-                status, why = got
-            elif err is None:
-                status, why = "failed", reason("serve.executor.no_outcome")
-            else:
-                name = type(err).__name__
-                code = ("serve.executor.out_of_memory" if "OutOfMemory" in name
-                        else "serve.executor.worker_died")
-                status, why = "failed", reason(code, name=name)
-                tb = f"{name}: {err}"
-            self.store.remove_partial_checkpoints(r.run_id)
-            self.store.set_status(r.run_id, status, only_from=["running"], traceback=tb, **why)
-            log.warning("run %s on Ray: %s", r.run_id, why["error"])
+        """The run's stream ended without an outcome (``err``: Ray's word why)."""
+        def why() -> tuple[str, dict]:
+            if err is None:
+                return "failed", reason("serve.executor.no_outcome")
+            name = type(err).__name__
+            code = ("serve.executor.out_of_memory" if "OutOfMemory" in name
+                    else "serve.executor.worker_died")
+            return "failed", {**reason(code, name=name), "traceback": f"{name}: {err}"}
+
+        self.settle_dead(r, why)
         self._forget(r)
 
     def _forget(self, r: RayRun) -> None:

@@ -1,8 +1,6 @@
-"""Inside Ray: one run as a detached actor (``cifarlab-run-<run id>``) that buffers its event
-batches for the app server. It runs the job (``worker.run_job``) in a thread, with a
-``JobContext`` whose store is an ``Outbox``; ``take(ack)`` returns the numbered batches not yet
-acknowledged as written (the last has the outcome and the checkpoint's bytes), so a server that
-dies in between loses nothing. An actor whose outcome nobody takes within ``ORPHAN_S`` ends.
+"""Inside Ray: one run as a detached actor running ``worker.run_job`` with an ``Outbox`` for a
+store; ``take(ack)`` returns the batches not yet acknowledged as written (the last has the
+outcome and the checkpoint's bytes), so a server that dies in between loses nothing.
 """
 from __future__ import annotations
 
@@ -68,8 +66,7 @@ def _prepare(job: dict) -> None:
 
 
 def _data(shared: Any):
-    """The data set the server put into Ray's object store (zero-copy arrays), or None: the
-    run loads it itself."""
+    """The data set from Ray's object store (zero-copy arrays), or None: the run loads it."""
     if not isinstance(shared, dict):
         return None
     from cifarlab.core.data.cache import CifarData
@@ -117,7 +114,7 @@ class RunActor:
 
     def take(self, ack: int) -> list[tuple[int, dict]]:
         """The batches after ``ack`` (the last one the server wrote), with a new one when
-        anything came since; the last carries the outcome."""
+        anything came since."""
         self.sent = [b for b in self.sent if b[0] > ack]
         if self.final:
             return self.sent
@@ -142,8 +139,8 @@ class RunActor:
 
 
 def warm_up(shared: Any, nice: int = 0) -> int:
-    """Import torch and the training code, touch the data, one tiny step: the node's page
-    cache has them before the first run's actor needs them. Returns its pid."""
+    """Import torch and the training code, touch the data, one tiny step (the node's page
+    cache has them before the first run's actor needs them); its pid."""
     _prepare({"threads": 1, "nice": nice})
     from cifarlab.core import train as _train  # noqa: F401 - the model, the loaders, evaluation
 

@@ -1,10 +1,6 @@
 """What a run is: its id, its status, who may see it, and the record the run store keeps.
-
-Run ids are 32 lowercase hex digits; every id from outside goes through ``validate_run_id``, so
-nothing a browser sends becomes a file path. Statuses: ``queued`` → ``running`` → ``done`` |
-``failed`` | ``cancelled``; ``interrupted`` when the server stopped under a running run. Why a
-run failed is kept as a code with parameters (``Run.error_text(lang)``) and, for the host, in
-English (``error``).
+Every run id from outside goes through ``validate_run_id``, so nothing a browser sends becomes a
+file path. Why a run failed is kept as a code with parameters, and in English for the host.
 """
 from __future__ import annotations
 
@@ -79,9 +75,7 @@ def reason_for(err: CifarLabError) -> dict[str, Any]:
     except (KeyError, ValueError):  # a code no catalog has (strict mode): never lose the failure
         return {"error": f"{type(err).__name__}: {err.code}", "error_code": None,
                 "error_params": None}
-    if not err.code or " " in err.code:  # an old-style English sentence: kept as it is
-        return {"error": text, "error_code": None, "error_params": None}
-    return {"error": text, "error_code": err.code, "error_params": dict(err.params)}
+    return {"error": text, "error_code": err.code or None, "error_params": dict(err.params)}
 
 
 @dataclass(frozen=True)

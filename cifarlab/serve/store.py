@@ -190,8 +190,6 @@ class RunStore(Database):
         """Write a batch in one transaction."""
         validate_run_id(run_id)
         steps, losses, events = list(steps), list(losses), list(events)
-        if len(steps) != len(losses):
-            raise JobError("serve.store.steps_losses", steps=len(steps), losses=len(losses))
         now = time.time()
         with self._write() as c:
             if steps:

@@ -1,8 +1,6 @@
-"""The worker process: one job, its progress written to the store. It runs niced
-(``worker_nice``) so pages stay responsive, leads a process group so a forced stop takes its
-DataLoader processes along, and beats a heartbeat so a silent worker can be told from a busy
-one. As the *spare* it warms up before it is needed. Any exception becomes ``failed`` with a
-one-line reason, the traceback kept for the host. It stops by itself if the server dies.
+"""The worker process: one job, its progress written to the store; niced so pages stay
+responsive, a heartbeat so a silent worker can be told from a busy one. Any exception becomes
+``failed`` with a one-line reason, the traceback kept for the host.
 """
 from __future__ import annotations
 
@@ -87,7 +85,7 @@ class JobContext:
         return self._data
 
     def emit(self, kind: str, data: dict) -> None:
-        """Record an event ("losses": {steps, losses}; "progress": the run's row), in batches."""
+        """Record an event ("losses": {steps, losses}; "progress": the run's row), batched."""
         with self._lock:
             if kind == "losses":
                 self._steps.extend(data["steps"])
@@ -104,8 +102,8 @@ class JobContext:
             self.flush()
 
     def flush(self, force: bool = False) -> bool:
-        """Write what is buffered; False when the store cannot be reached: the batch is kept,
-        in order, for the next flush (a second later at the soonest, unless ``force``)."""
+        """Write what is buffered; False when the store cannot be reached: the batch is kept
+        for the next flush (a second later at the soonest, unless ``force``)."""
         if not force and time.monotonic() < self._retry_at:
             return False
         with self._lock:
@@ -129,15 +127,14 @@ class JobContext:
         return True
 
     def weights_not_saved(self, err: BaseException) -> None:
-        """The checkpoint could not be written (a full disk): the results are kept and the run
-        ends saying so (``run_job``); the host's log gets the path."""
+        """The checkpoint could not be written (a full disk): the run ends saying so."""
         self.weights_error = err
         print(f"cifarlab worker: run {self.run_id}: the server's disk is full; its checkpoint "
               f"{self.checkpoint_path} could not be written ({err})", file=sys.stderr, flush=True)
 
     def should_stop(self) -> bool:
         """True once the run was cancelled, ran past its time limit, or the server went away;
-        cheap every step. The first True is a "stop" event: how promptly it stopped."""
+        cheap every step. The first True is a "stop" event."""
         if self.stop_reason is not None:
             return True
         self._calls += 1
@@ -168,9 +165,9 @@ class JobContext:
 
 def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
                  ready=None) -> None:
-    """A worker process: warm up, take one job (``job``, or the next one sent on ``conn``),
-    run it, record the outcome, exit; ``ready`` is set once warm. A spare's job arrives on a
-    thread that starts the heartbeat at once: a slow warm-up never looks like a dead worker."""
+    """A worker process: warm up, take one job (``job``, or the one sent on ``conn``), run it,
+    record the outcome; ``ready`` is set once warm. The job arrives on a thread that starts the
+    heartbeat at once: a slow warm-up never looks like a dead worker."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C on the server: the server decides
     _lower_priority(settings.worker_nice)
     # A process group of its own: a forced stop (local_executor.kill) takes its DataLoader processes
@@ -215,7 +212,7 @@ def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
 
 
 def _lower_priority(steps: int) -> None:
-    """Run ``steps`` below the server's priority (a new worker starts at the server's)."""
+    """Run ``steps`` below the server's priority."""
     if steps > 0:
         try:
             os.nice(steps)
@@ -264,7 +261,7 @@ def _run_job(store: RunStore, job: dict, data: Any, data_error: BaseException | 
 def settle(store: RunStore, ctx: Any, status: str, fields: dict,
            patience_s: float = SETTLE_PATIENCE_S) -> None:
     """Record the outcome (and what is still buffered), retried every second for up to
-    ``patience_s`` while the store cannot be reached."""
+    ``patience_s`` while the store is unreachable."""
     deadline = time.monotonic() + patience_s
     while True:
         try:
