@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import time
 
-from cifarlab.serve.kinds import register_kind
+from cifarlab.serve.executor import register_kind
 
 
 def step_through(ctx, steps: int, dt: float) -> int | None:

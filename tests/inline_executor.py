@@ -25,8 +25,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from cifarlab.serve.executor import Executor, Handle, forced_reason
-from cifarlab.serve.kinds import import_target
+from cifarlab.serve.executor import Executor, Handle, forced_reason, import_target
 from cifarlab.serve.runs import Run, reason
 from cifarlab.serve.worker import JobContext, _beat, _raise, run_job
 

@@ -20,8 +20,7 @@ from cifarlab.core.model import Net
 from cifarlab.core.nets import net_spec
 from cifarlab.errors import ConfigError, JobError
 from cifarlab.serve import admission, worker
-from cifarlab.serve.executor import job_for
-from cifarlab.serve.kinds import TRAIN, target_of
+from cifarlab.serve.executor import TRAIN, job_for, target_of
 from cifarlab.serve.queue import JobQueue
 from cifarlab.serve.schema import RUNS
 from cifarlab.serve.settings import load_settings

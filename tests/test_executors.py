@@ -33,10 +33,8 @@ import torch
 from cifarlab.core import checkpoint as ckpt
 from cifarlab.core.config import TrainConfig
 from cifarlab.errors import JobError
-from cifarlab.serve.executor import job_for
-from cifarlab.serve.queue import make_executor
-from cifarlab.serve.kinds import target_of
-from cifarlab.serve.queue import JobQueue
+from cifarlab.serve.executor import job_for, target_of
+from cifarlab.serve.queue import JobQueue, make_executor
 from cifarlab.serve.settings import SettingsError, load_settings
 from cifarlab.serve.store import RunStore
 from executor_jobs import STEPS, WAITING

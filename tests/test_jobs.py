@@ -393,9 +393,9 @@ def test_a_queue_starting_removes_half_checkpoints_left_before(make_local_queue,
 def test_a_timing_job_is_stopped_at_the_time_limit(make_queue, monkeypatch):
     """max_timing_seconds bounds a timing job while it runs too (an estimate can be wrong): it
     stops at its next check after the limit, keeps what it measured, and says why."""
-    from cifarlab.serve import kinds
+    from cifarlab.serve import executor
 
-    monkeypatch.setitem(kinds._KINDS, "timing", f"{__name__}:sleepy_job")  # a timing stand-in
+    monkeypatch.setitem(executor._KINDS, "timing", f"{__name__}:sleepy_job")  # a timing stand-in
     queue = make_queue(max_timing_seconds=1)
     run = queue.wait(queue.submit_job(ALICE, "timing", {"steps": 2000, "dt": 0.05}, "cpu",
                                       exclusive=True), timeout=GUARD)

@@ -11,8 +11,7 @@ import threading
 import time
 
 from cifarlab.errors import JobError
-from cifarlab.serve.executor import Executor, job_for
-from cifarlab.serve.kinds import target_of
+from cifarlab.serve.executor import Executor, job_for, target_of
 from cifarlab.serve.replicas import Replica
 from cifarlab.serve.runs import Run, reason
 from cifarlab.serve.settings import Settings

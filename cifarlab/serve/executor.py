@@ -1,18 +1,52 @@
-"""The executor interface: where the queue's runs execute (the hosting setting ``executor``).
-Every method is called from the dispatcher's one thread (``ray.init`` needs a thread that lives).
+"""Job kinds, and the executor interface (docs/architecture.md: launch, poll, adopt, cancel,
+force, keep_warm, warm, stop_all): where the queue's runs execute. Every executor method is
+called from the dispatcher's one thread (``ray.init`` needs a thread that lives).
 """
 from __future__ import annotations
 
+import importlib
 import logging
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
-from cifarlab.serve.kinds import TIMING
 from cifarlab.serve.runs import Run, reason
 from cifarlab.serve.settings import Settings
 from cifarlab.serve.store import RunStore
 
 log = logging.getLogger("cifarlab.serve.queue")
+
+# job kinds: what a queued job runs, by name ("package.module:function", imported by the
+# worker), so that serve runs the GPU page's timing sweep without importing lab
+_KINDS: dict[str, str] = {}
+TRAIN = "train"
+TIMING = "timing"   # the CPU-vs-GPU timing sweep: bounded by max_timing_seconds
+LR_FIND = "lr_find"  # the learning-rate finder: a probe of a config, at most 200 steps
+
+
+def register_kind(name: str, target: str) -> None:
+    """Register a job kind: ``target`` names ``fn(payload: dict, ctx: JobContext) -> dict``
+    (the result, stored as JSON), imported by the worker. A result with ``"cancelled": True``
+    (or a cancel ``ctx.should_stop`` saw) ends the run ``cancelled``; an exception, ``failed``.
+    A bad name is refused when a job is queued, a bad target when the worker imports it."""
+    _KINDS[name] = target
+
+
+def registered_kinds() -> dict[str, str]:
+    return dict(_KINDS)
+
+
+def target_of(kind: str) -> str | None:
+    return _KINDS.get(kind)
+
+
+def import_target(target: str) -> Callable[[dict, Any], dict]:
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+register_kind(TRAIN, "cifarlab.serve.worker:run_train_job")
+register_kind(TIMING, "cifarlab.lab.gpu:run_timing_job")
+register_kind(LR_FIND, "cifarlab.core.lr_finder:run_job")
 
 @dataclass
 class Handle:
@@ -26,7 +60,7 @@ class Handle:
 
 
 class Executor:
-    """The interface; the base does what both executors share."""
+    """What both executors share; each has ``launch``, ``poll``, ``force`` and ``stop_all``."""
 
     name = "base"
     adopts = False    # whether ``adopt`` can find another server's runs still going
@@ -46,15 +80,6 @@ class Executor:
         """A cluster's devices; None: this machine's (``core.devices.list_devices``)."""
         return None
 
-    def launch(self, run: Run, job: dict) -> bool:
-        """Move the run ``queued -> running`` (False when it was cancelled meanwhile), start it."""
-        raise NotImplementedError
-
-    def poll(self) -> None:
-        """Take what the runs sent into the store; a run whose worker died gets ``failed`` (or
-        the reason the queue forced it) and its half-written checkpoint goes."""
-        raise NotImplementedError
-
     def adopt(self, runs: list[Run]) -> set[str]:
         """Take on a dead app server's runs still going (where ``adopts``); their ids."""
         return set()
@@ -62,20 +87,12 @@ class Executor:
     def cancel(self, run_id: str) -> None:
         """Stop after the current step (local workers read the store's flag themselves)."""
 
-    def force(self, run_id: str, why: str, seconds: float = 0.0) -> None:
-        """Stop now (``why``: "cancel" after ``seconds`` of grace, "heartbeat", "shutdown")."""
-        raise NotImplementedError
-
     def keep_warm(self, backlog: int) -> None:
         """Start workers ahead of need (none by default)."""
 
     def warm(self) -> int:
         """How many workers are ready."""
         return 0
-
-    def stop_all(self, timeout: float) -> None:
-        """Force every run ("shutdown") and release everything."""
-        raise NotImplementedError
 
     def settle_dead(self, h: Handle, died: Callable[[], tuple[str, dict]]) -> None:
         """A run whose worker ended without recording an outcome: the reason the queue forced

@@ -19,9 +19,8 @@ from cifarlab.serve.backup import Backups
 from cifarlab.serve.classroom import enforce, tables
 from cifarlab.serve.counters import StoreCounters
 from cifarlab.serve.dispatcher import Dispatcher
-from cifarlab.serve.executor import Executor
-from cifarlab.serve.kinds import (LR_FIND, TIMING, TRAIN, register_kind, registered_kinds,
-                                  target_of)
+from cifarlab.serve.executor import (LR_FIND, TIMING, TRAIN, Executor, register_kind,
+                                     registered_kinds, target_of)
 from cifarlab.serve.local_executor import LocalExecutor
 from cifarlab.serve.ray_executor import RayExecutor  # imports ray only once it starts
 from cifarlab.serve.runs import (ACTIVE, FINISHED, STATUSES, Run, validate_owner,
@@ -186,11 +185,13 @@ class JobQueue:
         return self.store.list_runs(None if self.settings.shared_view else session, statuses,
                                     kind=kind, limit=limit)
 
-    def get(self, session: str, run_id: str) -> Run:
+    def get(self, session: str, run_id: str, mine: bool = False) -> Run:
+        """A run this session may see (``mine``: act on, whatever the shared view)."""
         validate_session(session)
         run = self.store.get(validate_run_id(run_id))
-        if run is None or not (run.session == session or self.settings.shared_view):
-            raise JobError("serve.queue.no_such_run", field="run_id")
+        if run is None or not (run.session == session or (self.settings.shared_view and not mine)):
+            raise JobError("serve.queue.not_yours" if mine else "serve.queue.no_such_run",
+                           field="run_id")
         return run
 
     # What a page reads of a run, each call checked against the browser session.
@@ -223,7 +224,7 @@ class JobQueue:
     def cancel(self, session: str, run_id: str) -> str:
         """Cancel one of this session's runs; returns its status now ("cancelling": it stops
         after its current step)."""
-        run = self._own(session, run_id)
+        run = self.get(session, run_id, mine=True)
         if run.status == "queued" and self.store.set_status(run.id, "cancelled",
                                                             only_from=["queued"]):
             return "cancelled"
@@ -233,18 +234,11 @@ class JobQueue:
         return self.store.get(run.id).status
 
     def rename(self, session: str, run_id: str, name: str | None) -> None:
-        self.store.rename(self._own(session, run_id).id, name)
+        self.store.rename(self.get(session, run_id, mine=True).id, name)
 
     def delete(self, session: str, run_id: str) -> None:
         """Delete one of this session's finished runs and its checkpoint."""
-        self.store.delete_run(self._own(session, run_id).id)
-
-    def _own(self, session: str, run_id: str) -> Run:
-        validate_session(session)
-        run = self.store.get(validate_run_id(run_id))
-        if run is None or run.session != session:
-            raise JobError("serve.queue.not_yours", field="run_id")
-        return run
+        self.store.delete_run(self.get(session, run_id, mine=True).id)
 
     def queue_position(self, run_id: str) -> int | None:
         return self.store.queue_position(run_id)

@@ -13,8 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from cifarlab.serve.executor import Executor, Handle
-from cifarlab.serve.kinds import TIMING
+from cifarlab.serve.executor import TIMING, Executor, Handle
 from cifarlab.serve.replicas import take_over
 from cifarlab.serve.runs import Run, reason
 from cifarlab.serve.settings import Settings, cpu_cores

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cifarlab.serve.kinds import import_target
+from cifarlab.serve.executor import import_target
 from cifarlab.serve.worker import JobContext, _lower_priority, _raise, _warm_up, run_job
 
 _NICED = False  # Ray reuses its worker processes: set the priority once per process

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from cifarlab.core.config import TrainConfig
 from cifarlab.errors import CifarLabError, JobError
-from cifarlab.serve.kinds import import_target
+from cifarlab.serve.executor import import_target
 from cifarlab.serve.runs import reason, reason_for
 from cifarlab.serve.settings import Settings
 from cifarlab.serve.store import RunStore
