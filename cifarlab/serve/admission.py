@@ -27,9 +27,8 @@ def as_job_error(err: CifarLabError) -> JobError:
 
 def check_config(config: Any, n_train: int, settings: Settings,
                  devices: list[str] | None = None) -> str:
-    """THE config check, once, before queueing; returns the run's device (among this
-    machine's or the executor's ``devices``: a Ray cluster's GPU behind a CPU-only web server).
-    ``core.config.validate`` (the Train page's too), with this server's limits and data size."""
+    """THE config check, once, before queueing (``core.config.validate`` with this server's
+    limits and data size); returns the run's device, among the executor's ``devices`` if any."""
     if not isinstance(config, TrainConfig):
         raise JobError("serve.limits.not_a_config", field="config")
     try:
@@ -45,8 +44,7 @@ def check_config(config: Any, n_train: int, settings: Settings,
 
 
 def resolve_device(device: str, placed: list[str] | None) -> str:
-    """Where a run goes: among the executor's devices (``placed``, a cluster's: "auto" picks a
-    GPU when there is one), else among this machine's."""
+    """Where a run goes: among the executor's devices (``placed``), else this machine's."""
     if placed is None:
         from cifarlab.core.devices import resolve_device as resolve  # devices imports torch
 
@@ -96,8 +94,7 @@ def check_timing(estimate_s: Any, settings: Settings) -> None:
 
 def check_owner(store: RunStore, owner: str, needed: int | None, settings: Settings,
                 now: float | None = None) -> None:
-    """Refuse a run its owner may not queue now: too many active, or over their hour's budget
-    (under the queue's submit lock, right before the run is created)."""
+    """Refuse a run its owner may not queue now: too many active, or over their hour's budget."""
     s = settings
     mine = store.counts(owner=owner)
     active = mine["queued"] + mine["running"]

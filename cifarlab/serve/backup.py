@@ -52,8 +52,7 @@ def check_file(path: str | os.PathLike) -> None:
 
 
 def copy_database(src: str | os.PathLike, dest: Path) -> Path:
-    """A consistent copy of the SQLite file ``src`` at ``dest`` (written beside it, synced,
-    renamed into place)."""
+    """A consistent copy of the SQLite file ``src`` at ``dest`` (written beside it, renamed)."""
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     tmp.unlink(missing_ok=True)
     source = sqlite3.connect(src, timeout=15.0)
@@ -81,8 +80,7 @@ def generations(folder: Path) -> list[Path]:
 
 
 class Backups:
-    """A copy of the run store at ``db_path`` every ``every_s`` seconds while ``start``ed, and
-    one at ``stop``."""
+    """A copy of the run store every ``every_s`` seconds while ``start``ed, and one at ``stop``."""
 
     def __init__(self, db_path: str | os.PathLike, every_s: float = DEFAULT_EVERY_S,
                  keep: int = KEEP):

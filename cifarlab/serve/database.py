@@ -31,8 +31,7 @@ _LOG_EVERY_S = 30.0            # "unreachable" in the host's log at most this of
 
 
 def store_url(location: str | os.PathLike) -> URL:
-    """The SQLAlchemy URL of a store: a SQLite file's path, ``sqlite:///path`` or
-    ``postgresql://`` (psycopg 3, whatever driver the URL names); JobError for anything else."""
+    """The SQLAlchemy URL of a SQLite path, ``sqlite:///path`` or ``postgresql://`` (psycopg 3)."""
     text = os.fspath(location)
     if "://" not in text:
         return URL.create("sqlite", database=str(Path(text).resolve()))
@@ -164,8 +163,7 @@ class Database:
 
     @contextmanager
     def _translated(self) -> Iterator[None]:
-        """A full disk as ``JobError("serve.store.disk_full")`` (rolled back), a database out of
-        reach as ``JobError("serve.store.unreachable")``."""
+        """A full disk as ``serve.store.disk_full``, a database out of reach as ``unreachable``."""
         try:
             yield
         except exc.DBAPIError as err:

@@ -27,8 +27,7 @@ def free_bytes(folder: str | os.PathLike) -> int:
 
 
 def run_bytes(config=None) -> int:
-    """What a run will write: its checkpoint (4 bytes a parameter plus the metadata) and
-    ``MARGIN_BYTES``. ``config`` None: a job without weights (a timing)."""
+    """What a run will write: its checkpoint (none for ``config`` None: a timing) and a margin."""
     if config is None:
         return MARGIN_BYTES
     from cifarlab.core.checkpoint import METADATA_BYTES, network_params
@@ -37,8 +36,8 @@ def run_bytes(config=None) -> int:
 
 
 def check_room(folders: Iterable[str | os.PathLike], need: int) -> None:
-    """JobError ("serve.store.no_room") when any of ``folders`` has less than ``need`` bytes
-    free: the run is refused before it starts, rather than losing its weights at the end."""
+    """Refuse a run before it starts, rather than lose its weights at the end, when any of
+    ``folders`` has less than ``need`` bytes free."""
     for folder in folders:
         free = free_bytes(folder)
         if free < need:
@@ -55,7 +54,6 @@ def is_full(err: BaseException) -> bool:
 
 
 def store_full(err: BaseException, path: str | os.PathLike) -> JobError:
-    """The error for a write to the run store at ``path`` that failed on a full disk (the
-    host's log gets the path; the student, without it)."""
+    """The error for a full disk under the run store (the path only in the host's log)."""
     log.error("cifarlab: the server's disk is full: cannot write the run store %s (%s)", path, err)
     return JobError("serve.store.disk_full")

@@ -117,8 +117,7 @@ def _parse_hash(stored: str) -> tuple[int, int, int, bytes, bytes]:
 
 
 def verify_passphrase(passphrase: str, stored: str) -> bool:
-    """Whether ``stored`` was made from ``passphrase`` (in constant time); IdentityError when
-    ``stored`` is damaged."""
+    """Whether ``stored`` was made from ``passphrase`` (in constant time)."""
     n, r, p, salt, key = _parse_hash(stored)
     if not isinstance(passphrase, str) or not passphrase or len(passphrase) > 1024:
         return False
@@ -127,8 +126,7 @@ def verify_passphrase(passphrase: str, stored: str) -> bool:
 
 
 def secrets_line(stored: str) -> str:
-    """The line to paste under ``[cifarlab]`` in ``.streamlit/secrets.toml`` (the hash holds
-    only ``[A-Za-z0-9_$-]``, so it needs no TOML escaping)."""
+    """The line to paste under ``[cifarlab]`` in ``.streamlit/secrets.toml`` (no escaping)."""
     _parse_hash(stored)   # IdentityError when it is no hash we made
     return f'{SECRETS_KEY} = "{stored}"'
 

@@ -155,8 +155,7 @@ class LocalExecutor(Executor):
         return process
 
     def poll(self) -> None:
-        """Workers that ended: a run still "running" gets why, its half-written checkpoint
-        goes. Spares that died are counted."""
+        """Settle the runs whose worker ended; count the spares that died."""
         for run_id, w in list(self.running.items()):
             if w.process.exitcode is None:
                 continue

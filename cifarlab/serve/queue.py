@@ -45,8 +45,7 @@ def make_executor(store: RunStore, settings: Settings) -> Executor:
 
 
 class JobQueue:
-    """Queue jobs and run them on the settings' executor; ``start=False``: without the dispatcher
-    thread (tests of the checks)."""
+    """Queue jobs and run them on the settings' executor (``start=False``: no dispatcher)."""
 
     def __init__(self, store: RunStore | None = None, settings: Settings | None = None,
                  start: bool = True):

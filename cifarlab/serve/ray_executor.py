@@ -105,8 +105,7 @@ class RayExecutor(Executor):
         return 1
 
     def resources_for(self, run: Run) -> dict[str, float]:
-        """A CPU run ``worker_threads`` CPUs, a GPU run ``1/gpu_share`` of a GPU, a timing
-        (exclusive) run a whole one."""
+        """A GPU run ``1/gpu_share`` of a GPU (an exclusive one a whole GPU)."""
         threads = float(self.settings.worker_threads)
         if run.device.startswith("cuda"):
             whole = run.kind == TIMING or run.exclusive

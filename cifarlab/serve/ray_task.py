@@ -113,8 +113,7 @@ class RunActor:
         os._exit(0)
 
     def take(self, ack: int) -> list[tuple[int, dict]]:
-        """The batches after ``ack`` (the last one the server wrote), with a new one when
-        anything came since."""
+        """The batches after ``ack`` (the last one the server wrote), a new one included."""
         self.sent = [b for b in self.sent if b[0] > ack]
         if self.final:
             return self.sent

@@ -196,8 +196,7 @@ def _stamp(conn: Connection, version: int) -> None:
 
 
 def migrate(conn: Connection, where: str, upto: int = SCHEMA_VERSION) -> int:
-    """Create or upgrade the tables in the caller's write transaction, up to ``upto`` (tests
-    keep a store old); returns the version it had."""
+    """Create or upgrade the tables, up to ``upto``; returns the version it had."""
     version = stored_version(conn)
     if version > SCHEMA_VERSION:
         raise JobError("serve.store.newer_schema", path=where, version=version,

@@ -20,11 +20,8 @@ from cifarlab.errors import CifarLabError, JobError
 if TYPE_CHECKING:
     from cifarlab.core.config import Limits
 
-ENV_PREFIX = "CIFARLAB_"
 CONFIG_ENV = "CIFARLAB_CONFIG"
 DEFAULT_CONFIG_FILE = "cifarlab.toml"
-DEFAULT_HOME = "var"
-DB_NAME = "runs.db"
 
 
 class SettingsError(CifarLabError):
@@ -70,7 +67,7 @@ class Settings:
 
     @property
     def db_path(self) -> Path:
-        return self.home / DB_NAME
+        return self.home / "runs.db"
 
     @property
     def store_location(self) -> str | Path:
@@ -109,7 +106,7 @@ _FALSE = {"0", "false", "no", "off"}
 
 
 def env_name(field: str) -> str:
-    return ENV_PREFIX + field.upper()
+    return "CIFARLAB_" + field.upper()
 
 
 def load_settings(env: Mapping[str, str] | None = None,
@@ -138,7 +135,7 @@ def load_settings(env: Mapping[str, str] | None = None,
     _apply(values, overrides, str, Path.cwd())
 
     cores = cpu_cores()
-    values.setdefault("home", (Path.cwd() / DEFAULT_HOME).resolve())
+    values.setdefault("home", (Path.cwd() / "var").resolve())
     values.setdefault("cpu_slots", max(1, cores // 2))
     # Leave the web server a core while every CPU slot trains (workers also run niced).
     spare_core = 1 if cores > 2 else 0
@@ -172,8 +169,7 @@ def _from_file(path: Path) -> dict[str, Any]:
 
 
 def _parse(name: str, raw: Any, where: str, base: Path) -> Any:
-    """``raw`` as setting ``name`` wants it; ``where`` names it in the error (the environment
-    variable, the file key, or the override)."""
+    """``raw`` as setting ``name`` wants it; ``where`` names it in the error."""
     kind, low, high = _FIELDS[name]
     text = raw.strip() if isinstance(raw, str) else raw
     bad = {"field": name, "where": where, "got": repr(raw)}
@@ -235,8 +231,7 @@ def _emails(value: Any, bad: dict) -> tuple[str, ...]:
 
 
 def _store_url(value: Any, bad: dict) -> str | None:
-    """A run store URL naming its database, checked by the store's own parser
-    (``database.store_url``); the error shows it without its password."""
+    """A run store URL naming its database (the error shows it without its password)."""
     if value is None or value == "":
         return None
     from sqlalchemy.engine import make_url   # SQLAlchemy: only when a URL is set

@@ -22,8 +22,6 @@ from cifarlab.serve.runs import (ACTIVE, FINISHED, RUN_ID_RE, STATUSES, Run, Run
 from cifarlab.serve.schema import (EVENTS, JSON_COLUMNS, LOSSES, QUEUE_POSITION, REPLICAS,
                                    RUNS, SCHEMA_VERSION, USED_COMPUTE)
 
-__all__ = ["RunStore", "SCHEMA_VERSION", "pid_alive", "validate_run_id"]
-
 R = RUNS.c
 _SELECT = select(RUNS)
 # newest first; equal times (a microsecond apart at most) in a fixed order
@@ -56,8 +54,7 @@ def _dumps(value: Any) -> str | None:
 
 
 class RunStore(Database):
-    """The run store at ``location``; checkpoints in ``checkpoint_dir`` (default: beside the
-    SQLite file). A damaged SQLite file is recovered (``backup``): ``recovery`` says how."""
+    """The run store at ``location``; a damaged SQLite file is recovered (``recovery``)."""
 
     recovery: StoreDamaged | None = None
     replica: str | None = None   # set by the queue: its runs are recorded as this replica's
@@ -284,8 +281,7 @@ class RunStore(Database):
         return out
 
     def image_epochs_since(self, owner: str, since: float) -> list[tuple[float, int]]:
-        """(created_at, image_epochs) of the owner's runs created since ``since`` that used or
-        will use compute, oldest first."""
+        """(created_at, image_epochs) of the owner's runs since ``since`` that use compute."""
         with self._read() as c:
             rows = c.execute(text(
                 "SELECT created_at, image_epochs FROM runs r WHERE owner = :owner AND created_at "

@@ -133,8 +133,7 @@ class JobContext:
               f"{self.checkpoint_path} could not be written ({err})", file=sys.stderr, flush=True)
 
     def should_stop(self) -> bool:
-        """True once the run was cancelled, ran past its time limit, or the server went away;
-        cheap every step. The first True is a "stop" event."""
+        """True once the run was cancelled, ran past its time limit, or the server went away."""
         if self.stop_reason is not None:
             return True
         self._calls += 1
@@ -339,8 +338,7 @@ def _peak_rss_mb() -> float:
 
 
 def failure(err: BaseException) -> dict[str, Any]:
-    """Why a job failed, one line a student can read: a CifarLabError's own code, else the
-    error's type and first line."""
+    """Why a job failed, in one line a student can read."""
     if isinstance(err, CifarLabError):
         return reason_for(err)
     name = type(err).__name__
