@@ -89,33 +89,26 @@ class Dispatcher:
 
     def _watch_workers(self) -> None:
         """Cancels, then force; silent workers; orphans of an earlier server or replica."""
-        now = time.monotonic()
+        now, wall, timeout = time.monotonic(), time.time(), self.settings.heartbeat_timeout
+        # heartbeats once a second, and not just after the store was down (nobody could beat)
+        health = now - self._last_health >= 1.0
+        if health:
+            self._last_health = now
+            health = now - self._store_back >= timeout
         for run_id, h in list(self.executor.running.items()):
             run = self.store.get(run_id)
-            if run is None or h.forced:
+            if run is None or h.forced or run.status != "running":
                 continue
-            if run.cancel_requested and run.status == "running":
-                if h.cancel_seen is None:
-                    h.cancel_seen = now
-                    self.executor.cancel(run_id)
-                elif now - h.cancel_seen > CANCEL_GRACE_S:
-                    self.executor.force(run_id, "cancel", CANCEL_GRACE_S)
-        if now - self._last_health < 1.0:
-            return
-        self._last_health = now
-        timeout = self.settings.heartbeat_timeout
-        if now - self._store_back < timeout:
-            return  # the store was down: nobody could beat; give them time to again
-        wall = time.time()
-        for run_id, h in list(self.executor.running.items()):
-            run = self.store.get(run_id)
-            stale = run is not None and run.status == "running" and (
-                run.heartbeat is None or wall - run.heartbeat > timeout)
-            if stale and not h.forced:
+            if run.cancel_requested and h.cancel_seen is None:
+                h.cancel_seen = now
+                self.executor.cancel(run_id)
+            elif run.cancel_requested and now - h.cancel_seen > CANCEL_GRACE_S:
+                self.executor.force(run_id, "cancel", CANCEL_GRACE_S)
+            elif health and (run.heartbeat is None or wall - run.heartbeat > timeout):
                 self.executor.force(run_id, "heartbeat")
-        # not ours: an earlier server's, or a replica's that stopped beating
-        self.store.interrupt_orphans(timeout, mine=self.executor.running,
-                                     alive=self.replica.alive(), adopt=self.executor.adopt)
+        if health:  # not ours: an earlier server's, or a replica's that stopped beating
+            self.store.interrupt_orphans(timeout, mine=self.executor.running,
+                                         alive=self.replica.alive(), adopt=self.executor.adopt)
 
     def _start_queued(self) -> None:
         queued = self.store.queued()

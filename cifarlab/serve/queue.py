@@ -23,14 +23,12 @@ from cifarlab.serve.executor import (LR_FIND, TIMING, TRAIN, Executor, register_
                                      registered_kinds, target_of)
 from cifarlab.serve.local_executor import LocalExecutor
 from cifarlab.serve.ray_executor import RayExecutor  # imports ray only once it starts
-from cifarlab.serve.runs import (ACTIVE, FINISHED, STATUSES, Run, validate_owner,
-                                 validate_run_id, validate_session)
+from cifarlab.serve.runs import FINISHED, Run
 from cifarlab.serve.settings import Settings, load_settings
 from cifarlab.serve.store import RunStore
 
-# What pages and tests import from here (pages reach the store only through the queue).
-__all__ = ["JobQueue", "get_queue", "FULL_TRAIN_IMAGES", "FINISHED", "ACTIVE", "STATUSES", "Run",
-           "validate_run_id", "register_kind", "registered_kinds"]
+# what pages and tests import from here (pages reach the store only through the queue)
+__all__ = ["JobQueue", "get_queue", "FULL_TRAIN_IMAGES", "FINISHED", "register_kind"]
 
 FULL_TRAIN_IMAGES = 50000    # CIFAR-10's training set, when the data is not loaded here
 
@@ -79,8 +77,7 @@ class JobQueue:
         """Queue a training run (the one check of the config between the form and the worker);
         its id, or JobError. ``sweep`` ({"steps", "lr_min", "lr_max"}): the learning-rate finder
         on the config instead, its steps × batch images counted in the owner's budget."""
-        validate_session(session)
-        owner = validate_owner(session if owner is None else owner)
+        owner = session if owner is None else owner   # both checked where the run is created
         n_train = self.train_images()
         device = admission.check_config(config, n_train, self.settings,  # the one check
                                         self.executor.devices())
@@ -101,8 +98,7 @@ class JobQueue:
                    owner: str | None = None, estimate_s: float | None = None) -> str:
         """Queue a job of a registered kind on ``device`` ("auto" picks one now). ``exclusive``:
         True keeps ``device`` to itself, a list all of them (see ``dispatcher``)."""
-        validate_session(session)
-        owner = validate_owner(session if owner is None else owner)
+        owner = session if owner is None else owner
         if kind in (TRAIN, LR_FIND):  # through submit, so that it meets every limit
             try:
                 config = TrainConfig.from_dict(payload if kind == TRAIN else payload["config"])
@@ -180,14 +176,12 @@ class JobQueue:
     def runs(self, session: str, statuses=None, kind: str | None = None,
              limit: int | None = None) -> list[Run]:
         """The runs this session may see, newest first: its own, or everyone's (shared view)."""
-        validate_session(session)
         return self.store.list_runs(None if self.settings.shared_view else session, statuses,
                                     kind=kind, limit=limit)
 
     def get(self, session: str, run_id: str, mine: bool = False) -> Run:
         """A run this session may see (``mine``: act on, whatever the shared view)."""
-        validate_session(session)
-        run = self.store.get(validate_run_id(run_id))
+        run = self.store.get(run_id)
         if run is None or not (run.session == session or (self.settings.shared_view and not mine)):
             raise JobError("serve.queue.not_yours" if mine else "serve.queue.no_such_run",
                            field="run_id")
