@@ -1,6 +1,5 @@
-"""What a server lets one person queue: the checks ``JobQueue.submit`` makes (and, for a
-class's members, ``classroom.enforce``), each refusal a ``JobError`` with a code and the numbers
-a page needs to explain it. The owner's limits count every tab of theirs together.
+"""What a server lets one person queue: the checks ``JobQueue.submit`` makes, each refusal a
+``JobError`` with the numbers a page needs to explain it.
 """
 from __future__ import annotations
 
@@ -18,10 +17,7 @@ BUDGET_WINDOW_S = 3600.0   # the per-person compute budget counts the runs of th
 
 
 def as_job_error(err: CifarLabError) -> JobError:
-    """One of core's errors as a refusal to queue (a ConfigError: its first problem)."""
-    if isinstance(err, ConfigError) and err.problems:
-        first = err.problems[0]
-        return JobError(first.code, field=first.field, **dict(first.params))
+    """One of core's errors as a refusal to queue (a ConfigError's code is its first problem's)."""
     return JobError(err.code, field=err.field, **err.params)
 
 

@@ -20,7 +20,6 @@ log = logging.getLogger("cifarlab.serve.backup")
 KEEP = 3                       # copies kept: the newest, and two older in case it is bad too
 DEFAULT_EVERY_S = 300.0        # settings.backup_interval's default
 _PREFIX, _SUFFIX = "runs-", ".db"
-_DAMAGED = ("SQLITE_NOTADB", "SQLITE_CORRUPT")
 
 
 class StoreDamaged(JobError):
@@ -29,14 +28,6 @@ class StoreDamaged(JobError):
 
 def backup_dir(db_path: str | os.PathLike) -> Path:
     return Path(db_path).resolve().parent / "backups"
-
-
-def is_damage(err: BaseException) -> bool:
-    """Whether a SQLite error says the file is not a database, or a damaged one."""
-    name = getattr(err, "sqlite_errorname", "") or ""
-    return (isinstance(err, sqlite3.DatabaseError)
-            and (name.startswith(_DAMAGED) or "not a database" in str(err)
-                 or "malformed" in str(err)))
 
 
 def check_file(path: str | os.PathLike) -> None:
@@ -150,7 +141,9 @@ def open_checked(db, init: Callable[[], None]) -> StoreDamaged | None:
     except sqlite3.DatabaseError as err:
         if disk.is_full(err):
             raise disk.store_full(err, db.path) from None
-        if not is_damage(err):
+        name = getattr(err, "sqlite_errorname", "") or ""
+        if not (name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT"))
+                or "not a database" in str(err) or "malformed" in str(err)):
             raise
         db.close()  # the connection to the damaged file
         notice = recover(db.path, err)

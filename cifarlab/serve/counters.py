@@ -4,16 +4,14 @@ a restart forgets nothing. Keys are SHA-256 digests; times ``time.time`` (the li
 from __future__ import annotations
 
 import hashlib
-import threading
 
-from sqlalchemy import case, delete, select
+from sqlalchemy import delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from cifarlab.serve.database import Database
 from cifarlab.serve.schema import COUNTERS
 
 C = COUNTERS.c
-PRUNE_EVERY = 200   # failures between deletions of stale rows
 
 
 class StoreCounters:
@@ -21,8 +19,6 @@ class StoreCounters:
 
     def __init__(self, db: Database, name: str, forget_s: float = 3600.0):
         self.db, self.name, self.forget_s = db, name, float(forget_s)
-        self._adds = 0
-        self._lock = threading.Lock()
 
     def _key(self, key: str) -> str:
         return f"{self.name}:{hashlib.sha256(key.encode()).hexdigest()}"
@@ -35,21 +31,16 @@ class StoreCounters:
         return int(row[0]), float(row[1])
 
     def add(self, key: str, now: float) -> tuple[int, float]:
-        """One more failure, in one statement (two replicas adding at once both count)."""
+        """One more failure, in one statement (two replicas adding at once both count), once
+        the stale ones are forgotten."""
         ins = (postgresql if self.db.dialect == "postgresql" else sqlite).insert(COUNTERS)
-        stale = COUNTERS.c.last <= now - self.forget_s
         ins = ins.values(key=self._key(key), count=1, last=now).on_conflict_do_update(
-            index_elements=["key"],
-            set_={"count": case((stale, 1), else_=COUNTERS.c.count + 1), "last": now},
+            index_elements=["key"], set_={"count": C.count + 1, "last": now},
         ).returning(C.count, C.last)
         with self.db._write() as c:
+            c.execute(delete(COUNTERS).where(C.last <= now - self.forget_s,
+                                             C.key.like(self.name + ":%")))
             count, last = c.execute(ins).one()
-            with self._lock:
-                self._adds += 1
-                prune = self._adds % PRUNE_EVERY == 0
-            if prune:
-                c.execute(delete(COUNTERS).where(C.last <= now - self.forget_s,
-                                                 C.key.like(self.name + ":%")))
         return int(count), float(last)
 
     def clear(self, key: str) -> None:

@@ -24,10 +24,8 @@ from cifarlab.serve.schema import SCHEMA_VERSION, migrate, stored_version
 log = logging.getLogger("cifarlab.serve.database")
 
 BUSY_TIMEOUT_S = 15.0
-CONNECT_TIMEOUT_S = 5          # PostgreSQL: a server that does not answer is down
 POOL_SIZE, MAX_OVERFLOW = 10, 30   # per serving process (a worker keeps 2)
 STORE_URL_SETTING = "CIFARLAB_STORE_URL"
-_LOG_EVERY_S = 30.0            # "unreachable" in the host's log at most this often
 
 
 def store_url(location: str | os.PathLike) -> URL:
@@ -123,7 +121,6 @@ class Database:
             def _on_connect(dbapi_conn, _record):
                 dbapi_conn.isolation_level = None   # transactions are ours (BEGIN below)
                 dbapi_conn.execute("PRAGMA journal_mode = WAL")
-                dbapi_conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
                 dbapi_conn.execute("PRAGMA synchronous = NORMAL")
 
             @event.listens_for(engine, "begin")
@@ -134,7 +131,7 @@ class Database:
             return engine
         return create_engine(self.url, pool_size=self._pool_size, max_overflow=MAX_OVERFLOW,
                              pool_pre_ping=True, pool_timeout=30,
-                             connect_args={"connect_timeout": CONNECT_TIMEOUT_S,
+                             connect_args={"connect_timeout": 5,   # seconds: else it is down
                                            "application_name": "cifarlab"})
 
     # -- transactions ------------------------------------------------------------------------
@@ -186,7 +183,7 @@ class Database:
 
     def _log_unreachable(self, err: BaseException) -> None:
         now = time.monotonic()
-        if now - self._last_logged >= _LOG_EVERY_S or not self._last_logged:
+        if now - self._last_logged >= 30.0 or not self._last_logged:   # at most this often
             self._last_logged = now
             log.error("cifarlab: the run store %s cannot be reached: %s", self.where,
                       _first_line(err))

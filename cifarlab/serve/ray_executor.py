@@ -13,11 +13,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from cifarlab.serve import ray_task
 from cifarlab.serve.executor import TIMING, Executor, Handle
 from cifarlab.serve.replicas import take_over
 from cifarlab.serve.runs import Run, reason
 from cifarlab.serve.settings import Settings, cpu_cores
 from cifarlab.serve.store import RunStore
+from cifarlab.serve.ray_task import ACTOR, NAMESPACE
 from cifarlab.serve.worker import HEARTBEAT_S
 
 log = logging.getLogger("cifarlab.serve.queue")
@@ -57,8 +59,6 @@ class RayExecutor(Executor):
     # -- starting ----------------------------------------------------------------------------
     def start(self) -> None:
         import ray
-
-        from cifarlab.serve import ray_task
 
         self._ray = ray
         self._retry_at = time.monotonic() + RETRY_S
@@ -142,8 +142,6 @@ class RayExecutor(Executor):
         shared = self._shared_data()
         if not self.store.set_status(run.id, "running", only_from=["queued"]):
             return False  # cancelled meanwhile
-        from cifarlab.serve.ray_task import ACTOR, NAMESPACE
-
         actor = self._actor.options(name=ACTOR.format(run.id), namespace=NAMESPACE,
                                     lifetime="detached", **self.resources_for(run)
                                     ).remote(job, shared)
@@ -155,8 +153,6 @@ class RayExecutor(Executor):
         mark interrupted (all, until connected)."""
         if self._actor is None:
             return {run.id for run in runs}   # Ray out of reach: nobody can tell yet
-        from cifarlab.serve.ray_task import ACTOR, NAMESPACE
-
         kept = set()
         for run in runs:
             try:
