@@ -23,7 +23,7 @@ from cifarlab.serve.executor import (LR_FIND, TIMING, TRAIN, Executor, register_
                                      registered_kinds, target_of)
 from cifarlab.serve.local_executor import LocalExecutor
 from cifarlab.serve.ray_executor import RayExecutor  # imports ray only once it starts
-from cifarlab.serve.runs import FINISHED, Run
+from cifarlab.serve.runs import FINISHED, Run, validate_session
 from cifarlab.serve.settings import Settings, load_settings
 from cifarlab.serve.store import RunStore
 
@@ -77,7 +77,8 @@ class JobQueue:
         """Queue a training run (the one check of the config between the form and the worker);
         its id, or JobError. ``sweep`` ({"steps", "lr_min", "lr_max"}): the learning-rate finder
         on the config instead, its steps × batch images counted in the owner's budget."""
-        owner = session if owner is None else owner   # both checked where the run is created
+        validate_session(session)
+        owner = session if owner is None else owner   # checked where the run is created
         n_train = self.train_images()
         device = admission.check_config(config, n_train, self.settings,  # the one check
                                         self.executor.devices())
@@ -98,6 +99,7 @@ class JobQueue:
                    owner: str | None = None, estimate_s: float | None = None) -> str:
         """Queue a job of a registered kind on ``device`` ("auto" picks one now). ``exclusive``:
         True keeps ``device`` to itself, a list all of them (see ``dispatcher``)."""
+        validate_session(session)
         owner = session if owner is None else owner
         if kind in (TRAIN, LR_FIND):  # through submit, so that it meets every limit
             try:
