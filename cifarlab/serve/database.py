@@ -93,7 +93,6 @@ class Database:
             raise JobError(code, setting=STORE_URL_SETTING, url=self.where,
                            detail=detail[:200]) from None
 
-    # -- the engine, one per process ---------------------------------------------------------
     def __getstate__(self) -> dict:  # an engine never travels: the copy makes its own
         state = {k: v for k, v in self.__dict__.items() if k != "_engine"}
         state["_pool_size"] = 2       # a worker process: a few writes a second
@@ -134,7 +133,6 @@ class Database:
                              connect_args={"connect_timeout": 5,   # seconds: else it is down
                                            "application_name": "cifarlab"})
 
-    # -- transactions ------------------------------------------------------------------------
     @contextmanager
     def _write(self, lock: str | None = None) -> Iterator[Connection]:
         """One write transaction. ``lock``: on PostgreSQL, this advisory lock for it (writes
@@ -197,7 +195,6 @@ class Database:
         with self._read() as c:
             return stored_version(c)
 
-    # -- locks across app servers -------------------------------------------------------------
     @contextmanager
     def mutex(self, name: str) -> Iterator[None]:
         """Hold ``name`` across every process on this store for the block (PostgreSQL: an

@@ -71,7 +71,6 @@ class JobQueue:
         ref = weakref.ref(self)
         atexit.register(lambda: ref() is not None and ref().shutdown(timeout=2.0))
 
-    # -- submitting --------------------------------------------------------------------------
     def submit(self, session: str, config: TrainConfig, name: str | None = None,
                owner: str | None = None, sweep: dict | None = None) -> str:
         """Queue a training run (the one check of the config between the form and the worker);
@@ -174,7 +173,6 @@ class JobQueue:
                 pass
         return self._n_train or FULL_TRAIN_IMAGES
 
-    # -- what the pages call -----------------------------------------------------------------
     def runs(self, session: str, statuses=None, kind: str | None = None,
              limit: int | None = None) -> list[Run]:
         """The runs this session may see, newest first: its own, or everyone's (shared view)."""
@@ -264,7 +262,6 @@ class JobQueue:
             time.sleep(poll)
         return run
 
-    # -- stopping ----------------------------------------------------------------------------
     def shutdown(self, timeout: float = 10.0) -> None:
         """Stop the dispatcher and the executor: runs going end ``interrupted``, queued stay."""
         if self.closed:

@@ -56,7 +56,6 @@ class RayExecutor(Executor):
         self._retry_at = 0.0
         self._warming: list[Any] = []
 
-    # -- starting ----------------------------------------------------------------------------
     def start(self) -> None:
         import ray
 
@@ -135,7 +134,6 @@ class RayExecutor(Executor):
             self._data = _SHARED[d.key]
         return self._data
 
-    # -- runs --------------------------------------------------------------------------------
     def launch(self, run: Run, job: dict) -> bool:
         if self._actor is None:
             return False  # not connected (yet): the run stays queued
@@ -262,7 +260,6 @@ class RayExecutor(Executor):
         except Exception:  # it ended meanwhile: poll settles it
             log.debug("ray.kill(%s) failed", run_id, exc_info=True)
 
-    # -- warm workers, stopping ----------------------------------------------------------------
     def keep_warm(self, backlog: int) -> None:
         """Once: ``spare_workers`` warm-up tasks."""
         if self._actor is None or self._warming or self.settings.spare_workers == 0:

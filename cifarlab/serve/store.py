@@ -72,7 +72,6 @@ class RunStore(Database):
             checkpoint_dir = self.path.parent / "checkpoints"
         self.checkpoint_dir = Path(checkpoint_dir).resolve()
 
-    # -- paths -------------------------------------------------------------------------------
     def checkpoint_path(self, run_id: str) -> Path:
         return self.checkpoint_dir / f"{validate_run_id(run_id)}.pth"
 
@@ -94,7 +93,6 @@ class RunStore(Database):
                 pass
         return removed
 
-    # -- runs --------------------------------------------------------------------------------
     def _update(self, run_id: str, **values: Any) -> None:
         with self._write() as c:
             c.execute(update(RUNS).where(R.id == validate_run_id(run_id)).values(**values))
@@ -181,7 +179,6 @@ class RunStore(Database):
     def heartbeat(self, run_id: str) -> None:
         self._update(run_id, heartbeat=time.time())
 
-    # -- losses and events -------------------------------------------------------------------
     def record(self, run_id: str, *, steps: Sequence[int] = (), losses: Sequence[float] = (),
                events: Iterable[tuple[str, dict]] = (), progress: dict | None = None) -> None:
         """Write a batch in one transaction."""
@@ -233,7 +230,6 @@ class RunStore(Database):
             rows = c.execute(q.order_by(E.seq)).all()
         return [RunEvent(seq, kind, json.loads(data), t) for seq, kind, data, t in rows]
 
-    # -- cancel, delete ----------------------------------------------------------------------
     def request_cancel(self, run_id: str) -> bool:
         """Ask a run's worker to stop (it polls this); True if the run is active."""
         with self._write() as c:
@@ -262,7 +258,6 @@ class RunStore(Database):
         path.unlink(missing_ok=True)
         return True
 
-    # -- the queue ---------------------------------------------------------------------------
     def queue_position(self, run_id: str) -> int | None:
         """1 for the next queued run on its device, 2 for the one after, ...; None if not queued."""
         validate_run_id(run_id)
