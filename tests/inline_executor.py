@@ -25,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from cifarlab.serve.executor import Executor, Handle, forced_reason, import_target
+from cifarlab.serve.executor import Executor, Handle, import_target
 from cifarlab.serve.runs import Run, reason
 from cifarlab.serve.worker import JobContext, _beat, _raise, run_job
 
@@ -113,12 +113,7 @@ class InlineExecutor(Executor):
             if not (h.forced or not h.thread.is_alive()):
                 continue
             del self.running[run_id]
-            run = self.store.get(run_id)
-            if run is not None and run.status == "running":
-                status, why = (forced_reason(h.forced, h.forced_s)
-                               or ("failed", reason("serve.worker.no_result")))
-                self.store.remove_partial_checkpoints(run_id)
-                self.store.set_status(run_id, status, only_from=["running"], **why)
+            self.settle_dead(h, lambda: ("failed", reason("serve.worker.no_result")))
 
     def force(self, run_id: str, why: str, seconds: float = 0.0) -> None:
         h = self.running.get(run_id)

@@ -98,22 +98,19 @@ class Executor:
         """A run whose worker ended without recording an outcome: the reason the queue forced
         it, else ``died()``; its half-written checkpoint goes before its end is visible."""
         run = self.store.get(h.run_id)
-        if run is not None and run.status == "running":
-            status, why = forced_reason(h.forced, h.forced_s) or died()
-            self.store.remove_partial_checkpoints(h.run_id)
-            self.store.set_status(h.run_id, status, only_from=["running"], **why)
-            log.warning("run %s (%s executor): %s", h.run_id, self.name, why["error"])
-
-
-def forced_reason(why: str | None, seconds: float) -> tuple[str, dict] | None:
-    """(status, ``runs.reason``) for a run the queue stopped by force; None if it did not."""
-    if why == "cancel":
-        return "cancelled", reason("serve.worker.cancel_forced", seconds=seconds)
-    if why == "heartbeat":
-        return "failed", reason("serve.worker.no_heartbeat")
-    if why == "shutdown":
-        return "interrupted", reason("serve.worker.shutdown")
-    return None
+        if run is None or run.status != "running":
+            return
+        if h.forced == "cancel":
+            status, why = "cancelled", reason("serve.worker.cancel_forced", seconds=h.forced_s)
+        elif h.forced == "heartbeat":
+            status, why = "failed", reason("serve.worker.no_heartbeat")
+        elif h.forced == "shutdown":
+            status, why = "interrupted", reason("serve.worker.shutdown")
+        else:
+            status, why = died()
+        self.store.remove_partial_checkpoints(h.run_id)
+        self.store.set_status(h.run_id, status, only_from=["running"], **why)
+        log.warning("run %s (%s executor): %s", h.run_id, self.name, why["error"])
 
 
 def job_for(run: Run, target: str, settings: Settings) -> dict:

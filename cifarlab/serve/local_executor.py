@@ -116,7 +116,7 @@ class LocalExecutor(Executor):
                 spare.conn.close()
                 process = spare.process
             except (OSError, ValueError):  # the spare died just now
-                process = None
+                pass
         started = process is None
         if started:
             process = self._new_process(None, job)
