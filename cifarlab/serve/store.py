@@ -47,10 +47,13 @@ def _run(row: Any) -> Run:
 
 
 def _dumps(value: Any) -> str | None:
-    """JSON; numpy values as lists, a set as a list, anything else (a Path) as its text."""
-    return None if value is None else json.dumps(value, default=lambda obj: (
-        obj.tolist() if hasattr(obj, "tolist") else
-        list(obj) if isinstance(obj, set) else str(obj)))
+    return None if value is None else json.dumps(value, default=_json_default)
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "tolist"):   # numpy
+        return obj.tolist()
+    return list(obj) if isinstance(obj, set) else str(obj)  # a Path, or anything else: its text
 
 
 class RunStore(Database):
@@ -184,6 +187,8 @@ class RunStore(Database):
         """Write a batch in one transaction."""
         validate_run_id(run_id)
         steps, losses, events = list(steps), list(losses), list(events)
+        if len(steps) != len(losses):
+            raise JobError("serve.store.steps_losses", steps=len(steps), losses=len(losses))
         now = time.time()
         with self._write() as c:
             if steps:
