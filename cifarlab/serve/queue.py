@@ -11,6 +11,7 @@ import threading
 import time
 import weakref
 
+from cifarlab.core import data as data_mod
 from cifarlab.core import lr_finder
 from cifarlab.core.config import TrainConfig
 from cifarlab.errors import CifarLabError, JobError
@@ -165,8 +166,6 @@ class JobQueue:
         """Training images in the server's data set (50,000 until it has been decoded)."""
         if self._n_train is None:
             try:
-                from cifarlab.core import data as data_mod
-
                 if data_mod.is_cached(self.settings.data):
                     self._n_train = data_mod.load(self.settings.data).n_train
             except Exception:  # noqa: BLE001 - the worker will say what is wrong with the data

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from cifarlab.core import data as data_mod
 from cifarlab.serve import ray_task
 from cifarlab.serve.executor import TIMING, Executor, Handle
 from cifarlab.serve.replicas import take_over
@@ -118,8 +119,6 @@ class RayExecutor(Executor):
             return None
         if self._data is None:
             try:
-                from cifarlab.core import data as data_mod
-
                 d = data_mod.load(self.settings.data)
             except Exception:
                 log.exception("cifarlab: the data set could not be loaded for Ray")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -55,10 +54,6 @@ def validate_statuses(values: Iterable[str] | str) -> list[str]:
             raise JobError("serve.runs.bad_status", field="status", status=repr(v)[:40],
                            known=", ".join(STATUSES))
     return values
-
-
-def new_run_id() -> str:
-    return uuid.uuid4().hex
 
 
 def reason(code: str, **params: Any) -> dict[str, Any]:

@@ -13,12 +13,10 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable, Mapping
 
+from cifarlab.core.config import Limits
 from cifarlab.errors import CifarLabError, JobError
-
-if TYPE_CHECKING:
-    from cifarlab.core.config import Limits
 
 CONFIG_ENV = "CIFARLAB_CONFIG"
 DEFAULT_CONFIG_FILE = "cifarlab.toml"
@@ -79,8 +77,6 @@ class Settings:
 
     def limits(self) -> Limits:
         """What this server allows one run (``core.config.validate``)."""
-        from cifarlab.core.config import Limits
-
         return Limits(max_epochs=self.max_epochs, max_train_images=self.max_train_images,
                       max_num_workers=self.max_num_workers)
 

@@ -7,6 +7,7 @@ import math
 import os
 import socket
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -16,7 +17,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from cifarlab.errors import JobError
 from cifarlab.serve.backup import StoreDamaged, open_checked
 from cifarlab.serve.database import Database, store_url
-from cifarlab.serve.runs import (ACTIVE, FINISHED, RUN_ID_RE, STATUSES, Run, RunEvent, new_run_id,
+from cifarlab.serve.runs import (ACTIVE, FINISHED, RUN_ID_RE, STATUSES, Run, RunEvent,
                                  pid_alive, reason, validate_kind, validate_owner,
                                  validate_run_id, validate_session, validate_statuses)
 from cifarlab.serve.schema import (EVENTS, JSON_COLUMNS, LOSSES, QUEUE_POSITION, REPLICAS,
@@ -115,7 +116,7 @@ class RunStore(Database):
             holds = [str(device)] if exclusive else []
         else:
             holds = sorted({str(d) for d in exclusive} | {str(device)})
-        run_id = new_run_id()
+        run_id = uuid.uuid4().hex
         with self._write() as c:
             c.execute(insert(RUNS).values(
                 id=run_id, session=session, owner=owner, kind=kind, name=clean_name(name),

@@ -14,6 +14,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
+from cifarlab.core import data as data_mod
 from cifarlab.core.config import TrainConfig
 from cifarlab.errors import CifarLabError, JobError
 from cifarlab.serve.executor import import_target
@@ -79,8 +80,6 @@ class JobContext:
             if self._data_error is not None:  # the spare's attempt failed: say why now
                 err, self._data_error = self._data_error, None
                 raise err
-            from cifarlab.core import data as data_mod
-
             self._data = data_mod.load(self._data_source)
         return self._data
 
@@ -190,7 +189,6 @@ def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
 
         torch.set_num_threads(settings.worker_threads)
         if job is None:  # a spare warms up; a worker made for its job loads what it needs
-            from cifarlab.core import data as data_mod
             from cifarlab.core import train as _train  # noqa: F401 - the model, evaluation, ...
             try:
                 data = data_mod.load(settings.data)
