@@ -9,6 +9,7 @@ import os
 import sqlite3
 import threading
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Callable
 
@@ -32,11 +33,8 @@ def backup_dir(db_path: str | os.PathLike) -> Path:
 
 def check_file(path: str | os.PathLike) -> None:
     """sqlite3.DatabaseError unless ``path`` opens and passes ``PRAGMA quick_check``."""
-    conn = sqlite3.connect(path, timeout=15.0)
-    try:
+    with closing(sqlite3.connect(path, timeout=15.0)) as conn:
         rows = conn.execute("PRAGMA quick_check").fetchall()
-    finally:
-        conn.close()
     if rows != [("ok",)]:
         raise sqlite3.DatabaseError("database disk image is malformed: "
                                     + "; ".join(str(r[0]) for r in rows[:3]))
@@ -46,22 +44,17 @@ def copy_database(src: str | os.PathLike, dest: Path) -> Path:
     """A consistent copy of the SQLite file ``src`` at ``dest`` (written beside it, renamed)."""
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     tmp.unlink(missing_ok=True)
-    source = sqlite3.connect(src, timeout=15.0)
     try:
-        target = sqlite3.connect(tmp)
-        try:
+        with (closing(sqlite3.connect(src, timeout=15.0)) as source,
+              closing(sqlite3.connect(tmp)) as target):
             source.backup(target)
             target.execute("PRAGMA journal_mode = DELETE")
-        finally:
-            target.close()
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, dest)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    finally:
-        source.close()
     return dest
 
 
