@@ -1,7 +1,5 @@
-"""Classroom: the instructor's console (only instructors see it in the navigation). Every action
-is one call into ``cifarlab.serve.classroom.Classroom``, which checks the role itself: a student
-who reaches this page sees a message, and the engine refuses them anyway.
-"""
+"""Classroom: the instructor's console. Each action is one call into ``Classroom``, which checks
+the role itself: a student who reaches this page sees a message, and the engine refuses them."""
 from __future__ import annotations
 
 import functools
@@ -13,8 +11,8 @@ from cifarlab.errors import CifarLabError
 from cifarlab.lab import classroom as words
 from cifarlab.lab import train as trainview
 from cifarlab.serve.classroom import ClassLimits
+from pages import classroom_parts as parts
 from pages.classroom_parts import experiment, live, presenter
-from pages.classroom_parts import student as cs
 from ui.data import queue
 from ui import messages, train_form
 from ui.language import lang, show_error, translator
@@ -26,7 +24,7 @@ K = "cls_"            # widget keys: cls_code, cls_p_epochs, cls_l_epochs, ...
 
 
 # ------------------------------------------------------------------------------- the class
-act = functools.partial(cs.act, K + "msg")   # an engine call from a callback, refusal kept
+act = functools.partial(parts.act, K + "msg")   # an engine call from a callback, refusal kept
 
 
 def _create() -> None:
@@ -53,12 +51,12 @@ def class_header(info) -> None:
         st.markdown(f"{t('classroom.code_caption')}: **`{info.code}`** · "
                     + t("classroom.members", n=info.members))
         st.caption(t("classroom.join_link"), help=t("classroom.join_link_help"))
-        st.code(cs.join_link(info.code), language=None, wrap_lines=True)
+        st.code(parts.join_link(info.code), language=None, wrap_lines=True)
         st.toggle(t("classroom.open_toggle"), value=info.is_open, key=K + f"open_{info.code}",
                   help=t("classroom.open_help"), on_change=_toggle_open, args=(info.code,))
         st.caption(t("classroom.is_open") if info.is_open else t("classroom.is_closed"))
     with right:
-        st.image(cs.qr_png(cs.join_link(info.code)), width=180,
+        st.image(parts.qr_png(parts.join_link(info.code)), width=180,
                  alt=t("classroom.qr_alt", code=info.code))
 
 
@@ -133,14 +131,10 @@ def preset_form(info) -> None:
 # ------------------------------------------------------------------------------ the limits
 def _save_limits(code: str) -> None:
     ss = st.session_state
-
-    def whole(name):
-        v = ss.get(K + "lim_" + name)
-        return None if v is None else int(v)
-
-    devices = ss.get(K + "lim_devices") or None
+    devices = ss.get(K + "lim_devices")
     info = act(cr.set_limits, code, ClassLimits(
-        whole("epochs"), whole("images"), tuple(devices) if devices else None, whole("runs")),
+        ss.get(K + "lim_epochs"), ss.get(K + "lim_images"), tuple(devices) if devices else None,
+        ss.get(K + "lim_runs")),
         expected_version=ss[K + "seen"][1],
         done=lambda i: t("classroom.limits.saved", version=i.version))
     if info is not None:
@@ -167,14 +161,14 @@ def limits_form(info) -> None:
 
 # ------------------------------------------------------------------------------------ page
 me = person()
-cr = cs.classroom()
+cr = parts.classroom()
 if not me.instructor:
     st.title(t("nav.classroom"))
     st.warning(t("classroom.instructors_only"), icon=":material/lock:")
     st.stop()
 
 if presenting(me.instructor):   # app.py drew no sidebar: nothing personal on the projector
-    presenter.view(cr, me, st.query_params.get(cs.CODE_PARAM), t)
+    presenter.view(cr, me, st.query_params.get(words.CODE_PARAM), t)
     st.stop()
 
 st.title(t("nav.classroom"))

@@ -1,18 +1,14 @@
-"""The class experiment (not a page): the console's form (a knob and the values the class
-compares, each student's value) and the class's picture with its CSV, which the console, the
-projector (``presenter``) and the student's Home (``student``) draw. The picture polls the
-engine in a fragment; its tool bar's camera saves it as a PNG (the browser draws it: no
-server-side renderer to install).
-"""
+"""The class experiment: the console's form, and the class's picture with its CSV that the
+console, the projector and the student's Home draw (its camera saves a PNG in the browser)."""
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from cifarlab.errors import CifarLabError
 from cifarlab.lab import class_experiment as pic
 from cifarlab.lab import train as trainview
 from cifarlab.serve.classroom import MAX_VALUES
+from pages.classroom_parts import act, classroom
 from ui import messages
 from ui.language import call_or_show, lang
 
@@ -21,20 +17,17 @@ REFRESH_S = 3.0
 FIELDS = trainview.knob_fields()
 
 
-def _set(cr, me, code: str, t, clear: bool) -> None:
-    """The Set and Stop buttons' callback: the engine's refusal, or its outcome, kept."""
+def _set(code: str, t, clear: bool) -> None:
+    """The Set and Stop buttons' callback."""
     ss = st.session_state
-    try:
-        info = cr.set_experiment(me, code, None if clear else ss.get(K + "knob"),
-                                 ss.get(K + "values") or "",
-                                 expected_version=ss.get("cls_seen", (None, None))[1])
-    except CifarLabError as err:
-        messages.keep(K + "msg", "error", err)
-        return
-    ss["cls_seen"] = (info.code, info.version, lang())   # the preset form's version too
-    ss[K + "for"] = (info.code, info.version)
-    messages.keep(K + "msg", "success", t("classroom.experiment.stopped") if clear else
-                  t("classroom.experiment.started", version=info.version))
+    info = act(K + "msg", classroom().set_experiment, code,
+               None if clear else ss.get(K + "knob"), ss.get(K + "values") or "",
+               expected_version=ss.get("cls_seen", (None, None))[1],
+               done=lambda i: t("classroom.experiment.stopped") if clear else
+               t("classroom.experiment.started", version=i.version))
+    if info is not None:
+        ss["cls_seen"] = (info.code, info.version, lang())   # the preset form's version too
+        ss[K + "for"] = (info.code, info.version)
 
 
 def console(cr, me, info, t, picture_shown: bool = True) -> None:
@@ -57,13 +50,13 @@ def console(cr, me, info, t, picture_shown: bool = True) -> None:
                      placeholder="0.0001; 0.001; 0.01; 0.1; 1",
                      help=t("classroom.experiment.values_help", n=MAX_VALUES))
         st.form_submit_button(t("classroom.experiment.start"), on_click=_set, type="primary",
-                              args=(cr, me, info.code, t, False), key=K + "start",
+                              args=(info.code, t, False), key=K + "start",
                               icon=":material/science:")
     if ex is None:
         st.caption(t("classroom.experiment.none"))
         return
     st.button(t("classroom.experiment.stop"), on_click=_set, key=K + "stop",
-              args=(cr, me, info.code, t, True), icon=":material/stop_circle:")
+              args=(info.code, t, True), icon=":material/stop_circle:")
     if picture_shown:
         picture(cr, me, info.code, t, assigned=True)
 
@@ -77,6 +70,7 @@ def picture(cr, me, code: str | None, t, assigned: bool = False, height: int = 6
     def draw() -> None:
         view = call_or_show(cr.experiment, me, code)
         if view is None:
+            st.info(t("classroom.experiment.none"))
             return
         label = pic.knob_label(view, lang())
         values = ", ".join(pic.value_text(view, v, lang()) for v in view.experiment.values)

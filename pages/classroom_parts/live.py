@@ -1,7 +1,5 @@
-"""The console's live parts (not a page: pages/classroom.py calls it): the class board and
-the challenge with its leaderboards (the projector's view: ``presenter``). Each is a fragment
-that polls the engine on Streamlit's own timer, so the rest of the console never reruns for
-them."""
+"""The console's live parts: the class board and the challenge with its leaderboards, each a
+fragment polling the engine on its own timer (the rest of the console never reruns for them)."""
 from __future__ import annotations
 
 import streamlit as st
@@ -9,7 +7,7 @@ import streamlit as st
 from cifarlab.lab import classroom as view
 from cifarlab.lab.train import poll_interval
 from cifarlab.serve.classroom import Goal
-from pages.classroom_parts import student as cs
+from pages.classroom_parts import act, classroom
 from ui import messages
 from ui.data import queue
 from ui.internals import set_fragment_interval
@@ -31,13 +29,13 @@ def _board_action(action: str, code: str, t) -> None:
     run_id = ss.get(K + "board_run")
     nick = ss.get(K + "board_nicks", {}).get(run_id, "?")
     if action == "cancel":
-        cs.act(K + "board_msg", cs.classroom().cancel_run, code, run_id,
+        act(K + "board_msg", classroom().cancel_run, code, run_id,
                done=lambda status: t("classroom.board.cancelled", nickname=nick,
                                      status=view.status_text(status, lang())))
     else:
-        cs.act(K + "board_msg", cs.classroom().pin, code, None if action == "unpin" else run_id,
-               done=lambda _: t("classroom.board.pinned", nickname=nick) if action == "pin"
-               else t("classroom.board.pinned_none"))
+        act(K + "board_msg", classroom().pin, code, None if action == "unpin" else run_id,
+            done=lambda _: t("classroom.board.pinned", nickname=nick) if action == "pin"
+            else t("classroom.board.pinned_none"))
 
 
 def board_section(cr, me, code: str, t) -> None:
@@ -89,16 +87,16 @@ def board_section(cr, me, code: str, t) -> None:
     if st.button(t("classroom.presenter.open"), help=t("classroom.presenter.open_help"),
                  icon=":material/co_present:", key=K + "presenter_open"):
         st.query_params[PRESENTER[0]] = PRESENTER[1]
-        st.query_params[cs.CODE_PARAM] = code
+        st.query_params[view.CODE_PARAM] = code
         st.rerun()
 
 
 # ---------------------------------------------------------------------------- challenge
-def _challenge(code: str, opening: bool) -> None:
+def _challenge(code: str, opening: bool, t) -> None:
     """The Open and Close buttons' callback: the goal from the form, the engine's refusal kept."""
-    ss, cr = st.session_state, cs.classroom()
+    ss, cr = st.session_state, classroom()
     if not opening:
-        cs.act(K + "ch_msg", cr.close_challenge, code, done=lambda _: None)
+        act(K + "ch_msg", cr.close_challenge, code, done=lambda _: t("classroom.challenge.closed"))
         return
     if ss.get(K + "ch_kind") == "fastest_to":
         target = ss.get(K + "ch_target")
@@ -107,7 +105,7 @@ def _challenge(code: str, opening: bool) -> None:
         device, epochs = ss.get(K + "ch_device"), ss.get(K + "ch_epochs")
         goal = Goal("best_accuracy", max_epochs=None if epochs is None else int(epochs),
                     device=None if device == "any" else device)
-    cs.act(K + "ch_msg", cr.open_challenge, code, goal, done=lambda _: None)   # its words below
+    act(K + "ch_msg", cr.open_challenge, code, goal, done=lambda _: t("classroom.challenge.opened"))
 
 
 def boards(cr, me, code: str, ch, t, csv: bool = True) -> None:
@@ -140,7 +138,7 @@ def challenge_section(cr, me, info, t, boards_shown: bool = True) -> None:
     """The challenge's state, its button and form; its boards only when ``boards_shown`` (the
     open challenge's poll)."""
     st.caption(t("classroom.challenge.help"))
-    msg = messages.show(K + "ch_msg")   # an error now; a success below, in its words
+    messages.show(K + "ch_msg")
     warning = view.seed_warning(info, lang())
     if warning:
         st.warning(warning, icon=":material/casino:")
@@ -150,17 +148,12 @@ def challenge_section(cr, me, info, t, boards_shown: bool = True) -> None:
             t("classroom.challenge.state_open", time=view.clock(ch.opened_at)) if ch.is_open
             else t("classroom.challenge.state_closed", time=view.clock(ch.closed_at))))
     if ch is not None and ch.is_open:
-        if msg is not None and msg[0] == "success":
-            st.success(t("classroom.challenge.opened"))
         st.button(t("classroom.challenge.close"), key=K + "ch_close", type="primary",
-                  on_click=_challenge, args=(info.code, False), icon=":material/flag:")
-
+                  on_click=_challenge, args=(info.code, False, t), icon=":material/flag:")
         if boards_shown:
             st.fragment(boards, run_every=LEADER_S)(cr, me, info.code, ch, t)
         return
     if ch is not None:
-        if msg is not None and msg[0] == "success":
-            st.success(t("classroom.challenge.closed"))
         if boards_shown:
             boards(cr, me, info.code, ch, t)
         st.divider()
@@ -183,5 +176,5 @@ def open_form(code: str, t) -> None:
         c.number_input(t("classroom.challenge.target"), value=50.0, step=5.0,
                        key=K + "ch_target")
         st.form_submit_button(t("classroom.challenge.open"), on_click=_challenge,
-                              key=K + "ch_open", args=(code, True), type="primary",
+                              key=K + "ch_open", args=(code, True, t), type="primary",
                               icon=":material/emoji_events:")

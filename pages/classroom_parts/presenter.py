@@ -1,17 +1,15 @@
-"""The projector's view of a class (``?view=presenter&class=CODE``): full width and nothing
-personal (no sidebar, no session id in the URL). The class code and the join link's QR code,
-then the view the instructor picks (the pinned run's running loss, the board, the leaderboard
-or the class experiment), each polling the engine in a fragment.
-"""
+"""The projector's view of a class (``?view=presenter&class=CODE``): full width, nothing personal
+(no sidebar, no session id in the URL); the class code, its QR code, and the view picked."""
 from __future__ import annotations
+
+import functools
 
 import streamlit as st
 
 from cifarlab.core.safe_text import md_escape
 from cifarlab.lab import classroom as words
 from cifarlab.lab.train import poll_interval
-from pages.classroom_parts import experiment, live
-from pages.classroom_parts import student as cs
+from pages.classroom_parts import experiment, join_link, live, qr_png
 from ui.internals import set_fragment_interval
 from ui.language import call_or_show, lang, pct
 from ui.nav import PRESENTER
@@ -32,7 +30,7 @@ STYLE = """<style>
 
 def _back() -> None:
     st.query_params.pop(PRESENTER[0], None)
-    st.query_params.pop(cs.CODE_PARAM, None)
+    st.query_params.pop(words.CODE_PARAM, None)
 
 
 def view(cr, me, code: str | None, t) -> None:
@@ -47,18 +45,19 @@ def view(cr, me, code: str | None, t) -> None:
         left, right = st.columns([5, 1], vertical_alignment="center")
         with left:
             st.markdown(f"## {md_escape(info.title)}")
-            st.markdown(t("classroom.presenter.join", link=cs.join_link(info.code)))
+            st.markdown(t("classroom.presenter.join", link=join_link(info.code)))
             with st.container(key=K + "code"):
                 st.markdown(f"# {info.code}")   # the engine's code: its own letters only
-        right.image(cs.qr_png(cs.join_link(info.code)), width="stretch",
+        right.image(qr_png(join_link(info.code)), width="stretch",
                     caption=t("classroom.presenter.scan"),
                     alt=t("classroom.qr_alt", code=info.code))
         shown = st.segmented_control(
             t("classroom.presenter.show"), VIEWS, key=K + "show", required=True,
             default="run" if info.pinned else "board",
             format_func=lambda v: t(f"classroom.presenter.show_{v}"))
+        large_picture = functools.partial(experiment.picture, height=760, font=20)
         {"run": pinned_run, "board": board, "leaders": leaders,
-         "experiment": class_experiment}[shown or "run"](cr, me, info.code, t)
+         "experiment": large_picture}[shown or "run"](cr, me, info.code, t)
 
 
 @st.fragment(run_every=REFRESH_S)
@@ -95,14 +94,6 @@ def board(cr, me, code: str, t) -> None:
         st.info(t("classroom.board.empty"))
         return
     st.table(words.projector_board(rows, lang()), hide_index=True)
-
-
-def class_experiment(cr, me, code: str, t) -> None:
-    """The class experiment's picture, large (it refreshes itself)."""
-    if call_or_show(cr.experiment, me, code) is None:
-        st.info(t("classroom.experiment.none"))
-        return
-    experiment.picture(cr, me, code, t, height=760, font=20)
 
 
 @st.fragment(run_every=REFRESH_S)

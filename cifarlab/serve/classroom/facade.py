@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import math
-import threading
 import time
 from typing import Any, Callable, Iterable, Mapping
 
@@ -103,22 +103,17 @@ class Classroom:
         ex = info.experiment
         if ex is None:
             return None
-        rows = scoring.board(self.store, info.code, tables.nicknames(self.store, info.code),
-                             since=ex.since, knob=ex.knob, viewer=viewer.id)
+        rows = scoring.board(self.store, info.code, viewer, since=ex.since, knob=ex.knob)
         slots = tables.slots(self.store, info.code)
         member = None if viewer.instructor else tables.membership(self.store, viewer.id)
-        return ExperimentView(
-            ex, tuple(r if viewer.instructor or r.you else dataclasses.replace(r, run_id="")
-                      for r in rows),
-            tuple((nick, ex.value_for(slot)) for nick, slot in slots),
-            None if member is None else ex.value_for(member.slot))
+        return ExperimentView(ex, tuple(rows),
+                              tuple((nick, ex.value_for(slot)) for nick, slot in slots),
+                              None if member is None else ex.value_for(member.slot))
 
     # -- instructors: the board --------------------------------------------------------------
     def board(self, by: Person, code: str, limit: int = 200) -> list[BoardRow]:
         """Every run of the class, newest first."""
-        info = self.get_class(by, code)
-        return scoring.board(self.store, info.code, tables.nicknames(self.store, info.code),
-                             limit=limit)
+        return scoring.board(self.store, self.get_class(by, code).code, by, limit=limit)
 
     def cancel_run(self, by: Person, code: str, run_id: str) -> str:
         """Cancel a run of this class (only this class's); returns its status now."""
@@ -189,13 +184,7 @@ class Classroom:
             return []
         if which == "private" and ch.is_open and not viewer.instructor:
             raise ClassError("class.private_hidden", field="which")
-        rows = scoring.leaderboard(self.store, info.code, ch, which,
-                                   tables.nicknames(self.store, info.code))
-        return [dataclasses.replace(r, you=r.person == viewer.id,
-                                    person=r.person if r.person == viewer.id else None,
-                                    run_id=r.run_id if viewer.instructor or r.person == viewer.id
-                                    else None)
-                for r in rows]
+        return scoring.leaderboard(self.store, info.code, ch, which, viewer)
 
     def leaderboard_csv(self, by: Person, code: str, which: str = "public") -> str:
         """The board as CSV, for instructors to share with the class."""
@@ -308,15 +297,12 @@ def _goal(goal: Goal | Mapping[str, Any]) -> Goal:
     return Goal("best_accuracy", max_epochs=n, device=device)
 
 
-_CLASSROOM: Classroom | None = None
-_LOCK = threading.Lock()
-
-
 def get_classroom(queue: Any) -> Classroom:
-    """The process-wide Classroom on ``queue.store`` (pages: beside ``get_queue()``; the queue
-    imports this package, never the other way round)."""
-    global _CLASSROOM
-    with _LOCK:
-        if _CLASSROOM is None or _CLASSROOM.store.where != queue.store.where:
-            _CLASSROOM = Classroom(queue.store)
-        return _CLASSROOM
+    """The process-wide Classroom on ``queue.store`` (the queue imports this package, never the
+    other way round)."""
+    return _on_store(queue.store)
+
+
+@functools.lru_cache(maxsize=1)
+def _on_store(store: RunStore) -> Classroom:
+    return Classroom(store)
