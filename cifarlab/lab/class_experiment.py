@@ -1,8 +1,6 @@
-"""The class experiment's picture (console, presenter, the student's Home): every run's loss
-curve, each value its colour and line style, and below each finished run's accuracy against
-the knob's value, with each value's mean; the viewer's own run thick. Also the runs as CSV.
-``view`` is serve's ``ExperimentView``, read by attribute only (lab never imports serve).
-"""
+"""The class experiment's picture: every run's loss curve, a colour and dash per value, and each
+finished run's accuracy against the value with each value's mean; also the runs as CSV.
+``view`` is serve's ``ExperimentView``, read by attribute only."""
 from __future__ import annotations
 
 import io
@@ -46,8 +44,7 @@ def log_axis(values: Any) -> bool:
 
 
 def figure(view: Any, lang: str, height: int = 640, font: int | None = None) -> go.Figure:
-    """The class's picture (its rows' ``you`` marks the viewer's own runs); ``font``: a type
-    size (a projector's)."""
+    """The class's picture, the viewer's own runs thick; ``font``: a projector's type size."""
     t, ex = i18n.translator(lang), view.experiment
     label = knob_label(view, lang)
     order = list(ex.values) + [v for v in dict.fromkeys(r.value for r in view.rows)
@@ -118,22 +115,14 @@ def figure(view: Any, lang: str, height: int = 640, font: int | None = None) -> 
 
 
 def _sides(column: int, columns: int, n: int) -> list[str]:
-    """A value's nicknames on alternate sides (two close points stay legible), inward at the
-    first and last value."""
+    """A value's nicknames on alternate sides, inward at the first and last value."""
     if column == 0 or column == columns - 1:
         return ["middle right" if column == 0 else "middle left"] * n
     return ["middle right" if i % 2 == 0 else "middle left" for i in range(n)]
 
 
-def chart_config(filename: str) -> dict:
-    """The chart's tool bar: its camera saves the picture as a PNG (the browser draws it)."""
-    return {"displaylogo": False, "toImageButtonOptions": {
-        "format": "png", "filename": filename, "scale": 2}}
-
-
 def as_csv(view: Any) -> str:
-    """The experiment's runs as CSV (``CSV_COLUMNS``): nicknames and run numbers, no person or
-    run ids."""
+    """The experiment's runs as CSV: nicknames and run numbers, no person or run ids."""
     out = io.StringIO()
     w = csv_writer(out, lineterminator="\n")   # a nickname such as =HYPERLINK(...) stays text
     w.writerow(CSV_COLUMNS)

@@ -1,7 +1,5 @@
-"""The classroom pages' tables, words, join link and charts, in the page's language (the
-classroom's roles and rules are ``cifarlab.serve.classroom``). Rows are the serving side's
-records, read by attribute only: lab never imports serve.
-"""
+"""The classroom pages' tables, words, join link and charts, in the page's language; serve's
+records are read by attribute only (lab never imports serve)."""
 from __future__ import annotations
 
 import io
@@ -26,11 +24,8 @@ def clock(ts: float | None) -> str:
 
 def status_text(status: str, lang: str) -> str:
     """A run's status as one word (the board has its own column for the place in the queue)."""
-    t = i18n.translator(lang)
-    if status == "queued":
-        return t("status.in_queue")
-    key = f"status.{status}"
-    return t(key) if key in i18n.catalog(lang) else status
+    key = "status.in_queue" if status == "queued" else f"status.{status}"
+    return i18n.t(key, lang) if key in i18n.catalog(lang) else status
 
 
 def board_table(rows: Iterable[Any], lang: str) -> pd.DataFrame:
@@ -45,9 +40,8 @@ def board_table(rows: Iterable[Any], lang: str) -> pd.DataFrame:
 
 
 def leader_table(rows: Iterable[Any], kind: str, lang: str) -> pd.DataFrame:
-    """A leaderboard in ``lang``: the place (a column of its own: equal scores share one),
-    nickname, score on that board's half (accuracy, or seconds for "fastest_to"), accuracy
-    on the whole test set, the time the run finished."""
+    """A leaderboard: place (equal scores share one), nickname, score on the board's half
+    (accuracy, or seconds for "fastest_to"), accuracy on the whole test set, finish time."""
     t = i18n.translator(lang)
     score = t("classroom.challenge.score_seconds" if kind == "fastest_to"
               else "classroom.challenge.score_accuracy")
@@ -72,8 +66,8 @@ def goal_text(goal: Any, lang: str) -> str:
 
 
 def join_link(page_url: str | None, code: str) -> str:
-    """The join link: this server's Home with ``?class=CODE`` (relative when the page's own
-    URL is not known). No language: each student's browser picks their own."""
+    """This server's Home with ``?class=CODE`` (relative when the page's URL is not known); no
+    language: each student's browser picks their own."""
     query = urlencode({CODE_PARAM: code})
     parts = urlsplit(page_url or "")
     return f"{parts.scheme}://{parts.netloc}/?{query}" if parts.netloc else f"/?{query}"
@@ -88,8 +82,7 @@ def qr_png(text: str) -> bytes:
 
 
 def shown(value: Any, lang: str, f: Any = None) -> str:
-    """A pushed knob's value in words, in ``lang`` (``f``: its KnobField): yes or no, a
-    choice's name as the Train page gives it, all the images, numbers in the language's form."""
+    """A pushed knob's value in words, as the Train page gives it (``f``: its KnobField)."""
     t, name = i18n.translator(lang), getattr(f, "name", "")
     kind = getattr(getattr(f, "knob", None), "kind", None)
     if value is None:
@@ -108,8 +101,7 @@ def shown(value: Any, lang: str, f: Any = None) -> str:
 
 
 def seed_warning(info: Any, lang: str) -> str | None:
-    """Why a locked seed spoils a challenge (None when the class leaves the seed free: each
-    student then trains with their own, ``Classroom.student_view``)."""
+    """Why a locked seed spoils a challenge (None when free: each student has their own)."""
     if "seed" not in info.locked:
         return None
     return i18n.t("classroom.challenge.seed_locked", lang,
@@ -128,8 +120,7 @@ def preset_values(fields: Sequence[Any], typed: Mapping[str, Any]) -> dict:
 
 
 def presenter_figure(pinned: Any, t) -> go.Figure:
-    """The pinned run's loss for a projector, in large type: the mean of every k steps, and
-    the tutorial's running loss (the mean of every ``log_every`` mini-batches) over it."""
+    """The pinned run's loss in large type, with the tutorial's running loss over it."""
     data = [go.Scatter(x=list(pinned.steps), y=list(pinned.losses), mode="lines",
                        line=dict(width=3, color=C.PALETTE[0]),
                        name=t("train.chart_step_loss_mean", n=pinned.stride))]
@@ -145,7 +136,7 @@ def presenter_figure(pinned: Any, t) -> go.Figure:
 
 
 def projector_board(rows: Iterable[Any], lang: str) -> pd.DataFrame:
-    """The class board for a projector: nickname, status, progress and accuracy as words."""
+    """The class board for a projector, in words."""
     t = i18n.translator(lang)
     return pd.DataFrame([(
         r.nickname, status_text(r.status, lang),

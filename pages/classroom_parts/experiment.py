@@ -85,7 +85,8 @@ def picture(cr, me, code: str | None, t, assigned: bool = False, height: int = 6
             fig = pic.figure(view, lang(), height, font)
             name = f"{code or 'class'}-{view.experiment.knob}"
             st.plotly_chart(fig, width="stretch", key=K + "chart", theme=None,
-                            config=pic.chart_config(name))
+                            config={"displaylogo": False, "toImageButtonOptions": {
+                                "format": "png", "filename": name, "scale": 2}})
             st.caption(t("classroom.experiment.png_hint"))
             st.download_button(t("classroom.experiment.csv"), pic.as_csv(view),
                                file_name=f"{name}.csv", mime="text/csv", key=K + "csv",

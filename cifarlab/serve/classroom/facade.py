@@ -51,9 +51,7 @@ class Classroom:
 
     def set_open(self, by: Person, code: str, is_open: bool) -> ClassInfo:
         """Open or close a class to new members (its members stay)."""
-        info = self.get_class(by, code)
-        tables.set_open(self.store, info.code, is_open)
-        return tables.require_class(self.store, info.code)
+        return tables.update(self.store, self.get_class(by, code).code, is_open=int(is_open))
 
     def my_classes(self, by: Person) -> list[ClassInfo]:
         return tables.classes_by(self.store, _instructor(by).id)
@@ -69,9 +67,8 @@ class Classroom:
         instructor's page showed; another edit since -> ClassError("class.stale")."""
         info = self.get_class(by, code)
         stored, locked = enforce.fits(info.experiment, values, locked, info.limits)
-        tables.update_versioned(self.store, info.code, expected_version, preset=stored,
-                                locked=list(locked))
-        return tables.require_class(self.store, info.code)
+        return tables.update_versioned(self.store, info.code, expected_version, preset=stored,
+                                       locked=list(locked))
 
     def set_limits(self, by: Person, code: str, limits: ClassLimits,
                    expected_version: int | None = None) -> ClassInfo:
@@ -79,9 +76,8 @@ class Classroom:
         info = self.get_class(by, code)
         limits = enforce.check_limits(limits)
         enforce.fits(info.experiment, info.preset, info.locked, limits)
-        tables.update_versioned(self.store, info.code, expected_version,
-                                limits=dataclasses.asdict(limits))
-        return tables.require_class(self.store, info.code)
+        return tables.update_versioned(self.store, info.code, expected_version,
+                                       limits=dataclasses.asdict(limits))
 
     def set_experiment(self, by: Person, code: str, knob: str | None, values: Any = (),
                        expected_version: int | None = None) -> ClassInfo:
@@ -92,9 +88,8 @@ class Classroom:
         if knob is not None:
             ex = enforce.check_experiment(knob, values, info.preset, info.locked, info.limits,
                                           old.since if old and old.knob == knob else None)
-        tables.update_versioned(self.store, info.code, expected_version,
-                                experiment=None if ex is None else dataclasses.asdict(ex))
-        return tables.require_class(self.store, info.code)
+        return tables.update_versioned(self.store, info.code, expected_version,
+                                       experiment=ex and dataclasses.asdict(ex))
 
     def experiment(self, viewer: Person, code: str | None = None) -> ExperimentView | None:
         """The class experiment's picture (None without one); a student sees their own
@@ -132,8 +127,7 @@ class Classroom:
         info = self.get_class(by, code)
         if run_id is not None:
             run_id = self._class_run(info.code, run_id).id
-        tables.set_pinned(self.store, info.code, run_id)
-        return tables.require_class(self.store, info.code)
+        return tables.update(self.store, info.code, pinned=run_id)
 
     def presenter(self, viewer: Person, code: str | None = None) -> Presenter | None:
         """The pinned run (None when nothing is pinned); a student sees their own class's."""
@@ -162,15 +156,11 @@ class Classroom:
     # -- instructors: the challenge ----------------------------------------------------------
     def open_challenge(self, by: Person, code: str, goal: Goal | Mapping[str, Any]) -> ClassInfo:
         """While the challenge is open, submits keep its rules."""
-        info = self.get_class(by, code)
-        tables.open_challenge(self.store, info.code, _goal(goal), by.id)
-        return tables.require_class(self.store, info.code)
+        return tables.open_challenge(self.store, self.get_class(by, code).code, _goal(goal), by.id)
 
     def close_challenge(self, by: Person, code: str) -> ClassInfo:
         """Close the open challenge: its private board is revealed to the students."""
-        info = self.get_class(by, code)
-        tables.close_challenge(self.store, info.code)
-        return tables.require_class(self.store, info.code)
+        return tables.close_challenge(self.store, self.get_class(by, code).code)
 
     def leaderboard(self, viewer: Person, code: str | None = None,
                     which: str = "public") -> list[LeaderRow]:
