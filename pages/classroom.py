@@ -168,7 +168,7 @@ if not me.instructor:
     st.stop()
 
 if presenting(me.instructor):   # app.py drew no sidebar: nothing personal on the projector
-    presenter.view(cr, me, st.query_params.get(words.CODE_PARAM), t)
+    presenter.view(cr, me, st.query_params.get(words.CODE_PARAM))
     st.stop()
 
 st.title(t("nav.classroom"))
@@ -212,12 +212,12 @@ board_tab, preset_tab, limits_tab, challenge_tab, experiment_tab = st.tabs([
     on_change="rerun")
 if board_tab.open:
     with board_tab:
-        live.board_section(cr, me, info.code, t)
+        live.board_section(cr, me, info.code)
 with preset_tab:
     preset_form(info)
 with limits_tab:
     limits_form(info)
 with challenge_tab:
-    live.challenge_section(cr, me, info, t, boards_shown=challenge_tab.open)
+    live.challenge_section(cr, me, info, boards_shown=challenge_tab.open)
 with experiment_tab:
-    experiment.console(cr, me, info, t, picture_shown=experiment_tab.open)
+    experiment.console(cr, me, info, picture_shown=experiment_tab.open)

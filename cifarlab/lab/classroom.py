@@ -119,8 +119,9 @@ def preset_values(fields: Sequence[Any], typed: Mapping[str, Any]) -> dict:
     return {f.name: knob_value(f.knob.kind, typed.get(f.name)) for f in fields}
 
 
-def presenter_figure(pinned: Any, t) -> go.Figure:
+def presenter_figure(pinned: Any, lang: str) -> go.Figure:
     """The pinned run's loss in large type, with the tutorial's running loss over it."""
+    t = i18n.translator(lang)
     data = [go.Scatter(x=list(pinned.steps), y=list(pinned.losses), mode="lines",
                        line=dict(width=3, color=C.PALETTE[0]),
                        name=t("train.chart_step_loss_mean", n=pinned.stride))]
@@ -129,7 +130,7 @@ def presenter_figure(pinned: Any, t) -> go.Figure:
                                mode="lines+markers", line=dict(width=5, color=C.PALETTE[5]),
                                marker=dict(size=14), name=t("train.running_loss")))
     # the layout's type size is every text's (axes, ticks, legend)
-    return C.localized(go.Figure(data), t.lang, template="none", height=430, font=dict(size=22),
+    return C.localized(go.Figure(data), lang, template="none", height=430, font=dict(size=22),
                        margin=dict(l=90, r=20, t=60, b=80), xaxis_title=t("common.step"),
                        yaxis_title=t("common.loss"),
                        legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0))

@@ -10,14 +10,14 @@ from cifarlab.lab import train as trainview
 from cifarlab.serve.classroom import MAX_VALUES
 from pages.classroom_parts import act, classroom
 from ui import messages
-from ui.language import call_or_show, lang
+from ui.language import call_or_show, lang, t
 
 K = "cls_ex_"
 REFRESH_S = 3.0
 FIELDS = trainview.knob_fields()
 
 
-def _set(code: str, t, clear: bool) -> None:
+def _set(code: str, clear: bool) -> None:
     """The Set and Stop buttons' callback."""
     ss = st.session_state
     info = act(K + "msg", classroom().set_experiment, code,
@@ -30,7 +30,7 @@ def _set(code: str, t, clear: bool) -> None:
         ss[K + "for"] = (info.code, info.version)
 
 
-def console(cr, me, info, t, picture_shown: bool = True) -> None:
+def console(cr, me, info, picture_shown: bool = True) -> None:
     """The console's tab: the form, then (with an experiment) the picture and who has which
     value, when ``picture_shown`` (it polls)."""
     ss, ex = st.session_state, info.experiment
@@ -50,18 +50,18 @@ def console(cr, me, info, t, picture_shown: bool = True) -> None:
                      placeholder="0.0001; 0.001; 0.01; 0.1; 1",
                      help=t("classroom.experiment.values_help", n=MAX_VALUES))
         st.form_submit_button(t("classroom.experiment.start"), on_click=_set, type="primary",
-                              args=(info.code, t, False), key=K + "start",
+                              args=(info.code, False), key=K + "start",
                               icon=":material/science:")
     if ex is None:
         st.caption(t("classroom.experiment.none"))
         return
     st.button(t("classroom.experiment.stop"), on_click=_set, key=K + "stop",
-              args=(info.code, t, True), icon=":material/stop_circle:")
+              args=(info.code, True), icon=":material/stop_circle:")
     if picture_shown:
-        picture(cr, me, info.code, t, assigned=True)
+        picture(cr, me, info.code, assigned=True)
 
 
-def picture(cr, me, code: str | None, t, assigned: bool = False, height: int = 640,
+def picture(cr, me, code: str | None, assigned: bool = False, height: int = 640,
             font: int | None = None) -> None:
     """The class's picture, refreshed while the runs train, and its CSV; ``assigned``: with
     the table of each student's value (the console's)."""

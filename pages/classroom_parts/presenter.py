@@ -11,7 +11,7 @@ from cifarlab.lab import classroom as words
 from cifarlab.lab.train import poll_interval
 from pages.classroom_parts import experiment, join_link, live, qr_png
 from ui.internals import set_fragment_interval
-from ui.language import call_or_show, lang, pct
+from ui.language import call_or_show, lang, pct, t
 from ui.nav import PRESENTER
 
 K = "cls_pv_"
@@ -33,7 +33,7 @@ def _back() -> None:
     st.query_params.pop(words.CODE_PARAM, None)
 
 
-def view(cr, me, code: str | None, t) -> None:
+def view(cr, me, code: str | None) -> None:
     """The whole projector view of class ``code`` (else the console's chosen class)."""
     st.html(STYLE)
     st.button(t("classroom.presenter.back"), icon=":material/arrow_back:", type="tertiary",
@@ -57,11 +57,11 @@ def view(cr, me, code: str | None, t) -> None:
             format_func=lambda v: t(f"classroom.presenter.show_{v}"))
         large_picture = functools.partial(experiment.picture, height=760, font=20)
         {"run": pinned_run, "board": board, "leaders": leaders,
-         "experiment": large_picture}[shown or "run"](cr, me, info.code, t)
+         "experiment": large_picture}[shown or "run"](cr, me, info.code)
 
 
 @st.fragment(run_every=REFRESH_S)
-def pinned_run(cr, me, code: str, t) -> None:
+def pinned_run(cr, me, code: str) -> None:
     """The pinned run: who, where it is, its loss for the room."""
     p = call_or_show(cr.presenter, me, code)
     if p is None:
@@ -78,13 +78,13 @@ def pinned_run(cr, me, code: str, t) -> None:
     if not p.steps:
         st.caption(t("classroom.presenter.waiting"))
         return
-    st.plotly_chart(words.presenter_figure(p, t), width="stretch", key=K + "chart",
+    st.plotly_chart(words.presenter_figure(p, lang()), width="stretch", key=K + "chart",
                     config={"displayModeBar": False}, theme=None)   # its own large type
     st.caption(t("classroom.presenter.chart_caption", n=p.log_every, k=p.stride))
 
 
 @st.fragment(run_every=REFRESH_S)
-def board(cr, me, code: str, t) -> None:
+def board(cr, me, code: str) -> None:
     """The class's newest runs: nickname, status, progress, accuracy."""
     rows = call_or_show(cr.board, me, code, MAX_ROWS)
     if rows is None:
@@ -97,7 +97,7 @@ def board(cr, me, code: str, t) -> None:
 
 
 @st.fragment(run_every=REFRESH_S)
-def leaders(cr, me, code: str, t) -> None:
+def leaders(cr, me, code: str) -> None:
     """The challenge's goal and its public board (the private one too, once closed)."""
     info = call_or_show(cr.get_class, me, code)
     ch = None if info is None else info.challenge
@@ -105,4 +105,4 @@ def leaders(cr, me, code: str, t) -> None:
         st.info(t("classroom.challenge.none"))
         return
     st.markdown(f"### {words.goal_text(ch.goal, lang())}")
-    live.boards(cr, me, code, ch, t, csv=False)
+    live.boards(cr, me, code, ch, csv=False)

@@ -51,7 +51,7 @@ def join_box(t, view: StudentView | None) -> None:
         if view.experiment is not None:   # where the student's runs sit in the class's
             with st.expander(t("classroom.experiment.title"), expanded=True,
                              icon=":material/science:"):
-                experiment.picture(classroom(), signin.person(), view.membership.code, t)
+                experiment.picture(classroom(), signin.person(), view.membership.code)
     messages.show("class_join_msg")
 
 

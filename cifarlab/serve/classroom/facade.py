@@ -66,7 +66,7 @@ class Classroom:
         """Replace the preset and its locked knobs. ``expected_version``: the version the
         instructor's page showed; another edit since -> ClassError("class.stale")."""
         info = self.get_class(by, code)
-        stored, locked = enforce.fits(info.experiment, values, locked, info.limits)
+        stored, locked = enforce.check_preset(values, locked, info.limits, info.experiment)
         return tables.update_versioned(self.store, info.code, expected_version, preset=stored,
                                        locked=list(locked))
 
@@ -75,7 +75,7 @@ class Classroom:
         """Versioned like ``push_preset``; limits that the preset would break are refused."""
         info = self.get_class(by, code)
         limits = enforce.check_limits(limits)
-        enforce.fits(info.experiment, info.preset, info.locked, limits)
+        enforce.check_preset(info.preset, info.locked, limits, info.experiment)
         return tables.update_versioned(self.store, info.code, expected_version,
                                        limits=dataclasses.asdict(limits))
 
@@ -252,9 +252,8 @@ class Classroom:
 
 
 def own_seed(code: str, person_id: str) -> int:
-    """A student's own seed in a class, the same on every visit: with one seed, students who
-    kept the other settings would all train the very same run. Hashed: it tells nothing of
-    the id."""
+    """A student's own seed in a class, the same on every visit (with one seed, students who
+    kept the other settings would train the very same run); hashed: it tells nothing of the id."""
     digest = hashlib.sha256(f"{code}\n{person_id}".encode()).digest()
     return int.from_bytes(digest[:4], "big") % (MAX_SEED + 1)
 

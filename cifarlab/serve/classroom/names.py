@@ -1,9 +1,7 @@
-"""Class codes and nicknames. A code ("K7M-4PX") has no vowels (no word forms, in any language)
-and none of the characters one takes for another (0/O, 1/I/L, 2/Z, 5/S, 8/B, 6/G, U/V, Q);
-18⁶ codes drawn with ``secrets``: with the join limits, guessing one takes far longer than a
-lesson. Older word codes ("blue-fox-42") stay valid. A nickname starts with a letter or digit
-(no markup, no spreadsheet formula), shows every character, and is not confusable with a
-classmate's (the same Unicode TS #39 skeleton: "Аna" with a Cyrillic А is "Ana").
+"""Class codes and nicknames. A code ("K7M-4PX") has no vowels (no words) and no characters
+taken for another (0/O, 1/I/L...): 18⁶ codes from ``secrets``, far more than the join limits
+let anyone guess in a lesson. A nickname starts with a letter or digit (no markup, no formula),
+shows every character, and does not look like a classmate's (Unicode TS #39's skeleton).
 """
 from __future__ import annotations
 
@@ -65,8 +63,8 @@ _BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0")
 
 
 def invisible(text: str) -> str | None:
-    """The first character of ``text`` that shows nothing or turns the text around (format
-    characters such as the bidi controls and zero-widths, controls, blank Hangul fillers)."""
+    """The first character of ``text`` that shows nothing or turns it around (bidi controls,
+    zero-widths, controls, blank Hangul fillers)."""
     for ch in text:
         if unicodedata.category(ch) in ("Cf", "Cc") or ch in _BLANK_LETTERS:
             return ch
