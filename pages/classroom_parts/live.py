@@ -157,15 +157,17 @@ def challenge_section(cr, me, info, boards_shown: bool = True) -> None:
     else:
         st.caption(t("classroom.challenge.none"))
     with st.form(K + "challenge", border=False):
-        st.radio(t("classroom.challenge.kind"), ["best_accuracy", "fastest_to"],
-                 key=K + "ch_kind", horizontal=True,
-                 format_func=lambda k: t(f"classroom.challenge.kind_{k}"))
+        # options in words made now: a format_func may be called outside this run's language
+        kinds = {k: t(f"classroom.challenge.kind_{k}") for k in ("best_accuracy", "fastest_to")}
+        st.radio(t("classroom.challenge.kind"), list(kinds), key=K + "ch_kind", horizontal=True,
+                 format_func=kinds.get)
         a, b, c = st.columns(3)
         a.number_input(t("classroom.challenge.max_epochs"), value=1, step=1, format="%d",
                        key=K + "ch_epochs")
-        b.selectbox(t("classroom.challenge.device"), ["any"] + queue().devices(),
-                    key=K + "ch_device", format_func=lambda d: (
-                        t("classroom.challenge.device_any") if d == "any" else d))
+        devices = {"any": t("classroom.challenge.device_any")} | {
+            d: d for d in queue().devices()}
+        b.selectbox(t("classroom.challenge.device"), list(devices), key=K + "ch_device",
+                    format_func=devices.get)
         c.number_input(t("classroom.challenge.target"), value=50.0, step=5.0,
                        key=K + "ch_target")
         st.form_submit_button(t("classroom.challenge.open"), on_click=_open_challenge,

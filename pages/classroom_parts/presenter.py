@@ -51,10 +51,10 @@ def view(cr, me, code: str | None) -> None:
         right.image(qr_png(join_link(info.code)), width="stretch",
                     caption=t("classroom.presenter.scan"),
                     alt=t("classroom.qr_alt", code=info.code))
+        labels = {v: t(f"classroom.presenter.show_{v}") for v in VIEWS}
         shown = st.segmented_control(
             t("classroom.presenter.show"), VIEWS, key=K + "show", required=True,
-            default="run" if info.pinned else "board",
-            format_func=lambda v: t(f"classroom.presenter.show_{v}"))
+            default="run" if info.pinned else "board", format_func=labels.get)
         large_picture = functools.partial(experiment.picture, height=760, font=20)
         {"run": pinned_run, "board": board, "leaders": leaders,
          "experiment": large_picture}[shown or "run"](cr, me, info.code)
