@@ -10,6 +10,7 @@ from cifarlab.core.safe_text import md_escape
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import classroom as words
 from cifarlab.lab import train as trainview
+from cifarlab.lab.train_form import knob_value, widget_value
 from cifarlab.serve.classroom import ClassLimits
 from pages import classroom_parts as parts
 from pages.classroom_parts import experiment, live, presenter
@@ -70,18 +71,18 @@ FIELDS = trainview.knob_fields()
 
 def _load_preset(info) -> None:
     """Fill the preset's widgets from the class (another class chosen, or another language)."""
-    ss = st.session_state
-    for name, value in words.preset_widgets(FIELDS, info.preset, lang()).items():
-        ss[K + "p_" + name] = value
-        ss[K + "l_" + name] = name in info.locked
+    ss, values = st.session_state, {f.name: f.default for f in FIELDS} | dict(info.preset)
+    for f in FIELDS:
+        ss[K + "p_" + f.name] = widget_value(f.knob.kind, values[f.name], lang())
+        ss[K + "l_" + f.name] = f.name in info.locked
     ss[K + "seen"] = (info.code, info.version, lang())
 
 
 def _push(code: str) -> None:
     ss = st.session_state
     locked = [f.name for f in FIELDS if ss.get(K + "l_" + f.name)]
-    typed = {f.name: ss.get(K + "p_" + f.name) for f in FIELDS}
-    info = act(cr.push_preset, code, words.preset_values(FIELDS, typed), locked=locked,
+    typed = {f.name: knob_value(f.knob.kind, ss.get(K + "p_" + f.name)) for f in FIELDS}
+    info = act(cr.push_preset, code, typed, locked=locked,
                expected_version=ss[K + "seen"][1],
                done=lambda i: t("classroom.preset.pushed", version=i.version))
     # refused (a stale version among others): the values typed here stay; a second push

@@ -49,9 +49,14 @@ def figure(view: Any, lang: str, height: int = 640, font: int | None = None) -> 
     label = knob_label(view, lang)
     order = list(ex.values) + [v for v in dict.fromkeys(r.value for r in view.rows)
                                if v not in ex.values]
+    texts = {v: value_text(view, v, lang) for v in order}
     numeric = _numeric(order)
     style = {v: (C.PALETTE[i % len(C.PALETTE)], C.DASHES[i % len(C.DASHES)])
              for i, v in enumerate(order)}
+
+    def who(r: Any) -> str:
+        return t("classroom.experiment.you", nickname=r.nickname) if r.you else r.nickname
+
     fig = make_subplots(rows=2, cols=1, vertical_spacing=0.23 if font else 0.17, subplot_titles=(
         t("classroom.experiment.loss_title"), t("classroom.experiment.accuracy_title")))
     legend = set()
@@ -59,32 +64,30 @@ def figure(view: Any, lang: str, height: int = 640, font: int | None = None) -> 
         if not r.steps:
             continue
         color, dash = style[r.value]
-        name = value_text(view, r.value, lang)
-        who = t("classroom.experiment.you", nickname=r.nickname) if r.you else r.nickname
+        name = texts[r.value]
         fig.add_trace(go.Scatter(
             x=list(r.steps), y=list(r.losses), mode="lines", name=name, legendgroup=name,
             legendrank=order.index(r.value), showlegend=name not in legend,
             line=dict(color=color, dash=dash, width=5 if r.you else 1.5),
-            opacity=1 if r.you else 0.75, customdata=[[who, f"{label} = {name}"]] * len(r.steps),
+            opacity=1 if r.you else 0.75, customdata=[[who(r), f"{label} = {name}"]] * len(r.steps),
             hovertemplate="%{customdata[0]}<br>%{customdata[1]}<br>%{x}: %{y:.3f}"
             "<extra></extra>"), row=1, col=1)
         legend.add(name)
     done, means = [r for r in view.rows if r.accuracy is not None], []
-    for v in order:
+    for column, v in enumerate(order):
         runs = [r for r in done if r.value == v]
         if not runs:
             continue
-        color, _ = style[v]
-        x = v if numeric else value_text(view, v, lang)
-        names = [t("classroom.experiment.you", nickname=r.nickname) if r.you else r.nickname
-                 for r in runs]
+        x, names = (v if numeric else texts[v]), [who(r) for r in runs]
+        # nicknames on alternate sides (close points stay legible), inward at either end
+        sides = ["middle left" if column and (column == len(order) - 1 or i % 2) else
+                 "middle right" for i in range(len(runs))]
         fig.add_trace(go.Scatter(
             x=[x] * len(runs), y=[100 * r.accuracy for r in runs], showlegend=False,
             mode="markers+text" if len(done) <= LABELS_UP_TO else "markers",
-            text=names, hovertext=names, textposition=_sides(order.index(v), len(order),
-                                                             len(runs)),
+            text=names, hovertext=names, textposition=sides,
             hovertemplate="%{hovertext}: %{y:.1f} %<extra></extra>",
-            marker=dict(color=color, size=[18 if r.you else 10 for r in runs],
+            marker=dict(color=style[v][0], size=[18 if r.you else 10 for r in runs],
                         symbol=["star" if r.you else "circle" for r in runs],
                         line=dict(width=[2 if r.you else 0 for r in runs], color="#000000"))),
             row=2, col=1)
@@ -97,11 +100,11 @@ def figure(view: Any, lang: str, height: int = 640, font: int | None = None) -> 
     fig.update_xaxes(title_text=t("common.step"), row=1, col=1)
     fig.update_yaxes(title_text=t("common.loss"), row=1, col=1)
     fig.update_yaxes(title_text=t("classroom.experiment.accuracy_axis"), row=2, col=1)
-    texts = [value_text(view, v, lang) for v in order]
     if numeric:   # ticks at the values compared, written as the preset form writes them
-        axis = dict(type="log" if log_axis(order) else "linear", tickvals=order, ticktext=texts)
+        axis = dict(type="log" if log_axis(order) else "linear", tickvals=order,
+                    ticktext=list(texts.values()))
     else:
-        axis = dict(type="category", categoryorder="array", categoryarray=texts)
+        axis = dict(type="category", categoryorder="array", categoryarray=list(texts.values()))
     fig.update_xaxes(title_text=label, **axis, row=2, col=1)
     fig.update_xaxes(automargin=True)
     fig.update_yaxes(automargin=True)
@@ -112,13 +115,6 @@ def figure(view: Any, lang: str, height: int = 640, font: int | None = None) -> 
         fig.update_layout(font=dict(size=font))
         fig.update_annotations(font_size=font)
     return C.localized(fig, lang)
-
-
-def _sides(column: int, columns: int, n: int) -> list[str]:
-    """A value's nicknames on alternate sides, inward at the first and last value."""
-    if column == 0 or column == columns - 1:
-        return ["middle right" if column == 0 else "middle left"] * n
-    return ["middle right" if i % 2 == 0 else "middle left" for i in range(n)]
 
 
 def as_csv(view: Any) -> str:

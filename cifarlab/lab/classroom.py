@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import time
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable
 from urllib.parse import urlencode, urlsplit
 
 import pandas as pd
@@ -12,7 +12,6 @@ import plotly.graph_objects as go
 
 from cifarlab import i18n
 from cifarlab.lab import charts as C
-from cifarlab.lab.train_form import knob_value, widget_value
 
 CODE_PARAM = "class"   # the join link's query parameter (Home fills the code in from it)
 
@@ -106,17 +105,6 @@ def seed_warning(info: Any, lang: str) -> str | None:
         return None
     return i18n.t("classroom.challenge.seed_locked", lang,
                   seed=shown(info.preset.get("seed", 0), lang))
-
-
-def preset_widgets(fields: Sequence[Any], preset: Mapping[str, Any], lang: str) -> dict:
-    """The preset form's widget values: the class's preset over the knobs' defaults."""
-    values = {f.name: f.default for f in fields} | dict(preset)
-    return {f.name: widget_value(f.knob.kind, values[f.name], lang) for f in fields}
-
-
-def preset_values(fields: Sequence[Any], typed: Mapping[str, Any]) -> dict:
-    """What the preset form holds, as knob values (``train_form.knob_value``)."""
-    return {f.name: knob_value(f.knob.kind, typed.get(f.name)) for f in fields}
 
 
 def presenter_figure(pinned: Any, lang: str) -> go.Figure:
