@@ -85,8 +85,7 @@ def _push(code: str) -> None:
     info = act(cr.push_preset, code, typed, locked=locked,
                expected_version=ss[K + "seen"][1],
                done=lambda i: t("classroom.preset.pushed", version=i.version))
-    # refused (a stale version among others): the values typed here stay; a second push
-    # overwrites the other instructor's change, which the caption now shows
+    # refused as stale: the values typed stay, and a second push overwrites the other change
     ss[K + "seen"] = (code, (info or cr.get_class(person(), code)).version, lang())
 
 
@@ -95,7 +94,7 @@ def knob_box(f) -> None:
     options = []
     if k.kind in ("device", "choice"):   # each choice in words, as the Train page names it
         options = ["auto"] + queue().devices() if k.kind == "device" else list(k.choices)
-    train_form.knob_input(k.kind, label, {v: words.shown(v, lang(), f) for v in options},
+    train_form.knob_input(k.kind, label, {v: words.shown(v, lang(), f.name) for v in options},
                           int(k.step), key=K + "p_" + f.name)
     # no help icon: beside one, a long label was cut off ("Lock Learning rate sched…")
     st.checkbox(t("classroom.preset.lock", knob=label), key=K + "l_" + f.name)
@@ -105,18 +104,16 @@ def knob_box(f) -> None:
 
 def preset_form(info) -> None:
     st.caption(t("classroom.preset.help"))
-    labels = {f.name: t(f.knob.label) for f in FIELDS}
-    by_name = {f.name: f for f in FIELDS}
     warning = words.seed_warning(info, lang())
     if warning:
         st.warning(warning, icon=":material/casino:")
     if info.preset:
         st.caption(t("classroom.preset.current", values=" · ".join(
-            f"{labels.get(n, n)}: {words.shown(v, lang(), by_name.get(n))}"
+            f"{words.knob_label(n, lang())}: {words.shown(v, lang(), n)}"
             for n, v in info.preset.items())))
         if info.locked:
             st.caption(t("classroom.preset.locked_list", knobs=", ".join(
-                labels.get(n, n) for n in info.locked)))
+                words.knob_label(n, lang()) for n in info.locked)))
     else:
         st.caption(t("classroom.preset.current_none"))
     with st.form(K + "preset", border=False):
@@ -197,16 +194,13 @@ code = st.selectbox(t("classroom.choose_class"), codes, key=K + "code",
 info = next(c for c in classes if c.code == code)
 class_header(info)
 
-# the preset form's values and the class version this console saw (the limits and experiment
-# forms' stale check too), whichever tab is open
+# the preset form's values and the class version every form's stale check sends
 if st.session_state.get(K + "seen", (None,))[0] != info.code or \
         st.session_state[K + "seen"][2] != lang():
     _load_preset(info)
 
-# keyed and rerun on a change: the chosen tab stays chosen when a message above it comes or goes.
-# What polls (the board, the leaderboards, the experiment's picture) runs only in the open tab;
-# the forms are drawn in every tab, since a form keeps what was typed, unsent, only while it
-# stays on the page.
+# keyed: the chosen tab stays when a message above comes or goes. What polls runs only in the
+# open tab; the forms are drawn in every tab (unsent typing lives only while it is on the page)
 board_tab, preset_tab, limits_tab, challenge_tab, experiment_tab = st.tabs([
     t("classroom.board.title"), t("classroom.preset.title"), t("classroom.limits.title"),
     t("classroom.challenge.title"), t("classroom.experiment.title")], key=K + "tabs",

@@ -11,6 +11,7 @@ import sqlite3
 import pytest
 
 from cifarlab import i18n
+from cifarlab.core.config import knobs
 from cifarlab.lab import class_experiment as pic
 from cifarlab.serve.classroom import ClassError, ClassLimits, Classroom, tables
 from cifarlab.serve.store import RunStore
@@ -85,7 +86,7 @@ def test_bad_experiments_are_refused_in_words(cr, klass, knob, values, code, nee
     assert len(set(texts.values())) == 3 and all("{" not in s for s in texts.values())
     assert all(needle in s for s in texts.values())
     if code == "class.experiment_value":   # the knob's own label and message, in Spanish
-        f = next(f for f in pic.knobs() if f.name == knob)
+        f = next(f for f in knobs() if f.name == knob)
         assert i18n.t(f.knob.label, "es") in texts["es"]
     assert cr.get_class(TEACH, klass.code).experiment is None
     # a student may not set one

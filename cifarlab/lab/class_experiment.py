@@ -11,27 +11,12 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from cifarlab import i18n
-from cifarlab.core.config import knobs
 from cifarlab.core.safe_text import csv_writer
 from cifarlab.lab import charts as C
-from cifarlab.lab.classroom import shown
+from cifarlab.lab.classroom import knob_label, shown
 
 LABELS_UP_TO = 16      # nicknames written beside the points while there are at most this many
 CSV_COLUMNS = ("knob", "value", "nickname", "run", "status", "accuracy", "final_loss", "steps")
-
-
-def _field(name: str) -> Any:
-    return next((f for f in knobs() if f.name == name), None)
-
-
-def knob_label(view: Any, lang: str) -> str:
-    f = _field(view.experiment.knob)
-    return i18n.t(f.knob.label, lang) if f is not None else view.experiment.knob
-
-
-def value_text(view: Any, value: Any, lang: str) -> str:
-    """A value of the experiment's knob in words, as the preset form shows it."""
-    return shown(value, lang, _field(view.experiment.knob))
 
 
 def _numeric(values: Any) -> bool:
@@ -46,10 +31,10 @@ def log_axis(values: Any) -> bool:
 def figure(view: Any, lang: str, height: int = 640, font: int | None = None) -> go.Figure:
     """The class's picture, the viewer's own runs thick; ``font``: a projector's type size."""
     t, ex = i18n.translator(lang), view.experiment
-    label = knob_label(view, lang)
+    label = knob_label(ex.knob, lang)
     order = list(ex.values) + [v for v in dict.fromkeys(r.value for r in view.rows)
                                if v not in ex.values]
-    texts = {v: value_text(view, v, lang) for v in order}
+    texts = {v: shown(v, lang, ex.knob) for v in order}
     numeric = _numeric(order)
     style = {v: (C.PALETTE[i % len(C.PALETTE)], C.DASHES[i % len(C.DASHES)])
              for i, v in enumerate(order)}

@@ -11,6 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from cifarlab import i18n
+from cifarlab.core.config import knobs
 from cifarlab.lab import charts as C
 
 CODE_PARAM = "class"   # the join link's query parameter (Home fills the code in from it)
@@ -80,10 +81,19 @@ def qr_png(text: str) -> bytes:
     return out.getvalue()
 
 
-def shown(value: Any, lang: str, f: Any = None) -> str:
-    """A pushed knob's value in words, as the Train page gives it (``f``: its KnobField)."""
-    t, name = i18n.translator(lang), getattr(f, "name", "")
-    kind = getattr(getattr(f, "knob", None), "kind", None)
+def _knob(name: str) -> Any:
+    return next((f for f in knobs() if f.name == name), None)
+
+
+def knob_label(name: str, lang: str) -> str:
+    f = _knob(name)
+    return i18n.t(f.knob.label, lang) if f is not None else name
+
+
+def shown(value: Any, lang: str, name: str = "") -> str:
+    """A value of knob ``name`` in words, as the Train page gives it."""
+    t, f = i18n.translator(lang), _knob(name)
+    kind = f and f.knob.kind
     if value is None:
         return t("classroom.preset.all_images") if name == "train_subset" else "–"
     if name == "seed":   # a name for a run's randomness, not a quantity: no separators

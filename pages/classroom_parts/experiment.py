@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from cifarlab.lab import class_experiment as pic
+from cifarlab.lab import classroom as words
 from cifarlab.lab import train as trainview
 from cifarlab.serve.classroom import MAX_VALUES
 from pages.classroom_parts import act, classroom
@@ -72,11 +73,12 @@ def picture(cr, me, code: str | None, assigned: bool = False, height: int = 640,
         if view is None:
             st.info(t("classroom.experiment.none"))
             return
-        label = pic.knob_label(view, lang())
-        values = ", ".join(pic.value_text(view, v, lang()) for v in view.experiment.values)
+        knob = view.experiment.knob
+        label = words.knob_label(knob, lang())
+        values = ", ".join(words.shown(v, lang(), knob) for v in view.experiment.values)
         if view.yours is not None:
             st.markdown(t("classroom.experiment.yours", knob=label,
-                          value=pic.value_text(view, view.yours, lang()), values=values))
+                          value=words.shown(view.yours, lang(), knob), values=values))
         else:
             st.markdown(t("classroom.experiment.compares", knob=label, values=values))
         if not any(r.steps or r.accuracy is not None for r in view.rows):
@@ -93,7 +95,7 @@ def picture(cr, me, code: str | None, assigned: bool = False, height: int = 640,
                                icon=":material/download:", on_click="ignore")
         if assigned and view.assigned:
             st.dataframe(pd.DataFrame(
-                [(n, pic.value_text(view, v, lang())) for n, v in view.assigned],
+                [(n, words.shown(v, lang(), knob)) for n, v in view.assigned],
                 columns=[t("classroom.board.nickname"), label]), hide_index=True)
 
     draw()

@@ -16,8 +16,7 @@ from ui.nav import PRESENTER
 
 K = "cls_pv_"
 REFRESH_S = 2.0
-IDLE_S = live.BOARD_IDLE_S   # once nothing it shows is queued or running: a projector can be
-                             # left on all lesson, and each poll redraws its chart in the room
+IDLE_S = live.BOARD_IDLE_S   # nothing queued or running: a projector may be left on all lesson
 VIEWS = ("run", "board", "leaders", "experiment")
 MAX_ROWS = 24   # the board's newest runs: what a projector shows legibly
 # large type for the room; the class code larger still (constant rules, no text spliced in)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from cifarlab.core.config import knobs
-from cifarlab.lab import class_experiment as CE, classroom as words
+from cifarlab.lab import classroom as words
 from cifarlab.serve.classroom import StudentView
 from pages.classroom_parts import act, classroom, experiment
 from ui import language, messages, session, signin
@@ -37,7 +36,7 @@ def join_box(t, view: StudentView | None) -> None:
                 left, right = st.columns(2)
                 left.text_input(t("classroom.join.code"), key="class_join_code", max_chars=40,
                                 placeholder="K7M-4PX")
-                # 60, not the engine's 24: a longer nickname gets the engine's message
+                # more than the engine's 24: a longer nickname gets the engine's message
                 right.text_input(t("classroom.join.nickname"), key="class_join_nickname",
                                  max_chars=600, help=t("classroom.join.nickname_help"))
                 st.form_submit_button(t("classroom.join.button"), on_click=_join, args=(t,),
@@ -62,13 +61,12 @@ def banner(t, view: StudentView | None) -> None:
     m = view.membership
     lines = [t("classroom.banner.class", title=m.title, nickname=m.nickname)]
     if view.locked:   # only these are fixed: the other knobs are the student's to change
-        labels = {f.name: t(f.knob.label) for f in knobs()}
         lines.append(t("classroom.banner.locked", knobs=", ".join(
-            labels.get(k, k) for k in view.locked)))
+            words.knob_label(k, language.lang()) for k in view.locked)))
     if view.experiment is not None:
-        lines.append(t("classroom.banner.experiment", knob=CE.knob_label(view, language.lang()),
-                       value=CE.value_text(view, view.preset.get(view.experiment.knob),
-                                           language.lang())))
+        knob = view.experiment.knob
+        lines.append(t("classroom.banner.experiment", knob=words.knob_label(knob, language.lang()),
+                       value=words.shown(view.preset.get(knob), language.lang(), knob)))
     ch = view.challenge
     if ch is not None:
         lines.append(t("classroom.banner.goal", goal=words.goal_text(ch.goal, language.lang())))
