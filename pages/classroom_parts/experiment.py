@@ -5,7 +5,6 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from cifarlab.lab import class_experiment as pic
 from cifarlab.lab import classroom as words
 from cifarlab.lab import train as trainview
 from cifarlab.serve.classroom import MAX_VALUES
@@ -84,13 +83,13 @@ def picture(cr, me, code: str | None, assigned: bool = False, height: int = 640,
         if not any(r.steps or r.accuracy is not None for r in view.rows):
             st.info(t("classroom.experiment.empty"))
         else:
-            fig = pic.figure(view, lang(), height, font)
+            fig = words.experiment_figure(view, lang(), height, font)
             name = f"{code or 'class'}-{view.experiment.knob}"
             st.plotly_chart(fig, width="stretch", key=K + "chart", theme=None,
                             config={"displaylogo": False, "toImageButtonOptions": {
                                 "format": "png", "filename": name, "scale": 2}})
             st.caption(t("classroom.experiment.png_hint"))
-            st.download_button(t("classroom.experiment.csv"), pic.as_csv(view),
+            st.download_button(t("classroom.experiment.csv"), words.experiment_csv(view),
                                file_name=f"{name}.csv", mime="text/csv", key=K + "csv",
                                icon=":material/download:", on_click="ignore")
         if assigned and view.assigned:
