@@ -7,7 +7,6 @@ import functools
 import streamlit as st
 
 from cifarlab.core.safe_text import md_escape
-from cifarlab.errors import CifarLabError
 from cifarlab.lab import classroom as words
 from cifarlab.lab import train as trainview
 from cifarlab.lab.train_form import knob_value, widget_value
@@ -16,7 +15,7 @@ from pages import classroom_parts as parts
 from pages.classroom_parts import experiment, live, presenter
 from ui.data import queue
 from ui import messages, train_form
-from ui.language import lang, show_error, translator
+from ui.language import call_or_show, lang, translator
 from ui.nav import lesson, presenting
 from ui.signin import person
 
@@ -175,10 +174,8 @@ with st.expander(t("lesson.title") + ": " + t("nav.classroom"), expanded=False):
     lesson("classroom", with_code=False)
 with st.container():   # there on every run (shown or empty), so that nothing below it moves
     messages.show(K + "msg")
-try:
-    classes = cr.my_classes(me)
-except CifarLabError as err:
-    show_error(err)
+classes = call_or_show(cr.my_classes, me)
+if classes is None:
     st.stop()
 create_form(expanded=not classes)
 if not classes:

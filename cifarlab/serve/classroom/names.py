@@ -65,10 +65,8 @@ _BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0")
 def invisible(text: str) -> str | None:
     """The first character of ``text`` that shows nothing or turns it around (bidi controls,
     zero-widths, controls, blank Hangul fillers)."""
-    for ch in text:
-        if unicodedata.category(ch) in ("Cf", "Cc") or ch in _BLANK_LETTERS:
-            return ch
-    return None
+    return next((c for c in text if unicodedata.category(c) in ("Cf", "Cc")
+                 or c in _BLANK_LETTERS), None)
 
 
 @functools.cache
@@ -111,10 +109,7 @@ def look_keys(nickname: str) -> frozenset[str]:
 def confusable_with(nickname: str, others: Iterable[str]) -> str | None:
     """The first of ``others`` that ``nickname`` may be taken for, or None."""
     mine = look_keys(nickname)
-    for other in others:
-        if mine & look_keys(other):
-            return other
-    return None
+    return next((other for other in others if mine & look_keys(other)), None)
 
 
 def clean_title(title: Any) -> str:
