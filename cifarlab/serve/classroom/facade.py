@@ -14,13 +14,13 @@ import cifarlab.serve.classroom.scoring as scoring
 import cifarlab.serve.classroom.tables as tables
 from cifarlab.core.config import MAX_SEED
 from cifarlab.i18n import finite
-from cifarlab.serve.classroom.model import (BOARDS, GOAL_KINDS, BoardRow, ClassError, ClassInfo,
+from cifarlab.serve.classroom.model import (GOAL_KINDS, BoardRow, ClassError, ClassInfo,
                                             ClassLimits, ExperimentView, Goal, LeaderRow,
                                             Membership, Presenter, StudentView)
 from cifarlab.serve.classroom.names import clean_nickname, clean_title, normalize_code
 from cifarlab.serve.counters import StoreCounters
 from cifarlab.serve.identity import AttemptLimiter, Backoff, Person
-from cifarlab.serve.runs import reason, validate_run_id
+from cifarlab.serve.runs import reason
 from cifarlab.serve.store import RunStore
 
 # Join attempts with a wrong or closed code are slowed per browser, per code tried and for
@@ -132,10 +132,8 @@ class Classroom:
     def presenter(self, viewer: Person, code: str | None = None) -> Presenter | None:
         """The pinned run (None when nothing is pinned); a student sees their own class's."""
         info = self._viewable(viewer, code)
-        if info.pinned is None:
-            return None
-        run = self.store.get(info.pinned)
-        if run is None:
+        run = None if info.pinned is None else self.store.get(info.pinned)
+        if run is None:   # nothing pinned, or the run deleted since
             return None
         stride, steps, losses = scoring.mean_curve(self.store, run.id)
         spe, running = None, []
@@ -166,7 +164,7 @@ class Classroom:
                     which: str = "public") -> list[LeaderRow]:
         """The challenge's board. A student sees their own class's, and its private board
         only once the challenge is closed."""
-        if which not in BOARDS:
+        if which not in ("public", "private"):
             raise ClassError("class.bad_board", field="which", which=str(which)[:20])
         info = self._viewable(viewer, code)
         ch = info.challenge
@@ -221,14 +219,11 @@ class Classroom:
         if member is None:
             return None
         info = tables.require_class(self.store, member.code)
-        rank, ranked = None, 0
-        if info.challenge is not None:
-            rows = self.leaderboard(person, info.code, "public")
-            ranked = len(rows)
-            rank = next((r.rank for r in rows if r.you), None)
+        rows = self.leaderboard(person, info.code, "public")   # [] without a challenge
         preset, locked = enforce.pushed(info, member.slot)
         return StudentView(member, preset, locked, info.challenge,
-                           rank, ranked, info.version, info.pinned is not None,
+                           next((r.rank for r in rows if r.you), None), len(rows),
+                           info.version, info.pinned is not None,
                            None if "seed" in locked else own_seed(info.code, person.id),
                            info.experiment)
 
@@ -244,8 +239,7 @@ class Classroom:
         return tables.require_class(self.store, member.code)
 
     def _class_run(self, code: str, run_id: str):
-        run_id = validate_run_id(run_id)
-        run = self.store.get(run_id)
+        run = self.store.get(run_id)   # a malformed id is refused there
         if run is None or tables.class_of_run(self.store, run_id) != code:
             raise ClassError("class.not_class_run", field="run_id")
         return run

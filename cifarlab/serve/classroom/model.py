@@ -9,7 +9,6 @@ from cifarlab import i18n
 from cifarlab.errors import JobError
 
 GOAL_KINDS = ("best_accuracy", "fastest_to")
-BOARDS = ("public", "private")
 MAX_VALUES = 8        # an experiment's values: what one picture (and one class) can compare
 
 
