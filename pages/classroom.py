@@ -90,9 +90,8 @@ def _push(code: str) -> None:
 
 def knob_box(f) -> None:
     k, label = f.knob, t(f.knob.label)
-    options = []
-    if k.kind in ("device", "choice"):   # each choice in words, as the Train page names it
-        options = ["auto"] + queue().devices() if k.kind == "device" else list(k.choices)
+    options = (["auto"] + queue().devices() if k.kind == "device" else  # in words, as on Train
+               list(k.choices) if k.kind == "choice" else [])
     train_form.knob_input(k.kind, label, {v: words.shown(v, lang(), f.name) for v in options},
                           int(k.step), key=K + "p_" + f.name)
     # no help icon: beside one, a long label was cut off ("Lock Learning rate sched…")

@@ -54,10 +54,8 @@ def join_box(t, view: StudentView | None) -> None:
     messages.show("class_join_msg")
 
 
-def banner(t, view: StudentView | None) -> None:
+def banner(t, view: StudentView) -> None:
     """The class, the knobs it locked, the challenge's goal and the student's place."""
-    if view is None:
-        return
     m = view.membership
     lines = [t("classroom.banner.class", title=m.title, nickname=m.nickname)]
     if view.locked:   # only these are fixed: the other knobs are the student's to change
