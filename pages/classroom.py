@@ -1,7 +1,5 @@
-"""Classroom: the instructor's console (only instructors see it in the navigation). Every action
-is one call into ``cifarlab.serve.classroom.Classroom``, which checks the role itself: a student
-who reaches this page sees a message, and the engine refuses them anyway.
-"""
+"""Classroom: the instructor's console. Each action is one call into ``Classroom``, which checks
+the role itself: a student who reaches this page sees a message, and the engine refuses them."""
 from __future__ import annotations
 
 import functools
@@ -9,15 +7,15 @@ import functools
 import streamlit as st
 
 from cifarlab.core.safe_text import md_escape
-from cifarlab.errors import CifarLabError
 from cifarlab.lab import classroom as words
 from cifarlab.lab import train as trainview
+from cifarlab.lab.train_form import knob_value, widget_value
 from cifarlab.serve.classroom import ClassLimits
+from pages import classroom_parts as parts
 from pages.classroom_parts import experiment, live, presenter
-from pages.classroom_parts import student as cs
 from ui.data import queue
 from ui import messages, train_form
-from ui.language import lang, show_error, translator
+from ui.language import call_or_show, lang, translator
 from ui.nav import lesson, presenting
 from ui.signin import person
 
@@ -26,7 +24,7 @@ K = "cls_"            # widget keys: cls_code, cls_p_epochs, cls_l_epochs, ...
 
 
 # ------------------------------------------------------------------------------- the class
-act = functools.partial(cs.act, K + "msg")   # an engine call from a callback, refusal kept
+act = functools.partial(parts.act, K + "msg")   # an engine call from a callback, refusal kept
 
 
 def _create() -> None:
@@ -53,12 +51,12 @@ def class_header(info) -> None:
         st.markdown(f"{t('classroom.code_caption')}: **`{info.code}`** · "
                     + t("classroom.members", n=info.members))
         st.caption(t("classroom.join_link"), help=t("classroom.join_link_help"))
-        st.code(cs.join_link(info.code), language=None, wrap_lines=True)
+        st.code(parts.join_link(info.code), language=None, wrap_lines=True)
         st.toggle(t("classroom.open_toggle"), value=info.is_open, key=K + f"open_{info.code}",
                   help=t("classroom.open_help"), on_change=_toggle_open, args=(info.code,))
         st.caption(t("classroom.is_open") if info.is_open else t("classroom.is_closed"))
     with right:
-        st.image(cs.qr_png(cs.join_link(info.code)), width=180,
+        st.image(parts.qr_png(parts.join_link(info.code)), width=180,
                  alt=t("classroom.qr_alt", code=info.code))
 
 
@@ -72,31 +70,29 @@ FIELDS = trainview.knob_fields()
 
 def _load_preset(info) -> None:
     """Fill the preset's widgets from the class (another class chosen, or another language)."""
-    ss = st.session_state
-    for name, value in words.preset_widgets(FIELDS, info.preset, lang()).items():
-        ss[K + "p_" + name] = value
-        ss[K + "l_" + name] = name in info.locked
+    ss, values = st.session_state, {f.name: f.default for f in FIELDS} | dict(info.preset)
+    for f in FIELDS:
+        ss[K + "p_" + f.name] = widget_value(f.knob.kind, values[f.name], lang())
+        ss[K + "l_" + f.name] = f.name in info.locked
     ss[K + "seen"] = (info.code, info.version, lang())
 
 
 def _push(code: str) -> None:
     ss = st.session_state
     locked = [f.name for f in FIELDS if ss.get(K + "l_" + f.name)]
-    typed = {f.name: ss.get(K + "p_" + f.name) for f in FIELDS}
-    info = act(cr.push_preset, code, words.preset_values(FIELDS, typed), locked=locked,
+    typed = {f.name: knob_value(f.knob.kind, ss.get(K + "p_" + f.name)) for f in FIELDS}
+    info = act(cr.push_preset, code, typed, locked=locked,
                expected_version=ss[K + "seen"][1],
                done=lambda i: t("classroom.preset.pushed", version=i.version))
-    # refused (a stale version among others): the values typed here stay; a second push
-    # overwrites the other instructor's change, which the caption now shows
+    # refused as stale: the values typed stay, and a second push overwrites the other change
     ss[K + "seen"] = (code, (info or cr.get_class(person(), code)).version, lang())
 
 
 def knob_box(f) -> None:
     k, label = f.knob, t(f.knob.label)
-    options = []
-    if k.kind in ("device", "choice"):   # each choice in words, as the Train page names it
-        options = ["auto"] + queue().devices() if k.kind == "device" else list(k.choices)
-    train_form.knob_input(k.kind, label, {v: words.shown(v, lang(), f) for v in options},
+    options = (["auto"] + queue().devices() if k.kind == "device" else  # in words, as on Train
+               list(k.choices) if k.kind == "choice" else [])
+    train_form.knob_input(k.kind, label, {v: words.shown(v, lang(), f.name) for v in options},
                           int(k.step), key=K + "p_" + f.name)
     # no help icon: beside one, a long label was cut off ("Lock Learning rate sched…")
     st.checkbox(t("classroom.preset.lock", knob=label), key=K + "l_" + f.name)
@@ -106,18 +102,16 @@ def knob_box(f) -> None:
 
 def preset_form(info) -> None:
     st.caption(t("classroom.preset.help"))
-    labels = {f.name: t(f.knob.label) for f in FIELDS}
-    by_name = {f.name: f for f in FIELDS}
     warning = words.seed_warning(info, lang())
     if warning:
         st.warning(warning, icon=":material/casino:")
     if info.preset:
         st.caption(t("classroom.preset.current", values=" · ".join(
-            f"{labels.get(n, n)}: {words.shown(v, lang(), by_name.get(n))}"
+            f"{words.knob_label(n, lang())}: {words.shown(v, lang(), n)}"
             for n, v in info.preset.items())))
         if info.locked:
             st.caption(t("classroom.preset.locked_list", knobs=", ".join(
-                labels.get(n, n) for n in info.locked)))
+                words.knob_label(n, lang()) for n in info.locked)))
     else:
         st.caption(t("classroom.preset.current_none"))
     with st.form(K + "preset", border=False):
@@ -133,14 +127,10 @@ def preset_form(info) -> None:
 # ------------------------------------------------------------------------------ the limits
 def _save_limits(code: str) -> None:
     ss = st.session_state
-
-    def whole(name):
-        v = ss.get(K + "lim_" + name)
-        return None if v is None else int(v)
-
-    devices = ss.get(K + "lim_devices") or None
+    devices = ss.get(K + "lim_devices")
     info = act(cr.set_limits, code, ClassLimits(
-        whole("epochs"), whole("images"), tuple(devices) if devices else None, whole("runs")),
+        ss.get(K + "lim_epochs"), ss.get(K + "lim_images"), tuple(devices) if devices else None,
+        ss.get(K + "lim_runs")),
         expected_version=ss[K + "seen"][1],
         done=lambda i: t("classroom.limits.saved", version=i.version))
     if info is not None:
@@ -167,14 +157,14 @@ def limits_form(info) -> None:
 
 # ------------------------------------------------------------------------------------ page
 me = person()
-cr = cs.classroom()
+cr = parts.classroom()
 if not me.instructor:
     st.title(t("nav.classroom"))
     st.warning(t("classroom.instructors_only"), icon=":material/lock:")
     st.stop()
 
 if presenting(me.instructor):   # app.py drew no sidebar: nothing personal on the projector
-    presenter.view(cr, me, st.query_params.get(cs.CODE_PARAM), t)
+    presenter.view(cr, me, st.query_params.get(words.CODE_PARAM))
     st.stop()
 
 st.title(t("nav.classroom"))
@@ -183,10 +173,8 @@ with st.expander(t("lesson.title") + ": " + t("nav.classroom"), expanded=False):
     lesson("classroom", with_code=False)
 with st.container():   # there on every run (shown or empty), so that nothing below it moves
     messages.show(K + "msg")
-try:
-    classes = cr.my_classes(me)
-except CifarLabError as err:
-    show_error(err)
+classes = call_or_show(cr.my_classes, me)
+if classes is None:
     st.stop()
 create_form(expanded=not classes)
 if not classes:
@@ -202,28 +190,25 @@ code = st.selectbox(t("classroom.choose_class"), codes, key=K + "code",
 info = next(c for c in classes if c.code == code)
 class_header(info)
 
-# the preset form's values and the class version this console saw (the limits and experiment
-# forms' stale check too), whichever tab is open
+# the preset form's values and the class version every form's stale check sends
 if st.session_state.get(K + "seen", (None,))[0] != info.code or \
         st.session_state[K + "seen"][2] != lang():
     _load_preset(info)
 
-# keyed and rerun on a change: the chosen tab stays chosen when a message above it comes or goes.
-# What polls (the board, the leaderboards, the experiment's picture) runs only in the open tab;
-# the forms are drawn in every tab, since a form keeps what was typed, unsent, only while it
-# stays on the page.
+# keyed: the chosen tab stays when a message above comes or goes. What polls runs only in the
+# open tab; the forms are drawn in every tab (unsent typing lives only while it is on the page)
 board_tab, preset_tab, limits_tab, challenge_tab, experiment_tab = st.tabs([
     t("classroom.board.title"), t("classroom.preset.title"), t("classroom.limits.title"),
     t("classroom.challenge.title"), t("classroom.experiment.title")], key=K + "tabs",
     on_change="rerun")
 if board_tab.open:
     with board_tab:
-        live.board_section(cr, me, info.code, t)
+        live.board_section(cr, me, info.code)
 with preset_tab:
     preset_form(info)
 with limits_tab:
     limits_form(info)
 with challenge_tab:
-    live.challenge_section(cr, me, info, t, boards_shown=challenge_tab.open)
+    live.challenge_section(cr, me, info, boards_shown=challenge_tab.open)
 with experiment_tab:
-    experiment.console(cr, me, info, t, picture_shown=experiment_tab.open)
+    experiment.console(cr, me, info, picture_shown=experiment_tab.open)

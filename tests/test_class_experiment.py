@@ -11,7 +11,8 @@ import sqlite3
 import pytest
 
 from cifarlab import i18n
-from cifarlab.lab import class_experiment as pic
+from cifarlab.core.config import knobs
+from cifarlab.lab import classroom as pic
 from cifarlab.serve.classroom import ClassError, ClassLimits, Classroom, tables
 from cifarlab.serve.store import RunStore
 from old_store import old_store
@@ -85,7 +86,7 @@ def test_bad_experiments_are_refused_in_words(cr, klass, knob, values, code, nee
     assert len(set(texts.values())) == 3 and all("{" not in s for s in texts.values())
     assert all(needle in s for s in texts.values())
     if code == "class.experiment_value":   # the knob's own label and message, in Spanish
-        f = next(f for f in pic.knobs() if f.name == knob)
+        f = next(f for f in knobs() if f.name == knob)
         assert i18n.t(f.knob.label, "es") in texts["es"]
     assert cr.get_class(TEACH, klass.code).experiment is None
     # a student may not set one
@@ -140,7 +141,7 @@ def test_the_picture_draws_each_value_and_marks_the_students_own_run(cr, klass, 
     assert {r.nickname: r.value for r in view.rows} == {"Ana": 0.0001, "Ben": 0.01, "Cal": 1.0}
     assert [r.nickname for r in view.rows if r.you] == ["Ben"]
     assert all(bool(r.run_id) == r.you for r in view.rows)      # no classmate's run id
-    fig = pic.figure(view, "es")
+    fig = pic.experiment_figure(view, "es")
     curves = [d for d in fig.data if d.mode == "lines" and d.yaxis == "y"]
     assert len(curves) == 3 and [d.name for d in sorted(curves, key=lambda d: d.legendrank)] \
         == ["0,0001", "0,01", "1"]
@@ -159,7 +160,7 @@ def test_the_picture_draws_each_value_and_marks_the_students_own_run(cr, klass, 
     assert len(cr.experiment(TEACH, klass.code).rows) == 3
     # a switch: categories in words, no log axis
     cr.set_experiment(TEACH, klass.code, "nesterov", "off on", info.version)
-    fig = pic.figure(cr.experiment(TEACH, klass.code), "pt")
+    fig = pic.experiment_figure(cr.experiment(TEACH, klass.code), "pt")
     assert fig.layout.xaxis2.type == "category" and list(fig.layout.xaxis2.categoryarray) == [
         "Não", "Sim"]
 
@@ -171,7 +172,7 @@ def test_the_csv_has_one_row_per_run_and_no_ids(cr, queue):
     cr.set_experiment(TEACH, info.code, "lr", "0.001 0.01", info.version)
     a = run_of(queue.store, info.code, ANA, 0.001, 0.3)
     run_of(queue.store, info.code, BEN, 0.01)
-    text = pic.as_csv(cr.experiment(TEACH, info.code))
+    text = pic.experiment_csv(cr.experiment(TEACH, info.code))
     rows = list(csv.reader(io.StringIO(text)))
     assert rows[0] == list(pic.CSV_COLUMNS)
     assert rows[1] == ["lr", "0.001", "Ana", "1", "done", "0.300000", "1.5", "3"]

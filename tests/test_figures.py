@@ -13,6 +13,7 @@ from cifarlab.lab import classroom as words
 from cifarlab.lab import loss, network
 from cifarlab.lab import train as trainview
 from cifarlab.lab.network import figures as NF
+from cifarlab.lab.train_form import knob_value, widget_value
 from ui.widgets import clicked_cell
 
 
@@ -50,11 +51,11 @@ def test_a_clicked_cell_is_read_from_the_charts_selection():
 
 
 def test_the_class_preset_form_reads_decimals_in_either_notation():
-    fields = trainview.knob_fields()
-    shown = words.preset_widgets(fields, {"lr": 0.005, "epochs": 3}, "es")
+    kinds = {f.name: f.knob.kind for f in trainview.knob_fields()}   # what the console does
+    shown = {n: widget_value(kinds[n], v, "es") for n, v in {"lr": 0.005, "epochs": 3}.items()}
     assert shown["lr"] == "0,005" and shown["epochs"] == 3
     typed = dict(shown, lr="0,02", momentum="not a number", epochs=4.0)
-    values = words.preset_values(fields, typed)
+    values = {n: knob_value(kinds[n], v) for n, v in typed.items()}
     assert values["lr"] == pytest.approx(0.02) and values["epochs"] == 4
     assert isinstance(values["epochs"], int)
     assert values["momentum"] == "not a number"   # left for the engine's own message

@@ -28,7 +28,7 @@ from cifarlab.core.checkpoint import Checkpoint
 from cifarlab.core.config import CIFAR10_CLASSES, TrainConfig
 from cifarlab.core.model import Net
 from cifarlab.errors import JobError
-from cifarlab.lab.class_experiment import as_csv
+from cifarlab.lab.classroom import experiment_csv
 from cifarlab.serve import identity
 from cifarlab.serve.classroom import ClassError, Classroom, ClassLimits, Goal, names, tables
 from cifarlab.serve.classroom import facade
@@ -116,7 +116,7 @@ def test_no_board_csv_or_record_names_a_person_by_their_id(queue):
         ("Ana", 1), ("Ana", 2), ("Ben", 1), ("Cal", 1)]
     experiment = cr.experiment(TEACH, info.code)
     assert len(experiment.rows) == 4
-    seen += [board, cr.presenter(TEACH, info.code), experiment, as_csv(experiment)]
+    seen += [board, cr.presenter(TEACH, info.code), experiment, experiment_csv(experiment)]
     assert no_secret_in(repr(seen)), repr(seen)       # the instructor's: nobody's id
     cals += [cr.presenter(CAL, info.code), cr.student_view(CAL), cr.experiment(CAL)]
     assert {r.run_id for r in cals[-1].rows} - {""} == {

@@ -1,20 +1,22 @@
-"""The classroom pages' tables, words, join link and charts, in the page's language (the
-classroom's roles and rules are ``cifarlab.serve.classroom``). Rows are the serving side's
-records, read by attribute only: lab never imports serve.
-"""
+"""The classroom pages' tables, words, join link and charts (the presenter's, the class
+experiment's picture and CSV), in the page's language; serve's records are read by attribute
+only (lab never imports serve)."""
 from __future__ import annotations
 
 import io
+import math
 import time
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable
 from urllib.parse import urlencode, urlsplit
 
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from cifarlab import i18n
+from cifarlab.core.config import knobs
+from cifarlab.core.safe_text import csv_writer
 from cifarlab.lab import charts as C
-from cifarlab.lab.train_form import knob_value, widget_value
 
 CODE_PARAM = "class"   # the join link's query parameter (Home fills the code in from it)
 
@@ -26,11 +28,8 @@ def clock(ts: float | None) -> str:
 
 def status_text(status: str, lang: str) -> str:
     """A run's status as one word (the board has its own column for the place in the queue)."""
-    t = i18n.translator(lang)
-    if status == "queued":
-        return t("status.in_queue")
-    key = f"status.{status}"
-    return t(key) if key in i18n.catalog(lang) else status
+    key = "status.in_queue" if status == "queued" else f"status.{status}"
+    return i18n.t(key, lang) if key in i18n.catalog(lang) else status
 
 
 def board_table(rows: Iterable[Any], lang: str) -> pd.DataFrame:
@@ -45,9 +44,8 @@ def board_table(rows: Iterable[Any], lang: str) -> pd.DataFrame:
 
 
 def leader_table(rows: Iterable[Any], kind: str, lang: str) -> pd.DataFrame:
-    """A leaderboard in ``lang``: the place (a column of its own: equal scores share one),
-    nickname, score on that board's half (accuracy, or seconds for "fastest_to"), accuracy
-    on the whole test set, the time the run finished."""
+    """A leaderboard: place (equal scores share one), nickname, score on the board's half
+    (accuracy, or seconds for "fastest_to"), accuracy on the whole test set, finish time."""
     t = i18n.translator(lang)
     score = t("classroom.challenge.score_seconds" if kind == "fastest_to"
               else "classroom.challenge.score_accuracy")
@@ -72,8 +70,8 @@ def goal_text(goal: Any, lang: str) -> str:
 
 
 def join_link(page_url: str | None, code: str) -> str:
-    """The join link: this server's Home with ``?class=CODE`` (relative when the page's own
-    URL is not known). No language: each student's browser picks their own."""
+    """This server's Home with ``?class=CODE`` (relative when the page's URL is not known); no
+    language: each student's browser picks their own."""
     query = urlencode({CODE_PARAM: code})
     parts = urlsplit(page_url or "")
     return f"{parts.scheme}://{parts.netloc}/?{query}" if parts.netloc else f"/?{query}"
@@ -87,11 +85,19 @@ def qr_png(text: str) -> bytes:
     return out.getvalue()
 
 
-def shown(value: Any, lang: str, f: Any = None) -> str:
-    """A pushed knob's value in words, in ``lang`` (``f``: its KnobField): yes or no, a
-    choice's name as the Train page gives it, all the images, numbers in the language's form."""
-    t, name = i18n.translator(lang), getattr(f, "name", "")
-    kind = getattr(getattr(f, "knob", None), "kind", None)
+def _knob(name: str) -> Any:
+    return next((f for f in knobs() if f.name == name), None)
+
+
+def knob_label(name: str, lang: str) -> str:
+    f = _knob(name)
+    return i18n.t(f.knob.label, lang) if f is not None else name
+
+
+def shown(value: Any, lang: str, name: str = "") -> str:
+    """A value of knob ``name`` in words, as the Train page gives it."""
+    t, f = i18n.translator(lang), _knob(name)
+    kind = f and f.knob.kind
     if value is None:
         return t("classroom.preset.all_images") if name == "train_subset" else "–"
     if name == "seed":   # a name for a run's randomness, not a quantity: no separators
@@ -108,28 +114,16 @@ def shown(value: Any, lang: str, f: Any = None) -> str:
 
 
 def seed_warning(info: Any, lang: str) -> str | None:
-    """Why a locked seed spoils a challenge (None when the class leaves the seed free: each
-    student then trains with their own, ``Classroom.student_view``)."""
+    """Why a locked seed spoils a challenge (None when free: each student has their own)."""
     if "seed" not in info.locked:
         return None
     return i18n.t("classroom.challenge.seed_locked", lang,
                   seed=shown(info.preset.get("seed", 0), lang))
 
 
-def preset_widgets(fields: Sequence[Any], preset: Mapping[str, Any], lang: str) -> dict:
-    """The preset form's widget values: the class's preset over the knobs' defaults."""
-    values = {f.name: f.default for f in fields} | dict(preset)
-    return {f.name: widget_value(f.knob.kind, values[f.name], lang) for f in fields}
-
-
-def preset_values(fields: Sequence[Any], typed: Mapping[str, Any]) -> dict:
-    """What the preset form holds, as knob values (``train_form.knob_value``)."""
-    return {f.name: knob_value(f.knob.kind, typed.get(f.name)) for f in fields}
-
-
-def presenter_figure(pinned: Any, t) -> go.Figure:
-    """The pinned run's loss for a projector, in large type: the mean of every k steps, and
-    the tutorial's running loss (the mean of every ``log_every`` mini-batches) over it."""
+def presenter_figure(pinned: Any, lang: str) -> go.Figure:
+    """The pinned run's loss in large type, with the tutorial's running loss over it."""
+    t = i18n.translator(lang)
     data = [go.Scatter(x=list(pinned.steps), y=list(pinned.losses), mode="lines",
                        line=dict(width=3, color=C.PALETTE[0]),
                        name=t("train.chart_step_loss_mean", n=pinned.stride))]
@@ -138,14 +132,14 @@ def presenter_figure(pinned: Any, t) -> go.Figure:
                                mode="lines+markers", line=dict(width=5, color=C.PALETTE[5]),
                                marker=dict(size=14), name=t("train.running_loss")))
     # the layout's type size is every text's (axes, ticks, legend)
-    return C.localized(go.Figure(data), t.lang, template="none", height=430, font=dict(size=22),
+    return C.localized(go.Figure(data), lang, template="none", height=430, font=dict(size=22),
                        margin=dict(l=90, r=20, t=60, b=80), xaxis_title=t("common.step"),
                        yaxis_title=t("common.loss"),
                        legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0))
 
 
 def projector_board(rows: Iterable[Any], lang: str) -> pd.DataFrame:
-    """The class board for a projector: nickname, status, progress and accuracy as words."""
+    """The class board for a projector, in words."""
     t = i18n.translator(lang)
     return pd.DataFrame([(
         r.nickname, status_text(r.status, lang),
@@ -153,3 +147,108 @@ def projector_board(rows: Iterable[Any], lang: str) -> pd.DataFrame:
         i18n.percent(r.progress, lang, 0), i18n.percent(r.accuracy, lang, 1)) for r in rows],
         columns=[t("classroom.board.nickname"), t("classroom.board.status"),
                  t("classroom.board.progress"), t("classroom.board.accuracy")])
+
+
+# ------------------------------------------------------------------- the class experiment
+LABELS_UP_TO = 16      # nicknames written beside the points while there are at most this many
+CSV_COLUMNS = ("knob", "value", "nickname", "run", "status", "accuracy", "final_loss", "steps")
+
+
+def _numeric(values: Any) -> bool:
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+
+
+def log_axis(values: Any) -> bool:
+    """A log axis for positive numbers spanning a hundredfold or more (0.0001 … 1)."""
+    return _numeric(values) and min(values) > 0 and max(values) >= 100 * min(values)
+
+
+def experiment_figure(view: Any, lang: str, height: int = 640,
+                      font: int | None = None) -> go.Figure:
+    """The class's picture, the viewer's own runs thick; ``font``: a projector's type size."""
+    t, ex = i18n.translator(lang), view.experiment
+    label = knob_label(ex.knob, lang)
+    order = list(ex.values) + [v for v in dict.fromkeys(r.value for r in view.rows)
+                               if v not in ex.values]
+    texts = {v: shown(v, lang, ex.knob) for v in order}
+    numeric = _numeric(order)
+    style = {v: (C.PALETTE[i % len(C.PALETTE)], C.DASHES[i % len(C.DASHES)])
+             for i, v in enumerate(order)}
+
+    def who(r: Any) -> str:
+        return t("classroom.experiment.you", nickname=r.nickname) if r.you else r.nickname
+
+    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.23 if font else 0.17, subplot_titles=(
+        t("classroom.experiment.loss_title"), t("classroom.experiment.accuracy_title")))
+    legend = set()
+    for r in sorted(view.rows, key=lambda r: r.you):      # the viewer's own run on top
+        if not r.steps:
+            continue
+        color, dash = style[r.value]
+        name = texts[r.value]
+        fig.add_trace(go.Scatter(
+            x=list(r.steps), y=list(r.losses), mode="lines", name=name, legendgroup=name,
+            legendrank=order.index(r.value), showlegend=name not in legend,
+            line=dict(color=color, dash=dash, width=5 if r.you else 1.5),
+            opacity=1 if r.you else 0.75, customdata=[[who(r), f"{label} = {name}"]] * len(r.steps),
+            hovertemplate="%{customdata[0]}<br>%{customdata[1]}<br>%{x}: %{y:.3f}"
+            "<extra></extra>"), row=1, col=1)
+        legend.add(name)
+    done, means = [r for r in view.rows if r.accuracy is not None], []
+    for column, v in enumerate(order):
+        runs = [r for r in done if r.value == v]
+        if not runs:
+            continue
+        x, names = (v if numeric else texts[v]), [who(r) for r in runs]
+        # nicknames on alternate sides (close points stay legible), inward at either end
+        sides = ["middle left" if column and (column == len(order) - 1 or i % 2) else
+                 "middle right" for i in range(len(runs))]
+        fig.add_trace(go.Scatter(
+            x=[x] * len(runs), y=[100 * r.accuracy for r in runs], showlegend=False,
+            mode="markers+text" if len(done) <= LABELS_UP_TO else "markers",
+            text=names, hovertext=names, textposition=sides,
+            hovertemplate="%{hovertext}: %{y:.1f} %<extra></extra>",
+            marker=dict(color=style[v][0], size=[18 if r.you else 10 for r in runs],
+                        symbol=["star" if r.you else "circle" for r in runs],
+                        line=dict(width=[2 if r.you else 0 for r in runs], color="#000000"))),
+            row=2, col=1)
+        means.append((x, 100 * sum(r.accuracy for r in runs) / len(runs)))
+    if len(means) > 1:
+        fig.add_trace(go.Scatter(x=[m[0] for m in means], y=[m[1] for m in means],
+                                 mode="lines", name=t("classroom.experiment.mean"),
+                                 legendrank=len(order), hoverinfo="skip",
+                                 line=dict(color="#000000", dash="dot", width=2)), row=2, col=1)
+    fig.update_xaxes(title_text=t("common.step"), row=1, col=1)
+    fig.update_yaxes(title_text=t("common.loss"), row=1, col=1)
+    fig.update_yaxes(title_text=t("classroom.experiment.accuracy_axis"), row=2, col=1)
+    if numeric:   # ticks at the values compared, written as the preset form writes them
+        axis = dict(type="log" if log_axis(order) else "linear", tickvals=order,
+                    ticktext=list(texts.values()))
+    else:
+        axis = dict(type="category", categoryorder="array", categoryarray=list(texts.values()))
+    fig.update_xaxes(title_text=label, **axis, row=2, col=1)
+    fig.update_xaxes(automargin=True)
+    fig.update_yaxes(automargin=True)
+    fig.update_layout(height=height, margin=dict(l=10, r=10, t=40, b=10),
+                      legend=dict(orientation="h", y=-0.12, yanchor="top", x=0,
+                                  title=dict(text=label, side="top")))
+    if font:
+        fig.update_layout(font=dict(size=font))
+        fig.update_annotations(font_size=font)
+    return C.localized(fig, lang)
+
+
+def experiment_csv(view: Any) -> str:
+    """The experiment's runs as CSV: nicknames and run numbers, no person or run ids."""
+    out = io.StringIO()
+    w = csv_writer(out, lineterminator="\n")   # a nickname such as =HYPERLINK(...) stays text
+    w.writerow(CSV_COLUMNS)
+    rank = {v: i for i, v in enumerate(view.experiment.values)}
+    for r in sorted(view.rows, key=lambda r: (rank.get(r.value, len(rank)), r.nickname,
+                                              r.run_number)):
+        last = r.losses[-1] if r.losses else None
+        w.writerow([view.experiment.knob, r.value, r.nickname, r.run_number, r.status,
+                    "" if r.accuracy is None else f"{r.accuracy:.6f}",
+                    "" if last is None or not math.isfinite(last) else f"{last:.6g}",
+                    r.steps[-1] if r.steps else ""])
+    return out.getvalue()

@@ -1,2 +1,37 @@
-"""The classroom page's parts (not pages): ``live`` (the board, the presenter view, the
-challenge) and ``student`` (what Home and Train show of a student's class)."""
+"""The classroom page's parts (not pages), and what they share: the server's Classroom, an
+engine call from a callback, the join link and its QR code."""
+from __future__ import annotations
+
+import streamlit as st
+
+from cifarlab.errors import CifarLabError
+from cifarlab.lab import classroom as words
+from cifarlab.serve.classroom import Classroom, get_classroom
+from ui import data, messages, signin
+
+
+def classroom() -> Classroom:
+    """The server's one Classroom, on the queue's run store."""
+    return get_classroom(data.queue())
+
+
+def join_link(code: str) -> str:
+    return words.join_link(getattr(st.context, "url", None), code)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def qr_png(text: str) -> bytes:
+    return words.qr_png(text)
+
+
+def act(key: str, call, *args, done=None, **kwargs):
+    """A callback's engine call as the signed-in person: its refusal kept under ``key`` (to
+    show with ``messages.show``), or ``done(result)``'s words; None when refused."""
+    try:
+        result = call(signin.person(), *args, **kwargs)
+    except CifarLabError as err:
+        messages.keep(key, "error", err)
+        return None
+    if done is not None:
+        messages.keep(key, "success", done(result))
+    return result

@@ -1,43 +1,36 @@
-"""The class experiment (not a page): the console's form (a knob and the values the class
-compares, each student's value) and the class's picture with its CSV, which the console, the
-projector (``presenter``) and the student's Home (``student``) draw. The picture polls the
-engine in a fragment; its tool bar's camera saves it as a PNG (the browser draws it: no
-server-side renderer to install).
-"""
+"""The class experiment: the console's form, and the class's picture with its CSV that the
+console, the projector and the student's Home draw (its camera saves a PNG in the browser)."""
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from cifarlab.errors import CifarLabError
-from cifarlab.lab import class_experiment as pic
+from cifarlab.lab import classroom as words
 from cifarlab.lab import train as trainview
 from cifarlab.serve.classroom import MAX_VALUES
+from pages.classroom_parts import act, classroom
 from ui import messages
-from ui.language import call_or_show, lang
+from ui.language import call_or_show, lang, t
 
 K = "cls_ex_"
 REFRESH_S = 3.0
 FIELDS = trainview.knob_fields()
 
 
-def _set(cr, me, code: str, t, clear: bool) -> None:
-    """The Set and Stop buttons' callback: the engine's refusal, or its outcome, kept."""
+def _set(code: str, clear: bool) -> None:
+    """The Set and Stop buttons' callback."""
     ss = st.session_state
-    try:
-        info = cr.set_experiment(me, code, None if clear else ss.get(K + "knob"),
-                                 ss.get(K + "values") or "",
-                                 expected_version=ss.get("cls_seen", (None, None))[1])
-    except CifarLabError as err:
-        messages.keep(K + "msg", "error", err)
-        return
-    ss["cls_seen"] = (info.code, info.version, lang())   # the preset form's version too
-    ss[K + "for"] = (info.code, info.version)
-    messages.keep(K + "msg", "success", t("classroom.experiment.stopped") if clear else
-                  t("classroom.experiment.started", version=info.version))
+    info = act(K + "msg", classroom().set_experiment, code,
+               None if clear else ss.get(K + "knob"), ss.get(K + "values") or "",
+               expected_version=ss.get("cls_seen", (None, None))[1],
+               done=lambda i: t("classroom.experiment.stopped") if clear else
+               t("classroom.experiment.started", version=i.version))
+    if info is not None:
+        ss["cls_seen"] = (info.code, info.version, lang())   # the preset form's version too
+        ss[K + "for"] = (info.code, info.version)
 
 
-def console(cr, me, info, t, picture_shown: bool = True) -> None:
+def console(cr, me, info, picture_shown: bool = True) -> None:
     """The console's tab: the form, then (with an experiment) the picture and who has which
     value, when ``picture_shown`` (it polls)."""
     ss, ex = st.session_state, info.experiment
@@ -57,18 +50,18 @@ def console(cr, me, info, t, picture_shown: bool = True) -> None:
                      placeholder="0.0001; 0.001; 0.01; 0.1; 1",
                      help=t("classroom.experiment.values_help", n=MAX_VALUES))
         st.form_submit_button(t("classroom.experiment.start"), on_click=_set, type="primary",
-                              args=(cr, me, info.code, t, False), key=K + "start",
+                              args=(info.code, False), key=K + "start",
                               icon=":material/science:")
     if ex is None:
         st.caption(t("classroom.experiment.none"))
         return
     st.button(t("classroom.experiment.stop"), on_click=_set, key=K + "stop",
-              args=(cr, me, info.code, t, True), icon=":material/stop_circle:")
+              args=(info.code, True), icon=":material/stop_circle:")
     if picture_shown:
-        picture(cr, me, info.code, t, assigned=True)
+        picture(cr, me, info.code, assigned=True)
 
 
-def picture(cr, me, code: str | None, t, assigned: bool = False, height: int = 640,
+def picture(cr, me, code: str | None, assigned: bool = False, height: int = 640,
             font: int | None = None) -> None:
     """The class's picture, refreshed while the runs train, and its CSV; ``assigned``: with
     the table of each student's value (the console's)."""
@@ -77,28 +70,31 @@ def picture(cr, me, code: str | None, t, assigned: bool = False, height: int = 6
     def draw() -> None:
         view = call_or_show(cr.experiment, me, code)
         if view is None:
+            st.info(t("classroom.experiment.none"))
             return
-        label = pic.knob_label(view, lang())
-        values = ", ".join(pic.value_text(view, v, lang()) for v in view.experiment.values)
+        knob = view.experiment.knob
+        label = words.knob_label(knob, lang())
+        values = ", ".join(words.shown(v, lang(), knob) for v in view.experiment.values)
         if view.yours is not None:
             st.markdown(t("classroom.experiment.yours", knob=label,
-                          value=pic.value_text(view, view.yours, lang()), values=values))
+                          value=words.shown(view.yours, lang(), knob), values=values))
         else:
             st.markdown(t("classroom.experiment.compares", knob=label, values=values))
         if not any(r.steps or r.accuracy is not None for r in view.rows):
             st.info(t("classroom.experiment.empty"))
         else:
-            fig = pic.figure(view, lang(), height, font)
+            fig = words.experiment_figure(view, lang(), height, font)
             name = f"{code or 'class'}-{view.experiment.knob}"
             st.plotly_chart(fig, width="stretch", key=K + "chart", theme=None,
-                            config=pic.chart_config(name))
+                            config={"displaylogo": False, "toImageButtonOptions": {
+                                "format": "png", "filename": name, "scale": 2}})
             st.caption(t("classroom.experiment.png_hint"))
-            st.download_button(t("classroom.experiment.csv"), pic.as_csv(view),
+            st.download_button(t("classroom.experiment.csv"), words.experiment_csv(view),
                                file_name=f"{name}.csv", mime="text/csv", key=K + "csv",
                                icon=":material/download:", on_click="ignore")
         if assigned and view.assigned:
             st.dataframe(pd.DataFrame(
-                [(n, pic.value_text(view, v, lang())) for n, v in view.assigned],
+                [(n, words.shown(v, lang(), knob)) for n, v in view.assigned],
                 columns=[t("classroom.board.nickname"), label]), hide_index=True)
 
     draw()

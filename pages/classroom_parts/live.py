@@ -1,7 +1,5 @@
-"""The console's live parts (not a page: pages/classroom.py calls it): the class board and
-the challenge with its leaderboards (the projector's view: ``presenter``). Each is a fragment
-that polls the engine on Streamlit's own timer, so the rest of the console never reruns for
-them."""
+"""The console's live parts: the class board and the challenge with its leaderboards, each a
+fragment polling the engine on its own timer (the rest of the console never reruns for them)."""
 from __future__ import annotations
 
 import streamlit as st
@@ -9,38 +7,37 @@ import streamlit as st
 from cifarlab.lab import classroom as view
 from cifarlab.lab.train import poll_interval
 from cifarlab.serve.classroom import Goal
-from pages.classroom_parts import student as cs
+from pages.classroom_parts import act, classroom
 from ui import messages
 from ui.data import queue
 from ui.internals import set_fragment_interval
-from ui.language import call_or_show, lang
+from ui.language import call_or_show, lang, t
 from ui.nav import PRESENTER
 
-# the board's refresh while a class run is queued or running; else slower (a run a student
-# starts still shows within ten seconds), as the Train page does: a console left open on a quiet
-# class should not cost the server a board query every two seconds
+# the board's refresh while a class run is queued or running, else slower (as the Train page
+# does): a console left open on a quiet class should not cost a board query every two seconds
 BOARD_S, BOARD_IDLE_S = 2.0, 10.0
 LEADER_S = 3.0        # the public leaderboard's refresh while the challenge is open
 K = "cls_"
 
 
 # ---------------------------------------------------------------------------- the board
-def _board_action(action: str, code: str, t) -> None:
+def _board_action(action: str, code: str) -> None:
     """Cancel or pin the run chosen under the board (a callback: the board redraws after)."""
     ss = st.session_state
     run_id = ss.get(K + "board_run")
     nick = ss.get(K + "board_nicks", {}).get(run_id, "?")
     if action == "cancel":
-        cs.act(K + "board_msg", cs.classroom().cancel_run, code, run_id,
-               done=lambda status: t("classroom.board.cancelled", nickname=nick,
-                                     status=view.status_text(status, lang())))
+        act(K + "board_msg", classroom().cancel_run, code, run_id,
+            done=lambda status: t("classroom.board.cancelled", nickname=nick,
+                                  status=view.status_text(status, lang())))
     else:
-        cs.act(K + "board_msg", cs.classroom().pin, code, None if action == "unpin" else run_id,
-               done=lambda _: t("classroom.board.pinned", nickname=nick) if action == "pin"
-               else t("classroom.board.pinned_none"))
+        act(K + "board_msg", classroom().pin, code, None if action == "unpin" else run_id,
+            done=lambda _: t("classroom.board.pinned", nickname=nick) if action == "pin"
+            else t("classroom.board.pinned_none"))
 
 
-def board_section(cr, me, code: str, t) -> None:
+def board_section(cr, me, code: str) -> None:
     st.caption(t("classroom.board.caption"))
 
     @st.fragment(run_every=BOARD_S)
@@ -78,49 +75,45 @@ def board_section(cr, me, code: str, t) -> None:
                        format_func=labels.get, persist_state="page")
         chosen = by_id[st.session_state[K + "board_run"]]
         cancel.button(t("classroom.board.cancel"), key=K + "board_cancel",
-                      icon=":material/stop:", on_click=_board_action, args=("cancel", code, t),
+                      icon=":material/stop:", on_click=_board_action, args=("cancel", code),
                       disabled=chosen.status not in ("queued", "running"))
         pin.button(t("classroom.board.pin"), key=K + "board_pin", icon=":material/push_pin:",
-                   on_click=_board_action, args=("pin", code, t))
+                   on_click=_board_action, args=("pin", code))
         unpin.button(t("classroom.board.unpin"), key=K + "board_unpin",
-                     on_click=_board_action, args=("unpin", code, t))
+                     on_click=_board_action, args=("unpin", code))
 
     board()
     if st.button(t("classroom.presenter.open"), help=t("classroom.presenter.open_help"),
                  icon=":material/co_present:", key=K + "presenter_open"):
         st.query_params[PRESENTER[0]] = PRESENTER[1]
-        st.query_params[cs.CODE_PARAM] = code
+        st.query_params[view.CODE_PARAM] = code
         st.rerun()
 
 
 # ---------------------------------------------------------------------------- challenge
-def _challenge(code: str, opening: bool) -> None:
-    """The Open and Close buttons' callback: the goal from the form, the engine's refusal kept."""
-    ss, cr = st.session_state, cs.classroom()
-    if not opening:
-        cs.act(K + "ch_msg", cr.close_challenge, code, done=lambda _: None)
-        return
+def _open_challenge(code: str) -> None:
+    """The Open button's callback: the goal from the form."""
+    ss = st.session_state
     if ss.get(K + "ch_kind") == "fastest_to":
-        target = ss.get(K + "ch_target")
-        goal = Goal("fastest_to", target=None if target is None else target / 100)
+        goal = Goal("fastest_to", target=ss.get(K + "ch_target") / 100)
     else:
-        device, epochs = ss.get(K + "ch_device"), ss.get(K + "ch_epochs")
-        goal = Goal("best_accuracy", max_epochs=None if epochs is None else int(epochs),
+        device = ss.get(K + "ch_device")
+        goal = Goal("best_accuracy", max_epochs=ss.get(K + "ch_epochs"),
                     device=None if device == "any" else device)
-    cs.act(K + "ch_msg", cr.open_challenge, code, goal, done=lambda _: None)   # its words below
+    act(K + "ch_msg", classroom().open_challenge, code, goal,
+        done=lambda _: t("classroom.challenge.opened"))
 
 
-def boards(cr, me, code: str, ch, t, csv: bool = True) -> None:
+def boards(cr, me, code: str, ch, csv: bool = True) -> None:
     """The public board, and the private one beside it once the challenge is closed."""
     shown = ["public"] if ch.is_open else ["public", "private"]
     for column, which in zip(st.columns(len(shown)), shown):
         with column:
-            leaderboard(cr, me, code, which, ch.goal.kind, t, csv)
+            leaderboard(cr, me, code, which, ch.goal.kind, csv)
 
 
-def leaderboard(cr, me, code: str, which: str, kind: str, t, csv: bool) -> None:
-    name = (t("classroom.challenge.public") if which == "public"
-            else t("classroom.challenge.private"))
+def leaderboard(cr, me, code: str, which: str, kind: str, csv: bool) -> None:
+    name = t(f"classroom.challenge.{which}")
     st.markdown(f"**{name}**")
     rows = call_or_show(cr.leaderboard, me, code, which)
     if rows is None:
@@ -136,11 +129,11 @@ def leaderboard(cr, me, code: str, which: str, kind: str, t, csv: bool) -> None:
                            key=K + f"csv_{which}", icon=":material/download:", on_click="ignore")
 
 
-def challenge_section(cr, me, info, t, boards_shown: bool = True) -> None:
+def challenge_section(cr, me, info, boards_shown: bool = True) -> None:
     """The challenge's state, its button and form; its boards only when ``boards_shown`` (the
     open challenge's poll)."""
     st.caption(t("classroom.challenge.help"))
-    msg = messages.show(K + "ch_msg")   # an error now; a success below, in its words
+    messages.show(K + "ch_msg")
     warning = view.seed_warning(info, lang())
     if warning:
         st.warning(warning, icon=":material/casino:")
@@ -150,38 +143,33 @@ def challenge_section(cr, me, info, t, boards_shown: bool = True) -> None:
             t("classroom.challenge.state_open", time=view.clock(ch.opened_at)) if ch.is_open
             else t("classroom.challenge.state_closed", time=view.clock(ch.closed_at))))
     if ch is not None and ch.is_open:
-        if msg is not None and msg[0] == "success":
-            st.success(t("classroom.challenge.opened"))
         st.button(t("classroom.challenge.close"), key=K + "ch_close", type="primary",
-                  on_click=_challenge, args=(info.code, False), icon=":material/flag:")
-
+                  icon=":material/flag:", on_click=act,
+                  args=(K + "ch_msg", cr.close_challenge, info.code),
+                  kwargs={"done": lambda _: t("classroom.challenge.closed")})
         if boards_shown:
-            st.fragment(boards, run_every=LEADER_S)(cr, me, info.code, ch, t)
+            st.fragment(boards, run_every=LEADER_S)(cr, me, info.code, ch)
         return
     if ch is not None:
-        if msg is not None and msg[0] == "success":
-            st.success(t("classroom.challenge.closed"))
         if boards_shown:
-            boards(cr, me, info.code, ch, t)
+            boards(cr, me, info.code, ch)
         st.divider()
     else:
         st.caption(t("classroom.challenge.none"))
-    open_form(info.code, t)
-
-
-def open_form(code: str, t) -> None:
     with st.form(K + "challenge", border=False):
-        kinds = ["best_accuracy", "fastest_to"]
-        st.radio(t("classroom.challenge.kind"), kinds, key=K + "ch_kind", horizontal=True,
-                 format_func=lambda k: t(f"classroom.challenge.kind_{k}"))
+        # options in words made now: a format_func may be called outside this run's language
+        kinds = {k: t(f"classroom.challenge.kind_{k}") for k in ("best_accuracy", "fastest_to")}
+        st.radio(t("classroom.challenge.kind"), list(kinds), key=K + "ch_kind", horizontal=True,
+                 format_func=kinds.get)
         a, b, c = st.columns(3)
         a.number_input(t("classroom.challenge.max_epochs"), value=1, step=1, format="%d",
                        key=K + "ch_epochs")
-        b.selectbox(t("classroom.challenge.device"), ["any"] + queue().devices(),
-                    key=K + "ch_device", format_func=lambda d: (
-                        t("classroom.challenge.device_any") if d == "any" else d))
+        devices = {"any": t("classroom.challenge.device_any")} | {
+            d: d for d in queue().devices()}
+        b.selectbox(t("classroom.challenge.device"), list(devices), key=K + "ch_device",
+                    format_func=devices.get)
         c.number_input(t("classroom.challenge.target"), value=50.0, step=5.0,
                        key=K + "ch_target")
-        st.form_submit_button(t("classroom.challenge.open"), on_click=_challenge,
-                              key=K + "ch_open", args=(code, True), type="primary",
+        st.form_submit_button(t("classroom.challenge.open"), on_click=_open_challenge,
+                              key=K + "ch_open", args=(info.code,), type="primary",
                               icon=":material/emoji_events:")

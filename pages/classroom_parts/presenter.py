@@ -1,25 +1,22 @@
-"""The projector's view of a class (``?view=presenter&class=CODE``): full width and nothing
-personal (no sidebar, no session id in the URL). The class code and the join link's QR code,
-then the view the instructor picks (the pinned run's running loss, the board, the leaderboard
-or the class experiment), each polling the engine in a fragment.
-"""
+"""The projector's view of a class (``?view=presenter&class=CODE``): full width, nothing personal
+(no sidebar, no session id in the URL); the class code, its QR code, and the view picked."""
 from __future__ import annotations
+
+import functools
 
 import streamlit as st
 
 from cifarlab.core.safe_text import md_escape
 from cifarlab.lab import classroom as words
 from cifarlab.lab.train import poll_interval
-from pages.classroom_parts import experiment, live
-from pages.classroom_parts import student as cs
+from pages.classroom_parts import experiment, join_link, live, qr_png
 from ui.internals import set_fragment_interval
-from ui.language import call_or_show, lang, pct
+from ui.language import call_or_show, lang, pct, t
 from ui.nav import PRESENTER
 
 K = "cls_pv_"
 REFRESH_S = 2.0
-IDLE_S = live.BOARD_IDLE_S   # once nothing it shows is queued or running: a projector can be
-                             # left on all lesson, and each poll redraws its chart in the room
+IDLE_S = live.BOARD_IDLE_S   # nothing queued or running: a projector may be left on all lesson
 VIEWS = ("run", "board", "leaders", "experiment")
 MAX_ROWS = 24   # the board's newest runs: what a projector shows legibly
 # large type for the room; the class code larger still (constant rules, no text spliced in)
@@ -32,10 +29,10 @@ STYLE = """<style>
 
 def _back() -> None:
     st.query_params.pop(PRESENTER[0], None)
-    st.query_params.pop(cs.CODE_PARAM, None)
+    st.query_params.pop(words.CODE_PARAM, None)
 
 
-def view(cr, me, code: str | None, t) -> None:
+def view(cr, me, code: str | None) -> None:
     """The whole projector view of class ``code`` (else the console's chosen class)."""
     st.html(STYLE)
     st.button(t("classroom.presenter.back"), icon=":material/arrow_back:", type="tertiary",
@@ -47,22 +44,23 @@ def view(cr, me, code: str | None, t) -> None:
         left, right = st.columns([5, 1], vertical_alignment="center")
         with left:
             st.markdown(f"## {md_escape(info.title)}")
-            st.markdown(t("classroom.presenter.join", link=cs.join_link(info.code)))
+            st.markdown(t("classroom.presenter.join", link=join_link(info.code)))
             with st.container(key=K + "code"):
                 st.markdown(f"# {info.code}")   # the engine's code: its own letters only
-        right.image(cs.qr_png(cs.join_link(info.code)), width="stretch",
+        right.image(qr_png(join_link(info.code)), width="stretch",
                     caption=t("classroom.presenter.scan"),
                     alt=t("classroom.qr_alt", code=info.code))
+        labels = {v: t(f"classroom.presenter.show_{v}") for v in VIEWS}
         shown = st.segmented_control(
             t("classroom.presenter.show"), VIEWS, key=K + "show", required=True,
-            default="run" if info.pinned else "board",
-            format_func=lambda v: t(f"classroom.presenter.show_{v}"))
+            default="run" if info.pinned else "board", format_func=labels.get)
+        large_picture = functools.partial(experiment.picture, height=760, font=20)
         {"run": pinned_run, "board": board, "leaders": leaders,
-         "experiment": class_experiment}[shown or "run"](cr, me, info.code, t)
+         "experiment": large_picture}[shown or "run"](cr, me, info.code)
 
 
 @st.fragment(run_every=REFRESH_S)
-def pinned_run(cr, me, code: str, t) -> None:
+def pinned_run(cr, me, code: str) -> None:
     """The pinned run: who, where it is, its loss for the room."""
     p = call_or_show(cr.presenter, me, code)
     if p is None:
@@ -79,13 +77,13 @@ def pinned_run(cr, me, code: str, t) -> None:
     if not p.steps:
         st.caption(t("classroom.presenter.waiting"))
         return
-    st.plotly_chart(words.presenter_figure(p, t), width="stretch", key=K + "chart",
+    st.plotly_chart(words.presenter_figure(p, lang()), width="stretch", key=K + "chart",
                     config={"displayModeBar": False}, theme=None)   # its own large type
     st.caption(t("classroom.presenter.chart_caption", n=p.log_every, k=p.stride))
 
 
 @st.fragment(run_every=REFRESH_S)
-def board(cr, me, code: str, t) -> None:
+def board(cr, me, code: str) -> None:
     """The class's newest runs: nickname, status, progress, accuracy."""
     rows = call_or_show(cr.board, me, code, MAX_ROWS)
     if rows is None:
@@ -97,16 +95,8 @@ def board(cr, me, code: str, t) -> None:
     st.table(words.projector_board(rows, lang()), hide_index=True)
 
 
-def class_experiment(cr, me, code: str, t) -> None:
-    """The class experiment's picture, large (it refreshes itself)."""
-    if call_or_show(cr.experiment, me, code) is None:
-        st.info(t("classroom.experiment.none"))
-        return
-    experiment.picture(cr, me, code, t, height=760, font=20)
-
-
 @st.fragment(run_every=REFRESH_S)
-def leaders(cr, me, code: str, t) -> None:
+def leaders(cr, me, code: str) -> None:
     """The challenge's goal and its public board (the private one too, once closed)."""
     info = call_or_show(cr.get_class, me, code)
     ch = None if info is None else info.challenge
@@ -114,4 +104,4 @@ def leaders(cr, me, code: str, t) -> None:
         st.info(t("classroom.challenge.none"))
         return
     st.markdown(f"### {words.goal_text(ch.goal, lang())}")
-    live.boards(cr, me, code, ch, t, csv=False)
+    live.boards(cr, me, code, ch, csv=False)

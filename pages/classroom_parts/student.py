@@ -1,55 +1,17 @@
-"""What a student sees of their class (not a page: Home and Train call it).
-
-Home: ``join_box()`` (a class code and a nickname; ``?class=CODE`` in the URL fills the code in)
-and ``banner()`` (the class, the challenge and the student's own place). Train: ``pushed()``
-hands the instructor's pushed values and locked knobs to the Train form. Every check is the
-engine's (``cifarlab.serve.classroom``); this module only draws and calls it.
-"""
+"""What a student sees of their class: Home's ``join_box`` (``?class=CODE`` fills the code in)
+and the Train form's ``pushed`` values and locks, each under the class's ``banner``."""
 from __future__ import annotations
 
 import streamlit as st
 
-from cifarlab.core.config import knobs
-from cifarlab.errors import CifarLabError
-from cifarlab.lab import class_experiment as CE, classroom as words
-from cifarlab.serve.classroom import Classroom, StudentView, get_classroom
-from pages.classroom_parts import experiment
-from ui import data, language, messages, session, signin
-
-CODE_PARAM = "class"
-
-
-def classroom() -> Classroom:
-    """The server's one Classroom, on the queue's run store."""
-    return get_classroom(data.queue())
-
-
-def join_link(code: str) -> str:
-    """The class's join link on this server (the console and the projector show it)."""
-    return words.join_link(getattr(st.context, "url", None), code)
-
-
-@st.cache_data(show_spinner=False, max_entries=32)
-def qr_png(text: str) -> bytes:
-    return words.qr_png(text)
-
+from cifarlab.lab import classroom as words
+from cifarlab.serve.classroom import StudentView
+from pages.classroom_parts import act, classroom, experiment
+from ui import language, messages, session, signin
 
 def student_view() -> StudentView | None:
     """The student's class as the engine shows it to them (None when in none), once per run."""
     return language.call_or_show(lambda: classroom().student_view(signin.person()))
-
-
-def act(key: str, call, *args, done=None, **kwargs):
-    """A callback's engine call as the signed-in person: its refusal kept under ``key`` (to
-    show with ``messages.show``), or ``done(result)``'s words; None when refused."""
-    try:
-        result = call(signin.person(), *args, **kwargs)
-    except CifarLabError as err:
-        messages.keep(key, "error", err)
-        return None
-    if done is not None:
-        messages.keep(key, "success", done(result))
-    return result
 
 
 def _join(t) -> None:
@@ -58,14 +20,14 @@ def _join(t) -> None:
     if act("class_join_msg", classroom().join, ss.get("class_join_code", ""),
            ss.get("class_join_nickname", ""), session.session_id(),
            done=lambda m: t("classroom.join.joined", title=m.title, nickname=m.nickname)):
-        st.query_params.pop(CODE_PARAM, None)
+        st.query_params.pop(words.CODE_PARAM, None)
 
 
 def join_box(t, view: StudentView | None) -> None:
     """Home's "join a class" box, or the class banner with a Leave button once joined."""
     ss = st.session_state
     if view is None:
-        link_code = st.query_params.get(CODE_PARAM)
+        link_code = st.query_params.get(words.CODE_PARAM)
         if link_code and "class_join_code" not in ss:
             ss["class_join_code"] = str(link_code)[:40]
         with st.container(border=True):
@@ -74,7 +36,7 @@ def join_box(t, view: StudentView | None) -> None:
                 left, right = st.columns(2)
                 left.text_input(t("classroom.join.code"), key="class_join_code", max_chars=40,
                                 placeholder="K7M-4PX")
-                # 60, not the engine's 24: a longer nickname gets the engine's message
+                # more than the engine's 24: a longer nickname gets the engine's message
                 right.text_input(t("classroom.join.nickname"), key="class_join_nickname",
                                  max_chars=600, help=t("classroom.join.nickname_help"))
                 st.form_submit_button(t("classroom.join.button"), on_click=_join, args=(t,),
@@ -88,24 +50,21 @@ def join_box(t, view: StudentView | None) -> None:
         if view.experiment is not None:   # where the student's runs sit in the class's
             with st.expander(t("classroom.experiment.title"), expanded=True,
                              icon=":material/science:"):
-                experiment.picture(classroom(), signin.person(), view.membership.code, t)
+                experiment.picture(classroom(), signin.person(), view.membership.code)
     messages.show("class_join_msg")
 
 
-def banner(t, view: StudentView | None) -> None:
+def banner(t, view: StudentView) -> None:
     """The class, the knobs it locked, the challenge's goal and the student's place."""
-    if view is None:
-        return
     m = view.membership
     lines = [t("classroom.banner.class", title=m.title, nickname=m.nickname)]
     if view.locked:   # only these are fixed: the other knobs are the student's to change
-        labels = {f.name: t(f.knob.label) for f in knobs()}
         lines.append(t("classroom.banner.locked", knobs=", ".join(
-            labels.get(k, k) for k in view.locked)))
+            words.knob_label(k, language.lang()) for k in view.locked)))
     if view.experiment is not None:
-        lines.append(t("classroom.banner.experiment", knob=CE.knob_label(view, language.lang()),
-                       value=CE.value_text(view, view.preset.get(view.experiment.knob),
-                                           language.lang())))
+        knob = view.experiment.knob
+        lines.append(t("classroom.banner.experiment", knob=words.knob_label(knob, language.lang()),
+                       value=words.shown(view.preset.get(knob), language.lang(), knob)))
     ch = view.challenge
     if ch is not None:
         lines.append(t("classroom.banner.goal", goal=words.goal_text(ch.goal, language.lang())))

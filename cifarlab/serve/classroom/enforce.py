@@ -1,9 +1,5 @@
-"""What a class allows its members to queue, enforced on the server. ``check_submit`` is the hook
-``JobQueue.submit`` calls under its submit lock: for a member's run, a locked knob that differs
-from the pushed value, or a run beyond the class limits or the open challenge's rules, is
-refused with a ClassError whose ``field`` names the knob. It reads the store itself, so it holds
-whatever a page (or a tampered browser) sends.
-"""
+"""What a class allows its members to queue: ``check_submit``, called by ``JobQueue.submit``
+under its lock, reads the store itself, so it holds whatever a (tampered) browser sends."""
 from __future__ import annotations
 
 import dataclasses
@@ -27,8 +23,8 @@ SEPARATORS = re.compile(r";|\s+|,(?=\s)")
 
 def check_submit(db: Database, owner: str, config: TrainConfig, device: str,
                  n_train: int) -> str | None:
-    """Refuse a run the owner's class does not allow; returns the class code (None when the
-    owner is in no class). ``device``: where the run will go (resolved from "auto")."""
+    """Refuse a run that changes a locked knob or breaks the class limits or the open
+    challenge's rules; the class code (None: in none). ``device``: resolved from "auto"."""
     member = tables.membership(db, owner)
     if member is None:
         return None
@@ -87,11 +83,11 @@ def same_value(a: Any, b: Any) -> bool:
     return a == b
 
 
-def check_preset(values: Mapping[str, Any], locked: Iterable[str],
-                 limits: ClassLimits) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """The pushed values as stored (through ``TrainConfig``: 1 -> 1.0, " CPU " -> "cpu") and
-    the locked names, a locked knob without a value at the tutorial's default; ConfigError
-    naming each bad knob, ClassError for a value over the class limits."""
+def check_preset(values: Mapping[str, Any], locked: Iterable[str], limits: ClassLimits,
+                 experiment: Experiment | None = None) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The pushed values as ``TrainConfig`` stores them (1 -> 1.0), and the locked names (a
+    locked knob without a value at its default); ConfigError or ClassError naming the knob.
+    The class ``experiment``'s values must still go with them."""
     if not isinstance(values, Mapping):
         raise ClassError("class.bad_preset", field="preset")
     locked = tuple(dict.fromkeys(locked or ()))
@@ -108,6 +104,8 @@ def check_preset(values: Mapping[str, Any], locked: Iterable[str],
             None if device in (None, "auto") else device)
     for n in locked:
         stored.setdefault(n, KNOBS[n].default)
+    if experiment is not None:
+        check_experiment(experiment.knob, experiment.values, stored, locked, limits)
     return stored, locked
 
 
@@ -124,19 +122,8 @@ def check_limits(limits: Any) -> ClassLimits:
     return dataclasses.replace(limits, devices=devices)
 
 
-def fits(experiment: Experiment | None, values: Mapping[str, Any], locked: Iterable[str],
-         limits: ClassLimits) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """``check_preset``, and the class experiment's values must still go with that preset and
-    those limits (new limits that refuse them would leave the class nothing to run)."""
-    stored, locked = check_preset(values, locked, limits)
-    if experiment is not None:
-        check_experiment(experiment.knob, experiment.values, stored, locked, limits)
-    return stored, locked
-
-
 def pushed(info: ClassInfo, slot: int) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """What the member who joined ``slot``-th trains with: the preset and its locked knobs,
-    and their value of the experiment's knob (round robin by ``slot``), locked."""
+    """The preset and locked knobs of the member in ``slot``: their experiment value locked."""
     ex = info.experiment
     if ex is None:
         return dict(info.preset), info.locked
@@ -146,9 +133,8 @@ def pushed(info: ClassInfo, slot: int) -> tuple[dict[str, Any], tuple[str, ...]]
 
 def check_experiment(knob: Any, values: Any, preset: Mapping[str, Any], locked: Iterable[str],
                      limits: ClassLimits, since: float | None = None) -> Experiment:
-    """The experiment on ``knob`` with ``values`` (a list, or text as typed: "0.0001; 0.001 0.01",
-    decimals with either mark): 2 to ``MAX_VALUES`` distinct values, numbers in ascending order,
-    each checked with the rest of the preset and the class limits in the knob's own words."""
+    """The experiment on ``knob`` with ``values`` (a list, or text as typed: "0,001; 0.01"): 2 to
+    ``MAX_VALUES`` distinct values, numbers ascending, each checked with the preset."""
     f = KNOBS.get(knob) if isinstance(knob, str) else None
     if f is None:
         raise ClassError("class.experiment_knob", field="knob", knob=str(knob)[:40],
@@ -181,7 +167,7 @@ def check_experiment(knob: Any, values: Any, preset: Mapping[str, Any], locked: 
 
 
 def _parse(f: Any, item: Any) -> Any:
-    """One typed value as the knob's (ValueError when it is none); a value not typed as is."""
+    """One typed value as the knob's (ValueError when it is none)."""
     if not isinstance(item, str):
         return item
     if f.knob.kind == "float" and (number := i18n.parse_decimal(item)) is not None:

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import math
-import threading
 import time
 from typing import Any, Callable, Iterable, Mapping
 
@@ -14,13 +14,13 @@ import cifarlab.serve.classroom.scoring as scoring
 import cifarlab.serve.classroom.tables as tables
 from cifarlab.core.config import MAX_SEED
 from cifarlab.i18n import finite
-from cifarlab.serve.classroom.model import (BOARDS, GOAL_KINDS, BoardRow, ClassError, ClassInfo,
+from cifarlab.serve.classroom.model import (GOAL_KINDS, BoardRow, ClassError, ClassInfo,
                                             ClassLimits, ExperimentView, Goal, LeaderRow,
                                             Membership, Presenter, StudentView)
 from cifarlab.serve.classroom.names import clean_nickname, clean_title, normalize_code
 from cifarlab.serve.counters import StoreCounters
 from cifarlab.serve.identity import AttemptLimiter, Backoff, Person
-from cifarlab.serve.runs import reason, validate_run_id
+from cifarlab.serve.runs import reason
 from cifarlab.serve.store import RunStore
 
 # Join attempts with a wrong or closed code are slowed per browser, per code tried and for
@@ -51,9 +51,7 @@ class Classroom:
 
     def set_open(self, by: Person, code: str, is_open: bool) -> ClassInfo:
         """Open or close a class to new members (its members stay)."""
-        info = self.get_class(by, code)
-        tables.set_open(self.store, info.code, is_open)
-        return tables.require_class(self.store, info.code)
+        return tables.update(self.store, self.get_class(by, code).code, is_open=int(is_open))
 
     def my_classes(self, by: Person) -> list[ClassInfo]:
         return tables.classes_by(self.store, _instructor(by).id)
@@ -68,20 +66,18 @@ class Classroom:
         """Replace the preset and its locked knobs. ``expected_version``: the version the
         instructor's page showed; another edit since -> ClassError("class.stale")."""
         info = self.get_class(by, code)
-        stored, locked = enforce.fits(info.experiment, values, locked, info.limits)
-        tables.update_versioned(self.store, info.code, expected_version, preset=stored,
-                                locked=list(locked))
-        return tables.require_class(self.store, info.code)
+        stored, locked = enforce.check_preset(values, locked, info.limits, info.experiment)
+        return tables.update_versioned(self.store, info.code, expected_version, preset=stored,
+                                       locked=list(locked))
 
     def set_limits(self, by: Person, code: str, limits: ClassLimits,
                    expected_version: int | None = None) -> ClassInfo:
         """Versioned like ``push_preset``; limits that the preset would break are refused."""
         info = self.get_class(by, code)
         limits = enforce.check_limits(limits)
-        enforce.fits(info.experiment, info.preset, info.locked, limits)
-        tables.update_versioned(self.store, info.code, expected_version,
-                                limits=dataclasses.asdict(limits))
-        return tables.require_class(self.store, info.code)
+        enforce.check_preset(info.preset, info.locked, limits, info.experiment)
+        return tables.update_versioned(self.store, info.code, expected_version,
+                                       limits=dataclasses.asdict(limits))
 
     def set_experiment(self, by: Person, code: str, knob: str | None, values: Any = (),
                        expected_version: int | None = None) -> ClassInfo:
@@ -92,9 +88,8 @@ class Classroom:
         if knob is not None:
             ex = enforce.check_experiment(knob, values, info.preset, info.locked, info.limits,
                                           old.since if old and old.knob == knob else None)
-        tables.update_versioned(self.store, info.code, expected_version,
-                                experiment=None if ex is None else dataclasses.asdict(ex))
-        return tables.require_class(self.store, info.code)
+        return tables.update_versioned(self.store, info.code, expected_version,
+                                       experiment=ex and dataclasses.asdict(ex))
 
     def experiment(self, viewer: Person, code: str | None = None) -> ExperimentView | None:
         """The class experiment's picture (None without one); a student sees their own
@@ -103,22 +98,17 @@ class Classroom:
         ex = info.experiment
         if ex is None:
             return None
-        rows = scoring.board(self.store, info.code, tables.nicknames(self.store, info.code),
-                             since=ex.since, knob=ex.knob, viewer=viewer.id)
+        rows = scoring.board(self.store, info.code, viewer, since=ex.since, knob=ex.knob)
         slots = tables.slots(self.store, info.code)
         member = None if viewer.instructor else tables.membership(self.store, viewer.id)
-        return ExperimentView(
-            ex, tuple(r if viewer.instructor or r.you else dataclasses.replace(r, run_id="")
-                      for r in rows),
-            tuple((nick, ex.value_for(slot)) for nick, slot in slots),
-            None if member is None else ex.value_for(member.slot))
+        return ExperimentView(ex, tuple(rows),
+                              tuple((nick, ex.value_for(slot)) for nick, slot in slots),
+                              None if member is None else ex.value_for(member.slot))
 
     # -- instructors: the board --------------------------------------------------------------
     def board(self, by: Person, code: str, limit: int = 200) -> list[BoardRow]:
         """Every run of the class, newest first."""
-        info = self.get_class(by, code)
-        return scoring.board(self.store, info.code, tables.nicknames(self.store, info.code),
-                             limit=limit)
+        return scoring.board(self.store, self.get_class(by, code).code, by, limit=limit)
 
     def cancel_run(self, by: Person, code: str, run_id: str) -> str:
         """Cancel a run of this class (only this class's); returns its status now."""
@@ -137,16 +127,13 @@ class Classroom:
         info = self.get_class(by, code)
         if run_id is not None:
             run_id = self._class_run(info.code, run_id).id
-        tables.set_pinned(self.store, info.code, run_id)
-        return tables.require_class(self.store, info.code)
+        return tables.update(self.store, info.code, pinned=run_id)
 
     def presenter(self, viewer: Person, code: str | None = None) -> Presenter | None:
         """The pinned run (None when nothing is pinned); a student sees their own class's."""
         info = self._viewable(viewer, code)
-        if info.pinned is None:
-            return None
-        run = self.store.get(info.pinned)
-        if run is None:
+        run = None if info.pinned is None else self.store.get(info.pinned)
+        if run is None:   # nothing pinned, or the run deleted since
             return None
         stride, steps, losses = scoring.mean_curve(self.store, run.id)
         spe, running = None, []
@@ -167,21 +154,17 @@ class Classroom:
     # -- instructors: the challenge ----------------------------------------------------------
     def open_challenge(self, by: Person, code: str, goal: Goal | Mapping[str, Any]) -> ClassInfo:
         """While the challenge is open, submits keep its rules."""
-        info = self.get_class(by, code)
-        tables.open_challenge(self.store, info.code, _goal(goal), by.id)
-        return tables.require_class(self.store, info.code)
+        return tables.open_challenge(self.store, self.get_class(by, code).code, _goal(goal), by.id)
 
     def close_challenge(self, by: Person, code: str) -> ClassInfo:
         """Close the open challenge: its private board is revealed to the students."""
-        info = self.get_class(by, code)
-        tables.close_challenge(self.store, info.code)
-        return tables.require_class(self.store, info.code)
+        return tables.close_challenge(self.store, self.get_class(by, code).code)
 
     def leaderboard(self, viewer: Person, code: str | None = None,
                     which: str = "public") -> list[LeaderRow]:
         """The challenge's board. A student sees their own class's, and its private board
         only once the challenge is closed."""
-        if which not in BOARDS:
+        if which not in ("public", "private"):
             raise ClassError("class.bad_board", field="which", which=str(which)[:20])
         info = self._viewable(viewer, code)
         ch = info.challenge
@@ -189,13 +172,7 @@ class Classroom:
             return []
         if which == "private" and ch.is_open and not viewer.instructor:
             raise ClassError("class.private_hidden", field="which")
-        rows = scoring.leaderboard(self.store, info.code, ch, which,
-                                   tables.nicknames(self.store, info.code))
-        return [dataclasses.replace(r, you=r.person == viewer.id,
-                                    person=r.person if r.person == viewer.id else None,
-                                    run_id=r.run_id if viewer.instructor or r.person == viewer.id
-                                    else None)
-                for r in rows]
+        return scoring.leaderboard(self.store, info.code, ch, which, viewer)
 
     def leaderboard_csv(self, by: Person, code: str, which: str = "public") -> str:
         """The board as CSV, for instructors to share with the class."""
@@ -242,14 +219,11 @@ class Classroom:
         if member is None:
             return None
         info = tables.require_class(self.store, member.code)
-        rank, ranked = None, 0
-        if info.challenge is not None:
-            rows = self.leaderboard(person, info.code, "public")
-            ranked = len(rows)
-            rank = next((r.rank for r in rows if r.you), None)
+        rows = self.leaderboard(person, info.code, "public")   # [] without a challenge
         preset, locked = enforce.pushed(info, member.slot)
         return StudentView(member, preset, locked, info.challenge,
-                           rank, ranked, info.version, info.pinned is not None,
+                           next((r.rank for r in rows if r.you), None), len(rows),
+                           info.version, info.pinned is not None,
                            None if "seed" in locked else own_seed(info.code, person.id),
                            info.experiment)
 
@@ -265,17 +239,15 @@ class Classroom:
         return tables.require_class(self.store, member.code)
 
     def _class_run(self, code: str, run_id: str):
-        run_id = validate_run_id(run_id)
-        run = self.store.get(run_id)
+        run = self.store.get(run_id)   # a malformed id is refused there
         if run is None or tables.class_of_run(self.store, run_id) != code:
             raise ClassError("class.not_class_run", field="run_id")
         return run
 
 
 def own_seed(code: str, person_id: str) -> int:
-    """A student's own seed in a class, the same on every visit: with one seed, students who
-    kept the other settings would all train the very same run. Hashed: it tells nothing of
-    the id."""
+    """A student's own seed in a class, the same on every visit (with one seed, students who
+    kept the other settings would train the very same run); hashed: it tells nothing of the id."""
     digest = hashlib.sha256(f"{code}\n{person_id}".encode()).digest()
     return int.from_bytes(digest[:4], "big") % (MAX_SEED + 1)
 
@@ -308,15 +280,12 @@ def _goal(goal: Goal | Mapping[str, Any]) -> Goal:
     return Goal("best_accuracy", max_epochs=n, device=device)
 
 
-_CLASSROOM: Classroom | None = None
-_LOCK = threading.Lock()
-
-
 def get_classroom(queue: Any) -> Classroom:
-    """The process-wide Classroom on ``queue.store`` (pages: beside ``get_queue()``; the queue
-    imports this package, never the other way round)."""
-    global _CLASSROOM
-    with _LOCK:
-        if _CLASSROOM is None or _CLASSROOM.store.where != queue.store.where:
-            _CLASSROOM = Classroom(queue.store)
-        return _CLASSROOM
+    """The process-wide Classroom on ``queue.store`` (the queue imports this package, never the
+    other way round)."""
+    return _on_store(queue.store)
+
+
+@functools.lru_cache(maxsize=1)
+def _on_store(store: RunStore) -> Classroom:
+    return Classroom(store)

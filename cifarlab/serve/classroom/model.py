@@ -1,7 +1,5 @@
-"""The classroom's records (plain frozen dataclasses) and ``ClassError``. No record carries another
-person's id (a ``browser:<session id>`` is what lets a browser act on that person's runs): boards
-name nicknames and run numbers; run ids go to instructors and to the viewer's own row.
-"""
+"""The classroom's records and ``ClassError``. No record carries another person's id: a
+``browser:<session id>`` lets a browser act on that person's runs."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,18 +9,16 @@ from cifarlab import i18n
 from cifarlab.errors import JobError
 
 GOAL_KINDS = ("best_accuracy", "fastest_to")
-BOARDS = ("public", "private")
 MAX_VALUES = 8        # an experiment's values: what one picture (and one class) can compare
 
 
 class ClassError(JobError):
-    """A classroom action refused (``errors.class.*``); a JobError, so a refused submit reads
-    the same. A ``Words`` parameter is written in the message's language (a knob's label)."""
+    """A classroom action refused (``errors.class.*``); a refused submit reads the same."""
 
 
 @dataclass(frozen=True)
 class Words:
-    """A catalog key standing for its text in whichever language a message is written in."""
+    """A message's parameter (a knob's label) written in the message's language."""
 
     key: str
 
@@ -35,23 +31,21 @@ class Words:
 
 @dataclass(frozen=True)
 class ClassLimits:
-    """Per-class limits on top of the server's (None: none). ``devices``: ids or kinds."""
+    """Per-class limits on top of the server's (None: none); ``devices``: ids or kinds."""
 
     max_epochs: int | None = None
     max_train_images: int | None = None
     devices: tuple[str, ...] | None = None
     max_runs_per_student: int | None = None
 
-    def allows_device(self, device: str) -> bool:
-        """Whether a run resolved to ``device`` ("cuda:0") may run: listed by id or kind."""
+    def allows_device(self, device: str) -> bool:   # "cuda:0": listed by id or kind
         return self.devices is None or not {device, device.split(":")[0]}.isdisjoint(self.devices)
 
 
 @dataclass(frozen=True)
 class Goal:
-    """A challenge's goal. ``best_accuracy``: the highest test accuracy, each run with at most
-    ``max_epochs`` epochs (None: the class limits) on ``device`` (None: any); ``fastest_to``:
-    the shortest training time (``train_seconds``) among runs reaching ``target`` (0..1)."""
+    """``best_accuracy`` with at most ``max_epochs`` on ``device`` (None: any), or ``fastest_to``
+    ``target`` accuracy (0..1) in the fewest training seconds."""
 
     kind: str
     max_epochs: int | None = None
@@ -79,9 +73,8 @@ class Challenge:
 
 @dataclass(frozen=True)
 class Experiment:
-    """One knob and the values the class compares; each student trains, locked, with
-    ``value_for(slot)`` (round robin by the order they joined in, the same on every visit).
-    ``since``: when it was set (the picture shows the runs from then on)."""
+    """One knob and the values the class compares: each student's, locked, is
+    ``value_for(slot)`` (round robin in join order); the picture shows the runs ``since``."""
 
     knob: str
     values: tuple
@@ -93,8 +86,8 @@ class Experiment:
 
 @dataclass(frozen=True)
 class ClassInfo:
-    """One class as its instructors see it. ``version`` grows with every versioned edit: pass
-    it back as ``expected_version`` so a stale edit is refused."""
+    """One class as its instructors see it; ``version``: pass it back as ``expected_version``
+    so that a stale edit is refused."""
 
     code: str
     title: str
@@ -123,39 +116,37 @@ class Membership:
 
 @dataclass(frozen=True)
 class BoardRow:
-    """One run on the live class board. ``run_number``: the student's n-th run in the class;
-    ``queue_position``: 1 = next on its device."""
+    """One run on the class board: the student's ``run_number``-th in the class."""
 
     nickname: str
     run_number: int
     run_id: str
     status: str
     device: str
-    queue_position: int | None
+    queue_position: int | None      # 1: next on its device
     progress: float | None          # 0..1 of its steps, None before it starts
     steps: tuple[int, ...]
     losses: tuple[float, ...]
     accuracy: float | None
     created_at: float
-    value: Any               # the run's value of the experiment's knob (experiment rows)
-    you: bool                # the viewer's own run
+    value: Any               # the run's value of the experiment's knob
+    you: bool                # the viewer's own run (only then a run id, unless an instructor)
 
 
 @dataclass(frozen=True)
 class ExperimentView:
-    """The class experiment and its runs since it was set (run ids only on the viewer's own
-    rows, unless an instructor views). ``assigned``: (nickname, value) for each student."""
+    """The class experiment, its runs, each member's (nickname, value) and the viewer's."""
 
     experiment: Experiment
     rows: tuple[BoardRow, ...]
     assigned: tuple[tuple[str, Any], ...]
-    yours: Any               # the viewer's own value (None for an instructor)
+    yours: Any               # None for an instructor
 
 
 @dataclass(frozen=True)
 class Presenter:
-    """The pinned run, large on the projector: the loss as the mean of every ``stride`` steps
-    (never each mini-batch's) and the tutorial's running loss at its global steps."""
+    """The pinned run: its loss as the mean of every ``stride`` steps, and the tutorial's
+    running loss (every ``log_every`` mini-batches) at its global steps."""
 
     nickname: str
     status: str
@@ -172,9 +163,9 @@ class Presenter:
 
 @dataclass(frozen=True)
 class LeaderRow:
-    """One student's best run on a leaderboard. ``score``: the accuracy on that board's half
-    or the training seconds (fastest_to). ``person``: on the viewer's own row only;
-    ``run_id``: for instructors and on the viewer's own row."""
+    """One student's best run; ``score``: the accuracy on the board's half, or the training
+    seconds (fastest_to). ``person`` on the viewer's own row only, ``run_id`` for instructors
+    too."""
 
     rank: int
     nickname: str
@@ -190,8 +181,8 @@ class LeaderRow:
 
 @dataclass(frozen=True)
 class StudentView:
-    """What a student's pages show of their class; ``rank``: on the public board. ``seed``:
-    the student's own seed in this class (None when the class locked the seed)."""
+    """What a student's pages show of their class; ``rank``: on the public board; ``seed``:
+    their own in this class (None when the class locked it)."""
 
     membership: Membership
     preset: Mapping[str, Any]
@@ -205,8 +196,7 @@ class StudentView:
     experiment: Experiment | None   # its value is in ``preset``
 
     @property
-    def values(self) -> dict[str, Any]:
-        """What the class sets on the student's Train form."""
+    def values(self) -> dict[str, Any]:   # what the class sets on the student's Train form
         return dict(self.preset) | ({} if self.seed is None else {"seed": self.seed})
 
     def locked_reason(self, lang: str = i18n.DEFAULT) -> str:

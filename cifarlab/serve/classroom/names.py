@@ -1,9 +1,7 @@
-"""Class codes and nicknames. A code ("K7M-4PX") has no vowels (no word forms, in any language)
-and none of the characters one takes for another (0/O, 1/I/L, 2/Z, 5/S, 8/B, 6/G, U/V, Q);
-18⁶ codes drawn with ``secrets``: with the join limits, guessing one takes far longer than a
-lesson. Older word codes ("blue-fox-42") stay valid. A nickname starts with a letter or digit
-(no markup, no spreadsheet formula), shows every character, and is not confusable with a
-classmate's (the same Unicode TS #39 skeleton: "Аna" with a Cyrillic А is "Ana").
+"""Class codes and nicknames. A code ("K7M-4PX") has no vowels (no words) and no characters
+taken for another (0/O, 1/I/L...): 18⁶ codes from ``secrets``, far more than the join limits
+let anyone guess in a lesson. A nickname starts with a letter or digit (no markup, no formula),
+shows every character, and does not look like a classmate's (Unicode TS #39's skeleton).
 """
 from __future__ import annotations
 
@@ -65,54 +63,30 @@ _BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0")
 
 
 def invisible(text: str) -> str | None:
-    """The first character of ``text`` that shows nothing or turns the text around (format
-    characters such as the bidi controls and zero-widths, controls, blank Hangul fillers)."""
-    for ch in text:
-        if unicodedata.category(ch) in ("Cf", "Cc") or ch in _BLANK_LETTERS:
-            return ch
-    return None
+    """The first character of ``text`` that shows nothing or turns it around (bidi controls,
+    zero-widths, controls, blank Hangul fillers)."""
+    return next((c for c in text if unicodedata.category(c) in ("Cf", "Cc")
+                 or c in _BLANK_LETTERS), None)
 
 
 @functools.cache
 def _look_alikes() -> dict[str, str]:
-    """character -> what it is drawn like (one member of its set of look-alikes, joined by
-    union-find, or the sequence it looks like: "m" -> "rn"), from ``confusable_homoglyphs``'s
-    data (each character with its homoglyphs, right-to-left ones in direction marks)."""
+    """character -> what it is drawn like: the plainest of its look-alikes ("А" -> "A"), or
+    the sequence it looks like ("m" -> "rn"). ``confusable_homoglyphs`` holds TS #39's
+    confusables as stars: each prototype lists its look-alikes, each look-alike its prototype."""
     from confusable_homoglyphs.confusables import confusables_data
 
-    def plain(s: str) -> str:
-        return s.replace("\u200e", "").replace("\u200f", "")
-
-    parent: dict[str, str] = {}
-
-    def root(c: str) -> str:
-        while parent.get(c, c) != c:
-            parent[c] = parent.get(parent[c], parent[c])
-            c = parent[c]
-        return c
-
-    sequences: dict[str, str] = {}
-    for char, glyphs in confusables_data.items():
-        char = plain(char)
+    marks = "\u200e\u200f"   # around right-to-left characters
+    alike = {k.strip(marks): [e["c"].strip(marks) for e in v] for k, v in confusables_data.items()}
+    drawn = {}
+    for char, glyphs in alike.items():
         if len(char) != 1:
             continue
-        singles = [g for g in (plain(e["c"]) for e in glyphs) if len(g) == 1]
-        longer = [g for g in (plain(e["c"]) for e in glyphs) if len(g) > 1]
-        if longer and not singles:
-            sequences[char] = longer[0]
-        for g in singles:
-            a, b = root(char), root(g)
-            if a != b:
-                parent[a] = b
-    members: dict[str, list[str]] = {}
-    for c in parent:
-        members.setdefault(root(c), []).append(c)
-    drawn = {}
-    for group in members.values():
-        shape = min(group, key=lambda c: (not c.isascii(), ord(c)))
-        drawn.update((c, shape) for c in group if c != shape)
-    for char, seq in sequences.items():
-        drawn[char] = "".join(drawn.get(c, c) for c in seq)
+        if len(glyphs) == 1 and len(glyphs[0]) > 1:
+            drawn[char] = glyphs[0]
+            continue
+        star = {char, *glyphs}.union(*(alike.get(g, ()) for g in glyphs))
+        drawn[char] = min((c for c in star if len(c) == 1), key=lambda c: (not c.isascii(), ord(c)))
     return drawn
 
 
@@ -120,7 +94,8 @@ def skeleton(text: str) -> str:
     """What ``text`` looks like (Unicode TS #39's skeleton)."""
     table = _look_alikes()
     mapped = "".join(table.get(c, c) for c in unicodedata.normalize("NFD", text))
-    return unicodedata.normalize("NFD", mapped)
+    # twice: the letters of a sequence ("m" -> "rn") have look-alikes of their own
+    return unicodedata.normalize("NFD", "".join(table.get(c, c) for c in mapped))
 
 
 def look_keys(nickname: str) -> frozenset[str]:
@@ -134,10 +109,7 @@ def look_keys(nickname: str) -> frozenset[str]:
 def confusable_with(nickname: str, others: Iterable[str]) -> str | None:
     """The first of ``others`` that ``nickname`` may be taken for, or None."""
     mine = look_keys(nickname)
-    for other in others:
-        if mine & look_keys(other):
-            return other
-    return None
+    return next((other for other in others if mine & look_keys(other)), None)
 
 
 def clean_title(title: Any) -> str:

@@ -1,11 +1,6 @@
-"""The challenge's leaderboards and the live class board, read from the run store.
-
-No evaluation here: each run's worker recorded its accuracy on both halves of the test set. A
-run counts when it was submitted in the class while the challenge was open, finished ``done``
-and kept the goal's rules; each student's best run only. Equal scores share a place (1, 1, 3).
-``best_accuracy`` ranks by accuracy on the board's half; ``fastest_to`` by training seconds
-among runs that reach the target. Rows name a nickname and run number, never a person id: that
-id is what lets a browser act on the student's runs, and the CSV leaves the server.
+"""The challenge's leaderboards and the class board, read from the run store (each run's worker
+recorded its accuracy on both halves of the test set). Rows name nicknames and run numbers;
+person and run ids only where ``Classroom`` allows them: an id lets a browser act on its runs.
 """
 from __future__ import annotations
 
@@ -20,6 +15,7 @@ from cifarlab.core.safe_text import csv_writer
 from cifarlab.i18n import finite
 from cifarlab.serve.classroom.model import BoardRow, Challenge, LeaderRow
 from cifarlab.serve.database import Database
+from cifarlab.serve.identity import Person
 from cifarlab.serve.schema import QUEUE_POSITION
 
 BOARD_POINTS = 40   # a board row's loss curve: at most this many points
@@ -29,18 +25,22 @@ PRESENTER_STRIDE = 10    # each of at least this many steps (one step's loss is 
 RUN_NUMBER = ("(SELECT COUNT(*) FROM class_runs n WHERE n.code = c.code AND n.person = c.person "
               "AND (n.created_at < c.created_at OR (n.created_at = c.created_at AND "
               "n.run_id <= c.run_id)))")
+NICKNAME = ("COALESCE((SELECT m.nickname FROM class_members m WHERE m.code = c.code AND "
+            "m.person = c.person), '?')")
 CSV_COLUMNS = ("board", "goal", "rank", "nickname", "run", "score", "accuracy", "train_seconds",
                "finished_at")
 
 
 def leaderboard(db: Database, code: str, challenge: Challenge, which: str,
-                nick: dict[str, str]) -> list[LeaderRow]:
-    """Every ranked student's best run (``person`` and ``run_id`` set: callers strip them)."""
+                viewer: Person) -> list[LeaderRow]:
+    """Each student's best run that kept the goal's rules, submitted while the challenge was
+    open; equal scores share a place (1, 1, 3). Run ids for instructors and on the viewer's
+    own row, the person's id on that row only."""
     goal = challenge.goal
     args: dict[str, Any] = {"code": code, "opened": challenge.opened_at}
     sql = ("SELECT c.run_id, c.person, r.finished_at, r.device, r.config, r.result, "
            "(SELECT e.data FROM events e WHERE e.run_id = c.run_id AND e.kind = 'eval' "
-           f" ORDER BY e.seq DESC LIMIT 1), {RUN_NUMBER} "
+           f" ORDER BY e.seq DESC LIMIT 1), {RUN_NUMBER}, {NICKNAME} "
            "FROM class_runs c JOIN runs r ON r.id = c.run_id "
            "WHERE c.code = :code AND r.status = 'done' AND c.created_at >= :opened")
     if challenge.closed_at is not None:
@@ -50,7 +50,7 @@ def leaderboard(db: Database, code: str, challenge: Challenge, which: str,
         found = c.execute(text(sql), args).all()
     fastest = goal.kind == "fastest_to"
     best: dict[str, tuple] = {}
-    for run_id, person, finished, device, config, result, data, number in found:
+    for run_id, person, finished, device, config, result, data, number, nick in found:
         epochs = _field(config, "epochs")
         too_long = goal.max_epochs is not None and (epochs is None or epochs > goal.max_epochs)
         # a run evaluated before the halves existed has no score
@@ -61,14 +61,15 @@ def leaderboard(db: Database, code: str, challenge: Challenge, which: str,
             continue
         key = (seconds if fastest else -acc, finished, run_id)
         if person not in best or key < best[person][0]:
-            best[person] = (key, acc, seconds, number)
+            best[person] = (key, acc, seconds, number, nick)
     rows: list[LeaderRow] = []
-    for i, (person, (key, acc, seconds, number)) in enumerate(sorted(best.items(),
-                                                                     key=lambda kv: kv[1][0])):
-        score = seconds if fastest else acc
-        rank = rows[-1].rank if rows and rows[-1].score == score else i + 1   # ties: 1, 1, 3
-        rows.append(LeaderRow(rank, nick.get(person, "?"), score, acc, seconds, key[1],
-                              person=person, run_id=key[2], run_number=number))
+    for i, (person, (key, acc, seconds, number, nick)) in enumerate(
+            sorted(best.items(), key=lambda kv: kv[1][0])):
+        score, you = (seconds if fastest else acc), person == viewer.id
+        rank = rows[-1].rank if rows and rows[-1].score == score else i + 1
+        rows.append(LeaderRow(rank, nick, score, acc, seconds, key[1], you,
+                              person if you else None,
+                              key[2] if you or viewer.instructor else None, number))
     return rows
 
 
@@ -131,26 +132,28 @@ def mean_curve(store, run_id: str) -> tuple[int, tuple, tuple]:
         math.nan if r[1] is None or r[2] < r[3] else float(r[1]) for r in rows)
 
 
-def board(store, code: str, nick: dict[str, str], limit: int = 200, since: float | None = None,
-          knob: str | None = None, viewer: str | None = None) -> list[BoardRow]:
-    """The class's runs, newest first, each with a small loss curve. ``store``: a RunStore.
-    ``since``: only the runs submitted since; ``knob``: each row's ``value`` is the run's value
-    of it; ``viewer``: their own rows are marked ``you``."""
+def board(store, code: str, viewer: Person, limit: int = 200, since: float | None = None,
+          knob: str | None = None) -> list[BoardRow]:
+    """The class's runs, newest first, each with a small loss curve; run ids for instructors
+    and on the viewer's own rows (``you``). ``since``: only the runs submitted since;
+    ``knob``: each row's ``value`` is the run's value of it. ``store``: a RunStore."""
     out = []
     with store._read() as conn:
         rows = conn.execute(text(
             "SELECT c.run_id, c.person, r.status, r.device, r.created_at, r.result, r.progress, "
-            f"CASE WHEN r.status = 'queued' THEN {QUEUE_POSITION} END, {RUN_NUMBER}, r.config "
+            f"CASE WHEN r.status = 'queued' THEN {QUEUE_POSITION} END, {RUN_NUMBER}, r.config, "
+            f"{NICKNAME} "
             "FROM class_runs c JOIN runs r ON r.id = c.run_id WHERE c.code = :code "
             "AND c.created_at >= :since ORDER BY r.created_at DESC, r.id DESC LIMIT :limit"),
             {"code": code, "limit": int(limit), "since": since or 0.0}).all()
         curves = {r[0]: curve(conn, r[0]) for r in rows if r[2] != "queued"}
-    for run_id, person, status, device, created, result, progress, pos, number, config in rows:
-        acc = _field(result, "test_accuracy")
+    for run_id, person, status, device, created, result, progress, pos, number, config, \
+            nick in rows:
         steps, losses = curves.get(run_id, ((), ()))
         progress = None if status == "queued" else fraction(json.loads(progress or "null"))
         value = json.loads(config or "{}").get(knob) if knob else None
-        out.append(BoardRow(nick.get(person, "?"), number, run_id, status, device, pos,
-                            progress, tuple(steps), tuple(losses), finite(acc), created,
-                            value, viewer is not None and person == viewer))
+        you = person == viewer.id
+        out.append(BoardRow(nick, number, run_id if you or viewer.instructor else "", status,
+                            device, pos, progress, steps, losses,
+                            finite(_field(result, "test_accuracy")), created, value, you))
     return out

@@ -1,8 +1,6 @@
-"""The classroom's rows in the run store, each function one transaction. A write that depends on
-what is there (a nickname's uniqueness, an open challenge) reads and writes in one transaction
-holding the classroom's lock, so two instructors or two app servers never interleave; a
-versioned edit writes only if the version is still the one read.
-"""
+"""The classroom's SQL, each function one transaction; a write that depends on what is there (a
+nickname's uniqueness, an open challenge) holds the classroom's lock, so two app servers never
+interleave."""
 from __future__ import annotations
 
 import json
@@ -25,7 +23,8 @@ _CLASS_COLS = tuple(CLASSES.c.keys())
 _SELECT_CLASS = (f"SELECT {', '.join('c.' + k for k in _CLASS_COLS)}, "
                  "(SELECT COUNT(*) FROM class_members m WHERE m.code = c.code AND m.active = 1) "
                  "FROM classes c")
-_VERSIONED = ("preset", "locked", "limits", "experiment")   # what update_versioned may write
+_JSON = ("preset", "locked", "limits", "experiment")   # the versioned columns, JSON-encoded
+_PLAIN = ("is_open", "pinned")
 
 
 def insert_class(db: Database, created_by: str, title: str) -> str:
@@ -62,17 +61,20 @@ def classes_by(db: Database, created_by: str) -> list[ClassInfo]:
         return [_class(r, latest_challenge(c, r[0])) for r in rows]
 
 
-def set_open(db: Database, code: str, is_open: bool) -> None:
+def update(db: Database, code: str, **columns: Any) -> ClassInfo:
+    """Write ``is_open`` or ``pinned`` (unversioned); the class now."""
+    names = [k for k in columns if k in _PLAIN]   # column names never come from outside
     with db._write() as c:
-        c.execute(text("UPDATE classes SET is_open = :open WHERE code = :code"),
-                  {"open": int(bool(is_open)), "code": code})
+        c.execute(text(f"UPDATE classes SET {', '.join(f'{k} = :{k}' for k in names)} "
+                       "WHERE code = :code"), {**columns, "code": code})
+    return require_class(db, code)
 
 
-def update_versioned(db: Database, code: str, expected_version: Any, **columns: Any) -> None:
-    """Write ``columns`` (JSON-encoded: preset, locked, limits, experiment) and bump the
-    version, only if the class is still at ``expected_version``; else ClassError("class.stale")
-    and nothing is written."""
-    names = [k for k in columns if k in _VERSIONED]   # column names never come from outside
+def update_versioned(db: Database, code: str, expected_version: Any,
+                     **columns: Any) -> ClassInfo:
+    """Write ``columns`` (JSON) and bump the version, only if the class is still at
+    ``expected_version`` (else ClassError("class.stale"), nothing written); the class now."""
+    names = [k for k in columns if k in _JSON]   # column names never come from outside
     sets = ", ".join(f"{k} = :{k}" for k in names)
     with db._write() as c:
         version = c.execute(text("SELECT version FROM classes WHERE code = :code"),
@@ -85,12 +87,7 @@ def update_versioned(db: Database, code: str, expected_version: Any, **columns: 
                      {**{k: json.dumps(columns[k]) for k in names}, "code": code,
                       "version": version}).rowcount != 1:
             raise ClassError("class.stale", field="version", version=version + 1)
-
-
-def set_pinned(db: Database, code: str, run_id: str | None) -> None:
-    with db._write() as c:
-        c.execute(text("UPDATE classes SET pinned = :run WHERE code = :code"),
-                  {"run": run_id, "code": code})
+    return require_class(db, code)
 
 
 # -- members -------------------------------------------------------------------------------
@@ -190,7 +187,7 @@ def latest_challenge(conn: Connection, code: str) -> Challenge | None:
     return Challenge(Goal.from_dict(json.loads(row[0])), row[1], row[2]) if row else None
 
 
-def open_challenge(db: Database, code: str, goal: Goal, by: str) -> None:
+def open_challenge(db: Database, code: str, goal: Goal, by: str) -> ClassInfo:
     with db._write(lock=_LOCK) as c:
         if c.execute(text("SELECT 1 FROM challenges WHERE code = :code AND closed_at IS NULL"),
                      {"code": code}).first():
@@ -198,18 +195,20 @@ def open_challenge(db: Database, code: str, goal: Goal, by: str) -> None:
         c.execute(text("INSERT INTO challenges (code, goal, opened_by, opened_at) VALUES "
                        "(:code, :goal, :by, :t)"),
                   {"code": code, "goal": json.dumps(asdict(goal)), "by": by, "t": time.time()})
+    return require_class(db, code)
 
 
-def close_challenge(db: Database, code: str) -> None:
+def close_challenge(db: Database, code: str) -> ClassInfo:
     with db._write() as c:
         if c.execute(text("UPDATE challenges SET closed_at = :t WHERE code = :code AND "
                           "closed_at IS NULL"), {"t": time.time(), "code": code}).rowcount == 0:
             raise ClassError("class.no_challenge", field="challenge")
+    return require_class(db, code)
 
 
 def _class(row: Iterable[Any], challenge: Challenge | None) -> ClassInfo:
     d = dict(zip(_CLASS_COLS + ("members",), row))
-    d |= {k: json.loads(d[k] or "null") for k in ("preset", "locked", "limits", "experiment")}
+    d |= {k: json.loads(d[k] or "null") for k in _JSON}
     lim, ex = d["limits"], d["experiment"]
     if lim.get("devices") is not None:
         lim["devices"] = tuple(lim["devices"])
