@@ -1,6 +1,5 @@
-"""CIFAR Lab: the entry point. ``streamlit run app.py``: the navigation over pages/, the
-language switch and the personal link in the sidebar (none in a projector's view).
-"""
+"""``streamlit run app.py``: the navigation, the language switch and the personal link (none in
+a projector's view)."""
 import streamlit as st
 
 from cifarlab import i18n

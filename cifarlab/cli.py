@@ -1,6 +1,6 @@
 """``python -m cifarlab``: train, evaluate, export, trace shapes and prepare data.
 
-README.md lists the commands. Bad input exits with status 2 and one line saying what was wrong.
+Bad input exits with status 2 and one line saying what was wrong (README.md lists the commands).
 """
 from __future__ import annotations
 
@@ -37,16 +37,14 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
 
 
 def _model_spec(args) -> ModelSpec | None:
-    """The tutorial's network resized by the flags typed; None when none was (the network
-    ``--net`` names, whole)."""
+    """The tutorial's network resized by the flags typed; None: ``--net``'s network, whole."""
     values = {k: getattr(args, k) for k in ("channels", "kernels", "paddings", "strides", "pool",
                                             "hidden", "width") if getattr(args, k) is not None}
     return ModelSpec(**values) if values else None
 
 
 def add_config_args(p: argparse.ArgumentParser, cls: type = TrainConfig) -> None:
-    """One flag per config field, from the schema; a flag not typed sets nothing, so that a
-    preset's value stands."""
+    """One flag per config field; a flag not typed sets nothing, so a preset's value stands."""
     for f in knobs(cls):
         extra = {"choices": list(f.knob.choices)} if f.knob.kind == "choice" else {}
         default = "all" if f.default is None else f.default
@@ -57,8 +55,7 @@ def add_config_args(p: argparse.ArgumentParser, cls: type = TrainConfig) -> None
 
 
 def config_from_args(args, cls: type = TrainConfig) -> TrainConfig:
-    """The flags typed, over ``--preset``'s knobs, over the config's defaults (ConfigError
-    listing every bad value)."""
+    """The flags typed, over ``--preset``'s knobs, over the config's defaults."""
     names = [f.name for f in knobs(cls)]
     preset = getattr(args, "preset", None)
     values = PRESETS[preset].knob_values(preset_only=True) if preset else {}
@@ -108,14 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "card (cifar_run.py)")
     x.add_argument("--lang", default=i18n.DEFAULT, choices=list(i18n.LANGUAGES),
                    help="the language of the notebook's explanations and the model card (en)")
-    x.set_defaults(handler=cmd_export)
 
-    pw = sub.add_parser("passphrase", help="print the instructor's passphrase line for "
-                                           ".streamlit/secrets.toml (asked twice; or one line "
-                                           "on standard input)")
-    pw.set_defaults(handler=cmd_passphrase)
+    sub.add_parser("passphrase", help="print the instructor's passphrase line for "
+                   ".streamlit/secrets.toml (asked twice; or one line on standard input)")
 
-    from cifarlab.lab.gpu import register_cli  # `bench`: cheap to import (torch loads when it runs)
+    from cifarlab.lab.gpu import register_cli  # `bench` (torch loads when it runs)
 
     register_cli(sub)
     return parser
@@ -164,7 +158,7 @@ def cmd_train(args) -> int:
 
 
 def _weights_saved(result) -> int:
-    """0, or (a full disk lost the checkpoint; the results were printed) the error and 2."""
+    """0, or 2 when a full disk lost the checkpoint (the results were printed)."""
     if result.checkpoint_error is None:
         return 0
     print(f"error: {result.checkpoint_error}", file=sys.stderr)
@@ -252,8 +246,7 @@ def cmd_export(args) -> int:
 
 
 def cmd_passphrase(args) -> int:
-    """The line to paste under ``[cifarlab]`` in ``.streamlit/secrets.toml``: a salted scrypt
-    hash of the passphrase (never the passphrase itself)."""
+    """The secrets.toml line holding the passphrase's salted scrypt hash (never the phrase)."""
     from cifarlab.serve import identity
 
     if sys.stdin.isatty():
@@ -272,13 +265,14 @@ def cmd_passphrase(args) -> int:
     return 0
 
 
-COMMANDS = {"train": cmd_train, "eval": cmd_eval, "shapes": cmd_shapes, "data": cmd_data}
+COMMANDS = {"train": cmd_train, "eval": cmd_eval, "shapes": cmd_shapes, "data": cmd_data,
+            "export": cmd_export, "passphrase": cmd_passphrase}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    handler = getattr(args, "handler", None) or COMMANDS[args.command]
+    handler = COMMANDS.get(args.command) or args.handler   # bench's: register_cli sets it
     try:
         return handler(args)
     except ConfigError as err:

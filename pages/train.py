@@ -1,7 +1,5 @@
-"""Train: the tutorial's training loop on the server, live. A worker trains while this page
-follows the run in the store, in a fragment on Streamlit's own timer (an ``st.rerun()`` from a
-polling fragment collided with its timer and froze pages).
-"""
+"""Train: the tutorial's training loop on the server; the page follows the run in a fragment on
+Streamlit's own timer (an ``st.rerun()`` from a polling fragment froze pages)."""
 from __future__ import annotations
 
 import time
@@ -32,11 +30,8 @@ MAX_POINTS = 600      # at most this many points on the loss chart (wider than i
 KEEP_VIEWS = 4        # runs whose loaded losses and events this session keeps
 
 
-# ------------------------------------------------------------------------------ the live view
-
 def _cancel(run_id: str) -> None:
-    """The Stop button's callback: it runs before the fragment draws, so the status drawn
-    right after the click is already the new one."""
+    """Stop: a callback, so the status drawn right after the click is already the new one."""
     try:
         get_queue().cancel(session_id(), run_id)
     except CifarLabError as err:
@@ -44,7 +39,6 @@ def _cancel(run_id: str) -> None:
 
 
 def show_charts(view: trainview.RunView, run, stamp) -> None:
-    """The loss chart and the data wait vs compute bar (rebuilt only when ``stamp`` says)."""
     left, right = st.columns([3, 2])
     fig = words.loss_chart(view, stamp, t.lang)
     if fig is None:
@@ -66,7 +60,6 @@ def show_charts(view: trainview.RunView, run, stamp) -> None:
 
 
 def show_result(run, view: trainview.RunView) -> None:
-    """The test accuracy (partial when stopped early), per class as bars and a table."""
     result = run.result or {}
     acc = result.get("test_accuracy")
     acc = (view.eval or {}).get("accuracy") if acc is None else acc
@@ -88,7 +81,6 @@ def show_result(run, view: trainview.RunView) -> None:
 
 
 def show_run(queue: jobs.JobQueue, sid: str, run) -> None:
-    """One run, whatever its state: status, progress, result, charts, epochs."""
     views = st.session_state.setdefault(K + "views", trainview.RunViews(KEEP_VIEWS, MAX_POINTS))
     view, prog = views.of(run.id), trainview.progress_info(run.progress)
     view.update(partial(queue.events, sid, run.id), partial(queue.losses, sid, run.id),
@@ -124,7 +116,6 @@ def show_run(queue: jobs.JobQueue, sid: str, run) -> None:
 
 
 def live(sid: str) -> None:
-    """The live part of the page (a fragment): the session's runs, and the chosen one."""
     trainview.freeze_long_lived()  # a poll's garbage collection must not walk torch & co
     queue = get_queue()
     runs = queue.runs(sid, kind="train")[:50]
@@ -144,8 +135,6 @@ def live(sid: str) -> None:
                                                            by_id[rid].name, t.lang])
     show_run(queue, sid, by_id[selected])
 
-
-# ------------------------------------------------------------------------------------ page
 
 st.title(t("nav.train"))
 queue, sid = get_queue(), session_id()

@@ -1,13 +1,6 @@
-"""Install requirement files into the running virtual environment, with uv, from pip's sources.
-
-    python scripts/install.py -r requirements.txt [-r ...]
-
-uv installs the same exact pins as pip, unpacking wheels in parallel and keeping them in its
-cache: a fresh clone's test install took 37 to 42 s where pip took 94, and 16 s with the cache warm
-(docs/benchmarks.md §28). uv does not read pip's configuration, so the sources pip is set up with
-(find-links, index URLs, constraints and certificate, from its files and PIP_* variables, as
-`pip config list` shows them) are handed to it, and it picks the best match across them, as pip
-does. Where uv cannot be had, pip installs instead.
+"""``python scripts/install.py -r requirements.txt [-r ...]``: the same pins pip would install,
+with uv (a fresh clone's install in 40 s, not 94: docs/benchmarks.md §28). uv does not read
+pip's configuration, so pip's sources (``pip config list``) are handed to it; without uv, pip.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""What every page needs for assistive technology and is not a widget: the document's
-language, readable code colours, and Streamlit's English-only uploader words replaced."""
+"""For assistive technology: the document's language, readable code colours, and Streamlit's
+English-only uploader words replaced."""
 from __future__ import annotations
 
 import json
@@ -23,24 +23,20 @@ _CODE_COLOURS = {
 _CODE_CSS = "<style>" + "".join(
     ", ".join(f"code {sel.strip()}" for sel in sels.split(",")) + f" {{color: {colour} !important}}"
     for sels, colour in _CODE_COLOURS.items()) + (
-    # Streamlit's "running" indicator carries an English "Stop" button no setting translates;
-    # a student has nothing to stop there (training runs have their own Stop): the animated
-    # icon stays, the button goes.
+    # the "running" indicator's English "Stop" button goes (runs have their own Stop)
     '[data-testid="stStatusWidget"] button {display: none !important}') + "</style>"
 
 
 def accessible_document(code: str) -> None:
-    """The document's language (``<html lang>``, which Streamlit fixes at "en": a screen
-    reader would read Spanish with English pronunciation) and readable code colours."""
-    # code is one of i18n.LANGUAGES (normalised), so it is safe inside the script
+    """``<html lang>`` (Streamlit fixes "en": a screen reader would read Spanish with English
+    pronunciation) and readable code colours; ``code`` is one of i18n.LANGUAGES."""
     st.html(f"<script>document.documentElement.lang = '{code}';</script>"
             + _uploader_name_script(code), unsafe_allow_javascript=True)
     st.html(_CODE_CSS + _uploader_css(code))
 
 
 def _uploader_name_script(code: str) -> str:
-    """The uploader button's accessible name in the student's language (screen readers do not
-    read the CSS word below), on every uploader button now and later."""
+    """Every uploader button's accessible name (screen readers do not read the CSS word)."""
     word = json.dumps(i18n.t("common.upload_button", code))
     return ("<script>(function () {"
             f"window.cifarlabUploadWord = {word};"
@@ -56,8 +52,7 @@ def _uploader_name_script(code: str) -> str:
 
 
 def _uploader_css(code: str) -> str:
-    """Streamlit's uploader says "Upload" and "200MB per file" in English only: the button
-    shows our word, and the size line goes (our own message answers a file over the limit)."""
+    """The uploader's English "Upload" becomes our word; its "200MB per file" goes."""
     word = json.dumps(i18n.t("common.upload_button", code))   # a CSS string, quoted
     zone = '[data-testid="stFileUploaderDropzone"]'
     return ("<style>"

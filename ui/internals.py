@@ -1,16 +1,12 @@
-"""The two places that reach into Streamlit's internals (its version is pinned in
-requirements.txt); each does nothing where those internals are not found."""
+"""The two reaches into Streamlit's internals (pinned); each does nothing where they are missing."""
 from __future__ import annotations
 
 import streamlit as st
 
 
 def set_fragment_interval(seconds: float | None) -> bool:
-    """Change how often the running fragment polls, from inside it: True if it was asked.
-
-    Otherwise only an ``st.rerun()`` of the page changes it, and reruns from inside a polling
-    fragment collided with its timer under load (pages froze). This sends the browser the
-    ``auto_rerun`` message run_every sends, for the fragment running now."""
+    """Change the running fragment's poll interval from inside it (the ``auto_rerun`` message
+    run_every sends): an ``st.rerun()`` instead collided with its timer and froze pages."""
     if not seconds:
         return False
     try:
@@ -31,9 +27,8 @@ def set_fragment_interval(seconds: float | None) -> bool:
 
 
 def ensure_app_frame() -> None:
-    """Make sure this run came through app.py's navigation (app.py sets ``_app_frame``): a
-    fresh server's first visit straight to a page's URL runs it alone, in Streamlit's legacy
-    ``pages/`` mode (no language switch); such a page turns that mode off and reruns."""
+    """A fresh server's first visit straight to a page's URL runs it alone, in Streamlit's legacy
+    ``pages/`` mode (no app.py, so no ``_app_frame``): turn that mode off and rerun."""
     if not st.session_state.get("_app_frame"):
         from streamlit.runtime.pages_manager import PagesManager
 

@@ -1,5 +1,5 @@
-"""A finished run's model for Results and Inside the network: a picker over the session's
-finished runs, the model loaded and its predictions computed once each."""
+"""A finished run's model for Results and Inside: the picker, the model and its predictions
+(each computed once), and an uploaded picture."""
 from __future__ import annotations
 
 import hashlib
@@ -22,18 +22,16 @@ def _run_model(session: str, run_id: str, mtime: float):
 
 @st.cache_resource(max_entries=4, show_spinner=False)
 def random_model(seed: int, classes: int):
-    """The tutorial's Net with the random weights ``seed`` makes (one per seed, shared)."""
     return inside.random_model(seed, classes=classes)
 
 
 @st.cache_data(max_entries=4, show_spinner=False)
 def predictions(model_key: str, data_key: str, _model, _data, tta: bool = False):
-    """Every test image's probabilities (``EvalResult``), once per model and data set."""
     return R.predictions_for(_model, _data, tta=tta)
 
 
 def finished_runs() -> list | None:
-    """This session's finished training runs that saved a checkpoint (None: the reason shown)."""
+    """This session's finished runs with a checkpoint (None: the reason shown)."""
     sid, jobs = session_id(), queue()
     try:
         return [r for r in jobs.runs(sid, statuses=FINISHED, kind="train")
@@ -70,8 +68,8 @@ def pick_run_model(where, runs: list, key: str, from_url: bool = False):
 
 
 def uploaded_picture(where, key: str, hint: str | None = None):
-    """(the prepared picture, the file's digest) of the student's upload, what was done to it
-    said under the box; None, with ``hint`` or the reason, when there is none."""
+    """(the prepared picture, the file's digest), what was done to it said under the box; None,
+    with ``hint`` or the reason, when there is none."""
     up = where.file_uploader(t("results.upload_image"), key=key, help=t("results.upload_help"),
                              max_upload_size=R.UPLOADER_MB)
     if up is None:

@@ -1,9 +1,6 @@
-"""Who is asking, and the sidebar's sign-in (see README, "Sign-in and instructors").
-
-An identity provider configured in .streamlit/secrets.toml ([auth]: st.login, st.user) names the
-person; else students are this browser and the instructor gives the passphrase whose hash is
-[cifarlab] instructor_passphrase_hash. The role lives in the server's session state, never in
-the URL or a cookie a student could write.
+"""Who is asking, and the sidebar's sign-in (README, "Sign-in and instructors"): an identity
+provider names the person, else students are their browser and the instructor gives the
+passphrase. The role lives in the server's session state, never in a URL or cookie.
 """
 from __future__ import annotations
 
@@ -22,15 +19,13 @@ from ui.session import logged_in as _logged_in
 
 INSTRUCTOR_KEY = "_cifarlab_instructor"   # set only by a right passphrase
 NICKNAME_KEY = "nickname"                  # an anonymous student's name for others to see
-# Slows down a browser guessing the passphrase (docs/security.md); its counts live in the run
-# store, so every app server on one store counts the same guesses (made on first use).
+# Slows down passphrase guessing; counted in the run store, so every app server counts the same.
 PASSPHRASE_LIMITER: identity.AttemptLimiter | None = None
 _PASSPHRASE_PROBLEM = "_cifarlab_passphrase_problem"
 
 
 def passphrase_limiter() -> identity.AttemptLimiter:
-    """The process's passphrase limiter, counting in the run store (in memory while the store
-    cannot be opened: a bad setting, the database down)."""
+    """The process's passphrase limiter (in memory while the run store cannot be opened)."""
     global PASSPHRASE_LIMITER
     if PASSPHRASE_LIMITER is None:
         from cifarlab.serve import queue as jobs
@@ -54,8 +49,8 @@ def passphrase_hash() -> str | None:
 
 
 def person() -> Person:
-    """Who is asking: the provider's signed-in user, else the instructor who gave the
-    passphrase, else this browser (a classroom's address is one NAT's)."""
+    """The provider's signed-in user, else the instructor who gave the passphrase, else this
+    browser (a classroom's address is one NAT's)."""
     claims = _claims()
     if claims is not None:
         from cifarlab.serve.settings import load_settings
@@ -79,8 +74,7 @@ def owner_id() -> str:
 
 
 def try_passphrase(passphrase: str) -> str | None:
-    """Sign this session in as the instructor when ``passphrase`` is right: None, else the
-    catalog key of what went wrong."""
+    """Sign in as the instructor: None, else the catalog key of what went wrong."""
     stored = passphrase_hash()
     if stored is None:
         return "identity.no_passphrase"
@@ -97,8 +91,8 @@ def try_passphrase(passphrase: str) -> str | None:
 
 
 def sign_in_sidebar() -> None:
-    """Sign in / sign out (app.py calls it in the sidebar): the provider's buttons where one
-    is configured; else the instructor's passphrase box where a hash is; else nothing."""
+    """The provider's buttons where one is configured; else the instructor's passphrase box
+    where a hash is; else nothing."""
     if provider_configured():
         # st.login / st.logout come back to "/" without ?lang=: a cookie keeps the language
         # (a code from i18n.LANGUAGES, safe inside the script)
@@ -140,7 +134,6 @@ def sign_in_sidebar() -> None:
 
 
 def _passphrase_submitted() -> None:
-    """The Sign in button's callback (the problem kept for the sidebar's rerun)."""
     problem = try_passphrase(st.session_state.get("identity_passphrase") or "")
     if problem is not None:
         st.session_state[_PASSPHRASE_PROBLEM] = problem

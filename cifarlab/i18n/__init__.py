@@ -1,13 +1,9 @@
-"""Translations: UI strings and lesson texts in English (the source), Spanish and Portuguese.
+"""UI strings and lessons in English (the source), Spanish and Portuguese.
 
-Catalog values are ``str.format`` templates. A key (or lesson) missing in Spanish or Portuguese
-falls back to English and logs one warning; missing in English too, it logs an error and shows
-the key, so a page never crashes over a string. In *strict* mode (while pytest runs, or
-``CIFARLAB_I18N_STRICT=1``; ``set_strict`` overrides) every miss raises ``KeyError``.
-
-Every ``{placeholder}`` that receives a number is written in the language's notation (Babel's
-CLDR rules: 50.000; 0,001; ``{x:.1%}`` -> 55,3 %); a key with ``.one``/``.other`` variants is a
-plural, chosen by the ``n`` (or ``count``) argument.
+A key or lesson missing in es/pt falls back to English (one warning); missing in English too, the
+key shows: a page never crashes over a string. In strict mode (under pytest, or
+``CIFARLAB_I18N_STRICT=1``) every miss raises ``KeyError``. Numbers in templates follow the
+language; a key with ``.one``/``.other`` variants is a plural chosen by ``n`` (or ``count``).
 """
 from __future__ import annotations
 
@@ -24,14 +20,8 @@ from cifarlab.i18n.numbers import (BABEL_LOCALES, _LocaleFormatter, duration, fi
                                    parse_decimal, percent, plural_form, separators,
                                    significant)
 
-__all__ = [
-    "LANGUAGES", "DEFAULT", "LOCALES_DIR", "LESSON_ORDER", "LESSON_ALIASES",
-    "normalize_lang", "language_from_locale", "t", "translator", "lesson", "lesson_names",
-    "code_snippet", "catalog",
-    "placeholders", "is_strict", "set_strict",
-    "clear_cache", "catalog_files", "finite", "number", "percent", "duration", "plural_form",
-    "separators", "parse_decimal", "BABEL_LOCALES", "significant",
-]
+__all__ = ["BABEL_LOCALES", "duration", "finite", "number", "parse_decimal", "percent",
+           "plural_form", "separators", "significant"]   # re-exported from numbers
 
 log = logging.getLogger(__name__)
 
@@ -39,13 +29,11 @@ LANGUAGES: dict[str, str] = {"en": "English", "es": "Español", "pt": "Portuguê
 DEFAULT = "en"
 LOCALES_DIR = Path(__file__).resolve().parents[1] / "locales"
 
-# The order the lessons are taught in (the navigation's order). Lessons found on disk but not
-# listed here come after these, alphabetically.
+# The teaching order; lessons on disk not listed here come after, alphabetically.
 LESSON_ORDER: tuple[str, ...] = (
     "home", "tensors", "data", "network", "loss", "training", "results", "inside", "runs", "gpu",
 )
-# Page ids that name a lesson differently (the Train page's lesson is "training").
-LESSON_ALIASES: dict[str, str] = {"train": "training"}
+LESSON_ALIASES: dict[str, str] = {"train": "training"}   # page id -> its lesson
 
 # Names and codes people type or browsers send, accents stripped and lower-cased.
 _ALIASES: dict[str, str] = {
@@ -61,8 +49,7 @@ _warned: set[tuple[str, str]] = set()
 
 # ----------------------------------------------------------------------------------- languages
 
-def _fold(text: str) -> str:
-    """Lower-case, strip accents and surrounding blanks: "Português " -> "portugues"."""
+def _fold(text: str) -> str:   # "Português " -> "portugues"
     decomposed = unicodedata.normalize("NFKD", text.strip().lower())
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
@@ -102,14 +89,11 @@ def language_from_locale(locale: str | None) -> str:
 # --------------------------------------------------------------------------------- strictness
 
 def is_strict() -> bool:
-    """True when a missing key or lesson must raise ``KeyError`` instead of falling back."""
     if _strict_override is not None:
         return _strict_override
     env = os.environ.get("CIFARLAB_I18N_STRICT", "").strip().lower()
-    if env in ("1", "true", "yes", "on"):
-        return True
-    if env in ("0", "false", "no", "off"):
-        return False
+    if env:
+        return env in ("1", "true", "yes", "on")
     return "PYTEST_CURRENT_TEST" in os.environ
 
 
@@ -140,8 +124,7 @@ def _flatten(table: dict[str, Any], prefix: str, out: dict[str, str], source: Pa
                              f"not {type(value).__name__}.")
 
 
-def catalog_files(lang: str) -> list[Path]:
-    """``<lang>.toml``, then ``<lang>/*.toml`` (one file per area)."""
+def catalog_files(lang: str) -> list[Path]:   # <lang>.toml, then <lang>/*.toml
     main = LOCALES_DIR / f"{lang}.toml"
     extra = sorted((LOCALES_DIR / lang).glob("*.toml"))
     return ([main] if main.is_file() else []) + extra
@@ -179,7 +162,6 @@ def _format(template: str, key: str, lang: str, kwargs: dict[str, Any]) -> str:
 
 
 def _lookup(texts: dict[str, str], key: str, lang: str, kwargs: dict[str, Any]) -> str | None:
-    """``key``'s template, or its plural variant (``key.one``, ...) for ``n`` or ``count``."""
     if key in texts:
         return texts[key]
     if f"{key}.other" in texts:
@@ -190,8 +172,7 @@ def _lookup(texts: dict[str, str], key: str, lang: str, kwargs: dict[str, Any]) 
 
 
 def t(key: str, /, lang: str = DEFAULT, **kwargs: Any) -> str:
-    """The UI string ``key`` in ``lang``, with ``{placeholders}`` filled from ``kwargs``; a
-    missing key as the module's docstring says (strict: ``KeyError``)."""
+    """The UI string ``key`` in ``lang``, ``{placeholders}`` filled from ``kwargs``."""
     code = normalize_lang(lang)
     template = _lookup(_load_catalog(code), key, code, kwargs)
     if template is not None:
@@ -209,8 +190,7 @@ def t(key: str, /, lang: str = DEFAULT, **kwargs: Any) -> str:
 
 
 def translator(lang: str) -> Callable[..., str]:
-    """``t`` with the language bound (``t.lang``); named ``t`` in pages, so the catalog test
-    finds the keys they use."""
+    """``t`` with the language bound (``t.lang``); name it ``t``: the catalog test scans for it."""
     code = normalize_lang(lang)
 
     def bound(key: str, /, **kwargs: Any) -> str:
@@ -257,8 +237,7 @@ def lesson_names() -> list[str]:
 
 
 def lesson(name: str, lang: str = DEFAULT) -> str:
-    """Lesson ``name``'s Markdown in ``lang`` (missing: as the module's docstring says; unknown:
-    ``KeyError``); a page id of ``LESSON_ALIASES`` names its lesson."""
+    """Lesson ``name``'s Markdown in ``lang`` (an unknown name: ``KeyError``)."""
     name = _check_name(name)
     code = normalize_lang(lang)
     text = _read_lesson(name, code)
@@ -286,7 +265,6 @@ def code_snippet(name: str) -> str:
 
 
 def clear_cache() -> None:
-    """Forget loaded catalogs, lessons and snippets (after editing files or moving LOCALES_DIR)."""
     _load_catalog.cache_clear()
     _read_lesson.cache_clear()
     _lesson_names.cache_clear()

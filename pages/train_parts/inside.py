@@ -1,5 +1,4 @@
-"""The Train page's "inside training" part (not a page): each layer's gradients while the run
-trains, and what they say in plain words (cifarlab/lab/train_inside.py builds it all)."""
+"""The Train page's "inside training": each layer's gradients while the run trains, in words."""
 from __future__ import annotations
 
 import streamlit as st
@@ -9,7 +8,7 @@ from ui.language import translator
 
 
 def show(view) -> None:
-    """Under the run's charts; open by itself when a signal needs the student's eye."""
+    """Opened by itself when a signal needs the student's eye."""
     samples, t = view.inside, translator()
     if not samples:
         return
