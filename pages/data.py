@@ -27,7 +27,6 @@ lesson("data")
 data = get_data()
 names = loading.class_names(data, t)
 
-# ------------------------------------------------------------------------------ the classes
 st.header(t("data.classes_title"))
 c1, c2 = st.columns(2)
 c1.metric(t("data.split_train"), num(data.n_train))
@@ -49,7 +48,6 @@ st.image(list(loading.upscale(pictures, 3)), caption=[f"#{i}" for i in indices],
 st.caption(t("data.sample_caption", n=len(indices), cls=names[cls],
              total=num(int((data.train_y == cls).sum()))))
 
-# ---------------------------------------------------------------------- ToTensor, Normalize
 st.header(t("data.pixels_title"))
 c1, c2 = st.columns([1, 3])
 which = c1.radio(t("data.stats_on"), ["one", "sample"], key="data_stats_on",
@@ -67,7 +65,6 @@ if (pick is not None or which != "one") and len(indices):   # a bad box: no stal
                     alt=t("a11y.hist_chart"))
     c2.caption(t("data.hist_caption"))
 
-# ---------------------------------------------------------------------------- augmentation
 st.header(t("data_aug.title"))
 st.markdown(t("data_aug.intro"))
 c1, c2, c3 = st.columns([2, 1, 1], vertical_alignment="bottom")
@@ -93,7 +90,6 @@ if epochs is not None:
                           for w in texts])
         st.caption(augment.summary_text(view, t))
 
-# ---------------------------------------------------------------------------- a batch
 st.header(t("data.batch_title"))
 c1, c2 = st.columns([1, 3])
 batch_size = checked_number(c1, t("common.batch_size"), 1, 64, 4, key="data_batch_size",
@@ -117,7 +113,6 @@ if batch is not None:
              alt=t("a11y.batch_image", n=len(batch_names), classes=", ".join(batch_names)))
     c2.caption(t("data.batch_caption"))
 
-# ------------------------------------------------------------------------------ throughput
 st.header(t("data.loader_title"))
 st.markdown(t("data.loader_intro"))
 c1, c2 = st.columns(2)

@@ -16,14 +16,13 @@ t = translator()
 LRS = [0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5]
 
 st.title(t("nav.loss"))
-# Only the open tab runs; its widgets keep their values while another tab is open.
+# only the open tab runs; its widgets keep their values meanwhile (persist_state)
 tab_lesson, tab_ce, tab_opt = st.tabs([t("lesson.title"), t("loss.logits_title"),
                                        t("loss.optimizer_title")],
                                       key="loss_tab", on_change="rerun")
 KEEP = "page"
 
 
-# ------------------------------------------------------------------------ (a) cross-entropy
 def cross_entropy() -> None:
     data = get_data()
     st.markdown(t("loss.ce_intro"))
@@ -58,15 +57,11 @@ def cross_entropy() -> None:
         m1, m2 = st.columns(2)
         m1.metric(t("loss.by_hand"), num(ce["loss"], 6))
         m2.metric(t("loss.pytorch"), num(ce["torch_loss"], 6))
-        if ce["match"]:
-            st.success(t("loss.agree"))
-        else:
-            st.error(t("loss.disagree"))
+        (st.success if ce["match"] else st.error)(t("loss.agree" if ce["match"]
+                                                    else "loss.disagree"))
         st.caption(t("loss.chance_loss"))
 
 
-
-# --------------------------------------------------------------------------- (b) optimizer
 def optimizer() -> None:
     st.markdown(t("loss.opt_intro"))
     cols = st.columns(4)

@@ -16,8 +16,7 @@ from ui.nav import lesson
 t = translator()
 
 st.title(t("nav.network"))
-# Only the open tab runs (its widgets keep their values while another is open): the first
-# visit draws the lesson alone, not six tabs of charts a slow laptop would lay out unseen.
+# Only the open tab runs: a first visit draws the lesson alone, not six tabs of charts unseen.
 tab_lesson, tab_arch, tab_calc, tab_edit, tab_conv, tab_pool, tab_act = st.tabs([
     t("lesson.title"), t("network.arch_title"), t("network.calc_title"), t("network.edit_title"),
     t("network.conv_title"), t("network.pool_title"), t("network.act_title")],
@@ -47,7 +46,6 @@ def fc1_line(report) -> str:
             + t("network.total_params", n=num(report.total_params)))
 
 
-# ------------------------------------------------------------------------- (a) the tutorial's
 def arch() -> None:
     st.markdown(t("network.arch_intro"))
     tutorial = stack_report(ModelSpec())
@@ -58,14 +56,12 @@ def arch() -> None:
     st.caption(t("network.sizes_caption"))
 
 
-# ----------------------------------------------------------------------------- (b) calculator
 def calc() -> None:
     st.markdown(t("network.calc_intro"))
     kind = st.radio(t("network.layer_type"), ["conv", "pool"], horizontal=True, key="calc_kind",
                     format_func=lambda k: t(f"network.layer_{k}"), persist_state=KEEP)
     cols = st.columns(5)
-    # Text, as nn.Conv2d takes it ("5" or "(5, 2)"); the engine refuses what PyTorch would, in
-    # the student's language, never with a stale result.
+    # text, as nn.Conv2d takes it ("5" or "(5, 2)"); the engine refuses what PyTorch would
     conv = kind == "conv"
     args = [col.text_input(t(f"network.{name}"), value, key=key, help=t("network.pair_help"),
                            persist_state=KEEP)
@@ -93,7 +89,6 @@ def calc() -> None:
             st.success(t("network.exact"))
 
 
-# --------------------------------------------------------------------------- (c) edit the net
 def edit() -> None:
     st.markdown(t("network.edit_intro"))
     d = ModelSpec()
@@ -142,10 +137,8 @@ def edit() -> None:
             st.markdown(t("network.hardcoded_ok"))
 
 
-# --------------------------------------------------------------------- (d) convolution, by hand
 def conv_map(data, index: int, choice: str, seed: int):
-    """The image, its example kernel and the map it makes: drawn by the conv tab, pooled by the
-    pool tab (from the conv tab's kept values when it is not the one open)."""
+    """The image, its example kernel and its map: the conv tab's, pooled by the pool tab."""
     hwc = data.image("test", index)
     ex = F.conv_example(hwc, choice, seed)
     return hwc, ex, convlab.apply_kernel(ex.image, ex.kernel, ex.bias)
@@ -179,13 +172,11 @@ def conv(data) -> None:
     chart(st, F.step_figure(step, t), "conv_step_fig", t("a11y.conv_step_chart"))
     st.markdown(t("network.step_sum", n=step["products"].size, sum=num(step["sum"], 4),
                   bias=num(step["bias"], 4), out=num(step["output"], 4)))
-    if step["match"]:
-        st.success(t("network.torch_agrees", value=num(step["torch_output"], 4)))
-    else:
-        st.error(t("network.torch_differs", value=num(step["torch_output"], 4)))
+    (st.success if step["match"] else st.error)(t(
+        "network.torch_agrees" if step["match"] else "network.torch_differs",
+        value=num(step["torch_output"], 4)))
 
 
-# -------------------------------------------------------------------------- (e) max pooling
 def pool(data) -> None:
     st.markdown(t("network.pool_intro"))
     ss = st.session_state   # the conv tab's choices, kept while it is closed
@@ -226,13 +217,10 @@ def pool(data) -> None:
                       formula=sizes["formula"]))
         st.markdown(t("network.pool_window_line", n=pick + 1, r=chosen["argmax"][0],
                       c=chosen["argmax"][1], value=num(chosen["max"], 3)))
-        if pooled["match"]:
-            st.success(t("network.pool_torch_agrees"))
-        else:
-            st.error(t("network.pool_torch_differs"))
+        (st.success if pooled["match"] else st.error)(t(
+            "network.pool_torch_agrees" if pooled["match"] else "network.pool_torch_differs"))
 
 
-# ------------------------------------------------------------------- (f) activation functions
 def activations() -> None:
     lesson("activation")
     chart(st, act.figure(t), "act_fig", t("a11y.act_chart"))

@@ -22,7 +22,6 @@ st.title(t("nav.tensors"))
 lesson("tensors")
 data = get_data()
 
-# ------------------------------------------------------------------------------ ranks 0 to 4
 st.header(t("tensors.explorer_title"))
 c1, c2, c3 = st.columns([3, 1, 1])
 rank = c1.radio(t("tensors.pick_rank"), [0, 1, 2, 3, 4], index=2, horizontal=True,
@@ -47,7 +46,6 @@ if ok:
     st.dataframe(tensorlab.ranks_table(examples, t), hide_index=True, width="stretch",
                  key="tensors_rank_table")
 
-# ---------------------------------------------------------------------------- where it lives
 st.header(t("tensors.device_title"))
 device_ids = devices.device_ids()
 target = st.selectbox(t("common.device"), device_ids, key="tensors_device",
@@ -68,7 +66,6 @@ st.markdown(t("tensors.device_of", device=f"`{facts['device']}`") + " · "
 if len(device_ids) == 1:
     st.caption(t("tensors.only_cpu"))
 
-# ------------------------------------------------------------------------- copying costs
 st.header(t("tensors.transfer_title"))
 st.markdown(t("tensors.transfer_intro"))
 has_cuda = any(d.startswith("cuda") for d in device_ids)
@@ -101,7 +98,6 @@ if res is not None:
                  width="stretch", key="transfer_table")
     st.caption(t("tensors.transfer_caption"))
 
-# ---------------------------------------------------------------------------- .item() sync
 st.header(t("tensors.item_title"))
 st.markdown(t("tensors.item_sync"))
 c1, c2 = st.columns(2)

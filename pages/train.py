@@ -10,10 +10,10 @@ import streamlit as st
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import tables
 from cifarlab.lab import train as trainview
+from cifarlab.lab import train_inside as inside
 from cifarlab.lab import train_live as words
 from cifarlab.serve import queue as jobs
 from pages.train_parts import form as train_settings
-from pages.train_parts import inside as train_inside
 from pages.train_parts import lr_finder
 from ui import train_form
 from ui.data import queue as get_queue
@@ -80,6 +80,23 @@ def show_result(run, view: trainview.RunView) -> None:
     st.page_link("pages/runs.py", label=t("train.see_runs"), icon=":material/compare_arrows:")
 
 
+def show_inside(view) -> None:
+    """Each layer's gradients, opened by itself when a signal needs the student's eye."""
+    if not view.inside:
+        return
+    warnings = inside.signal_texts(view.inside, t.lang)
+    for text in warnings:
+        st.warning(text, icon=":material/monitor_heart:")
+    with st.expander(t("train.inside.title"), expanded=bool(warnings),
+                     icon=":material/monitor_heart:"):
+        st.caption(t("train.inside.intro"))
+        fig = view.memoized("inside", (len(view.inside), t.lang),
+                            lambda _: inside.grad_figure(view.inside, t.lang))
+        st.plotly_chart(fig, width="stretch", key="train_inside_chart",
+                        config={"displayModeBar": False})
+        st.dataframe(inside.latest_table(view.inside, t.lang), hide_index=True, width="stretch")
+
+
 def show_run(queue: jobs.JobQueue, sid: str, run) -> None:
     views = st.session_state.setdefault(K + "views", trainview.RunViews(KEEP_VIEWS, MAX_POINTS))
     view, prog = views.of(run.id), trainview.progress_info(run.progress)
@@ -108,7 +125,7 @@ def show_run(queue: jobs.JobQueue, sid: str, run) -> None:
     if run.finished:
         show_result(run, view)
     show_charts(view, run, stamp)
-    train_inside.show(view)
+    show_inside(view)
     if view.epochs:   # full width: in a narrow column its last columns were cut off
         st.table(view.memoized("epochs", (len(view.epochs), t.lang),
                                lambda _: words.epochs_table(view.epochs, t.lang)),

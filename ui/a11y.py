@@ -27,37 +27,29 @@ _CODE_CSS = "<style>" + "".join(
     '[data-testid="stStatusWidget"] button {display: none !important}') + "</style>"
 
 
+_ZONE = '[data-testid="stFileUploaderDropzone"]'
+
+
 def accessible_document(code: str) -> None:
     """``<html lang>`` (Streamlit fixes "en": a screen reader would read Spanish with English
-    pronunciation) and readable code colours; ``code`` is one of i18n.LANGUAGES."""
-    st.html(f"<script>document.documentElement.lang = '{code}';</script>"
-            + _uploader_name_script(code), unsafe_allow_javascript=True)
-    st.html(_CODE_CSS + _uploader_css(code))
-
-
-def _uploader_name_script(code: str) -> str:
-    """Every uploader button's accessible name (screen readers do not read the CSS word)."""
-    word = json.dumps(i18n.t("common.upload_button", code))
-    return ("<script>(function () {"
+    pronunciation), readable code colours, and the uploader's English "Upload" in our word,
+    its accessible name too (screen readers do not read CSS); ``code`` is one of LANGUAGES."""
+    word = json.dumps(i18n.t("common.upload_button", code))   # a JS and a CSS string, quoted
+    st.html(f"<script>document.documentElement.lang = '{code}';"
+            "(function () {"
             f"window.cifarlabUploadWord = {word};"
-            "const name = () => document.querySelectorAll("
-            "'[data-testid=\"stFileUploaderDropzone\"] button').forEach(b => {"
+            f"const name = () => document.querySelectorAll('{_ZONE} button').forEach(b => {{"
             "  if (b.getAttribute('aria-label') !== window.cifarlabUploadWord)"
             "    b.setAttribute('aria-label', window.cifarlabUploadWord); });"
             "name();"
             "if (!window.cifarlabUploadNamer) {"
             "  window.cifarlabUploadNamer = new MutationObserver(name);"
             "  window.cifarlabUploadNamer.observe(document.body, {childList: true, subtree: true});"
-            "}})();</script>")
-
-
-def _uploader_css(code: str) -> str:
-    """The uploader's English "Upload" becomes our word; its "200MB per file" goes."""
-    word = json.dumps(i18n.t("common.upload_button", code))   # a CSS string, quoted
-    zone = '[data-testid="stFileUploaderDropzone"]'
-    return ("<style>"
-            f'{zone} button [data-testid="stMarkdownContainer"] {{display: none !important}}'
-            f"{zone} button span[data-has-shortcut]::after "
+            "}})();</script>", unsafe_allow_javascript=True)
+    # the "200MB per file" line goes: our own message answers a file over the limit
+    st.html(_CODE_CSS + "<style>"
+            f'{_ZONE} button [data-testid="stMarkdownContainer"] {{display: none !important}}'
+            f"{_ZONE} button span[data-has-shortcut]::after "
             f"{{content: {word}; font-size: 0.875rem}}"
             '[data-testid="stFileUploaderDropzoneInstructions"] {display: none !important}'
             "</style>")

@@ -98,17 +98,16 @@ def sign_in_sidebar() -> None:
         # (a code from i18n.LANGUAGES, safe inside the script)
         st.html(f"<script>document.cookie = '{LANG_COOKIE}={lang()}; path=/; max-age="
                 f"{COOKIE_DAYS * 86400}; SameSite=Lax';</script>", unsafe_allow_javascript=True)
-        if _claims() is None:
-            if _logged_in():   # signed in, but with no (verified) e-mail to be known by
-                st.caption(t("identity.no_email"))
-                st.button(t("identity.sign_out"), key="identity_sign_out", on_click=st.logout)
-                return
+        if not _logged_in():
             st.button(t("identity.sign_in"), key="identity_sign_in", on_click=st.login,
                       type="primary")
             return
-        who = person()
-        role = t("identity.role_instructor" if who.instructor else "identity.role_student")
-        st.caption(t("identity.signed_in_as", name=who.name, role=role))
+        if _claims() is None:   # signed in, but with no (verified) e-mail to be known by
+            st.caption(t("identity.no_email"))
+        else:
+            who = person()
+            role = t("identity.role_instructor" if who.instructor else "identity.role_student")
+            st.caption(t("identity.signed_in_as", name=who.name, role=role))
         st.button(t("identity.sign_out"), key="identity_sign_out", on_click=st.logout)
     elif st.session_state.get(INSTRUCTOR_KEY) is True:
         st.caption(t("identity.instructor_signed_in"))

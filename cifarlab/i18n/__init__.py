@@ -47,8 +47,6 @@ _strict_override: bool | None = None
 _warned: set[tuple[str, str]] = set()
 
 
-# ----------------------------------------------------------------------------------- languages
-
 def _fold(text: str) -> str:   # "Português " -> "portugues"
     decomposed = unicodedata.normalize("NFKD", text.strip().lower())
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
@@ -86,8 +84,6 @@ def language_from_locale(locale: str | None) -> str:
     return primary if primary in LANGUAGES else DEFAULT
 
 
-# --------------------------------------------------------------------------------- strictness
-
 def is_strict() -> bool:
     if _strict_override is not None:
         return _strict_override
@@ -109,8 +105,6 @@ def _warn_once(lang: str, what: str, message: str, *args: Any,
         _warned.add((lang, what))
         log.log(level, message, *args)
 
-
-# ----------------------------------------------------------------------------------- catalogs
 
 def _flatten(table: dict[str, Any], prefix: str, out: dict[str, str], source: Path) -> None:
     for name, value in table.items():
@@ -208,8 +202,6 @@ def placeholders(text: str) -> set[str]:
             names.add(field.split(".", 1)[0].split("[", 1)[0])
     return names
 
-
-# ------------------------------------------------------------------------------------ lessons
 
 def _check_name(name: str) -> str:
     if not isinstance(name, str) or not name or not all(ch.isalnum() or ch in "_-" for ch in name):
