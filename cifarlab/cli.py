@@ -132,10 +132,8 @@ def cmd_train(args) -> int:
     data = data_mod.load(args.data)
 
     def on_event(event) -> None:
-        if args.json:
-            return
-        if event.kind == "running_loss":
-            d = event.data
+        d = event.data
+        if event.kind == "running_loss" and not args.json:
             print("[%d, %5d] loss: %.3f" % (d["epoch"], d["i"], d["loss"]), flush=True)
 
     result = train(config, data, on_event=on_event, checkpoint_path=args.out)
@@ -197,8 +195,6 @@ def cmd_shapes(args) -> int:
             layers = json.loads(args.layers)
         except json.JSONDecodeError as err:
             raise CifarLabError("cli.layers_json", reason=err.msg, column=err.colno) from None
-        if not isinstance(layers, list):
-            raise CifarLabError("cli.layers_list")
         traces = trace(layers, tuple(args.input))
     else:
         traces = trace_spec(_model_spec(args) or ModelSpec(), tuple(args.input))
@@ -223,11 +219,7 @@ def cmd_data(args) -> int:
     facts = {"source": data.source, "key": data.key, "classes": list(data.classes),
              "train": int(len(data.train_y)), "test": int(len(data.test_y)),
              "notes": list(data.notes)}
-    if args.json:
-        print(json.dumps(facts))
-    else:
-        for k, v in facts.items():
-            print(f"{k}: {v}")
+    print(json.dumps(facts) if args.json else "\n".join(f"{k}: {v}" for k, v in facts.items()))
     return 0
 
 
@@ -276,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return handler(args)
     except ConfigError as err:
-        print("error: " + " ".join(f"{k}: {v}" for k, v in err.errors.items()), file=sys.stderr)
+        print("error: " + " ".join(f"{k}: {v}" for k, v in err.texts().items()), file=sys.stderr)
         return EXIT_BAD_INPUT
     except CifarLabError as err:   # one line, even where a file's name holds a line break
         print(f"error: {one_line(err)}", file=sys.stderr)

@@ -61,11 +61,6 @@ class ConfigError(CifarLabError):
         first = self.problems[0] if self.problems else Problem("config", "config.invalid")
         super().__init__(first.code, field=first.field, **dict(first.params))
 
-    @property
-    def errors(self) -> dict[str, str]:
-        """field -> English message (the command line's view)."""
-        return self.texts()
-
     def texts(self, lang: str = i18n.DEFAULT) -> dict[str, str]:
         """field -> message in ``lang``, the first problem of each field."""
         out: dict[str, str] = {}

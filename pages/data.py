@@ -8,8 +8,7 @@ import streamlit as st
 
 from cifarlab.core import devices
 from cifarlab.errors import CifarLabError
-from cifarlab.lab import data as loading
-from cifarlab.lab import data_augment as augment
+from cifarlab.lab import data as loading, data_augment as augment
 from cifarlab.lab.tables import class_name
 from ui.data import get_data
 from ui.language import call_or_show, num, show_error, translator
@@ -20,7 +19,6 @@ t = translator()
 
 # Tests shrink the measurement with CIFARLAB_MEASURE_SECONDS (seconds per loader measured).
 BUDGET = float(os.environ.get("CIFARLAB_MEASURE_SECONDS", "0.25") or 0.25)
-N_SAMPLE = 24
 
 st.title(t("data.title"))
 lesson("data")
@@ -41,7 +39,7 @@ cls = c1.selectbox(t("common.class"), list(range(data.num_classes)), index=3,
                    format_func=lambda i: names[i], key="data_class")
 if c2.button(t("data.new_sample"), key="data_new_sample"):
     st.session_state["data_seed"] = st.session_state.get("data_seed", 0) + 1
-indices, pictures = loading.class_sample(data, cls, n=N_SAMPLE,
+indices, pictures = loading.class_sample(data, cls, n=24,
                                          seed=st.session_state.get("data_seed", 0))
 st.image(list(loading.upscale(pictures, 3)), caption=[f"#{i}" for i in indices],
          alt=[t("a11y.train_image_n", i=int(i), cls=names[cls]) for i in indices])

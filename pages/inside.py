@@ -1,13 +1,12 @@
-"""Inside the network: one test image (or the student's own picture) through a finished run's
-network or a random Net: its activations, one neuron's sum, conv1's filters, Captum's "why"."""
+"""Inside the network: one picture through a finished run's network or a random Net: its
+activations, one neuron's sum, conv1's filters, Captum's "why"."""
 from __future__ import annotations
 
 import numpy as np
 import streamlit as st
 
 from cifarlab.errors import CifarLabError
-from cifarlab.lab import inside as I
-from cifarlab.lab import results as R
+from cifarlab.lab import inside as I, results as R
 from cifarlab.lab.inside import figures as F
 from cifarlab.lab.tables import class_name
 from ui.data import get_data
@@ -31,7 +30,7 @@ def _views(model_key: str, image_key: str, target: int, _model, _x):
 
 
 def choose_model(classes: int):
-    """(model, key, checkpoint or None) chosen by the student, or None (the page stops)."""
+    """(model, key, checkpoint or None) chosen by the student, or None."""
     runs = finished_runs() or []
     c1, c2 = st.columns([1, 2])
     source = c1.radio(t("inside.source"), ["run", "random"], horizontal=True, key=K + "source",

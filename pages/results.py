@@ -1,6 +1,5 @@
-"""Results: one finished run (or an uploaded checkpoint): accuracy overall and per class beside
-the tutorial's figures, the confusion matrix (choose a cell to see those test images), per-class
-accuracy per epoch, sample predictions, and a student's own picture classified."""
+"""Results: one finished run (or an uploaded checkpoint): accuracy beside the tutorial's, the
+confusion matrix and its images, per-class accuracy per epoch, samples, the student's picture."""
 from __future__ import annotations
 
 import hashlib
@@ -8,8 +7,7 @@ import hashlib
 import streamlit as st
 
 from cifarlab.errors import CifarLabError
-from cifarlab.lab import results as R
-from cifarlab.lab import tables
+from cifarlab.lab import results as R, tables
 from cifarlab.lab.results import figures as F
 from cifarlab.lab.tables import class_name
 from cifarlab.serve.queue import get_queue
@@ -22,8 +20,6 @@ from ui.widgets import clicked_points
 
 t = translator()
 K = "results_"
-N_CONFUSED = 24
-N_SAMPLES = 16
 
 
 def pct(x: float, digits: int = 1) -> str:
@@ -45,7 +41,7 @@ def _per_class_by_epoch(session: str, run_id: str, finished_at: float | None):
 
 
 def choose_model():
-    """(model, checkpoint, key, run or None) chosen by the student, or None (page stops)."""
+    """(model, checkpoint, key, run or None) chosen by the student, or None."""
     source = st.radio(t("results.source"), ["run", "upload"], horizontal=True, key=K + "source",
                       format_func=lambda s: t(f"results.source_{s}"))
     if source == "run":
@@ -86,7 +82,7 @@ def accuracy_section(ev) -> None:
     with c2:
         st.subheader(t("results.per_class_accuracy"))
         st.plotly_chart(per_class, width="stretch", key=K + "per_class_chart")
-        with st.expander(t("a11y.show_table")):   # the chart's numbers, for screen readers
+        with st.expander(t("a11y.show_table")):
             st.dataframe(tables.per_class_table(
                 {c: ev.per_class_accuracy[c] for c in ev.classes}, t.lang,
                 reference=ref.get("per_class_ranges")), hide_index=True)
@@ -116,10 +112,10 @@ def confusion_section(ev, data) -> None:
                           help=t("results.mistakes_only_help"))
     event = st.plotly_chart(F.confusion_figure(ev, hide_diag, t), width="stretch", key=K + "cm",
                             on_select="rerun", selection_mode="points")
-    with st.expander(t("a11y.show_table")):   # the matrix's counts, for screen readers
+    with st.expander(t("a11y.show_table")):
         st.dataframe(tables.confusion_table(ev.confusion, ev.classes, t.lang))
 
-    # The chart's selection drives the two boxes below (and they work on their own too).
+    # a click on the chart sets the two boxes below (they work alone too)
     ss = st.session_state
     if K + "true" not in ss:
         ss[K + "true"], ss[K + "pred"] = R.most_confused_pair(ev.confusion)
@@ -138,7 +134,7 @@ def confusion_section(ev, data) -> None:
                           format_func=lambda i: names[i])
     pred_i = c2.selectbox(t("results.filter_predicted"), list(range(k)), key=K + "pred",
                           format_func=lambda i: names[i])
-    idx = R.confused_examples(ev, true_i, pred_i, limit=N_CONFUSED)
+    idx = R.confused_examples(ev, true_i, pred_i, limit=24)
     key = "pair_correct" if true_i == pred_i else "pair_count"
     st.markdown(t(f"results.{key}", n=int(ev.confusion[true_i][pred_i]), true=names[true_i],
                   predicted=names[pred_i], shown=len(idx)))
@@ -153,7 +149,7 @@ def samples_section(ev, data) -> None:
     st.subheader(t("results.samples_title"))
     if st.button(t("results.new_sample"), key=K + "resample", icon=":material/shuffle:"):
         st.session_state[K + "seed"] = st.session_state.get(K + "seed", 0) + 1
-    df = R.sample_predictions(ev, N_SAMPLES, seed=st.session_state.get(K + "seed", 0))
+    df = R.sample_predictions(ev, 16, seed=st.session_state.get(K + "seed", 0))
     st.caption(t("results.samples_caption", right=int(df["correct"].sum()), n=len(df)))
     rows = [dict(i=int(r.index), true=cls_name(r.true), predicted=cls_name(r.predicted),
                  p=pct(r.confidence, 0), mark="✓" if r.correct else "✗")

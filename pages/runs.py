@@ -1,8 +1,6 @@
-"""Runs: this session's training runs side by side: loss curves overlaid, a sortable table of
-configs, results and times with the knobs that differ highlighted, downloads once a run has
-finished (CIFAR Lab checkpoint, the tutorial's cifar_net.pth, a script that repeats the run, and
-"Take your run home": a zip of a notebook, the weights, TensorBoard logs and a model card; a
-button that cannot be used says why) and delete."""
+"""Runs: this session's runs side by side (loss curves, a table with the knobs that differ),
+each finished run's downloads (checkpoint, cifar_net.pth, script, "Take your run home" zip),
+rename and delete."""
 from __future__ import annotations
 
 import streamlit as st
@@ -46,7 +44,7 @@ def _bundle(session: str, run_id: str, mtime: float, lang: str) -> bytes:
 
 
 def _rename(queue, sid: str, run_id: str) -> None:
-    """The name field's callback: saved as typed (a blank name removes it)."""
+    """Saved as typed (a blank name removes it)."""
     try:
         queue.rename(sid, run_id, st.session_state.get(K + "name_" + run_id))
         messages.keep(K + "flash", "success", t("runs.renamed"))

@@ -1,5 +1,5 @@
 """Tensors: ranks 0–4 cut from a real CIFAR-10 batch, where a tensor lives, and what moving data
-between devices costs (measured live, on a button press)."""
+between devices costs (measured on a button press)."""
 import os
 
 import streamlit as st

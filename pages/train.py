@@ -8,16 +8,11 @@ from functools import partial
 import streamlit as st
 
 from cifarlab.errors import CifarLabError
-from cifarlab.lab import tables
-from cifarlab.lab import train as trainview
-from cifarlab.lab import train_inside as inside
-from cifarlab.lab import train_live as words
+from cifarlab.lab import tables, train as trainview, train_inside as inside, train_live as words
 from cifarlab.serve import queue as jobs
-from pages.train_parts import form as train_settings
-from pages.train_parts import lr_finder
+from pages.train_parts import form as train_settings, lr_finder
 from ui import train_form
-from ui.data import queue as get_queue
-from ui.data import store_may_be_down
+from ui.data import queue as get_queue, store_may_be_down
 from ui.internals import set_fragment_interval
 from ui.language import pct, show_error, translator
 from ui.session import session_id

@@ -13,9 +13,8 @@ from cifarlab.errors import STORE_DOWN_KEY, CifarLabError
 from cifarlab.serve import identity
 from cifarlab.serve.identity import Person
 from ui.language import LANG_COOKIE, lang, t
-from ui.session import COOKIE_DAYS
-from ui.session import browser_id as _browser, claims as _claims, host_secrets as _secrets
-from ui.session import logged_in as _logged_in
+from ui.session import COOKIE_DAYS, browser_id as _browser, claims as _claims
+from ui.session import host_secrets as _secrets, logged_in as _logged_in
 
 INSTRUCTOR_KEY = "_cifarlab_instructor"   # set only by a right passphrase
 NICKNAME_KEY = "nickname"                  # an anonymous student's name for others to see

@@ -57,8 +57,6 @@ def _normalize_str(value: str) -> str:
     # An Accept-Language header ("es-AR,es;q=0.9,en;q=0.8") or a single tag/name.
     for candidate in value.split(","):
         tag = _fold(candidate.split(";", 1)[0]).replace("_", "-")
-        if not tag:
-            continue
         if tag in _ALIASES:
             return _ALIASES[tag]
         primary = tag.split("-", 1)[0].strip()
@@ -70,9 +68,7 @@ def _normalize_str(value: str) -> str:
 def normalize_lang(value: Any) -> str:
     """The language code for "es", "es-AR", "pt_BR", "português", "Spanish", an
     Accept-Language header…; anything unknown (or not a string) gives ``DEFAULT``."""
-    if not isinstance(value, str):
-        return DEFAULT
-    return _normalize_str(value)
+    return _normalize_str(value) if isinstance(value, str) else DEFAULT
 
 
 def language_from_locale(locale: str | None) -> str:
@@ -106,16 +102,18 @@ def _warn_once(lang: str, what: str, message: str, *args: Any,
         log.log(level, message, *args)
 
 
-def _flatten(table: dict[str, Any], prefix: str, out: dict[str, str], source: Path) -> None:
+def _flatten(table: dict[str, Any], source: Path, prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
     for name, value in table.items():
         key = f"{prefix}{name}"
         if isinstance(value, dict):
-            _flatten(value, f"{key}.", out, source)
+            out.update(_flatten(value, source, f"{key}."))
         elif isinstance(value, str):
             out[key] = value
         else:
             raise ValueError(f"{source}: the value of {key!r} must be a string, "
                              f"not {type(value).__name__}.")
+    return out
 
 
 def catalog_files(lang: str) -> list[Path]:   # <lang>.toml, then <lang>/*.toml
@@ -128,10 +126,7 @@ def catalog_files(lang: str) -> list[Path]:   # <lang>.toml, then <lang>/*.toml
 def _load_catalog(lang: str) -> dict[str, str]:
     flat: dict[str, str] = {}
     for path in catalog_files(lang):
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
-        part: dict[str, str] = {}
-        _flatten(data, "", part, path)
+        part = _flatten(tomllib.loads(path.read_text(encoding="utf-8")), path)
         clash = sorted(set(part) & set(flat))
         if clash:  # one key, one place: a second definition would silently win
             raise ValueError(f"{path}: key(s) defined twice in the {lang} catalog: {clash[:5]}")
