@@ -57,8 +57,7 @@ if (pick is not None or which != "one") and len(indices):   # a bad box: no stal
     c1.image(loading.upscale(pictures[pick], 4), caption=f"{names[cls]} #{indices[pick]}",
              alt=t("a11y.train_image_n", i=int(indices[pick]), cls=names[cls]))
     stats = loading.transform_stats(pictures[pick] if which == "one" else pictures, bins=32)
-    c2.dataframe(loading.ranges_table(stats, t), hide_index=True, width="stretch",
-                 key="data_ranges")
+    c2.dataframe(loading.ranges_table(stats, t), hide_index=True, key="data_ranges")
     c2.plotly_chart(loading.histogram_figure(stats, t), key="data_hist_fig",
                     alt=t("a11y.hist_chart"))
     c2.caption(t("data.hist_caption"))
@@ -104,7 +103,7 @@ if batch is not None:
             f"images.dtype   # {batch['dtype']}   min {num(float(batch['min']), 3)}, "
             f"max {num(float(batch['max']), 3)}\n"
             f"labels         # tensor({batch['labels']})\n"
-            f"len(trainloader)   # {batch['batches_per_epoch']}", language="python")
+            f"len(trainloader)   # {batch['batches_per_epoch']}")
     batch_names = [class_name(n, t.lang) for n in batch["label_names"]]
     c2.image(loading.upscale((batch["grid"] * 255).round().astype(np.uint8), 3),
              caption=" · ".join(batch_names),
@@ -141,6 +140,5 @@ if sweep is not None and len(sweep):
     st.plotly_chart(loading.loader_figure(sweep, t), key="loader_fig", alt=t("a11y.loader_chart"))
     for line in loading.loader_lines(sweep, t):
         st.markdown("- " + line)
-    st.dataframe(loading.loader_table(sweep, t), hide_index=True, width="stretch",
-                 key="loader_table")
+    st.dataframe(loading.loader_table(sweep, t), hide_index=True, key="loader_table")
     st.caption(t("data.loader_caption"))

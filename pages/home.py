@@ -89,7 +89,7 @@ st.markdown("**" + t("home.devices_title") + "**")
 st.dataframe(pd.DataFrame([{
     t("home.device_id_col"): r["id"], t("home.device_kind_col"): r["kind"],
     t("home.device_name_col"): r["name"], t("home.device_memory_col"): _gb(r["memory_bytes"]),
-} for r in rows]), hide_index=True, width="stretch")
+} for r in rows]), hide_index=True)
 
 st.markdown("**" + t("home.data_title") + "**")
 st.markdown(_source_text(_source_facts(*data_setting())))

@@ -36,8 +36,7 @@ def cross_entropy() -> None:
         label = int(data.test_y[index])
         names = [t(f"classes.{c}") for c in data.classes]
         boost = cols[2].slider(t("loss.boost", name=names[label]), -5.0, 10.0, 0.0, 0.5,
-                               key="loss_boost", help=t("loss.boost_help"),
-                               persist_state=KEEP)
+                               key="loss_boost", help=t("loss.boost_help"), persist_state=KEEP)
         logits = optimlab.net_logits(np.asarray(data.test_x[index]), seed=seed)
         logits[label] += boost
         ce = optimlab.cross_entropy_by_hand(logits, label)
@@ -47,10 +46,9 @@ def cross_entropy() -> None:
                    alt=t("a11y.test_image_n", i=index, cls=names[label]))
         left.markdown(f"{t('loss.true_class')}: **{names[label]}**")
         left.markdown(f"{t('loss.predicted')}: **{names[ce['prediction']]}**")
-        right.plotly_chart(optimlab.probs_figure(ce, names, label, t), width="stretch",
+        right.plotly_chart(optimlab.probs_figure(ce, names, label, t),
                            key="loss_probs", alt=t("a11y.probs_chart"))
-        st.dataframe(optimlab.ce_table(ce, names, t), hide_index=True, width="stretch",
-                     key="loss_table")
+        st.dataframe(optimlab.ce_table(ce, names, t), hide_index=True, key="loss_table")
         st.markdown(t("loss.steps_by_hand", shift=num(ce["shift"], 4), total=num(ce["sum_exp"], 4),
                       name=names[label], p=num(ce["p_true"], 4)))
         st.markdown(t("loss.loss_value", p=num(ce["p_true"], 4), loss=num(ce["loss"], 4)))
@@ -88,8 +86,8 @@ def optimizer() -> None:
               "momentum": t("loss.sgd_momentum_value", m=num(momentum))}
     contour, curves = optimlab.paths_figures(surf, paths, labels, t)
     left, right = st.columns([3, 2])
-    left.plotly_chart(contour, width="stretch", key="opt_contour", alt=t("a11y.contour_chart"))
-    right.plotly_chart(curves, width="stretch", key="opt_losses", alt=t("a11y.losses_chart"))
+    left.plotly_chart(contour, key="opt_contour", alt=t("a11y.contour_chart"))
+    right.plotly_chart(curves, key="opt_losses", alt=t("a11y.losses_chart"))
     for key, path in paths.items():
         kind, text = optimlab.path_verdict(path, labels[key], t)
         getattr(st, kind)(text)
@@ -101,8 +99,7 @@ def optimizer() -> None:
             "    optimizer.zero_grad()\n"
             "    loss = f(p[0], p[1])\n"
             "    loss.backward()\n"
-            "    optimizer.step()   # v = momentum * v + p.grad;  p = p - lr * v",
-            language="python")
+            "    optimizer.step()   # v = momentum * v + p.grad;  p = p - lr * v")
 
 
 for tab, draw in ((tab_lesson, lambda: lesson("loss")), (tab_ce, cross_entropy),

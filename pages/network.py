@@ -30,14 +30,14 @@ def stack_report(spec: ModelSpec) -> convlab.StackReport:
 
 
 def show_table(rows: list[dict], key: str) -> None:
-    st.dataframe(F.shape_table(rows, t), hide_index=True, width="stretch", key=key,
+    st.dataframe(F.shape_table(rows, t), hide_index=True, key=key,
                  height=35 * (len(rows) + 2) + 3,   # the header, the rows, their total
                  column_config={
                      t("network.formula_col"): st.column_config.TextColumn(width="large")})
 
 
 def chart(where, fig, key: str, alt: str) -> None:
-    where.plotly_chart(fig, width="stretch", key=key, alt=alt)
+    where.plotly_chart(fig, key=key, alt=alt)
 
 
 def fc1_line(report) -> str:
@@ -51,8 +51,7 @@ def arch() -> None:
     tutorial = stack_report(ModelSpec())
     show_table(tutorial.rows, "arch_table")
     st.markdown(fc1_line(tutorial))
-    st.plotly_chart(F.sizes_figure(tutorial.rows, t), width="stretch", key="arch_chart",
-                    alt=t("a11y.sizes_chart"))
+    st.plotly_chart(F.sizes_figure(tutorial.rows, t), key="arch_chart", alt=t("a11y.sizes_chart"))
     st.caption(t("network.sizes_caption"))
 
 
@@ -225,7 +224,7 @@ def activations() -> None:
     lesson("activation")
     chart(st, act.figure(t), "act_fig", t("a11y.act_chart"))
     st.markdown(t("network.act_table_intro"))
-    st.dataframe(act.table(t), hide_index=True, width="stretch", key="act_table")
+    st.dataframe(act.table(t), hide_index=True, key="act_table")
 
 
 for tab, draw in ((tab_lesson, lambda: lesson("network")), (tab_arch, arch), (tab_calc, calc),

@@ -78,10 +78,10 @@ def accuracy_section(ev) -> None:
                   help=t("results.delta_help", pct=pct(ref["accuracy"], 0)))
         st.caption(t("results.overall_accuracy_value", pct=pct(ev.accuracy),
                      n=int(ev.total), correct=int(ev.correct)))
-        st.plotly_chart(overall, width="stretch", key=K + "overall_chart")
+        st.plotly_chart(overall, key=K + "overall_chart")
     with c2:
         st.subheader(t("results.per_class_accuracy"))
-        st.plotly_chart(per_class, width="stretch", key=K + "per_class_chart")
+        st.plotly_chart(per_class, key=K + "per_class_chart")
         with st.expander(t("a11y.show_table")):
             st.dataframe(tables.per_class_table(
                 {c: ev.per_class_accuracy[c] for c in ev.classes}, t.lang,
@@ -98,7 +98,7 @@ def epochs_section(run, ckpt) -> None:
     if df.empty:
         st.info(t("results.per_epoch_none"))
         return
-    st.plotly_chart(F.epochs_figure(df, t), width="stretch", key=K + "epoch_chart")
+    st.plotly_chart(F.epochs_figure(df, t), key=K + "epoch_chart")
     with st.expander(t("a11y.show_table")):
         st.dataframe(tables.per_class_by_epoch_table(df, t.lang), hide_index=True)
     st.caption(t("results.per_epoch_caption"))
@@ -110,7 +110,7 @@ def confusion_section(ev, data) -> None:
     k, names = len(ev.classes), [cls_name(c) for c in ev.classes]
     hide_diag = st.toggle(t("results.mistakes_only"), key=K + "mistakes_only",
                           help=t("results.mistakes_only_help"))
-    event = st.plotly_chart(F.confusion_figure(ev, hide_diag, t), width="stretch", key=K + "cm",
+    event = st.plotly_chart(F.confusion_figure(ev, hide_diag, t), key=K + "cm",
                             on_select="rerun", selection_mode="points")
     with st.expander(t("a11y.show_table")):
         st.dataframe(tables.confusion_table(ev.confusion, ev.classes, t.lang))
@@ -178,7 +178,7 @@ def own_image_section(model, ckpt) -> None:
     best, p = ranked[0]
     with c3:
         st.markdown("#### " + t("results.prediction", name=cls_name(best), p=pct(p, 0)))
-        st.plotly_chart(F.guesses_figure(ranked, t), width="stretch", key=K + "guess_chart")
+        st.plotly_chart(F.guesses_figure(ranked, t), key=K + "guess_chart")
         st.caption(t("results.ten_classes_only"))
 
 
@@ -196,8 +196,7 @@ with tab_results:
         try:
             with st.spinner(t("results.evaluating")):
                 # a run that tested with mirrored images is shown as it measured itself
-                tta = bool(getattr(getattr(ckpt, "config", None), "tta", False))
-                ev = predictions(model_key, data.key, model, data, tta)
+                ev = predictions(model_key, data.key, model, data, ckpt.config.tta)
         except CifarLabError as err:
             show_error(err)
             st.stop()

@@ -41,10 +41,8 @@ if ok:
     st.plotly_chart(tensorlab.rank_figure(ex, data.classes, t), key="tensors_rank_fig",
                     width="stretch" if rank != 0 else "content",
                     alt=t("a11y.rank_chart", rank=rank))
-    st.code(f"{ex.code}.shape   # {torch.Size(ex.shape)}\n{ex.code}.dim()   # {ex.rank}",
-            language="python")
-    st.dataframe(tensorlab.ranks_table(examples, t), hide_index=True, width="stretch",
-                 key="tensors_rank_table")
+    st.code(f"{ex.code}.shape   # {torch.Size(ex.shape)}\n{ex.code}.dim()   # {ex.rank}")
+    st.dataframe(tensorlab.ranks_table(examples, t), hide_index=True, key="tensors_rank_table")
 
 st.header(t("tensors.device_title"))
 device_ids = devices.device_ids()
@@ -59,7 +57,7 @@ st.code(f"images = images.to(\"{target}\")\n"
         f"images.shape    # {facts['shape_text']}\n"
         f"images.dtype    # {facts['dtype']}\n"
         f"images.device   # {facts['device']}\n"
-        f"images.numel() * images.element_size()   # {facts['bytes']:,} bytes", language="python")
+        f"images.numel() * images.element_size()   # {facts['bytes']:,} bytes")
 st.markdown(t("tensors.device_of", device=f"`{facts['device']}`") + " · "
             + t("tensors.bytes_of", bytes=tensorlab.size_text(facts["bytes"], t.lang),
                 numel=num(facts["numel"]), size=facts["element_size"]))
@@ -95,7 +93,7 @@ if res is not None:
         st.markdown("- " + line)
     st.dataframe(res[["path", "memory", "method", "copies", "bytes_per_copy", "ms",
                       "us_per_copy", "gb_per_s", "repeats"]].round(3), hide_index=True,
-                 width="stretch", key="transfer_table")
+                 key="transfer_table")
     st.caption(t("tensors.transfer_caption"))
 
 st.header(t("tensors.item_title"))
@@ -118,6 +116,6 @@ if item is not None:
                   without_item=num(item["without_item_s"] * 1e3, 1)))
     fig, table = tensorlab.item_figure(item, t)
     st.plotly_chart(fig, key="item_fig", alt=t("a11y.item_chart"))
-    st.dataframe(table, hide_index=True, width="stretch", key="item_table")
+    st.dataframe(table, hide_index=True, key="item_table")
     st.caption(t("tensors.item_cpu_note") if item["device"] == "cpu"
                else t("tensors.item_gpu_note"))

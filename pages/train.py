@@ -39,18 +39,17 @@ def show_charts(view: trainview.RunView, run, stamp) -> None:
     if fig is None:
         left.caption(f"**{t('train.loss_curve')}**: {t('train.no_losses_yet')}")
     else:
-        left.plotly_chart(fig, width="stretch", key=K + "loss_chart")
+        left.plotly_chart(fig, key=K + "loss_chart")
         caption, printed = words.chart_texts(
             view, int((run.config or {}).get("log_every") or 2000), t.lang)
         left.caption(caption)
         if printed:
-            left.expander(t("train.running_loss"), expanded=False).code(printed, language=None)
+            left.expander(t("train.running_loss")).code(printed, language=None)
     fig, caption = words.split_chart(view, run, stamp, t.lang)
     if fig is None:
         right.caption(f"**{t('train.data_wait_vs_compute')}**: {t('train.split_pending')}")
     else:
-        right.plotly_chart(fig, width="stretch", key=K + "split_chart",
-                           config={"displayModeBar": False})
+        right.plotly_chart(fig, key=K + "split_chart", config={"displayModeBar": False})
         right.caption(caption)
 
 
@@ -68,7 +67,7 @@ def show_result(run, view: trainview.RunView) -> None:
     if rows:
         fig = view.memoized("per_class", (run.status, t.lang),
                             lambda _: words.per_class_figure(rows, t.lang))
-        st.plotly_chart(fig, width="stretch", key=K + "per_class_chart")
+        st.plotly_chart(fig, key=K + "per_class_chart")
         with st.expander(t("a11y.show_table")):   # the chart's numbers, for screen readers
             st.dataframe(tables.per_class_table(rows, t.lang), hide_index=True)
     st.page_link("pages/results.py", label=t("train.see_results"), icon=":material/insights:")
@@ -87,9 +86,8 @@ def show_inside(view) -> None:
         st.caption(t("train.inside.intro"))
         fig = view.memoized("inside", (len(view.inside), t.lang),
                             lambda _: inside.grad_figure(view.inside, t.lang))
-        st.plotly_chart(fig, width="stretch", key="train_inside_chart",
-                        config={"displayModeBar": False})
-        st.dataframe(inside.latest_table(view.inside, t.lang), hide_index=True, width="stretch")
+        st.plotly_chart(fig, key="train_inside_chart", config={"displayModeBar": False})
+        st.dataframe(inside.latest_table(view.inside, t.lang), hide_index=True)
 
 
 def show_run(queue: jobs.JobQueue, sid: str, run) -> None:

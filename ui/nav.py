@@ -41,8 +41,8 @@ def lesson(name: str, with_code: bool = True) -> None:
             code = i18n.code_snippet(name)
         except KeyError:
             return
-        with st.expander(t("lesson.code_title"), expanded=False):
-            st.code(code, language="python")
+        with st.expander(t("lesson.code_title")):
+            st.code(code)
 
 
 def lesson_links(current: str) -> None:

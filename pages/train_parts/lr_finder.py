@@ -82,7 +82,7 @@ def _result(form, run) -> None:
         return
     if not result.get("lrs"):
         return
-    st.plotly_chart(finder.figure(result, lang()), width="stretch", key=K + "chart",
+    st.plotly_chart(finder.figure(result, lang()), key=K + "chart",
                     config={"displayModeBar": False})
     for line in finder.summary(result, lang()):
         st.markdown(line)
