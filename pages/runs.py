@@ -134,8 +134,7 @@ def actions_section(queue, runs, sid: str) -> None:
     by_id = {r.id: r for r in runs}
     if st.session_state.get(K + "run") not in by_id:
         st.session_state.pop(K + "run", None)
-    # words that stay put and differ run to run: Streamlit finds the chosen option by its
-    # words, so a status that moved on, or two runs of one name, would choose the wrong one
+    # words that stay put and differ run to run: Streamlit finds the chosen option by its words
     run_id = st.selectbox(t("runs.choose_run"), list(by_id), key=K + "run",
                           format_func=lambda rid: f"{by_id[rid].name} · {rid[:8]}"
                           if by_id[rid].name else short(by_id[rid]))

@@ -154,8 +154,7 @@ train_settings.settings(form, queue, msg)   # the tutorial's knobs and Train fir
 lr_finder.show(form)                        # a short lr sweep on those settings
 
 st.divider()
-# The interval follows the state: set here at each full run (pressing Train is one), and by
-# the fragment itself at each poll (set_fragment_interval).
+# the interval follows the state: set here at each full run, by the fragment at each poll
 interval = trainview.poll_interval(queue.runs(sid, kind="train")[:50], POLL_S, IDLE_POLL_S)
 st.fragment(store_may_be_down(live), run_every=interval)(sid)
 # last: on a phone Train stays within reach, and a run's live view comes right under it

@@ -29,11 +29,9 @@ def pip_config() -> dict[str, str]:
 def uv_arguments(conf: dict[str, str]) -> tuple[list[str], dict[str, str]]:
     """uv's options and environment for pip's sources."""
     args = ["--index-strategy", "unsafe-best-match"]
-    options = {"index-url": "--index-url", "extra-index-url": "--extra-index-url",
-               "find-links": "--find-links", "constraint": "--constraint"}
-    for name, option in options.items():
+    for name in ("index-url", "extra-index-url", "find-links", "constraint"):   # uv's names too
         for value in conf.get(name, "").split():
-            args += [option, value]
+            args += ["--" + name, value]
     env = {"SSL_CERT_FILE": conf["cert"]} if conf.get("cert") else {}
     return args, env
 

@@ -8,9 +8,8 @@ import streamlit as st
 
 from cifarlab import i18n
 
-# Streamlit's fixed Prism palette for code is too light on its background (down to 2.6:1, WCAG
-# AA asks 4.5:1) and no theme option reaches it: the same hues, darker (all >= 4.5:1), with
-# !important (Streamlit's own rule is as specific and comes later).
+# Streamlit's Prism palette is too light (down to 2.6:1; WCAG AA asks 4.5:1) and no theme option
+# reaches it: the same hues, darker, !important (Streamlit's rule is as specific and later).
 _CODE_COLOURS = {
     ".token.comment, .token.punctuation, .token.prolog, .token.doctype, .token.cdata": "#555867",
     ".token.attr-name, .token.property, .token.variable": "#15799e",

@@ -44,17 +44,11 @@ def _switched(key: str) -> None:
 
 def language_switch(key: str, *, compact: bool = False) -> None:
     """A select box, or ``compact`` buttons (Home's: a phone hides the sidebar)."""
-    current = lang()
-    if st.session_state.get(key) != current:
-        st.session_state[key] = current
-    codes = list(i18n.LANGUAGES)
-    options = dict(key=key, format_func=i18n.LANGUAGES.__getitem__, on_change=_switched,
-                   args=(key,))
-    if compact:
-        st.segmented_control(f":material/translate: {t('sidebar.language')}", codes,
-                             **options)
-    else:
-        st.selectbox(t("sidebar.language"), codes, **options)
+    st.session_state[key] = lang()
+    label = (":material/translate: " if compact else "") + t("sidebar.language")
+    (st.segmented_control if compact else st.selectbox)(
+        label, list(i18n.LANGUAGES), key=key, format_func=i18n.LANGUAGES.__getitem__,
+        on_change=_switched, args=(key,))
 
 
 def translator():

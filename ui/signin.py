@@ -93,8 +93,7 @@ def sign_in_sidebar() -> None:
     """The provider's buttons where one is configured; else the instructor's passphrase box
     where a hash is; else nothing."""
     if provider_configured():
-        # st.login / st.logout come back to "/" without ?lang=: a cookie keeps the language
-        # (a code from i18n.LANGUAGES, safe inside the script)
+        # st.login / st.logout come back without ?lang=: a cookie keeps the language (a code)
         st.html(f"<script>document.cookie = '{LANG_COOKIE}={lang()}; path=/; max-age="
                 f"{COOKIE_DAYS * 86400}; SameSite=Lax';</script>", unsafe_allow_javascript=True)
         if not _logged_in():
@@ -120,10 +119,8 @@ def sign_in_sidebar() -> None:
                 "identity_passphrase_form", clear_on_submit=True, border=False):
             st.text_input(t("identity.passphrase"), type="password",
                           key="identity_passphrase", autocomplete="current-password")
-            # a callback, not `if st.form_submit_button(...)`: on a session's first run of "/"
-            # Streamlit gives the widgets above st.navigation other ids (another active script
-            # hash) than on the next run, which then reads the submitted form as empty; a
-            # callback runs under the ids the browser sent
+            # a callback: on a first run of "/" the widgets above st.navigation get other ids
+            # than on the next run, which would read the submitted form as empty
             st.form_submit_button(t("identity.sign_in"), on_click=_passphrase_submitted)
         problem = st.session_state.pop(_PASSPHRASE_PROBLEM, None)
         if problem is not None:
