@@ -72,12 +72,9 @@ if c3.button(t("data_aug.new_draw"), key="data_aug_new"):
     st.session_state["data_aug_seed"] = st.session_state.get("data_aug_seed", 0) + 1
 if epochs is not None:
     shown = indices[:3]
-    try:
-        view = augment.augment_draws(data, shown, kind, epochs=int(epochs),
-                                     seed=st.session_state.get("data_aug_seed", 0))
-    except CifarLabError as err:
-        show_error(err)
-    else:
+    view = call_or_show(augment.augment_draws, data, shown, kind, epochs=int(epochs),
+                        seed=st.session_state.get("data_aug_seed", 0))
+    if view is not None:
         for i, index in enumerate(shown):
             texts = [t("data_aug.original")] + [augment.draw_text(view, k, i, t)
                                                  for k in range(int(epochs))]

@@ -24,15 +24,6 @@ def _source_facts(source: str | None, cache: str | None) -> dict:
     return cdata.source_facts()
 
 
-def _source_text(facts: dict) -> str:
-    kind = facts["kind"]
-    size = num(facts["size_mb"], 1) if facts.get("size_mb") is not None else "?"
-    text = t(f"home.source.{kind}", name=facts.get("name") or "?", size=size)
-    if kind != "missing":
-        text += " " + t("home.source.cached" if facts["cached"] else "home.source.not_cached")
-    return text
-
-
 @st.cache_data(show_spinner=False, ttl=300, max_entries=1)
 def _device_rows() -> list[dict]:
     from cifarlab.core import devices
@@ -92,7 +83,12 @@ st.dataframe(pd.DataFrame([{
 } for r in rows]), hide_index=True)
 
 st.markdown("**" + t("home.data_title") + "**")
-st.markdown(_source_text(_source_facts(*data_setting())))
+facts = _source_facts(*data_setting())
+size = num(facts["size_mb"], 1) if facts.get("size_mb") is not None else "?"
+source = t(f"home.source.{facts['kind']}", name=facts.get("name") or "?", size=size)
+if facts["kind"] != "missing":
+    source += " " + t("home.source.cached" if facts["cached"] else "home.source.not_cached")
+st.markdown(source)
 
 # last: the first decode takes a while, and a failure stops the page after the facts above
 data = get_data()

@@ -10,7 +10,7 @@ from cifarlab.errors import CifarLabError
 from cifarlab.lab import network as convlab
 from cifarlab.lab.network import activation as act, figures as F
 from ui.data import get_data
-from ui.language import num, show_error, translator
+from ui.language import call_or_show, num, show_error, translator
 from ui.nav import lesson
 
 t = translator()
@@ -34,10 +34,6 @@ def show_table(rows: list[dict], key: str) -> None:
                  height=35 * (len(rows) + 2) + 3,   # the header, the rows, their total
                  column_config={
                      t("network.formula_col"): st.column_config.TextColumn(width="large")})
-
-
-def chart(where, fig, key: str, alt: str) -> None:
-    where.plotly_chart(fig, key=key, alt=alt)
 
 
 def fc1_line(report) -> str:
@@ -164,11 +160,14 @@ def conv(data) -> None:
     step = convlab.conv_step(ex.image, ex.kernel, ex.bias, row, col)
     name = t(f"classes.{data.classes[int(data.test_y[index])]}")
     f1, f2, f3 = st.columns(3)
-    chart(f1, F.input_figure(hwc, ex, step, name, t), "conv_input", t("a11y.conv_input_chart"))
-    chart(f2, F.kernel_figure(ex.kernel, t), "conv_kernel_fig", t("a11y.conv_kernel_chart"))
-    chart(f3, F.fmap_figure(fmap, row, col, t), "conv_fmap", t("a11y.conv_fmap_chart"))
+    f1.plotly_chart(F.input_figure(hwc, ex, step, name, t), key="conv_input",
+                    alt=t("a11y.conv_input_chart"))
+    f2.plotly_chart(F.kernel_figure(ex.kernel, t), key="conv_kernel_fig",
+                    alt=t("a11y.conv_kernel_chart"))
+    f3.plotly_chart(F.fmap_figure(fmap, row, col, t), key="conv_fmap",
+                    alt=t("a11y.conv_fmap_chart"))
     st.markdown(f"## {t('network.step_title', row=row, col=col)}")  # h2: under the page's h1
-    chart(st, F.step_figure(step, t), "conv_step_fig", t("a11y.conv_step_chart"))
+    st.plotly_chart(F.step_figure(step, t), key="conv_step_fig", alt=t("a11y.conv_step_chart"))
     st.markdown(t("network.step_sum", n=step["products"].size, sum=num(step["sum"], 4),
                   bias=num(step["bias"], 4), out=num(step["output"], 4)))
     (st.success if step["match"] else st.error)(t(
@@ -198,31 +197,29 @@ def pool(data) -> None:
         left = cols[3].slider(t("network.crop_left"), 0, ow - 8, min(col, ow - 8), key="pool_left",
                               persist_state=KEEP)
         region = relu[top:top + 8, left:left + 8]
-    try:
-        pooled = convlab.maxpool_windows(region, int(pk), int(ps))
-    except CifarLabError as err:
-        show_error(err)
-    else:
-        wins = pooled["windows"]
-        pick = st.slider(t("network.pool_window"), 1, len(wins), 1, key="pool_pick",
-                         persist_state=KEEP) - 1
-        fig_in, fig_out = F.pool_figures(region, pooled, pick, int(pk), t)
-        p1, p2 = st.columns(2)
-        chart(p1, fig_in, "pool_in_fig", t("a11y.pool_in_chart"))
-        chart(p2, fig_out, "pool_out_fig", t("a11y.pool_out_chart"))
-        out, chosen = pooled["output"], wins[pick]
-        sizes = convlab.calculator("pool", region.shape[0], int(pk), 0, int(ps))
-        st.markdown(t("network.pool_size_line", h=region.shape[0], out=out.shape[0],
-                      formula=sizes["formula"]))
-        st.markdown(t("network.pool_window_line", n=pick + 1, r=chosen["argmax"][0],
-                      c=chosen["argmax"][1], value=num(chosen["max"], 3)))
-        (st.success if pooled["match"] else st.error)(t(
-            "network.pool_torch_agrees" if pooled["match"] else "network.pool_torch_differs"))
+    pooled = call_or_show(convlab.maxpool_windows, region, int(pk), int(ps))
+    if pooled is None:
+        return
+    wins = pooled["windows"]
+    pick = st.slider(t("network.pool_window"), 1, len(wins), 1, key="pool_pick",
+                     persist_state=KEEP) - 1
+    fig_in, fig_out = F.pool_figures(region, pooled, pick, int(pk), t)
+    p1, p2 = st.columns(2)
+    p1.plotly_chart(fig_in, key="pool_in_fig", alt=t("a11y.pool_in_chart"))
+    p2.plotly_chart(fig_out, key="pool_out_fig", alt=t("a11y.pool_out_chart"))
+    out, chosen = pooled["output"], wins[pick]
+    sizes = convlab.calculator("pool", region.shape[0], int(pk), 0, int(ps))
+    st.markdown(t("network.pool_size_line", h=region.shape[0], out=out.shape[0],
+                  formula=sizes["formula"]))
+    st.markdown(t("network.pool_window_line", n=pick + 1, r=chosen["argmax"][0],
+                  c=chosen["argmax"][1], value=num(chosen["max"], 3)))
+    (st.success if pooled["match"] else st.error)(t(
+        "network.pool_torch_agrees" if pooled["match"] else "network.pool_torch_differs"))
 
 
 def activations() -> None:
     lesson("activation")
-    chart(st, act.figure(t), "act_fig", t("a11y.act_chart"))
+    st.plotly_chart(act.figure(t), key="act_fig", alt=t("a11y.act_chart"))
     st.markdown(t("network.act_table_intro"))
     st.dataframe(act.table(t), hide_index=True, key="act_table")
 

@@ -12,7 +12,7 @@ from cifarlab.lab.results import figures as F
 from cifarlab.lab.tables import class_name
 from cifarlab.serve.queue import get_queue
 from ui.data import get_data
-from ui.language import error_text, show_error, translator
+from ui.language import call_or_show, error_text, show_error, translator
 from ui.models import finished_runs, pick_run_model, predictions, uploaded_picture
 from ui.nav import lesson
 from ui.session import session_id
@@ -166,10 +166,8 @@ def own_image_section(model, ckpt) -> None:
     if got is None:
         return
     prepared = got[0]
-    try:
-        ranked = R.classify_prepared(model, prepared, ckpt.classes)
-    except CifarLabError as err:
-        show_error(err)
+    ranked = call_or_show(R.classify_prepared, model, prepared, ckpt.classes)
+    if ranked is None:
         return
     c1, c2, c3 = st.columns([1, 1, 2])
     c1.image(prepared.preview, caption=t("results.your_image"), width=160)

@@ -12,7 +12,7 @@ from cifarlab.lab.train_live import status_text
 from cifarlab.serve.queue import get_queue
 from ui import messages
 from ui.data import queue as job_queue
-from ui.language import error_text, translator
+from ui.language import call_or_show, error_text, translator
 from ui.nav import lesson
 from ui.session import session_id
 
@@ -180,11 +180,7 @@ with tab_runs:
     sid = session_id()
     messages.show(K + "flash", icon=":material/check:")
     queue = job_queue()
-    try:
-        all_runs = queue.runs(sid, kind="train")
-    except CifarLabError as err:
-        st.error(error_text(err))
-        all_runs = None
+    all_runs = call_or_show(queue.runs, sid, kind="train")
     if all_runs is not None and not all_runs:
         st.info(t("runs.no_runs"), icon=":material/info:")
         st.page_link("pages/train.py", label=t("runs.go_train"), icon=":material/model_training:")

@@ -320,11 +320,6 @@ def test_lesson_translations_are_not_copies_of_english():
             assert i18n.lesson(name, lang) != en, f"{lang}/{name}.md is the English text"
 
 
-def test_page_id_alias_for_the_training_lesson():
-    assert i18n.lesson("train", "es") == i18n.lesson("training", "es")
-    assert i18n.code_snippet("train") == i18n.code_snippet("training")
-
-
 def test_unknown_lesson_raises():
     with pytest.raises(KeyError):
         i18n.lesson("no_such_lesson", "en")

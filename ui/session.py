@@ -88,10 +88,9 @@ def browser_id() -> str:
 def remember_session() -> None:
     """The session id into this browser's cookie (closing the tab loses nothing); the same
     element on every run (one that came and went would cost a student's focus)."""
-    if signed_in():   # the browser's own id stays for after sign-out; the person's is not it
-        st.html("<script></script>", unsafe_allow_javascript=True)
-        return
-    st.html(f"<script>{session_cookie_js(session_id())}</script>", unsafe_allow_javascript=True)
+    # signed in: the browser's own id stays for after sign-out; the person's is not it
+    script = "" if signed_in() else session_cookie_js(session_id())
+    st.html(f"<script>{script}</script>", unsafe_allow_javascript=True)
 
 
 SESSION_COOKIE_S = 30 * 86400   # renewed on every visit: a month unused and it is gone

@@ -38,10 +38,6 @@ def passphrase_limiter() -> identity.AttemptLimiter:
     return PASSPHRASE_LIMITER
 
 
-def provider_configured() -> bool:
-    return _secrets("auth") is not None
-
-
 def passphrase_hash() -> str | None:
     value = (_secrets(identity.SECRETS_TABLE) or {}).get(identity.SECRETS_KEY)
     return value if isinstance(value, str) and value.strip() else None
@@ -92,7 +88,7 @@ def try_passphrase(passphrase: str) -> str | None:
 def sign_in_sidebar() -> None:
     """The provider's buttons where one is configured; else the instructor's passphrase box
     where a hash is; else nothing."""
-    if provider_configured():
+    if _secrets("auth") is not None:   # an identity provider is configured
         # st.login / st.logout come back without ?lang=: a cookie keeps the language (a code)
         st.html(f"<script>document.cookie = '{LANG_COOKIE}={lang()}; path=/; max-age="
                 f"{COOKIE_DAYS * 86400}; SameSite=Lax';</script>", unsafe_allow_javascript=True)

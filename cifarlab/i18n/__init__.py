@@ -33,7 +33,6 @@ LOCALES_DIR = Path(__file__).resolve().parents[1] / "locales"
 LESSON_ORDER: tuple[str, ...] = (
     "home", "tensors", "data", "network", "loss", "training", "results", "inside", "runs", "gpu",
 )
-LESSON_ALIASES: dict[str, str] = {"train": "training"}   # page id -> its lesson
 
 # Names and codes people type or browsers send, accents stripped and lower-cased.
 _ALIASES: dict[str, str] = {
@@ -194,7 +193,7 @@ def placeholders(text: str) -> set[str]:
 def _check_name(name: str) -> str:
     if not isinstance(name, str) or not name or not all(ch.isalnum() or ch in "_-" for ch in name):
         raise KeyError(f"i18n: {name!r} is not a lesson name.")
-    return LESSON_ALIASES.get(name, name)
+    return name
 
 
 @functools.cache

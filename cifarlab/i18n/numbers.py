@@ -42,11 +42,9 @@ def number(value: float | int | None, lang: str = DEFAULT, digits: int | None = 
         return MISSING
     if finite(value) is None:
         return str(value)
-    loc = _locale(lang)
-    if digits is not None:
-        return format_decimal(value, format="#,##0." + "0" * digits if digits else "#,##0",
-                              locale=loc)
-    return format_decimal(value, locale=loc, decimal_quantization=False)
+    pattern = None if digits is None else "#,##0" + ("." + "0" * digits if digits else "")
+    return format_decimal(value, format=pattern, locale=_locale(lang),
+                          decimal_quantization=digits is not None)
 
 
 def significant(value: float, lang: str = DEFAULT, digits: int = 3) -> str:
@@ -122,11 +120,9 @@ class _LocaleFormatter(string.Formatter):
         self.lang = lang
 
     def format_field(self, value: Any, format_spec: str) -> str:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return super().format_field(value, format_spec)
         m = _SPEC_RE.match(format_spec)
-        if not m:
-            return super().format_field(value, format_spec)
+        if not m or isinstance(value, bool) or not isinstance(value, (int, float)):
+            return super().format_field(value, format_spec)   # not a number, or its own spec
         digits = int(m["digits"]) if m["digits"] is not None else None
         kind = m["kind"]
         if kind == "%":
