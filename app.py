@@ -1,5 +1,4 @@
-"""``streamlit run app.py``: the navigation, the language switch and the personal link (none in
-a projector's view)."""
+"""``streamlit run app.py``: the navigation, the language switch, the personal link."""
 import sys
 
 import streamlit as st

@@ -1,6 +1,6 @@
 """``python -m cifarlab``: train, evaluate, export, trace shapes and prepare data.
 
-Bad input exits with status 2 and one line saying what was wrong (README.md lists the commands).
+Bad input exits with status 2 and one line saying what was wrong.
 """
 from __future__ import annotations
 
@@ -73,28 +73,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="start from a preset (" + ", ".join(PRESETS) + "); the other flags "
                         "given override it")
     add_config_args(t)
-    t.add_argument("--data", default=None, help="image folder, .tar.gz, or 'download'")
     t.add_argument("--out", default="cifar_net.pth", help="checkpoint path (cifar_net.pth)")
-    t.add_argument("--json", action="store_true", help="print one JSON object instead")
     _add_model_args(t)
 
     e = sub.add_parser("eval", help="evaluate a checkpoint on the test set")
     e.add_argument("checkpoint")
-    e.add_argument("--data", default=None)
     e.add_argument("--device", default="auto")
-    e.add_argument("--json", action="store_true")
 
     s = sub.add_parser("shapes", help="trace a layer stack: output shapes, parameters, formulas")
     s.add_argument("--layers", default=None,
                    help='JSON list, e.g. '
                         '\'[{"type": "conv", "out_channels": 6, "kernel_size": 5}]\'')
     s.add_argument("--input", type=_ints, default=(3, 32, 32), help="C,H,W (3,32,32)")
-    s.add_argument("--json", action="store_true")
     _add_model_args(s)
 
     da = sub.add_parser("data", help="decode the data set once into the cache and describe it")
-    da.add_argument("--data", default=None)
-    da.add_argument("--json", action="store_true")
+    for p in (t, e, da):
+        p.add_argument("--data", default=None, help="image folder, .tar.gz, or 'download'")
+    for p in (t, e, s, da):
+        p.add_argument("--json", action="store_true", help="print one JSON object instead")
 
     x = sub.add_parser("export", help="write the script, notebook or zip that repeats a "
                                       "checkpoint's run")

@@ -1,6 +1,4 @@
-"""Data: browse CIFAR-10 by class, what ToTensor and Normalize do to the numbers, a batch as the
-tutorial's DataLoader delivers it, and how fast each pipeline can deliver batches (measured live,
-on a button press)."""
+"""Data: CIFAR-10 by class, ToTensor and Normalize, augmentation, a batch, loader speed."""
 import os
 
 import numpy as np

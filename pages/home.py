@@ -1,5 +1,4 @@
-"""Home: what the lab is, the route through the lessons, and the facts of this machine and data
-(last, under a status line: they need torch, whose import can take tens of seconds)."""
+"""Home: the lab, the route through the lessons, this machine and data (last: they need torch)."""
 import platform
 from importlib.metadata import version
 

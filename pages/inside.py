@@ -1,5 +1,4 @@
-"""Inside the network: one picture through a finished run's network or a random Net: its
-activations, one neuron's sum, conv1's filters, Captum's "why"."""
+"""Inside the network: activations, one neuron's sum, conv1's filters, Captum's "why"."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,5 +1,4 @@
-"""Loss & Optimizer: cross-entropy worked through on one real image, and SGD with and without
-momentum rolling down a 2-D loss surface (paths made by torch.optim.SGD itself)."""
+"""Loss & Optimizer: cross-entropy by hand on one image; SGD with and without momentum."""
 from __future__ import annotations
 
 import numpy as np

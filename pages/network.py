@@ -1,5 +1,4 @@
-"""Network: the tutorial's Net layer by layer, an output-size calculator, an editable layer stack,
-and convolution and max pooling worked out on a real CIFAR-10 image."""
+"""Network: the Net layer by layer, output sizes, an editable stack, conv and pooling by hand."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,5 +1,4 @@
-"""Results: one finished run (or an uploaded checkpoint): accuracy beside the tutorial's, the
-confusion matrix and its images, per-class accuracy per epoch, samples, the student's picture."""
+"""Results: accuracy, the confusion matrix, per-class accuracy per epoch, samples, uploads."""
 from __future__ import annotations
 
 import hashlib

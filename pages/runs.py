@@ -1,6 +1,4 @@
-"""Runs: this session's runs side by side (loss curves, a table with the knobs that differ),
-each finished run's downloads (checkpoint, cifar_net.pth, script, "Take your run home" zip),
-rename and delete."""
+"""Runs: this session's runs side by side, each one's downloads, rename and delete."""
 from __future__ import annotations
 
 import streamlit as st

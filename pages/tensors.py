@@ -1,5 +1,4 @@
-"""Tensors: ranks 0–4 cut from a real CIFAR-10 batch, where a tensor lives, and what moving data
-between devices costs (measured on a button press)."""
+"""Tensors: ranks 0–4 from a real batch, where a tensor lives, what copying it costs."""
 import os
 
 import streamlit as st

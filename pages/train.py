@@ -1,5 +1,4 @@
-"""Train: the tutorial's training loop on the server; the page follows the run in a fragment on
-Streamlit's own timer (an ``st.rerun()`` from a polling fragment froze pages)."""
+"""Train: the form, and the run followed live in a fragment on Streamlit's own timer."""
 from __future__ import annotations
 
 import time

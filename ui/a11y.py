@@ -1,5 +1,4 @@
-"""For assistive technology: the document's language, readable code colours, and Streamlit's
-English-only uploader words replaced."""
+"""The document's language, readable code colours, the uploader's words in our language."""
 from __future__ import annotations
 
 import json

@@ -7,9 +7,8 @@ import os
 
 import streamlit as st
 
-from cifarlab import i18n
 from cifarlab.errors import STORE_DOWN_CODES, STORE_DOWN_KEY, STORE_UNREACHABLE, CifarLabError
-from ui.language import lang, t
+from ui.language import lang, pct, t
 
 
 @st.cache_resource(show_spinner=False, max_entries=2)
@@ -31,8 +30,7 @@ def _decode_with_a_progress_bar() -> None:
     def show(line: str) -> None:
         fraction = getattr(line, "fraction", None)
         if fraction is not None:
-            bar.progress(fraction, text=t("common.decoding_pct", pct=i18n.percent(fraction,
-                                                                                   lang(), 0)))
+            bar.progress(fraction, text=t("common.decoding_pct", pct=pct(fraction, 0)))
 
     try:
         data.load(on_progress=show)

@@ -1,5 +1,4 @@
-"""A finished run's model for Results and Inside: the picker, the model and its predictions
-(each computed once), and an uploaded picture."""
+"""A finished run's model for Results and Inside, its predictions, an uploaded picture."""
 from __future__ import annotations
 
 import hashlib

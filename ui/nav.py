@@ -1,5 +1,4 @@
-"""The syllabus: the pages in teaching order, their lessons and the links between them, and what
-the URL keeps (language and session) across page switches."""
+"""The pages in teaching order, their lessons and links, and the URL's state across pages."""
 from __future__ import annotations
 
 from urllib.parse import urlencode

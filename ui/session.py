@@ -1,5 +1,4 @@
-"""Which browser this is: its session id (the link's, the cookie's, or the signed-in person's on
-every device), its cookies, the host's secrets."""
+"""This browser's session id (the link's, the cookie's or the signed-in person's), secrets."""
 from __future__ import annotations
 
 import re

@@ -1,6 +1,5 @@
-"""Who is asking, and the sidebar's sign-in (README, "Sign-in and instructors"): an identity
-provider names the person, else students are their browser and the instructor gives the
-passphrase. The role lives in the server's session state, never in a URL or cookie.
+"""Who is asking (an identity provider's user, else the browser; the instructor by passphrase)
+and the sidebar's sign-in. The role lives in the server's session state, never in a URL or cookie.
 """
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The session's ``TrainForm`` and its widgets (keys ``train_<knob>``: only this module's). The
-widgets' values are taken in while they show the form's latest revision, else rewritten from it.
-"""
+"""The session's ``TrainForm`` and its widgets (keys ``train_<knob>``: only this module's),
+taken in while they show the form's latest revision, else rewritten from it."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,9 +1,6 @@
-"""UI strings and lessons in English (the source), Spanish and Portuguese.
-
-A key or lesson missing in es/pt falls back to English (one warning); missing in English too, the
-key shows: a page never crashes over a string. In strict mode (under pytest, or
-``CIFARLAB_I18N_STRICT=1``) every miss raises ``KeyError``. Numbers in templates follow the
-language; a key with ``.one``/``.other`` variants is a plural chosen by ``n`` (or ``count``).
+"""UI strings and lessons in English (the source), Spanish and Portuguese. A miss falls back to
+English, then the key: a page never crashes over a string (strict mode, under pytest or
+``CIFARLAB_I18N_STRICT=1``, raises ``KeyError``). ``key.one``/``key.other`` are plurals by ``n``.
 """
 from __future__ import annotations
 

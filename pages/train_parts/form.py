@@ -1,6 +1,4 @@
-"""The Train page's settings: presets, the tutorial's six knobs, the run's name and Train, then
-the Advanced section; and the training loop's lesson. The knobs' widget keys are ui/train_form.py's.
-"""
+"""The Train page's settings (the knobs' widget keys are ui/train_form.py's) and its lesson."""
 from __future__ import annotations
 
 import time

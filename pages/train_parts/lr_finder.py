@@ -1,5 +1,4 @@
-"""The Train page's learning-rate finder: the sweep as a queued job (the run limits apply), its
-progress, then the curve and the suggested lr, one click into the form, and its lesson."""
+"""The Train page's learning-rate finder: a queued sweep, its curve, the suggested lr."""
 from __future__ import annotations
 
 import streamlit as st
