@@ -135,9 +135,7 @@ def cmd_train(args) -> int:
 
     result = train(config, data, on_event=on_event, checkpoint_path=args.out)
     if args.json:
-        out = result.summary()
-        out["test_accuracy"] = result.eval.accuracy
-        print(json.dumps(out))
+        print(json.dumps(result.summary()))
         return _weights_saved(result)
     if result.diverged:
         print("error: " + i18n.t("errors.train.diverged", lr=config.lr, **result.diverged),
@@ -175,10 +173,9 @@ def cmd_eval(args) -> int:
                             found=", ".join(data.classes))
     result = evaluate(cp.model(), data, device, tta=cp.config.tta)  # as the run was tested
     if args.json:
-        out = result.summary()
-        out.update(test_accuracy=result.accuracy, checkpoint=args.checkpoint,
-                   config=cp.config.to_dict(), device=str(device))
-        print(json.dumps(out))
+        print(json.dumps(result.summary() | dict(
+            test_accuracy=result.accuracy, checkpoint=args.checkpoint,
+            config=cp.config.to_dict(), device=str(device))))
         return 0
     print_accuracy_lines(result.per_class_accuracy, result.accuracy, result.total)
     return 0

@@ -71,8 +71,7 @@ def keep_url_state(personal: bool = True) -> None:
     """Write the URL state back (page switches clear it); not ``personal``: the language only."""
     want = url_state() if personal else url_lang()
     for key in ("sid", "lang"):
-        if key not in want and key in st.query_params:
-            del st.query_params[key]
-    for key, value in want.items():
-        if st.query_params.get(key) != value:
-            st.query_params[key] = value
+        if key not in want:
+            st.query_params.pop(key, None)
+        elif st.query_params.get(key) != want[key]:
+            st.query_params[key] = want[key]

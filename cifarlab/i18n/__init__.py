@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import string
 import tomllib
 import unicodedata
 from pathlib import Path
@@ -26,10 +25,6 @@ LANGUAGES: dict[str, str] = {"en": "English", "es": "Español", "pt": "Portuguê
 DEFAULT = "en"
 LOCALES_DIR = Path(__file__).resolve().parents[1] / "locales"
 
-# The teaching order; lessons on disk not listed here come after, alphabetically.
-LESSON_ORDER: tuple[str, ...] = (
-    "home", "tensors", "data", "network", "loss", "training", "results", "inside", "runs", "gpu",
-)
 
 # Names and codes people type or browsers send, accents stripped and lower-cased.
 _ALIASES: dict[str, str] = {
@@ -39,7 +34,6 @@ _ALIASES: dict[str, str] = {
     "pt": "pt", "por": "pt", "portuguese": "pt", "portugues": "pt",
 }
 
-_strict_override: bool | None = None
 _warned: set[tuple[str, str]] = set()
 
 
@@ -77,18 +71,10 @@ def language_from_locale(locale: str | None) -> str:
 
 
 def is_strict() -> bool:
-    if _strict_override is not None:
-        return _strict_override
     env = os.environ.get("CIFARLAB_I18N_STRICT", "").strip().lower()
     if env:
         return env in ("1", "true", "yes", "on")
     return "PYTEST_CURRENT_TEST" in os.environ
-
-
-def set_strict(value: bool | None) -> None:
-    """Force strict mode on (True) or off (False); None goes back to the environment."""
-    global _strict_override
-    _strict_override = value
 
 
 def _warn_once(lang: str, what: str, message: str, *args: Any,
@@ -169,22 +155,9 @@ def t(key: str, /, lang: str = DEFAULT, **kwargs: Any) -> str:
 
 def translator(lang: str) -> Callable[..., str]:
     """``t`` with the language bound (``t.lang``); name it ``t``: the catalog test scans for it."""
-    code = normalize_lang(lang)
-
-    def bound(key: str, /, **kwargs: Any) -> str:
-        return t(key, code, **kwargs)
-
-    bound.lang = code  # type: ignore[attr-defined]
+    bound = functools.partial(t, lang=normalize_lang(lang))
+    bound.lang = bound.keywords["lang"]  # type: ignore[attr-defined]
     return bound
-
-
-def placeholders(text: str) -> set[str]:
-    """The ``str.format`` field names in ``text``: "{n} of {total:,}" -> {"n", "total"}."""
-    names: set[str] = set()
-    for _, field, _, _ in string.Formatter().parse(text):
-        if field is not None:
-            names.add(field.split(".", 1)[0].split("[", 1)[0])
-    return names
 
 
 def _check_name(name: str) -> str:
@@ -197,19 +170,6 @@ def _check_name(name: str) -> str:
 def _read_lesson(name: str, lang: str) -> str | None:
     path = LOCALES_DIR / lang / "lessons" / f"{name}.md"
     return path.read_text(encoding="utf-8") if path.is_file() else None
-
-
-@functools.cache
-def _lesson_names() -> tuple[str, ...]:
-    folder = LOCALES_DIR / DEFAULT / "lessons"
-    found = {p.stem for p in folder.glob("*.md")} if folder.is_dir() else set()
-    ordered = [name for name in LESSON_ORDER if name in found]
-    return tuple(ordered + sorted(found - set(ordered)))
-
-
-def lesson_names() -> list[str]:
-    """The lessons, in teaching order (those that exist in English, the source)."""
-    return list(_lesson_names())
 
 
 def lesson(name: str, lang: str = DEFAULT) -> str:
@@ -243,6 +203,5 @@ def code_snippet(name: str) -> str:
 def clear_cache() -> None:
     _load_catalog.cache_clear()
     _read_lesson.cache_clear()
-    _lesson_names.cache_clear()
     code_snippet.cache_clear()
     _warned.clear()
