@@ -1,11 +1,9 @@
 """``streamlit run app.py``: the navigation, the language switch, the personal link."""
-import sys
-
 import streamlit as st
 
 from cifarlab import i18n
 from ui import a11y, nav, session, signin
-from ui.data import store_may_be_down
+from ui.data import loading_notice, store_may_be_down
 from ui.language import lang as current_lang, language_switch
 
 st.set_page_config(page_title="CIFAR Lab", page_icon=":material/school:", layout="wide")
@@ -31,9 +29,7 @@ session.remember_session()
 pages = [st.Page(path, title=t(f"nav.{pid}"), icon=icon, url_path=pid, default=(pid == "home"))
          for pid, path, icon in nav.PAGES + (nav.INSTRUCTOR_PAGES if instructor else [])]
 current = st.navigation(pages, position="hidden" if presenting else "sidebar")
-boot = st.empty()   # said at once while the server's first pages still import torch
-if "torch" not in sys.modules:
-    boot.status(t("loading.lab"), state="running")
+boot = loading_notice()   # said at once while the server's first pages still import torch
 try:
     store_may_be_down(current.run)()   # the run store gone mid-page: said in the student's words
 finally:

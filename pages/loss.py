@@ -4,10 +4,9 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from cifarlab.errors import CifarLabError
 from cifarlab.lab import loss as optimlab
 from ui.data import get_data
-from ui.language import num, show_error, translator
+from ui.language import num, translator
 from ui.nav import lesson
 from ui.widgets import checked_number
 
@@ -74,13 +73,10 @@ def optimizer() -> None:
                               persist_state=KEEP)
     steps = cols[3].slider(t("loss.steps"), 1, 300, optimlab.DEMO["steps"], key="opt_steps",
                             persist_state=KEEP)
-    try:
-        surf = optimlab.loss_surface(surface, grid=121)
-        paths = {"plain": optimlab.sgd_path(surface, None, lr, 0.0, steps),
-                 "momentum": optimlab.sgd_path(surface, None, lr, momentum, steps)}
-    except CifarLabError as err:
-        show_error(err)
-        return
+    # the widgets hold only values sgd_path accepts
+    surf = optimlab.loss_surface(surface, grid=121)
+    paths = {"plain": optimlab.sgd_path(surface, None, lr, 0.0, steps),
+             "momentum": optimlab.sgd_path(surface, None, lr, momentum, steps)}
     labels = {"plain": t("loss.plain_sgd"),
               "momentum": t("loss.sgd_momentum_value", m=num(momentum))}
     contour, curves = optimlab.paths_figures(surf, paths, labels, t)

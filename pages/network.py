@@ -5,11 +5,10 @@ import numpy as np
 import streamlit as st
 
 from cifarlab.core.config import ModelSpec
-from cifarlab.errors import CifarLabError
 from cifarlab.lab import network as convlab
 from cifarlab.lab.network import activation as act, figures as F
 from ui.data import get_data
-from ui.language import call_or_show, num, show_error, translator
+from ui.language import call_or_show, num, translator
 from ui.nav import lesson
 
 t = translator()
@@ -106,29 +105,25 @@ def edit() -> None:
                         persist_state=KEEP)
     h2 = c_.number_input(t("network.hidden", layer="fc2"), 1, 4096, d.hidden[1], key="edit_h2",
                          persist_state=KEEP)
-    try:
-        report = stack_report(ModelSpec(**{k: tuple(v) for k, v in values.items()},
-                                        pool=int(size), hidden=(int(h1), int(h2))))
-    except CifarLabError as err:
-        show_error(err)
+    # the widgets' bounds are inside ModelSpec's: the stack is always one it accepts
+    report = stack_report(ModelSpec(**{k: tuple(v) for k, v in values.items()},
+                                    pool=int(size), hidden=(int(h1), int(h2))))
+    if report.ok:
+        (st.success if report.flat == convlab.TUTORIAL_FLAT else st.info)(fc1_line(report))
+        show_table(report.rows, "edit_table")
     else:
+        st.error(f"**{t('network.shape_error_title')}** — {report.error_text(t.lang)}")
+    if report.view_error or report.flatten_error:
+        st.markdown(t("network.hardcoded_intro"))
+        st.markdown(t("network.with_view"))
+        st.code(f"{report.view_error_kind}: {report.view_error}", language=None)
+        st.markdown(t("network.with_flatten"))
+        st.code(f"{report.flatten_error_kind}: {report.flatten_error}", language=None)
         if report.ok:
-            (st.success if report.flat == convlab.TUTORIAL_FLAT else st.info)(fc1_line(report))
-            show_table(report.rows, "edit_table")
-        else:
-            st.error(f"**{t('network.shape_error_title')}** — {report.error_text(t.lang)}")
-        if report.view_error or report.flatten_error:
-            st.markdown(t("network.hardcoded_intro"))
-            st.markdown(t("network.with_view"))
-            st.code(f"{report.view_error_kind}: {report.view_error}", language=None)
-            st.markdown(t("network.with_flatten"))
-            st.code(f"{report.flatten_error_kind}: {report.flatten_error}", language=None)
-            if report.ok:
-                c, h, w = report.flat_shape
-                st.markdown(t("network.hardcoded_fix", c=c, h=h, w=w, n=report.flat,
-                              hidden=int(h1)))
-        elif report.ok:
-            st.markdown(t("network.hardcoded_ok"))
+            c, h, w = report.flat_shape
+            st.markdown(t("network.hardcoded_fix", c=c, h=h, w=w, n=report.flat, hidden=int(h1)))
+    elif report.ok:
+        st.markdown(t("network.hardcoded_ok"))
 
 
 def conv_map(data, index: int, choice: str, seed: int):

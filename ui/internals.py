@@ -4,11 +4,9 @@ from __future__ import annotations
 import streamlit as st
 
 
-def set_fragment_interval(seconds: float | None) -> bool:
+def set_fragment_interval(seconds: float | None) -> None:
     """Change the running fragment's poll interval from inside it (the ``auto_rerun`` message
     run_every sends): an ``st.rerun()`` instead collided with its timer and froze pages."""
-    if not seconds:
-        return False
     try:
         from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
         from streamlit.runtime.scriptrunner_utils.script_run_context import (ThreadState,
@@ -16,14 +14,12 @@ def set_fragment_interval(seconds: float | None) -> bool:
 
         ctx, fragment_id = get_script_run_ctx(), ThreadState.get().fragment_id
     except (ImportError, AttributeError, RuntimeError):
-        return False
-    if ctx is None or not fragment_id:
-        return False
-    msg = ForwardMsg()
-    msg.auto_rerun.interval = float(seconds)
-    msg.auto_rerun.fragment_id = fragment_id
-    ctx.enqueue(msg)
-    return True
+        return
+    if seconds and ctx is not None and fragment_id:
+        msg = ForwardMsg()
+        msg.auto_rerun.interval = float(seconds)
+        msg.auto_rerun.fragment_id = fragment_id
+        ctx.enqueue(msg)
 
 
 def ensure_app_frame() -> None:

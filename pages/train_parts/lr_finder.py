@@ -75,11 +75,10 @@ def _progress(sid: str, run_id: str) -> None:
 
 def _result(form, run) -> None:
     result = run.result or {}
-    if run.status == "failed" and not result.get("lrs"):
-        st.error(t("train.lr_find.failed", message=run.error_text(lang()) if run.error
-                   else "?"))
-        return
     if not result.get("lrs"):
+        if run.status == "failed":
+            st.error(t("train.lr_find.failed", message=run.error_text(lang()) if run.error
+                       else "?"))
         return
     st.plotly_chart(finder.figure(result, lang()), key=K + "chart",
                     config={"displayModeBar": False})
