@@ -5,6 +5,7 @@ Bad input exits with status 2 and one line saying what was wrong.
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import sys
 
@@ -159,8 +160,7 @@ def _weights_saved(result) -> int:
 
 
 def cmd_eval(args) -> int:
-    from cifarlab.core import checkpoint as ckpt
-    from cifarlab.core import data as data_mod
+    from cifarlab.core import checkpoint as ckpt, data as data_mod
     from cifarlab.core.devices import resolve_device
     from cifarlab.core.evaluate import evaluate
 
@@ -236,8 +236,6 @@ def cmd_passphrase(args) -> int:
     from cifarlab.serve import identity
 
     if sys.stdin.isatty():
-        import getpass
-
         phrase = getpass.getpass("Instructor passphrase: ")
         if phrase and getpass.getpass("The same again: ") != phrase:
             raise identity.IdentityError("identity.passphrase_mismatch")
@@ -245,9 +243,8 @@ def cmd_passphrase(args) -> int:
         phrase = sys.stdin.readline().rstrip("\r\n")
     if not phrase:
         raise identity.IdentityError("identity.passphrase_empty")
-    line = identity.secrets_line(identity.hash_passphrase(phrase))
     print(f"# paste under [{identity.SECRETS_TABLE}] in .streamlit/secrets.toml:", file=sys.stderr)
-    print(line)
+    print(identity.secrets_line(identity.hash_passphrase(phrase)))
     return 0
 
 
@@ -256,8 +253,7 @@ COMMANDS = {"train": cmd_train, "eval": cmd_eval, "shapes": cmd_shapes, "data": 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     handler = COMMANDS.get(args.command) or args.handler   # bench's: register_cli sets it
     try:
         return handler(args)

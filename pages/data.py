@@ -88,10 +88,8 @@ batch_size = checked_number(c1, t("common.batch_size"), 1, 64, 4, key="data_batc
                             help=t("common.batch_size_help"))
 if c1.button(t("data.next_batch"), key="data_next_batch", disabled=batch_size is None):
     st.session_state["data_batch_seed"] = st.session_state.get("data_batch_seed", 0) + 1
-batch = None
-if batch_size is not None:
-    batch = call_or_show(loading.loader_batch, data, int(batch_size),
-                         seed=st.session_state.get("data_batch_seed", 0))
+batch = None if batch_size is None else call_or_show(
+    loading.loader_batch, data, int(batch_size), seed=st.session_state.get("data_batch_seed", 0))
 if batch is not None:
     c2.code("images, labels = next(iter(trainloader))\n"
             f"images.shape   # {batch['shape_text']}\n"

@@ -49,9 +49,8 @@ def pick_run_model(where, runs: list, key: str, from_url: bool = False):
                         icon=":material/model_training:")
         return None
     sid, by_id = session_id(), {r.id: r for r in runs}
-    wanted = st.query_params.get("run") if from_url else None
-    if wanted in by_id and key not in st.session_state:
-        st.session_state[key] = wanted
+    if from_url and key not in st.session_state and st.query_params.get("run") in by_id:
+        st.session_state[key] = st.query_params["run"]
     if st.session_state.get(key) not in by_id:
         st.session_state.pop(key, None)
     labels = {rid: run_label(run, sid, translator()) for rid, run in by_id.items()}

@@ -12,12 +12,11 @@ import unicodedata
 from pathlib import Path
 from typing import Any, Callable
 
-from cifarlab.i18n.numbers import (BABEL_LOCALES, _LocaleFormatter, duration, finite, number,
-                                   parse_decimal, percent, plural_form, separators,
-                                   significant)
+from cifarlab.i18n.numbers import (BABEL_LOCALES, _locale, _LocaleFormatter, duration, finite,
+                                   number, parse_decimal, percent, separators, significant)
 
 __all__ = ["BABEL_LOCALES", "duration", "finite", "number", "parse_decimal", "percent",
-           "plural_form", "separators", "significant"]   # re-exported from numbers
+           "separators", "significant"]   # re-exported from numbers
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +129,8 @@ def _lookup(texts: dict[str, str], key: str, lang: str, kwargs: dict[str, Any]) 
         return texts[key]
     if f"{key}.other" in texts:
         n = kwargs.get("n", kwargs.get("count"))
-        form = plural_form(n, lang) if isinstance(n, (int, float)) else "other"
+        # CLDR's plural category ("one", "other", ...) by Babel's rules
+        form = _locale(lang).plural_form(abs(n)) if isinstance(n, (int, float)) else "other"
         return texts.get(f"{key}.{form}", texts[f"{key}.other"])
     return None
 

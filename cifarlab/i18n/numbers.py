@@ -108,11 +108,6 @@ def parse_decimal(text: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def plural_form(n: float, lang: str = DEFAULT) -> str:
-    """CLDR's plural category of ``n`` in ``lang``: "one", "other", ..."""
-    return _locale(lang).plural_form(abs(n))
-
-
 class _LocaleFormatter(string.Formatter):
     """``str.format`` whose numbers follow the language (``{acc:.1%}`` -> "55,3 %" in es)."""
 
