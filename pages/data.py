@@ -37,8 +37,7 @@ cls = c1.selectbox(t("common.class"), list(range(data.num_classes)), index=3,
                    format_func=lambda i: names[i], key="data_class")
 if c2.button(t("data.new_sample"), key="data_new_sample"):
     st.session_state["data_seed"] = st.session_state.get("data_seed", 0) + 1
-indices, pictures = loading.class_sample(data, cls, n=24,
-                                         seed=st.session_state.get("data_seed", 0))
+indices, pictures = loading.class_sample(data, cls, n=24, seed=st.session_state.get("data_seed", 0))
 st.image(list(loading.upscale(pictures, 3)), caption=[f"#{i}" for i in indices],
          alt=[t("a11y.train_image_n", i=int(i), cls=names[cls]) for i in indices])
 st.caption(t("data.sample_caption", n=len(indices), cls=names[cls],

@@ -46,11 +46,8 @@ lesson("home")
 st.subheader(t("home.route_title"))
 for number, (pid, path, icon) in enumerate(PAGES[1:], start=1):
     left, right = st.columns([1, 3], vertical_alignment="center")
-    with left:
-        st.page_link(path, label=f"{number}. {t(f'nav.{pid}')}", icon=icon,
-                     query_params=url_state())
-    with right:
-        st.caption(t(f"home.route_{pid}"))
+    left.page_link(path, label=f"{number}. {t(f'nav.{pid}')}", icon=icon, query_params=url_state())
+    right.caption(t(f"home.route_{pid}"))
 
 st.subheader(t("home.facts_title"))
 loading = st.empty()   # what is loading, shown at once (the images have their own spinner)

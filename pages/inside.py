@@ -94,8 +94,7 @@ def activations_tab(stages, names, model, hwc, words) -> None:
             st.plotly_chart(view.figure, key=f"{K}stage_{view.name}", alt=view.alt)
             if view.caption:
                 st.caption(view.caption)
-        with st.expander(t("a11y.show_table")):
-            st.table(F.scores_table(stages, names, t))
+        st.expander(t("a11y.show_table")).table(F.scores_table(stages, names, t))
 
 
 @st.fragment
@@ -155,8 +154,7 @@ def neuron_tab(model, x, stages, hwc) -> None:
                      shown=num(float(fmap_all[channel, r, c]), 4)))
     else:
         st.error(t("inside.torch_differs", value=num(n.torch_value, 4)))
-    with st.expander(t("a11y.show_table")):
-        st.dataframe(table, hide_index=True)
+    st.expander(t("a11y.show_table")).dataframe(table, hide_index=True)
 
 
 def filters_tab(model, ckpt) -> None:
@@ -172,8 +170,7 @@ def filters_tab(model, ckpt) -> None:
     if c > F.MAX_FILTERS:
         st.caption(t("inside.first_filters", n=F.MAX_FILTERS, c=c))
     st.caption(t("inside.filters_scale"))
-    with st.expander(t("a11y.show_table")):
-        st.table(table)
+    st.expander(t("a11y.show_table")).table(table)
 
 
 @st.fragment
@@ -196,8 +193,7 @@ def why_tab(model, model_key, image_key, x, hwc, stages, true_cls, names) -> Non
     seconds = [v.seconds for cls, _ in targets for v in views[cls].values()]
     st.caption(t("inside.why_legend") + " " + t("inside.why_times", lo=num(1000 * min(seconds), 0),
                                                    hi=num(1000 * max(seconds), 0)))
-    with st.expander(t("a11y.show_table")):
-        st.table(table)
+    st.expander(t("a11y.show_table")).table(table)
     for m in I.METHODS:
         st.markdown(f"**{t(f'inside.method_{m}')}**: {t(f'inside.explain_{m}')}")
 

@@ -71,21 +71,18 @@ def accuracy_section(ev) -> None:
     ref = R.TUTORIAL_REFERENCE
     overall, per_class = F.accuracy_figures(ev, t)
     c1, c2 = st.columns([1, 2])
-    with c1:
-        st.metric(t("results.overall_accuracy"), f"{pct(ev.accuracy)} %",
-                  delta=f"{pct(ev.accuracy - ref['accuracy'])} pp",
-                  help=t("results.delta_help", pct=pct(ref["accuracy"], 0)))
-        st.caption(t("results.overall_accuracy_value", pct=pct(ev.accuracy),
-                     n=int(ev.total), correct=int(ev.correct)))
-        st.plotly_chart(overall, key=K + "overall_chart")
-    with c2:
-        st.subheader(t("results.per_class_accuracy"))
-        st.plotly_chart(per_class, key=K + "per_class_chart")
-        with st.expander(t("a11y.show_table")):
-            st.dataframe(tables.per_class_table(
-                {c: ev.per_class_accuracy[c] for c in ev.classes}, t.lang,
-                reference=ref.get("per_class_ranges")), hide_index=True)
-        st.caption(t("results.per_class_swings"))
+    c1.metric(t("results.overall_accuracy"), f"{pct(ev.accuracy)} %",
+              delta=f"{pct(ev.accuracy - ref['accuracy'])} pp",
+              help=t("results.delta_help", pct=pct(ref["accuracy"], 0)))
+    c1.caption(t("results.overall_accuracy_value", pct=pct(ev.accuracy), n=int(ev.total),
+                 correct=int(ev.correct)))
+    c1.plotly_chart(overall, key=K + "overall_chart")
+    c2.subheader(t("results.per_class_accuracy"))
+    c2.plotly_chart(per_class, key=K + "per_class_chart")
+    c2.expander(t("a11y.show_table")).dataframe(tables.per_class_table(
+        {c: ev.per_class_accuracy[c] for c in ev.classes}, t.lang,
+        reference=ref.get("per_class_ranges")), hide_index=True)
+    c2.caption(t("results.per_class_swings"))
 
 
 def epochs_section(run, ckpt) -> None:
@@ -170,13 +167,11 @@ def own_image_section(model, ckpt) -> None:
         return
     c1, c2, c3 = st.columns([1, 1, 2])
     c1.image(prepared.preview, caption=t("results.your_image"), width=160)
-    c2.image(R.upscale(prepared.pixels, 5), caption=t("results.as_the_network_sees_it"),
-             width=160)
+    c2.image(R.upscale(prepared.pixels, 5), caption=t("results.as_the_network_sees_it"), width=160)
     best, p = ranked[0]
-    with c3:
-        st.markdown("#### " + t("results.prediction", name=cls_name(best), p=pct(p, 0)))
-        st.plotly_chart(F.guesses_figure(ranked, t), key=K + "guess_chart")
-        st.caption(t("results.ten_classes_only"))
+    c3.markdown("#### " + t("results.prediction", name=cls_name(best), p=pct(p, 0)))
+    c3.plotly_chart(F.guesses_figure(ranked, t), key=K + "guess_chart")
+    c3.caption(t("results.ten_classes_only"))
 
 
 st.title(t("nav.results"))

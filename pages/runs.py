@@ -189,8 +189,7 @@ with tab_runs:
         if K + "compare" not in st.session_state:
             finished = [r.id for r in all_runs if r.finished and r.status != "failed"]
             st.session_state[K + "compare"] = finished[:DEFAULT_COMPARE]
-        st.session_state[K + "compare"] = [i for i in st.session_state[K + "compare"]
-                                           if i in by_id]
+        st.session_state[K + "compare"] = [i for i in st.session_state[K + "compare"] if i in by_id]
         selected = st.multiselect(t("runs.select_runs"), list(by_id), key=K + "compare",
                                   help=t("runs.compare_help"),
                                   format_func=lambda rid: short(by_id[rid]))

@@ -100,8 +100,7 @@ st.markdown(t("tensors.item_sync"))
 c1, c2 = st.columns(2)
 steps = checked_number(c1, t("tensors.item_steps"), 10, 2000, 200, step=10, key="item_steps",
                        help=t("tensors.item_steps_help"))
-idev = c2.selectbox(t("common.device"), device_ids, index=len(device_ids) - 1,
-                    key="item_device")
+idev = c2.selectbox(t("common.device"), device_ids, index=len(device_ids) - 1, key="item_device")
 if st.button(t("common.measure"), key="item_run", type="primary", disabled=steps is None):
     with st.spinner(t("common.measuring")):
         try:

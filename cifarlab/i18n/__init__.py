@@ -95,9 +95,7 @@ def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, str]:
 
 
 def catalog_files(lang: str) -> list[Path]:   # <lang>.toml, then <lang>/*.toml
-    main = LOCALES_DIR / f"{lang}.toml"
-    extra = sorted((LOCALES_DIR / lang).glob("*.toml"))
-    return ([main] if main.is_file() else []) + extra
+    return [*LOCALES_DIR.glob(f"{lang}.toml"), *sorted((LOCALES_DIR / lang).glob("*.toml"))]
 
 
 @functools.cache
