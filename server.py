@@ -1,5 +1,4 @@
-"""``streamlit run server.py`` (or ``uvicorn server:app``): app.py in ``st.App``, the job queue
-started and stopped with the server (``streamlit run app.py`` starts it at the first page)."""
+"""``streamlit run server.py``: app.py in ``st.App``, the job queue started with the server."""
 from __future__ import annotations
 
 import asyncio

@@ -1,5 +1,4 @@
-"""Errors as a catalog code (``errors.<code>``) with parameters, never a finished sentence:
-``err.text("es")`` is the Spanish sentence, ``str(err)`` the English one for the command line."""
+"""Errors as a catalog code (``errors.<code>``) and parameters: ``err.text(lang)``, ``str(err)``."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field as dc_field

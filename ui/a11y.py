@@ -29,9 +29,8 @@ _ZONE = '[data-testid="stFileUploaderDropzone"]'
 
 
 def accessible_document(code: str) -> None:
-    """``<html lang>`` (Streamlit fixes "en": a screen reader would read Spanish with English
-    pronunciation), readable code colours, and the uploader's English "Upload" in our word,
-    its accessible name too (screen readers do not read CSS); ``code`` is one of LANGUAGES."""
+    """``<html lang>`` (Streamlit fixes "en": a reader would speak Spanish as English), code
+    colours, the uploader's "Upload" in our word and accessible name; ``code``: a LANGUAGES key."""
     word = json.dumps(i18n.t("common.upload_button", code))   # a JS and a CSS string, quoted
     st.html(f"<script>document.documentElement.lang = '{code}';"
             "(function () {"

@@ -1,5 +1,4 @@
-"""The server's shared resources: the decoded data set (once per process, shared read-only) and
-the job queue. On failure a page shows why, in the student's language, and stops."""
+"""The decoded data set (once per process) and the job queue; a failure said, the page stops."""
 from __future__ import annotations
 
 import functools

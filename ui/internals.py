@@ -5,8 +5,7 @@ import streamlit as st
 
 
 def set_fragment_interval(seconds: float | None) -> None:
-    """Change the running fragment's poll interval from inside it (the ``auto_rerun`` message
-    run_every sends): an ``st.rerun()`` instead collided with its timer and froze pages."""
+    """The running fragment's poll interval, from inside it (an ``st.rerun()`` froze pages)."""
     try:
         from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
         from streamlit.runtime.scriptrunner_utils.script_run_context import (ThreadState,
@@ -23,8 +22,7 @@ def set_fragment_interval(seconds: float | None) -> None:
 
 
 def ensure_app_frame() -> None:
-    """A fresh server's first visit straight to a page's URL runs it alone, in Streamlit's legacy
-    ``pages/`` mode (no app.py, so no ``_app_frame``): turn that mode off and rerun."""
+    """A first visit straight to a page's URL runs it in legacy ``pages/`` mode: leave it, rerun."""
     if not st.session_state.get("_app_frame"):
         from streamlit.runtime.pages_manager import PagesManager
 

@@ -74,8 +74,7 @@ def dur(seconds) -> str:
 
 
 def error_text(err: Exception) -> str:
-    """A CifarLabError in the student's language; anything else one plain sentence (its details
-    go to the server's log: they can hold server paths)."""
+    """A CifarLabError in the student's words; else one sentence (details can hold paths)."""
     if isinstance(err, CifarLabError):
         return err.text(lang())
     log.error("unexpected error on a page", exc_info=err)

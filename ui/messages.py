@@ -12,8 +12,7 @@ def keep(key: str, kind: str, body) -> None:
 
 
 def show(key: str, where=st, once: bool = True, **kwargs) -> tuple[str, object] | None:
-    """The message kept under ``key``, shown and returned; ``once=False``: until the next
-    ``keep`` (in a polling fragment, one shown once vanishes at the next tick)."""
+    """The kept message, shown and returned; ``once=False``: until the next ``keep`` (a poll's)."""
     msg = st.session_state.pop(key, None) if once else st.session_state.get(key)
     if msg is not None:
         kind, body = msg

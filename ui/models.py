@@ -41,8 +41,7 @@ def finished_runs() -> list | None:
 
 
 def pick_run_model(where, runs: list, key: str, from_url: bool = False):
-    """(model, checkpoint, model key, run) picked in ``where``, or None after saying why;
-    ``from_url``: ``?run=`` chooses first."""
+    """(model, checkpoint, model key, run) picked (``from_url``: ``?run=`` first), or None."""
     if not runs:
         where.info(t("results.no_runs"), icon=":material/info:")
         where.page_link("pages/train.py", label=t("results.go_train"),
@@ -66,8 +65,7 @@ def pick_run_model(where, runs: list, key: str, from_url: bool = False):
 
 
 def uploaded_picture(where, key: str, hint: str | None = None):
-    """(the prepared picture, the file's digest), what was done to it said under the box; None,
-    with ``hint`` or the reason, when there is none."""
+    """(the prepared picture, the file's digest), or None with ``hint`` or the reason."""
     up = where.file_uploader(t("results.upload_image"), key=key, help=t("results.upload_help"),
                              max_upload_size=R.UPLOADER_MB)
     if up is None:

@@ -48,8 +48,7 @@ def _user() -> dict:
 
 
 def claims() -> dict | None:
-    """The signed-in user's claims when they carry an e-mail the provider does not call
-    unverified (the e-mail is the person here: their runs, their role), else None."""
+    """The signed-in user's claims with an e-mail not called unverified (it is the person)."""
     user = _user()
     verified = user.get("email") and user.get("email_verified") is not False
     return user if user.get("is_logged_in") and verified else None
@@ -71,8 +70,7 @@ def _user_session() -> str | None:
 
 
 def session_id() -> str:
-    """A stable id for this browser's runs: the signed-in person's, else the URL's (a reload or
-    a second tab finds the same runs), else the cookie's, else a new one."""
+    """The signed-in person's id, else the URL's (a reload finds the runs), the cookie's, new."""
     if "sid" not in st.session_state:
         sid = st.query_params.get("sid", "")
         st.session_state["sid"] = _user_session() or (sid if _valid(sid) else _cookie_sid()
@@ -85,8 +83,7 @@ def browser_id() -> str:
 
 
 def remember_session() -> None:
-    """The session id into this browser's cookie (closing the tab loses nothing); the same
-    element on every run (one that came and went would cost a student's focus)."""
+    """The id into the cookie; the same element every run (one that came and went took focus)."""
     # signed in: the browser's own id stays for after sign-out; the person's is not it
     script = "" if signed_in() else session_cookie_js(session_id())
     st.html(f"<script>{script}</script>", unsafe_allow_javascript=True)
@@ -96,8 +93,7 @@ SESSION_COOKIE_S = 30 * 86400   # renewed on every visit: a month unused and it 
 
 
 def session_cookie_js(sid: str) -> str:
-    """The script storing ``sid`` in a SameSite=Strict cookie, Secure over https (not HttpOnly,
-    which a script cannot set: docs/security.md)."""
+    """The script storing ``sid`` in a SameSite=Strict cookie, Secure over https (security.md)."""
     if not _valid(sid):   # [A-Za-z0-9_-] only, so it is safe inside the script
         raise ValueError("not a session id")
     return (f"document.cookie = '{COOKIE}={sid}; path=/; max-age={SESSION_COOKIE_S}; "

@@ -1,6 +1,4 @@
-"""Who is asking (an identity provider's user, else the browser; the instructor by passphrase)
-and the sidebar's sign-in. The role lives in the server's session state, never in a URL or cookie.
-"""
+"""Who is asking and the sidebar's sign-in; the role lives in session state, not a URL/cookie."""
 from __future__ import annotations
 
 import math
@@ -43,8 +41,7 @@ def passphrase_hash() -> str | None:
 
 
 def person() -> Person:
-    """The provider's signed-in user, else the instructor who gave the passphrase, else this
-    browser (a classroom's address is one NAT's)."""
+    """The provider's user, else the passphrase's instructor, else this browser (not its IP)."""
     claims = _claims()
     if claims is not None:
         from cifarlab.serve.settings import load_settings
@@ -85,8 +82,7 @@ def try_passphrase(passphrase: str) -> str | None:
 
 
 def sign_in_sidebar() -> None:
-    """The provider's buttons where one is configured; else the instructor's passphrase box
-    where a hash is; else nothing."""
+    """The provider's buttons, else the instructor's passphrase box where a hash is set."""
     if _secrets("auth") is not None:   # an identity provider is configured
         # st.login / st.logout come back without ?lang=: a cookie keeps the language (a code)
         st.html(f"<script>document.cookie = '{LANG_COOKIE}={lang()}; path=/; max-age="

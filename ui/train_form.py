@@ -1,5 +1,4 @@
-"""The session's ``TrainForm`` and its widgets (keys ``train_<knob>``: only this module's),
-taken in while they show the form's latest revision, else rewritten from it."""
+"""The session's ``TrainForm`` and its widgets (keys ``train_<knob>``: only this module's)."""
 from __future__ import annotations
 
 import dataclasses
@@ -24,7 +23,7 @@ def device_ids() -> list[str]:
 
 
 def get() -> TrainForm:
-    """The session's form with the widgets' latest values taken in."""
+    """The session's form, the widgets' values taken in while they show its latest revision."""
     ss = st.session_state
     limits = dataclasses.replace(queue().settings.limits(), devices=tuple(device_ids()))
     form = ss.get(KEY)
@@ -88,8 +87,7 @@ def widget(w: Widget, on_change) -> None:
 
 
 def advanced(form: TrainForm, label: str, refused: str | None = None):
-    """Opened when one of its knobs comes to differ from the tutorial's, never closed under the
-    student's hands."""
+    """Opened when one of its knobs comes to differ from the tutorial's, never closed by us."""
     ss = st.session_state
     changed = set(form.advanced_changed()) | ({refused} & set(form.advanced))
     if ADVANCED not in ss or changed - ss.get(ADVANCED_WAS, set()):

@@ -1,7 +1,5 @@
-"""UI strings and lessons in English (the source), Spanish and Portuguese. A miss falls back to
-English, then the key: a page never crashes over a string (strict mode, under pytest or
-``CIFARLAB_I18N_STRICT=1``, raises ``KeyError``). ``key.one``/``key.other`` are plurals by ``n``.
-"""
+"""UI strings and lessons in en (the source), es and pt. A miss falls back to English, then the
+key (strict: under pytest or ``CIFARLAB_I18N_STRICT=1``, ``KeyError``); ``key.one`` is a plural."""
 from __future__ import annotations
 
 import functools
@@ -55,14 +53,12 @@ def _normalize_str(value: str) -> str:
 
 
 def normalize_lang(value: Any) -> str:
-    """The language code for "es", "es-AR", "pt_BR", "português", "Spanish", an
-    Accept-Language header…; anything unknown (or not a string) gives ``DEFAULT``."""
+    """The code for "es-AR", "pt_BR", "português", an Accept-Language header…; else DEFAULT."""
     return _normalize_str(value) if isinstance(value, str) else DEFAULT
 
 
 def language_from_locale(locale: str | None) -> str:
-    """The lab's language for a browser's language tag (``st.context.locale``): "pt-BR" ->
-    "pt", "es-419" -> "es"; only the tag's language counts; else ``DEFAULT``."""
+    """A browser's tag (``st.context.locale``) by its language alone: "es-419" -> "es"."""
     if not isinstance(locale, str):
         return DEFAULT
     primary = locale.strip().replace("_", "-").split("-", 1)[0].lower()

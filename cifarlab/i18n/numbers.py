@@ -1,5 +1,4 @@
-"""Numbers, percentages, durations and plurals in a language's notation (Babel's CLDR rules):
-50,000 / 50.000; 0.001 / 0,001; 55.3% / 55,3 %."""
+"""Numbers in a language's notation (Babel's CLDR rules): 50,000 / 50.000; 55.3% / 55,3 %."""
 from __future__ import annotations
 
 import copy
@@ -34,8 +33,7 @@ def _locale(lang: str):
 
 
 def number(value: float | int | None, lang: str = DEFAULT, digits: int | None = None) -> str:
-    """``number(50000, "es")`` -> "50.000" (``digits`` decimals when given); "–" for None, NaN
-    or infinity; a non-number as ``str`` writes it."""
+    """``number(50000, "es")`` -> "50.000"; "–" for None, NaN or infinity."""
     from babel.numbers import format_decimal
 
     if value is None or isinstance(value, numbers.Real) and not math.isfinite(value):
@@ -48,8 +46,7 @@ def number(value: float | int | None, lang: str = DEFAULT, digits: int | None = 
 
 
 def significant(value: float, lang: str = DEFAULT, digits: int = 3) -> str:
-    """``digits`` significant figures, never "e" notation: under 0.001 or from a million, a power
-    of ten (``significant(0.00035, "es")`` -> "3,50 × 10⁻⁴")."""
+    """``digits`` significant figures, a power of ten outside [0.001, 1e6): "3,50 × 10⁻⁴"."""
     if finite(value) is None:
         return MISSING
     digits = max(1, int(digits))
@@ -99,8 +96,7 @@ _DECIMAL_RE = re.compile(r"^[+-]?(\d+([.,]\d*)?|[.,]\d+)(e[+-]?\d+)?$")
 
 
 def parse_decimal(text: Any) -> float | None:
-    """A small decimal a student typed: "0,01", "0.01" and "1e-3" in every language; no
-    thousands marks ("1.000" and "1,000" both mean one); None when it is no such number."""
+    """"0,01", "0.01" or "1e-3" in any language (no thousands marks: "1,000" is one), or None."""
     raw = str(text if text is not None else "").strip().replace(" ", "").replace("\u00a0", "")
     if not _DECIMAL_RE.match(raw.lower()):
         return None
