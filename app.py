@@ -1,13 +1,10 @@
-"""CIFAR Lab: the entry point. ``streamlit run app.py``: the navigation over pages/, the
-language switch and the personal link in the sidebar (none in a projector's view).
-"""
+"""``streamlit run app.py``: the navigation, the language switch, the personal link."""
 import streamlit as st
 
 from cifarlab import i18n
 from ui import a11y, nav, session, signin
 from ui.data import loading_notice, store_may_be_down
-from ui.language import lang as current_lang
-from ui.language import language_switch
+from ui.language import lang as current_lang, language_switch
 
 st.set_page_config(page_title="CIFAR Lab", page_icon=":material/school:", layout="wide")
 st.session_state["_app_frame"] = True  # pages check it: see ui.internals.ensure_app_frame

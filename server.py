@@ -1,7 +1,4 @@
-"""CIFAR Lab's server: ``streamlit run server.py`` (or ``uvicorn server:app``): app.py in
-Streamlit's ASGI ``st.App``, so the job queue's dispatcher starts and stops with the server
-(``streamlit run app.py`` starts it with the first page opened).
-"""
+"""``streamlit run server.py``: app.py in ``st.App``, the job queue started with the server."""
 from __future__ import annotations
 
 import asyncio
@@ -14,8 +11,7 @@ log = logging.getLogger("cifarlab.server")
 
 
 def start_queue():
-    """The process's job queue with its dispatcher running, or None (a hosting setting is
-    wrong: logged)."""
+    """The job queue with its dispatcher running, or None (a wrong hosting setting, logged)."""
     from cifarlab.errors import CifarLabError
     from cifarlab.serve import queue as jobs
 

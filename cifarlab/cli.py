@@ -1,10 +1,11 @@
 """``python -m cifarlab``: train, evaluate, export, trace shapes and prepare data.
 
-README.md lists the commands. Bad input exits with status 2 and one line saying what was wrong.
+Bad input exits with status 2 and one line saying what was wrong.
 """
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import sys
 
@@ -37,16 +38,14 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
 
 
 def _model_spec(args) -> ModelSpec | None:
-    """The tutorial's network resized by the flags typed; None when none was (the network
-    ``--net`` names, whole)."""
+    """The tutorial's network resized by the flags typed; None: ``--net``'s network, whole."""
     values = {k: getattr(args, k) for k in ("channels", "kernels", "paddings", "strides", "pool",
                                             "hidden", "width") if getattr(args, k) is not None}
     return ModelSpec(**values) if values else None
 
 
 def add_config_args(p: argparse.ArgumentParser, cls: type = TrainConfig) -> None:
-    """One flag per config field, from the schema; a flag not typed sets nothing, so that a
-    preset's value stands."""
+    """One flag per config field; a flag not typed sets nothing, so a preset's value stands."""
     for f in knobs(cls):
         extra = {"choices": list(f.knob.choices)} if f.knob.kind == "choice" else {}
         default = "all" if f.default is None else f.default
@@ -57,8 +56,7 @@ def add_config_args(p: argparse.ArgumentParser, cls: type = TrainConfig) -> None
 
 
 def config_from_args(args, cls: type = TrainConfig) -> TrainConfig:
-    """The flags typed, over ``--preset``'s knobs, over the config's defaults (ConfigError
-    listing every bad value)."""
+    """The flags typed, over ``--preset``'s knobs, over the config's defaults."""
     names = [f.name for f in knobs(cls)]
     preset = getattr(args, "preset", None)
     values = PRESETS[preset].knob_values(preset_only=True) if preset else {}
@@ -76,28 +74,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="start from a preset (" + ", ".join(PRESETS) + "); the other flags "
                         "given override it")
     add_config_args(t)
-    t.add_argument("--data", default=None, help="image folder, .tar.gz, or 'download'")
     t.add_argument("--out", default="cifar_net.pth", help="checkpoint path (cifar_net.pth)")
-    t.add_argument("--json", action="store_true", help="print one JSON object instead")
     _add_model_args(t)
 
     e = sub.add_parser("eval", help="evaluate a checkpoint on the test set")
     e.add_argument("checkpoint")
-    e.add_argument("--data", default=None)
     e.add_argument("--device", default="auto")
-    e.add_argument("--json", action="store_true")
 
     s = sub.add_parser("shapes", help="trace a layer stack: output shapes, parameters, formulas")
     s.add_argument("--layers", default=None,
                    help='JSON list, e.g. '
                         '\'[{"type": "conv", "out_channels": 6, "kernel_size": 5}]\'')
     s.add_argument("--input", type=_ints, default=(3, 32, 32), help="C,H,W (3,32,32)")
-    s.add_argument("--json", action="store_true")
     _add_model_args(s)
 
     da = sub.add_parser("data", help="decode the data set once into the cache and describe it")
-    da.add_argument("--data", default=None)
-    da.add_argument("--json", action="store_true")
+    for p in (t, e, da):
+        p.add_argument("--data", default=None, help="image folder, .tar.gz, or 'download'")
+    for p in (t, e, s, da):
+        p.add_argument("--json", action="store_true", help="print one JSON object instead")
 
     x = sub.add_parser("export", help="write the script, notebook or zip that repeats a "
                                       "checkpoint's run")
@@ -108,14 +103,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "card (cifar_run.py)")
     x.add_argument("--lang", default=i18n.DEFAULT, choices=list(i18n.LANGUAGES),
                    help="the language of the notebook's explanations and the model card (en)")
-    x.set_defaults(handler=cmd_export)
 
-    pw = sub.add_parser("passphrase", help="print the instructor's passphrase line for "
-                                           ".streamlit/secrets.toml (asked twice; or one line "
-                                           "on standard input)")
-    pw.set_defaults(handler=cmd_passphrase)
+    sub.add_parser("passphrase", help="print the instructor's passphrase line for "
+                   ".streamlit/secrets.toml (asked twice; or one line on standard input)")
 
-    from cifarlab.lab.gpu import register_cli  # `bench`: cheap to import (torch loads when it runs)
+    from cifarlab.lab.gpu import register_cli  # `bench` (torch loads when it runs)
 
     register_cli(sub)
     return parser
@@ -138,17 +130,13 @@ def cmd_train(args) -> int:
     data = data_mod.load(args.data)
 
     def on_event(event) -> None:
-        if args.json:
-            return
-        if event.kind == "running_loss":
-            d = event.data
+        d = event.data
+        if event.kind == "running_loss" and not args.json:
             print("[%d, %5d] loss: %.3f" % (d["epoch"], d["i"], d["loss"]), flush=True)
 
     result = train(config, data, on_event=on_event, checkpoint_path=args.out)
     if args.json:
-        out = result.summary()
-        out["test_accuracy"] = result.eval.accuracy
-        print(json.dumps(out))
+        print(json.dumps(result.summary()))
         return _weights_saved(result)
     if result.diverged:
         print("error: " + i18n.t("errors.train.diverged", lr=config.lr, **result.diverged),
@@ -164,7 +152,7 @@ def cmd_train(args) -> int:
 
 
 def _weights_saved(result) -> int:
-    """0, or (a full disk lost the checkpoint; the results were printed) the error and 2."""
+    """0, or 2 when a full disk lost the checkpoint (the results were printed)."""
     if result.checkpoint_error is None:
         return 0
     print(f"error: {result.checkpoint_error}", file=sys.stderr)
@@ -172,8 +160,7 @@ def _weights_saved(result) -> int:
 
 
 def cmd_eval(args) -> int:
-    from cifarlab.core import checkpoint as ckpt
-    from cifarlab.core import data as data_mod
+    from cifarlab.core import checkpoint as ckpt, data as data_mod
     from cifarlab.core.devices import resolve_device
     from cifarlab.core.evaluate import evaluate
 
@@ -186,10 +173,9 @@ def cmd_eval(args) -> int:
                             found=", ".join(data.classes))
     result = evaluate(cp.model(), data, device, tta=cp.config.tta)  # as the run was tested
     if args.json:
-        out = result.summary()
-        out.update(test_accuracy=result.accuracy, checkpoint=args.checkpoint,
-                   config=cp.config.to_dict(), device=str(device))
-        print(json.dumps(out))
+        print(json.dumps(result.summary() | dict(
+            test_accuracy=result.accuracy, checkpoint=args.checkpoint,
+            config=cp.config.to_dict(), device=str(device))))
         return 0
     print_accuracy_lines(result.per_class_accuracy, result.accuracy, result.total)
     return 0
@@ -203,8 +189,6 @@ def cmd_shapes(args) -> int:
             layers = json.loads(args.layers)
         except json.JSONDecodeError as err:
             raise CifarLabError("cli.layers_json", reason=err.msg, column=err.colno) from None
-        if not isinstance(layers, list):
-            raise CifarLabError("cli.layers_list")
         traces = trace(layers, tuple(args.input))
     else:
         traces = trace_spec(_model_spec(args) or ModelSpec(), tuple(args.input))
@@ -229,11 +213,7 @@ def cmd_data(args) -> int:
     facts = {"source": data.source, "key": data.key, "classes": list(data.classes),
              "train": int(len(data.train_y)), "test": int(len(data.test_y)),
              "notes": list(data.notes)}
-    if args.json:
-        print(json.dumps(facts))
-    else:
-        for k, v in facts.items():
-            print(f"{k}: {v}")
+    print(json.dumps(facts) if args.json else "\n".join(f"{k}: {v}" for k, v in facts.items()))
     return 0
 
 
@@ -252,13 +232,10 @@ def cmd_export(args) -> int:
 
 
 def cmd_passphrase(args) -> int:
-    """The line to paste under ``[cifarlab]`` in ``.streamlit/secrets.toml``: a salted scrypt
-    hash of the passphrase (never the passphrase itself)."""
+    """The secrets.toml line holding the passphrase's salted scrypt hash (never the phrase)."""
     from cifarlab.serve import identity
 
     if sys.stdin.isatty():
-        import getpass
-
         phrase = getpass.getpass("Instructor passphrase: ")
         if phrase and getpass.getpass("The same again: ") != phrase:
             raise identity.IdentityError("identity.passphrase_mismatch")
@@ -266,23 +243,22 @@ def cmd_passphrase(args) -> int:
         phrase = sys.stdin.readline().rstrip("\r\n")
     if not phrase:
         raise identity.IdentityError("identity.passphrase_empty")
-    line = identity.secrets_line(identity.hash_passphrase(phrase))
     print(f"# paste under [{identity.SECRETS_TABLE}] in .streamlit/secrets.toml:", file=sys.stderr)
-    print(line)
+    print(identity.secrets_line(identity.hash_passphrase(phrase)))
     return 0
 
 
-COMMANDS = {"train": cmd_train, "eval": cmd_eval, "shapes": cmd_shapes, "data": cmd_data}
+COMMANDS = {"train": cmd_train, "eval": cmd_eval, "shapes": cmd_shapes, "data": cmd_data,
+            "export": cmd_export, "passphrase": cmd_passphrase}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    handler = getattr(args, "handler", None) or COMMANDS[args.command]
+    args = build_parser().parse_args(argv)
+    handler = COMMANDS.get(args.command) or args.handler   # bench's: register_cli sets it
     try:
         return handler(args)
     except ConfigError as err:
-        print("error: " + " ".join(f"{k}: {v}" for k, v in err.errors.items()), file=sys.stderr)
+        print("error: " + " ".join(f"{k}: {v}" for k, v in err.texts().items()), file=sys.stderr)
         return EXIT_BAD_INPUT
     except CifarLabError as err:   # one line, even where a file's name holds a line break
         print(f"error: {one_line(err)}", file=sys.stderr)

@@ -1,10 +1,4 @@
-"""Errors a student can read, in the student's language.
-
-Every error the engine raises on purpose carries a **code** and **parameters**, never a
-finished sentence: the code names ``errors.<code>`` in the catalogs. ``err.text("es")`` is the
-sentence in Spanish, ``str(err)`` English for the command line, ``err.field`` the input
-concerned. ``ConfigError`` carries several ``Problem``s at once, one per bad field.
-"""
+"""Errors as a catalog code (``errors.<code>``) and parameters: ``err.text(lang)``, ``str(err)``."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field as dc_field
@@ -13,15 +7,7 @@ from typing import Any, Iterable, Mapping
 from cifarlab import i18n
 
 
-def is_literal(code: str) -> bool:
-    """A sentence rather than a code: the old way, English only. tests/test_errors.py lists
-    the places that still raise one; none should remain."""
-    return " " in code or not code
-
-
 def _render(code: str, params: Mapping[str, Any], lang: str) -> str:
-    if is_literal(code):
-        return code
     # a parameter with a text of its own (a knob's label, a Problem): in the message's language
     params = {k: v.text(lang) if callable(getattr(v, "text", None)) else v
               for k, v in params.items()}
@@ -29,10 +15,7 @@ def _render(code: str, params: Mapping[str, Any], lang: str) -> str:
 
 
 class CifarLabError(Exception):
-    """Base class: a problem with the user's input, data or machine, explained in words.
-
-    ``code`` is a catalog key below ``errors.``; ``params`` fill its ``{placeholders}``.
-    """
+    """A problem with the user's input, data or machine; ``field`` names the input concerned."""
 
     def __init__(self, code: str, /, field: str | None = None, **params: Any):
         super().__init__(code)
@@ -41,10 +24,9 @@ class CifarLabError(Exception):
         self.params = params
 
     def text(self, lang: str = i18n.DEFAULT) -> str:
-        """The message in ``lang`` (numbers in that language's notation)."""
         return _render(self.code, self.params, lang)
 
-    def __str__(self) -> str:  # one line, English, no class name
+    def __str__(self) -> str:
         return self.text(i18n.DEFAULT)
 
     def __reduce__(self):  # survives pickling between processes (workers -> queue)
@@ -60,7 +42,7 @@ def _rebuild(cls, state):
 
 @dataclass(frozen=True)
 class Problem:
-    """One bad value: the field it concerns, a catalog code below ``errors.``, parameters."""
+    """One bad value: its field, a code below ``errors.``, parameters."""
 
     field: str
     code: str
@@ -71,17 +53,12 @@ class Problem:
 
 
 class ConfigError(CifarLabError):
-    """One or more hyperparameters or options are out of range; ``problems`` lists each."""
+    """One or more hyperparameters are out of range; ``problems`` lists each."""
 
     def __init__(self, problems: Iterable[Problem]):
         self.problems: list[Problem] = list(problems)
         first = self.problems[0] if self.problems else Problem("config", "config.invalid")
         super().__init__(first.code, field=first.field, **dict(first.params))
-
-    @property
-    def errors(self) -> dict[str, str]:
-        """field -> English message (the command line's view)."""
-        return self.texts(i18n.DEFAULT)
 
     def texts(self, lang: str = i18n.DEFAULT) -> dict[str, str]:
         """field -> message in ``lang``, the first problem of each field."""
@@ -103,7 +80,7 @@ class DeviceError(CifarLabError):
 
 
 class ShapeError(CifarLabError):
-    """A layer stack does not fit: some layer would produce an output smaller than 1."""
+    """A layer stack does not fit: some layer's output would be smaller than 1."""
 
     def __init__(self, code: str, /, layer: str | None = None, **params: Any):
         super().__init__(code, field=layer, layer=layer, **params)
@@ -115,15 +92,14 @@ class CheckpointError(CifarLabError):
 
 
 class JobError(CifarLabError):
-    """A run could not be queued (queue full, per-person limit, too big a run)."""
+    """A run could not be queued."""
 
 
 class UploadError(CifarLabError):
-    """An uploaded file was refused (wrong type, too large, damaged)."""
+    """An uploaded file was refused."""
 
 
-# The run store's database cannot be reached now (mid-lesson), or was not at start: the pages
-# say both in the student's words, without the host's details.
+# The run store unreachable now (mid-lesson) or at start: the pages say both in one message.
 STORE_UNREACHABLE = "serve.store.unreachable"
 STORE_DOWN_CODES = frozenset({"serve.store.down", STORE_UNREACHABLE})
-STORE_DOWN_KEY = "errors." + STORE_UNREACHABLE     # the catalog's words for both
+STORE_DOWN_KEY = "errors." + STORE_UNREACHABLE

@@ -1,6 +1,4 @@
-"""Data: browse CIFAR-10 by class, what ToTensor and Normalize do to the numbers, a batch as the
-tutorial's DataLoader delivers it, and how fast each pipeline can deliver batches (measured live,
-on a button press)."""
+"""Data: CIFAR-10 by class, ToTensor and Normalize, augmentation, a batch, loader speed."""
 import os
 
 import numpy as np
@@ -8,8 +6,7 @@ import streamlit as st
 
 from cifarlab.core import devices
 from cifarlab.errors import CifarLabError
-from cifarlab.lab import data as loading
-from cifarlab.lab import data_augment as augment
+from cifarlab.lab import data as loading, data_augment as augment
 from cifarlab.lab.tables import class_name
 from ui.data import get_data
 from ui.language import call_or_show, num, show_error, translator
@@ -20,14 +17,12 @@ t = translator()
 
 # Tests shrink the measurement with CIFARLAB_MEASURE_SECONDS (seconds per loader measured).
 BUDGET = float(os.environ.get("CIFARLAB_MEASURE_SECONDS", "0.25") or 0.25)
-N_SAMPLE = 24
 
 st.title(t("data.title"))
 lesson("data")
 data = get_data()
 names = loading.class_names(data, t)
 
-# ------------------------------------------------------------------------------ the classes
 st.header(t("data.classes_title"))
 c1, c2 = st.columns(2)
 c1.metric(t("data.split_train"), num(data.n_train))
@@ -42,14 +37,12 @@ cls = c1.selectbox(t("common.class"), list(range(data.num_classes)), index=3,
                    format_func=lambda i: names[i], key="data_class")
 if c2.button(t("data.new_sample"), key="data_new_sample"):
     st.session_state["data_seed"] = st.session_state.get("data_seed", 0) + 1
-indices, pictures = loading.class_sample(data, cls, n=N_SAMPLE,
-                                         seed=st.session_state.get("data_seed", 0))
+indices, pictures = loading.class_sample(data, cls, n=24, seed=st.session_state.get("data_seed", 0))
 st.image(list(loading.upscale(pictures, 3)), caption=[f"#{i}" for i in indices],
          alt=[t("a11y.train_image_n", i=int(i), cls=names[cls]) for i in indices])
 st.caption(t("data.sample_caption", n=len(indices), cls=names[cls],
              total=num(int((data.train_y == cls).sum()))))
 
-# ---------------------------------------------------------------------- ToTensor, Normalize
 st.header(t("data.pixels_title"))
 c1, c2 = st.columns([1, 3])
 which = c1.radio(t("data.stats_on"), ["one", "sample"], key="data_stats_on",
@@ -61,13 +54,11 @@ if (pick is not None or which != "one") and len(indices):   # a bad box: no stal
     c1.image(loading.upscale(pictures[pick], 4), caption=f"{names[cls]} #{indices[pick]}",
              alt=t("a11y.train_image_n", i=int(indices[pick]), cls=names[cls]))
     stats = loading.transform_stats(pictures[pick] if which == "one" else pictures, bins=32)
-    c2.dataframe(loading.ranges_table(stats, t), hide_index=True, width="stretch",
-                 key="data_ranges")
+    c2.dataframe(loading.ranges_table(stats, t), hide_index=True, key="data_ranges")
     c2.plotly_chart(loading.histogram_figure(stats, t), key="data_hist_fig",
                     alt=t("a11y.hist_chart"))
     c2.caption(t("data.hist_caption"))
 
-# ---------------------------------------------------------------------------- augmentation
 st.header(t("data_aug.title"))
 st.markdown(t("data_aug.intro"))
 c1, c2, c3 = st.columns([2, 1, 1], vertical_alignment="bottom")
@@ -78,12 +69,9 @@ if c3.button(t("data_aug.new_draw"), key="data_aug_new"):
     st.session_state["data_aug_seed"] = st.session_state.get("data_aug_seed", 0) + 1
 if epochs is not None:
     shown = indices[:3]
-    try:
-        view = augment.augment_draws(data, shown, kind, epochs=int(epochs),
-                                     seed=st.session_state.get("data_aug_seed", 0))
-    except CifarLabError as err:
-        show_error(err)
-    else:
+    view = call_or_show(augment.augment_draws, data, shown, kind, epochs=int(epochs),
+                        seed=st.session_state.get("data_aug_seed", 0))
+    if view is not None:
         for i, index in enumerate(shown):
             texts = [t("data_aug.original")] + [augment.draw_text(view, k, i, t)
                                                  for k in range(int(epochs))]
@@ -93,31 +81,27 @@ if epochs is not None:
                           for w in texts])
         st.caption(augment.summary_text(view, t))
 
-# ---------------------------------------------------------------------------- a batch
 st.header(t("data.batch_title"))
 c1, c2 = st.columns([1, 3])
 batch_size = checked_number(c1, t("common.batch_size"), 1, 64, 4, key="data_batch_size",
                             help=t("common.batch_size_help"))
 if c1.button(t("data.next_batch"), key="data_next_batch", disabled=batch_size is None):
     st.session_state["data_batch_seed"] = st.session_state.get("data_batch_seed", 0) + 1
-batch = None
-if batch_size is not None:
-    batch = call_or_show(loading.loader_batch, data, int(batch_size),
-                         seed=st.session_state.get("data_batch_seed", 0))
+batch = None if batch_size is None else call_or_show(
+    loading.loader_batch, data, int(batch_size), seed=st.session_state.get("data_batch_seed", 0))
 if batch is not None:
     c2.code("images, labels = next(iter(trainloader))\n"
             f"images.shape   # {batch['shape_text']}\n"
             f"images.dtype   # {batch['dtype']}   min {num(float(batch['min']), 3)}, "
             f"max {num(float(batch['max']), 3)}\n"
             f"labels         # tensor({batch['labels']})\n"
-            f"len(trainloader)   # {batch['batches_per_epoch']}", language="python")
+            f"len(trainloader)   # {batch['batches_per_epoch']}")
     batch_names = [class_name(n, t.lang) for n in batch["label_names"]]
     c2.image(loading.upscale((batch["grid"] * 255).round().astype(np.uint8), 3),
              caption=" · ".join(batch_names),
              alt=t("a11y.batch_image", n=len(batch_names), classes=", ".join(batch_names)))
     c2.caption(t("data.batch_caption"))
 
-# ------------------------------------------------------------------------------ throughput
 st.header(t("data.loader_title"))
 st.markdown(t("data.loader_intro"))
 c1, c2 = st.columns(2)
@@ -148,6 +132,5 @@ if sweep is not None and len(sweep):
     st.plotly_chart(loading.loader_figure(sweep, t), key="loader_fig", alt=t("a11y.loader_chart"))
     for line in loading.loader_lines(sweep, t):
         st.markdown("- " + line)
-    st.dataframe(loading.loader_table(sweep, t), hide_index=True, width="stretch",
-                 key="loader_table")
+    st.dataframe(loading.loader_table(sweep, t), hide_index=True, key="loader_table")
     st.caption(t("data.loader_caption"))

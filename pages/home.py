@@ -1,8 +1,4 @@
-"""Home: what the lab is, the route through the lessons, and the facts of this machine and data.
-
-The route comes first and imports nothing heavy; the facts need torch (its import alone took
-tens of seconds on a loaded machine's first visit), so they come last, under a status line that
-says what is loading."""
+"""Home: the lab, the route through the lessons, this machine and data (last: they need torch)."""
 import platform
 from importlib.metadata import version
 
@@ -23,17 +19,8 @@ t = translator()
 
 @st.cache_data(show_spinner=False, ttl=60, max_entries=2)
 def _source_facts(source: str | None, cache: str | None) -> dict:
-    """Cached per data setting (the arguments are only the key; see ui.data._load_data)."""
+    # the arguments are only the cache key (see ui.data._load_data)
     return cdata.source_facts()
-
-
-def _source_text(facts: dict) -> str:
-    kind = facts["kind"]
-    size = num(facts["size_mb"], 1) if facts.get("size_mb") is not None else "?"
-    text = t(f"home.source.{kind}", name=facts.get("name") or "?", size=size)
-    if kind != "missing":
-        text += " " + t("home.source.cached" if facts["cached"] else "home.source.not_cached")
-    return text
 
 
 @st.cache_data(show_spinner=False, ttl=300, max_entries=1)
@@ -56,17 +43,12 @@ if not person().instructor:   # the class box: join one, or the banner
 
 lesson("home")
 
-# ----------------------------------------------------------------------- the route, as links
 st.subheader(t("home.route_title"))
 for number, (pid, path, icon) in enumerate(PAGES[1:], start=1):
     left, right = st.columns([1, 3], vertical_alignment="center")
-    with left:
-        st.page_link(path, label=f"{number}. {t(f'nav.{pid}')}", icon=icon,
-                     query_params=url_state())
-    with right:
-        st.caption(t(f"home.route_{pid}"))
+    left.page_link(path, label=f"{number}. {t(f'nav.{pid}')}", icon=icon, query_params=url_state())
+    right.caption(t(f"home.route_{pid}"))
 
-# ------------------------------------------------------------------------- the machine, the data
 st.subheader(t("home.facts_title"))
 loading = st.empty()   # what is loading, shown at once (the images have their own spinner)
 loading.status(t("loading.tools"), state="running")
@@ -77,40 +59,39 @@ import torch  # noqa: E402 - loaded by now (above): the facts name its exact bui
 from cifarlab.core.devices import cpu_count  # noqa: E402
 
 gpus = [r for r in rows if r["kind"] != "cpu"]
-cpu = rows[0]
-torch_version, torchvision_version = torch.__version__, version("torchvision")
 c1, c2, c3 = st.columns(3)
 c1.metric(t("home.metric_cores"), cpu_count())
 c2.metric(t("home.metric_gpus"), len(gpus))
-c3.metric(t("home.metric_torch"), torch_version.split("+")[0])
-st.markdown("- " + t("home.fact_machine", cpus=cpu_count(),
-                     memory=_gb(cpu["memory_bytes"])))
-if gpus:
-    for g in gpus:
-        st.markdown("- " + t("home.fact_gpu", name=f"{g['id']}: {g['name']}",
-                             memory=_gb(g["memory_bytes"])))
-else:
+c3.metric(t("home.metric_torch"), torch.__version__.split("+")[0])
+st.markdown("- " + t("home.fact_machine", cpus=cpu_count(), memory=_gb(rows[0]["memory_bytes"])))
+for g in gpus:
+    st.markdown("- " + t("home.fact_gpu", name=f"{g['id']}: {g['name']}",
+                         memory=_gb(g["memory_bytes"])))
+if not gpus:
     st.markdown("- " + t("home.fact_no_gpu"))
-st.markdown("- " + t("home.fact_torch", torch=torch_version, torchvision=torchvision_version)
+st.markdown("- " + t("home.fact_torch", torch=torch.__version__, torchvision=version("torchvision"))
             + " · " + t("home.fact_python", python=platform.python_version()))
 
 st.markdown("**" + t("home.devices_title") + "**")
 st.dataframe(pd.DataFrame([{
     t("home.device_id_col"): r["id"], t("home.device_kind_col"): r["kind"],
     t("home.device_name_col"): r["name"], t("home.device_memory_col"): _gb(r["memory_bytes"]),
-} for r in rows]), hide_index=True, width="stretch")
+} for r in rows]), hide_index=True)
 
 st.markdown("**" + t("home.data_title") + "**")
-st.markdown(_source_text(_source_facts(*data_setting())))
+facts = _source_facts(*data_setting())
+size = num(facts["size_mb"], 1) if facts.get("size_mb") is not None else "?"
+source = t(f"home.source.{facts['kind']}", name=facts.get("name") or "?", size=size)
+if facts["kind"] != "missing":
+    source += " " + t("home.source.cached" if facts["cached"] else "home.source.not_cached")
+st.markdown(source)
 
-# Last: loading the images may take a moment the first time (and stops the page if it fails,
-# after the facts above are already shown).
+# last: the first decode takes a while, and a failure stops the page after the facts above
 data = get_data()
 st.markdown("- " + t("home.fact_images", n_train=num(data.n_train), n_test=num(data.n_test)))
 for note in data.notes:
     st.caption(note)
 st.subheader(t("home.sample_title"))
-# the first image of each class (the labels are in any order: take the first of each)
 _, first = np.unique(np.asarray(data.train_y), return_index=True)
 idx = sorted(int(i) for i in first)[:12]
 pics = data.train_x[idx].transpose(0, 2, 3, 1).repeat(3, axis=1).repeat(3, axis=2)  # sharp 3×

@@ -1,13 +1,11 @@
-"""Inside the network: one test image (or the student's own picture) through a finished run's
-network or a random Net: its activations, one neuron's sum, conv1's filters, Captum's "why"."""
+"""Inside the network: activations, one neuron's sum, conv1's filters, Captum's "why"."""
 from __future__ import annotations
 
 import numpy as np
 import streamlit as st
 
 from cifarlab.errors import CifarLabError
-from cifarlab.lab import inside as I
-from cifarlab.lab import results as R
+from cifarlab.lab import inside as I, results as R
 from cifarlab.lab.inside import figures as F
 from cifarlab.lab.tables import class_name
 from ui.data import get_data
@@ -31,7 +29,7 @@ def _views(model_key: str, image_key: str, target: int, _model, _x):
 
 
 def choose_model(classes: int):
-    """(model, key, checkpoint or None) chosen by the student, or None (the page stops)."""
+    """(model, key, checkpoint or None) chosen by the student, or None."""
     runs = finished_runs() or []
     c1, c2 = st.columns([1, 2])
     source = c1.radio(t("inside.source"), ["run", "random"], horizontal=True, key=K + "source",
@@ -88,16 +86,15 @@ def activations_tab(stages, names, model, hwc, words) -> None:
                      predicted=names[int(np.argmax(I.stage(stages, "softmax").values))]))
     with right:
         st.markdown(t("inside.act_intro"))
-        st.dataframe(F.stages_table(stages, t), hide_index=True, width="stretch",
+        st.dataframe(F.stages_table(stages, t), hide_index=True,
                      key=K + "stage_table", height=35 * (len(stages) + 1) + 3)
         for view in F.stage_views(stages, names, t, I.activation_name(model)):
             st.markdown(f"## {view.heading}")
-            st.code(view.line, language="python")
-            st.plotly_chart(view.figure, width="stretch", key=f"{K}stage_{view.name}", alt=view.alt)
+            st.code(view.line)
+            st.plotly_chart(view.figure, key=f"{K}stage_{view.name}", alt=view.alt)
             if view.caption:
                 st.caption(view.caption)
-        with st.expander(t("a11y.show_table")):
-            st.table(F.scores_table(stages, names, t))
+        st.expander(t("a11y.show_table")).table(F.scores_table(stages, names, t))
 
 
 @st.fragment
@@ -124,8 +121,7 @@ def neuron_tab(model, x, stages, hwc) -> None:
     left, right = st.columns([3, 2])
     fig = F.pick_figure(fmap_all[channel], ss[K + "row"], ss[K + "col"],
                         t("inside.pick_title", layer=layer, n=channel + 1, h=h, w=w), t)
-    left.plotly_chart(fig, width="stretch", key=K + "pick", on_select="rerun",
-                      selection_mode="points",
+    left.plotly_chart(fig, key=K + "pick", on_select="rerun", selection_mode="points",
                       alt=t("inside.pick_alt", layer=layer, n=channel + 1, h=h, w=w))
     right.caption(t("inside.pick_hint"))
     r = checked_number(right, t("inside.row", hi=h - 1), 0, h - 1, None, key=K + "row",
@@ -140,13 +136,13 @@ def neuron_tab(model, x, stages, hwc) -> None:
         right.plotly_chart(F.image_figure(hwc, t("inside.window_on_image"),
                                           (max(0, n.top), max(0, n.left), k), height=280,
                                           lang=t.lang),
-                           width="stretch", key=K + "window_image",
+                           key=K + "window_image",
                            alt=t("inside.window_alt", top=n.top, left=n.left, k=k))
     else:
         right.markdown(t("inside.conv2_source", c=n_in, k=k))
     st.markdown(f"## {t('inside.arith_title', layer=layer, n=channel + 1, row=r, col=c)}")
     fig, table = F.neuron_view(n, t)
-    st.plotly_chart(fig, width="stretch", key=K + "arith", alt=t("inside.arith_alt", c=n_in, k=k))
+    st.plotly_chart(fig, key=K + "arith", alt=t("inside.arith_alt", c=n_in, k=k))
     if n_in > F.MAX_CHANNELS:
         st.caption(t("inside.first_channels", n=F.MAX_CHANNELS, c=n_in))
     then = t("inside.arith_relu" if I.activation_of(model) == "relu" else "inside.arith_act",
@@ -158,8 +154,7 @@ def neuron_tab(model, x, stages, hwc) -> None:
                      shown=num(float(fmap_all[channel, r, c]), 4)))
     else:
         st.error(t("inside.torch_differs", value=num(n.torch_value, 4)))
-    with st.expander(t("a11y.show_table")):
-        st.dataframe(table, hide_index=True)
+    st.expander(t("a11y.show_table")).dataframe(table, hide_index=True)
 
 
 def filters_tab(model, ckpt) -> None:
@@ -171,13 +166,11 @@ def filters_tab(model, ckpt) -> None:
                else t("inside.filters_seed", seed=ckpt.config.seed))
     fig, table = F.filters_view(after, before, t)
     c = after.shape[0]
-    st.plotly_chart(fig, width="stretch", key=K + "filters",
-                    alt=t("inside.filters_alt", n=c, k=after.shape[-1]))
+    st.plotly_chart(fig, key=K + "filters", alt=t("inside.filters_alt", n=c, k=after.shape[-1]))
     if c > F.MAX_FILTERS:
         st.caption(t("inside.first_filters", n=F.MAX_FILTERS, c=c))
     st.caption(t("inside.filters_scale"))
-    with st.expander(t("a11y.show_table")):
-        st.table(table)
+    st.expander(t("a11y.show_table")).table(table)
 
 
 @st.fragment
@@ -196,12 +189,11 @@ def why_tab(model, model_key, image_key, x, hwc, stages, true_cls, names) -> Non
         show_error(err)
         return
     fig, table = F.why_view(hwc, views, targets, names, t)
-    st.plotly_chart(fig, width="stretch", key=K + "why", alt=t("inside.why_alt", n=len(targets)))
+    st.plotly_chart(fig, key=K + "why", alt=t("inside.why_alt", n=len(targets)))
     seconds = [v.seconds for cls, _ in targets for v in views[cls].values()]
     st.caption(t("inside.why_legend") + " " + t("inside.why_times", lo=num(1000 * min(seconds), 0),
                                                    hi=num(1000 * max(seconds), 0)))
-    with st.expander(t("a11y.show_table")):
-        st.table(table)
+    st.expander(t("a11y.show_table")).table(table)
     for m in I.METHODS:
         st.markdown(f"**{t(f'inside.method_{m}')}**: {t(f'inside.explain_{m}')}")
 

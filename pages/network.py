@@ -1,23 +1,20 @@
-"""Network: the tutorial's Net layer by layer, an output-size calculator, an editable layer stack,
-and convolution and max pooling worked out on a real CIFAR-10 image."""
+"""Network: the Net layer by layer, output sizes, an editable stack, conv and pooling by hand."""
 from __future__ import annotations
 
 import numpy as np
 import streamlit as st
 
 from cifarlab.core.config import ModelSpec
-from cifarlab.errors import CifarLabError
 from cifarlab.lab import network as convlab
 from cifarlab.lab.network import activation as act, figures as F
 from ui.data import get_data
-from ui.language import num, show_error, translator
+from ui.language import call_or_show, num, translator
 from ui.nav import lesson
 
 t = translator()
 
 st.title(t("nav.network"))
-# Only the open tab runs (its widgets keep their values while another is open): the first
-# visit draws the lesson alone, not six tabs of charts a slow laptop would lay out unseen.
+# Only the open tab runs: a first visit draws the lesson alone, not six tabs of charts unseen.
 tab_lesson, tab_arch, tab_calc, tab_edit, tab_conv, tab_pool, tab_act = st.tabs([
     t("lesson.title"), t("network.arch_title"), t("network.calc_title"), t("network.edit_title"),
     t("network.conv_title"), t("network.pool_title"), t("network.act_title")],
@@ -31,14 +28,10 @@ def stack_report(spec: ModelSpec) -> convlab.StackReport:
 
 
 def show_table(rows: list[dict], key: str) -> None:
-    st.dataframe(F.shape_table(rows, t), hide_index=True, width="stretch", key=key,
+    st.dataframe(F.shape_table(rows, t), hide_index=True, key=key,
                  height=35 * (len(rows) + 2) + 3,   # the header, the rows, their total
                  column_config={
                      t("network.formula_col"): st.column_config.TextColumn(width="large")})
-
-
-def chart(where, fig, key: str, alt: str) -> None:
-    where.plotly_chart(fig, width="stretch", key=key, alt=alt)
 
 
 def fc1_line(report) -> str:
@@ -47,25 +40,21 @@ def fc1_line(report) -> str:
             + t("network.total_params", n=num(report.total_params)))
 
 
-# ------------------------------------------------------------------------- (a) the tutorial's
 def arch() -> None:
     st.markdown(t("network.arch_intro"))
     tutorial = stack_report(ModelSpec())
     show_table(tutorial.rows, "arch_table")
     st.markdown(fc1_line(tutorial))
-    st.plotly_chart(F.sizes_figure(tutorial.rows, t), width="stretch", key="arch_chart",
-                    alt=t("a11y.sizes_chart"))
+    st.plotly_chart(F.sizes_figure(tutorial.rows, t), key="arch_chart", alt=t("a11y.sizes_chart"))
     st.caption(t("network.sizes_caption"))
 
 
-# ----------------------------------------------------------------------------- (b) calculator
 def calc() -> None:
     st.markdown(t("network.calc_intro"))
     kind = st.radio(t("network.layer_type"), ["conv", "pool"], horizontal=True, key="calc_kind",
                     format_func=lambda k: t(f"network.layer_{k}"), persist_state=KEEP)
     cols = st.columns(5)
-    # Text, as nn.Conv2d takes it ("5" or "(5, 2)"); the engine refuses what PyTorch would, in
-    # the student's language, never with a stale result.
+    # text, as nn.Conv2d takes it ("5" or "(5, 2)"); the engine refuses what PyTorch would
     conv = kind == "conv"
     args = [col.text_input(t(f"network.{name}"), value, key=key, help=t("network.pair_help"),
                            persist_state=KEEP)
@@ -93,7 +82,6 @@ def calc() -> None:
             st.success(t("network.exact"))
 
 
-# --------------------------------------------------------------------------- (c) edit the net
 def edit() -> None:
     st.markdown(t("network.edit_intro"))
     d = ModelSpec()
@@ -117,35 +105,29 @@ def edit() -> None:
                         persist_state=KEEP)
     h2 = c_.number_input(t("network.hidden", layer="fc2"), 1, 4096, d.hidden[1], key="edit_h2",
                          persist_state=KEEP)
-    try:
-        report = stack_report(ModelSpec(**{k: tuple(v) for k, v in values.items()},
-                                        pool=int(size), hidden=(int(h1), int(h2))))
-    except CifarLabError as err:
-        show_error(err)
+    # the widgets' bounds are inside ModelSpec's: the stack is always one it accepts
+    report = stack_report(ModelSpec(**{k: tuple(v) for k, v in values.items()},
+                                    pool=int(size), hidden=(int(h1), int(h2))))
+    if report.ok:
+        (st.success if report.flat == convlab.TUTORIAL_FLAT else st.info)(fc1_line(report))
+        show_table(report.rows, "edit_table")
     else:
+        st.error(f"**{t('network.shape_error_title')}** — {report.error_text(t.lang)}")
+    if report.view_error or report.flatten_error:
+        st.markdown(t("network.hardcoded_intro"))
+        st.markdown(t("network.with_view"))
+        st.code(f"{report.view_error_kind}: {report.view_error}", language=None)
+        st.markdown(t("network.with_flatten"))
+        st.code(f"{report.flatten_error_kind}: {report.flatten_error}", language=None)
         if report.ok:
-            (st.success if report.flat == convlab.TUTORIAL_FLAT else st.info)(fc1_line(report))
-            show_table(report.rows, "edit_table")
-        else:
-            st.error(f"**{t('network.shape_error_title')}** — {report.error_text(t.lang)}")
-        if report.view_error or report.flatten_error:
-            st.markdown(t("network.hardcoded_intro"))
-            st.markdown(t("network.with_view"))
-            st.code(f"{report.view_error_kind}: {report.view_error}", language=None)
-            st.markdown(t("network.with_flatten"))
-            st.code(f"{report.flatten_error_kind}: {report.flatten_error}", language=None)
-            if report.ok:
-                c, h, w = report.flat_shape
-                st.markdown(t("network.hardcoded_fix", c=c, h=h, w=w, n=report.flat,
-                              hidden=int(h1)))
-        elif report.ok:
-            st.markdown(t("network.hardcoded_ok"))
+            c, h, w = report.flat_shape
+            st.markdown(t("network.hardcoded_fix", c=c, h=h, w=w, n=report.flat, hidden=int(h1)))
+    elif report.ok:
+        st.markdown(t("network.hardcoded_ok"))
 
 
-# --------------------------------------------------------------------- (d) convolution, by hand
 def conv_map(data, index: int, choice: str, seed: int):
-    """The image, its example kernel and the map it makes: drawn by the conv tab, pooled by the
-    pool tab (from the conv tab's kept values when it is not the one open)."""
+    """The image, its example kernel and its map: the conv tab's, pooled by the pool tab."""
     hwc = data.image("test", index)
     ex = F.conv_example(hwc, choice, seed)
     return hwc, ex, convlab.apply_kernel(ex.image, ex.kernel, ex.bias)
@@ -172,20 +154,21 @@ def conv(data) -> None:
     step = convlab.conv_step(ex.image, ex.kernel, ex.bias, row, col)
     name = t(f"classes.{data.classes[int(data.test_y[index])]}")
     f1, f2, f3 = st.columns(3)
-    chart(f1, F.input_figure(hwc, ex, step, name, t), "conv_input", t("a11y.conv_input_chart"))
-    chart(f2, F.kernel_figure(ex.kernel, t), "conv_kernel_fig", t("a11y.conv_kernel_chart"))
-    chart(f3, F.fmap_figure(fmap, row, col, t), "conv_fmap", t("a11y.conv_fmap_chart"))
+    f1.plotly_chart(F.input_figure(hwc, ex, step, name, t), key="conv_input",
+                    alt=t("a11y.conv_input_chart"))
+    f2.plotly_chart(F.kernel_figure(ex.kernel, t), key="conv_kernel_fig",
+                    alt=t("a11y.conv_kernel_chart"))
+    f3.plotly_chart(F.fmap_figure(fmap, row, col, t), key="conv_fmap",
+                    alt=t("a11y.conv_fmap_chart"))
     st.markdown(f"## {t('network.step_title', row=row, col=col)}")  # h2: under the page's h1
-    chart(st, F.step_figure(step, t), "conv_step_fig", t("a11y.conv_step_chart"))
+    st.plotly_chart(F.step_figure(step, t), key="conv_step_fig", alt=t("a11y.conv_step_chart"))
     st.markdown(t("network.step_sum", n=step["products"].size, sum=num(step["sum"], 4),
                   bias=num(step["bias"], 4), out=num(step["output"], 4)))
-    if step["match"]:
-        st.success(t("network.torch_agrees", value=num(step["torch_output"], 4)))
-    else:
-        st.error(t("network.torch_differs", value=num(step["torch_output"], 4)))
+    (st.success if step["match"] else st.error)(t(
+        "network.torch_agrees" if step["match"] else "network.torch_differs",
+        value=num(step["torch_output"], 4)))
 
 
-# -------------------------------------------------------------------------- (e) max pooling
 def pool(data) -> None:
     st.markdown(t("network.pool_intro"))
     ss = st.session_state   # the conv tab's choices, kept while it is closed
@@ -208,36 +191,31 @@ def pool(data) -> None:
         left = cols[3].slider(t("network.crop_left"), 0, ow - 8, min(col, ow - 8), key="pool_left",
                               persist_state=KEEP)
         region = relu[top:top + 8, left:left + 8]
-    try:
-        pooled = convlab.maxpool_windows(region, int(pk), int(ps))
-    except CifarLabError as err:
-        show_error(err)
-    else:
-        wins = pooled["windows"]
-        pick = st.slider(t("network.pool_window"), 1, len(wins), 1, key="pool_pick",
-                         persist_state=KEEP) - 1
-        fig_in, fig_out = F.pool_figures(region, pooled, pick, int(pk), t)
-        p1, p2 = st.columns(2)
-        chart(p1, fig_in, "pool_in_fig", t("a11y.pool_in_chart"))
-        chart(p2, fig_out, "pool_out_fig", t("a11y.pool_out_chart"))
-        out, chosen = pooled["output"], wins[pick]
-        sizes = convlab.calculator("pool", region.shape[0], int(pk), 0, int(ps))
-        st.markdown(t("network.pool_size_line", h=region.shape[0], out=out.shape[0],
-                      formula=sizes["formula"]))
-        st.markdown(t("network.pool_window_line", n=pick + 1, r=chosen["argmax"][0],
-                      c=chosen["argmax"][1], value=num(chosen["max"], 3)))
-        if pooled["match"]:
-            st.success(t("network.pool_torch_agrees"))
-        else:
-            st.error(t("network.pool_torch_differs"))
+    pooled = call_or_show(convlab.maxpool_windows, region, int(pk), int(ps))
+    if pooled is None:
+        return
+    wins = pooled["windows"]
+    pick = st.slider(t("network.pool_window"), 1, len(wins), 1, key="pool_pick",
+                     persist_state=KEEP) - 1
+    fig_in, fig_out = F.pool_figures(region, pooled, pick, int(pk), t)
+    p1, p2 = st.columns(2)
+    p1.plotly_chart(fig_in, key="pool_in_fig", alt=t("a11y.pool_in_chart"))
+    p2.plotly_chart(fig_out, key="pool_out_fig", alt=t("a11y.pool_out_chart"))
+    out, chosen = pooled["output"], wins[pick]
+    sizes = convlab.calculator("pool", region.shape[0], int(pk), 0, int(ps))
+    st.markdown(t("network.pool_size_line", h=region.shape[0], out=out.shape[0],
+                  formula=sizes["formula"]))
+    st.markdown(t("network.pool_window_line", n=pick + 1, r=chosen["argmax"][0],
+                  c=chosen["argmax"][1], value=num(chosen["max"], 3)))
+    (st.success if pooled["match"] else st.error)(t(
+        "network.pool_torch_agrees" if pooled["match"] else "network.pool_torch_differs"))
 
 
-# ------------------------------------------------------------------- (f) activation functions
 def activations() -> None:
     lesson("activation")
-    chart(st, act.figure(t), "act_fig", t("a11y.act_chart"))
+    st.plotly_chart(act.figure(t), key="act_fig", alt=t("a11y.act_chart"))
     st.markdown(t("network.act_table_intro"))
-    st.dataframe(act.table(t), hide_index=True, width="stretch", key="act_table")
+    st.dataframe(act.table(t), hide_index=True, key="act_table")
 
 
 for tab, draw in ((tab_lesson, lambda: lesson("network")), (tab_arch, arch), (tab_calc, calc),

@@ -1,6 +1,4 @@
-"""Results: one finished run (or an uploaded checkpoint): accuracy overall and per class beside
-the tutorial's figures, the confusion matrix (choose a cell to see those test images), per-class
-accuracy per epoch, sample predictions, and a student's own picture classified."""
+"""Results: accuracy, the confusion matrix, per-class accuracy per epoch, samples, uploads."""
 from __future__ import annotations
 
 import hashlib
@@ -8,13 +6,12 @@ import hashlib
 import streamlit as st
 
 from cifarlab.errors import CifarLabError
-from cifarlab.lab import results as R
-from cifarlab.lab import tables
+from cifarlab.lab import results as R, tables
 from cifarlab.lab.results import figures as F
 from cifarlab.lab.tables import class_name
 from cifarlab.serve.queue import get_queue
 from ui.data import get_data
-from ui.language import error_text, show_error, translator
+from ui.language import call_or_show, error_text, show_error, translator
 from ui.models import finished_runs, pick_run_model, predictions, uploaded_picture
 from ui.nav import lesson
 from ui.session import session_id
@@ -22,8 +19,6 @@ from ui.widgets import clicked_points
 
 t = translator()
 K = "results_"
-N_CONFUSED = 24
-N_SAMPLES = 16
 
 
 def pct(x: float, digits: int = 1) -> str:
@@ -45,7 +40,7 @@ def _per_class_by_epoch(session: str, run_id: str, finished_at: float | None):
 
 
 def choose_model():
-    """(model, checkpoint, key, run or None) chosen by the student, or None (page stops)."""
+    """(model, checkpoint, key, run or None) chosen by the student, or None."""
     source = st.radio(t("results.source"), ["run", "upload"], horizontal=True, key=K + "source",
                       format_func=lambda s: t(f"results.source_{s}"))
     if source == "run":
@@ -76,21 +71,18 @@ def accuracy_section(ev) -> None:
     ref = R.TUTORIAL_REFERENCE
     overall, per_class = F.accuracy_figures(ev, t)
     c1, c2 = st.columns([1, 2])
-    with c1:
-        st.metric(t("results.overall_accuracy"), f"{pct(ev.accuracy)} %",
-                  delta=f"{pct(ev.accuracy - ref['accuracy'])} pp",
-                  help=t("results.delta_help", pct=pct(ref["accuracy"], 0)))
-        st.caption(t("results.overall_accuracy_value", pct=pct(ev.accuracy),
-                     n=int(ev.total), correct=int(ev.correct)))
-        st.plotly_chart(overall, width="stretch", key=K + "overall_chart")
-    with c2:
-        st.subheader(t("results.per_class_accuracy"))
-        st.plotly_chart(per_class, width="stretch", key=K + "per_class_chart")
-        with st.expander(t("a11y.show_table")):   # the chart's numbers, for screen readers
-            st.dataframe(tables.per_class_table(
-                {c: ev.per_class_accuracy[c] for c in ev.classes}, t.lang,
-                reference=ref.get("per_class_ranges")), hide_index=True)
-        st.caption(t("results.per_class_swings"))
+    c1.metric(t("results.overall_accuracy"), f"{pct(ev.accuracy)} %",
+              delta=f"{pct(ev.accuracy - ref['accuracy'])} pp",
+              help=t("results.delta_help", pct=pct(ref["accuracy"], 0)))
+    c1.caption(t("results.overall_accuracy_value", pct=pct(ev.accuracy), n=int(ev.total),
+                 correct=int(ev.correct)))
+    c1.plotly_chart(overall, key=K + "overall_chart")
+    c2.subheader(t("results.per_class_accuracy"))
+    c2.plotly_chart(per_class, key=K + "per_class_chart")
+    c2.expander(t("a11y.show_table")).dataframe(tables.per_class_table(
+        {c: ev.per_class_accuracy[c] for c in ev.classes}, t.lang,
+        reference=ref.get("per_class_ranges")), hide_index=True)
+    c2.caption(t("results.per_class_swings"))
 
 
 def epochs_section(run, ckpt) -> None:
@@ -102,7 +94,7 @@ def epochs_section(run, ckpt) -> None:
     if df.empty:
         st.info(t("results.per_epoch_none"))
         return
-    st.plotly_chart(F.epochs_figure(df, t), width="stretch", key=K + "epoch_chart")
+    st.plotly_chart(F.epochs_figure(df, t), key=K + "epoch_chart")
     with st.expander(t("a11y.show_table")):
         st.dataframe(tables.per_class_by_epoch_table(df, t.lang), hide_index=True)
     st.caption(t("results.per_epoch_caption"))
@@ -114,12 +106,12 @@ def confusion_section(ev, data) -> None:
     k, names = len(ev.classes), [cls_name(c) for c in ev.classes]
     hide_diag = st.toggle(t("results.mistakes_only"), key=K + "mistakes_only",
                           help=t("results.mistakes_only_help"))
-    event = st.plotly_chart(F.confusion_figure(ev, hide_diag, t), width="stretch", key=K + "cm",
+    event = st.plotly_chart(F.confusion_figure(ev, hide_diag, t), key=K + "cm",
                             on_select="rerun", selection_mode="points")
-    with st.expander(t("a11y.show_table")):   # the matrix's counts, for screen readers
+    with st.expander(t("a11y.show_table")):
         st.dataframe(tables.confusion_table(ev.confusion, ev.classes, t.lang))
 
-    # The chart's selection drives the two boxes below (and they work on their own too).
+    # a click on the chart sets the two boxes below (they work alone too)
     ss = st.session_state
     if K + "true" not in ss:
         ss[K + "true"], ss[K + "pred"] = R.most_confused_pair(ev.confusion)
@@ -138,7 +130,7 @@ def confusion_section(ev, data) -> None:
                           format_func=lambda i: names[i])
     pred_i = c2.selectbox(t("results.filter_predicted"), list(range(k)), key=K + "pred",
                           format_func=lambda i: names[i])
-    idx = R.confused_examples(ev, true_i, pred_i, limit=N_CONFUSED)
+    idx = R.confused_examples(ev, true_i, pred_i, limit=24)
     key = "pair_correct" if true_i == pred_i else "pair_count"
     st.markdown(t(f"results.{key}", n=int(ev.confusion[true_i][pred_i]), true=names[true_i],
                   predicted=names[pred_i], shown=len(idx)))
@@ -153,7 +145,7 @@ def samples_section(ev, data) -> None:
     st.subheader(t("results.samples_title"))
     if st.button(t("results.new_sample"), key=K + "resample", icon=":material/shuffle:"):
         st.session_state[K + "seed"] = st.session_state.get(K + "seed", 0) + 1
-    df = R.sample_predictions(ev, N_SAMPLES, seed=st.session_state.get(K + "seed", 0))
+    df = R.sample_predictions(ev, 16, seed=st.session_state.get(K + "seed", 0))
     st.caption(t("results.samples_caption", right=int(df["correct"].sum()), n=len(df)))
     rows = [dict(i=int(r.index), true=cls_name(r.true), predicted=cls_name(r.predicted),
                  p=pct(r.confidence, 0), mark="✓" if r.correct else "✗")
@@ -170,20 +162,16 @@ def own_image_section(model, ckpt) -> None:
     if got is None:
         return
     prepared = got[0]
-    try:
-        ranked = R.classify_prepared(model, prepared, ckpt.classes)
-    except CifarLabError as err:
-        show_error(err)
+    ranked = call_or_show(R.classify_prepared, model, prepared, ckpt.classes)
+    if ranked is None:
         return
     c1, c2, c3 = st.columns([1, 1, 2])
     c1.image(prepared.preview, caption=t("results.your_image"), width=160)
-    c2.image(R.upscale(prepared.pixels, 5), caption=t("results.as_the_network_sees_it"),
-             width=160)
+    c2.image(R.upscale(prepared.pixels, 5), caption=t("results.as_the_network_sees_it"), width=160)
     best, p = ranked[0]
-    with c3:
-        st.markdown("#### " + t("results.prediction", name=cls_name(best), p=pct(p, 0)))
-        st.plotly_chart(F.guesses_figure(ranked, t), width="stretch", key=K + "guess_chart")
-        st.caption(t("results.ten_classes_only"))
+    c3.markdown("#### " + t("results.prediction", name=cls_name(best), p=pct(p, 0)))
+    c3.plotly_chart(F.guesses_figure(ranked, t), key=K + "guess_chart")
+    c3.caption(t("results.ten_classes_only"))
 
 
 st.title(t("nav.results"))
@@ -200,8 +188,7 @@ with tab_results:
         try:
             with st.spinner(t("results.evaluating")):
                 # a run that tested with mirrored images is shown as it measured itself
-                tta = bool(getattr(getattr(ckpt, "config", None), "tta", False))
-                ev = predictions(model_key, data.key, model, data, tta)
+                ev = predictions(model_key, data.key, model, data, ckpt.config.tta)
         except CifarLabError as err:
             show_error(err)
             st.stop()

@@ -1,8 +1,4 @@
-"""Runs: this session's training runs side by side: loss curves overlaid, a sortable table of
-configs, results and times with the knobs that differ highlighted, downloads once a run has
-finished (CIFAR Lab checkpoint, the tutorial's cifar_net.pth, a script that repeats the run, and
-"Take your run home": a zip of a notebook, the weights, TensorBoard logs and a model card; a
-button that cannot be used says why) and delete."""
+"""Runs: this session's runs side by side, each one's downloads, rename and delete."""
 from __future__ import annotations
 
 import streamlit as st
@@ -14,7 +10,7 @@ from cifarlab.lab.train_live import status_text
 from cifarlab.serve.queue import get_queue
 from ui import messages
 from ui.data import queue as job_queue
-from ui.language import error_text, translator
+from ui.language import call_or_show, error_text, translator
 from ui.nav import lesson
 from ui.session import session_id
 
@@ -46,7 +42,7 @@ def _bundle(session: str, run_id: str, mtime: float, lang: str) -> bytes:
 
 
 def _rename(queue, sid: str, run_id: str) -> None:
-    """The name field's callback: saved as typed (a blank name removes it)."""
+    """Saved as typed (a blank name removes it)."""
     try:
         queue.rename(sid, run_id, st.session_state.get(K + "name_" + run_id))
         messages.keep(K + "flash", "success", t("runs.renamed"))
@@ -82,7 +78,7 @@ def curves_section(runs, selected: list[str], sid: str) -> None:
     if df.empty:
         st.info(t("runs.no_losses"))
         return
-    st.plotly_chart(R.curves_figure(df, x_axis, t), width="stretch", key=K + "loss_chart")
+    st.plotly_chart(R.curves_figure(df, x_axis, t), key=K + "loss_chart")
     st.caption(t("runs.loss_caption"))
 
 
@@ -136,8 +132,7 @@ def actions_section(queue, runs, sid: str) -> None:
     by_id = {r.id: r for r in runs}
     if st.session_state.get(K + "run") not in by_id:
         st.session_state.pop(K + "run", None)
-    # words that stay put and differ run to run: Streamlit finds the chosen option by its
-    # words, so a status that moved on, or two runs of one name, would choose the wrong one
+    # words that stay put and differ run to run: Streamlit finds the chosen option by its words
     run_id = st.selectbox(t("runs.choose_run"), list(by_id), key=K + "run",
                           format_func=lambda rid: f"{by_id[rid].name} · {rid[:8]}"
                           if by_id[rid].name else short(by_id[rid]))
@@ -183,11 +178,7 @@ with tab_runs:
     sid = session_id()
     messages.show(K + "flash", icon=":material/check:")
     queue = job_queue()
-    try:
-        all_runs = queue.runs(sid, kind="train")
-    except CifarLabError as err:
-        st.error(error_text(err))
-        all_runs = None
+    all_runs = call_or_show(queue.runs, sid, kind="train")
     if all_runs is not None and not all_runs:
         st.info(t("runs.no_runs"), icon=":material/info:")
         st.page_link("pages/train.py", label=t("runs.go_train"), icon=":material/model_training:")
@@ -198,8 +189,7 @@ with tab_runs:
         if K + "compare" not in st.session_state:
             finished = [r.id for r in all_runs if r.finished and r.status != "failed"]
             st.session_state[K + "compare"] = finished[:DEFAULT_COMPARE]
-        st.session_state[K + "compare"] = [i for i in st.session_state[K + "compare"]
-                                           if i in by_id]
+        st.session_state[K + "compare"] = [i for i in st.session_state[K + "compare"] if i in by_id]
         selected = st.multiselect(t("runs.select_runs"), list(by_id), key=K + "compare",
                                   help=t("runs.compare_help"),
                                   format_func=lambda rid: short(by_id[rid]))

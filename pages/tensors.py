@@ -1,5 +1,4 @@
-"""Tensors: ranks 0–4 cut from a real CIFAR-10 batch, where a tensor lives, and what moving data
-between devices costs (measured live, on a button press)."""
+"""Tensors: ranks 0–4 from a real batch, where a tensor lives, what copying it costs."""
 import os
 
 import streamlit as st
@@ -22,7 +21,6 @@ st.title(t("nav.tensors"))
 lesson("tensors")
 data = get_data()
 
-# ------------------------------------------------------------------------------ ranks 0 to 4
 st.header(t("tensors.explorer_title"))
 c1, c2, c3 = st.columns([3, 1, 1])
 rank = c1.radio(t("tensors.pick_rank"), [0, 1, 2, 3, 4], index=2, horizontal=True,
@@ -42,12 +40,9 @@ if ok:
     st.plotly_chart(tensorlab.rank_figure(ex, data.classes, t), key="tensors_rank_fig",
                     width="stretch" if rank != 0 else "content",
                     alt=t("a11y.rank_chart", rank=rank))
-    st.code(f"{ex.code}.shape   # {torch.Size(ex.shape)}\n{ex.code}.dim()   # {ex.rank}",
-            language="python")
-    st.dataframe(tensorlab.ranks_table(examples, t), hide_index=True, width="stretch",
-                 key="tensors_rank_table")
+    st.code(f"{ex.code}.shape   # {torch.Size(ex.shape)}\n{ex.code}.dim()   # {ex.rank}")
+    st.dataframe(tensorlab.ranks_table(examples, t), hide_index=True, key="tensors_rank_table")
 
-# ---------------------------------------------------------------------------- where it lives
 st.header(t("tensors.device_title"))
 device_ids = devices.device_ids()
 target = st.selectbox(t("common.device"), device_ids, key="tensors_device",
@@ -61,14 +56,13 @@ st.code(f"images = images.to(\"{target}\")\n"
         f"images.shape    # {facts['shape_text']}\n"
         f"images.dtype    # {facts['dtype']}\n"
         f"images.device   # {facts['device']}\n"
-        f"images.numel() * images.element_size()   # {facts['bytes']:,} bytes", language="python")
+        f"images.numel() * images.element_size()   # {facts['bytes']:,} bytes")
 st.markdown(t("tensors.device_of", device=f"`{facts['device']}`") + " · "
             + t("tensors.bytes_of", bytes=tensorlab.size_text(facts["bytes"], t.lang),
                 numel=num(facts["numel"]), size=facts["element_size"]))
 if len(device_ids) == 1:
     st.caption(t("tensors.only_cpu"))
 
-# ------------------------------------------------------------------------- copying costs
 st.header(t("tensors.transfer_title"))
 st.markdown(t("tensors.transfer_intro"))
 has_cuda = any(d.startswith("cuda") for d in device_ids)
@@ -98,17 +92,15 @@ if res is not None:
         st.markdown("- " + line)
     st.dataframe(res[["path", "memory", "method", "copies", "bytes_per_copy", "ms",
                       "us_per_copy", "gb_per_s", "repeats"]].round(3), hide_index=True,
-                 width="stretch", key="transfer_table")
+                 key="transfer_table")
     st.caption(t("tensors.transfer_caption"))
 
-# ---------------------------------------------------------------------------- .item() sync
 st.header(t("tensors.item_title"))
 st.markdown(t("tensors.item_sync"))
 c1, c2 = st.columns(2)
 steps = checked_number(c1, t("tensors.item_steps"), 10, 2000, 200, step=10, key="item_steps",
                        help=t("tensors.item_steps_help"))
-idev = c2.selectbox(t("common.device"), device_ids, index=len(device_ids) - 1,
-                    key="item_device")
+idev = c2.selectbox(t("common.device"), device_ids, index=len(device_ids) - 1, key="item_device")
 if st.button(t("common.measure"), key="item_run", type="primary", disabled=steps is None):
     with st.spinner(t("common.measuring")):
         try:
@@ -122,6 +114,6 @@ if item is not None:
                   without_item=num(item["without_item_s"] * 1e3, 1)))
     fig, table = tensorlab.item_figure(item, t)
     st.plotly_chart(fig, key="item_fig", alt=t("a11y.item_chart"))
-    st.dataframe(table, hide_index=True, width="stretch", key="item_table")
+    st.dataframe(table, hide_index=True, key="item_table")
     st.caption(t("tensors.item_cpu_note") if item["device"] == "cpu"
                else t("tensors.item_gpu_note"))

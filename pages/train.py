@@ -1,7 +1,4 @@
-"""Train: the tutorial's training loop on the server, live. A worker trains while this page
-follows the run in the store, in a fragment on Streamlit's own timer (an ``st.rerun()`` from a
-polling fragment collided with its timer and froze pages).
-"""
+"""Train: the form, and the run followed live in a fragment on Streamlit's own timer."""
 from __future__ import annotations
 
 import time
@@ -10,16 +7,11 @@ from functools import partial
 import streamlit as st
 
 from cifarlab.errors import CifarLabError
-from cifarlab.lab import tables
-from cifarlab.lab import train as trainview
-from cifarlab.lab import train_live as words
+from cifarlab.lab import tables, train as trainview, train_inside as inside, train_live as words
 from cifarlab.serve import queue as jobs
-from pages.train_parts import form as train_settings
-from pages.train_parts import inside as train_inside
-from pages.train_parts import lr_finder
+from pages.train_parts import form as train_settings, lr_finder
 from ui import train_form
-from ui.data import queue as get_queue
-from ui.data import store_may_be_down
+from ui.data import queue as get_queue, store_may_be_down
 from ui.internals import set_fragment_interval
 from ui.language import pct, show_error, translator
 from ui.session import session_id
@@ -32,11 +24,8 @@ MAX_POINTS = 600      # at most this many points on the loss chart (wider than i
 KEEP_VIEWS = 4        # runs whose loaded losses and events this session keeps
 
 
-# ------------------------------------------------------------------------------ the live view
-
 def _cancel(run_id: str) -> None:
-    """The Stop button's callback: it runs before the fragment draws, so the status drawn
-    right after the click is already the new one."""
+    """Stop: a callback, so the status drawn right after the click is already the new one."""
     try:
         get_queue().cancel(session_id(), run_id)
     except CifarLabError as err:
@@ -44,29 +33,26 @@ def _cancel(run_id: str) -> None:
 
 
 def show_charts(view: trainview.RunView, run, stamp) -> None:
-    """The loss chart and the data wait vs compute bar (rebuilt only when ``stamp`` says)."""
     left, right = st.columns([3, 2])
     fig = words.loss_chart(view, stamp, t.lang)
     if fig is None:
         left.caption(f"**{t('train.loss_curve')}**: {t('train.no_losses_yet')}")
     else:
-        left.plotly_chart(fig, width="stretch", key=K + "loss_chart")
+        left.plotly_chart(fig, key=K + "loss_chart")
         caption, printed = words.chart_texts(
             view, int((run.config or {}).get("log_every") or 2000), t.lang)
         left.caption(caption)
         if printed:
-            left.expander(t("train.running_loss"), expanded=False).code(printed, language=None)
+            left.expander(t("train.running_loss")).code(printed, language=None)
     fig, caption = words.split_chart(view, run, stamp, t.lang)
     if fig is None:
         right.caption(f"**{t('train.data_wait_vs_compute')}**: {t('train.split_pending')}")
     else:
-        right.plotly_chart(fig, width="stretch", key=K + "split_chart",
-                           config={"displayModeBar": False})
+        right.plotly_chart(fig, key=K + "split_chart", config={"displayModeBar": False})
         right.caption(caption)
 
 
 def show_result(run, view: trainview.RunView) -> None:
-    """The test accuracy (partial when stopped early), per class as bars and a table."""
     result = run.result or {}
     acc = result.get("test_accuracy")
     acc = (view.eval or {}).get("accuracy") if acc is None else acc
@@ -80,15 +66,30 @@ def show_result(run, view: trainview.RunView) -> None:
     if rows:
         fig = view.memoized("per_class", (run.status, t.lang),
                             lambda _: words.per_class_figure(rows, t.lang))
-        st.plotly_chart(fig, width="stretch", key=K + "per_class_chart")
+        st.plotly_chart(fig, key=K + "per_class_chart")
         with st.expander(t("a11y.show_table")):   # the chart's numbers, for screen readers
             st.dataframe(tables.per_class_table(rows, t.lang), hide_index=True)
     st.page_link("pages/results.py", label=t("train.see_results"), icon=":material/insights:")
     st.page_link("pages/runs.py", label=t("train.see_runs"), icon=":material/compare_arrows:")
 
 
+def show_inside(view) -> None:
+    """Each layer's gradients, opened by itself when a signal needs the student's eye."""
+    if not view.inside:
+        return
+    warnings = inside.signal_texts(view.inside, t.lang)
+    for text in warnings:
+        st.warning(text, icon=":material/monitor_heart:")
+    with st.expander(t("train.inside.title"), expanded=bool(warnings),
+                     icon=":material/monitor_heart:"):
+        st.caption(t("train.inside.intro"))
+        fig = view.memoized("inside", (len(view.inside), t.lang),
+                            lambda _: inside.grad_figure(view.inside, t.lang))
+        st.plotly_chart(fig, key="train_inside_chart", config={"displayModeBar": False})
+        st.dataframe(inside.latest_table(view.inside, t.lang), hide_index=True)
+
+
 def show_run(queue: jobs.JobQueue, sid: str, run) -> None:
-    """One run, whatever its state: status, progress, result, charts, epochs."""
     views = st.session_state.setdefault(K + "views", trainview.RunViews(KEEP_VIEWS, MAX_POINTS))
     view, prog = views.of(run.id), trainview.progress_info(run.progress)
     view.update(partial(queue.events, sid, run.id), partial(queue.losses, sid, run.id),
@@ -116,7 +117,7 @@ def show_run(queue: jobs.JobQueue, sid: str, run) -> None:
     if run.finished:
         show_result(run, view)
     show_charts(view, run, stamp)
-    train_inside.show(view)
+    show_inside(view)
     if view.epochs:   # full width: in a narrow column its last columns were cut off
         st.table(view.memoized("epochs", (len(view.epochs), t.lang),
                                lambda _: words.epochs_table(view.epochs, t.lang)),
@@ -124,7 +125,6 @@ def show_run(queue: jobs.JobQueue, sid: str, run) -> None:
 
 
 def live(sid: str) -> None:
-    """The live part of the page (a fragment): the session's runs, and the chosen one."""
     trainview.freeze_long_lived()  # a poll's garbage collection must not walk torch & co
     queue = get_queue()
     runs = queue.runs(sid, kind="train")[:50]
@@ -145,8 +145,6 @@ def live(sid: str) -> None:
     show_run(queue, sid, by_id[selected])
 
 
-# ------------------------------------------------------------------------------------ page
-
 st.title(t("nav.train"))
 queue, sid = get_queue(), session_id()
 msg = train_settings.current_message()
@@ -155,8 +153,7 @@ train_settings.settings(form, queue, msg)   # the tutorial's knobs and Train fir
 lr_finder.show(form)                        # a short lr sweep on those settings
 
 st.divider()
-# The interval follows the state: set here at each full run (pressing Train is one), and by
-# the fragment itself at each poll (set_fragment_interval).
+# the interval follows the state: set here at each full run, by the fragment at each poll
 interval = trainview.poll_interval(queue.runs(sid, kind="train")[:50], POLL_S, IDLE_POLL_S)
 st.fragment(store_may_be_down(live), run_every=interval)(sid)
 # last: on a phone Train stays within reach, and a run's live view comes right under it

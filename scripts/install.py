@@ -1,13 +1,6 @@
-"""Install requirement files into the running virtual environment, with uv, from pip's sources.
-
-    python scripts/install.py -r requirements.txt [-r ...]
-
-uv installs the same exact pins as pip, unpacking wheels in parallel and keeping them in its
-cache: a fresh clone's test install took 37 to 42 s where pip took 94, and 16 s with the cache warm
-(docs/benchmarks.md §28). uv does not read pip's configuration, so the sources pip is set up with
-(find-links, index URLs, constraints and certificate, from its files and PIP_* variables, as
-`pip config list` shows them) are handed to it, and it picks the best match across them, as pip
-does. Where uv cannot be had, pip installs instead.
+"""``python scripts/install.py -r requirements.txt [-r ...]``: the same pins pip would install,
+with uv (a fresh clone's install in 40 s, not 94: docs/benchmarks.md §28). uv does not read
+pip's configuration, so pip's sources (``pip config list``) are handed to it; without uv, pip.
 """
 from __future__ import annotations
 
@@ -36,11 +29,9 @@ def pip_config() -> dict[str, str]:
 def uv_arguments(conf: dict[str, str]) -> tuple[list[str], dict[str, str]]:
     """uv's options and environment for pip's sources."""
     args = ["--index-strategy", "unsafe-best-match"]
-    options = {"index-url": "--index-url", "extra-index-url": "--extra-index-url",
-               "find-links": "--find-links", "constraint": "--constraint"}
-    for name, option in options.items():
+    for name in ("index-url", "extra-index-url", "find-links", "constraint"):   # uv's names too
         for value in conf.get(name, "").split():
-            args += [option, value]
+            args += ["--" + name, value]
     env = {"SSL_CERT_FILE": conf["cert"]} if conf.get("cert") else {}
     return args, env
 

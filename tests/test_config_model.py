@@ -45,11 +45,11 @@ def test_config_is_frozen_and_round_trips_through_json():
 def test_each_bad_value_is_refused_with_a_readable_message(field, value, words):
     with pytest.raises(ConfigError) as info:
         TrainConfig(**{field: value})
-    assert field in info.value.errors
-    assert words in info.value.errors[field]
-    assert TrainConfig.check(**{field: value})[field] == info.value.errors[field]
+    assert field in info.value.texts()
+    assert words in info.value.texts()[field]
+    assert TrainConfig.check(**{field: value})[field] == info.value.texts()[field]
     for lang in ("es", "pt"):   # the same problem, in the student's language
-        assert info.value.texts(lang)[field] != info.value.errors[field]
+        assert info.value.texts(lang)[field] != info.value.texts()[field]
 
 
 def test_all_bad_values_are_reported_at_once():
@@ -61,7 +61,7 @@ def test_all_bad_values_are_reported_at_once():
 def test_runtime_checks_batch_against_data_and_device():
     with pytest.raises(ConfigError) as info:
         TrainConfig(batch_size=64, train_subset=10).check_runtime(n_train=50_000)
-    assert "larger than the training data" in info.value.errors["batch_size"]
+    assert "larger than the training data" in info.value.texts()["batch_size"]
     with pytest.raises(ConfigError):
         TrainConfig(batch_size=128).check_runtime(n_train=100)
     TrainConfig(batch_size=100).check_runtime(n_train=100)  # exactly fits
@@ -128,6 +128,6 @@ def test_stack_that_does_not_fit_raises_a_shape_error_naming_the_layer():
 def test_model_spec_validation():
     with pytest.raises(ConfigError) as info:
         ModelSpec(width=0)
-    assert "model.width" in info.value.errors
+    assert "model.width" in info.value.texts()
     with pytest.raises(ConfigError):
         ModelSpec(kernels=(5,))

@@ -16,7 +16,7 @@ FIELD = re.compile(r"\{[^{}]*\}")                # a {placeholder} is a name, no
 
 def texts(lang: str) -> dict[str, str]:
     out = {f"{k} (catalog)": FIELD.sub(" ", v) for k, v in i18n.catalog(lang).items()}
-    for name in i18n.lesson_names():
+    for name in sorted(p.stem for p in (i18n.LOCALES_DIR / "en" / "lessons").glob("*.md")):
         out[f"lesson {name}"] = CODE.sub(" ", i18n.lesson(name, lang))
     return out
 

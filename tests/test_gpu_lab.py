@@ -186,7 +186,7 @@ def test_config_validation_gives_codes_in_every_language():
     with pytest.raises(ConfigError) as e:
         SweepConfig(batch_sizes=(0,), widths=(3, 99), steps=0, repeats=0, max_seconds=-1,
                     pipelines=("slow",), devices=("gpu",))
-    assert set(e.value.errors) == {"batch_sizes", "widths", "steps", "repeats", "max_seconds",
+    assert set(e.value.texts()) == {"batch_sizes", "widths", "steps", "repeats", "max_seconds",
                                    "pipelines", "devices"}
     assert all(p.code == f"gpu.{p.field}" for p in e.value.problems)
     assert "65,536" in e.value.texts("en")["batch_sizes"]

@@ -21,6 +21,7 @@ from cifarlab import i18n
 ROOT = Path(__file__).resolve().parents[1]
 LOCALES = ROOT / "cifarlab" / "locales"
 OTHERS = [code for code in i18n.LANGUAGES if code != i18n.DEFAULT]
+LESSONS = sorted(p.stem for p in (LOCALES / "en" / "lessons").glob("*.md"))
 REQUIRED_LESSONS = ("home", "tensors", "data", "network", "loss", "training", "results", "gpu",
                     "runs", "inside", "activation", "validation")
 WORD = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*")
@@ -64,13 +65,6 @@ def files() -> dict[str, dict[str, object]]:
             merged.update(part)
         out[code] = merged
     return out
-
-
-@pytest.fixture(autouse=True)
-def _fresh_state():
-    i18n.set_strict(None)
-    yield
-    i18n.set_strict(None)
 
 
 # ------------------------------------------------------------------------------------ catalogs
@@ -142,11 +136,6 @@ def test_every_string_formats(files, lang):
         i18n.t(key, lang, **{n: 1.5 if specs.get(n) else "X" for n in names})
 
 
-def test_placeholder_helper():
-    assert i18n.placeholders("{n} of {total:,} ({pct:.1f} %) {{literal}}") == {"n", "total", "pct"}
-    assert i18n.placeholders("no fields") == set()
-
-
 def test_catalog_returns_a_copy():
     cat = i18n.catalog("es")
     cat["nav.home"] = "changed"
@@ -186,8 +175,6 @@ def test_strict_env_switch(monkeypatch):
     assert not i18n.is_strict()
     monkeypatch.setenv("CIFARLAB_I18N_STRICT", "1")
     assert i18n.is_strict()
-    i18n.set_strict(False)
-    assert not i18n.is_strict()
 
 
 # ------------------------------------------------------------------------------------ fallback
@@ -213,8 +200,8 @@ def tiny_locales(tmp_path, monkeypatch):
     i18n.clear_cache()
 
 
-def test_runtime_falls_back_to_english_with_a_warning(tiny_locales, caplog):
-    i18n.set_strict(False)
+def test_runtime_falls_back_to_english_with_a_warning(tiny_locales, caplog, monkeypatch):
+    monkeypatch.setenv("CIFARLAB_I18N_STRICT", "0")
     with caplog.at_level(logging.WARNING, logger="cifarlab.i18n"):
         assert i18n.t("a.only_en", "es", n=2) == "Only 2 in English"
     assert any("only_en" in r.getMessage() and r.levelno == logging.WARNING
@@ -229,11 +216,10 @@ def test_runtime_falls_back_to_english_with_a_warning(tiny_locales, caplog):
     assert i18n.lesson("extra", "es") == "# extra\n"
     with pytest.raises(KeyError):
         i18n.lesson("nope", "es")
-    assert i18n.lesson_names() == ["extra", "intro"]
 
 
-def test_strict_mode_refuses_to_fall_back(tiny_locales):
-    i18n.set_strict(True)
+def test_strict_mode_refuses_to_fall_back(tiny_locales, monkeypatch):
+    monkeypatch.setenv("CIFARLAB_I18N_STRICT", "1")
     with pytest.raises(KeyError, match="only_en"):
         i18n.t("a.only_en", "es", n=2)
     with pytest.raises(KeyError):
@@ -278,14 +264,6 @@ def test_language_from_locale(locale, expected):
 
 # -------------------------------------------------------------------------------------- lessons
 
-def test_lesson_names_in_teaching_order():
-    names = i18n.lesson_names()
-    assert set(REQUIRED_LESSONS) <= set(names)
-    assert names[0] == "home"
-    known = [n for n in names if n in i18n.LESSON_ORDER]
-    assert known == [n for n in i18n.LESSON_ORDER if n in names]
-
-
 @pytest.mark.parametrize("lang", list(i18n.LANGUAGES))
 @pytest.mark.parametrize("name", REQUIRED_LESSONS)
 def test_lesson_exists_and_is_not_empty(name, lang):
@@ -310,19 +288,14 @@ def test_every_lesson_is_in_every_language():
     for lang in i18n.LANGUAGES:
         folder = LOCALES / lang / "lessons"
         found = {p.stem for p in folder.glob("*.md")}
-        assert found == set(i18n.lesson_names()), f"{lang}: {sorted(found)}"
+        assert found == set(LESSONS), f"{lang}: {sorted(found)}"
 
 
 def test_lesson_translations_are_not_copies_of_english():
-    for name in i18n.lesson_names():
+    for name in LESSONS:
         en = i18n.lesson(name, "en")
         for lang in OTHERS:
             assert i18n.lesson(name, lang) != en, f"{lang}/{name}.md is the English text"
-
-
-def test_page_id_alias_for_the_training_lesson():
-    assert i18n.lesson("train", "es") == i18n.lesson("training", "es")
-    assert i18n.code_snippet("train") == i18n.code_snippet("training")
 
 
 def test_unknown_lesson_raises():

@@ -178,7 +178,7 @@ def test_lessons_and_catalog_texts_write_numbers_in_their_language(lang):
     """A number the English prose writes with a mark ("2,000", "2.30") is written in the
     translation as the app writes it ("2.000", "2,30"), outside code."""
     pairs = [(f"lesson {n}", i18n.lesson(n, "en"), i18n.lesson(n, lang))
-             for n in i18n.lesson_names()]
+             for n in sorted(p.stem for p in (i18n.LOCALES_DIR / "en" / "lessons").glob("*.md"))]
     en, other = i18n.catalog("en"), i18n.catalog(lang)
     pairs += [(k, v, other[k]) for k, v in en.items() if not k.startswith("bundle.nb.")]
     wrong = []

@@ -1,5 +1,4 @@
-"""What every page needs for assistive technology and is not a widget: the document's
-language, readable code colours, and Streamlit's English-only uploader words replaced."""
+"""The document's language, readable code colours, the uploader's words in our language."""
 from __future__ import annotations
 
 import json
@@ -8,9 +7,8 @@ import streamlit as st
 
 from cifarlab import i18n
 
-# Streamlit's fixed Prism palette for code is too light on its background (down to 2.6:1, WCAG
-# AA asks 4.5:1) and no theme option reaches it: the same hues, darker (all >= 4.5:1), with
-# !important (Streamlit's own rule is as specific and comes later).
+# Streamlit's Prism palette is too light (down to 2.6:1; WCAG AA asks 4.5:1) and no theme option
+# reaches it: the same hues, darker, !important (Streamlit's rule is as specific and later).
 _CODE_COLOURS = {
     ".token.comment, .token.punctuation, .token.prolog, .token.doctype, .token.cdata": "#555867",
     ".token.attr-name, .token.property, .token.variable": "#15799e",
@@ -23,46 +21,32 @@ _CODE_COLOURS = {
 _CODE_CSS = "<style>" + "".join(
     ", ".join(f"code {sel.strip()}" for sel in sels.split(",")) + f" {{color: {colour} !important}}"
     for sels, colour in _CODE_COLOURS.items()) + (
-    # Streamlit's "running" indicator carries an English "Stop" button no setting translates;
-    # a student has nothing to stop there (training runs have their own Stop): the animated
-    # icon stays, the button goes.
+    # the "running" indicator's English "Stop" button goes (runs have their own Stop)
     '[data-testid="stStatusWidget"] button {display: none !important}') + "</style>"
 
 
+_ZONE = '[data-testid="stFileUploaderDropzone"]'
+
+
 def accessible_document(code: str) -> None:
-    """The document's language (``<html lang>``, which Streamlit fixes at "en": a screen
-    reader would read Spanish with English pronunciation) and readable code colours."""
-    # code is one of i18n.LANGUAGES (normalised), so it is safe inside the script
-    st.html(f"<script>document.documentElement.lang = '{code}';</script>"
-            + _uploader_name_script(code), unsafe_allow_javascript=True)
-    st.html(_CODE_CSS + _uploader_css(code))
-
-
-def _uploader_name_script(code: str) -> str:
-    """The uploader button's accessible name in the student's language (screen readers do not
-    read the CSS word below), on every uploader button now and later."""
-    word = json.dumps(i18n.t("common.upload_button", code))
-    return ("<script>(function () {"
+    """``<html lang>`` (Streamlit fixes "en": a reader would speak Spanish as English), code
+    colours, the uploader's "Upload" in our word and accessible name; ``code``: a LANGUAGES key."""
+    word = json.dumps(i18n.t("common.upload_button", code))   # a JS and a CSS string, quoted
+    st.html(f"<script>document.documentElement.lang = '{code}';"
+            "(function () {"
             f"window.cifarlabUploadWord = {word};"
-            "const name = () => document.querySelectorAll("
-            "'[data-testid=\"stFileUploaderDropzone\"] button').forEach(b => {"
+            f"const name = () => document.querySelectorAll('{_ZONE} button').forEach(b => {{"
             "  if (b.getAttribute('aria-label') !== window.cifarlabUploadWord)"
             "    b.setAttribute('aria-label', window.cifarlabUploadWord); });"
             "name();"
             "if (!window.cifarlabUploadNamer) {"
             "  window.cifarlabUploadNamer = new MutationObserver(name);"
             "  window.cifarlabUploadNamer.observe(document.body, {childList: true, subtree: true});"
-            "}})();</script>")
-
-
-def _uploader_css(code: str) -> str:
-    """Streamlit's uploader says "Upload" and "200MB per file" in English only: the button
-    shows our word, and the size line goes (our own message answers a file over the limit)."""
-    word = json.dumps(i18n.t("common.upload_button", code))   # a CSS string, quoted
-    zone = '[data-testid="stFileUploaderDropzone"]'
-    return ("<style>"
-            f'{zone} button [data-testid="stMarkdownContainer"] {{display: none !important}}'
-            f"{zone} button span[data-has-shortcut]::after "
+            "}})();</script>", unsafe_allow_javascript=True)
+    # the "200MB per file" line goes: our own message answers a file over the limit
+    st.html(_CODE_CSS + "<style>"
+            f'{_ZONE} button [data-testid="stMarkdownContainer"] {{display: none !important}}'
+            f"{_ZONE} button span[data-has-shortcut]::after "
             f"{{content: {word}; font-size: 0.875rem}}"
             '[data-testid="stFileUploaderDropzoneInstructions"] {display: none !important}'
             "</style>")

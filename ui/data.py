@@ -1,6 +1,4 @@
-"""The server's shared resources a page asks for: the decoded data set (loaded once per server
-process, shared read-only by every session) and the job queue. On failure a page shows the
-message in the student's language and stops."""
+"""The decoded data set (once per process) and the job queue; a failure said, the page stops."""
 from __future__ import annotations
 
 import functools
@@ -9,23 +7,20 @@ import sys
 
 import streamlit as st
 
-from cifarlab import i18n
 from cifarlab.errors import STORE_DOWN_CODES, STORE_DOWN_KEY, STORE_UNREACHABLE, CifarLabError
-from ui.language import lang, t
+from ui.language import lang, pct, t
 
 
 @st.cache_resource(show_spinner=False, max_entries=2)
 def _load_data(source: str | None, cache: str | None):
-    """The arguments are only the cache key (``data_setting()``): a changed CIFARLAB_DATA or
-    CIFARLAB_CACHE is never served the old images; ``load()`` reads the environment itself."""
+    # the arguments are only the cache key: a changed CIFARLAB_DATA is never served old images
     from cifarlab.core import data
 
     return data.load()
 
 
 def _decode_with_a_progress_bar() -> None:
-    """The first visit decodes every image once (tens of seconds): a progress bar says how
-    far; the cached loader then reads the finished cache in well under a second."""
+    """The first visit decodes every image once (tens of seconds): a bar says how far."""
     from cifarlab.core import data
 
     if data.is_cached():
@@ -35,8 +30,7 @@ def _decode_with_a_progress_bar() -> None:
     def show(line: str) -> None:
         fraction = getattr(line, "fraction", None)
         if fraction is not None:
-            bar.progress(fraction, text=t("common.decoding_pct", pct=i18n.percent(fraction,
-                                                                                   lang(), 0)))
+            bar.progress(fraction, text=t("common.decoding_pct", pct=pct(fraction, 0)))
 
     try:
         data.load(on_progress=show)
@@ -45,12 +39,10 @@ def _decode_with_a_progress_bar() -> None:
 
 
 def data_setting() -> tuple[str | None, str | None]:
-    """The environment that chooses the data set and its cache (the key of every data cache)."""
     return os.environ.get("CIFARLAB_DATA"), os.environ.get("CIFARLAB_CACHE")
 
 
 def get_data():
-    """The decoded data set (memory-mapped); on failure a clear message, and the page stops."""
     try:
         _decode_with_a_progress_bar()
         with st.spinner(t("common.loading_data")):
@@ -61,8 +53,7 @@ def get_data():
 
 
 def loading_notice():
-    """A placeholder saying the lab is loading while torch is still to be imported (tens of
-    seconds on a loaded machine); the caller empties it."""
+    """"Loading" while torch is still to be imported (tens of seconds); the caller empties it."""
     box = st.empty()
     if "torch" not in sys.modules:
         box.status(t("loading.lab"), state="running")
@@ -70,8 +61,7 @@ def loading_notice():
 
 
 def store_may_be_down(fn):
-    """``fn`` (a page, a fragment), saying so in the student's words when the run store cannot
-    be reached (a fragment keeps polling and shows the run once it is back)."""
+    """``fn`` (a page, a fragment), saying so when the run store cannot be reached."""
     @functools.wraps(fn)
     def guarded(*args, **kwargs):
         try:
@@ -84,13 +74,12 @@ def store_may_be_down(fn):
 
 
 def queue():
-    """The server's job queue (one per process); a bad hosting setting shown as its message."""
     from cifarlab.serve import queue as jobs
 
     try:
         q = jobs.get_queue()
     except CifarLabError as err:
-        # the database down: the student's words, no host or port (the host's log has them)
+        # the database down: no host or port (the host's log has them)
         down = err.code in STORE_DOWN_CODES
         st.error(t(STORE_DOWN_KEY) if down else err.text(lang()),
                  icon=":material/cloud_off:" if down else None)

@@ -1,5 +1,4 @@
-"""The student's language, and what is written in it: the translator, numbers, errors.
-"""
+"""The student's language, and what is written in it: the translator, numbers, errors."""
 from __future__ import annotations
 
 import logging
@@ -17,8 +16,7 @@ log = logging.getLogger("cifarlab.pages")
 
 
 def lang() -> str:
-    """The session's language: the one named (``?lang=``, or the cookie a provider's sign-in
-    round trip keeps), else the browser's own."""
+    """The one named (``?lang=``, or the cookie a sign-in round trip keeps), else the browser's."""
     if "lang" not in st.session_state:
         named = st.query_params.get("lang") or cookie(LANG_COOKIE)
         if named:
@@ -29,15 +27,13 @@ def lang() -> str:
 
 
 def choose(code: str) -> None:
-    """The person's own choice: kept for the session and carried in their URL (``url_lang``)."""
     st.session_state["lang"] = i18n.normalize_lang(code)
     st.session_state[CHOSEN_KEY] = True
 
 
 def url_lang() -> dict[str, str]:
     """``{"lang": code}`` for this person's URLs when they chose it, else nothing."""
-    code = lang()
-    return {"lang": code} if st.session_state.get(CHOSEN_KEY) else {}
+    return {"lang": lang()} if st.session_state.get(CHOSEN_KEY) else {}
 
 
 def _switched(key: str) -> None:
@@ -47,24 +43,16 @@ def _switched(key: str) -> None:
 
 
 def language_switch(key: str, *, compact: bool = False) -> None:
-    """The language switch: a select box, or ``compact`` buttons (Home's: a phone hides the
-    sidebar)."""
-    current = lang()
-    if st.session_state.get(key) != current:
-        st.session_state[key] = current
-    codes = list(i18n.LANGUAGES)
-    options = dict(key=key, format_func=i18n.LANGUAGES.__getitem__, on_change=_switched,
-                   args=(key,))
-    if compact:
-        st.segmented_control(f":material/translate: {t('sidebar.language')}", codes,
-                             **options)
-    else:
-        st.selectbox(t("sidebar.language"), codes, **options)
+    """A select box, or ``compact`` buttons (Home's: a phone hides the sidebar)."""
+    st.session_state[key] = lang()
+    label = (":material/translate: " if compact else "") + t("sidebar.language")
+    (st.segmented_control if compact else st.selectbox)(
+        label, list(i18n.LANGUAGES), key=key, format_func=i18n.LANGUAGES.__getitem__,
+        on_change=_switched, args=(key,))
 
 
 def translator():
-    """``t`` in the current language (name it ``t``: the catalog test scans for it); every
-    page starts with it, so it also checks the app's frame."""
+    """``t`` in the current language; every page starts with it, so it checks the app's frame."""
     ensure_app_frame()
     return i18n.translator(lang())
 
@@ -74,12 +62,10 @@ def t(key: str, /, **kwargs) -> str:
 
 
 def num(value, digits: int | None = None) -> str:
-    """A number in the page's language: ``num(50000)`` -> "50.000" in Spanish; None -> "–"."""
     return i18n.number(value, lang(), digits)
 
 
 def pct(fraction, digits: int = 1) -> str:
-    """A fraction as a percentage in the page's language: ``pct(0.553)`` -> "55,3 %"."""
     return i18n.percent(fraction, lang(), digits)
 
 
@@ -88,8 +74,7 @@ def dur(seconds) -> str:
 
 
 def error_text(err: Exception) -> str:
-    """A CifarLabError in the student's language; anything else as one plain sentence (its
-    details go to the server's log, never to the page: they can hold server paths)."""
+    """A CifarLabError in the student's words; else one sentence (details can hold paths)."""
     if isinstance(err, CifarLabError):
         return err.text(lang())
     log.error("unexpected error on a page", exc_info=err)
@@ -101,7 +86,7 @@ def show_error(err: Exception, **kwargs) -> None:
 
 
 def call_or_show(fn, *args, **kwargs):
-    """``fn(*args, **kwargs)``; None, with its refusal (a CifarLabError) shown, when it fails."""
+    """``fn(*args, **kwargs)``; None, with the CifarLabError shown, when it fails."""
     try:
         return fn(*args, **kwargs)
     except CifarLabError as err:

@@ -1,5 +1,4 @@
-"""Messages kept for the next run: a callback (a button's, a form's) runs before the rerun it
-asks for, so what it has to say is kept in the session and shown once, in a fixed place."""
+"""A callback's message, kept in the session for the rerun it precedes and shown once there."""
 from __future__ import annotations
 
 import streamlit as st
@@ -13,8 +12,7 @@ def keep(key: str, kind: str, body) -> None:
 
 
 def show(key: str, where=st, once: bool = True, **kwargs) -> tuple[str, object] | None:
-    """The message kept under ``key``, shown (in ``where``) and returned; ``once=False``: until
-    the next ``keep`` (in a polling fragment, a message shown once vanishes at the next tick)."""
+    """The kept message, shown and returned; ``once=False``: until the next ``keep`` (a poll's)."""
     msg = st.session_state.pop(key, None) if once else st.session_state.get(key)
     if msg is not None:
         kind, body = msg

@@ -1,5 +1,4 @@
-"""A finished run's model for Results and Inside the network: a picker over the session's
-finished runs, the model loaded and its predictions computed once each."""
+"""A finished run's model for Results and Inside, its predictions, an uploaded picture."""
 from __future__ import annotations
 
 import hashlib
@@ -22,18 +21,16 @@ def _run_model(session: str, run_id: str, mtime: float):
 
 @st.cache_resource(max_entries=4, show_spinner=False)
 def random_model(seed: int, classes: int):
-    """The tutorial's Net with the random weights ``seed`` makes (one per seed, shared)."""
     return inside.random_model(seed, classes=classes)
 
 
 @st.cache_data(max_entries=4, show_spinner=False)
 def predictions(model_key: str, data_key: str, _model, _data, tta: bool = False):
-    """Every test image's probabilities (``EvalResult``), once per model and data set."""
     return R.predictions_for(_model, _data, tta=tta)
 
 
 def finished_runs() -> list | None:
-    """This session's finished training runs that saved a checkpoint (None: the reason shown)."""
+    """This session's finished runs with a checkpoint (None: the reason shown)."""
     sid, jobs = session_id(), queue()
     try:
         return [r for r in jobs.runs(sid, statuses=FINISHED, kind="train")
@@ -44,17 +41,15 @@ def finished_runs() -> list | None:
 
 
 def pick_run_model(where, runs: list, key: str, from_url: bool = False):
-    """(model, checkpoint, model key, run) picked in ``where``, or None after saying why;
-    ``from_url``: ``?run=`` chooses first."""
+    """(model, checkpoint, model key, run) picked (``from_url``: ``?run=`` first), or None."""
     if not runs:
         where.info(t("results.no_runs"), icon=":material/info:")
         where.page_link("pages/train.py", label=t("results.go_train"),
                         icon=":material/model_training:")
         return None
     sid, by_id = session_id(), {r.id: r for r in runs}
-    wanted = st.query_params.get("run") if from_url else None
-    if wanted in by_id and key not in st.session_state:
-        st.session_state[key] = wanted
+    if from_url and key not in st.session_state and st.query_params.get("run") in by_id:
+        st.session_state[key] = st.query_params["run"]
     if st.session_state.get(key) not in by_id:
         st.session_state.pop(key, None)
     labels = {rid: run_label(run, sid, translator()) for rid, run in by_id.items()}
@@ -70,8 +65,7 @@ def pick_run_model(where, runs: list, key: str, from_url: bool = False):
 
 
 def uploaded_picture(where, key: str, hint: str | None = None):
-    """(the prepared picture, the file's digest) of the student's upload, what was done to it
-    said under the box; None, with ``hint`` or the reason, when there is none."""
+    """(the prepared picture, the file's digest), or None with ``hint`` or the reason."""
     up = where.file_uploader(t("results.upload_image"), key=key, help=t("results.upload_help"),
                              max_upload_size=R.UPLOADER_MB)
     if up is None:

@@ -1,5 +1,4 @@
-"""The syllabus: the pages in teaching order, each page's lesson, the links between lessons, and
-what the URL keeps (language and session) across page switches."""
+"""The pages in teaching order, their lessons and links, and the URL's state across pages."""
 from __future__ import annotations
 
 from urllib.parse import urlencode
@@ -24,14 +23,12 @@ PAGES = [
     ("gpu", "pages/gpu.py", ":material/speed:"),
     ("speed", "pages/speed.py", ":material/bolt:"),
 ]
-# Pages only instructors see: app.py adds them to the navigation for an instructor.
 INSTRUCTOR_PAGES = [("classroom", "pages/classroom.py", ":material/groups:")]
 PRESENTER = ("view", "presenter")   # the classroom's projector view: ?view=presenter&class=CODE
 
 
 def presenting(instructor: bool) -> bool:
-    """An instructor's projector view: no sidebar and no session id in the URL the room
-    reads."""
+    """An instructor's projector view: no sidebar, no session id in the URL the room reads."""
     return instructor and st.query_params.get(PRESENTER[0]) == PRESENTER[1]
 
 
@@ -43,8 +40,8 @@ def lesson(name: str, with_code: bool = True) -> None:
             code = i18n.code_snippet(name)
         except KeyError:
             return
-        with st.expander(t("lesson.code_title"), expanded=False):
-            st.code(code, language="python")
+        with st.expander(t("lesson.code_title")):
+            st.code(code)
 
 
 def lesson_links(current: str) -> None:
@@ -54,19 +51,14 @@ def lesson_links(current: str) -> None:
         return
     i = ids.index(current)
     st.divider()
-    left, right = st.columns(2)
-    if i > 0:
-        pid, path, icon = PAGES[i - 1]
-        left.page_link(path, label=t("nav.previous", page=t(f"nav.{pid}")), icon=icon)
-    if i + 1 < len(PAGES):
-        pid, path, icon = PAGES[i + 1]
-        with right:
-            st.page_link(path, label=t("nav.next", page=t(f"nav.{pid}")), icon=icon)
+    for col, j, word in zip(st.columns(2), (i - 1, i + 1), ("nav.previous", "nav.next")):
+        if 0 <= j < len(PAGES):
+            pid, path, icon = PAGES[j]
+            col.page_link(path, label=t(word, page=t(f"nav.{pid}")), icon=icon)
 
 
 def url_state() -> dict[str, str]:
-    """What this person's URLs keep across page switches: the session id (unless signed in)
-    and the language they chose."""
+    """The session id (unless signed in) and the language the person chose."""
     return url_lang() | ({} if signed_in() else {"sid": session_id()})
 
 
@@ -76,12 +68,10 @@ def resume_link() -> str:
 
 
 def keep_url_state(personal: bool = True) -> None:
-    """Write the URL state back (page switches clear it); ``personal`` False: the language
-    only."""
+    """Write the URL state back (page switches clear it); not ``personal``: the language only."""
     want = url_state() if personal else url_lang()
     for key in ("sid", "lang"):
-        if key not in want and key in st.query_params:
-            del st.query_params[key]
-    for key, value in want.items():
-        if st.query_params.get(key) != value:
-            st.query_params[key] = value
+        if key not in want:
+            st.query_params.pop(key, None)
+        elif st.query_params.get(key) != want[key]:
+            st.query_params[key] = want[key]

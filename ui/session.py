@@ -1,6 +1,4 @@
-"""Which browser this is: its session id (from the link, the cookie, or the e-mail of the person
-an identity provider signed in: one session on every device), its cookies, the host's secrets.
-"""
+"""This browser's session id (the link's, the cookie's or the signed-in person's), secrets."""
 from __future__ import annotations
 
 import re
@@ -42,27 +40,25 @@ def host_secrets(name: str):
     return section if hasattr(section, "get") else None
 
 
-def claims() -> dict | None:
-    """The signed-in user's ID-token claims, when they carry an e-mail the provider does not
-    call unverified (the e-mail is the person here: their runs, their role), else None."""
+def _user() -> dict:
     try:
-        if (st.user.get("is_logged_in") and st.user.get("email")
-                and st.user.get("email_verified") is not False):
-            return dict(st.user)
+        return dict(st.user)
     except Exception:  # noqa: BLE001 - sign-in not configured, or no script context
-        pass
-    return None
+        return {}
+
+
+def claims() -> dict | None:
+    """The signed-in user's claims with an e-mail not called unverified (it is the person)."""
+    user = _user()
+    verified = user.get("email") and user.get("email_verified") is not False
+    return user if user.get("is_logged_in") and verified else None
 
 
 def logged_in() -> bool:
-    try:
-        return bool(st.user.get("is_logged_in"))
-    except Exception:  # noqa: BLE001 - sign-in not configured, or no script context
-        return False
+    return bool(_user().get("is_logged_in"))
 
 
 def signed_in() -> bool:
-    """Whether an identity provider names the person (then no session rides in the URL)."""
     return claims() is not None
 
 
@@ -74,8 +70,7 @@ def _user_session() -> str | None:
 
 
 def session_id() -> str:
-    """A stable id for this browser's runs: the signed-in person's (from their e-mail), else
-    the URL's (``?sid=``: a reload or a second tab finds the same runs), else the cookie's."""
+    """The signed-in person's id, else the URL's (a reload finds the runs), the cookie's, new."""
     if "sid" not in st.session_state:
         sid = st.query_params.get("sid", "")
         st.session_state["sid"] = _user_session() or (sid if _valid(sid) else _cookie_sid()
@@ -84,25 +79,21 @@ def session_id() -> str:
 
 
 def browser_id() -> str:
-    """This browser (its cookie's id, shared by its tabs), else this session's id."""
     return _cookie_sid() or session_id()
 
 
 def remember_session() -> None:
-    """Write the session id into this browser's cookie, so that closing the tab loses nothing;
-    the same element on every run (one that came and went would cost a student's focus)."""
-    if signed_in():   # the browser's own id stays for after sign-out; the person's is not it
-        st.html("<script></script>", unsafe_allow_javascript=True)
-        return
-    st.html(f"<script>{session_cookie_js(session_id())}</script>", unsafe_allow_javascript=True)
+    """The id into the cookie; the same element every run (one that came and went took focus)."""
+    # signed in: the browser's own id stays for after sign-out; the person's is not it
+    script = "" if signed_in() else session_cookie_js(session_id())
+    st.html(f"<script>{script}</script>", unsafe_allow_javascript=True)
 
 
 SESSION_COOKIE_S = 30 * 86400   # renewed on every visit: a month unused and it is gone
 
 
 def session_cookie_js(sid: str) -> str:
-    """The script that stores ``sid`` in this browser's cookie, SameSite=Strict, Secure over
-    https, a month's Max-Age; not HttpOnly, which a page's script cannot set (docs/security.md)."""
+    """The script storing ``sid`` in a SameSite=Strict cookie, Secure over https (security.md)."""
     if not _valid(sid):   # [A-Za-z0-9_-] only, so it is safe inside the script
         raise ValueError("not a session id")
     return (f"document.cookie = '{COOKIE}={sid}; path=/; max-age={SESSION_COOKIE_S}; "

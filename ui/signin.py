@@ -1,10 +1,4 @@
-"""Who is asking, and the sidebar's sign-in (see README, "Sign-in and instructors").
-
-An identity provider configured in .streamlit/secrets.toml ([auth]: st.login, st.user) names the
-person; else students are this browser and the instructor gives the passphrase whose hash is
-[cifarlab] instructor_passphrase_hash. The role lives in the server's session state, never in
-the URL or a cookie a student could write.
-"""
+"""Who is asking and the sidebar's sign-in; the role lives in session state, not a URL/cookie."""
 from __future__ import annotations
 
 import math
@@ -16,21 +10,18 @@ from cifarlab.errors import STORE_DOWN_KEY, CifarLabError
 from cifarlab.serve import identity
 from cifarlab.serve.identity import Person
 from ui.language import LANG_COOKIE, lang, t
-from ui.session import COOKIE_DAYS
-from ui.session import browser_id as _browser, claims as _claims, host_secrets as _secrets
-from ui.session import logged_in as _logged_in
+from ui.session import COOKIE_DAYS, browser_id as _browser, claims as _claims
+from ui.session import host_secrets as _secrets, logged_in as _logged_in
 
 INSTRUCTOR_KEY = "_cifarlab_instructor"   # set only by a right passphrase
 NICKNAME_KEY = "nickname"                  # an anonymous student's name for others to see
-# Slows down a browser guessing the passphrase (docs/security.md); its counts live in the run
-# store, so every app server on one store counts the same guesses (made on first use).
+# Slows down passphrase guessing; counted in the run store, so every app server counts the same.
 PASSPHRASE_LIMITER: identity.AttemptLimiter | None = None
 _PASSPHRASE_PROBLEM = "_cifarlab_passphrase_problem"
 
 
 def passphrase_limiter() -> identity.AttemptLimiter:
-    """The process's passphrase limiter, counting in the run store (in memory while the store
-    cannot be opened: a bad setting, the database down)."""
+    """The process's passphrase limiter (in memory while the run store cannot be opened)."""
     global PASSPHRASE_LIMITER
     if PASSPHRASE_LIMITER is None:
         from cifarlab.serve import queue as jobs
@@ -44,18 +35,13 @@ def passphrase_limiter() -> identity.AttemptLimiter:
     return PASSPHRASE_LIMITER
 
 
-def provider_configured() -> bool:
-    return _secrets("auth") is not None
-
-
 def passphrase_hash() -> str | None:
     value = (_secrets(identity.SECRETS_TABLE) or {}).get(identity.SECRETS_KEY)
     return value if isinstance(value, str) and value.strip() else None
 
 
 def person() -> Person:
-    """Who is asking: the provider's signed-in user, else the instructor who gave the
-    passphrase, else this browser (a classroom's address is one NAT's)."""
+    """The provider's user, else the passphrase's instructor, else this browser (not its IP)."""
     claims = _claims()
     if claims is not None:
         from cifarlab.serve.settings import load_settings
@@ -79,8 +65,7 @@ def owner_id() -> str:
 
 
 def try_passphrase(passphrase: str) -> str | None:
-    """Sign this session in as the instructor when ``passphrase`` is right: None, else the
-    catalog key of what went wrong."""
+    """Sign in as the instructor: None, else the catalog key of what went wrong."""
     stored = passphrase_hash()
     if stored is None:
         return "identity.no_passphrase"
@@ -97,24 +82,21 @@ def try_passphrase(passphrase: str) -> str | None:
 
 
 def sign_in_sidebar() -> None:
-    """Sign in / sign out (app.py calls it in the sidebar): the provider's buttons where one
-    is configured; else the instructor's passphrase box where a hash is; else nothing."""
-    if provider_configured():
-        # st.login / st.logout come back to "/" without ?lang=: a cookie keeps the language
-        # (a code from i18n.LANGUAGES, safe inside the script)
+    """The provider's buttons, else the instructor's passphrase box where a hash is set."""
+    if _secrets("auth") is not None:   # an identity provider is configured
+        # st.login / st.logout come back without ?lang=: a cookie keeps the language (a code)
         st.html(f"<script>document.cookie = '{LANG_COOKIE}={lang()}; path=/; max-age="
                 f"{COOKIE_DAYS * 86400}; SameSite=Lax';</script>", unsafe_allow_javascript=True)
-        if _claims() is None:
-            if _logged_in():   # signed in, but with no (verified) e-mail to be known by
-                st.caption(t("identity.no_email"))
-                st.button(t("identity.sign_out"), key="identity_sign_out", on_click=st.logout)
-                return
+        if not _logged_in():
             st.button(t("identity.sign_in"), key="identity_sign_in", on_click=st.login,
                       type="primary")
             return
-        who = person()
-        role = t("identity.role_instructor" if who.instructor else "identity.role_student")
-        st.caption(t("identity.signed_in_as", name=who.name, role=role))
+        if _claims() is None:   # signed in, but with no (verified) e-mail to be known by
+            st.caption(t("identity.no_email"))
+        else:
+            who = person()
+            role = t("identity.role_instructor" if who.instructor else "identity.role_student")
+            st.caption(t("identity.signed_in_as", name=who.name, role=role))
         st.button(t("identity.sign_out"), key="identity_sign_out", on_click=st.logout)
     elif st.session_state.get(INSTRUCTOR_KEY) is True:
         st.caption(t("identity.instructor_signed_in"))
@@ -128,10 +110,8 @@ def sign_in_sidebar() -> None:
                 "identity_passphrase_form", clear_on_submit=True, border=False):
             st.text_input(t("identity.passphrase"), type="password",
                           key="identity_passphrase", autocomplete="current-password")
-            # a callback, not `if st.form_submit_button(...)`: on a session's first run of "/"
-            # Streamlit gives the widgets above st.navigation other ids (another active script
-            # hash) than on the next run, which then reads the submitted form as empty; a
-            # callback runs under the ids the browser sent
+            # a callback: on a first run of "/" the widgets above st.navigation get other ids
+            # than on the next run, which would read the submitted form as empty
             st.form_submit_button(t("identity.sign_in"), on_click=_passphrase_submitted)
         problem = st.session_state.pop(_PASSPHRASE_PROBLEM, None)
         if problem is not None:
@@ -140,7 +120,6 @@ def sign_in_sidebar() -> None:
 
 
 def _passphrase_submitted() -> None:
-    """The Sign in button's callback (the problem kept for the sidebar's rerun)."""
     problem = try_passphrase(st.session_state.get("identity_passphrase") or "")
     if problem is not None:
         st.session_state[_PASSPHRASE_PROBLEM] = problem

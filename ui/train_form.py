@@ -1,7 +1,4 @@
-"""The session's Train form (not a page): the one ``TrainForm`` and its widgets, keyed
-``train_<knob>``, which only this module touches. The widgets' values are taken in while they
-show the form's latest revision; after the form changed itself they are rewritten from it.
-"""
+"""The session's ``TrainForm`` and its widgets (keys ``train_<knob>``: only this module's)."""
 from __future__ import annotations
 
 import dataclasses
@@ -17,7 +14,6 @@ from ui.language import lang, t
 PREFIX = "train_"                 # the widgets' keys: train_epochs, train_lr, ...
 KEY, SHOWN = "train_form", "train_form_shown"   # the form; the revision the widgets show
 LINK_PROBLEMS = "train_form_link_problems"       # what the opened link set that was refused
-# the Advanced section's open state (its expander's), and the knobs in it that differed
 ADVANCED, ADVANCED_WAS = "train_form_advanced", "train_form_advanced_was"
 
 
@@ -27,7 +23,7 @@ def device_ids() -> list[str]:
 
 
 def get() -> TrainForm:
-    """The session's form with the widgets' latest values taken in."""
+    """The session's form, the widgets' values taken in while they show its latest revision."""
     ss = st.session_state
     limits = dataclasses.replace(queue().settings.limits(), devices=tuple(device_ids()))
     form = ss.get(KEY)
@@ -53,7 +49,6 @@ def show(form: TrainForm) -> None:
 
 
 def link_problems(form: TrainForm) -> None:
-    """What the opened link asked for that was refused, above the form."""
     problems = st.session_state.get(LINK_PROBLEMS)
     if problems:
         st.warning("\n".join([t("train.link.problems")] + [f"- {p.text(form.lang)}"
@@ -62,7 +57,6 @@ def link_problems(form: TrainForm) -> None:
 
 
 def share(form: TrainForm) -> None:
-    """"Share this experiment": the link that opens Train with these settings."""
     query = urlencode(form.link())
     with st.popover(t("train.link.share"), icon=":material/link:"):
         st.caption(t("train.link.share_help"))
@@ -83,7 +77,6 @@ def knob_input(kind: str, label: str, labels: dict | None = None, step: int = 1,
 
 
 def widget(w: Widget, on_change) -> None:
-    """One knob's widget (``TrainForm.widgets``), bound to its key; its problem under it."""
     knob_input(w.kind, w.label, dict(zip(w.options, w.option_labels)), w.step,
                key=PREFIX + w.name, on_change=on_change, help=w.help, disabled=w.disabled,
                **({"placeholder": w.placeholder} if w.kind == "int" else {}))
@@ -94,8 +87,7 @@ def widget(w: Widget, on_change) -> None:
 
 
 def advanced(form: TrainForm, label: str, refused: str | None = None):
-    """The Advanced section's expander: opened when one of its knobs comes to differ from the
-    tutorial's, never closed under the student's hands."""
+    """Opened when one of its knobs comes to differ from the tutorial's, never closed by us."""
     ss = st.session_state
     changed = set(form.advanced_changed()) | ({refused} & set(form.advanced))
     if ADVANCED not in ss or changed - ss.get(ADVANCED_WAS, set()):

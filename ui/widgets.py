@@ -1,5 +1,4 @@
-"""Boxes for numbers that check their own range and answer in the student's language, and the
-cell a click selected on a chart."""
+"""Number boxes that answer in the student's language; the cell a click selected on a chart."""
 from __future__ import annotations
 
 import streamlit as st
@@ -10,8 +9,7 @@ from ui.language import lang, t
 
 def checked_number(where, label: str, lo, hi, value, *, key: str, step=1, help=None,
                    disabled: bool = False, persist_state=None):
-    """A number box checking its range in the student's language (Streamlit's own bounds
-    answer in English and keep the previous value); None when empty or out of range."""
+    """None with our message when empty or out of range (Streamlit's bounds answer in English)."""
     got = where.number_input(label, value=value, step=step, key=key, help=help,
                              disabled=disabled, persist_state=persist_state)
     if got is None or not lo <= got <= hi:
@@ -22,8 +20,7 @@ def checked_number(where, label: str, lo, hi, value, *, key: str, step=1, help=N
 
 def decimal_box(where, label: str, lo: float, hi: float, value: float, *, key: str,
                 help=None) -> float | None:
-    """A box for a decimal read with either mark (a browser's number box turns "0,5" into 5);
-    None with our message."""
+    """A decimal read with either mark (a number box turns "0,5" into 5); None with our message."""
     if key not in st.session_state:
         st.session_state[key] = i18n.number(float(value), lang())
     got = i18n.parse_decimal(where.text_input(label, key=key, help=help, max_chars=24))
@@ -34,14 +31,13 @@ def decimal_box(where, label: str, lo: float, hi: float, value: float, *, key: s
 
 
 def clicked_points(event) -> list:
-    """The points a click selected on a chart drawn with ``on_select="rerun"``."""
     selection = getattr(event, "selection", None) or {}
     points = selection.get("points", []) if hasattr(selection, "get") else []
     return [p for p in points if hasattr(p, "get")]
 
 
 def clicked_cell(event) -> tuple[int, int] | None:
-    """(row, column) of the last grid cell a click selected (x and y are cell numbers)."""
+    """(row, column) of the last grid cell a click selected."""
     cells = [(int(p["y"]), int(p["x"])) for p in clicked_points(event)
              if isinstance(p.get("x"), (int, float)) and isinstance(p.get("y"), (int, float))]
     return cells[-1] if cells else None

@@ -1,37 +1,20 @@
-"""Translations: UI strings and lesson texts in English (the source), Spanish and Portuguese.
-
-Catalog values are ``str.format`` templates. A key (or lesson) missing in Spanish or Portuguese
-falls back to English and logs one warning; missing in English too, it logs an error and shows
-the key, so a page never crashes over a string. In *strict* mode (while pytest runs, or
-``CIFARLAB_I18N_STRICT=1``; ``set_strict`` overrides) every miss raises ``KeyError``.
-
-Every ``{placeholder}`` that receives a number is written in the language's notation (Babel's
-CLDR rules: 50.000; 0,001; ``{x:.1%}`` -> 55,3 %); a key with ``.one``/``.other`` variants is a
-plural, chosen by the ``n`` (or ``count``) argument.
-"""
+"""UI strings and lessons in en (the source), es and pt. A miss falls back to English, then the
+key (strict: under pytest or ``CIFARLAB_I18N_STRICT=1``, ``KeyError``); ``key.one`` is a plural."""
 from __future__ import annotations
 
 import functools
 import logging
 import os
-import string
 import tomllib
 import unicodedata
 from pathlib import Path
 from typing import Any, Callable
 
-from cifarlab.i18n.numbers import (BABEL_LOCALES, _LocaleFormatter, duration, finite, number,
-                                   parse_decimal, percent, plural_form, separators,
-                                   significant)
+from cifarlab.i18n.numbers import (BABEL_LOCALES, _locale, _LocaleFormatter, duration, finite,
+                                   number, parse_decimal, percent, separators, significant)
 
-__all__ = [
-    "LANGUAGES", "DEFAULT", "LOCALES_DIR", "LESSON_ORDER", "LESSON_ALIASES",
-    "normalize_lang", "language_from_locale", "t", "translator", "lesson", "lesson_names",
-    "code_snippet", "catalog",
-    "placeholders", "is_strict", "set_strict",
-    "clear_cache", "catalog_files", "finite", "number", "percent", "duration", "plural_form",
-    "separators", "parse_decimal", "BABEL_LOCALES", "significant",
-]
+__all__ = ["BABEL_LOCALES", "duration", "finite", "number", "parse_decimal", "percent",
+           "separators", "significant"]   # re-exported from numbers
 
 log = logging.getLogger(__name__)
 
@@ -39,13 +22,6 @@ LANGUAGES: dict[str, str] = {"en": "English", "es": "Español", "pt": "Portuguê
 DEFAULT = "en"
 LOCALES_DIR = Path(__file__).resolve().parents[1] / "locales"
 
-# The order the lessons are taught in (the navigation's order). Lessons found on disk but not
-# listed here come after these, alphabetically.
-LESSON_ORDER: tuple[str, ...] = (
-    "home", "tensors", "data", "network", "loss", "training", "results", "inside", "runs", "gpu",
-)
-# Page ids that name a lesson differently (the Train page's lesson is "training").
-LESSON_ALIASES: dict[str, str] = {"train": "training"}
 
 # Names and codes people type or browsers send, accents stripped and lower-cased.
 _ALIASES: dict[str, str] = {
@@ -55,14 +31,10 @@ _ALIASES: dict[str, str] = {
     "pt": "pt", "por": "pt", "portuguese": "pt", "portugues": "pt",
 }
 
-_strict_override: bool | None = None
 _warned: set[tuple[str, str]] = set()
 
 
-# ----------------------------------------------------------------------------------- languages
-
-def _fold(text: str) -> str:
-    """Lower-case, strip accents and surrounding blanks: "Português " -> "portugues"."""
+def _fold(text: str) -> str:   # "Português " -> "portugues"
     decomposed = unicodedata.normalize("NFKD", text.strip().lower())
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
@@ -72,8 +44,6 @@ def _normalize_str(value: str) -> str:
     # An Accept-Language header ("es-AR,es;q=0.9,en;q=0.8") or a single tag/name.
     for candidate in value.split(","):
         tag = _fold(candidate.split(";", 1)[0]).replace("_", "-")
-        if not tag:
-            continue
         if tag in _ALIASES:
             return _ALIASES[tag]
         primary = tag.split("-", 1)[0].strip()
@@ -83,40 +53,23 @@ def _normalize_str(value: str) -> str:
 
 
 def normalize_lang(value: Any) -> str:
-    """The language code for "es", "es-AR", "pt_BR", "português", "Spanish", an
-    Accept-Language header…; anything unknown (or not a string) gives ``DEFAULT``."""
-    if not isinstance(value, str):
-        return DEFAULT
-    return _normalize_str(value)
+    """The code for "es-AR", "pt_BR", "português", an Accept-Language header…; else DEFAULT."""
+    return _normalize_str(value) if isinstance(value, str) else DEFAULT
 
 
 def language_from_locale(locale: str | None) -> str:
-    """The lab's language for a browser's language tag (``st.context.locale``): "pt-BR" ->
-    "pt", "es-419" -> "es"; only the tag's language counts; else ``DEFAULT``."""
+    """A browser's tag (``st.context.locale``) by its language alone: "es-419" -> "es"."""
     if not isinstance(locale, str):
         return DEFAULT
     primary = locale.strip().replace("_", "-").split("-", 1)[0].lower()
     return primary if primary in LANGUAGES else DEFAULT
 
 
-# --------------------------------------------------------------------------------- strictness
-
 def is_strict() -> bool:
-    """True when a missing key or lesson must raise ``KeyError`` instead of falling back."""
-    if _strict_override is not None:
-        return _strict_override
     env = os.environ.get("CIFARLAB_I18N_STRICT", "").strip().lower()
-    if env in ("1", "true", "yes", "on"):
-        return True
-    if env in ("0", "false", "no", "off"):
-        return False
+    if env:
+        return env in ("1", "true", "yes", "on")
     return "PYTEST_CURRENT_TEST" in os.environ
-
-
-def set_strict(value: bool | None) -> None:
-    """Force strict mode on (True) or off (False); None goes back to the environment."""
-    global _strict_override
-    _strict_override = value
 
 
 def _warn_once(lang: str, what: str, message: str, *args: Any,
@@ -126,39 +79,26 @@ def _warn_once(lang: str, what: str, message: str, *args: Any,
         log.log(level, message, *args)
 
 
-# ----------------------------------------------------------------------------------- catalogs
-
-def _flatten(table: dict[str, Any], prefix: str, out: dict[str, str], source: Path) -> None:
+def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    # tests/test_i18n.py holds every catalog to strings and each key to one file
+    out: dict[str, str] = {}
     for name, value in table.items():
-        key = f"{prefix}{name}"
         if isinstance(value, dict):
-            _flatten(value, f"{key}.", out, source)
-        elif isinstance(value, str):
-            out[key] = value
+            out.update(_flatten(value, f"{prefix}{name}."))
         else:
-            raise ValueError(f"{source}: the value of {key!r} must be a string, "
-                             f"not {type(value).__name__}.")
+            out[f"{prefix}{name}"] = value
+    return out
 
 
-def catalog_files(lang: str) -> list[Path]:
-    """``<lang>.toml``, then ``<lang>/*.toml`` (one file per area)."""
-    main = LOCALES_DIR / f"{lang}.toml"
-    extra = sorted((LOCALES_DIR / lang).glob("*.toml"))
-    return ([main] if main.is_file() else []) + extra
+def catalog_files(lang: str) -> list[Path]:   # <lang>.toml, then <lang>/*.toml
+    return [*LOCALES_DIR.glob(f"{lang}.toml"), *sorted((LOCALES_DIR / lang).glob("*.toml"))]
 
 
 @functools.cache
 def _load_catalog(lang: str) -> dict[str, str]:
     flat: dict[str, str] = {}
     for path in catalog_files(lang):
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
-        part: dict[str, str] = {}
-        _flatten(data, "", part, path)
-        clash = sorted(set(part) & set(flat))
-        if clash:  # one key, one place: a second definition would silently win
-            raise ValueError(f"{path}: key(s) defined twice in the {lang} catalog: {clash[:5]}")
-        flat.update(part)
+        flat.update(_flatten(tomllib.loads(path.read_text(encoding="utf-8"))))
     return flat
 
 
@@ -179,19 +119,18 @@ def _format(template: str, key: str, lang: str, kwargs: dict[str, Any]) -> str:
 
 
 def _lookup(texts: dict[str, str], key: str, lang: str, kwargs: dict[str, Any]) -> str | None:
-    """``key``'s template, or its plural variant (``key.one``, ...) for ``n`` or ``count``."""
     if key in texts:
         return texts[key]
     if f"{key}.other" in texts:
         n = kwargs.get("n", kwargs.get("count"))
-        form = plural_form(n, lang) if isinstance(n, (int, float)) else "other"
+        # CLDR's plural category ("one", "other", ...) by Babel's rules
+        form = _locale(lang).plural_form(abs(n)) if isinstance(n, (int, float)) else "other"
         return texts.get(f"{key}.{form}", texts[f"{key}.other"])
     return None
 
 
 def t(key: str, /, lang: str = DEFAULT, **kwargs: Any) -> str:
-    """The UI string ``key`` in ``lang``, with ``{placeholders}`` filled from ``kwargs``; a
-    missing key as the module's docstring says (strict: ``KeyError``)."""
+    """The UI string ``key`` in ``lang``, ``{placeholders}`` filled from ``kwargs``."""
     code = normalize_lang(lang)
     template = _lookup(_load_catalog(code), key, code, kwargs)
     if template is not None:
@@ -209,32 +148,16 @@ def t(key: str, /, lang: str = DEFAULT, **kwargs: Any) -> str:
 
 
 def translator(lang: str) -> Callable[..., str]:
-    """``t`` with the language bound (``t.lang``); named ``t`` in pages, so the catalog test
-    finds the keys they use."""
-    code = normalize_lang(lang)
-
-    def bound(key: str, /, **kwargs: Any) -> str:
-        return t(key, code, **kwargs)
-
-    bound.lang = code  # type: ignore[attr-defined]
+    """``t`` with the language bound (``t.lang``); name it ``t``: the catalog test scans for it."""
+    bound = functools.partial(t, lang=normalize_lang(lang))
+    bound.lang = bound.keywords["lang"]  # type: ignore[attr-defined]
     return bound
 
-
-def placeholders(text: str) -> set[str]:
-    """The ``str.format`` field names in ``text``: "{n} of {total:,}" -> {"n", "total"}."""
-    names: set[str] = set()
-    for _, field, _, _ in string.Formatter().parse(text):
-        if field is not None:
-            names.add(field.split(".", 1)[0].split("[", 1)[0])
-    return names
-
-
-# ------------------------------------------------------------------------------------ lessons
 
 def _check_name(name: str) -> str:
     if not isinstance(name, str) or not name or not all(ch.isalnum() or ch in "_-" for ch in name):
         raise KeyError(f"i18n: {name!r} is not a lesson name.")
-    return LESSON_ALIASES.get(name, name)
+    return name
 
 
 @functools.cache
@@ -243,22 +166,8 @@ def _read_lesson(name: str, lang: str) -> str | None:
     return path.read_text(encoding="utf-8") if path.is_file() else None
 
 
-@functools.cache
-def _lesson_names() -> tuple[str, ...]:
-    folder = LOCALES_DIR / DEFAULT / "lessons"
-    found = {p.stem for p in folder.glob("*.md")} if folder.is_dir() else set()
-    ordered = [name for name in LESSON_ORDER if name in found]
-    return tuple(ordered + sorted(found - set(ordered)))
-
-
-def lesson_names() -> list[str]:
-    """The lessons, in teaching order (those that exist in English, the source)."""
-    return list(_lesson_names())
-
-
 def lesson(name: str, lang: str = DEFAULT) -> str:
-    """Lesson ``name``'s Markdown in ``lang`` (missing: as the module's docstring says; unknown:
-    ``KeyError``); a page id of ``LESSON_ALIASES`` names its lesson."""
+    """Lesson ``name``'s Markdown in ``lang`` (an unknown name: ``KeyError``)."""
     name = _check_name(name)
     code = normalize_lang(lang)
     text = _read_lesson(name, code)
@@ -286,9 +195,7 @@ def code_snippet(name: str) -> str:
 
 
 def clear_cache() -> None:
-    """Forget loaded catalogs, lessons and snippets (after editing files or moving LOCALES_DIR)."""
     _load_catalog.cache_clear()
     _read_lesson.cache_clear()
-    _lesson_names.cache_clear()
     code_snippet.cache_clear()
     _warned.clear()

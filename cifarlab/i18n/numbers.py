@@ -1,6 +1,4 @@
-"""Numbers, percentages, durations and plurals in a language's own notation (Babel's CLDR
-rules): 50,000 / 50.000; 0.001 / 0,001; 55.3% / 55,3 %. ``cifarlab.i18n`` re-exports these;
-its templates format every number through ``_LocaleFormatter``."""
+"""Numbers in a language's notation (Babel's CLDR rules): 50,000 / 50.000; 55.3% / 55,3 %."""
 from __future__ import annotations
 
 import copy
@@ -28,31 +26,27 @@ def finite(value: Any) -> float | None:
 
 @functools.lru_cache(maxsize=8)
 def _locale(lang: str):
-    from babel import Locale  # imported on first use: the CLI in English rarely needs it
+    from babel import Locale  # on first use: the CLI in English rarely needs it
 
-    code = str(lang or DEFAULT)[:2].lower()   # callers pass i18n.normalize_lang's codes
+    code = str(lang or DEFAULT)[:2].lower()
     return Locale.parse(BABEL_LOCALES.get(code, BABEL_LOCALES[DEFAULT]))
 
 
 def number(value: float | int | None, lang: str = DEFAULT, digits: int | None = None) -> str:
-    """A number in ``lang``'s notation (``number(50000, "es")`` -> "50.000"), ``digits``
-    decimals when given; "–" for None, NaN or infinity; a non-number as ``str`` writes it."""
+    """``number(50000, "es")`` -> "50.000"; "–" for None, NaN or infinity."""
     from babel.numbers import format_decimal
 
     if value is None or isinstance(value, numbers.Real) and not math.isfinite(value):
         return MISSING
     if finite(value) is None:
         return str(value)
-    loc = _locale(lang)
-    if digits is not None:
-        return format_decimal(value, format="#,##0." + "0" * digits if digits else "#,##0",
-                              locale=loc)
-    return format_decimal(value, locale=loc, decimal_quantization=False)
+    pattern = None if digits is None else "#,##0" + ("." + "0" * digits if digits else "")
+    return format_decimal(value, format=pattern, locale=_locale(lang),
+                          decimal_quantization=digits is not None)
 
 
 def significant(value: float, lang: str = DEFAULT, digits: int = 3) -> str:
-    """``value`` to ``digits`` significant figures in ``lang``, never in "e" notation: under
-    0.001 or from a million, a power of ten (``significant(0.00035, "es")`` -> "3,50 × 10⁻⁴")."""
+    """``digits`` significant figures, a power of ten outside [0.001, 1e6): "3,50 × 10⁻⁴"."""
     if finite(value) is None:
         return MISSING
     digits = max(1, int(digits))
@@ -67,7 +61,7 @@ def significant(value: float, lang: str = DEFAULT, digits: int = 3) -> str:
 
 
 def percent(fraction: float | None, lang: str = DEFAULT, digits: int = 1) -> str:
-    """A fraction as a percentage in ``lang`` (``percent(0.553, "es")`` -> "55,3 %"), or "–"."""
+    """``percent(0.553, "es")`` -> "55,3 %", or "–"."""
     if finite(fraction) is None:
         return MISSING
     loc = _locale(lang)
@@ -102,9 +96,7 @@ _DECIMAL_RE = re.compile(r"^[+-]?(\d+([.,]\d*)?|[.,]\d+)(e[+-]?\d+)?$")
 
 
 def parse_decimal(text: Any) -> float | None:
-    """A small decimal a student typed (a learning rate): "0,01" and "0.01" are the same in
-    every language, "1e-3" works too; no thousands marks ("1.000" and "1,000" both mean one).
-    None when it is no such number."""
+    """"0,01", "0.01" or "1e-3" in any language (no thousands marks: "1,000" is one), or None."""
     raw = str(text if text is not None else "").strip().replace(" ", "").replace("\u00a0", "")
     if not _DECIMAL_RE.match(raw.lower()):
         return None
@@ -112,24 +104,16 @@ def parse_decimal(text: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def plural_form(n: float, lang: str = DEFAULT) -> str:
-    """CLDR's plural category of ``n`` in ``lang``: "one", "other", ... (Babel's rules)."""
-    return _locale(lang).plural_form(abs(n))
-
-
 class _LocaleFormatter(string.Formatter):
-    """``str.format`` whose numbers follow the language (``{acc:.1%}`` -> "55,3 %" in
-    Spanish); other specs and non-numbers as Python formats them."""
+    """``str.format`` whose numbers follow the language (``{acc:.1%}`` -> "55,3 %" in es)."""
 
     def __init__(self, lang: str):
         self.lang = lang
 
     def format_field(self, value: Any, format_spec: str) -> str:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return super().format_field(value, format_spec)
         m = _SPEC_RE.match(format_spec)
-        if not m:
-            return super().format_field(value, format_spec)
+        if not m or isinstance(value, bool) or not isinstance(value, (int, float)):
+            return super().format_field(value, format_spec)   # not a number, or its own spec
         digits = int(m["digits"]) if m["digits"] is not None else None
         kind = m["kind"]
         if kind == "%":

@@ -1,9 +1,4 @@
-"""The Train page's settings (not a page: pages/train.py calls it): the presets, the
-tutorial's six knobs, the run's name and Train first, then the Advanced section with the other
-knobs (``TrainForm`` says which); and the training loop's lesson, which the page puts last.
-The form itself and its widgets' keys are ui/train_form.py's; the keys here are the page's own
-(``train_``).
-"""
+"""The Train page's settings (the knobs' widget keys are ui/train_form.py's) and its lesson."""
 from __future__ import annotations
 
 import time
@@ -26,8 +21,7 @@ FLASH_S = 5.0         # how long the message after pressing Train stays
 PER_ROW = 3           # preset buttons and knobs in a row
 
 
-def _forget_message() -> None:
-    """A changed knob makes the last Train message old news."""
+def _forget_message() -> None:   # a changed knob makes the last Train message old news
     st.session_state.pop(K + "submit_msg", None)
 
 
@@ -36,14 +30,12 @@ def _flash(kind: str, text: str, field: str | None = None) -> None:
 
 
 def _apply_preset(name: str) -> None:
-    """A preset button's callback: a button fires only when clicked, so a preset applies only
-    when the student chose it. The class's locked knobs stay, and the page says which."""
+    """A preset button's callback (the class's locked knobs stay; the page says which)."""
     _forget_message()
     st.session_state[K + "preset_kept"] = train_form.get().apply_preset(name)
 
 
 def _submit() -> None:
-    """The Train button's callback: the form's config → the queue (or why not)."""
     form, ss = train_form.get(), st.session_state
     config = form.config()
     if config is None:
@@ -59,8 +51,7 @@ def _submit() -> None:
 
 
 def current_message() -> tuple | None:
-    """What pressing Train said, for FLASH_S seconds: it must outlive the rerun that the run's
-    first status change (queued -> running) causes at once."""
+    """What pressing Train said, for FLASH_S seconds (past the rerun queued -> running makes)."""
     msg = st.session_state.get(K + "submit_msg")
     if msg is not None and time.monotonic() - msg[3] > FLASH_S:
         st.session_state.pop(K + "submit_msg", None)
@@ -69,8 +60,7 @@ def current_message() -> tuple | None:
 
 
 def presets(form) -> None:
-    """The presets, PER_ROW a row with labels that wrap (six in one row were cut off); in a
-    class, the class's own first (a way back to it), and which locked knobs a preset kept."""
+    """The presets, PER_ROW a row (six in one were cut off); in a class, the class's own first."""
     current = form.preset_name()
     names = (["class"] if form.class_values() else []) + list(PRESETS)
     st.markdown(f"**{t('train.preset')}**", help=t("train.preset_help"))
@@ -88,8 +78,6 @@ def presets(form) -> None:
 
 
 def knobs(widgets) -> None:
-    """Knobs PER_ROW a row, in the schema's order (on a phone, one under the other in that
-    order), each with its problem under it (the server's refusal goes beside Train)."""
     for row in range(0, len(widgets), PER_ROW):
         for col, w in zip(st.columns(PER_ROW), widgets[row:row + PER_ROW]):
             with col:
@@ -97,8 +85,7 @@ def knobs(widgets) -> None:
 
 
 def lesson_section() -> None:
-    """The training loop's lesson, open on the session's first visit (a beginner meets it
-    here), afterwards as the student leaves it."""
+    """The training loop's lesson: open on the first visit, afterwards as the student left it."""
     ss = st.session_state
     if not ss.get(K + "lesson_seen"):
         ss[K + "lesson_seen"] = ss[K + "lesson"] = True
@@ -111,7 +98,6 @@ def lesson_section() -> None:
 
 
 def settings(form, queue, msg: tuple | None) -> None:
-    """The form, Train, what pressing it said, and the Advanced section."""
     st.subheader(t("train.settings_title"))
     classroom_student.pushed(form, t)   # the class's values and locks, with its banner
     train_form.link_problems(form)

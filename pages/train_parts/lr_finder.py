@@ -1,9 +1,4 @@
-"""The Train page's learning-rate finder (not a page: pages/train.py calls ``show``): the
-sweep's boxes and its button, the sweep as a queued job (``JobQueue.submit`` with ``sweep``:
-the run limits apply), its progress while it runs, then the curve (cifarlab/lab/
-train_lr_finder.py builds it) with the suggestion, which one click puts into the form through
-the form's own ``apply_preset`` (a class's lock on the lr disables it, saying why), and the
-lesson on reading it."""
+"""The Train page's learning-rate finder: a queued sweep, its curve, the suggested lr."""
 from __future__ import annotations
 
 import streamlit as st
@@ -24,7 +19,6 @@ POLL_S = 1.0          # how often a queued or running sweep is looked at
 
 
 def _start() -> None:
-    """The finder's button: the form's config and the boxes' sweep → the queue (or why not)."""
     ss = st.session_state
     config = train_form.get().config()
     sweep, problems = finder.read(ss.get(K + "steps"), ss.get(K + "lo"), ss.get(K + "hi"))
@@ -39,7 +33,7 @@ def _start() -> None:
 
 
 def _use(lr: float) -> None:
-    """"Use this learning rate": the form sets it (a class's locked lr stays the class's)."""
+    """"Use this learning rate" (a class's locked lr stays the class's)."""
     form = train_form.get()
     st.session_state[K + "msg"] = (
         ("warning", t("train.lr_find.locked", reason=form.locks.get("lr", "")))
@@ -48,7 +42,6 @@ def _use(lr: float) -> None:
 
 
 def _boxes() -> dict | None:
-    """The sweep's three boxes, each with its problem under it; the sweep, or None."""
     for key, value in (("lo", engine.LR_MIN), ("hi", engine.LR_MAX)):
         st.session_state.setdefault(K + key, i18n.number(value, lang()))
     c1, c2, c3 = st.columns(3)
@@ -68,8 +61,7 @@ def _boxes() -> dict | None:
 
 
 def _progress(sid: str, run_id: str) -> None:
-    """A queued or running sweep, looked at every POLL_S seconds; the page again once it
-    has finished (the curve and its button are drawn there)."""
+    """A queued or running sweep; the whole page again once it has finished."""
     run = get_queue().get(sid, run_id)
     if run.finished:
         st.rerun()
@@ -82,15 +74,13 @@ def _progress(sid: str, run_id: str) -> None:
 
 
 def _result(form, run) -> None:
-    """The finished sweep: its curve, what it found and the suggestion's button."""
     result = run.result or {}
-    if run.status == "failed" and not result.get("lrs"):
-        st.error(t("train.lr_find.failed", message=run.error_text(lang()) if run.error
-                   else "?"))
-        return
     if not result.get("lrs"):
+        if run.status == "failed":
+            st.error(t("train.lr_find.failed", message=run.error_text(lang()) if run.error
+                       else "?"))
         return
-    st.plotly_chart(finder.figure(result, lang()), width="stretch", key=K + "chart",
+    st.plotly_chart(finder.figure(result, lang()), key=K + "chart",
                     config={"displayModeBar": False})
     for line in finder.summary(result, lang()):
         st.markdown(line)
@@ -109,8 +99,6 @@ def _result(form, run) -> None:
 
 
 def show(form) -> None:
-    """The finder in an expander under the form (open while there is a sweep to show), and
-    its lesson in another."""
     queue, sid = get_queue(), session_id()
     run = next(iter(queue.runs(sid, kind="lr_find", limit=1)), None)     # the newest sweep
     with st.expander(t("train.lr_find.title"), expanded=run is not None,

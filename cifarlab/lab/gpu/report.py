@@ -12,7 +12,7 @@ from cifarlab import i18n
 from cifarlab.i18n import number
 from cifarlab.core.safe_text import md_escape as md
 from cifarlab.core.safe_text import one_line
-from cifarlab.errors import CifarLabError, ConfigError, is_literal
+from cifarlab.errors import CifarLabError, ConfigError
 import cifarlab.lab.gpu.analysis as analysis
 from cifarlab.lab.gpu.config import TUTORIAL_POINT, SweepConfig, estimate_seconds, time_left
 from cifarlab.lab.gpu.results import OOM, SweepResult
@@ -22,7 +22,7 @@ def error_text(err: BaseException, lang: str) -> str:
     """An error's message in ``lang`` for Markdown, its text parameters (file names) escaped."""
     if not isinstance(err, CifarLabError):
         return md(err)
-    if isinstance(err, ConfigError) or is_literal(err.code):
+    if isinstance(err, ConfigError):
         return err.text(lang)
     return i18n.t(f"errors.{err.code}", lang,
                   **{k: md(v) if isinstance(v, str) else v for k, v in err.params.items()})
