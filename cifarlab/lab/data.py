@@ -20,30 +20,13 @@ from plotly.subplots import make_subplots
 from cifarlab import i18n
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import charts as C
-from cifarlab.lab.tables import class_name, dims
+from cifarlab.lab.tables import class_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from cifarlab.core.data import CifarData
 
 PIPELINES = ("tutorial", "fast")
 STAGES = ("raw", "to_tensor", "normalize")
-MAX_BATCH_SIZE = 256
-MAX_WORKERS = 8
-MAX_SAMPLE = 100
-
-
-class LoadingError(CifarLabError):
-    """A Data page request out of range (batch size, workers, class…)."""
-
-
-def _whole(name: str, value, low: int, high: int, field: str | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise LoadingError("loading.not_whole", field=field or name, name=name,
-                           value=repr(value)[:40])
-    if not low <= int(value) <= high:
-        raise LoadingError("loading.out_of_range", field=field or name, name=name, low=low,
-                           high=high, value=int(value))
-    return int(value)
 
 
 # ----------------------------------------------------------------------------------- browse
@@ -60,8 +43,6 @@ def class_counts_table(data: CifarData) -> pd.DataFrame:
 def class_sample(data: CifarData, class_index: int, n: int = 24,
                  seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(indices, n×32×32×3 uint8 images) of ``n`` training images of one class, repeatable."""
-    class_index = _whole("class_index", class_index, 0, data.num_classes - 1, "class")
-    n = _whole("n", n, 1, MAX_SAMPLE)
     x, y = data.split("train")
     members = np.flatnonzero(np.asarray(y) == class_index)
     if members.size == 0:
@@ -74,22 +55,11 @@ def class_sample(data: CifarData, class_index: int, n: int = 24,
 
 # -------------------------------------------------------------------------- ToTensor, Normalize
 
-def _as_hwc_batch(images) -> np.ndarray:
-    arr = np.asarray(images)
-    if arr.dtype != np.uint8:
-        raise LoadingError("loading.needs_uint8", dtype=str(arr.dtype))
-    if arr.ndim == 3:
-        arr = arr[None]
-    if arr.ndim != 4 or arr.shape[-1] != 3:
-        raise LoadingError("loading.bad_shape", shape=dims(arr.shape))
-    return arr
-
-
 def transform_stats(images, bins: int = 32) -> dict:
     """What the tutorial's real ``ToTensor()`` and ``Normalize`` do to one picture (H×W×3
     uint8) or several: per stage, the range, per-channel mean and std, and histograms."""
-    bins = _whole("bins", bins, 2, 256)
-    pics = _as_hwc_batch(images)
+    pics = np.asarray(images)
+    pics = pics[None] if pics.ndim == 3 else pics
     to_tensor = transforms.ToTensor()
     norm = transforms.Normalize((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
     t1 = torch.stack([to_tensor(Image.fromarray(p)) for p in pics])         # N×3×H×W, 0…1
@@ -138,7 +108,6 @@ def loader_batch(data: CifarData, batch_size: int = 4, seed: int = 0) -> dict:
     shows it."""
     from cifarlab.core.data import tutorial_loader
 
-    batch_size = _whole("batch_size", batch_size, 1, MAX_BATCH_SIZE)
     loader = tutorial_loader(data, "train", batch_size=batch_size, num_workers=0, shuffle=True,
                              seed=int(seed))
     images, labels = next(iter(loader))
@@ -154,7 +123,6 @@ def loader_batch(data: CifarData, batch_size: int = 4, seed: int = 0) -> dict:
 def upscale(images: np.ndarray, factor: int = 3) -> np.ndarray:
     """Pictures (…×H×W×C, or one C×H×W) ``factor`` times larger by repeating pixels, channels
     last: a 32×32 image stays sharp."""
-    factor = _whole("factor", factor, 1, 16)
     a = np.asarray(images)
     if a.ndim == 3 and a.shape[0] in (1, 3) and a.shape[-1] not in (1, 3):
         a = a.transpose(1, 2, 0)
@@ -169,14 +137,6 @@ def loader_throughput(data: CifarData, pipeline: str = "tutorial", batch_size: i
     """Images per second a pipeline delivers (no training in between), over at most
     ``max_batches`` or ``max_seconds``; start-up (every worker's first batch, the fast
     pipeline's copy) timed apart. The fast pipeline has no workers: reported as 0."""
-    if pipeline not in PIPELINES:
-        raise LoadingError("loading.bad_pipeline", field="pipeline", pipeline=repr(pipeline)[:40],
-                           known=", ".join(PIPELINES))
-    batch_size = _whole("batch_size", batch_size, 1, MAX_BATCH_SIZE)
-    num_workers = _whole("num_workers", num_workers, 0, MAX_WORKERS)
-    max_batches = _whole("max_batches", max_batches, 1, 1_000_000)
-    if not (isinstance(max_seconds, (int, float)) and 0 < max_seconds <= 600):
-        raise LoadingError("loading.bad_seconds", field="max_seconds", limit=600)
     from cifarlab.core.data import FastLoader, tutorial_loader
 
     started = time.perf_counter()
@@ -201,7 +161,7 @@ def loader_throughput(data: CifarData, pipeline: str = "tutorial", batch_size: i
             first = first or got
         startup = time.perf_counter() - started
         if first is None:
-            raise LoadingError("loading.no_batch")
+            raise CifarLabError("loading.no_batch")
         images = batches = 0
         started = time.perf_counter()
         deadline = started + max_seconds
