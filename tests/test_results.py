@@ -65,9 +65,6 @@ def test_confused_examples_really_are_true_a_predicted_b(ev, cifar_data):
     # a pair nobody fell into gives nothing; the diagonal gives correct answers
     right = R.confused_examples(ev, 0, 0, limit=3)
     assert (ev.predictions[right] == 0).all() and (cifar_data.test_y[right] == 0).all()
-    for bad in (len(ev.classes), -1, "cat"):
-        with pytest.raises(CifarLabError):
-            R.confused_examples(ev, bad, 0)
 
 
 def test_most_confused_pair_without_mistakes():

@@ -14,9 +14,7 @@ from cifarlab.core.config import ACTIVATION_CODE, ACTIVATION_NAMES, ModelSpec, T
 from cifarlab.core.data import normalize
 from cifarlab.core.model import Net
 from cifarlab.core.shapes import trace_spec
-from cifarlab.errors import CifarLabError
 from cifarlab.lab.network import conv_step
-from cifarlab.lab.tables import dims
 
 # Each stage, the line of the tutorial's forward that makes it (the lesson quotes them); a run
 # with another activation reads its own function where these say F.relu.
@@ -84,11 +82,7 @@ def to_input(image: np.ndarray | torch.Tensor) -> torch.Tensor:
     a = torch.as_tensor(np.array(image))  # a copy: a cached data set is read-only
     if a.ndim == 3 and a.shape[-1] == 3 and a.shape[0] != 3:
         a = a.permute(2, 0, 1)
-    if a.ndim == 3:
-        a = a[None]
-    if a.ndim != 4 or a.shape[1] != 3:
-        raise CifarLabError("inside.image_shape", shape=dims(a.shape))
-    return normalize(a.contiguous())
+    return normalize((a[None] if a.ndim == 3 else a).contiguous())
 
 
 def num_classes(model: Net) -> int:
@@ -124,9 +118,6 @@ def activations(model: Net, x: torch.Tensor) -> list[Stage]:
     for name, value in out.items():
         kind, shape = kinds[name]
         values = value[0].detach().to(torch.float32).cpu().numpy()
-        if tuple(values.shape) != tuple(shape):  # the trace and the model disagree: say so
-            raise CifarLabError("inside.shape_mismatch", layer=name, traced=dims(shape),
-                                got=dims(values.shape))
         line = view_line(kinds["pool2"][1]) if name == "flatten" else FORWARD_LINES[name]
         line = line.replace("F.relu", ACTIVATION_CODE[activation_of(model)])
         stages.append(Stage(name, kind, tuple(shape), values, line))
@@ -149,19 +140,9 @@ def neuron(model: Net, x: torch.Tensor, layer: str = "conv1", channel: int = 0, 
            col: int = 0, stages: list[Stage] | None = None) -> Neuron:
     """Output (``channel``, ``row``, ``col``) of ``conv1`` or ``conv2`` by hand, beside
     ``F.conv2d``'s."""
-    if layer not in CONV_LAYERS:
-        raise CifarLabError("inside.unknown_layer", layer=str(layer)[:20],
-                            layers=", ".join(CONV_LAYERS))
     stages = stages if stages is not None else activations(model, x)
     conv = getattr(model, layer)
     source = stage(stages, "input" if layer == "conv1" else "pool1").values.astype(np.float64)
-    fmap = stage(stages, layer).values
-    channels, height, width = fmap.shape
-    for name, code, value, hi in (("channel", "inside.channel_outside", channel, channels),
-                                  ("row", "inside.row_outside", row, height),
-                                  ("col", "inside.col_outside", col, width)):
-        if not (isinstance(value, (int, np.integer)) and 0 <= int(value) < hi):
-            raise CifarLabError(code, field=name, hi=hi - 1, value=str(value)[:12])
     channel, row, col = int(channel), int(row), int(col)
     # the Network page's arithmetic, on this layer's input, kernel, stride and padding
     bias = float(conv.bias[channel].detach()) if conv.bias is not None else 0.0
@@ -194,8 +175,6 @@ def filter_patches(weight: torch.Tensor) -> np.ndarray:
     """conv1's kernels as C_out×k×k×3 uint8 patches on one scale (zero mid grey), so the
     patches of one layer compare."""
     w = weight.detach().to(torch.float64).cpu().numpy()
-    if w.ndim != 4 or w.shape[1] != 3:
-        raise CifarLabError("inside.not_colour", shape=dims(w.shape))
     lim = float(np.abs(w).max()) or 1.0
     rgb = 0.5 + 0.5 * np.clip(w / lim, -1, 1)
     return np.round(255 * rgb).astype(np.uint8).transpose(0, 2, 3, 1)

@@ -12,7 +12,7 @@ import torch
 
 from cifarlab.core.checkpoint import Checkpoint, load as load_checkpoint
 from cifarlab.core.evaluate import EvalResult, evaluate
-from cifarlab.errors import CheckpointError, CifarLabError
+from cifarlab.errors import CheckpointError
 from cifarlab.lab.data import upscale
 from cifarlab.lab.results.uploads import (  # the page's one import: re-exported
     MAX_CHECKPOINT_BYTES, MAX_IMAGE_PIXELS, MAX_UPLOAD_BYTES, PREVIEW_SIZE, SERVER_UPLOAD_MB,
@@ -58,9 +58,8 @@ def confused_examples(ev: EvalResult, true_cls: int, pred_cls: int,
                       limit: int = 24) -> np.ndarray:
     """Test images of class ``true_cls`` the model called ``pred_cls``, most confident
     first."""
-    t, p = _class_index(ev.classes, true_cls), _class_index(ev.classes, pred_cls)
-    idx = np.flatnonzero((ev.labels == t) & (ev.predictions == p))
-    order = np.argsort(-ev.probabilities[idx, p], kind="stable")
+    idx = np.flatnonzero((ev.labels == true_cls) & (ev.predictions == pred_cls))
+    order = np.argsort(-ev.probabilities[idx, pred_cls], kind="stable")
     return idx[order][:max(0, int(limit))]
 
 
@@ -117,10 +116,3 @@ def per_class_by_epoch(events: Iterable[Any]) -> pd.DataFrame:
                 rows.append({"epoch": int(epoch), "class": str(cls), "accuracy": float(acc)})
     df = pd.DataFrame(rows, columns=["epoch", "class", "accuracy"])
     return df.drop_duplicates(["epoch", "class"], keep="last").reset_index(drop=True)
-
-
-def _class_index(classes: Sequence[str], cls: int) -> int:
-    if isinstance(cls, (int, np.integer)) and 0 <= int(cls) < len(classes):
-        return int(cls)
-    raise CifarLabError("results.unknown_class", field="class", cls=repr(cls)[:40],
-                        classes=", ".join(classes))
