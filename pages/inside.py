@@ -7,7 +7,7 @@ import streamlit as st
 
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import inside as I
-from cifarlab.lab import results as R
+from cifarlab.lab.data import upscale
 from cifarlab.lab.inside import figures as F
 from cifarlab.lab.tables import class_name
 from ui.data import get_data
@@ -83,7 +83,7 @@ def choose_image(model, model_key: str, data, names: list[str]):
 
 def activations_tab(stages, names, model, hwc, words) -> None:
     left, right = st.columns([1, 3])
-    left.image(R.upscale(hwc, 5), width=160, caption=t("inside.as_seen"),
+    left.image(upscale(hwc, 5), width=160, caption=t("inside.as_seen"),
                alt=t("inside.image_alt", image=words,
                      predicted=names[int(np.argmax(I.stage(stages, "softmax").values))]))
     with right:

@@ -11,8 +11,8 @@ from plotly.subplots import make_subplots
 
 from cifarlab import i18n
 from cifarlab.lab import charts as C
-from cifarlab.lab.inside.activations import Neuron, Stage, filter_patches, filter_table, stage
-from cifarlab.lab.inside.explain import METHODS, strongest
+from cifarlab.lab.inside import (METHODS, Neuron, Stage, filter_patches, filter_table, stage,
+                                 strongest)
 from cifarlab.lab.tables import dims
 
 MAX_MAPS = 16           # feature maps drawn of a layer
