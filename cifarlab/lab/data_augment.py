@@ -12,6 +12,7 @@ import numpy as np
 from cifarlab.core.config import AUGMENTS
 from cifarlab.core.data import CifarData, FastLoader
 from cifarlab.core.tricks import PAD
+from cifarlab.lab.data import unnormalize
 
 KINDS = tuple(k for k in AUGMENTS if k != "none")   # mirror; mirror and shift
 MAX_EPOCHS = 8
@@ -39,18 +40,13 @@ def augment_draws(data: CifarData, indices: Sequence[int], kind: str, epochs: in
     for _ in range(epochs):
         (xb, _labels), = list(loader)           # one epoch is one batch of these images
         flip, shift = loader.augment.last_draw
-        draws.append(to_pixels(xb.numpy()))
+        draws.append((unnormalize(xb) * 255).round().astype(np.uint8))
         flipped.append(flip.numpy())
         # the loader reads the padded picture from offset ``shift``: the image moves PAD - shift
         moved.append(np.zeros((idx.size, 2), np.int64) if shift is None else PAD - shift.numpy())
     x, _ = data.split("train")
     original = np.ascontiguousarray(np.asarray(x[idx]).transpose(0, 2, 3, 1))
     return AugmentView(kind, original, np.stack(draws), np.stack(flipped), np.stack(moved))
-
-
-def to_pixels(batch: np.ndarray) -> np.ndarray:
-    """A normalised B×3×H×W batch (pixels · 2/255 − 1) back to B×H×W×3 uint8 pixels."""
-    return ((batch + 1.0) * 127.5).round().clip(0, 255).astype(np.uint8).transpose(0, 2, 3, 1)
 
 
 def draw_text(view: AugmentView, k: int, i: int, t) -> str:

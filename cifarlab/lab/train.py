@@ -26,15 +26,10 @@ def preset_values(name: str) -> dict[str, Any]:
 
 
 def matching_preset(values: Mapping[str, Any],
-                    presets: Mapping[str, Mapping[str, Any]] | None = None) -> str | None:
-    """The preset (name -> knob values; default ``core.config.PRESETS``') whose knobs all
-    equal ``values``, or None."""
-    if presets is None:
-        presets = {name: preset_values(name) for name in C.PRESETS}
-    for name, preset in presets.items():
-        if all(same(values.get(k), v) for k, v in preset.items()):
-            return name
-    return None
+                    presets: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """The first of ``presets`` (name -> knob values) whose knobs all equal ``values``."""
+    return next((name for name, preset in presets.items()
+                 if all(same(values.get(k), v) for k, v in preset.items())), None)
 
 
 def same(a: Any, b: Any) -> bool:
@@ -178,11 +173,7 @@ class RunView:
         steps, losses = self.series.points()
         steps, losses = np.asarray(steps, dtype=np.int32), np.asarray(losses, dtype=np.float32)
         spe = self.steps_per_epoch
-        running_x, running_y = [], []
-        for r in self.running:
-            if spe:
-                running_x.append((int(r["epoch"]) - 1) * spe + int(r["i"]))
-                running_y.append(float(r["loss"]))
+        running = [r for r in self.running if spe]
         marks, total, val = [], 0, []
         for e in self.epochs:
             total += int(e.get("steps") or 0)
@@ -190,9 +181,10 @@ class RunView:
                 marks.append(total)
             if e.get("val_loss") is not None and e.get("mean_loss") is not None:
                 val.append((total, float(e["mean_loss"]), float(e["val_loss"])))
-        return {"steps": steps, "losses": losses, "running_steps": running_x,
-                "running_losses": running_y, "epoch_marks": marks, "stride": self.series.stride,
-                "count": self.series.count, "val": val}
+        return {"steps": steps, "losses": losses, "epoch_marks": marks, "val": val,
+                "running_steps": [(int(r["epoch"]) - 1) * spe + int(r["i"]) for r in running],
+                "running_losses": [float(r["loss"]) for r in running],
+                "stride": self.series.stride, "count": self.series.count}
 
 
 class RunViews(dict):
@@ -248,9 +240,7 @@ def time_split(epochs: Sequence[Mapping[str, Any]] = (),
 def per_class_rows(per_class: Mapping[str, float] | None) -> list[tuple[str, float]]:
     """(class, accuracy) pairs in CIFAR-10's label order (other names after)."""
     per_class = dict(per_class or {})
-    from cifarlab.core.config import CIFAR10_CLASSES
-
-    ordered = [c for c in CIFAR10_CLASSES if c in per_class]
+    ordered = [c for c in C.CIFAR10_CLASSES if c in per_class]
     ordered += [c for c in per_class if c not in ordered]
     return [(c, float(per_class[c])) for c in ordered]
 

@@ -6,27 +6,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pandas as pd
+import plotly.express as px
 import plotly.graph_objects as go
 
 from cifarlab import i18n
 from cifarlab.core.probes import finite, signals
-from cifarlab.lab.charts import DASHES, PALETTE
+from cifarlab.lab.charts import series_style
 from cifarlab.lab.train_live import layout
 
 
 def grad_figure(samples: Sequence[dict], lang: str) -> go.Figure:
     """One line per layer: its gradient norm at each sample (log axis: they span decades)."""
     t = i18n.translator(lang)
-    fig = go.Figure(layout=layout(lang, t("train.inside.grad_title"), height=300))
-    names = [row["name"] for row in samples[0]["layers"]] if samples else []
-    for k, name in enumerate(names):
-        fig.add_scatter(x=[s["step"] for s in samples],
-                        y=[finite(s["layers"][k].get("grad_norm")) for s in samples],
-                        name=name, mode="lines", line=dict(color=PALETTE[k % len(PALETTE)],
-                                                           dash=DASHES[k % len(DASHES)]))
-    fig.update_xaxes(title_text=t("common.step"))
-    fig.update_yaxes(type="log", dtick="D2", title_text=t("train.inside.grad_axis"))
-    return fig
+    df = pd.DataFrame([(s["step"], r["name"], finite(r.get("grad_norm")))
+                       for s in samples for r in s["layers"]], columns=["step", "layer", "grad"])
+    fig = px.line(df, x="step", y="grad", log_y=True, **series_style("layer"), labels={
+        "step": t("common.step"), "grad": t("train.inside.grad_axis"), "layer": ""})
+    fig.update_yaxes(dtick="D2")
+    return fig.update_layout(layout(lang, t("train.inside.grad_title"), height=300))
 
 
 def latest_table(samples: Sequence[dict], lang: str) -> pd.DataFrame:
