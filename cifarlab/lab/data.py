@@ -104,8 +104,7 @@ def unnormalize(images: torch.Tensor) -> np.ndarray:
 
 
 def loader_batch(data: CifarData, batch_size: int = 4, seed: int = 0) -> dict:
-    """The first batch from the tutorial's own ``DataLoader``, its ``make_grid`` as ``imshow``
-    shows it."""
+    """The tutorial ``DataLoader``'s first batch, its ``make_grid`` as ``imshow`` shows it."""
     from cifarlab.core.data import tutorial_loader
 
     loader = tutorial_loader(data, "train", batch_size=batch_size, num_workers=0, shuffle=True,
@@ -187,8 +186,7 @@ def sweep_loaders(data: CifarData, batch_size: int = 4,
                   workers: Sequence[int] = (0, 1, 2, 4), max_batches: int = 500,
                   max_seconds: float = 0.4, subset: int | None = None,
                   on_result: Callable[[dict], None] | None = None) -> pd.DataFrame:
-    """``loader_throughput`` per pipeline and ``num_workers`` (the fast pipeline once), a row
-    each; ``on_result(row)`` after each."""
+    """``loader_throughput`` per pipeline and ``num_workers`` (fast once); ``on_result`` each."""
     rows = []
     for pipeline in PIPELINES:
         for w in list(workers) if pipeline == "tutorial" else [0]:

@@ -1,7 +1,5 @@
-"""The Data page's augmentation viewer: a few training images through the Speed page's
-augmentations, drawn by the training loader itself (``FastLoader(augment=...)``), one draw per
-epoch, seeded as a run's is, so a picture is what a run with that seed trains on.
-"""
+"""The Data page's augmentation viewer: a few training images drawn by the training loader itself
+(``FastLoader(augment=...)``), one draw per epoch, seeded as a run's is."""
 from __future__ import annotations
 
 from collections.abc import Sequence

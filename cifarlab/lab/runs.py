@@ -1,6 +1,5 @@
-"""What the Runs page shows: runs side by side (their settings and results in one table, the
-settings that differ, their loss curves on one chart) and their downloads.
-"""
+"""What the Runs page shows: runs side by side (settings and results in one table, the settings
+that differ, their loss curves on one chart) and their downloads."""
 from __future__ import annotations
 
 import io

@@ -1,6 +1,4 @@
-"""Text alternatives for charts: a chart's numbers as a table a screen reader can walk, cells
-in the student's language ("55,3 %").
-"""
+"""Text alternatives for charts: their numbers as tables a screen reader can walk ("55,3 %")."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence

@@ -1,9 +1,6 @@
-"""The Tensors page's engine: ranks 0–4 cut from a real CIFAR-10 image, a tensor's facts, and
-two live measurements of what moving data between devices costs.
-
-Every timer synchronises the device (``devices.Stopwatch``): a CUDA call returns before the work
-is done. Without CUDA the copies stay in the CPU's memory: the fixed cost per copy, no bus.
-"""
+"""The Tensors page's engine: ranks 0–4 cut from a real CIFAR-10 image, a tensor's facts, and two
+live measurements of moving data (every timer synchronises: a CUDA call returns before the work
+is done; without CUDA the copies stay in the CPU's memory: the fixed cost per copy, no bus)."""
 from __future__ import annotations
 
 import math
@@ -104,8 +101,7 @@ def _best_of(fns: dict, device: torch.device, repeats: int, max_seconds: float
 
 
 def _copies(pairs: list) -> Callable[[], None]:
-    """Every (dst, src) piece copied in turn, as x.to(device) does; four copied now: the
-    warm-up."""
+    """Every (dst, src) piece copied in turn, as x.to(device) does; four copied now (warm-up)."""
     for d, s in pairs[:4]:
         d.copy_(s)
 
@@ -202,8 +198,7 @@ def _heat(z: np.ndarray, colorscale: str = "RdBu_r", text: bool = False) -> go.H
 
 
 def rank_figure(ex: RankExample, classes, t) -> go.Figure:
-    """A tensor of rank 0–4 as a picture: a cell, a row, a channel, an image and its channels,
-    the batch."""
+    """A tensor of rank 0–4 as a picture: a cell, a row, a channel, an image's channels, a batch."""
     if ex.rank == 0:
         fig = go.Figure(_heat(np.array([[float(ex.values)]]), text=True))
         fig.update_traces(textfont_size=28)

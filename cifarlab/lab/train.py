@@ -246,8 +246,7 @@ def per_class_rows(per_class: Mapping[str, float] | None) -> list[tuple[str, flo
 
 
 def pick_run(runs: Sequence[Any], current: str | None = None) -> str | None:
-    """``current`` while it is still among ``runs`` (newest first), else the newest active one,
-    else the newest."""
+    """``current`` while among ``runs`` (newest first), else the newest active one, else newest."""
     ids = [r.id for r in runs]
     if current in ids:
         return current
@@ -258,8 +257,7 @@ def pick_run(runs: Sequence[Any], current: str | None = None) -> str | None:
 
 
 def poll_interval(runs: Sequence[Any], active_s: float, idle_s: float | None) -> float | None:
-    """``active_s`` while a run is queued or running, else ``idle_s`` (a run started from
-    another tab still shows up)."""
+    """``active_s`` while a run is queued or running, else ``idle_s`` (for runs from other tabs)."""
     return active_s if any(r.status in ("queued", "running") for r in runs) else idle_s
 
 

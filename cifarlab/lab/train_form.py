@@ -1,8 +1,6 @@
-"""The Train form's one owner: each knob as its widget holds it ⇄ a ``TrainConfig`` (no
-Streamlit: ui/train_form.py copies values to and from the widgets). Decimals are text in the
-form's language, read with either mark (a browser's number box turns "0,01" into 1).
-``revision`` counts the changes the form made itself, after which the widgets are rewritten.
-"""
+"""The Train form's one owner: each knob as its widget holds it ⇄ a ``TrainConfig``
+(ui/train_form.py copies them to and from the widgets). Decimals are text in the form's
+language, read with either mark (a browser's number box turns "0,01" into 1)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -69,7 +67,7 @@ class TrainForm:
         self.locks: dict[str, str] = {}         # knob -> why the class locked it
         self.pushed: dict[str, Any] = {}        # the class's values
         self.class_version: Any = None
-        self.revision = 0
+        self.revision = 0                       # changes the form made itself: rewrite widgets
         self.apply_preset("tutorial")
 
     # -- values ------------------------------------------------------------------------------
@@ -229,8 +227,7 @@ class TrainForm:
             self._set(self.pushed)
 
     def refused(self, field: str | None) -> str | None:
-        """The server refused ``field``: a locked one gets the class's value back; the field when
-        it is the form's."""
+        """The server refused ``field``: a locked one gets the class's value back."""
         if field in self.locks and field in self.pushed:
             self._set({field: self.pushed[field]})
         return field if field in self._raw else None

@@ -95,8 +95,7 @@ def num_classes(model: Net) -> int:
 
 @torch.no_grad()
 def activations(model: Net, x: torch.Tensor) -> list[Stage]:
-    """Every stage of ``Net.forward`` for one image (``x`` from ``to_input``), then the
-    softmax."""
+    """Every stage of ``Net.forward`` for one image (``x`` from ``to_input``), then softmax."""
     model = model.eval()
     spec = getattr(model, "spec", None) or ModelSpec()
     traces = trace_spec(spec, tuple(x.shape[1:]), num_classes(model))
@@ -142,8 +141,7 @@ def stage(stages: list[Stage], name: str) -> Stage:
 
 def neuron(model: Net, x: torch.Tensor, layer: str = "conv1", channel: int = 0, row: int = 0,
            col: int = 0, stages: list[Stage] | None = None) -> Neuron:
-    """Output (``channel``, ``row``, ``col``) of ``conv1`` or ``conv2`` by hand, beside
-    ``F.conv2d``'s."""
+    """Output (``channel``, ``row``, ``col``) of conv1 or conv2 by hand, beside ``F.conv2d``'s."""
     stages = stages if stages is not None else activations(model, x)
     conv = getattr(model, layer)
     source = stage(stages, "input" if layer == "conv1" else "pool1").values.astype(np.float64)
@@ -176,8 +174,7 @@ def random_model(seed: int = 0, spec: ModelSpec | None = None, classes: int = 10
 
 
 def filter_patches(weight: torch.Tensor) -> np.ndarray:
-    """conv1's kernels as C_out×k×k×3 uint8 patches on one scale (zero mid grey), so the
-    patches of one layer compare."""
+    """conv1's kernels as C_out×k×k×3 uint8 patches on one scale (zero mid grey)."""
     w = weight.detach().to(torch.float64).cpu().numpy()
     lim = float(np.abs(w).max()) or 1.0
     rgb = 0.5 + 0.5 * np.clip(w / lim, -1, 1)
@@ -185,8 +182,7 @@ def filter_patches(weight: torch.Tensor) -> np.ndarray:
 
 
 def filter_table(before: torch.Tensor | None, after: torch.Tensor) -> list[dict]:
-    """Per conv1 kernel: mean weight per colour, norm, and (when known) how far training moved
-    it."""
+    """Per conv1 kernel: mean weight per colour, norm, and how far training moved it (if known)."""
     a = after.detach().to(torch.float64).cpu()
     b = before.detach().to(torch.float64).cpu() if before is not None else None
     rows = []
@@ -288,8 +284,7 @@ def strongest(heat: np.ndarray, size: int = 4, n: int = 3) -> list[tuple[int, in
 
 
 def misclassified(probabilities: np.ndarray, labels: np.ndarray, limit: int = 200) -> np.ndarray:
-    """Test images the model got wrong, the most confidently wrong first (``probabilities``:
-    N×classes, as ``EvalResult.probabilities``)."""
+    """Test images the model got wrong, the most confidently wrong first."""
     probs = np.asarray(probabilities)
     labels = np.asarray(labels, dtype=np.int64)
     pred = probs.argmax(axis=1)

@@ -42,8 +42,7 @@ def to_input(image_hwc: np.ndarray, mode: str = "gray") -> np.ndarray:
 
 
 def net_conv1(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """conv1's weights and biases of a ``Net`` seeded with ``seed`` (the global RNG left as it
-    was)."""
+    """conv1's weights and biases of a ``Net`` seeded with ``seed`` (the global RNG untouched)."""
     from cifarlab.core.model import Net
 
     with torch.random.fork_rng(devices=[]):

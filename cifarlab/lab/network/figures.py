@@ -1,5 +1,4 @@
-"""The Network page's tables and figures, their words from ``t`` (``i18n.translator(lang)``).
-"""
+"""The Network page's tables and figures, their words from ``t`` (``i18n.translator(lang)``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

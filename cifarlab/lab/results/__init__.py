@@ -29,8 +29,7 @@ TUTORIAL_REFERENCE: dict[str, Any] = {
 # --------------------------------------------------------------------------------- models
 
 def load_run_model(path) -> tuple[torch.nn.Module, Checkpoint]:
-    """The model a run saved, on the CPU; ``path`` from ``JobQueue.checkpoint`` (checked
-    against the session)."""
+    """The model a run saved, on the CPU (``path``: ``JobQueue.checkpoint``'s, session-checked)."""
     if not path.is_file():
         raise CheckpointError("checkpoint.no_saved_model")
     ckpt = load_checkpoint(path, map_location="cpu")
@@ -48,8 +47,7 @@ def predictions_for(model: torch.nn.Module, data, tta: bool = False) -> EvalResu
 
 def confused_examples(ev: EvalResult, true_cls: int, pred_cls: int,
                       limit: int = 24) -> np.ndarray:
-    """Test images of class ``true_cls`` the model called ``pred_cls``, most confident
-    first."""
+    """Test images of class ``true_cls`` the model called ``pred_cls``, most confident first."""
     idx = np.flatnonzero((ev.labels == true_cls) & (ev.predictions == pred_cls))
     order = np.argsort(-ev.probabilities[idx, pred_cls], kind="stable")
     return idx[order][:max(0, int(limit))]

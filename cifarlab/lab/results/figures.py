@@ -1,5 +1,4 @@
-"""The Results page's figures and words, in the language of ``t`` (``i18n.translator(lang)``).
-"""
+"""The Results page's figures and words, in the language of ``t`` (``i18n.translator(lang)``)."""
 from __future__ import annotations
 
 from datetime import datetime
