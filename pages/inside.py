@@ -149,7 +149,7 @@ def neuron_tab(model, x, stages, hwc) -> None:
     st.plotly_chart(fig, width="stretch", key=K + "arith", alt=t("inside.arith_alt", c=n_in, k=k))
     if n_in > F.MAX_CHANNELS:
         st.caption(t("inside.first_channels", n=F.MAX_CHANNELS, c=n_in))
-    then = t("inside.arith_relu" if I.activation_of(model) == "relu" else "inside.arith_act",
+    then = t("inside.arith_relu" if model.activation == "relu" else "inside.arith_act",
              act=I.activation_name(model), out=num(n.activated, 4))
     st.markdown(t("inside.arith_sum", n=n.products.size, c=n_in, k=k, total=num(n.total, 4),
                   bias=num(n.bias, 4), value=num(n.value, 4), then=then))

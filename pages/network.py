@@ -8,7 +8,7 @@ import streamlit as st
 from cifarlab.core.config import ModelSpec
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import network as convlab
-from cifarlab.lab.network import activation as act, figures as F
+from cifarlab.lab.network import figures as F
 from ui.data import get_data
 from ui.language import num, show_error, translator
 from ui.nav import lesson
@@ -235,9 +235,9 @@ def pool(data) -> None:
 # ------------------------------------------------------------------- (f) activation functions
 def activations() -> None:
     lesson("activation")
-    chart(st, act.figure(t), "act_fig", t("a11y.act_chart"))
+    chart(st, F.activation_figure(t), "act_fig", t("a11y.act_chart"))
     st.markdown(t("network.act_table_intro"))
-    st.dataframe(act.table(t), hide_index=True, width="stretch", key="act_table")
+    st.dataframe(F.activation_table(t), hide_index=True, width="stretch", key="act_table")
 
 
 for tab, draw in ((tab_lesson, lambda: lesson("network")), (tab_arch, arch), (tab_calc, calc),

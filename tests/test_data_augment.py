@@ -8,7 +8,7 @@ import pytest
 
 from cifarlab import i18n
 from cifarlab.core.tricks import PAD
-from cifarlab.lab.data_augment import augment_draws, draw_text, summary_text
+from cifarlab.lab.data import augment_draws, draw_text, summary_text
 
 INDICES = [3, 17, 256, 4000, 9]
 

@@ -1,11 +1,11 @@
-"""The Data page's engine: browse CIFAR-10, what ``ToTensor`` and ``Normalize`` do to the
-numbers, a batch from the tutorial's ``DataLoader``, each pipeline's speed, all on the real
-data and loaders."""
+"""The Data page's engine, on the real data and loaders: browse CIFAR-10, what ``ToTensor`` and
+``Normalize`` do to the numbers, a batch of the tutorial's ``DataLoader``, each pipeline's speed."""
 from __future__ import annotations
 
 import contextlib
 import time
 import warnings
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
@@ -18,26 +18,22 @@ from PIL import Image
 from plotly.subplots import make_subplots
 
 from cifarlab import i18n
-from cifarlab.errors import CifarLabError
+from cifarlab.core.config import AUGMENTS
+from cifarlab.core.tricks import PAD
 from cifarlab.lab import charts as C
 from cifarlab.lab.tables import class_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from cifarlab.core.data import CifarData
 
-PIPELINES = ("tutorial", "fast")
-STAGES = ("raw", "to_tensor", "normalize")
-
 
 # ----------------------------------------------------------------------------------- browse
 
 def class_counts_table(data: CifarData) -> pd.DataFrame:
     """Images per class in each split, long form: class, label, split, count."""
-    rows = []
-    for split in ("train", "test"):
-        for label, (cls, count) in enumerate(data.class_counts(split).items()):
-            rows.append({"class": cls, "label": label, "split": split, "count": count})
-    return pd.DataFrame(rows)
+    return pd.DataFrame([{"class": cls, "label": label, "split": split, "count": count}
+                         for split in ("train", "test")
+                         for label, (cls, count) in enumerate(data.class_counts(split).items())])
 
 
 def class_sample(data: CifarData, class_index: int, n: int = 24,
@@ -45,8 +41,6 @@ def class_sample(data: CifarData, class_index: int, n: int = 24,
     """(indices, n×32×32×3 uint8 images) of ``n`` training images of one class, repeatable."""
     x, y = data.split("train")
     members = np.flatnonzero(np.asarray(y) == class_index)
-    if members.size == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros((0, 32, 32, 3), dtype=np.uint8)
     rng = np.random.default_rng([int(seed), class_index])
     chosen = rng.choice(members, size=min(n, members.size), replace=False).astype(np.int64)
     images = np.ascontiguousarray(np.asarray(x[chosen]).transpose(0, 2, 3, 1))
@@ -128,6 +122,68 @@ def upscale(images: np.ndarray, factor: int = 3) -> np.ndarray:
     return np.ascontiguousarray(np.repeat(np.repeat(a, factor, axis=-3), factor, axis=-2))
 
 
+# ----------------------------------------------------------------------------- augmentation
+# A few training images drawn by the training loader itself (``FastLoader(augment=...)``), one
+# draw per epoch, seeded as a run's is: a picture is what a run with that seed trains on.
+
+AUGMENT_KINDS = tuple(k for k in AUGMENTS if k != "none")   # mirror; mirror and shift
+MAX_AUGMENT_EPOCHS = 8
+
+
+@dataclass(frozen=True)
+class AugmentView:
+    """``original`` N×32×32×3 and ``draws`` E×N×32×32×3 uint8 pixels; ``flipped`` E×N;
+    ``moved`` E×N×2, the pixels each picture moved (down, right), zero for mirror only."""
+
+    kind: str
+    original: np.ndarray
+    draws: np.ndarray
+    flipped: np.ndarray
+    moved: np.ndarray
+
+
+def augment_draws(data: CifarData, indices: Sequence[int], kind: str, epochs: int = 4,
+                  seed: int = 0) -> AugmentView:
+    """``epochs`` passes of the training loader over just these training images."""
+    from cifarlab.core.data import FastLoader
+
+    idx = np.asarray(list(indices), dtype=np.int64).reshape(-1)
+    loader = FastLoader(data, "train", batch_size=int(idx.size), shuffle=False, seed=int(seed),
+                        subset=idx, augment=kind)
+    draws, flipped, moved = [], [], []
+    for _ in range(epochs):
+        (xb, _labels), = list(loader)           # one epoch is one batch of these images
+        flip, shift = loader.augment.last_draw
+        draws.append((unnormalize(xb) * 255).round().astype(np.uint8))
+        flipped.append(flip.numpy())
+        # the loader reads the padded picture from offset ``shift``: the image moves PAD - shift
+        moved.append(np.zeros((idx.size, 2), np.int64) if shift is None else PAD - shift.numpy())
+    x, _ = data.split("train")
+    original = np.ascontiguousarray(np.asarray(x[idx]).transpose(0, 2, 3, 1))
+    return AugmentView(kind, original, np.stack(draws), np.stack(flipped), np.stack(moved))
+
+
+def draw_text(view: AugmentView, k: int, i: int, t) -> str:
+    """What epoch ``k``'s draw did to image ``i``: "Epoch 2: mirrored · 1 px right · 2 px up"."""
+    parts = [t("data_aug.mirrored") if view.flipped[k, i] else t("data_aug.as_is")]
+    if view.kind == "flip_translate":
+        dy, dx = (int(v) for v in view.moved[k, i])
+        moves = ([t("data_aug.right" if dx > 0 else "data_aug.left", n=abs(dx))] if dx else []) \
+            + ([t("data_aug.down" if dy > 0 else "data_aug.up", n=abs(dy))] if dy else [])
+        parts += moves or [t("data_aug.not_moved")]
+    return t("data_aug.epoch", n=k + 1) + ": " + " · ".join(parts)
+
+
+def summary_text(view: AugmentView, t) -> str:
+    """How many of the pictures the draws mirrored (and moved), over all epochs."""
+    total = int(view.flipped.size)
+    text = t("data_aug.summary_flip", k=int(view.flipped.sum()), n=total)
+    if view.kind == "flip_translate":
+        moved = int(np.any(view.moved != 0, axis=-1).sum())
+        text += " " + t("data_aug.summary_moved", k=moved, n=total)
+    return text
+
+
 # ------------------------------------------------------------------------------- throughput
 
 def loader_throughput(data: CifarData, pipeline: str = "tutorial", batch_size: int = 4,
@@ -159,8 +215,6 @@ def loader_throughput(data: CifarData, pipeline: str = "tutorial", batch_size: i
                 break
             first = first or got
         startup = time.perf_counter() - started
-        if first is None:
-            raise CifarLabError("loading.no_batch")
         images = batches = 0
         started = time.perf_counter()
         deadline = started + max_seconds
@@ -188,21 +242,17 @@ def sweep_loaders(data: CifarData, batch_size: int = 4,
                   on_result: Callable[[dict], None] | None = None) -> pd.DataFrame:
     """``loader_throughput`` per pipeline and ``num_workers`` (fast once); ``on_result`` each."""
     rows = []
-    for pipeline in PIPELINES:
-        for w in list(workers) if pipeline == "tutorial" else [0]:
-            row = loader_throughput(data, pipeline, batch_size, int(w), max_batches,
-                                    max_seconds, subset)
-            rows.append(row)
-            if on_result is not None:
-                on_result(row)
+    for pipeline, w in [("tutorial", w) for w in workers] + [("fast", 0)]:
+        rows.append(loader_throughput(data, pipeline, batch_size, int(w), max_batches,
+                                      max_seconds, subset))
+        if on_result is not None:
+            on_result(rows[-1])
     return pd.DataFrame(rows, columns=["pipeline", "batch_size", "num_workers",
                                        "images_per_second", "batches", "images", "seconds",
                                        "startup_seconds"])
 
 
 # ------------------------------------------------------------------ the page's figures, words
-CHANNEL_KEYS = ("data.channel_red", "data.channel_green", "data.channel_blue")
-CHANNEL_COLOURS = ("#E45756", "#54A24B", "#4C78A8")
 
 
 def class_names(data: CifarData, t) -> list[str]:
@@ -223,14 +273,14 @@ def histogram_figure(stats: dict, t) -> go.Figure:
     """Each channel's values at each stage of the transform, on that stage's range."""
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.06, subplot_titles=[
         "uint8 · 0…255", "ToTensor() · 0…1", "Normalize · −1…1"])
-    for col, stage in enumerate(STAGES, start=1):
-        s = stats[stage]
+    for col, s in enumerate(stats.values(), start=1):   # raw, to_tensor, normalize
         centres = (s["edges"][:-1] + s["edges"][1:]) / 2
-        for ch in range(3):
-            fig.add_trace(go.Bar(x=centres, y=s["counts"][ch], name=t(CHANNEL_KEYS[ch]),
+        for ch, (name, colour) in enumerate(zip(("red", "green", "blue"),
+                                                ("#E45756", "#54A24B", "#4C78A8"))):
+            fig.add_trace(go.Bar(x=centres, y=s["counts"][ch], name=t(f"data.channel_{name}"),
                                  width=float(s["edges"][1] - s["edges"][0]), opacity=0.55,
-                                 marker_color=CHANNEL_COLOURS[ch], legendgroup=str(ch),
-                                 showlegend=col == 1), 1, col)
+                                 marker_color=colour, legendgroup=name, showlegend=col == 1),
+                          1, col)
         fig.update_xaxes(range=[s["low"], s["high"]], row=1, col=col)
     return C.localized(fig, t.lang, barmode="overlay", height=320, margin=C.MARGIN,
                        yaxis_title=t("data.histogram"), legend=dict(orientation="h", y=-0.15))

@@ -56,7 +56,6 @@ def cross_entropy_by_hand(logits, label: int) -> dict:
 
 @dataclass(frozen=True)
 class Surface:
-    name: str
     fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # f(x, y), works on tensors
     x_range: tuple[float, float]
     y_range: tuple[float, float]
@@ -66,30 +65,20 @@ class Surface:
     local_minima: bool = False      # valleys other than the lowest one
 
 
-def _bowl(x, y):
-    return 0.5 * (x ** 2 + 10.0 * y ** 2)
-
-
-def _valley(x, y):
-    return (1.0 - x) ** 2 + 5.0 * (y - x ** 2) ** 2
-
-
-def _mountains(x, y):
-    return 0.4 * (x ** 2 + y ** 2) + 2.0 * (2.0 - torch.cos(1.5 * x) - torch.cos(1.5 * y))
-
-
 SURFACES: dict[str, Surface] = {
     # An elongated quadratic bowl: steep across (curvature 10), gentle along (curvature 1).
     # Plain SGD diverges for lr > 2/10 = 0.2; with momentum β for lr > 2(1 + β)/10.
-    "bowl": Surface("bowl", _bowl, (-5.0, 5.0), (-2.5, 2.5), (-4.5, 2.0), (0.0, 0.0),
-                    "f(x, y) = ½ (x² + 10 y²)"),
+    "bowl": Surface(lambda x, y: 0.5 * (x ** 2 + 10.0 * y ** 2), (-5.0, 5.0), (-2.5, 2.5),
+                    (-4.5, 2.0), (0.0, 0.0), "f(x, y) = ½ (x² + 10 y²)"),
     # A Rosenbrock-like curved valley with its minimum at (1, 1).
-    "valley": Surface("valley", _valley, (-2.0, 2.0), (-1.0, 3.0), (-1.5, 2.5), (1.0, 1.0),
-                      "f(x, y) = (1 − x)² + 5 (y − x²)²"),
+    "valley": Surface(lambda x, y: (1.0 - x) ** 2 + 5.0 * (y - x ** 2) ** 2, (-2.0, 2.0),
+                      (-1.0, 3.0), (-1.5, 2.5), (1.0, 1.0), "f(x, y) = (1 − x)² + 5 (y − x²)²"),
     # A bowl with ridges, the lowest valley at (0, 0): at the demo's lr plain SGD stops in the
     # valley at (−3.42, 0), momentum 0.9 rolls over the ridges (tests/test_optimlab_minima.py).
-    "mountains": Surface("mountains", _mountains, (-6.0, 3.0), (-3.0, 4.0), (-5.0, 2.0),
-                         (0.0, 0.0), "f(x, y) = 0.4 (x² + y²) + 2 (2 − cos 1.5x − cos 1.5y)",
+    "mountains": Surface(lambda x, y: 0.4 * (x ** 2 + y ** 2)
+                         + 2.0 * (2.0 - torch.cos(1.5 * x) - torch.cos(1.5 * y)),
+                         (-6.0, 3.0), (-3.0, 4.0), (-5.0, 2.0), (0.0, 0.0),
+                         "f(x, y) = 0.4 (x² + y²) + 2 (2 − cos 1.5x − cos 1.5y)",
                          local_minima=True),
 }
 
@@ -119,8 +108,6 @@ class SGDPath:
     losses: np.ndarray            # n + 1 losses, at those points
     diverged: bool                # the loss exploded (or became inf/nan): stopped there
     diverged_at: int | None       # the step after which it had exploded
-    lr: float
-    momentum: float
     on_valleys: bool = False      # the surface has local minima to be stuck in
 
     @property
@@ -173,8 +160,7 @@ def sgd_path(surface: str, start=None, lr: float = 0.05, momentum: float = 0.0,
             diverged_at = i
             break
     return SGDPath(np.asarray(points, dtype=np.float64), np.asarray(losses, dtype=np.float64),
-                   diverged_at is not None, diverged_at, float(lr), float(momentum),
-                  s.local_minima)
+                   diverged_at is not None, diverged_at, s.local_minima)
 
 
 # ---------------------------------- the page's figures and words (``t``: ``i18n.translator(lang)``)

@@ -92,11 +92,9 @@ def model_label(spec: Mapping[str, Any] | ModelSpec | None) -> str:
     except CifarLabError:
         return "?"
     base = ModelSpec()
-    changes = []
-    for name in ("channels", "kernels", "paddings", "strides", "pool", "hidden", "width"):
-        value = getattr(spec, name)
-        if value != getattr(base, name):
-            changes.append(f"{name}={list(value) if isinstance(value, tuple) else value}")
+    changes = [f"{name}={list(value) if isinstance(value, tuple) else value}"
+               for name in ("channels", "kernels", "paddings", "strides", "pool", "hidden", "width")
+               if (value := getattr(spec, name)) != getattr(base, name)]
     return "Net(" + ", ".join(changes) + ")"
 
 
@@ -158,8 +156,7 @@ def loss_curves(curves: Mapping[str, tuple[Sequence[int], Sequence[float]]],
             continue
         s = pd.Series(np.asarray(losses, dtype=float))
         window = smooth if smooth is not None else max(1, len(s) // 50)
-        if window > 1:
-            s = s.rolling(window, center=True, min_periods=1).mean()
+        s = s.rolling(window, center=True, min_periods=1).mean()
         xs = np.asarray(steps, dtype=float)
         if x == "epoch":
             per = (steps_per_epoch or {}).get(label)

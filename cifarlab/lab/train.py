@@ -59,9 +59,8 @@ class LossSeries:
         self.stride = 1
         self.steps: list[int] = []      # the last step of each full bucket
         self.means: list[float] = []
-        self._sum = 0.0
+        self._sum = 0.0                 # the open bucket's (a nan loss makes its mean nan)
         self._count = 0
-        self._nan = False
         self.last_step = 0
         self.count = 0                  # step losses seen
 
@@ -72,19 +71,15 @@ class LossSeries:
                 continue  # already seen (a reread overlap)
             self.last_step = step
             self.count += 1
-            loss = float(loss)
-            if math.isnan(loss):
-                self._nan = True
-            else:
-                self._sum += loss
+            self._sum += float(loss)
             self._count += 1
             if self._count == self.stride:
                 self._push(step)
 
     def _push(self, step: int) -> None:
         self.steps.append(step)
-        self.means.append(math.nan if self._nan else self._sum / self._count)
-        self._sum, self._count, self._nan = 0.0, 0, False
+        self.means.append(self._sum / self._count)
+        self._sum, self._count = 0.0, 0
         if len(self.steps) >= self.max_points:
             self.steps = self.steps[1::2]
             self.means = [(a + b) / 2 for a, b in zip(self.means[0::2], self.means[1::2])]
@@ -95,7 +90,7 @@ class LossSeries:
         steps, means = list(self.steps), list(self.means)
         if self._count:
             steps.append(self.last_step)
-            means.append(math.nan if self._nan else self._sum / self._count)
+            means.append(self._sum / self._count)
         return steps, means
 
 

@@ -244,9 +244,6 @@ class TrainForm:
                      or not trainview.same(values[n], ref[n]))
 
     # -- what the page draws -----------------------------------------------------------------
-    def devices(self) -> list[str]:
-        return ["auto"] + list(self.limits.devices or ())
-
     def _present(self, device: Any) -> bool:
         return device == "auto" or self.limits.devices is None or device in self.limits.devices
 
@@ -259,7 +256,6 @@ class TrainForm:
     def widgets(self) -> list[Widget]:
         """The knobs to draw, in the schema's order (CUDA graphs only on a CUDA device)."""
         t, problems = i18n.translator(self.lang), self.problems()
-        fast = self._raw.get("pipeline") == "fast"
         limited = {"epochs": self.limits.max_epochs, "train_subset": self.limits.max_train_images}
         out = []
         for f in self.fields:
@@ -268,22 +264,22 @@ class TrainForm:
                 continue
             lock = self.locks.get(name)
             help_text = t(k.help) + (f" {lock}" if lock else "")
-            options, labels, placeholder, note = (), (), None, None
+            options, labels, placeholder = (), (), None
             if limited.get(name) is not None:
                 help_text += " " + self._limit_text(name)
             if name == "train_subset":
                 images = [n for n in (self.n_train, self.limits.max_train_images) if n]
                 placeholder = t("common.train_subset_all", n=min(images)) if images else None
             if k.kind == "device":
-                options = tuple(self.devices())
+                options = ("auto", *(self.limits.devices or ()))
                 labels = tuple(t("common.device_auto") if d == "auto" else d for d in options)
             elif k.kind == "choice":
                 catalog = i18n.catalog(self.lang)
                 options = k.choices
                 labels = tuple(t(f"common.{name}_{v}") if f"common.{name}_{v}" in catalog
                                else str(v) for v in options)
-            if name == "num_workers" and fast:
-                note = t("train.num_workers_fast")
+            fast_workers = name == "num_workers" and self._raw.get("pipeline") == "fast"
+            note = t("train.num_workers_fast") if fast_workers else None
             problem = problems.get(name)
             out.append(Widget(name, k.kind, t(k.label), help_text,
                               disabled=bool(lock) or note is not None, options=options,

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from cifarlab.core.config import ACTIVATION_CODE, ACTIVATION_NAMES, ModelSpec, TrainConfig
 from cifarlab.core.data import normalize
@@ -97,11 +96,10 @@ def num_classes(model: Net) -> int:
 def activations(model: Net, x: torch.Tensor) -> list[Stage]:
     """Every stage of ``Net.forward`` for one image (``x`` from ``to_input``), then softmax."""
     model = model.eval()
-    spec = getattr(model, "spec", None) or ModelSpec()
-    traces = trace_spec(spec, tuple(x.shape[1:]), num_classes(model))
+    traces = trace_spec(model.spec, tuple(x.shape[1:]), num_classes(model))
     kinds = {t.name: (t.kind, t.out_shape) for t in traces}
     out: dict[str, torch.Tensor] = {"input": x}
-    act = getattr(model, "act", F.relu)   # the run's activation knob
+    act = model.act   # the run's activation knob
     out["conv1"] = h = model.conv1(x)
     out["relu1"] = h = act(h)
     out["pool1"] = h = model.pool(h)
@@ -122,17 +120,13 @@ def activations(model: Net, x: torch.Tensor) -> list[Stage]:
         kind, shape = kinds[name]
         values = value[0].detach().to(torch.float32).cpu().numpy()
         line = view_line(kinds["pool2"][1]) if name == "flatten" else FORWARD_LINES[name]
-        line = line.replace("F.relu", ACTIVATION_CODE[activation_of(model)])
+        line = line.replace("F.relu", ACTIVATION_CODE[model.activation])
         stages.append(Stage(name, kind, tuple(shape), values, line))
     return stages
 
 
-def activation_of(model: Net) -> str:
-    return getattr(model, "activation", "relu")
-
-
 def activation_name(model: Net) -> str:
-    return ACTIVATION_NAMES[activation_of(model)]
+    return ACTIVATION_NAMES[model.activation]
 
 
 def stage(stages: list[Stage], name: str) -> Stage:
@@ -154,7 +148,7 @@ def neuron(model: Net, x: torch.Tensor, layer: str = "conv1", channel: int = 0, 
     return Neuron(layer, channel, row, col, step["top"] - conv.padding[0],
                   step["left"] - conv.padding[1], step["window"], step["kernel"],
                   step["products"], step["sum"], bias, value,
-                  float(getattr(model, "act", F.relu)(torch.tensor(value, dtype=torch.float64))),
+                  float(model.act(torch.tensor(value, dtype=torch.float64))),
                   step["torch_output"])
 
 
