@@ -6,7 +6,7 @@ import contextlib
 import time
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -19,12 +19,11 @@ from plotly.subplots import make_subplots
 
 from cifarlab import i18n
 from cifarlab.core.config import AUGMENTS
+from cifarlab.core.data import CifarData, FastLoader, tutorial_loader
 from cifarlab.core.tricks import PAD
 from cifarlab.lab import charts as C
 from cifarlab.lab.tables import class_name
 
-if TYPE_CHECKING:  # pragma: no cover
-    from cifarlab.core.data import CifarData
 
 
 # ----------------------------------------------------------------------------------- browse
@@ -99,8 +98,6 @@ def unnormalize(images: torch.Tensor) -> np.ndarray:
 
 def loader_batch(data: CifarData, batch_size: int = 4, seed: int = 0) -> dict:
     """The tutorial ``DataLoader``'s first batch, its ``make_grid`` as ``imshow`` shows it."""
-    from cifarlab.core.data import tutorial_loader
-
     loader = tutorial_loader(data, "train", batch_size=batch_size, num_workers=0, shuffle=True,
                              seed=int(seed))
     images, labels = next(iter(loader))
@@ -145,8 +142,6 @@ class AugmentView:
 def augment_draws(data: CifarData, indices: Sequence[int], kind: str, epochs: int = 4,
                   seed: int = 0) -> AugmentView:
     """``epochs`` passes of the training loader over just these training images."""
-    from cifarlab.core.data import FastLoader
-
     idx = np.asarray(list(indices), dtype=np.int64).reshape(-1)
     loader = FastLoader(data, "train", batch_size=int(idx.size), shuffle=False, seed=int(seed),
                         subset=idx, augment=kind)
@@ -192,8 +187,6 @@ def loader_throughput(data: CifarData, pipeline: str = "tutorial", batch_size: i
     """Images per second a pipeline delivers (no training in between), over at most
     ``max_batches`` or ``max_seconds``; start-up (every worker's first batch, the fast
     pipeline's copy) timed apart. The fast pipeline has no workers: reported as 0."""
-    from cifarlab.core.data import FastLoader, tutorial_loader
-
     started = time.perf_counter()
     with warnings.catch_warnings():   # "suggested max number of worker": the page says so
         warnings.filterwarnings("ignore", message=".*worker processes in total.*")

@@ -14,6 +14,8 @@ import torch
 import torch.nn as nn
 
 from cifarlab import i18n
+from cifarlab.core.data import normalize
+from cifarlab.core.model import Net
 from cifarlab.lab import charts as C
 
 
@@ -21,9 +23,6 @@ from cifarlab.lab import charts as C
 
 def net_logits(image_chw_uint8: np.ndarray, seed: int = 0) -> np.ndarray:
     """The logits of the tutorial's ``Net`` seeded with ``seed``, for one 3×32×32 uint8 image."""
-    from cifarlab.core.data import normalize
-    from cifarlab.core.model import Net
-
     x = np.asarray(image_chw_uint8)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

@@ -17,7 +17,9 @@ from pandas.io.formats.style import Styler
 from cifarlab import i18n
 from cifarlab.core.checkpoint import Checkpoint
 from cifarlab.core.config import ModelSpec, TrainConfig, knobs
+from cifarlab.core.export.bundle import bundle_bytes
 from cifarlab.core.export.record import RunRecord, run_slug
+from cifarlab.core.export.render import export_script
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import charts as C
 from cifarlab.lab.train import LossSeries
@@ -44,8 +46,6 @@ def state_dict_bytes(ckpt: Checkpoint) -> bytes:
 def bundle_for_run(run, ckpt: Checkpoint, steps: Sequence[int] | None,
                    losses: Sequence[float] | None, lang: str) -> bytes:
     """"Take your run home": ``core.export.bundle``'s zip in ``lang``, in memory."""
-    from cifarlab.core.export.bundle import bundle_bytes
-
     return bundle_bytes(RunRecord(
         config=ckpt.config, state_dict=ckpt.state_dict, classes=tuple(ckpt.classes),
         results=dict(run.result or ckpt.results or {}),
@@ -59,8 +59,6 @@ def run_script(run) -> str:
     cfg = config_of(run)
     if cfg is None:
         return ""
-    from cifarlab.core.export import export_script
-
     acc = (run.result or {}).get("test_accuracy")
     note = f"CIFAR Lab run {run.id}" + (f", test accuracy {100 * acc:.1f} %"
                                         if isinstance(acc, (int, float)) else "")

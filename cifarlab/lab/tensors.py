@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -15,12 +15,11 @@ import torch
 from plotly.subplots import make_subplots
 
 from cifarlab import i18n
+from cifarlab.core.data import CifarData, normalize
 from cifarlab.core.devices import Stopwatch, resolve_device, synchronize
 from cifarlab.lab import charts as C
 from cifarlab.lab.tables import class_name
 
-if TYPE_CHECKING:  # pragma: no cover
-    from cifarlab.core.data import CifarData
 
 # ------------------------------------------------------------------------------------ ranks
 
@@ -43,8 +42,6 @@ class RankExample:
 
 def rank_examples(data: CifarData, index: int = 0, batch: int = 4) -> list[RankExample]:
     """Ranks 0–4 cut from ``batch`` real images from ``index``, as the network sees them."""
-    from cifarlab.core.data import normalize
-
     x, y = data.split("train")
     n = len(y)
     batch = int(max(1, min(int(batch), 64, n)))

@@ -3,7 +3,9 @@ kept as at most ``max_points`` bucket means, so a long run costs the page a few 
 figure is rebuilt only when ``chart_stamp`` changes (docs/benchmarks.md, section 7)."""
 from __future__ import annotations
 
+import gc
 import math
+import sys
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -278,9 +280,6 @@ def freeze_long_lived() -> bool:
     """``gc.freeze`` whenever modules were imported since the last call (True when it froze):
     Streamlit collects after every poll, and a full collection walks torch, pandas and plotly
     (about 0.1 CPU-second)."""
-    import gc
-    import sys
-
     n = len(sys.modules)
     if _FROZEN_AT and _FROZEN_AT[-1] == n:
         return False

@@ -78,11 +78,8 @@ class TrainForm:
         return self._raw[name]
 
     def take(self, widget_values: Mapping[str, Any]) -> None:
-        """What the widgets hold now (the student's edits)."""
-        for name, value in widget_values.items():
-            if name in self._raw:
-                self._raw[name] = self._show(name, value)
-        self._settle()
+        """What the widgets hold now (the student's edits: no rewrite of the widgets)."""
+        self._set(widget_values, mine=False)
 
     def _settle(self) -> None:
         """A device gone from the server falls back to "auto"; CUDA graphs only on CUDA."""
@@ -105,12 +102,12 @@ class TrainForm:
     def load(self, config: TrainConfig) -> None:
         self._set(config.knob_values())
 
-    def _set(self, values: Mapping[str, Any]) -> None:
+    def _set(self, values: Mapping[str, Any], mine: bool = True) -> None:
         for name, value in values.items():
             if name in self._raw:
                 self._raw[name] = self._show(name, value)
         self._settle()
-        self.revision += 1
+        self.revision += mine
 
     def set_lang(self, lang: str) -> None:
         if lang == self.lang:

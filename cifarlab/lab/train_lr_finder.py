@@ -67,8 +67,8 @@ def summary(result: Mapping[str, Any], lang: str) -> list[str]:
     t, r = i18n.translator(lang), result
     sig = lambda v: i18n.significant(v, lang, 2)  # noqa: E731 - a one-line formatter
     stop = r.get("stop") or "none"   # exploded, nan (at the last lr), cancelled or none
-    lines = [t(f"train.lr_find.stop_{stop}", n=r.get("steps", 0),
-               lr=sig(r["lr_max"] if stop == "none" else r["lrs"][-1]))]
+    at = r["lr_max"] if stop == "none" else (r.get("lrs") or [0])[-1]
+    lines = [t(f"train.lr_find.stop_{stop}", n=r.get("steps", 0), lr=sig(at))]
     lr = suggested(r)
     if lr is None:
         lines.append(t("train.lr_find.no_suggestion"))

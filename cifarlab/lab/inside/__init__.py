@@ -211,12 +211,6 @@ class View:
     signed: bool          # True: positive and negative values mean opposite things
 
 
-def _private(model: torch.nn.Module) -> torch.nn.Module:
-    """A copy of the model for one attribution: Captum hangs hooks on its layers for the call,
-    and a model a web server caches is shared by every student's session at once."""
-    return copy.deepcopy(model).eval()
-
-
 def occlusion_windows(size: tuple[int, int]) -> int:
     """How many squares occlusion greys out, one at a time, on an image of ``size``."""
     w, s = OCCLUSION_WINDOW, OCCLUSION_STRIDE
@@ -230,7 +224,8 @@ def explain(model: torch.nn.Module, x: torch.Tensor, target: int, method: str, *
     import captum.attr as ca
 
     target = int(target)
-    net = _private(model)
+    # a copy: Captum hangs hooks on its layers, and a cached model is shared by every session
+    net = copy.deepcopy(model).eval()
     x = x.detach().to(torch.float32).clone()
     size = tuple(x.shape[-2:])
     start = time.perf_counter()

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 import torch
+from PIL import Image, UnidentifiedImageError
 
 from cifarlab.core.checkpoint import MAX_CHECKPOINT_BYTES, Checkpoint, load as load_checkpoint
 from cifarlab.core.evaluate import EvalResult, evaluate, predict
@@ -65,8 +66,6 @@ def picked_cell(point: Mapping[str, Any], names: Sequence[str]) -> tuple[int, in
 def most_confused_pair(confusion: Sequence[Sequence[int]]) -> tuple[int, int]:
     """(true, predicted) of the largest off-diagonal cell; (0, 0) when there are no mistakes."""
     m = np.array(confusion, dtype=np.int64)
-    if m.size == 0:
-        return (0, 0)
     np.fill_diagonal(m, -1)
     i, j = np.unravel_index(int(np.argmax(m)), m.shape)
     return (int(i), int(j)) if m[i, j] > 0 else (0, 0)
@@ -146,7 +145,6 @@ class PreparedImage:
 _ALPHA_MODES = {"RGBA", "LA", "PA", "RGBa", "La"}
 _WIDE_MODES = {"I", "F", "I;16", "I;16B", "I;16L", "I;16N"}
 _STORED_BYTES = {"1": 1, "L": 1, "P": 1, "I;16": 2, "I;16B": 2, "I;16L": 2, "I;16N": 2}  # else 4
-_ORIENTATION = 0x0112  # EXIF
 
 
 def prepare_image(file_bytes: bytes, max_pixels: int = MAX_IMAGE_PIXELS,
@@ -154,8 +152,6 @@ def prepare_image(file_bytes: bytes, max_pixels: int = MAX_IMAGE_PIXELS,
     """An uploaded picture decoded safely and shrunk to ``size``×``size`` RGB; refused
     (``ImageError``) by its header when too costly. Converted, with a note: other colour
     modes, transparency (over white), an animation, an EXIF rotation, a non-square picture."""
-    from PIL import Image, UnidentifiedImageError
-
     if not file_bytes:
         raise ImageError("image.empty")
     if len(file_bytes) > max_bytes:
@@ -182,7 +178,10 @@ def prepare_image(file_bytes: bytes, max_pixels: int = MAX_IMAGE_PIXELS,
             if frames > 1:
                 notes.append(("first_frame", {"n": frames}))
             img.load()
-            orientation = _orientation(img)
+            try:
+                orientation = int(img.getexif().get(0x0112, 1))   # EXIF's Orientation tag
+            except (ValueError, TypeError, OSError, SyntaxError):   # damaged EXIF: as it is
+                orientation = 1
             img = _shrink(img, 2 * PREVIEW_SIZE)
             rgb = _orient(_to_rgb(img, notes), orientation, notes)
         except bomb:
@@ -234,18 +233,9 @@ def _frames(img, n_bytes: int) -> int:
     return 0
 
 
-def _orientation(img) -> int:
-    try:
-        return int(img.getexif().get(_ORIENTATION, 1))
-    except (ValueError, TypeError, OSError, SyntaxError):  # a damaged EXIF block: as it is
-        return 1
-
-
 def _shrink(img, least: int):
     """A big picture box-averaged down (to no less than ``least`` a side) before any colour
     conversion, so the conversions work on a small copy."""
-    from PIL import Image
-
     w, h = img.size
     factor = min(w, h) // least
     if factor < 2:
@@ -257,8 +247,6 @@ def _shrink(img, least: int):
 
 def _orient(rgb, orientation: int, notes: list[tuple[str, dict]]):
     """Turn the picture upright as the camera's EXIF orientation says (ImageOps.exif_transpose)."""
-    from PIL import Image
-
     method = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180,
               4: Image.Transpose.FLIP_TOP_BOTTOM, 5: Image.Transpose.TRANSPOSE,
               6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
@@ -271,8 +259,6 @@ def _orient(rgb, orientation: int, notes: list[tuple[str, dict]]):
 
 
 def _to_rgb(img, notes: list[tuple[str, dict]]):
-    from PIL import Image
-
     mode = img.mode
     if mode == "RGB":
         return img
