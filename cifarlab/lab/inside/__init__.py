@@ -29,7 +29,7 @@ FORWARD_LINES = {
     "conv2": "self.conv2(x)",
     "relu2": "F.relu(self.conv2(x))",
     "pool2": "x = self.pool(F.relu(self.conv2(x)))",
-    "flatten": "x = x.view(-1, 16 * 5 * 5)",   # the tutorial's Net; view_line() for others
+    "flatten": "x = x.view(-1, 16 * 5 * 5)",   # the tutorial's Net; others get their sizes
     "fc1": "self.fc1(x)",
     "relu3": "x = F.relu(self.fc1(x))",
     "fc2": "self.fc2(x)",
@@ -38,11 +38,6 @@ FORWARD_LINES = {
     "softmax": "torch.softmax(x, dim=1)",
 }
 CONV_LAYERS = ("conv1", "conv2")
-
-
-def view_line(shape: tuple[int, ...]) -> str:
-    """The tutorial's flatten line with the traced (C, H, W) sizes."""
-    return "x = x.view(-1, " + " * ".join(str(int(n)) for n in shape) + ")"
 
 
 @dataclass(frozen=True)
@@ -106,7 +101,7 @@ def activations(model: Net, x: torch.Tensor) -> list[Stage]:
     out["conv2"] = h = model.conv2(h)
     out["relu2"] = h = act(h)
     out["pool2"] = h = model.pool(h)
-    # the line view_line() shows; the loop below checks these sizes against the trace
+    # written as the traced (C, H, W) sizes: "x = x.view(-1, 16 * 5 * 5)"
     out["flatten"] = h = h.view(-1, int(np.prod(h.shape[1:])))
     out["fc1"] = h = model.fc1(h)
     out["relu3"] = h = act(h)
@@ -119,8 +114,9 @@ def activations(model: Net, x: torch.Tensor) -> list[Stage]:
     for name, value in out.items():
         kind, shape = kinds[name]
         values = value[0].detach().to(torch.float32).cpu().numpy()
-        line = view_line(kinds["pool2"][1]) if name == "flatten" else FORWARD_LINES[name]
-        line = line.replace("F.relu", ACTIVATION_CODE[model.activation])
+        line = FORWARD_LINES[name].replace("F.relu", ACTIVATION_CODE[model.activation])
+        if name == "flatten":
+            line = "x = x.view(-1, " + " * ".join(map(str, kinds["pool2"][1])) + ")"
         stages.append(Stage(name, kind, tuple(shape), values, line))
     return stages
 
