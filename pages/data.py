@@ -6,7 +6,7 @@ import streamlit as st
 
 from cifarlab.core import devices
 from cifarlab.errors import CifarLabError
-from cifarlab.lab import data as loading, data_augment as augment
+from cifarlab.lab import data as loading
 from cifarlab.lab.tables import class_name
 from ui.data import get_data
 from ui.language import call_or_show, num, show_error, translator
@@ -62,24 +62,25 @@ if (pick is not None or which != "one") and len(indices):   # a bad box: no stal
 st.header(t("data_aug.title"))
 st.markdown(t("data_aug.intro"))
 c1, c2, c3 = st.columns([2, 1, 1], vertical_alignment="bottom")
-kind = c1.radio(t("data_aug.kind"), augment.KINDS, key="data_aug_kind", horizontal=True,
+kind = c1.radio(t("data_aug.kind"), loading.AUGMENT_KINDS, key="data_aug_kind", horizontal=True,
                 format_func=lambda k: t(f"common.augment_{k}"))
-epochs = checked_number(c2, t("data_aug.epochs"), 1, augment.MAX_EPOCHS, 3, key="data_aug_epochs")
+epochs = checked_number(c2, t("data_aug.epochs"), 1, loading.MAX_AUGMENT_EPOCHS, 3,
+                        key="data_aug_epochs")
 if c3.button(t("data_aug.new_draw"), key="data_aug_new"):
     st.session_state["data_aug_seed"] = st.session_state.get("data_aug_seed", 0) + 1
 if epochs is not None:
     shown = indices[:3]
-    view = call_or_show(augment.augment_draws, data, shown, kind, epochs=int(epochs),
+    view = call_or_show(loading.augment_draws, data, shown, kind, epochs=int(epochs),
                         seed=st.session_state.get("data_aug_seed", 0))
     if view is not None:
         for i, index in enumerate(shown):
-            texts = [t("data_aug.original")] + [augment.draw_text(view, k, i, t)
+            texts = [t("data_aug.original")] + [loading.draw_text(view, k, i, t)
                                                  for k in range(int(epochs))]
             pictures_i = [view.original[i], *view.draws[:, i]]
             st.image(list(loading.upscale(np.stack(pictures_i), 3)), caption=texts,
                      alt=[t("data_aug.image_alt", i=int(index), cls=names[cls], what=w)
                           for w in texts])
-        st.caption(augment.summary_text(view, t))
+        st.caption(loading.summary_text(view, t))
 
 st.header(t("data.batch_title"))
 c1, c2 = st.columns([1, 3])

@@ -5,7 +5,8 @@ import numpy as np
 import streamlit as st
 
 from cifarlab.errors import CifarLabError
-from cifarlab.lab import inside as I, results as R
+from cifarlab.lab import inside as I
+from cifarlab.lab.data import upscale
 from cifarlab.lab.inside import figures as F
 from cifarlab.lab.tables import class_name
 from ui.data import get_data
@@ -81,7 +82,7 @@ def choose_image(model, model_key: str, data, names: list[str]):
 
 def activations_tab(stages, names, model, hwc, words) -> None:
     left, right = st.columns([1, 3])
-    left.image(R.upscale(hwc, 5), width=160, caption=t("inside.as_seen"),
+    left.image(upscale(hwc, 5), width=160, caption=t("inside.as_seen"),
                alt=t("inside.image_alt", image=words,
                      predicted=names[int(np.argmax(I.stage(stages, "softmax").values))]))
     with right:
@@ -145,7 +146,7 @@ def neuron_tab(model, x, stages, hwc) -> None:
     st.plotly_chart(fig, key=K + "arith", alt=t("inside.arith_alt", c=n_in, k=k))
     if n_in > F.MAX_CHANNELS:
         st.caption(t("inside.first_channels", n=F.MAX_CHANNELS, c=n_in))
-    then = t("inside.arith_relu" if I.activation_of(model) == "relu" else "inside.arith_act",
+    then = t("inside.arith_relu" if model.activation == "relu" else "inside.arith_act",
              act=I.activation_name(model), out=num(n.activated, 4))
     st.markdown(t("inside.arith_sum", n=n.products.size, c=n_in, k=k, total=num(n.total, 4),
                   bias=num(n.bias, 4), value=num(n.value, 4), then=then))

@@ -6,7 +6,7 @@ import streamlit as st
 
 from cifarlab.core.config import ModelSpec
 from cifarlab.lab import network as convlab
-from cifarlab.lab.network import activation as act, figures as F
+from cifarlab.lab.network import figures as F
 from ui.data import get_data
 from ui.language import call_or_show, num, translator
 from ui.nav import lesson
@@ -213,9 +213,9 @@ def pool(data) -> None:
 
 def activations() -> None:
     lesson("activation")
-    st.plotly_chart(act.figure(t), key="act_fig", alt=t("a11y.act_chart"))
+    st.plotly_chart(F.activation_figure(t), key="act_fig", alt=t("a11y.act_chart"))
     st.markdown(t("network.act_table_intro"))
-    st.dataframe(act.table(t), hide_index=True, key="act_table")
+    st.dataframe(F.activation_table(t), hide_index=True, key="act_table")
 
 
 for tab, draw in ((tab_lesson, lambda: lesson("network")), (tab_arch, arch), (tab_calc, calc),

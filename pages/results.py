@@ -7,6 +7,7 @@ import streamlit as st
 
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import results as R, tables
+from cifarlab.lab.data import upscale
 from cifarlab.lab.results import figures as F
 from cifarlab.lab.tables import class_name
 from cifarlab.serve.queue import get_queue
@@ -136,7 +137,7 @@ def confusion_section(ev, data) -> None:
                   predicted=names[pred_i], shown=len(idx)))
     if len(idx):
         sure = [pct(float(ev.probabilities[i, pred_i]), 0) for i in idx]
-        st.image([R.upscale(data.test_x[i], 3) for i in idx], caption=sure, width=96,
+        st.image([upscale(data.test_x[i], 3) for i in idx], caption=sure, width=96,
                  alt=[t("results.image_alt", i=int(i), true=names[true_i],
                         predicted=names[pred_i], p=p) for i, p in zip(idx, sure)])
 
@@ -150,7 +151,7 @@ def samples_section(ev, data) -> None:
     rows = [dict(i=int(r.index), true=cls_name(r.true), predicted=cls_name(r.predicted),
                  p=pct(r.confidence, 0), mark="✓" if r.correct else "✗")
             for r in df.itertuples(index=False)]
-    st.image([R.upscale(data.test_x[i], 4) for i in df["index"]], width=112,
+    st.image([upscale(data.test_x[i], 4) for i in df["index"]], width=112,
              caption=[t("results.sample_caption", **r) for r in rows],
              alt=[t("results.image_alt", **r) for r in rows])
 
@@ -167,7 +168,7 @@ def own_image_section(model, ckpt) -> None:
         return
     c1, c2, c3 = st.columns([1, 1, 2])
     c1.image(prepared.preview, caption=t("results.your_image"), width=160)
-    c2.image(R.upscale(prepared.pixels, 5), caption=t("results.as_the_network_sees_it"), width=160)
+    c2.image(upscale(prepared.pixels, 5), caption=t("results.as_the_network_sees_it"), width=160)
     best, p = ranked[0]
     c3.markdown("#### " + t("results.prediction", name=cls_name(best), p=pct(p, 0)))
     c3.plotly_chart(F.guesses_figure(ranked, t), key=K + "guess_chart")

@@ -7,7 +7,7 @@ from functools import partial
 import streamlit as st
 
 from cifarlab.errors import CifarLabError
-from cifarlab.lab import tables, train as trainview, train_inside as inside, train_live as words
+from cifarlab.lab import tables, train as trainview, train_live as words
 from cifarlab.serve import queue as jobs
 from pages.train_parts import form as train_settings, lr_finder
 from ui import train_form
@@ -77,16 +77,16 @@ def show_inside(view) -> None:
     """Each layer's gradients, opened by itself when a signal needs the student's eye."""
     if not view.inside:
         return
-    warnings = inside.signal_texts(view.inside, t.lang)
+    warnings = words.signal_texts(view.inside, t.lang)
     for text in warnings:
         st.warning(text, icon=":material/monitor_heart:")
     with st.expander(t("train.inside.title"), expanded=bool(warnings),
                      icon=":material/monitor_heart:"):
         st.caption(t("train.inside.intro"))
         fig = view.memoized("inside", (len(view.inside), t.lang),
-                            lambda _: inside.grad_figure(view.inside, t.lang))
+                            lambda _: words.grad_figure(view.inside, t.lang))
         st.plotly_chart(fig, key="train_inside_chart", config={"displayModeBar": False})
-        st.dataframe(inside.latest_table(view.inside, t.lang), hide_index=True)
+        st.dataframe(words.latest_table(view.inside, t.lang), hide_index=True)
 
 
 def show_run(queue: jobs.JobQueue, sid: str, run) -> None:

@@ -12,7 +12,7 @@ from cifarlab.core.config import ACTIVATIONS, TrainConfig
 from cifarlab.core.model import Net
 from cifarlab.core.train import train
 from cifarlab.errors import ConfigError
-from cifarlab.lab.network import activation as act
+from cifarlab.lab.network import figures as F
 from cifarlab.lab.train_form import TrainForm
 from tutorial_net import Net as TutorialNet
 
@@ -87,19 +87,18 @@ def test_the_train_form_offers_it_in_advanced_in_each_language():
 
 
 def test_the_lessons_figure_and_numbers_come_from_autograd():
-    curves = act.curves()
+    curves = F.activation_curves()
     x, y, dy = (torch.tensor(v, dtype=torch.float64) for v in curves["sigmoid"])
     torch.testing.assert_close(dy, y * (1 - y))                         # σ' = σ(1 − σ)
     x, y, dy = (torch.tensor(v, dtype=torch.float64) for v in curves["tanh"])
     torch.testing.assert_close(dy, 1 - y ** 2)
-    assert act.largest_slope("sigmoid") == pytest.approx(0.25)
-    assert act.largest_slope("tanh") == pytest.approx(1) == act.largest_slope("relu")
-    assert act.surviving("sigmoid", 4) == pytest.approx(0.25 ** 4)
+    assert max(dy) == pytest.approx(1) == max(curves["relu"][2])        # sigmoid's: 0.25
     t = i18n.translator("es")
-    fig = act.figure(t)
+    fig = F.activation_figure(t)
     assert len(fig.data) == 6 and fig.data[0].name == t("common.activation_relu")
-    rows = act.table(t)
-    assert rows[1][t("network.act_layers", n=4)] == "0,00391"
+    rows = F.activation_table(t)
+    assert rows[1][t("network.act_layers", n=4)] == "0,00391"                 # 0.25 ** 4
+    assert rows[2][t("network.act_layers", n=8)] == "1,00"                     # tanh: 1 ** 8
 
 
 def test_never_fired_is_asked_only_of_a_relu_net():

@@ -16,7 +16,6 @@ from PIL import Image
 from cifarlab.core.config import ModelSpec, TrainConfig
 from cifarlab.core.data import normalize
 from cifarlab.core.shapes import trace_spec
-from cifarlab.errors import CifarLabError
 from cifarlab.lab import inside as I
 from cifarlab.lab.results import prepare_image
 
@@ -97,9 +96,6 @@ def test_to_input_is_the_training_normalisation(image):
     assert x.shape == (1, 3, 32, 32) and x.dtype == torch.float32
     assert torch.equal(x, normalize(torch.from_numpy(np.array(image))[None]))
     assert torch.equal(I.to_input(np.ascontiguousarray(image.transpose(1, 2, 0))), x)  # HWC
-    with pytest.raises(CifarLabError) as info:
-        I.to_input(np.zeros((4, 32, 32), np.uint8))
-    assert info.value.code == "inside.image_shape"
 
 
 def test_an_uploaded_picture_goes_through(nets):
@@ -152,18 +148,6 @@ def test_one_neuron_by_hand_equals_conv2d(nets, image, which, layer):
             np.testing.assert_allclose(n.window, source[:, r:r + k, c:c + k])
 
 
-def test_a_neuron_outside_the_map_is_refused_in_the_students_language(nets, image):
-    x = I.to_input(image)
-    for args, code in ((("conv1", 6, 0, 0), "inside.channel_outside"),
-                       (("conv1", 0, 28, 0), "inside.row_outside"),
-                       (("conv2", 0, 0, -1), "inside.col_outside"),
-                       (("fc1", 0, 0, 0), "inside.unknown_layer")):
-        with pytest.raises(CifarLabError) as info:
-            I.neuron(nets["random"], x, *args)
-        assert info.value.code == code
-        assert info.value.text("es") != info.value.text("en")
-
-
 # -------------------------------------------------------------------------------- filters
 
 def test_initial_weights_are_where_the_run_started(trained):
@@ -198,8 +182,6 @@ def test_filter_patches_are_colour_pictures_of_the_weights(trained):
     rows = I.filter_table(I.initial_model(CONFIG).conv1.weight, w)
     assert len(rows) == 6 and all(r["moved"] > 0 for r in rows)
     assert rows[0]["red"] == pytest.approx(float(w[0, 0].mean()))
-    with pytest.raises(CifarLabError):
-        I.filter_patches(torch.zeros(2, 6, 5, 5))
 
 
 # ------------------------------------------------------------------------------- captum
@@ -272,11 +254,6 @@ def test_every_view_and_its_refusals(trained, image):
     top = I.strongest(views["saliency"].heat, 4, 3)
     b = I.blocks(views["saliency"].heat)
     assert top[0][2] == pytest.approx(float(b.max()))
-    for method, target, code in (("lime", 1, "inside.unknown_method"),
-                                 ("saliency", 10, "inside.unknown_target")):
-        with pytest.raises(CifarLabError) as info:
-            I.explain(trained, x, target, method)
-        assert info.value.code == code
 
 
 def test_captum_stays_out_of_core_and_is_imported_lazily():

@@ -9,7 +9,6 @@ import torchvision
 
 from cifarlab import i18n
 from cifarlab.lab import data as loading
-from cifarlab.errors import CifarLabError
 
 
 def test_class_counts_table(cifar_data):
@@ -33,12 +32,6 @@ def test_class_sample_is_of_that_class_and_reproducible(cifar_data):
     assert again.tolist() == idx.tolist() and other.tolist() != idx.tolist()
     ship, _ = loading.class_sample(cifar_data, 8, n=24, seed=0)
     assert set(ship.tolist()).isdisjoint(idx.tolist())
-
-
-@pytest.mark.parametrize("cls, n", [(-1, 4), (10, 4), (0, 0), (0, 1000), (1.5, 4)])
-def test_class_sample_rejects_bad_input(cifar_data, cls, n):
-    with pytest.raises(CifarLabError):
-        loading.class_sample(cifar_data, cls, n=n)
 
 
 def test_transform_stats_ranges_on_real_images(cifar_data):
@@ -73,10 +66,6 @@ def test_transform_stats_one_image_and_table(cifar_data):
                                                 t("data.after_normalize")]
     assert float(table["max"].iloc[0]) <= 255 and float(table["max"].iloc[1]) <= 1
     assert float(table["min"].iloc[2]) >= -1
-    with pytest.raises(CifarLabError):
-        loading.transform_stats(np.zeros((32, 32, 3), dtype=np.float32))
-    with pytest.raises(CifarLabError):
-        loading.transform_stats(np.zeros((32, 32), dtype=np.uint8))
 
 
 @pytest.mark.parametrize("batch_size", [4, 8, 1])
@@ -132,14 +121,6 @@ def test_fast_pipeline_ignores_workers(cifar_data):
     assert res["num_workers"] == 0
 
 
-@pytest.mark.parametrize("kw", [dict(pipeline="turbo"), dict(batch_size=0),
-                                dict(num_workers=-1), dict(num_workers=99),
-                                dict(max_seconds=0)])
-def test_loader_throughput_rejects_bad_input(cifar_data, kw):
-    with pytest.raises(CifarLabError):
-        loading.loader_throughput(cifar_data, **{"max_batches": 1, **kw})
-
-
 def test_sweep_loaders(cifar_data):
     seen = []
     df = loading.sweep_loaders(cifar_data, batch_size=4, workers=(0, 2), max_batches=3,
@@ -150,15 +131,3 @@ def test_sweep_loaders(cifar_data):
     assert len(seen) == 3 and seen[-1]["pipeline"] == "fast"
     assert list(df.columns) == ["pipeline", "batch_size", "num_workers", "images_per_second",
                                 "batches", "images", "seconds", "startup_seconds"]
-
-
-def test_errors_are_codes_in_the_students_language():
-    with pytest.raises(loading.LoadingError) as info:
-        loading.transform_stats(np.zeros((4, 4, 3), np.float32))
-    assert info.value.code == "loading.needs_uint8"
-    assert "uint8" in info.value.text("es") and info.value.text("es") != info.value.text("en")
-    with pytest.raises(loading.LoadingError) as info:   # checked before the data is touched
-        loading.loader_throughput(None, "fast", batch_size=1_000_000)
-    err = info.value
-    assert err.code == "loading.out_of_range" and err.field == "batch_size"
-    assert "1,000,000" in str(err) and "1.000.000" in err.text("es") and "256" in err.text("pt")

@@ -10,7 +10,6 @@ import torch
 import torch.nn as nn
 
 from cifarlab.lab import loss as optimlab
-from cifarlab.errors import CifarLabError
 from cifarlab.core.model import Net
 
 
@@ -46,12 +45,6 @@ def test_cross_entropy_lesson_example_and_uniform():
     assert optimlab.cross_entropy_by_hand(np.zeros(10), 7)["loss"] == pytest.approx(math.log(10))
 
 
-def test_cross_entropy_rejects_bad_input():
-    for logits, label in (([1.0, 2.0], 2), ([1.0], 0), ([1.0, float("nan")], 0), ([1.0, 2.0], -1)):
-        with pytest.raises(CifarLabError):
-            optimlab.cross_entropy_by_hand(logits, label)
-
-
 def test_net_logits_is_the_seeded_tutorial_net():
     from cifarlab.core.data import normalize
 
@@ -62,8 +55,6 @@ def test_net_logits_is_the_seeded_tutorial_net():
     want = net(normalize(torch.from_numpy(img.copy())[None]))[0].detach().numpy()
     np.testing.assert_allclose(z, want, atol=1e-6)
     assert not np.allclose(optimlab.net_logits(img, seed=6), z)
-    with pytest.raises(CifarLabError):
-        optimlab.net_logits(img[:2])
 
 
 # ------------------------------------------------------------------------------------ surfaces
@@ -82,8 +73,6 @@ def test_loss_surfaces():
     surf = optimlab.loss_surface("bowl", grid=3)    # x −5, 0, 5 (columns); y −2.5, 0, 2.5 (rows)
     np.testing.assert_allclose(surf["z"], [[43.75, 31.25, 43.75], [12.5, 0, 12.5],
                                            [43.75, 31.25, 43.75]])
-    with pytest.raises(CifarLabError):
-        optimlab.loss_surface("saddle")
 
 
 # ------------------------------------------------------------------------------------ SGD paths
@@ -139,24 +128,6 @@ def test_tiny_lr_is_still_walking():
     path = optimlab.sgd_path("bowl", None, lr=0.001, momentum=0.0, steps=50)
     assert not path.diverged and not path.converged()
     assert np.all(np.diff(path.losses) < 0)
-
-
-def test_sgd_path_rejects_bad_settings():
-    for kw in ({"lr": 0}, {"lr": float("nan")}, {"momentum": 1.0}, {"momentum": -0.1},
-               {"steps": -1}, {"steps": 10**6}):
-        with pytest.raises(CifarLabError):
-            optimlab.sgd_path("bowl", **kw)
-
-
-def test_errors_are_codes_in_the_students_language():
-    with pytest.raises(CifarLabError) as info:
-        optimlab.sgd_path("valley", lr=-1)
-    assert info.value.code == "loss.bad_lr" and info.value.field == "lr"
-    assert "tasa de aprendizaje" in info.value.text("es")
-    assert "taxa de aprendizado" in info.value.text("pt")
-    with pytest.raises(CifarLabError) as info:
-        optimlab.cross_entropy_by_hand([1.0, 2.0, 3.0], 7)
-    assert info.value.code == "loss.bad_label" and "0 y 2" in info.value.text("es")
 
 
 @pytest.mark.parametrize("name", sorted(optimlab.SURFACES))

@@ -29,7 +29,7 @@ def test_the_range_has_several_minima_and_the_lowest_is_marked():
     ends = set()
     for x in np.linspace(*M.x_range, 4):
         for y in np.linspace(*M.y_range, 4):
-            path = optimlab.sgd_path(M, (x, y), lr=0.1, steps=150)
+            path = optimlab.sgd_path("mountains", (x, y), lr=0.1, steps=150)
             end = tuple(np.round(path.points[-1], 2))
             assert np.linalg.norm(grad(end)) < 1e-2 and (hessian_eigenvalues(end) > 0).all()
             ends.add(end)

@@ -15,7 +15,7 @@ from cifarlab.core.data import CifarData
 from data_support import random_data
 from cifarlab.core.model import Net
 from cifarlab.core.train import train
-from cifarlab.lab import train_inside
+from cifarlab.lab import train_live
 
 CONFIG = TrainConfig(epochs=1, batch_size=8, num_workers=0, pipeline="fast", lr=0.01)
 
@@ -70,25 +70,25 @@ def _sample(step, grads, dead=0.0):
 @pytest.mark.parametrize("lang", ["en", "es", "pt"])
 def test_the_signals_in_words(lang):
     healthy = [_sample(10, [0.5, 0.2]), _sample(20, [0.4, 0.3])]
-    assert probes.signals(healthy) == [] and train_inside.signal_texts(healthy, lang) == []
+    assert probes.signals(healthy) == [] and train_live.signal_texts(healthy, lang) == []
     exploding = [_sample(10, [0.5, 0.2]), _sample(20, [80.0, "nan"])]
     assert [c for c, _ in probes.signals(exploding)] == ["exploding", "exploding"]
     vanishing = [_sample(10, [0.5, 0.2]), _sample(20, [1e-6, 0.3], dead=0.75)]
     assert [c for c, _ in probes.signals(vanishing)] == ["vanishing", "dead", "dead"]
-    texts = train_inside.signal_texts(vanishing, lang)
+    texts = train_live.signal_texts(vanishing, lang)
     assert "l0" in texts[0] and i18n.percent(0.75, lang, 0) in texts[1]
-    assert all("{" not in s for s in texts + train_inside.signal_texts(exploding, lang))
+    assert all("{" not in s for s in texts + train_live.signal_texts(exploding, lang))
 
 
 def test_the_chart_and_table_of_a_real_run():
     events = []
     train(CONFIG, tiny_data(), on_event=events.append, evaluate_after=False)
     samples = [e.data for e in events if e.kind == "inside"]
-    fig = train_inside.grad_figure(samples, "pt")
+    fig = train_live.grad_figure(samples, "pt")
     assert [tr.name for tr in fig.data] == ["conv1", "conv2", "fc1", "fc2", "fc3"]
     assert fig.layout.yaxis.type == "log" and list(fig.data[0].x) == [s["step"]
                                                                       for s in samples]
-    table = train_inside.latest_table(samples, "es")
+    table = train_live.latest_table(samples, "es")
     t = i18n.translator("es")
     assert list(table.columns) == [t("train.inside.layer"), t("train.inside.weight_norm"),
                                    t("train.inside.grad_norm"), t("train.inside.dead_col")]

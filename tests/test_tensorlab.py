@@ -90,13 +90,6 @@ def test_transfer_costs_copies_the_bytes(monkeypatch):
     assert sum(1 for n in seen if n == total // 10) >= 10
 
 
-@pytest.mark.parametrize("bad", [dict(total_mb=0), dict(total_mb=10_000), dict(chunks=0),
-                                 dict(chunks=10**7), dict(repeats=0), dict(total_mb="x")])
-def test_transfer_costs_rejects_bad_sizes(bad):
-    with pytest.raises(CifarLabError):
-        tensorlab.transfer_costs("cpu", **{"total_mb": 1, "chunks": 4, **bad})
-
-
 def test_transfer_costs_names_a_missing_device():
     with pytest.raises(CifarLabError, match="cuda:7"):
         tensorlab.transfer_costs("cuda:7", total_mb=1, chunks=4)
@@ -152,12 +145,3 @@ def test_cuda_path_synchronises_and_pins_without_a_gpu(monkeypatch):
     assert pinned == [int(df["total_bytes"].iloc[0])]
     # a synchronise before each clock read: start and stop of every timing, plus warm-ups
     assert synced.count("cuda:0") >= 4 * 2
-
-
-def test_errors_are_codes_in_the_students_language():
-    with pytest.raises(tensorlab.TensorLabError) as info:
-        tensorlab.transfer_costs("cpu", total_mb=10_000, chunks=4)
-    err = info.value
-    assert err.code == "tensors.out_of_range" and err.field == "total_mb"
-    assert "10,000" in str(err) and "10.000" in err.text("es") and "10.000" in err.text("pt")
-    assert err.text("es") != err.text("en")

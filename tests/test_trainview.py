@@ -18,14 +18,15 @@ from cifarlab.lab.train import LossSeries, RunView
 
 
 def test_presets_are_trainconfigs_and_the_tutorial_is_the_default():
+    presets = {name: trainview.preset_values(name) for name in PRESETS}
     for name, cfg in PRESETS.items():
         assert isinstance(cfg, TrainConfig)
-        assert trainview.matching_preset(trainview.preset_values(name)) == name
+        assert trainview.matching_preset(trainview.preset_values(name), presets) == name
     assert PRESETS["tutorial"] == TrainConfig()
     quick = trainview.preset_values("quick")
     assert quick["epochs"] == 1 and quick["train_subset"] == 5000
     assert "seed" not in quick and "device" not in quick   # a preset leaves them as chosen
-    assert trainview.matching_preset({**trainview.preset_values("tutorial"), "lr": 0.002}) is None
+    assert trainview.matching_preset({**presets["tutorial"], "lr": 0.002}, presets) is None
 
 
 def test_check_gives_one_coded_problem_per_bad_knob():

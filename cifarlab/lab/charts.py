@@ -1,7 +1,5 @@
-"""What the pages' figures share. Colours read in every common colour blindness: the Okabe-Ito
-palette with a line style per series as a second cue; RdBu around zero and Viridis from zero up
-for grids. Pixel grids get whole-number ticks.
-"""
+"""What the pages' figures share. Colours read in every common colour blindness: Okabe-Ito with
+a line style per series as a second cue; RdBu around zero and Viridis from zero up for grids."""
 from __future__ import annotations
 
 from typing import Sequence

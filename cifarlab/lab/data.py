@@ -1,12 +1,12 @@
-"""The Data page's engine: browse CIFAR-10, what ``ToTensor`` and ``Normalize`` do to the
-numbers, a batch from the tutorial's ``DataLoader``, each pipeline's speed, all on the real
-data and loaders."""
+"""The Data page's engine, on the real data and loaders: browse CIFAR-10, what ``ToTensor`` and
+``Normalize`` do to the numbers, a batch of the tutorial's ``DataLoader``, each pipeline's speed."""
 from __future__ import annotations
 
 import contextlib
 import time
 import warnings
-from typing import TYPE_CHECKING, Callable, Sequence
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -18,54 +18,28 @@ from PIL import Image
 from plotly.subplots import make_subplots
 
 from cifarlab import i18n
-from cifarlab.errors import CifarLabError
+from cifarlab.core.config import AUGMENTS
+from cifarlab.core.data import CifarData, FastLoader, tutorial_loader
+from cifarlab.core.tricks import PAD
 from cifarlab.lab import charts as C
-from cifarlab.lab.tables import class_name, dims
+from cifarlab.lab.tables import class_name
 
-if TYPE_CHECKING:  # pragma: no cover
-    from cifarlab.core.data import CifarData
-
-PIPELINES = ("tutorial", "fast")
-STAGES = ("raw", "to_tensor", "normalize")
-MAX_BATCH_SIZE = 256
-MAX_WORKERS = 8
-MAX_SAMPLE = 100
-
-
-class LoadingError(CifarLabError):
-    """A Data page request out of range (batch size, workers, class…)."""
-
-
-def _whole(name: str, value, low: int, high: int, field: str | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise LoadingError("loading.not_whole", field=field or name, name=name,
-                           value=repr(value)[:40])
-    if not low <= int(value) <= high:
-        raise LoadingError("loading.out_of_range", field=field or name, name=name, low=low,
-                           high=high, value=int(value))
-    return int(value)
 
 
 # ----------------------------------------------------------------------------------- browse
 
 def class_counts_table(data: CifarData) -> pd.DataFrame:
     """Images per class in each split, long form: class, label, split, count."""
-    rows = []
-    for split in ("train", "test"):
-        for label, (cls, count) in enumerate(data.class_counts(split).items()):
-            rows.append({"class": cls, "label": label, "split": split, "count": count})
-    return pd.DataFrame(rows)
+    return pd.DataFrame([{"class": cls, "label": label, "split": split, "count": count}
+                         for split in ("train", "test")
+                         for label, (cls, count) in enumerate(data.class_counts(split).items())])
 
 
 def class_sample(data: CifarData, class_index: int, n: int = 24,
                  seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(indices, n×32×32×3 uint8 images) of ``n`` training images of one class, repeatable."""
-    class_index = _whole("class_index", class_index, 0, data.num_classes - 1, "class")
-    n = _whole("n", n, 1, MAX_SAMPLE)
     x, y = data.split("train")
     members = np.flatnonzero(np.asarray(y) == class_index)
-    if members.size == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros((0, 32, 32, 3), dtype=np.uint8)
     rng = np.random.default_rng([int(seed), class_index])
     chosen = rng.choice(members, size=min(n, members.size), replace=False).astype(np.int64)
     images = np.ascontiguousarray(np.asarray(x[chosen]).transpose(0, 2, 3, 1))
@@ -74,22 +48,11 @@ def class_sample(data: CifarData, class_index: int, n: int = 24,
 
 # -------------------------------------------------------------------------- ToTensor, Normalize
 
-def _as_hwc_batch(images) -> np.ndarray:
-    arr = np.asarray(images)
-    if arr.dtype != np.uint8:
-        raise LoadingError("loading.needs_uint8", dtype=str(arr.dtype))
-    if arr.ndim == 3:
-        arr = arr[None]
-    if arr.ndim != 4 or arr.shape[-1] != 3:
-        raise LoadingError("loading.bad_shape", shape=dims(arr.shape))
-    return arr
-
-
 def transform_stats(images, bins: int = 32) -> dict:
     """What the tutorial's real ``ToTensor()`` and ``Normalize`` do to one picture (H×W×3
     uint8) or several: per stage, the range, per-channel mean and std, and histograms."""
-    bins = _whole("bins", bins, 2, 256)
-    pics = _as_hwc_batch(images)
+    pics = np.asarray(images)
+    pics = pics[None] if pics.ndim == 3 else pics
     to_tensor = transforms.ToTensor()
     norm = transforms.Normalize((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
     t1 = torch.stack([to_tensor(Image.fromarray(p)) for p in pics])         # N×3×H×W, 0…1
@@ -134,11 +97,7 @@ def unnormalize(images: torch.Tensor) -> np.ndarray:
 
 
 def loader_batch(data: CifarData, batch_size: int = 4, seed: int = 0) -> dict:
-    """The first batch from the tutorial's own ``DataLoader``, its ``make_grid`` as ``imshow``
-    shows it."""
-    from cifarlab.core.data import tutorial_loader
-
-    batch_size = _whole("batch_size", batch_size, 1, MAX_BATCH_SIZE)
+    """The tutorial ``DataLoader``'s first batch, its ``make_grid`` as ``imshow`` shows it."""
     loader = tutorial_loader(data, "train", batch_size=batch_size, num_workers=0, shuffle=True,
                              seed=int(seed))
     images, labels = next(iter(loader))
@@ -154,11 +113,70 @@ def loader_batch(data: CifarData, batch_size: int = 4, seed: int = 0) -> dict:
 def upscale(images: np.ndarray, factor: int = 3) -> np.ndarray:
     """Pictures (…×H×W×C, or one C×H×W) ``factor`` times larger by repeating pixels, channels
     last: a 32×32 image stays sharp."""
-    factor = _whole("factor", factor, 1, 16)
     a = np.asarray(images)
     if a.ndim == 3 and a.shape[0] in (1, 3) and a.shape[-1] not in (1, 3):
         a = a.transpose(1, 2, 0)
     return np.ascontiguousarray(np.repeat(np.repeat(a, factor, axis=-3), factor, axis=-2))
+
+
+# ----------------------------------------------------------------------------- augmentation
+# A few training images drawn by the training loader itself (``FastLoader(augment=...)``), one
+# draw per epoch, seeded as a run's is: a picture is what a run with that seed trains on.
+
+AUGMENT_KINDS = tuple(k for k in AUGMENTS if k != "none")   # mirror; mirror and shift
+MAX_AUGMENT_EPOCHS = 8
+
+
+@dataclass(frozen=True)
+class AugmentView:
+    """``original`` N×32×32×3 and ``draws`` E×N×32×32×3 uint8 pixels; ``flipped`` E×N;
+    ``moved`` E×N×2, the pixels each picture moved (down, right), zero for mirror only."""
+
+    kind: str
+    original: np.ndarray
+    draws: np.ndarray
+    flipped: np.ndarray
+    moved: np.ndarray
+
+
+def augment_draws(data: CifarData, indices: Sequence[int], kind: str, epochs: int = 4,
+                  seed: int = 0) -> AugmentView:
+    """``epochs`` passes of the training loader over just these training images."""
+    idx = np.asarray(list(indices), dtype=np.int64).reshape(-1)
+    loader = FastLoader(data, "train", batch_size=int(idx.size), shuffle=False, seed=int(seed),
+                        subset=idx, augment=kind)
+    draws, flipped, moved = [], [], []
+    for _ in range(epochs):
+        (xb, _labels), = list(loader)           # one epoch is one batch of these images
+        flip, shift = loader.augment.last_draw
+        draws.append((unnormalize(xb) * 255).round().astype(np.uint8))
+        flipped.append(flip.numpy())
+        # the loader reads the padded picture from offset ``shift``: the image moves PAD - shift
+        moved.append(np.zeros((idx.size, 2), np.int64) if shift is None else PAD - shift.numpy())
+    x, _ = data.split("train")
+    original = np.ascontiguousarray(np.asarray(x[idx]).transpose(0, 2, 3, 1))
+    return AugmentView(kind, original, np.stack(draws), np.stack(flipped), np.stack(moved))
+
+
+def draw_text(view: AugmentView, k: int, i: int, t) -> str:
+    """What epoch ``k``'s draw did to image ``i``: "Epoch 2: mirrored · 1 px right · 2 px up"."""
+    parts = [t("data_aug.mirrored") if view.flipped[k, i] else t("data_aug.as_is")]
+    if view.kind == "flip_translate":
+        dy, dx = (int(v) for v in view.moved[k, i])
+        moves = ([t("data_aug.right" if dx > 0 else "data_aug.left", n=abs(dx))] if dx else []) \
+            + ([t("data_aug.down" if dy > 0 else "data_aug.up", n=abs(dy))] if dy else [])
+        parts += moves or [t("data_aug.not_moved")]
+    return t("data_aug.epoch", n=k + 1) + ": " + " · ".join(parts)
+
+
+def summary_text(view: AugmentView, t) -> str:
+    """How many of the pictures the draws mirrored (and moved), over all epochs."""
+    total = int(view.flipped.size)
+    text = t("data_aug.summary_flip", k=int(view.flipped.sum()), n=total)
+    if view.kind == "flip_translate":
+        moved = int(np.any(view.moved != 0, axis=-1).sum())
+        text += " " + t("data_aug.summary_moved", k=moved, n=total)
+    return text
 
 
 # ------------------------------------------------------------------------------- throughput
@@ -169,16 +187,6 @@ def loader_throughput(data: CifarData, pipeline: str = "tutorial", batch_size: i
     """Images per second a pipeline delivers (no training in between), over at most
     ``max_batches`` or ``max_seconds``; start-up (every worker's first batch, the fast
     pipeline's copy) timed apart. The fast pipeline has no workers: reported as 0."""
-    if pipeline not in PIPELINES:
-        raise LoadingError("loading.bad_pipeline", field="pipeline", pipeline=repr(pipeline)[:40],
-                           known=", ".join(PIPELINES))
-    batch_size = _whole("batch_size", batch_size, 1, MAX_BATCH_SIZE)
-    num_workers = _whole("num_workers", num_workers, 0, MAX_WORKERS)
-    max_batches = _whole("max_batches", max_batches, 1, 1_000_000)
-    if not (isinstance(max_seconds, (int, float)) and 0 < max_seconds <= 600):
-        raise LoadingError("loading.bad_seconds", field="max_seconds", limit=600)
-    from cifarlab.core.data import FastLoader, tutorial_loader
-
     started = time.perf_counter()
     with warnings.catch_warnings():   # "suggested max number of worker": the page says so
         warnings.filterwarnings("ignore", message=".*worker processes in total.*")
@@ -200,8 +208,6 @@ def loader_throughput(data: CifarData, pipeline: str = "tutorial", batch_size: i
                 break
             first = first or got
         startup = time.perf_counter() - started
-        if first is None:
-            raise LoadingError("loading.no_batch")
         images = batches = 0
         started = time.perf_counter()
         deadline = started + max_seconds
@@ -227,24 +233,19 @@ def sweep_loaders(data: CifarData, batch_size: int = 4,
                   workers: Sequence[int] = (0, 1, 2, 4), max_batches: int = 500,
                   max_seconds: float = 0.4, subset: int | None = None,
                   on_result: Callable[[dict], None] | None = None) -> pd.DataFrame:
-    """``loader_throughput`` per pipeline and ``num_workers`` (the fast pipeline once), a row
-    each; ``on_result(row)`` after each."""
+    """``loader_throughput`` per pipeline and ``num_workers`` (fast once); ``on_result`` each."""
     rows = []
-    for pipeline in PIPELINES:
-        for w in list(workers) if pipeline == "tutorial" else [0]:
-            row = loader_throughput(data, pipeline, batch_size, int(w), max_batches,
-                                    max_seconds, subset)
-            rows.append(row)
-            if on_result is not None:
-                on_result(row)
+    for pipeline, w in [("tutorial", w) for w in workers] + [("fast", 0)]:
+        rows.append(loader_throughput(data, pipeline, batch_size, int(w), max_batches,
+                                      max_seconds, subset))
+        if on_result is not None:
+            on_result(rows[-1])
     return pd.DataFrame(rows, columns=["pipeline", "batch_size", "num_workers",
                                        "images_per_second", "batches", "images", "seconds",
                                        "startup_seconds"])
 
 
 # ------------------------------------------------------------------ the page's figures, words
-CHANNEL_KEYS = ("data.channel_red", "data.channel_green", "data.channel_blue")
-CHANNEL_COLOURS = ("#E45756", "#54A24B", "#4C78A8")
 
 
 def class_names(data: CifarData, t) -> list[str]:
@@ -265,14 +266,14 @@ def histogram_figure(stats: dict, t) -> go.Figure:
     """Each channel's values at each stage of the transform, on that stage's range."""
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.06, subplot_titles=[
         "uint8 · 0…255", "ToTensor() · 0…1", "Normalize · −1…1"])
-    for col, stage in enumerate(STAGES, start=1):
-        s = stats[stage]
+    for col, s in enumerate(stats.values(), start=1):   # raw, to_tensor, normalize
         centres = (s["edges"][:-1] + s["edges"][1:]) / 2
-        for ch in range(3):
-            fig.add_trace(go.Bar(x=centres, y=s["counts"][ch], name=t(CHANNEL_KEYS[ch]),
+        for ch, (name, colour) in enumerate(zip(("red", "green", "blue"),
+                                                ("#E45756", "#54A24B", "#4C78A8"))):
+            fig.add_trace(go.Bar(x=centres, y=s["counts"][ch], name=t(f"data.channel_{name}"),
                                  width=float(s["edges"][1] - s["edges"][0]), opacity=0.55,
-                                 marker_color=CHANNEL_COLOURS[ch], legendgroup=str(ch),
-                                 showlegend=col == 1), 1, col)
+                                 marker_color=colour, legendgroup=name, showlegend=col == 1),
+                          1, col)
         fig.update_xaxes(range=[s["low"], s["high"]], row=1, col=col)
     return C.localized(fig, t.lang, barmode="overlay", height=320, margin=C.MARGIN,
                        yaxis_title=t("data.histogram"), legend=dict(orientation="h", y=-0.15))

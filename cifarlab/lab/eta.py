@@ -1,10 +1,6 @@
-"""How long a training run takes: the one answer every page shows.
-
-A running run's steps left at its speed since start-up ended (``steady_step``/``steady_s``):
-counting start-up promised "35 min left" for a run of 6 min. Before it starts, the median wall
-time of finished runs here with the same time-relevant settings on the same device, nothing
-extrapolated.
-"""
+"""How long a training run takes, the one answer every page shows: a running run's steps left at
+its speed since start-up ended (counting start-up promised "35 min left" for a run of 6 min);
+before it starts, the median time of finished runs here with the same settings and device."""
 from __future__ import annotations
 
 import statistics
@@ -33,8 +29,7 @@ def same_settings(a: Any, b: Any) -> bool:
 
 
 def steady(progress: Mapping[str, Any] | None) -> dict | None:
-    """The run's speed since start-up ended: {"left_s", "total_s", "steps_per_s"}; None while
-    too little of it is measured."""
+    """{"left_s", "total_s", "steps_per_s"} since start-up ended; None while too little is known."""
     p = progress or {}
     step, total = int(p.get("step") or 0), int(p.get("total_steps") or 0)
     s0, t0, now = p.get("steady_step"), p.get("steady_s"), p.get("elapsed_s")

@@ -14,21 +14,16 @@ import torch
 import torch.nn as nn
 
 from cifarlab import i18n
-from cifarlab.errors import CifarLabError
+from cifarlab.core.data import normalize
+from cifarlab.core.model import Net
 from cifarlab.lab import charts as C
-from cifarlab.lab.tables import dims
 
 
 # ----------------------------------------------------------------------- cross-entropy on one image
 
 def net_logits(image_chw_uint8: np.ndarray, seed: int = 0) -> np.ndarray:
     """The logits of the tutorial's ``Net`` seeded with ``seed``, for one 3×32×32 uint8 image."""
-    from cifarlab.core.data import normalize
-    from cifarlab.core.model import Net
-
     x = np.asarray(image_chw_uint8)
-    if x.shape != (3, 32, 32):
-        raise CifarLabError("loss.bad_image", field="image", shape=dims(x.shape))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         net = Net().eval()
@@ -42,10 +37,6 @@ def cross_entropy_by_hand(logits, label: int) -> dict:
     is subtracted before eᶻ (nothing overflows) and the loss is log Σe^z − z_label (exact
     when p_true is tiny)."""
     z = np.asarray(logits, dtype=np.float64).reshape(-1)
-    if z.size < 2 or not np.all(np.isfinite(z)):
-        raise CifarLabError("loss.bad_logits", field="logits")
-    if not 0 <= int(label) < z.size:
-        raise CifarLabError("loss.bad_label", field="label", top=z.size - 1, label=int(label))
     label = int(label)
     shift = float(z.max())
     exps = np.exp(z - shift)
@@ -64,7 +55,6 @@ def cross_entropy_by_hand(logits, label: int) -> dict:
 
 @dataclass(frozen=True)
 class Surface:
-    name: str
     fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # f(x, y), works on tensors
     x_range: tuple[float, float]
     y_range: tuple[float, float]
@@ -74,47 +64,27 @@ class Surface:
     local_minima: bool = False      # valleys other than the lowest one
 
 
-def _bowl(x, y):
-    return 0.5 * (x ** 2 + 10.0 * y ** 2)
-
-
-def _valley(x, y):
-    return (1.0 - x) ** 2 + 5.0 * (y - x ** 2) ** 2
-
-
-def _mountains(x, y):
-    return 0.4 * (x ** 2 + y ** 2) + 2.0 * (2.0 - torch.cos(1.5 * x) - torch.cos(1.5 * y))
-
-
 SURFACES: dict[str, Surface] = {
     # An elongated quadratic bowl: steep across (curvature 10), gentle along (curvature 1).
     # Plain SGD diverges for lr > 2/10 = 0.2; with momentum β for lr > 2(1 + β)/10.
-    "bowl": Surface("bowl", _bowl, (-5.0, 5.0), (-2.5, 2.5), (-4.5, 2.0), (0.0, 0.0),
-                    "f(x, y) = ½ (x² + 10 y²)"),
+    "bowl": Surface(lambda x, y: 0.5 * (x ** 2 + 10.0 * y ** 2), (-5.0, 5.0), (-2.5, 2.5),
+                    (-4.5, 2.0), (0.0, 0.0), "f(x, y) = ½ (x² + 10 y²)"),
     # A Rosenbrock-like curved valley with its minimum at (1, 1).
-    "valley": Surface("valley", _valley, (-2.0, 2.0), (-1.0, 3.0), (-1.5, 2.5), (1.0, 1.0),
-                      "f(x, y) = (1 − x)² + 5 (y − x²)²"),
+    "valley": Surface(lambda x, y: (1.0 - x) ** 2 + 5.0 * (y - x ** 2) ** 2, (-2.0, 2.0),
+                      (-1.0, 3.0), (-1.5, 2.5), (1.0, 1.0), "f(x, y) = (1 − x)² + 5 (y − x²)²"),
     # A bowl with ridges, the lowest valley at (0, 0): at the demo's lr plain SGD stops in the
     # valley at (−3.42, 0), momentum 0.9 rolls over the ridges (tests/test_optimlab_minima.py).
-    "mountains": Surface("mountains", _mountains, (-6.0, 3.0), (-3.0, 4.0), (-5.0, 2.0),
-                         (0.0, 0.0), "f(x, y) = 0.4 (x² + y²) + 2 (2 − cos 1.5x − cos 1.5y)",
+    "mountains": Surface(lambda x, y: 0.4 * (x ** 2 + y ** 2)
+                         + 2.0 * (2.0 - torch.cos(1.5 * x) - torch.cos(1.5 * y)),
+                         (-6.0, 3.0), (-3.0, 4.0), (-5.0, 2.0), (0.0, 0.0),
+                         "f(x, y) = 0.4 (x² + y²) + 2 (2 − cos 1.5x − cos 1.5y)",
                          local_minima=True),
 }
 
 
-def _surface(surface: str | Surface) -> Surface:
-    if isinstance(surface, Surface):
-        return surface
-    try:
-        return SURFACES[surface]
-    except KeyError:
-        raise CifarLabError("loss.unknown_surface", field="surface", surface=repr(surface)[:40],
-                            known=", ".join(SURFACES)) from None
-
-
-def loss_surface(name: str | Surface, grid: int = 101) -> dict:
+def loss_surface(name: str, grid: int = 101) -> dict:
     """The loss over a ``grid``×``grid`` grid, for a contour plot, and the surface's facts."""
-    s = _surface(name)
+    s = SURFACES[name]
     xs, ys = np.linspace(*s.x_range, grid), np.linspace(*s.y_range, grid)
     X, Y = np.meshgrid(xs, ys)
     Z = s.fn(torch.from_numpy(X), torch.from_numpy(Y)).numpy()
@@ -129,7 +99,6 @@ def loss_surface(name: str | Surface, grid: int = 101) -> dict:
 DEMO = {"surface": "bowl", "lr": 0.01, "momentum": 0.9, "steps": 100}
 
 EXPLODE_FACTOR = 1e6     # a loss this many times the starting loss (or inf/nan) has exploded
-MAX_STEPS = 10_000
 
 
 @dataclass
@@ -138,8 +107,6 @@ class SGDPath:
     losses: np.ndarray            # n + 1 losses, at those points
     diverged: bool                # the loss exploded (or became inf/nan): stopped there
     diverged_at: int | None       # the step after which it had exploded
-    lr: float
-    momentum: float
     on_valleys: bool = False      # the surface has local minima to be stuck in
 
     @property
@@ -162,17 +129,11 @@ class SGDPath:
         return not self.diverged and bool(np.isfinite(self.losses[-1])) and self.losses[-1] < tol
 
 
-def sgd_path(surface: str | Surface, start=None, lr: float = 0.05, momentum: float = 0.0,
+def sgd_path(surface: str, start=None, lr: float = 0.05, momentum: float = 0.0,
              steps: int = 50) -> SGDPath:
     """Where ``torch.optim.SGD(lr, momentum)`` takes a 2-parameter tensor on ``surface`` as the
     tutorial's loop does; stopped where the loss explodes (``EXPLODE_FACTOR``, inf/nan)."""
-    s = _surface(surface)
-    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
-        raise CifarLabError("loss.bad_lr", field="lr")
-    if not (isinstance(momentum, (int, float)) and 0 <= momentum < 1):
-        raise CifarLabError("loss.bad_momentum", field="momentum")
-    if not (isinstance(steps, int) and 0 <= steps <= MAX_STEPS):
-        raise CifarLabError("loss.bad_steps", field="steps", limit=MAX_STEPS)
+    s = SURFACES[surface]
     start = s.start if start is None else tuple(float(v) for v in start)
     p = torch.tensor(start, dtype=torch.float64, requires_grad=True)
     opt = torch.optim.SGD([p], lr=float(lr), momentum=float(momentum))
@@ -198,8 +159,7 @@ def sgd_path(surface: str | Surface, start=None, lr: float = 0.05, momentum: flo
             diverged_at = i
             break
     return SGDPath(np.asarray(points, dtype=np.float64), np.asarray(losses, dtype=np.float64),
-                   diverged_at is not None, diverged_at, float(lr), float(momentum),
-                  s.local_minima)
+                   diverged_at is not None, diverged_at, s.local_minima)
 
 
 # ---------------------------------- the page's figures and words (``t``: ``i18n.translator(lang)``)

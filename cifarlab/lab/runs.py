@@ -1,6 +1,5 @@
-"""What the Runs page shows: runs side by side (their settings and results in one table, the
-settings that differ, their loss curves on one chart) and their downloads.
-"""
+"""What the Runs page shows: runs side by side (settings and results in one table, the settings
+that differ, their loss curves on one chart) and their downloads."""
 from __future__ import annotations
 
 import io
@@ -18,7 +17,9 @@ from pandas.io.formats.style import Styler
 from cifarlab import i18n
 from cifarlab.core.checkpoint import Checkpoint
 from cifarlab.core.config import ModelSpec, TrainConfig, knobs
+from cifarlab.core.export.bundle import bundle_bytes
 from cifarlab.core.export.record import RunRecord, run_slug
+from cifarlab.core.export.render import export_script
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import charts as C
 from cifarlab.lab.train import LossSeries
@@ -45,8 +46,6 @@ def state_dict_bytes(ckpt: Checkpoint) -> bytes:
 def bundle_for_run(run, ckpt: Checkpoint, steps: Sequence[int] | None,
                    losses: Sequence[float] | None, lang: str) -> bytes:
     """"Take your run home": ``core.export.bundle``'s zip in ``lang``, in memory."""
-    from cifarlab.core.export.bundle import bundle_bytes
-
     return bundle_bytes(RunRecord(
         config=ckpt.config, state_dict=ckpt.state_dict, classes=tuple(ckpt.classes),
         results=dict(run.result or ckpt.results or {}),
@@ -60,8 +59,6 @@ def run_script(run) -> str:
     cfg = config_of(run)
     if cfg is None:
         return ""
-    from cifarlab.core.export import export_script
-
     acc = (run.result or {}).get("test_accuracy")
     note = f"CIFAR Lab run {run.id}" + (f", test accuracy {100 * acc:.1f} %"
                                         if isinstance(acc, (int, float)) else "")
@@ -93,11 +90,9 @@ def model_label(spec: Mapping[str, Any] | ModelSpec | None) -> str:
     except CifarLabError:
         return "?"
     base = ModelSpec()
-    changes = []
-    for name in ("channels", "kernels", "paddings", "strides", "pool", "hidden", "width"):
-        value = getattr(spec, name)
-        if value != getattr(base, name):
-            changes.append(f"{name}={list(value) if isinstance(value, tuple) else value}")
+    changes = [f"{name}={list(value) if isinstance(value, tuple) else value}"
+               for name in ("channels", "kernels", "paddings", "strides", "pool", "hidden", "width")
+               if (value := getattr(spec, name)) != getattr(base, name)]
     return "Net(" + ", ".join(changes) + ")"
 
 
@@ -159,8 +154,7 @@ def loss_curves(curves: Mapping[str, tuple[Sequence[int], Sequence[float]]],
             continue
         s = pd.Series(np.asarray(losses, dtype=float))
         window = smooth if smooth is not None else max(1, len(s) // 50)
-        if window > 1:
-            s = s.rolling(window, center=True, min_periods=1).mean()
+        s = s.rolling(window, center=True, min_periods=1).mean()
         xs = np.asarray(steps, dtype=float)
         if x == "epoch":
             per = (steps_per_epoch or {}).get(label)

@@ -3,7 +3,9 @@ kept as at most ``max_points`` bucket means, so a long run costs the page a few 
 figure is rebuilt only when ``chart_stamp`` changes (docs/benchmarks.md, section 7)."""
 from __future__ import annotations
 
+import gc
 import math
+import sys
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -26,15 +28,10 @@ def preset_values(name: str) -> dict[str, Any]:
 
 
 def matching_preset(values: Mapping[str, Any],
-                    presets: Mapping[str, Mapping[str, Any]] | None = None) -> str | None:
-    """The preset (name -> knob values; default ``core.config.PRESETS``') whose knobs all
-    equal ``values``, or None."""
-    if presets is None:
-        presets = {name: preset_values(name) for name in C.PRESETS}
-    for name, preset in presets.items():
-        if all(same(values.get(k), v) for k, v in preset.items()):
-            return name
-    return None
+                    presets: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """The first of ``presets`` (name -> knob values) whose knobs all equal ``values``."""
+    return next((name for name, preset in presets.items()
+                 if all(same(values.get(k), v) for k, v in preset.items())), None)
 
 
 def same(a: Any, b: Any) -> bool:
@@ -64,9 +61,8 @@ class LossSeries:
         self.stride = 1
         self.steps: list[int] = []      # the last step of each full bucket
         self.means: list[float] = []
-        self._sum = 0.0
+        self._sum = 0.0                 # the open bucket's (a nan loss makes its mean nan)
         self._count = 0
-        self._nan = False
         self.last_step = 0
         self.count = 0                  # step losses seen
 
@@ -77,19 +73,15 @@ class LossSeries:
                 continue  # already seen (a reread overlap)
             self.last_step = step
             self.count += 1
-            loss = float(loss)
-            if math.isnan(loss):
-                self._nan = True
-            else:
-                self._sum += loss
+            self._sum += float(loss)
             self._count += 1
             if self._count == self.stride:
                 self._push(step)
 
     def _push(self, step: int) -> None:
         self.steps.append(step)
-        self.means.append(math.nan if self._nan else self._sum / self._count)
-        self._sum, self._count, self._nan = 0.0, 0, False
+        self.means.append(self._sum / self._count)
+        self._sum, self._count = 0.0, 0
         if len(self.steps) >= self.max_points:
             self.steps = self.steps[1::2]
             self.means = [(a + b) / 2 for a, b in zip(self.means[0::2], self.means[1::2])]
@@ -100,7 +92,7 @@ class LossSeries:
         steps, means = list(self.steps), list(self.means)
         if self._count:
             steps.append(self.last_step)
-            means.append(math.nan if self._nan else self._sum / self._count)
+            means.append(self._sum / self._count)
         return steps, means
 
 
@@ -178,11 +170,7 @@ class RunView:
         steps, losses = self.series.points()
         steps, losses = np.asarray(steps, dtype=np.int32), np.asarray(losses, dtype=np.float32)
         spe = self.steps_per_epoch
-        running_x, running_y = [], []
-        for r in self.running:
-            if spe:
-                running_x.append((int(r["epoch"]) - 1) * spe + int(r["i"]))
-                running_y.append(float(r["loss"]))
+        running = [r for r in self.running if spe]
         marks, total, val = [], 0, []
         for e in self.epochs:
             total += int(e.get("steps") or 0)
@@ -190,9 +178,10 @@ class RunView:
                 marks.append(total)
             if e.get("val_loss") is not None and e.get("mean_loss") is not None:
                 val.append((total, float(e["mean_loss"]), float(e["val_loss"])))
-        return {"steps": steps, "losses": losses, "running_steps": running_x,
-                "running_losses": running_y, "epoch_marks": marks, "stride": self.series.stride,
-                "count": self.series.count, "val": val}
+        return {"steps": steps, "losses": losses, "epoch_marks": marks, "val": val,
+                "running_steps": [(int(r["epoch"]) - 1) * spe + int(r["i"]) for r in running],
+                "running_losses": [float(r["loss"]) for r in running],
+                "stride": self.series.stride, "count": self.series.count}
 
 
 class RunViews(dict):
@@ -248,16 +237,13 @@ def time_split(epochs: Sequence[Mapping[str, Any]] = (),
 def per_class_rows(per_class: Mapping[str, float] | None) -> list[tuple[str, float]]:
     """(class, accuracy) pairs in CIFAR-10's label order (other names after)."""
     per_class = dict(per_class or {})
-    from cifarlab.core.config import CIFAR10_CLASSES
-
-    ordered = [c for c in CIFAR10_CLASSES if c in per_class]
+    ordered = [c for c in C.CIFAR10_CLASSES if c in per_class]
     ordered += [c for c in per_class if c not in ordered]
     return [(c, float(per_class[c])) for c in ordered]
 
 
 def pick_run(runs: Sequence[Any], current: str | None = None) -> str | None:
-    """``current`` while it is still among ``runs`` (newest first), else the newest active one,
-    else the newest."""
+    """``current`` while among ``runs`` (newest first), else the newest active one, else newest."""
     ids = [r.id for r in runs]
     if current in ids:
         return current
@@ -268,8 +254,7 @@ def pick_run(runs: Sequence[Any], current: str | None = None) -> str | None:
 
 
 def poll_interval(runs: Sequence[Any], active_s: float, idle_s: float | None) -> float | None:
-    """``active_s`` while a run is queued or running, else ``idle_s`` (a run started from
-    another tab still shows up)."""
+    """``active_s`` while a run is queued or running, else ``idle_s`` (for runs from other tabs)."""
     return active_s if any(r.status in ("queued", "running") for r in runs) else idle_s
 
 
@@ -295,9 +280,6 @@ def freeze_long_lived() -> bool:
     """``gc.freeze`` whenever modules were imported since the last call (True when it froze):
     Streamlit collects after every poll, and a full collection walks torch, pandas and plotly
     (about 0.1 CPU-second)."""
-    import gc
-    import sys
-
     n = len(sys.modules)
     if _FROZEN_AT and _FROZEN_AT[-1] == n:
         return False

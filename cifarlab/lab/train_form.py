@@ -1,8 +1,6 @@
-"""The Train form's one owner: each knob as its widget holds it ⇄ a ``TrainConfig`` (no
-Streamlit: ui/train_form.py copies values to and from the widgets). Decimals are text in the
-form's language, read with either mark (a browser's number box turns "0,01" into 1).
-``revision`` counts the changes the form made itself, after which the widgets are rewritten.
-"""
+"""The Train form's one owner: each knob as its widget holds it ⇄ a ``TrainConfig``
+(ui/train_form.py copies them to and from the widgets). Decimals are text in the form's
+language, read with either mark (a browser's number box turns "0,01" into 1)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -69,7 +67,7 @@ class TrainForm:
         self.locks: dict[str, str] = {}         # knob -> why the class locked it
         self.pushed: dict[str, Any] = {}        # the class's values
         self.class_version: Any = None
-        self.revision = 0
+        self.revision = 0                       # changes the form made itself: rewrite widgets
         self.apply_preset("tutorial")
 
     # -- values ------------------------------------------------------------------------------
@@ -80,11 +78,8 @@ class TrainForm:
         return self._raw[name]
 
     def take(self, widget_values: Mapping[str, Any]) -> None:
-        """What the widgets hold now (the student's edits)."""
-        for name, value in widget_values.items():
-            if name in self._raw:
-                self._raw[name] = self._show(name, value)
-        self._settle()
+        """What the widgets hold now (the student's edits: no rewrite of the widgets)."""
+        self._set(widget_values, mine=False)
 
     def _settle(self) -> None:
         """A device gone from the server falls back to "auto"; CUDA graphs only on CUDA."""
@@ -107,12 +102,12 @@ class TrainForm:
     def load(self, config: TrainConfig) -> None:
         self._set(config.knob_values())
 
-    def _set(self, values: Mapping[str, Any]) -> None:
+    def _set(self, values: Mapping[str, Any], mine: bool = True) -> None:
         for name, value in values.items():
             if name in self._raw:
                 self._raw[name] = self._show(name, value)
         self._settle()
-        self.revision += 1
+        self.revision += mine
 
     def set_lang(self, lang: str) -> None:
         if lang == self.lang:
@@ -229,8 +224,7 @@ class TrainForm:
             self._set(self.pushed)
 
     def refused(self, field: str | None) -> str | None:
-        """The server refused ``field``: a locked one gets the class's value back; the field when
-        it is the form's."""
+        """The server refused ``field``: a locked one gets the class's value back."""
         if field in self.locks and field in self.pushed:
             self._set({field: self.pushed[field]})
         return field if field in self._raw else None
@@ -247,9 +241,6 @@ class TrainForm:
                      or not trainview.same(values[n], ref[n]))
 
     # -- what the page draws -----------------------------------------------------------------
-    def devices(self) -> list[str]:
-        return ["auto"] + list(self.limits.devices or ())
-
     def _present(self, device: Any) -> bool:
         return device == "auto" or self.limits.devices is None or device in self.limits.devices
 
@@ -262,7 +253,6 @@ class TrainForm:
     def widgets(self) -> list[Widget]:
         """The knobs to draw, in the schema's order (CUDA graphs only on a CUDA device)."""
         t, problems = i18n.translator(self.lang), self.problems()
-        fast = self._raw.get("pipeline") == "fast"
         limited = {"epochs": self.limits.max_epochs, "train_subset": self.limits.max_train_images}
         out = []
         for f in self.fields:
@@ -271,22 +261,22 @@ class TrainForm:
                 continue
             lock = self.locks.get(name)
             help_text = t(k.help) + (f" {lock}" if lock else "")
-            options, labels, placeholder, note = (), (), None, None
+            options, labels, placeholder = (), (), None
             if limited.get(name) is not None:
                 help_text += " " + self._limit_text(name)
             if name == "train_subset":
                 images = [n for n in (self.n_train, self.limits.max_train_images) if n]
                 placeholder = t("common.train_subset_all", n=min(images)) if images else None
             if k.kind == "device":
-                options = tuple(self.devices())
+                options = ("auto", *(self.limits.devices or ()))
                 labels = tuple(t("common.device_auto") if d == "auto" else d for d in options)
             elif k.kind == "choice":
                 catalog = i18n.catalog(self.lang)
                 options = k.choices
                 labels = tuple(t(f"common.{name}_{v}") if f"common.{name}_{v}" in catalog
                                else str(v) for v in options)
-            if name == "num_workers" and fast:
-                note = t("train.num_workers_fast")
+            fast_workers = name == "num_workers" and self._raw.get("pipeline") == "fast"
+            note = t("train.num_workers_fast") if fast_workers else None
             problem = problems.get(name)
             out.append(Widget(name, k.kind, t(k.label), help_text,
                               disabled=bool(lock) or note is not None, options=options,

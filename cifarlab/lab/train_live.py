@@ -1,7 +1,6 @@
-"""The Train page's live view in figures and words (no Streamlit), from a ``RunView`` and a run
-record. A figure whose layout still fits is updated in place, and none carries plotly's
-template (most of a figure's bytes): docs/benchmarks.md, section 7.
-"""
+"""The Train page's live view in figures and words, from a ``RunView`` and a run record, inside
+training included. A figure whose layout still fits is updated in place, and none carries
+plotly's template (most of a figure's bytes): docs/benchmarks.md, section 7."""
 from __future__ import annotations
 
 import time
@@ -9,11 +8,14 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+import plotly.express as px
 import plotly.graph_objects as go
 
 from cifarlab import i18n
 from cifarlab.i18n import duration, number, percent
+from cifarlab.core.probes import finite, signals
 from cifarlab.lab import eta
+from cifarlab.lab.charts import series_style
 from cifarlab.lab.tables import class_name
 from cifarlab.lab.train import time_split
 
@@ -256,3 +258,42 @@ def split_chart(view: Any, run: Any, stamp: Any, lang: str) -> tuple[Any, str | 
     return fig[1], (t("train.split_caption", share=percent(split["data_share"], lang)) + "  \n"
                     + t("train.data_bound" if split["data_share"] > 0.5
                         else "train.compute_bound"))
+
+
+# ----------------------------------------------------------------------- inside training
+# each layer's gradient norm over the steps (core/probes.py samples them in the worker), the
+# latest sample as a table, and what it means in plain words (exploding, vanishing, dead ReLUs)
+
+def grad_figure(samples: Sequence[dict], lang: str) -> go.Figure:
+    """One line per layer: its gradient norm at each sample (log axis: they span decades)."""
+    t = i18n.translator(lang)
+    df = pd.DataFrame([(s["step"], r["name"], finite(r.get("grad_norm")))
+                       for s in samples for r in s["layers"]], columns=["step", "layer", "grad"])
+    fig = px.line(df, x="step", y="grad", log_y=True, **series_style("layer"), labels={
+        "step": t("common.step"), "grad": t("train.inside.grad_axis"), "layer": ""})
+    fig.update_yaxes(dtick="D2")
+    return fig.update_layout(layout(lang, t("train.inside.grad_title"), height=300))
+
+
+def latest_table(samples: Sequence[dict], lang: str) -> pd.DataFrame:
+    """The latest sample: each layer's weight norm, gradient norm and silent ReLUs."""
+    t = i18n.translator(lang)
+    rows = [{t("train.inside.layer"): r["name"],
+             t("train.inside.weight_norm"): i18n.significant(r.get("weight_norm"), lang, 3),
+             t("train.inside.grad_norm"): i18n.significant(r.get("grad_norm"), lang, 3),
+             t("train.inside.dead_col"): i18n.percent(r.get("dead"), lang, 0)}
+            for r in (samples[-1]["layers"] if samples else [])]
+    return pd.DataFrame(rows)
+
+
+def signal_texts(samples: Sequence[dict], lang: str) -> list[str]:
+    """The signals of ``core.probes.signals`` as sentences in ``lang``."""
+    t = i18n.translator(lang)
+    out = []
+    for code, p in signals(list(samples)):
+        if code == "dead":
+            p = p | {"share": i18n.percent(p["share"], lang, 0)}
+        elif code == "vanishing":
+            p = p | {k: i18n.significant(p[k], lang, 2) for k in ("grad", "weight")}
+        out.append(t(f"train.inside.{code}", **p))
+    return out

@@ -66,14 +66,9 @@ def summary(result: Mapping[str, Any], lang: str) -> list[str]:
     """What the sweep found: how it ended, the suggestion and by which rule."""
     t, r = i18n.translator(lang), result
     sig = lambda v: i18n.significant(v, lang, 2)  # noqa: E731 - a one-line formatter
-    lines = []
-    if r.get("stop") in ("exploded", "nan"):
-        lines.append(t(f"train.lr_find.stop_{r['stop']}", n=r.get("steps", 0),
-                       lr=sig(r["lrs"][-1])))
-    elif r.get("stop") == "cancelled":
-        lines.append(t("train.lr_find.stop_cancelled", n=r.get("steps", 0)))
-    else:
-        lines.append(t("train.lr_find.stop_none", n=r.get("steps", 0), lr=sig(r["lr_max"])))
+    stop = r.get("stop") or "none"   # exploded, nan (at the last lr), cancelled or none
+    at = r["lr_max"] if stop == "none" else (r.get("lrs") or [0])[-1]
+    lines = [t(f"train.lr_find.stop_{stop}", n=r.get("steps", 0), lr=sig(at))]
     lr = suggested(r)
     if lr is None:
         lines.append(t("train.lr_find.no_suggestion"))

@@ -1,30 +1,275 @@
-"""The Inside the network page's engine: one image through a network, layer by layer.
-
-``activations`` holds the forward pass, the neuron and the filters; ``explain`` the Captum
-views (Captum is imported there only, lazily). The pictures a student uploads go through the
-Results page's checks (``cifarlab.lab.results.prepare_image``).
+"""The Inside the network page's engine: one image through a network, layer by layer. The
+forward pass is ``Net.forward`` written out line by line, each shape from the trace of the
+model's own ``ModelSpec``; one neuron's arithmetic; conv1's filters before and after training;
+and Captum's views of why this class (Captum imported only when a view is computed: it takes
+seconds). Uploaded pictures go through the Results page's checks (``results.prepare_image``).
 """
 from __future__ import annotations
 
+import copy
+import time
+from dataclasses import dataclass
+
 import numpy as np
+import torch
 
-from cifarlab.lab.inside.activations import (
-    CONV_LAYERS, activation_name, activation_of, activations, filter_patches, filter_table,
-    initial_model, neuron, num_classes, random_model, stage, to_input)
-from cifarlab.lab.inside.explain import (METHODS, blocks, explain, explain_all, occlusion_windows,
-                                         strongest)
+from cifarlab.core.config import ACTIVATION_CODE, ACTIVATION_NAMES, ModelSpec, TrainConfig
+from cifarlab.core.data import normalize
+from cifarlab.core.model import Net
+from cifarlab.core.shapes import trace_spec
+from cifarlab.lab.network import conv_step
 
-__all__ = [
-    "CONV_LAYERS", "activation_name", "activation_of", "activations", "filter_patches",
-    "filter_table", "initial_model", "neuron", "num_classes", "random_model", "stage", "to_input",
-    "METHODS", "blocks", "explain", "explain_all", "occlusion_windows", "strongest",
-    "misclassified", "class_members",
-]
+# Each stage, the line of the tutorial's forward that makes it (the lesson quotes them); a run
+# with another activation reads its own function where these say F.relu.
+FORWARD_LINES = {
+    "input": "def forward(self, x):",
+    "conv1": "self.conv1(x)",
+    "relu1": "F.relu(self.conv1(x))",
+    "pool1": "x = self.pool(F.relu(self.conv1(x)))",
+    "conv2": "self.conv2(x)",
+    "relu2": "F.relu(self.conv2(x))",
+    "pool2": "x = self.pool(F.relu(self.conv2(x)))",
+    "flatten": "x = x.view(-1, 16 * 5 * 5)",   # the tutorial's Net; others get their sizes
+    "fc1": "self.fc1(x)",
+    "relu3": "x = F.relu(self.fc1(x))",
+    "fc2": "self.fc2(x)",
+    "relu4": "x = F.relu(self.fc2(x))",
+    "fc3": "x = self.fc3(x)",
+    "softmax": "torch.softmax(x, dim=1)",
+}
+CONV_LAYERS = ("conv1", "conv2")
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One step of the forward pass: its name in the shape trace, kind, shape, values."""
+
+    name: str                 # "input", "conv1", "relu1", "pool1", ..., "fc3", "softmax"
+    kind: str                 # "input" | "conv" | "relu" | "pool" | "flatten" | "linear" | ...
+    shape: tuple[int, ...]    # from the shape trace (batch dimension left out)
+    values: np.ndarray        # float32, exactly ``shape``
+    line: str                 # the tutorial's code that makes it
+
+
+@dataclass(frozen=True)
+class Neuron:
+    """One output value of a conv layer, worked out by hand: the numbers a page shows."""
+
+    layer: str                # "conv1" | "conv2"
+    channel: int
+    row: int
+    col: int
+    top: int                  # the window's first row and column in the layer's input (may be
+    left: int                 # negative where the padding's zeros are part of it)
+    window: np.ndarray        # C×k×k: the layer's input under the kernel (padding zeros included)
+    kernel: np.ndarray        # C×k×k: the learned weights of this output channel
+    products: np.ndarray      # window × kernel, element by element
+    total: float              # the sum of the products
+    bias: float
+    value: float              # total + bias: what the map shows at (row, col)
+    activated: float          # the activation of value (ReLU: max(0, value)): what is pooled
+    torch_value: float        # PyTorch's own F.conv2d at the same place
+
+    @property
+    def matches(self) -> bool:
+        return abs(self.value - self.torch_value) <= 1e-4 * max(1.0, abs(self.torch_value))
+
+
+def to_input(image: np.ndarray | torch.Tensor) -> torch.Tensor:
+    """A uint8 image (CHW or HWC) as the network's input, normalised as training does."""
+    a = torch.as_tensor(np.array(image))  # a copy: a cached data set is read-only
+    if a.ndim == 3 and a.shape[-1] == 3 and a.shape[0] != 3:
+        a = a.permute(2, 0, 1)
+    return normalize((a[None] if a.ndim == 3 else a).contiguous())
+
+
+def num_classes(model: Net) -> int:
+    return int(model.fc3.out_features)
+
+
+@torch.no_grad()
+def activations(model: Net, x: torch.Tensor) -> list[Stage]:
+    """Every stage of ``Net.forward`` for one image (``x`` from ``to_input``), then softmax."""
+    model = model.eval()
+    traces = trace_spec(model.spec, tuple(x.shape[1:]), num_classes(model))
+    kinds = {t.name: (t.kind, t.out_shape) for t in traces}
+    out: dict[str, torch.Tensor] = {"input": x}
+    act = model.act   # the run's activation knob
+    out["conv1"] = h = model.conv1(x)
+    out["relu1"] = h = act(h)
+    out["pool1"] = h = model.pool(h)
+    out["conv2"] = h = model.conv2(h)
+    out["relu2"] = h = act(h)
+    out["pool2"] = h = model.pool(h)
+    # written as the traced (C, H, W) sizes: "x = x.view(-1, 16 * 5 * 5)"
+    out["flatten"] = h = h.view(-1, int(np.prod(h.shape[1:])))
+    out["fc1"] = h = model.fc1(h)
+    out["relu3"] = h = act(h)
+    out["fc2"] = h = model.fc2(h)
+    out["relu4"] = h = act(h)
+    out["fc3"] = h = model.fc3(h)
+    out["softmax"] = torch.softmax(h, dim=1)
+    kinds["softmax"] = ("softmax", kinds["fc3"][1])
+    stages = []
+    for name, value in out.items():
+        kind, shape = kinds[name]
+        values = value[0].detach().to(torch.float32).cpu().numpy()
+        line = FORWARD_LINES[name].replace("F.relu", ACTIVATION_CODE[model.activation])
+        if name == "flatten":
+            line = "x = x.view(-1, " + " * ".join(map(str, kinds["pool2"][1])) + ")"
+        stages.append(Stage(name, kind, tuple(shape), values, line))
+    return stages
+
+
+def activation_name(model: Net) -> str:
+    return ACTIVATION_NAMES[model.activation]
+
+
+def stage(stages: list[Stage], name: str) -> Stage:
+    return next(s for s in stages if s.name == name)
+
+
+def neuron(model: Net, x: torch.Tensor, layer: str = "conv1", channel: int = 0, row: int = 0,
+           col: int = 0, stages: list[Stage] | None = None) -> Neuron:
+    """Output (``channel``, ``row``, ``col``) of conv1 or conv2 by hand, beside ``F.conv2d``'s."""
+    stages = stages if stages is not None else activations(model, x)
+    conv = getattr(model, layer)
+    source = stage(stages, "input" if layer == "conv1" else "pool1").values.astype(np.float64)
+    channel, row, col = int(channel), int(row), int(col)
+    # the Network page's arithmetic, on this layer's input, kernel, stride and padding
+    bias = float(conv.bias[channel].detach()) if conv.bias is not None else 0.0
+    step = conv_step(source, conv.weight[channel].detach().cpu().numpy(), bias, row, col,
+                     conv.stride[0], conv.padding[0])
+    value = step["output"]
+    return Neuron(layer, channel, row, col, step["top"] - conv.padding[0],
+                  step["left"] - conv.padding[1], step["window"], step["kernel"],
+                  step["products"], step["sum"], bias, value,
+                  float(model.act(torch.tensor(value, dtype=torch.float64))),
+                  step["torch_output"])
+
+
+# ------------------------------------------------------------------------------------ filters
+
+def initial_model(config: TrainConfig, classes: int = 10) -> Net:
+    """The network a run started from (``core.train`` seeds torch, then builds the ``Net``);
+    the global random state left as it was (a page must not change another's)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        return Net(config.model, num_classes=classes, activation=config.activation).eval()
+
+
+def random_model(seed: int = 0, spec: ModelSpec | None = None, classes: int = 10) -> Net:
+    """An untrained network (the tutorial's ``Net`` by default) with seeded random weights."""
+    return initial_model(TrainConfig(seed=int(seed), model=spec or ModelSpec()), classes)
+
+
+def filter_patches(weight: torch.Tensor) -> np.ndarray:
+    """conv1's kernels as C_out×k×k×3 uint8 patches on one scale (zero mid grey)."""
+    w = weight.detach().to(torch.float64).cpu().numpy()
+    lim = float(np.abs(w).max()) or 1.0
+    rgb = 0.5 + 0.5 * np.clip(w / lim, -1, 1)
+    return np.round(255 * rgb).astype(np.uint8).transpose(0, 2, 3, 1)
+
+
+def filter_table(before: torch.Tensor | None, after: torch.Tensor) -> list[dict]:
+    """Per conv1 kernel: mean weight per colour, norm, and how far training moved it (if known)."""
+    a = after.detach().to(torch.float64).cpu()
+    b = before.detach().to(torch.float64).cpu() if before is not None else None
+    rows = []
+    for i in range(a.shape[0]):
+        row = {"kernel": i + 1, "red": float(a[i, 0].mean()), "green": float(a[i, 1].mean()),
+               "blue": float(a[i, 2].mean()), "norm": float(a[i].norm())}
+        if b is not None:
+            row["norm_before"] = float(b[i].norm())
+            row["moved"] = float((a[i] - b[i]).norm())
+        rows.append(row)
+    return rows
+
+
+# -------------------------------------------------------------------------- why this class
+
+METHODS = ("saliency", "integrated_gradients", "gradcam", "occlusion")
+SIGNED = {"integrated_gradients", "occlusion"}   # a map with both signs (drawn around zero)
+IG_STEPS = 32
+OCCLUSION_WINDOW = 4
+OCCLUSION_STRIDE = 2
+
+
+@dataclass(frozen=True)
+class View:
+    """One attribution map for one class."""
+
+    method: str
+    target: int
+    heat: np.ndarray      # H×W float32, the picture's size: what is drawn over it
+    raw: np.ndarray       # Captum's own output without the batch dimension (3×H×W, 1×h×w)
+    seconds: float        # wall time of the attribution itself, on this machine
+    signed: bool          # True: positive and negative values mean opposite things
+
+
+def occlusion_windows(size: tuple[int, int]) -> int:
+    """How many squares occlusion greys out, one at a time, on an image of ``size``."""
+    w, s = OCCLUSION_WINDOW, OCCLUSION_STRIDE
+    return ((size[0] - w) // s + 1) * ((size[1] - w) // s + 1)
+
+
+def explain(model: torch.nn.Module, x: torch.Tensor, target: int, method: str, *,
+            per_eval: int | None = None) -> View:
+    """One attribution map of class ``target``'s logit for ``x``; ``per_eval``: occluded
+    images per forward pass (default all)."""
+    import captum.attr as ca
+
+    target = int(target)
+    # a copy: Captum hangs hooks on its layers, and a cached model is shared by every session
+    net = copy.deepcopy(model).eval()
+    x = x.detach().to(torch.float32).clone()
+    size = tuple(x.shape[-2:])
+    start = time.perf_counter()
+    if method == "saliency":
+        raw = ca.Saliency(net).attribute(x.requires_grad_(), target=target, abs=True)
+        heat = raw[0].amax(dim=0)
+    elif method == "integrated_gradients":
+        raw = ca.IntegratedGradients(net).attribute(
+            x, baselines=torch.zeros_like(x), target=target, n_steps=IG_STEPS,
+            internal_batch_size=IG_STEPS)
+        heat = raw[0].sum(dim=0)
+    elif method == "gradcam":
+        raw = ca.LayerGradCam(net, net.conv2).attribute(x, target=target,
+                                                         relu_attributions=True)
+        heat = ca.LayerAttribution.interpolate(raw, size, "bilinear")[0, 0]
+    else:
+        w, s = OCCLUSION_WINDOW, OCCLUSION_STRIDE
+        raw = ca.Occlusion(net).attribute(
+            x, target=target, sliding_window_shapes=(3, w, w), strides=(3, s, s), baselines=0,
+            perturbations_per_eval=int(per_eval or occlusion_windows(size)))
+        heat = raw[0].sum(dim=0)
+    seconds = time.perf_counter() - start
+    return View(method, target, heat.detach().to(torch.float32).cpu().numpy(),
+                raw[0].detach().to(torch.float32).cpu().numpy(), seconds, method in SIGNED)
+
+
+def explain_all(model: torch.nn.Module, x: torch.Tensor, target: int) -> dict[str, View]:
+    return {m: explain(model, x, target, m) for m in METHODS}
+
+
+def blocks(heat: np.ndarray, size: int = 4) -> np.ndarray:
+    """The map's means over ``size``×``size`` squares (a table a screen reader can read)."""
+    h, w = heat.shape
+    hh, ww = h // size * size, w // size * size
+    a = np.asarray(heat[:hh, :ww], dtype=np.float64)
+    return a.reshape(hh // size, size, ww // size, size).mean(axis=(1, 3))
+
+
+def strongest(heat: np.ndarray, size: int = 4, n: int = 3) -> list[tuple[int, int, float]]:
+    """The ``n`` squares with the largest mean, as (first row, first column, mean)."""
+    b = blocks(heat, size)
+    order = np.argsort(-b, axis=None, kind="stable")[:n]
+    return [(int(i // b.shape[1]) * size, int(i % b.shape[1]) * size,
+             float(b.flat[i])) for i in order]
 
 
 def misclassified(probabilities: np.ndarray, labels: np.ndarray, limit: int = 200) -> np.ndarray:
-    """Test images the model got wrong, the most confidently wrong first (``probabilities``:
-    N×classes, as ``EvalResult.probabilities``)."""
+    """Test images the model got wrong, the most confidently wrong first."""
     probs = np.asarray(probabilities)
     labels = np.asarray(labels, dtype=np.int64)
     pred = probs.argmax(axis=1)

@@ -11,8 +11,8 @@ from plotly.subplots import make_subplots
 
 from cifarlab import i18n
 from cifarlab.lab import charts as C
-from cifarlab.lab.inside.activations import Neuron, Stage, filter_patches, filter_table, stage
-from cifarlab.lab.inside.explain import METHODS, strongest
+from cifarlab.lab.inside import (METHODS, Neuron, Stage, filter_patches, filter_table, stage,
+                                 strongest)
 from cifarlab.lab.tables import dims
 
 MAX_MAPS = 16           # feature maps drawn of a layer
@@ -53,9 +53,7 @@ def vector_figure(values: np.ndarray, x_title: str, y_title: str,
                   names: Sequence[str] | None = None, highlight: int | None = None) -> go.Figure:
     """A layer's values as bars (index or class name on x)."""
     values = np.asarray(values, dtype=float)
-    colours = [C.PALETTE[0]] * len(values)
-    if highlight is not None and 0 <= highlight < len(values):
-        colours[highlight] = C.PALETTE[5]
+    colours = [C.PALETTE[5] if i == highlight else C.PALETTE[0] for i in range(len(values))]
     fig = go.Figure(go.Bar(x=list(names) if names is not None else list(range(len(values))),
                            y=values, marker_color=colours))
     fig.update_layout(height=260, margin=C.MARGIN, xaxis_title=x_title, yaxis_title=y_title,
@@ -99,13 +97,13 @@ def stage_views(stages: list[Stage], names: list[str], t, act: str = "ReLU") -> 
 
 
 def stages_table(stages: list[Stage], t) -> pd.DataFrame:
-    rows = [{t("inside.col_stage"): s.name, t("inside.col_code"): s.line,
-             t("inside.col_shape"): dims(s.shape),
-             t("inside.col_min"): i18n.number(s.values.min(), t.lang, 3),
-             t("inside.col_max"): i18n.number(s.values.max(), t.lang, 3),
-             t("inside.col_zeros"): i18n.percent(float((s.values == 0).mean()), t.lang, 0)}
-            for s in stages]
-    return pd.DataFrame(rows)
+    return pd.DataFrame([{
+        t("inside.col_stage"): s.name, t("inside.col_code"): s.line,
+        t("inside.col_shape"): dims(s.shape),
+        t("inside.col_min"): i18n.number(s.values.min(), t.lang, 3),
+        t("inside.col_max"): i18n.number(s.values.max(), t.lang, 3),
+        t("inside.col_zeros"): i18n.percent(float((s.values == 0).mean()), t.lang, 0),
+    } for s in stages])
 
 
 def scores_table(stages: list[Stage], names: list[str], t) -> pd.DataFrame:
@@ -205,8 +203,7 @@ def summary(stages: list[Stage], image: str, true_cls: int | None, names: list[s
     best = int(np.argmax(probs))
     text = t("inside.summary", image=image, predicted=names[best],
              p=i18n.percent(float(probs[best]), t.lang, 0))
-    return text + (" " + t("inside.summary_true", name=names[true_cls])
-                   if true_cls is not None else "")
+    return text if true_cls is None else text + " " + t("inside.summary_true", name=names[true_cls])
 
 
 def wrong_options(probs: np.ndarray, labels: np.ndarray, wrong: np.ndarray, names: list[str],
@@ -221,14 +218,11 @@ def why_targets(probs: np.ndarray, other: int, true_cls: int | None, names: list
                 t) -> list[tuple[int, str]]:
     """(class, row label) of the predicted class and ``other`` unless it is the same."""
     predicted = int(np.argmax(probs))
-
-    def row(key: str, cls: int) -> tuple[int, str]:
-        return cls, t(key, name=names[cls], p=i18n.percent(float(probs[cls]), t.lang, 0))
-
-    if other == predicted:
-        return [row("inside.predicted_row", predicted)]
-    return [row("inside.predicted_row", predicted),
-            row("inside.true_row" if other == true_cls else "inside.other_row", int(other))]
+    rows = [("inside.predicted_row", predicted)]
+    if other != predicted:
+        rows.append(("inside.true_row" if other == true_cls else "inside.other_row", int(other)))
+    return [(cls, t(key, name=names[cls], p=i18n.percent(float(probs[cls]), t.lang, 0)))
+            for key, cls in rows]
 
 
 def compare_default(probs: np.ndarray, true_cls: int | None) -> int:

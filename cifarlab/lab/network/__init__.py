@@ -12,9 +12,9 @@ import torch.nn.functional as F
 
 from cifarlab.core import conv_arithmetic as ca, shapes
 from cifarlab.core.config import ModelSpec
+from cifarlab.core.model import Net
 from cifarlab.core.modelspec import is_int
-from cifarlab.errors import CifarLabError, ShapeError
-from cifarlab.lab.tables import dims
+from cifarlab.errors import ShapeError
 
 # ------------------------------------------------------------------------------- kernels and inputs
 
@@ -36,28 +36,14 @@ def named_kernels() -> dict[str, np.ndarray]:
 def to_input(image_hwc: np.ndarray, mode: str = "gray") -> np.ndarray:
     """A 32×32×3 uint8 image as C×H×W float32: "gray" (the channels' mean, 0…1, for the
     hand-made kernels) or "rgb" (the tutorial's ToTensor + Normalize: what conv1 sees)."""
-    img = np.asarray(image_hwc)
-    if img.ndim != 3 or img.shape[2] != 3:
-        raise ShapeError("network.bad_image", layer="image", shape=dims(img.shape))
-    x = img.astype(np.float32).transpose(2, 0, 1) / np.float32(255)
+    x = np.asarray(image_hwc).astype(np.float32).transpose(2, 0, 1) / np.float32(255)
     if mode == "gray":
         return x.mean(axis=0, keepdims=True, dtype=np.float32)
-    if mode == "rgb":
-        return (x - np.float32(0.5)) / np.float32(0.5)
-    raise ValueError(f"mode must be 'gray' or 'rgb', not {mode!r}")
+    return (x - np.float32(0.5)) / np.float32(0.5)
 
 
-def net_conv1(seed: int = 0, state_dict: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """conv1's weights and biases: from ``state_dict``, else of a ``Net`` seeded with ``seed``
-    (the global RNG left as it was)."""
-    if state_dict is not None:
-        try:
-            w, b = state_dict["conv1.weight"], state_dict["conv1.bias"]
-        except KeyError as err:
-            raise CifarLabError("network.no_conv1") from err
-        return (w.detach().cpu().float().numpy().copy(), b.detach().cpu().float().numpy().copy())
-    from cifarlab.core.model import Net
-
+def net_conv1(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """conv1's weights and biases of a ``Net`` seeded with ``seed`` (the global RNG untouched)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         net = Net()
@@ -66,21 +52,12 @@ def net_conv1(seed: int = 0, state_dict: dict | None = None) -> tuple[np.ndarray
 
 def _chw(image: np.ndarray) -> np.ndarray:
     x = np.asarray(image, dtype=np.float32)
-    if x.ndim == 2:
-        x = x[None]
-    if x.ndim != 3:
-        raise ShapeError("network.bad_map_input", layer="image", shape=dims(x.shape))
-    return x
+    return x[None] if x.ndim == 2 else x
 
 
 def _ckk(kernel: np.ndarray, channels: int) -> np.ndarray:
     k = np.asarray(kernel, dtype=np.float32)
-    if k.ndim == 2:
-        k = np.broadcast_to(k, (channels, *k.shape))
-    if k.ndim != 3 or k.shape[0] != channels:
-        raise ShapeError("network.kernel_channels", layer="kernel", shape=dims(k.shape),
-                         n=channels)
-    return np.ascontiguousarray(k)
+    return np.ascontiguousarray(np.broadcast_to(k, (channels, *k.shape)) if k.ndim == 2 else k)
 
 
 def _pad(x: np.ndarray, padding: int) -> np.ndarray:
@@ -126,9 +103,6 @@ def conv_step(image: np.ndarray, kernel: np.ndarray, bias: float, row: int, col:
     x = _chw(image)
     k = _ckk(kernel, x.shape[0])
     oh, ow = _conv_size(x, k, stride, padding)
-    if not (0 <= row < oh and 0 <= col < ow):
-        raise ShapeError("network.bad_position", layer="position", out=f"{oh}×{ow}",
-                         last_row=oh - 1, last_col=ow - 1, row=row, col=col)
     xp = _pad(x, padding)
     kh, kw = k.shape[1:]
     top, left = row * stride, col * stride
@@ -151,8 +125,6 @@ def maxpool_windows(fmap: np.ndarray, kernel: int = 2, stride: int | None = None
     """Max pooling window by window on an H×W map (argmax in input coordinates, the first on a
     tie), beside ``F.max_pool2d``'s; the stride defaults to the kernel."""
     x = np.asarray(fmap, dtype=np.float32)
-    if x.ndim != 2:
-        raise ShapeError("network.bad_feature_map", layer="pool", shape=dims(x.shape))
     stride = kernel if stride is None else stride
     oh, ow = shapes.pool2d_output_size(x.shape, kernel, stride)
     out = np.empty((oh, ow), dtype=np.float32)
@@ -253,8 +225,6 @@ def _run_tutorial(spec: ModelSpec, flatten: str) -> tuple[str | None, str | None
     when it runs (with ``view``, a multiple of 400 passes the view with too many rows: the
     loss complains)."""
     (c1, c2), (h1, h2) = spec.scaled_channels(), spec.scaled_hidden()
-    if max(c1, c2) > 4096 or max(h1, h2) > 65536:
-        raise ShapeError("network.too_big_to_try", layer="width")
     with torch.random.fork_rng(devices=[]):   # the layers' initialisation: no page's RNG
         conv1 = nn.Conv2d(3, c1, spec.kernels[0], spec.strides[0], spec.paddings[0])
         conv2 = nn.Conv2d(c1, c2, spec.kernels[1], spec.strides[1], spec.paddings[1])

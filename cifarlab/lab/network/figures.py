@@ -1,5 +1,4 @@
-"""The Network page's tables and figures, their words from ``t`` (``i18n.translator(lang)``).
-"""
+"""The Network page's tables and figures, their words from ``t`` (``i18n.translator(lang)``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,8 +6,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+import torch
+from plotly.subplots import make_subplots
 
 from cifarlab import i18n
+from cifarlab.core.model import ACTIVATIONS
 from cifarlab.lab import charts as C
 from cifarlab.lab.network import activation_sizes, named_kernels, net_conv1, to_input
 
@@ -145,3 +147,42 @@ def pool_figures(region: np.ndarray, pooled: dict, pick: int, kernel: int,
                             signed=False, text=out.shape[0] <= 8, height=420)
     C.box(fig_out, chosen["row"], chosen["col"], 1, 1, color=POOL_MARK, width=4)
     return C.localized(fig_in, t.lang), C.localized(fig_out, t.lang)
+
+
+# --------------------------------------------------------------------------------- why ReLU
+# the activation knob's three functions (core.model.ACTIVATIONS, the ones the network really
+# uses) and their derivatives by autograd, and how much of a gradient survives a stack of them
+
+def activation_curves(lo: float = -6.0, hi: float = 6.0, n: int = 241) -> dict[str, tuple]:
+    """name -> (x, f(x), f'(x)) as lists, the derivative by autograd."""
+    out = {}
+    for name, fn in ACTIVATIONS.items():
+        x = torch.linspace(lo, hi, n, dtype=torch.float64, requires_grad=True)
+        y = fn(x)
+        (grad,) = torch.autograd.grad(y.sum(), x)
+        out[name] = (x.detach().tolist(), y.detach().tolist(), grad.tolist())
+    return out
+
+
+def activation_figure(t) -> go.Figure:
+    """The three functions (left) and their derivatives (right)."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(t("network.act_functions"),
+                                                        t("network.act_derivatives")))
+    for i, (name, (x, y, dy)) in enumerate(activation_curves().items()):
+        style = dict(color=C.PALETTE[i], dash=C.DASHES[i], width=2.5)
+        label = t(f"common.activation_{name}")
+        fig.add_scatter(x=x, y=y, name=label, legendgroup=name, line=style, row=1, col=1)
+        fig.add_scatter(x=x, y=dy, name=label, legendgroup=name, showlegend=False, line=style,
+                        row=1, col=2)
+    fig.update_xaxes(title_text="x", zeroline=True)
+    return C.localized(fig, t.lang, height=360, margin=dict(C.MARGIN, t=60), legend=dict(
+        orientation="h", y=-0.15, x=0.5, xanchor="center"))
+
+
+def activation_table(t, layers: tuple[int, ...] = (1, 2, 4, 8)) -> list[dict]:
+    """Rows for the page: the most of a gradient that can pass 1, 2, 4, 8 activations going
+    backwards, each multiplying it by its derivative, at best the steepest (sigmoid's 0.25)."""
+    steepest = {name: max(dy) for name, (_, _, dy) in activation_curves().items()}
+    return [{t("network.act_col"): t(f"common.activation_{name}"),
+             **{t("network.act_layers", n=n): i18n.significant(steepest[name] ** n, t.lang)
+                for n in layers}} for name in ACTIVATIONS]

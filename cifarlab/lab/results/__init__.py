@@ -1,30 +1,23 @@
 """What the Results page shows: a finished run's model, its predictions and mistakes, per-class
-accuracy over the epochs, a student's own photo classified (uploads: ``results.uploads``).
+accuracy over the epochs, a student's own checkpoint or photo. Uploads never decide what they
+cost: a checkpoint is refused by arithmetic before its network is built (``core.checkpoint``),
+a picture by its header before it is decoded.
 """
 from __future__ import annotations
 
-import math
+import io
+import warnings
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import torch
+from PIL import Image, UnidentifiedImageError
 
-from cifarlab.core.checkpoint import Checkpoint, load as load_checkpoint
-from cifarlab.core.evaluate import EvalResult, evaluate
-from cifarlab.errors import CheckpointError, CifarLabError
-from cifarlab.lab.data import upscale
-from cifarlab.lab.results.uploads import (  # the page's one import: re-exported
-    MAX_CHECKPOINT_BYTES, MAX_IMAGE_PIXELS, MAX_UPLOAD_BYTES, PREVIEW_SIZE, SERVER_UPLOAD_MB,
-    UPLOADER_MB, ImageError, classify_prepared, load_uploaded_checkpoint, prepare_image)
-
-__all__ = [
-    "TUTORIAL_REFERENCE", "MAX_CHECKPOINT_BYTES", "MAX_UPLOAD_BYTES", "UPLOADER_MB",
-    "SERVER_UPLOAD_MB", "MAX_IMAGE_PIXELS", "PREVIEW_SIZE", "CheckpointError", "ImageError",
-    "load_run_model", "load_uploaded_checkpoint", "predictions_for", "confused_examples",
-    "most_confused_pair", "picked_cell", "sample_predictions", "per_class_by_epoch",
-    "prepare_image", "classify_prepared", "upscale",
-]
+from cifarlab.core.checkpoint import MAX_CHECKPOINT_BYTES, Checkpoint, load as load_checkpoint
+from cifarlab.core.evaluate import EvalResult, evaluate, predict
+from cifarlab.errors import CheckpointError, UploadError
 
 # The PyTorch tutorial's printed figures: 54 % overall after 2 epochs; per class they swing
 # widely from run to run (two runs of the tutorial: bird 21-38 %, ship 61-81 %).
@@ -37,8 +30,7 @@ TUTORIAL_REFERENCE: dict[str, Any] = {
 # --------------------------------------------------------------------------------- models
 
 def load_run_model(path) -> tuple[torch.nn.Module, Checkpoint]:
-    """The model a run saved, on the CPU; ``path`` from ``JobQueue.checkpoint`` (checked
-    against the session)."""
+    """The model a run saved, on the CPU (``path``: ``JobQueue.checkpoint``'s, session-checked)."""
     if not path.is_file():
         raise CheckpointError("checkpoint.no_saved_model")
     ckpt = load_checkpoint(path, map_location="cpu")
@@ -56,11 +48,9 @@ def predictions_for(model: torch.nn.Module, data, tta: bool = False) -> EvalResu
 
 def confused_examples(ev: EvalResult, true_cls: int, pred_cls: int,
                       limit: int = 24) -> np.ndarray:
-    """Test images of class ``true_cls`` the model called ``pred_cls``, most confident
-    first."""
-    t, p = _class_index(ev.classes, true_cls), _class_index(ev.classes, pred_cls)
-    idx = np.flatnonzero((ev.labels == t) & (ev.predictions == p))
-    order = np.argsort(-ev.probabilities[idx, p], kind="stable")
+    """Test images of class ``true_cls`` the model called ``pred_cls``, most confident first."""
+    idx = np.flatnonzero((ev.labels == true_cls) & (ev.predictions == pred_cls))
+    order = np.argsort(-ev.probabilities[idx, pred_cls], kind="stable")
     return idx[order][:max(0, int(limit))]
 
 
@@ -69,18 +59,13 @@ def picked_cell(point: Mapping[str, Any], names: Sequence[str]) -> tuple[int, in
     heatmap's points and the markers' alike)."""
     if not hasattr(point, "get"):
         return None
-    x, y = point.get("x"), point.get("y")
-    names = list(names)
-    if x in names and y in names:
-        return names.index(y), names.index(x)
-    return None
+    x, y, names = point.get("x"), point.get("y"), list(names)
+    return (names.index(y), names.index(x)) if x in names and y in names else None
 
 
 def most_confused_pair(confusion: Sequence[Sequence[int]]) -> tuple[int, int]:
     """(true, predicted) of the largest off-diagonal cell; (0, 0) when there are no mistakes."""
     m = np.array(confusion, dtype=np.int64)
-    if m.size == 0:
-        return (0, 0)
     np.fill_diagonal(m, -1)
     i, j = np.unravel_index(int(np.argmax(m)), m.shape)
     return (int(i), int(j)) if m[i, j] > 0 else (0, 0)
@@ -105,22 +90,211 @@ def per_class_by_epoch(events: Iterable[Any]) -> pd.DataFrame:
     events or ``result["epochs"]``; epochs without per-class figures left out."""
     rows = []
     for item in events or ():
-        kind, data = (item.kind, item.data) if hasattr(item, "kind") else (None, item)
-        if kind not in (None, "epoch") or not isinstance(data, Mapping):
-            continue
-        per_class = data.get("per_class_accuracy")
-        epoch = data.get("epoch")
-        if not isinstance(per_class, Mapping) or epoch is None:
-            continue
-        for cls, acc in per_class.items():
-            if isinstance(acc, (int, float)) and math.isfinite(acc):
-                rows.append({"epoch": int(epoch), "class": str(cls), "accuracy": float(acc)})
+        data = getattr(item, "data", item)
+        if getattr(item, "kind", "epoch") == "epoch":
+            rows += [{"epoch": int(data["epoch"]), "class": str(c), "accuracy": float(a)}
+                     for c, a in (data.get("per_class_accuracy") or {}).items()]
     df = pd.DataFrame(rows, columns=["epoch", "class", "accuracy"])
     return df.drop_duplicates(["epoch", "class"], keep="last").reset_index(drop=True)
 
 
-def _class_index(classes: Sequence[str], cls: int) -> int:
-    if isinstance(cls, (int, np.integer)) and 0 <= int(cls) < len(classes):
-        return int(cls)
-    raise CifarLabError("results.unknown_class", field="class", cls=repr(cls)[:40],
-                        classes=", ".join(classes))
+# ------------------------------------------------------------------------------- uploads
+
+# One limit for every file the page accepts: the largest checkpoint. The uploaders keep
+# Streamlit's 200 MB cap, far above ours (it refuses in English: ours in the student's
+# language); the server's cap sits 1 MB above, for the request's framing.
+MAX_UPLOAD_BYTES = MAX_CHECKPOINT_BYTES
+UPLOADER_MB = 200
+SERVER_UPLOAD_MB = UPLOADER_MB + 1
+# A picture's header is checked before anything is decoded: at most 24 megapixels (more than
+# phones save) and 96 MiB decoded, counting its bits per sample.
+MAX_IMAGE_PIXELS = 24_000_000
+MAX_DECODE_BYTES = 96 * 2**20
+IMAGE_FORMATS = ("PNG", "JPEG", "GIF", "WEBP", "BMP", "TIFF")  # JPEG opens MPO too
+FRAME_COUNT_BYTES = 2**20   # a GIF's frames are counted by walking them: only in small files
+PREVIEW_SIZE = 256
+
+
+def load_uploaded_checkpoint(data: bytes, name: str = "checkpoint.pth",
+                             max_bytes: int = MAX_CHECKPOINT_BYTES
+                             ) -> tuple[torch.nn.Module, Checkpoint]:
+    """An uploaded checkpoint (ours, or the tutorial's ``state_dict``); ``core.checkpoint.load``
+    refuses anything empty, unsafe, torn or too big before anything big is allocated."""
+    buf = io.BytesIO(data)
+    buf.name = name
+    ckpt = load_checkpoint(buf, map_location="cpu", max_bytes=max_bytes)
+    return ckpt.model().eval(), ckpt
+
+
+# ---------------------------------------------------------------------------------- images
+
+class ImageError(UploadError):
+    def __init__(self, code: str, /, **params: Any):
+        super().__init__(code, field="image", **params)
+
+
+@dataclass
+class PreparedImage:
+    """A picture as the network sees it: 32×32 RGB (HWC uint8), and how it got there."""
+
+    pixels: np.ndarray                  # 32×32×3 uint8
+    preview: np.ndarray                 # the original, at most PREVIEW_SIZE on a side, RGB
+    notes: list[tuple[str, dict]] = field(default_factory=list)  # (code, params) for the page
+
+
+_ALPHA_MODES = {"RGBA", "LA", "PA", "RGBa", "La"}
+_WIDE_MODES = {"I", "F", "I;16", "I;16B", "I;16L", "I;16N"}
+_STORED_BYTES = {"1": 1, "L": 1, "P": 1, "I;16": 2, "I;16B": 2, "I;16L": 2, "I;16N": 2}  # else 4
+
+
+def prepare_image(file_bytes: bytes, max_pixels: int = MAX_IMAGE_PIXELS,
+                  max_bytes: int = MAX_UPLOAD_BYTES, size: int = 32) -> PreparedImage:
+    """An uploaded picture decoded safely and shrunk to ``size``×``size`` RGB; refused
+    (``ImageError``) by its header when too costly. Converted, with a note: other colour
+    modes, transparency (over white), an animation, an EXIF rotation, a non-square picture."""
+    if not file_bytes:
+        raise ImageError("image.empty")
+    if len(file_bytes) > max_bytes:
+        raise ImageError("image.too_big_bytes", size_mb=len(file_bytes) / 2**20,
+                         limit_mb=max_bytes / 2**20)
+    notes: list[tuple[str, dict]] = []
+    bomb = (Image.DecompressionBombError, Image.DecompressionBombWarning)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        try:
+            img = Image.open(io.BytesIO(file_bytes), formats=IMAGE_FORMATS)  # the header only
+        except bomb:
+            raise ImageError("image.bomb", limit_mp=max_pixels / 1e6) from None
+        except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError):
+            raise ImageError("image.not_image") from None
+        (width, height), fmt = img.size, img.format
+        if width < 1 or height < 1:
+            raise ImageError("image.broken")
+        try:
+            if fmt in ("JPEG", "MPO"):  # decoded at 1/2, 1/4 or 1/8 scale, still ≥ the preview
+                img.draft("RGB", (max(size, PREVIEW_SIZE), max(size, PREVIEW_SIZE)))
+            _check_cost(img, width, height, max_pixels)
+            frames = _frames(img, len(file_bytes))
+            if frames > 1:
+                notes.append(("first_frame", {"n": frames}))
+            img.load()
+            try:
+                orientation = int(img.getexif().get(0x0112, 1))   # EXIF's Orientation tag
+            except (ValueError, TypeError, OSError, SyntaxError):   # damaged EXIF: as it is
+                orientation = 1
+            img = _shrink(img, 2 * PREVIEW_SIZE)
+            rgb = _orient(_to_rgb(img, notes), orientation, notes)
+        except bomb:
+            raise ImageError("image.bomb", limit_mp=max_pixels / 1e6) from None
+        except ImageError:
+            raise
+        except (OSError, ValueError, SyntaxError, EOFError):
+            raise ImageError("image.broken") from None
+    w, h = rgb.size
+    if w != h:
+        side = min(w, h)
+        left, top = (w - side) // 2, (h - side) // 2
+        rgb = rgb.crop((left, top, left + side, top + side))
+        notes.append(("cropped", {}))
+    preview = rgb.copy()
+    preview.thumbnail((PREVIEW_SIZE, PREVIEW_SIZE), Image.Resampling.LANCZOS)
+    small = rgb.resize((size, size), Image.Resampling.LANCZOS,
+                       reducing_gap=3.0 if rgb.size[0] > 3 * size else None)
+    notes.append(("resized", {"width": width, "height": height, "size": size}))
+    return PreparedImage(np.asarray(small, dtype=np.uint8).copy(),
+                         np.asarray(preview, dtype=np.uint8).copy(), notes)
+
+
+def _check_cost(img, width: int, height: int, max_pixels: int) -> None:
+    """Refuse, from the header, a picture whose pixels (a JPEG's at its draft scale) would
+    take too many bytes (the larger of the file's bits per sample and Pillow's)."""
+    w, h = img.size
+    if w * h > max_pixels:
+        raise ImageError("image.too_many_pixels", width=width, height=height,
+                         size=f"{width}×{height}", limit_mp=max_pixels / 1e6)
+    raw = next((a for t in img.tile or () for a in (t.args if isinstance(t.args, tuple)
+                                                     else (t.args,)) if isinstance(a, str)),
+               img.mode)
+    sample = 2 if "16" in raw else 4 if ("32" in raw or img.mode in ("I", "F")) else 1
+    per_pixel = max(_STORED_BYTES.get(img.mode, 4), len(img.getbands()) * sample)
+    if w * h * per_pixel > MAX_DECODE_BYTES:
+        raise ImageError("image.too_much_data", width=width, height=height,
+                         size=f"{width}×{height}", bits=8 * per_pixel,
+                         size_mb=w * h * per_pixel / 2**20, limit_mb=MAX_DECODE_BYTES / 2**20)
+
+
+def _frames(img, n_bytes: int) -> int:
+    """Frames of an animation, 0 (unknown) where counting is dear: a GIF's are walked through
+    (a 64 MB GIF of 1×1 frames holds 2.6 million), so only in a small file."""
+    if not getattr(img, "is_animated", False):
+        return 1
+    if img.format in ("PNG", "WEBP", "MPO") or n_bytes <= FRAME_COUNT_BYTES:
+        return int(img.n_frames)
+    return 0
+
+
+def _shrink(img, least: int):
+    """A big picture box-averaged down (to no less than ``least`` a side) before any colour
+    conversion, so the conversions work on a small copy."""
+    w, h = img.size
+    factor = min(w, h) // least
+    if factor < 2:
+        return img
+    if img.mode == "P":  # palette indices cannot be averaged
+        img = img.convert("RGBA" if "transparency" in img.info else "RGB")
+    return img.resize((w // factor, h // factor), Image.Resampling.BOX)
+
+
+def _orient(rgb, orientation: int, notes: list[tuple[str, dict]]):
+    """Turn the picture upright as the camera's EXIF orientation says (ImageOps.exif_transpose)."""
+    method = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180,
+              4: Image.Transpose.FLIP_TOP_BOTTOM, 5: Image.Transpose.TRANSPOSE,
+              6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
+              8: Image.Transpose.ROTATE_90}.get(orientation)
+    if method is None:
+        return rgb
+    if orientation >= 5:
+        notes.append(("rotated", {}))
+    return rgb.transpose(method)
+
+
+def _to_rgb(img, notes: list[tuple[str, dict]]):
+    mode = img.mode
+    if mode == "RGB":
+        return img
+    if mode == "P" and "transparency" in img.info:
+        img, mode = img.convert("RGBA"), "RGBA"
+    if mode in _ALPHA_MODES:
+        rgba = img.convert("RGBA")
+        if rgba.getextrema()[3][0] < 255:
+            notes.append(("transparent", {}))
+        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(background, rgba).convert("RGB")
+    if mode in _WIDE_MODES:
+        a = np.asarray(img, dtype=np.float64)
+        lo, hi = float(np.nanmin(a)), float(np.nanmax(a))
+        if mode.startswith("I;16") or (mode == "I" and hi > 255):
+            a = a / 257.0 if hi > 255 else a
+        elif hi > lo and (hi > 255 or lo < 0 or mode == "F"):
+            a = (a - lo) / (hi - lo) * 255.0
+        a = np.nan_to_num(np.clip(a, 0, 255)).round().astype(np.uint8)
+        notes.append(("converted", {"mode": img.mode}))
+        return Image.fromarray(a, "L").convert("RGB")
+    try:
+        out = img.convert("RGB")
+    except (ValueError, OSError):
+        raise ImageError("image.odd_mode", mode=mode) from None
+    if mode not in ("L", "P", "1"):
+        notes.append(("converted", {"mode": mode}))
+    return out
+
+
+def classify_prepared(model: torch.nn.Module, image: PreparedImage,
+                      classes: Sequence[str]) -> list[tuple[str, float]]:
+    """(class, probability) for a prepared picture (``prepare_image``), most likely first."""
+    pixels = torch.from_numpy(np.ascontiguousarray(image.pixels.transpose(2, 0, 1)))[None]
+    probs = predict(model, pixels, "cpu")[0]
+    if len(probs) != len(classes):
+        raise CheckpointError("checkpoint.class_names", n=len(probs), names=len(classes))
+    order = np.argsort(-probs, kind="stable")
+    return [(str(classes[i]), float(probs[i])) for i in order]

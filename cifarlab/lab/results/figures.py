@@ -1,5 +1,4 @@
-"""The Results page's figures and words, in the language of ``t`` (``i18n.translator(lang)``).
-"""
+"""The Results page's figures and words, in the language of ``t`` (``i18n.translator(lang)``)."""
 from __future__ import annotations
 
 from datetime import datetime
@@ -58,8 +57,7 @@ def accuracy_figures(ev, t) -> tuple[go.Figure, go.Figure]:
         text=[pct(ev.per_class_accuracy[c], lang, 0) for c in ev.classes]))
     ranges = {c: r for c, r in ref["per_class_ranges"].items() if c in ev.classes}
     if ranges:
-        lo = np.array([r[0] for r in ranges.values()])
-        hi = np.array([r[1] for r in ranges.values()])
+        lo, hi = np.array(list(ranges.values())).T
         fig.add_trace(go.Scatter(
             x=[class_name(c, lang) for c in ranges], y=100 * (lo + hi) / 2, mode="markers",
             name=t("results.tutorial_range"),
