@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
                                            "on standard input)")
     pw.set_defaults(handler=cmd_passphrase)
 
-    from cifarlab.lab.gpu import register_cli  # `bench`: cheap to import (torch loads when it runs)
+    from cifarlab.lab.gpu.cli import register_cli  # `bench`: no torch until it runs
 
     register_cli(sub)
     return parser
