@@ -22,7 +22,6 @@ import torch
 from cifarlab.core.devices import environment, list_devices, resolve_device
 from cifarlab.core.probes import finite  # JSON has no NaN: a diverged loss is None
 from cifarlab.core.train import to_device
-from cifarlab.errors import CifarLabError
 from cifarlab.lab.gpu.config import EPOCH_IMAGES, TUTORIAL_POINT, SweepConfig
 from cifarlab.lab.gpu.results import (BREAKDOWN_COLUMNS, COLUMNS, OOM, PHASES, SweepResult,
                                       blank, check_suffix)
@@ -48,11 +47,9 @@ def load_average() -> list[float] | None:
 
 
 def _point(device, batch_size: int, width: int, pipeline: str, data, num_workers: int,
-           seed: int, columns: dict[str, type], **checked) -> tuple[torch.device, dict, dict]:
-    """(the device resolved, a row of ``columns`` with what is known before measuring,
-    Workload's arguments), once SweepConfig has checked the settings."""
-    SweepConfig(devices=(str(device),), batch_sizes=(batch_size,), widths=(width,),
-                pipelines=(pipeline,), num_workers=num_workers, seed=seed, **checked)
+           seed: int, columns: dict[str, type]) -> tuple[torch.device, dict, dict]:
+    """(the device, a row of ``columns`` with what is known before measuring, Workload's
+    arguments). The settings come from a SweepConfig, checked already."""
     dev = resolve_device(device)
     info = next((d for d in list_devices() if d.id == device_id(dev)), None)
     known = dict(device=device_id(dev), device_kind=dev.type,
@@ -103,8 +100,7 @@ def measure_point(device, batch_size: int, width: int = 1, pipeline: str = "fast
     data: a CifarData (a slice is used) or None (synthetic). graphed: the step as one CUDA
     graph (error "not graphed: <reason>" if it ran eagerly: no eager figures labelled graphed)."""
     dev, row, work = _point(device, batch_size, width, pipeline, data, num_workers, seed,
-                            COLUMNS, steps=steps, warmup=warmup, repeats=repeats,
-                            max_seconds=max_seconds)
+                            COLUMNS)
     row.update(steps=steps, repeats=repeats, graphed=graphed,
                tutorial_point=(pipeline, batch_size, width) == TUTORIAL_POINT)
     measured = _timed(dev, lambda: _measure(dev, {**work, "graphed": graphed}, steps, warmup,
@@ -184,11 +180,7 @@ def breakdown(device, batch_size: int, width: int = 1, pipeline: str = "tutorial
     without phase boundaries: a separate pass, never mixed with the sweep's figures. method:
     "sync" or "cuda_events" (CUDA only)."""
     dev, out, work = _point(device, batch_size, width, pipeline, data, num_workers, seed,
-                            BREAKDOWN_COLUMNS, steps=steps, warmup=warmup, max_seconds=max_seconds)
-    if method not in ("sync", "cuda_events"):
-        raise CifarLabError("gpu.method", field="method", method=str(method))
-    if method == "cuda_events" and dev.type != "cuda":
-        raise CifarLabError("gpu.events_need_cuda", field="method", device=device_id(dev))
+                            BREAKDOWN_COLUMNS)
     out.update({"pass": "breakdown", "method": method})
     out.update(_timed(dev, lambda: _breakdown(dev, work, steps, warmup, method, max_seconds)))
     return out

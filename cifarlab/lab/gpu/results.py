@@ -136,8 +136,7 @@ class SweepResult:
         return [r for r in self.rows if not r["error"]]
 
     def check(self) -> SweepResult:
-        """Itself when every row can be shown (device, pipeline, batch size and width; figures
-        unless it failed); DataError naming the first that cannot."""
+        """Itself when every row can be shown; DataError naming the first that cannot."""
         if not self.rows:
             raise DataError("gpu.no_rows", source=self.source)
         for n, r in enumerate(self.rows, start=1):
@@ -268,8 +267,7 @@ def load_upload(name: str, data: bytes) -> SweepResult:
 
 
 def recordings_stamp() -> tuple:
-    """(docs/gpu-results, its JSON files with their modification times): changes when they do.
-    RESULTS_DIR is read when called: tests point it elsewhere."""
+    """docs/gpu-results and its JSON files' modification times: a cache key."""
     files = sorted(RESULTS_DIR.glob("*.json"))
     return str(RESULTS_DIR), tuple((p.name, p.stat().st_mtime_ns) for p in files)
 
