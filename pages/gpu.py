@@ -1,9 +1,5 @@
-"""CPU vs GPU: time the same training step on every device, batch size by batch size.
-
-Widgets -> a timing job (``job_request``) -> rows arriving live -> a ``SweepResult`` (the
-run's, an upload or docs/gpu-results) -> the lab's sentences and figures. Text from a file
-reaches Markdown escaped (the lab's ``md``).
-"""
+"""CPU vs GPU: a timing job's rows live, then a result (the run's, an upload or
+docs/gpu-results) in the lab's sentences and figures."""
 from __future__ import annotations
 
 import time
@@ -26,9 +22,6 @@ from ui.widgets import checked_number, decimal_box
 
 t = translator()
 L = t.lang
-BATCH_OPTIONS = charts.BATCH_TICKS
-WIDTH_OPTIONS = [1, 2, 4, 8]
-LIVE_EVERY_S = 1.0
 
 
 def show_error(err: Exception, key: str | None = None) -> None:
@@ -69,11 +62,11 @@ c1, c2 = st.columns([2, 3])
 chosen_devices = c1.pills(t("gpu.devices"), ids, default=ids, key="gpu_devices",
                           selection_mode="multi", help=t("gpu.devices_help"),
                           format_func=lambda d: f"{d} · {names[d]}")
-batch_sizes = c2.pills(t("gpu.batch_sizes"), BATCH_OPTIONS, key="gpu_batches",
+batch_sizes = c2.pills(t("gpu.batch_sizes"), charts.BATCH_TICKS, key="gpu_batches",
                        default=[4, 64, 256] + ([1024] if has_accelerator else []),
                        selection_mode="multi", help=t("gpu.batch_sizes_help"))
 c1, c2 = st.columns([1, 2])
-widths = c1.pills(t("gpu.widths"), WIDTH_OPTIONS, default=[1], key="gpu_widths",
+widths = c1.pills(t("gpu.widths"), [1, 2, 4, 8], default=[1], key="gpu_widths",
                   selection_mode="multi", help=t("gpu.widths_help"))
 pipelines = c2.pills(t("gpu.pipelines"), ["fast", "tutorial"], default=["fast", "tutorial"],
                      key="gpu_pipelines", selection_mode="multi", help=t("gpu.pipelines_help"),
@@ -138,7 +131,7 @@ def rows_so_far(rid: str) -> list[dict]:
 
 
 if run is not None and run.active:
-    @st.fragment(run_every=LIVE_EVERY_S)
+    @st.fragment(run_every=1.0)
     def live_panel(rid: str) -> None:
         current = queue.get(session, rid)
         if current.finished:

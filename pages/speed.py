@@ -1,9 +1,5 @@
-"""Speed as a lesson: what each trick buys, from the recorded ablation.
-
-The record (``cifarlab/lab/speed_ablation.json``, made by ``bench/bench_speed.py``) -> the lab's
-rows -> one plotly chart and a sentence per trick; a button per row puts that row's settings
-into the Train page's knobs, where the student starts it as a run.
-"""
+"""Speed as a lesson: what each trick buys, from the recorded ablation; a row's button puts its
+settings into the Train page's knobs."""
 from __future__ import annotations
 
 import streamlit as st

@@ -1,6 +1,5 @@
-"""``python -m cifarlab bench``: the CPU vs GPU sweep from the terminal. ``--sweep`` records
-what the page shows machines without a GPU (``docs/gpu-results``). The parser imports no torch.
-"""
+"""``python -m cifarlab bench``: the CPU vs GPU sweep from the terminal; ``--sweep`` records
+what the page shows machines without a GPU (``docs/gpu-results``). The parser imports no torch."""
 from __future__ import annotations
 
 import argparse

@@ -69,22 +69,18 @@ class SweepConfig:
         def ints(v: Any, lo: int, hi: int) -> bool:
             return isinstance(v, tuple) and bool(v) and all(is_int(x) and lo <= x <= hi for x in v)
 
-        def whole(v: Any, lo: int, hi: int) -> bool:
-            return is_int(v) and lo <= v <= hi
-
         bad("devices", "gpu.devices", isinstance(self.devices, tuple) and all(
             isinstance(d, str) and DEVICE_RE.match(d) for d in self.devices))
         bad("batch_sizes", "gpu.batch_sizes", ints(self.batch_sizes, 1, MAX_BATCH), max=MAX_BATCH)
         bad("widths", "gpu.widths", ints(self.widths, 1, MAX_WIDTH), max=MAX_WIDTH)
         bad("pipelines", "gpu.pipelines", isinstance(self.pipelines, tuple) and bool(self.pipelines)
             and all(p in PIPELINES for p in self.pipelines))
-        bad("steps", "gpu.steps", whole(self.steps, 1, 100_000), max=100_000)
-        bad("warmup", "gpu.warmup", whole(self.warmup, 0, 10_000), max=10_000)
-        bad("repeats", "gpu.repeats", whole(self.repeats, 1, 1000), max=1000)
+        for name, lo, hi in (("steps", 1, 100_000), ("warmup", 0, 10_000), ("repeats", 1, 1000),
+                             ("num_workers", 0, 64)):
+            bad(name, f"gpu.{name}", ints((getattr(self, name),), lo, hi), max=hi)
         bad("max_seconds", "gpu.max_seconds", self.max_seconds is None or (
             isinstance(self.max_seconds, float) and math.isfinite(self.max_seconds)
             and self.max_seconds > 0))
-        bad("num_workers", "gpu.num_workers", whole(self.num_workers, 0, 64), max=64)
         bad("images", "gpu.images", self.images in ("synthetic", "real"))
         bad("breakdown", "gpu.breakdown", isinstance(self.breakdown, bool))
         bad("seed", "gpu.seed", is_int(self.seed) and self.seed >= 0)

@@ -1,10 +1,6 @@
-"""Measuring: one point, the phase breakdown, the whole sweep, and the job-queue entry point.
-
-Honest, as airbench times: training's own step, no ``loss.item()`` in the timed loop; warm-up
-(autotuning, kernel loading, DataLoader workers) timed apart; the device synchronised before
-every clock read; ``repeats`` repeats (median and spread); a budget that cuts steps, never a
-repeat's first; the phase breakdown a separate pass (its synchronising perturbs the total).
-"""
+"""Measuring, honestly as airbench times: training's own step, no ``loss.item()`` in the timed
+loop; warm-up timed apart; the device synchronised before every clock read; medians of repeats;
+a budget that cuts steps, never a repeat's first; the phase breakdown a separate pass."""
 from __future__ import annotations
 
 import contextlib

@@ -1,7 +1,5 @@
 """A timing result: rows + what they were measured on; JSON and CSV with an exact round trip.
-
-Rows are typed through pandas (nullable dtypes): a value of the wrong kind in a file is refused
-as it is read. A loaded result is never taken for this machine's own.
+Rows are typed through pandas' nullable dtypes, so a value of the wrong kind is refused as read.
 """
 from __future__ import annotations
 

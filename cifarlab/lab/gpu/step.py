@@ -1,6 +1,5 @@
 """The timed step: ``cifarlab.core.train``'s own (or as one CUDA graph), plus what timing
-needs: endless full batches, cuDNN benchmark mode, synchronised clocks, a budget, cancelling.
-"""
+needs: endless full batches, cuDNN benchmark mode, synchronised clocks, a budget, cancelling."""
 from __future__ import annotations
 
 import contextlib
