@@ -40,7 +40,7 @@ from cifarlab.core.data import CifarData
 from cifarlab.core.train import train
 from cifarlab.lab.gpu.config import SweepConfig
 from cifarlab.lab.gpu.measure import run_sweep
-from cifarlab.lab.gpu.cli import TablePrinter, summary_lines, sweep_files
+from cifarlab.lab.gpu.cli import summary_lines, table_printer, sweep_files
 
 
 def synthetic_cifar(n_train: int = 50_000, n_test: int = 10_000) -> CifarData:
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                                      else "--dry-cpu: the CPU alone, nothing owed measured"))
     buf = io.StringIO()
     with redirect_stdout(buf):
-        result = run_sweep(cfg, on_result=TablePrinter(), save_to=[json_path, csv_path])
+        result = run_sweep(cfg, on_result=table_printer(), save_to=[json_path, csv_path])
     say(buf.getvalue().rstrip())
     for line in summary_lines(result):
         say(line)

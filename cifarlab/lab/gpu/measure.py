@@ -84,8 +84,7 @@ def _timed(dev: torch.device, measure: Callable[[], dict]) -> dict | None:
     return {"error": OOM} if oom else figures
 
 
-# -----------------------------------------------------------------------------
-# one point
+# -- one point
 
 def measure_point(device, batch_size: int, width: int = 1, pipeline: str = "fast",
                   steps: int = 50, warmup: int = 5, repeats: int = 3, data=None,
@@ -147,8 +146,7 @@ def _measure(dev, work_args: dict, steps, warmup, repeats, max_seconds, stop) ->
         work.close()
 
 
-# -----------------------------------------------------------------------------
-# the breakdown pass: where the time of a step goes
+# -- the breakdown pass: where the time of a step goes
 
 def _clock(dev: torch.device, method: str):
     """(mark, seconds between two marks) for the phase boundaries. "sync": synchronise, then
@@ -218,8 +216,7 @@ def _breakdown(dev, work_args: dict, steps, warmup, method, max_seconds) -> dict
         work.close()
 
 
-# -----------------------------------------------------------------------------
-# the sweep, and the job-queue entry point
+# -- the sweep, and the job-queue entry point
 
 def sweep_environment(devices: Iterable[str]) -> dict:
     """devices.environment() plus the host, the measured devices in detail and the settings."""

@@ -30,8 +30,7 @@ MAX_COLUMNS = 256   # pandas takes minutes over a header of 10⁶ columns
 
 log = logging.getLogger("cifarlab.lab.gpu")
 
-# One row per point, typed as read back: int/float may be None; str is "" when empty; bool is
-# never None.
+# One row per point; read back, an empty int/float is None, str "" and bool False
 COLUMNS: dict[str, type] = {
     "device": str, "device_kind": str, "device_name": str, "device_memory_bytes": int,
     "pipeline": str, "batch_size": int, "width": int, "params": int, "tutorial_point": bool,
@@ -145,7 +144,6 @@ class SweepResult:
                 raise DataError("gpu.bad_row", source=self.source, n=n)
         return self
 
-    # -- JSON
     def to_dict(self) -> dict:
         return {"format": FORMAT, "version": FORMAT_VERSION, "host": self.host,
                 "recorded_at": self.recorded_at, "cancelled": self.cancelled,
@@ -224,7 +222,6 @@ class SweepResult:
                 meta["host"], meta["recorded_at"] = rows[0]["host"], rows[0]["recorded_at"]
         return cls.from_dict(meta, source=source)
 
-    # -- either, by suffix
     def save(self, path: str | Path) -> Path:
         from cifarlab.core.checkpoint import atomic_write_bytes  # imports torch: only when saving
 

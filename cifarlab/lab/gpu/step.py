@@ -98,8 +98,7 @@ class Workload:
             getattr(it, "_shutdown_workers", lambda: None)()
 
 
-# -----------------------------------------------------------------------------
-# the device while timing: settings, synchronising, cleaning up, running out of memory
+# -- the device while timing: settings, synchronising, cleaning up, running out of memory
 
 def sync_for(device: str | torch.device) -> Callable[[], None]:
     return functools.partial(synchronize, torch.device(device))
