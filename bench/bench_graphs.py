@@ -38,8 +38,9 @@ import torch
 from cifarlab.core.config import CIFAR10_CLASSES, TrainConfig
 from cifarlab.core.data import CifarData
 from cifarlab.core.train import train
-from cifarlab.lab import gpu as lab
-from cifarlab.lab.gpu.cli import TablePrinter, summary_lines, sweep_files
+from cifarlab.lab.gpu.config import SweepConfig
+from cifarlab.lab.gpu.measure import run_sweep
+from cifarlab.lab.gpu.cli import summary_lines, table_printer, sweep_files
 
 
 def synthetic_cifar(n_train: int = 50_000, n_test: int = 10_000) -> CifarData:
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
               "none. Nothing measured.")
         return 0
 
-    cfg = lab.SweepConfig(devices=tuple(dict.fromkeys(("cpu", args.device))),
+    cfg = SweepConfig(devices=tuple(dict.fromkeys(("cpu", args.device))),
                           batch_sizes=tuple(int(b) for b in args.batch_sizes.split(",")),
                           widths=(1,), pipelines=("fast",), steps=args.steps, warmup=10,
                           repeats=args.repeats, max_seconds=args.max_seconds, num_workers=0,
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                                      else "--dry-cpu: the CPU alone, nothing owed measured"))
     buf = io.StringIO()
     with redirect_stdout(buf):
-        result = lab.run_sweep(cfg, on_result=TablePrinter(), save_to=[json_path, csv_path])
+        result = run_sweep(cfg, on_result=table_printer(), save_to=[json_path, csv_path])
     say(buf.getvalue().rstrip())
     for line in summary_lines(result):
         say(line)

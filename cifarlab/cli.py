@@ -107,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("passphrase", help="print the instructor's passphrase line for "
                    ".streamlit/secrets.toml (asked twice; or one line on standard input)")
 
-    from cifarlab.lab.gpu import register_cli  # `bench` (torch loads when it runs)
+    from cifarlab.lab.gpu.cli import register_cli  # `bench`: no torch until it runs
 
     register_cli(sub)
     return parser

@@ -1,9 +1,5 @@
-"""CPU vs GPU: time the same training step on every device, batch size by batch size.
-
-Widgets -> a timing job (``lab.job_request``) -> rows arriving live -> a ``SweepResult`` (the
-run's, an upload or docs/gpu-results) -> the lab's sentences and figures. Text from a file
-reaches Markdown escaped (the lab's ``md``).
-"""
+"""CPU vs GPU: a timing job's rows live, then a result (the run's, an upload or
+docs/gpu-results) in the lab's sentences and figures."""
 from __future__ import annotations
 
 import time
@@ -14,7 +10,8 @@ import streamlit as st
 
 from cifarlab.core.devices import list_devices
 from cifarlab.errors import CifarLabError
-from cifarlab.lab import gpu as lab
+from cifarlab.lab.gpu import charts, report, results
+from cifarlab.lab.gpu.config import SweepConfig, job_request
 from pages.gpu_parts import result
 from ui.data import queue as job_queue
 from ui.language import translator
@@ -25,20 +22,17 @@ from ui.widgets import checked_number, decimal_box
 
 t = translator()
 L = t.lang
-BATCH_OPTIONS = lab.BATCH_TICKS
-WIDTH_OPTIONS = [1, 2, 4, 8]
-LIVE_EVERY_S = 1.0
 
 
 def show_error(err: Exception, key: str | None = None) -> None:
-    text = lab.error_text(err, L)
+    text = report.error_text(err, L)
     st.error(t(key, message=text) if key else text)
 
 
 @st.cache_data(max_entries=4, show_spinner=False)
 def recorded_results(stamp: tuple) -> list:
     """docs/gpu-results, read again when a file there changes (``stamp``)."""
-    return lab.recorded_results(stamp[0])
+    return results.recorded_results(stamp[0])
 
 
 st.title(t("gpu.title"))
@@ -49,7 +43,7 @@ with st.expander(t("lesson.title"), expanded=False):
 devices_here = list_devices()
 has_accelerator = any(d.kind != "cpu" for d in devices_here)
 has_cuda = any(d.kind == "cuda" for d in devices_here)   # the "GPU, graphed" series needs one
-recorded = recorded_results(lab.recordings_stamp())
+recorded = recorded_results(results.recordings_stamp())
 queue = job_queue()
 session = session_id()
 
@@ -68,11 +62,11 @@ c1, c2 = st.columns([2, 3])
 chosen_devices = c1.pills(t("gpu.devices"), ids, default=ids, key="gpu_devices",
                           selection_mode="multi", help=t("gpu.devices_help"),
                           format_func=lambda d: f"{d} · {names[d]}")
-batch_sizes = c2.pills(t("gpu.batch_sizes"), BATCH_OPTIONS, key="gpu_batches",
+batch_sizes = c2.pills(t("gpu.batch_sizes"), charts.BATCH_TICKS, key="gpu_batches",
                        default=[4, 64, 256] + ([1024] if has_accelerator else []),
                        selection_mode="multi", help=t("gpu.batch_sizes_help"))
 c1, c2 = st.columns([1, 2])
-widths = c1.pills(t("gpu.widths"), WIDTH_OPTIONS, default=[1], key="gpu_widths",
+widths = c1.pills(t("gpu.widths"), [1, 2, 4, 8], default=[1], key="gpu_widths",
                   selection_mode="multi", help=t("gpu.widths_help"))
 pipelines = c2.pills(t("gpu.pipelines"), ["fast", "tutorial"], default=["fast", "tutorial"],
                      key="gpu_pipelines", selection_mode="multi", help=t("gpu.pipelines_help"),
@@ -102,12 +96,12 @@ elif None in (repeats, steps, warmup, max_seconds, workers):
     pass                      # the box in question says why: no plan, nothing to run
 else:
     try:
-        config = lab.SweepConfig(devices=tuple(chosen_devices), batch_sizes=tuple(batch_sizes),
+        config = SweepConfig(devices=tuple(chosen_devices), batch_sizes=tuple(batch_sizes),
                                  widths=tuple(widths), pipelines=tuple(pipelines),
                                  steps=int(steps), warmup=int(warmup), repeats=int(repeats),
                                  max_seconds=float(max_seconds), num_workers=int(workers),
                                  breakdown=bool(do_breakdown), graphed=bool(graphed))
-        st.caption(lab.plan_text(config, L))
+        st.caption(report.plan_text(config, L))
     except CifarLabError as err:
         show_error(err)
 
@@ -126,7 +120,7 @@ if st.button(t("gpu.run"), type="primary", key="gpu_run", help=t("gpu.run_help")
              disabled=config is None or (run is not None and run.active)):
     try:  # the lab says which devices the run holds (the CPU and the accelerators it times)
         st.session_state["gpu_run_id"] = queue.submit_job(session, owner=owner_id(),
-                                                          **lab.job_request(config))
+                                                          **job_request(config))
         run = queue.get(session, st.session_state["gpu_run_id"])
     except CifarLabError as err:
         show_error(err, "gpu.queue_failed")
@@ -137,20 +131,20 @@ def rows_so_far(rid: str) -> list[dict]:
 
 
 if run is not None and run.active:
-    @st.fragment(run_every=LIVE_EVERY_S)
+    @st.fragment(run_every=1.0)
     def live_panel(rid: str) -> None:
         current = queue.get(session, rid)
         if current.finished:
             st.rerun()  # the whole page: the result appears below
         st.header(t("gpu.live_title"))
         rows = rows_so_far(rid)
-        lines, done = lab.live_lines(current, rows, queue.queue_position(rid), time.time(), L)
+        lines, done = report.live_lines(current, rows, queue.queue_position(rid), time.time(), L)
         for kind, text in lines:
             getattr(st, kind)(text)
         if done is not None:
             st.progress(done)
         if rows:
-            st.dataframe(lab.rows_table(rows, L), hide_index=True, key="gpu_live_rows")
+            st.dataframe(report.rows_table(rows, L), hide_index=True, key="gpu_live_rows")
         if st.button(t("common.cancel"), key="gpu_cancel"):
             queue.cancel(session, rid)
 
@@ -160,9 +154,9 @@ elif run is not None and run.finished:
         st.session_state["gpu_run_seen"] = run.id
         st.session_state["gpu_pending_source"] = "run"
     if run.status == "failed":
-        st.error(t("gpu.failed", message=lab.md(run.error_text(L) if run.error else "?")))
+        st.error(t("gpu.failed", message=report.md(run.error_text(L) if run.error else "?")))
         if rows := rows_so_far(run.id):
-            st.dataframe(lab.rows_table(rows, L), hide_index=True)
+            st.dataframe(report.rows_table(rows, L), hide_index=True)
     elif run.status in ("cancelled", "interrupted"):
         st.warning(t("gpu.cancelled"))
 
@@ -172,22 +166,23 @@ sources: dict[str, tuple[str, object]] = {}
 if run is not None and run.finished and run.result and run.result.get("rows"):
     try:
         started = datetime.fromtimestamp(run.started_at or run.created_at).strftime("%H:%M:%S")
-        sources["run"] = (t("gpu.source_run", time=started), lab.SweepResult.from_dict(run.result))
+        sources["run"] = (t("gpu.source_run", time=started),
+                          results.SweepResult.from_dict(run.result))
     except CifarLabError as err:
         show_error(err)
 with st.expander(t("gpu.load_title"), expanded=not has_accelerator or bool(recorded)):
     upload = st.file_uploader(t("gpu.upload"), key="gpu_upload", help=t("gpu.upload_help"),
-                              max_upload_size=lab.UPLOADER_MB,
+                              max_upload_size=results.UPLOADER_MB,
                               on_change=lambda: st.session_state.update(
                                   gpu_pending_source="upload"))
     if upload is not None:
         try:
             sources["upload"] = (t("gpu.source_upload", name=upload.name),  # an option: text
-                                 lab.load_upload(upload.name, upload.getvalue()))
+                                 results.load_upload(upload.name, upload.getvalue()))
         except CifarLabError as err:
             show_error(err)
 for res in recorded:
-    sources[f"rec:{Path(res.source).name}"] = (lab.source_label(res, L), res)
+    sources[f"rec:{Path(res.source).name}"] = (report.source_label(res, L), res)
 
 if not sources:
     st.info(t("gpu.no_result"))

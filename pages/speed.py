@@ -1,19 +1,15 @@
-"""Speed as a lesson: what each trick buys, from the recorded ablation.
-
-The record (``cifarlab/lab/speed_ablation.json``, made by ``bench/bench_speed.py``) -> the lab's
-rows -> one plotly chart and a sentence per trick; a button per row puts that row's settings
-into the Train page's knobs, where the student starts it as a run.
-"""
+"""Speed as a lesson: what each trick buys, from the recorded ablation; a row's button puts its
+settings into the Train page's knobs."""
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from cifarlab.core import shapes
 from cifarlab.core.nets import net_spec
 from cifarlab.lab import speed as lab
+from cifarlab.lab.network import figures as F
 from ui import train_form
-from ui.language import dur, num, pct, translator
+from ui.language import dur, pct, translator
 
 t = translator()
 
@@ -59,16 +55,9 @@ else:
 st.subheader(t("speed.network_title"))
 traces = shapes.trace_spec(net_spec("bn3"))
 st.caption(t("speed.network_caption", params=shapes.total_params(traces)))
-KINDS = {k: t(f"network.kind_{k}") for k in ("input", "conv", "pool", "relu", "flatten", "linear")}
-KINDS["batchnorm"] = t("speed.kind_batchnorm")
-table = shapes.trace_table(traces)
-st.dataframe(pd.DataFrame({
-    t("network.layer_col"): [r["layer"] for r in table],
-    t("network.kind_col"): [KINDS.get(r["kind"], r["kind"]) for r in table],
-    t("network.in_shape_col"): [r["input"] for r in table],
-    t("network.out_shape_col"): [r["output"] for r in table],
-    t("network.params_col"): [num(r["params"]) for r in table],
-}), hide_index=True, width="stretch")
+table = [{**r, "kind": t("speed.kind_batchnorm") if r["kind"] == "batchnorm" else r["kind"]}
+         for r in shapes.trace_table(traces)]   # the Network page's table knows no batchnorm
+st.dataframe(F.shape_table(table, t), hide_index=True, width="stretch")
 
 st.subheader(t("speed.gpu_title"))
 st.markdown(t("speed.gpu_measured"))

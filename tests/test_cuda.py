@@ -82,17 +82,18 @@ def test_cancel_on_cuda_keeps_a_partial_result(cifar_data):
 # tests/test_gpu_lab.py with a faked device)
 
 def test_timing_a_cuda_point_times_the_trained_step():
-    from cifarlab.lab import gpu as lab
+    from cifarlab.lab.gpu import measure, step
+    from cifarlab.lab.gpu.config import SweepConfig, devices_held
 
-    w = lab.Workload("cuda:0", 256, 1, "fast")
+    w = step.Workload("cuda:0", 256, 1, "fast")
     try:  # the fused SGD kernel training uses for the fast pipeline, on the GPU
         assert w.optimizer.defaults["fused"] is True and w.fetch()[0].device.type == "cuda"
     finally:
         w.close()
-    row = lab.measure_point("cuda:0", 256, 1, "fast", steps=5, warmup=2, repeats=2)
+    row = measure.measure_point("cuda:0", 256, 1, "fast", steps=5, warmup=2, repeats=2)
     assert row["device"] == "cuda:0" and row["device_kind"] == "cuda" and row["error"] == ""
     assert row["images_per_s"] > 0 and row["peak_memory_bytes"] > 0 and row["timed_steps"] == 10
-    b = lab.breakdown("cuda:0", 64, 1, "tutorial", steps=3, warmup=1, method="cuda_events",
+    b = measure.breakdown("cuda:0", 64, 1, "tutorial", steps=3, warmup=1, method="cuda_events",
                       num_workers=2)
     assert b["error"] == "" and b["h2d_s"] > 0 and b["forward_s"] > 0
-    assert lab.devices_held(lab.SweepConfig(devices=("cuda:0",))) == ("cpu", "cuda:0")
+    assert devices_held(SweepConfig(devices=("cuda:0",))) == ("cpu", "cuda:0")

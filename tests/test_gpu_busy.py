@@ -7,7 +7,7 @@ import pytest
 
 from cifarlab import i18n
 from cifarlab.core.config import TrainConfig
-from cifarlab.lab import gpu as lab
+from cifarlab.lab.gpu import analysis, report
 from cifarlab.lab.gpu.results import COLUMNS, SweepResult
 
 XEON = "Intel(R) Xeon(R) Processor (16 cores)"
@@ -49,14 +49,14 @@ def finished(ips, seconds, device="cpu", **knobs):
 
 
 def test_a_quiet_timing_is_not_busy():
-    judged = lab.assess(timing(), [finished(274.0, 365.0)])
+    judged = analysis.assess(timing(), [finished(274.0, 365.0)])
     assert judged["busy"] is False and judged["reasons"] == []
     assert judged["spread"] == pytest.approx(1.05)
     assert judged["runs"]["ratio"] == pytest.approx(1.0) and judged["runs"]["run_s"] == 365.0
 
 
 def test_busy_from_the_load_average():
-    assert lab.assess(timing(load=9.0))["reasons"] == ["load"]
+    assert analysis.assess(timing(load=9.0))["reasons"] == ["load"]
 
 
 def test_busy_from_the_measurements_own_spread():
@@ -65,12 +65,12 @@ def test_busy_from_the_measurements_own_spread():
     res.environment.pop("load_average_start")
     for r in res.rows:
         r["load_1m"] = None
-    judged = lab.assess(res)
+    judged = analysis.assess(res)
     assert judged["reasons"] == ["spread"] and judged["spread"] == pytest.approx(2.4)
     single = timing(spread=2.4)
     for r in single.rows:
         r["repeats"] = 1                          # one repeat has no spread to judge
-    assert lab.spread(single) is None
+    assert analysis.spread(single) is None
 
 
 def test_busy_when_the_servers_own_runs_were_much_faster():
@@ -78,7 +78,7 @@ def test_busy_when_the_servers_own_runs_were_much_faster():
     runs = [finished(274.0, 365.0), finished(280.0, 40.0, epochs=1, train_subset=5000),
             finished(2000.0, 50.0, batch_size=64),          # other settings: not compared
             finished(9000.0, 11.0, device="cuda:0")]         # other device: not compared
-    judged = lab.assess(timing(tut_ips=16.0), runs)
+    judged = analysis.assess(timing(tut_ips=16.0), runs)
     assert judged["reasons"] == ["runs"]
     check = judged["runs"]
     assert check["runs"] == 2 and check["run_ips"] == pytest.approx(277.0)
@@ -86,7 +86,7 @@ def test_busy_when_the_servers_own_runs_were_much_faster():
     # a result recorded on another machine is never checked against this server's runs
     elsewhere = timing(tut_ips=16.0)
     elsewhere.source = "h100.json"
-    assert lab.assess(elsewhere, runs)["runs"] is None
+    assert analysis.assess(elsewhere, runs)["runs"] is None
 
 
 @pytest.mark.parametrize("lang", list(i18n.LANGUAGES))
@@ -94,47 +94,47 @@ def test_busy_is_said_first_and_no_extrapolation_is_headlined(lang):
     t = i18n.translator(lang)
     res = timing(tut_ips=16.0, spread=2.0, load=9.0, gpu="NVIDIA H100 80GB HBM3")
     runs = [finished(274.0, 365.0)]
-    judged = lab.assess(res, runs)
+    judged = analysis.assess(res, runs)
     assert judged["reasons"] == ["load", "spread", "runs"]
-    where = lab.provenance(res, lang, judged)
+    where = report.provenance(res, lang, judged)
     assert where["busy"].startswith(t("gpu_busy.headline"))
     assert i18n.number(274, lang) in where["busy"] and i18n.duration(365.0, lang) in where["check"]
-    lines = lab.tutorial_lines(res, lang, judged["busy"])
-    quiet_lines = lab.tutorial_lines(res, lang)
+    lines = report.tutorial_lines(res, lang, judged["busy"])
+    quiet_lines = report.tutorial_lines(res, lang)
     two_epochs = i18n.duration(2 * 50_000 / 16.0, lang)          # "1 h 44 min"
     assert any(two_epochs in line for line in quiet_lines)       # what used to be headlined
     assert not any(two_epochs in line for line in lines)
-    cpu = lab.md(lab.in_words(EPYC, lang))        # its cores counted in the language
+    cpu = report.md(report.in_words(EPYC, lang))        # its cores counted in the language
     assert lines[0] == t("gpu_busy.tut_measured", device="cpu", name=cpu, ips=16)
     assert not any(line.startswith("- ") for line in lines)      # no best batch, no gains
-    assert lab.crossover_lines(res, "fast", lang, True) == [t("gpu_busy.no_crossover")]
-    assert lab.crossover_lines(res, "fast", lang) != [t("gpu_busy.no_crossover")]
-    assert lab.provenance(timing(), lang)["busy"] is None
+    assert report.crossover_lines(res, "fast", lang, True) == [t("gpu_busy.no_crossover")]
+    assert report.crossover_lines(res, "fast", lang) != [t("gpu_busy.no_crossover")]
+    assert report.provenance(timing(), lang)["busy"] is None
 
 
 def test_two_virtual_machines_get_names_a_person_can_tell_apart():
     here, there = timing(), timing(cpu=XEON, gpu="NVIDIA H100 80GB HBM3")
     assert here.host == there.host == "vm"
-    assert lab.machine_label(here, markdown=False) == EPYC
-    assert lab.machine_label(there, markdown=False) == \
+    assert report.machine_label(here, markdown=False) == EPYC
+    assert report.machine_label(there, markdown=False) == \
         "Intel Xeon Processor (16 cores) + NVIDIA H100 80GB HBM3"
     there.source = "h100.json"
-    assert "NVIDIA H100" in lab.source_label(there, "es") and "vm" not in lab.source_label(
+    assert "NVIDIA H100" in report.source_label(there, "es") and "vm" not in report.source_label(
         there, "es")
     nothing = SweepResult(rows=[], environment={}, config={}, host="lab-7", recorded_at="")
-    assert lab.machine_label(nothing, markdown=False) == "lab-7"
+    assert report.machine_label(nothing, markdown=False) == "lab-7"
 
 
 
 def test_the_machines_cores_are_counted_in_the_students_language():
     """core.devices writes "(16 cores)" into a recording; the page says it in the language."""
     there = timing(cpu=XEON, gpu="NVIDIA H100 80GB HBM3")
-    assert lab.machine_label(there, markdown=False, lang="es") == \
+    assert report.machine_label(there, markdown=False, lang="es") == \
         "Intel Xeon Processor (16 núcleos) + NVIDIA H100 80GB HBM3"
-    assert lab.machine_label(there, markdown=False, lang="pt").startswith(
+    assert report.machine_label(there, markdown=False, lang="pt").startswith(
         "Intel Xeon Processor (16 núcleos)")
     one = timing(cpu="Tiny CPU (1 cores)")
-    assert lab.machine_label(one, markdown=False) == "Tiny CPU (1 core)"
-    assert lab.machine_label(one, markdown=False, lang="es") == "Tiny CPU (1 núcleo)"
+    assert report.machine_label(one, markdown=False) == "Tiny CPU (1 core)"
+    assert report.machine_label(one, markdown=False, lang="es") == "Tiny CPU (1 núcleo)"
     there.source = "h100.json"
-    assert "16 núcleos" in lab.source_label(there, "es")
+    assert "16 núcleos" in report.source_label(there, "es")

@@ -21,11 +21,14 @@ from cifarlab.core.config import CIFAR10_CLASSES, TrainConfig
 from cifarlab.core.data import CifarData
 from cifarlab.core.devices import DeviceInfo
 from cifarlab.errors import CifarLabError, ConfigError, DataError, DeviceError, UploadError
-from cifarlab.lab import gpu as lab
-from cifarlab.lab.gpu import measure, results, step
-from cifarlab.lab.gpu import (COLUMNS, SweepConfig, SweepResult, breakdown, crossover,
-                              explain_tutorial_point, measure_point, run_sweep, run_timing_job,
-                              speedups, what_a_gpu_would_add)
+from cifarlab.lab.gpu import analysis, charts, measure, report, results, step
+from cifarlab.lab.gpu import cli as gpu_cli
+from cifarlab.lab.gpu.analysis import (crossover, explain_tutorial_point, speedups,
+                                       what_a_gpu_would_add)
+from cifarlab.lab.gpu.config import (SweepConfig, devices_held, estimate_seconds, job_request,
+                                     time_left)
+from cifarlab.lab.gpu.measure import breakdown, measure_point, run_sweep, run_timing_job
+from cifarlab.lab.gpu.results import COLUMNS, SweepResult
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDING = ROOT / "docs" / "gpu-results" / "nvidia-h100-80gb-hbm3-2026-11-23.json"
@@ -149,7 +152,7 @@ def test_hardware_and_versions_recorded(swept):
     assert env["torch"] == torch.__version__ and env["devices"][0]["id"] == "cpu"
     assert env["settings"]["cudnn_benchmark_when_timing"] is True
     assert swept.recorded_on == "this machine" and not swept.recorded_elsewhere
-    hw = lab.hardware(swept)
+    hw = analysis.hardware(swept)
     assert hw["cpu"] == env["cpu"] and hw["gpus"] == [] and hw["config"]["images"] == "synthetic"
 
 
@@ -227,21 +230,21 @@ def fake_gpu(monkeypatch):
 
 def test_a_timing_run_holds_the_cpu_and_the_accelerators_it_compares(monkeypatch):
     cpu_only = SweepConfig(devices=("cpu",))
-    assert lab.devices_held(cpu_only) == ("cpu",)
-    assert lab.job_request(cpu_only) == {"kind": "timing", "payload": cpu_only.to_dict(),
+    assert devices_held(cpu_only) == ("cpu",)
+    assert job_request(cpu_only) == {"kind": "timing", "payload": cpu_only.to_dict(),
                                          "device": "cpu", "exclusive": ["cpu"],
                                          "name": "CPU vs GPU timing",
-                                         "estimate_s": lab.estimate_seconds(cpu_only)}
+                                         "estimate_s": estimate_seconds(cpu_only)}
     # every point stops at its budget: 5 batch sizes x 4 widths x 2 pipelines, 10 s + 1 s each
-    assert lab.estimate_seconds(cpu_only) == 40 * 11.0
-    assert lab.estimate_seconds(SweepConfig(devices=("cpu",), max_seconds=None)) is None
+    assert estimate_seconds(cpu_only) == 40 * 11.0
+    assert estimate_seconds(SweepConfig(devices=("cpu",), max_seconds=None)) is None
     with pytest.raises(DeviceError):
-        lab.devices_held(SweepConfig(devices=("cuda:0",)))
+        devices_held(SweepConfig(devices=("cuda:0",)))
     fake_gpu(monkeypatch)
     for devices in (("cpu", "cuda:0"), ("cuda:0",), ()):  # () = every device here
         cfg = SweepConfig(devices=devices)
-        assert lab.devices_held(cfg) == ("cpu", "cuda:0")
-        req = lab.job_request(cfg)
+        assert devices_held(cfg) == ("cpu", "cuda:0")
+        req = job_request(cfg)
         assert req["device"] == "cuda:0" and req["exclusive"] == ["cpu", "cuda:0"]
         assert SweepConfig.from_dict(req["payload"]) == cfg
 
@@ -282,7 +285,7 @@ def test_the_recording_loads_the_same_from_csv_and_json():
     assert results.RESULTS_DIR == RECORDING.parent  # the page finds docs/gpu-results
     a, b = SweepResult.load(RECORDING), SweepResult.load(RECORDING.with_suffix(".csv"))
     assert a.rows == b.rows and len(a.rows) == 80 and a.check() is a
-    assert [r.rows for r in lab.recorded_results() if r.rows == a.rows] == [a.rows]
+    assert [r.rows for r in results.recorded_results() if r.rows == a.rows] == [a.rows]
 
 
 @pytest.mark.parametrize("name, data, code", [
@@ -303,7 +306,7 @@ def test_the_recording_loads_the_same_from_csv_and_json():
 ])
 def test_uploads_that_cannot_be_shown_say_why(name, data, code):
     with pytest.raises(DataError) as e:
-        lab.load_upload(name, data)
+        results.load_upload(name, data)
     assert e.value.code == code and e.value.params.get("source") == name
     for lang in i18n.LANGUAGES:
         assert name in e.value.text(lang)
@@ -311,11 +314,11 @@ def test_uploads_that_cannot_be_shown_say_why(name, data, code):
 
 def test_upload_of_the_wrong_kind_and_a_result_that_loads(swept):
     with pytest.raises(UploadError) as e:
-        lab.load_upload("notes.txt", b"hello")
+        results.load_upload("notes.txt", b"hello")
     assert e.value.code == "gpu.upload_type"
     with pytest.raises(UploadError):
-        lab.load_upload("big.json", b" " * (results.MAX_UPLOAD_BYTES + 1))
-    back = lab.load_upload("mine.csv", swept.to_csv().encode())
+        results.load_upload("big.json", b" " * (results.MAX_UPLOAD_BYTES + 1))
+    back = results.load_upload("mine.csv", swept.to_csv().encode())
     assert back.rows == swept.rows and back.source == "mine.csv" and back.recorded_elsewhere
     with pytest.raises(CifarLabError) as e:
         SweepResult.load("/nonexistent/r.json")
@@ -328,18 +331,18 @@ def test_upload_of_the_wrong_kind_and_a_result_that_loads(swept):
 def test_markdown_from_a_file_is_escaped():
     markdown_it = pytest.importorskip("markdown_it")
     evil = "![x](http://127.0.0.1:9/x.png) **b** <img src=x> :red[y] $z$"
-    html = markdown_it.MarkdownIt().render(f"On {lab.md(evil)}.")
+    html = markdown_it.MarkdownIt().render(f"On {report.md(evil)}.")
     assert "<img" not in html and "<strong>" not in html and "<a " not in html
     # shown as the characters it is (a zero-width space keeps its bare URL from linking)
     assert "![x](http://127.0.0.1:9/x.png)" in html.replace("\u200b", "")
     err = DataError("gpu.not_a_result", source=evil)
-    assert "<img" not in markdown_it.MarkdownIt().render(lab.error_text(err, "es"))
-    assert lab.md("a\nb") == "a b"
+    assert "<img" not in markdown_it.MarkdownIt().render(report.error_text(err, "es"))
+    assert report.md("a\nb") == "a b"
     odd = SweepResult(rows=[], environment={"cpu": evil}, config={}, host="../" + evil,
                       recorded_at="2025-01-02T03:04:05")
     assert re.fullmatch(r"cifarlab-timing-x-http-127-0-0-1-9-[a-z0-9-]+-2025-01-02",
-                        lab.download_stem(odd))  # no "/" or ".." in a file name
-    table = lab.hardware_table(odd, "en")
+                        report.download_stem(odd))  # no "/" or ".." in a file name
+    table = report.hardware_table(odd, "en")
     assert not [c for c in table.to_numpy().ravel()
                 if "<img" in markdown_it.MarkdownIt().render(c)]  # st.table cells are Markdown
 
@@ -421,19 +424,19 @@ def here(load: float | None, cores=2) -> SweepResult:
 
 
 def test_machine_load_takes_the_timings_own_threads_off():
-    assert lab.machine_load(here(0.5))["state"] == "quiet"
-    assert lab.machine_load(here(None))["state"] == "unknown"
-    busy = lab.machine_load(here(9.0))
+    assert analysis.machine_load(here(0.5))["state"] == "quiet"
+    assert analysis.machine_load(here(None))["state"] == "unknown"
+    busy = analysis.machine_load(here(9.0))
     assert busy["state"] == "busy" and busy["load"] == 9.0 and busy["cores"] == 2
     own = here(0.2)  # 2 threads + 2 DataLoader workers of its own: load 4 is the timing itself
     own.rows[0]["load_1m"] = 4.0
-    assert lab.machine_load(own)["state"] == "quiet"
+    assert analysis.machine_load(own)["state"] == "quiet"
 
 
 def test_what_a_gpu_would_add_compares_within_one_recording_first(tmp_path):
-    assert what_a_gpu_would_add(here(0.5), lab.recorded_results(tmp_path)) is None
+    assert what_a_gpu_would_add(here(0.5), results.recorded_results(tmp_path)) is None
     handmade().save(tmp_path / "h100-2025-01-02.json")
-    add = what_a_gpu_would_add(here(0.5), [here(0.1), *lab.recorded_results(tmp_path)])
+    add = what_a_gpu_would_add(here(0.5), [here(0.1), *results.recorded_results(tmp_path)])
     assert add["device_name"] == "NVIDIA H100"
     assert add["reference"].recorded_on == "gpu-box, 2025-01-02"
     same = add["same_machine"]
@@ -457,13 +460,13 @@ def test_a_busy_cpu_is_never_compared_across_machines(tmp_path):
     add = what_a_gpu_would_add(busy, [recording])
     assert add["across"] is None and add["across_refused"] == "busy_here"
     assert add["same_machine"]["tutorial_point"]["speedup"] == pytest.approx(4.46, abs=0.01)
-    lines = lab.would_add_lines(busy, [recording], "en")
+    lines = report.would_add_lines(busy, [recording], "en")
     text = " ".join(t for _, t in lines)
     assert "**4.46×**" in text and "busy" in text and "272" not in text
     assert [k for k, _ in lines] == ["markdown", "markdown", "info"]
     quiet = what_a_gpu_would_add(here(0.1), [recording])
     assert quiet["across"]["tutorial_point"]["speedup"] == pytest.approx(1373.05 / 400, rel=0.01)
-    kinds = [k for k, _ in lab.would_add_lines(here(0.1), [recording], "es")]
+    kinds = [k for k, _ in report.would_add_lines(here(0.1), [recording], "es")]
     assert kinds == ["markdown", "markdown", "warning"]  # the cross-machine figure, labelled
     unknown = what_a_gpu_would_add(here(None), [recording])
     assert unknown["across_refused"] == "unknown_here"
@@ -472,28 +475,30 @@ def test_a_busy_cpu_is_never_compared_across_machines(tmp_path):
 def test_the_page_sentences_in_every_language(swept):
     h = handmade()
     for lang in i18n.LANGUAGES:
-        lines = lab.tutorial_lines(h, lang) + lab.crossover_lines(h, "fast", lang)
+        lines = report.tutorial_lines(h, lang) + report.crossover_lines(h, "fast", lang)
         assert len(lines) >= 5 and all(lines)
-        assert lab.hardware_table(h, lang).shape[1] == 2
-        assert lab.rows_table(h.rows, lang).shape == (len(h.rows), 10)
-        assert lab.provenance(swept, lang)["label"]
-    es = lab.rows_table(h.rows, "es")
+        assert report.hardware_table(h, lang).shape[1] == 2
+        assert report.rows_table(h.rows, lang).shape == (len(h.rows), 10)
+        assert report.provenance(swept, lang)["label"]
+    es = report.rows_table(h.rows, "es")
     assert set(es[i18n.t("gpu.pipeline_col", "es")]) == {"canalización rápida",
                                                           "canalización del tutorial"}
-    hw = lab.hardware_table(SweepResult(rows=h.rows, environment={}, config={"images": "synthetic"},
-                                        host="", recorded_at=""), "pt").to_string()
+    bare = SweepResult(rows=h.rows, environment={}, config={"images": "synthetic"}, host="",
+                       recorded_at="")
+    hw = report.hardware_table(bare, "pt").to_string()
     assert "sintéticas" in hw and "nenhum" in hw and "None" not in hw
-    assert "1,25× (4)" in lab.pipeline_gain_lines(h, 1, "pt")[0]
+    assert "1,25× (4)" in report.pipeline_gain_lines(h, 1, "pt")[0]
 
 
 def test_chart_frames():
     h = handmade()
-    tp = lab.throughput_frame(h, "fast", "en")
+    tp = charts.throughput_frame(h, "fast", "en")
     assert list(tp["device"].unique()) == ["cpu", "cuda:0"] and (tp["plus"] >= 0).all()
-    sp = lab.speedup_frame(h, "tutorial", "en")
+    sp = charts.speedup_frame(h, "tutorial", "en")
     assert sp["tutorial"].tolist() == [True] and sp["speedup"].tolist() == pytest.approx([0.5])
-    assert lab.crossover_frame(h, "fast")["estimate"].notna().all()
-    assert len(lab.pipelines_frame(h, 1, "es")) == len([r for r in h.ok_rows() if r["width"] == 1])
+    assert charts.crossover_frame(h, "fast")["estimate"].notna().all()
+    width_1 = [r for r in h.ok_rows() if r["width"] == 1]
+    assert len(charts.pipelines_frame(h, 1, "es")) == len(width_1)
 
 
 # -----------------------------------------------------------------------------
@@ -506,19 +511,16 @@ def test_breakdown_phases_add_up_to_a_step():
         assert b["pass"] == "breakdown" and b["method"] == "sync" and b["error"] == ""
         for phase in ("data", "forward", "backward", "optimizer"):
             assert b[f"{phase}_s"] > 0
-        assert b["total_s"] == pytest.approx(sum(b[f"{p}_s"] for p in lab.PHASES))
+        assert b["total_s"] == pytest.approx(sum(b[f"{p}_s"] for p in results.PHASES))
         ratios.append(b["total_s"] / b["step_s"])
         if 0.5 <= ratios[-1] <= 1.5:
             break
     assert any(0.5 <= r <= 1.5 for r in ratios), ratios
 
 
-def test_breakdown_tutorial_pipeline_and_bad_method():
+def test_breakdown_tutorial_pipeline():
     b = breakdown("cpu", 8, 1, "tutorial", steps=3, warmup=1, num_workers=0)
     assert b["data_s"] > 0 and b["forward_s"] > 0 and b["steps"] == 3
-    with pytest.raises(CifarLabError) as e:
-        breakdown("cpu", 8, 1, method="cuda_events")
-    assert e.value.code == "gpu.events_need_cuda"
 
 
 # -----------------------------------------------------------------------------
@@ -541,7 +543,7 @@ class Ctx:
 def test_timing_job_emits_a_row_per_point_and_is_registered_by_name():
     import importlib
 
-    module, name = "cifarlab.lab.gpu:run_timing_job".split(":")
+    module, name = "cifarlab.lab.gpu.measure:run_timing_job".split(":")
     assert getattr(importlib.import_module(module), name) is run_timing_job
     ctx = Ctx()
     out = run_timing_job(json.loads(json.dumps(SweepConfig(**{**QUICK, "widths": (1,)}).to_dict())),
@@ -601,10 +603,10 @@ def test_cli_bench_sweep_records_for_the_lab(tmp_path, capsys):
     assert len(saved.rows) == 2 and len(saved.breakdowns) == 1
     assert saved.config["warmup"] == 1 and saved.config["breakdown"] is True
     args = cli.build_parser().parse_args(["bench", "--sweep", "--quick"])
-    cfg = lab.cli.config_from_args(args)
+    cfg = gpu_cli.config_from_args(args)
     assert (cfg.batch_sizes, cfg.widths, cfg.steps, cfg.warmup, cfg.max_seconds, cfg.breakdown) == (
         (4, 64, 1024), (1, 8), 10, 3, 5.0, True)
-    plain = lab.cli.config_from_args(cli.build_parser().parse_args(["bench"]))
+    plain = gpu_cli.config_from_args(cli.build_parser().parse_args(["bench"]))
     assert plain == SweepConfig(devices="all")
 
 
@@ -656,11 +658,11 @@ def test_synchronisation_goes_through_core_devices(monkeypatch):
     calls = []
     monkeypatch.setattr(torch.cuda, "synchronize", lambda d=None: calls.append(("cuda", d)))
     monkeypatch.setattr(torch.mps, "synchronize", lambda: calls.append(("mps", None)))
-    lab.sync_for("cpu")()
+    step.sync_for("cpu")()
     assert calls == []
-    lab.sync_for("cuda:1")()
+    step.sync_for("cuda:1")()
     assert calls == [("cuda", torch.device("cuda:1"))]
-    lab.sync_for("mps")()
+    step.sync_for("mps")()
     assert calls[-1] == ("mps", None)
 
 
@@ -668,9 +670,9 @@ def test_cudnn_benchmark_only_while_timing_cuda(monkeypatch):
     Guard.entered = []
     monkeypatch.setattr(torch.cuda, "device", Guard)
     before = torch.backends.cudnn.benchmark
-    with lab.timing_settings("cpu"):
+    with step.timing_settings("cpu"):
         assert torch.backends.cudnn.benchmark == before
-    with lab.timing_settings("cuda:0"):
+    with step.timing_settings("cuda:0"):
         assert torch.backends.cudnn.benchmark is True
     assert torch.backends.cudnn.benchmark == before and Guard.entered == [torch.device("cuda:0")]
 
@@ -736,7 +738,7 @@ def test_cuda_events_breakdown_on_a_fake_gpu(monkeypatch):
                           num_workers=0)
     assert b["method"] == "cuda_events" and b["device"] == "cuda:0" and b["steps"] == 3
     assert b["forward_s"] > 0 and b["backward_s"] > 0
-    assert b["total_s"] == pytest.approx(sum(b[f"{p}_s"] for p in lab.PHASES))
+    assert b["total_s"] == pytest.approx(sum(b[f"{p}_s"] for p in results.PHASES))
     assert ("empty", None) in calls
 
 
@@ -754,9 +756,9 @@ def test_out_of_memory_is_a_row_not_a_crash(monkeypatch):
     assert by_batch[("fast", 16)]["error"] == "out of memory"
     assert by_batch[("fast", 16)]["images_per_s"] is None
     assert by_batch[("fast", 8)]["error"] == "" and by_batch[("fast", 8)]["images_per_s"] > 0
-    assert "sin memoria" in lab.rows_table(result.rows, "es").to_string()
-    assert lab.is_out_of_memory(RuntimeError("MPS backend out of memory (MPS allocated ...)"))
-    assert not lab.is_out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
+    assert "sin memoria" in report.rows_table(result.rows, "es").to_string()
+    assert step.is_out_of_memory(RuntimeError("MPS backend out of memory (MPS allocated ...)"))
+    assert not step.is_out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
     monkeypatch.setattr(core_train, "train_step", lambda *a: 1 / 0)  # other errors surface
     with pytest.raises(ZeroDivisionError):
         measure_point("cpu", 4, 1, "fast", steps=1, warmup=1, repeats=1)
@@ -765,14 +767,12 @@ def test_out_of_memory_is_a_row_not_a_crash(monkeypatch):
 def test_time_left_counts_the_points_and_the_phase_passes_still_to_come():
     """'6 points of about 1 s' took 7 minutes: its breakdown pass was never mentioned. The
     time left counts the points left and the passes at the time per point measured so far."""
-    from cifarlab.lab import gpu as lab
-
-    cfg = lab.SweepConfig(devices=("cpu",), batch_sizes=(4, 16, 64), widths=(1,),
+    cfg = SweepConfig(devices=("cpu",), batch_sizes=(4, 16, 64), widths=(1,),
                           pipelines=("fast",), steps=5, warmup=1, repeats=1, max_seconds=2.0,
                           num_workers=0, breakdown=True)
     points, passes = len(cfg.points(["cpu"])), len(cfg.breakdown_passes(["cpu"]))
     assert points >= 3 and passes >= 1
-    assert lab.estimate_seconds(cfg, ["cpu"]) == (points + passes) * 3.0
-    assert lab.time_left(cfg, 0, 5.0, ["cpu"]) is None          # nothing measured yet
-    assert lab.time_left(cfg, 1, 4.0, ["cpu"]) == pytest.approx(4.0 * (points - 1 + passes))
-    assert lab.time_left(cfg, points, 12.0, ["cpu"]) is None    # only the passes are left
+    assert estimate_seconds(cfg, ["cpu"]) == (points + passes) * 3.0
+    assert time_left(cfg, 0, 5.0, ["cpu"]) is None          # nothing measured yet
+    assert time_left(cfg, 1, 4.0, ["cpu"]) == pytest.approx(4.0 * (points - 1 + passes))
+    assert time_left(cfg, points, 12.0, ["cpu"]) is None    # only the passes are left

@@ -25,7 +25,8 @@ from cifarlab.core.export.render import split_cells
 from cifarlab.core.export import export_script
 from cifarlab.core.model import Net
 from cifarlab.core.train import train
-from cifarlab.lab import gpu as lab
+from cifarlab.lab.gpu import analysis, charts, measure, report
+from cifarlab.lab.gpu.config import SweepConfig
 from cifarlab.lab.gpu import results as gpu_results
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -210,16 +211,16 @@ def test_the_train_page_offers_cuda_graphs_only_on_a_cuda_device(train_page):
 # ------------------------------------------------------------- the CPU vs GPU lab's third series
 
 def test_a_sweep_plans_a_graphed_point_beside_each_eager_fast_point_on_cuda_only():
-    cfg = lab.SweepConfig(devices=("cpu",), batch_sizes=(4, 64), widths=(1,),
+    cfg = SweepConfig(devices=("cpu",), batch_sizes=(4, 64), widths=(1,),
                           pipelines=("fast", "tutorial"), graphed=True)
     points = cfg.points(["cpu", "cuda:0"])
     graphed = [p for p in points if p.get("graphed")]
     assert [(p["device"], p["pipeline"], p["batch_size"]) for p in graphed] == [
         ("cuda:0", "fast", 4), ("cuda:0", "fast", 64)]
-    off = lab.SweepConfig(devices=("cpu",), batch_sizes=(4,), widths=(1,))   # the default
+    off = SweepConfig(devices=("cpu",), batch_sizes=(4,), widths=(1,))   # the default
     assert off.graphed is False and not [p for p in off.points(["cpu", "cuda:0"])
                                          if p.get("graphed")]
-    assert lab.SweepConfig.from_dict({"devices": ["cpu"]}).graphed is False  # older payloads
+    assert SweepConfig.from_dict({"devices": ["cpu"]}).graphed is False  # older payloads
     from cifarlab.lab.gpu.cli import config_from_args
     from cifarlab.cli import build_parser
 
@@ -229,18 +230,18 @@ def test_a_sweep_plans_a_graphed_point_beside_each_eager_fast_point_on_cuda_only
     assert (bench(), bench("--graphed"), bench("--sweep"), bench("--sweep", "--no-graphed")) == (
         False, True, True, False)
     with pytest.raises(Exception) as err:
-        lab.SweepConfig(devices=("cpu",), graphed="yes")
+        SweepConfig(devices=("cpu",), graphed="yes")
     assert "graphed" in {p.field for p in err.value.problems}
 
 
 def test_a_graphed_point_that_cannot_capture_is_an_error_row_not_eager_figures():
-    row = lab.measure_point("cpu", 4, pipeline="fast", steps=2, warmup=1, repeats=1,
+    row = measure.measure_point("cpu", 4, pipeline="fast", steps=2, warmup=1, repeats=1,
                             num_workers=0, graphed=True)
     assert row["graphed"] is True and row["images_per_s"] is None
     assert row["error"] == "not graphed: graphs.needs_cuda"
 
 
-def graphed_result() -> lab.SweepResult:
+def graphed_result() -> gpu_results.SweepResult:
     """A recording with cpu, cuda:0 and cuda:0 graphed rows (figures made up, shapes real)."""
     def row(device, batch, ips, graphed=False):
         r = {c: ("" if t is str else False if t is bool else None)
@@ -254,31 +255,32 @@ def graphed_result() -> lab.SweepResult:
     rows = [row("cpu", 4, 2000.0), row("cuda:0", 4, 2000.0), row("cuda:0", 4, 10000.0, True),
             row("cpu", 64, 16000.0), row("cuda:0", 64, 32000.0),
             row("cuda:0", 64, 64000.0, True)]
-    return lab.SweepResult(rows=rows, environment={}, config={}, host="gpu-box",
+    return gpu_results.SweepResult(rows=rows, environment={}, config={}, host="gpu-box",
                            recorded_at="2026-01-01T00:00:00+00:00", source="recorded.json")
 
 
 def test_the_graphed_series_is_its_own_line_and_its_gain_is_against_the_same_gpu():
     res = gpu_results.SweepResult.from_dict(graphed_result().to_dict(), source="x.json")
     assert [r["graphed"] for r in res.rows] == [False, False, True, False, False, True]
-    gains = lab.graph_gains(res)
+    gains = analysis.graph_gains(res)
     assert [(g["batch_size"], g["gain"]) for g in gains] == [(4, 5.0), (64, 2.0)]
-    ups = {(s["device"], s["graphed"], s["batch_size"]): s["speedup"] for s in lab.speedups(res)}
+    ups = {(s["device"], s["graphed"], s["batch_size"]): s["speedup"]
+           for s in analysis.speedups(res)}
     assert ups[("cuda:0", False, 4)] == 1.0 and ups[("cuda:0", True, 4)] == 5.0
     # the tutorial's explanation and the pipeline gains never mix the graphed rows in
-    info = lab.explain_tutorial_point(res)
+    info = analysis.explain_tutorial_point(res)
     assert [d["device"] for d in info["devices"]] == ["cpu", "cuda:0"]
     for lang in LANGS:
-        series = set(lab.throughput_frame(res, "fast", lang)["series"])
+        series = set(charts.throughput_frame(res, "fast", lang)["series"])
         assert i18n.t("gpu.trace_graphed", lang, device="cuda:0", width=1) in series
         assert len(series) == 3
-        (line, _) = lab.graph_gain_lines(res, lang)
+        (line, _) = report.graph_gain_lines(res, lang)
         assert line.startswith("**cuda\\:0**") and i18n.t("gpu.graphed_tag", lang) in line
-        table = lab.rows_table(res.rows, lang)
+        table = report.rows_table(res.rows, lang)
         assert f"cuda:0 · {i18n.t('gpu.graphed_tag', lang)}" in set(
             table[i18n.t("gpu.device_col", lang)])
-    assert "5.00×" in lab.graph_gain_lines(res, "en")[0]
-    assert "5,00×" in lab.graph_gain_lines(res, "es")[0]
+    assert "5.00×" in report.graph_gain_lines(res, "en")[0]
+    assert "5,00×" in report.graph_gain_lines(res, "es")[0]
     csv_back = gpu_results.SweepResult.from_csv_text(res.to_csv(), source="x.csv")
     assert [r["graphed"] for r in csv_back.rows] == [r["graphed"] for r in res.rows]
 
@@ -343,7 +345,7 @@ def test_a_capture_that_fails_trains_on_eagerly_with_the_same_numbers():
 
 @cuda
 def test_the_timing_series_is_really_graphed_on_cuda():
-    row = lab.measure_point("cuda:0", 4, pipeline="fast", steps=20, warmup=1, repeats=2,
+    row = measure.measure_point("cuda:0", 4, pipeline="fast", steps=20, warmup=1, repeats=2,
                             num_workers=0, graphed=True)
     assert row["graphed"] is True and not row["error"], row["error"]
     assert row["images_per_s"] > 0 and row["warmup_steps"] >= graphs.WARMUP_STEPS + 1

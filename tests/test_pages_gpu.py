@@ -20,8 +20,8 @@ from cifarlab import i18n
 from cifarlab.errors import CifarLabError
 from cifarlab.core import devices
 from cifarlab.serve import queue as jobs
-from cifarlab.lab import gpu as timing
-from cifarlab.lab.gpu import results
+from cifarlab.lab.gpu import analysis, measure, report, results
+from cifarlab.lab.gpu.config import SweepConfig
 from inline_executor import use_inline_executor
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,14 +91,14 @@ def frame_with(at: AppTest, column: str):
     raise AssertionError(f"no table with a column {column!r}")
 
 
-def tiny_result() -> timing.SweepResult:
-    cfg = timing.SweepConfig(devices=("cpu",), batch_sizes=(4, 16), widths=(1,),
+def tiny_result() -> results.SweepResult:
+    cfg = SweepConfig(devices=("cpu",), batch_sizes=(4, 16), widths=(1,),
                              pipelines=("fast",), steps=2, warmup=1, repeats=1,
                              max_seconds=0.5, num_workers=0, breakdown=True)
-    return timing.run_sweep(cfg)
+    return measure.run_sweep(cfg)
 
 
-def as_other_machine(res: timing.SweepResult) -> timing.SweepResult:
+def as_other_machine(res: results.SweepResult) -> results.SweepResult:
     """The result relabelled as recorded on another machine, with a fake cuda:0 that loses to
     the cpu at batch 4 and wins from batch 16 (so the curves cross)."""
     d = copy.deepcopy(res.to_dict())
@@ -119,11 +119,11 @@ def as_other_machine(res: timing.SweepResult) -> timing.SweepResult:
     d["environment"]["load_average_start"] = [0.1] * 3   # a quiet machine (this one may not be)
     for row in d["rows"]:
         row["host"], row["recorded_at"], row["load_1m"] = OTHER_HOST, OTHER_DATE, 0.1
-    return timing.SweepResult.from_dict(d, source="recorded")
+    return results.SweepResult.from_dict(d, source="recorded")
 
 
 @pytest.fixture(scope="module")
-def other_machine() -> timing.SweepResult:
+def other_machine() -> results.SweepResult:
     return as_other_machine(tiny_result())
 
 
@@ -159,9 +159,9 @@ def test_recorded_elsewhere_shows_the_label_and_the_speedup(env, other_machine):
     text = all_text(at)
     assert t("gpu.no_gpu_recorded") in text
     # named by its CPU and GPU (host names repeat: both machines were "vm")
-    assert H100 in timing.machine_label(other_machine) and OTHER_HOST not in \
-        timing.machine_label(other_machine)
-    label = t("gpu.recorded_elsewhere", machine=timing.machine_label(other_machine),
+    assert H100 in report.machine_label(other_machine) and OTHER_HOST not in \
+        report.machine_label(other_machine)
+    label = t("gpu.recorded_elsewhere", machine=report.machine_label(other_machine),
               date="2025-06-01")
     assert any(label in w for w in texts(at, "warning")), texts(at, "warning")
     assert {"gpu_throughput_chart", "gpu_speedup_chart", "gpu_breakdown_chart"} <= charts(at)
@@ -183,7 +183,7 @@ def test_recorded_elsewhere_shows_the_label_and_the_speedup(env, other_machine):
     assert ("On **cuda\\:0**: 0.50× the CPU at the tutorial's point, against up to 3.00× at batch "
             "16, width 1 (fast pipeline).") in [m.value.removeprefix("- ") for m in at.markdown]
     hardware = at.table[0].value.to_string()
-    assert H100 in hardware and "80 GiB" in hardware and timing.md(OTHER_HOST) in hardware
+    assert H100 in hardware and "80 GiB" in hardware and report.md(OTHER_HOST) in hardware
     # the phase breakdown: one device at a time, in ms or as shares of the step
     assert at.radio(key="gpu_breakdown_device").value == "cpu"
     at.radio(key="gpu_breakdown_scale").set_value("share").run()
@@ -191,14 +191,14 @@ def test_recorded_elsewhere_shows_the_label_and_the_speedup(env, other_machine):
     # the same page in Spanish: labelled too
     at2 = open_page("es")
     es = i18n.translator("es")
-    label = es("gpu.recorded_elsewhere", machine=timing.machine_label(other_machine, lang="es"),
+    label = es("gpu.recorded_elsewhere", machine=report.machine_label(other_machine, lang="es"),
                date="2025-06-01")
     assert any(label in w for w in texts(at2, "warning"))
     assert "2 núcleos" in label     # the CPU's cores counted in Spanish
     assert "gpu_speedup_chart" in charts(at2)
 
 
-def with_graphed_series(res: timing.SweepResult, gain: float = 5.0) -> timing.SweepResult:
+def with_graphed_series(res: results.SweepResult, gain: float = 5.0) -> results.SweepResult:
     """``res`` (as_other_machine) plus a "GPU, graphed" series: each fast cuda:0 point again,
     graphed, ``gain`` times as fast."""
     d = copy.deepcopy(res.to_dict())
@@ -213,7 +213,7 @@ def with_graphed_series(res: timing.SweepResult, gain: float = 5.0) -> timing.Sw
                 g[k] = row[k] / gain
             extra.append(g)
     d["rows"] += extra
-    return timing.SweepResult.from_dict(d, source="recorded")
+    return results.SweepResult.from_dict(d, source="recorded")
 
 
 @pytest.mark.parametrize("lang", ["en", "es", "pt"])
@@ -270,9 +270,9 @@ def test_uploads_good_and_bad(env, other_machine):
     assert not texts(at, "error")
     assert at.selectbox(key="gpu_source").value == "upload"
     # named by its CPU and GPU (host names repeat: both machines were "vm")
-    assert H100 in timing.machine_label(other_machine) and OTHER_HOST not in \
-        timing.machine_label(other_machine)
-    label = t("gpu.recorded_elsewhere", machine=timing.machine_label(other_machine),
+    assert H100 in report.machine_label(other_machine) and OTHER_HOST not in \
+        report.machine_label(other_machine)
+    label = t("gpu.recorded_elsewhere", machine=report.machine_label(other_machine),
               date="2025-06-01")
     assert any(label in w for w in texts(at, "warning"))
     assert "gpu_speedup_chart" in charts(at)
@@ -339,7 +339,6 @@ GUARD_S = 150    # a hang guard, never a timing
 
 
 def test_timing_job_end_to_end_shows_rows(env, other_machine, monkeypatch):
-    from cifarlab.lab.gpu import measure
 
     # after its first point the sweep waits until the page has shown it live (a loaded machine
     # could otherwise finish the whole sweep between two script runs of the page)
@@ -405,7 +404,7 @@ def test_timing_job_end_to_end_shows_rows(env, other_machine, monkeypatch):
     at.run()
     assert not at.exception
     assert at.selectbox(key="gpu_source").value == "run"
-    assert any(t("gpu.this_machine", machine=timing.hostname(), date="")[:20] in s
+    assert any(t("gpu.this_machine", machine=measure.hostname(), date="")[:20] in s
                for s in texts(at, "success"))
     table = frame_with(at, t("gpu.note_col"))
     assert sorted(table[t("gpu.batch_col")].tolist()) == [4, 4, 16]
@@ -416,8 +415,8 @@ def test_timing_job_end_to_end_shows_rows(env, other_machine, monkeypatch):
     # tutorial's point), then this machine's CPU against it only when neither was busy
     text = all_text(at)
     assert "**0.50×** as fast as that machine's own CPU" in text
-    here = timing.machine_load(timing.SweepResult.from_dict(run.result))["state"]
-    there = timing.machine_load(other_machine)["state"]
+    here = analysis.machine_load(results.SweepResult.from_dict(run.result))["state"]
+    there = analysis.machine_load(other_machine)["state"]
     refusals = [t(f"gpu.across_refused_{s}_{w}", load=0, cores=0)[:40]
                 for s in ("busy", "unknown") for w in ("here", "there")]
     if here == there == "quiet":
@@ -433,7 +432,7 @@ def test_the_recordings_in_docs_render(env, monkeypatch):
     files = []  # the sweep recordings; gpu_check's results.json files sit beside them
     for path in sorted(real.glob("*.json")) if real.is_dir() else []:
         try:
-            files.append(timing.SweepResult.load(path).check() and path)
+            files.append(results.SweepResult.load(path).check() and path)
         except CifarLabError:
             assert path.name.startswith("gpu-check-results-"), path
     if not files:

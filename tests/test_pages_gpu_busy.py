@@ -9,8 +9,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from cifarlab import i18n
-from cifarlab.lab import gpu as lab
-from cifarlab.lab.gpu import SweepConfig
+from cifarlab.lab.gpu import report
+from cifarlab.lab.gpu.config import SweepConfig
 from data_support import pages_queue
 from page_text import page_texts
 from synthetic_run import write_finished_run
@@ -50,8 +50,8 @@ def test_a_busy_timing_says_so_first(lab_home, lang):
     assert first in [w.value for w in at.warning]
     assert order.index(first) < order.index(success)
     assert i18n.number(271, lang) in first                 # the run store's measured run
-    assert t("gpu_busy.spread", x=lab.times(2.0, lang)) in first
-    cpu = lab.md(lab.in_words(EPYC, lang))      # "AMD EPYC (2 núcleos)" in Spanish
+    assert t("gpu_busy.spread", x=report.times(2.0, lang)) in first
+    cpu = report.md(report.in_words(EPYC, lang))      # "AMD EPYC (2 núcleos)" in Spanish
     assert cpu in success and "vm" not in success
     captions = [c.value for c in at.caption]
     assert any(c.startswith(t("gpu_busy.check", device="cpu", ips=i18n.number(271, lang),
@@ -60,5 +60,5 @@ def test_a_busy_timing_says_so_first(lab_home, lang):
     text = "\n".join(m.value for m in at.markdown)
     assert t("gpu_busy.tut_measured", device="cpu", name=cpu, ips=16) in text
     assert i18n.duration(2 * 50_000 / 16.0, lang) not in text     # no "1 h 44 min"
-    assert t("gpu.tut_best", device="cpu", batch=256, pipeline=lab.pipeline_name("fast", lang),
-             x=lab.times(9 / 1, lang))[:25] not in text
+    assert t("gpu.tut_best", device="cpu", batch=256, pipeline=report.pipeline_name("fast", lang),
+             x=report.times(9 / 1, lang))[:25] not in text

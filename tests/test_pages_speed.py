@@ -68,7 +68,7 @@ def test_chart_and_a_sentence_per_trick_in_every_language(open_page, lang):
              secs=", ".join(i18n.duration(s, lang) for s in (58.5, 59.0))) in text
     uses = [b for b in at.button if b.key and b.key.startswith("speed_use_")]
     assert len(uses) == len(speed.ROW_NAMES)
-    assert at.dataframe[0].value.shape[0] == 19   # input, 3 × (conv, bn, relu, pool), fc head
+    assert at.dataframe[0].value.shape[0] == 20   # input, 3 × (conv, bn, relu, pool), fc head, sum
 
 
 def test_a_row_button_fills_the_train_pages_knobs(open_page):

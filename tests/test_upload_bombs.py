@@ -336,7 +336,7 @@ def test_every_upload_limit_comes_from_one_constant():
                 uploaders.append((path.name, kw.get("max_upload_size")))
     assert ("results.py", "R.UPLOADER_MB") in uploaders
     assert ("models.py", "R.UPLOADER_MB") in uploaders
-    assert ("gpu.py", "lab.UPLOADER_MB") in uploaders
+    assert ("gpu.py", "results.UPLOADER_MB") in uploaders
     assert all(limit for _, limit in uploaders), uploaders
 
 

@@ -1,9 +1,5 @@
-"""What the Speed page shows: the ablation "what each trick buys", one trick a row.
-
-The rows start from the tutorial (one epoch, so that every row trains the same number of
-epochs) and add one trick at a time, as airbench94 (KellerJordan/cifar10-airbench) combines
-them; the last row is the ``one_minute_cpu`` preset itself.
-"""
+"""The Speed page's ablation: from the tutorial (one epoch, as every row) one trick a row, as
+airbench94 combines them; the last row is the ``one_minute_cpu`` preset itself."""
 from __future__ import annotations
 
 import json

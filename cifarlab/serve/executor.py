@@ -45,7 +45,7 @@ def import_target(target: str) -> Callable[[dict, Any], dict]:
 
 
 register_kind(TRAIN, "cifarlab.serve.worker:run_train_job")
-register_kind(TIMING, "cifarlab.lab.gpu:run_timing_job")
+register_kind(TIMING, "cifarlab.lab.gpu.measure:run_timing_job")
 register_kind(LR_FIND, "cifarlab.core.lr_finder:run_job")
 
 @dataclass

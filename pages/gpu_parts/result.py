@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from cifarlab.lab import gpu as lab
+from cifarlab.lab.gpu import analysis, charts, report
 
 
 def chart(fig, name: str, t) -> None:
@@ -14,7 +14,7 @@ def chart(fig, name: str, t) -> None:
 
 
 def breakdown_section(res, t) -> None:
-    choices = lab.breakdown_choices(res)
+    choices = charts.breakdown_choices(res)
     if not choices:
         st.info(t("gpu.no_breakdown"))
         return
@@ -26,14 +26,14 @@ def breakdown_section(res, t) -> None:
                       key="gpu_breakdown_method", format_func=lambda m: t(f"gpu.breakdown_{m}"))
     scale = b3.radio(t("gpu.breakdown_scale"), ["ms", "share"], horizontal=True,
                      key="gpu_breakdown_scale", format_func=lambda s: t(f"gpu.breakdown_{s}"))
-    chart(lab.breakdown_figure(res, dev, method, scale == "share", t), "breakdown", t)
+    chart(charts.breakdown_figure(res, dev, method, scale == "share", t), "breakdown", t)
 
 
 def show(res, recorded: list, has_cuda: bool, t, measured: list = ()) -> None:
     """One result, whether the machine was busy first. ``measured``: this server's runs."""
     L = t.lang
-    judged = lab.assess(res, measured)
-    where = lab.provenance(res, L, judged)
+    judged = analysis.assess(res, measured)
+    where = report.provenance(res, L, judged)
     if where["busy"]:
         st.warning(where["busy"], icon=":material/warning:")
     if where["elsewhere"]:
@@ -44,11 +44,11 @@ def show(res, recorded: list, has_cuda: bool, t, measured: list = ()) -> None:
     if where["check"]:
         st.caption(where["check"])
     with st.expander(t("gpu.hardware_title"), expanded=where["elsewhere"]):
-        st.table(lab.hardware_table(res, L).set_index(t("gpu.hw_item")))
+        st.table(report.hardware_table(res, L).set_index(t("gpu.hw_item")))
     st.caption(t("gpu.timing_note"))
 
     st.markdown(f"### :material/star: {t('gpu.tutorial_title')}")
-    lines = lab.tutorial_lines(res, L, judged["busy"])
+    lines = report.tutorial_lines(res, L, judged["busy"])
     if not lines:
         st.info(t("gpu.tut_missing"))
     for line in lines:
@@ -61,22 +61,22 @@ def show(res, recorded: list, has_cuda: bool, t, measured: list = ()) -> None:
                     index=measured.index("fast") if "fast" in measured else 0,
                     format_func=lambda p: t(f"gpu.pipeline_{p}"))
     st.markdown(f"### {t('gpu.throughput_title')}")
-    chart(lab.throughput_figure(res, pipe, t), "throughput", t)
+    chart(charts.throughput_figure(res, pipe, t), "throughput", t)
 
     st.markdown(f"### {t('gpu.speedup_title')}")
     if any(r["device"] != "cpu" for r in res.ok_rows()):
-        chart(lab.speedup_figure(res, pipe, t), "speedup", t)
-        for line in lab.crossover_lines(res, pipe, L, judged["busy"]):
+        chart(charts.speedup_figure(res, pipe, t), "speedup", t)
+        for line in report.crossover_lines(res, pipe, L, judged["busy"]):
             st.markdown("- " + line)
     else:
         st.info(t("gpu.no_speedup"))
         st.markdown(f"#### {t('gpu.would_add_title')}")
-        for kind, text in lab.would_add_lines(res, recorded, L):
+        for kind, text in report.would_add_lines(res, recorded, L):
             getattr(st, kind)(text)
 
     st.markdown(f"### {t('gpu.graphs_title')}")
     st.markdown(t("gpu.graphs_body"))
-    gains = lab.graph_gain_lines(res, L)
+    gains = report.graph_gain_lines(res, L)
     for line in gains:
         st.markdown("- " + line)
     if not gains:
@@ -89,17 +89,17 @@ def show(res, recorded: list, has_cuda: bool, t, measured: list = ()) -> None:
     st.markdown(f"### {t('gpu.pipelines_title')}")
     if {"fast", "tutorial"} <= set(measured):
         width = min(r["width"] for r in res.ok_rows())
-        chart(lab.pipelines_figure(res, width, t), "pipelines", t)
-        for line in lab.pipeline_gain_lines(res, width, L):
+        chart(charts.pipelines_figure(res, width, t), "pipelines", t)
+        for line in report.pipeline_gain_lines(res, width, L):
             st.markdown("- " + line)
     else:
         st.info(t("gpu.pipelines_need_both"))
 
     st.markdown(f"### {t('gpu.table_title')}")
-    st.dataframe(lab.rows_table(res.rows, L), hide_index=True, key="gpu_result_rows")
+    st.dataframe(report.rows_table(res.rows, L), hide_index=True, key="gpu_result_rows")
 
     st.markdown(f"### {t('gpu.save_title')}")
-    stem = lab.download_stem(res)
+    stem = report.download_stem(res)
     d1, d2 = st.columns(2)
     d1.download_button(t("gpu.download_csv"), res.to_csv(), file_name=f"{stem}.csv",
                        mime="text/csv", key="gpu_download_csv", on_click="ignore")

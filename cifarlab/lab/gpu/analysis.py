@@ -1,11 +1,6 @@
-"""Figures from a timing result (numbers, never sentences): speed-ups, crossovers, the
-tutorial's point, the hardware, what a GPU would add, whether the machine was busy.
-
-Devices are compared within one recording; only ``what_a_gpu_would_add`` compares across
-machines, labelled so, and never from a busy machine (a CPU timed under load makes any GPU look
-hundreds of times faster). Busy (``assess``): any of **load** (the load average less the
-timing's own threads, on half the cores or more; it lags and misses a VM's neighbours),
-**spread** (slowest repeat ÷ fastest) and **runs** (slower than this server's finished runs).
+"""Figures from a timing result (numbers, never sentences). Devices are compared within one
+recording; only ``what_a_gpu_would_add`` compares machines, never from a busy one (a CPU timed
+under load makes any GPU look hundreds of times faster).
 """
 from __future__ import annotations
 
@@ -47,9 +42,8 @@ def speedups(result: SweepResult | list[dict]) -> list[dict]:
 
 
 def crossover(result: SweepResult | list[dict]) -> list[dict]:
-    """Per accelerator, pipeline and width: batch_size, the smallest at which it beats the cpu
-    (None if never), its speedup, and estimate, where the curves cross between the batch sizes
-    around it (log scales; None if it wins from the smallest or never)."""
+    """Per accelerator, pipeline and width: the smallest batch_size beating the cpu (or None),
+    and estimate, where the curves cross on log scales (None if it wins from the first)."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for s in speedups(result):
         groups[(s["device"], s["graphed"], s["pipeline"], s["width"])].append(s)
@@ -72,9 +66,8 @@ def crossover(result: SweepResult | list[dict]) -> list[dict]:
 
 
 def explain_tutorial_point(result: SweepResult) -> dict:
-    """Figures about the tutorial as written (TUTORIAL_POINT) on each device: its speed, its two
-    epochs, the fast pipeline at its batch, and the best point of its network (width 1).
-    Speed-ups are against this recording's own cpu."""
+    """The tutorial as written (TUTORIAL_POINT) on each device: its speed and two epochs, the
+    fast pipeline at its batch, the best point of its network (width 1)."""
     rows = eager(result.ok_rows())
     _, b, w = TUTORIAL_POINT
     cpu_tut = next((r for r in rows if r["device"] == "cpu" and point_key(r) == TUTORIAL_POINT),
@@ -117,8 +110,7 @@ def pipeline_gains(result: SweepResult, width: int) -> dict[str, list[tuple[int,
 
 
 def graph_gains(result: SweepResult) -> list[dict]:
-    """The "GPU, graphed" series against the same device eager, point by point: ``gain`` is
-    graphed ÷ eager steps/s."""
+    """The "GPU, graphed" series against the same device eager: ``gain``, graphed ÷ eager."""
     rows = result.ok_rows()
     plain = {(r["device"], *point_key(r)): r for r in eager(rows) if r["images_per_s"]}
     out = [{"device": g["device"], "device_name": g["device_name"], "pipeline": g["pipeline"],
@@ -131,8 +123,8 @@ def graph_gains(result: SweepResult) -> list[dict]:
 
 
 def machine_load(result: SweepResult) -> dict:
-    """How busy the machine was: state "quiet", "busy" or "unknown"; "others", the most threads
-    of other work (the load less the timing's own threads and DataLoader workers)."""
+    """State "quiet", "busy" (other work on BUSY_SHARE of the cores) or "unknown"; "others",
+    the load less the timing's own threads and DataLoader workers."""
     env = result.environment or {}
     cores = env.get("cpu_count")
     threads = (env.get("settings") or {}).get("torch_threads") or env.get("torch_threads") or cores
@@ -156,9 +148,8 @@ def spread(res: SweepResult) -> float | None:
 
 
 def runs_check(res: SweepResult, measured: Iterable[Mapping[str, Any]]) -> dict | None:
-    """The tutorial's point timed here against this server's finished runs of it on the same
-    device: {"device", "timed_ips", "run_ips", "runs", "ratio", "run_s"} (medians); None for
-    a result recorded elsewhere or with nothing to compare."""
+    """The tutorial's point timed here against this server's finished runs of it (medians);
+    None for a result recorded elsewhere or with nothing to compare."""
     if res.recorded_elsewhere:
         return None
     pipe, batch, width = TUTORIAL_POINT
@@ -180,8 +171,7 @@ def runs_check(res: SweepResult, measured: Iterable[Mapping[str, Any]]) -> dict 
 
 
 def assess(res: SweepResult, measured: Iterable[Mapping[str, Any]] = ()) -> dict:
-    """{"busy", "reasons" (those of "load", "spread", "runs" that say busy), "load", "spread",
-    "runs"}."""
+    """Whether the machine was busy, and which of "load", "spread", "runs" say so."""
     load, sp, runs = machine_load(res), spread(res), runs_check(res, list(measured))
     reasons = [name for name, said in (("load", load["state"] == "busy"),
                                        ("spread", sp is not None and sp >= SPREAD_BUSY),
@@ -191,11 +181,9 @@ def assess(res: SweepResult, measured: Iterable[Mapping[str, Any]] = ()) -> dict
 
 
 def what_a_gpu_would_add(result: SweepResult, recorded: list[SweepResult]) -> dict | None:
-    """What an accelerator adds to ``result``'s machine (which has none), from the newest of
-    ``recorded`` with one (None without): ``same_machine``, its accelerator against its own cpu
-    (the figure to teach with); ``across``, against this result's cpu, labelled two machines,
-    or None with ``across_refused``: "busy_here"/"busy_there", "unknown_here"/"unknown_there"
-    (no load recorded) or "no_cpu_here"."""
+    """What the newest of ``recorded`` with an accelerator says about one for ``result``'s
+    machine: ``same_machine``, against its own cpu (the figure to teach with); ``across``,
+    against this result's cpu, or None with ``across_refused`` saying why."""
     reference = next((r for r in recorded if any(x["device"] != "cpu" for x in r.ok_rows())),
                      None)
     if reference is None:
@@ -223,8 +211,7 @@ def _summary(ups: list[dict]) -> dict:
 
 
 def hardware(result: SweepResult) -> dict:
-    """What the result was measured on and with, from its environment (or its rows: a CSV
-    without its first line); None where not known."""
+    """What the result was measured on and with (its rows where a CSV lost its first line)."""
     env, cfg = result.environment or {}, result.config or {}
     first = result.rows[0] if result.rows else {}
     gpus = [d for d in env.get("devices", []) if d.get("kind", "cpu") != "cpu"]

@@ -1,5 +1,4 @@
-"""The CPU vs GPU page's figures, each from a tidy DataFrame (also here), in ``t``'s language.
-Series names are legend entries, never Markdown."""
+"""The CPU vs GPU page's figures, each from a tidy DataFrame, in ``t``'s language."""
 from __future__ import annotations
 
 import pandas as pd
@@ -28,7 +27,7 @@ def _order(df: pd.DataFrame, *by: str) -> pd.DataFrame:
 
 
 def throughput_frame(res: SweepResult, pipeline: str, lang: str) -> pd.DataFrame:
-    """Images/s against batch size, a series per device and width; plus / minus: the distances
+    """Images/s against batch size, a series per device and width; plus / minus: the error bars
     to the fastest and slowest repeat."""
     rows = [r for r in res.ok_rows() if r["pipeline"] == pipeline]
     df = pd.DataFrame([{"device": r["device"], "width": r["width"],

@@ -1,6 +1,5 @@
-"""``python -m cifarlab bench``: the CPU vs GPU sweep from the terminal. ``--sweep`` records
-what the page shows machines without a GPU (``docs/gpu-results``). The parser imports no torch.
-"""
+"""``python -m cifarlab bench``: the CPU vs GPU sweep from the terminal; ``--sweep`` records
+what the page shows machines without a GPU (``docs/gpu-results``). The parser imports no torch."""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +7,7 @@ import re
 import time
 from datetime import datetime, UTC
 from pathlib import Path
+from typing import Callable
 
 from cifarlab import i18n
 from cifarlab.errors import ConfigError, Problem
@@ -77,7 +77,7 @@ def config_from_args(args) -> SweepConfig:
 def cmd_bench(args) -> int:
     from cifarlab.lab.gpu.results import SweepResult, check_suffix
 
-    printer, outs = None if args.json else TablePrinter(), []
+    printer, outs = None if args.json else table_printer(), []
     if args.show:
         result = SweepResult.load(args.show)
         for row in result.rows if printer else []:
@@ -111,8 +111,7 @@ def cmd_bench(args) -> int:
 
 
 def sweep_files(devices: list[str], out_dir: str | None) -> list[Path]:
-    """docs/gpu-results/<first GPU's name, else the host>-<date>.json and .csv (+ the time when
-    taken)."""
+    """docs/gpu-results/<first GPU's name, else the host>-<date>[-<time>].json and .csv."""
     from cifarlab.core.devices import list_devices
     from cifarlab.lab.gpu.measure import hostname
     from cifarlab.lab.gpu.results import RESULTS_DIR
@@ -147,26 +146,24 @@ def _machine_lines(env: dict) -> list[str]:
     return lines
 
 
-# -----------------------------------------------------------------------------
-# printing
+# -- printing
 
-class TablePrinter:
-    """on_result callback that prints each row as it arrives: a row of the page's table
-    (``rows_table``, in English), its speed-up against the cpu rows before it."""
+def table_printer() -> Callable[[dict], None]:
+    """An on_result callback printing each row as it arrives, as a row of the page's table (in
+    English), its speed-up against the cpu rows before it."""
+    rows: list[dict] = []
 
-    def __init__(self):
-        self.rows: list[dict] = []
-
-    def __call__(self, row: dict) -> None:
+    def print_row(row: dict) -> None:
         import pandas as pd
 
         from cifarlab.lab.gpu.report import rows_table
 
-        self.rows.append(row)
-        table = rows_table(self.rows, "en")
+        rows.append(row)
+        table = rows_table(rows, "en")
         last = ["-" if pd.isna(v) else v for v in table.iloc[-1]]
-        for cells in ([table.columns] if len(self.rows) == 1 else []) + [last]:
+        for cells in ([table.columns] if len(rows) == 1 else []) + [last]:
             print("  ".join(str(c).rjust(w) for c, w in zip(cells, WIDTHS)), flush=True)
+    return print_row
 
 
 def summary_lines(result) -> list[str]:
@@ -207,8 +204,7 @@ def summary_lines(result) -> list[str]:
     return lines
 
 
-# -----------------------------------------------------------------------------
-# reading the options
+# -- reading the options
 
 def _whole(text, name: str, many: bool = False):
     """--name's whole number, or with ``many`` its whole numbers separated by commas."""

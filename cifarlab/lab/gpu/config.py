@@ -1,5 +1,4 @@
-"""What a timing sweep measures (``SweepConfig``) and holds. No torch: ``bench``'s parser
-imports this."""
+"""What a timing sweep measures (``SweepConfig``). No torch: ``bench``'s parser imports it."""
 from __future__ import annotations
 
 import dataclasses
@@ -30,10 +29,8 @@ def _as_tuple(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class SweepConfig:
-    """What to measure; bad values raise ConfigError naming every bad field. devices: () is
-    every device here. max_seconds: the budget per point (None: none). num_workers: the
-    tutorial pipeline's. images: "synthetic" or "real" (a slice of the training set).
-    breakdown: the phase pass too. graphed: the fast step as a CUDA graph too, on CUDA."""
+    """What to measure; ConfigError names every bad field. devices () is every device here;
+    max_seconds is per point (None: no budget); images "real" is a slice of the training set."""
 
     devices: tuple[str, ...] = ()
     batch_sizes: tuple[int, ...] = (4, 16, 64, 256, 1024)
@@ -72,22 +69,18 @@ class SweepConfig:
         def ints(v: Any, lo: int, hi: int) -> bool:
             return isinstance(v, tuple) and bool(v) and all(is_int(x) and lo <= x <= hi for x in v)
 
-        def whole(v: Any, lo: int, hi: int) -> bool:
-            return is_int(v) and lo <= v <= hi
-
         bad("devices", "gpu.devices", isinstance(self.devices, tuple) and all(
             isinstance(d, str) and DEVICE_RE.match(d) for d in self.devices))
         bad("batch_sizes", "gpu.batch_sizes", ints(self.batch_sizes, 1, MAX_BATCH), max=MAX_BATCH)
         bad("widths", "gpu.widths", ints(self.widths, 1, MAX_WIDTH), max=MAX_WIDTH)
         bad("pipelines", "gpu.pipelines", isinstance(self.pipelines, tuple) and bool(self.pipelines)
             and all(p in PIPELINES for p in self.pipelines))
-        bad("steps", "gpu.steps", whole(self.steps, 1, 100_000), max=100_000)
-        bad("warmup", "gpu.warmup", whole(self.warmup, 0, 10_000), max=10_000)
-        bad("repeats", "gpu.repeats", whole(self.repeats, 1, 1000), max=1000)
+        for name, lo, hi in (("steps", 1, 100_000), ("warmup", 0, 10_000), ("repeats", 1, 1000),
+                             ("num_workers", 0, 64)):
+            bad(name, f"gpu.{name}", ints((getattr(self, name),), lo, hi), max=hi)
         bad("max_seconds", "gpu.max_seconds", self.max_seconds is None or (
             isinstance(self.max_seconds, float) and math.isfinite(self.max_seconds)
             and self.max_seconds > 0))
-        bad("num_workers", "gpu.num_workers", whole(self.num_workers, 0, 64), max=64)
         bad("images", "gpu.images", self.images in ("synthetic", "real"))
         bad("breakdown", "gpu.breakdown", isinstance(self.breakdown, bool))
         bad("seed", "gpu.seed", is_int(self.seed) and self.seed >= 0)
@@ -95,8 +88,7 @@ class SweepConfig:
         return out
 
     def resolved_devices(self) -> list[str]:
-        """The devices to measure, the cpu first (so speed-ups show as soon as an accelerator's
-        row is in); DeviceError if one is absent."""
+        """The devices to measure, the cpu first (speed-ups show from the first accelerator)."""
         from cifarlab.core.devices import device_ids, resolve_device
 
         devices = list(self.devices) or device_ids()
@@ -105,9 +97,8 @@ class SweepConfig:
         return sorted(devices, key=lambda d: d != "cpu")
 
     def points(self, devices: list[str] | None = None) -> list[dict]:
-        """``measure_point``'s arguments for every point, in order: the tutorial's own first,
-        then width, pipeline, batch, graphed (fast on CUDA) and innermost the devices (a sweep
-        cut short still compares them)."""
+        """``measure_point``'s arguments for every point: the tutorial's first, the devices
+        innermost (a sweep cut short still compares them)."""
         devices = self.resolved_devices() if devices is None else list(devices)
         grid = [TUTORIAL_POINT] + [(p, b, w) for w in self.widths for p in self.pipelines
                                    for b in sorted(self.batch_sizes) if (p, b, w) != TUTORIAL_POINT]
@@ -116,8 +107,8 @@ class SweepConfig:
                 for d in devices if not g or d.startswith("cuda")]
 
     def breakdown_passes(self, devices: list[str] | None = None) -> list[dict]:
-        """The breakdown passes (if cfg.breakdown): each device, pipeline and batch at the
-        smallest width, timed with synchronisation, and on CUDA with CUDA events too."""
+        """The breakdown passes: each device, pipeline and batch at the smallest width; on CUDA
+        with CUDA events too."""
         if not self.breakdown:
             return []
         devices = self.resolved_devices() if devices is None else list(devices)
@@ -140,14 +131,13 @@ class SweepConfig:
 
 
 def devices_held(config: SweepConfig) -> tuple[str, ...]:
-    """The devices a timing run keeps to itself: each accelerator it times and always the CPU
-    (one side of every speed-up; it also feeds the GPU). DeviceError if one is absent."""
+    """The devices a timing run keeps to itself: those it times and always the CPU (one side of
+    every speed-up; it also feeds the GPU)."""
     return ("cpu", *(d for d in config.resolved_devices() if d != "cpu"))
 
 
 def estimate_seconds(config: SweepConfig, devices: list[str] | None = None) -> float | None:
-    """The most a sweep should take: each point and breakdown pass stops at its budget (plus
-    about a second to set up). None without a budget."""
+    """The most a sweep should take (a second a point to set up); None without a budget."""
     if config.max_seconds is None:
         return None
     n = len(config.points(devices)) + len(config.breakdown_passes(devices))
@@ -156,8 +146,8 @@ def estimate_seconds(config: SweepConfig, devices: list[str] | None = None) -> f
 
 def time_left(config: SweepConfig, points_done: int, elapsed_s: float,
               devices: list[str] | None = None) -> float | None:
-    """Seconds a running sweep still needs at its time per point so far; None before the first
-    point and after the last."""
+    """Seconds a running sweep still needs at its pace so far; None before the first point and
+    after the last."""
     points = len(config.points(devices))
     if points_done <= 0 or elapsed_s <= 0 or points_done >= points:
         return None
@@ -165,8 +155,7 @@ def time_left(config: SweepConfig, points_done: int, elapsed_s: float,
 
 
 def job_request(config: SweepConfig) -> dict[str, Any]:
-    """``submit_job``'s arguments but session and owner: listed on the accelerator it times
-    (else the CPU), holding ``devices_held``, with the estimate the queue's limit checks."""
+    """``submit_job``'s arguments but session and owner (listed on the accelerator it times)."""
     held = devices_held(config)
     return {"kind": "timing", "payload": config.to_dict(), "device": held[-1],
             "exclusive": list(held), "name": "CPU vs GPU timing",

@@ -1,6 +1,5 @@
-"""What the CPU vs GPU page says about a result, in the student's language. Text from a file
-(a device, a host, a file name) goes into a sentence escaped for Markdown (``md``).
-"""
+"""What the CPU vs GPU page says about a result, in the student's language; text from a file
+goes into a sentence escaped for Markdown (``md``)."""
 from __future__ import annotations
 
 import re
@@ -46,9 +45,8 @@ def in_words(name: str, lang: str) -> str:
 
 
 def machine_label(res: SweepResult, markdown: bool = True, lang: str = "en") -> str:
-    """The machine as a person tells it apart: its CPU and GPUs ("AMD EPYC (2 cores) + NVIDIA
-    H100 80GB HBM3"), its host name (virtual machines are all "vm") only when nothing else is
-    known. Escaped for Markdown unless ``markdown`` is False (a widget's options)."""
+    """The machine by its CPU and GPUs ("AMD EPYC (2 cores) + NVIDIA H100"), its host name only
+    when nothing else is known (virtual machines are all "vm"); plain text for a widget."""
     hw = analysis.hardware(res)
     cpu = re.sub(r"\((R|TM)\)", "", hw["cpu"] or "").replace("  ", " ").strip()
     gpus = [g["name"] for g in hw["gpus"] if g["name"] and g["name"] != hw["cpu"]]
@@ -88,8 +86,7 @@ def rows_table(rows: list[dict], lang: str) -> pd.DataFrame:
 
 
 def hardware_table(res: SweepResult, lang: str) -> pd.DataFrame:
-    """What it was measured on and with, two columns for ``st.table`` (its cells are Markdown,
-    so they come escaped)."""
+    """What it was measured on and with, for ``st.table`` (whose cells are Markdown: escaped)."""
     t, hw = i18n.translator(lang), analysis.hardware(res)
     none = t("gpu.none")
 
@@ -121,7 +118,6 @@ def hardware_table(res: SweepResult, lang: str) -> pd.DataFrame:
                                                    for x in hw["load"])))
     if hw["flags"]:
         items.append((t("gpu.hw_flags"), ", ".join(f"{k}={v}" for k, v in hw["flags"].items())))
-    # st.table renders its cells as Markdown: everything in them is escaped
     return pd.DataFrame([(md(k), md(v)) for k, v in items],
                         columns=[t("gpu.hw_item"), t("gpu.hw_value")])
 
@@ -133,9 +129,8 @@ def download_stem(res: SweepResult) -> str:
 
 
 def provenance(res: SweepResult, lang: str, judged: dict | None = None) -> dict:
-    """{"elsewhere": bool, "label": where and when it was measured, "busy": why the machine was
-    busy (``analysis.assess``) in one paragraph or None, "check": the cross-check with this
-    server's finished runs or None}."""
+    """Where and when it was measured, why the machine was busy (or None) and the cross-check
+    with this server's finished runs (or None)."""
     t = i18n.translator(lang)
     judged = judged or analysis.assess(res)
     label = t("gpu.recorded_elsewhere" if res.recorded_elsewhere else "gpu.this_machine",
@@ -166,8 +161,8 @@ def source_label(res: SweepResult, lang: str) -> str:
 
 
 def tutorial_lines(res: SweepResult, lang: str, is_busy: bool = False) -> list[str]:
-    """The tutorial as written on each device, in sentences ([] without that point). ``is_busy``:
-    only what was measured, no extrapolation from figures busy-ness made."""
+    """The tutorial as written on each device, in sentences; from a busy machine only what was
+    measured, nothing extrapolated."""
     t, info = i18n.translator(lang), analysis.explain_tutorial_point(res)
     timed = [d for d in info["devices"] if d["images_per_s"]]
     if not timed:
@@ -244,8 +239,8 @@ def pipeline_gain_lines(res: SweepResult, width: int, lang: str) -> list[str]:
 
 def would_add_lines(res: SweepResult, recorded: list[SweepResult], lang: str
                     ) -> list[tuple[str, str]]:
-    """What a GPU would add to ``res``'s machine, as (kind: "markdown" | "info" | "warning",
-    text): the recording's own comparison first, then one across machines, or why none."""
+    """What a GPU would add to ``res``'s machine as (st's function name, text): the recording's
+    own comparison first, then one across machines, or why none."""
     t = i18n.translator(lang)
     info = analysis.what_a_gpu_would_add(res, recorded)
     same = info and info["same_machine"]
@@ -286,8 +281,8 @@ def plan_text(config: SweepConfig, lang: str) -> str:
 
 def live_lines(run, rows: list[dict], position: int | None, now: float,
                lang: str) -> tuple[list[tuple[str, str]], float | None]:
-    """A running or queued timing run: [(kind: "info" | "warning" | "caption", text)], and
-    the fraction of its points done (None before it starts)."""
+    """A running or queued timing run as [(st's function name, text)], and the share of its
+    points done (None before it starts)."""
     t, cfg = i18n.translator(lang), SweepConfig.from_dict(run.config)
     total = len(cfg.points(list(cfg.devices)))
     if run.status == "queued":

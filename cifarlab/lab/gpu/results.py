@@ -1,8 +1,5 @@
 """A timing result: rows + what they were measured on; JSON and CSV with an exact round trip.
-
-Rows are typed through pandas (nullable dtypes): a value of the wrong kind in a file is refused
-as it is read. A loaded result is never taken for this machine's own. Text from a file is
-measured before any parser sees it (``check_text``), so a hostile file is refused in words.
+Rows are typed through pandas' nullable dtypes, so a value of the wrong kind is refused as read.
 """
 from __future__ import annotations
 
@@ -12,8 +9,6 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from cifarlab.core.config import PIPELINES
 from cifarlab.core.safe_text import csv_cell, csv_value
@@ -28,16 +23,14 @@ RESULTS_DIR = Path(__file__).resolve().parents[3] / "docs" / "gpu-results"
 MAX_UPLOAD_BYTES = 5 * 2**20   # a result file; larger uploads are refused in words
 UPLOADER_MB = MAX_UPLOAD_BYTES // 2**20 + 1   # the widget lets a little more through: ours refuses
 SUFFIXES = (".json", ".csv")
-# What a result file may cost to parse (a real one: 4 deep, numbers of ~20 digits at most)
+# What a result file may hold (a real one: 4 deep, a few hundred rows, 37 columns)
 MAX_DEPTH = 32
-MAX_DIGITS = 100
 MAX_ROWS = 10_000
-MAX_COLUMNS = 256
+MAX_COLUMNS = 256   # pandas takes minutes over a header of 10⁶ columns
 
 log = logging.getLogger("cifarlab.lab.gpu")
 
-# One row per point, typed as read back: int/float may be None; str is "" when empty; bool is
-# never None.
+# One row per point; read back, an empty int/float is None, str "" and bool False
 COLUMNS: dict[str, type] = {
     "device": str, "device_kind": str, "device_name": str, "device_memory_bytes": int,
     "pipeline": str, "batch_size": int, "width": int, "params": int, "tutorial_point": bool,
@@ -90,52 +83,24 @@ def _typed(rows: Any, columns: dict[str, type], source: str) -> list[dict]:
         raise DataError("gpu.bad_value", source=source) from None
 
 
-def _longest_run(mask: np.ndarray) -> int:
-    """The longest run of True in ``mask`` (vectorised: linear, whatever the input)."""
-    if not mask.size:
-        return 0
-    pos = np.arange(1, mask.size + 1, dtype=np.int64)
-    last_false = np.maximum.accumulate(np.where(mask, 0, pos))
-    return int((pos - last_false).max())
+def _too_deep(value: Any, depth: int = MAX_DEPTH) -> bool:
+    """Whether parsed JSON nests past ``depth``: json.loads takes up to the recursion limit,
+    too deep to be written back or shown from deeper in a page's stack."""
+    if isinstance(value, dict):
+        value = list(value.values())
+    return isinstance(value, list) and (depth == 0 or any(_too_deep(v, depth - 1) for v in value))
 
 
-def json_depth(data: bytes) -> int:
-    """How deep JSON text's brackets nest (outside strings): linear, nothing parsed."""
-    b = np.frombuffer(data, np.uint8)
-    if not b.size:
-        return 0
-    pos = np.arange(b.size, dtype=np.int64)
-    slash = b == 0x5C
-    # a quote opens or closes a string unless an odd run of backslashes stands before it
-    last_other = np.maximum.accumulate(np.where(slash, -1, pos))
-    before = np.zeros(b.size, np.int64)
-    before[1:] = pos[:-1] - last_other[:-1]
-    quote = (b == 0x22) & (before % 2 == 0)
-    inside = (np.cumsum(quote, dtype=np.int64) - quote) % 2 == 1
-    opens = ((b == 0x5B) | (b == 0x7B)) & ~inside
-    closes = ((b == 0x5D) | (b == 0x7D)) & ~inside
-    return max(0, int(np.cumsum(opens.astype(np.int64) - closes).max()))
-
-
-def check_text(data: str | bytes, source: str, kind: str) -> bytes:
-    """``data`` as bytes once it is cheap to parse as ``kind`` ("json", "csv", or "header":
-    the CSV's JSON first line); DataError otherwise."""
-    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
-    if len(raw) > MAX_UPLOAD_BYTES:
-        raise UploadError("gpu.upload_too_big", field="upload", name=source,
-                          mb=MAX_UPLOAD_BYTES // 2**20)
-    b = np.frombuffer(raw, np.uint8)
-    if _longest_run((b >= 0x30) & (b <= 0x39)) > MAX_DIGITS:
-        raise DataError("gpu.number_too_long", source=source, digits=MAX_DIGITS)
-    if kind in ("json", "header") and json_depth(raw) > MAX_DEPTH:
-        raise DataError("gpu.too_deep", source=source, depth=MAX_DEPTH)
-    if kind == "csv":
-        first = raw.split(b"\n", 1)[0]
-        if first.count(b",") + 1 > MAX_COLUMNS:
-            raise DataError("gpu.too_many_columns", source=source, limit=MAX_COLUMNS)
-        if raw.count(b"\n") > MAX_ROWS + 1:
-            raise DataError("gpu.too_many_rows", source=source, limit=MAX_ROWS)
-    return raw
+def _parse_json(text: str | bytes, source: str, code: str) -> Any:
+    """JSON text parsed, or DataError ``code``: damaged, nested past the recursion limit or
+    MAX_DEPTH, or with an integer of over 4,300 digits (Python refuses those)."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError, digits, ...
+        value = None
+    if value is None or _too_deep(value):
+        raise DataError(code, source=source)
+    return value
 
 
 def check_suffix(path: str | Path) -> Path:
@@ -168,8 +133,7 @@ class SweepResult:
         return [r for r in self.rows if not r["error"]]
 
     def check(self) -> SweepResult:
-        """Itself when every row can be shown (device, pipeline, batch size and width; figures
-        unless it failed); DataError naming the first that cannot."""
+        """Itself when every row can be shown; DataError naming the first that cannot."""
         if not self.rows:
             raise DataError("gpu.no_rows", source=self.source)
         for n, r in enumerate(self.rows, start=1):
@@ -180,7 +144,6 @@ class SweepResult:
                 raise DataError("gpu.bad_row", source=self.source, n=n)
         return self
 
-    # -- JSON
     def to_dict(self) -> dict:
         return {"format": FORMAT, "version": FORMAT_VERSION, "host": self.host,
                 "recorded_at": self.recorded_at, "cancelled": self.cancelled,
@@ -212,12 +175,7 @@ class SweepResult:
 
     @classmethod
     def from_json_text(cls, text: str | bytes, source: str = "recorded") -> SweepResult:
-        raw = check_text(text, source, "json")
-        try:
-            d = json.loads(raw)
-        except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError, ...
-            raise DataError("gpu.not_json", source=source) from None
-        return cls.from_dict(d, source=source)
+        return cls.from_dict(_parse_json(text, source, "gpu.not_json"), source=source)
 
     # -- CSV: a first line "# cifarlab-timing {json}" keeps everything but the rows
     def to_csv(self) -> str:
@@ -240,12 +198,11 @@ class SweepResult:
         meta: dict = {"format": FORMAT}
         if text.startswith(f"# {FORMAT} "):
             first, _, text = text.partition("\n")
-            header = check_text(first[len(FORMAT) + 3:], source, "header")
-            try:
-                meta = json.loads(header)
-            except (ValueError, RecursionError):
-                raise DataError("gpu.csv_header_damaged", source=source) from None
-        check_text(text, source, "csv")
+            meta = _parse_json(first[len(FORMAT) + 3:], source, "gpu.csv_header_damaged")
+        if text.partition("\n")[0].count(",") >= MAX_COLUMNS:
+            raise DataError("gpu.too_many_columns", source=source, limit=MAX_COLUMNS)
+        if text.count("\n") > MAX_ROWS + 1:
+            raise DataError("gpu.too_many_rows", source=source, limit=MAX_ROWS)
         try:
             header = pd.read_csv(io.StringIO(text), nrows=0).columns
         except (ValueError, OverflowError):  # pandas' parser errors are ValueErrors
@@ -265,7 +222,6 @@ class SweepResult:
                 meta["host"], meta["recorded_at"] = rows[0]["host"], rows[0]["recorded_at"]
         return cls.from_dict(meta, source=source)
 
-    # -- either, by suffix
     def save(self, path: str | Path) -> Path:
         from cifarlab.core.checkpoint import atomic_write_bytes  # imports torch: only when saving
 
@@ -306,8 +262,7 @@ def load_upload(name: str, data: bytes) -> SweepResult:
 
 
 def recordings_stamp() -> tuple:
-    """(docs/gpu-results, its JSON files with their modification times): changes when they do.
-    RESULTS_DIR is read when called: tests point it elsewhere."""
+    """docs/gpu-results and its JSON files' modification times: a cache key."""
     files = sorted(RESULTS_DIR.glob("*.json"))
     return str(RESULTS_DIR), tuple((p.name, p.stat().st_mtime_ns) for p in files)
 

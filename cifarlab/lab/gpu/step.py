@@ -1,6 +1,5 @@
 """The timed step: ``cifarlab.core.train``'s own (or as one CUDA graph), plus what timing
-needs: endless full batches, cuDNN benchmark mode, synchronised clocks, a budget, cancelling.
-"""
+needs: endless full batches, cuDNN benchmark mode, synchronised clocks, a budget, cancelling."""
 from __future__ import annotations
 
 import contextlib
@@ -99,8 +98,7 @@ class Workload:
             getattr(it, "_shutdown_workers", lambda: None)()
 
 
-# -----------------------------------------------------------------------------
-# the device while timing: settings, synchronising, cleaning up, running out of memory
+# -- the device while timing: settings, synchronising, cleaning up, running out of memory
 
 def sync_for(device: str | torch.device) -> Callable[[], None]:
     return functools.partial(synchronize, torch.device(device))
