@@ -1,6 +1,5 @@
-"""The classroom pages' tables, words, join link and charts (the presenter's, the class
-experiment's picture and CSV), in the page's language; serve's records are read by attribute
-only (lab never imports serve)."""
+"""The classroom pages' tables, words and charts, in the page's language; serve's records are
+read by attribute only (lab never imports serve)."""
 from __future__ import annotations
 
 import io
@@ -113,14 +112,6 @@ def shown(value: Any, lang: str, name: str = "") -> str:
     return str(value)
 
 
-def seed_warning(info: Any, lang: str) -> str | None:
-    """Why a locked seed spoils a challenge (None when free: each student has their own)."""
-    if "seed" not in info.locked:
-        return None
-    return i18n.t("classroom.challenge.seed_locked", lang,
-                  seed=shown(info.preset.get("seed", 0), lang))
-
-
 def presenter_figure(pinned: Any, lang: str) -> go.Figure:
     """The pinned run's loss in large type, with the tutorial's running loss over it."""
     t = i18n.translator(lang)
@@ -218,18 +209,17 @@ def experiment_figure(view: Any, lang: str, height: int = 640,
                                  mode="lines", name=t("classroom.experiment.mean"),
                                  legendrank=len(order), hoverinfo="skip",
                                  line=dict(color="#000000", dash="dot", width=2)), row=2, col=1)
-    fig.update_xaxes(title_text=t("common.step"), row=1, col=1)
-    fig.update_yaxes(title_text=t("common.loss"), row=1, col=1)
-    fig.update_yaxes(title_text=t("classroom.experiment.accuracy_axis"), row=2, col=1)
     if numeric:   # ticks at the values compared, written as the preset form writes them
         axis = dict(type="log" if log_axis(order) else "linear", tickvals=order,
                     ticktext=list(texts.values()))
     else:
         axis = dict(type="category", categoryorder="array", categoryarray=list(texts.values()))
-    fig.update_xaxes(title_text=label, **axis, row=2, col=1)
     fig.update_xaxes(automargin=True)
     fig.update_yaxes(automargin=True)
-    fig.update_layout(height=height, margin=dict(l=10, r=10, t=40, b=10),
+    fig.update_layout(xaxis_title=t("common.step"), yaxis_title=t("common.loss"),
+                      xaxis2=dict(title_text=label, **axis),
+                      yaxis2_title=t("classroom.experiment.accuracy_axis"),
+                      height=height, margin=dict(l=10, r=10, t=40, b=10),
                       legend=dict(orientation="h", y=-0.12, yanchor="top", x=0,
                                   title=dict(text=label, side="top")))
     if font:

@@ -7,7 +7,7 @@ import streamlit as st
 from cifarlab.lab import classroom as view
 from cifarlab.lab.train import poll_interval
 from cifarlab.serve.classroom import Goal
-from pages.classroom_parts import act, classroom
+from pages.classroom_parts import act, classroom, seed_warning
 from ui import messages
 from ui.data import queue
 from ui.internals import set_fragment_interval
@@ -22,21 +22,6 @@ K = "cls_"
 
 
 # ---------------------------------------------------------------------------- the board
-def _board_action(action: str, code: str) -> None:
-    """Cancel or pin the run chosen under the board (a callback: the board redraws after)."""
-    ss = st.session_state
-    run_id = ss.get(K + "board_run")
-    nick = ss.get(K + "board_nicks", {}).get(run_id, "?")
-    if action == "cancel":
-        act(K + "board_msg", classroom().cancel_run, code, run_id,
-            done=lambda status: t("classroom.board.cancelled", nickname=nick,
-                                  status=view.status_text(status, lang())))
-    else:
-        act(K + "board_msg", classroom().pin, code, None if action == "unpin" else run_id,
-            done=lambda _: t("classroom.board.pinned", nickname=nick) if action == "pin"
-            else t("classroom.board.pinned_none"))
-
-
 def board_section(cr, me, code: str) -> None:
     st.caption(t("classroom.board.caption"))
 
@@ -62,7 +47,6 @@ def board_section(cr, me, code: str) -> None:
                                                       format="%.1f %%"),
             "device": t("classroom.board.device"), "started": t("classroom.board.started")})
         by_id = {r.run_id: r for r in rows}
-        st.session_state[K + "board_nicks"] = {r.run_id: r.nickname for r in rows}
         if st.session_state.get(K + "board_run") not in by_id:
             st.session_state[K + "board_run"] = rows[0].run_id
         pick, cancel, pin, unpin = st.columns([3, 2, 2, 1], vertical_alignment="bottom")
@@ -73,14 +57,19 @@ def board_section(cr, me, code: str) -> None:
         # kept while another tab is open (the board is drawn only in its own)
         pick.selectbox(t("classroom.board.pick"), list(by_id), key=K + "board_run",
                        format_func=labels.get, persist_state="page")
-        chosen = by_id[st.session_state[K + "board_run"]]
-        cancel.button(t("classroom.board.cancel"), key=K + "board_cancel",
-                      icon=":material/stop:", on_click=_board_action, args=("cancel", code),
-                      disabled=chosen.status not in ("queued", "running"))
+        run = by_id[st.session_state[K + "board_run"]]
+        msg = K + "board_msg"
+        cancel.button(t("classroom.board.cancel"), key=K + "board_cancel", icon=":material/stop:",
+                      disabled=run.status not in ("queued", "running"), on_click=act,
+                      args=(msg, cr.cancel_run, code, run.run_id), kwargs={"done": lambda s: t(
+                          "classroom.board.cancelled", nickname=run.nickname,
+                          status=view.status_text(s, lang()))})
         pin.button(t("classroom.board.pin"), key=K + "board_pin", icon=":material/push_pin:",
-                   on_click=_board_action, args=("pin", code))
-        unpin.button(t("classroom.board.unpin"), key=K + "board_unpin",
-                     on_click=_board_action, args=("unpin", code))
+                   on_click=act, args=(msg, cr.pin, code, run.run_id), kwargs={
+                       "done": lambda _: t("classroom.board.pinned", nickname=run.nickname)})
+        unpin.button(t("classroom.board.unpin"), key=K + "board_unpin", on_click=act,
+                     args=(msg, cr.pin, code, None),
+                     kwargs={"done": lambda _: t("classroom.board.pinned_none")})
 
     board()
     if st.button(t("classroom.presenter.open"), help=t("classroom.presenter.open_help"),
@@ -134,9 +123,7 @@ def challenge_section(cr, me, info, boards_shown: bool = True) -> None:
     open challenge's poll)."""
     st.caption(t("classroom.challenge.help"))
     messages.show(K + "ch_msg")
-    warning = view.seed_warning(info, lang())
-    if warning:
-        st.warning(warning, icon=":material/casino:")
+    seed_warning(info)
     ch = info.challenge
     if ch is not None:
         st.markdown(f"**{view.goal_text(ch.goal, lang())}** · " + (

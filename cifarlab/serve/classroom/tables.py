@@ -72,21 +72,18 @@ def update(db: Database, code: str, **columns: Any) -> ClassInfo:
 
 def update_versioned(db: Database, code: str, expected_version: Any,
                      **columns: Any) -> ClassInfo:
-    """Write ``columns`` (JSON) and bump the version, only if the class is still at
-    ``expected_version`` (else ClassError("class.stale"), nothing written); the class now."""
+    """Write ``columns`` (JSON) and bump the version if the class is still at
+    ``expected_version`` (else ClassError("class.stale")); the class now."""
     names = [k for k in columns if k in _JSON]   # column names never come from outside
     sets = ", ".join(f"{k} = :{k}" for k in names)
     with db._write() as c:
-        version = c.execute(text("SELECT version FROM classes WHERE code = :code"),
-                            {"code": code}).scalar_one()
-        if isinstance(expected_version, bool) or expected_version != version:
-            raise ClassError("class.stale", field="version", version=version)
-        # the version in the WHERE: another app server's edit in between loses nothing
-        if c.execute(text(f"UPDATE classes SET {sets}, version = version + 1 WHERE code = :code "
-                          "AND version = :version"),
-                     {**{k: json.dumps(columns[k]) for k in names}, "code": code,
-                      "version": version}).rowcount != 1:
-            raise ClassError("class.stale", field="version", version=version + 1)
+        # the version in the WHERE: an edit since, on any app server, is refused, not lost
+        if type(expected_version) is not int or c.execute(text(
+                f"UPDATE classes SET {sets}, version = version + 1 WHERE code = :code AND "
+                "version = :version"), {**{k: json.dumps(columns[k]) for k in names},
+                                        "code": code, "version": expected_version}).rowcount != 1:
+            raise ClassError("class.stale", field="version", version=c.execute(text(
+                "SELECT version FROM classes WHERE code = :code"), {"code": code}).scalar_one())
     return require_class(db, code)
 
 
