@@ -111,25 +111,24 @@ def leaderboard(cr, me, code: str, which: str, kind: str, csv: bool) -> None:
         st.caption(t("classroom.challenge.board_empty"))
     else:
         st.table(view.leader_table(rows, kind, lang()), hide_index=True)
-    csv = csv and call_or_show(cr.leaderboard_csv, me, code, which)
     if csv:
-        st.download_button(t("classroom.challenge.download", board=name), csv,
+        st.download_button(t("classroom.challenge.download", board=name),
+                           view.leader_csv(rows, which, kind),
                            file_name=f"{code}-{which}.csv", mime="text/csv",
                            key=K + f"csv_{which}", icon=":material/download:", on_click="ignore")
 
 
 def challenge_section(cr, me, info, boards_shown: bool = True) -> None:
-    """The challenge's state, its button and form; its boards only when ``boards_shown`` (the
-    open challenge's poll)."""
+    """The challenge's state, button and form; its boards when ``boards_shown`` (they poll)."""
     st.caption(t("classroom.challenge.help"))
     messages.show(K + "ch_msg")
     seed_warning(info)
     ch = info.challenge
-    if ch is not None:
-        st.markdown(f"**{view.goal_text(ch.goal, lang())}** · " + (
-            t("classroom.challenge.state_open", time=view.clock(ch.opened_at)) if ch.is_open
-            else t("classroom.challenge.state_closed", time=view.clock(ch.closed_at))))
-    if ch is not None and ch.is_open:
+    if ch is None:
+        st.caption(t("classroom.challenge.none"))
+    elif ch.is_open:
+        st.markdown(f"**{view.goal_text(ch.goal, lang())}** · "
+                    + t("classroom.challenge.state_open", time=view.clock(ch.opened_at)))
         st.button(t("classroom.challenge.close"), key=K + "ch_close", type="primary",
                   icon=":material/flag:", on_click=act,
                   args=(K + "ch_msg", cr.close_challenge, info.code),
@@ -137,12 +136,12 @@ def challenge_section(cr, me, info, boards_shown: bool = True) -> None:
         if boards_shown:
             st.fragment(boards, run_every=LEADER_S)(cr, me, info.code, ch)
         return
-    if ch is not None:
+    else:
+        st.markdown(f"**{view.goal_text(ch.goal, lang())}** · "
+                    + t("classroom.challenge.state_closed", time=view.clock(ch.closed_at)))
         if boards_shown:
             boards(cr, me, info.code, ch)
         st.divider()
-    else:
-        st.caption(t("classroom.challenge.none"))
     with st.form(K + "challenge", border=False):
         # options in words made now: a format_func may be called outside this run's language
         kinds = {k: t(f"classroom.challenge.kind_{k}") for k in ("best_accuracy", "fastest_to")}

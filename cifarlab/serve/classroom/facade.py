@@ -167,11 +167,6 @@ class Classroom:
             raise ClassError("class.private_hidden", field="which")
         return scoring.leaderboard(self.store, info.code, ch, which, viewer)
 
-    def leaderboard_csv(self, by: Person, code: str, which: str = "public") -> str:
-        info = self.get_class(by, code)
-        rows = self.leaderboard(by, info.code, which)
-        return scoring.as_csv(rows, which, info.challenge.goal.kind if info.challenge else "")
-
     # -- students ----------------------------------------------------------------------------
     def join(self, person: Person, code: str, nickname: str, client_key: str) -> Membership:
         """Joining again (another tab) keeps the membership; a guessing browser must wait."""

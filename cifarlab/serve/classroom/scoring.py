@@ -2,14 +2,12 @@
 class board. Person and run ids only where ``Classroom`` allows them."""
 from __future__ import annotations
 
-import io
 import json
 import math
 from typing import Any
 
 from sqlalchemy import bindparam, text
 
-from cifarlab.core.safe_text import csv_writer
 from cifarlab.i18n import finite
 from cifarlab.serve.classroom.model import BoardRow, Challenge, LeaderRow
 from cifarlab.serve.database import Database
@@ -25,8 +23,6 @@ RUN_NUMBER = ("(SELECT COUNT(*) FROM class_runs n WHERE n.code = c.code AND n.pe
               "n.run_id <= c.run_id)))")
 NICKNAME = ("COALESCE((SELECT m.nickname FROM class_members m WHERE m.code = c.code AND "
             "m.person = c.person), '?')")
-CSV_COLUMNS = ("board", "goal", "rank", "nickname", "run", "score", "accuracy", "train_seconds",
-               "finished_at")
 
 
 def leaderboard(db: Database, code: str, challenge: Challenge, which: str,
@@ -69,18 +65,6 @@ def leaderboard(db: Database, code: str, challenge: Challenge, which: str,
                               person if you else None,
                               key[2] if you or viewer.instructor else None, number))
     return rows
-
-
-def as_csv(rows: list[LeaderRow], which: str, kind: str) -> str:
-    """The board as CSV (accuracy 0..1, seconds as numbers): no person or run ids."""
-    out = io.StringIO()
-    w = csv_writer(out, lineterminator="\n")   # a nickname such as =HYPERLINK(...) stays text
-    w.writerow(CSV_COLUMNS)
-    for r in rows:
-        w.writerow([which, kind, r.rank, r.nickname, r.run_number or "", f"{r.score:.6g}",
-                    f"{r.accuracy:.6f}", "" if r.seconds is None else f"{r.seconds:.3f}",
-                    f"{r.finished_at:.3f}"])
-    return out.getvalue()
 
 
 def fraction(progress: dict | None) -> float | None:

@@ -1,6 +1,5 @@
-"""The classroom's SQL, each function one transaction; a write that depends on what is there (a
-nickname's uniqueness, an open challenge) holds the classroom's lock, so two app servers never
-interleave."""
+"""The classroom's SQL, a transaction a function; a write that depends on what is there holds the
+classroom's lock, so two app servers never interleave."""
 from __future__ import annotations
 
 import json
@@ -99,10 +98,8 @@ def membership(db: Database, person: str) -> Membership | None:
 
 
 def add_member(db: Database, code: str, person: str, nickname: str, nick_key: str) -> Membership:
-    """Join ``person`` to the class (leaving any other class); the same person joining the same
-    class again (a second tab) keeps the membership they have. A nickname taken, or one that
-    looks like a classmate's (``names.confusable_with``), is refused. A new member's ``slot``
-    is how many joined before; one who comes back keeps theirs."""
+    """Join ``person`` to the class (leaving any other), unless already in it (a second tab); a
+    nickname taken or like a classmate's is refused. ``slot``: how many joined before (kept)."""
     now = time.time()
     args = {"code": code, "person": person}
     with db._write(lock=_LOCK) as c:
