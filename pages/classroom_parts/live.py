@@ -14,8 +14,7 @@ from ui.internals import set_fragment_interval
 from ui.language import call_or_show, lang, t
 from ui.nav import PRESENTER
 
-# the board's refresh while a class run is queued or running, else slower (as the Train page
-# does): a console left open on a quiet class should not cost a board query every two seconds
+# the board's refresh while a class run is queued or running, else slower (a quiet class)
 BOARD_S, BOARD_IDLE_S = 2.0, 10.0
 LEADER_S = 3.0        # the public leaderboard's refresh while the challenge is open
 K = "cls_"

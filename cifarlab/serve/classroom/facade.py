@@ -23,9 +23,8 @@ from cifarlab.serve.identity import AttemptLimiter, Backoff, Person
 from cifarlab.serve.runs import reason
 from cifarlab.serve.store import RunStore
 
-# Join attempts with a wrong or closed code are slowed per browser, per code tried and for
-# everyone, never for a browser with fewer than GUESSING_AFTER recent failures: a student who
-# types the right code gets in whatever others type, and one typo costs nothing.
+# Wrong codes slow a browser, a code and everyone down, never a browser with fewer than
+# GUESSING_AFTER recent failures: the right code gets in whatever others type.
 CLIENT = Backoff(free=3, base_s=2.0, cap_s=300.0)
 TARGET = Backoff(free=5, base_s=2.0, cap_s=300.0)
 OVERALL = Backoff(free=30, base_s=1.0, cap_s=300.0)
