@@ -45,19 +45,18 @@ def create_form(expanded: bool) -> None:
 
 
 def class_header(info) -> None:
+    link = parts.join_link(info.code)
     left, right = st.columns([3, 1])
     with left:
         st.markdown(f"#### {md_escape(info.title)}")
         st.markdown(f"{t('classroom.code_caption')}: **`{info.code}`** · "
                     + t("classroom.members", n=info.members))
         st.caption(t("classroom.join_link"), help=t("classroom.join_link_help"))
-        st.code(parts.join_link(info.code), language=None, wrap_lines=True)
+        st.code(link, language=None, wrap_lines=True)
         st.toggle(t("classroom.open_toggle"), value=info.is_open, key=K + f"open_{info.code}",
                   help=t("classroom.open_help"), on_change=_toggle_open, args=(info.code,))
         st.caption(t("classroom.is_open") if info.is_open else t("classroom.is_closed"))
-    with right:
-        st.image(parts.qr_png(parts.join_link(info.code)), width=180,
-                 alt=t("classroom.qr_alt", code=info.code))
+    right.image(parts.qr_png(link), width=180, alt=t("classroom.qr_alt", code=info.code))
 
 
 def _toggle_open(code: str) -> None:
@@ -79,11 +78,9 @@ def _load_preset(info) -> None:
 
 def _push(code: str) -> None:
     ss = st.session_state
-    locked = [f.name for f in FIELDS if ss.get(K + "l_" + f.name)]
     typed = {f.name: knob_value(f.knob.kind, ss.get(K + "p_" + f.name)) for f in FIELDS}
-    info = act(cr.push_preset, code, typed, locked=locked,
-               expected_version=ss[K + "seen"][1],
-               done=lambda i: t("classroom.preset.pushed", version=i.version))
+    info = act(cr.push_preset, code, typed, [f.name for f in FIELDS if ss.get(K + "l_" + f.name)],
+               ss[K + "seen"][1], done=lambda i: t("classroom.preset.pushed", version=i.version))
     # refused as stale: the values typed stay, and a second push overwrites the other change
     ss[K + "seen"] = (code, (info or cr.get_class(person(), code)).version, lang())
 
@@ -102,9 +99,7 @@ def knob_box(f) -> None:
 
 def preset_form(info) -> None:
     st.caption(t("classroom.preset.help"))
-    warning = words.seed_warning(info, lang())
-    if warning:
-        st.warning(warning, icon=":material/casino:")
+    parts.seed_warning(info)
     if info.preset:
         st.caption(t("classroom.preset.current", values=" · ".join(
             f"{words.knob_label(n, lang())}: {words.shown(v, lang(), n)}"
@@ -120,8 +115,7 @@ def preset_form(info) -> None:
             with columns[i // per_col]:
                 knob_box(f)
         st.form_submit_button(t("classroom.preset.push"), on_click=_push, args=(info.code,),
-                              key=K + "push_btn",
-                              type="primary", icon=":material/send:")
+                              key=K + "push_btn", type="primary", icon=":material/send:")
 
 
 # ------------------------------------------------------------------------------ the limits
@@ -130,8 +124,7 @@ def _save_limits(code: str) -> None:
     devices = ss.get(K + "lim_devices")
     info = act(cr.set_limits, code, ClassLimits(
         ss.get(K + "lim_epochs"), ss.get(K + "lim_images"), tuple(devices) if devices else None,
-        ss.get(K + "lim_runs")),
-        expected_version=ss[K + "seen"][1],
+        ss.get(K + "lim_runs")), ss[K + "seen"][1],
         done=lambda i: t("classroom.limits.saved", version=i.version))
     if info is not None:
         ss[K + "seen"] = (info.code, info.version, lang())
@@ -181,13 +174,12 @@ if not classes:
     st.info(t("classroom.no_classes"))
     st.stop()
 
-codes = [c.code for c in classes]
-titles = {c.code: c.title for c in classes}
-if st.session_state.get(K + "code") not in codes:
-    st.session_state[K + "code"] = codes[0]
-code = st.selectbox(t("classroom.choose_class"), codes, key=K + "code",
-                    format_func=lambda c: t("classroom.class_option", title=titles[c], code=c))
-info = next(c for c in classes if c.code == code)
+by_code = {c.code: c for c in classes}
+if st.session_state.get(K + "code") not in by_code:
+    st.session_state[K + "code"] = classes[0].code
+info = by_code[st.selectbox(t("classroom.choose_class"), list(by_code), key=K + "code",
+                            format_func=lambda c: t("classroom.class_option",
+                                                    title=by_code[c].title, code=c))]
 class_header(info)
 
 # the preset form's values and the class version every form's stale check sends

@@ -240,11 +240,11 @@ def test_the_leaderboard_csv_neutralises_a_formula_nickname():
     import csv
 
     from cifarlab.serve.classroom.model import LeaderRow
-    from cifarlab.serve.classroom.scoring import as_csv
+    from cifarlab.lab.classroom import leader_csv
 
     rows = [LeaderRow(1, '=HYPERLINK("http://x","click")', 0.5, 0.5, 12.0, 1.0),
             LeaderRow(2, "@Ana", 0.4, 0.4, None, 2.0)]
-    table = list(csv.DictReader(io.StringIO(as_csv(rows, "public", "best_accuracy"))))
+    table = list(csv.DictReader(io.StringIO(leader_csv(rows, "public", "best_accuracy"))))
     assert [r["nickname"] for r in table] == ['\'=HYPERLINK("http://x","click")', "'@Ana"]
     assert [r["rank"] for r in table] == ["1", "2"]
 

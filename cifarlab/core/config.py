@@ -242,6 +242,15 @@ def knobs(cls: type = TrainConfig) -> tuple[KnobField, ...]:
     return knobs_of(cls)
 
 
+def same(a: Any, b: Any) -> bool:
+    """One knob's two values are equal (floats to rounding; a box's text only to itself)."""
+    if isinstance(a, str) or isinstance(b, str):   # a box's text that is no number yet
+        return a == b
+    if isinstance(a, float) or isinstance(b, float):
+        return a is not None and b is not None and math.isclose(float(a), float(b), rel_tol=1e-9)
+    return a == b
+
+
 def validate(values: Mapping[str, Any] | TrainConfig, *, limits: Limits | None = None,
              n_train: int | None = None, cls: type = TrainConfig) -> list[Problem]:
     """Every problem with these values, as ``Problem``s (field, code, parameters); [] if fine.

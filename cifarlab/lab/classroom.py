@@ -1,6 +1,5 @@
-"""The classroom pages' tables, words, join link and charts (the presenter's, the class
-experiment's picture and CSV), in the page's language; serve's records are read by attribute
-only (lab never imports serve)."""
+"""The classroom pages' tables, words and charts, in the page's language; serve's records are
+read by attribute only (lab never imports serve)."""
 from __future__ import annotations
 
 import io
@@ -19,6 +18,8 @@ from cifarlab.core.safe_text import csv_writer
 from cifarlab.lab import charts as C
 
 CODE_PARAM = "class"   # the join link's query parameter (Home fills the code in from it)
+LEADER_CSV = ("board", "goal", "rank", "nickname", "run", "score", "accuracy", "train_seconds",
+              "finished_at")
 
 
 def clock(ts: float | None) -> str:
@@ -28,8 +29,7 @@ def clock(ts: float | None) -> str:
 
 def status_text(status: str, lang: str) -> str:
     """A run's status as one word (the board has its own column for the place in the queue)."""
-    key = "status.in_queue" if status == "queued" else f"status.{status}"
-    return i18n.t(key, lang) if key in i18n.catalog(lang) else status
+    return i18n.t("status.in_queue" if status == "queued" else f"status.{status}", lang)
 
 
 def board_table(rows: Iterable[Any], lang: str) -> pd.DataFrame:
@@ -56,6 +56,22 @@ def leader_table(rows: Iterable[Any], kind: str, lang: str) -> pd.DataFrame:
         (i18n.number(round(r.score, 1), lang) if kind == "fastest_to"
          else i18n.percent(r.score, lang, 1)),
         i18n.percent(r.accuracy, lang, 1), clock(r.finished_at)) for r in rows], columns=columns)
+
+
+def leader_csv(rows: Iterable[Any], which: str, kind: str) -> str:
+    """A leaderboard as CSV (accuracy 0..1, seconds as numbers): no person or run ids."""
+    return _csv(LEADER_CSV, ([which, kind, r.rank, r.nickname, r.run_number or "",
+                              f"{r.score:.6g}", f"{r.accuracy:.6f}",
+                              "" if r.seconds is None else f"{r.seconds:.3f}",
+                              f"{r.finished_at:.3f}"] for r in rows))
+
+
+def _csv(header: Iterable[str], rows: Iterable[list]) -> str:
+    out = io.StringIO()
+    w = csv_writer(out, lineterminator="\n")   # a nickname such as =HYPERLINK(...) stays text
+    for row in (header, *rows):
+        w.writerow(row)
+    return out.getvalue()
 
 
 def goal_text(goal: Any, lang: str) -> str:
@@ -113,14 +129,6 @@ def shown(value: Any, lang: str, name: str = "") -> str:
     return str(value)
 
 
-def seed_warning(info: Any, lang: str) -> str | None:
-    """Why a locked seed spoils a challenge (None when free: each student has their own)."""
-    if "seed" not in info.locked:
-        return None
-    return i18n.t("classroom.challenge.seed_locked", lang,
-                  seed=shown(info.preset.get("seed", 0), lang))
-
-
 def presenter_figure(pinned: Any, lang: str) -> go.Figure:
     """The pinned run's loss in large type, with the tutorial's running loss over it."""
     t = i18n.translator(lang)
@@ -143,8 +151,8 @@ def projector_board(rows: Iterable[Any], lang: str) -> pd.DataFrame:
     t = i18n.translator(lang)
     return pd.DataFrame([(
         r.nickname, status_text(r.status, lang),
-        i18n.percent(1.0, lang, 0) if r.status == "done" else
-        i18n.percent(r.progress, lang, 0), i18n.percent(r.accuracy, lang, 1)) for r in rows],
+        i18n.percent(1.0 if r.status == "done" else r.progress, lang, 0),
+        i18n.percent(r.accuracy, lang, 1)) for r in rows],
         columns=[t("classroom.board.nickname"), t("classroom.board.status"),
                  t("classroom.board.progress"), t("classroom.board.accuracy")])
 
@@ -218,18 +226,17 @@ def experiment_figure(view: Any, lang: str, height: int = 640,
                                  mode="lines", name=t("classroom.experiment.mean"),
                                  legendrank=len(order), hoverinfo="skip",
                                  line=dict(color="#000000", dash="dot", width=2)), row=2, col=1)
-    fig.update_xaxes(title_text=t("common.step"), row=1, col=1)
-    fig.update_yaxes(title_text=t("common.loss"), row=1, col=1)
-    fig.update_yaxes(title_text=t("classroom.experiment.accuracy_axis"), row=2, col=1)
     if numeric:   # ticks at the values compared, written as the preset form writes them
         axis = dict(type="log" if log_axis(order) else "linear", tickvals=order,
                     ticktext=list(texts.values()))
     else:
         axis = dict(type="category", categoryorder="array", categoryarray=list(texts.values()))
-    fig.update_xaxes(title_text=label, **axis, row=2, col=1)
     fig.update_xaxes(automargin=True)
     fig.update_yaxes(automargin=True)
-    fig.update_layout(height=height, margin=dict(l=10, r=10, t=40, b=10),
+    fig.update_layout(xaxis_title=t("common.step"), yaxis_title=t("common.loss"),
+                      xaxis2=dict(title_text=label, **axis),
+                      yaxis2_title=t("classroom.experiment.accuracy_axis"),
+                      height=height, margin=dict(l=10, r=10, t=40, b=10),
                       legend=dict(orientation="h", y=-0.12, yanchor="top", x=0,
                                   title=dict(text=label, side="top")))
     if font:
@@ -240,15 +247,11 @@ def experiment_figure(view: Any, lang: str, height: int = 640,
 
 def experiment_csv(view: Any) -> str:
     """The experiment's runs as CSV: nicknames and run numbers, no person or run ids."""
-    out = io.StringIO()
-    w = csv_writer(out, lineterminator="\n")   # a nickname such as =HYPERLINK(...) stays text
-    w.writerow(CSV_COLUMNS)
     rank = {v: i for i, v in enumerate(view.experiment.values)}
-    for r in sorted(view.rows, key=lambda r: (rank.get(r.value, len(rank)), r.nickname,
-                                              r.run_number)):
-        last = r.losses[-1] if r.losses else None
-        w.writerow([view.experiment.knob, r.value, r.nickname, r.run_number, r.status,
-                    "" if r.accuracy is None else f"{r.accuracy:.6f}",
-                    "" if last is None or not math.isfinite(last) else f"{last:.6g}",
-                    r.steps[-1] if r.steps else ""])
-    return out.getvalue()
+    rows = sorted(view.rows, key=lambda r: (rank.get(r.value, len(rank)), r.nickname,
+                                            r.run_number))
+    return _csv(CSV_COLUMNS, ([
+        view.experiment.knob, r.value, r.nickname, r.run_number, r.status,
+        "" if r.accuracy is None else f"{r.accuracy:.6f}",
+        "" if not r.losses or not math.isfinite(r.losses[-1]) else f"{r.losses[-1]:.6g}",
+        r.steps[-1] if r.steps else ""] for r in rows))

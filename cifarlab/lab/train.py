@@ -11,6 +11,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from cifarlab.core import config as C
+from cifarlab.core.config import same
 from cifarlab.errors import Problem
 
 # The schema the Train page draws its knobs from (a test swaps in a subclass with a new field).
@@ -32,15 +33,6 @@ def matching_preset(values: Mapping[str, Any],
     """The first of ``presets`` (name -> knob values) whose knobs all equal ``values``."""
     return next((name for name, preset in presets.items()
                  if all(same(values.get(k), v) for k, v in preset.items())), None)
-
-
-def same(a: Any, b: Any) -> bool:
-    """One knob's two values are equal (floats to rounding; a box's text only to itself)."""
-    if isinstance(a, str) or isinstance(b, str):   # a box's text that is no number yet
-        return a == b
-    if isinstance(a, float) or isinstance(b, float):
-        return a is not None and b is not None and math.isclose(float(a), float(b), rel_tol=1e-9)
-    return a == b
 
 
 def check(values: Mapping[str, Any], limits: C.Limits | None = None,

@@ -31,8 +31,7 @@ def _set(code: str, clear: bool) -> None:
 
 
 def console(cr, me, info, picture_shown: bool = True) -> None:
-    """The console's tab: the form, then (with an experiment) the picture and who has which
-    value, when ``picture_shown`` (it polls)."""
+    """The console's tab: the form, and the picture when ``picture_shown`` (it polls)."""
     ss, ex = st.session_state, info.experiment
     ss.setdefault(K + "knob", "lr")   # the knob a class compares first
     if ex is not None and ss.get(K + "for") != (info.code, info.version):
@@ -63,8 +62,7 @@ def console(cr, me, info, picture_shown: bool = True) -> None:
 
 def picture(cr, me, code: str | None, assigned: bool = False, height: int = 640,
             font: int | None = None) -> None:
-    """The class's picture, refreshed while the runs train, and its CSV; ``assigned``: with
-    the table of each student's value (the console's)."""
+    """The class's picture and its CSV; ``assigned``: with each student's value (the console)."""
 
     @st.fragment(run_every=REFRESH_S)
     def draw() -> None:

@@ -7,36 +7,20 @@ import streamlit as st
 from cifarlab.lab import classroom as view
 from cifarlab.lab.train import poll_interval
 from cifarlab.serve.classroom import Goal
-from pages.classroom_parts import act, classroom
+from pages.classroom_parts import act, classroom, seed_warning
 from ui import messages
 from ui.data import queue
 from ui.internals import set_fragment_interval
 from ui.language import call_or_show, lang, t
 from ui.nav import PRESENTER
 
-# the board's refresh while a class run is queued or running, else slower (as the Train page
-# does): a console left open on a quiet class should not cost a board query every two seconds
+# the board's refresh while a class run is queued or running, else slower (a quiet class)
 BOARD_S, BOARD_IDLE_S = 2.0, 10.0
 LEADER_S = 3.0        # the public leaderboard's refresh while the challenge is open
 K = "cls_"
 
 
 # ---------------------------------------------------------------------------- the board
-def _board_action(action: str, code: str) -> None:
-    """Cancel or pin the run chosen under the board (a callback: the board redraws after)."""
-    ss = st.session_state
-    run_id = ss.get(K + "board_run")
-    nick = ss.get(K + "board_nicks", {}).get(run_id, "?")
-    if action == "cancel":
-        act(K + "board_msg", classroom().cancel_run, code, run_id,
-            done=lambda status: t("classroom.board.cancelled", nickname=nick,
-                                  status=view.status_text(status, lang())))
-    else:
-        act(K + "board_msg", classroom().pin, code, None if action == "unpin" else run_id,
-            done=lambda _: t("classroom.board.pinned", nickname=nick) if action == "pin"
-            else t("classroom.board.pinned_none"))
-
-
 def board_section(cr, me, code: str) -> None:
     st.caption(t("classroom.board.caption"))
 
@@ -62,7 +46,6 @@ def board_section(cr, me, code: str) -> None:
                                                       format="%.1f %%"),
             "device": t("classroom.board.device"), "started": t("classroom.board.started")})
         by_id = {r.run_id: r for r in rows}
-        st.session_state[K + "board_nicks"] = {r.run_id: r.nickname for r in rows}
         if st.session_state.get(K + "board_run") not in by_id:
             st.session_state[K + "board_run"] = rows[0].run_id
         pick, cancel, pin, unpin = st.columns([3, 2, 2, 1], vertical_alignment="bottom")
@@ -73,14 +56,19 @@ def board_section(cr, me, code: str) -> None:
         # kept while another tab is open (the board is drawn only in its own)
         pick.selectbox(t("classroom.board.pick"), list(by_id), key=K + "board_run",
                        format_func=labels.get, persist_state="page")
-        chosen = by_id[st.session_state[K + "board_run"]]
-        cancel.button(t("classroom.board.cancel"), key=K + "board_cancel",
-                      icon=":material/stop:", on_click=_board_action, args=("cancel", code),
-                      disabled=chosen.status not in ("queued", "running"))
+        run = by_id[st.session_state[K + "board_run"]]
+        msg = K + "board_msg"
+        cancel.button(t("classroom.board.cancel"), key=K + "board_cancel", icon=":material/stop:",
+                      disabled=run.status not in ("queued", "running"), on_click=act,
+                      args=(msg, cr.cancel_run, code, run.run_id), kwargs={"done": lambda s: t(
+                          "classroom.board.cancelled", nickname=run.nickname,
+                          status=view.status_text(s, lang()))})
         pin.button(t("classroom.board.pin"), key=K + "board_pin", icon=":material/push_pin:",
-                   on_click=_board_action, args=("pin", code))
-        unpin.button(t("classroom.board.unpin"), key=K + "board_unpin",
-                     on_click=_board_action, args=("unpin", code))
+                   on_click=act, args=(msg, cr.pin, code, run.run_id), kwargs={
+                       "done": lambda _: t("classroom.board.pinned", nickname=run.nickname)})
+        unpin.button(t("classroom.board.unpin"), key=K + "board_unpin", on_click=act,
+                     args=(msg, cr.pin, code, None),
+                     kwargs={"done": lambda _: t("classroom.board.pinned_none")})
 
     board()
     if st.button(t("classroom.presenter.open"), help=t("classroom.presenter.open_help"),
@@ -122,27 +110,24 @@ def leaderboard(cr, me, code: str, which: str, kind: str, csv: bool) -> None:
         st.caption(t("classroom.challenge.board_empty"))
     else:
         st.table(view.leader_table(rows, kind, lang()), hide_index=True)
-    csv = csv and call_or_show(cr.leaderboard_csv, me, code, which)
     if csv:
-        st.download_button(t("classroom.challenge.download", board=name), csv,
+        st.download_button(t("classroom.challenge.download", board=name),
+                           view.leader_csv(rows, which, kind),
                            file_name=f"{code}-{which}.csv", mime="text/csv",
                            key=K + f"csv_{which}", icon=":material/download:", on_click="ignore")
 
 
 def challenge_section(cr, me, info, boards_shown: bool = True) -> None:
-    """The challenge's state, its button and form; its boards only when ``boards_shown`` (the
-    open challenge's poll)."""
+    """The challenge's state, button and form; its boards when ``boards_shown`` (they poll)."""
     st.caption(t("classroom.challenge.help"))
     messages.show(K + "ch_msg")
-    warning = view.seed_warning(info, lang())
-    if warning:
-        st.warning(warning, icon=":material/casino:")
+    seed_warning(info)
     ch = info.challenge
-    if ch is not None:
-        st.markdown(f"**{view.goal_text(ch.goal, lang())}** · " + (
-            t("classroom.challenge.state_open", time=view.clock(ch.opened_at)) if ch.is_open
-            else t("classroom.challenge.state_closed", time=view.clock(ch.closed_at))))
-    if ch is not None and ch.is_open:
+    if ch is None:
+        st.caption(t("classroom.challenge.none"))
+    elif ch.is_open:
+        st.markdown(f"**{view.goal_text(ch.goal, lang())}** · "
+                    + t("classroom.challenge.state_open", time=view.clock(ch.opened_at)))
         st.button(t("classroom.challenge.close"), key=K + "ch_close", type="primary",
                   icon=":material/flag:", on_click=act,
                   args=(K + "ch_msg", cr.close_challenge, info.code),
@@ -150,12 +135,12 @@ def challenge_section(cr, me, info, boards_shown: bool = True) -> None:
         if boards_shown:
             st.fragment(boards, run_every=LEADER_S)(cr, me, info.code, ch)
         return
-    if ch is not None:
+    else:
+        st.markdown(f"**{view.goal_text(ch.goal, lang())}** · "
+                    + t("classroom.challenge.state_closed", time=view.clock(ch.closed_at)))
         if boards_shown:
             boards(cr, me, info.code, ch)
         st.divider()
-    else:
-        st.caption(t("classroom.challenge.none"))
     with st.form(K + "challenge", border=False):
         # options in words made now: a format_func may be called outside this run's language
         kinds = {k: t(f"classroom.challenge.kind_{k}") for k in ("best_accuracy", "fastest_to")}

@@ -3,14 +3,13 @@ under its lock, reads the store itself, so it holds whatever a (tampered) browse
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 import time
 from typing import Any, Iterable, Mapping
 
 import cifarlab.serve.classroom.tables as tables  # by its path: the package imports this one
 from cifarlab import i18n
-from cifarlab.core.config import TrainConfig, knobs, validate
+from cifarlab.core.config import TrainConfig, knobs, same, validate
 from cifarlab.errors import CifarLabError, ConfigError, Problem
 from cifarlab.serve.classroom.model import (MAX_VALUES, ClassError, ClassInfo, ClassLimits,
                                             Experiment, Words)
@@ -32,7 +31,7 @@ def check_submit(db: Database, owner: str, config: TrainConfig, device: str,
     preset, locked = pushed(info, member.slot)
     for name in locked:
         value = preset.get(name, KNOBS[name].default if name in KNOBS else None)
-        if not same_value(getattr(config, name, None), value):
+        if not same(getattr(config, name, None), value):
             raise ClassError("class.knob_locked", field=name, knob=knob_words(name),
                              value=value_words(value))
     lim = info.limits
@@ -51,7 +50,6 @@ def check_submit(db: Database, owner: str, config: TrainConfig, device: str,
 
 
 def _within(limits: ClassLimits, epochs: Any, images: Any, device: str | None) -> None:
-    """ClassError for a value over the class limits (a value None is not checked)."""
     if None not in (limits.max_epochs, epochs) and epochs > limits.max_epochs:
         raise ClassError("class.limit_epochs", field="epochs", n=limits.max_epochs)
     if None not in (limits.max_train_images, images) and images > limits.max_train_images:
@@ -73,21 +71,10 @@ def value_words(value: Any) -> Any:
     return "–" if value is None else value
 
 
-def same_value(a: Any, b: Any) -> bool:
-    """A locked value kept: floats within a widget's rounding (1e-9 relative), else equal."""
-    if isinstance(a, float) or isinstance(b, float):
-        try:
-            return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
-        except (TypeError, ValueError):
-            return False
-    return a == b
-
-
 def check_preset(values: Mapping[str, Any], locked: Iterable[str], limits: ClassLimits,
                  experiment: Experiment | None = None) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """The pushed values as ``TrainConfig`` stores them (1 -> 1.0), and the locked names (a
-    locked knob without a value at its default); ConfigError or ClassError naming the knob.
-    The class ``experiment``'s values must still go with them."""
+    """The values as ``TrainConfig`` stores them (1 -> 1.0), a locked knob without one at its
+    default, and the locked names; the ``experiment``'s values must still go with them."""
     if not isinstance(values, Mapping):
         raise ClassError("class.bad_preset", field="preset")
     locked = tuple(dict.fromkeys(locked or ()))
@@ -133,8 +120,8 @@ def pushed(info: ClassInfo, slot: int) -> tuple[dict[str, Any], tuple[str, ...]]
 
 def check_experiment(knob: Any, values: Any, preset: Mapping[str, Any], locked: Iterable[str],
                      limits: ClassLimits, since: float | None = None) -> Experiment:
-    """The experiment on ``knob`` with ``values`` (a list, or text as typed: "0,001; 0.01"): 2 to
-    ``MAX_VALUES`` distinct values, numbers ascending, each checked with the preset."""
+    """2 to ``MAX_VALUES`` distinct ``values`` (a list, or text as typed: "0,001; 0.01"), each
+    checked with the preset; numbers ascending."""
     f = KNOBS.get(knob) if isinstance(knob, str) else None
     if f is None:
         raise ClassError("class.experiment_knob", field="knob", knob=str(knob)[:40],
@@ -167,12 +154,8 @@ def check_experiment(knob: Any, values: Any, preset: Mapping[str, Any], locked: 
 
 
 def _parse(f: Any, item: Any) -> Any:
-    """One typed value as the knob's (ValueError when it is none)."""
+    """One typed value as the knob's (ValueError when it is none; a bad choice fails later)."""
     if not isinstance(item, str):
         return item
-    if f.knob.kind == "float" and (number := i18n.parse_decimal(item)) is not None:
-        return number
-    value = f.knob.parse(item)
-    if f.knob.kind == "choice" and value not in f.knob.choices:
-        raise ValueError(item)
-    return value
+    number = i18n.parse_decimal(item) if f.knob.kind == "float" else None
+    return f.knob.parse(item) if number is None else number

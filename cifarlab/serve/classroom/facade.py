@@ -23,9 +23,8 @@ from cifarlab.serve.identity import AttemptLimiter, Backoff, Person
 from cifarlab.serve.runs import reason
 from cifarlab.serve.store import RunStore
 
-# Join attempts with a wrong or closed code are slowed per browser, per code tried and for
-# everyone, never for a browser with fewer than GUESSING_AFTER recent failures: a student who
-# types the right code gets in whatever others type, and one typo costs nothing.
+# Wrong codes slow a browser, a code and everyone down, never a browser with fewer than
+# GUESSING_AFTER recent failures: the right code gets in whatever others type.
 CLIENT = Backoff(free=3, base_s=2.0, cap_s=300.0)
 TARGET = Backoff(free=5, base_s=2.0, cap_s=300.0)
 OVERALL = Backoff(free=30, base_s=1.0, cap_s=300.0)
@@ -34,8 +33,8 @@ FORGET_S = 3600.0
 
 
 class Classroom:
-    """Every classroom action on the queue's RunStore. The join limiter counts in the store,
-    so every app server on it counts the same failures."""
+    """Every classroom action on the queue's RunStore (the join limiter counts there too: every
+    app server counts the same failures)."""
 
     def __init__(self, store: RunStore, clock: Callable[[], float] = time.time):
         self.store = store
@@ -50,7 +49,6 @@ class Classroom:
                                                                     clean_title(title)))
 
     def set_open(self, by: Person, code: str, is_open: bool) -> ClassInfo:
-        """Open or close a class to new members (its members stay)."""
         return tables.update(self.store, self.get_class(by, code).code, is_open=int(is_open))
 
     def my_classes(self, by: Person) -> list[ClassInfo]:
@@ -63,8 +61,7 @@ class Classroom:
     def push_preset(self, by: Person, code: str, values: Mapping[str, Any],
                     locked: Iterable[str] = (), expected_version: int | None = None
                     ) -> ClassInfo:
-        """Replace the preset and its locked knobs. ``expected_version``: the version the
-        instructor's page showed; another edit since -> ClassError("class.stale")."""
+        """``expected_version``: the one the page showed; another edit since: "class.stale"."""
         info = self.get_class(by, code)
         stored, locked = enforce.check_preset(values, locked, info.limits, info.experiment)
         return tables.update_versioned(self.store, info.code, expected_version, preset=stored,
@@ -72,7 +69,7 @@ class Classroom:
 
     def set_limits(self, by: Person, code: str, limits: ClassLimits,
                    expected_version: int | None = None) -> ClassInfo:
-        """Versioned like ``push_preset``; limits that the preset would break are refused."""
+        """Versioned like ``push_preset``; limits the preset would break are refused."""
         info = self.get_class(by, code)
         limits = enforce.check_limits(limits)
         enforce.check_preset(info.preset, info.locked, limits, info.experiment)
@@ -92,26 +89,23 @@ class Classroom:
                                        experiment=ex and dataclasses.asdict(ex))
 
     def experiment(self, viewer: Person, code: str | None = None) -> ExperimentView | None:
-        """The class experiment's picture (None without one); a student sees their own
-        class's."""
+        """The experiment's picture (None without one); a student sees their own class's."""
         info = self._viewable(viewer, code)
         ex = info.experiment
         if ex is None:
             return None
         rows = scoring.board(self.store, info.code, viewer, since=ex.since, knob=ex.knob)
-        slots = tables.slots(self.store, info.code)
         member = None if viewer.instructor else tables.membership(self.store, viewer.id)
-        return ExperimentView(ex, tuple(rows),
-                              tuple((nick, ex.value_for(slot)) for nick, slot in slots),
+        return ExperimentView(ex, tuple(rows), tuple(
+            (nick, ex.value_for(slot)) for nick, slot in tables.slots(self.store, info.code)),
                               None if member is None else ex.value_for(member.slot))
 
     # -- instructors: the board --------------------------------------------------------------
     def board(self, by: Person, code: str, limit: int = 200) -> list[BoardRow]:
-        """Every run of the class, newest first."""
         return scoring.board(self.store, self.get_class(by, code).code, by, limit=limit)
 
     def cancel_run(self, by: Person, code: str, run_id: str) -> str:
-        """Cancel a run of this class (only this class's); returns its status now."""
+        """Cancel a run of this class; its status now."""
         info = self.get_class(by, code)
         run = self._class_run(info.code, run_id)
         if run.status == "queued" and self.store.set_status(
@@ -123,14 +117,14 @@ class Classroom:
         return self.store.get(run.id).status
 
     def pin(self, by: Person, code: str, run_id: str | None) -> ClassInfo:
-        """Show one run of the class on the projector (None: nothing pinned)."""
+        """The run on the projector (None: nothing)."""
         info = self.get_class(by, code)
         if run_id is not None:
             run_id = self._class_run(info.code, run_id).id
         return tables.update(self.store, info.code, pinned=run_id)
 
     def presenter(self, viewer: Person, code: str | None = None) -> Presenter | None:
-        """The pinned run (None when nothing is pinned); a student sees their own class's."""
+        """The pinned run (None: nothing); a student sees their own class's."""
         info = self._viewable(viewer, code)
         run = None if info.pinned is None else self.store.get(info.pinned)
         if run is None:   # nothing pinned, or the run deleted since
@@ -153,17 +147,15 @@ class Classroom:
 
     # -- instructors: the challenge ----------------------------------------------------------
     def open_challenge(self, by: Person, code: str, goal: Goal | Mapping[str, Any]) -> ClassInfo:
-        """While the challenge is open, submits keep its rules."""
         return tables.open_challenge(self.store, self.get_class(by, code).code, _goal(goal), by.id)
 
     def close_challenge(self, by: Person, code: str) -> ClassInfo:
-        """Close the open challenge: its private board is revealed to the students."""
+        """Its private board is revealed to the students."""
         return tables.close_challenge(self.store, self.get_class(by, code).code)
 
     def leaderboard(self, viewer: Person, code: str | None = None,
                     which: str = "public") -> list[LeaderRow]:
-        """The challenge's board. A student sees their own class's, and its private board
-        only once the challenge is closed."""
+        """A student sees their own class's, its private board once the challenge is closed."""
         if which not in ("public", "private"):
             raise ClassError("class.bad_board", field="which", which=str(which)[:20])
         info = self._viewable(viewer, code)
@@ -174,16 +166,9 @@ class Classroom:
             raise ClassError("class.private_hidden", field="which")
         return scoring.leaderboard(self.store, info.code, ch, which, viewer)
 
-    def leaderboard_csv(self, by: Person, code: str, which: str = "public") -> str:
-        """The board as CSV, for instructors to share with the class."""
-        info = self.get_class(by, code)
-        rows = self.leaderboard(by, info.code, which)
-        return scoring.as_csv(rows, which, info.challenge.goal.kind if info.challenge else "")
-
     # -- students ----------------------------------------------------------------------------
     def join(self, person: Person, code: str, nickname: str, client_key: str) -> Membership:
-        """Join a class under a nickname (leaving any other); joining again (another tab)
-        gets the membership they have. A browser that has been guessing codes must wait."""
+        """Joining again (another tab) keeps the membership; a guessing browser must wait."""
         _person(person)
         key = str(client_key or person.id)[:128]
         norm = normalize_code(code)
@@ -210,11 +195,10 @@ class Classroom:
         return tables.membership(self.store, _person(person).id)
 
     def leave(self, person: Person) -> bool:
-        """Leave the class (their runs stay on its boards); False when in none."""
+        """Their runs stay on its boards; False when in no class."""
         return tables.leave(self.store, _person(person).id)
 
     def student_view(self, person: Person) -> StudentView | None:
-        """None when the student is in no class."""
         member = self.membership(person)
         if member is None:
             return None
@@ -246,8 +230,8 @@ class Classroom:
 
 
 def own_seed(code: str, person_id: str) -> int:
-    """A student's own seed in a class, the same on every visit (with one seed, students who
-    kept the other settings would train the very same run); hashed: it tells nothing of the id."""
+    """A student's seed in a class, the same on every visit (else students who kept the other
+    settings would train the very same run); hashed: it tells nothing of the id."""
     digest = hashlib.sha256(f"{code}\n{person_id}".encode()).digest()
     return int.from_bytes(digest[:4], "big") % (MAX_SEED + 1)
 
@@ -280,12 +264,7 @@ def _goal(goal: Goal | Mapping[str, Any]) -> Goal:
     return Goal("best_accuracy", max_epochs=n, device=device)
 
 
-def get_classroom(queue: Any) -> Classroom:
-    """The process-wide Classroom on ``queue.store`` (the queue imports this package, never the
-    other way round)."""
-    return _on_store(queue.store)
-
-
 @functools.lru_cache(maxsize=1)
-def _on_store(store: RunStore) -> Classroom:
-    return Classroom(store)
+def get_classroom(queue: Any) -> Classroom:
+    """The process-wide Classroom on ``queue.store``."""
+    return Classroom(queue.store)

@@ -1,5 +1,4 @@
-"""The classroom's records and ``ClassError``. No record carries another person's id: a
-``browser:<session id>`` lets a browser act on that person's runs."""
+"""The classroom's records. None holds another person's id: it lets a browser act on their runs."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ class ClassError(JobError):
 
 @dataclass(frozen=True)
 class Words:
-    """A message's parameter (a knob's label) written in the message's language."""
+    """A message's parameter (a knob's label) in the message's language."""
 
     key: str
 
@@ -44,7 +43,7 @@ class ClassLimits:
 
 @dataclass(frozen=True)
 class Goal:
-    """``best_accuracy`` with at most ``max_epochs`` on ``device`` (None: any), or ``fastest_to``
+    """``best_accuracy`` in ``max_epochs`` on ``device`` (None: any), or ``fastest_to``
     ``target`` accuracy (0..1) in the fewest training seconds."""
 
     kind: str
@@ -73,8 +72,8 @@ class Challenge:
 
 @dataclass(frozen=True)
 class Experiment:
-    """One knob and the values the class compares: each student's, locked, is
-    ``value_for(slot)`` (round robin in join order); the picture shows the runs ``since``."""
+    """The values of one knob the class compares: a student's, locked, is ``value_for(slot)``;
+    the picture shows the runs ``since``."""
 
     knob: str
     values: tuple
@@ -86,8 +85,7 @@ class Experiment:
 
 @dataclass(frozen=True)
 class ClassInfo:
-    """One class as its instructors see it; ``version``: pass it back as ``expected_version``
-    so that a stale edit is refused."""
+    """One class as its instructors see it; ``version``: the ``expected_version`` of an edit."""
 
     code: str
     title: str
@@ -145,8 +143,8 @@ class ExperimentView:
 
 @dataclass(frozen=True)
 class Presenter:
-    """The pinned run: its loss as the mean of every ``stride`` steps, and the tutorial's
-    running loss (every ``log_every`` mini-batches) at its global steps."""
+    """The pinned run: its loss as means of ``stride`` steps, and the tutorial's running loss
+    (every ``log_every`` mini-batches) at its global steps."""
 
     nickname: str
     status: str
@@ -163,9 +161,8 @@ class Presenter:
 
 @dataclass(frozen=True)
 class LeaderRow:
-    """One student's best run; ``score``: the accuracy on the board's half, or the training
-    seconds (fastest_to). ``person`` on the viewer's own row only, ``run_id`` for instructors
-    too."""
+    """One student's best run; ``score``: the accuracy on the board's half, or the seconds
+    (fastest_to). ``person`` on the viewer's own row only, ``run_id`` for instructors too."""
 
     rank: int
     nickname: str
@@ -181,15 +178,14 @@ class LeaderRow:
 
 @dataclass(frozen=True)
 class StudentView:
-    """What a student's pages show of their class; ``rank``: on the public board; ``seed``:
-    their own in this class (None when the class locked it)."""
+    """A student's class; ``seed``: their own in it (None when the class locked it)."""
 
     membership: Membership
     preset: Mapping[str, Any]
     locked: tuple[str, ...]
     challenge: Challenge | None
     rank: int | None
-    ranked: int              # students on the public board
+    ranked: int              # students on the public board (``rank`` is there too)
     version: int
     pinned: bool             # a run is on the projector (``Classroom.presenter``)
     seed: int | None

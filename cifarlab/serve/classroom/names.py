@@ -1,8 +1,6 @@
-"""Class codes and nicknames. A code ("K7M-4PX") has no vowels (no words) and no characters
-taken for another (0/O, 1/I/L...): 18⁶ codes from ``secrets``, far more than the join limits
-let anyone guess in a lesson. A nickname starts with a letter or digit (no markup, no formula),
-shows every character, and does not look like a classmate's (Unicode TS #39's skeleton).
-"""
+"""Class codes ("K7M-4PX": no vowels, no look-alike characters; 18⁶ of them, far more than the
+join limits let anyone guess) and nicknames (no markup, no formula, no hidden characters, none
+that looks like a classmate's)."""
 from __future__ import annotations
 
 import functools
@@ -29,8 +27,8 @@ def new_code() -> str:
 
 
 def normalize_code(code: Any) -> str | None:
-    """What a student typed, as a code ("k7m 4px" -> "K7M-4PX", "Blue Fox 42 " ->
-    "blue-fox-42"); None if it cannot be one (no lookup is made for it)."""
+    """What a student typed, as a code ("k7m 4px" -> "K7M-4PX", "Blue Fox 42 " -> "blue-fox-42");
+    None if it cannot be one (no lookup is made for it)."""
     if not isinstance(code, str) or len(code) > 40:
         return None
     words = code.strip().replace("_", " ").replace("-", " ").split()
@@ -71,9 +69,8 @@ def invisible(text: str) -> str | None:
 
 @functools.cache
 def _look_alikes() -> dict[str, str]:
-    """character -> what it is drawn like: the plainest of its look-alikes ("А" -> "A"), or
-    the sequence it looks like ("m" -> "rn"). ``confusable_homoglyphs`` holds TS #39's
-    confusables as stars: each prototype lists its look-alikes, each look-alike its prototype."""
+    """character -> the plainest of its look-alikes ("А" -> "A") or the sequence it looks like
+    ("m" -> "rn"), from Unicode TS #39's confusables (each lists its look-alikes)."""
     from confusable_homoglyphs.confusables import confusables_data
 
     marks = "\u200e\u200f"   # around right-to-left characters

@@ -1,17 +1,13 @@
-"""The challenge's leaderboards and the class board, read from the run store (each run's worker
-recorded its accuracy on both halves of the test set). Rows name nicknames and run numbers;
-person and run ids only where ``Classroom`` allows them: an id lets a browser act on its runs.
-"""
+"""The challenge's leaderboards (each run's accuracy on both halves of the test set) and the
+class board. Person and run ids only where ``Classroom`` allows them."""
 from __future__ import annotations
 
-import io
 import json
 import math
 from typing import Any
 
 from sqlalchemy import bindparam, text
 
-from cifarlab.core.safe_text import csv_writer
 from cifarlab.i18n import finite
 from cifarlab.serve.classroom.model import BoardRow, Challenge, LeaderRow
 from cifarlab.serve.database import Database
@@ -27,8 +23,6 @@ RUN_NUMBER = ("(SELECT COUNT(*) FROM class_runs n WHERE n.code = c.code AND n.pe
               "n.run_id <= c.run_id)))")
 NICKNAME = ("COALESCE((SELECT m.nickname FROM class_members m WHERE m.code = c.code AND "
             "m.person = c.person), '?')")
-CSV_COLUMNS = ("board", "goal", "rank", "nickname", "run", "score", "accuracy", "train_seconds",
-               "finished_at")
 
 
 def leaderboard(db: Database, code: str, challenge: Challenge, which: str,
@@ -73,21 +67,8 @@ def leaderboard(db: Database, code: str, challenge: Challenge, which: str,
     return rows
 
 
-def as_csv(rows: list[LeaderRow], which: str, kind: str) -> str:
-    """The board as CSV (comma-separated, a header row; accuracy 0..1, seconds as numbers):
-    nicknames and run numbers, no person or run ids (``CSV_COLUMNS``)."""
-    out = io.StringIO()
-    w = csv_writer(out, lineterminator="\n")   # a nickname such as =HYPERLINK(...) stays text
-    w.writerow(CSV_COLUMNS)
-    for r in rows:
-        w.writerow([which, kind, r.rank, r.nickname, r.run_number or "", f"{r.score:.6g}",
-                    f"{r.accuracy:.6f}", "" if r.seconds is None else f"{r.seconds:.3f}",
-                    f"{r.finished_at:.3f}"])
-    return out.getvalue()
-
-
 def fraction(progress: dict | None) -> float | None:
-    """How far a run is (0..1 of its steps) from its progress record; None before it starts."""
+    """How far a run is (0..1 of its steps); None before it starts."""
     step, total = (progress or {}).get("step"), (progress or {}).get("total_steps")
     return min(1.0, step / total) if step is not None and total else None
 
@@ -120,7 +101,7 @@ _MEANS = text("SELECT MAX(step), AVG(loss), COUNT(loss), COUNT(*) FROM losses "
 
 def mean_curve(store, run_id: str) -> tuple[int, tuple, tuple]:
     """(k, steps, losses): a run's loss as the mean of every k steps, each at its bucket's
-    last step (NaN where a loss in it was): a projector's curve. ``store``: a RunStore."""
+    last step (NaN where a loss in it was): a projector's curve."""
     with store._read() as conn:
         last = conn.execute(text("SELECT MAX(step) FROM losses WHERE run_id = :run"),
                             {"run": run_id}).scalar()
@@ -134,9 +115,8 @@ def mean_curve(store, run_id: str) -> tuple[int, tuple, tuple]:
 
 def board(store, code: str, viewer: Person, limit: int = 200, since: float | None = None,
           knob: str | None = None) -> list[BoardRow]:
-    """The class's runs, newest first, each with a small loss curve; run ids for instructors
-    and on the viewer's own rows (``you``). ``since``: only the runs submitted since;
-    ``knob``: each row's ``value`` is the run's value of it. ``store``: a RunStore."""
+    """The class's runs submitted ``since``, newest first, each with a small loss curve and its
+    value of ``knob``; run ids for instructors and on the viewer's own rows."""
     out = []
     with store._read() as conn:
         rows = conn.execute(text(

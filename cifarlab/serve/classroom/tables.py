@@ -1,6 +1,5 @@
-"""The classroom's SQL, each function one transaction; a write that depends on what is there (a
-nickname's uniqueness, an open challenge) holds the classroom's lock, so two app servers never
-interleave."""
+"""The classroom's SQL, a transaction a function; a write that depends on what is there holds the
+classroom's lock, so two app servers never interleave."""
 from __future__ import annotations
 
 import json
@@ -72,21 +71,18 @@ def update(db: Database, code: str, **columns: Any) -> ClassInfo:
 
 def update_versioned(db: Database, code: str, expected_version: Any,
                      **columns: Any) -> ClassInfo:
-    """Write ``columns`` (JSON) and bump the version, only if the class is still at
-    ``expected_version`` (else ClassError("class.stale"), nothing written); the class now."""
+    """Write ``columns`` (JSON) and bump the version if the class is still at
+    ``expected_version`` (else ClassError("class.stale")); the class now."""
     names = [k for k in columns if k in _JSON]   # column names never come from outside
     sets = ", ".join(f"{k} = :{k}" for k in names)
     with db._write() as c:
-        version = c.execute(text("SELECT version FROM classes WHERE code = :code"),
-                            {"code": code}).scalar_one()
-        if isinstance(expected_version, bool) or expected_version != version:
-            raise ClassError("class.stale", field="version", version=version)
-        # the version in the WHERE: another app server's edit in between loses nothing
-        if c.execute(text(f"UPDATE classes SET {sets}, version = version + 1 WHERE code = :code "
-                          "AND version = :version"),
-                     {**{k: json.dumps(columns[k]) for k in names}, "code": code,
-                      "version": version}).rowcount != 1:
-            raise ClassError("class.stale", field="version", version=version + 1)
+        # the version in the WHERE: an edit since, on any app server, is refused, not lost
+        if type(expected_version) is not int or c.execute(text(
+                f"UPDATE classes SET {sets}, version = version + 1 WHERE code = :code AND "
+                "version = :version"), {**{k: json.dumps(columns[k]) for k in names},
+                                        "code": code, "version": expected_version}).rowcount != 1:
+            raise ClassError("class.stale", field="version", version=c.execute(text(
+                "SELECT version FROM classes WHERE code = :code"), {"code": code}).scalar_one())
     return require_class(db, code)
 
 
@@ -102,10 +98,8 @@ def membership(db: Database, person: str) -> Membership | None:
 
 
 def add_member(db: Database, code: str, person: str, nickname: str, nick_key: str) -> Membership:
-    """Join ``person`` to the class (leaving any other class); the same person joining the same
-    class again (a second tab) keeps the membership they have. A nickname taken, or one that
-    looks like a classmate's (``names.confusable_with``), is refused. A new member's ``slot``
-    is how many joined before; one who comes back keeps theirs."""
+    """Join ``person`` to the class (leaving any other), unless already in it (a second tab); a
+    nickname taken or like a classmate's is refused. ``slot``: how many joined before (kept)."""
     now = time.time()
     args = {"code": code, "person": person}
     with db._write(lock=_LOCK) as c:
