@@ -23,8 +23,7 @@ from cifarlab.core.devices import DeviceInfo
 from cifarlab.errors import CifarLabError, ConfigError, DataError, DeviceError, UploadError
 from cifarlab.lab.gpu import analysis, charts, measure, report, results, step
 from cifarlab.lab.gpu import cli as gpu_cli
-from cifarlab.lab.gpu.analysis import (crossover, explain_tutorial_point, speedups,
-                                       what_a_gpu_would_add)
+from cifarlab.lab.gpu.analysis import crossover, speedups, what_a_gpu_would_add
 from cifarlab.lab.gpu.config import (SweepConfig, devices_held, estimate_seconds, job_request,
                                      time_left)
 from cifarlab.lab.gpu.measure import breakdown, measure_point, run_sweep, run_timing_job
@@ -152,8 +151,9 @@ def test_hardware_and_versions_recorded(swept):
     assert env["torch"] == torch.__version__ and env["devices"][0]["id"] == "cpu"
     assert env["settings"]["cudnn_benchmark_when_timing"] is True
     assert swept.recorded_on == "this machine" and not swept.recorded_elsewhere
-    hw = analysis.hardware(swept)
-    assert hw["cpu"] == env["cpu"] and hw["gpus"] == [] and hw["config"]["images"] == "synthetic"
+    hw = dict(report.hardware_table(swept, "en").to_numpy())
+    assert hw["CPU"].startswith(report.md(env["cpu"])) and not any(k.startswith("GPU") for k in hw)
+    assert "synthetic" in hw["Settings"]
 
 
 def test_warmup_is_excluded(monkeypatch):
@@ -402,16 +402,13 @@ def test_crossover():
     assert (only["device"], only["batch_size"], only["estimate"]) == ("mps", 4, None)
 
 
-def test_explain_tutorial_point_gives_figures():
-    facts = explain_tutorial_point(handmade())
-    cpu, gpu = facts["devices"]
-    assert cpu["epoch_s"] == pytest.approx(50_000 / 800)
-    assert cpu["tutorial_run_s"] == pytest.approx(2 * 50_000 / 800)
-    assert cpu["fast_gain"] == pytest.approx(1000 / 800)
-    assert cpu["best"]["batch_size"] == 1024 and cpu["best_gain"] == pytest.approx(6500 / 800)
-    assert gpu["speedup_vs_cpu"] == pytest.approx(0.5) and cpu["speedup_vs_cpu"] is None
-    assert gpu["best_speedup"]["speedup"] == pytest.approx(10)
-    json.dumps(facts)
+def test_tutorial_lines_give_figures():
+    cpu, gpu, _, compare, cpu_fast, cpu_best, *_ = report.tutorial_lines(handmade(), "en")
+    assert "800 images per second" in cpu and i18n.duration(50_000 / 800, "en") in cpu
+    assert i18n.duration(2 * 50_000 / 800, "en") in cpu
+    assert "**0.50×** the CPU" in gpu and "up to 10.0× at batch 256" in compare
+    assert "cpu" in cpu_fast and "1.25×" in cpu_fast
+    assert "batch 1,024" in cpu_best and report.times(6500 / 800, "en") + "×" in cpu_best
 
 
 def here(load: float | None, cores=2) -> SweepResult:
