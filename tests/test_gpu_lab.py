@@ -23,7 +23,7 @@ from cifarlab.core.devices import DeviceInfo
 from cifarlab.errors import CifarLabError, ConfigError, DataError, DeviceError, UploadError
 from cifarlab.lab.gpu import analysis, charts, measure, report, results, step
 from cifarlab.lab.gpu import cli as gpu_cli
-from cifarlab.lab.gpu.analysis import crossover, speedups, what_a_gpu_would_add
+from cifarlab.lab.gpu.analysis import crossover, speedups
 from cifarlab.lab.gpu.config import (SweepConfig, devices_held, estimate_seconds, job_request,
                                      time_left)
 from cifarlab.lab.gpu.measure import breakdown, measure_point, run_sweep, run_timing_job
@@ -431,19 +431,16 @@ def test_machine_load_takes_the_timings_own_threads_off():
 
 
 def test_what_a_gpu_would_add_compares_within_one_recording_first(tmp_path):
-    assert what_a_gpu_would_add(here(0.5), results.recorded_results(tmp_path)) is None
+    none = report.would_add_lines(here(0.5), results.recorded_results(tmp_path), "en")
+    assert none == [("info", i18n.t("gpu.would_add_none", "en"))]
     handmade().save(tmp_path / "h100-2025-01-02.json")
-    add = what_a_gpu_would_add(here(0.5), [here(0.1), *results.recorded_results(tmp_path)])
-    assert add["device_name"] == "NVIDIA H100"
-    assert add["reference"].recorded_on == "gpu-box, 2025-01-02"
-    same = add["same_machine"]
-    assert len(same["points"]) == 9
-    assert same["tutorial_point"]["speedup"] == pytest.approx(0.5)  # the recording's own CPU
-    assert same["best"]["speedup"] == pytest.approx(10)
-    across = add["across"]  # both machines quiet: labelled, vs this machine's CPU
-    assert across["here"] == "this machine" and across["there"] == "gpu-box, 2025-01-02"
-    p = {(x["pipeline"], x["batch_size"]): x["speedup"] for x in across["points"]}
-    assert p[("fast", 64)] == pytest.approx(10000 / 2500) and add["across_refused"] is None
+    (k1, same), (k2, best), (k3, across) = report.would_add_lines(
+        here(0.5), [here(0.1), *results.recorded_results(tmp_path)], "en")
+    assert "NVIDIA H100" in same and "(2025-01-02)" in same
+    assert "**0.50×**" in same  # the recording's own CPU
+    assert "10.0× its CPU" in best and "batch 256" in best
+    # both machines quiet: labelled, vs this machine's CPU (400 images/s, as the H100's 400)
+    assert (k1, k2, k3) == ("markdown", "markdown", "warning") and "1.00×" in across
 
 
 def test_a_busy_cpu_is_never_compared_across_machines(tmp_path):
@@ -454,19 +451,16 @@ def test_a_busy_cpu_is_never_compared_across_machines(tmp_path):
     recording = SweepResult.load(RECORDING)
     busy = here(9.0)
     busy.rows[0].update(images_per_s=5.05, step_ms=1000 * 4 / 5.05)  # the loaded CPU
-    add = what_a_gpu_would_add(busy, [recording])
-    assert add["across"] is None and add["across_refused"] == "busy_here"
-    assert add["same_machine"]["tutorial_point"]["speedup"] == pytest.approx(4.46, abs=0.01)
     lines = report.would_add_lines(busy, [recording], "en")
     text = " ".join(t for _, t in lines)
-    assert "**4.46×**" in text and "busy" in text and "272" not in text
+    assert "**4.46×**" in text and "272" not in text
+    assert lines[-1] == ("info", i18n.t("gpu.across_refused_busy_here", "en", load=9.0, cores=2))
     assert [k for k, _ in lines] == ["markdown", "markdown", "info"]
-    quiet = what_a_gpu_would_add(here(0.1), [recording])
-    assert quiet["across"]["tutorial_point"]["speedup"] == pytest.approx(1373.05 / 400, rel=0.01)
-    kinds = [k for k, _ in report.would_add_lines(here(0.1), [recording], "es")]
-    assert kinds == ["markdown", "markdown", "warning"]  # the cross-machine figure, labelled
-    unknown = what_a_gpu_would_add(here(None), [recording])
-    assert unknown["across_refused"] == "unknown_here"
+    quiet = report.would_add_lines(here(0.1), [recording], "es")
+    assert [k for k, _ in quiet] == ["markdown", "markdown", "warning"]  # labelled
+    assert report.times(1373.05 / 400, "es") + "×" in quiet[-1][1]
+    unknown = report.would_add_lines(here(None), [recording], "en")[-1]
+    assert unknown == ("info", i18n.t("gpu.across_refused_unknown_here", "en", load=0, cores=2))
 
 
 def test_the_page_sentences_in_every_language(swept):

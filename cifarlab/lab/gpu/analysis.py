@@ -1,7 +1,5 @@
-"""Figures from a timing result (numbers, never sentences). Devices are compared within one
-recording; only ``what_a_gpu_would_add`` compares machines, never from a busy one (a CPU timed
-under load makes any GPU look hundreds of times faster).
-"""
+"""Figures from a timing result (numbers, never sentences); devices compared within one
+recording."""
 from __future__ import annotations
 
 import math
@@ -145,33 +143,3 @@ def assess(res: SweepResult, measured: Iterable[Mapping[str, Any]] = ()) -> dict
                                        ("runs", runs is not None and runs["ratio"] < RUNS_BUSY))
                if said]
     return {"busy": bool(reasons), "reasons": reasons, "load": load, "spread": sp, "runs": runs}
-
-
-def what_a_gpu_would_add(result: SweepResult, recorded: list[SweepResult]) -> dict | None:
-    """What the newest of ``recorded`` with an accelerator says about one for ``result``'s
-    machine: ``same_machine``, against its own cpu (the figure to teach with); ``across``,
-    against this result's cpu, or None with ``across_refused`` saying why."""
-    reference = next((r for r in recorded if any(x["device"] != "cpu" for x in r.ok_rows())),
-                     None)
-    if reference is None:
-        return None
-    acc_rows = [r for r in eager(reference.ok_rows()) if r["device"] != "cpu"]
-    out = {"reference": reference, "device_name": acc_rows[0]["device_name"],
-           "same_machine": _summary(speedups(eager(reference.ok_rows()))), "across": None,
-           "across_refused": None, "load_here": machine_load(result),
-           "load_there": machine_load(reference)}
-    for side in ("here", "there"):
-        if (state := out[f"load_{side}"]["state"]) != "quiet":
-            out["across_refused"] = f"{state}_{side}"
-            return out
-    both = acc_rows + [r for r in result.ok_rows() if r["device"] == "cpu"]
-    if not (ups := speedups(both)):   # that accelerator against this CPU
-        out["across_refused"] = "no_cpu_here"
-        return out
-    out["across"] = {**_summary(ups), "here": result.recorded_on, "there": reference.recorded_on}
-    return out
-
-
-def _summary(ups: list[dict]) -> dict:
-    return {"tutorial_point": next((p for p in ups if point_key(p) == TUTORIAL_POINT), None),
-            "best": max(ups, key=lambda p: p["speedup"]) if ups else None, "points": ups}

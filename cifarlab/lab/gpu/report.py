@@ -261,31 +261,36 @@ def pipeline_gain_lines(res: SweepResult, width: int, lang: str) -> list[str]:
 
 def would_add_lines(res: SweepResult, recorded: list[SweepResult], lang: str
                     ) -> list[tuple[str, str]]:
-    """What a GPU would add to ``res``'s machine as (st's function name, text): the recording's
-    own comparison first, then one across machines, or why none."""
+    """What a GPU would add to ``res``'s machine as (st's function name, text): the newest of
+    ``recorded`` with an accelerator against its own CPU (the figure to teach with), then against
+    ``res``'s CPU, or why not: never from a busy machine (a CPU timed under load makes any GPU
+    look hundreds of times faster)."""
     t = i18n.translator(lang)
-    info = analysis.what_a_gpu_would_add(res, recorded)
-    same = info and info["same_machine"]
-    if not same or not (same["tutorial_point"] or same["best"]):
+    ref = next((r for r in recorded if any(x["device"] != "cpu" for x in r.ok_rows())), None)
+    ups = analysis.speedups(analysis.eager(ref.ok_rows())) if ref else []
+    if not ups:
         return [("info", t("gpu.would_add_none"))]
-    reference = info["reference"]
-    where = dict(gpu=md(in_words(info["device_name"], lang)),
-                 machine=machine_label(reference, lang=lang), date=reference.recorded_at[:10])
+    acc = [r for r in analysis.eager(ref.ok_rows()) if r["device"] != "cpu"]
+    where = dict(gpu=md(in_words(acc[0]["device_name"], lang)),
+                 machine=machine_label(ref, lang=lang), date=ref.recorded_at[:10])
     out = []
-    if same["tutorial_point"]:
-        out.append(("markdown", t("gpu.would_add_same",
-                                  x=times(same["tutorial_point"]["speedup"], lang), **where)))
-    if same["best"]:
-        b = same["best"]
-        out.append(("markdown", t("gpu.would_add_best", batch=b["batch_size"], width=b["width"],
-                                  pipeline=pipeline_name(b["pipeline"], lang),
-                                  x=times(b["speedup"], lang))))
-    across, refused = info["across"], info["across_refused"]
-    if across and across["tutorial_point"]:
+    if tut := next((p for p in ups if analysis.point_key(p) == TUTORIAL_POINT), None):
+        out.append(("markdown", t("gpu.would_add_same", x=times(tut["speedup"], lang), **where)))
+    b = max(ups, key=lambda p: p["speedup"])
+    out.append(("markdown", t("gpu.would_add_best", batch=b["batch_size"], width=b["width"],
+                              pipeline=pipeline_name(b["pipeline"], lang),
+                              x=times(b["speedup"], lang))))
+    loads = {"here": analysis.machine_load(res), "there": analysis.machine_load(ref)}
+    refused = next((f"{load['state']}_{side}" for side, load in loads.items()
+                    if load["state"] != "quiet"), None)
+    across = [] if refused else analysis.speedups(
+        acc + [r for r in res.ok_rows() if r["device"] == "cpu"])   # that GPU against this CPU
+    if tut := next((p for p in across if analysis.point_key(p) == TUTORIAL_POINT), None):
         out.append(("warning", t("gpu.would_add_across", here=machine_label(res, lang=lang),
-                                 **where, x=times(across["tutorial_point"]["speedup"], lang))))
-    elif refused:
-        load = info["load_here" if refused.endswith("_here") else "load_there"]
+                                 **where, x=times(tut["speedup"], lang))))
+    elif refused or not across:
+        refused = refused or "no_cpu_here"
+        load = loads[refused.rsplit("_", 1)[1]]
         out.append(("info", t(f"gpu.across_refused_{refused}", load=round(load["load"] or 0, 1),
                               cores=load["cores"] or 0)))
     return out
