@@ -63,17 +63,6 @@ def crossover(result: SweepResult | list[dict]) -> list[dict]:
     return out
 
 
-def pipeline_gains(result: SweepResult, width: int) -> dict[str, list[tuple[int, float]]]:
-    """device -> [(batch size, fast images/s ÷ tutorial images/s)] at one width."""
-    by = {(r["device"], r["pipeline"], r["batch_size"]): r["images_per_s"]
-          for r in eager(result.ok_rows()) if r["width"] == width}
-    gains: dict[str, list[tuple[int, float]]] = {}
-    for dev, pipe, b in sorted(by, key=lambda k: (k[0] != "cpu", k)):
-        if pipe == "fast" and (dev, "tutorial", b) in by:
-            gains.setdefault(dev, []).append((b, by[dev, pipe, b] / by[dev, "tutorial", b]))
-    return gains
-
-
 def graph_gains(result: SweepResult) -> list[dict]:
     """The "GPU, graphed" series against the same device eager: ``gain``, graphed ÷ eager."""
     rows = result.ok_rows()

@@ -10,7 +10,7 @@ from cifarlab.lab import charts as C
 import cifarlab.lab.gpu.analysis as analysis
 from cifarlab.lab.gpu.config import TUTORIAL_POINT
 from cifarlab.lab.gpu.report import pipeline_name
-from cifarlab.lab.gpu.results import PHASES, SweepResult
+from cifarlab.lab.gpu.results import COLUMNS, PHASES, SweepResult
 
 PHASE_COLORS = ("#9e9e9e", "#ff7f0e", "#1f77b4", "#2ca02c", "#d62728")   # in PHASES' order
 
@@ -29,15 +29,11 @@ def _order(df: pd.DataFrame, *by: str) -> pd.DataFrame:
 def throughput_frame(res: SweepResult, pipeline: str, lang: str) -> pd.DataFrame:
     """Images/s against batch size, a series per device and width; plus / minus: the error bars
     to the fastest and slowest repeat."""
-    rows = [r for r in res.ok_rows() if r["pipeline"] == pipeline]
-    df = pd.DataFrame([{"device": r["device"], "width": r["width"],
-                        "series": _series(r["device"], r["width"], lang, r.get("graphed")),
-                        "batch_size": r["batch_size"], "images_per_s": r["images_per_s"],
-                        "plus": (r["images_per_s_max"] or r["images_per_s"]) - r["images_per_s"],
-                        "minus": r["images_per_s"] - (r["images_per_s_min"] or r["images_per_s"]),
-                        "step_ms": r["step_ms"]} for r in rows],
-                      columns=["device", "width", "series", "batch_size", "images_per_s",
-                               "plus", "minus", "step_ms"])
+    df = pd.DataFrame(res.ok_rows(), columns=list(COLUMNS)).query("pipeline == @pipeline")
+    ips, series = df["images_per_s"], zip(df["device"], df["width"], df["graphed"])
+    df = df.assign(series=[_series(d, w, lang, g) for d, w, g in series],
+                   plus=df["images_per_s_max"].fillna(ips) - ips,
+                   minus=ips - df["images_per_s_min"].fillna(ips))
     return _order(df, "series", "batch_size")
 
 
@@ -84,13 +80,10 @@ def breakdown_frame(res: SweepResult, device: str, method: str, share: bool,
 
 def pipelines_frame(res: SweepResult, width: int, lang: str) -> pd.DataFrame:
     """Images/s against batch size for both pipelines, one series per device and pipeline."""
-    rows = [r for r in analysis.eager(res.ok_rows()) if r["width"] == width]
-    df = pd.DataFrame([{"device": r["device"], "pipeline": r["pipeline"],
-                        "series": f"{r['device']} · {pipeline_name(r['pipeline'], lang)}",
-                        "batch_size": r["batch_size"], "images_per_s": r["images_per_s"]}
-                       for r in rows if r["pipeline"] in ("fast", "tutorial")],
-                      columns=["device", "pipeline", "series", "batch_size", "images_per_s"])
-    return _order(df, "pipeline", "batch_size")
+    df = pd.DataFrame(analysis.eager(res.ok_rows()), columns=list(COLUMNS))
+    df = df[df["width"] == width]
+    names = df["pipeline"].map(lambda p: pipeline_name(p, lang))
+    return _order(df.assign(series=df["device"] + " · " + names), "pipeline", "batch_size")
 
 
 # ------------------------------------------------------------------------------- the figures
