@@ -10,7 +10,7 @@ from cifarlab.lab import charts as C
 import cifarlab.lab.gpu.analysis as analysis
 from cifarlab.lab.gpu.config import TUTORIAL_POINT
 from cifarlab.lab.gpu.report import pipeline_name
-from cifarlab.lab.gpu.results import COLUMNS, PHASES, SweepResult
+from cifarlab.lab.gpu.results import BREAKDOWN_COLUMNS, COLUMNS, PHASES, SweepResult
 
 PHASE_COLORS = ("#9e9e9e", "#ff7f0e", "#1f77b4", "#2ca02c", "#d62728")   # in PHASES' order
 
@@ -54,28 +54,27 @@ def crossover_frame(res: SweepResult, pipeline: str) -> pd.DataFrame:
     return df.assign(label=[f"≈{e:.0f}" for e in df["estimate"]])
 
 
+def _breakdowns(res: SweepResult) -> pd.DataFrame:
+    df = pd.DataFrame(res.breakdowns, columns=list(BREAKDOWN_COLUMNS))
+    return df[(df["error"] == "") & (df["total_s"] > 0)]
+
+
 def breakdown_choices(res: SweepResult) -> dict[str, list[str]]:
     """device -> the methods its breakdown was timed with ("sync", "cuda_events")."""
-    out: dict[str, list[str]] = {}
-    for b in res.breakdowns:
-        if not b["error"] and b["total_s"] and b["method"] not in out.setdefault(b["device"], []):
-            out[b["device"]].append(b["method"])
-    return out
+    return _breakdowns(res).groupby("device", sort=False)["method"].unique().map(list).to_dict()
 
 
 def breakdown_frame(res: SweepResult, device: str, method: str, share: bool,
                     lang: str) -> pd.DataFrame:
     """A stacked bar per pipeline and batch size: ms per step in each phase, or its share (%)."""
-    passes = sorted((b for b in res.breakdowns if not b["error"] and b["total_s"]
-                     and b["device"] == device and b["method"] == method),
-                    key=lambda b: (b["pipeline"] != "tutorial", b["batch_size"]))
-    out = []
-    for b in passes:
-        label = f"{pipeline_name(b['pipeline'], lang)} · {b['batch_size']}"
-        for p in PHASES:
-            value = b[f"{p}_s"] / b["total_s"] * 100 if share else b[f"{p}_s"] * 1000
-            out.append({"bar": label, "phase": i18n.t(f"gpu.phase_{p}", lang), "value": value})
-    return pd.DataFrame(out, columns=["bar", "phase", "value"])
+    df = _breakdowns(res).query("device == @device and method == @method")
+    df = df.assign(later=df["pipeline"] != "tutorial").sort_values(["later", "batch_size"])
+    phases = df[[f"{p}_s" for p in PHASES]].set_axis(
+        [i18n.t(f"gpu.phase_{p}", lang) for p in PHASES], axis=1)
+    values = phases.div(df["total_s"], axis=0) * 100 if share else phases * 1000
+    names = df["pipeline"].map(lambda p: pipeline_name(p, lang))
+    return values.assign(bar=names + " · " + df["batch_size"].astype(str)).melt(
+        "bar", var_name="phase")
 
 
 def pipelines_frame(res: SweepResult, width: int, lang: str) -> pd.DataFrame:
