@@ -487,7 +487,9 @@ def test_chart_frames():
     assert list(tp["device"].unique()) == ["cpu", "cuda:0"] and (tp["plus"] >= 0).all()
     sp = charts.speedup_frame(h, "tutorial", "en")
     assert sp["tutorial"].tolist() == [True] and sp["speedup"].tolist() == pytest.approx([0.5])
-    assert charts.crossover_frame(h, "fast")["estimate"].notna().all()
+    fig = charts.speedup_figure(h, "fast", i18n.translator("en"))
+    (crossing,) = [d for d in fig.data if d.name == "curves cross"]   # width 1's, estimated
+    assert list(crossing.x) == [pytest.approx(16 * 4 ** (math.log(1.5) / math.log(3)))]
     width_1 = [r for r in h.ok_rows() if r["width"] == 1]
     assert len(charts.pipelines_frame(h, 1, "es")) == len(width_1)
 

@@ -47,13 +47,6 @@ def speedup_frame(res: SweepResult, pipeline: str, lang: str) -> pd.DataFrame:
                         columns=["device", "series", "batch_size", "speedup", "tutorial"])
 
 
-def crossover_frame(res: SweepResult, pipeline: str) -> pd.DataFrame:
-    """Where the curves cross (estimated batch size), per accelerator and width."""
-    cross = [c for c in analysis.crossover(res) if c["pipeline"] == pipeline and c["estimate"]]
-    df = pd.DataFrame(cross, columns=["device", "width", "estimate"])
-    return df.assign(label=[f"≈{e:.0f}" for e in df["estimate"]])
-
-
 def _breakdowns(res: SweepResult) -> pd.DataFrame:
     df = pd.DataFrame(res.breakdowns, columns=list(BREAKDOWN_COLUMNS))
     return df[(df["error"] == "") & (df["total_s"] > 0)]
@@ -115,13 +108,14 @@ def speedup_figure(res: SweepResult, pipeline: str, t) -> go.Figure:
     """Accelerator ÷ CPU against batch size, where the curves cross marked, 1× as a line."""
     df = speedup_frame(res, pipeline, t.lang)
     fig = px.line(df, x="batch_size", y="speedup", **C.series_style("series"), markers=True)
-    cross, tut = crossover_frame(res, pipeline), df[df["tutorial"]]
-    if not cross.empty:
-        fig.add_scatter(x=cross["estimate"], y=[1.0] * len(cross), mode="markers+text",
-                        name=t("gpu.crossover_marker"), text=cross["label"],
+    cross = [c["estimate"] for c in analysis.crossover(res)
+             if c["pipeline"] == pipeline and c["estimate"]]   # where the curves cross
+    if cross:
+        fig.add_scatter(x=cross, y=[1.0] * len(cross), mode="markers+text",
+                        name=t("gpu.crossover_marker"), text=[f"≈{e:.0f}" for e in cross],
                         marker=dict(symbol="diamond", size=14, color="crimson"),
                         textposition="top center")
-    if not tut.empty:
+    if not (tut := df[df["tutorial"]]).empty:
         fig.add_scatter(x=tut["batch_size"], y=tut["speedup"], mode="markers", marker=STAR,
                         name=t("gpu.tut_marker"))
     fig.add_hline(y=1.0, line_dash="dot", line_color="grey")
