@@ -59,17 +59,28 @@ def config_from_args(args) -> SweepConfig:
     d, given = SweepConfig(), {**(SWEEP_DEFAULTS if args.sweep else {}),
                                **(QUICK if args.quick else {})}   # --quick's win
 
-    def pick(name: str):
+    def pick(name: str, parse: Callable = int, code: str = "gpu.cli_int"):
+        """--name's text (else --sweep's or --quick's, else the default), parsed."""
         value = getattr(args, name)
-        return given.get(name, getattr(d, name)) if value is None else value
+        value = given.get(name, getattr(d, name)) if value is None else value
+        try:
+            return parse(value) if isinstance(value, str) else value
+        except ValueError:
+            raise ConfigError([Problem(name, code, {"option": "--" + name.replace("_", "-"),
+                                                    "text": value})]) from None
+
+    def ints(text: str) -> tuple[int, ...]:
+        return tuple(int(v) for v in text.replace(" ", "").split(",") if v)
+
+    def seconds(text: str) -> float | None:
+        return None if text.strip().lower() in ("none", "", "off") else float(text)
 
     return SweepConfig(
-        devices=args.devices, batch_sizes=_whole(pick("batch_sizes"), "batch_sizes", many=True),
-        widths=_whole(pick("widths"), "widths", many=True), pipelines=args.pipelines,
-        steps=_whole(pick("steps"), "steps"), warmup=_whole(pick("warmup"), "warmup"),
-        repeats=_whole(args.repeats, "repeats"), max_seconds=_seconds(pick("max_seconds")),
-        num_workers=_whole(args.num_workers, "num_workers"),
-        images="real" if args.data else "synthetic",
+        devices=args.devices, batch_sizes=pick("batch_sizes", ints, "gpu.cli_ints"),
+        widths=pick("widths", ints, "gpu.cli_ints"), pipelines=args.pipelines,
+        steps=pick("steps"), warmup=pick("warmup"), repeats=pick("repeats"),
+        max_seconds=pick("max_seconds", seconds, "gpu.cli_seconds"),
+        num_workers=pick("num_workers"), images="real" if args.data else "synthetic",
         breakdown=args.sweep if args.breakdown is None else args.breakdown,
         graphed=args.sweep if args.graphed is None else args.graphed)
 
@@ -200,28 +211,3 @@ def summary_lines(result) -> list[str]:
     if result.cancelled:
         lines.append("stopped early: the rows above are what was measured")
     return lines
-
-
-# -- reading the options
-
-def _whole(text, name: str, many: bool = False):
-    """--name's whole number, or with ``many`` its whole numbers separated by commas."""
-    if isinstance(text, tuple):
-        return text
-    try:
-        return (tuple(int(v) for v in str(text).replace(" ", "").split(",") if v) if many
-                else int(text))
-    except ValueError:
-        option = {"option": "--" + name.replace("_", "-"), "text": str(text)}
-        raise ConfigError([Problem(name, "gpu.cli_ints" if many else "gpu.cli_int",
-                                   option)]) from None
-
-
-def _seconds(text) -> float | None:
-    if text is None or str(text).strip().lower() in ("none", "", "off"):
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        raise ConfigError([Problem("max_seconds", "gpu.cli_seconds",
-                                   {"text": str(text)})]) from None
