@@ -23,8 +23,7 @@ from cifarlab.core.devices import DeviceInfo
 from cifarlab.errors import CifarLabError, ConfigError, DataError, DeviceError, UploadError
 from cifarlab.lab.gpu import analysis, charts, measure, report, results, step
 from cifarlab.lab.gpu import cli as gpu_cli
-from cifarlab.lab.gpu.analysis import (crossover, explain_tutorial_point, speedups,
-                                       what_a_gpu_would_add)
+from cifarlab.lab.gpu.analysis import crossover, speedups
 from cifarlab.lab.gpu.config import (SweepConfig, devices_held, estimate_seconds, job_request,
                                      time_left)
 from cifarlab.lab.gpu.measure import breakdown, measure_point, run_sweep, run_timing_job
@@ -152,8 +151,9 @@ def test_hardware_and_versions_recorded(swept):
     assert env["torch"] == torch.__version__ and env["devices"][0]["id"] == "cpu"
     assert env["settings"]["cudnn_benchmark_when_timing"] is True
     assert swept.recorded_on == "this machine" and not swept.recorded_elsewhere
-    hw = analysis.hardware(swept)
-    assert hw["cpu"] == env["cpu"] and hw["gpus"] == [] and hw["config"]["images"] == "synthetic"
+    hw = dict(report.hardware_table(swept, "en").to_numpy())
+    assert hw["CPU"].startswith(report.md(env["cpu"])) and not any(k.startswith("GPU") for k in hw)
+    assert "synthetic" in hw["Settings"]
 
 
 def test_warmup_is_excluded(monkeypatch):
@@ -402,16 +402,13 @@ def test_crossover():
     assert (only["device"], only["batch_size"], only["estimate"]) == ("mps", 4, None)
 
 
-def test_explain_tutorial_point_gives_figures():
-    facts = explain_tutorial_point(handmade())
-    cpu, gpu = facts["devices"]
-    assert cpu["epoch_s"] == pytest.approx(50_000 / 800)
-    assert cpu["tutorial_run_s"] == pytest.approx(2 * 50_000 / 800)
-    assert cpu["fast_gain"] == pytest.approx(1000 / 800)
-    assert cpu["best"]["batch_size"] == 1024 and cpu["best_gain"] == pytest.approx(6500 / 800)
-    assert gpu["speedup_vs_cpu"] == pytest.approx(0.5) and cpu["speedup_vs_cpu"] is None
-    assert gpu["best_speedup"]["speedup"] == pytest.approx(10)
-    json.dumps(facts)
+def test_tutorial_lines_give_figures():
+    cpu, gpu, _, compare, cpu_fast, cpu_best, *_ = report.tutorial_lines(handmade(), "en")
+    assert "800 images per second" in cpu and i18n.duration(50_000 / 800, "en") in cpu
+    assert i18n.duration(2 * 50_000 / 800, "en") in cpu
+    assert "**0.50×** the CPU" in gpu and "up to 10.0× at batch 256" in compare
+    assert "cpu" in cpu_fast and "1.25×" in cpu_fast
+    assert "batch 1,024" in cpu_best and report.times(6500 / 800, "en") + "×" in cpu_best
 
 
 def here(load: float | None, cores=2) -> SweepResult:
@@ -434,19 +431,16 @@ def test_machine_load_takes_the_timings_own_threads_off():
 
 
 def test_what_a_gpu_would_add_compares_within_one_recording_first(tmp_path):
-    assert what_a_gpu_would_add(here(0.5), results.recorded_results(tmp_path)) is None
+    none = report.would_add_lines(here(0.5), results.recorded_results(tmp_path), "en")
+    assert none == [("info", i18n.t("gpu.would_add_none", "en"))]
     handmade().save(tmp_path / "h100-2025-01-02.json")
-    add = what_a_gpu_would_add(here(0.5), [here(0.1), *results.recorded_results(tmp_path)])
-    assert add["device_name"] == "NVIDIA H100"
-    assert add["reference"].recorded_on == "gpu-box, 2025-01-02"
-    same = add["same_machine"]
-    assert len(same["points"]) == 9
-    assert same["tutorial_point"]["speedup"] == pytest.approx(0.5)  # the recording's own CPU
-    assert same["best"]["speedup"] == pytest.approx(10)
-    across = add["across"]  # both machines quiet: labelled, vs this machine's CPU
-    assert across["here"] == "this machine" and across["there"] == "gpu-box, 2025-01-02"
-    p = {(x["pipeline"], x["batch_size"]): x["speedup"] for x in across["points"]}
-    assert p[("fast", 64)] == pytest.approx(10000 / 2500) and add["across_refused"] is None
+    (k1, same), (k2, best), (k3, across) = report.would_add_lines(
+        here(0.5), [here(0.1), *results.recorded_results(tmp_path)], "en")
+    assert "NVIDIA H100" in same and "(2025-01-02)" in same
+    assert "**0.50×**" in same  # the recording's own CPU
+    assert "10.0× its CPU" in best and "batch 256" in best
+    # both machines quiet: labelled, vs this machine's CPU (400 images/s, as the H100's 400)
+    assert (k1, k2, k3) == ("markdown", "markdown", "warning") and "1.00×" in across
 
 
 def test_a_busy_cpu_is_never_compared_across_machines(tmp_path):
@@ -457,19 +451,16 @@ def test_a_busy_cpu_is_never_compared_across_machines(tmp_path):
     recording = SweepResult.load(RECORDING)
     busy = here(9.0)
     busy.rows[0].update(images_per_s=5.05, step_ms=1000 * 4 / 5.05)  # the loaded CPU
-    add = what_a_gpu_would_add(busy, [recording])
-    assert add["across"] is None and add["across_refused"] == "busy_here"
-    assert add["same_machine"]["tutorial_point"]["speedup"] == pytest.approx(4.46, abs=0.01)
     lines = report.would_add_lines(busy, [recording], "en")
     text = " ".join(t for _, t in lines)
-    assert "**4.46×**" in text and "busy" in text and "272" not in text
+    assert "**4.46×**" in text and "272" not in text
+    assert lines[-1] == ("info", i18n.t("gpu.across_refused_busy_here", "en", load=9.0, cores=2))
     assert [k for k, _ in lines] == ["markdown", "markdown", "info"]
-    quiet = what_a_gpu_would_add(here(0.1), [recording])
-    assert quiet["across"]["tutorial_point"]["speedup"] == pytest.approx(1373.05 / 400, rel=0.01)
-    kinds = [k for k, _ in report.would_add_lines(here(0.1), [recording], "es")]
-    assert kinds == ["markdown", "markdown", "warning"]  # the cross-machine figure, labelled
-    unknown = what_a_gpu_would_add(here(None), [recording])
-    assert unknown["across_refused"] == "unknown_here"
+    quiet = report.would_add_lines(here(0.1), [recording], "es")
+    assert [k for k, _ in quiet] == ["markdown", "markdown", "warning"]  # labelled
+    assert report.times(1373.05 / 400, "es") + "×" in quiet[-1][1]
+    unknown = report.would_add_lines(here(None), [recording], "en")[-1]
+    assert unknown == ("info", i18n.t("gpu.across_refused_unknown_here", "en", load=0, cores=2))
 
 
 def test_the_page_sentences_in_every_language(swept):
@@ -496,7 +487,9 @@ def test_chart_frames():
     assert list(tp["device"].unique()) == ["cpu", "cuda:0"] and (tp["plus"] >= 0).all()
     sp = charts.speedup_frame(h, "tutorial", "en")
     assert sp["tutorial"].tolist() == [True] and sp["speedup"].tolist() == pytest.approx([0.5])
-    assert charts.crossover_frame(h, "fast")["estimate"].notna().all()
+    fig = charts.speedup_figure(h, "fast", i18n.translator("en"))
+    (crossing,) = [d for d in fig.data if d.name == "curves cross"]   # width 1's, estimated
+    assert list(crossing.x) == [pytest.approx(16 * 4 ** (math.log(1.5) / math.log(3)))]
     width_1 = [r for r in h.ok_rows() if r["width"] == 1]
     assert len(charts.pipelines_frame(h, 1, "es")) == len(width_1)
 

@@ -1,7 +1,5 @@
-"""Figures from a timing result (numbers, never sentences). Devices are compared within one
-recording; only ``what_a_gpu_would_add`` compares machines, never from a busy one (a CPU timed
-under load makes any GPU look hundreds of times faster).
-"""
+"""Figures from a timing result (numbers, never sentences); devices compared within one
+recording."""
 from __future__ import annotations
 
 import math
@@ -10,7 +8,7 @@ from collections import defaultdict
 from typing import Any, Iterable, Mapping
 
 from cifarlab.core.config import TrainConfig
-from cifarlab.lab.gpu.config import EPOCH_IMAGES, TUTORIAL_EPOCHS, TUTORIAL_POINT
+from cifarlab.lab.gpu.config import TUTORIAL_POINT
 from cifarlab.lab.gpu.results import SweepResult
 
 BUSY_SHARE = 0.5    # other work on at least this share of the cores: a busy machine
@@ -63,50 +61,6 @@ def crossover(result: SweepResult | list[dict]) -> list[dict]:
                     "estimate": estimate, "max_speedup": best["speedup"],
                     "max_batch_size": best["batch_size"]})
     return out
-
-
-def explain_tutorial_point(result: SweepResult) -> dict:
-    """The tutorial as written (TUTORIAL_POINT) on each device: its speed and two epochs, the
-    fast pipeline at its batch, the best point of its network (width 1)."""
-    rows = eager(result.ok_rows())
-    _, b, w = TUTORIAL_POINT
-    cpu_tut = next((r for r in rows if r["device"] == "cpu" and point_key(r) == TUTORIAL_POINT),
-                   None)
-    ups = speedups(rows)
-    devices = []
-    for dev in dict.fromkeys(r["device"] for r in result.rows):
-        mine = [r for r in rows if r["device"] == dev]
-        tut = next((r for r in mine if point_key(r) == TUTORIAL_POINT), None)
-        fast = next((r for r in mine if point_key(r) == ("fast", b, w)), None)
-        best = max((r for r in mine if r["width"] == w), key=lambda r: r["images_per_s"],
-                   default=None)
-        ips = tut["images_per_s"] if tut else None
-        devices.append({
-            "device": dev,
-            "device_name": next(r["device_name"] for r in result.rows if r["device"] == dev),
-            "images_per_s": ips, "epoch_s": tut and tut["epoch_s"],
-            "tutorial_run_s": tut and TUTORIAL_EPOCHS * tut["epoch_s"],
-            "speedup_vs_cpu": (ips / cpu_tut["images_per_s"] if tut and cpu_tut and dev != "cpu"
-                               else None),
-            "best_speedup": max((s for s in ups if s["device"] == dev),
-                                key=lambda s: s["speedup"], default=None),
-            "fast_gain": fast["images_per_s"] / ips if tut and fast else None,
-            "best": best and {k: best[k] for k in ("pipeline", "batch_size", "width",
-                                                   "images_per_s", "epoch_s")},
-            "best_gain": best["images_per_s"] / ips if tut and best else None})
-    params = next((r["params"] for r in rows if r["tutorial_point"] and r["params"]), None)
-    return {"epoch_images": EPOCH_IMAGES, "params": params, "devices": devices}
-
-
-def pipeline_gains(result: SweepResult, width: int) -> dict[str, list[tuple[int, float]]]:
-    """device -> [(batch size, fast images/s ÷ tutorial images/s)] at one width."""
-    by = {(r["device"], r["pipeline"], r["batch_size"]): r["images_per_s"]
-          for r in eager(result.ok_rows()) if r["width"] == width}
-    gains: dict[str, list[tuple[int, float]]] = {}
-    for dev, pipe, b in sorted(by, key=lambda k: (k[0] != "cpu", k)):
-        if pipe == "fast" and (dev, "tutorial", b) in by:
-            gains.setdefault(dev, []).append((b, by[dev, pipe, b] / by[dev, "tutorial", b]))
-    return gains
 
 
 def graph_gains(result: SweepResult) -> list[dict]:
@@ -178,63 +132,3 @@ def assess(res: SweepResult, measured: Iterable[Mapping[str, Any]] = ()) -> dict
                                        ("runs", runs is not None and runs["ratio"] < RUNS_BUSY))
                if said]
     return {"busy": bool(reasons), "reasons": reasons, "load": load, "spread": sp, "runs": runs}
-
-
-def what_a_gpu_would_add(result: SweepResult, recorded: list[SweepResult]) -> dict | None:
-    """What the newest of ``recorded`` with an accelerator says about one for ``result``'s
-    machine: ``same_machine``, against its own cpu (the figure to teach with); ``across``,
-    against this result's cpu, or None with ``across_refused`` saying why."""
-    reference = next((r for r in recorded if any(x["device"] != "cpu" for x in r.ok_rows())),
-                     None)
-    if reference is None:
-        return None
-    acc_rows = [r for r in eager(reference.ok_rows()) if r["device"] != "cpu"]
-    out = {"reference": reference, "device_name": acc_rows[0]["device_name"],
-           "same_machine": _summary(speedups(eager(reference.ok_rows()))), "across": None,
-           "across_refused": None, "load_here": machine_load(result),
-           "load_there": machine_load(reference)}
-    for side in ("here", "there"):
-        if (state := out[f"load_{side}"]["state"]) != "quiet":
-            out["across_refused"] = f"{state}_{side}"
-            return out
-    both = acc_rows + [r for r in result.ok_rows() if r["device"] == "cpu"]
-    if not (ups := speedups(both)):   # that accelerator against this CPU
-        out["across_refused"] = "no_cpu_here"
-        return out
-    out["across"] = {**_summary(ups), "here": result.recorded_on, "there": reference.recorded_on}
-    return out
-
-
-def _summary(ups: list[dict]) -> dict:
-    return {"tutorial_point": next((p for p in ups if point_key(p) == TUTORIAL_POINT), None),
-            "best": max(ups, key=lambda p: p["speedup"]) if ups else None, "points": ups}
-
-
-def hardware(result: SweepResult) -> dict:
-    """What the result was measured on and with (its rows where a CSV lost its first line)."""
-    env, cfg = result.environment or {}, result.config or {}
-    first = result.rows[0] if result.rows else {}
-    gpus = [d for d in env.get("devices", []) if d.get("kind", "cpu") != "cpu"]
-    if not gpus:
-        gpus = [{"id": r["device"], "name": r["device_name"],
-                 "memory_bytes": r["device_memory_bytes"]}
-                for r in {r["device"]: r for r in result.rows if r["device"] != "cpu"}.values()]
-    settings = env.get("settings") or {}
-    loads = [env.get("load_average_start"), env.get("load_average_end")]
-    return {
-        "machine": result.host or env.get("hostname") or None,
-        "recorded_at": result.recorded_at.replace("T", " ")[:19] or None,
-        "cpu": env.get("cpu") or next((r["device_name"] for r in result.rows
-                                       if r["device"] == "cpu"), None),
-        "threads": settings.get("torch_threads", env.get("torch_threads")),
-        "gpus": [{"id": d.get("id"), "name": d.get("name"),
-                  "memory_gib": d["memory_bytes"] / 2**30 if d.get("memory_bytes") else None}
-                 for d in gpus],
-        "torch": env.get("torch") or first.get("torch") or None,
-        "cuda": env.get("cuda") or first.get("cuda") or None, "cudnn": env.get("cudnn"),
-        "python": env.get("python"), "platform": env.get("platform"),
-        "config": {k: cfg.get(k) for k in ("steps", "repeats", "warmup", "max_seconds", "images",
-                                           "num_workers")} if cfg else None,
-        "load": [x[0] if x else None for x in loads] if any(loads) else None,
-        "flags": {k: v for k, v in settings.items() if k != "torch_threads"},
-    }

@@ -10,7 +10,7 @@ from cifarlab.lab import charts as C
 import cifarlab.lab.gpu.analysis as analysis
 from cifarlab.lab.gpu.config import TUTORIAL_POINT
 from cifarlab.lab.gpu.report import pipeline_name
-from cifarlab.lab.gpu.results import PHASES, SweepResult
+from cifarlab.lab.gpu.results import BREAKDOWN_COLUMNS, COLUMNS, PHASES, SweepResult
 
 PHASE_COLORS = ("#9e9e9e", "#ff7f0e", "#1f77b4", "#2ca02c", "#d62728")   # in PHASES' order
 
@@ -29,15 +29,11 @@ def _order(df: pd.DataFrame, *by: str) -> pd.DataFrame:
 def throughput_frame(res: SweepResult, pipeline: str, lang: str) -> pd.DataFrame:
     """Images/s against batch size, a series per device and width; plus / minus: the error bars
     to the fastest and slowest repeat."""
-    rows = [r for r in res.ok_rows() if r["pipeline"] == pipeline]
-    df = pd.DataFrame([{"device": r["device"], "width": r["width"],
-                        "series": _series(r["device"], r["width"], lang, r.get("graphed")),
-                        "batch_size": r["batch_size"], "images_per_s": r["images_per_s"],
-                        "plus": (r["images_per_s_max"] or r["images_per_s"]) - r["images_per_s"],
-                        "minus": r["images_per_s"] - (r["images_per_s_min"] or r["images_per_s"]),
-                        "step_ms": r["step_ms"]} for r in rows],
-                      columns=["device", "width", "series", "batch_size", "images_per_s",
-                               "plus", "minus", "step_ms"])
+    df = pd.DataFrame(res.ok_rows(), columns=list(COLUMNS)).query("pipeline == @pipeline")
+    ips, series = df["images_per_s"], zip(df["device"], df["width"], df["graphed"])
+    df = df.assign(series=[_series(d, w, lang, g) for d, w, g in series],
+                   plus=df["images_per_s_max"].fillna(ips) - ips,
+                   minus=ips - df["images_per_s_min"].fillna(ips))
     return _order(df, "series", "batch_size")
 
 
@@ -51,46 +47,35 @@ def speedup_frame(res: SweepResult, pipeline: str, lang: str) -> pd.DataFrame:
                         columns=["device", "series", "batch_size", "speedup", "tutorial"])
 
 
-def crossover_frame(res: SweepResult, pipeline: str) -> pd.DataFrame:
-    """Where the curves cross (estimated batch size), per accelerator and width."""
-    cross = [c for c in analysis.crossover(res) if c["pipeline"] == pipeline and c["estimate"]]
-    df = pd.DataFrame(cross, columns=["device", "width", "estimate"])
-    return df.assign(label=[f"≈{e:.0f}" for e in df["estimate"]])
+def _breakdowns(res: SweepResult) -> pd.DataFrame:
+    df = pd.DataFrame(res.breakdowns, columns=list(BREAKDOWN_COLUMNS))
+    return df[(df["error"] == "") & (df["total_s"] > 0)]
 
 
 def breakdown_choices(res: SweepResult) -> dict[str, list[str]]:
     """device -> the methods its breakdown was timed with ("sync", "cuda_events")."""
-    out: dict[str, list[str]] = {}
-    for b in res.breakdowns:
-        if not b["error"] and b["total_s"] and b["method"] not in out.setdefault(b["device"], []):
-            out[b["device"]].append(b["method"])
-    return out
+    return _breakdowns(res).groupby("device", sort=False)["method"].unique().map(list).to_dict()
 
 
 def breakdown_frame(res: SweepResult, device: str, method: str, share: bool,
                     lang: str) -> pd.DataFrame:
     """A stacked bar per pipeline and batch size: ms per step in each phase, or its share (%)."""
-    passes = sorted((b for b in res.breakdowns if not b["error"] and b["total_s"]
-                     and b["device"] == device and b["method"] == method),
-                    key=lambda b: (b["pipeline"] != "tutorial", b["batch_size"]))
-    out = []
-    for b in passes:
-        label = f"{pipeline_name(b['pipeline'], lang)} · {b['batch_size']}"
-        for p in PHASES:
-            value = b[f"{p}_s"] / b["total_s"] * 100 if share else b[f"{p}_s"] * 1000
-            out.append({"bar": label, "phase": i18n.t(f"gpu.phase_{p}", lang), "value": value})
-    return pd.DataFrame(out, columns=["bar", "phase", "value"])
+    df = _breakdowns(res).query("device == @device and method == @method")
+    df = df.assign(later=df["pipeline"] != "tutorial").sort_values(["later", "batch_size"])
+    phases = df[[f"{p}_s" for p in PHASES]].set_axis(
+        [i18n.t(f"gpu.phase_{p}", lang) for p in PHASES], axis=1)
+    values = phases.div(df["total_s"], axis=0) * 100 if share else phases * 1000
+    names = df["pipeline"].map(lambda p: pipeline_name(p, lang))
+    return values.assign(bar=names + " · " + df["batch_size"].astype(str)).melt(
+        "bar", var_name="phase")
 
 
 def pipelines_frame(res: SweepResult, width: int, lang: str) -> pd.DataFrame:
     """Images/s against batch size for both pipelines, one series per device and pipeline."""
-    rows = [r for r in analysis.eager(res.ok_rows()) if r["width"] == width]
-    df = pd.DataFrame([{"device": r["device"], "pipeline": r["pipeline"],
-                        "series": f"{r['device']} · {pipeline_name(r['pipeline'], lang)}",
-                        "batch_size": r["batch_size"], "images_per_s": r["images_per_s"]}
-                       for r in rows if r["pipeline"] in ("fast", "tutorial")],
-                      columns=["device", "pipeline", "series", "batch_size", "images_per_s"])
-    return _order(df, "pipeline", "batch_size")
+    df = pd.DataFrame(analysis.eager(res.ok_rows()), columns=list(COLUMNS))
+    df = df[df["width"] == width]
+    names = df["pipeline"].map(lambda p: pipeline_name(p, lang))
+    return _order(df.assign(series=df["device"] + " · " + names), "pipeline", "batch_size")
 
 
 # ------------------------------------------------------------------------------- the figures
@@ -123,13 +108,14 @@ def speedup_figure(res: SweepResult, pipeline: str, t) -> go.Figure:
     """Accelerator ÷ CPU against batch size, where the curves cross marked, 1× as a line."""
     df = speedup_frame(res, pipeline, t.lang)
     fig = px.line(df, x="batch_size", y="speedup", **C.series_style("series"), markers=True)
-    cross, tut = crossover_frame(res, pipeline), df[df["tutorial"]]
-    if not cross.empty:
-        fig.add_scatter(x=cross["estimate"], y=[1.0] * len(cross), mode="markers+text",
-                        name=t("gpu.crossover_marker"), text=cross["label"],
+    cross = [c["estimate"] for c in analysis.crossover(res)
+             if c["pipeline"] == pipeline and c["estimate"]]   # where the curves cross
+    if cross:
+        fig.add_scatter(x=cross, y=[1.0] * len(cross), mode="markers+text",
+                        name=t("gpu.crossover_marker"), text=[f"≈{e:.0f}" for e in cross],
                         marker=dict(symbol="diamond", size=14, color="crimson"),
                         textposition="top center")
-    if not tut.empty:
+    if not (tut := df[df["tutorial"]]).empty:
         fig.add_scatter(x=tut["batch_size"], y=tut["speedup"], mode="markers", marker=STAR,
                         name=t("gpu.tut_marker"))
     fig.add_hline(y=1.0, line_dash="dot", line_color="grey")

@@ -59,17 +59,28 @@ def config_from_args(args) -> SweepConfig:
     d, given = SweepConfig(), {**(SWEEP_DEFAULTS if args.sweep else {}),
                                **(QUICK if args.quick else {})}   # --quick's win
 
-    def pick(name: str):
+    def pick(name: str, parse: Callable = int, code: str = "gpu.cli_int"):
+        """--name's text (else --sweep's or --quick's, else the default), parsed."""
         value = getattr(args, name)
-        return given.get(name, getattr(d, name)) if value is None else value
+        value = given.get(name, getattr(d, name)) if value is None else value
+        try:
+            return parse(value) if isinstance(value, str) else value
+        except ValueError:
+            raise ConfigError([Problem(name, code, {"option": "--" + name.replace("_", "-"),
+                                                    "text": value})]) from None
+
+    def ints(text: str) -> tuple[int, ...]:
+        return tuple(int(v) for v in text.replace(" ", "").split(",") if v)
+
+    def seconds(text: str) -> float | None:
+        return None if text.strip().lower() in ("none", "", "off") else float(text)
 
     return SweepConfig(
-        devices=args.devices, batch_sizes=_whole(pick("batch_sizes"), "batch_sizes", many=True),
-        widths=_whole(pick("widths"), "widths", many=True), pipelines=args.pipelines,
-        steps=_whole(pick("steps"), "steps"), warmup=_whole(pick("warmup"), "warmup"),
-        repeats=_whole(args.repeats, "repeats"), max_seconds=_seconds(pick("max_seconds")),
-        num_workers=_whole(args.num_workers, "num_workers"),
-        images="real" if args.data else "synthetic",
+        devices=args.devices, batch_sizes=pick("batch_sizes", ints, "gpu.cli_ints"),
+        widths=pick("widths", ints, "gpu.cli_ints"), pipelines=args.pipelines,
+        steps=pick("steps"), warmup=pick("warmup"), repeats=pick("repeats"),
+        max_seconds=pick("max_seconds", seconds, "gpu.cli_seconds"),
+        num_workers=pick("num_workers"), images="real" if args.data else "synthetic",
         breakdown=args.sweep if args.breakdown is None else args.breakdown,
         graphed=args.sweep if args.graphed is None else args.graphed)
 
@@ -127,23 +138,16 @@ def sweep_files(devices: list[str], out_dir: str | None) -> list[Path]:
 
 def print_plan(cfg: SweepConfig, devices: list[str], outs: list[Path]) -> None:
     from cifarlab.lab.gpu.measure import sweep_environment
+    from cifarlab.lab.gpu.results import SweepResult
 
     env = sweep_environment(devices)
-    print(f"host {env['hostname']}", *_machine_lines(env), sep="\n")
+    here = SweepResult(rows=[], environment=env, config=cfg.to_dict(), host=env["hostname"],
+                       recorded_at="")
+    print(*hardware_lines(here), sep="\n")
     estimate = estimate_seconds(cfg, devices)
     bound = f"at most about {i18n.duration(estimate)}" if estimate else "no time budget"
     print(f"{len(cfg.points(devices))} points and {len(cfg.breakdown_passes(devices))} breakdown "
           f"passes: {bound}.\nwriting {' and '.join(map(str, outs))} as it goes\n", flush=True)
-
-
-def _machine_lines(env: dict) -> list[str]:
-    lines = [f"torch {env.get('torch')}, CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, "
-             f"python {env.get('python')}; cpu: {env.get('cpu')}"]
-    for d in env.get("devices", []):
-        if d.get("kind") != "cpu":
-            mem = f", {d['memory_bytes'] / 2**30:.0f} GiB" if d.get("memory_bytes") else ""
-            lines.append(f"{d.get('id')}: {d.get('name')}{mem}")
-    return lines
 
 
 # -- printing
@@ -166,26 +170,34 @@ def table_printer() -> Callable[[dict], None]:
     return print_row
 
 
+def plain(markdown: str) -> str:
+    """The page's Markdown sentence as terminal text: no bold, no escapes."""
+    return re.sub(r"\\(.)", r"\1", markdown.replace("**", "").replace("\u200b", ""))
+
+
+def hardware_lines(result) -> list[str]:
+    from cifarlab.lab.gpu.report import hardware_table
+
+    return [plain(f"{k}: {v}") for k, v in hardware_table(result, "en").itertuples(index=False)]
+
+
 def summary_lines(result) -> list[str]:
-    from cifarlab.lab.gpu.analysis import crossover, graph_gains, machine_load
+    """What the page says about ``result`` (in English, as plain text), and its breakdowns."""
+    from cifarlab.lab.gpu import report
+    from cifarlab.lab.gpu.analysis import assess
     from cifarlab.lab.gpu.results import PHASES
 
+    judged = assess(result)
     lines = [f"recorded on: {result.recorded_on} (host {result.host}, {result.recorded_at})",
-             *_machine_lines(result.environment)]
-    load = machine_load(result)
-    if load["state"] == "busy":
-        lines.append(f"busy machine: load up to {load['load']:.1f} on {load['cores']} cores; "
-                     "these figures are slower and noisier than on an idle machine")
+             *hardware_lines(result)]
+    if judged["busy"]:
+        lines.append(plain(report.provenance(result, "en", judged)["busy"]))
     if not any(r["device"] != "cpu" for r in result.rows):
         lines.append("no accelerator measured: nothing to compare with the cpu here "
                      "(see docs/gpu-results for results recorded on a GPU)")
-    for c in crossover(result):
-        where = (f"beats the cpu from batch {c['batch_size']} ({c['speedup']:.2f}x)"
-                 if c["batch_size"] is not None else "never beats the cpu in this range")
-        est = f", curves cross near batch {c['estimate']:.0f}" if c["estimate"] else ""
-        graphed = " graphed" if c.get("graphed") else ""
-        lines.append(f"crossover {c['device']}{graphed} {c['pipeline']} width {c['width']}: "
-                     f"{where}{est}; best {c['max_speedup']:.2f}x at batch {c['max_batch_size']}")
+    pipelines = dict.fromkeys(r["pipeline"] for r in result.rows)
+    lines += dict.fromkeys(plain(line) for p in pipelines   # a busy machine's "none" once
+                           for line in report.crossover_lines(result, p, "en", judged["busy"]))
     for b in result.breakdowns:
         if b["error"]:
             lines.append(f"breakdown {b['device']} {b['pipeline']} batch {b['batch_size']}: "
@@ -195,35 +207,7 @@ def summary_lines(result) -> list[str]:
         lines.append(f"breakdown ({b['method']}) {b['device']} {b['pipeline']} batch "
                      f"{b['batch_size']} width {b['width']}, ms/step: {parts}; sum "
                      f"{b['total_s'] * 1000:.3f} vs unperturbed step {b['step_s'] * 1000:.3f}")
-    for g in graph_gains(result):
-        lines.append(f"graphed {g['device']} {g['pipeline']} batch {g['batch_size']} width "
-                     f"{g['width']}: {g['gain']:.2f}x the eager steps/s ({g['step_ms']:.3f} "
-                     f"vs {g['eager_step_ms']:.3f} ms a step)")
+    lines += [plain(line) for line in report.graph_gain_lines(result, "en")]
     if result.cancelled:
         lines.append("stopped early: the rows above are what was measured")
     return lines
-
-
-# -- reading the options
-
-def _whole(text, name: str, many: bool = False):
-    """--name's whole number, or with ``many`` its whole numbers separated by commas."""
-    if isinstance(text, tuple):
-        return text
-    try:
-        return (tuple(int(v) for v in str(text).replace(" ", "").split(",") if v) if many
-                else int(text))
-    except ValueError:
-        option = {"option": "--" + name.replace("_", "-"), "text": str(text)}
-        raise ConfigError([Problem(name, "gpu.cli_ints" if many else "gpu.cli_int",
-                                   option)]) from None
-
-
-def _seconds(text) -> float | None:
-    if text is None or str(text).strip().lower() in ("none", "", "off"):
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        raise ConfigError([Problem("max_seconds", "gpu.cli_seconds",
-                                   {"text": str(text)})]) from None

@@ -99,13 +99,9 @@ def measure_point(device, batch_size: int, width: int = 1, pipeline: str = "fast
     row.update(steps=steps, repeats=repeats, graphed=graphed,
                tutorial_point=(pipeline, batch_size, width) == TUTORIAL_POINT)
     measured = _timed(dev, lambda: _measure(dev, {**work, "graphed": graphed}, steps, warmup,
-                                            repeats, max_seconds, should_stop or _never))
+                                            repeats, max_seconds, should_stop or (lambda: False)))
     row["load_1m"] = (load_average() or [None])[0]
     return None if measured is None else {**row, **measured}
-
-
-def _never() -> bool:
-    return False
 
 
 def _measure(dev, work_args: dict, steps, warmup, repeats, max_seconds, stop) -> dict:
@@ -186,8 +182,8 @@ def _breakdown(dev, work_args: dict, steps, warmup, method, max_seconds) -> dict
     try:
         budget = None if max_seconds is None else max_seconds / 3
         if warmup:
-            run_steps(warmup, budget, work.step, sync, _never)
-        n, seconds, _ = run_steps(steps, budget, work.step, sync, _never)  # unperturbed
+            run_steps(warmup, budget, work.step, sync)
+        n, seconds, _ = run_steps(steps, budget, work.step, sync)  # unperturbed
 
         mark, between = _clock(dev, method)
         model, criterion, optimizer = work.model, work.criterion, work.optimizer
@@ -258,7 +254,7 @@ def run_sweep(cfg: SweepConfig, on_result: Callable[[dict], None] | None = None,
         data = data_mod.load()
     result = SweepResult(rows=[], environment=sweep_environment(devices), config=cfg.to_dict(),
                          host=hostname(), recorded_at=now_iso())
-    stop = should_stop or _never
+    stop = should_stop or (lambda: False)
     common = dict(data=data, max_seconds=cfg.max_seconds, num_workers=cfg.num_workers,
                   seed=cfg.seed)
 

@@ -13,7 +13,8 @@ from cifarlab.core.safe_text import md_escape as md
 from cifarlab.core.safe_text import one_line
 from cifarlab.errors import CifarLabError, ConfigError
 import cifarlab.lab.gpu.analysis as analysis
-from cifarlab.lab.gpu.config import TUTORIAL_POINT, SweepConfig, estimate_seconds, time_left
+from cifarlab.lab.gpu.config import (EPOCH_IMAGES, TUTORIAL_EPOCHS, TUTORIAL_POINT, SweepConfig,
+                                    estimate_seconds, time_left)
 from cifarlab.lab.gpu.results import OOM, SweepResult
 
 
@@ -44,12 +45,24 @@ def in_words(name: str, lang: str) -> str:
     return CORES.sub(lambda m: " (" + i18n.t("gpu.cores", lang, n=int(m[1])) + ")", name)
 
 
+def _cpu(res: SweepResult) -> str | None:
+    return (res.environment or {}).get("cpu") or next(
+        (r["device_name"] for r in res.rows if r["device"] == "cpu"), None)
+
+
+def _gpus(res: SweepResult) -> list[dict]:
+    """The GPUs measured; from the rows where a CSV lost its first line."""
+    gpus = [d for d in (res.environment or {}).get("devices", []) if d.get("kind", "cpu") != "cpu"]
+    return gpus or [{"id": r["device"], "name": r["device_name"],
+                     "memory_bytes": r["device_memory_bytes"]}
+                    for r in {r["device"]: r for r in res.rows if r["device"] != "cpu"}.values()]
+
+
 def machine_label(res: SweepResult, markdown: bool = True, lang: str = "en") -> str:
     """The machine by its CPU and GPUs ("AMD EPYC (2 cores) + NVIDIA H100"), its host name only
     when nothing else is known (virtual machines are all "vm"); plain text for a widget."""
-    hw = analysis.hardware(res)
-    cpu = re.sub(r"\((R|TM)\)", "", hw["cpu"] or "").replace("  ", " ").strip()
-    gpus = [g["name"] for g in hw["gpus"] if g["name"] and g["name"] != hw["cpu"]]
+    cpu = re.sub(r"\((R|TM)\)", "", _cpu(res) or "").replace("  ", " ").strip()
+    gpus = [g.get("name") for g in _gpus(res) if g.get("name") and g.get("name") != _cpu(res)]
     label = in_words(" + ".join(p for p in [cpu, *dict.fromkeys(gpus)] if p) or res.host or "?",
                      lang)
     return md(label) if markdown else one_line(label)
@@ -87,37 +100,41 @@ def rows_table(rows: list[dict], lang: str) -> pd.DataFrame:
 
 def hardware_table(res: SweepResult, lang: str) -> pd.DataFrame:
     """What it was measured on and with, for ``st.table`` (whose cells are Markdown: escaped)."""
-    t, hw = i18n.translator(lang), analysis.hardware(res)
-    none = t("gpu.none")
+    t = i18n.translator(lang)
+    env, cfg, first = res.environment or {}, res.config or {}, (res.rows or [{}])[0]
+    settings = env.get("settings") or {}
 
     def known(v: Any) -> str:
-        return none if v is None or v == "" else str(v)
+        return t("gpu.none") if v is None or v == "" else str(v)
 
-    items = [(t("gpu.hw_machine"), known(hw["machine"])),
-             (t("gpu.hw_date"), known(hw["recorded_at"])),
-             (t("gpu.hw_cpu"), t("gpu.hw_cpu_value", name=known(hw["cpu"]),
-                                 threads=hw["threads"] if hw["threads"] is not None else "?"))]
-    for g in hw["gpus"]:
-        items.append((t("gpu.hw_gpu", device=known(g["id"])),
-                      t("gpu.hw_gpu_value", name=known(g["name"]),
-                        memory=number(g["memory_gib"], lang, 0) if g["memory_gib"] else "?")))
-    items += [(t("gpu.hw_torch"), known(hw["torch"])),
-              (t("gpu.hw_cuda"), f"{known(hw['cuda'])} / {known(hw['cudnn'])}")]
-    if hw["python"]:
-        items.append((t("gpu.hw_python"), f"{hw['python']} / {known(hw['platform'])}"))
-    if hw["config"]:
-        c = hw["config"]
-        images = (t(f"gpu.images_{c['images']}") if c["images"] in ("synthetic", "real")
-                  else known(c["images"]))
+    threads = settings.get("torch_threads", env.get("torch_threads"))
+    items = [(t("gpu.hw_machine"), known(res.host or env.get("hostname"))),
+             (t("gpu.hw_date"), known(res.recorded_at.replace("T", " ")[:19])),
+             (t("gpu.hw_cpu"), t("gpu.hw_cpu_value", name=known(_cpu(res)),
+                                 threads="?" if threads is None else threads))]
+    items += [(t("gpu.hw_gpu", device=known(g.get("id"))),
+               t("gpu.hw_gpu_value", name=known(g.get("name")),
+                 memory=number(g["memory_bytes"] / 2**30, lang, 0) if g.get("memory_bytes")
+                 else "?")) for g in _gpus(res)]
+    items += [(t("gpu.hw_torch"), known(env.get("torch") or first.get("torch"))),
+              (t("gpu.hw_cuda"), f"{known(env.get('cuda') or first.get('cuda'))} / "
+                                 f"{known(env.get('cudnn'))}")]
+    if env.get("python"):
+        items.append((t("gpu.hw_python"), f"{env['python']} / {known(env.get('platform'))}"))
+    if cfg:
+        images = (t(f"gpu.images_{cfg.get('images')}")
+                  if cfg.get("images") in ("synthetic", "real") else known(cfg.get("images")))
         items.append((t("gpu.hw_settings"), t(
-            "gpu.hw_settings_value", steps=known(c["steps"]), repeats=known(c["repeats"]),
-            warmup=known(c["warmup"]), images=images, workers=known(c["num_workers"]),
-            budget=number(c["max_seconds"], lang, 1) if c["max_seconds"] else "∞")))
-    if hw["load"]:
-        items.append((t("gpu.hw_load"), " → ".join(number(x, lang, 2) if x is not None else "?"
-                                                   for x in hw["load"])))
-    if hw["flags"]:
-        items.append((t("gpu.hw_flags"), ", ".join(f"{k}={v}" for k, v in hw["flags"].items())))
+            "gpu.hw_settings_value", steps=known(cfg.get("steps")),
+            repeats=known(cfg.get("repeats")), warmup=known(cfg.get("warmup")), images=images,
+            workers=known(cfg.get("num_workers")),
+            budget=number(cfg["max_seconds"], lang, 1) if cfg.get("max_seconds") else "∞")))
+    loads = [env.get("load_average_start"), env.get("load_average_end")]
+    if any(loads):
+        items.append((t("gpu.hw_load"), " → ".join(number(x[0], lang, 2) if x else "?"
+                                                   for x in loads)))
+    if flags := {k: v for k, v in settings.items() if k != "torch_threads"}:
+        items.append((t("gpu.hw_flags"), ", ".join(f"{k}={v}" for k, v in flags.items())))
     return pd.DataFrame([(md(k), md(v)) for k, v in items],
                         columns=[t("gpu.hw_item"), t("gpu.hw_value")])
 
@@ -161,44 +178,49 @@ def source_label(res: SweepResult, lang: str) -> str:
 
 
 def tutorial_lines(res: SweepResult, lang: str, is_busy: bool = False) -> list[str]:
-    """The tutorial as written on each device, in sentences; from a busy machine only what was
-    measured, nothing extrapolated."""
-    t, info = i18n.translator(lang), analysis.explain_tutorial_point(res)
-    timed = [d for d in info["devices"] if d["images_per_s"]]
-    if not timed:
+    """The tutorial as written (TUTORIAL_POINT) on each device, in sentences: its speed and two
+    epochs, against the CPU, the fast pipeline at its batch, the best point of its network (width
+    1). From a busy machine only what was measured, nothing extrapolated."""
+    t, rows = i18n.translator(lang), analysis.eager(res.ok_rows())
+    tut = {r["device"]: r for r in rows if analysis.point_key(r) == TUTORIAL_POINT}
+    if not tut:
         return []
-    why = t("gpu.tut_why", params=info["params"] or 62006)
-    name = lambda d: md(in_words(d["device_name"], lang))  # noqa: E731 - a local shorthand
+    why = t("gpu.tut_why", params=next((r["params"] for r in tut.values() if r["params"]), 62006))
+    name = lambda d: md(in_words(tut[d]["device_name"], lang))  # noqa: E731 - local shorthands
+    ips = lambda d: round(tut[d]["images_per_s"])  # noqa: E731
     if is_busy:
-        return [t("gpu_busy.tut_measured", device=md(d["device"]), name=name(d),
-                  ips=round(d["images_per_s"])) for d in timed] + [why]
-    dur = lambda s: i18n.duration(s, lang)  # noqa: E731 - a local shorthand, used below
-    lines = [t("gpu.tut_cpu", name=name(d), ips=round(d["images_per_s"]),
-               images=info["epoch_images"], epoch=dur(d["epoch_s"]), run=dur(d["tutorial_run_s"]))
-             for d in timed if d["device"] == "cpu"]
-    lines += [t("gpu.tut_acc", device=md(d["device"]), name=name(d), ips=round(d["images_per_s"]),
-                x=times(d["speedup_vs_cpu"], lang), run=dur(d["tutorial_run_s"]))
-              for d in timed if d["device"] != "cpu" and d["speedup_vs_cpu"] is not None]
+        return [t("gpu_busy.tut_measured", device=md(d), name=name(d), ips=ips(d))
+                for d in tut] + [why]
+    run = lambda d: i18n.duration(TUTORIAL_EPOCHS * tut[d]["epoch_s"], lang)  # noqa: E731
+    lines, cpu = [], tut.get("cpu")
+    if cpu:
+        lines.append(t("gpu.tut_cpu", name=name("cpu"), ips=ips("cpu"), images=EPOCH_IMAGES,
+                       epoch=i18n.duration(cpu["epoch_s"], lang), run=run("cpu")))
+    vs_cpu = {d: r["images_per_s"] / cpu["images_per_s"] for d, r in tut.items()
+              if cpu and d != "cpu"}
+    lines += [t("gpu.tut_acc", device=md(d), name=name(d), ips=ips(d), x=times(x, lang),
+                run=run(d)) for d, x in vs_cpu.items()]
     lines.append(why)
-    for d in timed:
-        best = d["best_speedup"]
-        if d["speedup_vs_cpu"] is not None and best:
-            lines.append("- " + t("gpu.tut_compare", device=md(d["device"]),
-                                  x=times(d["speedup_vs_cpu"], lang),
+    ups = analysis.speedups(rows)
+    for d, x in vs_cpu.items():
+        if best := max((s for s in ups if s["device"] == d), key=lambda s: s["speedup"],
+                       default=None):
+            lines.append("- " + t("gpu.tut_compare", device=md(d), x=times(x, lang),
                                   best=times(best["speedup"], lang), batch=best["batch_size"],
                                   width=best["width"],
                                   pipeline=pipeline_name(best["pipeline"], lang)))
-    for d in timed:
-        if d["fast_gain"]:
-            lines.append("- " + t("gpu.tut_fast", device=md(d["device"]),
-                                  x=times(d["fast_gain"], lang)))
-        b = d["best"]
-        if b and d["best_gain"] and d["best_gain"] > 1.0 and (b["pipeline"], b["batch_size"]) != \
-                TUTORIAL_POINT[:2]:
-            lines.append("- " + t("gpu.tut_best", device=md(d["device"]),
-                                  batch=b["batch_size"],
-                                  pipeline=pipeline_name(b["pipeline"], lang),
-                                  x=times(d["best_gain"], lang)))
+    _, batch, width = TUTORIAL_POINT
+    for d, r in tut.items():
+        mine = [m for m in rows if m["device"] == d and m["width"] == width]
+        if fast := next((m for m in mine if analysis.point_key(m) == ("fast", batch, width)),
+                        None):
+            lines.append("- " + t("gpu.tut_fast", device=md(d),
+                                  x=times(fast["images_per_s"] / r["images_per_s"], lang)))
+        best = max(mine, key=lambda m: m["images_per_s"])
+        if best["images_per_s"] > r["images_per_s"]:
+            lines.append("- " + t("gpu.tut_best", device=md(d), batch=best["batch_size"],
+                                  pipeline=pipeline_name(best["pipeline"], lang),
+                                  x=times(best["images_per_s"] / r["images_per_s"], lang)))
     return lines
 
 
@@ -231,39 +253,50 @@ def graph_gain_lines(res: SweepResult, lang: str) -> list[str]:
 
 
 def pipeline_gain_lines(res: SweepResult, width: int, lang: str) -> list[str]:
-    t = i18n.translator(lang)
-    return [t("gpu.pipelines_gain", device=md(dev), width=width,
-              gains=", ".join(f"{times(g, lang)}× ({b})" for b, g in gains))
-            for dev, gains in analysis.pipeline_gains(res, width).items()]
+    """Per device, the fast pipeline's images/s ÷ the tutorial's at each batch size."""
+    ips = {(r["device"], r["pipeline"], r["batch_size"]): r["images_per_s"]
+           for r in analysis.eager(res.ok_rows()) if r["width"] == width}
+    gains: dict[str, list[str]] = {}
+    for dev, pipe, b in sorted(ips, key=lambda k: (k[0] != "cpu", k)):
+        if pipe == "fast" and (dev, "tutorial", b) in ips:
+            x = ips[dev, pipe, b] / ips[dev, "tutorial", b]
+            gains.setdefault(dev, []).append(f"{times(x, lang)}× ({b})")
+    return [i18n.t("gpu.pipelines_gain", lang, device=md(dev), width=width, gains=", ".join(g))
+            for dev, g in gains.items()]
 
 
 def would_add_lines(res: SweepResult, recorded: list[SweepResult], lang: str
                     ) -> list[tuple[str, str]]:
-    """What a GPU would add to ``res``'s machine as (st's function name, text): the recording's
-    own comparison first, then one across machines, or why none."""
+    """What a GPU would add to ``res``'s machine as (st's function name, text): the newest of
+    ``recorded`` with an accelerator against its own CPU (the figure to teach with), then against
+    ``res``'s CPU, or why not: never from a busy machine (a CPU timed under load makes any GPU
+    look hundreds of times faster)."""
     t = i18n.translator(lang)
-    info = analysis.what_a_gpu_would_add(res, recorded)
-    same = info and info["same_machine"]
-    if not same or not (same["tutorial_point"] or same["best"]):
+    ref = next((r for r in recorded if any(x["device"] != "cpu" for x in r.ok_rows())), None)
+    ups = analysis.speedups(analysis.eager(ref.ok_rows())) if ref else []
+    if not ups:
         return [("info", t("gpu.would_add_none"))]
-    reference = info["reference"]
-    where = dict(gpu=md(in_words(info["device_name"], lang)),
-                 machine=machine_label(reference, lang=lang), date=reference.recorded_at[:10])
+    acc = [r for r in analysis.eager(ref.ok_rows()) if r["device"] != "cpu"]
+    where = dict(gpu=md(in_words(acc[0]["device_name"], lang)),
+                 machine=machine_label(ref, lang=lang), date=ref.recorded_at[:10])
     out = []
-    if same["tutorial_point"]:
-        out.append(("markdown", t("gpu.would_add_same",
-                                  x=times(same["tutorial_point"]["speedup"], lang), **where)))
-    if same["best"]:
-        b = same["best"]
-        out.append(("markdown", t("gpu.would_add_best", batch=b["batch_size"], width=b["width"],
-                                  pipeline=pipeline_name(b["pipeline"], lang),
-                                  x=times(b["speedup"], lang))))
-    across, refused = info["across"], info["across_refused"]
-    if across and across["tutorial_point"]:
+    if tut := next((p for p in ups if analysis.point_key(p) == TUTORIAL_POINT), None):
+        out.append(("markdown", t("gpu.would_add_same", x=times(tut["speedup"], lang), **where)))
+    b = max(ups, key=lambda p: p["speedup"])
+    out.append(("markdown", t("gpu.would_add_best", batch=b["batch_size"], width=b["width"],
+                              pipeline=pipeline_name(b["pipeline"], lang),
+                              x=times(b["speedup"], lang))))
+    loads = {"here": analysis.machine_load(res), "there": analysis.machine_load(ref)}
+    refused = next((f"{load['state']}_{side}" for side, load in loads.items()
+                    if load["state"] != "quiet"), None)
+    across = [] if refused else analysis.speedups(
+        acc + [r for r in res.ok_rows() if r["device"] == "cpu"])   # that GPU against this CPU
+    if tut := next((p for p in across if analysis.point_key(p) == TUTORIAL_POINT), None):
         out.append(("warning", t("gpu.would_add_across", here=machine_label(res, lang=lang),
-                                 **where, x=times(across["tutorial_point"]["speedup"], lang))))
-    elif refused:
-        load = info["load_here" if refused.endswith("_here") else "load_there"]
+                                 **where, x=times(tut["speedup"], lang))))
+    elif refused or not across:
+        refused = refused or "no_cpu_here"
+        load = loads[refused.rsplit("_", 1)[1]]
         out.append(("info", t(f"gpu.across_refused_{refused}", load=round(load["load"] or 0, 1),
                               cores=load["cores"] or 0)))
     return out

@@ -203,18 +203,16 @@ class SweepResult:
             raise DataError("gpu.too_many_columns", source=source, limit=MAX_COLUMNS)
         if text.count("\n") > MAX_ROWS + 1:
             raise DataError("gpu.too_many_rows", source=source, limit=MAX_ROWS)
-        try:
-            header = pd.read_csv(io.StringIO(text), nrows=0).columns
-        except (ValueError, OverflowError):  # pandas' parser errors are ValueErrors
-            header = ()
-        if not {"device", "batch_size", "width"} <= set(header):
-            raise DataError("gpu.csv_no_columns", source=source)
         try:  # typed as it is read: pandas parses floats back exactly
             df = pd.read_csv(io.StringIO(text), dtype={c: _DTYPES[t] for c, t in COLUMNS.items()},
                              keep_default_na=False, na_values=[""])
-            rows = records(df.reindex(columns=list(COLUMNS)), COLUMNS)  # a column named twice fails
-        except (ValueError, TypeError, OverflowError):
+            rows = records(df.reindex(columns=list(COLUMNS)), COLUMNS)
+        except pd.errors.EmptyDataError:
+            df, rows = pd.DataFrame(), []
+        except (ValueError, TypeError, OverflowError):  # pandas' parser errors are ValueErrors
             raise DataError("gpu.bad_value", source=source) from None
+        if not {"device", "batch_size", "width"} <= set(df.columns):
+            raise DataError("gpu.csv_no_columns", source=source)
         rows = [{c: csv_value(v) for c, v in r.items()} for r in rows]
         if isinstance(meta, dict):
             meta["rows"] = rows

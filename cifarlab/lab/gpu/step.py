@@ -141,7 +141,7 @@ class Stopped(Exception):
 
 
 def run_steps(n: int, budget: float | None, step: Callable[[], Any], sync: Callable[[], None],
-              stop: Callable[[], bool]) -> tuple[int, float, Any]:
+              stop: Callable[[], bool] = lambda: False) -> tuple[int, float, Any]:
     """(steps run, seconds, last output) of up to n steps, at least one, fewer once ``budget``
     seconds have passed. The clock is read after synchronising; the budget check does not
     synchronise (it only decides when to stop); nor does stop() (the job's is cheap: it reads
