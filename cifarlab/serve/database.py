@@ -1,9 +1,6 @@
-"""The run store's database: a SQLite file (the default) or a PostgreSQL server, through
-SQLAlchemy Core. SQLite: WAL mode, writes start with ``BEGIN IMMEDIATE`` (writers queue instead
-of failing half-way). PostgreSQL: connections pinged before use (a restarted database is
-reconnected to); while it is down every call raises ``serve.store.unreachable``. A ``Database``
-pickled to another process reconnects there: a connection never crosses processes.
-"""
+"""The run store's database, SQLite (WAL; writes ``BEGIN IMMEDIATE``, so writers queue instead of
+failing half-way) or PostgreSQL (while it is down every call raises ``serve.store.unreachable``).
+A ``Database`` pickled to another process reconnects there."""
 from __future__ import annotations
 
 import logging

@@ -1,7 +1,5 @@
-"""Job kinds, and the executor interface (docs/architecture.md: launch, poll, adopt, cancel,
-force, keep_warm, warm, stop_all): where the queue's runs execute. Every executor method is
-called from the dispatcher's one thread (``ray.init`` needs a thread that lives).
-"""
+"""Job kinds, and the executor interface (docs/architecture.md). Every executor method is called
+from the dispatcher's one thread (``ray.init`` needs a thread that lives)."""
 from __future__ import annotations
 
 import importlib

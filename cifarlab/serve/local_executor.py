@@ -1,8 +1,5 @@
-"""The local executor (the default): each run in a worker process on this machine, forked from
-a fork server that imported torch once (``spawn`` where there is none), and warm spares (the
-data mapped, one tiny step done) so that Train shows the first loss within a second or two. A
-worker writes its events and outcome into the store itself.
-"""
+"""The local executor (the default): a worker process per run, forked from a fork server that
+imported torch once, and warm spares, so that Train shows the first loss within a second or two."""
 from __future__ import annotations
 
 import multiprocessing

@@ -1,7 +1,5 @@
-"""The job queue: runs first come first served, on an executor, recorded in the run store.
-A run belongs to a browser *session* (who may see, cancel and delete it) and to an *owner*, the
-person whom the per-person limits count across all their tabs (``admission``).
-"""
+"""The job queue. A run belongs to a browser *session* (who may see, cancel and delete it) and to
+an *owner*, whom the per-person limits count across all their tabs (``admission``)."""
 from __future__ import annotations
 
 import atexit

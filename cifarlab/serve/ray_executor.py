@@ -1,8 +1,6 @@
-"""The Ray executor (``executor = "ray"``): each run a named, *detached* ``ray_task.RunActor``
-with no restarts or retries (a run is not repeated behind a student's back), which another
-replica takes over if this one dies. Each actor is a fresh Ray worker process
-(ray-project/ray#28773): warm-up tasks fill the object store and the page cache instead.
-"""
+"""The Ray executor: each run a named, detached ``ray_task.RunActor`` with no restarts (a run is
+not repeated behind a student's back). Each actor is a fresh Ray worker process
+(ray-project/ray#28773): warm-up tasks fill the object store and the page cache instead."""
 from __future__ import annotations
 
 import logging

@@ -1,7 +1,5 @@
-"""The app servers (replicas) serving one run store. Each ``JobQueue`` registers under a fresh
-id and beats every second; a replica whose beat is older than ``heartbeat_timeout`` is gone, its
-runs the live replicas' to settle or take over. A lock, not this table, says who dispatches.
-"""
+"""The app servers (replicas) of one run store: each beats every second; one silent for
+``heartbeat_timeout`` is gone. A lock, not this table, says who dispatches."""
 from __future__ import annotations
 
 import logging

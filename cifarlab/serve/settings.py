@@ -1,9 +1,5 @@
-"""Hosting settings: where runs are kept and how much one server lets a classroom use. An
-environment variable (``CIFARLAB_<NAME>``) wins over the TOML file (``$CIFARLAB_CONFIG``, else
-``./cifarlab.toml``; keys at the top level or under ``[cifarlab]``; a relative ``home`` is the
-file's), which wins over the default. Every setting: README.md, "Hosting a classroom". A bad
-value raises ``SettingsError`` naming the variable (or file key) and the value.
-"""
+"""Hosting settings: ``CIFARLAB_<NAME>`` > the TOML file (``$CIFARLAB_CONFIG``, else
+``./cifarlab.toml``, keys at the top or under ``[cifarlab]``) > defaults; README.md lists them."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,7 +1,5 @@
-"""The worker process: one job, its progress written to the store; niced so pages stay
-responsive, a heartbeat so a silent worker can be told from a busy one. Any exception becomes
-``failed`` with a one-line reason, the traceback kept for the host.
-"""
+"""The worker process: one job, its progress written to the store, niced, with a heartbeat so a
+silent worker can be told from a busy one; any exception becomes ``failed`` in one line."""
 from __future__ import annotations
 
 import multiprocessing
@@ -39,8 +37,7 @@ def run_train_job(payload: dict, ctx: JobContext) -> dict:
                             on_event=lambda e: ctx.emit(e.kind, e.data),
                             should_stop=ctx.should_stop, checkpoint_path=ctx.checkpoint_path,
                             eval_each_epoch=True)
-    if result.checkpoint_error is not None:
-        ctx.weights_not_saved(result.checkpoint_error)
+    ctx.weights_error = result.checkpoint_error
     return result.summary()
 
 
@@ -124,12 +121,6 @@ class JobContext:
                 self._retry_at = time.monotonic() + 1.0
                 return False
         return True
-
-    def weights_not_saved(self, err: BaseException) -> None:
-        """The checkpoint could not be written (a full disk): the run ends saying so."""
-        self.weights_error = err
-        print(f"cifarlab worker: run {self.run_id}: the server's disk is full; its checkpoint "
-              f"{self.checkpoint_path} could not be written ({err})", file=sys.stderr, flush=True)
 
     def should_stop(self) -> bool:
         """True once the run was cancelled, ran past its time limit, or the server went away."""
@@ -304,6 +295,9 @@ def run_job(fn: Callable[[dict, Any], dict], payload: dict,
         else:
             status = "done"
         if getattr(ctx, "weights_error", None) is not None:  # results kept, weights lost
+            print(f"cifarlab worker: run {ctx.run_id}: the server's disk is full; its checkpoint "
+                  f"{ctx.checkpoint_path} could not be written ({ctx.weights_error})",
+                  file=sys.stderr, flush=True)
             status = "failed" if status == "done" else status
             why = reason("serve.worker.disk_full")
         return status, {"result": result, "env": env, **why}
