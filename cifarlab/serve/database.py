@@ -50,6 +50,7 @@ class Database:
     """The store at ``location`` (a SQLite path or a URL), its tables brought up to ``upto``."""
 
     path: Path | None = None           # the SQLite file; None on PostgreSQL
+    _engine: Engine | None = None      # never pickled: a copy in another process makes its own
 
     def __init__(self, location: str | os.PathLike, upto: int = SCHEMA_VERSION):
         self.url = store_url(location)
@@ -60,7 +61,6 @@ class Database:
             self.path = Path(self.url.database)
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._pool_size = POOL_SIZE
-        self._engine: Engine | None = None
         self._pid = os.getpid()
         self._lock_name = "cifarlab"
         self._last_logged = 0.0
@@ -90,14 +90,10 @@ class Database:
             raise JobError(code, setting=STORE_URL_SETTING, url=self.where,
                            detail=detail[:200]) from None
 
-    def __getstate__(self) -> dict:  # an engine never travels: the copy makes its own
+    def __getstate__(self) -> dict:
         state = {k: v for k, v in self.__dict__.items() if k != "_engine"}
         state["_pool_size"] = 2       # a worker process: a few writes a second
         return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._engine = None
 
     @property
     def engine(self) -> Engine:

@@ -77,8 +77,6 @@ def passphrase_instructor(name: str = "") -> Person:
     return Person(id=PASSPHRASE_INSTRUCTOR, name=name, instructor=True)
 
 
-# -- the instructor's passphrase ------------------------------------------------------------
-
 def _b64(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
@@ -130,8 +128,6 @@ def secrets_line(stored: str) -> str:
     _parse_hash(stored)   # IdentityError when it is no hash we made
     return f'{SECRETS_KEY} = "{stored}"'
 
-
-# -- slowing down guesses -------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Backoff:

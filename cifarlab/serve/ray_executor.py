@@ -208,9 +208,8 @@ class RayExecutor(Executor):
         if "worker" in batch:
             r.worker = batch["worker"]
             self.store.record(run_id, events=[("worker", {"executor": "ray", **r.worker})])
-        if batch.get("steps") or batch.get("events") or batch.get("progress") is not None:
-            self.store.record(run_id, steps=batch["steps"], losses=batch["losses"],
-                              events=batch["events"], progress=batch["progress"])
+        if "record" in batch:
+            self.store.record(run_id, **batch["record"])
         if batch.get("checkpoint"):
             from cifarlab.core.checkpoint import atomic_write_bytes
 
@@ -224,15 +223,13 @@ class RayExecutor(Executor):
 
     def _died(self, r: RayRun, err: BaseException | None) -> None:
         """The run's stream ended without an outcome (``err``: Ray's word why)."""
-        def why() -> tuple[str, dict]:
-            if err is None:
-                return "failed", reason("serve.executor.no_outcome")
+        why = reason("serve.executor.no_outcome")
+        if err is not None:
             name = type(err).__name__
             code = ("serve.executor.out_of_memory" if "OutOfMemory" in name
                     else "serve.executor.worker_died")
-            return "failed", {**reason(code, name=name), "traceback": f"{name}: {err}"}
-
-        self.settle_dead(r, why)
+            why = {**reason(code, name=name), "traceback": f"{name}: {err}"}
+        self.settle_dead(r, lambda: ("failed", why))
         self._forget(r)
 
     def _forget(self, r: RayRun) -> None:

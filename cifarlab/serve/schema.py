@@ -138,7 +138,6 @@ QUEUE_POSITION = ("(SELECT COUNT(*) FROM runs q WHERE q.status = 'queued' AND q.
 USED_COMPUTE = "NOT (r.started_at IS NULL AND r.status NOT IN ('queued', 'running'))"
 
 
-# -- migrations: version -> what brings a store from version - 1 to it -----------------------
 def _to_2(conn: Connection) -> None:
     for statement in ("ALTER TABLE runs ADD COLUMN owner TEXT", "UPDATE runs SET owner = session",
                       "ALTER TABLE runs ADD COLUMN image_epochs INTEGER",
