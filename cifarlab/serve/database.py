@@ -7,7 +7,7 @@ import logging
 import os
 import time
 import zlib
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Iterator
 
@@ -265,31 +265,23 @@ class SessionLock:
         except exc.DBAPIError:
             log.warning("cifarlab: lost the %s lock (the connection to the run store broke)",
                         self.name)
-            self._drop()
+            self.release()
             return False
 
     def release(self) -> None:
         if self._file is not None:
             self._file.close()            # closing the file drops the flock
-            self._file = None
         if self._conn is not None:
-            self._drop()
-
-    def _drop(self) -> None:
-        try:
-            # closed, not pooled: a session-level lock outlives a connection's return
-            self._conn.invalidate()
-            self._conn.close()
-        except Exception:  # noqa: BLE001 - a broken connection: it is gone either way
-            pass
-        self._conn = None
+            with suppress(Exception):  # a broken connection: it is gone either way
+                # closed, not pooled: a session-level lock outlives a connection's return
+                self._conn.invalidate()
+                self._conn.close()
+        self._conn = self._file = None
 
 
 # what PostgreSQL says when it was reached and said no (the URL is wrong, not the network)
-_REFUSALS = ("password authentication failed", "does not exist", "no pg_hba.conf entry",
-             "authentication failed", "no password supplied", "permission denied",
-             "is not permitted to log in", "SSL")
-
+_REFUSALS = ("authentication failed", "does not exist", "no pg_hba.conf entry",
+             "no password supplied", "permission denied", "is not permitted to log in", "SSL")
 
 
 def _first_line(err: BaseException) -> str:

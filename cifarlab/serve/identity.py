@@ -148,7 +148,7 @@ class Backoff:
 class MemoryCounters:
     """Failures by key, ``(count, time of the latest)``, forgotten after ``forget_s``; at most
     ``max_keys`` (a flood of fresh keys drops the stalest: they still count in the overall key).
-    ``counters.StoreCounters`` is the same in the run store."""
+    ``store.StoreCounters`` is the same in the run store."""
 
     def __init__(self, forget_s: float = 3600.0, max_keys: int = 10_000):
         self.forget_s, self.max_keys = forget_s, max_keys

@@ -3,6 +3,7 @@ not repeated behind a student's back). Each actor is a fresh Ray worker process
 (ray-project/ray#28773): warm-up tasks fill the object store and the page cache instead."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -234,10 +235,8 @@ class RayExecutor(Executor):
 
     def _forget(self, r: RayRun) -> None:
         self.running.pop(r.run_id, None)
-        try:
+        with contextlib.suppress(Exception):  # already gone
             self._ray.kill(r.actor)
-        except Exception:  # noqa: BLE001 - already gone
-            pass
 
     def cancel(self, run_id: str) -> None:
         r = self.running.get(run_id)

@@ -2,6 +2,7 @@
 ``heartbeat_timeout`` is gone. A lock, not this table, says who dispatches."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -94,9 +95,7 @@ class Replica:
         self.leading = False
         self.lock.release()
         now = time.time()
-        try:
+        with contextlib.suppress(Exception):  # the store is gone: the heartbeat goes stale instead
             with self.db._write() as c:
                 c.execute(update(REPLICAS).where(C.id == self.id)
                           .values(heartbeat=now, stopped_at=now))
-        except Exception:  # noqa: BLE001 - the store is gone: the heartbeat goes stale instead
-            pass

@@ -2,6 +2,7 @@
 ``./cifarlab.toml``, keys at the top or under ``[cifarlab]``) > defaults; README.md lists them."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -230,11 +231,9 @@ def _store_url(value: Any, bad: dict) -> str | None:
 
     from cifarlab.serve.database import store_url
 
-    try:
+    with contextlib.suppress(JobError):
         if isinstance(value, str) and "://" in value and store_url(value).database:
             return value
-    except JobError:
-        pass
     try:
         got = make_url(value).render_as_string(hide_password=True)
     except Exception:  # noqa: BLE001 - SQLAlchemy's ArgumentError, ValueError for a bad port

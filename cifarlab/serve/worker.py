@@ -2,6 +2,7 @@
 silent worker can be told from a busy one; any exception becomes ``failed`` in one line."""
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -202,10 +203,8 @@ def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
 def _lower_priority(steps: int) -> None:
     """Run ``steps`` below the server's priority."""
     if steps > 0:
-        try:
+        with contextlib.suppress(OSError):  # not allowed here: run at the server's priority
             os.nice(steps)
-        except OSError:  # not allowed here: run at the server's priority
-            pass
 
 
 def _warm_up() -> None:
@@ -221,10 +220,8 @@ def _warm_up() -> None:
 def _beat(store: RunStore, run_id: str, stop: threading.Event) -> None:
     def loop() -> None:
         while not stop.wait(HEARTBEAT_S):
-            try:
+            with contextlib.suppress(Exception):  # a busy store: try again next beat
                 store.heartbeat(run_id)
-            except Exception:  # noqa: BLE001 - a busy store: try again next beat
-                pass
 
     threading.Thread(target=loop, name="cifarlab-heartbeat", daemon=True).start()
 
@@ -304,10 +301,8 @@ def run_job(fn: Callable[[dict, Any], dict], payload: dict,
     except BaseException as err:  # noqa: BLE001 - every failure is recorded, in words
         tb = traceback.format_exc()
         print(f"cifarlab worker: run {ctx.run_id} failed:\n{tb}", file=sys.stderr, flush=True)
-        try:
+        with contextlib.suppress(Exception):  # the failure is recorded next, flushed or not
             ctx.flush()
-        except Exception:  # noqa: BLE001 - the failure is recorded next, flushed or not
-            pass
         try:
             why = failure(err)
         except Exception:  # noqa: BLE001 - a message that cannot be rendered: still record it

@@ -18,10 +18,9 @@ from cifarlab.serve.classroom.model import (BOARDS, GOAL_KINDS, BoardRow, ClassE
                                             ClassLimits, ExperimentView, Goal, LeaderRow,
                                             Membership, Presenter, StudentView)
 from cifarlab.serve.classroom.names import clean_nickname, clean_title, normalize_code
-from cifarlab.serve.counters import StoreCounters
 from cifarlab.serve.identity import AttemptLimiter, Backoff, Person
 from cifarlab.serve.runs import reason, validate_run_id
-from cifarlab.serve.store import RunStore
+from cifarlab.serve.store import RunStore, StoreCounters
 
 # Join attempts with a wrong or closed code are slowed per browser, per code tried and for
 # everyone, never for a browser with fewer than GUESSING_AFTER recent failures: a student who
