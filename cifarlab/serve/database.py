@@ -57,38 +57,32 @@ class Database:
         self.dialect = self.url.get_backend_name()
         self.where = (self.url.database if self.dialect == "sqlite"   # never the password:
                       else self.url.render_as_string(hide_password=True))
-        if self.dialect == "sqlite":
-            self.path = Path(self.url.database)
-            self.path.parent.mkdir(parents=True, exist_ok=True)
         self._pool_size = POOL_SIZE
         self._pid = os.getpid()
         self._lock_name = "cifarlab"
         self._last_logged = 0.0
         if self.dialect == "sqlite":
+            self.path = Path(self.url.database)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._translated(), self.engine.connect() as c:  # set as each one connects
                 mode = c.exec_driver_sql("PRAGMA journal_mode").scalar_one()
             if str(mode).lower() != "wal":  # e.g. a network file system without shared memory
                 raise JobError("serve.store.no_wal", path=str(self.path), mode=str(mode))
-        else:
-            self._first_connect()
+        else:   # once at start: a wrong URL is "refused", a server that does not answer "down"
+            try:
+                with self.engine.connect() as c:
+                    c.exec_driver_sql("SELECT 1")
+            except exc.DBAPIError as err:
+                detail = _first_line(err)
+                code = ("serve.store.refused" if any(s in detail for s in _REFUSALS)
+                        else "serve.store.down")
+                raise JobError(code, setting=STORE_URL_SETTING, url=self.where,
+                               detail=detail[:200]) from None
         with self._write(lock="schema") as c:
             migrate(c, self.where, upto)
             if self.dialect != "sqlite":  # one store per database and schema
                 self._lock_name = "cifarlab:" + c.exec_driver_sql(
                     "SELECT current_database() || '.' || current_schema()").scalar_one()
-
-    def _first_connect(self) -> None:
-        """Connect once at start: a wrong URL is ``serve.store.refused``, a server that does
-        not answer ``serve.store.down``."""
-        try:
-            with self.engine.connect() as c:
-                c.exec_driver_sql("SELECT 1")
-        except exc.DBAPIError as err:
-            detail = _first_line(err)
-            refused = any(s in detail for s in _REFUSALS)
-            code = "serve.store.refused" if refused else "serve.store.down"
-            raise JobError(code, setting=STORE_URL_SETTING, url=self.where,
-                           detail=detail[:200]) from None
 
     def __getstate__(self) -> dict:
         state = {k: v for k, v in self.__dict__.items() if k != "_engine"}

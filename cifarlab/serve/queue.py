@@ -18,8 +18,8 @@ from cifarlab.serve import admission, disk, replicas
 from cifarlab.serve.backup import Backups
 from cifarlab.serve.classroom import enforce, tables
 from cifarlab.serve.dispatcher import Dispatcher
-from cifarlab.serve.executor import (LR_FIND, TIMING, TRAIN, Executor, register_kind,
-                                     registered_kinds, target_of)
+from cifarlab.serve.executor import (KINDS, LR_FIND, TIMING, TRAIN, Executor, register_kind,
+                                     target_of)
 from cifarlab.serve.local_executor import LocalExecutor
 from cifarlab.serve.ray_executor import RayExecutor  # imports ray only once it starts
 from cifarlab.serve.runs import FINISHED, Run, validate_session
@@ -109,7 +109,7 @@ class JobQueue:
                                sweep=None if kind == TRAIN else payload)
         if target_of(kind) is None:
             raise JobError("serve.queue.unknown_kind", field="kind", kind=repr(kind)[:40],
-                           known=", ".join(sorted(registered_kinds())))
+                           known=", ".join(sorted(KINDS)))
         admission.check_num_workers(payload.get("num_workers"), self.settings)
         if kind == TIMING:
             admission.check_timing(payload.get("estimate_s") if estimate_s is None
