@@ -4,12 +4,12 @@ not repeated behind a student's back). Each actor is a fresh Ray worker process
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from cifarlab.core import data as data_mod
@@ -29,7 +29,7 @@ RETRY_S = 10.0       # try to reach the cluster again after a failed start
 _SHARED: dict[str, Any] = {}   # data key -> its ObjectRef, while this process is connected
 
 
-@dataclass
+@dataclasses.dataclass
 class RayRun(Handle):
     actor: Any = None           # its ray_task.RunActor
     pending: Any = None         # the take() on its way
@@ -123,12 +123,8 @@ class RayExecutor(Executor):
                 log.exception("cifarlab: the data set could not be loaded for Ray")
                 self._data = False
                 return None
-            if d.key not in _SHARED:
-                _SHARED[d.key] = self._ray.put({
-                    "arrays": {"train_x": d.train_x, "train_y": d.train_y, "test_x": d.test_x,
-                               "test_y": d.test_y},
-                    "meta": {"classes": list(d.classes), "source": d.source, "key": d.key,
-                             "notes": list(d.notes)}})
+            if d.key not in _SHARED:   # its arrays, not its cache's path (other nodes have none)
+                _SHARED[d.key] = self._ray.put(dataclasses.replace(d, cache_path=""))
             self._data = _SHARED[d.key]
         return self._data
 

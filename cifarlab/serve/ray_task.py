@@ -49,17 +49,6 @@ def _prepare(job: dict) -> None:
     torch.set_num_threads(max(1, int(job.get("threads") or 1)))
 
 
-def _data(shared: Any):
-    """The data set from Ray's object store (zero-copy arrays), or None: the run loads it."""
-    if not isinstance(shared, dict):
-        return None
-    from cifarlab.core.data.cache import CifarData
-
-    meta = shared["meta"]
-    return CifarData(**shared["arrays"], classes=tuple(meta["classes"]), source=meta["source"],
-                     key=meta["key"], notes=tuple(meta["notes"]))
-
-
 ACTOR = "cifarlab-run-{}"   # a run's actor: the run id is random, so unique on any cluster
 NAMESPACE = "cifarlab-runs"
 ORPHAN_S = 3600.0           # a finished run's actor waits this long for its outcome to be taken
@@ -77,7 +66,7 @@ class RunActor:
         # Ray hands the actor its GPU (or share of one) through CUDA_VISIBLE_DEVICES: cuda:0
         device = "cuda:0" if job["device"].startswith("cuda") else job["device"]
         self.ctx = JobContext(self.box, self.run_id, device,
-                              job.get("data_source"), data=_data(shared),
+                              job.get("data_source"), data=shared,
                               time_limit_s=job.get("time_limit_s"))
         self.outcome: tuple[str, dict] | None = None
         self.final = False    # the outcome's batch is made: nothing follows it
@@ -124,11 +113,10 @@ class RunActor:
 
 
 def warm_up(shared: Any, nice: int = 0) -> int:
-    """Import torch and the training code, touch the data, one tiny step (the node's page
-    cache has them before the first run's actor needs them); its pid."""
+    """Import torch and the training code, map the data (``shared``, an argument), one tiny step
+    (the node's page cache has them before the first run's actor needs them); its pid."""
     _prepare({"threads": 1, "nice": nice})
     from cifarlab.core import train as _train  # noqa: F401 - the model, the loaders, evaluation
 
-    _data(shared)
     _warm_up()
     return os.getpid()
