@@ -11,6 +11,7 @@ methods alternate, round by round, on the same machine: compare them within a ro
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -38,7 +39,8 @@ def one(method: str, runs: int, data: str) -> list[float]:
         local_executor.context = lambda: multiprocessing.get_context("spawn")
     config = TrainConfig(epochs=1, train_subset=500, pipeline="fast")
     with tempfile.TemporaryDirectory() as home:
-        settings = load_settings().replace(home=Path(home), spare_workers=0, data=data)
+        settings = dataclasses.replace(load_settings(), home=Path(home), spare_workers=0,
+                                       data=data)
         queue = JobQueue(settings=settings)
         try:
             out = []

@@ -395,7 +395,7 @@ def test_a_timing_job_is_stopped_at_the_time_limit(make_queue, monkeypatch):
     stops at its next check after the limit, keeps what it measured, and says why."""
     from cifarlab.serve import executor
 
-    monkeypatch.setitem(executor._KINDS, "timing", f"{__name__}:sleepy_job")  # a timing stand-in
+    monkeypatch.setitem(executor.KINDS, "timing", f"{__name__}:sleepy_job")  # a timing stand-in
     queue = make_queue(max_timing_seconds=1)
     run = queue.wait(queue.submit_job(ALICE, "timing", {"steps": 2000, "dt": 0.05}, "cpu",
                                       exclusive=True), timeout=GUARD)

@@ -1,7 +1,5 @@
-"""Rolling backups of the SQLite run store (its online backup API: a consistent snapshot while
-workers write; skipped when nothing changed), and recovery of a damaged file: moved aside, the
-newest copy that passes ``quick_check`` put back, and a notice for every student.
-"""
+"""Rolling backups of the SQLite run store (its online backup API: consistent while workers
+write), and recovery of a damaged file from the newest copy that passes ``quick_check``."""
 from __future__ import annotations
 
 import logging

@@ -1,16 +1,13 @@
-"""The run store's database: a SQLite file (the default) or a PostgreSQL server, through
-SQLAlchemy Core. SQLite: WAL mode, writes start with ``BEGIN IMMEDIATE`` (writers queue instead
-of failing half-way). PostgreSQL: connections pinged before use (a restarted database is
-reconnected to); while it is down every call raises ``serve.store.unreachable``. A ``Database``
-pickled to another process reconnects there: a connection never crosses processes.
-"""
+"""The run store's database, SQLite (WAL; writes ``BEGIN IMMEDIATE``, so writers queue instead of
+failing half-way) or PostgreSQL (while it is down every call raises ``serve.store.unreachable``).
+A ``Database`` pickled to another process reconnects there."""
 from __future__ import annotations
 
 import logging
 import os
 import time
 import zlib
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Iterator
 
@@ -53,54 +50,44 @@ class Database:
     """The store at ``location`` (a SQLite path or a URL), its tables brought up to ``upto``."""
 
     path: Path | None = None           # the SQLite file; None on PostgreSQL
+    _engine: Engine | None = None      # never pickled: a copy in another process makes its own
 
     def __init__(self, location: str | os.PathLike, upto: int = SCHEMA_VERSION):
         self.url = store_url(location)
         self.dialect = self.url.get_backend_name()
         self.where = (self.url.database if self.dialect == "sqlite"   # never the password:
                       else self.url.render_as_string(hide_password=True))
-        if self.dialect == "sqlite":
-            self.path = Path(self.url.database)
-            self.path.parent.mkdir(parents=True, exist_ok=True)
         self._pool_size = POOL_SIZE
-        self._engine: Engine | None = None
         self._pid = os.getpid()
         self._lock_name = "cifarlab"
         self._last_logged = 0.0
         if self.dialect == "sqlite":
+            self.path = Path(self.url.database)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._translated(), self.engine.connect() as c:  # set as each one connects
                 mode = c.exec_driver_sql("PRAGMA journal_mode").scalar_one()
             if str(mode).lower() != "wal":  # e.g. a network file system without shared memory
                 raise JobError("serve.store.no_wal", path=str(self.path), mode=str(mode))
-        else:
-            self._first_connect()
+        else:   # once at start: a wrong URL is "refused", a server that does not answer "down"
+            try:
+                with self.engine.connect() as c:
+                    c.exec_driver_sql("SELECT 1")
+            except exc.DBAPIError as err:
+                detail = _first_line(err)
+                code = ("serve.store.refused" if any(s in detail for s in _REFUSALS)
+                        else "serve.store.down")
+                raise JobError(code, setting=STORE_URL_SETTING, url=self.where,
+                               detail=detail[:200]) from None
         with self._write(lock="schema") as c:
             migrate(c, self.where, upto)
             if self.dialect != "sqlite":  # one store per database and schema
                 self._lock_name = "cifarlab:" + c.exec_driver_sql(
                     "SELECT current_database() || '.' || current_schema()").scalar_one()
 
-    def _first_connect(self) -> None:
-        """Connect once at start: a wrong URL is ``serve.store.refused``, a server that does
-        not answer ``serve.store.down``."""
-        try:
-            with self.engine.connect() as c:
-                c.exec_driver_sql("SELECT 1")
-        except exc.DBAPIError as err:
-            detail = _first_line(err)
-            refused = any(s in detail for s in _REFUSALS)
-            code = "serve.store.refused" if refused else "serve.store.down"
-            raise JobError(code, setting=STORE_URL_SETTING, url=self.where,
-                           detail=detail[:200]) from None
-
-    def __getstate__(self) -> dict:  # an engine never travels: the copy makes its own
+    def __getstate__(self) -> dict:
         state = {k: v for k, v in self.__dict__.items() if k != "_engine"}
         state["_pool_size"] = 2       # a worker process: a few writes a second
         return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._engine = None
 
     @property
     def engine(self) -> Engine:
@@ -272,31 +259,23 @@ class SessionLock:
         except exc.DBAPIError:
             log.warning("cifarlab: lost the %s lock (the connection to the run store broke)",
                         self.name)
-            self._drop()
+            self.release()
             return False
 
     def release(self) -> None:
         if self._file is not None:
             self._file.close()            # closing the file drops the flock
-            self._file = None
         if self._conn is not None:
-            self._drop()
-
-    def _drop(self) -> None:
-        try:
-            # closed, not pooled: a session-level lock outlives a connection's return
-            self._conn.invalidate()
-            self._conn.close()
-        except Exception:  # noqa: BLE001 - a broken connection: it is gone either way
-            pass
-        self._conn = None
+            with suppress(Exception):  # a broken connection: it is gone either way
+                # closed, not pooled: a session-level lock outlives a connection's return
+                self._conn.invalidate()
+                self._conn.close()
+        self._conn = self._file = None
 
 
 # what PostgreSQL says when it was reached and said no (the URL is wrong, not the network)
-_REFUSALS = ("password authentication failed", "does not exist", "no pg_hba.conf entry",
-             "authentication failed", "no password supplied", "permission denied",
-             "is not permitted to log in", "SSL")
-
+_REFUSALS = ("authentication failed", "does not exist", "no pg_hba.conf entry",
+             "no password supplied", "permission denied", "is not permitted to log in", "SSL")
 
 
 def _first_line(err: BaseException) -> str:

@@ -1,9 +1,5 @@
-"""The dispatcher: the one thread of the serving process that drives the executor. Every
-``TICK_S`` (at once when woken) it polls the executor, passes cancels on, stops by force a run
-that ignored its cancel for ``CANCEL_GRACE_S`` or went silent, starts queued runs first come first
-served per device (an *exclusive* job waits until its devices are idle; runs behind it wait) and
-keeps workers warm. With replicas, only the lock holder (``Replica.tick``) starts runs.
-"""
+"""The dispatcher: the serving process's one thread that drives the executor (see
+docs/architecture.md); with replicas, only the lock holder (``Replica.tick``) starts runs."""
 from __future__ import annotations
 
 import logging

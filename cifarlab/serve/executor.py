@@ -1,7 +1,5 @@
-"""Job kinds, and the executor interface (docs/architecture.md: launch, poll, adopt, cancel,
-force, keep_warm, warm, stop_all): where the queue's runs execute. Every executor method is
-called from the dispatcher's one thread (``ray.init`` needs a thread that lives).
-"""
+"""Job kinds, and the executor interface (docs/architecture.md). Every executor method is called
+from the dispatcher's one thread (``ray.init`` needs a thread that lives)."""
 from __future__ import annotations
 
 import importlib
@@ -17,7 +15,7 @@ log = logging.getLogger("cifarlab.serve.queue")
 
 # job kinds: what a queued job runs, by name ("package.module:function", imported by the
 # worker), so that serve runs the GPU page's timing sweep without importing lab
-_KINDS: dict[str, str] = {}
+KINDS: dict[str, str] = {}
 TRAIN = "train"
 TIMING = "timing"   # the CPU-vs-GPU timing sweep: bounded by max_timing_seconds
 LR_FIND = "lr_find"  # the learning-rate finder: a probe of a config, at most 200 steps
@@ -28,15 +26,11 @@ def register_kind(name: str, target: str) -> None:
     (the result, stored as JSON), imported by the worker. A result with ``"cancelled": True``
     (or a cancel ``ctx.should_stop`` saw) ends the run ``cancelled``; an exception, ``failed``.
     A bad name is refused when a job is queued, a bad target when the worker imports it."""
-    _KINDS[name] = target
-
-
-def registered_kinds() -> dict[str, str]:
-    return dict(_KINDS)
+    KINDS[name] = target
 
 
 def target_of(kind: str) -> str | None:
-    return _KINDS.get(kind)
+    return KINDS.get(kind)
 
 
 def import_target(target: str) -> Callable[[dict, Any], dict]:

@@ -77,8 +77,6 @@ def passphrase_instructor(name: str = "") -> Person:
     return Person(id=PASSPHRASE_INSTRUCTOR, name=name, instructor=True)
 
 
-# -- the instructor's passphrase ------------------------------------------------------------
-
 def _b64(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
@@ -131,8 +129,6 @@ def secrets_line(stored: str) -> str:
     return f'{SECRETS_KEY} = "{stored}"'
 
 
-# -- slowing down guesses -------------------------------------------------------------------
-
 @dataclass(frozen=True)
 class Backoff:
     """``free`` failures cost nothing; from then on each one doubles the wait, from ``base_s``
@@ -152,7 +148,7 @@ class Backoff:
 class MemoryCounters:
     """Failures by key, ``(count, time of the latest)``, forgotten after ``forget_s``; at most
     ``max_keys`` (a flood of fresh keys drops the stalest: they still count in the overall key).
-    ``counters.StoreCounters`` is the same in the run store."""
+    ``store.StoreCounters`` is the same in the run store."""
 
     def __init__(self, forget_s: float = 3600.0, max_keys: int = 10_000):
         self.forget_s, self.max_keys = forget_s, max_keys

@@ -1,10 +1,8 @@
-"""The local executor (the default): each run in a worker process on this machine, forked from
-a fork server that imported torch once (``spawn`` where there is none), and warm spares (the
-data mapped, one tiny step done) so that Train shows the first loss within a second or two. A
-worker writes its events and outcome into the store itself.
-"""
+"""The local executor (the default): a worker process per run, forked from a fork server that
+imported torch once, and warm spares, so that Train shows the first loss within a second or two."""
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -65,12 +63,10 @@ def kill(process) -> None:
     ``worker._worker_main``), or alone while it has not made its group yet."""
     if process.exitcode is not None:
         return
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         if process.pid and os.getpgid(process.pid) == process.pid:
             os.killpg(process.pid, signal.SIGKILL)
             return
-    except (ProcessLookupError, PermissionError):
-        pass
     process.kill()
 
 
@@ -111,12 +107,10 @@ class LocalExecutor(Executor):
             return False  # cancelled meanwhile
         process = None
         if spare is not None:
-            try:
+            with contextlib.suppress(OSError, ValueError):  # the spare died just now
                 spare.conn.send(job)
                 spare.conn.close()
                 process = spare.process
-            except (OSError, ValueError):  # the spare died just now
-                pass
         started = process is None
         if started:
             process = self._new_process(None, job)

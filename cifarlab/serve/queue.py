@@ -1,10 +1,9 @@
-"""The job queue: runs first come first served, on an executor, recorded in the run store.
-A run belongs to a browser *session* (who may see, cancel and delete it) and to an *owner*, the
-person whom the per-person limits count across all their tabs (``admission``).
-"""
+"""The job queue. A run belongs to a browser *session* (who may see, cancel and delete it) and to
+an *owner*, whom the per-person limits count across all their tabs (``admission``)."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib.util
 import multiprocessing.util  # noqa: F401 - import before our atexit hook (see JobQueue)
 import threading
@@ -18,15 +17,14 @@ from cifarlab.errors import CifarLabError, JobError
 from cifarlab.serve import admission, disk, replicas
 from cifarlab.serve.backup import Backups
 from cifarlab.serve.classroom import enforce, tables
-from cifarlab.serve.counters import StoreCounters
 from cifarlab.serve.dispatcher import Dispatcher
-from cifarlab.serve.executor import (LR_FIND, TIMING, TRAIN, Executor, register_kind,
-                                     registered_kinds, target_of)
+from cifarlab.serve.executor import (KINDS, LR_FIND, TIMING, TRAIN, Executor, register_kind,
+                                     target_of)
 from cifarlab.serve.local_executor import LocalExecutor
 from cifarlab.serve.ray_executor import RayExecutor  # imports ray only once it starts
 from cifarlab.serve.runs import FINISHED, Run, validate_session
 from cifarlab.serve.settings import Settings, load_settings
-from cifarlab.serve.store import RunStore
+from cifarlab.serve.store import RunStore, StoreCounters
 
 # what pages and tests import from here (pages reach the store only through the queue)
 __all__ = ["JobQueue", "get_queue", "FULL_TRAIN_IMAGES", "FINISHED", "register_kind"]
@@ -111,7 +109,7 @@ class JobQueue:
                                sweep=None if kind == TRAIN else payload)
         if target_of(kind) is None:
             raise JobError("serve.queue.unknown_kind", field="kind", kind=repr(kind)[:40],
-                           known=", ".join(sorted(registered_kinds())))
+                           known=", ".join(sorted(KINDS)))
         admission.check_num_workers(payload.get("num_workers"), self.settings)
         if kind == TIMING:
             admission.check_timing(payload.get("estimate_s") if estimate_s is None
@@ -165,11 +163,9 @@ class JobQueue:
     def train_images(self) -> int:
         """Training images in the server's data set (50,000 until it has been decoded)."""
         if self._n_train is None:
-            try:
+            with contextlib.suppress(Exception):  # the worker will say what is wrong with the data
                 if data_mod.is_cached(self.settings.data):
                     self._n_train = data_mod.load(self.settings.data).n_train
-            except Exception:  # noqa: BLE001 - the worker will say what is wrong with the data
-                pass
         return self._n_train or FULL_TRAIN_IMAGES
 
     def runs(self, session: str, statuses=None, kind: str | None = None,

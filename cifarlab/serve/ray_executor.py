@@ -1,16 +1,15 @@
-"""The Ray executor (``executor = "ray"``): each run a named, *detached* ``ray_task.RunActor``
-with no restarts or retries (a run is not repeated behind a student's back), which another
-replica takes over if this one dies. Each actor is a fresh Ray worker process
-(ray-project/ray#28773): warm-up tasks fill the object store and the page cache instead.
-"""
+"""The Ray executor: each run a named, detached ``ray_task.RunActor`` with no restarts (a run is
+not repeated behind a student's back). Each actor is a fresh Ray worker process
+(ray-project/ray#28773): warm-up tasks fill the object store and the page cache instead."""
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
 import os
 import signal
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from cifarlab.core import data as data_mod
@@ -30,7 +29,7 @@ RETRY_S = 10.0       # try to reach the cluster again after a failed start
 _SHARED: dict[str, Any] = {}   # data key -> its ObjectRef, while this process is connected
 
 
-@dataclass
+@dataclasses.dataclass
 class RayRun(Handle):
     actor: Any = None           # its ray_task.RunActor
     pending: Any = None         # the take() on its way
@@ -124,12 +123,8 @@ class RayExecutor(Executor):
                 log.exception("cifarlab: the data set could not be loaded for Ray")
                 self._data = False
                 return None
-            if d.key not in _SHARED:
-                _SHARED[d.key] = self._ray.put({
-                    "arrays": {"train_x": d.train_x, "train_y": d.train_y, "test_x": d.test_x,
-                               "test_y": d.test_y},
-                    "meta": {"classes": list(d.classes), "source": d.source, "key": d.key,
-                             "notes": list(d.notes)}})
+            if d.key not in _SHARED:   # its arrays, not its cache's path (other nodes have none)
+                _SHARED[d.key] = self._ray.put(dataclasses.replace(d, cache_path=""))
             self._data = _SHARED[d.key]
         return self._data
 
@@ -210,9 +205,8 @@ class RayExecutor(Executor):
         if "worker" in batch:
             r.worker = batch["worker"]
             self.store.record(run_id, events=[("worker", {"executor": "ray", **r.worker})])
-        if batch.get("steps") or batch.get("events") or batch.get("progress") is not None:
-            self.store.record(run_id, steps=batch["steps"], losses=batch["losses"],
-                              events=batch["events"], progress=batch["progress"])
+        if "record" in batch:
+            self.store.record(run_id, **batch["record"])
         if batch.get("checkpoint"):
             from cifarlab.core.checkpoint import atomic_write_bytes
 
@@ -226,23 +220,19 @@ class RayExecutor(Executor):
 
     def _died(self, r: RayRun, err: BaseException | None) -> None:
         """The run's stream ended without an outcome (``err``: Ray's word why)."""
-        def why() -> tuple[str, dict]:
-            if err is None:
-                return "failed", reason("serve.executor.no_outcome")
+        why = reason("serve.executor.no_outcome")
+        if err is not None:
             name = type(err).__name__
             code = ("serve.executor.out_of_memory" if "OutOfMemory" in name
                     else "serve.executor.worker_died")
-            return "failed", {**reason(code, name=name), "traceback": f"{name}: {err}"}
-
-        self.settle_dead(r, why)
+            why = {**reason(code, name=name), "traceback": f"{name}: {err}"}
+        self.settle_dead(r, lambda: ("failed", why))
         self._forget(r)
 
     def _forget(self, r: RayRun) -> None:
         self.running.pop(r.run_id, None)
-        try:
+        with contextlib.suppress(Exception):  # already gone
             self._ray.kill(r.actor)
-        except Exception:  # noqa: BLE001 - already gone
-            pass
 
     def cancel(self, run_id: str) -> None:
         r = self.running.get(run_id)

@@ -5,6 +5,7 @@ outcome and the checkpoint's bytes), so a server that dies in between loses noth
 from __future__ import annotations
 
 import os
+import queue
 import shutil
 import tempfile
 import threading
@@ -19,40 +20,23 @@ _NICED = False  # Ray reuses its worker processes: set the priority once per pro
 
 
 class Outbox:
-    """What a run's ``JobContext`` writes to on Ray instead of the run store."""
+    """What a run's ``JobContext`` writes to on Ray instead of the run store: each batch it
+    flushes waits here for the actor's ``take``."""
 
-    def __init__(self, run_id: str):
-        self.run_id = run_id
+    def __init__(self):
         self.cancel = threading.Event()
         self.folder = Path(tempfile.mkdtemp(prefix="cifarlab-ray-"))
-        self._lock = threading.Lock()
-        self._batch = _empty()
+        self.batches: queue.SimpleQueue[dict] = queue.SimpleQueue()
 
     def checkpoint_path(self, run_id: str) -> Path:
         return self.folder / f"{run_id}.pth"
 
     def record(self, run_id: str, *, steps=(), losses=(), events=(), progress=None) -> None:
-        with self._lock:
-            self._batch["steps"].extend(int(s) for s in steps)
-            self._batch["losses"].extend(float(v) for v in losses)
-            self._batch["events"].extend(events)
-            if progress is not None:
-                self._batch["progress"] = progress
+        self.batches.put({"record": {"steps": list(steps), "losses": list(losses),
+                                     "events": list(events), "progress": progress}})
 
     def cancel_requested(self, run_id: str) -> bool:
         return self.cancel.is_set()
-
-    def take(self) -> dict | None:
-        """The batch since the last take, or None."""
-        with self._lock:
-            batch, self._batch = self._batch, _empty()
-        if batch["steps"] or batch["events"] or batch["progress"] is not None:
-            return batch
-        return None
-
-
-def _empty() -> dict:
-    return {"steps": [], "losses": [], "events": [], "progress": None}
 
 
 def _prepare(job: dict) -> None:
@@ -63,17 +47,6 @@ def _prepare(job: dict) -> None:
     import torch
 
     torch.set_num_threads(max(1, int(job.get("threads") or 1)))
-
-
-def _data(shared: Any):
-    """The data set from Ray's object store (zero-copy arrays), or None: the run loads it."""
-    if not isinstance(shared, dict):
-        return None
-    from cifarlab.core.data.cache import CifarData
-
-    meta = shared["meta"]
-    return CifarData(**shared["arrays"], classes=tuple(meta["classes"]), source=meta["source"],
-                     key=meta["key"], notes=tuple(meta["notes"]))
 
 
 ACTOR = "cifarlab-run-{}"   # a run's actor: the run id is random, so unique on any cluster
@@ -89,11 +62,11 @@ class RunActor:
 
         self.run_id = job["run_id"]
         _prepare(job)
-        self.box = Outbox(self.run_id)
+        self.box = Outbox()
         # Ray hands the actor its GPU (or share of one) through CUDA_VISIBLE_DEVICES: cuda:0
         device = "cuda:0" if job["device"].startswith("cuda") else job["device"]
         self.ctx = JobContext(self.box, self.run_id, device,
-                              job.get("data_source"), data=_data(shared),
+                              job.get("data_source"), data=shared,
                               time_limit_s=job.get("time_limit_s"))
         self.outcome: tuple[str, dict] | None = None
         self.final = False    # the outcome's batch is made: nothing follows it
@@ -113,22 +86,24 @@ class RunActor:
         os._exit(0)
 
     def take(self, ack: int) -> list[tuple[int, dict]]:
-        """The batches after ``ack`` (the last one the server wrote), a new one included."""
+        """The batches after ``ack`` (the last one the server wrote), new ones included."""
         self.sent = [b for b in self.sent if b[0] > ack]
         if self.final:
             return self.sent
         outcome = self.outcome   # read before the flush: whatever the job emitted is in it
         self.ctx.flush()
-        batch = self.box.take()
+        batches = []
+        while not self.box.batches.empty():
+            batches.append(self.box.batches.get())
         if outcome is not None:
             self.final = True
-            batch = batch or _empty()
-            batch["outcome"] = {"status": outcome[0], "fields": outcome[1]}
+            last = {"outcome": {"status": outcome[0], "fields": outcome[1]}}
             path = self.box.checkpoint_path(self.run_id)
             if path.is_file():
-                batch["checkpoint"] = path.read_bytes()
+                last["checkpoint"] = path.read_bytes()
             shutil.rmtree(self.box.folder, ignore_errors=True)
-        if batch is not None:
+            batches.append(last)
+        for batch in batches:
             self.seq += 1
             self.sent.append((self.seq, batch))
         return self.sent
@@ -138,11 +113,10 @@ class RunActor:
 
 
 def warm_up(shared: Any, nice: int = 0) -> int:
-    """Import torch and the training code, touch the data, one tiny step (the node's page
-    cache has them before the first run's actor needs them); its pid."""
+    """Import torch and the training code, map the data (``shared``, an argument), one tiny step
+    (the node's page cache has them before the first run's actor needs them); its pid."""
     _prepare({"threads": 1, "nice": nice})
     from cifarlab.core import train as _train  # noqa: F401 - the model, the loaders, evaluation
 
-    _data(shared)
     _warm_up()
     return os.getpid()

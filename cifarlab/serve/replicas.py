@@ -1,9 +1,8 @@
-"""The app servers (replicas) serving one run store. Each ``JobQueue`` registers under a fresh
-id and beats every second; a replica whose beat is older than ``heartbeat_timeout`` is gone, its
-runs the live replicas' to settle or take over. A lock, not this table, says who dispatches.
-"""
+"""The app servers (replicas) of one run store: each beats every second; one silent for
+``heartbeat_timeout`` is gone. A lock, not this table, says who dispatches."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -96,9 +95,7 @@ class Replica:
         self.leading = False
         self.lock.release()
         now = time.time()
-        try:
+        with contextlib.suppress(Exception):  # the store is gone: the heartbeat goes stale instead
             with self.db._write() as c:
                 c.execute(update(REPLICAS).where(C.id == self.id)
                           .values(heartbeat=now, stopped_at=now))
-        except Exception:  # noqa: BLE001 - the store is gone: the heartbeat goes stale instead
-            pass

@@ -1,7 +1,5 @@
-"""What a run is: its id, its status, who may see it, and the record the run store keeps.
-Every run id from outside goes through ``validate_run_id``, so nothing a browser sends becomes a
-file path. Why a run failed is kept as a code with parameters, and in English for the host.
-"""
+"""What a run is: its record, statuses and validators. Every run id from outside goes through
+``validate_run_id``, so nothing a browser sends becomes a file path."""
 from __future__ import annotations
 
 import os

@@ -1,8 +1,5 @@
-"""The run store's tables and the migrations that bring an older store up to date (version:
-SQLite's ``user_version``, PostgreSQL's ``cifarlab_schema``); a newer store is refused, never
-changed. Versions: 1 runs, losses, events; 2 owners, image-epochs, error codes; 3 the classroom;
-4 replicas and guessing counters (the first PostgreSQL knows); 5 the class experiment.
-"""
+"""The run store's tables and the migrations that bring an older store up to date (SQLite's
+``user_version``, PostgreSQL's ``cifarlab_schema``); a newer store is refused, never changed."""
 from __future__ import annotations
 
 from typing import Callable
@@ -141,7 +138,6 @@ QUEUE_POSITION = ("(SELECT COUNT(*) FROM runs q WHERE q.status = 'queued' AND q.
 USED_COMPUTE = "NOT (r.started_at IS NULL AND r.status NOT IN ('queued', 'running'))"
 
 
-# -- migrations: version -> what brings a store from version - 1 to it -----------------------
 def _to_2(conn: Connection) -> None:
     for statement in ("ALTER TABLE runs ADD COLUMN owner TEXT", "UPDATE runs SET owner = session",
                       "ALTER TABLE runs ADD COLUMN image_epochs INTEGER",

@@ -1,11 +1,8 @@
-"""Hosting settings: where runs are kept and how much one server lets a classroom use. An
-environment variable (``CIFARLAB_<NAME>``) wins over the TOML file (``$CIFARLAB_CONFIG``, else
-``./cifarlab.toml``; keys at the top level or under ``[cifarlab]``; a relative ``home`` is the
-file's), which wins over the default. Every setting: README.md, "Hosting a classroom". A bad
-value raises ``SettingsError`` naming the variable (or file key) and the value.
-"""
+"""Hosting settings: ``CIFARLAB_<NAME>`` > the TOML file (``$CIFARLAB_CONFIG``, else
+``./cifarlab.toml``, keys at the top or under ``[cifarlab]``) > defaults; README.md lists them."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -234,11 +231,9 @@ def _store_url(value: Any, bad: dict) -> str | None:
 
     from cifarlab.serve.database import store_url
 
-    try:
+    with contextlib.suppress(JobError):
         if isinstance(value, str) and "://" in value and store_url(value).database:
             return value
-    except JobError:
-        pass
     try:
         got = make_url(value).render_as_string(hide_password=True)
     except Exception:  # noqa: BLE001 - SQLAlchemy's ArgumentError, ValueError for a bad port

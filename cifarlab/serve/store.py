@@ -2,6 +2,8 @@
 computed here, ``<checkpoint dir>/<validated id>.pth``, never taken from a browser."""
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import math
 import os
@@ -20,8 +22,8 @@ from cifarlab.serve.database import Database, store_url
 from cifarlab.serve.runs import (ACTIVE, FINISHED, RUN_ID_RE, STATUSES, Run, RunEvent,
                                  pid_alive, reason, validate_kind, validate_owner,
                                  validate_run_id, validate_session, validate_statuses)
-from cifarlab.serve.schema import (EVENTS, JSON_COLUMNS, LOSSES, QUEUE_POSITION, REPLICAS,
-                                   RUNS, SCHEMA_VERSION, USED_COMPUTE)
+from cifarlab.serve.schema import (COUNTERS, EVENTS, JSON_COLUMNS, LOSSES, QUEUE_POSITION,
+                                   REPLICAS, RUNS, SCHEMA_VERSION, USED_COMPUTE)
 
 R = RUNS.c
 _SELECT = select(RUNS)
@@ -90,11 +92,9 @@ class RunStore(Database):
                      if p.name[1:33] not in running or not RUN_ID_RE.fullmatch(p.name[1:33]))
         removed = []
         for path in files:
-            try:
+            with contextlib.suppress(FileNotFoundError):  # its writer just finished (renamed it)
                 path.unlink()
                 removed.append(path)
-            except FileNotFoundError:  # its writer finished (renamed it) just now
-                pass
         return removed
 
     def _update(self, run_id: str, **values: Any) -> None:
@@ -339,3 +339,39 @@ class RunStore(Database):
                 marked.append(run.id)
         return marked
 
+
+class StoreCounters:
+    """``identity.MemoryCounters`` kept in the run store under ``name``: every replica counts the
+    same failures and a restart forgets nothing (keys: SHA-256 digests; times: ``time.time``)."""
+
+    def __init__(self, db: Database, name: str, forget_s: float = 3600.0):
+        self.db, self.name, self.forget_s = db, name, float(forget_s)
+
+    def _key(self, key: str) -> str:
+        return f"{self.name}:{hashlib.sha256(key.encode()).hexdigest()}"
+
+    def get(self, key: str, now: float) -> tuple[int, float]:
+        with self.db._read() as c:
+            row = c.execute(select(COUNTERS.c.count, COUNTERS.c.last)
+                            .where(COUNTERS.c.key == self._key(key))).first()
+        if row is None or now - row[1] >= self.forget_s:
+            return 0, 0.0
+        return int(row[0]), float(row[1])
+
+    def add(self, key: str, now: float) -> tuple[int, float]:
+        """One more failure, in one statement (two replicas adding at once both count), once
+        the stale ones are forgotten."""
+        C = COUNTERS.c
+        ins = (postgresql if self.db.dialect == "postgresql" else sqlite).insert(COUNTERS)
+        ins = ins.values(key=self._key(key), count=1, last=now).on_conflict_do_update(
+            index_elements=["key"], set_={"count": C.count + 1, "last": now},
+        ).returning(C.count, C.last)
+        with self.db._write() as c:
+            c.execute(delete(COUNTERS).where(C.last <= now - self.forget_s,
+                                             C.key.like(self.name + ":%")))
+            count, last = c.execute(ins).one()
+        return int(count), float(last)
+
+    def clear(self, key: str) -> None:
+        with self.db._write() as c:
+            c.execute(delete(COUNTERS).where(COUNTERS.c.key == self._key(key)))

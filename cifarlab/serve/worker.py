@@ -1,9 +1,8 @@
-"""The worker process: one job, its progress written to the store; niced so pages stay
-responsive, a heartbeat so a silent worker can be told from a busy one. Any exception becomes
-``failed`` with a one-line reason, the traceback kept for the host.
-"""
+"""The worker process: one job, its progress written to the store, niced, with a heartbeat so a
+silent worker can be told from a busy one; any exception becomes ``failed`` in one line."""
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -39,8 +38,7 @@ def run_train_job(payload: dict, ctx: JobContext) -> dict:
                             on_event=lambda e: ctx.emit(e.kind, e.data),
                             should_stop=ctx.should_stop, checkpoint_path=ctx.checkpoint_path,
                             eval_each_epoch=True)
-    if result.checkpoint_error is not None:
-        ctx.weights_not_saved(result.checkpoint_error)
+    ctx.weights_error = result.checkpoint_error
     return result.summary()
 
 
@@ -125,12 +123,6 @@ class JobContext:
                 return False
         return True
 
-    def weights_not_saved(self, err: BaseException) -> None:
-        """The checkpoint could not be written (a full disk): the run ends saying so."""
-        self.weights_error = err
-        print(f"cifarlab worker: run {self.run_id}: the server's disk is full; its checkpoint "
-              f"{self.checkpoint_path} could not be written ({err})", file=sys.stderr, flush=True)
-
     def should_stop(self) -> bool:
         """True once the run was cancelled, ran past its time limit, or the server went away."""
         if self.stop_reason is not None:
@@ -211,10 +203,8 @@ def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
 def _lower_priority(steps: int) -> None:
     """Run ``steps`` below the server's priority."""
     if steps > 0:
-        try:
+        with contextlib.suppress(OSError):  # not allowed here: run at the server's priority
             os.nice(steps)
-        except OSError:  # not allowed here: run at the server's priority
-            pass
 
 
 def _warm_up() -> None:
@@ -230,10 +220,8 @@ def _warm_up() -> None:
 def _beat(store: RunStore, run_id: str, stop: threading.Event) -> None:
     def loop() -> None:
         while not stop.wait(HEARTBEAT_S):
-            try:
+            with contextlib.suppress(Exception):  # a busy store: try again next beat
                 store.heartbeat(run_id)
-            except Exception:  # noqa: BLE001 - a busy store: try again next beat
-                pass
 
     threading.Thread(target=loop, name="cifarlab-heartbeat", daemon=True).start()
 
@@ -304,16 +292,17 @@ def run_job(fn: Callable[[dict, Any], dict], payload: dict,
         else:
             status = "done"
         if getattr(ctx, "weights_error", None) is not None:  # results kept, weights lost
+            print(f"cifarlab worker: run {ctx.run_id}: the server's disk is full; its checkpoint "
+                  f"{ctx.checkpoint_path} could not be written ({ctx.weights_error})",
+                  file=sys.stderr, flush=True)
             status = "failed" if status == "done" else status
             why = reason("serve.worker.disk_full")
         return status, {"result": result, "env": env, **why}
     except BaseException as err:  # noqa: BLE001 - every failure is recorded, in words
         tb = traceback.format_exc()
         print(f"cifarlab worker: run {ctx.run_id} failed:\n{tb}", file=sys.stderr, flush=True)
-        try:
+        with contextlib.suppress(Exception):  # the failure is recorded next, flushed or not
             ctx.flush()
-        except Exception:  # noqa: BLE001 - the failure is recorded next, flushed or not
-            pass
         try:
             why = failure(err)
         except Exception:  # noqa: BLE001 - a message that cannot be rendered: still record it

@@ -18,10 +18,9 @@ from cifarlab.serve.classroom.model import (GOAL_KINDS, BoardRow, ClassError, Cl
                                             ClassLimits, ExperimentView, Goal, LeaderRow,
                                             Membership, Presenter, StudentView)
 from cifarlab.serve.classroom.names import clean_nickname, clean_title, normalize_code
-from cifarlab.serve.counters import StoreCounters
 from cifarlab.serve.identity import AttemptLimiter, Backoff, Person
 from cifarlab.serve.runs import reason
-from cifarlab.serve.store import RunStore
+from cifarlab.serve.store import RunStore, StoreCounters
 
 # Wrong codes slow a browser, a code and everyone down, never a browser with fewer than
 # GUESSING_AFTER recent failures: the right code gets in whatever others type.
