@@ -89,7 +89,7 @@ def accuracy_section(ev) -> None:
         st.plotly_chart(per_class, width="stretch", key=K + "per_class_chart")
         with st.expander(t("a11y.show_table")):   # the chart's numbers, for screen readers
             st.dataframe(tables.per_class_table(
-                {c: ev.per_class_accuracy[c] for c in ev.classes}, t.lang,
+                [(c, ev.per_class_accuracy[c]) for c in ev.classes], t.lang,
                 reference=ref.get("per_class_ranges")), hide_index=True)
         st.caption(t("results.per_class_swings"))
 

@@ -19,7 +19,7 @@ def test_rank_examples_shapes_and_values(cifar_data):
     assert [e.kind for e in examples] == ["scalar", "vector", "matrix", "image", "batch"]
     for e in examples:
         assert e.values.shape == e.shape and e.values.dtype == np.float32
-        assert e.numel == int(np.prod(e.shape)) if e.shape else e.numel == 1
+        assert e.values.size == int(np.prod(e.shape)) if e.shape else e.values.size == 1
     batch = examples[4]
     expected = normalize(torch.from_numpy(np.array(cifar_data.train_x[10:15]))).numpy()
     np.testing.assert_array_equal(batch.values, expected)

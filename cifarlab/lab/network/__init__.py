@@ -193,10 +193,6 @@ class StackReport:
     def ok(self) -> bool:
         return self.shape_error is None
 
-    def error_text(self, lang: str = "en") -> str | None:
-        """Why the sizes do not fit, in ``lang``, naming the layer and the sizes."""
-        return self.shape_error.text(lang) if self.shape_error is not None else None
-
 
 def analyze_stack(spec: ModelSpec) -> StackReport:
     """``spec``'s shape table, fc1's real input size, and what PyTorch says of the tutorial's
