@@ -51,30 +51,6 @@ class Stage:
     line: str                 # the tutorial's code that makes it
 
 
-@dataclass(frozen=True)
-class Neuron:
-    """One output value of a conv layer, worked out by hand: the numbers a page shows."""
-
-    layer: str                # "conv1" | "conv2"
-    channel: int
-    row: int
-    col: int
-    top: int                  # the window's first row and column in the layer's input (may be
-    left: int                 # negative where the padding's zeros are part of it)
-    window: np.ndarray        # C×k×k: the layer's input under the kernel (padding zeros included)
-    kernel: np.ndarray        # C×k×k: the learned weights of this output channel
-    products: np.ndarray      # window × kernel, element by element
-    total: float              # the sum of the products
-    bias: float
-    value: float              # total + bias: what the map shows at (row, col)
-    activated: float          # the activation of value (ReLU: max(0, value)): what is pooled
-    torch_value: float        # PyTorch's own F.conv2d at the same place
-
-    @property
-    def matches(self) -> bool:
-        return abs(self.value - self.torch_value) <= 1e-4 * max(1.0, abs(self.torch_value))
-
-
 def to_input(image: np.ndarray | torch.Tensor) -> torch.Tensor:
     """A uint8 image (CHW or HWC) as the network's input, normalised as training does."""
     a = torch.as_tensor(np.array(image))  # a copy: a cached data set is read-only
@@ -130,22 +106,20 @@ def stage(stages: list[Stage], name: str) -> Stage:
 
 
 def neuron(model: Net, x: torch.Tensor, layer: str = "conv1", channel: int = 0, row: int = 0,
-           col: int = 0, stages: list[Stage] | None = None) -> Neuron:
-    """Output (``channel``, ``row``, ``col``) of conv1 or conv2 by hand, beside ``F.conv2d``'s."""
+           col: int = 0, stages: list[Stage] | None = None) -> dict:
+    """Output (``channel``, ``row``, ``col``) of conv1 or conv2 by hand: the Network page's
+    ``conv_step`` on this layer's input, kernel, stride and padding, with ``layer``, the
+    window's ``top``/``left`` in the unpadded input (negative in the padding) and
+    ``activated``, the activation of the output: what is pooled."""
     stages = stages if stages is not None else activations(model, x)
     conv = getattr(model, layer)
     source = stage(stages, "input" if layer == "conv1" else "pool1").values.astype(np.float64)
-    channel, row, col = int(channel), int(row), int(col)
-    # the Network page's arithmetic, on this layer's input, kernel, stride and padding
     bias = float(conv.bias[channel].detach()) if conv.bias is not None else 0.0
     step = conv_step(source, conv.weight[channel].detach().cpu().numpy(), bias, row, col,
                      conv.stride[0], conv.padding[0])
-    value = step["output"]
-    return Neuron(layer, channel, row, col, step["top"] - conv.padding[0],
-                  step["left"] - conv.padding[1], step["window"], step["kernel"],
-                  step["products"], step["sum"], bias, value,
-                  float(model.act(torch.tensor(value, dtype=torch.float64))),
-                  step["torch_output"])
+    activated = model.act(torch.tensor(step["output"], dtype=torch.float64))
+    return step | {"layer": layer, "top": step["top"] - conv.padding[0],
+                   "left": step["left"] - conv.padding[1], "activated": float(activated)}
 
 
 # ------------------------------------------------------------------------------------ filters
