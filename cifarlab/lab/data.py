@@ -10,6 +10,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
+import plotly.express as px
 import plotly.graph_objects as go
 import torch
 import torchvision
@@ -282,19 +283,15 @@ def histogram_figure(stats: dict, t) -> go.Figure:
 def loader_figure(sweep: pd.DataFrame, t) -> go.Figure:
     """Images per second against num_workers; the fast pipeline as a dashed level."""
     tut = sweep[sweep["pipeline"] == "tutorial"].sort_values("num_workers")
-    fig = go.Figure()
-    if len(tut):
-        fig.add_trace(go.Scatter(x=tut["num_workers"], y=tut["images_per_second"],
-                                 mode="lines+markers+text", name=t("data.pipeline_tutorial"),
-                                 text=[i18n.number(v, t.lang, 0) for v in tut["images_per_second"]],
-                                 textposition="top center", marker=dict(size=10)))
-    xs = sorted(sweep["num_workers"].unique()) if len(tut) else [0]
-    span = [xs[0], xs[-1]] if xs[-1] != xs[0] else [xs[0] - 0.5, xs[0] + 0.5]
+    fig = px.line(tut, x="num_workers", y="images_per_second", markers=True,
+                  text=[i18n.number(v, t.lang, 0) for v in tut["images_per_second"]])
+    fig.update_traces(textposition="top center", marker_size=10, showlegend=bool(len(tut)),
+                      name=t("data.pipeline_tutorial"))
     for row in sweep[sweep["pipeline"] == "fast"].itertuples():
-        label = f"{t('data.pipeline_fast')}: {i18n.number(row.images_per_second, t.lang, 0)}"
-        fig.add_trace(go.Scatter(x=span, y=[row.images_per_second] * 2, mode="lines+text",
-                                 line=dict(dash="dash", color="#54A24B"), name=label,
-                                 text=[label, ""], textposition="top right"))
+        fig.add_hline(y=row.images_per_second, line=dict(dash="dash", color="#54A24B"),
+                      annotation_position="top left", annotation_text=(
+                          f"{t('data.pipeline_fast')}: "
+                          f"{i18n.number(row.images_per_second, t.lang, 0)}"))
     low, high = float(sweep["images_per_second"].min()), float(sweep["images_per_second"].max())
     return C.localized(
         fig, t.lang, height=380, xaxis_title="num_workers", margin=dict(C.MARGIN, t=30),
