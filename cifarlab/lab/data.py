@@ -241,9 +241,7 @@ def sweep_loaders(data: CifarData, batch_size: int = 4,
                                       max_seconds, subset))
         if on_result is not None:
             on_result(rows[-1])
-    return pd.DataFrame(rows, columns=["pipeline", "batch_size", "num_workers",
-                                       "images_per_second", "batches", "images", "seconds",
-                                       "startup_seconds"])
+    return pd.DataFrame(rows)
 
 
 # ------------------------------------------------------------------ the page's figures, words

@@ -1,9 +1,5 @@
-"""The Inside the network page's engine: one image through a network, layer by layer. The
-forward pass is ``Net.forward`` written out line by line, each shape from the trace of the
-model's own ``ModelSpec``; one neuron's arithmetic; conv1's filters before and after training;
-and Captum's views of why this class (Captum imported only when a view is computed: it takes
-seconds). Uploaded pictures go through the Results page's checks (``results.prepare_image``).
-"""
+"""The Inside page's engine: ``Net.forward`` written out stage by stage, one neuron's arithmetic,
+conv1's filters, and Captum's views (imported only when one is computed: it takes seconds)."""
 from __future__ import annotations
 
 import copy

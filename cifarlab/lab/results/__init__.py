@@ -1,8 +1,5 @@
-"""What the Results page shows: a finished run's model, its predictions and mistakes, per-class
-accuracy over the epochs, a student's own checkpoint or photo. Uploads never decide what they
-cost: a checkpoint is refused by arithmetic before its network is built (``core.checkpoint``),
-a picture by its header before it is decoded.
-"""
+"""The Results page's engine. Uploads never decide what they cost: a checkpoint is refused by
+arithmetic before its network is built (``core.checkpoint``), a picture by its header."""
 from __future__ import annotations
 
 import io
@@ -291,10 +288,9 @@ def _to_rgb(img, notes: list[tuple[str, dict]]):
 
 def classify_prepared(model: torch.nn.Module, image: PreparedImage,
                       classes: Sequence[str]) -> list[tuple[str, float]]:
-    """(class, probability) for a prepared picture (``prepare_image``), most likely first."""
+    """(class, probability) for a prepared picture (``prepare_image``), most likely first
+    (``core.checkpoint`` built the model with one output per class)."""
     pixels = torch.from_numpy(np.ascontiguousarray(image.pixels.transpose(2, 0, 1)))[None]
     probs = predict(model, pixels, "cpu")[0]
-    if len(probs) != len(classes):
-        raise CheckpointError("checkpoint.class_names", n=len(probs), names=len(classes))
     order = np.argsort(-probs, kind="stable")
     return [(str(classes[i]), float(probs[i])) for i in order]
