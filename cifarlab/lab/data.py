@@ -202,12 +202,10 @@ def loader_throughput(data: CifarData, pipeline: str = "tutorial", batch_size: i
     try:
         # every worker's first batch belongs to the start-up (batch i comes from worker
         # i % num_workers): until then the clock would time processes starting, not loading
-        first = None
-        for _ in range(max(1, num_workers)):
-            got = next(iterator, None)
-            if got is None:
+        first = next(iterator)   # an epoch holds at least one batch
+        for _ in range(num_workers - 1):
+            if next(iterator, None) is None:
                 break
-            first = first or got
         startup = time.perf_counter() - started
         images = batches = 0
         started = time.perf_counter()

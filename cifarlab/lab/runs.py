@@ -175,10 +175,6 @@ DIGITS = {"accuracy": 1, "final_loss": 3, "images_per_second": 0, "train_seconds
           "steps": 0, "lr": None, "momentum": None}
 
 
-def column_name(col: str, t) -> str:
-    return t(COLUMN_KEYS[col])
-
-
 def compare_table(df: pd.DataFrame, selected: Sequence[str], statuses: Sequence[str],
                   t) -> Styler:
     """``runs_table``'s frame in the student's words, the knobs that differ between the
@@ -192,7 +188,7 @@ def compare_table(df: pd.DataFrame, selected: Sequence[str], statuses: Sequence[
     shown["shuffle"] = shown["shuffle"].map(lambda v: t("common.yes") if v else t("common.no"))
     first = ["run", "name", "status", "started", "accuracy"]
     shown = shown[first + differ + [c for c in shown.columns if c not in first + differ]]
-    names = {c: column_name(c, t) for c in shown.columns}
+    names = {c: t(COLUMN_KEYS[c]) for c in shown.columns}
     marked = {names[d] for d in differ}
     chosen = set(selected)
     style = shown.rename(columns=names).style.apply(
