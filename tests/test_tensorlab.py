@@ -45,15 +45,6 @@ def test_rank_examples_wrap_around_and_clamp(cifar_data):
     assert tensorlab.rank_examples(cifar_data, batch=1000)[4].shape[0] == 64
 
 
-def test_tensor_facts():
-    x = torch.zeros(4, 3, 32, 32)
-    facts = tensorlab.tensor_facts(x)
-    assert facts["shape_text"] == "torch.Size([4, 3, 32, 32])"
-    assert facts["dtype"] == "torch.float32" and facts["device"] == "cpu"
-    assert facts["numel"] == 12288 and facts["bytes"] == 49152
-    assert tensorlab.tensor_facts(torch.zeros(10, dtype=torch.uint8))["bytes"] == 10
-
-
 def test_transfer_costs_on_the_cpu_measures_both_ways():
     df = tensorlab.transfer_costs("cpu", total_mb=1, chunks=64, repeats=2, max_seconds=1)
     assert list(df["method"]) == ["one_big", "many_small"]

@@ -62,17 +62,6 @@ def rank_examples(data: CifarData, index: int = 0, batch: int = 4) -> list[RankE
     return out
 
 
-def tensor_facts(tensor: torch.Tensor) -> dict:
-    return {
-        "shape_text": str(tensor.shape),                 # "torch.Size([4, 3, 32, 32])"
-        "dtype": str(tensor.dtype),                      # "torch.float32"
-        "device": str(tensor.device),                    # "cpu", "cuda:0"
-        "numel": int(tensor.numel()),
-        "element_size": int(tensor.element_size()),
-        "bytes": int(tensor.numel() * tensor.element_size()),
-    }
-
-
 # -------------------------------------------------------------------------- copy measurement
 
 def _best_of(fns: dict, device: torch.device, repeats: int, max_seconds: float

@@ -108,7 +108,7 @@ SERVER_UPLOAD_MB = UPLOADER_MB + 1
 MAX_IMAGE_PIXELS = 24_000_000
 MAX_DECODE_BYTES = 96 * 2**20
 IMAGE_FORMATS = ("PNG", "JPEG", "GIF", "WEBP", "BMP", "TIFF")  # JPEG opens MPO too
-FRAME_COUNT_BYTES = 2**20   # a GIF's frames are counted by walking them: only in small files
+FRAME_COUNT_BYTES = 2**20
 PREVIEW_SIZE = 256
 
 
@@ -171,9 +171,11 @@ def prepare_image(file_bytes: bytes, max_pixels: int = MAX_IMAGE_PIXELS,
             if fmt in ("JPEG", "MPO"):  # decoded at 1/2, 1/4 or 1/8 scale, still ≥ the preview
                 img.draft("RGB", (max(size, PREVIEW_SIZE), max(size, PREVIEW_SIZE)))
             _check_cost(img, width, height, max_pixels)
-            frames = _frames(img, len(file_bytes))
-            if frames > 1:
-                notes.append(("first_frame", {"n": frames}))
+            # a GIF's (or TIFF's) frames are counted by walking them: only in a small file (a
+            # 64 MB GIF of 1×1 frames holds 2.6 million)
+            if getattr(img, "is_animated", False) and (
+                    fmt in ("PNG", "WEBP", "MPO") or len(file_bytes) <= FRAME_COUNT_BYTES):
+                notes.append(("first_frame", {"n": int(img.n_frames)}))
             img.load()
             try:
                 orientation = int(img.getexif().get(0x0112, 1))   # EXIF's Orientation tag
@@ -218,16 +220,6 @@ def _check_cost(img, width: int, height: int, max_pixels: int) -> None:
         raise ImageError("image.too_much_data", width=width, height=height,
                          size=f"{width}×{height}", bits=8 * per_pixel,
                          size_mb=w * h * per_pixel / 2**20, limit_mb=MAX_DECODE_BYTES / 2**20)
-
-
-def _frames(img, n_bytes: int) -> int:
-    """Frames of an animation, 0 (unknown) where counting is dear: a GIF's are walked through
-    (a 64 MB GIF of 1×1 frames holds 2.6 million), so only in a small file."""
-    if not getattr(img, "is_animated", False):
-        return 1
-    if img.format in ("PNG", "WEBP", "MPO") or n_bytes <= FRAME_COUNT_BYTES:
-        return int(img.n_frames)
-    return 0
 
 
 def _shrink(img, least: int):
