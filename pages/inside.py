@@ -56,7 +56,7 @@ def choose_image(model, model_key: str, data, names: list[str]):
         a, b = c2.columns(2)
         cls = a.selectbox(t("inside.pick_class"), range(len(names)), key=K + "class",
                           format_func=lambda i: names[i])
-        members = I.class_members(data.test_y, cls)
+        members = np.flatnonzero(np.asarray(data.test_y) == cls)
         n = checked_number(b, t("inside.pick_nth", n=len(members)), 1, len(members), 1,
                            key=K + "nth")
         if n is None:

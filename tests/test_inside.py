@@ -276,7 +276,6 @@ def test_misclassified_most_confident_first():
     probs = np.array([[0.9, 0.1], [0.2, 0.8], [0.4, 0.6], [0.7, 0.3]])
     labels = np.array([0, 0, 0, 1])
     assert list(I.misclassified(probs, labels)) == [1, 3, 2]
-    assert list(I.class_members(labels, 0)) == [0, 1, 2]
 
 
 @pytest.mark.parametrize("activation", ["sigmoid", "tanh"])

@@ -240,14 +240,6 @@ def strongest(heat: np.ndarray, size: int = 4, n: int = 3) -> list[tuple[int, in
 
 def misclassified(probabilities: np.ndarray, labels: np.ndarray, limit: int = 200) -> np.ndarray:
     """Test images the model got wrong, the most confidently wrong first."""
-    probs = np.asarray(probabilities)
-    labels = np.asarray(labels, dtype=np.int64)
-    pred = probs.argmax(axis=1)
+    pred = probabilities.argmax(axis=1)
     idx = np.flatnonzero(pred != labels)
-    order = np.argsort(-probs[idx, pred[idx]], kind="stable")
-    return idx[order][:max(0, int(limit))]
-
-
-def class_members(labels: np.ndarray, cls: int) -> np.ndarray:
-    """Indices of the test images of class ``cls``, in the data set's order."""
-    return np.flatnonzero(np.asarray(labels, dtype=np.int64) == int(cls))
+    return idx[np.argsort(-probabilities[idx, pred[idx]], kind="stable")][:limit]

@@ -47,8 +47,7 @@ def confused_examples(ev: EvalResult, true_cls: int, pred_cls: int,
                       limit: int = 24) -> np.ndarray:
     """Test images of class ``true_cls`` the model called ``pred_cls``, most confident first."""
     idx = np.flatnonzero((ev.labels == true_cls) & (ev.predictions == pred_cls))
-    order = np.argsort(-ev.probabilities[idx, pred_cls], kind="stable")
-    return idx[order][:max(0, int(limit))]
+    return idx[np.argsort(-ev.probabilities[idx, pred_cls], kind="stable")][:limit]
 
 
 def picked_cell(point: Mapping[str, Any], names: Sequence[str]) -> tuple[int, int] | None:
