@@ -1,6 +1,5 @@
-"""The Train page's live view in figures and words, from a ``RunView`` and a run record, inside
-training included. A figure whose layout still fits is updated in place, and none carries
-plotly's template (most of a figure's bytes): docs/benchmarks.md, section 7."""
+"""The Train page's live view in figures and words. A figure whose layout still fits is updated
+in place, and none carries plotly's template (most of its bytes): docs/benchmarks.md, 7."""
 from __future__ import annotations
 
 import time
