@@ -55,7 +55,7 @@ def choose_image(model, model_key: str, data, names: list[str]):
         a, b = c2.columns(2)
         cls = a.selectbox(t("inside.pick_class"), range(len(names)), key=K + "class",
                           format_func=lambda i: names[i])
-        members = I.class_members(data.test_y, cls)
+        members = np.flatnonzero(np.asarray(data.test_y) == cls)
         n = checked_number(b, t("inside.pick_nth", n=len(members)), 1, len(members), 1,
                            key=K + "nth")
         if n is None:
@@ -132,13 +132,13 @@ def neuron_tab(model, x, stages, hwc) -> None:
     if r is None or c is None:
         return
     n = I.neuron(model, x, layer, int(channel), int(r), int(c), stages)
-    k, n_in = n.kernel.shape[-1], n.window.shape[0]
+    k, n_in = n["kernel"].shape[-1], n["window"].shape[0]
     if layer == "conv1":
         right.plotly_chart(F.image_figure(hwc, t("inside.window_on_image"),
-                                          (max(0, n.top), max(0, n.left), k), height=280,
+                                          (max(0, n["top"]), max(0, n["left"]), k), height=280,
                                           lang=t.lang),
                            key=K + "window_image",
-                           alt=t("inside.window_alt", top=n.top, left=n.left, k=k))
+                           alt=t("inside.window_alt", top=n["top"], left=n["left"], k=k))
     else:
         right.markdown(t("inside.conv2_source", c=n_in, k=k))
     st.markdown(f"## {t('inside.arith_title', layer=layer, n=channel + 1, row=r, col=c)}")
@@ -147,14 +147,14 @@ def neuron_tab(model, x, stages, hwc) -> None:
     if n_in > F.MAX_CHANNELS:
         st.caption(t("inside.first_channels", n=F.MAX_CHANNELS, c=n_in))
     then = t("inside.arith_relu" if model.activation == "relu" else "inside.arith_act",
-             act=I.activation_name(model), out=num(n.activated, 4))
-    st.markdown(t("inside.arith_sum", n=n.products.size, c=n_in, k=k, total=num(n.total, 4),
-                  bias=num(n.bias, 4), value=num(n.value, 4), then=then))
-    if n.matches:
-        st.success(t("inside.torch_agrees", value=num(n.torch_value, 4),
+             act=I.activation_name(model), out=num(n["activated"], 4))
+    st.markdown(t("inside.arith_sum", n=n["products"].size, c=n_in, k=k, total=num(n["sum"], 4),
+                  bias=num(n["bias"], 4), value=num(n["output"], 4), then=then))
+    if n["match"]:
+        st.success(t("inside.torch_agrees", value=num(n["torch_output"], 4),
                      shown=num(float(fmap_all[channel, r, c]), 4)))
     else:
-        st.error(t("inside.torch_differs", value=num(n.torch_value, 4)))
+        st.error(t("inside.torch_differs", value=num(n["torch_output"], 4)))
     st.expander(t("a11y.show_table")).dataframe(table, hide_index=True)
 
 

@@ -112,7 +112,7 @@ def edit() -> None:
         (st.success if report.flat == convlab.TUTORIAL_FLAT else st.info)(fc1_line(report))
         show_table(report.rows, "edit_table")
     else:
-        st.error(f"**{t('network.shape_error_title')}** — {report.error_text(t.lang)}")
+        st.error(f"**{t('network.shape_error_title')}** — {report.shape_error.text(t.lang)}")
     if report.view_error or report.flatten_error:
         st.markdown(t("network.hardcoded_intro"))
         st.markdown(t("network.with_view"))

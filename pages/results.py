@@ -81,7 +81,7 @@ def accuracy_section(ev) -> None:
     c2.subheader(t("results.per_class_accuracy"))
     c2.plotly_chart(per_class, key=K + "per_class_chart")
     c2.expander(t("a11y.show_table")).dataframe(tables.per_class_table(
-        {c: ev.per_class_accuracy[c] for c in ev.classes}, t.lang,
+        [(c, ev.per_class_accuracy[c]) for c in ev.classes], t.lang,
         reference=ref.get("per_class_ranges")), hide_index=True)
     c2.caption(t("results.per_class_swings"))
 

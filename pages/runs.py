@@ -56,7 +56,7 @@ def table_section(queue, runs, selected: list[str]) -> None:
     if len(selected) >= 2:
         differ = R.differing_columns(df[df["run"].isin(selected)])
         st.markdown(t("runs.differences", knobs=", ".join(
-            f"**{R.column_name(c, t)}**" for c in differ)) if differ
+            f"**{t(R.COLUMN_KEYS[c])}**" for c in differ)) if differ
             else t("runs.no_differences"))
     statuses = [status_text(r, r.status == "queued" and queue.queue_position(r.id), t.lang)
                 for r in runs]

@@ -48,18 +48,19 @@ device_ids = devices.device_ids()
 target = st.selectbox(t("common.device"), device_ids, key="tensors_device",
                       help=t("common.device_help"))
 try:
-    facts = tensorlab.tensor_facts(torch.from_numpy(examples[4].values).to(target))
+    images = torch.from_numpy(examples[4].values).to(target)
 except (CifarLabError, RuntimeError) as err:
     show_error(err)
     st.stop()
+n_bytes = images.numel() * images.element_size()
 st.code(f"images = images.to(\"{target}\")\n"
-        f"images.shape    # {facts['shape_text']}\n"
-        f"images.dtype    # {facts['dtype']}\n"
-        f"images.device   # {facts['device']}\n"
-        f"images.numel() * images.element_size()   # {facts['bytes']:,} bytes")
-st.markdown(t("tensors.device_of", device=f"`{facts['device']}`") + " · "
-            + t("tensors.bytes_of", bytes=tensorlab.size_text(facts["bytes"], t.lang),
-                numel=num(facts["numel"]), size=facts["element_size"]))
+        f"images.shape    # {images.shape}\n"
+        f"images.dtype    # {images.dtype}\n"
+        f"images.device   # {images.device}\n"
+        f"images.numel() * images.element_size()   # {n_bytes:,} bytes")
+st.markdown(t("tensors.device_of", device=f"`{images.device}`") + " · "
+            + t("tensors.bytes_of", bytes=tensorlab.size_text(n_bytes, t.lang),
+                numel=num(images.numel()), size=images.element_size()))
 if len(device_ids) == 1:
     st.caption(t("tensors.only_cpu"))
 

@@ -52,22 +52,23 @@ def test_confusion_table_keeps_foreign_class_names():
 
 def test_per_class_table_in_each_language():
     acc = {"cat": 0.41, "ship": 0.7456, "airplane": 0.0}
-    en = tables.per_class_table(acc, "en")
+    en = tables.per_class_table(list(acc.items()), "en")
     assert list(en.columns) == ["Class", "Accuracy"]
     assert en.to_dict("list") == {"Class": ["cat", "ship", "airplane"],
                                   "Accuracy": ["41.0%", "74.6%", "0.0%"]}
-    es = tables.per_class_table(list(acc.items()), "es")   # (class, accuracy) pairs work too
+    es = tables.per_class_table(list(acc.items()), "es")
     assert list(es.columns) == [i18n.t("a11y.class_col", "es"), "Precisión"]
     assert es.iloc[:, 0].tolist() == ["gato", "barco", "avión"]
     assert es.iloc[:, 1].tolist() == [i18n.percent(a, "es") for a in acc.values()]
     assert es.iloc[0, 1].startswith("41,0")                 # the Spanish decimal comma
-    pt = tables.per_class_table(acc, "pt")
+    pt = tables.per_class_table(list(acc.items()), "pt")
     assert list(pt.columns)[1] == "Acurácia"
 
 
 def test_per_class_table_with_the_tutorial_ranges():
     ref = {"cat": (0.2, 0.45), "ship": (0.6, 0.8)}
-    table = tables.per_class_table({"cat": 0.41, "frog": None, "ship": 0.7}, "en", reference=ref)
+    table = tables.per_class_table([("cat", 0.41), ("frog", None), ("ship", 0.7)], "en",
+                                   reference=ref)
     col = i18n.t("a11y.tutorial_range_col", "en")
     assert table[col].tolist() == ["20% – 45%", "–", "60% – 80%"]
     assert table["Accuracy"].tolist() == ["41.0%", "–", "70.0%"]   # no figure: a dash

@@ -19,7 +19,7 @@ def test_rank_examples_shapes_and_values(cifar_data):
     assert [e.kind for e in examples] == ["scalar", "vector", "matrix", "image", "batch"]
     for e in examples:
         assert e.values.shape == e.shape and e.values.dtype == np.float32
-        assert e.numel == int(np.prod(e.shape)) if e.shape else e.numel == 1
+        assert e.values.size == int(np.prod(e.shape)) if e.shape else e.values.size == 1
     batch = examples[4]
     expected = normalize(torch.from_numpy(np.array(cifar_data.train_x[10:15]))).numpy()
     np.testing.assert_array_equal(batch.values, expected)
@@ -43,15 +43,6 @@ def test_rank_examples_wrap_around_and_clamp(cifar_data):
     assert batch.labels == tuple(int(cifar_data.train_y[i]) for i in (n - 1, 0, 1))
     np.testing.assert_array_equal(batch.pixels[1], cifar_data.image("train", 0))
     assert tensorlab.rank_examples(cifar_data, batch=1000)[4].shape[0] == 64
-
-
-def test_tensor_facts():
-    x = torch.zeros(4, 3, 32, 32)
-    facts = tensorlab.tensor_facts(x)
-    assert facts["shape_text"] == "torch.Size([4, 3, 32, 32])"
-    assert facts["dtype"] == "torch.float32" and facts["device"] == "cpu"
-    assert facts["numel"] == 12288 and facts["bytes"] == 49152
-    assert tensorlab.tensor_facts(torch.zeros(10, dtype=torch.uint8))["bytes"] == 10
 
 
 def test_transfer_costs_on_the_cpu_measures_both_ways():

@@ -10,6 +10,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
+import plotly.express as px
 import plotly.graph_objects as go
 import torch
 import torchvision
@@ -201,12 +202,10 @@ def loader_throughput(data: CifarData, pipeline: str = "tutorial", batch_size: i
     try:
         # every worker's first batch belongs to the start-up (batch i comes from worker
         # i % num_workers): until then the clock would time processes starting, not loading
-        first = None
-        for _ in range(max(1, num_workers)):
-            got = next(iterator, None)
-            if got is None:
+        first = next(iterator)   # an epoch holds at least one batch
+        for _ in range(num_workers - 1):
+            if next(iterator, None) is None:
                 break
-            first = first or got
         startup = time.perf_counter() - started
         images = batches = 0
         started = time.perf_counter()
@@ -240,9 +239,7 @@ def sweep_loaders(data: CifarData, batch_size: int = 4,
                                       max_seconds, subset))
         if on_result is not None:
             on_result(rows[-1])
-    return pd.DataFrame(rows, columns=["pipeline", "batch_size", "num_workers",
-                                       "images_per_second", "batches", "images", "seconds",
-                                       "startup_seconds"])
+    return pd.DataFrame(rows)
 
 
 # ------------------------------------------------------------------ the page's figures, words
@@ -282,19 +279,15 @@ def histogram_figure(stats: dict, t) -> go.Figure:
 def loader_figure(sweep: pd.DataFrame, t) -> go.Figure:
     """Images per second against num_workers; the fast pipeline as a dashed level."""
     tut = sweep[sweep["pipeline"] == "tutorial"].sort_values("num_workers")
-    fig = go.Figure()
-    if len(tut):
-        fig.add_trace(go.Scatter(x=tut["num_workers"], y=tut["images_per_second"],
-                                 mode="lines+markers+text", name=t("data.pipeline_tutorial"),
-                                 text=[i18n.number(v, t.lang, 0) for v in tut["images_per_second"]],
-                                 textposition="top center", marker=dict(size=10)))
-    xs = sorted(sweep["num_workers"].unique()) if len(tut) else [0]
-    span = [xs[0], xs[-1]] if xs[-1] != xs[0] else [xs[0] - 0.5, xs[0] + 0.5]
+    fig = px.line(tut, x="num_workers", y="images_per_second", markers=True,
+                  text=[i18n.number(v, t.lang, 0) for v in tut["images_per_second"]])
+    fig.update_traces(textposition="top center", marker_size=10, showlegend=bool(len(tut)),
+                      name=t("data.pipeline_tutorial"))
     for row in sweep[sweep["pipeline"] == "fast"].itertuples():
-        label = f"{t('data.pipeline_fast')}: {i18n.number(row.images_per_second, t.lang, 0)}"
-        fig.add_trace(go.Scatter(x=span, y=[row.images_per_second] * 2, mode="lines+text",
-                                 line=dict(dash="dash", color="#54A24B"), name=label,
-                                 text=[label, ""], textposition="top right"))
+        fig.add_hline(y=row.images_per_second, line=dict(dash="dash", color="#54A24B"),
+                      annotation_position="top left", annotation_text=(
+                          f"{t('data.pipeline_fast')}: "
+                          f"{i18n.number(row.images_per_second, t.lang, 0)}"))
     low, high = float(sweep["images_per_second"].min()), float(sweep["images_per_second"].max())
     return C.localized(
         fig, t.lang, height=380, xaxis_title="num_workers", margin=dict(C.MARGIN, t=30),

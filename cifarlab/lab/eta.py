@@ -43,26 +43,20 @@ def steady(progress: Mapping[str, Any] | None) -> dict | None:
     return {"left_s": left, "total_s": float(now) + left, "steps_per_s": rate}
 
 
-def history(config: Any, device: str | None, measured: Iterable[Mapping[str, Any]]
-            ) -> dict | None:
-    """What finished runs with ``config``'s settings on ``device`` took here: {"seconds"
-    (median wall time), "runs"}; None when there are none."""
-    cfg = _cfg(config)
-    walls = [float(m["wall_seconds"]) for m in measured
-             if device is not None and m.get("device") == device
-             and same_settings(m["config"], cfg) and m.get("wall_seconds")]
-    return {"seconds": statistics.median(walls), "runs": len(walls)} if walls else None
-
-
 def estimate(config: Any, device: str | None, measured: Iterable[Mapping[str, Any]] = (),
              progress: Mapping[str, Any] | None = None) -> dict:
     """{"kind": "run" | "estimating" | "history" | "unknown", ...}; ``progress``: a running
-    run's latest (then only its own speed counts)."""
+    run's latest (then only its own speed counts), else the median wall time ("seconds") of
+    the ``measured`` runs with ``config``'s settings on ``device``."""
     if progress is not None:
         own = steady(progress)
         return {"kind": "estimating"} if own is None else {"kind": "run", **own}
-    past = history(config, device, measured)
-    return {"kind": "unknown"} if past is None else {"kind": "history", **past}
+    walls = [float(m["wall_seconds"]) for m in measured
+             if device is not None and m.get("device") == device
+             and same_settings(m["config"], config) and m.get("wall_seconds")]
+    if not walls:
+        return {"kind": "unknown"}
+    return {"kind": "history", "seconds": statistics.median(walls), "runs": len(walls)}
 
 
 def for_form(config: Any, device: str | None, measured: Iterable[Mapping[str, Any]],

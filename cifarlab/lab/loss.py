@@ -23,12 +23,11 @@ from cifarlab.lab import charts as C
 
 def net_logits(image_chw_uint8: np.ndarray, seed: int = 0) -> np.ndarray:
     """The logits of the tutorial's ``Net`` seeded with ``seed``, for one 3×32×32 uint8 image."""
-    x = np.asarray(image_chw_uint8)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         net = Net().eval()
     with torch.no_grad():
-        out = net(normalize(torch.from_numpy(np.array(x, dtype=np.uint8))[None]))
+        out = net(normalize(torch.from_numpy(np.array(image_chw_uint8, dtype=np.uint8))[None]))
     return out[0].numpy().astype(np.float64)
 
 

@@ -3,7 +3,6 @@ that differ, their loss curves on one chart) and their downloads."""
 from __future__ import annotations
 
 import io
-import math
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -98,48 +97,32 @@ def model_label(spec: Mapping[str, Any] | ModelSpec | None) -> str:
 
 def runs_table(runs: Sequence[Any], cls: type = TrainConfig) -> pd.DataFrame:
     """One row per run: ``RUN_COLUMNS`` (``accuracy`` a percentage, missing figures NaN)."""
+    knob_cols = knob_columns(cls)
     rows = []
     for run in runs:
-        cfg = dict(run.config or {})
-        res = dict(run.result or {})
-        acc = res.get("test_accuracy")
-        device = res.get("device") or getattr(run, "device", None)
+        cfg, res = dict(run.config or {}), dict(run.result or {})
         rows.append({
             "run": run.id,
             "name": run.name or "",
             "status": run.status,
             "started": datetime.fromtimestamp(run.started_at or run.created_at),
-            "accuracy": 100.0 * acc if isinstance(acc, (int, float)) else np.nan,
-            "final_loss": _num(res.get("final_loss")),
-            "images_per_second": _num(res.get("images_per_second")),
-            "train_seconds": _num(res.get("train_seconds")),
-            "steps": _num(res.get("steps")),
-            "device": device,
-            **{name: cfg.get(name) for name in knob_columns(cls)
-               if name not in ("device", "model")},
+            "accuracy": res.get("test_accuracy"),
+            **{col: res.get(col) for col in RESULT_COLUMNS[1:]},
+            **{name: cfg.get(name) for name in knob_cols},
+            "device": res.get("device") or getattr(run, "device", None),
             "model": model_label(cfg.get("model")),
         })
-    return pd.DataFrame(rows, columns=list(("run", "name", "status", "started")
-                                           + RESULT_COLUMNS + knob_columns(cls)))
-
-
-def _num(value: Any) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
-        else np.nan
+    df = pd.DataFrame(rows, columns=["run", "name", "status", "started", *RESULT_COLUMNS,
+                                     *knob_cols])
+    df[list(RESULT_COLUMNS)] = df[list(RESULT_COLUMNS)].apply(pd.to_numeric, errors="coerce")
+    df["accuracy"] *= 100
+    return df
 
 
 def differing_columns(df: pd.DataFrame, columns: Iterable[str] = KNOB_COLUMNS) -> list[str]:
-    """The ``columns`` whose values differ across ``df``'s rows."""
-    return [col for col in columns if col in df.columns
-            and len({_hashable(v) for v in df[col].tolist()}) > 1]
-
-
-def _hashable(v: Any) -> Any:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return None
-    if isinstance(v, (list, dict)):
-        return repr(v)
-    return v
+    """The ``columns`` whose values differ across ``df``'s rows (None and NaN alike)."""
+    return [col for col in columns if col in df.columns and df[col].map(
+        lambda v: repr(v) if isinstance(v, (list, dict)) else v).fillna("–").nunique() > 1]
 
 
 def loss_curves(curves: Mapping[str, tuple[Sequence[int], Sequence[float]]],
@@ -150,21 +133,16 @@ def loss_curves(curves: Mapping[str, tuple[Sequence[int], Sequence[float]]],
     (default 1/50 of the curve: a step's loss is noisy)."""
     frames = []
     for label, (steps, losses) in curves.items():
-        if len(steps) == 0:
+        per = 1.0 if x == "step" else (steps_per_epoch or {}).get(label)
+        if len(steps) == 0 or not per:
             continue
-        s = pd.Series(np.asarray(losses, dtype=float))
-        window = smooth if smooth is not None else max(1, len(s) // 50)
-        s = s.rolling(window, center=True, min_periods=1).mean()
-        xs = np.asarray(steps, dtype=float)
-        if x == "epoch":
-            per = (steps_per_epoch or {}).get(label)
-            if not per:
-                continue
-            xs = xs / float(per)
-        frames.append(pd.DataFrame({"run": label, "x": xs, "loss": s.to_numpy()}))
-    if not frames:
-        return pd.DataFrame(columns=["run", "x", "loss"])
-    return pd.concat(frames, ignore_index=True)
+        loss = pd.Series(losses, dtype=float)
+        window = smooth or max(1, len(loss) // 50)
+        frames.append(pd.DataFrame({
+            "run": label, "x": np.asarray(steps, dtype=float) / per,
+            "loss": loss.rolling(window, center=True, min_periods=1).mean().to_numpy()}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["run", "x", "loss"])
 
 
 def steps_per_epoch(run) -> float | None:
@@ -197,10 +175,6 @@ DIGITS = {"accuracy": 1, "final_loss": 3, "images_per_second": 0, "train_seconds
           "steps": 0, "lr": None, "momentum": None}
 
 
-def column_name(col: str, t) -> str:
-    return t(COLUMN_KEYS[col])
-
-
 def compare_table(df: pd.DataFrame, selected: Sequence[str], statuses: Sequence[str],
                   t) -> Styler:
     """``runs_table``'s frame in the student's words, the knobs that differ between the
@@ -210,12 +184,11 @@ def compare_table(df: pd.DataFrame, selected: Sequence[str], statuses: Sequence[
     shown["run"] = shown["run"].str[:8]
     shown["status"] = list(statuses)
     shown["train_subset"] = shown["train_subset"].map(
-        lambda v: t("runs.all_images") if v is None or (isinstance(v, float) and math.isnan(v))
-        else i18n.number(int(v), t.lang))
+        lambda v: t("runs.all_images") if pd.isna(v) else i18n.number(int(v), t.lang))
     shown["shuffle"] = shown["shuffle"].map(lambda v: t("common.yes") if v else t("common.no"))
     first = ["run", "name", "status", "started", "accuracy"]
     shown = shown[first + differ + [c for c in shown.columns if c not in first + differ]]
-    names = {c: column_name(c, t) for c in shown.columns}
+    names = {c: t(COLUMN_KEYS[c]) for c in shown.columns}
     marked = {names[d] for d in differ}
     chosen = set(selected)
     style = shown.rename(columns=names).style.apply(

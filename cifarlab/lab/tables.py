@@ -1,7 +1,7 @@
 """Text alternatives for charts: their numbers as tables a screen reader can walk ("55,3 %")."""
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -30,11 +30,10 @@ def confusion_table(confusion, classes: Sequence[str], lang: str) -> pd.DataFram
     return table
 
 
-def per_class_table(accuracies: Mapping[str, float] | Iterable[tuple[str, float]], lang: str,
+def per_class_table(items: Sequence[tuple[str, float]], lang: str,
                     reference: Mapping[str, Sequence[float]] | None = None) -> pd.DataFrame:
-    """Accuracy per class, in the order given, as percentages; with ``reference`` (class ->
-    (low, high)) the tutorial's range for each ("–" where it has none)."""
-    items = list(accuracies.items() if isinstance(accuracies, Mapping) else accuracies)
+    """(class, accuracy) pairs as percentages; with ``reference`` (class -> (low, high)) the
+    tutorial's range for each ("–" where it has none)."""
     rows = {
         i18n.t("a11y.class_col", lang): [class_name(c, lang) for c, _ in items],
         i18n.t("a11y.accuracy_col", lang): [i18n.percent(a, lang) for _, a in items],
@@ -48,11 +47,9 @@ def per_class_table(accuracies: Mapping[str, float] | Iterable[tuple[str, float]
 
 def per_class_by_epoch_table(long: pd.DataFrame, lang: str) -> pd.DataFrame:
     """``per_class_by_epoch``'s frame wide: a row per class, a column per epoch."""
-    classes = list(dict.fromkeys(long["class"]))
-    epochs = sorted(set(int(e) for e in long["epoch"]))
-    wide = long.pivot_table(index="class", columns="epoch", values="accuracy", aggfunc="last")
-    table = pd.DataFrame({i18n.t("a11y.class_col", lang): [class_name(c, lang) for c in classes]})
-    for e in epochs:
-        table[i18n.t("a11y.epoch_col", lang, n=e)] = [
-            i18n.percent(wide.at[c, e], lang) for c in classes]
-    return table
+    wide = long.pivot_table(index="class", columns="epoch", values="accuracy", aggfunc="last",
+                            sort=False).sort_index(axis=1)
+    table = wide.map(lambda a: i18n.percent(a, lang))
+    table.columns = [i18n.t("a11y.epoch_col", lang, n=int(e)) for e in wide.columns]
+    table.insert(0, i18n.t("a11y.class_col", lang), [class_name(c, lang) for c in wide.index])
+    return table.reset_index(drop=True)

@@ -35,10 +35,6 @@ class RankExample:
     labels: tuple[int, ...] = field(default=())   # class index of each image involved
     code: str = ""               # how the tensor is taken from the batch in PyTorch
 
-    @property
-    def numel(self) -> int:
-        return int(np.prod(self.shape)) if self.shape else 1
-
 
 def rank_examples(data: CifarData, index: int = 0, batch: int = 4) -> list[RankExample]:
     """Ranks 0–4 cut from ``batch`` real images from ``index``, as the network sees them."""
@@ -64,17 +60,6 @@ def rank_examples(data: CifarData, index: int = 0, batch: int = 4) -> list[RankE
             pixels=(hwc[:1] if first else hwc).copy() if rank >= 3 else None,
             labels=labels[:1] if first else labels, code=code))
     return out
-
-
-def tensor_facts(tensor: torch.Tensor) -> dict:
-    return {
-        "shape_text": str(tensor.shape),                 # "torch.Size([4, 3, 32, 32])"
-        "dtype": str(tensor.dtype),                      # "torch.float32"
-        "device": str(tensor.device),                    # "cpu", "cuda:0"
-        "numel": int(tensor.numel()),
-        "element_size": int(tensor.element_size()),
-        "bytes": int(tensor.numel() * tensor.element_size()),
-    }
 
 
 # -------------------------------------------------------------------------- copy measurement
@@ -239,8 +224,8 @@ def rank_figure(ex: RankExample, classes, t) -> go.Figure:
 def ranks_table(examples: list[RankExample], t) -> pd.DataFrame:
     return pd.DataFrame([{
         t("tensors.rank"): e.rank, t("common.shape"): str(tuple(e.shape)),
-        t("tensors.in_pytorch"): e.code, t("tensors.numel"): i18n.number(e.numel, t.lang),
-        t("tensors.bytes"): size_text(e.numel * 4, t.lang)} for e in examples])
+        t("tensors.in_pytorch"): e.code, t("tensors.numel"): i18n.number(e.values.size, t.lang),
+        t("tensors.bytes"): size_text(e.values.nbytes, t.lang)} for e in examples])
 
 
 def transfer_figure(res: pd.DataFrame, t) -> go.Figure:

@@ -38,8 +38,6 @@ def matching_preset(values: Mapping[str, Any],
 def check(values: Mapping[str, Any], limits: C.Limits | None = None,
           n_train: int | None = None) -> dict[str, Problem]:
     """field -> its first Problem (``core.config.validate`` with the server's limits)."""
-    names = {f.name for f in C.knobs(CONFIG)}
-    values = {k: v for k, v in values.items() if k in names}
     return C.problems_by_field(C.validate(values, limits=limits, n_train=n_train, cls=CONFIG))
 
 

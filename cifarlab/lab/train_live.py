@@ -1,6 +1,5 @@
-"""The Train page's live view in figures and words, from a ``RunView`` and a run record, inside
-training included. A figure whose layout still fits is updated in place, and none carries
-plotly's template (most of a figure's bytes): docs/benchmarks.md, section 7."""
+"""The Train page's live view in figures and words. A figure whose layout still fits is updated
+in place, and none carries plotly's template (most of its bytes): docs/benchmarks.md, 7."""
 from __future__ import annotations
 
 import time
@@ -50,7 +49,13 @@ def loss_figure(chart: Mapping[str, Any], lang: str, old: tuple | None = None) -
     if chart["running_steps"]:
         data.append(go.Scatter(x=running[0], y=running[1], mode="lines+markers",
                                name=t("train.running_loss"), line=dict(width=2, color=RED)))
-    data += validation_series(chart.get("val") or [], lang)
+    if chart["val"]:   # the gap is what the network did not learn for images it never saw
+        x, train, held = zip(*chart["val"])
+        data += [go.Scatter(x=x, y=train, mode="lines+markers", name=t("train.val_train_series"),
+                            line=dict(width=2, color=BLUE), marker=dict(size=9)),
+                 go.Scatter(x=x, y=held, mode="lines+markers", name=t("train.val_val_series"),
+                            line=dict(width=2, color=ORANGE, dash="dash"),
+                            marker=dict(size=9, symbol="diamond"))]
     marks = chart["epoch_marks"]
     # shapes, not add_vline: that alone costs more than all the rest of the figure
     shapes = [dict(type="line", x0=x, x1=x, xref="x", y0=0, y1=1, yref="y domain",
@@ -61,20 +66,6 @@ def loss_figure(chart: Mapping[str, Any], lang: str, old: tuple | None = None) -
     return key, go.Figure(data=data, layout=layout(
         lang, t("train.loss_curve"), height=380, xaxis_title=t("common.step"),
         yaxis_title=t("common.loss"), uirevision="loss", shapes=shapes, annotations=notes))
-
-
-def validation_series(val: Sequence[tuple[int, float, float]], lang: str) -> list[go.Scatter]:
-    """Each epoch's mean training loss and validation loss: the gap is what the network did not
-    learn for images it never saw."""
-    if not val:
-        return []
-    t = i18n.translator(lang)
-    x, train, held = zip(*val)
-    return [go.Scatter(x=x, y=train, mode="lines+markers", name=t("train.val_train_series"),
-                       line=dict(width=2, color=BLUE), marker=dict(size=9)),
-            go.Scatter(x=x, y=held, mode="lines+markers", name=t("train.val_val_series"),
-                       line=dict(width=2, color=ORANGE, dash="dash"),
-                       marker=dict(size=9, symbol="diamond"))]
 
 
 def validation_caption(epochs: Sequence[Mapping[str, Any]], lang: str) -> str | None:

@@ -1,6 +1,4 @@
-"""The Train page's learning-rate finder (``core.lr_finder`` runs it as a queued job): the
-sweep's settings read from the boxes, the curve of loss against lr on a log axis with the
-suggestion marked, and what the sweep found, in the student's words."""
+"""The Train page's learning-rate finder (``core.lr_finder`` runs it): its boxes, curve, words."""
 from __future__ import annotations
 
 import math

@@ -1,9 +1,5 @@
-"""The Inside the network page's engine: one image through a network, layer by layer. The
-forward pass is ``Net.forward`` written out line by line, each shape from the trace of the
-model's own ``ModelSpec``; one neuron's arithmetic; conv1's filters before and after training;
-and Captum's views of why this class (Captum imported only when a view is computed: it takes
-seconds). Uploaded pictures go through the Results page's checks (``results.prepare_image``).
-"""
+"""The Inside page's engine: ``Net.forward`` written out stage by stage, one neuron's arithmetic,
+conv1's filters, and Captum's views (imported only when one is computed: it takes seconds)."""
 from __future__ import annotations
 
 import copy
@@ -49,30 +45,6 @@ class Stage:
     shape: tuple[int, ...]    # from the shape trace (batch dimension left out)
     values: np.ndarray        # float32, exactly ``shape``
     line: str                 # the tutorial's code that makes it
-
-
-@dataclass(frozen=True)
-class Neuron:
-    """One output value of a conv layer, worked out by hand: the numbers a page shows."""
-
-    layer: str                # "conv1" | "conv2"
-    channel: int
-    row: int
-    col: int
-    top: int                  # the window's first row and column in the layer's input (may be
-    left: int                 # negative where the padding's zeros are part of it)
-    window: np.ndarray        # C×k×k: the layer's input under the kernel (padding zeros included)
-    kernel: np.ndarray        # C×k×k: the learned weights of this output channel
-    products: np.ndarray      # window × kernel, element by element
-    total: float              # the sum of the products
-    bias: float
-    value: float              # total + bias: what the map shows at (row, col)
-    activated: float          # the activation of value (ReLU: max(0, value)): what is pooled
-    torch_value: float        # PyTorch's own F.conv2d at the same place
-
-    @property
-    def matches(self) -> bool:
-        return abs(self.value - self.torch_value) <= 1e-4 * max(1.0, abs(self.torch_value))
 
 
 def to_input(image: np.ndarray | torch.Tensor) -> torch.Tensor:
@@ -130,22 +102,20 @@ def stage(stages: list[Stage], name: str) -> Stage:
 
 
 def neuron(model: Net, x: torch.Tensor, layer: str = "conv1", channel: int = 0, row: int = 0,
-           col: int = 0, stages: list[Stage] | None = None) -> Neuron:
-    """Output (``channel``, ``row``, ``col``) of conv1 or conv2 by hand, beside ``F.conv2d``'s."""
+           col: int = 0, stages: list[Stage] | None = None) -> dict:
+    """Output (``channel``, ``row``, ``col``) of conv1 or conv2 by hand: the Network page's
+    ``conv_step`` on this layer's input, kernel, stride and padding, with ``layer``, the
+    window's ``top``/``left`` in the unpadded input (negative in the padding) and
+    ``activated``, the activation of the output: what is pooled."""
     stages = stages if stages is not None else activations(model, x)
     conv = getattr(model, layer)
     source = stage(stages, "input" if layer == "conv1" else "pool1").values.astype(np.float64)
-    channel, row, col = int(channel), int(row), int(col)
-    # the Network page's arithmetic, on this layer's input, kernel, stride and padding
     bias = float(conv.bias[channel].detach()) if conv.bias is not None else 0.0
     step = conv_step(source, conv.weight[channel].detach().cpu().numpy(), bias, row, col,
                      conv.stride[0], conv.padding[0])
-    value = step["output"]
-    return Neuron(layer, channel, row, col, step["top"] - conv.padding[0],
-                  step["left"] - conv.padding[1], step["window"], step["kernel"],
-                  step["products"], step["sum"], bias, value,
-                  float(model.act(torch.tensor(value, dtype=torch.float64))),
-                  step["torch_output"])
+    activated = model.act(torch.tensor(step["output"], dtype=torch.float64))
+    return step | {"layer": layer, "top": step["top"] - conv.padding[0],
+                   "left": step["left"] - conv.padding[1], "activated": float(activated)}
 
 
 # ------------------------------------------------------------------------------------ filters
@@ -270,14 +240,6 @@ def strongest(heat: np.ndarray, size: int = 4, n: int = 3) -> list[tuple[int, in
 
 def misclassified(probabilities: np.ndarray, labels: np.ndarray, limit: int = 200) -> np.ndarray:
     """Test images the model got wrong, the most confidently wrong first."""
-    probs = np.asarray(probabilities)
-    labels = np.asarray(labels, dtype=np.int64)
-    pred = probs.argmax(axis=1)
+    pred = probabilities.argmax(axis=1)
     idx = np.flatnonzero(pred != labels)
-    order = np.argsort(-probs[idx, pred[idx]], kind="stable")
-    return idx[order][:max(0, int(limit))]
-
-
-def class_members(labels: np.ndarray, cls: int) -> np.ndarray:
-    """Indices of the test images of class ``cls``, in the data set's order."""
-    return np.flatnonzero(np.asarray(labels, dtype=np.int64) == int(cls))
+    return idx[np.argsort(-probabilities[idx, pred[idx]], kind="stable")][:limit]

@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 
 from cifarlab import i18n
 from cifarlab.lab import charts as C
-from cifarlab.lab.inside import (METHODS, Neuron, Stage, filter_patches, filter_table, stage,
+from cifarlab.lab.inside import (METHODS, Stage, filter_patches, filter_table, stage,
                                  strongest)
 from cifarlab.lab.tables import dims
 
@@ -135,20 +135,20 @@ def pick_figure(fmap: np.ndarray, row: int, col: int, title: str, t) -> go.Figur
                        clickmode="event+select", dragmode=False)
 
 
-def neuron_view(n: Neuron, t) -> tuple[go.Figure, pd.DataFrame]:
+def neuron_view(n: dict, t) -> tuple[go.Figure, pd.DataFrame]:
     """One neuron's arithmetic, per input channel (the first ``MAX_CHANNELS``), and its table."""
-    c = n.window.shape[0]
-    names = ([t("network.channel_name", c=ch) for ch in "RGB"] if n.layer == "conv1"
+    c = n["window"].shape[0]
+    names = ([t("network.channel_name", c=ch) for ch in "RGB"] if n["layer"] == "conv1"
              else [t("inside.map_n", n=i + 1) for i in range(c)])
     words = (t("network.window"), t("network.kernel_word"), t("network.products"))
-    fig = C.arithmetic_figure(n.window, n.kernel, n.products, names, words, MAX_CHANNELS)
+    fig = C.arithmetic_figure(n["window"], n["kernel"], n["products"], names, words, MAX_CHANNELS)
     shown = slice(0, MAX_CHANNELS)
-    idx = np.indices(n.window[shown].shape).reshape(3, -1)
+    idx = np.indices(n["window"][shown].shape).reshape(3, -1)
     table = pd.DataFrame({
         t("inside.col_channel"): [names[i] for i in idx[0]],
         t("inside.col_row"): idx[1], t("inside.col_column"): idx[2],
         **{word: [i18n.number(v, t.lang, 4) for v in values[shown].ravel()]
-           for word, values in zip(words, (n.window, n.kernel, n.products))}})
+           for word, values in zip(words, (n["window"], n["kernel"], n["products"]))}})
     return C.localized(fig, t.lang), table
 
 

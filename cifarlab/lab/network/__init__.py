@@ -18,19 +18,15 @@ from cifarlab.errors import ShapeError
 
 # ------------------------------------------------------------------------------- kernels and inputs
 
-KERNEL_NAMES = ("edge", "vertical", "horizontal", "blur", "sharpen", "identity")
-
-
 def named_kernels() -> dict[str, np.ndarray]:
-    k = {
+    return {name: np.asarray(k, dtype=np.float32) for name, k in {
         "edge": [[-1, -1, -1], [-1, 8, -1], [-1, -1, -1]],          # Laplacian-like: all edges
         "vertical": [[-1, 0, 1], [-2, 0, 2], [-1, 0, 1]],           # Sobel x: vertical edges
         "horizontal": [[-1, -2, -1], [0, 0, 0], [1, 2, 1]],         # Sobel y: horizontal edges
         "blur": [[1 / 9] * 3] * 3,                                  # box blur: the mean
         "sharpen": [[0, -1, 0], [-1, 5, -1], [0, -1, 0]],
         "identity": [[0, 0, 0], [0, 1, 0], [0, 0, 0]],
-    }
-    return {name: np.asarray(k[name], dtype=np.float32) for name in KERNEL_NAMES}
+    }.items()}
 
 
 def to_input(image_hwc: np.ndarray, mode: str = "gray") -> np.ndarray:
@@ -192,10 +188,6 @@ class StackReport:
     @property
     def ok(self) -> bool:
         return self.shape_error is None
-
-    def error_text(self, lang: str = "en") -> str | None:
-        """Why the sizes do not fit, in ``lang``, naming the layer and the sizes."""
-        return self.shape_error.text(lang) if self.shape_error is not None else None
 
 
 def analyze_stack(spec: ModelSpec) -> StackReport:

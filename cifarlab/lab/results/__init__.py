@@ -1,8 +1,5 @@
-"""What the Results page shows: a finished run's model, its predictions and mistakes, per-class
-accuracy over the epochs, a student's own checkpoint or photo. Uploads never decide what they
-cost: a checkpoint is refused by arithmetic before its network is built (``core.checkpoint``),
-a picture by its header before it is decoded.
-"""
+"""The Results page's engine. Uploads never decide what they cost: a checkpoint is refused by
+arithmetic before its network is built (``core.checkpoint``), a picture by its header."""
 from __future__ import annotations
 
 import io
@@ -50,8 +47,7 @@ def confused_examples(ev: EvalResult, true_cls: int, pred_cls: int,
                       limit: int = 24) -> np.ndarray:
     """Test images of class ``true_cls`` the model called ``pred_cls``, most confident first."""
     idx = np.flatnonzero((ev.labels == true_cls) & (ev.predictions == pred_cls))
-    order = np.argsort(-ev.probabilities[idx, pred_cls], kind="stable")
-    return idx[order][:max(0, int(limit))]
+    return idx[np.argsort(-ev.probabilities[idx, pred_cls], kind="stable")][:limit]
 
 
 def picked_cell(point: Mapping[str, Any], names: Sequence[str]) -> tuple[int, int] | None:
@@ -111,7 +107,7 @@ SERVER_UPLOAD_MB = UPLOADER_MB + 1
 MAX_IMAGE_PIXELS = 24_000_000
 MAX_DECODE_BYTES = 96 * 2**20
 IMAGE_FORMATS = ("PNG", "JPEG", "GIF", "WEBP", "BMP", "TIFF")  # JPEG opens MPO too
-FRAME_COUNT_BYTES = 2**20   # a GIF's frames are counted by walking them: only in small files
+FRAME_COUNT_BYTES = 2**20
 PREVIEW_SIZE = 256
 
 
@@ -174,9 +170,11 @@ def prepare_image(file_bytes: bytes, max_pixels: int = MAX_IMAGE_PIXELS,
             if fmt in ("JPEG", "MPO"):  # decoded at 1/2, 1/4 or 1/8 scale, still ≥ the preview
                 img.draft("RGB", (max(size, PREVIEW_SIZE), max(size, PREVIEW_SIZE)))
             _check_cost(img, width, height, max_pixels)
-            frames = _frames(img, len(file_bytes))
-            if frames > 1:
-                notes.append(("first_frame", {"n": frames}))
+            # a GIF's (or TIFF's) frames are counted by walking them: only in a small file (a
+            # 64 MB GIF of 1×1 frames holds 2.6 million)
+            if getattr(img, "is_animated", False) and (
+                    fmt in ("PNG", "WEBP", "MPO") or len(file_bytes) <= FRAME_COUNT_BYTES):
+                notes.append(("first_frame", {"n": int(img.n_frames)}))
             img.load()
             try:
                 orientation = int(img.getexif().get(0x0112, 1))   # EXIF's Orientation tag
@@ -221,16 +219,6 @@ def _check_cost(img, width: int, height: int, max_pixels: int) -> None:
         raise ImageError("image.too_much_data", width=width, height=height,
                          size=f"{width}×{height}", bits=8 * per_pixel,
                          size_mb=w * h * per_pixel / 2**20, limit_mb=MAX_DECODE_BYTES / 2**20)
-
-
-def _frames(img, n_bytes: int) -> int:
-    """Frames of an animation, 0 (unknown) where counting is dear: a GIF's are walked through
-    (a 64 MB GIF of 1×1 frames holds 2.6 million), so only in a small file."""
-    if not getattr(img, "is_animated", False):
-        return 1
-    if img.format in ("PNG", "WEBP", "MPO") or n_bytes <= FRAME_COUNT_BYTES:
-        return int(img.n_frames)
-    return 0
 
 
 def _shrink(img, least: int):
@@ -291,10 +279,9 @@ def _to_rgb(img, notes: list[tuple[str, dict]]):
 
 def classify_prepared(model: torch.nn.Module, image: PreparedImage,
                       classes: Sequence[str]) -> list[tuple[str, float]]:
-    """(class, probability) for a prepared picture (``prepare_image``), most likely first."""
+    """(class, probability) for a prepared picture (``prepare_image``), most likely first
+    (``core.checkpoint`` built the model with one output per class)."""
     pixels = torch.from_numpy(np.ascontiguousarray(image.pixels.transpose(2, 0, 1)))[None]
     probs = predict(model, pixels, "cpu")[0]
-    if len(probs) != len(classes):
-        raise CheckpointError("checkpoint.class_names", n=len(probs), names=len(classes))
     order = np.argsort(-probs, kind="stable")
     return [(str(classes[i]), float(probs[i])) for i in order]
