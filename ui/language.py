@@ -22,7 +22,7 @@ def lang() -> str:
         if named:
             choose(named)
         else:
-            st.session_state["lang"] = i18n.language_from_locale(st.context.locale)
+            st.session_state["lang"] = i18n.normalize_lang(st.context.locale)
     return st.session_state["lang"]
 
 

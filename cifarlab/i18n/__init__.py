@@ -57,14 +57,6 @@ def normalize_lang(value: Any) -> str:
     return _normalize_str(value) if isinstance(value, str) else DEFAULT
 
 
-def language_from_locale(locale: str | None) -> str:
-    """A browser's tag (``st.context.locale``) by its language alone: "es-419" -> "es"."""
-    if not isinstance(locale, str):
-        return DEFAULT
-    primary = locale.strip().replace("_", "-").split("-", 1)[0].lower()
-    return primary if primary in LANGUAGES else DEFAULT
-
-
 def is_strict() -> bool:
     env = os.environ.get("CIFARLAB_I18N_STRICT", "").strip().lower()
     if env:
@@ -154,12 +146,6 @@ def translator(lang: str) -> Callable[..., str]:
     return bound
 
 
-def _check_name(name: str) -> str:
-    if not isinstance(name, str) or not name or not all(ch.isalnum() or ch in "_-" for ch in name):
-        raise KeyError(f"i18n: {name!r} is not a lesson name.")
-    return name
-
-
 @functools.cache
 def _read_lesson(name: str, lang: str) -> str | None:
     path = LOCALES_DIR / lang / "lessons" / f"{name}.md"
@@ -167,27 +153,23 @@ def _read_lesson(name: str, lang: str) -> str | None:
 
 
 def lesson(name: str, lang: str = DEFAULT) -> str:
-    """Lesson ``name``'s Markdown in ``lang`` (an unknown name: ``KeyError``)."""
-    name = _check_name(name)
+    """Lesson ``name``'s Markdown in ``lang``, else (not strict) English; unknown: ``KeyError``."""
     code = normalize_lang(lang)
     text = _read_lesson(name, code)
-    if text is not None:
-        return text
-    if is_strict():
+    if text is None and code != DEFAULT and not is_strict():
+        text = _read_lesson(name, DEFAULT)
+        if text is not None:
+            _warn_once(code, f"lesson:{name}", "i18n: lesson %r is missing in %s; English shown.",
+                       name, code)
+    if text is None:
         raise KeyError(f"i18n: no lesson {name!r} in {LANGUAGES[code]} "
                        f"(locales/{code}/lessons/{name}.md).")
-    english = _read_lesson(name, DEFAULT) if code != DEFAULT else None
-    if english is None:
-        raise KeyError(f"i18n: there is no lesson called {name!r}.")
-    _warn_once(code, f"lesson:{name}", "i18n: lesson %r is missing in %s; showing English.",
-               name, code)
-    return english
+    return text
 
 
 @functools.cache
 def code_snippet(name: str) -> str:
     """The tutorial's code that lesson ``name`` explains (``locales/code/<name>.py``)."""
-    name = _check_name(name)
     path = LOCALES_DIR / "code" / f"{name}.py"
     if not path.is_file():
         raise KeyError(f"i18n: no code snippet for lesson {name!r} (locales/code/{name}.py).")
