@@ -66,8 +66,7 @@ def optimizer() -> None:
                                 format_func=lambda s: t(f"loss.surface_{s}"),
                                 persist_state=KEEP)
     lr = cols[1].select_slider(t("common.lr"), LRS, value=optimlab.DEMO["lr"], key="opt_lr",
-                               format_func=num, help=t("common.lr_help"),
-                               persist_state=KEEP)
+                               format_func=num, help=t("common.lr_help"), persist_state=KEEP)
     momentum = cols[2].slider(t("common.momentum"), 0.0, 0.99, optimlab.DEMO["momentum"], 0.01,
                               key="opt_momentum", help=t("common.momentum_help"),
                               persist_state=KEEP)

@@ -87,10 +87,8 @@ def accuracy_section(ev) -> None:
 
 def epochs_section(run, ckpt) -> None:
     st.subheader(t("results.per_epoch_title"))
-    if run is not None:
-        df = _per_class_by_epoch(session_id(), run.id, run.finished_at)
-    else:
-        df = R.per_class_by_epoch((ckpt.results or {}).get("epochs") or [])
+    df = (_per_class_by_epoch(session_id(), run.id, run.finished_at) if run is not None
+          else R.per_class_by_epoch((ckpt.results or {}).get("epochs") or []))
     if df.empty:
         st.info(t("results.per_epoch_none"))
         return

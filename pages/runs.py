@@ -16,7 +16,6 @@ from ui.session import session_id
 
 t = translator()
 K = "runs_"
-DEFAULT_COMPARE = 3
 
 
 def short(run) -> str:
@@ -188,7 +187,7 @@ with tab_runs:
         by_id = {r.id: r for r in all_runs}
         if K + "compare" not in st.session_state:
             finished = [r.id for r in all_runs if r.finished and r.status != "failed"]
-            st.session_state[K + "compare"] = finished[:DEFAULT_COMPARE]
+            st.session_state[K + "compare"] = finished[:3]
         st.session_state[K + "compare"] = [i for i in st.session_state[K + "compare"] if i in by_id]
         selected = st.multiselect(t("runs.select_runs"), list(by_id), key=K + "compare",
                                   help=t("runs.compare_help"),

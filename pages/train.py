@@ -19,9 +19,6 @@ from ui.session import session_id
 t = translator()
 K = "train_"          # this page's keys; the knobs' are ui/train_form.py's
 POLL_S, IDLE_POLL_S = 2.0, 10.0   # the live view's refresh: a run queued or running; none
-CHART_S = 2.0         # figures are rebuilt at most this often while a run trains
-MAX_POINTS = 600      # at most this many points on the loss chart (wider than it is)
-KEEP_VIEWS = 4        # runs whose loaded losses and events this session keeps
 
 
 def _cancel(run_id: str) -> None:
@@ -90,11 +87,12 @@ def show_inside(view) -> None:
 
 
 def show_run(queue: jobs.JobQueue, sid: str, run) -> None:
-    views = st.session_state.setdefault(K + "views", trainview.RunViews(KEEP_VIEWS, MAX_POINTS))
+    # four runs' losses and events kept; at most 600 points on a loss chart (wider than it is)
+    views = st.session_state.setdefault(K + "views", trainview.RunViews(4, 600))
     view, prog = views.of(run.id), trainview.progress_info(run.progress)
     view.update(partial(queue.events, sid, run.id), partial(queue.losses, sid, run.id),
                 step=None if run.finished else prog["step"])
-    stamp = view.chart_stamp(time.monotonic(), CHART_S, final=run.finished)
+    stamp = view.chart_stamp(time.monotonic(), 2.0, final=run.finished)   # figures every 2 s
     phase = trainview.phase(run, view)
     position = queue.queue_position(run.id) if phase == "queued" else None
     st.markdown(f"**{t('status.status')}:** {words.status_text(run, position, t.lang)}"

@@ -34,27 +34,18 @@ _ALIASES: dict[str, str] = {
 _warned: set[tuple[str, str]] = set()
 
 
-def _fold(text: str) -> str:   # "Português " -> "portugues"
-    decomposed = unicodedata.normalize("NFKD", text.strip().lower())
-    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-
-
 @functools.lru_cache(maxsize=256)
-def _normalize_str(value: str) -> str:
-    # An Accept-Language header ("es-AR,es;q=0.9,en;q=0.8") or a single tag/name.
-    for candidate in value.split(","):
-        tag = _fold(candidate.split(";", 1)[0]).replace("_", "-")
+def normalize_lang(value: Any) -> str:
+    """The code for "es-AR", "pt_BR", "português", an Accept-Language header…; else DEFAULT."""
+    for candidate in value.split(",") if isinstance(value, str) else ():
+        tag = unicodedata.normalize("NFKD", candidate.split(";", 1)[0].strip().lower())
+        tag = "".join(ch for ch in tag if not unicodedata.combining(ch)).replace("_", "-")
         if tag in _ALIASES:
             return _ALIASES[tag]
         primary = tag.split("-", 1)[0].strip()
         if primary in _ALIASES:
             return _ALIASES[primary]
     return DEFAULT
-
-
-def normalize_lang(value: Any) -> str:
-    """The code for "es-AR", "pt_BR", "português", an Accept-Language header…; else DEFAULT."""
-    return _normalize_str(value) if isinstance(value, str) else DEFAULT
 
 
 def is_strict() -> bool:

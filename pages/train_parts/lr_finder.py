@@ -7,7 +7,7 @@ from cifarlab import i18n
 from cifarlab.core import lr_finder as engine
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import train_lr_finder as finder
-from ui import train_form
+from ui import messages, train_form
 from ui.data import queue as get_queue
 from ui.language import lang, t
 from ui.nav import lesson
@@ -15,7 +15,6 @@ from ui.session import session_id
 from ui.signin import owner_id
 
 K = "train_lrf_"      # this part's keys
-POLL_S = 1.0          # how often a queued or running sweep is looked at
 
 
 def _start() -> None:
@@ -111,11 +110,9 @@ def show(form) -> None:
                   icon=":material/play_arrow:")
         if not config_ok:
             st.caption(t("train.lr_find.fix_settings"))
-        msg = st.session_state.pop(K + "msg", None)
-        if msg is not None:
-            getattr(st, msg[0])(msg[1])
+        messages.show(K + "msg")
         if run is not None and run.active:
-            st.fragment(_progress, run_every=POLL_S)(sid, run.id)
+            st.fragment(_progress, run_every=1.0)(sid, run.id)
         elif run is not None:
             _result(form, run)
     with st.expander(t("lesson.title") + ": " + t("train.lr_find.lesson"),
