@@ -182,6 +182,8 @@ def cmd_eval(args) -> int:
 
 
 def cmd_shapes(args) -> int:
+    import pandas as pd
+
     from cifarlab.core.shapes import total_params, trace, trace_spec, trace_table
 
     if args.layers:
@@ -197,10 +199,7 @@ def cmd_shapes(args) -> int:
         print(json.dumps({"layers": rows, "total_params": total_params(traces)}))
         return 0
     cols = ["layer", "kind", "input", "output", "params", "formula"]
-    widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in cols}
-    print("  ".join(c.ljust(widths[c]) for c in cols))
-    for r in rows:
-        print("  ".join(str(r.get(c, "")).ljust(widths[c]) for c in cols))
+    print(pd.DataFrame(rows, columns=cols).fillna("").to_string(index=False))
     print(f"total parameters: {total_params(traces):,}")
     return 0
 

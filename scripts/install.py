@@ -27,7 +27,6 @@ def pip_config() -> dict[str, str]:
 
 
 def uv_arguments(conf: dict[str, str]) -> tuple[list[str], dict[str, str]]:
-    """uv's options and environment for pip's sources."""
     args = ["--index-strategy", "unsafe-best-match"]
     for name in ("index-url", "extra-index-url", "find-links", "constraint"):   # uv's names too
         for value in conf.get(name, "").split():

@@ -86,7 +86,6 @@ def show_error(err: Exception, **kwargs) -> None:
 
 
 def call_or_show(fn, *args, **kwargs):
-    """``fn(*args, **kwargs)``; None, with the CifarLabError shown, when it fails."""
     try:
         return fn(*args, **kwargs)
     except CifarLabError as err:

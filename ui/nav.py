@@ -57,7 +57,6 @@ def lesson_links(current: str) -> None:
 
 
 def url_state() -> dict[str, str]:
-    """The session id (unless signed in) and the language the person chose."""
     return url_lang() | ({} if signed_in() else {"sid": session_id()})
 
 

@@ -11,7 +11,7 @@ from cifarlab.serve import identity
 from cifarlab.serve.identity import Person
 from ui.language import LANG_COOKIE, lang, t
 from ui.session import COOKIE_DAYS, browser_id as _browser, claims as _claims
-from ui.session import host_secrets as _secrets, logged_in as _logged_in
+from ui.session import host_secrets as _secrets
 
 INSTRUCTOR_KEY = "_cifarlab_instructor"   # set only by a right passphrase
 NICKNAME_KEY = "nickname"                  # an anonymous student's name for others to see
@@ -87,7 +87,7 @@ def sign_in_sidebar() -> None:
         # st.login / st.logout come back without ?lang=: a cookie keeps the language (a code)
         st.html(f"<script>document.cookie = '{LANG_COOKIE}={lang()}; path=/; max-age="
                 f"{COOKIE_DAYS * 86400}; SameSite=Lax';</script>", unsafe_allow_javascript=True)
-        if not _logged_in():
+        if not st.user.is_logged_in:   # the provider is configured: st.user answers
             st.button(t("identity.sign_in"), key="identity_sign_in", on_click=st.login,
                       type="primary")
             return

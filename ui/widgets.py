@@ -37,7 +37,6 @@ def clicked_points(event) -> list:
 
 
 def clicked_cell(event) -> tuple[int, int] | None:
-    """(row, column) of the last grid cell a click selected."""
     cells = [(int(p["y"]), int(p["x"])) for p in clicked_points(event)
              if isinstance(p.get("x"), (int, float)) and isinstance(p.get("y"), (int, float))]
     return cells[-1] if cells else None

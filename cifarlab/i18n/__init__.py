@@ -113,7 +113,6 @@ def _lookup(texts: dict[str, str], key: str, lang: str, kwargs: dict[str, Any]) 
 
 
 def t(key: str, /, lang: str = DEFAULT, **kwargs: Any) -> str:
-    """The UI string ``key`` in ``lang``, ``{placeholders}`` filled from ``kwargs``."""
     code = normalize_lang(lang)
     template = _lookup(_load_catalog(code), key, code, kwargs)
     if template is not None:
