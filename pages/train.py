@@ -10,10 +10,10 @@ from cifarlab.errors import CifarLabError
 from cifarlab.lab import tables, train as trainview, train_inside as inside, train_live as words
 from cifarlab.serve import queue as jobs
 from pages.train_parts import form as train_settings, lr_finder
-from ui import train_form
+from ui import messages, train_form
 from ui.data import queue as get_queue, store_may_be_down
 from ui.internals import set_fragment_interval
-from ui.language import pct, show_error, translator
+from ui.language import pct, translator
 from ui.session import session_id
 
 t = translator()
@@ -26,7 +26,7 @@ def _cancel(run_id: str) -> None:
     try:
         get_queue().cancel(session_id(), run_id)
     except CifarLabError as err:
-        st.session_state[K + "cancel_error"] = err
+        messages.keep(K + "cancel_error", "error", err)
 
 
 def show_charts(view: trainview.RunView, run, stamp) -> None:
@@ -100,9 +100,7 @@ def show_run(queue: jobs.JobQueue, sid: str, run) -> None:
     if run.active and queue.can_control(sid, run):
         st.button(t("train.cancel"), key=K + "cancel", icon=":material/stop:",
                   disabled=run.cancel_requested, on_click=_cancel, args=(run.id,))
-    err = st.session_state.pop(K + "cancel_error", None)
-    if err is not None:
-        show_error(err)
+    messages.show(K + "cancel_error")
     note = words.run_note(run, phase, position, t.lang)
     if note is not None:
         getattr(st, note[0])(note[1], icon=f":material/{note[2]}:")
