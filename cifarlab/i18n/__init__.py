@@ -31,9 +31,6 @@ _ALIASES: dict[str, str] = {
     "pt": "pt", "por": "pt", "portuguese": "pt", "portugues": "pt",
 }
 
-_warned: set[tuple[str, str]] = set()
-
-
 @functools.lru_cache(maxsize=256)
 def normalize_lang(value: Any) -> str:
     """The code for "es-AR", "pt_BR", "português", an Accept-Language header…; else DEFAULT."""
@@ -55,11 +52,9 @@ def is_strict() -> bool:
     return "PYTEST_CURRENT_TEST" in os.environ
 
 
-def _warn_once(lang: str, what: str, message: str, *args: Any,
-               level: int = logging.WARNING) -> None:
-    if (lang, what) not in _warned:
-        _warned.add((lang, what))
-        log.log(level, message, *args)
+@functools.cache   # once per message: a page redrawn each second logs it once
+def _warn_once(message: str, *args: Any, level: int = logging.WARNING) -> None:
+    log.log(level, message, *args)
 
 
 def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, str]:
@@ -97,7 +92,7 @@ def _format(template: str, key: str, lang: str, kwargs: dict[str, Any]) -> str:
         if is_strict():
             raise KeyError(f"i18n: cannot fill {key!r} ({lang}): {exc!r}; "
                            f"given {sorted(kwargs)}") from exc
-        _warn_once(lang, f"format:{key}", "i18n: cannot fill %r (%s): %r", key, lang, exc)
+        _warn_once("i18n: cannot fill %r (%s): %s", key, lang, repr(exc))
         return template
 
 
@@ -123,9 +118,9 @@ def t(key: str, /, lang: str = DEFAULT, **kwargs: Any) -> str:
     if code != DEFAULT:
         english = _lookup(_load_catalog(DEFAULT), key, DEFAULT, kwargs)
         if english is not None:
-            _warn_once(code, key, "i18n: %r is missing in %s; showing English.", key, code)
+            _warn_once("i18n: %r is missing in %s; showing English.", key, code)
             return _format(english, key, code, kwargs)
-    _warn_once(code, key, "i18n: unknown string key %r.", key, level=logging.ERROR)
+    _warn_once("i18n: unknown string key %r.", key, level=logging.ERROR)
     return key
 
 
@@ -149,8 +144,7 @@ def lesson(name: str, lang: str = DEFAULT) -> str:
     if text is None and code != DEFAULT and not is_strict():
         text = _read_lesson(name, DEFAULT)
         if text is not None:
-            _warn_once(code, f"lesson:{name}", "i18n: lesson %r is missing in %s; English shown.",
-                       name, code)
+            _warn_once("i18n: lesson %r is missing in %s; showing English.", name, code)
     if text is None:
         raise KeyError(f"i18n: no lesson {name!r} in {LANGUAGES[code]} "
                        f"(locales/{code}/lessons/{name}.md).")
@@ -170,4 +164,4 @@ def clear_cache() -> None:
     _load_catalog.cache_clear()
     _read_lesson.cache_clear()
     code_snippet.cache_clear()
-    _warned.clear()
+    _warn_once.cache_clear()
