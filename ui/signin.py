@@ -64,23 +64,6 @@ def owner_id() -> str:
     return person().id
 
 
-def try_passphrase(passphrase: str) -> str | None:
-    """Sign in as the instructor: None, else the catalog key of what went wrong."""
-    stored = passphrase_hash()
-    if stored is None:
-        return "identity.no_passphrase"
-    try:
-        wait = identity.try_passphrase(passphrase, stored, _browser(), passphrase_limiter())
-    except identity.IdentityError:
-        return "errors.identity.bad_hash"
-    except CifarLabError:   # the run store (the counts) cannot be reached just now
-        return STORE_DOWN_KEY
-    if wait is not None:
-        return "identity.too_many" if wait > 0 else "identity.wrong_passphrase"
-    st.session_state[INSTRUCTOR_KEY] = True
-    return None
-
-
 def sign_in_sidebar() -> None:
     """The provider's buttons, else the instructor's passphrase box where a hash is set."""
     if _secrets("auth") is not None:   # an identity provider is configured
@@ -120,6 +103,18 @@ def sign_in_sidebar() -> None:
 
 
 def _passphrase_submitted() -> None:
-    problem = try_passphrase(st.session_state.get("identity_passphrase") or "")
-    if problem is not None:
-        st.session_state[_PASSPHRASE_PROBLEM] = problem
+    """The form's callback: the instructor signed in, else the catalog key of what went wrong."""
+    ss = st.session_state
+    try:
+        wait = identity.try_passphrase(ss.get("identity_passphrase") or "", passphrase_hash(),
+                                       _browser(), passphrase_limiter())
+    except identity.IdentityError:   # the secrets file's hash is damaged
+        ss[_PASSPHRASE_PROBLEM] = "errors.identity.bad_hash"
+    except CifarLabError:   # the run store (the counts) cannot be reached just now
+        ss[_PASSPHRASE_PROBLEM] = STORE_DOWN_KEY
+    else:
+        if wait is None:
+            ss[INSTRUCTOR_KEY] = True
+        else:
+            ss[_PASSPHRASE_PROBLEM] = ("identity.too_many" if wait > 0
+                                       else "identity.wrong_passphrase")
