@@ -119,9 +119,6 @@ def confusion_section(ev, data) -> None:
     if picked is not None and picked != ss.get(K + "last_pick"):
         ss[K + "true"], ss[K + "pred"] = picked
     ss[K + "last_pick"] = picked
-    for key in (K + "true", K + "pred"):
-        if not 0 <= int(ss[key]) < k:
-            ss[key] = 0
     st.caption(t("results.pick_hint"))
     c1, c2 = st.columns(2)
     true_i = c1.selectbox(t("results.filter_true"), list(range(k)), key=K + "true",

@@ -143,9 +143,8 @@ def live(sid: str) -> None:
 
 st.title(t("nav.train"))
 queue, sid = get_queue(), session_id()
-msg = train_settings.current_message()
 form = train_form.get()
-train_settings.settings(form, queue, msg)   # the tutorial's knobs and Train first
+train_settings.settings(form, queue)   # the tutorial's knobs and Train first
 lr_finder.show(form)                        # a short lr sweep on those settings
 
 st.divider()
