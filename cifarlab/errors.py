@@ -29,15 +29,8 @@ class CifarLabError(Exception):
     def __str__(self) -> str:
         return self.text(i18n.DEFAULT)
 
-    def __reduce__(self):  # survives pickling between processes (workers -> queue)
-        return (_rebuild, (type(self), self.__dict__.copy()))
-
-
-def _rebuild(cls, state):
-    err = cls.__new__(cls)
-    Exception.__init__(err, state.get("code"))
-    err.__dict__.update(state)
-    return err
+    def __reduce__(self):  # survives pickling between processes (workers -> queue): no __init__
+        return type(self).__new__, (type(self), self.code), self.__dict__.copy()
 
 
 @dataclass(frozen=True)
