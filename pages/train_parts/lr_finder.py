@@ -32,12 +32,9 @@ def _start() -> None:
 
 
 def _use(lr: float) -> None:
-    """"Use this learning rate" (a class's locked lr stays the class's)."""
-    form = train_form.get()
-    st.session_state[K + "msg"] = (
-        ("warning", t("train.lr_find.locked", reason=form.locks.get("lr", "")))
-        if form.apply_preset({"lr": lr}) else
-        ("success", t("train.lr_find.used", lr=i18n.number(lr, lang()))))
+    """"Use this learning rate" (drawn disabled while a class locks the lr)."""
+    train_form.get().apply_preset({"lr": lr})
+    messages.keep(K + "msg", "success", t("train.lr_find.used", lr=i18n.number(lr, lang())))
 
 
 def _boxes() -> dict | None:
