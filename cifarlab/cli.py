@@ -2,8 +2,6 @@
 
 Bad input exits with status 2 and one line saying what was wrong.
 """
-from __future__ import annotations
-
 import argparse
 import getpass
 import json

@@ -2,8 +2,6 @@
 with uv (a fresh clone's install in 40 s, not 94: docs/benchmarks.md §28). uv does not read
 pip's configuration, so pip's sources (``pip config list``) are handed to it; without uv, pip.
 """
-from __future__ import annotations
-
 import os
 import subprocess
 import sys
