@@ -1,7 +1,4 @@
-"""``python -m cifarlab``: train, evaluate, export, trace shapes and prepare data.
-
-Bad input exits with status 2 and one line saying what was wrong.
-"""
+"""``python -m cifarlab``: train, evaluate, export, trace shapes and prepare data."""
 import argparse
 import getpass
 import json
@@ -13,7 +10,7 @@ from cifarlab.core.config import (CIFAR10_CLASSES, PRESETS, TUTORIAL_SHORT_NAMES
 from cifarlab.core.safe_text import one_line
 from cifarlab.errors import CifarLabError, ConfigError
 
-EXIT_BAD_INPUT = 2
+EXIT_BAD_INPUT = 2   # bad input: this status and one line saying what was wrong
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -62,7 +59,7 @@ def config_from_args(args) -> TrainConfig:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m cifarlab", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m cifarlab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     t = sub.add_parser("train", help="train the network (defaults: the tutorial as written)")

@@ -1,7 +1,5 @@
-"""``python scripts/install.py -r requirements.txt [-r ...]``: the same pins pip would install,
-with uv (a fresh clone's install in 40 s, not 94: docs/benchmarks.md §28). uv does not read
-pip's configuration, so pip's sources (``pip config list``) are handed to it; without uv, pip.
-"""
+"""``python scripts/install.py -r requirements.txt [-r ...]``: pip's pins and sources, installed
+by uv (40 s, not 94: docs/benchmarks.md §28), which reads no pip config; without uv, by pip."""
 import os
 import subprocess
 import sys
