@@ -68,7 +68,7 @@ def sign_in_sidebar() -> None:
         # st.login / st.logout come back without ?lang=: a cookie keeps the language (a code)
         st.html(f"<script>document.cookie = '{LANG_COOKIE}={lang()}; path=/; max-age="
                 f"{COOKIE_DAYS * 86400}; SameSite=Lax';</script>", unsafe_allow_javascript=True)
-        if not st.user.is_logged_in:   # the provider is configured: st.user answers
+        if not st.user.get("is_logged_in"):
             st.button(t("identity.sign_in"), key="identity_sign_in", on_click=st.login,
                       type="primary")
             return
