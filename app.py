@@ -1,17 +1,15 @@
 """``streamlit run app.py``: the navigation, the language switch, the personal link."""
 import streamlit as st
 
-from cifarlab import i18n
 from ui import a11y, nav, session, signin
 from ui.data import loading_notice, store_may_be_down
-from ui.language import lang as current_lang, language_switch
+from ui.language import language_switch, translator
 
 st.set_page_config(page_title="CIFAR Lab", page_icon=":material/school:", layout="wide")
 st.session_state["_app_frame"] = True  # pages check it: see ui.internals.ensure_app_frame
 
-lang = current_lang()
-t = i18n.translator(lang)
-a11y.accessible_document(lang)
+t = translator()
+a11y.accessible_document(t.lang)
 
 instructor = signin.person().instructor
 presenting = nav.presenting(instructor)   # a projector: full width, nothing personal

@@ -1,9 +1,4 @@
-"""``python -m cifarlab``: train, evaluate, export, trace shapes and prepare data.
-
-Bad input exits with status 2 and one line saying what was wrong.
-"""
-from __future__ import annotations
-
+"""``python -m cifarlab``: train, evaluate, export, trace shapes and prepare data."""
 import argparse
 import getpass
 import json
@@ -15,7 +10,7 @@ from cifarlab.core.config import (CIFAR10_CLASSES, PRESETS, TUTORIAL_SHORT_NAMES
 from cifarlab.core.safe_text import one_line
 from cifarlab.errors import CifarLabError, ConfigError
 
-EXIT_BAD_INPUT = 2
+EXIT_BAD_INPUT = 2   # bad input: this status and one line saying what was wrong
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -44,9 +39,9 @@ def _model_spec(args) -> ModelSpec | None:
     return ModelSpec(**values) if values else None
 
 
-def add_config_args(p: argparse.ArgumentParser, cls: type = TrainConfig) -> None:
+def add_config_args(p: argparse.ArgumentParser) -> None:
     """One flag per config field; a flag not typed sets nothing, so a preset's value stands."""
-    for f in knobs(cls):
+    for f in knobs(TrainConfig):
         extra = {"choices": list(f.knob.choices)} if f.knob.kind == "choice" else {}
         default = "all" if f.default is None else f.default
         p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=f.knob.parse,
@@ -55,18 +50,16 @@ def add_config_args(p: argparse.ArgumentParser, cls: type = TrainConfig) -> None
                        **extra)
 
 
-def config_from_args(args, cls: type = TrainConfig) -> TrainConfig:
+def config_from_args(args) -> TrainConfig:
     """The flags typed, over ``--preset``'s knobs, over the config's defaults."""
-    names = [f.name for f in knobs(cls)]
-    preset = getattr(args, "preset", None)
-    values = PRESETS[preset].knob_values(preset_only=True) if preset else {}
-    values = {k: v for k, v in values.items() if k in names}
-    values.update({k: getattr(args, k) for k in names if hasattr(args, k)})
-    return cls(**values, model=_model_spec(args))
+    values = PRESETS[args.preset].knob_values(preset_only=True) if args.preset else {}
+    values.update({f.name: getattr(args, f.name) for f in knobs(TrainConfig)
+                   if hasattr(args, f.name)})
+    return TrainConfig(**values, model=_model_spec(args))
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m cifarlab", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m cifarlab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     t = sub.add_parser("train", help="train the network (defaults: the tutorial as written)")
@@ -182,6 +175,8 @@ def cmd_eval(args) -> int:
 
 
 def cmd_shapes(args) -> int:
+    import pandas as pd
+
     from cifarlab.core.shapes import total_params, trace, trace_spec, trace_table
 
     if args.layers:
@@ -197,10 +192,7 @@ def cmd_shapes(args) -> int:
         print(json.dumps({"layers": rows, "total_params": total_params(traces)}))
         return 0
     cols = ["layer", "kind", "input", "output", "params", "formula"]
-    widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in cols}
-    print("  ".join(c.ljust(widths[c]) for c in cols))
-    for r in rows:
-        print("  ".join(str(r.get(c, "")).ljust(widths[c]) for c in cols))
+    print(pd.DataFrame(rows, columns=cols).fillna("").to_string(index=False))
     print(f"total parameters: {total_params(traces):,}")
     return 0
 

@@ -1,6 +1,4 @@
 """Errors as a catalog code (``errors.<code>``) and parameters: ``err.text(lang)``, ``str(err)``."""
-from __future__ import annotations
-
 from dataclasses import dataclass, field as dc_field
 from typing import Any, Iterable, Mapping
 
@@ -29,15 +27,8 @@ class CifarLabError(Exception):
     def __str__(self) -> str:
         return self.text(i18n.DEFAULT)
 
-    def __reduce__(self):  # survives pickling between processes (workers -> queue)
-        return (_rebuild, (type(self), self.__dict__.copy()))
-
-
-def _rebuild(cls, state):
-    err = cls.__new__(cls)
-    Exception.__init__(err, state.get("code"))
-    err.__dict__.update(state)
-    return err
+    def __reduce__(self):  # survives pickling between processes (workers -> queue): no __init__
+        return type(self).__new__, (type(self), self.code), self.__dict__.copy()
 
 
 @dataclass(frozen=True)

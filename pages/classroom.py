@@ -163,7 +163,7 @@ if presenting(me.instructor):   # app.py drew no sidebar: nothing personal on th
 st.title(t("nav.classroom"))
 st.caption(t("classroom.intro"))
 with st.expander(t("lesson.title") + ": " + t("nav.classroom"), expanded=False):
-    lesson("classroom", with_code=False)
+    lesson("classroom")
 with st.container():   # there on every run (shown or empty), so that nothing below it moves
     messages.show(K + "msg")
 classes = call_or_show(cr.my_classes, me)

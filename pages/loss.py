@@ -1,6 +1,4 @@
 """Loss & Optimizer: cross-entropy by hand on one image; SGD with and without momentum."""
-from __future__ import annotations
-
 import numpy as np
 import streamlit as st
 
@@ -66,8 +64,7 @@ def optimizer() -> None:
                                 format_func=lambda s: t(f"loss.surface_{s}"),
                                 persist_state=KEEP)
     lr = cols[1].select_slider(t("common.lr"), LRS, value=optimlab.DEMO["lr"], key="opt_lr",
-                               format_func=num, help=t("common.lr_help"),
-                               persist_state=KEEP)
+                               format_func=num, help=t("common.lr_help"), persist_state=KEEP)
     momentum = cols[2].slider(t("common.momentum"), 0.0, 0.99, optimlab.DEMO["momentum"], 0.01,
                               key="opt_momentum", help=t("common.momentum_help"),
                               persist_state=KEEP)

@@ -1,6 +1,4 @@
 """Results: accuracy, the confusion matrix, per-class accuracy per epoch, samples, uploads."""
-from __future__ import annotations
-
 import hashlib
 
 import streamlit as st
@@ -88,10 +86,8 @@ def accuracy_section(ev) -> None:
 
 def epochs_section(run, ckpt) -> None:
     st.subheader(t("results.per_epoch_title"))
-    if run is not None:
-        df = _per_class_by_epoch(session_id(), run.id, run.finished_at)
-    else:
-        df = R.per_class_by_epoch((ckpt.results or {}).get("epochs") or [])
+    df = (_per_class_by_epoch(session_id(), run.id, run.finished_at) if run is not None
+          else R.per_class_by_epoch((ckpt.results or {}).get("epochs") or []))
     if df.empty:
         st.info(t("results.per_epoch_none"))
         return
@@ -122,9 +118,6 @@ def confusion_section(ev, data) -> None:
     if picked is not None and picked != ss.get(K + "last_pick"):
         ss[K + "true"], ss[K + "pred"] = picked
     ss[K + "last_pick"] = picked
-    for key in (K + "true", K + "pred"):
-        if not 0 <= int(ss[key]) < k:
-            ss[key] = 0
     st.caption(t("results.pick_hint"))
     c1, c2 = st.columns(2)
     true_i = c1.selectbox(t("results.filter_true"), list(range(k)), key=K + "true",

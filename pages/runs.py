@@ -1,6 +1,4 @@
 """Runs: this session's runs side by side, each one's downloads, rename and delete."""
-from __future__ import annotations
-
 import streamlit as st
 
 from cifarlab.core.checkpoint import load as load_checkpoint
@@ -16,7 +14,6 @@ from ui.session import session_id
 
 t = translator()
 K = "runs_"
-DEFAULT_COMPARE = 3
 
 
 def short(run) -> str:
@@ -64,10 +61,9 @@ def table_section(queue, runs, selected: list[str]) -> None:
     st.caption(t("runs.table_caption"))
 
 
-def curves_section(runs, selected: list[str], sid: str) -> None:
+def curves_section(by_id: dict, selected: list[str], sid: str) -> None:
     st.subheader(t("runs.loss_curves"))
-    by_id = {r.id: r for r in runs}
-    picked = [by_id[i] for i in selected if i in by_id]
+    picked = [by_id[i] for i in selected]
     if not picked:
         st.info(t("runs.pick_some"))
         return
@@ -127,9 +123,8 @@ def downloads(run, sid: str, path) -> None:
     st.caption(why or t("bundle.download_caption"))
 
 
-def actions_section(queue, runs, sid: str) -> None:
+def actions_section(queue, by_id: dict, sid: str) -> None:
     st.subheader(t("runs.actions_title"))
-    by_id = {r.id: r for r in runs}
     if st.session_state.get(K + "run") not in by_id:
         st.session_state.pop(K + "run", None)
     # words that stay put and differ run to run: Streamlit finds the chosen option by its words
@@ -188,13 +183,13 @@ with tab_runs:
         by_id = {r.id: r for r in all_runs}
         if K + "compare" not in st.session_state:
             finished = [r.id for r in all_runs if r.finished and r.status != "failed"]
-            st.session_state[K + "compare"] = finished[:DEFAULT_COMPARE]
+            st.session_state[K + "compare"] = finished[:3]
         st.session_state[K + "compare"] = [i for i in st.session_state[K + "compare"] if i in by_id]
         selected = st.multiselect(t("runs.select_runs"), list(by_id), key=K + "compare",
                                   help=t("runs.compare_help"),
                                   format_func=lambda rid: short(by_id[rid]))
-        curves_section(all_runs, selected, sid)
+        curves_section(by_id, selected, sid)
         table_section(queue, all_runs, selected)
         st.divider()
-        actions_section(queue, all_runs, sid)
+        actions_section(queue, by_id, sid)
 

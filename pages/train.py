@@ -1,6 +1,4 @@
 """Train: the form, and the run followed live in a fragment on Streamlit's own timer."""
-from __future__ import annotations
-
 import time
 from functools import partial
 
@@ -10,18 +8,15 @@ from cifarlab.errors import CifarLabError
 from cifarlab.lab import tables, train as trainview, train_live as words
 from cifarlab.serve import queue as jobs
 from pages.train_parts import form as train_settings, lr_finder
-from ui import train_form
+from ui import messages, train_form
 from ui.data import queue as get_queue, store_may_be_down
 from ui.internals import set_fragment_interval
-from ui.language import pct, show_error, translator
+from ui.language import pct, translator
 from ui.session import session_id
 
 t = translator()
 K = "train_"          # this page's keys; the knobs' are ui/train_form.py's
 POLL_S, IDLE_POLL_S = 2.0, 10.0   # the live view's refresh: a run queued or running; none
-CHART_S = 2.0         # figures are rebuilt at most this often while a run trains
-MAX_POINTS = 600      # at most this many points on the loss chart (wider than it is)
-KEEP_VIEWS = 4        # runs whose loaded losses and events this session keeps
 
 
 def _cancel(run_id: str) -> None:
@@ -29,7 +24,7 @@ def _cancel(run_id: str) -> None:
     try:
         get_queue().cancel(session_id(), run_id)
     except CifarLabError as err:
-        st.session_state[K + "cancel_error"] = err
+        messages.keep(K + "cancel_error", "error", err)
 
 
 def show_charts(view: trainview.RunView, run, stamp) -> None:
@@ -90,11 +85,12 @@ def show_inside(view) -> None:
 
 
 def show_run(queue: jobs.JobQueue, sid: str, run) -> None:
-    views = st.session_state.setdefault(K + "views", trainview.RunViews(KEEP_VIEWS, MAX_POINTS))
+    # four runs' losses and events kept; at most 600 points on a loss chart (wider than it is)
+    views = st.session_state.setdefault(K + "views", trainview.RunViews(4, 600))
     view, prog = views.of(run.id), trainview.progress_info(run.progress)
     view.update(partial(queue.events, sid, run.id), partial(queue.losses, sid, run.id),
                 step=None if run.finished else prog["step"])
-    stamp = view.chart_stamp(time.monotonic(), CHART_S, final=run.finished)
+    stamp = view.chart_stamp(time.monotonic(), 2.0, final=run.finished)   # figures every 2 s
     phase = trainview.phase(run, view)
     position = queue.queue_position(run.id) if phase == "queued" else None
     st.markdown(f"**{t('status.status')}:** {words.status_text(run, position, t.lang)}"
@@ -102,9 +98,7 @@ def show_run(queue: jobs.JobQueue, sid: str, run) -> None:
     if run.active and queue.can_control(sid, run):
         st.button(t("train.cancel"), key=K + "cancel", icon=":material/stop:",
                   disabled=run.cancel_requested, on_click=_cancel, args=(run.id,))
-    err = st.session_state.pop(K + "cancel_error", None)
-    if err is not None:
-        show_error(err)
+    messages.show(K + "cancel_error")
     note = words.run_note(run, phase, position, t.lang)
     if note is not None:
         getattr(st, note[0])(note[1], icon=f":material/{note[2]}:")
@@ -147,9 +141,8 @@ def live(sid: str) -> None:
 
 st.title(t("nav.train"))
 queue, sid = get_queue(), session_id()
-msg = train_settings.current_message()
 form = train_form.get()
-train_settings.settings(form, queue, msg)   # the tutorial's knobs and Train first
+train_settings.settings(form, queue)   # the tutorial's knobs and Train first
 lr_finder.show(form)                        # a short lr sweep on those settings
 
 st.divider()

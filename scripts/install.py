@@ -1,9 +1,5 @@
-"""``python scripts/install.py -r requirements.txt [-r ...]``: the same pins pip would install,
-with uv (a fresh clone's install in 40 s, not 94: docs/benchmarks.md §28). uv does not read
-pip's configuration, so pip's sources (``pip config list``) are handed to it; without uv, pip.
-"""
-from __future__ import annotations
-
+"""``python scripts/install.py -r requirements.txt [-r ...]``: pip's pins and sources, installed
+by uv (40 s, not 94: docs/benchmarks.md §28), which reads no pip config; without uv, by pip."""
 import os
 import subprocess
 import sys
@@ -27,7 +23,6 @@ def pip_config() -> dict[str, str]:
 
 
 def uv_arguments(conf: dict[str, str]) -> tuple[list[str], dict[str, str]]:
-    """uv's options and environment for pip's sources."""
     args = ["--index-strategy", "unsafe-best-match"]
     for name in ("index-url", "extra-index-url", "find-links", "constraint"):   # uv's names too
         for value in conf.get(name, "").split():

@@ -1,6 +1,4 @@
 """The two reaches into Streamlit's internals (pinned); each does nothing where they are missing."""
-from __future__ import annotations
-
 import streamlit as st
 
 

@@ -1,6 +1,4 @@
 """The student's language, and what is written in it: the translator, numbers, errors."""
-from __future__ import annotations
-
 import logging
 
 import streamlit as st
@@ -22,7 +20,7 @@ def lang() -> str:
         if named:
             choose(named)
         else:
-            st.session_state["lang"] = i18n.language_from_locale(st.context.locale)
+            st.session_state["lang"] = i18n.normalize_lang(st.context.locale)
     return st.session_state["lang"]
 
 
@@ -86,7 +84,6 @@ def show_error(err: Exception, **kwargs) -> None:
 
 
 def call_or_show(fn, *args, **kwargs):
-    """``fn(*args, **kwargs)``; None, with the CifarLabError shown, when it fails."""
     try:
         return fn(*args, **kwargs)
     except CifarLabError as err:

@@ -1,13 +1,11 @@
 """A callback's message, kept in the session for the rerun it precedes and shown once there."""
-from __future__ import annotations
-
 import streamlit as st
 
 from ui.language import error_text
 
 
 def keep(key: str, kind: str, body) -> None:
-    """``kind``: "success" or "error" (``body`` may then be the exception itself)."""
+    """``kind``: an ``st`` call's name ("error": ``body`` may be the exception itself)."""
     st.session_state[key] = (kind, body)
 
 
@@ -19,5 +17,5 @@ def show(key: str, where=st, once: bool = True, **kwargs) -> tuple[str, object] 
         if kind == "error":
             where.error(error_text(body) if isinstance(body, Exception) else body)
         elif body is not None:
-            where.success(body, **kwargs)
+            getattr(where, kind)(body, **kwargs)
     return msg

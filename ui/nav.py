@@ -1,6 +1,4 @@
 """The pages in teaching order, their lessons and links, and the URL's state across pages."""
-from __future__ import annotations
-
 from urllib.parse import urlencode
 
 import streamlit as st
@@ -32,16 +30,15 @@ def presenting(instructor: bool) -> bool:
     return instructor and st.query_params.get(PRESENTER[0]) == PRESENTER[1]
 
 
-def lesson(name: str, with_code: bool = True) -> None:
-    """A lesson's text in the current language, with the tutorial's lines it explains."""
+def lesson(name: str) -> None:
+    """A lesson's text in the current language, with the tutorial's lines it explains if any."""
     st.markdown(i18n.lesson(name, lang()))
-    if with_code:
-        try:
-            code = i18n.code_snippet(name)
-        except KeyError:
-            return
-        with st.expander(t("lesson.code_title")):
-            st.code(code)
+    try:
+        code = i18n.code_snippet(name)
+    except KeyError:
+        return
+    with st.expander(t("lesson.code_title")):
+        st.code(code)
 
 
 def lesson_links(current: str) -> None:
@@ -58,7 +55,6 @@ def lesson_links(current: str) -> None:
 
 
 def url_state() -> dict[str, str]:
-    """The session id (unless signed in) and the language the person chose."""
     return url_lang() | ({} if signed_in() else {"sid": session_id()})
 
 

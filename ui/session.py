@@ -1,6 +1,4 @@
 """This browser's session id (the link's, the cookie's or the signed-in person's), secrets."""
-from __future__ import annotations
-
 import re
 import secrets
 
@@ -54,10 +52,6 @@ def claims() -> dict | None:
     return user if user.get("is_logged_in") and verified else None
 
 
-def logged_in() -> bool:
-    return bool(_user().get("is_logged_in"))
-
-
 def signed_in() -> bool:
     return claims() is not None
 
@@ -89,12 +83,10 @@ def remember_session() -> None:
     st.html(f"<script>{script}</script>", unsafe_allow_javascript=True)
 
 
-SESSION_COOKIE_S = 30 * 86400   # renewed on every visit: a month unused and it is gone
-
-
 def session_cookie_js(sid: str) -> str:
     """The script storing ``sid`` in a SameSite=Strict cookie, Secure over https (security.md)."""
     if not _valid(sid):   # [A-Za-z0-9_-] only, so it is safe inside the script
         raise ValueError("not a session id")
-    return (f"document.cookie = '{COOKIE}={sid}; path=/; max-age={SESSION_COOKIE_S}; "
+    # renewed on every visit: a month unused and it is gone
+    return (f"document.cookie = '{COOKIE}={sid}; path=/; max-age={30 * 86400}; "
             "SameSite=Strict' + (location.protocol === 'https:' ? '; Secure' : '');")

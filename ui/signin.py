@@ -1,6 +1,4 @@
 """Who is asking and the sidebar's sign-in; the role lives in session state, not a URL/cookie."""
-from __future__ import annotations
-
 import math
 import time
 
@@ -11,7 +9,7 @@ from cifarlab.serve import identity
 from cifarlab.serve.identity import Person
 from ui.language import LANG_COOKIE, lang, t
 from ui.session import COOKIE_DAYS, browser_id as _browser, claims as _claims
-from ui.session import host_secrets as _secrets, logged_in as _logged_in
+from ui.session import host_secrets as _secrets
 
 INSTRUCTOR_KEY = "_cifarlab_instructor"   # set only by a right passphrase
 NICKNAME_KEY = "nickname"                  # an anonymous student's name for others to see
@@ -64,30 +62,13 @@ def owner_id() -> str:
     return person().id
 
 
-def try_passphrase(passphrase: str) -> str | None:
-    """Sign in as the instructor: None, else the catalog key of what went wrong."""
-    stored = passphrase_hash()
-    if stored is None:
-        return "identity.no_passphrase"
-    try:
-        wait = identity.try_passphrase(passphrase, stored, _browser(), passphrase_limiter())
-    except identity.IdentityError:
-        return "errors.identity.bad_hash"
-    except CifarLabError:   # the run store (the counts) cannot be reached just now
-        return STORE_DOWN_KEY
-    if wait is not None:
-        return "identity.too_many" if wait > 0 else "identity.wrong_passphrase"
-    st.session_state[INSTRUCTOR_KEY] = True
-    return None
-
-
 def sign_in_sidebar() -> None:
     """The provider's buttons, else the instructor's passphrase box where a hash is set."""
     if _secrets("auth") is not None:   # an identity provider is configured
         # st.login / st.logout come back without ?lang=: a cookie keeps the language (a code)
         st.html(f"<script>document.cookie = '{LANG_COOKIE}={lang()}; path=/; max-age="
                 f"{COOKIE_DAYS * 86400}; SameSite=Lax';</script>", unsafe_allow_javascript=True)
-        if not _logged_in():
+        if not st.user.get("is_logged_in"):
             st.button(t("identity.sign_in"), key="identity_sign_in", on_click=st.login,
                       type="primary")
             return
@@ -120,6 +101,18 @@ def sign_in_sidebar() -> None:
 
 
 def _passphrase_submitted() -> None:
-    problem = try_passphrase(st.session_state.get("identity_passphrase") or "")
-    if problem is not None:
-        st.session_state[_PASSPHRASE_PROBLEM] = problem
+    """The form's callback: the instructor signed in, else the catalog key of what went wrong."""
+    ss = st.session_state
+    try:
+        wait = identity.try_passphrase(ss.get("identity_passphrase") or "", passphrase_hash(),
+                                       _browser(), passphrase_limiter())
+    except identity.IdentityError:   # the secrets file's hash is damaged
+        ss[_PASSPHRASE_PROBLEM] = "errors.identity.bad_hash"
+    except CifarLabError:   # the run store (the counts) cannot be reached just now
+        ss[_PASSPHRASE_PROBLEM] = STORE_DOWN_KEY
+    else:
+        if wait is None:
+            ss[INSTRUCTOR_KEY] = True
+        else:
+            ss[_PASSPHRASE_PROBLEM] = ("identity.too_many" if wait > 0
+                                       else "identity.wrong_passphrase")

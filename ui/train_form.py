@@ -1,6 +1,4 @@
 """The session's ``TrainForm`` and its widgets (keys ``train_<knob>``: only this module's)."""
-from __future__ import annotations
-
 import dataclasses
 from urllib.parse import urlencode
 

@@ -1,6 +1,4 @@
 """Number boxes that answer in the student's language; the cell a click selected on a chart."""
-from __future__ import annotations
-
 import streamlit as st
 
 from cifarlab import i18n
@@ -37,7 +35,6 @@ def clicked_points(event) -> list:
 
 
 def clicked_cell(event) -> tuple[int, int] | None:
-    """(row, column) of the last grid cell a click selected."""
     cells = [(int(p["y"]), int(p["x"])) for p in clicked_points(event)
              if isinstance(p.get("x"), (int, float)) and isinstance(p.get("y"), (int, float))]
     return cells[-1] if cells else None

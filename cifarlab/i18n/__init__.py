@@ -1,7 +1,5 @@
 """UI strings and lessons in en (the source), es and pt. A miss falls back to English, then the
 key (strict: under pytest or ``CIFARLAB_I18N_STRICT=1``, ``KeyError``); ``key.one`` is a plural."""
-from __future__ import annotations
-
 import functools
 import logging
 import os
@@ -31,38 +29,18 @@ _ALIASES: dict[str, str] = {
     "pt": "pt", "por": "pt", "portuguese": "pt", "portugues": "pt",
 }
 
-_warned: set[tuple[str, str]] = set()
-
-
-def _fold(text: str) -> str:   # "Português " -> "portugues"
-    decomposed = unicodedata.normalize("NFKD", text.strip().lower())
-    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-
-
 @functools.lru_cache(maxsize=256)
-def _normalize_str(value: str) -> str:
-    # An Accept-Language header ("es-AR,es;q=0.9,en;q=0.8") or a single tag/name.
-    for candidate in value.split(","):
-        tag = _fold(candidate.split(";", 1)[0]).replace("_", "-")
+def normalize_lang(value: Any) -> str:
+    """The code for "es-AR", "pt_BR", "português", an Accept-Language header…; else DEFAULT."""
+    for candidate in value.split(",") if isinstance(value, str) else ():
+        tag = unicodedata.normalize("NFKD", candidate.split(";", 1)[0].strip().lower())
+        tag = "".join(ch for ch in tag if not unicodedata.combining(ch)).replace("_", "-")
         if tag in _ALIASES:
             return _ALIASES[tag]
         primary = tag.split("-", 1)[0].strip()
         if primary in _ALIASES:
             return _ALIASES[primary]
     return DEFAULT
-
-
-def normalize_lang(value: Any) -> str:
-    """The code for "es-AR", "pt_BR", "português", an Accept-Language header…; else DEFAULT."""
-    return _normalize_str(value) if isinstance(value, str) else DEFAULT
-
-
-def language_from_locale(locale: str | None) -> str:
-    """A browser's tag (``st.context.locale``) by its language alone: "es-419" -> "es"."""
-    if not isinstance(locale, str):
-        return DEFAULT
-    primary = locale.strip().replace("_", "-").split("-", 1)[0].lower()
-    return primary if primary in LANGUAGES else DEFAULT
 
 
 def is_strict() -> bool:
@@ -72,11 +50,9 @@ def is_strict() -> bool:
     return "PYTEST_CURRENT_TEST" in os.environ
 
 
-def _warn_once(lang: str, what: str, message: str, *args: Any,
-               level: int = logging.WARNING) -> None:
-    if (lang, what) not in _warned:
-        _warned.add((lang, what))
-        log.log(level, message, *args)
+@functools.cache   # once per message: a page redrawn each second logs it once
+def _warn_once(message: str, *args: Any, level: int = logging.WARNING) -> None:
+    log.log(level, message, *args)
 
 
 def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, str]:
@@ -114,7 +90,7 @@ def _format(template: str, key: str, lang: str, kwargs: dict[str, Any]) -> str:
         if is_strict():
             raise KeyError(f"i18n: cannot fill {key!r} ({lang}): {exc!r}; "
                            f"given {sorted(kwargs)}") from exc
-        _warn_once(lang, f"format:{key}", "i18n: cannot fill %r (%s): %r", key, lang, exc)
+        _warn_once("i18n: cannot fill %r (%s): %s", key, lang, repr(exc))
         return template
 
 
@@ -130,7 +106,6 @@ def _lookup(texts: dict[str, str], key: str, lang: str, kwargs: dict[str, Any]) 
 
 
 def t(key: str, /, lang: str = DEFAULT, **kwargs: Any) -> str:
-    """The UI string ``key`` in ``lang``, ``{placeholders}`` filled from ``kwargs``."""
     code = normalize_lang(lang)
     template = _lookup(_load_catalog(code), key, code, kwargs)
     if template is not None:
@@ -141,9 +116,9 @@ def t(key: str, /, lang: str = DEFAULT, **kwargs: Any) -> str:
     if code != DEFAULT:
         english = _lookup(_load_catalog(DEFAULT), key, DEFAULT, kwargs)
         if english is not None:
-            _warn_once(code, key, "i18n: %r is missing in %s; showing English.", key, code)
+            _warn_once("i18n: %r is missing in %s; showing English.", key, code)
             return _format(english, key, code, kwargs)
-    _warn_once(code, key, "i18n: unknown string key %r.", key, level=logging.ERROR)
+    _warn_once("i18n: unknown string key %r.", key, level=logging.ERROR)
     return key
 
 
@@ -154,12 +129,6 @@ def translator(lang: str) -> Callable[..., str]:
     return bound
 
 
-def _check_name(name: str) -> str:
-    if not isinstance(name, str) or not name or not all(ch.isalnum() or ch in "_-" for ch in name):
-        raise KeyError(f"i18n: {name!r} is not a lesson name.")
-    return name
-
-
 @functools.cache
 def _read_lesson(name: str, lang: str) -> str | None:
     path = LOCALES_DIR / lang / "lessons" / f"{name}.md"
@@ -167,27 +136,22 @@ def _read_lesson(name: str, lang: str) -> str | None:
 
 
 def lesson(name: str, lang: str = DEFAULT) -> str:
-    """Lesson ``name``'s Markdown in ``lang`` (an unknown name: ``KeyError``)."""
-    name = _check_name(name)
+    """Lesson ``name``'s Markdown in ``lang``, else (not strict) English; unknown: ``KeyError``."""
     code = normalize_lang(lang)
     text = _read_lesson(name, code)
-    if text is not None:
-        return text
-    if is_strict():
+    if text is None and code != DEFAULT and not is_strict():
+        text = _read_lesson(name, DEFAULT)
+        if text is not None:
+            _warn_once("i18n: lesson %r is missing in %s; showing English.", name, code)
+    if text is None:
         raise KeyError(f"i18n: no lesson {name!r} in {LANGUAGES[code]} "
                        f"(locales/{code}/lessons/{name}.md).")
-    english = _read_lesson(name, DEFAULT) if code != DEFAULT else None
-    if english is None:
-        raise KeyError(f"i18n: there is no lesson called {name!r}.")
-    _warn_once(code, f"lesson:{name}", "i18n: lesson %r is missing in %s; showing English.",
-               name, code)
-    return english
+    return text
 
 
 @functools.cache
 def code_snippet(name: str) -> str:
     """The tutorial's code that lesson ``name`` explains (``locales/code/<name>.py``)."""
-    name = _check_name(name)
     path = LOCALES_DIR / "code" / f"{name}.py"
     if not path.is_file():
         raise KeyError(f"i18n: no code snippet for lesson {name!r} (locales/code/{name}.py).")
@@ -198,4 +162,4 @@ def clear_cache() -> None:
     _load_catalog.cache_clear()
     _read_lesson.cache_clear()
     code_snippet.cache_clear()
-    _warned.clear()
+    _warn_once.cache_clear()

@@ -1,6 +1,4 @@
 """Numbers in a language's notation (Babel's CLDR rules): 50,000 / 50.000; 55.3% / 55,3 %."""
-from __future__ import annotations
-
 import copy
 import functools
 import math
@@ -49,7 +47,6 @@ def significant(value: float, lang: str = DEFAULT, digits: int = 3) -> str:
     """``digits`` significant figures, a power of ten outside [0.001, 1e6): "3,50 × 10⁻⁴"."""
     if finite(value) is None:
         return MISSING
-    digits = max(1, int(digits))
     if value == 0:
         return number(0, lang)
     mantissa, _, power = f"{value:.{digits - 1}e}".partition("e")   # rounded once, here

@@ -1,6 +1,4 @@
 """The Train page's settings (the knobs' widget keys are ui/train_form.py's) and its lesson."""
-from __future__ import annotations
-
 import time
 
 import streamlit as st
@@ -17,7 +15,6 @@ from ui.session import session_id
 from ui.signin import owner_id
 
 K = "train_"          # the page's keys; the knobs' are ui/train_form.py's
-FLASH_S = 5.0         # how long the message after pressing Train stays
 PER_ROW = 3           # preset buttons and knobs in a row
 
 
@@ -51,9 +48,9 @@ def _submit() -> None:
 
 
 def current_message() -> tuple | None:
-    """What pressing Train said, for FLASH_S seconds (past the rerun queued -> running makes)."""
+    """What pressing Train said, for 5 s (past the rerun that queued -> running makes)."""
     msg = st.session_state.get(K + "submit_msg")
-    if msg is not None and time.monotonic() - msg[3] > FLASH_S:
+    if msg is not None and time.monotonic() - msg[3] > 5.0:
         st.session_state.pop(K + "submit_msg", None)
         return None
     return msg
@@ -97,7 +94,8 @@ def lesson_section() -> None:
         lesson("validation")
 
 
-def settings(form, queue, msg: tuple | None) -> None:
+def settings(form, queue) -> None:
+    msg = current_message()
     st.subheader(t("train.settings_title"))
     classroom_student.pushed(form, t)   # the class's values and locks, with its banner
     train_form.link_problems(form)

@@ -1,13 +1,11 @@
 """The Train page's learning-rate finder: a queued sweep, its curve, the suggested lr."""
-from __future__ import annotations
-
 import streamlit as st
 
 from cifarlab import i18n
 from cifarlab.core import lr_finder as engine
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import train_lr_finder as finder
-from ui import train_form
+from ui import messages, train_form
 from ui.data import queue as get_queue
 from ui.language import lang, t
 from ui.nav import lesson
@@ -15,7 +13,6 @@ from ui.session import session_id
 from ui.signin import owner_id
 
 K = "train_lrf_"      # this part's keys
-POLL_S = 1.0          # how often a queued or running sweep is looked at
 
 
 def _start() -> None:
@@ -33,12 +30,9 @@ def _start() -> None:
 
 
 def _use(lr: float) -> None:
-    """"Use this learning rate" (a class's locked lr stays the class's)."""
-    form = train_form.get()
-    st.session_state[K + "msg"] = (
-        ("warning", t("train.lr_find.locked", reason=form.locks.get("lr", "")))
-        if form.apply_preset({"lr": lr}) else
-        ("success", t("train.lr_find.used", lr=i18n.number(lr, lang()))))
+    """"Use this learning rate" (drawn disabled while a class locks the lr)."""
+    train_form.get().apply_preset({"lr": lr})
+    messages.keep(K + "msg", "success", t("train.lr_find.used", lr=i18n.number(lr, lang())))
 
 
 def _boxes() -> dict | None:
@@ -111,11 +105,9 @@ def show(form) -> None:
                   icon=":material/play_arrow:")
         if not config_ok:
             st.caption(t("train.lr_find.fix_settings"))
-        msg = st.session_state.pop(K + "msg", None)
-        if msg is not None:
-            getattr(st, msg[0])(msg[1])
+        messages.show(K + "msg")
         if run is not None and run.active:
-            st.fragment(_progress, run_every=POLL_S)(sid, run.id)
+            st.fragment(_progress, run_every=1.0)(sid, run.id)
         elif run is not None:
             _result(form, run)
     with st.expander(t("lesson.title") + ": " + t("train.lr_find.lesson"),
