@@ -1,4 +1,6 @@
 """``streamlit run server.py``: app.py in ``st.App``, the job queue started with the server."""
+from __future__ import annotations
+
 import asyncio
 import logging
 from contextlib import asynccontextmanager

@@ -1,4 +1,6 @@
 """``python -m cifarlab``: train, evaluate, export, trace shapes and prepare data."""
+from __future__ import annotations
+
 import argparse
 import getpass
 import json

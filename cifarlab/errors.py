@@ -1,4 +1,6 @@
 """Errors as a catalog code (``errors.<code>``) and parameters: ``err.text(lang)``, ``str(err)``."""
+from __future__ import annotations
+
 from dataclasses import dataclass, field as dc_field
 from typing import Any, Iterable, Mapping
 

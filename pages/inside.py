@@ -1,4 +1,6 @@
 """Inside the network: activations, one neuron's sum, conv1's filters, Captum's "why"."""
+from __future__ import annotations
+
 import numpy as np
 import streamlit as st
 

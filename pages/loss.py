@@ -1,4 +1,6 @@
 """Loss & Optimizer: cross-entropy by hand on one image; SGD with and without momentum."""
+from __future__ import annotations
+
 import numpy as np
 import streamlit as st
 

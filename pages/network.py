@@ -1,4 +1,6 @@
 """Network: the Net layer by layer, output sizes, an editable stack, conv and pooling by hand."""
+from __future__ import annotations
+
 import numpy as np
 import streamlit as st
 

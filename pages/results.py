@@ -1,4 +1,6 @@
 """Results: accuracy, the confusion matrix, per-class accuracy per epoch, samples, uploads."""
+from __future__ import annotations
+
 import hashlib
 
 import streamlit as st

@@ -1,4 +1,6 @@
 """Runs: this session's runs side by side, each one's downloads, rename and delete."""
+from __future__ import annotations
+
 import streamlit as st
 
 from cifarlab.core.checkpoint import load as load_checkpoint

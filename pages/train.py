@@ -1,4 +1,6 @@
 """Train: the form, and the run followed live in a fragment on Streamlit's own timer."""
+from __future__ import annotations
+
 import time
 from functools import partial
 

@@ -1,5 +1,7 @@
 """``python scripts/install.py -r requirements.txt [-r ...]``: pip's pins and sources, installed
 by uv (40 s, not 94: docs/benchmarks.md §28), which reads no pip config; without uv, by pip."""
+from __future__ import annotations
+
 import os
 import subprocess
 import sys

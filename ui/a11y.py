@@ -1,4 +1,6 @@
 """The document's language, readable code colours, the uploader's words in our language."""
+from __future__ import annotations
+
 import json
 
 import streamlit as st

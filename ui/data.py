@@ -1,4 +1,6 @@
 """The decoded data set (once per process) and the job queue; a failure said, the page stops."""
+from __future__ import annotations
+
 import functools
 import os
 import sys

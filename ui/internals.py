@@ -1,4 +1,6 @@
 """The two reaches into Streamlit's internals (pinned); each does nothing where they are missing."""
+from __future__ import annotations
+
 import streamlit as st
 
 

@@ -1,4 +1,6 @@
 """The student's language, and what is written in it: the translator, numbers, errors."""
+from __future__ import annotations
+
 import logging
 
 import streamlit as st

@@ -1,4 +1,6 @@
 """A callback's message, kept in the session for the rerun it precedes and shown once there."""
+from __future__ import annotations
+
 import streamlit as st
 
 from ui.language import error_text

@@ -1,4 +1,6 @@
 """A finished run's model for Results and Inside, its predictions, an uploaded picture."""
+from __future__ import annotations
+
 import hashlib
 
 import streamlit as st

@@ -1,4 +1,6 @@
 """The pages in teaching order, their lessons and links, and the URL's state across pages."""
+from __future__ import annotations
+
 from urllib.parse import urlencode
 
 import streamlit as st

@@ -1,4 +1,6 @@
 """This browser's session id (the link's, the cookie's or the signed-in person's), secrets."""
+from __future__ import annotations
+
 import re
 import secrets
 

@@ -1,4 +1,6 @@
 """Who is asking and the sidebar's sign-in; the role lives in session state, not a URL/cookie."""
+from __future__ import annotations
+
 import math
 import time
 

@@ -1,4 +1,6 @@
 """The session's ``TrainForm`` and its widgets (keys ``train_<knob>``: only this module's)."""
+from __future__ import annotations
+
 import dataclasses
 from urllib.parse import urlencode
 

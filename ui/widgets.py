@@ -1,4 +1,6 @@
 """Number boxes that answer in the student's language; the cell a click selected on a chart."""
+from __future__ import annotations
+
 import streamlit as st
 
 from cifarlab import i18n

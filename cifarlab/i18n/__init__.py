@@ -1,5 +1,7 @@
 """UI strings and lessons in en (the source), es and pt. A miss falls back to English, then the
 key (strict: under pytest or ``CIFARLAB_I18N_STRICT=1``, ``KeyError``); ``key.one`` is a plural."""
+from __future__ import annotations
+
 import functools
 import logging
 import os

@@ -1,4 +1,6 @@
 """Numbers in a language's notation (Babel's CLDR rules): 50,000 / 50.000; 55.3% / 55,3 %."""
+from __future__ import annotations
+
 import copy
 import functools
 import math

@@ -1,4 +1,6 @@
 """The Train page's settings (the knobs' widget keys are ui/train_form.py's) and its lesson."""
+from __future__ import annotations
+
 import time
 
 import streamlit as st

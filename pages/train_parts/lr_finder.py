@@ -1,4 +1,6 @@
 """The Train page's learning-rate finder: a queued sweep, its curve, the suggested lr."""
+from __future__ import annotations
+
 import streamlit as st
 
 from cifarlab import i18n
