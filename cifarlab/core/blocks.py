@@ -1,8 +1,5 @@
-"""What a ModelSpec's network is made of, batch norm and the speed lesson's other variants
-included: one layout that ``core.model.Net`` builds, the exported script writes
-(``export.render``) and the shape trace walks (``spec_layers``), so the three never disagree.
-Each block is conv → [bn] → relu → [conv → [bn] → relu] → pool.
-"""
+"""A ModelSpec's modules and forward steps: the one layout that ``Net`` builds, the export writes
+and the shape trace walks. A block is conv → [bn] → relu → [conv → [bn] → relu] → pool."""
 from __future__ import annotations
 
 from cifarlab.core.modelspec import ModelSpec

@@ -1,16 +1,7 @@
-"""Checkpoints: the model's ``state_dict`` plus the config, class names and results.
-
-Saved atomically (temp file, fsync, rename), serialised in memory first so a full disk is the
-file system's own ``ENOSPC``, said as ``checkpoint.disk_full``. Loaded with
-``weights_only=True``: a file that needs pickled code is refused; a plain ``state_dict`` saved
-by the tutorial itself loads too.
-
-A checkpoint may be a student's upload, read in the process every session shares, so a file
-never decides how much memory it costs: (1) the zip's central directory is read first and the
-file refused when its records would unpack past ``MAX_CHECKPOINT_BYTES`` or one is compressed
-absurdly; (2) the network its config describes is counted by the shape trace and refused above
-``MAX_UPLOAD_PARAMS``; (3) every tensor's shape is checked against that network, built on the
-``meta`` device, before the real one is built.
+"""Checkpoints: the ``state_dict`` plus the config, class names and results. Saved atomically
+(a full disk is ``checkpoint.disk_full``); loaded with ``weights_only=True``. A checkpoint may be
+a student's upload, so its size, its network's size and every tensor's shape are checked before
+anything big is allocated.
 """
 from __future__ import annotations
 

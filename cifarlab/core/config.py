@@ -1,20 +1,6 @@
-"""The one frozen, validated config that travels from widget to worker to checkpoint to script.
-
-Defaults are the tutorial's: 2 epochs, SGD with lr 0.001 and momentum 0.9, batch 4, 2 loader
-workers, CrossEntropyLoss, the tutorial's ``Net``.
-
-**One schema.** Each field carries its ``Knob`` (``core.knobs``) in the dataclass metadata; the
-command line's flags, the Train page's widgets, the run tables and the exported script are all
-derived from ``knobs()``, so a field added here appears in each of them.
-
-**One validator.** ``validate`` returns every problem as a ``Problem`` (field, catalog code,
-parameters); construction raises ``ConfigError`` with the problems that do not depend on the
-server. The Train page calls ``validate`` for its messages, ``JobQueue.submit`` once as the
-authority; the worker rebuilds what was admitted with ``TrainConfig.admitted``, unchecked.
-``from_dict`` is for anything else (a file, a checkpoint): checked.
-
-**One network.** ``net`` names one (``core.nets``); ``model`` is its ``ModelSpec``, set from the
-net when the config is built without one. A pair that disagrees is refused, never swapped.
+"""The one frozen, validated TrainConfig: each field carries its Knob, so the command line, the
+Train page, the run tables and the exported script all derive from ``knobs()``. Defaults are
+the tutorial's.
 """
 from __future__ import annotations
 
@@ -24,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from cifarlab.core.knobs import KnobField, knob, knob_problems, knobs_of
+from cifarlab.core.knobs import KnobField, knob, knob_problems
 from cifarlab.core.modelspec import ModelSpec, is_int
 from cifarlab.core.nets import NET_NAMES, NETS, net_spec, trick_problems
 from cifarlab.errors import ConfigError, Problem
@@ -239,7 +225,8 @@ def val_count(n: int, fraction: float) -> int:
 
 def knobs(cls: type = TrainConfig) -> tuple[KnobField, ...]:
     """Every field of ``cls`` (TrainConfig or a subclass) that carries a ``Knob``, in order."""
-    return knobs_of(cls)
+    return tuple(KnobField(f.name, f.default, k) for f in dataclasses.fields(cls)
+                 if (k := f.metadata.get("knob")) is not None)
 
 
 def validate(values: Mapping[str, Any] | TrainConfig, *, limits: Limits | None = None,

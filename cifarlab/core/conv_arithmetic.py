@@ -1,11 +1,5 @@
-"""Output sizes of nn.Conv2d and nn.MaxPool2d: PyTorch's arithmetic, with the formulas shown.
-
-The numbers follow PyTorch exactly (aten/src/ATen/native/Pool.h, ConvUtils.h): conv output is
-⌊(n + 2p − d(k − 1) − 1) / s⌋ + 1; max-pool output is the same with ⌈⌉ in ceil mode, where the
-last window must still start inside the input or the left padding, the stride defaults to the
-kernel, and the padding may be at most half the kernel. Anything PyTorch refuses raises
-``ShapeError`` with a message a student can act on (naming the layer, the argument and sizes).
-"""
+"""Output sizes of nn.Conv2d and nn.MaxPool2d with their formulas, following PyTorch exactly
+(aten/src/ATen/native/Pool.h, ConvUtils.h); what PyTorch refuses raises ``ShapeError``."""
 from __future__ import annotations
 
 import re

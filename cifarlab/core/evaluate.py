@@ -1,10 +1,5 @@
-"""Evaluation: overall and per-class accuracy, confusion matrix, per-image predictions, in one pass.
-
-A class challenge scores runs on two halves of the test set: ``split_halves(n)`` splits them by
-NumPy's legacy ``RandomState(HALVES_SEED)`` (its stream is frozen across NumPy versions), fixed
-for every run and server; each evaluation records both halves' accuracy, so scoring never
-evaluates again.
-"""
+"""Evaluation in one pass: accuracy, per class, confusion matrix, predictions, and the accuracy
+on each of the test set's two fixed halves (a class challenge scores on them)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

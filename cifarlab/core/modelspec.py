@@ -1,9 +1,5 @@
-"""The network's shape: ``ModelSpec``, the one description of a network that the model
-(``core.model``), the shape trace (``core.shapes``), the checkpoint and the export all read.
-
-It sits below ``core.config`` (whose ``TrainConfig.model`` it is) and ``core.nets`` (the named
-networks are ModelSpecs), so that neither of those imports the other for it.
-"""
+"""ModelSpec: the one description of a network's shape (model, shape trace, checkpoint and
+export read it); below config and nets so that neither imports the other for it."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,9 +1,4 @@
-"""The networks the ``net`` knob names, and the checks that tie the tricks together.
-
-``ModelSpec`` stays the one description of a network (the model, the shape trace and the
-export read it); ``net`` names one of these, and a ``TrainConfig`` built with a ``net`` and no
-``model`` takes that network's spec (``core.config``): the pair never disagrees.
-"""
+"""The networks the ``net`` knob names, and the checks that tie the tricks together."""
 from __future__ import annotations
 
 from typing import Any, Mapping

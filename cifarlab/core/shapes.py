@@ -1,9 +1,5 @@
-"""The shape of every layer of a network, traced: in and out shapes, parameters, formulas.
-
-A layer list (``core.blocks.spec_layers``) is traced by arithmetic alone
-(``core.conv_arithmetic``), without torch. A layer PyTorch would refuse raises ``ShapeError``
-naming it.
-"""
+"""The shape trace: each layer's in/out shape, parameters and formula, by arithmetic alone; a
+layer PyTorch would refuse raises ``ShapeError`` naming it."""
 from __future__ import annotations
 
 import math

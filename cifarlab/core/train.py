@@ -1,12 +1,5 @@
-"""Training: the tutorial's loop, instrumented.
-
-``train`` checks a config nobody has checked yet (the command line, a notebook, a test) against
-this machine's devices and the data; ``train_admitted`` trusts what the queue admitted. The loop
-is the tutorial's with what a dashboard needs: events (step losses, running-loss lines,
-progress, epoch summaries), cancellation between steps keeping a partial result, honest timing
-(accelerators synchronised before the clock is read; losses read back in batches, not an
-``.item()`` per step, which would stall the GPU), reproducibility on the CPU for a fixed seed.
-"""
+"""Training: the tutorial's loop with events, cancellation between steps, honest timing (losses
+read back in batches, not an ``.item()`` per step) and CPU reproducibility for a fixed seed."""
 from __future__ import annotations
 
 import math

@@ -1,11 +1,5 @@
-"""A validation split (``TrainConfig.val_fraction``): part of the training images held out of
-training, to measure each epoch how the network does on images it never learned from.
-
-The lab's advice: keep about 20 % of your data away from training. CIFAR-10 already keeps its
-10,000 test images apart; the validation images come out of the 50,000 training ones, so the test
-set stays untouched until the end. A training loss that keeps falling while the validation loss
-stops falling or rises is overfitting.
-"""
+"""The validation split (``TrainConfig.val_fraction``): training images held out, to measure
+each epoch how the network does on images it never learned from (overfitting)."""
 from __future__ import annotations
 
 import numpy as np

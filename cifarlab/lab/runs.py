@@ -60,7 +60,7 @@ def run_script(run) -> str:
     cfg = config_of(run)
     if cfg is None:
         return ""
-    from cifarlab.core.export import export_script
+    from cifarlab.core.export.render import export_script
 
     acc = (run.result or {}).get("test_accuracy")
     note = f"CIFAR Lab run {run.id}" + (f", test accuracy {100 * acc:.1f} %"

@@ -1,17 +1,6 @@
-"""The decode-once cache on disk: ``<cache>/datasets/<key>/`` holds four ``.npy`` files and
-``meta.json``.
-
-Writing: into a temporary folder, ``meta.json`` last, renamed into place under a lock file; a
-process killed half-way never leaves a cache read as valid. A cache file is never rewritten in
-place: a damaged cache is replaced whole.
-
-Reading: every array file is checked against its ``.npy`` header and ``meta.json`` (dtype,
-shape, exact size) before a byte is used; a bad one makes the cache *damaged*
-(``CacheDamaged``), which ``load()`` logs and rebuilds. The copy in memory (``memory``) is
-checked against the checksums in ``meta.json`` (~0.3 s for CIFAR-10, paid once by the process
-that makes the shared copy), and every class must be present with labels in range, so damage
-that keeps the sizes is caught too.
-"""
+"""The decode-once cache: four ``.npy`` files and ``meta.json``, written into a temporary folder
+and renamed into place; every file checked against its header and meta.json before use, the
+copy in memory against its checksums. A damaged cache (``CacheDamaged``) is rebuilt whole."""
 from __future__ import annotations
 
 import contextlib

@@ -1,7 +1,4 @@
-"""Loading the data set: ``load`` (decoded once, cached, checked), ``is_cached``, and what the
-home page says about the source (``source_facts``). Here, not in the package's ``__init__``, so
-that ``pipelines`` can import ``load``.
-"""
+"""``load`` (decoded once, cached, checked), ``is_cached`` and ``source_facts``."""
 from __future__ import annotations
 
 import os

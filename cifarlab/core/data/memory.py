@@ -1,19 +1,7 @@
-"""Where the cached arrays live in memory, so that a damaged cache file can kill nobody.
-
-Why not memory-map the cache files: a mapped file that anything truncates in place kills every
-process that touches a page past the new end with SIGBUS, which Python cannot catch; private
-mappings do not help (truncation discards even copied private pages). Only memory that the
-file does not back is safe:
-
-- **shared** (Linux): the first process copies the checked files into one anonymous ``memfd``,
-  *sealed* against shrinking, growing and writing, maps it read-only and records
-  ``<cache>/datasets/<key>.shared`` (pid, descriptor, the memfd's name). Later processes open
-  ``/proc/<pid>/fd/<fd>``, check the name, seals and size, and map the same pages: the server
-  and all its workers share one copy. When that process is gone, the next one makes a new copy.
-- **private**, where that is not possible: the files read into this process's own memory.
-
-Either way the arrays are read-only.
-"""
+"""The cached arrays in memory no file backs: a cache file truncated in place would kill any
+process that had it memory-mapped (SIGBUS). On Linux the first process copies them into one
+sealed, read-only ``memfd`` that later processes find through ``<key>.shared`` and map too;
+elsewhere each process reads its own copy."""
 from __future__ import annotations
 
 import json

@@ -1,10 +1,5 @@
-"""Where the data comes from: the source's kind and path, its layout, and its identity.
-
-``resolve_source``: the ``--data`` argument > ``$CIFARLAB_DATA`` > ``"download"``. A source is the
-canonical CIFAR-10 (torchvision's download), an image folder, or a ``.tar.gz``/``.tgz``/``.tar``
-archive of one. Its identity (a hash of the archive, or of the folder's listing) names its cache,
-so the cache key changes whenever the data can have.
-"""
+"""Where the data comes from (``--data`` > ``$CIFARLAB_DATA`` > ``"download"``): the canonical
+CIFAR-10, an image folder or an archive of one; its identity names its cache."""
 from __future__ import annotations
 
 import hashlib

@@ -1,7 +1,4 @@
-"""A run's model card, the bundle's ``README.md``, in the student's language (``bundle.card.*``):
-what the zip holds, the data, every setting, the accuracy (overall, per class, per epoch), the
-environment it was trained in, its limitations and how to use the weights and the logs.
-"""
+"""A run's model card, the bundle's ``README.md``, in the student's language."""
 from __future__ import annotations
 
 

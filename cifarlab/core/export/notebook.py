@@ -1,10 +1,5 @@
-"""The run as a Jupyter notebook: the cells of the exported script (``render``, notebook mode),
-each under an explanation in the student's language (``bundle.nb.*`` in the catalogs). It opens
-in Colab (where torchvision downloads CIFAR-10) and offline (an image folder or ``.tar.gz``
-named by ``CIFARLAB_DATA``), records every step's loss, and ends by comparing itself with
-CIFAR Lab's run: the accuracy, each epoch's mean loss and, beside the zip's ``cifar_net.pth``,
-the weights; it writes what it measured to ``notebook_run.json``.
-"""
+"""The run as a Jupyter notebook: the exported script's cells, each under an explanation in the
+student's language; it compares its own results with CIFAR Lab's at the end."""
 from __future__ import annotations
 
 

@@ -1,13 +1,7 @@
-"""The code that repeats a run, from one template (``templates/run.py.j2``): rendered for the
-script (training under ``if __name__ == '__main__':``), or, with ``notebook=``, for the
-notebook, whose cells are the template's ``# %% name`` cells, dedented (``split_cells``).
-
-No text of a user's can become code: Jinja runs with autoescape off (HTML's escaping is wrong
-for Python), ``StrictUndefined``, its own filters taken away, and a ``finalize`` that lets out
-only ``Code``, which only three filters make: ``py`` (a literal that ``ast.literal_eval`` reads
-back as the same value), ``comment`` (one line, ``safe_text.one_line``) and ``ident`` (a
-checked Python name). A bare ``{{ value }}``, a ``~`` join or a macro's output is a TypeError.
-The templates are ours; the danger is data, and the filters are where data enters.
+"""The code that repeats a run, from one template (``templates/run.py.j2``), for the script or
+the notebook's ``# %%`` cells. No user text can become code: the environment lets out only
+``Code``, which only the ``py`` (a literal read back equal), ``comment`` (one line) and
+``ident`` (a checked name) filters make.
 """
 from __future__ import annotations
 
