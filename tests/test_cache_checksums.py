@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from cifarlab.core import data as D
+from cifarlab.core.data import pipelines as P
 from cifarlab.core.data import cache as cache_mod
 from cifarlab.core.data import memory
 from cifarlab.core.data.memory import CacheDamaged
@@ -99,7 +100,7 @@ def test_a_pickled_reference_to_relabelled_files_is_a_data_error(tiny_folder, tm
     monkeypatch.setattr(memory, "SHARE", False)
     cache = tmp_path / "cache"
     good = load_fresh(tiny_folder, cache)
-    sent = pickle.dumps(D.tutorial_dataset(good, "train"))
+    sent = pickle.dumps(P.tutorial_dataset(good, "train"))
     assert len(sent) < good.train_x.nbytes   # a reference, not the pixels
     assert np.array_equal(pickle.loads(sent).labels, good.train_y)
     _overwrite(cache / "datasets" / good.key / "train_y.npy", 99)

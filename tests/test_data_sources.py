@@ -14,12 +14,13 @@ import torchvision
 from PIL import Image
 
 from cifarlab.core import data as D
+from cifarlab.core.data import pipelines as P
 from cifarlab.core.data import decode
 from cifarlab.errors import DataError
 from data_support import error as _error
 from data_support import linux_fork, load_fresh, make_tar, same_arrays
 
-TUTORIAL = D.tutorial_transform()
+TUTORIAL = P.tutorial_transform()
 
 
 # --------------------------------------------------------------------------------------------
@@ -33,7 +34,7 @@ def test_tiny_folder_loads_like_imagefolder(tiny_folder, tmp_path):
     assert d.class_counts("train") == {"cat": 5, "dog": 5, "frog": 4}
     assert d.class_counts("test") == {"cat": 2, "dog": 2, "frog": 3}
     assert d.key.startswith("folder-") and str(tiny_folder) in d.source
-    ours = D.tutorial_dataset(d, "train")
+    ours = P.tutorial_dataset(d, "train")
     tv = torchvision.datasets.ImageFolder(str(tiny_folder / "train"), transform=TUTORIAL)
     assert tv.classes == list(d.classes)
     compared = 0
@@ -346,7 +347,7 @@ def test_canonical_source_reads_torchvision_cifar10(tmp_path, monkeypatch):
     # the same pixels torchvision hands the tutorial (HWC), and the tutorial item
     tv = CIFAR10(str(cache / "torchvision"), train=True, download=True)
     assert np.array_equal(d.image("train", 3), tv.data[3])
-    assert torch.equal(D.tutorial_dataset(d, "train")[3][0], TUTORIAL(Image.fromarray(tv.data[3])))
+    assert torch.equal(P.tutorial_dataset(d, "train")[3][0], TUTORIAL(Image.fromarray(tv.data[3])))
     # later loads never touch torchvision
     monkeypatch.setattr(CIFAR10, "__init__", lambda *a, **k: pytest.fail("not cached"))
     again = load_fresh("cifar10", cache)

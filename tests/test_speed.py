@@ -18,7 +18,8 @@ import torch.nn.functional as F
 from cifarlab.cli import build_parser, main
 from cifarlab.core import checkpoint, tricks
 from cifarlab.core.config import PRESETS, ModelSpec, TrainConfig, validate
-from cifarlab.core.data import FastLoader, load
+from cifarlab.core.data import load
+from cifarlab.core.data.pipelines import FastLoader
 from cifarlab.core.evaluate import predict
 from cifarlab.core.export.render import export_script
 from cifarlab.core.model import Net

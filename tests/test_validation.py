@@ -8,7 +8,7 @@ import torch
 
 from cifarlab.core import validation
 from cifarlab.core.config import TrainConfig
-from cifarlab.core.data import FastLoader, tutorial_loader
+from cifarlab.core.data.pipelines import FastLoader, tutorial_loader
 from cifarlab.core.evaluate import predict
 from cifarlab.core.train import make_loader, train
 from test_diverged import tiny_data
@@ -44,7 +44,7 @@ def test_the_loader_never_yields_a_validation_image(pipeline):
         seen.append(x)
     x = torch.cat(seen)
     # the images the loader gave, matched back to their rows of the (normalised) training set
-    from cifarlab.core.data import normalize
+    from cifarlab.core.data.pipelines import normalize
     every = normalize(torch.from_numpy(np.array(data.train_x))).flatten(1)
     got = {int(torch.cdist(row.flatten()[None].float(), every).argmin()) for row in x}
     assert got == set(tr.tolist()) and not got & set(va.tolist())

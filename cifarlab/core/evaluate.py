@@ -9,7 +9,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from cifarlab.core.data import normalize
+from cifarlab.core.data.pipelines import normalize
 
 HALVES_SEED = 20261124   # never change it: every recorded public/private score depends on it
 

@@ -13,6 +13,7 @@ import torch.optim as optim
 
 from cifarlab.core import data as data_mod
 from cifarlab.core import graphs, validation
+from cifarlab.core.data import pipelines
 from cifarlab.core.config import TrainConfig
 from cifarlab.core.devices import device_name, environment, synchronize
 from cifarlab.core.evaluate import EvalResult, evaluate
@@ -100,12 +101,12 @@ def make_loader(config: TrainConfig, data, device: torch.device):
     held, _ = validation.split(config, len(data.train_y))
     subset = config.train_subset if held is None else held
     if config.pipeline == "fast":
-        return data_mod.FastLoader(data, "train", config.batch_size, device=device,
-                                   shuffle=config.shuffle, seed=config.seed,
-                                   subset=subset, augment=config.augment)
-    return data_mod.tutorial_loader(data, "train", config.batch_size, config.num_workers,
-                                    config.shuffle, config.seed, subset=subset,
-                                    pin_memory=device.type == "cuda")
+        return pipelines.FastLoader(data, "train", config.batch_size, device=device,
+                                    shuffle=config.shuffle, seed=config.seed,
+                                    subset=subset, augment=config.augment)
+    return pipelines.tutorial_loader(data, "train", config.batch_size, config.num_workers,
+                                     config.shuffle, config.seed, subset=subset,
+                                     pin_memory=device.type == "cuda")
 
 
 def make_optimizer(config: TrainConfig, model: nn.Module,

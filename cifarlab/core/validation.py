@@ -7,8 +7,7 @@ import torch
 from torch import nn
 
 from cifarlab.core.config import TrainConfig, val_count
-from cifarlab.core.data import normalize
-from cifarlab.core.data.pipelines import subset_indices
+from cifarlab.core.data.pipelines import normalize, subset_indices
 
 
 def split(config: TrainConfig, n_train: int) -> tuple[np.ndarray | None, np.ndarray | None]:

@@ -136,7 +136,7 @@ def unnormalize(images: torch.Tensor) -> np.ndarray:
 def loader_batch(data: CifarData, batch_size: int = 4, seed: int = 0) -> dict:
     """The first batch from the tutorial's own ``DataLoader``, its ``make_grid`` as ``imshow``
     shows it."""
-    from cifarlab.core.data import tutorial_loader
+    from cifarlab.core.data.pipelines import tutorial_loader
 
     batch_size = _whole("batch_size", batch_size, 1, MAX_BATCH_SIZE)
     loader = tutorial_loader(data, "train", batch_size=batch_size, num_workers=0, shuffle=True,
@@ -177,7 +177,7 @@ def loader_throughput(data: CifarData, pipeline: str = "tutorial", batch_size: i
     max_batches = _whole("max_batches", max_batches, 1, 1_000_000)
     if not (isinstance(max_seconds, (int, float)) and 0 < max_seconds <= 600):
         raise LoadingError("loading.bad_seconds", field="max_seconds", limit=600)
-    from cifarlab.core.data import FastLoader, tutorial_loader
+    from cifarlab.core.data.pipelines import FastLoader, tutorial_loader
 
     started = time.perf_counter()
     with warnings.catch_warnings():   # "suggested max number of worker": the page says so

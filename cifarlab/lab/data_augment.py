@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from cifarlab.core.config import AUGMENTS
-from cifarlab.core.data import CifarData, FastLoader
+from cifarlab.core.data import CifarData
+from cifarlab.core.data.pipelines import FastLoader
 from cifarlab.core.tricks import PAD
 from cifarlab.lab.data import LoadingError, _whole
 

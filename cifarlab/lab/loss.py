@@ -23,7 +23,7 @@ from cifarlab.lab.tables import dims
 
 def net_logits(image_chw_uint8: np.ndarray, seed: int = 0) -> np.ndarray:
     """The logits of the tutorial's ``Net`` seeded with ``seed``, for one 3×32×32 uint8 image."""
-    from cifarlab.core.data import normalize
+    from cifarlab.core.data.pipelines import normalize
     from cifarlab.core.model import Net
 
     x = np.asarray(image_chw_uint8)

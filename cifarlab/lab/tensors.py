@@ -56,7 +56,7 @@ class RankExample:
 
 def rank_examples(data: CifarData, index: int = 0, batch: int = 4) -> list[RankExample]:
     """Ranks 0–4 cut from ``batch`` real images from ``index``, as the network sees them."""
-    from cifarlab.core.data import normalize
+    from cifarlab.core.data.pipelines import normalize
 
     x, y = data.split("train")
     n = len(y)

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from cifarlab.core.config import ACTIVATION_CODE, ACTIVATION_NAMES, ModelSpec, TrainConfig
-from cifarlab.core.data import normalize
+from cifarlab.core.data.pipelines import normalize
 from cifarlab.core.model import Net
 from cifarlab.core.shapes import trace_spec
 from cifarlab.errors import CifarLabError
