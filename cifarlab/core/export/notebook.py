@@ -2,16 +2,15 @@
 student's language; it compares its own results with CIFAR Lab's at the end."""
 from __future__ import annotations
 
-
 import nbformat
 from nbformat import v4
 
 from cifarlab import i18n
 from cifarlab.core.config import knobs
 from cifarlab.core.export.record import RunRecord
-from cifarlab.i18n import finite
 from cifarlab.core.export.render import TUTORIAL_URL, constant_name, render, split_cells
 from cifarlab.core.safe_text import md_escape, one_line
+from cifarlab.i18n import finite
 
 RESULTS_FILE = "notebook_run.json"
 
