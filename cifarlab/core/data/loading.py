@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from cifarlab.core.data.cache import CacheDamaged, CifarData, check_cache, file_lock, read_cache
-from cifarlab.core.data.cache import class_counts, remove_stale_temps, write_cache
+from cifarlab.core.data.cache import remove_stale_temps, write_cache
 from cifarlab.core.data.decode import decode_source
 from cifarlab.core.data.sources import (CACHE_VERSION, ProgressFn, Source, cache_root, emit,
                                         identity, quick_stamp, reason, source)
@@ -109,8 +109,7 @@ def _build_locked(src: Source, key: str, ident: dict, root: Path, final: Path,
         meta = {"cache_version": CACHE_VERSION, "key": key, "source": src.description,
                 "identity": ident, "classes": list(classes), "notes": list(notes),
                 "n_train": int(len(arrays["train_y"])), "n_test": int(len(arrays["test_y"])),
-                "decode_seconds": round(seconds, 3), "created": time.time(),
-                "class_counts": class_counts(arrays, len(classes))}
+                "decode_seconds": round(seconds, 3), "created": time.time()}
         try:
             write_cache(final, key, arrays, meta)
         except OSError as err:

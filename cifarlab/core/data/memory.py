@@ -80,26 +80,16 @@ class _Mapping(mmap.mmap):
     that other processes can find it through /proc/<our pid>/fd/<fd>."""
 
 
-def _layout(parts: dict[str, Part]) -> tuple[dict[str, int], int]:
-    offsets, total = {}, 0
-    for name in sorted(parts):
-        offsets[name] = total
-        total += -(-parts[name].nbytes // _PAGE) * _PAGE
-    return offsets, total
-
-
-def _seals() -> int:
-    import fcntl
-    return fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
-
-
 def _shared(folder: Path, stamp: str, parts: dict[str, Part],
             verify: Callable[[str, np.ndarray], None]) -> tuple[_Mapping, dict[str, int]]:
     """The recorded shared copy if it is still there and right, else a new one, verified and
     then recorded."""
     if not hasattr(os, "memfd_create"):
         raise OSError("no memfd on this platform")
-    offsets, total = _layout(parts)
+    offsets, total = {}, 0
+    for pname in sorted(parts):   # each part page-aligned
+        offsets[pname] = total
+        total += -(-parts[pname].nbytes // _PAGE) * _PAGE
     record = folder.parent / f"{folder.name}.shared"
     fd = _open_recorded(record, stamp, offsets, total)
     name = None
@@ -130,8 +120,9 @@ def _open_recorded(record: Path, stamp: str, offsets: dict[str, int], total: int
         return None
     try:
         import fcntl
+        seals = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
         if (os.readlink(f"/proc/self/fd/{fd}") == f"/memfd:{info['name']} (deleted)"
-                and fcntl.fcntl(fd, fcntl.F_GET_SEALS) & _seals() == _seals()
+                and fcntl.fcntl(fd, fcntl.F_GET_SEALS) & seals == seals
                 and os.fstat(fd).st_size == total):
             return fd
     except OSError:
@@ -160,7 +151,8 @@ def _make_copy(key: str, parts: dict[str, Part], offsets: dict[str, int], total:
                         raise CacheDamaged(f"{part.file.name}: ended after {done} of "
                                            f"{part.nbytes} data bytes")
                     done += n
-        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _seals() | fcntl.F_SEAL_SEAL)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
+                    | fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL)
     except BaseException:
         os.close(fd)
         raise

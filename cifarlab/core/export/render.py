@@ -25,8 +25,6 @@ from cifarlab.core.shapes import trace_spec
 
 TUTORIAL_URL = "https://pytorch.org/tutorials/beginner/blitz/cifar10_tutorial.html"
 DEFAULT_NAME = "cifar_run.py"
-# The tutorial's own names for its constants; every other field is written as NAME.upper()
-CONSTANT_NAMES = {"lr": "LEARNING_RATE"}
 _CELL = re.compile(r"^ *# %% (\w+)\n", re.M)
 # Fields the code does not read are written down all the same, and marked as not used
 USED = {"epochs", "lr", "momentum", "batch_size", "num_workers", "device", "pipeline", "seed",
@@ -34,8 +32,6 @@ USED = {"epochs", "lr", "momentum", "batch_size", "num_workers", "device", "pipe
         "label_smoothing", "nesterov", "weight_decay", "schedule", "tta", "activation",
         "val_fraction"}
 TEMPLATES = Path(__file__).with_name("templates")
-
-
 _NOTHING = object()
 
 
@@ -94,7 +90,7 @@ _ENV.filters = {"py": py, "comment": comment, "ident": ident}
 
 def constant_name(field_name: str) -> str:
     """The script's constant for a config field: the tutorial's name, else NAME.upper()."""
-    return CONSTANT_NAMES.get(field_name, field_name.upper())
+    return "LEARNING_RATE" if field_name == "lr" else field_name.upper()
 
 
 def render(config: TrainConfig, notes: Iterable[str] = (), script_name: str = DEFAULT_NAME,
@@ -139,14 +135,8 @@ def split_cells(text: str) -> list[tuple[str, str]]:
             zip(parts[1::2], parts[2::2], strict=True)]
 
 
-def settings_block(config: TrainConfig, lang: str = i18n.DEFAULT) -> str:
-    """One constant per field of the config (in the dataclass's order), each under a comment:
-    its knob's help in ``lang``, so a field added to TrainConfig appears here by itself."""
-    return _ENV.get_template("settings.py.j2").render(
-        settings=settings(config, lang)).rstrip("\n")
-
-
 def settings(config: TrainConfig, lang: str = i18n.DEFAULT) -> list[dict]:
+    """One constant per config field, under its knob's help in ``lang``."""
     def t(key: str, **kw) -> str:
         return i18n.t(f"bundle.code.{key}", lang, **kw)
 
@@ -160,10 +150,6 @@ def settings(config: TrainConfig, lang: str = i18n.DEFAULT) -> list[dict]:
         if f.name == "val_fraction" and not value:   # the tutorial's script: no split to set
             continue
         value = value.to_dict() if hasattr(value, "to_dict") else value
-        try:
-            py(value)
-        except TypeError:   # something without a literal: write its text
-            value = str(value)
         help_text = helps.get(f.name, "") + (" " + t(f.name) if f.name in ("activation",
                                                                            "val_fraction")
                                               else "")
