@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
@@ -48,68 +49,34 @@ class Limits:
 class TrainConfig:
     """Everything one training run needs. Defaults: the tutorial as written."""
 
-    epochs: int = knob(2, kind="int", lo=1, hi=MAX_EPOCHS, label="common.epochs",
-                       help="common.epochs_help", error="config.epochs", tutorial=True)
-    lr: float = knob(0.001, kind="float", lo=0, lo_open=True, hi=10, step=0.001, label="common.lr",
-                     help="common.lr_help", error="config.lr", tutorial=True)
-    momentum: float = knob(0.9, kind="float", lo=0, hi=1, hi_open=True, step=0.05,
-                           label="common.momentum", help="common.momentum_help",
-                           error="config.momentum", tutorial=True)
-    batch_size: int = knob(4, kind="int", lo=1, hi=MAX_BATCH, label="common.batch_size",
-                           help="common.batch_size_help", error="config.batch_size",
-                           tutorial=True)
-    num_workers: int = knob(2, kind="int", lo=0, hi=MAX_WORKERS, label="common.num_workers",
-                            help="common.num_workers_help", error="config.num_workers",
-                            tutorial=True)
-    device: str = knob("auto", kind="device", label="common.device", help="common.device_help",
-                       error="config.device", preset=False, tutorial=True)
-    pipeline: str = knob("tutorial", kind="choice", choices=PIPELINES, label="common.pipeline",
-                         help="common.pipeline_help", error="config.pipeline")
-    seed: int = knob(0, kind="int", lo=0, hi=MAX_SEED, label="common.seed",
-                     help="common.seed_help", error="config.seed", preset=False)
-    train_subset: int | None = knob(None, kind="int", lo=1, hi=None, optional=True, step=500,
-                                    label="common.train_subset", help="common.train_subset_help",
-                                    error="config.train_subset")
-    # the share of the training images held out to measure overfitting (core/validation.py);
-    # 0, the tutorial: every training image trains
-    val_fraction: float = knob(0.0, kind="float", lo=0, hi=0.5, step=0.05,
-                               label="common.val_fraction", help="common.val_fraction_help",
-                               error="config.val_fraction")
-    shuffle: bool = knob(True, kind="bool", label="common.shuffle", help="common.shuffle_help",
-                         error="config.shuffle", preset=False, widget=False)
-    # the network's shape; None (the default): the spec of the network ``net`` names, set
-    # when the config is built. One given must be that network's (core.nets.net_fits).
+    epochs: int = knob(2, kind="int", lo=1, hi=MAX_EPOCHS, tutorial=True)
+    lr: float = knob(0.001, kind="float", lo=0, lo_open=True, hi=10, step=0.001, tutorial=True)
+    momentum: float = knob(0.9, kind="float", lo=0, hi=1, hi_open=True, step=0.05, tutorial=True)
+    batch_size: int = knob(4, kind="int", lo=1, hi=MAX_BATCH, tutorial=True)
+    num_workers: int = knob(2, kind="int", lo=0, hi=MAX_WORKERS, tutorial=True)
+    device: str = knob("auto", kind="device", preset=False, tutorial=True)
+    pipeline: str = knob("tutorial", kind="choice", choices=PIPELINES)
+    seed: int = knob(0, kind="int", lo=0, hi=MAX_SEED, preset=False)
+    train_subset: int | None = knob(None, kind="int", lo=1, optional=True, step=500)
+    # the share of the training images held out to measure overfitting (0: the tutorial's)
+    val_fraction: float = knob(0.0, kind="float", lo=0, hi=0.5, step=0.05)
+    shuffle: bool = knob(True, kind="bool", preset=False, widget=False)
+    # the network's shape; None: the spec of the network ``net`` names, set when it is built
     model: ModelSpec | None = None
     # the tutorial prints the running loss every 2,000 mini-batches
-    log_every: int = knob(2000, kind="int", lo=1, hi=None, label="common.log_every",
-                          help="common.log_every_help", error="config.log_every", preset=False,
-                          widget=False)
-    # the speed lesson's tricks, each a knob; the defaults change nothing
-    net: str = knob("tutorial", kind="choice", choices=NET_NAMES, label="speed.knob.net",
-                    help="speed.knob.net_help", error="config.net")
-    activation: str = knob("relu", kind="choice", choices=ACTIVATIONS,
-                           label="common.activation", help="common.activation_help",
-                           error="config.activation")
-    augment: str = knob("none", kind="choice", choices=AUGMENTS, label="speed.knob.augment",
-                        help="speed.knob.augment_help", error="config.augment")
+    log_every: int = knob(2000, kind="int", lo=1, preset=False, widget=False)
+    # the speed lesson's tricks; the defaults change nothing
+    net: str = knob("tutorial", kind="choice", choices=NET_NAMES, keys="speed.knob")
+    activation: str = knob("relu", kind="choice", choices=ACTIVATIONS)
+    augment: str = knob("none", kind="choice", choices=AUGMENTS, keys="speed.knob")
     label_smoothing: float = knob(0.0, kind="float", lo=0, hi=1, hi_open=True, step=0.05,
-                                  label="speed.knob.label_smoothing",
-                                  help="speed.knob.label_smoothing_help",
-                                  error="config.label_smoothing")
-    nesterov: bool = knob(False, kind="bool", label="speed.knob.nesterov",
-                          help="speed.knob.nesterov_help", error="config.nesterov")
-    weight_decay: float = knob(0.0, kind="float", lo=0, hi=1, step=0.0005,
-                               label="speed.knob.weight_decay",
-                               help="speed.knob.weight_decay_help", error="config.weight_decay")
-    schedule: str = knob("constant", kind="choice", choices=SCHEDULES,
-                         label="speed.knob.schedule", help="speed.knob.schedule_help",
-                         error="config.schedule")
-    tta: bool = knob(False, kind="bool", label="speed.knob.tta", help="speed.knob.tta_help",
-                     error="config.tta")
-    # the fast pipeline's whole step replayed as one CUDA graph (core/graphs.py); eager elsewhere
-    cuda_graphs: bool = knob(False, kind="bool", label="common.cuda_graphs",
-                             help="common.cuda_graphs_help", error="config.cuda_graphs",
-                             preset=False)
+                                  keys="speed.knob")
+    nesterov: bool = knob(False, kind="bool", keys="speed.knob")
+    weight_decay: float = knob(0.0, kind="float", lo=0, hi=1, step=0.0005, keys="speed.knob")
+    schedule: str = knob("constant", kind="choice", choices=SCHEDULES, keys="speed.knob")
+    tta: bool = knob(False, kind="bool", keys="speed.knob")
+    # the fast pipeline's whole step replayed as one CUDA graph (core/graphs.py)
+    cuda_graphs: bool = knob(False, kind="bool", preset=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.model, Mapping):
@@ -223,10 +190,14 @@ def val_count(n: int, fraction: float) -> int:
     return min(n - 1, max(1, round(n * fraction))) if fraction > 0 and n > 1 else 0
 
 
+@functools.cache
 def knobs(cls: type = TrainConfig) -> tuple[KnobField, ...]:
-    """Every field of ``cls`` (TrainConfig or a subclass) that carries a ``Knob``, in order."""
-    return tuple(KnobField(f.name, f.default, k) for f in dataclasses.fields(cls)
-                 if (k := f.metadata.get("knob")) is not None)
+    """Every field of ``cls`` (TrainConfig or a subclass) that carries a ``Knob``, in order,
+    its catalog keys filled in from its name."""
+    return tuple(KnobField(f.name, f.default, dataclasses.replace(
+        k, label=k.label or f"{k.keys}.{f.name}", help=k.help or f"{k.keys}.{f.name}_help",
+        error=k.error or f"config.{f.name}"))
+        for f in dataclasses.fields(cls) if (k := f.metadata.get("knob")) is not None)
 
 
 def validate(values: Mapping[str, Any] | TrainConfig, *, limits: Limits | None = None,

@@ -20,15 +20,17 @@ class Knob:
 
     ``kind``: "int", "float", "choice", "bool" or "device"; ``lo``/``hi``: inclusive bounds
     (``lo_open``/``hi_open``: the bound itself is not allowed); ``optional``: None is allowed (and
-    means "all"/"default"); ``label``/``help``: catalog keys; ``error``: the code (below
-    ``errors.``) of the message for a bad value; ``preset``: a preset sets it; ``widget``: the
-    Train page shows it; ``tutorial``: one of the tutorial's six, shown first.
+    means "all"/"default"); ``label``/``help``: catalog keys (``<keys>.<name>`` and
+    ``<keys>.<name>_help`` unless given); ``error``: the code (below ``errors.``) of the message
+    for a bad value (``config.<name>`` unless given); ``preset``: a preset sets it; ``widget``:
+    the Train page shows it; ``tutorial``: one of the tutorial's six, shown first.
     """
 
     kind: str
-    label: str
-    help: str
-    error: str
+    label: str = ""
+    help: str = ""
+    error: str = ""
+    keys: str = "common"
     lo: float | None = None
     hi: float | None = None
     lo_open: bool = False
