@@ -207,8 +207,7 @@ def validate(values: Mapping[str, Any] | TrainConfig, *, limits: Limits | None =
     ``values``: a TrainConfig or a mapping of field -> value (missing fields take defaults).
     ``limits``: this server's hosting limits; ``n_train``: the size of its training set.
     """
-    built = isinstance(values, TrainConfig)
-    if built:
+    if isinstance(values, TrainConfig):
         cls = type(values)
         values = {f.name: getattr(values, f.name) for f in dataclasses.fields(values)}
     names = {f.name for f in dataclasses.fields(cls)}
@@ -217,8 +216,6 @@ def validate(values: Mapping[str, Any] | TrainConfig, *, limits: Limits | None =
         return [Problem("config", "config.unknown", {"names": ", ".join(sorted(unknown))})]
     full = {f.name: f.default for f in dataclasses.fields(cls)} | dict(values)
     problems = _field_problems(cls, full)
-    if built and not isinstance(full["model"], ModelSpec):  # a built one always has its network
-        problems.append(Problem("model", "config.model", {}))
     bad = {p.field for p in problems}
     limits = limits or Limits()
     epochs, subset, batch = full.get("epochs"), full.get("train_subset"), full.get("batch_size")
@@ -235,7 +232,7 @@ def validate(values: Mapping[str, Any] | TrainConfig, *, limits: Limits | None =
         add("num_workers", "config.num_workers_limit", n=limits.max_num_workers)
     device = full.get("device")
     if (limits.devices is not None and isinstance(device, str) and device != "auto"
-            and "device" not in bad and device.strip().lower() not in limits.devices):
+            and device.strip().lower() not in limits.devices):
         add("device", "config.device_missing", device=device,
             present=", ".join(limits.devices) or "cpu")
     if is_int(subset) and n_train is not None and subset > n_train:
@@ -273,19 +270,17 @@ def _migrate(d: Mapping[str, Any]) -> dict[str, Any]:
     network lived in one place may hold a named ``net`` beside the tutorial's ``model`` (it
     then meant the net's network): the net decides."""
     d = dict(d)
-    model = d.get("model")
-    if d.get("net") in NETS and d["net"] != "tutorial" and (
-            model == ModelSpec() or (isinstance(model, Mapping)
-                                     and _tutorial_dict(model))):
+    if d.get("net") in NETS and d["net"] != "tutorial" and _is_tutorial(d.get("model")):
         d["model"] = None
     return d
 
 
-def _tutorial_dict(model: Mapping[str, Any]) -> bool:
+def _is_tutorial(model: Any) -> bool:
     try:
-        return ModelSpec.from_dict(model) == ModelSpec()
-    except (ConfigError, TypeError):
+        spec = model if isinstance(model, ModelSpec) else ModelSpec.from_dict(model)
+    except (ConfigError, TypeError, ValueError):
         return False
+    return spec == ModelSpec()
 
 
 def problems_by_field(problems: Iterable[Problem]) -> dict[str, Problem]:

@@ -33,12 +33,8 @@ def digest(array: np.ndarray) -> str:
     """The checksum recorded for ``array``'s bytes (C order), named after its method."""
     data = memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
     chunks = [data[i:i + _CHUNK] for i in range(0, len(data), _CHUNK)] or [data]
-    workers = min(4, len(chunks), os.cpu_count() or 1)
-    if workers > 1:
-        with ThreadPoolExecutor(workers, thread_name_prefix="cifarlab-digest") as pool:
-            parts = list(pool.map(lambda c: hashlib.sha256(c).digest(), chunks))
-    else:
-        parts = [hashlib.sha256(c).digest() for c in chunks]
+    with ThreadPoolExecutor(min(4, len(chunks), os.cpu_count() or 1)) as pool:
+        parts = list(pool.map(lambda c: hashlib.sha256(c).digest(), chunks))
     return f"{DIGEST}:{hashlib.sha256(b''.join(parts)).hexdigest()}"
 
 

@@ -26,8 +26,6 @@ IMAGE_SIZE = 32
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp",
                   ".gif")
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
-CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
-                   "ship", "truck")
 
 ProgressFn = Callable[[str], None]
 # how decode and DataLoader workers start: forked on Linux (even where this process was spawned,
