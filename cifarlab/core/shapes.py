@@ -171,16 +171,11 @@ class LayerTrace:
     exact: bool                  # False when a division in the formula had a remainder
 
 
-_KEYS = {
-    "conv": {"out_channels", "kernel_size", "stride", "padding", "dilation", "bias"},
-    "pool": {"kernel_size", "stride", "padding", "dilation", "ceil_mode"},
-    "relu": set(),
-    "flatten": set(),
-    "linear": {"out_features", "bias"},
-    "batchnorm": set(),
-}
-_PREFIX = {"conv": "conv", "pool": "pool", "relu": "relu", "flatten": "flatten", "linear": "fc",
-           "batchnorm": "bn"}
+# each layer type's settings, and the names it gets by count where they are not its type's
+_KEYS = {"conv": {"out_channels", "kernel_size", "stride", "padding", "dilation", "bias"},
+         "pool": {"kernel_size", "stride", "padding", "dilation", "ceil_mode"},
+         "relu": set(), "flatten": set(), "linear": {"out_features", "bias"}, "batchnorm": set()}
+_PREFIX = {"linear": "fc", "batchnorm": "bn"}
 
 
 def _positive(layer: dict, key: str) -> int:
@@ -218,14 +213,6 @@ def _pool(layer: dict, shape: tuple[int, ...]):
     return (c, oh, ow), 0, formula, exact
 
 
-def _relu(layer: dict, shape: tuple[int, ...]):
-    return shape, 0, "", True
-
-
-def _flatten(layer: dict, shape: tuple[int, ...]):
-    return (math.prod(shape),), 0, "", True
-
-
 def _linear(layer: dict, shape: tuple[int, ...]):
     if len(shape) != 1:
         raise ShapeError("shapes.needs_flat", shape=fmt_size(shape))
@@ -239,8 +226,9 @@ def _batchnorm(layer: dict, shape: tuple[int, ...]):
     return shape, 2 * c, "", True
 
 
-_STEPS = {"conv": _conv, "pool": _pool, "relu": _relu, "flatten": _flatten, "linear": _linear,
-          "batchnorm": _batchnorm}
+_STEPS = {"conv": _conv, "pool": _pool, "relu": lambda layer, shape: (shape, 0, "", True),
+          "flatten": lambda layer, shape: ((math.prod(shape),), 0, "", True),
+          "linear": _linear, "batchnorm": _batchnorm}
 
 
 def _input_shape(input_shape) -> tuple[int, ...]:
@@ -261,7 +249,7 @@ def _trace_list(layers: list[dict], shape: tuple[int, ...]) -> list[LayerTrace]:
         counts[kind] = counts.get(kind, 0) + 1
         n = counts[kind]
         name = layer.get("name") or (
-            "flatten" if kind == "flatten" and n == 1 else f"{_PREFIX[kind]}{n}")
+            "flatten" if kind == "flatten" and n == 1 else f"{_PREFIX.get(kind, kind)}{n}")
         try:
             unknown = set(layer) - _KEYS[kind] - {"type", "name"}
             if unknown:
