@@ -45,9 +45,8 @@ class Checkpoint:
     name: str = ""       # the file's name, for messages
 
     def model(self):
-        """A ``Net`` of the right shape holding these weights (checked by ``load``). It is
-        built on the ``meta`` device and takes the loaded tensors themselves (float32), so the
-        weights are in memory once, not twice."""
+        """A ``Net`` holding these weights (checked by ``load``), built on the ``meta`` device
+        so that the loaded tensors themselves are its weights (in memory once, not twice)."""
         from cifarlab.core.model import Net
 
         try:
@@ -66,9 +65,8 @@ DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 def atomic_write_bytes(path: str | os.PathLike, write) -> Path:
-    """Call ``write(fileobj)`` on a temp file beside ``path``, fsync it, then rename it into place.
-    A full disk (or quota) leaves nothing behind and is
-    ``CheckpointError("checkpoint.disk_full")``."""
+    """``write(fileobj)`` into a temp file beside ``path``, fsynced, renamed into place; a full
+    disk (or quota) leaves nothing behind and is ``CheckpointError("checkpoint.disk_full")``."""
     path, tmp = Path(path), None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -109,11 +107,9 @@ def save(path: str | os.PathLike, model: torch.nn.Module, config: TrainConfig,
 
 def load(path_or_file, map_location="cpu", max_params: int | None = MAX_UPLOAD_PARAMS,
          max_bytes: int = MAX_CHECKPOINT_BYTES) -> Checkpoint:
-    """Load a checkpoint (ours, or a plain tutorial state_dict) safely onto ``map_location``.
-
-    Refused with ``CheckpointError`` before anything big is allocated: a file over
-    ``max_bytes`` or unpacking to more, a network of more than ``max_params`` parameters
-    (``None``: no limit), weights that do not fit the network; and a file that is torn, not a
+    """A checkpoint (ours, or the tutorial's plain state_dict) on ``map_location``; refused
+    (``CheckpointError``) before anything big is allocated when it is over ``max_bytes``, its
+    network over ``max_params`` (None: no limit), its weights do not fit, or it is torn, not a
     checkpoint, or holds code."""
     name = Path(getattr(path_or_file, "name", None) or str(path_or_file)).name
     if isinstance(path_or_file, (str, os.PathLike)):

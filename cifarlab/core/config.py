@@ -100,14 +100,13 @@ class TrainConfig:
         """Every problem with these values, field -> English message; empty when fine."""
         return {p.field: p.text() for p in validate(values, cls=cls)}
 
-    def check_runtime(self, n_train: int | None = None, limits: Limits | None = None):
-        """Check what depends on this machine, this server and the data (a config that
-        ``JobQueue.submit`` did not admit: the command line's, a test's); raise ConfigError or
-        DeviceError. Returns the ``torch.device`` the config's device is on this machine."""
+    def check_runtime(self, n_train: int | None = None):
+        """The ``torch.device`` of a config nobody admitted (the command line's, a test's),
+        after checking it against this machine and the data: ConfigError or DeviceError."""
         from cifarlab.core.devices import resolve_device  # devices imports torch: on demand
 
         device = resolve_device(self.device)  # raises DeviceError naming the devices present
-        problems = validate(self, limits=limits, n_train=n_train)
+        problems = validate(self, n_train=n_train)
         if problems:
             raise ConfigError(problems)
         return device
@@ -145,23 +144,20 @@ class TrainConfig:
 
     @classmethod
     def admitted(cls, d: Mapping[str, Any]) -> TrainConfig:
-        """The config ``JobQueue.submit`` admitted, from the job payload that carries its
-        ``to_dict()``: rebuilt as it is, **not checked again** (the submit was the authority;
-        the worker and ``core.train.train_admitted`` trust it). Anything else: ``from_dict``."""
+        """The config ``JobQueue.submit`` admitted, from its ``to_dict()``: rebuilt as it is,
+        **not checked again** (the submit was the authority). Anything else: ``from_dict``."""
         d = _migrate(d)
         config = object.__new__(cls)
         for f in dataclasses.fields(cls):
-            value = d[f.name] if f.name in d else f.default
-            object.__setattr__(config, f.name, value)
+            object.__setattr__(config, f.name, d.get(f.name, f.default))
         model = config.model
         object.__setattr__(config, "model", net_spec(config.net) if model is None else
                            model if isinstance(model, ModelSpec) else ModelSpec.admitted(model))
         return config
 
     def on_device(self, device: str) -> TrainConfig:
-        """This admitted config on ``device``, the one its submit resolved "auto" (or "cuda")
-        to and the run recorded: what the worker trains and the checkpoint keeps. Not checked
-        again (the config keeps the student's own choice, "auto", in the store)."""
+        """This admitted config on the ``device`` its submit resolved "auto" (or "cuda") to: what
+        the worker trains and the checkpoint keeps (the store keeps the student's choice)."""
         config = copy.copy(self)
         object.__setattr__(config, "device", device)
         return config
@@ -202,11 +198,8 @@ def knobs(cls: type = TrainConfig) -> tuple[KnobField, ...]:
 
 def validate(values: Mapping[str, Any] | TrainConfig, *, limits: Limits | None = None,
              n_train: int | None = None, cls: type = TrainConfig) -> list[Problem]:
-    """Every problem with these values, as ``Problem``s (field, code, parameters); [] if fine.
-
-    ``values``: a TrainConfig or a mapping of field -> value (missing fields take defaults).
-    ``limits``: this server's hosting limits; ``n_train``: the size of its training set.
-    """
+    """Every problem with ``values`` (a TrainConfig, or field -> value, missing fields taking
+    defaults) under this server's ``limits`` and ``n_train`` training images; [] if fine."""
     if isinstance(values, TrainConfig):
         cls = type(values)
         values = {f.name: getattr(values, f.name) for f in dataclasses.fields(values)}
@@ -266,9 +259,8 @@ def _field_problems(cls: type, values: Mapping[str, Any]) -> list[Problem]:
 
 
 def _migrate(d: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored config as this version reads it. Runs and checkpoints written before the
-    network lived in one place may hold a named ``net`` beside the tutorial's ``model`` (it
-    then meant the net's network): the net decides."""
+    """A stored config as this version reads it: a named ``net`` beside the tutorial's
+    ``model`` (written before the network lived in one place) meant the net's network."""
     d = dict(d)
     if d.get("net") in NETS and d["net"] != "tutorial" and _is_tutorial(d.get("model")):
         d["model"] = None

@@ -35,10 +35,8 @@ def _inner(size: int, kernel: int, stride: int, padding: int, dilation: int) -> 
 def conv2d_formula(size: int, kernel: int, stride: int = 1, padding: int = 0,
                    dilation: int = 1) -> tuple[str, int, bool]:
     """One dimension of nn.Conv2d: (formula with the numbers in, output size, division exact?).
-
-    Does not raise when the output is below 1 (a calculator can show why); the output may then
-    be 0 or negative. Arguments that PyTorch refuses outright (kernel 0, ...) raise ShapeError.
-    """
+    An output below 1 is returned (a calculator shows why); what PyTorch refuses outright
+    (kernel 0, ...) raises ShapeError."""
     _check_args(CONV, size, kernel, stride, padding, dilation)
     n = _numerator(size, kernel, padding, dilation)
     out = n // stride + 1
@@ -48,12 +46,8 @@ def conv2d_formula(size: int, kernel: int, stride: int = 1, padding: int = 0,
 
 def pool2d_formula(size: int, kernel: int, stride: int | None = None, padding: int = 0,
                    dilation: int = 1, ceil_mode: bool = False) -> tuple[str, int, bool]:
-    """One dimension of nn.MaxPool2d: (formula with the numbers in, output size, exact?).
-
-    In ceil mode the formula uses ⌈⌉, and PyTorch drops the last window if it would start in the
-    right padding; the formula then says so. Like conv2d_formula it does not raise for an
-    output below 1, but does for a padding above half the kernel (PyTorch refuses that always).
-    """
+    """One dimension of nn.MaxPool2d, as ``conv2d_formula``; in ceil mode with ⌈⌉, and the last
+    window dropped (the formula says so) where it would start in the right padding."""
     stride = kernel if stride is None else stride
     _check_args(POOL, size, kernel, stride, padding, dilation)
     if padding > kernel // 2:
@@ -265,10 +259,8 @@ def _trace_list(layers: list[dict], shape: tuple[int, ...]) -> list[LayerTrace]:
 
 
 def trace(layers, input_shape=(3, 32, 32)) -> list[LayerTrace]:
-    """Shapes through a layer list (dicts); the first entry is the input.
-
-    A layer that would produce a size below 1 raises ShapeError naming it ("conv2: ...").
-    """
+    """Shapes through a layer list (dicts), the input first; ShapeError naming a layer that
+    does not fit."""
     shape = _input_shape(input_shape)
     if not isinstance(layers, (list, tuple)):
         raise ShapeError("shapes.cannot_trace", layer="layers", kind=type(layers).__name__)
