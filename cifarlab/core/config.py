@@ -200,7 +200,8 @@ def validate(values: Mapping[str, Any] | TrainConfig, *, limits: Limits | None =
              n_train: int | None = None, cls: type = TrainConfig) -> list[Problem]:
     """Every problem with ``values`` (a TrainConfig, or field -> value, missing fields taking
     defaults) under this server's ``limits`` and ``n_train`` training images; [] if fine."""
-    if isinstance(values, TrainConfig):
+    built = isinstance(values, TrainConfig)
+    if built:
         cls = type(values)
         values = {f.name: getattr(values, f.name) for f in dataclasses.fields(values)}
     names = {f.name for f in dataclasses.fields(cls)}
@@ -209,6 +210,8 @@ def validate(values: Mapping[str, Any] | TrainConfig, *, limits: Limits | None =
         return [Problem("config", "config.unknown", {"names": ", ".join(sorted(unknown))})]
     full = {f.name: f.default for f in dataclasses.fields(cls)} | dict(values)
     problems = _field_problems(cls, full)
+    if built and not isinstance(full["model"], ModelSpec):  # a built one always has its network
+        problems.append(Problem("model", "config.model", {}))
     bad = {p.field for p in problems}
     limits = limits or Limits()
     epochs, subset, batch = full.get("epochs"), full.get("train_subset"), full.get("batch_size")

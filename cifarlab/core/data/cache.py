@@ -113,7 +113,7 @@ def _verifier(meta: dict):
     return verify
 
 
-def _check_file(path: Path, name: str, shape: tuple[int, ...], dtype: np.dtype) -> Part:
+def _check_file(path: Path, shape: tuple[int, ...], dtype: np.dtype) -> Part:
     """The file's header and size checked against ``shape`` and ``dtype``; CacheDamaged on any
     mismatch (or if it cannot be opened)."""
     fmt = np.lib.format
@@ -138,7 +138,7 @@ def _check_file(path: Path, name: str, shape: tuple[int, ...], dtype: np.dtype) 
     nbytes = math.prod(shape) * dtype.itemsize
     if size != offset + nbytes:
         raise CacheDamaged(f"{path.name}: {size} bytes, its header promises {offset + nbytes}")
-    return Part(name, path, offset, nbytes, shape, dtype)
+    return Part(path, offset, nbytes, shape, dtype)
 
 
 def check_cache(path: Path, key: str) -> tuple[dict, dict[str, Part]] | None:
@@ -161,7 +161,7 @@ def check_cache(path: Path, key: str) -> tuple[dict, dict[str, Part]] | None:
             raise TypeError("classes is not a list")
     except (KeyError, TypeError, ValueError) as err:
         raise CacheDamaged(f"meta.json: {type(err).__name__}: {err}") from None
-    return meta, {name: _check_file(path / f"{name}.npy", name, shape, dtype)
+    return meta, {name: _check_file(path / f"{name}.npy", shape, dtype)
                   for name, (shape, dtype) in expected.items()}
 
 
@@ -173,7 +173,7 @@ def read_cache(path: Path, key: str) -> CifarData | None:
         return None
     meta, parts = checked
     # the stamp tells this cache's content from a rebuilt one's (a shared copy must match it)
-    arrays = attach(path, f"{key}@{meta.get('created')}", parts, ARRAYS, verify=_verifier(meta))
+    arrays = attach(path, f"{key}@{meta.get('created')}", parts, verify=_verifier(meta))
     return CifarData(**arrays, classes=tuple(str(c) for c in meta["classes"]),
                      source=str(meta.get("source", key)), key=key,
                      notes=tuple(str(n) for n in meta.get("notes", ())), cache_path=str(path))

@@ -62,10 +62,9 @@ def is_cached(data: str | os.PathLike | None = None,
 
 def source_facts(data: str | os.PathLike | None = None,
                  cache_dir: str | os.PathLike | None = None) -> dict:
-    """Where the data comes from, as facts a page words in its own language: ``kind``
-    ("canonical", "archive", "folder" or "missing"), ``name`` (the file or folder's own name,
-    never its server path), ``size_mb`` (an archive's), ``cached`` (decoded already), ``exists``
-    (for "missing": a path that is there but is not a data set). Never raises."""
+    """Where the data comes from, as facts a page words in its own language (never the server
+    path): ``kind`` (a ``Source``'s), ``name``, ``size_mb`` (an archive's), ``cached`` and
+    ``exists`` (for "missing": a path that is there but is not a data set). Never raises."""
     src = source(data, check=False)
     facts = {"kind": src.kind, "name": None, "size_mb": None, "cached": False, "exists": True}
     if src.kind == "missing":

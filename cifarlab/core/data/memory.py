@@ -30,7 +30,6 @@ class CacheDamaged(Exception):
 class Part:
     """One array of the cache: where its data lies in its (checked) file, and what it is."""
 
-    name: str
     file: Path
     offset: int
     nbytes: int
@@ -38,12 +37,11 @@ class Part:
     dtype: np.dtype
 
 
-def attach(folder: Path, stamp: str, parts: dict[str, Part], names,
+def attach(folder: Path, stamp: str, parts: dict[str, Part],
            verify: Callable[[str, np.ndarray], None]) -> dict[str, np.ndarray]:
-    """Read-only arrays ``names`` of the checked cache ``folder`` (``parts``: all of them;
-    ``stamp``: what makes this cache's content unique), shared if possible (see above).
-    ``verify(name, array)`` (CacheDamaged: not what was written) checks every copy made from
-    the files, before a shared one is recorded; a sealed copy found again was checked by the
+    """The read-only arrays of the checked cache ``folder`` (``stamp``: what makes its content
+    unique), shared if possible. ``verify(name, array)`` (CacheDamaged: not what was written)
+    checks every copy made from the files; a sealed copy found again was checked by the
     process that made it and cannot change."""
     if SHARE:
         try:
@@ -51,8 +49,8 @@ def attach(folder: Path, stamp: str, parts: dict[str, Part], names,
         except (OSError, ValueError) as err:  # no memfd, /proc, seals or room: go private
             log.debug("no shared copy of %s (%s); reading it privately", folder, err)
         else:
-            return {n: _view(mapping, offsets[n], parts[n]) for n in names}
-    arrays = {n: _read_private(parts[n]) for n in names}
+            return {n: _view(mapping, offsets[n], part) for n, part in parts.items()}
+    arrays = {n: _read_private(part) for n, part in parts.items()}
     for n, array in arrays.items():
         verify(n, array)
     return arrays
