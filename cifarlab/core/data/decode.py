@@ -118,11 +118,8 @@ def _conversion_note(counts: tuple[int, int, int]) -> str | None:
     not_rgb, resized, converted = counts
     if not converted:
         return None
-    parts = []
-    if resized:
-        parts.append(f"{resized} resized to 32×32")
-    if not_rgb:
-        parts.append(f"{not_rgb} converted to RGB")
+    parts = [text for n, text in ((resized, f"{resized} resized to 32×32"),
+                                  (not_rgb, f"{not_rgb} converted to RGB")) if n]
     return (f"{converted} image(s) were not 32×32 RGB and were converted "
             f"({', '.join(parts)}).")
 

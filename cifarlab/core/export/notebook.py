@@ -75,13 +75,10 @@ def source_note(record: RunRecord, lang: str = i18n.DEFAULT) -> str:
 
 
 def _values(record: RunRecord) -> dict:
-    c = record.config
-    return {"name": md_escape(record.label), "epochs": c.epochs, "lr": c.lr,
-            "momentum": c.momentum, "batch_size": c.batch_size, "num_workers": c.num_workers,
-            "device": c.device, "pipeline": c.pipeline, "seed": c.seed,
-            "n_train": record.n_train, "log_every": c.log_every, "url": TUTORIAL_URL,
-            "results_file": RESULTS_FILE, "torch": (record.env or {}).get("torch") or "?",
-            "threads": run_threads(record) or 0, "date": record.date}
+    """What the explanations may name: the run's settings and these."""
+    return {**record.config.knob_values(), "name": md_escape(record.label),
+            "n_train": record.n_train, "url": TUTORIAL_URL, "results_file": RESULTS_FILE,
+            "torch": (record.env or {}).get("torch") or "?", "threads": run_threads(record) or 0}
 
 
 def _settings_table(record: RunRecord, lang: str) -> str:
