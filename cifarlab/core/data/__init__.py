@@ -2,7 +2,5 @@
 input pipelines (``pipelines``: imported on their own, they load torch)."""
 from cifarlab.core.data.cache import CifarData
 from cifarlab.core.data.loading import clear_memory_cache, is_cached, load, source_facts
-from cifarlab.core.data.sources import resolve_source
 
-__all__ = ["CifarData", "load", "is_cached", "source_facts", "clear_memory_cache",
-           "resolve_source"]
+__all__ = ["CifarData", "load", "is_cached", "source_facts", "clear_memory_cache"]

@@ -25,7 +25,7 @@ def clear_memory_cache() -> None:
 
 def load(data: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None,
          on_progress: ProgressFn | None = None) -> CifarData:
-    """The data set from ``resolve_source(data)``: decoded and cached on first use, read from
+    """The data set ``data`` names (``sources.source``): decoded and cached on first use, read from
     the checked cache after (a damaged one is rebuilt). ``DataError`` says what went wrong and
     how to fix it."""
     src = source(data)

@@ -64,12 +64,6 @@ def _resolve(data: str | os.PathLike | None) -> tuple[str, str]:
     return os.path.abspath(os.path.expanduser(value)), origin
 
 
-def resolve_source(data: str | os.PathLike | None = None) -> str:
-    """``"download"`` for the canonical CIFAR-10 (``CANONICAL_KEYWORDS``), else the path,
-    absolute (existence is checked by ``load()``); see the module's docstring."""
-    return _resolve(data)[0]
-
-
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
     """``cache_dir`` > ``$CIFARLAB_CACHE`` > ``~/.cache/cifarlab``, absolute."""
     value = cache_dir if cache_dir is not None else (os.environ.get("CIFARLAB_CACHE") or
