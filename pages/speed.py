@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from cifarlab.core import shapes
-from cifarlab.core.nets import net_spec
+from cifarlab.core.modelspec import net_spec
 from cifarlab.lab import speed as lab
 from ui import train_form
 from ui.language import dur, num, pct, translator

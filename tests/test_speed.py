@@ -23,7 +23,7 @@ from cifarlab.core.data.pipelines import FastLoader
 from cifarlab.core.evaluate import predict
 from cifarlab.core.export.render import export_script
 from cifarlab.core.model import Net
-from cifarlab.core.nets import NETS, net_spec
+from cifarlab.core.modelspec import NETS, net_spec
 from cifarlab.core.shapes import total_params, trace_spec
 from cifarlab.core.train import make_optimizer, train
 from cifarlab.errors import ConfigError

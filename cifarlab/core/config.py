@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from cifarlab.core.knobs import KnobField, knob, knob_problems
-from cifarlab.core.modelspec import ModelSpec, is_int
-from cifarlab.core.nets import NET_NAMES, NETS, net_spec, trick_problems
+from cifarlab.core.modelspec import (NET_NAMES, NETS, ModelSpec, is_int, net_spec,
+                                     trick_problems)
 from cifarlab.errors import ConfigError, Problem
 
 PIPELINES = ("tutorial", "fast")
