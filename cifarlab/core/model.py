@@ -7,8 +7,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from cifarlab.core.blocks import layout
-from cifarlab.core.modelspec import ModelSpec
+from cifarlab.core.modelspec import ModelSpec, layout
 from cifarlab.core.shapes import flat_features
 
 NUM_CLASSES = 10

@@ -10,8 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from cifarlab.core.blocks import spec_layers
-from cifarlab.core.modelspec import ModelSpec, is_int
+from cifarlab.core.modelspec import ModelSpec, is_int, spec_layers
 from cifarlab.errors import ShapeError
 
 # Outside a traced layer, an error names PyTorch's class; inside one, the layer ("conv2").

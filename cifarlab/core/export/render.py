@@ -18,8 +18,8 @@ from typing import Any, Iterable
 import jinja2
 
 from cifarlab import i18n
-from cifarlab.core.blocks import layout
-from cifarlab.core.config import ACTIVATION_CODE, ModelSpec, TrainConfig, knobs
+from cifarlab.core.config import ACTIVATION_CODE, TrainConfig, knobs
+from cifarlab.core.modelspec import ModelSpec, layout
 from cifarlab.core.safe_text import one_line
 from cifarlab.core.shapes import trace_spec
 
@@ -161,7 +161,7 @@ def settings(config: TrainConfig, lang: str = i18n.DEFAULT) -> list[dict]:
 
 
 def net_layout(spec: ModelSpec) -> dict:
-    """What ``class Net`` is made of (``core.blocks.layout``, ``core.model.Net``'s own) and
+    """What ``class Net`` is made of (``core.modelspec.layout``, ``core.model.Net``'s own) and
     fc1's input (the shape trace's; ShapeError if some layer does not fit)."""
     flat = next(t for t in trace_spec(spec) if t.kind == "flatten")
     modules, forward = layout(spec)
