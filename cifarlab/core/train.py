@@ -12,11 +12,11 @@ import torch.nn as nn
 import torch.optim as optim
 
 from cifarlab.core import data as data_mod
-from cifarlab.core import graphs, validation
+from cifarlab.core import graphs
 from cifarlab.core.data import pipelines
 from cifarlab.core.config import TrainConfig
 from cifarlab.core.devices import device_name, environment, synchronize
-from cifarlab.core.evaluate import EvalResult, evaluate
+from cifarlab.core.evaluate import EvalResult, evaluate, measure_validation, validation_split
 from cifarlab.core.model import Net
 from cifarlab.core.probes import Probe, probe_every
 from cifarlab.core.tricks import make_criterion, make_scheduler
@@ -97,8 +97,8 @@ class TrainResult:
 
 def make_loader(config: TrainConfig, data, device: torch.device):
     """The input pipeline the config asks for, over the training split less its validation
-    images (``core.validation.split``)."""
-    held, _ = validation.split(config, len(data.train_y))
+    images (``core.evaluate.validation_split``)."""
+    held, _ = validation_split(config, len(data.train_y))
     subset = config.train_subset if held is None else held
     if config.pipeline == "fast":
         return pipelines.FastLoader(data, "train", config.batch_size, device=device,
@@ -183,7 +183,7 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
     total_steps = steps_per_epoch * config.epochs
     scheduler = make_scheduler(config, optimizer, total_steps)
     n_used = config.images_per_epoch(n_train)
-    _, val_idx = validation.split(config, n_train)
+    _, val_idx = validation_split(config, n_train)
     dev_name = device_name(device)
     emit(Event("start", {"total_steps": total_steps, "steps_per_epoch": steps_per_epoch,
                          "n_train": n_used, "n_test": int(len(data.test_y)),
@@ -295,7 +295,7 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
             summary["per_class_accuracy"] = eval_result.per_class_accuracy
             model.train()
         if val_idx is not None and not (cancelled or diverged):
-            summary |= validation.measure(model, criterion, data, val_idx, device)
+            summary |= measure_validation(model, criterion, data, val_idx, device)
         epochs.append(summary)
         emit(Event("epoch", summary))
         t_start += (time.perf_counter() - now)  # keep the per-epoch evaluation off the clock
