@@ -12,6 +12,7 @@ from typing import Any, Callable
 import numpy as np
 
 from cifarlab.core.config import TrainConfig
+from cifarlab.core.modelspec import is_int
 from cifarlab.errors import ConfigError, Problem
 
 MIN_STEPS, MAX_STEPS, STEPS = 10, 200, 100   # a probe: at most 200 steps (fastai: 100)
@@ -33,8 +34,7 @@ def problems(steps: Any, lr_min: Any, lr_max: Any) -> list[Problem]:
     """What is wrong with a sweep's settings ([] when nothing): whole steps 10..200, and
     0 < lr_min < lr_max ≤ 10."""
     out = []
-    if isinstance(steps, bool) or not isinstance(steps, int) or not \
-            MIN_STEPS <= steps <= MAX_STEPS:
+    if not (is_int(steps) and MIN_STEPS <= steps <= MAX_STEPS):
         out.append(Problem("lr_find_steps", "lr_find.steps", {"lo": MIN_STEPS, "hi": MAX_STEPS}))
     nums = [v for v in (lr_min, lr_max) if isinstance(v, (int, float))
             and not isinstance(v, bool) and math.isfinite(v)]

@@ -114,9 +114,8 @@ def make_optimizer(config: TrainConfig, model: nn.Module,
     """The tutorial's SGD. The ``fast`` pipeline uses its fused kernel (the same update rule,
     one kernel instead of one per parameter) where PyTorch has one: the CPU and CUDA."""
     fused = config.pipeline == "fast" and device is not None and device.type in ("cpu", "cuda")
-    tricks = {k: v for k, v in (("nesterov", config.nesterov),
-                                ("weight_decay", config.weight_decay)) if v}
-    return optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum, **tricks,
+    return optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum,
+                     nesterov=config.nesterov, weight_decay=config.weight_decay,
                      **({"fused": True} if fused else {}))
 
 

@@ -16,9 +16,7 @@ START, PEAK_AT, END = 0.2, 0.23, 0.07
 
 def make_criterion(config) -> nn.Module:
     """The tutorial's CrossEntropyLoss, with the config's label smoothing (0: the tutorial's)."""
-    if config.label_smoothing:
-        return nn.CrossEntropyLoss(label_smoothing=config.label_smoothing)
-    return nn.CrossEntropyLoss()
+    return nn.CrossEntropyLoss(label_smoothing=config.label_smoothing)
 
 
 def onecycle_factor(step: int, total: int) -> float:

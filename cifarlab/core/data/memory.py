@@ -89,7 +89,8 @@ def _shared(folder: Path, stamp: str, parts: dict[str, Part],
         offsets[pname] = total
         total += -(-parts[pname].nbytes // _PAGE) * _PAGE
     record = folder.parent / f"{folder.name}.shared"
-    fd = _open_recorded(record, stamp, offsets, total)
+    want = {"stamp": stamp, "offsets": offsets, "size": total}   # what its record must say
+    fd = _open_recorded(record, want)
     name = None
     if fd is None:
         fd, name = _make_copy(folder.name, parts, offsets, total)
@@ -102,16 +103,16 @@ def _shared(folder: Path, stamp: str, parts: dict[str, Part],
     if name is not None:
         for pname, part in parts.items():
             verify(pname, _view(mapping, offsets[pname], part))
-        _record(record, fd, name, stamp, offsets, total)
+        _record(record, {"pid": os.getpid(), "fd": fd, "name": name, **want})
     return mapping, offsets
 
 
-def _open_recorded(record: Path, stamp: str, offsets: dict[str, int], total: int) -> int | None:
+def _open_recorded(record: Path, want: dict) -> int | None:
     """A descriptor to the recorded memfd, or None if the record is absent, stale (its process
-    ended or closed it; a pid or descriptor reused: the name tells) or not for this cache."""
+    ended or closed it; a pid or descriptor reused: the name tells) or not ``want``'s copy."""
     try:
         info = json.loads(record.read_text())
-        if info["stamp"] != stamp or info["offsets"] != offsets or info["size"] != total:
+        if any(info[k] != v for k, v in want.items()):
             return None
         fd = os.open(f"/proc/{int(info['pid'])}/fd/{int(info['fd'])}", os.O_RDONLY | os.O_CLOEXEC)
     except (OSError, ValueError, KeyError, TypeError):
@@ -121,7 +122,7 @@ def _open_recorded(record: Path, stamp: str, offsets: dict[str, int], total: int
         seals = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
         if (os.readlink(f"/proc/self/fd/{fd}") == f"/memfd:{info['name']} (deleted)"
                 and fcntl.fcntl(fd, fcntl.F_GET_SEALS) & seals == seals
-                and os.fstat(fd).st_size == total):
+                and os.fstat(fd).st_size == want["size"]):
             return fd
     except OSError:
         pass
@@ -157,11 +158,8 @@ def _make_copy(key: str, parts: dict[str, Part], offsets: dict[str, int], total:
     return fd, name
 
 
-def _record(record: Path, fd: int, name: str, stamp: str, offsets: dict[str, int],
-            total: int) -> None:
+def _record(record: Path, info: dict) -> None:
     """Say where the new copy is (atomically; the last writer wins, both copies are good)."""
-    info = {"pid": os.getpid(), "fd": fd, "name": name, "stamp": stamp, "offsets": offsets,
-            "size": total}
     tmp = record.with_name(f".{record.name}.{os.getpid()}")
     try:
         tmp.write_text(json.dumps(info))
