@@ -19,6 +19,8 @@ from pathlib import Path
 import torch
 
 from cifarlab.core.config import CIFAR10_CLASSES, TrainConfig
+from cifarlab.core.model import Net
+from cifarlab.core.shapes import total_params, trace_spec
 from cifarlab.errors import CheckpointError, ConfigError, ShapeError
 
 FORMAT = "cifarlab-checkpoint"
@@ -47,8 +49,6 @@ class Checkpoint:
     def model(self):
         """A ``Net`` holding these weights (checked by ``load``), built on the ``meta`` device
         so that the loaded tensors themselves are its weights (in memory once, not twice)."""
-        from cifarlab.core.model import Net
-
         try:
             with torch.device("meta"):
                 net = Net(self.config.model, num_classes=len(self.classes),
@@ -203,8 +203,6 @@ def _interpret(obj, name: str, max_params: int | None) -> Checkpoint:
 def network_params(config: TrainConfig, num_classes: int, name: str = "") -> int:
     """Learnable parameters of the network ``config`` describes, by the shape trace's
     arithmetic: nothing is allocated, however large."""
-    from cifarlab.core.shapes import total_params, trace_spec
-
     try:
         return total_params(trace_spec(config.model, num_classes=num_classes))
     except ShapeError as err:
@@ -215,8 +213,6 @@ def network_params(config: TrainConfig, num_classes: int, name: str = "") -> int
 def check_weights(state: dict, config: TrainConfig, num_classes: int, name: str = "") -> None:
     """Every tensor the network needs, each of its shape and backed by its own numbers, and no
     other: checked against the network built on the ``meta`` device (shapes, no memory)."""
-    from cifarlab.core.model import Net
-
     try:
         with torch.device("meta"):
             net_state = Net(config.model, num_classes=num_classes).state_dict()

@@ -4,6 +4,7 @@ split (``TrainConfig.val_fraction``): training images held out, to measure each 
 network does on images it never learned from (overfitting)."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -13,6 +14,8 @@ import torch.nn as nn
 
 from cifarlab.core.config import TrainConfig, val_count
 from cifarlab.core.data.pipelines import normalize, subset_indices
+from cifarlab.core.devices import synchronize
+from cifarlab.core.tricks import tta_logits
 
 HALVES_SEED = 20261124   # never change it: every recorded public/private score depends on it
 
@@ -76,8 +79,6 @@ def predict(model: nn.Module, images_uint8: np.ndarray | torch.Tensor, device="c
             batch_size: int = 1000, tta: bool = False) -> np.ndarray:
     """Class probabilities (float32, N x classes) for uint8 N×3×32×32 images (``tta``: from
     the mean logits of each image and its mirror, ``core.tricks.tta_logits``)."""
-    from cifarlab.core.tricks import tta_logits
-
     dev = torch.device(device)
     model = model.to(dev).eval()
     out = []
@@ -96,10 +97,6 @@ def predict(model: nn.Module, images_uint8: np.ndarray | torch.Tensor, device="c
 def evaluate(model: nn.Module, data, device="cpu", batch_size: int = 1000,
              split: str = "test", tta: bool = False) -> EvalResult:
     """Evaluate on ``data.test_x``/``test_y`` (or the train split) in batches of ``batch_size``."""
-    import time
-
-    from cifarlab.core.devices import synchronize
-
     x = data.test_x if split == "test" else data.train_x
     y = np.asarray(data.test_y if split == "test" else data.train_y, dtype=np.int64)
     classes = tuple(data.classes)
