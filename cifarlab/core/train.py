@@ -14,6 +14,7 @@ import torch.optim as optim
 from cifarlab.core import data as data_mod
 from cifarlab.core import graphs
 from cifarlab.core.data import pipelines
+from cifarlab.core.checkpoint import save
 from cifarlab.core.config import TrainConfig
 from cifarlab.core.devices import device_name, environment, synchronize
 from cifarlab.core.evaluate import EvalResult, evaluate, measure_validation, validation_split
@@ -318,8 +319,6 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
         diverged=diverged, inside=inside,
         device=str(device), device_name=dev_name, env=environment(device), model=model_cpu)
     if checkpoint_path is not None:
-        from cifarlab.core.checkpoint import save
-
         try:
             result.checkpoint = str(save(checkpoint_path, model_cpu, config, data.classes,
                                          _checkpoint_results(result)))
