@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from cifarlab.core import shapes
-from cifarlab.core.nets import net_spec
+from cifarlab.core.modelspec import net_spec
 from cifarlab.lab import speed as lab
 from cifarlab.lab.network import figures as F
 from ui import train_form

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from cifarlab.core.conv_arithmetic import POOL, as_pair, fmt_size
+from cifarlab.core.shapes import POOL, as_pair, fmt_size
 from cifarlab.core.shapes import LayerTrace, _input_shape, _trace_list
 from cifarlab.errors import ShapeError
 

@@ -508,7 +508,7 @@ def test_the_halves_are_fixed_disjoint_and_scored_like_a_direct_count():
 
     model = Net()
     res = evaluate(model, Data, batch_size=64)
-    from cifarlab.core.data import normalize
+    from cifarlab.core.data.pipelines import normalize
 
     with torch.no_grad():
         preds = model.eval()(normalize(Data.test_x)).argmax(1).numpy()

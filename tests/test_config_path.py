@@ -17,7 +17,7 @@ from cifarlab.core import config as config_mod
 from cifarlab.core import devices
 from cifarlab.core.config import ModelSpec, TrainConfig
 from cifarlab.core.model import Net
-from cifarlab.core.nets import net_spec
+from cifarlab.core.modelspec import net_spec
 from cifarlab.errors import ConfigError, JobError
 from cifarlab.serve import admission, worker
 from cifarlab.serve.executor import TRAIN, job_for, target_of

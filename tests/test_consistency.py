@@ -16,8 +16,9 @@ from babel.lists import format_list
 
 from cifarlab import i18n
 from cifarlab.core.config import CIFAR10_CLASSES, ModelSpec, TrainConfig, knobs
-from cifarlab.core.export import RunRecord, model_card, notebook_json
-from cifarlab.core.export.notebook import source_note
+from cifarlab.core.export.card import model_card
+from cifarlab.core.export.notebook import notebook_json, source_note
+from cifarlab.core.export.record import RunRecord
 from cifarlab.core.model import Net
 from cifarlab.core.safe_text import one_line
 from cifarlab.lab import inside as I

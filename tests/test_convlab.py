@@ -36,7 +36,7 @@ def test_named_kernels():
 
 
 def test_to_input_matches_the_tutorial_transform():
-    from cifarlab.core.data import normalize
+    from cifarlab.core.data.pipelines import normalize
 
     hwc = np.random.default_rng(1).integers(0, 256, (32, 32, 3), dtype=np.uint8)
     rgb = convlab.to_input(hwc, "rgb")

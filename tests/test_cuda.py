@@ -7,7 +7,7 @@ import torch
 
 from cifarlab.core import checkpoint as ckpt
 from cifarlab.core.config import TrainConfig
-from cifarlab.core.data import FastLoader, normalize, tutorial_loader
+from cifarlab.core.data.pipelines import FastLoader, normalize, tutorial_loader
 from cifarlab.core.devices import Stopwatch, environment, list_devices, resolve_device
 from cifarlab.core.evaluate import evaluate
 from cifarlab.core.train import train

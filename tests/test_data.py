@@ -14,11 +14,12 @@ import torch
 from PIL import Image
 
 from cifarlab.core import data as D
+from cifarlab.core.data import pipelines as P
 from cifarlab.errors import DataError
 from data_support import CIFAR_CLASSES, backing, linux_fork, load_fresh
 
 README_MEAN = (0.4913, 0.4821, 0.4465)     # ../shared/data/README.md, train split
-TUTORIAL = D.tutorial_transform()
+TUTORIAL = P.tutorial_transform()
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -69,7 +70,7 @@ def _first_archive_images(archive, n):
 def test_archive_pixels_are_exactly_pil_and_the_tutorial_item(cifar_archive, cifar_data):
     first = _first_archive_images(cifar_archive, 5)
     assert [name for name, _ in first] == [f"train/airplane/{i:04d}.jpg" for i in range(5)]
-    ds = D.tutorial_dataset(cifar_data, "train")
+    ds = P.tutorial_dataset(cifar_data, "train")
     for i, (_, pil) in enumerate(first):
         hwc = np.asarray(pil)
         assert np.array_equal(cifar_data.train_x[i], hwc.transpose(2, 0, 1))
@@ -109,7 +110,7 @@ def test_cifar_data_and_dataset_pickle_as_file_references(cifar_data):
     assert back.classes == cifar_data.classes and not back.train_x.flags.writeable
     assert back.cache_path == cifar_data.cache_path and back.cache_path
     assert np.array_equal(back.train_x[12345], cifar_data.train_x[12345])
-    ds = D.tutorial_dataset(cifar_data, "test")
+    ds = P.tutorial_dataset(cifar_data, "test")
     blob = pickle.dumps(ds)  # what a spawned DataLoader worker receives
     assert len(blob) < 10_000
     ds2 = pickle.loads(blob)
@@ -122,21 +123,21 @@ def test_cifar_data_and_dataset_pickle_as_file_references(cifar_data):
 # Pipelines
 # --------------------------------------------------------------------------------------------
 def test_subset_indices_are_fixed_sorted_and_checked():
-    a = D.subset_indices(50_000, 1000)
-    assert np.array_equal(a, D.subset_indices(50_000, 1000))
+    a = P.subset_indices(50_000, 1000)
+    assert np.array_equal(a, P.subset_indices(50_000, 1000))
     assert a.dtype == np.int64 and len(np.unique(a)) == 1000 and np.all(np.diff(a) > 0)
     assert a.min() >= 0 and a.max() < 50_000
-    assert not np.array_equal(a, D.subset_indices(50_000, 1000, seed=1))
-    assert np.array_equal(D.subset_indices(10, 10), np.arange(10))
+    assert not np.array_equal(a, P.subset_indices(50_000, 1000, seed=1))
+    assert np.array_equal(P.subset_indices(10, 10), np.arange(10))
     with pytest.raises(DataError) as info:
-        D.subset_indices(50_000, 60_000)
+        P.subset_indices(50_000, 60_000)
     assert info.value.code == "data.subset_too_large" and info.value.field == "train_subset"
     assert str(info.value) == "The subset (60,000 images) is larger than the data (50,000 images)."
     assert "60.000" in info.value.text("es") and "50.000" in info.value.text("pt")
     with pytest.raises(DataError, match="at least 1"):
-        D.subset_indices(10, 0)
+        P.subset_indices(10, 0)
     with pytest.raises(DataError, match="between 0 and 9"):
-        D.FastLoader(D.CifarData(np.zeros((10, 3, 32, 32), np.uint8), np.zeros(10, np.int64),
+        P.FastLoader(D.CifarData(np.zeros((10, 3, 32, 32), np.uint8), np.zeros(10, np.int64),
                                  np.zeros((1, 3, 32, 32), np.uint8), np.zeros(1, np.int64),
                                  ("a",), "test", "k"), subset=[3, 10])
 
@@ -154,7 +155,7 @@ def test_a_wrong_call_is_refused_where_it_is_made():
         data.split("val")
     for bad in (0, -1, 2.5, True):
         with pytest.raises(ValueError, match="positive whole number"):
-            D.FastLoader(data, "train", bad)
+            P.FastLoader(data, "train", bad)
     with pytest.raises(RuntimeError, match="before start"):
         Stopwatch().stop()
     assert _plain({np.int64(1): np.float32(0.5), (1, 2): [torch.tensor(2)], None: "x"}) == \
@@ -165,16 +166,16 @@ def test_normalize_is_the_tutorial_transform(cifar_data):
     idx = [0, 1, 777, 25_000, 49_999]
     for i in idx:
         pil = Image.fromarray(cifar_data.image("train", i))
-        assert torch.equal(D.normalize(torch.from_numpy(np.array(cifar_data.train_x[i]))),
+        assert torch.equal(P.normalize(torch.from_numpy(np.array(cifar_data.train_x[i]))),
                            TUTORIAL(pil))
     # the fast loader's two-op form, on every byte value
     values = torch.arange(256, dtype=torch.uint8).reshape(1, 1, 16, 16).expand(1, 3, 16, 16)
     fast = values.float().mul_(2.0 / 255.0).sub_(1.0)
-    assert torch.allclose(fast, D.normalize(values), rtol=0, atol=1e-6)
+    assert torch.allclose(fast, P.normalize(values), rtol=0, atol=1e-6)
 
 
 def test_tutorial_loader_with_two_workers(cifar_data):
-    loader = D.tutorial_loader(cifar_data, "train", batch_size=4, num_workers=2, shuffle=True,
+    loader = P.tutorial_loader(cifar_data, "train", batch_size=4, num_workers=2, shuffle=True,
                                seed=11, subset=42)
     assert len(loader) == 11 and loader.num_workers == 2
     first = [(x.clone(), y.clone()) for x, y in loader]
@@ -182,20 +183,20 @@ def test_tutorial_loader_with_two_workers(cifar_data):
     assert all(x.dtype == torch.float32 and y.dtype == torch.int64 for x, y in first)
     assert all(-1.0 <= float(x.min()) and float(x.max()) <= 1.0 for x, _ in first)
     second_epoch = [y for _, y in loader]
-    again = D.tutorial_loader(cifar_data, "train", 4, 2, True, 11, subset=42)
+    again = P.tutorial_loader(cifar_data, "train", 4, 2, True, 11, subset=42)
     repeat = [(x, y) for x, y in again]
     assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
                for a, b in zip(first, repeat))                      # same seed: same order
     assert not all(torch.equal(a[1], b) for a, b in zip(first, second_epoch))  # new epoch
-    subset = D.subset_indices(cifar_data.n_train, 42)
+    subset = P.subset_indices(cifar_data.n_train, 42)
     labels = sorted(torch.cat([y for _, y in first]).tolist())
     assert labels == sorted(cifar_data.train_y[subset].tolist())
 
 
 def test_fast_loader_serves_the_tutorial_pipelines_batches(cifar_data):
     kw = dict(batch_size=8, shuffle=True, seed=5, subset=100)
-    tutorial = D.tutorial_loader(cifar_data, "train", num_workers=0, **kw)
-    fast = D.FastLoader(cifar_data, "train", **kw)
+    tutorial = P.tutorial_loader(cifar_data, "train", num_workers=0, **kw)
+    fast = P.FastLoader(cifar_data, "train", **kw)
     assert len(fast) == len(tutorial) == 13
     for _epoch in range(2):
         pairs = list(zip(tutorial, fast))
@@ -205,15 +206,15 @@ def test_fast_loader_serves_the_tutorial_pipelines_batches(cifar_data):
             assert torch.equal(ty, fy)
             assert torch.allclose(fx, tx, rtol=0, atol=1e-6)
     # and on the test split, unshuffled, in order
-    fast = D.FastLoader(cifar_data, "test", batch_size=1000, shuffle=False)
+    fast = P.FastLoader(cifar_data, "test", batch_size=1000, shuffle=False)
     x, y = next(iter(fast))
     assert torch.equal(y, torch.from_numpy(np.array(cifar_data.test_y[:1000])))
-    assert torch.allclose(x, D.normalize(torch.from_numpy(np.array(cifar_data.test_x[:1000]))),
+    assert torch.allclose(x, P.normalize(torch.from_numpy(np.array(cifar_data.test_x[:1000]))),
                           rtol=0, atol=1e-6)
 
 
 def test_fast_loader_epochs(cifar_data):
-    loader = D.FastLoader(cifar_data, "test", batch_size=64, device="cpu", seed=3)
+    loader = P.FastLoader(cifar_data, "test", batch_size=64, device="cpu", seed=3)
     assert len(loader) == math.ceil(10_000 / 64) == 157
     orders = []
     for _ in range(2):
@@ -228,26 +229,26 @@ def test_fast_loader_epochs(cifar_data):
         assert torch.equal(torch.cat(labels), torch.from_numpy(cifar_data.test_y[order]))
         orders.append(order)
     assert not np.array_equal(orders[0], orders[1])                  # a new order each epoch
-    same = D.FastLoader(cifar_data, "test", batch_size=64, seed=3)
+    same = P.FastLoader(cifar_data, "test", batch_size=64, seed=3)
     list(same)
     assert np.array_equal(same.last_epoch_indices, orders[0])        # same seed, same order
-    other = D.FastLoader(cifar_data, "test", batch_size=64, seed=4)
+    other = P.FastLoader(cifar_data, "test", batch_size=64, seed=4)
     list(other)
     assert not np.array_equal(other.last_epoch_indices, orders[0])
-    plain = D.FastLoader(cifar_data, "test", batch_size=64, shuffle=False)
+    plain = P.FastLoader(cifar_data, "test", batch_size=64, shuffle=False)
     list(plain)
     assert np.array_equal(plain.last_epoch_indices, np.arange(10_000))
 
 
 def test_fast_loader_subset(cifar_data):
-    loader = D.FastLoader(cifar_data, "train", batch_size=7, subset=50, seed=9)
-    subset = D.subset_indices(cifar_data.n_train, 50)
+    loader = P.FastLoader(cifar_data, "train", batch_size=7, subset=50, seed=9)
+    subset = P.subset_indices(cifar_data.n_train, 50)
     assert np.array_equal(loader.indices, subset) and len(loader) == 8
     for _ in range(2):
         x = torch.cat([x for x, _ in loader])
         assert len(x) == 50
         assert np.array_equal(np.sort(loader.last_epoch_indices), subset)
-    loader2 = D.FastLoader(cifar_data, "train", batch_size=7, subset=50, seed=10)
+    loader2 = P.FastLoader(cifar_data, "train", batch_size=7, subset=50, seed=10)
     assert np.array_equal(loader2.indices, subset)   # the same images for every training seed
 
 
@@ -257,7 +258,7 @@ def test_fast_loader_is_fast_on_cpu(cifar_data):
     Counted per second of this thread's CPU time, so that other processes busy on the same
     cores do not fail it; wall-clock rates are printed beside them.
     """
-    loader = D.FastLoader(cifar_data, "train", batch_size=4, device="cpu", seed=0)
+    loader = P.FastLoader(cifar_data, "train", batch_size=4, device="cpu", seed=0)
     model = torch.nn.Linear(3 * 32 * 32, 10)
     opt = torch.optim.SGD(model.parameters(), lr=0.001, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -293,10 +294,10 @@ def _labels_and_sums(loader):
 def test_tutorial_loader_with_spawned_workers(cifar_data):
     """Spawned workers get the data set by pickle: file references, reopened there."""
     kw = dict(batch_size=8, shuffle=True, seed=3, subset=64)
-    spawned = D.tutorial_loader(cifar_data, "train", num_workers=2,
+    spawned = P.tutorial_loader(cifar_data, "train", num_workers=2,
                                 multiprocessing_context="spawn", **kw)
     assert spawned.multiprocessing_context.get_start_method() == "spawn"
-    in_process = D.tutorial_loader(cifar_data, "train", num_workers=0, **kw)
+    in_process = P.tutorial_loader(cifar_data, "train", num_workers=0, **kw)
     assert _labels_and_sums(spawned) == _labels_and_sums(in_process)
 
 
@@ -307,10 +308,10 @@ def test_tutorial_loader_when_this_process_was_started_with_spawn(cifar_data):
     before = multiprocessing.get_start_method()
     multiprocessing.set_start_method("spawn", force=True)
     try:
-        loader = D.tutorial_loader(cifar_data, "train", 8, 2, True, 3, subset=64)
+        loader = P.tutorial_loader(cifar_data, "train", 8, 2, True, 3, subset=64)
         assert loader.multiprocessing_context.get_start_method() == "fork"
         got = _labels_and_sums(loader)
     finally:
         multiprocessing.set_start_method(before, force=True)
-    expected = _labels_and_sums(D.tutorial_loader(cifar_data, "train", 8, 0, True, 3, subset=64))
+    expected = _labels_and_sums(P.tutorial_loader(cifar_data, "train", 8, 0, True, 3, subset=64))
     assert got == expected

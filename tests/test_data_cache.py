@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from cifarlab.core import data as D
+from cifarlab.core.data import pipelines as P
 from cifarlab.core.data import cache as cache_mod
 from cifarlab.errors import DataError
 from data_support import backing, linux_fork, load_fresh, same_arrays, truncate
@@ -276,7 +277,7 @@ def test_a_cache_damaged_before_opening_is_rebuilt_with_a_note(tiny_folder, tmp_
 def test_a_pickled_reference_to_a_damaged_cache_is_a_data_error(tiny_folder, tmp_path):
     cache = tmp_path / "cache"
     good = load_fresh(tiny_folder, cache)
-    blob = pickle.dumps(D.tutorial_dataset(good, "train"))
+    blob = pickle.dumps(P.tutorial_dataset(good, "train"))
     assert len(blob) < 2000  # a reference to the file, not the pixels
     truncate(cache / "datasets" / good.key / "train_x.npy", 1000)
     with pytest.raises(DataError) as info:

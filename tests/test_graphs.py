@@ -22,7 +22,7 @@ from cifarlab.core.checkpoint import load, save
 from cifarlab.core.config import CIFAR10_CLASSES, TrainConfig, validate
 from cifarlab.core.data import CifarData
 from cifarlab.core.export.render import split_cells
-from cifarlab.core.export import export_script
+from cifarlab.core.export.render import export_script
 from cifarlab.core.model import Net
 from cifarlab.core.train import train
 from cifarlab.lab.gpu import analysis, charts, measure, report

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from PIL import Image
 
 from cifarlab.core.config import ModelSpec, TrainConfig
-from cifarlab.core.data import normalize
+from cifarlab.core.data.pipelines import normalize
 from cifarlab.core.shapes import trace_spec
 from cifarlab.lab import inside as I
 from cifarlab.lab.results import prepare_image

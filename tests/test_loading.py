@@ -70,7 +70,7 @@ def test_transform_stats_one_image_and_table(cifar_data):
 
 @pytest.mark.parametrize("batch_size", [4, 8, 1])
 def test_loader_batch_is_the_tutorial_loaders_first_batch(cifar_data, batch_size):
-    from cifarlab.core.data import tutorial_loader
+    from cifarlab.core.data.pipelines import tutorial_loader
 
     got = loading.loader_batch(cifar_data, batch_size, seed=3)
     assert got["shape_text"] == f"torch.Size([{batch_size}, 3, 32, 32])"

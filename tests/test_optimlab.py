@@ -46,7 +46,7 @@ def test_cross_entropy_lesson_example_and_uniform():
 
 
 def test_net_logits_is_the_seeded_tutorial_net():
-    from cifarlab.core.data import normalize
+    from cifarlab.core.data.pipelines import normalize
 
     img = np.random.default_rng(0).integers(0, 256, (3, 32, 32), dtype=np.uint8)
     z = optimlab.net_logits(img, seed=5)

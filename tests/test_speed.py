@@ -18,11 +18,12 @@ import torch.nn.functional as F
 from cifarlab.cli import build_parser, main
 from cifarlab.core import checkpoint, tricks
 from cifarlab.core.config import PRESETS, ModelSpec, TrainConfig, validate
-from cifarlab.core.data import FastLoader, load
+from cifarlab.core.data import load
+from cifarlab.core.data.pipelines import FastLoader
 from cifarlab.core.evaluate import predict
-from cifarlab.core.export import export_script
+from cifarlab.core.export.render import export_script
 from cifarlab.core.model import Net
-from cifarlab.core.nets import NETS, net_spec
+from cifarlab.core.modelspec import NETS, net_spec
 from cifarlab.core.shapes import total_params, trace_spec
 from cifarlab.core.train import make_optimizer, train
 from cifarlab.errors import ConfigError

@@ -8,7 +8,7 @@ import torch
 
 from cifarlab import i18n
 from cifarlab.lab import tensors as tensorlab
-from cifarlab.core.data import normalize
+from cifarlab.core.data.pipelines import normalize
 from cifarlab.errors import CifarLabError
 
 

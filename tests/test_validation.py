@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from cifarlab.core import validation
+from cifarlab.core.evaluate import validation_split
 from cifarlab.core.config import TrainConfig
-from cifarlab.core.data import FastLoader, tutorial_loader
+from cifarlab.core.data.pipelines import FastLoader, tutorial_loader
 from cifarlab.core.evaluate import predict
 from cifarlab.core.train import make_loader, train
 from test_diverged import tiny_data
@@ -19,18 +19,18 @@ BASE = dict(epochs=2, batch_size=8, device="cpu", num_workers=0, log_every=4)
 @pytest.mark.parametrize("subset", [None, 60])
 def test_the_split_is_disjoint_and_fixed_by_the_seed(subset):
     cfg = TrainConfig(val_fraction=0.2, train_subset=subset, seed=3)
-    tr, va = validation.split(cfg, 96)
+    tr, va = validation_split(cfg, 96)
     pool = 60 if subset else 96
     assert len(va) == round(pool * 0.2) and len(tr) + len(va) == pool
     assert not set(tr) & set(va)
-    again = validation.split(cfg, 96)
+    again = validation_split(cfg, 96)
     assert np.array_equal(again[0], tr) and np.array_equal(again[1], va)
-    other = validation.split(cfg.replace(seed=4), 96)[1]
+    other = validation_split(cfg.replace(seed=4), 96)[1]
     assert not np.array_equal(other, va)
     if subset:   # carved from the train_subset's images, not from the whole set
         from cifarlab.core.data.pipelines import subset_indices
         assert set(tr) | set(va) == set(subset_indices(96, 60))
-    assert validation.split(TrainConfig(), 96) == (None, None)
+    assert validation_split(TrainConfig(), 96) == (None, None)
     assert cfg.images_per_epoch(96) == len(tr)
 
 
@@ -38,13 +38,13 @@ def test_the_split_is_disjoint_and_fixed_by_the_seed(subset):
 def test_the_loader_never_yields_a_validation_image(pipeline):
     data = tiny_data(96)
     cfg = TrainConfig(val_fraction=0.25, pipeline=pipeline, **BASE)
-    tr, va = validation.split(cfg, 96)
+    tr, va = validation_split(cfg, 96)
     seen = []
     for x, _ in make_loader(cfg, data, torch.device("cpu")):
         seen.append(x)
     x = torch.cat(seen)
     # the images the loader gave, matched back to their rows of the (normalised) training set
-    from cifarlab.core.data import normalize
+    from cifarlab.core.data.pipelines import normalize
     every = normalize(torch.from_numpy(np.array(data.train_x))).flatten(1)
     got = {int(torch.cdist(row.flatten()[None].float(), every).argmin()) for row in x}
     assert got == set(tr.tolist()) and not got & set(va.tolist())
@@ -55,7 +55,7 @@ def test_the_epoch_carries_validation_metrics_equal_to_an_independent_evaluation
     cfg = TrainConfig(val_fraction=0.2, **BASE)
     events = []
     result = train(cfg, data, on_event=events.append, evaluate_after=False)
-    _, va = validation.split(cfg, 96)
+    _, va = validation_split(cfg, 96)
     start = next(e for e in events if e.kind == "start").data
     assert start["n_val"] == len(va) and start["n_train"] == 96 - len(va)
     assert result.steps == 2 * -(-(96 - len(va)) // 8)

@@ -1,16 +1,7 @@
-"""Checkpoints: the model's ``state_dict`` plus the config, class names and results.
-
-Saved atomically (temp file, fsync, rename), serialised in memory first so a full disk is the
-file system's own ``ENOSPC``, said as ``checkpoint.disk_full``. Loaded with
-``weights_only=True``: a file that needs pickled code is refused; a plain ``state_dict`` saved
-by the tutorial itself loads too.
-
-A checkpoint may be a student's upload, read in the process every session shares, so a file
-never decides how much memory it costs: (1) the zip's central directory is read first and the
-file refused when its records would unpack past ``MAX_CHECKPOINT_BYTES`` or one is compressed
-absurdly; (2) the network its config describes is counted by the shape trace and refused above
-``MAX_UPLOAD_PARAMS``; (3) every tensor's shape is checked against that network, built on the
-``meta`` device, before the real one is built.
+"""Checkpoints: the ``state_dict`` plus the config, class names and results. Saved atomically
+(a full disk is ``checkpoint.disk_full``); loaded with ``weights_only=True``. A checkpoint may be
+a student's upload, so its size, its network's size and every tensor's shape are checked before
+anything big is allocated.
 """
 from __future__ import annotations
 
@@ -28,6 +19,8 @@ from pathlib import Path
 import torch
 
 from cifarlab.core.config import CIFAR10_CLASSES, TrainConfig
+from cifarlab.core.model import Net
+from cifarlab.core.shapes import total_params, trace_spec
 from cifarlab.errors import CheckpointError, ConfigError, ShapeError
 
 FORMAT = "cifarlab-checkpoint"
@@ -54,11 +47,8 @@ class Checkpoint:
     name: str = ""       # the file's name, for messages
 
     def model(self):
-        """A ``Net`` of the right shape holding these weights (checked by ``load``). It is
-        built on the ``meta`` device and takes the loaded tensors themselves (float32), so the
-        weights are in memory once, not twice."""
-        from cifarlab.core.model import Net
-
+        """A ``Net`` holding these weights (checked by ``load``), built on the ``meta`` device
+        so that the loaded tensors themselves are its weights (in memory once, not twice)."""
         try:
             with torch.device("meta"):
                 net = Net(self.config.model, num_classes=len(self.classes),
@@ -75,9 +65,8 @@ DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 def atomic_write_bytes(path: str | os.PathLike, write) -> Path:
-    """Call ``write(fileobj)`` on a temp file beside ``path``, fsync it, then rename it into place.
-    A full disk (or quota) leaves nothing behind and is
-    ``CheckpointError("checkpoint.disk_full")``."""
+    """``write(fileobj)`` into a temp file beside ``path``, fsynced, renamed into place; a full
+    disk (or quota) leaves nothing behind and is ``CheckpointError("checkpoint.disk_full")``."""
     path, tmp = Path(path), None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -118,11 +107,9 @@ def save(path: str | os.PathLike, model: torch.nn.Module, config: TrainConfig,
 
 def load(path_or_file, map_location="cpu", max_params: int | None = MAX_UPLOAD_PARAMS,
          max_bytes: int = MAX_CHECKPOINT_BYTES) -> Checkpoint:
-    """Load a checkpoint (ours, or a plain tutorial state_dict) safely onto ``map_location``.
-
-    Refused with ``CheckpointError`` before anything big is allocated: a file over
-    ``max_bytes`` or unpacking to more, a network of more than ``max_params`` parameters
-    (``None``: no limit), weights that do not fit the network; and a file that is torn, not a
+    """A checkpoint (ours, or the tutorial's plain state_dict) on ``map_location``; refused
+    (``CheckpointError``) before anything big is allocated when it is over ``max_bytes``, its
+    network over ``max_params`` (None: no limit), its weights do not fit, or it is torn, not a
     checkpoint, or holds code."""
     name = Path(getattr(path_or_file, "name", None) or str(path_or_file)).name
     if isinstance(path_or_file, (str, os.PathLike)):
@@ -216,8 +203,6 @@ def _interpret(obj, name: str, max_params: int | None) -> Checkpoint:
 def network_params(config: TrainConfig, num_classes: int, name: str = "") -> int:
     """Learnable parameters of the network ``config`` describes, by the shape trace's
     arithmetic: nothing is allocated, however large."""
-    from cifarlab.core.shapes import total_params, trace_spec
-
     try:
         return total_params(trace_spec(config.model, num_classes=num_classes))
     except ShapeError as err:
@@ -228,8 +213,6 @@ def network_params(config: TrainConfig, num_classes: int, name: str = "") -> int
 def check_weights(state: dict, config: TrainConfig, num_classes: int, name: str = "") -> None:
     """Every tensor the network needs, each of its shape and backed by its own numbers, and no
     other: checked against the network built on the ``meta`` device (shapes, no memory)."""
-    from cifarlab.core.model import Net
-
     try:
         with torch.device("meta"):
             net_state = Net(config.model, num_classes=num_classes).state_dict()

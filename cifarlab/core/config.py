@@ -1,32 +1,19 @@
-"""The one frozen, validated config that travels from widget to worker to checkpoint to script.
-
-Defaults are the tutorial's: 2 epochs, SGD with lr 0.001 and momentum 0.9, batch 4, 2 loader
-workers, CrossEntropyLoss, the tutorial's ``Net``.
-
-**One schema.** Each field carries its ``Knob`` (``core.knobs``) in the dataclass metadata; the
-command line's flags, the Train page's widgets, the run tables and the exported script are all
-derived from ``knobs()``, so a field added here appears in each of them.
-
-**One validator.** ``validate`` returns every problem as a ``Problem`` (field, catalog code,
-parameters); construction raises ``ConfigError`` with the problems that do not depend on the
-server. The Train page calls ``validate`` for its messages, ``JobQueue.submit`` once as the
-authority; the worker rebuilds what was admitted with ``TrainConfig.admitted``, unchecked.
-``from_dict`` is for anything else (a file, a checkpoint): checked.
-
-**One network.** ``net`` names one (``core.nets``); ``model`` is its ``ModelSpec``, set from the
-net when the config is built without one. A pair that disagrees is refused, never swapped.
+"""The one frozen, validated TrainConfig: each field carries its Knob, so the command line, the
+Train page, the run tables and the exported script all derive from ``knobs()``. Defaults are
+the tutorial's.
 """
 from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from cifarlab.core.knobs import KnobField, knob, knob_problems, knobs_of
-from cifarlab.core.modelspec import ModelSpec, is_int
-from cifarlab.core.nets import NET_NAMES, NETS, net_spec, trick_problems
+from cifarlab.core.knobs import KnobField, knob, knob_problems
+from cifarlab.core.modelspec import (NET_NAMES, NETS, ModelSpec, is_int, net_spec,
+                                     trick_problems)
 from cifarlab.errors import ConfigError, Problem
 
 PIPELINES = ("tutorial", "fast")
@@ -62,68 +49,34 @@ class Limits:
 class TrainConfig:
     """Everything one training run needs. Defaults: the tutorial as written."""
 
-    epochs: int = knob(2, kind="int", lo=1, hi=MAX_EPOCHS, label="common.epochs",
-                       help="common.epochs_help", error="config.epochs", tutorial=True)
-    lr: float = knob(0.001, kind="float", lo=0, lo_open=True, hi=10, step=0.001, label="common.lr",
-                     help="common.lr_help", error="config.lr", tutorial=True)
-    momentum: float = knob(0.9, kind="float", lo=0, hi=1, hi_open=True, step=0.05,
-                           label="common.momentum", help="common.momentum_help",
-                           error="config.momentum", tutorial=True)
-    batch_size: int = knob(4, kind="int", lo=1, hi=MAX_BATCH, label="common.batch_size",
-                           help="common.batch_size_help", error="config.batch_size",
-                           tutorial=True)
-    num_workers: int = knob(2, kind="int", lo=0, hi=MAX_WORKERS, label="common.num_workers",
-                            help="common.num_workers_help", error="config.num_workers",
-                            tutorial=True)
-    device: str = knob("auto", kind="device", label="common.device", help="common.device_help",
-                       error="config.device", preset=False, tutorial=True)
-    pipeline: str = knob("tutorial", kind="choice", choices=PIPELINES, label="common.pipeline",
-                         help="common.pipeline_help", error="config.pipeline")
-    seed: int = knob(0, kind="int", lo=0, hi=MAX_SEED, label="common.seed",
-                     help="common.seed_help", error="config.seed", preset=False)
-    train_subset: int | None = knob(None, kind="int", lo=1, hi=None, optional=True, step=500,
-                                    label="common.train_subset", help="common.train_subset_help",
-                                    error="config.train_subset")
-    # the share of the training images held out to measure overfitting (core/validation.py);
-    # 0, the tutorial: every training image trains
-    val_fraction: float = knob(0.0, kind="float", lo=0, hi=0.5, step=0.05,
-                               label="common.val_fraction", help="common.val_fraction_help",
-                               error="config.val_fraction")
-    shuffle: bool = knob(True, kind="bool", label="common.shuffle", help="common.shuffle_help",
-                         error="config.shuffle", preset=False, widget=False)
-    # the network's shape; None (the default): the spec of the network ``net`` names, set
-    # when the config is built. One given must be that network's (core.nets.net_fits).
+    epochs: int = knob(2, kind="int", lo=1, hi=MAX_EPOCHS, tutorial=True)
+    lr: float = knob(0.001, kind="float", lo=0, lo_open=True, hi=10, step=0.001, tutorial=True)
+    momentum: float = knob(0.9, kind="float", lo=0, hi=1, hi_open=True, step=0.05, tutorial=True)
+    batch_size: int = knob(4, kind="int", lo=1, hi=MAX_BATCH, tutorial=True)
+    num_workers: int = knob(2, kind="int", lo=0, hi=MAX_WORKERS, tutorial=True)
+    device: str = knob("auto", kind="device", preset=False, tutorial=True)
+    pipeline: str = knob("tutorial", kind="choice", choices=PIPELINES)
+    seed: int = knob(0, kind="int", lo=0, hi=MAX_SEED, preset=False)
+    train_subset: int | None = knob(None, kind="int", lo=1, optional=True, step=500)
+    # the share of the training images held out to measure overfitting (0: the tutorial's)
+    val_fraction: float = knob(0.0, kind="float", lo=0, hi=0.5, step=0.05)
+    shuffle: bool = knob(True, kind="bool", preset=False, widget=False)
+    # the network's shape; None: the spec of the network ``net`` names, set when it is built
     model: ModelSpec | None = None
     # the tutorial prints the running loss every 2,000 mini-batches
-    log_every: int = knob(2000, kind="int", lo=1, hi=None, label="common.log_every",
-                          help="common.log_every_help", error="config.log_every", preset=False,
-                          widget=False)
-    # the speed lesson's tricks, each a knob; the defaults change nothing
-    net: str = knob("tutorial", kind="choice", choices=NET_NAMES, label="speed.knob.net",
-                    help="speed.knob.net_help", error="config.net")
-    activation: str = knob("relu", kind="choice", choices=ACTIVATIONS,
-                           label="common.activation", help="common.activation_help",
-                           error="config.activation")
-    augment: str = knob("none", kind="choice", choices=AUGMENTS, label="speed.knob.augment",
-                        help="speed.knob.augment_help", error="config.augment")
+    log_every: int = knob(2000, kind="int", lo=1, preset=False, widget=False)
+    # the speed lesson's tricks; the defaults change nothing
+    net: str = knob("tutorial", kind="choice", choices=NET_NAMES, keys="speed.knob")
+    activation: str = knob("relu", kind="choice", choices=ACTIVATIONS)
+    augment: str = knob("none", kind="choice", choices=AUGMENTS, keys="speed.knob")
     label_smoothing: float = knob(0.0, kind="float", lo=0, hi=1, hi_open=True, step=0.05,
-                                  label="speed.knob.label_smoothing",
-                                  help="speed.knob.label_smoothing_help",
-                                  error="config.label_smoothing")
-    nesterov: bool = knob(False, kind="bool", label="speed.knob.nesterov",
-                          help="speed.knob.nesterov_help", error="config.nesterov")
-    weight_decay: float = knob(0.0, kind="float", lo=0, hi=1, step=0.0005,
-                               label="speed.knob.weight_decay",
-                               help="speed.knob.weight_decay_help", error="config.weight_decay")
-    schedule: str = knob("constant", kind="choice", choices=SCHEDULES,
-                         label="speed.knob.schedule", help="speed.knob.schedule_help",
-                         error="config.schedule")
-    tta: bool = knob(False, kind="bool", label="speed.knob.tta", help="speed.knob.tta_help",
-                     error="config.tta")
-    # the fast pipeline's whole step replayed as one CUDA graph (core/graphs.py); eager elsewhere
-    cuda_graphs: bool = knob(False, kind="bool", label="common.cuda_graphs",
-                             help="common.cuda_graphs_help", error="config.cuda_graphs",
-                             preset=False)
+                                  keys="speed.knob")
+    nesterov: bool = knob(False, kind="bool", keys="speed.knob")
+    weight_decay: float = knob(0.0, kind="float", lo=0, hi=1, step=0.0005, keys="speed.knob")
+    schedule: str = knob("constant", kind="choice", choices=SCHEDULES, keys="speed.knob")
+    tta: bool = knob(False, kind="bool", keys="speed.knob")
+    # the fast pipeline's whole step replayed as one CUDA graph (core/graphs.py)
+    cuda_graphs: bool = knob(False, kind="bool", preset=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.model, Mapping):
@@ -147,14 +100,13 @@ class TrainConfig:
         """Every problem with these values, field -> English message; empty when fine."""
         return {p.field: p.text() for p in validate(values, cls=cls)}
 
-    def check_runtime(self, n_train: int | None = None, limits: Limits | None = None):
-        """Check what depends on this machine, this server and the data (a config that
-        ``JobQueue.submit`` did not admit: the command line's, a test's); raise ConfigError or
-        DeviceError. Returns the ``torch.device`` the config's device is on this machine."""
+    def check_runtime(self, n_train: int | None = None):
+        """The ``torch.device`` of a config nobody admitted (the command line's, a test's),
+        after checking it against this machine and the data: ConfigError or DeviceError."""
         from cifarlab.core.devices import resolve_device  # devices imports torch: on demand
 
         device = resolve_device(self.device)  # raises DeviceError naming the devices present
-        problems = validate(self, limits=limits, n_train=n_train)
+        problems = validate(self, n_train=n_train)
         if problems:
             raise ConfigError(problems)
         return device
@@ -192,23 +144,20 @@ class TrainConfig:
 
     @classmethod
     def admitted(cls, d: Mapping[str, Any]) -> TrainConfig:
-        """The config ``JobQueue.submit`` admitted, from the job payload that carries its
-        ``to_dict()``: rebuilt as it is, **not checked again** (the submit was the authority;
-        the worker and ``core.train.train_admitted`` trust it). Anything else: ``from_dict``."""
+        """The config ``JobQueue.submit`` admitted, from its ``to_dict()``: rebuilt as it is,
+        **not checked again** (the submit was the authority). Anything else: ``from_dict``."""
         d = _migrate(d)
         config = object.__new__(cls)
         for f in dataclasses.fields(cls):
-            value = d[f.name] if f.name in d else f.default
-            object.__setattr__(config, f.name, value)
+            object.__setattr__(config, f.name, d.get(f.name, f.default))
         model = config.model
         object.__setattr__(config, "model", net_spec(config.net) if model is None else
                            model if isinstance(model, ModelSpec) else ModelSpec.admitted(model))
         return config
 
     def on_device(self, device: str) -> TrainConfig:
-        """This admitted config on ``device``, the one its submit resolved "auto" (or "cuda")
-        to and the run recorded: what the worker trains and the checkpoint keeps. Not checked
-        again (the config keeps the student's own choice, "auto", in the store)."""
+        """This admitted config on the ``device`` its submit resolved "auto" (or "cuda") to: what
+        the worker trains and the checkpoint keeps (the store keeps the student's choice)."""
         config = copy.copy(self)
         object.__setattr__(config, "device", device)
         return config
@@ -237,9 +186,14 @@ def val_count(n: int, fraction: float) -> int:
     return min(n - 1, max(1, round(n * fraction))) if fraction > 0 and n > 1 else 0
 
 
+@functools.cache
 def knobs(cls: type = TrainConfig) -> tuple[KnobField, ...]:
-    """Every field of ``cls`` (TrainConfig or a subclass) that carries a ``Knob``, in order."""
-    return knobs_of(cls)
+    """Every field of ``cls`` (TrainConfig or a subclass) that carries a ``Knob``, in order,
+    its catalog keys filled in from its name."""
+    return tuple(KnobField(f.name, f.default, dataclasses.replace(
+        k, label=k.label or f"{k.keys}.{f.name}", help=k.help or f"{k.keys}.{f.name}_help",
+        error=k.error or f"config.{f.name}"))
+        for f in dataclasses.fields(cls) if (k := f.metadata.get("knob")) is not None)
 
 
 def same(a: Any, b: Any) -> bool:
@@ -253,11 +207,8 @@ def same(a: Any, b: Any) -> bool:
 
 def validate(values: Mapping[str, Any] | TrainConfig, *, limits: Limits | None = None,
              n_train: int | None = None, cls: type = TrainConfig) -> list[Problem]:
-    """Every problem with these values, as ``Problem``s (field, code, parameters); [] if fine.
-
-    ``values``: a TrainConfig or a mapping of field -> value (missing fields take defaults).
-    ``limits``: this server's hosting limits; ``n_train``: the size of its training set.
-    """
+    """Every problem with ``values`` (a TrainConfig, or field -> value, missing fields taking
+    defaults) under this server's ``limits`` and ``n_train`` training images; [] if fine."""
     built = isinstance(values, TrainConfig)
     if built:
         cls = type(values)
@@ -286,7 +237,7 @@ def validate(values: Mapping[str, Any] | TrainConfig, *, limits: Limits | None =
         add("num_workers", "config.num_workers_limit", n=limits.max_num_workers)
     device = full.get("device")
     if (limits.devices is not None and isinstance(device, str) and device != "auto"
-            and "device" not in bad and device.strip().lower() not in limits.devices):
+            and device.strip().lower() not in limits.devices):
         add("device", "config.device_missing", device=device,
             present=", ".join(limits.devices) or "cpu")
     if is_int(subset) and n_train is not None and subset > n_train:
@@ -320,23 +271,20 @@ def _field_problems(cls: type, values: Mapping[str, Any]) -> list[Problem]:
 
 
 def _migrate(d: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored config as this version reads it. Runs and checkpoints written before the
-    network lived in one place may hold a named ``net`` beside the tutorial's ``model`` (it
-    then meant the net's network): the net decides."""
+    """A stored config as this version reads it: a named ``net`` beside the tutorial's
+    ``model`` (written before the network lived in one place) meant the net's network."""
     d = dict(d)
-    model = d.get("model")
-    if d.get("net") in NETS and d["net"] != "tutorial" and (
-            model == ModelSpec() or (isinstance(model, Mapping)
-                                     and _tutorial_dict(model))):
+    if d.get("net") in NETS and d["net"] != "tutorial" and _is_tutorial(d.get("model")):
         d["model"] = None
     return d
 
 
-def _tutorial_dict(model: Mapping[str, Any]) -> bool:
+def _is_tutorial(model: Any) -> bool:
     try:
-        return ModelSpec.from_dict(model) == ModelSpec()
-    except (ConfigError, TypeError):
+        spec = model if isinstance(model, ModelSpec) else ModelSpec.from_dict(model)
+    except (ConfigError, TypeError, ValueError):
         return False
+    return spec == ModelSpec()
 
 
 def problems_by_field(problems: Iterable[Problem]) -> dict[str, Problem]:

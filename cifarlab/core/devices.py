@@ -1,9 +1,5 @@
-"""Devices: what this machine has, how to pick one, and how to time work on it honestly.
-
-Accelerators run asynchronously: a kernel launch returns before the work is done. Reading the
-clock without synchronising measures how fast Python queued the work, not how fast it ran, so
-every timer here synchronises first.
-"""
+"""Devices: what this machine has, how to pick one, and timing that synchronises the device
+first (a kernel launch returns before the work is done)."""
 from __future__ import annotations
 
 import os

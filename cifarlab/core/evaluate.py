@@ -1,12 +1,10 @@
-"""Evaluation: overall and per-class accuracy, confusion matrix, per-image predictions, in one pass.
-
-A class challenge scores runs on two halves of the test set: ``split_halves(n)`` splits them by
-NumPy's legacy ``RandomState(HALVES_SEED)`` (its stream is frozen across NumPy versions), fixed
-for every run and server; each evaluation records both halves' accuracy, so scoring never
-evaluates again.
-"""
+"""Evaluation in one pass: accuracy, per class, confusion matrix, predictions, and the accuracy
+on each of the test set's two fixed halves (a class challenge scores on them); the validation
+split (``TrainConfig.val_fraction``): training images held out, to measure each epoch how the
+network does on images it never learned from (overfitting)."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -14,7 +12,10 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from cifarlab.core.data import normalize
+from cifarlab.core.config import TrainConfig, val_count
+from cifarlab.core.data.pipelines import normalize, subset_indices
+from cifarlab.core.devices import synchronize
+from cifarlab.core.tricks import tta_logits
 
 HALVES_SEED = 20261124   # never change it: every recorded public/private score depends on it
 
@@ -78,8 +79,6 @@ def predict(model: nn.Module, images_uint8: np.ndarray | torch.Tensor, device="c
             batch_size: int = 1000, tta: bool = False) -> np.ndarray:
     """Class probabilities (float32, N x classes) for uint8 N×3×32×32 images (``tta``: from
     the mean logits of each image and its mirror, ``core.tricks.tta_logits``)."""
-    from cifarlab.core.tricks import tta_logits
-
     dev = torch.device(device)
     model = model.to(dev).eval()
     out = []
@@ -98,10 +97,6 @@ def predict(model: nn.Module, images_uint8: np.ndarray | torch.Tensor, device="c
 def evaluate(model: nn.Module, data, device="cpu", batch_size: int = 1000,
              split: str = "test", tta: bool = False) -> EvalResult:
     """Evaluate on ``data.test_x``/``test_y`` (or the train split) in batches of ``batch_size``."""
-    import time
-
-    from cifarlab.core.devices import synchronize
-
     x = data.test_x if split == "test" else data.train_x
     y = np.asarray(data.test_y if split == "test" else data.train_y, dtype=np.int64)
     classes = tuple(data.classes)
@@ -126,3 +121,37 @@ def result_from_probabilities(probs: np.ndarray, labels: np.ndarray, classes, se
     accuracy = float(np.trace(confusion) / max(1, len(labels)))
     return EvalResult(accuracy, per_class, confusion.tolist(), tuple(classes), preds,
                       probs.astype(np.float32, copy=False), labels, seconds)
+
+
+def validation_split(config: TrainConfig, n_train: int
+                     ) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """``(train, validation)`` indices into the training images, each sorted, disjoint, and fixed
+    by (n_train, train_subset, val_fraction, seed); ``(None, None)`` with no validation (the
+    loaders then take ``train_subset`` as they always did)."""
+    pool = (subset_indices(n_train, config.train_subset) if config.train_subset
+            else np.arange(n_train, dtype=np.int64))
+    k = val_count(len(pool), config.val_fraction)
+    if not k:
+        return None, None
+    # its own generator: the split never moves the torch stream the model's weights come from
+    order = np.random.default_rng(config.seed).permutation(len(pool))
+    return np.sort(pool[order[k:]]), np.sort(pool[order[:k]])
+
+
+@torch.no_grad()
+def measure_validation(model: nn.Module, criterion, data, indices: np.ndarray, device: torch.device,
+            batch_size: int = 1000) -> dict[str, float]:
+    """The mean loss (``criterion``, the training loss) and accuracy on the training images at
+    ``indices``, in batches, the model in eval mode; it goes back to training mode after."""
+    model.eval()
+    total_loss, correct = 0.0, 0
+    for start in range(0, len(indices), batch_size):
+        idx = indices[start:start + batch_size]
+        x = normalize(torch.from_numpy(np.array(data.train_x[idx])).to(device))
+        y = torch.as_tensor(np.asarray(data.train_y)[idx], dtype=torch.int64, device=device)
+        logits = model(x).float()
+        total_loss += float(criterion(logits, y)) * len(idx)
+        correct += int((logits.argmax(1) == y).sum())
+    model.train()
+    n = max(1, len(indices))
+    return {"val_loss": total_loss / n, "val_accuracy": correct / n}

@@ -1,20 +1,8 @@
-"""CUDA graphs: the ``fast`` pipeline's whole training step replayed as one graph.
-
-Why: at batch 4 a step on a GPU is a few dozen tiny kernels, and launching them from Python
-costs more than running them (docs/benchmarks.md: about 2 ms a step at batch 4 as at 1024). A
-graph records those launches once; a replay submits the whole step with one call.
-
-How (PyTorch's "CUDA Graphs" notes, "Whole-network capture"): the first ``WARMUP_STEPS`` full
-batches train eagerly on a side stream (real steps; they create SGD's momentum buffers and the
-cuDNN/cuBLAS handles on the stream the capture uses); then one step is captured, its gradients
-in the graph's pool, rewritten in place by each replay (no ``zero_grad``); later full batches
-are copied into the static buffers and the graph replayed. The loss returned is the graph's
-static tensor, valid until the next replay. SGD needs no ``capturable`` flag, but its lr and
-momentum are baked into the capture: if they change (a schedule), the rest goes eagerly.
-
-Eagerly, with the reason sent to ``on_note``: the CPU, MPS, the ``tutorial`` pipeline, a short
-batch, changed hyperparameters, a failed capture. The eager step is ``train_step`` itself, so on
-the CPU a run with ``cuda_graphs`` equals one without, bit for bit.
+"""The ``fast`` pipeline's whole step as one CUDA graph (PyTorch's "Whole-network capture"): at
+small batches, launching a step's kernels from Python costs more than running them. A few eager
+warm-up steps on a side stream, one captured step, then replays; eager (with the reason sent to
+``on_note``) wherever capture is not possible or the lr or momentum change, so on the CPU a run
+with ``cuda_graphs`` equals one without, bit for bit.
 """
 from __future__ import annotations
 

@@ -1,15 +1,7 @@
-"""The knob schema: what a config field declares about itself, written once beside the field.
-
-    epochs: int = knob(2, kind="int", lo=1, hi=500, label="common.epochs", ...)
-
-A ``Knob`` holds the catalog keys of the field's label, help and error, its bounds and widget
-kind, and whether presets and the Train page use it; they and the command line read it
-through ``core.config.knobs()``. ``knob_problems`` is the type and bounds check each
-declaration implies.
-"""
+"""The knob schema: what a config field declares about itself, written once beside the field
+(``epochs: int = knob(2, kind="int", lo=1, ...)``), and the type and bounds check it implies."""
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -28,15 +20,17 @@ class Knob:
 
     ``kind``: "int", "float", "choice", "bool" or "device"; ``lo``/``hi``: inclusive bounds
     (``lo_open``/``hi_open``: the bound itself is not allowed); ``optional``: None is allowed (and
-    means "all"/"default"); ``label``/``help``: catalog keys; ``error``: the code (below
-    ``errors.``) of the message for a bad value; ``preset``: a preset sets it; ``widget``: the
-    Train page shows it; ``tutorial``: one of the tutorial's six, shown first.
+    means "all"/"default"); ``label``/``help``: catalog keys (``<keys>.<name>`` and
+    ``<keys>.<name>_help`` unless given); ``error``: the code (below ``errors.``) of the message
+    for a bad value (``config.<name>`` unless given); ``preset``: a preset sets it; ``widget``:
+    the Train page shows it; ``tutorial``: one of the tutorial's six, shown first.
     """
 
     kind: str
-    label: str
-    help: str
-    error: str
+    label: str = ""
+    help: str = ""
+    error: str = ""
+    keys: str = "common"
     lo: float | None = None
     hi: float | None = None
     lo_open: bool = False
@@ -47,7 +41,6 @@ class Knob:
     preset: bool = True
     widget: bool = True
     tutorial: bool = False
-
 
     def parse(self, text: str) -> Any:
         """A value written as text (a command-line flag, a link's ``?lr=0.01``): whole numbers,
@@ -82,12 +75,6 @@ class KnobField:
     name: str
     default: Any
     knob: Knob
-
-
-def knobs_of(cls: type) -> tuple[KnobField, ...]:
-    """Every field of the dataclass ``cls`` that carries a ``Knob``, in order."""
-    return tuple(KnobField(f.name, f.default, k) for f in dataclasses.fields(cls)
-                 if (k := f.metadata.get("knob")) is not None)
 
 
 def knob_problems(fields: Iterable[KnobField], values: Mapping[str, Any]) -> list[Problem]:

@@ -1,15 +1,7 @@
-"""The learning-rate finder (Smith 2017; fastai's ``lr_find``, torch-lr-finder): a short probe of
-a config's network, optimizer, loss and data in which the lr grows exponentially, step by step,
-from ``lr_min`` to ``lr_max`` (the finder owns the lr and its schedule; the rest is the
-config's own). The loss is smoothed by a bias-corrected moving average (``BETA``,
-torch-lr-finder's: fastai's 0.98 remembers ~50 steps, half a sweep); the sweep stops when the
-smoothed loss passes ``DIVERGE`` times the best so far, or a loss is no number.
-
-The suggestion is the **steepest descent** of the smoothed curve before its minimum: a point a
-student can see on the chart and check with the lesson's rule of thumb (about a tenth of the
-minimum's lr); fastai's "valley" is steadier but harder to explain in a sentence. The tutorial's
-network often stays flat until it explodes: then no descent is real, and the suggestion is a
-tenth of the lr where the loss starts to climb.
+"""The learning-rate finder (Smith 2017): a short probe in which the lr grows exponentially
+from ``lr_min`` to ``lr_max``, stopped when the smoothed loss explodes. The suggestion is the
+steepest descent before the minimum (a point a student can check on the chart); where the curve
+stays flat until it explodes, a tenth of the lr where the loss starts to climb.
 """
 from __future__ import annotations
 
@@ -20,6 +12,7 @@ from typing import Any, Callable
 import numpy as np
 
 from cifarlab.core.config import TrainConfig
+from cifarlab.core.modelspec import is_int
 from cifarlab.errors import ConfigError, Problem
 
 MIN_STEPS, MAX_STEPS, STEPS = 10, 200, 100   # a probe: at most 200 steps (fastai: 100)
@@ -41,8 +34,7 @@ def problems(steps: Any, lr_min: Any, lr_max: Any) -> list[Problem]:
     """What is wrong with a sweep's settings ([] when nothing): whole steps 10..200, and
     0 < lr_min < lr_max ≤ 10."""
     out = []
-    if isinstance(steps, bool) or not isinstance(steps, int) or not \
-            MIN_STEPS <= steps <= MAX_STEPS:
+    if not (is_int(steps) and MIN_STEPS <= steps <= MAX_STEPS):
         out.append(Problem("lr_find_steps", "lr_find.steps", {"lo": MIN_STEPS, "hi": MAX_STEPS}))
     nums = [v for v in (lr_min, lr_max) if isinstance(v, (int, float))
             and not isinstance(v, bool) and math.isfinite(v)]

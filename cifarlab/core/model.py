@@ -1,11 +1,5 @@
-"""The tutorial's network, and a configurable variant of it.
-
-``Net()`` is the tutorial's ``Net`` layer for layer, with the same parameter names, so a
-``state_dict`` saved here loads into the tutorial's own class and back. ``Net(ModelSpec(...))``
-changes channels, kernels, padding, stride, pooling, hidden sizes or width; ``fc1``'s input size
-then comes from the shape trace instead of the hard-coded ``16 * 5 * 5``. The speed lesson's
-variants add modules beside the tutorial's (``bn1``…, ``conv3``, ``conv1b``…: a block is conv →
-[bn] → relu → [conv → [bn] → relu] → pool), so the tutorial's own Net keeps its keys.
+"""The tutorial's ``Net``, layer for layer with the same parameter names (a ``state_dict`` loads
+into the tutorial's own class and back), sized by a ModelSpec; fc1's input from the shape trace.
 """
 from __future__ import annotations
 
@@ -13,8 +7,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from cifarlab.core.blocks import layout
-from cifarlab.core.modelspec import ModelSpec
+from cifarlab.core.modelspec import ModelSpec, layout
 from cifarlab.core.shapes import flat_features
 
 NUM_CLASSES = 10

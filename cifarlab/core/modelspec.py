@@ -1,9 +1,7 @@
-"""The network's shape: ``ModelSpec``, the one description of a network that the model
-(``core.model``), the shape trace (``core.shapes``), the checkpoint and the export all read.
-
-It sits below ``core.config`` (whose ``TrainConfig.model`` it is) and ``core.nets`` (the named
-networks are ModelSpecs), so that neither of those imports the other for it.
-"""
+"""ModelSpec: the one description of a network's shape; its modules and forward steps
+(``layout``: what ``Net`` builds, the export writes and the shape trace walks; a block is conv →
+[bn] → relu → [conv → [bn] → relu] → pool); the networks the ``net`` knob names, and the
+checks that tie the tricks together."""
 from __future__ import annotations
 
 import dataclasses
@@ -37,7 +35,7 @@ class ModelSpec:
     width: int = 1
     # the speed lesson's variants (defaults: none): batch norm after each conv; a third conv
     # block of ``conv3`` channels (3×3, padding 1); ``block_convs`` 2: a second 3×3 conv in
-    # each block (airbench's ConvGroup). Built by core/model.py, listed by core/blocks.py.
+    # each block (airbench's ConvGroup). Built by core/model.py, listed by ``layout`` below.
     batch_norm: bool = False
     conv3: int = 0
     block_convs: int = 1
@@ -107,3 +105,94 @@ class ModelSpec:
             value = d.get(f.name, f.default)
             object.__setattr__(spec, f.name, tuple(value) if isinstance(value, list) else value)
         return spec
+
+
+# name -> ModelSpec fields. "tutorial": the tutorial's Net (resized by ``model``); "bn3": three
+# small conv blocks with batch norm, sized for the CPU (the one-minute preset); "airbench":
+# airbench94's widths (64, 256, 256) and two convs a block (KellerJordan/cifar10-airbench),
+# with the tutorial's fully connected head.
+NETS: dict[str, dict[str, Any]] = {
+    "tutorial": {},
+    "bn3": dict(channels=(16, 32), kernels=(3, 3), paddings=(1, 1), conv3=64, hidden=(128, 64),
+                batch_norm=True),
+    "airbench": dict(channels=(64, 256), kernels=(3, 3), paddings=(1, 1), conv3=256,
+                     hidden=(256, 128), batch_norm=True, block_convs=2),
+}
+NET_NAMES = tuple(NETS)
+
+
+def net_spec(name: str) -> ModelSpec:
+    """The ModelSpec of a named network ("tutorial": the tutorial's own Net)."""
+    return ModelSpec(**NETS[name])
+
+
+def net_fits(net: str, model: ModelSpec) -> bool:
+    """Whether ``model`` is the network ``net`` names: "tutorial" takes any plain resize of the
+    tutorial's Net; the others exactly their own spec."""
+    return model.is_plain if net == "tutorial" else model == net_spec(net)
+
+
+def trick_problems(values: Mapping[str, Any]) -> list[Problem]:
+    """The network the ``net`` knob names must be the one ``model`` describes; augmentation
+    works on the fast pipeline's batches (tensors in memory), never image by image."""
+    out: list[Problem] = []
+    net, model = values.get("net", "tutorial"), values.get("model")
+    if net in NETS and isinstance(model, ModelSpec) and not net_fits(net, model):
+        out.append(Problem("net", "config.net_model", {"net": net}))
+    if values.get("augment") in ("flip", "flip_translate") and values.get("pipeline") != "fast":
+        out.append(Problem("augment", "config.augment_pipeline", {}))
+    if values.get("nesterov") is True and values.get("momentum") == 0:  # torch.optim.SGD's rule
+        out.append(Problem("nesterov", "config.nesterov_momentum", {}))
+    return out
+
+
+def layout(spec: ModelSpec) -> tuple[list[dict], list[dict]]:
+    """(modules, forward): the modules before fc1, in the order ``Net`` creates them (the same
+    initial weights from the same seed), and the forward pass's steps, each a conv, its batch
+    norm (or None) and whether the block's pool follows."""
+    (c1, c2) = spec.scaled_channels()
+    modules = [_conv("conv1", 3, c1, spec.kernels[0], spec.strides[0], spec.paddings[0]),
+               {"kind": "pool", "name": "pool", "size": spec.pool},
+               _conv("conv2", c1, c2, spec.kernels[1], spec.strides[1], spec.paddings[1])]
+    blocks = [(1, c1), (2, c2)] + ([(3, spec.conv3 * spec.width)] if spec.conv3 else [])
+    forward = []
+    for i, ch in blocks:
+        if i == 3:
+            modules.append(_conv("conv3", c2, ch, 3, 1, 1))
+        for suffix in ("", "b")[:spec.block_convs]:
+            if suffix:
+                modules.append(_conv(f"conv{i}b", ch, ch, 3, 1, 1))
+            if spec.batch_norm:
+                modules.append({"kind": "bn", "name": f"bn{i}{suffix}", "channels": ch})
+            forward.append({"conv": f"conv{i}{suffix}", "pool": False,
+                            "bn": f"bn{i}{suffix}" if spec.batch_norm else None})
+        forward[-1]["pool"] = True
+    return modules, forward
+
+
+def _conv(name: str, cin: int, cout: int, kernel: int, stride: int, padding: int) -> dict:
+    return {"kind": "conv", "name": name, "cin": cin, "cout": cout, "kernel": kernel,
+            "stride": stride, "padding": padding}
+
+
+def spec_layers(spec: ModelSpec, num_classes: int = 10) -> list[dict]:
+    """The layers, in call order, of ``core.model.Net(spec)`` (relus included); the tutorial's
+    kind of network leaves the convs unnamed (conv1, conv2 by count)."""
+    modules, forward = layout(spec)
+    convs = {m["name"]: m for m in modules if m["kind"] == "conv"}
+    out: list[dict] = []
+    for step in forward:
+        c = convs[step["conv"]]
+        out.append({"type": "conv", "out_channels": c["cout"], "kernel_size": c["kernel"],
+                    "stride": c["stride"], "padding": c["padding"], "dilation": 1}
+                   | ({} if spec.is_plain else {"name": c["name"]}))
+        if step["bn"]:
+            out.append({"type": "batchnorm", "name": step["bn"]})
+        out.append({"type": "relu"})
+        if step["pool"]:
+            out.append({"type": "pool", "kernel_size": spec.pool, "stride": spec.pool})
+    h1, h2 = spec.scaled_hidden()
+    return out + [{"type": "flatten"},
+                  {"type": "linear", "out_features": h1}, {"type": "relu"},
+                  {"type": "linear", "out_features": h2}, {"type": "relu"},
+                  {"type": "linear", "out_features": num_classes}]

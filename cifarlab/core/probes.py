@@ -1,9 +1,5 @@
-"""Inside training, while it runs: every ``every`` steps, each layer's weight and gradient norms,
-a small histogram of its weights, and for the layers a ReLU follows, the share of their units
-that never fired on the batch. A sample costs one extra forward pass without gradients and a
-few norms (bench/bench_probes.py); reading them back synchronises an accelerator once per
-sample, never per step.
-"""
+"""Inside training: every ``every`` steps, each layer's weight and gradient norms, a weight
+histogram and its silent ReLUs; read back once per sample, never per step."""
 from __future__ import annotations
 
 import math

@@ -1,12 +1,5 @@
-"""Text that came from a user (a run's name, a nickname, a class name, a file name) made safe
-for where it is written: one line of a comment or message, Markdown, a CSV cell.
-
-    one_line('a\\u2028b\\x00c')     # 'a b c': no line break, control or bidi character left
-    md_escape("**x** <img>")       # '\\*\\*x\\*\\* \\<img\\>': shown as those characters
-    code_text("a`b")               # 'aˋb': inside `...`, no backtick to end the span
-    csv_cell("=1+2")               # "'=1+2": text to a spreadsheet, never a formula
-    csv_value("'=1+2")             # '=1+2': what csv_cell wrote, read back
-"""
+"""Text that came from a user made safe for where it is written: one line of a comment or
+message, Markdown, a code span, a CSV cell (never a formula)."""
 from __future__ import annotations
 
 import csv

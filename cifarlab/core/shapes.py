@@ -1,23 +1,154 @@
-"""The shape of every layer of a network, traced: in and out shapes, parameters, formulas.
-
-A layer list (``core.blocks.spec_layers``) is traced by arithmetic alone
-(``core.conv_arithmetic``), without torch. A layer PyTorch would refuse raises ``ShapeError``
-naming it.
+"""The shape trace: each layer's in/out shape, parameters and formula, by arithmetic alone, and
+the output sizes of nn.Conv2d and nn.MaxPool2d with their formulas, following PyTorch exactly
+(aten/src/ATen/native/Pool.h, ConvUtils.h). What PyTorch would refuse raises ``ShapeError``
+naming the layer.
 """
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
+from typing import Any
 
-from cifarlab.core.blocks import spec_layers
-from cifarlab.core.conv_arithmetic import (CONV, POOL, conv2d_formula, conv2d_output_size,
-                                           fmt_size, per_dim, pool2d_formula, pool2d_output_size)
-from cifarlab.core.modelspec import ModelSpec, is_int
+from cifarlab.core.modelspec import ModelSpec, is_int, spec_layers
 from cifarlab.errors import ShapeError
 
-# The layer arithmetic is part of this module's public face (the Network page calls it here).
-__all__ = ["LayerTrace", "trace", "trace_spec", "trace_table", "flat_features", "total_params",
-           "conv2d_formula", "pool2d_formula", "conv2d_output_size", "pool2d_output_size"]
+# Outside a traced layer, an error names PyTorch's class; inside one, the layer ("conv2").
+CONV, POOL = "Conv2d", "MaxPool2d"
+# PyTorch's argument names: the same words in every language, as students write them.
+ARGS = ("input_size", "kernel_size", "stride", "padding", "dilation")
+
+
+def _num(n: int) -> str:
+    return f"−{-n}" if n < 0 else str(n)
+
+
+def _numerator(size: int, kernel: int, padding: int, dilation: int) -> int:
+    return size + 2 * padding - dilation * (kernel - 1) - 1
+
+
+def _inner(size: int, kernel: int, stride: int, padding: int, dilation: int) -> str:
+    return f"({size} + 2·{padding} − {dilation}·({kernel} − 1) − 1) / {stride}"
+
+
+def conv2d_formula(size: int, kernel: int, stride: int = 1, padding: int = 0,
+                   dilation: int = 1) -> tuple[str, int, bool]:
+    """One dimension of nn.Conv2d: (formula with the numbers in, output size, division exact?).
+    An output below 1 is returned (a calculator shows why); what PyTorch refuses outright
+    (kernel 0, ...) raises ShapeError."""
+    _check_args(CONV, size, kernel, stride, padding, dilation)
+    n = _numerator(size, kernel, padding, dilation)
+    out = n // stride + 1
+    formula = f"⌊{_inner(size, kernel, stride, padding, dilation)}⌋ + 1 = {_num(out)}"
+    return formula, out, n % stride == 0
+
+
+def pool2d_formula(size: int, kernel: int, stride: int | None = None, padding: int = 0,
+                   dilation: int = 1, ceil_mode: bool = False) -> tuple[str, int, bool]:
+    """One dimension of nn.MaxPool2d, as ``conv2d_formula``; in ceil mode with ⌈⌉, and the last
+    window dropped (the formula says so) where it would start in the right padding."""
+    stride = kernel if stride is None else stride
+    _check_args(POOL, size, kernel, stride, padding, dilation)
+    if padding > kernel // 2:
+        raise ShapeError("shapes.pool_padding", layer=POOL, padding=padding, kernel=kernel,
+                         half=kernel // 2, min_kernel=2 * padding)
+    if not ceil_mode:   # conv's floor arithmetic
+        return conv2d_formula(size, kernel, stride, padding, dilation)
+    n = _numerator(size, kernel, padding, dilation)
+    out = -(-n // stride) + 1  # ⌈n / s⌉ + 1, also for negative n
+    formula = f"⌈{_inner(size, kernel, stride, padding, dilation)}⌉ + 1 = {_num(out)}"
+    if (out - 1) * stride >= size + padding:  # last window would start in the right padding
+        out -= 1
+        formula += (f" − 1 = {_num(out)} "
+                    "(the last window would start in the padding, so it is dropped)")
+    return formula, out, n % stride == 0
+
+
+def conv2d_output_size(size, kernel_size, stride=1, padding=0, dilation=1):
+    """Output size of nn.Conv2d. Ints give an int; any (h, w) pair gives an (h, w) pair."""
+    args = (size, kernel_size, stride, padding, dilation)
+    return _as_given(args, _spatial(CONV, conv2d_formula, args)[0])
+
+
+def pool2d_output_size(size, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    """Output size of nn.MaxPool2d (stride defaults to kernel_size). Ints in, int out;
+    pair, pair."""
+    args = (size, kernel_size, kernel_size if stride is None else stride, padding, dilation)
+    return _as_given(args, _spatial(POOL, pool2d_formula, args, ceil_mode=bool(ceil_mode))[0])
+
+
+def _as_given(args: tuple, dims: tuple[int, int]):
+    return dims[0] if all(is_int(a) for a in args) else dims
+
+
+def _spatial(layer: str, formula, args: tuple, **kw) -> tuple[tuple[int, int], str, bool]:
+    """((out H, out W), the H formula and the W one where it differs, both divisions exact?);
+    ShapeError for an output below 1."""
+    (fh, oh, eh), (fw, ow, ew) = (formula(*a, **kw) for a in per_dim(args, layer))
+    if min(oh, ow) < 1:
+        raise _too_small(layer, args, [oh, ow])
+    return (oh, ow), (fh if fh == fw else f"H: {fh}; W: {fw}"), eh and ew
+
+
+def as_pair(v: Any, arg: str, layer: str = "?") -> tuple[int, int]:
+    """An int or an (h, w) pair as (h, w); anything else names ``layer``'s ``arg``."""
+    if is_int(v):
+        return (v, v)
+    if isinstance(v, (tuple, list)) and len(v) == 2 and all(is_int(x) for x in v):
+        return (v[0], v[1])
+    raise ShapeError("shapes.not_a_pair", layer=layer, arg=arg, value=repr(v))
+
+
+_WHOLE = r"\s*([-−]?\s*\d+)\s*"
+_ONE, _TWO = re.compile(_WHOLE), re.compile(rf"\s*[(\[]{_WHOLE},{_WHOLE}[)\]]\s*")
+
+
+def parse_size(text: str, arg: str, layer: str = "?") -> int | tuple[int, int]:
+    """What a student typed for one argument, as nn.Conv2d takes it: "5" -> 5, "(5, 2)" -> (5, 2).
+    A rectangle needs its parentheses (as in Python, and so "2,5", a decimal in es and pt, is
+    refused rather than read as a pair); anything else raises ``shapes.not_a_pair``."""
+    ints = [int(g.replace("−", "-").replace(" ", ""))
+            for m in (_ONE.fullmatch(text), _TWO.fullmatch(text)) if m for g in m.groups()]
+    if not ints:
+        raise ShapeError("shapes.not_a_pair", layer=layer, arg=arg, value=repr(text.strip()))
+    return ints[0] if len(ints) == 1 else (ints[0], ints[1])
+
+
+def per_dim(args: tuple, layer: str = "?") -> list[tuple[int, ...]]:
+    """(size, kernel, stride, padding, dilation), each int or pair -> [H args, W args]."""
+    pairs = [as_pair(a, n, layer) for a, n in zip(args, ARGS)]
+    return [tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)]
+
+
+def fmt_size(v: Any) -> str:
+    """3 -> "3"; (3, 4) -> "3×4"; (3, 3) -> "3×3"."""
+    return "×".join(_num(x) for x in v) if isinstance(v, (tuple, list)) else _num(v)
+
+
+def _check_args(layer: str, size: int, kernel: int, stride: int, padding: int,
+                dilation: int) -> None:
+    for arg, v, lo in zip(ARGS, (size, kernel, stride, padding, dilation), (1, 1, 1, 0, 1)):
+        if not is_int(v) or v < lo:
+            raise ShapeError("shapes.below_min", layer=layer, arg=arg, lo=lo, value=repr(v))
+
+
+def _too_small(layer: str, args: tuple, dims: list[int]) -> ShapeError:
+    """The error for an output below 1: the sizes in, the output, and the largest kernel that
+    would fit (``errors.shapes.conv_too_small`` / ``pool_too_small``)."""
+    h, w = per_dim(args, layer)
+    # the window (d·(k − 1) + 1 pixels) must fit in the padded input (n + 2p pixels)
+    kmax = [(n + 2 * p - 1) // d + 1 for n, k, s, p, d in (h, w)]
+    if all(is_int(a) for a in args):
+        size, kernel, stride, padding, dilation = map(_num, h)
+        out, fit = _num(dims[0]), _num(kmax[0])
+    else:
+        size, kernel = fmt_size((h[0], w[0])), fmt_size((h[1], w[1]))
+        stride, padding, dilation = (str(a) if a == b else f"({a}, {b})"
+                                     for a, b in zip(h[2:], w[2:]))
+        out, fit = fmt_size(dims), fmt_size(kmax)
+    code = "shapes.conv_too_small" if layer == CONV else "shapes.pool_too_small"
+    return ShapeError(code, layer=layer, size=size, kernel=kernel, stride=stride,
+                      padding=padding, dilation=dilation, out=out, fit=fit)
 
 
 @dataclass(frozen=True)
@@ -33,19 +164,11 @@ class LayerTrace:
     exact: bool                  # False when a division in the formula had a remainder
 
 
-# -----------------------------------------------------------------------------
-# tracing a layer list
-
-_KEYS = {
-    "conv": {"out_channels", "kernel_size", "stride", "padding", "dilation", "bias"},
-    "pool": {"kernel_size", "stride", "padding", "dilation", "ceil_mode"},
-    "relu": set(),
-    "flatten": set(),
-    "linear": {"out_features", "bias"},
-    "batchnorm": set(),
-}
-_PREFIX = {"conv": "conv", "pool": "pool", "relu": "relu", "flatten": "flatten", "linear": "fc",
-           "batchnorm": "bn"}
+# each layer type's settings, and the names it gets by count where they are not its type's
+_KEYS = {"conv": {"out_channels", "kernel_size", "stride", "padding", "dilation", "bias"},
+         "pool": {"kernel_size", "stride", "padding", "dilation", "ceil_mode"},
+         "relu": set(), "flatten": set(), "linear": {"out_features", "bias"}, "batchnorm": set()}
+_PREFIX = {"linear": "fc", "batchnorm": "bn"}
 
 
 def _positive(layer: dict, key: str) -> int:
@@ -61,22 +184,13 @@ def _image(shape: tuple[int, ...]) -> tuple[int, int, int]:
     return shape
 
 
-def _formula(fn, h_args: tuple, w_args: tuple, **kw) -> tuple[str, bool]:
-    """H formula, plus the W formula when it differs; exact only if both divisions are."""
-    fh, _, eh = fn(*h_args, **kw)
-    fw, _, ew = fn(*w_args, **kw)
-    return (fh if fh == fw else f"H: {fh}; W: {fw}"), eh and ew
-
-
 def _conv(layer: dict, shape: tuple[int, ...]):
     c, h, w = _image(shape)
     oc = _positive(layer, "out_channels")
     args = ((h, w), layer.get("kernel_size"), layer.get("stride", 1),
             layer.get("padding", 0), layer.get("dilation", 1))
-    oh, ow = conv2d_output_size(*args)
-    hargs, wargs = per_dim(args, CONV)
-    formula, exact = _formula(conv2d_formula, hargs, wargs)
-    kh, kw = hargs[1], wargs[1]
+    (oh, ow), formula, exact = _spatial(CONV, conv2d_formula, args)
+    kh, kw = as_pair(args[1], "kernel_size", CONV)
     params = oc * c * kh * kw + (oc if layer.get("bias", True) else 0)
     return (oc, oh, ow), params, formula, exact
 
@@ -87,18 +201,9 @@ def _pool(layer: dict, shape: tuple[int, ...]):
     stride = layer.get("stride")
     args = ((h, w), kernel, kernel if stride is None else stride,
             layer.get("padding", 0), layer.get("dilation", 1))
-    ceil_mode = bool(layer.get("ceil_mode", False))
-    oh, ow = pool2d_output_size(*args, ceil_mode=ceil_mode)
-    formula, exact = _formula(pool2d_formula, *per_dim(args, POOL), ceil_mode=ceil_mode)
+    (oh, ow), formula, exact = _spatial(POOL, pool2d_formula, args,
+                                        ceil_mode=bool(layer.get("ceil_mode", False)))
     return (c, oh, ow), 0, formula, exact
-
-
-def _relu(layer: dict, shape: tuple[int, ...]):
-    return shape, 0, "", True
-
-
-def _flatten(layer: dict, shape: tuple[int, ...]):
-    return (math.prod(shape),), 0, "", True
 
 
 def _linear(layer: dict, shape: tuple[int, ...]):
@@ -114,8 +219,9 @@ def _batchnorm(layer: dict, shape: tuple[int, ...]):
     return shape, 2 * c, "", True
 
 
-_STEPS = {"conv": _conv, "pool": _pool, "relu": _relu, "flatten": _flatten, "linear": _linear,
-          "batchnorm": _batchnorm}
+_STEPS = {"conv": _conv, "pool": _pool, "relu": lambda layer, shape: (shape, 0, "", True),
+          "flatten": lambda layer, shape: ((math.prod(shape),), 0, "", True),
+          "linear": _linear, "batchnorm": _batchnorm}
 
 
 def _input_shape(input_shape) -> tuple[int, ...]:
@@ -136,7 +242,7 @@ def _trace_list(layers: list[dict], shape: tuple[int, ...]) -> list[LayerTrace]:
         counts[kind] = counts.get(kind, 0) + 1
         n = counts[kind]
         name = layer.get("name") or (
-            "flatten" if kind == "flatten" and n == 1 else f"{_PREFIX[kind]}{n}")
+            "flatten" if kind == "flatten" and n == 1 else f"{_PREFIX.get(kind, kind)}{n}")
         try:
             unknown = set(layer) - _KEYS[kind] - {"type", "name"}
             if unknown:
@@ -151,14 +257,9 @@ def _trace_list(layers: list[dict], shape: tuple[int, ...]) -> list[LayerTrace]:
     return traces
 
 
-# -----------------------------------------------------------------------------
-# public entry points
-
 def trace(layers, input_shape=(3, 32, 32)) -> list[LayerTrace]:
-    """Shapes through a layer list (dicts); the first entry is the input.
-
-    A layer that would produce a size below 1 raises ShapeError naming it ("conv2: ...").
-    """
+    """Shapes through a layer list (dicts), the input first; ShapeError naming a layer that
+    does not fit."""
     shape = _input_shape(input_shape)
     if not isinstance(layers, (list, tuple)):
         raise ShapeError("shapes.cannot_trace", layer="layers", kind=type(layers).__name__)

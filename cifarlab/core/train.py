@@ -1,12 +1,5 @@
-"""Training: the tutorial's loop, instrumented.
-
-``train`` checks a config nobody has checked yet (the command line, a notebook, a test) against
-this machine's devices and the data; ``train_admitted`` trusts what the queue admitted. The loop
-is the tutorial's with what a dashboard needs: events (step losses, running-loss lines,
-progress, epoch summaries), cancellation between steps keeping a partial result, honest timing
-(accelerators synchronised before the clock is read; losses read back in batches, not an
-``.item()`` per step, which would stall the GPU), reproducibility on the CPU for a fixed seed.
-"""
+"""Training: the tutorial's loop with events, cancellation between steps, honest timing (losses
+read back in batches, not an ``.item()`` per step) and CPU reproducibility for a fixed seed."""
 from __future__ import annotations
 
 import math
@@ -19,10 +12,12 @@ import torch.nn as nn
 import torch.optim as optim
 
 from cifarlab.core import data as data_mod
-from cifarlab.core import graphs, validation
+from cifarlab.core import graphs
+from cifarlab.core.data import pipelines
+from cifarlab.core.checkpoint import save
 from cifarlab.core.config import TrainConfig
 from cifarlab.core.devices import device_name, environment, synchronize
-from cifarlab.core.evaluate import EvalResult, evaluate
+from cifarlab.core.evaluate import EvalResult, evaluate, measure_validation, validation_split
 from cifarlab.core.model import Net
 from cifarlab.core.probes import Probe, probe_every
 from cifarlab.core.tricks import make_criterion, make_scheduler
@@ -103,16 +98,16 @@ class TrainResult:
 
 def make_loader(config: TrainConfig, data, device: torch.device):
     """The input pipeline the config asks for, over the training split less its validation
-    images (``core.validation.split``)."""
-    held, _ = validation.split(config, len(data.train_y))
+    images (``core.evaluate.validation_split``)."""
+    held, _ = validation_split(config, len(data.train_y))
     subset = config.train_subset if held is None else held
     if config.pipeline == "fast":
-        return data_mod.FastLoader(data, "train", config.batch_size, device=device,
-                                   shuffle=config.shuffle, seed=config.seed,
-                                   subset=subset, augment=config.augment)
-    return data_mod.tutorial_loader(data, "train", config.batch_size, config.num_workers,
-                                    config.shuffle, config.seed, subset=subset,
-                                    pin_memory=device.type == "cuda")
+        return pipelines.FastLoader(data, "train", config.batch_size, device=device,
+                                    shuffle=config.shuffle, seed=config.seed,
+                                    subset=subset, augment=config.augment)
+    return pipelines.tutorial_loader(data, "train", config.batch_size, config.num_workers,
+                                     config.shuffle, config.seed, subset=subset,
+                                     pin_memory=device.type == "cuda")
 
 
 def make_optimizer(config: TrainConfig, model: nn.Module,
@@ -120,9 +115,8 @@ def make_optimizer(config: TrainConfig, model: nn.Module,
     """The tutorial's SGD. The ``fast`` pipeline uses its fused kernel (the same update rule,
     one kernel instead of one per parameter) where PyTorch has one: the CPU and CUDA."""
     fused = config.pipeline == "fast" and device is not None and device.type in ("cpu", "cuda")
-    tricks = {k: v for k, v in (("nesterov", config.nesterov),
-                                ("weight_decay", config.weight_decay)) if v}
-    return optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum, **tricks,
+    return optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum,
+                     nesterov=config.nesterov, weight_decay=config.weight_decay,
                      **({"fused": True} if fused else {}))
 
 
@@ -189,7 +183,7 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
     total_steps = steps_per_epoch * config.epochs
     scheduler = make_scheduler(config, optimizer, total_steps)
     n_used = config.images_per_epoch(n_train)
-    _, val_idx = validation.split(config, n_train)
+    _, val_idx = validation_split(config, n_train)
     dev_name = device_name(device)
     emit(Event("start", {"total_steps": total_steps, "steps_per_epoch": steps_per_epoch,
                          "n_train": n_used, "n_test": int(len(data.test_y)),
@@ -301,7 +295,7 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
             summary["per_class_accuracy"] = eval_result.per_class_accuracy
             model.train()
         if val_idx is not None and not (cancelled or diverged):
-            summary |= validation.measure(model, criterion, data, val_idx, device)
+            summary |= measure_validation(model, criterion, data, val_idx, device)
         epochs.append(summary)
         emit(Event("epoch", summary))
         t_start += (time.perf_counter() - now)  # keep the per-epoch evaluation off the clock
@@ -325,8 +319,6 @@ def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
         diverged=diverged, inside=inside,
         device=str(device), device_name=dev_name, env=environment(device), model=model_cpu)
     if checkpoint_path is not None:
-        from cifarlab.core.checkpoint import save
-
         try:
             result.checkpoint = str(save(checkpoint_path, model_cpu, config, data.classes,
                                          _checkpoint_results(result)))

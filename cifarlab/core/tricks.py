@@ -1,12 +1,6 @@
-"""The speed lesson's tricks, each one small function the training loop, the evaluation and the
-exported script share. After KellerJordan/cifar10-airbench (``airbench94.py``: label smoothing,
-flip + translate augmentation on tensors resident on the device, Nesterov SGD with weight
-decay, a warm-up-then-decay "triangle" schedule, mirror test-time augmentation).
-
-Augmentation draws its random numbers on the CPU from its own generator (seeded from the run's
-seed), one batch at a time, so a run on any device and its exported script see the same flips
-and shifts; it then works on the whole batch on the device (no per-image Python).
-"""
+"""The speed lesson's tricks, after KellerJordan/cifar10-airbench (``airbench94.py``). Augmentation
+draws on the CPU from its own generator, so every device and the exported script see the same
+flips and shifts, then works on the whole batch on the device."""
 from __future__ import annotations
 
 import torch
@@ -22,9 +16,7 @@ START, PEAK_AT, END = 0.2, 0.23, 0.07
 
 def make_criterion(config) -> nn.Module:
     """The tutorial's CrossEntropyLoss, with the config's label smoothing (0: the tutorial's)."""
-    if config.label_smoothing:
-        return nn.CrossEntropyLoss(label_smoothing=config.label_smoothing)
-    return nn.CrossEntropyLoss()
+    return nn.CrossEntropyLoss(label_smoothing=config.label_smoothing)
 
 
 def onecycle_factor(step: int, total: int) -> float:

@@ -20,7 +20,8 @@ from plotly.subplots import make_subplots
 
 from cifarlab import i18n
 from cifarlab.core.config import AUGMENTS
-from cifarlab.core.data import CifarData, FastLoader, tutorial_loader
+from cifarlab.core.data import CifarData
+from cifarlab.core.data.pipelines import FastLoader, tutorial_loader
 from cifarlab.core.tricks import PAD
 from cifarlab.lab import charts as C
 from cifarlab.lab.tables import class_name

@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 
 from cifarlab import i18n
-from cifarlab.core.data import normalize
+from cifarlab.core.data.pipelines import normalize
 from cifarlab.core.model import Net
 from cifarlab.lab import charts as C
 

@@ -15,7 +15,8 @@ import torch
 from plotly.subplots import make_subplots
 
 from cifarlab import i18n
-from cifarlab.core.data import CifarData, normalize
+from cifarlab.core.data import CifarData
+from cifarlab.core.data.pipelines import normalize
 from cifarlab.core.devices import Stopwatch, resolve_device, synchronize
 from cifarlab.lab import charts as C
 from cifarlab.lab.tables import class_name

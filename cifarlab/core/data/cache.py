@@ -1,17 +1,6 @@
-"""The decode-once cache on disk: ``<cache>/datasets/<key>/`` holds four ``.npy`` files and
-``meta.json``.
-
-Writing: into a temporary folder, ``meta.json`` last, renamed into place under a lock file; a
-process killed half-way never leaves a cache read as valid. A cache file is never rewritten in
-place: a damaged cache is replaced whole.
-
-Reading: every array file is checked against its ``.npy`` header and ``meta.json`` (dtype,
-shape, exact size) before a byte is used; a bad one makes the cache *damaged*
-(``CacheDamaged``), which ``load()`` logs and rebuilds. The copy in memory (``memory``) is
-checked against the checksums in ``meta.json`` (~0.3 s for CIFAR-10, paid once by the process
-that makes the shared copy), and every class must be present with labels in range, so damage
-that keeps the sizes is caught too.
-"""
+"""The decode-once cache: four ``.npy`` files and ``meta.json``, written into a temporary folder
+and renamed into place; every file checked against its header and meta.json before use, the
+copy in memory against its checksums. A damaged cache (``CacheDamaged``) is rebuilt whole."""
 from __future__ import annotations
 
 import contextlib
@@ -21,7 +10,6 @@ import math
 import os
 import shutil
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -33,9 +21,8 @@ from cifarlab.core.data.sources import CACHE_VERSION, IMAGE_SIZE, reason
 from cifarlab.errors import DataError
 
 ARRAYS = ("train_x", "train_y", "test_x", "test_y")
-# sha256 of each 8 MiB chunk, hashed on several threads (hashlib lets go of the GIL), then of
-# those digests: sha256 runs on the CPU's SHA instructions where it has them, faster than
-# blake2b there (bench/bench_cache_check.py measures both)
+# sha256 of each 8 MiB chunk, then of those digests: sha256 runs on the CPU's SHA instructions
+# where it has them (bench/bench_cache_check.py: faster than blake2b; threads gained nothing)
 DIGEST = "sha256-chunks-8MiB"
 _CHUNK = 8 * 2**20
 
@@ -43,36 +30,9 @@ _CHUNK = 8 * 2**20
 def digest(array: np.ndarray) -> str:
     """The checksum recorded for ``array``'s bytes (C order), named after its method."""
     data = memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
-    chunks = [data[i:i + _CHUNK] for i in range(0, len(data), _CHUNK)] or [data]
-    workers = min(4, len(chunks), os.cpu_count() or 1)
-    if workers > 1:
-        with ThreadPoolExecutor(workers, thread_name_prefix="cifarlab-digest") as pool:
-            parts = list(pool.map(lambda c: hashlib.sha256(c).digest(), chunks))
-    else:
-        parts = [hashlib.sha256(c).digest() for c in chunks]
-    return f"{DIGEST}:{hashlib.sha256(b''.join(parts)).hexdigest()}"
-
-
-def class_counts(arrays: dict[str, np.ndarray], n_classes: int) -> dict[str, list[int]]:
-    """Images per class in each label array: written into meta.json beside the checksums."""
-    return {name: np.bincount(arrays[name], minlength=n_classes).tolist()
-            for name in ("train_y", "test_y") if name in arrays}
-
-
-def check_labels(arrays: dict[str, np.ndarray], n_classes: int,
-                 counts: dict[str, list[int]] | None = None) -> None:
-    """CacheDamaged unless each label array given holds only ``0 .. n_classes - 1`` and, where
-    the cache recorded them (``counts``), as many images of each class as were written."""
-    for name in ("train_y", "test_y"):
-        y = arrays.get(name)
-        if y is None or len(y) == 0:
-            continue
-        lo, hi = int(y.min()), int(y.max())
-        if lo < 0 or hi >= n_classes:
-            raise CacheDamaged(f"{name}: labels {lo}..{hi}, expected 0..{n_classes - 1}")
-        want = (counts or {}).get(name)
-        if want is not None and np.bincount(y, minlength=n_classes).tolist() != list(want):
-            raise CacheDamaged(f"{name}: images per class differ from those written")
+    parts = b"".join(hashlib.sha256(data[i:i + _CHUNK]).digest()
+                     for i in range(0, max(1, len(data)), _CHUNK))
+    return f"{DIGEST}:{hashlib.sha256(parts).hexdigest()}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -153,41 +113,32 @@ def _verifier(meta: dict):
     return verify
 
 
-def _npy_header(f, name: str) -> tuple[tuple[int, ...], np.dtype, int]:
-    """(shape, dtype, data offset) from the open ``.npy`` file ``name``; CacheDamaged if it is
-    torn."""
-    fmt = np.lib.format
-    try:
-        version = fmt.read_magic(f)
-        if version == (1, 0):
-            shape, fortran, dtype = fmt.read_array_header_1_0(f)
-        elif version == (2, 0):
-            shape, fortran, dtype = fmt.read_array_header_2_0(f)
-        else:
-            raise CacheDamaged(f"{name}: .npy version {version}")
-    except (ValueError, EOFError) as err:
-        raise CacheDamaged(f"{name}: torn header ({err})") from None
-    if fortran:
-        raise CacheDamaged(f"{name}: Fortran order")
-    return tuple(shape), dtype, f.tell()
-
-
-def _check_file(path: Path, name: str, shape: tuple[int, ...], dtype: np.dtype) -> Part:
+def _check_file(path: Path, shape: tuple[int, ...], dtype: np.dtype) -> Part:
     """The file's header and size checked against ``shape`` and ``dtype``; CacheDamaged on any
     mismatch (or if it cannot be opened)."""
+    fmt = np.lib.format
     try:
         with open(path, "rb", buffering=0) as f:
-            got_shape, got_dtype, offset = _npy_header(f, path.name)
-            size = os.fstat(f.fileno()).st_size
+            version = fmt.read_magic(f)
+            if version not in ((1, 0), (2, 0)):
+                raise CacheDamaged(f"{path.name}: .npy version {version}")
+            read_header = (fmt.read_array_header_1_0 if version == (1, 0)
+                           else fmt.read_array_header_2_0)
+            got_shape, fortran, got_dtype = read_header(f)
+            offset, size = f.tell(), os.fstat(f.fileno()).st_size
     except OSError as err:
         raise CacheDamaged(f"{path.name}: {err.strerror or err}") from None
-    if got_shape != shape or got_dtype != dtype:
+    except (ValueError, EOFError) as err:
+        raise CacheDamaged(f"{path.name}: torn header ({err})") from None
+    if fortran:
+        raise CacheDamaged(f"{path.name}: Fortran order")
+    if tuple(got_shape) != shape or got_dtype != dtype:
         raise CacheDamaged(f"{path.name}: holds {got_dtype} {got_shape}, expected {dtype} "
                            f"{shape}")
     nbytes = math.prod(shape) * dtype.itemsize
     if size != offset + nbytes:
         raise CacheDamaged(f"{path.name}: {size} bytes, its header promises {offset + nbytes}")
-    return Part(name, path, offset, nbytes, shape, dtype)
+    return Part(path, offset, nbytes, shape, dtype)
 
 
 def check_cache(path: Path, key: str) -> tuple[dict, dict[str, Part]] | None:
@@ -210,7 +161,7 @@ def check_cache(path: Path, key: str) -> tuple[dict, dict[str, Part]] | None:
             raise TypeError("classes is not a list")
     except (KeyError, TypeError, ValueError) as err:
         raise CacheDamaged(f"meta.json: {type(err).__name__}: {err}") from None
-    return meta, {name: _check_file(path / f"{name}.npy", name, shape, dtype)
+    return meta, {name: _check_file(path / f"{name}.npy", shape, dtype)
                   for name, (shape, dtype) in expected.items()}
 
 
@@ -222,8 +173,7 @@ def read_cache(path: Path, key: str) -> CifarData | None:
         return None
     meta, parts = checked
     # the stamp tells this cache's content from a rebuilt one's (a shared copy must match it)
-    arrays = attach(path, f"{key}@{meta.get('created')}", parts, ARRAYS, verify=_verifier(meta))
-    check_labels(arrays, len(meta["classes"]), meta.get("class_counts"))
+    arrays = attach(path, f"{key}@{meta.get('created')}", parts, verify=_verifier(meta))
     return CifarData(**arrays, classes=tuple(str(c) for c in meta["classes"]),
                      source=str(meta.get("source", key)), key=key,
                      notes=tuple(str(n) for n in meta.get("notes", ())), cache_path=str(path))

@@ -1,10 +1,5 @@
-"""Decoding every image of a source into uint8 arrays (N×3×32×32, CHW like the cache) and int64
-labels, in ImageFolder order (classes sorted, then file names sorted).
-
-Folders and archives are decoded in chunks by a pool of worker processes (PIL and NumPy only,
-forked where possible); small jobs and daemonic processes decode here. The canonical
-CIFAR-10 comes from torchvision's own ``CIFAR10`` (downloaded once into the cache folder).
-"""
+"""Every image of a source decoded into uint8 N×3×32×32 arrays and int64 labels, in ImageFolder
+order; folders and archives by a pool of worker processes, CIFAR-10 itself by torchvision."""
 from __future__ import annotations
 
 import concurrent.futures
@@ -123,11 +118,8 @@ def _conversion_note(counts: tuple[int, int, int]) -> str | None:
     not_rgb, resized, converted = counts
     if not converted:
         return None
-    parts = []
-    if resized:
-        parts.append(f"{resized} resized to 32×32")
-    if not_rgb:
-        parts.append(f"{not_rgb} converted to RGB")
+    parts = [text for n, text in ((resized, f"{resized} resized to 32×32"),
+                                  (not_rgb, f"{not_rgb} converted to RGB")) if n]
     return (f"{converted} image(s) were not 32×32 RGB and were converted "
             f"({', '.join(parts)}).")
 

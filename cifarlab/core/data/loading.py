@@ -1,7 +1,4 @@
-"""Loading the data set: ``load`` (decoded once, cached, checked), ``is_cached``, and what the
-home page says about the source (``source_facts``). Here, not in the package's ``__init__``, so
-that ``pipelines`` can import ``load``.
-"""
+"""``load`` (decoded once, cached, checked), ``is_cached`` and ``source_facts``."""
 from __future__ import annotations
 
 import os
@@ -10,7 +7,7 @@ import time
 from pathlib import Path
 
 from cifarlab.core.data.cache import CacheDamaged, CifarData, check_cache, file_lock, read_cache
-from cifarlab.core.data.cache import class_counts, remove_stale_temps, write_cache
+from cifarlab.core.data.cache import remove_stale_temps, write_cache
 from cifarlab.core.data.decode import decode_source
 from cifarlab.core.data.sources import (CACHE_VERSION, ProgressFn, Source, cache_root, emit,
                                         identity, quick_stamp, reason, source)
@@ -28,7 +25,7 @@ def clear_memory_cache() -> None:
 
 def load(data: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None,
          on_progress: ProgressFn | None = None) -> CifarData:
-    """The data set from ``resolve_source(data)``: decoded and cached on first use, read from
+    """The data set ``data`` names (``sources.source``): decoded and cached on first use, read from
     the checked cache after (a damaged one is rebuilt). ``DataError`` says what went wrong and
     how to fix it."""
     src = source(data)
@@ -65,10 +62,9 @@ def is_cached(data: str | os.PathLike | None = None,
 
 def source_facts(data: str | os.PathLike | None = None,
                  cache_dir: str | os.PathLike | None = None) -> dict:
-    """Where the data comes from, as facts a page words in its own language: ``kind``
-    ("canonical", "archive", "folder" or "missing"), ``name`` (the file or folder's own name,
-    never its server path), ``size_mb`` (an archive's), ``cached`` (decoded already), ``exists``
-    (for "missing": a path that is there but is not a data set). Never raises."""
+    """Where the data comes from, as facts a page words in its own language (never the server
+    path): ``kind`` (a ``Source``'s), ``name``, ``size_mb`` (an archive's), ``cached`` and
+    ``exists`` (for "missing": a path that is there but is not a data set). Never raises."""
     src = source(data, check=False)
     facts = {"kind": src.kind, "name": None, "size_mb": None, "cached": False, "exists": True}
     if src.kind == "missing":
@@ -112,8 +108,7 @@ def _build_locked(src: Source, key: str, ident: dict, root: Path, final: Path,
         meta = {"cache_version": CACHE_VERSION, "key": key, "source": src.description,
                 "identity": ident, "classes": list(classes), "notes": list(notes),
                 "n_train": int(len(arrays["train_y"])), "n_test": int(len(arrays["test_y"])),
-                "decode_seconds": round(seconds, 3), "created": time.time(),
-                "class_counts": class_counts(arrays, len(classes))}
+                "decode_seconds": round(seconds, 3), "created": time.time()}
         try:
             write_cache(final, key, arrays, meta)
         except OSError as err:

@@ -1,19 +1,7 @@
-"""Where the cached arrays live in memory, so that a damaged cache file can kill nobody.
-
-Why not memory-map the cache files: a mapped file that anything truncates in place kills every
-process that touches a page past the new end with SIGBUS, which Python cannot catch; private
-mappings do not help (truncation discards even copied private pages). Only memory that the
-file does not back is safe:
-
-- **shared** (Linux): the first process copies the checked files into one anonymous ``memfd``,
-  *sealed* against shrinking, growing and writing, maps it read-only and records
-  ``<cache>/datasets/<key>.shared`` (pid, descriptor, the memfd's name). Later processes open
-  ``/proc/<pid>/fd/<fd>``, check the name, seals and size, and map the same pages: the server
-  and all its workers share one copy. When that process is gone, the next one makes a new copy.
-- **private**, where that is not possible: the files read into this process's own memory.
-
-Either way the arrays are read-only.
-"""
+"""The cached arrays in memory no file backs: a cache file truncated in place would kill any
+process that had it memory-mapped (SIGBUS). On Linux the first process copies them into one
+sealed, read-only ``memfd`` that later processes find through ``<key>.shared`` and map too;
+elsewhere each process reads its own copy."""
 from __future__ import annotations
 
 import json
@@ -42,7 +30,6 @@ class CacheDamaged(Exception):
 class Part:
     """One array of the cache: where its data lies in its (checked) file, and what it is."""
 
-    name: str
     file: Path
     offset: int
     nbytes: int
@@ -50,12 +37,11 @@ class Part:
     dtype: np.dtype
 
 
-def attach(folder: Path, stamp: str, parts: dict[str, Part], names,
+def attach(folder: Path, stamp: str, parts: dict[str, Part],
            verify: Callable[[str, np.ndarray], None]) -> dict[str, np.ndarray]:
-    """Read-only arrays ``names`` of the checked cache ``folder`` (``parts``: all of them;
-    ``stamp``: what makes this cache's content unique), shared if possible (see above).
-    ``verify(name, array)`` (CacheDamaged: not what was written) checks every copy made from
-    the files, before a shared one is recorded; a sealed copy found again was checked by the
+    """The read-only arrays of the checked cache ``folder`` (``stamp``: what makes its content
+    unique), shared if possible. ``verify(name, array)`` (CacheDamaged: not what was written)
+    checks every copy made from the files; a sealed copy found again was checked by the
     process that made it and cannot change."""
     if SHARE:
         try:
@@ -63,8 +49,8 @@ def attach(folder: Path, stamp: str, parts: dict[str, Part], names,
         except (OSError, ValueError) as err:  # no memfd, /proc, seals or room: go private
             log.debug("no shared copy of %s (%s); reading it privately", folder, err)
         else:
-            return {n: _view(mapping, offsets[n], parts[n]) for n in names}
-    arrays = {n: _read_private(parts[n]) for n in names}
+            return {n: _view(mapping, offsets[n], part) for n, part in parts.items()}
+    arrays = {n: _read_private(part) for n, part in parts.items()}
     for n, array in arrays.items():
         verify(n, array)
     return arrays
@@ -92,28 +78,19 @@ class _Mapping(mmap.mmap):
     that other processes can find it through /proc/<our pid>/fd/<fd>."""
 
 
-def _layout(parts: dict[str, Part]) -> tuple[dict[str, int], int]:
-    offsets, total = {}, 0
-    for name in sorted(parts):
-        offsets[name] = total
-        total += -(-parts[name].nbytes // _PAGE) * _PAGE
-    return offsets, total
-
-
-def _seals() -> int:
-    import fcntl
-    return fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
-
-
 def _shared(folder: Path, stamp: str, parts: dict[str, Part],
             verify: Callable[[str, np.ndarray], None]) -> tuple[_Mapping, dict[str, int]]:
     """The recorded shared copy if it is still there and right, else a new one, verified and
     then recorded."""
     if not hasattr(os, "memfd_create"):
         raise OSError("no memfd on this platform")
-    offsets, total = _layout(parts)
+    offsets, total = {}, 0
+    for pname in sorted(parts):   # each part page-aligned
+        offsets[pname] = total
+        total += -(-parts[pname].nbytes // _PAGE) * _PAGE
     record = folder.parent / f"{folder.name}.shared"
-    fd = _open_recorded(record, stamp, offsets, total)
+    want = {"stamp": stamp, "offsets": offsets, "size": total}   # what its record must say
+    fd = _open_recorded(record, want)
     name = None
     if fd is None:
         fd, name = _make_copy(folder.name, parts, offsets, total)
@@ -126,25 +103,26 @@ def _shared(folder: Path, stamp: str, parts: dict[str, Part],
     if name is not None:
         for pname, part in parts.items():
             verify(pname, _view(mapping, offsets[pname], part))
-        _record(record, fd, name, stamp, offsets, total)
+        _record(record, {"pid": os.getpid(), "fd": fd, "name": name, **want})
     return mapping, offsets
 
 
-def _open_recorded(record: Path, stamp: str, offsets: dict[str, int], total: int) -> int | None:
+def _open_recorded(record: Path, want: dict) -> int | None:
     """A descriptor to the recorded memfd, or None if the record is absent, stale (its process
-    ended or closed it; a pid or descriptor reused: the name tells) or not for this cache."""
+    ended or closed it; a pid or descriptor reused: the name tells) or not ``want``'s copy."""
     try:
         info = json.loads(record.read_text())
-        if info["stamp"] != stamp or info["offsets"] != offsets or info["size"] != total:
+        if any(info[k] != v for k, v in want.items()):
             return None
         fd = os.open(f"/proc/{int(info['pid'])}/fd/{int(info['fd'])}", os.O_RDONLY | os.O_CLOEXEC)
     except (OSError, ValueError, KeyError, TypeError):
         return None
     try:
         import fcntl
+        seals = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
         if (os.readlink(f"/proc/self/fd/{fd}") == f"/memfd:{info['name']} (deleted)"
-                and fcntl.fcntl(fd, fcntl.F_GET_SEALS) & _seals() == _seals()
-                and os.fstat(fd).st_size == total):
+                and fcntl.fcntl(fd, fcntl.F_GET_SEALS) & seals == seals
+                and os.fstat(fd).st_size == want["size"]):
             return fd
     except OSError:
         pass
@@ -172,18 +150,16 @@ def _make_copy(key: str, parts: dict[str, Part], offsets: dict[str, int], total:
                         raise CacheDamaged(f"{part.file.name}: ended after {done} of "
                                            f"{part.nbytes} data bytes")
                     done += n
-        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _seals() | fcntl.F_SEAL_SEAL)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
+                    | fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL)
     except BaseException:
         os.close(fd)
         raise
     return fd, name
 
 
-def _record(record: Path, fd: int, name: str, stamp: str, offsets: dict[str, int],
-            total: int) -> None:
+def _record(record: Path, info: dict) -> None:
     """Say where the new copy is (atomically; the last writer wins, both copies are good)."""
-    info = {"pid": os.getpid(), "fd": fd, "name": name, "stamp": stamp, "offsets": offsets,
-            "size": total}
     tmp = record.with_name(f".{record.name}.{os.getpid()}")
     try:
         tmp.write_text(json.dumps(info))

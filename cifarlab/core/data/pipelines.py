@@ -1,9 +1,7 @@
-"""The two input pipelines over the decoded data set: ``tutorial`` (a torchvision
-``VisionDataset`` like ``CIFAR10``, ``ToTensor`` + ``Normalize``, a ``DataLoader``) and ``fast``
-(``FastLoader``: the uint8 tensor kept on the device, one ``index_select`` and a two-op
-normalisation per batch). Both draw each epoch's order as one ``torch.randperm`` from a
-generator seeded once, so for the same seed they serve the same images in the same order.
-"""
+"""The two input pipelines: ``tutorial`` (a torchvision data set, ToTensor + Normalize, a
+DataLoader) and ``fast`` (``FastLoader``: the uint8 tensor kept on the device). Both draw each
+epoch's order as one ``torch.randperm`` of a generator seeded once: the same images in the same
+order for the same seed."""
 from __future__ import annotations
 
 import math

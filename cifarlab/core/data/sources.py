@@ -1,10 +1,5 @@
-"""Where the data comes from: the source's kind and path, its layout, and its identity.
-
-``resolve_source``: the ``--data`` argument > ``$CIFARLAB_DATA`` > ``"download"``. A source is the
-canonical CIFAR-10 (torchvision's download), an image folder, or a ``.tar.gz``/``.tgz``/``.tar``
-archive of one. Its identity (a hash of the archive, or of the folder's listing) names its cache,
-so the cache key changes whenever the data can have.
-"""
+"""Where the data comes from (``--data`` > ``$CIFARLAB_DATA`` > ``"download"``): the canonical
+CIFAR-10, an image folder or an archive of one; its identity names its cache."""
 from __future__ import annotations
 
 import hashlib
@@ -31,8 +26,6 @@ IMAGE_SIZE = 32
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp",
                   ".gif")
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
-CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
-                   "ship", "truck")
 
 ProgressFn = Callable[[str], None]
 # how decode and DataLoader workers start: forked on Linux (even where this process was spawned,
@@ -69,12 +62,6 @@ def _resolve(data: str | os.PathLike | None) -> tuple[str, str]:
     if value.lower() in CANONICAL_KEYWORDS:
         return CANONICAL, origin
     return os.path.abspath(os.path.expanduser(value)), origin
-
-
-def resolve_source(data: str | os.PathLike | None = None) -> str:
-    """``"download"`` for the canonical CIFAR-10 (``CANONICAL_KEYWORDS``), else the path,
-    absolute (existence is checked by ``load()``); see the module's docstring."""
-    return _resolve(data)[0]
 
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:

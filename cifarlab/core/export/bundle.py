@@ -1,8 +1,5 @@
-"""The zip that takes a run home, built in memory (the Runs page) or written to a file (``python
--m cifarlab export CHECKPOINT -o run.zip``). One folder inside, ``cifarlab-<name>-<id[:8]>/``,
-so a class's zips unzip side by side: the notebook, ``cifar_net.pth`` (the weights, as the
-tutorial saves them), ``README.md`` (the model card) and ``runs/<slug>/`` (TensorBoard logs).
-"""
+"""The zip that takes a run home, in memory (the Runs page) or to a file (``python -m cifarlab
+export``): one folder with the notebook, the weights, the model card and the TensorBoard logs."""
 from __future__ import annotations
 
 import io

@@ -1,12 +1,6 @@
-"""The run as a Jupyter notebook: the cells of the exported script (``render``, notebook mode),
-each under an explanation in the student's language (``bundle.nb.*`` in the catalogs). It opens
-in Colab (where torchvision downloads CIFAR-10) and offline (an image folder or ``.tar.gz``
-named by ``CIFARLAB_DATA``), records every step's loss, and ends by comparing itself with
-CIFAR Lab's run: the accuracy, each epoch's mean loss and, beside the zip's ``cifar_net.pth``,
-the weights; it writes what it measured to ``notebook_run.json``.
-"""
+"""The run as a Jupyter notebook: the exported script's cells, each under an explanation in the
+student's language; it compares its own results with CIFAR Lab's at the end."""
 from __future__ import annotations
-
 
 import nbformat
 from nbformat import v4
@@ -14,9 +8,9 @@ from nbformat import v4
 from cifarlab import i18n
 from cifarlab.core.config import knobs
 from cifarlab.core.export.record import RunRecord
-from cifarlab.i18n import finite
 from cifarlab.core.export.render import TUTORIAL_URL, constant_name, render, split_cells
 from cifarlab.core.safe_text import md_escape, one_line
+from cifarlab.i18n import finite
 
 RESULTS_FILE = "notebook_run.json"
 
@@ -81,13 +75,10 @@ def source_note(record: RunRecord, lang: str = i18n.DEFAULT) -> str:
 
 
 def _values(record: RunRecord) -> dict:
-    c = record.config
-    return {"name": md_escape(record.label), "epochs": c.epochs, "lr": c.lr,
-            "momentum": c.momentum, "batch_size": c.batch_size, "num_workers": c.num_workers,
-            "device": c.device, "pipeline": c.pipeline, "seed": c.seed,
-            "n_train": record.n_train, "log_every": c.log_every, "url": TUTORIAL_URL,
-            "results_file": RESULTS_FILE, "torch": (record.env or {}).get("torch") or "?",
-            "threads": run_threads(record) or 0, "date": record.date}
+    """What the explanations may name: the run's settings and these."""
+    return {**record.config.knob_values(), "name": md_escape(record.label),
+            "n_train": record.n_train, "url": TUTORIAL_URL, "results_file": RESULTS_FILE,
+            "torch": (record.env or {}).get("torch") or "?", "threads": run_threads(record) or 0}
 
 
 def _settings_table(record: RunRecord, lang: str) -> str:

@@ -1,8 +1,4 @@
-"""What an export knows of a run: its config, weights, classes and results, and where the
-server has them, its step losses, environment and name. The Runs page fills one from the run
-store (every step's loss); the command line from a checkpoint alone (per-epoch figures only:
-a checkpoint does not keep the step losses).
-"""
+"""What an export knows of a run: from the run store (every step's loss) or a checkpoint alone."""
 from __future__ import annotations
 
 import re

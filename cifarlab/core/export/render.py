@@ -1,13 +1,7 @@
-"""The code that repeats a run, from one template (``templates/run.py.j2``): rendered for the
-script (training under ``if __name__ == '__main__':``), or, with ``notebook=``, for the
-notebook, whose cells are the template's ``# %% name`` cells, dedented (``split_cells``).
-
-No text of a user's can become code: Jinja runs with autoescape off (HTML's escaping is wrong
-for Python), ``StrictUndefined``, its own filters taken away, and a ``finalize`` that lets out
-only ``Code``, which only three filters make: ``py`` (a literal that ``ast.literal_eval`` reads
-back as the same value), ``comment`` (one line, ``safe_text.one_line``) and ``ident`` (a
-checked Python name). A bare ``{{ value }}``, a ``~`` join or a macro's output is a TypeError.
-The templates are ours; the danger is data, and the filters are where data enters.
+"""The code that repeats a run, from one template (``templates/run.py.j2``), for the script or
+the notebook's ``# %%`` cells. No user text can become code: the environment lets out only
+``Code``, which only the ``py`` (a literal read back equal), ``comment`` (one line) and
+``ident`` (a checked name) filters make.
 """
 from __future__ import annotations
 
@@ -24,15 +18,13 @@ from typing import Any, Iterable
 import jinja2
 
 from cifarlab import i18n
-from cifarlab.core.blocks import layout
-from cifarlab.core.config import ACTIVATION_CODE, ModelSpec, TrainConfig, knobs
+from cifarlab.core.config import ACTIVATION_CODE, TrainConfig, knobs
+from cifarlab.core.modelspec import ModelSpec, layout
 from cifarlab.core.safe_text import one_line
 from cifarlab.core.shapes import trace_spec
 
 TUTORIAL_URL = "https://pytorch.org/tutorials/beginner/blitz/cifar10_tutorial.html"
 DEFAULT_NAME = "cifar_run.py"
-# The tutorial's own names for its constants; every other field is written as NAME.upper()
-CONSTANT_NAMES = {"lr": "LEARNING_RATE"}
 _CELL = re.compile(r"^ *# %% (\w+)\n", re.M)
 # Fields the code does not read are written down all the same, and marked as not used
 USED = {"epochs", "lr", "momentum", "batch_size", "num_workers", "device", "pipeline", "seed",
@@ -40,8 +32,6 @@ USED = {"epochs", "lr", "momentum", "batch_size", "num_workers", "device", "pipe
         "label_smoothing", "nesterov", "weight_decay", "schedule", "tta", "activation",
         "val_fraction"}
 TEMPLATES = Path(__file__).with_name("templates")
-
-
 _NOTHING = object()
 
 
@@ -100,7 +90,7 @@ _ENV.filters = {"py": py, "comment": comment, "ident": ident}
 
 def constant_name(field_name: str) -> str:
     """The script's constant for a config field: the tutorial's name, else NAME.upper()."""
-    return CONSTANT_NAMES.get(field_name, field_name.upper())
+    return "LEARNING_RATE" if field_name == "lr" else field_name.upper()
 
 
 def render(config: TrainConfig, notes: Iterable[str] = (), script_name: str = DEFAULT_NAME,
@@ -145,14 +135,8 @@ def split_cells(text: str) -> list[tuple[str, str]]:
             zip(parts[1::2], parts[2::2], strict=True)]
 
 
-def settings_block(config: TrainConfig, lang: str = i18n.DEFAULT) -> str:
-    """One constant per field of the config (in the dataclass's order), each under a comment:
-    its knob's help in ``lang``, so a field added to TrainConfig appears here by itself."""
-    return _ENV.get_template("settings.py.j2").render(
-        settings=settings(config, lang)).rstrip("\n")
-
-
 def settings(config: TrainConfig, lang: str = i18n.DEFAULT) -> list[dict]:
+    """One constant per config field, under its knob's help in ``lang``."""
     def t(key: str, **kw) -> str:
         return i18n.t(f"bundle.code.{key}", lang, **kw)
 
@@ -166,10 +150,6 @@ def settings(config: TrainConfig, lang: str = i18n.DEFAULT) -> list[dict]:
         if f.name == "val_fraction" and not value:   # the tutorial's script: no split to set
             continue
         value = value.to_dict() if hasattr(value, "to_dict") else value
-        try:
-            py(value)
-        except TypeError:   # something without a literal: write its text
-            value = str(value)
         help_text = helps.get(f.name, "") + (" " + t(f.name) if f.name in ("activation",
                                                                            "val_fraction")
                                               else "")
@@ -181,7 +161,7 @@ def settings(config: TrainConfig, lang: str = i18n.DEFAULT) -> list[dict]:
 
 
 def net_layout(spec: ModelSpec) -> dict:
-    """What ``class Net`` is made of (``core.blocks.layout``, ``core.model.Net``'s own) and
+    """What ``class Net`` is made of (``core.modelspec.layout``, ``core.model.Net``'s own) and
     fc1's input (the shape trace's; ShapeError if some layer does not fit)."""
     flat = next(t for t in trace_spec(spec) if t.kind == "flatten")
     modules, forward = layout(spec)

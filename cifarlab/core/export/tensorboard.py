@@ -1,8 +1,5 @@
-"""A run's TensorBoard logs, written by PyTorch's own ``SummaryWriter``: one folder per run, named
-after it, so a class's runs unzipped side by side open together with ``tensorboard --logdir .``.
-Epoch tags use x = epoch, so runs with different batch sizes line up; wall times are the run's
-own, and the event files' names carry no host name.
-"""
+"""A run's TensorBoard logs (PyTorch's ``SummaryWriter``), one folder per run; epoch tags use
+x = epoch, so runs with different batch sizes line up."""
 from __future__ import annotations
 
 import math

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from cifarlab.core.config import ACTIVATION_CODE, ACTIVATION_NAMES, ModelSpec, TrainConfig
-from cifarlab.core.data import normalize
+from cifarlab.core.data.pipelines import normalize
 from cifarlab.core.model import Net
 from cifarlab.core.shapes import trace_spec
 from cifarlab.lab.network import conv_step

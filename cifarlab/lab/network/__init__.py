@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from cifarlab.core import conv_arithmetic as ca, shapes
+from cifarlab.core import shapes
 from cifarlab.core.config import ModelSpec
 from cifarlab.core.model import Net
 from cifarlab.core.modelspec import is_int
@@ -147,15 +147,16 @@ def calculator(kind: str, size, kernel, padding=0, stride=1, dilation=1) -> dict
     in. An argument is an int, an (h, w) pair or typed text ("(5, 2)"); ints give one
     dimension, any pair two. What PyTorch refuses comes back as ``shape_error``, with the
     formulas when they exist."""
-    layer, fn, size_of = ((ca.CONV, ca.conv2d_formula, ca.conv2d_output_size) if kind == "conv"
-                          else (ca.POOL, ca.pool2d_formula, ca.pool2d_output_size))
+    layer, fn, size_of = (
+        (shapes.CONV, shapes.conv2d_formula, shapes.conv2d_output_size) if kind == "conv"
+        else (shapes.POOL, shapes.pool2d_formula, shapes.pool2d_output_size))
     dims: list[dict] = []
     out, err, n_dims = None, None, 0
     try:
-        args = tuple(ca.parse_size(a, n, layer) if isinstance(a, str) else a
-                     for a, n in zip((size, kernel, stride, padding, dilation), ca.ARGS))
+        args = tuple(shapes.parse_size(a, n, layer) if isinstance(a, str) else a
+                     for a, n in zip((size, kernel, stride, padding, dilation), shapes.ARGS))
         n_dims = 1 if all(map(is_int, args)) else 2
-        for s, k, st, p, d in ca.per_dim(args, layer)[:n_dims]:
+        for s, k, st, p, d in shapes.per_dim(args, layer)[:n_dims]:
             formula, o, exact = fn(s, k, st, p, d)
             dims.append({"formula": formula, "output": o, "exact": exact, "stride": st,
                          "remainder": (s + 2 * p - d * (k - 1) - 1) % st})
@@ -163,7 +164,7 @@ def calculator(kind: str, size, kernel, padding=0, stride=1, dilation=1) -> dict
     except ShapeError as e:
         dims, err = dims if len(dims) == n_dims else [], e
     return {"dims": dims, "output": out, "shape_error": err,
-            "shown": "—" if out is None else ca.fmt_size(out),
+            "shown": "—" if out is None else shapes.fmt_size(out),
             "formula": "\n".join(d["formula"] for d in dims),
             "exact": all(d["exact"] for d in dims)}
 
