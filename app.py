@@ -24,8 +24,12 @@ if not presenting:
 
 nav.keep_url_state(personal=not presenting)
 session.remember_session()
-pages = [st.Page(path, title=t(f"nav.{pid}"), icon=icon, url_path=pid, default=(pid == "home"))
-         for pid, path, icon in nav.PAGES + (nav.INSTRUCTOR_PAGES if instructor else [])]
+# the console is listed for instructors only; opened by its address, it asks anyone else to sign
+# in, in their language (an unregistered path gets Streamlit's English "Page not found")
+pages = [st.Page(path, title=t(f"nav.{pid}"), icon=icon, url_path=pid, default=(pid == "home"),
+                 visibility="hidden" if (pid, path, icon) in nav.INSTRUCTOR_PAGES and not instructor
+                 else "visible")
+         for pid, path, icon in nav.PAGES + nav.INSTRUCTOR_PAGES]
 current = st.navigation(pages, position="hidden" if presenting else "sidebar")
 boot = loading_notice()   # said at once while the server's first pages still import torch
 try:
