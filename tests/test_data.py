@@ -253,10 +253,11 @@ def test_fast_loader_subset(cifar_data):
 
 
 def test_fast_loader_is_fast_on_cpu(cifar_data):
-    """>1000 steps/s at batch 4 with a tiny model on CPU, the loader taking a small share.
+    """At batch 4 on CPU the loader is a small share of a training step, even a tiny model's.
 
-    Counted per second of this thread's CPU time, so that other processes busy on the same
-    cores do not fail it; wall-clock rates are printed beside them.
+    A ratio of two rates measured in one run, each per second of this thread's CPU time, so
+    that a busy machine slows both alike (the rates themselves are printed, not asserted;
+    measured here: loader 22,000–37,000 batches, 1,700 steps per CPU second, a ratio of 13–22).
     """
     loader = P.FastLoader(cifar_data, "train", batch_size=4, device="cpu", seed=0)
     model = torch.nn.Linear(3 * 32 * 32, 10)
@@ -283,8 +284,7 @@ def test_fast_loader_is_fast_on_cpu(cifar_data):
     print(f"fast pipeline, batch 4, CPU: loader alone {loader_cpu:.0f} batches per CPU second "
           f"({loader_wall:.0f}/s wall); with a linear model {steps_cpu:.0f} steps per CPU "
           f"second ({steps_wall:.0f}/s wall)")
-    assert loader_cpu > 5000
-    assert steps_cpu > 1000
+    assert loader_cpu > 5 * steps_cpu   # the loader at most a fifth of a step
 
 
 def _labels_and_sums(loader):
