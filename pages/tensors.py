@@ -57,7 +57,7 @@ st.code(f"images = images.to(\"{target}\")\n"
         f"images.shape    # {images.shape}\n"
         f"images.dtype    # {images.dtype}\n"
         f"images.device   # {images.device}\n"
-        f"images.numel() * images.element_size()   # {n_bytes:,} bytes")
+        f"images.numel() * images.element_size()   # {n_bytes}")   # as Python prints it
 st.markdown(t("tensors.device_of", device=f"`{images.device}`") + " · "
             + t("tensors.bytes_of", bytes=tensorlab.size_text(n_bytes, t.lang),
                 numel=num(images.numel()), size=images.element_size()))
