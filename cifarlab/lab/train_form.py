@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from cifarlab import i18n
-from cifarlab.core.config import PRESETS, Limits, TrainConfig
+from cifarlab.core.config import PRESETS, Limits, TrainConfig, same
 from cifarlab.core.modelspec import is_int
 from cifarlab.core.safe_text import code_text, md_escape
 from cifarlab.errors import Problem
@@ -166,7 +166,7 @@ class TrainForm:
         """The link's parameters: the knobs that differ from the tutorial's, the hidden ones."""
         ref, out = self.tutorial_values(), {}
         for name, value in self.values().items():
-            if not trainview.same(value, ref[name]):
+            if not same(value, ref[name]):
                 out[name] = ("all" if value is None else str(value).lower()
                              if isinstance(value, bool) else str(value))
         return out | ({"hide": ",".join(self.hidden)} if self.hidden else {})
@@ -197,7 +197,7 @@ class TrainForm:
                               else dict(preset))
         locked = {k: self.pushed[k] for k in self.locks if k in self.pushed}
         kept = tuple(k for k, v in locked.items() if k in values
-                     and not trainview.same(values[k], v))
+                     and not same(values[k], v))
         self._set(values | locked)
         return kept
 
@@ -238,7 +238,7 @@ class TrainForm:
         """The Advanced knobs that differ from the tutorial's or have a problem (shown open)."""
         values, ref, problems = self.values(), self.tutorial_values(), self.problems()
         return tuple(n for n in self.advanced if n in problems
-                     or not trainview.same(values[n], ref[n]))
+                     or not same(values[n], ref[n]))
 
     # -- what the page draws -----------------------------------------------------------------
     def _present(self, device: Any) -> bool:
