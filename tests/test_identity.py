@@ -17,8 +17,10 @@ from streamlit.testing.v1 import AppTest
 
 from cifarlab import cli, i18n
 from cifarlab.serve import identity
-from cifarlab.serve.identity import (AttemptLimiter, Backoff, IdentityError,
-                                     MemoryCounters, Person)
+from cifarlab.serve.database import Database
+from cifarlab.serve.identity import AttemptLimiter, Backoff, IdentityError, Person
+from cifarlab.serve.schema import COUNTERS
+from cifarlab.serve.store import StoreCounters
 from cifarlab.serve.settings import SettingsError, load_settings
 
 PHRASE = "correct horse battery staple"
@@ -190,10 +192,15 @@ class Clock:
         return self.now
 
 
-def test_a_guessing_browser_waits_longer_each_time_and_is_forgiven_after_a_right_try():
+def counters(folder) -> StoreCounters:
+    """Failure counts in a run store of their own (as the app keeps them)."""
+    return StoreCounters(Database(folder / "runs.db"), "test")
+
+
+def test_a_guessing_browser_waits_longer_each_time_and_is_forgiven_after_a_right_try(tmp_path):
     clock = Clock()
     lim = AttemptLimiter(Backoff(3, 2.0, 300.0), Backoff(100, 1.0, 300.0),
-                         Backoff(100, 1.0, 300.0), clock=clock)
+                         Backoff(100, 1.0, 300.0), counters=counters(tmp_path), clock=clock)
     waits = []
     for _ in range(8):
         assert lim.wait("a", "t") == 0
@@ -207,10 +214,11 @@ def test_a_guessing_browser_waits_longer_each_time_and_is_forgiven_after_a_right
     assert lim.wait("a", "t") == 0 and lim.failed("a", "t") == 0
 
 
-def test_only_a_browser_that_has_been_guessing_meets_the_target_and_overall_limits():
+def test_only_a_browser_that_has_been_guessing_meets_the_target_and_overall_limits(tmp_path):
     clock = Clock()
     lim = AttemptLimiter(Backoff(3, 2.0, 300.0), Backoff(4, 1.0, 300.0),
-                         Backoff(6, 1.0, 300.0), guessing_after=2, clock=clock)
+                         Backoff(6, 1.0, 300.0), counters=counters(tmp_path), guessing_after=2,
+                         clock=clock)
     for i in range(3):                                 # three browsers, two wrong tries each
         for _ in range(2):
             lim.failed(f"bot{i}", "secret")
@@ -224,13 +232,16 @@ def test_only_a_browser_that_has_been_guessing_meets_the_target_and_overall_limi
     assert all(lim.wait(k, "secret") == 0 for k in ("bot0", "typo"))
 
 
-def test_a_flood_of_fresh_keys_keeps_memory_bounded():
-    counters = MemoryCounters(max_keys=100)
-    lim = AttemptLimiter(counters=counters, clock=Clock())
-    for i in range(1000):
+def test_a_flood_of_fresh_keys_is_forgotten_in_time(tmp_path):
+    clock, kept = Clock(), counters(tmp_path)
+    lim = AttemptLimiter(counters=kept, clock=clock)
+    for i in range(300):
         lim.failed(f"k{i}", f"target{i}")
-    assert len(counters) <= 100
-    assert counters.get("*", 1000.0)[0] == 1000        # everyone's count is kept
+    assert kept.get("*", clock.now)[0] == 300          # everyone's count is kept
+    clock.now += kept.forget_s
+    lim.failed("late", "t")                            # a failure drops the stale ones
+    with kept.db._read() as c:
+        assert len(c.execute(COUNTERS.select()).all()) == 3
 
 
 # -- the sidebar's passphrase sign-in, in AppTest ------------------------------------------
@@ -246,9 +257,9 @@ st.markdown(f"person={who.id}|{who.instructor}|owner={signin.owner_id()}")
 
 
 @pytest.fixture
-def limiter(monkeypatch):
+def limiter(monkeypatch, tmp_path):
     """A fresh limiter whose clock stands still: a wait never runs out during a test."""
-    fresh = AttemptLimiter(clock=Clock())
+    fresh = AttemptLimiter(counters=counters(tmp_path), clock=Clock())
     monkeypatch.setattr("ui.signin.PASSPHRASE_LIMITER", fresh)
     return fresh
 

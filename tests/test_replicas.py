@@ -72,7 +72,7 @@ def test_a_wrong_password_or_database_is_one_line_naming_the_setting(postgres, t
             RunStore(url, tmp_path / "ck")
         err = info.value
         line = str(err)
-        assert err.code == "serve.store.refused" and "\n" not in line
+        assert err.code == "serve.store.down" and "\n" not in line
         assert "CIFARLAB_STORE_URL" in line and "not-the-password" not in line
         assert "***" in line or "nope" in line
     # a URL that is no database URL at all, from the environment: the setting named, no password

@@ -217,7 +217,8 @@ def test_attackers_hammer_while_the_student_and_instructor_get_in_at_once(queue,
     cr = Classroom(queue.store, clock=clock)
     info = cr.create_class(TEACH, "Period 3")
     stored = identity.hash_passphrase(PHRASE, **FAST)
-    gate = identity.AttemptLimiter(clock=clock, name="passphrase (test)")
+    gate = identity.AttemptLimiter(clock=clock, name="passphrase (test)",
+                                   counters=queue.counters("passphrase"))
     stop = threading.Event()
     outcome = Counter()
     lock = threading.Lock()
@@ -279,10 +280,10 @@ def test_attackers_hammer_while_the_student_and_instructor_get_in_at_once(queue,
     assert outcome["class.rate_limited"] > 0 and outcome["phrase waits"] > 0   # they were slowed
 
 
-def test_the_passphrase_limit_holds_a_guesser_before_scrypt_and_not_the_instructor():
+def test_the_passphrase_limit_holds_a_guesser_before_scrypt_and_not_the_instructor(queue):
     clock = Clock()
     stored = identity.hash_passphrase(PHRASE, **FAST)
-    gate = identity.AttemptLimiter(clock=clock)
+    gate = identity.AttemptLimiter(clock=clock, counters=queue.counters("passphrase"))
     answers = [identity.try_passphrase("nope nope nope", stored, "bot", gate) for _ in range(6)]
     assert answers[:2] == [0, 0] and all(a > 0 for a in answers[3:])
     assert identity.try_passphrase(PHRASE, stored, "bot", gate) > 0    # waits, unchecked

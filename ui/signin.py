@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import streamlit as st
 
@@ -21,17 +20,13 @@ _PASSPHRASE_PROBLEM = "_cifarlab_passphrase_problem"
 
 
 def passphrase_limiter() -> identity.AttemptLimiter:
-    """The process's passphrase limiter (in memory while the run store cannot be opened)."""
+    """The process's passphrase limiter (CifarLabError while the run store cannot be opened)."""
     global PASSPHRASE_LIMITER
     if PASSPHRASE_LIMITER is None:
         from cifarlab.serve import queue as jobs
 
-        try:
-            counters = jobs.get_queue().counters("passphrase")
-        except CifarLabError:
-            return identity.AttemptLimiter(name="instructor passphrase")
-        PASSPHRASE_LIMITER = identity.AttemptLimiter(name="instructor passphrase",
-                                                     counters=counters, clock=time.time)
+        PASSPHRASE_LIMITER = identity.AttemptLimiter(
+            name="instructor passphrase", counters=jobs.get_queue().counters("passphrase"))
     return PASSPHRASE_LIMITER
 
 
@@ -98,7 +93,8 @@ def sign_in_sidebar() -> None:
             st.form_submit_button(t("identity.sign_in"), on_click=_passphrase_submitted)
         problem = st.session_state.pop(_PASSPHRASE_PROBLEM, None)
         if problem is not None:
-            wait = passphrase_limiter().wait(_browser(), identity.PASSPHRASE_TARGET)
+            wait = (passphrase_limiter().wait(_browser(), identity.PASSPHRASE_TARGET)
+                    if problem == "identity.too_many" else 0)   # the store is read for it
             st.error(t(problem, setting=identity.SECRETS_KEY, seconds=max(1, math.ceil(wait))))
 
 

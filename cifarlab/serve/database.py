@@ -68,16 +68,13 @@ class Database:
                 mode = c.exec_driver_sql("PRAGMA journal_mode").scalar_one()
             if str(mode).lower() != "wal":  # e.g. a network file system without shared memory
                 raise JobError("serve.store.no_wal", path=str(self.path), mode=str(mode))
-        else:   # once at start: a wrong URL is "refused", a server that does not answer "down"
+        else:   # once at start, for the host: PostgreSQL's own words on what is wrong
             try:
                 with self.engine.connect() as c:
                     c.exec_driver_sql("SELECT 1")
             except exc.DBAPIError as err:
-                detail = _first_line(err)
-                code = ("serve.store.refused" if any(s in detail for s in _REFUSALS)
-                        else "serve.store.down")
-                raise JobError(code, setting=STORE_URL_SETTING, url=self.where,
-                               detail=detail[:200]) from None
+                raise JobError("serve.store.down", setting=STORE_URL_SETTING, url=self.where,
+                               detail=_first_line(err)[:200]) from None
         with self._write(lock="schema") as c:
             migrate(c, self.where, upto)
             if self.dialect != "sqlite":  # one store per database and schema
@@ -271,11 +268,6 @@ class SessionLock:
                 self._conn.invalidate()
                 self._conn.close()
         self._conn = self._file = None
-
-
-# what PostgreSQL says when it was reached and said no (the URL is wrong, not the network)
-_REFUSALS = ("authentication failed", "does not exist", "no pg_hba.conf entry",
-             "no password supplied", "permission denied", "is not permitted to log in", "SSL")
 
 
 def _first_line(err: BaseException) -> str:

@@ -10,7 +10,6 @@ import secrets
 import logging
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
@@ -145,46 +144,6 @@ class Backoff:
         return max(0.0, last + delay - now)
 
 
-class MemoryCounters:
-    """Failures by key, ``(count, time of the latest)``, forgotten after ``forget_s``; at most
-    ``max_keys`` (a flood of fresh keys drops the stalest: they still count in the overall key).
-    ``store.StoreCounters`` is the same in the run store."""
-
-    def __init__(self, forget_s: float = 3600.0, max_keys: int = 10_000):
-        self.forget_s, self.max_keys = forget_s, max_keys
-        self._lock = threading.Lock()
-        self._keys: OrderedDict[str, tuple[int, float]] = OrderedDict()   # oldest first
-
-    def get(self, key: str, now: float) -> tuple[int, float]:
-        with self._lock:
-            return self._fresh(key, now)
-
-    def add(self, key: str, now: float) -> tuple[int, float]:
-        with self._lock:
-            count, _ = self._fresh(key, now)
-            self._keys[key] = (count + 1, now)
-            self._keys.move_to_end(key)
-            while len(self._keys) > self.max_keys:
-                self._keys.popitem(last=False)
-            return self._keys[key]
-
-    def clear(self, key: str) -> None:
-        with self._lock:
-            self._keys.pop(key, None)
-
-    def __len__(self) -> int:
-        return len(self._keys)
-
-    def _fresh(self, key: str, now: float) -> tuple[int, float]:
-        entry = self._keys.get(key)
-        if entry is None:
-            return 0, 0.0
-        if now - entry[1] >= self.forget_s:
-            del self._keys[key]
-            return 0, 0.0
-        return entry
-
-
 _OVERALL = "*"
 
 
@@ -192,16 +151,17 @@ class AttemptLimiter:
     """Slows down guessing a secret (a class code, the passphrase), never someone who knows it.
     Three counts of recent failures, each with its ``Backoff``: the browser's, the target's,
     everyone's. A browser with fewer than ``guessing_after`` never waits, whatever others do;
-    one that is guessing waits for the longest of the three."""
+    one that is guessing waits for the longest of the three. ``counters``: ``store.StoreCounters``
+    (every app server counts the same failures)."""
 
     def __init__(self, client: Backoff = Backoff(3, 2.0, 300.0),
                  target: Backoff = Backoff(10, 1.0, 300.0),
-                 overall: Backoff = Backoff(30, 1.0, 300.0), *, guessing_after: int = 2,
-                 counters: Any = None, clock: Callable[[], float] = time.monotonic,
+                 overall: Backoff = Backoff(30, 1.0, 300.0), *, counters: Any,
+                 guessing_after: int = 2, clock: Callable[[], float] = time.time,
                  name: str = "attempts"):
         self.client, self.target, self.overall = client, target, overall
         self.guessing_after, self.name = guessing_after, name
-        self.counters = counters if counters is not None else MemoryCounters()
+        self.counters = counters
         self._clock = clock
 
     def wait(self, client: str, target: str = "") -> float:

@@ -341,8 +341,9 @@ class RunStore(Database):
 
 
 class StoreCounters:
-    """``identity.MemoryCounters`` kept in the run store under ``name``: every replica counts the
-    same failures and a restart forgets nothing (keys: SHA-256 digests; times: ``time.time``)."""
+    """Failures by key, ``(count, time of the latest)``, forgotten after ``forget_s``, kept in the
+    run store under ``name``: every replica counts the same failures and a restart forgets nothing
+    (keys: SHA-256 digests; times: ``time.time``)."""
 
     def __init__(self, db: Database, name: str, forget_s: float = 3600.0):
         self.db, self.name, self.forget_s = db, name, float(forget_s)
