@@ -20,7 +20,7 @@ from cifarlab.core.model import Net
 from cifarlab.core.modelspec import net_spec
 from cifarlab.errors import ConfigError, JobError
 from cifarlab.serve import admission, worker
-from cifarlab.serve.executor import TRAIN, job_for, target_of
+from cifarlab.serve.executor import KINDS, TRAIN, job_for
 from cifarlab.serve.queue import JobQueue
 from cifarlab.serve.schema import RUNS
 from cifarlab.serve.settings import load_settings
@@ -103,7 +103,7 @@ def test_the_device_is_resolved_once_at_submit_and_recorded(queue, monkeypatch):
     assert resolve.calls == 1
     # recorded on the run (the config keeps the student's choice: "the same settings" again)
     assert run.device == here and run.config["device"] == "auto"
-    job = job_for(run, target_of(TRAIN), queue.settings)
+    job = job_for(run, KINDS[TRAIN], queue.settings)
     assert job["device"] == here and job["payload"] == QUICK.to_dict()
 
     # behind a cluster's executor: "auto" takes its GPU, among its devices, not this machine's
@@ -121,7 +121,7 @@ def test_the_device_is_resolved_once_at_submit_and_recorded(queue, monkeypatch):
 def test_the_worker_trains_the_admitted_config_as_it_is(queue, cifar_data, monkeypatch):
     run_id = queue.submit(ALICE, QUICK)
     run = queue.store.get(run_id)
-    job = job_for(run, target_of(TRAIN), queue.settings)
+    job = job_for(run, KINDS[TRAIN], queue.settings)
     assert TrainConfig.admitted(job["payload"]) == QUICK
     trained = QUICK.replace(device=job["device"])       # placed where the submit resolved
     # the job is the one channel: a store row changed after the job was made is not read
@@ -197,7 +197,7 @@ def test_old_runs_with_a_net_beside_the_tutorials_model_still_load(queue, tmp_pa
     run_id = queue.store.create_run(ALICE, TRAIN, {**LEGACY, "device": "auto"}, "cpu")
     run = queue.store.get(run_id)
     assert config_of(run) == want
-    job = job_for(run, target_of(TRAIN), queue.settings)
+    job = job_for(run, KINDS[TRAIN], queue.settings)
     assert TrainConfig.admitted(job["payload"]).on_device(job["device"]) == \
         want.replace(device="cpu")
 

@@ -33,7 +33,8 @@ import torch
 from cifarlab.core import checkpoint as ckpt
 from cifarlab.core.config import TrainConfig
 from cifarlab.errors import JobError
-from cifarlab.serve.executor import job_for, target_of
+from cifarlab.serve.database import StoreUnreachable
+from cifarlab.serve.executor import KINDS, job_for
 from cifarlab.serve.queue import JobQueue, make_executor
 from cifarlab.serve.settings import SettingsError, load_settings
 from cifarlab.serve.store import RunStore
@@ -75,7 +76,7 @@ class Exec:
                session: str = ALICE) -> str:
         run_id = self.store.create_run(session, kind, payload, device)
         run = self.store.get(run_id)
-        assert self.ex.launch(run, job_for(run, target or target_of(kind), self.settings))
+        assert self.ex.launch(run, job_for(run, target or KINDS[kind], self.settings))
         run = self.store.get(run_id)
         # launched: running, or already over (the inline executor's thread may have failed it)
         assert run.status == "running" or run.finished, run.status
@@ -168,7 +169,7 @@ def test_contract_launch_refuses_a_run_cancelled_meanwhile(make_exec, name):
     run_id = e.store.create_run(ALICE, "steps", {}, "cpu")
     run = e.store.get(run_id)
     assert e.store.set_status(run_id, "cancelled", only_from=["queued"])
-    assert e.ex.launch(run, job_for(run, target_of("steps"), e.settings)) is False
+    assert e.ex.launch(run, job_for(run, KINDS["steps"], e.settings)) is False
     assert e.store.get(run_id).status == "cancelled" and not e.ex.running
 
 
@@ -282,13 +283,13 @@ def test_a_worker_started_while_the_store_fails_is_still_watched_and_stopped(mak
     run_id = e.store.create_run(ALICE, "steps", {"steps": 100_000, "dt": 0.02}, "cpu")
 
     def store_down(*args, **kwargs):
-        raise JobError("serve.store.unreachable")
+        raise StoreUnreachable("serve.store.unreachable")
 
     # on the class: the store itself travels to the worker, pickled
     monkeypatch.setattr(RunStore, "set_worker_pid", store_down)
     run = e.store.get(run_id)
     with pytest.raises(JobError):
-        e.ex.launch(run, job_for(run, target_of("steps"), e.settings))
+        e.ex.launch(run, job_for(run, KINDS["steps"], e.settings))
     assert run_id in e.ex.running
     process = e.ex.running[run_id].process
     e.ex.stop_all(30.0)

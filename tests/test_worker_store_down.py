@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 
-from cifarlab.errors import JobError
 from cifarlab.serve import worker
+from cifarlab.serve.database import StoreUnreachable
 from cifarlab.serve.store import RunStore
 from cifarlab.serve.worker import JobContext
 
@@ -19,7 +19,7 @@ class FlakyStore(RunStore):
     def record(self, *args, **kw):
         if self.down > 0:
             self.down -= 1
-            raise JobError("serve.store.unreachable")
+            raise StoreUnreachable("serve.store.unreachable")
         return super().record(*args, **kw)
 
 

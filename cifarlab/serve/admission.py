@@ -1,6 +1,4 @@
-"""What a server lets one person queue: the checks ``JobQueue.submit`` makes, each refusal a
-``JobError`` with the numbers a page needs to explain it.
-"""
+"""What a server lets one person queue: each refusal a ``JobError`` with the numbers to say why."""
 from __future__ import annotations
 
 import dataclasses
@@ -23,8 +21,7 @@ def as_job_error(err: CifarLabError) -> JobError:
 
 def check_config(config: Any, n_train: int, settings: Settings,
                  devices: list[str] | None = None) -> str:
-    """THE config check, once, before queueing (``core.config.validate`` with this server's
-    limits and data size); returns the run's device, among the executor's ``devices`` if any."""
+    """THE config check, once, before queueing; the run's device (among ``devices`` if any)."""
     if not isinstance(config, TrainConfig):
         raise JobError("serve.limits.not_a_config", field="config")
     try:

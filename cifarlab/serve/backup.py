@@ -123,8 +123,7 @@ class Backups:
 
 
 def open_checked(db, init: Callable[[], None]) -> StoreDamaged | None:
-    """Open the SQLite store ``db`` (``init``: its ``Database.__init__``) and check it; a
-    damaged file is recovered and opened again. Returns the notice, None when it was whole."""
+    """Open (``init``) and check the SQLite store ``db``; a damaged one recovered: the notice."""
     try:
         init()
         check_file(db.path)
@@ -143,8 +142,7 @@ def open_checked(db, init: Callable[[], None]) -> StoreDamaged | None:
 
 
 def recover(db_path: str | os.PathLike, why: BaseException) -> StoreDamaged:
-    """Move the damaged store aside (renamed with the time) and put back the newest copy that
-    passes ``check_file``, or none (it starts empty); returns the notice."""
+    """Move the damaged store aside and put back the newest sound copy, or none (empty)."""
     path = Path(db_path).resolve()
     aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
     try:

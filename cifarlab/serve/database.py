@@ -14,7 +14,7 @@ from typing import Iterator
 from sqlalchemy import create_engine, event, exc
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
-from cifarlab.errors import JobError
+from cifarlab.errors import STORE_UNREACHABLE, JobError
 from cifarlab.serve import disk
 from cifarlab.serve.schema import SCHEMA_VERSION, migrate, stored_version
 
@@ -23,6 +23,10 @@ log = logging.getLogger("cifarlab.serve.database")
 BUSY_TIMEOUT_S = 15.0
 POOL_SIZE, MAX_OVERFLOW = 10, 30   # per serving process (a worker keeps 2)
 STORE_URL_SETTING = "CIFARLAB_STORE_URL"
+
+
+class StoreUnreachable(JobError):
+    """The database is out of reach just now (``serve.store.unreachable``): callers may retry."""
 
 
 def store_url(location: str | os.PathLike) -> URL:
@@ -119,8 +123,7 @@ class Database:
 
     @contextmanager
     def _write(self, lock: str | None = None) -> Iterator[Connection]:
-        """One write transaction. ``lock``: on PostgreSQL, this advisory lock for it (writes
-        that read first: a nickname's uniqueness), as SQLite's one writer has for every write."""
+        """One write transaction; ``lock``: PostgreSQL serializes those holding it (SQLite all)."""
         with self._translated():
             with self.engine.connect() as conn:
                 conn = conn.execution_options(cifarlab_write=True)
@@ -157,11 +160,11 @@ class Database:
                     or isinstance(err, (exc.OperationalError, exc.InterfaceError))
                     or (getattr(err.orig, "sqlstate", None) or "").startswith(("08", "57P"))):
                 self._log_unreachable(err)
-                raise JobError("serve.store.unreachable") from None
+                raise StoreUnreachable(STORE_UNREACHABLE) from None
             raise
         except exc.TimeoutError as err:       # the pool had no connection for 30 s
             self._log_unreachable(err)
-            raise JobError("serve.store.unreachable") from None
+            raise StoreUnreachable(STORE_UNREACHABLE) from None
 
     def _log_unreachable(self, err: BaseException) -> None:
         now = time.monotonic()
@@ -181,8 +184,7 @@ class Database:
 
     @contextmanager
     def mutex(self, name: str) -> Iterator[None]:
-        """Hold ``name`` across every process on this store for the block (PostgreSQL: an
-        advisory lock on a connection of its own; SQLite's one serving process has its own)."""
+        """Hold ``name`` across every process on this store (SQLite has one serving process)."""
         if self.dialect == "sqlite":
             yield
             return
@@ -201,10 +203,8 @@ class Database:
 
 
 class SessionLock:
-    """A lock one process holds until it lets go or dies: on PostgreSQL a session-level
-    advisory lock on a connection of its own (dropped with it: a replica killed, a network cut
-    once TCP keepalives give up); on SQLite an ``flock`` on a file beside the store. Used from
-    the dispatcher's thread only. ``acquire()`` does not wait; ``held()`` checks."""
+    """A lock one process holds until it lets go or dies (PostgreSQL: an advisory lock on a
+    connection of its own; SQLite: an ``flock`` beside the store). ``acquire()`` does not wait."""
 
     def __init__(self, db: Database, name: str):
         self.db, self.name = db, name

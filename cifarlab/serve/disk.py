@@ -1,6 +1,4 @@
-"""A full disk, said in words: room checked before a run is queued, and SQLite's
-``SQLITE_FULL`` turned into our error, with the path in the host's log.
-"""
+"""A full disk, said in words (the path only in the host's log)."""
 from __future__ import annotations
 
 import logging
@@ -36,8 +34,8 @@ def run_bytes(config=None) -> int:
 
 
 def check_room(folders: Iterable[str | os.PathLike], need: int) -> None:
-    """Refuse a run before it starts, rather than lose its weights at the end, when any of
-    ``folders`` has less than ``need`` bytes free."""
+    """Refuse a run before it starts (not lose its weights at the end) when any of ``folders``
+    has less than ``need`` bytes free."""
     for folder in folders:
         free = free_bytes(folder)
         if free < need:

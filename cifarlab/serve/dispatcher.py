@@ -6,8 +6,8 @@ import logging
 import threading
 import time
 
-from cifarlab.errors import JobError
-from cifarlab.serve.executor import Executor, job_for, target_of
+from cifarlab.serve.database import StoreUnreachable
+from cifarlab.serve.executor import KINDS, Executor, job_for
 from cifarlab.serve.replicas import Replica
 from cifarlab.serve.runs import Run, reason
 from cifarlab.serve.settings import Settings
@@ -67,9 +67,7 @@ class Dispatcher:
                 self._tick()
                 if failing:
                     failing, self._store_back = False, time.monotonic()
-            except JobError as err:
-                if err.code != "serve.store.unreachable":   # said in the log by the store
-                    log.exception("cifarlab scheduler tick failed")
+            except StoreUnreachable:   # said in the log by the store
                 failing = True
             except Exception:
                 log.exception("cifarlab scheduler tick failed")
@@ -135,7 +133,7 @@ class Dispatcher:
                     busy[d] = (busy.get(d, (0, False))[0], True)
 
     def _launch(self, run: Run) -> bool:
-        target = target_of(run.kind)
+        target = KINDS.get(run.kind)
         if target is None:  # queued by a server that knew this kind
             self.store.set_status(run.id, "failed", only_from=["queued"],
                                   **reason("serve.queue.unknown_kind_queued", kind=run.kind))

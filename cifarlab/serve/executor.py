@@ -22,15 +22,10 @@ LR_FIND = "lr_find"  # the learning-rate finder: a probe of a config, at most 20
 
 
 def register_kind(name: str, target: str) -> None:
-    """Register a job kind: ``target`` names ``fn(payload: dict, ctx: JobContext) -> dict``
-    (the result, stored as JSON), imported by the worker. A result with ``"cancelled": True``
-    (or a cancel ``ctx.should_stop`` saw) ends the run ``cancelled``; an exception, ``failed``.
-    A bad name is refused when a job is queued, a bad target when the worker imports it."""
+    """``target`` names ``fn(payload: dict, ctx: JobContext) -> dict`` (its result, as JSON),
+    imported by the worker; ``{"cancelled": True}`` ends the run ``cancelled``, an exception
+    ``failed``."""
     KINDS[name] = target
-
-
-def target_of(kind: str) -> str | None:
-    return KINDS.get(kind)
 
 
 def import_target(target: str) -> Callable[[dict, Any], dict]:
@@ -89,8 +84,7 @@ class Executor:
         return 0
 
     def settle_dead(self, h: Handle, died: Callable[[], tuple[str, dict]]) -> None:
-        """A run whose worker ended without recording an outcome: the reason the queue forced
-        it, else ``died()``; its half-written checkpoint goes before its end is visible."""
+        """A run whose worker ended without an outcome: why the queue forced it, else ``died()``."""
         run = self.store.get(h.run_id)
         if run is None or run.status != "running":
             return

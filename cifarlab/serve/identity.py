@@ -1,6 +1,5 @@
-"""Who is asking (``Person``, passed to every call that acts for someone: roles are checked
-there, never only by hiding a button), the instructor's passphrase hash, and guessing limits.
-"""
+"""Who is asking (``Person``: roles are checked by every call that acts for someone, never only
+by hiding a button), the instructor's passphrase hash, and guessing limits."""
 from __future__ import annotations
 
 import base64
@@ -38,9 +37,7 @@ class IdentityError(CifarLabError):
 
 @dataclass(frozen=True)
 class Person:
-    """``id``: the owner id runs are kept under ("user:<e-mail>", "instructor:<name>" or
-    "browser:<cookie id>"); ``name``: what others see (an e-mail, a nickname);
-    ``instructor``: may act on classes."""
+    """``id``: the owner their runs are kept under; ``name``: what others see."""
 
     id: str
     name: str
@@ -49,8 +46,8 @@ class Person:
 
 def signed_in(email: str, name: str | None = None, groups: Iterable[str] | str | None = None, *,
               instructors: Iterable[str] = (), instructor_group: str | None = None) -> Person:
-    """The person an identity provider vouches for. An instructor when their e-mail is listed
-    in ``instructors`` (any letter case) or ``instructor_group`` is one of their ``groups``."""
+    """The person an identity provider vouches for: an instructor when listed in ``instructors``
+    (any letter case) or in ``instructor_group``."""
     email = email.strip().lower()
     if isinstance(groups, str):      # some providers send one group as a plain string
         groups = [groups]
@@ -60,8 +57,7 @@ def signed_in(email: str, name: str | None = None, groups: Iterable[str] | str |
 
 
 def user_session(email: str, secret: str) -> str:
-    """A signed-in person's run-store session, the same on each of their devices: an HMAC of
-    the e-mail (unguessable without the secret)."""
+    """A signed-in person's session, the same on each of their devices (unguessable: an HMAC)."""
     digest = hmac.new(secret.encode(), b"cifarlab-session:" + email.strip().lower().encode(),
                       hashlib.sha256).digest()
     return "u-" + _b64(digest)[:40]
@@ -148,11 +144,9 @@ _OVERALL = "*"
 
 
 class AttemptLimiter:
-    """Slows down guessing a secret (a class code, the passphrase), never someone who knows it.
-    Three counts of recent failures, each with its ``Backoff``: the browser's, the target's,
-    everyone's. A browser with fewer than ``guessing_after`` never waits, whatever others do;
-    one that is guessing waits for the longest of the three. ``counters``: ``store.StoreCounters``
-    (every app server counts the same failures)."""
+    """Slows down guessing a secret, never someone who knows it: the browser's, the target's and
+    everyone's recent failures, each with its ``Backoff``; a browser with fewer than
+    ``guessing_after`` never waits. ``counters``: ``store.StoreCounters``."""
 
     def __init__(self, client: Backoff = Backoff(3, 2.0, 300.0),
                  target: Backoff = Backoff(10, 1.0, 300.0),
@@ -201,8 +195,8 @@ PASSPHRASE_TARGET = "instructor-passphrase"
 
 def try_passphrase(passphrase: str, stored: str, client: str,
                    limiter: AttemptLimiter) -> float | None:
-    """None when ``passphrase`` is the instructor's; else the seconds ``client`` (a browser)
-    must wait before its next try (refused before scrypt runs: guessing costs nothing)."""
+    """None when ``passphrase`` is the instructor's; else the seconds ``client`` must wait (a
+    waiting browser is refused before scrypt runs)."""
     wait = limiter.wait(client, PASSPHRASE_TARGET)
     if wait > 0:
         return wait

@@ -59,8 +59,7 @@ def _in_environment(env: dict, target, *args) -> None:
 
 
 def kill(process) -> None:
-    """Stop a worker by force, with its process group (its DataLoader workers; see
-    ``worker._worker_main``), or alone while it has not made its group yet."""
+    """Stop a worker by force, with its process group (its DataLoader workers) once it has one."""
     if process.exitcode is not None:
         return
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -132,8 +131,7 @@ class LocalExecutor(Executor):
         return spare
 
     def _new_process(self, conn, job: dict | None, ready=None):
-        """Start a worker. Under Streamlit the parent's ``__main__`` is the page script, which
-        the worker would re-import (and run the app): an empty module stands in meanwhile."""
+        """Start a worker; an empty ``__main__`` meanwhile (a worker would re-run the page's)."""
         process = self._mp.Process(target=_in_environment,
                                    args=(dict(os.environ), _worker_main, conn, self.store,
                                          self.settings, job, ready),
@@ -167,9 +165,8 @@ class LocalExecutor(Executor):
             kill(w.process)
 
     def keep_warm(self, backlog: int) -> None:
-        """Start spares up to ``spare_workers``: at once when runs wait (``backlog``), else (a
-        spare's imports take seconds of CPU from the runs going on) a moment after the last
-        start, and only when the cores have room."""
+        """Start spares up to ``spare_workers``: at once when runs wait, else (a spare's imports
+        take seconds of CPU) a moment after the last start, when the cores have room."""
         now = time.monotonic()
         self._spare_deaths = [t for t in self._spare_deaths if now - t < 60]
         # spares keep dying: runs start cold for a minute. One that just died (the fork server

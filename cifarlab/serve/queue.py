@@ -18,8 +18,7 @@ from cifarlab.serve import admission, disk, replicas
 from cifarlab.serve.backup import Backups
 from cifarlab.serve.classroom import enforce, tables
 from cifarlab.serve.dispatcher import Dispatcher
-from cifarlab.serve.executor import (KINDS, LR_FIND, TIMING, TRAIN, Executor, register_kind,
-                                     target_of)
+from cifarlab.serve.executor import KINDS, LR_FIND, TIMING, TRAIN, Executor, register_kind
 from cifarlab.serve.local_executor import LocalExecutor
 from cifarlab.serve.ray_executor import RayExecutor  # imports ray only once it starts
 from cifarlab.serve.runs import FINISHED, Run, validate_session
@@ -72,9 +71,8 @@ class JobQueue:
 
     def submit(self, session: str, config: TrainConfig, name: str | None = None,
                owner: str | None = None, sweep: dict | None = None) -> str:
-        """Queue a training run (the one check of the config between the form and the worker);
-        its id, or JobError. ``sweep`` ({"steps", "lr_min", "lr_max"}): the learning-rate finder
-        on the config instead, its steps × batch images counted in the owner's budget."""
+        """Queue a training run, or with ``sweep`` ({"steps", "lr_min", "lr_max"}) the
+        learning-rate finder on its config; its id, or JobError."""
         validate_session(session)
         owner = session if owner is None else owner   # checked where the run is created
         n_train = self.train_images()
@@ -95,8 +93,8 @@ class JobQueue:
     def submit_job(self, session: str, kind: str, payload: dict, device: str,
                    exclusive: bool | list[str] = False, name: str | None = None,
                    owner: str | None = None, estimate_s: float | None = None) -> str:
-        """Queue a job of a registered kind on ``device`` ("auto" picks one now). ``exclusive``:
-        True keeps ``device`` to itself, a list all of them (see ``dispatcher``)."""
+        """Queue a job of a registered kind on ``device``; ``exclusive``: True keeps ``device``
+        to itself, a list all of them."""
         validate_session(session)
         owner = session if owner is None else owner
         if kind in (TRAIN, LR_FIND):  # through submit, so that it meets every limit
@@ -107,7 +105,7 @@ class JobQueue:
                                              JobError("serve.limits.not_a_config")) from None
             return self.submit(session, config, name=name, owner=owner,
                                sweep=None if kind == TRAIN else payload)
-        if target_of(kind) is None:
+        if kind not in KINDS:
             raise JobError("serve.queue.unknown_kind", field="kind", kind=repr(kind)[:40],
                            known=", ".join(sorted(KINDS)))
         admission.check_num_workers(payload.get("num_workers"), self.settings)
@@ -193,8 +191,7 @@ class JobQueue:
         return self.store.checkpoint_path(self.get(session, run_id).id)
 
     def measured_speeds(self) -> list[dict]:
-        """How fast this server trained its latest finished runs (anyone's: speeds only, no
-        session, no name), for the pages' time estimates."""
+        """How fast its latest runs trained (anyone's: speeds only), for the time estimates."""
         out = []
         for run in self.store.list_runs(None, ["done"], kind=TRAIN, limit=40):
             res = run.result or {}
@@ -210,8 +207,7 @@ class JobQueue:
         return run.session == session
 
     def cancel(self, session: str, run_id: str) -> str:
-        """Cancel one of this session's runs; returns its status now ("cancelling": it stops
-        after its current step)."""
+        """Cancel one of this session's runs; its status now (or "cancelling")."""
         run = self.get(session, run_id, mine=True)
         if run.status == "queued" and self.store.set_status(run.id, "cancelled",
                                                             only_from=["queued"]):

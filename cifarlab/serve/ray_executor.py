@@ -141,8 +141,7 @@ class RayExecutor(Executor):
         return True
 
     def adopt(self, runs: list[Run]) -> set[str]:
-        """Runs of a replica gone whose actor is still on the cluster, claimed; the ids not to
-        mark interrupted (all, until connected)."""
+        """Claim the runs of a replica gone whose actor still runs; the ids not to interrupt."""
         if self._actor is None:
             return {run.id for run in runs}   # Ray out of reach: nobody can tell yet
         kept = set()

@@ -1,7 +1,5 @@
-"""Inside Ray: one run as a detached actor running ``worker.run_job`` with an ``Outbox`` for a
-store; ``take(ack)`` returns the batches not yet acknowledged as written (the last has the
-outcome and the checkpoint's bytes), so a server that dies in between loses nothing.
-"""
+"""Inside Ray: one run as a detached actor with an ``Outbox`` for a store; ``take(ack)`` returns
+the batches not yet acknowledged as written, so a server that dies in between loses nothing."""
 from __future__ import annotations
 
 import os
@@ -20,8 +18,7 @@ _NICED = False  # Ray reuses its worker processes: set the priority once per pro
 
 
 class Outbox:
-    """What a run's ``JobContext`` writes to on Ray instead of the run store: each batch it
-    flushes waits here for the actor's ``take``."""
+    """The run store of a ``JobContext`` on Ray: each batch waits here for ``take``."""
 
     def __init__(self):
         self.cancel = threading.Event()
@@ -113,8 +110,8 @@ class RunActor:
 
 
 def warm_up(shared: Any, nice: int = 0) -> int:
-    """Import torch and the training code, map the data (``shared``, an argument), one tiny step
-    (the node's page cache has them before the first run's actor needs them); its pid."""
+    """Import torch and the training code, map the data, one tiny step: the node's page cache
+    has them before the first run needs them; its pid."""
     _prepare({"threads": 1, "nice": nice})
     from cifarlab.core import train as _train  # noqa: F401 - the model, the loaders, evaluation
 

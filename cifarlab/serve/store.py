@@ -82,8 +82,7 @@ class RunStore(Database):
         return self.checkpoint_dir / f"{validate_run_id(run_id)}.pth"
 
     def remove_partial_checkpoints(self, run_id: str | None = None) -> list[Path]:
-        """Delete checkpoints a worker was still writing when it died (``.<id>.pth.*.tmp``): one
-        run's, or all but running runs'. Returns the files."""
+        """Delete what a dead worker was still writing: one run's, or all but running runs'."""
         if run_id is not None:
             files = self.checkpoint_dir.glob(f".{validate_run_id(run_id)}.pth.*.tmp")
         else:
@@ -153,8 +152,8 @@ class RunStore(Database):
 
     def set_status(self, run_id: str, status: str, *, only_from: Sequence[str] | None = None,
                    **fields: Any) -> bool:
-        """Move a run to ``status`` (only if it is in ``only_from`` now, so that a late writer
-        never overwrites an outcome); True if it changed. ``fields``: ``_STATUS_FIELDS``."""
+        """Move a run to ``status`` if it is in ``only_from`` (a late writer never overwrites an
+        outcome); True if it changed."""
         validate_run_id(run_id)
         (status,) = validate_statuses([status])
         unknown = sorted(set(fields) - set(_STATUS_FIELDS))
@@ -304,9 +303,8 @@ class RunStore(Database):
 
     def orphans(self, stale_after: float | None = None, mine: Iterable[str] = (),
                 alive: Iterable[str] = ()) -> list[Run]:
-        """Runs left ``running`` by a worker that is gone: not in ``mine`` (this executor's) nor
-        of a replica in ``alive``; of this machine when its worker's process is gone, any run
-        when its heartbeat is older than ``stale_after``."""
+        """Runs left ``running`` by a worker that is gone (its process, on this machine, or its
+        heartbeat older than ``stale_after``), but ``mine`` and those of replicas ``alive``."""
         now, mine, alive = time.time(), set(mine), set(alive)
         with self._read() as c:
             hosts = dict(c.execute(select(REPLICAS.c.id, REPLICAS.c.host)).all())
@@ -323,8 +321,7 @@ class RunStore(Database):
 
     def interrupt_orphans(self, stale_after: float | None = None, mine: Iterable[str] = (),
                           alive: Iterable[str] = (), adopt=None) -> list[str]:
-        """``orphans`` become ``interrupted`` (a half-written checkpoint removed first), but
-        those ``adopt`` (``Executor.adopt``) finds still going. Returns the ids marked."""
+        """``orphans`` become ``interrupted``, but those ``adopt`` finds still going; their ids."""
         marked, orphans = [], self.orphans(stale_after, mine=mine, alive=alive)
         going = adopt(orphans) if adopt is not None and orphans else set()
         for run in orphans:
@@ -341,9 +338,8 @@ class RunStore(Database):
 
 
 class StoreCounters:
-    """Failures by key, ``(count, time of the latest)``, forgotten after ``forget_s``, kept in the
-    run store under ``name``: every replica counts the same failures and a restart forgets nothing
-    (keys: SHA-256 digests; times: ``time.time``)."""
+    """Failures by key, ``(count, time of the latest)``, forgotten after ``forget_s``, in the run
+    store: every replica counts the same and a restart forgets nothing (times: ``time.time``)."""
 
     def __init__(self, db: Database, name: str, forget_s: float = 3600.0):
         self.db, self.name, self.forget_s = db, name, float(forget_s)
@@ -360,8 +356,7 @@ class StoreCounters:
         return int(row[0]), float(row[1])
 
     def add(self, key: str, now: float) -> tuple[int, float]:
-        """One more failure, in one statement (two replicas adding at once both count), once
-        the stale ones are forgotten."""
+        """One more failure, in one statement (two replicas adding at once both count)."""
         C = COUNTERS.c
         ins = (postgresql if self.db.dialect == "postgresql" else sqlite).insert(COUNTERS)
         ins = ins.values(key=self._key(key), count=1, last=now).on_conflict_do_update(

@@ -15,7 +15,8 @@ from typing import Any, Callable
 
 from cifarlab.core import data as data_mod
 from cifarlab.core.config import TrainConfig
-from cifarlab.errors import CifarLabError, JobError
+from cifarlab.errors import CifarLabError
+from cifarlab.serve.database import StoreUnreachable
 from cifarlab.serve.executor import import_target
 from cifarlab.serve.runs import reason, reason_for
 from cifarlab.serve.settings import Settings
@@ -99,8 +100,7 @@ class JobContext:
             self.flush()
 
     def flush(self, force: bool = False) -> bool:
-        """Write what is buffered; False when the store cannot be reached: the batch is kept
-        for the next flush (a second later at the soonest, unless ``force``)."""
+        """Write what is buffered; False (the batch kept for later) when the store is away."""
         if not force and time.monotonic() < self._retry_at:
             return False
         with self._lock:
@@ -112,9 +112,7 @@ class JobContext:
             try:
                 self.store.record(self.run_id, steps=steps, losses=losses, events=events,
                                   progress=progress)
-            except JobError as err:
-                if err.code != "serve.store.unreachable":
-                    raise
+            except StoreUnreachable:
                 with self._lock:   # back in front of what came meanwhile
                     self._steps, self._losses = steps + self._steps, losses + self._losses
                     self._events = events + self._events
@@ -136,9 +134,7 @@ class JobContext:
             poll_t = time.time()
             try:
                 cancelled = self.store.cancel_requested(self.run_id)
-            except JobError as err:   # the store is away: no cancel can have been asked since
-                if err.code != "serve.store.unreachable":
-                    raise
+            except StoreUnreachable:   # no cancel can have been asked since
                 cancelled = False
             if cancelled:
                 self.stop_reason = "cancel"
@@ -155,9 +151,8 @@ class JobContext:
 
 def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
                  ready=None) -> None:
-    """A worker process: warm up, take one job (``job``, or the one sent on ``conn``), run it,
-    record the outcome; ``ready`` is set once warm. The job arrives on a thread that starts the
-    heartbeat at once: a slow warm-up never looks like a dead worker."""
+    """A worker process: warm up (``ready`` set then), run one job (``job`` or from ``conn``).
+    The job arrives on a thread that starts the heartbeat: a slow warm-up never looks dead."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C on the server: the server decides
     _lower_priority(settings.worker_nice)
     # A process group of its own: a forced stop (local_executor.kill) takes its DataLoader processes
@@ -245,17 +240,13 @@ def _run_job(store: RunStore, job: dict, data: Any, data_error: BaseException | 
 
 def settle(store: RunStore, ctx: Any, status: str, fields: dict,
            patience_s: float = SETTLE_PATIENCE_S) -> None:
-    """Record the outcome (and what is still buffered), retried every second for up to
-    ``patience_s`` while the store is unreachable."""
+    """Record the outcome, retried each second for ``patience_s`` while the store is away."""
     deadline = time.monotonic() + patience_s
     while True:
-        try:
+        with contextlib.suppress(StoreUnreachable):
             if ctx.flush(force=True):
                 store.set_status(ctx.run_id, status, only_from=["running"], **fields)
                 return
-        except JobError as err:
-            if err.code != "serve.store.unreachable":
-                raise
         if time.monotonic() > deadline:
             print(f"cifarlab worker: run {ctx.run_id}: the run store stayed unreachable; its "
                   f"outcome ({status}) could not be recorded", file=sys.stderr, flush=True)
@@ -311,8 +302,7 @@ def run_job(fn: Callable[[dict, Any], dict], payload: dict,
 
 
 def _peak_rss_mb() -> float:
-    """This process's peak resident memory in MB: Linux's ``VmHWM`` (``ru_maxrss`` survives
-    ``exec``: it could be the parent's size), else ``ru_maxrss`` (macOS: bytes)."""
+    """Peak resident MB: Linux's ``VmHWM`` (``ru_maxrss`` may be the parent's), else macOS's."""
     try:
         with open("/proc/self/status") as f:
             return next(round(int(line.split()[1]) / 1024, 1) for line in f
