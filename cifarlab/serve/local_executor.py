@@ -28,7 +28,7 @@ _MAIN_LOCK = threading.Lock()
 
 @dataclass
 class Worker(Handle):
-    process: Any = None                # a multiprocessing Process (forkserver or spawn)
+    process: Any = None                # a multiprocessing Process
     spare: Any = None                  # the Spare it was: its Event must outlive the start
 
 
@@ -42,9 +42,7 @@ class Spare:
 
 
 def context():
-    """The start method for workers: ``forkserver`` preloaded with torch, else ``spawn``."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
+    """The start method for workers: ``forkserver`` (POSIX, as process groups), torch preloaded."""
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
     return ctx
