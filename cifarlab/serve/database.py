@@ -1,6 +1,5 @@
-"""The run store's database, SQLite (WAL; writes ``BEGIN IMMEDIATE``, so writers queue instead of
-failing half-way) or PostgreSQL (while it is down every call raises ``serve.store.unreachable``).
-A ``Database`` pickled to another process reconnects there."""
+"""The run store's database: SQLite (WAL; writes ``BEGIN IMMEDIATE``: writers queue, never fail
+half-way) or PostgreSQL (while it is down, ``StoreUnreachable``); a pickled one reconnects."""
 from __future__ import annotations
 
 import logging

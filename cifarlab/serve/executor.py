@@ -22,9 +22,8 @@ LR_FIND = "lr_find"  # the learning-rate finder: a probe of a config, at most 20
 
 
 def register_kind(name: str, target: str) -> None:
-    """``target`` names ``fn(payload: dict, ctx: JobContext) -> dict`` (its result, as JSON),
-    imported by the worker; ``{"cancelled": True}`` ends the run ``cancelled``, an exception
-    ``failed``."""
+    """``target``: ``fn(payload, ctx: JobContext) -> dict`` (the result, as JSON), imported by the
+    worker; a result ``{"cancelled": True}`` ends the run ``cancelled``, an exception ``failed``."""
     KINDS[name] = target
 
 
