@@ -1,9 +1,12 @@
 """``streamlit run app.py``: the navigation, the language switch, the personal link."""
+import sys
+from urllib.parse import urlencode
+
 import streamlit as st
 
 from ui import a11y, nav, session, signin
-from ui.data import loading_notice, store_may_be_down
-from ui.language import language_switch, translator
+from ui.data import store_may_be_down
+from ui.language import language_switch, translator, url_lang
 
 st.set_page_config(page_title="CIFAR Lab", page_icon=":material/school:", layout="wide")
 st.session_state["_app_frame"] = True  # pages check it: see ui.internals.ensure_app_frame
@@ -18,12 +21,22 @@ if not presenting:
         language_switch("lang_select")
         if not session.signed_in():   # signed in: the runs follow the person, not a link
             st.caption(t("sidebar.your_link"), help=t("sidebar.your_link_help"))
-            # wrapped: a code block that scrolls sideways is a region the keyboard cannot reach
-            st.code(nav.resume_link(), language=None, wrap_lines=True)
+            # this session's own link, wrapped (a keyboard cannot reach a sideways scroll)
+            st.code("?" + urlencode({"sid": session.session_id(), **url_lang()}), language=None,
+                    wrap_lines=True)
         signin.sign_in_sidebar()   # the identity provider's, or the instructor's passphrase
 
-nav.keep_url_state(personal=not presenting)
-session.remember_session()
+# the URL state written back (page switches clear it); on a projector, the language only
+wanted = url_lang() if presenting else nav.url_state()
+for key in ("sid", "lang"):
+    if key not in wanted:
+        st.query_params.pop(key, None)
+    elif st.query_params.get(key) != wanted[key]:
+        st.query_params[key] = wanted[key]
+# the id into the cookie, the same element every run (one that came and went took focus);
+# signed in: the browser's own id stays for after sign-out, the person's is not it
+cookie = "" if session.signed_in() else session.session_cookie_js(session.session_id())
+st.html(f"<script>{cookie}</script>", unsafe_allow_javascript=True)
 # the console is listed for instructors only; opened by its address, it asks anyone else to sign
 # in, in their language (an unregistered path gets Streamlit's English "Page not found")
 pages = [st.Page(path, title=t(f"nav.{pid}"), icon=icon, url_path=pid, default=(pid == "home"),
@@ -31,7 +44,9 @@ pages = [st.Page(path, title=t(f"nav.{pid}"), icon=icon, url_path=pid, default=(
                  else "visible")
          for pid, path, icon in nav.PAGES + nav.INSTRUCTOR_PAGES]
 current = st.navigation(pages, position="hidden" if presenting else "sidebar")
-boot = loading_notice()   # said at once while the server's first pages still import torch
+boot = st.empty()   # said at once while the server's first pages still import torch
+if "torch" not in sys.modules:
+    boot.status(t("loading.lab"), state="running")
 try:
     store_may_be_down(current.run)()   # the run store gone mid-page: said in the student's words
 finally:

@@ -41,10 +41,9 @@ def _model_spec(args) -> ModelSpec | None:
     return ModelSpec(**values) if values else None
 
 
-def add_config_args(p: argparse.ArgumentParser, cls: type = TrainConfig) -> None:
-    """One flag per field of ``cls`` (a schema grows its flags by itself); a flag not typed
-    sets nothing, so a preset's value stands."""
-    for f in knobs(cls):
+def add_config_args(p: argparse.ArgumentParser) -> None:
+    """One flag per knob of TrainConfig; a flag not typed sets nothing, so a preset's stands."""
+    for f in knobs(TrainConfig):
         extra = {"choices": list(f.knob.choices)} if f.knob.kind == "choice" else {}
         default = "all" if f.default is None else f.default
         p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=f.knob.parse,
@@ -53,14 +52,12 @@ def add_config_args(p: argparse.ArgumentParser, cls: type = TrainConfig) -> None
                        **extra)
 
 
-def config_from_args(args, cls: type = TrainConfig) -> TrainConfig:
+def config_from_args(args) -> TrainConfig:
     """The flags typed, over ``--preset``'s knobs, over the config's defaults."""
-    names = [f.name for f in knobs(cls)]
-    preset = getattr(args, "preset", None)
-    values = PRESETS[preset].knob_values(preset_only=True) if preset else {}
-    values = {k: v for k, v in values.items() if k in names}
-    values.update({k: getattr(args, k) for k in names if hasattr(args, k)})
-    return cls(**values, model=_model_spec(args))
+    values = PRESETS[args.preset].knob_values(preset_only=True) if args.preset else {}
+    values.update({f.name: getattr(args, f.name) for f in knobs(TrainConfig)
+                   if hasattr(args, f.name)})
+    return TrainConfig(**values, model=_model_spec(args))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -135,26 +132,22 @@ def cmd_train(args) -> int:
     result = train(config, data, on_event=on_event, checkpoint_path=args.out)
     if args.json:
         print(json.dumps(result.summary()))
-        return _weights_saved(result)
-    if result.diverged:
+    elif result.diverged:
         print("error: " + i18n.t("errors.train.diverged", lr=config.lr, **result.diverged),
               file=sys.stderr)
         return 1
-    print("Finished Training")
-    ev = result.eval
-    print_accuracy_lines(ev.per_class_accuracy, ev.accuracy, ev.total)
-    print(f"steps={result.steps} train_s={result.train_seconds:.2f} "
-          f"steps_per_s={result.steps_per_second:.1f} images_per_s={result.images_per_second:.0f} "
-          f"eval_s={ev.seconds:.2f} checkpoint={result.checkpoint}")
-    return _weights_saved(result)
-
-
-def _weights_saved(result) -> int:
-    """0, or 2 when a full disk lost the checkpoint (the results were printed)."""
-    if result.checkpoint_error is None:
-        return 0
-    print(f"error: {result.checkpoint_error}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+    else:
+        print("Finished Training")
+        ev = result.eval
+        print_accuracy_lines(ev.per_class_accuracy, ev.accuracy, ev.total)
+        print(f"steps={result.steps} train_s={result.train_seconds:.2f} "
+              f"steps_per_s={result.steps_per_second:.1f} "
+              f"images_per_s={result.images_per_second:.0f} "
+              f"eval_s={ev.seconds:.2f} checkpoint={result.checkpoint}")
+    if result.checkpoint_error is not None:   # a full disk lost it: the results were printed
+        print(f"error: {result.checkpoint_error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return 0
 
 
 def cmd_eval(args) -> int:

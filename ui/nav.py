@@ -1,8 +1,6 @@
 """The pages in teaching order, their lessons and links, and the URL's state across pages."""
 from __future__ import annotations
 
-from urllib.parse import urlencode
-
 import streamlit as st
 
 from cifarlab import i18n
@@ -58,18 +56,3 @@ def lesson_links(current: str) -> None:
 
 def url_state() -> dict[str, str]:
     return url_lang() | ({} if signed_in() else {"sid": session_id()})
-
-
-def resume_link() -> str:
-    """This session's own link (relative): open it on another device to see the same runs."""
-    return "?" + urlencode({"sid": session_id(), **url_lang()})
-
-
-def keep_url_state(personal: bool = True) -> None:
-    """Write the URL state back (page switches clear it); not ``personal``: the language only."""
-    want = url_state() if personal else url_lang()
-    for key in ("sid", "lang"):
-        if key not in want:
-            st.query_params.pop(key, None)
-        elif st.query_params.get(key) != want[key]:
-            st.query_params[key] = want[key]
