@@ -1,11 +1,8 @@
 """``streamlit run app.py``: the navigation, the language switch, the personal link."""
-import sys
-from urllib.parse import urlencode
-
 import streamlit as st
 
 from ui import a11y, nav, session, signin
-from ui.data import store_may_be_down
+from ui.data import loading_notice, store_may_be_down
 from ui.language import language_switch, translator, url_lang
 
 st.set_page_config(page_title="CIFAR Lab", page_icon=":material/school:", layout="wide")
@@ -21,9 +18,8 @@ if not presenting:
         language_switch("lang_select")
         if not session.signed_in():   # signed in: the runs follow the person, not a link
             st.caption(t("sidebar.your_link"), help=t("sidebar.your_link_help"))
-            # this session's own link, wrapped (a keyboard cannot reach a sideways scroll)
-            st.code("?" + urlencode({"sid": session.session_id(), **url_lang()}), language=None,
-                    wrap_lines=True)
+            # wrapped: a code block that scrolls sideways is a region the keyboard cannot reach
+            st.code(nav.resume_link(), language=None, wrap_lines=True)
         signin.sign_in_sidebar()   # the identity provider's, or the instructor's passphrase
 
 # the URL state written back (page switches clear it); on a projector, the language only
@@ -44,9 +40,7 @@ pages = [st.Page(path, title=t(f"nav.{pid}"), icon=icon, url_path=pid, default=(
                  else "visible")
          for pid, path, icon in nav.PAGES + nav.INSTRUCTOR_PAGES]
 current = st.navigation(pages, position="hidden" if presenting else "sidebar")
-boot = st.empty()   # said at once while the server's first pages still import torch
-if "torch" not in sys.modules:
-    boot.status(t("loading.lab"), state="running")
+boot = loading_notice()   # said at once while the server's first pages still import torch
 try:
     store_may_be_down(current.run)()   # the run store gone mid-page: said in the student's words
 finally:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 
 import streamlit as st
 
@@ -49,6 +50,14 @@ def get_data():
     except CifarLabError as err:
         st.error(t("errors.data_unavailable", reason=err.text(lang())))
         st.stop()
+
+
+def loading_notice():
+    """"Loading" while torch is still to be imported (tens of seconds); the caller empties it."""
+    box = st.empty()
+    if "torch" not in sys.modules:
+        box.status(t("loading.lab"), state="running")
+    return box
 
 
 def store_may_be_down(fn):

@@ -1,6 +1,8 @@
 """The pages in teaching order, their lessons and links, and the URL's state across pages."""
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 import streamlit as st
 
 from cifarlab import i18n
@@ -56,3 +58,8 @@ def lesson_links(current: str) -> None:
 
 def url_state() -> dict[str, str]:
     return url_lang() | ({} if signed_in() else {"sid": session_id()})
+
+
+def resume_link() -> str:
+    """This session's own link (relative): open it on another device to see the same runs."""
+    return "?" + urlencode({"sid": session_id(), **url_lang()})
