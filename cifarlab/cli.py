@@ -15,22 +15,19 @@ from cifarlab.errors import CifarLabError, ConfigError
 EXIT_BAD_INPUT = 2   # bad input: this status and one line saying what was wrong
 
 
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(v) for v in text.replace(" ", "").split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected numbers separated by commas, got '{text}'") from None
+def integers(text: str) -> tuple[int, ...]:
+    """"6,16" -> (6, 16); argparse names the flag and the value int() refuses."""
+    return tuple(int(v) for v in text.replace(" ", "").split(","))
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("network (defaults: the tutorial's Net)")
-    g.add_argument("--channels", type=_ints, help="conv1,conv2 output channels (6,16)")
-    g.add_argument("--kernels", type=_ints, help="conv1,conv2 kernel sizes (5,5)")
-    g.add_argument("--paddings", type=_ints, help="conv1,conv2 paddings (0,0)")
-    g.add_argument("--strides", type=_ints, help="conv1,conv2 strides (1,1)")
+    g.add_argument("--channels", type=integers, help="conv1,conv2 output channels (6,16)")
+    g.add_argument("--kernels", type=integers, help="conv1,conv2 kernel sizes (5,5)")
+    g.add_argument("--paddings", type=integers, help="conv1,conv2 paddings (0,0)")
+    g.add_argument("--strides", type=integers, help="conv1,conv2 strides (1,1)")
     g.add_argument("--pool", type=int, help="max-pool size and stride (2)")
-    g.add_argument("--hidden", type=_ints, help="fc1,fc2 sizes (120,84)")
+    g.add_argument("--hidden", type=integers, help="fc1,fc2 sizes (120,84)")
     g.add_argument("--width", type=int, help="width multiplier for channels and hidden sizes (1)")
 
 
@@ -80,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--layers", default=None,
                    help='JSON list, e.g. '
                         '\'[{"type": "conv", "out_channels": 6, "kernel_size": 5}]\'')
-    s.add_argument("--input", type=_ints, default=(3, 32, 32), help="C,H,W (3,32,32)")
+    s.add_argument("--input", type=integers, default=(3, 32, 32), help="C,H,W (3,32,32)")
     _add_model_args(s)
 
     da = sub.add_parser("data", help="decode the data set once into the cache and describe it")
