@@ -3,7 +3,7 @@ import streamlit as st
 
 from ui import a11y, nav, session, signin
 from ui.data import loading_notice, store_may_be_down
-from ui.language import language_switch, translator
+from ui.language import language_switch, translator, url_lang
 
 st.set_page_config(page_title="CIFAR Lab", page_icon=":material/school:", layout="wide")
 st.session_state["_app_frame"] = True  # pages check it: see ui.internals.ensure_app_frame
@@ -22,8 +22,17 @@ if not presenting:
             st.code(nav.resume_link(), language=None, wrap_lines=True)
         signin.sign_in_sidebar()   # the identity provider's, or the instructor's passphrase
 
-nav.keep_url_state(personal=not presenting)
-session.remember_session()
+# the URL state written back (page switches clear it); on a projector, the language only
+wanted = url_lang() if presenting else nav.url_state()
+for key in ("sid", "lang"):
+    if key not in wanted:
+        st.query_params.pop(key, None)
+    elif st.query_params.get(key) != wanted[key]:
+        st.query_params[key] = wanted[key]
+# the id into the cookie, the same element every run (one that came and went took focus);
+# signed in: the browser's own id stays for after sign-out, the person's is not it
+cookie = "" if session.signed_in() else session.session_cookie_js(session.session_id())
+st.html(f"<script>{cookie}</script>", unsafe_allow_javascript=True)
 # the console is listed for instructors only; opened by its address, it asks anyone else to sign
 # in, in their language (an unregistered path gets Streamlit's English "Page not found")
 pages = [st.Page(path, title=t(f"nav.{pid}"), icon=icon, url_path=pid, default=(pid == "home"),

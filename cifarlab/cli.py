@@ -15,22 +15,19 @@ from cifarlab.errors import CifarLabError, ConfigError
 EXIT_BAD_INPUT = 2   # bad input: this status and one line saying what was wrong
 
 
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(v) for v in text.replace(" ", "").split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected numbers separated by commas, got '{text}'") from None
+def integers(text: str) -> tuple[int, ...]:
+    """"6,16" -> (6, 16); argparse names the flag and the value int() refuses."""
+    return tuple(int(v) for v in text.replace(" ", "").split(","))
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("network (defaults: the tutorial's Net)")
-    g.add_argument("--channels", type=_ints, help="conv1,conv2 output channels (6,16)")
-    g.add_argument("--kernels", type=_ints, help="conv1,conv2 kernel sizes (5,5)")
-    g.add_argument("--paddings", type=_ints, help="conv1,conv2 paddings (0,0)")
-    g.add_argument("--strides", type=_ints, help="conv1,conv2 strides (1,1)")
+    g.add_argument("--channels", type=integers, help="conv1,conv2 output channels (6,16)")
+    g.add_argument("--kernels", type=integers, help="conv1,conv2 kernel sizes (5,5)")
+    g.add_argument("--paddings", type=integers, help="conv1,conv2 paddings (0,0)")
+    g.add_argument("--strides", type=integers, help="conv1,conv2 strides (1,1)")
     g.add_argument("--pool", type=int, help="max-pool size and stride (2)")
-    g.add_argument("--hidden", type=_ints, help="fc1,fc2 sizes (120,84)")
+    g.add_argument("--hidden", type=integers, help="fc1,fc2 sizes (120,84)")
     g.add_argument("--width", type=int, help="width multiplier for channels and hidden sizes (1)")
 
 
@@ -41,10 +38,9 @@ def _model_spec(args) -> ModelSpec | None:
     return ModelSpec(**values) if values else None
 
 
-def add_config_args(p: argparse.ArgumentParser, cls: type = TrainConfig) -> None:
-    """One flag per field of ``cls`` (a schema grows its flags by itself); a flag not typed
-    sets nothing, so a preset's value stands."""
-    for f in knobs(cls):
+def add_config_args(p: argparse.ArgumentParser) -> None:
+    """One flag per knob of TrainConfig; a flag not typed sets nothing, so a preset's stands."""
+    for f in knobs(TrainConfig):
         extra = {"choices": list(f.knob.choices)} if f.knob.kind == "choice" else {}
         default = "all" if f.default is None else f.default
         p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=f.knob.parse,
@@ -53,14 +49,12 @@ def add_config_args(p: argparse.ArgumentParser, cls: type = TrainConfig) -> None
                        **extra)
 
 
-def config_from_args(args, cls: type = TrainConfig) -> TrainConfig:
+def config_from_args(args) -> TrainConfig:
     """The flags typed, over ``--preset``'s knobs, over the config's defaults."""
-    names = [f.name for f in knobs(cls)]
-    preset = getattr(args, "preset", None)
-    values = PRESETS[preset].knob_values(preset_only=True) if preset else {}
-    values = {k: v for k, v in values.items() if k in names}
-    values.update({k: getattr(args, k) for k in names if hasattr(args, k)})
-    return cls(**values, model=_model_spec(args))
+    values = PRESETS[args.preset].knob_values(preset_only=True) if args.preset else {}
+    values.update({f.name: getattr(args, f.name) for f in knobs(TrainConfig)
+                   if hasattr(args, f.name)})
+    return TrainConfig(**values, model=_model_spec(args))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--layers", default=None,
                    help='JSON list, e.g. '
                         '\'[{"type": "conv", "out_channels": 6, "kernel_size": 5}]\'')
-    s.add_argument("--input", type=_ints, default=(3, 32, 32), help="C,H,W (3,32,32)")
+    s.add_argument("--input", type=integers, default=(3, 32, 32), help="C,H,W (3,32,32)")
     _add_model_args(s)
 
     da = sub.add_parser("data", help="decode the data set once into the cache and describe it")
@@ -135,26 +129,22 @@ def cmd_train(args) -> int:
     result = train(config, data, on_event=on_event, checkpoint_path=args.out)
     if args.json:
         print(json.dumps(result.summary()))
-        return _weights_saved(result)
-    if result.diverged:
+    elif result.diverged:
         print("error: " + i18n.t("errors.train.diverged", lr=config.lr, **result.diverged),
               file=sys.stderr)
         return 1
-    print("Finished Training")
-    ev = result.eval
-    print_accuracy_lines(ev.per_class_accuracy, ev.accuracy, ev.total)
-    print(f"steps={result.steps} train_s={result.train_seconds:.2f} "
-          f"steps_per_s={result.steps_per_second:.1f} images_per_s={result.images_per_second:.0f} "
-          f"eval_s={ev.seconds:.2f} checkpoint={result.checkpoint}")
-    return _weights_saved(result)
-
-
-def _weights_saved(result) -> int:
-    """0, or 2 when a full disk lost the checkpoint (the results were printed)."""
-    if result.checkpoint_error is None:
-        return 0
-    print(f"error: {result.checkpoint_error}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+    else:
+        print("Finished Training")
+        ev = result.eval
+        print_accuracy_lines(ev.per_class_accuracy, ev.accuracy, ev.total)
+        print(f"steps={result.steps} train_s={result.train_seconds:.2f} "
+              f"steps_per_s={result.steps_per_second:.1f} "
+              f"images_per_s={result.images_per_second:.0f} "
+              f"eval_s={ev.seconds:.2f} checkpoint={result.checkpoint}")
+    if result.checkpoint_error is not None:   # a full disk lost it: the results were printed
+        print(f"error: {result.checkpoint_error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return 0
 
 
 def cmd_eval(args) -> int:

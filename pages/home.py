@@ -58,17 +58,9 @@ import torch  # noqa: E402 - loaded by now (above): the facts name its exact bui
 
 from cifarlab.core.devices import cpu_count  # noqa: E402
 
-gpus = [r for r in rows if r["kind"] != "cpu"]
-c1, c2, c3 = st.columns(3)
+c1, c2 = st.columns(2)
 c1.metric(t("home.metric_cores"), cpu_count())
-c2.metric(t("home.metric_gpus"), len(gpus))
-c3.metric(t("home.metric_torch"), torch.__version__.split("+")[0])
-st.markdown("- " + t("home.fact_machine", cpus=cpu_count(), memory=_gb(rows[0]["memory_bytes"])))
-for g in gpus:
-    st.markdown("- " + t("home.fact_gpu", name=f"{g['id']}: {g['name']}",
-                         memory=_gb(g["memory_bytes"])))
-if not gpus:
-    st.markdown("- " + t("home.fact_no_gpu"))
+c2.metric(t("home.metric_gpus"), sum(r["kind"] != "cpu" for r in rows))
 st.markdown("- " + t("home.fact_torch", torch=torch.__version__, torchvision=version("torchvision"))
             + " · " + t("home.fact_python", python=platform.python_version()))
 

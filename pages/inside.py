@@ -10,7 +10,7 @@ from cifarlab.lab.data import upscale
 from cifarlab.lab.inside import figures as F
 from cifarlab.lab.tables import class_name
 from ui.data import get_data
-from ui.language import num, show_error, translator
+from ui.language import call_or_show, num, show_error, translator
 from ui.models import finished_runs, pick_run_model, predictions, random_model, uploaded_picture
 from ui.nav import lesson
 from ui.widgets import checked_number, clicked_cell
@@ -183,11 +183,10 @@ def why_tab(model, model_key, image_key, x, hwc, stages, true_cls, names) -> Non
                          index=F.compare_default(probs, true_cls), key=K + "other_" + image_key,
                          format_func=lambda i: names[i], persist_state="page")
     targets = F.why_targets(probs, other, true_cls, names, t)
-    try:
-        with st.spinner(t("inside.explaining")):
-            views = {cls: _views(model_key, image_key, cls, model, x) for cls, _ in targets}
-    except CifarLabError as err:
-        show_error(err)
+    with st.spinner(t("inside.explaining")):
+        views = call_or_show(lambda: {cls: _views(model_key, image_key, cls, model, x)
+                                      for cls, _ in targets})
+    if views is None:
         return
     fig, table = F.why_view(hwc, views, targets, names, t)
     st.plotly_chart(fig, key=K + "why", alt=t("inside.why_alt", n=len(targets)))

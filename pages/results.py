@@ -75,8 +75,7 @@ def accuracy_section(ev) -> None:
     c1.metric(t("results.overall_accuracy"), f"{pct(ev.accuracy)} %",
               delta=f"{pct(ev.accuracy - ref['accuracy'])} pp",
               help=t("results.delta_help", pct=pct(ref["accuracy"], 0)))
-    c1.caption(t("results.overall_accuracy_value", pct=pct(ev.accuracy), n=int(ev.total),
-                 correct=int(ev.correct)))
+    c1.caption(t("results.overall_accuracy_value", n=int(ev.total), correct=int(ev.correct)))
     c1.plotly_chart(overall, key=K + "overall_chart")
     c2.subheader(t("results.per_class_accuracy"))
     c2.plotly_chart(per_class, key=K + "per_class_chart")

@@ -10,7 +10,7 @@ from cifarlab.lab import inside, results as R
 from cifarlab.lab.results.figures import run_label
 from cifarlab.serve.queue import FINISHED, get_queue
 from ui.data import queue
-from ui.language import error_text, show_error, t, translator
+from ui.language import call_or_show, error_text, show_error, t, translator
 from ui.session import session_id
 
 
@@ -32,12 +32,8 @@ def predictions(model_key: str, data_key: str, _model, _data, tta: bool = False)
 def finished_runs() -> list | None:
     """This session's finished runs with a checkpoint (None: the reason shown)."""
     sid, jobs = session_id(), queue()
-    try:
-        return [r for r in jobs.runs(sid, statuses=FINISHED, kind="train")
-                if jobs.checkpoint(sid, r.id).is_file()]
-    except CifarLabError as err:
-        show_error(err)
-        return None
+    return call_or_show(lambda: [r for r in jobs.runs(sid, statuses=FINISHED, kind="train")
+                                 if jobs.checkpoint(sid, r.id).is_file()])
 
 
 def pick_run_model(where, runs: list, key: str, from_url: bool = False):

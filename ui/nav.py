@@ -63,13 +63,3 @@ def url_state() -> dict[str, str]:
 def resume_link() -> str:
     """This session's own link (relative): open it on another device to see the same runs."""
     return "?" + urlencode({"sid": session_id(), **url_lang()})
-
-
-def keep_url_state(personal: bool = True) -> None:
-    """Write the URL state back (page switches clear it); not ``personal``: the language only."""
-    want = url_state() if personal else url_lang()
-    for key in ("sid", "lang"):
-        if key not in want:
-            st.query_params.pop(key, None)
-        elif st.query_params.get(key) != want[key]:
-            st.query_params[key] = want[key]

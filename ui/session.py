@@ -78,13 +78,6 @@ def browser_id() -> str:
     return _cookie_sid() or session_id()
 
 
-def remember_session() -> None:
-    """The id into the cookie; the same element every run (one that came and went took focus)."""
-    # signed in: the browser's own id stays for after sign-out; the person's is not it
-    script = "" if signed_in() else session_cookie_js(session_id())
-    st.html(f"<script>{script}</script>", unsafe_allow_javascript=True)
-
-
 def session_cookie_js(sid: str) -> str:
     """The script storing ``sid`` in a SameSite=Strict cookie, Secure over https (security.md)."""
     if not _valid(sid):   # [A-Za-z0-9_-] only, so it is safe inside the script
