@@ -403,12 +403,10 @@ def test_crossover():
 
 
 def test_tutorial_lines_give_figures():
-    cpu, gpu, _, compare, cpu_fast, cpu_best, *_ = report.tutorial_lines(handmade(), "en")
+    cpu, gpu, why = report.tutorial_lines(handmade(), "en")
     assert "800 images per second" in cpu and i18n.duration(50_000 / 800, "en") in cpu
     assert i18n.duration(2 * 50_000 / 800, "en") in cpu
-    assert "**0.50×** the CPU" in gpu and "up to 10.0× at batch 256" in compare
-    assert "cpu" in cpu_fast and "1.25×" in cpu_fast
-    assert "batch 1,024" in cpu_best and report.times(6500 / 800, "en") + "×" in cpu_best
+    assert "**0.50×** the CPU" in gpu and "62,006" in why
 
 
 def here(load: float | None, cores=2) -> SweepResult:
@@ -478,7 +476,6 @@ def test_the_page_sentences_in_every_language(swept):
                        recorded_at="")
     hw = report.hardware_table(bare, "pt").to_string()
     assert "sintéticas" in hw and "nenhum" in hw and "None" not in hw
-    assert "1,25× (4)" in report.pipeline_gain_lines(h, 1, "pt")[0]
 
 
 def test_chart_frames():
@@ -605,12 +602,10 @@ def test_cli_bench_sweep_records_for_the_lab(tmp_path, capsys):
 
 @pytest.mark.parametrize("args, words", [
     (["--batch-sizes", "0"], "batch"),
-    (["--batch-sizes", "4,x"], "whole numbers separated by commas"),
     (["--devices", "cuda:7"], "cuda:7"),
     (["--devices", "tpu"], "Devices"),
     (["--widths", "99"], "Width"),
     (["--steps", "0"], "steps"),
-    (["--max-seconds", "soon"], "--max-seconds"),
     (["--out", "r.txt"], ".json or .csv"),
     (["--show", "/nonexistent/r.json"], "No such file"),
 ])
@@ -619,6 +614,15 @@ def test_cli_bench_rejects_bad_input(args, words, capsys):
                      "--steps", "1", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "\n" not in err and words in err
+
+
+@pytest.mark.parametrize("option, text", [("--batch-sizes", "4,x"), ("--max-seconds", "soon"),
+                                          ("--steps", "many")])
+def test_cli_bench_refuses_what_does_not_parse_naming_the_option(option, text, capsys):
+    with pytest.raises(SystemExit) as refused:
+        cli.main(["bench", "--devices", "cpu", option, text])
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and f"argument {option}: invalid" in err and text in err
 
 
 def test_the_bench_parser_imports_neither_torch_nor_pandas():

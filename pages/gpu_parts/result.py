@@ -90,8 +90,6 @@ def show(res, recorded: list, has_cuda: bool, t, measured: list = ()) -> None:
     if {"fast", "tutorial"} <= set(measured):
         width = min(r["width"] for r in res.ok_rows())
         chart(charts.pipelines_figure(res, width, t), "pipelines", t)
-        for line in report.pipeline_gain_lines(res, width, L):
-            st.markdown("- " + line)
     else:
         st.info(t("gpu.pipelines_need_both"))
 
