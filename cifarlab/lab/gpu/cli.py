@@ -131,13 +131,6 @@ def sweep_files(devices: list[str], out_dir: str | None) -> list[Path]:
 
 
 def print_plan(cfg: SweepConfig, devices: list[str], outs: list[Path]) -> None:
-    from cifarlab.lab.gpu.measure import sweep_environment
-    from cifarlab.lab.gpu.results import SweepResult
-
-    env = sweep_environment(devices)
-    here = SweepResult(rows=[], environment=env, config=cfg.to_dict(), host=env["hostname"],
-                       recorded_at="")
-    print(*hardware_lines(here), sep="\n")
     estimate = estimate_seconds(cfg, devices)
     bound = f"at most about {i18n.duration(estimate)}" if estimate else "no time budget"
     print(f"{len(cfg.points(devices))} points and {len(cfg.breakdown_passes(devices))} breakdown "
@@ -169,12 +162,6 @@ def plain(markdown: str) -> str:
     return re.sub(r"\\(.)", r"\1", markdown.replace("**", "").replace("\u200b", ""))
 
 
-def hardware_lines(result) -> list[str]:
-    from cifarlab.lab.gpu.report import hardware_table
-
-    return [plain(f"{k}: {v}") for k, v in hardware_table(result, "en").itertuples(index=False)]
-
-
 def summary_lines(result) -> list[str]:
     """What the page says about ``result`` (in English, as plain text), and its breakdowns."""
     from cifarlab.lab.gpu import report
@@ -182,8 +169,8 @@ def summary_lines(result) -> list[str]:
     from cifarlab.lab.gpu.results import PHASES
 
     judged = assess(result)
-    lines = [f"recorded on: {result.recorded_on} (host {result.host}, {result.recorded_at})",
-             *hardware_lines(result)]
+    lines = [f"recorded on: {result.recorded_on} (host {result.host}, {result.recorded_at})"]
+    lines += [plain(f"{k}: {v}") for k, v in report.hardware_table(result, "en").to_numpy()]
     if judged["busy"]:
         lines.append(plain(report.provenance(result, "en", judged)["busy"]))
     if not any(r["device"] != "cpu" for r in result.rows):
