@@ -479,13 +479,16 @@ def test_chart_frames():
     h = handmade()
     tp = charts.throughput_frame(h, "fast", "en")
     assert list(tp["device"].unique()) == ["cpu", "cuda:0"] and (tp["plus"] >= 0).all()
-    sp = charts.speedup_frame(h, "tutorial", "en")
-    assert sp["tutorial"].tolist() == [True] and sp["speedup"].tolist() == pytest.approx([0.5])
-    fig = charts.speedup_figure(h, "fast", i18n.translator("en"))
+    en = i18n.translator("en")
+    (star,) = [d for d in charts.speedup_figure(h, "tutorial", en).data
+               if d.name == "the tutorial as written"]
+    assert list(star.x) == [4] and list(star.y) == pytest.approx([0.5])
+    fig = charts.speedup_figure(h, "fast", en)
     (crossing,) = [d for d in fig.data if d.name == "curves cross"]   # width 1's, estimated
     assert list(crossing.x) == [pytest.approx(16 * 4 ** (math.log(1.5) / math.log(3)))]
     width_1 = [r for r in h.ok_rows() if r["width"] == 1]
-    assert len(charts.pipelines_frame(h, 1, "es")) == len(width_1)
+    fig = charts.pipelines_figure(h, 1, i18n.translator("es"))
+    assert sum(len(d.x) for d in fig.data) == len(width_1)
 
 
 # -----------------------------------------------------------------------------
