@@ -89,8 +89,7 @@ def measure_point(device, batch_size: int, width: int = 1, pipeline: str = "fast
                   should_stop: Callable[[], bool] | None = None,
                   graphed: bool = False) -> dict | None:
     """The training step timed at one point: a row (COLUMNS), None if should_stop() said so.
-    data: a CifarData (a slice is used) or None (synthetic). graphed: the step as one CUDA
-    graph (error "not graphed: <reason>" if it ran eagerly: no eager figures labelled graphed)."""
+    data: a CifarData or None (synthetic). graphed: a step that ran eagerly is an error row."""
     work = dict(batch_size=batch_size, width=width, pipeline=pipeline, data=data,
                 num_workers=num_workers, seed=seed, graphed=graphed)
     dev, row = _point(device, COLUMNS, work)
@@ -286,8 +285,7 @@ def run_sweep(cfg: SweepConfig, on_result: Callable[[dict], None] | None = None,
 
 
 def run_timing_job(payload: dict, ctx) -> dict:
-    """The "timing" job: a SweepConfig dict in; ("timing_row", row) emitted per point; the
-    result's dict (+ "points") out."""
+    """The "timing" job: a SweepConfig dict in, ("timing_row", row) per point, the result out."""
     cfg = SweepConfig.from_dict(payload)
     data = ctx.data() if cfg.images == "real" else None
     result = run_sweep(cfg, on_result=lambda row: ctx.emit("timing_row", row),

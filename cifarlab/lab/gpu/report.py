@@ -233,9 +233,8 @@ def graph_gain_lines(res: SweepResult, lang: str) -> list[str]:
 def would_add_lines(res: SweepResult, recorded: list[SweepResult], lang: str
                     ) -> list[tuple[str, str]]:
     """What a GPU would add to ``res``'s machine as (st's function name, text): the newest of
-    ``recorded`` with an accelerator against its own CPU (the figure to teach with), then against
-    ``res``'s CPU, or why not: never from a busy machine (a CPU timed under load makes any GPU
-    look hundreds of times faster)."""
+    ``recorded`` with an accelerator against its own CPU, then against ``res``'s CPU only if
+    both machines were known quiet (a CPU timed under load makes any GPU look far faster)."""
     t = i18n.translator(lang)
     ref = next((r for r in recorded if any(x["device"] != "cpu" for x in r.ok_rows())), None)
     ups = analysis.speedups(analysis.eager(ref.ok_rows())) if ref else []

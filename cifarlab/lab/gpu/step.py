@@ -143,9 +143,8 @@ class Stopped(Exception):
 def run_steps(n: int, budget: float | None, step: Callable[[], Any], sync: Callable[[], None],
               stop: Callable[[], bool] = lambda: False) -> tuple[int, float, Any]:
     """(steps run, seconds, last output) of up to n steps, at least one, fewer once ``budget``
-    seconds have passed. The clock is read after synchronising; the budget check does not
-    synchronise (it only decides when to stop); nor does stop() (the job's is cheap: it reads
-    the store at most every 0.25 s)."""
+    seconds have passed. Only the clock reads synchronise: the budget check and stop() (cheap:
+    the job reads the store at most every 0.25 s) only decide when to stop."""
     sync()
     t0 = time.perf_counter()
     done, out = 0, None
