@@ -169,8 +169,7 @@ def summary_lines(result) -> list[str]:
     from cifarlab.lab.gpu.results import PHASES
 
     judged = assess(result)
-    lines = [f"recorded on: {result.recorded_on} (host {result.host}, {result.recorded_at})"]
-    lines += [plain(f"{k}: {v}") for k, v in report.hardware_table(result, "en").to_numpy()]
+    lines = [plain(f"{k}: {v}") for k, v in report.hardware_table(result, "en").to_numpy()]
     if judged["busy"]:
         lines.append(plain(report.provenance(result, "en", judged)["busy"]))
     if not any(r["device"] != "cpu" for r in result.rows):
