@@ -21,7 +21,7 @@ from cifarlab.core.train import to_device
 from cifarlab.lab.gpu.config import EPOCH_IMAGES, TUTORIAL_POINT, SweepConfig
 from cifarlab.lab.gpu.results import (BREAKDOWN_COLUMNS, COLUMNS, OOM, PHASES, SweepResult,
                                       blank, check_suffix)
-from cifarlab.lab.gpu.step import (Stopped, Workload, cleanup, device_id, is_out_of_memory,
+from cifarlab.lab.gpu.step import (Stopped, Workload, cleanup, is_out_of_memory,
                                    run_steps, sync_for, timing_settings)
 
 WARMUP_SHARE = 0.25   # at most this share of a point's budget goes to warm-up
@@ -45,9 +45,9 @@ def load_average() -> list[float] | None:
 def _point(device, columns: dict[str, type], work: dict) -> tuple[torch.device, dict]:
     """(the device, a row of ``columns`` with what is known before measuring ``work``, Workload's
     arguments, from a SweepConfig checked already)."""
-    dev = resolve_device(device)
-    info = next((d for d in list_devices() if d.id == device_id(dev)), None)
-    known = dict(device=device_id(dev), device_kind=dev.type,
+    dev = resolve_device(device)   # "cuda" -> "cuda:0": the id list_devices gives
+    info = next((d for d in list_devices() if d.id == str(dev)), None)
+    known = dict(device=str(dev), device_kind=dev.type,
                  device_name=info.name if info else str(dev),
                  device_memory_bytes=info.memory_bytes if info else None,
                  pipeline=work["pipeline"], batch_size=work["batch_size"], width=work["width"],

@@ -23,10 +23,6 @@ from cifarlab.errors import ConfigError, Problem
 MIN_IMAGES = 2048          # images per timing data set: at least this many, and 8 batches
 
 
-def device_id(dev: torch.device) -> str:
-    return f"cuda:{dev.index or 0}" if dev.type == "cuda" else dev.type
-
-
 def timing_images(data: CifarData | None, batch_size: int, seed: int = 0
                   ) -> tuple[CifarData, int | None]:
     """(images, training subset): synthetic (data None) or a slice of ``data``'s training set,
@@ -52,7 +48,7 @@ class Workload:
                  seed: int = 0, graphed: bool = False):
         self.device = torch.device(device)
         images, subset = timing_images(data, batch_size, seed)
-        self.config = TrainConfig(batch_size=batch_size, device=device_id(self.device),
+        self.config = TrainConfig(batch_size=batch_size, device=str(self.device),
                                   num_workers=num_workers if pipeline == "tutorial" else 0,
                                   pipeline=pipeline, seed=seed, train_subset=subset,
                                   model=ModelSpec(width=width), cuda_graphs=graphed)
