@@ -476,9 +476,11 @@ def test_the_page_sentences_in_every_language(swept):
 
 def test_chart_frames():
     h = handmade()
-    tp = charts.throughput_frame(h, "fast", "en")
-    assert list(tp["device"].unique()) == ["cpu", "cuda:0"] and (tp["plus"] >= 0).all()
     en = i18n.translator("en")
+    lines = [d for d in charts.throughput_figure(h, "fast", en).data if d.mode == "lines+markers"]
+    assert [d.name for d in lines] == ["cpu, width 1", "cpu, width 2", "cuda:0, width 1",
+                                       "cuda:0, width 2"]
+    assert all(min(d.error_y.array) >= 0 and min(d.error_y.arrayminus) >= 0 for d in lines)
     (star,) = [d for d in charts.speedup_figure(h, "tutorial", en).data
                if d.name == "the tutorial as written"]
     assert list(star.x) == [4] and list(star.y) == pytest.approx([0.5])

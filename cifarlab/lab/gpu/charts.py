@@ -26,17 +26,6 @@ def _order(df: pd.DataFrame, *by: str) -> pd.DataFrame:
             .drop(columns="_acc").reset_index(drop=True))
 
 
-def throughput_frame(res: SweepResult, pipeline: str, lang: str) -> pd.DataFrame:
-    """Images/s against batch size, a series per device and width; plus / minus: the error bars
-    to the fastest and slowest repeat."""
-    df = pd.DataFrame(res.ok_rows(), columns=list(COLUMNS)).query("pipeline == @pipeline")
-    ips, series = df["images_per_s"], zip(df["device"], df["width"], df["graphed"])
-    df = df.assign(series=[_series(d, w, lang, g) for d, w, g in series],
-                   plus=df["images_per_s_max"].fillna(ips) - ips,
-                   minus=ips - df["images_per_s_min"].fillna(ips))
-    return _order(df, "series", "batch_size")
-
-
 def _breakdowns(res: SweepResult) -> pd.DataFrame:
     df = pd.DataFrame(res.breakdowns, columns=list(BREAKDOWN_COLUMNS))
     return df[(df["error"] == "") & (df["total_s"] > 0)]
@@ -61,8 +50,13 @@ def _log_axes(fig: go.Figure, y_title: str, t, **y) -> go.Figure:
 
 
 def throughput_figure(res: SweepResult, pipeline: str, t) -> go.Figure:
-    """Images/s against batch size (the repeats' spread as error bars), the tutorial starred."""
-    df = throughput_frame(res, pipeline, t.lang)
+    """Images/s against batch size, a series per device and width, error bars to the fastest
+    and slowest repeat, the tutorial starred."""
+    df = pd.DataFrame(res.ok_rows(), columns=list(COLUMNS)).query("pipeline == @pipeline")
+    ips, series = df["images_per_s"], zip(df["device"], df["width"], df["graphed"])
+    df = _order(df.assign(series=[_series(d, w, t.lang, g) for d, w, g in series],
+                          plus=df["images_per_s_max"].fillna(ips) - ips,
+                          minus=ips - df["images_per_s_min"].fillna(ips)), "series", "batch_size")
     fig = px.line(df, x="batch_size", y="images_per_s", **C.series_style("series"), markers=True,
                   error_y="plus", error_y_minus="minus", hover_data={"step_ms": ":.3f"})
     tut = [r for r in res.ok_rows() if r["tutorial_point"]]   # on each device, any pipeline
