@@ -103,10 +103,8 @@ def runs_check(res: SweepResult, measured: Iterable[Mapping[str, Any]]) -> dict 
     None for a result recorded elsewhere or with nothing to compare."""
     if res.recorded_elsewhere:
         return None
-    pipe, batch, width = TUTORIAL_POINT
-    for row in eager(res.ok_rows()):
-        if point_key(row) != TUTORIAL_POINT:
-            continue
+    pipe, batch, _ = TUTORIAL_POINT
+    for row in [r for r in eager(res.ok_rows()) if point_key(r) == TUTORIAL_POINT]:
         same = [m for m in measured if m.get("device") == row["device"]
                 and m["config"].get("pipeline") == pipe and m["config"].get("batch_size") == batch
                 and m["config"].get("model") == _TUTORIAL_MODEL and m.get("images_per_second")]
