@@ -96,11 +96,10 @@ elif None in (repeats, steps, warmup, max_seconds, workers):
     pass                      # the box in question says why: no plan, nothing to run
 else:
     try:
-        config = SweepConfig(devices=tuple(chosen_devices), batch_sizes=tuple(batch_sizes),
-                                 widths=tuple(widths), pipelines=tuple(pipelines),
-                                 steps=int(steps), warmup=int(warmup), repeats=int(repeats),
-                                 max_seconds=float(max_seconds), num_workers=int(workers),
-                                 breakdown=bool(do_breakdown), graphed=bool(graphed))
+        config = SweepConfig(devices=chosen_devices, batch_sizes=batch_sizes, widths=widths,
+                             pipelines=pipelines, steps=steps, warmup=warmup, repeats=repeats,
+                             max_seconds=max_seconds, num_workers=workers,
+                             breakdown=do_breakdown, graphed=graphed)
         st.caption(report.plan_text(config, L))
     except CifarLabError as err:
         show_error(err)

@@ -83,7 +83,7 @@ def test_cancel_on_cuda_keeps_a_partial_result(cifar_data):
 
 def test_timing_a_cuda_point_times_the_trained_step():
     from cifarlab.lab.gpu import measure, step
-    from cifarlab.lab.gpu.config import SweepConfig, devices_held
+    from cifarlab.lab.gpu.config import SweepConfig, job_request
 
     w = step.Workload("cuda:0", 256, 1, "fast")
     try:  # the fused SGD kernel training uses for the fast pipeline, on the GPU
@@ -96,4 +96,4 @@ def test_timing_a_cuda_point_times_the_trained_step():
     b = measure.breakdown("cuda:0", 64, 1, "tutorial", steps=3, warmup=1, method="cuda_events",
                       num_workers=2)
     assert b["error"] == "" and b["h2d_s"] > 0 and b["forward_s"] > 0
-    assert devices_held(SweepConfig(devices=("cuda:0",))) == ("cpu", "cuda:0")
+    assert job_request(SweepConfig(devices=("cuda:0",)))["exclusive"] == ["cpu", "cuda:0"]

@@ -272,7 +272,8 @@ def test_the_graphed_series_is_its_own_line_and_its_gain_is_against_the_same_gpu
     tut = report.tutorial_lines(gpu_results.SweepResult(at_4, {}, {}, "gpu-box", "2026"), "en")
     assert "**1.00×** the CPU" in tut[1] and "5.00×" not in " ".join(tut[:2])
     for lang in LANGS:
-        series = set(charts.throughput_frame(res, "fast", lang)["series"])
+        series = {d.name for d in charts.throughput_figure(res, "fast", i18n.translator(lang)).data
+                  if d.mode == "lines+markers"}
         assert i18n.t("gpu.trace_graphed", lang, device="cuda:0", width=1) in series
         assert len(series) == 3
         (line, _) = report.graph_gain_lines(res, lang)

@@ -13,22 +13,6 @@ def chart(fig, name: str, t) -> None:
     st.caption(t(f"gpu.{name}_caption"))
 
 
-def breakdown_section(res, t) -> None:
-    choices = charts.breakdown_choices(res)
-    if not choices:
-        st.info(t("gpu.no_breakdown"))
-        return
-    b1, b2, b3 = st.columns(3)
-    devs = list(choices)
-    dev = b1.radio(t("gpu.device_col"), devs, horizontal=True, key="gpu_breakdown_device",
-                   index=len(devs) - 1)
-    method = b2.radio(t("gpu.breakdown_method"), choices[dev], horizontal=True,
-                      key="gpu_breakdown_method", format_func=lambda m: t(f"gpu.breakdown_{m}"))
-    scale = b3.radio(t("gpu.breakdown_scale"), ["ms", "share"], horizontal=True,
-                     key="gpu_breakdown_scale", format_func=lambda s: t(f"gpu.breakdown_{s}"))
-    chart(charts.breakdown_figure(res, dev, method, scale == "share", t), "breakdown", t)
-
-
 def show(res, recorded: list, has_cuda: bool, t, measured: list = ()) -> None:
     """One result, whether the machine was busy first. ``measured``: this server's runs."""
     L = t.lang
@@ -84,14 +68,24 @@ def show(res, recorded: list, has_cuda: bool, t, measured: list = ()) -> None:
                 else t("gpu.graphs_needs_gpu"))
 
     st.markdown(f"### {t('gpu.breakdown_title')}")
-    breakdown_section(res, t)
+    if choices := charts.breakdown_choices(res):
+        b1, b2, b3 = st.columns(3)
+        devs = list(choices)
+        dev = b1.radio(t("gpu.device_col"), devs, horizontal=True, key="gpu_breakdown_device",
+                       index=len(devs) - 1)
+        method = b2.radio(t("gpu.breakdown_method"), choices[dev], horizontal=True,
+                          key="gpu_breakdown_method",
+                          format_func=lambda m: t(f"gpu.breakdown_{m}"))
+        scale = b3.radio(t("gpu.breakdown_scale"), ["ms", "share"], horizontal=True,
+                         key="gpu_breakdown_scale", format_func=lambda s: t(f"gpu.breakdown_{s}"))
+        chart(charts.breakdown_figure(res, dev, method, scale == "share", t), "breakdown", t)
+    else:
+        st.info(t("gpu.no_breakdown"))
 
     st.markdown(f"### {t('gpu.pipelines_title')}")
     if {"fast", "tutorial"} <= set(measured):
         width = min(r["width"] for r in res.ok_rows())
         chart(charts.pipelines_figure(res, width, t), "pipelines", t)
-        for line in report.pipeline_gain_lines(res, width, L):
-            st.markdown("- " + line)
     else:
         st.info(t("gpu.pipelines_need_both"))
 

@@ -31,9 +31,9 @@ def speedups(result: SweepResult | list[dict]) -> list[dict]:
     rows = [r for r in (result.rows if isinstance(result, SweepResult) else result)
             if not r["error"]]
     cpu = {point_key(r): r["images_per_s"] for r in rows if r["device"] == "cpu"}
-    out = [{"device": r["device"], "device_name": r["device_name"], "pipeline": r["pipeline"],
-            "batch_size": r["batch_size"], "width": r["width"],
-            "speedup": r["images_per_s"] / cpu[point_key(r)], "graphed": bool(r.get("graphed"))}
+    out = [{"device": r["device"], "pipeline": r["pipeline"], "batch_size": r["batch_size"],
+            "width": r["width"], "speedup": r["images_per_s"] / cpu[point_key(r)],
+            "graphed": bool(r.get("graphed"))}
            for r in rows if r["device"] != "cpu" and point_key(r) in cpu]
     return sorted(out, key=lambda s: (s["device"], s["graphed"], s["pipeline"], s["width"],
                                       s["batch_size"]))
@@ -54,8 +54,7 @@ def crossover(result: SweepResult | list[dict]) -> list[dict]:
             f = math.log(a["speedup"]) / math.log(a["speedup"] / b["speedup"])
             estimate = a["batch_size"] * (b["batch_size"] / a["batch_size"]) ** f
         best = max(ss, key=lambda s: s["speedup"])
-        out.append({"device": device, "device_name": ss[0]["device_name"], "pipeline": pipeline,
-                    "graphed": graphed, "width": width,
+        out.append({"device": device, "pipeline": pipeline, "graphed": graphed, "width": width,
                     "batch_size": None if first is None else ss[first]["batch_size"],
                     "speedup": None if first is None else ss[first]["speedup"],
                     "estimate": estimate, "max_speedup": best["speedup"],
@@ -67,10 +66,8 @@ def graph_gains(result: SweepResult) -> list[dict]:
     """The "GPU, graphed" series against the same device eager: ``gain``, graphed ÷ eager."""
     rows = result.ok_rows()
     plain = {(r["device"], *point_key(r)): r for r in eager(rows) if r["images_per_s"]}
-    out = [{"device": g["device"], "device_name": g["device_name"], "pipeline": g["pipeline"],
-            "batch_size": g["batch_size"], "width": g["width"],
-            "eager_images_per_s": e["images_per_s"], "images_per_s": g["images_per_s"],
-            "eager_step_ms": e["step_ms"], "step_ms": g["step_ms"],
+    out = [{"device": g["device"], "pipeline": g["pipeline"], "batch_size": g["batch_size"],
+            "width": g["width"], "eager_step_ms": e["step_ms"], "step_ms": g["step_ms"],
             "gain": g["images_per_s"] / e["images_per_s"]}
            for g in rows if g.get("graphed") and (e := plain.get((g["device"], *point_key(g))))]
     return sorted(out, key=lambda x: (x["device"], x["pipeline"], x["width"], x["batch_size"]))
@@ -106,10 +103,8 @@ def runs_check(res: SweepResult, measured: Iterable[Mapping[str, Any]]) -> dict 
     None for a result recorded elsewhere or with nothing to compare."""
     if res.recorded_elsewhere:
         return None
-    pipe, batch, width = TUTORIAL_POINT
-    for row in eager(res.ok_rows()):
-        if point_key(row) != TUTORIAL_POINT:
-            continue
+    pipe, batch, _ = TUTORIAL_POINT
+    for row in [r for r in eager(res.ok_rows()) if point_key(r) == TUTORIAL_POINT]:
         same = [m for m in measured if m.get("device") == row["device"]
                 and m["config"].get("pipeline") == pipe and m["config"].get("batch_size") == batch
                 and m["config"].get("model") == _TUTORIAL_MODEL and m.get("images_per_second")]

@@ -26,27 +26,6 @@ def _order(df: pd.DataFrame, *by: str) -> pd.DataFrame:
             .drop(columns="_acc").reset_index(drop=True))
 
 
-def throughput_frame(res: SweepResult, pipeline: str, lang: str) -> pd.DataFrame:
-    """Images/s against batch size, a series per device and width; plus / minus: the error bars
-    to the fastest and slowest repeat."""
-    df = pd.DataFrame(res.ok_rows(), columns=list(COLUMNS)).query("pipeline == @pipeline")
-    ips, series = df["images_per_s"], zip(df["device"], df["width"], df["graphed"])
-    df = df.assign(series=[_series(d, w, lang, g) for d, w, g in series],
-                   plus=df["images_per_s_max"].fillna(ips) - ips,
-                   minus=ips - df["images_per_s_min"].fillna(ips))
-    return _order(df, "series", "batch_size")
-
-
-def speedup_frame(res: SweepResult, pipeline: str, lang: str) -> pd.DataFrame:
-    """Accelerator ÷ CPU images/s against batch size; ``tutorial`` marks the tutorial's point."""
-    ups = [s for s in analysis.speedups(res) if s["pipeline"] == pipeline]
-    return pd.DataFrame([{"device": s["device"],
-                          "series": _series(s["device"], s["width"], lang, s["graphed"]),
-                          "batch_size": s["batch_size"], "speedup": s["speedup"],
-                          "tutorial": analysis.point_key(s) == TUTORIAL_POINT} for s in ups],
-                        columns=["device", "series", "batch_size", "speedup", "tutorial"])
-
-
 def _breakdowns(res: SweepResult) -> pd.DataFrame:
     df = pd.DataFrame(res.breakdowns, columns=list(BREAKDOWN_COLUMNS))
     return df[(df["error"] == "") & (df["total_s"] > 0)]
@@ -55,27 +34,6 @@ def _breakdowns(res: SweepResult) -> pd.DataFrame:
 def breakdown_choices(res: SweepResult) -> dict[str, list[str]]:
     """device -> the methods its breakdown was timed with ("sync", "cuda_events")."""
     return _breakdowns(res).groupby("device", sort=False)["method"].unique().map(list).to_dict()
-
-
-def breakdown_frame(res: SweepResult, device: str, method: str, share: bool,
-                    lang: str) -> pd.DataFrame:
-    """A stacked bar per pipeline and batch size: ms per step in each phase, or its share (%)."""
-    df = _breakdowns(res).query("device == @device and method == @method")
-    df = df.assign(later=df["pipeline"] != "tutorial").sort_values(["later", "batch_size"])
-    phases = df[[f"{p}_s" for p in PHASES]].set_axis(
-        [i18n.t(f"gpu.phase_{p}", lang) for p in PHASES], axis=1)
-    values = phases.div(df["total_s"], axis=0) * 100 if share else phases * 1000
-    names = df["pipeline"].map(lambda p: pipeline_name(p, lang))
-    return values.assign(bar=names + " · " + df["batch_size"].astype(str)).melt(
-        "bar", var_name="phase")
-
-
-def pipelines_frame(res: SweepResult, width: int, lang: str) -> pd.DataFrame:
-    """Images/s against batch size for both pipelines, one series per device and pipeline."""
-    df = pd.DataFrame(analysis.eager(res.ok_rows()), columns=list(COLUMNS))
-    df = df[df["width"] == width]
-    names = df["pipeline"].map(lambda p: pipeline_name(p, lang))
-    return _order(df.assign(series=df["device"] + " · " + names), "pipeline", "batch_size")
 
 
 # ------------------------------------------------------------------------------- the figures
@@ -92,8 +50,13 @@ def _log_axes(fig: go.Figure, y_title: str, t, **y) -> go.Figure:
 
 
 def throughput_figure(res: SweepResult, pipeline: str, t) -> go.Figure:
-    """Images/s against batch size (the repeats' spread as error bars), the tutorial starred."""
-    df = throughput_frame(res, pipeline, t.lang)
+    """Images/s against batch size, a series per device and width, error bars to the fastest
+    and slowest repeat, the tutorial starred."""
+    df = pd.DataFrame(res.ok_rows(), columns=list(COLUMNS)).query("pipeline == @pipeline")
+    ips, series = df["images_per_s"], zip(df["device"], df["width"], df["graphed"])
+    df = _order(df.assign(series=[_series(d, w, t.lang, g) for d, w, g in series],
+                          plus=df["images_per_s_max"].fillna(ips) - ips,
+                          minus=ips - df["images_per_s_min"].fillna(ips)), "series", "batch_size")
     fig = px.line(df, x="batch_size", y="images_per_s", **C.series_style("series"), markers=True,
                   error_y="plus", error_y_minus="minus", hover_data={"step_ms": ":.3f"})
     tut = [r for r in res.ok_rows() if r["tutorial_point"]]   # on each device, any pipeline
@@ -106,7 +69,11 @@ def throughput_figure(res: SweepResult, pipeline: str, t) -> go.Figure:
 
 def speedup_figure(res: SweepResult, pipeline: str, t) -> go.Figure:
     """Accelerator ÷ CPU against batch size, where the curves cross marked, 1× as a line."""
-    df = speedup_frame(res, pipeline, t.lang)
+    ups = [s for s in analysis.speedups(res) if s["pipeline"] == pipeline]
+    df = pd.DataFrame([{"series": _series(s["device"], s["width"], t.lang, s["graphed"]),
+                        "batch_size": s["batch_size"], "speedup": s["speedup"],
+                        "tutorial": analysis.point_key(s) == TUTORIAL_POINT} for s in ups],
+                      columns=["series", "batch_size", "speedup", "tutorial"])
     fig = px.line(df, x="batch_size", y="speedup", **C.series_style("series"), markers=True)
     cross = [c["estimate"] for c in analysis.crossover(res)
              if c["pipeline"] == pipeline and c["estimate"]]   # where the curves cross
@@ -126,8 +93,16 @@ def speedup_figure(res: SweepResult, pipeline: str, t) -> go.Figure:
 
 
 def breakdown_figure(res: SweepResult, device: str, method: str, share: bool, t) -> go.Figure:
-    """Where a step's time goes, a stacked bar per pipeline and batch size."""
-    df = breakdown_frame(res, device, method, share, t.lang)
+    """Where a step's time goes, a stacked bar per pipeline and batch size: ms per step in each
+    phase, or its share (%)."""
+    df = _breakdowns(res).query("device == @device and method == @method")
+    df = df.assign(later=df["pipeline"] != "tutorial").sort_values(["later", "batch_size"])
+    phases = df[[f"{p}_s" for p in PHASES]].set_axis(
+        [i18n.t(f"gpu.phase_{p}", t.lang) for p in PHASES], axis=1)
+    values = phases.div(df["total_s"], axis=0) * 100 if share else phases * 1000
+    names = df["pipeline"].map(lambda p: pipeline_name(p, t.lang))
+    df = values.assign(bar=names + " · " + df["batch_size"].astype(str)).melt(
+        "bar", var_name="phase")
     fig = px.bar(df, x="bar", y="value", color="phase", color_discrete_sequence=list(PHASE_COLORS))
     fig.update_layout(height=420, margin=dict(t=20, b=40), legend=dict(orientation="h", y=-0.35),
                       legend_title_text="", xaxis_title="")
@@ -136,8 +111,11 @@ def breakdown_figure(res: SweepResult, device: str, method: str, share: bool, t)
 
 
 def pipelines_figure(res: SweepResult, width: int, t) -> go.Figure:
-    """Both pipelines on each device, the tutorial's dotted."""
-    df = pipelines_frame(res, width, t.lang)
+    """Images/s of both pipelines on each device, the tutorial's dotted."""
+    df = pd.DataFrame(analysis.eager(res.ok_rows()), columns=list(COLUMNS))
+    df = df[df["width"] == width]
+    names = df["pipeline"].map(lambda p: pipeline_name(p, t.lang))
+    df = _order(df.assign(series=df["device"] + " · " + names), "pipeline", "batch_size")
     fig = px.line(df, x="batch_size", y="images_per_s", color="series", markers=True)
     tutorial = set(df.loc[df["pipeline"] == "tutorial", "series"])
     fig.for_each_trace(lambda tr: tr.update(line_dash="dot" if tr.name in tutorial else "solid"))

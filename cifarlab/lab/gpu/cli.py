@@ -10,12 +10,19 @@ from pathlib import Path
 from typing import Callable
 
 from cifarlab import i18n
-from cifarlab.errors import ConfigError, Problem
 from cifarlab.lab.gpu.config import SweepConfig, estimate_seconds
 
 SWEEP_DEFAULTS = {"warmup": 10, "max_seconds": 5.0}
-QUICK = {"batch_sizes": "4,64,1024", "widths": "1,8", "steps": "10", "warmup": "3"}
+QUICK = {"batch_sizes": (4, 64, 1024), "widths": (1, 8), "steps": 10, "warmup": 3}
 WIDTHS = (16, 17, 10, 5, 10, 9, 17, 10, 6, 0)   # the table's columns, as wide as their values
+
+
+def ints(text: str) -> tuple[int, ...]:
+    return tuple(int(v) for v in text.split(",") if v.strip())
+
+
+def seconds(text: str) -> float | None:
+    return None if text.strip().lower() in ("none", "", "off") else float(text)
 
 
 def register_cli(subparsers) -> None:
@@ -27,18 +34,24 @@ def register_cli(subparsers) -> None:
                         "5 s per point, saved to --out-dir as <gpu>-<date>.json and .csv")
     p.add_argument("--quick", action="store_true", help="batch 4,64,1024, widths 1,8, 10 steps")
     p.add_argument("--devices", default="all", help="cpu,cuda:0,mps or all (default: all)")
-    p.add_argument("--batch-sizes", help=f"default {','.join(map(str, d.batch_sizes))}")
-    p.add_argument("--widths", help=f"width multipliers (default {','.join(map(str, d.widths))})")
+    unset = argparse.SUPPRESS   # an option not typed: --sweep's or --quick's, else SweepConfig's
+    p.add_argument("--batch-sizes", type=ints, default=unset,
+                   help=f"default {','.join(map(str, d.batch_sizes))}")
+    p.add_argument("--widths", type=ints, default=unset,
+                   help=f"width multipliers (default {','.join(map(str, d.widths))})")
     p.add_argument("--pipelines", default=",".join(d.pipelines), help="fast,tutorial")
-    p.add_argument("--steps", help=f"timed steps per repeat (default {d.steps})")
-    p.add_argument("--warmup", help=f"warm-up steps, timed apart (default {d.warmup}; "
-                                    f"{SWEEP_DEFAULTS['warmup']} with --sweep)")
-    p.add_argument("--repeats", default=str(d.repeats))
-    p.add_argument("--max-seconds",
+    p.add_argument("--steps", type=int, default=unset,
+                   help=f"timed steps per repeat (default {d.steps})")
+    p.add_argument("--warmup", type=int, default=unset,
+                   help=f"warm-up steps, timed apart (default {d.warmup}; "
+                        f"{SWEEP_DEFAULTS['warmup']} with --sweep)")
+    p.add_argument("--repeats", type=int, default=unset, help=f"default {d.repeats}")
+    p.add_argument("--max-seconds", type=seconds, default=unset,
                    help=f"time budget per point in seconds, or 'none' (default {d.max_seconds:g}; "
                         f"{SWEEP_DEFAULTS['max_seconds']:g} with --sweep)")
-    p.add_argument("--num-workers", default=str(d.num_workers),
-                   help="DataLoader workers of the tutorial pipeline (the tutorial uses 2)")
+    p.add_argument("--num-workers", type=int, default=unset,
+                   help="DataLoader workers of the tutorial pipeline (default and the "
+                        f"tutorial's: {d.num_workers})")
     p.add_argument("--breakdown", action=on,
                    help="also time the phases of a step (a separate pass; on with --sweep)")
     p.add_argument("--graphed", action=on,
@@ -55,34 +68,15 @@ def register_cli(subparsers) -> None:
 
 
 def config_from_args(args) -> SweepConfig:
-    """The SweepConfig the command line asks for (ConfigError naming each bad option)."""
-    d, given = SweepConfig(), {**(SWEEP_DEFAULTS if args.sweep else {}),
-                               **(QUICK if args.quick else {})}   # --quick's win
-
-    def pick(name: str, parse: Callable = int, code: str = "gpu.cli_int"):
-        """--name's text (else --sweep's or --quick's, else the default), parsed."""
-        value = getattr(args, name)
-        value = given.get(name, getattr(d, name)) if value is None else value
-        try:
-            return parse(value) if isinstance(value, str) else value
-        except ValueError:
-            raise ConfigError([Problem(name, code, {"option": "--" + name.replace("_", "-"),
-                                                    "text": value})]) from None
-
-    def ints(text: str) -> tuple[int, ...]:
-        return tuple(int(v) for v in text.replace(" ", "").split(",") if v)
-
-    def seconds(text: str) -> float | None:
-        return None if text.strip().lower() in ("none", "", "off") else float(text)
-
+    """The SweepConfig the command line asks for (ConfigError naming each bad value)."""
+    typed = {n: getattr(args, n) for n in ("batch_sizes", "widths", "steps", "warmup", "repeats",
+                                           "max_seconds", "num_workers") if hasattr(args, n)}
     return SweepConfig(
-        devices=args.devices, batch_sizes=pick("batch_sizes", ints, "gpu.cli_ints"),
-        widths=pick("widths", ints, "gpu.cli_ints"), pipelines=args.pipelines,
-        steps=pick("steps"), warmup=pick("warmup"), repeats=pick("repeats"),
-        max_seconds=pick("max_seconds", seconds, "gpu.cli_seconds"),
-        num_workers=pick("num_workers"), images="real" if args.data else "synthetic",
+        devices=args.devices, pipelines=args.pipelines,
+        images="real" if args.data else "synthetic",
         breakdown=args.sweep if args.breakdown is None else args.breakdown,
-        graphed=args.sweep if args.graphed is None else args.graphed)
+        graphed=args.sweep if args.graphed is None else args.graphed,
+        **{**(SWEEP_DEFAULTS if args.sweep else {}), **(QUICK if args.quick else {}), **typed})
 
 
 def cmd_bench(args) -> int:
@@ -137,13 +131,6 @@ def sweep_files(devices: list[str], out_dir: str | None) -> list[Path]:
 
 
 def print_plan(cfg: SweepConfig, devices: list[str], outs: list[Path]) -> None:
-    from cifarlab.lab.gpu.measure import sweep_environment
-    from cifarlab.lab.gpu.results import SweepResult
-
-    env = sweep_environment(devices)
-    here = SweepResult(rows=[], environment=env, config=cfg.to_dict(), host=env["hostname"],
-                       recorded_at="")
-    print(*hardware_lines(here), sep="\n")
     estimate = estimate_seconds(cfg, devices)
     bound = f"at most about {i18n.duration(estimate)}" if estimate else "no time budget"
     print(f"{len(cfg.points(devices))} points and {len(cfg.breakdown_passes(devices))} breakdown "
@@ -175,12 +162,6 @@ def plain(markdown: str) -> str:
     return re.sub(r"\\(.)", r"\1", markdown.replace("**", "").replace("\u200b", ""))
 
 
-def hardware_lines(result) -> list[str]:
-    from cifarlab.lab.gpu.report import hardware_table
-
-    return [plain(f"{k}: {v}") for k, v in hardware_table(result, "en").itertuples(index=False)]
-
-
 def summary_lines(result) -> list[str]:
     """What the page says about ``result`` (in English, as plain text), and its breakdowns."""
     from cifarlab.lab.gpu import report
@@ -188,8 +169,7 @@ def summary_lines(result) -> list[str]:
     from cifarlab.lab.gpu.results import PHASES
 
     judged = assess(result)
-    lines = [f"recorded on: {result.recorded_on} (host {result.host}, {result.recorded_at})",
-             *hardware_lines(result)]
+    lines = [plain(f"{k}: {v}") for k, v in report.hardware_table(result, "en").to_numpy()]
     if judged["busy"]:
         lines.append(plain(report.provenance(result, "en", judged)["busy"]))
     if not any(r["device"] != "cpu" for r in result.rows):

@@ -130,12 +130,6 @@ class SweepConfig:
         return cls(**d)
 
 
-def devices_held(config: SweepConfig) -> tuple[str, ...]:
-    """The devices a timing run keeps to itself: those it times and always the CPU (one side of
-    every speed-up; it also feeds the GPU)."""
-    return ("cpu", *(d for d in config.resolved_devices() if d != "cpu"))
-
-
 def estimate_seconds(config: SweepConfig, devices: list[str] | None = None) -> float | None:
     """The most a sweep should take (a second a point to set up); None without a budget."""
     if config.max_seconds is None:
@@ -155,8 +149,9 @@ def time_left(config: SweepConfig, points_done: int, elapsed_s: float,
 
 
 def job_request(config: SweepConfig) -> dict[str, Any]:
-    """``submit_job``'s arguments but session and owner (listed on the accelerator it times)."""
-    held = devices_held(config)
+    """``submit_job``'s arguments but session and owner. The run keeps to itself the devices it
+    times and always the CPU (one side of every speed-up; it also feeds the GPU)."""
+    held = ["cpu", *(d for d in config.resolved_devices() if d != "cpu")]
     return {"kind": "timing", "payload": config.to_dict(), "device": held[-1],
-            "exclusive": list(held), "name": "CPU vs GPU timing",
+            "exclusive": held, "name": "CPU vs GPU timing",
             "estimate_s": estimate_seconds(config)}

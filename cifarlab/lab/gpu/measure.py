@@ -21,7 +21,7 @@ from cifarlab.core.train import to_device
 from cifarlab.lab.gpu.config import EPOCH_IMAGES, TUTORIAL_POINT, SweepConfig
 from cifarlab.lab.gpu.results import (BREAKDOWN_COLUMNS, COLUMNS, OOM, PHASES, SweepResult,
                                       blank, check_suffix)
-from cifarlab.lab.gpu.step import (Stopped, Workload, cleanup, device_id, is_out_of_memory,
+from cifarlab.lab.gpu.step import (Stopped, Workload, cleanup, is_out_of_memory,
                                    run_steps, sync_for, timing_settings)
 
 WARMUP_SHARE = 0.25   # at most this share of a point's budget goes to warm-up
@@ -42,21 +42,18 @@ def load_average() -> list[float] | None:
         return None
 
 
-def _point(device, batch_size: int, width: int, pipeline: str, data, num_workers: int,
-           seed: int, columns: dict[str, type]) -> tuple[torch.device, dict, dict]:
-    """(the device, a row of ``columns`` with what is known before measuring, Workload's
-    arguments). The settings come from a SweepConfig, checked already."""
-    dev = resolve_device(device)
-    info = next((d for d in list_devices() if d.id == device_id(dev)), None)
-    known = dict(device=device_id(dev), device_kind=dev.type,
+def _point(device, columns: dict[str, type], work: dict) -> tuple[torch.device, dict]:
+    """(the device, a row of ``columns`` with what is known before measuring ``work``, Workload's
+    arguments, from a SweepConfig checked already)."""
+    dev = resolve_device(device)   # "cuda" -> "cuda:0": the id list_devices gives
+    info = next((d for d in list_devices() if d.id == str(dev)), None)
+    known = dict(device=str(dev), device_kind=dev.type,
                  device_name=info.name if info else str(dev),
                  device_memory_bytes=info.memory_bytes if info else None,
-                 pipeline=pipeline, batch_size=batch_size, width=width,
-                 images="synthetic" if data is None else "real", host=hostname(),
+                 pipeline=work["pipeline"], batch_size=work["batch_size"], width=work["width"],
+                 images="synthetic" if work["data"] is None else "real", host=hostname(),
                  recorded_at=now_iso(), torch=torch.__version__, cuda=torch.version.cuda or "")
-    return dev, {**blank(columns), **{k: v for k, v in known.items() if k in columns}}, dict(
-        batch_size=batch_size, width=width, pipeline=pipeline, data=data,
-        num_workers=num_workers, seed=seed)
+    return dev, {**blank(columns), **{k: v for k, v in known.items() if k in columns}}
 
 
 def step_stats(per_step_s: list[float], batch_size: int) -> dict:
@@ -92,14 +89,14 @@ def measure_point(device, batch_size: int, width: int = 1, pipeline: str = "fast
                   should_stop: Callable[[], bool] | None = None,
                   graphed: bool = False) -> dict | None:
     """The training step timed at one point: a row (COLUMNS), None if should_stop() said so.
-    data: a CifarData (a slice is used) or None (synthetic). graphed: the step as one CUDA
-    graph (error "not graphed: <reason>" if it ran eagerly: no eager figures labelled graphed)."""
-    dev, row, work = _point(device, batch_size, width, pipeline, data, num_workers, seed,
-                            COLUMNS)
+    data: a CifarData or None (synthetic). graphed: a step that ran eagerly is an error row."""
+    work = dict(batch_size=batch_size, width=width, pipeline=pipeline, data=data,
+                num_workers=num_workers, seed=seed, graphed=graphed)
+    dev, row = _point(device, COLUMNS, work)
     row.update(steps=steps, repeats=repeats, graphed=graphed,
                tutorial_point=(pipeline, batch_size, width) == TUTORIAL_POINT)
-    measured = _timed(dev, lambda: _measure(dev, {**work, "graphed": graphed}, steps, warmup,
-                                            repeats, max_seconds, should_stop or (lambda: False)))
+    measured = _timed(dev, lambda: _measure(dev, work, steps, warmup, repeats, max_seconds,
+                                            should_stop or (lambda: False)))
     row["load_1m"] = (load_average() or [None])[0]
     return None if measured is None else {**row, **measured}
 
@@ -169,8 +166,9 @@ def breakdown(device, batch_size: int, width: int = 1, pipeline: str = "tutorial
     """Seconds per step in each phase (PHASES), total_s their sum, and step_s a step timed
     without phase boundaries: a separate pass, never mixed with the sweep's figures. method:
     "sync" or "cuda_events" (CUDA only)."""
-    dev, out, work = _point(device, batch_size, width, pipeline, data, num_workers, seed,
-                            BREAKDOWN_COLUMNS)
+    work = dict(batch_size=batch_size, width=width, pipeline=pipeline, data=data,
+                num_workers=num_workers, seed=seed)
+    dev, out = _point(device, BREAKDOWN_COLUMNS, work)
     out.update({"pass": "breakdown", "method": method})
     out.update(_timed(dev, lambda: _breakdown(dev, work, steps, warmup, method, max_seconds)))
     return out
@@ -287,8 +285,7 @@ def run_sweep(cfg: SweepConfig, on_result: Callable[[dict], None] | None = None,
 
 
 def run_timing_job(payload: dict, ctx) -> dict:
-    """The "timing" job: a SweepConfig dict in; ("timing_row", row) emitted per point; the
-    result's dict (+ "points") out."""
+    """The "timing" job: a SweepConfig dict in, ("timing_row", row) per point, the result out."""
     cfg = SweepConfig.from_dict(payload)
     data = ctx.data() if cfg.images == "real" else None
     result = run_sweep(cfg, on_result=lambda row: ctx.emit("timing_row", row),

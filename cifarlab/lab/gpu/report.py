@@ -178,11 +178,11 @@ def source_label(res: SweepResult, lang: str) -> str:
 
 
 def tutorial_lines(res: SweepResult, lang: str, is_busy: bool = False) -> list[str]:
-    """The tutorial as written (TUTORIAL_POINT) on each device, in sentences: its speed and two
-    epochs, against the CPU, the fast pipeline at its batch, the best point of its network (width
-    1). From a busy machine only what was measured, nothing extrapolated."""
-    t, rows = i18n.translator(lang), analysis.eager(res.ok_rows())
-    tut = {r["device"]: r for r in rows if analysis.point_key(r) == TUTORIAL_POINT}
+    """The tutorial as written (TUTORIAL_POINT) on each device: its speed and two epochs, against
+    the CPU. From a busy machine only what was measured, nothing extrapolated."""
+    t = i18n.translator(lang)
+    tut = {r["device"]: r for r in analysis.eager(res.ok_rows())
+           if analysis.point_key(r) == TUTORIAL_POINT}
     if not tut:
         return []
     why = t("gpu.tut_why", params=next((r["params"] for r in tut.values() if r["params"]), 62006))
@@ -196,32 +196,10 @@ def tutorial_lines(res: SweepResult, lang: str, is_busy: bool = False) -> list[s
     if cpu:
         lines.append(t("gpu.tut_cpu", name=name("cpu"), ips=ips("cpu"), images=EPOCH_IMAGES,
                        epoch=i18n.duration(cpu["epoch_s"], lang), run=run("cpu")))
-    vs_cpu = {d: r["images_per_s"] / cpu["images_per_s"] for d, r in tut.items()
-              if cpu and d != "cpu"}
-    lines += [t("gpu.tut_acc", device=md(d), name=name(d), ips=ips(d), x=times(x, lang),
-                run=run(d)) for d, x in vs_cpu.items()]
-    lines.append(why)
-    ups = analysis.speedups(rows)
-    for d, x in vs_cpu.items():
-        if best := max((s for s in ups if s["device"] == d), key=lambda s: s["speedup"],
-                       default=None):
-            lines.append("- " + t("gpu.tut_compare", device=md(d), x=times(x, lang),
-                                  best=times(best["speedup"], lang), batch=best["batch_size"],
-                                  width=best["width"],
-                                  pipeline=pipeline_name(best["pipeline"], lang)))
-    _, batch, width = TUTORIAL_POINT
-    for d, r in tut.items():
-        mine = [m for m in rows if m["device"] == d and m["width"] == width]
-        if fast := next((m for m in mine if analysis.point_key(m) == ("fast", batch, width)),
-                        None):
-            lines.append("- " + t("gpu.tut_fast", device=md(d),
-                                  x=times(fast["images_per_s"] / r["images_per_s"], lang)))
-        best = max(mine, key=lambda m: m["images_per_s"])
-        if best["images_per_s"] > r["images_per_s"]:
-            lines.append("- " + t("gpu.tut_best", device=md(d), batch=best["batch_size"],
-                                  pipeline=pipeline_name(best["pipeline"], lang),
-                                  x=times(best["images_per_s"] / r["images_per_s"], lang)))
-    return lines
+        lines += [t("gpu.tut_acc", device=md(d), name=name(d), ips=ips(d), run=run(d),
+                    x=times(r["images_per_s"] / cpu["images_per_s"], lang))
+                  for d, r in tut.items() if d != "cpu"]
+    return lines + [why]
 
 
 def crossover_lines(res: SweepResult, pipeline: str, lang: str, is_busy: bool = False
@@ -252,25 +230,11 @@ def graph_gain_lines(res: SweepResult, lang: str) -> list[str]:
             for g in analysis.graph_gains(res)]
 
 
-def pipeline_gain_lines(res: SweepResult, width: int, lang: str) -> list[str]:
-    """Per device, the fast pipeline's images/s ÷ the tutorial's at each batch size."""
-    ips = {(r["device"], r["pipeline"], r["batch_size"]): r["images_per_s"]
-           for r in analysis.eager(res.ok_rows()) if r["width"] == width}
-    gains: dict[str, list[str]] = {}
-    for dev, pipe, b in sorted(ips, key=lambda k: (k[0] != "cpu", k)):
-        if pipe == "fast" and (dev, "tutorial", b) in ips:
-            x = ips[dev, pipe, b] / ips[dev, "tutorial", b]
-            gains.setdefault(dev, []).append(f"{times(x, lang)}× ({b})")
-    return [i18n.t("gpu.pipelines_gain", lang, device=md(dev), width=width, gains=", ".join(g))
-            for dev, g in gains.items()]
-
-
 def would_add_lines(res: SweepResult, recorded: list[SweepResult], lang: str
                     ) -> list[tuple[str, str]]:
     """What a GPU would add to ``res``'s machine as (st's function name, text): the newest of
-    ``recorded`` with an accelerator against its own CPU (the figure to teach with), then against
-    ``res``'s CPU, or why not: never from a busy machine (a CPU timed under load makes any GPU
-    look hundreds of times faster)."""
+    ``recorded`` with an accelerator against its own CPU, then against ``res``'s CPU only if
+    both machines were known quiet (a CPU timed under load makes any GPU look far faster)."""
     t = i18n.translator(lang)
     ref = next((r for r in recorded if any(x["device"] != "cpu" for x in r.ok_rows())), None)
     ups = analysis.speedups(analysis.eager(ref.ok_rows())) if ref else []

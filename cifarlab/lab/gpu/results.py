@@ -125,10 +125,6 @@ class SweepResult:
     def recorded_elsewhere(self) -> bool:
         return self.source != THIS_MACHINE
 
-    @property
-    def recorded_on(self) -> str:
-        return f"{self.host}, {self.recorded_at[:10]}" if self.recorded_elsewhere else THIS_MACHINE
-
     def ok_rows(self) -> list[dict]:
         return [r for r in self.rows if not r["error"]]
 

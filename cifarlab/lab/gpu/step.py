@@ -23,10 +23,6 @@ from cifarlab.errors import ConfigError, Problem
 MIN_IMAGES = 2048          # images per timing data set: at least this many, and 8 batches
 
 
-def device_id(dev: torch.device) -> str:
-    return f"cuda:{dev.index or 0}" if dev.type == "cuda" else dev.type
-
-
 def timing_images(data: CifarData | None, batch_size: int, seed: int = 0
                   ) -> tuple[CifarData, int | None]:
     """(images, training subset): synthetic (data None) or a slice of ``data``'s training set,
@@ -52,7 +48,7 @@ class Workload:
                  seed: int = 0, graphed: bool = False):
         self.device = torch.device(device)
         images, subset = timing_images(data, batch_size, seed)
-        self.config = TrainConfig(batch_size=batch_size, device=device_id(self.device),
+        self.config = TrainConfig(batch_size=batch_size, device=str(self.device),
                                   num_workers=num_workers if pipeline == "tutorial" else 0,
                                   pipeline=pipeline, seed=seed, train_subset=subset,
                                   model=ModelSpec(width=width), cuda_graphs=graphed)
@@ -143,9 +139,8 @@ class Stopped(Exception):
 def run_steps(n: int, budget: float | None, step: Callable[[], Any], sync: Callable[[], None],
               stop: Callable[[], bool] = lambda: False) -> tuple[int, float, Any]:
     """(steps run, seconds, last output) of up to n steps, at least one, fewer once ``budget``
-    seconds have passed. The clock is read after synchronising; the budget check does not
-    synchronise (it only decides when to stop); nor does stop() (the job's is cheap: it reads
-    the store at most every 0.25 s)."""
+    seconds have passed. Only the clock reads synchronise: the budget check and stop() (cheap:
+    the job reads the store at most every 0.25 s) only decide when to stop."""
     sync()
     t0 = time.perf_counter()
     done, out = 0, None
