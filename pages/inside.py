@@ -5,7 +5,7 @@ import numpy as np
 import streamlit as st
 
 from cifarlab.errors import CifarLabError
-from cifarlab.lab import inside as I
+from cifarlab.lab import inside as I, results as R
 from cifarlab.lab.data import upscale
 from cifarlab.lab.inside import figures as F
 from cifarlab.lab.tables import class_name
@@ -63,8 +63,8 @@ def choose_image(model, model_key: str, data, names: list[str]):
         index = int(members[int(n) - 1])
     elif kind == "wrong":
         with st.spinner(t("inside.finding_mistakes")):
-            probs = predictions(model_key, data.key, model, data).probabilities
-        wrong = I.misclassified(probs, data.test_y, limit=200)
+            ev = predictions(model_key, data.key, model, data)
+        probs, wrong = ev.probabilities, R.confused_examples(ev, limit=200)
         if not len(wrong):
             c2.info(t("inside.no_mistakes"))
             return None

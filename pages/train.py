@@ -59,7 +59,7 @@ def show_result(run, view: trainview.RunView) -> None:
               pct(acc))
     rows = trainview.per_class_rows(result.get("per_class_accuracy")
                                     or (view.eval or {}).get("per_class_accuracy"))
-    st.caption(words.result_lines(result, rows, t.lang))
+    st.caption(words.result_lines(result, t.lang))
     if rows:
         fig = view.memoized("per_class", (run.status, t.lang),
                             lambda _: words.per_class_figure(rows, t.lang))

@@ -272,11 +272,6 @@ def test_captum_stays_out_of_core_and_is_imported_lazily():
                 assert node not in top_level, f"{where}:{node.lineno} imports captum eagerly"
 
 
-def test_misclassified_most_confident_first():
-    probs = np.array([[0.9, 0.1], [0.2, 0.8], [0.4, 0.6], [0.7, 0.3]])
-    labels = np.array([0, 0, 0, 1])
-    assert list(I.misclassified(probs, labels)) == [1, 3, 2]
-
 
 @pytest.mark.parametrize("activation", ["sigmoid", "tanh"])
 def test_a_run_with_another_activation_reads_its_own_code_and_arithmetic(activation):

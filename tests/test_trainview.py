@@ -358,8 +358,8 @@ def test_split_per_class_and_epochs_in_the_language():
                                       "images_per_second": 1234.4, "accuracy": 0.5}], "es")
     assert list(table.columns)[0] == i18n.t("train.epoch_col", "es")
     assert table.iloc[0].tolist() == ["1", "1,2346", "12,3", "1.234", i18n.percent(0.5, "es")]
-    assert i18n.t("classes.cat", "es") in train_live.result_lines(
-        {"train_seconds": 12.0, "images_per_second": 99}, rows, "es")
+    assert i18n.t("train.chance", "es") in train_live.result_lines(
+        {"train_seconds": 12.0, "images_per_second": 99}, "es")
 
 
 def test_what_the_live_view_says_of_each_phase():

@@ -310,10 +310,3 @@ def loader_table(sweep: pd.DataFrame, t) -> pd.DataFrame:
         out[t(key)] = [i18n.number(v, t.lang, digits) for v in sweep[col]]
     return out
 
-
-def loader_lines(sweep: pd.DataFrame, t) -> list[str]:
-    return [t("data.loader_result", pipeline=t(f"data.pipeline_{r.pipeline}"),
-              ips=i18n.number(r.images_per_second, t.lang, 0), batch=r.batch_size,
-              workers=t("counts.workers", n=int(r.num_workers)))
-            + " · " + t("data.loader_startup", s=i18n.number(r.startup_seconds, t.lang, 2))
-            for r in sweep.itertuples()]

@@ -188,17 +188,11 @@ def progress_lines(prog: Mapping[str, Any], progress: Mapping[str, Any] | None,
     return t("train.progress", step=prog["step"], total=prog["total"]) + " · " + left, line
 
 
-def result_lines(result: Mapping[str, Any], rows: Sequence[tuple[str, float]], lang: str) -> str:
+def result_lines(result: Mapping[str, Any], lang: str) -> str:
     t = i18n.translator(lang)
-    lines = [f"{t('train.train_time')}: {duration(result.get('train_seconds'), lang)} · "
-             f"{t('train.ips_col')}: {number(round(result.get('images_per_second') or 0), lang)}",
-             t("train.chance")]
-    if rows:
-        best, worst = max(rows, key=lambda r: r[1]), min(rows, key=lambda r: r[1])
-        lines.append(t("train.best_worst", best=class_name(best[0], lang),
-                       best_acc=percent(best[1], lang), worst=class_name(worst[0], lang),
-                       worst_acc=percent(worst[1], lang)))
-    return "  \n".join(lines)
+    return (f"{t('train.train_time')}: {duration(result.get('train_seconds'), lang)} · "
+            f"{t('train.ips_col')}: {number(round(result.get('images_per_second') or 0), lang)}"
+            f"  \n{t('train.chance')}")
 
 
 def run_note(run: Any, phase: str, position: int | None, lang: str

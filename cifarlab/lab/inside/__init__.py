@@ -237,9 +237,3 @@ def strongest(heat: np.ndarray, size: int = 4, n: int = 3) -> list[tuple[int, in
     return [(int(i // b.shape[1]) * size, int(i % b.shape[1]) * size,
              float(b.flat[i])) for i in order]
 
-
-def misclassified(probabilities: np.ndarray, labels: np.ndarray, limit: int = 200) -> np.ndarray:
-    """Test images the model got wrong, the most confidently wrong first."""
-    pred = probabilities.argmax(axis=1)
-    idx = np.flatnonzero(pred != labels)
-    return idx[np.argsort(-probabilities[idx, pred[idx]], kind="stable")][:limit]

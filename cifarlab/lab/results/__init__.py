@@ -43,11 +43,15 @@ def predictions_for(model: torch.nn.Module, data, tta: bool = False) -> EvalResu
     return evaluate(model, data, "cpu", tta=tta)
 
 
-def confused_examples(ev: EvalResult, true_cls: int, pred_cls: int,
+def confused_examples(ev: EvalResult, true_cls: int | None = None, pred_cls: int | None = None,
                       limit: int = 24) -> np.ndarray:
-    """Test images of class ``true_cls`` the model called ``pred_cls``, most confident first."""
-    idx = np.flatnonzero((ev.labels == true_cls) & (ev.predictions == pred_cls))
-    return idx[np.argsort(-ev.probabilities[idx, pred_cls], kind="stable")][:limit]
+    """Test images of class ``true_cls`` the model called ``pred_cls`` (neither given: every
+    mistake), the most confident first."""
+    if true_cls is None:
+        idx = ev.misclassified
+    else:
+        idx = np.flatnonzero((ev.labels == true_cls) & (ev.predictions == pred_cls))
+    return idx[np.argsort(-ev.probabilities[idx, ev.predictions[idx]], kind="stable")][:limit]
 
 
 def picked_cell(point: Mapping[str, Any], names: Sequence[str]) -> tuple[int, int] | None:
