@@ -39,17 +39,10 @@ def run_label(run, session: str, t) -> str:
     return text
 
 
-def accuracy_figures(ev, t) -> tuple[go.Figure, go.Figure]:
-    """This model's accuracy beside the tutorial's and chance; per class, with the range the
-    tutorial's own runs swing over and its overall figure as a line."""
+def accuracy_figure(ev, t) -> go.Figure:
+    """Accuracy per class, with the range the tutorial's own runs swing over and its overall
+    figure as a line."""
     ref, lang = TUTORIAL_REFERENCE, t.lang
-    overall = C.bar_figure(
-        [t("results.this_model"), t("results.tutorial_bar"), t("results.chance_bar")],
-        [100 * ev.accuracy, 100 * ref["accuracy"], 100 * ref["chance"]],
-        colours=[BAR, "#9aa5b1", "#d0d5db"], height=300,
-        text=[f"{pct(ev.accuracy, lang)} %", f"{pct(ref['accuracy'], lang, 0)} %",
-              f"{pct(ref['chance'], lang, 0)} %"],
-        y_title=t("common.accuracy") + " (%)", yaxis_range=[0, 105])
     names = [class_name(c, lang) for c in ev.classes]
     fig = go.Figure(go.Bar(
         x=names, y=[100 * ev.per_class_accuracy[c] for c in ev.classes],
@@ -69,9 +62,9 @@ def accuracy_figures(ev, t) -> tuple[go.Figure, go.Figure]:
     fig.add_hline(y=100 * ref["accuracy"], line=line)
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=line, hoverinfo="skip",
                              name=t("results.tutorial_figure", pct=pct(ref["accuracy"], lang, 0))))
-    return C.localized(overall, lang), C.localized(
-        fig, lang, height=340, margin=TIGHT, yaxis_title=t("common.accuracy") + " (%)",
-        yaxis_range=[0, 105], legend=dict(orientation="h", y=-0.2))
+    return C.localized(fig, lang, height=340, margin=TIGHT,
+                       yaxis_title=t("common.accuracy") + " (%)", yaxis_range=[0, 105],
+                       legend=dict(orientation="h", y=-0.2))
 
 
 def confusion_figure(ev, mistakes_only: bool, t) -> go.Figure:
