@@ -27,9 +27,6 @@ from cifarlab.lab import charts as C
 from cifarlab.lab.tables import class_name
 
 
-
-# ----------------------------------------------------------------------------------- browse
-
 def class_counts_table(data: CifarData) -> pd.DataFrame:
     """Images per class in each split, long form: class, label, split, count."""
     return pd.DataFrame([{"class": cls, "label": label, "split": split, "count": count}
@@ -47,8 +44,6 @@ def class_sample(data: CifarData, class_index: int, n: int = 24,
     images = np.ascontiguousarray(np.asarray(x[chosen]).transpose(0, 2, 3, 1))
     return chosen, images
 
-
-# -------------------------------------------------------------------------- ToTensor, Normalize
 
 def transform_stats(images, bins: int = 32) -> dict:
     """What the tutorial's real ``ToTensor()`` and ``Normalize`` do to one picture (H×W×3
@@ -90,8 +85,6 @@ def ranges_table(stats: dict, t) -> pd.DataFrame:
     } for stage, s in stats.items()])
 
 
-# ------------------------------------------------------------------------------------ a batch
-
 def unnormalize(images: torch.Tensor) -> np.ndarray:
     """The tutorial's ``imshow``: ``img / 2 + 0.5`` (undo Normalize), channels last, 0…1."""
     x = (images.detach().to("cpu", torch.float32) / 2 + 0.5).clamp_(0.0, 1.0)
@@ -121,7 +114,6 @@ def upscale(images: np.ndarray, factor: int = 3) -> np.ndarray:
     return np.ascontiguousarray(np.repeat(np.repeat(a, factor, axis=-3), factor, axis=-2))
 
 
-# ----------------------------------------------------------------------------- augmentation
 # A few training images drawn by the training loader itself (``FastLoader(augment=...)``), one
 # draw per epoch, seeded as a run's is: a picture is what a run with that seed trains on.
 
@@ -180,8 +172,6 @@ def summary_text(view: AugmentView, t) -> str:
         text += " " + t("data_aug.summary_moved", k=moved, n=total)
     return text
 
-
-# ------------------------------------------------------------------------------- throughput
 
 def loader_throughput(data: CifarData, pipeline: str = "tutorial", batch_size: int = 4,
                       num_workers: int = 0, max_batches: int = 500, max_seconds: float = 1.0,
@@ -242,8 +232,6 @@ def sweep_loaders(data: CifarData, batch_size: int = 4,
             on_result(rows[-1])
     return pd.DataFrame(rows)
 
-
-# ------------------------------------------------------------------ the page's figures, words
 
 
 def class_names(data: CifarData, t) -> list[str]:

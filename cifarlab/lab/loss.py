@@ -19,8 +19,6 @@ from cifarlab.core.model import Net
 from cifarlab.lab import charts as C
 
 
-# ----------------------------------------------------------------------- cross-entropy on one image
-
 def net_logits(image_chw_uint8: np.ndarray, seed: int = 0) -> np.ndarray:
     """The logits of the tutorial's ``Net`` seeded with ``seed``, for one 3×32×32 uint8 image."""
     with torch.random.fork_rng(devices=[]):
@@ -49,8 +47,6 @@ def cross_entropy_by_hand(logits, label: int) -> dict:
             "match": math.isclose(loss, torch_loss, rel_tol=1e-9, abs_tol=1e-9),
             "prediction": int(np.argmax(z)), "label": label}
 
-
-# ------------------------------------------------------------------------------------ loss surfaces
 
 @dataclass(frozen=True)
 class Surface:
@@ -90,8 +86,6 @@ def loss_surface(name: str, grid: int = 101) -> dict:
     return {"x": xs, "y": ys, "z": Z, "start": s.start, "minimum": s.minimum,
             "formula": s.formula, "x_range": s.x_range, "y_range": s.y_range}
 
-
-# ------------------------------------------------------------- SGD paths, by torch.optim.SGD itself
 
 # The Loss page's starting values: on the narrow bowl plain SGD crawls while momentum reaches
 # the minimum, as the lesson says (at lr 0.05 momentum ends slightly worse).
@@ -160,8 +154,6 @@ def sgd_path(surface: str, start=None, lr: float = 0.05, momentum: float = 0.0,
     return SGDPath(np.asarray(points, dtype=np.float64), np.asarray(losses, dtype=np.float64),
                    diverged_at is not None, diverged_at, s.local_minima)
 
-
-# ---------------------------------- the page's figures and words (``t``: ``i18n.translator(lang)``)
 
 PATH_COLOURS = {"plain": "#D55E00", "momentum": "#0072B2"}
 

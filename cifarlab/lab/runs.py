@@ -33,8 +33,6 @@ def downsampled(steps: Sequence[int], losses: Sequence[float]) -> tuple[list[int
     return series.points()
 
 
-# -------------------------------------------------------------------------------- downloads
-
 def state_dict_bytes(ckpt: Checkpoint) -> bytes:
     """The weights alone, as the tutorial saves them (``torch.save(net.state_dict(), PATH)``)."""
     buf = io.BytesIO()
@@ -68,8 +66,6 @@ def bundle_file_name(run) -> str:
     """The zip's name: its one folder's name (``cifarlab-<name>-<id[:8]>``) plus ``.zip``."""
     return f"cifarlab-{run_slug(run.name, run.id)}.zip"
 
-
-# ------------------------------------------------------------------------------- run tables
 
 # Config columns: every knob of the config's schema (a field added there appears here), and
 # the network. Result columns come before them in runs_table.
@@ -160,8 +156,6 @@ def config_of(run) -> TrainConfig | None:
     except (CifarLabError, TypeError, KeyError):
         return None
 
-
-# ----------------------------------------------------------------- the page's table and chart
 
 # The result columns' labels; each knob column is labelled by its knob (the config's schema).
 COLUMN_KEYS = {

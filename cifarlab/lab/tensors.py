@@ -22,8 +22,6 @@ from cifarlab.lab import charts as C
 from cifarlab.lab.tables import class_name
 
 
-# ------------------------------------------------------------------------------------ ranks
-
 @dataclass(frozen=True)
 class RankExample:
     """One tensor of a given rank, cut from real CIFAR-10 images (after ToTensor+Normalize)."""
@@ -62,8 +60,6 @@ def rank_examples(data: CifarData, index: int = 0, batch: int = 4) -> list[RankE
             labels=labels[:1] if first else labels, code=code))
     return out
 
-
-# -------------------------------------------------------------------------- copy measurement
 
 def _best_of(fns: dict, device: torch.device, repeats: int, max_seconds: float
              ) -> tuple[dict, dict, int]:
@@ -124,8 +120,6 @@ def transfer_costs(device: str | torch.device = "auto", total_mb: float = 32,
     } for (memory, method, n), seconds in best.items()])
 
 
-# ----------------------------------------------------------------------- .item() measurement
-
 def item_sync_cost(device: str | torch.device = "auto", steps: int = 200, size: int = 4096,
                    repeats: int = 3, max_seconds: float = 2.0) -> dict:
     """The same loop with ``.item()`` every step (the tutorial's ``running_loss +=
@@ -159,8 +153,6 @@ def item_sync_cost(device: str | torch.device = "auto", steps: int = 200, size: 
         "repeats": done,
     }
 
-
-# ------------------------------------------------------------------ the page's figures, words
 
 CHANNELS = (("tensors.channel_red", "Reds"), ("tensors.channel_green", "Greens"),
             ("tensors.channel_blue", "Blues"))

@@ -41,8 +41,6 @@ def check(values: Mapping[str, Any], limits: C.Limits | None = None,
     return C.problems_by_field(C.validate(values, limits=limits, n_train=n_train, cls=CONFIG))
 
 
-# ------------------------------------------------------------------------------- loss series
-
 class LossSeries:
     """Step losses as at most ``max_points`` bucket means, filled incrementally."""
 
@@ -85,8 +83,6 @@ class LossSeries:
             means.append(self._sum / self._count)
         return steps, means
 
-
-# ---------------------------------------------------------------------------------- run view
 
 class RunView:
     """What the page has read of one run so far: losses (downsampled) and events; ``memo``
@@ -188,8 +184,6 @@ class RunViews(dict):
             self[run_id] = RunView(self.max_points)
         return self[run_id]
 
-
-# ---------------------------------------------------------------------------- small figures
 
 def progress_info(progress: Mapping[str, Any] | None) -> dict:
     p = dict(progress or {})

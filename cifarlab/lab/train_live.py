@@ -245,7 +245,6 @@ def split_chart(view: Any, run: Any, stamp: Any, lang: str) -> tuple[Any, str | 
                         else "train.compute_bound"))
 
 
-# ----------------------------------------------------------------------- inside training
 # each layer's gradient norm over the steps (core/probes.py samples them in the worker), the
 # latest sample as a table, and what it means in plain words (exploding, vanishing, dead ReLUs)
 

@@ -118,8 +118,6 @@ def neuron(model: Net, x: torch.Tensor, layer: str = "conv1", channel: int = 0, 
                    "left": step["left"] - conv.padding[1], "activated": float(activated)}
 
 
-# ------------------------------------------------------------------------------------ filters
-
 def initial_model(config: TrainConfig, classes: int = 10) -> Net:
     """The network a run started from (``core.train`` seeds torch, then builds the ``Net``);
     the global random state left as it was (a page must not change another's)."""
@@ -155,8 +153,6 @@ def filter_table(before: torch.Tensor | None, after: torch.Tensor) -> list[dict]
         rows.append(row)
     return rows
 
-
-# -------------------------------------------------------------------------- why this class
 
 METHODS = ("saliency", "integrated_gradients", "gradcam", "occlusion")
 SIGNED = {"integrated_gradients", "occlusion"}   # a map with both signs (drawn around zero)

@@ -16,7 +16,6 @@ from cifarlab.core.model import Net
 from cifarlab.core.modelspec import is_int
 from cifarlab.errors import ShapeError
 
-# ------------------------------------------------------------------------------- kernels and inputs
 
 def named_kernels() -> dict[str, np.ndarray]:
     return {name: np.asarray(k, dtype=np.float32) for name, k in {
@@ -64,8 +63,6 @@ def _conv_size(x: np.ndarray, k: np.ndarray, stride: int, padding: int) -> tuple
     return shapes.conv2d_output_size((x.shape[1], x.shape[2]), (k.shape[1], k.shape[2]),
                                      stride, padding)
 
-
-# ------------------------------------------------------------------------------ convolution by hand
 
 def apply_kernel(image: np.ndarray, kernel: np.ndarray, bias: float = 0.0, stride: int = 1,
                  padding: int = 0) -> np.ndarray:
@@ -115,8 +112,6 @@ def conv_step(image: np.ndarray, kernel: np.ndarray, bias: float, row: int, col:
     }
 
 
-# ------------------------------------------------------------------------------ max pooling by hand
-
 def maxpool_windows(fmap: np.ndarray, kernel: int = 2, stride: int | None = None) -> dict:
     """Max pooling window by window on an H×W map (argmax in input coordinates, the first on a
     tie), beside ``F.max_pool2d``'s; the stride defaults to the kernel."""
@@ -139,8 +134,6 @@ def maxpool_windows(fmap: np.ndarray, kernel: int = 2, stride: int | None = None
             "match": bool(np.array_equal(out, tout)), "in_shape": x.shape, "out_shape": (oh, ow),
             "kernel": kernel, "stride": stride}
 
-
-# ----------------------------------------------------------------------- the output-size calculator
 
 def calculator(kind: str, size, kernel, padding=0, stride=1, dilation=1) -> dict:
     """A conv (``kind="conv"``) or max-pool layer's output size by PyTorch's formula, numbers
@@ -168,8 +161,6 @@ def calculator(kind: str, size, kernel, padding=0, stride=1, dilation=1) -> dict
             "formula": "\n".join(d["formula"] for d in dims),
             "exact": all(d["exact"] for d in dims)}
 
-
-# ---------------------------------------------------------------------------- an edited layer stack
 
 @dataclass
 class StackReport:

@@ -149,7 +149,6 @@ def pool_figures(region: np.ndarray, pooled: dict, pick: int, kernel: int,
     return C.localized(fig_in, t.lang), C.localized(fig_out, t.lang)
 
 
-# --------------------------------------------------------------------------------- why ReLU
 # the activation knob's three functions (core.model.ACTIVATIONS, the ones the network really
 # uses) and their derivatives by autograd, and how much of a gradient survives a stack of them
 

@@ -24,7 +24,6 @@ TUTORIAL_REFERENCE: dict[str, Any] = {
     "chance": 0.10,
 }
 
-# --------------------------------------------------------------------------------- models
 
 def load_run_model(path) -> tuple[torch.nn.Module, Checkpoint]:
     """The model a run saved, on the CPU (``path``: ``JobQueue.checkpoint``'s, session-checked)."""
@@ -98,8 +97,6 @@ def per_class_by_epoch(events: Iterable[Any]) -> pd.DataFrame:
     return df.drop_duplicates(["epoch", "class"], keep="last").reset_index(drop=True)
 
 
-# ------------------------------------------------------------------------------- uploads
-
 # One limit for every file the page accepts: the largest checkpoint. The uploaders keep
 # Streamlit's 200 MB cap, far above ours (it refuses in English: ours in the student's
 # language); the server's cap sits 1 MB above, for the request's framing.
@@ -125,8 +122,6 @@ def load_uploaded_checkpoint(data: bytes, name: str = "checkpoint.pth",
     ckpt = load_checkpoint(buf, map_location="cpu", max_bytes=max_bytes)
     return ckpt.model().eval(), ckpt
 
-
-# ---------------------------------------------------------------------------------- images
 
 class ImageError(UploadError):
     def __init__(self, code: str, /, **params: Any):
