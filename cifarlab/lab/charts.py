@@ -1,5 +1,4 @@
-"""What the pages' figures share. Colours read in every common colour blindness: Okabe-Ito with
-a line style per series as a second cue; RdBu around zero and Viridis from zero up for grids."""
+"""What the pages' figures share: colours that read in every common colour blindness."""
 from __future__ import annotations
 
 from typing import Sequence

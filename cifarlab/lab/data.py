@@ -1,5 +1,4 @@
-"""The Data page's engine, on the real data and loaders: browse CIFAR-10, what ``ToTensor`` and
-``Normalize`` do to the numbers, a batch of the tutorial's ``DataLoader``, each pipeline's speed."""
+"""The Data page's engine, on the real data set and the real loaders."""
 from __future__ import annotations
 
 import contextlib
@@ -46,8 +45,7 @@ def class_sample(data: CifarData, class_index: int, n: int = 24,
 
 
 def transform_stats(images, bins: int = 32) -> dict:
-    """What the tutorial's real ``ToTensor()`` and ``Normalize`` do to one picture (H×W×3
-    uint8) or several: per stage, the range, per-channel mean and std, and histograms."""
+    """Range, per-channel mean, std and histograms of pictures through ToTensor and Normalize."""
     pics = np.asarray(images)
     pics = pics[None] if pics.ndim == 3 else pics
     to_tensor = transforms.ToTensor()
@@ -106,8 +104,7 @@ def loader_batch(data: CifarData, batch_size: int = 4, seed: int = 0) -> dict:
 
 
 def upscale(images: np.ndarray, factor: int = 3) -> np.ndarray:
-    """Pictures (…×H×W×C, or one C×H×W) ``factor`` times larger by repeating pixels, channels
-    last: a 32×32 image stays sharp."""
+    """Pictures (…×H×W×C, or one C×H×W) ``factor`` times larger, pixels repeated, channels last."""
     a = np.asarray(images)
     if a.ndim == 3 and a.shape[0] in (1, 3) and a.shape[-1] not in (1, 3):
         a = a.transpose(1, 2, 0)

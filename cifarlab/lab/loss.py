@@ -1,5 +1,4 @@
-"""The Loss & Optimizer page's engine: cross-entropy by hand, and SGD paths on a 2-D surface
-made by ``torch.optim.SGD`` itself (the update rule students see is PyTorch's)."""
+"""The Loss & Optimizer page's engine: cross-entropy by hand, SGD paths by ``torch.optim.SGD``."""
 from __future__ import annotations
 
 import math
@@ -124,8 +123,7 @@ class SGDPath:
 
 def sgd_path(surface: str, start=None, lr: float = 0.05, momentum: float = 0.0,
              steps: int = 50) -> SGDPath:
-    """Where ``torch.optim.SGD(lr, momentum)`` takes a 2-parameter tensor on ``surface`` as the
-    tutorial's loop does; stopped where the loss explodes (``EXPLODE_FACTOR``, inf/nan)."""
+    """``torch.optim.SGD``'s path on ``surface``, stopped where the loss explodes (or inf/nan)."""
     s = SURFACES[surface]
     start = s.start if start is None else tuple(float(v) for v in start)
     p = torch.tensor(start, dtype=torch.float64, requires_grad=True)
@@ -211,8 +209,7 @@ def paths_figures(surf: dict, paths: dict[str, SGDPath], labels: dict[str, str],
 
 
 def path_verdict(path: SGDPath, label: str, t) -> tuple[str, str]:
-    """("error" | "warning" | "success" | "info", the sentence): exploded, stuck in a local
-    minimum, reached the minimum, too slow."""
+    """(message kind, sentence): exploded, stuck in a local minimum, converged or too slow."""
     if path.diverged:
         return "error", f"**{label}**: " + t("loss.exploded", n=path.diverged_at)
     kind, key = (("warning", "loss.stuck") if path.stuck else

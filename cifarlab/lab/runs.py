@@ -1,5 +1,4 @@
-"""What the Runs page shows: runs side by side (settings and results in one table, the settings
-that differ, their loss curves on one chart) and their downloads."""
+"""The Runs page's engine: runs side by side, their loss curves, their downloads."""
 from __future__ import annotations
 
 import io
@@ -171,8 +170,7 @@ DIGITS = {"accuracy": 1, "final_loss": 3, "images_per_second": 0, "train_seconds
 
 def compare_table(df: pd.DataFrame, selected: Sequence[str], statuses: Sequence[str],
                   t) -> Styler:
-    """``runs_table``'s frame in the student's words, the knobs that differ between the
-    ``selected`` runs after the accuracy and highlighted in their rows."""
+    """``runs_table``'s frame in words, the knobs that differ in ``selected`` first and marked."""
     differ = differing_columns(df[df["run"].isin(selected)])
     shown = df.copy()
     shown["run"] = shown["run"].str[:8]

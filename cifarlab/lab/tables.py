@@ -32,8 +32,7 @@ def confusion_table(confusion, classes: Sequence[str], lang: str) -> pd.DataFram
 
 def per_class_table(items: Sequence[tuple[str, float]], lang: str,
                     reference: Mapping[str, Sequence[float]] | None = None) -> pd.DataFrame:
-    """(class, accuracy) pairs as percentages; with ``reference`` (class -> (low, high)) the
-    tutorial's range for each ("–" where it has none)."""
+    """(class, accuracy) pairs as percentages, with the tutorial's range when ``reference``."""
     rows = {
         i18n.t("a11y.class_col", lang): [class_name(c, lang) for c, _ in items],
         i18n.t("a11y.accuracy_col", lang): [i18n.percent(a, lang) for _, a in items],

@@ -1,6 +1,4 @@
-"""The Tensors page's engine: ranks 0–4 cut from a real CIFAR-10 image, a tensor's facts, and two
-live measurements of moving data (every timer synchronises: a CUDA call returns before the work
-is done; without CUDA the copies stay in the CPU's memory: the fixed cost per copy, no bus)."""
+"""The Tensors page's engine; every timer synchronises (a CUDA call returns before the work)."""
 from __future__ import annotations
 
 import math
@@ -63,8 +61,7 @@ def rank_examples(data: CifarData, index: int = 0, batch: int = 4) -> list[RankE
 
 def _best_of(fns: dict, device: torch.device, repeats: int, max_seconds: float
              ) -> tuple[dict, dict, int]:
-    """Each of ``fns``' best time over ``repeats`` rounds (at least one, fewer when
-    ``max_seconds`` runs out), its last value, and the rounds done."""
+    """Each of ``fns``' best time, its last value, and the rounds done within ``max_seconds``."""
     synchronize(device)
     best, value, sw, done = dict.fromkeys(fns, math.inf), {}, Stopwatch(device), 0
     budget_end = time.perf_counter() + max_seconds
@@ -93,8 +90,7 @@ def _copies(pairs: list) -> Callable[[], None]:
 def transfer_costs(device: str | torch.device = "auto", total_mb: float = 32,
                    chunks: int = 1024, repeats: int = 3,
                    max_seconds: float = 2.0) -> pd.DataFrame:
-    """``total_mb`` MB copied as one big copy and as ``chunks`` small ones, each timed (the best
-    of ``repeats``); on CUDA host → device from pageable and pinned memory."""
+    """``total_mb`` MB copied in one copy and in ``chunks`` (pageable and pinned on CUDA)."""
     dev = resolve_device(device)
     total = max(int(total_mb * 1e6) // chunks * chunks, chunks)    # a whole number per chunk
 

@@ -1,6 +1,4 @@
-"""What the Train page shows, computed from run-store rows (no Streamlit). The loss series is
-kept as at most ``max_points`` bucket means, so a long run costs the page a few kilobytes; a
-figure is rebuilt only when ``chart_stamp`` changes (docs/benchmarks.md, section 7)."""
+"""What the Train page shows, from run-store rows: losses as bucket means, figures memoised."""
 from __future__ import annotations
 
 import gc
@@ -107,8 +105,7 @@ class RunView:
         return self.series.last_step
 
     def update(self, events: Any, losses: Any, step: int | None = None) -> bool:
-        """Read what this view has not seen (losses not asked for when the run's ``step`` says
-        there are none new); True when something new came."""
+        """Read what is new (losses only when ``step`` says so); True when something came."""
         before = (self.last_seq, self.series.count)
         self.add_events(events(since_seq=self.last_seq))
         if step is None or step > self.last_step:
@@ -198,8 +195,7 @@ def progress_info(progress: Mapping[str, Any] | None) -> dict:
 def time_split(epochs: Sequence[Mapping[str, Any]] = (),
                result: Mapping[str, Any] | None = None,
                progress: Mapping[str, Any] | None = None) -> dict | None:
-    """Training time split between waiting for data and computing: from the result, else the
-    latest progress, else the epochs so far."""
+    """Data wait against compute: from the result, else the latest progress, else the epochs."""
     wait = compute = None
     if result and result.get("data_wait_seconds") is not None \
             and result.get("compute_seconds") is not None:

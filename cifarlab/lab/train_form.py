@@ -1,6 +1,4 @@
-"""The Train form's one owner: each knob as its widget holds it ⇄ a ``TrainConfig``
-(ui/train_form.py copies them to and from the widgets). Decimals are text in the form's
-language, read with either mark (a browser's number box turns "0,01" into 1)."""
+"""The Train form's one owner: each knob as its widget holds it ⇄ a ``TrainConfig``."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,7 +23,7 @@ def knob_value(kind: str, value: Any) -> Any:
 
 
 def widget_value(kind: str, value: Any, lang: str) -> Any:
-    """A knob's value as its widget holds it (decimals as text in ``lang``'s notation)."""
+    """A knob's value as its widget holds it: decimals as text (a number box reads 0,01 as 1)."""
     if kind == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
         return i18n.number(float(value), lang)
     return value if isinstance(value, str) else knob_value(kind, value)

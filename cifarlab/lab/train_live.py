@@ -31,8 +31,7 @@ def layout(lang: str, title: str, **kw) -> dict:
 
 
 def loss_figure(chart: Mapping[str, Any], lang: str, old: tuple | None = None) -> tuple:
-    """(layout key, figure) of ``RunView.chart()``; ``old`` updated in place while its key
-    fits."""
+    """(layout key, figure) of ``RunView.chart()``; ``old`` updated in place while its key fits."""
     t = i18n.translator(lang)
     key = (lang, bool(chart["running_steps"]), tuple(chart["epoch_marks"]), chart["stride"])
     running = (np.asarray(chart["running_steps"], dtype=np.int32),
@@ -221,8 +220,7 @@ def run_note(run: Any, phase: str, position: int | None, lang: str
 
 
 def loss_chart(view: Any, stamp: Any, lang: str) -> go.Figure | None:
-    """The loss figure, rebuilt only when ``stamp`` or the language changed; None before the
-    first loss."""
+    """The loss figure, rebuilt when ``stamp`` or the language changed; None before any loss."""
     if not view.series.count:
         return None
     return view.memoized("loss", (stamp, lang),

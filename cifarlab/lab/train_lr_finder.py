@@ -30,8 +30,7 @@ def suggested(result: Mapping[str, Any] | None) -> float | None:
 
 
 def figure(result: Mapping[str, Any], lang: str) -> go.Figure:
-    """Loss against lr (log axis, a tick a decade): each step's loss faint, the smoothed
-    curve, the suggestion as a star and the lowest smoothed loss as a ring."""
+    """Loss against lr (log axis): raw and smoothed, the suggestion a star, the minimum a ring."""
     t = i18n.translator(lang)
     lrs, smooth = list(result.get("lrs") or []), list(result.get("smoothed") or [])
     raw = [finite(v) for v in result.get("losses") or []]

@@ -1,5 +1,4 @@
-"""The Inside page's engine: ``Net.forward`` written out stage by stage, one neuron's arithmetic,
-conv1's filters, and Captum's views (imported only when one is computed: it takes seconds)."""
+"""The Inside page's engine; Captum is imported only when a view is computed (seconds)."""
 from __future__ import annotations
 
 import copy
@@ -119,8 +118,7 @@ def neuron(model: Net, x: torch.Tensor, layer: str = "conv1", channel: int = 0, 
 
 
 def initial_model(config: TrainConfig, classes: int = 10) -> Net:
-    """The network a run started from (``core.train`` seeds torch, then builds the ``Net``);
-    the global random state left as it was (a page must not change another's)."""
+    """The ``Net`` a run started from, seeded as ``core.train`` does; the global RNG untouched."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
         return Net(config.model, num_classes=classes, activation=config.activation).eval()
@@ -181,8 +179,7 @@ def occlusion_windows(size: tuple[int, int]) -> int:
 
 def explain(model: torch.nn.Module, x: torch.Tensor, target: int, method: str, *,
             per_eval: int | None = None) -> View:
-    """One attribution map of class ``target``'s logit for ``x``; ``per_eval``: occluded
-    images per forward pass (default all)."""
+    """One attribution map of ``target``'s logit; ``per_eval``: occluded images per forward pass."""
     import captum.attr as ca
 
     target = int(target)

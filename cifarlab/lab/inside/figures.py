@@ -74,8 +74,7 @@ class StageView:
 
 
 def stage_views(stages: list[Stage], names: list[str], t, act: str = "ReLU") -> list[StageView]:
-    """Stage by stage: the conv and pool layers' maps (the first ``MAX_MAPS``), the flat ones'
-    values as bars."""
+    """Each stage: conv and pool layers' first ``MAX_MAPS`` maps, flat layers' values as bars."""
     parts = []       # (stage, figure, alt text, caption)
     for name, signed in MAPS:
         s = stage(stages, name)
@@ -172,8 +171,7 @@ def filters_view(after, before, t) -> tuple[go.Figure, pd.DataFrame]:
 
 def why_view(hwc: np.ndarray, views: dict, targets: list[tuple[int, str]], names: list[str],
              t) -> tuple[go.Figure, pd.DataFrame]:
-    """Each method's map over the picture, a row per class (``views``: class -> method ->
-    ``View``), and each map's strongest squares as a table."""
+    """Each method's map over the picture, a row per class; their strongest squares as a table."""
     cells = [[(f"{label}<br>{t(f'inside.method_{m}')}", views[cls][m].heat, views[cls][m].signed)
               for m in METHODS] for cls, label in targets]
     fig = make_subplots(rows=len(cells), cols=len(METHODS), horizontal_spacing=0.03,

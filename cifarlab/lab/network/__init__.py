@@ -1,5 +1,4 @@
-"""The Network page's engine: convolution and max pooling worked by hand in numpy (what the
-students read), each beside PyTorch's own answer (``F.conv2d``, ``F.max_pool2d``)."""
+"""The Network page's engine: convolution and pooling by hand, each beside PyTorch's answer."""
 from __future__ import annotations
 
 import math
@@ -66,8 +65,7 @@ def _conv_size(x: np.ndarray, k: np.ndarray, stride: int, padding: int) -> tuple
 
 def apply_kernel(image: np.ndarray, kernel: np.ndarray, bias: float = 0.0, stride: int = 1,
                  padding: int = 0) -> np.ndarray:
-    """One kernel's feature map (k×k on every channel, or C×k×k) by hand: ``F.conv2d``'s
-    cross-correlation (the kernel is not flipped)."""
+    """One kernel's feature map by hand: ``F.conv2d``'s cross-correlation (kernel not flipped)."""
     x = _chw(image)
     k = _ckk(kernel, x.shape[0])
     oh, ow = _conv_size(x, k, stride, padding)
@@ -91,8 +89,7 @@ def torch_conv(image: np.ndarray, kernel: np.ndarray, bias: float = 0.0, stride:
 
 def conv_step(image: np.ndarray, kernel: np.ndarray, bias: float, row: int, col: int,
               stride: int = 1, padding: int = 0) -> dict:
-    """One output value worked out: what the kernel sees at (row, col) and ``F.conv2d``'s value
-    there; ``top``/``left``: the window's corner in the padded image."""
+    """One output value worked out beside ``F.conv2d``'s; ``top``/``left`` in the padded image."""
     x = _chw(image)
     k = _ckk(kernel, x.shape[0])
     oh, ow = _conv_size(x, k, stride, padding)
@@ -113,8 +110,7 @@ def conv_step(image: np.ndarray, kernel: np.ndarray, bias: float, row: int, col:
 
 
 def maxpool_windows(fmap: np.ndarray, kernel: int = 2, stride: int | None = None) -> dict:
-    """Max pooling window by window on an H×W map (argmax in input coordinates, the first on a
-    tie), beside ``F.max_pool2d``'s; the stride defaults to the kernel."""
+    """Max pooling window by window (the first argmax on a tie) beside ``F.max_pool2d``'s."""
     x = np.asarray(fmap, dtype=np.float32)
     stride = kernel if stride is None else stride
     oh, ow = shapes.pool2d_output_size(x.shape, kernel, stride)
@@ -183,8 +179,7 @@ class StackReport:
 
 
 def analyze_stack(spec: ModelSpec) -> StackReport:
-    """``spec``'s shape table, fc1's real input size, and what PyTorch says of the tutorial's
-    hard-coded ``16 * 5 * 5`` with it (``None`` when it happens to work)."""
+    """``spec``'s shapes, fc1's real input size, and what PyTorch says of ``16 * 5 * 5`` with it."""
     report = StackReport(spec)
     try:
         traces = shapes.trace_spec(spec)

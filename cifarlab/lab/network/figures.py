@@ -115,8 +115,7 @@ def step_figure(step: dict, t) -> go.Figure:
 
 def pool_figures(region: np.ndarray, pooled: dict, pick: int, kernel: int,
                  t) -> tuple[go.Figure, go.Figure]:
-    """The input with its windows (the chosen one boxed, each max starred) and the output
-    (its value boxed); numbers written in on small grids."""
+    """Input (chosen window boxed, each max starred) and output; numbers written on small grids."""
     wins, out = pooled["windows"], pooled["output"]
     small, chosen = region.shape[0] <= 8, wins[pick]
     fig_in = C.grid_figure(region, t("network.pool_in_title", h=region.shape[0],

@@ -54,8 +54,7 @@ def confused_examples(ev: EvalResult, true_cls: int | None = None, pred_cls: int
 
 
 def picked_cell(point: Mapping[str, Any], names: Sequence[str]) -> tuple[int, int] | None:
-    """(true, predicted) of a clicked confusion-matrix cell, from the axis labels (on the
-    heatmap's points and the markers' alike)."""
+    """(true, predicted) of a clicked confusion-matrix cell, from its axis labels."""
     if not hasattr(point, "get"):
         return None
     x, y, names = point.get("x"), point.get("y"), list(names)
@@ -85,8 +84,7 @@ def sample_predictions(ev: EvalResult, n: int = 16, seed: int = 0) -> pd.DataFra
 
 
 def per_class_by_epoch(events: Iterable[Any]) -> pd.DataFrame:
-    """Per-class accuracy after each epoch (epoch, class, accuracy), from the run's "epoch"
-    events or ``result["epochs"]``; epochs without per-class figures left out."""
+    """(epoch, class, accuracy) rows from a run's "epoch" events or ``result["epochs"]``."""
     rows = []
     for item in events or ():
         data = getattr(item, "data", item)
@@ -115,8 +113,7 @@ PREVIEW_SIZE = 256
 def load_uploaded_checkpoint(data: bytes, name: str = "checkpoint.pth",
                              max_bytes: int = MAX_CHECKPOINT_BYTES
                              ) -> tuple[torch.nn.Module, Checkpoint]:
-    """An uploaded checkpoint (ours, or the tutorial's ``state_dict``); ``core.checkpoint.load``
-    refuses anything empty, unsafe, torn or too big before anything big is allocated."""
+    """An uploaded checkpoint (ours or a tutorial state_dict), checked by ``core.checkpoint``."""
     buf = io.BytesIO(data)
     buf.name = name
     ckpt = load_checkpoint(buf, map_location="cpu", max_bytes=max_bytes)
@@ -221,8 +218,7 @@ def _check_cost(img, width: int, height: int, max_pixels: int) -> None:
 
 
 def _shrink(img, least: int):
-    """A big picture box-averaged down (to no less than ``least`` a side) before any colour
-    conversion, so the conversions work on a small copy."""
+    """Box-average a big picture down before any colour conversion (to no less than ``least``)."""
     w, h = img.size
     factor = min(w, h) // least
     if factor < 2:
@@ -278,8 +274,7 @@ def _to_rgb(img, notes: list[tuple[str, dict]]):
 
 def classify_prepared(model: torch.nn.Module, image: PreparedImage,
                       classes: Sequence[str]) -> list[tuple[str, float]]:
-    """(class, probability) for a prepared picture (``prepare_image``), most likely first
-    (``core.checkpoint`` built the model with one output per class)."""
+    """(class, probability) for a ``prepare_image`` picture, the most likely first."""
     pixels = torch.from_numpy(np.ascontiguousarray(image.pixels.transpose(2, 0, 1)))[None]
     probs = predict(model, pixels, "cpu")[0]
     order = np.argsort(-probs, kind="stable")

@@ -24,8 +24,7 @@ def pct(x: float, lang: str, digits: int = 1) -> str:
 
 
 def run_label(run, session: str, t) -> str:
-    """A finished run in a picker: its name, id, start and accuracy; its status unless done,
-    and whether it is a classmate's (a shared view)."""
+    """A run in a picker: name, id, start, accuracy; its status unless done; a classmate's."""
     when = datetime.fromtimestamp(run.started_at or run.created_at).strftime("%d/%m %H:%M")
     acc = (run.result or {}).get("test_accuracy")
     text = t("results.run_option", id=run.id[:8], when=when,
@@ -40,8 +39,7 @@ def run_label(run, session: str, t) -> str:
 
 
 def accuracy_figure(ev, t) -> go.Figure:
-    """Accuracy per class, with the range the tutorial's own runs swing over and its overall
-    figure as a line."""
+    """Accuracy per class, the tutorial's per-class ranges and its overall figure as a line."""
     ref, lang = TUTORIAL_REFERENCE, t.lang
     names = [class_name(c, lang) for c in ev.classes]
     fig = go.Figure(go.Bar(
