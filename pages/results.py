@@ -77,7 +77,7 @@ def accuracy_section(ev) -> None:
     c1.caption(t("results.overall_accuracy_value", pct=pct(ev.accuracy), n=int(ev.total),
                  correct=int(ev.correct)))
     c2.subheader(t("results.per_class_accuracy"))
-    c2.plotly_chart(F.accuracy_figure(ev, t), key=K + "per_class_chart")
+    c2.plotly_chart(F.accuracy_figure(ev.per_class_accuracy, t), key=K + "per_class_chart")
     c2.expander(t("a11y.show_table")).dataframe(tables.per_class_table(
         [(c, ev.per_class_accuracy[c]) for c in ev.classes], t.lang,
         reference=ref.get("per_class_ranges")), hide_index=True)

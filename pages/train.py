@@ -8,6 +8,7 @@ import streamlit as st
 
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import tables, train as trainview, train_live as words
+from cifarlab.lab.results.figures import accuracy_figure
 from cifarlab.serve import queue as jobs
 from pages.train_parts import form as train_settings, lr_finder
 from ui import messages, train_form
@@ -62,7 +63,8 @@ def show_result(run, view: trainview.RunView) -> None:
     st.caption(words.result_lines(result, t.lang))
     if rows:
         fig = view.memoized("per_class", (run.status, t.lang),
-                            lambda _: words.per_class_figure(rows, t.lang))
+                            lambda _: accuracy_figure(dict(rows), t).update_layout(
+                                title=t("train.per_class_title")))
         st.plotly_chart(fig, key=K + "per_class_chart")
         with st.expander(t("a11y.show_table")):   # the chart's numbers, for screen readers
             st.dataframe(tables.per_class_table(rows, t.lang), hide_index=True)

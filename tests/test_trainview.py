@@ -332,6 +332,7 @@ def test_the_loss_figure_is_updated_in_place_while_its_layout_fits():
 
 def test_split_per_class_and_epochs_in_the_language():
     from cifarlab.lab import train_live
+    from cifarlab.lab.results.figures import accuracy_figure
 
     split = trainview.time_split([], {"data_wait_seconds": 3.0, "compute_seconds": 1.0})
     lang_, fig = train_live.split_figure(split, "pt")
@@ -351,9 +352,9 @@ def test_split_per_class_and_epochs_in_the_language():
     assert train_live.chart_texts(v, 2000, "es")[1] == i18n.t(
         "train.running_loss_line", "es", epoch=1, i=" 2000", loss="2.183")
     rows = trainview.per_class_rows({"cat": 0.41, "airplane": 0.7})
-    bars = train_live.per_class_figure(rows, "es").data[0]
+    bars = accuracy_figure(dict(rows), i18n.translator("es")).data[0]
     assert list(bars.x) == [i18n.t("classes.airplane", "es"), i18n.t("classes.cat", "es")]
-    assert list(bars.text) == [i18n.percent(0.7, "es"), i18n.percent(0.41, "es")]
+    assert list(bars.text) == ["70", "41"]
     table = train_live.epochs_table([{"epoch": 1, "mean_loss": 1.23456, "seconds": 12.3,
                                       "images_per_second": 1234.4, "accuracy": 0.5}], "es")
     assert list(table.columns)[0] == i18n.t("train.epoch_col", "es")

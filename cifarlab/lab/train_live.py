@@ -15,7 +15,6 @@ from cifarlab.i18n import duration, number, percent
 from cifarlab.core.probes import finite, signals
 from cifarlab.lab import eta
 from cifarlab.lab.charts import series_style
-from cifarlab.lab.tables import class_name
 from cifarlab.lab.train import time_split
 
 GREY, BLUE, RED, ORANGE = "#888", "#3d7dca", "#ff4b4b", "#f0a202"
@@ -106,19 +105,6 @@ def split_figure(split: Mapping[str, float], lang: str, old: tuple | None = None
     return lang, go.Figure(data=bars, layout=layout(
         lang, t("train.data_wait_vs_compute"), barmode="stack", height=214,
         xaxis_title=t("common.time") + " (s)", showlegend=True))
-
-
-def per_class_figure(rows: Sequence[tuple[str, float]], lang: str) -> go.Figure:
-    """Test accuracy per class (``per_class_rows``), chance (10 %) as a dotted line."""
-    t = i18n.translator(lang)
-    return go.Figure(
-        data=[go.Bar(x=[class_name(c, lang) for c, _ in rows], y=[100 * a for _, a in rows],
-                     marker_color=BLUE, textposition="outside",
-                     text=[percent(a, lang) for _, a in rows])],
-        layout=layout(lang, t("train.per_class_title"), height=320, yaxis_range=[0, 112],
-                      yaxis_title=t("common.accuracy") + " (%)",
-                      shapes=[dict(type="line", xref="paper", x0=0, x1=1, y0=10, y1=10,
-                                   line=dict(dash="dot", color=GREY, width=1))]))
 
 
 def epochs_table(epochs: Sequence[Mapping[str, Any]], lang: str) -> pd.DataFrame:

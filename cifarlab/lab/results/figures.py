@@ -1,6 +1,7 @@
 """The Results page's figures and words, in the language of ``t`` (``i18n.translator(lang)``)."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
 import numpy as np
@@ -38,15 +39,15 @@ def run_label(run, session: str, t) -> str:
     return text
 
 
-def accuracy_figure(ev, t) -> go.Figure:
-    """Accuracy per class, the tutorial's per-class ranges and its overall figure as a line."""
+def accuracy_figure(per_class: Mapping[str, float], t) -> go.Figure:
+    """Accuracy per class (class -> 0..1), the tutorial's per-class ranges and its overall
+    figure as a line."""
     ref, lang = TUTORIAL_REFERENCE, t.lang
-    names = [class_name(c, lang) for c in ev.classes]
     fig = go.Figure(go.Bar(
-        x=names, y=[100 * ev.per_class_accuracy[c] for c in ev.classes],
+        x=[class_name(c, lang) for c in per_class], y=[100 * a for a in per_class.values()],
         name=t("results.this_model"), marker_color=BAR, textposition="outside",
-        text=[pct(ev.per_class_accuracy[c], lang, 0) for c in ev.classes]))
-    ranges = {c: r for c, r in ref["per_class_ranges"].items() if c in ev.classes}
+        text=[pct(a, lang, 0) for a in per_class.values()]))
+    ranges = {c: r for c, r in ref["per_class_ranges"].items() if c in per_class}
     if ranges:
         lo, hi = np.array(list(ranges.values())).T
         fig.add_trace(go.Scatter(
