@@ -230,7 +230,6 @@ def sweep_loaders(data: CifarData, batch_size: int = 4,
     return pd.DataFrame(rows)
 
 
-
 def class_names(data: CifarData, t) -> list[str]:
     return [class_name(c, t.lang) for c in data.classes]
 

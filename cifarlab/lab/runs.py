@@ -66,8 +66,7 @@ def bundle_file_name(run) -> str:
     return f"cifarlab-{run_slug(run.name, run.id)}.zip"
 
 
-# Config columns: every knob of the config's schema (a field added there appears here), and
-# the network. Result columns come before them in runs_table.
+# every knob of the schema (a field added there appears here), and the network
 def knob_columns(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in knobs(cls) if f.name != "log_every") + ("model",)
 

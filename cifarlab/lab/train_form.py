@@ -68,7 +68,6 @@ class TrainForm:
         self.revision = 0                       # changes the form made itself: rewrite widgets
         self.apply_preset("tutorial")
 
-    # -- values ------------------------------------------------------------------------------
     def _show(self, name: str, value: Any) -> Any:
         return widget_value(self._kind[name], value, self.lang)
 
@@ -114,7 +113,6 @@ class TrainForm:
         self._set({n: v for n, v in values.items() if self._kind[n] == "float"
                    and not isinstance(v, str)})
 
-    # -- a link to an experiment -------------------------------------------------------------
     def from_link(self, params: Mapping[str, str]) -> list[Problem]:
         """The knobs a link sets (``?lr=0.01&epochs=3``), fitted to the server's limits, and those
         its ``hide=momentum,seed`` hides; each bad value is left out and said, the rest apply."""
@@ -169,7 +167,6 @@ class TrainForm:
                              if isinstance(value, bool) else str(value))
         return out | ({"hide": ",".join(self.hidden)} if self.hidden else {})
 
-    # -- presets and the class ---------------------------------------------------------------
     def fit(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """``values`` inside the server's limits, a missing device "auto"."""
         out, lim = dict(values), self.limits
@@ -238,7 +235,6 @@ class TrainForm:
         return tuple(n for n in self.advanced if n in problems
                      or not same(values[n], ref[n]))
 
-    # -- what the page draws -----------------------------------------------------------------
     def _present(self, device: Any) -> bool:
         return device == "auto" or self.limits.devices is None or device in self.limits.devices
 

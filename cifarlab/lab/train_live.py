@@ -229,9 +229,6 @@ def split_chart(view: Any, run: Any, stamp: Any, lang: str) -> tuple[Any, str | 
                         else "train.compute_bound"))
 
 
-# each layer's gradient norm over the steps (core/probes.py samples them in the worker), the
-# latest sample as a table, and what it means in plain words (exploding, vanishing, dead ReLUs)
-
 def grad_figure(samples: Sequence[dict], lang: str) -> go.Figure:
     """One line per layer: its gradient norm at each sample (log axis: they span decades)."""
     t = i18n.translator(lang)

@@ -11,7 +11,6 @@ import torch
 from cifarlab.core.config import ACTIVATION_CODE, ACTIVATION_NAMES, ModelSpec, TrainConfig
 from cifarlab.core.data.pipelines import normalize
 from cifarlab.core.model import Net
-from cifarlab.core.shapes import trace_spec
 from cifarlab.lab.network import conv_step
 
 # Each stage, the line of the tutorial's forward that makes it (the lesson quotes them); a run
@@ -37,11 +36,10 @@ CONV_LAYERS = ("conv1", "conv2")
 
 @dataclass(frozen=True)
 class Stage:
-    """One step of the forward pass: its name in the shape trace, kind, shape, values."""
+    """One step of the forward pass: its name in the shape trace, shape, values."""
 
     name: str                 # "input", "conv1", "relu1", "pool1", ..., "fc3", "softmax"
-    kind: str                 # "input" | "conv" | "relu" | "pool" | "flatten" | "linear" | ...
-    shape: tuple[int, ...]    # from the shape trace (batch dimension left out)
+    shape: tuple[int, ...]    # the batch dimension left out
     values: np.ndarray        # float32, exactly ``shape``
     line: str                 # the tutorial's code that makes it
 
@@ -62,8 +60,6 @@ def num_classes(model: Net) -> int:
 def activations(model: Net, x: torch.Tensor) -> list[Stage]:
     """Every stage of ``Net.forward`` for one image (``x`` from ``to_input``), then softmax."""
     model = model.eval()
-    traces = trace_spec(model.spec, tuple(x.shape[1:]), num_classes(model))
-    kinds = {t.name: (t.kind, t.out_shape) for t in traces}
     out: dict[str, torch.Tensor] = {"input": x}
     act = model.act   # the run's activation knob
     out["conv1"] = h = model.conv1(x)
@@ -72,7 +68,6 @@ def activations(model: Net, x: torch.Tensor) -> list[Stage]:
     out["conv2"] = h = model.conv2(h)
     out["relu2"] = h = act(h)
     out["pool2"] = h = model.pool(h)
-    # written as the traced (C, H, W) sizes: "x = x.view(-1, 16 * 5 * 5)"
     out["flatten"] = h = h.view(-1, int(np.prod(h.shape[1:])))
     out["fc1"] = h = model.fc1(h)
     out["relu3"] = h = act(h)
@@ -80,15 +75,12 @@ def activations(model: Net, x: torch.Tensor) -> list[Stage]:
     out["relu4"] = h = act(h)
     out["fc3"] = h = model.fc3(h)
     out["softmax"] = torch.softmax(h, dim=1)
-    kinds["softmax"] = ("softmax", kinds["fc3"][1])
+    flat = " * ".join(map(str, out["pool2"].shape[1:]))   # "x.view(-1, 16 * 5 * 5)"
     stages = []
     for name, value in out.items():
-        kind, shape = kinds[name]
         values = value[0].detach().to(torch.float32).cpu().numpy()
         line = FORWARD_LINES[name].replace("F.relu", ACTIVATION_CODE[model.activation])
-        if name == "flatten":
-            line = "x = x.view(-1, " + " * ".join(map(str, kinds["pool2"][1])) + ")"
-        stages.append(Stage(name, kind, tuple(shape), values, line))
+        stages.append(Stage(name, values.shape, values, line.replace("16 * 5 * 5", flat)))
     return stages
 
 

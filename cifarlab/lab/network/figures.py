@@ -148,9 +148,6 @@ def pool_figures(region: np.ndarray, pooled: dict, pick: int, kernel: int,
     return C.localized(fig_in, t.lang), C.localized(fig_out, t.lang)
 
 
-# the activation knob's three functions (core.model.ACTIVATIONS, the ones the network really
-# uses) and their derivatives by autograd, and how much of a gradient survives a stack of them
-
 def activation_curves(lo: float = -6.0, hi: float = 6.0, n: int = 241) -> dict[str, tuple]:
     """name -> (x, f(x), f'(x)) as lists, the derivative by autograd."""
     out = {}
