@@ -173,9 +173,8 @@ def summary_text(view: AugmentView, t) -> str:
 def loader_throughput(data: CifarData, pipeline: str = "tutorial", batch_size: int = 4,
                       num_workers: int = 0, max_batches: int = 500, max_seconds: float = 1.0,
                       subset: int | None = None) -> dict:
-    """Images per second a pipeline delivers (no training in between), over at most
-    ``max_batches`` or ``max_seconds``; start-up (every worker's first batch, the fast
-    pipeline's copy) timed apart. The fast pipeline has no workers: reported as 0."""
+    """Images per second a pipeline delivers, over ``max_batches`` or ``max_seconds``; start-up
+    (every worker's first batch, the fast pipeline's copy) timed apart."""
     started = time.perf_counter()
     with warnings.catch_warnings():   # "suggested max number of worker": the page says so
         warnings.filterwarnings("ignore", message=".*worker processes in total.*")

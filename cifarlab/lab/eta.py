@@ -44,9 +44,8 @@ def steady(progress: Mapping[str, Any] | None) -> dict | None:
 
 def estimate(config: Any, device: str | None, measured: Iterable[Mapping[str, Any]] = (),
              progress: Mapping[str, Any] | None = None) -> dict:
-    """{"kind": "run" | "estimating" | "history" | "unknown", ...}; ``progress``: a running
-    run's latest (then only its own speed counts), else the median wall time ("seconds") of
-    the ``measured`` runs with ``config``'s settings on ``device``."""
+    """{"kind": "run" | "estimating" | "history" | "unknown", ...}: a running run's own speed, else
+    the median wall time of the ``measured`` runs with these settings on ``device``."""
     if progress is not None:
         own = steady(progress)
         return {"kind": "estimating"} if own is None else {"kind": "run", **own}

@@ -29,9 +29,8 @@ def net_logits(image_chw_uint8: np.ndarray, seed: int = 0) -> np.ndarray:
 
 
 def cross_entropy_by_hand(logits, label: int) -> dict:
-    """``nn.CrossEntropyLoss`` for one example step by step, beside PyTorch's; the largest logit
-    is subtracted before eᶻ (nothing overflows) and the loss is log Σe^z − z_label (exact
-    when p_true is tiny)."""
+    """``nn.CrossEntropyLoss`` for one example step by step, beside PyTorch's: log Σe^(z − max)
+    + max − z_label, which neither overflows nor loses a tiny p_true."""
     z = np.asarray(logits, dtype=np.float64).reshape(-1)
     label = int(label)
     shift = float(z.max())

@@ -122,9 +122,8 @@ def differing_columns(df: pd.DataFrame, columns: Iterable[str] = KNOB_COLUMNS) -
 def loss_curves(curves: Mapping[str, tuple[Sequence[int], Sequence[float]]],
                 steps_per_epoch: Mapping[str, float] | None = None, x: str = "step",
                 smooth: int | None = None) -> pd.DataFrame:
-    """Runs' loss curves (label -> (steps, losses)) in one long frame (run, x, loss), by "step"
-    or "epoch" (other batch sizes line up), a centred moving average over ``smooth`` points
-    (default 1/50 of the curve: a step's loss is noisy)."""
+    """Loss curves (label -> (steps, losses)) in one frame (run, x, loss), by "step" or "epoch",
+    smoothed by a centred mean over ``smooth`` points (default: 1/50 of the curve)."""
     frames = []
     for label, (steps, losses) in curves.items():
         per = 1.0 if x == "step" else (steps_per_epoch or {}).get(label)

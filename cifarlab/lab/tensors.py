@@ -118,9 +118,8 @@ def transfer_costs(device: str | torch.device = "auto", total_mb: float = 32,
 
 def item_sync_cost(device: str | torch.device = "auto", steps: int = 200, size: int = 4096,
                    repeats: int = 3, max_seconds: float = 2.0) -> dict:
-    """The same loop with ``.item()`` every step (the tutorial's ``running_loss +=
-    loss.item()``) and summed on the device, read once. A step is small enough for one CPU
-    thread, so the CPU timing is not thread noise."""
+    """The same loop with ``.item()`` every step (the tutorial's ``running_loss += loss.item()``)
+    and summed on the device, read once; small steps, so one CPU thread times them."""
     dev = resolve_device(device)
     gen = torch.Generator().manual_seed(0)
     a = torch.rand(size, generator=gen).to(dev)

@@ -83,8 +83,7 @@ class LossSeries:
 
 
 class RunView:
-    """What the page has read of one run so far: losses (downsampled) and events; ``memo``
-    holds the figures built from it, so an unchanged figure is not rebuilt."""
+    """What the page has read of one run: losses (downsampled), events; ``memo``: its figures."""
 
     def __init__(self, max_points: int = 600):
         self.series = LossSeries(max_points)
@@ -140,8 +139,7 @@ class RunView:
         return self._stamp
 
     def memoized(self, name: str, key: Any, build: Any) -> Any:
-        """``build(previous)``, built again only when ``key`` changed; ``build`` may update
-        the previous value (None the first time) rather than start afresh."""
+        """``build(previous)`` again only when ``key`` changed (``previous``: None at first)."""
         hit = self.memo.get(name)
         if hit is None or hit[0] != key:
             hit = self.memo[name] = (key, build(None if hit is None else hit[1]))

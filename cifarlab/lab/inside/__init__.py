@@ -94,10 +94,8 @@ def stage(stages: list[Stage], name: str) -> Stage:
 
 def neuron(model: Net, x: torch.Tensor, layer: str = "conv1", channel: int = 0, row: int = 0,
            col: int = 0, stages: list[Stage] | None = None) -> dict:
-    """Output (``channel``, ``row``, ``col``) of conv1 or conv2 by hand: the Network page's
-    ``conv_step`` on this layer's input, kernel, stride and padding, with ``layer``, the
-    window's ``top``/``left`` in the unpadded input (negative in the padding) and
-    ``activated``, the activation of the output: what is pooled."""
+    """Output (``channel``, ``row``, ``col``) of conv1 or conv2 by hand (``conv_step``), with its
+    window's ``top``/``left`` in the unpadded input and ``activated``, what is pooled."""
     stages = stages if stages is not None else activations(model, x)
     conv = getattr(model, layer)
     source = stage(stages, "input" if layer == "conv1" else "pool1").values.astype(np.float64)

@@ -132,10 +132,8 @@ def maxpool_windows(fmap: np.ndarray, kernel: int = 2, stride: int | None = None
 
 
 def calculator(kind: str, size, kernel, padding=0, stride=1, dilation=1) -> dict:
-    """A conv (``kind="conv"``) or max-pool layer's output size by PyTorch's formula, numbers
-    in. An argument is an int, an (h, w) pair or typed text ("(5, 2)"); ints give one
-    dimension, any pair two. What PyTorch refuses comes back as ``shape_error``, with the
-    formulas when they exist."""
+    """A conv or max-pool layer's output size by PyTorch's formula; an argument is an int, an
+    (h, w) pair or typed text. What PyTorch refuses comes back as ``shape_error``."""
     layer, fn, size_of = (
         (shapes.CONV, shapes.conv2d_formula, shapes.conv2d_output_size) if kind == "conv"
         else (shapes.POOL, shapes.pool2d_formula, shapes.pool2d_output_size))
@@ -199,10 +197,8 @@ TUTORIAL_FLAT = 16 * 5 * 5
 
 
 def _run_tutorial(spec: ModelSpec, flatten: str) -> tuple[str | None, str | None]:
-    """(exception class, first line of PyTorch's message) of the tutorial's forward, with the
-    spec's conv layers but fc1 hard-coded to 16 * 5 * 5, and loss run on zeros; (None, None)
-    when it runs (with ``view``, a multiple of 400 passes the view with too many rows: the
-    loss complains)."""
+    """(exception class, first line of PyTorch's message) of the tutorial's forward and loss with
+    ``spec``'s conv layers but fc1 hard-coded to 16 * 5 * 5; (None, None) when it runs."""
     (c1, c2), (h1, h2) = spec.scaled_channels(), spec.scaled_hidden()
     with torch.random.fork_rng(devices=[]):   # the layers' initialisation: no page's RNG
         conv1 = nn.Conv2d(3, c1, spec.kernels[0], spec.strides[0], spec.paddings[0])

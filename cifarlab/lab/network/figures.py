@@ -175,8 +175,7 @@ def activation_figure(t) -> go.Figure:
 
 
 def activation_table(t, layers: tuple[int, ...] = (1, 2, 4, 8)) -> list[dict]:
-    """Rows for the page: the most of a gradient that can pass 1, 2, 4, 8 activations going
-    backwards, each multiplying it by its derivative, at best the steepest (sigmoid's 0.25)."""
+    """The most of a gradient that can pass 1, 2, 4, 8 activations backwards (at their steepest)."""
     steepest = {name: max(dy) for name, (_, _, dy) in activation_curves().items()}
     return [{t("network.act_col"): t(f"common.activation_{name}"),
              **{t("network.act_layers", n=n): i18n.significant(steepest[name] ** n, t.lang)

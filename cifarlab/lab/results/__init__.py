@@ -44,8 +44,7 @@ def predictions_for(model: torch.nn.Module, data, tta: bool = False) -> EvalResu
 
 def confused_examples(ev: EvalResult, true_cls: int | None = None, pred_cls: int | None = None,
                       limit: int = 24) -> np.ndarray:
-    """Test images of class ``true_cls`` the model called ``pred_cls`` (neither given: every
-    mistake), the most confident first."""
+    """Test images of ``true_cls`` called ``pred_cls`` (none given: every mistake), surest first."""
     if true_cls is None:
         idx = ev.misclassified
     else:

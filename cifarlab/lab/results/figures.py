@@ -40,8 +40,7 @@ def run_label(run, session: str, t) -> str:
 
 
 def accuracy_figure(per_class: Mapping[str, float], t) -> go.Figure:
-    """Accuracy per class (class -> 0..1), the tutorial's per-class ranges and its overall
-    figure as a line."""
+    """Accuracy per class (class -> 0..1), the tutorial's ranges and overall figure as a line."""
     ref, lang = TUTORIAL_REFERENCE, t.lang
     fig = go.Figure(go.Bar(
         x=[class_name(c, lang) for c in per_class], y=[100 * a for a in per_class.values()],
