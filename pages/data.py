@@ -130,6 +130,5 @@ if st.button(t("common.measure"), key="loader_run", type="primary", disabled=lba
         bar.empty()
 sweep = st.session_state.get("loader_result") if lbatch is not None else None
 if sweep is not None and len(sweep):
-    st.plotly_chart(loading.loader_figure(sweep, t), key="loader_fig", alt=t("a11y.loader_chart"))
     st.dataframe(loading.loader_table(sweep, t), hide_index=True, key="loader_table")
     st.caption(t("data.loader_caption"))

@@ -9,7 +9,6 @@ from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
-import plotly.express as px
 import plotly.graph_objects as go
 import torch
 import torchvision
@@ -258,27 +257,6 @@ def histogram_figure(stats: dict, t) -> go.Figure:
         fig.update_xaxes(range=[s["low"], s["high"]], row=1, col=col)
     return C.localized(fig, t.lang, barmode="overlay", height=320, margin=C.MARGIN,
                        yaxis_title=t("data.histogram"), legend=dict(orientation="h", y=-0.15))
-
-
-def loader_figure(sweep: pd.DataFrame, t) -> go.Figure:
-    """Images per second against num_workers; the fast pipeline as a dashed level."""
-    tut = sweep[sweep["pipeline"] == "tutorial"].sort_values("num_workers")
-    fig = px.line(tut, x="num_workers", y="images_per_second", markers=True,
-                  text=[i18n.number(v, t.lang, 0) for v in tut["images_per_second"]])
-    fig.update_traces(textposition="top center", marker_size=10, showlegend=bool(len(tut)),
-                      name=t("data.pipeline_tutorial"))
-    for row in sweep[sweep["pipeline"] == "fast"].itertuples():
-        fig.add_hline(y=row.images_per_second, line=dict(dash="dash", color="#54A24B"),
-                      annotation_position="top left", annotation_text=(
-                          f"{t('data.pipeline_fast')}: "
-                          f"{i18n.number(row.images_per_second, t.lang, 0)}"))
-    low, high = float(sweep["images_per_second"].min()), float(sweep["images_per_second"].max())
-    return C.localized(
-        fig, t.lang, height=380, xaxis_title="num_workers", margin=dict(C.MARGIN, t=30),
-        yaxis_title=t("common.images_per_second"), yaxis_type="log",
-        yaxis_range=[np.log10(low / 2), np.log10(high * 3)],
-        xaxis=dict(tickmode="array", tickvals=sorted(sweep["num_workers"].unique())),
-        title=t("data.loader_fig_title", batch=int(sweep["batch_size"].iloc[0])))
 
 
 def loader_table(sweep: pd.DataFrame, t) -> pd.DataFrame:
