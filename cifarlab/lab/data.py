@@ -25,13 +25,6 @@ from cifarlab.lab import charts as C
 from cifarlab.lab.tables import class_name
 
 
-def class_counts_table(data: CifarData) -> pd.DataFrame:
-    """Images per class in each split, long form: class, label, split, count."""
-    return pd.DataFrame([{"class": cls, "label": label, "split": split, "count": count}
-                         for split in ("train", "test")
-                         for label, (cls, count) in enumerate(data.class_counts(split).items())])
-
-
 def class_sample(data: CifarData, class_index: int, n: int = 24,
                  seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(indices, n×32×32×3 uint8 images) of ``n`` training images of one class, repeatable."""
@@ -234,10 +227,9 @@ def class_names(data: CifarData, t) -> list[str]:
 
 def counts_figure(data: CifarData, t) -> go.Figure:
     """Images per class, train and test side by side."""
-    counts, names = class_counts_table(data), class_names(data, t)
-    fig = go.Figure([go.Bar(x=[names[i] for i in part["label"]], y=part["count"],
+    fig = go.Figure([go.Bar(x=class_names(data, t), y=list(data.class_counts(split).values()),
                             name=t(f"data.split_{split}"), marker_color=C.PALETTE[k])
-                     for k, (split, part) in enumerate(counts.groupby("split", sort=False))])
+                     for k, split in enumerate(("train", "test"))])
     return C.localized(fig, t.lang, barmode="group", height=320, margin=dict(C.MARGIN, t=30),
                        yaxis_title=t("data.images_per_class"), legend=dict(orientation="h", y=1.12))
 
