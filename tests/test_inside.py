@@ -246,7 +246,7 @@ def test_integrated_gradients_add_up_to_the_score_difference(trained, image):
 
 def test_every_view_and_its_refusals(trained, image):
     x = I.to_input(image)
-    views = I.explain_all(trained, x, 1)
+    views = {m: I.explain(trained, x, 1, m) for m in I.METHODS}
     assert list(views) == list(I.METHODS)
     for v in views.values():
         assert np.isfinite(v.heat).all() and v.seconds >= 0 and v.target == 1
@@ -288,7 +288,7 @@ def test_a_run_with_another_activation_reads_its_own_code_and_arithmetic(activat
     assert lines["pool1"] == f"x = self.pool({code}(self.conv1(x)))"
     assert lines["relu3"] == f"x = {code}(self.fc1(x))"
     assert not [line for line in lines.values() if "relu" in line]
-    assert I.activation_name(model) == activation
+    assert model.activation == activation
     n = I.neuron(model, x, "conv1", 2, 5, 7, stages)
     fn = {"sigmoid": torch.sigmoid, "tanh": torch.tanh}[activation]
     expected = fn(torch.tensor(n["output"], dtype=torch.float64))

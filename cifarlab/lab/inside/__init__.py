@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from cifarlab.core.config import ACTIVATION_CODE, ACTIVATION_NAMES, ModelSpec, TrainConfig
+from cifarlab.core.config import ACTIVATION_CODE, ModelSpec, TrainConfig
 from cifarlab.core.data.pipelines import normalize
 from cifarlab.core.model import Net
 from cifarlab.lab.network import conv_step
@@ -52,10 +52,6 @@ def to_input(image: np.ndarray | torch.Tensor) -> torch.Tensor:
     return normalize((a[None] if a.ndim == 3 else a).contiguous())
 
 
-def num_classes(model: Net) -> int:
-    return int(model.fc3.out_features)
-
-
 @torch.no_grad()
 def activations(model: Net, x: torch.Tensor) -> list[Stage]:
     """Every stage of ``Net.forward`` for one image (``x`` from ``to_input``), then softmax."""
@@ -82,10 +78,6 @@ def activations(model: Net, x: torch.Tensor) -> list[Stage]:
         line = FORWARD_LINES[name].replace("F.relu", ACTIVATION_CODE[model.activation])
         stages.append(Stage(name, values.shape, values, line.replace("16 * 5 * 5", flat)))
     return stages
-
-
-def activation_name(model: Net) -> str:
-    return ACTIVATION_NAMES[model.activation]
 
 
 def stage(stages: list[Stage], name: str) -> Stage:
@@ -199,10 +191,6 @@ def explain(model: torch.nn.Module, x: torch.Tensor, target: int, method: str, *
     seconds = time.perf_counter() - start
     return View(method, target, heat.detach().to(torch.float32).cpu().numpy(),
                 raw[0].detach().to(torch.float32).cpu().numpy(), seconds, method in SIGNED)
-
-
-def explain_all(model: torch.nn.Module, x: torch.Tensor, target: int) -> dict[str, View]:
-    return {m: explain(model, x, target, m) for m in METHODS}
 
 
 def blocks(heat: np.ndarray, size: int = 4) -> np.ndarray:
