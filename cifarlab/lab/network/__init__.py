@@ -44,32 +44,20 @@ def net_conv1(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return (net.conv1.weight.detach().numpy().copy(), net.conv1.bias.detach().numpy().copy())
 
 
-def _chw(image: np.ndarray) -> np.ndarray:
+def _operands(image, kernel, stride: int, padding: int) -> tuple:
+    """The input as C×H×W and the kernel as C×k×k (float32), the padded input, the output size."""
     x = np.asarray(image, dtype=np.float32)
-    return x[None] if x.ndim == 2 else x
-
-
-def _ckk(kernel: np.ndarray, channels: int) -> np.ndarray:
+    x = x[None] if x.ndim == 2 else x
     k = np.asarray(kernel, dtype=np.float32)
-    return np.ascontiguousarray(np.broadcast_to(k, (channels, *k.shape)) if k.ndim == 2 else k)
-
-
-def _pad(x: np.ndarray, padding: int) -> np.ndarray:
-    return np.pad(x, ((0, 0), (padding, padding), (padding, padding))) if padding else x
-
-
-def _conv_size(x: np.ndarray, k: np.ndarray, stride: int, padding: int) -> tuple[int, int]:
-    return shapes.conv2d_output_size((x.shape[1], x.shape[2]), (k.shape[1], k.shape[2]),
-                                     stride, padding)
+    k = np.ascontiguousarray(np.broadcast_to(k, (x.shape[0], *k.shape)) if k.ndim == 2 else k)
+    size = shapes.conv2d_output_size(x.shape[1:], k.shape[1:], stride, padding)
+    return x, k, np.pad(x, ((0, 0), (padding, padding), (padding, padding))), size
 
 
 def apply_kernel(image: np.ndarray, kernel: np.ndarray, bias: float = 0.0, stride: int = 1,
                  padding: int = 0) -> np.ndarray:
     """One kernel's feature map by hand: ``F.conv2d``'s cross-correlation (kernel not flipped)."""
-    x = _chw(image)
-    k = _ckk(kernel, x.shape[0])
-    oh, ow = _conv_size(x, k, stride, padding)
-    xp = _pad(x, padding)
+    _, k, xp, (oh, ow) = _operands(image, kernel, stride, padding)
     kh, kw = k.shape[1:]
     windows = np.lib.stride_tricks.sliding_window_view(xp, (kh, kw), axis=(1, 2))
     windows = windows[:, ::stride, ::stride][:, :oh, :ow]          # C×H'×W'×kh×kw
@@ -80,8 +68,7 @@ def apply_kernel(image: np.ndarray, kernel: np.ndarray, bias: float = 0.0, strid
 def torch_conv(image: np.ndarray, kernel: np.ndarray, bias: float = 0.0, stride: int = 1,
                padding: int = 0) -> np.ndarray:
     """PyTorch's answer for ``apply_kernel``: ``F.conv2d`` on the same numbers."""
-    x = _chw(image)
-    k = _ckk(kernel, x.shape[0])
+    x, k, _, _ = _operands(image, kernel, stride, padding)
     out = F.conv2d(torch.from_numpy(x.copy())[None], torch.from_numpy(k.copy())[None],
                    torch.tensor([float(bias)], dtype=torch.float32), stride=stride, padding=padding)
     return out[0, 0].numpy()
@@ -90,10 +77,7 @@ def torch_conv(image: np.ndarray, kernel: np.ndarray, bias: float = 0.0, stride:
 def conv_step(image: np.ndarray, kernel: np.ndarray, bias: float, row: int, col: int,
               stride: int = 1, padding: int = 0) -> dict:
     """One output value worked out beside ``F.conv2d``'s; ``top``/``left`` in the padded image."""
-    x = _chw(image)
-    k = _ckk(kernel, x.shape[0])
-    oh, ow = _conv_size(x, k, stride, padding)
-    xp = _pad(x, padding)
+    x, k, xp, (oh, ow) = _operands(image, kernel, stride, padding)
     kh, kw = k.shape[1:]
     top, left = row * stride, col * stride
     window = xp[:, top:top + kh, left:left + kw]
