@@ -87,13 +87,9 @@ if st.button(t("common.measure"), key="transfer_run", type="primary"):
             show_error(err)
 res = st.session_state.get("transfer_result")
 if res is not None:
-    st.plotly_chart(tensorlab.transfer_figure(res, t), key="transfer_fig",
-                    alt=t("a11y.transfer_chart"))
-    for line in tensorlab.transfer_lines(res, t):
-        st.markdown("- " + line)
-    st.dataframe(res[["path", "memory", "method", "copies", "bytes_per_copy", "ms",
-                      "us_per_copy", "gb_per_s", "repeats"]].round(3), hide_index=True,
-                 key="transfer_table")
+    fig, table = tensorlab.transfer_figure(res, t)
+    st.plotly_chart(fig, key="transfer_fig", alt=t("a11y.transfer_chart"))
+    st.dataframe(table, hide_index=True, key="transfer_table")
     st.caption(t("tensors.transfer_caption"))
 
 st.header(t("tensors.item_title"))

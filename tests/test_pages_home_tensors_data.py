@@ -122,10 +122,12 @@ def test_tensors_measurements_yield_charts_and_tables(app_file):
     at.button(key="transfer_run").click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert len(plotly_charts(at)) == before + 1
-    table = next(d.value for d in at.dataframe if "method" in d.value.columns)
-    assert set(table["method"]) == {"one_big", "many_small"}
-    assert (table["ms"] > 0).all()
-    assert sorted(table["copies"]) [-1] == 16
+    t = i18n.translator("en")
+    table = next(d.value for d in at.dataframe if t("tensors.copies_col") in d.value.columns)
+    assert [c.split(" (")[0] for c in table[t("tensors.copy_col")]] == [
+        t("tensors.transfer_one_big"), t("tensors.transfer_many_small")]
+    assert list(table[t("tensors.copies_col")]) == ["1", "16"]
+    assert all(float(v.replace(",", "")) > 0 for v in table["GB/s"])
 
     at.number_input(key="item_steps").set_value(10)
     at.button(key="item_run").click().run()

@@ -216,7 +216,8 @@ def ranks_table(examples: list[RankExample], t) -> pd.DataFrame:
         t("tensors.bytes"): size_text(e.values.nbytes, t.lang)} for e in examples])
 
 
-def transfer_figure(res: pd.DataFrame, t) -> go.Figure:
+def transfer_figure(res: pd.DataFrame, t) -> tuple[go.Figure, pd.DataFrame]:
+    """The copies' total times as bars; each copy's size, time and bandwidth as a table."""
     lang = t.lang
     labels = [f"{t(f'tensors.transfer_{m}')} ({mem})" for m, mem in zip(res["method"],
                                                                         res["memory"])]
@@ -226,17 +227,13 @@ def transfer_figure(res: pd.DataFrame, t) -> go.Figure:
                                 for m in res["method"]],
                        title=f"{res['path'].iloc[0]} · "
                              f"{size_text(res['total_bytes'].iloc[0], lang)}")
-    return C.localized(fig, lang)
-
-
-def transfer_lines(res: pd.DataFrame, t) -> list[str]:
-    lang = t.lang
-    return [t("tensors.transfer_result", n=i18n.number(r.copies, lang),
-              size=size_text(r.bytes_per_copy, lang), ms=i18n.number(r.ms, lang, 2))
-            + f" ({t(f'tensors.transfer_{r.method}')}, {r.memory}) · "
-            + t("tensors.transfer_bandwidth", gbps=i18n.number(r.gb_per_s, lang, 2))
-            + " · " + t("tensors.per_copy", us=i18n.number(r.us_per_copy, lang, 2))
-            for r in res.itertuples()]
+    table = pd.DataFrame({
+        t("tensors.copy_col"): labels,
+        t("tensors.copies_col"): [i18n.number(n, lang) for n in res["copies"]],
+        t("tensors.copy_size_col"): [size_text(b, lang) for b in res["bytes_per_copy"]],
+        t("tensors.per_copy_col"): [i18n.number(v, lang, 2) for v in res["us_per_copy"]],
+        "GB/s": [i18n.number(v, lang, 2) for v in res["gb_per_s"]]})
+    return C.localized(fig, lang), table
 
 
 def item_figure(item: dict, t) -> tuple[go.Figure, pd.DataFrame]:
