@@ -21,7 +21,6 @@ from cifarlab.errors import CheckpointError, UploadError
 TUTORIAL_REFERENCE: dict[str, Any] = {
     "accuracy": 0.54,
     "per_class_ranges": {"bird": (0.21, 0.38), "ship": (0.61, 0.81)},
-    "chance": 0.10,
 }
 
 
