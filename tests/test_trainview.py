@@ -15,52 +15,60 @@ from cifarlab import i18n
 from cifarlab.lab import train as trainview
 from cifarlab.core.config import PRESETS, Limits, TrainConfig, knobs
 from cifarlab.lab.train import LossSeries, RunView
+from cifarlab.lab.train_form import TrainForm, preset_values
 
 
 def test_presets_are_trainconfigs_and_the_tutorial_is_the_default():
-    presets = {name: trainview.preset_values(name) for name in PRESETS}
     for name, cfg in PRESETS.items():
         assert isinstance(cfg, TrainConfig)
-        assert trainview.matching_preset(trainview.preset_values(name), presets) == name
+        form = TrainForm()
+        form.apply_preset(name)
+        assert form.preset_name() == name
     assert PRESETS["tutorial"] == TrainConfig()
-    quick = trainview.preset_values("quick")
+    quick = preset_values("quick")
     assert quick["epochs"] == 1 and quick["train_subset"] == 5000
     assert "seed" not in quick and "device" not in quick   # a preset leaves them as chosen
-    assert trainview.matching_preset({**presets["tutorial"], "lr": 0.002}, presets) is None
+    form = TrainForm()
+    form.take({"lr": 0.002})
+    assert form.preset_name() is None
+
+
+def check(values, limits=None, n_train=None):
+    return TrainForm(limits=limits, n_train=n_train).check(values)
 
 
 def test_check_gives_one_coded_problem_per_bad_knob():
     bad = dict(epochs=0, lr=0.0, momentum=1.0, batch_size=0, num_workers=-1, device="tpu",
                pipeline="slow", seed=-1, train_subset=0)
-    problems = trainview.check(bad)
+    problems = check(bad)
     assert set(problems) == set(bad)
     for field, p in problems.items():
         assert p.field == field and p.code == f"config.{field}"
         for lang in i18n.LANGUAGES:
             assert p.text(lang) and "{" not in p.text(lang)
-    tutorial = trainview.preset_values("tutorial") | {"seed": 0, "device": "auto"}
-    assert trainview.check(tutorial) == {}
+    tutorial = preset_values("tutorial") | {"seed": 0, "device": "auto"}
+    assert check(tutorial) == {}
 
 
 def test_check_batch_against_subset_and_hosting_limits():
-    ok = trainview.preset_values("tutorial") | {"seed": 0, "device": "cpu"}
-    p = trainview.check(ok | {"train_subset": 32, "batch_size": 64})
+    ok = preset_values("tutorial") | {"seed": 0, "device": "cpu"}
+    p = check(ok | {"train_subset": 32, "batch_size": 64})
     assert p["batch_size"].code == "config.batch_data" and p["batch_size"].params["n"] == 32
-    assert trainview.check(ok | {"train_subset": 64, "batch_size": 64}) == {}
-    p = trainview.check(ok | {"epochs": 30}, Limits(max_epochs=20))
+    assert check(ok | {"train_subset": 64, "batch_size": 64}) == {}
+    p = check(ok | {"epochs": 30}, Limits(max_epochs=20))
     assert p["epochs"].code == "config.epochs_limit" and p["epochs"].params == {"n": 20}
-    p = trainview.check(ok | {"train_subset": 20000}, Limits(max_train_images=10000))
+    p = check(ok | {"train_subset": 20000}, Limits(max_train_images=10000))
     assert p["train_subset"].code == "config.subset_limit"
-    p = trainview.check(ok, Limits(max_train_images=10000), n_train=50000)  # all 50,000 > limit
+    p = check(ok, Limits(max_train_images=10000), n_train=50000)  # all 50,000 > limit
     assert p["train_subset"].code == "config.subset_limit"
-    p = trainview.check(ok | {"train_subset": 60000}, n_train=50000)
+    p = check(ok | {"train_subset": 60000}, n_train=50000)
     assert p["train_subset"].code == "config.subset_data"
-    p = trainview.check(ok | {"batch_size": 60000}, n_train=50000)
+    p = check(ok | {"batch_size": 60000}, n_train=50000)
     assert p["batch_size"].params["n"] == 50000
     assert "50.000" in p["batch_size"].text("es") and "50,000" in p["batch_size"].text("en")
-    p = trainview.check(ok | {"num_workers": 8}, Limits(max_num_workers=4))
+    p = check(ok | {"num_workers": 8}, Limits(max_num_workers=4))
     assert p["num_workers"].code == "config.num_workers_limit"
-    p = trainview.check(ok | {"device": "cuda:3"}, Limits(devices=("cpu",)))
+    p = check(ok | {"device": "cuda:3"}, Limits(devices=("cpu",)))
     assert p["device"].code == "config.device_missing"
 
 

@@ -9,35 +9,6 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from cifarlab.core import config as C
-from cifarlab.core.config import same
-from cifarlab.errors import Problem
-
-# The schema the Train page draws its knobs from (a test swaps in a subclass with a new field).
-CONFIG: type[C.TrainConfig] = C.TrainConfig
-
-
-def knob_fields(cls: type | None = None) -> tuple[C.KnobField, ...]:
-    """The knobs the Train page shows, in the schema's order."""
-    return tuple(f for f in C.knobs(cls or CONFIG) if f.knob.widget)
-
-
-def preset_values(name: str) -> dict[str, Any]:
-    """The knobs a preset sets (``core.config.PRESETS``: TrainConfig values)."""
-    return C.PRESETS[name].knob_values(preset_only=True)
-
-
-def matching_preset(values: Mapping[str, Any],
-                    presets: Mapping[str, Mapping[str, Any]]) -> str | None:
-    """The first of ``presets`` (name -> knob values) whose knobs all equal ``values``."""
-    return next((name for name, preset in presets.items()
-                 if all(same(values.get(k), v) for k, v in preset.items())), None)
-
-
-def check(values: Mapping[str, Any], limits: C.Limits | None = None,
-          n_train: int | None = None) -> dict[str, Problem]:
-    """field -> its first Problem (``core.config.validate`` with the server's limits)."""
-    return C.problems_by_field(C.validate(values, limits=limits, n_train=n_train, cls=CONFIG))
-
 
 class LossSeries:
     """Step losses as at most ``max_points`` bucket means, filled incrementally."""

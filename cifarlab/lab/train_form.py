@@ -5,11 +5,24 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from cifarlab import i18n
-from cifarlab.core.config import PRESETS, Limits, TrainConfig, same
+from cifarlab.core.config import (PRESETS, KnobField, Limits, TrainConfig, knobs,
+                                  problems_by_field, same, validate)
 from cifarlab.core.modelspec import is_int
 from cifarlab.core.safe_text import code_text, md_escape
 from cifarlab.errors import Problem
-from cifarlab.lab import train as trainview
+
+# The schema the Train page draws its knobs from (a test swaps in a subclass with a new field).
+CONFIG: type[TrainConfig] = TrainConfig
+
+
+def knob_fields(cls: type | None = None) -> tuple[KnobField, ...]:
+    """The knobs the Train page shows, in the schema's order."""
+    return tuple(f for f in knobs(cls or CONFIG) if f.knob.widget)
+
+
+def preset_values(name: str) -> dict[str, Any]:
+    """The knobs a preset sets (``core.config.PRESETS``: TrainConfig values)."""
+    return PRESETS[name].knob_values(preset_only=True)
 
 
 def knob_value(kind: str, value: Any) -> Any:
@@ -53,8 +66,8 @@ class TrainForm:
     def __init__(self, lang: str = i18n.DEFAULT, limits: Limits | None = None,
                  n_train: int | None = None, cls: type[TrainConfig] | None = None):
         self.lang, self.limits, self.n_train = lang, limits or Limits(), n_train
-        self.cls = cls or trainview.CONFIG
-        self.fields = trainview.knob_fields(self.cls)
+        self.cls = cls or CONFIG
+        self.fields = knob_fields(self.cls)
         self.names = tuple(f.name for f in self.fields)
         # the tutorial's own settings come first; the others wait in an Advanced section
         self.advanced = tuple(f.name for f in self.fields if not f.knob.tutorial)
@@ -88,9 +101,13 @@ class TrainForm:
     def values(self) -> dict[str, Any]:
         return {name: knob_value(self._kind[name], value) for name, value in self._raw.items()}
 
-    def problems(self) -> dict[str, Problem]:
+    def check(self, values: Mapping[str, Any]) -> dict[str, Problem]:
         """field -> its first problem (``core.config.validate`` with the server's limits)."""
-        return trainview.check(self.values(), self.limits, self.n_train)
+        return problems_by_field(validate(values, limits=self.limits, n_train=self.n_train,
+                                          cls=self.cls))
+
+    def problems(self) -> dict[str, Problem]:
+        return self.check(self.values())
 
     def config(self) -> TrainConfig | None:
         """The config these values make; None while a field has a problem."""
@@ -131,7 +148,7 @@ class TrainForm:
             taken[name] = (text, value)
         values = {n: v for n, (_, v) in taken.items()}
         fitted = self.fit(values)   # "all the images" may become the server's limit
-        problems = trainview.check(self.values() | fitted, self.limits, self.n_train)
+        problems = self.check(self.values() | fitted)
         for name in [n for n in values if n in problems
                      or (values[n] is not None and values[n] != fitted[n])]:
             why = problems[name].text(self.lang) if name in problems else \
@@ -188,7 +205,7 @@ class TrainForm:
         if preset == "class":
             values = self.class_values()
         else:
-            values = self.fit(trainview.preset_values(preset) if isinstance(preset, str)
+            values = self.fit(preset_values(preset) if isinstance(preset, str)
                               else dict(preset))
         locked = {k: self.pushed[k] for k in self.locks if k in self.pushed}
         kept = tuple(k for k, v in locked.items() if k in values
@@ -203,8 +220,10 @@ class TrainForm:
     def preset_name(self) -> str | None:
         """The preset (as fitted here) that every knob matches, the class's first, or None."""
         presets = {"class": self.class_values()} if self.class_version is not None else {}
-        return trainview.matching_preset(self.values(), presets | {
-            name: self.fit(trainview.preset_values(name)) for name in PRESETS})
+        presets |= {name: self.fit(preset_values(name)) for name in PRESETS}
+        values = self.values()
+        return next((name for name, preset in presets.items()
+                     if all(same(values.get(k), v) for k, v in preset.items())), None)
 
     def apply_class(self, preset: Mapping[str, Any] | None,
                     locks: Mapping[str, str] | None = None, version: Any = None) -> None:
@@ -227,7 +246,7 @@ class TrainForm:
     def tutorial_values(self) -> dict[str, Any]:
         """Each knob as the tutorial sets it, fitted to the server's limits."""
         return {f.name: f.default for f in self.fields} | self.fit(
-            trainview.preset_values("tutorial"))
+            preset_values("tutorial"))
 
     def advanced_changed(self) -> tuple[str, ...]:
         """The Advanced knobs that differ from the tutorial's or have a problem (shown open)."""
