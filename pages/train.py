@@ -103,7 +103,7 @@ def show_run(queue: jobs.JobQueue, sid: str, run) -> None:
         st.button(t("train.cancel"), key=K + "cancel", icon=":material/stop:",
                   disabled=run.cancel_requested, on_click=_cancel, args=(run.id,))
     messages.show(K + "cancel_error")
-    note = words.run_note(run, phase, position, t.lang)
+    note = words.run_note(run, phase, t.lang)
     if note is not None:
         getattr(st, note[0])(note[1], icon=f":material/{note[2]}:")
     if phase == "queued":

@@ -377,18 +377,17 @@ def test_what_the_live_view_says_of_each_phase():
     run = SimpleNamespace(status="cancelled", result={"steps": 7}, progress={"total_steps": 20},
                           error=None, cancel_requested=False,
                           error_text=lambda lang: None)
-    assert train_live.run_note(run, "cancelled", None, "en") == (
+    assert train_live.run_note(run, "cancelled", "en") == (
         "warning", i18n.t("train.cancelled_partial", "en", step=7, total=20), "stop_circle")
     run.result = None
-    assert train_live.run_note(run, "cancelled", None, "en")[1] == \
+    assert train_live.run_note(run, "cancelled", "en")[1] == \
         i18n.t("train.cancelled_queued", "en")
-    assert train_live.run_note(run, "queued", 3, "es")[1].startswith(
-        i18n.t("train.queue_position", "es", n=3))
+    assert train_live.run_note(run, "queued", "es")[1] == i18n.t("train.queue_wait", "es")
     run.error_text = lambda lang: f"out of memory ({lang})"   # the reason in the page's language
-    assert train_live.run_note(run, "failed", None, "pt") == (
+    assert train_live.run_note(run, "failed", "pt") == (
         "error", i18n.t("train.failed_reason", "pt", reason="out of memory (pt)"), "error")
-    assert train_live.run_note(run, "done", None, "en")[0] == "success"
-    assert train_live.run_note(run, "training", None, "en") is None
+    assert train_live.run_note(run, "done", "en")[0] == "success"
+    assert train_live.run_note(run, "training", "en") is None
 
 
 def test_run_views_keep_the_last_few_runs():

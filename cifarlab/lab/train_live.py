@@ -180,13 +180,12 @@ def result_lines(result: Mapping[str, Any], lang: str) -> str:
             f"  \n{t('train.chance')}")
 
 
-def run_note(run: Any, phase: str, position: int | None, lang: str
-             ) -> tuple[str, str, str] | None:
-    """(kind, text, icon) the live view says of a run in ``phase``; None while it trains."""
+def run_note(run: Any, phase: str, lang: str) -> tuple[str, str, str] | None:
+    """(kind, text, icon) the live view says of a run in ``phase`` (its status line has the
+    queue position); None while it trains."""
     t = i18n.translator(lang)
     if phase == "queued":
-        return ("info", t("train.queue_position", n=position or 1) + "  \n"
-                + t("train.queue_wait"), "schedule")
+        return "info", t("train.queue_wait"), "schedule"
     if phase in ("failed", "interrupted"):
         why = run.error_text(lang) or t(f"status.{phase}")   # in the student's language
         return "error", t("train.failed_reason", reason=why), "error"
