@@ -10,11 +10,6 @@ from cifarlab import i18n
 from cifarlab.core.config import CIFAR10_CLASSES
 
 
-def dims(shape) -> str:
-    """A shape as the pages write it: "3×32×32" ("()" for a scalar's)."""
-    return "×".join(str(int(n)) for n in shape) or "()"
-
-
 def class_name(name: str, lang: str) -> str:
     """A class's name in ``lang`` ("gato"); a class that is not CIFAR-10's, as it is."""
     return i18n.t(f"classes.{name}", lang) if name in CIFAR10_CLASSES else str(name)
