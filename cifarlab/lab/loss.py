@@ -13,18 +13,14 @@ import torch
 import torch.nn as nn
 
 from cifarlab import i18n
-from cifarlab.core.data.pipelines import normalize
-from cifarlab.core.model import Net
 from cifarlab.lab import charts as C
+from cifarlab.lab.inside import random_model, to_input
 
 
 def net_logits(image_chw_uint8: np.ndarray, seed: int = 0) -> np.ndarray:
     """The logits of the tutorial's ``Net`` seeded with ``seed``, for one 3×32×32 uint8 image."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        net = Net().eval()
     with torch.no_grad():
-        out = net(normalize(torch.from_numpy(np.array(image_chw_uint8, dtype=np.uint8))[None]))
+        out = random_model(seed)(to_input(image_chw_uint8))
     return out[0].numpy().astype(np.float64)
 
 
