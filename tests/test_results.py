@@ -373,4 +373,3 @@ def test_a_click_anywhere_in_the_confusion_matrix_names_its_cell():
                           {"x": pred, "y": true, "customdata": {"0": i}}):
                 assert R.picked_cell(point, names) == (i, j)
     assert R.picked_cell({"x": "ship", "y": "car"}, names) is None
-    assert R.picked_cell([], names) is None

@@ -52,9 +52,7 @@ def confused_examples(ev: EvalResult, true_cls: int | None = None, pred_cls: int
 
 
 def picked_cell(point: Mapping[str, Any], names: Sequence[str]) -> tuple[int, int] | None:
-    """(true, predicted) of a clicked confusion-matrix cell, from its axis labels."""
-    if not hasattr(point, "get"):
-        return None
+    """(true, predicted) of a clicked confusion-matrix cell (``ui.widgets.clicked_points``')."""
     x, y, names = point.get("x"), point.get("y"), list(names)
     return (names.index(y), names.index(x)) if x in names and y in names else None
 
