@@ -64,7 +64,7 @@ def show_result(run, view: trainview.RunView) -> None:
     if rows:
         fig = view.memoized("per_class", (run.status, t.lang),
                             lambda _: accuracy_figure(dict(rows), t).update_layout(
-                                title=t("train.per_class_title")))
+                                title=t("train.per_class_title"), template="none"))
         st.plotly_chart(fig, key=K + "per_class_chart")
         with st.expander(t("a11y.show_table")):   # the chart's numbers, for screen readers
             st.dataframe(tables.per_class_table(rows, t.lang), hide_index=True)
