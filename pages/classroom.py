@@ -8,8 +8,7 @@ import streamlit as st
 
 from cifarlab.core.safe_text import md_escape
 from cifarlab.lab import classroom as words
-from cifarlab.lab import train as trainview
-from cifarlab.lab.train_form import knob_value, widget_value
+from cifarlab.lab.train_form import knob_fields, knob_value, widget_value
 from cifarlab.serve.classroom import ClassLimits
 from pages import classroom_parts as parts
 from pages.classroom_parts import experiment, live, presenter
@@ -64,7 +63,7 @@ def _toggle_open(code: str) -> None:
 
 
 # ------------------------------------------------------------------------------ the preset
-FIELDS = trainview.knob_fields()
+FIELDS = knob_fields()
 
 
 def _load_preset(info) -> None:

@@ -27,7 +27,8 @@ st.header(t("data.classes_title"))
 c1, c2 = st.columns(2)
 c1.metric(t("data.split_train"), num(data.n_train))
 c2.metric(t("data.split_test"), num(data.n_test))
-st.caption(t("data.split_caption", pct=num(100 * data.n_test / (data.n_train + data.n_test), 0)))
+st.caption(t("data.split_caption", n_train=num(data.n_train), n_test=num(data.n_test),
+             pct=num(100 * data.n_test / max(1, data.n_train + data.n_test), 0)))
 st.plotly_chart(loading.counts_figure(data, t), key="data_counts_fig", alt=t("a11y.counts_chart"))
 
 st.subheader(t("data.browse_title"))
@@ -129,6 +130,5 @@ if st.button(t("common.measure"), key="loader_run", type="primary", disabled=lba
         bar.empty()
 sweep = st.session_state.get("loader_result") if lbatch is not None else None
 if sweep is not None and len(sweep):
-    st.plotly_chart(loading.loader_figure(sweep, t), key="loader_fig", alt=t("a11y.loader_chart"))
     st.dataframe(loading.loader_table(sweep, t), hide_index=True, key="loader_table")
     st.caption(t("data.loader_caption"))

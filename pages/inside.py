@@ -4,8 +4,9 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from cifarlab.core.config import ACTIVATION_NAMES
 from cifarlab.errors import CifarLabError
-from cifarlab.lab import inside as I
+from cifarlab.lab import inside as I, results as R
 from cifarlab.lab.data import upscale
 from cifarlab.lab.inside import figures as F
 from cifarlab.lab.tables import class_name
@@ -26,7 +27,7 @@ def _stages(model_key: str, image_key: str, _model, _x):
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def _views(model_key: str, image_key: str, target: int, _model, _x):
-    return I.explain_all(_model, _x, target)
+    return {m: I.explain(_model, _x, target, m) for m in I.METHODS}
 
 
 def choose_model(classes: int):
@@ -63,8 +64,8 @@ def choose_image(model, model_key: str, data, names: list[str]):
         index = int(members[int(n) - 1])
     elif kind == "wrong":
         with st.spinner(t("inside.finding_mistakes")):
-            probs = predictions(model_key, data.key, model, data).probabilities
-        wrong = I.misclassified(probs, data.test_y, limit=200)
+            ev = predictions(model_key, data.key, model, data)
+        probs, wrong = ev.probabilities, R.confused_examples(ev, limit=200)
         if not len(wrong):
             c2.info(t("inside.no_mistakes"))
             return None
@@ -89,7 +90,7 @@ def activations_tab(stages, names, model, hwc, words) -> None:
         st.markdown(t("inside.act_intro"))
         st.dataframe(F.stages_table(stages, t), hide_index=True,
                      key=K + "stage_table", height=35 * (len(stages) + 1) + 3)
-        for view in F.stage_views(stages, names, t, I.activation_name(model)):
+        for view in F.stage_views(stages, names, t, ACTIVATION_NAMES[model.activation]):
             st.markdown(f"## {view.heading}")
             st.code(view.line)
             st.plotly_chart(view.figure, key=f"{K}stage_{view.name}", alt=view.alt)
@@ -147,7 +148,7 @@ def neuron_tab(model, x, stages, hwc) -> None:
     if n_in > F.MAX_CHANNELS:
         st.caption(t("inside.first_channels", n=F.MAX_CHANNELS, c=n_in))
     then = t("inside.arith_relu" if model.activation == "relu" else "inside.arith_act",
-             act=I.activation_name(model), out=num(n["activated"], 4))
+             act=ACTIVATION_NAMES[model.activation], out=num(n["activated"], 4))
     st.markdown(t("inside.arith_sum", n=n["products"].size, c=n_in, k=k, total=num(n["sum"], 4),
                   bias=num(n["bias"], 4), value=num(n["output"], 4), then=then))
     if n["match"]:
@@ -202,8 +203,8 @@ st.title(t("nav.inside"))
 data = get_data()
 names = [class_name(c, t.lang) for c in data.classes]
 chosen = choose_model(len(data.classes))
-if chosen is not None and I.num_classes(chosen[0]) != len(data.classes):
-    st.error(t("errors.checkpoint.other_classes", n=I.num_classes(chosen[0]),
+if chosen is not None and chosen[0].fc3.out_features != len(data.classes):
+    st.error(t("errors.checkpoint.other_classes", n=chosen[0].fc3.out_features,
                classes=len(data.classes)))
     chosen = None
 picked = choose_image(chosen[0], chosen[1], data, names) if chosen is not None else None

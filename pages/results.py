@@ -70,15 +70,13 @@ def choose_model():
 
 def accuracy_section(ev) -> None:
     ref = R.TUTORIAL_REFERENCE
-    overall, per_class = F.accuracy_figures(ev, t)
     c1, c2 = st.columns([1, 2])
     c1.metric(t("results.overall_accuracy"), f"{pct(ev.accuracy)} %",
               delta=f"{pct(ev.accuracy - ref['accuracy'])} pp",
               help=t("results.delta_help", pct=pct(ref["accuracy"], 0)))
     c1.caption(t("results.overall_accuracy_value", n=int(ev.total), correct=int(ev.correct)))
-    c1.plotly_chart(overall, key=K + "overall_chart")
     c2.subheader(t("results.per_class_accuracy"))
-    c2.plotly_chart(per_class, key=K + "per_class_chart")
+    c2.plotly_chart(F.accuracy_figure(ev.per_class_accuracy, t), key=K + "per_class_chart")
     c2.expander(t("a11y.show_table")).dataframe(tables.per_class_table(
         [(c, ev.per_class_accuracy[c]) for c in ev.classes], t.lang,
         reference=ref.get("per_class_ranges")), hide_index=True)

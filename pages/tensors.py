@@ -87,10 +87,9 @@ if st.button(t("common.measure"), key="transfer_run", type="primary"):
             show_error(err)
 res = st.session_state.get("transfer_result")
 if res is not None:
-    st.plotly_chart(tensorlab.transfer_figure(res, t), key="transfer_fig",
-                    alt=t("a11y.transfer_chart"))
-    for line in tensorlab.transfer_lines(res, t):
-        st.markdown("- " + line)
+    fig, table = tensorlab.transfer_figure(res, t)
+    st.plotly_chart(fig, key="transfer_fig", alt=t("a11y.transfer_chart"))
+    st.dataframe(table, hide_index=True, key="transfer_table")
     st.caption(t("tensors.transfer_caption"))
 
 st.header(t("tensors.item_title"))
@@ -108,6 +107,8 @@ if st.button(t("common.measure"), key="item_run", type="primary", disabled=steps
             show_error(err)
 item = st.session_state.get("item_result") if steps is not None else None
 if item is not None:
+    st.markdown(t("tensors.item_timing", with_item=num(item["with_item_s"] * 1e3, 1),
+                  without_item=num(item["without_item_s"] * 1e3, 1)))
     fig, table = tensorlab.item_figure(item, t)
     st.plotly_chart(fig, key="item_fig", alt=t("a11y.item_chart"))
     st.dataframe(table, hide_index=True, key="item_table")

@@ -8,6 +8,7 @@ import streamlit as st
 
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import tables, train as trainview, train_live as words
+from cifarlab.lab.results.figures import accuracy_figure
 from cifarlab.serve import queue as jobs
 from pages.train_parts import form as train_settings, lr_finder
 from ui import messages, train_form
@@ -59,10 +60,11 @@ def show_result(run, view: trainview.RunView) -> None:
               pct(acc))
     rows = trainview.per_class_rows(result.get("per_class_accuracy")
                                     or (view.eval or {}).get("per_class_accuracy"))
-    st.caption(words.result_lines(result, rows, t.lang))
+    st.caption(words.result_lines(result, t.lang))
     if rows:
         fig = view.memoized("per_class", (run.status, t.lang),
-                            lambda _: words.per_class_figure(rows, t.lang))
+                            lambda _: accuracy_figure(dict(rows), t).update_layout(
+                                title=t("train.per_class_title"), template="none"))
         st.plotly_chart(fig, key=K + "per_class_chart")
         with st.expander(t("a11y.show_table")):   # the chart's numbers, for screen readers
             st.dataframe(tables.per_class_table(rows, t.lang), hide_index=True)
@@ -101,7 +103,7 @@ def show_run(queue: jobs.JobQueue, sid: str, run) -> None:
         st.button(t("train.cancel"), key=K + "cancel", icon=":material/stop:",
                   disabled=run.cancel_requested, on_click=_cancel, args=(run.id,))
     messages.show(K + "cancel_error")
-    note = words.run_note(run, phase, position, t.lang)
+    note = words.run_note(run, phase, t.lang)
     if note is not None:
         getattr(st, note[0])(note[1], icon=f":material/{note[2]}:")
     if phase == "queued":

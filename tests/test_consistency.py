@@ -135,7 +135,7 @@ def test_the_tutorials_figure_is_in_the_legend_not_on_the_bars(lang):
     t = i18n.translator(lang)
     ev = SimpleNamespace(accuracy=0.6, classes=list(CIFAR10_CLASSES),
                          per_class_accuracy={c: 0.55 for c in CIFAR10_CLASSES})
-    _, fig = RF.accuracy_figures(ev, t)
+    fig = RF.accuracy_figure(ev.per_class_accuracy, t)
     label = t("results.tutorial_figure", pct=RF.pct(TUTORIAL_REFERENCE["accuracy"], lang, 0))
     assert not [a for a in fig.layout.annotations if a.text == label]
     (entry,) = [d for d in fig.data if d.name == label]

@@ -11,7 +11,7 @@ from cifarlab.core.config import ModelSpec
 from cifarlab.lab import charts as C
 from cifarlab.lab import classroom as words
 from cifarlab.lab import loss, network
-from cifarlab.lab import train as trainview
+from cifarlab.lab.train_form import knob_fields
 from cifarlab.lab.network import figures as NF
 from cifarlab.lab.train_form import knob_value, widget_value
 from ui.widgets import clicked_cell
@@ -51,7 +51,7 @@ def test_a_clicked_cell_is_read_from_the_charts_selection():
 
 
 def test_the_class_preset_form_reads_decimals_in_either_notation():
-    kinds = {f.name: f.knob.kind for f in trainview.knob_fields()}   # what the console does
+    kinds = {f.name: f.knob.kind for f in knob_fields()}   # what the console does
     shown = {n: widget_value(kinds[n], v, "es") for n, v in {"lr": 0.005, "epochs": 3}.items()}
     assert shown["lr"] == "0,005" and shown["epochs"] == 3
     typed = dict(shown, lr="0,02", momentum="not a number", epochs=4.0)

@@ -157,7 +157,7 @@ def test_t_translates_and_formats():
 def test_translator_binds_language():
     t = i18n.translator("português")
     assert t("train.start") == "Treinar"
-    assert t("train.queue_position", n=2) == "Sua posição na fila: 2"
+    assert t("status.queued", n=2) == "Na fila (posição 2)"
 
 
 def test_strict_under_pytest_missing_key_raises():

@@ -11,13 +11,13 @@ from cifarlab import i18n
 from cifarlab.lab import data as loading
 
 
-def test_class_counts_table(cifar_data):
-    df = loading.class_counts_table(cifar_data)
-    assert len(df) == 20 and set(df["split"]) == {"train", "test"}
-    train = df[df["split"] == "train"]
-    assert list(train["class"]) == list(cifar_data.classes)
-    assert train["count"].sum() == cifar_data.n_train == 50000
-    assert (df[df["split"] == "test"]["count"] == 1000).all()
+def test_class_counts_figure(cifar_data):
+    t = i18n.translator("es")
+    train, test = loading.counts_figure(cifar_data, t).data
+    assert (train.name, test.name) == (t("data.split_train"), t("data.split_test"))
+    assert list(train.x) == [t(f"classes.{c}") for c in cifar_data.classes]
+    assert sum(train.y) == cifar_data.n_train == 50000
+    assert list(test.y) == [1000] * 10
 
 
 def test_class_sample_is_of_that_class_and_reproducible(cifar_data):

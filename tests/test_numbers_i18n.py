@@ -81,8 +81,6 @@ def test_every_plural_has_its_other_form_in_every_language():
 @pytest.mark.parametrize("key,params,one,other", [
     ("network.remainder", {"s": 2}, {"en": "the last pixel", "es": "el último píxel",
                                      "pt": "o último pixel"}, {"pt": "os últimos 3 pixels"}),
-    ("counts.workers", {}, {"en": "1 worker", "es": "1 worker", "pt": "1 worker"},
-     {"en": "3 workers"}),
     ("errors.config.epochs_limit", {}, {"en": "at most 1 epoch ", "es": "como mucho 1 época ",
                                         "pt": "no máximo 1 época "},
      {"pt": "no máximo 3 épocas "}),
@@ -95,7 +93,6 @@ def test_a_count_of_one_reads_in_the_singular(key, params, one, other):
         assert single != many
         assert one.get(lang, "") in single and other.get(lang, "") in many
     assert "últimos 1 " not in i18n.t("network.remainder", "pt", n=1, s=2)
-    assert "1 workers" not in i18n.t("counts.workers", "pt", n=1)
 
 
 def test_the_limits_sentence_counts_each_of_its_numbers():
@@ -153,7 +150,6 @@ def test_the_data_tables_write_numbers_in_the_language(lang):
     assert row[0] == t("data.pipeline_tutorial")
     assert i18n.number(1235, lang) in row and i18n.number(0.972, lang, 3) in row
     assert all(isinstance(v, str) for v in row)
-    assert "1 workers" not in " ".join(loading.loader_lines(sweep.assign(num_workers=1), t))
 
 
 # --------------------------------------------------------------- lessons and catalog texts

@@ -345,7 +345,7 @@ def test_cancel_keeps_a_partial_result_and_limits_are_messages(lab, monkeypatch)
     dave.button(key="train_start").click().run()
     dave_run = store(lab).list_runs(session="dave-session-4")[0]
     assert dave_run.status == "queued"  # carol's run holds the only CPU slot
-    assert any(t("train.queue_position", n=1) in i for i in texts(dave, "info"))
+    assert any(t("status.queued", n=1) in m for m in texts(dave, "markdown"))
     dave.button(key="train_cancel").click().run()
     assert store(lab).get(dave_run.id).status == "cancelled"
     # the Stop button's callback runs before the live view draws: the same run shows it

@@ -18,6 +18,7 @@ from cifarlab.lab import runs as RR
 from cifarlab.lab.data import upscale
 from cifarlab.core.checkpoint import save
 from cifarlab.core.config import TrainConfig
+from cifarlab.core.evaluate import EvalResult
 from cifarlab.errors import CheckpointError, CifarLabError
 from cifarlab.serve.store import RunStore
 from run_support import CONFIG  # the session's finished run (conftest's ``finished_run``)
@@ -49,6 +50,13 @@ def test_predictions_cover_the_test_set_and_learned_something(ev, cifar_data):
     np.testing.assert_allclose(ev.probabilities.sum(axis=1), 1.0, atol=1e-4)
     assert 0.15 < ev.accuracy < 0.8         # 200 steps: above chance (10 %)
     assert np.asarray(ev.confusion).sum() == 10000
+
+
+def test_every_mistake_most_confident_first():
+    probs = np.array([[0.9, 0.1], [0.2, 0.8], [0.4, 0.6], [0.7, 0.3]])
+    labels = np.array([0, 0, 0, 1])
+    ev = EvalResult(0.25, {}, [], ("a", "b"), probs.argmax(axis=1), probs, labels)
+    assert list(R.confused_examples(ev, limit=200)) == [1, 3, 2]
 
 
 def test_confused_examples_really_are_true_a_predicted_b(ev, cifar_data):
@@ -365,4 +373,3 @@ def test_a_click_anywhere_in_the_confusion_matrix_names_its_cell():
                           {"x": pred, "y": true, "customdata": {"0": i}}):
                 assert R.picked_cell(point, names) == (i, j)
     assert R.picked_cell({"x": "ship", "y": "car"}, names) is None
-    assert R.picked_cell([], names) is None

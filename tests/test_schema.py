@@ -8,7 +8,7 @@ import pytest
 
 from cifarlab import cli, i18n
 from cifarlab.core.config import Limits, TrainConfig, knob, knobs, validate
-from cifarlab.lab import train as trainview
+from cifarlab.lab import train_form
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def page(tmp_path, monkeypatch):
 
     monkeypatch.setenv("CIFARLAB_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("CIFARLAB_SPARE_WORKERS", "0")
-    monkeypatch.setattr(trainview, "CONFIG", WithDropout)
+    monkeypatch.setattr(train_form, "CONFIG", WithDropout)
     _stop_queue()
     yield
     _stop_queue()

@@ -15,52 +15,60 @@ from cifarlab import i18n
 from cifarlab.lab import train as trainview
 from cifarlab.core.config import PRESETS, Limits, TrainConfig, knobs
 from cifarlab.lab.train import LossSeries, RunView
+from cifarlab.lab.train_form import TrainForm, preset_values
 
 
 def test_presets_are_trainconfigs_and_the_tutorial_is_the_default():
-    presets = {name: trainview.preset_values(name) for name in PRESETS}
     for name, cfg in PRESETS.items():
         assert isinstance(cfg, TrainConfig)
-        assert trainview.matching_preset(trainview.preset_values(name), presets) == name
+        form = TrainForm()
+        form.apply_preset(name)
+        assert form.preset_name() == name
     assert PRESETS["tutorial"] == TrainConfig()
-    quick = trainview.preset_values("quick")
+    quick = preset_values("quick")
     assert quick["epochs"] == 1 and quick["train_subset"] == 5000
     assert "seed" not in quick and "device" not in quick   # a preset leaves them as chosen
-    assert trainview.matching_preset({**presets["tutorial"], "lr": 0.002}, presets) is None
+    form = TrainForm()
+    form.take({"lr": 0.002})
+    assert form.preset_name() is None
+
+
+def check(values, limits=None, n_train=None):
+    return TrainForm(limits=limits, n_train=n_train).check(values)
 
 
 def test_check_gives_one_coded_problem_per_bad_knob():
     bad = dict(epochs=0, lr=0.0, momentum=1.0, batch_size=0, num_workers=-1, device="tpu",
                pipeline="slow", seed=-1, train_subset=0)
-    problems = trainview.check(bad)
+    problems = check(bad)
     assert set(problems) == set(bad)
     for field, p in problems.items():
         assert p.field == field and p.code == f"config.{field}"
         for lang in i18n.LANGUAGES:
             assert p.text(lang) and "{" not in p.text(lang)
-    tutorial = trainview.preset_values("tutorial") | {"seed": 0, "device": "auto"}
-    assert trainview.check(tutorial) == {}
+    tutorial = preset_values("tutorial") | {"seed": 0, "device": "auto"}
+    assert check(tutorial) == {}
 
 
 def test_check_batch_against_subset_and_hosting_limits():
-    ok = trainview.preset_values("tutorial") | {"seed": 0, "device": "cpu"}
-    p = trainview.check(ok | {"train_subset": 32, "batch_size": 64})
+    ok = preset_values("tutorial") | {"seed": 0, "device": "cpu"}
+    p = check(ok | {"train_subset": 32, "batch_size": 64})
     assert p["batch_size"].code == "config.batch_data" and p["batch_size"].params["n"] == 32
-    assert trainview.check(ok | {"train_subset": 64, "batch_size": 64}) == {}
-    p = trainview.check(ok | {"epochs": 30}, Limits(max_epochs=20))
+    assert check(ok | {"train_subset": 64, "batch_size": 64}) == {}
+    p = check(ok | {"epochs": 30}, Limits(max_epochs=20))
     assert p["epochs"].code == "config.epochs_limit" and p["epochs"].params == {"n": 20}
-    p = trainview.check(ok | {"train_subset": 20000}, Limits(max_train_images=10000))
+    p = check(ok | {"train_subset": 20000}, Limits(max_train_images=10000))
     assert p["train_subset"].code == "config.subset_limit"
-    p = trainview.check(ok, Limits(max_train_images=10000), n_train=50000)  # all 50,000 > limit
+    p = check(ok, Limits(max_train_images=10000), n_train=50000)  # all 50,000 > limit
     assert p["train_subset"].code == "config.subset_limit"
-    p = trainview.check(ok | {"train_subset": 60000}, n_train=50000)
+    p = check(ok | {"train_subset": 60000}, n_train=50000)
     assert p["train_subset"].code == "config.subset_data"
-    p = trainview.check(ok | {"batch_size": 60000}, n_train=50000)
+    p = check(ok | {"batch_size": 60000}, n_train=50000)
     assert p["batch_size"].params["n"] == 50000
     assert "50.000" in p["batch_size"].text("es") and "50,000" in p["batch_size"].text("en")
-    p = trainview.check(ok | {"num_workers": 8}, Limits(max_num_workers=4))
+    p = check(ok | {"num_workers": 8}, Limits(max_num_workers=4))
     assert p["num_workers"].code == "config.num_workers_limit"
-    p = trainview.check(ok | {"device": "cuda:3"}, Limits(devices=("cpu",)))
+    p = check(ok | {"device": "cuda:3"}, Limits(devices=("cpu",)))
     assert p["device"].code == "config.device_missing"
 
 
@@ -332,6 +340,7 @@ def test_the_loss_figure_is_updated_in_place_while_its_layout_fits():
 
 def test_split_per_class_and_epochs_in_the_language():
     from cifarlab.lab import train_live
+    from cifarlab.lab.results.figures import accuracy_figure
 
     split = trainview.time_split([], {"data_wait_seconds": 3.0, "compute_seconds": 1.0})
     lang_, fig = train_live.split_figure(split, "pt")
@@ -351,15 +360,15 @@ def test_split_per_class_and_epochs_in_the_language():
     assert train_live.chart_texts(v, 2000, "es")[1] == i18n.t(
         "train.running_loss_line", "es", epoch=1, i=" 2000", loss="2.183")
     rows = trainview.per_class_rows({"cat": 0.41, "airplane": 0.7})
-    bars = train_live.per_class_figure(rows, "es").data[0]
+    bars = accuracy_figure(dict(rows), i18n.translator("es")).data[0]
     assert list(bars.x) == [i18n.t("classes.airplane", "es"), i18n.t("classes.cat", "es")]
-    assert list(bars.text) == [i18n.percent(0.7, "es"), i18n.percent(0.41, "es")]
+    assert list(bars.text) == ["70", "41"]
     table = train_live.epochs_table([{"epoch": 1, "mean_loss": 1.23456, "seconds": 12.3,
                                       "images_per_second": 1234.4, "accuracy": 0.5}], "es")
     assert list(table.columns)[0] == i18n.t("train.epoch_col", "es")
     assert table.iloc[0].tolist() == ["1", "1,2346", "12,3", "1.234", i18n.percent(0.5, "es")]
-    assert i18n.t("classes.cat", "es") in train_live.result_lines(
-        {"train_seconds": 12.0, "images_per_second": 99}, rows, "es")
+    assert i18n.t("train.chance", "es") in train_live.result_lines(
+        {"train_seconds": 12.0, "images_per_second": 99}, "es")
 
 
 def test_what_the_live_view_says_of_each_phase():
@@ -368,18 +377,17 @@ def test_what_the_live_view_says_of_each_phase():
     run = SimpleNamespace(status="cancelled", result={"steps": 7}, progress={"total_steps": 20},
                           error=None, cancel_requested=False,
                           error_text=lambda lang: None)
-    assert train_live.run_note(run, "cancelled", None, "en") == (
+    assert train_live.run_note(run, "cancelled", "en") == (
         "warning", i18n.t("train.cancelled_partial", "en", step=7, total=20), "stop_circle")
     run.result = None
-    assert train_live.run_note(run, "cancelled", None, "en")[1] == \
+    assert train_live.run_note(run, "cancelled", "en")[1] == \
         i18n.t("train.cancelled_queued", "en")
-    assert train_live.run_note(run, "queued", 3, "es")[1].startswith(
-        i18n.t("train.queue_position", "es", n=3))
+    assert train_live.run_note(run, "queued", "es")[1] == i18n.t("train.queue_wait", "es")
     run.error_text = lambda lang: f"out of memory ({lang})"   # the reason in the page's language
-    assert train_live.run_note(run, "failed", None, "pt") == (
+    assert train_live.run_note(run, "failed", "pt") == (
         "error", i18n.t("train.failed_reason", "pt", reason="out of memory (pt)"), "error")
-    assert train_live.run_note(run, "done", None, "en")[0] == "success"
-    assert train_live.run_note(run, "training", None, "en") is None
+    assert train_live.run_note(run, "done", "en")[0] == "success"
+    assert train_live.run_note(run, "training", "en") is None
 
 
 def test_run_views_keep_the_last_few_runs():

@@ -1,5 +1,4 @@
-"""What the pages' figures share. Colours read in every common colour blindness: Okabe-Ito with
-a line style per series as a second cue; RdBu around zero and Viridis from zero up for grids."""
+"""What the pages' figures share: colours that read in every common colour blindness."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -74,8 +73,7 @@ def grid_figure(z, title: str, *, signed: bool = True, text: bool = False,
 def mosaic(tiles: np.ndarray, titles: Sequence[str], per_row: int = 8,
            fill: float = np.nan, row_titles: Sequence[str] = ()
            ) -> tuple[np.ndarray, list[dict], np.ndarray]:
-    """Equal tiles (N×H×W, or N×H×W×3) on one grid, ``per_row`` to a row, a band above each
-    row for the titles: one axis for the lot (a subplot each costs the browser seconds).
+    """Equal tiles on one axis, ``per_row`` to a row, titles above (a subplot each costs seconds).
     Returns the grid, the titles as annotations, and each cell's (tile from 1, row, column)."""
     n, h, w = tiles.shape[:3]
     rows, cols = -(-n // per_row), min(n, per_row)

@@ -1,5 +1,4 @@
-"""The Data page's engine, on the real data and loaders: browse CIFAR-10, what ``ToTensor`` and
-``Normalize`` do to the numbers, a batch of the tutorial's ``DataLoader``, each pipeline's speed."""
+"""The Data page's engine, on the real data set and the real loaders."""
 from __future__ import annotations
 
 import contextlib
@@ -10,7 +9,6 @@ from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
-import plotly.express as px
 import plotly.graph_objects as go
 import torch
 import torchvision
@@ -27,16 +25,6 @@ from cifarlab.lab import charts as C
 from cifarlab.lab.tables import class_name
 
 
-
-# ----------------------------------------------------------------------------------- browse
-
-def class_counts_table(data: CifarData) -> pd.DataFrame:
-    """Images per class in each split, long form: class, label, split, count."""
-    return pd.DataFrame([{"class": cls, "label": label, "split": split, "count": count}
-                         for split in ("train", "test")
-                         for label, (cls, count) in enumerate(data.class_counts(split).items())])
-
-
 def class_sample(data: CifarData, class_index: int, n: int = 24,
                  seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(indices, n×32×32×3 uint8 images) of ``n`` training images of one class, repeatable."""
@@ -48,11 +36,8 @@ def class_sample(data: CifarData, class_index: int, n: int = 24,
     return chosen, images
 
 
-# -------------------------------------------------------------------------- ToTensor, Normalize
-
 def transform_stats(images, bins: int = 32) -> dict:
-    """What the tutorial's real ``ToTensor()`` and ``Normalize`` do to one picture (H×W×3
-    uint8) or several: per stage, the range, per-channel mean and std, and histograms."""
+    """Range, per-channel mean, std and histograms of pictures through ToTensor and Normalize."""
     pics = np.asarray(images)
     pics = pics[None] if pics.ndim == 3 else pics
     to_tensor = transforms.ToTensor()
@@ -90,8 +75,6 @@ def ranges_table(stats: dict, t) -> pd.DataFrame:
     } for stage, s in stats.items()])
 
 
-# ------------------------------------------------------------------------------------ a batch
-
 def unnormalize(images: torch.Tensor) -> np.ndarray:
     """The tutorial's ``imshow``: ``img / 2 + 0.5`` (undo Normalize), channels last, 0…1."""
     x = (images.detach().to("cpu", torch.float32) / 2 + 0.5).clamp_(0.0, 1.0)
@@ -113,15 +96,13 @@ def loader_batch(data: CifarData, batch_size: int = 4, seed: int = 0) -> dict:
 
 
 def upscale(images: np.ndarray, factor: int = 3) -> np.ndarray:
-    """Pictures (…×H×W×C, or one C×H×W) ``factor`` times larger by repeating pixels, channels
-    last: a 32×32 image stays sharp."""
+    """Pictures (…×H×W×C, or one C×H×W) ``factor`` times larger, pixels repeated, channels last."""
     a = np.asarray(images)
     if a.ndim == 3 and a.shape[0] in (1, 3) and a.shape[-1] not in (1, 3):
         a = a.transpose(1, 2, 0)
     return np.ascontiguousarray(np.repeat(np.repeat(a, factor, axis=-3), factor, axis=-2))
 
 
-# ----------------------------------------------------------------------------- augmentation
 # A few training images drawn by the training loader itself (``FastLoader(augment=...)``), one
 # draw per epoch, seeded as a run's is: a picture is what a run with that seed trains on.
 
@@ -181,14 +162,11 @@ def summary_text(view: AugmentView, t) -> str:
     return text
 
 
-# ------------------------------------------------------------------------------- throughput
-
 def loader_throughput(data: CifarData, pipeline: str = "tutorial", batch_size: int = 4,
                       num_workers: int = 0, max_batches: int = 500, max_seconds: float = 1.0,
                       subset: int | None = None) -> dict:
-    """Images per second a pipeline delivers (no training in between), over at most
-    ``max_batches`` or ``max_seconds``; start-up (every worker's first batch, the fast
-    pipeline's copy) timed apart. The fast pipeline has no workers: reported as 0."""
+    """Images per second a pipeline delivers, over ``max_batches`` or ``max_seconds``; start-up
+    (every worker's first batch, the fast pipeline's copy) timed apart."""
     started = time.perf_counter()
     with warnings.catch_warnings():   # "suggested max number of worker": the page says so
         warnings.filterwarnings("ignore", message=".*worker processes in total.*")
@@ -243,19 +221,15 @@ def sweep_loaders(data: CifarData, batch_size: int = 4,
     return pd.DataFrame(rows)
 
 
-# ------------------------------------------------------------------ the page's figures, words
-
-
 def class_names(data: CifarData, t) -> list[str]:
     return [class_name(c, t.lang) for c in data.classes]
 
 
 def counts_figure(data: CifarData, t) -> go.Figure:
     """Images per class, train and test side by side."""
-    counts, names = class_counts_table(data), class_names(data, t)
-    fig = go.Figure([go.Bar(x=[names[i] for i in part["label"]], y=part["count"],
+    fig = go.Figure([go.Bar(x=class_names(data, t), y=list(data.class_counts(split).values()),
                             name=t(f"data.split_{split}"), marker_color=C.PALETTE[k])
-                     for k, (split, part) in enumerate(counts.groupby("split", sort=False))])
+                     for k, split in enumerate(("train", "test"))])
     return C.localized(fig, t.lang, barmode="group", height=320, margin=dict(C.MARGIN, t=30),
                        yaxis_title=t("data.images_per_class"), legend=dict(orientation="h", y=1.12))
 
@@ -277,27 +251,6 @@ def histogram_figure(stats: dict, t) -> go.Figure:
                        yaxis_title=t("data.histogram"), legend=dict(orientation="h", y=-0.15))
 
 
-def loader_figure(sweep: pd.DataFrame, t) -> go.Figure:
-    """Images per second against num_workers; the fast pipeline as a dashed level."""
-    tut = sweep[sweep["pipeline"] == "tutorial"].sort_values("num_workers")
-    fig = px.line(tut, x="num_workers", y="images_per_second", markers=True,
-                  text=[i18n.number(v, t.lang, 0) for v in tut["images_per_second"]])
-    fig.update_traces(textposition="top center", marker_size=10, showlegend=bool(len(tut)),
-                      name=t("data.pipeline_tutorial"))
-    for row in sweep[sweep["pipeline"] == "fast"].itertuples():
-        fig.add_hline(y=row.images_per_second, line=dict(dash="dash", color="#54A24B"),
-                      annotation_position="top left", annotation_text=(
-                          f"{t('data.pipeline_fast')}: "
-                          f"{i18n.number(row.images_per_second, t.lang, 0)}"))
-    low, high = float(sweep["images_per_second"].min()), float(sweep["images_per_second"].max())
-    return C.localized(
-        fig, t.lang, height=380, xaxis_title="num_workers", margin=dict(C.MARGIN, t=30),
-        yaxis_title=t("common.images_per_second"), yaxis_type="log",
-        yaxis_range=[np.log10(low / 2), np.log10(high * 3)],
-        xaxis=dict(tickmode="array", tickvals=sorted(sweep["num_workers"].unique())),
-        title=t("data.loader_fig_title", batch=int(sweep["batch_size"].iloc[0])))
-
-
 def loader_table(sweep: pd.DataFrame, t) -> pd.DataFrame:
     """``sweep_loaders``' frame in ``t``'s language and notation."""
     columns = {"batch_size": ("common.batch_size", 0), "num_workers": ("common.num_workers", 0),
@@ -310,10 +263,3 @@ def loader_table(sweep: pd.DataFrame, t) -> pd.DataFrame:
         out[t(key)] = [i18n.number(v, t.lang, digits) for v in sweep[col]]
     return out
 
-
-def loader_lines(sweep: pd.DataFrame, t) -> list[str]:
-    return [t("data.loader_result", pipeline=t(f"data.pipeline_{r.pipeline}"),
-              ips=i18n.number(r.images_per_second, t.lang, 0), batch=r.batch_size,
-              workers=t("counts.workers", n=int(r.num_workers)))
-            + " · " + t("data.loader_startup", s=i18n.number(r.startup_seconds, t.lang, 2))
-            for r in sweep.itertuples()]

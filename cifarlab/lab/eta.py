@@ -22,8 +22,7 @@ def _cfg(config: Any) -> dict:
 
 
 def same_settings(a: Any, b: Any) -> bool:
-    """Whether two configs take the same time per run: equal in every knob but ``TIME_FREE``
-    (epochs and subset included: a history figure is never scaled)."""
+    """Equal in every knob but ``TIME_FREE``: a history figure is never scaled."""
     a, b = _cfg(a), _cfg(b)
     return all(a.get(k) == b.get(k) for k in (set(a) | set(b)) - TIME_FREE)
 
@@ -45,9 +44,8 @@ def steady(progress: Mapping[str, Any] | None) -> dict | None:
 
 def estimate(config: Any, device: str | None, measured: Iterable[Mapping[str, Any]] = (),
              progress: Mapping[str, Any] | None = None) -> dict:
-    """{"kind": "run" | "estimating" | "history" | "unknown", ...}; ``progress``: a running
-    run's latest (then only its own speed counts), else the median wall time ("seconds") of
-    the ``measured`` runs with ``config``'s settings on ``device``."""
+    """{"kind": "run" | "estimating" | "history" | "unknown", ...}: a running run's own speed, else
+    the median wall time of the ``measured`` runs with these settings on ``device``."""
     if progress is not None:
         own = steady(progress)
         return {"kind": "estimating"} if own is None else {"kind": "run", **own}
@@ -61,8 +59,7 @@ def estimate(config: Any, device: str | None, measured: Iterable[Mapping[str, An
 
 def for_form(config: Any, device: str | None, measured: Iterable[Mapping[str, Any]],
              runs: Sequence[Any]) -> dict:
-    """The Train form's estimate; "below" while a run with these settings trains (its live
-    view has the figure, which the form would show stale)."""
+    """The form's estimate; "below" while such a run trains (its live view has a fresher one)."""
     if any(r.status == "running" and r.device == device and same_settings(r.config or {}, config)
            for r in runs):
         return {"kind": "below"}

@@ -1,5 +1,4 @@
-"""The Loss & Optimizer page's engine: cross-entropy by hand, and SGD paths on a 2-D surface
-made by ``torch.optim.SGD`` itself (the update rule students see is PyTorch's)."""
+"""The Loss & Optimizer page's engine: cross-entropy by hand, SGD paths by ``torch.optim.SGD``."""
 from __future__ import annotations
 
 import math
@@ -14,27 +13,20 @@ import torch
 import torch.nn as nn
 
 from cifarlab import i18n
-from cifarlab.core.data.pipelines import normalize
-from cifarlab.core.model import Net
 from cifarlab.lab import charts as C
+from cifarlab.lab.inside import random_model, to_input
 
-
-# ----------------------------------------------------------------------- cross-entropy on one image
 
 def net_logits(image_chw_uint8: np.ndarray, seed: int = 0) -> np.ndarray:
     """The logits of the tutorial's ``Net`` seeded with ``seed``, for one 3×32×32 uint8 image."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        net = Net().eval()
     with torch.no_grad():
-        out = net(normalize(torch.from_numpy(np.array(image_chw_uint8, dtype=np.uint8))[None]))
+        out = random_model(seed)(to_input(image_chw_uint8))
     return out[0].numpy().astype(np.float64)
 
 
 def cross_entropy_by_hand(logits, label: int) -> dict:
-    """``nn.CrossEntropyLoss`` for one example step by step, beside PyTorch's; the largest logit
-    is subtracted before eᶻ (nothing overflows) and the loss is log Σe^z − z_label (exact
-    when p_true is tiny)."""
+    """``nn.CrossEntropyLoss`` for one example step by step, beside PyTorch's: log Σe^(z − max)
+    + max − z_label, which neither overflows nor loses a tiny p_true."""
     z = np.asarray(logits, dtype=np.float64).reshape(-1)
     label = int(label)
     shift = float(z.max())
@@ -49,8 +41,6 @@ def cross_entropy_by_hand(logits, label: int) -> dict:
             "match": math.isclose(loss, torch_loss, rel_tol=1e-9, abs_tol=1e-9),
             "prediction": int(np.argmax(z)), "label": label}
 
-
-# ------------------------------------------------------------------------------------ loss surfaces
 
 @dataclass(frozen=True)
 class Surface:
@@ -91,8 +81,6 @@ def loss_surface(name: str, grid: int = 101) -> dict:
             "formula": s.formula, "x_range": s.x_range, "y_range": s.y_range}
 
 
-# ------------------------------------------------------------- SGD paths, by torch.optim.SGD itself
-
 # The Loss page's starting values: on the narrow bowl plain SGD crawls while momentum reaches
 # the minimum, as the lesson says (at lr 0.05 momentum ends slightly worse).
 DEMO = {"surface": "bowl", "lr": 0.01, "momentum": 0.9, "steps": 100}
@@ -130,8 +118,7 @@ class SGDPath:
 
 def sgd_path(surface: str, start=None, lr: float = 0.05, momentum: float = 0.0,
              steps: int = 50) -> SGDPath:
-    """Where ``torch.optim.SGD(lr, momentum)`` takes a 2-parameter tensor on ``surface`` as the
-    tutorial's loop does; stopped where the loss explodes (``EXPLODE_FACTOR``, inf/nan)."""
+    """``torch.optim.SGD``'s path on ``surface``, stopped where the loss explodes (or inf/nan)."""
     s = SURFACES[surface]
     start = s.start if start is None else tuple(float(v) for v in start)
     p = torch.tensor(start, dtype=torch.float64, requires_grad=True)
@@ -160,8 +147,6 @@ def sgd_path(surface: str, start=None, lr: float = 0.05, momentum: float = 0.0,
     return SGDPath(np.asarray(points, dtype=np.float64), np.asarray(losses, dtype=np.float64),
                    diverged_at is not None, diverged_at, s.local_minima)
 
-
-# ---------------------------------- the page's figures and words (``t``: ``i18n.translator(lang)``)
 
 PATH_COLOURS = {"plain": "#D55E00", "momentum": "#0072B2"}
 
@@ -219,8 +204,7 @@ def paths_figures(surf: dict, paths: dict[str, SGDPath], labels: dict[str, str],
 
 
 def path_verdict(path: SGDPath, label: str, t) -> tuple[str, str]:
-    """("error" | "warning" | "success" | "info", the sentence): exploded, stuck in a local
-    minimum, reached the minimum, too slow."""
+    """(message kind, sentence): exploded, stuck in a local minimum, converged or too slow."""
     if path.diverged:
         return "error", f"**{label}**: " + t("loss.exploded", n=path.diverged_at)
     kind, key = (("warning", "loss.stuck") if path.stuck else

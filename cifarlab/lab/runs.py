@@ -1,5 +1,4 @@
-"""What the Runs page shows: runs side by side (settings and results in one table, the settings
-that differ, their loss curves on one chart) and their downloads."""
+"""The Runs page's engine: runs side by side, their loss curves, their downloads."""
 from __future__ import annotations
 
 import io
@@ -32,8 +31,6 @@ def downsampled(steps: Sequence[int], losses: Sequence[float]) -> tuple[list[int
     series.add(list(steps), list(losses))
     return series.points()
 
-
-# -------------------------------------------------------------------------------- downloads
 
 def state_dict_bytes(ckpt: Checkpoint) -> bytes:
     """The weights alone, as the tutorial saves them (``torch.save(net.state_dict(), PATH)``)."""
@@ -69,10 +66,7 @@ def bundle_file_name(run) -> str:
     return f"cifarlab-{run_slug(run.name, run.id)}.zip"
 
 
-# ------------------------------------------------------------------------------- run tables
-
-# Config columns: every knob of the config's schema (a field added there appears here), and
-# the network. Result columns come before them in runs_table.
+# every knob of the schema (a field added there appears here), and the network
 def knob_columns(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in knobs(cls) if f.name != "log_every") + ("model",)
 
@@ -128,9 +122,8 @@ def differing_columns(df: pd.DataFrame, columns: Iterable[str] = KNOB_COLUMNS) -
 def loss_curves(curves: Mapping[str, tuple[Sequence[int], Sequence[float]]],
                 steps_per_epoch: Mapping[str, float] | None = None, x: str = "step",
                 smooth: int | None = None) -> pd.DataFrame:
-    """Runs' loss curves (label -> (steps, losses)) in one long frame (run, x, loss), by "step"
-    or "epoch" (other batch sizes line up), a centred moving average over ``smooth`` points
-    (default 1/50 of the curve: a step's loss is noisy)."""
+    """Loss curves (label -> (steps, losses)) in one frame (run, x, loss), by "step" or "epoch",
+    smoothed by a centred mean over ``smooth`` points (default: 1/50 of the curve)."""
     frames = []
     for label, (steps, losses) in curves.items():
         per = 1.0 if x == "step" else (steps_per_epoch or {}).get(label)
@@ -161,8 +154,6 @@ def config_of(run) -> TrainConfig | None:
         return None
 
 
-# ----------------------------------------------------------------- the page's table and chart
-
 # The result columns' labels; each knob column is labelled by its knob (the config's schema).
 COLUMN_KEYS = {
     "run": "runs.run_col", "name": "runs.name_col", "status": "status.status",
@@ -177,8 +168,7 @@ DIGITS = {"accuracy": 1, "final_loss": 3, "images_per_second": 0, "train_seconds
 
 def compare_table(df: pd.DataFrame, selected: Sequence[str], statuses: Sequence[str],
                   t) -> Styler:
-    """``runs_table``'s frame in the student's words, the knobs that differ between the
-    ``selected`` runs after the accuracy and highlighted in their rows."""
+    """``runs_table``'s frame in words, the knobs that differ in ``selected`` first and marked."""
     differ = differing_columns(df[df["run"].isin(selected)])
     shown = df.copy()
     shown["run"] = shown["run"].str[:8]

@@ -10,11 +10,6 @@ from cifarlab import i18n
 from cifarlab.core.config import CIFAR10_CLASSES
 
 
-def dims(shape) -> str:
-    """A shape as the pages write it: "3×32×32" ("()" for a scalar's)."""
-    return "×".join(str(int(n)) for n in shape) or "()"
-
-
 def class_name(name: str, lang: str) -> str:
     """A class's name in ``lang`` ("gato"); a class that is not CIFAR-10's, as it is."""
     return i18n.t(f"classes.{name}", lang) if name in CIFAR10_CLASSES else str(name)
@@ -32,8 +27,7 @@ def confusion_table(confusion, classes: Sequence[str], lang: str) -> pd.DataFram
 
 def per_class_table(items: Sequence[tuple[str, float]], lang: str,
                     reference: Mapping[str, Sequence[float]] | None = None) -> pd.DataFrame:
-    """(class, accuracy) pairs as percentages; with ``reference`` (class -> (low, high)) the
-    tutorial's range for each ("–" where it has none)."""
+    """(class, accuracy) pairs as percentages, with the tutorial's range when ``reference``."""
     rows = {
         i18n.t("a11y.class_col", lang): [class_name(c, lang) for c, _ in items],
         i18n.t("a11y.accuracy_col", lang): [i18n.percent(a, lang) for _, a in items],

@@ -1,6 +1,4 @@
-"""The Tensors page's engine: ranks 0–4 cut from a real CIFAR-10 image, a tensor's facts, and two
-live measurements of moving data (every timer synchronises: a CUDA call returns before the work
-is done; without CUDA the copies stay in the CPU's memory: the fixed cost per copy, no bus)."""
+"""The Tensors page's engine; every timer synchronises (a CUDA call returns before the work)."""
 from __future__ import annotations
 
 import math
@@ -21,8 +19,6 @@ from cifarlab.core.devices import Stopwatch, resolve_device, synchronize
 from cifarlab.lab import charts as C
 from cifarlab.lab.tables import class_name
 
-
-# ------------------------------------------------------------------------------------ ranks
 
 @dataclass(frozen=True)
 class RankExample:
@@ -63,12 +59,9 @@ def rank_examples(data: CifarData, index: int = 0, batch: int = 4) -> list[RankE
     return out
 
 
-# -------------------------------------------------------------------------- copy measurement
-
 def _best_of(fns: dict, device: torch.device, repeats: int, max_seconds: float
              ) -> tuple[dict, dict, int]:
-    """Each of ``fns``' best time over ``repeats`` rounds (at least one, fewer when
-    ``max_seconds`` runs out), its last value, and the rounds done."""
+    """Each of ``fns``' best time, its last value, and the rounds done within ``max_seconds``."""
     synchronize(device)
     best, value, sw, done = dict.fromkeys(fns, math.inf), {}, Stopwatch(device), 0
     budget_end = time.perf_counter() + max_seconds
@@ -97,8 +90,7 @@ def _copies(pairs: list) -> Callable[[], None]:
 def transfer_costs(device: str | torch.device = "auto", total_mb: float = 32,
                    chunks: int = 1024, repeats: int = 3,
                    max_seconds: float = 2.0) -> pd.DataFrame:
-    """``total_mb`` MB copied as one big copy and as ``chunks`` small ones, each timed (the best
-    of ``repeats``); on CUDA host → device from pageable and pinned memory."""
+    """``total_mb`` MB copied in one copy and in ``chunks`` (pageable and pinned on CUDA)."""
     dev = resolve_device(device)
     total = max(int(total_mb * 1e6) // chunks * chunks, chunks)    # a whole number per chunk
 
@@ -124,13 +116,10 @@ def transfer_costs(device: str | torch.device = "auto", total_mb: float = 32,
     } for (memory, method, n), seconds in best.items()])
 
 
-# ----------------------------------------------------------------------- .item() measurement
-
 def item_sync_cost(device: str | torch.device = "auto", steps: int = 200, size: int = 4096,
                    repeats: int = 3, max_seconds: float = 2.0) -> dict:
-    """The same loop with ``.item()`` every step (the tutorial's ``running_loss +=
-    loss.item()``) and summed on the device, read once. A step is small enough for one CPU
-    thread, so the CPU timing is not thread noise."""
+    """The same loop with ``.item()`` every step (the tutorial's ``running_loss += loss.item()``)
+    and summed on the device, read once; small steps, so one CPU thread times them."""
     dev = resolve_device(device)
     gen = torch.Generator().manual_seed(0)
     a = torch.rand(size, generator=gen).to(dev)
@@ -159,8 +148,6 @@ def item_sync_cost(device: str | torch.device = "auto", steps: int = 200, size: 
         "repeats": done,
     }
 
-
-# ------------------------------------------------------------------ the page's figures, words
 
 CHANNELS = (("tensors.channel_red", "Reds"), ("tensors.channel_green", "Greens"),
             ("tensors.channel_blue", "Blues"))
@@ -229,7 +216,8 @@ def ranks_table(examples: list[RankExample], t) -> pd.DataFrame:
         t("tensors.bytes"): size_text(e.values.nbytes, t.lang)} for e in examples])
 
 
-def transfer_figure(res: pd.DataFrame, t) -> go.Figure:
+def transfer_figure(res: pd.DataFrame, t) -> tuple[go.Figure, pd.DataFrame]:
+    """The copies' total times as bars; each copy's size, time and bandwidth as a table."""
     lang = t.lang
     labels = [f"{t(f'tensors.transfer_{m}')} ({mem})" for m, mem in zip(res["method"],
                                                                         res["memory"])]
@@ -239,21 +227,17 @@ def transfer_figure(res: pd.DataFrame, t) -> go.Figure:
                                 for m in res["method"]],
                        title=f"{res['path'].iloc[0]} · "
                              f"{size_text(res['total_bytes'].iloc[0], lang)}")
-    return C.localized(fig, lang)
-
-
-def transfer_lines(res: pd.DataFrame, t) -> list[str]:
-    lang = t.lang
-    return [t("tensors.transfer_result", n=i18n.number(r.copies, lang),
-              size=size_text(r.bytes_per_copy, lang), ms=i18n.number(r.ms, lang, 2))
-            + f" ({t(f'tensors.transfer_{r.method}')}, {r.memory}) · "
-            + t("tensors.transfer_bandwidth", gbps=i18n.number(r.gb_per_s, lang, 2))
-            + " · " + t("tensors.per_copy", us=i18n.number(r.us_per_copy, lang, 2))
-            for r in res.itertuples()]
+    table = pd.DataFrame({
+        t("tensors.copy_col"): labels,
+        t("tensors.copies_col"): [i18n.number(n, lang) for n in res["copies"]],
+        t("tensors.copy_size_col"): [size_text(b, lang) for b in res["bytes_per_copy"]],
+        t("tensors.per_copy_col"): [i18n.number(v, lang, 2) for v in res["us_per_copy"]],
+        "GB/s": [i18n.number(v, lang, 2) for v in res["gb_per_s"]]})
+    return C.localized(fig, lang), table
 
 
 def item_figure(item: dict, t) -> tuple[go.Figure, pd.DataFrame]:
-    """The loop with ``.item()`` every step against the loop that reads once, and a table."""
+    """The two loops' times as bars; their ``.item()`` calls and sums (equal) as a table."""
     labels = [t("tensors.item_every_step", n=item["item_calls_with"]),
               t("tensors.item_once", n=item["item_calls_without"])]
     ms = [item["with_item_s"] * 1e3, item["without_item_s"] * 1e3]
@@ -264,6 +248,5 @@ def item_figure(item: dict, t) -> tuple[go.Figure, pd.DataFrame]:
     table = pd.DataFrame({t("tensors.item_loop_col"): labels,
                           t("tensors.item_calls_col"): [item["item_calls_with"],
                                                         item["item_calls_without"]],
-                          "ms": [round(v, 3) for v in ms],
                           t("tensors.item_sum_col"): [item["total_with"], item["total_without"]]})
     return C.localized(fig, t.lang), table

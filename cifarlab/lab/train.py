@@ -1,6 +1,4 @@
-"""What the Train page shows, computed from run-store rows (no Streamlit). The loss series is
-kept as at most ``max_points`` bucket means, so a long run costs the page a few kilobytes; a
-figure is rebuilt only when ``chart_stamp`` changes (docs/benchmarks.md, section 7)."""
+"""What the Train page shows, from run-store rows: losses as bucket means, figures memoised."""
 from __future__ import annotations
 
 import gc
@@ -11,37 +9,6 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from cifarlab.core import config as C
-from cifarlab.core.config import same
-from cifarlab.errors import Problem
-
-# The schema the Train page draws its knobs from (a test swaps in a subclass with a new field).
-CONFIG: type[C.TrainConfig] = C.TrainConfig
-
-
-def knob_fields(cls: type | None = None) -> tuple[C.KnobField, ...]:
-    """The knobs the Train page shows, in the schema's order."""
-    return tuple(f for f in C.knobs(cls or CONFIG) if f.knob.widget)
-
-
-def preset_values(name: str) -> dict[str, Any]:
-    """The knobs a preset sets (``core.config.PRESETS``: TrainConfig values)."""
-    return C.PRESETS[name].knob_values(preset_only=True)
-
-
-def matching_preset(values: Mapping[str, Any],
-                    presets: Mapping[str, Mapping[str, Any]]) -> str | None:
-    """The first of ``presets`` (name -> knob values) whose knobs all equal ``values``."""
-    return next((name for name, preset in presets.items()
-                 if all(same(values.get(k), v) for k, v in preset.items())), None)
-
-
-def check(values: Mapping[str, Any], limits: C.Limits | None = None,
-          n_train: int | None = None) -> dict[str, Problem]:
-    """field -> its first Problem (``core.config.validate`` with the server's limits)."""
-    return C.problems_by_field(C.validate(values, limits=limits, n_train=n_train, cls=CONFIG))
-
-
-# ------------------------------------------------------------------------------- loss series
 
 class LossSeries:
     """Step losses as at most ``max_points`` bucket means, filled incrementally."""
@@ -86,11 +53,8 @@ class LossSeries:
         return steps, means
 
 
-# ---------------------------------------------------------------------------------- run view
-
 class RunView:
-    """What the page has read of one run so far: losses (downsampled) and events; ``memo``
-    holds the figures built from it, so an unchanged figure is not rebuilt."""
+    """What the page has read of one run: losses (downsampled), events; ``memo``: its figures."""
 
     def __init__(self, max_points: int = 600):
         self.series = LossSeries(max_points)
@@ -111,8 +75,7 @@ class RunView:
         return self.series.last_step
 
     def update(self, events: Any, losses: Any, step: int | None = None) -> bool:
-        """Read what this view has not seen (losses not asked for when the run's ``step`` says
-        there are none new); True when something new came."""
+        """Read what is new (losses only when ``step`` says so); True when something came."""
         before = (self.last_seq, self.series.count)
         self.add_events(events(since_seq=self.last_seq))
         if step is None or step > self.last_step:
@@ -147,8 +110,7 @@ class RunView:
         return self._stamp
 
     def memoized(self, name: str, key: Any, build: Any) -> Any:
-        """``build(previous)``, built again only when ``key`` changed; ``build`` may update
-        the previous value (None the first time) rather than start afresh."""
+        """``build(previous)`` again only when ``key`` changed (``previous``: None at first)."""
         hit = self.memo.get(name)
         if hit is None or hit[0] != key:
             hit = self.memo[name] = (key, build(None if hit is None else hit[1]))
@@ -189,8 +151,6 @@ class RunViews(dict):
         return self[run_id]
 
 
-# ---------------------------------------------------------------------------- small figures
-
 def progress_info(progress: Mapping[str, Any] | None) -> dict:
     p = dict(progress or {})
     step, total = int(p.get("step") or 0), p.get("total_steps")
@@ -204,8 +164,7 @@ def progress_info(progress: Mapping[str, Any] | None) -> dict:
 def time_split(epochs: Sequence[Mapping[str, Any]] = (),
                result: Mapping[str, Any] | None = None,
                progress: Mapping[str, Any] | None = None) -> dict | None:
-    """Training time split between waiting for data and computing: from the result, else the
-    latest progress, else the epochs so far."""
+    """Data wait against compute: from the result, else the latest progress, else the epochs."""
     wait = compute = None
     if result and result.get("data_wait_seconds") is not None \
             and result.get("compute_seconds") is not None:

@@ -1,17 +1,28 @@
-"""The Train form's one owner: each knob as its widget holds it ⇄ a ``TrainConfig``
-(ui/train_form.py copies them to and from the widgets). Decimals are text in the form's
-language, read with either mark (a browser's number box turns "0,01" into 1)."""
+"""The Train form's one owner: each knob as its widget holds it ⇄ a ``TrainConfig``."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from cifarlab import i18n
-from cifarlab.core.config import PRESETS, Limits, TrainConfig, same
+from cifarlab.core.config import (PRESETS, KnobField, Limits, TrainConfig, knobs,
+                                  problems_by_field, same, validate)
 from cifarlab.core.modelspec import is_int
 from cifarlab.core.safe_text import code_text, md_escape
 from cifarlab.errors import Problem
-from cifarlab.lab import train as trainview
+
+# The schema the Train page draws its knobs from (a test swaps in a subclass with a new field).
+CONFIG: type[TrainConfig] = TrainConfig
+
+
+def knob_fields(cls: type | None = None) -> tuple[KnobField, ...]:
+    """The knobs the Train page shows, in the schema's order."""
+    return tuple(f for f in knobs(cls or CONFIG) if f.knob.widget)
+
+
+def preset_values(name: str) -> dict[str, Any]:
+    """The knobs a preset sets (``core.config.PRESETS``: TrainConfig values)."""
+    return PRESETS[name].knob_values(preset_only=True)
 
 
 def knob_value(kind: str, value: Any) -> Any:
@@ -25,7 +36,7 @@ def knob_value(kind: str, value: Any) -> Any:
 
 
 def widget_value(kind: str, value: Any, lang: str) -> Any:
-    """A knob's value as its widget holds it (decimals as text in ``lang``'s notation)."""
+    """A knob's value as its widget holds it: decimals as text (a number box reads 0,01 as 1)."""
     if kind == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
         return i18n.number(float(value), lang)
     return value if isinstance(value, str) else knob_value(kind, value)
@@ -55,8 +66,8 @@ class TrainForm:
     def __init__(self, lang: str = i18n.DEFAULT, limits: Limits | None = None,
                  n_train: int | None = None, cls: type[TrainConfig] | None = None):
         self.lang, self.limits, self.n_train = lang, limits or Limits(), n_train
-        self.cls = cls or trainview.CONFIG
-        self.fields = trainview.knob_fields(self.cls)
+        self.cls = cls or CONFIG
+        self.fields = knob_fields(self.cls)
         self.names = tuple(f.name for f in self.fields)
         # the tutorial's own settings come first; the others wait in an Advanced section
         self.advanced = tuple(f.name for f in self.fields if not f.knob.tutorial)
@@ -70,7 +81,6 @@ class TrainForm:
         self.revision = 0                       # changes the form made itself: rewrite widgets
         self.apply_preset("tutorial")
 
-    # -- values ------------------------------------------------------------------------------
     def _show(self, name: str, value: Any) -> Any:
         return widget_value(self._kind[name], value, self.lang)
 
@@ -91,9 +101,13 @@ class TrainForm:
     def values(self) -> dict[str, Any]:
         return {name: knob_value(self._kind[name], value) for name, value in self._raw.items()}
 
-    def problems(self) -> dict[str, Problem]:
+    def check(self, values: Mapping[str, Any]) -> dict[str, Problem]:
         """field -> its first problem (``core.config.validate`` with the server's limits)."""
-        return trainview.check(self.values(), self.limits, self.n_train)
+        return problems_by_field(validate(values, limits=self.limits, n_train=self.n_train,
+                                          cls=self.cls))
+
+    def problems(self) -> dict[str, Problem]:
+        return self.check(self.values())
 
     def config(self) -> TrainConfig | None:
         """The config these values make; None while a field has a problem."""
@@ -116,7 +130,6 @@ class TrainForm:
         self._set({n: v for n, v in values.items() if self._kind[n] == "float"
                    and not isinstance(v, str)})
 
-    # -- a link to an experiment -------------------------------------------------------------
     def from_link(self, params: Mapping[str, str]) -> list[Problem]:
         """The knobs a link sets (``?lr=0.01&epochs=3``), fitted to the server's limits, and those
         its ``hide=momentum,seed`` hides; each bad value is left out and said, the rest apply."""
@@ -135,7 +148,7 @@ class TrainForm:
             taken[name] = (text, value)
         values = {n: v for n, (_, v) in taken.items()}
         fitted = self.fit(values)   # "all the images" may become the server's limit
-        problems = trainview.check(self.values() | fitted, self.limits, self.n_train)
+        problems = self.check(self.values() | fitted)
         for name in [n for n in values if n in problems
                      or (values[n] is not None and values[n] != fitted[n])]:
             why = problems[name].text(self.lang) if name in problems else \
@@ -171,7 +184,6 @@ class TrainForm:
                              if isinstance(value, bool) else str(value))
         return out | ({"hide": ",".join(self.hidden)} if self.hidden else {})
 
-    # -- presets and the class ---------------------------------------------------------------
     def fit(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """``values`` inside the server's limits, a missing device "auto"."""
         out, lim = dict(values), self.limits
@@ -193,7 +205,7 @@ class TrainForm:
         if preset == "class":
             values = self.class_values()
         else:
-            values = self.fit(trainview.preset_values(preset) if isinstance(preset, str)
+            values = self.fit(preset_values(preset) if isinstance(preset, str)
                               else dict(preset))
         locked = {k: self.pushed[k] for k in self.locks if k in self.pushed}
         kept = tuple(k for k, v in locked.items() if k in values
@@ -208,8 +220,10 @@ class TrainForm:
     def preset_name(self) -> str | None:
         """The preset (as fitted here) that every knob matches, the class's first, or None."""
         presets = {"class": self.class_values()} if self.class_version is not None else {}
-        return trainview.matching_preset(self.values(), presets | {
-            name: self.fit(trainview.preset_values(name)) for name in PRESETS})
+        presets |= {name: self.fit(preset_values(name)) for name in PRESETS}
+        values = self.values()
+        return next((name for name, preset in presets.items()
+                     if all(same(values.get(k), v) for k, v in preset.items())), None)
 
     def apply_class(self, preset: Mapping[str, Any] | None,
                     locks: Mapping[str, str] | None = None, version: Any = None) -> None:
@@ -232,7 +246,7 @@ class TrainForm:
     def tutorial_values(self) -> dict[str, Any]:
         """Each knob as the tutorial sets it, fitted to the server's limits."""
         return {f.name: f.default for f in self.fields} | self.fit(
-            trainview.preset_values("tutorial"))
+            preset_values("tutorial"))
 
     def advanced_changed(self) -> tuple[str, ...]:
         """The Advanced knobs that differ from the tutorial's or have a problem (shown open)."""
@@ -240,7 +254,6 @@ class TrainForm:
         return tuple(n for n in self.advanced if n in problems
                      or not same(values[n], ref[n]))
 
-    # -- what the page draws -----------------------------------------------------------------
     def _present(self, device: Any) -> bool:
         return device == "auto" or self.limits.devices is None or device in self.limits.devices
 

@@ -15,7 +15,6 @@ from cifarlab.i18n import duration, number, percent
 from cifarlab.core.probes import finite, signals
 from cifarlab.lab import eta
 from cifarlab.lab.charts import series_style
-from cifarlab.lab.tables import class_name
 from cifarlab.lab.train import time_split
 
 GREY, BLUE, RED, ORANGE = "#888", "#3d7dca", "#ff4b4b", "#f0a202"
@@ -31,8 +30,7 @@ def layout(lang: str, title: str, **kw) -> dict:
 
 
 def loss_figure(chart: Mapping[str, Any], lang: str, old: tuple | None = None) -> tuple:
-    """(layout key, figure) of ``RunView.chart()``; ``old`` updated in place while its key
-    fits."""
+    """(layout key, figure) of ``RunView.chart()``; ``old`` updated in place while its key fits."""
     t = i18n.translator(lang)
     key = (lang, bool(chart["running_steps"]), tuple(chart["epoch_marks"]), chart["stride"])
     running = (np.asarray(chart["running_steps"], dtype=np.int32),
@@ -109,19 +107,6 @@ def split_figure(split: Mapping[str, float], lang: str, old: tuple | None = None
         xaxis_title=t("common.time") + " (s)", showlegend=True))
 
 
-def per_class_figure(rows: Sequence[tuple[str, float]], lang: str) -> go.Figure:
-    """Test accuracy per class (``per_class_rows``), chance (10 %) as a dotted line."""
-    t = i18n.translator(lang)
-    return go.Figure(
-        data=[go.Bar(x=[class_name(c, lang) for c, _ in rows], y=[100 * a for _, a in rows],
-                     marker_color=BLUE, textposition="outside",
-                     text=[percent(a, lang) for _, a in rows])],
-        layout=layout(lang, t("train.per_class_title"), height=320, yaxis_range=[0, 112],
-                      yaxis_title=t("common.accuracy") + " (%)",
-                      shapes=[dict(type="line", xref="paper", x0=0, x1=1, y0=10, y1=10,
-                                   line=dict(dash="dot", color=GREY, width=1))]))
-
-
 def epochs_table(epochs: Sequence[Mapping[str, Any]], lang: str) -> pd.DataFrame:
     """The epoch events as a table of texts (``st.table`` scrolls inside itself on a phone)."""
     t = i18n.translator(lang)
@@ -188,26 +173,19 @@ def progress_lines(prog: Mapping[str, Any], progress: Mapping[str, Any] | None,
     return t("train.progress", step=prog["step"], total=prog["total"]) + " · " + left, line
 
 
-def result_lines(result: Mapping[str, Any], rows: Sequence[tuple[str, float]], lang: str) -> str:
+def result_lines(result: Mapping[str, Any], lang: str) -> str:
     t = i18n.translator(lang)
-    lines = [f"{t('train.train_time')}: {duration(result.get('train_seconds'), lang)} · "
-             f"{t('train.ips_col')}: {number(round(result.get('images_per_second') or 0), lang)}",
-             t("train.chance")]
-    if rows:
-        best, worst = max(rows, key=lambda r: r[1]), min(rows, key=lambda r: r[1])
-        lines.append(t("train.best_worst", best=class_name(best[0], lang),
-                       best_acc=percent(best[1], lang), worst=class_name(worst[0], lang),
-                       worst_acc=percent(worst[1], lang)))
-    return "  \n".join(lines)
+    return (f"{t('train.train_time')}: {duration(result.get('train_seconds'), lang)} · "
+            f"{t('train.ips_col')}: {number(round(result.get('images_per_second') or 0), lang)}"
+            f"  \n{t('train.chance')}")
 
 
-def run_note(run: Any, phase: str, position: int | None, lang: str
-             ) -> tuple[str, str, str] | None:
-    """(kind, text, icon) the live view says of a run in ``phase``; None while it trains."""
+def run_note(run: Any, phase: str, lang: str) -> tuple[str, str, str] | None:
+    """(kind, text, icon) the live view says of a run in ``phase`` (its status line has the
+    queue position); None while it trains."""
     t = i18n.translator(lang)
     if phase == "queued":
-        return ("info", t("train.queue_position", n=position or 1) + "  \n"
-                + t("train.queue_wait"), "schedule")
+        return "info", t("train.queue_wait"), "schedule"
     if phase in ("failed", "interrupted"):
         why = run.error_text(lang) or t(f"status.{phase}")   # in the student's language
         return "error", t("train.failed_reason", reason=why), "error"
@@ -227,8 +205,7 @@ def run_note(run: Any, phase: str, position: int | None, lang: str
 
 
 def loss_chart(view: Any, stamp: Any, lang: str) -> go.Figure | None:
-    """The loss figure, rebuilt only when ``stamp`` or the language changed; None before the
-    first loss."""
+    """The loss figure, rebuilt when ``stamp`` or the language changed; None before any loss."""
     if not view.series.count:
         return None
     return view.memoized("loss", (stamp, lang),
@@ -250,10 +227,6 @@ def split_chart(view: Any, run: Any, stamp: Any, lang: str) -> tuple[Any, str | 
                     + t("train.data_bound" if split["data_share"] > 0.5
                         else "train.compute_bound"))
 
-
-# ----------------------------------------------------------------------- inside training
-# each layer's gradient norm over the steps (core/probes.py samples them in the worker), the
-# latest sample as a table, and what it means in plain words (exploding, vanishing, dead ReLUs)
 
 def grad_figure(samples: Sequence[dict], lang: str) -> go.Figure:
     """One line per layer: its gradient norm at each sample (log axis: they span decades)."""

@@ -16,8 +16,7 @@ from cifarlab.lab.train_live import layout
 
 
 def read(steps: Any, lr_from: Any, lr_to: Any) -> tuple[dict | None, dict[str, Problem]]:
-    """The sweep the boxes ask for (``JobQueue.submit``'s ``sweep``) and, field by field, what
-    is wrong with them: the decimals are text in either notation (``i18n.parse_decimal``)."""
+    """The sweep the boxes ask for (``JobQueue.submit``'s ``sweep``) and each field's problem."""
     lo, hi = i18n.parse_decimal(lr_from), i18n.parse_decimal(lr_to)
     found = {p.field: p for p in lr_finder.problems(steps, lo, hi)}
     return (None if found else {"steps": int(steps), "lr_min": lo, "lr_max": hi}), found
@@ -30,8 +29,7 @@ def suggested(result: Mapping[str, Any] | None) -> float | None:
 
 
 def figure(result: Mapping[str, Any], lang: str) -> go.Figure:
-    """Loss against lr (log axis, a tick a decade): each step's loss faint, the smoothed
-    curve, the suggestion as a star and the lowest smoothed loss as a ring."""
+    """Loss against lr (log axis): raw and smoothed, the suggestion a star, the minimum a ring."""
     t = i18n.translator(lang)
     lrs, smooth = list(result.get("lrs") or []), list(result.get("smoothed") or [])
     raw = [finite(v) for v in result.get("losses") or []]

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from cifarlab.lab import classroom as words
-from cifarlab.lab import train as trainview
+from cifarlab.lab.train_form import knob_fields
 from cifarlab.serve.classroom import MAX_VALUES
 from pages.classroom_parts import act, classroom
 from ui import messages
@@ -14,7 +14,7 @@ from ui.language import call_or_show, lang, t
 
 K = "cls_ex_"
 REFRESH_S = 3.0
-FIELDS = trainview.knob_fields()
+FIELDS = knob_fields()
 
 
 def _set(code: str, clear: bool) -> None:

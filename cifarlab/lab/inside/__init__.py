@@ -1,5 +1,4 @@
-"""The Inside page's engine: ``Net.forward`` written out stage by stage, one neuron's arithmetic,
-conv1's filters, and Captum's views (imported only when one is computed: it takes seconds)."""
+"""The Inside page's engine; Captum is imported only when a view is computed (seconds)."""
 from __future__ import annotations
 
 import copy
@@ -9,10 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from cifarlab.core.config import ACTIVATION_CODE, ACTIVATION_NAMES, ModelSpec, TrainConfig
+from cifarlab.core.config import ACTIVATION_CODE, ModelSpec, TrainConfig
 from cifarlab.core.data.pipelines import normalize
 from cifarlab.core.model import Net
-from cifarlab.core.shapes import trace_spec
 from cifarlab.lab.network import conv_step
 
 # Each stage, the line of the tutorial's forward that makes it (the lesson quotes them); a run
@@ -38,11 +36,10 @@ CONV_LAYERS = ("conv1", "conv2")
 
 @dataclass(frozen=True)
 class Stage:
-    """One step of the forward pass: its name in the shape trace, kind, shape, values."""
+    """One step of the forward pass: its name in the shape trace, shape, values."""
 
     name: str                 # "input", "conv1", "relu1", "pool1", ..., "fc3", "softmax"
-    kind: str                 # "input" | "conv" | "relu" | "pool" | "flatten" | "linear" | ...
-    shape: tuple[int, ...]    # from the shape trace (batch dimension left out)
+    shape: tuple[int, ...]    # the batch dimension left out
     values: np.ndarray        # float32, exactly ``shape``
     line: str                 # the tutorial's code that makes it
 
@@ -55,16 +52,10 @@ def to_input(image: np.ndarray | torch.Tensor) -> torch.Tensor:
     return normalize((a[None] if a.ndim == 3 else a).contiguous())
 
 
-def num_classes(model: Net) -> int:
-    return int(model.fc3.out_features)
-
-
 @torch.no_grad()
 def activations(model: Net, x: torch.Tensor) -> list[Stage]:
     """Every stage of ``Net.forward`` for one image (``x`` from ``to_input``), then softmax."""
     model = model.eval()
-    traces = trace_spec(model.spec, tuple(x.shape[1:]), num_classes(model))
-    kinds = {t.name: (t.kind, t.out_shape) for t in traces}
     out: dict[str, torch.Tensor] = {"input": x}
     act = model.act   # the run's activation knob
     out["conv1"] = h = model.conv1(x)
@@ -73,7 +64,6 @@ def activations(model: Net, x: torch.Tensor) -> list[Stage]:
     out["conv2"] = h = model.conv2(h)
     out["relu2"] = h = act(h)
     out["pool2"] = h = model.pool(h)
-    # written as the traced (C, H, W) sizes: "x = x.view(-1, 16 * 5 * 5)"
     out["flatten"] = h = h.view(-1, int(np.prod(h.shape[1:])))
     out["fc1"] = h = model.fc1(h)
     out["relu3"] = h = act(h)
@@ -81,20 +71,13 @@ def activations(model: Net, x: torch.Tensor) -> list[Stage]:
     out["relu4"] = h = act(h)
     out["fc3"] = h = model.fc3(h)
     out["softmax"] = torch.softmax(h, dim=1)
-    kinds["softmax"] = ("softmax", kinds["fc3"][1])
+    flat = " * ".join(map(str, out["pool2"].shape[1:]))   # "x.view(-1, 16 * 5 * 5)"
     stages = []
     for name, value in out.items():
-        kind, shape = kinds[name]
         values = value[0].detach().to(torch.float32).cpu().numpy()
         line = FORWARD_LINES[name].replace("F.relu", ACTIVATION_CODE[model.activation])
-        if name == "flatten":
-            line = "x = x.view(-1, " + " * ".join(map(str, kinds["pool2"][1])) + ")"
-        stages.append(Stage(name, kind, tuple(shape), values, line))
+        stages.append(Stage(name, values.shape, values, line.replace("16 * 5 * 5", flat)))
     return stages
-
-
-def activation_name(model: Net) -> str:
-    return ACTIVATION_NAMES[model.activation]
 
 
 def stage(stages: list[Stage], name: str) -> Stage:
@@ -103,10 +86,8 @@ def stage(stages: list[Stage], name: str) -> Stage:
 
 def neuron(model: Net, x: torch.Tensor, layer: str = "conv1", channel: int = 0, row: int = 0,
            col: int = 0, stages: list[Stage] | None = None) -> dict:
-    """Output (``channel``, ``row``, ``col``) of conv1 or conv2 by hand: the Network page's
-    ``conv_step`` on this layer's input, kernel, stride and padding, with ``layer``, the
-    window's ``top``/``left`` in the unpadded input (negative in the padding) and
-    ``activated``, the activation of the output: what is pooled."""
+    """Output (``channel``, ``row``, ``col``) of conv1 or conv2 by hand (``conv_step``), with its
+    window's ``top``/``left`` in the unpadded input and ``activated``, what is pooled."""
     stages = stages if stages is not None else activations(model, x)
     conv = getattr(model, layer)
     source = stage(stages, "input" if layer == "conv1" else "pool1").values.astype(np.float64)
@@ -118,11 +99,8 @@ def neuron(model: Net, x: torch.Tensor, layer: str = "conv1", channel: int = 0, 
                    "left": step["left"] - conv.padding[1], "activated": float(activated)}
 
 
-# ------------------------------------------------------------------------------------ filters
-
 def initial_model(config: TrainConfig, classes: int = 10) -> Net:
-    """The network a run started from (``core.train`` seeds torch, then builds the ``Net``);
-    the global random state left as it was (a page must not change another's)."""
+    """The ``Net`` a run started from, seeded as ``core.train`` does; the global RNG untouched."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
         return Net(config.model, num_classes=classes, activation=config.activation).eval()
@@ -156,8 +134,6 @@ def filter_table(before: torch.Tensor | None, after: torch.Tensor) -> list[dict]
     return rows
 
 
-# -------------------------------------------------------------------------- why this class
-
 METHODS = ("saliency", "integrated_gradients", "gradcam", "occlusion")
 SIGNED = {"integrated_gradients", "occlusion"}   # a map with both signs (drawn around zero)
 IG_STEPS = 32
@@ -185,8 +161,7 @@ def occlusion_windows(size: tuple[int, int]) -> int:
 
 def explain(model: torch.nn.Module, x: torch.Tensor, target: int, method: str, *,
             per_eval: int | None = None) -> View:
-    """One attribution map of class ``target``'s logit for ``x``; ``per_eval``: occluded
-    images per forward pass (default all)."""
+    """One attribution map of ``target``'s logit; ``per_eval``: occluded images per forward pass."""
     import captum.attr as ca
 
     target = int(target)
@@ -218,10 +193,6 @@ def explain(model: torch.nn.Module, x: torch.Tensor, target: int, method: str, *
                 raw[0].detach().to(torch.float32).cpu().numpy(), seconds, method in SIGNED)
 
 
-def explain_all(model: torch.nn.Module, x: torch.Tensor, target: int) -> dict[str, View]:
-    return {m: explain(model, x, target, m) for m in METHODS}
-
-
 def blocks(heat: np.ndarray, size: int = 4) -> np.ndarray:
     """The map's means over ``size``×``size`` squares (a table a screen reader can read)."""
     h, w = heat.shape
@@ -237,9 +208,3 @@ def strongest(heat: np.ndarray, size: int = 4, n: int = 3) -> list[tuple[int, in
     return [(int(i // b.shape[1]) * size, int(i % b.shape[1]) * size,
              float(b.flat[i])) for i in order]
 
-
-def misclassified(probabilities: np.ndarray, labels: np.ndarray, limit: int = 200) -> np.ndarray:
-    """Test images the model got wrong, the most confidently wrong first."""
-    pred = probabilities.argmax(axis=1)
-    idx = np.flatnonzero(pred != labels)
-    return idx[np.argsort(-probabilities[idx, pred[idx]], kind="stable")][:limit]

@@ -10,10 +10,10 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from cifarlab import i18n
+from cifarlab.core.shapes import fmt_size
 from cifarlab.lab import charts as C
 from cifarlab.lab.inside import (METHODS, Stage, filter_patches, filter_table, stage,
                                  strongest)
-from cifarlab.lab.tables import dims
 
 MAX_MAPS = 16           # feature maps drawn of a layer
 MAX_CHANNELS = 6        # input channels of one neuron's arithmetic drawn
@@ -74,8 +74,7 @@ class StageView:
 
 
 def stage_views(stages: list[Stage], names: list[str], t, act: str = "ReLU") -> list[StageView]:
-    """Stage by stage: the conv and pool layers' maps (the first ``MAX_MAPS``), the flat ones'
-    values as bars."""
+    """Each stage: conv and pool layers' first ``MAX_MAPS`` maps, flat layers' values as bars."""
     parts = []       # (stage, figure, alt text, caption)
     for name, signed in MAPS:
         s = stage(stages, name)
@@ -91,7 +90,7 @@ def stage_views(stages: list[Stage], names: list[str], t, act: str = "ReLU") -> 
                             t(f"inside.y_{key}"), names=names if named else None,
                             highlight=int(np.argmax(s.values)) if named else None)
         parts.append((s, fig, t("inside.vector_alt", layer=name, n=s.shape[0]), None))
-    return [StageView(s.name, f"{t(f'inside.stage_{s.name}', act=act)} · `{dims(s.shape)}`",
+    return [StageView(s.name, f"{t(f'inside.stage_{s.name}', act=act)} · `{fmt_size(s.shape)}`",
                       s.line, C.localized(fig, t.lang), alt, caption)
             for s, fig, alt, caption in parts]
 
@@ -99,7 +98,7 @@ def stage_views(stages: list[Stage], names: list[str], t, act: str = "ReLU") -> 
 def stages_table(stages: list[Stage], t) -> pd.DataFrame:
     return pd.DataFrame([{
         t("inside.col_stage"): s.name, t("inside.col_code"): s.line,
-        t("inside.col_shape"): dims(s.shape),
+        t("inside.col_shape"): fmt_size(s.shape),
         t("inside.col_min"): i18n.number(s.values.min(), t.lang, 3),
         t("inside.col_max"): i18n.number(s.values.max(), t.lang, 3),
         t("inside.col_zeros"): i18n.percent(float((s.values == 0).mean()), t.lang, 0),
@@ -172,8 +171,7 @@ def filters_view(after, before, t) -> tuple[go.Figure, pd.DataFrame]:
 
 def why_view(hwc: np.ndarray, views: dict, targets: list[tuple[int, str]], names: list[str],
              t) -> tuple[go.Figure, pd.DataFrame]:
-    """Each method's map over the picture, a row per class (``views``: class -> method ->
-    ``View``), and each map's strongest squares as a table."""
+    """Each method's map over the picture, a row per class; their strongest squares as a table."""
     cells = [[(f"{label}<br>{t(f'inside.method_{m}')}", views[cls][m].heat, views[cls][m].signed)
               for m in METHODS] for cls, label in targets]
     fig = make_subplots(rows=len(cells), cols=len(METHODS), horizontal_spacing=0.03,

@@ -1,5 +1,4 @@
-"""The Network page's engine: convolution and max pooling worked by hand in numpy (what the
-students read), each beside PyTorch's own answer (``F.conv2d``, ``F.max_pool2d``)."""
+"""The Network page's engine: convolution and pooling by hand, each beside PyTorch's answer."""
 from __future__ import annotations
 
 import math
@@ -16,7 +15,6 @@ from cifarlab.core.model import Net
 from cifarlab.core.modelspec import is_int
 from cifarlab.errors import ShapeError
 
-# ------------------------------------------------------------------------------- kernels and inputs
 
 def named_kernels() -> dict[str, np.ndarray]:
     return {name: np.asarray(k, dtype=np.float32) for name, k in {
@@ -46,35 +44,20 @@ def net_conv1(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return (net.conv1.weight.detach().numpy().copy(), net.conv1.bias.detach().numpy().copy())
 
 
-def _chw(image: np.ndarray) -> np.ndarray:
+def _operands(image, kernel, stride: int, padding: int) -> tuple:
+    """The input as C×H×W and the kernel as C×k×k (float32), the padded input, the output size."""
     x = np.asarray(image, dtype=np.float32)
-    return x[None] if x.ndim == 2 else x
-
-
-def _ckk(kernel: np.ndarray, channels: int) -> np.ndarray:
+    x = x[None] if x.ndim == 2 else x
     k = np.asarray(kernel, dtype=np.float32)
-    return np.ascontiguousarray(np.broadcast_to(k, (channels, *k.shape)) if k.ndim == 2 else k)
+    k = np.ascontiguousarray(np.broadcast_to(k, (x.shape[0], *k.shape)) if k.ndim == 2 else k)
+    size = shapes.conv2d_output_size(x.shape[1:], k.shape[1:], stride, padding)
+    return x, k, np.pad(x, ((0, 0), (padding, padding), (padding, padding))), size
 
-
-def _pad(x: np.ndarray, padding: int) -> np.ndarray:
-    return np.pad(x, ((0, 0), (padding, padding), (padding, padding))) if padding else x
-
-
-def _conv_size(x: np.ndarray, k: np.ndarray, stride: int, padding: int) -> tuple[int, int]:
-    return shapes.conv2d_output_size((x.shape[1], x.shape[2]), (k.shape[1], k.shape[2]),
-                                     stride, padding)
-
-
-# ------------------------------------------------------------------------------ convolution by hand
 
 def apply_kernel(image: np.ndarray, kernel: np.ndarray, bias: float = 0.0, stride: int = 1,
                  padding: int = 0) -> np.ndarray:
-    """One kernel's feature map (k×k on every channel, or C×k×k) by hand: ``F.conv2d``'s
-    cross-correlation (the kernel is not flipped)."""
-    x = _chw(image)
-    k = _ckk(kernel, x.shape[0])
-    oh, ow = _conv_size(x, k, stride, padding)
-    xp = _pad(x, padding)
+    """One kernel's feature map by hand: ``F.conv2d``'s cross-correlation (kernel not flipped)."""
+    _, k, xp, (oh, ow) = _operands(image, kernel, stride, padding)
     kh, kw = k.shape[1:]
     windows = np.lib.stride_tricks.sliding_window_view(xp, (kh, kw), axis=(1, 2))
     windows = windows[:, ::stride, ::stride][:, :oh, :ow]          # C×H'×W'×kh×kw
@@ -85,8 +68,7 @@ def apply_kernel(image: np.ndarray, kernel: np.ndarray, bias: float = 0.0, strid
 def torch_conv(image: np.ndarray, kernel: np.ndarray, bias: float = 0.0, stride: int = 1,
                padding: int = 0) -> np.ndarray:
     """PyTorch's answer for ``apply_kernel``: ``F.conv2d`` on the same numbers."""
-    x = _chw(image)
-    k = _ckk(kernel, x.shape[0])
+    x, k, _, _ = _operands(image, kernel, stride, padding)
     out = F.conv2d(torch.from_numpy(x.copy())[None], torch.from_numpy(k.copy())[None],
                    torch.tensor([float(bias)], dtype=torch.float32), stride=stride, padding=padding)
     return out[0, 0].numpy()
@@ -94,12 +76,8 @@ def torch_conv(image: np.ndarray, kernel: np.ndarray, bias: float = 0.0, stride:
 
 def conv_step(image: np.ndarray, kernel: np.ndarray, bias: float, row: int, col: int,
               stride: int = 1, padding: int = 0) -> dict:
-    """One output value worked out: what the kernel sees at (row, col) and ``F.conv2d``'s value
-    there; ``top``/``left``: the window's corner in the padded image."""
-    x = _chw(image)
-    k = _ckk(kernel, x.shape[0])
-    oh, ow = _conv_size(x, k, stride, padding)
-    xp = _pad(x, padding)
+    """One output value worked out beside ``F.conv2d``'s; ``top``/``left`` in the padded image."""
+    x, k, xp, (oh, ow) = _operands(image, kernel, stride, padding)
     kh, kw = k.shape[1:]
     top, left = row * stride, col * stride
     window = xp[:, top:top + kh, left:left + kw]
@@ -115,11 +93,8 @@ def conv_step(image: np.ndarray, kernel: np.ndarray, bias: float, row: int, col:
     }
 
 
-# ------------------------------------------------------------------------------ max pooling by hand
-
 def maxpool_windows(fmap: np.ndarray, kernel: int = 2, stride: int | None = None) -> dict:
-    """Max pooling window by window on an H×W map (argmax in input coordinates, the first on a
-    tie), beside ``F.max_pool2d``'s; the stride defaults to the kernel."""
+    """Max pooling window by window (the first argmax on a tie) beside ``F.max_pool2d``'s."""
     x = np.asarray(fmap, dtype=np.float32)
     stride = kernel if stride is None else stride
     oh, ow = shapes.pool2d_output_size(x.shape, kernel, stride)
@@ -140,13 +115,9 @@ def maxpool_windows(fmap: np.ndarray, kernel: int = 2, stride: int | None = None
             "kernel": kernel, "stride": stride}
 
 
-# ----------------------------------------------------------------------- the output-size calculator
-
 def calculator(kind: str, size, kernel, padding=0, stride=1, dilation=1) -> dict:
-    """A conv (``kind="conv"``) or max-pool layer's output size by PyTorch's formula, numbers
-    in. An argument is an int, an (h, w) pair or typed text ("(5, 2)"); ints give one
-    dimension, any pair two. What PyTorch refuses comes back as ``shape_error``, with the
-    formulas when they exist."""
+    """A conv or max-pool layer's output size by PyTorch's formula; an argument is an int, an
+    (h, w) pair or typed text. What PyTorch refuses comes back as ``shape_error``."""
     layer, fn, size_of = (
         (shapes.CONV, shapes.conv2d_formula, shapes.conv2d_output_size) if kind == "conv"
         else (shapes.POOL, shapes.pool2d_formula, shapes.pool2d_output_size))
@@ -169,8 +140,6 @@ def calculator(kind: str, size, kernel, padding=0, stride=1, dilation=1) -> dict
             "exact": all(d["exact"] for d in dims)}
 
 
-# ---------------------------------------------------------------------------- an edited layer stack
-
 @dataclass
 class StackReport:
     """What a ModelSpec does to a 3×32×32 image, or why it can't."""
@@ -192,8 +161,7 @@ class StackReport:
 
 
 def analyze_stack(spec: ModelSpec) -> StackReport:
-    """``spec``'s shape table, fc1's real input size, and what PyTorch says of the tutorial's
-    hard-coded ``16 * 5 * 5`` with it (``None`` when it happens to work)."""
+    """``spec``'s shapes, fc1's real input size, and what PyTorch says of ``16 * 5 * 5`` with it."""
     report = StackReport(spec)
     try:
         traces = shapes.trace_spec(spec)
@@ -213,10 +181,8 @@ TUTORIAL_FLAT = 16 * 5 * 5
 
 
 def _run_tutorial(spec: ModelSpec, flatten: str) -> tuple[str | None, str | None]:
-    """(exception class, first line of PyTorch's message) of the tutorial's forward, with the
-    spec's conv layers but fc1 hard-coded to 16 * 5 * 5, and loss run on zeros; (None, None)
-    when it runs (with ``view``, a multiple of 400 passes the view with too many rows: the
-    loss complains)."""
+    """(exception class, first line of PyTorch's message) of the tutorial's forward and loss with
+    ``spec``'s conv layers but fc1 hard-coded to 16 * 5 * 5; (None, None) when it runs."""
     (c1, c2), (h1, h2) = spec.scaled_channels(), spec.scaled_hidden()
     with torch.random.fork_rng(devices=[]):   # the layers' initialisation: no page's RNG
         conv1 = nn.Conv2d(3, c1, spec.kernels[0], spec.strides[0], spec.paddings[0])

@@ -115,8 +115,7 @@ def step_figure(step: dict, t) -> go.Figure:
 
 def pool_figures(region: np.ndarray, pooled: dict, pick: int, kernel: int,
                  t) -> tuple[go.Figure, go.Figure]:
-    """The input with its windows (the chosen one boxed, each max starred) and the output
-    (its value boxed); numbers written in on small grids."""
+    """Input (chosen window boxed, each max starred) and output; numbers written on small grids."""
     wins, out = pooled["windows"], pooled["output"]
     small, chosen = region.shape[0] <= 8, wins[pick]
     fig_in = C.grid_figure(region, t("network.pool_in_title", h=region.shape[0],
@@ -149,10 +148,6 @@ def pool_figures(region: np.ndarray, pooled: dict, pick: int, kernel: int,
     return C.localized(fig_in, t.lang), C.localized(fig_out, t.lang)
 
 
-# --------------------------------------------------------------------------------- why ReLU
-# the activation knob's three functions (core.model.ACTIVATIONS, the ones the network really
-# uses) and their derivatives by autograd, and how much of a gradient survives a stack of them
-
 def activation_curves(lo: float = -6.0, hi: float = 6.0, n: int = 241) -> dict[str, tuple]:
     """name -> (x, f(x), f'(x)) as lists, the derivative by autograd."""
     out = {}
@@ -180,8 +175,7 @@ def activation_figure(t) -> go.Figure:
 
 
 def activation_table(t, layers: tuple[int, ...] = (1, 2, 4, 8)) -> list[dict]:
-    """Rows for the page: the most of a gradient that can pass 1, 2, 4, 8 activations going
-    backwards, each multiplying it by its derivative, at best the steepest (sigmoid's 0.25)."""
+    """The most of a gradient that can pass 1, 2, 4, 8 activations backwards (at their steepest)."""
     steepest = {name: max(dy) for name, (_, _, dy) in activation_curves().items()}
     return [{t("network.act_col"): t(f"common.activation_{name}"),
              **{t("network.act_layers", n=n): i18n.significant(steepest[name] ** n, t.lang)

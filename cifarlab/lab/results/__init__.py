@@ -21,10 +21,8 @@ from cifarlab.errors import CheckpointError, UploadError
 TUTORIAL_REFERENCE: dict[str, Any] = {
     "accuracy": 0.54,
     "per_class_ranges": {"bird": (0.21, 0.38), "ship": (0.61, 0.81)},
-    "chance": 0.10,
 }
 
-# --------------------------------------------------------------------------------- models
 
 def load_run_model(path) -> tuple[torch.nn.Module, Checkpoint]:
     """The model a run saved, on the CPU (``path``: ``JobQueue.checkpoint``'s, session-checked)."""
@@ -43,18 +41,18 @@ def predictions_for(model: torch.nn.Module, data, tta: bool = False) -> EvalResu
     return evaluate(model, data, "cpu", tta=tta)
 
 
-def confused_examples(ev: EvalResult, true_cls: int, pred_cls: int,
+def confused_examples(ev: EvalResult, true_cls: int | None = None, pred_cls: int | None = None,
                       limit: int = 24) -> np.ndarray:
-    """Test images of class ``true_cls`` the model called ``pred_cls``, most confident first."""
-    idx = np.flatnonzero((ev.labels == true_cls) & (ev.predictions == pred_cls))
-    return idx[np.argsort(-ev.probabilities[idx, pred_cls], kind="stable")][:limit]
+    """Test images of ``true_cls`` called ``pred_cls`` (none given: every mistake), surest first."""
+    if true_cls is None:
+        idx = ev.misclassified
+    else:
+        idx = np.flatnonzero((ev.labels == true_cls) & (ev.predictions == pred_cls))
+    return idx[np.argsort(-ev.probabilities[idx, ev.predictions[idx]], kind="stable")][:limit]
 
 
 def picked_cell(point: Mapping[str, Any], names: Sequence[str]) -> tuple[int, int] | None:
-    """(true, predicted) of a clicked confusion-matrix cell, from the axis labels (on the
-    heatmap's points and the markers' alike)."""
-    if not hasattr(point, "get"):
-        return None
+    """(true, predicted) of a clicked confusion-matrix cell (``ui.widgets.clicked_points``')."""
     x, y, names = point.get("x"), point.get("y"), list(names)
     return (names.index(y), names.index(x)) if x in names and y in names else None
 
@@ -82,8 +80,7 @@ def sample_predictions(ev: EvalResult, n: int = 16, seed: int = 0) -> pd.DataFra
 
 
 def per_class_by_epoch(events: Iterable[Any]) -> pd.DataFrame:
-    """Per-class accuracy after each epoch (epoch, class, accuracy), from the run's "epoch"
-    events or ``result["epochs"]``; epochs without per-class figures left out."""
+    """(epoch, class, accuracy) rows from a run's "epoch" events or ``result["epochs"]``."""
     rows = []
     for item in events or ():
         data = getattr(item, "data", item)
@@ -93,8 +90,6 @@ def per_class_by_epoch(events: Iterable[Any]) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=["epoch", "class", "accuracy"])
     return df.drop_duplicates(["epoch", "class"], keep="last").reset_index(drop=True)
 
-
-# ------------------------------------------------------------------------------- uploads
 
 # One limit for every file the page accepts: the largest checkpoint. The uploaders keep
 # Streamlit's 200 MB cap, far above ours (it refuses in English: ours in the student's
@@ -114,15 +109,12 @@ PREVIEW_SIZE = 256
 def load_uploaded_checkpoint(data: bytes, name: str = "checkpoint.pth",
                              max_bytes: int = MAX_CHECKPOINT_BYTES
                              ) -> tuple[torch.nn.Module, Checkpoint]:
-    """An uploaded checkpoint (ours, or the tutorial's ``state_dict``); ``core.checkpoint.load``
-    refuses anything empty, unsafe, torn or too big before anything big is allocated."""
+    """An uploaded checkpoint (ours or a tutorial state_dict), checked by ``core.checkpoint``."""
     buf = io.BytesIO(data)
     buf.name = name
     ckpt = load_checkpoint(buf, map_location="cpu", max_bytes=max_bytes)
     return ckpt.model().eval(), ckpt
 
-
-# ---------------------------------------------------------------------------------- images
 
 class ImageError(UploadError):
     def __init__(self, code: str, /, **params: Any):
@@ -222,8 +214,7 @@ def _check_cost(img, width: int, height: int, max_pixels: int) -> None:
 
 
 def _shrink(img, least: int):
-    """A big picture box-averaged down (to no less than ``least`` a side) before any colour
-    conversion, so the conversions work on a small copy."""
+    """Box-average a big picture down before any colour conversion (to no less than ``least``)."""
     w, h = img.size
     factor = min(w, h) // least
     if factor < 2:
@@ -279,8 +270,7 @@ def _to_rgb(img, notes: list[tuple[str, dict]]):
 
 def classify_prepared(model: torch.nn.Module, image: PreparedImage,
                       classes: Sequence[str]) -> list[tuple[str, float]]:
-    """(class, probability) for a prepared picture (``prepare_image``), most likely first
-    (``core.checkpoint`` built the model with one output per class)."""
+    """(class, probability) for a ``prepare_image`` picture, the most likely first."""
     pixels = torch.from_numpy(np.ascontiguousarray(image.pixels.transpose(2, 0, 1)))[None]
     probs = predict(model, pixels, "cpu")[0]
     order = np.argsort(-probs, kind="stable")

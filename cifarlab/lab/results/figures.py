@@ -1,6 +1,7 @@
 """The Results page's figures and words, in the language of ``t`` (``i18n.translator(lang)``)."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
 import numpy as np
@@ -24,8 +25,7 @@ def pct(x: float, lang: str, digits: int = 1) -> str:
 
 
 def run_label(run, session: str, t) -> str:
-    """A finished run in a picker: its name, id, start and accuracy; its status unless done,
-    and whether it is a classmate's (a shared view)."""
+    """A run in a picker: name, id, start, accuracy; its status unless done; a classmate's."""
     when = datetime.fromtimestamp(run.started_at or run.created_at).strftime("%d/%m %H:%M")
     acc = (run.result or {}).get("test_accuracy")
     text = t("results.run_option", id=run.id[:8], when=when,
@@ -39,23 +39,14 @@ def run_label(run, session: str, t) -> str:
     return text
 
 
-def accuracy_figures(ev, t) -> tuple[go.Figure, go.Figure]:
-    """This model's accuracy beside the tutorial's and chance; per class, with the range the
-    tutorial's own runs swing over and its overall figure as a line."""
+def accuracy_figure(per_class: Mapping[str, float], t) -> go.Figure:
+    """Accuracy per class (class -> 0..1), the tutorial's ranges and overall figure as a line."""
     ref, lang = TUTORIAL_REFERENCE, t.lang
-    overall = C.bar_figure(
-        [t("results.this_model"), t("results.tutorial_bar"), t("results.chance_bar")],
-        [100 * ev.accuracy, 100 * ref["accuracy"], 100 * ref["chance"]],
-        colours=[BAR, "#9aa5b1", "#d0d5db"], height=300,
-        text=[f"{pct(ev.accuracy, lang)} %", f"{pct(ref['accuracy'], lang, 0)} %",
-              f"{pct(ref['chance'], lang, 0)} %"],
-        y_title=t("common.accuracy") + " (%)", yaxis_range=[0, 105])
-    names = [class_name(c, lang) for c in ev.classes]
     fig = go.Figure(go.Bar(
-        x=names, y=[100 * ev.per_class_accuracy[c] for c in ev.classes],
+        x=[class_name(c, lang) for c in per_class], y=[100 * a for a in per_class.values()],
         name=t("results.this_model"), marker_color=BAR, textposition="outside",
-        text=[pct(ev.per_class_accuracy[c], lang, 0) for c in ev.classes]))
-    ranges = {c: r for c, r in ref["per_class_ranges"].items() if c in ev.classes}
+        text=[pct(a, lang, 0) for a in per_class.values()]))
+    ranges = {c: r for c, r in ref["per_class_ranges"].items() if c in per_class}
     if ranges:
         lo, hi = np.array(list(ranges.values())).T
         fig.add_trace(go.Scatter(
@@ -69,9 +60,9 @@ def accuracy_figures(ev, t) -> tuple[go.Figure, go.Figure]:
     fig.add_hline(y=100 * ref["accuracy"], line=line)
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=line, hoverinfo="skip",
                              name=t("results.tutorial_figure", pct=pct(ref["accuracy"], lang, 0))))
-    return C.localized(overall, lang), C.localized(
-        fig, lang, height=340, margin=TIGHT, yaxis_title=t("common.accuracy") + " (%)",
-        yaxis_range=[0, 105], legend=dict(orientation="h", y=-0.2))
+    return C.localized(fig, lang, height=340, margin=TIGHT,
+                       yaxis_title=t("common.accuracy") + " (%)", yaxis_range=[0, 105],
+                       legend=dict(orientation="h", y=-0.2))
 
 
 def confusion_figure(ev, mistakes_only: bool, t) -> go.Figure:
