@@ -107,8 +107,6 @@ if st.button(t("common.measure"), key="item_run", type="primary", disabled=steps
             show_error(err)
 item = st.session_state.get("item_result") if steps is not None else None
 if item is not None:
-    st.markdown(t("tensors.item_timing", with_item=num(item["with_item_s"] * 1e3, 1),
-                  without_item=num(item["without_item_s"] * 1e3, 1)))
     fig, table = tensorlab.item_figure(item, t)
     st.plotly_chart(fig, key="item_fig", alt=t("a11y.item_chart"))
     st.dataframe(table, hide_index=True, key="item_table")
