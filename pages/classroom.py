@@ -99,16 +99,9 @@ def knob_box(f) -> None:
 
 def preset_form(info) -> None:
     st.caption(t("classroom.preset.help"))
-    parts.seed_warning(info)
-    if info.preset:
-        st.caption(t("classroom.preset.current", values=" · ".join(
-            f"{words.knob_label(n, lang())}: {words.shown(v, lang(), n)}"
-            for n, v in info.preset.items())))
-        if info.locked:
-            st.caption(t("classroom.preset.locked_list", knobs=", ".join(
-                words.knob_label(n, lang()) for n in info.locked)))
-    else:
-        st.caption(t("classroom.preset.current_none"))
+    if "seed" in info.locked:   # each student's own seed otherwise
+        st.warning(t("classroom.challenge.seed_locked", seed=words.shown(
+            info.preset.get("seed", 0), lang())), icon=":material/casino:")
     with st.form(K + "preset", border=False):
         columns, per_col = st.columns(3), -(-len(FIELDS) // 3)
         for i, f in enumerate(FIELDS):

@@ -7,7 +7,7 @@ import streamlit as st
 from cifarlab.lab import classroom as view
 from cifarlab.lab.train import poll_interval
 from cifarlab.serve.classroom import Goal
-from pages.classroom_parts import act, classroom, seed_warning
+from pages.classroom_parts import act, classroom
 from ui import messages
 from ui.data import queue
 from ui.internals import set_fragment_interval
@@ -121,7 +121,6 @@ def challenge_section(cr, me, info, boards_shown: bool = True) -> None:
     """The challenge's state, button and form; its boards when ``boards_shown`` (they poll)."""
     st.caption(t("classroom.challenge.help"))
     messages.show(K + "ch_msg")
-    seed_warning(info)
     ch = info.challenge
     if ch is None:
         st.caption(t("classroom.challenge.none"))

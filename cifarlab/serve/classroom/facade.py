@@ -94,10 +94,8 @@ class Classroom:
         if ex is None:
             return None
         rows = scoring.board(self.store, info.code, viewer, since=ex.since, knob=ex.knob)
-        member = None if viewer.instructor else tables.membership(self.store, viewer.id)
         return ExperimentView(ex, tuple(rows), tuple(
-            (nick, ex.value_for(slot)) for nick, slot in tables.slots(self.store, info.code)),
-                              None if member is None else ex.value_for(member.slot))
+            (nick, ex.value_for(slot)) for nick, slot in tables.slots(self.store, info.code)))
 
     # -- instructors: the board --------------------------------------------------------------
     def board(self, by: Person, code: str, limit: int = 200) -> list[BoardRow]:

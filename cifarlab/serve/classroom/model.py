@@ -106,9 +106,7 @@ class ClassInfo:
 class Membership:
     code: str
     title: str
-    person: str
     nickname: str
-    joined_at: float
     slot: int        # the order they joined in (0, 1, 2...): their experiment value
 
 
@@ -133,12 +131,11 @@ class BoardRow:
 
 @dataclass(frozen=True)
 class ExperimentView:
-    """The class experiment, its runs, each member's (nickname, value) and the viewer's."""
+    """The class experiment, its runs, and each member's (nickname, value)."""
 
     experiment: Experiment
     rows: tuple[BoardRow, ...]
     assigned: tuple[tuple[str, Any], ...]
-    yours: Any               # None for an instructor
 
 
 @dataclass(frozen=True)
@@ -162,7 +159,7 @@ class Presenter:
 @dataclass(frozen=True)
 class LeaderRow:
     """One student's best run; ``score``: the accuracy on the board's half, or the seconds
-    (fastest_to). ``person`` on the viewer's own row only, ``run_id`` for instructors too."""
+    (fastest_to). ``run_id`` on the viewer's own row and for instructors."""
 
     rank: int
     nickname: str
@@ -171,7 +168,6 @@ class LeaderRow:
     seconds: float | None
     finished_at: float
     you: bool = False
-    person: str | None = None
     run_id: str | None = None
     run_number: int | None = None
 

@@ -62,7 +62,6 @@ def leaderboard(db: Database, code: str, challenge: Challenge, which: str,
         score, you = (seconds if fastest else acc), person == viewer.id
         rank = rows[-1].rank if rows and rows[-1].score == score else i + 1
         rows.append(LeaderRow(rank, nick, score, acc, seconds, key[1], you,
-                              person if you else None,
                               key[2] if you or viewer.instructor else None, number))
     return rows
 
