@@ -54,8 +54,7 @@ def class_header(info) -> None:
         st.caption(t("classroom.join_link"), help=t("classroom.join_link_help"))
         st.code(link, language=None, wrap_lines=True)
         st.toggle(t("classroom.open_toggle"), value=info.is_open, key=K + f"open_{info.code}",
-                  help=t("classroom.open_help"), on_change=_toggle_open, args=(info.code,))
-        st.caption(t("classroom.is_open") if info.is_open else t("classroom.is_closed"))
+                  on_change=_toggle_open, args=(info.code,))
     right.image(parts.qr_png(link), width=180, alt=t("classroom.qr_alt", code=info.code))
 
 

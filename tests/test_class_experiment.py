@@ -71,10 +71,10 @@ def test_values_go_round_robin_by_join_order_locked_and_kept_on_rejoin(cr, klass
     ("batch_size", "4 2.5", "class.experiment_value", "2.5"),   # not a whole number
     ("activation", "relu banana", "class.experiment_value", "banana"),
     ("epochs", "1 3", "class.experiment_value", "3"),           # over the class limit
-    ("lr", "", "class.experiment_empty", ""),
-    ("lr", " ; ;", "class.experiment_empty", ""),
-    ("lr", "0.1 0.10", "class.experiment_few", ""),            # one value twice
-    ("lr", "1 2 3 4 5 6 7 8 9", "class.experiment_many", "9"),
+    ("lr", "", "class.experiment_count", ""),
+    ("lr", " ; ;", "class.experiment_count", ""),
+    ("lr", "0.1 0.10", "class.experiment_count", ""),            # one value twice
+    ("lr", "1 2 3 4 5 6 7 8 9", "class.experiment_count", "9"),
     ("colour", "1 2", "class.experiment_knob", "colour"),
 ])
 def test_bad_experiments_are_refused_in_words(cr, klass, knob, values, code, needle):

@@ -17,6 +17,7 @@ from cifarlab.core.config import knobs
 from cifarlab.core.safe_text import csv_writer
 from cifarlab.lab import charts as C
 
+KNOBS = {f.name: f for f in knobs()}
 CODE_PARAM = "class"   # the join link's query parameter (Home fills the code in from it)
 LEADER_CSV = ("board", "goal", "rank", "nickname", "run", "score", "accuracy", "train_seconds",
               "finished_at")
@@ -101,18 +102,13 @@ def qr_png(text: str) -> bytes:
     return out.getvalue()
 
 
-def _knob(name: str) -> Any:
-    return next((f for f in knobs() if f.name == name), None)
-
-
 def knob_label(name: str, lang: str) -> str:
-    f = _knob(name)
-    return i18n.t(f.knob.label, lang) if f is not None else name
+    return i18n.t(KNOBS[name].knob.label, lang) if name in KNOBS else name
 
 
 def shown(value: Any, lang: str, name: str = "") -> str:
     """A value of knob ``name`` in words, as the Train page gives it."""
-    t, f = i18n.translator(lang), _knob(name)
+    t, f = i18n.translator(lang), KNOBS.get(name)
     kind = f and f.knob.kind
     if value is None:
         return t("classroom.preset.all_images") if name == "train_subset" else "–"
@@ -176,8 +172,7 @@ def experiment_figure(view: Any, lang: str, height: int = 640,
     """The class's picture, the viewer's own runs thick; ``font``: a projector's type size."""
     t, ex = i18n.translator(lang), view.experiment
     label = knob_label(ex.knob, lang)
-    order = list(ex.values) + [v for v in dict.fromkeys(r.value for r in view.rows)
-                               if v not in ex.values]
+    order = list(dict.fromkeys([*ex.values, *(r.value for r in view.rows)]))
     texts = {v: shown(v, lang, ex.knob) for v in order}
     numeric = _numeric(order)
     style = {v: (C.PALETTE[i % len(C.PALETTE)], C.DASHES[i % len(C.DASHES)])

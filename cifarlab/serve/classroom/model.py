@@ -149,7 +149,6 @@ class Presenter:
     losses: tuple[float, ...]
     accuracy: float | None
     progress: float | None
-    run_id: str | None       # for instructors only
     stride: int
     running_steps: tuple[int, ...]
     running_losses: tuple[float | None, ...]
@@ -183,7 +182,6 @@ class StudentView:
     rank: int | None
     ranked: int              # students on the public board (``rank`` is there too)
     version: int
-    pinned: bool             # a run is on the projector (``Classroom.presenter``)
     seed: int | None
     experiment: Experiment | None   # its value is in ``preset``
 
