@@ -181,8 +181,7 @@ def experiment_figure(view: Any, lang: str, height: int = 640,
     def who(r: Any) -> str:
         return t("classroom.experiment.you", nickname=r.nickname) if r.you else r.nickname
 
-    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.23 if font else 0.17, subplot_titles=(
-        t("classroom.experiment.loss_title"), t("classroom.experiment.accuracy_title")))
+    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.2 if font else 0.14)
     legend = set()
     for r in sorted(view.rows, key=lambda r: r.you):      # the viewer's own run on top
         if not r.steps:
@@ -234,10 +233,7 @@ def experiment_figure(view: Any, lang: str, height: int = 640,
                       height=height, margin=dict(l=10, r=10, t=40, b=10),
                       legend=dict(orientation="h", y=-0.12, yanchor="top", x=0,
                                   title=dict(text=label, side="top")))
-    if font:
-        fig.update_layout(font=dict(size=font))
-        fig.update_annotations(font_size=font)
-    return C.localized(fig, lang)
+    return C.localized(fig, lang, font=dict(size=font) if font else None)
 
 
 def experiment_csv(view: Any) -> str:
