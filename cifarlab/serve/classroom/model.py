@@ -24,9 +24,6 @@ class Words:
     def text(self, lang: str = i18n.DEFAULT) -> str:
         return i18n.t(self.key, lang)
 
-    def __str__(self) -> str:
-        return self.text()
-
 
 @dataclass(frozen=True)
 class ClassLimits:
@@ -157,8 +154,8 @@ class Presenter:
 
 @dataclass(frozen=True)
 class LeaderRow:
-    """One student's best run; ``score``: the accuracy on the board's half, or the seconds
-    (fastest_to). ``run_id`` on the viewer's own row and for instructors."""
+    """One student's best run (their ``run_number``-th in the class); ``score``: the accuracy
+    on the board's half, or the seconds (fastest_to)."""
 
     rank: int
     nickname: str
@@ -167,7 +164,6 @@ class LeaderRow:
     seconds: float | None
     finished_at: float
     you: bool = False
-    run_id: str | None = None
     run_number: int | None = None
 
 

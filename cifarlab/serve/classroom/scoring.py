@@ -28,8 +28,7 @@ NICKNAME = ("COALESCE((SELECT m.nickname FROM class_members m WHERE m.code = c.c
 def leaderboard(db: Database, code: str, challenge: Challenge, which: str,
                 viewer: Person) -> list[LeaderRow]:
     """Each student's best run that kept the goal's rules, submitted while the challenge was
-    open; equal scores share a place (1, 1, 3). Run ids for instructors and on the viewer's
-    own row, the person's id on that row only."""
+    open; equal scores share a place (1, 1, 3). No run or person ids."""
     goal = challenge.goal
     args: dict[str, Any] = {"code": code, "opened": challenge.opened_at}
     sql = ("SELECT c.run_id, c.person, r.finished_at, r.device, r.config, r.result, "
@@ -59,10 +58,10 @@ def leaderboard(db: Database, code: str, challenge: Challenge, which: str,
     rows: list[LeaderRow] = []
     for i, (person, (key, acc, seconds, number, nick)) in enumerate(
             sorted(best.items(), key=lambda kv: kv[1][0])):
-        score, you = (seconds if fastest else acc), person == viewer.id
+        score = seconds if fastest else acc
         rank = rows[-1].rank if rows and rows[-1].score == score else i + 1
-        rows.append(LeaderRow(rank, nick, score, acc, seconds, key[1], you,
-                              key[2] if you or viewer.instructor else None, number))
+        rows.append(LeaderRow(rank, nick, score, acc, seconds, key[1], person == viewer.id,
+                              number))
     return rows
 
 
