@@ -86,7 +86,6 @@ class ClassInfo:
 
     code: str
     title: str
-    created_by: str
     is_open: bool
     version: int
     preset: Mapping[str, Any]
@@ -95,7 +94,6 @@ class ClassInfo:
     pinned: str | None
     challenge: Challenge | None
     members: int
-    created_at: float
     experiment: Experiment | None = None
 
 

@@ -18,7 +18,7 @@ from cifarlab.serve.schema import CLASSES, USED_COMPUTE
 
 _LOCK = "classroom"
 
-_CLASS_COLS = tuple(CLASSES.c.keys())
+_CLASS_COLS = tuple(k for k in CLASSES.c.keys() if k not in ("created_by", "created_at"))
 _SELECT_CLASS = (f"SELECT {', '.join('c.' + k for k in _CLASS_COLS)}, "
                  "(SELECT COUNT(*) FROM class_members m WHERE m.code = c.code AND m.active = 1) "
                  "FROM classes c")
