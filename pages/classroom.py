@@ -55,7 +55,7 @@ def class_header(info) -> None:
         st.code(link, language=None, wrap_lines=True)
         st.toggle(t("classroom.open_toggle"), value=info.is_open, key=K + f"open_{info.code}",
                   on_change=_toggle_open, args=(info.code,))
-    right.image(parts.qr_png(link), width=180, alt=t("classroom.qr_alt", code=info.code))
+    right.image(words.qr_png(link), width=180, alt=t("classroom.qr_alt", code=info.code))
 
 
 def _toggle_open(code: str) -> None:

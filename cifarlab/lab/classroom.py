@@ -2,6 +2,7 @@
 read by attribute only (lab never imports serve)."""
 from __future__ import annotations
 
+import functools
 import io
 import math
 import time
@@ -94,6 +95,7 @@ def join_link(page_url: str | None, code: str) -> str:
     return f"{parts.scheme}://{parts.netloc}/?{query}" if parts.netloc else f"/?{query}"
 
 
+@functools.lru_cache(maxsize=32)   # one per class link, drawn on every rerun
 def qr_png(text: str) -> bytes:
     import segno
 

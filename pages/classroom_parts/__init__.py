@@ -18,11 +18,6 @@ def join_link(code: str) -> str:
     return words.join_link(getattr(st.context, "url", None), code)
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
-def qr_png(text: str) -> bytes:
-    return words.qr_png(text)
-
-
 def act(key: str, call, *args, done=None, **kwargs):
     """A callback's engine call as the signed-in person: its refusal kept under ``key`` (to
     show with ``messages.show``), or ``done(result)``'s words; None when refused."""

@@ -30,17 +30,15 @@ def leaderboard(db: Database, code: str, challenge: Challenge, which: str,
     """Each student's best run that kept the goal's rules, submitted while the challenge was
     open; equal scores share a place (1, 1, 3). No run or person ids."""
     goal = challenge.goal
-    args: dict[str, Any] = {"code": code, "opened": challenge.opened_at}
-    sql = ("SELECT c.run_id, c.person, r.finished_at, r.device, r.config, r.result, "
-           "(SELECT e.data FROM events e WHERE e.run_id = c.run_id AND e.kind = 'eval' "
-           f" ORDER BY e.seq DESC LIMIT 1), {RUN_NUMBER}, {NICKNAME} "
-           "FROM class_runs c JOIN runs r ON r.id = c.run_id "
-           "WHERE c.code = :code AND r.status = 'done' AND c.created_at >= :opened")
-    if challenge.closed_at is not None:
-        sql += " AND c.created_at <= :closed"
-        args["closed"] = challenge.closed_at
     with db._read() as c:
-        found = c.execute(text(sql), args).all()
+        found = c.execute(text(
+            "SELECT c.run_id, c.person, r.finished_at, r.device, r.config, r.result, "
+            "(SELECT e.data FROM events e WHERE e.run_id = c.run_id AND e.kind = 'eval' "
+            f" ORDER BY e.seq DESC LIMIT 1), {RUN_NUMBER}, {NICKNAME} "
+            "FROM class_runs c JOIN runs r ON r.id = c.run_id WHERE c.code = :code AND "
+            "r.status = 'done' AND c.created_at BETWEEN :opened AND "
+            "COALESCE(:closed, c.created_at)"),
+            {"code": code, "opened": challenge.opened_at, "closed": challenge.closed_at}).all()
     fastest = goal.kind == "fastest_to"
     best: dict[str, tuple] = {}
     for run_id, person, finished, device, config, result, data, number, nick in found:
