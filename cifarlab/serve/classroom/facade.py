@@ -8,9 +8,12 @@ import math
 import time
 from typing import Any, Callable, Iterable, Mapping
 
+# the package's own modules by their paths: the package's __init__ imports this module
+import cifarlab.serve.classroom.enforce as enforce
+import cifarlab.serve.classroom.scoring as scoring
+import cifarlab.serve.classroom.tables as tables
 from cifarlab.core.config import MAX_SEED
 from cifarlab.i18n import finite
-from cifarlab.serve.classroom import enforce, scoring, tables
 from cifarlab.serve.classroom.model import (GOAL_KINDS, BoardRow, ClassError, ClassInfo,
                                             ClassLimits, ExperimentView, Goal, LeaderRow,
                                             Membership, Presenter, StudentView)
