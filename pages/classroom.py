@@ -53,9 +53,8 @@ def class_header(info) -> None:
         st.caption(t("classroom.join_link"), help=t("classroom.join_link_help"))
         st.code(link, language=None, wrap_lines=True)
         st.toggle(t("classroom.open_toggle"), value=info.is_open, key=K + f"open_{info.code}",
-                  help=t("classroom.open_help"), on_change=_toggle_open, args=(info.code,))
-        st.caption(t("classroom.is_open") if info.is_open else t("classroom.is_closed"))
-    right.image(parts.qr_png(link), width=180, alt=t("classroom.qr_alt", code=info.code))
+                  on_change=_toggle_open, args=(info.code,))
+    right.image(words.qr_png(link), width=180, alt=t("classroom.qr_alt", code=info.code))
 
 
 def _toggle_open(code: str) -> None:
@@ -98,16 +97,9 @@ def knob_box(f) -> None:
 
 def preset_form(info) -> None:
     st.caption(t("classroom.preset.help"))
-    parts.seed_warning(info)
-    if info.preset:
-        st.caption(t("classroom.preset.current", values=" · ".join(
-            f"{words.knob_label(n, lang())}: {words.shown(v, lang(), n)}"
-            for n, v in info.preset.items())))
-        if info.locked:
-            st.caption(t("classroom.preset.locked_list", knobs=", ".join(
-                words.knob_label(n, lang()) for n in info.locked)))
-    else:
-        st.caption(t("classroom.preset.current_none"))
+    if "seed" in info.locked:   # each student's own seed otherwise
+        st.warning(t("classroom.challenge.seed_locked", seed=str(info.preset.get("seed", 0))),
+                   icon=":material/casino:")
     with st.form(K + "preset", border=False):
         columns, per_col = st.columns(3), -(-len(FIELDS) // 3)
         for i, f in enumerate(FIELDS):

@@ -301,7 +301,7 @@ def story(server, url, teacher, students):
     join(ana, code, "<b>Ana</b>", "es")
     ana.get_by_text(i18n.t("errors.class.nickname_markup", "es")).wait_for()
     join(ana, code, "A" * 500, "es")
-    ana.get_by_text(i18n.t("errors.class.nickname_long", "es", n=24, got=500)).wait_for()
+    ana.get_by_text(i18n.t("errors.class.nickname_length", "es", n=24, got=500)).wait_for()
     join(ana, code, "Ana", "es")
     ana.get_by_text(es("classroom.join.joined", title="Period 3", nickname="Ana")).wait_for()
     screenshot(ana, "classroom-home-joined-es")

@@ -90,7 +90,7 @@ def test_a_student_sees_their_value_and_their_run_in_the_picture(classroom, lang
     at = open_app(lang, ben)                                           # Home
     [banner] = [b for b in texts(at, "info") if t("classroom.banner.experiment", knob=lr,
                                                       value=mine) in b]
-    assert t("classroom.experiment.yours", knob=lr, value=mine, values=", ".join(
+    assert t("classroom.experiment.compares", knob=lr, values=", ".join(
         i18n.number(v, lang) for v in (0.001, 0.01))) in texts(at, "markdown")
     assert len(at.get("plotly_chart")) == 1
     at.switch_page("pages/train.py")

@@ -2,6 +2,7 @@
 read by attribute only (lab never imports serve)."""
 from __future__ import annotations
 
+import functools
 import io
 import math
 import time
@@ -17,6 +18,7 @@ from cifarlab.core.config import knobs
 from cifarlab.core.safe_text import csv_writer
 from cifarlab.lab import charts as C
 
+KNOBS = {f.name: f for f in knobs()}
 CODE_PARAM = "class"   # the join link's query parameter (Home fills the code in from it)
 LEADER_CSV = ("board", "goal", "rank", "nickname", "run", "score", "accuracy", "train_seconds",
               "finished_at")
@@ -93,6 +95,7 @@ def join_link(page_url: str | None, code: str) -> str:
     return f"{parts.scheme}://{parts.netloc}/?{query}" if parts.netloc else f"/?{query}"
 
 
+@functools.lru_cache(maxsize=32)   # one per class link, drawn on every rerun
 def qr_png(text: str) -> bytes:
     import segno
 
@@ -101,18 +104,13 @@ def qr_png(text: str) -> bytes:
     return out.getvalue()
 
 
-def _knob(name: str) -> Any:
-    return next((f for f in knobs() if f.name == name), None)
-
-
 def knob_label(name: str, lang: str) -> str:
-    f = _knob(name)
-    return i18n.t(f.knob.label, lang) if f is not None else name
+    return i18n.t(KNOBS[name].knob.label, lang) if name in KNOBS else name
 
 
 def shown(value: Any, lang: str, name: str = "") -> str:
     """A value of knob ``name`` in words, as the Train page gives it."""
-    t, f = i18n.translator(lang), _knob(name)
+    t, f = i18n.translator(lang), KNOBS.get(name)
     kind = f and f.knob.kind
     if value is None:
         return t("classroom.preset.all_images") if name == "train_subset" else "–"
@@ -176,8 +174,7 @@ def experiment_figure(view: Any, lang: str, height: int = 640,
     """The class's picture, the viewer's own runs thick; ``font``: a projector's type size."""
     t, ex = i18n.translator(lang), view.experiment
     label = knob_label(ex.knob, lang)
-    order = list(ex.values) + [v for v in dict.fromkeys(r.value for r in view.rows)
-                               if v not in ex.values]
+    order = list(dict.fromkeys([*ex.values, *(r.value for r in view.rows)]))
     texts = {v: shown(v, lang, ex.knob) for v in order}
     numeric = _numeric(order)
     style = {v: (C.PALETTE[i % len(C.PALETTE)], C.DASHES[i % len(C.DASHES)])
@@ -186,8 +183,7 @@ def experiment_figure(view: Any, lang: str, height: int = 640,
     def who(r: Any) -> str:
         return t("classroom.experiment.you", nickname=r.nickname) if r.you else r.nickname
 
-    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.23 if font else 0.17, subplot_titles=(
-        t("classroom.experiment.loss_title"), t("classroom.experiment.accuracy_title")))
+    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.2 if font else 0.14)
     legend = set()
     for r in sorted(view.rows, key=lambda r: r.you):      # the viewer's own run on top
         if not r.steps:
@@ -239,10 +235,7 @@ def experiment_figure(view: Any, lang: str, height: int = 640,
                       height=height, margin=dict(l=10, r=10, t=40, b=10),
                       legend=dict(orientation="h", y=-0.12, yanchor="top", x=0,
                                   title=dict(text=label, side="top")))
-    if font:
-        fig.update_layout(font=dict(size=font))
-        fig.update_annotations(font_size=font)
-    return C.localized(fig, lang)
+    return C.localized(fig, lang, font=dict(size=font) if font else None)
 
 
 def experiment_csv(view: Any) -> str:

@@ -6,7 +6,7 @@ import streamlit as st
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import classroom as words
 from cifarlab.serve.classroom import Classroom, get_classroom
-from ui import data, language, messages, signin
+from ui import data, messages, signin
 
 
 def classroom() -> Classroom:
@@ -16,18 +16,6 @@ def classroom() -> Classroom:
 
 def join_link(code: str) -> str:
     return words.join_link(getattr(st.context, "url", None), code)
-
-
-@st.cache_data(show_spinner=False, max_entries=32)
-def qr_png(text: str) -> bytes:
-    return words.qr_png(text)
-
-
-def seed_warning(info) -> None:
-    """Why a locked seed spoils a challenge (nothing when free: each student has their own)."""
-    if "seed" in info.locked:
-        st.warning(language.t("classroom.challenge.seed_locked", seed=words.shown(
-            info.preset.get("seed", 0), language.lang())), icon=":material/casino:")
 
 
 def act(key: str, call, *args, done=None, **kwargs):

@@ -73,11 +73,7 @@ def picture(cr, me, code: str | None, assigned: bool = False, height: int = 640,
         knob = view.experiment.knob
         label = words.knob_label(knob, lang())
         values = ", ".join(words.shown(v, lang(), knob) for v in view.experiment.values)
-        if view.yours is not None:
-            st.markdown(t("classroom.experiment.yours", knob=label,
-                          value=words.shown(view.yours, lang(), knob), values=values))
-        else:
-            st.markdown(t("classroom.experiment.compares", knob=label, values=values))
+        st.markdown(t("classroom.experiment.compares", knob=label, values=values))
         if not any(r.steps or r.accuracy is not None for r in view.rows):
             st.info(t("classroom.experiment.empty"))
         else:

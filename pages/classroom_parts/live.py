@@ -7,7 +7,7 @@ import streamlit as st
 from cifarlab.lab import classroom as view
 from cifarlab.lab.train import poll_interval
 from cifarlab.serve.classroom import Goal
-from pages.classroom_parts import act, classroom, seed_warning
+from pages.classroom_parts import act, classroom
 from ui import messages
 from ui.data import queue
 from ui.internals import set_fragment_interval
@@ -34,16 +34,14 @@ def board_section(cr, me, code: str) -> None:
         if not rows:
             st.info(t("classroom.board.empty"))
             return
+        c = st.column_config
         st.dataframe(view.board_table(rows, lang()), hide_index=True, width="stretch",
                      placeholder="–", column_config={
             "nickname": t("classroom.board.nickname"), "status": t("classroom.board.status"),
-            "queue": st.column_config.NumberColumn(t("classroom.board.queue"), format="%d"),
-            "loss": st.column_config.LineChartColumn(t("classroom.board.loss"), width="small"),
-            "progress": st.column_config.ProgressColumn(t("classroom.board.progress"),
-                                                        min_value=0.0, max_value=1.0,
-                                                        format="percent"),
-            "accuracy": st.column_config.NumberColumn(t("classroom.board.accuracy"),
-                                                      format="%.1f %%"),
+            "queue": c.NumberColumn(t("classroom.board.queue"), format="%d"),
+            "loss": c.LineChartColumn(t("classroom.board.loss"), width="small"),
+            "progress": c.ProgressColumn(t("classroom.board.progress"), format="percent"),
+            "accuracy": c.NumberColumn(t("classroom.board.accuracy"), format="%.1f %%"),
             "device": t("classroom.board.device"), "started": t("classroom.board.started")})
         by_id = {r.run_id: r for r in rows}
         if st.session_state.get(K + "board_run") not in by_id:
@@ -121,7 +119,6 @@ def challenge_section(cr, me, info, boards_shown: bool = True) -> None:
     """The challenge's state, button and form; its boards when ``boards_shown`` (they poll)."""
     st.caption(t("classroom.challenge.help"))
     messages.show(K + "ch_msg")
-    seed_warning(info)
     ch = info.challenge
     if ch is None:
         st.caption(t("classroom.challenge.none"))

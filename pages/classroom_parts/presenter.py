@@ -9,7 +9,7 @@ import streamlit as st
 from cifarlab.core.safe_text import md_escape
 from cifarlab.lab import classroom as words
 from cifarlab.lab.train import poll_interval
-from pages.classroom_parts import experiment, join_link, live, qr_png
+from pages.classroom_parts import experiment, join_link, live
 from ui.internals import set_fragment_interval
 from ui.language import call_or_show, lang, pct, t
 from ui.nav import PRESENTER
@@ -47,7 +47,7 @@ def view(cr, me, code: str | None) -> None:
             st.markdown(t("classroom.presenter.join", link=join_link(info.code)))
             with st.container(key=K + "code"):
                 st.markdown(f"# {info.code}")   # the engine's code: its own letters only
-        right.image(qr_png(join_link(info.code)), width="stretch",
+        right.image(words.qr_png(join_link(info.code)), width="stretch",
                     caption=t("classroom.presenter.scan"),
                     alt=t("classroom.qr_alt", code=info.code))
         labels = {v: t(f"classroom.presenter.show_{v}") for v in VIEWS}

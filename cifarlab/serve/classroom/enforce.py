@@ -128,10 +128,9 @@ def check_experiment(knob: Any, values: Any, preset: Mapping[str, Any], locked: 
                          known=", ".join(KNOBS))
     items = ([v for v in SEPARATORS.split(values) if v] if isinstance(values, str)
              else list(values or ()))
-    if not items:
-        raise ClassError("class.experiment_empty", field="values", knob=knob_words(knob))
-    if len(items) > MAX_VALUES:
-        raise ClassError("class.experiment_many", field="values", n=MAX_VALUES, got=len(items))
+    if not 0 < len(items) <= MAX_VALUES:   # counted before parsing: a long list costs nothing
+        raise ClassError("class.experiment_count", field="values", knob=knob_words(knob),
+                         n=MAX_VALUES, got=len(items))
     found: list[Any] = []
     for item in items:
         shown = str(item)[:40]
@@ -146,8 +145,8 @@ def check_experiment(knob: Any, values: Any, preset: Mapping[str, Any], locked: 
         found.append(stored[knob])
     found = list(dict.fromkeys(found))
     if len(found) < 2:
-        raise ClassError("class.experiment_few", field="values", knob=knob_words(knob),
-                         n=len(found))
+        raise ClassError("class.experiment_count", field="values", knob=knob_words(knob),
+                         n=MAX_VALUES, got=len(found))
     if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in found):
         found.sort()
     return Experiment(knob, tuple(found), time.time() if since is None else since)

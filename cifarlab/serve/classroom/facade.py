@@ -94,10 +94,8 @@ class Classroom:
         if ex is None:
             return None
         rows = scoring.board(self.store, info.code, viewer, since=ex.since, knob=ex.knob)
-        member = None if viewer.instructor else tables.membership(self.store, viewer.id)
         return ExperimentView(ex, tuple(rows), tuple(
-            (nick, ex.value_for(slot)) for nick, slot in tables.slots(self.store, info.code)),
-                              None if member is None else ex.value_for(member.slot))
+            (nick, ex.value_for(slot)) for nick, slot in tables.slots(self.store, info.code)))
 
     # -- instructors: the board --------------------------------------------------------------
     def board(self, by: Person, code: str, limit: int = 200) -> list[BoardRow]:
@@ -139,8 +137,7 @@ class Classroom:
         nick = tables.nicknames(self.store, info.code).get(run.owner, "?")
         return Presenter(nick, run.status, steps, losses,
                          finite((run.result or {}).get("test_accuracy")),
-                         scoring.fraction(run.progress),
-                         run.id if viewer.instructor else None, stride,
+                         scoring.fraction(run.progress), stride,
                          tuple(s for s, _ in running), tuple(v for _, v in running),
                          int((run.config or {}).get("log_every") or 2000))
 
@@ -205,8 +202,7 @@ class Classroom:
         rows = self.leaderboard(person, info.code, "public")   # [] without a challenge
         preset, locked = enforce.pushed(info, member.slot)
         return StudentView(member, preset, locked, info.challenge,
-                           next((r.rank for r in rows if r.you), None), len(rows),
-                           info.version, info.pinned is not None,
+                           next((r.rank for r in rows if r.you), None), len(rows), info.version,
                            None if "seed" in locked else own_seed(info.code, person.id),
                            info.experiment)
 

@@ -24,9 +24,6 @@ class Words:
     def text(self, lang: str = i18n.DEFAULT) -> str:
         return i18n.t(self.key, lang)
 
-    def __str__(self) -> str:
-        return self.text()
-
 
 @dataclass(frozen=True)
 class ClassLimits:
@@ -89,7 +86,6 @@ class ClassInfo:
 
     code: str
     title: str
-    created_by: str
     is_open: bool
     version: int
     preset: Mapping[str, Any]
@@ -98,7 +94,6 @@ class ClassInfo:
     pinned: str | None
     challenge: Challenge | None
     members: int
-    created_at: float
     experiment: Experiment | None = None
 
 
@@ -106,9 +101,7 @@ class ClassInfo:
 class Membership:
     code: str
     title: str
-    person: str
     nickname: str
-    joined_at: float
     slot: int        # the order they joined in (0, 1, 2...): their experiment value
 
 
@@ -133,12 +126,11 @@ class BoardRow:
 
 @dataclass(frozen=True)
 class ExperimentView:
-    """The class experiment, its runs, each member's (nickname, value) and the viewer's."""
+    """The class experiment, its runs, and each member's (nickname, value)."""
 
     experiment: Experiment
     rows: tuple[BoardRow, ...]
     assigned: tuple[tuple[str, Any], ...]
-    yours: Any               # None for an instructor
 
 
 @dataclass(frozen=True)
@@ -152,7 +144,6 @@ class Presenter:
     losses: tuple[float, ...]
     accuracy: float | None
     progress: float | None
-    run_id: str | None       # for instructors only
     stride: int
     running_steps: tuple[int, ...]
     running_losses: tuple[float | None, ...]
@@ -161,8 +152,8 @@ class Presenter:
 
 @dataclass(frozen=True)
 class LeaderRow:
-    """One student's best run; ``score``: the accuracy on the board's half, or the seconds
-    (fastest_to). ``person`` on the viewer's own row only, ``run_id`` for instructors too."""
+    """One student's best run (their ``run_number``-th in the class); ``score``: the accuracy
+    on the board's half, or the seconds (fastest_to)."""
 
     rank: int
     nickname: str
@@ -171,8 +162,6 @@ class LeaderRow:
     seconds: float | None
     finished_at: float
     you: bool = False
-    person: str | None = None
-    run_id: str | None = None
     run_number: int | None = None
 
 
@@ -187,7 +176,6 @@ class StudentView:
     rank: int | None
     ranked: int              # students on the public board (``rank`` is there too)
     version: int
-    pinned: bool             # a run is on the projector (``Classroom.presenter``)
     seed: int | None
     experiment: Experiment | None   # its value is in ``preset``
 

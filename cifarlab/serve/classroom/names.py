@@ -41,16 +41,13 @@ def normalize_code(code: Any) -> str | None:
 
 def clean_nickname(nickname: Any) -> str:
     """The nickname as stored (spaces collapsed, NFC), or ClassError naming what is wrong."""
-    if not isinstance(nickname, str):
-        raise ClassError("class.nickname_empty", field="nickname")
-    text = " ".join(unicodedata.normalize("NFC", nickname).split())
+    text = (" ".join(unicodedata.normalize("NFC", nickname).split())
+            if isinstance(nickname, str) else "")
     hidden = invisible(text)
     if hidden is not None:
         raise ClassError("class.nickname_invisible", field="nickname", char=f"U+{ord(hidden):04X}")
-    if not text:
-        raise ClassError("class.nickname_empty", field="nickname")
-    if len(text) > NICK_MAX:
-        raise ClassError("class.nickname_long", field="nickname", n=NICK_MAX, got=len(text))
+    if not 0 < len(text) <= NICK_MAX:
+        raise ClassError("class.nickname_length", field="nickname", n=NICK_MAX, got=len(text))
     if not _NICK_RE.fullmatch(text):
         raise ClassError("class.nickname_markup", field="nickname")
     return text
@@ -112,8 +109,6 @@ def confusable_with(nickname: str, others: Iterable[str]) -> str | None:
 def clean_title(title: Any) -> str:
     """A class title: one line, 1 to ``TITLE_MAX`` characters."""
     text = " ".join(str(title or "").split())
-    if not text:
-        raise ClassError("class.title_empty", field="title")
-    if len(text) > TITLE_MAX:
-        raise ClassError("class.title_long", field="title", n=TITLE_MAX)
+    if not 0 < len(text) <= TITLE_MAX:
+        raise ClassError("class.title_length", field="title", n=TITLE_MAX)
     return text

@@ -28,20 +28,17 @@ NICKNAME = ("COALESCE((SELECT m.nickname FROM class_members m WHERE m.code = c.c
 def leaderboard(db: Database, code: str, challenge: Challenge, which: str,
                 viewer: Person) -> list[LeaderRow]:
     """Each student's best run that kept the goal's rules, submitted while the challenge was
-    open; equal scores share a place (1, 1, 3). Run ids for instructors and on the viewer's
-    own row, the person's id on that row only."""
+    open; equal scores share a place (1, 1, 3). No run or person ids."""
     goal = challenge.goal
-    args: dict[str, Any] = {"code": code, "opened": challenge.opened_at}
-    sql = ("SELECT c.run_id, c.person, r.finished_at, r.device, r.config, r.result, "
-           "(SELECT e.data FROM events e WHERE e.run_id = c.run_id AND e.kind = 'eval' "
-           f" ORDER BY e.seq DESC LIMIT 1), {RUN_NUMBER}, {NICKNAME} "
-           "FROM class_runs c JOIN runs r ON r.id = c.run_id "
-           "WHERE c.code = :code AND r.status = 'done' AND c.created_at >= :opened")
-    if challenge.closed_at is not None:
-        sql += " AND c.created_at <= :closed"
-        args["closed"] = challenge.closed_at
     with db._read() as c:
-        found = c.execute(text(sql), args).all()
+        found = c.execute(text(
+            "SELECT c.run_id, c.person, r.finished_at, r.device, r.config, r.result, "
+            "(SELECT e.data FROM events e WHERE e.run_id = c.run_id AND e.kind = 'eval' "
+            f" ORDER BY e.seq DESC LIMIT 1), {RUN_NUMBER}, {NICKNAME} "
+            "FROM class_runs c JOIN runs r ON r.id = c.run_id WHERE c.code = :code AND "
+            "r.status = 'done' AND c.created_at BETWEEN :opened AND "
+            "COALESCE(:closed, c.created_at)"),
+            {"code": code, "opened": challenge.opened_at, "closed": challenge.closed_at}).all()
     fastest = goal.kind == "fastest_to"
     best: dict[str, tuple] = {}
     for run_id, person, finished, device, config, result, data, number, nick in found:
@@ -59,11 +56,10 @@ def leaderboard(db: Database, code: str, challenge: Challenge, which: str,
     rows: list[LeaderRow] = []
     for i, (person, (key, acc, seconds, number, nick)) in enumerate(
             sorted(best.items(), key=lambda kv: kv[1][0])):
-        score, you = (seconds if fastest else acc), person == viewer.id
+        score = seconds if fastest else acc
         rank = rows[-1].rank if rows and rows[-1].score == score else i + 1
-        rows.append(LeaderRow(rank, nick, score, acc, seconds, key[1], you,
-                              person if you else None,
-                              key[2] if you or viewer.instructor else None, number))
+        rows.append(LeaderRow(rank, nick, score, acc, seconds, key[1], person == viewer.id,
+                              number))
     return rows
 
 

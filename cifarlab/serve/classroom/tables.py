@@ -18,7 +18,7 @@ from cifarlab.serve.schema import CLASSES, USED_COMPUTE
 
 _LOCK = "classroom"
 
-_CLASS_COLS = tuple(CLASSES.c.keys())
+_CLASS_COLS = tuple(k for k in CLASSES.c.keys() if k not in ("created_by", "created_at"))
 _SELECT_CLASS = (f"SELECT {', '.join('c.' + k for k in _CLASS_COLS)}, "
                  "(SELECT COUNT(*) FROM class_members m WHERE m.code = c.code AND m.active = 1) "
                  "FROM classes c")
@@ -90,9 +90,8 @@ def update_versioned(db: Database, code: str, expected_version: Any,
 def membership(db: Database, person: str) -> Membership | None:
     with db._read() as c:
         row = c.execute(text(
-            "SELECT m.code, c.title, m.person, m.nickname, m.joined_at, m.slot "
-            "FROM class_members m "
-            "JOIN classes c ON c.code = m.code WHERE m.person = :person AND m.active = 1 "
+            "SELECT m.code, c.title, m.nickname, m.slot FROM class_members m JOIN classes c "
+            "ON c.code = m.code WHERE m.person = :person AND m.active = 1 "
             "ORDER BY m.joined_at DESC LIMIT 1"), {"person": person}).first()
     return Membership(*row) if row else None
 
@@ -100,15 +99,14 @@ def membership(db: Database, person: str) -> Membership | None:
 def add_member(db: Database, code: str, person: str, nickname: str, nick_key: str) -> Membership:
     """Join ``person`` to the class (leaving any other), unless already in it (a second tab); a
     nickname taken or like a classmate's is refused. ``slot``: how many joined before (kept)."""
-    now = time.time()
     args = {"code": code, "person": person}
     with db._write(lock=_LOCK) as c:
         row = c.execute(text("SELECT is_open, title FROM classes WHERE code = :code"),
                         args).one()
-        mine = c.execute(text("SELECT nickname, joined_at, active, slot FROM class_members "
+        mine = c.execute(text("SELECT nickname, active, slot FROM class_members "
                               "WHERE code = :code AND person = :person"), args).first()
-        if mine is not None and mine[2]:
-            return Membership(code, row[1], person, mine[0], mine[1], mine[3])
+        if mine is not None and mine[1]:
+            return Membership(code, row[1], mine[0], mine[2])
         if not row[0]:
             raise ClassError("class.closed", field="code")
         others = c.execute(text("SELECT nickname, nick_key FROM class_members WHERE code = "
@@ -119,15 +117,15 @@ def add_member(db: Database, code: str, person: str, nickname: str, nick_key: st
         if alike is not None:
             raise ClassError("class.nickname_confusable", field="nickname", nickname=nickname,
                              other=alike)
-        slot = mine[3] if mine is not None else c.execute(text(
+        slot = mine[2] if mine is not None else c.execute(text(
             "SELECT COUNT(*) FROM class_members WHERE code = :code"), args).scalar_one()
         c.execute(text("UPDATE class_members SET active = 0 WHERE person = :person"), args)
         c.execute(text("INSERT INTO class_members (code, person, nickname, nick_key, joined_at, "
                        "active, slot) VALUES (:code, :person, :nick, :key, :t, 1, :slot) ON "
                        "CONFLICT (code, person) DO UPDATE SET nickname = excluded.nickname, "
                        "nick_key = excluded.nick_key, joined_at = excluded.joined_at, active = 1"),
-                  {**args, "nick": nickname, "key": nick_key, "t": now, "slot": slot})
-        return Membership(code, row[1], person, nickname, now, slot)
+                  {**args, "nick": nickname, "key": nick_key, "t": time.time(), "slot": slot})
+        return Membership(code, row[1], nickname, slot)
 
 
 def leave(db: Database, person: str) -> bool:
