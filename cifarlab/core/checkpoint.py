@@ -111,19 +111,15 @@ def load(path_or_file, map_location="cpu", max_params: int | None = MAX_UPLOAD_P
     (``CheckpointError``) before anything big is allocated when it is over ``max_bytes``, its
     network over ``max_params`` (None: no limit), its weights do not fit, or it is torn, not a
     checkpoint, or holds code."""
-    name = Path(getattr(path_or_file, "name", None) or str(path_or_file)).name
     if isinstance(path_or_file, (str, os.PathLike)):
         if not Path(path_or_file).is_file():
             raise CheckpointError("checkpoint.missing", path=str(path_or_file))
         with open(path_or_file, "rb") as f:
-            return _load_file(f, name, map_location, max_params, max_bytes)
-    return _load_file(path_or_file, name, map_location, max_params, max_bytes)
-
-
-def _load_file(f, name: str, map_location, max_params, max_bytes) -> Checkpoint:
-    check_archive(f, name, max_bytes)
+            return load(f, map_location, max_params, max_bytes)
+    name = Path(getattr(path_or_file, "name", None) or "?").name
+    check_archive(path_or_file, name, max_bytes)
     try:
-        obj = torch.load(f, map_location=map_location, weights_only=True)
+        obj = torch.load(path_or_file, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError:
         raise CheckpointError("checkpoint.unsafe", name=name) from None
     except Exception:  # noqa: BLE001 - torn, truncated or foreign: the unpickler raises all sorts

@@ -73,13 +73,8 @@ def _read_private(part: Part) -> np.ndarray:
     return out
 
 
-class _Mapping(mmap.mmap):
-    """A read-only mapping of a memfd that keeps our descriptor to it open while it lives, so
-    that other processes can find it through /proc/<our pid>/fd/<fd>."""
-
-
 def _shared(folder: Path, stamp: str, parts: dict[str, Part],
-            verify: Callable[[str, np.ndarray], None]) -> tuple[_Mapping, dict[str, int]]:
+            verify: Callable[[str, np.ndarray], None]) -> tuple[mmap.mmap, dict[str, int]]:
     """The recorded shared copy if it is still there and right, else a new one, verified and
     then recorded."""
     if not hasattr(os, "memfd_create"):
@@ -95,10 +90,11 @@ def _shared(folder: Path, stamp: str, parts: dict[str, Part],
     if fd is None:
         fd, name = _make_copy(folder.name, parts, offsets, total)
     try:
-        mapping = _Mapping(fd, total, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+        mapping = mmap.mmap(fd, total, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
     except BaseException:
         os.close(fd)
         raise
+    # our descriptor stays open while the mapping lives: others find it in /proc/<pid>/fd
     weakref.finalize(mapping, os.close, fd)
     if name is not None:
         for pname, part in parts.items():

@@ -1,8 +1,5 @@
-"""The code that repeats a run, from one template (``templates/run.py.j2``), for the script or
-the notebook's ``# %%`` cells. No user text can become code: the environment lets out only
-``Code``, which only the ``py`` (a literal read back equal), ``comment`` (one line) and
-``ident`` (a checked name) filters make.
-"""
+"""The code that repeats a run, from one template (``templates/run.py.j2``). No user text can
+become code: the environment lets out only ``Code``, which only the filters below make."""
 from __future__ import annotations
 
 import ast
@@ -26,11 +23,6 @@ from cifarlab.core.shapes import trace_spec
 TUTORIAL_URL = "https://pytorch.org/tutorials/beginner/blitz/cifar10_tutorial.html"
 DEFAULT_NAME = "cifar_run.py"
 _CELL = re.compile(r"^ *# %% (\w+)\n", re.M)
-# Fields the code does not read are written down all the same, and marked as not used
-USED = {"epochs", "lr", "momentum", "batch_size", "num_workers", "device", "pipeline", "seed",
-        "train_subset", "shuffle", "model", "log_every", "cuda_graphs", "net", "augment",
-        "label_smoothing", "nesterov", "weight_decay", "schedule", "tta", "activation",
-        "val_fraction"}
 TEMPLATES = Path(__file__).with_name("templates")
 _NOTHING = object()
 
@@ -153,7 +145,7 @@ def settings(config: TrainConfig, lang: str = i18n.DEFAULT) -> list[dict]:
         help_text = helps.get(f.name, "") + (" " + t(f.name) if f.name in ("activation",
                                                                            "val_fraction")
                                               else "")
-        if f.name not in USED:
+        if f.name not in TrainConfig.__dataclass_fields__:  # a subclass's: written, not read
             help_text = (help_text + " " if help_text else "") + t("not_used")
         out.append({"name": name, "value": value, "indent": len(name) + 3,
                     "help": textwrap.wrap(help_text, 93)})
