@@ -1,7 +1,5 @@
-"""The one frozen, validated TrainConfig: each field carries its Knob, so the command line, the
-Train page, the run tables and the exported script all derive from ``knobs()``. Defaults are
-the tutorial's.
-"""
+"""The one frozen, validated TrainConfig: each field carries its Knob, from which the command
+line, the Train page, the run tables and the exported script derive. Defaults: the tutorial's."""
 from __future__ import annotations
 
 import copy

@@ -1,7 +1,5 @@
-"""Evaluation in one pass: accuracy, per class, confusion matrix, predictions, and the accuracy
-on each of the test set's two fixed halves (a class challenge scores on them); the validation
-split (``TrainConfig.val_fraction``): training images held out, to measure each epoch how the
-network does on images it never learned from (overfitting)."""
+"""Evaluation in one pass (accuracy, per class, confusion, the test set's two halves) and the
+validation split: training images held out to measure overfitting each epoch."""
 from __future__ import annotations
 
 import time

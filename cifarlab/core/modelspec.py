@@ -1,7 +1,5 @@
-"""ModelSpec: the one description of a network's shape; its modules and forward steps
-(``layout``: what ``Net`` builds, the export writes and the shape trace walks; a block is conv →
-[bn] → relu → [conv → [bn] → relu] → pool); the networks the ``net`` knob names, and the
-checks that tie the tricks together."""
+"""ModelSpec: the one description of a network's shape, its modules and forward steps
+(``layout``), the networks the ``net`` knob names, and the checks that tie the tricks together."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,6 +1,5 @@
-"""The decode-once cache: four ``.npy`` files and ``meta.json``, written into a temporary folder
-and renamed into place; every file checked against its header and meta.json before use, the
-copy in memory against its checksums. A damaged cache (``CacheDamaged``) is rebuilt whole."""
+"""The decode-once cache: four ``.npy`` files and ``meta.json``, renamed into place whole; each
+file checked against its header and checksum before use. A damaged cache is rebuilt whole."""
 from __future__ import annotations
 
 import contextlib

@@ -1,7 +1,5 @@
-"""The two input pipelines: ``tutorial`` (a torchvision data set, ToTensor + Normalize, a
-DataLoader) and ``fast`` (``FastLoader``: the uint8 tensor kept on the device). Both draw each
-epoch's order as one ``torch.randperm`` of a generator seeded once: the same images in the same
-order for the same seed."""
+"""The two input pipelines, ``tutorial`` (a DataLoader) and ``fast`` (``FastLoader``): both draw
+each epoch's order as one ``torch.randperm`` of a generator seeded once."""
 from __future__ import annotations
 
 import math
