@@ -41,10 +41,6 @@ class EvalResult:
     seconds: float = 0.0
 
     @property
-    def misclassified(self) -> np.ndarray:
-        return np.flatnonzero(self.predictions != self.labels)
-
-    @property
     def correct(self) -> int:
         return int((self.predictions == self.labels).sum())
 

@@ -124,18 +124,13 @@ def net_spec(name: str) -> ModelSpec:
     return ModelSpec(**NETS[name])
 
 
-def net_fits(net: str, model: ModelSpec) -> bool:
-    """Whether ``model`` is the network ``net`` names: "tutorial" takes any plain resize of the
-    tutorial's Net; the others exactly their own spec."""
-    return model.is_plain if net == "tutorial" else model == net_spec(net)
-
-
 def trick_problems(values: Mapping[str, Any]) -> list[Problem]:
-    """The network the ``net`` knob names must be the one ``model`` describes; augmentation
-    works on the fast pipeline's batches (tensors in memory), never image by image."""
+    """The network the ``net`` knob names must be the one ``model`` describes ("tutorial": any
+    plain resize of the tutorial's Net); augmentation works on the fast pipeline's batches."""
     out: list[Problem] = []
     net, model = values.get("net", "tutorial"), values.get("model")
-    if net in NETS and isinstance(model, ModelSpec) and not net_fits(net, model):
+    if net in NETS and isinstance(model, ModelSpec) and not (
+            model.is_plain if net == "tutorial" else model == net_spec(net)):
         out.append(Problem("net", "config.net_model", {"net": net}))
     if values.get("augment") in ("flip", "flip_translate") and values.get("pipeline") != "fast":
         out.append(Problem("augment", "config.augment_pipeline", {}))

@@ -9,7 +9,7 @@ import math
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -38,10 +38,10 @@ def digest(array: np.ndarray) -> str:
 class CifarData:
     """The decoded data set: uint8 N×3×32×32 images and int64 labels per split (read-only)."""
 
-    train_x: np.ndarray          # uint8, N×3×32×32, copied from the cache (memory.py)
-    train_y: np.ndarray          # int64, N
-    test_x: np.ndarray
-    test_y: np.ndarray
+    train_x: np.ndarray = field(repr=False)   # uint8, N×3×32×32, copied from the cache
+    train_y: np.ndarray = field(repr=False)   # int64, N
+    test_x: np.ndarray = field(repr=False)
+    test_y: np.ndarray = field(repr=False)
     classes: tuple[str, ...]     # label order
     source: str                  # human description of where it came from
     key: str                     # cache key (source identity)
@@ -81,10 +81,6 @@ class CifarData:
             return (_reopened, (self.cache_path, self.key))
         return (CifarData, (self.train_x, self.train_y, self.test_x, self.test_y, self.classes,
                             self.source, self.key, self.notes))
-
-    def __repr__(self) -> str:
-        return (f"CifarData({self.n_train} train + {self.n_test} test images, "
-                f"{len(self.classes)} classes, source={self.source!r}, key={self.key!r})")
 
 
 def _reopened(path: str, key: str) -> CifarData:

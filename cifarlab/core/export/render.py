@@ -16,7 +16,7 @@ import jinja2
 
 from cifarlab import i18n
 from cifarlab.core.config import ACTIVATION_CODE, TrainConfig, knobs
-from cifarlab.core.modelspec import ModelSpec, layout
+from cifarlab.core.modelspec import layout
 from cifarlab.core.safe_text import one_line
 from cifarlab.core.shapes import trace_spec
 
@@ -90,7 +90,11 @@ def render(config: TrainConfig, notes: Iterable[str] = (), script_name: str = DE
     """The script (or, with ``notebook``, the notebook's cells) for ``config``'s run.
     ``notebook``: ``threads`` (or None), the lab's ``accuracy`` and ``epoch_losses``,
     ``results_file`` and the printed ``texts``. ShapeError if the network does not fit."""
-    net = net_layout(config.model)  # first: a ShapeError before anything else
+    spec = config.model
+    flat = next(t for t in trace_spec(spec) if t.kind == "flatten")  # first: any ShapeError
+    modules, forward = layout(spec)   # what class Net is made of (core.model.Net's own)
+    net = {"spec": spec, "modules": modules, "forward": forward, "hidden": spec.scaled_hidden(),
+           "flat": flat.in_shape, "numbers": f"{flat.out_shape[0]:,}"}
     return _ENV.get_template("run.py.j2").render(
         c=config, net=net, act=Code(ACTIVATION_CODE[config.activation]), notes=list(notes),
         script=script_name, notebook=notebook,
@@ -151,12 +155,3 @@ def settings(config: TrainConfig, lang: str = i18n.DEFAULT) -> list[dict]:
                     "help": textwrap.wrap(help_text, 93)})
     return out
 
-
-def net_layout(spec: ModelSpec) -> dict:
-    """What ``class Net`` is made of (``core.modelspec.layout``, ``core.model.Net``'s own) and
-    fc1's input (the shape trace's; ShapeError if some layer does not fit)."""
-    flat = next(t for t in trace_spec(spec) if t.kind == "flatten")
-    modules, forward = layout(spec)
-    return {"spec": spec, "modules": modules, "forward": forward,
-            "hidden": spec.scaled_hidden(), "flat": flat.in_shape,
-            "numbers": f"{flat.out_shape[0]:,}"}
