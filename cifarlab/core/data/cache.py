@@ -3,6 +3,7 @@ file checked against its header and checksum before use. A damaged cache is rebu
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import math
@@ -112,18 +113,14 @@ def _check_file(path: Path, shape: tuple[int, ...], dtype: np.dtype) -> Part:
     """The file's header and size checked against ``shape`` and ``dtype``; CacheDamaged on any
     mismatch (or if it cannot be opened)."""
     fmt = np.lib.format
+    read_header = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}
     try:
         with open(path, "rb", buffering=0) as f:
-            version = fmt.read_magic(f)
-            if version not in ((1, 0), (2, 0)):
-                raise CacheDamaged(f"{path.name}: .npy version {version}")
-            read_header = (fmt.read_array_header_1_0 if version == (1, 0)
-                           else fmt.read_array_header_2_0)
-            got_shape, fortran, got_dtype = read_header(f)
+            got_shape, fortran, got_dtype = read_header[fmt.read_magic(f)](f)
             offset, size = f.tell(), os.fstat(f.fileno()).st_size
     except OSError as err:
         raise CacheDamaged(f"{path.name}: {err.strerror or err}") from None
-    except (ValueError, EOFError) as err:
+    except (KeyError, ValueError, EOFError) as err:   # KeyError: a version np.save never writes
         raise CacheDamaged(f"{path.name}: torn header ({err})") from None
     if fortran:
         raise CacheDamaged(f"{path.name}: Fortran order")
@@ -176,14 +173,8 @@ def read_cache(path: Path, key: str) -> CifarData | None:
 
 @contextlib.contextmanager
 def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on a lock file while the block runs; closing the file releases it
-    (none where fcntl is missing: the rename into place still keeps the cache consistent, two
-    processes may just both decode). DataError if the lock file cannot be made."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield
-        return
+    """An exclusive ``flock`` on a lock file while the block runs; closing the file releases it.
+    DataError if the lock file cannot be made."""
     with contextlib.ExitStack() as held:
         try:
             fcntl.flock(held.enter_context(open(path, "a")), fcntl.LOCK_EX)

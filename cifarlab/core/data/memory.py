@@ -4,6 +4,7 @@ sealed, read-only ``memfd`` that later processes find through ``<key>.shared`` a
 elsewhere each process reads its own copy."""
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import mmap
@@ -114,7 +115,6 @@ def _open_recorded(record: Path, want: dict) -> int | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     try:
-        import fcntl
         seals = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
         if (os.readlink(f"/proc/self/fd/{fd}") == f"/memfd:{info['name']} (deleted)"
                 and fcntl.fcntl(fd, fcntl.F_GET_SEALS) & seals == seals
@@ -130,8 +130,6 @@ def _make_copy(key: str, parts: dict[str, Part], offsets: dict[str, int], total:
                ) -> tuple[int, str]:
     """(descriptor, name) of a new memfd holding every part at its offset, sealed;
     CacheDamaged if a file is short."""
-    import fcntl
-
     name = f"cifarlab-{key}-{secrets.token_hex(6)}"
     fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:
