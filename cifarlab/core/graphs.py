@@ -68,10 +68,6 @@ class GraphedStep:
         self.calls = self.warm = 0
         self.short_noted: set[int] = set()
 
-    @property
-    def graphed(self) -> bool:
-        return self.graph is not None and not self.failed
-
     def __call__(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         self.calls += 1
         if self.failed:
