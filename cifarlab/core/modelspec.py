@@ -16,21 +16,16 @@ def is_int(v: Any) -> bool:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """The network's shape. The defaults build the tutorial's ``Net`` exactly.
+    """The network's shape (the defaults: the tutorial's ``Net``); fc1's input size is never
+    stored: it comes from the shape trace."""
 
-    ``channels``: output channels of conv1 and conv2; ``kernels``/``paddings``/``strides``: one
-    per conv; ``pool``: the max-pool kernel (= stride) after each conv; ``hidden``: the sizes of
-    fc1 and fc2; ``width``: a multiplier applied to channels and hidden sizes.
-    ``fc1``'s input size is never stored: it comes from the shape trace.
-    """
-
-    channels: tuple[int, int] = (6, 16)
-    kernels: tuple[int, int] = (5, 5)
+    channels: tuple[int, int] = (6, 16)   # output channels of conv1 and conv2
+    kernels: tuple[int, int] = (5, 5)     # kernels, paddings, strides: one per conv
     paddings: tuple[int, int] = (0, 0)
     strides: tuple[int, int] = (1, 1)
-    pool: int = 2
-    hidden: tuple[int, int] = (120, 84)
-    width: int = 1
+    pool: int = 2                         # the max-pool kernel (= stride) after each block
+    hidden: tuple[int, int] = (120, 84)   # fc1's and fc2's sizes
+    width: int = 1                        # multiplies the channels and hidden sizes
     # the speed lesson's variants (defaults: none): batch norm after each conv; a third conv
     # block of ``conv3`` channels (3×3, padding 1); ``block_convs`` 2: a second 3×3 conv in
     # each block (airbench's ConvGroup). Built by core/model.py, listed by ``layout`` below.
