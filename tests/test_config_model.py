@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from cifarlab.core.config import ModelSpec, TrainConfig
+from cifarlab.core.config import ModelSpec, TrainConfig, validate
 from cifarlab.core.devices import Stopwatch, device_ids, environment, list_devices, resolve_device
 from cifarlab.errors import ConfigError, DeviceError, ShapeError
 from cifarlab.core.model import Net, count_params
@@ -47,15 +47,16 @@ def test_each_bad_value_is_refused_with_a_readable_message(field, value, words):
         TrainConfig(**{field: value})
     assert field in info.value.texts()
     assert words in info.value.texts()[field]
-    assert TrainConfig.check(**{field: value})[field] == info.value.texts()[field]
+    assert {p.field: p.text() for p in validate({field: value})}[field] \
+        == info.value.texts()[field]
     for lang in ("es", "pt"):   # the same problem, in the student's language
         assert info.value.texts(lang)[field] != info.value.texts()[field]
 
 
 def test_all_bad_values_are_reported_at_once():
-    errors = TrainConfig.check(lr=-1, batch_size=0, momentum=2)
-    assert set(errors) == {"lr", "batch_size", "momentum"}
-    assert TrainConfig.check(lr=0.01) == {}
+    errors = validate({"lr": -1, "batch_size": 0, "momentum": 2})
+    assert {p.field for p in errors} == {"lr", "batch_size", "momentum"}
+    assert validate({"lr": 0.01}) == []
 
 
 def test_runtime_checks_batch_against_data_and_device():

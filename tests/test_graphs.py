@@ -340,7 +340,7 @@ def test_a_capture_that_fails_trains_on_eagerly_with_the_same_numbers():
         a = step(x[i:i + 4], y[i:i + 4])
         b = train_step(ref, loss_fn, ref_opt, x[i:i + 4], y[i:i + 4])
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
-    assert not step.graphed and torch.cuda.current_stream() == torch.cuda.default_stream()
+    assert step.failed and torch.cuda.current_stream() == torch.cuda.default_stream()
     assert [n["reason"] for n in notes] == ["graphs.capture_failed"]
     assert notes[0]["params"]["error"]
 

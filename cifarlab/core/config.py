@@ -1,9 +1,8 @@
-"""The one frozen, validated TrainConfig: each field carries its Knob, so the command line, the
-Train page, the run tables and the exported script all derive from ``knobs()``. Defaults are
-the tutorial's.
-"""
+"""The one frozen, validated TrainConfig: each field carries its Knob, from which the command
+line, the Train page, the run tables and the exported script derive. Defaults: the tutorial's."""
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import functools
@@ -95,11 +94,6 @@ class TrainConfig:
             raise ConfigError(problems)
 
     # -- checking -----------------------------------------------------------------------
-    @classmethod
-    def check(cls, **values: Any) -> dict[str, str]:
-        """Every problem with these values, field -> English message; empty when fine."""
-        return {p.field: p.text() for p in validate(values, cls=cls)}
-
     def check_runtime(self, n_train: int | None = None):
         """The ``torch.device`` of a config nobody admitted (the command line's, a test's),
         after checking it against this machine and the data: ConfigError or DeviceError."""
@@ -273,18 +267,13 @@ def _field_problems(cls: type, values: Mapping[str, Any]) -> list[Problem]:
 def _migrate(d: Mapping[str, Any]) -> dict[str, Any]:
     """A stored config as this version reads it: a named ``net`` beside the tutorial's
     ``model`` (written before the network lived in one place) meant the net's network."""
-    d = dict(d)
-    if d.get("net") in NETS and d["net"] != "tutorial" and _is_tutorial(d.get("model")):
+    d, model = dict(d), d.get("model")
+    if isinstance(model, Mapping):
+        with contextlib.suppress(ConfigError, TypeError, ValueError):
+            model = ModelSpec.from_dict(model)
+    if d.get("net") in NETS and d["net"] != "tutorial" and model == ModelSpec():
         d["model"] = None
     return d
-
-
-def _is_tutorial(model: Any) -> bool:
-    try:
-        spec = model if isinstance(model, ModelSpec) else ModelSpec.from_dict(model)
-    except (ConfigError, TypeError, ValueError):
-        return False
-    return spec == ModelSpec()
 
 
 def problems_by_field(problems: Iterable[Problem]) -> dict[str, Problem]:

@@ -65,10 +65,8 @@ def device_ids() -> list[str]:
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """Turn "auto", "cpu", "cuda", "cuda:N" or "mps" into a torch.device this machine has.
-
-    "auto" picks as the tutorial does (cuda:0 when available), then Apple's mps, then the cpu.
-    """
+    """The torch.device this machine has for "auto", "cpu", "cuda", "cuda:N" or "mps"; "auto"
+    picks as the tutorial does (cuda:0 when available), then Apple's mps, then the cpu."""
     spec = str(device).strip().lower()
     if spec == "auto":
         if torch.cuda.is_available():

@@ -1,7 +1,5 @@
-"""Evaluation in one pass: accuracy, per class, confusion matrix, predictions, and the accuracy
-on each of the test set's two fixed halves (a class challenge scores on them); the validation
-split (``TrainConfig.val_fraction``): training images held out, to measure each epoch how the
-network does on images it never learned from (overfitting)."""
+"""Evaluation in one pass (accuracy, per class, confusion, the test set's two halves) and the
+validation split: training images held out to measure overfitting each epoch."""
 from __future__ import annotations
 
 import time
@@ -41,10 +39,6 @@ class EvalResult:
     probabilities: np.ndarray = field(repr=False)  # float32, N x classes
     labels: np.ndarray = field(repr=False)         # int64, N
     seconds: float = 0.0
-
-    @property
-    def misclassified(self) -> np.ndarray:
-        return np.flatnonzero(self.predictions != self.labels)
 
     @property
     def correct(self) -> int:
@@ -95,18 +89,16 @@ def predict(model: nn.Module, images_uint8: np.ndarray | torch.Tensor, device="c
 
 
 def evaluate(model: nn.Module, data, device="cpu", batch_size: int = 1000,
-             split: str = "test", tta: bool = False) -> EvalResult:
-    """Evaluate on ``data.test_x``/``test_y`` (or the train split) in batches of ``batch_size``."""
-    x = data.test_x if split == "test" else data.train_x
-    y = np.asarray(data.test_y if split == "test" else data.train_y, dtype=np.int64)
-    classes = tuple(data.classes)
+             tta: bool = False) -> EvalResult:
+    """Evaluate on ``data.test_x``/``test_y`` in batches of ``batch_size``."""
     was_training = model.training
     t0 = time.perf_counter()
-    probs = predict(model, x, device, batch_size, tta=tta)
+    probs = predict(model, data.test_x, device, batch_size, tta=tta)
     synchronize(device)
     seconds = time.perf_counter() - t0
     model.train(was_training)
-    return result_from_probabilities(probs, y, classes, seconds)
+    return result_from_probabilities(probs, np.asarray(data.test_y, dtype=np.int64),
+                                     tuple(data.classes), seconds)
 
 
 def result_from_probabilities(probs: np.ndarray, labels: np.ndarray, classes, seconds=0.0

@@ -1,9 +1,6 @@
-"""The ``fast`` pipeline's whole step as one CUDA graph (PyTorch's "Whole-network capture"): at
-small batches, launching a step's kernels from Python costs more than running them. A few eager
-warm-up steps on a side stream, one captured step, then replays; eager (with the reason sent to
-``on_note``) wherever capture is not possible or the lr or momentum change, so on the CPU a run
-with ``cuda_graphs`` equals one without, bit for bit.
-"""
+"""The ``fast`` pipeline's whole step as one CUDA graph (launching a small batch's kernels from
+Python costs more than running them); eager, with the reason, where capture is not possible
+or the lr or momentum change."""
 from __future__ import annotations
 
 from typing import Callable
@@ -70,10 +67,6 @@ class GraphedStep:
         self.failed = False      # capture failed or settings changed: eager from then on
         self.calls = self.warm = 0
         self.short_noted: set[int] = set()
-
-    @property
-    def graphed(self) -> bool:
-        return self.graph is not None and not self.failed
 
     def __call__(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         self.calls += 1

@@ -16,31 +16,23 @@ _DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
 @dataclass(frozen=True)
 class Knob:
-    """What the app knows about one config field (every one has a command-line flag).
+    """What the app knows about one config field (every one has a command-line flag)."""
 
-    ``kind``: "int", "float", "choice", "bool" or "device"; ``lo``/``hi``: inclusive bounds
-    (``lo_open``/``hi_open``: the bound itself is not allowed); ``optional``: None is allowed (and
-    means "all"/"default"); ``label``/``help``: catalog keys (``<keys>.<name>`` and
-    ``<keys>.<name>_help`` unless given); ``error``: the code (below ``errors.``) of the message
-    for a bad value (``config.<name>`` unless given); ``preset``: a preset sets it; ``widget``:
-    the Train page shows it; ``tutorial``: one of the tutorial's six, shown first.
-    """
-
-    kind: str
-    label: str = ""
-    help: str = ""
-    error: str = ""
+    kind: str                     # "int", "float", "choice", "bool" or "device"
+    label: str = ""               # catalog key; <keys>.<name> unless given
+    help: str = ""                # catalog key; <keys>.<name>_help unless given
+    error: str = ""               # a bad value's message code; config.<name> unless given
     keys: str = "common"
-    lo: float | None = None
+    lo: float | None = None       # inclusive bounds ...
     hi: float | None = None
-    lo_open: bool = False
+    lo_open: bool = False         # ... unless open: the bound itself is not allowed
     hi_open: bool = False
     step: float = 1
     choices: tuple[str, ...] = ()
-    optional: bool = False
-    preset: bool = True
-    widget: bool = True
-    tutorial: bool = False
+    optional: bool = False        # None is allowed (and means "all"/"default")
+    preset: bool = True           # a preset sets it
+    widget: bool = True           # the Train page shows it
+    tutorial: bool = False        # one of the tutorial's six, shown first
 
     def parse(self, text: str) -> Any:
         """A value written as text (a command-line flag, a link's ``?lr=0.01``): whole numbers,

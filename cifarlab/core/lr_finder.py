@@ -1,8 +1,5 @@
-"""The learning-rate finder (Smith 2017): a short probe in which the lr grows exponentially
-from ``lr_min`` to ``lr_max``, stopped when the smoothed loss explodes. The suggestion is the
-steepest descent before the minimum (a point a student can check on the chart); where the curve
-stays flat until it explodes, a tenth of the lr where the loss starts to climb.
-"""
+"""The learning-rate finder (Smith 2017): a short probe whose lr grows exponentially, stopped
+when the smoothed loss explodes; the suggestion (``suggest``)."""
 from __future__ import annotations
 
 import math

@@ -1,6 +1,4 @@
-"""The tutorial's ``Net``, layer for layer with the same parameter names (a ``state_dict`` loads
-into the tutorial's own class and back), sized by a ModelSpec; fc1's input from the shape trace.
-"""
+"""The tutorial's ``Net`` with the same parameter names, sized by a ModelSpec."""
 from __future__ import annotations
 
 import torch

@@ -1,7 +1,5 @@
-"""ModelSpec: the one description of a network's shape; its modules and forward steps
-(``layout``: what ``Net`` builds, the export writes and the shape trace walks; a block is conv →
-[bn] → relu → [conv → [bn] → relu] → pool); the networks the ``net`` knob names, and the
-checks that tie the tricks together."""
+"""ModelSpec: the one description of a network's shape, its modules and forward steps
+(``layout``), the networks the ``net`` knob names, and the checks that tie the tricks together."""
 from __future__ import annotations
 
 import dataclasses
@@ -18,21 +16,16 @@ def is_int(v: Any) -> bool:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """The network's shape. The defaults build the tutorial's ``Net`` exactly.
+    """The network's shape (the defaults: the tutorial's ``Net``); fc1's input size is never
+    stored: it comes from the shape trace."""
 
-    ``channels``: output channels of conv1 and conv2; ``kernels``/``paddings``/``strides``: one
-    per conv; ``pool``: the max-pool kernel (= stride) after each conv; ``hidden``: the sizes of
-    fc1 and fc2; ``width``: a multiplier applied to channels and hidden sizes.
-    ``fc1``'s input size is never stored: it comes from the shape trace.
-    """
-
-    channels: tuple[int, int] = (6, 16)
-    kernels: tuple[int, int] = (5, 5)
+    channels: tuple[int, int] = (6, 16)   # output channels of conv1 and conv2
+    kernels: tuple[int, int] = (5, 5)     # kernels, paddings, strides: one per conv
     paddings: tuple[int, int] = (0, 0)
     strides: tuple[int, int] = (1, 1)
-    pool: int = 2
-    hidden: tuple[int, int] = (120, 84)
-    width: int = 1
+    pool: int = 2                         # the max-pool kernel (= stride) after each block
+    hidden: tuple[int, int] = (120, 84)   # fc1's and fc2's sizes
+    width: int = 1                        # multiplies the channels and hidden sizes
     # the speed lesson's variants (defaults: none): batch norm after each conv; a third conv
     # block of ``conv3`` channels (3×3, padding 1); ``block_convs`` 2: a second 3×3 conv in
     # each block (airbench's ConvGroup). Built by core/model.py, listed by ``layout`` below.
@@ -126,18 +119,13 @@ def net_spec(name: str) -> ModelSpec:
     return ModelSpec(**NETS[name])
 
 
-def net_fits(net: str, model: ModelSpec) -> bool:
-    """Whether ``model`` is the network ``net`` names: "tutorial" takes any plain resize of the
-    tutorial's Net; the others exactly their own spec."""
-    return model.is_plain if net == "tutorial" else model == net_spec(net)
-
-
 def trick_problems(values: Mapping[str, Any]) -> list[Problem]:
-    """The network the ``net`` knob names must be the one ``model`` describes; augmentation
-    works on the fast pipeline's batches (tensors in memory), never image by image."""
+    """The network the ``net`` knob names must be the one ``model`` describes ("tutorial": any
+    plain resize of the tutorial's Net); augmentation works on the fast pipeline's batches."""
     out: list[Problem] = []
     net, model = values.get("net", "tutorial"), values.get("model")
-    if net in NETS and isinstance(model, ModelSpec) and not net_fits(net, model):
+    if net in NETS and isinstance(model, ModelSpec) and not (
+            model.is_plain if net == "tutorial" else model == net_spec(net)):
         out.append(Problem("net", "config.net_model", {"net": net}))
     if values.get("augment") in ("flip", "flip_translate") and values.get("pipeline") != "fast":
         out.append(Problem("augment", "config.augment_pipeline", {}))

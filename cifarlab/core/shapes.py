@@ -1,8 +1,5 @@
-"""The shape trace: each layer's in/out shape, parameters and formula, by arithmetic alone, and
-the output sizes of nn.Conv2d and nn.MaxPool2d with their formulas, following PyTorch exactly
-(aten/src/ATen/native/Pool.h, ConvUtils.h). What PyTorch would refuse raises ``ShapeError``
-naming the layer.
-"""
+"""The shape trace and nn.Conv2d / nn.MaxPool2d output sizes with their formulas, by arithmetic
+alone, following PyTorch (ATen's Pool.h, ConvUtils.h); what PyTorch refuses is a ShapeError."""
 from __future__ import annotations
 
 import math

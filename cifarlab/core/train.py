@@ -121,10 +121,9 @@ def make_optimizer(config: TrainConfig, model: nn.Module,
 
 
 def to_device(inputs: torch.Tensor, labels: torch.Tensor, device: torch.device):
-    """A batch on the training device; from pinned memory the copy to CUDA is asynchronous."""
-    if inputs.device != device:
-        return inputs.to(device, non_blocking=True), labels.to(device, non_blocking=True)
-    return inputs, labels
+    """A batch on the training device (as it is if there already); from pinned memory the copy
+    to CUDA is asynchronous."""
+    return inputs.to(device, non_blocking=True), labels.to(device, non_blocking=True)
 
 
 def train_step(model: nn.Module, criterion, optimizer: optim.Optimizer,

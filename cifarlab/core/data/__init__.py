@@ -1,5 +1,4 @@
-"""CIFAR-10 for CIFAR Lab: where it comes from, decoded once into a checked cache, and the two
-input pipelines (``pipelines``: imported on their own, they load torch)."""
+"""CIFAR-10 decoded once into a checked cache (``pipelines``, which loads torch, on its own)."""
 from cifarlab.core.data.cache import CifarData
 from cifarlab.core.data.loading import clear_memory_cache, is_cached, load, source_facts
 

@@ -1,16 +1,16 @@
-"""The decode-once cache: four ``.npy`` files and ``meta.json``, written into a temporary folder
-and renamed into place; every file checked against its header and meta.json before use, the
-copy in memory against its checksums. A damaged cache (``CacheDamaged``) is rebuilt whole."""
+"""The decode-once cache: four ``.npy`` files and ``meta.json``, renamed into place whole; each
+file checked against its header and checksum before use. A damaged cache is rebuilt whole."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import math
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -39,10 +39,10 @@ def digest(array: np.ndarray) -> str:
 class CifarData:
     """The decoded data set: uint8 N×3×32×32 images and int64 labels per split (read-only)."""
 
-    train_x: np.ndarray          # uint8, N×3×32×32, copied from the cache (memory.py)
-    train_y: np.ndarray          # int64, N
-    test_x: np.ndarray
-    test_y: np.ndarray
+    train_x: np.ndarray = field(repr=False)   # uint8, N×3×32×32, copied from the cache
+    train_y: np.ndarray = field(repr=False)   # int64, N
+    test_x: np.ndarray = field(repr=False)
+    test_y: np.ndarray = field(repr=False)
     classes: tuple[str, ...]     # label order
     source: str                  # human description of where it came from
     key: str                     # cache key (source identity)
@@ -83,10 +83,6 @@ class CifarData:
         return (CifarData, (self.train_x, self.train_y, self.test_x, self.test_y, self.classes,
                             self.source, self.key, self.notes))
 
-    def __repr__(self) -> str:
-        return (f"CifarData({self.n_train} train + {self.n_test} test images, "
-                f"{len(self.classes)} classes, source={self.source!r}, key={self.key!r})")
-
 
 def _reopened(path: str, key: str) -> CifarData:
     """The cached data set at ``path`` again (in another process, checked again); DataError if
@@ -117,18 +113,14 @@ def _check_file(path: Path, shape: tuple[int, ...], dtype: np.dtype) -> Part:
     """The file's header and size checked against ``shape`` and ``dtype``; CacheDamaged on any
     mismatch (or if it cannot be opened)."""
     fmt = np.lib.format
+    read_header = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}
     try:
         with open(path, "rb", buffering=0) as f:
-            version = fmt.read_magic(f)
-            if version not in ((1, 0), (2, 0)):
-                raise CacheDamaged(f"{path.name}: .npy version {version}")
-            read_header = (fmt.read_array_header_1_0 if version == (1, 0)
-                           else fmt.read_array_header_2_0)
-            got_shape, fortran, got_dtype = read_header(f)
+            got_shape, fortran, got_dtype = read_header[fmt.read_magic(f)](f)
             offset, size = f.tell(), os.fstat(f.fileno()).st_size
     except OSError as err:
         raise CacheDamaged(f"{path.name}: {err.strerror or err}") from None
-    except (ValueError, EOFError) as err:
+    except (KeyError, ValueError, EOFError) as err:   # KeyError: a version np.save never writes
         raise CacheDamaged(f"{path.name}: torn header ({err})") from None
     if fortran:
         raise CacheDamaged(f"{path.name}: Fortran order")
@@ -181,14 +173,8 @@ def read_cache(path: Path, key: str) -> CifarData | None:
 
 @contextlib.contextmanager
 def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on a lock file while the block runs; closing the file releases it
-    (none where fcntl is missing: the rename into place still keeps the cache consistent, two
-    processes may just both decode). DataError if the lock file cannot be made."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield
-        return
+    """An exclusive ``flock`` on a lock file while the block runs; closing the file releases it.
+    DataError if the lock file cannot be made."""
     with contextlib.ExitStack() as held:
         try:
             fcntl.flock(held.enter_context(open(path, "a")), fcntl.LOCK_EX)

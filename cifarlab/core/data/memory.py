@@ -4,6 +4,7 @@ sealed, read-only ``memfd`` that later processes find through ``<key>.shared`` a
 elsewhere each process reads its own copy."""
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import mmap
@@ -73,13 +74,8 @@ def _read_private(part: Part) -> np.ndarray:
     return out
 
 
-class _Mapping(mmap.mmap):
-    """A read-only mapping of a memfd that keeps our descriptor to it open while it lives, so
-    that other processes can find it through /proc/<our pid>/fd/<fd>."""
-
-
 def _shared(folder: Path, stamp: str, parts: dict[str, Part],
-            verify: Callable[[str, np.ndarray], None]) -> tuple[_Mapping, dict[str, int]]:
+            verify: Callable[[str, np.ndarray], None]) -> tuple[mmap.mmap, dict[str, int]]:
     """The recorded shared copy if it is still there and right, else a new one, verified and
     then recorded."""
     if not hasattr(os, "memfd_create"):
@@ -95,10 +91,11 @@ def _shared(folder: Path, stamp: str, parts: dict[str, Part],
     if fd is None:
         fd, name = _make_copy(folder.name, parts, offsets, total)
     try:
-        mapping = _Mapping(fd, total, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+        mapping = mmap.mmap(fd, total, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
     except BaseException:
         os.close(fd)
         raise
+    # our descriptor stays open while the mapping lives: others find it in /proc/<pid>/fd
     weakref.finalize(mapping, os.close, fd)
     if name is not None:
         for pname, part in parts.items():
@@ -118,7 +115,6 @@ def _open_recorded(record: Path, want: dict) -> int | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     try:
-        import fcntl
         seals = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
         if (os.readlink(f"/proc/self/fd/{fd}") == f"/memfd:{info['name']} (deleted)"
                 and fcntl.fcntl(fd, fcntl.F_GET_SEALS) & seals == seals
@@ -134,8 +130,6 @@ def _make_copy(key: str, parts: dict[str, Part], offsets: dict[str, int], total:
                ) -> tuple[int, str]:
     """(descriptor, name) of a new memfd holding every part at its offset, sealed;
     CacheDamaged if a file is short."""
-    import fcntl
-
     name = f"cifarlab-{key}-{secrets.token_hex(6)}"
     fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:

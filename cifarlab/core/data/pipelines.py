@@ -1,7 +1,5 @@
-"""The two input pipelines: ``tutorial`` (a torchvision data set, ToTensor + Normalize, a
-DataLoader) and ``fast`` (``FastLoader``: the uint8 tensor kept on the device). Both draw each
-epoch's order as one ``torch.randperm`` of a generator seeded once: the same images in the same
-order for the same seed."""
+"""The two input pipelines, ``tutorial`` (a DataLoader) and ``fast`` (``FastLoader``): both draw
+each epoch's order as one ``torch.randperm`` of a generator seeded once."""
 from __future__ import annotations
 
 import math
@@ -98,12 +96,10 @@ def tutorial_dataset(data: CifarData | str | None, split: str = "train") -> Cifa
 def tutorial_loader(data: CifarData | str | None, split: str = "train", batch_size: int = 4,
                     num_workers: int = 2, shuffle: bool = True, seed: int = 0,
                     subset: int | Sequence[int] | None = None, pin_memory: bool = False,
-                    persistent_workers: bool = True,
-                    multiprocessing_context: str | None = None
-                    ) -> torch.utils.data.DataLoader:
+                    persistent_workers: bool = True) -> torch.utils.data.DataLoader:
     """The tutorial's ``DataLoader`` over ``tutorial_dataset(data, split)``; each epoch's order
     from ``SeededShuffle`` (as ``FastLoader``'s with that seed), workers started as
-    ``sources.WORKER_START`` says unless ``multiprocessing_context`` says otherwise."""
+    ``sources.WORKER_START`` says."""
     ds: torch.utils.data.Dataset = tutorial_dataset(data, split)
     idx = _subset(len(ds), subset)
     if idx is not None:
@@ -114,8 +110,7 @@ def tutorial_loader(data: CifarData | str | None, split: str = "train", batch_si
         pin_memory=bool(pin_memory) and torch.cuda.is_available(),
         persistent_workers=bool(persistent_workers and num_workers > 0),
         generator=_generator(seed + 1),  # worker seeds only: the order comes from the sampler
-        multiprocessing_context=(multiprocessing_context or WORKER_START)
-        if num_workers > 0 else None)
+        multiprocessing_context=WORKER_START if num_workers > 0 else None)
 
 
 def _generator(seed: int) -> torch.Generator:

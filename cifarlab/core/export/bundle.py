@@ -14,7 +14,7 @@ from cifarlab import i18n
 from cifarlab.core.export.card import model_card
 from cifarlab.core.export.notebook import notebook_json
 from cifarlab.core.export.record import RunRecord, export_error
-from cifarlab.core.export.render import DEFAULT_NAME, checkpoint_note, export_script
+from cifarlab.core.export.render import checkpoint_note, export_script
 from cifarlab.core.export.tensorboard import log_files
 
 FORMATS = (".py", ".ipynb", ".zip")
@@ -29,45 +29,25 @@ def state_dict_bytes(record: RunRecord) -> bytes:
     return buf.getvalue()
 
 
-def bundle_files(record: RunRecord, lang: str = i18n.DEFAULT) -> dict[str, bytes]:
-    """What the zip holds: {path inside the zip: bytes}, all in one folder named after the
-    run."""
+def bundle_bytes(record: RunRecord, lang: str = i18n.DEFAULT) -> bytes:
+    """The zip, in memory, all in one folder named after the run. Entries are dated by the run,
+    so the same run gives the same zip (but for the TensorBoard files' own write times)."""
     notebook = f"{record.slug}.ipynb"
     files = {notebook: notebook_json(record, lang).encode("utf-8"),
              WEIGHTS: state_dict_bytes(record),
              "README.md": model_card(record, lang, notebook=notebook,
                                      logs=LOGS).encode("utf-8")}
     files |= {f"{LOGS}/{path}": data for path, data in log_files(record).items()}
-    return {f"cifarlab-{record.slug}/{path}": data for path, data in files.items()}
-
-
-def bundle_bytes(record: RunRecord, lang: str = i18n.DEFAULT) -> bytes:
-    """The zip, in memory. Entries are dated by the run, so the same run gives the same zip
-    (but for the TensorBoard files' own write times)."""
     stamp = time.localtime(record.created_at or time.time())[:6]
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for path, data in bundle_files(record, lang).items():
-            info = zipfile.ZipInfo(path, date_time=max(stamp, (1980, 1, 1, 0, 0, 0)))
+        for path, data in files.items():
+            info = zipfile.ZipInfo(f"cifarlab-{record.slug}/{path}",
+                                   date_time=max(stamp, (1980, 1, 1, 0, 0, 0)))
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
             archive.writestr(info, data)
     return buf.getvalue()
-
-
-def check_output(path: str | os.PathLike, default_name: str = DEFAULT_NAME) -> Path:
-    """``path`` if a file can be written there: CifarLabError ``export.is_folder``,
-    ``export.no_folder`` or ``export.cannot_write`` otherwise."""
-    path = Path(path).expanduser()
-    try:
-        if path.is_dir():
-            raise export_error("export.is_folder", path=path, name=default_name)
-        if not path.parent.is_dir():
-            raise export_error("export.no_folder", path=path, folder=path.parent)
-    except OSError as err:   # a name too long for the file system, say
-        raise export_error("export.cannot_write", path=path,
-                           reason=err.strerror or type(err).__name__) from None
-    return path
 
 
 def write_export(checkpoint, path: str | os.PathLike, name: str | None = None,
@@ -75,8 +55,17 @@ def write_export(checkpoint, path: str | os.PathLike, name: str | None = None,
     """Write a loaded checkpoint's run (``core.checkpoint.load``) as the format ``path``'s
     suffix names: the script (``.py``), the notebook (``.ipynb``) or the bundle (``.zip``);
     CifarLabError ``export.*`` when it cannot."""
-    suffix = Path(path).suffix.lower()
-    path = check_output(path, f"cifar_run{suffix if suffix in FORMATS else '.py'}")
+    path = Path(path).expanduser()
+    suffix = path.suffix.lower()
+    try:
+        if path.is_dir():
+            raise export_error("export.is_folder", path=path,
+                               name=f"cifar_run{suffix if suffix in FORMATS else '.py'}")
+        if not path.parent.is_dir():
+            raise export_error("export.no_folder", path=path, folder=path.parent)
+    except OSError as err:   # a name too long for the file system, say
+        raise export_error("export.cannot_write", path=path,
+                           reason=err.strerror or type(err).__name__) from None
     if suffix not in FORMATS:
         raise export_error("export.unknown_format", path=path, suffix=suffix or "(none)",
                            known=", ".join(FORMATS))

@@ -6,9 +6,8 @@ import nbformat
 from nbformat import v4
 
 from cifarlab import i18n
-from cifarlab.core.config import knobs
 from cifarlab.core.export.record import RunRecord
-from cifarlab.core.export.render import TUTORIAL_URL, constant_name, render, split_cells
+from cifarlab.core.export.render import TUTORIAL_URL, render, split_cells
 from cifarlab.core.safe_text import md_escape, one_line
 from cifarlab.i18n import finite
 
@@ -33,8 +32,7 @@ def build_notebook(record: RunRecord, lang: str = i18n.DEFAULT) -> nbformat.Note
         "results_file": RESULTS_FILE,
         "texts": {k: i18n.t(f"bundle.nb.print_{k}", lang) for k in ("accuracy", "losses",
                                                                     "weights")}})
-    extra = {"settings": "\n\n" + _settings_table(record, lang),
-             "device": "\n\n" + (text("threads") if threads else text("threads_unknown"))}
+    extra = {"device": "\n\n" + (text("threads") if threads else text("threads_unknown"))}
     cells = [v4.new_markdown_cell(text("title") + "\n\n" + text("intro"))]
     for name, source in split_cells(code):
         cells += [v4.new_markdown_cell(text(name) + extra.get(name, "")),
@@ -80,13 +78,3 @@ def _values(record: RunRecord) -> dict:
             "n_train": record.n_train, "url": TUTORIAL_URL, "results_file": RESULTS_FILE,
             "torch": (record.env or {}).get("torch") or "?", "threads": run_threads(record) or 0}
 
-
-def _settings_table(record: RunRecord, lang: str) -> str:
-    """The run's settings as a markdown table: the knob's label in ``lang``, the notebook's
-    constant and its value."""
-    rows = [f"| {i18n.t('bundle.setting', lang)} | | |", "|---|---|---|"]
-    for f in knobs(type(record.config)):
-        value = getattr(record.config, f.name)
-        rows.append(f"| {i18n.t(f.knob.label, lang)} | `{constant_name(f.name)}` | `{value!r}` |")
-    rows.append(f"| {i18n.t('bundle.network', lang)} | `Net` | `{record.network}` |")
-    return "\n".join(rows)

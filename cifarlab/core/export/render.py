@@ -1,8 +1,5 @@
-"""The code that repeats a run, from one template (``templates/run.py.j2``), for the script or
-the notebook's ``# %%`` cells. No user text can become code: the environment lets out only
-``Code``, which only the ``py`` (a literal read back equal), ``comment`` (one line) and
-``ident`` (a checked name) filters make.
-"""
+"""The code that repeats a run, from one template (``templates/run.py.j2``). No user text can
+become code: the environment lets out only ``Code``, which only the filters below make."""
 from __future__ import annotations
 
 import ast
@@ -19,18 +16,13 @@ import jinja2
 
 from cifarlab import i18n
 from cifarlab.core.config import ACTIVATION_CODE, TrainConfig, knobs
-from cifarlab.core.modelspec import ModelSpec, layout
+from cifarlab.core.modelspec import layout
 from cifarlab.core.safe_text import one_line
 from cifarlab.core.shapes import trace_spec
 
 TUTORIAL_URL = "https://pytorch.org/tutorials/beginner/blitz/cifar10_tutorial.html"
 DEFAULT_NAME = "cifar_run.py"
 _CELL = re.compile(r"^ *# %% (\w+)\n", re.M)
-# Fields the code does not read are written down all the same, and marked as not used
-USED = {"epochs", "lr", "momentum", "batch_size", "num_workers", "device", "pipeline", "seed",
-        "train_subset", "shuffle", "model", "log_every", "cuda_graphs", "net", "augment",
-        "label_smoothing", "nesterov", "weight_decay", "schedule", "tta", "activation",
-        "val_fraction"}
 TEMPLATES = Path(__file__).with_name("templates")
 _NOTHING = object()
 
@@ -98,7 +90,11 @@ def render(config: TrainConfig, notes: Iterable[str] = (), script_name: str = DE
     """The script (or, with ``notebook``, the notebook's cells) for ``config``'s run.
     ``notebook``: ``threads`` (or None), the lab's ``accuracy`` and ``epoch_losses``,
     ``results_file`` and the printed ``texts``. ShapeError if the network does not fit."""
-    net = net_layout(config.model)  # first: a ShapeError before anything else
+    spec = config.model
+    flat = next(t for t in trace_spec(spec) if t.kind == "flatten")  # first: any ShapeError
+    modules, forward = layout(spec)   # what class Net is made of (core.model.Net's own)
+    net = {"spec": spec, "modules": modules, "forward": forward, "hidden": spec.scaled_hidden(),
+           "flat": flat.in_shape, "numbers": f"{flat.out_shape[0]:,}"}
     return _ENV.get_template("run.py.j2").render(
         c=config, net=net, act=Code(ACTIVATION_CODE[config.activation]), notes=list(notes),
         script=script_name, notebook=notebook,
@@ -153,18 +149,9 @@ def settings(config: TrainConfig, lang: str = i18n.DEFAULT) -> list[dict]:
         help_text = helps.get(f.name, "") + (" " + t(f.name) if f.name in ("activation",
                                                                            "val_fraction")
                                               else "")
-        if f.name not in USED:
+        if f.name not in TrainConfig.__dataclass_fields__:  # a subclass's: written, not read
             help_text = (help_text + " " if help_text else "") + t("not_used")
         out.append({"name": name, "value": value, "indent": len(name) + 3,
                     "help": textwrap.wrap(help_text, 93)})
     return out
 
-
-def net_layout(spec: ModelSpec) -> dict:
-    """What ``class Net`` is made of (``core.modelspec.layout``, ``core.model.Net``'s own) and
-    fc1's input (the shape trace's; ShapeError if some layer does not fit)."""
-    flat = next(t for t in trace_spec(spec) if t.kind == "flatten")
-    modules, forward = layout(spec)
-    return {"spec": spec, "modules": modules, "forward": forward,
-            "hidden": spec.scaled_hidden(), "flat": flat.in_shape,
-            "numbers": f"{flat.out_shape[0]:,}"}
