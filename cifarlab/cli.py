@@ -38,9 +38,10 @@ def _model_spec(args) -> ModelSpec | None:
     return ModelSpec(**values) if values else None
 
 
-def add_config_args(p: argparse.ArgumentParser) -> None:
-    """One flag per knob of TrainConfig; a flag not typed sets nothing, so a preset's stands."""
-    for f in knobs(TrainConfig):
+def add_config_args(p: argparse.ArgumentParser, cls: type = TrainConfig) -> None:
+    """One flag per knob of ``cls`` (a schema grows its flags by itself); a flag not typed sets
+    nothing, so a preset's stands."""
+    for f in knobs(cls):
         extra = {"choices": list(f.knob.choices)} if f.knob.kind == "choice" else {}
         default = "all" if f.default is None else f.default
         p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=f.knob.parse,
@@ -49,12 +50,12 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
                        **extra)
 
 
-def config_from_args(args) -> TrainConfig:
+def config_from_args(args, cls: type = TrainConfig) -> TrainConfig:
     """The flags typed, over ``--preset``'s knobs, over the config's defaults."""
-    values = PRESETS[args.preset].knob_values(preset_only=True) if args.preset else {}
-    values.update({f.name: getattr(args, f.name) for f in knobs(TrainConfig)
-                   if hasattr(args, f.name)})
-    return TrainConfig(**values, model=_model_spec(args))
+    preset = getattr(args, "preset", None)
+    values = PRESETS[preset].knob_values(preset_only=True) if preset else {}
+    values.update({f.name: getattr(args, f.name) for f in knobs(cls) if hasattr(args, f.name)})
+    return cls(**values, model=_model_spec(args))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -447,7 +447,8 @@ def story(server, url, teacher, students):
     settle(ana)
     ana.get_by_text(es("classroom.banner.rank", rank=public.index("Ana") + 1, n=3)).wait_for()
     screenshot(ana, "classroom-home-rank-es")
-    ana.get_by_text(re.compile(r"^Entrenas con Tasa de aprendizaje = 0,001")).wait_for()
+    ana.get_by_text(re.compile(r"entrenas con Tasa de aprendizaje = 0,001")).first.wait_for()
+    main(ana).get_by_text(re.compile(r"^La clase compara Tasa de aprendizaje")).wait_for()
     main(ana).locator(".js-plotly-plot").first.wait_for()      # where her run sits
     screenshot(ana, "classroom-home-experiment-es")
 

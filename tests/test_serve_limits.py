@@ -233,8 +233,10 @@ def test_scheduling_is_fifo_per_device_with_slots_and_multi_device_exclusive(mak
 
 
 def _serve_codes():
-    """Every "serve.*" code written in cifarlab/serve, with where."""
-    for path in sorted((ROOT / "cifarlab" / "serve").glob("*.py")):
+    """Every "serve.*" code written in cifarlab/serve (or named in cifarlab/errors.py), with
+    where."""
+    paths = [*sorted((ROOT / "cifarlab" / "serve").glob("*.py")), ROOT / "cifarlab" / "errors.py"]
+    for path in paths:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (isinstance(node, ast.Constant) and isinstance(node.value, str)
                     and re.fullmatch(r"serve\.[a-z_]+\.[a-z_]+", node.value)):

@@ -45,7 +45,7 @@ def confused_examples(ev: EvalResult, true_cls: int | None = None, pred_cls: int
                       limit: int = 24) -> np.ndarray:
     """Test images of ``true_cls`` called ``pred_cls`` (none given: every mistake), surest first."""
     if true_cls is None:
-        idx = ev.misclassified
+        idx = np.flatnonzero(ev.predictions != ev.labels)
     else:
         idx = np.flatnonzero((ev.labels == true_cls) & (ev.predictions == pred_cls))
     return idx[np.argsort(-ev.probabilities[idx, ev.predictions[idx]], kind="stable")][:limit]
