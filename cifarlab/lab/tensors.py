@@ -243,8 +243,10 @@ def item_figure(item: dict, t) -> tuple[go.Figure, pd.DataFrame]:
     ms = [item["with_item_s"] * 1e3, item["without_item_s"] * 1e3]
     per_step = [v / item["steps"] for v in ms]
     fig = C.bar_figure(labels, ms, y_title="ms", height=320, colours=[C.PALETTE[5], C.PALETTE[2]],
-                       text=[f"{i18n.number(v, t.lang, 3)} ms/step" for v in per_step],
-                       title=f"{item['device']} · {item['steps']} steps")
+                       text=[t("tensors.item_per_step", ms=i18n.number(v, t.lang, 3))
+                             for v in per_step],
+                       title=t("tensors.item_chart_title", device=item["device"],
+                               n=i18n.number(item["steps"], t.lang)))
     table = pd.DataFrame({t("tensors.item_loop_col"): labels,
                           t("tensors.item_calls_col"): [item["item_calls_with"],
                                                         item["item_calls_without"]],
