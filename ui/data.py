@@ -34,8 +34,12 @@ def _decode_with_a_progress_bar() -> None:
 
     try:
         data.load(on_progress=show)
-    finally:   # a failed decode says why below; a bar stuck at 0 % would say it is still going
+    except BaseException:   # a failed decode says why below; a bar stuck part-way would not
         bar.empty()
+        raise
+    # left full, not emptied: an emptied element keeps the sidebar drawn, empty, on a later page
+    # that has none (the projector); the next rerun clears the bar
+    bar.progress(1.0, text=t("common.decoded"))
 
 
 def data_setting() -> tuple[str | None, str | None]:
