@@ -247,8 +247,10 @@ def item_figure(item: dict, t) -> tuple[go.Figure, pd.DataFrame]:
                              for v in per_step],
                        title=t("tensors.item_chart_title", device=item["device"],
                                n=i18n.number(item["steps"], t.lang)))
+    # the chart's times too: the table is what a screen reader reads
     table = pd.DataFrame({t("tensors.item_loop_col"): labels,
                           t("tensors.item_calls_col"): [item["item_calls_with"],
                                                         item["item_calls_without"]],
+                          "ms": [i18n.number(v, t.lang, 3) for v in ms],
                           t("tensors.item_sum_col"): [item["total_with"], item["total_without"]]})
     return C.localized(fig, t.lang), table

@@ -122,7 +122,7 @@ class RunView:
         steps, losses = self.series.points()
         steps, losses = np.asarray(steps, dtype=np.int32), np.asarray(losses, dtype=np.float32)
         spe = self.steps_per_epoch
-        running = [r for r in self.running if spe]
+        running = self.running if spe else []
         marks, total, val = [], 0, []
         for e in self.epochs:
             total += int(e.get("steps") or 0)

@@ -15,6 +15,7 @@ from cifarlab.i18n import duration, number, percent
 from cifarlab.core.probes import finite, signals
 from cifarlab.lab import eta
 from cifarlab.lab.charts import series_style
+from cifarlab.lab.classroom import status_text as status_word
 from cifarlab.lab.train import time_split
 
 GREY, BLUE, RED, ORANGE = "#888", "#3d7dca", "#ff4b4b", "#f0a202"
@@ -157,8 +158,8 @@ def run_label(run: Any, lang: str, full_images: int) -> str:
     when = time.strftime("%H:%M:%S", time.localtime(run.created_at))
     summary = t("train.run_summary", epochs=c.get("epochs", "?"), batch=c.get("batch_size", "?"),
                 lr=c.get("lr", 0), images=number(int(images), lang))
-    status = t("status.in_queue") if run.status == "queued" else t(f"status.{run.status}")
-    return " · ".join(([run.name] if run.name else []) + [when, status, summary])
+    return " · ".join(([run.name] if run.name else [])
+                      + [when, status_word(run.status, lang), summary])
 
 
 def progress_lines(prog: Mapping[str, Any], progress: Mapping[str, Any] | None,

@@ -5,12 +5,13 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from cifarlab.errors import CifarLabError
 from cifarlab.lab import classroom as words
 from cifarlab.lab.train_form import knob_fields
 from cifarlab.serve.classroom import MAX_VALUES
 from pages.classroom_parts import act, classroom
 from ui import messages
-from ui.language import call_or_show, lang, t
+from ui.language import lang, show_error, t
 
 K = "cls_ex_"
 REFRESH_S = 3.0
@@ -66,7 +67,11 @@ def picture(cr, me, code: str | None, assigned: bool = False, height: int = 640,
 
     @st.fragment(run_every=REFRESH_S)
     def draw() -> None:
-        view = call_or_show(cr.experiment, me, code)
+        try:
+            view = cr.experiment(me, code)
+        except CifarLabError as err:   # said alone: "no experiment" under it would contradict it
+            show_error(err)
+            return
         if view is None:
             st.info(t("classroom.experiment.none"))
             return

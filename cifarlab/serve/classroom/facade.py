@@ -199,7 +199,9 @@ class Classroom:
         if member is None:
             return None
         info = tables.require_class(self.store, member.code)
-        rows = self.leaderboard(person, info.code, "public")   # [] without a challenge
+        # their own class and its public board: no second membership check (leaderboard's)
+        rows = (scoring.leaderboard(self.store, info.code, info.challenge, "public", person)
+                if info.challenge is not None else [])
         preset, locked = enforce.pushed(info, member.slot)
         return StudentView(member, preset, locked, info.challenge,
                            next((r.rank for r in rows if r.you), None), len(rows), info.version,
