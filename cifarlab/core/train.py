@@ -138,29 +138,6 @@ def train_step(model: nn.Module, criterion, optimizer: optim.Optimizer,
     return loss
 
 
-def train(config: TrainConfig | None = None, data=None,
-          on_event: Callable[[Event], None] | None = None,
-          should_stop: Callable[[], bool] | None = None,
-          checkpoint_path=None, evaluate_after: bool = True,
-          eval_each_epoch: bool = False) -> TrainResult:
-    """Train the config's network on ``data`` (loaded from the default source when None),
-    after checking the config against this machine and the data (ConfigError, DeviceError)."""
-    config = config or TrainConfig()
-    data = data if data is not None else data_mod.load()
-    device = config.check_runtime(int(len(data.train_y)))
-    return _run(config, data, device, on_event, should_stop, checkpoint_path, evaluate_after,
-                eval_each_epoch)
-
-
-def train_admitted(config: TrainConfig, data, on_event: Callable[[Event], None] | None = None,
-                   should_stop: Callable[[], bool] | None = None, checkpoint_path=None,
-                   evaluate_after: bool = True, eval_each_epoch: bool = False) -> TrainResult:
-    """Train a config ``JobQueue.submit`` admitted, placed on the device resolved there
-    (``config.device``: ``TrainConfig.on_device``): not checked again."""
-    return _run(config, data, torch.device(config.device), on_event, should_stop,
-                checkpoint_path, evaluate_after, eval_each_epoch)
-
-
 def build(config: TrainConfig, data, device: torch.device):
     """What a run trains with, made from its config in the tutorial's order, after seeding:
     (model, criterion, optimizer, loader). The learning-rate finder starts from the same."""
@@ -171,11 +148,20 @@ def build(config: TrainConfig, data, device: torch.device):
             make_loader(config, data, device))
 
 
-def _run(config: TrainConfig, data, device: torch.device, on_event, should_stop,
-         checkpoint_path, evaluate_after: bool, eval_each_epoch: bool) -> TrainResult:
+def train(config: TrainConfig | None = None, data=None,
+          on_event: Callable[[Event], None] | None = None,
+          should_stop: Callable[[], bool] | None = None,
+          checkpoint_path=None, evaluate_after: bool = True,
+          eval_each_epoch: bool = False, admitted: bool = False) -> TrainResult:
+    """Train the config's network on ``data`` (the default source when None). A config nobody
+    admitted is checked against this machine and the data first (ConfigError, DeviceError);
+    an ``admitted`` one (``JobQueue.submit``'s, placed by ``TrainConfig.on_device``) is not."""
+    config = config or TrainConfig()
+    data = data if data is not None else data_mod.load()
+    n_train = int(len(data.train_y))
+    device = torch.device(config.device) if admitted else config.check_runtime(n_train)
     emit = on_event or (lambda event: None)
     stop = should_stop or (lambda: False)
-    n_train = int(len(data.train_y))
 
     model, criterion, optimizer, loader = build(config, data, device)
     steps_per_epoch = len(loader)

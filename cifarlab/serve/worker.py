@@ -32,13 +32,12 @@ _URGENT = frozenset({"start", "epoch", "diverged", "eval", "done", "stop"})
 
 def run_train_job(payload: dict, ctx: JobContext) -> dict:
     """The "train" kind: the config ``JobQueue.submit`` admitted and placed (``ctx.device``)."""
-    from cifarlab.core.train import train_admitted
+    from cifarlab.core.train import train
 
     config = TrainConfig.admitted(payload).on_device(ctx.device)
-    result = train_admitted(config, ctx.data(),
-                            on_event=lambda e: ctx.emit(e.kind, e.data),
-                            should_stop=ctx.should_stop, checkpoint_path=ctx.checkpoint_path,
-                            eval_each_epoch=True)
+    result = train(config, ctx.data(), on_event=lambda e: ctx.emit(e.kind, e.data),
+                   should_stop=ctx.should_stop, checkpoint_path=ctx.checkpoint_path,
+                   eval_each_epoch=True, admitted=True)
     ctx.weights_error = result.checkpoint_error
     return result.summary()
 

@@ -79,14 +79,14 @@ class CifarData:
 
     def __reduce__(self):  # a cached data set travels as a reference to its cache
         if self.cache_path:
-            return (_reopened, (self.cache_path, self.key))
+            return (reopen, (self.cache_path, self.key))
         return (CifarData, (self.train_x, self.train_y, self.test_x, self.test_y, self.classes,
                             self.source, self.key, self.notes))
 
 
-def _reopened(path: str, key: str) -> CifarData:
-    """The cached data set at ``path`` again (in another process, checked again); DataError if
-    it is gone or damaged since."""
+def reopen(path: str | Path, key: str) -> CifarData:
+    """The cached data set at ``path`` again (checked again); DataError if it is gone or
+    damaged since."""
     try:
         got = read_cache(Path(path), key)
         if got is None:
@@ -173,20 +173,24 @@ def read_cache(path: Path, key: str) -> CifarData | None:
 
 @contextlib.contextmanager
 def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on a lock file while the block runs; closing the file releases it.
-    DataError if the lock file cannot be made."""
+    """An exclusive ``flock`` on a lock file (its folder made) while the block runs; closing
+    the file releases it. DataError if the folder cannot be written."""
     with contextlib.ExitStack() as held:
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
             fcntl.flock(held.enter_context(open(path, "a")), fcntl.LOCK_EX)
         except OSError as err:
-            raise DataError("data.cache_not_writable", field="data", path=str(path.parent),
+            raise DataError("data.cache_write", field="data", path=str(path.parent),
                             reason=reason(err)) from None
         yield
 
 
 def write_cache(final: Path, key: str, arrays: dict[str, np.ndarray], meta: dict) -> None:
-    """Write into a fresh temp folder beside ``final``, marker last, then rename into place."""
+    """Write into a fresh temp folder beside ``final``, marker last, then rename into place
+    (under the key's lock: temp folders left by a killed writer go first)."""
     parent = final.parent
+    for stale in (*parent.glob(f".tmp-{key}-*"), *parent.glob(f".old-{key}-*")):
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=parent))
     try:
         os.chmod(tmp, 0o755)  # mkdtemp makes it private; the cache is readable like any file
@@ -212,22 +216,10 @@ def write_cache(final: Path, key: str, arrays: dict[str, np.ndarray], meta: dict
         try:
             os.rename(tmp, final)
         except OSError:
-            if not _valid(final, key):  # lost a race to a valid cache: fine; else raise
-                raise
+            with contextlib.suppress(CacheDamaged):  # lost a race to a valid cache: fine
+                if check_cache(final, key) is not None:
+                    return
+            raise
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _valid(path: Path, key: str) -> bool:
-    try:
-        return check_cache(path, key) is not None
-    except CacheDamaged:
-        return False
-
-
-def remove_stale_temps(parent: Path, key: str) -> None:
-    """Temp folders of a process killed while writing this key (we hold its lock)."""
-    for prefix in (f".tmp-{key}-", f".old-{key}-"):
-        for p in parent.glob(prefix + "*"):
-            shutil.rmtree(p, ignore_errors=True)

@@ -26,10 +26,9 @@ _MIN_PARALLEL = 4000     # below this many images, decode in this process
 
 def _decode_items(items: list[tuple[str, Any]]) -> tuple[np.ndarray | None, Any]:
     """Decode (name, bytes-or-path) pairs into N×3×32×32 uint8 (CHW, like the cache):
-    (array, (n_not_rgb, n_resized, n_converted)), or (None, (name, error)) for the first
-    unreadable image."""
+    (array, how many were converted), or (None, (name, error)) for the first unreadable image."""
     out = np.empty((len(items), 3, IMAGE_SIZE, IMAGE_SIZE), dtype=np.uint8)
-    not_rgb = resized = converted = 0
+    converted = 0
     size = (IMAGE_SIZE, IMAGE_SIZE)
     for i, (name, payload) in enumerate(items):
         try:
@@ -39,58 +38,13 @@ def _decode_items(items: list[tuple[str, Any]]) -> tuple[np.ndarray | None, Any]
                     out[i] = np.asarray(im).transpose(2, 0, 1)
                     continue
                 converted += 1
-                if im.mode != "RGB":
-                    not_rgb += 1
                 rgb = im.convert("RGB")
                 if rgb.size != size:
-                    resized += 1
                     rgb = rgb.resize(size, Image.Resampling.BICUBIC)
                 out[i] = np.asarray(rgb).transpose(2, 0, 1)
         except Exception as exc:  # noqa: BLE001 - any decoder error means "unreadable image"
             return None, (name, f"{type(exc).__name__}: {exc}")
-    return out, (not_rgb, resized, converted)
-
-
-class _Decoder:
-    """Decodes chunks of images in worker processes, or here: small jobs, no pool to be had,
-    or a pool that broke (a worker died: its chunks are redone here)."""
-
-    def __init__(self, workers: int):
-        self.workers = workers
-        self.pool: concurrent.futures.ProcessPoolExecutor | None = None
-        self.jobs: list[tuple[list, Any]] = []
-
-    def submit(self, items: list[tuple[str, Any]], parallel: bool) -> None:
-        if parallel and self.workers > 1 and self.pool is None:
-            self.pool = _make_pool(self.workers)
-            self.workers = self.workers if self.pool else 1
-        job = None
-        if self.pool is not None:
-            try:
-                job = self.pool.submit(_decode_items, items)
-            except Exception:  # noqa: BLE001 - a broken pool: decode here instead
-                self.close(wait=False)
-        self.jobs.append((items, _decode_items(items) if job is None else job))
-
-    def results(self) -> list[tuple[np.ndarray | None, Any]]:
-        out = []
-        for items, job in self.jobs:
-            if isinstance(job, concurrent.futures.Future):
-                try:
-                    job = job.result()
-                except Exception:  # noqa: BLE001 - worker died: redo it here
-                    self.close(wait=False)
-                    job = _decode_items(items)
-            out.append(job)
-        self.jobs = []   # the futures hold the chunks: _assemble lets each go once copied
-        return out
-
-    def close(self, wait: bool = True) -> None:
-        """No more workers: the pool shut down (``wait``: for its workers to exit)."""
-        if self.pool is not None:
-            self.pool.shutdown(wait=wait, cancel_futures=True)
-            self.pool = None
-        self.workers = 1
+    return out, converted
 
 
 def _decode_workers() -> int:
@@ -104,37 +58,32 @@ def _decode_workers() -> int:
     return max(1, min(cpus, 4))
 
 
-def _make_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor | None:
-    if multiprocessing.current_process().daemon:  # daemonic processes may not have children
-        return None
-    try:
-        return concurrent.futures.ProcessPoolExecutor(
-            max_workers=workers, mp_context=multiprocessing.get_context(WORKER_START))
-    except (OSError, ValueError, NotImplementedError):
-        return None
-
-
-def _conversion_note(counts: tuple[int, int, int]) -> str | None:
-    not_rgb, resized, converted = counts
-    if not converted:
-        return None
-    parts = [text for n, text in ((resized, f"{resized} resized to 32×32"),
-                                  (not_rgb, f"{not_rgb} converted to RGB")) if n]
-    return (f"{converted} image(s) were not 32×32 RGB and were converted "
-            f"({', '.join(parts)}).")
+def _decode_all(chunks: list[list[tuple[str, Any]]], parallel: bool) -> list:
+    """Each chunk decoded by a pool of worker processes, or here: small jobs, no pool to be had
+    (a daemonic process may not have children) or a pool that broke (a worker died)."""
+    workers = _decode_workers()
+    if parallel and workers > 1 and not multiprocessing.current_process().daemon:
+        try:
+            with concurrent.futures.ProcessPoolExecutor(
+                    max_workers=workers,
+                    mp_context=multiprocessing.get_context(WORKER_START)) as pool:
+                return list(pool.map(_decode_items, chunks))
+        except Exception:  # noqa: BLE001 - no pool here, or a worker died: decode here instead
+            pass
+    return [_decode_items(chunk) for chunk in chunks]
 
 
 def _assemble(entries: dict[str, list[tuple[str, str, int]]], results, classes: list[str],
               where: str) -> tuple[dict[str, np.ndarray], list[str]]:
     """Put decoded chunks (in stream order) into per-split arrays in ImageFolder order;
     ``entries[split]``: (class, relative name, stream position) of every image."""
-    counts = np.zeros(3, dtype=np.int64)
+    converted = 0
     for arr, info in results:
         if arr is None:
             name, error = info
             raise DataError("data.bad_image", field="data", name=name, source=where,
                             reason=error)
-        counts += np.asarray(info, dtype=np.int64)
+        converted += info
     total = sum(len(arr) for arr, _ in results)
     split_of = np.full(total, -1, dtype=np.int64)   # stream position -> split number
     dest = np.zeros(total, dtype=np.int64)          # stream position -> row in its split
@@ -157,8 +106,8 @@ def _assemble(entries: dict[str, list[tuple[str, str, int]]], results, classes: 
             sel = np.flatnonzero(split_of[start:end] == s)
             arrays[f"{split}_x"][dest[start + sel]] = arr[sel]
         start = end
-    note = _conversion_note(tuple(int(c) for c in counts))
-    return arrays, [note] if note else []
+    notes = [f"{converted} image(s) were not 32×32 RGB and were converted."] if converted else []
+    return arrays, notes
 
 
 def _check_classes(found: dict[str, dict[str, int]], where: str, loose: int) -> list[str]:
@@ -222,57 +171,48 @@ def _decode_members(members, where: str, on_progress: ProgressFn | None, percent
     # prefix (the folders above train/ and test/) -> split -> class -> images
     found: dict[tuple[str, ...], dict[str, dict[str, int]]] = {}
     loose: dict[tuple[str, ...], int] = {}
-    ignored = n_items = 0
-    batch: list[tuple[str, Any]] = []
-    decoder = _Decoder(_decode_workers())
+    ignored = 0
+    items: list[tuple[str, Any]] = []   # (name, bytes or path) of every image, in stream order
     next_report = time.monotonic() + 1.0
-    try:
-        for name, is_dir, payload in members:
-            parts = _split_member(name)
-            if parts is None:
-                if not is_dir and not is_image(name):
-                    ignored += 1
-                continue
-            pre, split, cls, rest = parts
-            if cls is None:
-                continue
-            classes_here = found.setdefault(pre, {s: {} for s in SPLITS})[split]
-            if is_dir:
-                classes_here.setdefault(cls, 0)
-            elif rest is None:   # a file beside the class folders
-                if is_image(cls):
-                    loose[pre] = loose.get(pre, 0) + 1
-                else:
-                    ignored += 1
-            elif not is_image(rest):
+    for name, is_dir, payload in members:
+        parts = _split_member(name)
+        if parts is None:
+            if not is_dir and not is_image(name):
                 ignored += 1
+            continue
+        pre, split, cls, rest = parts
+        if cls is None:
+            continue
+        classes_here = found.setdefault(pre, {s: {} for s in SPLITS})[split]
+        if is_dir:
+            classes_here.setdefault(cls, 0)
+        elif rest is None:   # a file beside the class folders
+            if is_image(cls):
+                loose[pre] = loose.get(pre, 0) + 1
             else:
-                classes_here[cls] = classes_here.get(cls, 0) + 1
-                entries[split].append((cls, rest, n_items))
-                batch.append((name, payload()))
-                n_items += 1
-                if len(batch) >= _CHUNK:
-                    decoder.submit(batch, parallel=True)
-                    batch = []
-                    if percent is not None and time.monotonic() >= next_report:
-                        next_report, pct = time.monotonic() + 1.0, percent()
-                        emit(on_progress, f"Reading the archive {where}: {n_items:,} images "
-                                          f"({pct}%) ...", fraction=pct / 100)
-        if batch:
-            decoder.submit(batch, parallel=n_items >= _MIN_PARALLEL)
-        with_images = sorted(p for p, splits in found.items()
-                             if any(n for cls in splits.values() for n in cls.values()))
-        if len(with_images) > 1:
-            shown = ", ".join(f"{'/'.join(p) or '.'}/" for p in with_images[:3])
-            raise DataError("data.several_data_sets", field="data", source=where, found=shown)
-        prefix = with_images[0] if with_images else max(found, key=len, default=())
-        classes = _check_classes(found.get(prefix, {s: {} for s in SPLITS}), where,
-                                 sum(loose.values()))
-        if percent is not None:
-            emit(on_progress, f"Decoding the last of {n_items:,} images ...", fraction=0.99)
-        results = decoder.results()
-    finally:
-        decoder.close()
+                ignored += 1
+        elif not is_image(rest):
+            ignored += 1
+        else:
+            classes_here[cls] = classes_here.get(cls, 0) + 1
+            entries[split].append((cls, rest, len(items)))
+            items.append((name, payload()))
+            if percent is not None and time.monotonic() >= next_report:
+                next_report, pct = time.monotonic() + 1.0, percent()
+                emit(on_progress, f"Reading the archive {where}: {len(items):,} images "
+                                  f"({pct}%) ...", fraction=pct / 100)
+    with_images = sorted(p for p, splits in found.items()
+                         if any(n for cls in splits.values() for n in cls.values()))
+    if len(with_images) > 1:
+        shown = ", ".join(f"{'/'.join(p) or '.'}/" for p in with_images[:3])
+        raise DataError("data.several_data_sets", field="data", source=where, found=shown)
+    prefix = with_images[0] if with_images else max(found, key=len, default=())
+    classes = _check_classes(found.get(prefix, {s: {} for s in SPLITS}), where,
+                             sum(loose.values()))
+    if percent is not None:
+        emit(on_progress, f"Decoding {len(items):,} images ...", fraction=0.99)
+    chunks = [items[k:k + _CHUNK] for k in range(0, len(items), _CHUNK)]
+    results = _decode_all(chunks, parallel=len(items) >= _MIN_PARALLEL)
     arrays, notes = _assemble(entries, results, classes, where)
     if ignored:
         notes.append(f"{ignored} file(s) that are not images were ignored.")

@@ -6,8 +6,8 @@ import threading
 import time
 from pathlib import Path
 
-from cifarlab.core.data.cache import CacheDamaged, CifarData, check_cache, file_lock, read_cache
-from cifarlab.core.data.cache import remove_stale_temps, write_cache
+from cifarlab.core.data.cache import (CacheDamaged, CifarData, check_cache, file_lock,
+                                      read_cache, reopen, write_cache)
 from cifarlab.core.data.decode import decode_source
 from cifarlab.core.data.sources import (CACHE_VERSION, ProgressFn, Source, cache_root, emit,
                                         identity, quick_stamp, reason, source)
@@ -85,19 +85,12 @@ def source_facts(data: str | os.PathLike | None = None,
 
 def _build_locked(src: Source, key: str, ident: dict, root: Path, final: Path,
                   on_progress: ProgressFn | None) -> CifarData:
-    parent = final.parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise DataError("data.cache_folder", field="data", path=str(parent),
-                        reason=reason(err)) from None
-    with file_lock(parent / f"{key}.lock"):
+    with file_lock(final.parent / f"{key}.lock"):
         # another process may have built (or repaired) it while we waited; a damaged one was
         # said so before taking the lock, and write_cache replaces it whole
         result = _read_whole(final, key)
         if result is not None:
             return result
-        remove_stale_temps(parent, key)
         t0 = time.perf_counter()
         emit(on_progress, f"Decoding {src.description} once into the cache {final} ...",
              fraction=0.0)
@@ -112,15 +105,12 @@ def _build_locked(src: Source, key: str, ident: dict, root: Path, final: Path,
         try:
             write_cache(final, key, arrays, meta)
         except OSError as err:
-            raise DataError("data.cache_write", field="data", path=str(final),
+            raise DataError("data.cache_write", field="data", path=str(final.parent),
                             reason=reason(err)) from None
         emit(on_progress, f"Decoded {meta['n_train']:,} + {meta['n_test']:,} images in "
                           f"{seconds:.1f} s.")
         del arrays  # the copy read back below is the one kept
-        result = _read_whole(final, key)
-        if result is None:  # pragma: no cover - only if someone deletes or damages it under us
-            raise DataError("data.cache_vanished", field="data", path=str(final))
-        return result
+        return reopen(final, key)
 
 
 def _read_whole(final: Path, key: str, on_progress: ProgressFn | None = None,

@@ -132,13 +132,9 @@ def _folder_root(path: str) -> str | None:
 
 
 def check_folder_layout(src: Source) -> None:
-    """DataError unless the folder holds train/ and test/ (naming torchvision's own files)."""
-    if src.root and all(os.path.isdir(os.path.join(src.root, s)) for s in SPLITS):
-        return
-    torchvision_files = os.path.exists(os.path.join(src.path, "data_batch_1")) or os.path.isdir(
-        os.path.join(src.path, "cifar-10-batches-py"))
-    raise DataError("data.no_splits_torchvision" if torchvision_files else "data.no_splits",
-                    field="data", path=src.path)
+    """DataError unless the folder holds train/ and test/."""
+    if not (src.root and all(os.path.isdir(os.path.join(src.root, s)) for s in SPLITS)):
+        raise DataError("data.no_splits", field="data", path=src.path)
 
 
 def folder_members(root: str):

@@ -70,12 +70,6 @@ def log_files(record: RunRecord) -> dict[str, bytes]:
                 writer.add_scalar("epoch/loss", e["mean_loss"], n, walltime=wall(done))
             if finite(e.get("accuracy")) is not None:
                 writer.add_scalar("epoch/accuracy", e["accuracy"], n, walltime=wall(done))
-        for sample in results.get("inside") or []:   # core/probes.py's, without histograms
-            for layer in sample.get("layers") or []:
-                for what in ("weight_norm", "grad_norm", "dead"):
-                    if finite(layer.get(what)) is not None:
-                        writer.add_scalar(f"inside/{layer['name']}/{what}", layer[what],
-                                          sample["step"], walltime=wall(sample["step"]))
         metrics = {}
         if record.accuracy is not None:
             metrics["hparam/accuracy"] = record.accuracy
