@@ -98,7 +98,6 @@ def main() -> int:
     arrays = {n: np.array(getattr(data, n)) for n in cache.ARRAYS}
     total = sum(a.nbytes for a in arrays.values())
     del data
-    D.clear_memory_cache()
     memory.SHARE = False   # every open makes its own copy from the files (and checks it)
     load0 = os.getloadavg()
     print(f"machine: {cpu_name()}, {os.cpu_count()} cores; {platform.python_implementation()} "

@@ -22,8 +22,7 @@ def make_tar(folder, dest, prefix="tiny", mode="w:gz"):
 
 
 def load_fresh(source, cache, **kw):
-    """load() as a new process would: nothing remembered in memory."""
-    D.clear_memory_cache()
+    """load(), the source as a path."""
     return D.load(str(source), cache_dir=cache, **kw)
 
 
@@ -35,7 +34,6 @@ def same_arrays(a, b):
 
 def error(source, cache, *, lang=None):
     """The DataError load() raises, as the command line prints it (or in ``lang``)."""
-    D.clear_memory_cache()
     with pytest.raises(DataError) as info:
         D.load(str(source), cache_dir=cache)
     return str(info.value) if lang is None else info.value.text(lang)

@@ -96,8 +96,6 @@ def test_second_load_reads_the_cache_into_memory_read_only(cifar_archive, cifar_
         again.test_x[0, 0, 0, 0] = 1
     assert np.array_equal(again.test_x, cifar_data.test_x)
     assert np.array_equal(again.train_y, cifar_data.train_y)
-    # within one process: the same object
-    assert D.load(str(cifar_archive), cache_dir=cifar_cache_dir) is again
     meta = json.loads((cifar_cache_dir / "datasets" / again.key / "meta.json").read_text())
     assert meta["complete"] is True
     print(f"decode time when the cache was built: {meta['decode_seconds']:.1f} s")
@@ -134,30 +132,16 @@ def test_subset_indices_are_fixed_sorted_and_checked():
     assert info.value.code == "data.subset_too_large" and info.value.field == "train_subset"
     assert str(info.value) == "The subset (60,000 images) is larger than the data (50,000 images)."
     assert "60.000" in info.value.text("es") and "50.000" in info.value.text("pt")
-    with pytest.raises(DataError, match="at least 1"):
-        P.subset_indices(10, 0)
     with pytest.raises(DataError, match="between 0 and 9"):
         P.FastLoader(D.CifarData(np.zeros((10, 3, 32, 32), np.uint8), np.zeros(10, np.int64),
                                  np.zeros((1, 3, 32, 32), np.uint8), np.zeros(1, np.int64),
                                  ("a",), "test", "k"), subset=[3, 10])
 
 
-def test_a_wrong_call_is_refused_where_it_is_made():
-    """Guards for callers' mistakes (no page or config can make them): refused at the call,
-    not as a ZeroDivisionError later, a time since the clock's origin, or a failed save."""
+def test_results_are_saved_as_plain_values():
+    """Any key as its text: a run must not fail at its save for a key JSON would refuse."""
     from cifarlab.core.checkpoint import _plain
-    from cifarlab.core.devices import Stopwatch
 
-    data = D.CifarData(np.zeros((10, 3, 32, 32), np.uint8), np.zeros(10, np.int64),
-                       np.zeros((1, 3, 32, 32), np.uint8), np.zeros(1, np.int64),
-                       ("a",), "test", "k")
-    with pytest.raises(ValueError, match="'train' or 'test'"):
-        data.split("val")
-    for bad in (0, -1, 2.5, True):
-        with pytest.raises(ValueError, match="positive whole number"):
-            P.FastLoader(data, "train", bad)
-    with pytest.raises(RuntimeError, match="before start"):
-        Stopwatch().stop()
     assert _plain({np.int64(1): np.float32(0.5), (1, 2): [torch.tensor(2)], None: "x"}) == \
         {"1": 0.5, "(1, 2)": [2], "None": "x"}
 

@@ -55,7 +55,6 @@ def _killed_while_writing(source, cache):
     def die(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGKILL)
     cache_mod.json = types.SimpleNamespace(dump=die, dumps=json.dumps, loads=json.loads)
-    D.clear_memory_cache()
     D.load(source, cache_dir=cache)
 
 
@@ -78,7 +77,6 @@ def test_a_writer_killed_before_the_marker_leaves_nothing_valid(tiny_folder, tmp
 
 
 def _load_digest(source, cache, queue):
-    D.clear_memory_cache()
     d = D.load(source, cache_dir=cache)
     queue.put((d.key, hashlib.sha256(np.ascontiguousarray(d.train_x).tobytes()
                                      + np.ascontiguousarray(d.test_y).tobytes()).hexdigest()))
@@ -225,7 +223,6 @@ def test_the_shared_copy_is_sealed_found_again_and_replaced_when_stale(tiny_fold
     assert backing(second.train_x) == backing(first.train_x) and same_arrays(first, second)
     # once nobody here holds it, the record is stale: the next load makes and records a new one
     del first, second
-    D.clear_memory_cache()
     gc.collect()
     third = load_fresh(tiny_folder, cache)
     again = json.loads((cache / "datasets" / f"{third.key}.shared").read_text())

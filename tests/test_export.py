@@ -293,7 +293,7 @@ def test_cli_export_writes_the_script_of_the_checkpoints_run(saved, tmp_path, ca
     assert "again.py" in capsys.readouterr().out
     text = out.read_text()
     assert "python again.py DATA" in text and "cifar_run.py" not in text
-    assert "# CIFAR Lab checkpoint run.pth, test accuracy 43.2 %" in text
+    assert "# CIFAR Lab checkpoint (run), test accuracy 43.2%" in text
     module = runpy.run_path(str(out), run_name="exported")
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
@@ -316,9 +316,10 @@ def test_cli_export_bad_input_exits_2_with_one_line(saved, tmp_path, capsys):
         ([str(tmp_path / "missing.pth")], "missing.pth"),
         ([str(text)], "notes.pth"),
         ([str(plain)], "only a network's weights"),
-        ([str(path), "-o", str(tmp_path / "no" / "such" / "run.py")], "does not exist"),
-        ([str(path), "-o", str(tmp_path)], "is a folder"),
+        ([str(path), "-o", str(tmp_path / "no" / "such" / "run.py")], "No such file"),
+        ([str(path), "-o", str(tmp_path / "folder.py")], "Is a directory"),
     ]
+    (tmp_path / "folder.py").mkdir()
     for args, said in cases:
         assert main(["export", *args]) == 2, args
         err = capsys.readouterr().err

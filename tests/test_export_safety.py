@@ -15,7 +15,6 @@ import subprocess
 import sys
 import tokenize
 import zipfile
-from types import SimpleNamespace
 
 import nbformat
 import pytest
@@ -27,9 +26,9 @@ from cifarlab.core import checkpoint
 from cifarlab.core.config import CIFAR10_CLASSES, TrainConfig
 from cifarlab.core.export.bundle import bundle_bytes
 from cifarlab.core.export.card import model_card
-from cifarlab.core.export.notebook import notebook_json
 from cifarlab.core.export.record import RunRecord
-from cifarlab.core.export.render import checkpoint_note, export_script
+from cifarlab.core.export.notebook import notebook_json, source_note
+from cifarlab.core.export.render import export_script
 from cifarlab.core.model import Net as LabNet
 from tutorial_net import Net as TutorialNet
 
@@ -147,7 +146,7 @@ def plain_exports():
     for config, lang in ((TrainConfig(), "en"), (TRICKY, "pt")):
         record = RunRecord(config, {}, tuple(CIFAR10_CLASSES), run_id=RUN_ID, name="run",
                            results={"test_accuracy": 0.5})
-        note = checkpoint_note(SimpleNamespace(results=record.results), "run.pth")
+        note = source_note(record)
         out[config, lang] = (code_tokens(export_script(config, note, script_name="run.py")),
                              [code_tokens(c) for c in code_cells(notebook_json(record, lang))])
     return out
@@ -163,7 +162,7 @@ def test_any_name_leaves_the_code_token_for_token_the_same(name, tricky, plain_e
     script_tokens, cell_tokens = plain_exports[config, lang]
     record = RunRecord(config, {}, tuple(CIFAR10_CLASSES), run_id=RUN_ID, name=name,
                        results={"test_accuracy": 0.5})
-    note = checkpoint_note(SimpleNamespace(results=record.results), name + ".pth")
+    note = source_note(record)
     script = export_script(config, note, script_name=name)
     assert code_tokens(script) == script_tokens
     cells = code_cells(notebook_json(record, lang))
@@ -212,7 +211,7 @@ def test_cli_export_says_what_is_wrong_in_one_line_whatever_the_names(tmp_path, 
     plain = tmp_path / "only\nweights.pth"
     torch.save(TutorialNet().state_dict(), plain)  # the tutorial's own line
     cases = [([str(path), "-o", str(tmp_path / "run\u2028.txt")], ".py, .ipynb, .zip"),
-             ([str(path), "-o", str(tmp_path / "no\rsuch" / "run.py")], "does not exist"),
+             ([str(path), "-o", str(tmp_path / "no\rsuch" / "run.py")], "could not be written"),
              ([str(path), "-o", str(tmp_path / ("x" * 300 + "\n.py"))], "could not be written"),
              ([str(plain), "-o", str(tmp_path / "x.py")], "only a network's weights"),
              ([str(tmp_path / "no\x85such.pth")], "such.pth")]

@@ -1,5 +1,4 @@
-"""The one frozen, validated TrainConfig: each field carries its Knob, from which the command
-line, the Train page, the run tables and the exported script derive. Defaults: the tutorial's."""
+"""The one frozen, validated TrainConfig (each field carries its Knob); defaults: the tutorial's."""
 from __future__ import annotations
 
 import contextlib
@@ -95,8 +94,8 @@ class TrainConfig:
 
     # -- checking -----------------------------------------------------------------------
     def check_runtime(self, n_train: int | None = None):
-        """The ``torch.device`` of a config nobody admitted (the command line's, a test's),
-        after checking it against this machine and the data: ConfigError or DeviceError."""
+        """The ``torch.device`` of a config nobody admitted, checked against this machine and
+        the data (ConfigError, DeviceError)."""
         from cifarlab.core.devices import resolve_device  # devices imports torch: on demand
 
         device = resolve_device(self.device)  # raises DeviceError naming the devices present
@@ -127,8 +126,7 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TrainConfig:
-        """A config from a mapping anyone may have written (a file, a checkpoint, a form):
-        checked as it is built. Older writings are read as they were meant (``_migrate``)."""
+        """A config from a mapping anyone may have written: checked as it is built."""
         d = _migrate(d)
         unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
@@ -150,8 +148,7 @@ class TrainConfig:
         return config
 
     def on_device(self, device: str) -> TrainConfig:
-        """This admitted config on the ``device`` its submit resolved "auto" (or "cuda") to: what
-        the worker trains and the checkpoint keeps (the store keeps the student's choice)."""
+        """This admitted config on the ``device`` its submit resolved "auto" (or "cuda") to."""
         config = copy.copy(self)
         object.__setattr__(config, "device", device)
         return config
@@ -162,8 +159,7 @@ class TrainConfig:
                 if f.knob.preset or not preset_only}
 
     def describe(self) -> str:
-        """One line, for logs and run lists (English; pages build their own from knobs()): the
-        tutorial's settings, then the speed lesson's that differ from the tutorial's."""
+        """One line in English, for logs: the tutorial's settings, then the others changed."""
         sub = f", subset {self.train_subset}" if self.train_subset else ""
         tricks = "".join(f", {name} {getattr(self, name)}" for name in
                          ("val_fraction", "net", "activation", "augment", "label_smoothing",
@@ -175,15 +171,13 @@ class TrainConfig:
 
 
 def val_count(n: int, fraction: float) -> int:
-    """How many of ``n`` training images a validation share ``fraction`` holds out: at least one
-    when the share is above 0, never all of them."""
+    """How many of ``n`` images a validation share holds out: at least one, never all."""
     return min(n - 1, max(1, round(n * fraction))) if fraction > 0 and n > 1 else 0
 
 
 @functools.cache
 def knobs(cls: type = TrainConfig) -> tuple[KnobField, ...]:
-    """Every field of ``cls`` (TrainConfig or a subclass) that carries a ``Knob``, in order,
-    its catalog keys filled in from its name."""
+    """Every field of ``cls`` that carries a ``Knob``, its catalog keys filled in."""
     return tuple(KnobField(f.name, f.default, dataclasses.replace(
         k, label=k.label or f"{k.keys}.{f.name}", help=k.help or f"{k.keys}.{f.name}_help",
         error=k.error or f"config.{f.name}"))

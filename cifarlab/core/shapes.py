@@ -30,9 +30,8 @@ def _inner(size: int, kernel: int, stride: int, padding: int, dilation: int) -> 
 
 def conv2d_formula(size: int, kernel: int, stride: int = 1, padding: int = 0,
                    dilation: int = 1) -> tuple[str, int, bool]:
-    """One dimension of nn.Conv2d: (formula with the numbers in, output size, division exact?).
-    An output below 1 is returned (a calculator shows why); what PyTorch refuses outright
-    (kernel 0, ...) raises ShapeError."""
+    """One dimension of nn.Conv2d: (formula with the numbers in, output size, division exact?);
+    an output below 1 is returned (a calculator shows why), a kernel 0 is a ShapeError."""
     _check_args(CONV, size, kernel, stride, padding, dilation)
     n = _numerator(size, kernel, padding, dilation)
     out = n // stride + 1
@@ -68,8 +67,7 @@ def conv2d_output_size(size, kernel_size, stride=1, padding=0, dilation=1):
 
 
 def pool2d_output_size(size, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
-    """Output size of nn.MaxPool2d (stride defaults to kernel_size). Ints in, int out;
-    pair, pair."""
+    """Output size of nn.MaxPool2d (stride defaults to kernel_size), as conv2d_output_size."""
     args = (size, kernel_size, kernel_size if stride is None else stride, padding, dilation)
     return _as_given(args, _spatial(POOL, pool2d_formula, args, ceil_mode=bool(ceil_mode))[0])
 
@@ -79,8 +77,7 @@ def _as_given(args: tuple, dims: tuple[int, int]):
 
 
 def _spatial(layer: str, formula, args: tuple, **kw) -> tuple[tuple[int, int], str, bool]:
-    """((out H, out W), the H formula and the W one where it differs, both divisions exact?);
-    ShapeError for an output below 1."""
+    """((out H, out W), the formula(s), both divisions exact?); ShapeError for an output < 1."""
     (fh, oh, eh), (fw, ow, ew) = (formula(*a, **kw) for a in per_dim(args, layer))
     if min(oh, ow) < 1:
         raise _too_small(layer, args, [oh, ow])
@@ -101,9 +98,8 @@ _ONE, _TWO = re.compile(_WHOLE), re.compile(rf"\s*[(\[]{_WHOLE},{_WHOLE}[)\]]\s*
 
 
 def parse_size(text: str, arg: str, layer: str = "?") -> int | tuple[int, int]:
-    """What a student typed for one argument, as nn.Conv2d takes it: "5" -> 5, "(5, 2)" -> (5, 2).
-    A rectangle needs its parentheses (as in Python, and so "2,5", a decimal in es and pt, is
-    refused rather than read as a pair); anything else raises ``shapes.not_a_pair``."""
+    """What a student typed for one argument: "5" -> 5, "(5, 2)" -> (5, 2). A pair needs its
+    parentheses ("2,5" is a decimal in es and pt); anything else is ``shapes.not_a_pair``."""
     ints = [int(g.replace("−", "-").replace(" ", ""))
             for m in (_ONE.fullmatch(text), _TWO.fullmatch(text)) if m for g in m.groups()]
     if not ints:
@@ -130,8 +126,7 @@ def _check_args(layer: str, size: int, kernel: int, stride: int, padding: int,
 
 
 def _too_small(layer: str, args: tuple, dims: list[int]) -> ShapeError:
-    """The error for an output below 1: the sizes in, the output, and the largest kernel that
-    would fit (``errors.shapes.conv_too_small`` / ``pool_too_small``)."""
+    """The error for an output below 1: the sizes in, the output, the largest kernel that fits."""
     h, w = per_dim(args, layer)
     # the window (d·(k − 1) + 1 pixels) must fit in the padded input (n + 2p pixels)
     kmax = [(n + 2 * p - 1) // d + 1 for n, k, s, p, d in (h, w)]
@@ -255,8 +250,7 @@ def _trace_list(layers: list[dict], shape: tuple[int, ...]) -> list[LayerTrace]:
 
 
 def trace(layers, input_shape=(3, 32, 32)) -> list[LayerTrace]:
-    """Shapes through a layer list (dicts), the input first; ShapeError naming a layer that
-    does not fit."""
+    """Shapes through a layer list (dicts), the input first; ShapeError naming a misfit."""
     shape = _input_shape(input_shape)
     if not isinstance(layers, (list, tuple)):
         raise ShapeError("shapes.cannot_trace", layer="layers", kind=type(layers).__name__)
@@ -265,8 +259,7 @@ def trace(layers, input_shape=(3, 32, 32)) -> list[LayerTrace]:
 
 def trace_spec(spec: ModelSpec, input_shape=(3, 32, 32), num_classes: int = 10
                ) -> list[LayerTrace]:
-    """trace() of the model a ModelSpec builds: conv1, relu1, pool1, conv2, ..., fc3. Pure
-    arithmetic: ``total_params(trace_spec(spec))`` counts a network of any size for free."""
+    """trace() of the model a ModelSpec builds: arithmetic alone, for a network of any size."""
     return trace(spec_layers(spec, num_classes), input_shape)
 
 

@@ -1,5 +1,5 @@
 """CIFAR-10 decoded once into a checked cache (``pipelines``, which loads torch, on its own)."""
 from cifarlab.core.data.cache import CifarData
-from cifarlab.core.data.loading import clear_memory_cache, is_cached, load, source_facts
+from cifarlab.core.data.loading import is_cached, load, source_facts
 
-__all__ = ["CifarData", "load", "is_cached", "source_facts", "clear_memory_cache"]
+__all__ = ["CifarData", "load", "is_cached", "source_facts"]

@@ -64,8 +64,6 @@ class CifarData:
 
     def split(self, split: str) -> tuple[np.ndarray, np.ndarray]:
         """``(x, y)`` of ``"train"`` or ``"test"``."""
-        if split not in ("train", "test"):
-            raise ValueError(f"split must be 'train' or 'test', not {split!r}")
         return getattr(self, f"{split}_x"), getattr(self, f"{split}_y")
 
     def class_counts(self, split: str = "train") -> dict[str, int]:

@@ -248,4 +248,4 @@ def decode_source(src: Source, cache_root: Path, on_progress: ProgressFn | None
     if src.kind == "archive":
         return _decode_archive(src, on_progress)
     check_folder_layout(src)
-    return _decode_members(folder_members(src.root), src.root, on_progress)
+    return _decode_members(folder_members(src.path), src.path, on_progress)

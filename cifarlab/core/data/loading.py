@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import threading
 import time
 from pathlib import Path
 
@@ -10,42 +9,23 @@ from cifarlab.core.data.cache import (CacheDamaged, CifarData, check_cache, file
                                       read_cache, reopen, write_cache)
 from cifarlab.core.data.decode import decode_source
 from cifarlab.core.data.sources import (CACHE_VERSION, ProgressFn, Source, cache_root, emit,
-                                        identity, quick_stamp, reason, source)
+                                        identity, reason, source)
 from cifarlab.errors import DataError
-
-_LOCK = threading.RLock()
-_MEMO: dict[tuple, CifarData] = {}
-
-
-def clear_memory_cache() -> None:
-    """Forget the data sets loaded in this process (the disk cache stays)."""
-    with _LOCK:
-        _MEMO.clear()
 
 
 def load(data: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None,
          on_progress: ProgressFn | None = None) -> CifarData:
     """The data set ``data`` names (``sources.source``): decoded and cached on first use, read from
     the checked cache after (a damaged one is rebuilt). ``DataError`` says what went wrong and
-    how to fix it."""
+    how to fix it. Callers keep what it returns: each call checks the source and the cache."""
     src = source(data)
     root = cache_root(cache_dir)
-    with _LOCK:
-        try:
-            memo_key = (src.kind, src.path, str(root), quick_stamp(src))
-        except OSError as err:
-            raise DataError("data.source_unreadable", field="data", path=src.path,
-                            reason=reason(err)) from None
-        hit = _MEMO.get(memo_key)
-        if hit is not None:
-            return hit
-        key, ident = identity(src)
-        final = root / "datasets" / key
-        result = _read_whole(final, key, on_progress, say_damage=True)
-        if result is None:  # absent, incomplete or damaged
-            result = _build_locked(src, key, ident, root, final, on_progress)
-        _MEMO[memo_key] = result
-        return result
+    key, ident = identity(src)
+    final = root / "datasets" / key
+    result = _read_whole(final, key, on_progress, say_damage=True)
+    if result is None:  # absent, incomplete or damaged
+        result = _build_locked(src, key, ident, root, final, on_progress)
+    return result
 
 
 def is_cached(data: str | os.PathLike | None = None,
@@ -79,7 +59,7 @@ def source_facts(data: str | os.PathLike | None = None,
         except OSError:
             pass
     elif src.kind == "folder":
-        facts["name"] = os.path.basename(os.path.normpath(src.root))
+        facts["name"] = os.path.basename(os.path.normpath(src.path))
     return facts
 
 

@@ -40,10 +40,8 @@ class Part:
 
 def attach(folder: Path, stamp: str, parts: dict[str, Part],
            verify: Callable[[str, np.ndarray], None]) -> dict[str, np.ndarray]:
-    """The read-only arrays of the checked cache ``folder`` (``stamp``: what makes its content
-    unique), shared if possible. ``verify(name, array)`` (CacheDamaged: not what was written)
-    checks every copy made from the files; a sealed copy found again was checked by the
-    process that made it and cannot change."""
+    """The read-only arrays of the checked cache ``folder``, shared if possible; ``verify``
+    checks every copy made from the files (a sealed copy found again cannot change)."""
     if SHARE:
         try:
             mapping, offsets = _shared(folder, stamp, parts, verify)
@@ -76,8 +74,7 @@ def _read_private(part: Part) -> np.ndarray:
 
 def _shared(folder: Path, stamp: str, parts: dict[str, Part],
             verify: Callable[[str, np.ndarray], None]) -> tuple[mmap.mmap, dict[str, int]]:
-    """The recorded shared copy if it is still there and right, else a new one, verified and
-    then recorded."""
+    """The recorded shared copy if it is still there and right, else a new one, recorded."""
     if not hasattr(os, "memfd_create"):
         raise OSError("no memfd on this platform")
     offsets, total = {}, 0
@@ -128,8 +125,7 @@ def _open_recorded(record: Path, want: dict) -> int | None:
 
 def _make_copy(key: str, parts: dict[str, Part], offsets: dict[str, int], total: int
                ) -> tuple[int, str]:
-    """(descriptor, name) of a new memfd holding every part at its offset, sealed;
-    CacheDamaged if a file is short."""
+    """(descriptor, name) of a new sealed memfd holding every part; CacheDamaged if one is short."""
     name = f"cifarlab-{key}-{secrets.token_hex(6)}"
     fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:

@@ -39,9 +39,6 @@ def _as_data(data: CifarData | str | os.PathLike | None) -> CifarData:
 def subset_indices(n: int, size: int, seed: int = 0) -> np.ndarray:
     """A fixed random subset of ``size`` of ``range(n)``, sorted: NumPy's legacy
     ``RandomState``, whose stream never changes, so every training seed sees the same images."""
-    if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < 1:
-        raise DataError("data.subset_size", field="train_subset",
-                        size=size if isinstance(size, (int, float)) else repr(size))
     if size > n:
         raise DataError("data.subset_too_large", field="train_subset", size=int(size), n=n)
     if size == n:
@@ -97,9 +94,8 @@ def tutorial_loader(data: CifarData | str | None, split: str = "train", batch_si
                     num_workers: int = 2, shuffle: bool = True, seed: int = 0,
                     subset: int | Sequence[int] | None = None, pin_memory: bool = False,
                     persistent_workers: bool = True) -> torch.utils.data.DataLoader:
-    """The tutorial's ``DataLoader`` over ``tutorial_dataset(data, split)``; each epoch's order
-    from ``SeededShuffle`` (as ``FastLoader``'s with that seed), workers started as
-    ``sources.WORKER_START`` says."""
+    """The tutorial's ``DataLoader`` over ``tutorial_dataset(data, split)``, each epoch's order
+    from ``SeededShuffle`` (as ``FastLoader``'s with that seed)."""
     ds: torch.utils.data.Dataset = tutorial_dataset(data, split)
     idx = _subset(len(ds), subset)
     if idx is not None:
@@ -118,9 +114,8 @@ def _generator(seed: int) -> torch.Generator:
 
 
 class SeededShuffle(torch.utils.data.Sampler):
-    """``shuffle=True``, reproducibly: epoch k visits the data in the order of the k-th
-    ``torch.randperm(n)`` of a generator seeded with ``seed``, one draw per epoch
-    (``RandomSampler`` draws a second at each epoch's end), as ``FastLoader`` does."""
+    """``shuffle=True``, reproducibly: one ``torch.randperm(n)`` per epoch from a generator
+    seeded once, as ``FastLoader`` does (``RandomSampler`` draws a second at each epoch's end)."""
 
     def __init__(self, n: int, seed: int = 0):
         self.n = int(n)
@@ -134,18 +129,14 @@ class SeededShuffle(torch.utils.data.Sampler):
 
 
 class FastLoader:
-    """The fast pipeline: the decoded uint8 images held as one tensor on ``device``, one
-    ``randperm`` per epoch, and per batch one ``index_select`` plus a two-op normalisation
-    (within 1e-6 of the tutorial's transform); the last partial batch kept.
-    ``last_epoch_indices``: the data set indices the latest epoch served, in order."""
+    """The fast pipeline: the uint8 images as one tensor on ``device``, one ``randperm`` an
+    epoch, per batch one ``index_select`` and a two-op normalisation (within 1e-6 of the
+    tutorial's transform). ``last_epoch_indices``: what the latest epoch served, in order."""
 
     def __init__(self, data: CifarData | str | None, split: str = "train",
                  batch_size: int = 4, device: str | torch.device = "cpu",
                  shuffle: bool = True, seed: int = 0,
                  subset: int | Sequence[int] | None = None, augment: str = "none"):
-        if (not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool)
-                or batch_size < 1):   # before any data is loaded
-            raise ValueError("batch_size must be a positive whole number")
         data = _as_data(data)
         x, y = data.split(split)
         idx = _subset(len(y), subset)

@@ -85,7 +85,6 @@ class Source:
     kind: str                   # "canonical" | "archive" | "folder" | "missing"
     path: str                   # "download" or the absolute path
     origin: str                 # "--data" | "CIFARLAB_DATA" | "default"
-    root: str = ""              # folder: the folder holding train/ and test/
 
     @property
     def description(self) -> str:
@@ -94,7 +93,7 @@ class Source:
             return "CIFAR-10 (torchvision download)"
         if self.kind == "archive":
             return f"image-folder archive {self.path}"
-        return f"image folder {self.root}"
+        return f"image folder {self.path}"
 
 
 def source(data, check: bool = True) -> Source:
@@ -109,7 +108,7 @@ def source(data, check: bool = True) -> Source:
             raise DataError(code, field="data", path=path)
         return Source("missing", path, origin)
     if os.path.isdir(path):
-        return Source("folder", path, origin, _folder_root(path) or path)
+        return Source("folder", path, origin)
     if _archive_suffix(path) is None:
         if check:
             raise DataError("data.not_archive", field="data", path=path)
@@ -117,23 +116,9 @@ def source(data, check: bool = True) -> Source:
     return Source("archive", path, origin)
 
 
-def _folder_root(path: str) -> str | None:
-    """The folder holding train/ and test/: ``path`` itself, or its only subfolder."""
-    if all(os.path.isdir(os.path.join(path, s)) for s in SPLITS):
-        return path
-    try:
-        subdirs = [e.path for e in os.scandir(path)
-                   if e.is_dir() and not e.name.startswith(".")]
-    except OSError:
-        return None
-    if len(subdirs) == 1 and all(os.path.isdir(os.path.join(subdirs[0], s)) for s in SPLITS):
-        return subdirs[0]
-    return None
-
-
 def check_folder_layout(src: Source) -> None:
     """DataError unless the folder holds train/ and test/."""
-    if not (src.root and all(os.path.isdir(os.path.join(src.root, s)) for s in SPLITS)):
+    if not all(os.path.isdir(os.path.join(src.path, s)) for s in SPLITS):
         raise DataError("data.no_splits", field="data", path=src.path)
 
 
@@ -184,33 +169,14 @@ def identity(src: Source) -> tuple[str, dict]:
     else:
         check_folder_layout(src)
         listing = hashlib.sha256()   # of what decoding reads, class folders that are links too
-        for name, _, path in folder_members(src.root):
+        for name, _, path in folder_members(src.path):
             try:  # a file's size and time; a class folder, or a file beside them: its name
                 stamp = "{0.st_size} {0.st_mtime_ns}".format(os.stat(path())) if path else ""
             except OSError:
                 continue
             listing.update(f"{name} {stamp}\n".encode("utf-8", "surrogateescape"))
-        ident = {"kind": "folder", "path": src.root, "listing_sha256": listing.hexdigest()}
-        stem = os.path.basename(src.root.rstrip(os.sep)) or "folder"
+        ident = {"kind": "folder", "path": src.path, "listing_sha256": listing.hexdigest()}
+        stem = os.path.basename(src.path.rstrip(os.sep)) or "folder"
     ident["cache_version"] = CACHE_VERSION
     digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:20]
     return f"{src.kind}-{_slug(stem)}-{digest}", ident
-
-
-def quick_stamp(src: Source) -> tuple:
-    """Cheap stand-in for the identity, for the in-process memo (no hashing, no full listing)."""
-    if src.kind == "canonical":
-        return (CANONICAL_KEY,)
-    if src.kind == "archive":
-        st = os.stat(src.path)
-        return (st.st_size, st.st_mtime_ns, st.st_ino)
-    stamp = []
-    for split in SPLITS:
-        base = os.path.join(src.root, split)
-        try:
-            stamp.append((split, os.stat(base).st_mtime_ns))
-            for e in sorted(os.scandir(base), key=lambda e: e.name):
-                stamp.append((e.name, e.stat().st_mtime_ns))
-        except OSError:
-            stamp.append((split, None))
-    return tuple(stamp)

@@ -12,9 +12,9 @@ import torch
 
 from cifarlab import i18n
 from cifarlab.core.export.card import model_card
-from cifarlab.core.export.notebook import notebook_json
+from cifarlab.core.export.notebook import notebook_json, source_note
 from cifarlab.core.export.record import RunRecord, export_error
-from cifarlab.core.export.render import checkpoint_note, export_script
+from cifarlab.core.export.render import export_script
 from cifarlab.core.export.tensorboard import log_files
 
 FORMATS = (".py", ".ipynb", ".zip")
@@ -57,29 +57,20 @@ def write_export(checkpoint, path: str | os.PathLike, name: str | None = None,
     CifarLabError ``export.*`` when it cannot."""
     path = Path(path).expanduser()
     suffix = path.suffix.lower()
-    try:
-        if path.is_dir():
-            raise export_error("export.is_folder", path=path,
-                               name=f"cifar_run{suffix if suffix in FORMATS else '.py'}")
-        if not path.parent.is_dir():
-            raise export_error("export.no_folder", path=path, folder=path.parent)
-    except OSError as err:   # a name too long for the file system, say
-        raise export_error("export.cannot_write", path=path,
-                           reason=err.strerror or type(err).__name__) from None
     if suffix not in FORMATS:
         raise export_error("export.unknown_format", path=path, suffix=suffix or "(none)",
                            known=", ".join(FORMATS))
     record = RunRecord.from_checkpoint(checkpoint, name)
     if suffix == ".py":
-        data: str | bytes = export_script(record.config, checkpoint_note(checkpoint, name),
-                                          script_name=path.name)
+        data: str | bytes = export_script(record.config, source_note(record, lang),
+                                          script_name=path.name, lang=lang)
     elif suffix == ".ipynb":
         data = notebook_json(record, lang)
     else:
         data = bundle_bytes(record, lang)
     try:
         path.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
-    except OSError as err:
+    except OSError as err:   # a folder, a folder that is not there, a name too long ...
         raise export_error("export.cannot_write", path=path,
                            reason=err.strerror or type(err).__name__) from None
     return path

@@ -115,15 +115,6 @@ def export_script(config: TrainConfig, source_note: str | None = None,
                   lang=lang)
 
 
-def checkpoint_note(checkpoint, name: str | None = None) -> str:
-    """The comment line naming where a checkpoint's run came from, with its test accuracy."""
-    note = "CIFAR Lab checkpoint" + (f" {one_line(Path(name).name)}" if name else "")
-    acc = (checkpoint.results or {}).get("test_accuracy")
-    if isinstance(acc, (int, float)) and not isinstance(acc, bool):
-        note += f", test accuracy {100 * acc:.1f} %"
-    return note
-
-
 def split_cells(text: str) -> list[tuple[str, str]]:
     """The ``# %% name`` cells of rendered code, as (name, code), each dedented."""
     parts = _CELL.split(text)
