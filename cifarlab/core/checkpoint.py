@@ -103,10 +103,8 @@ def save(path: str | os.PathLike, model: torch.nn.Module, config: TrainConfig,
 
 def load(path_or_file, map_location="cpu", max_params: int | None = MAX_UPLOAD_PARAMS,
          max_bytes: int = MAX_CHECKPOINT_BYTES) -> Checkpoint:
-    """A checkpoint (ours, or the tutorial's plain state_dict) on ``map_location``; refused
-    (``CheckpointError``) before anything big is allocated when it is over ``max_bytes``, its
-    network over ``max_params`` (None: no limit), its weights do not fit, or it is torn, not a
-    checkpoint, or holds code."""
+    """A checkpoint (ours, or the tutorial's plain state_dict); CheckpointError before anything
+    big is allocated if it is too large (``max_params`` None: no limit), torn, foreign or code."""
     if isinstance(path_or_file, (str, os.PathLike)):
         if not Path(path_or_file).is_file():
             raise CheckpointError("checkpoint.missing", path=str(path_or_file))
@@ -187,8 +185,7 @@ def _interpret(obj, name: str, max_params: int | None) -> Checkpoint:
 
 
 def network_params(config: TrainConfig, num_classes: int, name: str = "") -> int:
-    """Learnable parameters of the network ``config`` describes, by the shape trace's
-    arithmetic: nothing is allocated, however large."""
+    """Learnable parameters of ``config``'s network, by arithmetic: nothing is allocated."""
     try:
         return total_params(trace_spec(config.model, num_classes=num_classes))
     except ShapeError as err:
@@ -197,9 +194,8 @@ def network_params(config: TrainConfig, num_classes: int, name: str = "") -> int
 
 
 def check_weights(state: dict, config: TrainConfig, num_classes: int, name: str) -> None:
-    """Every tensor the network (its sizes checked by ``network_params``) needs, each of its
-    shape and backed by its own numbers, and no other: against the network built on the
-    ``meta`` device (shapes, no memory)."""
+    """Every tensor the network needs, of its shape and backed by its own numbers, and no
+    other: against the network built on the ``meta`` device (shapes, no memory)."""
     with torch.device("meta"):
         net_state = Net(config.model, num_classes=num_classes).state_dict()
     wanted = {k: tuple(v.shape) for k, v in net_state.items()}

@@ -1,5 +1,4 @@
-"""Devices: what this machine has, how to pick one, and timing that synchronises the device
-first (a kernel launch returns before the work is done)."""
+"""Devices: what this machine has, how to pick one, and timing that synchronises them first."""
 from __future__ import annotations
 
 import os
@@ -101,8 +100,7 @@ def synchronize(device: torch.device | str) -> None:
 
 
 class Stopwatch:
-    """A timer that synchronises the device before each reading of the clock: ``start()`` and
-    ``stop()`` (the seconds), or ``with Stopwatch(dev) as sw: ...``, then ``sw.seconds``."""
+    """A timer that synchronises the device before each reading of the clock."""
 
     def __init__(self, device: torch.device | str = "cpu"):
         self.device = torch.device(device)

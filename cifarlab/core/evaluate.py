@@ -20,8 +20,7 @@ HALVES_SEED = 20261124   # never change it: every recorded public/private score 
 
 @lru_cache(maxsize=8)
 def split_halves(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(public, private) test-image indices for a test set of ``n`` images, each sorted; the
-    public half has ``n // 2``."""
+    """(public, private) test-image indices of ``n`` images, sorted; the public half has n // 2."""
     perm = np.random.RandomState(HALVES_SEED).permutation(int(n))
     public, private = np.sort(perm[: n // 2]), np.sort(perm[n // 2:])
     public.setflags(write=False)
@@ -83,8 +82,6 @@ def predict(model: nn.Module, images_uint8: np.ndarray | torch.Tensor, device="c
         x = normalize(chunk.to(dev, non_blocking=True))
         logits = tta_logits(model, x) if tta else model(x)
         out.append(torch.softmax(logits.float(), dim=1).cpu())
-    if not out:
-        return np.zeros((0, 10), dtype=np.float32)
     return torch.cat(out).numpy()
 
 
@@ -104,7 +101,7 @@ def evaluate(model: nn.Module, data, device="cpu", batch_size: int = 1000,
 def result_from_probabilities(probs: np.ndarray, labels: np.ndarray, classes, seconds=0.0
                               ) -> EvalResult:
     k = len(classes)
-    preds = probs.argmax(axis=1).astype(np.int64) if len(probs) else np.zeros(0, np.int64)
+    preds = probs.argmax(axis=1).astype(np.int64)
     confusion = np.zeros((k, k), dtype=np.int64)
     np.add.at(confusion, (labels, preds), 1)
     totals = confusion.sum(axis=1)
@@ -117,9 +114,8 @@ def result_from_probabilities(probs: np.ndarray, labels: np.ndarray, classes, se
 
 def validation_split(config: TrainConfig, n_train: int
                      ) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """``(train, validation)`` indices into the training images, each sorted, disjoint, and fixed
-    by (n_train, train_subset, val_fraction, seed); ``(None, None)`` with no validation (the
-    loaders then take ``train_subset`` as they always did)."""
+    """``(train, validation)`` indices into the training images, sorted, disjoint and fixed by
+    the config; ``(None, None)`` with no validation."""
     pool = (subset_indices(n_train, config.train_subset) if config.train_subset
             else np.arange(n_train, dtype=np.int64))
     k = val_count(len(pool), config.val_fraction)
@@ -133,8 +129,7 @@ def validation_split(config: TrainConfig, n_train: int
 @torch.no_grad()
 def measure_validation(model: nn.Module, criterion, data, indices: np.ndarray, device: torch.device,
             batch_size: int = 1000) -> dict[str, float]:
-    """The mean loss (``criterion``, the training loss) and accuracy on the training images at
-    ``indices``, in batches, the model in eval mode; it goes back to training mode after."""
+    """The mean training loss and the accuracy on the training images at ``indices``."""
     model.eval()
     total_loss, correct = 0.0, 0
     for start in range(0, len(indices), batch_size):

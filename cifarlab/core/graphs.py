@@ -1,6 +1,5 @@
-"""The ``fast`` pipeline's whole step as one CUDA graph (launching a small batch's kernels from
-Python costs more than running them); eager, with the reason, where capture is not possible
-or the lr or momentum change."""
+"""The ``fast`` pipeline's whole step as one CUDA graph (launching a small batch's kernels costs
+more than running them); eager, with the reason, where it cannot be."""
 from __future__ import annotations
 
 from typing import Callable

@@ -35,9 +35,8 @@ class Knob:
     tutorial: bool = False        # one of the tutorial's six, shown first
 
     def parse(self, text: str) -> Any:
-        """A value written as text (a command-line flag, a link's ``?lr=0.01``): whole numbers,
-        decimals with a point, true/false (1/0, yes/no, on/off), "all"/"none" for an optional
-        one; ValueError when the text is none of the kind (bounds are ``knob_problems``')."""
+        """A value written as text (a flag, a link's ``?lr=0.01``); ValueError when the text is
+        none of the kind (bounds are ``knob_problems``')."""
         s = text.strip()
         if self.optional and s.lower() in ("", "none", "all"):
             return None

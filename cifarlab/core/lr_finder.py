@@ -22,14 +22,12 @@ FALL = 0.03                                  # a curve "falls" when its minimum 
 
 
 def lr_at(i: int, n: int, lr_min: float, lr_max: float) -> float:
-    """The learning rate of step ``i`` (0-based) of ``n``: ``lr_min`` at the first, ``lr_max``
-    at the last, exponential in between."""
+    """The lr of step ``i`` of ``n``: from ``lr_min`` to ``lr_max``, exponentially."""
     return lr_min * (lr_max / lr_min) ** (i / (n - 1))
 
 
 def problems(steps: Any, lr_min: Any, lr_max: Any) -> list[Problem]:
-    """What is wrong with a sweep's settings ([] when nothing): whole steps 10..200, and
-    0 < lr_min < lr_max ≤ 10."""
+    """What is wrong with a sweep's settings ([] when nothing)."""
     out = []
     if not (is_int(steps) and MIN_STEPS <= steps <= MAX_STEPS):
         out.append(Problem("lr_find_steps", "lr_find.steps", {"lo": MIN_STEPS, "hi": MAX_STEPS}))
@@ -51,8 +49,7 @@ def check(steps: Any, lr_min: Any, lr_max: Any) -> dict:
 def find_lr(config: TrainConfig, data, steps: int = STEPS, lr_min: float = LR_MIN,
             lr_max: float = LR_MAX, should_stop: Callable[[], bool] | None = None,
             on_step: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Sweep the lr over ``steps`` steps of ``config`` on ``config.device`` (resolved: the
-    queue's ``on_device``); the result as JSON (see the module docstring)."""
+    """Sweep the lr over ``steps`` steps of ``config`` on ``config.device``; the result as JSON."""
     # imported here: the queue checks a sweep's settings without importing torch
     from cifarlab.core.devices import resolve_device
     from cifarlab.core.train import build, to_device, train_step
@@ -106,11 +103,9 @@ def find_lr(config: TrainConfig, data, steps: int = STEPS, lr_min: float = LR_MI
 
 
 def suggest(lrs: list[float], smoothed: list[float]) -> tuple[float | None, str | None]:
-    """(the suggested lr, its rule): "steepest", the lr where the smoothed loss (against log lr)
-    falls fastest between the first tenth of the sweep and the curve's minimum, when the curve
-    falls there by ``FALL`` at least; else "edge_tenth", a tenth of the last lr before the loss
-    climbs ``FALL`` above its best so far (a flat curve's minimum is only noise: on the
-    tutorial's settings it lay anywhere from 1e-6 to 0.3). (None, None) under 3 points."""
+    """(the suggested lr, its rule): "steepest", where the smoothed loss falls fastest before
+    its minimum, when it falls by ``FALL`` at least; else "edge_tenth", a tenth of the last lr
+    before the loss climbs (a flat curve's minimum is only noise). (None, None) under 3 points."""
     if len(smoothed) < 3:
         return None, None
     s = np.asarray(smoothed)

@@ -16,8 +16,7 @@ def is_int(v: Any) -> bool:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """The network's shape (the defaults: the tutorial's ``Net``); fc1's input size is never
-    stored: it comes from the shape trace."""
+    """The network's shape (defaults: the tutorial's); fc1's input comes from the shape trace."""
 
     channels: tuple[int, int] = (6, 16)   # output channels of conv1 and conv2
     kernels: tuple[int, int] = (5, 5)     # kernels, paddings, strides: one per conv
@@ -91,8 +90,7 @@ class ModelSpec:
 
     @classmethod
     def admitted(cls, d: Mapping[str, Any]) -> ModelSpec:
-        """The spec ``to_dict`` wrote of one that was checked already (an admitted run's):
-        rebuilt as it is, not checked again (``TrainConfig.admitted``)."""
+        """An admitted run's spec from its ``to_dict``: rebuilt as it is, not checked again."""
         spec = object.__new__(cls)
         for f in dataclasses.fields(cls):
             value = d.get(f.name, f.default)
@@ -135,9 +133,8 @@ def trick_problems(values: Mapping[str, Any]) -> list[Problem]:
 
 
 def layout(spec: ModelSpec) -> tuple[list[dict], list[dict]]:
-    """(modules, forward): the modules before fc1, in the order ``Net`` creates them (the same
-    initial weights from the same seed), and the forward pass's steps, each a conv, its batch
-    norm (or None) and whether the block's pool follows."""
+    """(modules, forward): the modules before fc1 in ``Net``'s order (the same initial weights
+    from a seed), and the forward steps: a conv, its batch norm or None, a pool after or not."""
     (c1, c2) = spec.scaled_channels()
     modules = [_conv("conv1", 3, c1, spec.kernels[0], spec.strides[0], spec.paddings[0]),
                {"kind": "pool", "name": "pool", "size": spec.pool},

@@ -23,9 +23,8 @@ def probe_every(steps_per_epoch: int) -> int:
 
 
 class Probe:
-    """The samples of one model's weighted layers (Conv2d and Linear, in order). Where a ReLU
-    takes each layer's output but the last's as it is (the tutorial's Net; not a net with batch
-    norm between them), a unit <= 0 on every image is a ReLU that never fired."""
+    """The samples of one model's Conv2d and Linear layers. Where a ReLU takes each output as it
+    is (no batch norm between), a unit <= 0 on every image is a ReLU that never fired."""
 
     def __init__(self, model: nn.Module, every: int):
         self.model, self.every = model, max(1, int(every))
@@ -83,9 +82,8 @@ def _plain(row: dict) -> dict:
 
 
 def signals(samples: list[dict]) -> list[tuple[str, dict]]:
-    """What the latest sample says a student should know, as (catalog code, parameters):
-    ``exploding`` (a layer's gradient norm EXPLODING_RATIO times its first), ``vanishing`` (a
-    gradient norm tiny against its weights), ``dead`` (most of a layer's ReLUs silent)."""
+    """What the latest sample says a student should know, as (code, parameters): exploding,
+    vanishing gradients, or dead ReLUs."""
     if not samples:
         return []
     first, last, out = samples[0]["layers"], samples[-1]["layers"], []

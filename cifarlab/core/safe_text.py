@@ -26,8 +26,7 @@ def one_line(text: Any) -> str:
 
 
 def md_escape(text: Any) -> str:
-    """``text`` as literal characters in Markdown, on one line: no markup, link, image or HTML
-    comes out of it."""
+    """``text`` as literal characters in Markdown, on one line: no markup, link or HTML."""
     return _AUTOLINK.sub("\\1\u200b", _MD_SPECIAL.sub(r"\\\1", one_line(text)))
 
 
@@ -38,9 +37,8 @@ def code_text(text: Any) -> str:
 
 
 def csv_cell(value: Any) -> Any:
-    """A CSV cell that a spreadsheet shows as text: a string starting with ``= + - @``, a tab
-    or a carriage return (or an apostrophe) gets a leading apostrophe. Anything else,
-    numbers included, is returned as it is."""
+    """A CSV cell that a spreadsheet shows as text: a formula's start (or an apostrophe) gets a
+    leading apostrophe; anything else is returned as it is."""
     if isinstance(value, str) and value.startswith(_CSV_TRIGGERS):
         return "'" + value
     return value

@@ -97,8 +97,7 @@ class TrainResult:
 
 
 def make_loader(config: TrainConfig, data, device: torch.device):
-    """The input pipeline the config asks for, over the training split less its validation
-    images (``core.evaluate.validation_split``)."""
+    """The input pipeline the config asks for, over the training split less its validation."""
     held, _ = validation_split(config, len(data.train_y))
     subset = config.train_subset if held is None else held
     if config.pipeline == "fast":
@@ -121,16 +120,14 @@ def make_optimizer(config: TrainConfig, model: nn.Module,
 
 
 def to_device(inputs: torch.Tensor, labels: torch.Tensor, device: torch.device):
-    """A batch on the training device (as it is if there already); from pinned memory the copy
-    to CUDA is asynchronous."""
+    """A batch on the training device (from pinned memory, asynchronously)."""
     return inputs.to(device, non_blocking=True), labels.to(device, non_blocking=True)
 
 
 def train_step(model: nn.Module, criterion, optimizer: optim.Optimizer,
                inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """One step of the tutorial's loop: zero_grad, forward, loss, backward, step. Training and
-    the CPU vs GPU lab both call this, so the step timed there is the step trained here. The
-    loss stays on the device (a ``.item()`` per step would wait for the device every step)."""
+    """One step of the tutorial's loop (the GPU lab times this very step); the loss stays on
+    the device (an ``.item()`` per step would wait for it every step)."""
     optimizer.zero_grad()
     loss = criterion(model(inputs), labels)
     loss.backward()

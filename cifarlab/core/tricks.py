@@ -1,6 +1,5 @@
 """The speed lesson's tricks, after KellerJordan/cifar10-airbench (``airbench94.py``). Augmentation
-draws on the CPU from its own generator, so every device and the exported script see the same
-flips and shifts, then works on the whole batch on the device."""
+draws on the CPU (the same flips and shifts on every device), then works on the device."""
 from __future__ import annotations
 
 import torch
@@ -36,8 +35,7 @@ def make_scheduler(config, optimizer: torch.optim.Optimizer, total_steps: int):
 
 
 class BatchAugment:
-    """Random horizontal flips (``flip``), and shifts of up to 2 pixels with reflect padding
-    (``flip_translate``), of a float batch B×C×H×W, labels untouched."""
+    """Random horizontal flips, and (``flip_translate``) 2-pixel shifts, of a float batch."""
 
     def __init__(self, kind: str, seed: int = 0, device: str | torch.device = "cpu"):
         self.kind = kind

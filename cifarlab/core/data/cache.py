@@ -83,8 +83,7 @@ class CifarData:
 
 
 def reopen(path: str | Path, key: str) -> CifarData:
-    """The cached data set at ``path`` again (checked again); DataError if it is gone or
-    damaged since."""
+    """The cached data set at ``path``, checked again; DataError if it is gone or damaged."""
     try:
         got = read_cache(Path(path), key)
         if got is None:
@@ -108,8 +107,7 @@ def _verifier(meta: dict):
 
 
 def _check_file(path: Path, shape: tuple[int, ...], dtype: np.dtype) -> Part:
-    """The file's header and size checked against ``shape`` and ``dtype``; CacheDamaged on any
-    mismatch (or if it cannot be opened)."""
+    """The file's header and size checked against ``shape`` and ``dtype``, else CacheDamaged."""
     fmt = np.lib.format
     read_header = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}
     try:
@@ -132,9 +130,8 @@ def _check_file(path: Path, shape: tuple[int, ...], dtype: np.dtype) -> Part:
 
 
 def check_cache(path: Path, key: str) -> tuple[dict, dict[str, Part]] | None:
-    """(meta, parts) if the cache is complete and every file is what it promises; None if it
-    is absent or incomplete (a writer still at work, or killed); CacheDamaged if it is
-    complete but a file is missing, torn, short or long. Reads no pixels."""
+    """(meta, parts) if the cache is complete and every file what it promises; None if absent
+    or incomplete (a writer at work, or killed); else CacheDamaged. Reads no pixels."""
     try:
         meta = json.loads((path / "meta.json").read_text())
     except (OSError, ValueError):
@@ -156,8 +153,7 @@ def check_cache(path: Path, key: str) -> tuple[dict, dict[str, Part]] | None:
 
 
 def read_cache(path: Path, key: str) -> CifarData | None:
-    """The cached data set at ``path``, checked and copied into memory (``memory.py``); None
-    if absent or incomplete; CacheDamaged if damaged."""
+    """The cached data set at ``path``, checked, in memory; None if absent, or CacheDamaged."""
     checked = check_cache(path, key)
     if checked is None:
         return None

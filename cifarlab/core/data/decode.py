@@ -111,8 +111,7 @@ def _assemble(entries: dict[str, list[tuple[str, str, int]]], results, classes: 
 
 
 def _check_classes(found: dict[str, dict[str, int]], where: str, loose: int) -> list[str]:
-    """Class list from {split: {class: n_images}}; DataError for the layout problems of the
-    folder or archive ``where``."""
+    """Class list from {split: {class: n_images}}; DataError for a layout problem of ``where``."""
     if not any(found[s] for s in SPLITS):
         if loose:
             raise DataError("data.loose_images", field="data", source=where, n=loose)
@@ -164,9 +163,8 @@ def _decode_archive(src: Source, on_progress: ProgressFn | None):
 
 
 def _decode_members(members, where: str, on_progress: ProgressFn | None, percent=None):
-    """Decode the images among ``members`` ((name, is a folder, the image's bytes or path on
-    call), in stream order) of the folder or archive ``where``: arrays, classes and notes.
-    ``percent()``: how far through the archive, for the progress lines."""
+    """Arrays, classes and notes of the images among ``members`` ((name, is a folder, bytes or
+    path on call), in stream order); ``percent()``: how far through the archive."""
     entries: dict[str, list[tuple[str, str, int]]] = {s: [] for s in SPLITS}
     # prefix (the folders above train/ and test/) -> split -> class -> images
     found: dict[tuple[str, ...], dict[str, dict[str, int]]] = {}
@@ -241,8 +239,7 @@ def _decode_canonical(root: Path):
 
 def decode_source(src: Source, cache_root: Path, on_progress: ProgressFn | None
                   ) -> tuple[dict[str, np.ndarray], tuple[str, ...], list[str]]:
-    """(arrays by name, classes, notes) of every image of ``src``; DataError saying what is
-    wrong with it otherwise. The canonical CIFAR-10 is downloaded into ``cache_root``."""
+    """(arrays by name, classes, notes) of every image of ``src``; DataError: what is wrong."""
     if src.kind == "canonical":
         return _decode_canonical(cache_root)
     if src.kind == "archive":

@@ -15,9 +15,8 @@ from cifarlab.errors import DataError
 
 def load(data: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None,
          on_progress: ProgressFn | None = None) -> CifarData:
-    """The data set ``data`` names (``sources.source``): decoded and cached on first use, read from
-    the checked cache after (a damaged one is rebuilt). ``DataError`` says what went wrong and
-    how to fix it. Callers keep what it returns: each call checks the source and the cache."""
+    """The data set ``data`` names, decoded and cached on first use, read from the checked cache
+    after (a damaged one is rebuilt); callers keep it (each call checks the source again)."""
     src = source(data)
     root = cache_root(cache_dir)
     key, ident = identity(src)
@@ -30,8 +29,7 @@ def load(data: str | os.PathLike | None = None, cache_dir: str | os.PathLike | N
 
 def is_cached(data: str | os.PathLike | None = None,
               cache_dir: str | os.PathLike | None = None) -> bool:
-    """Whether the source's decoded cache is complete and whole on disk (False for a missing
-    source). Reads the files' headers and sizes, not the pixels."""
+    """Whether the source's cache is complete and whole on disk (headers and sizes, no pixels)."""
     try:
         src = source(data)
         key, _ = identity(src)
@@ -42,9 +40,8 @@ def is_cached(data: str | os.PathLike | None = None,
 
 def source_facts(data: str | os.PathLike | None = None,
                  cache_dir: str | os.PathLike | None = None) -> dict:
-    """Where the data comes from, as facts a page words in its own language (never the server
-    path): ``kind`` (a ``Source``'s), ``name``, ``size_mb`` (an archive's), ``cached`` and
-    ``exists`` (for "missing": a path that is there but is not a data set). Never raises."""
+    """Where the data comes from, as facts a page words itself (never the server path): kind,
+    name, size_mb, cached, exists (a "missing" path that is there). Never raises."""
     src = source(data, check=False)
     facts = {"kind": src.kind, "name": None, "size_mb": None, "cached": False, "exists": True}
     if src.kind == "missing":
@@ -95,8 +92,7 @@ def _build_locked(src: Source, key: str, ident: dict, root: Path, final: Path,
 
 def _read_whole(final: Path, key: str, on_progress: ProgressFn | None = None,
                 say_damage: bool = False) -> CifarData | None:
-    """The cache read, or None when it is absent, incomplete or damaged (``say_damage``: said
-    so, as a warning)."""
+    """The cache read, or None if absent, incomplete or damaged (``say_damage``: a warning)."""
     try:
         return read_cache(final, key)
     except CacheDamaged as err:

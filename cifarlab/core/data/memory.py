@@ -1,7 +1,5 @@
-"""The cached arrays in memory no file backs: a cache file truncated in place would kill any
-process that had it memory-mapped (SIGBUS). On Linux the first process copies them into one
-sealed, read-only ``memfd`` that later processes find through ``<key>.shared`` and map too;
-elsewhere each process reads its own copy."""
+"""The cached arrays in memory no file backs (a mapped file truncated in place is a SIGBUS): one
+sealed ``memfd`` that later processes find through ``<key>.shared``, else a private copy."""
 from __future__ import annotations
 
 import fcntl
@@ -61,8 +59,7 @@ def _view(buffer, offset: int, part: Part) -> np.ndarray:
 
 
 def _read_private(part: Part) -> np.ndarray:
-    """The part read into this process's memory; a file that shrank meanwhile reads short
-    (CacheDamaged), never past the size checked."""
+    """The part read into this process's memory; a file that shrank meanwhile is CacheDamaged."""
     out = np.fromfile(part.file, part.dtype, part.nbytes // part.dtype.itemsize, offset=part.offset)
     if out.nbytes != part.nbytes:
         raise CacheDamaged(f"{part.file.name}: ended after {out.nbytes} of {part.nbytes} "

@@ -60,8 +60,7 @@ def _subset(n: int, subset: int | Sequence[int] | np.ndarray | None) -> np.ndarr
 
 
 class CifarImages(torchvision.datasets.VisionDataset):
-    """The decoded images as a torchvision data set, item for item like ``CIFAR10``. Pickled
-    (spawned DataLoader workers), it sends its ``CifarData``: a cached one as its path."""
+    """The decoded images as a torchvision data set like ``CIFAR10``; pickled, it sends its path."""
 
     def __init__(self, data: CifarData, split: str, transform: Callable):
         self.data, self.labels = data.split(split)
@@ -94,8 +93,7 @@ def tutorial_loader(data: CifarData | str | None, split: str = "train", batch_si
                     num_workers: int = 2, shuffle: bool = True, seed: int = 0,
                     subset: int | Sequence[int] | None = None, pin_memory: bool = False,
                     persistent_workers: bool = True) -> torch.utils.data.DataLoader:
-    """The tutorial's ``DataLoader`` over ``tutorial_dataset(data, split)``, each epoch's order
-    from ``SeededShuffle`` (as ``FastLoader``'s with that seed)."""
+    """The tutorial's ``DataLoader``, each epoch's order from ``SeededShuffle``."""
     ds: torch.utils.data.Dataset = tutorial_dataset(data, split)
     idx = _subset(len(ds), subset)
     if idx is not None:

@@ -124,8 +124,7 @@ def check_folder_layout(src: Source) -> None:
 
 def folder_members(root: str):
     """(name below ``root``, is a folder, the image's path on call) of what ``train/`` and
-    ``test/`` hold, in sorted order; hidden names left out, class folders that are links
-    followed."""
+    ``test/`` hold, sorted; hidden names left out, linked class folders followed."""
     for split in SPLITS:
         for e in sorted(os.scandir(os.path.join(root, split)), key=lambda e: e.name):
             if e.name.startswith("."):

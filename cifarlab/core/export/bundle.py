@@ -52,9 +52,8 @@ def bundle_bytes(record: RunRecord, lang: str = i18n.DEFAULT) -> bytes:
 
 def write_export(checkpoint, path: str | os.PathLike, name: str | None = None,
                  lang: str = i18n.DEFAULT) -> Path:
-    """Write a loaded checkpoint's run (``core.checkpoint.load``) as the format ``path``'s
-    suffix names: the script (``.py``), the notebook (``.ipynb``) or the bundle (``.zip``);
-    CifarLabError ``export.*`` when it cannot."""
+    """Write a loaded checkpoint's run as ``path``'s suffix names (``.py``, ``.ipynb``,
+    ``.zip``); CifarLabError ``export.*`` when it cannot."""
     path = Path(path).expanduser()
     suffix = path.suffix.lower()
     if suffix not in FORMATS:

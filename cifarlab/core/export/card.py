@@ -59,6 +59,5 @@ def model_card(record: RunRecord, lang: str = i18n.DEFAULT, notebook: str = "cif
 
 
 def _class_name(cls: str, lang: str) -> str:
-    """A class as the app names it in ``lang`` (the Results page's name); another data set's
-    class, as it is."""
+    """A CIFAR-10 class as the app names it in ``lang``; another data set's class as it is."""
     return i18n.t(f"classes.{cls}", lang) if cls in CIFAR10_CLASSES else md_escape(cls)

@@ -52,8 +52,7 @@ def notebook_json(record: RunRecord, lang: str = i18n.DEFAULT) -> str:
 
 
 def run_threads(record: RunRecord) -> int | None:
-    """The CPU threads the run trained with (its environment's ``torch_threads``), when it
-    ran on the CPU and that was recorded."""
+    """The CPU threads the run trained with, when it ran on the CPU and that was recorded."""
     env = record.env or {}
     n = env.get("torch_threads")
     device = str(record.results.get("device") or env.get("device") or "cpu")

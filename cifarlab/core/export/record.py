@@ -48,8 +48,7 @@ class RunRecord:
 
     @property
     def n_train(self) -> int:
-        """Training images the run used: its images over its epochs, else its subset, else
-        CIFAR-10's 50,000."""
+        """Training images the run used: images per epoch, else its subset, else 50,000."""
         images, done = self.results.get("images"), self.results.get("epochs_done")
         if (finite(images) or 0) > 0 and (finite(done) or 0) > 0:
             return round(images / done)
@@ -57,8 +56,7 @@ class RunRecord:
 
     @property
     def n_test(self) -> int:
-        """Test images the accuracy was measured on (its confusion matrix's total), else
-        CIFAR-10's 10,000."""
+        """Test images the accuracy was measured on (its confusion matrix's total), else 10,000."""
         confusion = self.results.get("confusion")
         try:
             total = int(sum(sum(row) for row in confusion))
@@ -95,14 +93,12 @@ class RunRecord:
 
 
 def run_slug(name: str | None, run_id: str | None) -> str:
-    """A file-name-safe name for a run, unique per run id: ``<name>-<id[:8]>`` (ASCII letters
-    and digits; anything else becomes a dash)."""
+    """A file-name-safe name for a run, unique per run id: ``<name>-<id[:8]>``."""
     words = re.sub(r"[^A-Za-z0-9]+", "-", name or "").strip("-").lower()[:40]
     parts = [p for p in (words, (run_id or "")[:8]) if p]
     return "-".join(parts) or "cifar-run"
 
 
 def export_error(code: str, field: str = "output", **params) -> CifarLabError:
-    """An export's error, each of its parameters (paths, names) on one line: the command line
-    prints it as one."""
+    """An export's error, each parameter on one line (the command line prints one line)."""
     return CifarLabError(code, field=field, **{k: one_line(v) for k, v in params.items()})

@@ -87,9 +87,8 @@ def constant_name(field_name: str) -> str:
 
 def render(config: TrainConfig, notes: Iterable[str] = (), script_name: str = DEFAULT_NAME,
            notebook: dict | None = None, lang: str = i18n.DEFAULT) -> str:
-    """The script (or, with ``notebook``, the notebook's cells) for ``config``'s run.
-    ``notebook``: ``threads`` (or None), the lab's ``accuracy`` and ``epoch_losses``,
-    ``results_file`` and the printed ``texts``. ShapeError if the network does not fit."""
+    """The script (or, with ``notebook``'s values, the notebook's cells) for ``config``'s run;
+    ShapeError if the network does not fit."""
     spec = config.model
     flat = next(t for t in trace_spec(spec) if t.kind == "flatten")  # first: any ShapeError
     modules, forward = layout(spec)   # what class Net is made of (core.model.Net's own)
@@ -108,9 +107,8 @@ def render(config: TrainConfig, notes: Iterable[str] = (), script_name: str = DE
 
 def export_script(config: TrainConfig, source_note: str | None = None,
                   script_name: str = DEFAULT_NAME, lang: str = i18n.DEFAULT) -> str:
-    """The script that repeats ``config``'s run, in the tutorial's own plain PyTorch (never
-    cifarlab): ``source_note``'s lines as comments at the top, its instructions naming
-    ``script_name``, its settings' comments in ``lang``. ShapeError if the network does not fit."""
+    """The script that repeats ``config``'s run in the tutorial's plain PyTorch (never
+    cifarlab), ``source_note``'s lines as comments at the top."""
     return render(config, notes=str(source_note or "").splitlines(), script_name=script_name,
                   lang=lang)
 
