@@ -1,5 +1,4 @@
-"""The two input pipelines, ``tutorial`` (a DataLoader) and ``fast`` (``FastLoader``): both draw
-each epoch's order as one ``torch.randperm`` of a generator seeded once."""
+"""The two input pipelines, ``tutorial`` (a DataLoader) and ``fast``, each epoch one randperm."""
 from __future__ import annotations
 
 import math

@@ -35,8 +35,7 @@ WORKER_START = ("fork" if sys.platform.startswith("linux")
 
 
 class ProgressLine(str):
-    """A progress line that also says how far the work is (``fraction``, 0 to 1, or None):
-    a plain string to whoever prints it, a progress bar's value to a page."""
+    """A progress line (a plain string) that also says how far the work is (0 to 1, or None)."""
 
     fraction: float | None = None
 

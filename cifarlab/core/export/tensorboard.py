@@ -18,8 +18,7 @@ MAX_STEP_POINTS = 50_000
 
 
 def hparams_of(record: RunRecord) -> dict:
-    """Every config field as a TensorBoard hyperparameter (numbers, text or booleans; the
-    network as its label, the subset as the number of training images used)."""
+    """Every config field as a TensorBoard hyperparameter (a number, text or a boolean)."""
     c = record.config
     out = {}
     for f in knobs(type(c)):
