@@ -97,9 +97,6 @@ def knob_box(f) -> None:
 
 def preset_form(info) -> None:
     st.caption(t("classroom.preset.help"))
-    if "seed" in info.locked:   # each student's own seed otherwise
-        st.warning(t("classroom.challenge.seed_locked", seed=str(info.preset.get("seed", 0))),
-                   icon=":material/casino:")
     with st.form(K + "preset", border=False):
         columns, per_col = st.columns(3), -(-len(FIELDS) // 3)
         for i, f in enumerate(FIELDS):

@@ -25,7 +25,7 @@ from cifarlab.errors import ConfigError, JobError
 from cifarlab.serve.classroom import (ClassError, ClassLimits, Classroom, Goal, get_classroom,
                                       tables)
 from cifarlab.lab.classroom import leader_csv
-from cifarlab.serve.classroom import facade
+from cifarlab.serve.classroom import facade, names
 from cifarlab.serve.identity import Person
 from cifarlab.serve.queue import JobQueue
 from cifarlab.serve.schema import SCHEMA_VERSION
@@ -272,7 +272,7 @@ def test_join_errors_and_two_tabs(cr, klass):
 def test_join_attempts_are_rate_limited(cr, klass, clock):
     eve = Person("browser:eve-cookie-5", "Eve")
     for i in range(facade.CLIENT.free):
-        assert refused(cr.join, eve, f"blue-fox-{10 + i}", "Eve", "eve-ip").code == \
+        assert refused(cr.join, eve, f"XXX-XX{names.CODE_ALPHABET[i]}", "Eve", "eve-ip").code == \
             "class.unknown_code"
     err = refused(cr.join, eve, klass.code, "Eve", "eve-ip")   # even the right code now
     assert err.code == "class.rate_limited" and err.params["seconds"] == 2
@@ -283,17 +283,15 @@ def test_join_attempts_are_rate_limited(cr, klass, clock):
     # many browsers guessing: each that goes on guessing waits, one that is not gets in at once
     for i in range(facade.OVERALL.free):
         for _ in range(facade.GUESSING_AFTER):
-            refused(cr.join, Person(f"browser:bot-{i}", "bot"), "red-cat-99", "bot", f"ip-{i}")
+            refused(cr.join, Person(f"browser:bot-{i}", "bot"), "RRR-RRR", "bot", f"ip-{i}")
     bot = Person("browser:bot-0", "bot")
-    assert refused(cr.join, bot, "red-cat-98", "bot", "ip-0").code == "class.rate_limited"
+    assert refused(cr.join, bot, "RRR-RRX", "bot", "ip-0").code == "class.rate_limited"
     assert cr.join(Person("browser:gil-cookie-7", "Gil"), klass.code, "Gil", "gil-ip")
     clock.t += facade.FORGET_S                               # old failures are forgotten
-    assert refused(cr.join, bot, "red-cat-98", "bot", "ip-0").code == "class.unknown_code"
+    assert refused(cr.join, bot, "RRR-RRX", "bot", "ip-0").code == "class.unknown_code"
 
 
 def test_class_codes_are_no_words_and_have_no_look_alikes():
-    from cifarlab.serve.classroom import names
-
     alphabet = set(names.CODE_ALPHABET)
     # no vowel (y included), so no syllable of English, Spanish or Portuguese: no word forms
     assert not alphabet & set("AEIOUY") and alphabet <= set("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ")
@@ -311,17 +309,7 @@ def test_class_codes_are_no_words_and_have_no_look_alikes():
         assert names.normalize_code(typed) == code, typed
     for wrong in ("K7M-4PO", "K7M-4P", "K7M-4PXX", "A7M-4PX", "", None, "x" * 50):
         assert names.normalize_code(wrong) is None, wrong
-    # the word codes of classes made before stay valid
-    assert names.normalize_code("Blue Fox 42 ") == "blue-fox-42"
-
-
-def test_a_class_with_a_word_code_can_still_be_joined(cr, monkeypatch):
-    from cifarlab.serve.classroom import names
-
-    assert names.CODE_RE.fullmatch(cr.create_class(TEACH, "New").code)
-    monkeypatch.setattr(tables, "new_code", lambda: "blue-fox-42")   # a class made before
-    assert cr.create_class(TEACH, "Old class").code == "blue-fox-42"
-    assert cr.join(ANA, "Blue Fox 42", "Ana", "ana-key").code == "blue-fox-42"
+    assert names.normalize_code("Blue Fox 42 ") is None   # the old word codes are no codes
 
 
 # -- the board, cancel, presenter ------------------------------------------------------------

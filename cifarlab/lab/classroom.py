@@ -198,7 +198,7 @@ def experiment_figure(view: Any, lang: str, height: int = 640,
             hovertemplate="%{customdata[0]}<br>%{customdata[1]}<br>%{x}: %{y:.3f}"
             "<extra></extra>"), row=1, col=1)
         legend.add(name)
-    done, means = [r for r in view.rows if r.accuracy is not None], []
+    done = [r for r in view.rows if r.accuracy is not None]
     for column, v in enumerate(order):
         runs = [r for r in done if r.value == v]
         if not runs:
@@ -216,12 +216,6 @@ def experiment_figure(view: Any, lang: str, height: int = 640,
                         symbol=["star" if r.you else "circle" for r in runs],
                         line=dict(width=[2 if r.you else 0 for r in runs], color="#000000"))),
             row=2, col=1)
-        means.append((x, 100 * sum(r.accuracy for r in runs) / len(runs)))
-    if len(means) > 1:
-        fig.add_trace(go.Scatter(x=[m[0] for m in means], y=[m[1] for m in means],
-                                 mode="lines", name=t("classroom.experiment.mean"),
-                                 legendrank=len(order), hoverinfo="skip",
-                                 line=dict(color="#000000", dash="dot", width=2)), row=2, col=1)
     if numeric:   # ticks at the values compared, written as the preset form writes them
         axis = dict(type="log" if log_axis(order) else "linear", tickvals=order,
                     ticktext=list(texts.values()))
