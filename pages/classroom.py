@@ -9,7 +9,7 @@ import streamlit as st
 from cifarlab.core.safe_text import md_escape
 from cifarlab.lab import classroom as words
 from cifarlab.lab.train_form import knob_fields, knob_value, widget_value
-from cifarlab.serve.classroom import ClassLimits
+from cifarlab.serve.classroom.model import ClassLimits
 from pages import classroom_parts as parts
 from pages.classroom_parts import experiment, live, presenter
 from ui.data import queue

@@ -22,10 +22,10 @@ from cifarlab.core.evaluate import (HALVES_SEED, evaluate, result_from_probabili
                                     split_halves)
 from cifarlab.core.model import Net
 from cifarlab.errors import ConfigError, JobError
-from cifarlab.serve.classroom import (ClassError, ClassLimits, Classroom, Goal, get_classroom,
-                                      tables)
 from cifarlab.lab.classroom import leader_csv
-from cifarlab.serve.classroom import facade, names
+from cifarlab.serve.classroom import facade, names, tables
+from cifarlab.serve.classroom.facade import Classroom, get_classroom
+from cifarlab.serve.classroom.model import ClassError, ClassLimits, Goal
 from cifarlab.serve.identity import Person
 from cifarlab.serve.queue import JobQueue
 from cifarlab.serve.schema import SCHEMA_VERSION

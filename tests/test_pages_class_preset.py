@@ -15,7 +15,7 @@ from cifarlab import i18n
 from cifarlab.core.config import TrainConfig, knobs
 from cifarlab.serve import queue as jobs
 from test_classroom import finished
-from cifarlab.serve.classroom import get_classroom
+from cifarlab.serve.classroom.facade import get_classroom
 from data_support import pages_queue
 from test_pages_classroom import TEACHER, _stop_queue, open_app, student, tab, texts
 

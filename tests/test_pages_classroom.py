@@ -17,7 +17,8 @@ from streamlit.testing.v1 import AppTest
 
 from cifarlab import i18n
 from cifarlab.serve import queue as jobs
-from cifarlab.serve.classroom import ClassError, get_classroom
+from cifarlab.serve.classroom.facade import get_classroom
+from cifarlab.serve.classroom.model import ClassError
 from cifarlab.serve.identity import Person, passphrase_instructor
 from data_support import pages_queue
 from ui.signin import INSTRUCTOR_KEY
@@ -284,7 +285,7 @@ def test_board_and_leaderboard_tables_and_goal_words():
     from types import SimpleNamespace as Row
 
     from cifarlab.lab import classroom as view
-    from cifarlab.serve.classroom import Goal
+    from cifarlab.serve.classroom.model import Goal
 
     board = view.board_table([Row(nickname="Ana", status="queued", queue_position=2,
                                   losses=(2.3, 2.1), progress=None, accuracy=None,

@@ -21,7 +21,8 @@ import pytest
 from cifarlab import i18n
 from cifarlab.errors import JobError
 from cifarlab.serve import replicas
-from cifarlab.serve.classroom import ClassError, Classroom
+from cifarlab.serve.classroom.facade import Classroom
+from cifarlab.serve.classroom.model import ClassError
 from cifarlab.serve.dispatcher import Dispatcher
 from cifarlab.serve.identity import Person
 from cifarlab.serve.queue import JobQueue

@@ -30,8 +30,9 @@ from cifarlab.core.model import Net
 from cifarlab.errors import JobError
 from cifarlab.lab.classroom import experiment_csv, leader_csv
 from cifarlab.serve import identity
-from cifarlab.serve.classroom import ClassError, Classroom, ClassLimits, Goal, names, tables
-from cifarlab.serve.classroom import facade
+from cifarlab.serve.classroom import facade, names, tables
+from cifarlab.serve.classroom.facade import Classroom
+from cifarlab.serve.classroom.model import ClassError, ClassLimits, Goal
 from cifarlab.serve.identity import Person
 from cifarlab.serve.queue import JobQueue
 from cifarlab.serve.settings import load_settings

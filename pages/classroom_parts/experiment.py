@@ -2,13 +2,12 @@
 console, the projector and the student's Home draw (its camera saves a PNG in the browser)."""
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import classroom as words
 from cifarlab.lab.train_form import knob_fields
-from cifarlab.serve.classroom import MAX_VALUES
+from cifarlab.serve.classroom.model import MAX_VALUES
 from pages.classroom_parts import act, classroom
 from ui import messages
 from ui.language import lang, show_error, t
@@ -58,12 +57,11 @@ def console(cr, me, info, picture_shown: bool = True) -> None:
     st.button(t("classroom.experiment.stop"), on_click=_set, key=K + "stop",
               args=(info.code, True), icon=":material/stop_circle:")
     if picture_shown:
-        picture(cr, me, info.code, assigned=True)
+        picture(cr, me, info.code)
 
 
-def picture(cr, me, code: str | None, assigned: bool = False, height: int = 640,
-            font: int | None = None) -> None:
-    """The class's picture and its CSV; ``assigned``: with each student's value (the console)."""
+def picture(cr, me, code: str | None, height: int = 640, font: int | None = None) -> None:
+    """The class's picture and its CSV."""
 
     @st.fragment(run_every=REFRESH_S)
     def draw() -> None:
@@ -91,9 +89,5 @@ def picture(cr, me, code: str | None, assigned: bool = False, height: int = 640,
             st.download_button(t("classroom.experiment.csv"), words.experiment_csv(view),
                                file_name=f"{name}.csv", mime="text/csv", key=K + "csv",
                                icon=":material/download:", on_click="ignore")
-        if assigned and view.assigned:
-            st.dataframe(pd.DataFrame(
-                [(n, words.shown(v, lang(), knob)) for n, v in view.assigned],
-                columns=[t("classroom.board.nickname"), label]), hide_index=True)
 
     draw()

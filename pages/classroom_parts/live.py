@@ -6,7 +6,7 @@ import streamlit as st
 
 from cifarlab.lab import classroom as view
 from cifarlab.lab.train import poll_interval
-from cifarlab.serve.classroom import Goal
+from cifarlab.serve.classroom.model import Goal
 from pages.classroom_parts import act, classroom
 from ui import messages
 from ui.data import queue

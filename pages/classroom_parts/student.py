@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from cifarlab.lab import classroom as words
-from cifarlab.serve.classroom import StudentView
+from cifarlab.serve.classroom.model import StudentView
 from pages.classroom_parts import act, classroom, experiment
 from ui import language, messages, session, signin
 

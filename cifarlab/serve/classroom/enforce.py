@@ -7,10 +7,10 @@ import re
 import time
 from typing import Any, Iterable, Mapping
 
-import cifarlab.serve.classroom.tables as tables  # by its path: the package imports this one
 from cifarlab import i18n
 from cifarlab.core.config import TrainConfig, knobs, same, validate
 from cifarlab.errors import CifarLabError, ConfigError, Problem
+from cifarlab.serve.classroom import tables
 from cifarlab.serve.classroom.model import (MAX_VALUES, ClassError, ClassInfo, ClassLimits,
                                             Experiment, Words)
 from cifarlab.serve.database import Database

@@ -8,12 +8,9 @@ import math
 import time
 from typing import Any, Callable, Iterable, Mapping
 
-# the package's own modules by their paths: the package's __init__ imports this module
-import cifarlab.serve.classroom.enforce as enforce
-import cifarlab.serve.classroom.scoring as scoring
-import cifarlab.serve.classroom.tables as tables
 from cifarlab.core.config import MAX_SEED
 from cifarlab.i18n import finite
+from cifarlab.serve.classroom import enforce, scoring, tables
 from cifarlab.serve.classroom.model import (GOAL_KINDS, BoardRow, ClassError, ClassInfo,
                                             ClassLimits, ExperimentView, Goal, LeaderRow,
                                             Membership, Presenter, StudentView)
@@ -94,8 +91,7 @@ class Classroom:
         if ex is None:
             return None
         rows = scoring.board(self.store, info.code, viewer, since=ex.since, knob=ex.knob)
-        return ExperimentView(ex, tuple(rows), tuple(
-            (nick, ex.value_for(slot)) for nick, slot in tables.slots(self.store, info.code)))
+        return ExperimentView(ex, tuple(rows))
 
     # -- instructors: the board --------------------------------------------------------------
     def board(self, by: Person, code: str, limit: int = 200) -> list[BoardRow]:

@@ -126,11 +126,10 @@ class BoardRow:
 
 @dataclass(frozen=True)
 class ExperimentView:
-    """The class experiment, its runs, and each member's (nickname, value)."""
+    """The class experiment and its runs."""
 
     experiment: Experiment
     rows: tuple[BoardRow, ...]
-    assigned: tuple[tuple[str, Any], ...]
 
 
 @dataclass(frozen=True)

@@ -141,14 +141,6 @@ def nicknames(db: Database, code: str) -> dict[str, str]:
                                    "code = :code"), {"code": code}).all())
 
 
-def slots(db: Database, code: str) -> list[tuple[str, int]]:
-    """(nickname, slot) of the class's members now, in the order they joined."""
-    with db._read() as c:
-        return [tuple(r) for r in c.execute(text(
-            "SELECT nickname, slot FROM class_members WHERE code = :code AND active = 1 "
-            "ORDER BY slot, person"), {"code": code}).all()]
-
-
 # -- runs ----------------------------------------------------------------------------------
 def record_run(db: Database, code: str, person: str, run_id: str) -> None:
     with db._write() as c:
