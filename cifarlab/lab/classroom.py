@@ -127,23 +127,6 @@ def shown(value: Any, lang: str, name: str = "") -> str:
     return str(value)
 
 
-def presenter_figure(pinned: Any, lang: str) -> go.Figure:
-    """The pinned run's loss in large type, with the tutorial's running loss over it."""
-    t = i18n.translator(lang)
-    data = [go.Scatter(x=list(pinned.steps), y=list(pinned.losses), mode="lines",
-                       line=dict(width=3, color=C.PALETTE[0]),
-                       name=t("train.chart_step_loss_mean", n=pinned.stride))]
-    if pinned.running_steps:
-        data.append(go.Scatter(x=list(pinned.running_steps), y=list(pinned.running_losses),
-                               mode="lines+markers", line=dict(width=5, color=C.PALETTE[5]),
-                               marker=dict(size=14), name=t("train.running_loss")))
-    # the layout's type size is every text's (axes, ticks, legend)
-    return C.localized(go.Figure(data), lang, template="none", height=430, font=dict(size=22),
-                       margin=dict(l=90, r=20, t=60, b=80), xaxis_title=t("common.step"),
-                       yaxis_title=t("common.loss"),
-                       legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0))
-
-
 def projector_board(rows: Iterable[Any], lang: str) -> pd.DataFrame:
     """The class board for a projector, in words."""
     t = i18n.translator(lang)

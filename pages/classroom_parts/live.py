@@ -46,7 +46,7 @@ def board_section(cr, me, code: str) -> None:
         by_id = {r.run_id: r for r in rows}
         if st.session_state.get(K + "board_run") not in by_id:
             st.session_state[K + "board_run"] = rows[0].run_id
-        pick, cancel, pin, unpin = st.columns([3, 2, 2, 1], vertical_alignment="bottom")
+        pick, cancel, pin = st.columns([3, 2, 2], vertical_alignment="bottom")
         # no status in an option's words: Streamlit finds the chosen option by its words, and
         # words that changed since the browser drew them (a run moving on) choose nothing
         labels = {rid: t("classroom.board.pick_option", nickname=r.nickname,
@@ -64,9 +64,6 @@ def board_section(cr, me, code: str) -> None:
         pin.button(t("classroom.board.pin"), key=K + "board_pin", icon=":material/push_pin:",
                    on_click=act, args=(msg, cr.pin, code, run.run_id), kwargs={
                        "done": lambda _: t("classroom.board.pinned", nickname=run.nickname)})
-        unpin.button(t("classroom.board.unpin"), key=K + "board_unpin", on_click=act,
-                     args=(msg, cr.pin, code, None),
-                     kwargs={"done": lambda _: t("classroom.board.pinned_none")})
 
     board()
     if st.button(t("classroom.presenter.open"), help=t("classroom.presenter.open_help"),

@@ -109,12 +109,10 @@ class Classroom:
             return "cancelling"
         return self.store.get(run.id).status
 
-    def pin(self, by: Person, code: str, run_id: str | None) -> ClassInfo:
-        """The run on the projector (None: nothing)."""
+    def pin(self, by: Person, code: str, run_id: str) -> ClassInfo:
+        """The run on the projector."""
         info = self.get_class(by, code)
-        if run_id is not None:
-            run_id = self._class_run(info.code, run_id).id
-        return tables.update(self.store, info.code, pinned=run_id)
+        return tables.update(self.store, info.code, pinned=self._class_run(info.code, run_id).id)
 
     def presenter(self, viewer: Person, code: str | None = None) -> Presenter | None:
         """The pinned run (None: nothing); a student sees their own class's."""
@@ -122,20 +120,12 @@ class Classroom:
         run = None if info.pinned is None else self.store.get(info.pinned)
         if run is None:   # nothing pinned, or the run deleted since
             return None
-        stride, steps, losses = scoring.mean_curve(self.store, run.id)
-        spe, running = None, []
-        for ev in self.store.events(run.id, kinds=("start", "running_loss")):
-            if ev.kind == "start":
-                spe = int(ev.data.get("steps_per_epoch") or 0) or None
-            elif spe is not None:   # the tutorial's line "[epoch, i] loss" at its global step
-                running.append(((int(ev.data["epoch"]) - 1) * spe + int(ev.data["i"]),
-                                finite(ev.data.get("loss"))))
-        nick = tables.nicknames(self.store, info.code).get(run.owner, "?")
-        return Presenter(nick, run.status, steps, losses,
+        steps, losses = self.store.losses(run.id)
+        events = self.store.events(run.id, kinds=("start", "running_loss", "epoch"))
+        return Presenter(tables.nicknames(self.store, info.code).get(run.owner, "?"), run.status,
                          finite((run.result or {}).get("test_accuracy")),
-                         scoring.fraction(run.progress), stride,
-                         tuple(s for s, _ in running), tuple(v for _, v in running),
-                         int((run.config or {}).get("log_every") or 2000))
+                         scoring.fraction(run.progress), tuple(steps), tuple(losses),
+                         tuple(events), int((run.config or {}).get("log_every") or 2000))
 
     # -- instructors: the challenge ----------------------------------------------------------
     def open_challenge(self, by: Person, code: str, goal: Goal | Mapping[str, Any]) -> ClassInfo:

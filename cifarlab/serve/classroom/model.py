@@ -134,18 +134,15 @@ class ExperimentView:
 
 @dataclass(frozen=True)
 class Presenter:
-    """The pinned run: its loss as means of ``stride`` steps, and the tutorial's running loss
-    (every ``log_every`` mini-batches) at its global steps."""
+    """The pinned run: its step losses and the events its Train page chart draws."""
 
     nickname: str
     status: str
-    steps: tuple[int, ...]
-    losses: tuple[float, ...]
     accuracy: float | None
     progress: float | None
-    stride: int
-    running_steps: tuple[int, ...]
-    running_losses: tuple[float | None, ...]
+    steps: tuple[int, ...]
+    losses: tuple[float, ...]
+    events: tuple[Any, ...]   # start, running_loss, epoch
     log_every: int
 
 
