@@ -156,8 +156,6 @@ def test_a_tampered_submit_with_a_locked_knob_is_refused(cr, klass, queue):
     assert info.preset == {"lr": 0.01, "epochs": 1, "batch_size": 32, "seed": 0}
     view = cr.student_view(ANA)
     assert view.preset == info.preset and view.locked == info.locked
-    assert "Period 3" in view.locked_reason("es") and view.locked_reason("pt") != \
-        view.locked_reason("en")
     # the page would have disabled the widget; a tampered browser sends lr = 0.1 anyway
     err = refused(queue.submit, SID[ANA], QUICK.replace(lr=0.1), owner=ANA.id)
     assert isinstance(err, ClassError) and (err.code, err.field) == ("class.knob_locked", "lr")

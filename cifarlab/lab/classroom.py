@@ -1,5 +1,4 @@
-"""The classroom pages' tables, words and charts, in the page's language; serve's records are
-read by attribute only (lab never imports serve)."""
+"""The classroom pages' tables, words and charts; serve's records are read by attribute only."""
 from __future__ import annotations
 
 import functools
@@ -40,9 +39,7 @@ def board_table(rows: Iterable[Any], lang: str) -> pd.DataFrame:
         "nickname": r.nickname, "status": status_text(r.status, lang),
         "queue": r.queue_position, "loss": list(r.losses), "progress": r.progress,
         "accuracy": None if r.accuracy is None else 100 * r.accuracy,
-        "device": r.device, "started": clock(r.created_at)} for r in rows],
-        columns=["nickname", "status", "queue", "loss", "progress", "accuracy", "device",
-                 "started"])
+        "device": r.device, "started": clock(r.created_at)} for r in rows])
 
 
 def leader_table(rows: Iterable[Any], kind: str, lang: str) -> pd.DataFrame:

@@ -1,5 +1,4 @@
-"""The class experiment: the console's form, and the class's picture with its CSV that the
-console, the projector and the student's Home draw (its camera saves a PNG in the browser)."""
+"""The class experiment: the console's form, and its picture (console, projector, Home)."""
 from __future__ import annotations
 
 import streamlit as st

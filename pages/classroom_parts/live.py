@@ -1,5 +1,4 @@
-"""The console's live parts: the class board and the challenge with its leaderboards, each a
-fragment polling the engine on its own timer (the rest of the console never reruns for them)."""
+"""The console's board and challenge: fragments, so that their polling never reruns the console."""
 from __future__ import annotations
 
 import streamlit as st

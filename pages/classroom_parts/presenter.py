@@ -1,5 +1,4 @@
-"""The projector's view of a class (``?view=presenter&class=CODE``): full width, nothing personal
-(no sidebar, no session id in the URL); the class code, its QR code, and the view picked."""
+"""The projector's view of a class (``?view=presenter&class=CODE``): nothing personal on it."""
 from __future__ import annotations
 
 import functools

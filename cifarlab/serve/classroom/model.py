@@ -178,6 +178,3 @@ class StudentView:
     @property
     def values(self) -> dict[str, Any]:   # what the class sets on the student's Train form
         return dict(self.preset) | ({} if self.seed is None else {"seed": self.seed})
-
-    def locked_reason(self, lang: str = i18n.DEFAULT) -> str:
-        return i18n.t("errors.class.locked_reason", lang, title=self.membership.title)

@@ -1,6 +1,5 @@
-"""Class codes ("K7M-4PX": no vowels, no look-alike characters; 18⁶ of them, far more than the
-join limits let anyone guess) and nicknames (no markup, no formula, no hidden characters, none
-that looks like a classmate's)."""
+"""Class codes (no vowels, no look-alike characters) and nicknames (no markup, no hidden
+characters, none that looks like a classmate's)."""
 from __future__ import annotations
 
 import functools

@@ -1,5 +1,4 @@
-"""The challenge's leaderboards (each run's accuracy on both halves of the test set) and the
-class board. Person and run ids only where ``Classroom`` allows them."""
+"""The challenge's leaderboards and the class board: run ids only where ``Classroom`` allows."""
 from __future__ import annotations
 
 import json
