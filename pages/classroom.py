@@ -175,8 +175,7 @@ if st.session_state.get(K + "seen", (None,))[0] != info.code or \
         st.session_state[K + "seen"][2] != lang():
     _load_preset(info)
 
-# keyed: the chosen tab stays when a message above comes or goes. What polls runs only in the
-# open tab; the forms are drawn in every tab (unsent typing lives only while it is on the page)
+# keyed: the tab stays when a message comes or goes; only the open tab polls, forms are in each
 board_tab, preset_tab, limits_tab, challenge_tab, experiment_tab = st.tabs([
     t("classroom.board.title"), t("classroom.preset.title"), t("classroom.limits.title"),
     t("classroom.challenge.title"), t("classroom.experiment.title")], key=K + "tabs",

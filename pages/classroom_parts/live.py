@@ -46,8 +46,7 @@ def board_section(cr, me, code: str) -> None:
         if st.session_state.get(K + "board_run") not in by_id:
             st.session_state[K + "board_run"] = rows[0].run_id
         pick, cancel, pin = st.columns([3, 2, 2], vertical_alignment="bottom")
-        # no status in an option's words: Streamlit finds the chosen option by its words, and
-        # words that changed since the browser drew them (a run moving on) choose nothing
+        # no status in an option's words: words that change (a run moving on) choose nothing
         labels = {rid: t("classroom.board.pick_option", nickname=r.nickname,
                          time=view.clock(r.created_at)) for rid, r in by_id.items()}
         # kept while another tab is open (the board is drawn only in its own)

@@ -48,10 +48,6 @@ class Goal:
     device: str | None = None
     target: float | None = None
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Goal:
-        return cls(d.get("kind"), d.get("max_epochs"), d.get("device"), d.get("target"))
-
     def allows_device(self, device: str) -> bool:
         return self.device is None or self.device in (device, device.split(":")[0])
 

@@ -168,7 +168,7 @@ def runs_used(db: Database, code: str, person: str) -> int:
 def latest_challenge(conn: Connection, code: str) -> Challenge | None:
     row = conn.execute(text("SELECT goal, opened_at, closed_at FROM challenges WHERE code = "
                             ":code ORDER BY id DESC LIMIT 1"), {"code": code}).first()
-    return Challenge(Goal.from_dict(json.loads(row[0])), row[1], row[2]) if row else None
+    return Challenge(Goal(**json.loads(row[0])), row[1], row[2]) if row else None
 
 
 def open_challenge(db: Database, code: str, goal: Goal, by: str) -> ClassInfo:
