@@ -121,7 +121,8 @@ def test_the_experiment_survives_a_restart_and_an_older_store_migrates(tmp_path)
     conn.close()
     store = RunStore(tmp_path / "runs.db")
     room = Classroom(store)
-    assert [room.membership(p).slot for p in (ANA, BEN)] == [0, 1]    # in the order they joined
+    # in the order they joined
+    assert [room.student_view(p).membership.slot for p in (ANA, BEN)] == [0, 1]
     info = room.set_experiment(TEACH, code, "batch_size", "4 16", 1)
     store.close()
     again = Classroom(RunStore(tmp_path / "runs.db"))

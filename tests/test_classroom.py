@@ -237,7 +237,7 @@ def test_two_instructors_editing_one_class(cr, klass):
 # -- joining ---------------------------------------------------------------------------------
 def test_join_errors_and_two_tabs(cr, klass):
     code = klass.code
-    m = cr.membership(ANA)
+    m = cr.student_view(ANA).membership
     assert (m.code, m.nickname, m.title) == (code, "Ana", "Period 3")
     assert cr.join(ANA, code.lower().replace("-", " "), "Another name", "tab-2") == m  # joins once
     assert cr.get_class(TEACH, code).members == 3
@@ -252,7 +252,7 @@ def test_join_errors_and_two_tabs(cr, klass):
         err = refused(cr.join, dora, code, nick, "dora-key")
         assert (err.code, err.field) == (err_code, "nickname"), nick
     assert refused(cr.join, dora, code, "x" * 500, "k").params == {"n": 24, "got": 500}
-    assert cr.membership(dora) is None
+    assert cr.student_view(dora) is None
     assert cr.join(dora, code, "  Dora   la  exploradora ", "dora-key").nickname == \
         "Dora la exploradora"
     cr.set_open(TEACH, code, False)
@@ -262,10 +262,11 @@ def test_join_errors_and_two_tabs(cr, klass):
     assert refused(cr.join, eve, "no-such-99", "Eve", "eve-key").code == "class.unknown_code"
     assert refused(cr.join, eve, "<script>", "Eve", "eve-key").code == "class.unknown_code"
     # leaving and joining another class
-    assert cr.leave(dora) and not cr.leave(dora) and cr.membership(dora) is None
+    assert cr.leave(dora) and not cr.leave(dora) and cr.student_view(dora) is None
     other = cr.create_class(TEACH, "Period 4")
     assert cr.join(ANA, other.code, "Ana", "k").code == other.code
-    assert cr.membership(ANA).code == other.code and cr.get_class(TEACH, code).members == 2
+    assert cr.student_view(ANA).membership.code == other.code
+    assert cr.get_class(TEACH, code).members == 2
 
 
 def test_join_attempts_are_rate_limited(cr, klass, clock):
@@ -275,7 +276,7 @@ def test_join_attempts_are_rate_limited(cr, klass, clock):
             "class.unknown_code"
     err = refused(cr.join, eve, klass.code, "Eve", "eve-ip")   # even the right code now
     assert err.code == "class.rate_limited" and err.params["seconds"] == 2
-    assert cr.membership(eve) is None
+    assert cr.student_view(eve) is None
     assert cr.join(Person("browser:fay-cookie-6", "Fay"), klass.code, "Fay", "fay-ip")
     clock.t += 2
     assert cr.join(eve, klass.code, "Eve", "eve-ip").code == klass.code
@@ -446,7 +447,7 @@ def test_everything_survives_a_restart(tmp_path):
     store = RunStore(path)                       # the server restarted
     again = Classroom(store)
     assert again.get_class(TEACH, info.code) == before
-    assert again.membership(ANA).nickname == "Ana"
+    assert again.student_view(ANA).membership.nickname == "Ana"
     assert again.student_view(ANA).locked == ("lr",)
     assert again.presenter(ANA).nickname == "Ana"
     assert [r.run_id for r in again.board(TEACH, info.code)] == [run_id]

@@ -227,15 +227,15 @@ def test_joining_a_class_from_home(classroom, lang):
     classroom.set_open(TEACHER, code, False)
     join(code, "Ana")
     assert texts(at, "error") == [i18n.t("errors.class.closed", lang)]
-    assert classroom.membership(student(f"student-{lang}-join")) is None
+    assert classroom.student_view(student(f"student-{lang}-join")) is None
     classroom.set_open(TEACHER, code, True)
     join(code, "Ana")
     assert texts(at, "success") == [t("classroom.join.joined", title="Period 3",
                                       nickname="Ana")]
     assert t("classroom.banner.class", title="Period 3", nickname="Ana") in texts(at, "info")
-    assert classroom.membership(student(f"student-{lang}-join")).nickname == "Ana"
+    assert classroom.student_view(student(f"student-{lang}-join")).membership.nickname == "Ana"
     at.button(key="class_leave").click().run()
-    assert classroom.membership(student(f"student-{lang}-join")) is None
+    assert classroom.student_view(student(f"student-{lang}-join")) is None
     assert texts(at, "success") == [t("classroom.join.left")]
     assert not at.exception
 

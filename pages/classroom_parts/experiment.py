@@ -26,17 +26,11 @@ def _set(code: str, clear: bool) -> None:
                t("classroom.experiment.started", version=i.version))
     if info is not None:
         ss["cls_seen"] = (info.code, info.version, lang())   # the preset form's version too
-        ss[K + "for"] = (info.code, info.version)
 
 
 def console(cr, me, info, picture_shown: bool = True) -> None:
     """The console's tab: the form, and the picture when ``picture_shown`` (it polls)."""
-    ss, ex = st.session_state, info.experiment
-    ss.setdefault(K + "knob", "lr")   # the knob a class compares first
-    if ex is not None and ss.get(K + "for") != (info.code, info.version):
-        ss[K + "knob"], ss[K + "values"] = ex.knob, "; ".join(
-            f"{v:g}" if isinstance(v, float) else str(v) for v in ex.values)
-        ss[K + "for"] = (info.code, info.version)
+    st.session_state.setdefault(K + "knob", "lr")   # the knob a class compares first
     st.caption(t("classroom.experiment.help"))
     messages.show(K + "msg")
     labels = {f.name: t(f.knob.label) for f in FIELDS}
@@ -50,7 +44,7 @@ def console(cr, me, info, picture_shown: bool = True) -> None:
         st.form_submit_button(t("classroom.experiment.start"), on_click=_set, type="primary",
                               args=(info.code, False), key=K + "start",
                               icon=":material/science:")
-    if ex is None:
+    if info.experiment is None:
         st.caption(t("classroom.experiment.none"))
         return
     st.button(t("classroom.experiment.stop"), on_click=_set, key=K + "stop",

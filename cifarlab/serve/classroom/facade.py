@@ -170,15 +170,12 @@ class Classroom:
         nick = clean_nickname(nickname)
         return tables.add_member(self.store, info.code, person.id, nick, nick.casefold())
 
-    def membership(self, person: Person) -> Membership | None:
-        return tables.membership(self.store, _person(person).id)
-
     def leave(self, person: Person) -> bool:
         """Their runs stay on its boards; False when in no class."""
         return tables.leave(self.store, _person(person).id)
 
     def student_view(self, person: Person) -> StudentView | None:
-        member = self.membership(person)
+        member = tables.membership(self.store, _person(person).id)
         if member is None:
             return None
         info = tables.require_class(self.store, member.code)
