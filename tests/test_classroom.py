@@ -24,7 +24,7 @@ from cifarlab.core.model import Net
 from cifarlab.errors import ConfigError, JobError
 from cifarlab.lab.classroom import leader_csv
 from cifarlab.lab.train import RunView
-from cifarlab.serve.classroom import facade, names, tables
+from cifarlab.serve.classroom import names, tables
 from cifarlab.serve.classroom.facade import Classroom, get_classroom
 from cifarlab.serve.classroom.model import ClassError, ClassLimits, Goal
 from cifarlab.serve.identity import Person
@@ -271,7 +271,7 @@ def test_join_errors_and_two_tabs(cr, klass):
 
 def test_join_attempts_are_rate_limited(cr, klass, clock):
     eve = Person("browser:eve-cookie-5", "Eve")
-    for i in range(facade.CLIENT.free):
+    for i in range(cr.limiter.client.free):
         assert refused(cr.join, eve, f"XXX-XX{names.CODE_ALPHABET[i]}", "Eve", "eve-ip").code == \
             "class.unknown_code"
     err = refused(cr.join, eve, klass.code, "Eve", "eve-ip")   # even the right code now
@@ -281,13 +281,13 @@ def test_join_attempts_are_rate_limited(cr, klass, clock):
     clock.t += 2
     assert cr.join(eve, klass.code, "Eve", "eve-ip").code == klass.code
     # many browsers guessing: each that goes on guessing waits, one that is not gets in at once
-    for i in range(facade.OVERALL.free):
-        for _ in range(facade.GUESSING_AFTER):
+    for i in range(cr.limiter.overall.free):
+        for _ in range(cr.limiter.guessing_after):
             refused(cr.join, Person(f"browser:bot-{i}", "bot"), "RRR-RRR", "bot", f"ip-{i}")
     bot = Person("browser:bot-0", "bot")
     assert refused(cr.join, bot, "RRR-RRX", "bot", "ip-0").code == "class.rate_limited"
     assert cr.join(Person("browser:gil-cookie-7", "Gil"), klass.code, "Gil", "gil-ip")
-    clock.t += facade.FORGET_S                               # old failures are forgotten
+    clock.t += cr.limiter.counters.forget_s   # old failures are forgotten
     assert refused(cr.join, bot, "RRR-RRX", "bot", "ip-0").code == "class.unknown_code"
 
 

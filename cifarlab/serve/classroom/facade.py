@@ -20,11 +20,8 @@ from cifarlab.serve.runs import reason
 from cifarlab.serve.store import RunStore, StoreCounters
 
 # Wrong codes slow a browser, a code and everyone down; never a browser that is not guessing.
-CLIENT = Backoff(free=3, base_s=2.0, cap_s=300.0)
+# A class code gets fewer free tries than AttemptLimiter's default target.
 TARGET = Backoff(free=5, base_s=2.0, cap_s=300.0)
-OVERALL = Backoff(free=30, base_s=1.0, cap_s=300.0)
-GUESSING_AFTER = 2
-FORGET_S = 3600.0
 
 
 class Classroom:
@@ -33,8 +30,7 @@ class Classroom:
 
     def __init__(self, store: RunStore, clock: Callable[[], float] = time.time):
         self.store = store
-        self.limiter = AttemptLimiter(CLIENT, TARGET, OVERALL, guessing_after=GUESSING_AFTER,
-                                      counters=StoreCounters(store, "join", FORGET_S),
+        self.limiter = AttemptLimiter(target=TARGET, counters=StoreCounters(store, "join"),
                                       clock=clock, name="class codes")
 
     # -- instructors: classes ----------------------------------------------------------------
