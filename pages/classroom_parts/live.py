@@ -77,10 +77,9 @@ def _open_challenge(code: str) -> None:
     ss = st.session_state
     if ss.get(K + "ch_kind") == "fastest_to":
         goal = Goal("fastest_to", target=ss.get(K + "ch_target") / 100)
-    else:
-        device = ss.get(K + "ch_device")
+    else:   # the engine reads the device "any" as none in particular
         goal = Goal("best_accuracy", max_epochs=ss.get(K + "ch_epochs"),
-                    device=None if device == "any" else device)
+                    device=ss.get(K + "ch_device"))
     act(K + "ch_msg", classroom().open_challenge, code, goal,
         done=lambda _: t("classroom.challenge.opened"))
 
@@ -117,21 +116,19 @@ def challenge_section(cr, me, info, boards_shown: bool = True) -> None:
     ch = info.challenge
     if ch is None:
         st.caption(t("classroom.challenge.none"))
-    elif ch.is_open:
-        st.markdown(f"**{view.goal_text(ch.goal, lang())}** · "
-                    + t("classroom.challenge.state_open", time=view.clock(ch.opened_at)))
-        st.button(t("classroom.challenge.close"), key=K + "ch_close", type="primary",
-                  icon=":material/flag:", on_click=act,
-                  args=(K + "ch_msg", cr.close_challenge, info.code),
-                  kwargs={"done": lambda _: t("classroom.challenge.closed")})
-        if boards_shown:
-            st.fragment(boards, run_every=LEADER_S)(cr, me, info.code, ch)
-        return
     else:
-        st.markdown(f"**{view.goal_text(ch.goal, lang())}** · "
-                    + t("classroom.challenge.state_closed", time=view.clock(ch.closed_at)))
-        if boards_shown:
-            boards(cr, me, info.code, ch)
+        state = (t("classroom.challenge.state_open", time=view.clock(ch.opened_at)) if ch.is_open
+                 else t("classroom.challenge.state_closed", time=view.clock(ch.closed_at)))
+        st.markdown(f"**{view.goal_text(ch.goal, lang())}** · {state}")
+        if ch.is_open:
+            st.button(t("classroom.challenge.close"), key=K + "ch_close", type="primary",
+                      icon=":material/flag:", on_click=act,
+                      args=(K + "ch_msg", cr.close_challenge, info.code),
+                      kwargs={"done": lambda _: t("classroom.challenge.closed")})
+        if boards_shown:   # the open challenge's public board is live
+            st.fragment(boards, run_every=LEADER_S if ch.is_open else None)(cr, me, info.code, ch)
+        if ch.is_open:   # one challenge at a time: no form for another
+            return
         st.divider()
     with st.form(K + "challenge", border=False):
         # options in words made now: a format_func may be called outside this run's language

@@ -107,11 +107,12 @@ def check_limits(limits: Any) -> ClassLimits:
 
 
 def pushed(info: ClassInfo, slot: int) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """The preset and locked knobs of the member in ``slot``: their experiment value locked."""
+    """The preset and locked knobs of the member in ``slot``: their experiment value (the
+    values in turn, by the order members joined) locked."""
     ex = info.experiment
     if ex is None:
         return dict(info.preset), info.locked
-    return (dict(info.preset) | {ex.knob: ex.value_for(slot)},
+    return (dict(info.preset) | {ex.knob: ex.values[slot % len(ex.values)]},
             tuple(dict.fromkeys((*info.locked, ex.knob))))
 
 

@@ -65,15 +65,11 @@ class Challenge:
 
 @dataclass(frozen=True)
 class Experiment:
-    """The values of one knob the class compares: a student's, locked, is ``value_for(slot)``;
-    the picture shows the runs ``since``."""
+    """The values of one knob the class compares; the picture shows the runs ``since``."""
 
     knob: str
     values: tuple
     since: float
-
-    def value_for(self, slot: int) -> Any:
-        return self.values[slot % len(self.values)]
 
 
 @dataclass(frozen=True)
