@@ -80,7 +80,7 @@ def pinned_run(cr, me, code: str) -> None:
     run = RunView()   # the chart the student's Train page draws, in the room's type size
     run.add_events(p.events)
     run.series.add(p.steps, p.losses)
-    fig = loss_figure(run.chart(), lang())[1].update_layout(height=460, font=dict(size=22))
+    fig = loss_figure(run.chart(), lang())[1].update_layout(height=480, font_size=22, margin_t=96)
     st.plotly_chart(fig, width="stretch", key=K + "chart", config={"displayModeBar": False},
                     theme=None)
     st.caption(chart_texts(run, p.log_every, lang())[0])
