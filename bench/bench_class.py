@@ -39,7 +39,9 @@ sys.path.insert(0, str(ROOT))
 DEFAULT_ARCHIVE = ROOT.parent / "shared" / "data" / "cifar10-jpeg.tar.gz"
 
 from cifarlab.core.config import TrainConfig
-from cifarlab.serve.classroom import Classroom, Goal, tables
+from cifarlab.serve.classroom import tables
+from cifarlab.serve.classroom.facade import Classroom
+from cifarlab.serve.classroom.model import Goal
 from cifarlab.serve.identity import Person
 from cifarlab.serve.queue import JobQueue
 from cifarlab.serve.settings import load_settings

@@ -9,7 +9,7 @@ import streamlit as st
 from cifarlab.core.safe_text import md_escape
 from cifarlab.lab import classroom as words
 from cifarlab.lab.train_form import knob_fields, knob_value, widget_value
-from cifarlab.serve.classroom import ClassLimits
+from cifarlab.serve.classroom.model import ClassLimits
 from pages import classroom_parts as parts
 from pages.classroom_parts import experiment, live, presenter
 from ui.data import queue
@@ -97,9 +97,6 @@ def knob_box(f) -> None:
 
 def preset_form(info) -> None:
     st.caption(t("classroom.preset.help"))
-    if "seed" in info.locked:   # each student's own seed otherwise
-        st.warning(t("classroom.challenge.seed_locked", seed=str(info.preset.get("seed", 0))),
-                   icon=":material/casino:")
     with st.form(K + "preset", border=False):
         columns, per_col = st.columns(3), -(-len(FIELDS) // 3)
         for i, f in enumerate(FIELDS):
@@ -178,8 +175,7 @@ if st.session_state.get(K + "seen", (None,))[0] != info.code or \
         st.session_state[K + "seen"][2] != lang():
     _load_preset(info)
 
-# keyed: the chosen tab stays when a message above comes or goes. What polls runs only in the
-# open tab; the forms are drawn in every tab (unsent typing lives only while it is on the page)
+# keyed: the tab stays when a message comes or goes; only the open tab polls, forms are in each
 board_tab, preset_tab, limits_tab, challenge_tab, experiment_tab = st.tabs([
     t("classroom.board.title"), t("classroom.preset.title"), t("classroom.limits.title"),
     t("classroom.challenge.title"), t("classroom.experiment.title")], key=K + "tabs",

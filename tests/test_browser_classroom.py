@@ -175,7 +175,7 @@ def expected_order(server, code: str, which: str) -> list[str]:
     """The students by their best run's accuracy on ``which`` half of the test set, read from
     the run store itself (each run's eval event), ties to the earlier finish: what the board
     must show, computed here without the engine's scoring."""
-    from cifarlab.serve.classroom import Classroom
+    from cifarlab.serve.classroom.facade import Classroom
     from cifarlab.serve.identity import Person
 
     s = store(server)

@@ -231,7 +231,8 @@ def test_a_sweep_meets_the_limits_of_a_run(queue):
 
 
 def test_a_class_member_sweeps_under_the_class_rules_and_off_its_board(queue):
-    from cifarlab.serve.classroom import Classroom, tables
+    from cifarlab.serve.classroom import tables
+    from cifarlab.serve.classroom.facade import Classroom
     from cifarlab.serve.identity import Person
 
     teacher = Person("user:teacher@school.edu", "teacher@school.edu", instructor=True)

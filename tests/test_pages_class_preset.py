@@ -13,9 +13,11 @@ import pytest
 
 from cifarlab import i18n
 from cifarlab.core.config import TrainConfig, knobs
+from cifarlab.lab import train_live
+from cifarlab.lab.train import RunView
 from cifarlab.serve import queue as jobs
 from test_classroom import finished
-from cifarlab.serve.classroom import get_classroom
+from cifarlab.serve.classroom.facade import get_classroom
 from data_support import pages_queue
 from test_pages_classroom import TEACHER, _stop_queue, open_app, student, tab, texts
 
@@ -136,17 +138,14 @@ def test_the_preset_form_gives_values_in_words_and_a_locked_seed_warns(classroom
         assert box.value == raw and t(f"common.{name}_{raw}") in box.options
         assert raw not in box.options and not any(o.startswith("common.") for o in box.options)
     assert t("classroom.preset.seed_note") in texts(at, "caption")
-    assert not at.warning           # the seed is each student's own: nothing to warn about
     sid = joined(classroom, lang, "Ana", code)
     mine = classroom.student_view(student(sid)).seed
     assert mine not in (None, 0)
 
-    # the instructor locks the seed: the console warns that every run would be the same
+    # the instructor locks the seed (the caption above says what that does): the class's seed
     at.checkbox(key="cls_l_seed").check()
     at.button(key="cls_push_btn").click().run()
     assert "seed" in classroom.get_class(TEACHER, code).locked
-    warning = t("classroom.challenge.seed_locked", seed="0")
-    assert texts(at, "warning").count(warning) == 1      # above the form, where the seed is locked
     assert classroom.student_view(student(sid)).seed is None
     assert not at.exception
 
@@ -203,7 +202,8 @@ def test_the_presenter_view_is_for_a_projector(classroom, lang):
     # the pinned run: its running loss (the tutorial's lines, means of k steps), not each step
     chart = at.get("plotly_chart")
     assert len(chart) == 1
-    assert t("classroom.presenter.chart_caption", n=2000, k=10) in texts(at, "caption")
+    caption = train_live.chart_texts(RunView(), 2000, lang)[0]   # the Train page's chart's
+    assert caption in texts(at, "caption")
     assert at.segmented_control(key="cls_pv_show").value == "run"
     # the board, as a projector shows it
     at.segmented_control(key="cls_pv_show").set_value("board").run()

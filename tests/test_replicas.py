@@ -21,7 +21,8 @@ import pytest
 from cifarlab import i18n
 from cifarlab.errors import JobError
 from cifarlab.serve import replicas
-from cifarlab.serve.classroom import ClassError, Classroom
+from cifarlab.serve.classroom.facade import Classroom
+from cifarlab.serve.classroom.model import ClassError
 from cifarlab.serve.dispatcher import Dispatcher
 from cifarlab.serve.identity import Person
 from cifarlab.serve.queue import JobQueue
@@ -358,5 +359,5 @@ def test_any_replica_serves_any_student(pg_url, tmp_path, queues, monkeypatch, f
     assert i18n.t("runs.no_runs", "en") in [el.value for el in seen[BOB].info]
     # the instructor's classes and the student's membership, made on A, on B
     assert [c.code for c in Classroom(b.store).my_classes(teacher)] == [code]
-    member = Classroom(b.store).membership(Person("browser:alice-cookie", ""))
+    member = Classroom(b.store).student_view(Person("browser:alice-cookie", "")).membership
     assert member is not None and member.code == code

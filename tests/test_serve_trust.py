@@ -30,8 +30,9 @@ from cifarlab.core.model import Net
 from cifarlab.errors import JobError
 from cifarlab.lab.classroom import experiment_csv, leader_csv
 from cifarlab.serve import identity
-from cifarlab.serve.classroom import ClassError, Classroom, ClassLimits, Goal, names, tables
-from cifarlab.serve.classroom import facade
+from cifarlab.serve.classroom import names, tables
+from cifarlab.serve.classroom.facade import Classroom
+from cifarlab.serve.classroom.model import ClassError, ClassLimits, Goal
 from cifarlab.serve.identity import Person
 from cifarlab.serve.queue import JobQueue
 from cifarlab.serve.settings import load_settings
@@ -153,6 +154,12 @@ def test_take_your_run_home_holds_no_session_or_owner(tmp_path):
 
 
 # -- nobody can lock a class out -------------------------------------------------------------
+def wrong_code(n: int) -> str:
+    """The n-th of many well-formed class codes (a class's own is drawn at random)."""
+    a = names.CODE_ALPHABET
+    return f"{a[n // 324 % 18]}{a[n // 18 % 18]}{a[n % 18]}-XXX"
+
+
 def test_seven_browsers_guessing_do_not_keep_a_student_out(queue):
     """The finding: 7 browsers × 5 wrong codes kept a student typing the right one out."""
     cr = Classroom(queue.store, clock=Clock())
@@ -160,7 +167,7 @@ def test_seven_browsers_guessing_do_not_keep_a_student_out(queue):
     for i in range(7):
         for n in range(5):
             with pytest.raises(ClassError):
-                cr.join(Person(f"browser:bot-{i}", "bot"), f"red-cat-{10 + n}", "bot", f"bot{i}")
+                cr.join(Person(f"browser:bot-{i}", "bot"), wrong_code(n), "bot", f"bot{i}")
     assert cr.join(ANA, info.code, "Ana", ANA_SID).code == info.code
     typo = Person("browser:typo-1", "Typo")     # one typo first is not guessing either
     with pytest.raises(ClassError):
@@ -178,7 +185,7 @@ def test_guessing_stays_slow_however_many_browsers_hammer(queue):
     def bot(i):
         for n in range(60):
             try:
-                cr.join(Person(f"browser:bot-{i}", "bot"), f"red-cat-{10 + n}", "bot", f"b{i}")
+                cr.join(Person(f"browser:bot-{i}", "bot"), wrong_code(n), "bot", f"b{i}")
             except ClassError as err:
                 with lock:
                     (limited if err.code == "class.rate_limited" else verdicts)[i] += 1
@@ -189,22 +196,22 @@ def test_guessing_stays_slow_however_many_browsers_hammer(queue):
     for th in threads:
         th.join()
     # while no time passes, a browser learns about 3 codes at most, then only waits
-    assert max(verdicts.values()) <= facade.CLIENT.free
-    assert sum(verdicts.values()) <= 20 * facade.GUESSING_AFTER + facade.OVERALL.free
+    assert max(verdicts.values()) <= cr.limiter.client.free
+    assert sum(verdicts.values()) <= 20 * cr.limiter.guessing_after + cr.limiter.overall.free
     assert sum(limited.values()) == 20 * 60 - sum(verdicts.values())
     # ten browsers trying for an hour, each as soon as it may
     tries, end = 0, clock.t + 3600
     while clock.t < end:
-        waits = [cr.limiter.wait(f"b{i}", "red-cat-99") for i in range(10)]
+        waits = [cr.limiter.wait(f"b{i}", wrong_code(999)) for i in range(10)]
         if min(waits) > 0:
             clock.t += min(waits)
             continue
         i = waits.index(0.0)
         with pytest.raises(ClassError):
-            cr.join(Person(f"browser:bot-{i}", "bot"), "red-cat-99", "bot", f"b{i}")
+            cr.join(Person(f"browser:bot-{i}", "bot"), wrong_code(999), "bot", f"b{i}")
         tries += 1
     # after the first few, one wrong code every 5 minutes for all ten together
-    assert tries <= 10 * facade.GUESSING_AFTER + 3600 / facade.OVERALL.cap_s + 5, tries
+    assert tries <= 10 * cr.limiter.guessing_after + 3600 / cr.limiter.overall.cap_s + 5, tries
 
 
 @pytest.mark.parametrize("moving", [False, True])
@@ -234,7 +241,7 @@ def test_attackers_hammer_while_the_student_and_instructor_get_in_at_once(queue,
         n = 0
         while not stop.wait(0.001):
             try:
-                cr.join(Person(f"browser:bot-{i}-{n // 5}", "bot"), f"red-cat-{10 + n % 900}",
+                cr.join(Person(f"browser:bot-{i}-{n // 5}", "bot"), wrong_code(n % 900),
                         "bot", f"bot-{i}-{n // 5}")   # a fresh browser every 5 tries
             except ClassError as err:
                 count(err.code)

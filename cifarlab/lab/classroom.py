@@ -1,5 +1,4 @@
-"""The classroom pages' tables, words and charts, in the page's language; serve's records are
-read by attribute only (lab never imports serve)."""
+"""The classroom pages' tables, words and charts; serve's records are read by attribute only."""
 from __future__ import annotations
 
 import functools
@@ -40,9 +39,7 @@ def board_table(rows: Iterable[Any], lang: str) -> pd.DataFrame:
         "nickname": r.nickname, "status": status_text(r.status, lang),
         "queue": r.queue_position, "loss": list(r.losses), "progress": r.progress,
         "accuracy": None if r.accuracy is None else 100 * r.accuracy,
-        "device": r.device, "started": clock(r.created_at)} for r in rows],
-        columns=["nickname", "status", "queue", "loss", "progress", "accuracy", "device",
-                 "started"])
+        "device": r.device, "started": clock(r.created_at)} for r in rows])
 
 
 def leader_table(rows: Iterable[Any], kind: str, lang: str) -> pd.DataFrame:
@@ -127,23 +124,6 @@ def shown(value: Any, lang: str, name: str = "") -> str:
     return str(value)
 
 
-def presenter_figure(pinned: Any, lang: str) -> go.Figure:
-    """The pinned run's loss in large type, with the tutorial's running loss over it."""
-    t = i18n.translator(lang)
-    data = [go.Scatter(x=list(pinned.steps), y=list(pinned.losses), mode="lines",
-                       line=dict(width=3, color=C.PALETTE[0]),
-                       name=t("train.chart_step_loss_mean", n=pinned.stride))]
-    if pinned.running_steps:
-        data.append(go.Scatter(x=list(pinned.running_steps), y=list(pinned.running_losses),
-                               mode="lines+markers", line=dict(width=5, color=C.PALETTE[5]),
-                               marker=dict(size=14), name=t("train.running_loss")))
-    # the layout's type size is every text's (axes, ticks, legend)
-    return C.localized(go.Figure(data), lang, template="none", height=430, font=dict(size=22),
-                       margin=dict(l=90, r=20, t=60, b=80), xaxis_title=t("common.step"),
-                       yaxis_title=t("common.loss"),
-                       legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0))
-
-
 def projector_board(rows: Iterable[Any], lang: str) -> pd.DataFrame:
     """The class board for a projector, in words."""
     t = i18n.translator(lang)
@@ -198,7 +178,7 @@ def experiment_figure(view: Any, lang: str, height: int = 640,
             hovertemplate="%{customdata[0]}<br>%{customdata[1]}<br>%{x}: %{y:.3f}"
             "<extra></extra>"), row=1, col=1)
         legend.add(name)
-    done, means = [r for r in view.rows if r.accuracy is not None], []
+    done = [r for r in view.rows if r.accuracy is not None]
     for column, v in enumerate(order):
         runs = [r for r in done if r.value == v]
         if not runs:
@@ -216,12 +196,6 @@ def experiment_figure(view: Any, lang: str, height: int = 640,
                         symbol=["star" if r.you else "circle" for r in runs],
                         line=dict(width=[2 if r.you else 0 for r in runs], color="#000000"))),
             row=2, col=1)
-        means.append((x, 100 * sum(r.accuracy for r in runs) / len(runs)))
-    if len(means) > 1:
-        fig.add_trace(go.Scatter(x=[m[0] for m in means], y=[m[1] for m in means],
-                                 mode="lines", name=t("classroom.experiment.mean"),
-                                 legendrank=len(order), hoverinfo="skip",
-                                 line=dict(color="#000000", dash="dot", width=2)), row=2, col=1)
     if numeric:   # ticks at the values compared, written as the preset form writes them
         axis = dict(type="log" if log_axis(order) else "linear", tickvals=order,
                     ticktext=list(texts.values()))

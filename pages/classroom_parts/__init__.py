@@ -5,7 +5,7 @@ import streamlit as st
 
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import classroom as words
-from cifarlab.serve.classroom import Classroom, get_classroom
+from cifarlab.serve.classroom.facade import Classroom, get_classroom
 from ui import data, messages, signin
 
 

@@ -1,14 +1,12 @@
-"""The class experiment: the console's form, and the class's picture with its CSV that the
-console, the projector and the student's Home draw (its camera saves a PNG in the browser)."""
+"""The class experiment: the console's form, and its picture (console, projector, Home)."""
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from cifarlab.errors import CifarLabError
 from cifarlab.lab import classroom as words
 from cifarlab.lab.train_form import knob_fields
-from cifarlab.serve.classroom import MAX_VALUES
+from cifarlab.serve.classroom.model import MAX_VALUES
 from pages.classroom_parts import act, classroom
 from ui import messages
 from ui.language import lang, show_error, t
@@ -28,17 +26,11 @@ def _set(code: str, clear: bool) -> None:
                t("classroom.experiment.started", version=i.version))
     if info is not None:
         ss["cls_seen"] = (info.code, info.version, lang())   # the preset form's version too
-        ss[K + "for"] = (info.code, info.version)
 
 
 def console(cr, me, info, picture_shown: bool = True) -> None:
     """The console's tab: the form, and the picture when ``picture_shown`` (it polls)."""
-    ss, ex = st.session_state, info.experiment
-    ss.setdefault(K + "knob", "lr")   # the knob a class compares first
-    if ex is not None and ss.get(K + "for") != (info.code, info.version):
-        ss[K + "knob"], ss[K + "values"] = ex.knob, "; ".join(
-            f"{v:g}" if isinstance(v, float) else str(v) for v in ex.values)
-        ss[K + "for"] = (info.code, info.version)
+    st.session_state.setdefault(K + "knob", "lr")   # the knob a class compares first
     st.caption(t("classroom.experiment.help"))
     messages.show(K + "msg")
     labels = {f.name: t(f.knob.label) for f in FIELDS}
@@ -52,18 +44,17 @@ def console(cr, me, info, picture_shown: bool = True) -> None:
         st.form_submit_button(t("classroom.experiment.start"), on_click=_set, type="primary",
                               args=(info.code, False), key=K + "start",
                               icon=":material/science:")
-    if ex is None:
+    if info.experiment is None:
         st.caption(t("classroom.experiment.none"))
         return
     st.button(t("classroom.experiment.stop"), on_click=_set, key=K + "stop",
               args=(info.code, True), icon=":material/stop_circle:")
     if picture_shown:
-        picture(cr, me, info.code, assigned=True)
+        picture(cr, me, info.code)
 
 
-def picture(cr, me, code: str | None, assigned: bool = False, height: int = 640,
-            font: int | None = None) -> None:
-    """The class's picture and its CSV; ``assigned``: with each student's value (the console)."""
+def picture(cr, me, code: str | None, height: int = 640, font: int | None = None) -> None:
+    """The class's picture and its CSV."""
 
     @st.fragment(run_every=REFRESH_S)
     def draw() -> None:
@@ -91,9 +82,5 @@ def picture(cr, me, code: str | None, assigned: bool = False, height: int = 640,
             st.download_button(t("classroom.experiment.csv"), words.experiment_csv(view),
                                file_name=f"{name}.csv", mime="text/csv", key=K + "csv",
                                icon=":material/download:", on_click="ignore")
-        if assigned and view.assigned:
-            st.dataframe(pd.DataFrame(
-                [(n, words.shown(v, lang(), knob)) for n, v in view.assigned],
-                columns=[t("classroom.board.nickname"), label]), hide_index=True)
 
     draw()

@@ -1,12 +1,11 @@
-"""The console's live parts: the class board and the challenge with its leaderboards, each a
-fragment polling the engine on its own timer (the rest of the console never reruns for them)."""
+"""The console's board and challenge: fragments, so that their polling never reruns the console."""
 from __future__ import annotations
 
 import streamlit as st
 
 from cifarlab.lab import classroom as view
 from cifarlab.lab.train import poll_interval
-from cifarlab.serve.classroom import Goal
+from cifarlab.serve.classroom.model import Goal
 from pages.classroom_parts import act, classroom
 from ui import messages
 from ui.data import queue
@@ -46,9 +45,8 @@ def board_section(cr, me, code: str) -> None:
         by_id = {r.run_id: r for r in rows}
         if st.session_state.get(K + "board_run") not in by_id:
             st.session_state[K + "board_run"] = rows[0].run_id
-        pick, cancel, pin, unpin = st.columns([3, 2, 2, 1], vertical_alignment="bottom")
-        # no status in an option's words: Streamlit finds the chosen option by its words, and
-        # words that changed since the browser drew them (a run moving on) choose nothing
+        pick, cancel, pin = st.columns([3, 2, 2], vertical_alignment="bottom")
+        # no status in an option's words: words that change (a run moving on) choose nothing
         labels = {rid: t("classroom.board.pick_option", nickname=r.nickname,
                          time=view.clock(r.created_at)) for rid, r in by_id.items()}
         # kept while another tab is open (the board is drawn only in its own)
@@ -64,9 +62,6 @@ def board_section(cr, me, code: str) -> None:
         pin.button(t("classroom.board.pin"), key=K + "board_pin", icon=":material/push_pin:",
                    on_click=act, args=(msg, cr.pin, code, run.run_id), kwargs={
                        "done": lambda _: t("classroom.board.pinned", nickname=run.nickname)})
-        unpin.button(t("classroom.board.unpin"), key=K + "board_unpin", on_click=act,
-                     args=(msg, cr.pin, code, None),
-                     kwargs={"done": lambda _: t("classroom.board.pinned_none")})
 
     board()
     if st.button(t("classroom.presenter.open"), help=t("classroom.presenter.open_help"),
@@ -82,10 +77,9 @@ def _open_challenge(code: str) -> None:
     ss = st.session_state
     if ss.get(K + "ch_kind") == "fastest_to":
         goal = Goal("fastest_to", target=ss.get(K + "ch_target") / 100)
-    else:
-        device = ss.get(K + "ch_device")
+    else:   # the engine reads the device "any" as none in particular
         goal = Goal("best_accuracy", max_epochs=ss.get(K + "ch_epochs"),
-                    device=None if device == "any" else device)
+                    device=ss.get(K + "ch_device"))
     act(K + "ch_msg", classroom().open_challenge, code, goal,
         done=lambda _: t("classroom.challenge.opened"))
 
@@ -122,21 +116,19 @@ def challenge_section(cr, me, info, boards_shown: bool = True) -> None:
     ch = info.challenge
     if ch is None:
         st.caption(t("classroom.challenge.none"))
-    elif ch.is_open:
-        st.markdown(f"**{view.goal_text(ch.goal, lang())}** · "
-                    + t("classroom.challenge.state_open", time=view.clock(ch.opened_at)))
-        st.button(t("classroom.challenge.close"), key=K + "ch_close", type="primary",
-                  icon=":material/flag:", on_click=act,
-                  args=(K + "ch_msg", cr.close_challenge, info.code),
-                  kwargs={"done": lambda _: t("classroom.challenge.closed")})
-        if boards_shown:
-            st.fragment(boards, run_every=LEADER_S)(cr, me, info.code, ch)
-        return
     else:
-        st.markdown(f"**{view.goal_text(ch.goal, lang())}** · "
-                    + t("classroom.challenge.state_closed", time=view.clock(ch.closed_at)))
-        if boards_shown:
-            boards(cr, me, info.code, ch)
+        state = (t("classroom.challenge.state_open", time=view.clock(ch.opened_at)) if ch.is_open
+                 else t("classroom.challenge.state_closed", time=view.clock(ch.closed_at)))
+        st.markdown(f"**{view.goal_text(ch.goal, lang())}** · {state}")
+        if ch.is_open:
+            st.button(t("classroom.challenge.close"), key=K + "ch_close", type="primary",
+                      icon=":material/flag:", on_click=act,
+                      args=(K + "ch_msg", cr.close_challenge, info.code),
+                      kwargs={"done": lambda _: t("classroom.challenge.closed")})
+        if boards_shown:   # the open challenge's public board is live
+            st.fragment(boards, run_every=LEADER_S if ch.is_open else None)(cr, me, info.code, ch)
+        if ch.is_open:   # one challenge at a time: no form for another
+            return
         st.divider()
     with st.form(K + "challenge", border=False):
         # options in words made now: a format_func may be called outside this run's language

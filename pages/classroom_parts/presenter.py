@@ -1,5 +1,4 @@
-"""The projector's view of a class (``?view=presenter&class=CODE``): full width, nothing personal
-(no sidebar, no session id in the URL); the class code, its QR code, and the view picked."""
+"""The projector's view of a class (``?view=presenter&class=CODE``): nothing personal on it."""
 from __future__ import annotations
 
 import functools
@@ -8,7 +7,8 @@ import streamlit as st
 
 from cifarlab.core.safe_text import md_escape
 from cifarlab.lab import classroom as words
-from cifarlab.lab.train import poll_interval
+from cifarlab.lab.train import RunView, poll_interval
+from cifarlab.lab.train_live import chart_texts, loss_figure
 from pages.classroom_parts import experiment, join_link, live
 from ui.internals import set_fragment_interval
 from ui.language import call_or_show, lang, pct, t
@@ -77,9 +77,13 @@ def pinned_run(cr, me, code: str) -> None:
     if not p.steps:
         st.caption(t("classroom.presenter.waiting"))
         return
-    st.plotly_chart(words.presenter_figure(p, lang()), width="stretch", key=K + "chart",
-                    config={"displayModeBar": False}, theme=None)   # its own large type
-    st.caption(t("classroom.presenter.chart_caption", n=p.log_every, k=p.stride))
+    run = RunView()   # the chart the student's Train page draws, in the room's type size
+    run.add_events(p.events)
+    run.series.add(p.steps, p.losses)
+    fig = loss_figure(run.chart(), lang())[1].update_layout(height=480, font_size=22, margin_t=96)
+    st.plotly_chart(fig, width="stretch", key=K + "chart", config={"displayModeBar": False},
+                    theme=None)
+    st.caption(chart_texts(run, p.log_every, lang())[0])
 
 
 @st.fragment(run_every=REFRESH_S)

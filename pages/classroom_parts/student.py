@@ -1,11 +1,10 @@
-"""What a student sees of their class: Home's ``join_box`` (``?class=CODE`` fills the code in)
-and the Train form's ``pushed`` values and locks, each under the class's ``banner``."""
+"""What a student sees of their class: Home's ``join_box``, and Train's ``pushed`` values."""
 from __future__ import annotations
 
 import streamlit as st
 
 from cifarlab.lab import classroom as words
-from cifarlab.serve.classroom import StudentView
+from cifarlab.serve.classroom.model import StudentView
 from pages.classroom_parts import act, classroom, experiment
 from ui import language, messages, session, signin
 
@@ -85,6 +84,6 @@ def pushed(form, t) -> None:
         form.apply_class(None)
         return
     banner(t, view)
-    reason = view.locked_reason(language.lang())
+    reason = t("errors.class.locked_reason", title=view.membership.title)
     form.apply_class(view.values, {knob: reason for knob in view.locked},
                      (view.membership.code, view.version))

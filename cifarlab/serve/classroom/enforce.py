@@ -7,10 +7,10 @@ import re
 import time
 from typing import Any, Iterable, Mapping
 
-import cifarlab.serve.classroom.tables as tables  # by its path: the package imports this one
 from cifarlab import i18n
 from cifarlab.core.config import TrainConfig, knobs, same, validate
 from cifarlab.errors import CifarLabError, ConfigError, Problem
+from cifarlab.serve.classroom import tables
 from cifarlab.serve.classroom.model import (MAX_VALUES, ClassError, ClassInfo, ClassLimits,
                                             Experiment, Words)
 from cifarlab.serve.database import Database
@@ -75,8 +75,6 @@ def check_preset(values: Mapping[str, Any], locked: Iterable[str], limits: Class
                  experiment: Experiment | None = None) -> tuple[dict[str, Any], tuple[str, ...]]:
     """The values as ``TrainConfig`` stores them (1 -> 1.0), a locked knob without one at its
     default, and the locked names; the ``experiment``'s values must still go with them."""
-    if not isinstance(values, Mapping):
-        raise ClassError("class.bad_preset", field="preset")
     locked = tuple(dict.fromkeys(locked or ()))
     unknown = sorted({n for n in (*values, *locked) if n not in KNOBS})
     if unknown:
@@ -105,16 +103,16 @@ def check_limits(limits: Any) -> ClassLimits:
                 isinstance(d, str) and d.strip() for d in v) if name == "devices" else
                 isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise ClassError("class.bad_limit", field=name, name=name)
-    devices = limits.devices and tuple(d.strip().lower() for d in limits.devices)
-    return dataclasses.replace(limits, devices=devices)
+    return limits
 
 
 def pushed(info: ClassInfo, slot: int) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """The preset and locked knobs of the member in ``slot``: their experiment value locked."""
+    """The preset and locked knobs of the member in ``slot``: their experiment value (the
+    values in turn, by the order members joined) locked."""
     ex = info.experiment
     if ex is None:
         return dict(info.preset), info.locked
-    return (dict(info.preset) | {ex.knob: ex.value_for(slot)},
+    return (dict(info.preset) | {ex.knob: ex.values[slot % len(ex.values)]},
             tuple(dict.fromkeys((*info.locked, ex.knob))))
 
 

@@ -8,12 +8,9 @@ import math
 import time
 from typing import Any, Callable, Iterable, Mapping
 
-# the package's own modules by their paths: the package's __init__ imports this module
-import cifarlab.serve.classroom.enforce as enforce
-import cifarlab.serve.classroom.scoring as scoring
-import cifarlab.serve.classroom.tables as tables
 from cifarlab.core.config import MAX_SEED
 from cifarlab.i18n import finite
+from cifarlab.serve.classroom import enforce, scoring, tables
 from cifarlab.serve.classroom.model import (GOAL_KINDS, BoardRow, ClassError, ClassInfo,
                                             ClassLimits, ExperimentView, Goal, LeaderRow,
                                             Membership, Presenter, StudentView)
@@ -22,13 +19,9 @@ from cifarlab.serve.identity import AttemptLimiter, Backoff, Person
 from cifarlab.serve.runs import reason
 from cifarlab.serve.store import RunStore, StoreCounters
 
-# Wrong codes slow a browser, a code and everyone down, never a browser with fewer than
-# GUESSING_AFTER recent failures: the right code gets in whatever others type.
-CLIENT = Backoff(free=3, base_s=2.0, cap_s=300.0)
+# Wrong codes slow a browser, a code and everyone down; never a browser that is not guessing.
+# A class code gets fewer free tries than AttemptLimiter's default target.
 TARGET = Backoff(free=5, base_s=2.0, cap_s=300.0)
-OVERALL = Backoff(free=30, base_s=1.0, cap_s=300.0)
-GUESSING_AFTER = 2
-FORGET_S = 3600.0
 
 
 class Classroom:
@@ -37,8 +30,7 @@ class Classroom:
 
     def __init__(self, store: RunStore, clock: Callable[[], float] = time.time):
         self.store = store
-        self.limiter = AttemptLimiter(CLIENT, TARGET, OVERALL, guessing_after=GUESSING_AFTER,
-                                      counters=StoreCounters(store, "join", FORGET_S),
+        self.limiter = AttemptLimiter(target=TARGET, counters=StoreCounters(store, "join"),
                                       clock=clock, name="class codes")
 
     # -- instructors: classes ----------------------------------------------------------------
@@ -94,8 +86,7 @@ class Classroom:
         if ex is None:
             return None
         rows = scoring.board(self.store, info.code, viewer, since=ex.since, knob=ex.knob)
-        return ExperimentView(ex, tuple(rows), tuple(
-            (nick, ex.value_for(slot)) for nick, slot in tables.slots(self.store, info.code)))
+        return ExperimentView(ex, tuple(rows))
 
     # -- instructors: the board --------------------------------------------------------------
     def board(self, by: Person, code: str, limit: int = 200) -> list[BoardRow]:
@@ -113,12 +104,10 @@ class Classroom:
             return "cancelling"
         return self.store.get(run.id).status
 
-    def pin(self, by: Person, code: str, run_id: str | None) -> ClassInfo:
-        """The run on the projector (None: nothing)."""
+    def pin(self, by: Person, code: str, run_id: str) -> ClassInfo:
+        """The run on the projector."""
         info = self.get_class(by, code)
-        if run_id is not None:
-            run_id = self._class_run(info.code, run_id).id
-        return tables.update(self.store, info.code, pinned=run_id)
+        return tables.update(self.store, info.code, pinned=self._class_run(info.code, run_id).id)
 
     def presenter(self, viewer: Person, code: str | None = None) -> Presenter | None:
         """The pinned run (None: nothing); a student sees their own class's."""
@@ -126,20 +115,12 @@ class Classroom:
         run = None if info.pinned is None else self.store.get(info.pinned)
         if run is None:   # nothing pinned, or the run deleted since
             return None
-        stride, steps, losses = scoring.mean_curve(self.store, run.id)
-        spe, running = None, []
-        for ev in self.store.events(run.id, kinds=("start", "running_loss")):
-            if ev.kind == "start":
-                spe = int(ev.data.get("steps_per_epoch") or 0) or None
-            elif spe is not None:   # the tutorial's line "[epoch, i] loss" at its global step
-                running.append(((int(ev.data["epoch"]) - 1) * spe + int(ev.data["i"]),
-                                finite(ev.data.get("loss"))))
-        nick = tables.nicknames(self.store, info.code).get(run.owner, "?")
-        return Presenter(nick, run.status, steps, losses,
+        steps, losses = self.store.losses(run.id)
+        events = self.store.events(run.id, kinds=("start", "running_loss", "epoch"))
+        return Presenter(tables.nicknames(self.store, info.code).get(run.owner, "?"), run.status,
                          finite((run.result or {}).get("test_accuracy")),
-                         scoring.fraction(run.progress), stride,
-                         tuple(s for s, _ in running), tuple(v for _, v in running),
-                         int((run.config or {}).get("log_every") or 2000))
+                         scoring.fraction(run.progress), tuple(steps), tuple(losses),
+                         tuple(events), int((run.config or {}).get("log_every") or 2000))
 
     # -- instructors: the challenge ----------------------------------------------------------
     def open_challenge(self, by: Person, code: str, goal: Goal | Mapping[str, Any]) -> ClassInfo:
@@ -152,8 +133,6 @@ class Classroom:
     def leaderboard(self, viewer: Person, code: str | None = None,
                     which: str = "public") -> list[LeaderRow]:
         """A student sees their own class's, its private board once the challenge is closed."""
-        if which not in ("public", "private"):
-            raise ClassError("class.bad_board", field="which", which=str(which)[:20])
         info = self._viewable(viewer, code)
         ch = info.challenge
         if ch is None:
@@ -187,15 +166,12 @@ class Classroom:
         nick = clean_nickname(nickname)
         return tables.add_member(self.store, info.code, person.id, nick, nick.casefold())
 
-    def membership(self, person: Person) -> Membership | None:
-        return tables.membership(self.store, _person(person).id)
-
     def leave(self, person: Person) -> bool:
         """Their runs stay on its boards; False when in no class."""
         return tables.leave(self.store, _person(person).id)
 
     def student_view(self, person: Person) -> StudentView | None:
-        member = self.membership(person)
+        member = tables.membership(self.store, _person(person).id)
         if member is None:
             return None
         info = tables.require_class(self.store, member.code)
@@ -246,7 +222,7 @@ def _instructor(by: Any) -> Person:
 
 
 def _goal(goal: Goal | Mapping[str, Any]) -> Goal:
-    g = goal if isinstance(goal, Goal) else Goal.from_dict(dict(goal or {}))
+    g = goal if isinstance(goal, Goal) else Goal(**goal)
     if g.kind not in GOAL_KINDS:
         raise ClassError("class.goal_kind", field="kind", kinds=", ".join(GOAL_KINDS))
     if g.kind == "fastest_to":

@@ -48,10 +48,6 @@ class Goal:
     device: str | None = None
     target: float | None = None
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Goal:
-        return cls(d.get("kind"), d.get("max_epochs"), d.get("device"), d.get("target"))
-
     def allows_device(self, device: str) -> bool:
         return self.device is None or self.device in (device, device.split(":")[0])
 
@@ -69,15 +65,11 @@ class Challenge:
 
 @dataclass(frozen=True)
 class Experiment:
-    """The values of one knob the class compares: a student's, locked, is ``value_for(slot)``;
-    the picture shows the runs ``since``."""
+    """The values of one knob the class compares; the picture shows the runs ``since``."""
 
     knob: str
     values: tuple
     since: float
-
-    def value_for(self, slot: int) -> Any:
-        return self.values[slot % len(self.values)]
 
 
 @dataclass(frozen=True)
@@ -126,27 +118,23 @@ class BoardRow:
 
 @dataclass(frozen=True)
 class ExperimentView:
-    """The class experiment, its runs, and each member's (nickname, value)."""
+    """The class experiment and its runs."""
 
     experiment: Experiment
     rows: tuple[BoardRow, ...]
-    assigned: tuple[tuple[str, Any], ...]
 
 
 @dataclass(frozen=True)
 class Presenter:
-    """The pinned run: its loss as means of ``stride`` steps, and the tutorial's running loss
-    (every ``log_every`` mini-batches) at its global steps."""
+    """The pinned run: its step losses and the events its Train page chart draws."""
 
     nickname: str
     status: str
-    steps: tuple[int, ...]
-    losses: tuple[float, ...]
     accuracy: float | None
     progress: float | None
-    stride: int
-    running_steps: tuple[int, ...]
-    running_losses: tuple[float | None, ...]
+    steps: tuple[int, ...]
+    losses: tuple[float, ...]
+    events: tuple[Any, ...]   # start, running_loss, epoch
     log_every: int
 
 
@@ -182,6 +170,3 @@ class StudentView:
     @property
     def values(self) -> dict[str, Any]:   # what the class sets on the student's Train form
         return dict(self.preset) | ({} if self.seed is None else {"seed": self.seed})
-
-    def locked_reason(self, lang: str = i18n.DEFAULT) -> str:
-        return i18n.t("errors.class.locked_reason", lang, title=self.membership.title)

@@ -1,6 +1,5 @@
-"""Class codes ("K7M-4PX": no vowels, no look-alike characters; 18⁶ of them, far more than the
-join limits let anyone guess) and nicknames (no markup, no formula, no hidden characters, none
-that looks like a classmate's)."""
+"""Class codes (no vowels, no look-alike characters) and nicknames (no markup, no hidden
+characters, none that looks like a classmate's)."""
 from __future__ import annotations
 
 import functools
@@ -14,8 +13,6 @@ from cifarlab.serve.classroom.model import ClassError
 CODE_ALPHABET = "34679CDFHJKMNPRTWX"
 CODE_GROUP = 3
 CODE_RE = re.compile(rf"[{CODE_ALPHABET}]{{{CODE_GROUP}}}-[{CODE_ALPHABET}]{{{CODE_GROUP}}}")
-# The codes classes had before: <english adjective>-<english animal>-<number>.
-WORD_CODE_RE = re.compile(r"[a-z]{2,12}-[a-z]{2,12}-[1-9][0-9]{1,2}")
 NICK_MAX = 24
 TITLE_MAX = 80
 _NICK_RE = re.compile(r"[^\W_][\w .-]*")
@@ -27,16 +24,14 @@ def new_code() -> str:
 
 
 def normalize_code(code: Any) -> str | None:
-    """What a student typed, as a code ("k7m 4px" -> "K7M-4PX", "Blue Fox 42 " -> "blue-fox-42");
-    None if it cannot be one (no lookup is made for it)."""
+    """What a student typed, as a code ("k7m 4px" -> "K7M-4PX"); None if it cannot be one (no
+    lookup is made for it)."""
     if not isinstance(code, str) or len(code) > 40:
         return None
-    words = code.strip().replace("_", " ").replace("-", " ").split()
-    compact = "".join(words).upper()
+    compact = "".join(code.replace("_", " ").replace("-", " ").split()).upper()
     if len(compact) == 2 * CODE_GROUP and all(c in CODE_ALPHABET for c in compact):
         return f"{compact[:CODE_GROUP]}-{compact[CODE_GROUP:]}"
-    text = "-".join(words).lower()
-    return text if WORD_CODE_RE.fullmatch(text) else None
+    return None
 
 
 def clean_nickname(nickname: Any) -> str:

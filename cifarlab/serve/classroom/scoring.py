@@ -1,5 +1,4 @@
-"""The challenge's leaderboards (each run's accuracy on both halves of the test set) and the
-class board. Person and run ids only where ``Classroom`` allows them."""
+"""The challenge's leaderboards and the class board: run ids only where ``Classroom`` allows."""
 from __future__ import annotations
 
 import json
@@ -15,8 +14,6 @@ from cifarlab.serve.identity import Person
 from cifarlab.serve.schema import QUEUE_POSITION
 
 BOARD_POINTS = 40   # a board row's loss curve: at most this many points
-PRESENTER_POINTS = 200   # the presenter's loss curve: at most this many means,
-PRESENTER_STRIDE = 10    # each of at least this many steps (one step's loss is noise)
 # the run's place among its student's runs in the class: 1, 2, 3, ...
 RUN_NUMBER = ("(SELECT COUNT(*) FROM class_runs n WHERE n.code = c.code AND n.person = c.person "
               "AND (n.created_at < c.created_at OR (n.created_at = c.created_at AND "
@@ -89,24 +86,6 @@ def curve(conn, run_id: str) -> tuple[tuple, tuple]:
     want = sorted({1 + (last - 1) * i // (BOARD_POINTS - 1) for i in range(BOARD_POINTS)})
     rows = conn.execute(_CURVE, {"run": run_id, "steps": want}).all()
     return tuple(r[0] for r in rows), tuple(math.nan if r[1] is None else r[1] for r in rows)
-
-
-_MEANS = text("SELECT MAX(step), AVG(loss), COUNT(loss), COUNT(*) FROM losses "
-              "WHERE run_id = :run GROUP BY (step - 1) / :k ORDER BY 1")
-
-
-def mean_curve(store, run_id: str) -> tuple[int, tuple, tuple]:
-    """(k, steps, losses): a run's loss as the mean of every k steps, each at its bucket's
-    last step (NaN where a loss in it was): a projector's curve."""
-    with store._read() as conn:
-        last = conn.execute(text("SELECT MAX(step) FROM losses WHERE run_id = :run"),
-                            {"run": run_id}).scalar()
-        if last is None:
-            return 1, (), ()
-        k = max(PRESENTER_STRIDE, math.ceil(last / PRESENTER_POINTS))
-        rows = conn.execute(_MEANS, {"run": run_id, "k": k}).all()
-    return k, tuple(r[0] for r in rows), tuple(
-        math.nan if r[1] is None or r[2] < r[3] else float(r[1]) for r in rows)
 
 
 def board(store, code: str, viewer: Person, limit: int = 200, since: float | None = None,

@@ -141,14 +141,6 @@ def nicknames(db: Database, code: str) -> dict[str, str]:
                                    "code = :code"), {"code": code}).all())
 
 
-def slots(db: Database, code: str) -> list[tuple[str, int]]:
-    """(nickname, slot) of the class's members now, in the order they joined."""
-    with db._read() as c:
-        return [tuple(r) for r in c.execute(text(
-            "SELECT nickname, slot FROM class_members WHERE code = :code AND active = 1 "
-            "ORDER BY slot, person"), {"code": code}).all()]
-
-
 # -- runs ----------------------------------------------------------------------------------
 def record_run(db: Database, code: str, person: str, run_id: str) -> None:
     with db._write() as c:
@@ -176,7 +168,7 @@ def runs_used(db: Database, code: str, person: str) -> int:
 def latest_challenge(conn: Connection, code: str) -> Challenge | None:
     row = conn.execute(text("SELECT goal, opened_at, closed_at FROM challenges WHERE code = "
                             ":code ORDER BY id DESC LIMIT 1"), {"code": code}).first()
-    return Challenge(Goal.from_dict(json.loads(row[0])), row[1], row[2]) if row else None
+    return Challenge(Goal(**json.loads(row[0])), row[1], row[2]) if row else None
 
 
 def open_challenge(db: Database, code: str, goal: Goal, by: str) -> ClassInfo:
