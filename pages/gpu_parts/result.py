@@ -68,26 +68,15 @@ def show(res, recorded: list, has_cuda: bool, t, measured: list = ()) -> None:
                 else t("gpu.graphs_needs_gpu"))
 
     st.markdown(f"### {t('gpu.breakdown_title')}")
-    if choices := charts.breakdown_choices(res):
-        b1, b2, b3 = st.columns(3)
-        devs = list(choices)
+    if devs := charts.breakdown_devices(res):
+        b1, b2 = st.columns(2)
         dev = b1.radio(t("gpu.device_col"), devs, horizontal=True, key="gpu_breakdown_device",
                        index=len(devs) - 1)
-        method = b2.radio(t("gpu.breakdown_method"), choices[dev], horizontal=True,
-                          key="gpu_breakdown_method",
-                          format_func=lambda m: t(f"gpu.breakdown_{m}"))
-        scale = b3.radio(t("gpu.breakdown_scale"), ["ms", "share"], horizontal=True,
+        scale = b2.radio(t("gpu.breakdown_scale"), ["ms", "share"], horizontal=True,
                          key="gpu_breakdown_scale", format_func=lambda s: t(f"gpu.breakdown_{s}"))
-        chart(charts.breakdown_figure(res, dev, method, scale == "share", t), "breakdown", t)
+        chart(charts.breakdown_figure(res, dev, scale == "share", t), "breakdown", t)
     else:
         st.info(t("gpu.no_breakdown"))
-
-    st.markdown(f"### {t('gpu.pipelines_title')}")
-    if {"fast", "tutorial"} <= set(measured):
-        width = min(r["width"] for r in res.ok_rows())
-        chart(charts.pipelines_figure(res, width, t), "pipelines", t)
-    else:
-        st.info(t("gpu.pipelines_need_both"))
 
     st.markdown(f"### {t('gpu.table_title')}")
     st.dataframe(report.rows_table(res.rows, L), hide_index=True, key="gpu_result_rows")

@@ -27,13 +27,13 @@ def _order(df: pd.DataFrame, *by: str) -> pd.DataFrame:
 
 
 def _breakdowns(res: SweepResult) -> pd.DataFrame:
+    """The phase passes that can be drawn (older recordings also hold "cuda_events" ones)."""
     df = pd.DataFrame(res.breakdowns, columns=list(BREAKDOWN_COLUMNS))
-    return df[(df["error"] == "") & (df["total_s"] > 0)]
+    return df[(df["error"] == "") & (df["total_s"] > 0) & (df["method"] == "sync")]
 
 
-def breakdown_choices(res: SweepResult) -> dict[str, list[str]]:
-    """device -> the methods its breakdown was timed with ("sync", "cuda_events")."""
-    return _breakdowns(res).groupby("device", sort=False)["method"].unique().map(list).to_dict()
+def breakdown_devices(res: SweepResult) -> list[str]:
+    return list(_breakdowns(res)["device"].unique())
 
 
 # ------------------------------------------------------------------------------- the figures
@@ -92,10 +92,10 @@ def speedup_figure(res: SweepResult, pipeline: str, t) -> go.Figure:
                      tickvals=[0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500])
 
 
-def breakdown_figure(res: SweepResult, device: str, method: str, share: bool, t) -> go.Figure:
+def breakdown_figure(res: SweepResult, device: str, share: bool, t) -> go.Figure:
     """Where a step's time goes, a stacked bar per pipeline and batch size: ms per step in each
     phase, or its share (%)."""
-    df = _breakdowns(res).query("device == @device and method == @method")
+    df = _breakdowns(res).query("device == @device")
     df = df.assign(later=df["pipeline"] != "tutorial").sort_values(["later", "batch_size"])
     phases = df[[f"{p}_s" for p in PHASES]].set_axis(
         [i18n.t(f"gpu.phase_{p}", t.lang) for p in PHASES], axis=1)
@@ -109,14 +109,3 @@ def breakdown_figure(res: SweepResult, device: str, method: str, share: bool, t)
     fig.update_yaxes(title=t("gpu.axis_share") if share else t("gpu.axis_ms"))
     return C.localized(fig, t.lang)
 
-
-def pipelines_figure(res: SweepResult, width: int, t) -> go.Figure:
-    """Images/s of both pipelines on each device, the tutorial's dotted."""
-    df = pd.DataFrame(analysis.eager(res.ok_rows()), columns=list(COLUMNS))
-    df = df[df["width"] == width]
-    names = df["pipeline"].map(lambda p: pipeline_name(p, t.lang))
-    df = _order(df.assign(series=df["device"] + " · " + names), "pipeline", "batch_size")
-    fig = px.line(df, x="batch_size", y="images_per_s", color="series", markers=True)
-    tutorial = set(df.loc[df["pipeline"] == "tutorial", "series"])
-    fig.for_each_trace(lambda tr: tr.update(line_dash="dot" if tr.name in tutorial else "solid"))
-    return _log_axes(fig, t("gpu.axis_ips"), t, dtick=1, tickformat="~s")

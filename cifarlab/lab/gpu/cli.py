@@ -184,7 +184,7 @@ def summary_lines(result) -> list[str]:
                          f"{b['error']}")
             continue
         parts = ", ".join(f"{p} {b[p + '_s'] * 1000:.3f}" for p in PHASES)
-        lines.append(f"breakdown ({b['method']}) {b['device']} {b['pipeline']} batch "
+        lines.append(f"breakdown {b['device']} {b['pipeline']} batch "
                      f"{b['batch_size']} width {b['width']}, ms/step: {parts}; sum "
                      f"{b['total_s'] * 1000:.3f} vs unperturbed step {b['step_s'] * 1000:.3f}")
     lines += [plain(line) for line in report.graph_gain_lines(result, "en")]

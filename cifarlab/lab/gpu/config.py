@@ -107,14 +107,12 @@ class SweepConfig:
                 for d in devices if not g or d.startswith("cuda")]
 
     def breakdown_passes(self, devices: list[str] | None = None) -> list[dict]:
-        """The breakdown passes: each device, pipeline and batch at the smallest width; on CUDA
-        with CUDA events too."""
+        """The breakdown passes: each device, pipeline and batch at the smallest width."""
         if not self.breakdown:
             return []
         devices = self.resolved_devices() if devices is None else list(devices)
-        return [dict(device=d, pipeline=p, batch_size=b, width=min(self.widths), method=m)
-                for d in devices for p in self.pipelines for b in sorted(self.batch_sizes)
-                for m in (("sync", "cuda_events") if d.startswith("cuda") else ("sync",))]
+        return [dict(device=d, pipeline=p, batch_size=b, width=min(self.widths))
+                for d in devices for p in self.pipelines for b in sorted(self.batch_sizes)]
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v

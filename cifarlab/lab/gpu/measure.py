@@ -141,40 +141,20 @@ def _measure(dev, work_args: dict, steps, warmup, repeats, max_seconds, stop) ->
 
 # -- the breakdown pass: where the time of a step goes
 
-def _clock(dev: torch.device, method: str):
-    """(mark, seconds between two marks) for the phase boundaries. "sync": synchronise, then
-    read the host clock (perturbs the total a little). "cuda_events": an event recorded on the
-    device's stream, read after one synchronisation at the end: the GPU's own timeline (a phase
-    includes the GPU waiting for the host)."""
-    if method == "cuda_events":
-        def event():
-            mark = torch.cuda.Event(enable_timing=True)
-            mark.record(torch.cuda.current_stream(dev))
-            return mark
-        return event, lambda a, b: a.elapsed_time(b) / 1000.0  # elapsed_time is in milliseconds
-    sync = sync_for(dev)
-
-    def now() -> float:
-        sync()
-        return time.perf_counter()
-    return now, lambda a, b: b - a
-
-
 def breakdown(device, batch_size: int, width: int = 1, pipeline: str = "tutorial",
-              steps: int = 20, warmup: int = 3, data=None, method: str = "sync",
-              num_workers: int = 2, max_seconds: float | None = None, seed: int = 0) -> dict:
+              steps: int = 20, warmup: int = 3, data=None, num_workers: int = 2,
+              max_seconds: float | None = None, seed: int = 0) -> dict:
     """Seconds per step in each phase (PHASES), total_s their sum, and step_s a step timed
-    without phase boundaries: a separate pass, never mixed with the sweep's figures. method:
-    "sync" or "cuda_events" (CUDA only)."""
+    without phase boundaries: a separate pass, never mixed with the sweep's figures."""
     work = dict(batch_size=batch_size, width=width, pipeline=pipeline, data=data,
                 num_workers=num_workers, seed=seed)
     dev, out = _point(device, BREAKDOWN_COLUMNS, work)
-    out.update({"pass": "breakdown", "method": method})
-    out.update(_timed(dev, lambda: _breakdown(dev, work, steps, warmup, method, max_seconds)))
+    out.update({"pass": "breakdown", "method": "sync"})
+    out.update(_timed(dev, lambda: _breakdown(dev, work, steps, warmup, max_seconds)))
     return out
 
 
-def _breakdown(dev, work_args: dict, steps, warmup, method, max_seconds) -> dict:
+def _breakdown(dev, work_args: dict, steps, warmup, max_seconds) -> dict:
     sync = sync_for(dev)
     work = Workload(dev, **work_args)
     try:
@@ -183,7 +163,10 @@ def _breakdown(dev, work_args: dict, steps, warmup, method, max_seconds) -> dict
             run_steps(warmup, budget, work.step, sync)
         n, seconds, _ = run_steps(steps, budget, work.step, sync)  # unperturbed
 
-        mark, between = _clock(dev, method)
+        def mark() -> float:   # synchronised: each phase's own time, the total a little more
+            sync()
+            return time.perf_counter()
+
         model, criterion, optimizer = work.model, work.criterion, work.optimizer
         optimizer.zero_grad()
         marks = [(None, mark())]
@@ -199,10 +182,9 @@ def _breakdown(dev, work_args: dict, steps, warmup, method, max_seconds) -> dict
             optimizer.step()
             optimizer.zero_grad()
             marks.append(("optimizer", mark()))
-        sync()
         totals: dict[str, float] = defaultdict(float)
         for (_, a), (phase, b) in zip(marks, marks[1:]):
-            totals[phase] += between(a, b)
+            totals[phase] += b - a
         phases = {f"{p}_s": totals[p] / n for p in PHASES}
         return {**phases, "total_s": sum(phases.values()), "step_s": seconds / n, "steps": n,
                 "num_workers": work.config.num_workers}
