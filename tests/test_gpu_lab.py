@@ -1,9 +1,8 @@
 """cifarlab.lab.gpu on the CPU: the timed step is the trained step, the sweep's rows, warm-up
 apart, time budgets, exact CSV/JSON round trips through pandas, speed-ups and crossovers
-within one recording (hand-made accelerator rows), comparisons across machines only when
-neither was busy, the devices a timing run holds, the breakdown pass, the job entry point,
-the `bench` command (--sweep included), errors as codes, and the CUDA paths as far as they go
-without a GPU."""
+within one recording (hand-made accelerator rows), never across machines, the devices a timing
+run holds, the breakdown pass, the job entry point, the `bench` command (--sweep included),
+errors as codes, and the CUDA paths as far as they go without a GPU."""
 import json
 import math
 import re
@@ -318,7 +317,7 @@ def test_upload_of_the_wrong_kind_and_a_result_that_loads(swept):
     assert back.rows == swept.rows and back.source == "mine.csv" and back.recorded_elsewhere
     with pytest.raises(CifarLabError) as e:
         SweepResult.load("/nonexistent/r.json")
-    assert e.value.code == "gpu.no_such_file"
+    assert e.value.code == "gpu.cannot_read"
     with pytest.raises(CifarLabError) as e:
         swept.save("r.txt")
     assert e.value.code == "gpu.file_type"
@@ -424,37 +423,23 @@ def test_machine_load_takes_the_timings_own_threads_off():
     assert analysis.machine_load(own)["state"] == "quiet"
 
 
-def test_what_a_gpu_would_add_compares_within_one_recording_first(tmp_path):
-    none = report.would_add_lines(here(0.5), results.recorded_results(tmp_path), "en")
-    assert none == [("info", i18n.t("gpu.would_add_none", "en"))]
+def test_what_a_gpu_would_add_compares_within_one_recording(tmp_path):
+    none = report.would_add_lines(results.recorded_results(tmp_path), "en")
+    assert none == [i18n.t("gpu.would_add_none", "en")]
     handmade().save(tmp_path / "h100-2025-01-02.json")
-    (k1, same), (k2, best), (k3, across) = report.would_add_lines(
-        here(0.5), [here(0.1), *results.recorded_results(tmp_path)], "en")
+    same, best = report.would_add_lines([here(0.1), *results.recorded_results(tmp_path)], "en")
     assert "NVIDIA H100" in same and "(2025-01-02)" in same
     assert "**0.50×**" in same  # the recording's own CPU
     assert "10.0× its CPU" in best and "batch 256" in best
-    # both machines quiet: labelled, vs this machine's CPU (400 images/s, as the H100's 400)
-    assert (k1, k2, k3) == ("markdown", "markdown", "warning") and "1.00×" in across
 
 
-def test_a_busy_cpu_is_never_compared_across_machines(tmp_path):
+def test_a_gpu_is_never_compared_with_another_machines_cpu():
     """The issue's case: a CPU timed under heavy load on a 2-core machine made the H100 look
     hundreds of times faster; the recording itself says 4.46x."""
     if not RECORDING.is_file():
         pytest.skip("no recording in docs/gpu-results")
-    recording = SweepResult.load(RECORDING)
-    busy = here(9.0)
-    busy.rows[0].update(images_per_s=5.05, step_ms=1000 * 4 / 5.05)  # the loaded CPU
-    lines = report.would_add_lines(busy, [recording], "en")
-    text = " ".join(t for _, t in lines)
+    text = " ".join(report.would_add_lines([SweepResult.load(RECORDING)], "en"))
     assert "**4.46×**" in text and "272" not in text
-    assert lines[-1] == ("info", i18n.t("gpu.across_refused_busy_here", "en", load=9.0, cores=2))
-    assert [k for k, _ in lines] == ["markdown", "markdown", "info"]
-    quiet = report.would_add_lines(here(0.1), [recording], "es")
-    assert [k for k, _ in quiet] == ["markdown", "markdown", "warning"]  # labelled
-    assert report.times(1373.05 / 400, "es") + "×" in quiet[-1][1]
-    unknown = report.would_add_lines(here(None), [recording], "en")[-1]
-    assert unknown == ("info", i18n.t("gpu.across_refused_unknown_here", "en", load=0, cores=2))
 
 
 def test_the_page_sentences_in_every_language(swept):
@@ -572,8 +557,7 @@ def test_cli_bench_runs_and_saves(tmp_path, capsys):
     assert "no accelerator measured" in text
     a, b = SweepResult.load(out_json), SweepResult.load(out_csv)
     assert len(a.rows) == 3 and a.rows == b.rows and a.breakdowns == []
-    assert cli.main(["bench", "--show", str(out_json)]) == 0
-    assert f"Machine: {a.host}" in capsys.readouterr().out
+    assert f"Machine: {a.host}" in text
 
 
 def test_cli_bench_sweep_records_for_the_lab(tmp_path, capsys):
@@ -590,10 +574,8 @@ def test_cli_bench_sweep_records_for_the_lab(tmp_path, capsys):
     saved = SweepResult.load(files[1])
     assert len(saved.rows) == 2 and len(saved.breakdowns) == 1
     assert saved.config["warmup"] == 1 and saved.config["breakdown"] is True
-    args = cli.build_parser().parse_args(["bench", "--sweep", "--quick"])
-    cfg = gpu_cli.config_from_args(args)
-    assert (cfg.batch_sizes, cfg.widths, cfg.steps, cfg.warmup, cfg.max_seconds, cfg.breakdown) == (
-        (4, 64, 1024), (1, 8), 10, 3, 5.0, True)
+    cfg = gpu_cli.config_from_args(cli.build_parser().parse_args(["bench", "--sweep"]))
+    assert (cfg.warmup, cfg.max_seconds, cfg.breakdown, cfg.graphed) == (10, 5.0, True, True)
     plain = gpu_cli.config_from_args(cli.build_parser().parse_args(["bench"]))
     assert plain == SweepConfig(devices="all")
 
@@ -605,7 +587,6 @@ def test_cli_bench_sweep_records_for_the_lab(tmp_path, capsys):
     (["--widths", "99"], "Width"),
     (["--steps", "0"], "steps"),
     (["--out", "r.txt"], ".json or .csv"),
-    (["--show", "/nonexistent/r.json"], "No such file"),
 ])
 def test_cli_bench_rejects_bad_input(args, words, capsys):
     assert cli.main(["bench", "--devices", "cpu", "--batch-sizes", "4", "--widths", "1",

@@ -55,8 +55,8 @@ def show(res, recorded: list, has_cuda: bool, t, measured: list = ()) -> None:
     else:
         st.info(t("gpu.no_speedup"))
         st.markdown(f"#### {t('gpu.would_add_title')}")
-        for kind, text in report.would_add_lines(res, recorded, L):
-            getattr(st, kind)(text)
+        for line in report.would_add_lines(recorded, L):
+            st.markdown(line)
 
     st.markdown(f"### {t('gpu.graphs_title')}")
     st.markdown(t("gpu.graphs_body"))

@@ -13,7 +13,6 @@ from cifarlab import i18n
 from cifarlab.lab.gpu.config import SweepConfig, estimate_seconds
 
 SWEEP_DEFAULTS = {"warmup": 10, "max_seconds": 5.0}
-QUICK = {"batch_sizes": (4, 64, 1024), "widths": (1, 8), "steps": 10, "warmup": 3}
 WIDTHS = (16, 17, 10, 5, 10, 9, 17, 10, 6, 0)   # the table's columns, as wide as their values
 
 
@@ -32,9 +31,8 @@ def register_cli(subparsers) -> None:
     p.add_argument("--sweep", action="store_true",
                    help="record the full sweep for the timing lab: breakdown on, warm-up 10, "
                         "5 s per point, saved to --out-dir as <gpu>-<date>.json and .csv")
-    p.add_argument("--quick", action="store_true", help="batch 4,64,1024, widths 1,8, 10 steps")
     p.add_argument("--devices", default="all", help="cpu,cuda:0,mps or all (default: all)")
-    unset = argparse.SUPPRESS   # an option not typed: --sweep's or --quick's, else SweepConfig's
+    unset = argparse.SUPPRESS   # an option not typed: --sweep's, else SweepConfig's
     p.add_argument("--batch-sizes", type=ints, default=unset,
                    help=f"default {','.join(map(str, d.batch_sizes))}")
     p.add_argument("--widths", type=ints, default=unset,
@@ -62,8 +60,6 @@ def register_cli(subparsers) -> None:
     p.add_argument("--out", action="append", default=[], help="save to .json or .csv (repeatable)")
     p.add_argument("--out-dir", help="with --sweep: where the two files go (default "
                                      "docs/gpu-results)")
-    p.add_argument("--show", help="print a saved result instead of measuring")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(handler=cmd_bench)
 
 
@@ -76,38 +72,29 @@ def config_from_args(args) -> SweepConfig:
         images="real" if args.data else "synthetic",
         breakdown=args.sweep if args.breakdown is None else args.breakdown,
         graphed=args.sweep if args.graphed is None else args.graphed,
-        **{**(SWEEP_DEFAULTS if args.sweep else {}), **(QUICK if args.quick else {}), **typed})
+        **{**(SWEEP_DEFAULTS if args.sweep else {}), **typed})
 
 
 def cmd_bench(args) -> int:
-    from cifarlab.lab.gpu.results import SweepResult, check_suffix
+    from cifarlab.lab.gpu.results import check_suffix
 
-    printer, outs = None if args.json else table_printer(), []
-    if args.show:
-        result = SweepResult.load(args.show)
-        for row in result.rows if printer else []:
-            printer(row)
-    else:
-        cfg = config_from_args(args)
-        outs = [check_suffix(o) for o in args.out]
-        devices = cfg.resolved_devices()  # an absent device fails here, before any data is loaded
-        data = None
-        if args.data:
-            from cifarlab.core import data as data_mod
+    cfg = config_from_args(args)
+    outs = [check_suffix(o) for o in args.out]
+    devices = cfg.resolved_devices()  # an absent device fails here, before any data is loaded
+    data = None
+    if args.data:
+        from cifarlab.core import data as data_mod
 
-            data = data_mod.load(args.data)
-        if args.sweep:
-            outs += sweep_files(devices, args.out_dir)
-            print_plan(cfg, devices, outs)
-        from cifarlab.lab.gpu.measure import run_sweep
+        data = data_mod.load(args.data)
+    if args.sweep:
+        outs += sweep_files(devices, args.out_dir)
+        print_plan(cfg, devices, outs)
+    from cifarlab.lab.gpu.measure import run_sweep
 
-        t0 = time.perf_counter()
-        result = run_sweep(cfg, on_result=printer, data=data, save_to=outs)
-        if args.sweep and printer:
-            print(f"\n{len(result.rows)} points in {i18n.duration(time.perf_counter() - t0)}")
-    if args.json:
-        print(result.to_json())
-        return 0
+    t0 = time.perf_counter()
+    result = run_sweep(cfg, on_result=table_printer(), data=data, save_to=outs)
+    if args.sweep:
+        print(f"\n{len(result.rows)} points in {i18n.duration(time.perf_counter() - t0)}")
     for line in summary_lines(result):
         print(line)
     for out in outs:

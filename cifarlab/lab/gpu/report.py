@@ -230,40 +230,23 @@ def graph_gain_lines(res: SweepResult, lang: str) -> list[str]:
             for g in analysis.graph_gains(res)]
 
 
-def would_add_lines(res: SweepResult, recorded: list[SweepResult], lang: str
-                    ) -> list[tuple[str, str]]:
-    """What a GPU would add to ``res``'s machine as (st's function name, text): the newest of
-    ``recorded`` with an accelerator against its own CPU, then against ``res``'s CPU only if
-    both machines were known quiet (a CPU timed under load makes any GPU look far faster)."""
+def would_add_lines(recorded: list[SweepResult], lang: str) -> list[str]:
+    """What a GPU would add, from the newest of ``recorded`` with an accelerator: against that
+    machine's own CPU (devices are compared within one recording only)."""
     t = i18n.translator(lang)
     ref = next((r for r in recorded if any(x["device"] != "cpu" for x in r.ok_rows())), None)
     ups = analysis.speedups(analysis.eager(ref.ok_rows())) if ref else []
     if not ups:
-        return [("info", t("gpu.would_add_none"))]
-    acc = [r for r in analysis.eager(ref.ok_rows()) if r["device"] != "cpu"]
-    where = dict(gpu=md(in_words(acc[0]["device_name"], lang)),
+        return [t("gpu.would_add_none")]
+    acc = next(r for r in analysis.eager(ref.ok_rows()) if r["device"] != "cpu")
+    where = dict(gpu=md(in_words(acc["device_name"], lang)),
                  machine=machine_label(ref, lang=lang), date=ref.recorded_at[:10])
     out = []
     if tut := next((p for p in ups if analysis.point_key(p) == TUTORIAL_POINT), None):
-        out.append(("markdown", t("gpu.would_add_same", x=times(tut["speedup"], lang), **where)))
+        out.append(t("gpu.would_add_same", x=times(tut["speedup"], lang), **where))
     b = max(ups, key=lambda p: p["speedup"])
-    out.append(("markdown", t("gpu.would_add_best", batch=b["batch_size"], width=b["width"],
-                              pipeline=pipeline_name(b["pipeline"], lang),
-                              x=times(b["speedup"], lang))))
-    loads = {"here": analysis.machine_load(res), "there": analysis.machine_load(ref)}
-    refused = next((f"{load['state']}_{side}" for side, load in loads.items()
-                    if load["state"] != "quiet"), None)
-    across = [] if refused else analysis.speedups(
-        acc + [r for r in res.ok_rows() if r["device"] == "cpu"])   # that GPU against this CPU
-    if tut := next((p for p in across if analysis.point_key(p) == TUTORIAL_POINT), None):
-        out.append(("warning", t("gpu.would_add_across", here=machine_label(res, lang=lang),
-                                 **where, x=times(tut["speedup"], lang))))
-    elif refused or not across:
-        refused = refused or "no_cpu_here"
-        load = loads[refused.rsplit("_", 1)[1]]
-        out.append(("info", t(f"gpu.across_refused_{refused}", load=round(load["load"] or 0, 1),
-                              cores=load["cores"] or 0)))
-    return out
+    return out + [t("gpu.would_add_best", batch=b["batch_size"], width=b["width"],
+                    pipeline=pipeline_name(b["pipeline"], lang), x=times(b["speedup"], lang))]
 
 
 def plan_text(config: SweepConfig, lang: str) -> str:

@@ -229,8 +229,6 @@ class SweepResult:
         path = check_suffix(path)
         try:
             text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise DataError("gpu.no_such_file", field="show", path=str(path)) from None
         except (OSError, UnicodeDecodeError):
             raise DataError("gpu.cannot_read", path=str(path)) from None
         read = cls.from_csv_text if path.suffix.lower() == ".csv" else cls.from_json_text
