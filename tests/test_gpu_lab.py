@@ -86,7 +86,7 @@ def test_the_timed_step_is_the_trained_step(monkeypatch):
 
 def test_fast_pipeline_times_the_fused_optimizer_training_uses():
     for pipeline, fused in (("fast", True), ("tutorial", None)):
-        w = step.Workload("cpu", 8, 1, pipeline, data=tiny_data(), num_workers=0)
+        w = step.Workload("cpu", 8, 1, pipeline, num_workers=0)
         try:
             assert w.optimizer.defaults.get("fused") == fused
             trained = core_train.make_optimizer(TrainConfig(pipeline=pipeline), w.model,
@@ -100,18 +100,15 @@ def test_fast_pipeline_times_the_fused_optimizer_training_uses():
 
 
 def test_every_timed_batch_is_full_and_epochs_roll_over():
-    w = step.Workload("cpu", 24, 1, "fast", data=tiny_data(100), num_workers=0)
+    w = step.Workload("cpu", 24, 1, "fast", num_workers=0)
     try:
-        assert w.config.train_subset == 96  # a whole number of batches of the 100 images
-        sizes = [w.fetch()[0].shape[0] for _ in range(9)]  # 4 batches an epoch, then again
-        assert sizes == [24] * 9
+        assert len(w.loader) == 86  # 2,064 images: a whole number of batches, at least 2,048
+        sizes = [w.fetch()[0].shape[0] for _ in range(len(w.loader) + 2)]  # into a second epoch
+        assert sizes == [24] * 88
     finally:
         w.close()
-    syn, subset = step.timing_images(None, 1000)
-    assert subset is None and len(syn.train_y) == 8000 and syn.train_x.dtype == np.uint8
-    with pytest.raises(ConfigError) as e:
-        step.timing_images(tiny_data(10), 16)
-    assert e.value.code == "gpu.batch_over_data" and e.value.field == "batch_sizes"
+    syn = step.timing_images(1000)
+    assert len(syn.train_y) == 8000 and syn.train_x.dtype == np.uint8
 
 
 # -----------------------------------------------------------------------------
@@ -151,7 +148,7 @@ def test_hardware_and_versions_recorded(swept):
     assert not swept.recorded_elsewhere
     hw = dict(report.hardware_table(swept, "en").to_numpy())
     assert hw["CPU"].startswith(report.md(env["cpu"])) and not any(k.startswith("GPU") for k in hw)
-    assert "synthetic" in hw["Settings"]
+    assert "random pixels" in hw["Settings"]
 
 
 def test_warmup_is_excluded(monkeypatch):
@@ -176,10 +173,9 @@ def test_time_budget_caps_steps():
     assert row["budget_hit"] and 2 <= row["timed_steps"] < 200_000 and row["images_per_s"] > 0
 
 
-def test_tutorial_pipeline_with_a_worker_process_on_real_images():
-    row = measure_point("cpu", 8, 1, "tutorial", steps=3, warmup=1, repeats=1, num_workers=1,
-                        data=tiny_data(100))
-    assert row["num_workers"] == 1 and row["images"] == "real" and row["images_per_s"] > 0
+def test_tutorial_pipeline_with_a_worker_process():
+    row = measure_point("cpu", 8, 1, "tutorial", steps=3, warmup=1, repeats=1, num_workers=1)
+    assert row["num_workers"] == 1 and row["images_per_s"] > 0
     assert row["tutorial_point"] is False
 
 
@@ -453,10 +449,10 @@ def test_the_page_sentences_in_every_language(swept):
     es = report.rows_table(h.rows, "es")
     assert set(es[i18n.t("gpu.pipeline_col", "es")]) == {"canalización rápida",
                                                           "canalización del tutorial"}
-    bare = SweepResult(rows=h.rows, environment={}, config={"images": "synthetic"}, host="",
+    bare = SweepResult(rows=h.rows, environment={}, config={"steps": 5}, host="",
                        recorded_at="")
     hw = report.hardware_table(bare, "pt").to_string()
-    assert "sintéticas" in hw and "nenhum" in hw and "None" not in hw
+    assert "aleatórios" in hw and "nenhum" in hw and "None" not in hw
 
 
 def test_chart_frames():
@@ -510,7 +506,7 @@ class Ctx:
         return self.stop_after is not None and len(self.events) >= self.stop_after
 
     def data(self):
-        raise AssertionError("synthetic images: the data set is not needed")
+        raise AssertionError("random pixels: the data set is not needed")
 
 
 def test_timing_job_emits_a_row_per_point_and_is_registered_by_name():

@@ -55,8 +55,6 @@ def register_cli(subparsers) -> None:
     p.add_argument("--graphed", action=on,
                    help="also time the fast pipeline's step replayed as one CUDA graph on each "
                         "CUDA device (the 'GPU, graphed' series; on with --sweep)")
-    p.add_argument("--data", help="use a slice of the real training set "
-                                  "(image folder, .tar.gz or 'download')")
     p.add_argument("--out", action="append", default=[], help="save to .json or .csv (repeatable)")
     p.add_argument("--out-dir", help="with --sweep: where the two files go (default "
                                      "docs/gpu-results)")
@@ -69,7 +67,6 @@ def config_from_args(args) -> SweepConfig:
                                            "max_seconds", "num_workers") if hasattr(args, n)}
     return SweepConfig(
         devices=args.devices, pipelines=args.pipelines,
-        images="real" if args.data else "synthetic",
         breakdown=args.sweep if args.breakdown is None else args.breakdown,
         graphed=args.sweep if args.graphed is None else args.graphed,
         **{**(SWEEP_DEFAULTS if args.sweep else {}), **typed})
@@ -80,19 +77,14 @@ def cmd_bench(args) -> int:
 
     cfg = config_from_args(args)
     outs = [check_suffix(o) for o in args.out]
-    devices = cfg.resolved_devices()  # an absent device fails here, before any data is loaded
-    data = None
-    if args.data:
-        from cifarlab.core import data as data_mod
-
-        data = data_mod.load(args.data)
+    devices = cfg.resolved_devices()  # an absent device fails here, before anything runs
     if args.sweep:
         outs += sweep_files(devices, args.out_dir)
         print_plan(cfg, devices, outs)
     from cifarlab.lab.gpu.measure import run_sweep
 
     t0 = time.perf_counter()
-    result = run_sweep(cfg, on_result=table_printer(), data=data, save_to=outs)
+    result = run_sweep(cfg, on_result=table_printer(), save_to=outs)
     if args.sweep:
         print(f"\n{len(result.rows)} points in {i18n.duration(time.perf_counter() - t0)}")
     for line in summary_lines(result):

@@ -51,8 +51,8 @@ def _point(device, columns: dict[str, type], work: dict) -> tuple[torch.device, 
                  device_name=info.name if info else str(dev),
                  device_memory_bytes=info.memory_bytes if info else None,
                  pipeline=work["pipeline"], batch_size=work["batch_size"], width=work["width"],
-                 images="synthetic" if work["data"] is None else "real", host=hostname(),
-                 recorded_at=now_iso(), torch=torch.__version__, cuda=torch.version.cuda or "")
+                 host=hostname(), recorded_at=now_iso(), torch=torch.__version__,
+                 cuda=torch.version.cuda or "")
     return dev, {**blank(columns), **{k: v for k, v in known.items() if k in columns}}
 
 
@@ -84,14 +84,14 @@ def _timed(dev: torch.device, measure: Callable[[], dict]) -> dict | None:
 # -- one point
 
 def measure_point(device, batch_size: int, width: int = 1, pipeline: str = "fast",
-                  steps: int = 50, warmup: int = 5, repeats: int = 3, data=None,
+                  steps: int = 50, warmup: int = 5, repeats: int = 3,
                   max_seconds: float | None = None, num_workers: int = 2, seed: int = 0,
                   should_stop: Callable[[], bool] | None = None,
                   graphed: bool = False) -> dict | None:
     """The training step timed at one point: a row (COLUMNS), None if should_stop() said so.
-    data: a CifarData or None (synthetic). graphed: a step that ran eagerly is an error row."""
-    work = dict(batch_size=batch_size, width=width, pipeline=pipeline, data=data,
-                num_workers=num_workers, seed=seed, graphed=graphed)
+    graphed: a step that ran eagerly is an error row."""
+    work = dict(batch_size=batch_size, width=width, pipeline=pipeline, num_workers=num_workers,
+                seed=seed, graphed=graphed)
     dev, row = _point(device, COLUMNS, work)
     row.update(steps=steps, repeats=repeats, graphed=graphed,
                tutorial_point=(pipeline, batch_size, width) == TUTORIAL_POINT)
@@ -142,12 +142,12 @@ def _measure(dev, work_args: dict, steps, warmup, repeats, max_seconds, stop) ->
 # -- the breakdown pass: where the time of a step goes
 
 def breakdown(device, batch_size: int, width: int = 1, pipeline: str = "tutorial",
-              steps: int = 20, warmup: int = 3, data=None, num_workers: int = 2,
+              steps: int = 20, warmup: int = 3, num_workers: int = 2,
               max_seconds: float | None = None, seed: int = 0) -> dict:
     """Seconds per step in each phase (PHASES), total_s their sum, and step_s a step timed
     without phase boundaries: a separate pass, never mixed with the sweep's figures."""
-    work = dict(batch_size=batch_size, width=width, pipeline=pipeline, data=data,
-                num_workers=num_workers, seed=seed)
+    work = dict(batch_size=batch_size, width=width, pipeline=pipeline, num_workers=num_workers,
+                seed=seed)
     dev, out = _point(device, BREAKDOWN_COLUMNS, work)
     out.update({"pass": "breakdown", "method": "sync"})
     out.update(_timed(dev, lambda: _breakdown(dev, work, steps, warmup, max_seconds)))
@@ -221,22 +221,17 @@ def sweep_environment(devices: Iterable[str]) -> dict:
 
 
 def run_sweep(cfg: SweepConfig, on_result: Callable[[dict], None] | None = None,
-              should_stop: Callable[[], bool] | None = None, data=None,
+              should_stop: Callable[[], bool] | None = None,
               save_to: Iterable[str | Path] = ()) -> SweepResult:
     """Every point of ``cfg``, then its breakdown passes. on_result(row) after each point;
     should_stop() polled (the result then marked cancelled, keeping its rows). save_to: .json or
     .csv files rewritten after every point, so an interrupted sweep keeps its rows."""
     devices = cfg.resolved_devices()  # DeviceError before anything runs
     paths = [check_suffix(p) for p in save_to]
-    if cfg.images == "real" and data is None:
-        from cifarlab.core import data as data_mod
-
-        data = data_mod.load()
     result = SweepResult(rows=[], environment=sweep_environment(devices), config=cfg.to_dict(),
                          host=hostname(), recorded_at=now_iso())
     stop = should_stop or (lambda: False)
-    common = dict(data=data, max_seconds=cfg.max_seconds, num_workers=cfg.num_workers,
-                  seed=cfg.seed)
+    common = dict(max_seconds=cfg.max_seconds, num_workers=cfg.num_workers, seed=cfg.seed)
 
     def keep(row: dict | None, into: list) -> bool:
         if row is None:
@@ -268,8 +263,7 @@ def run_sweep(cfg: SweepConfig, on_result: Callable[[dict], None] | None = None,
 
 def run_timing_job(payload: dict, ctx) -> dict:
     """The "timing" job: a SweepConfig dict in, ("timing_row", row) per point, the result out."""
-    cfg = SweepConfig.from_dict(payload)
-    data = ctx.data() if cfg.images == "real" else None
-    result = run_sweep(cfg, on_result=lambda row: ctx.emit("timing_row", row),
-                       should_stop=ctx.should_stop, data=data)
+    result = run_sweep(SweepConfig.from_dict(payload),
+                       on_result=lambda row: ctx.emit("timing_row", row),
+                       should_stop=ctx.should_stop)
     return {**result.to_dict(), "points": len(result.rows)}

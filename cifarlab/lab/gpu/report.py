@@ -122,11 +122,9 @@ def hardware_table(res: SweepResult, lang: str) -> pd.DataFrame:
     if env.get("python"):
         items.append((t("gpu.hw_python"), f"{env['python']} / {known(env.get('platform'))}"))
     if cfg:
-        images = (t(f"gpu.images_{cfg.get('images')}")
-                  if cfg.get("images") in ("synthetic", "real") else known(cfg.get("images")))
         items.append((t("gpu.hw_settings"), t(
             "gpu.hw_settings_value", steps=known(cfg.get("steps")),
-            repeats=known(cfg.get("repeats")), warmup=known(cfg.get("warmup")), images=images,
+            repeats=known(cfg.get("repeats")), warmup=known(cfg.get("warmup")),
             workers=known(cfg.get("num_workers")),
             budget=number(cfg["max_seconds"], lang, 1) if cfg.get("max_seconds") else "∞")))
     loads = [env.get("load_average_start"), env.get("load_average_end")]

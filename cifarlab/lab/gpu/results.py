@@ -34,7 +34,7 @@ log = logging.getLogger("cifarlab.lab.gpu")
 COLUMNS: dict[str, type] = {
     "device": str, "device_kind": str, "device_name": str, "device_memory_bytes": int,
     "pipeline": str, "batch_size": int, "width": int, "params": int, "tutorial_point": bool,
-    "images": str, "num_workers": int,
+    "num_workers": int,
     "steps": int, "repeats": int, "timed_steps": int, "budget_hit": bool,
     "warmup_steps": int, "warmup_s": float, "first_step_ms": float, "setup_s": float,
     "step_ms": float, "step_ms_min": float, "step_ms_q1": float, "step_ms_q3": float,
@@ -48,7 +48,7 @@ COLUMNS: dict[str, type] = {
 PHASES = ("data", "h2d", "forward", "backward", "optimizer")
 BREAKDOWN_COLUMNS: dict[str, type] = {
     "pass": str, "method": str, "device": str, "device_name": str, "pipeline": str,
-    "batch_size": int, "width": int, "images": str, "num_workers": int, "steps": int,
+    "batch_size": int, "width": int, "num_workers": int, "steps": int,
     **{f"{p}_s": float for p in PHASES}, "total_s": float, "step_s": float, "error": str,
     "host": str, "recorded_at": str,
 }

@@ -18,42 +18,33 @@ from cifarlab.core.config import CIFAR10_CLASSES, ModelSpec, TrainConfig
 from cifarlab.core.data import CifarData
 from cifarlab.core.devices import synchronize
 from cifarlab.core.model import count_params
-from cifarlab.errors import ConfigError, Problem
 
 MIN_IMAGES = 2048          # images per timing data set: at least this many, and 8 batches
 
 
-def timing_images(data: CifarData | None, batch_size: int, seed: int = 0
-                  ) -> tuple[CifarData, int | None]:
-    """(images, training subset): synthetic (data None) or a slice of ``data``'s training set,
-    a whole number of batches (at least 8 and MIN_IMAGES images) so every timed step is full."""
+def timing_images(batch_size: int, seed: int = 0) -> CifarData:
+    """Random pixels (a step's time does not depend on them), a whole number of batches (at
+    least 8 and MIN_IMAGES images) so every timed step is full."""
     want = batch_size * max(8, math.ceil(MIN_IMAGES / batch_size))
-    if data is None:
-        rng = np.random.default_rng(seed)
-        x = rng.integers(0, 256, size=(want, 3, 32, 32), dtype=np.uint8)
-        y = rng.integers(0, len(CIFAR10_CLASSES), size=want).astype(np.int64)
-        return CifarData(x, y, x[:0], y[:0], CIFAR10_CLASSES, "synthetic", "synthetic"), None
-    n = int(len(data.train_y))
-    if n < batch_size:
-        raise ConfigError([Problem("batch_sizes", "gpu.batch_over_data",
-                                   {"batch": batch_size, "n": n})])
-    return data, min(want, n // batch_size * batch_size)
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 256, size=(want, 3, 32, 32), dtype=np.uint8)
+    y = rng.integers(0, len(CIFAR10_CLASSES), size=want).astype(np.int64)
+    return CifarData(x, y, x[:0], y[:0], CIFAR10_CLASSES, "synthetic", "synthetic")
 
 
 class Workload:
     """What training builds for one config (``core.train.build``), ready to step."""
 
     def __init__(self, device: str | torch.device, batch_size: int, width: int = 1,
-                 pipeline: str = "fast", data: CifarData | None = None, num_workers: int = 2,
-                 seed: int = 0, graphed: bool = False):
+                 pipeline: str = "fast", num_workers: int = 2, seed: int = 0,
+                 graphed: bool = False):
         self.device = torch.device(device)
-        images, subset = timing_images(data, batch_size, seed)
         self.config = TrainConfig(batch_size=batch_size, device=str(self.device),
                                   num_workers=num_workers if pipeline == "tutorial" else 0,
-                                  pipeline=pipeline, seed=seed, train_subset=subset,
-                                  model=ModelSpec(width=width), cuda_graphs=graphed)
+                                  pipeline=pipeline, seed=seed, model=ModelSpec(width=width),
+                                  cuda_graphs=graphed)
         self.model, self.criterion, self.optimizer, self.loader = core_train.build(
-            self.config, images, self.device)
+            self.config, timing_images(batch_size, seed), self.device)
         self.params = count_params(self.model)
         self.graph_notes: list[dict] = []
         self._step = core_graphs.make_step(self.config, self.device, self.model, self.criterion,
