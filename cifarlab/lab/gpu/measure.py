@@ -195,19 +195,11 @@ def _breakdown(dev, work_args: dict, steps, warmup, max_seconds) -> dict:
 # -- the sweep, and the job-queue entry point
 
 def sweep_environment(devices: Iterable[str]) -> dict:
-    """devices.environment() plus the host, the measured devices in detail and the settings."""
+    """devices.environment() plus the host, the measured devices (name, memory) and settings."""
     env = environment()
     env["hostname"] = hostname()
     infos = {d.id: d.to_dict() for d in list_devices()}
-    records = []
-    for d in devices:
-        rec = dict(infos.get(d, {"id": d}))
-        if d.startswith("cuda:"):
-            props = torch.cuda.get_device_properties(int(d.split(":")[1]))
-            rec.update(capability=f"{props.major}.{props.minor}",
-                       multiprocessors=props.multi_processor_count)
-        records.append(rec)
-    env["devices"] = records
+    env["devices"] = [infos.get(d, {"id": d}) for d in devices]
     settings = {"cudnn_benchmark_when_timing": True,
                 "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
                 "float32_matmul_precision": torch.get_float32_matmul_precision(),
