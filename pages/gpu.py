@@ -163,12 +163,8 @@ elif run is not None and run.finished:
 st.header(t("gpu.results_title"))
 sources: dict[str, tuple[str, object]] = {}
 if run is not None and run.finished and run.result and run.result.get("rows"):
-    try:
-        started = datetime.fromtimestamp(run.started_at or run.created_at).strftime("%H:%M:%S")
-        sources["run"] = (t("gpu.source_run", time=started),
-                          results.SweepResult.from_dict(run.result))
-    except CifarLabError as err:
-        show_error(err)
+    started = datetime.fromtimestamp(run.started_at or run.created_at).strftime("%H:%M:%S")
+    sources["run"] = (t("gpu.source_run", time=started), results.SweepResult.from_dict(run.result))
 with st.expander(t("gpu.load_title"), expanded=not has_accelerator or bool(recorded)):
     upload = st.file_uploader(t("gpu.upload"), key="gpu_upload", help=t("gpu.upload_help"),
                               max_upload_size=results.UPLOADER_MB,

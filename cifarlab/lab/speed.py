@@ -53,12 +53,9 @@ def table_rows(record: Mapping[str, Any] | None) -> list[dict]:
     return [dict(measured[n]) for n in ROW_NAMES if n in measured]
 
 
-def row_knobs(record: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
-    """A row's preset knobs: of the recorded config, else of the row's definition; the
-    benchmark's subset is left to the student."""
-    rows = {r["name"]: r for r in table_rows(record)}
-    config = (TrainConfig.from_dict(rows[name]["config"]) if name in rows
-              else dict(row_configs())[name])
+def row_knobs(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A measured row's preset knobs; the benchmark's subset is left to the student."""
+    config = TrainConfig.from_dict(row["config"])
     return {**config.knob_values(preset_only=True), "train_subset": None}
 
 

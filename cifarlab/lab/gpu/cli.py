@@ -158,14 +158,9 @@ def summary_lines(result) -> list[str]:
     lines += dict.fromkeys(plain(line) for p in pipelines   # a busy machine's "none" once
                            for line in report.crossover_lines(result, p, "en", judged["busy"]))
     for b in result.breakdowns:
-        if b["error"]:
-            lines.append(f"breakdown {b['device']} {b['pipeline']} batch {b['batch_size']}: "
-                         f"{b['error']}")
-            continue
-        parts = ", ".join(f"{p} {b[p + '_s'] * 1000:.3f}" for p in PHASES)
-        lines.append(f"breakdown {b['device']} {b['pipeline']} batch "
-                     f"{b['batch_size']} width {b['width']}, ms/step: {parts}; sum "
-                     f"{b['total_s'] * 1000:.3f} vs unperturbed step {b['step_s'] * 1000:.3f}")
+        parts = b["error"] or ", ".join(f"{p} {b[p + '_s'] * 1000:.3f}" for p in PHASES)
+        lines.append(f"breakdown {b['device']} {b['pipeline']} batch {b['batch_size']}, "
+                     f"ms/step: {parts}")
     lines += [plain(line) for line in report.graph_gain_lines(result, "en")]
     if result.cancelled:
         lines.append("stopped early: the rows above are what was measured")

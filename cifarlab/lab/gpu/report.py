@@ -1,8 +1,8 @@
-"""What the CPU vs GPU page says about a result, in the student's language; text from a file
-goes into a sentence escaped for Markdown (``md``)."""
+"""What the CPU vs GPU page says, in the student's language; text from a file is escaped (md)."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -18,10 +18,8 @@ from cifarlab.lab.gpu.config import (EPOCH_IMAGES, TUTORIAL_EPOCHS, TUTORIAL_POI
 from cifarlab.lab.gpu.results import OOM, SweepResult
 
 
-def error_text(err: BaseException, lang: str) -> str:
+def error_text(err: CifarLabError, lang: str) -> str:
     """An error's message in ``lang`` for Markdown, its text parameters (file names) escaped."""
-    if not isinstance(err, CifarLabError):
-        return md(err)
     if isinstance(err, ConfigError):
         return err.text(lang)
     return i18n.t(f"errors.{err.code}", lang,
@@ -59,8 +57,8 @@ def _gpus(res: SweepResult) -> list[dict]:
 
 
 def machine_label(res: SweepResult, markdown: bool = True, lang: str = "en") -> str:
-    """The machine by its CPU and GPUs ("AMD EPYC (2 cores) + NVIDIA H100"), its host name only
-    when nothing else is known (virtual machines are all "vm"); plain text for a widget."""
+    """The machine by its CPU and GPUs ("AMD EPYC (2 cores) + NVIDIA H100"), not its host name
+    (virtual machines are all "vm"); plain text for a widget."""
     cpu = re.sub(r"\((R|TM)\)", "", _cpu(res) or "").replace("  ", " ").strip()
     gpus = [g.get("name") for g in _gpus(res) if g.get("name") and g.get("name") != _cpu(res)]
     label = in_words(" + ".join(p for p in [cpu, *dict.fromkeys(gpus)] if p) or res.host or "?",
@@ -144,8 +142,7 @@ def download_stem(res: SweepResult) -> str:
 
 
 def provenance(res: SweepResult, lang: str, judged: dict | None = None) -> dict:
-    """Where and when it was measured, why the machine was busy (or None) and the cross-check
-    with this server's finished runs (or None)."""
+    """Where and when it was measured, why the machine was busy and the runs' cross-check."""
     t = i18n.translator(lang)
     judged = judged or analysis.assess(res)
     label = t("gpu.recorded_elsewhere" if res.recorded_elsewhere else "gpu.this_machine",
@@ -170,14 +167,13 @@ def provenance(res: SweepResult, lang: str, judged: dict | None = None) -> dict:
 
 def source_label(res: SweepResult, lang: str) -> str:
     """A recorded result as an option of the page's choice (plain text)."""
-    name = str(res.source).replace("\\", "/").rsplit("/", 1)[-1]
-    return i18n.t("gpu.source_recorded", lang, date=res.recorded_at[:10], file=name,
+    return i18n.t("gpu.source_recorded", lang, date=res.recorded_at[:10],
+                  file=Path(res.source).name,
                   machine=machine_label(res, markdown=False, lang=lang))
 
 
 def tutorial_lines(res: SweepResult, lang: str, is_busy: bool = False) -> list[str]:
-    """The tutorial as written (TUTORIAL_POINT) on each device: its speed and two epochs, against
-    the CPU. From a busy machine only what was measured, nothing extrapolated."""
+    """The tutorial's point on each device against the CPU; when busy, nothing extrapolated."""
     t = i18n.translator(lang)
     tut = {r["device"]: r for r in analysis.eager(res.ok_rows())
            if analysis.point_key(r) == TUTORIAL_POINT}
@@ -259,8 +255,7 @@ def plan_text(config: SweepConfig, lang: str) -> str:
 
 def live_lines(run, rows: list[dict], position: int | None, now: float,
                lang: str) -> tuple[list[tuple[str, str]], float | None]:
-    """A running or queued timing run as [(st's function name, text)], and the share of its
-    points done (None before it starts)."""
+    """A timing run as [(st's function name, text)] and the share of its points done."""
     t, cfg = i18n.translator(lang), SweepConfig.from_dict(run.config)
     total = len(cfg.points(list(cfg.devices)))
     if run.status == "queued":
@@ -268,10 +263,9 @@ def live_lines(run, rows: list[dict], position: int | None, now: float,
     if not rows and run.started_at is None:
         return [("info", t("gpu.starting"))], None
     lines = []
-    if run.waited_s is not None:
+    if (run.waited_s or 0) >= 1.0:
         lines.append(("warning", t("gpu.waited", seconds=i18n.duration(run.waited_s, lang),
-                                   device=run.device)) if run.waited_s >= 1.0
-                     else ("caption", t("gpu.no_wait")))
+                                   device=run.device)))
     lines.append(("info", t("gpu.running", devices=", ".join(cfg.devices), done=len(rows),
                             total=total) if len(rows) < total
                   else t("gpu.running_breakdown", total=total)))

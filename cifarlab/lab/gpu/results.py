@@ -1,6 +1,5 @@
-"""A timing result: rows + what they were measured on; JSON and CSV with an exact round trip.
-Rows are typed through pandas' nullable dtypes, so a value of the wrong kind is refused as read.
-"""
+"""A timing result: rows + what they were measured on; JSON and CSV with an exact round trip,
+typed through pandas' nullable dtypes (a value of the wrong kind is refused as read)."""
 from __future__ import annotations
 
 import io
@@ -84,19 +83,17 @@ def _typed(rows: Any, columns: dict[str, type], source: str) -> list[dict]:
 
 
 def _too_deep(value: Any, depth: int = MAX_DEPTH) -> bool:
-    """Whether parsed JSON nests past ``depth``: json.loads takes up to the recursion limit,
-    too deep to be written back or shown from deeper in a page's stack."""
+    """Whether JSON nests past ``depth`` (json.loads takes more than a page can write back)."""
     if isinstance(value, dict):
         value = list(value.values())
     return isinstance(value, list) and (depth == 0 or any(_too_deep(v, depth - 1) for v in value))
 
 
 def _parse_json(text: str | bytes, source: str, code: str) -> Any:
-    """JSON text parsed, or DataError ``code``: damaged, nested past the recursion limit or
-    MAX_DEPTH, or with an integer of over 4,300 digits (Python refuses those)."""
+    """JSON text parsed, or DataError ``code``: damaged, too deep, or a huge integer."""
     try:
         value = json.loads(text)
-    except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError, digits, ...
+    except (ValueError, RecursionError):
         value = None
     if value is None or _too_deep(value):
         raise DataError(code, source=source)
