@@ -123,8 +123,7 @@ def test_small_grid_rows(swept):
         assert row["images_per_s"] > 0 and row["step_ms"] > 0
         assert row["images_per_s"] * row["step_ms"] / 1000 == pytest.approx(row["batch_size"])
         assert row["epoch_s"] == pytest.approx(50_000 / row["images_per_s"])
-        assert row["step_ms_min"] <= row["step_ms_q1"] <= row["step_ms"] <= row["step_ms_q3"] \
-            <= row["step_ms_max"]
+        assert row["step_ms_min"] <= row["step_ms"] <= row["step_ms_max"]
         assert row["images_per_s_min"] <= row["images_per_s"] <= row["images_per_s_max"]
         assert row["warmup_steps"] == 2 and row["warmup_s"] > 0 and row["first_step_ms"] > 0
         assert row["timed_steps"] == 2 * 2 and not row["budget_hit"]

@@ -112,7 +112,7 @@ def as_other_machine(res: results.SweepResult) -> results.SweepResult:
         factor = 0.5 if row["batch_size"] == 4 else 3.0
         for k in ("images_per_s", "images_per_s_min", "images_per_s_max"):
             g[k] = row[k] * factor
-        for k in ("step_ms", "step_ms_min", "step_ms_q1", "step_ms_q3", "step_ms_max", "epoch_s"):
+        for k in ("step_ms", "step_ms_min", "step_ms_max", "epoch_s"):
             g[k] = row[k] / factor
         gpu_rows.append(g)
     d["rows"] += gpu_rows
@@ -207,8 +207,7 @@ def with_graphed_series(res: results.SweepResult, gain: float = 5.0) -> results.
             g = dict(row, graphed=True)
             for k in ("images_per_s", "images_per_s_min", "images_per_s_max"):
                 g[k] = row[k] * gain
-            for k in ("step_ms", "step_ms_min", "step_ms_q1", "step_ms_q3", "step_ms_max",
-                      "epoch_s"):
+            for k in ("step_ms", "step_ms_min", "step_ms_max", "epoch_s"):
                 g[k] = row[k] / gain
             extra.append(g)
     d["rows"] += extra

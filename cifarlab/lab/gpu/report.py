@@ -68,13 +68,13 @@ def machine_label(res: SweepResult, markdown: bool = True, lang: str = "en") -> 
 
 def rows_table(rows: list[dict], lang: str) -> pd.DataFrame:
     """The measured points; "vs CPU" against the CPU of the same rows (one recording)."""
-    t = i18n.translator(lang)
-    cpu = {analysis.point_key(r): r["images_per_s"] for r in rows
-           if r["device"] == "cpu" and not r["error"]}
+    t, out = i18n.translator(lang), []
     graphed = t("gpu.graphed_tag")
-    out = []
+    ups = {(s["device"], s["graphed"], *analysis.point_key(s)): s["speedup"]
+           for s in analysis.speedups(rows)}
     for r in rows:
-        ok, base = not r["error"], cpu.get(analysis.point_key(r))
+        ok = not r["error"]
+        up = ups.get((r["device"], bool(r.get("graphed")), *analysis.point_key(r)))
         notes = [t("gpu.tut_marker")] if r["tutorial_point"] else []
         if r.get("budget_hit"):
             notes.append(t("gpu.note_budget", n=r["timed_steps"]))
@@ -89,8 +89,7 @@ def rows_table(rows: list[dict], lang: str) -> pd.DataFrame:
             t("gpu.spread_col"): (f"{number(r['step_ms_min'], lang, 3)} – "
                                   f"{number(r['step_ms_max'], lang, 3)}" if ok else ""),
             t("gpu.epoch_col"): i18n.duration(r["epoch_s"], lang) if ok else "",
-            t("gpu.speedup_col"): (round(r["images_per_s"] / base, 2)
-                                   if ok and base and r["device"] != "cpu" else None),
+            t("gpu.speedup_col"): None if up is None else round(up, 2),
             t("gpu.note_col"): "; ".join(notes),
         })
     return pd.DataFrame(out)
