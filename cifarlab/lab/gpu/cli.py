@@ -48,16 +48,14 @@ def register_cli(subparsers) -> None:
                    help=f"time budget per point in seconds, or 'none' (default {d.max_seconds:g}; "
                         f"{SWEEP_DEFAULTS['max_seconds']:g} with --sweep)")
     p.add_argument("--num-workers", type=int, default=unset,
-                   help="DataLoader workers of the tutorial pipeline (default and the "
-                        f"tutorial's: {d.num_workers})")
+                   help=f"DataLoader workers of the tutorial pipeline (default {d.num_workers})")
     p.add_argument("--breakdown", action=on,
                    help="also time the phases of a step (a separate pass; on with --sweep)")
     p.add_argument("--graphed", action=on,
                    help="also time the fast pipeline's step replayed as one CUDA graph on each "
                         "CUDA device (the 'GPU, graphed' series; on with --sweep)")
     p.add_argument("--out", action="append", default=[], help="save to .json or .csv (repeatable)")
-    p.add_argument("--out-dir", help="with --sweep: where the two files go (default "
-                                     "docs/gpu-results)")
+    p.add_argument("--out-dir", help="with --sweep: where the files go (default docs/gpu-results)")
     p.set_defaults(handler=cmd_bench)
 
 
