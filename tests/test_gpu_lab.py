@@ -292,7 +292,7 @@ def test_the_recording_loads_the_same_from_csv_and_json():
     ("x.csv", b"device,batch_size,width\ncpu,x,1\n", "gpu.bad_value"),
     ("x.csv", b"device,batch_size,width,pipeline\ntpu,4,1,fast\n", "gpu.bad_row"),
     ("x.csv", b"# cifarlab-timing {broken\ndevice,batch_size,width\n", "gpu.csv_header_damaged"),
-    ("x.csv", b"\xff\xfe\x00binary", "gpu.csv_not_text"),
+    ("x.csv", b"\xff\xfe\x00binary", "gpu.csv_no_columns"),
 ])
 def test_uploads_that_cannot_be_shown_say_why(name, data, code):
     with pytest.raises(DataError) as e:

@@ -1,5 +1,4 @@
-"""The CPU vs GPU page's view of one result (pages/gpu.py calls it): it draws the lab's figures
-and sentences (``cifarlab.lab.gpu``)."""
+"""The CPU vs GPU page's view of one result: the lab's figures and sentences."""
 from __future__ import annotations
 
 import streamlit as st

@@ -41,7 +41,6 @@ class SweepConfig:
     max_seconds: float | None = 10.0
     num_workers: int = 2
     breakdown: bool = False
-    seed: int = 0
     graphed: bool = False
 
     def __post_init__(self) -> None:
@@ -80,7 +79,6 @@ class SweepConfig:
             isinstance(self.max_seconds, float) and math.isfinite(self.max_seconds)
             and self.max_seconds > 0))
         bad("breakdown", "gpu.breakdown", isinstance(self.breakdown, bool))
-        bad("seed", "gpu.seed", is_int(self.seed) and self.seed >= 0)
         bad("graphed", "gpu.graphed", isinstance(self.graphed, bool))
         return out
 

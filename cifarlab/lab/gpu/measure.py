@@ -84,13 +84,13 @@ def _timed(dev: torch.device, measure: Callable[[], dict]) -> dict | None:
 
 def measure_point(device, batch_size: int, width: int = 1, pipeline: str = "fast",
                   steps: int = 50, warmup: int = 5, repeats: int = 3,
-                  max_seconds: float | None = None, num_workers: int = 2, seed: int = 0,
+                  max_seconds: float | None = None, num_workers: int = 2,
                   should_stop: Callable[[], bool] | None = None,
                   graphed: bool = False) -> dict | None:
     """The training step timed at one point: a row (COLUMNS), None if should_stop() said so.
     graphed: a step that ran eagerly is an error row."""
     work = dict(batch_size=batch_size, width=width, pipeline=pipeline, num_workers=num_workers,
-                seed=seed, graphed=graphed)
+                graphed=graphed)
     dev, row = _point(device, COLUMNS, work)
     row.update(steps=steps, repeats=repeats, graphed=graphed,
                tutorial_point=(pipeline, batch_size, width) == TUTORIAL_POINT)
@@ -142,11 +142,10 @@ def _measure(dev, work_args: dict, steps, warmup, repeats, max_seconds, stop) ->
 
 def breakdown(device, batch_size: int, width: int = 1, pipeline: str = "tutorial",
               steps: int = 20, warmup: int = 3, num_workers: int = 2,
-              max_seconds: float | None = None, seed: int = 0) -> dict:
+              max_seconds: float | None = None) -> dict:
     """Seconds per step in each phase (PHASES), total_s their sum, and step_s a step timed
     without phase boundaries: a separate pass, never mixed with the sweep's figures."""
-    work = dict(batch_size=batch_size, width=width, pipeline=pipeline, num_workers=num_workers,
-                seed=seed)
+    work = dict(batch_size=batch_size, width=width, pipeline=pipeline, num_workers=num_workers)
     dev, out = _point(device, BREAKDOWN_COLUMNS, work)
     out.update({"pass": "breakdown", "method": "sync"})
     out.update(_timed(dev, lambda: _breakdown(dev, work, steps, warmup, max_seconds)))
@@ -222,7 +221,7 @@ def run_sweep(cfg: SweepConfig, on_result: Callable[[dict], None] | None = None,
     result = SweepResult(rows=[], environment=sweep_environment(devices), config=cfg.to_dict(),
                          host=hostname(), recorded_at=now_iso())
     stop = should_stop or (lambda: False)
-    common = dict(max_seconds=cfg.max_seconds, num_workers=cfg.num_workers, seed=cfg.seed)
+    common = dict(max_seconds=cfg.max_seconds, num_workers=cfg.num_workers)
 
     def keep(row: dict | None, into: list) -> bool:
         if row is None:
