@@ -327,7 +327,7 @@ def test_the_page_speaks_the_students_language(env, other_machine):
     assert set(table[es("gpu.pipeline_col")]) == \
         {"canalización rápida", "canalización del tutorial"}
     hardware = at.table[0].value.to_string()
-    assert "sintéticas" in hardware and "None" not in hardware
+    assert "píxeles al azar" in hardware and "None" not in hardware
     text = all_text(at)
     assert "**cuda\\:0**, canalización rápida, anchura 1" in text and "fast pipeline" not in text
     assert "62.006" in text                           # numbers in Spanish notation
