@@ -1,5 +1,5 @@
-"""Speed as a lesson: what each trick buys, from the recorded ablation; a row's button puts its
-settings into the Train page's knobs."""
+"""Speed as a lesson: what each trick buys, from the recorded ablation; a row's button fills
+the Train page's knobs."""
 from __future__ import annotations
 
 import streamlit as st

@@ -1,5 +1,5 @@
-"""The Speed page's ablation: from the tutorial (one epoch, as every row) one trick a row, as
-airbench94 combines them; the last row is the ``one_minute_cpu`` preset itself."""
+"""The Speed page's ablation: from the tutorial one trick a row, as airbench94 combines them;
+the last row is the ``one_minute_cpu`` preset itself."""
 from __future__ import annotations
 
 import json

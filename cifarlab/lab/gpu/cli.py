@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import time
 from datetime import datetime, UTC
 from pathlib import Path
 from typing import Callable
@@ -81,10 +80,7 @@ def cmd_bench(args) -> int:
         print_plan(cfg, devices, outs)
     from cifarlab.lab.gpu.measure import run_sweep
 
-    t0 = time.perf_counter()
     result = run_sweep(cfg, on_result=table_printer(), save_to=outs)
-    if args.sweep:
-        print(f"\n{len(result.rows)} points in {i18n.duration(time.perf_counter() - t0)}")
     for line in summary_lines(result):
         print(line)
     for out in outs:
@@ -155,8 +151,9 @@ def summary_lines(result) -> list[str]:
     pipelines = dict.fromkeys(r["pipeline"] for r in result.rows)
     lines += dict.fromkeys(plain(line) for p in pipelines   # a busy machine's "none" once
                            for line in report.crossover_lines(result, p, "en", judged["busy"]))
-    for b in result.breakdowns:
-        parts = b["error"] or ", ".join(f"{p} {b[p + '_s'] * 1000:.3f}" for p in PHASES)
+    for b in result.breakdowns:   # the sum of the phases against a step timed without them
+        parts = b["error"] or (", ".join(f"{p} {b[p + '_s'] * 1000:.3f}" for p in PHASES)
+                               + f"; sum {b['total_s'] * 1000:.3f}, alone {b['step_s'] * 1000:.3f}")
         lines.append(f"breakdown {b['device']} {b['pipeline']} batch {b['batch_size']}, "
                      f"ms/step: {parts}")
     lines += [plain(line) for line in report.graph_gain_lines(result, "en")]

@@ -13,7 +13,6 @@ from cifarlab.errors import ConfigError, Problem
 
 EPOCH_IMAGES = 50_000                 # CIFAR-10's training set: one epoch
 TUTORIAL_POINT = ("tutorial", 4, 1)   # pipeline, batch size, width: the tutorial as written
-TUTORIAL_EPOCHS = 2
 MAX_WIDTH = 16
 DEVICE_RE = re.compile(r"^(cpu|mps|cuda:\d+)$")
 

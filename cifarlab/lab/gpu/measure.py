@@ -1,6 +1,5 @@
-"""Measuring, honestly as airbench times: training's own step, no ``loss.item()`` in the timed
-loop; warm-up timed apart; the device synchronised before every clock read; medians of repeats;
-a budget that cuts steps, never a repeat's first; the phase breakdown a separate pass."""
+"""Measuring as airbench times: training's own step, no ``loss.item()`` in the timed loop,
+warm-up apart, the device synchronised before every clock read, medians of repeats."""
 from __future__ import annotations
 
 import contextlib
@@ -43,8 +42,7 @@ def load_average() -> list[float] | None:
 
 
 def _point(device, columns: dict[str, type], work: dict) -> tuple[torch.device, dict]:
-    """(the device, a row of ``columns`` with what is known before measuring ``work``, Workload's
-    arguments, from a SweepConfig checked already)."""
+    """(the device, a row of ``columns`` with what is known before measuring ``work``)."""
     dev = resolve_device(device)   # "cuda" -> "cuda:0": the id list_devices gives
     info = next((d for d in list_devices() if d.id == str(dev)), None)
     known = dict(device=str(dev), device_kind=dev.type,
@@ -64,8 +62,7 @@ def step_stats(per_step_s: list[float], batch_size: int) -> dict:
 
 
 def _timed(dev: torch.device, measure: Callable[[], dict]) -> dict | None:
-    """measure()'s figures under the timing settings, ``dev`` cleaned up after; None when
-    stopped; {"error": OOM} when the device ran out of memory."""
+    """measure()'s figures under the timing settings; None when stopped, or an OOM error row."""
     figures, oom = None, False
     try:
         with timing_settings(dev):
@@ -213,9 +210,8 @@ def sweep_environment(devices: Iterable[str]) -> dict:
 def run_sweep(cfg: SweepConfig, on_result: Callable[[dict], None] | None = None,
               should_stop: Callable[[], bool] | None = None,
               save_to: Iterable[str | Path] = ()) -> SweepResult:
-    """Every point of ``cfg``, then its breakdown passes. on_result(row) after each point;
-    should_stop() polled (the result then marked cancelled, keeping its rows). save_to: .json or
-    .csv files rewritten after every point, so an interrupted sweep keeps its rows."""
+    """Every point of ``cfg``, then its breakdown passes; a stop keeps the rows measured, and
+    ``save_to`` files are rewritten after every point so an interrupted sweep keeps them too."""
     devices = cfg.resolved_devices()  # DeviceError before anything runs
     paths = [check_suffix(p) for p in save_to]
     result = SweepResult(rows=[], environment=sweep_environment(devices), config=cfg.to_dict(),

@@ -13,8 +13,8 @@ from cifarlab.core.safe_text import md_escape as md
 from cifarlab.core.safe_text import one_line
 from cifarlab.errors import CifarLabError, ConfigError
 import cifarlab.lab.gpu.analysis as analysis
-from cifarlab.lab.gpu.config import (EPOCH_IMAGES, TUTORIAL_EPOCHS, TUTORIAL_POINT, SweepConfig,
-                                    estimate_seconds, time_left)
+from cifarlab.lab.gpu.config import (EPOCH_IMAGES, TUTORIAL_POINT, SweepConfig, estimate_seconds,
+                                    time_left)
 from cifarlab.lab.gpu.results import OOM, SweepResult
 
 
@@ -184,7 +184,7 @@ def tutorial_lines(res: SweepResult, lang: str, is_busy: bool = False) -> list[s
     if is_busy:
         return [t("gpu_busy.tut_measured", device=md(d), name=name(d), ips=ips(d))
                 for d in tut] + [why]
-    run = lambda d: i18n.duration(TUTORIAL_EPOCHS * tut[d]["epoch_s"], lang)  # noqa: E731
+    run = lambda d: i18n.duration(2 * tut[d]["epoch_s"], lang)  # noqa: E731 - the 2 epochs
     lines, cpu = [], tut.get("cpu")
     if cpu:
         lines.append(t("gpu.tut_cpu", name=name("cpu"), ips=ips("cpu"), images=EPOCH_IMAGES,

@@ -92,8 +92,7 @@ def sync_for(device: str | torch.device) -> Callable[[], None]:
 
 @contextlib.contextmanager
 def timing_settings(device: str | torch.device):
-    """cuDNN benchmark mode (autotuning, paid in the warm-up) on CUDA only, restored after;
-    ``device`` the current CUDA device meanwhile."""
+    """cuDNN benchmark mode (autotuning, paid in the warm-up) and ``device`` current, on CUDA."""
     dev = torch.device(device)
     before = torch.backends.cudnn.benchmark
     torch.backends.cudnn.benchmark = before or dev.type == "cuda"
@@ -104,10 +103,9 @@ def timing_settings(device: str | torch.device):
         torch.backends.cudnn.benchmark = before
 
 
-def cleanup(device: str | torch.device) -> None:
+def cleanup(dev: torch.device) -> None:
     """Free what one point left behind: the next starts from the same state."""
     gc.collect()
-    dev = torch.device(device)
     if dev.type == "cuda":
         torch.cuda.empty_cache()
     elif dev.type == "mps":
@@ -115,9 +113,7 @@ def cleanup(device: str | torch.device) -> None:
 
 
 def is_out_of_memory(err: BaseException) -> bool:
-    if isinstance(err, torch.OutOfMemoryError):
-        return True
-    msg = str(err).lower()
+    msg = str(err).lower()   # torch.OutOfMemoryError is a RuntimeError saying "out of memory"
     return isinstance(err, RuntimeError) and any(
         s in msg for s in ("out of memory", "can't allocate memory", "not enough memory"))
 
@@ -129,8 +125,7 @@ class Stopped(Exception):
 def run_steps(n: int, budget: float | None, step: Callable[[], Any], sync: Callable[[], None],
               stop: Callable[[], bool] = lambda: False) -> tuple[int, float, Any]:
     """(steps run, seconds, last output) of up to n steps, at least one, fewer once ``budget``
-    seconds have passed. Only the clock reads synchronise: the budget check and stop() (cheap:
-    the job reads the store at most every 0.25 s) only decide when to stop."""
+    seconds have passed. Only the clock reads synchronise; the budget and stop() decide when."""
     sync()
     t0 = time.perf_counter()
     done, out = 0, None
