@@ -181,4 +181,4 @@ else:
         st.session_state["gpu_source"] = options[0]
     choice = st.selectbox(t("gpu.source"), options, key="gpu_source",
                           format_func=lambda k: sources[k][0])
-    result.show(sources[choice][1], recorded, has_cuda, t, queue.measured_speeds())
+    result.show(sources[choice][1], recorded, t, queue.measured_speeds())

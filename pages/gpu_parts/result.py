@@ -12,7 +12,7 @@ def chart(fig, name: str, t) -> None:
     st.caption(t(f"gpu.{name}_caption"))
 
 
-def show(res, recorded: list, has_cuda: bool, t, measured: list = ()) -> None:
+def show(res, recorded: list, t, measured: list = ()) -> None:
     """One result, whether the machine was busy first. ``measured``: this server's runs."""
     L = t.lang
     judged = analysis.assess(res, measured)
@@ -63,8 +63,7 @@ def show(res, recorded: list, has_cuda: bool, t, measured: list = ()) -> None:
     for line in gains:
         st.markdown("- " + line)
     if not gains:
-        st.info(t("gpu.graphs_none") if has_cuda or res.recorded_elsewhere
-                else t("gpu.graphs_needs_gpu"))
+        st.info(t("gpu.graphs_none"))   # (the page says above when this machine has no GPU)
 
     st.markdown(f"### {t('gpu.breakdown_title')}")
     if devs := charts.breakdown_devices(res):

@@ -2,7 +2,6 @@
 warm-up apart, the device synchronised before every clock read, medians of repeats."""
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import statistics
@@ -195,14 +194,11 @@ def sweep_environment(devices: Iterable[str]) -> dict:
     env["hostname"] = hostname()
     infos = {d.id: d.to_dict() for d in list_devices()}
     env["devices"] = [infos.get(d, {"id": d}) for d in devices]
-    settings = {"cudnn_benchmark_when_timing": True,
-                "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
-                "float32_matmul_precision": torch.get_float32_matmul_precision(),
-                "torch_threads": torch.get_num_threads()}
-    with contextlib.suppress(Exception):
-        settings["cuda_matmul_allow_tf32"] = bool(torch.backends.cuda.matmul.allow_tf32)
-        settings["cudnn_allow_tf32"] = bool(torch.backends.cudnn.allow_tf32)
-    env["settings"] = settings
+    env["settings"] = {"cudnn_benchmark_when_timing": True,
+                       "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+                       "float32_matmul_precision": torch.get_float32_matmul_precision(),
+                       "cuda_matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+                       "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32}   # threads: in env
     env["load_average_start"] = load_average()
     return env
 
