@@ -116,8 +116,6 @@ def hardware_table(res: SweepResult, lang: str) -> pd.DataFrame:
     items += [(t("gpu.hw_torch"), known(env.get("torch") or first.get("torch"))),
               (t("gpu.hw_cuda"), f"{known(env.get('cuda') or first.get('cuda'))} / "
                                  f"{known(env.get('cudnn'))}")]
-    if env.get("python"):
-        items.append((t("gpu.hw_python"), f"{env['python']} / {known(env.get('platform'))}"))
     if cfg:
         items.append((t("gpu.hw_settings"), t(
             "gpu.hw_settings_value", steps=known(cfg.get("steps")),
@@ -135,9 +133,8 @@ def hardware_table(res: SweepResult, lang: str) -> pd.DataFrame:
 
 
 def download_stem(res: SweepResult) -> str:
-    """A download's file name: host and date, letters, digits and dashes only."""
-    host = re.sub(r"[^A-Za-z0-9]+", "-", res.host).strip("-")[:40] or "machine"
-    return f"cifarlab-timing-{host}-{re.sub(r'[^0-9-]', '', res.recorded_at[:10]) or 'result'}"
+    """A download's file name by its date (host names say little: virtual machines are "vm")."""
+    return f"cifarlab-timing-{re.sub(r'[^0-9-]', '', res.recorded_at[:10]) or 'result'}"
 
 
 def provenance(res: SweepResult, lang: str, judged: dict | None = None) -> dict:
