@@ -1,5 +1,4 @@
-"""Speed as a lesson: what each trick buys, from the recorded ablation; a row's button fills
-the Train page's knobs."""
+"""Speed as a lesson: what each trick buys, from the recorded ablation."""
 from __future__ import annotations
 
 import streamlit as st
@@ -15,8 +14,7 @@ t = translator()
 
 
 def _put_in_train_page(row: dict) -> None:
-    """A row button's callback: the Train form takes the row's values (fitted to this
-    server's limits; a class's locked knobs keep the class's)."""
+    """A row button's callback: the Train form takes the row's values (within its limits)."""
     train_form.get().apply_preset(lab.row_knobs(row))
     st.session_state["speed_applied"] = row["name"]
 

@@ -1,5 +1,4 @@
-"""The Speed page's ablation: from the tutorial one trick a row, as airbench94 combines them;
-the last row is the ``one_minute_cpu`` preset itself."""
+"""The Speed page's ablation: one trick a row from the tutorial to ``one_minute_cpu``."""
 from __future__ import annotations
 
 import json

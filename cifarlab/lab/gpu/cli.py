@@ -1,5 +1,4 @@
-"""``python -m cifarlab bench``: the CPU vs GPU sweep from the terminal; ``--sweep`` records
-what the page shows machines without a GPU (``docs/gpu-results``). The parser imports no torch."""
+"""``python -m cifarlab bench``: the CPU vs GPU sweep from the terminal (parsing needs no torch)."""
 from __future__ import annotations
 
 import argparse
@@ -113,8 +112,7 @@ def print_plan(cfg: SweepConfig, devices: list[str], outs: list[Path]) -> None:
 # -- printing
 
 def table_printer() -> Callable[[dict], None]:
-    """An on_result callback printing each row as it arrives, as a row of the page's table (in
-    English), its speed-up against the cpu rows before it."""
+    """An on_result callback printing each row as it arrives, as the page's table (in English)."""
     rows: list[dict] = []
 
     def print_row(row: dict) -> None:

@@ -139,8 +139,7 @@ def time_left(config: SweepConfig, points_done: int, elapsed_s: float,
 
 
 def job_request(config: SweepConfig) -> dict[str, Any]:
-    """``submit_job``'s arguments but session and owner: the run holds the devices it times and
-    the CPU (one side of every speed-up)."""
+    """``submit_job``'s arguments but session and owner: it holds its devices and the CPU."""
     held = ["cpu", *(d for d in config.resolved_devices() if d != "cpu")]
     return {"kind": "timing", "payload": config.to_dict(), "device": held[-1],
             "exclusive": held, "name": "CPU vs GPU timing",

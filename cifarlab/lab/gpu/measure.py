@@ -83,8 +83,7 @@ def measure_point(device, batch_size: int, width: int = 1, pipeline: str = "fast
                   max_seconds: float | None = None, num_workers: int = 2,
                   should_stop: Callable[[], bool] | None = None,
                   graphed: bool = False) -> dict | None:
-    """The training step timed at one point: a row (COLUMNS), None if should_stop() said so.
-    graphed: a step that ran eagerly is an error row."""
+    """The training step timed at one point: a row (COLUMNS), None if should_stop() said so."""
     work = dict(batch_size=batch_size, width=width, pipeline=pipeline, num_workers=num_workers,
                 graphed=graphed)
     dev, row = _point(device, COLUMNS, work)

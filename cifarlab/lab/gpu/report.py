@@ -221,8 +221,7 @@ def graph_gain_lines(res: SweepResult, lang: str) -> list[str]:
 
 
 def would_add_lines(recorded: list[SweepResult], lang: str) -> list[str]:
-    """What a GPU would add, from the newest of ``recorded`` with an accelerator: against that
-    machine's own CPU (devices are compared within one recording only)."""
+    """What a GPU would add: the newest recording with one, against its own machine's CPU."""
     t = i18n.translator(lang)
     ref = next((r for r in recorded if any(x["device"] != "cpu" for x in r.ok_rows())), None)
     ups = analysis.speedups(analysis.eager(ref.ok_rows())) if ref else []

@@ -1,5 +1,4 @@
-"""The timed step: ``cifarlab.core.train``'s own (or as one CUDA graph), plus what timing
-needs: endless full batches, cuDNN benchmark mode, synchronised clocks, a budget, cancelling."""
+"""The timed step (``core.train``'s own, or one CUDA graph) and what timing needs around it."""
 from __future__ import annotations
 
 import contextlib
@@ -23,8 +22,7 @@ MIN_IMAGES = 2048          # images per timing data set: at least this many, and
 
 
 def timing_images(batch_size: int) -> CifarData:
-    """Random pixels (a step's time does not depend on them), a whole number of batches (at
-    least 8 and MIN_IMAGES images) so every timed step is full."""
+    """Random pixels, a whole number of batches (>= 8, >= MIN_IMAGES): every step is full."""
     want = batch_size * max(8, math.ceil(MIN_IMAGES / batch_size))
     rng = np.random.default_rng(0)
     x = rng.integers(0, 256, size=(want, 3, 32, 32), dtype=np.uint8)
