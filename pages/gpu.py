@@ -1,5 +1,4 @@
-"""CPU vs GPU: a timing job's rows live, then a result (the run's, an upload or
-docs/gpu-results) in the lab's sentences and figures."""
+"""CPU vs GPU: a timing job's rows live, then a result (the run's, an upload or a recording)."""
 from __future__ import annotations
 
 import time
@@ -22,11 +21,6 @@ from ui.widgets import checked_number, decimal_box
 
 t = translator()
 L = t.lang
-
-
-def show_error(err: Exception, key: str | None = None) -> None:
-    text = report.error_text(err, L)
-    st.error(t(key, message=text) if key else text)
 
 
 @st.cache_data(max_entries=4, show_spinner=False)
@@ -94,15 +88,12 @@ if not (chosen_devices and batch_sizes and widths and pipelines):
     st.warning(t("gpu.pick_something"))
 elif None in (repeats, steps, warmup, max_seconds, workers):
     pass                      # the box in question says why: no plan, nothing to run
-else:
-    try:
-        config = SweepConfig(devices=chosen_devices, batch_sizes=batch_sizes, widths=widths,
-                             pipelines=pipelines, steps=steps, warmup=warmup, repeats=repeats,
-                             max_seconds=max_seconds, num_workers=workers,
-                             breakdown=do_breakdown, graphed=graphed)
-        st.caption(report.plan_text(config, L))
-    except CifarLabError as err:
-        show_error(err)
+else:   # every value comes from a widget that keeps it in range
+    config = SweepConfig(devices=chosen_devices, batch_sizes=batch_sizes, widths=widths,
+                         pipelines=pipelines, steps=steps, warmup=warmup, repeats=repeats,
+                         max_seconds=max_seconds, num_workers=workers, breakdown=do_breakdown,
+                         graphed=graphed)
+    st.caption(report.plan_text(config, L))
 
 if "gpu_run_id" not in st.session_state:  # a reload: this session's latest timing, if any
     latest = next((r for r in queue.runs(session, kind="timing") if r.session == session), None)
@@ -122,7 +113,7 @@ if st.button(t("gpu.run"), type="primary", key="gpu_run", help=t("gpu.run_help")
                                                           **job_request(config))
         run = queue.get(session, st.session_state["gpu_run_id"])
     except CifarLabError as err:
-        show_error(err, "gpu.queue_failed")
+        st.error(t("gpu.queue_failed", message=report.error_text(err, L)))
 
 
 def rows_so_far(rid: str) -> list[dict]:
@@ -163,12 +154,8 @@ elif run is not None and run.finished:
 st.header(t("gpu.results_title"))
 sources: dict[str, tuple[str, object]] = {}
 if run is not None and run.finished and run.result and run.result.get("rows"):
-    try:
-        started = datetime.fromtimestamp(run.started_at or run.created_at).strftime("%H:%M:%S")
-        sources["run"] = (t("gpu.source_run", time=started),
-                          results.SweepResult.from_dict(run.result))
-    except CifarLabError as err:
-        show_error(err)
+    started = datetime.fromtimestamp(run.started_at or run.created_at).strftime("%H:%M:%S")
+    sources["run"] = (t("gpu.source_run", time=started), results.SweepResult.from_dict(run.result))
 with st.expander(t("gpu.load_title"), expanded=not has_accelerator or bool(recorded)):
     upload = st.file_uploader(t("gpu.upload"), key="gpu_upload", help=t("gpu.upload_help"),
                               max_upload_size=results.UPLOADER_MB,
@@ -179,7 +166,7 @@ with st.expander(t("gpu.load_title"), expanded=not has_accelerator or bool(recor
             sources["upload"] = (t("gpu.source_upload", name=upload.name),  # an option: text
                                  results.load_upload(upload.name, upload.getvalue()))
         except CifarLabError as err:
-            show_error(err)
+            st.error(report.error_text(err, L))
 for res in recorded:
     sources[f"rec:{Path(res.source).name}"] = (report.source_label(res, L), res)
 
@@ -194,4 +181,4 @@ else:
         st.session_state["gpu_source"] = options[0]
     choice = st.selectbox(t("gpu.source"), options, key="gpu_source",
                           format_func=lambda k: sources[k][0])
-    result.show(sources[choice][1], recorded, has_cuda, t, queue.measured_speeds())
+    result.show(sources[choice][1], recorded, t, queue.measured_speeds())

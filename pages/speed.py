@@ -1,5 +1,4 @@
-"""Speed as a lesson: what each trick buys, from the recorded ablation; a row's button puts its
-settings into the Train page's knobs."""
+"""Speed as a lesson: what each trick buys, from the recorded ablation."""
 from __future__ import annotations
 
 import streamlit as st
@@ -14,11 +13,10 @@ from ui.language import dur, pct, translator
 t = translator()
 
 
-def _put_in_train_page(name: str) -> None:
-    """A row button's callback: the Train form takes the row's values (fitted to this
-    server's limits; a class's locked knobs keep the class's)."""
-    train_form.get().apply_preset(lab.row_knobs(record, name))
-    st.session_state["speed_applied"] = name
+def _put_in_train_page(row: dict) -> None:
+    """A row button's callback: the Train form takes the row's values (within its limits)."""
+    train_form.get().apply_preset(lab.row_knobs(row))
+    st.session_state["speed_applied"] = row["name"]
 
 
 st.title(t("speed.title"))
@@ -34,10 +32,6 @@ else:
                  date=record.get("date", "?")) + " " + t("speed.shared_machine"))
     st.plotly_chart(lab.figure(rows, t), width="stretch", key="speed_chart")
 
-    if runs := record.get("preset_runs"):
-        st.markdown(t("speed.repeats", accs=", ".join(pct(r["accuracy"]) for r in runs),
-                      secs=", ".join(dur(r["seconds"]) for r in runs)))
-
     for n, row in enumerate(rows, 1):
         name = row["name"]
         with st.container(border=True):
@@ -46,7 +40,7 @@ else:
                           f"{dur(row['seconds'])}")
             left.markdown(t(f"speed.why_{name}"))
             right.button(t("speed.use_row"), key=f"speed_use_{name}", help=t("speed.use_row_help"),
-                         on_click=_put_in_train_page, args=(name,), width="stretch")
+                         on_click=_put_in_train_page, args=(row,), width="stretch")
             if st.session_state.get("speed_applied") == name:
                 st.success(t("speed.applied"))
                 st.page_link("pages/train.py", label=t("speed.open_train"),

@@ -93,7 +93,6 @@ def test_timing_a_cuda_point_times_the_trained_step():
     row = measure.measure_point("cuda:0", 256, 1, "fast", steps=5, warmup=2, repeats=2)
     assert row["device"] == "cuda:0" and row["device_kind"] == "cuda" and row["error"] == ""
     assert row["images_per_s"] > 0 and row["peak_memory_bytes"] > 0 and row["timed_steps"] == 10
-    b = measure.breakdown("cuda:0", 64, 1, "tutorial", steps=3, warmup=1, method="cuda_events",
-                      num_workers=2)
+    b = measure.breakdown("cuda:0", 64, 1, "tutorial", steps=3, warmup=1, num_workers=2)
     assert b["error"] == "" and b["h2d_s"] > 0 and b["forward_s"] > 0
     assert job_request(SweepConfig(devices=("cuda:0",)))["exclusive"] == ["cpu", "cuda:0"]

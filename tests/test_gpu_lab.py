@@ -1,12 +1,10 @@
 """cifarlab.lab.gpu on the CPU: the timed step is the trained step, the sweep's rows, warm-up
 apart, time budgets, exact CSV/JSON round trips through pandas, speed-ups and crossovers
-within one recording (hand-made accelerator rows), comparisons across machines only when
-neither was busy, the devices a timing run holds, the breakdown pass, the job entry point,
-the `bench` command (--sweep included), errors as codes, and the CUDA paths as far as they go
-without a GPU."""
+within one recording (hand-made accelerator rows), never across machines, the devices a timing
+run holds, the breakdown pass, the job entry point, the `bench` command (--sweep included),
+errors as codes, and the CUDA paths as far as they go without a GPU."""
 import json
 import math
-import re
 import time
 from pathlib import Path
 
@@ -87,7 +85,7 @@ def test_the_timed_step_is_the_trained_step(monkeypatch):
 
 def test_fast_pipeline_times_the_fused_optimizer_training_uses():
     for pipeline, fused in (("fast", True), ("tutorial", None)):
-        w = step.Workload("cpu", 8, 1, pipeline, data=tiny_data(), num_workers=0)
+        w = step.Workload("cpu", 8, 1, pipeline, num_workers=0)
         try:
             assert w.optimizer.defaults.get("fused") == fused
             trained = core_train.make_optimizer(TrainConfig(pipeline=pipeline), w.model,
@@ -101,18 +99,15 @@ def test_fast_pipeline_times_the_fused_optimizer_training_uses():
 
 
 def test_every_timed_batch_is_full_and_epochs_roll_over():
-    w = step.Workload("cpu", 24, 1, "fast", data=tiny_data(100), num_workers=0)
+    w = step.Workload("cpu", 24, 1, "fast", num_workers=0)
     try:
-        assert w.config.train_subset == 96  # a whole number of batches of the 100 images
-        sizes = [w.fetch()[0].shape[0] for _ in range(9)]  # 4 batches an epoch, then again
-        assert sizes == [24] * 9
+        assert len(w.loader) == 86  # 2,064 images: a whole number of batches, at least 2,048
+        sizes = [w.fetch()[0].shape[0] for _ in range(len(w.loader) + 2)]  # into a second epoch
+        assert sizes == [24] * 88
     finally:
         w.close()
-    syn, subset = step.timing_images(None, 1000)
-    assert subset is None and len(syn.train_y) == 8000 and syn.train_x.dtype == np.uint8
-    with pytest.raises(ConfigError) as e:
-        step.timing_images(tiny_data(10), 16)
-    assert e.value.code == "gpu.batch_over_data" and e.value.field == "batch_sizes"
+    syn = step.timing_images(1000)
+    assert len(syn.train_y) == 8000 and syn.train_x.dtype == np.uint8
 
 
 # -----------------------------------------------------------------------------
@@ -127,8 +122,7 @@ def test_small_grid_rows(swept):
         assert row["images_per_s"] > 0 and row["step_ms"] > 0
         assert row["images_per_s"] * row["step_ms"] / 1000 == pytest.approx(row["batch_size"])
         assert row["epoch_s"] == pytest.approx(50_000 / row["images_per_s"])
-        assert row["step_ms_min"] <= row["step_ms_q1"] <= row["step_ms"] <= row["step_ms_q3"] \
-            <= row["step_ms_max"]
+        assert row["step_ms_min"] <= row["step_ms"] <= row["step_ms_max"]
         assert row["images_per_s_min"] <= row["images_per_s"] <= row["images_per_s_max"]
         assert row["warmup_steps"] == 2 and row["warmup_s"] > 0 and row["first_step_ms"] > 0
         assert row["timed_steps"] == 2 * 2 and not row["budget_hit"]
@@ -152,7 +146,7 @@ def test_hardware_and_versions_recorded(swept):
     assert not swept.recorded_elsewhere
     hw = dict(report.hardware_table(swept, "en").to_numpy())
     assert hw["CPU"].startswith(report.md(env["cpu"])) and not any(k.startswith("GPU") for k in hw)
-    assert "synthetic" in hw["Settings"]
+    assert "random pixels" in hw["Settings"]
 
 
 def test_warmup_is_excluded(monkeypatch):
@@ -177,10 +171,9 @@ def test_time_budget_caps_steps():
     assert row["budget_hit"] and 2 <= row["timed_steps"] < 200_000 and row["images_per_s"] > 0
 
 
-def test_tutorial_pipeline_with_a_worker_process_on_real_images():
-    row = measure_point("cpu", 8, 1, "tutorial", steps=3, warmup=1, repeats=1, num_workers=1,
-                        data=tiny_data(100))
-    assert row["num_workers"] == 1 and row["images"] == "real" and row["images_per_s"] > 0
+def test_tutorial_pipeline_with_a_worker_process():
+    row = measure_point("cpu", 8, 1, "tutorial", steps=3, warmup=1, repeats=1, num_workers=1)
+    assert row["num_workers"] == 1 and row["images_per_s"] > 0
     assert row["tutorial_point"] is False
 
 
@@ -298,7 +291,7 @@ def test_the_recording_loads_the_same_from_csv_and_json():
     ("x.csv", b"device,batch_size,width\ncpu,x,1\n", "gpu.bad_value"),
     ("x.csv", b"device,batch_size,width,pipeline\ntpu,4,1,fast\n", "gpu.bad_row"),
     ("x.csv", b"# cifarlab-timing {broken\ndevice,batch_size,width\n", "gpu.csv_header_damaged"),
-    ("x.csv", b"\xff\xfe\x00binary", "gpu.csv_not_text"),
+    ("x.csv", b"\xff\xfe\x00binary", "gpu.csv_no_columns"),
 ])
 def test_uploads_that_cannot_be_shown_say_why(name, data, code):
     with pytest.raises(DataError) as e:
@@ -318,7 +311,7 @@ def test_upload_of_the_wrong_kind_and_a_result_that_loads(swept):
     assert back.rows == swept.rows and back.source == "mine.csv" and back.recorded_elsewhere
     with pytest.raises(CifarLabError) as e:
         SweepResult.load("/nonexistent/r.json")
-    assert e.value.code == "gpu.no_such_file"
+    assert e.value.code == "gpu.cannot_read"
     with pytest.raises(CifarLabError) as e:
         swept.save("r.txt")
     assert e.value.code == "gpu.file_type"
@@ -336,8 +329,9 @@ def test_markdown_from_a_file_is_escaped():
     assert report.md("a\nb") == "a b"
     odd = SweepResult(rows=[], environment={"cpu": evil}, config={}, host="../" + evil,
                       recorded_at="2025-01-02T03:04:05")
-    assert re.fullmatch(r"cifarlab-timing-x-http-127-0-0-1-9-[a-z0-9-]+-2025-01-02",
-                        report.download_stem(odd))  # no "/" or ".." in a file name
+    assert report.download_stem(odd) == "cifarlab-timing-2025-01-02"  # no "/" or ".."
+    assert report.download_stem(SweepResult(rows=[], environment={}, config={}, host="",
+                                            recorded_at="../../etc/x")) == "cifarlab-timing-result"
     table = report.hardware_table(odd, "en")
     assert not [c for c in table.to_numpy().ravel()
                 if "<img" in markdown_it.MarkdownIt().render(c)]  # st.table cells are Markdown
@@ -424,37 +418,23 @@ def test_machine_load_takes_the_timings_own_threads_off():
     assert analysis.machine_load(own)["state"] == "quiet"
 
 
-def test_what_a_gpu_would_add_compares_within_one_recording_first(tmp_path):
-    none = report.would_add_lines(here(0.5), results.recorded_results(tmp_path), "en")
-    assert none == [("info", i18n.t("gpu.would_add_none", "en"))]
+def test_what_a_gpu_would_add_compares_within_one_recording(tmp_path):
+    none = report.would_add_lines(results.recorded_results(tmp_path), "en")
+    assert none == [i18n.t("gpu.would_add_none", "en")]
     handmade().save(tmp_path / "h100-2025-01-02.json")
-    (k1, same), (k2, best), (k3, across) = report.would_add_lines(
-        here(0.5), [here(0.1), *results.recorded_results(tmp_path)], "en")
+    same, best = report.would_add_lines([here(0.1), *results.recorded_results(tmp_path)], "en")
     assert "NVIDIA H100" in same and "(2025-01-02)" in same
     assert "**0.50×**" in same  # the recording's own CPU
     assert "10.0× its CPU" in best and "batch 256" in best
-    # both machines quiet: labelled, vs this machine's CPU (400 images/s, as the H100's 400)
-    assert (k1, k2, k3) == ("markdown", "markdown", "warning") and "1.00×" in across
 
 
-def test_a_busy_cpu_is_never_compared_across_machines(tmp_path):
+def test_a_gpu_is_never_compared_with_another_machines_cpu():
     """The issue's case: a CPU timed under heavy load on a 2-core machine made the H100 look
     hundreds of times faster; the recording itself says 4.46x."""
     if not RECORDING.is_file():
         pytest.skip("no recording in docs/gpu-results")
-    recording = SweepResult.load(RECORDING)
-    busy = here(9.0)
-    busy.rows[0].update(images_per_s=5.05, step_ms=1000 * 4 / 5.05)  # the loaded CPU
-    lines = report.would_add_lines(busy, [recording], "en")
-    text = " ".join(t for _, t in lines)
+    text = " ".join(report.would_add_lines([SweepResult.load(RECORDING)], "en"))
     assert "**4.46×**" in text and "272" not in text
-    assert lines[-1] == ("info", i18n.t("gpu.across_refused_busy_here", "en", load=9.0, cores=2))
-    assert [k for k, _ in lines] == ["markdown", "markdown", "info"]
-    quiet = report.would_add_lines(here(0.1), [recording], "es")
-    assert [k for k, _ in quiet] == ["markdown", "markdown", "warning"]  # labelled
-    assert report.times(1373.05 / 400, "es") + "×" in quiet[-1][1]
-    unknown = report.would_add_lines(here(None), [recording], "en")[-1]
-    assert unknown == ("info", i18n.t("gpu.across_refused_unknown_here", "en", load=0, cores=2))
 
 
 def test_the_page_sentences_in_every_language(swept):
@@ -468,10 +448,10 @@ def test_the_page_sentences_in_every_language(swept):
     es = report.rows_table(h.rows, "es")
     assert set(es[i18n.t("gpu.pipeline_col", "es")]) == {"canalización rápida",
                                                           "canalización del tutorial"}
-    bare = SweepResult(rows=h.rows, environment={}, config={"images": "synthetic"}, host="",
+    bare = SweepResult(rows=h.rows, environment={}, config={"steps": 5}, host="",
                        recorded_at="")
     hw = report.hardware_table(bare, "pt").to_string()
-    assert "sintéticas" in hw and "nenhum" in hw and "None" not in hw
+    assert "aleatórios" in hw and "nenhum" in hw and "None" not in hw
 
 
 def test_chart_frames():
@@ -487,9 +467,6 @@ def test_chart_frames():
     fig = charts.speedup_figure(h, "fast", en)
     (crossing,) = [d for d in fig.data if d.name == "curves cross"]   # width 1's, estimated
     assert list(crossing.x) == [pytest.approx(16 * 4 ** (math.log(1.5) / math.log(3)))]
-    width_1 = [r for r in h.ok_rows() if r["width"] == 1]
-    fig = charts.pipelines_figure(h, 1, i18n.translator("es"))
-    assert sum(len(d.x) for d in fig.data) == len(width_1)
 
 
 # -----------------------------------------------------------------------------
@@ -528,7 +505,7 @@ class Ctx:
         return self.stop_after is not None and len(self.events) >= self.stop_after
 
     def data(self):
-        raise AssertionError("synthetic images: the data set is not needed")
+        raise AssertionError("random pixels: the data set is not needed")
 
 
 def test_timing_job_emits_a_row_per_point_and_is_registered_by_name():
@@ -575,8 +552,7 @@ def test_cli_bench_runs_and_saves(tmp_path, capsys):
     assert "no accelerator measured" in text
     a, b = SweepResult.load(out_json), SweepResult.load(out_csv)
     assert len(a.rows) == 3 and a.rows == b.rows and a.breakdowns == []
-    assert cli.main(["bench", "--show", str(out_json)]) == 0
-    assert f"Machine: {a.host}" in capsys.readouterr().out
+    assert f"Machine: {a.host}" in text
 
 
 def test_cli_bench_sweep_records_for_the_lab(tmp_path, capsys):
@@ -593,10 +569,8 @@ def test_cli_bench_sweep_records_for_the_lab(tmp_path, capsys):
     saved = SweepResult.load(files[1])
     assert len(saved.rows) == 2 and len(saved.breakdowns) == 1
     assert saved.config["warmup"] == 1 and saved.config["breakdown"] is True
-    args = cli.build_parser().parse_args(["bench", "--sweep", "--quick"])
-    cfg = gpu_cli.config_from_args(args)
-    assert (cfg.batch_sizes, cfg.widths, cfg.steps, cfg.warmup, cfg.max_seconds, cfg.breakdown) == (
-        (4, 64, 1024), (1, 8), 10, 3, 5.0, True)
+    cfg = gpu_cli.config_from_args(cli.build_parser().parse_args(["bench", "--sweep"]))
+    assert (cfg.warmup, cfg.max_seconds, cfg.breakdown, cfg.graphed) == (10, 5.0, True, True)
     plain = gpu_cli.config_from_args(cli.build_parser().parse_args(["bench"]))
     assert plain == SweepConfig(devices="all")
 
@@ -608,7 +582,6 @@ def test_cli_bench_sweep_records_for_the_lab(tmp_path, capsys):
     (["--widths", "99"], "Width"),
     (["--steps", "0"], "steps"),
     (["--out", "r.txt"], ".json or .csv"),
-    (["--show", "/nonexistent/r.json"], "No such file"),
 ])
 def test_cli_bench_rejects_bad_input(args, words, capsys):
     assert cli.main(["bench", "--devices", "cpu", "--batch-sizes", "4", "--widths", "1",
@@ -717,26 +690,14 @@ def test_a_cuda_point_synchronises_before_every_clock_read(monkeypatch):
     assert bench == [True] * 5 and torch.backends.cudnn.benchmark == before
 
 
-def test_cuda_events_breakdown_on_a_fake_gpu(monkeypatch):
-    class FakeEvent:  # a CUDA event that remembers the host clock
-        def __init__(self, enable_timing=False):
-            assert enable_timing
-
-        def record(self, stream=None):
-            assert stream == "stream-of-cuda:0"
-            self.t = time.perf_counter()
-
-        def elapsed_time(self, other):
-            return (other.t - self.t) * 1000.0  # milliseconds, as CUDA's
-
+def test_a_cuda_breakdown_synchronises_at_every_phase_boundary(monkeypatch):
     calls = fake_cuda(monkeypatch)
-    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda d: f"stream-of-{d}")
-    b = measure.breakdown("cuda:0", 8, 1, "fast", steps=3, warmup=1, method="cuda_events",
-                          num_workers=0)
-    assert b["method"] == "cuda_events" and b["device"] == "cuda:0" and b["steps"] == 3
+    b = measure.breakdown("cuda:0", 8, 1, "fast", steps=3, warmup=1, num_workers=0)
+    assert b["method"] == "sync" and b["device"] == "cuda:0" and b["steps"] == 3
     assert b["forward_s"] > 0 and b["backward_s"] > 0
     assert b["total_s"] == pytest.approx(sum(b[f"{p}_s"] for p in results.PHASES))
+    # around the warm-up and the unperturbed steps, then one mark and five per step
+    assert calls.count(("sync", torch.device("cuda:0"))) == 2 + 2 + 1 + 5 * 3
     assert ("empty", None) in calls
 
 

@@ -19,9 +19,7 @@ def fake_record() -> dict:
     rows = [{"name": name, "accuracy": 0.3 + 0.05 * i, "seconds": 60.0 - 5 * i,
              "images_per_second": 1000.0, "config": config.replace(train_subset=10000).to_dict()}
             for i, (name, config) in enumerate(speed.row_configs())]
-    return {"date": "2026-11-24", "machine": {"cpu": "AMD EPYC", "cores": 2}, "rows": rows,
-            "preset_runs": [{"accuracy": 0.61, "seconds": 58.5}, {"accuracy": 0.62,
-                                                                   "seconds": 59.0}]}
+    return {"date": "2026-11-24", "machine": {"cpu": "AMD EPYC", "cores": 2}, "rows": rows}
 
 
 @pytest.fixture
@@ -64,8 +62,6 @@ def test_chart_and_a_sentence_per_trick_in_every_language(open_page, lang):
         pytest.approx([0.3 + 0.05 * i for i in range(len(speed.ROW_NAMES))])
     assert fig["data"][0]["text"][0] == i18n.percent(0.3, lang, 1)   # "30,0 %" in es and pt
     assert fig["layout"]["separators"] == i18n.separators(lang)
-    assert t("speed.repeats", accs=", ".join(i18n.percent(a, lang, 1) for a in (0.61, 0.62)),
-             secs=", ".join(i18n.duration(s, lang) for s in (58.5, 59.0))) in text
     uses = [b for b in at.button if b.key and b.key.startswith("speed_use_")]
     assert len(uses) == len(speed.ROW_NAMES)
     assert at.dataframe[0].value.shape[0] == 20   # input, 3 × (conv, bn, relu, pool), fc head, sum

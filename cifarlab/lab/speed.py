@@ -1,5 +1,4 @@
-"""The Speed page's ablation: from the tutorial (one epoch, as every row) one trick a row, as
-airbench94 combines them; the last row is the ``one_minute_cpu`` preset itself."""
+"""The Speed page's ablation: one trick a row from the tutorial to ``one_minute_cpu``."""
 from __future__ import annotations
 
 import json
@@ -53,12 +52,9 @@ def table_rows(record: Mapping[str, Any] | None) -> list[dict]:
     return [dict(measured[n]) for n in ROW_NAMES if n in measured]
 
 
-def row_knobs(record: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
-    """A row's preset knobs: of the recorded config, else of the row's definition; the
-    benchmark's subset is left to the student."""
-    rows = {r["name"]: r for r in table_rows(record)}
-    config = (TrainConfig.from_dict(rows[name]["config"]) if name in rows
-              else dict(row_configs())[name])
+def row_knobs(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A measured row's preset knobs; the benchmark's subset is left to the student."""
+    config = TrainConfig.from_dict(row["config"])
     return {**config.knob_values(preset_only=True), "train_subset": None}
 
 

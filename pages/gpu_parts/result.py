@@ -1,5 +1,4 @@
-"""The CPU vs GPU page's view of one result (pages/gpu.py calls it): it draws the lab's figures
-and sentences (``cifarlab.lab.gpu``)."""
+"""The CPU vs GPU page's view of one result: the lab's figures and sentences."""
 from __future__ import annotations
 
 import streamlit as st
@@ -13,7 +12,7 @@ def chart(fig, name: str, t) -> None:
     st.caption(t(f"gpu.{name}_caption"))
 
 
-def show(res, recorded: list, has_cuda: bool, t, measured: list = ()) -> None:
+def show(res, recorded: list, t, measured: list = ()) -> None:
     """One result, whether the machine was busy first. ``measured``: this server's runs."""
     L = t.lang
     judged = analysis.assess(res, measured)
@@ -55,8 +54,8 @@ def show(res, recorded: list, has_cuda: bool, t, measured: list = ()) -> None:
     else:
         st.info(t("gpu.no_speedup"))
         st.markdown(f"#### {t('gpu.would_add_title')}")
-        for kind, text in report.would_add_lines(res, recorded, L):
-            getattr(st, kind)(text)
+        for line in report.would_add_lines(recorded, L):
+            st.markdown(line)
 
     st.markdown(f"### {t('gpu.graphs_title')}")
     st.markdown(t("gpu.graphs_body"))
@@ -64,30 +63,18 @@ def show(res, recorded: list, has_cuda: bool, t, measured: list = ()) -> None:
     for line in gains:
         st.markdown("- " + line)
     if not gains:
-        st.info(t("gpu.graphs_none") if has_cuda or res.recorded_elsewhere
-                else t("gpu.graphs_needs_gpu"))
+        st.info(t("gpu.graphs_none"))   # (the page says above when this machine has no GPU)
 
     st.markdown(f"### {t('gpu.breakdown_title')}")
-    if choices := charts.breakdown_choices(res):
-        b1, b2, b3 = st.columns(3)
-        devs = list(choices)
+    if devs := charts.breakdown_devices(res):
+        b1, b2 = st.columns(2)
         dev = b1.radio(t("gpu.device_col"), devs, horizontal=True, key="gpu_breakdown_device",
                        index=len(devs) - 1)
-        method = b2.radio(t("gpu.breakdown_method"), choices[dev], horizontal=True,
-                          key="gpu_breakdown_method",
-                          format_func=lambda m: t(f"gpu.breakdown_{m}"))
-        scale = b3.radio(t("gpu.breakdown_scale"), ["ms", "share"], horizontal=True,
+        scale = b2.radio(t("gpu.breakdown_scale"), ["ms", "share"], horizontal=True,
                          key="gpu_breakdown_scale", format_func=lambda s: t(f"gpu.breakdown_{s}"))
-        chart(charts.breakdown_figure(res, dev, method, scale == "share", t), "breakdown", t)
+        chart(charts.breakdown_figure(res, dev, scale == "share", t), "breakdown", t)
     else:
         st.info(t("gpu.no_breakdown"))
-
-    st.markdown(f"### {t('gpu.pipelines_title')}")
-    if {"fast", "tutorial"} <= set(measured):
-        width = min(r["width"] for r in res.ok_rows())
-        chart(charts.pipelines_figure(res, width, t), "pipelines", t)
-    else:
-        st.info(t("gpu.pipelines_need_both"))
 
     st.markdown(f"### {t('gpu.table_title')}")
     st.dataframe(report.rows_table(res.rows, L), hide_index=True, key="gpu_result_rows")

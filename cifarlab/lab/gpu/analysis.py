@@ -1,5 +1,4 @@
-"""Figures from a timing result (numbers, never sentences); devices compared within one
-recording."""
+"""Figures from a timing result (numbers, never sentences), devices compared within one run."""
 from __future__ import annotations
 
 import math
@@ -41,7 +40,7 @@ def speedups(result: SweepResult | list[dict]) -> list[dict]:
 
 def crossover(result: SweepResult | list[dict]) -> list[dict]:
     """Per accelerator, pipeline and width: the smallest batch_size beating the cpu (or None),
-    and estimate, where the curves cross on log scales (None if it wins from the first)."""
+    and where the curves cross on log scales (estimate; None if it wins from the first)."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for s in speedups(result):
         groups[(s["device"], s["graphed"], s["pipeline"], s["width"])].append(s)
@@ -74,8 +73,7 @@ def graph_gains(result: SweepResult) -> list[dict]:
 
 
 def machine_load(result: SweepResult) -> dict:
-    """State "quiet", "busy" (other work on BUSY_SHARE of the cores) or "unknown"; "others",
-    the load less the timing's own threads and DataLoader workers."""
+    """"quiet", "busy" or "unknown"; "others": the load less the timing's own threads/workers."""
     env = result.environment or {}
     cores = env.get("cpu_count")
     threads = (env.get("settings") or {}).get("torch_threads") or env.get("torch_threads") or cores
@@ -99,8 +97,7 @@ def spread(res: SweepResult) -> float | None:
 
 
 def runs_check(res: SweepResult, measured: Iterable[Mapping[str, Any]]) -> dict | None:
-    """The tutorial's point timed here against this server's finished runs of it (medians);
-    None for a result recorded elsewhere or with nothing to compare."""
+    """The tutorial's point timed here against this server's finished runs of it (medians)."""
     if res.recorded_elsewhere:
         return None
     pipe, batch, _ = TUTORIAL_POINT

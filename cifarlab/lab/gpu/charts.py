@@ -20,20 +20,14 @@ def _series(device: str, width: int, lang: str, graphed: bool = False) -> str:
                   width=width)
 
 
-def _order(df: pd.DataFrame, *by: str) -> pd.DataFrame:
-    """The CPU first, then the accelerators; within each, by ``by``."""
-    return (df.assign(_acc=df["device"] != "cpu").sort_values(["_acc", "device", *by])
-            .drop(columns="_acc").reset_index(drop=True))
-
-
 def _breakdowns(res: SweepResult) -> pd.DataFrame:
+    """The phase passes that can be drawn (older recordings also hold "cuda_events" ones)."""
     df = pd.DataFrame(res.breakdowns, columns=list(BREAKDOWN_COLUMNS))
-    return df[(df["error"] == "") & (df["total_s"] > 0)]
+    return df[(df["error"] == "") & (df["total_s"] > 0) & (df["method"] == "sync")]
 
 
-def breakdown_choices(res: SweepResult) -> dict[str, list[str]]:
-    """device -> the methods its breakdown was timed with ("sync", "cuda_events")."""
-    return _breakdowns(res).groupby("device", sort=False)["method"].unique().map(list).to_dict()
+def breakdown_devices(res: SweepResult) -> list[str]:
+    return list(_breakdowns(res)["device"].unique())
 
 
 # ------------------------------------------------------------------------------- the figures
@@ -50,13 +44,13 @@ def _log_axes(fig: go.Figure, y_title: str, t, **y) -> go.Figure:
 
 
 def throughput_figure(res: SweepResult, pipeline: str, t) -> go.Figure:
-    """Images/s against batch size, a series per device and width, error bars to the fastest
-    and slowest repeat, the tutorial starred."""
+    """Images/s against batch size per device and width, the repeats' spread, the tutorial."""
     df = pd.DataFrame(res.ok_rows(), columns=list(COLUMNS)).query("pipeline == @pipeline")
     ips, series = df["images_per_s"], zip(df["device"], df["width"], df["graphed"])
-    df = _order(df.assign(series=[_series(d, w, t.lang, g) for d, w, g in series],
-                          plus=df["images_per_s_max"].fillna(ips) - ips,
-                          minus=ips - df["images_per_s_min"].fillna(ips)), "series", "batch_size")
+    df = df.assign(series=[_series(d, w, t.lang, g) for d, w, g in series],
+                   plus=df["images_per_s_max"].fillna(ips) - ips,
+                   minus=ips - df["images_per_s_min"].fillna(ips), acc=df["device"] != "cpu")
+    df = df.sort_values(["acc", "device", "series", "batch_size"])   # the CPU's series first
     fig = px.line(df, x="batch_size", y="images_per_s", **C.series_style("series"), markers=True,
                   error_y="plus", error_y_minus="minus", hover_data={"step_ms": ":.3f"})
     tut = [r for r in res.ok_rows() if r["tutorial_point"]]   # on each device, any pipeline
@@ -92,10 +86,9 @@ def speedup_figure(res: SweepResult, pipeline: str, t) -> go.Figure:
                      tickvals=[0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500])
 
 
-def breakdown_figure(res: SweepResult, device: str, method: str, share: bool, t) -> go.Figure:
-    """Where a step's time goes, a stacked bar per pipeline and batch size: ms per step in each
-    phase, or its share (%)."""
-    df = _breakdowns(res).query("device == @device and method == @method")
+def breakdown_figure(res: SweepResult, device: str, share: bool, t) -> go.Figure:
+    """A stacked bar per pipeline and batch size: each phase's ms per step, or its share."""
+    df = _breakdowns(res).query("device == @device")
     df = df.assign(later=df["pipeline"] != "tutorial").sort_values(["later", "batch_size"])
     phases = df[[f"{p}_s" for p in PHASES]].set_axis(
         [i18n.t(f"gpu.phase_{p}", t.lang) for p in PHASES], axis=1)
@@ -109,14 +102,3 @@ def breakdown_figure(res: SweepResult, device: str, method: str, share: bool, t)
     fig.update_yaxes(title=t("gpu.axis_share") if share else t("gpu.axis_ms"))
     return C.localized(fig, t.lang)
 
-
-def pipelines_figure(res: SweepResult, width: int, t) -> go.Figure:
-    """Images/s of both pipelines on each device, the tutorial's dotted."""
-    df = pd.DataFrame(analysis.eager(res.ok_rows()), columns=list(COLUMNS))
-    df = df[df["width"] == width]
-    names = df["pipeline"].map(lambda p: pipeline_name(p, t.lang))
-    df = _order(df.assign(series=df["device"] + " · " + names), "pipeline", "batch_size")
-    fig = px.line(df, x="batch_size", y="images_per_s", color="series", markers=True)
-    tutorial = set(df.loc[df["pipeline"] == "tutorial", "series"])
-    fig.for_each_trace(lambda tr: tr.update(line_dash="dot" if tr.name in tutorial else "solid"))
-    return _log_axes(fig, t("gpu.axis_ips"), t, dtick=1, tickformat="~s")

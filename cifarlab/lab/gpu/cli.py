@@ -1,10 +1,8 @@
-"""``python -m cifarlab bench``: the CPU vs GPU sweep from the terminal; ``--sweep`` records
-what the page shows machines without a GPU (``docs/gpu-results``). The parser imports no torch."""
+"""``python -m cifarlab bench``: the CPU vs GPU sweep from the terminal (parsing needs no torch)."""
 from __future__ import annotations
 
 import argparse
 import re
-import time
 from datetime import datetime, UTC
 from pathlib import Path
 from typing import Callable
@@ -13,7 +11,6 @@ from cifarlab import i18n
 from cifarlab.lab.gpu.config import SweepConfig, estimate_seconds
 
 SWEEP_DEFAULTS = {"warmup": 10, "max_seconds": 5.0}
-QUICK = {"batch_sizes": (4, 64, 1024), "widths": (1, 8), "steps": 10, "warmup": 3}
 WIDTHS = (16, 17, 10, 5, 10, 9, 17, 10, 6, 0)   # the table's columns, as wide as their values
 
 
@@ -32,9 +29,8 @@ def register_cli(subparsers) -> None:
     p.add_argument("--sweep", action="store_true",
                    help="record the full sweep for the timing lab: breakdown on, warm-up 10, "
                         "5 s per point, saved to --out-dir as <gpu>-<date>.json and .csv")
-    p.add_argument("--quick", action="store_true", help="batch 4,64,1024, widths 1,8, 10 steps")
     p.add_argument("--devices", default="all", help="cpu,cuda:0,mps or all (default: all)")
-    unset = argparse.SUPPRESS   # an option not typed: --sweep's or --quick's, else SweepConfig's
+    unset = argparse.SUPPRESS   # an option not typed: --sweep's, else SweepConfig's
     p.add_argument("--batch-sizes", type=ints, default=unset,
                    help=f"default {','.join(map(str, d.batch_sizes))}")
     p.add_argument("--widths", type=ints, default=unset,
@@ -50,20 +46,14 @@ def register_cli(subparsers) -> None:
                    help=f"time budget per point in seconds, or 'none' (default {d.max_seconds:g}; "
                         f"{SWEEP_DEFAULTS['max_seconds']:g} with --sweep)")
     p.add_argument("--num-workers", type=int, default=unset,
-                   help="DataLoader workers of the tutorial pipeline (default and the "
-                        f"tutorial's: {d.num_workers})")
+                   help=f"DataLoader workers of the tutorial pipeline (default {d.num_workers})")
     p.add_argument("--breakdown", action=on,
                    help="also time the phases of a step (a separate pass; on with --sweep)")
     p.add_argument("--graphed", action=on,
                    help="also time the fast pipeline's step replayed as one CUDA graph on each "
                         "CUDA device (the 'GPU, graphed' series; on with --sweep)")
-    p.add_argument("--data", help="use a slice of the real training set "
-                                  "(image folder, .tar.gz or 'download')")
     p.add_argument("--out", action="append", default=[], help="save to .json or .csv (repeatable)")
-    p.add_argument("--out-dir", help="with --sweep: where the two files go (default "
-                                     "docs/gpu-results)")
-    p.add_argument("--show", help="print a saved result instead of measuring")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--out-dir", help="with --sweep: where the files go (default docs/gpu-results)")
     p.set_defaults(handler=cmd_bench)
 
 
@@ -73,41 +63,23 @@ def config_from_args(args) -> SweepConfig:
                                            "max_seconds", "num_workers") if hasattr(args, n)}
     return SweepConfig(
         devices=args.devices, pipelines=args.pipelines,
-        images="real" if args.data else "synthetic",
         breakdown=args.sweep if args.breakdown is None else args.breakdown,
         graphed=args.sweep if args.graphed is None else args.graphed,
-        **{**(SWEEP_DEFAULTS if args.sweep else {}), **(QUICK if args.quick else {}), **typed})
+        **{**(SWEEP_DEFAULTS if args.sweep else {}), **typed})
 
 
 def cmd_bench(args) -> int:
-    from cifarlab.lab.gpu.results import SweepResult, check_suffix
+    from cifarlab.lab.gpu.results import check_suffix
 
-    printer, outs = None if args.json else table_printer(), []
-    if args.show:
-        result = SweepResult.load(args.show)
-        for row in result.rows if printer else []:
-            printer(row)
-    else:
-        cfg = config_from_args(args)
-        outs = [check_suffix(o) for o in args.out]
-        devices = cfg.resolved_devices()  # an absent device fails here, before any data is loaded
-        data = None
-        if args.data:
-            from cifarlab.core import data as data_mod
+    cfg = config_from_args(args)
+    outs = [check_suffix(o) for o in args.out]
+    devices = cfg.resolved_devices()  # an absent device fails here, before anything runs
+    if args.sweep:
+        outs += sweep_files(devices, args.out_dir)
+        print_plan(cfg, devices, outs)
+    from cifarlab.lab.gpu.measure import run_sweep
 
-            data = data_mod.load(args.data)
-        if args.sweep:
-            outs += sweep_files(devices, args.out_dir)
-            print_plan(cfg, devices, outs)
-        from cifarlab.lab.gpu.measure import run_sweep
-
-        t0 = time.perf_counter()
-        result = run_sweep(cfg, on_result=printer, data=data, save_to=outs)
-        if args.sweep and printer:
-            print(f"\n{len(result.rows)} points in {i18n.duration(time.perf_counter() - t0)}")
-    if args.json:
-        print(result.to_json())
-        return 0
+    result = run_sweep(cfg, on_result=table_printer(), save_to=outs)
     for line in summary_lines(result):
         print(line)
     for out in outs:
@@ -140,8 +112,7 @@ def print_plan(cfg: SweepConfig, devices: list[str], outs: list[Path]) -> None:
 # -- printing
 
 def table_printer() -> Callable[[dict], None]:
-    """An on_result callback printing each row as it arrives, as a row of the page's table (in
-    English), its speed-up against the cpu rows before it."""
+    """An on_result callback printing each row as it arrives, as the page's table (in English)."""
     rows: list[dict] = []
 
     def print_row(row: dict) -> None:
@@ -178,15 +149,11 @@ def summary_lines(result) -> list[str]:
     pipelines = dict.fromkeys(r["pipeline"] for r in result.rows)
     lines += dict.fromkeys(plain(line) for p in pipelines   # a busy machine's "none" once
                            for line in report.crossover_lines(result, p, "en", judged["busy"]))
-    for b in result.breakdowns:
-        if b["error"]:
-            lines.append(f"breakdown {b['device']} {b['pipeline']} batch {b['batch_size']}: "
-                         f"{b['error']}")
-            continue
-        parts = ", ".join(f"{p} {b[p + '_s'] * 1000:.3f}" for p in PHASES)
-        lines.append(f"breakdown ({b['method']}) {b['device']} {b['pipeline']} batch "
-                     f"{b['batch_size']} width {b['width']}, ms/step: {parts}; sum "
-                     f"{b['total_s'] * 1000:.3f} vs unperturbed step {b['step_s'] * 1000:.3f}")
+    for b in result.breakdowns:   # the sum of the phases against a step timed without them
+        parts = b["error"] or (", ".join(f"{p} {b[p + '_s'] * 1000:.3f}" for p in PHASES)
+                               + f"; sum {b['total_s'] * 1000:.3f}, alone {b['step_s'] * 1000:.3f}")
+        lines.append(f"breakdown {b['device']} {b['pipeline']} batch {b['batch_size']}, "
+                     f"ms/step: {parts}")
     lines += [plain(line) for line in report.graph_gain_lines(result, "en")]
     if result.cancelled:
         lines.append("stopped early: the rows above are what was measured")

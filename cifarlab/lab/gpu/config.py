@@ -13,7 +13,6 @@ from cifarlab.errors import ConfigError, Problem
 
 EPOCH_IMAGES = 50_000                 # CIFAR-10's training set: one epoch
 TUTORIAL_POINT = ("tutorial", 4, 1)   # pipeline, batch size, width: the tutorial as written
-TUTORIAL_EPOCHS = 2
 MAX_WIDTH = 16
 DEVICE_RE = re.compile(r"^(cpu|mps|cuda:\d+)$")
 
@@ -29,8 +28,7 @@ def _as_tuple(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class SweepConfig:
-    """What to measure; ConfigError names every bad field. devices () is every device here;
-    max_seconds is per point (None: no budget); images "real" is a slice of the training set."""
+    """What to measure; ConfigError names every bad field. devices () is every device here."""
 
     devices: tuple[str, ...] = ()
     batch_sizes: tuple[int, ...] = (4, 16, 64, 256, 1024)
@@ -41,9 +39,7 @@ class SweepConfig:
     repeats: int = 3
     max_seconds: float | None = 10.0
     num_workers: int = 2
-    images: str = "synthetic"
     breakdown: bool = False
-    seed: int = 0
     graphed: bool = False
 
     def __post_init__(self) -> None:
@@ -81,9 +77,7 @@ class SweepConfig:
         bad("max_seconds", "gpu.max_seconds", self.max_seconds is None or (
             isinstance(self.max_seconds, float) and math.isfinite(self.max_seconds)
             and self.max_seconds > 0))
-        bad("images", "gpu.images", self.images in ("synthetic", "real"))
         bad("breakdown", "gpu.breakdown", isinstance(self.breakdown, bool))
-        bad("seed", "gpu.seed", is_int(self.seed) and self.seed >= 0)
         bad("graphed", "gpu.graphed", isinstance(self.graphed, bool))
         return out
 
@@ -97,8 +91,7 @@ class SweepConfig:
         return sorted(devices, key=lambda d: d != "cpu")
 
     def points(self, devices: list[str] | None = None) -> list[dict]:
-        """``measure_point``'s arguments for every point: the tutorial's first, the devices
-        innermost (a sweep cut short still compares them)."""
+        """``measure_point``'s arguments: the tutorial's point first, the devices innermost."""
         devices = self.resolved_devices() if devices is None else list(devices)
         grid = [TUTORIAL_POINT] + [(p, b, w) for w in self.widths for p in self.pipelines
                                    for b in sorted(self.batch_sizes) if (p, b, w) != TUTORIAL_POINT]
@@ -107,14 +100,12 @@ class SweepConfig:
                 for d in devices if not g or d.startswith("cuda")]
 
     def breakdown_passes(self, devices: list[str] | None = None) -> list[dict]:
-        """The breakdown passes: each device, pipeline and batch at the smallest width; on CUDA
-        with CUDA events too."""
+        """The breakdown passes: each device, pipeline and batch at the smallest width."""
         if not self.breakdown:
             return []
         devices = self.resolved_devices() if devices is None else list(devices)
-        return [dict(device=d, pipeline=p, batch_size=b, width=min(self.widths), method=m)
-                for d in devices for p in self.pipelines for b in sorted(self.batch_sizes)
-                for m in (("sync", "cuda_events") if d.startswith("cuda") else ("sync",))]
+        return [dict(device=d, pipeline=p, batch_size=b, width=min(self.widths))
+                for d in devices for p in self.pipelines for b in sorted(self.batch_sizes)]
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v
@@ -140,8 +131,7 @@ def estimate_seconds(config: SweepConfig, devices: list[str] | None = None) -> f
 
 def time_left(config: SweepConfig, points_done: int, elapsed_s: float,
               devices: list[str] | None = None) -> float | None:
-    """Seconds a running sweep still needs at its pace so far; None before the first point and
-    after the last."""
+    """Seconds a running sweep still needs at its pace so far (None before the first point)."""
     points = len(config.points(devices))
     if points_done <= 0 or elapsed_s <= 0 or points_done >= points:
         return None
@@ -149,8 +139,7 @@ def time_left(config: SweepConfig, points_done: int, elapsed_s: float,
 
 
 def job_request(config: SweepConfig) -> dict[str, Any]:
-    """``submit_job``'s arguments but session and owner. The run keeps to itself the devices it
-    times and always the CPU (one side of every speed-up; it also feeds the GPU)."""
+    """``submit_job``'s arguments but session and owner: it holds its devices and the CPU."""
     held = ["cpu", *(d for d in config.resolved_devices() if d != "cpu")]
     return {"kind": "timing", "payload": config.to_dict(), "device": held[-1],
             "exclusive": held, "name": "CPU vs GPU timing",

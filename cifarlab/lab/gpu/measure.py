@@ -1,18 +1,16 @@
-"""Measuring, honestly as airbench times: training's own step, no ``loss.item()`` in the timed
-loop; warm-up timed apart; the device synchronised before every clock read; medians of repeats;
-a budget that cuts steps, never a repeat's first; the phase breakdown a separate pass."""
+"""Measuring as airbench times: training's own step, no ``loss.item()`` in the timed loop,
+warm-up apart, the device synchronised before every clock read, medians of repeats."""
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
+import statistics
 import time
 from collections import defaultdict
 from datetime import datetime, UTC
 from pathlib import Path
 from typing import Callable, Iterable
 
-import numpy as np
 import torch
 
 from cifarlab.core.devices import environment, list_devices, resolve_device
@@ -43,30 +41,27 @@ def load_average() -> list[float] | None:
 
 
 def _point(device, columns: dict[str, type], work: dict) -> tuple[torch.device, dict]:
-    """(the device, a row of ``columns`` with what is known before measuring ``work``, Workload's
-    arguments, from a SweepConfig checked already)."""
+    """(the device, a row of ``columns`` with what is known before measuring ``work``)."""
     dev = resolve_device(device)   # "cuda" -> "cuda:0": the id list_devices gives
     info = next((d for d in list_devices() if d.id == str(dev)), None)
     known = dict(device=str(dev), device_kind=dev.type,
                  device_name=info.name if info else str(dev),
                  device_memory_bytes=info.memory_bytes if info else None,
                  pipeline=work["pipeline"], batch_size=work["batch_size"], width=work["width"],
-                 images="synthetic" if work["data"] is None else "real", host=hostname(),
-                 recorded_at=now_iso(), torch=torch.__version__, cuda=torch.version.cuda or "")
+                 host=hostname(), recorded_at=now_iso(), torch=torch.__version__,
+                 cuda=torch.version.cuda or "")
     return dev, {**blank(columns), **{k: v for k, v in known.items() if k in columns}}
 
 
 def step_stats(per_step_s: list[float], batch_size: int) -> dict:
-    lo, q1, med, q3, hi = map(float, np.percentile(per_step_s, [0, 25, 50, 75, 100]))
-    return {"step_ms": med * 1000, "step_ms_min": lo * 1000, "step_ms_q1": q1 * 1000,
-            "step_ms_q3": q3 * 1000, "step_ms_max": hi * 1000,
+    lo, med, hi = min(per_step_s), statistics.median(per_step_s), max(per_step_s)
+    return {"step_ms": med * 1000, "step_ms_min": lo * 1000, "step_ms_max": hi * 1000,
             "images_per_s": batch_size / med, "images_per_s_min": batch_size / hi,
             "images_per_s_max": batch_size / lo, "epoch_s": EPOCH_IMAGES * med / batch_size}
 
 
 def _timed(dev: torch.device, measure: Callable[[], dict]) -> dict | None:
-    """measure()'s figures under the timing settings, ``dev`` cleaned up after; None when
-    stopped; {"error": OOM} when the device ran out of memory."""
+    """measure()'s figures under the timing settings; None when stopped, or an OOM error row."""
     figures, oom = None, False
     try:
         with timing_settings(dev):
@@ -84,14 +79,13 @@ def _timed(dev: torch.device, measure: Callable[[], dict]) -> dict | None:
 # -- one point
 
 def measure_point(device, batch_size: int, width: int = 1, pipeline: str = "fast",
-                  steps: int = 50, warmup: int = 5, repeats: int = 3, data=None,
-                  max_seconds: float | None = None, num_workers: int = 2, seed: int = 0,
+                  steps: int = 50, warmup: int = 5, repeats: int = 3,
+                  max_seconds: float | None = None, num_workers: int = 2,
                   should_stop: Callable[[], bool] | None = None,
                   graphed: bool = False) -> dict | None:
-    """The training step timed at one point: a row (COLUMNS), None if should_stop() said so.
-    data: a CifarData or None (synthetic). graphed: a step that ran eagerly is an error row."""
-    work = dict(batch_size=batch_size, width=width, pipeline=pipeline, data=data,
-                num_workers=num_workers, seed=seed, graphed=graphed)
+    """The training step timed at one point: a row (COLUMNS), None if should_stop() said so."""
+    work = dict(batch_size=batch_size, width=width, pipeline=pipeline, num_workers=num_workers,
+                graphed=graphed)
     dev, row = _point(device, COLUMNS, work)
     row.update(steps=steps, repeats=repeats, graphed=graphed,
                tutorial_point=(pipeline, batch_size, width) == TUTORIAL_POINT)
@@ -141,40 +135,19 @@ def _measure(dev, work_args: dict, steps, warmup, repeats, max_seconds, stop) ->
 
 # -- the breakdown pass: where the time of a step goes
 
-def _clock(dev: torch.device, method: str):
-    """(mark, seconds between two marks) for the phase boundaries. "sync": synchronise, then
-    read the host clock (perturbs the total a little). "cuda_events": an event recorded on the
-    device's stream, read after one synchronisation at the end: the GPU's own timeline (a phase
-    includes the GPU waiting for the host)."""
-    if method == "cuda_events":
-        def event():
-            mark = torch.cuda.Event(enable_timing=True)
-            mark.record(torch.cuda.current_stream(dev))
-            return mark
-        return event, lambda a, b: a.elapsed_time(b) / 1000.0  # elapsed_time is in milliseconds
-    sync = sync_for(dev)
-
-    def now() -> float:
-        sync()
-        return time.perf_counter()
-    return now, lambda a, b: b - a
-
-
 def breakdown(device, batch_size: int, width: int = 1, pipeline: str = "tutorial",
-              steps: int = 20, warmup: int = 3, data=None, method: str = "sync",
-              num_workers: int = 2, max_seconds: float | None = None, seed: int = 0) -> dict:
+              steps: int = 20, warmup: int = 3, num_workers: int = 2,
+              max_seconds: float | None = None) -> dict:
     """Seconds per step in each phase (PHASES), total_s their sum, and step_s a step timed
-    without phase boundaries: a separate pass, never mixed with the sweep's figures. method:
-    "sync" or "cuda_events" (CUDA only)."""
-    work = dict(batch_size=batch_size, width=width, pipeline=pipeline, data=data,
-                num_workers=num_workers, seed=seed)
+    without phase boundaries: a separate pass, never mixed with the sweep's figures."""
+    work = dict(batch_size=batch_size, width=width, pipeline=pipeline, num_workers=num_workers)
     dev, out = _point(device, BREAKDOWN_COLUMNS, work)
-    out.update({"pass": "breakdown", "method": method})
-    out.update(_timed(dev, lambda: _breakdown(dev, work, steps, warmup, method, max_seconds)))
+    out.update({"pass": "breakdown", "method": "sync"})
+    out.update(_timed(dev, lambda: _breakdown(dev, work, steps, warmup, max_seconds)))
     return out
 
 
-def _breakdown(dev, work_args: dict, steps, warmup, method, max_seconds) -> dict:
+def _breakdown(dev, work_args: dict, steps, warmup, max_seconds) -> dict:
     sync = sync_for(dev)
     work = Workload(dev, **work_args)
     try:
@@ -183,7 +156,10 @@ def _breakdown(dev, work_args: dict, steps, warmup, method, max_seconds) -> dict
             run_steps(warmup, budget, work.step, sync)
         n, seconds, _ = run_steps(steps, budget, work.step, sync)  # unperturbed
 
-        mark, between = _clock(dev, method)
+        def mark() -> float:   # synchronised: each phase's own time, the total a little more
+            sync()
+            return time.perf_counter()
+
         model, criterion, optimizer = work.model, work.criterion, work.optimizer
         optimizer.zero_grad()
         marks = [(None, mark())]
@@ -199,10 +175,9 @@ def _breakdown(dev, work_args: dict, steps, warmup, method, max_seconds) -> dict
             optimizer.step()
             optimizer.zero_grad()
             marks.append(("optimizer", mark()))
-        sync()
         totals: dict[str, float] = defaultdict(float)
         for (_, a), (phase, b) in zip(marks, marks[1:]):
-            totals[phase] += between(a, b)
+            totals[phase] += b - a
         phases = {f"{p}_s": totals[p] / n for p in PHASES}
         return {**phases, "total_s": sum(phases.values()), "step_s": seconds / n, "steps": n,
                 "num_workers": work.config.num_workers}
@@ -213,48 +188,31 @@ def _breakdown(dev, work_args: dict, steps, warmup, method, max_seconds) -> dict
 # -- the sweep, and the job-queue entry point
 
 def sweep_environment(devices: Iterable[str]) -> dict:
-    """devices.environment() plus the host, the measured devices in detail and the settings."""
+    """devices.environment() plus the host, the measured devices (name, memory) and settings."""
     env = environment()
     env["hostname"] = hostname()
     infos = {d.id: d.to_dict() for d in list_devices()}
-    records = []
-    for d in devices:
-        rec = dict(infos.get(d, {"id": d}))
-        if d.startswith("cuda:"):
-            props = torch.cuda.get_device_properties(int(d.split(":")[1]))
-            rec.update(capability=f"{props.major}.{props.minor}",
-                       multiprocessors=props.multi_processor_count)
-        records.append(rec)
-    env["devices"] = records
-    settings = {"cudnn_benchmark_when_timing": True,
-                "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
-                "float32_matmul_precision": torch.get_float32_matmul_precision(),
-                "torch_threads": torch.get_num_threads()}
-    with contextlib.suppress(Exception):
-        settings["cuda_matmul_allow_tf32"] = bool(torch.backends.cuda.matmul.allow_tf32)
-        settings["cudnn_allow_tf32"] = bool(torch.backends.cudnn.allow_tf32)
-    env["settings"] = settings
+    env["devices"] = [infos.get(d, {"id": d}) for d in devices]
+    env["settings"] = {"cudnn_benchmark_when_timing": True,
+                       "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+                       "float32_matmul_precision": torch.get_float32_matmul_precision(),
+                       "cuda_matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+                       "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32}   # threads: in env
     env["load_average_start"] = load_average()
     return env
 
 
 def run_sweep(cfg: SweepConfig, on_result: Callable[[dict], None] | None = None,
-              should_stop: Callable[[], bool] | None = None, data=None,
+              should_stop: Callable[[], bool] | None = None,
               save_to: Iterable[str | Path] = ()) -> SweepResult:
-    """Every point of ``cfg``, then its breakdown passes. on_result(row) after each point;
-    should_stop() polled (the result then marked cancelled, keeping its rows). save_to: .json or
-    .csv files rewritten after every point, so an interrupted sweep keeps its rows."""
+    """Every point of ``cfg``, then its breakdown passes; a stop keeps the rows measured, and
+    ``save_to`` files are rewritten after every point so an interrupted sweep keeps them too."""
     devices = cfg.resolved_devices()  # DeviceError before anything runs
     paths = [check_suffix(p) for p in save_to]
-    if cfg.images == "real" and data is None:
-        from cifarlab.core import data as data_mod
-
-        data = data_mod.load()
     result = SweepResult(rows=[], environment=sweep_environment(devices), config=cfg.to_dict(),
                          host=hostname(), recorded_at=now_iso())
     stop = should_stop or (lambda: False)
-    common = dict(data=data, max_seconds=cfg.max_seconds, num_workers=cfg.num_workers,
-                  seed=cfg.seed)
+    common = dict(max_seconds=cfg.max_seconds, num_workers=cfg.num_workers)
 
     def keep(row: dict | None, into: list) -> bool:
         if row is None:
@@ -286,8 +244,7 @@ def run_sweep(cfg: SweepConfig, on_result: Callable[[dict], None] | None = None,
 
 def run_timing_job(payload: dict, ctx) -> dict:
     """The "timing" job: a SweepConfig dict in, ("timing_row", row) per point, the result out."""
-    cfg = SweepConfig.from_dict(payload)
-    data = ctx.data() if cfg.images == "real" else None
-    result = run_sweep(cfg, on_result=lambda row: ctx.emit("timing_row", row),
-                       should_stop=ctx.should_stop, data=data)
+    result = run_sweep(SweepConfig.from_dict(payload),
+                       on_result=lambda row: ctx.emit("timing_row", row),
+                       should_stop=ctx.should_stop)
     return {**result.to_dict(), "points": len(result.rows)}

@@ -1,8 +1,8 @@
-"""What the CPU vs GPU page says about a result, in the student's language; text from a file
-goes into a sentence escaped for Markdown (``md``)."""
+"""What the CPU vs GPU page says, in the student's language; text from a file is escaped (md)."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -13,15 +13,13 @@ from cifarlab.core.safe_text import md_escape as md
 from cifarlab.core.safe_text import one_line
 from cifarlab.errors import CifarLabError, ConfigError
 import cifarlab.lab.gpu.analysis as analysis
-from cifarlab.lab.gpu.config import (EPOCH_IMAGES, TUTORIAL_EPOCHS, TUTORIAL_POINT, SweepConfig,
-                                    estimate_seconds, time_left)
+from cifarlab.lab.gpu.config import (EPOCH_IMAGES, TUTORIAL_POINT, SweepConfig, estimate_seconds,
+                                    time_left)
 from cifarlab.lab.gpu.results import OOM, SweepResult
 
 
-def error_text(err: BaseException, lang: str) -> str:
+def error_text(err: CifarLabError, lang: str) -> str:
     """An error's message in ``lang`` for Markdown, its text parameters (file names) escaped."""
-    if not isinstance(err, CifarLabError):
-        return md(err)
     if isinstance(err, ConfigError):
         return err.text(lang)
     return i18n.t(f"errors.{err.code}", lang,
@@ -59,8 +57,8 @@ def _gpus(res: SweepResult) -> list[dict]:
 
 
 def machine_label(res: SweepResult, markdown: bool = True, lang: str = "en") -> str:
-    """The machine by its CPU and GPUs ("AMD EPYC (2 cores) + NVIDIA H100"), its host name only
-    when nothing else is known (virtual machines are all "vm"); plain text for a widget."""
+    """The machine by its CPU and GPUs ("AMD EPYC (2 cores) + NVIDIA H100"), not its host name
+    (virtual machines are all "vm"); plain text for a widget."""
     cpu = re.sub(r"\((R|TM)\)", "", _cpu(res) or "").replace("  ", " ").strip()
     gpus = [g.get("name") for g in _gpus(res) if g.get("name") and g.get("name") != _cpu(res)]
     label = in_words(" + ".join(p for p in [cpu, *dict.fromkeys(gpus)] if p) or res.host or "?",
@@ -70,13 +68,13 @@ def machine_label(res: SweepResult, markdown: bool = True, lang: str = "en") -> 
 
 def rows_table(rows: list[dict], lang: str) -> pd.DataFrame:
     """The measured points; "vs CPU" against the CPU of the same rows (one recording)."""
-    t = i18n.translator(lang)
-    cpu = {analysis.point_key(r): r["images_per_s"] for r in rows
-           if r["device"] == "cpu" and not r["error"]}
+    t, out = i18n.translator(lang), []
     graphed = t("gpu.graphed_tag")
-    out = []
+    ups = {(s["device"], s["graphed"], *analysis.point_key(s)): s["speedup"]
+           for s in analysis.speedups(rows)}
     for r in rows:
-        ok, base = not r["error"], cpu.get(analysis.point_key(r))
+        ok = not r["error"]
+        up = ups.get((r["device"], bool(r.get("graphed")), *analysis.point_key(r)))
         notes = [t("gpu.tut_marker")] if r["tutorial_point"] else []
         if r.get("budget_hit"):
             notes.append(t("gpu.note_budget", n=r["timed_steps"]))
@@ -91,8 +89,7 @@ def rows_table(rows: list[dict], lang: str) -> pd.DataFrame:
             t("gpu.spread_col"): (f"{number(r['step_ms_min'], lang, 3)} – "
                                   f"{number(r['step_ms_max'], lang, 3)}" if ok else ""),
             t("gpu.epoch_col"): i18n.duration(r["epoch_s"], lang) if ok else "",
-            t("gpu.speedup_col"): (round(r["images_per_s"] / base, 2)
-                                   if ok and base and r["device"] != "cpu" else None),
+            t("gpu.speedup_col"): None if up is None else round(up, 2),
             t("gpu.note_col"): "; ".join(notes),
         })
     return pd.DataFrame(out)
@@ -119,14 +116,10 @@ def hardware_table(res: SweepResult, lang: str) -> pd.DataFrame:
     items += [(t("gpu.hw_torch"), known(env.get("torch") or first.get("torch"))),
               (t("gpu.hw_cuda"), f"{known(env.get('cuda') or first.get('cuda'))} / "
                                  f"{known(env.get('cudnn'))}")]
-    if env.get("python"):
-        items.append((t("gpu.hw_python"), f"{env['python']} / {known(env.get('platform'))}"))
     if cfg:
-        images = (t(f"gpu.images_{cfg.get('images')}")
-                  if cfg.get("images") in ("synthetic", "real") else known(cfg.get("images")))
         items.append((t("gpu.hw_settings"), t(
             "gpu.hw_settings_value", steps=known(cfg.get("steps")),
-            repeats=known(cfg.get("repeats")), warmup=known(cfg.get("warmup")), images=images,
+            repeats=known(cfg.get("repeats")), warmup=known(cfg.get("warmup")),
             workers=known(cfg.get("num_workers")),
             budget=number(cfg["max_seconds"], lang, 1) if cfg.get("max_seconds") else "∞")))
     loads = [env.get("load_average_start"), env.get("load_average_end")]
@@ -140,14 +133,12 @@ def hardware_table(res: SweepResult, lang: str) -> pd.DataFrame:
 
 
 def download_stem(res: SweepResult) -> str:
-    """A download's file name: host and date, letters, digits and dashes only."""
-    host = re.sub(r"[^A-Za-z0-9]+", "-", res.host).strip("-")[:40] or "machine"
-    return f"cifarlab-timing-{host}-{re.sub(r'[^0-9-]', '', res.recorded_at[:10]) or 'result'}"
+    """A download's file name by its date (host names say little: virtual machines are "vm")."""
+    return f"cifarlab-timing-{re.sub(r'[^0-9-]', '', res.recorded_at[:10]) or 'result'}"
 
 
 def provenance(res: SweepResult, lang: str, judged: dict | None = None) -> dict:
-    """Where and when it was measured, why the machine was busy (or None) and the cross-check
-    with this server's finished runs (or None)."""
+    """Where and when it was measured, why the machine was busy and the runs' cross-check."""
     t = i18n.translator(lang)
     judged = judged or analysis.assess(res)
     label = t("gpu.recorded_elsewhere" if res.recorded_elsewhere else "gpu.this_machine",
@@ -172,14 +163,13 @@ def provenance(res: SweepResult, lang: str, judged: dict | None = None) -> dict:
 
 def source_label(res: SweepResult, lang: str) -> str:
     """A recorded result as an option of the page's choice (plain text)."""
-    name = str(res.source).replace("\\", "/").rsplit("/", 1)[-1]
-    return i18n.t("gpu.source_recorded", lang, date=res.recorded_at[:10], file=name,
+    return i18n.t("gpu.source_recorded", lang, date=res.recorded_at[:10],
+                  file=Path(res.source).name,
                   machine=machine_label(res, markdown=False, lang=lang))
 
 
 def tutorial_lines(res: SweepResult, lang: str, is_busy: bool = False) -> list[str]:
-    """The tutorial as written (TUTORIAL_POINT) on each device: its speed and two epochs, against
-    the CPU. From a busy machine only what was measured, nothing extrapolated."""
+    """The tutorial's point on each device against the CPU; when busy, nothing extrapolated."""
     t = i18n.translator(lang)
     tut = {r["device"]: r for r in analysis.eager(res.ok_rows())
            if analysis.point_key(r) == TUTORIAL_POINT}
@@ -191,7 +181,7 @@ def tutorial_lines(res: SweepResult, lang: str, is_busy: bool = False) -> list[s
     if is_busy:
         return [t("gpu_busy.tut_measured", device=md(d), name=name(d), ips=ips(d))
                 for d in tut] + [why]
-    run = lambda d: i18n.duration(TUTORIAL_EPOCHS * tut[d]["epoch_s"], lang)  # noqa: E731
+    run = lambda d: i18n.duration(2 * tut[d]["epoch_s"], lang)  # noqa: E731 - the 2 epochs
     lines, cpu = [], tut.get("cpu")
     if cpu:
         lines.append(t("gpu.tut_cpu", name=name("cpu"), ips=ips("cpu"), images=EPOCH_IMAGES,
@@ -230,40 +220,22 @@ def graph_gain_lines(res: SweepResult, lang: str) -> list[str]:
             for g in analysis.graph_gains(res)]
 
 
-def would_add_lines(res: SweepResult, recorded: list[SweepResult], lang: str
-                    ) -> list[tuple[str, str]]:
-    """What a GPU would add to ``res``'s machine as (st's function name, text): the newest of
-    ``recorded`` with an accelerator against its own CPU, then against ``res``'s CPU only if
-    both machines were known quiet (a CPU timed under load makes any GPU look far faster)."""
+def would_add_lines(recorded: list[SweepResult], lang: str) -> list[str]:
+    """What a GPU would add: the newest recording with one, against its own machine's CPU."""
     t = i18n.translator(lang)
     ref = next((r for r in recorded if any(x["device"] != "cpu" for x in r.ok_rows())), None)
     ups = analysis.speedups(analysis.eager(ref.ok_rows())) if ref else []
     if not ups:
-        return [("info", t("gpu.would_add_none"))]
-    acc = [r for r in analysis.eager(ref.ok_rows()) if r["device"] != "cpu"]
-    where = dict(gpu=md(in_words(acc[0]["device_name"], lang)),
+        return [t("gpu.would_add_none")]
+    acc = next(r for r in analysis.eager(ref.ok_rows()) if r["device"] != "cpu")
+    where = dict(gpu=md(in_words(acc["device_name"], lang)),
                  machine=machine_label(ref, lang=lang), date=ref.recorded_at[:10])
     out = []
     if tut := next((p for p in ups if analysis.point_key(p) == TUTORIAL_POINT), None):
-        out.append(("markdown", t("gpu.would_add_same", x=times(tut["speedup"], lang), **where)))
+        out.append(t("gpu.would_add_same", x=times(tut["speedup"], lang), **where))
     b = max(ups, key=lambda p: p["speedup"])
-    out.append(("markdown", t("gpu.would_add_best", batch=b["batch_size"], width=b["width"],
-                              pipeline=pipeline_name(b["pipeline"], lang),
-                              x=times(b["speedup"], lang))))
-    loads = {"here": analysis.machine_load(res), "there": analysis.machine_load(ref)}
-    refused = next((f"{load['state']}_{side}" for side, load in loads.items()
-                    if load["state"] != "quiet"), None)
-    across = [] if refused else analysis.speedups(
-        acc + [r for r in res.ok_rows() if r["device"] == "cpu"])   # that GPU against this CPU
-    if tut := next((p for p in across if analysis.point_key(p) == TUTORIAL_POINT), None):
-        out.append(("warning", t("gpu.would_add_across", here=machine_label(res, lang=lang),
-                                 **where, x=times(tut["speedup"], lang))))
-    elif refused or not across:
-        refused = refused or "no_cpu_here"
-        load = loads[refused.rsplit("_", 1)[1]]
-        out.append(("info", t(f"gpu.across_refused_{refused}", load=round(load["load"] or 0, 1),
-                              cores=load["cores"] or 0)))
-    return out
+    return out + [t("gpu.would_add_best", batch=b["batch_size"], width=b["width"],
+                    pipeline=pipeline_name(b["pipeline"], lang), x=times(b["speedup"], lang))]
 
 
 def plan_text(config: SweepConfig, lang: str) -> str:
@@ -278,8 +250,7 @@ def plan_text(config: SweepConfig, lang: str) -> str:
 
 def live_lines(run, rows: list[dict], position: int | None, now: float,
                lang: str) -> tuple[list[tuple[str, str]], float | None]:
-    """A running or queued timing run as [(st's function name, text)], and the share of its
-    points done (None before it starts)."""
+    """A timing run as [(st's function name, text)] and the share of its points done."""
     t, cfg = i18n.translator(lang), SweepConfig.from_dict(run.config)
     total = len(cfg.points(list(cfg.devices)))
     if run.status == "queued":
@@ -287,10 +258,9 @@ def live_lines(run, rows: list[dict], position: int | None, now: float,
     if not rows and run.started_at is None:
         return [("info", t("gpu.starting"))], None
     lines = []
-    if run.waited_s is not None:
+    if (run.waited_s or 0) >= 1.0:
         lines.append(("warning", t("gpu.waited", seconds=i18n.duration(run.waited_s, lang),
-                                   device=run.device)) if run.waited_s >= 1.0
-                     else ("caption", t("gpu.no_wait")))
+                                   device=run.device)))
     lines.append(("info", t("gpu.running", devices=", ".join(cfg.devices), done=len(rows),
                             total=total) if len(rows) < total
                   else t("gpu.running_breakdown", total=total)))

@@ -1,5 +1,4 @@
-"""The timed step: ``cifarlab.core.train``'s own (or as one CUDA graph), plus what timing
-needs: endless full batches, cuDNN benchmark mode, synchronised clocks, a budget, cancelling."""
+"""The timed step (``core.train``'s own, or one CUDA graph) and what timing needs around it."""
 from __future__ import annotations
 
 import contextlib
@@ -18,42 +17,31 @@ from cifarlab.core.config import CIFAR10_CLASSES, ModelSpec, TrainConfig
 from cifarlab.core.data import CifarData
 from cifarlab.core.devices import synchronize
 from cifarlab.core.model import count_params
-from cifarlab.errors import ConfigError, Problem
 
 MIN_IMAGES = 2048          # images per timing data set: at least this many, and 8 batches
 
 
-def timing_images(data: CifarData | None, batch_size: int, seed: int = 0
-                  ) -> tuple[CifarData, int | None]:
-    """(images, training subset): synthetic (data None) or a slice of ``data``'s training set,
-    a whole number of batches (at least 8 and MIN_IMAGES images) so every timed step is full."""
+def timing_images(batch_size: int) -> CifarData:
+    """Random pixels, a whole number of batches (>= 8, >= MIN_IMAGES): every step is full."""
     want = batch_size * max(8, math.ceil(MIN_IMAGES / batch_size))
-    if data is None:
-        rng = np.random.default_rng(seed)
-        x = rng.integers(0, 256, size=(want, 3, 32, 32), dtype=np.uint8)
-        y = rng.integers(0, len(CIFAR10_CLASSES), size=want).astype(np.int64)
-        return CifarData(x, y, x[:0], y[:0], CIFAR10_CLASSES, "synthetic", "synthetic"), None
-    n = int(len(data.train_y))
-    if n < batch_size:
-        raise ConfigError([Problem("batch_sizes", "gpu.batch_over_data",
-                                   {"batch": batch_size, "n": n})])
-    return data, min(want, n // batch_size * batch_size)
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, size=(want, 3, 32, 32), dtype=np.uint8)
+    y = rng.integers(0, len(CIFAR10_CLASSES), size=want).astype(np.int64)
+    return CifarData(x, y, x[:0], y[:0], CIFAR10_CLASSES, "synthetic", "synthetic")
 
 
 class Workload:
     """What training builds for one config (``core.train.build``), ready to step."""
 
     def __init__(self, device: str | torch.device, batch_size: int, width: int = 1,
-                 pipeline: str = "fast", data: CifarData | None = None, num_workers: int = 2,
-                 seed: int = 0, graphed: bool = False):
+                 pipeline: str = "fast", num_workers: int = 2, graphed: bool = False):
         self.device = torch.device(device)
-        images, subset = timing_images(data, batch_size, seed)
         self.config = TrainConfig(batch_size=batch_size, device=str(self.device),
                                   num_workers=num_workers if pipeline == "tutorial" else 0,
-                                  pipeline=pipeline, seed=seed, train_subset=subset,
-                                  model=ModelSpec(width=width), cuda_graphs=graphed)
+                                  pipeline=pipeline, model=ModelSpec(width=width),
+                                  cuda_graphs=graphed)
         self.model, self.criterion, self.optimizer, self.loader = core_train.build(
-            self.config, images, self.device)
+            self.config, timing_images(batch_size), self.device)
         self.params = count_params(self.model)
         self.graph_notes: list[dict] = []
         self._step = core_graphs.make_step(self.config, self.device, self.model, self.criterion,
@@ -102,8 +90,7 @@ def sync_for(device: str | torch.device) -> Callable[[], None]:
 
 @contextlib.contextmanager
 def timing_settings(device: str | torch.device):
-    """cuDNN benchmark mode (autotuning, paid in the warm-up) on CUDA only, restored after;
-    ``device`` the current CUDA device meanwhile."""
+    """cuDNN benchmark mode (autotuning, paid in the warm-up) and ``device`` current, on CUDA."""
     dev = torch.device(device)
     before = torch.backends.cudnn.benchmark
     torch.backends.cudnn.benchmark = before or dev.type == "cuda"
@@ -114,10 +101,9 @@ def timing_settings(device: str | torch.device):
         torch.backends.cudnn.benchmark = before
 
 
-def cleanup(device: str | torch.device) -> None:
+def cleanup(dev: torch.device) -> None:
     """Free what one point left behind: the next starts from the same state."""
     gc.collect()
-    dev = torch.device(device)
     if dev.type == "cuda":
         torch.cuda.empty_cache()
     elif dev.type == "mps":
@@ -125,9 +111,7 @@ def cleanup(device: str | torch.device) -> None:
 
 
 def is_out_of_memory(err: BaseException) -> bool:
-    if isinstance(err, torch.OutOfMemoryError):
-        return True
-    msg = str(err).lower()
+    msg = str(err).lower()   # torch.OutOfMemoryError is a RuntimeError saying "out of memory"
     return isinstance(err, RuntimeError) and any(
         s in msg for s in ("out of memory", "can't allocate memory", "not enough memory"))
 
@@ -139,8 +123,7 @@ class Stopped(Exception):
 def run_steps(n: int, budget: float | None, step: Callable[[], Any], sync: Callable[[], None],
               stop: Callable[[], bool] = lambda: False) -> tuple[int, float, Any]:
     """(steps run, seconds, last output) of up to n steps, at least one, fewer once ``budget``
-    seconds have passed. Only the clock reads synchronise: the budget check and stop() (cheap:
-    the job reads the store at most every 0.25 s) only decide when to stop."""
+    seconds have passed. Only the clock reads synchronise; the budget and stop() decide when."""
     sync()
     t0 = time.perf_counter()
     done, out = 0, None
