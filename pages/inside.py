@@ -96,7 +96,6 @@ def activations_tab(stages, names, model, hwc, words) -> None:
             st.plotly_chart(view.figure, key=f"{K}stage_{view.name}", alt=view.alt)
             if view.caption:
                 st.caption(view.caption)
-        st.expander(t("a11y.show_table")).table(F.scores_table(stages, names, t))
 
 
 @st.fragment
@@ -143,8 +142,7 @@ def neuron_tab(model, x, stages, hwc) -> None:
     else:
         right.markdown(t("inside.conv2_source", c=n_in, k=k))
     st.markdown(f"## {t('inside.arith_title', layer=layer, n=channel + 1, row=r, col=c)}")
-    fig, table = F.neuron_view(n, t)
-    st.plotly_chart(fig, key=K + "arith", alt=t("inside.arith_alt", c=n_in, k=k))
+    st.plotly_chart(F.neuron_view(n, t), key=K + "arith", alt=t("inside.arith_alt", c=n_in, k=k))
     if n_in > F.MAX_CHANNELS:
         st.caption(t("inside.first_channels", n=F.MAX_CHANNELS, c=n_in))
     then = t("inside.arith_relu" if model.activation == "relu" else "inside.arith_act",
@@ -156,7 +154,6 @@ def neuron_tab(model, x, stages, hwc) -> None:
                      shown=num(float(fmap_all[channel, r, c]), 4)))
     else:
         st.error(t("inside.torch_differs", value=num(n["torch_output"], 4)))
-    st.expander(t("a11y.show_table")).dataframe(table, hide_index=True)
 
 
 def filters_tab(model, ckpt) -> None:

@@ -45,8 +45,6 @@ def arch() -> None:
     tutorial = stack_report(ModelSpec())
     show_table(tutorial.rows, "arch_table")
     st.markdown(fc1_line(tutorial))
-    st.plotly_chart(F.sizes_figure(tutorial.rows, t), key="arch_chart", alt=t("a11y.sizes_chart"))
-    st.caption(t("network.sizes_caption"))
 
 
 def calc() -> None:

@@ -105,15 +105,6 @@ def stages_table(stages: list[Stage], t) -> pd.DataFrame:
     } for s in stages])
 
 
-def scores_table(stages: list[Stage], names: list[str], t) -> pd.DataFrame:
-    """The class scores and probabilities, the numbers of the last two charts."""
-    return pd.DataFrame({
-        t("a11y.class_col"): names,
-        t("inside.y_scores"): [i18n.number(v, t.lang, 3) for v in stage(stages, "fc3").values],
-        t("inside.y_probabilities"): [i18n.percent(float(p), t.lang, 1)
-                                      for p in stage(stages, "softmax").values]})
-
-
 def pick_figure(fmap: np.ndarray, row: int, col: int, title: str, t) -> go.Figure:
     """A feature map to click on: an all but invisible marker on every cell (plotly selects
     markers, not heatmap cells); the chosen cell boxed."""
@@ -134,21 +125,14 @@ def pick_figure(fmap: np.ndarray, row: int, col: int, title: str, t) -> go.Figur
                        clickmode="event+select", dragmode=False)
 
 
-def neuron_view(n: dict, t) -> tuple[go.Figure, pd.DataFrame]:
-    """One neuron's arithmetic, per input channel (the first ``MAX_CHANNELS``), and its table."""
+def neuron_view(n: dict, t) -> go.Figure:
+    """One neuron's arithmetic, per input channel (the first ``MAX_CHANNELS``)."""
     c = n["window"].shape[0]
     names = ([t("network.channel_name", c=ch) for ch in "RGB"] if n["layer"] == "conv1"
              else [t("inside.map_n", n=i + 1) for i in range(c)])
     words = (t("network.window"), t("network.kernel_word"), t("network.products"))
     fig = C.arithmetic_figure(n["window"], n["kernel"], n["products"], names, words, MAX_CHANNELS)
-    shown = slice(0, MAX_CHANNELS)
-    idx = np.indices(n["window"][shown].shape).reshape(3, -1)
-    table = pd.DataFrame({
-        t("inside.col_channel"): [names[i] for i in idx[0]],
-        t("inside.col_row"): idx[1], t("inside.col_column"): idx[2],
-        **{word: [i18n.number(v, t.lang, 4) for v in values[shown].ravel()]
-           for word, values in zip(words, (n["window"], n["kernel"], n["products"]))}})
-    return C.localized(fig, t.lang), table
+    return C.localized(fig, t.lang)
 
 
 def filters_view(after, before, t) -> tuple[go.Figure, pd.DataFrame]:

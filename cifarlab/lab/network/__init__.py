@@ -200,7 +200,3 @@ def _run_tutorial(spec: ModelSpec, flatten: str) -> tuple[str | None, str | None
         return type(err).__name__, str(err).strip().splitlines()[0]
     return None, None
 
-
-def activation_sizes(rows: list[dict]) -> list[tuple[str, int]]:
-    return [(r["layer"], math.prod(int(v) for v in str(r["output"]).split("×")))
-            for r in rows]

@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 from cifarlab import i18n
 from cifarlab.core.model import ACTIVATIONS
 from cifarlab.lab import charts as C
-from cifarlab.lab.network import activation_sizes, named_kernels, net_conv1, to_input
+from cifarlab.lab.network import named_kernels, net_conv1, to_input
 
 KINDS = ("input", "conv", "pool", "relu", "flatten", "linear")
 NET_KERNELS = 6     # conv1's first kernels offered beside the named ones
@@ -33,16 +33,6 @@ def shape_table(rows: list[dict], t) -> pd.DataFrame:
         t("network.params_col"): [i18n.number(r["params"], t.lang) for r in rows],
         t("network.formula_col"): [r["formula"] for r in rows],
     })
-
-
-def sizes_figure(rows: list[dict], t) -> go.Figure:
-    """How many values each layer's output holds."""
-    sizes = activation_sizes(rows)
-    fig = C.bar_figure([n for n, _ in sizes], [v for _, v in sizes],
-                       title=t("network.sizes_chart"), y_title=t("network.values_col"),
-                       text=[i18n.number(v, t.lang) for _, v in sizes],
-                       xaxis_title=t("network.layer_col"))
-    return C.localized(fig, t.lang)
 
 
 def kernel_options() -> list[str]:
