@@ -186,12 +186,11 @@ def why_tab(model, model_key, image_key, x, hwc, stages, true_cls, names) -> Non
                                       for cls, _ in targets})
     if views is None:
         return
-    fig, table = F.why_view(hwc, views, targets, names, t)
-    st.plotly_chart(fig, key=K + "why", alt=t("inside.why_alt", n=len(targets)))
+    st.plotly_chart(F.why_view(hwc, views, targets, t), key=K + "why",
+                    alt=t("inside.why_alt", n=len(targets)))
     seconds = [v.seconds for cls, _ in targets for v in views[cls].values()]
     st.caption(t("inside.why_legend") + " " + t("inside.why_times", lo=num(1000 * min(seconds), 0),
                                                    hi=num(1000 * max(seconds), 0)))
-    st.expander(t("a11y.show_table")).table(table)
     for m in I.METHODS:
         st.markdown(f"**{t(f'inside.method_{m}')}**: {t(f'inside.explain_{m}')}")
 

@@ -12,8 +12,7 @@ from plotly.subplots import make_subplots
 from cifarlab import i18n
 from cifarlab.core.shapes import fmt_size
 from cifarlab.lab import charts as C
-from cifarlab.lab.inside import (METHODS, Stage, filter_patches, filter_table, stage,
-                                 strongest)
+from cifarlab.lab.inside import METHODS, Stage, filter_patches, filter_table, stage
 
 MAX_MAPS = 16           # feature maps drawn of a layer
 MAX_CHANNELS = 6        # input channels of one neuron's arithmetic drawn
@@ -153,9 +152,8 @@ def filters_view(after, before, t) -> tuple[go.Figure, pd.DataFrame]:
     return C.localized(fig, t.lang), table
 
 
-def why_view(hwc: np.ndarray, views: dict, targets: list[tuple[int, str]], names: list[str],
-             t) -> tuple[go.Figure, pd.DataFrame]:
-    """Each method's map over the picture, a row per class; their strongest squares as a table."""
+def why_view(hwc: np.ndarray, views: dict, targets: list[tuple[int, str]], t) -> go.Figure:
+    """Each method's map over the picture, a row per class."""
     cells = [[(f"{label}<br>{t(f'inside.method_{m}')}", views[cls][m].heat, views[cls][m].signed)
               for m in METHODS] for cls, label in targets]
     fig = make_subplots(rows=len(cells), cols=len(METHODS), horizontal_spacing=0.03,
@@ -170,13 +168,7 @@ def why_view(hwc: np.ndarray, views: dict, targets: list[tuple[int, str]], names
     fig.update_layout(height=300 * len(cells) + 40, margin=C.MARGIN)
     C.pixel_axes(fig, hwc.shape[0])
     fig.update_annotations(font_size=12)
-    table = pd.DataFrame([{
-        t("inside.col_class"): names[cls], t("inside.col_method"): t(f"inside.method_{m}"),
-        t("inside.col_strongest"): "; ".join(
-            t("inside.square", top=r0, left=c0, bottom=r0 + 3, right=c0 + 3)
-            for r0, c0, _ in strongest(views[cls][m].heat, 4, 3))}
-        for cls, _ in targets for m in METHODS])
-    return C.localized(fig, t.lang), table
+    return C.localized(fig, t.lang)
 
 
 def summary(stages: list[Stage], image: str, true_cls: int | None, names: list[str], t) -> str:
