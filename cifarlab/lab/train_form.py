@@ -113,9 +113,6 @@ class TrainForm:
         """The config these values make; None while a field has a problem."""
         return None if self.problems() else self.cls(**self.values())
 
-    def load(self, config: TrainConfig) -> None:
-        self._set(config.knob_values())
-
     def _set(self, values: Mapping[str, Any], mine: bool = True) -> None:
         for name, value in values.items():
             if name in self._raw:

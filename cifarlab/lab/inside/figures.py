@@ -94,16 +94,6 @@ def stage_views(stages: list[Stage], names: list[str], t, act: str = "ReLU") -> 
             for s, fig, alt, caption in parts]
 
 
-def stages_table(stages: list[Stage], t) -> pd.DataFrame:
-    return pd.DataFrame([{
-        t("inside.col_stage"): s.name, t("inside.col_code"): s.line,
-        t("inside.col_shape"): fmt_size(s.shape),
-        t("inside.col_min"): i18n.number(s.values.min(), t.lang, 3),
-        t("inside.col_max"): i18n.number(s.values.max(), t.lang, 3),
-        t("inside.col_zeros"): i18n.percent(float((s.values == 0).mean()), t.lang, 0),
-    } for s in stages])
-
-
 def pick_figure(fmap: np.ndarray, row: int, col: int, title: str, t) -> go.Figure:
     """A feature map to click on: an all but invisible marker on every cell (plotly selects
     markers, not heatmap cells); the chosen cell boxed."""
