@@ -212,8 +212,6 @@ def pool(data) -> None:
 def activations() -> None:
     lesson("activation")
     st.plotly_chart(F.activation_figure(t), key="act_fig", alt=t("a11y.act_chart"))
-    st.markdown(t("network.act_table_intro"))
-    st.dataframe(F.activation_table(t), hide_index=True, key="act_table")
 
 
 for tab, draw in ((tab_lesson, lambda: lesson("network")), (tab_arch, arch), (tab_calc, calc),

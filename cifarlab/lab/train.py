@@ -8,7 +8,6 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from cifarlab.core import config as C
 
 class LossSeries:
     """Step losses as at most ``max_points`` bucket means, filled incrementally."""
@@ -181,14 +180,6 @@ def time_split(epochs: Sequence[Mapping[str, Any]] = (),
     total = wait + compute
     return {"data_wait_s": wait, "compute_s": compute, "total_s": total,
             "data_share": wait / total if total > 0 else 0.0}
-
-
-def per_class_rows(per_class: Mapping[str, float] | None) -> list[tuple[str, float]]:
-    """(class, accuracy) pairs in CIFAR-10's label order (other names after)."""
-    per_class = dict(per_class or {})
-    ordered = [c for c in C.CIFAR10_CLASSES if c in per_class]
-    ordered += [c for c in per_class if c not in ordered]
-    return [(c, float(per_class[c])) for c in ordered]
 
 
 def pick_run(runs: Sequence[Any], current: str | None = None) -> str | None:

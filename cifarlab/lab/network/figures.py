@@ -163,10 +163,3 @@ def activation_figure(t) -> go.Figure:
     return C.localized(fig, t.lang, height=360, margin=dict(C.MARGIN, t=60), legend=dict(
         orientation="h", y=-0.15, x=0.5, xanchor="center"))
 
-
-def activation_table(t, layers: tuple[int, ...] = (1, 2, 4, 8)) -> list[dict]:
-    """The most of a gradient that can pass 1, 2, 4, 8 activations backwards (at their steepest)."""
-    steepest = {name: max(dy) for name, (_, _, dy) in activation_curves().items()}
-    return [{t("network.act_col"): t(f"common.activation_{name}"),
-             **{t("network.act_layers", n=n): i18n.significant(steepest[name] ** n, t.lang)
-                for n in layers}} for name in ACTIVATIONS]
