@@ -1,6 +1,5 @@
 """How long a training run takes, the one answer every page shows: a running run's steps left at
-its speed since start-up ended (counting start-up promised "35 min left" for a run of 6 min);
-before it starts, the median time of finished runs here with the same settings and device."""
+its speed since start-up ended; before it starts, the median of finished runs here like it."""
 from __future__ import annotations
 
 import statistics

@@ -62,9 +62,7 @@ class RunView:
         self.running: list[dict] = []
         self.epochs: list[dict] = []
         self.eval: dict | None = None
-        self.done: dict | None = None
         self.inside: list[dict] = []          # core/probes.py's samples of each layer
-        self.revision = 0   # reads that brought something new
         self.memo: dict[str, tuple[Any, Any]] = {}
         self._stamp: tuple | None = None
         self._stamp_at = -math.inf
@@ -79,9 +77,7 @@ class RunView:
         self.add_events(events(since_seq=self.last_seq))
         if step is None or step > self.last_step:
             self.series.add(*losses(since_step=self.last_step))
-        changed = (self.last_seq, self.series.count) != before
-        self.revision += changed
-        return changed
+        return (self.last_seq, self.series.count) != before
 
     def add_events(self, events: Iterable[Any]) -> None:
         for ev in events:
@@ -91,7 +87,7 @@ class RunView:
             series = {"running_loss": self.running, "epoch": self.epochs, "inside": self.inside}
             if kind in series:
                 series[kind].append(data)
-            elif kind in ("start", "eval", "done"):
+            elif kind in ("start", "eval"):
                 setattr(self, kind, data)
 
     @property
@@ -187,10 +183,7 @@ def pick_run(runs: Sequence[Any], current: str | None = None) -> str | None:
     ids = [r.id for r in runs]
     if current in ids:
         return current
-    for r in runs:
-        if r.status in ("queued", "running"):
-            return r.id
-    return ids[0] if ids else None
+    return next((r.id for r in runs if r.status in ("queued", "running")), ids[0] if ids else None)
 
 
 def poll_interval(runs: Sequence[Any], active_s: float, idle_s: float | None) -> float | None:
@@ -200,8 +193,6 @@ def poll_interval(runs: Sequence[Any], active_s: float, idle_s: float | None) ->
 
 def phase(run: Any, view: RunView) -> str:
     """Its status, or while running "starting", "training", "cancelling" or "evaluating"."""
-    if run.status == "queued":
-        return "queued"
     if run.status != "running":
         return run.status
     if run.cancel_requested:
@@ -217,9 +208,8 @@ _FROZEN_AT: list[int] = []   # how many modules were loaded at the last freeze
 
 
 def freeze_long_lived() -> bool:
-    """``gc.freeze`` whenever modules were imported since the last call (True when it froze):
-    Streamlit collects after every poll, and a full collection walks torch, pandas and plotly
-    (about 0.1 CPU-second)."""
+    """``gc.freeze`` when modules came since the last call (True then): Streamlit collects after
+    every poll, and a full collection walks torch, pandas and plotly (about 0.1 CPU-second)."""
     n = len(sys.modules)
     if _FROZEN_AT and _FROZEN_AT[-1] == n:
         return False
