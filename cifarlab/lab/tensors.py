@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -24,13 +24,12 @@ from cifarlab.lab.tables import class_name
 class RankExample:
     """One tensor of a given rank, cut from real CIFAR-10 images (after ToTensor+Normalize)."""
 
-    rank: int                    # 0..4
-    kind: str                    # "scalar" | "vector" | "matrix" | "image" | "batch"
+    rank: int                    # 0..4: a scalar, vector, matrix, image, batch
     shape: tuple[int, ...]       # torch shape, e.g. (3, 32, 32)
     values: np.ndarray           # float32 values, that shape
     pixels: np.ndarray | None    # for images/batches: the same pictures as HWC uint8, to show
-    labels: tuple[int, ...] = field(default=())   # class index of each image involved
-    code: str = ""               # how the tensor is taken from the batch in PyTorch
+    labels: tuple[int, ...] = ()   # class index of each image involved
+    code: str = ""                 # how the tensor is taken from the batch in PyTorch
 
 
 def rank_examples(data: CifarData, index: int = 0, batch: int = 4) -> list[RankExample]:
@@ -44,19 +43,12 @@ def rank_examples(data: CifarData, index: int = 0, batch: int = 4) -> list[RankE
     images = normalize(raw)                                        # float32, −1…1
     hwc = raw.permute(0, 2, 3, 1).numpy()
     labels = tuple(int(y[i]) for i in idx)
-    out = []
-    for rank, kind, t, code in (
-            (0, "scalar", images[0, 0, 0, 0], "images[0, 0, 0, 0]"),
-            (1, "vector", images[0, 0, 0], "images[0, 0, 0]"),
-            (2, "matrix", images[0, 0], "images[0, 0]"),
-            (3, "image", images[0], "images[0]"),
-            (4, "batch", images, "images")):
-        first = rank < 4
-        out.append(RankExample(
-            rank=rank, kind=kind, shape=tuple(t.shape), values=t.numpy().copy(),
-            pixels=(hwc[:1] if first else hwc).copy() if rank >= 3 else None,
-            labels=labels[:1] if first else labels, code=code))
-    return out
+    codes = ("images[0, 0, 0, 0]", "images[0, 0, 0]", "images[0, 0]", "images[0]", "images")
+    tensors = (images[0, 0, 0, 0], images[0, 0, 0], images[0, 0], images[0], images)
+    return [RankExample(rank, tuple(t.shape), t.numpy().copy(),
+                        (hwc[:1] if rank < 4 else hwc).copy() if rank >= 3 else None,
+                        labels[:1] if rank < 4 else labels, code)
+            for rank, (t, code) in enumerate(zip(tensors, codes))]
 
 
 def _best_of(fns: dict, device: torch.device, repeats: int, max_seconds: float
