@@ -10,6 +10,8 @@ import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st
 
 from cifarlab.lab import network as convlab
+from cifarlab.lab.inside import random_model
+from cifarlab.lab.network import figures as NF
 from cifarlab.core.config import ModelSpec
 from cifarlab.errors import ShapeError
 from cifarlab.core.model import Net
@@ -47,17 +49,16 @@ def test_to_input_matches_the_tutorial_transform():
     np.testing.assert_allclose(gray[0], hwc.mean(axis=2) / 255, atol=1e-5)
 
 
-def test_net_conv1_is_the_seeded_tutorial_net_and_leaves_the_rng_alone():
+def test_a_net_kernel_is_the_seeded_tutorial_nets_conv1():
+    hwc = np.random.default_rng(0).integers(0, 256, (32, 32, 3), dtype=np.uint8)
     state = torch.random.get_rng_state()
-    w, b = convlab.net_conv1(seed=3)
+    ex = NF.conv_example(hwc, "net2", seed=3)
     assert torch.equal(torch.random.get_rng_state(), state)
     torch.manual_seed(3)
     net = Net()
-    assert w.shape == (6, 3, 5, 5) and b.shape == (6,)
-    np.testing.assert_array_equal(w, net.conv1.weight.detach().numpy())
-    np.testing.assert_array_equal(b, net.conv1.bias.detach().numpy())
-    w2, _ = convlab.net_conv1(seed=4)
-    assert not np.array_equal(w, w2)
+    np.testing.assert_array_equal(ex.kernel, net.conv1.weight[2].detach().numpy())
+    assert ex.bias == float(net.conv1.bias[2]) and ex.image.shape == (3, 32, 32)
+    assert not np.array_equal(ex.kernel, NF.conv_example(hwc, "net2", seed=4).kernel)
 
 
 # ---------------------------------------------------------------------------- conv vs PyTorch
@@ -116,7 +117,8 @@ def test_conv_step_matches_f_conv2d_at_every_position_tried(trial):
 
 
 def test_conv_step_on_a_real_net_filter():
-    w, b = convlab.net_conv1(0)
+    conv1 = random_model(0).conv1
+    w, b = conv1.weight.detach().numpy(), conv1.bias.detach().numpy()
     img = convlab.to_input(np.random.default_rng(0).integers(0, 256, (32, 32, 3), dtype=np.uint8),
                            "rgb")
     s = convlab.conv_step(img, w[2], float(b[2]), 27, 0)

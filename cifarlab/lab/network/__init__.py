@@ -11,7 +11,6 @@ import torch.nn.functional as F
 
 from cifarlab.core import shapes
 from cifarlab.core.config import ModelSpec
-from cifarlab.core.model import Net
 from cifarlab.core.modelspec import is_int
 from cifarlab.errors import ShapeError
 
@@ -34,14 +33,6 @@ def to_input(image_hwc: np.ndarray, mode: str = "gray") -> np.ndarray:
     if mode == "gray":
         return x.mean(axis=0, keepdims=True, dtype=np.float32)
     return (x - np.float32(0.5)) / np.float32(0.5)
-
-
-def net_conv1(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """conv1's weights and biases of a ``Net`` seeded with ``seed`` (the global RNG untouched)."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        net = Net()
-    return (net.conv1.weight.detach().numpy().copy(), net.conv1.bias.detach().numpy().copy())
 
 
 def _operands(image, kernel, stride: int, padding: int) -> tuple:

@@ -12,7 +12,8 @@ from plotly.subplots import make_subplots
 from cifarlab import i18n
 from cifarlab.core.model import ACTIVATIONS
 from cifarlab.lab import charts as C
-from cifarlab.lab.network import named_kernels, net_conv1, to_input
+from cifarlab.lab.inside import random_model
+from cifarlab.lab.network import named_kernels, to_input
 
 KINDS = ("input", "conv", "pool", "relu", "flatten", "linear")
 NET_KERNELS = 6     # conv1's first kernels offered beside the named ones
@@ -56,10 +57,9 @@ class ConvExample:
 def conv_example(hwc: np.ndarray, choice: str, seed: int) -> ConvExample:
     """A named kernel on the gray picture, or a seeded conv1 kernel on the normalised RGB one."""
     if choice.startswith("net"):
-        weights, biases = net_conv1(seed)
-        i = int(choice[3:])
-        return ConvExample(weights[i], float(biases[i]), to_input(hwc, "rgb"),
-                           "network.net_kernel_caption")
+        conv1, i = random_model(seed).conv1, int(choice[3:])
+        return ConvExample(conv1.weight[i].detach().numpy(), float(conv1.bias[i]),
+                           to_input(hwc, "rgb"), "network.net_kernel_caption")
     return ConvExample(named_kernels()[choice], 0.0, to_input(hwc, "gray"),
                        "network.gray_caption")
 
