@@ -101,9 +101,6 @@ def upscale(images: np.ndarray, factor: int = 3) -> np.ndarray:
     return np.ascontiguousarray(np.repeat(np.repeat(a, factor, axis=-3), factor, axis=-2))
 
 
-# A few training images drawn by the training loader itself (``FastLoader(augment=...)``), one
-# draw per epoch, seeded as a run's is: a picture is what a run with that seed trains on.
-
 AUGMENT_KINDS = tuple(k for k in AUGMENTS if k != "none")   # mirror; mirror and shift
 MAX_AUGMENT_EPOCHS = 8
 
@@ -122,7 +119,8 @@ class AugmentView:
 
 def augment_draws(data: CifarData, indices: Sequence[int], kind: str, epochs: int = 4,
                   seed: int = 0) -> AugmentView:
-    """``epochs`` passes of the training loader over just these training images."""
+    """``epochs`` passes of the training loader itself (``FastLoader(augment=...)``) over these
+    images, seeded as a run's is: a picture is what a run with that seed trains on."""
     idx = np.asarray(list(indices), dtype=np.int64).reshape(-1)
     loader = FastLoader(data, "train", batch_size=int(idx.size), shuffle=False, seed=int(seed),
                         subset=idx, augment=kind)

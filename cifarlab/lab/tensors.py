@@ -89,19 +89,17 @@ def transfer_costs(device: str | torch.device = "auto", total_mb: float = 32,
     src = torch.ones(total, dtype=torch.uint8)
     if dev.type == "cpu":
         variants = [("ram", src, torch.empty_like(src))]
-        path = "cpu → cpu"
     else:
         dst = torch.empty(total, dtype=torch.uint8, device=dev)
         variants = [("pageable", src, dst)]
         if dev.type == "cuda":
             variants.append(("pinned", src.pin_memory(), dst))
-        path = f"cpu → {dev}"
     best, _, done = _best_of({
         (memory, method, n): _copies(list(zip(d.split(total // n), s.split(total // n))))
         for memory, s, d in variants for method, n in (("one_big", 1), ("many_small", chunks))
     }, dev, repeats, max_seconds)
     return pd.DataFrame([{
-        "path": path, "memory": memory, "method": method, "copies": n,
+        "path": f"cpu → {dev}", "memory": memory, "method": method, "copies": n,
         "bytes_per_copy": total // n, "total_bytes": total, "seconds": seconds,
         "ms": seconds * 1e3, "us_per_copy": seconds * 1e6 / n,
         "gb_per_s": total / seconds / 1e9, "repeats": done, "device": str(dev),
@@ -179,8 +177,7 @@ def rank_figure(ex: RankExample, classes, t) -> go.Figure:
         fig.update_layout(height=420)
         C.pixel_axes(fig, h, w, square=True)
         fig.update_xaxes(range=[-0.5, w - 0.5], title_text=t("tensors.axis_column"))
-        fig.update_yaxes(range=[h - 0.5, -0.5], autorange=False,
-                         title_text=t("tensors.axis_row"))
+        fig.update_yaxes(range=[h - 0.5, -0.5], autorange=False, title_text=t("tensors.axis_row"))
     else:
         images = ex.pixels if ex.rank == 4 else ex.pixels[:1]
         titles = ([f"[{i}] {class_name(classes[label], t.lang)}"

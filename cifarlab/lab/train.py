@@ -112,8 +112,7 @@ class RunView:
         return hit[1]
 
     def chart(self) -> dict:
-        """Everything the loss chart needs; numpy arrays, which plotly sends in one piece (a
-        list number by number cost most of a poll)."""
+        """Everything the loss chart needs, as numpy arrays: plotly sends them in one piece."""
         steps, losses = self.series.points()
         steps, losses = np.asarray(steps, dtype=np.int32), np.asarray(losses, dtype=np.float32)
         spe = self.steps_per_epoch

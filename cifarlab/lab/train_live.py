@@ -182,8 +182,7 @@ def result_lines(result: Mapping[str, Any], lang: str) -> str:
 
 
 def run_note(run: Any, phase: str, lang: str) -> tuple[str, str, str] | None:
-    """(kind, text, icon) the live view says of a run in ``phase`` (its status line has the
-    queue position); None while it trains."""
+    """(kind, text, icon) the live view says of a run in ``phase``; None while it trains."""
     t = i18n.translator(lang)
     if phase in ("failed", "interrupted"):
         why = run.error_text(lang) or t(f"status.{phase}")   # in the student's language

@@ -162,8 +162,7 @@ def explain(model: torch.nn.Module, x: torch.Tensor, target: int, method: str, *
             internal_batch_size=IG_STEPS)
         heat = raw[0].sum(dim=0)
     elif method == "gradcam":
-        raw = ca.LayerGradCam(net, net.conv2).attribute(x, target=target,
-                                                         relu_attributions=True)
+        raw = ca.LayerGradCam(net, net.conv2).attribute(x, target=target, relu_attributions=True)
         heat = ca.LayerAttribution.interpolate(raw, size, "bilinear")[0, 0]
     else:
         w, s = OCCLUSION_WINDOW, OCCLUSION_STRIDE

@@ -60,8 +60,7 @@ def conv_example(hwc: np.ndarray, choice: str, seed: int) -> ConvExample:
         conv1, i = random_model(seed).conv1, int(choice[3:])
         return ConvExample(conv1.weight[i].detach().numpy(), float(conv1.bias[i]),
                            to_input(hwc, "rgb"), "network.net_kernel_caption")
-    return ConvExample(named_kernels()[choice], 0.0, to_input(hwc, "gray"),
-                       "network.gray_caption")
+    return ConvExample(named_kernels()[choice], 0.0, to_input(hwc, "gray"), "network.gray_caption")
 
 
 def input_figure(hwc: np.ndarray, ex: ConvExample, step: dict, name: str, t) -> go.Figure:
@@ -112,8 +111,7 @@ def pool_figures(region: np.ndarray, pooled: dict, pick: int, kernel: int,
                                      w=region.shape[1]), signed=False, text=small, height=420)
     if small:
         for w in wins:
-            C.box(fig_in, w["top"], w["left"], kernel, kernel, color="white", width=1,
-                  dash="dot")
+            C.box(fig_in, w["top"], w["left"], kernel, kernel, color="white", width=1, dash="dot")
     C.box(fig_in, chosen["top"], chosen["left"], kernel, kernel, color=POOL_MARK, width=4)
     # each max's star at the centre of its cell; on a grid with numbers, that cell's number
     # moves just under its star (out of the heatmap's text) so both stay readable

@@ -91,9 +91,8 @@ def per_class_by_epoch(events: Iterable[Any]) -> pd.DataFrame:
     return df.drop_duplicates(["epoch", "class"], keep="last").reset_index(drop=True)
 
 
-# One limit for every file the page accepts: the largest checkpoint. The uploaders keep
-# Streamlit's 200 MB cap, far above ours (it refuses in English: ours in the student's
-# language); the server's cap sits 1 MB above, for the request's framing.
+# One limit for every upload: the largest checkpoint. The uploaders keep Streamlit's 200 MB (it
+# refuses in English, ours in the student's language); the server's is 1 MB more, for framing.
 MAX_UPLOAD_BYTES = MAX_CHECKPOINT_BYTES
 UPLOADER_MB = 200
 SERVER_UPLOAD_MB = UPLOADER_MB + 1
