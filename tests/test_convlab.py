@@ -57,7 +57,7 @@ def test_a_net_kernel_is_the_seeded_tutorial_nets_conv1():
     torch.manual_seed(3)
     net = Net()
     np.testing.assert_array_equal(ex.kernel, net.conv1.weight[2].detach().numpy())
-    assert ex.bias == float(net.conv1.bias[2]) and ex.image.shape == (3, 32, 32)
+    assert ex.bias == net.conv1.bias[2].item() and ex.image.shape == (3, 32, 32)
     assert not np.array_equal(ex.kernel, NF.conv_example(hwc, "net2", seed=4).kernel)
 
 

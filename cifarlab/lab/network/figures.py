@@ -58,7 +58,7 @@ def conv_example(hwc: np.ndarray, choice: str, seed: int) -> ConvExample:
     """A named kernel on the gray picture, or a seeded conv1 kernel on the normalised RGB one."""
     if choice.startswith("net"):
         conv1, i = random_model(seed).conv1, int(choice[3:])
-        return ConvExample(conv1.weight[i].detach().numpy(), float(conv1.bias[i]),
+        return ConvExample(conv1.weight[i].detach().numpy(), conv1.bias[i].item(),
                            to_input(hwc, "rgb"), "network.net_kernel_caption")
     return ConvExample(named_kernels()[choice], 0.0, to_input(hwc, "gray"), "network.gray_caption")
 
