@@ -114,9 +114,9 @@ def edit() -> None:
     if report.view_error or report.flatten_error:
         st.markdown(t("network.hardcoded_intro"))
         st.markdown(t("network.with_view"))
-        st.code(f"{report.view_error_kind}: {report.view_error}", language=None)
+        st.code(report.view_error, language=None)
         st.markdown(t("network.with_flatten"))
-        st.code(f"{report.flatten_error_kind}: {report.flatten_error}", language=None)
+        st.code(report.flatten_error, language=None)
         if report.ok:
             c, h, w = report.flat_shape
             st.markdown(t("network.hardcoded_fix", c=c, h=h, w=w, n=report.flat, hidden=int(h1)))
