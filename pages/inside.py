@@ -94,6 +94,7 @@ def activations_tab(stages, names, model, hwc, words) -> None:
             st.plotly_chart(view.figure, key=f"{K}stage_{view.name}", alt=view.alt)
             if view.caption:
                 st.caption(view.caption)
+        st.expander(t("a11y.show_table")).table(F.scores_table(stages, names, t))
 
 
 @st.fragment
@@ -140,7 +141,8 @@ def neuron_tab(model, x, stages, hwc) -> None:
     else:
         right.markdown(t("inside.conv2_source", c=n_in, k=k))
     st.markdown(f"## {t('inside.arith_title', layer=layer, n=channel + 1, row=r, col=c)}")
-    st.plotly_chart(F.neuron_view(n, t), key=K + "arith", alt=t("inside.arith_alt", c=n_in, k=k))
+    fig, table = F.neuron_view(n, t)
+    st.plotly_chart(fig, key=K + "arith", alt=t("inside.arith_alt", c=n_in, k=k))
     if n_in > F.MAX_CHANNELS:
         st.caption(t("inside.first_channels", n=F.MAX_CHANNELS, c=n_in))
     then = t("inside.arith_relu" if model.activation == "relu" else "inside.arith_act",
@@ -152,6 +154,7 @@ def neuron_tab(model, x, stages, hwc) -> None:
                      shown=num(float(fmap_all[channel, r, c]), 4)))
     else:
         st.error(t("inside.torch_differs", value=num(n["torch_output"], 4)))
+    st.expander(t("a11y.show_table")).dataframe(table, hide_index=True)
 
 
 def filters_tab(model, ckpt) -> None:
@@ -184,11 +187,12 @@ def why_tab(model, model_key, image_key, x, hwc, stages, true_cls, names) -> Non
                                       for cls, _ in targets})
     if views is None:
         return
-    st.plotly_chart(F.why_view(hwc, views, targets, t), key=K + "why",
-                    alt=t("inside.why_alt", n=len(targets)))
+    fig, table = F.why_view(hwc, views, targets, names, t)
+    st.plotly_chart(fig, key=K + "why", alt=t("inside.why_alt", n=len(targets)))
     seconds = [v.seconds for cls, _ in targets for v in views[cls].values()]
     st.caption(t("inside.why_legend") + " " + t("inside.why_times", lo=num(1000 * min(seconds), 0),
                                                    hi=num(1000 * max(seconds), 0)))
+    st.expander(t("a11y.show_table")).table(table)
     for m in I.METHODS:
         st.markdown(f"**{t(f'inside.method_{m}')}**: {t(f'inside.explain_{m}')}")
 

@@ -91,6 +91,8 @@ def epochs_section(run, ckpt) -> None:
         st.info(t("results.per_epoch_none"))
         return
     st.plotly_chart(F.epochs_figure(df, t), key=K + "epoch_chart")
+    with st.expander(t("a11y.show_table")):
+        st.dataframe(tables.per_class_by_epoch_table(df, t.lang), hide_index=True)
     st.caption(t("results.per_epoch_caption"))
 
 

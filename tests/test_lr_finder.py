@@ -174,6 +174,7 @@ def test_the_figure_and_the_words_of_a_sweep():
     assert lines[0] == i18n.t("train.lr_find.stop_exploded", "pt", n=100,
                               lr=i18n.significant(lrs[-1], "pt", 2))
     assert i18n.significant(lr, "pt", 2) in lines[1]
+    assert len(finder.table(result, "en")) == 100
 
 
 # ----------------------------------------------------------------------------- the queue

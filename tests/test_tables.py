@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -73,11 +74,15 @@ def test_per_class_table_with_the_tutorial_ranges():
     assert table["Accuracy"].tolist() == ["41.0%", "–", "70.0%"]   # no figure: a dash
 
 
-def test_per_class_by_epoch_from_a_runs_epoch_events():
+def test_per_class_by_epoch_table_from_a_runs_epoch_events():
     events = [SimpleNamespace(kind="epoch", data={"epoch": 1, "per_class_accuracy": {
                   "cat": 0.2, "dog": 0.5}}),         # as the run store's RunEvents
               SimpleNamespace(kind="epoch", data={"epoch": 2, "per_class_accuracy": {"cat": 0.35}}),
               SimpleNamespace(kind="loss", data={"step": 3})]
-    long = per_class_by_epoch(events)
-    assert long.values.tolist() == [[1, "cat", 0.2], [1, "dog", 0.5], [2, "cat", 0.35]]
-    assert per_class_by_epoch([]).empty
+    table = tables.per_class_by_epoch_table(per_class_by_epoch(events), "es")
+    assert list(table.columns) == ["Clase", "Época 1", "Época 2"]
+    assert table.to_dict("list") == {"Clase": ["gato", "perro"],
+                                     "Época 1": [i18n.percent(0.2, "es"), i18n.percent(0.5, "es")],
+                                     "Época 2": [i18n.percent(0.35, "es"), "–"]}
+    empty = tables.per_class_by_epoch_table(per_class_by_epoch([]), "en")
+    assert isinstance(empty, pd.DataFrame) and empty.empty

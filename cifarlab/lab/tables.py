@@ -38,3 +38,12 @@ def per_class_table(items: Sequence[tuple[str, float]], lang: str,
             if c in reference else "–" for c, _ in items]
     return pd.DataFrame(rows)
 
+
+def per_class_by_epoch_table(long: pd.DataFrame, lang: str) -> pd.DataFrame:
+    """``per_class_by_epoch``'s frame wide: a row per class, a column per epoch."""
+    wide = long.pivot_table(index="class", columns="epoch", values="accuracy", aggfunc="last",
+                            sort=False).sort_index(axis=1)
+    table = wide.map(lambda a: i18n.percent(a, lang))
+    table.columns = [i18n.t("a11y.epoch_col", lang, n=int(e)) for e in wide.columns]
+    table.insert(0, i18n.t("a11y.class_col", lang), [class_name(c, lang) for c in wide.index])
+    return table.reset_index(drop=True)

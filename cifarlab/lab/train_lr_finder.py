@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+import pandas as pd
 import plotly.graph_objects as go
 
 from cifarlab import i18n
@@ -72,3 +73,13 @@ def summary(result: Mapping[str, Any], lang: str) -> list[str]:
                        low=sig(r.get("lr_at_min") or 0)))
     return lines
 
+
+def table(result: Mapping[str, Any], lang: str) -> pd.DataFrame:
+    """The chart's numbers, a row a step: the lr, the step's loss, the smoothed loss."""
+    t, sig = i18n.translator(lang), lambda v: i18n.significant(v, lang, 3)
+    smooth = list(result.get("smoothed") or [])
+    return pd.DataFrame([{t("train.lr_find.step_col"): i + 1, t("common.lr"): sig(lr),
+                          t("train.lr_find.raw"): sig(finite(loss)),
+                          t("train.lr_find.smooth"): sig(smooth[i]) if i < len(smooth) else "–"}
+                         for i, (lr, loss) in enumerate(zip(result.get("lrs") or [],
+                                                            result.get("losses") or []))])

@@ -80,6 +80,8 @@ def _result(form, run) -> None:
                     config={"displayModeBar": False})
     for line in finder.summary(result, lang()):
         st.markdown(line)
+    with st.expander(t("train.lr_find.table")):   # the chart's numbers, for screen readers
+        st.dataframe(finder.table(result, lang()), hide_index=True)
     lr = finder.suggested(result)
     if lr is None:
         return

@@ -174,3 +174,18 @@ def explain(model: torch.nn.Module, x: torch.Tensor, target: int, method: str, *
     return View(method, target, heat.detach().to(torch.float32).cpu().numpy(),
                 raw[0].detach().to(torch.float32).cpu().numpy(), seconds, method in SIGNED)
 
+
+def blocks(heat: np.ndarray, size: int = 4) -> np.ndarray:
+    """The map's means over ``size``×``size`` squares (a table a screen reader can read)."""
+    h, w = heat.shape
+    hh, ww = h // size * size, w // size * size
+    a = np.asarray(heat[:hh, :ww], dtype=np.float64)
+    return a.reshape(hh // size, size, ww // size, size).mean(axis=(1, 3))
+
+
+def strongest(heat: np.ndarray, size: int = 4, n: int = 3) -> list[tuple[int, int, float]]:
+    """The ``n`` squares with the largest mean, as (first row, first column, mean)."""
+    b = blocks(heat, size)
+    order = np.argsort(-b, axis=None, kind="stable")[:n]
+    return [(int(i // b.shape[1]) * size, int(i % b.shape[1]) * size,
+             float(b.flat[i])) for i in order]

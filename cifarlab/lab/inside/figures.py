@@ -12,7 +12,8 @@ from plotly.subplots import make_subplots
 from cifarlab import i18n
 from cifarlab.core.shapes import fmt_size
 from cifarlab.lab import charts as C
-from cifarlab.lab.inside import METHODS, Stage, filter_patches, filter_table, stage
+from cifarlab.lab.inside import (METHODS, Stage, filter_patches, filter_table, stage,
+                                 strongest)
 
 MAX_MAPS = 16           # feature maps drawn of a layer
 MAX_CHANNELS = 6        # input channels of one neuron's arithmetic drawn
@@ -94,6 +95,15 @@ def stage_views(stages: list[Stage], names: list[str], t, act: str = "ReLU") -> 
             for s, fig, alt, caption in parts]
 
 
+def scores_table(stages: list[Stage], names: list[str], t) -> pd.DataFrame:
+    """The class scores and probabilities, the numbers of the last two charts."""
+    return pd.DataFrame({
+        t("a11y.class_col"): names,
+        t("inside.y_scores"): [i18n.number(v, t.lang, 3) for v in stage(stages, "fc3").values],
+        t("inside.y_probabilities"): [i18n.percent(float(p), t.lang, 1)
+                                      for p in stage(stages, "softmax").values]})
+
+
 def pick_figure(fmap: np.ndarray, row: int, col: int, title: str, t) -> go.Figure:
     """A feature map to click on: an all but invisible marker on every cell (plotly selects
     markers, not heatmap cells); the chosen cell boxed."""
@@ -114,14 +124,21 @@ def pick_figure(fmap: np.ndarray, row: int, col: int, title: str, t) -> go.Figur
                        clickmode="event+select", dragmode=False)
 
 
-def neuron_view(n: dict, t) -> go.Figure:
-    """One neuron's arithmetic, per input channel (the first ``MAX_CHANNELS``)."""
+def neuron_view(n: dict, t) -> tuple[go.Figure, pd.DataFrame]:
+    """One neuron's arithmetic, per input channel (the first ``MAX_CHANNELS``), and its table."""
     c = n["window"].shape[0]
     names = ([t("network.channel_name", c=ch) for ch in "RGB"] if n["layer"] == "conv1"
              else [t("inside.map_n", n=i + 1) for i in range(c)])
     words = (t("network.window"), t("network.kernel_word"), t("network.products"))
     fig = C.arithmetic_figure(n["window"], n["kernel"], n["products"], names, words, MAX_CHANNELS)
-    return C.localized(fig, t.lang)
+    shown = slice(0, MAX_CHANNELS)
+    idx = np.indices(n["window"][shown].shape).reshape(3, -1)
+    table = pd.DataFrame({
+        t("inside.col_channel"): [names[i] for i in idx[0]],
+        t("inside.col_row"): idx[1], t("inside.col_column"): idx[2],
+        **{word: [i18n.number(v, t.lang, 4) for v in values[shown].ravel()]
+           for word, values in zip(words, (n["window"], n["kernel"], n["products"]))}})
+    return C.localized(fig, t.lang), table
 
 
 def filters_view(after, before, t) -> tuple[go.Figure, pd.DataFrame]:
@@ -142,8 +159,9 @@ def filters_view(after, before, t) -> tuple[go.Figure, pd.DataFrame]:
     return C.localized(fig, t.lang), table
 
 
-def why_view(hwc: np.ndarray, views: dict, targets: list[tuple[int, str]], t) -> go.Figure:
-    """Each method's map over the picture, a row per class."""
+def why_view(hwc: np.ndarray, views: dict, targets: list[tuple[int, str]], names: list[str],
+             t) -> tuple[go.Figure, pd.DataFrame]:
+    """Each method's map over the picture, a row per class; their strongest squares as a table."""
     cells = [[(f"{label}<br>{t(f'inside.method_{m}')}", views[cls][m].heat, views[cls][m].signed)
               for m in METHODS] for cls, label in targets]
     fig = make_subplots(rows=len(cells), cols=len(METHODS), horizontal_spacing=0.03,
@@ -158,7 +176,13 @@ def why_view(hwc: np.ndarray, views: dict, targets: list[tuple[int, str]], t) ->
     fig.update_layout(height=300 * len(cells) + 40, margin=C.MARGIN)
     C.pixel_axes(fig, hwc.shape[0])
     fig.update_annotations(font_size=12)
-    return C.localized(fig, t.lang)
+    table = pd.DataFrame([{
+        t("inside.col_class"): names[cls], t("inside.col_method"): t(f"inside.method_{m}"),
+        t("inside.col_strongest"): "; ".join(
+            t("inside.square", top=r0, left=c0, bottom=r0 + 3, right=c0 + 3)
+            for r0, c0, _ in strongest(views[cls][m].heat, 4, 3))}
+        for cls, _ in targets for m in METHODS])
+    return C.localized(fig, t.lang), table
 
 
 def summary(stages: list[Stage], image: str, true_cls: int | None, names: list[str], t) -> str:
