@@ -80,7 +80,6 @@ if epochs is not None:
             st.image(list(loading.upscale(np.stack(pictures_i), 3)), caption=texts,
                      alt=[t("data_aug.image_alt", i=int(index), cls=names[cls], what=w)
                           for w in texts])
-        st.caption(loading.summary_text(view, t))
 
 st.header(t("data.batch_title"))
 c1, c2 = st.columns([1, 3])

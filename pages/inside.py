@@ -88,8 +88,6 @@ def activations_tab(stages, names, model, hwc, words) -> None:
                      predicted=names[int(np.argmax(I.stage(stages, "softmax").values))]))
     with right:
         st.markdown(t("inside.act_intro"))
-        st.dataframe(F.stages_table(stages, t), hide_index=True,
-                     key=K + "stage_table", height=35 * (len(stages) + 1) + 3)
         for view in F.stage_views(stages, names, t, ACTIVATION_NAMES[model.activation]):
             st.markdown(f"## {view.heading}")
             st.code(view.line)

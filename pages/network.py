@@ -45,8 +45,6 @@ def arch() -> None:
     tutorial = stack_report(ModelSpec())
     show_table(tutorial.rows, "arch_table")
     st.markdown(fc1_line(tutorial))
-    st.plotly_chart(F.sizes_figure(tutorial.rows, t), key="arch_chart", alt=t("a11y.sizes_chart"))
-    st.caption(t("network.sizes_caption"))
 
 
 def calc() -> None:
@@ -116,9 +114,9 @@ def edit() -> None:
     if report.view_error or report.flatten_error:
         st.markdown(t("network.hardcoded_intro"))
         st.markdown(t("network.with_view"))
-        st.code(f"{report.view_error_kind}: {report.view_error}", language=None)
+        st.code(report.view_error, language=None)
         st.markdown(t("network.with_flatten"))
-        st.code(f"{report.flatten_error_kind}: {report.flatten_error}", language=None)
+        st.code(report.flatten_error, language=None)
         if report.ok:
             c, h, w = report.flat_shape
             st.markdown(t("network.hardcoded_fix", c=c, h=h, w=w, n=report.flat, hidden=int(h1)))
@@ -214,8 +212,6 @@ def pool(data) -> None:
 def activations() -> None:
     lesson("activation")
     st.plotly_chart(F.activation_figure(t), key="act_fig", alt=t("a11y.act_chart"))
-    st.markdown(t("network.act_table_intro"))
-    st.dataframe(F.activation_table(t), hide_index=True, key="act_table")
 
 
 for tab, draw in ((tab_lesson, lambda: lesson("network")), (tab_arch, arch), (tab_calc, calc),

@@ -58,16 +58,17 @@ def show_result(run, view: trainview.RunView) -> None:
         return
     st.metric(t("train.accuracy_final") if run.status == "done" else t("train.accuracy_partial"),
               pct(acc))
-    rows = trainview.per_class_rows(result.get("per_class_accuracy")
-                                    or (view.eval or {}).get("per_class_accuracy"))
+    per_class = (result.get("per_class_accuracy")
+                 or (view.eval or {}).get("per_class_accuracy") or {})   # in the classes' order
     st.caption(words.result_lines(result, t.lang))
-    if rows:
+    if per_class:
         fig = view.memoized("per_class", (run.status, t.lang),
-                            lambda _: accuracy_figure(dict(rows), t).update_layout(
+                            lambda _: accuracy_figure(per_class, t).update_layout(
                                 title=t("train.per_class_title"), template="none"))
         st.plotly_chart(fig, key=K + "per_class_chart")
         with st.expander(t("a11y.show_table")):   # the chart's numbers, for screen readers
-            st.dataframe(tables.per_class_table(rows, t.lang), hide_index=True)
+            st.dataframe(tables.per_class_table(list(per_class.items()), t.lang),
+                         hide_index=True)
     st.page_link("pages/results.py", label=t("train.see_results"), icon=":material/insights:")
     st.page_link("pages/runs.py", label=t("train.see_runs"), icon=":material/compare_arrows:")
 

@@ -118,14 +118,14 @@ def test_the_notebooks_settings_comments_are_in_the_bundles_language(lang):
 def test_the_tensors_heatmap_axes_are_the_channels_pixels():
     t = i18n.translator("es")
     values = np.random.default_rng(0).uniform(-1, 1, (32, 32)).astype(np.float32)
-    matrix = T.RankExample(rank=2, kind="matrix", shape=(32, 32), values=values, pixels=None)
+    matrix = T.RankExample(rank=2, shape=(32, 32), values=values, pixels=None)
     fig = T.rank_figure(matrix, CIFAR10_CLASSES, t)
     x, y = fig.layout.xaxis, fig.layout.yaxis
     assert tuple(x.range) == (-0.5, 31.5) and tuple(y.range) == (31.5, -0.5)   # row 0 on top
     assert x.constrain == y.constrain == "domain" and y.scaleanchor == "x"   # square pixels
     for axis in (x, y):   # whole pixels only
         assert axis.tickmode == "linear" and axis.tick0 == 0 and axis.dtick == int(axis.dtick)
-    vector = T.RankExample(rank=1, kind="vector", shape=(32,), values=values[0], pixels=None)
+    vector = T.RankExample(rank=1, shape=(32,), values=values[0], pixels=None)
     x = T.rank_figure(vector, CIFAR10_CLASSES, t).layout.xaxis
     assert tuple(x.range) == (-0.5, 31.5) and x.dtick == int(x.dtick)
 

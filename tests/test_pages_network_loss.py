@@ -238,11 +238,9 @@ def test_the_activation_tab_teaches_why_relu_in_the_language(open_page, lang):
     body = everything(at)
     assert i18n.lesson("activation", lang).splitlines()[0].lstrip("# ") in body
     assert any("F.relu(self.fc1(x))" in c for c in texts(at, "code"))   # the tutorial's lines
-    (table,) = [d.value for d in at.dataframe if t("network.act_col") in d.value.columns]
-    assert list(table[t("network.act_col")]) == [t(f"common.activation_{n}")
-                                                 for n in ("relu", "sigmoid", "tanh")]
-    assert list(table[t("network.act_layers", n=4)]) == [
-        i18n.significant(v, lang) for v in (1.0, 0.25 ** 4, 1.0)]
+    (fig,) = [json.loads(c.proto.spec) for c in at.get("plotly_chart") if c.key == "act_fig"]
+    assert [d["name"] for d in fig["data"] if d.get("showlegend", True)] == [
+        t(f"common.activation_{n}") for n in ("relu", "sigmoid", "tanh")]
 
 
 @pytest.mark.parametrize("lang", ["en", "es", "pt"])

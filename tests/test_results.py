@@ -225,10 +225,9 @@ def test_a_large_photo_is_cropped_and_shrunk_with_notes(trained, cifar_data):
 @pytest.mark.parametrize("make,code", [
     (lambda: png_bytes(np.full((40, 40, 4), [0, 0, 0, 0], np.uint8)), "transparent"),
     (lambda: png_bytes(np.full((40, 40, 4), [10, 200, 30, 255], np.uint8), fmt="TIFF"), None),
-    (lambda: _cmyk_jpeg(), "converted"),
-    (lambda: png_bytes(np.arange(1600, dtype=np.uint16).reshape(40, 40) * 40),
-     "converted"),
-    (lambda: _animated_gif(), "first_frame"),
+    (lambda: _cmyk_jpeg(), None),
+    (lambda: png_bytes(np.arange(1600, dtype=np.uint16).reshape(40, 40) * 40), None),
+    (lambda: _animated_gif(), None),                                       # its first frame
     (lambda: png_bytes(np.zeros((20, 20), np.uint8)), None),               # grayscale
 ])
 def test_odd_modes_are_converted(make, code):

@@ -16,7 +16,6 @@ def test_rank_examples_shapes_and_values(cifar_data):
     examples = tensorlab.rank_examples(cifar_data, index=10, batch=5)
     assert [e.rank for e in examples] == [0, 1, 2, 3, 4]
     assert [e.shape for e in examples] == [(), (32,), (32, 32), (3, 32, 32), (5, 3, 32, 32)]
-    assert [e.kind for e in examples] == ["scalar", "vector", "matrix", "image", "batch"]
     for e in examples:
         assert e.values.shape == e.shape and e.values.dtype == np.float32
         assert e.values.size == int(np.prod(e.shape)) if e.shape else e.values.size == 1

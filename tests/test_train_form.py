@@ -19,7 +19,7 @@ def test_values_config_values_round_trip_with_the_languages_decimals(lang):
                          pipeline="fast", train_subset=2000, net="bn3", augment="flip",
                          label_smoothing=0.1, nesterov=True, weight_decay=0.0005, seed=7)
     form = TrainForm(lang, SERVER, n_train=50000)
-    form.load(config)
+    form.apply_preset(config.knob_values())
     assert form.shown("lr") == i18n.number(0.015, lang)
     assert form.shown("weight_decay") == ("0.0005" if lang == "en" else "0,0005")
     assert form.config() == config

@@ -148,8 +148,6 @@ def test_progress_split_and_picking_a_run():
     assert trainview.time_split() is None
     r = trainview.time_split([], {"data_wait_seconds": 3.0, "compute_seconds": 1.0})
     assert r["data_share"] == 0.75 and r["total_s"] == 4.0
-    rows = trainview.per_class_rows({"truck": 0.5, "airplane": 0.7})
-    assert rows == [("airplane", 0.7), ("truck", 0.5)]
     runs = [SimpleNamespace(id="c", status="done"), SimpleNamespace(id="b", status="running"),
             SimpleNamespace(id="a", status="done")]
     assert trainview.pick_run(runs) == "b"
@@ -203,14 +201,14 @@ def test_update_reads_only_new_rows(run_store):
     counting = _CountingStore(store)
     view = RunView(max_points=100)
     events, losses = partial(counting.events, run_id), partial(counting.losses, run_id)
-    assert view.update(events, losses) is False and view.revision == 0
+    assert view.update(events, losses) is False
     store.record(run_id, steps=range(1, 51), losses=[2.0] * 50,
                  events=[("start", {"total_steps": 100, "steps_per_epoch": 100})],
                  progress={"step": 50, "total_steps": 100})
-    assert view.update(events, losses, step=50) is True and view.revision == 1
+    assert view.update(events, losses, step=50) is True
     assert counting.rows == {"events": 1, "losses": 50}
-    # nothing new: no rows come back, the revision stays
-    assert view.update(events, losses, step=50) is False and view.revision == 1
+    # nothing new: no rows come back
+    assert view.update(events, losses, step=50) is False
     assert counting.rows == {"events": 1, "losses": 50}
     # the run's progress says no step is new: the losses are not even asked for
     reads = counting.loss_reads
@@ -359,8 +357,7 @@ def test_split_per_class_and_epochs_in_the_language():
     v.add_events([_ev(2, "running_loss", {"epoch": 1, "i": 2000, "loss": 2.1834})])
     assert train_live.chart_texts(v, 2000, "es")[1] == i18n.t(
         "train.running_loss_line", "es", epoch=1, i=" 2000", loss="2.183")
-    rows = trainview.per_class_rows({"cat": 0.41, "airplane": 0.7})
-    bars = accuracy_figure(dict(rows), i18n.translator("es")).data[0]
+    bars = accuracy_figure({"airplane": 0.7, "cat": 0.41}, i18n.translator("es")).data[0]
     assert list(bars.x) == [i18n.t("classes.airplane", "es"), i18n.t("classes.cat", "es")]
     assert list(bars.text) == ["70", "41"]
     table = train_live.epochs_table([{"epoch": 1, "mean_loss": 1.23456, "seconds": 12.3,

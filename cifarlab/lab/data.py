@@ -48,15 +48,13 @@ def transform_stats(images, bins: int = 32) -> dict:
     for stage, x, shape, low, high in (
             ("raw", pics.transpose(0, 3, 1, 2), pics.shape[1:], 0.0, 255.0),
             ("to_tensor", t1, t1.shape[1:], 0.0, 1.0), ("normalize", t2, t2.shape[1:], -1.0, 1.0)):
-        values, dtype, shape = np.asarray(x, dtype=np.float64), str(x.dtype), tuple(shape)
+        values = np.asarray(x, dtype=np.float64)
         edges = np.linspace(low, high, bins + 1)
-        counts = np.stack([np.histogram(values[:, c], bins=edges)[0] for c in range(3)])
-        per_c = values.transpose(1, 0, 2, 3).reshape(3, -1)
         out[stage] = {
-            "dtype": dtype.replace("torch.", ""), "shape": shape,
-            "min": float(values.min()), "max": float(values.max()),
-            "mean": per_c.mean(axis=1).tolist(), "std": per_c.std(axis=1).tolist(),
-            "low": low, "high": high, "edges": edges, "counts": counts,
+            "dtype": str(x.dtype).replace("torch.", ""), "shape": tuple(shape),
+            "min": float(values.min()), "max": float(values.max()), "mean": float(values.mean()),
+            "low": low, "high": high, "edges": edges,
+            "counts": np.stack([np.histogram(values[:, c], bins=edges)[0] for c in range(3)]),
         }
     return out
 
@@ -71,7 +69,7 @@ def ranges_table(stats: dict, t) -> pd.DataFrame:
     return pd.DataFrame([{
         t("data.stage_col"): t(names[stage]), t("common.dtype"): s["dtype"],
         t("common.shape"): " × ".join(map(str, s["shape"])), "min": num(s["min"]),
-        "max": num(s["max"]), t("data.mean_col"): num(np.mean(s["mean"])),
+        "max": num(s["max"]), t("data.mean_col"): num(s["mean"]),
     } for stage, s in stats.items()])
 
 
@@ -103,9 +101,6 @@ def upscale(images: np.ndarray, factor: int = 3) -> np.ndarray:
     return np.ascontiguousarray(np.repeat(np.repeat(a, factor, axis=-3), factor, axis=-2))
 
 
-# A few training images drawn by the training loader itself (``FastLoader(augment=...)``), one
-# draw per epoch, seeded as a run's is: a picture is what a run with that seed trains on.
-
 AUGMENT_KINDS = tuple(k for k in AUGMENTS if k != "none")   # mirror; mirror and shift
 MAX_AUGMENT_EPOCHS = 8
 
@@ -124,7 +119,8 @@ class AugmentView:
 
 def augment_draws(data: CifarData, indices: Sequence[int], kind: str, epochs: int = 4,
                   seed: int = 0) -> AugmentView:
-    """``epochs`` passes of the training loader over just these training images."""
+    """``epochs`` passes of the training loader itself (``FastLoader(augment=...)``) over these
+    images, seeded as a run's is: a picture is what a run with that seed trains on."""
     idx = np.asarray(list(indices), dtype=np.int64).reshape(-1)
     loader = FastLoader(data, "train", batch_size=int(idx.size), shuffle=False, seed=int(seed),
                         subset=idx, augment=kind)
@@ -150,16 +146,6 @@ def draw_text(view: AugmentView, k: int, i: int, t) -> str:
             + ([t("data_aug.down" if dy > 0 else "data_aug.up", n=abs(dy))] if dy else [])
         parts += moves or [t("data_aug.not_moved")]
     return t("data_aug.epoch", n=k + 1) + ": " + " · ".join(parts)
-
-
-def summary_text(view: AugmentView, t) -> str:
-    """How many of the pictures the draws mirrored (and moved), over all epochs."""
-    total = int(view.flipped.size)
-    text = t("data_aug.summary_flip", k=int(view.flipped.sum()), n=total)
-    if view.kind == "flip_translate":
-        moved = int(np.any(view.moved != 0, axis=-1).sum())
-        text += " " + t("data_aug.summary_moved", k=moved, n=total)
-    return text
 
 
 def loader_throughput(data: CifarData, pipeline: str = "tutorial", batch_size: int = 4,

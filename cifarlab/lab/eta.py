@@ -1,6 +1,5 @@
 """How long a training run takes, the one answer every page shows: a running run's steps left at
-its speed since start-up ended (counting start-up promised "35 min left" for a run of 6 min);
-before it starts, the median time of finished runs here with the same settings and device."""
+its speed since start-up ended; before it starts, the median of finished runs here like it."""
 from __future__ import annotations
 
 import statistics
@@ -17,13 +16,9 @@ MIN_STEADY_S = 1.5          # ... and seconds, so a few fast steps do not decide
 MIN_STEADY_FRACTION = 0.02  # ... and this share of the run
 
 
-def _cfg(config: Any) -> dict:
-    return config.to_dict() if hasattr(config, "to_dict") else dict(config or {})
-
-
 def same_settings(a: Any, b: Any) -> bool:
     """Equal in every knob but ``TIME_FREE``: a history figure is never scaled."""
-    a, b = _cfg(a), _cfg(b)
+    a, b = (c.to_dict() if hasattr(c, "to_dict") else dict(c or {}) for c in (a, b))
     return all(a.get(k) == b.get(k) for k in (set(a) | set(b)) - TIME_FREE)
 
 

@@ -166,8 +166,7 @@ DIGITS = {"accuracy": 1, "final_loss": 3, "images_per_second": 0, "train_seconds
           "steps": 0, "lr": None, "momentum": None}
 
 
-def compare_table(df: pd.DataFrame, selected: Sequence[str], statuses: Sequence[str],
-                  t) -> Styler:
+def compare_table(df: pd.DataFrame, selected: Sequence[str], statuses: Sequence[str], t) -> Styler:
     """``runs_table``'s frame in words, the knobs that differ in ``selected`` first and marked."""
     differ = differing_columns(df[df["run"].isin(selected)])
     shown = df.copy()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -24,13 +24,12 @@ from cifarlab.lab.tables import class_name
 class RankExample:
     """One tensor of a given rank, cut from real CIFAR-10 images (after ToTensor+Normalize)."""
 
-    rank: int                    # 0..4
-    kind: str                    # "scalar" | "vector" | "matrix" | "image" | "batch"
+    rank: int                    # 0..4: a scalar, vector, matrix, image, batch
     shape: tuple[int, ...]       # torch shape, e.g. (3, 32, 32)
     values: np.ndarray           # float32 values, that shape
     pixels: np.ndarray | None    # for images/batches: the same pictures as HWC uint8, to show
-    labels: tuple[int, ...] = field(default=())   # class index of each image involved
-    code: str = ""               # how the tensor is taken from the batch in PyTorch
+    labels: tuple[int, ...] = ()   # class index of each image involved
+    code: str = ""                 # how the tensor is taken from the batch in PyTorch
 
 
 def rank_examples(data: CifarData, index: int = 0, batch: int = 4) -> list[RankExample]:
@@ -44,19 +43,12 @@ def rank_examples(data: CifarData, index: int = 0, batch: int = 4) -> list[RankE
     images = normalize(raw)                                        # float32, −1…1
     hwc = raw.permute(0, 2, 3, 1).numpy()
     labels = tuple(int(y[i]) for i in idx)
-    out = []
-    for rank, kind, t, code in (
-            (0, "scalar", images[0, 0, 0, 0], "images[0, 0, 0, 0]"),
-            (1, "vector", images[0, 0, 0], "images[0, 0, 0]"),
-            (2, "matrix", images[0, 0], "images[0, 0]"),
-            (3, "image", images[0], "images[0]"),
-            (4, "batch", images, "images")):
-        first = rank < 4
-        out.append(RankExample(
-            rank=rank, kind=kind, shape=tuple(t.shape), values=t.numpy().copy(),
-            pixels=(hwc[:1] if first else hwc).copy() if rank >= 3 else None,
-            labels=labels[:1] if first else labels, code=code))
-    return out
+    codes = ("images[0, 0, 0, 0]", "images[0, 0, 0]", "images[0, 0]", "images[0]", "images")
+    tensors = (images[0, 0, 0, 0], images[0, 0, 0], images[0, 0], images[0], images)
+    return [RankExample(rank, tuple(t.shape), t.numpy().copy(),
+                        (hwc[:1] if rank < 4 else hwc).copy() if rank >= 3 else None,
+                        labels[:1] if rank < 4 else labels, code)
+            for rank, (t, code) in enumerate(zip(tensors, codes))]
 
 
 def _best_of(fns: dict, device: torch.device, repeats: int, max_seconds: float
@@ -97,19 +89,17 @@ def transfer_costs(device: str | torch.device = "auto", total_mb: float = 32,
     src = torch.ones(total, dtype=torch.uint8)
     if dev.type == "cpu":
         variants = [("ram", src, torch.empty_like(src))]
-        path = "cpu → cpu"
     else:
         dst = torch.empty(total, dtype=torch.uint8, device=dev)
         variants = [("pageable", src, dst)]
         if dev.type == "cuda":
             variants.append(("pinned", src.pin_memory(), dst))
-        path = f"cpu → {dev}"
     best, _, done = _best_of({
         (memory, method, n): _copies(list(zip(d.split(total // n), s.split(total // n))))
         for memory, s, d in variants for method, n in (("one_big", 1), ("many_small", chunks))
     }, dev, repeats, max_seconds)
     return pd.DataFrame([{
-        "path": path, "memory": memory, "method": method, "copies": n,
+        "path": f"cpu → {dev}", "memory": memory, "method": method, "copies": n,
         "bytes_per_copy": total // n, "total_bytes": total, "seconds": seconds,
         "ms": seconds * 1e3, "us_per_copy": seconds * 1e6 / n,
         "gb_per_s": total / seconds / 1e9, "repeats": done, "device": str(dev),
@@ -187,8 +177,7 @@ def rank_figure(ex: RankExample, classes, t) -> go.Figure:
         fig.update_layout(height=420)
         C.pixel_axes(fig, h, w, square=True)
         fig.update_xaxes(range=[-0.5, w - 0.5], title_text=t("tensors.axis_column"))
-        fig.update_yaxes(range=[h - 0.5, -0.5], autorange=False,
-                         title_text=t("tensors.axis_row"))
+        fig.update_yaxes(range=[h - 0.5, -0.5], autorange=False, title_text=t("tensors.axis_row"))
     else:
         images = ex.pixels if ex.rank == 4 else ex.pixels[:1]
         titles = ([f"[{i}] {class_name(classes[label], t.lang)}"

@@ -8,7 +8,6 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from cifarlab.core import config as C
 
 class LossSeries:
     """Step losses as at most ``max_points`` bucket means, filled incrementally."""
@@ -63,9 +62,7 @@ class RunView:
         self.running: list[dict] = []
         self.epochs: list[dict] = []
         self.eval: dict | None = None
-        self.done: dict | None = None
         self.inside: list[dict] = []          # core/probes.py's samples of each layer
-        self.revision = 0   # reads that brought something new
         self.memo: dict[str, tuple[Any, Any]] = {}
         self._stamp: tuple | None = None
         self._stamp_at = -math.inf
@@ -80,9 +77,7 @@ class RunView:
         self.add_events(events(since_seq=self.last_seq))
         if step is None or step > self.last_step:
             self.series.add(*losses(since_step=self.last_step))
-        changed = (self.last_seq, self.series.count) != before
-        self.revision += changed
-        return changed
+        return (self.last_seq, self.series.count) != before
 
     def add_events(self, events: Iterable[Any]) -> None:
         for ev in events:
@@ -92,7 +87,7 @@ class RunView:
             series = {"running_loss": self.running, "epoch": self.epochs, "inside": self.inside}
             if kind in series:
                 series[kind].append(data)
-            elif kind in ("start", "eval", "done"):
+            elif kind in ("start", "eval"):
                 setattr(self, kind, data)
 
     @property
@@ -117,8 +112,7 @@ class RunView:
         return hit[1]
 
     def chart(self) -> dict:
-        """Everything the loss chart needs; numpy arrays, which plotly sends in one piece (a
-        list number by number cost most of a poll)."""
+        """Everything the loss chart needs, as numpy arrays: plotly sends them in one piece."""
         steps, losses = self.series.points()
         steps, losses = np.asarray(steps, dtype=np.int32), np.asarray(losses, dtype=np.float32)
         spe = self.steps_per_epoch
@@ -183,23 +177,12 @@ def time_split(epochs: Sequence[Mapping[str, Any]] = (),
             "data_share": wait / total if total > 0 else 0.0}
 
 
-def per_class_rows(per_class: Mapping[str, float] | None) -> list[tuple[str, float]]:
-    """(class, accuracy) pairs in CIFAR-10's label order (other names after)."""
-    per_class = dict(per_class or {})
-    ordered = [c for c in C.CIFAR10_CLASSES if c in per_class]
-    ordered += [c for c in per_class if c not in ordered]
-    return [(c, float(per_class[c])) for c in ordered]
-
-
 def pick_run(runs: Sequence[Any], current: str | None = None) -> str | None:
     """``current`` while among ``runs`` (newest first), else the newest active one, else newest."""
     ids = [r.id for r in runs]
     if current in ids:
         return current
-    for r in runs:
-        if r.status in ("queued", "running"):
-            return r.id
-    return ids[0] if ids else None
+    return next((r.id for r in runs if r.status in ("queued", "running")), ids[0] if ids else None)
 
 
 def poll_interval(runs: Sequence[Any], active_s: float, idle_s: float | None) -> float | None:
@@ -209,8 +192,6 @@ def poll_interval(runs: Sequence[Any], active_s: float, idle_s: float | None) ->
 
 def phase(run: Any, view: RunView) -> str:
     """Its status, or while running "starting", "training", "cancelling" or "evaluating"."""
-    if run.status == "queued":
-        return "queued"
     if run.status != "running":
         return run.status
     if run.cancel_requested:
@@ -226,9 +207,8 @@ _FROZEN_AT: list[int] = []   # how many modules were loaded at the last freeze
 
 
 def freeze_long_lived() -> bool:
-    """``gc.freeze`` whenever modules were imported since the last call (True when it froze):
-    Streamlit collects after every poll, and a full collection walks torch, pandas and plotly
-    (about 0.1 CPU-second)."""
+    """``gc.freeze`` when modules came since the last call (True then): Streamlit collects after
+    every poll, and a full collection walks torch, pandas and plotly (about 0.1 CPU-second)."""
     n = len(sys.modules)
     if _FROZEN_AT and _FROZEN_AT[-1] == n:
         return False

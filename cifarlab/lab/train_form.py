@@ -113,9 +113,6 @@ class TrainForm:
         """The config these values make; None while a field has a problem."""
         return None if self.problems() else self.cls(**self.values())
 
-    def load(self, config: TrainConfig) -> None:
-        self._set(config.knob_values())
-
     def _set(self, values: Mapping[str, Any], mine: bool = True) -> None:
         for name, value in values.items():
             if name in self._raw:
@@ -187,10 +184,9 @@ class TrainForm:
     def fit(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """``values`` inside the server's limits, a missing device "auto"."""
         out, lim = dict(values), self.limits
-        if lim.max_epochs is not None and is_int(out.get("epochs")):
-            out["epochs"] = min(out["epochs"], lim.max_epochs)
-        if lim.max_num_workers is not None and is_int(out.get("num_workers")):
-            out["num_workers"] = min(out["num_workers"], lim.max_num_workers)
+        for name, cap in (("epochs", lim.max_epochs), ("num_workers", lim.max_num_workers)):
+            if cap is not None and is_int(out.get(name)):
+                out[name] = min(out[name], cap)
         if "train_subset" in out and lim.max_train_images is not None:
             images = out["train_subset"] if out["train_subset"] is not None else self.n_train
             if images is not None and images > lim.max_train_images:
@@ -202,14 +198,10 @@ class TrainForm:
     def apply_preset(self, preset: str | Mapping[str, Any]) -> tuple[str, ...]:
         """A preset (a name in ``PRESETS``, "class", or knob values) fitted to the limits, the
         class's locked knobs kept; returns the locked knobs it would have changed."""
-        if preset == "class":
-            values = self.class_values()
-        else:
-            values = self.fit(preset_values(preset) if isinstance(preset, str)
-                              else dict(preset))
+        values = self.class_values() if preset == "class" else self.fit(
+            preset_values(preset) if isinstance(preset, str) else dict(preset))
         locked = {k: self.pushed[k] for k in self.locks if k in self.pushed}
-        kept = tuple(k for k, v in locked.items() if k in values
-                     and not same(values[k], v))
+        kept = tuple(k for k, v in locked.items() if k in values and not same(values[k], v))
         self._set(values | locked)
         return kept
 
@@ -245,14 +237,12 @@ class TrainForm:
 
     def tutorial_values(self) -> dict[str, Any]:
         """Each knob as the tutorial sets it, fitted to the server's limits."""
-        return {f.name: f.default for f in self.fields} | self.fit(
-            preset_values("tutorial"))
+        return {f.name: f.default for f in self.fields} | self.fit(preset_values("tutorial"))
 
     def advanced_changed(self) -> tuple[str, ...]:
         """The Advanced knobs that differ from the tutorial's or have a problem (shown open)."""
         values, ref, problems = self.values(), self.tutorial_values(), self.problems()
-        return tuple(n for n in self.advanced if n in problems
-                     or not same(values[n], ref[n]))
+        return tuple(n for n in self.advanced if n in problems or not same(values[n], ref[n]))
 
     def _present(self, device: Any) -> bool:
         return device == "auto" or self.limits.devices is None or device in self.limits.devices

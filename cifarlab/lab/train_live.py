@@ -182,11 +182,8 @@ def result_lines(result: Mapping[str, Any], lang: str) -> str:
 
 
 def run_note(run: Any, phase: str, lang: str) -> tuple[str, str, str] | None:
-    """(kind, text, icon) the live view says of a run in ``phase`` (its status line has the
-    queue position); None while it trains."""
+    """(kind, text, icon) the live view says of a run in ``phase``; None while it trains."""
     t = i18n.translator(lang)
-    if phase == "queued":
-        return "info", t("train.queue_wait"), "schedule"
     if phase in ("failed", "interrupted"):
         why = run.error_text(lang) or t(f"status.{phase}")   # in the student's language
         return "error", t("train.failed_reason", reason=why), "error"
@@ -195,7 +192,8 @@ def run_note(run: Any, phase: str, lang: str) -> tuple[str, str, str] | None:
         total = int((run.progress or {}).get("total_steps") or 0)
         return ("warning", t("train.cancelled_partial", step=result.get("steps") or 0,
                              total=total) if result else t("train.cancelled_queued"), "stop_circle")
-    simple = {"evaluating": ("info", "train.evaluating", "fact_check"),
+    simple = {"queued": ("info", "train.queue_wait", "schedule"),
+              "evaluating": ("info", "train.evaluating", "fact_check"),
               "cancelling": ("info", "train.cancel_requested", "hourglass_top"),
               "starting": ("info", "train.starting", "hourglass_top"),
               "done": ("success", "train.finished", "check_circle")}

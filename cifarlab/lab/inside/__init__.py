@@ -13,24 +13,6 @@ from cifarlab.core.data.pipelines import normalize
 from cifarlab.core.model import Net
 from cifarlab.lab.network import conv_step
 
-# Each stage, the line of the tutorial's forward that makes it (the lesson quotes them); a run
-# with another activation reads its own function where these say F.relu.
-FORWARD_LINES = {
-    "input": "def forward(self, x):",
-    "conv1": "self.conv1(x)",
-    "relu1": "F.relu(self.conv1(x))",
-    "pool1": "x = self.pool(F.relu(self.conv1(x)))",
-    "conv2": "self.conv2(x)",
-    "relu2": "F.relu(self.conv2(x))",
-    "pool2": "x = self.pool(F.relu(self.conv2(x)))",
-    "flatten": "x = x.view(-1, 16 * 5 * 5)",   # the tutorial's Net; others get their sizes
-    "fc1": "self.fc1(x)",
-    "relu3": "x = F.relu(self.fc1(x))",
-    "fc2": "self.fc2(x)",
-    "relu4": "x = F.relu(self.fc2(x))",
-    "fc3": "x = self.fc3(x)",
-    "softmax": "torch.softmax(x, dim=1)",
-}
 CONV_LAYERS = ("conv1", "conv2")
 
 
@@ -54,28 +36,29 @@ def to_input(image: np.ndarray | torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def activations(model: Net, x: torch.Tensor) -> list[Stage]:
-    """Every stage of ``Net.forward`` for one image (``x`` from ``to_input``), then softmax."""
-    model = model.eval()
-    out: dict[str, torch.Tensor] = {"input": x}
-    act = model.act   # the run's activation knob
-    out["conv1"] = h = model.conv1(x)
-    out["relu1"] = h = act(h)
-    out["pool1"] = h = model.pool(h)
-    out["conv2"] = h = model.conv2(h)
-    out["relu2"] = h = act(h)
-    out["pool2"] = h = model.pool(h)
-    out["flatten"] = h = h.view(-1, int(np.prod(h.shape[1:])))
-    out["fc1"] = h = model.fc1(h)
-    out["relu3"] = h = act(h)
-    out["fc2"] = h = model.fc2(h)
-    out["relu4"] = h = act(h)
-    out["fc3"] = h = model.fc3(h)
-    out["softmax"] = torch.softmax(h, dim=1)
-    flat = " * ".join(map(str, out["pool2"].shape[1:]))   # "x.view(-1, 16 * 5 * 5)"
-    stages = []
-    for name, value in out.items():
-        values = value[0].detach().to(torch.float32).cpu().numpy()
-        line = FORWARD_LINES[name].replace("F.relu", ACTIVATION_CODE[model.activation])
+    """Every stage of ``Net.forward`` for one image (``x`` from ``to_input``), then softmax, each
+    with the tutorial's line that makes it (a run's own activation where these say F.relu)."""
+    model, act = model.eval(), model.act
+    steps = (("input", lambda h: h, "def forward(self, x):"),
+             ("conv1", model.conv1, "self.conv1(x)"),
+             ("relu1", act, "F.relu(self.conv1(x))"),
+             ("pool1", model.pool, "x = self.pool(F.relu(self.conv1(x)))"),
+             ("conv2", model.conv2, "self.conv2(x)"),
+             ("relu2", act, "F.relu(self.conv2(x))"),
+             ("pool2", model.pool, "x = self.pool(F.relu(self.conv2(x)))"),
+             ("flatten", lambda h: h.flatten(1), "x = x.view(-1, 16 * 5 * 5)"),
+             ("fc1", model.fc1, "self.fc1(x)"),
+             ("relu3", act, "x = F.relu(self.fc1(x))"),
+             ("fc2", model.fc2, "self.fc2(x)"),
+             ("relu4", act, "x = F.relu(self.fc2(x))"),
+             ("fc3", model.fc3, "x = self.fc3(x)"),
+             ("softmax", lambda h: torch.softmax(h, dim=1), "torch.softmax(x, dim=1)"))
+    stages, h = [], x
+    for name, fn, line in steps:
+        flat = " * ".join(map(str, h.shape[1:]))   # before the flatten: "16 * 5 * 5" or others
+        h = fn(h)
+        values = h[0].detach().to(torch.float32).cpu().numpy()
+        line = line.replace("F.relu", ACTIVATION_CODE[model.activation])
         stages.append(Stage(name, values.shape, values, line.replace("16 * 5 * 5", flat)))
     return stages
 
@@ -179,8 +162,7 @@ def explain(model: torch.nn.Module, x: torch.Tensor, target: int, method: str, *
             internal_batch_size=IG_STEPS)
         heat = raw[0].sum(dim=0)
     elif method == "gradcam":
-        raw = ca.LayerGradCam(net, net.conv2).attribute(x, target=target,
-                                                         relu_attributions=True)
+        raw = ca.LayerGradCam(net, net.conv2).attribute(x, target=target, relu_attributions=True)
         heat = ca.LayerAttribution.interpolate(raw, size, "bilinear")[0, 0]
     else:
         w, s = OCCLUSION_WINDOW, OCCLUSION_STRIDE
@@ -207,4 +189,3 @@ def strongest(heat: np.ndarray, size: int = 4, n: int = 3) -> list[tuple[int, in
     order = np.argsort(-b, axis=None, kind="stable")[:n]
     return [(int(i // b.shape[1]) * size, int(i % b.shape[1]) * size,
              float(b.flat[i])) for i in order]
-

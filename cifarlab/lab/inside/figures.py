@@ -95,16 +95,6 @@ def stage_views(stages: list[Stage], names: list[str], t, act: str = "ReLU") -> 
             for s, fig, alt, caption in parts]
 
 
-def stages_table(stages: list[Stage], t) -> pd.DataFrame:
-    return pd.DataFrame([{
-        t("inside.col_stage"): s.name, t("inside.col_code"): s.line,
-        t("inside.col_shape"): fmt_size(s.shape),
-        t("inside.col_min"): i18n.number(s.values.min(), t.lang, 3),
-        t("inside.col_max"): i18n.number(s.values.max(), t.lang, 3),
-        t("inside.col_zeros"): i18n.percent(float((s.values == 0).mean()), t.lang, 0),
-    } for s in stages])
-
-
 def scores_table(stages: list[Stage], names: list[str], t) -> pd.DataFrame:
     """The class scores and probabilities, the numbers of the last two charts."""
     return pd.DataFrame({

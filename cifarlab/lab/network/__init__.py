@@ -11,7 +11,6 @@ import torch.nn.functional as F
 
 from cifarlab.core import shapes
 from cifarlab.core.config import ModelSpec
-from cifarlab.core.model import Net
 from cifarlab.core.modelspec import is_int
 from cifarlab.errors import ShapeError
 
@@ -34,14 +33,6 @@ def to_input(image_hwc: np.ndarray, mode: str = "gray") -> np.ndarray:
     if mode == "gray":
         return x.mean(axis=0, keepdims=True, dtype=np.float32)
     return (x - np.float32(0.5)) / np.float32(0.5)
-
-
-def net_conv1(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """conv1's weights and biases of a ``Net`` seeded with ``seed`` (the global RNG untouched)."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        net = Net()
-    return (net.conv1.weight.detach().numpy().copy(), net.conv1.bias.detach().numpy().copy())
 
 
 def _operands(image, kernel, stride: int, padding: int) -> tuple:
@@ -150,10 +141,8 @@ class StackReport:
     flat_shape: tuple[int, int, int] | None = None   # (C, H, W) before the flatten
     total_params: int | None = None
     shape_error: ShapeError | None = None            # why it can't: .text(lang), .layer
-    view_error: str | None = None                    # PyTorch's message with x.view(-1, 400)
-    flatten_error: str | None = None                 # ... with torch.flatten(x, 1) + Linear(400)
-    view_error_kind: str | None = None               # the exception's class: "RuntimeError", ...
-    flatten_error_kind: str | None = None
+    view_error: str | None = None      # "RuntimeError: …", PyTorch's words with x.view(-1, 400)
+    flatten_error: str | None = None   # ... with torch.flatten(x, 1) + Linear(400)
 
     @property
     def ok(self) -> bool:
@@ -172,17 +161,17 @@ def analyze_stack(spec: ModelSpec) -> StackReport:
         flat = next(t for t in traces if t.kind == "flatten")
         report.flat, report.flat_shape = flat.out_shape[0], tuple(flat.in_shape)
         report.total_params = shapes.total_params(traces)
-    report.view_error_kind, report.view_error = _run_tutorial(spec, "view")
-    report.flatten_error_kind, report.flatten_error = _run_tutorial(spec, "flatten")
+    report.view_error = _run_tutorial(spec, "view")
+    report.flatten_error = _run_tutorial(spec, "flatten")
     return report
 
 
 TUTORIAL_FLAT = 16 * 5 * 5
 
 
-def _run_tutorial(spec: ModelSpec, flatten: str) -> tuple[str | None, str | None]:
-    """(exception class, first line of PyTorch's message) of the tutorial's forward and loss with
-    ``spec``'s conv layers but fc1 hard-coded to 16 * 5 * 5; (None, None) when it runs."""
+def _run_tutorial(spec: ModelSpec, flatten: str) -> str | None:
+    """The exception and first line of PyTorch's message from the tutorial's forward and loss
+    with ``spec``'s conv layers but fc1 hard-coded to 16 * 5 * 5; None when it runs."""
     (c1, c2), (h1, h2) = spec.scaled_channels(), spec.scaled_hidden()
     with torch.random.fork_rng(devices=[]):   # the layers' initialisation: no page's RNG
         conv1 = nn.Conv2d(3, c1, spec.kernels[0], spec.strides[0], spec.paddings[0])
@@ -197,10 +186,6 @@ def _run_tutorial(spec: ModelSpec, flatten: str) -> tuple[str | None, str | None
             x = fc3(F.relu(fc2(F.relu(fc1(x)))))
             nn.CrossEntropyLoss()(x, torch.zeros(4, dtype=torch.long))
     except (RuntimeError, ValueError) as err:
-        return type(err).__name__, str(err).strip().splitlines()[0]
-    return None, None
+        return f"{type(err).__name__}: {str(err).strip().splitlines()[0]}"
+    return None
 
-
-def activation_sizes(rows: list[dict]) -> list[tuple[str, int]]:
-    return [(r["layer"], math.prod(int(v) for v in str(r["output"]).split("×")))
-            for r in rows]

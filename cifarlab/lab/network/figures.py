@@ -12,7 +12,8 @@ from plotly.subplots import make_subplots
 from cifarlab import i18n
 from cifarlab.core.model import ACTIVATIONS
 from cifarlab.lab import charts as C
-from cifarlab.lab.network import activation_sizes, named_kernels, net_conv1, to_input
+from cifarlab.lab.inside import random_model
+from cifarlab.lab.network import named_kernels, to_input
 
 KINDS = ("input", "conv", "pool", "relu", "flatten", "linear")
 NET_KERNELS = 6     # conv1's first kernels offered beside the named ones
@@ -33,16 +34,6 @@ def shape_table(rows: list[dict], t) -> pd.DataFrame:
         t("network.params_col"): [i18n.number(r["params"], t.lang) for r in rows],
         t("network.formula_col"): [r["formula"] for r in rows],
     })
-
-
-def sizes_figure(rows: list[dict], t) -> go.Figure:
-    """How many values each layer's output holds."""
-    sizes = activation_sizes(rows)
-    fig = C.bar_figure([n for n, _ in sizes], [v for _, v in sizes],
-                       title=t("network.sizes_chart"), y_title=t("network.values_col"),
-                       text=[i18n.number(v, t.lang) for _, v in sizes],
-                       xaxis_title=t("network.layer_col"))
-    return C.localized(fig, t.lang)
 
 
 def kernel_options() -> list[str]:
@@ -66,12 +57,10 @@ class ConvExample:
 def conv_example(hwc: np.ndarray, choice: str, seed: int) -> ConvExample:
     """A named kernel on the gray picture, or a seeded conv1 kernel on the normalised RGB one."""
     if choice.startswith("net"):
-        weights, biases = net_conv1(seed)
-        i = int(choice[3:])
-        return ConvExample(weights[i], float(biases[i]), to_input(hwc, "rgb"),
-                           "network.net_kernel_caption")
-    return ConvExample(named_kernels()[choice], 0.0, to_input(hwc, "gray"),
-                       "network.gray_caption")
+        conv1, i = random_model(seed).conv1, int(choice[3:])
+        return ConvExample(conv1.weight[i].detach().numpy(), conv1.bias[i].item(),
+                           to_input(hwc, "rgb"), "network.net_kernel_caption")
+    return ConvExample(named_kernels()[choice], 0.0, to_input(hwc, "gray"), "network.gray_caption")
 
 
 def input_figure(hwc: np.ndarray, ex: ConvExample, step: dict, name: str, t) -> go.Figure:
@@ -122,8 +111,7 @@ def pool_figures(region: np.ndarray, pooled: dict, pick: int, kernel: int,
                                      w=region.shape[1]), signed=False, text=small, height=420)
     if small:
         for w in wins:
-            C.box(fig_in, w["top"], w["left"], kernel, kernel, color="white", width=1,
-                  dash="dot")
+            C.box(fig_in, w["top"], w["left"], kernel, kernel, color="white", width=1, dash="dot")
     C.box(fig_in, chosen["top"], chosen["left"], kernel, kernel, color=POOL_MARK, width=4)
     # each max's star at the centre of its cell; on a grid with numbers, that cell's number
     # moves just under its star (out of the heatmap's text) so both stay readable
@@ -173,10 +161,3 @@ def activation_figure(t) -> go.Figure:
     return C.localized(fig, t.lang, height=360, margin=dict(C.MARGIN, t=60), legend=dict(
         orientation="h", y=-0.15, x=0.5, xanchor="center"))
 
-
-def activation_table(t, layers: tuple[int, ...] = (1, 2, 4, 8)) -> list[dict]:
-    """The most of a gradient that can pass 1, 2, 4, 8 activations backwards (at their steepest)."""
-    steepest = {name: max(dy) for name, (_, _, dy) in activation_curves().items()}
-    return [{t("network.act_col"): t(f"common.activation_{name}"),
-             **{t("network.act_layers", n=n): i18n.significant(steepest[name] ** n, t.lang)
-                for n in layers}} for name in ACTIVATIONS]

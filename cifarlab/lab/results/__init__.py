@@ -91,9 +91,8 @@ def per_class_by_epoch(events: Iterable[Any]) -> pd.DataFrame:
     return df.drop_duplicates(["epoch", "class"], keep="last").reset_index(drop=True)
 
 
-# One limit for every file the page accepts: the largest checkpoint. The uploaders keep
-# Streamlit's 200 MB cap, far above ours (it refuses in English: ours in the student's
-# language); the server's cap sits 1 MB above, for the request's framing.
+# One limit for every upload: the largest checkpoint. The uploaders keep Streamlit's 200 MB (it
+# refuses in English, ours in the student's language); the server's is 1 MB more, for framing.
 MAX_UPLOAD_BYTES = MAX_CHECKPOINT_BYTES
 UPLOADER_MB = 200
 SERVER_UPLOAD_MB = UPLOADER_MB + 1
@@ -102,7 +101,6 @@ SERVER_UPLOAD_MB = UPLOADER_MB + 1
 MAX_IMAGE_PIXELS = 24_000_000
 MAX_DECODE_BYTES = 96 * 2**20
 IMAGE_FORMATS = ("PNG", "JPEG", "GIF", "WEBP", "BMP", "TIFF")  # JPEG opens MPO too
-FRAME_COUNT_BYTES = 2**20
 PREVIEW_SIZE = 256
 
 
@@ -132,14 +130,18 @@ class PreparedImage:
 
 _ALPHA_MODES = {"RGBA", "LA", "PA", "RGBa", "La"}
 _WIDE_MODES = {"I", "F", "I;16", "I;16B", "I;16L", "I;16N"}
+# the turn that makes a photo upright, by its EXIF orientation (as ImageOps.exif_transpose)
+_UPRIGHT = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180,
+            4: Image.Transpose.FLIP_TOP_BOTTOM, 5: Image.Transpose.TRANSPOSE,
+            6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
+            8: Image.Transpose.ROTATE_90}
 _STORED_BYTES = {"1": 1, "L": 1, "P": 1, "I;16": 2, "I;16B": 2, "I;16L": 2, "I;16N": 2}  # else 4
 
 
 def prepare_image(file_bytes: bytes, max_pixels: int = MAX_IMAGE_PIXELS,
                   max_bytes: int = MAX_UPLOAD_BYTES, size: int = 32) -> PreparedImage:
     """An uploaded picture decoded safely and shrunk to ``size``×``size`` RGB; refused
-    (``ImageError``) by its header when too costly. Converted, with a note: other colour
-    modes, transparency (over white), an animation, an EXIF rotation, a non-square picture."""
+    (``ImageError``) by its header when too costly. Noted: transparency (over white), a crop."""
     if not file_bytes:
         raise ImageError("image.empty")
     if len(file_bytes) > max_bytes:
@@ -162,18 +164,13 @@ def prepare_image(file_bytes: bytes, max_pixels: int = MAX_IMAGE_PIXELS,
             if fmt in ("JPEG", "MPO"):  # decoded at 1/2, 1/4 or 1/8 scale, still ≥ the preview
                 img.draft("RGB", (max(size, PREVIEW_SIZE), max(size, PREVIEW_SIZE)))
             _check_cost(img, width, height, max_pixels)
-            # a GIF's (or TIFF's) frames are counted by walking them: only in a small file (a
-            # 64 MB GIF of 1×1 frames holds 2.6 million)
-            if getattr(img, "is_animated", False) and (
-                    fmt in ("PNG", "WEBP", "MPO") or len(file_bytes) <= FRAME_COUNT_BYTES):
-                notes.append(("first_frame", {"n": int(img.n_frames)}))
-            img.load()
+            img.load()   # an animation's first frame
             try:
-                orientation = int(img.getexif().get(0x0112, 1))   # EXIF's Orientation tag
+                turn = _UPRIGHT.get(int(img.getexif().get(0x0112, 1)))   # EXIF's Orientation
             except (ValueError, TypeError, OSError, SyntaxError):   # damaged EXIF: as it is
-                orientation = 1
-            img = _shrink(img, 2 * PREVIEW_SIZE)
-            rgb = _orient(_to_rgb(img, notes), orientation, notes)
+                turn = None
+            rgb = _to_rgb(_shrink(img, 2 * PREVIEW_SIZE), notes)
+            rgb = rgb if turn is None else rgb.transpose(turn)
         except bomb:
             raise ImageError("image.bomb", limit_mp=max_pixels / 1e6) from None
         except ImageError:
@@ -224,23 +221,8 @@ def _shrink(img, least: int):
     return img.resize((w // factor, h // factor), Image.Resampling.BOX)
 
 
-def _orient(rgb, orientation: int, notes: list[tuple[str, dict]]):
-    """Turn the picture upright as the camera's EXIF orientation says (ImageOps.exif_transpose)."""
-    method = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180,
-              4: Image.Transpose.FLIP_TOP_BOTTOM, 5: Image.Transpose.TRANSPOSE,
-              6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
-              8: Image.Transpose.ROTATE_90}.get(orientation)
-    if method is None:
-        return rgb
-    if orientation >= 5:
-        notes.append(("rotated", {}))
-    return rgb.transpose(method)
-
-
 def _to_rgb(img, notes: list[tuple[str, dict]]):
     mode = img.mode
-    if mode == "RGB":
-        return img
     if mode == "P" and "transparency" in img.info:
         img, mode = img.convert("RGBA"), "RGBA"
     if mode in _ALPHA_MODES:
@@ -257,15 +239,11 @@ def _to_rgb(img, notes: list[tuple[str, dict]]):
         elif hi > lo and (hi > 255 or lo < 0 or mode == "F"):
             a = (a - lo) / (hi - lo) * 255.0
         a = np.nan_to_num(np.clip(a, 0, 255)).round().astype(np.uint8)
-        notes.append(("converted", {"mode": img.mode}))
         return Image.fromarray(a, "L").convert("RGB")
     try:
-        out = img.convert("RGB")
+        return img.convert("RGB")
     except (ValueError, OSError):
         raise ImageError("image.odd_mode", mode=mode) from None
-    if mode not in ("L", "P", "1"):
-        notes.append(("converted", {"mode": mode}))
-    return out
 
 
 def classify_prepared(model: torch.nn.Module, image: PreparedImage,
