@@ -163,9 +163,9 @@ def test_a_tampered_submit_with_a_locked_knob_is_refused(cr, klass, queue):
     assert "0.01" in str(err) and "0,01" in err.text("es") and "0,01" in err.text("pt")
     assert refused(queue.submit, SID[ANA], QUICK.replace(lr=0.01, seed=3),
                    owner=ANA.id).field == "seed"
-    # submit_job("train", ...) goes through the same check
+    # no way around submit's checks: submit_job refuses the "train" kind
     assert refused(queue.submit_job, SID[ANA], "train", QUICK.to_dict(), "cpu",
-                   owner=ANA.id).field == "lr"
+                   owner=ANA.id).code == "serve.queue.unknown_kind"
     assert queue.store.counts()["queued"] == 0
     # the pushed values pass, and the run is recorded for the class (owner: Person.id)
     run_id = queue.submit(SID[ANA], QUICK.replace(lr=0.01), owner=ANA.id)

@@ -407,7 +407,7 @@ def test_a_timing_job_is_stopped_at_the_time_limit(make_queue, monkeypatch):
 
 
 def test_exclusive_job_waits_for_an_idle_device_and_holds_it(make_queue):
-    queue = make_queue(cpu_slots=2, max_per_session=5, spare_workers=2)
+    queue = make_queue(cpu_slots=2, max_per_owner=5, spare_workers=2)
     queue.wait_warm()
     long = {"steps": 30, "dt": 0.05}
     short = {"steps": 10, "dt": 0.05}

@@ -97,17 +97,10 @@ class JobQueue:
         to itself, a list all of them."""
         validate_session(session)
         owner = session if owner is None else owner
-        if kind in (TRAIN, LR_FIND):  # through submit, so that it meets every limit
-            try:
-                config = TrainConfig.from_dict(payload if kind == TRAIN else payload["config"])
-            except (CifarLabError, KeyError, TypeError) as err:
-                raise admission.as_job_error(err if isinstance(err, CifarLabError) else
-                                             JobError("serve.limits.not_a_config")) from None
-            return self.submit(session, config, name=name, owner=owner,
-                               sweep=None if kind == TRAIN else payload)
-        if kind not in KINDS:
+        others = sorted(set(KINDS) - {TRAIN, LR_FIND})   # those two only through submit
+        if kind not in others:
             raise JobError("serve.queue.unknown_kind", field="kind", kind=repr(kind)[:40],
-                           known=", ".join(sorted(KINDS)))
+                           known=", ".join(others))
         admission.check_num_workers(payload.get("num_workers"), self.settings)
         if kind == TIMING:
             admission.check_timing(payload.get("estimate_s") if estimate_s is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from cifarlab import i18n
 from cifarlab.errors import CifarLabError, JobError
@@ -14,7 +14,6 @@ RUN_ID_RE = re.compile(r"[0-9a-f]{32}")
 SESSION_RE = re.compile(r"[A-Za-z0-9_-]{8,64}")
 # a cookie id, a user name or e-mail, an IPv4 or IPv6 address (it only ever reaches SQL as a value)
 OWNER_RE = re.compile(r"[A-Za-z0-9_.:@+-]{1,128}")
-KIND_RE = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
 STATUSES = ("queued", "running", "done", "failed", "cancelled", "interrupted")
 ACTIVE = ("queued", "running")
@@ -37,21 +36,6 @@ def validate_owner(owner: Any) -> str:
     if isinstance(owner, str) and OWNER_RE.fullmatch(owner):
         return owner
     raise JobError("serve.runs.bad_owner", field="owner", value=repr(owner)[:40])
-
-
-def validate_kind(kind: Any) -> str:
-    if isinstance(kind, str) and KIND_RE.fullmatch(kind):
-        return kind
-    raise JobError("serve.runs.bad_kind", field="kind", kind=repr(kind)[:40])
-
-
-def validate_statuses(values: Iterable[str] | str) -> list[str]:
-    values = [values] if isinstance(values, str) else list(values)
-    for v in values:
-        if v not in STATUSES:
-            raise JobError("serve.runs.bad_status", field="status", status=repr(v)[:40],
-                           known=", ".join(STATUSES))
-    return values
 
 
 def reason(code: str, **params: Any) -> dict[str, Any]:

@@ -93,7 +93,6 @@ _FIELDS: dict[str, tuple[str, float | None, float | None]] = {
     f.name: (_KINDS.get(f.name) or f.type.split(" ")[0], *_BOUNDS.get(f.name, (1, None)))
     for f in dataclasses.fields(Settings)}
 _CHOICES = {"executor": ("local", "ray")}
-_ALIASES = {"max_per_session": "max_per_owner"}  # old name -> name; the new name wins
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -118,10 +117,9 @@ def load_settings(env: Mapping[str, str] | None = None,
         path = Path(DEFAULT_CONFIG_FILE)
     if path is not None:
         _apply(values, _from_file(path), lambda n: f"{n} ({path})", path.resolve().parent)
-    given = {n: env[env_name(n)] for n in [*_ALIASES, *_FIELDS]
-             if env.get(env_name(n), "").strip() != ""}
+    given = {n: env[env_name(n)] for n in _FIELDS if env.get(env_name(n), "").strip() != ""}
     _apply(values, given, env_name, Path.cwd())
-    unknown = next((n for n in overrides if _ALIASES.get(n, n) not in _FIELDS), None)
+    unknown = next((n for n in overrides if n not in _FIELDS), None)
     if unknown is not None:
         raise SettingsError("serve.settings.unknown_setting", name=unknown,
                             known=", ".join(_FIELDS))
@@ -138,10 +136,8 @@ def load_settings(env: Mapping[str, str] | None = None,
 
 def _apply(values: dict[str, Any], given: Mapping[str, Any], where: Callable[[str], str],
            base: Path) -> None:
-    """Parse ``given`` into ``values``, old names first so that a setting's own name wins."""
-    for name in sorted(given, key=lambda n: n not in _ALIASES):
-        field = _ALIASES.get(name, name)
-        values[field] = _parse(field, given[name], where(name), base)
+    for name, raw in given.items():
+        values[name] = _parse(name, raw, where(name), base)
 
 
 def _from_file(path: Path) -> dict[str, Any]:
@@ -154,7 +150,7 @@ def _from_file(path: Path) -> dict[str, Any]:
         raise SettingsError("serve.settings.unreadable", path=str(path),
                             detail=str(err.strerror)) from None
     table = doc["cifarlab"] if isinstance(doc.get("cifarlab"), dict) else doc
-    unknown = sorted(set(table) - set(_FIELDS) - set(_ALIASES))
+    unknown = sorted(set(table) - set(_FIELDS))
     if unknown:
         raise SettingsError("serve.settings.unknown_keys", path=str(path),
                             names=", ".join(unknown), known=", ".join(_FIELDS))

@@ -20,8 +20,8 @@ from cifarlab.errors import JobError
 from cifarlab.serve.backup import StoreDamaged, open_checked
 from cifarlab.serve.database import Database, store_url
 from cifarlab.serve.runs import (ACTIVE, FINISHED, RUN_ID_RE, STATUSES, Run, RunEvent,
-                                 pid_alive, reason, validate_kind, validate_owner,
-                                 validate_run_id, validate_session, validate_statuses)
+                                 pid_alive, reason, validate_owner, validate_run_id,
+                                 validate_session)
 from cifarlab.serve.schema import (COUNTERS, EVENTS, JSON_COLUMNS, LOSSES, QUEUE_POSITION,
                                    REPLICAS, RUNS, SCHEMA_VERSION, USED_COMPUTE)
 
@@ -50,13 +50,9 @@ def _run(row: Any) -> Run:
 
 
 def _dumps(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, default=_json_default)
-
-
-def _json_default(obj: Any) -> Any:
-    if hasattr(obj, "tolist"):   # numpy
-        return obj.tolist()
-    return list(obj) if isinstance(obj, set) else str(obj)  # a Path, or anything else: its text
+    # numpy values as lists, a Path (or anything else) as its text
+    return None if value is None else json.dumps(
+        value, default=lambda obj: obj.tolist() if hasattr(obj, "tolist") else str(obj))
 
 
 class RunStore(Database):
@@ -110,7 +106,6 @@ class RunStore(Database):
         """Queue a new run; returns its id (``owner``, ``exclusive``: ``JobQueue.submit_job``)."""
         validate_session(session)
         owner = validate_owner(session if owner is None else owner)
-        validate_kind(kind)
         if isinstance(exclusive, bool):
             holds = [str(device)] if exclusive else []
         else:
@@ -137,7 +132,7 @@ class RunStore(Database):
         if session is not None:
             q = q.where(R.session == validate_session(session))
         if statuses is not None:
-            q = q.where(R.status.in_(validate_statuses(statuses)))
+            q = q.where(R.status.in_(list(statuses)))
         if kind is not None:
             q = q.where(R.kind == kind)
         q = q.order_by(*_NEWEST)
@@ -155,7 +150,6 @@ class RunStore(Database):
         """Move a run to ``status`` if it is in ``only_from`` (a late writer never overwrites an
         outcome); True if it changed."""
         validate_run_id(run_id)
-        (status,) = validate_statuses([status])
         unknown = sorted(set(fields) - set(_STATUS_FIELDS))
         if unknown:
             raise JobError("serve.store.bad_fields", fields=", ".join(unknown))
@@ -172,7 +166,7 @@ class RunStore(Database):
             values.update(finished_at=now, checkpoint=str(path) if path.is_file() else None)
         q = update(RUNS).where(R.id == run_id).values(**values)
         if only_from is not None:
-            q = q.where(R.status.in_(validate_statuses(only_from)))
+            q = q.where(R.status.in_(list(only_from)))
         with self._write() as c:
             return c.execute(q).rowcount == 1
 
@@ -186,9 +180,7 @@ class RunStore(Database):
                events: Iterable[tuple[str, dict]] = (), progress: dict | None = None) -> None:
         """Write a batch in one transaction."""
         validate_run_id(run_id)
-        steps, losses, events = list(steps), list(losses), list(events)
-        if len(steps) != len(losses):
-            raise JobError("serve.store.steps_losses", steps=len(steps), losses=len(losses))
+        events = list(events)
         now = time.time()
         with self._write() as c:
             if steps:
