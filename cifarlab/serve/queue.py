@@ -103,8 +103,7 @@ class JobQueue:
                            known=", ".join(others))
         admission.check_num_workers(payload.get("num_workers"), self.settings)
         if kind == TIMING:
-            admission.check_timing(payload.get("estimate_s") if estimate_s is None
-                                   else estimate_s, self.settings)
+            admission.check_timing(estimate_s, self.settings)
         device = self._resolve(device)
         if not isinstance(exclusive, bool):
             exclusive = [self._resolve(d) for d in exclusive]

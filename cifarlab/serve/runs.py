@@ -45,16 +45,6 @@ def reason(code: str, **params: Any) -> dict[str, Any]:
             "error_params": params}
 
 
-def reason_for(err: CifarLabError) -> dict[str, Any]:
-    """``reason`` for one of our errors: its own code and parameters, on one line."""
-    try:
-        text = " ".join(str(err).split())
-    except (KeyError, ValueError):  # a code no catalog has (strict mode): never lose the failure
-        return {"error": f"{type(err).__name__}: {err.code}", "error_code": None,
-                "error_params": None}
-    return {"error": text, "error_code": err.code or None, "error_params": dict(err.params)}
-
-
 @dataclass(frozen=True)
 class Run:
     """One row of ``runs``, with its JSON fields parsed."""

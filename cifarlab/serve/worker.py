@@ -18,7 +18,7 @@ from cifarlab.core.config import TrainConfig
 from cifarlab.errors import CifarLabError
 from cifarlab.serve.database import StoreUnreachable
 from cifarlab.serve.executor import import_target
-from cifarlab.serve.runs import reason, reason_for
+from cifarlab.serve.runs import reason
 from cifarlab.serve.settings import Settings
 from cifarlab.serve.store import RunStore
 
@@ -316,8 +316,9 @@ def _peak_rss_mb() -> float:
 
 def failure(err: BaseException) -> dict[str, Any]:
     """Why a job failed, in one line a student can read."""
-    if isinstance(err, CifarLabError):
-        return reason_for(err)
+    if isinstance(err, CifarLabError):   # its own code and parameters, on one line
+        return {"error": " ".join(str(err).split()), "error_code": err.code or None,
+                "error_params": dict(err.params)}
     name = type(err).__name__
     first = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
     if name == "OutOfMemoryError":
