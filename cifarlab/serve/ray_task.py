@@ -11,8 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cifarlab.serve.executor import import_target
-from cifarlab.serve.worker import JobContext, _lower_priority, _raise, _warm_up, run_job
+from cifarlab.serve.worker import JobContext, _lower_priority, _warm_up, run_job
 
 _NICED = False  # Ray reuses its worker processes: set the priority once per process
 
@@ -74,11 +73,7 @@ class RunActor:
                          daemon=True).start()
 
     def _run(self, job: dict) -> None:
-        try:
-            fn = import_target(job["target"])
-        except BaseException as err:  # noqa: BLE001 - recorded as the run's failure
-            fn = _raise(err)
-        self.outcome = run_job(fn, job["payload"], self.ctx)
+        self.outcome = run_job(job["target"], job["payload"], self.ctx)
         time.sleep(ORPHAN_S)   # still here: no app server came for the outcome
         os._exit(0)
 

@@ -97,7 +97,6 @@ class RunStore(Database):
             c.execute(update(RUNS).where(R.id == validate_run_id(run_id)).values(**values))
 
     def rename(self, run_id: str, name: str | None) -> None:
-        """Give a run a name (None or blank: no name, the page shows its id)."""
         self._update(run_id, name=clean_name(name))
 
     def create_run(self, session: str, kind: str, config: dict, device: str,
@@ -142,7 +141,6 @@ class RunStore(Database):
             return [_run(row) for row in c.execute(q)]
 
     def queued(self) -> list[Run]:
-        """Queued runs, first come first served (oldest first)."""
         return self.list_runs(statuses=["queued"])[::-1]
 
     def set_status(self, run_id: str, status: str, *, only_from: Sequence[str] | None = None,
@@ -177,10 +175,9 @@ class RunStore(Database):
         self._update(run_id, heartbeat=time.time())
 
     def record(self, run_id: str, *, steps: Sequence[int] = (), losses: Sequence[float] = (),
-               events: Iterable[tuple[str, dict]] = (), progress: dict | None = None) -> None:
+               events: Sequence[tuple[str, dict]] = (), progress: dict | None = None) -> None:
         """Write a batch in one transaction."""
         validate_run_id(run_id)
-        events = list(events)
         now = time.time()
         with self._write() as c:
             if steps:
@@ -263,7 +260,6 @@ class RunStore(Database):
                                   "r.status = 'queued'"), {"run": run_id}).scalar()
 
     def counts(self, owner: str | None = None) -> dict[str, int]:
-        """How many runs are in each status (all of them, or one owner's)."""
         q = select(R.status, func.count()).group_by(R.status)
         if owner is not None:
             q = q.where(R.owner == validate_owner(owner))

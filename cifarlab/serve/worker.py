@@ -1,5 +1,4 @@
-"""The worker process: one job, its progress written to the store, niced, with a heartbeat so a
-silent worker can be told from a busy one; any exception becomes ``failed`` in one line."""
+"""The worker process: one job, niced, its progress in the store, any exception ``failed``."""
 from __future__ import annotations
 
 import contextlib
@@ -55,8 +54,7 @@ class JobContext:
         self.device = device
         self.checkpoint_path: Path = store.checkpoint_path(run_id)
         self.time_limit_s = time_limit_s
-        # "cancel" | "server" | "time_limit" once should_stop said so
-        self.stop_reason: str | None = None
+        self.stop_reason: str | None = None   # "cancel" | "server" | "time_limit"
         self.weights_error: BaseException | None = None  # the disk was full at the end
         self._data_source = data_source
         self._data = data
@@ -166,7 +164,8 @@ def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
                 got["job"] = conn.recv()
             except (EOFError, OSError):  # the server closed the pipe: no job for us
                 return
-        _beat(store, got["job"]["run_id"], beating)
+        threading.Thread(target=_beat, args=(store, got["job"]["run_id"], beating),
+                         name="cifarlab-heartbeat", daemon=True).start()
 
     waiter = threading.Thread(target=wait_for_job, name="cifarlab-job-wait", daemon=True)
     waiter.start()
@@ -196,7 +195,6 @@ def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
 
 
 def _lower_priority(steps: int) -> None:
-    """Run ``steps`` below the server's priority."""
     if steps > 0:
         with contextlib.suppress(OSError):  # not allowed here: run at the server's priority
             os.nice(steps)
@@ -213,12 +211,9 @@ def _warm_up() -> None:
 
 
 def _beat(store: RunStore, run_id: str, stop: threading.Event) -> None:
-    def loop() -> None:
-        while not stop.wait(HEARTBEAT_S):
-            with contextlib.suppress(Exception):  # a busy store: try again next beat
-                store.heartbeat(run_id)
-
-    threading.Thread(target=loop, name="cifarlab-heartbeat", daemon=True).start()
+    while not stop.wait(HEARTBEAT_S):
+        with contextlib.suppress(Exception):  # a busy store: try again next beat
+            store.heartbeat(run_id)
 
 
 def _run_job(store: RunStore, job: dict, data: Any, data_error: BaseException | None) -> None:
@@ -227,15 +222,9 @@ def _run_job(store: RunStore, job: dict, data: Any, data_error: BaseException | 
     ctx = JobContext(store, run_id, job["device"], job.get("data_source"), data, data_error,
                      parent_alive=parent.is_alive if parent is not None else None,
                      time_limit_s=job.get("time_limit_s"))
-    try:
-        run = store.get(run_id)
-        if run is None or run.status != "running":
-            return  # deleted or settled while we were starting
-        fn = import_target(job["target"])
-    except BaseException as err:  # noqa: BLE001 - every failure is recorded, in words
-        fn = _raise(err)
-    status, fields = run_job(fn, job["payload"], ctx)
-    settle(store, ctx, status, fields)
+    run = store.get(run_id)
+    if run is not None and run.status == "running":   # not deleted or settled meanwhile
+        settle(store, ctx, *run_job(job["target"], job["payload"], ctx))
 
 
 def settle(store: RunStore, ctx: Any, status: str, fields: dict,
@@ -254,17 +243,12 @@ def settle(store: RunStore, ctx: Any, status: str, fields: dict,
         time.sleep(1.0)
 
 
-def _raise(err: BaseException) -> Callable[[dict, Any], dict]:
-    def fn(payload: dict, ctx: Any) -> dict:
-        raise err
-    return fn
-
-
-def run_job(fn: Callable[[dict, Any], dict], payload: dict,
+def run_job(fn: Callable[[dict, Any], dict] | str, payload: dict,
             ctx: JobContext) -> tuple[str, dict[str, Any]]:
-    """Run a job function; returns (its status, the fields ``RunStore.set_status`` records)."""
+    """Run a job function (or its ``"module:function"``); returns (its status, the fields
+    ``RunStore.set_status`` records)."""
     try:
-        result = fn(payload, ctx)
+        result = (import_target(fn) if isinstance(fn, str) else fn)(payload, ctx)
         ctx.flush()
         result = dict(result or {})
         env = result.pop("env", None)
