@@ -31,7 +31,7 @@ from cifarlab.core import checkpoint as ckpt
 from cifarlab.core.config import TrainConfig
 from cifarlab.errors import DataError, JobError
 from cifarlab.serve import queue as jobs
-from cifarlab.serve.queue import JobQueue, register_kind
+from cifarlab.serve.queue import KINDS, JobQueue
 from cifarlab.serve.settings import load_settings
 from cifarlab.serve.store import RunStore
 from cifarlab.serve.worker import failure
@@ -75,7 +75,7 @@ def sleepy_job(payload, ctx):
             "threads": torch.get_num_threads()}
 
 
-register_kind("sleepy", f"{__name__}:sleepy_job")
+KINDS["sleepy"] = f"{__name__}:sleepy_job"
 
 
 def dies_saving_job(payload, ctx):
@@ -86,7 +86,7 @@ def dies_saving_job(payload, ctx):
                                                             os.kill(os.getpid(), signal.SIGKILL)))
 
 
-register_kind("dies_saving", f"{__name__}:dies_saving_job")
+KINDS["dies_saving"] = f"{__name__}:dies_saving_job"
 
 
 def stubborn_job(payload, ctx):
@@ -99,7 +99,7 @@ def stubborn_job(payload, ctx):
     return {}
 
 
-register_kind("stubborn", f"{__name__}:stubborn_job")
+KINDS["stubborn"] = f"{__name__}:stubborn_job"
 
 
 def process_alive(pid: int) -> bool:

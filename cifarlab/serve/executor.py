@@ -13,28 +13,21 @@ from cifarlab.serve.store import RunStore
 
 log = logging.getLogger("cifarlab.serve.queue")
 
-# job kinds: what a queued job runs, by name ("package.module:function", imported by the
-# worker), so that serve runs the GPU page's timing sweep without importing lab
-KINDS: dict[str, str] = {}
 TRAIN = "train"
 TIMING = "timing"   # the CPU-vs-GPU timing sweep: bounded by max_timing_seconds
 LR_FIND = "lr_find"  # the learning-rate finder: a probe of a config, at most 200 steps
-
-
-def register_kind(name: str, target: str) -> None:
-    """``target``: ``fn(payload, ctx: JobContext) -> dict`` (the result, as JSON), imported by the
-    worker; a result ``{"cancelled": True}`` ends the run ``cancelled``, an exception ``failed``."""
-    KINDS[name] = target
+# job kinds: the "module:function" each runs, ``fn(payload, ctx: JobContext) -> dict`` (its
+# result; ``{"cancelled": True}`` ends it cancelled), imported by the worker: so serve runs the
+# GPU page's timing sweep without importing lab
+KINDS: dict[str, str] = {TRAIN: "cifarlab.serve.worker:run_train_job",
+                         TIMING: "cifarlab.lab.gpu.measure:run_timing_job",
+                         LR_FIND: "cifarlab.core.lr_finder:run_job"}
 
 
 def import_target(target: str) -> Callable[[dict, Any], dict]:
     module, _, name = target.partition(":")
     return getattr(importlib.import_module(module), name)
 
-
-register_kind(TRAIN, "cifarlab.serve.worker:run_train_job")
-register_kind(TIMING, "cifarlab.lab.gpu.measure:run_timing_job")
-register_kind(LR_FIND, "cifarlab.core.lr_finder:run_job")
 
 @dataclass
 class Handle:

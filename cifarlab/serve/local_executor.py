@@ -49,8 +49,7 @@ def context():
 
 
 def _in_environment(env: dict, target, *args) -> None:
-    """A worker's entry: the server's environment now (a forked worker would otherwise have the
-    fork server's, from when it started)."""
+    """A worker's entry: the server's environment now, not the fork server's from its start."""
     os.environ.clear()
     os.environ.update(env)
     target(*args)
@@ -145,7 +144,6 @@ class LocalExecutor(Executor):
         return process
 
     def poll(self) -> None:
-        """Settle the runs whose worker ended; count the spares that died."""
         for run_id, w in list(self.running.items()):
             if w.process.exitcode is None:
                 continue

@@ -18,7 +18,7 @@ from cifarlab.serve import admission, disk, replicas
 from cifarlab.serve.backup import Backups
 from cifarlab.serve.classroom import enforce, tables
 from cifarlab.serve.dispatcher import Dispatcher
-from cifarlab.serve.executor import KINDS, LR_FIND, TIMING, TRAIN, Executor, register_kind
+from cifarlab.serve.executor import KINDS, LR_FIND, TIMING, TRAIN, Executor
 from cifarlab.serve.local_executor import LocalExecutor
 from cifarlab.serve.ray_executor import RayExecutor  # imports ray only once it starts
 from cifarlab.serve.runs import FINISHED, Run, validate_session
@@ -26,7 +26,7 @@ from cifarlab.serve.settings import Settings, load_settings
 from cifarlab.serve.store import RunStore, StoreCounters
 
 # what pages and tests import from here (pages reach the store only through the queue)
-__all__ = ["JobQueue", "get_queue", "FULL_TRAIN_IMAGES", "FINISHED", "register_kind"]
+__all__ = ["JobQueue", "get_queue", "FULL_TRAIN_IMAGES", "FINISHED", "KINDS"]
 
 FULL_TRAIN_IMAGES = 50000    # CIFAR-10's training set, when the data is not loaded here
 
