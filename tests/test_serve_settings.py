@@ -109,7 +109,7 @@ def test_bad_settings_file(tmp_path):
     with pytest.raises(SettingsError, match=r"unknown setting.*cpu_slotz"):
         load_settings(env={}, config_file=bad)
     bad.write_text("cpu_slots = \n")
-    with pytest.raises(SettingsError, match="not valid TOML"):
+    with pytest.raises(SettingsError, match="could not be read as TOML"):
         load_settings(env={}, config_file=bad)
     with pytest.raises(SettingsError, match="Unknown setting 'cpu_slotz'") as info:
         load_settings(env={}, cpu_slotz=3)

@@ -10,7 +10,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from cifarlab.core.config import Limits
 from cifarlab.errors import CifarLabError, JobError
@@ -116,14 +116,15 @@ def load_settings(env: Mapping[str, str] | None = None,
     elif Path(DEFAULT_CONFIG_FILE).is_file():
         path = Path(DEFAULT_CONFIG_FILE)
     if path is not None:
-        _apply(values, _from_file(path), lambda n: f"{n} ({path})", path.resolve().parent)
+        values.update({n: _parse(n, raw, f"{n} ({path})", path.resolve().parent)
+                       for n, raw in _from_file(path).items()})
     given = {n: env[env_name(n)] for n in _FIELDS if env.get(env_name(n), "").strip() != ""}
-    _apply(values, given, env_name, Path.cwd())
+    values.update({n: _parse(n, raw, env_name(n), Path.cwd()) for n, raw in given.items()})
     unknown = next((n for n in overrides if n not in _FIELDS), None)
     if unknown is not None:
         raise SettingsError("serve.settings.unknown_setting", name=unknown,
                             known=", ".join(_FIELDS))
-    _apply(values, overrides, str, Path.cwd())
+    values.update({n: _parse(n, raw, n, Path.cwd()) for n, raw in overrides.items()})
 
     cores = cpu_cores()
     values.setdefault("home", (Path.cwd() / "var").resolve())
@@ -134,21 +135,13 @@ def load_settings(env: Mapping[str, str] | None = None,
     return Settings(**values)
 
 
-def _apply(values: dict[str, Any], given: Mapping[str, Any], where: Callable[[str], str],
-           base: Path) -> None:
-    for name, raw in given.items():
-        values[name] = _parse(name, raw, where(name), base)
-
-
 def _from_file(path: Path) -> dict[str, Any]:
     try:
         with open(path, "rb") as f:
             doc = tomllib.load(f)
-    except tomllib.TOMLDecodeError as err:
-        raise SettingsError("serve.settings.bad_toml", path=str(path), detail=str(err)) from None
-    except OSError as err:
+    except (tomllib.TOMLDecodeError, OSError) as err:   # the parser's or the system's words
         raise SettingsError("serve.settings.unreadable", path=str(path),
-                            detail=str(err.strerror)) from None
+                            detail=getattr(err, "strerror", None) or str(err)) from None
     table = doc["cifarlab"] if isinstance(doc.get("cifarlab"), dict) else doc
     unknown = sorted(set(table) - set(_FIELDS))
     if unknown:
@@ -165,10 +158,8 @@ def _parse(name: str, raw: Any, where: str, base: Path) -> Any:
     if kind == "int":
         value = int(text) if isinstance(text, str) and text.lstrip("+").isdigit() else text
         if type(value) is not int or value < low or (high is not None and value > high):
-            if high is not None:
-                raise SettingsError("serve.settings.whole_number_range", min=int(low),
-                                    max=int(high), **bad)
-            raise SettingsError("serve.settings.whole_number", min=int(low), **bad)
+            code = "whole_number" if high is None else "whole_number_range"
+            raise SettingsError(f"serve.settings.{code}", min=int(low), max=high, **bad)
         return value
     if kind == "float":
         try:
