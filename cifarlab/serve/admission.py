@@ -74,8 +74,7 @@ def check_num_workers(n: Any, settings: Settings) -> None:
 
 
 def check_timing(estimate_s: float | None, settings: Settings) -> None:
-    """Refuse a timing sweep estimated to run over ``max_timing_seconds`` (None: the worker
-    stops it there)."""
+    """Refuse a timing estimated over ``max_timing_seconds`` (None: the worker stops it then)."""
     if estimate_s is not None and estimate_s > settings.max_timing_seconds:
         raise JobError("serve.limits.timing_seconds", field="estimate",
                        estimate=math.ceil(estimate_s), limit=round(settings.max_timing_seconds))

@@ -46,8 +46,7 @@ class Person:
 
 def signed_in(email: str, name: str | None = None, groups: Iterable[str] | str | None = None, *,
               instructors: Iterable[str] = (), instructor_group: str | None = None) -> Person:
-    """The person an identity provider vouches for: an instructor when listed in ``instructors``
-    (any letter case) or in ``instructor_group``."""
+    """Whom an identity provider vouches for; an instructor if listed or in ``instructor_group``."""
     email = email.strip().lower()
     if isinstance(groups, str):      # some providers send one group as a plain string
         groups = [groups]
@@ -126,8 +125,7 @@ def secrets_line(stored: str) -> str:
 
 @dataclass(frozen=True)
 class Backoff:
-    """``free`` failures cost nothing; from then on each one doubles the wait, from ``base_s``
-    up to ``cap_s``, counted from the latest failure."""
+    """After ``free`` failures, each one doubles the wait (``base_s`` up to ``cap_s``)."""
 
     free: int
     base_s: float
@@ -195,8 +193,7 @@ PASSPHRASE_TARGET = "instructor-passphrase"
 
 def try_passphrase(passphrase: str, stored: str, client: str,
                    limiter: AttemptLimiter) -> float | None:
-    """None when ``passphrase`` is the instructor's; else the seconds ``client`` must wait (a
-    waiting browser is refused before scrypt runs)."""
+    """None for the instructor's passphrase, else the seconds to wait (before scrypt runs)."""
     wait = limiter.wait(client, PASSPHRASE_TARGET)
     if wait > 0:
         return wait

@@ -161,8 +161,7 @@ class LocalExecutor(Executor):
             kill(w.process)
 
     def keep_warm(self, backlog: int) -> None:
-        """Start spares up to ``spare_workers``: at once when runs wait, else (a spare's imports
-        take seconds of CPU) a moment after the last start, when the cores have room."""
+        """Spares up to ``spare_workers``: at once when runs wait, else when the cores have room."""
         now = time.monotonic()
         self._spare_deaths = [t for t in self._spare_deaths if now - t < 60]
         # spares keep dying: runs start cold for a minute. One that just died (the fork server

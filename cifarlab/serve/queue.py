@@ -71,8 +71,7 @@ class JobQueue:
 
     def submit(self, session: str, config: TrainConfig, name: str | None = None,
                owner: str | None = None, sweep: dict | None = None) -> str:
-        """Queue a training run, or with ``sweep`` ({"steps", "lr_min", "lr_max"}) the
-        learning-rate finder on its config; its id, or JobError."""
+        """Queue a training run, or with ``sweep`` the learning-rate finder on it; its id."""
         validate_session(session)
         owner = session if owner is None else owner   # checked where the run is created
         n_train = self.train_images()
@@ -93,8 +92,7 @@ class JobQueue:
     def submit_job(self, session: str, kind: str, payload: dict, device: str,
                    exclusive: bool | list[str] = False, name: str | None = None,
                    owner: str | None = None, estimate_s: float | None = None) -> str:
-        """Queue a job of a registered kind on ``device``; ``exclusive``: True keeps ``device``
-        to itself, a list all of them."""
+        """Queue a job of another kind; ``exclusive``: True or the devices it keeps to itself."""
         validate_session(session)
         owner = session if owner is None else owner
         others = sorted(set(KINDS) - {TRAIN, LR_FIND})   # those two only through submit

@@ -105,8 +105,7 @@ class RunActor:
 
 
 def warm_up(shared: Any, nice: int = 0) -> int:
-    """Import torch and the training code, map the data, one tiny step: the node's page cache
-    has them before the first run needs them; its pid."""
+    """Imports, the data mapped, one tiny step: in the page cache before a run needs them."""
     _prepare({"threads": 1, "nice": nice})
     from cifarlab.core import train as _train  # noqa: F401 - the model, the loaders, evaluation
 

@@ -39,8 +39,7 @@ def validate_owner(owner: Any) -> str:
 
 
 def reason(code: str, **params: Any) -> dict[str, Any]:
-    """Why a run ended, for ``RunStore.set_status``: the code and parameters (each student's
-    language) and the English sentence (the command line, the host)."""
+    """Why a run ended: its code and parameters (any language) and the English sentence."""
     return {"error": i18n.t(f"errors.{code}", i18n.DEFAULT, **params), "error_code": code,
             "error_params": params}
 

@@ -104,8 +104,7 @@ def env_name(field: str) -> str:
 def load_settings(env: Mapping[str, str] | None = None,
                   config_file: str | os.PathLike | None = None,
                   **overrides: Any) -> Settings:
-    """The settings for this process: ``overrides`` (Python values; tests) > ``env`` (default
-    ``os.environ``) > the TOML file > defaults."""
+    """``overrides`` (Python values) > ``env`` (``os.environ``) > the TOML file > defaults."""
     env = os.environ if env is None else env
     values: dict[str, Any] = {}
     path = config_file if config_file is not None else env.get(CONFIG_ENV) or None

@@ -145,8 +145,7 @@ class RunStore(Database):
 
     def set_status(self, run_id: str, status: str, *, only_from: Sequence[str] | None = None,
                    **fields: Any) -> bool:
-        """Move a run to ``status`` if it is in ``only_from`` (a late writer never overwrites an
-        outcome); True if it changed."""
+        """Move a run to ``status`` if in ``only_from`` (no late writer overwrites an outcome)."""
         validate_run_id(run_id)
         unknown = sorted(set(fields) - set(_STATUS_FIELDS))
         if unknown:

@@ -245,8 +245,7 @@ def settle(store: RunStore, ctx: Any, status: str, fields: dict,
 
 def run_job(fn: Callable[[dict, Any], dict] | str, payload: dict,
             ctx: JobContext) -> tuple[str, dict[str, Any]]:
-    """Run a job function (or its ``"module:function"``); returns (its status, the fields
-    ``RunStore.set_status`` records)."""
+    """Run a job function (or its ``"module:function"``): (status, the fields to record)."""
     try:
         result = (import_target(fn) if isinstance(fn, str) else fn)(payload, ctx)
         ctx.flush()
