@@ -398,7 +398,7 @@ def test_a_timing_job_is_stopped_at_the_time_limit(make_queue, monkeypatch):
     monkeypatch.setitem(executor.KINDS, "timing", f"{__name__}:sleepy_job")  # a timing stand-in
     queue = make_queue(max_timing_seconds=1)
     run = queue.wait(queue.submit_job(ALICE, "timing", {"steps": 2000, "dt": 0.05}, "cpu",
-                                      exclusive=True), timeout=GUARD)
+                                      exclusive=["cpu"]), timeout=GUARD)
     assert run.status == "cancelled" and run.error_code == "serve.worker.time_limit"
     assert run.error_params == {"seconds": 1} and "(1 s)" in run.error_text("pt")
     (stop,) = [e.data for e in queue.store.events(run.id, kinds=["stop"])]
@@ -413,7 +413,7 @@ def test_exclusive_job_waits_for_an_idle_device_and_holds_it(make_queue):
     short = {"steps": 10, "dt": 0.05}
     a = queue.submit_job(ALICE, "sleepy", long, "cpu")
     b = queue.submit_job(BOB, "sleepy", long, "cpu")
-    x = queue.submit_job(ALICE, "sleepy", short, "cpu", exclusive=True)
+    x = queue.submit_job(ALICE, "sleepy", short, "cpu", exclusive=["cpu"])
     c = queue.submit_job(BOB, "sleepy", short, "cpu")
     runs = {k: queue.wait(v, timeout=GUARD) for k, v in dict(a=a, b=b, x=x, c=c).items()}
     assert all(r.status == "done" for r in runs.values()), [r.error for r in runs.values()]
@@ -424,7 +424,7 @@ def test_exclusive_job_waits_for_an_idle_device_and_holds_it(make_queue):
     assert runs["x"].waited_s > 1.0
     # c, queued after it, did not overtake it although a slot was free, and waited for it
     assert runs["c"].started_at >= runs["x"].finished_at
-    assert runs["x"].exclusive and not runs["c"].exclusive
+    assert runs["x"].holds and not runs["c"].holds
 
 
 # -- load -----------------------------------------------------------------------------------------

@@ -96,6 +96,6 @@ class Executor:
 def job_for(run: Run, target: str, settings: Settings) -> dict:
     """What an executor hands a worker: the run, its kind's function, where, its limits."""
     return {"run_id": run.id, "kind": run.kind, "target": target, "device": run.device,
-            "data_source": settings.data, "payload": dict(run.config), "exclusive": run.exclusive,
+            "data_source": settings.data, "payload": dict(run.config),
             "time_limit_s": settings.max_timing_seconds if run.kind == TIMING else None,
             "threads": settings.worker_threads, "nice": settings.worker_nice}

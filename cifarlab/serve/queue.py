@@ -90,9 +90,9 @@ class JobQueue:
                              name=name, image_epochs=needed, config=config)
 
     def submit_job(self, session: str, kind: str, payload: dict, device: str,
-                   exclusive: bool | list[str] = False, name: str | None = None,
+                   exclusive: list[str] = (), name: str | None = None,
                    owner: str | None = None, estimate_s: float | None = None) -> str:
-        """Queue a job of another kind; ``exclusive``: True or the devices it keeps to itself."""
+        """Queue a job of another kind; ``exclusive``: the devices it keeps to itself."""
         validate_session(session)
         owner = session if owner is None else owner
         others = sorted(set(KINDS) - {TRAIN, LR_FIND})   # those two only through submit
@@ -102,14 +102,11 @@ class JobQueue:
         admission.check_num_workers(payload.get("num_workers"), self.settings)
         if kind == TIMING:
             admission.check_timing(estimate_s, self.settings)
-        device = self._resolve(device)
-        if not isinstance(exclusive, bool):
-            exclusive = [self._resolve(d) for d in exclusive]
-        return self._enqueue(session, owner, kind, payload, device, name=name,
-                             exclusive=exclusive)
+        return self._enqueue(session, owner, kind, payload, self._resolve(device), name=name,
+                             exclusive=[self._resolve(d) for d in exclusive])
 
     def _enqueue(self, session: str, owner: str, kind: str, payload: dict, device: str,
-                 name: str | None = None, exclusive: bool | list[str] = False,
+                 name: str | None = None, exclusive: list[str] = (),
                  image_epochs: int | None = None, config: TrainConfig | None = None) -> str:
         # the checks and the insert as one step, on every replica of the store at once
         with self._submit_lock, self.store.mutex("admission"):

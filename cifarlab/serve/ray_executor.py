@@ -107,7 +107,7 @@ class RayExecutor(Executor):
         """A GPU run ``1/gpu_share`` of a GPU (an exclusive one a whole GPU)."""
         threads = float(self.settings.worker_threads)
         if run.device.startswith("cuda"):
-            whole = run.kind == TIMING or run.exclusive
+            whole = run.kind == TIMING or bool(run.holds)   # an exclusive job
             share = 1.0 if whole else round(1.0 / self.settings.gpu_share, 4)
             return {"num_gpus": share, "num_cpus": threads if "cpu" in run.holds else share}
         return {"num_cpus": threads, "num_gpus": 0}

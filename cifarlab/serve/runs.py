@@ -76,10 +76,6 @@ class Run:
     replica: str | None = None    # the serving process whose executor runs it (several replicas)
 
     @property
-    def exclusive(self) -> bool:
-        return bool(self.holds)
-
-    @property
     def active(self) -> bool:
         return self.status in ACTIVE
 

@@ -157,8 +157,9 @@ def _parse(name: str, raw: Any, where: str, base: Path) -> Any:
     if kind == "int":
         value = int(text) if isinstance(text, str) and text.lstrip("+").isdigit() else text
         if type(value) is not int or value < low or (high is not None and value > high):
-            code = "whole_number" if high is None else "whole_number_range"
-            raise SettingsError(f"serve.settings.{code}", min=int(low), max=high, **bad)
+            code = ("serve.settings.whole_number" if high is None
+                    else "serve.settings.whole_number_range")
+            raise SettingsError(code, min=int(low), max=high, **bad)
         return value
     if kind == "float":
         try:

@@ -68,11 +68,8 @@ class RunStore(Database):
             self.recovery = open_checked(self, lambda: init(location, upto))
         else:
             super().__init__(location, upto)
-        if checkpoint_dir is None:
-            if self.path is None:
-                raise JobError("serve.store.no_checkpoint_dir")
-            checkpoint_dir = self.path.parent / "checkpoints"
-        self.checkpoint_dir = Path(checkpoint_dir).resolve()
+        # a database server's store: the settings always name the folder (home)
+        self.checkpoint_dir = Path(checkpoint_dir or self.path.parent / "checkpoints").resolve()
 
     def checkpoint_path(self, run_id: str) -> Path:
         return self.checkpoint_dir / f"{validate_run_id(run_id)}.pth"
@@ -100,20 +97,17 @@ class RunStore(Database):
         self._update(run_id, name=clean_name(name))
 
     def create_run(self, session: str, kind: str, config: dict, device: str,
-                   name: str | None = None, exclusive: bool | Iterable[str] = False,
+                   name: str | None = None, exclusive: Iterable[str] = (),
                    owner: str | None = None, image_epochs: int | None = None) -> str:
         """Queue a new run; returns its id (``owner``, ``exclusive``: ``JobQueue.submit_job``)."""
         validate_session(session)
         owner = validate_owner(session if owner is None else owner)
-        if isinstance(exclusive, bool):
-            holds = [str(device)] if exclusive else []
-        else:
-            holds = sorted({str(d) for d in exclusive} | {str(device)})
+        holds = sorted({str(d) for d in exclusive} | {str(device)}) if exclusive else None
         run_id = uuid.uuid4().hex
         with self._write() as c:
             c.execute(insert(RUNS).values(
                 id=run_id, session=session, owner=owner, kind=kind, name=clean_name(name),
-                status="queued", device=str(device), holds=_dumps(holds or None),
+                status="queued", device=str(device), holds=_dumps(holds),
                 config=_dumps(config), created_at=time.time(),
                 image_epochs=None if image_epochs is None else int(image_epochs)))
         return run_id
