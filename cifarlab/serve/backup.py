@@ -1,5 +1,4 @@
-"""Rolling backups of the SQLite run store (its online backup API: consistent while workers
-write), and recovery of a damaged file from the newest copy that passes ``quick_check``."""
+"""Rolling backups of the SQLite run store, and recovery of a damaged one from them."""
 from __future__ import annotations
 
 import logging

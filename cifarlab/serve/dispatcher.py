@@ -1,5 +1,4 @@
-"""The dispatcher: the serving process's one thread that drives the executor (see
-docs/architecture.md); with replicas, only the lock holder (``Replica.tick``) starts runs."""
+"""The dispatcher: the thread that drives the executor (with replicas, the lock holder's)."""
 from __future__ import annotations
 
 import logging

@@ -1,5 +1,4 @@
-"""Job kinds, and the executor interface (docs/architecture.md). Every executor method is called
-from the dispatcher's one thread (``ray.init`` needs a thread that lives)."""
+"""Job kinds and the executor interface, whose methods run in the dispatcher's thread."""
 from __future__ import annotations
 
 import importlib

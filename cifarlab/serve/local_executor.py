@@ -1,5 +1,4 @@
-"""The local executor (the default): a worker process per run, forked from a fork server that
-imported torch once, and warm spares, so that Train shows the first loss within a second or two."""
+"""The local executor (default): workers forked from a fork server with torch, warm spares."""
 from __future__ import annotations
 
 import contextlib

@@ -1,5 +1,4 @@
-"""The job queue. A run belongs to a browser *session* (who may see, cancel and delete it) and to
-an *owner*, whom the per-person limits count across all their tabs (``admission``)."""
+"""The job queue: a run is its browser session's to see and act on, its owner's to count."""
 from __future__ import annotations
 
 import atexit

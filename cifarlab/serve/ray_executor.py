@@ -1,6 +1,5 @@
-"""The Ray executor: each run a named, detached ``ray_task.RunActor`` with no restarts (a run is
-not repeated behind a student's back). Each actor is a fresh Ray worker process
-(ray-project/ray#28773): warm-up tasks fill the object store and the page cache instead."""
+"""The Ray executor: each run a named, detached ``ray_task.RunActor``, never restarted behind a
+student's back; each a fresh process (ray#28773), so warm-up tasks fill the page cache instead."""
 from __future__ import annotations
 
 import contextlib

@@ -13,9 +13,6 @@ from typing import Any
 
 from cifarlab.serve.worker import JobContext, _lower_priority, _warm_up, run_job
 
-_NICED = False  # Ray reuses its worker processes: set the priority once per process
-
-
 class Outbox:
     """The run store of a ``JobContext`` on Ray: each batch waits here for ``take``."""
 
@@ -36,10 +33,8 @@ class Outbox:
 
 
 def _prepare(job: dict) -> None:
-    global _NICED
-    if not _NICED:  # Ray starts its workers niced already (worker_niceness, 15 by default)
-        _lower_priority(int(job.get("nice", 0)) - os.nice(0))
-        _NICED = True
+    # down to the job's niceness from where this (perhaps reused, already niced) process is
+    _lower_priority(int(job.get("nice", 0)) - os.nice(0))
     import torch
 
     torch.set_num_threads(max(1, int(job.get("threads") or 1)))

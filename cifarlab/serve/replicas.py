@@ -1,5 +1,4 @@
-"""The app servers (replicas) of one run store: each beats every second; one silent for
-``heartbeat_timeout`` is gone. A lock, not this table, says who dispatches."""
+"""The app servers (replicas) of one run store and their heartbeats; a lock says who dispatches."""
 from __future__ import annotations
 
 import contextlib

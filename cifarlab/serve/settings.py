@@ -1,5 +1,4 @@
-"""Hosting settings: ``CIFARLAB_<NAME>`` > the TOML file (``$CIFARLAB_CONFIG``, else
-``./cifarlab.toml``, keys at the top or under ``[cifarlab]``) > defaults; README.md lists them."""
+"""Hosting settings (README.md lists them): the environment > ``cifarlab.toml`` > defaults."""
 from __future__ import annotations
 
 import contextlib
