@@ -69,12 +69,8 @@ def death_reason(exitcode: int) -> tuple[str, dict]:
     """(status, ``runs.reason``) for a worker that ended without recording an outcome."""
     if exitcode < 0:
         sig = -exitcode
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = f"signal {sig}"
         code = "serve.worker.killed_oom" if sig == signal.SIGKILL else "serve.worker.killed"
-        return "failed", reason(code, signal=sig, name=name)
+        return "failed", reason(code, signal=sig, name=signal.strsignal(sig) or "?")
     if exitcode == 0:
         return "failed", reason("serve.worker.no_result")
     return "failed", reason("serve.worker.exit_status", status=exitcode)

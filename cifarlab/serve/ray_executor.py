@@ -217,13 +217,11 @@ class RayExecutor(Executor):
             self._forget(r)
 
     def _died(self, r: RayRun, err: BaseException | None) -> None:
-        """The run's stream ended without an outcome (``err``: Ray's word why)."""
-        why = reason("serve.executor.no_outcome")
-        if err is not None:
-            name = type(err).__name__
-            code = ("serve.executor.out_of_memory" if "OutOfMemory" in name
-                    else "serve.executor.worker_died")
-            why = {**reason(code, name=name), "traceback": f"{name}: {err}"}
+        """The run's stream ended without an outcome: Ray's ``err`` says why (None: forced)."""
+        name = type(err).__name__
+        code = ("serve.executor.out_of_memory" if "OutOfMemory" in name
+                else "serve.executor.worker_died")
+        why = {**reason(code, name=name), "traceback": f"{name}: {err}"}
         self.settle_dead(r, lambda: ("failed", why))
         self._forget(r)
 
