@@ -16,7 +16,6 @@ from cifarlab.serve import disk
 log = logging.getLogger("cifarlab.serve.backup")
 
 KEEP = 3                       # copies kept: the newest, and two older in case it is bad too
-DEFAULT_EVERY_S = 300.0        # settings.backup_interval's default
 _PREFIX, _SUFFIX = "runs-", ".db"
 
 
@@ -37,10 +36,9 @@ def check_file(path: str | os.PathLike) -> None:
                                     + "; ".join(str(r[0]) for r in rows[:3]))
 
 
-def copy_database(src: str | os.PathLike, dest: Path) -> Path:
+def copy_database(src: str | os.PathLike, dest: Path) -> None:
     """A consistent copy of the SQLite file ``src`` at ``dest`` (written beside it, renamed)."""
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
     try:
         with (closing(sqlite3.connect(src, timeout=15.0)) as source,
               closing(sqlite3.connect(tmp)) as target):
@@ -52,7 +50,6 @@ def copy_database(src: str | os.PathLike, dest: Path) -> Path:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return dest
 
 
 def generations(folder: Path) -> list[Path]:
@@ -63,8 +60,7 @@ def generations(folder: Path) -> list[Path]:
 class Backups:
     """A copy of the run store every ``every_s`` seconds while ``start``ed, and one at ``stop``."""
 
-    def __init__(self, db_path: str | os.PathLike, every_s: float = DEFAULT_EVERY_S,
-                 keep: int = KEEP):
+    def __init__(self, db_path: str | os.PathLike, every_s: float = 300.0, keep: int = KEEP):
         self.db_path = Path(db_path).resolve()
         self.folder = backup_dir(self.db_path)
         self.every_s = float(every_s)
