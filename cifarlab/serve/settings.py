@@ -23,10 +23,8 @@ class SettingsError(CifarLabError):
 
 
 def cpu_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS
-        return os.cpu_count() or 1
+    affinity = getattr(os, "sched_getaffinity", None)   # none on macOS
+    return len(affinity(0)) if affinity else os.cpu_count() or 1
 
 
 @dataclass(frozen=True)
