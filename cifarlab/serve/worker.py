@@ -176,20 +176,23 @@ def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
         torch.set_num_threads(settings.worker_threads)
         if job is None:  # a spare warms up; a worker made for its job loads what it needs
             from cifarlab.core import train as _train  # noqa: F401 - the model, evaluation, ...
-            try:
-                data = data_mod.load(settings.data)
-            except Exception as err:  # noqa: BLE001 - reported when a job asks for the data
-                data_error = err
             _warm_up()
-    except Exception as err:  # noqa: BLE001 - a broken install: report it on the job
+            data = data_mod.load(settings.data)
+    except Exception as err:  # noqa: BLE001 - said when the job asks for the data
         data_error = err
     if ready is not None:
         ready.set()
     waiter.join()
     if got["job"] is None:
         return
+    job, parent = got["job"], multiprocessing.parent_process()
+    ctx = JobContext(store, job["run_id"], job["device"], job.get("data_source"), data,
+                     data_error, parent_alive=parent.is_alive if parent is not None else None,
+                     time_limit_s=job.get("time_limit_s"))
     try:
-        _run_job(store, got["job"], data, data_error)
+        run = store.get(job["run_id"])
+        if run is not None and run.status == "running":   # not deleted or settled meanwhile
+            settle(store, ctx, *run_job(job["target"], job["payload"], ctx))
     finally:
         beating.set()
 
@@ -214,17 +217,6 @@ def _beat(store: RunStore, run_id: str, stop: threading.Event) -> None:
     while not stop.wait(HEARTBEAT_S):
         with contextlib.suppress(Exception):  # a busy store: try again next beat
             store.heartbeat(run_id)
-
-
-def _run_job(store: RunStore, job: dict, data: Any, data_error: BaseException | None) -> None:
-    run_id = job["run_id"]
-    parent = multiprocessing.parent_process()
-    ctx = JobContext(store, run_id, job["device"], job.get("data_source"), data, data_error,
-                     parent_alive=parent.is_alive if parent is not None else None,
-                     time_limit_s=job.get("time_limit_s"))
-    run = store.get(run_id)
-    if run is not None and run.status == "running":   # not deleted or settled meanwhile
-        settle(store, ctx, *run_job(job["target"], job["payload"], ctx))
 
 
 def settle(store: RunStore, ctx: Any, status: str, fields: dict,
