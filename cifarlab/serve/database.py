@@ -33,14 +33,12 @@ def store_url(location: str | os.PathLike) -> URL:
     text = os.fspath(location)
     if "://" not in text:
         return URL.create("sqlite", database=str(Path(text).resolve()))
-    try:
+    with suppress(exc.ArgumentError, ValueError):   # SQLAlchemy's words for a malformed URL
         url = make_url(text)
-    except (exc.ArgumentError, ValueError):
-        raise JobError("serve.store.bad_url", setting=STORE_URL_SETTING) from None
-    if url.get_backend_name() == "postgresql":
-        return url.set(drivername="postgresql+psycopg")
-    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
-        return url.set(drivername="sqlite", database=str(Path(url.database).resolve()))
+        if url.get_backend_name() == "postgresql":
+            return url.set(drivername="postgresql+psycopg")
+        if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+            return url.set(drivername="sqlite", database=str(Path(url.database).resolve()))
     raise JobError("serve.store.bad_url", setting=STORE_URL_SETTING)
 
 
@@ -123,24 +121,22 @@ class Database:
     @contextmanager
     def _write(self, lock: str | None = None) -> Iterator[Connection]:
         """One write transaction; ``lock``: PostgreSQL serializes those holding it (SQLite all)."""
-        with self._translated():
-            with self.engine.connect() as conn:
-                conn = conn.execution_options(cifarlab_write=True)
-                with conn.begin():
-                    if lock is not None and self.dialect != "sqlite":
-                        conn.exec_driver_sql(
-                            f"SELECT pg_advisory_xact_lock({advisory_key(self._lock_name + lock)})")
-                    yield conn
+        with self._translated(), self.engine.connect() as conn:
+            conn = conn.execution_options(cifarlab_write=True)
+            with conn.begin():
+                if lock is not None and self.dialect != "sqlite":
+                    key = advisory_key(self._lock_name + lock)
+                    conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({key})")
+                yield conn
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
         """Several SELECTs that see one consistent snapshot (PostgreSQL: REPEATABLE READ)."""
-        with self._translated():
-            with self.engine.connect() as conn:
-                if self.dialect != "sqlite":
-                    conn = conn.execution_options(isolation_level="REPEATABLE READ")
-                with conn.begin():
-                    yield conn
+        with self._translated(), self.engine.connect() as conn:
+            if self.dialect != "sqlite":
+                conn = conn.execution_options(isolation_level="REPEATABLE READ")
+            with conn.begin():
+                yield conn
 
     @contextmanager
     def _translated(self) -> Iterator[None]:
