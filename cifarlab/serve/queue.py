@@ -224,7 +224,8 @@ class JobQueue:
     def wait_warm(self, timeout: float = 120.0) -> bool:
         """Wait until a spare worker is warm (benchmarks and tests); False if none is, in time."""
         deadline = time.monotonic() + timeout
-        while self.settings.spare_workers and time.monotonic() < deadline:
+        spares = self.settings.spare_workers and self.executor.name != "ray"   # Ray keeps none
+        while spares and time.monotonic() < deadline:
             if self.executor.warm():
                 return True
             time.sleep(0.05)

@@ -1,5 +1,5 @@
 """The Ray executor: each run a named, detached ``ray_task.RunActor``, never restarted behind a
-student's back; each a fresh process (ray#28773), so warm-up tasks fill the page cache instead."""
+student's back; each a fresh process (ray#28773): no spare can be kept warm."""
 from __future__ import annotations
 
 import contextlib
@@ -53,7 +53,6 @@ class RayExecutor(Executor):
         self._resources: dict[str, float] = {}
         self._resources_at = 0.0
         self._retry_at = 0.0
-        self._warming: list[Any] = []
 
     def start(self) -> None:
         import ray
@@ -77,7 +76,6 @@ class RayExecutor(Executor):
             # ray.init replaces SIGTERM's handler in the main thread (tests): put it back
             if before is not None and threading.current_thread() is threading.main_thread():
                 signal.signal(signal.SIGTERM, before)
-        self._warm_fn = ray.remote(num_cpus=0, max_retries=0)(ray_task.warm_up)
         self._actor = ray.remote(max_restarts=0, max_task_retries=0)(ray_task.RunActor)
         self._read_resources()
         log.info("cifarlab: Ray executor on %s", self._resources)
@@ -244,20 +242,6 @@ class RayExecutor(Executor):
             self._ray.kill(r.actor)
         except Exception:  # it ended meanwhile: poll settles it
             log.debug("ray.kill(%s) failed", run_id, exc_info=True)
-
-    def keep_warm(self, backlog: int) -> None:
-        """Once: ``spare_workers`` warm-up tasks."""
-        if self._actor is None or self._warming or self.settings.spare_workers == 0:
-            return
-        shared = self._shared_data()
-        self._warming = [self._warm_fn.remote(shared, self.settings.worker_nice)
-                         for _ in range(self.settings.spare_workers)]
-
-    def warm(self) -> int:
-        if not self._warming:
-            return 0
-        ready, _ = self._ray.wait(self._warming, num_returns=len(self._warming), timeout=0)
-        return len(ready)
 
     def stop_all(self, timeout: float) -> None:
         if self._ray is None:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cifarlab.serve.worker import JobContext, _lower_priority, _warm_up, run_job
+from cifarlab.serve.worker import JobContext, _lower_priority, run_job
 
 class Outbox:
     """The run store of a ``JobContext`` on Ray: each batch waits here for ``take``."""
@@ -32,14 +32,6 @@ class Outbox:
         return self.cancel.is_set()
 
 
-def _prepare(job: dict) -> None:
-    # down to the job's niceness from where this (perhaps reused, already niced) process is
-    _lower_priority(int(job.get("nice", 0)) - os.nice(0))
-    import torch
-
-    torch.set_num_threads(max(1, int(job.get("threads") or 1)))
-
-
 ACTOR = "cifarlab-run-{}"   # a run's actor: the run id is random, so unique on any cluster
 NAMESPACE = "cifarlab-runs"
 ORPHAN_S = 3600.0           # a finished run's actor waits this long for its outcome to be taken
@@ -50,9 +42,11 @@ class RunActor:
 
     def __init__(self, job: dict, shared: Any):
         import ray
+        import torch
 
         self.run_id = job["run_id"]
-        _prepare(job)
+        _lower_priority(job["nice"] - os.nice(0))   # Ray's workers may be niced already
+        torch.set_num_threads(job["threads"])
         self.box = Outbox()
         # Ray hands the actor its GPU (or share of one) through CUDA_VISIBLE_DEVICES: cuda:0
         device = "cuda:0" if job["device"].startswith("cuda") else job["device"]
@@ -97,12 +91,3 @@ class RunActor:
 
     def cancel(self) -> None:
         self.box.cancel.set()
-
-
-def warm_up(shared: Any, nice: int = 0) -> int:
-    """Imports, the data mapped, one tiny step: in the page cache before a run needs them."""
-    _prepare({"threads": 1, "nice": nice})
-    from cifarlab.core import train as _train  # noqa: F401 - the model, the loaders, evaluation
-
-    _warm_up()
-    return os.getpid()
