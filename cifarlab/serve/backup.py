@@ -15,7 +15,6 @@ from cifarlab.serve import disk
 
 log = logging.getLogger("cifarlab.serve.backup")
 
-KEEP = 3                       # copies kept: the newest, and two older in case it is bad too
 _PREFIX, _SUFFIX = "runs-", ".db"
 
 
@@ -60,7 +59,8 @@ def generations(folder: Path) -> list[Path]:
 class Backups:
     """A copy of the run store every ``every_s`` seconds while ``start``ed, and one at ``stop``."""
 
-    def __init__(self, db_path: str | os.PathLike, every_s: float = 300.0, keep: int = KEEP):
+    # keep: the newest copy, and two older in case it is bad too
+    def __init__(self, db_path: str | os.PathLike, every_s: float = 300.0, keep: int = 3):
         self.db_path = Path(db_path).resolve()
         self.folder = backup_dir(self.db_path)
         self.every_s = float(every_s)

@@ -19,7 +19,6 @@ from cifarlab.serve.schema import SCHEMA_VERSION, migrate, stored_version
 
 log = logging.getLogger("cifarlab.serve.database")
 
-BUSY_TIMEOUT_S = 15.0
 POOL_SIZE, MAX_OVERFLOW = 10, 30   # per serving process (a worker keeps 2)
 STORE_URL_SETTING = "CIFARLAB_STORE_URL"
 
@@ -98,7 +97,7 @@ class Database:
     def _make_engine(self) -> Engine:
         if self.dialect == "sqlite":
             engine = create_engine(self.url, pool_size=self._pool_size, max_overflow=MAX_OVERFLOW,
-                                   connect_args={"timeout": BUSY_TIMEOUT_S,
+                                   connect_args={"timeout": 15.0,
                                                  "check_same_thread": False})
 
             @event.listens_for(engine, "connect")

@@ -14,7 +14,6 @@ from cifarlab.serve.store import RunStore
 
 log = logging.getLogger("cifarlab.serve.queue")  # the queue's log, as hosts configure it
 
-TICK_S = 0.2                 # scheduler period
 CANCEL_GRACE_S = 60.0        # a worker still running this long after a cancel is killed
 
 
@@ -70,7 +69,7 @@ class Dispatcher:
                 failing = True
             except Exception:
                 log.exception("cifarlab scheduler tick failed")
-            self._wake.wait(TICK_S)
+            self._wake.wait(0.2)   # the scheduler's period
             self._wake.clear()
         self.executor.stop_all(self._stop_timeout)
         self.replica.stop()

@@ -23,8 +23,6 @@ from cifarlab.serve.worker import HEARTBEAT_S
 
 log = logging.getLogger("cifarlab.serve.queue")
 
-RESOURCES_S = 10.0   # read the cluster's size this often (slots follow it)
-RETRY_S = 10.0       # try to reach the cluster again after a failed start
 _SHARED: dict[str, Any] = {}   # data key -> its ObjectRef, while this process is connected
 
 
@@ -58,7 +56,7 @@ class RayExecutor(Executor):
         import ray
 
         self._ray = ray
-        self._retry_at = time.monotonic() + RETRY_S
+        self._retry_at = time.monotonic() + 10.0   # if this start fails, try again then
         if not ray.is_initialized():
             before = signal.getsignal(signal.SIGTERM)
             # Ray's C++ failure handler would catch the server's SIGTERM and abort it 3 s later
@@ -167,7 +165,7 @@ class RayExecutor(Executor):
                 except Exception:
                     log.exception("cifarlab: the Ray cluster is still out of reach")
             return
-        if time.monotonic() - self._resources_at > RESOURCES_S:
+        if time.monotonic() - self._resources_at > 10.0:   # the slots follow the cluster's size
             self._read_resources()
         for r in list(self.running.values()):
             self._drain(r)

@@ -34,7 +34,6 @@ class Outbox:
 
 ACTOR = "cifarlab-run-{}"   # a run's actor: the run id is random, so unique on any cluster
 NAMESPACE = "cifarlab-runs"
-ORPHAN_S = 3600.0           # a finished run's actor waits this long for its outcome to be taken
 
 
 class RunActor:
@@ -63,7 +62,7 @@ class RunActor:
 
     def _run(self, job: dict) -> None:
         self.outcome = run_job(job["target"], job["payload"], self.ctx)
-        time.sleep(ORPHAN_S)   # still here: no app server came for the outcome
+        time.sleep(3600.0)   # still here after an hour: no app server came for the outcome
         os._exit(0)
 
     def take(self, ack: int) -> list[tuple[int, dict]]:

@@ -21,8 +21,6 @@ from cifarlab.serve.runs import reason
 from cifarlab.serve.settings import Settings
 from cifarlab.serve.store import RunStore
 
-CANCEL_POLL_S = 0.25         # workers read the cancel flag at most this often
-FLUSH_S = 0.25               # workers write buffered events at most this often
 HEARTBEAT_S = 2.0            # workers beat this often
 SETTLE_PATIENCE_S = 600.0    # how long a finished run waits for an unreachable store
 # written at once; the others batched
@@ -93,7 +91,7 @@ class JobContext:
                 if kind == "start" and self._progress is None:
                     self._progress = {"step": 0, "total_steps": data.get("total_steps"),
                                       "elapsed_s": 0.0, "images_per_second": 0.0}
-            due = time.monotonic() - self._last_flush >= FLUSH_S
+            due = time.monotonic() - self._last_flush >= 0.25   # batched: 4 writes a second
         if kind in _URGENT or (due and kind != "losses") or len(self._steps) >= 50000:
             self.flush()
 
@@ -127,7 +125,7 @@ class JobContext:
         now = time.monotonic()
         if self.time_limit_s is not None and now - self._started > self.time_limit_s:
             self.stop_reason = "time_limit"
-        elif now - self._last_poll >= CANCEL_POLL_S:
+        elif now - self._last_poll >= 0.25:   # the cancel flag, read at most this often
             self._last_poll = now
             poll_t = time.time()
             try:
