@@ -29,7 +29,7 @@ from cifarlab.serve.classroom import facade
 from cifarlab.serve.identity import Person
 from cifarlab.serve.queue import JobQueue
 from cifarlab.serve.schema import SCHEMA_VERSION
-from old_store import old_store
+from old_store import old_store, schema_version
 from cifarlab.serve.settings import load_settings
 from cifarlab.serve.store import RunStore
 
@@ -472,9 +472,9 @@ def test_everything_survives_a_restart(tmp_path):
 def test_an_older_store_migrates_to_the_classroom(tmp_path):
     old = old_store(tmp_path / "runs.db", version=2)
     run_id = old.create_run("old-session-1", "train", QUICK.to_dict(), "cpu")
-    assert old.schema_version() == 2
+    assert schema_version(old) == 2
     store = RunStore(tmp_path / "runs.db")
-    assert store.schema_version() == SCHEMA_VERSION and store.get(run_id).owner == "old-session-1"
+    assert schema_version(store) == SCHEMA_VERSION and store.get(run_id).owner == "old-session-1"
     info = Classroom(store).create_class(TEACH, "After the upgrade")
     assert Classroom(RunStore(tmp_path / "runs.db")).my_classes(TEACH)[0].code == info.code
 

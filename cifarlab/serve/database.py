@@ -15,7 +15,7 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 
 from cifarlab.errors import STORE_UNREACHABLE, JobError
 from cifarlab.serve import disk
-from cifarlab.serve.schema import SCHEMA_VERSION, migrate, stored_version
+from cifarlab.serve.schema import SCHEMA_VERSION, migrate
 
 log = logging.getLogger("cifarlab.serve.database")
 
@@ -171,10 +171,6 @@ class Database:
         if self._engine is not None and self._pid == os.getpid():
             self._engine.dispose()
         self._engine = None
-
-    def schema_version(self) -> int:
-        with self._read() as c:
-            return stored_version(c)
 
     @contextmanager
     def mutex(self, name: str) -> Iterator[None]:

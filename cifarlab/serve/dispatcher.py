@@ -106,7 +106,7 @@ class Dispatcher:
                                          alive=self.replica.alive(), adopt=self.executor.adopt)
 
     def _start_queued(self) -> None:
-        queued = self.store.queued()
+        queued = self.store.list_runs(statuses=["queued"])[::-1]   # first come, first served
         self._backlog = len(queued)
         if not queued:
             return

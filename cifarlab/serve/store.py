@@ -134,9 +134,6 @@ class RunStore(Database):
         with self._read() as c:
             return [_run(row) for row in c.execute(q)]
 
-    def queued(self) -> list[Run]:
-        return self.list_runs(statuses=["queued"])[::-1]
-
     def set_status(self, run_id: str, status: str, *, only_from: Sequence[str] | None = None,
                    **fields: Any) -> bool:
         """Move a run to ``status`` if in ``only_from`` (no late writer overwrites an outcome)."""
