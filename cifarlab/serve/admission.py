@@ -56,11 +56,10 @@ def resolve_device(device: str, placed: list[str] | None) -> str:
 
 def check_train(config: TrainConfig, settings: Settings, n_train: int) -> int:
     """Refuse a run bigger than this server's compute budget; returns its image-epochs."""
-    s = settings
     images = config.images_per_epoch(n_train)
     needed = images * config.epochs
     # a run one person could never afford is refused as too big, not as "wait a while"
-    limit = min(s.max_image_epochs_per_run, s.max_image_epochs_per_owner)
+    limit = min(settings.max_image_epochs_per_run, settings.max_image_epochs_per_owner)
     if needed > limit:
         raise JobError("serve.limits.run_image_epochs", field="epochs", needed=needed,
                        limit=limit, images=images, epochs=config.epochs)

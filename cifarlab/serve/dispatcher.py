@@ -22,10 +22,7 @@ class Dispatcher:
 
     def __init__(self, store: RunStore, executor: Executor, settings: Settings,
                  replica: Replica):
-        self.store = store
-        self.executor = executor
-        self.settings = settings
-        self.replica = replica
+        self.store, self.executor, self.settings, self.replica = store, executor, settings, replica
         self._store_back = 0.0      # when the store answered again after failing
         self._wake = threading.Event()
         self._stopping = threading.Event()

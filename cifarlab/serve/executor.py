@@ -46,8 +46,7 @@ class Executor:
     adopts = False    # whether ``adopt`` can find another server's runs still going
 
     def __init__(self, store: RunStore, settings: Settings):
-        self.store = store
-        self.settings = settings
+        self.store, self.settings = store, settings
         self.running: dict[str, Handle] = {}
 
     def start(self) -> None:

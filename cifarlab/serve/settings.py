@@ -89,7 +89,6 @@ _BOUNDS = {"max_num_workers": (0, None), "spare_workers": (0, None), "heartbeat_
 _FIELDS: dict[str, tuple[str, float | None, float | None]] = {
     f.name: (_KINDS.get(f.name) or f.type.split(" ")[0], *_BOUNDS.get(f.name, (1, None)))
     for f in dataclasses.fields(Settings)}
-_CHOICES = {"executor": ("local", "ray")}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -171,9 +170,9 @@ def _parse(name: str, raw: Any, where: str, base: Path) -> Any:
         if word not in _TRUE | _FALSE:
             raise SettingsError("serve.settings.boolean", **bad)
         return word in _TRUE
-    if kind == "choice":
-        if word not in _CHOICES[name]:
-            raise SettingsError("serve.settings.choice", choices=", ".join(_CHOICES[name]), **bad)
+    if kind == "choice":   # the executor
+        if word not in ("local", "ray"):
+            raise SettingsError("serve.settings.choice", choices="local, ray", **bad)
         return word
     if kind == "emails":
         return _emails(text, bad)

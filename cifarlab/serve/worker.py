@@ -47,9 +47,7 @@ class JobContext:
                  data: Any = None, data_error: BaseException | None = None,
                  parent_alive: Callable[[], bool] | None = None,
                  time_limit_s: float | None = None):
-        self.store = store
-        self.run_id = run_id
-        self.device = device
+        self.store, self.run_id, self.device = store, run_id, device
         self.checkpoint_path: Path = store.checkpoint_path(run_id)
         self.time_limit_s = time_limit_s
         self.stop_reason: str | None = None   # "cancel" | "server" | "time_limit"
