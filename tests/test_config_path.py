@@ -137,7 +137,8 @@ def test_the_worker_trains_the_admitted_config_as_it_is(queue, cifar_data, monke
     monkeypatch.setattr(TrainConfig, "check_runtime", no_runtime_check)
     resolve = Counter(devices.resolve_device)
     monkeypatch.setattr(devices, "resolve_device", resolve)
-    worker._run_job(queue.store, job, cifar_data, None)
+    ctx = worker.JobContext(queue.store, run_id, job["device"], data=cifar_data)
+    worker.settle(queue.store, ctx, *worker.run_job(job["target"], job["payload"], ctx))
 
     assert {name: c.calls for name, c in checks.items()} == \
         {"validate": 0, "_field_problems": 0, "trick_problems": 0}

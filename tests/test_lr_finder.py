@@ -216,9 +216,9 @@ def test_a_sweep_meets_the_limits_of_a_run(queue):
     err = refused(config=CONFIG.replace(epochs=50), sweep={"steps": 50, "lr_min": 1e-4,
                                                            "lr_max": 1.0})
     assert err.code == "config.epochs_limit"
-    with pytest.raises(JobError) as info:
+    with pytest.raises(JobError) as info:   # only through submit
         queue.submit_job("bob-session-22", "lr_find", {"steps": 50}, "cpu", owner="bob")
-    assert info.value.code == "serve.limits.not_a_config"
+    assert info.value.code == "serve.queue.unknown_kind"
     queue.dispatcher.stop(5)   # nothing starts now: the first sweep stays queued
     queue.submit("bob-session-22", CONFIG, owner="bob", sweep={"steps": 10, "lr_min": 1e-4,
                                                                 "lr_max": 1.0})

@@ -36,8 +36,7 @@ class Dispatcher:
         self.replica.start()
         self._thread.start()
 
-    def wake(self) -> None:
-        """Tick now (a run was queued or cancelled)."""
+    def wake(self) -> None:   # a run was queued or cancelled: tick now
         self._wake.set()
 
     def stop(self, timeout: float = 10.0) -> None:

@@ -70,7 +70,8 @@ def death_reason(exitcode: int) -> tuple[str, dict]:
     if exitcode < 0:
         sig = -exitcode
         code = "serve.worker.killed_oom" if sig == signal.SIGKILL else "serve.worker.killed"
-        return "failed", reason(code, signal=sig, name=signal.strsignal(sig) or "?")
+        name = next((s.name for s in signal.Signals if s == sig), f"signal {sig}")
+        return "failed", reason(code, signal=sig, name=name)
     if exitcode == 0:
         return "failed", reason("serve.worker.no_result")
     return "failed", reason("serve.worker.exit_status", status=exitcode)
