@@ -36,8 +36,6 @@ class RayRun(Handle):
 
 
 class RayExecutor(Executor):
-    """Runs as detached Ray actors (see the module docstring)."""
-
     name = "ray"
     adopts = True
 
@@ -75,12 +73,8 @@ class RayExecutor(Executor):
             if before is not None and threading.current_thread() is threading.main_thread():
                 signal.signal(signal.SIGTERM, before)
         self._actor = ray.remote(max_restarts=0, max_task_retries=0)(ray_task.RunActor)
-        self._read_resources()
+        self._resources, self._resources_at = dict(ray.cluster_resources()), time.monotonic()
         log.info("cifarlab: Ray executor on %s", self._resources)
-
-    def _read_resources(self) -> None:
-        self._resources = dict(self._ray.cluster_resources())
-        self._resources_at = time.monotonic()
 
     def devices(self) -> list[str] | None:
         """The cluster's ("cuda:0": the GPU Ray gives a task); None until it has been read."""
@@ -166,7 +160,8 @@ class RayExecutor(Executor):
                     log.exception("cifarlab: the Ray cluster is still out of reach")
             return
         if time.monotonic() - self._resources_at > 10.0:   # the slots follow the cluster's size
-            self._read_resources()
+            self._resources = dict(self._ray.cluster_resources())
+            self._resources_at = time.monotonic()
         for r in list(self.running.values()):
             self._drain(r)
 

@@ -36,9 +36,7 @@ ACTOR = "cifarlab-run-{}"   # a run's actor: the run id is random, so unique on 
 NAMESPACE = "cifarlab-runs"
 
 
-class RunActor:
-    """One run as a detached Ray actor (see the module docstring)."""
-
+class RunActor:   # one run (the module docstring says how)
     def __init__(self, job: dict, shared: Any):
         import ray
         import torch
