@@ -20,7 +20,7 @@ def start_queue():
     except CifarLabError as err:
         log.error("cifarlab: the job queue did not start: %s", err)
         return None
-    log.info("cifarlab: the job queue runs (%d queued)", len(queue.store.queued()))
+    log.info("cifarlab: the job queue runs (%d queued)", queue.store.counts()["queued"])
     return queue
 
 

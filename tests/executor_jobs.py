@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import time
 
-from cifarlab.serve.executor import register_kind
+from cifarlab.serve.executor import KINDS
 
 
 def step_through(ctx, steps: int, dt: float) -> int | None:
@@ -48,5 +48,5 @@ def steps_job(payload, ctx):
 
 
 WAITING, STEPS = f"{__name__}:waiting_job", f"{__name__}:steps_job"
-register_kind("waiting", WAITING)
-register_kind("steps", STEPS)
+KINDS["waiting"] = WAITING
+KINDS["steps"] = STEPS

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from cifarlab.serve.executor import Executor, Handle, import_target
 from cifarlab.serve.runs import Run, reason
-from cifarlab.serve.worker import JobContext, _beat, _raise, run_job
+from cifarlab.serve.worker import JobContext, _beat, run_job
 
 
 class Killed(BaseException):
@@ -89,18 +89,15 @@ class InlineExecutor(Executor):
     def _run(self, job: dict, h: _Thread) -> None:
         run_id = job["run_id"]
         beating = threading.Event()
-        _beat(self.store, run_id, beating)
+        threading.Thread(target=_beat, args=(self.store, run_id, beating), daemon=True).start()
         ctx = _Context(self.store, run_id, job["device"], job.get("data_source"),
                        time_limit_s=job.get("time_limit_s"), killed=h.killed)
         try:
             run = self.store.get(run_id)
             if run is None or run.status != "running":
                 return
-            try:
-                fn, payload = import_target(job["target"]), dict(run.config)
-            except BaseException as err:  # noqa: BLE001 - recorded as the run's failure
-                fn, payload = _raise(err), {}
-            status, fields = run_job(_unless_killed(fn), payload, ctx)
+            fn = _unless_killed(lambda payload, ctx: import_target(job["target"])(payload, ctx))
+            status, fields = run_job(fn, dict(run.config), ctx)
             if not h.killed.is_set():
                 self.store.set_status(run_id, status, only_from=["running"], **fields)
         finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from cifarlab.serve.schema import stored_version
 from cifarlab.serve.store import RunStore
 
 VERSION_1 = """
@@ -59,3 +60,8 @@ def old_store(path: Path, version: int = 1) -> RunStore:
     conn.executescript(VERSION_1)
     conn.close()
     return RunStore(path, upto=version)
+
+
+def schema_version(store: RunStore) -> int:
+    with store._read() as c:
+        return stored_version(c)

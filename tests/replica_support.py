@@ -12,7 +12,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]     # this folder and the checkout
 
-from cifarlab.serve.queue import register_kind  # noqa: E402
+from cifarlab.serve.queue import KINDS  # noqa: E402
 from executor_jobs import step_through  # noqa: E402
 
 STEADY = "steady"
@@ -27,7 +27,7 @@ def steady_job(payload, ctx):
     return {"steps": steps, "pid": os.getpid()}
 
 
-register_kind(STEADY, "replica_support:steady_job")
+KINDS[STEADY] = "replica_support:steady_job"
 
 
 def main(url: str, home: str, ray_address: str | None = None) -> None:

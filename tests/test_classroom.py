@@ -30,7 +30,7 @@ from cifarlab.serve.classroom.model import ClassError, ClassLimits, Goal
 from cifarlab.serve.identity import Person
 from cifarlab.serve.queue import JobQueue
 from cifarlab.serve.schema import SCHEMA_VERSION
-from old_store import old_store
+from old_store import old_store, schema_version
 from cifarlab.serve.settings import load_settings
 from cifarlab.serve.store import RunStore
 
@@ -162,9 +162,9 @@ def test_a_tampered_submit_with_a_locked_knob_is_refused(cr, klass, queue):
     assert "0.01" in str(err) and "0,01" in err.text("es") and "0,01" in err.text("pt")
     assert refused(queue.submit, SID[ANA], QUICK.replace(lr=0.01, seed=3),
                    owner=ANA.id).field == "seed"
-    # submit_job("train", ...) goes through the same check
+    # no way around submit's checks: submit_job refuses the "train" kind
     assert refused(queue.submit_job, SID[ANA], "train", QUICK.to_dict(), "cpu",
-                   owner=ANA.id).field == "lr"
+                   owner=ANA.id).code == "serve.queue.unknown_kind"
     assert queue.store.counts()["queued"] == 0
     # the pushed values pass, and the run is recorded for the class (owner: Person.id)
     run_id = queue.submit(SID[ANA], QUICK.replace(lr=0.01), owner=ANA.id)
@@ -456,9 +456,9 @@ def test_everything_survives_a_restart(tmp_path):
 def test_an_older_store_migrates_to_the_classroom(tmp_path):
     old = old_store(tmp_path / "runs.db", version=2)
     run_id = old.create_run("old-session-1", "train", QUICK.to_dict(), "cpu")
-    assert old.schema_version() == 2
+    assert schema_version(old) == 2
     store = RunStore(tmp_path / "runs.db")
-    assert store.schema_version() == SCHEMA_VERSION and store.get(run_id).owner == "old-session-1"
+    assert schema_version(store) == SCHEMA_VERSION and store.get(run_id).owner == "old-session-1"
     info = Classroom(store).create_class(TEACH, "After the upgrade")
     assert Classroom(RunStore(tmp_path / "runs.db")).my_classes(TEACH)[0].code == info.code
 

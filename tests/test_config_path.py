@@ -84,9 +84,9 @@ def test_a_config_that_skips_the_form_is_refused_once_at_submit(queue, monkeypat
     with pytest.raises(JobError) as err:
         queue.submit(ALICE, QUICK.to_dict())         # not a config at all
     assert err.value.code == "serve.limits.not_a_config"
-    with pytest.raises(JobError) as err:             # a payload for the "train" kind
+    with pytest.raises(JobError) as err:             # only through submit
         queue.submit_job(ALICE, TRAIN, {**QUICK.to_dict(), "batch_size": 0}, "auto")
-    assert err.value.field == "batch_size"
+    assert err.value.code == "serve.queue.unknown_kind"
     assert queue.store.counts()["queued"] == 0       # nothing refused was stored
 
     before = validate.calls
@@ -137,7 +137,8 @@ def test_the_worker_trains_the_admitted_config_as_it_is(queue, cifar_data, monke
     monkeypatch.setattr(TrainConfig, "check_runtime", no_runtime_check)
     resolve = Counter(devices.resolve_device)
     monkeypatch.setattr(devices, "resolve_device", resolve)
-    worker._run_job(queue.store, job, cifar_data, None)
+    ctx = worker.JobContext(queue.store, run_id, job["device"], data=cifar_data)
+    worker.settle(queue.store, ctx, *worker.run_job(job["target"], job["payload"], ctx))
 
     assert {name: c.calls for name, c in checks.items()} == \
         {"validate": 0, "_field_problems": 0, "trick_problems": 0}

@@ -31,7 +31,7 @@ from cifarlab.core import checkpoint as ckpt
 from cifarlab.core.config import TrainConfig
 from cifarlab.errors import DataError, JobError
 from cifarlab.serve import queue as jobs
-from cifarlab.serve.queue import JobQueue, register_kind
+from cifarlab.serve.queue import KINDS, JobQueue
 from cifarlab.serve.settings import load_settings
 from cifarlab.serve.store import RunStore
 from cifarlab.serve.worker import failure
@@ -75,7 +75,7 @@ def sleepy_job(payload, ctx):
             "threads": torch.get_num_threads()}
 
 
-register_kind("sleepy", f"{__name__}:sleepy_job")
+KINDS["sleepy"] = f"{__name__}:sleepy_job"
 
 
 def dies_saving_job(payload, ctx):
@@ -86,7 +86,7 @@ def dies_saving_job(payload, ctx):
                                                             os.kill(os.getpid(), signal.SIGKILL)))
 
 
-register_kind("dies_saving", f"{__name__}:dies_saving_job")
+KINDS["dies_saving"] = f"{__name__}:dies_saving_job"
 
 
 def stubborn_job(payload, ctx):
@@ -99,7 +99,7 @@ def stubborn_job(payload, ctx):
     return {}
 
 
-register_kind("stubborn", f"{__name__}:stubborn_job")
+KINDS["stubborn"] = f"{__name__}:stubborn_job"
 
 
 def process_alive(pid: int) -> bool:
@@ -398,7 +398,7 @@ def test_a_timing_job_is_stopped_at_the_time_limit(make_queue, monkeypatch):
     monkeypatch.setitem(executor.KINDS, "timing", f"{__name__}:sleepy_job")  # a timing stand-in
     queue = make_queue(max_timing_seconds=1)
     run = queue.wait(queue.submit_job(ALICE, "timing", {"steps": 2000, "dt": 0.05}, "cpu",
-                                      exclusive=True), timeout=GUARD)
+                                      exclusive=["cpu"]), timeout=GUARD)
     assert run.status == "cancelled" and run.error_code == "serve.worker.time_limit"
     assert run.error_params == {"seconds": 1} and "(1 s)" in run.error_text("pt")
     (stop,) = [e.data for e in queue.store.events(run.id, kinds=["stop"])]
@@ -407,13 +407,13 @@ def test_a_timing_job_is_stopped_at_the_time_limit(make_queue, monkeypatch):
 
 
 def test_exclusive_job_waits_for_an_idle_device_and_holds_it(make_queue):
-    queue = make_queue(cpu_slots=2, max_per_session=5, spare_workers=2)
+    queue = make_queue(cpu_slots=2, max_per_owner=5, spare_workers=2)
     queue.wait_warm()
     long = {"steps": 30, "dt": 0.05}
     short = {"steps": 10, "dt": 0.05}
     a = queue.submit_job(ALICE, "sleepy", long, "cpu")
     b = queue.submit_job(BOB, "sleepy", long, "cpu")
-    x = queue.submit_job(ALICE, "sleepy", short, "cpu", exclusive=True)
+    x = queue.submit_job(ALICE, "sleepy", short, "cpu", exclusive=["cpu"])
     c = queue.submit_job(BOB, "sleepy", short, "cpu")
     runs = {k: queue.wait(v, timeout=GUARD) for k, v in dict(a=a, b=b, x=x, c=c).items()}
     assert all(r.status == "done" for r in runs.values()), [r.error for r in runs.values()]
@@ -424,7 +424,7 @@ def test_exclusive_job_waits_for_an_idle_device_and_holds_it(make_queue):
     assert runs["x"].waited_s > 1.0
     # c, queued after it, did not overtake it although a slot was free, and waited for it
     assert runs["c"].started_at >= runs["x"].finished_at
-    assert runs["x"].exclusive and not runs["c"].exclusive
+    assert runs["x"].holds and not runs["c"].holds
 
 
 # -- load -----------------------------------------------------------------------------------------

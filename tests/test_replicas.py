@@ -165,7 +165,7 @@ def test_limits_and_guessing_counts_hold_across_replicas(pg_url, tmp_path, queue
 
 def test_a_dead_replicas_runs_elsewhere_are_interrupted_once_silent(store_location, tmp_path):
     store = RunStore(store_location, tmp_path / "ck")
-    gone = replicas.register(store)
+    gone = replicas.Replica(store, 10).id
     with store._write() as c:   # a replica on another machine that stopped beating a while ago
         c.exec_driver_sql("UPDATE replicas SET host = 'elsewhere', heartbeat = heartbeat - 100")
     store.replica = gone

@@ -163,7 +163,7 @@ def test_the_server_backs_up_on_a_timer_and_at_shutdown_and_tells_every_page(tmp
 
 
 def test_the_backup_interval_is_a_setting(tmp_path, monkeypatch):
-    assert load_settings(home=tmp_path).backup_interval == backup.DEFAULT_EVERY_S == 300
+    assert load_settings(home=tmp_path).backup_interval == 300
     monkeypatch.setenv("CIFARLAB_BACKUP_INTERVAL", "60")
     assert load_settings(home=tmp_path).backup_interval == 60
     monkeypatch.setenv("CIFARLAB_BACKUP_INTERVAL", "1")

@@ -1,5 +1,4 @@
-"""Rolling backups of the SQLite run store (its online backup API: consistent while workers
-write), and recovery of a damaged file from the newest copy that passes ``quick_check``."""
+"""Rolling backups of the SQLite run store, and recovery of a damaged one from them."""
 from __future__ import annotations
 
 import logging
@@ -16,8 +15,6 @@ from cifarlab.serve import disk
 
 log = logging.getLogger("cifarlab.serve.backup")
 
-KEEP = 3                       # copies kept: the newest, and two older in case it is bad too
-DEFAULT_EVERY_S = 300.0        # settings.backup_interval's default
 _PREFIX, _SUFFIX = "runs-", ".db"
 
 
@@ -38,10 +35,9 @@ def check_file(path: str | os.PathLike) -> None:
                                     + "; ".join(str(r[0]) for r in rows[:3]))
 
 
-def copy_database(src: str | os.PathLike, dest: Path) -> Path:
+def copy_database(src: str | os.PathLike, dest: Path) -> None:
     """A consistent copy of the SQLite file ``src`` at ``dest`` (written beside it, renamed)."""
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
     try:
         with (closing(sqlite3.connect(src, timeout=15.0)) as source,
               closing(sqlite3.connect(tmp)) as target):
@@ -53,7 +49,6 @@ def copy_database(src: str | os.PathLike, dest: Path) -> Path:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return dest
 
 
 def generations(folder: Path) -> list[Path]:
@@ -64,8 +59,8 @@ def generations(folder: Path) -> list[Path]:
 class Backups:
     """A copy of the run store every ``every_s`` seconds while ``start``ed, and one at ``stop``."""
 
-    def __init__(self, db_path: str | os.PathLike, every_s: float = DEFAULT_EVERY_S,
-                 keep: int = KEEP):
+    # keep: the newest copy, and two older in case it is bad too
+    def __init__(self, db_path: str | os.PathLike, every_s: float = 300.0, keep: int = 3):
         self.db_path = Path(db_path).resolve()
         self.folder = backup_dir(self.db_path)
         self.every_s = float(every_s)

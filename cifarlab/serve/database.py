@@ -15,11 +15,10 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 
 from cifarlab.errors import STORE_UNREACHABLE, JobError
 from cifarlab.serve import disk
-from cifarlab.serve.schema import SCHEMA_VERSION, migrate, stored_version
+from cifarlab.serve.schema import SCHEMA_VERSION, migrate
 
 log = logging.getLogger("cifarlab.serve.database")
 
-BUSY_TIMEOUT_S = 15.0
 POOL_SIZE, MAX_OVERFLOW = 10, 30   # per serving process (a worker keeps 2)
 STORE_URL_SETTING = "CIFARLAB_STORE_URL"
 
@@ -33,14 +32,12 @@ def store_url(location: str | os.PathLike) -> URL:
     text = os.fspath(location)
     if "://" not in text:
         return URL.create("sqlite", database=str(Path(text).resolve()))
-    try:
+    with suppress(exc.ArgumentError, ValueError):   # SQLAlchemy's words for a malformed URL
         url = make_url(text)
-    except (exc.ArgumentError, ValueError):
-        raise JobError("serve.store.bad_url", setting=STORE_URL_SETTING) from None
-    if url.get_backend_name() == "postgresql":
-        return url.set(drivername="postgresql+psycopg")
-    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
-        return url.set(drivername="sqlite", database=str(Path(url.database).resolve()))
+        if url.get_backend_name() == "postgresql":
+            return url.set(drivername="postgresql+psycopg")
+        if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+            return url.set(drivername="sqlite", database=str(Path(url.database).resolve()))
     raise JobError("serve.store.bad_url", setting=STORE_URL_SETTING)
 
 
@@ -100,7 +97,7 @@ class Database:
     def _make_engine(self) -> Engine:
         if self.dialect == "sqlite":
             engine = create_engine(self.url, pool_size=self._pool_size, max_overflow=MAX_OVERFLOW,
-                                   connect_args={"timeout": BUSY_TIMEOUT_S,
+                                   connect_args={"timeout": 15.0,
                                                  "check_same_thread": False})
 
             @event.listens_for(engine, "connect")
@@ -123,24 +120,22 @@ class Database:
     @contextmanager
     def _write(self, lock: str | None = None) -> Iterator[Connection]:
         """One write transaction; ``lock``: PostgreSQL serializes those holding it (SQLite all)."""
-        with self._translated():
-            with self.engine.connect() as conn:
-                conn = conn.execution_options(cifarlab_write=True)
-                with conn.begin():
-                    if lock is not None and self.dialect != "sqlite":
-                        conn.exec_driver_sql(
-                            f"SELECT pg_advisory_xact_lock({advisory_key(self._lock_name + lock)})")
-                    yield conn
+        with self._translated(), self.engine.connect() as conn:
+            conn = conn.execution_options(cifarlab_write=True)
+            with conn.begin():
+                if lock is not None and self.dialect != "sqlite":
+                    key = advisory_key(self._lock_name + lock)
+                    conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({key})")
+                yield conn
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
         """Several SELECTs that see one consistent snapshot (PostgreSQL: REPEATABLE READ)."""
-        with self._translated():
-            with self.engine.connect() as conn:
-                if self.dialect != "sqlite":
-                    conn = conn.execution_options(isolation_level="REPEATABLE READ")
-                with conn.begin():
-                    yield conn
+        with self._translated(), self.engine.connect() as conn:
+            if self.dialect != "sqlite":
+                conn = conn.execution_options(isolation_level="REPEATABLE READ")
+            with conn.begin():
+                yield conn
 
     @contextmanager
     def _translated(self) -> Iterator[None]:
@@ -176,10 +171,6 @@ class Database:
         if self._engine is not None and self._pid == os.getpid():
             self._engine.dispose()
         self._engine = None
-
-    def schema_version(self) -> int:
-        with self._read() as c:
-            return stored_version(c)
 
     @contextmanager
     def mutex(self, name: str) -> Iterator[None]:

@@ -34,8 +34,7 @@ def run_bytes(config=None) -> int:
 
 
 def check_room(folders: Iterable[str | os.PathLike], need: int) -> None:
-    """Refuse a run before it starts (not lose its weights at the end) when any of ``folders``
-    has less than ``need`` bytes free."""
+    """Refuse a run before it starts, not lose its weights at its end, on too full a disk."""
     for folder in folders:
         free = free_bytes(folder)
         if free < need:

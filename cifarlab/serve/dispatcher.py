@@ -1,5 +1,4 @@
-"""The dispatcher: the serving process's one thread that drives the executor (see
-docs/architecture.md); with replicas, only the lock holder (``Replica.tick``) starts runs."""
+"""The dispatcher: the thread that drives the executor (with replicas, the lock holder's)."""
 from __future__ import annotations
 
 import logging
@@ -15,7 +14,6 @@ from cifarlab.serve.store import RunStore
 
 log = logging.getLogger("cifarlab.serve.queue")  # the queue's log, as hosts configure it
 
-TICK_S = 0.2                 # scheduler period
 CANCEL_GRACE_S = 60.0        # a worker still running this long after a cancel is killed
 
 
@@ -24,10 +22,7 @@ class Dispatcher:
 
     def __init__(self, store: RunStore, executor: Executor, settings: Settings,
                  replica: Replica):
-        self.store = store
-        self.executor = executor
-        self.settings = settings
-        self.replica = replica
+        self.store, self.executor, self.settings, self.replica = store, executor, settings, replica
         self._store_back = 0.0      # when the store answered again after failing
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -41,8 +36,7 @@ class Dispatcher:
         self.replica.start()
         self._thread.start()
 
-    def wake(self) -> None:
-        """Tick now (a run was queued or cancelled)."""
+    def wake(self) -> None:   # a run was queued or cancelled: tick now
         self._wake.set()
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -71,7 +65,7 @@ class Dispatcher:
                 failing = True
             except Exception:
                 log.exception("cifarlab scheduler tick failed")
-            self._wake.wait(TICK_S)
+            self._wake.wait(0.2)   # the scheduler's period
             self._wake.clear()
         self.executor.stop_all(self._stop_timeout)
         self.replica.stop()
@@ -108,7 +102,7 @@ class Dispatcher:
                                          alive=self.replica.alive(), adopt=self.executor.adopt)
 
     def _start_queued(self) -> None:
-        queued = self.store.queued()
+        queued = self.store.list_runs(statuses=["queued"])[::-1]   # first come, first served
         self._backlog = len(queued)
         if not queued:
             return

@@ -1,5 +1,4 @@
-"""Job kinds, and the executor interface (docs/architecture.md). Every executor method is called
-from the dispatcher's one thread (``ray.init`` needs a thread that lives)."""
+"""Job kinds and the executor interface, whose methods run in the dispatcher's thread."""
 from __future__ import annotations
 
 import importlib
@@ -13,28 +12,21 @@ from cifarlab.serve.store import RunStore
 
 log = logging.getLogger("cifarlab.serve.queue")
 
-# job kinds: what a queued job runs, by name ("package.module:function", imported by the
-# worker), so that serve runs the GPU page's timing sweep without importing lab
-KINDS: dict[str, str] = {}
 TRAIN = "train"
 TIMING = "timing"   # the CPU-vs-GPU timing sweep: bounded by max_timing_seconds
 LR_FIND = "lr_find"  # the learning-rate finder: a probe of a config, at most 200 steps
-
-
-def register_kind(name: str, target: str) -> None:
-    """``target``: ``fn(payload, ctx: JobContext) -> dict`` (the result, as JSON), imported by the
-    worker; a result ``{"cancelled": True}`` ends the run ``cancelled``, an exception ``failed``."""
-    KINDS[name] = target
+# job kinds: the "module:function" each runs, ``fn(payload, ctx: JobContext) -> dict`` (its
+# result; ``{"cancelled": True}`` ends it cancelled), imported by the worker: so serve runs the
+# GPU page's timing sweep without importing lab
+KINDS: dict[str, str] = {TRAIN: "cifarlab.serve.worker:run_train_job",
+                         TIMING: "cifarlab.lab.gpu.measure:run_timing_job",
+                         LR_FIND: "cifarlab.core.lr_finder:run_job"}
 
 
 def import_target(target: str) -> Callable[[dict, Any], dict]:
     module, _, name = target.partition(":")
     return getattr(importlib.import_module(module), name)
 
-
-register_kind(TRAIN, "cifarlab.serve.worker:run_train_job")
-register_kind(TIMING, "cifarlab.lab.gpu.measure:run_timing_job")
-register_kind(LR_FIND, "cifarlab.core.lr_finder:run_job")
 
 @dataclass
 class Handle:
@@ -54,8 +46,7 @@ class Executor:
     adopts = False    # whether ``adopt`` can find another server's runs still going
 
     def __init__(self, store: RunStore, settings: Settings):
-        self.store = store
-        self.settings = settings
+        self.store, self.settings = store, settings
         self.running: dict[str, Handle] = {}
 
     def start(self) -> None:
@@ -103,6 +94,6 @@ class Executor:
 def job_for(run: Run, target: str, settings: Settings) -> dict:
     """What an executor hands a worker: the run, its kind's function, where, its limits."""
     return {"run_id": run.id, "kind": run.kind, "target": target, "device": run.device,
-            "data_source": settings.data, "payload": dict(run.config), "exclusive": run.exclusive,
+            "data_source": settings.data, "payload": dict(run.config),
             "time_limit_s": settings.max_timing_seconds if run.kind == TIMING else None,
             "threads": settings.worker_threads, "nice": settings.worker_nice}

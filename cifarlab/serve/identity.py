@@ -46,8 +46,7 @@ class Person:
 
 def signed_in(email: str, name: str | None = None, groups: Iterable[str] | str | None = None, *,
               instructors: Iterable[str] = (), instructor_group: str | None = None) -> Person:
-    """The person an identity provider vouches for: an instructor when listed in ``instructors``
-    (any letter case) or in ``instructor_group``."""
+    """Whom an identity provider vouches for; an instructor if listed or in ``instructor_group``."""
     email = email.strip().lower()
     if isinstance(groups, str):      # some providers send one group as a plain string
         groups = [groups]
@@ -126,8 +125,7 @@ def secrets_line(stored: str) -> str:
 
 @dataclass(frozen=True)
 class Backoff:
-    """``free`` failures cost nothing; from then on each one doubles the wait, from ``base_s``
-    up to ``cap_s``, counted from the latest failure."""
+    """After ``free`` failures, each one doubles the wait (``base_s`` up to ``cap_s``)."""
 
     free: int
     base_s: float
@@ -173,9 +171,9 @@ class AttemptLimiter:
         mine = self.counters.add("c:" + client, now)
         self.counters.add("t:" + target, now)
         everyone = self.counters.add(_OVERALL, now)
-        if mine[0] == max(self.guessing_after, self.client.free):
+        if mine[0] == max(self.guessing_after, self.client.free):   # a hash, never the id
             log.warning("cifarlab %s: browser %s made %d wrong attempts; it now waits",
-                        self.name, digest(client), mine[0])
+                        self.name, hashlib.sha256(client.encode()).hexdigest()[:10], mine[0])
         if everyone[0] >= self.overall.free and (everyone[0] & (everyone[0] - 1)) == 0:
             log.warning("cifarlab %s: %d wrong attempts from everyone recently; browsers "
                         "that are guessing wait", self.name, everyone[0])
@@ -185,18 +183,12 @@ class AttemptLimiter:
         self.counters.clear("c:" + client)
 
 
-def digest(text: str) -> str:
-    """A short stand-in for a browser id in the host's log (never the id itself)."""
-    return hashlib.sha256(text.encode()).hexdigest()[:10]
-
-
 PASSPHRASE_TARGET = "instructor-passphrase"
 
 
 def try_passphrase(passphrase: str, stored: str, client: str,
                    limiter: AttemptLimiter) -> float | None:
-    """None when ``passphrase`` is the instructor's; else the seconds ``client`` must wait (a
-    waiting browser is refused before scrypt runs)."""
+    """None for the instructor's passphrase, else the seconds to wait (before scrypt runs)."""
     wait = limiter.wait(client, PASSPHRASE_TARGET)
     if wait > 0:
         return wait

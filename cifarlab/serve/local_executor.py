@@ -1,5 +1,4 @@
-"""The local executor (the default): a worker process per run, forked from a fork server that
-imported torch once, and warm spares, so that Train shows the first loss within a second or two."""
+"""The local executor (default): workers forked from a fork server with torch, warm spares."""
 from __future__ import annotations
 
 import contextlib
@@ -49,8 +48,7 @@ def context():
 
 
 def _in_environment(env: dict, target, *args) -> None:
-    """A worker's entry: the server's environment now (a forked worker would otherwise have the
-    fork server's, from when it started)."""
+    """A worker's entry: the server's environment now, not the fork server's from its start."""
     os.environ.clear()
     os.environ.update(env)
     target(*args)
@@ -71,11 +69,8 @@ def death_reason(exitcode: int) -> tuple[str, dict]:
     """(status, ``runs.reason``) for a worker that ended without recording an outcome."""
     if exitcode < 0:
         sig = -exitcode
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = f"signal {sig}"
         code = "serve.worker.killed_oom" if sig == signal.SIGKILL else "serve.worker.killed"
+        name = next((s.name for s in signal.Signals if s == sig), f"signal {sig}")
         return "failed", reason(code, signal=sig, name=name)
     if exitcode == 0:
         return "failed", reason("serve.worker.no_result")
@@ -145,7 +140,6 @@ class LocalExecutor(Executor):
         return process
 
     def poll(self) -> None:
-        """Settle the runs whose worker ended; count the spares that died."""
         for run_id, w in list(self.running.items()):
             if w.process.exitcode is None:
                 continue
@@ -163,8 +157,7 @@ class LocalExecutor(Executor):
             kill(w.process)
 
     def keep_warm(self, backlog: int) -> None:
-        """Start spares up to ``spare_workers``: at once when runs wait, else (a spare's imports
-        take seconds of CPU) a moment after the last start, when the cores have room."""
+        """Spares up to ``spare_workers``: at once when runs wait, else when the cores have room."""
         now = time.monotonic()
         self._spare_deaths = [t for t in self._spare_deaths if now - t < 60]
         # spares keep dying: runs start cold for a minute. One that just died (the fork server

@@ -1,5 +1,4 @@
-"""The job queue. A run belongs to a browser *session* (who may see, cancel and delete it) and to
-an *owner*, whom the per-person limits count across all their tabs (``admission``)."""
+"""The job queue: a run is its browser session's to see and act on, its owner's to count."""
 from __future__ import annotations
 
 import atexit
@@ -18,7 +17,7 @@ from cifarlab.serve import admission, disk, replicas
 from cifarlab.serve.backup import Backups
 from cifarlab.serve.classroom import enforce, tables
 from cifarlab.serve.dispatcher import Dispatcher
-from cifarlab.serve.executor import KINDS, LR_FIND, TIMING, TRAIN, Executor, register_kind
+from cifarlab.serve.executor import KINDS, LR_FIND, TIMING, TRAIN, Executor
 from cifarlab.serve.local_executor import LocalExecutor
 from cifarlab.serve.ray_executor import RayExecutor  # imports ray only once it starts
 from cifarlab.serve.runs import FINISHED, Run, validate_session
@@ -26,7 +25,7 @@ from cifarlab.serve.settings import Settings, load_settings
 from cifarlab.serve.store import RunStore, StoreCounters
 
 # what pages and tests import from here (pages reach the store only through the queue)
-__all__ = ["JobQueue", "get_queue", "FULL_TRAIN_IMAGES", "FINISHED", "register_kind"]
+__all__ = ["JobQueue", "get_queue", "FULL_TRAIN_IMAGES", "FINISHED", "KINDS"]
 
 FULL_TRAIN_IMAGES = 50000    # CIFAR-10's training set, when the data is not loaded here
 
@@ -71,8 +70,7 @@ class JobQueue:
 
     def submit(self, session: str, config: TrainConfig, name: str | None = None,
                owner: str | None = None, sweep: dict | None = None) -> str:
-        """Queue a training run, or with ``sweep`` ({"steps", "lr_min", "lr_max"}) the
-        learning-rate finder on its config; its id, or JobError."""
+        """Queue a training run, or with ``sweep`` the learning-rate finder on it; its id."""
         validate_session(session)
         owner = session if owner is None else owner   # checked where the run is created
         n_train = self.train_images()
@@ -91,35 +89,23 @@ class JobQueue:
                              name=name, image_epochs=needed, config=config)
 
     def submit_job(self, session: str, kind: str, payload: dict, device: str,
-                   exclusive: bool | list[str] = False, name: str | None = None,
+                   exclusive: list[str] = (), name: str | None = None,
                    owner: str | None = None, estimate_s: float | None = None) -> str:
-        """Queue a job of a registered kind on ``device``; ``exclusive``: True keeps ``device``
-        to itself, a list all of them."""
+        """Queue a job of another kind; ``exclusive``: the devices it keeps to itself."""
         validate_session(session)
         owner = session if owner is None else owner
-        if kind in (TRAIN, LR_FIND):  # through submit, so that it meets every limit
-            try:
-                config = TrainConfig.from_dict(payload if kind == TRAIN else payload["config"])
-            except (CifarLabError, KeyError, TypeError) as err:
-                raise admission.as_job_error(err if isinstance(err, CifarLabError) else
-                                             JobError("serve.limits.not_a_config")) from None
-            return self.submit(session, config, name=name, owner=owner,
-                               sweep=None if kind == TRAIN else payload)
-        if kind not in KINDS:
+        others = sorted(set(KINDS) - {TRAIN, LR_FIND})   # those two only through submit
+        if kind not in others:
             raise JobError("serve.queue.unknown_kind", field="kind", kind=repr(kind)[:40],
-                           known=", ".join(sorted(KINDS)))
+                           known=", ".join(others))
         admission.check_num_workers(payload.get("num_workers"), self.settings)
         if kind == TIMING:
-            admission.check_timing(payload.get("estimate_s") if estimate_s is None
-                                   else estimate_s, self.settings)
-        device = self._resolve(device)
-        if not isinstance(exclusive, bool):
-            exclusive = [self._resolve(d) for d in exclusive]
-        return self._enqueue(session, owner, kind, payload, device, name=name,
-                             exclusive=exclusive)
+            admission.check_timing(estimate_s, self.settings)
+        return self._enqueue(session, owner, kind, payload, self._resolve(device), name=name,
+                             exclusive=[self._resolve(d) for d in exclusive])
 
     def _enqueue(self, session: str, owner: str, kind: str, payload: dict, device: str,
-                 name: str | None = None, exclusive: bool | list[str] = False,
+                 name: str | None = None, exclusive: list[str] = (),
                  image_epochs: int | None = None, config: TrainConfig | None = None) -> str:
         # the checks and the insert as one step, on every replica of the store at once
         with self._submit_lock, self.store.mutex("admission"):
@@ -238,7 +224,8 @@ class JobQueue:
     def wait_warm(self, timeout: float = 120.0) -> bool:
         """Wait until a spare worker is warm (benchmarks and tests); False if none is, in time."""
         deadline = time.monotonic() + timeout
-        while self.settings.spare_workers and time.monotonic() < deadline:
+        spares = self.settings.spare_workers and self.executor.name != "ray"   # Ray keeps none
+        while spares and time.monotonic() < deadline:
             if self.executor.warm():
                 return True
             time.sleep(0.05)

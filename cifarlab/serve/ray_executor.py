@@ -1,6 +1,5 @@
-"""The Ray executor: each run a named, detached ``ray_task.RunActor`` with no restarts (a run is
-not repeated behind a student's back). Each actor is a fresh Ray worker process
-(ray-project/ray#28773): warm-up tasks fill the object store and the page cache instead."""
+"""The Ray executor: each run a named, detached ``ray_task.RunActor``, never restarted behind a
+student's back; each a fresh process (ray#28773): no spare can be kept warm."""
 from __future__ import annotations
 
 import contextlib
@@ -24,8 +23,6 @@ from cifarlab.serve.worker import HEARTBEAT_S
 
 log = logging.getLogger("cifarlab.serve.queue")
 
-RESOURCES_S = 10.0   # read the cluster's size this often (slots follow it)
-RETRY_S = 10.0       # try to reach the cluster again after a failed start
 _SHARED: dict[str, Any] = {}   # data key -> its ObjectRef, while this process is connected
 
 
@@ -39,8 +36,6 @@ class RayRun(Handle):
 
 
 class RayExecutor(Executor):
-    """Runs as detached Ray actors (see the module docstring)."""
-
     name = "ray"
     adopts = True
 
@@ -54,13 +49,12 @@ class RayExecutor(Executor):
         self._resources: dict[str, float] = {}
         self._resources_at = 0.0
         self._retry_at = 0.0
-        self._warming: list[Any] = []
 
     def start(self) -> None:
         import ray
 
         self._ray = ray
-        self._retry_at = time.monotonic() + RETRY_S
+        self._retry_at = time.monotonic() + 10.0   # if this start fails, try again then
         if not ray.is_initialized():
             before = signal.getsignal(signal.SIGTERM)
             # Ray's C++ failure handler would catch the server's SIGTERM and abort it 3 s later
@@ -78,14 +72,9 @@ class RayExecutor(Executor):
             # ray.init replaces SIGTERM's handler in the main thread (tests): put it back
             if before is not None and threading.current_thread() is threading.main_thread():
                 signal.signal(signal.SIGTERM, before)
-        self._warm_fn = ray.remote(num_cpus=0, max_retries=0)(ray_task.warm_up)
         self._actor = ray.remote(max_restarts=0, max_task_retries=0)(ray_task.RunActor)
-        self._read_resources()
+        self._resources, self._resources_at = dict(ray.cluster_resources()), time.monotonic()
         log.info("cifarlab: Ray executor on %s", self._resources)
-
-    def _read_resources(self) -> None:
-        self._resources = dict(self._ray.cluster_resources())
-        self._resources_at = time.monotonic()
 
     def devices(self) -> list[str] | None:
         """The cluster's ("cuda:0": the GPU Ray gives a task); None until it has been read."""
@@ -107,7 +96,7 @@ class RayExecutor(Executor):
         """A GPU run ``1/gpu_share`` of a GPU (an exclusive one a whole GPU)."""
         threads = float(self.settings.worker_threads)
         if run.device.startswith("cuda"):
-            whole = run.kind == TIMING or run.exclusive
+            whole = run.kind == TIMING or bool(run.holds)   # an exclusive job
             share = 1.0 if whole else round(1.0 / self.settings.gpu_share, 4)
             return {"num_gpus": share, "num_cpus": threads if "cpu" in run.holds else share}
         return {"num_cpus": threads, "num_gpus": 0}
@@ -170,8 +159,9 @@ class RayExecutor(Executor):
                 except Exception:
                     log.exception("cifarlab: the Ray cluster is still out of reach")
             return
-        if time.monotonic() - self._resources_at > RESOURCES_S:
-            self._read_resources()
+        if time.monotonic() - self._resources_at > 10.0:   # the slots follow the cluster's size
+            self._resources = dict(self._ray.cluster_resources())
+            self._resources_at = time.monotonic()
         for r in list(self.running.values()):
             self._drain(r)
 
@@ -218,13 +208,11 @@ class RayExecutor(Executor):
             self._forget(r)
 
     def _died(self, r: RayRun, err: BaseException | None) -> None:
-        """The run's stream ended without an outcome (``err``: Ray's word why)."""
-        why = reason("serve.executor.no_outcome")
-        if err is not None:
-            name = type(err).__name__
-            code = ("serve.executor.out_of_memory" if "OutOfMemory" in name
-                    else "serve.executor.worker_died")
-            why = {**reason(code, name=name), "traceback": f"{name}: {err}"}
+        """The run's stream ended without an outcome: Ray's ``err`` says why (None: forced)."""
+        name = type(err).__name__
+        code = ("serve.executor.out_of_memory" if "OutOfMemory" in name
+                else "serve.executor.worker_died")
+        why = {**reason(code, name=name), "traceback": f"{name}: {err}"}
         self.settle_dead(r, lambda: ("failed", why))
         self._forget(r)
 
@@ -247,20 +235,6 @@ class RayExecutor(Executor):
             self._ray.kill(r.actor)
         except Exception:  # it ended meanwhile: poll settles it
             log.debug("ray.kill(%s) failed", run_id, exc_info=True)
-
-    def keep_warm(self, backlog: int) -> None:
-        """Once: ``spare_workers`` warm-up tasks."""
-        if self._actor is None or self._warming or self.settings.spare_workers == 0:
-            return
-        shared = self._shared_data()
-        self._warming = [self._warm_fn.remote(shared, self.settings.worker_nice)
-                         for _ in range(self.settings.spare_workers)]
-
-    def warm(self) -> int:
-        if not self._warming:
-            return 0
-        ready, _ = self._ray.wait(self._warming, num_returns=len(self._warming), timeout=0)
-        return len(ready)
 
     def stop_all(self, timeout: float) -> None:
         if self._ray is None:

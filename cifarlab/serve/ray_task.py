@@ -11,11 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cifarlab.serve.executor import import_target
-from cifarlab.serve.worker import JobContext, _lower_priority, _raise, _warm_up, run_job
-
-_NICED = False  # Ray reuses its worker processes: set the priority once per process
-
+from cifarlab.serve.worker import JobContext, _lower_priority, run_job
 
 class Outbox:
     """The run store of a ``JobContext`` on Ray: each batch waits here for ``take``."""
@@ -36,29 +32,18 @@ class Outbox:
         return self.cancel.is_set()
 
 
-def _prepare(job: dict) -> None:
-    global _NICED
-    if not _NICED:  # Ray starts its workers niced already (worker_niceness, 15 by default)
-        _lower_priority(int(job.get("nice", 0)) - os.nice(0))
-        _NICED = True
-    import torch
-
-    torch.set_num_threads(max(1, int(job.get("threads") or 1)))
-
-
 ACTOR = "cifarlab-run-{}"   # a run's actor: the run id is random, so unique on any cluster
 NAMESPACE = "cifarlab-runs"
-ORPHAN_S = 3600.0           # a finished run's actor waits this long for its outcome to be taken
 
 
-class RunActor:
-    """One run as a detached Ray actor (see the module docstring)."""
-
+class RunActor:   # one run (the module docstring says how)
     def __init__(self, job: dict, shared: Any):
         import ray
+        import torch
 
         self.run_id = job["run_id"]
-        _prepare(job)
+        _lower_priority(job["nice"] - os.nice(0))   # Ray's workers may be niced already
+        torch.set_num_threads(job["threads"])
         self.box = Outbox()
         # Ray hands the actor its GPU (or share of one) through CUDA_VISIBLE_DEVICES: cuda:0
         device = "cuda:0" if job["device"].startswith("cuda") else job["device"]
@@ -74,12 +59,8 @@ class RunActor:
                          daemon=True).start()
 
     def _run(self, job: dict) -> None:
-        try:
-            fn = import_target(job["target"])
-        except BaseException as err:  # noqa: BLE001 - recorded as the run's failure
-            fn = _raise(err)
-        self.outcome = run_job(fn, job["payload"], self.ctx)
-        time.sleep(ORPHAN_S)   # still here: no app server came for the outcome
+        self.outcome = run_job(job["target"], job["payload"], self.ctx)
+        time.sleep(3600.0)   # still here after an hour: no app server came for the outcome
         os._exit(0)
 
     def take(self, ack: int) -> list[tuple[int, dict]]:
@@ -107,13 +88,3 @@ class RunActor:
 
     def cancel(self) -> None:
         self.box.cancel.set()
-
-
-def warm_up(shared: Any, nice: int = 0) -> int:
-    """Import torch and the training code, map the data, one tiny step: the node's page cache
-    has them before the first run needs them; its pid."""
-    _prepare({"threads": 1, "nice": nice})
-    from cifarlab.core import train as _train  # noqa: F401 - the model, the loaders, evaluation
-
-    _warm_up()
-    return os.getpid()

@@ -1,5 +1,4 @@
-"""The app servers (replicas) of one run store: each beats every second; one silent for
-``heartbeat_timeout`` is gone. A lock, not this table, says who dispatches."""
+"""The app servers (replicas) of one run store and their heartbeats; a lock says who dispatches."""
 from __future__ import annotations
 
 import contextlib
@@ -17,16 +16,6 @@ from cifarlab.serve.store import HOST, RunStore
 
 C = REPLICAS.c
 log = logging.getLogger("cifarlab.serve.queue")
-
-
-def register(db: Database) -> str:
-    """This process as a new replica (replicas silent for a day are dropped); its id."""
-    rid, now = uuid.uuid4().hex, time.time()
-    with db._write() as c:
-        c.execute(REPLICAS.delete().where(C.heartbeat < now - 86400))
-        c.execute(insert(REPLICAS).values(id=rid, host=HOST, pid=os.getpid(), started_at=now,
-                                          heartbeat=now))
-    return rid
 
 
 def alive(db: Database, timeout: float) -> set[str]:
@@ -54,7 +43,11 @@ class Replica:
 
     def __init__(self, db: Database, timeout: float):
         self.db, self.timeout = db, float(timeout)
-        self.id = register(db)
+        self.id, now = uuid.uuid4().hex, time.time()
+        with db._write() as c:   # replicas silent for a day are dropped
+            c.execute(REPLICAS.delete().where(C.heartbeat < now - 86400))
+            c.execute(insert(REPLICAS).values(id=self.id, host=HOST, pid=os.getpid(),
+                                              started_at=now, heartbeat=now))
         self.lock = SessionLock(db, "dispatcher")
         self.leading = False
         self._last_try = 0.0

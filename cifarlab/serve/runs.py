@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from cifarlab import i18n
 from cifarlab.errors import CifarLabError, JobError
@@ -14,7 +14,6 @@ RUN_ID_RE = re.compile(r"[0-9a-f]{32}")
 SESSION_RE = re.compile(r"[A-Za-z0-9_-]{8,64}")
 # a cookie id, a user name or e-mail, an IPv4 or IPv6 address (it only ever reaches SQL as a value)
 OWNER_RE = re.compile(r"[A-Za-z0-9_.:@+-]{1,128}")
-KIND_RE = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
 STATUSES = ("queued", "running", "done", "failed", "cancelled", "interrupted")
 ACTIVE = ("queued", "running")
@@ -39,36 +38,10 @@ def validate_owner(owner: Any) -> str:
     raise JobError("serve.runs.bad_owner", field="owner", value=repr(owner)[:40])
 
 
-def validate_kind(kind: Any) -> str:
-    if isinstance(kind, str) and KIND_RE.fullmatch(kind):
-        return kind
-    raise JobError("serve.runs.bad_kind", field="kind", kind=repr(kind)[:40])
-
-
-def validate_statuses(values: Iterable[str] | str) -> list[str]:
-    values = [values] if isinstance(values, str) else list(values)
-    for v in values:
-        if v not in STATUSES:
-            raise JobError("serve.runs.bad_status", field="status", status=repr(v)[:40],
-                           known=", ".join(STATUSES))
-    return values
-
-
 def reason(code: str, **params: Any) -> dict[str, Any]:
-    """Why a run ended, for ``RunStore.set_status``: the code and parameters (each student's
-    language) and the English sentence (the command line, the host)."""
+    """Why a run ended: its code and parameters (any language) and the English sentence."""
     return {"error": i18n.t(f"errors.{code}", i18n.DEFAULT, **params), "error_code": code,
             "error_params": params}
-
-
-def reason_for(err: CifarLabError) -> dict[str, Any]:
-    """``reason`` for one of our errors: its own code and parameters, on one line."""
-    try:
-        text = " ".join(str(err).split())
-    except (KeyError, ValueError):  # a code no catalog has (strict mode): never lose the failure
-        return {"error": f"{type(err).__name__}: {err.code}", "error_code": None,
-                "error_params": None}
-    return {"error": text, "error_code": err.code or None, "error_params": dict(err.params)}
 
 
 @dataclass(frozen=True)
@@ -101,10 +74,6 @@ class Run:
     progress: dict | None
     waited_s: float | None
     replica: str | None = None    # the serving process whose executor runs it (several replicas)
-
-    @property
-    def exclusive(self) -> bool:
-        return bool(self.holds)
 
     @property
     def active(self) -> bool:

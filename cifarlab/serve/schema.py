@@ -1,5 +1,4 @@
-"""The run store's tables and the migrations that bring an older store up to date (SQLite's
-``user_version``, PostgreSQL's ``cifarlab_schema``); a newer store is refused, never changed."""
+"""The run store's tables and their migrations; a newer store is refused, never changed."""
 from __future__ import annotations
 
 from typing import Callable

@@ -1,5 +1,4 @@
-"""Hosting settings: ``CIFARLAB_<NAME>`` > the TOML file (``$CIFARLAB_CONFIG``, else
-``./cifarlab.toml``, keys at the top or under ``[cifarlab]``) > defaults; README.md lists them."""
+"""Hosting settings (README.md lists them): the environment > ``cifarlab.toml`` > defaults."""
 from __future__ import annotations
 
 import contextlib
@@ -10,7 +9,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from cifarlab.core.config import Limits
 from cifarlab.errors import CifarLabError, JobError
@@ -24,10 +23,8 @@ class SettingsError(CifarLabError):
 
 
 def cpu_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS
-        return os.cpu_count() or 1
+    affinity = getattr(os, "sched_getaffinity", None)   # none on macOS
+    return len(affinity(0)) if affinity else os.cpu_count() or 1
 
 
 @dataclass(frozen=True)
@@ -92,8 +89,6 @@ _BOUNDS = {"max_num_workers": (0, None), "spare_workers": (0, None), "heartbeat_
 _FIELDS: dict[str, tuple[str, float | None, float | None]] = {
     f.name: (_KINDS.get(f.name) or f.type.split(" ")[0], *_BOUNDS.get(f.name, (1, None)))
     for f in dataclasses.fields(Settings)}
-_CHOICES = {"executor": ("local", "ray")}
-_ALIASES = {"max_per_session": "max_per_owner"}  # old name -> name; the new name wins
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -105,8 +100,7 @@ def env_name(field: str) -> str:
 def load_settings(env: Mapping[str, str] | None = None,
                   config_file: str | os.PathLike | None = None,
                   **overrides: Any) -> Settings:
-    """The settings for this process: ``overrides`` (Python values; tests) > ``env`` (default
-    ``os.environ``) > the TOML file > defaults."""
+    """``overrides`` (Python values) > ``env`` (``os.environ``) > the TOML file > defaults."""
     env = os.environ if env is None else env
     values: dict[str, Any] = {}
     path = config_file if config_file is not None else env.get(CONFIG_ENV) or None
@@ -117,15 +111,15 @@ def load_settings(env: Mapping[str, str] | None = None,
     elif Path(DEFAULT_CONFIG_FILE).is_file():
         path = Path(DEFAULT_CONFIG_FILE)
     if path is not None:
-        _apply(values, _from_file(path), lambda n: f"{n} ({path})", path.resolve().parent)
-    given = {n: env[env_name(n)] for n in [*_ALIASES, *_FIELDS]
-             if env.get(env_name(n), "").strip() != ""}
-    _apply(values, given, env_name, Path.cwd())
-    unknown = next((n for n in overrides if _ALIASES.get(n, n) not in _FIELDS), None)
+        values.update({n: _parse(n, raw, f"{n} ({path})", path.resolve().parent)
+                       for n, raw in _from_file(path).items()})
+    given = {n: env[env_name(n)] for n in _FIELDS if env.get(env_name(n), "").strip() != ""}
+    values.update({n: _parse(n, raw, env_name(n), Path.cwd()) for n, raw in given.items()})
+    unknown = next((n for n in overrides if n not in _FIELDS), None)
     if unknown is not None:
         raise SettingsError("serve.settings.unknown_setting", name=unknown,
                             known=", ".join(_FIELDS))
-    _apply(values, overrides, str, Path.cwd())
+    values.update({n: _parse(n, raw, n, Path.cwd()) for n, raw in overrides.items()})
 
     cores = cpu_cores()
     values.setdefault("home", (Path.cwd() / "var").resolve())
@@ -136,25 +130,15 @@ def load_settings(env: Mapping[str, str] | None = None,
     return Settings(**values)
 
 
-def _apply(values: dict[str, Any], given: Mapping[str, Any], where: Callable[[str], str],
-           base: Path) -> None:
-    """Parse ``given`` into ``values``, old names first so that a setting's own name wins."""
-    for name in sorted(given, key=lambda n: n not in _ALIASES):
-        field = _ALIASES.get(name, name)
-        values[field] = _parse(field, given[name], where(name), base)
-
-
 def _from_file(path: Path) -> dict[str, Any]:
     try:
         with open(path, "rb") as f:
             doc = tomllib.load(f)
-    except tomllib.TOMLDecodeError as err:
-        raise SettingsError("serve.settings.bad_toml", path=str(path), detail=str(err)) from None
-    except OSError as err:
+    except (tomllib.TOMLDecodeError, OSError) as err:   # the parser's or the system's words
         raise SettingsError("serve.settings.unreadable", path=str(path),
-                            detail=str(err.strerror)) from None
+                            detail=getattr(err, "strerror", None) or str(err)) from None
     table = doc["cifarlab"] if isinstance(doc.get("cifarlab"), dict) else doc
-    unknown = sorted(set(table) - set(_FIELDS) - set(_ALIASES))
+    unknown = sorted(set(table) - set(_FIELDS))
     if unknown:
         raise SettingsError("serve.settings.unknown_keys", path=str(path),
                             names=", ".join(unknown), known=", ".join(_FIELDS))
@@ -169,10 +153,9 @@ def _parse(name: str, raw: Any, where: str, base: Path) -> Any:
     if kind == "int":
         value = int(text) if isinstance(text, str) and text.lstrip("+").isdigit() else text
         if type(value) is not int or value < low or (high is not None and value > high):
-            if high is not None:
-                raise SettingsError("serve.settings.whole_number_range", min=int(low),
-                                    max=int(high), **bad)
-            raise SettingsError("serve.settings.whole_number", min=int(low), **bad)
+            code = ("serve.settings.whole_number" if high is None
+                    else "serve.settings.whole_number_range")
+            raise SettingsError(code, min=int(low), max=high, **bad)
         return value
     if kind == "float":
         try:
@@ -187,9 +170,9 @@ def _parse(name: str, raw: Any, where: str, base: Path) -> Any:
         if word not in _TRUE | _FALSE:
             raise SettingsError("serve.settings.boolean", **bad)
         return word in _TRUE
-    if kind == "choice":
-        if word not in _CHOICES[name]:
-            raise SettingsError("serve.settings.choice", choices=", ".join(_CHOICES[name]), **bad)
+    if kind == "choice":   # the executor
+        if word not in ("local", "ray"):
+            raise SettingsError("serve.settings.choice", choices="local, ray", **bad)
         return word
     if kind == "emails":
         return _emails(text, bad)

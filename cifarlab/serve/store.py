@@ -20,8 +20,8 @@ from cifarlab.errors import JobError
 from cifarlab.serve.backup import StoreDamaged, open_checked
 from cifarlab.serve.database import Database, store_url
 from cifarlab.serve.runs import (ACTIVE, FINISHED, RUN_ID_RE, STATUSES, Run, RunEvent,
-                                 pid_alive, reason, validate_kind, validate_owner,
-                                 validate_run_id, validate_session, validate_statuses)
+                                 pid_alive, reason, validate_owner, validate_run_id,
+                                 validate_session)
 from cifarlab.serve.schema import (COUNTERS, EVENTS, JSON_COLUMNS, LOSSES, QUEUE_POSITION,
                                    REPLICAS, RUNS, SCHEMA_VERSION, USED_COMPUTE)
 
@@ -50,13 +50,9 @@ def _run(row: Any) -> Run:
 
 
 def _dumps(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, default=_json_default)
-
-
-def _json_default(obj: Any) -> Any:
-    if hasattr(obj, "tolist"):   # numpy
-        return obj.tolist()
-    return list(obj) if isinstance(obj, set) else str(obj)  # a Path, or anything else: its text
+    # numpy values as lists, a Path (or anything else) as its text
+    return None if value is None else json.dumps(
+        value, default=lambda obj: obj.tolist() if hasattr(obj, "tolist") else str(obj))
 
 
 class RunStore(Database):
@@ -72,11 +68,8 @@ class RunStore(Database):
             self.recovery = open_checked(self, lambda: init(location, upto))
         else:
             super().__init__(location, upto)
-        if checkpoint_dir is None:
-            if self.path is None:
-                raise JobError("serve.store.no_checkpoint_dir")
-            checkpoint_dir = self.path.parent / "checkpoints"
-        self.checkpoint_dir = Path(checkpoint_dir).resolve()
+        # a database server's store: the settings always name the folder (home)
+        self.checkpoint_dir = Path(checkpoint_dir or self.path.parent / "checkpoints").resolve()
 
     def checkpoint_path(self, run_id: str) -> Path:
         return self.checkpoint_dir / f"{validate_run_id(run_id)}.pth"
@@ -101,25 +94,20 @@ class RunStore(Database):
             c.execute(update(RUNS).where(R.id == validate_run_id(run_id)).values(**values))
 
     def rename(self, run_id: str, name: str | None) -> None:
-        """Give a run a name (None or blank: no name, the page shows its id)."""
         self._update(run_id, name=clean_name(name))
 
     def create_run(self, session: str, kind: str, config: dict, device: str,
-                   name: str | None = None, exclusive: bool | Iterable[str] = False,
+                   name: str | None = None, exclusive: Iterable[str] = (),
                    owner: str | None = None, image_epochs: int | None = None) -> str:
         """Queue a new run; returns its id (``owner``, ``exclusive``: ``JobQueue.submit_job``)."""
         validate_session(session)
         owner = validate_owner(session if owner is None else owner)
-        validate_kind(kind)
-        if isinstance(exclusive, bool):
-            holds = [str(device)] if exclusive else []
-        else:
-            holds = sorted({str(d) for d in exclusive} | {str(device)})
+        holds = sorted({str(d) for d in exclusive} | {str(device)}) if exclusive else None
         run_id = uuid.uuid4().hex
         with self._write() as c:
             c.execute(insert(RUNS).values(
                 id=run_id, session=session, owner=owner, kind=kind, name=clean_name(name),
-                status="queued", device=str(device), holds=_dumps(holds or None),
+                status="queued", device=str(device), holds=_dumps(holds),
                 config=_dumps(config), created_at=time.time(),
                 image_epochs=None if image_epochs is None else int(image_epochs)))
         return run_id
@@ -137,7 +125,7 @@ class RunStore(Database):
         if session is not None:
             q = q.where(R.session == validate_session(session))
         if statuses is not None:
-            q = q.where(R.status.in_(validate_statuses(statuses)))
+            q = q.where(R.status.in_(list(statuses)))
         if kind is not None:
             q = q.where(R.kind == kind)
         q = q.order_by(*_NEWEST)
@@ -146,16 +134,10 @@ class RunStore(Database):
         with self._read() as c:
             return [_run(row) for row in c.execute(q)]
 
-    def queued(self) -> list[Run]:
-        """Queued runs, first come first served (oldest first)."""
-        return self.list_runs(statuses=["queued"])[::-1]
-
     def set_status(self, run_id: str, status: str, *, only_from: Sequence[str] | None = None,
                    **fields: Any) -> bool:
-        """Move a run to ``status`` if it is in ``only_from`` (a late writer never overwrites an
-        outcome); True if it changed."""
+        """Move a run to ``status`` if in ``only_from`` (no late writer overwrites an outcome)."""
         validate_run_id(run_id)
-        (status,) = validate_statuses([status])
         unknown = sorted(set(fields) - set(_STATUS_FIELDS))
         if unknown:
             raise JobError("serve.store.bad_fields", fields=", ".join(unknown))
@@ -172,7 +154,7 @@ class RunStore(Database):
             values.update(finished_at=now, checkpoint=str(path) if path.is_file() else None)
         q = update(RUNS).where(R.id == run_id).values(**values)
         if only_from is not None:
-            q = q.where(R.status.in_(validate_statuses(only_from)))
+            q = q.where(R.status.in_(list(only_from)))
         with self._write() as c:
             return c.execute(q).rowcount == 1
 
@@ -183,12 +165,9 @@ class RunStore(Database):
         self._update(run_id, heartbeat=time.time())
 
     def record(self, run_id: str, *, steps: Sequence[int] = (), losses: Sequence[float] = (),
-               events: Iterable[tuple[str, dict]] = (), progress: dict | None = None) -> None:
+               events: Sequence[tuple[str, dict]] = (), progress: dict | None = None) -> None:
         """Write a batch in one transaction."""
         validate_run_id(run_id)
-        steps, losses, events = list(steps), list(losses), list(events)
-        if len(steps) != len(losses):
-            raise JobError("serve.store.steps_losses", steps=len(steps), losses=len(losses))
         now = time.time()
         with self._write() as c:
             if steps:
@@ -271,7 +250,6 @@ class RunStore(Database):
                                   "r.status = 'queued'"), {"run": run_id}).scalar()
 
     def counts(self, owner: str | None = None) -> dict[str, int]:
-        """How many runs are in each status (all of them, or one owner's)."""
         q = select(R.status, func.count()).group_by(R.status)
         if owner is not None:
             q = q.where(R.owner == validate_owner(owner))

@@ -1,5 +1,4 @@
-"""The worker process: one job, its progress written to the store, niced, with a heartbeat so a
-silent worker can be told from a busy one; any exception becomes ``failed`` in one line."""
+"""The worker process: one job, niced, its progress in the store, any exception ``failed``."""
 from __future__ import annotations
 
 import contextlib
@@ -18,12 +17,10 @@ from cifarlab.core.config import TrainConfig
 from cifarlab.errors import CifarLabError
 from cifarlab.serve.database import StoreUnreachable
 from cifarlab.serve.executor import import_target
-from cifarlab.serve.runs import reason, reason_for
+from cifarlab.serve.runs import reason
 from cifarlab.serve.settings import Settings
 from cifarlab.serve.store import RunStore
 
-CANCEL_POLL_S = 0.25         # workers read the cancel flag at most this often
-FLUSH_S = 0.25               # workers write buffered events at most this often
 HEARTBEAT_S = 2.0            # workers beat this often
 SETTLE_PATIENCE_S = 600.0    # how long a finished run waits for an unreachable store
 # written at once; the others batched
@@ -49,13 +46,10 @@ class JobContext:
                  data: Any = None, data_error: BaseException | None = None,
                  parent_alive: Callable[[], bool] | None = None,
                  time_limit_s: float | None = None):
-        self.store = store
-        self.run_id = run_id
-        self.device = device
+        self.store, self.run_id, self.device = store, run_id, device
         self.checkpoint_path: Path = store.checkpoint_path(run_id)
         self.time_limit_s = time_limit_s
-        # "cancel" | "server" | "time_limit" once should_stop said so
-        self.stop_reason: str | None = None
+        self.stop_reason: str | None = None   # "cancel" | "server" | "time_limit"
         self.weights_error: BaseException | None = None  # the disk was full at the end
         self._data_source = data_source
         self._data = data
@@ -94,7 +88,7 @@ class JobContext:
                 if kind == "start" and self._progress is None:
                     self._progress = {"step": 0, "total_steps": data.get("total_steps"),
                                       "elapsed_s": 0.0, "images_per_second": 0.0}
-            due = time.monotonic() - self._last_flush >= FLUSH_S
+            due = time.monotonic() - self._last_flush >= 0.25   # batched: 4 writes a second
         if kind in _URGENT or (due and kind != "losses") or len(self._steps) >= 50000:
             self.flush()
 
@@ -128,7 +122,7 @@ class JobContext:
         now = time.monotonic()
         if self.time_limit_s is not None and now - self._started > self.time_limit_s:
             self.stop_reason = "time_limit"
-        elif now - self._last_poll >= CANCEL_POLL_S:
+        elif now - self._last_poll >= 0.25:   # the cancel flag, read at most this often
             self._last_poll = now
             poll_t = time.time()
             try:
@@ -165,7 +159,8 @@ def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
                 got["job"] = conn.recv()
             except (EOFError, OSError):  # the server closed the pipe: no job for us
                 return
-        _beat(store, got["job"]["run_id"], beating)
+        threading.Thread(target=_beat, args=(store, got["job"]["run_id"], beating),
+                         name="cifarlab-heartbeat", daemon=True).start()
 
     waiter = threading.Thread(target=wait_for_job, name="cifarlab-job-wait", daemon=True)
     waiter.start()
@@ -176,26 +171,28 @@ def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
         torch.set_num_threads(settings.worker_threads)
         if job is None:  # a spare warms up; a worker made for its job loads what it needs
             from cifarlab.core import train as _train  # noqa: F401 - the model, evaluation, ...
-            try:
-                data = data_mod.load(settings.data)
-            except Exception as err:  # noqa: BLE001 - reported when a job asks for the data
-                data_error = err
             _warm_up()
-    except Exception as err:  # noqa: BLE001 - a broken install: report it on the job
+            data = data_mod.load(settings.data)
+    except Exception as err:  # noqa: BLE001 - said when the job asks for the data
         data_error = err
     if ready is not None:
         ready.set()
     waiter.join()
     if got["job"] is None:
         return
+    job, parent = got["job"], multiprocessing.parent_process()
+    ctx = JobContext(store, job["run_id"], job["device"], job.get("data_source"), data,
+                     data_error, parent_alive=parent.is_alive if parent is not None else None,
+                     time_limit_s=job.get("time_limit_s"))
     try:
-        _run_job(store, got["job"], data, data_error)
+        run = store.get(job["run_id"])
+        if run is not None and run.status == "running":   # not deleted or settled meanwhile
+            settle(store, ctx, *run_job(job["target"], job["payload"], ctx))
     finally:
         beating.set()
 
 
 def _lower_priority(steps: int) -> None:
-    """Run ``steps`` below the server's priority."""
     if steps > 0:
         with contextlib.suppress(OSError):  # not allowed here: run at the server's priority
             os.nice(steps)
@@ -212,29 +209,9 @@ def _warm_up() -> None:
 
 
 def _beat(store: RunStore, run_id: str, stop: threading.Event) -> None:
-    def loop() -> None:
-        while not stop.wait(HEARTBEAT_S):
-            with contextlib.suppress(Exception):  # a busy store: try again next beat
-                store.heartbeat(run_id)
-
-    threading.Thread(target=loop, name="cifarlab-heartbeat", daemon=True).start()
-
-
-def _run_job(store: RunStore, job: dict, data: Any, data_error: BaseException | None) -> None:
-    run_id = job["run_id"]
-    parent = multiprocessing.parent_process()
-    ctx = JobContext(store, run_id, job["device"], job.get("data_source"), data, data_error,
-                     parent_alive=parent.is_alive if parent is not None else None,
-                     time_limit_s=job.get("time_limit_s"))
-    try:
-        run = store.get(run_id)
-        if run is None or run.status != "running":
-            return  # deleted or settled while we were starting
-        fn = import_target(job["target"])
-    except BaseException as err:  # noqa: BLE001 - every failure is recorded, in words
-        fn = _raise(err)
-    status, fields = run_job(fn, job["payload"], ctx)
-    settle(store, ctx, status, fields)
+    while not stop.wait(HEARTBEAT_S):
+        with contextlib.suppress(Exception):  # a busy store: try again next beat
+            store.heartbeat(run_id)
 
 
 def settle(store: RunStore, ctx: Any, status: str, fields: dict,
@@ -253,17 +230,11 @@ def settle(store: RunStore, ctx: Any, status: str, fields: dict,
         time.sleep(1.0)
 
 
-def _raise(err: BaseException) -> Callable[[dict, Any], dict]:
-    def fn(payload: dict, ctx: Any) -> dict:
-        raise err
-    return fn
-
-
-def run_job(fn: Callable[[dict, Any], dict], payload: dict,
+def run_job(fn: Callable[[dict, Any], dict] | str, payload: dict,
             ctx: JobContext) -> tuple[str, dict[str, Any]]:
-    """Run a job function; returns (its status, the fields ``RunStore.set_status`` records)."""
+    """Run a job function (or its ``"module:function"``): (status, the fields to record)."""
     try:
-        result = fn(payload, ctx)
+        result = (import_target(fn) if isinstance(fn, str) else fn)(payload, ctx)
         ctx.flush()
         result = dict(result or {})
         env = result.pop("env", None)
@@ -315,8 +286,9 @@ def _peak_rss_mb() -> float:
 
 def failure(err: BaseException) -> dict[str, Any]:
     """Why a job failed, in one line a student can read."""
-    if isinstance(err, CifarLabError):
-        return reason_for(err)
+    if isinstance(err, CifarLabError):   # its own code and parameters, on one line
+        return {"error": " ".join(str(err).split()), "error_code": err.code or None,
+                "error_params": dict(err.params)}
     name = type(err).__name__
     first = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
     if name == "OutOfMemoryError":
