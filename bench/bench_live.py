@@ -112,7 +112,7 @@ def add_run_args(ap: argparse.ArgumentParser, epochs: int = 3) -> None:
 def server_env(args) -> dict:
     """The app server's settings: one CPU slot, a warm spare worker, room for the runs."""
     return {"CIFARLAB_DATA": args.data, "CIFARLAB_CPU_SLOTS": "1",
-            "CIFARLAB_SPARE_WORKERS": "1", "CIFARLAB_MAX_PER_SESSION": "50",
+            "CIFARLAB_SPARE_WORKERS": "1", "CIFARLAB_MAX_PER_OWNER": "50",
             "CIFARLAB_MAX_TRAIN_IMAGES": "50000",
             "CIFARLAB_WORKER_THREADS": str(args.worker_threads),
             **dict(kv.split("=", 1) for kv in args.server_env)}

@@ -321,7 +321,7 @@ def test_train_a_quick_run_to_the_end(lab):
 
 
 def test_cancel_keeps_a_partial_result_and_limits_are_messages(lab, monkeypatch):
-    monkeypatch.setenv("CIFARLAB_MAX_PER_SESSION", "1")
+    monkeypatch.setenv("CIFARLAB_MAX_PER_OWNER", "1")
     monkeypatch.setenv("CIFARLAB_CPU_SLOTS", "1")
     t = i18n.translator("en")
     at = open_train("carol-session-3")
