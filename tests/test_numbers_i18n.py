@@ -63,11 +63,6 @@ def test_significant_never_writes_e_notation_and_keeps_the_value(value, lang, di
     assert math.isclose(back, value, rel_tol=10 ** (1 - digits), abs_tol=1e-300)
 
 
-@pytest.mark.parametrize("lang,text", [("en", "Loss 3.50 × 10⁻⁴"), ("pt", "Loss 3,50 × 10⁻⁴")])
-def test_a_templates_e_format_is_written_as_a_power_of_ten(lang, text):
-    assert _LocaleFormatter(lang).format("Loss {x:.2e}", x=0.00035) == text
-
-
 # -------------------------------------------------------------------------------- plurals
 
 def test_every_plural_has_its_other_form_in_every_language():
