@@ -114,20 +114,13 @@ if st.button(t("common.measure"), key="loader_run", type="primary", disabled=lba
     if not workers:
         st.warning(t("data.pick_workers"))
     else:
-        bar = st.progress(0.0, text=t("common.measuring"))
-        done = []
-
-        def _tick(row: dict) -> None:
-            done.append(row)
-            bar.progress(min(1.0, len(done) / (len(workers) + 1)), text=t("common.measuring"))
-
         try:
-            st.session_state["loader_result"] = loading.sweep_loaders(
-                data, batch_size=int(lbatch), workers=sorted(workers), max_batches=100_000,
-                max_seconds=BUDGET, on_result=_tick)
+            with st.spinner(t("common.measuring")):
+                st.session_state["loader_result"] = loading.sweep_loaders(
+                    data, batch_size=int(lbatch), workers=sorted(workers), max_batches=100_000,
+                    max_seconds=BUDGET)
         except (CifarLabError, RuntimeError, OSError) as err:
             show_error(err)
-        bar.empty()
 sweep = st.session_state.get("loader_result") if lbatch is not None else None
 if sweep is not None and len(sweep):
     st.dataframe(loading.loader_table(sweep, t), hide_index=True, key="loader_table")

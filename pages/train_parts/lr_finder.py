@@ -88,8 +88,7 @@ def _result(form, run) -> None:
     lock = form.locks.get("lr")
     st.button(t("train.lr_find.use", lr=i18n.number(lr, lang())), key=K + "use",
               on_click=_use, args=(lr,), disabled=bool(lock), icon=":material/done:",
-              help=t("train.lr_find.locked", reason=lock) if lock else t(
-                  "train.lr_find.use_help"))
+              help=t("train.lr_find.use_help"))
     if lock:
         st.caption(t("train.lr_find.locked", reason=lock))
 
