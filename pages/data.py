@@ -45,15 +45,12 @@ st.caption(t("data.sample_caption", n=len(indices), cls=names[cls],
 
 st.header(t("data.pixels_title"))
 c1, c2 = st.columns([1, 3])
-which = c1.radio(t("data.stats_on"), ["one", "sample"], key="data_stats_on",
-                 format_func=lambda v: t(f"data.stats_{v}", n=len(indices)))
-pick = checked_number(c1, t("data.pick_image"), 0, max(0, len(indices) - 1), 0, key="data_pick",
-                      disabled=which != "one")
-if (pick is not None or which != "one") and len(indices):   # a bad box: no stale numbers
-    pick = int(pick or 0)
+pick = checked_number(c1, t("data.pick_image"), 0, max(0, len(indices) - 1), 0, key="data_pick")
+if pick is not None and len(indices):   # a bad box: no stale numbers
+    pick = int(pick)
     c1.image(loading.upscale(pictures[pick], 4), caption=f"{names[cls]} #{indices[pick]}",
              alt=t("a11y.train_image_n", i=int(indices[pick]), cls=names[cls]))
-    stats = loading.transform_stats(pictures[pick] if which == "one" else pictures, bins=32)
+    stats = loading.transform_stats(pictures[pick], bins=32)
     c2.dataframe(loading.ranges_table(stats, t), hide_index=True, key="data_ranges")
     c2.plotly_chart(loading.histogram_figure(stats, t), key="data_hist_fig",
                     alt=t("a11y.hist_chart"))

@@ -1,6 +1,7 @@
 """Who is asking and the sidebar's sign-in; the role lives in session state, not a URL/cookie."""
 from __future__ import annotations
 
+import functools
 import math
 
 import streamlit as st
@@ -14,20 +15,16 @@ from ui.session import host_secrets as _secrets
 
 INSTRUCTOR_KEY = "_cifarlab_instructor"   # set only by a right passphrase
 NICKNAME_KEY = "nickname"                  # an anonymous student's name for others to see
-# Slows down passphrase guessing; counted in the run store, so every app server counts the same.
-PASSPHRASE_LIMITER: identity.AttemptLimiter | None = None
 _PASSPHRASE_PROBLEM = "_cifarlab_passphrase_problem"
 
 
+@functools.cache   # not kept while the run store cannot be opened (a CifarLabError)
 def passphrase_limiter() -> identity.AttemptLimiter:
-    """The process's passphrase limiter (CifarLabError while the run store cannot be opened)."""
-    global PASSPHRASE_LIMITER
-    if PASSPHRASE_LIMITER is None:
-        from cifarlab.serve import queue as jobs
+    """Slows down guessing; counted in the run store, so every app server counts the same."""
+    from cifarlab.serve import queue as jobs
 
-        PASSPHRASE_LIMITER = identity.AttemptLimiter(
-            name="instructor passphrase", counters=jobs.get_queue().counters("passphrase"))
-    return PASSPHRASE_LIMITER
+    return identity.AttemptLimiter(name="instructor passphrase",
+                                   counters=jobs.get_queue().counters("passphrase"))
 
 
 def passphrase_hash() -> str | None:
