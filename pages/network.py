@@ -177,20 +177,17 @@ def pool(data) -> None:
     relu = np.maximum(fmap, 0)
     oh, ow = fmap.shape
     row, col = ss.get("conv_row", oh // 2), ss.get("conv_col", ow // 2)
-    cols = st.columns(4)
-    source = cols[0].radio(t("network.pool_source"), ["crop", "full"], key="pool_source",
-                           format_func=lambda s: t(f"network.pool_source_{s}"), persist_state=KEEP)
-    pk = cols[1].radio(t("network.kernel"), [2, 3], horizontal=True, key="pool_kernel",
-                     persist_state=KEEP)
-    ps = cols[2].radio(t("network.stride"), [1, 2, 3], index=1, horizontal=True,
-                     key="pool_stride", persist_state=KEEP)
-    region = relu
-    if source == "crop":
-        top = cols[3].slider(t("network.crop_top"), 0, oh - 8, min(row, oh - 8), key="pool_top",
-                             persist_state=KEEP)
-        left = cols[3].slider(t("network.crop_left"), 0, ow - 8, min(col, ow - 8), key="pool_left",
-                              persist_state=KEEP)
-        region = relu[top:top + 8, left:left + 8]
+    cols = st.columns(3)
+    pk = cols[0].radio(t("network.kernel"), [2, 3], horizontal=True, key="pool_kernel",
+                       persist_state=KEEP)
+    ps = cols[1].radio(t("network.stride"), [1, 2, 3], index=1, horizontal=True,
+                       key="pool_stride", persist_state=KEEP)
+    # an 8×8 crop: its numbers stay readable (a whole map has hundreds of windows)
+    top = cols[2].slider(t("network.crop_top"), 0, oh - 8, min(row, oh - 8), key="pool_top",
+                         persist_state=KEEP)
+    left = cols[2].slider(t("network.crop_left"), 0, ow - 8, min(col, ow - 8), key="pool_left",
+                          persist_state=KEEP)
+    region = relu[top:top + 8, left:left + 8]
     pooled = call_or_show(convlab.maxpool_windows, region, int(pk), int(ps))
     if pooled is None:
         return

@@ -8,10 +8,10 @@ from ui.language import lang, t
 
 
 def checked_number(where, label: str, lo, hi, value, *, key: str, step=1, help=None,
-                   disabled: bool = False, persist_state=None):
+                   persist_state=None):
     """None with our message when empty or out of range (Streamlit's bounds answer in English)."""
     got = where.number_input(label, value=value, step=step, key=key, help=help,
-                             disabled=disabled, persist_state=persist_state)
+                             persist_state=persist_state)
     if got is None or not lo <= got <= hi:
         where.error(t("common.out_of_range", lo=lo, hi=hi))
         return None
