@@ -64,8 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("train", help="train the network (defaults: the tutorial as written)")
     t.add_argument("--preset", choices=list(PRESETS), default=None,
-                   help="start from a preset (" + ", ".join(PRESETS) + "); the other flags "
-                        "given override it")
+                   help="start from a preset; the other flags given override it")
     add_config_args(t)
     t.add_argument("--out", default="cifar_net.pth", help="checkpoint path (cifar_net.pth)")
     _add_model_args(t)
@@ -75,9 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--device", default="auto")
 
     s = sub.add_parser("shapes", help="trace a layer stack: output shapes, parameters, formulas")
-    s.add_argument("--layers", default=None,
-                   help='JSON list, e.g. '
-                        '\'[{"type": "conv", "out_channels": 6, "kernel_size": 5}]\'')
+    s.add_argument("--layers", help="a JSON list, e.g. "
+                   """'[{"type": "conv", "out_channels": 6, "kernel_size": 5}]'""")
     s.add_argument("--input", type=integers, default=(3, 32, 32), help="C,H,W (3,32,32)")
     _add_model_args(s)
 
@@ -87,18 +85,14 @@ def build_parser() -> argparse.ArgumentParser:
     for p in (t, e, s, da):
         p.add_argument("--json", action="store_true", help="print one JSON object instead")
 
-    x = sub.add_parser("export", help="write the script, notebook or zip that repeats a "
-                                      "checkpoint's run")
+    x = sub.add_parser("export", help="the script, notebook or zip that repeats a run")
     x.add_argument("checkpoint", help="a CIFAR Lab checkpoint (.pth)")
     x.add_argument("-o", "--output", default="cifar_run.py",
-                   help="the output's path; its suffix picks the format: .py the script, .ipynb "
-                        "the notebook, .zip the notebook, weights, TensorBoard logs and model "
-                        "card (cifar_run.py)")
+                   help="its suffix picks the format: .py, .ipynb or .zip (cifar_run.py)")
     x.add_argument("--lang", default=i18n.DEFAULT, choices=list(i18n.LANGUAGES),
-                   help="the language of the notebook's explanations and the model card (en)")
+                   help="the notebook's and the model card's language (en)")
 
-    sub.add_parser("passphrase", help="print the instructor's passphrase line for "
-                   ".streamlit/secrets.toml (asked twice; or one line on standard input)")
+    sub.add_parser("passphrase", help="print the instructor's line for .streamlit/secrets.toml")
 
     from cifarlab.lab.gpu.cli import register_cli  # `bench`: no torch until it runs
 
