@@ -45,8 +45,7 @@ def arch() -> None:
     tutorial = stack_report(ModelSpec())
     show_table(tutorial.rows, "arch_table")
     st.markdown(fc1_line(tutorial))
-    st.plotly_chart(F.sizes_figure(tutorial.rows, t), key="arch_chart", alt=t("a11y.sizes_chart"))
-    st.caption(t("network.sizes_caption"))
+    st.caption(t("network.sizes_caption"))   # the table's output shapes, read as a trend
 
 
 def calc() -> None:
