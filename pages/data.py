@@ -5,13 +5,12 @@ import numpy as np
 import streamlit as st
 
 from cifarlab.core import devices
-from cifarlab.errors import CifarLabError
 from cifarlab.lab import data as loading
 from cifarlab.lab.tables import class_name
 from ui.data import get_data
-from ui.language import call_or_show, num, show_error, translator
+from ui.language import call_or_show, num, translator
 from ui.nav import lesson
-from ui.widgets import checked_number
+from ui.widgets import checked_number, measured
 
 t = translator()
 
@@ -107,18 +106,11 @@ lbatch = checked_number(c1, t("common.batch_size"), 1, 256, 4, key="loader_batch
 workers = c2.multiselect(t("common.num_workers"), [0, 1, 2, 4], default=[0, 1, 2, 4],
                          key="loader_workers", help=t("common.num_workers_help"))
 st.caption(t("data.loader_cores", n=devices.cpu_count()))
-if st.button(t("common.measure"), key="loader_run", type="primary", disabled=lbatch is None):
-    if not workers:
-        st.warning(t("data.pick_workers"))
-    else:
-        try:
-            with st.spinner(t("common.measuring")):
-                st.session_state["loader_result"] = loading.sweep_loaders(
-                    data, batch_size=int(lbatch), workers=sorted(workers), max_batches=100_000,
-                    max_seconds=BUDGET)
-        except (CifarLabError, RuntimeError, OSError) as err:
-            show_error(err)
-sweep = st.session_state.get("loader_result") if lbatch is not None else None
+if not workers:
+    st.warning(t("data.pick_workers"))
+sweep = measured("loader", lambda: loading.sweep_loaders(
+    data, batch_size=int(lbatch), workers=sorted(workers), max_batches=100_000,
+    max_seconds=BUDGET), disabled=lbatch is None or not workers)
 if sweep is not None and len(sweep):
     st.dataframe(loading.loader_table(sweep, t), hide_index=True, key="loader_table")
     st.caption(t("data.loader_caption"))

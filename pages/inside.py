@@ -175,15 +175,11 @@ def filters_tab(model, ckpt) -> None:
     st.expander(t("a11y.show_table")).table(table)
 
 
-@st.fragment
 def why_tab(model, model_key, image_key, x, hwc, stages, true_cls, names) -> None:
-    """A fragment: choosing the class to compare with reruns this tab alone."""
+    """The predicted class beside the true one (the runner-up when the network is right)."""
     st.markdown(t("inside.why_intro"))
     probs = I.stage(stages, "softmax").values
-    other = st.selectbox(t("inside.compare_class"), range(len(names)),
-                         index=F.compare_default(probs, true_cls), key=K + "other_" + image_key,
-                         format_func=lambda i: names[i], persist_state="page")
-    targets = F.why_targets(probs, other, true_cls, names, t)
+    targets = F.why_targets(probs, F.compare_default(probs, true_cls), true_cls, names, t)
     with st.spinner(t("inside.explaining")):
         views = call_or_show(lambda: {cls: _views(model_key, image_key, cls, model, x)
                                       for cls, _ in targets})

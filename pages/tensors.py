@@ -10,7 +10,7 @@ from cifarlab.lab import tensors as tensorlab
 from ui.data import get_data
 from ui.language import num, show_error, translator
 from ui.nav import lesson
-from ui.widgets import checked_number
+from ui.widgets import checked_number, measured
 
 t = translator()
 
@@ -78,14 +78,8 @@ pieces = c2.select_slider(t("tensors.transfer_pieces"), options=[16, 256, 1024, 
                           value=4096 if has_cuda else 16384, key="transfer_chunks")
 tdev = c3.selectbox(t("common.device"), device_ids, index=len(device_ids) - 1,
                     key="transfer_device")
-if st.button(t("common.measure"), key="transfer_run", type="primary"):
-    with st.spinner(t("common.measuring")):
-        try:
-            st.session_state["transfer_result"] = tensorlab.transfer_costs(
-                tdev, total_mb=mb, chunks=int(pieces), repeats=3, max_seconds=BUDGET)
-        except (CifarLabError, RuntimeError) as err:
-            show_error(err)
-res = st.session_state.get("transfer_result")
+res = measured("transfer", lambda: tensorlab.transfer_costs(
+    tdev, total_mb=mb, chunks=int(pieces), repeats=3, max_seconds=BUDGET))
 if res is not None:
     fig, table = tensorlab.transfer_figure(res, t)
     st.plotly_chart(fig, key="transfer_fig", alt=t("a11y.transfer_chart"))
@@ -98,14 +92,9 @@ c1, c2 = st.columns(2)
 steps = checked_number(c1, t("tensors.item_steps"), 10, 2000, 200, step=10, key="item_steps",
                        help=t("tensors.item_steps_help"))
 idev = c2.selectbox(t("common.device"), device_ids, index=len(device_ids) - 1, key="item_device")
-if st.button(t("common.measure"), key="item_run", type="primary", disabled=steps is None):
-    with st.spinner(t("common.measuring")):
-        try:
-            st.session_state["item_result"] = tensorlab.item_sync_cost(
-                idev, steps=int(steps), max_seconds=BUDGET)
-        except (CifarLabError, RuntimeError) as err:
-            show_error(err)
-item = st.session_state.get("item_result") if steps is not None else None
+item = measured("item", lambda: tensorlab.item_sync_cost(idev, steps=int(steps),
+                                                          max_seconds=BUDGET),
+                disabled=steps is None)
 if item is not None:
     fig, table = tensorlab.item_figure(item, t)
     st.plotly_chart(fig, key="item_fig", alt=t("a11y.item_chart"))

@@ -4,7 +4,8 @@ from __future__ import annotations
 import streamlit as st
 
 from cifarlab import i18n
-from ui.language import lang, t
+from cifarlab.errors import CifarLabError
+from ui.language import lang, show_error, t
 
 
 def checked_number(where, label: str, lo, hi, value, *, key: str, step=1, help=None,
@@ -28,6 +29,18 @@ def decimal_box(where, label: str, lo: float, hi: float, value: float, *, key: s
         where.error(t("common.out_of_range", lo=lo, hi=hi))
         return None
     return got
+
+
+def measured(key: str, measure, disabled: bool = False):
+    """``measure()``'s result, run by a Measure button and kept for the reruns after: None
+    before the first, or while ``disabled`` (a box above says what is wrong)."""
+    if st.button(t("common.measure"), key=key + "_run", type="primary", disabled=disabled):
+        with st.spinner(t("common.measuring")):
+            try:
+                st.session_state[key + "_result"] = measure()
+            except (CifarLabError, RuntimeError, OSError) as err:
+                show_error(err)
+    return None if disabled else st.session_state.get(key + "_result")
 
 
 def clicked_points(event) -> list:
