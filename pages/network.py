@@ -125,24 +125,22 @@ def edit() -> None:
         st.markdown(t("network.hardcoded_ok"))
 
 
-def conv_map(data, index: int, choice: str, seed: int):
+def conv_map(data, index: int, choice: str):
     """The image, its example kernel and its map: the conv tab's, pooled by the pool tab."""
     hwc = data.image("test", index)
-    ex = F.conv_example(hwc, choice, seed)
+    ex = F.conv_example(hwc, choice, seed=0)   # "net" kernels: an untrained Net's conv1
     return hwc, ex, convlab.apply_kernel(ex.image, ex.kernel, ex.bias)
 
 
 def conv(data) -> None:
     st.markdown(t("network.conv_intro"))
-    cols = st.columns([1, 2, 1])
+    cols = st.columns([1, 2])
     index = int(cols[0].number_input(t("network.image_index", n=data.n_test - 1), 0,
                                      data.n_test - 1, 0, key="conv_index", persist_state=KEEP))
     choice = cols[1].selectbox(t("network.kernel_choice"), F.kernel_options(), key="conv_kernel",
                                format_func=lambda name: F.kernel_label(name, t),
                                persist_state=KEEP)
-    seed = int(cols[2].number_input(t("common.seed"), 0, 10_000, 0, key="conv_seed",
-                                    help=t("network.seed_help"), persist_state=KEEP))
-    hwc, ex, fmap = conv_map(data, index, choice, seed)
+    hwc, ex, fmap = conv_map(data, index, choice)
     st.caption(t(ex.caption))
     oh, ow = fmap.shape
     a, b = st.columns(2)
@@ -172,7 +170,7 @@ def pool(data) -> None:
     st.markdown(t("network.pool_intro"))
     ss = st.session_state   # the conv tab's choices, kept while it is closed
     _, _, fmap = conv_map(data, ss.get("conv_index", 0),
-                          ss.get("conv_kernel", F.kernel_options()[0]), ss.get("conv_seed", 0))
+                          ss.get("conv_kernel", F.kernel_options()[0]))
     relu = np.maximum(fmap, 0)
     oh, ow = fmap.shape
     row, col = ss.get("conv_row", oh // 2), ss.get("conv_col", ow // 2)
