@@ -39,12 +39,8 @@ def choose_model(classes: int):
     if source == "run":
         chosen = pick_run_model(c2, runs, K + "run")
         return None if chosen is None else (chosen[0], chosen[2], chosen[1])
-    seed = checked_number(c2, t("common.seed"), 0, 10_000, 0, key=K + "seed",
-                          help=t("inside.seed_help"))
-    if seed is None:
-        return None
     c2.caption(t("inside.random_caption"))
-    return random_model(int(seed), classes), f"random-{int(seed)}-{classes}", None
+    return random_model(classes), f"random-{classes}", None
 
 
 def choose_image(model, model_key: str, data, names: list[str]):

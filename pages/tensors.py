@@ -22,19 +22,15 @@ lesson("tensors")
 data = get_data()
 
 st.header(t("tensors.explorer_title"))
-c1, c2, c3 = st.columns([3, 1, 1])
+c1, c2 = st.columns([3, 1])
 rank = c1.radio(t("tensors.pick_rank"), [0, 1, 2, 3, 4], index=2, horizontal=True,
                 format_func=lambda r: t(f"tensors.rank_{r}"), key="tensors_rank")
 batch = checked_number(c2, t("tensors.batch_n"), 1, 16, 4, key="tensors_batch",
                        help=t("tensors.batch_n_help"))
-index = checked_number(c3, t("tensors.first_image"), 0, data.n_train - 1, 0, key="tensors_index",
-                       help=t("tensors.first_image_help"))
-ok = batch is not None and index is not None
-# a bad box shows its message and no result; the sections below go on with the defaults
-examples = tensorlab.rank_examples(data, index=int(index) if ok else 0,
-                                   batch=int(batch) if ok else 4)
+# a bad box shows its message and no result; the sections below go on with the default
+examples = tensorlab.rank_examples(data, batch=4 if batch is None else int(batch))
 ex = examples[rank]
-if ok:
+if batch is not None:
     st.markdown(f"**{t(f'tensors.rank_{rank}')}**: "
                 + t(f"tensors.rank_{rank}_example", n=int(batch)))
     st.plotly_chart(tensorlab.rank_figure(ex, data.classes, t), key="tensors_rank_fig",
@@ -58,9 +54,8 @@ st.code(f"images = images.to(\"{target}\")\n"
         f"images.dtype    # {images.dtype}\n"
         f"images.device   # {images.device}\n"
         f"images.numel() * images.element_size()   # {n_bytes}")   # as Python prints it
-st.markdown(t("tensors.device_of", device=f"`{images.device}`") + " · "
-            + t("tensors.bytes_of", bytes=tensorlab.size_text(n_bytes, t.lang),
-                numel=num(images.numel()), size=images.element_size()))
+st.markdown(t("tensors.bytes_of", bytes=tensorlab.size_text(n_bytes, t.lang),
+              numel=num(images.numel()), size=images.element_size()))
 if len(device_ids) == 1:
     st.caption(t("tensors.only_cpu"))
 

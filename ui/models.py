@@ -19,9 +19,9 @@ def _run_model(session: str, run_id: str, mtime: float):
     return R.load_run_model(get_queue().checkpoint(session, run_id))
 
 
-@st.cache_resource(max_entries=4, show_spinner=False)
-def random_model(seed: int, classes: int):
-    return inside.random_model(seed, classes=classes)
+@st.cache_resource(max_entries=2, show_spinner=False)
+def random_model(classes: int):
+    return inside.random_model(0, classes=classes)   # the untrained Net to compare with
 
 
 @st.cache_data(max_entries=4, show_spinner=False)

@@ -90,24 +90,23 @@ def sign_in_sidebar() -> None:
             st.form_submit_button(t("identity.sign_in"), on_click=_passphrase_submitted)
         problem = st.session_state.pop(_PASSPHRASE_PROBLEM, None)
         if problem is not None:
-            wait = (passphrase_limiter().wait(_browser(), identity.PASSPHRASE_TARGET)
-                    if problem == "identity.too_many" else 0)   # the store is read for it
-            st.error(t(problem, setting=identity.SECRETS_KEY, seconds=max(1, math.ceil(wait))))
+            key, wait = problem
+            st.error(t(key, setting=identity.SECRETS_KEY, seconds=max(1, math.ceil(wait))))
 
 
 def _passphrase_submitted() -> None:
-    """The form's callback: the instructor signed in, else the catalog key of what went wrong."""
+    """The form's callback: the instructor signed in, else (catalog key, seconds to wait)."""
     ss = st.session_state
     try:
         wait = identity.try_passphrase(ss.get("identity_passphrase") or "", passphrase_hash(),
                                        _browser(), passphrase_limiter())
     except identity.IdentityError:   # the secrets file's hash is damaged
-        ss[_PASSPHRASE_PROBLEM] = "errors.identity.bad_hash"
+        ss[_PASSPHRASE_PROBLEM] = ("errors.identity.bad_hash", 0)
     except CifarLabError:   # the run store (the counts) cannot be reached just now
-        ss[_PASSPHRASE_PROBLEM] = STORE_DOWN_KEY
+        ss[_PASSPHRASE_PROBLEM] = (STORE_DOWN_KEY, 0)
     else:
         if wait is None:
             ss[INSTRUCTOR_KEY] = True
         else:
             ss[_PASSPHRASE_PROBLEM] = ("identity.too_many" if wait > 0
-                                       else "identity.wrong_passphrase")
+                                       else "identity.wrong_passphrase", wait)

@@ -1,4 +1,4 @@
-"""Number boxes that answer in the student's language; the cell a click selected on a chart."""
+"""Number boxes that answer in the student's language, a measurement kept, a chart's click."""
 from __future__ import annotations
 
 import streamlit as st
