@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from cifarlab import i18n
 from cifarlab.core.config import TrainConfig
-from cifarlab.i18n import _LocaleFormatter
 from cifarlab.lab import data as loading
 from cifarlab.lab import runs as R
 
