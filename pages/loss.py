@@ -85,13 +85,7 @@ def optimizer() -> None:
         getattr(st, kind)(text)
     if surface == "mountains":
         st.markdown(t("loss.mountains_note"))
-    st.markdown(t("loss.update_rule"))
-    st.code("optimizer = torch.optim.SGD([p], lr=lr, momentum=momentum)\n"
-            "for step in range(steps):\n"
-            "    optimizer.zero_grad()\n"
-            "    loss = f(p[0], p[1])\n"
-            "    loss.backward()\n"
-            "    optimizer.step()   # v = momentum * v + p.grad;  p = p - lr * v")
+    st.markdown(t("loss.update_rule"))   # the tutorial's optimizer lines: the lesson's code
 
 
 for tab, draw in ((tab_lesson, lambda: lesson("loss")), (tab_ce, cross_entropy),

@@ -97,16 +97,11 @@ def edit() -> None:
             values[name].append(int(where.number_input(label, lo, hi, getattr(d, name)[i],
                                                        key=f"edit_{key}{i + 1}",
                                                        persist_state=KEEP)))
-    a, b, c_ = st.columns(3)
-    size = a.number_input(t("network.pool_size"), 1, 8, d.pool, key="edit_pool",
-                          help=t("network.pool_size_help"), persist_state=KEEP)
-    h1 = b.number_input(t("network.hidden", layer="fc1"), 1, 4096, d.hidden[0], key="edit_h1",
-                        persist_state=KEEP)
-    h2 = c_.number_input(t("network.hidden", layer="fc2"), 1, 4096, d.hidden[1], key="edit_h2",
-                         persist_state=KEEP)
-    # the widgets' bounds are inside ModelSpec's: the stack is always one it accepts
-    report = stack_report(ModelSpec(**{k: tuple(v) for k, v in values.items()},
-                                    pool=int(size), hidden=(int(h1), int(h2))))
+    size = st.columns(3)[0].number_input(t("network.pool_size"), 1, 8, d.pool, key="edit_pool",
+                                         help=t("network.pool_size_help"), persist_state=KEEP)
+    # the widgets' bounds are inside ModelSpec's: the stack is always one it accepts; fc1 and
+    # fc2 keep the tutorial's 120 and 84 (what a stack changes is fc1's input)
+    report = stack_report(ModelSpec(**{k: tuple(v) for k, v in values.items()}, pool=int(size)))
     if report.ok:
         (st.success if report.flat == convlab.TUTORIAL_FLAT else st.info)(fc1_line(report))
         show_table(report.rows, "edit_table")
@@ -120,7 +115,8 @@ def edit() -> None:
         st.code(f"{report.flatten_error_kind}: {report.flatten_error}", language=None)
         if report.ok:
             c, h, w = report.flat_shape
-            st.markdown(t("network.hardcoded_fix", c=c, h=h, w=w, n=report.flat, hidden=int(h1)))
+            st.markdown(t("network.hardcoded_fix", c=c, h=h, w=w, n=report.flat,
+                          hidden=d.hidden[0]))
     elif report.ok:
         st.markdown(t("network.hardcoded_ok"))
 
