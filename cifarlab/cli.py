@@ -39,8 +39,7 @@ def _model_spec(args) -> ModelSpec | None:
 
 
 def add_config_args(p: argparse.ArgumentParser, cls: type = TrainConfig) -> None:
-    """One flag per knob of ``cls`` (a schema grows its flags by itself); a flag not typed sets
-    nothing, so a preset's stands."""
+    """One flag per knob of ``cls``; a flag not typed sets nothing, so a preset's value stands."""
     for f in knobs(cls):
         extra = {"choices": list(f.knob.choices)} if f.knob.kind == "choice" else {}
         default = "all" if f.default is None else f.default

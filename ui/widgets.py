@@ -32,8 +32,7 @@ def decimal_box(where, label: str, lo: float, hi: float, value: float, *, key: s
 
 
 def measured(key: str, measure, disabled: bool = False):
-    """``measure()``'s result, run by a Measure button and kept for the reruns after: None
-    before the first, or while ``disabled`` (a box above says what is wrong)."""
+    """``measure()``'s result, run by a Measure button and kept; None before, or while disabled."""
     if st.button(t("common.measure"), key=key + "_run", type="primary", disabled=disabled):
         with st.spinner(t("common.measuring")):
             try:

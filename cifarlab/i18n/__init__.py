@@ -1,6 +1,5 @@
 """UI strings, lessons and numbers in en (the source), es and pt. A miss falls back to English,
-then the key (strict: under pytest or ``CIFARLAB_I18N_STRICT=1``, ``KeyError``); ``key.one`` is
-a plural."""
+then the key (strict: under pytest or ``CIFARLAB_I18N_STRICT=1``, ``KeyError``)."""
 from __future__ import annotations
 
 import copy
