@@ -10,7 +10,7 @@ from cifarlab import i18n
 from cifarlab.core.config import (CIFAR10_CLASSES, PRESETS, TUTORIAL_SHORT_NAMES, ModelSpec,
                                   TrainConfig, knobs)
 from cifarlab.core.safe_text import one_line
-from cifarlab.errors import CifarLabError
+from cifarlab.errors import CifarLabError, ConfigError
 
 EXIT_BAD_INPUT = 2   # bad input: this status and one line saying what was wrong
 
@@ -235,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     handler = COMMANDS.get(args.command) or args.handler   # bench's: register_cli sets it
     try:
         return handler(args)
+    except ConfigError as err:   # each value named by its flag's name
+        print("error: " + " ".join(f"{k}: {v}" for k, v in err.texts().items()), file=sys.stderr)
+        return EXIT_BAD_INPUT
     except CifarLabError as err:   # one line, even where a file's name holds a line break
         print(f"error: {one_line(err)}", file=sys.stderr)
         return EXIT_BAD_INPUT
