@@ -101,16 +101,13 @@ if batch is not None:
 
 st.header(t("data.loader_title"))
 st.markdown(t("data.loader_intro"))
-c1, c2 = st.columns(2)
-lbatch = checked_number(c1, t("common.batch_size"), 1, 256, 4, key="loader_batch_size")
-workers = c2.multiselect(t("common.num_workers"), [0, 1, 2, 4], default=[0, 1, 2, 4],
+workers = st.multiselect(t("common.num_workers"), [0, 1, 2, 4], default=[0, 1, 2, 4],
                          key="loader_workers", help=t("common.num_workers_help"))
 st.caption(t("data.loader_cores", n=devices.cpu_count()))
 if not workers:
     st.warning(t("data.pick_workers"))
-sweep = measured("loader", lambda: loading.sweep_loaders(
-    data, batch_size=int(lbatch), workers=sorted(workers), max_batches=100_000,
-    max_seconds=BUDGET), disabled=lbatch is None or not workers)
+sweep = measured("loader", lambda: loading.sweep_loaders(   # the tutorial's batch of 4
+    data, workers=sorted(workers), max_batches=100_000, max_seconds=BUDGET), disabled=not workers)
 if sweep is not None and len(sweep):
     st.dataframe(loading.loader_table(sweep, t), hide_index=True, key="loader_table")
     st.caption(t("data.loader_caption"))
