@@ -1,2 +1,1 @@
 """CIFAR Lab's engine (never imports streamlit): ``python -m cifarlab``, the tests, the pages."""
-__version__ = "0.1.0"

@@ -39,8 +39,7 @@ def _model_spec(args) -> ModelSpec | None:
 
 
 def add_config_args(p: argparse.ArgumentParser, cls: type = TrainConfig) -> None:
-    """One flag per knob of ``cls`` (a schema grows its flags by itself); a flag not typed sets
-    nothing, so a preset's stands."""
+    """One flag per knob of ``cls``; a flag not typed sets nothing, so a preset's value stands."""
     for f in knobs(cls):
         extra = {"choices": list(f.knob.choices)} if f.knob.kind == "choice" else {}
         default = "all" if f.default is None else f.default
@@ -64,8 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("train", help="train the network (defaults: the tutorial as written)")
     t.add_argument("--preset", choices=list(PRESETS), default=None,
-                   help="start from a preset (" + ", ".join(PRESETS) + "); the other flags "
-                        "given override it")
+                   help="start from a preset; the other flags given override it")
     add_config_args(t)
     t.add_argument("--out", default="cifar_net.pth", help="checkpoint path (cifar_net.pth)")
     _add_model_args(t)
@@ -75,9 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--device", default="auto")
 
     s = sub.add_parser("shapes", help="trace a layer stack: output shapes, parameters, formulas")
-    s.add_argument("--layers", default=None,
-                   help='JSON list, e.g. '
-                        '\'[{"type": "conv", "out_channels": 6, "kernel_size": 5}]\'')
+    s.add_argument("--layers", help="a JSON list, e.g. "
+                   """'[{"type": "conv", "out_channels": 6, "kernel_size": 5}]'""")
     s.add_argument("--input", type=integers, default=(3, 32, 32), help="C,H,W (3,32,32)")
     _add_model_args(s)
 
@@ -87,18 +84,14 @@ def build_parser() -> argparse.ArgumentParser:
     for p in (t, e, s, da):
         p.add_argument("--json", action="store_true", help="print one JSON object instead")
 
-    x = sub.add_parser("export", help="write the script, notebook or zip that repeats a "
-                                      "checkpoint's run")
+    x = sub.add_parser("export", help="the script, notebook or zip that repeats a run")
     x.add_argument("checkpoint", help="a CIFAR Lab checkpoint (.pth)")
     x.add_argument("-o", "--output", default="cifar_run.py",
-                   help="the output's path; its suffix picks the format: .py the script, .ipynb "
-                        "the notebook, .zip the notebook, weights, TensorBoard logs and model "
-                        "card (cifar_run.py)")
+                   help="its suffix picks the format: .py, .ipynb or .zip (cifar_run.py)")
     x.add_argument("--lang", default=i18n.DEFAULT, choices=list(i18n.LANGUAGES),
-                   help="the language of the notebook's explanations and the model card (en)")
+                   help="the notebook's and the model card's language (en)")
 
-    sub.add_parser("passphrase", help="print the instructor's passphrase line for "
-                   ".streamlit/secrets.toml (asked twice; or one line on standard input)")
+    sub.add_parser("passphrase", help="print the instructor's line for .streamlit/secrets.toml")
 
     from cifarlab.lab.gpu.cli import register_cli  # `bench`: no torch until it runs
 
@@ -212,10 +205,7 @@ def cmd_export(args) -> int:
     # a file from this machine's own command line: no upload budget on its size
     cp = ckpt.load(args.checkpoint, map_location="cpu", max_params=None)
     path = write_export(cp, args.output, name=args.checkpoint, lang=args.lang)
-    how = {".py": f"run it with python {one_line(path.name)} [DATA]",
-           ".ipynb": "open it in Jupyter or Colab and run every cell",
-           ".zip": "unzip it: README.md says what it holds"}[path.suffix.lower()]
-    print(f"wrote {one_line(path)} ({cp.config.describe()}): {how}")
+    print(f"wrote {one_line(path)} ({cp.config.describe()})")
     return 0
 
 
@@ -245,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     handler = COMMANDS.get(args.command) or args.handler   # bench's: register_cli sets it
     try:
         return handler(args)
-    except ConfigError as err:
+    except ConfigError as err:   # each value named by its flag's name
         print("error: " + " ".join(f"{k}: {v}" for k, v in err.texts().items()), file=sys.stderr)
         return EXIT_BAD_INPUT
     except CifarLabError as err:   # one line, even where a file's name holds a line break

@@ -5,13 +5,12 @@ import numpy as np
 import streamlit as st
 
 from cifarlab.core import devices
-from cifarlab.errors import CifarLabError
 from cifarlab.lab import data as loading
 from cifarlab.lab.tables import class_name
 from ui.data import get_data
-from ui.language import call_or_show, num, show_error, translator
+from ui.language import call_or_show, num, translator
 from ui.nav import lesson
-from ui.widgets import checked_number
+from ui.widgets import checked_number, measured
 
 t = translator()
 
@@ -45,15 +44,12 @@ st.caption(t("data.sample_caption", n=len(indices), cls=names[cls],
 
 st.header(t("data.pixels_title"))
 c1, c2 = st.columns([1, 3])
-which = c1.radio(t("data.stats_on"), ["one", "sample"], key="data_stats_on",
-                 format_func=lambda v: t(f"data.stats_{v}", n=len(indices)))
-pick = checked_number(c1, t("data.pick_image"), 0, max(0, len(indices) - 1), 0, key="data_pick",
-                      disabled=which != "one")
-if (pick is not None or which != "one") and len(indices):   # a bad box: no stale numbers
-    pick = int(pick or 0)
+pick = checked_number(c1, t("data.pick_image"), 0, max(0, len(indices) - 1), 0, key="data_pick")
+if pick is not None and len(indices):   # a bad box: no stale numbers
+    pick = int(pick)
     c1.image(loading.upscale(pictures[pick], 4), caption=f"{names[cls]} #{indices[pick]}",
              alt=t("a11y.train_image_n", i=int(indices[pick]), cls=names[cls]))
-    stats = loading.transform_stats(pictures[pick] if which == "one" else pictures, bins=32)
+    stats = loading.transform_stats(pictures[pick], bins=32)
     c2.dataframe(loading.ranges_table(stats, t), hide_index=True, key="data_ranges")
     c2.plotly_chart(loading.histogram_figure(stats, t), key="data_hist_fig",
                     alt=t("a11y.hist_chart"))
@@ -104,30 +100,13 @@ if batch is not None:
 
 st.header(t("data.loader_title"))
 st.markdown(t("data.loader_intro"))
-c1, c2 = st.columns(2)
-lbatch = checked_number(c1, t("common.batch_size"), 1, 256, 4, key="loader_batch_size")
-workers = c2.multiselect(t("common.num_workers"), [0, 1, 2, 4], default=[0, 1, 2, 4],
+workers = st.multiselect(t("common.num_workers"), [0, 1, 2, 4], default=[0, 1, 2, 4],
                          key="loader_workers", help=t("common.num_workers_help"))
 st.caption(t("data.loader_cores", n=devices.cpu_count()))
-if st.button(t("common.measure"), key="loader_run", type="primary", disabled=lbatch is None):
-    if not workers:
-        st.warning(t("data.pick_workers"))
-    else:
-        bar = st.progress(0.0, text=t("common.measuring"))
-        done = []
-
-        def _tick(row: dict) -> None:
-            done.append(row)
-            bar.progress(min(1.0, len(done) / (len(workers) + 1)), text=t("common.measuring"))
-
-        try:
-            st.session_state["loader_result"] = loading.sweep_loaders(
-                data, batch_size=int(lbatch), workers=sorted(workers), max_batches=100_000,
-                max_seconds=BUDGET, on_result=_tick)
-        except (CifarLabError, RuntimeError, OSError) as err:
-            show_error(err)
-        bar.empty()
-sweep = st.session_state.get("loader_result") if lbatch is not None else None
+if not workers:
+    st.warning(t("data.pick_workers"))
+sweep = measured("loader", lambda: loading.sweep_loaders(   # the tutorial's batch of 4
+    data, workers=sorted(workers), max_batches=100_000, max_seconds=BUDGET), disabled=not workers)
 if sweep is not None and len(sweep):
     st.dataframe(loading.loader_table(sweep, t), hide_index=True, key="loader_table")
     st.caption(t("data.loader_caption"))

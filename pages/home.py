@@ -58,9 +58,7 @@ import torch  # noqa: E402 - loaded by now (above): the facts name its exact bui
 
 from cifarlab.core.devices import cpu_count  # noqa: E402
 
-c1, c2 = st.columns(2)
-c1.metric(t("home.metric_cores"), cpu_count())
-c2.metric(t("home.metric_gpus"), sum(r["kind"] != "cpu" for r in rows))
+st.metric(t("home.metric_cores"), cpu_count())   # the GPUs: the devices' table below
 st.markdown("- " + t("home.fact_torch", torch=torch.__version__, torchvision=version("torchvision"))
             + " · " + t("home.fact_python", python=platform.python_version()))
 

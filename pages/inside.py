@@ -39,12 +39,8 @@ def choose_model(classes: int):
     if source == "run":
         chosen = pick_run_model(c2, runs, K + "run")
         return None if chosen is None else (chosen[0], chosen[2], chosen[1])
-    seed = checked_number(c2, t("common.seed"), 0, 10_000, 0, key=K + "seed",
-                          help=t("inside.seed_help"))
-    if seed is None:
-        return None
     c2.caption(t("inside.random_caption"))
-    return random_model(int(seed), classes), f"random-{int(seed)}-{classes}", None
+    return random_model(classes), f"random-{classes}", None
 
 
 def choose_image(model, model_key: str, data, names: list[str]):
@@ -173,15 +169,11 @@ def filters_tab(model, ckpt) -> None:
     st.expander(t("a11y.show_table")).table(table)
 
 
-@st.fragment
 def why_tab(model, model_key, image_key, x, hwc, stages, true_cls, names) -> None:
-    """A fragment: choosing the class to compare with reruns this tab alone."""
+    """The predicted class beside the true one (the runner-up when the network is right)."""
     st.markdown(t("inside.why_intro"))
     probs = I.stage(stages, "softmax").values
-    other = st.selectbox(t("inside.compare_class"), range(len(names)),
-                         index=F.compare_default(probs, true_cls), key=K + "other_" + image_key,
-                         format_func=lambda i: names[i], persist_state="page")
-    targets = F.why_targets(probs, other, true_cls, names, t)
+    targets = F.why_targets(probs, F.compare_default(probs, true_cls), true_cls, names, t)
     with st.spinner(t("inside.explaining")):
         views = call_or_show(lambda: {cls: _views(model_key, image_key, cls, model, x)
                                       for cls, _ in targets})

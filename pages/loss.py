@@ -24,18 +24,16 @@ KEEP = "page"
 def cross_entropy() -> None:
     data = get_data()
     st.markdown(t("loss.ce_intro"))
-    cols = st.columns([1, 1, 2])
+    cols = st.columns([1, 2])
     index = checked_number(cols[0], t("loss.image_index", n=data.n_test - 1), 0, data.n_test - 1,
                            3, key="loss_index", persist_state=KEEP)
-    seed = checked_number(cols[1], t("common.seed"), 0, 10_000, 0, key="loss_seed",
-                          help=t("loss.seed_help"), persist_state=KEEP)
-    if index is not None and seed is not None:   # else: the box says why, no result
-        index, seed = int(index), int(seed)
+    if index is not None:   # else: the box says why, no result
+        index = int(index)
         label = int(data.test_y[index])
         names = [t(f"classes.{c}") for c in data.classes]
-        boost = cols[2].slider(t("loss.boost", name=names[label]), -5.0, 10.0, 0.0, 0.5,
+        boost = cols[1].slider(t("loss.boost", name=names[label]), -5.0, 10.0, 0.0, 0.5,
                                key="loss_boost", help=t("loss.boost_help"), persist_state=KEEP)
-        logits = optimlab.net_logits(np.asarray(data.test_x[index]), seed=seed)
+        logits = optimlab.net_logits(np.asarray(data.test_x[index]))   # an untrained Net
         logits[label] += boost
         ce = optimlab.cross_entropy_by_hand(logits, label)
 
@@ -87,13 +85,7 @@ def optimizer() -> None:
         getattr(st, kind)(text)
     if surface == "mountains":
         st.markdown(t("loss.mountains_note"))
-    st.markdown(t("loss.update_rule"))
-    st.code("optimizer = torch.optim.SGD([p], lr=lr, momentum=momentum)\n"
-            "for step in range(steps):\n"
-            "    optimizer.zero_grad()\n"
-            "    loss = f(p[0], p[1])\n"
-            "    loss.backward()\n"
-            "    optimizer.step()   # v = momentum * v + p.grad;  p = p - lr * v")
+    st.markdown(t("loss.update_rule"))   # the tutorial's optimizer lines: the lesson's code
 
 
 for tab, draw in ((tab_lesson, lambda: lesson("loss")), (tab_ce, cross_entropy),

@@ -96,16 +96,11 @@ def edit() -> None:
             values[name].append(int(where.number_input(label, lo, hi, getattr(d, name)[i],
                                                        key=f"edit_{key}{i + 1}",
                                                        persist_state=KEEP)))
-    a, b, c_ = st.columns(3)
-    size = a.number_input(t("network.pool_size"), 1, 8, d.pool, key="edit_pool",
-                          help=t("network.pool_size_help"), persist_state=KEEP)
-    h1 = b.number_input(t("network.hidden", layer="fc1"), 1, 4096, d.hidden[0], key="edit_h1",
-                        persist_state=KEEP)
-    h2 = c_.number_input(t("network.hidden", layer="fc2"), 1, 4096, d.hidden[1], key="edit_h2",
-                         persist_state=KEEP)
-    # the widgets' bounds are inside ModelSpec's: the stack is always one it accepts
-    report = stack_report(ModelSpec(**{k: tuple(v) for k, v in values.items()},
-                                    pool=int(size), hidden=(int(h1), int(h2))))
+    size = st.columns(3)[0].number_input(t("network.pool_size"), 1, 8, d.pool, key="edit_pool",
+                                         help=t("network.pool_size_help"), persist_state=KEEP)
+    # the widgets' bounds are inside ModelSpec's: the stack is always one it accepts; fc1 and
+    # fc2 keep the tutorial's 120 and 84 (what a stack changes is fc1's input)
+    report = stack_report(ModelSpec(**{k: tuple(v) for k, v in values.items()}, pool=int(size)))
     if report.ok:
         (st.success if report.flat == convlab.TUTORIAL_FLAT else st.info)(fc1_line(report))
         show_table(report.rows, "edit_table")
@@ -119,29 +114,28 @@ def edit() -> None:
         st.code(report.flatten_error, language=None)
         if report.ok:
             c, h, w = report.flat_shape
-            st.markdown(t("network.hardcoded_fix", c=c, h=h, w=w, n=report.flat, hidden=int(h1)))
+            st.markdown(t("network.hardcoded_fix", c=c, h=h, w=w, n=report.flat,
+                          hidden=d.hidden[0]))
     elif report.ok:
         st.markdown(t("network.hardcoded_ok"))
 
 
-def conv_map(data, index: int, choice: str, seed: int):
+def conv_map(data, index: int, choice: str):
     """The image, its example kernel and its map: the conv tab's, pooled by the pool tab."""
     hwc = data.image("test", index)
-    ex = F.conv_example(hwc, choice, seed)
+    ex = F.conv_example(hwc, choice, seed=0)   # "net" kernels: an untrained Net's conv1
     return hwc, ex, convlab.apply_kernel(ex.image, ex.kernel, ex.bias)
 
 
 def conv(data) -> None:
     st.markdown(t("network.conv_intro"))
-    cols = st.columns([1, 2, 1])
+    cols = st.columns([1, 2])
     index = int(cols[0].number_input(t("network.image_index", n=data.n_test - 1), 0,
                                      data.n_test - 1, 0, key="conv_index", persist_state=KEEP))
     choice = cols[1].selectbox(t("network.kernel_choice"), F.kernel_options(), key="conv_kernel",
                                format_func=lambda name: F.kernel_label(name, t),
                                persist_state=KEEP)
-    seed = int(cols[2].number_input(t("common.seed"), 0, 10_000, 0, key="conv_seed",
-                                    help=t("network.seed_help"), persist_state=KEEP))
-    hwc, ex, fmap = conv_map(data, index, choice, seed)
+    hwc, ex, fmap = conv_map(data, index, choice)
     st.caption(t(ex.caption))
     oh, ow = fmap.shape
     a, b = st.columns(2)
@@ -171,24 +165,21 @@ def pool(data) -> None:
     st.markdown(t("network.pool_intro"))
     ss = st.session_state   # the conv tab's choices, kept while it is closed
     _, _, fmap = conv_map(data, ss.get("conv_index", 0),
-                          ss.get("conv_kernel", F.kernel_options()[0]), ss.get("conv_seed", 0))
+                          ss.get("conv_kernel", F.kernel_options()[0]))
     relu = np.maximum(fmap, 0)
     oh, ow = fmap.shape
     row, col = ss.get("conv_row", oh // 2), ss.get("conv_col", ow // 2)
-    cols = st.columns(4)
-    source = cols[0].radio(t("network.pool_source"), ["crop", "full"], key="pool_source",
-                           format_func=lambda s: t(f"network.pool_source_{s}"), persist_state=KEEP)
-    pk = cols[1].radio(t("network.kernel"), [2, 3], horizontal=True, key="pool_kernel",
-                     persist_state=KEEP)
-    ps = cols[2].radio(t("network.stride"), [1, 2, 3], index=1, horizontal=True,
-                     key="pool_stride", persist_state=KEEP)
-    region = relu
-    if source == "crop":
-        top = cols[3].slider(t("network.crop_top"), 0, oh - 8, min(row, oh - 8), key="pool_top",
-                             persist_state=KEEP)
-        left = cols[3].slider(t("network.crop_left"), 0, ow - 8, min(col, ow - 8), key="pool_left",
-                              persist_state=KEEP)
-        region = relu[top:top + 8, left:left + 8]
+    cols = st.columns(3)
+    pk = cols[0].radio(t("network.kernel"), [2, 3], horizontal=True, key="pool_kernel",
+                       persist_state=KEEP)
+    ps = cols[1].radio(t("network.stride"), [1, 2, 3], index=1, horizontal=True,
+                       key="pool_stride", persist_state=KEEP)
+    # an 8×8 crop: its numbers stay readable (a whole map has hundreds of windows)
+    top = cols[2].slider(t("network.crop_top"), 0, oh - 8, min(row, oh - 8), key="pool_top",
+                         persist_state=KEEP)
+    left = cols[2].slider(t("network.crop_left"), 0, ow - 8, min(col, ow - 8), key="pool_left",
+                          persist_state=KEEP)
+    region = relu[top:top + 8, left:left + 8]
     pooled = call_or_show(convlab.maxpool_windows, region, int(pk), int(ps))
     if pooled is None:
         return

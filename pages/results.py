@@ -46,7 +46,7 @@ def choose_model():
                       format_func=lambda s: t(f"results.source_{s}"))
     if source == "run":
         runs = finished_runs()
-        chosen = None if runs is None else pick_run_model(st, runs, K + "run", from_url=True)
+        chosen = None if runs is None else pick_run_model(st, runs, K + "run")
         if chosen is not None and chosen[3].status != "done":
             st.caption(t("results.partial_run", status=t(f"status.{chosen[3].status}")))
         return chosen

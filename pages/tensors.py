@@ -10,7 +10,7 @@ from cifarlab.lab import tensors as tensorlab
 from ui.data import get_data
 from ui.language import num, show_error, translator
 from ui.nav import lesson
-from ui.widgets import checked_number
+from ui.widgets import checked_number, measured
 
 t = translator()
 
@@ -22,19 +22,15 @@ lesson("tensors")
 data = get_data()
 
 st.header(t("tensors.explorer_title"))
-c1, c2, c3 = st.columns([3, 1, 1])
+c1, c2 = st.columns([3, 1])
 rank = c1.radio(t("tensors.pick_rank"), [0, 1, 2, 3, 4], index=2, horizontal=True,
                 format_func=lambda r: t(f"tensors.rank_{r}"), key="tensors_rank")
 batch = checked_number(c2, t("tensors.batch_n"), 1, 16, 4, key="tensors_batch",
                        help=t("tensors.batch_n_help"))
-index = checked_number(c3, t("tensors.first_image"), 0, data.n_train - 1, 0, key="tensors_index",
-                       help=t("tensors.first_image_help"))
-ok = batch is not None and index is not None
-# a bad box shows its message and no result; the sections below go on with the defaults
-examples = tensorlab.rank_examples(data, index=int(index) if ok else 0,
-                                   batch=int(batch) if ok else 4)
+# a bad box shows its message and no result; the sections below go on with the default
+examples = tensorlab.rank_examples(data, batch=4 if batch is None else int(batch))
 ex = examples[rank]
-if ok:
+if batch is not None:
     st.markdown(f"**{t(f'tensors.rank_{rank}')}**: "
                 + t(f"tensors.rank_{rank}_example", n=int(batch)))
     st.plotly_chart(tensorlab.rank_figure(ex, data.classes, t), key="tensors_rank_fig",
@@ -58,9 +54,8 @@ st.code(f"images = images.to(\"{target}\")\n"
         f"images.dtype    # {images.dtype}\n"
         f"images.device   # {images.device}\n"
         f"images.numel() * images.element_size()   # {n_bytes}")   # as Python prints it
-st.markdown(t("tensors.device_of", device=f"`{images.device}`") + " · "
-            + t("tensors.bytes_of", bytes=tensorlab.size_text(n_bytes, t.lang),
-                numel=num(images.numel()), size=images.element_size()))
+st.markdown(t("tensors.bytes_of", bytes=tensorlab.size_text(n_bytes, t.lang),
+              numel=num(images.numel()), size=images.element_size()))
 if len(device_ids) == 1:
     st.caption(t("tensors.only_cpu"))
 
@@ -78,14 +73,8 @@ pieces = c2.select_slider(t("tensors.transfer_pieces"), options=[16, 256, 1024, 
                           value=4096 if has_cuda else 16384, key="transfer_chunks")
 tdev = c3.selectbox(t("common.device"), device_ids, index=len(device_ids) - 1,
                     key="transfer_device")
-if st.button(t("common.measure"), key="transfer_run", type="primary"):
-    with st.spinner(t("common.measuring")):
-        try:
-            st.session_state["transfer_result"] = tensorlab.transfer_costs(
-                tdev, total_mb=mb, chunks=int(pieces), repeats=3, max_seconds=BUDGET)
-        except (CifarLabError, RuntimeError) as err:
-            show_error(err)
-res = st.session_state.get("transfer_result")
+res = measured("transfer", lambda: tensorlab.transfer_costs(
+    tdev, total_mb=mb, chunks=int(pieces), repeats=3, max_seconds=BUDGET))
 if res is not None:
     fig, table = tensorlab.transfer_figure(res, t)
     st.plotly_chart(fig, key="transfer_fig", alt=t("a11y.transfer_chart"))
@@ -98,14 +87,9 @@ c1, c2 = st.columns(2)
 steps = checked_number(c1, t("tensors.item_steps"), 10, 2000, 200, step=10, key="item_steps",
                        help=t("tensors.item_steps_help"))
 idev = c2.selectbox(t("common.device"), device_ids, index=len(device_ids) - 1, key="item_device")
-if st.button(t("common.measure"), key="item_run", type="primary", disabled=steps is None):
-    with st.spinner(t("common.measuring")):
-        try:
-            st.session_state["item_result"] = tensorlab.item_sync_cost(
-                idev, steps=int(steps), max_seconds=BUDGET)
-        except (CifarLabError, RuntimeError) as err:
-            show_error(err)
-item = st.session_state.get("item_result") if steps is not None else None
+item = measured("item", lambda: tensorlab.item_sync_cost(idev, steps=int(steps),
+                                                          max_seconds=BUDGET),
+                disabled=steps is None)
 if item is not None:
     fig, table = tensorlab.item_figure(item, t)
     st.plotly_chart(fig, key="item_fig", alt=t("a11y.item_chart"))

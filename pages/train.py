@@ -7,8 +7,7 @@ from functools import partial
 import streamlit as st
 
 from cifarlab.errors import CifarLabError
-from cifarlab.lab import tables, train as trainview, train_live as words
-from cifarlab.lab.results.figures import accuracy_figure
+from cifarlab.lab import train as trainview, train_live as words
 from cifarlab.serve import queue as jobs
 from pages.train_parts import form as train_settings, lr_finder
 from ui import messages, train_form
@@ -58,17 +57,8 @@ def show_result(run, view: trainview.RunView) -> None:
         return
     st.metric(t("train.accuracy_final") if run.status == "done" else t("train.accuracy_partial"),
               pct(acc))
-    per_class = (result.get("per_class_accuracy")
-                 or (view.eval or {}).get("per_class_accuracy") or {})   # in the classes' order
     st.caption(words.result_lines(result, t.lang))
-    if per_class:
-        fig = view.memoized("per_class", (run.status, t.lang),
-                            lambda _: accuracy_figure(per_class, t).update_layout(
-                                title=t("train.per_class_title"), template="none"))
-        st.plotly_chart(fig, key=K + "per_class_chart")
-        with st.expander(t("a11y.show_table")):   # the chart's numbers, for screen readers
-            st.dataframe(tables.per_class_table(list(per_class.items()), t.lang),
-                         hide_index=True)
+    # each class's accuracy: on Results, beside the tutorial's and with the confusion matrix
     st.page_link("pages/results.py", label=t("train.see_results"), icon=":material/insights:")
     st.page_link("pages/runs.py", label=t("train.see_runs"), icon=":material/compare_arrows:")
 

@@ -260,7 +260,7 @@ st.markdown(f"person={who.id}|{who.instructor}|owner={signin.owner_id()}")
 def limiter(monkeypatch, tmp_path):
     """A fresh limiter whose clock stands still: a wait never runs out during a test."""
     fresh = AttemptLimiter(counters=counters(tmp_path), clock=Clock())
-    monkeypatch.setattr("ui.signin.PASSPHRASE_LIMITER", fresh)
+    monkeypatch.setattr("ui.signin.passphrase_limiter", lambda: fresh)
     return fresh
 
 

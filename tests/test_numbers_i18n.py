@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from cifarlab import i18n
 from cifarlab.core.config import TrainConfig
-from cifarlab.i18n import _LocaleFormatter
 from cifarlab.lab import data as loading
 from cifarlab.lab import runs as R
 
@@ -61,11 +60,6 @@ def test_significant_never_writes_e_notation_and_keeps_the_value(value, lang, di
     if power:
         back *= 10 ** int(power.translate(str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")))
     assert math.isclose(back, value, rel_tol=10 ** (1 - digits), abs_tol=1e-300)
-
-
-@pytest.mark.parametrize("lang,text", [("en", "Loss 3.50 × 10⁻⁴"), ("pt", "Loss 3,50 × 10⁻⁴")])
-def test_a_templates_e_format_is_written_as_a_power_of_ten(lang, text):
-    assert _LocaleFormatter(lang).format("Loss {x:.2e}", x=0.00035) == text
 
 
 # -------------------------------------------------------------------------------- plurals

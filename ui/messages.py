@@ -11,13 +11,12 @@ def keep(key: str, kind: str, body) -> None:
     st.session_state[key] = (kind, body)
 
 
-def show(key: str, where=st, once: bool = True, **kwargs) -> tuple[str, object] | None:
-    """The kept message, shown and returned; ``once=False``: until the next ``keep`` (a poll's)."""
+def show(key: str, once: bool = True, **kwargs) -> None:
+    """The kept message; ``once=False``: shown until the next ``keep`` (a poll's)."""
     msg = st.session_state.pop(key, None) if once else st.session_state.get(key)
     if msg is not None:
         kind, body = msg
         if kind == "error":
-            where.error(error_text(body) if isinstance(body, Exception) else body)
+            st.error(error_text(body) if isinstance(body, Exception) else body)
         elif body is not None:
-            getattr(where, kind)(body, **kwargs)
-    return msg
+            getattr(st, kind)(body, **kwargs)

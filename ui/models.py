@@ -19,9 +19,9 @@ def _run_model(session: str, run_id: str, mtime: float):
     return R.load_run_model(get_queue().checkpoint(session, run_id))
 
 
-@st.cache_resource(max_entries=4, show_spinner=False)
-def random_model(seed: int, classes: int):
-    return inside.random_model(seed, classes=classes)
+@st.cache_resource(max_entries=2, show_spinner=False)
+def random_model(classes: int):
+    return inside.random_model(0, classes=classes)   # the untrained Net to compare with
 
 
 @st.cache_data(max_entries=4, show_spinner=False)
@@ -36,16 +36,14 @@ def finished_runs() -> list | None:
                                  if jobs.checkpoint(sid, r.id).is_file()])
 
 
-def pick_run_model(where, runs: list, key: str, from_url: bool = False):
-    """(model, checkpoint, model key, run) picked (``from_url``: ``?run=`` first), or None."""
+def pick_run_model(where, runs: list, key: str):
+    """(model, checkpoint, model key, run) picked, or None."""
     if not runs:
         where.info(t("results.no_runs"), icon=":material/info:")
         where.page_link("pages/train.py", label=t("results.go_train"),
                         icon=":material/model_training:")
         return None
     sid, by_id = session_id(), {r.id: r for r in runs}
-    if from_url and key not in st.session_state and st.query_params.get("run") in by_id:
-        st.session_state[key] = st.query_params["run"]
     if st.session_state.get(key) not in by_id:
         st.session_state.pop(key, None)
     labels = {rid: run_label(run, sid, translator()) for rid, run in by_id.items()}

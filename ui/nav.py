@@ -35,9 +35,8 @@ def presenting(instructor: bool) -> bool:
 def lesson(name: str) -> None:
     """A lesson's text in the current language, with the tutorial's lines it explains if any."""
     st.markdown(i18n.lesson(name, lang()))
-    try:
-        code = i18n.code_snippet(name)
-    except KeyError:
+    code = i18n.code_snippet(name)
+    if code is None:
         return
     with st.expander(t("lesson.code_title")):
         st.code(code)

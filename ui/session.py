@@ -40,16 +40,12 @@ def host_secrets(name: str):
     return section if hasattr(section, "get") else None
 
 
-def _user() -> dict:
-    try:
-        return dict(st.user)
-    except Exception:  # noqa: BLE001 - sign-in not configured, or no script context
-        return {}
-
-
 def claims() -> dict | None:
     """The signed-in user's claims with an e-mail not called unverified (it is the person)."""
-    user = _user()
+    try:
+        user = dict(st.user)
+    except Exception:  # noqa: BLE001 - sign-in not configured, or no script context
+        return None
     verified = user.get("email") and user.get("email_verified") is not False
     return user if user.get("is_logged_in") and verified else None
 

@@ -1,6 +1,7 @@
 """Who is asking and the sidebar's sign-in; the role lives in session state, not a URL/cookie."""
 from __future__ import annotations
 
+import functools
 import math
 
 import streamlit as st
@@ -14,20 +15,16 @@ from ui.session import host_secrets as _secrets
 
 INSTRUCTOR_KEY = "_cifarlab_instructor"   # set only by a right passphrase
 NICKNAME_KEY = "nickname"                  # an anonymous student's name for others to see
-# Slows down passphrase guessing; counted in the run store, so every app server counts the same.
-PASSPHRASE_LIMITER: identity.AttemptLimiter | None = None
 _PASSPHRASE_PROBLEM = "_cifarlab_passphrase_problem"
 
 
+@functools.cache   # not kept while the run store cannot be opened (a CifarLabError)
 def passphrase_limiter() -> identity.AttemptLimiter:
-    """The process's passphrase limiter (CifarLabError while the run store cannot be opened)."""
-    global PASSPHRASE_LIMITER
-    if PASSPHRASE_LIMITER is None:
-        from cifarlab.serve import queue as jobs
+    """Slows down guessing; counted in the run store, so every app server counts the same."""
+    from cifarlab.serve import queue as jobs
 
-        PASSPHRASE_LIMITER = identity.AttemptLimiter(
-            name="instructor passphrase", counters=jobs.get_queue().counters("passphrase"))
-    return PASSPHRASE_LIMITER
+    return identity.AttemptLimiter(name="instructor passphrase",
+                                   counters=jobs.get_queue().counters("passphrase"))
 
 
 def passphrase_hash() -> str | None:
@@ -93,24 +90,23 @@ def sign_in_sidebar() -> None:
             st.form_submit_button(t("identity.sign_in"), on_click=_passphrase_submitted)
         problem = st.session_state.pop(_PASSPHRASE_PROBLEM, None)
         if problem is not None:
-            wait = (passphrase_limiter().wait(_browser(), identity.PASSPHRASE_TARGET)
-                    if problem == "identity.too_many" else 0)   # the store is read for it
-            st.error(t(problem, setting=identity.SECRETS_KEY, seconds=max(1, math.ceil(wait))))
+            key, wait = problem
+            st.error(t(key, setting=identity.SECRETS_KEY, seconds=max(1, math.ceil(wait))))
 
 
 def _passphrase_submitted() -> None:
-    """The form's callback: the instructor signed in, else the catalog key of what went wrong."""
+    """The form's callback: the instructor signed in, else (catalog key, seconds to wait)."""
     ss = st.session_state
     try:
         wait = identity.try_passphrase(ss.get("identity_passphrase") or "", passphrase_hash(),
                                        _browser(), passphrase_limiter())
     except identity.IdentityError:   # the secrets file's hash is damaged
-        ss[_PASSPHRASE_PROBLEM] = "errors.identity.bad_hash"
+        ss[_PASSPHRASE_PROBLEM] = ("errors.identity.bad_hash", 0)
     except CifarLabError:   # the run store (the counts) cannot be reached just now
-        ss[_PASSPHRASE_PROBLEM] = STORE_DOWN_KEY
+        ss[_PASSPHRASE_PROBLEM] = (STORE_DOWN_KEY, 0)
     else:
         if wait is None:
             ss[INSTRUCTOR_KEY] = True
         else:
             ss[_PASSPHRASE_PROBLEM] = ("identity.too_many" if wait > 0
-                                       else "identity.wrong_passphrase")
+                                       else "identity.wrong_passphrase", wait)

@@ -1,17 +1,18 @@
-"""Number boxes that answer in the student's language; the cell a click selected on a chart."""
+"""Number boxes that answer in the student's language, a measurement kept, a chart's click."""
 from __future__ import annotations
 
 import streamlit as st
 
 from cifarlab import i18n
-from ui.language import lang, t
+from cifarlab.errors import CifarLabError
+from ui.language import lang, show_error, t
 
 
 def checked_number(where, label: str, lo, hi, value, *, key: str, step=1, help=None,
-                   disabled: bool = False, persist_state=None):
+                   persist_state=None):
     """None with our message when empty or out of range (Streamlit's bounds answer in English)."""
     got = where.number_input(label, value=value, step=step, key=key, help=help,
-                             disabled=disabled, persist_state=persist_state)
+                             persist_state=persist_state)
     if got is None or not lo <= got <= hi:
         where.error(t("common.out_of_range", lo=lo, hi=hi))
         return None
@@ -28,6 +29,17 @@ def decimal_box(where, label: str, lo: float, hi: float, value: float, *, key: s
         where.error(t("common.out_of_range", lo=lo, hi=hi))
         return None
     return got
+
+
+def measured(key: str, measure, disabled: bool = False):
+    """``measure()``'s result, run by a Measure button and kept; None before, or while disabled."""
+    if st.button(t("common.measure"), key=key + "_run", type="primary", disabled=disabled):
+        with st.spinner(t("common.measuring")):
+            try:
+                st.session_state[key + "_result"] = measure()
+            except (CifarLabError, RuntimeError, OSError) as err:
+                show_error(err)
+    return None if disabled else st.session_state.get(key + "_result")
 
 
 def clicked_points(event) -> list:

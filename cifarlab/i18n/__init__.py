@@ -1,6 +1,5 @@
 """UI strings, lessons and numbers in en (the source), es and pt. A miss falls back to English,
-then the key (strict: under pytest or ``CIFARLAB_I18N_STRICT=1``, ``KeyError``); ``key.one`` is
-a plural."""
+then the key (strict: under pytest or ``CIFARLAB_I18N_STRICT=1``, ``KeyError``)."""
 from __future__ import annotations
 
 import copy
@@ -12,7 +11,6 @@ import os
 import re
 import string
 import tomllib
-import unicodedata
 from pathlib import Path
 from typing import Any, Callable
 
@@ -25,7 +23,7 @@ LOCALES_DIR = Path(__file__).resolve().parents[1] / "locales"
 # -- numbers in a language's notation (Babel's CLDR rules): 50,000 / 50.000; 55.3% / 55,3 % --
 # Babel's locale for each language: "es" writes 50.000 and 0,001; "pt" is Brazil's, as the course.
 BABEL_LOCALES: dict[str, str] = {"en": "en_US", "es": "es", "pt": "pt_BR"}
-_SPEC_RE = re.compile(r"^(?P<group>,?)(?:\.(?P<digits>\d+))?(?P<kind>[dfge%]?)$")
+_SPEC_RE = re.compile(r"^(?P<group>,?)(?:\.(?P<digits>\d+))?(?P<kind>[dfg%]?)$")
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 MISSING = "–"   # how a missing value (None, NaN) reads in every table and sentence
 
@@ -129,8 +127,6 @@ class _LocaleFormatter(string.Formatter):
         kind = m["kind"]
         if kind == "%":
             return percent(value, self.lang, 0 if digits is None else digits)
-        if kind == "e":
-            return significant(value, self.lang, (6 if digits is None else digits) + 1)
         if kind == "g":
             value = float(format(value, format_spec.lstrip(",")))  # significant digits first
             return number(int(value) if value.is_integer() else value, self.lang)
@@ -139,33 +135,19 @@ class _LocaleFormatter(string.Formatter):
         return number(value, self.lang, digits)
 
 
-# Names and codes people type or browsers send, accents stripped and lower-cased.
-_ALIASES: dict[str, str] = {
-    "en": "en", "eng": "en", "english": "en", "ingles": "en",
-    "es": "es", "spa": "es", "esp": "es", "spanish": "es", "espanol": "es", "castellano": "es",
-    "espanhol": "es",
-    "pt": "pt", "por": "pt", "portuguese": "pt", "portugues": "pt",
-}
-
 @functools.lru_cache(maxsize=256)
 def normalize_lang(value: Any) -> str:
-    """The code for "es-AR", "pt_BR", "português", an Accept-Language header…; else DEFAULT."""
+    """The code for "es-AR", "pt_BR", an Accept-Language header…; else DEFAULT."""
     for candidate in value.split(",") if isinstance(value, str) else ():
-        tag = unicodedata.normalize("NFKD", candidate.split(";", 1)[0].strip().lower())
-        tag = "".join(ch for ch in tag if not unicodedata.combining(ch)).replace("_", "-")
-        if tag in _ALIASES:
-            return _ALIASES[tag]
-        primary = tag.split("-", 1)[0].strip()
-        if primary in _ALIASES:
-            return _ALIASES[primary]
+        primary = candidate.split(";")[0].strip().lower().replace("_", "-").split("-")[0]
+        if primary in LANGUAGES:
+            return primary
     return DEFAULT
 
 
 def is_strict() -> bool:
     env = os.environ.get("CIFARLAB_I18N_STRICT", "").strip().lower()
-    if env:
-        return env in ("1", "true", "yes", "on")
-    return "PYTEST_CURRENT_TEST" in os.environ
+    return env in ("1", "true", "yes", "on") if env else "PYTEST_CURRENT_TEST" in os.environ
 
 
 @functools.cache   # once per message: a page redrawn each second logs it once
@@ -268,12 +250,10 @@ def lesson(name: str, lang: str = DEFAULT) -> str:
 
 
 @functools.cache
-def code_snippet(name: str) -> str:
-    """The tutorial's code that lesson ``name`` explains (``locales/code/<name>.py``)."""
+def code_snippet(name: str) -> str | None:
+    """The tutorial's code that lesson ``name`` explains (``locales/code/<name>.py``), or None."""
     path = LOCALES_DIR / "code" / f"{name}.py"
-    if not path.is_file():
-        raise KeyError(f"i18n: no code snippet for lesson {name!r} (locales/code/{name}.py).")
-    return path.read_text(encoding="utf-8").strip("\n") + "\n"
+    return path.read_text(encoding="utf-8").strip("\n") + "\n" if path.is_file() else None
 
 
 def clear_cache() -> None:

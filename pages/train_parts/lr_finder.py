@@ -41,10 +41,9 @@ def _boxes() -> dict | None:
     for key, value in (("lo", engine.LR_MIN), ("hi", engine.LR_MAX)):
         st.session_state.setdefault(K + key, i18n.number(value, lang()))
     c1, c2, c3 = st.columns(3)
-    steps = c1.number_input(t("train.lr_find.steps"), value=engine.STEPS, step=10,
-                            format="%d", key=K + "steps", help=t(
-                                "train.lr_find.steps_help", lo=engine.MIN_STEPS,
-                                hi=engine.MAX_STEPS))
+    steps = c1.number_input(t("train.lr_find.steps"), value=engine.STEPS, step=10, format="%d",
+                            key=K + "steps", help=t("train.lr_find.steps_help",
+                                                    lo=engine.MIN_STEPS, hi=engine.MAX_STEPS))
     lo = c2.text_input(t("train.lr_find.lr_from"), key=K + "lo", max_chars=24,
                        help=t("train.lr_find.lr_from_help"))
     hi = c3.text_input(t("train.lr_find.lr_to"), key=K + "hi", max_chars=24,
@@ -88,8 +87,7 @@ def _result(form, run) -> None:
     lock = form.locks.get("lr")
     st.button(t("train.lr_find.use", lr=i18n.number(lr, lang())), key=K + "use",
               on_click=_use, args=(lr,), disabled=bool(lock), icon=":material/done:",
-              help=t("train.lr_find.locked", reason=lock) if lock else t(
-                  "train.lr_find.use_help"))
+              help=t("train.lr_find.use_help"))
     if lock:
         st.caption(t("train.lr_find.locked", reason=lock))
 
