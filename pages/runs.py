@@ -28,6 +28,11 @@ def _losses(session: str, run_id: str, finished_at: float | None) -> tuple[list[
 
 
 @st.cache_data(max_entries=4, show_spinner=False)
+def _plain_state_dict(session: str, run_id: str, mtime: float) -> bytes:
+    return R.state_dict_bytes(load_checkpoint(get_queue().checkpoint(session, run_id)))
+
+
+@st.cache_data(max_entries=4, show_spinner=False)
 def _bundle(session: str, run_id: str, mtime: float, lang: str) -> bytes:
     queue = get_queue()
     ckpt = load_checkpoint(queue.checkpoint(session, run_id))
@@ -79,24 +84,35 @@ def downloads(run, sid: str, path) -> None:
     if not run.finished:   # a checkpoint mid-training is not the run's: nothing until it ends
         st.info(t("runs.downloads_wait"), icon=":material/hourglass_top:")
         return
-    # the tutorial's cifar_net.pth is in the zip below, with the notebook that loads it
-    c1, c2 = st.columns(2)
-    has_ckpt = path.is_file()
+    c1, c2, c3 = st.columns(3)
+    has_ckpt, icon = path.is_file(), ":material/download:"
+    no_ckpt = None if has_ckpt else t("runs.no_checkpoint")   # a disabled button says why
     c1.download_button(t("runs.download_checkpoint"), path.read_bytes if has_ckpt else b"",
                        file_name=f"cifarlab_{run.id[:8]}.pth", mime="application/octet-stream",
-                       key=K + "dl_ckpt", disabled=not has_ckpt, icon=":material/download:",
-                       help=None if has_ckpt else t("runs.no_checkpoint"))   # says why
+                       key=K + "dl_ckpt", disabled=not has_ckpt, icon=icon, help=no_ckpt)
     c1.caption(t("runs.checkpoint_caption"))
+    plain = b""
+    if has_ckpt:
+        try:
+            plain = _plain_state_dict(sid, run.id, path.stat().st_mtime)
+        except (CifarLabError, OSError) as err:
+            c2.error(t("errors.checkpoint_bad", message=error_text(err)))
+    c2.download_button(t("runs.download_state_dict"), plain, file_name="cifar_net.pth",
+                       mime="application/octet-stream", key=K + "dl_plain", disabled=not plain,
+                       icon=icon, help=no_ckpt)
+    cfg = R.config_of(run)
+    c2.caption(t("runs.state_dict_caption") if cfg is None or cfg.model.is_tutorial
+               else t("runs.state_dict_caption_custom"))
     script = ""
     try:
         script = R.run_script(run)
     except (ImportError, CifarLabError) as err:
-        c2.caption(t("runs.script_unavailable", reason=error_text(err)[:300]))
-    c2.download_button(t("runs.download_script"), script, file_name=f"cifar_run_{run.id[:8]}.py",
+        c3.caption(t("runs.script_unavailable", reason=error_text(err)[:300]))
+    c3.download_button(t("runs.download_script"), script, file_name=f"cifar_run_{run.id[:8]}.py",
                        mime="text/x-python", key=K + "dl_script", disabled=not script,
                        icon=":material/code:")
-    c2.caption(t("runs.script_caption"))
-    why = (None if has_ckpt and R.config_of(run) is not None else
+    c3.caption(t("runs.script_caption"))
+    why = (None if has_ckpt and cfg is not None else
            t("bundle.unavailable", reason=t("runs.bundle_no_checkpoint" if not has_ckpt
                                             else "runs.bundle_no_config")))
     # built when clicked (a deferred download), not at every rerun of the page

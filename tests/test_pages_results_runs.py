@@ -225,8 +225,8 @@ def test_runs_page_compares_and_offers_downloads(lab, lang):
     loss = [s for s in charts(at) if s["data"] and s["data"][0]["type"] == "scatter"]
     assert loss and len(arr(loss[0]["data"][0]["x"])) > 10
     labels = [b.proto.label for b in at.get("download_button")]
-    assert labels == [tr("runs.download_checkpoint", lang), tr("runs.download_script", lang),
-                      tr("bundle.download", lang)]
+    assert labels == [tr("runs.download_checkpoint", lang), tr("runs.download_state_dict", lang),
+                      tr("runs.download_script", lang), tr("bundle.download", lang)]
     assert all(not b.proto.disabled for b in at.get("download_button"))
 
 
@@ -255,10 +255,10 @@ def test_no_downloads_until_a_run_has_finished_and_a_disabled_zip_says_why(lab, 
         zip_button = buttons[tr("bundle.download", lang)]
         assert zip_button.disabled and zip_button.help == why
         assert why in [c.value for c in at.caption]
-        ckpt_button = buttons[tr("runs.download_checkpoint", lang)]
-        assert ckpt_button.disabled and ckpt_button.help == tr("runs.no_checkpoint", lang)
+        for label in (tr("runs.download_checkpoint", lang), tr("runs.download_state_dict", lang)):
+            assert buttons[label].disabled and buttons[label].help == tr("runs.no_checkpoint", lang)
         at.selectbox(key="runs_run").set_value(lab["run_id"]).run()   # finished: all of them
-        assert len(at.get("download_button")) == 3
+        assert len(at.get("download_button")) == 4
         assert all(not b.proto.disabled and not b.proto.help for b in at.get("download_button"))
         # a run moving on leaves the options' words as they were: Streamlit finds the chosen
         # option by its words, and words the browser drew before would find nothing
