@@ -81,6 +81,7 @@ def pinned_run(cr, me, code: str) -> None:
     run.add_events(p.events)
     run.series.add(p.steps, p.losses)
     fig = loss_figure(run.chart(), lang())[1].update_layout(height=480, font_size=22, margin_t=96)
+    fig.update_xaxes(automargin=True).update_yaxes(automargin=True)   # the large ticks' room
     st.plotly_chart(fig, width="stretch", key=K + "chart", config={"displayModeBar": False},
                     theme=None)
     st.caption(chart_texts(run, p.log_every, lang())[0])
