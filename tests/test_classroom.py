@@ -352,6 +352,11 @@ def test_board_cancel_pin_and_presenter(cr, klass, queue):
     view.add_events(shown.events)
     view.series.add(shown.steps, shown.losses)
     assert view.chart()["running_steps"] == [250, 500, 750]
+    # a projector reads on from what it drew: nothing new, the same run
+    later = cr.presenter(TEACH, klass.code, view.last_step, view.last_seq)
+    assert (later.steps, later.events, later.created_at) == ((), (), shown.created_at)
+    queue.store.record(done, steps=[1001], losses=[1.5])
+    assert cr.presenter(TEACH, klass.code, view.last_step, view.last_seq).steps == (1001,)
     assert cr.get_class(TEACH, klass.code).pinned == done
 
 

@@ -89,6 +89,9 @@ def test_default_threads_leave_the_web_server_a_core(monkeypatch, cores, slots, 
     ({"CIFARLAB_MAX_TIMING_SECONDS": "0.5"}, "CIFARLAB_MAX_TIMING_SECONDS must be a number of "
      "seconds ≥ 1, got '0.5'", "seconds"),
     ({"CIFARLAB_CONFIG": "/nonexistent/cifarlab.toml"}, "no file there", "no_config_file"),
+    # max_per_owner's old name: refused, not left silently at the default
+    ({"CIFARLAB_MAX_PER_SESSION": "1"}, "Unknown setting 'CIFARLAB_MAX_PER_SESSION'",
+     "unknown_setting"),
 ])
 def test_bad_settings_say_which_and_why(env, message, code):
     with pytest.raises(SettingsError) as info:

@@ -195,6 +195,12 @@ def test_guessing_stays_slow_however_many_browsers_hammer(queue):
         th.start()
     for th in threads:
         th.join()
+    # the limits docs/security.md states: 3 free a browser, 5 a code, 30 in all, then waits
+    # from 2 s (1 s for all) doubling to 5 min; guessing from the 2nd failure; forgotten in 1 h
+    lim = cr.limiter
+    assert [(b.free, b.base_s, b.cap_s) for b in (lim.client, lim.target, lim.overall)] == [
+        (3, 2.0, 300.0), (5, 2.0, 300.0), (30, 1.0, 300.0)]
+    assert (lim.guessing_after, lim.counters.forget_s) == (2, 3600)
     # while no time passes, a browser learns about 3 codes at most, then only waits
     assert max(verdicts.values()) <= cr.limiter.client.free
     assert sum(verdicts.values()) <= 20 * cr.limiter.guessing_after + cr.limiter.overall.free

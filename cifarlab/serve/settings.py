@@ -116,6 +116,9 @@ def load_settings(env: Mapping[str, str] | None = None,
     given = {n: env[env_name(n)] for n in _FIELDS if env.get(env_name(n), "").strip() != ""}
     values.update({n: _parse(n, raw, env_name(n), Path.cwd()) for n, raw in given.items()})
     unknown = next((n for n in overrides if n not in _FIELDS), None)
+    # max_per_owner's old name: refused, where it would be left at the default without a word
+    if env.get("CIFARLAB_MAX_PER_SESSION", "").strip():
+        unknown = "CIFARLAB_MAX_PER_SESSION"
     if unknown is not None:
         raise SettingsError("serve.settings.unknown_setting", name=unknown,
                             known=", ".join(_FIELDS))

@@ -185,7 +185,11 @@ def _worker_main(conn, store: RunStore, settings: Settings, job: dict | None,
                      data_error, parent_alive=parent.is_alive if parent is not None else None,
                      time_limit_s=job.get("time_limit_s"))
     try:
-        run = store.get(job["run_id"])
+        try:
+            run = store.get(job["run_id"])
+        except Exception as err:  # noqa: BLE001 - the store away at the start: said, in words
+            settle(store, ctx, "failed", failure(err))
+            return
         if run is not None and run.status == "running":   # not deleted or settled meanwhile
             settle(store, ctx, *run_job(job["target"], job["payload"], ctx))
     finally:

@@ -62,7 +62,13 @@ def view(cr, me, code: str | None) -> None:
 @st.fragment(run_every=REFRESH_S)
 def pinned_run(cr, me, code: str) -> None:
     """The pinned run: who, where it is, its loss for the room."""
-    p = call_or_show(cr.presenter, me, code)
+    # what this projector drew of the pinned run, read on from there (the whole of a long
+    # run's losses every refresh would cost the server more each time)
+    held = st.session_state.get(K + "pinned")
+    p = call_or_show(cr.presenter, me, code, *((held[1].last_step, held[1].last_seq)
+                                                if held else (0, 0)))
+    if p is not None and held is not None and held[0] != p.created_at:   # another run pinned
+        held, p = None, call_or_show(cr.presenter, me, code)
     if p is None:
         st.info(t("classroom.presenter.none"))
         return
@@ -74,12 +80,14 @@ def pinned_run(cr, me, code: str) -> None:
         facts.append(t("classroom.presenter.accuracy", acc=pct(p.accuracy)))
     st.markdown("### " + t("classroom.presenter.heading", nickname=md_escape(p.nickname))
                 + " · " + " · ".join(facts))
-    if not p.steps:
-        st.caption(t("classroom.presenter.waiting"))
-        return
-    run = RunView()   # the chart the student's Train page draws, in the room's type size
+    if held is None:
+        held = st.session_state[K + "pinned"] = (p.created_at, RunView())
+    run = held[1]   # the chart the student's Train page draws, in the room's type size
     run.add_events(p.events)
     run.series.add(p.steps, p.losses)
+    if not run.series.count:
+        st.caption(t("classroom.presenter.waiting"))
+        return
     fig = loss_figure(run.chart(), lang())[1].update_layout(height=480, font_size=22, margin_t=96)
     fig.update_xaxes(automargin=True).update_yaxes(automargin=True)   # the large ticks' room
     st.plotly_chart(fig, width="stretch", key=K + "chart", config={"displayModeBar": False},

@@ -9,6 +9,7 @@ import os
 import tarfile
 import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,19 +59,28 @@ def _decode_workers() -> int:
     return max(1, min(cpus, 4))
 
 
-def _decode_all(chunks: list[list[tuple[str, Any]]], parallel: bool) -> list:
+def _decode_all(chunks: list[list[tuple[str, Any]]], parallel: bool,
+                done: Callable[[int], None]) -> list:
     """Each chunk decoded by a pool of worker processes, or here: small jobs, no pool to be had
-    (a daemonic process may not have children) or a pool that broke (a worker died)."""
+    (a daemonic process may not have children) or a pool that broke (a worker died).
+    ``done(n)``: n chunks decoded so far."""
+    def each(decoded) -> list:
+        out = []
+        for result in decoded:
+            out.append(result)
+            done(len(out))
+        return out
+
     workers = _decode_workers()
     if parallel and workers > 1 and not multiprocessing.current_process().daemon:
         try:
             with concurrent.futures.ProcessPoolExecutor(
                     max_workers=workers,
                     mp_context=multiprocessing.get_context(WORKER_START)) as pool:
-                return list(pool.map(_decode_items, chunks))
+                return each(pool.map(_decode_items, chunks))
         except Exception:  # noqa: BLE001 - no pool here, or a worker died: decode here instead
             pass
-    return [_decode_items(chunk) for chunk in chunks]
+    return each(map(_decode_items, chunks))
 
 
 def _assemble(entries: dict[str, list[tuple[str, str, int]]], results, classes: list[str],
@@ -198,7 +208,7 @@ def _decode_members(members, where: str, on_progress: ProgressFn | None, percent
             if percent is not None and time.monotonic() >= next_report:
                 next_report, pct = time.monotonic() + 1.0, percent()
                 emit(on_progress, f"Reading the archive {where}: {len(items):,} images "
-                                  f"({pct}%) ...", fraction=pct / 100)
+                                  f"({pct}%) ...", fraction=pct / 200)
     with_images = sorted(p for p, splits in found.items()
                          if any(n for cls in splits.values() for n in cls.values()))
     if len(with_images) > 1:
@@ -207,10 +217,14 @@ def _decode_members(members, where: str, on_progress: ProgressFn | None, percent
     prefix = with_images[0] if with_images else max(found, key=len, default=())
     classes = _check_classes(found.get(prefix, {s: {} for s in SPLITS}), where,
                              sum(loose.values()))
-    if percent is not None:
-        emit(on_progress, f"Decoding {len(items):,} images ...", fraction=0.99)
     chunks = [items[k:k + _CHUNK] for k in range(0, len(items), _CHUNK)]
-    results = _decode_all(chunks, parallel=len(items) >= _MIN_PARALLEL)
+
+    def decoded(n: int) -> None:   # the bar's second half: reading took the first
+        if percent is not None:
+            emit(on_progress, f"Decoding {len(items):,} images ...",
+                 fraction=0.5 + 0.5 * n / len(chunks))
+
+    results = _decode_all(chunks, len(items) >= _MIN_PARALLEL, decoded)
     arrays, notes = _assemble(entries, results, classes, where)
     if ignored:
         notes.append(f"{ignored} file(s) that are not images were ignored.")

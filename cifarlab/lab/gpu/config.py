@@ -114,6 +114,8 @@ class SweepConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> SweepConfig:
         d = dict(d or {})
+        for retired in ("images", "seed"):   # earlier versions' (a step's time never hung on them)
+            d.pop(retired, None)
         unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise ConfigError([Problem("config", "gpu.unknown_settings",

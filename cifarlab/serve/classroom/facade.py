@@ -109,18 +109,21 @@ class Classroom:
         info = self.get_class(by, code)
         return tables.update(self.store, info.code, pinned=self._class_run(info.code, run_id).id)
 
-    def presenter(self, viewer: Person, code: str | None = None) -> Presenter | None:
-        """The pinned run (None: nothing); a student sees their own class's."""
+    def presenter(self, viewer: Person, code: str | None = None, since_step: int = 0,
+                  since_seq: int = 0) -> Presenter | None:
+        """The pinned run (None: nothing), its losses and events after ``since_step`` and
+        ``since_seq`` (a projector reads on from what it drew); a student sees their class's."""
         info = self._viewable(viewer, code)
         run = None if info.pinned is None else self.store.get(info.pinned)
         if run is None:   # nothing pinned, or the run deleted since
             return None
-        steps, losses = self.store.losses(run.id)
-        events = self.store.events(run.id, kinds=("start", "running_loss", "epoch"))
+        steps, losses = self.store.losses(run.id, since_step)
+        events = self.store.events(run.id, ("start", "running_loss", "epoch"), since_seq)
         return Presenter(tables.nicknames(self.store, info.code).get(run.owner, "?"), run.status,
                          finite((run.result or {}).get("test_accuracy")),
                          scoring.fraction(run.progress), tuple(steps), tuple(losses),
-                         tuple(events), int((run.config or {}).get("log_every") or 2000))
+                         tuple(events), int((run.config or {}).get("log_every") or 2000),
+                         run.created_at)
 
     # -- instructors: the challenge ----------------------------------------------------------
     def open_challenge(self, by: Person, code: str, goal: Goal | Mapping[str, Any]) -> ClassInfo:

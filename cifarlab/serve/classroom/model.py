@@ -136,6 +136,7 @@ class Presenter:
     losses: tuple[float, ...]
     events: tuple[Any, ...]   # start, running_loss, epoch
     log_every: int
+    created_at: float         # which run it is, for a projector that reads on from it
 
 
 @dataclass(frozen=True)
