@@ -173,7 +173,7 @@ def why_tab(model, model_key, image_key, x, hwc, stages, true_cls, names) -> Non
     """The predicted class beside the true one (the runner-up when the network is right)."""
     st.markdown(t("inside.why_intro"))
     probs = I.stage(stages, "softmax").values
-    targets = F.why_targets(probs, F.compare_default(probs, true_cls), true_cls, names, t)
+    targets = F.why_targets(probs, true_cls, names, t)
     with st.spinner(t("inside.explaining")):
         views = call_or_show(lambda: {cls: _views(model_key, image_key, cls, model, x)
                                       for cls, _ in targets})

@@ -13,14 +13,14 @@ from cifarlab.errors import CifarLabError
 
 
 def test_rank_examples_shapes_and_values(cifar_data):
-    examples = tensorlab.rank_examples(cifar_data, index=10, batch=5)
+    examples = tensorlab.rank_examples(cifar_data, batch=5)
     assert [e.rank for e in examples] == [0, 1, 2, 3, 4]
     assert [e.shape for e in examples] == [(), (32,), (32, 32), (3, 32, 32), (5, 3, 32, 32)]
     for e in examples:
         assert e.values.shape == e.shape and e.values.dtype == np.float32
         assert e.values.size == int(np.prod(e.shape)) if e.shape else e.values.size == 1
     batch = examples[4]
-    expected = normalize(torch.from_numpy(np.array(cifar_data.train_x[10:15]))).numpy()
+    expected = normalize(torch.from_numpy(np.array(cifar_data.train_x[:5]))).numpy()
     np.testing.assert_array_equal(batch.values, expected)
     assert batch.values.min() >= -1 and batch.values.max() <= 1
     # every lower rank is a slice of the batch, as its code says
@@ -30,18 +30,18 @@ def test_rank_examples_shapes_and_values(cifar_data):
     assert float(examples[0].values) == float(batch.values[0, 0, 0, 0])
     assert [e.code for e in examples] == ["images[0, 0, 0, 0]", "images[0, 0, 0]",
                                           "images[0, 0]", "images[0]", "images"]
-    assert batch.labels == tuple(int(v) for v in cifar_data.train_y[10:15])
+    assert batch.labels == tuple(int(v) for v in cifar_data.train_y[:5])
     assert batch.pixels.shape == (5, 32, 32, 3) and batch.pixels.dtype == np.uint8
-    np.testing.assert_array_equal(batch.pixels[1], cifar_data.image("train", 11))
+    np.testing.assert_array_equal(batch.pixels[1], cifar_data.image("train", 1))
     assert examples[3].pixels.shape == (1, 32, 32, 3) and examples[2].pixels is None
 
 
-def test_rank_examples_wrap_around_and_clamp(cifar_data):
-    n = cifar_data.n_train
-    batch = tensorlab.rank_examples(cifar_data, index=n - 1, batch=3)[4]
-    assert batch.labels == tuple(int(cifar_data.train_y[i]) for i in (n - 1, 0, 1))
-    np.testing.assert_array_equal(batch.pixels[1], cifar_data.image("train", 0))
+def test_rank_examples_first_images_clamped(cifar_data):
+    batch = tensorlab.rank_examples(cifar_data, batch=3)[4]
+    assert batch.labels == tuple(int(cifar_data.train_y[i]) for i in (0, 1, 2))
+    np.testing.assert_array_equal(batch.pixels[1], cifar_data.image("train", 1))
     assert tensorlab.rank_examples(cifar_data, batch=1000)[4].shape[0] == 64
+    assert tensorlab.rank_examples(cifar_data, batch=0)[4].shape[0] == 1
 
 
 def test_transfer_costs_on_the_cpu_measures_both_ways():

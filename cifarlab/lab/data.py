@@ -5,7 +5,7 @@ import contextlib
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -37,7 +37,7 @@ def class_sample(data: CifarData, class_index: int, n: int = 24,
 
 
 def transform_stats(images, bins: int = 32) -> dict:
-    """Range, per-channel mean, std and histograms of pictures through ToTensor and Normalize."""
+    """Range, mean and per-channel histograms of pictures through ToTensor and Normalize."""
     pics = np.asarray(images)
     pics = pics[None] if pics.ndim == 3 else pics
     to_tensor = transforms.ToTensor()
@@ -195,16 +195,11 @@ def loader_throughput(data: CifarData, pipeline: str = "tutorial", batch_size: i
 
 def sweep_loaders(data: CifarData, batch_size: int = 4,
                   workers: Sequence[int] = (0, 1, 2, 4), max_batches: int = 500,
-                  max_seconds: float = 0.4, subset: int | None = None,
-                  on_result: Callable[[dict], None] | None = None) -> pd.DataFrame:
-    """``loader_throughput`` per pipeline and ``num_workers`` (fast once); ``on_result`` each."""
-    rows = []
-    for pipeline, w in [("tutorial", w) for w in workers] + [("fast", 0)]:
-        rows.append(loader_throughput(data, pipeline, batch_size, int(w), max_batches,
-                                      max_seconds, subset))
-        if on_result is not None:
-            on_result(rows[-1])
-    return pd.DataFrame(rows)
+                  max_seconds: float = 0.4, subset: int | None = None) -> pd.DataFrame:
+    """``loader_throughput`` per pipeline and ``num_workers`` (fast once)."""
+    return pd.DataFrame([loader_throughput(data, pipeline, batch_size, int(w), max_batches,
+                                           max_seconds, subset)
+                         for pipeline, w in [("tutorial", w) for w in workers] + [("fast", 0)]])
 
 
 def class_names(data: CifarData, t) -> list[str]:

@@ -32,13 +32,10 @@ class RankExample:
     code: str = ""                 # how the tensor is taken from the batch in PyTorch
 
 
-def rank_examples(data: CifarData, index: int = 0, batch: int = 4) -> list[RankExample]:
-    """Ranks 0–4 cut from ``batch`` real images from ``index``, as the network sees them."""
+def rank_examples(data: CifarData, batch: int = 4) -> list[RankExample]:
+    """Ranks 0–4 cut from the first ``batch`` training images, as the network sees them."""
     x, y = data.split("train")
-    n = len(y)
-    batch = int(max(1, min(int(batch), 64, n)))
-    start = int(index) % n
-    idx = [(start + i) % n for i in range(batch)]
+    idx = list(range(int(max(1, min(int(batch), 64, len(y))))))
     raw = torch.from_numpy(np.ascontiguousarray(x[idx]))           # uint8 B×3×32×32
     images = normalize(raw)                                        # float32, −1…1
     hwc = raw.permute(0, 2, 3, 1).numpy()

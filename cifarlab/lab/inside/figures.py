@@ -202,18 +202,13 @@ def wrong_options(probs: np.ndarray, labels: np.ndarray, wrong: np.ndarray, name
                       p=i18n.percent(float(probs[i].max()), t.lang, 0)) for i in wrong}
 
 
-def why_targets(probs: np.ndarray, other: int, true_cls: int | None, names: list[str],
+def why_targets(probs: np.ndarray, true_cls: int | None, names: list[str],
                 t) -> list[tuple[int, str]]:
-    """(class, row label) of the predicted class and ``other`` unless it is the same."""
-    predicted = int(np.argmax(probs))
-    rows = [("inside.predicted_row", predicted)]
-    if other != predicted:
-        rows.append(("inside.true_row" if other == true_cls else "inside.other_row", int(other)))
+    """(class, row label) of the predicted class, then of the true one when the network missed
+    it, else of the runner-up."""
+    first, second = (int(i) for i in np.argsort(-probs, kind="stable")[:2])
+    rows = [("inside.predicted_row", first),
+            ("inside.true_row", int(true_cls)) if true_cls is not None and true_cls != first
+            else ("inside.other_row", second)]
     return [(cls, t(key, name=names[cls], p=i18n.percent(float(probs[cls]), t.lang, 0)))
             for key, cls in rows]
-
-
-def compare_default(probs: np.ndarray, true_cls: int | None) -> int:
-    """The true class when the network missed it, else the runner-up."""
-    order = [int(i) for i in np.argsort(-probs, kind="stable")]
-    return true_cls if true_cls is not None and true_cls != order[0] else order[1]
