@@ -35,11 +35,11 @@ class RankExample:
 def rank_examples(data: CifarData, batch: int = 4) -> list[RankExample]:
     """Ranks 0–4 cut from the first ``batch`` training images, as the network sees them."""
     x, y = data.split("train")
-    idx = list(range(int(max(1, min(int(batch), 64, len(y))))))
-    raw = torch.from_numpy(np.ascontiguousarray(x[idx]))           # uint8 B×3×32×32
+    n = max(1, min(int(batch), 64, len(y)))
+    raw = torch.from_numpy(np.ascontiguousarray(x[:n]))            # uint8 B×3×32×32
     images = normalize(raw)                                        # float32, −1…1
     hwc = raw.permute(0, 2, 3, 1).numpy()
-    labels = tuple(int(y[i]) for i in idx)
+    labels = tuple(int(v) for v in y[:n])
     codes = ("images[0, 0, 0, 0]", "images[0, 0, 0]", "images[0, 0]", "images[0]", "images")
     tensors = (images[0, 0, 0, 0], images[0, 0, 0], images[0, 0], images[0], images)
     return [RankExample(rank, tuple(t.shape), t.numpy().copy(),
