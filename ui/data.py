@@ -19,8 +19,10 @@ def _load_data(source: str | None, cache: str | None):
     return data.load()
 
 
-def _decode_with_a_progress_bar() -> None:
-    """The first visit decodes every image once (tens of seconds): a bar says how far."""
+@functools.lru_cache(maxsize=4)
+def _decode_with_a_progress_bar(source: str | None, cache: str | None) -> None:
+    """The first visit decodes every image once (tens of seconds): a bar says how far. Once per
+    process and setting (the arguments are the key): checking the cache hashes the archive."""
     from cifarlab.core import data
 
     if data.is_cached():
@@ -48,7 +50,7 @@ def data_setting() -> tuple[str | None, str | None]:
 
 def get_data():
     try:
-        _decode_with_a_progress_bar()
+        _decode_with_a_progress_bar(*data_setting())
         with st.spinner(t("common.loading_data")):
             return _load_data(*data_setting())
     except CifarLabError as err:
