@@ -36,7 +36,7 @@ def rank_examples(data: CifarData, batch: int = 4) -> list[RankExample]:
     """Ranks 0–4 cut from the first ``batch`` training images, as the network sees them."""
     x, y = data.split("train")
     n = max(1, min(int(batch), 64, len(y)))
-    raw = torch.from_numpy(np.ascontiguousarray(x[:n]))            # uint8 B×3×32×32
+    raw = torch.from_numpy(np.array(x[:n]))   # uint8 B×3×32×32, a copy: the cache is read-only
     images = normalize(raw)                                        # float32, −1…1
     hwc = raw.permute(0, 2, 3, 1).numpy()
     labels = tuple(int(v) for v in y[:n])
