@@ -13,6 +13,7 @@ import pickle
 from dataclasses import dataclass
 
 from cifarlab.core.config import TrainConfig
+from synthetic_run import running_row
 
 # 200 real SGD steps (2 epochs × 100, an evaluation after each): small, and above chance.
 CONFIG = TrainConfig(epochs=2, batch_size=32, lr=0.01, pipeline="fast", device="cpu",
@@ -35,11 +36,10 @@ class FinishedRun:
     def write(self, store, session: str, name: str | None = None,
               owner: str | None = None) -> str:
         """Write the run into ``store`` (a RunStore) as ``session``'s finished run; its id."""
-        run_id = store.create_run(session, "train", self.config.to_dict(), "cpu", name=name,
-                                  owner=owner)
         # a live pid: a queue watching this store leaves the run be (one whose worker is gone
         # it would mark interrupted) until it is done, a moment later
-        store.set_status(run_id, "running", worker_pid=os.getpid())
+        run_id = running_row(store, session, self.config.to_dict(), name=name, owner=owner,
+                             worker_pid=os.getpid())
         store.record(run_id, steps=self.steps, losses=self.losses, events=self.events)
         path = store.checkpoint_path(run_id)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,7 @@ import pytest
 from browser_support import StreamlitServer, page_problems, screenshot, wait_idle
 from cifarlab import i18n
 from ui.nav import PAGES
+from synthetic_run import running_row
 
 pytestmark = [pytest.mark.browser,
               # the mock provider still uses Authlib APIs that Authlib now calls deprecated
@@ -129,9 +130,9 @@ def test_sign_in_names_the_person_and_their_role_and_sign_out_forgets_them(serve
     from cifarlab.serve.store import RunStore
 
     store = RunStore(server.home / "runs.db")
-    run_id = store.create_run(user_session(BEN[0], server.cookie_secret), "train",
-                              TrainConfig(epochs=1).to_dict(), "cpu", name="ben-elsewhere",
-                              owner="user:" + BEN[0])
+    run_id = running_row(store, user_session(BEN[0], server.cookie_secret),
+                         TrainConfig(epochs=1).to_dict(), name="ben-elsewhere",
+                         owner="user:" + BEN[0])
     store.set_status(run_id, "cancelled")
     context = browser.new_context()   # another browser
     try:

@@ -13,7 +13,7 @@ from cifarlab.core.config import TrainConfig
 from cifarlab.lab import eta
 from data_support import pages_queue
 from page_text import page_texts
-from synthetic_run import write_finished_run, write_running_run
+from synthetic_run import running_row, write_finished_run, write_running_run
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 FRESH, BUSY = "eta-fresh-0001", "eta-busy-0002"
@@ -28,9 +28,7 @@ def lab(tmp_path_factory, cifar_archive, cifar_cache_dir):
     mp.setenv("CIFARLAB_HEARTBEAT_TIMEOUT", "3600")
     queue = pages_queue(mp, tmp_path_factory.mktemp("eta-home"), cifar_archive, cifar_cache_dir)
     write_finished_run(queue.store, "eta-someone-0003")
-    other = queue.store.create_run("eta-someone-0003", "train",
-                                   TrainConfig(batch_size=64).to_dict(), "cpu")
-    queue.store.set_status(other, "running")
+    other = running_row(queue.store, "eta-someone-0003", TrainConfig(batch_size=64).to_dict())
     queue.store.set_status(other, "done", result={"images_per_second": 5.0, "train_seconds": 1})
     running = write_running_run(queue.store, BUSY)
     yield queue, running

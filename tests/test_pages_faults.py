@@ -15,6 +15,7 @@ from cifarlab.serve import disk
 from cifarlab.serve import queue as jobs
 from cifarlab.serve.runs import reason
 from cifarlab.serve.store import RunStore
+from synthetic_run import running_row
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -86,9 +87,7 @@ def test_a_damaged_store_is_said_once_in_the_students_language(home):
 def test_a_run_whose_weights_a_full_disk_lost_shows_why_and_its_results(home):
     sid = "bea-session-2"
     store = RunStore(home / "runs.db")
-    run_id = store.create_run(sid, "train", TrainConfig().to_dict(), "cpu",
-                              owner=f"browser:{sid}")
-    store.set_status(run_id, "running")
+    run_id = running_row(store, sid, TrainConfig().to_dict(), owner=f"browser:{sid}")
     per_class = {c: 0.5 for c in CIFAR10_CLASSES}
     store.set_status(run_id, "failed", result={"test_accuracy": 0.5, "steps": 10,
                                                "per_class_accuracy": per_class,

@@ -13,7 +13,7 @@ from cifarlab.lab.gpu import report
 from cifarlab.lab.gpu.config import SweepConfig
 from data_support import pages_queue
 from page_text import page_texts
-from synthetic_run import write_finished_run
+from synthetic_run import running_row, write_finished_run
 from test_gpu_busy import EPYC, timing
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -26,8 +26,7 @@ def lab_home(tmp_path_factory, cifar_archive, cifar_cache_dir):
     queue = pages_queue(mp, tmp_path_factory.mktemp("gpu-busy"), cifar_archive, cifar_cache_dir)
     write_finished_run(queue.store, "gpu-busy-other-0002")     # the tutorial at 271 images/s
     busy = timing(tut_ips=16.0, spread=2.0, load=9.0)
-    run_id = queue.store.create_run(SID, "timing", SweepConfig(devices=("cpu",)).to_dict(), "cpu")
-    queue.store.set_status(run_id, "running")
+    run_id = running_row(queue.store, SID, SweepConfig(devices=("cpu",)).to_dict(), kind="timing")
     queue.store.set_status(run_id, "done", result=busy.to_dict())
     yield queue
     queue.shutdown()

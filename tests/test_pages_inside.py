@@ -25,6 +25,7 @@ from run_support import CONFIG  # the session's finished run (conftest's ``finis
 from cifarlab.core.checkpoint import load as load_checkpoint
 from cifarlab.core.config import ModelSpec, TrainConfig
 from cifarlab.lab import inside as I
+from synthetic_run import running_row
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 SID = "inside-owner-0001"
@@ -52,8 +53,7 @@ def lab(tmp_path_factory, cifar_archive, cifar_cache_dir, finished_run):
     run_id = finished_run.write(store, SID)
     model = load_checkpoint(store.checkpoint_path(run_id), map_location="cpu").model().eval()
     # a second run of another shape: the page follows its ModelSpec, not the tutorial's Net
-    variant = store.create_run(SID, "train", VARIANT.to_dict(), "cpu")
-    store.set_status(variant, "running")
+    variant = running_row(store, SID, VARIANT.to_dict())
     done = train(VARIANT, data, checkpoint_path=store.checkpoint_path(variant))
     store.set_status(variant, "done", only_from=["running"], result=done.summary(),
                      env=done.env)

@@ -16,6 +16,7 @@ from cifarlab.lab import train_lr_finder as finder
 from data_support import pages_queue
 from test_pages_class_preset import classroom, joined, push  # noqa: F401 - a fixture
 from test_pages_classroom import TEACHER, _stop_queue, open_app, texts
+from synthetic_run import running_row
 
 LANGS = list(i18n.LANGUAGES)
 QUICK = {"train_train_subset": 256, "train_batch_size": 32, "train_epochs": 1}
@@ -88,8 +89,7 @@ def _finished_sweep(store, sid: str) -> str:
             for i in range(n)]
     suggestion, rule = lr_finder.suggest(lrs, loss)
     payload = {"config": TrainConfig().to_dict(), "steps": n, "lr_min": 1e-4, "lr_max": 10.0}
-    run_id = store.create_run(sid, "lr_find", payload, "cpu")
-    store.set_status(run_id, "running")
+    run_id = running_row(store, sid, payload, kind="lr_find")
     store.set_status(run_id, "done", result={
         "lrs": lrs, "losses": loss, "smoothed": loss, "stop": "exploded", "steps": n,
         "suggestion": suggestion, "rule": rule, "lr_at_min": lrs[loss.index(min(loss))],

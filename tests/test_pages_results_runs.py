@@ -19,6 +19,7 @@ from streamlit.testing.v1 import AppTest
 from cifarlab import i18n
 from data_support import pages_queue
 from run_support import CONFIG  # the session's finished run (conftest's ``finished_run``)
+from synthetic_run import running_row
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 SID = "results-owner-0001"
@@ -235,12 +236,11 @@ def test_no_downloads_until_a_run_has_finished_and_a_disabled_zip_says_why(lab, 
     """A run still training (or queued) offers nothing to download, and says why; a finished
     run without a saved model greys out "Take your run home" with the reason beside it."""
     store = lab["store"]
-    running = store.create_run(SID, "train", CONFIG.to_dict(), "cpu", name="still training")
-    store.set_status(running, "running", worker_pid=os.getpid())   # alive: not an orphan
+    running = running_row(store, SID, CONFIG.to_dict(), name="still training",
+                          worker_pid=os.getpid())   # alive: not an orphan
     # what a worker leaves mid-run: a checkpoint of the epochs so far
     shutil.copy(store.checkpoint_path(lab["run_id"]), store.checkpoint_path(running))
-    empty = store.create_run(SID, "train", CONFIG.to_dict(), "cpu", name="stopped early")
-    store.set_status(empty, "running")
+    empty = running_row(store, SID, CONFIG.to_dict(), name="stopped early")
     store.set_status(empty, "cancelled")
     try:
         at = page("runs", SID, lang)
@@ -274,8 +274,7 @@ def test_no_downloads_until_a_run_has_finished_and_a_disabled_zip_says_why(lab, 
 
 def test_runs_table_highlights_the_knob_that_differs(lab):
     store = lab["store"]
-    twin = store.create_run(SID, "train", CONFIG.replace(lr=0.05).to_dict(), "cpu")
-    store.set_status(twin, "running")
+    twin = running_row(store, SID, CONFIG.replace(lr=0.05).to_dict())
     store.set_status(twin, "failed", error="The worker process was killed.")
     try:
         at = page("runs", SID)
@@ -292,9 +291,8 @@ def test_delete_asks_first_and_removes_only_your_run(lab):
     store = lab["store"]
     # a copy of the seeded run, so the other tests keep theirs
     run = store.get(lab["run_id"])
-    copy = store.create_run(SID, "train", run.config, "cpu", name="to delete")
+    copy = running_row(store, SID, run.config, name="to delete")
     shutil.copy(store.checkpoint_path(run.id), store.checkpoint_path(copy))
-    store.set_status(copy, "running")
     store.set_status(copy, "done", result=run.result)
     assert store.get(copy).checkpoint
 
@@ -321,8 +319,7 @@ def test_a_run_can_be_named_and_the_name_follows_it(lab):
     id in the lists and the table; a blank name gives the id back."""
     store = lab["store"]
     run = store.get(lab["run_id"])
-    twin = store.create_run(SID, "train", run.config, "cpu")
-    store.set_status(twin, "running")
+    twin = running_row(store, SID, run.config)
     store.set_status(twin, "done", result=run.result)
     try:
         at = page("runs", OTHER)                       # not theirs: no name field
