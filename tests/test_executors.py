@@ -143,6 +143,7 @@ def test_contract_a_real_run_on_a_warm_worker_reaches_the_store(make_exec, name)
     if name == "local":   # a fresh worker per run of a known size (Ray adds its own)
         assert res["worker_peak_rss_mb"] < 1500
     assert run.env["torch"] == torch.__version__ and "env" not in res
+    assert run.env["torch_threads"] == e.settings.worker_threads   # the job's, not Ray's
     assert run.progress["step"] == run.progress["total_steps"] == 8
     steps, losses = e.store.losses(run_id)
     assert steps == list(range(1, 9)) and all(0 < v < 10 for v in losses)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import queue
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -39,11 +40,14 @@ NAMESPACE = "cifarlab-runs"
 class RunActor:   # one run (the module docstring says how)
     def __init__(self, job: dict, shared: Any):
         import ray
-        import torch
 
         self.run_id = job["run_id"]
         _lower_priority(job["nice"] - os.nice(0))   # Ray's workers may be niced already
-        torch.set_num_threads(job["threads"])
+        # Ray sets OMP_NUM_THREADS to the actor's CPUs; torch reads it when first imported,
+        # by the job (3 CPU-s here, paid only by jobs that use torch)
+        os.environ["OMP_NUM_THREADS"] = str(job["threads"])
+        if "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(job["threads"])
         self.box = Outbox()
         # Ray hands the actor its GPU (or share of one) through CUDA_VISIBLE_DEVICES: cuda:0
         device = "cuda:0" if job["device"].startswith("cuda") else job["device"]
