@@ -124,6 +124,55 @@ def shared_server(home: Path, archive: Path) -> StreamlitServer:
 # a frame-by-frame check makes Chromium produce 60 frames a second and lay out the page for
 # `innerText` each time, for as long as a test waits (~10 % of a page walk's CPU, §28).
 POLL_MS = 100
+# What the page's websocket carries, watched from inside the page (an init script, added to
+# every test browser's context by conftest.SharedContextBrowser): when it last asked for a
+# rerun (a BackMsg whose field is ``rerun_script``, 11), when a run last ended (a ForwardMsg
+# with ``script_finished``, 6) and when anything last came. A rerun asked for and not yet
+# ended is a page that is not idle, though nothing on it may show it yet.
+WS_WATCH_JS = """(() => {
+    const seen = window.__cifarlabWs = {rerun: -1, finished: -1, received: -1};
+    const bytes = (d) => d instanceof ArrayBuffer ? new Uint8Array(d)
+        : ArrayBuffer.isView(d) ? new Uint8Array(d.buffer, d.byteOffset, d.byteLength) : null;
+    const fields = (b) => {   // the top-level field numbers of a protobuf message
+        let i = 0;
+        const out = [];
+        const varint = () => {
+            let x = 0, scale = 1, c;
+            do {
+                c = b[i++];
+                x += (c & 0x7f) * scale;
+                scale *= 128;
+            } while (c & 0x80 && i < b.length);
+            return x;
+        };
+        while (i < b.length) {
+            const tag = varint(), wire = tag % 8;
+            out.push(Math.floor(tag / 8));
+            if (wire === 0) varint();
+            else if (wire === 2) i += varint();
+            else if (wire === 1) i += 8;
+            else if (wire === 5) i += 4;
+            else break;
+        }
+        return out;
+    };
+    const Native = window.WebSocket;
+    window.WebSocket = class extends Native {
+        constructor(...args) {
+            super(...args);
+            this.addEventListener('message', (e) => {
+                seen.received = performance.now();
+                const b = bytes(e.data);
+                if (b && fields(b).includes(6)) seen.finished = seen.received;
+            });
+        }
+        send(data) {
+            const b = bytes(data);
+            if (b && b.length && b[0] === 0x5a) seen.rerun = performance.now();
+            return super.send(data);
+        }
+    };
+})();"""
 IDLE_JS = """() => {
     const app = document.querySelector('[data-testid="stApp"]');
     const running = document.querySelector('[data-testid="stStatusWidget"] button, '
@@ -131,7 +180,10 @@ IDLE_JS = """() => {
     const skeleton = document.querySelector('[data-testid="stSkeleton"]');
     const stale = document.querySelector('[data-stale="true"]');
     const main = document.querySelector('[data-testid="stMain"], section.main');
-    return app && !running && !skeleton && !stale && main && main.innerText.trim().length > 0;
+    const ws = window.__cifarlabWs;
+    const quiet = !ws || (ws.finished >= ws.rerun && performance.now() - ws.received > 100);
+    return quiet && app && !running && !skeleton && !stale && main
+        && main.innerText.trim().length > 0;
 }"""
 
 # After a sidebar click (``arg``: the old page's title): the new page's title is there and no
@@ -167,16 +219,19 @@ def calculator_stride(page, t, stride: int):
 
 
 def wait_idle(page, timeout_ms: int = 180_000) -> None:
-    """Wait until Streamlit has finished running the script: no 'running' status widget, no
-    stale elements left from the previous run (a rerun keeps them, marked ``data-stale``,
-    until it is done), and that twice in a row a moment apart, since a rerun that a click or
-    an Enter asked for may not have begun yet. ``timeout_ms``: a hang guard (a page's first
-    run took over 60 s with the 2 cores shared by other work)."""
+    """Wait until Streamlit has finished running the script: every rerun the page asked for
+    has ended (WS_WATCH_JS), no 'running' status widget, no stale elements left from the
+    previous run (a rerun keeps them, marked ``data-stale``, until it is done), and that
+    twice a moment apart. A page without the watcher (a browser made elsewhere) is checked
+    three times over 550 ms instead, since a rerun that a click or an Enter asked for may not
+    have begun yet. ``timeout_ms``: a hang guard (a page's first run took over 60 s with the
+    2 cores shared by other work)."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
-    page.wait_for_timeout(150)
-    for _ in range(2):
+    watched = page.evaluate("() => Boolean(window.__cifarlabWs)")
+    page.wait_for_timeout(50 if watched else 150)
+    for pause in ((100,) if watched else (200, 200)):
         page.wait_for_function(IDLE_JS, timeout=timeout_ms, polling=POLL_MS)
-        page.wait_for_timeout(200)
+        page.wait_for_timeout(pause)
     page.wait_for_function(IDLE_JS, timeout=timeout_ms, polling=POLL_MS)
 
 

@@ -260,9 +260,18 @@ class SharedContextBrowser:
     def __init__(self, browser):
         self._browser, self._shared = browser, None
 
+    def new_context(self, **options):
+        """A context whose pages watch their websocket (browser_support.WS_WATCH_JS), so that
+        ``wait_idle`` knows when the reruns they asked for have ended."""
+        from browser_support import WS_WATCH_JS
+
+        context = self._browser.new_context(**options)
+        context.add_init_script(WS_WATCH_JS)
+        return context
+
     def new_page(self, viewport: dict | None = None):
         if self._shared is None:
-            self._shared = self._browser.new_context()
+            self._shared = self.new_context()
         self._shared.clear_cookies()
         page = self._shared.new_page()
         if viewport:
