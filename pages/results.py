@@ -76,7 +76,8 @@ def accuracy_section(ev) -> None:
               help=t("results.delta_help", pct=pct(ref["accuracy"], 0)))
     c1.caption(t("results.overall_accuracy_value", n=int(ev.total), correct=int(ev.correct)))
     c2.subheader(t("results.per_class_accuracy"))
-    c2.plotly_chart(F.accuracy_figure(ev.per_class_accuracy, t), key=K + "per_class_chart")
+    c2.plotly_chart(F.accuracy_figure(ev.per_class_accuracy, t), key=K + "per_class_chart",
+                    alt=t("a11y.per_class_chart"))
     c2.expander(t("a11y.show_table")).dataframe(tables.per_class_table(
         [(c, ev.per_class_accuracy[c]) for c in ev.classes], t.lang,
         reference=ref.get("per_class_ranges")), hide_index=True)
@@ -90,7 +91,7 @@ def epochs_section(run, ckpt) -> None:
     if df.empty:
         st.info(t("results.per_epoch_none"))
         return
-    st.plotly_chart(F.epochs_figure(df, t), key=K + "epoch_chart")
+    st.plotly_chart(F.epochs_figure(df, t), key=K + "epoch_chart", alt=t("a11y.epochs_chart"))
     with st.expander(t("a11y.show_table")):
         st.dataframe(tables.per_class_by_epoch_table(df, t.lang), hide_index=True)
     st.caption(t("results.per_epoch_caption"))
@@ -103,7 +104,8 @@ def confusion_section(ev, data) -> None:
     hide_diag = st.toggle(t("results.mistakes_only"), key=K + "mistakes_only",
                           help=t("results.mistakes_only_help"))
     event = st.plotly_chart(F.confusion_figure(ev, hide_diag, t), key=K + "cm",
-                            on_select="rerun", selection_mode="points")
+                            on_select="rerun", selection_mode="points",
+                            alt=t("a11y.confusion_chart"))
     with st.expander(t("a11y.show_table")):
         st.dataframe(tables.confusion_table(ev.confusion, ev.classes, t.lang))
 
@@ -163,7 +165,8 @@ def own_image_section(model, ckpt) -> None:
     c2.image(upscale(prepared.pixels, 5), caption=t("results.as_the_network_sees_it"), width=160)
     best, p = ranked[0]
     c3.markdown("#### " + t("results.prediction", name=cls_name(best), p=pct(p, 0)))
-    c3.plotly_chart(F.guesses_figure(ranked, t), key=K + "guess_chart")
+    c3.plotly_chart(F.guesses_figure(ranked, t), key=K + "guess_chart",
+                    alt=t("a11y.guesses_chart"))
     c3.caption(t("results.ten_classes_only"))
 
 

@@ -76,7 +76,7 @@ def curves_section(by_id: dict, selected: list[str], sid: str) -> None:
     if df.empty:
         st.info(t("runs.no_losses"))
         return
-    st.plotly_chart(R.curves_figure(df, x_axis, t), key=K + "loss_chart")
+    st.plotly_chart(R.curves_figure(df, x_axis, t), key=K + "loss_chart", alt=t("a11y.runs_chart"))
     st.caption(t("runs.loss_caption"))
 
 

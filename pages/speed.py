@@ -30,7 +30,8 @@ else:
     machine = record.get("machine", {})
     st.caption(t("speed.row_count", n=len(rows), machine=machine.get("cpu", "?"),
                  date=record.get("date", "?")) + " " + t("speed.shared_machine"))
-    st.plotly_chart(lab.figure(rows, t), width="stretch", key="speed_chart")
+    st.plotly_chart(lab.figure(rows, t), width="stretch", key="speed_chart",
+                    alt=t("a11y.speed_chart"))
 
     for n, row in enumerate(rows, 1):
         name = row["name"]

@@ -35,7 +35,7 @@ def show_charts(view: trainview.RunView, run, stamp) -> None:
     if fig is None:
         left.caption(f"**{t('train.loss_curve')}**: {t('train.no_losses_yet')}")
     else:
-        left.plotly_chart(fig, key=K + "loss_chart")
+        left.plotly_chart(fig, key=K + "loss_chart", alt=t("a11y.train_loss_chart"))
         caption, printed = words.chart_texts(
             view, int((run.config or {}).get("log_every") or 2000), t.lang)
         left.caption(caption)
@@ -45,7 +45,8 @@ def show_charts(view: trainview.RunView, run, stamp) -> None:
     if fig is None:
         right.caption(f"**{t('train.data_wait_vs_compute')}**: {t('train.split_pending')}")
     else:
-        right.plotly_chart(fig, key=K + "split_chart", config={"displayModeBar": False})
+        right.plotly_chart(fig, key=K + "split_chart", config={"displayModeBar": False},
+                           alt=t("a11y.split_chart"))
         right.caption(caption)
 
 
@@ -75,7 +76,8 @@ def show_inside(view) -> None:
         st.caption(t("train.inside.intro"))
         fig = view.memoized("inside", (len(view.inside), t.lang),
                             lambda _: words.grad_figure(view.inside, t.lang))
-        st.plotly_chart(fig, key="train_inside_chart", config={"displayModeBar": False})
+        st.plotly_chart(fig, key="train_inside_chart", config={"displayModeBar": False},
+                        alt=t("a11y.grad_chart"))
         st.dataframe(words.latest_table(view.inside, t.lang), hide_index=True)
 
 

@@ -85,6 +85,29 @@ def test_pages_are_thin():
     assert not thick, f"pages over {MAX_PAGE_LINES} lines: move logic into cifarlab/lab: {thick}"
 
 
+def test_every_chart_on_a_page_has_a_text_alternative_in_every_language():
+    # a screen reader reads a chart's ``alt``; axe cannot tell that a plotly chart lacks one
+    from cifarlab import i18n
+
+    missing, keys = [], set()
+    for p in _py_files("pages", "ui"):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "plotly_chart":
+                alt = next((k.value for k in node.keywords if k.arg == "alt"), None)
+                if alt is None or isinstance(alt, ast.Constant):
+                    missing.append(f"{p.relative_to(ROOT)}:{node.lineno}")
+                elif (isinstance(alt, ast.Call) and alt.args
+                      and isinstance(alt.args[0], ast.Constant)):   # t("a11y.…", …)
+                    keys.add(alt.args[0].value)
+    assert not missing, f"charts without a translated alt=: {missing}"
+    assert len(keys) > 20
+    for lang in i18n.LANGUAGES:
+        texts = {key: i18n.t(key, lang, knob="X", rank=1, c=1, k=1, n=1, layer="X", h=1, w=1,
+                             top=0, left=0) for key in keys}
+        assert all(text and text != key for key, text in texts.items()), (lang, texts)
+    assert i18n.t("a11y.train_loss_chart", "es") != i18n.t("a11y.train_loss_chart", "en")
+
+
 def test_pages_read_runs_only_through_the_queues_checked_calls():
     # `queue.store` would skip the session check that every JobQueue call makes
     offenders = [f"{p.relative_to(ROOT)}:{i}" for p in _py_files("pages", "ui")

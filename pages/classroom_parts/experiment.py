@@ -76,6 +76,7 @@ def picture(cr, me, code: str | None, height: int = 640, font: int | None = None
             fig = words.experiment_figure(view, lang(), height, font)
             name = f"{code or 'class'}-{view.experiment.knob}"
             st.plotly_chart(fig, width="stretch", key=K + "chart", theme=None,
+                            alt=t("a11y.experiment_chart", knob=label),
                             config={"displaylogo": False, "toImageButtonOptions": {
                                 "format": "png", "filename": name, "scale": 2}})
             st.caption(t("classroom.experiment.png_hint"))

@@ -91,7 +91,7 @@ def pinned_run(cr, me, code: str) -> None:
     fig = loss_figure(run.chart(), lang())[1].update_layout(height=480, font_size=22, margin_t=96)
     fig.update_xaxes(automargin=True).update_yaxes(automargin=True)   # the large ticks' room
     st.plotly_chart(fig, width="stretch", key=K + "chart", config={"displayModeBar": False},
-                    theme=None)
+                    theme=None, alt=t("a11y.presenter_chart"))
     st.caption(chart_texts(run, p.log_every, lang())[0])
 
 

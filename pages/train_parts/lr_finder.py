@@ -76,7 +76,7 @@ def _result(form, run) -> None:
                        else "?"))
         return
     st.plotly_chart(finder.figure(result, lang()), key=K + "chart",
-                    config={"displayModeBar": False})
+                    config={"displayModeBar": False}, alt=t("a11y.lr_finder_chart"))
     for line in finder.summary(result, lang()):
         st.markdown(line)
     with st.expander(t("train.lr_find.table")):   # the chart's numbers, for screen readers
