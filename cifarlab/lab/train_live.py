@@ -22,11 +22,13 @@ GREY, BLUE, RED, ORANGE = "#888", "#3d7dca", "#ff4b4b", "#f0a202"
 
 
 def layout(lang: str, title: str, **kw) -> dict:
-    """Title left, legend right, each on its own line of the top margin."""
-    return dict(template="none", margin=dict(l=10, r=10, t=64, b=10),
-                title=dict(text=title, x=0.01, xanchor="left"),
+    """The title at the top of the top margin, the legend under it (beside each other, on a
+    phone the legend's two lines ran over the title)."""
+    return dict(template="none", margin=dict(l=10, r=10, t=92, b=10),
+                title=dict(text=title, x=0.01, xanchor="left", y=0.98, yref="container",
+                           yanchor="top"),
                 separators=i18n.separators(lang),
-                legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1),
+                legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
                 **kw)
 
 
@@ -104,7 +106,7 @@ def split_figure(split: Mapping[str, float], lang: str, old: tuple | None = None
             for value, label, color in zip(values, (t("train.data_wait"), t("train.compute")),
                                            (ORANGE, BLUE))]
     return lang, go.Figure(data=bars, layout=layout(
-        lang, t("train.data_wait_vs_compute"), barmode="stack", height=214,
+        lang, t("train.data_wait_vs_compute"), barmode="stack", height=242,
         xaxis_title=t("common.time") + " (s)", showlegend=True))
 
 

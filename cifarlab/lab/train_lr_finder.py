@@ -54,7 +54,8 @@ def figure(result: Mapping[str, Any], lang: str) -> go.Figure:
     fig.update_xaxes(type="log", dtick=1, exponentformat="power", title_text=t("common.lr"))
     fig.update_yaxes(title_text=t("common.loss"))
     # the legend under the chart: above it, on a phone, it ran over the title
-    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.25, xanchor="left", x=0))
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.25, xanchor="left", x=0),
+                      margin_t=56)
     return fig
 
 
