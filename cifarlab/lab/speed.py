@@ -70,13 +70,7 @@ def figure(rows: list[dict], t) -> go.Figure:
                     mode="lines+markers", marker_color=C.PALETTE[5], line=dict(dash="dash"),
                     yaxis="y2", hovertemplate="%{x}: %{y:.0f} s<extra></extra>")
     return C.localized(
-        # the title at the very top, the legend under it: beside each other, on a phone the
-        # legend ran over the title
-        fig, t.lang, template="none", title=dict(text=t("speed.chart_title"), x=0.01,
-                                                  xanchor="left", y=0.98, yref="container",
-                                                  yanchor="top"),
-        margin=dict(l=10, r=10, t=110, b=10), height=470,
-        yaxis=dict(title=t("speed.accuracy"), tickformat=".0%", range=[0, 1]),
+        fig, t.lang, template="none", **C.title_over_legend(t("speed.chart_title"), 110),
+        height=470, yaxis=dict(title=t("speed.accuracy"), tickformat=".0%", range=[0, 1]),
         yaxis2=dict(title=t("speed.seconds"), overlaying="y", side="right", rangemode="tozero",
-                    tickformat=",.0f"),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0))
+                    tickformat=",.0f"))

@@ -14,7 +14,7 @@ from cifarlab import i18n
 from cifarlab.i18n import duration, number, percent
 from cifarlab.core.probes import finite, signals
 from cifarlab.lab import eta
-from cifarlab.lab.charts import series_style
+from cifarlab.lab.charts import series_style, title_over_legend
 from cifarlab.lab.classroom import status_text as status_word
 from cifarlab.lab.train import time_split
 
@@ -22,14 +22,9 @@ GREY, BLUE, RED, ORANGE = "#888", "#3d7dca", "#ff4b4b", "#f0a202"
 
 
 def layout(lang: str, title: str, **kw) -> dict:
-    """The title at the top of the top margin, the legend under it (beside each other, on a
-    phone the legend's two lines ran over the title)."""
-    return dict(template="none", margin=dict(l=10, r=10, t=92, b=10),
-                title=dict(text=title, x=0.01, xanchor="left", y=0.98, yref="container",
-                           yanchor="top"),
-                separators=i18n.separators(lang),
-                legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
-                **kw)
+    """The Train page's charts: the title, then the legend, in the top margin."""
+    return dict(template="none", separators=i18n.separators(lang),
+                **title_over_legend(title, 92), **kw)
 
 
 def loss_figure(chart: Mapping[str, Any], lang: str, old: tuple | None = None) -> tuple:
