@@ -241,6 +241,29 @@ def test_a_graphed_point_that_cannot_capture_is_an_error_row_not_eager_figures()
     assert row["error"] == "not graphed: graphs.needs_cuda"
 
 
+def test_a_timing_workload_reads_whether_its_step_replays_from_the_step_itself():
+    """The graphed series' rows say "not graphed" unless the step holds a captured graph that has
+    not given up; on the CPU the step is eager and says why. Checked here on a GraphedStep's
+    state without CUDA (its capture needs a GPU: the CUDA test below does it for real)."""
+    from cifarlab.lab.gpu.step import Workload
+
+    work = Workload("cpu", 4, pipeline="fast", num_workers=0, graphed=True)
+    try:
+        assert work.not_graphed() == "graphs.needs_cuda"
+        step = object.__new__(graphs.GraphedStep)   # its __init__ makes a CUDA stream
+        step.graph, step.failed = object(), False
+        work._step = step
+        assert work.not_graphed() is None
+        step.failed = True
+        work.graph_notes.append({"status": "eager", "reason": "graphs.settings_changed",
+                                 "params": {}, "step": 9})
+        assert work.not_graphed() == "graphs.settings_changed"
+        step.graph, step.failed = None, False
+        assert work.not_graphed() == "graphs.settings_changed"   # not captured yet: the last note
+    finally:
+        work.close()
+
+
 def graphed_result() -> gpu_results.SweepResult:
     """A recording with cpu, cuda:0 and cuda:0 graphed rows (figures made up, shapes real)."""
     def row(device, batch, ips, graphed=False):

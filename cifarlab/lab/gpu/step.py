@@ -68,7 +68,8 @@ class Workload:
 
     def not_graphed(self) -> str | None:
         """None when the step is replayed as a graph, else why not: the last fallback's code."""
-        if getattr(self._step, "graphed", False):
+        step = self._step
+        if isinstance(step, core_graphs.GraphedStep) and step.graph is not None and not step.failed:
             return None
         note = next((n for n in reversed(self.graph_notes) if n["status"] == "eager"), None)
         if note is None:
