@@ -87,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     x = sub.add_parser("export", help="the script, notebook or zip that repeats a run")
     x.add_argument("checkpoint", help="a CIFAR Lab checkpoint (.pth)")
     x.add_argument("-o", "--output", default="cifar_run.py",
-                   help="its suffix picks the format: .py, .ipynb or .zip (cifar_run.py)")
+                   help="its suffix picks the format: .py, .ipynb or .zip; a folder: "
+                        "cifar_run.py in it (cifar_run.py)")
     x.add_argument("--lang", default=i18n.DEFAULT, choices=list(i18n.LANGUAGES),
                    help="the notebook's and the model card's language (en)")
 

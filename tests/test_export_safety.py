@@ -224,6 +224,12 @@ def test_cli_export_says_what_is_wrong_in_one_line_whatever_the_names(tmp_path, 
     assert main(["export", str(path), "-o", str(tmp_path / "two\nlines.py")]) == 0
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and "two lines.py" in out
+    # a folder as the output: the script under its default name inside it
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    assert main(["export", str(path), "-o", str(folder)]) == 0
+    assert str(folder / "cifar_run.py") in capsys.readouterr().out
+    compile((folder / "cifar_run.py").read_text(encoding="utf-8"), "cifar_run.py", "exec")
 
 
 # -- CSV cells ----------------------------------------------------------------------------------

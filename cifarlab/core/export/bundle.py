@@ -18,6 +18,7 @@ from cifarlab.core.export.render import export_script
 from cifarlab.core.export.tensorboard import log_files
 
 FORMATS = (".py", ".ipynb", ".zip")
+DEFAULT_NAME = "cifar_run.py"   # the command line's -o, and inside a folder given as -o
 LOGS = "runs"
 WEIGHTS = "cifar_net.pth"
 
@@ -55,6 +56,9 @@ def write_export(checkpoint, path: str | os.PathLike, name: str | None = None,
     """Write a loaded checkpoint's run as ``path``'s suffix names (``.py``, ``.ipynb``,
     ``.zip``); CifarLabError ``export.*`` when it cannot."""
     path = Path(path).expanduser()
+    if os.path.isdir(path):   # "-o runs/": the default name in it, as cp would (os.path: a
+        # name too long is simply no folder, where Path.is_dir raises)
+        path = path / DEFAULT_NAME
     suffix = path.suffix.lower()
     if suffix not in FORMATS:
         raise export_error("export.unknown_format", path=path, suffix=suffix or "(none)",
