@@ -51,6 +51,14 @@ def test_the_same_store_opens_again_and_a_newer_one_is_refused(store, tmp_path):
     assert info.value.code == "serve.store.newer_schema" and info.value.params["version"] == 99
 
 
+def test_a_database_servers_store_without_its_checkpoint_folder_is_refused_before_connecting(
+        tmp_path):
+    # nothing listens on port 9: the refusal comes before any connection is tried
+    with pytest.raises(ValueError, match="checkpoint_dir"):
+        RunStore("postgresql+psycopg://nobody@127.0.0.1:9/none")
+    assert RunStore(tmp_path / "runs.db").checkpoint_dir == (tmp_path / "checkpoints").resolve()
+
+
 def test_schema_is_versioned_and_in_wal_mode(sqlite_store, tmp_path):
     store = sqlite_store
     assert schema_version(store) == SCHEMA_VERSION == 5

@@ -63,12 +63,15 @@ class RunStore(Database):
 
     def __init__(self, location: str | os.PathLike, checkpoint_dir: str | os.PathLike | None = None,
                  upto: int = SCHEMA_VERSION):
-        if store_url(location).get_backend_name() == "sqlite":
+        sqlite = store_url(location).get_backend_name() == "sqlite"
+        if not sqlite and checkpoint_dir is None:   # before connecting: a caller's mistake
+            raise ValueError("a database server's run store needs checkpoint_dir: the "
+                             "checkpoints live in a folder, not in the database")
+        if sqlite:
             init = super().__init__
             self.recovery = open_checked(self, lambda: init(location, upto))
         else:
             super().__init__(location, upto)
-        # a database server's store: the settings always name the folder (home)
         self.checkpoint_dir = Path(checkpoint_dir or self.path.parent / "checkpoints").resolve()
 
     def checkpoint_path(self, run_id: str) -> Path:
