@@ -12,14 +12,29 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cifarlab.serve.runs import pid_alive
 from cifarlab.serve.worker import JobContext, _lower_priority, run_job
+
+FOLDER_PREFIX = "cifarlab-ray-"
+
+
+def checkpoint_folder() -> Path:
+    """This actor's folder for its run's checkpoint, named by its process id. A killed actor
+    (``ray.kill``: no cleanup of its own runs) leaves its folder behind; the next actor on the
+    node removes those whose process is gone."""
+    for old in Path(tempfile.gettempdir()).glob(FOLDER_PREFIX + "*-*"):
+        pid = old.name[len(FOLDER_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)   # another user's: not ours to remove
+    return Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-"))
+
 
 class Outbox:
     """The run store of a ``JobContext`` on Ray: each batch waits here for ``take``."""
 
     def __init__(self):
         self.cancel = threading.Event()
-        self.folder = Path(tempfile.mkdtemp(prefix="cifarlab-ray-"))
+        self.folder = checkpoint_folder()
         self.batches: queue.SimpleQueue[dict] = queue.SimpleQueue()
 
     def checkpoint_path(self, run_id: str) -> Path:
