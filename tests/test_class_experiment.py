@@ -105,6 +105,24 @@ def test_the_preset_and_limits_keep_the_experiment_possible(cr, klass):
     assert info.experiment.values == (True, False)      # a switch keeps the order typed
 
 
+@pytest.mark.parametrize("lang", list(i18n.LANGUAGES))
+def test_an_experiments_values_written_for_its_form_read_back_the_same(cr, klass, lang):
+    """The console's form opens with the running experiment's values in the language's own
+    decimals: set again as they stand, they are the same values."""
+    version = klass.version
+    for knob, typed in (("lr", "0.0001 0.0125 1"), ("momentum", "0.5 0.95"),
+                        ("batch_size", "4 64"), ("activation", "relu tanh"),
+                        ("nesterov", "on off")):
+        info = cr.set_experiment(TEACH, klass.code, knob, typed, version)
+        text = pic.values_text(info.experiment, lang)
+        again = cr.set_experiment(TEACH, klass.code, knob, text, info.version)
+        assert again.experiment.values == info.experiment.values, (knob, text)
+        version = again.version
+    assert pic.values_text(again.experiment, "en") == "True; False"
+    assert pic.values_text(cr.set_experiment(TEACH, klass.code, "lr", "0.0001 0.0125", version)
+                           .experiment, "es") == "0,0001; 0,0125"
+
+
 def test_the_experiment_survives_a_restart_and_an_older_store_migrates(tmp_path):
     old = old_store(tmp_path / "runs.db", version=4)
     code = Classroom(old).create_class(TEACH, "Period 3").code

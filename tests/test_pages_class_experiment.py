@@ -42,6 +42,13 @@ def test_the_console_sets_draws_and_stops_an_experiment(classroom, lang):  # noq
     info = classroom.get_class(TEACHER, code)
     assert texts(at, "success") == [t("classroom.experiment.started", version=info.version)]
     assert info.experiment.values == (0.0001, 0.01, 1.0)
+    # the console opened anew (another device, a reload) has the running experiment in its form
+    again = open_app(lang, f"teacher-{lang}-experiment-2", instructor=True,
+                     page="pages/classroom.py")
+    tab(again, lang, "classroom.experiment.title")
+    assert again.selectbox(key="cls_ex_knob").value == "lr"
+    assert again.text_input(key="cls_ex_values").value == "; ".join(
+        i18n.number(v, lang) for v in (0.0001, 0.01, 1.0))
     shown = [i18n.number(v, lang) for v in info.experiment.values]
     assert t("classroom.experiment.compares", knob=lr, values=", ".join(shown)) in \
         texts(at, "markdown")

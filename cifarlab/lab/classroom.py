@@ -16,6 +16,7 @@ from cifarlab import i18n
 from cifarlab.core.config import knobs
 from cifarlab.core.safe_text import csv_writer
 from cifarlab.lab import charts as C
+from cifarlab.lab.train_form import widget_value
 
 KNOBS = {f.name: f for f in knobs()}
 CODE_PARAM = "class"   # the join link's query parameter (Home fills the code in from it)
@@ -103,6 +104,13 @@ def qr_png(text: str) -> bytes:
 
 def knob_label(name: str, lang: str) -> str:
     return i18n.t(KNOBS[name].knob.label, lang) if name in KNOBS else name
+
+
+def values_text(experiment: Any, lang: str) -> str:
+    """An experiment's values as its form takes them back ("0,0001; 0,01" in Spanish): the
+    console opens with the running experiment in its form, to change one value."""
+    kind = KNOBS[experiment.knob].knob.kind
+    return "; ".join(str(widget_value(kind, v, lang)) for v in experiment.values)
 
 
 def shown(value: Any, lang: str, name: str = "") -> str:

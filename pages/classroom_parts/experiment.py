@@ -30,7 +30,10 @@ def _set(code: str, clear: bool) -> None:
 
 def console(cr, me, info, picture_shown: bool = True) -> None:
     """The console's tab: the form, and the picture when ``picture_shown`` (it polls)."""
-    st.session_state.setdefault(K + "knob", "lr")   # the knob a class compares first
+    ex = info.experiment   # the form opens with the running one (else lr: a class's first)
+    st.session_state.setdefault(K + "knob", ex.knob if ex else "lr")
+    if ex is not None:
+        st.session_state.setdefault(K + "values", words.values_text(ex, lang()))
     st.caption(t("classroom.experiment.help"))
     messages.show(K + "msg")
     labels = {f.name: t(f.knob.label) for f in FIELDS}
