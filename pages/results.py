@@ -13,6 +13,7 @@ from cifarlab.lab.tables import class_name
 from cifarlab.serve.queue import get_queue
 from ui.data import get_data
 from ui.language import call_or_show, error_text, show_error, translator
+from ui.language import pct as percent   # a whole percentage ("11 %"); pct() is its number
 from ui.models import finished_runs, pick_run_model, predictions, uploaded_picture
 from ui.nav import lesson
 from ui.session import session_id
@@ -130,7 +131,7 @@ def confusion_section(ev, data) -> None:
     st.markdown(t(f"results.{key}", n=int(ev.confusion[true_i][pred_i]), true=names[true_i],
                   predicted=names[pred_i], shown=len(idx)))
     if len(idx):
-        sure = [pct(float(ev.probabilities[i, pred_i]), 0) for i in idx]
+        sure = [percent(float(ev.probabilities[i, pred_i]), 0) for i in idx]
         st.image([upscale(data.test_x[i], 3) for i in idx], caption=sure, width=96,
                  alt=[t("results.image_alt", i=int(i), true=names[true_i],
                         predicted=names[pred_i], p=p) for i, p in zip(idx, sure)])
@@ -143,7 +144,7 @@ def samples_section(ev, data) -> None:
     df = R.sample_predictions(ev, 16, seed=st.session_state.get(K + "seed", 0))
     st.caption(t("results.samples_caption", right=int(df["correct"].sum()), n=len(df)))
     rows = [dict(i=int(r.index), true=cls_name(r.true), predicted=cls_name(r.predicted),
-                 p=pct(r.confidence, 0), mark="✓" if r.correct else "✗")
+                 p=percent(r.confidence, 0), mark="✓" if r.correct else "✗")
             for r in df.itertuples(index=False)]
     st.image([upscale(data.test_x[i], 4) for i in df["index"]], width=112,
              caption=[t("results.sample_caption", **r) for r in rows],

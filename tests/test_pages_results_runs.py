@@ -8,6 +8,7 @@ import base64
 import io
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -117,6 +118,10 @@ def test_results_page_shows_the_run(lab, lang):
     acc = lab["result"].eval.accuracy
     assert f"{i18n.number(100 * acc, lang, 1)} %" in [m.value for m in at.metric]   # 13,2 % in es
     assert images(at) >= 16     # the sample grid at least
+    # each picture's confidence is a percentage, written as the language writes one
+    captions = [im.caption for el in at.get("image") for im in el.proto.imgs]
+    sign = "\u00a0%" if lang == "es" else "%"
+    assert captions and all(re.search(r"\d" + sign + r"\)?$", c) for c in captions), captions
     assert tr("results.per_class_swings", lang) in texts(at)
 
 
