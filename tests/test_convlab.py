@@ -279,6 +279,16 @@ def test_typed_kernels_pytorch_refuses_are_refused_with_a_reason(typed, code):
     assert err.code == f"shapes.{code}" and "kernel_size" in err.text("pt")
 
 
+@pytest.mark.parametrize("typed, code", [("-5", "below_min"), ("0", "below_min"),
+                                         ("abc", "not_a_pair"), ("(32, x)", "not_a_pair")])
+def test_a_bad_input_size_is_named_in_words_not_as_a_pytorch_argument(typed, code):
+    err = convlab.calculator("conv", typed, "5")["shape_error"]
+    assert err.code == f"shapes.input_{code}"
+    words = {"en": "input size", "es": "tamaño de entrada", "pt": "tamanho da entrada"}
+    for lang, name in words.items():
+        assert name in err.text(lang) and "input_size" not in err.text(lang), err.text(lang)
+
+
 def test_typed_and_given_arguments_agree_and_keep_their_kind():
     assert convlab.calculator("conv", "32", "5")["output"] == 28
     assert convlab.calculator("conv", " 32 ", "(5, 2)")["output"] == (28, 31)

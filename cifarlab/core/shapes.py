@@ -90,7 +90,7 @@ def as_pair(v: Any, arg: str, layer: str = "?") -> tuple[int, int]:
         return (v, v)
     if isinstance(v, (tuple, list)) and len(v) == 2 and all(is_int(x) for x in v):
         return (v[0], v[1])
-    raise ShapeError("shapes.not_a_pair", layer=layer, arg=arg, value=repr(v))
+    raise ShapeError(_code("not_a_pair", arg), layer=layer, arg=arg, value=repr(v))
 
 
 _WHOLE = r"\s*([-−]?\s*\d+)\s*"
@@ -103,8 +103,14 @@ def parse_size(text: str, arg: str, layer: str = "?") -> int | tuple[int, int]:
     ints = [int(g.replace("−", "-").replace(" ", ""))
             for m in (_ONE.fullmatch(text), _TWO.fullmatch(text)) if m for g in m.groups()]
     if not ints:
-        raise ShapeError("shapes.not_a_pair", layer=layer, arg=arg, value=repr(text.strip()))
+        raise ShapeError(_code("not_a_pair", arg), layer=layer, arg=arg,
+                         value=repr(text.strip()))
     return ints[0] if len(ints) == 1 else (ints[0], ints[1])
+
+
+def _code(what: str, arg: str) -> str:
+    """The message for ``arg``: PyTorch's own argument by its name, the input by its words."""
+    return f"shapes.input_{what}" if arg == ARGS[0] else f"shapes.{what}"
 
 
 def per_dim(args: tuple, layer: str = "?") -> list[tuple[int, ...]]:
@@ -122,7 +128,7 @@ def _check_args(layer: str, size: int, kernel: int, stride: int, padding: int,
                 dilation: int) -> None:
     for arg, v, lo in zip(ARGS, (size, kernel, stride, padding, dilation), (1, 1, 1, 0, 1)):
         if not is_int(v) or v < lo:
-            raise ShapeError("shapes.below_min", layer=layer, arg=arg, lo=lo, value=repr(v))
+            raise ShapeError(_code("below_min", arg), layer=layer, arg=arg, lo=lo, value=repr(v))
 
 
 def _too_small(layer: str, args: tuple, dims: list[int]) -> ShapeError:
