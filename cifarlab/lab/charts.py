@@ -1,6 +1,7 @@
 """What the pages' figures share: colours that read in every common colour blindness."""
 from __future__ import annotations
 
+import textwrap
 from typing import Sequence
 
 import numpy as np
@@ -107,12 +108,16 @@ def mosaic(tiles: np.ndarray, titles: Sequence[str], per_row: int = 8,
 
 def mosaic_layout(fig: go.Figure, grid: np.ndarray, notes: list[dict], title: str = "",
                   width: int = 900) -> None:
-    """Square cells, no ticks, the tiles' titles in."""
+    """Square cells, no ticks, the tiles' titles in; the title in lines that fit a phone
+    (Plotly never wraps one: a long title is cut at the chart's edge)."""
     hidden = dict(showticklabels=False, ticks="", showgrid=False, zeroline=False,
                   constrain="domain")
     h, w = grid.shape[:2]
-    fig.update_layout(title=title, annotations=notes, margin=MARGIN,
-                      height=int(50 + width * h / w), plot_bgcolor="rgba(0,0,0,0)",
+    lines = textwrap.wrap(title, 40) or [""]
+    fig.update_layout(title="<br>".join(lines), annotations=notes,
+                      margin=MARGIN | {"t": 20 + 20 * len(lines)},
+                      height=int(30 + 20 * len(lines) + width * h / w),
+                      plot_bgcolor="rgba(0,0,0,0)",
                       xaxis=dict(range=[-0.5, w - 0.5], **hidden),
                       yaxis=dict(range=[h - 0.5, -0.5], scaleanchor="x", **hidden))
 

@@ -217,8 +217,9 @@ def counts_figure(data: CifarData, t) -> go.Figure:
 
 def histogram_figure(stats: dict, t) -> go.Figure:
     """Each channel's values at each stage of the transform, on that stage's range."""
+    # each title on two short lines: on a phone a panel is about 100 px wide
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.06, subplot_titles=[
-        "uint8 · 0…255", "ToTensor() · 0…1", "Normalize · −1…1"])
+        "uint8<br>0…255", "ToTensor()<br>0…1", "Normalize<br>−1…1"])
     for col, s in enumerate(stats.values(), start=1):   # raw, to_tensor, normalize
         centres = (s["edges"][:-1] + s["edges"][1:]) / 2
         for ch, (name, colour) in enumerate(zip(("red", "green", "blue"),
@@ -228,7 +229,7 @@ def histogram_figure(stats: dict, t) -> go.Figure:
                                  marker_color=colour, legendgroup=name, showlegend=col == 1),
                           1, col)
         fig.update_xaxes(range=[s["low"], s["high"]], row=1, col=col)
-    return C.localized(fig, t.lang, barmode="overlay", height=320, margin=C.MARGIN,
+    return C.localized(fig, t.lang, barmode="overlay", height=340, margin=C.MARGIN | {"t": 56},
                        yaxis_title=t("data.histogram"), legend=dict(orientation="h", y=-0.15))
 
 

@@ -79,7 +79,8 @@ def stage_views(stages: list[Stage], names: list[str], t, act: str = "ReLU") -> 
     for name, signed in MAPS:
         s = stage(stages, name)
         c, n = s.shape[0], min(s.shape[0], MAX_MAPS)
-        fig = maps_figure(s.values[:n], [t("inside.map_n", n=i + 1) for i in range(n)],
+        # tiles numbered only ("map 3" on hover): eight labels a row must fit a phone
+        fig = maps_figure(s.values[:n], [str(i + 1) for i in range(n)],
                           t("inside.maps_title" if signed else "inside.maps_title_positive",
                             n=n, c=c), signed, t)
         parts.append((s, fig, t("inside.maps_alt", layer=name, n=n, h=s.shape[1], w=s.shape[2]),

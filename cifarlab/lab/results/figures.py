@@ -45,7 +45,7 @@ def accuracy_figure(per_class: Mapping[str, float], t) -> go.Figure:
     fig = go.Figure(go.Bar(
         x=[class_name(c, lang) for c in per_class], y=[100 * a for a in per_class.values()],
         name=t("results.this_model"), marker_color=BAR, textposition="outside",
-        text=[pct(a, lang, 0) for a in per_class.values()]))
+        cliponaxis=False, text=[pct(a, lang, 0) for a in per_class.values()]))
     ranges = {c: r for c, r in ref["per_class_ranges"].items() if c in per_class}
     if ranges:
         lo, hi = np.array(list(ranges.values())).T
@@ -60,9 +60,11 @@ def accuracy_figure(per_class: Mapping[str, float], t) -> go.Figure:
     fig.add_hline(y=100 * ref["accuracy"], line=line)
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=line, hoverinfo="skip",
                              name=t("results.tutorial_figure", pct=pct(ref["accuracy"], lang, 0))))
-    return C.localized(fig, lang, height=340, margin=TIGHT,
+    # the legend above the bars: below them, a phone's slanted class names ran under it
+    return C.localized(fig, lang, height=400, margin=dict(TIGHT, t=80),
                        yaxis_title=t("common.accuracy") + " (%)", yaxis_range=[0, 105],
-                       legend=dict(orientation="h", y=-0.2))
+                       legend=dict(orientation="h", yanchor="bottom", y=1.04, xanchor="left",
+                                   x=0))
 
 
 def confusion_figure(ev, mistakes_only: bool, t) -> go.Figure:
