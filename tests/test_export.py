@@ -319,7 +319,8 @@ def test_cli_export_bad_input_exits_2_with_one_line(saved, tmp_path, capsys):
         ([str(path), "-o", str(tmp_path / "no" / "such" / "run.py")], "No such file"),
         ([str(path), "-o", str(tmp_path / "folder.py")], "Is a directory"),
     ]
-    (tmp_path / "folder.py").mkdir()
+    # a folder as -o means cifar_run.py in it (test_export_safety); here that is a folder too
+    (tmp_path / "folder.py" / "cifar_run.py").mkdir(parents=True)
     for args, said in cases:
         assert main(["export", *args]) == 2, args
         err = capsys.readouterr().err

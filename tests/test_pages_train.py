@@ -267,7 +267,8 @@ def test_decimals_are_written_and_read_in_the_students_notation(lab, lang, shown
     assert run.config["lr"] == 0.01 and run.config["momentum"] == 0.5
     # not a number: the config's message in the language, the text kept, nothing submitted
     set_knobs(at, train_lr="0,0,1")
-    assert t("errors.config.lr", hi=10, default=0.001) in texts(at, "error")
+    assert t("errors.config.not_a_number", why=t("errors.config.lr", hi=10, default=0.001)) \
+        in texts(at, "error")
     assert at.text_input(key="train_lr").value == "0,0,1"
     at.button(key="train_start").click().run()
     assert len(store(lab).list_runs()) == 1

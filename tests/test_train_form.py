@@ -52,9 +52,13 @@ def test_a_bad_value_gives_its_fields_problem_in_the_language(lang):
     assert problems["lr"].code == "config.lr" and problems["epochs"].code == "config.epochs_limit"
     assert form.config() is None and form.shown("lr") == "0,0,1"      # kept as typed
     said = {w.name: w.problem for w in form.widgets()}
-    assert said["lr"] == i18n.t("errors.config.lr", lang, hi=10, default=0.001)
+    assert said["lr"] == i18n.t("errors.config.not_a_number", lang, why=i18n.t(
+        "errors.config.lr", lang, hi=10, default=0.001))   # the box holds no number: said first
     assert said["epochs"] == i18n.t("errors.config.epochs_limit", lang, n=20)
     assert said["momentum"] is None
+    form.take({"lr": "-0,5"})                                   # a number, out of range
+    assert {w.name: w.problem for w in form.widgets()}["lr"] == i18n.t(
+        "errors.config.lr", lang, hi=10, default=0.001)
     form.take({"lr": "0,01", "epochs": 2})
     assert form.problems() == {} and form.config().lr == 0.01
 

@@ -281,9 +281,12 @@ class TrainForm:
             fast_workers = name == "num_workers" and self._raw.get("pipeline") == "fast"
             note = t("train.num_workers_fast") if fast_workers else None
             problem = problems.get(name)
+            said = problem.text(self.lang) if problem else None
+            typed = knob_value(k.kind, self._raw.get(name))
+            if said and k.kind in ("int", "float") and isinstance(typed, str):
+                said = t("errors.config.not_a_number", why=said)   # the box holds no number
             out.append(Widget(name, k.kind, t(k.label), help_text,
                               disabled=bool(lock) or note is not None, options=options,
                               option_labels=labels, placeholder=placeholder, step=int(k.step),
-                              note=note, problem=problem.text(self.lang) if problem else None,
-                              advanced=name in self.advanced))
+                              note=note, problem=said, advanced=name in self.advanced))
         return out
