@@ -223,7 +223,7 @@ def test_one_training_story_by_keyboard_then_watched_cancelled_and_compared(serv
         page.keyboard.press("Enter")
         # the new run appears without a reload (the page said "No run yet" before): the one
         # set by keyboard
-        summary = t("train.run_summary", epochs=1, batch=32, lr=0.001,
+        summary = t("train.run_summary", epochs=t("counts.epochs", n=1), batch=32, lr=0.001,
                     images=i18n.number(256, lang))
         wait_for_chosen_run(page, t, summary, timeout_ms=60_000)
         # it finishes, and the page says so by itself: wait as long as the run moves on
@@ -268,7 +268,7 @@ def test_one_training_story_by_keyboard_then_watched_cancelled_and_compared(serv
         page.get_by_role("button", name=t("train.cancel"), exact=True).click()
         wait_for_chosen_run(page, t, images, t("status.cancelled"), timeout_ms=60_000)
         wait_idle(page)
-        assert t("train.run_summary", epochs=2, batch=4, lr=0.001,
+        assert t("train.run_summary", epochs=t("counts.epochs", n=2), batch=4, lr=0.001,
                  images=images) in chosen.input_value()
         assert not page_problems(page)
         screenshot(page, f"{lang}-train-cancelled")

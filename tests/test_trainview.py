@@ -394,3 +394,17 @@ def test_run_views_keep_the_last_few_runs():
     views.of("b")
     views.of("c")
     assert list(views) == ["b", "c"]
+
+
+def test_a_runs_label_counts_its_epochs_as_the_language_does():
+    from types import SimpleNamespace
+
+    from cifarlab.lab.train_live import run_label
+
+    run = SimpleNamespace(config={"epochs": 1, "batch_size": 4, "lr": 0.001, "train_subset": 300},
+                          name="", created_at=0.0, status="done")
+    one = {lang: run_label(run, lang, 50000) for lang in ("en", "es", "pt")}
+    assert "1 epoch, batch 4, lr 0.001, 300 images" in one["en"]
+    assert "1 época, lote 4, lr 0,001, 300 imágenes" in one["es"]
+    run.config["epochs"] = 2
+    assert "2 épocas, lote 4" in run_label(run, "pt", 50000)

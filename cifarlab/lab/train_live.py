@@ -153,7 +153,9 @@ def run_label(run: Any, lang: str, full_images: int) -> str:
     t, c = i18n.translator(lang), run.config or {}
     images = c.get("train_subset") or full_images
     when = time.strftime("%H:%M:%S", time.localtime(run.created_at))
-    summary = t("train.run_summary", epochs=c.get("epochs", "?"), batch=c.get("batch_size", "?"),
+    epochs = c.get("epochs")
+    summary = t("train.run_summary", batch=c.get("batch_size", "?"),
+                epochs=t("counts.epochs", n=epochs) if isinstance(epochs, int) else "?",
                 lr=c.get("lr", 0), images=number(int(images), lang))
     return " · ".join(([run.name] if run.name else [])
                       + [when, status_word(run.status, lang), summary])
