@@ -397,8 +397,6 @@ def test_run_views_keep_the_last_few_runs():
 
 
 def test_a_runs_label_counts_its_epochs_as_the_language_does():
-    from types import SimpleNamespace
-
     from cifarlab.lab.train_live import run_label
 
     run = SimpleNamespace(config={"epochs": 1, "batch_size": 4, "lr": 0.001, "train_subset": 300},
