@@ -737,3 +737,10 @@ def test_time_left_counts_the_points_and_the_phase_passes_still_to_come():
     assert time_left(cfg, 0, 5.0, ["cpu"]) is None          # nothing measured yet
     assert time_left(cfg, 1, 4.0, ["cpu"]) == pytest.approx(4.0 * (points - 1 + passes))
     assert time_left(cfg, points, 12.0, ["cpu"]) is None    # only the passes are left
+
+
+def test_the_cudnn_version_is_written_as_its_release_is_named():
+    from cifarlab.lab.gpu.report import cudnn_text
+
+    assert [cudnn_text(v) for v in (91900, 90100, 8907, 8600, None, "")] == [
+        "9.19.0", "9.1.0", "8.9.7", "8.6.0", None, ""]

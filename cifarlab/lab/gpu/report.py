@@ -95,6 +95,15 @@ def rows_table(rows: list[dict], lang: str) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def cudnn_text(version: Any) -> Any:
+    """torch's cuDNN version number as its release is named: 91900 -> "9.19.0", 8907 -> "8.9.7"
+    (from cuDNN 9 the minor version takes two digits)."""
+    if not isinstance(version, int) or isinstance(version, bool) or version <= 0:
+        return version
+    major, rest = divmod(version, 10000) if version >= 90000 else divmod(version, 1000)
+    return f"{major}.{rest // 100}.{rest % 100}"
+
+
 def hardware_table(res: SweepResult, lang: str) -> pd.DataFrame:
     """What it was measured on and with, for ``st.table`` (whose cells are Markdown: escaped)."""
     t = i18n.translator(lang)
@@ -115,7 +124,7 @@ def hardware_table(res: SweepResult, lang: str) -> pd.DataFrame:
                  else "?")) for g in _gpus(res)]
     items += [(t("gpu.hw_torch"), known(env.get("torch") or first.get("torch"))),
               (t("gpu.hw_cuda"), f"{known(env.get('cuda') or first.get('cuda'))} / "
-                                 f"{known(env.get('cudnn'))}")]
+                                 f"{known(cudnn_text(env.get('cudnn')))}")]
     if cfg:
         items.append((t("gpu.hw_settings"), t(
             "gpu.hw_settings_value", steps=known(cfg.get("steps")),
