@@ -12,8 +12,7 @@ from cifarlab.lab.results import figures as F
 from cifarlab.lab.tables import class_name
 from cifarlab.serve.queue import get_queue
 from ui.data import get_data
-from ui.language import call_or_show, error_text, show_error, translator
-from ui.language import pct as percent   # a whole percentage ("11 %"); pct() is its number
+from ui.language import call_or_show, error_text, pct, show_error, translator
 from ui.models import finished_runs, pick_run_model, predictions, uploaded_picture
 from ui.nav import lesson
 from ui.session import session_id
@@ -23,7 +22,8 @@ t = translator()
 K = "results_"
 
 
-def pct(x: float, digits: int = 1) -> str:
+def pct_number(x: float, digits: int = 1) -> str:
+    """A fraction as a percentage's number alone ("13,2"): the text around it says %."""
     return F.pct(x, t.lang, digits)
 
 
@@ -72,9 +72,9 @@ def choose_model():
 def accuracy_section(ev) -> None:
     ref = R.TUTORIAL_REFERENCE
     c1, c2 = st.columns([1, 2])
-    c1.metric(t("results.overall_accuracy"), f"{pct(ev.accuracy)} %",
-              delta=f"{pct(ev.accuracy - ref['accuracy'])} pp",
-              help=t("results.delta_help", pct=pct(ref["accuracy"], 0)))
+    c1.metric(t("results.overall_accuracy"), f"{pct_number(ev.accuracy)} %",
+              delta=f"{pct_number(ev.accuracy - ref['accuracy'])} pp",
+              help=t("results.delta_help", pct=pct_number(ref["accuracy"], 0)))
     c1.caption(t("results.overall_accuracy_value", n=int(ev.total), correct=int(ev.correct)))
     c2.subheader(t("results.per_class_accuracy"))
     c2.plotly_chart(F.accuracy_figure(ev.per_class_accuracy, t), key=K + "per_class_chart",
@@ -131,7 +131,7 @@ def confusion_section(ev, data) -> None:
     st.markdown(t(f"results.{key}", n=int(ev.confusion[true_i][pred_i]), true=names[true_i],
                   predicted=names[pred_i], shown=len(idx)))
     if len(idx):
-        sure = [percent(float(ev.probabilities[i, pred_i]), 0) for i in idx]
+        sure = [pct(float(ev.probabilities[i, pred_i]), 0) for i in idx]
         st.image([upscale(data.test_x[i], 3) for i in idx], caption=sure, width=96,
                  alt=[t("results.image_alt", i=int(i), true=names[true_i],
                         predicted=names[pred_i], p=p) for i, p in zip(idx, sure)])
@@ -144,7 +144,7 @@ def samples_section(ev, data) -> None:
     df = R.sample_predictions(ev, 16, seed=st.session_state.get(K + "seed", 0))
     st.caption(t("results.samples_caption", right=int(df["correct"].sum()), n=len(df)))
     rows = [dict(i=int(r.index), true=cls_name(r.true), predicted=cls_name(r.predicted),
-                 p=percent(r.confidence, 0), mark="✓" if r.correct else "✗")
+                 p=pct(r.confidence, 0), mark="✓" if r.correct else "✗")
             for r in df.itertuples(index=False)]
     st.image([upscale(data.test_x[i], 4) for i in df["index"]], width=112,
              caption=[t("results.sample_caption", **r) for r in rows],
@@ -165,7 +165,7 @@ def own_image_section(model, ckpt) -> None:
     c1.image(prepared.preview, caption=t("results.your_image"), width=160)
     c2.image(upscale(prepared.pixels, 5), caption=t("results.as_the_network_sees_it"), width=160)
     best, p = ranked[0]
-    c3.markdown("#### " + t("results.prediction", name=cls_name(best), p=pct(p, 0)))
+    c3.markdown("#### " + t("results.prediction", name=cls_name(best), p=pct_number(p, 0)))
     c3.plotly_chart(F.guesses_figure(ranked, t), key=K + "guess_chart",
                     alt=t("a11y.guesses_chart"))
     c3.caption(t("results.ten_classes_only"))

@@ -25,13 +25,16 @@ def series_style(column: str) -> dict:
                 line_dash_sequence=DASHES)
 
 
+LEGEND_ABOVE = dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0)
+
+
 def title_over_legend(title: str, top: int) -> dict:
     """Layout: the title at the top of a ``top``-pixel margin, the legend on its own line under
     it (side by side, on a phone a legend of two lines ran over the title)."""
     return dict(margin=dict(l=10, r=10, t=top, b=10),
                 title=dict(text=title, x=0.01, xanchor="left", y=0.98, yref="container",
                            yanchor="top"),
-                legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0))
+                legend=LEGEND_ABOVE)
 
 
 def localized(fig: go.Figure, lang: str, **layout) -> go.Figure:

@@ -63,8 +63,7 @@ def accuracy_figure(per_class: Mapping[str, float], t) -> go.Figure:
     # the legend above the bars: below them, a phone's slanted class names ran under it
     return C.localized(fig, lang, height=400, margin=dict(TIGHT, t=80),
                        yaxis_title=t("common.accuracy") + " (%)", yaxis_range=[0, 105],
-                       legend=dict(orientation="h", yanchor="bottom", y=1.04, xanchor="left",
-                                   x=0))
+                       legend=C.LEGEND_ABOVE)
 
 
 def confusion_figure(ev, mistakes_only: bool, t) -> go.Figure:
